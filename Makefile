@@ -1,0 +1,33 @@
+# The two commands: `make book` and `make test` (see README.md). Both set up .venv themselves.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export FLWR_TELEMETRY_ENABLED := 0
+export PYTHONHASHSEED := 0
+
+.PHONY: setup test pytest chapters book clean
+
+$(STAMP): requirements.txt constraints.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+pytest: setup
+	$(PY) -m pytest
+
+# Execute every chapter of _toc.yml at the smoke profile with papermill, then build the book with -W.
+chapters: setup
+	$(PY) tools/build_book.py --profile smoke
+
+test: pytest chapters
+
+# Execute every chapter at the default profile and build the HTML book into _build/html.
+book: setup
+	$(PY) tools/build_book.py --profile default
+
+clean:
+	rm -rf _build

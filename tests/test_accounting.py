@@ -1,0 +1,264 @@
+"""Tests of uldp.accounting against dp-accounting, closed forms, slow oracles and the paper's Figure 2."""
+
+import json
+import math
+import warnings
+
+import dp_accounting
+import mpmath
+import numpy as np
+import pytest
+from dp_accounting import rdp as dpa_rdp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import optimize
+
+from uldp.accounting import (
+    DEFAULT_ORDERS,
+    epsilon_for_method,
+    epsilon_group,
+    epsilon_naive,
+    epsilon_uldp,
+    group_dp_epsilon,
+    group_epsilon_bounds,
+    group_rdp_epsilon,
+    paper_group_rdp_epsilon,
+    rdp_subsampled_gaussian,
+    rdp_to_dp,
+    sigma_for_epsilon,
+)
+from uldp.cli import main
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+#: A coarse grid for property tests: any fixed grid must show the same monotonicity, and it is fast.
+COARSE = np.array([1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0, 64.0, 96.0, 128.0])
+
+
+def figure2_curve(alphas):
+    return rdp_subsampled_gaussian(sigma=5.0, q=0.01, steps=100_000, orders=alphas)
+
+
+@pytest.mark.parametrize("q,sigma,steps", [(0.01, 5.0, 1000), (0.3, 1.1, 50), (1.0, 2.0, 10), (0.05, 0.8, 7)])
+def test_rdp_matches_dp_accounting_at_integer_orders(q, sigma, steps):
+    orders = [2.0, 3.0, 8.0, 20.0, 64.0, 256.0]
+    accountant = dpa_rdp.RdpAccountant(orders=orders)
+    event = dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma))
+    accountant.compose(event, count=steps)
+    ours = rdp_subsampled_gaussian(sigma=sigma, q=q, steps=steps, orders=orders)
+    np.testing.assert_allclose(ours, accountant._rdp, rtol=1e-6)
+    # dp-accounting converts with the paper's Lemma 2 too (plus a KL shortcut that only applies to tiny rdp).
+    ours_eps = rdp_to_dp(orders=orders, rdp=ours, delta=1e-5).epsilon
+    theirs_eps, _ = dpa_rdp.rdp_privacy_accountant.compute_epsilon(orders, accountant._rdp, 1e-5)
+    assert ours_eps == pytest.approx(theirs_eps, rel=1e-6)
+
+
+@pytest.mark.parametrize("alpha", [1.5, 2.5, 3.5, 7.3])
+def test_fractional_orders_match_numerical_integration(alpha):
+    """At fractional orders dp-accounting is only an upper bound; the exact value is an integral (mpmath)."""
+    q, sigma = 0.01, 5.0
+    mpmath.mp.dps = 30
+    def integrand(z):
+        return mpmath.npdf(z, 0, sigma) * ((1 - q) + q * mpmath.e ** ((2 * z - 1) / (2 * sigma**2))) ** alpha
+    exact = float(mpmath.log(mpmath.quad(integrand, [-mpmath.inf, -50, 0, 50, 200, mpmath.inf])) / (alpha - 1))
+    ours = rdp_subsampled_gaussian(sigma=sigma, q=q, steps=1, orders=[alpha])[0]
+    assert ours == pytest.approx(exact, rel=1e-6)
+    accountant = dpa_rdp.RdpAccountant(orders=[alpha])
+    accountant.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)))
+    assert accountant._rdp[0] >= ours * (1 - 1e-9)
+
+
+def test_gaussian_closed_form_at_q_one():
+    sigma, rounds, delta = 3.0, 40, 1e-6
+    rdp = rdp_subsampled_gaussian(sigma=sigma, q=1.0, steps=rounds, orders=DEFAULT_ORDERS)
+    np.testing.assert_allclose(rdp, rounds * DEFAULT_ORDERS / (2 * sigma**2), rtol=1e-12)
+
+    def continuous(alpha):
+        return rounds * alpha / (2 * sigma**2) + math.log((alpha - 1) / alpha) - (math.log(delta) + math.log(alpha)) / (alpha - 1)
+
+    best = optimize.minimize_scalar(continuous, bounds=(1.01, 1000), method="bounded")
+    ours = epsilon_uldp(sigma=sigma, rounds=rounds, delta=delta).epsilon
+    assert best.fun <= ours <= best.fun * 1.01  # a grid can only be looser, and ours is within 1%
+
+
+def test_naive_equals_avg_without_sampling():
+    assert epsilon_naive(sigma=5.0, rounds=100, delta=1e-5) == epsilon_uldp(sigma=5.0, rounds=100, delta=1e-5, q=1.0)
+
+
+def test_figure2_record_level_and_paper_values():
+    record = rdp_to_dp(orders=DEFAULT_ORDERS, rdp=figure2_curve(DEFAULT_ORDERS), delta=1e-5)
+    assert round(record.epsilon, 2) == 2.85  # the paper's k = 1 value
+    # The paper quotes "2100 for k = 32 and 11400 at k = 64"; the authors' grid reproduces both ...
+    paper32 = paper_group_rdp_epsilon(figure2_curve, k=32, delta=1e-5)
+    paper64 = paper_group_rdp_epsilon(figure2_curve, k=64, delta=1e-5)
+    assert paper32.epsilon == pytest.approx(2100, rel=0.05)
+    assert paper64.epsilon == pytest.approx(11400, rel=0.01)
+    # ... from base orders below 2k, outside the lemma's domain.
+    assert paper32.order < 64 and paper64.order < 128
+    valid32 = group_rdp_epsilon(figure2_curve, k=32, delta=1e-5)
+    valid64 = group_rdp_epsilon(figure2_curve, k=64, delta=1e-5)
+    assert valid32.order >= 2 and valid64.order >= 2
+    assert valid32.epsilon > paper32.epsilon and valid64.epsilon > paper64.epsilon
+
+
+@pytest.mark.parametrize("k", [2, 4, 8])
+def test_paper_grid_is_valid_for_small_k(k):
+    paper = paper_group_rdp_epsilon(figure2_curve, k=k, delta=1e-5)
+    assert paper.order >= 2 * k
+    valid = group_rdp_epsilon(figure2_curve, k=k, delta=1e-5)
+    assert valid.epsilon == pytest.approx(paper.epsilon, rel=0.01)
+
+
+@pytest.mark.parametrize("k", [2, 4, 8, 16])
+def test_group_rdp_bounds_exact_gaussian_group(k):
+    # A Gaussian mechanism with sensitivity 1 has, for groups of k, the exact RDP alpha k^2 / (2 sigma^2).
+    sigma, delta = 4.0, 1e-5
+    def curve(alphas):
+        return rdp_subsampled_gaussian(sigma=sigma, q=1.0, steps=10, orders=alphas)
+    exact = rdp_to_dp(orders=DEFAULT_ORDERS, rdp=10 * DEFAULT_ORDERS * k**2 / (2 * sigma**2), delta=delta)
+    assert group_rdp_epsilon(curve, k=k, delta=delta).epsilon >= exact.epsilon
+    assert group_dp_epsilon(curve, k=k, delta=delta).epsilon >= exact.epsilon * 0.999
+
+
+def slow_group_dp_oracle(curve, k, delta, orders):
+    """Per order, bisect log(input delta) until the group delta of Lemma 3 equals the target."""
+    best = math.inf
+    for alpha in orders:
+        if alpha <= k:
+            continue
+        rho = float(curve(np.array([alpha]))[0])
+        if not math.isfinite(rho):
+            continue
+        def record_eps(log_d):
+            return rho + math.log((alpha - 1) / alpha) - (log_d + math.log(alpha)) / (alpha - 1)
+        def gap(log_d):
+            return math.log(k) + (k - 1) * record_eps(log_d) + log_d - math.log(delta)
+        low, high = -1e7, -1e-12
+        if gap(high) < 0 or gap(low) > 0:
+            continue
+        root = optimize.brentq(gap, low, high, xtol=1e-12, rtol=1e-14)
+        best = min(best, k * record_eps(root))
+    return best
+
+
+@pytest.mark.parametrize("k", [2, 5, 16, 64])
+def test_group_dp_closed_form_matches_bisection(k):
+    orders = DEFAULT_ORDERS[DEFAULT_ORDERS > k][:40]
+    ours = group_dp_epsilon(figure2_curve, k=k, delta=1e-5, orders=orders).epsilon
+    assert ours == pytest.approx(slow_group_dp_oracle(figure2_curve, k, 1e-5, orders), rel=1e-7)
+
+
+def test_group_dp_has_no_cap_at_64():
+    eps64 = group_dp_epsilon(figure2_curve, k=64, delta=1e-5).epsilon
+    eps100 = group_dp_epsilon(figure2_curve, k=100, delta=1e-5).epsilon
+    assert math.isfinite(eps100) and eps100 > eps64
+
+
+def test_non_power_of_two_reports_both_bounds():
+    bounds = group_epsilon_bounds(figure2_curve, k=6, delta=1e-5)
+    assert (bounds.k_lower, bounds.k_upper) == (4, 8)
+    assert bounds.epsilon == group_rdp_epsilon(figure2_curve, k=8, delta=1e-5).epsilon
+    assert bounds.epsilon_lower == group_rdp_epsilon(figure2_curve, k=4, delta=1e-5).epsilon
+    with pytest.raises(ValueError, match="power of two"):
+        group_rdp_epsilon(figure2_curve, k=6, delta=1e-5)
+
+
+def test_group_uses_worst_silo():
+    single = epsilon_group(sigma=1.0, sample_rates=0.2, steps=100, k=4, delta=1e-5)
+    mixed = epsilon_group(sigma=1.0, sample_rates=[0.05, 0.2, 0.1], steps=[100, 100, 100], k=4, delta=1e-5)
+    assert mixed.epsilon == pytest.approx(single.epsilon, rel=1e-12)
+
+
+@given(rounds=st.integers(1, 300), extra=st.integers(1, 300), sigma=st.floats(0.5, 20), q=st.floats(0.01, 1.0))
+def test_uldp_epsilon_grows_with_rounds(rounds, extra, sigma, q):
+    fewer = epsilon_uldp(sigma=sigma, rounds=rounds, delta=1e-5, q=q, orders=COARSE).epsilon
+    assert epsilon_uldp(sigma=sigma, rounds=rounds + extra, delta=1e-5, q=q, orders=COARSE).epsilon >= fewer
+
+
+@given(sigma=st.floats(0.5, 20), factor=st.floats(1.01, 4), q=st.floats(0.01, 1.0))
+def test_uldp_epsilon_decreases_with_sigma(sigma, factor, q):
+    assert epsilon_uldp(sigma=sigma * factor, rounds=50, delta=1e-5, q=q, orders=COARSE).epsilon <= \
+        epsilon_uldp(sigma=sigma, rounds=50, delta=1e-5, q=q, orders=COARSE).epsilon
+
+
+@given(q=st.floats(0.01, 0.99), factor=st.floats(1.01, 10))
+def test_uldp_epsilon_grows_with_q(q, factor):
+    larger = min(1.0, q * factor)
+    assert epsilon_uldp(sigma=3.0, rounds=50, delta=1e-5, q=larger, orders=COARSE).epsilon >= \
+        epsilon_uldp(sigma=3.0, rounds=50, delta=1e-5, q=q, orders=COARSE).epsilon
+
+
+@settings(max_examples=10)
+@given(c=st.integers(0, 4), sigma=st.floats(2.0, 10.0))
+def test_group_epsilon_grows_with_k(c, sigma):
+    def curve(alphas):
+        return rdp_subsampled_gaussian(sigma=sigma, q=0.05, steps=200, orders=alphas)
+    k = 2**c
+    assert group_rdp_epsilon(curve, k=2 * k, delta=1e-5, group_orders=COARSE).epsilon >= \
+        group_rdp_epsilon(curve, k=k, delta=1e-5, group_orders=COARSE).epsilon
+    assert group_dp_epsilon(curve, k=k + 1, delta=1e-5, orders=COARSE).epsilon >= \
+        group_dp_epsilon(curve, k=k, delta=1e-5, orders=COARSE).epsilon
+
+
+@pytest.mark.parametrize("method,kwargs", [
+    ("ULDP-AVG", {"q": 0.3}),
+    ("ULDP-NAIVE", {}),
+    ("ULDP-GROUP-4", {"sample_rates": 0.05, "steps_per_round": 20}),
+])
+def test_sigma_for_epsilon_inverts(method, kwargs):
+    sigma = sigma_for_epsilon(method, epsilon=3.0, rounds=30, delta=1e-5, **kwargs)
+    reached = epsilon_for_method(method, sigma=sigma, rounds=30, delta=1e-5, **kwargs).epsilon
+    assert 3.0 * 0.999 <= reached <= 3.0
+    assert epsilon_for_method(method, sigma=sigma * 0.98, rounds=30, delta=1e-5, **kwargs).epsilon > 3.0
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: epsilon_uldp(sigma=0.0, rounds=1, delta=1e-5), "sigma"),
+    (lambda: epsilon_uldp(sigma=-2.0, rounds=1, delta=1e-5), "sigma"),
+    (lambda: epsilon_uldp(sigma=1.0, rounds=1, delta=1e-5, q=0.0), "q"),
+    (lambda: epsilon_uldp(sigma=1.0, rounds=1, delta=1e-5, q=1.5), "q"),
+    (lambda: epsilon_uldp(sigma=1.0, rounds=1, delta=1.0), "delta"),
+    (lambda: epsilon_uldp(sigma=1.0, rounds=1, delta=0.0), "delta"),
+    (lambda: epsilon_uldp(sigma=1.0, rounds=-1, delta=1e-5), "rounds"),
+    (lambda: rdp_subsampled_gaussian(sigma=1.0, q=0.1, steps=-3), "steps"),
+    (lambda: group_dp_epsilon(figure2_curve, k=0, delta=1e-5), "k"),
+    (lambda: epsilon_group(sigma=1.0, sample_rates=0.1, steps=10, k=0, delta=1e-5), "k"),
+    (lambda: epsilon_for_method("ULDP-FOO", sigma=1.0, rounds=1, delta=1e-5), "ULDP-FOO"),
+])
+def test_bad_input_names_the_value(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_default_has_no_guarantee():
+    assert math.isinf(epsilon_for_method("DEFAULT", sigma=1.0, rounds=5, delta=1e-5).epsilon)
+
+
+def test_edge_of_grid_warns():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rdp_to_dp(orders=[2.0, 3.0], rdp=[0.001, 0.0015], delta=1e-5)
+    assert any("largest of the grid" in str(w.message) for w in caught)
+
+
+def test_cli_epsilon_json(capsys):
+    assert main(["epsilon", "--method", "ULDP-AVG-w", "--sigma", "5", "--rounds", "100", "--q", "0.1",
+                 "--delta", "1e-5", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert payload["epsilon"] == pytest.approx(epsilon_uldp(sigma=5, rounds=100, q=0.1, delta=1e-5).epsilon)
+    assert set(payload) == {"epsilon", "order"}
+
+
+def test_cli_group_epsilon_json(capsys):
+    assert main(["group-epsilon", "--sigma", "5", "--q", "0.01", "--steps", "1000", "--delta", "1e-5",
+                 "--k", "1", "2", "3", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [row["k"] for row in rows] == [1, 2, 3]
+    assert rows[0]["epsilon_rdp"] == pytest.approx(rows[0]["epsilon_dp"])
+    assert rows[2]["epsilon_rdp"] >= rows[1]["epsilon_rdp"]  # k=3 is certified through k=4
+
+
+def test_cli_bad_method_exits_2(capsys):
+    assert main(["epsilon", "--method", "NOPE", "--sigma", "1", "--rounds", "1", "--delta", "1e-5"]) == 2
+    assert "NOPE" in capsys.readouterr().err

@@ -1,0 +1,58 @@
+"""Privacy accounting: RDP of the (sub-sampled) Gaussian, conversions, group privacy, each method's guarantee.
+
+Pure functions with keyword-only privacy arguments. The RDP engine is opacus' analysis; dp-accounting
+cross-checks it in the tests. See :mod:`uldp.accounting.rdp`, :mod:`uldp.accounting.group` and
+:mod:`uldp.accounting.methods`.
+"""
+
+from uldp.accounting.group import (
+    GroupPrivacySpent,
+    group_dp_epsilon,
+    group_epsilon_bounds,
+    group_privacy_table,
+    group_rdp_epsilon,
+    paper_group_rdp_epsilon,
+    power_of_two_bounds,
+)
+from uldp.accounting.methods import (
+    METHOD_FAMILIES,
+    check_method,
+    epsilon_for_method,
+    epsilon_group,
+    epsilon_naive,
+    epsilon_uldp,
+    parse_group_size,
+    sigma_for_epsilon,
+)
+from uldp.accounting.rdp import (
+    DEFAULT_ORDERS,
+    PrivacySpent,
+    dp_epsilons,
+    rdp_gaussian,
+    rdp_subsampled_gaussian,
+    rdp_to_dp,
+)
+
+__all__ = [
+    "DEFAULT_ORDERS",
+    "GroupPrivacySpent",
+    "METHOD_FAMILIES",
+    "PrivacySpent",
+    "check_method",
+    "dp_epsilons",
+    "epsilon_for_method",
+    "epsilon_group",
+    "epsilon_naive",
+    "epsilon_uldp",
+    "group_dp_epsilon",
+    "group_epsilon_bounds",
+    "group_privacy_table",
+    "group_rdp_epsilon",
+    "paper_group_rdp_epsilon",
+    "parse_group_size",
+    "power_of_two_bounds",
+    "rdp_gaussian",
+    "rdp_subsampled_gaussian",
+    "rdp_to_dp",
+    "sigma_for_epsilon",
+]

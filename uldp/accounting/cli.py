@@ -1,0 +1,71 @@
+"""``uldp epsilon`` and ``uldp group-epsilon``: privacy accounting from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``epsilon`` and ``group-epsilon`` sub-commands."""
+    epsilon = subparsers.add_parser("epsilon", help="user-level (epsilon, delta) of a method after T rounds")
+    epsilon.add_argument("--method", required=True, help="e.g. ULDP-AVG-w, ULDP-NAIVE, ULDP-GROUP-8")
+    epsilon.add_argument("--sigma", type=float, required=True, help="noise multiplier")
+    epsilon.add_argument("--rounds", type=int, required=True, help="number of rounds T")
+    epsilon.add_argument("--delta", type=float, required=True)
+    epsilon.add_argument("--q", type=float, default=1.0,
+                         help="ULDP-SGD/AVG: user-level sampling rate; ULDP-GROUP: record-level DP-SGD rate")
+    epsilon.add_argument("--steps-per-round", type=int, default=None, help="ULDP-GROUP: DP-SGD steps per round")
+    epsilon.add_argument("--json", action="store_true", help="print one JSON line")
+    epsilon.set_defaults(handler=run_epsilon)
+
+    group = subparsers.add_parser("group-epsilon", help="group privacy of a sub-sampled Gaussian (Figure 2)")
+    group.add_argument("--sigma", type=float, required=True)
+    group.add_argument("--q", type=float, required=True, help="record-level sampling rate")
+    group.add_argument("--steps", type=int, required=True, help="number of iterations")
+    group.add_argument("--delta", type=float, required=True)
+    group.add_argument("--k", type=int, nargs="+", required=True, help="group sizes")
+    group.add_argument("--json", action="store_true", help="print one JSON line")
+    group.set_defaults(handler=run_group_epsilon)
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def run_epsilon(args: argparse.Namespace) -> int:
+    """Print ``{"epsilon": ..., "order": ...}`` for one method."""
+    from uldp.accounting import check_method, epsilon_for_method
+    from uldp.cli import print_json
+
+    family = check_method(args.method)
+    group_args = {}
+    if family == "group":
+        if args.steps_per_round is None:
+            raise ValueError(f"{args.method} needs --steps-per-round (DP-SGD steps per silo per round)")
+        group_args = {"sample_rates": args.q, "steps_per_round": args.steps_per_round}
+    spent = epsilon_for_method(args.method, sigma=args.sigma, rounds=args.rounds, delta=args.delta,
+                               q=args.q if family == "uldp" else 1.0, **group_args)
+    result = {"epsilon": _finite(spent.epsilon), "order": _finite(spent.order)}
+    if args.json:
+        print_json(result)
+    else:
+        print(f"{args.method}: epsilon = {spent.epsilon:.6g} at delta = {args.delta:g} (RDP order {spent.order:g})")
+    return 0
+
+
+def run_group_epsilon(args: argparse.Namespace) -> int:
+    """Print, per group size, the valid RDP-route and the (epsilon, delta)-route group epsilons."""
+    from uldp.accounting.group import group_privacy_table
+    from uldp.cli import print_json
+
+    table = group_privacy_table(sigma=args.sigma, q=args.q, steps=args.steps, delta=args.delta, ks=args.k)
+    rows = [{"k": row["k"], "epsilon_rdp": _finite(row["epsilon_rdp"]), "epsilon_dp": _finite(row["epsilon_dp"])}
+            for row in table]
+    if args.json:
+        print_json(rows)
+    else:
+        for row in rows:
+            print(f"k={row['k']:>4}  epsilon (RDP group, valid orders) = {row['epsilon_rdp']:.6g}   "
+                  f"epsilon ((eps, delta) group) = {row['epsilon_dp']:.6g}")
+    return 0

@@ -1,0 +1,284 @@
+"""The user-level guarantee of every method of the paper, and the inverse (sigma for a target epsilon).
+
+- ULDP-NAIVE (Theorem 1): per round, each silo's clipped delta gets noise ``sigma C sqrt(|S|)``, so the sum
+  has noise std ``sigma C |S|`` for a user-level sensitivity of ``|S| C``: a Gaussian mechanism with noise
+  multiplier ``sigma`` per round, ``T`` rounds.
+- ULDP-SGD / ULDP-AVG, with any weights (Theorem 3): user-level sensitivity ``C`` of the summed update and noise
+  ``sigma C / sqrt(|S|)`` per silo (std ``sigma C`` in the sum): noise multiplier ``sigma``, ``T`` rounds, and
+  with user-level Poisson sampling at rate ``q`` (Algorithm 4) the sub-sampled Gaussian (Lemma 5).
+- ULDP-GROUP-k (Theorem 2): each silo runs DP-SGD with record-level Poisson rate ``gamma_s`` for ``steps_s``
+  steps; the record-level RDP is the maximum over silos, converted to groups of ``k`` records.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import optimize
+
+from uldp.accounting.group import GroupPrivacySpent, group_dp_epsilon, group_epsilon_bounds
+from uldp.accounting.rdp import (
+    DEFAULT_ORDERS,
+    PrivacySpent,
+    check_delta,
+    check_positive,
+    check_rate,
+    check_steps,
+    rdp_subsampled_gaussian,
+    rdp_to_dp,
+)
+
+#: Accounting family of each method name of the registry (``ULDP-GROUP-<k>`` is parsed separately).
+METHOD_FAMILIES: dict[str, str] = {
+    "DEFAULT": "none",
+    "ULDP-NAIVE": "naive",
+    "ULDP-SGD": "uldp",
+    "ULDP-SGD-w": "uldp",
+    "ULDP-AVG": "uldp",
+    "ULDP-AVG-w": "uldp",
+}
+
+
+def epsilon_naive(
+    *, sigma: float, rounds: int, delta: float, orders: Sequence[float] = DEFAULT_ORDERS
+) -> PrivacySpent:
+    """User-level (epsilon, delta) of ULDP-NAIVE after ``rounds`` rounds (paper Theorem 1).
+
+    Args:
+        sigma: Noise multiplier.
+        rounds: Number of rounds ``T`` (>= 0).
+        delta: Target delta in (0, 1).
+        orders: RDP orders to minimise over.
+
+    Returns:
+        The guarantee (``epsilon = 0`` after zero rounds).
+
+    >>> round(epsilon_naive(sigma=5.0, rounds=100, delta=1e-5).epsilon, 3)
+    10.726
+    """
+    return epsilon_uldp(sigma=sigma, rounds=rounds, delta=delta, q=1.0, orders=orders)
+
+
+def epsilon_uldp(
+    *, sigma: float, rounds: int, delta: float, q: float = 1.0, orders: Sequence[float] = DEFAULT_ORDERS
+) -> PrivacySpent:
+    """User-level (epsilon, delta) of ULDP-SGD / ULDP-AVG (any weights) after ``rounds`` rounds.
+
+    Theorem 3 for ``q = 1`` (closed form ``T alpha / (2 sigma^2)`` in RDP), and the sub-sampled Gaussian of
+    Lemma 5 with user-level Poisson sampling rate ``q`` (Algorithm 4).
+
+    Args:
+        sigma: Noise multiplier.
+        rounds: Number of rounds ``T`` (>= 0).
+        delta: Target delta in (0, 1).
+        q: User-level sampling rate in (0, 1].
+        orders: RDP orders to minimise over.
+
+    Returns:
+        The guarantee (``epsilon = 0`` after zero rounds).
+    """
+    sigma = check_positive("sigma", sigma)
+    rounds = check_steps("rounds", rounds)
+    delta = check_delta(delta)
+    q = check_rate("q", q)
+    if rounds == 0:
+        return PrivacySpent(epsilon=0.0, order=math.nan, delta=delta)
+    rdp = rdp_subsampled_gaussian(sigma=sigma, q=q, steps=rounds, orders=orders)
+    return rdp_to_dp(orders=orders, rdp=rdp, delta=delta)
+
+
+def max_silo_rdp(
+    *, sigma: float, sample_rates: float | Sequence[float], steps: int | Sequence[int], orders: np.ndarray
+) -> np.ndarray:
+    """Record-level RDP of per-silo DP-SGD, maximised over silos at each order (Theorem 2's ``max_s rho_s``)."""
+    rates = np.atleast_1d(np.asarray(sample_rates, dtype=float))
+    counts = np.atleast_1d(np.asarray(steps))
+    if rates.size == 1 and counts.size > 1:
+        rates = np.full(counts.size, rates[0])
+    if counts.size == 1 and rates.size > 1:
+        counts = np.full(rates.size, counts[0])
+    if rates.size != counts.size:
+        raise ValueError(f"sample_rates and steps must be per silo with equal lengths, got {rates.size} and {counts.size}")
+    curves = [
+        rdp_subsampled_gaussian(sigma=sigma, q=float(rate), steps=int(count), orders=orders)
+        for rate, count in zip(rates, counts)
+    ]
+    return np.max(curves, axis=0)
+
+
+def epsilon_group(
+    *,
+    sigma: float,
+    sample_rates: float | Sequence[float],
+    steps: int | Sequence[int],
+    k: int,
+    delta: float,
+    conversion: str = "rdp",
+) -> GroupPrivacySpent:
+    """User-level (epsilon, delta) of ULDP-GROUP-k (paper Theorem 2, with the errata of settings.md).
+
+    Each silo ``s`` runs DP-SGD with record-level Poisson rate ``sample_rates[s]`` for ``steps[s]`` steps in
+    total; the record-level RDP is ``max_s rho_s`` and a user owns at most ``k`` records, so group privacy for
+    ``k`` gives the user-level guarantee.
+
+    Args:
+        sigma: DP-SGD noise multiplier.
+        sample_rates: Record-level sampling rate per silo (or one for all).
+        steps: DP-SGD steps per silo so far (or one for all).
+        k: Records kept per user (group size).
+        delta: Target delta in (0, 1).
+        conversion: ``"rdp"`` (RDP group privacy, what the paper uses; for ``k`` not a power of two the valid
+            value of the next power of two, with the paper's lower value in ``epsilon_lower``) or ``"dp"``
+            (Lemma 3, valid for every integer ``k``).
+
+    Returns:
+        The guarantee with both power-of-two values.
+
+    Raises:
+        ValueError: On invalid arguments or an unknown conversion.
+    """
+    sigma = check_positive("sigma", sigma)
+    delta = check_delta(delta)
+    for rate in np.atleast_1d(sample_rates):
+        check_rate("sample_rates", float(rate))
+    for count in np.atleast_1d(steps):
+        check_steps("steps", int(count) if float(count).is_integer() else count)
+
+    def curve(alphas: np.ndarray) -> np.ndarray:
+        return max_silo_rdp(sigma=sigma, sample_rates=sample_rates, steps=steps, orders=alphas)
+
+    if conversion == "rdp":
+        return group_epsilon_bounds(curve, k=k, delta=delta)
+    if conversion == "dp":
+        spent = group_dp_epsilon(curve, k=k, delta=delta)
+        return GroupPrivacySpent(k=k, epsilon=spent.epsilon, order=spent.order, delta=delta,
+                                 k_upper=k, k_lower=k, epsilon_lower=spent.epsilon)
+    raise ValueError(f"conversion must be 'rdp' or 'dp', got {conversion!r}")
+
+
+def parse_group_size(method: str) -> int | str | None:
+    """The ``k`` of a ``ULDP-GROUP-<k>`` name: an int, ``"max"`` or ``"median"``; ``None`` for other methods.
+
+    >>> parse_group_size("ULDP-GROUP-8"), parse_group_size("ULDP-GROUP-max"), parse_group_size("ULDP-AVG")
+    (8, 'max', None)
+    """
+    prefix = "ULDP-GROUP-"
+    if not method.startswith(prefix):
+        return None
+    suffix = method[len(prefix):]
+    if suffix in ("max", "median"):
+        return suffix
+    if suffix.isdigit() and int(suffix) >= 1:
+        return int(suffix)
+    raise ValueError(f"unknown group size in method {method!r}: use ULDP-GROUP-<k>, -max or -median")
+
+
+def check_method(method: str) -> str:
+    """Return the accounting family of ``method`` or raise ``ValueError`` listing the known names."""
+    if method in METHOD_FAMILIES:
+        return METHOD_FAMILIES[method]
+    if parse_group_size(method) is not None:
+        return "group"
+    known = sorted(METHOD_FAMILIES) + ["ULDP-GROUP-<k>", "ULDP-GROUP-max", "ULDP-GROUP-median"]
+    raise ValueError(f"unknown method {method!r}; known methods: {', '.join(known)}")
+
+
+def epsilon_for_method(
+    method: str,
+    *,
+    sigma: float,
+    rounds: int,
+    delta: float,
+    q: float = 1.0,
+    k: int | None = None,
+    sample_rates: float | Sequence[float] | None = None,
+    steps_per_round: int | Sequence[int] | None = None,
+) -> PrivacySpent:
+    """The user-level guarantee of ``method`` after ``rounds`` rounds.
+
+    Args:
+        method: A registry name (``"ULDP-AVG-w"``, ``"ULDP-GROUP-8"``, ...). ``"DEFAULT"`` has no guarantee.
+        sigma: Noise multiplier.
+        rounds: Rounds so far.
+        delta: Target delta.
+        q: User-level sampling rate (ULDP-SGD/AVG only).
+        k: Group size for ULDP-GROUP (overrides a numeric suffix; needed for ``-max`` / ``-median``).
+        sample_rates: ULDP-GROUP: per-silo DP-SGD record sampling rate.
+        steps_per_round: ULDP-GROUP: per-silo DP-SGD steps in one round.
+
+    Returns:
+        The guarantee (for ULDP-GROUP, the valid upper bound of :func:`epsilon_group`).
+    """
+    family = check_method(method)
+    if family == "none":
+        return PrivacySpent(epsilon=math.inf, order=math.nan, delta=check_delta(delta))
+    if family == "naive":
+        return epsilon_naive(sigma=sigma, rounds=rounds, delta=delta)
+    if family == "uldp":
+        return epsilon_uldp(sigma=sigma, rounds=rounds, delta=delta, q=q)
+    group_size = k if k is not None else parse_group_size(method)
+    if not isinstance(group_size, (int, np.integer)):
+        raise ValueError(f"{method} needs the numeric group size k (got {group_size!r})")
+    if sample_rates is None or steps_per_round is None:
+        raise ValueError(f"{method} needs sample_rates and steps_per_round (DP-SGD per silo)")
+    rounds = check_steps("rounds", rounds)
+    total_steps = np.atleast_1d(np.asarray(steps_per_round, dtype=np.int64)) * rounds
+    if rounds == 0:
+        return PrivacySpent(epsilon=0.0, order=math.nan, delta=check_delta(delta))
+    spent = epsilon_group(sigma=sigma, sample_rates=sample_rates, steps=total_steps.tolist(), k=int(group_size),
+                          delta=delta)
+    return PrivacySpent(epsilon=spent.epsilon, order=spent.order, delta=spent.delta)
+
+
+def sigma_for_epsilon(
+    method: str,
+    *,
+    epsilon: float,
+    rounds: int,
+    delta: float,
+    q: float = 1.0,
+    k: int | None = None,
+    sample_rates: float | Sequence[float] | None = None,
+    steps_per_round: int | Sequence[int] | None = None,
+    tolerance: float = 1e-6,
+) -> float:
+    """The smallest noise multiplier ``sigma`` for which ``method`` reaches ``epsilon`` after ``rounds`` rounds.
+
+    Epsilon decreases monotonically in sigma, so a bracketing root finder (Brent) on ``log sigma`` between
+    1e-3 and 1e4 solves ``epsilon(sigma) = target``.
+
+    Args:
+        method: A registry name other than ``"DEFAULT"``.
+        epsilon: Target epsilon > 0.
+        rounds: Number of rounds (>= 1).
+        delta: Target delta.
+        q, k, sample_rates, steps_per_round: As in :func:`epsilon_for_method`.
+        tolerance: Relative tolerance on sigma.
+
+    Returns:
+        ``sigma`` (the guarantee at it is within tolerance of ``epsilon``, never above it by more).
+
+    Raises:
+        ValueError: On bad arguments, ``DEFAULT``, or a target outside what sigma in [1e-3, 1e4] reaches.
+    """
+    epsilon = check_positive("epsilon", epsilon)
+    if check_method(method) == "none":
+        raise ValueError("DEFAULT has no privacy guarantee; there is no sigma for it")
+    if check_steps("rounds", rounds) == 0:
+        raise ValueError("rounds must be >= 1 to calibrate sigma")
+
+    def gap(log_sigma: float) -> float:
+        with warnings.catch_warnings():  # grid-edge warnings at the bracket's extreme sigmas are irrelevant here
+            warnings.simplefilter("ignore", RuntimeWarning)
+            spent = epsilon_for_method(method, sigma=math.exp(log_sigma), rounds=rounds, delta=delta, q=q, k=k,
+                                       sample_rates=sample_rates, steps_per_round=steps_per_round)
+        return math.log(spent.epsilon) - math.log(epsilon)
+
+    low, high = math.log(1e-3), math.log(1e4)
+    if gap(low) < 0 or gap(high) > 0:
+        raise ValueError(f"epsilon={epsilon!r} is not reachable with sigma in [1e-3, 1e4]")
+    root = optimize.brentq(gap, low, high, xtol=tolerance / 10)
+    return math.exp(root) * (1 + tolerance)  # round up: never promise less privacy than asked

@@ -5,6 +5,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export FLWR_TELEMETRY_ENABLED := 0
 export PYTHONHASHSEED := 0
+# The data directory: $ULDP_DATA_DIR if set, else ../shared/data when it exists (as in CI).
+ifeq ($(ULDP_DATA_DIR),)
+ifneq ($(wildcard ../shared/data),)
+export ULDP_DATA_DIR := $(abspath ../shared/data)
+endif
+endif
 
 .PHONY: setup test pytest chapters book clean
 

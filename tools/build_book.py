@@ -101,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         shutil.rmtree(staged, ignore_errors=True)
     staged.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("MPLBACKEND", "Agg")
+    # The kernel must use matplotlib's inline backend (a non-interactive MPLBACKEND would drop every figure).
+    os.environ.pop("MPLBACKEND", None)
 
     for entry in entries:
         seconds = execute_chapter(entry, args.profile, staged)

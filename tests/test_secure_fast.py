@@ -1,0 +1,47 @@
+"""Tests of uldp.secure.fast against plaintext integers (independent oracle) and phe's own decryption."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from phe import paillier
+
+from uldp.secure import fast
+
+PUBLIC, PRIVATE = paillier.generate_paillier_keypair(n_length=512)
+N, N2 = PUBLIC.n, PUBLIC.nsquare
+
+
+@given(st.data(), st.integers(1, 6), st.integers(1, 12), st.sampled_from([None, 2, 3, 7, 16]))
+@settings(max_examples=40, deadline=None)
+def test_weighted_sum_decrypts_to_integer_combination(data, n_users, n_params, window):
+    plaintexts = data.draw(st.lists(st.integers(0, N - 1), min_size=n_users, max_size=n_users))
+    entries = st.one_of(st.integers(-(2**60), 2**60), st.sampled_from([0, 1, -1, 2**60, -(2**60)]))
+    exponents = np.array(data.draw(st.lists(st.lists(entries, min_size=n_params, max_size=n_params), min_size=n_users, max_size=n_users)), dtype=np.int64)
+    bases = [PUBLIC.raw_encrypt(m) for m in plaintexts]
+    result = fast.weighted_ciphertext_sum(bases, exponents, N2, window=window)
+    expected = [sum(m * int(e) for m, e in zip(plaintexts, exponents[:, j])) % N for j in range(n_params)]
+    assert [PRIVATE.raw_decrypt(int(c)) for c in result] == expected
+
+
+def test_process_pool_and_crt_decryption_agree_with_phe():
+    rng = np.random.default_rng(7)
+    plaintexts = [int(x) for x in rng.integers(0, 2**62, size=5)]
+    exponents = rng.integers(-(2**40), 2**40, size=(5, 9))
+    bases = [PUBLIC.raw_encrypt(m) for m in plaintexts]
+    pooled = fast.weighted_ciphertext_sum(bases, exponents, N2, processes=2)
+    assert pooled == fast.weighted_ciphertext_sum(bases, exponents, N2)
+    ours = fast.crt_decrypt(PRIVATE, pooled, processes=2)
+    assert ours == [PRIVATE.raw_decrypt(int(c)) for c in pooled]
+
+
+def test_raise_to_is_homomorphic_scalar_multiplication():
+    c = PUBLIC.raw_encrypt(12345)
+    assert PRIVATE.raw_decrypt(int(fast.raise_to(c, 3 * N + 7, N2))) == 12345 * 7 % N
+
+
+def test_bad_shapes_rejected():
+    with pytest.raises(ValueError, match="shape"):
+        fast.weighted_ciphertext_sum([1, 2], np.zeros((3, 2), np.int64), N2)
+    with pytest.raises(ValueError, match="integers"):
+        fast.weighted_ciphertext_sum([1], np.zeros((1, 2)), N2)

@@ -1,0 +1,181 @@
+"""Tests of Protocol 1 end to end (uldp.secure.protocol and the aggregation hook): Theorem 4, aborts, views."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from uldp.secure import fast, keys, make_secure_aggregate, protocol
+from uldp.secure.messages import MaskedUpdateMessage, SealedMessage
+
+TEST_KEY = dict(key_bits=1024, n_max=300, insecure_test_key=True)
+P = 1e-10
+
+
+def plain_round(counts, deltas, noise, sampled):
+    """The non-secure ULDP-AVG-w aggregate: sum_s (sum_u n_su / N_u delta_su + z_s), float64."""
+    totals = counts.sum(axis=0)
+    weights = np.where(sampled & (totals > 0), counts / np.maximum(totals, 1), 0.0)
+    return np.einsum("su,sud->d", weights, deltas) + noise.sum(axis=0)
+
+
+@st.composite
+def instances(draw):
+    n_silos, n_users, dim = draw(st.integers(1, 4)), draw(st.integers(1, 6)), draw(st.integers(1, 4))
+    count = st.one_of(st.just(0), st.integers(1, 5), st.integers(50, 300 // n_silos))  # zeros and large counts
+    counts = np.array(draw(st.lists(st.lists(count, min_size=n_users, max_size=n_users), min_size=n_silos, max_size=n_silos)))
+    lonely = draw(st.integers(0, n_users - 1))  # a user present in one silo only
+    counts[:, lonely] = 0
+    counts[draw(st.integers(0, n_silos - 1)), lonely] = draw(st.integers(1, 300))
+    clip = 0.5
+    value = st.floats(-clip, clip, allow_nan=False)
+    deltas = np.array(draw(st.lists(st.lists(st.lists(value, min_size=dim, max_size=dim), min_size=n_users, max_size=n_users), min_size=n_silos, max_size=n_silos)))
+    deltas[counts == 0] = 0.0
+    noise = np.array(draw(st.lists(st.lists(st.floats(-3, 3), min_size=dim, max_size=dim), min_size=n_silos, max_size=n_silos)))
+    sampled = np.array(draw(st.lists(st.booleans(), min_size=n_users, max_size=n_users))) & (counts.sum(axis=0) > 0)
+    return counts, deltas, noise, sampled, clip
+
+
+@given(instances())
+@settings(max_examples=25, deadline=None)
+def test_secure_round_equals_plain_round_within_precision(instance):
+    counts, deltas, noise, sampled, clip = instance
+    result = protocol.run_secure_round(counts, deltas, noise, sampled, clip=clip, noise_bound=3.0, precision=P, **TEST_KEY)
+    assert np.max(np.abs(result - plain_round(counts, deltas, noise, sampled))) <= P
+
+
+def _session(counts, **kwargs):
+    return protocol.SecureSession(counts, clip=1.0, sigma=1.0, **TEST_KEY, **kwargs)
+
+
+def test_several_rounds_reuse_the_setup_and_stay_exact():
+    rng = np.random.default_rng(3)
+    counts = rng.integers(0, 30, size=(3, 8))
+    session = _session(counts)
+    for _ in range(3):
+        deltas = rng.uniform(-1, 1, size=(3, 8, 5))
+        deltas[counts == 0] = 0
+        noise = rng.normal(size=(3, 5))
+        sampled = (rng.random(8) < 0.6) & (counts.sum(axis=0) > 0)
+        assert np.max(np.abs(session.aggregate(deltas, noise, sampled) - plain_round(counts, deltas, noise, sampled))) <= P
+
+
+def _stages_until_updates(session, deltas, noise, sampled):
+    server, silos = session.server, session.silos
+    weights = server.start_round(1, sampled)
+    shares = server.relay([m for silo in silos for m in silo.share_weight_powers(weights)])
+    updates = [silo.masked_update(weights, shares[silo.silo_id], deltas[silo.silo_id], noise[silo.silo_id]) for silo in silos]
+    return server, updates, weights, shares
+
+
+def test_missing_silo_aborts_without_decrypting(monkeypatch):
+    counts = np.array([[1, 2], [3, 0], [0, 4]])
+    session = _session(counts)
+    deltas, noise = np.full((3, 2, 3), 0.1), np.zeros((3, 3))
+    server, updates, _, _ = _stages_until_updates(session, deltas, noise, np.array([True, True]))
+
+    def never(*args, **kwargs):
+        raise AssertionError("decrypted a partial masked sum")
+
+    monkeypatch.setattr(fast, "crt_decrypt", never)
+    with pytest.raises(ValueError, match=r"no masked update from silo\(s\) \[1\]"):
+        server.finish_round([updates[0], updates[2]])
+    with pytest.raises(ValueError, match="duplicate"):
+        server.finish_round([updates[0], updates[0], updates[2]])
+
+
+def test_missing_silo_in_setup_aborts():
+    counts = np.array([[1, 2], [3, 0]])
+    session = _session(counts)
+    with pytest.raises(ValueError, match=r"no blinded histogram from silo\(s\) \[0\]"):
+        session.server.receive_histograms([session.silos[1].blinded_histogram()])
+
+
+def test_tampered_update_and_share_are_rejected():
+    counts = np.array([[1, 2], [3, 1]])
+    session = _session(counts)
+    deltas, noise = np.full((2, 2, 2), 0.1), np.zeros((2, 2))
+    server, updates, weights, shares = _stages_until_updates(session, deltas, noise, np.array([True, True]))
+    raw = bytearray(updates[1].to_bytes())
+    raw[40] ^= 0x10
+    with pytest.raises(ValueError, match="digest"):
+        MaskedUpdateMessage.from_bytes(bytes(raw))
+    # A relay that alters a sealed share (and fixes the digest) is caught by ChaCha20-Poly1305.
+    share = shares[1][0]
+    forged = SealedMessage(share.sender, share.recipient, share.round_index, share.purpose, share.nonce,
+                           bytes([share.ciphertext[0] ^ 1]) + share.ciphertext[1:])
+    silo = session.silos[1]
+    silo.share_weight_powers(weights)
+    with pytest.raises(ValueError, match="authentication"):
+        silo.masked_update(weights, [forged], deltas[1], noise[1])
+    # An update from a different round is refused before decryption.
+    stale = MaskedUpdateMessage(round_index=7, silo=1, ciphertexts=updates[1].ciphertexts)
+    with pytest.raises(ValueError, match="round 7"):
+        server.finish_round([updates[0], stale])
+
+
+def test_checks_before_anything_is_sent(monkeypatch):
+    def no_keys(*args, **kwargs):
+        raise AssertionError("generated keys before checking")
+
+    monkeypatch.setattr(keys, "generate_paillier_keypair", no_keys)
+    with pytest.raises(ValueError, match="N_u > N_max=300"):
+        protocol.SecureSession(np.array([[200], [150]]), clip=1.0, **TEST_KEY)
+    with pytest.raises(ValueError, match="wrap around"):
+        protocol.SecureSession(np.array([[1]]), clip=1.0, key_bits=1024, n_max=800, insecure_test_key=True)
+    with pytest.raises(ValueError, match="wrap around"):
+        protocol.SecureSession(np.array([[1]]), clip=1.0, sigma=1e180, **TEST_KEY)
+    with pytest.raises(ValueError, match="at least 2048"):
+        protocol.SecureSession(np.array([[1]]), clip=1.0, key_bits=1024, n_max=300)
+
+
+def test_sampled_user_without_records_and_out_of_bound_values_are_refused():
+    counts = np.array([[2, 0], [1, 0]])
+    session = _session(counts)
+    deltas, noise = np.zeros((2, 2, 1)), np.zeros((2, 1))
+    with pytest.raises(ValueError, match=r"user\(s\) \[1\].*N_u = 0"):
+        session.aggregate(deltas, noise, np.array([True, True]))
+    with pytest.raises(ValueError, match=r"user\(s\) \[1\].*N_u = 0"):
+        session.server.start_round(1, np.array([True, True]))
+    deltas[0, 0, 0] = 2.0
+    with pytest.raises(ValueError, match="clip bound"):
+        session.aggregate(deltas, noise, np.array([True, False]))
+
+
+def test_blinds_are_shared_units_and_server_view_is_uniform():
+    n_users = 400
+    counts = np.zeros((3, n_users), dtype=int)
+    counts[0] = 1  # every user has N_u = 1: without blinding the server would see 1 for all of them
+    counts[1, ::2] = 4
+    session = _session(counts)
+    n = session.server.public_key.n
+    blinds = [silo._blinds for silo in session.silos]
+    assert blinds[0] == blinds[1] == blinds[2]
+    assert all(0 < r < n and math.gcd(r, n) == 1 for r in blinds[0])
+    view = np.array([b / n for b in session.server.blinded_totals], dtype=float)
+    assert stats.kstest(view, "uniform").pvalue > 1e-6
+    # One silo's masked update, decrypted alone, is uniform on Z_n as well (the masks hide it).
+    deltas, noise = np.zeros((3, n_users, 200)), np.zeros((3, 200))
+    _, updates, _, _ = _stages_until_updates(session, deltas, noise, np.ones(n_users, bool))
+    alone = fast.crt_decrypt(session.server._private_key, updates[0].ciphertexts)
+    assert stats.kstest(np.array(alone, dtype=float) / n, "uniform").pvalue > 1e-6
+
+
+def test_hook_has_plain_signature_and_result():
+    aggregate = make_secure_aggregate(**TEST_KEY)
+    rng = np.random.default_rng(11)
+    counts = rng.integers(0, 10, size=(3, 5))
+    counts[:, 4] = 0  # a user without records: zero deltas, weight 0
+    deltas = [torch.tensor(rng.normal(size=(5, 4)) * 0.05) for _ in range(3)]
+    for s in range(3):
+        deltas[s][counts[s] == 0] = 0
+    noise = [torch.tensor(rng.normal(size=4)) for _ in range(3)]
+    sampled = np.array([True, False, True, True, True])
+    result = aggregate(deltas, counts, sampled, noise)
+    expected = plain_round(counts, np.stack([d.numpy() for d in deltas]), np.stack([z.numpy() for z in noise]), sampled)
+    assert isinstance(result, torch.Tensor) and result.dtype == torch.float64
+    assert np.max(np.abs(result.numpy() - expected)) <= P

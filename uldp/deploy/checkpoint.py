@@ -1,0 +1,135 @@
+"""The server's last good model, written atomically after every completed round, so a federation can resume.
+
+File format: ``b"ULDPCKPT"`` | u32 length of a JSON header | the header (``rounds_done``, ``config_fingerprint``,
+``history``) | the model as :func:`uldp.deploy.wire.array_to_bytes` (which ends with its own SHA-256) | SHA-256 of
+everything before it. A checkpoint is written to a temporary file in the same directory, flushed and fsynced, then
+renamed over the old one (``os.replace`` is atomic on POSIX and Windows), so a crash leaves either the old or the new
+checkpoint, never a torn one.
+
+>>> import tempfile, numpy as np, pathlib
+>>> path = pathlib.Path(tempfile.mkdtemp()) / "model.ckpt"
+>>> save_checkpoint(path, Checkpoint(rounds_done=2, params=np.ones(3, np.float32), config_fingerprint="ab"))
+>>> load_checkpoint(path, config_fingerprint="ab").rounds_done
+2
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import struct
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from uldp.deploy.wire import array_from_bytes, array_to_bytes
+
+MAGIC = b"ULDPCKPT"
+_LENGTH = struct.Struct("<I")
+_DIGEST_BYTES = 32
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """The global model after ``rounds_done`` completed rounds of one configuration.
+
+    Attributes:
+        rounds_done: Completed rounds (the next round to run is ``rounds_done + 1``).
+        params: The flat global model.
+        config_fingerprint: :func:`uldp.deploy.wire.fingerprint` of the run configuration it belongs to.
+        history: Per-round records (JSON-serialisable dicts), for reporting.
+    """
+
+    rounds_done: int
+    params: np.ndarray
+    config_fingerprint: str
+    history: tuple[dict, ...] = field(default_factory=tuple)
+
+
+def save_checkpoint(path: str | Path, checkpoint: Checkpoint) -> None:
+    """Write ``checkpoint`` atomically (temporary file, fsync, rename, fsync of the directory).
+
+    Args:
+        path: Destination file; its directory is created if missing.
+        checkpoint: What to write.
+    """
+    header = json.dumps(
+        {
+            "rounds_done": checkpoint.rounds_done,
+            "config_fingerprint": checkpoint.config_fingerprint,
+            "history": list(checkpoint.history),
+        }
+    ).encode()
+    body = MAGIC + _LENGTH.pack(len(header)) + header + array_to_bytes(checkpoint.params)
+    write_bytes_atomic(path, body + hashlib.sha256(body).digest())
+
+
+def write_bytes_atomic(path: str | Path, data: bytes, *, private: bool = False) -> None:
+    """Write ``data`` to ``path`` atomically: temporary file in the same directory, fsync, rename, fsync of the directory.
+
+    Args:
+        path: Destination; its directory is created if missing.
+        data: The bytes.
+        private: Make the file readable by its owner only (keys).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        if not private and hasattr(os, "fchmod"):  # mkstemp makes owner-only files; others may read checkpoints
+            os.fchmod(handle, 0o644)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable (POSIX)
+        directory = os.open(path.parent, os.O_DIRECTORY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+
+def load_checkpoint(path: str | Path, *, config_fingerprint: str) -> Checkpoint | None:
+    """Read the checkpoint at ``path`` if there is one.
+
+    Args:
+        path: The checkpoint file.
+        config_fingerprint: The fingerprint of the configuration about to run; a checkpoint of another
+            configuration is refused rather than silently continued.
+
+    Returns:
+        The checkpoint, or ``None`` when the file does not exist.
+
+    Raises:
+        ValueError: if the file is corrupted or belongs to another configuration.
+    """
+    path = Path(path)
+    if not path.exists():
+        return None
+    data = path.read_bytes()
+    body, digest = data[:-_DIGEST_BYTES], data[-_DIGEST_BYTES:]
+    if not data.startswith(MAGIC) or not hmac.compare_digest(hashlib.sha256(body).digest(), digest):
+        raise ValueError(f"checkpoint {path} is corrupted (bad magic or digest); delete it to start afresh")
+    (length,) = _LENGTH.unpack_from(body, len(MAGIC))
+    start = len(MAGIC) + _LENGTH.size
+    header = json.loads(body[start : start + length])
+    if header["config_fingerprint"] != config_fingerprint:
+        raise ValueError(
+            f"checkpoint {path} belongs to another configuration (fingerprint {header['config_fingerprint'][:12]}, "
+            f"this run {config_fingerprint[:12]}); use another --checkpoint path or the original configuration"
+        )
+    return Checkpoint(
+        rounds_done=int(header["rounds_done"]),
+        params=array_from_bytes(body[start + length :]),
+        config_fingerprint=header["config_fingerprint"],
+        history=tuple(header["history"]),
+    )

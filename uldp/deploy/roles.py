@@ -1,0 +1,71 @@
+"""The two sides of a method as the deployment needs them: what the server computes and what one silo computes.
+
+:class:`ServerRole` and :class:`SiloRole` are the interfaces :mod:`uldp.deploy.server` and :mod:`uldp.deploy.silo`
+drive. :mod:`uldp.deploy.rehearsal` implements them on synthetic deltas. Both sides derive everything from the run
+configuration and its seed, so a deployed run reproduces the in-process computation; a silo role sees only its own
+records (for a method of :mod:`uldp.methods`: load the dataset and the allocation, keep the records of its silo).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+
+class ServerRole(Protocol):
+    """The server's side of a method.
+
+    Attributes:
+        n_silos: |S|.
+        n_users: |U|.
+        rounds: T.
+        secure: Whether the aggregation runs Protocol 1 (ULDP-AVG-w only).
+        fingerprint: :func:`uldp.deploy.wire.fingerprint` of the run configuration.
+    """
+
+    n_silos: int
+    n_users: int
+    rounds: int
+    secure: bool
+    fingerprint: str
+
+    def initial_params(self) -> np.ndarray:
+        """The flat initial global model."""
+
+    def sampled_users(self, round_index: int) -> np.ndarray:
+        """bool [|U|]: the users sampled in round ``round_index`` (all True without user sampling)."""
+
+    def protocol_config(self) -> Any:
+        """The :class:`uldp.secure.ProtocolConfig` of this run (secure runs only)."""
+
+    def combine(self, params: np.ndarray, contributions: list[np.ndarray], round_index: int) -> np.ndarray:
+        """The next global model from every silo's contribution (ordered by silo id)."""
+
+    def apply_aggregate(self, params: np.ndarray, aggregate: np.ndarray, round_index: int) -> np.ndarray:
+        """The next global model from Protocol 1's decoded aggregate sum_s (sum_u w_su delta_su + z_s)."""
+
+
+class SiloRole(Protocol):
+    """One silo's side of a method (it sees only its own records).
+
+    Attributes:
+        silo_id: This silo's id.
+        fingerprint: Fingerprint of the run configuration.
+        n_records: Number of records this silo holds.
+        counts_row: int64 [|U|]: n_su, this silo's records per user (Protocol 1's input).
+    """
+
+    silo_id: int
+    fingerprint: str
+    n_records: int
+    counts_row: np.ndarray
+
+    def protocol_config(self) -> Any:
+        """The :class:`uldp.secure.ProtocolConfig` of this run."""
+
+    def contribution(self, params: np.ndarray, round_index: int, sampled: np.ndarray) -> np.ndarray:
+        """What this silo sends in a plain round (the method's silo-side update)."""
+
+    def secure_inputs(self, params: np.ndarray, round_index: int, sampled: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(clipped per-user deltas [|U|, d], this silo's noise [d]) for Protocol 1's masked update."""

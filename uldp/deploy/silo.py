@@ -1,0 +1,174 @@
+"""The silo process of a deployed federation: a Flower client that holds one silo's records and secrets.
+
+The silo connects to the server (``flwr.client.start_client``, gRPC, retrying until the server is up), proves it
+runs the same configuration (and, with a key, that it is who it claims to be), then answers each stage of
+:mod:`uldp.deploy.wire`: local training on its own partition only, and its part of Protocol 1 (its X25519 key,
+pairwise keys, blinds and masks never leave the process). A failure inside a stage is answered as an error, which
+makes the server abort the round; the silo keeps running.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from uldp.deploy import keys, quiet_flower_deprecation, wire
+from uldp.deploy.roles import SiloRole
+
+LOGGER = logging.getLogger("uldp.deploy")
+
+
+class SiloRefused(RuntimeError):
+    """The server refused this silo (wrong configuration, id or key); the message says why."""
+
+
+class FederationIncomplete(RuntimeError):
+    """The server ended the connection before the federation finished (see the server's log for why)."""
+
+
+@dataclass(frozen=True)
+class SiloSettings:
+    """How a silo process connects.
+
+    Attributes:
+        server_address: ``host:port`` of the server.
+        key: This silo's authentication key (from ``uldp deploy keys``), or None when the server uses none.
+        root_certificates: PEM bytes of the CA that signed the server's certificate (TLS), or None for insecure.
+        max_wait: Seconds to keep retrying to reach the server.
+        exit_at_round: Test only: end the process abruptly on receiving this round (a crash mid-round).
+    """
+
+    server_address: str = "127.0.0.1:8080"
+    key: bytes | None = None
+    root_certificates: bytes | None = None
+    max_wait: float = 120.0
+    exit_at_round: int | None = None
+
+
+def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
+    """Build the Flower client (a subclass of ``flwr.client.Client``) for this silo."""
+    from flwr.client import Client
+    from flwr.common import Code, GetPropertiesRes, Status
+
+    class SiloClient(Client):
+        """Answers the server's stages for one silo (state kept in this long-lived process)."""
+
+        def __init__(self) -> None:
+            self.refused = ""
+            self.final_params: np.ndarray | None = None
+            self.rounds_seen: list[int] = []
+            self._protocol: Any = None  # the Protocol 1 silo role
+            self._pending: tuple[Any, np.ndarray, np.ndarray] | None = None  # weights, deltas, noise of the round
+
+        def get_properties(self, ins: Any) -> Any:
+            nonce = ins.config.get("nonce", b"")
+            answer: dict[str, Any] = {
+                "silo_id": role.silo_id, "fingerprint": role.fingerprint, "wire_version": wire.WIRE_VERSION,
+            }
+            if settings.key is not None:
+                answer["tag"] = keys.authentication_tag(
+                    settings.key, nonce=nonce, silo_id=role.silo_id, config_fingerprint=role.fingerprint
+                )
+            return GetPropertiesRes(Status(Code.OK, ""), answer)
+
+        def fit(self, ins: Any) -> Any:
+            try:
+                instruction = wire.Instruction.from_flower(ins)
+                if settings.exit_at_round is not None and instruction.round_index == settings.exit_at_round:
+                    LOGGER.error("silo %d: exiting abruptly in round %d (test fault)", role.silo_id, instruction.round_index)
+                    os._exit(17)
+                reply = self._handle(instruction)
+            except Exception as error:  # noqa: BLE001 - every failure goes back to the server, which aborts the round
+                LOGGER.exception("silo %d failed", role.silo_id)
+                reply = wire.Reply(error=f"{type(error).__name__}: {error}")
+            return reply.to_flower(role.n_records)
+
+        def _handle(self, instruction: wire.Instruction) -> wire.Reply:
+            from uldp.secure import Silo as ProtocolSilo
+            from uldp.secure.messages import DhDirectoryMessage, EncryptedWeightsMessage, PublicKeyMessage, SealedMessage
+
+            stage, payloads = instruction.stage, instruction.payloads
+            if stage == wire.STAGE_REFUSE:
+                self.refused = str(instruction.values.get("reason", "no reason given"))
+                return wire.Reply()
+            if stage == wire.STAGE_SECURE_KEYS:
+                self._protocol = ProtocolSilo(role.silo_id, role.counts_row, role.protocol_config())
+                public = self._protocol.receive_public_key(PublicKeyMessage.from_bytes(payloads[0]))
+                return wire.Reply(payloads=(public.to_bytes(),))
+            if stage == wire.STAGE_SECURE_DIRECTORY:
+                sealed = self._secure().receive_dh_directory(DhDirectoryMessage.from_bytes(payloads[0]))
+                return wire.Reply(payloads=tuple(m.to_bytes() for m in sealed))
+            if stage == wire.STAGE_SECURE_SEED:
+                self._secure().receive_seed([SealedMessage.from_bytes(p) for p in payloads])
+                return wire.Reply(payloads=(self._secure().blinded_histogram().to_bytes(),))
+            if stage == wire.STAGE_TRAIN:
+                self.rounds_seen.append(instruction.round_index)
+                params, sampled = wire.array_from_bytes(payloads[0]), wire.array_from_bytes(payloads[1])
+                if len(payloads) == 2:
+                    contribution = role.contribution(params, instruction.round_index, sampled)
+                    return wire.Reply(payloads=(wire.array_to_bytes(contribution),))
+                weights = EncryptedWeightsMessage.from_bytes(payloads[2])
+                deltas, noise = role.secure_inputs(params, instruction.round_index, sampled)
+                shares = self._secure().share_weight_powers(weights)
+                self._pending = (weights, deltas, noise)
+                return wire.Reply(payloads=tuple(m.to_bytes() for m in shares))
+            if stage == wire.STAGE_SECURE_UPDATE:
+                if self._pending is None:
+                    raise ValueError(f"round {instruction.round_index}: shares arrived before the round's weights")
+                weights, deltas, noise = self._pending
+                self._pending = None
+                shared = [SealedMessage.from_bytes(p) for p in payloads]
+                update = self._secure().masked_update(weights, shared, deltas, noise)
+                return wire.Reply(payloads=(update.to_bytes(),))
+            if stage == wire.STAGE_FINISH:
+                self.final_params = wire.array_from_bytes(payloads[0])
+                return wire.Reply()
+            raise ValueError(f"unknown stage {stage!r}")
+
+        def _secure(self) -> Any:
+            if self._protocol is None:
+                raise ValueError("a Protocol 1 stage arrived before the setup's first step")
+            return self._protocol
+
+    return SiloClient()
+
+
+def run_silo(role: SiloRole, settings: SiloSettings) -> np.ndarray:
+    """Connect to the server and take part in the federation until it finishes.
+
+    Args:
+        role: This silo's side of the method (its partition only).
+        settings: Server address, key, TLS root certificate, retry budget.
+
+    Returns:
+        The final global model sent by the server.
+
+    Raises:
+        SiloRefused: if the server refused this silo (the reason is the message).
+        FederationIncomplete: if the server closed the connection before the last round.
+    """
+    os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+    from flwr.client import start_client
+
+    quiet_flower_deprecation()
+    client = _make_client(role, settings)
+    start_client(
+        server_address=settings.server_address,
+        client=client,
+        insecure=settings.root_certificates is None,
+        root_certificates=settings.root_certificates,
+        max_wait_time=settings.max_wait,
+    )
+    if client.refused:
+        raise SiloRefused(f"silo {role.silo_id} was refused by the server: {client.refused}")
+    if client.final_params is None:
+        last = client.rounds_seen[-1] if client.rounds_seen else 0
+        raise FederationIncomplete(
+            f"silo {role.silo_id}: the server ended the federation early (last round seen: {last}); "
+            f"see the server's log for why"
+        )
+    return client.final_params

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from opacus.accountants.analysis import rdp as opacus_rdp
 
 #: The order grid over which epsilon is minimised: 1.1 to 10.9 in steps of 0.1 (where small-epsilon optima lie),
 #: every integer from 11 to 63, then 40 geometrically spaced integers from 64 to 4096 (needed by large groups and
@@ -104,6 +103,10 @@ def rdp_gaussian(*, sigma: float, orders: Sequence[float] = DEFAULT_ORDERS) -> n
 
 @functools.lru_cache(maxsize=4096)
 def _rdp_one_step(q: float, sigma: float, orders: tuple[float, ...]) -> np.ndarray:
+    # Imported here: importing opacus pulls in torch and its privacy engine (seconds), which the CLI's start-up
+    # and the closed-form paths do not need.
+    from opacus.accountants.analysis import rdp as opacus_rdp
+
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         # opacus' log-space helpers emit harmless overflow warnings at very large orders (the value is inf there).
         warnings.simplefilter("ignore", RuntimeWarning)

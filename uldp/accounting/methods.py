@@ -1,8 +1,9 @@
 """The user-level guarantee of every method of the paper, and the inverse (sigma for a target epsilon).
 
-- ULDP-NAIVE (Theorem 1): per round, each silo's clipped delta gets noise ``sigma C sqrt(|S|)``, so the sum
-  has noise std ``sigma C |S|`` for a user-level sensitivity of ``|S| C``: a Gaussian mechanism with noise
-  multiplier ``sigma`` per round, ``T`` rounds.
+- ULDP-NAIVE (Theorem 1, corrected): per round, each silo's clipped delta gets noise ``2 sigma C sqrt(|S|)``, so
+  the sum has noise std ``2 sigma C |S|`` for the true user-level sensitivity ``2 |S| C`` (a silo clips its whole
+  delta, which one user can move across the C-ball; the paper's proof says ``|S| C``): a Gaussian mechanism with
+  noise multiplier ``sigma`` per round, ``T`` rounds. See :mod:`uldp.methods.fedavg`.
 - ULDP-SGD / ULDP-AVG, with any weights (Theorem 3): user-level sensitivity ``C`` of the summed update and noise
   ``sigma C / sqrt(|S|)`` per silo (std ``sigma C`` in the sum): noise multiplier ``sigma``, ``T`` rounds, and
   with user-level Poisson sampling at rate ``q`` (Algorithm 4) the sub-sampled Gaussian (Lemma 5).

@@ -1,0 +1,123 @@
+"""Per-user local training (ULDP-AVG's silo side): the plain per-user loop vs the vmap engine, side by side.
+
+For the Creditcard MLP and the MNIST CNN, one silo-round (Q = 2 local epochs, batch 64, lr 0.01) with 100 users x 60
+records and 1000 users x 6 records: the loop time, the fast time (for the CNN both the plain vmap, where conv2d
+becomes a grouped convolution, and the im2col ``UnfoldConv2d`` variant), their ratio, an equality check (dropout off,
+same mini-batches) and the achieved GFLOP/s beside this machine's measured float32 matmul peak. Times are the best of
+``--repeats`` runs (the machine is shared). The last line with ``--json`` is
+``{"mlp_1000_users": ratio, "cnn_1000_users": ratio, "equal": true}``.
+
+Usage: ``python benchmarks/per_user_training.py [--quick] [--json]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from uldp.models import build_model, loss_function
+from uldp.training.per_user import flat_parameters, record_keys, train_users, train_users_loop, vmap_friendly
+
+EPOCHS, BATCH, LR = 2, 64, 0.01
+INPUT_SHAPE = {"creditcard": (30,), "mnist": (1, 28, 28)}
+CLASSES = {"creditcard": 2, "mnist": 10}
+
+
+def best_time(fn, repeats: int) -> tuple[float, object]:
+    """Best wall time of ``repeats`` calls and the last result."""
+    best, result = float("inf"), None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def matmul_peak(repeats: int) -> float:
+    """Measured float32 matmul GFLOP/s (1024 x 1024, best of ``repeats``)."""
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    seconds, _ = best_time(lambda: [a @ b for _ in range(10)], repeats)
+    return 10 * 2 * 1024**3 / seconds / 1e9
+
+
+def flops_per_record(model: torch.nn.Module, dataset: str) -> float:
+    """FLOPs of one training step (forward + backward) per record, counted by torch's FlopCounterMode."""
+    x = torch.randn((BATCH, *INPUT_SHAPE[dataset]))
+    y = torch.randint(0, CLASSES[dataset], (BATCH,))
+    with FlopCounterMode(display=False) as counter:
+        loss_function(dataset)(model(x), y, None).backward()
+    return counter.get_total_flops() / BATCH
+
+
+def problem(dataset: str, n_users: int, per_user: int, seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    n = n_users * per_user
+    x = torch.randn((n, *INPUT_SHAPE[dataset]), generator=gen)
+    y = torch.randint(0, CLASSES[dataset], (n,), generator=gen)
+    owner = np.random.default_rng(seed).integers(0, n_users, n)  # ~per_user records each, some more, some fewer
+    groups = [np.flatnonzero(owner == u) for u in np.unique(owner)]
+    return x, y, groups, record_keys(n, EPOCHS, torch.Generator().manual_seed(seed + 1))
+
+
+def measure(dataset: str, n_users: int, per_user: int, repeats: int, peak: float) -> dict:
+    torch.manual_seed(0)
+    model = build_model(dataset, seed=0)
+    params = flat_parameters(model)
+    x, y, groups, keys = problem(dataset, n_users, per_user, seed=n_users)
+    kwargs = dict(loss_fn=loss_function(dataset), local_lr=LR, epochs=EPOCHS, batch_size=BATCH, keys=keys)
+    variants = {"vmap": model}
+    if dataset == "mnist":
+        variants["vmap+im2col"] = vmap_friendly(model)
+    model.train()
+    loop_seconds, _ = best_time(lambda: train_users_loop(model, params, x, y, groups, **kwargs), repeats)
+    fast = {}
+    for name, variant in variants.items():
+        variant.train()
+        fast[name], _ = best_time(lambda v=variant: train_users(v, params, x, y, groups, **kwargs), repeats)
+    best_variant = min(fast, key=fast.get)
+    # equality: dropout off, identical mini-batches
+    model.eval()
+    variants[best_variant].eval()
+    reference = train_users_loop(model, params, x, y, groups, **kwargs)
+    candidate = train_users(variants[best_variant], params, x, y, groups, **kwargs)
+    equal = bool(torch.allclose(candidate, reference, rtol=1e-3, atol=1e-5))
+    flops = flops_per_record(model, dataset) * x.shape[0] * EPOCHS
+    row = {"dataset": dataset, "users": n_users, "records": int(x.shape[0]), "loop_s": loop_seconds,
+           "fast_s": fast, "best": best_variant, "ratio": loop_seconds / fast[best_variant],
+           "gflops": flops / fast[best_variant] / 1e9, "peak_gflops": peak, "equal": equal,
+           "max_abs_diff": float((candidate - reference).abs().max())}
+    fast_text = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in fast.items())
+    print(f"{dataset:>10} {n_users:>5} users x ~{per_user:<3} records: loop {loop_seconds:.2f} s | fast {fast_text} | "
+          f"ratio {row['ratio']:.1f}x | {row['gflops']:.1f} GFLOP/s of {peak:.0f} peak | equal {equal} "
+          f"(max diff {row['max_abs_diff']:.1e})", flush=True)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1000-user cases only, one repeat")
+    parser.add_argument("--json", action="store_true", help="print the JSON summary as the last line")
+    parser.add_argument("--repeats", type=int, default=None, help="timing repeats (default 3, 1 with --quick)")
+    args = parser.parse_args(argv)
+    repeats = args.repeats or (1 if args.quick else 3)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, Q={EPOCHS}, batch {BATCH}; best of {repeats}")
+    peak = matmul_peak(5)
+    print(f"measured float32 matmul peak: {peak:.1f} GFLOP/s")
+    cases = [(1000, 6)] if args.quick else [(100, 60), (1000, 6)]
+    rows = [measure(dataset, users, per_user, repeats, peak) for dataset in ("creditcard", "mnist")
+            for users, per_user in cases]
+    ratio = {(row["dataset"], row["users"]): row["ratio"] for row in rows}
+    if args.json:
+        print(json.dumps({"mlp_1000_users": round(ratio["creditcard", 1000], 2),
+                          "cnn_1000_users": round(ratio["mnist", 1000], 2),
+                          "equal": all(row["equal"] for row in rows)}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

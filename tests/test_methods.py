@@ -1,0 +1,189 @@
+"""The federated methods: registry, user-level sensitivity (Theorems 1 and 3), noise std, weights, sampling, flags."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings, strategies as st
+from torch import nn
+
+from uldp.data.base import Allocation
+from uldp.methods import (
+    KNOWN_METHODS, Federation, Hyperparameters, aggregate, enhanced_weights, make_method, parse_method,
+    uniform_weights, weighted_sum,
+)
+from uldp.methods.group import contribution_flags, resolve_group_size
+from uldp.models import bce_loss
+
+HP = Hyperparameters(global_lr=10.0, local_lr=0.5, local_epochs=2, batch_size=4, clip=0.3, sigma=5.0)
+
+
+def federation(n_users: int, n_silos: int, seed: int, heavy: int = 300) -> Federation:
+    """Random allocation plus one heavy user (user 0) with ``heavy`` records spread over all silos."""
+    rng = np.random.default_rng(seed)
+    n_light = 8 * n_users
+    user = np.concatenate([np.zeros(heavy, dtype=int), rng.integers(0, n_users, n_light)])
+    silo = np.concatenate([np.arange(heavy) % n_silos, rng.integers(0, n_silos, n_light)])
+    x = torch.from_numpy(rng.normal(size=(user.size, 3))).float()
+    y = (x[:, 0] + 0.3 * torch.from_numpy(rng.normal(size=user.size)).float() > 0).float()
+    torch.manual_seed(seed)
+    return Federation(nn.Linear(3, 1), bce_loss, x, y, Allocation(user, silo, n_users, n_silos, "test", seed))
+
+
+def params_of(fed: Federation) -> torch.Tensor:
+    return torch.cat([p.detach().flatten() for p in fed.model.parameters()]) + 0.5
+
+
+def test_registry_names_and_errors():
+    assert parse_method("ULDP-GROUP-08").name == "ULDP-GROUP-8"
+    assert parse_method("ULDP-GROUP-median").group_size == "median"
+    assert parse_method("ULDP-SGD-w").family == "ULDP-SGD" and parse_method("ULDP-SGD-w").enhanced_weights
+    for bad in ("FEDAVG", "ULDP-GROUP-0", "ULDP-GROUP-x", "uldp-avg"):
+        with pytest.raises(ValueError, match="known methods: DEFAULT, ULDP-NAIVE"):
+            parse_method(bad)
+    with pytest.raises(ValueError, match="only defined for ULDP-SGD/AVG"):
+        make_method("ULDP-NAIVE", Hyperparameters(1.0, 0.1, 1, 4, 0.1, 5.0, q=0.5))
+    with pytest.raises(ValueError, match="needs clip"):
+        make_method("ULDP-AVG", Hyperparameters(1.0, 0.1, 1, 4, None, 5.0))
+    assert len(KNOWN_METHODS) == 9
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n_silos=st.integers(2, 5), family=st.sampled_from(["ULDP-AVG", "ULDP-SGD"]),
+       weighting=st.sampled_from(["uniform", "enhanced", "random"]))
+def test_uldp_sgd_avg_user_sensitivity_is_at_most_c(seed, n_silos, family, weighting):
+    fed = federation(n_users=12, n_silos=n_silos, seed=seed)
+    weights = None
+    if weighting == "random":  # any valid weights: a random point of the simplex per user
+        weights = np.random.default_rng(seed).dirichlet(np.full(n_silos, 0.5), size=12).T
+    name = family + ("-w" if weighting == "enhanced" else "")
+    method = make_method(name, HP, user_weights=weights)
+    round_seed = np.random.SeedSequence(seed)
+    params = params_of(fed)
+    full = method.clean_update(params, fed, round_seed)
+    for user in (0, 1, 2):  # the heavy user and two light ones
+        change = (full - method.clean_update(params, fed.without_user(user), round_seed)).norm()
+        assert change <= HP.clip * (1 + 1e-5)
+    heavy_change = (full - method.clean_update(params, fed.without_user(0), round_seed)).norm()
+    assert heavy_change > 0.5 * HP.clip  # the bound is nearly reached: the heavy user's deltas are clipped
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n_silos=st.integers(2, 5))
+def test_naive_user_sensitivity_bound(seed, n_silos):
+    fed = federation(n_users=12, n_silos=n_silos, seed=seed)
+    method = make_method("ULDP-NAIVE", HP)
+    round_seed = np.random.SeedSequence(seed)
+    params = params_of(fed)
+    full = method.silo_deltas(params, fed, round_seed)
+    for user in (0, 1):
+        without = method.silo_deltas(params, fed.without_user(user), round_seed)
+        per_silo = [(a - b).norm() for a, b in zip(full, without)]
+        # each silo's clipped delta lies in the C-ball: it moves by at most 2C (add/remove), so the sum by 2|S|C
+        assert max(per_silo) <= 2 * HP.clip * (1 + 1e-6)
+        assert sum(per_silo) <= 2 * n_silos * HP.clip * (1 + 1e-6)
+        assert (torch.stack(full).sum(0) - torch.stack(without).sum(0)).norm() <= 2 * n_silos * HP.clip * (1 + 1e-6)
+
+
+def test_naive_silo_change_can_exceed_c():
+    """The paper's Theorem 1 proof says one user moves a silo's clipped delta by at most C; removal can move it ~2C."""
+    x = torch.tensor([[1.0]] * 4 + [[-1.0]] * 12)
+    y = torch.tensor([1.0] * 4 + [1.0] * 12)  # user 1 pulls the weight down, user 0 pulls it up
+    user = np.array([0] * 4 + [1] * 12)
+    model = nn.Linear(1, 1, bias=False)
+    fed = Federation(model, bce_loss, x, y, Allocation(user, np.zeros(16, dtype=int), 2, 1, "test", 0))
+    method = make_method("ULDP-NAIVE", Hyperparameters(1.0, 1.0, 20, 16, 0.1, 5.0))
+    params = torch.zeros(1)
+    seed = np.random.SeedSequence(0)
+    change = (method.silo_deltas(params, fed, seed)[0] - method.silo_deltas(params, fed.without_user(1), seed)[0])
+    assert change.norm() > 1.9 * 0.1
+
+
+@pytest.mark.parametrize("name, sum_std_over_sigma", [("ULDP-NAIVE", lambda s, c: 2 * s * c), ("ULDP-AVG", lambda s, c: c),
+                                                       ("ULDP-SGD-w", lambda s, c: c)])
+def test_noise_has_the_theorems_std(name, sum_std_over_sigma):
+    n_silos, size = 4, 200_000
+    method = make_method(name, HP)
+    noise = method.noise(size, n_silos, np.random.SeedSequence(7))
+    # Theorem 1 / 3: the summed noise is N(0, (sigma * sensitivity)^2), sensitivity 2|S|C (NAIVE, corrected) or C
+    total_std = float(torch.stack(noise).sum(0).std())
+    expected = HP.sigma * sum_std_over_sigma(n_silos, HP.clip)
+    assert abs(total_std / expected - 1) < 0.01  # sd of the estimate ~ 0.16 %: 6 sigma away
+    for z in noise:
+        assert abs(float(z.std()) / (expected / math.sqrt(n_silos)) - 1) < 0.01
+        assert abs(float(z.mean())) < 5 * expected / math.sqrt(n_silos * size)
+    # independent across silos
+    assert abs(float(torch.corrcoef(torch.stack(noise[:2]))[0, 1])) < 0.01
+
+
+@pytest.mark.parametrize("name", ["ULDP-NAIVE", "ULDP-AVG", "ULDP-AVG-w", "ULDP-SGD"])
+def test_round_adds_exactly_the_noise_and_scales_the_step(name):
+    fed = federation(n_users=6, n_silos=3, seed=1, heavy=20)
+    method = make_method(name, HP)
+    seed = np.random.SeedSequence(3)
+    params = params_of(fed)
+    new = method.round(params, fed, seed)
+    noise = torch.stack(method.noise(params.numel(), 3, seed)).sum(0)
+    scale = HP.global_lr / (3 if name == "ULDP-NAIVE" else HP.q * 6 * 3)
+    torch.testing.assert_close(new, params + scale * (method.clean_update(params, fed, seed) + noise))
+
+
+def test_enhanced_weights_call_the_pluggable_aggregation():
+    fed = federation(n_users=6, n_silos=3, seed=2, heavy=20)
+    method = make_method("ULDP-AVG-w", HP)
+    calls = []
+
+    def spy(deltas, counts, sampled, noise):
+        calls.append((len(deltas), deltas[0].shape, counts.shape, sampled.shape, len(noise)))
+        return aggregate(deltas, counts, sampled, noise)
+
+    params = params_of(fed)
+    seed = np.random.SeedSequence(0)
+    torch.testing.assert_close(method.round(params, fed, seed, spy), method.round(params, fed, seed))
+    assert calls == [(3, torch.Size([6, params.numel()]), (3, 6), (6,), 3)]
+
+
+def test_weights_sum_to_one_and_aggregate_matches_loop():
+    rng = np.random.default_rng(0)
+    counts = rng.integers(0, 4, size=(3, 7))
+    counts[:, 2] = 0  # a user without records
+    sampled = rng.random(7) < 0.6
+    for weights in (enhanced_weights(counts, sampled), uniform_weights(counts, sampled)):
+        sums = weights.sum(axis=0)
+        assert np.allclose(sums[sampled & (counts.sum(0) > 0)], 1.0) and np.allclose(sums[~sampled], 0.0)
+    deltas = [torch.randn(7, 5, dtype=torch.float64) * torch.from_numpy(counts[s] > 0)[:, None] for s in range(3)]
+    noise = [torch.randn(5, dtype=torch.float64) for _ in range(3)]
+    expected = sum(noise)
+    for s in range(3):
+        for u in range(7):
+            if sampled[u] and counts[:, u].sum() > 0:
+                expected = expected + counts[s, u] / counts[:, u].sum() * deltas[s][u]
+    torch.testing.assert_close(aggregate(deltas, counts, sampled, noise), expected)
+    torch.testing.assert_close(weighted_sum(deltas, enhanced_weights(counts, sampled), noise), expected)
+
+
+def test_user_sampling_rate_and_zero_weights_of_unsampled_users():
+    q = 0.3
+    method = make_method("ULDP-AVG", Hyperparameters(1.0, 0.1, 1, 4, 0.1, 5.0, q=q))
+    sampled = np.stack([method.sample_users(1000, np.random.SeedSequence(0, spawn_key=(t,))) for t in range(20)])
+    n = sampled.size
+    assert abs(sampled.mean() - q) < 6 * math.sqrt(q * (1 - q) / n)
+    assert not np.array_equal(sampled[0], sampled[1])  # fresh draw each round
+    weights = method.weights(np.ones((2, 1000), dtype=int), sampled[0])
+    assert np.all(weights[:, ~sampled[0]] == 0) and np.allclose(weights[:, sampled[0]], 0.5)
+
+
+def test_group_flags_keep_at_most_k_records_per_user():
+    rng = np.random.default_rng(0)
+    user = rng.zipf(1.6, 2000) % 50
+    counts = np.bincount(user, minlength=50)
+    for k in (1, 2, 8):
+        keep = contribution_flags(user, k, np.random.default_rng(k))
+        np.testing.assert_array_equal(np.bincount(user[keep], minlength=50), np.minimum(counts, k))
+    assert resolve_group_size("max", counts) == counts.max()
+    assert resolve_group_size("median", counts) == int(np.median(counts[counts > 0]))
+    with pytest.raises(ValueError, match="positive integer"):
+        resolve_group_size(0, counts)

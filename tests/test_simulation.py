@@ -1,0 +1,106 @@
+"""RunConfig validation and defaults, short real HeartDisease runs of every method, the ``uldp run`` CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import pytest
+
+from uldp.simulation import RunConfig, run
+
+DATA = os.environ.get("ULDP_DATA_DIR", "/work/shared/data")
+needs_data = pytest.mark.skipif(not os.path.isdir(os.path.join(DATA, "heart_disease")),
+                                reason="HeartDisease files not available")
+
+
+@pytest.fixture(autouse=True)
+def data_dir(monkeypatch):
+    monkeypatch.setenv("ULDP_DATA_DIR", DATA)
+
+
+def test_defaults_come_from_the_paper_settings():
+    avg = RunConfig(dataset="heart_disease", method="ULDP-AVG-w", n_users=50, rounds=2)
+    assert (avg.global_lr, avg.clip, avg.local_lr, avg.local_epochs, avg.sigma, avg.batch_size, avg.n_silos) == \
+        (10.0, 0.1, 0.001, 50, 5.0, 4, 4)
+    sgd = RunConfig(dataset="creditcard", method="ULDP-SGD", n_users=100, rounds=2)
+    assert (sgd.global_lr, sgd.local_lr, sgd.local_epochs, sgd.batch_size, sgd.n_silos) == (10.0, None, None, 64, 5)
+    group = RunConfig(dataset="tcga_brca", method="ULDP-GROUP-8", n_users=50, rounds=2)
+    assert (group.global_lr, group.clip) == (0.1, 100.0)
+    assert RunConfig(dataset="mnist", method="ULDP-AVG", n_users=10000, rounds=1).global_lr == 100.0
+    assert RunConfig(dataset="heart_disease", method="DEFAULT", n_users=5, rounds=1).sigma is None
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"method": "FEDPROX"}, "known methods: DEFAULT, ULDP-NAIVE, ULDP-GROUP-k"),
+    ({"clip": 0.0}, "clip must be a finite number > 0"),
+    ({"clip": -1.0}, "clip must be"),
+    ({"sigma": 0.0}, "sigma must be"),
+    ({"global_lr": -0.1}, "global_lr must be"),
+    ({"local_lr": 0.0}, "local_lr must be"),
+    ({"q": 0.0}, r"q \(user-level sampling rate\) must be in \(0, 1\]"),
+    ({"q": 1.2}, "must be in"),
+    ({"user_weights": ((0.5, 0.2), (0.4, 0.8))}, "summing to 1"),
+    ({"user_weights": ((1.5, 0.2), (-0.5, 0.8))}, "summing to 1"),
+    ({"secure": True, "method": "ULDP-AVG"}, "secure aggregation needs ULDP-AVG-w or ULDP-SGD-w"),
+    ({"distribution": "pareto"}, "distribution must be"),
+    ({"n_users": 0}, "n_users must be"),
+    ({"dataset": "cifar"}, "unknown dataset"),
+])
+def test_invalid_configs_raise_clear_errors(changes, message):
+    arguments = {"dataset": "heart_disease", "method": "ULDP-AVG", "n_users": 2, "rounds": 1, **changes}
+    with pytest.raises(ValueError, match=message):
+        RunConfig(**arguments)
+
+
+def test_q_is_rejected_for_methods_without_user_sampling():
+    with pytest.raises(ValueError, match="only defined for ULDP-SGD/AVG"):
+        RunConfig(dataset="heart_disease", method="ULDP-NAIVE", n_users=10, rounds=1, q=0.5)
+
+
+@needs_data
+@pytest.mark.parametrize("method", ["DEFAULT", "ULDP-NAIVE", "ULDP-GROUP-2", "ULDP-GROUP-median", "ULDP-SGD",
+                                    "ULDP-SGD-w", "ULDP-AVG", "ULDP-AVG-w"])
+def test_short_heart_disease_run_of_every_method(method):
+    config = RunConfig(dataset="heart_disease", method=method, n_users=20, rounds=3, seed=1, local_epochs=2,
+                       q=0.5 if method == "ULDP-AVG-w" else 1.0)
+    result = run(config)
+    assert result.round == [1, 2, 3]
+    for series in (result.test_loss, result.accuracy, result.balanced_accuracy):
+        assert len(series) == 3 and all(math.isfinite(v) for v in series)
+    if method == "DEFAULT":
+        assert result.epsilon == [None] * 3
+        assert result.test_loss[-1] < result.test_loss[0]  # it learns
+    else:
+        assert all(math.isfinite(e) and e > 0 for e in result.epsilon)
+        assert result.epsilon == sorted(result.epsilon) and result.epsilon[0] < result.epsilon[-1]
+
+
+@needs_data
+def test_same_seed_same_run_and_other_seed_differs():
+    config = RunConfig(dataset="heart_disease", method="ULDP-AVG", n_users=10, rounds=2, seed=3, local_epochs=1)
+    first, second = run(config), run(config)
+    assert first.test_loss == second.test_loss
+    other = run(RunConfig(**{**config.__dict__, "seed": 4}))
+    assert other.test_loss != first.test_loss
+
+
+@needs_data
+def test_default_learns_over_more_rounds():
+    result = run(RunConfig(dataset="heart_disease", method="DEFAULT", n_users=10, rounds=4, local_epochs=3,
+                           local_lr=0.01, seed=0))
+    assert result.test_loss[-1] < result.test_loss[0] - 1e-3
+
+
+@needs_data
+def test_cli_prints_json_last(capsys):
+    from uldp.cli import main
+
+    assert main(["run", "--dataset", "heart_disease", "--method", "ULDP-GROUP", "--k", "2", "--users", "8",
+                 "--rounds", "2", "--local-epochs", "1", "--seed", "0", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert payload["config"]["method"] == "ULDP-GROUP-2"
+    assert [set(row) for row in payload["rounds"]] == [{"round", "loss", "accuracy", "epsilon", "seconds"}] * 2
+    assert main(["run", "--dataset", "heart_disease", "--method", "ULDP-AVG", "--k", "2", "--users", "8",
+                 "--rounds", "1", "--seed", "0"]) == 2

@@ -1,0 +1,114 @@
+"""DEFAULT (FedAvg with global and local learning rates) and ULDP-NAIVE (Algorithm 1, Theorem 1).
+
+Both train one model per silo on all its records (``Q`` epochs of mini-batch SGD) and send the delta
+``Delta_s = x_s - x_t`` (local minus global: the pseudo-code's sign is a typo, see settings.md). ULDP-NAIVE clips
+``Delta_s`` to norm ``C`` and adds ``N(0, 4 sigma^2 C^2 |S|)`` per silo; the server takes
+``x_{t+1} = x_t + eta_g / |S| * sum_s Delta_s`` in both.
+
+Erratum (found by the sensitivity test): the paper's proof of Theorem 1 bounds a user's effect on a silo's clipped
+delta by ``C``, but the silo clips its *whole* delta, so removing a user can move it across the C-ball, by up to
+``2C``; the user-level sensitivity of the sum is ``2|S|C``. The paper's noise ``sigma C sqrt(|S|)`` per silo thus
+gives only noise multiplier ``sigma / 2``. We add ``2 sigma C sqrt(|S|)`` per silo so that Theorem 1's epsilon
+(noise multiplier ``sigma``) holds as stated.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from uldp.methods.base import (
+    Federation, Hyperparameters, MethodSpec, gaussian_noise, seed_stream, torch_generator,
+)
+from uldp.training.per_user import clip_rows, record_keys, train_users
+
+#: Sub-stream ids inside a round's SeedSequence.
+KEYS_STREAM, TRAIN_STREAM, NOISE_STREAM, SAMPLING_STREAM = 0, 1, 2, 3
+
+
+def round_keys(federation: Federation, epochs: int, round_seed: np.random.SeedSequence) -> Tensor:
+    """Per-record random keys of a round (record order within each training set), indexed by record.
+
+    Drawn over the stable record ids, so removing one user's records leaves every other record's key unchanged.
+    """
+    keys = record_keys(federation.n_ids, epochs, torch_generator(seed_stream(round_seed, KEYS_STREAM)))
+    return keys[:, torch.from_numpy(federation.record_ids)]
+
+
+def silo_training(federation: Federation, params: Tensor, groups: list[np.ndarray], hp: Hyperparameters,
+                  keys: Tensor, seed: np.random.SeedSequence) -> Tensor:
+    """Local SGD of one model per record group (deltas ``[len(groups), d]``); dropout draws come from ``seed``."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed.generate_state(1, dtype=np.uint64)[0] >> 1))
+        return train_users(federation.model, params, federation.x, federation.y, groups,
+                           loss_fn=federation.loss_fn, local_lr=hp.local_lr, epochs=hp.local_epochs,
+                           batch_size=hp.batch_size, keys=keys)
+
+
+@dataclass(frozen=True)
+class FedAvgMethod:
+    """DEFAULT and ULDP-NAIVE.
+
+    Attributes:
+        spec: ``DEFAULT`` or ``ULDP-NAIVE``.
+        hp: Hyperparameters (``clip`` and ``sigma`` unused by DEFAULT).
+    """
+
+    spec: MethodSpec
+    hp: Hyperparameters
+
+    def prepare(self, federation: Federation, seed: np.random.SeedSequence) -> Federation:
+        """Nothing to prepare: every record is used."""
+        return federation
+
+    def noise_std(self, n_silos: int) -> float:
+        """Per-silo noise std ``2 sigma C sqrt(|S|)``: sum std ``sigma`` times the sensitivity ``2|S|C`` (Theorem 1, corrected).
+
+        Algorithm 1 line 14 writes ``sigma C sqrt(|S|)``, calibrated to a sensitivity of ``|S|C`` that does not hold
+        (see the module docstring).
+        """
+        return 2.0 * self.hp.sigma * self.hp.clip * math.sqrt(n_silos) if self.spec.private else 0.0
+
+    def silo_deltas(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence) -> list[Tensor]:
+        """Each silo's local-minus-global delta after ``Q`` epochs, clipped to ``C`` for ULDP-NAIVE (line 13)."""
+        keys = round_keys(federation, self.hp.local_epochs, round_seed)
+        deltas = []
+        for silo in range(federation.n_silos):
+            records = federation.silo_records(silo)
+            if records.size == 0:
+                deltas.append(torch.zeros_like(params))
+                continue
+            delta = silo_training(federation, params, [records], self.hp, keys,
+                                  seed_stream(round_seed, TRAIN_STREAM, silo))
+            deltas.append(clip_rows(delta, self.hp.clip)[0] if self.spec.private else delta[0])
+        return deltas
+
+    def clean_update(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence) -> Tensor:
+        """The pre-noise aggregate ``sum_s Delta_s`` (user-level sensitivity: see the chapter and tests)."""
+        return torch.stack(self.silo_deltas(params, federation, round_seed)).sum(dim=0)
+
+    def noise(self, size: int, n_silos: int, round_seed: np.random.SeedSequence) -> list[Tensor]:
+        """The noise each silo adds to its delta (zeros for DEFAULT)."""
+        std = self.noise_std(n_silos)
+        return [gaussian_noise(size, std=std, generator=torch_generator(seed_stream(round_seed, NOISE_STREAM, s)))
+                for s in range(n_silos)]
+
+    def round(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence,
+              aggregate_fn: object = None) -> Tensor:
+        """One round: ``x_{t+1} = x_t + eta_g / |S| sum_s (Delta_s + z_s)`` (Algorithm 1 line 7)."""
+        total = self.clean_update(params, federation, round_seed)
+        if self.spec.private:
+            total = total + torch.stack(self.noise(params.numel(), federation.n_silos, round_seed)).sum(dim=0)
+        return params + self.hp.global_lr / federation.n_silos * total
+
+    def epsilon(self, federation: Federation, rounds: int) -> float | None:
+        """Theorem 1's user-level epsilon after ``rounds`` rounds (``None`` for DEFAULT: no guarantee)."""
+        if not self.spec.private:
+            return None
+        from uldp.accounting import epsilon_naive
+
+        return epsilon_naive(sigma=self.hp.sigma, rounds=rounds, delta=self.hp.delta).epsilon

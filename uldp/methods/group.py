@@ -1,0 +1,111 @@
+"""ULDP-GROUP-k (Algorithm 2, Theorem 2): bound each user to ``k`` records, then record-level DP-SGD per silo.
+
+The flags ``B`` keep at most ``k`` records of each user over all silos, chosen uniformly at random among the user's
+records once, before training, and fixed for all rounds (like the paper, the flags are not computed privately:
+this is a baseline). Each silo then runs DP-SGD (opacus, Poisson sampling) on its kept records; the server takes
+``x_{t+1} = x_t + eta_g / |S| * sum_s Delta_s``. ``k`` is an integer, or ``"max"`` / ``"median"`` of the records
+per user (over users with at least one record). The guarantee is record-level RDP maximised over silos, converted
+to groups of ``k`` (:func:`uldp.accounting.epsilon_group`, which uses the valid group conversion of settings.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from uldp.methods.base import Federation, Hyperparameters, MethodSpec, seed_stream, torch_generator
+from uldp.methods.fedavg import TRAIN_STREAM
+from uldp.training.dpsgd import dpsgd_schedule, dpsgd_train
+
+
+def resolve_group_size(group_size: int | str, records_per_user: np.ndarray) -> int:
+    """The integer ``k`` of ``ULDP-GROUP-k``: itself, or the max / median (rounded down, at least 1) of ``N_u``.
+
+    Example:
+        >>> resolve_group_size("median", np.array([1, 2, 9, 0])), resolve_group_size("max", np.array([1, 2, 9]))
+        (2, 9)
+    """
+    present = records_per_user[records_per_user > 0]
+    if group_size == "max":
+        return int(present.max())
+    if group_size == "median":
+        return max(1, int(np.floor(np.median(present))))
+    if isinstance(group_size, (int, np.integer)) and group_size >= 1:
+        return int(group_size)
+    raise ValueError(f"group size must be a positive integer, 'max' or 'median', got {group_size!r}")
+
+
+def contribution_flags(user: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Flags ``B``: keep at most ``k`` records of every user, drawn uniformly among its records in all silos.
+
+    Returns:
+        Boolean mask over records.
+    """
+    keys = rng.random(user.size)
+    order = np.lexsort((keys, user))  # by user, random within a user
+    sorted_users = user[order]
+    first = np.searchsorted(sorted_users, sorted_users)  # start of each record's user block
+    rank = np.arange(user.size) - first
+    keep = np.zeros(user.size, dtype=bool)
+    keep[order[rank < k]] = True
+    return keep
+
+
+@dataclass(frozen=True)
+class GroupMethod:
+    """ULDP-GROUP-k.
+
+    Attributes:
+        spec: The parsed name (``group_size`` an int, ``"max"`` or ``"median"``).
+        hp: Hyperparameters (``clip`` and ``sigma`` are DP-SGD's per-record bound and noise multiplier).
+    """
+
+    spec: MethodSpec
+    hp: Hyperparameters
+
+    def group_size(self, federation: Federation) -> int:
+        """``k`` for this federation (resolves ``max`` / ``median`` on the records per user)."""
+        return resolve_group_size(self.spec.group_size, federation.counts.sum(axis=0))
+
+    def prepare(self, federation: Federation, seed: np.random.SeedSequence) -> Federation:
+        """Apply the flags (Algorithm 2 line 8): the federation with at most ``k`` records per user."""
+        k = self.group_size(federation)
+        return federation.keep(contribution_flags(federation.allocation.user, k, np.random.default_rng(seed)))
+
+    def silo_deltas(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence) -> list[Tensor]:
+        """Each silo's DP-SGD delta (noise included: DP-SGD adds it per step)."""
+        deltas = []
+        for silo in range(federation.n_silos):
+            records = torch.from_numpy(federation.silo_records(silo))
+            if records.numel() == 0:
+                deltas.append(torch.zeros_like(params))
+                continue
+            deltas.append(dpsgd_train(
+                federation.model, params, federation.x[records], federation.y[records], loss_fn=federation.loss_fn,
+                local_lr=self.hp.local_lr, epochs=self.hp.local_epochs, batch_size=self.hp.batch_size,
+                clip=self.hp.clip, sigma=self.hp.sigma,
+                generator=torch_generator(seed_stream(round_seed, TRAIN_STREAM, silo))))
+        return deltas
+
+    def round(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence,
+              aggregate_fn: object = None) -> Tensor:
+        """One round: ``x_{t+1} = x_t + eta_g / |S| sum_s Delta_s`` (Algorithm 2 line 6)."""
+        total = torch.stack(self.silo_deltas(params, federation, round_seed)).sum(dim=0)
+        return params + self.hp.global_lr / federation.n_silos * total
+
+    def epsilon(self, federation: Federation, rounds: int) -> float:
+        """Theorem 2's user-level epsilon (valid orders, next power of two for ``k``) after ``rounds`` rounds.
+
+        ``federation`` is the prepared (flag-filtered) one: its silo sizes set each silo's DP-SGD schedule.
+        """
+        from uldp.accounting import epsilon_group
+
+        sizes = [federation.silo_records(s).size for s in range(federation.n_silos)]
+        schedules = [dpsgd_schedule(n, batch_size=self.hp.batch_size, epochs=self.hp.local_epochs)
+                     for n in sizes if n > 0]
+        return epsilon_group(sigma=self.hp.sigma, sample_rates=[s.sample_rate for s in schedules],
+                             steps=[s.steps * rounds for s in schedules], k=self.group_size(federation),
+                             delta=self.hp.delta).epsilon

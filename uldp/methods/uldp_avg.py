@@ -1,0 +1,206 @@
+"""ULDP-AVG and ULDP-SGD (Algorithm 3, Theorem 3), enhanced weights (Eq. 4) and user-level sampling (Algorithm 4).
+
+Silo side (Algorithm 3, lines 8-19 / 20-26): every user ``u`` of silo ``s`` trains its own copy of the global model
+on its records in ``s`` (ULDP-AVG: ``Q`` epochs; ULDP-SGD: one full-batch gradient, sent as the descent direction
+``-g``), clips the result to norm ``C`` and weights it by ``w_su``; the silo adds ``N(0, sigma^2 C^2 / |S|)``.
+Server side: ``x_{t+1} = x_t + eta_g / (q |U| |S|) * sum_s Delta_s``.
+
+Weights: uniform ``w_su = 1 / |S|`` (ULDP-AVG, ULDP-SGD) or enhanced ``w_su = n_su / N_u`` (``-w``); both sum to 1
+over silos for every user, so one user moves the sum by at most ``C`` (Theorem 3's sensitivity). With Poisson
+user sampling at rate ``q`` (Algorithm 4, with the erratum of settings.md) the weights of the users NOT sampled are
+set to 0 for the round.
+
+The weighting and summation is one call with the signature of the secure aggregation hook
+(:data:`uldp.methods.base.AggregateFn`): :func:`aggregate` computes it in the clear, ``uldp.secure`` by Protocol 1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from uldp.methods.base import (
+    AggregateFn, Federation, Hyperparameters, MethodSpec, gaussian_noise, seed_stream, torch_generator,
+)
+from uldp.methods.fedavg import NOISE_STREAM, SAMPLING_STREAM, TRAIN_STREAM, round_keys, silo_training
+from uldp.training.per_user import clip_rows, user_gradients
+
+
+def uniform_weights(counts: np.ndarray, sampled: np.ndarray) -> np.ndarray:
+    """``w_su = 1 / |S|`` for sampled users, 0 otherwise (ULDP-AVG / ULDP-SGD).
+
+    Example:
+        >>> uniform_weights(np.array([[1, 0], [3, 2]]), np.array([True, False])).tolist()
+        [[0.5, 0.0], [0.5, 0.0]]
+    """
+    n_silos = counts.shape[0]
+    return np.repeat(np.asarray(sampled, dtype=float)[None, :] / n_silos, n_silos, axis=0)
+
+
+def enhanced_weights(counts: np.ndarray, sampled: np.ndarray) -> np.ndarray:
+    """``w_su = n_su / N_u`` for sampled users with records, 0 otherwise (Eq. 4, ULDP-AVG-w / ULDP-SGD-w).
+
+    Example:
+        >>> enhanced_weights(np.array([[1, 0], [3, 2]]), np.array([True, True])).tolist()
+        [[0.25, 0.0], [0.75, 1.0]]
+    """
+    counts = np.asarray(counts, dtype=float)
+    totals = counts.sum(axis=0)
+    weights = np.divide(counts, totals[None, :], out=np.zeros_like(counts), where=totals[None, :] > 0)
+    return weights * np.asarray(sampled, dtype=bool)[None, :]
+
+
+def check_weights(weights: np.ndarray, counts: np.ndarray) -> None:
+    """Raise ``ValueError`` unless weights are >= 0 and sum to 1 over silos for every user with records.
+
+    The condition of Algorithm 3 (``sum_s w_su = 1``) that bounds a user's contribution to ``C``; users with no
+    record or not sampled may have all-zero weights.
+    """
+    weights = np.asarray(weights, dtype=float)
+    if weights.shape != counts.shape:
+        raise ValueError(f"weights must have shape {counts.shape} (silos x users), got {weights.shape}")
+    if (weights < 0).any():
+        raise ValueError(f"weights must be >= 0, got minimum {weights.min()}")
+    sums = weights.sum(axis=0)
+    bad = np.flatnonzero((counts.sum(axis=0) > 0) & (np.abs(sums) > 1e-9) & (np.abs(sums - 1) > 1e-9))
+    if bad.size:
+        raise ValueError(f"weights of user {bad[0]} sum to {sums[bad[0]]} over silos; they must sum to 1 (or 0)")
+
+
+def weighted_sum(deltas: list[Tensor], weights: np.ndarray, noise: list[Tensor]) -> Tensor:
+    """``sum_s (sum_u w_su * deltas[s][u] + noise[s])`` (Algorithm 3 lines 18 and 6, in the clear)."""
+    total = torch.zeros_like(noise[0])
+    for silo, (delta, z) in enumerate(zip(deltas, noise)):
+        total += torch.as_tensor(weights[silo], dtype=delta.dtype) @ delta + z
+    return total
+
+
+def aggregate(deltas: list[Tensor], counts: np.ndarray, sampled: np.ndarray, noise: list[Tensor]) -> Tensor:
+    """The plain server-side aggregation of ULDP-AVG-w / ULDP-SGD-w (the secure aggregation hook).
+
+    Returns ``sum_s (sum_u w_su * deltas[s][u] + noise[s])`` with ``w_su = n_su / N_u`` for sampled users and 0
+    otherwise (Eq. 4 and Algorithm 4). ``uldp.secure.secure_aggregate`` has the same signature and result (to
+    within the precision P) and computes it by the private weighting protocol (Protocol 1).
+
+    Args:
+        deltas: Per silo, ``[U, d]`` clipped deltas (zeros where ``n_su = 0``).
+        counts: ``n[s, u]`` ``[S, U]``.
+        sampled: ``[U]`` booleans, the users sampled this round.
+        noise: Per silo, ``[d]`` Gaussian noise.
+
+    Returns:
+        ``[d]`` the noisy weighted sum.
+
+    Example:
+        >>> d = [torch.tensor([[1.0], [0.0]]), torch.tensor([[3.0], [5.0]])]
+        >>> aggregate(d, np.array([[1, 0], [3, 2]]), np.array([True, True]), [torch.zeros(1), torch.ones(1)])
+        tensor([8.5000])
+    """
+    return weighted_sum(deltas, enhanced_weights(counts, sampled), noise)
+
+
+@dataclass(frozen=True)
+class UserLevelMethod:
+    """ULDP-SGD, ULDP-SGD-w, ULDP-AVG and ULDP-AVG-w, with user-level sampling rate ``hp.q``.
+
+    Attributes:
+        spec: The parsed name.
+        hp: Hyperparameters.
+        user_weights: Optional fixed ``W`` ``[S, U]`` (each user's column sums to 1) replacing the uniform or
+            enhanced weights; checked by :func:`check_weights` every round.
+    """
+
+    spec: MethodSpec
+    hp: Hyperparameters
+    user_weights: np.ndarray | None = None
+
+    def prepare(self, federation: Federation, seed: np.random.SeedSequence) -> Federation:
+        """Nothing to prepare: every record is used."""
+        return federation
+
+    def noise_std(self, n_silos: int) -> float:
+        """Per-silo noise std ``sigma C / sqrt(|S|)`` (Algorithm 3 line 18; sum std ``sigma C``, Theorem 3)."""
+        return self.hp.sigma * self.hp.clip / math.sqrt(n_silos)
+
+    def sample_users(self, n_users: int, round_seed: np.random.SeedSequence) -> np.ndarray:
+        """Poisson sampling of users with rate ``q`` (Algorithm 4 line 4): ``[U]`` booleans (all when q = 1)."""
+        if self.hp.q >= 1:
+            return np.ones(n_users, dtype=bool)
+        return np.random.default_rng(seed_stream(round_seed, SAMPLING_STREAM)).random(n_users) < self.hp.q
+
+    def weights(self, counts: np.ndarray, sampled: np.ndarray) -> np.ndarray:
+        """``W`` of this round: uniform, enhanced or the given ones, zero for users not sampled."""
+        if self.user_weights is not None:
+            check_weights(self.user_weights, counts)
+            return np.asarray(self.user_weights, dtype=float) * np.asarray(sampled, dtype=bool)[None, :]
+        return (enhanced_weights if self.spec.enhanced_weights else uniform_weights)(counts, sampled)
+
+    def user_deltas(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence,
+                    sampled: np.ndarray) -> list[Tensor]:
+        """Per silo ``[U, d]``: the clipped per-user update of every sampled user with records, zeros elsewhere.
+
+        ULDP-AVG: ``clip(x_su - x_t)`` after ``Q`` local epochs (lines 10-16). ULDP-SGD: ``clip(-g_su)`` for the
+        full-batch gradient ``g_su`` (lines 21-23, as a descent direction so both share the server step).
+        """
+        keys = round_keys(federation, self.hp.local_epochs, round_seed) if self.spec.family == "ULDP-AVG" else None
+        out = []
+        for silo in range(federation.n_silos):
+            deltas = torch.zeros((federation.n_users, params.numel()), dtype=params.dtype)
+            users, groups = federation.user_groups(silo, users=np.flatnonzero(sampled))
+            if users.size:
+                if self.spec.family == "ULDP-AVG":
+                    update = silo_training(federation, params, groups, self.hp, keys,
+                                           seed_stream(round_seed, TRAIN_STREAM, silo))
+                else:
+                    update = -user_gradients(federation.model, params, federation.x, federation.y, groups,
+                                             loss_fn=federation.loss_fn)
+                deltas[torch.from_numpy(users)] = clip_rows(update, self.hp.clip)
+            out.append(deltas)
+        return out
+
+    def noise(self, size: int, n_silos: int, round_seed: np.random.SeedSequence) -> list[Tensor]:
+        """The noise each silo adds, ``N(0, (sigma C / sqrt(|S|))^2 I)``."""
+        std = self.noise_std(n_silos)
+        return [gaussian_noise(size, std=std, generator=torch_generator(seed_stream(round_seed, NOISE_STREAM, s)))
+                for s in range(n_silos)]
+
+    def clean_update(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence) -> Tensor:
+        """The pre-noise aggregate ``sum_s sum_u w_su clip(Delta_su)`` of one round (sensitivity ``C``)."""
+        sampled = self.sample_users(federation.n_users, round_seed)
+        deltas = self.user_deltas(params, federation, round_seed, sampled)
+        zeros = [torch.zeros_like(params) for _ in deltas]
+        return weighted_sum(deltas, self.weights(federation.counts, sampled), zeros)
+
+    def round(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence,
+              aggregate_fn: AggregateFn | None = None) -> Tensor:
+        """One round: ``x_{t+1} = x_t + eta_g / (q |U| |S|) * aggregate`` (Algorithm 3 line 6, Algorithm 4 line 10).
+
+        Args:
+            params: Global model ``[d]``.
+            federation: The records.
+            round_seed: The round's random stream.
+            aggregate_fn: Enhanced-weight methods only: the aggregation (default :func:`aggregate`, or
+                ``uldp.secure.secure_aggregate``).
+
+        Returns:
+            The new global model.
+        """
+        sampled = self.sample_users(federation.n_users, round_seed)
+        deltas = self.user_deltas(params, federation, round_seed, sampled)
+        noise = self.noise(params.numel(), federation.n_silos, round_seed)
+        if self.spec.enhanced_weights and self.user_weights is None:
+            total = (aggregate_fn or aggregate)(deltas, federation.counts, sampled, noise)
+        else:
+            total = weighted_sum(deltas, self.weights(federation.counts, sampled), noise)
+        scale = self.hp.global_lr / (self.hp.q * federation.n_users * federation.n_silos)
+        return params + scale * total.to(params.dtype)
+
+    def epsilon(self, federation: Federation, rounds: int) -> float:
+        """Theorem 3's user-level epsilon (sub-sampled with rate ``q``, Algorithm 4) after ``rounds`` rounds."""
+        from uldp.accounting import epsilon_uldp
+
+        return epsilon_uldp(sigma=self.hp.sigma, rounds=rounds, delta=self.hp.delta, q=self.hp.q).epsilon

@@ -1,0 +1,298 @@
+"""One federated training run, all silos in this process: :class:`RunConfig` in, :class:`RunResult` out.
+
+``run(config)`` loads the dataset, allocates records to users and silos, builds the model and the method of the
+registry (:mod:`uldp.methods`), then for each round trains, aggregates, evaluates the global model on the test set
+and asks the method's accountant for the user-level epsilon so far. Every random draw (allocation, initial model,
+GROUP flags, user sampling, record order, dropout, noise) derives from ``config.seed`` through one
+``numpy.random.SeedSequence``. Unset hyperparameters take the paper's values for the dataset and method
+(``/work/shared/paper/settings.md``, collected in :data:`PAPER_SETTINGS`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from uldp.methods.base import Hyperparameters, parse_method
+
+#: Per dataset and method family: (global lr, clip C, local lr, local epochs Q) of settings.md's privacy-utility
+#: table. ``None`` = not used by the method. MNIST's ULDP-AVG uses global lr 100 with 10000 users (see
+#: :func:`paper_hyperparameters`); MNIST's ULDP-NAIVE uses the Creditcard shape with C = 1 (settings.md).
+PAPER_SETTINGS: dict[str, dict[str, tuple[float, float | None, float | None, int | None]]] = {
+    "creditcard": {"DEFAULT": (1.0, None, 0.01, 50), "ULDP-NAIVE": (1.0, 0.1, 0.01, 50),
+                   "ULDP-GROUP": (1.0, 0.1, 0.01, 50), "ULDP-SGD": (10.0, 0.1, None, None),
+                   "ULDP-AVG": (10.0, 0.1, 0.01, 30)},
+    "heart_disease": {"DEFAULT": (1.0, None, 0.001, 50), "ULDP-NAIVE": (1.0, 0.1, 0.001, 50),
+                      "ULDP-GROUP": (1.0, 0.1, 0.001, 50), "ULDP-SGD": (10.0, 0.1, None, None),
+                      "ULDP-AVG": (10.0, 0.1, 0.001, 50)},
+    "tcga_brca": {"DEFAULT": (1.0, None, 0.001, 50), "ULDP-NAIVE": (1.0, 0.1, 0.001, 50),
+                  "ULDP-GROUP": (0.1, 100.0, 0.001, 50), "ULDP-SGD": (10.0, 0.1, None, None),
+                  "ULDP-AVG": (10.0, 0.1, 0.001, 50)},
+    "mnist": {"DEFAULT": (1.0, None, 0.01, 50), "ULDP-NAIVE": (1.0, 1.0, 0.01, 50),
+              "ULDP-GROUP": (1.0, 1.0, 0.01, 50), "ULDP-SGD": (10.0, 0.1, None, None),
+              "ULDP-AVG": (10.0, 0.1, 0.01, 50)},
+    # the protocol-runtime setting of settings.md (no privacy-utility figure uses the synthetic data)
+    "synthetic": {"DEFAULT": (1.0, None, 0.001, 50), "ULDP-NAIVE": (1.0, 0.1, 0.001, 50),
+                  "ULDP-GROUP": (1.0, 0.1, 0.001, 50), "ULDP-SGD": (10.0, 0.1, None, None),
+                  "ULDP-AVG": (10.0, 0.1, 0.001, 50)},
+}
+#: Local batch size, default silo count (datasets whose silos are not fixed) and the Table 3 rounds T.
+BATCH_SIZE = {"creditcard": 64, "mnist": 64, "heart_disease": 4, "tcga_brca": 8, "synthetic": 64}
+DEFAULT_SILOS = {"creditcard": 5, "mnist": 5, "synthetic": 3, "heart_disease": 4, "tcga_brca": 6}
+PAPER_ROUNDS = {"creditcard": 100, "mnist": 200, "heart_disease": 50, "tcga_brca": 50, "synthetic": 3}
+#: Noise multiplier and delta of every run of the paper.
+SIGMA, DELTA = 5.0, 1e-5
+#: Methods that may use the secure aggregation (Protocol 1 computes enhanced weights).
+SECURE_METHODS = ("ULDP-AVG-w", "ULDP-SGD-w")
+
+
+def paper_hyperparameters(dataset: str, method: str, n_users: int) -> dict[str, Any]:
+    """The paper's ``global_lr``, ``clip``, ``local_lr``, ``local_epochs`` for a dataset, method and user count.
+
+    Example:
+        >>> paper_hyperparameters("mnist", "ULDP-AVG-w", 10000)["global_lr"]
+        100.0
+    """
+    if dataset not in PAPER_SETTINGS:
+        raise ValueError(f"unknown dataset {dataset!r}; known datasets: {', '.join(PAPER_SETTINGS)}")
+    spec = parse_method(method)
+    global_lr, clip, local_lr, epochs = PAPER_SETTINGS[dataset][spec.family]
+    if dataset == "mnist" and spec.family == "ULDP-AVG" and n_users >= 10000:
+        global_lr = 100.0
+    return {"global_lr": global_lr, "clip": clip, "local_lr": local_lr, "local_epochs": epochs}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines one run; unset (``None``) values are filled from the paper's settings.
+
+    Attributes:
+        dataset: ``"creditcard"``, ``"mnist"``, ``"heart_disease"``, ``"tcga_brca"`` or ``"synthetic"``.
+        method: A registry name of :mod:`uldp.methods` (``"ULDP-AVG-w"``, ``"ULDP-GROUP-8"``, ...).
+        n_users: Number of users ``|U|`` >= 1.
+        rounds: Number of rounds ``T`` >= 1.
+        seed: The one seed of every random draw.
+        n_silos: Number of silos (``None``: 5 for Creditcard/MNIST, 3 synthetic, FLamby's 4 and 6 for the medical sets).
+        distribution: Allocation scheme ``"uniform"``, ``"zipf"`` or ``"zipf-noniid"``.
+        local_epochs: ``Q`` (``None``: the paper's; stays ``None`` for ULDP-SGD).
+        global_lr: ``eta_g`` > 0.
+        local_lr: ``eta_l`` > 0 (stays ``None`` for ULDP-SGD).
+        clip: ``C`` > 0 (stays ``None`` for DEFAULT).
+        sigma: Noise multiplier > 0 (5.0; ``None`` for DEFAULT).
+        q: User-level Poisson sampling rate in (0, 1] (ULDP-SGD/AVG only).
+        delta: Target delta.
+        batch_size: Local batch size.
+        user_weights: Optional fixed ULDP-SGD/AVG weights ``[S][U]``, each user's column summing to 1.
+        secure: Aggregate with the private weighting protocol (ULDP-AVG-w / ULDP-SGD-w only).
+        max_train_records: Use a stratified random subset of at most this many training records (smaller runs).
+        n_labels: Labels per user for ``zipf-noniid`` (2, as in the paper).
+
+    Raises:
+        ValueError: On any bad value (the message names it and what is allowed).
+    """
+
+    dataset: str
+    method: str
+    n_users: int
+    rounds: int
+    seed: int = 0
+    n_silos: int | None = None
+    distribution: str = "uniform"
+    local_epochs: int | None = None
+    global_lr: float | None = None
+    local_lr: float | None = None
+    clip: float | None = None
+    sigma: float | None = None
+    q: float = 1.0
+    delta: float = DELTA
+    batch_size: int | None = None
+    user_weights: tuple[tuple[float, ...], ...] | None = None
+    secure: bool = False
+    max_train_records: int | None = None
+    n_labels: int = 2
+
+    def __post_init__(self) -> None:
+        spec = parse_method(self.method)
+        if self.dataset not in PAPER_SETTINGS:
+            raise ValueError(f"unknown dataset {self.dataset!r}; known datasets: {', '.join(PAPER_SETTINGS)}")
+        for name in ("n_users", "rounds"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
+        if self.n_silos is not None and (not isinstance(self.n_silos, (int, np.integer)) or self.n_silos < 1):
+            raise ValueError(f"n_silos must be an integer >= 1, got {self.n_silos!r}")
+        if self.distribution not in ("uniform", "zipf", "zipf-noniid"):
+            raise ValueError(f"distribution must be 'uniform', 'zipf' or 'zipf-noniid', got {self.distribution!r}")
+        if self.secure and spec.name not in SECURE_METHODS:
+            raise ValueError(f"secure aggregation needs {' or '.join(SECURE_METHODS)}, not {spec.name}")
+        if self.max_train_records is not None and (not isinstance(self.max_train_records, int)
+                                                    or self.max_train_records < 1):
+            raise ValueError(f"max_train_records must be an integer >= 1, got {self.max_train_records!r}")
+        if self.user_weights is not None:
+            weights = np.asarray(self.user_weights, dtype=float)
+            if weights.ndim != 2 or (weights < 0).any() or not np.allclose(weights.sum(axis=0), 1.0, atol=1e-9):
+                sums = weights.sum(axis=0) if weights.ndim == 2 else weights
+                raise ValueError(f"user_weights must be [silos][users] >= 0 with each user's weights summing to 1 "
+                                 f"over silos; got column sums {np.round(sums, 6).tolist()[:8]}")
+            object.__setattr__(self, "user_weights", tuple(tuple(float(v) for v in row) for row in weights))
+        object.__setattr__(self, "method", spec.name)
+        paper = paper_hyperparameters(self.dataset, spec.name, self.n_users)
+        unused = {"ULDP-SGD": ("local_lr", "local_epochs"), "DEFAULT": ("clip", "sigma")}.get(spec.family, ())
+        defaults = {**paper, "sigma": None if spec.family == "DEFAULT" else SIGMA,
+                    "batch_size": BATCH_SIZE[self.dataset]}
+        for name, value in defaults.items():
+            if getattr(self, name) is None and name not in unused:
+                object.__setattr__(self, name, value)
+        if self.n_silos is None:
+            object.__setattr__(self, "n_silos", DEFAULT_SILOS[self.dataset])
+        self.hyperparameters()  # validates learning rates, C, sigma, q, delta, Q, batch size for this method
+
+    def hyperparameters(self) -> Hyperparameters:
+        """The method's :class:`~uldp.methods.Hyperparameters` (raises ``ValueError`` on bad values)."""
+        from uldp.methods import make_method
+
+        hp = Hyperparameters(global_lr=self.global_lr, local_lr=self.local_lr, local_epochs=self.local_epochs,
+                             batch_size=self.batch_size, clip=self.clip, sigma=self.sigma, delta=self.delta, q=self.q)
+        make_method(self.method, hp, user_weights=None if self.user_weights is None else np.asarray(self.user_weights))
+        return hp
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Per-round results of a run (lists indexed by round; absent metrics are empty lists).
+
+    Attributes:
+        config: The resolved configuration.
+        round: Round numbers ``1..T``.
+        test_loss: Test loss of the global model after each round.
+        accuracy: Test accuracy (classification).
+        balanced_accuracy: Test balanced accuracy (classification).
+        c_index: Test C-index (survival).
+        epsilon: User-level epsilon spent so far (``None`` for DEFAULT).
+        seconds: Wall seconds of each round (training, aggregation, evaluation, accounting).
+        info: Facts of the run (parameters ``d``, records used, group size ``k``, setup seconds).
+    """
+
+    config: RunConfig
+    round: list[int] = field(default_factory=list)
+    test_loss: list[float] = field(default_factory=list)
+    accuracy: list[float] = field(default_factory=list)
+    balanced_accuracy: list[float] = field(default_factory=list)
+    c_index: list[float] = field(default_factory=list)
+    epsilon: list[float | None] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+    info: dict = field(default_factory=dict)
+
+    def rounds_table(self) -> list[dict]:
+        """One dict per round: ``round``, ``loss``, ``accuracy`` or ``c_index``, ``epsilon``, ``seconds``."""
+        metric = "c_index" if self.c_index else "accuracy"
+        return [{"round": r, "loss": loss, metric: value, "epsilon": eps, "seconds": sec}
+                for r, loss, value, eps, sec in zip(self.round, self.test_loss, getattr(self, metric),
+                                                    self.epsilon, self.seconds)]
+
+    def to_json(self) -> dict:
+        """``{"config": {...}, "rounds": [...]}`` (the ``uldp run --json`` payload)."""
+        return {"config": asdict(self.config), "rounds": self.rounds_table()}
+
+
+#: Top-level random streams of a run.
+ALLOCATION_STREAM, INIT_STREAM, PREPARE_STREAM, ROUNDS_STREAM, SUBSET_STREAM = range(5)
+
+
+def _stratified_subset(labels: np.ndarray | None, n_records: int, size: int, rng: np.random.Generator) -> np.ndarray:
+    """Sorted indices of a random subset of ``size`` records keeping class proportions (plain random if no labels)."""
+    if labels is None:
+        return np.sort(rng.choice(n_records, size, replace=False))
+    chosen = []
+    classes, counts = np.unique(labels, return_counts=True)
+    quotas = np.maximum(1, np.round(counts * size / n_records)).astype(int)
+    for label, quota in zip(classes, quotas):
+        members = np.flatnonzero(labels == label)
+        chosen.append(rng.choice(members, min(quota, members.size), replace=False))
+    return np.sort(np.concatenate(chosen))
+
+
+def build_federation(config: RunConfig, dataset: Any = None) -> tuple[Any, Any]:
+    """Load (or take), subset and allocate the dataset and build the model: ``(federation, dataset)``."""
+    import torch
+
+    from uldp.data import allocate, load
+    from uldp.methods import Federation
+    from uldp.methods.base import seed_stream
+    from uldp.models import build_model, loss_function
+
+    root = np.random.SeedSequence(config.seed)
+    data = dataset if dataset is not None else load(config.dataset)
+    if config.max_train_records is not None and config.max_train_records < data.n_train:
+        rng = np.random.default_rng(seed_stream(root, SUBSET_STREAM))
+        keep = _stratified_subset(data.labels, data.n_train, config.max_train_records, rng)
+        index = torch.from_numpy(keep)
+        data = replace(data, x_train=data.x_train[index], y_train=data.y_train[index],
+                       train_silo=None if data.train_silo is None else data.train_silo[keep])
+    allocation_seed = int(seed_stream(root, ALLOCATION_STREAM).generate_state(1)[0])
+    allocation = allocate(data, n_users=config.n_users, n_silos=config.n_silos, scheme=config.distribution,
+                          seed=allocation_seed, n_labels=config.n_labels if config.distribution == "zipf-noniid" else None)
+    init_seed = int(seed_stream(root, INIT_STREAM).generate_state(1)[0])
+    model = build_model(config.dataset, seed=init_seed)
+    federation = Federation(model=model, loss_fn=loss_function(config.dataset), x=data.x_train, y=data.y_train,
+                            allocation=allocation)
+    return federation, data
+
+
+def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggregate_fn: Any = None) -> RunResult:
+    """Run federated training and return per-round test metrics, epsilon and wall time.
+
+    Args:
+        config: The run.
+        progress: Show a tqdm progress bar on stderr.
+        dataset: An already loaded :class:`~uldp.data.base.FederatedDataset` (default: ``load(config.dataset)``).
+        aggregate_fn: Override of the enhanced-weight aggregation (default: plain, or the secure protocol when
+            ``config.secure``).
+
+    Returns:
+        The :class:`RunResult`.
+    """
+    import torch
+    from tqdm import tqdm
+
+    from uldp.methods import make_method
+    from uldp.methods.base import seed_stream
+    from uldp.models import evaluate
+    from uldp.training.per_user import flat_parameters, load_flat_parameters
+
+    start = time.perf_counter()
+    root = np.random.SeedSequence(config.seed)
+    federation, data = build_federation(config, dataset)
+    weights = None if config.user_weights is None else np.asarray(config.user_weights)
+    method = make_method(config.method, config.hyperparameters(), user_weights=weights)
+    if aggregate_fn is None and config.secure:
+        from uldp.secure import secure_aggregate as aggregate_fn
+    federation = method.prepare(federation, seed_stream(root, PREPARE_STREAM))
+    params = flat_parameters(federation.model)
+    evaluation_model = federation.model
+    result = RunResult(config=config, info={
+        "parameters": int(params.numel()), "train_records": int(federation.x.shape[0]),
+        "n_silos": int(federation.n_silos),
+        "group_size": method.group_size(federation) if hasattr(method, "group_size") else None,
+        "setup_seconds": round(time.perf_counter() - start, 3)})
+    federation.model.train()
+    for t in tqdm(range(config.rounds), desc=f"{config.method} on {config.dataset}", disable=not progress,
+                  unit="round"):
+        tick = time.perf_counter()
+        params = method.round(params, federation, seed_stream(root, ROUNDS_STREAM, t), aggregate_fn)
+        load_flat_parameters(evaluation_model, params)
+        metrics = evaluate(evaluation_model, data.x_test, data.y_test, config.dataset)
+        epsilon = method.epsilon(federation, t + 1)
+        result.round.append(t + 1)
+        result.test_loss.append(float(metrics["loss"]))
+        for name in ("accuracy", "balanced_accuracy", "c_index"):
+            if name in metrics:
+                getattr(result, name).append(float(metrics[name]))
+        result.epsilon.append(None if epsilon is None else float(epsilon))
+        result.seconds.append(round(time.perf_counter() - tick, 4))
+    return result

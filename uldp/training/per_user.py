@@ -1,0 +1,414 @@
+"""Local training of every user of a silo at once (the per-user loops of Algorithm 3, ULDP-AVG / ULDP-SGD).
+
+ULDP-AVG trains one model copy per user and silo (Algorithm 3, lines 9-17): ``Q`` epochs of plain SGD over the
+user's own records in the silo, in mini-batches of the local batch size. Doing this user by user costs ``|U|`` small
+Python loops per silo and round; here all users of a silo train together. Each user's records are padded to a common
+length with a 0/1 mask, the per-user parameters are stacked along a leading user axis, and one step of every user is
+``torch.func.vmap`` over ``torch.func.grad`` of ``torch.func.functional_call``. Users are sorted by record count and
+processed in chunks, which bounds memory and keeps padding small when counts are skewed (Zipf allocations).
+
+Both engines draw the order of records from the same per-record random keys (one key per record and epoch, sorted
+within each user), so :func:`train_users` (fast) and :func:`train_users_loop` (the plain per-user loop kept as the
+oracle and the benchmark's baseline) take identical mini-batches; they agree to float precision whenever the model
+itself is deterministic (no dropout).
+
+Convolutions: ``vmap`` over ``conv2d`` with per-user weights becomes a grouped convolution, which is slow on a CPU.
+:func:`vmap_friendly` swaps every ``nn.Conv2d`` for :class:`UnfoldConv2d` (the same parameters, computed as im2col
+``unfold`` followed by a matmul), which ``vmap`` turns into one batched matmul; ``benchmarks/per_user_training.py``
+measures the difference.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.func import functional_call, grad, vmap
+
+#: A loss ``(outputs, targets, weight) -> weighted mean loss`` (see :func:`uldp.models.loss_function`).
+LossFunction = Callable[[Tensor, Tensor, Tensor | None], Tensor]
+
+#: Default bound on the floats one chunk of users may hold at once (parameters, gradients, activations): 2**26
+#: floats = 256 MiB. Chunking changes nothing in the result, only peak memory and speed.
+DEFAULT_CHUNK_FLOATS = 2**26
+
+
+@dataclass(frozen=True)
+class ParameterLayout:
+    """How a module's trainable parameters map to one flat vector of length :attr:`size`.
+
+    Attributes:
+        names: Parameter names in ``named_parameters`` order.
+        shapes: Their shapes.
+    """
+
+    names: tuple[str, ...]
+    shapes: tuple[tuple[int, ...], ...]
+
+    @classmethod
+    def of(cls, model: nn.Module) -> ParameterLayout:
+        """Return the layout of ``model``'s trainable parameters."""
+        named = [(name, tuple(p.shape)) for name, p in model.named_parameters() if p.requires_grad]
+        return cls(tuple(name for name, _ in named), tuple(shape for _, shape in named))
+
+    @property
+    def size(self) -> int:
+        """Number of scalars ``d`` in the flat vector."""
+        return sum(math.prod(shape) for shape in self.shapes)
+
+    def flatten(self, params: Mapping[str, Tensor], batch_dims: int = 0) -> Tensor:
+        """Concatenate ``params`` (each with ``batch_dims`` leading axes) into ``[..., d]``."""
+        return torch.cat([params[name].flatten(start_dim=batch_dims) for name in self.names], dim=-1)
+
+    def unflatten(self, flat: Tensor) -> dict[str, Tensor]:
+        """Split ``flat`` of shape ``[..., d]`` into named tensors of shape ``[..., *shape]``."""
+        if flat.shape[-1] != self.size:
+            raise ValueError(f"flat vector has {flat.shape[-1]} entries, the layout needs {self.size}")
+        pieces = torch.split(flat, [math.prod(shape) for shape in self.shapes], dim=-1)
+        lead = tuple(flat.shape[:-1])
+        return {name: piece.reshape(lead + shape) for name, piece, shape in zip(self.names, pieces, self.shapes)}
+
+
+def flat_parameters(model: nn.Module) -> Tensor:
+    """Return a detached copy of ``model``'s trainable parameters as one flat vector."""
+    layout = ParameterLayout.of(model)
+    return layout.flatten(dict(model.named_parameters())).detach().clone()
+
+
+def load_flat_parameters(model: nn.Module, flat: Tensor) -> None:
+    """Copy the flat vector ``flat`` into ``model``'s trainable parameters (in place)."""
+    params = ParameterLayout.of(model).unflatten(flat)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name in params:
+                param.copy_(params[name])
+
+
+class UnfoldConv2d(nn.Module):
+    """``nn.Conv2d`` computed as im2col and one matmul, with the same ``weight`` and ``bias`` parameters.
+
+    The patches come from strided views (``Tensor.unfold``) gathered by one copy, and the convolution is one
+    ``[out, C*kh*kw] @ [C*kh*kw, n*oh*ow]`` matmul; under ``vmap`` over users that is a single batched matmul,
+    where a plain ``conv2d`` with per-user weights becomes a grouped convolution.
+
+    Raises:
+        ValueError: For grouped or dilated convolutions, or non-zero padding modes (not needed by the paper's CNN).
+    """
+
+    def __init__(self, conv: nn.Conv2d):
+        super().__init__()
+        if conv.groups != 1 or conv.dilation != (1, 1) or conv.padding_mode != "zeros" or isinstance(conv.padding, str):
+            raise ValueError(f"UnfoldConv2d supports groups=1, dilation=1 and numeric zero padding; got {conv}")
+        self.weight = conv.weight
+        self.bias = conv.bias
+        self.kernel_size, self.stride, self.padding = conv.kernel_size, conv.stride, conv.padding
+
+    def forward(self, x: Tensor) -> Tensor:
+        if any(self.padding):
+            x = F.pad(x, (self.padding[1], self.padding[1], self.padding[0], self.padding[0]))
+        n, _, height, width = x.shape
+        out_h = (height - self.kernel_size[0]) // self.stride[0] + 1
+        out_w = (width - self.kernel_size[1]) // self.stride[1] + 1
+        columns = _Im2Col.apply(x, self.kernel_size, self.stride)  # [C*kh*kw, n*oh*ow]
+        out = (self.weight.flatten(1) @ columns).reshape(-1, n, out_h, out_w).transpose(0, 1)
+        if self.bias is not None:
+            out = out + self.bias[:, None, None]
+        return out
+
+
+class _Im2Col(torch.autograd.Function):
+    """Patches ``[C*kh*kw, n*oh*ow]`` of ``x [n, C, H, W]`` from strided views; backward is ``F.fold``.
+
+    ``Tensor.unfold`` alone would do, but its backward has no ``vmap`` batching rule (a slow per-user loop).
+    """
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x: Tensor, kernel: tuple[int, int], stride: tuple[int, int]) -> Tensor:
+        patches = x.unfold(2, kernel[0], stride[0]).unfold(3, kernel[1], stride[1])  # [n, C, oh, ow, kh, kw]
+        n, channels, out_h, out_w = patches.shape[:4]
+        return patches.permute(1, 4, 5, 0, 2, 3).reshape(channels * kernel[0] * kernel[1], n * out_h * out_w)
+
+    @staticmethod
+    def setup_context(ctx: object, inputs: tuple, output: Tensor) -> None:
+        x, kernel, stride = inputs
+        ctx.shape, ctx.kernel, ctx.stride = tuple(x.shape), kernel, stride
+
+    @staticmethod
+    def backward(ctx: object, grad_columns: Tensor) -> tuple[Tensor, None, None]:
+        n, channels, height, width = ctx.shape
+        blocks = grad_columns.reshape(grad_columns.shape[0], n, -1).transpose(0, 1)  # [n, C*kh*kw, L]
+        return F.fold(blocks, (height, width), ctx.kernel, stride=ctx.stride), None, None
+
+
+def vmap_friendly(model: nn.Module) -> nn.Module:
+    """Return a deep copy of ``model`` with every ``nn.Conv2d`` replaced by :class:`UnfoldConv2d`.
+
+    Parameter names and values are unchanged, so flat vectors and ``functional_call`` work on both.
+    """
+    clone = copy.deepcopy(model)
+    for name, child in list(clone.named_modules()):
+        for child_name, grandchild in list(child.named_children()):
+            if isinstance(grandchild, nn.Conv2d):
+                setattr(child, child_name, UnfoldConv2d(grandchild))
+    return clone
+
+
+def record_keys(n_records: int, epochs: int, generator: torch.Generator) -> Tensor:
+    """Random keys ``[epochs, n_records]`` in [0, 1): each user visits its records in increasing key order."""
+    return torch.rand((epochs, n_records), generator=generator)
+
+
+def _check_groups(groups: Sequence[np.ndarray], n_records: int) -> list[np.ndarray]:
+    checked = [np.asarray(g, dtype=np.int64) for g in groups]
+    for g in checked:
+        if g.size == 0:
+            raise ValueError("every user group must hold at least one record index")
+        if g.min() < 0 or g.max() >= n_records:
+            raise ValueError(f"record indices must lie in [0, {n_records}), got {g.min()}..{g.max()}")
+    return checked
+
+
+def _chunks(groups: list[np.ndarray], floats_per_user: Callable[[int], int], chunk_floats: int) -> list[np.ndarray]:
+    """Split user positions, sorted by record count, into chunks whose memory estimate stays under the bound."""
+    order = np.argsort([g.size for g in groups], kind="stable")
+    chunks, start = [], 0
+    while start < len(order):
+        stop = start + 1
+        # counts grow along ``order``, so the last user of a chunk sets its padded length
+        while stop < len(order) and (stop + 1 - start) * floats_per_user(groups[order[stop]].size) <= chunk_floats:
+            stop += 1
+        chunks.append(order[start:stop])
+        start = stop
+    return chunks
+
+
+def _padded(groups: list[np.ndarray], members: np.ndarray) -> tuple[Tensor, Tensor]:
+    """Record indices ``[Uc, n_max]`` (padding repeats index 0) and counts ``[Uc]`` of the chunk's users."""
+    counts = torch.tensor([groups[m].size for m in members], dtype=torch.int64)
+    index = torch.zeros((len(members), int(counts.max())), dtype=torch.int64)
+    for row, member in enumerate(members):
+        index[row, : groups[member].size] = torch.from_numpy(groups[member])
+    return index, counts
+
+
+def _per_record_floats(model: nn.Module, x: Tensor) -> int:
+    """A rough count of the floats one record costs in a forward/backward pass (input plus activations)."""
+    activations = 0
+
+    def count(_module: nn.Module, _inputs: object, output: object) -> None:
+        nonlocal activations
+        if isinstance(output, Tensor):
+            activations += output[0].numel()
+
+    handles = [m.register_forward_hook(count) for m in model.modules() if not list(m.children())]
+    try:
+        with torch.no_grad():
+            model(x[:1])
+    finally:
+        for handle in handles:
+            handle.remove()
+    return x[0].numel() + 3 * activations
+
+
+def _make_user_grad(model: nn.Module, loss_fn: LossFunction, params_batched: bool) -> Callable:
+    """``vmap`` over users of the gradient of one user's weighted mean loss."""
+
+    def user_loss(params: dict[str, Tensor], x: Tensor, y: Tensor, weight: Tensor) -> Tensor:
+        return loss_fn(functional_call(model, params, (x,)), y, weight)
+
+    return vmap(grad(user_loss), in_dims=(0 if params_batched else None, 0, 0, 0), randomness="different")
+
+
+def train_users(
+    model: nn.Module,
+    params: Tensor,
+    x: Tensor,
+    y: Tensor,
+    groups: Sequence[np.ndarray],
+    *,
+    loss_fn: LossFunction,
+    local_lr: float,
+    epochs: int,
+    batch_size: int,
+    keys: Tensor,
+    chunk_floats: int = DEFAULT_CHUNK_FLOATS,
+) -> Tensor:
+    """Train one model copy per user on that user's records and return each user's model delta (fast path).
+
+    Implements lines 10-15 of Algorithm 3 (ULDP-AVG) for all users of one silo at once: starting from the global
+    model ``params``, user ``u`` runs ``epochs`` epochs of SGD with learning rate ``local_lr`` over its records
+    ``groups[u]`` in mini-batches of ``batch_size`` (the last one smaller), in the order given by ``keys``, and
+    returns ``Delta_u = x_u - x_t`` (local minus global). With a single group holding all of a silo's records this is
+    the silo-level local training of FedAvg, ULDP-NAIVE (Algorithm 1) and DEFAULT.
+
+    Args:
+        model: The architecture (its current parameters are ignored; its mode, train or eval, is used).
+            Pass :func:`vmap_friendly` ``(model)`` for convolutional models.
+        params: Global model, flat ``[d]`` (see :class:`ParameterLayout`).
+        x: The silo's records ``[n, ...]``.
+        y: Their targets ``[n, ...]``.
+        groups: Per user, the indices into ``x`` of that user's records (each non-empty).
+        loss_fn: Weighted mean loss ``(outputs, targets, weight)`` written with pure tensor ops.
+        local_lr: Local learning rate ``eta_l`` > 0.
+        epochs: Number of local epochs ``Q`` >= 1.
+        batch_size: Local mini-batch size >= 1.
+        keys: ``[epochs, n]`` random keys from :func:`record_keys` that fix the order of records.
+        chunk_floats: Bound on the floats one chunk of users may use.
+
+    Returns:
+        ``[len(groups), d]`` deltas, row ``u`` for ``groups[u]``.
+
+    Raises:
+        ValueError: On an empty group, an out-of-range index, or a bad learning rate, epoch count or batch size.
+    """
+    _check_training_arguments(local_lr, epochs, batch_size, keys, x)
+    groups = _check_groups(groups, x.shape[0])
+    layout = ParameterLayout.of(model)
+    global_params = layout.unflatten(params.detach())
+    user_grad = _make_user_grad(model, loss_fn, params_batched=True)
+    per_record = _per_record_floats(model, x)
+    width = lambda n: min(batch_size, n)  # noqa: E731 - the batch width a chunk with n_max records needs
+    floats_per_user = lambda n: 3 * layout.size + n * x[0].numel() + width(n) * per_record  # noqa: E731
+    deltas = torch.zeros((len(groups), layout.size), dtype=params.dtype)
+    for members in _chunks(groups, floats_per_user, chunk_floats):
+        index, counts = _padded(groups, members)
+        n_users, n_max = index.shape
+        xs, ys = x[index], y[index]
+        valid = torch.arange(n_max)[None, :] < counts[:, None]
+        users = torch.arange(n_users)[:, None]
+        batch = width(n_max)
+        n_batches = -(-n_max // batch)
+        positions = torch.arange(n_batches * batch).reshape(n_batches, batch)
+        local = {name: value.expand((n_users,) + value.shape).clone() for name, value in global_params.items()}
+        for epoch in range(epochs):
+            order = torch.where(valid, keys[epoch][index], 2.0).argsort(dim=1, stable=True)
+            order = F.pad(order, (0, n_batches * batch - n_max))  # padding slots point at record 0, masked below
+            for step in range(n_batches):
+                slot = order[:, step * batch : (step + 1) * batch]
+                mask = positions[step][None, :] < counts[:, None]  # real records sort first in every row
+                grads = user_grad(local, xs[users, slot], ys[users, slot], mask.to(params.dtype))
+                active = mask.any(dim=1)
+                for name, value in local.items():
+                    step_taken = value - local_lr * grads[name]
+                    local[name] = torch.where(active.view((-1,) + (1,) * (value.dim() - 1)), step_taken, value)
+        rows = torch.from_numpy(members)
+        deltas[rows] = layout.flatten(local, batch_dims=1) - params.detach()[None, :]
+    return deltas
+
+
+def train_users_loop(
+    model: nn.Module,
+    params: Tensor,
+    x: Tensor,
+    y: Tensor,
+    groups: Sequence[np.ndarray],
+    *,
+    loss_fn: LossFunction,
+    local_lr: float,
+    epochs: int,
+    batch_size: int,
+    keys: Tensor,
+) -> Tensor:
+    """The plain per-user loop: the oracle for :func:`train_users` (same arguments, same mini-batches).
+
+    Each user gets a fresh copy of ``model`` loaded with ``params`` and ``torch.optim.SGD``; one backward pass per
+    mini-batch of real records, no padding, no ``vmap``. Slow but obviously Algorithm 3, lines 10-15.
+
+    Returns:
+        ``[len(groups), d]`` deltas (local minus global).
+    """
+    _check_training_arguments(local_lr, epochs, batch_size, keys, x)
+    groups = _check_groups(groups, x.shape[0])
+    deltas = torch.zeros((len(groups), params.numel()), dtype=params.dtype)
+    for row, records in enumerate(groups):
+        user_model = copy.deepcopy(model)
+        load_flat_parameters(user_model, params)
+        optimizer = torch.optim.SGD([p for p in user_model.parameters() if p.requires_grad], lr=local_lr)
+        records_t = torch.from_numpy(records)
+        for epoch in range(epochs):
+            ordered = records_t[keys[epoch][records_t].argsort(stable=True)]
+            for batch in ordered.split(batch_size):
+                optimizer.zero_grad()
+                loss_fn(user_model(x[batch]), y[batch], None).backward()
+                optimizer.step()
+        deltas[row] = flat_parameters(user_model) - params.detach()
+    return deltas
+
+
+def user_gradients(
+    model: nn.Module,
+    params: Tensor,
+    x: Tensor,
+    y: Tensor,
+    groups: Sequence[np.ndarray],
+    *,
+    loss_fn: LossFunction,
+    chunk_floats: int = DEFAULT_CHUNK_FLOATS,
+) -> Tensor:
+    """Each user's full-batch gradient of its weighted mean loss at ``params`` (ULDP-SGD, Algorithm 3 line 21).
+
+    Args:
+        model: The architecture (mode used; parameters ignored).
+        params: Global model, flat ``[d]``.
+        x: The silo's records.
+        y: Their targets.
+        groups: Per user, the indices of its records (each non-empty).
+        loss_fn: Weighted mean loss.
+        chunk_floats: Memory bound per chunk of users.
+
+    Returns:
+        ``[len(groups), d]`` gradients.
+    """
+    groups = _check_groups(groups, x.shape[0])
+    layout = ParameterLayout.of(model)
+    global_params = layout.unflatten(params.detach())
+    user_grad = _make_user_grad(model, loss_fn, params_batched=False)
+    per_record = _per_record_floats(model, x) + x[0].numel()
+    gradients = torch.zeros((len(groups), layout.size), dtype=params.dtype)
+    for members in _chunks(groups, lambda n: layout.size + n * per_record, chunk_floats):
+        index, counts = _padded(groups, members)
+        mask = (torch.arange(index.shape[1])[None, :] < counts[:, None]).to(params.dtype)
+        grads = user_grad(global_params, x[index], y[index], mask)
+        gradients[torch.from_numpy(members)] = layout.flatten(grads, batch_dims=1)
+    return gradients
+
+
+def clip_rows(rows: Tensor, clip: float) -> Tensor:
+    """Scale each row ``v`` to ``v * min(1, clip / ||v||_2)`` (the per-user clipping of Algorithm 3, line 16).
+
+    Args:
+        rows: ``[n, d]`` vectors.
+        clip: Clipping bound ``C`` > 0.
+
+    Returns:
+        ``[n, d]`` rows of L2 norm at most ``clip``.
+
+    Example:
+        >>> clip_rows(torch.tensor([[3.0, 4.0], [0.3, 0.4]]), 1.0)
+        tensor([[0.6000, 0.8000],
+                [0.3000, 0.4000]])
+    """
+    if not clip > 0:
+        raise ValueError(f"clip must be > 0, got {clip!r}")
+    norms = rows.norm(dim=-1, keepdim=True)
+    return rows * torch.clamp(clip / norms.clamp_min(torch.finfo(rows.dtype).tiny), max=1.0)
+
+
+def _check_training_arguments(local_lr: float, epochs: int, batch_size: int, keys: Tensor, x: Tensor) -> None:
+    if not local_lr > 0:
+        raise ValueError(f"local_lr must be > 0, got {local_lr!r}")
+    if not (isinstance(epochs, int) and epochs >= 1):
+        raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")
+    if not (isinstance(batch_size, int) and batch_size >= 1):
+        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    if tuple(keys.shape) != (epochs, x.shape[0]):
+        raise ValueError(f"keys must have shape ({epochs}, {x.shape[0]}), got {tuple(keys.shape)}")

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import jupytext
+import nbformat
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,7 +67,17 @@ def execute_chapter(entry: str, profile: str, staged: Path) -> float:
     )
     if result.returncode != 0:
         raise SystemExit(f"chapter {entry} failed at profile {profile!r} (see the cell error above)")
+    hide_default_parameters(executed)
     return time.perf_counter() - start
+
+
+def hide_default_parameters(path: Path) -> None:
+    """Hide the chapter's default ``parameters`` cell in the book: papermill's injected cell shows the profile used."""
+    notebook = nbformat.read(path, as_version=4)
+    for cell in notebook.cells:
+        if "parameters" in cell.metadata.get("tags", []):
+            cell.metadata["tags"] = [*cell.metadata["tags"], "remove-cell"]
+    nbformat.write(notebook, path)
 
 
 def stage_config(staged: Path) -> None:

@@ -4,16 +4,18 @@ Part 1 (the paper's artificial default: 16 parameters, 20 users, 3 silos, 3072-b
 its encrypted weighted sum and the server aggregates and decrypts, once the straightforward way (one full
 ciphertext-scalar multiplication per parameter per user with phe, as a plain implementation of step 2(b) does)
 and once with uldp.secure (per-user constant once, small signed exponents with shared tables, work sharing, CRT).
-The decoded results must be equal. Part 2 measures slices of one MNIST CNN silo round (21840 parameters, 100
-users, 5 silos) and extrapolates linearly in the number of parameters.
+The decoded results must be equal. Wall and CPU times are printed with the load average: on a shared machine the
+CPU seconds show what the code costs. Part 2 runs one MNIST CNN silo round (21840 parameters, 5 silos) on a slice
+of users and extrapolates linearly to 100 users (see :func:`mnist_slice`).
 
-Usage: python benchmarks/secure_protocol.py [--quick] [--json] [--processes K]
+Usage: python benchmarks/secure_protocol.py [--quick] [--json] [--processes K] [--repeats R] [--skip-mnist]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 
 import gmpy2
@@ -94,71 +96,114 @@ def ours_round(session, weights, deltas, noise):
     return result, per_silo, time.perf_counter() - start
 
 
+def cpu_seconds():
+    """CPU seconds of this process and its finished or pooled children (load on the machine does not inflate it)."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def timed(function, *args):
+    """(result, wall seconds, CPU seconds, 1-minute load average at the end) of one call.
+
+    Worker processes are started inside and stopped at the end, so that their CPU time is counted (the operating
+    system reports it for finished children only) and the wall time includes starting them.
+    """
+    fast.shutdown_pools()
+    wall, cpu = time.perf_counter(), cpu_seconds()
+    result = function(*args)
+    fast.shutdown_pools()
+    return result, time.perf_counter() - wall, cpu_seconds() - cpu, os.getloadavg()[0]
+
+
 def artificial(args, rng):
+    """The paper's artificial default: the naive phe round once, ours ``args.repeats`` times (median), same inputs."""
     n_silos, n_users, dim = 3, (10 if args.quick else 20), (8 if args.quick else 16)
     counts, deltas, noise = make_inputs(rng, n_silos=n_silos, n_users=n_users, dim=dim)
     session = SecureSession(counts, clip=0.1, sigma=5.0, key_bits=3072, processes=args.processes)
-    weights = session.server.start_round(1, np.ones(n_users, bool))
-    start = time.perf_counter()
-    ours, ours_silos, ours_agg = ours_round(session, weights, deltas, noise)
-    ours_total = time.perf_counter() - start
+    ours_runs = []
+    for _ in range(args.repeats):
+        weights = session.server.start_round(1, np.ones(n_users, bool))
+        ours_runs.append(timed(ours_round, session, weights, deltas, noise))
     weights = session.server.start_round(1, np.ones(n_users, bool))  # fresh round state for the naive run
-    start = time.perf_counter()
-    naive, naive_silos, naive_agg = naive_round(session, weights, deltas, noise)
-    naive_total = time.perf_counter() - start
+    (naive, naive_silos, naive_agg), naive_s, naive_cpu, naive_load = timed(naive_round, session, weights, deltas, noise)
+    (ours, ours_silos, ours_agg), ours_s, ours_cpu, ours_load = sorted(ours_runs, key=lambda run: run[1])[len(ours_runs) // 2]
     totals = counts.sum(axis=0)
     plain = np.einsum("su,sud->d", counts / totals, deltas) + noise.sum(axis=0)
     return {
         "parameters": dim, "users": n_users, "silos": n_silos, "key_bits": 3072,
-        "naive_s": naive_total, "ours_s": ours_total, "speedup": naive_total / ours_total,
+        "naive_s": naive_s, "ours_s": ours_s, "speedup": naive_s / ours_s,
+        "ours_runs_s": [run[1] for run in ours_runs],
+        "naive_cpu_s": naive_cpu, "ours_cpu_s": ours_cpu, "speedup_cpu": naive_cpu / ours_cpu,
+        "load_naive": naive_load, "load_ours": ours_load,
         "naive_silo_max_s": max(naive_silos), "ours_silo_max_s": max(ours_silos),
         "speedup_per_silo": max(naive_silos) / max(ours_silos),
         "naive_aggregation_s": naive_agg, "ours_aggregation_s": ours_agg,
-        "equal": bool(np.array_equal(naive, ours)),
+        "equal": bool(np.array_equal(naive, ours)) and all(np.array_equal(run[0][0], ours) for run in ours_runs),
         "max_abs_error_vs_plain": float(np.max(np.abs(ours - plain))),
         "setup_s": session.timings,
     }
 
 
 def mnist_slice(args, rng):
-    """Time one MNIST silo round on a slice of users (all 21840 parameters) and extrapolate linearly in users.
+    """One MNIST CNN silo round (21840 parameters, 100 users, 5 silos), extrapolated from a measured slice of users.
 
-    A user's cost (its per-user constant, digit tables and one lookup per parameter and digit position) does not
-    depend on the other users, so the silo round is the slice's per-user time times |U|, plus the per-parameter
-    work that does not depend on users (noise, masks), measured on the full parameter vector.
+    The real protocol runs on ``slice_users`` users with all 21840 parameters. Silo 0 has records of every user;
+    silo 4 has none, so its ``masked_update`` is exactly the per-parameter work (unsealing shares, masks, noise,
+    assembling the ciphertexts) and silo 0's minus silo 4's is the per-user work (its weight power to n_su, tables
+    and one lookup per parameter and non-zero digit), which does not depend on the other users. A silo's round is
+    its share of the full-size powers (|U| / |S| of them) + |U| times the per-user work + the per-parameter work.
+    With worker processes the merge of their partial products is counted once per slice, so the extrapolation is
+    slightly pessimistic. The server's part: the product over silos and the CRT decryption, timed on a slice of
+    ciphertexts.
     """
     full_dim, n_users, n_silos = 21840, 100, 5
-    slice_users = 2 if args.quick else 5
+    slice_users = 4 if args.quick else 10
     counts, deltas, noise = make_inputs(rng, n_silos=n_silos, n_users=slice_users, dim=full_dim)
     counts = np.minimum(counts, 2000 // n_silos // 5)
-    session = SecureSession(counts, clip=0.1, sigma=5.0, key_bits=3072, processes=args.processes)
-    server, silo = session.server, session.silos[0]
+    counts[-1] = 0  # the last silo holds no records of these users
+    # the encoding resolution of the full round: (|U| + |S|) 2^-f / 2 <= P with |U| = 100, not the slice's users
+    precision = 1e-10 * (slice_users + n_silos) / (n_users + n_silos)
+    session = SecureSession(counts, clip=0.1, sigma=5.0, key_bits=3072, precision=precision, processes=args.processes)
+    assert session.config.resolution_bits == encoding.resolution_bits_for(1e-10, n_users + n_silos)
+    server, silos = session.server, session.silos
     n = server.public_key.n
-    n_square = n * n
     weights = server.start_round(1, np.ones(slice_users, bool))
-    start = time.perf_counter()
-    silo.share_weight_powers(weights)  # one full-size exponentiation per user of this silo's share
-    share_per_user = (time.perf_counter() - start) / len(range(0, slice_users, n_silos))
-    bits = session.config.resolution_bits
-    codes = encoding.encode(deltas[0], resolution_bits=bits)
-    exponent_bits = int(encoding.encode(np.full(1, 0.1), resolution_bits=bits)[0]).bit_length()
-    window = fast.choose_window(n_users, full_dim, exponent_bits)
-    start = time.perf_counter()
-    bases = [gmpy2.powmod(fast.raise_to(c, 1, n_square), int(k), n_square) for c, k in zip(weights.ciphertexts, counts[0])]
-    fast.weighted_ciphertext_sum(bases, codes, n_square, window=window, processes=args.processes)
-    per_user = (time.perf_counter() - start) / slice_users
-    start = time.perf_counter()
-    masks.signed_mask_sum({p: k.masks for p, k in silo._pair_keys.items()}, own_id=0, modulus=n, count=full_dim,
-                          round_index=1, purpose=masks.PURPOSE_UPDATE)
-    per_parameter = time.perf_counter() - start
-    start = time.perf_counter()
-    fast.crt_decrypt(server._private_key, [weights.ciphertexts[0]] * 64, processes=1)
-    decrypt_per_param = (time.perf_counter() - start) / 64
+    sealed = []
+    share_times = []
+    for silo in silos:
+        start = time.perf_counter()
+        sealed += silo.share_weight_powers(weights)
+        own = len(range(silo.silo_id, slice_users, n_silos))
+        if own:
+            share_times.append((time.perf_counter() - start) / own)
+    inbox = server.relay(sealed)
+    _, with_users, with_users_cpu, load_users = timed(
+        silos[0].masked_update, weights, inbox[0], deltas[0], noise[0])
+    _, per_parameter, per_parameter_cpu, load_parameters = timed(
+        silos[-1].masked_update, weights, inbox[n_silos - 1], deltas[-1], noise[-1])
+    per_user = (with_users - per_parameter) / slice_users
+    per_user_cpu = (with_users_cpu - per_parameter_cpu) / slice_users
+    share_per_user = float(np.median(share_times))
     silo_round = share_per_user * n_users / n_silos + per_user * n_users + per_parameter
+    silo_round_cpu = share_per_user * n_users / n_silos + per_user_cpu * n_users + per_parameter_cpu
+    sample = [int(c) for c in rng.choice(np.array(weights.ciphertexts, dtype=object), 32 * args.processes)]
+    _, decrypt_s, decrypt_cpu, load_decrypt = timed(
+        lambda: fast.crt_decrypt(server._private_key, sample, processes=args.processes))
+    n_square = gmpy2.mpz(n) ** 2
+    start = time.perf_counter()
+    for c in sample:
+        c * c % n_square
+    multiply = (time.perf_counter() - start) / len(sample)
+    server_s = (decrypt_s / len(sample) + (n_silos - 1) * multiply) * full_dim
+    bits = int(np.abs(encoding.encode(deltas[0], resolution_bits=session.config.resolution_bits)).max()).bit_length()
+    plan = fast.choose_plan(-(-n_users // args.processes), full_dim, bits)
     return {
-        "parameters": full_dim, "users": n_users, "silos": n_silos, "slice_users": slice_users, "window": window,
-        "share_per_user_s": share_per_user, "weighting_per_user_s": per_user, "masks_noise_s": per_parameter,
-        "silo_round_extrapolated_s": silo_round, "server_decrypt_extrapolated_s": decrypt_per_param * full_dim,
+        "parameters": full_dim, "users": n_users, "silos": n_silos, "slice_users": slice_users, "plan": plan,
+        "exponent_bits": bits, "share_per_user_s": share_per_user, "weighting_per_user_s": per_user,
+        "weighting_per_user_cpu_s": per_user_cpu, "per_parameter_work_s": per_parameter,
+        "silo_round_extrapolated_s": silo_round, "silo_round_extrapolated_cpu_s": silo_round_cpu,
+        "server_extrapolated_s": server_s, "server_decrypt_cpu_per_ciphertext_s": decrypt_cpu / len(sample),
+        "load": [load_users, load_parameters, load_decrypt],
     }
 
 
@@ -167,29 +212,41 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="smaller instances (a few seconds of naive work)")
     parser.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
     parser.add_argument("--processes", type=int, default=1, help="worker processes for ours (default 1)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of ours at the artificial default (median)")
+    parser.add_argument("--skip-mnist", action="store_true", help="only the artificial default")
     args = parser.parse_args()
     rng = np.random.default_rng(2024)
+    print(f"load average at start: {os.getloadavg()} on {os.cpu_count()} CPUs; processes for ours: {args.processes}")
     part1 = artificial(args, rng)
     print(f"artificial default ({part1['parameters']} parameters, {part1['users']} users, {part1['silos']} silos, 3072-bit):")
-    print(f"  straightforward phe: {part1['naive_s']:8.2f} s   (slowest silo {part1['naive_silo_max_s']:.2f} s)")
-    print(f"  uldp.secure        : {part1['ours_s']:8.2f} s   (slowest silo {part1['ours_silo_max_s']:.2f} s)")
-    print(f"  speedup {part1['speedup']:.1f}x overall, {part1['speedup_per_silo']:.1f}x per silo; decoded results equal: "
-          f"{part1['equal']}; max |secure - plain| = {part1['max_abs_error_vs_plain']:.2e}")
-    part2 = mnist_slice(args, rng)
-    print(f"MNIST CNN silo round ({part2['parameters']} parameters, {part2['users']} users, {part2['silos']} silos), "
-          f"measured on {part2['slice_users']} users:")
-    print(f"  per user: weighted sum {part2['weighting_per_user_s']:.2f} s (window {part2['window']}), shared power "
-          f"{part2['share_per_user_s']:.3f} s; masks for all parameters {part2['masks_noise_s']:.2f} s")
-    print(f"  extrapolated silo round: {part2['silo_round_extrapolated_s']:.1f} s; server decryption "
-          f"{part2['server_decrypt_extrapolated_s']:.1f} s")
+    print(f"  straightforward phe: {part1['naive_s']:8.2f} s wall, {part1['naive_cpu_s']:6.2f} s CPU   "
+          f"(slowest silo {part1['naive_silo_max_s']:.2f} s; load {part1['load_naive']:.2f})")
+    print(f"  uldp.secure        : {part1['ours_s']:8.2f} s wall, {part1['ours_cpu_s']:6.2f} s CPU   "
+          f"(slowest silo {part1['ours_silo_max_s']:.2f} s; median of {', '.join(f'{t:.2f}' for t in part1['ours_runs_s'])}"
+          f"; load {part1['load_ours']:.2f})")
+    print(f"  speedup {part1['speedup']:.1f}x wall ({part1['speedup_cpu']:.1f}x CPU), {part1['speedup_per_silo']:.1f}x per "
+          f"silo; decoded results equal: {part1['equal']}; max |secure - plain| = {part1['max_abs_error_vs_plain']:.2e}")
+    summary = {
+        "speedup": part1["speedup"], "equal": part1["equal"], "speedup_cpu": part1["speedup_cpu"],
+        "speedup_per_silo": part1["speedup_per_silo"], "naive_s": part1["naive_s"], "ours_s": part1["ours_s"],
+        "load": [part1["load_naive"], part1["load_ours"]], "quick": args.quick, "processes": args.processes,
+    }
+    if not args.skip_mnist:
+        part2 = mnist_slice(args, rng)
+        print(f"MNIST CNN silo round ({part2['parameters']} parameters, {part2['users']} users, {part2['silos']} silos), "
+              f"measured on {part2['slice_users']} users (exponents of {part2['exponent_bits']} bits, plan "
+              f"{part2['plan'][0]} w={part2['plan'][1]}; load {', '.join(f'{x:.2f}' for x in part2['load'])}):")
+        print(f"  per user: weighted sum {part2['weighting_per_user_s']:.3f} s wall ({part2['weighting_per_user_cpu_s']:.3f} s "
+              f"CPU), shared power {part2['share_per_user_s']:.3f} s; per-parameter work {part2['per_parameter_work_s']:.2f} s")
+        print(f"  EXTRAPOLATED silo round: {part2['silo_round_extrapolated_s']:.1f} s wall "
+              f"({part2['silo_round_extrapolated_cpu_s']:.1f} s CPU); server product + CRT decryption of "
+              f"{part2['parameters']} ciphertexts: {part2['server_extrapolated_s']:.1f} s "
+              f"({part2['server_decrypt_cpu_per_ciphertext_s'] * 1e3:.2f} ms CPU per decryption)")
+        summary.update(mnist_silo_round_s=part2["silo_round_extrapolated_s"],
+                       mnist_silo_round_cpu_s=part2["silo_round_extrapolated_cpu_s"],
+                       mnist_server_s=part2["server_extrapolated_s"], mnist_load=part2["load"])
     if args.json:
-        print(json.dumps({
-            "speedup": part1["speedup"], "equal": part1["equal"], "speedup_per_silo": part1["speedup_per_silo"],
-            "naive_s": part1["naive_s"], "ours_s": part1["ours_s"],
-            "mnist_silo_round_s": part2["silo_round_extrapolated_s"],
-            "mnist_server_decrypt_s": part2["server_decrypt_extrapolated_s"],
-            "quick": args.quick, "processes": args.processes,
-        }))
+        print(json.dumps(summary))
     return 0 if part1["equal"] else 1
 
 

@@ -179,3 +179,17 @@ def test_hook_has_plain_signature_and_result():
     expected = plain_round(counts, np.stack([d.numpy() for d in deltas]), np.stack([z.numpy() for z in noise]), sampled)
     assert isinstance(result, torch.Tensor) and result.dtype == torch.float64
     assert np.max(np.abs(result.numpy() - expected)) <= P
+
+
+def test_hook_with_run_bounds_keeps_its_setup_and_refuses_larger_deltas():
+    aggregate = make_secure_aggregate(clip=0.5, sigma=1.0, **TEST_KEY)
+    counts = np.array([[1, 2], [3, 0]])
+    noise = [torch.zeros(2), torch.zeros(2)]
+    small = [torch.full((2, 2), 0.25), torch.tensor([[0.5, -0.5], [0.0, 0.0]])]
+    first = aggregate(small, counts, np.array([True, True]), noise)
+    session = aggregate.session
+    second = aggregate(small, counts, np.array([True, True]), noise)
+    assert aggregate.session is session and session.config.clip == 0.5  # C and sigma are the public bounds
+    assert torch.equal(first, second) and len(aggregate.round_timings) == 2
+    with pytest.raises(ValueError, match="clip bound"):
+        aggregate([torch.full((2, 2), 0.75), small[1]], counts, np.array([True, True]), noise)

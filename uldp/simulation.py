@@ -87,6 +87,8 @@ class RunConfig:
         batch_size: Local batch size.
         user_weights: Optional fixed ULDP-SGD/AVG weights ``[S][U]``, each user's column summing to 1.
         secure: Aggregate with the private weighting protocol (ULDP-AVG-w / ULDP-SGD-w only).
+        secure_key_bits: Paillier key size of the protocol (3072; under 2048 only with ``run``'s test-only flag).
+        secure_n_max: N_max of the protocol, the most records of one user (2000, the paper's).
         max_train_records: Use a stratified random subset of at most this many training records (smaller runs).
         n_labels: Labels per user for ``zipf-noniid`` (2, as in the paper).
 
@@ -111,6 +113,8 @@ class RunConfig:
     batch_size: int | None = None
     user_weights: tuple[tuple[float, ...], ...] | None = None
     secure: bool = False
+    secure_key_bits: int = 3072
+    secure_n_max: int = 2000
     max_train_records: int | None = None
     n_labels: int = 2
 
@@ -130,6 +134,12 @@ class RunConfig:
             raise ValueError(f"distribution must be 'uniform', 'zipf' or 'zipf-noniid', got {self.distribution!r}")
         if self.secure and spec.name not in SECURE_METHODS:
             raise ValueError(f"secure aggregation needs {' or '.join(SECURE_METHODS)}, not {spec.name}")
+        if self.secure:
+            from uldp.secure.keys import check_key_bits
+
+            check_key_bits(self.secure_key_bits, insecure_test_key=True)  # form here; size when the run starts
+            if isinstance(self.secure_n_max, bool) or not isinstance(self.secure_n_max, int) or self.secure_n_max < 1:
+                raise ValueError(f"secure_n_max must be an integer >= 1, got {self.secure_n_max!r}")
         if self.max_train_records is not None and (not isinstance(self.max_train_records, int)
                                                     or self.max_train_records < 1):
             raise ValueError(f"max_train_records must be an integer >= 1, got {self.max_train_records!r}")
@@ -244,18 +254,41 @@ def build_federation(config: RunConfig, dataset: Any = None) -> tuple[Any, Any]:
     return federation, data
 
 
-def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggregate_fn: Any = None) -> RunResult:
+def secure_aggregator(config: RunConfig, *, insecure_test_key: bool = False) -> Any:
+    """The Protocol 1 aggregation hook of a secure run: its key size and N_max, and C and sigma as public bounds.
+
+    Args:
+        config: A run with ``secure=True``.
+        insecure_test_key: Allow ``secure_key_bits`` under 2048 (tests only; never set by the CLI).
+
+    Returns:
+        A :class:`uldp.secure.SecureAggregator`.
+
+    Raises:
+        ValueError: Keys under 2048 bits without the test flag.
+    """
+    from uldp.secure import SecureAggregator
+    from uldp.secure.keys import check_key_bits
+
+    check_key_bits(config.secure_key_bits, insecure_test_key=insecure_test_key)
+    return SecureAggregator(key_bits=config.secure_key_bits, n_max=config.secure_n_max, clip=config.clip,
+                            sigma=config.sigma, insecure_test_key=insecure_test_key)
+
+
+def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggregate_fn: Any = None,
+        insecure_test_key: bool = False) -> RunResult:
     """Run federated training and return per-round test metrics, epsilon and wall time.
 
     Args:
         config: The run.
         progress: Show a tqdm progress bar on stderr.
         dataset: An already loaded :class:`~uldp.data.base.FederatedDataset` (default: ``load(config.dataset)``).
-        aggregate_fn: Override of the enhanced-weight aggregation (default: plain, or the secure protocol when
-            ``config.secure``).
+        aggregate_fn: Override of the enhanced-weight aggregation (default: plain, or the secure protocol of
+            :func:`secure_aggregator` when ``config.secure``).
+        insecure_test_key: Secure runs only: allow ``config.secure_key_bits`` under 2048 (tests only).
 
     Returns:
-        The :class:`RunResult`.
+        The :class:`RunResult`; secure runs add the protocol's per-part seconds to ``info["secure_timings"]``.
     """
     import torch
     from tqdm import tqdm
@@ -271,7 +304,7 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
     weights = None if config.user_weights is None else np.asarray(config.user_weights)
     method = make_method(config.method, config.hyperparameters(), user_weights=weights)
     if aggregate_fn is None and config.secure:
-        from uldp.secure import secure_aggregate as aggregate_fn
+        aggregate_fn = secure_aggregator(config, insecure_test_key=insecure_test_key)
     federation = method.prepare(federation, seed_stream(root, PREPARE_STREAM))
     params = flat_parameters(federation.model)
     evaluation_model = federation.model
@@ -295,4 +328,7 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
                 getattr(result, name).append(float(metrics[name]))
         result.epsilon.append(None if epsilon is None else float(epsilon))
         result.seconds.append(round(time.perf_counter() - tick, 4))
+    session = getattr(aggregate_fn, "session", None)
+    if session is not None:
+        result.info["secure_timings"] = {"setup": dict(session.timings), "rounds": list(aggregate_fn.round_timings)}
     return result

@@ -6,10 +6,13 @@ Done literally that is one full-size (|n|-bit) exponentiation per parameter per 
 1. the full-size constant ``r_u * C_LCM mod n`` is applied once per user and round (:func:`raise_to`), then the
    small factor n_su (at most 11 bits for N_max = 2000), giving ``W_u = Enc(n_su * C_LCM / N_u)``;
 2. ``prod_u W_u^(E_uj)`` for all j is a multi-exponentiation with ~40-bit signed exponents over the same |U| bases
-   for every j: each exponent is recoded in signed base-2^w digits, each user gets, per digit position, a table of
-   ``W_u^(+-k 2^(w i))`` (the inverse ciphertext serves negative digits), built once and shared by all parameters,
-   so a parameter costs about one modular multiplication per user and digit position
-   (:func:`weighted_ciphertext_sum`); users can be split over worker processes.
+   for every j (:func:`weighted_ciphertext_sum`): each exponent is recoded in signed base-2^w digits (the inverse
+   ciphertext serves negative digits). With many parameters (a CNN) the *comb* gives each user, per digit position,
+   a table of ``W_u^(+-k 2^(w i))`` shared by all parameters, so a parameter costs one modular multiplication per
+   user and non-zero digit and no squaring; with few parameters *Straus* interleaving (one table per user, one
+   shared squaring chain per parameter) is cheaper. :func:`choose_plan` picks the strategy and w from an operation
+   count; users can be split over worker processes (kept between calls);
+3. the server decrypts with the CRT modulo p^2 and q^2 (:func:`crt_decrypt`), optionally in worker processes.
 
 Exponents only matter modulo n for the plaintext, so every shortcut decrypts to the same value as the literal
 computation; tests check this against the plaintext integers.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import secrets
 from concurrent.futures import ProcessPoolExecutor
 from typing import Sequence
 
@@ -33,46 +37,150 @@ def raise_to(ciphertext: int, exponent: int, n_square: int) -> gmpy2.mpz:
     return gmpy2.powmod(gmpy2.mpz(ciphertext), gmpy2.mpz(exponent), gmpy2.mpz(n_square))
 
 
-def choose_window(n_bases: int, n_outputs: int, exponent_bits: int) -> int:
-    """Digit width w minimising table building plus lookups (in modular multiplications).
+def _raise_chunk(ciphertexts: Sequence[int], exponents: Sequence[int], n_square: int) -> list[gmpy2.mpz]:
+    return [raise_to(c, e, n_square) for c, e in zip(ciphertexts, exponents)]
 
-    Per base and digit position the table costs about 2^w multiplications (w squarings to move to the next
-    position are negligible); every output costs one multiplication per base and non-zero digit.
+
+def raise_each(ciphertexts: Sequence[int], exponents: Sequence[int], n_square: int, *, processes: int = 1) -> list[gmpy2.mpz]:
+    """``[c ** e mod n^2 for c, e in zip(ciphertexts, exponents)]``, split over ``processes`` worker processes."""
+    chunks = [c.tolist() for c in np.array_split(np.arange(len(ciphertexts)), max(1, processes)) if c.size]
+    if len(chunks) <= 1:
+        return _raise_chunk(ciphertexts, exponents, n_square)
+    pool = _pool(len(chunks))
+    futures = [
+        pool.submit(_raise_chunk, [int(ciphertexts[i]) for i in chunk], [int(exponents[i]) for i in chunk], n_square)
+        for chunk in chunks
+    ]
+    return [power for future in futures for power in future.result()]
+
+
+_POOLS: dict[int, ProcessPoolExecutor] = {}
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    """A pool of ``workers`` forked processes, started on first use and kept for later calls (no fork per call)."""
+    pool = _POOLS.get(workers)
+    if pool is None or getattr(pool, "_broken", False):
+        pool = _POOLS[workers] = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    return pool
+
+
+def shutdown_pools() -> None:
+    """Stop the worker processes kept by earlier calls (the next call with ``processes > 1`` starts new ones)."""
+    while _POOLS:
+        _POOLS.popitem()[1].shutdown()
+
+
+def signed_digits(exponents: np.ndarray, window: int) -> list[np.ndarray]:
+    """Signed base-2^w digits, least significant first: ``sum_i digits[i] * 2**(w i) == exponents``.
+
+    Every digit lies in [-2^(w-1), 2^(w-1)); the list is as long as the largest exponent needs.
+
+    >>> [d.tolist() for d in signed_digits(np.array([5, -3, 0]), 2)]
+    [[1, 1, 0], [1, -1, 0]]
     """
-
-    def cost(width: int) -> float:
-        positions = math.ceil((exponent_bits + 1) / width)
-        return n_bases * positions * (2**width + width + n_outputs * (1 - 2.0**-width))
-
-    return min(range(2, 17), key=cost)
-
-
-def _partial_sum(bases: Sequence[int], exponents: np.ndarray, n_square: int, window: int) -> list[gmpy2.mpz]:
-    """``prod_u bases[u]^exponents[u, j] mod n^2`` for one group of users, with signed fixed-window tables."""
-    modulus = gmpy2.mpz(n_square)
     half, digit_mask = 1 << (window - 1), (1 << window) - 1
+    rest = np.asarray(exponents, dtype=np.int64)
+    digits = []
+    while rest.any():
+        digit = ((rest + half) & digit_mask) - half
+        rest = (rest - digit) >> window
+        digits.append(digit)
+    return digits
+
+
+def _power_table(base: gmpy2.mpz, top: int, modulus: gmpy2.mpz) -> list[gmpy2.mpz]:
+    """``[base^0, base^1, ..., base^top] mod modulus``."""
+    table = [_ONE]
+    for _ in range(top):
+        table.append(table[-1] * base % modulus)
+    return table
+
+
+def _signed_tables(base: gmpy2.mpz, digits: np.ndarray, modulus: gmpy2.mpz) -> tuple[list, list]:
+    """Powers of ``base`` and of its inverse (the inverse ciphertext encrypts the negated plaintext) up to the
+    largest positive and negative digit."""
+    positive = _power_table(base, int(digits.max(initial=0)), modulus)
+    bottom = int(-digits.min(initial=0))
+    negative = _power_table(gmpy2.invert(base, modulus), bottom, modulus) if bottom else [_ONE]
+    return positive, negative
+
+
+def _multiply_in(accumulator: list, digits: np.ndarray, positive: list, negative: list, modulus: gmpy2.mpz) -> None:
+    """``accumulator[j] *= base^digits[j]`` from the signed tables, for the non-zero digits."""
+    nonzero = np.flatnonzero(digits)
+    for j, digit in zip(nonzero.tolist(), digits[nonzero].tolist()):
+        accumulator[j] = accumulator[j] * (positive[digit] if digit > 0 else negative[-digit]) % modulus
+
+
+def _comb_partial(bases: Sequence[int], exponents: np.ndarray, n_square: int, window: int) -> list[gmpy2.mpz]:
+    """Fixed-base comb: per base and digit position a table of ``base^(+-k 2^(w i))`` shared by all outputs, so an
+    output costs one multiplication per base and non-zero digit and no squaring (best for many outputs)."""
+    modulus = gmpy2.mpz(n_square)
     accumulator = [_ONE] * exponents.shape[1]
     for base, row in zip(bases, exponents):
-        rest = row.astype(np.int64)
         power = gmpy2.mpz(base)  # base^(2^(window * position))
-        while rest.any():
-            digits = ((rest + half) & digit_mask) - half  # signed digits in [-2^(w-1), 2^(w-1))
-            rest = (rest - digits) >> window
-            nonzero = np.flatnonzero(digits)
-            positive, negative = [_ONE], [_ONE]
-            top = int(digits.max(initial=0))
-            for _ in range(top):
-                positive.append(positive[-1] * power % modulus)
-            bottom = int(-digits.min(initial=0))
-            if bottom:
-                inverse = gmpy2.invert(power, modulus)  # the inverse ciphertext encrypts the negated plaintext
-                for _ in range(bottom):
-                    negative.append(negative[-1] * inverse % modulus)
-            for j, digit in zip(nonzero.tolist(), digits[nonzero].tolist()):
-                accumulator[j] = accumulator[j] * (positive[digit] if digit > 0 else negative[-digit]) % modulus
-            if rest.any():
+        digits = signed_digits(row, window)
+        for position, digit_row in enumerate(digits):
+            if position:
                 power = gmpy2.powmod(power, 1 << window, modulus)
+            _multiply_in(accumulator, digit_row, *_signed_tables(power, digit_row, modulus), modulus)
     return accumulator
+
+
+def _straus_partial(bases: Sequence[int], exponents: np.ndarray, n_square: int, window: int) -> list[gmpy2.mpz]:
+    """Interleaved (Straus) multi-exponentiation: one table of ``base^(+-k)`` per base, and per output one chain of
+    squarings shared by all bases, most significant digit first (best for few outputs)."""
+    modulus = gmpy2.mpz(n_square)
+    digits = signed_digits(exponents, window)
+    tables = [_signed_tables(gmpy2.mpz(base), np.stack([d[u] for d in digits]) if digits else np.zeros(0, np.int64),
+                             modulus) for u, base in enumerate(bases)]
+    accumulator = [_ONE] * exponents.shape[1]
+    for step, position in enumerate(reversed(digits)):
+        if step:
+            accumulator = [gmpy2.powmod(a, 1 << window, modulus) for a in accumulator]
+        for digit_row, (positive, negative) in zip(position, tables):
+            _multiply_in(accumulator, digit_row, positive, negative, modulus)
+    return accumulator
+
+
+_STRATEGIES = {"comb": _comb_partial, "straus": _straus_partial}
+
+
+def multiplication_count(strategy: str, n_bases: int, n_outputs: int, exponent_bits: int, window: int) -> float:
+    """Modular multiplications (and squarings) of a strategy: table building, lookups and squaring chains.
+
+    Per base and digit position the comb builds a table of about 2^w entries and moves on with w squarings; Straus
+    builds one table per base and squares every output w times per position. Both then do one multiplication per
+    base, output and non-zero digit (a fraction 1 - 2^-w of them).
+    """
+    positions = math.ceil((exponent_bits + 1) / window)
+    lookups = n_bases * n_outputs * positions * (1 - 2.0**-window)
+    if strategy == "comb":
+        return lookups + n_bases * positions * (2**window + window)
+    if strategy == "straus":
+        return lookups + n_bases * 2**window + n_outputs * positions * window
+    raise ValueError(f"strategy must be one of {sorted(_STRATEGIES)}, got {strategy!r}")
+
+
+def choose_plan(
+    n_bases: int, n_outputs: int, exponent_bits: int, *, strategy: str | None = None, window: int | None = None
+) -> tuple[str, int]:
+    """The strategy (``"comb"`` or ``"straus"``) and digit width w with the fewest modular multiplications.
+
+    Args:
+        n_bases, n_outputs, exponent_bits: the size of the multi-exponentiation.
+        strategy, window: fix either (None: free).
+
+    >>> choose_plan(100, 21840, 31), choose_plan(20, 16, 34)
+    (('comb', 11), ('straus', 5))
+    """
+    plans = [
+        (name, width)
+        for name in ([strategy] if strategy else _STRATEGIES)
+        for width in ([window] if window else range(2, 17))
+    ]
+    return min(plans, key=lambda plan: multiplication_count(plan[0], n_bases, n_outputs, exponent_bits, plan[1]))
 
 
 def weighted_ciphertext_sum(
@@ -81,6 +189,7 @@ def weighted_ciphertext_sum(
     n_square: int,
     *,
     window: int | None = None,
+    strategy: str | None = None,
     processes: int = 1,
 ) -> list[gmpy2.mpz]:
     """Multi-exponentiation ``prod_u bases[u] ** exponents[u, j] mod n^2`` for every column j.
@@ -92,14 +201,15 @@ def weighted_ciphertext_sum(
         bases: |U| ciphertexts (elements of Z*_{n^2}).
         exponents: int64 array (|U|, d), signed, |values| < 2^61.
         n_square: n^2.
-        window: signed-digit width; chosen by :func:`choose_window` when None.
+        window: signed-digit width; with ``strategy``, chosen by :func:`choose_plan` when None.
+        strategy: ``"comb"`` (many outputs) or ``"straus"`` (few outputs); None picks the cheaper.
         processes: worker processes (users are split between them); 1 runs in this process.
 
     Returns:
         d ciphertexts.
 
     Raises:
-        ValueError: on shape mismatch or a non-positive ``processes``.
+        ValueError: on shape mismatch, an unknown strategy or a non-positive ``processes``.
     """
     exponents = np.asarray(exponents)
     if exponents.ndim != 2 or exponents.shape[0] != len(bases):
@@ -108,17 +218,19 @@ def weighted_ciphertext_sum(
         raise ValueError(f"exponents must be integers, got dtype {exponents.dtype}")
     if processes < 1:
         raise ValueError(f"processes must be >= 1, got {processes}")
-    if window is None:
-        bits = int(np.abs(exponents).max(initial=0)).bit_length()
-        window = choose_window(len(bases), exponents.shape[1], bits)
+    if strategy is not None and strategy not in _STRATEGIES:
+        raise ValueError(f"strategy must be one of {sorted(_STRATEGIES)}, got {strategy!r}")
     groups = [g for g in np.array_split(np.arange(len(bases)), min(processes, max(1, len(bases)))) if g.size]
+    bits = int(np.abs(exponents).max(initial=0)).bit_length()
+    strategy, window = choose_plan(
+        len(groups[0]) if groups else 1, exponents.shape[1], bits, strategy=strategy, window=window
+    )
+    partial_sum = _STRATEGIES[strategy]
     if len(groups) <= 1:
-        return _partial_sum(list(bases), exponents, n_square, window)
-    with ProcessPoolExecutor(len(groups), mp_context=multiprocessing.get_context("fork")) as pool:
-        futures = [
-            pool.submit(_partial_sum, [int(bases[u]) for u in g], exponents[g], n_square, window) for g in groups
-        ]
-        partials = [future.result() for future in futures]
+        return partial_sum(list(bases), exponents, n_square, window)
+    pool = _pool(len(groups))
+    futures = [pool.submit(partial_sum, [int(bases[u]) for u in g], exponents[g], n_square, window) for g in groups]
+    partials = [future.result() for future in futures]
     modulus = gmpy2.mpz(n_square)
     total = partials[0]
     for partial in partials[1:]:
@@ -126,24 +238,51 @@ def weighted_ciphertext_sum(
     return total
 
 
-def _decrypt_chunk(p: int, q: int, n: int, ciphertexts: Sequence[int]) -> list[int]:
-    """CRT decryption of Paillier ciphertexts with g = n + 1 (as phe), working modulo p^2 and q^2."""
-    p, q, n = gmpy2.mpz(p), gmpy2.mpz(q), gmpy2.mpz(n)
+def crt_encrypt(private_key, plaintexts: Sequence[int]) -> list[int]:
+    """Paillier encryptions ``(1 + m n) * rho^n mod n^2`` by the key's owner, the randomizer computed with the CRT.
+
+    ``rho^n mod p^2`` only depends on ``rho mod p`` (``(a + b p)^p = a^p mod p^2``, and q is a unit mod p(p - 1)), so
+    a uniform n-th residue is ``a^p mod p^2`` and ``b^q mod q^2`` for uniform a in Z_p^*, b in Z_q^* (OS CSPRNG),
+    joined by the CRT: two half-size exponentiations with half-length exponents instead of one full one, the same
+    distribution as phe's ``raw_encrypt`` (used by the server in Protocol 1, step 2(a)).
+
+    Args:
+        private_key: a ``phe.paillier.PaillierPrivateKey``.
+        plaintexts: elements of Z_n.
+
+    Returns:
+        The ciphertexts, elements of Z*_{n^2}.
+    """
+    p, q = gmpy2.mpz(private_key.p), gmpy2.mpz(private_key.q)
+    n, p_square, q_square = p * q, p * p, q * q
+    n_square = n * n
+    p_square_inverse = gmpy2.invert(p_square, q_square)
+    out = []
+    for m in plaintexts:
+        residue_p = gmpy2.powmod(1 + secrets.randbelow(int(p) - 1), p, p_square)
+        residue_q = gmpy2.powmod(1 + secrets.randbelow(int(q) - 1), q, q_square)
+        residue = residue_p + p_square * ((residue_q - residue_p) * p_square_inverse % q_square)
+        out.append(int((1 + int(m) % n * n) * residue % n_square))
+    return out
+
+
+def _decrypt_chunk(key: tuple[int, int, int, int, int], ciphertexts: Sequence[int]) -> list[int]:
+    """CRT decryption of Paillier ciphertexts with g = n + 1 (as phe), working modulo p^2 and q^2.
+
+    ``key`` is (p, q, h_p, h_q, p^-1 mod q) with h_p = L_p(g^(p-1) mod p^2)^(-1) mod p (Paillier 1999, Sec. 7).
+    """
+    p, q, h_p, h_q, p_inverse = (gmpy2.mpz(v) for v in key)
     p_square, q_square = p * p, q * q
-    # h_p = L_p(g^(p-1) mod p^2)^(-1) mod p, and likewise for q (Paillier 1999, Sec. 7).
-    h_p = gmpy2.invert((gmpy2.powmod(n + 1, p - 1, p_square) - 1) // p, p)
-    h_q = gmpy2.invert((gmpy2.powmod(n + 1, q - 1, q_square) - 1) // q, q)
-    q_inverse = gmpy2.invert(q, p)
     out = []
     for c in ciphertexts:
         m_p = (gmpy2.powmod(c, p - 1, p_square) - 1) // p * h_p % p
         m_q = (gmpy2.powmod(c, q - 1, q_square) - 1) // q * h_q % q
-        out.append(int(m_q + q * ((m_p - m_q) * q_inverse % p)))
+        out.append(int(m_p + p * ((m_q - m_p) * p_inverse % q)))
     return out
 
 
 def crt_decrypt(private_key, ciphertexts: Sequence[int], *, processes: int = 1) -> list[int]:
-    """Decrypt many Paillier ciphertexts with the CRT (p and q of phe's private key), optionally in processes.
+    """Decrypt many Paillier ciphertexts with the CRT (p, q and h_p, h_q of phe's private key), optionally in processes.
 
     Args:
         private_key: a ``phe.paillier.PaillierPrivateKey``.
@@ -153,9 +292,8 @@ def crt_decrypt(private_key, ciphertexts: Sequence[int], *, processes: int = 1) 
     Returns:
         The plaintexts in [0, n).
     """
-    p, q, n = int(private_key.p), int(private_key.q), int(private_key.public_key.n)
+    key = tuple(int(v) for v in (private_key.p, private_key.q, private_key.hp, private_key.hq, private_key.p_inverse))
     chunks = [c.tolist() for c in np.array_split(np.array(list(ciphertexts), dtype=object), processes) if c.size]
     if len(chunks) <= 1:
-        return _decrypt_chunk(p, q, n, list(ciphertexts))
-    with ProcessPoolExecutor(len(chunks), mp_context=multiprocessing.get_context("fork")) as pool:
-        return [m for part in pool.map(_decrypt_chunk, [p] * len(chunks), [q] * len(chunks), [n] * len(chunks), chunks) for m in part]
+        return _decrypt_chunk(key, list(ciphertexts))
+    return [m for part in _pool(len(chunks)).map(_decrypt_chunk, [key] * len(chunks), chunks) for m in part]

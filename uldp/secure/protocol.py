@@ -230,10 +230,9 @@ class Server:
         empty = [int(u) for u in np.flatnonzero(chosen) if self._inverse_blinded[u] is None]
         if empty:
             raise ValueError(f"user(s) {empty[:10]} are sampled but have N_u = 0 records; do not sample them")
-        encrypt = self.public_key.raw_encrypt
-        ciphertexts = tuple(
-            int(encrypt(self._inverse_blinded[u] if chosen[u] else 0)) for u in range(self.config.n_users)
-        )
+        ciphertexts = tuple(fast.crt_encrypt(
+            self._private_key, [self._inverse_blinded[u] if chosen[u] else 0 for u in range(self.config.n_users)]
+        ))
         self._round = round_index
         return EncryptedWeightsMessage(round_index=round_index, ciphertexts=ciphertexts)
 
@@ -388,9 +387,11 @@ class Silo:
         n = self._modulus
         n_square = n * n
         mine = range(self.silo_id, self.config.n_users, self.config.n_silos)
-        self._own_powers = {
-            u: fast.raise_to(message.ciphertexts[u], self._blind_values[u] * self.config.c_lcm % n, n_square) for u in mine
-        }
+        powers = fast.raise_each(
+            [message.ciphertexts[u] for u in mine], [self._blind_values[u] * self.config.c_lcm % n for u in mine],
+            n_square, processes=self.config.processes,
+        )
+        self._own_powers = dict(zip(mine, powers))
         self._round = message.round_index
         payload = pack_ints([self._own_powers[u] for u in mine])
         return [self._seal(peer, message.round_index, SEALED_WEIGHT_POWERS, payload) for peer in self._pair_keys]

@@ -3,7 +3,8 @@
 - :mod:`uldp.deploy.wire`: what travels (explicit byte formats inside Flower messages, no pickle), handshake keys.
 - :mod:`uldp.deploy.checkpoint`: the last good model, written atomically after every round.
 - :mod:`uldp.deploy.keys`: the server master key, per-silo keys and the handshake HMAC.
-- :mod:`uldp.deploy.roles`: a method's server side and silo side, built from a :class:`uldp.simulation.RunConfig`.
+- :mod:`uldp.deploy.roles`: the interfaces of a method's server side and silo side.
+- :mod:`uldp.deploy.method_roles`: those sides for every method of :mod:`uldp.methods`, from a run configuration.
 - :mod:`uldp.deploy.server`: admission, Protocol 1 setup, rounds, aborts and checkpoints (Flower gRPC server).
 - :mod:`uldp.deploy.silo`: the silo's Flower client.
 - :mod:`uldp.deploy.cli`: ``uldp deploy server|silo|keys``.

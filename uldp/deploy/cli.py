@@ -1,9 +1,9 @@
 """``uldp deploy``: run a federation as separate processes (``server``, one ``silo`` per silo) and make keys.
 
-Every party gets the same run configuration file (JSON); the server refuses a silo whose configuration differs.
-``{"rehearsal": {...}}`` (the fields of :class:`uldp.deploy.rehearsal.RehearsalConfig`) runs the whole deployment
-on synthetic deltas, to check machines, certificates and keys and to measure the cost per round.
-See the README section "Running on several machines".
+Every party gets the same run configuration file (JSON: the fields of :class:`uldp.simulation.RunConfig`, plus
+optionally ``"protocol"``, see :class:`uldp.deploy.method_roles.DeployConfig`); the server refuses a silo whose
+configuration differs. A run on the ``synthetic`` dataset makes a quick dress rehearsal of machines, certificates
+and keys. See the README section "Running on several machines".
 """
 
 from __future__ import annotations
@@ -71,26 +71,23 @@ def _read_key(path: Path | None) -> bytes | None:
         raise ValueError(f"key file {path} must hold one hex string (from `uldp deploy keys`)") from error
 
 
-def _roles(path: Path, *, silo_id: int | None):  # noqa: ANN202 - a ServerRole or a SiloRole
-    """The server role (``silo_id`` None) or one silo's role for the configuration file at ``path``."""
+def _roles(args: argparse.Namespace, *, silo_id: int | None):  # noqa: ANN202 - a ServerRole or a SiloRole
+    """The server role (``silo_id`` None) or one silo's role for the configuration file ``args.config``."""
     import json
 
-    try:
-        config = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise ValueError(f"cannot read the run configuration {path}: {error}") from error
-    if isinstance(config, dict) and set(config) == {"rehearsal"}:
-        from uldp.deploy.rehearsal import RehearsalConfig, RehearsalServer, RehearsalSilo
+    from uldp.data import load
+    from uldp.deploy.method_roles import DeployConfig, MethodServer, MethodSilo
 
-        try:
-            rehearsal = RehearsalConfig(**config["rehearsal"])
-        except TypeError as error:
-            raise ValueError(f"{path}: bad rehearsal fields ({error}); see RehearsalConfig") from error
-        return RehearsalServer(rehearsal) if silo_id is None else RehearsalSilo(rehearsal, silo_id)
-    raise ValueError(
-        f"{path}: only {{\"rehearsal\": {{...}}}} configurations can be deployed until uldp.simulation's RunConfig "
-        f"and the methods' silo/server split are available"
-    )
+    try:
+        data = json.loads(args.config.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise ValueError(f"cannot read the run configuration {args.config}: {error}") from error
+    try:
+        config = DeployConfig.from_json(data)
+    except ValueError as error:
+        raise ValueError(f"{args.config}: {error}") from error
+    dataset = load(config.run.dataset, args.data_dir)
+    return MethodServer(config, dataset) if silo_id is None else MethodSilo(config, silo_id, dataset)
 
 
 def _server(args: argparse.Namespace) -> int:
@@ -106,7 +103,7 @@ def _server(args: argparse.Namespace) -> int:
         round_timeout=args.round_timeout, master_key=_read_key(args.master_key_file),
         certificates=tuple(p.read_bytes() for p in tls) if all(tls) else None,  # type: ignore[arg-type]
     )
-    result = serve(_roles(args.config, silo_id=None), settings)
+    result = serve(_roles(args, silo_id=None), settings)
     if args.json:
         print_json({
             "rounds_done": result.rounds_done, "resumed_from": result.resumed_from, "error": result.error,
@@ -128,7 +125,7 @@ def _silo(args: argparse.Namespace) -> int:
         root_certificates=args.root_certificates.read_bytes() if args.root_certificates else None,
         max_wait=args.max_wait, exit_at_round=args.exit_at_round,
     )
-    role = _roles(args.config, silo_id=args.silo_id)
+    role = _roles(args, silo_id=args.silo_id)
     try:
         params = run_silo(role, settings)
     except SiloRefused as error:

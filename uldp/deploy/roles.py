@@ -1,9 +1,9 @@
 """The two sides of a method as the deployment needs them: what the server computes and what one silo computes.
 
 :class:`ServerRole` and :class:`SiloRole` are the interfaces :mod:`uldp.deploy.server` and :mod:`uldp.deploy.silo`
-drive. :mod:`uldp.deploy.rehearsal` implements them on synthetic deltas. Both sides derive everything from the run
-configuration and its seed, so a deployed run reproduces the in-process computation; a silo role sees only its own
-records (for a method of :mod:`uldp.methods`: load the dataset and the allocation, keep the records of its silo).
+drive; :mod:`uldp.deploy.method_roles` implements them for every method of :mod:`uldp.methods`. Both sides derive
+everything from the run configuration and its seed, so a deployed run reproduces the in-process computation; a silo
+role sees only its own records.
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ class ServerRole(Protocol):
 
     def apply_aggregate(self, params: np.ndarray, aggregate: np.ndarray, round_index: int) -> np.ndarray:
         """The next global model from Protocol 1's decoded aggregate sum_s (sum_u w_su delta_su + z_s)."""
+
+    def evaluate(self, params: np.ndarray, round_index: int) -> dict:
+        """JSON-ready facts about the model after round ``round_index`` (test metrics, epsilon), for the history."""
 
 
 class SiloRole(Protocol):

@@ -14,8 +14,9 @@ Lifecycle (:class:`Coordinator`):
 2. Resume: the last good checkpoint of the same configuration, if any, gives the model and the next round.
 3. Secure setup (ULDP-AVG-w with ``secure=True``): Protocol 1 steps 1(a)-(f), once per server start.
 4. Rounds: the global model (and the round's sampled users) go out; each silo answers with its contribution, or
-   with Protocol 1 shares and then its masked update. A silo that disconnects, times out or reports an error aborts
-   the round (:class:`RoundAborted`): nothing of that round is applied and the checkpoint stays the last good one.
+   with Protocol 1 shares and then its masked update. The server applies the update and evaluates the model.
+   A silo that disconnects, times out or reports an error aborts the round (:class:`RoundAborted`): nothing of
+   that round is applied and the checkpoint stays the last good one.
    After every completed round the checkpoint is replaced atomically.
 """
 
@@ -76,7 +77,9 @@ class FederationResult:
         params: The last good global model.
         rounds_done: Completed rounds (including those of a resumed checkpoint).
         resumed_from: Rounds already done in the checkpoint the run started from.
-        history: Per-round records (round, seconds, per-stage seconds).
+        history: Per-round records (round, seconds, per-stage seconds, the role's metrics and epsilon). Stage
+            ``silos`` is the wall time of the round's exchanges with the silos, ``silo_compute`` the part the
+            slowest silo spent computing in each; the difference is transport (serialisation, gRPC, Flower).
         setup_seconds: Seconds spent on Protocol 1's setup (0 without the secure protocol).
         error: Why the run stopped early, or "".
         refused: One line per refused silo.
@@ -261,12 +264,15 @@ class Coordinator:
         from uldp.secure.messages import MaskedUpdateMessage, SealedMessage
 
         sampled = self.role.sampled_users(round_index)
+        if self._protocol is not None:  # users without records (B(N_u) = 0) have no weight n_su / N_u: never sampled
+            sampled = sampled & np.array([total != 0 for total in self._protocol.blinded_totals])
         payloads = (wire.array_to_bytes(params), wire.array_to_bytes(sampled))
         what = f"round {round_index}"
         start = time.perf_counter()
         if self._protocol is None:
             replies = self.broadcast(wire.Instruction(wire.STAGE_TRAIN, round_index, payloads=payloads), what=what)
             timings["silos"] = time.perf_counter() - start
+            timings["silo_compute"] = _slowest(replies)
             contributions = [wire.array_from_bytes(replies[s].payloads[0]) for s in sorted(replies)]
             start = time.perf_counter()
             params = self.role.combine(params, contributions, round_index)
@@ -277,12 +283,14 @@ class Coordinator:
             replies = self.broadcast(
                 wire.Instruction(wire.STAGE_TRAIN, round_index, payloads=payloads + (weights,)), what=what
             )
+            compute = _slowest(replies)
             inbox = self._protocol.relay([m for r in replies.values() for m in _parse_all(r, SealedMessage)])
             replies = self.exchange(
                 {s: wire.Instruction(wire.STAGE_SECURE_UPDATE, round_index, payloads=_to_bytes(inbox[s])) for s in self.silos},
                 what=what,
             )
             timings["silos"] = time.perf_counter() - start
+            timings["silo_compute"] = compute + _slowest(replies)
             start = time.perf_counter()
             try:
                 aggregate = self._protocol.finish_round([_parse_one(r, MaskedUpdateMessage) for r in replies.values()])
@@ -319,7 +327,10 @@ class Coordinator:
                 start = time.perf_counter()
                 stages: dict[str, float] = {}
                 params = self.run_round(params, round_index, stages)
-                record = {"round": round_index, "seconds": time.perf_counter() - start, "stages": stages}
+                tick = time.perf_counter()
+                metrics = self.role.evaluate(params, round_index)
+                stages["evaluate"] = time.perf_counter() - tick
+                record = {"round": round_index, "seconds": time.perf_counter() - start, "stages": stages, **metrics}
                 history.append(record)
                 if self.settings.checkpoint:
                     save_checkpoint(
@@ -343,6 +354,11 @@ class Coordinator:
             for proxy in list(self.silos.values()):
                 self._disconnect(proxy)
         return result
+
+
+def _slowest(replies: dict[int, wire.Reply]) -> float:
+    """The longest computation any silo reported for one exchange (the rest of the exchange's time is transport)."""
+    return max(float(reply.values.get("seconds", 0.0)) for reply in replies.values())
 
 
 def _parse_one(reply: wire.Reply, kind: type) -> Any:

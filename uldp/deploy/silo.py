@@ -3,15 +3,17 @@
 The silo connects to the server (``flwr.client.start_client``, gRPC, retrying until the server is up), proves it
 runs the same configuration (and, with a key, that it is who it claims to be), then answers each stage of
 :mod:`uldp.deploy.wire`: local training on its own partition only, and its part of Protocol 1 (its X25519 key,
-pairwise keys, blinds and masks never leave the process). A failure inside a stage is answered as an error, which
-makes the server abort the round; the silo keeps running.
+pairwise keys, blinds and masks never leave the process). Every answer says how many seconds the silo computed
+(``seconds``), so the server can tell computation from transport. A failure inside a stage is answered as an
+error, which makes the server abort the round; the silo keeps running.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -81,7 +83,9 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
                 if settings.exit_at_round is not None and instruction.round_index == settings.exit_at_round:
                     LOGGER.error("silo %d: exiting abruptly in round %d (test fault)", role.silo_id, instruction.round_index)
                     os._exit(17)
+                start = time.perf_counter()
                 reply = self._handle(instruction)
+                reply = replace(reply, values={**reply.values, "seconds": time.perf_counter() - start})
             except Exception as error:  # noqa: BLE001 - every failure goes back to the server, which aborts the round
                 LOGGER.exception("silo %d failed", role.silo_id)
                 reply = wire.Reply(error=f"{type(error).__name__}: {error}")

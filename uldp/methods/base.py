@@ -8,7 +8,8 @@ accountant from :mod:`uldp.accounting`. All randomness of a round comes from one
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -215,6 +216,18 @@ class Federation:
 def seed_stream(seed: np.random.SeedSequence, *path: int) -> np.random.SeedSequence:
     """The child of ``seed`` at ``path``: a fixed, named place in the tree of random streams of a run."""
     return np.random.SeedSequence(seed.entropy, spawn_key=tuple(seed.spawn_key) + tuple(path))
+
+
+@contextmanager
+def global_torch_seed(seed: np.random.SeedSequence) -> Iterator[None]:
+    """Run a block with torch's global generator (dropout draws) seeded from ``seed``; its state is restored after.
+
+    Training code that draws from the global generator (dropout in train mode) is thus reproducible from the run's
+    seed and independent of what ran before it (another silo, another process).
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed.generate_state(1, dtype=np.uint64)[0] >> 1))
+        yield
 
 
 def torch_generator(seed: np.random.SeedSequence) -> torch.Generator:

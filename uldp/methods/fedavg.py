@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from uldp.methods.base import (
-    Federation, Hyperparameters, MethodSpec, gaussian_noise, seed_stream, torch_generator,
+    Federation, Hyperparameters, MethodSpec, gaussian_noise, global_torch_seed, seed_stream, torch_generator,
 )
 from uldp.training.per_user import clip_rows, record_keys, train_users
 
@@ -42,8 +42,7 @@ def round_keys(federation: Federation, epochs: int, round_seed: np.random.SeedSe
 def silo_training(federation: Federation, params: Tensor, groups: list[np.ndarray], hp: Hyperparameters,
                   keys: Tensor, seed: np.random.SeedSequence) -> Tensor:
     """Local SGD of one model per record group (deltas ``[len(groups), d]``); dropout draws come from ``seed``."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(seed.generate_state(1, dtype=np.uint64)[0] >> 1))
+    with global_torch_seed(seed):
         return train_users(federation.model, params, federation.x, federation.y, groups,
                            loss_fn=federation.loss_fn, local_lr=hp.local_lr, epochs=hp.local_epochs,
                            batch_size=hp.batch_size, keys=keys)
@@ -73,29 +72,57 @@ class FedAvgMethod:
         """
         return 2.0 * self.hp.sigma * self.hp.clip * math.sqrt(n_silos) if self.spec.private else 0.0
 
+    def keep_mask(self, federation: Federation, seed: np.random.SeedSequence) -> np.ndarray:
+        """The records :meth:`prepare` keeps: all of them."""
+        return np.ones(federation.x.shape[0], dtype=bool)
+
+    def silo_delta(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence, silo: int,
+                   keys: Tensor | None = None) -> Tensor:
+        """Silo ``silo``'s local-minus-global delta after ``Q`` epochs, clipped to ``C`` for ULDP-NAIVE (line 13).
+
+        Only the records of ``silo`` are read, so ``federation`` may hold that silo's records alone (a deployed
+        silo); ``keys`` are the round's :func:`round_keys` (drawn here when ``None``).
+        """
+        records = federation.silo_records(silo)
+        if records.size == 0:
+            return torch.zeros_like(params)
+        keys = round_keys(federation, self.hp.local_epochs, round_seed) if keys is None else keys
+        delta = silo_training(federation, params, [records], self.hp, keys, seed_stream(round_seed, TRAIN_STREAM, silo))
+        return clip_rows(delta, self.hp.clip)[0] if self.spec.private else delta[0]
+
     def silo_deltas(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence) -> list[Tensor]:
-        """Each silo's local-minus-global delta after ``Q`` epochs, clipped to ``C`` for ULDP-NAIVE (line 13)."""
+        """Each silo's :meth:`silo_delta`."""
         keys = round_keys(federation, self.hp.local_epochs, round_seed)
-        deltas = []
-        for silo in range(federation.n_silos):
-            records = federation.silo_records(silo)
-            if records.size == 0:
-                deltas.append(torch.zeros_like(params))
-                continue
-            delta = silo_training(federation, params, [records], self.hp, keys,
-                                  seed_stream(round_seed, TRAIN_STREAM, silo))
-            deltas.append(clip_rows(delta, self.hp.clip)[0] if self.spec.private else delta[0])
-        return deltas
+        return [self.silo_delta(params, federation, round_seed, silo, keys) for silo in range(federation.n_silos)]
 
     def clean_update(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence) -> Tensor:
         """The pre-noise aggregate ``sum_s Delta_s`` (user-level sensitivity: see the chapter and tests)."""
         return torch.stack(self.silo_deltas(params, federation, round_seed)).sum(dim=0)
 
+    def silo_noise(self, size: int, n_silos: int, round_seed: np.random.SeedSequence, silo: int) -> Tensor:
+        """The noise silo ``silo`` adds to its delta (zeros for DEFAULT)."""
+        generator = torch_generator(seed_stream(round_seed, NOISE_STREAM, silo))
+        return gaussian_noise(size, std=self.noise_std(n_silos), generator=generator)
+
     def noise(self, size: int, n_silos: int, round_seed: np.random.SeedSequence) -> list[Tensor]:
         """The noise each silo adds to its delta (zeros for DEFAULT)."""
-        std = self.noise_std(n_silos)
-        return [gaussian_noise(size, std=std, generator=torch_generator(seed_stream(round_seed, NOISE_STREAM, s)))
-                for s in range(n_silos)]
+        return [self.silo_noise(size, n_silos, round_seed, s) for s in range(n_silos)]
+
+    def silo_update(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence, silo: int,
+                    *, sampled: np.ndarray, counts: np.ndarray) -> Tensor:
+        """What silo ``silo`` sends the server: ``Delta_s + z_s`` (Algorithm 1 lines 13-14; ``Delta_s`` for DEFAULT).
+
+        Reads only that silo's records (see :meth:`silo_delta`); ``sampled`` and ``counts`` (``n[s, u]``) are
+        unused here (every record takes part) and give all methods one signature.
+        """
+        delta = self.silo_delta(params, federation, round_seed, silo)
+        if not self.spec.private:
+            return delta
+        return delta + self.silo_noise(params.numel(), len(counts), round_seed, silo)
+
+    def server_step(self, params: Tensor, total: Tensor, *, n_users: int, n_silos: int) -> Tensor:
+        """``x_{t+1} = x_t + eta_g / |S| * total`` for ``total = sum_s (Delta_s + z_s)`` (Algorithm 1 line 7)."""
+        return params + self.hp.global_lr / n_silos * total
 
     def round(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence,
               aggregate_fn: object = None) -> Tensor:
@@ -103,7 +130,7 @@ class FedAvgMethod:
         total = self.clean_update(params, federation, round_seed)
         if self.spec.private:
             total = total + torch.stack(self.noise(params.numel(), federation.n_silos, round_seed)).sum(dim=0)
-        return params + self.hp.global_lr / federation.n_silos * total
+        return self.server_step(params, total, n_users=federation.n_users, n_silos=federation.n_silos)
 
     def epsilon(self, federation: Federation, rounds: int) -> float | None:
         """Theorem 1's user-level epsilon after ``rounds`` rounds (``None`` for DEFAULT: no guarantee)."""

@@ -16,9 +16,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from uldp.methods.base import Federation, Hyperparameters, MethodSpec, seed_stream, torch_generator
+from uldp.methods.base import Federation, Hyperparameters, MethodSpec, global_torch_seed, seed_stream, torch_generator
 from uldp.methods.fedavg import TRAIN_STREAM
-from uldp.training.dpsgd import dpsgd_schedule, dpsgd_train
+
+#: Child of a silo's training stream for the global generator (dropout); the stream itself drives DP-SGD's
+#: sampling and noise.
+DROPOUT_STREAM = 0
 
 
 def resolve_group_size(group_size: int | str, records_per_user: np.ndarray) -> int:
@@ -70,31 +73,48 @@ class GroupMethod:
         """``k`` for this federation (resolves ``max`` / ``median`` on the records per user)."""
         return resolve_group_size(self.spec.group_size, federation.counts.sum(axis=0))
 
+    def keep_mask(self, federation: Federation, seed: np.random.SeedSequence) -> np.ndarray:
+        """The flags ``B`` over all records (Algorithm 2 line 8); they depend only on who owns each record."""
+        k = self.group_size(federation)
+        return contribution_flags(federation.allocation.user, k, np.random.default_rng(seed))
+
     def prepare(self, federation: Federation, seed: np.random.SeedSequence) -> Federation:
         """Apply the flags (Algorithm 2 line 8): the federation with at most ``k`` records per user."""
-        k = self.group_size(federation)
-        return federation.keep(contribution_flags(federation.allocation.user, k, np.random.default_rng(seed)))
+        return federation.keep(self.keep_mask(federation, seed))
 
-    def silo_deltas(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence) -> list[Tensor]:
-        """Each silo's DP-SGD delta (noise included: DP-SGD adds it per step)."""
-        deltas = []
-        for silo in range(federation.n_silos):
-            records = torch.from_numpy(federation.silo_records(silo))
-            if records.numel() == 0:
-                deltas.append(torch.zeros_like(params))
-                continue
-            deltas.append(dpsgd_train(
+    def silo_delta(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence,
+                   silo: int) -> Tensor:
+        """Silo ``silo``'s DP-SGD delta (noise included: DP-SGD adds it per step); reads only that silo's records."""
+        records = torch.from_numpy(federation.silo_records(silo))
+        if records.numel() == 0:
+            return torch.zeros_like(params)
+        from uldp.training.dpsgd import dpsgd_train  # opacus is slow to import: only when training
+
+        with global_torch_seed(seed_stream(round_seed, TRAIN_STREAM, silo, DROPOUT_STREAM)):
+            return dpsgd_train(
                 federation.model, params, federation.x[records], federation.y[records], loss_fn=federation.loss_fn,
                 local_lr=self.hp.local_lr, epochs=self.hp.local_epochs, batch_size=self.hp.batch_size,
                 clip=self.hp.clip, sigma=self.hp.sigma,
-                generator=torch_generator(seed_stream(round_seed, TRAIN_STREAM, silo))))
-        return deltas
+                generator=torch_generator(seed_stream(round_seed, TRAIN_STREAM, silo)))
+
+    def silo_update(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence, silo: int,
+                    *, sampled: np.ndarray, counts: np.ndarray) -> Tensor:
+        """What silo ``silo`` sends the server: its :meth:`silo_delta` (``sampled``, ``counts`` unused here)."""
+        return self.silo_delta(params, federation, round_seed, silo)
+
+    def silo_deltas(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence) -> list[Tensor]:
+        """Each silo's :meth:`silo_delta`."""
+        return [self.silo_delta(params, federation, round_seed, silo) for silo in range(federation.n_silos)]
+
+    def server_step(self, params: Tensor, total: Tensor, *, n_users: int, n_silos: int) -> Tensor:
+        """``x_{t+1} = x_t + eta_g / |S| * total`` for ``total = sum_s Delta_s`` (Algorithm 2 line 6)."""
+        return params + self.hp.global_lr / n_silos * total
 
     def round(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence,
               aggregate_fn: object = None) -> Tensor:
         """One round: ``x_{t+1} = x_t + eta_g / |S| sum_s Delta_s`` (Algorithm 2 line 6)."""
         total = torch.stack(self.silo_deltas(params, federation, round_seed)).sum(dim=0)
-        return params + self.hp.global_lr / federation.n_silos * total
+        return self.server_step(params, total, n_users=federation.n_users, n_silos=federation.n_silos)
 
     def epsilon(self, federation: Federation, rounds: int) -> float:
         """Theorem 2's user-level epsilon (valid orders, next power of two for ``k``) after ``rounds`` rounds.
@@ -102,6 +122,7 @@ class GroupMethod:
         ``federation`` is the prepared (flag-filtered) one: its silo sizes set each silo's DP-SGD schedule.
         """
         from uldp.accounting import epsilon_group
+        from uldp.training.dpsgd import dpsgd_schedule
 
         sizes = [federation.silo_records(s).size for s in range(federation.n_silos)]
         schedules = [dpsgd_schedule(n, batch_size=self.hp.batch_size, epochs=self.hp.local_epochs)

@@ -24,7 +24,8 @@ import torch
 from torch import Tensor
 
 from uldp.methods.base import (
-    AggregateFn, Federation, Hyperparameters, MethodSpec, gaussian_noise, seed_stream, torch_generator,
+    AggregateFn, Federation, Hyperparameters, MethodSpec, gaussian_noise, global_torch_seed, seed_stream,
+    torch_generator,
 )
 from uldp.methods.fedavg import NOISE_STREAM, SAMPLING_STREAM, TRAIN_STREAM, round_keys, silo_training
 from uldp.training.per_user import clip_rows, user_gradients
@@ -71,11 +72,16 @@ def check_weights(weights: np.ndarray, counts: np.ndarray) -> None:
         raise ValueError(f"weights of user {bad[0]} sum to {sums[bad[0]]} over silos; they must sum to 1 (or 0)")
 
 
+def silo_weighted_sum(deltas: Tensor, weights: np.ndarray, noise: Tensor) -> Tensor:
+    """One silo's ``sum_u w_su * deltas[u] + noise`` (Algorithm 3 line 18): ``deltas`` ``[U, d]``, ``weights`` ``[U]``."""
+    return torch.as_tensor(weights, dtype=deltas.dtype) @ deltas + noise
+
+
 def weighted_sum(deltas: list[Tensor], weights: np.ndarray, noise: list[Tensor]) -> Tensor:
     """``sum_s (sum_u w_su * deltas[s][u] + noise[s])`` (Algorithm 3 lines 18 and 6, in the clear)."""
     total = torch.zeros_like(noise[0])
     for silo, (delta, z) in enumerate(zip(deltas, noise)):
-        total += torch.as_tensor(weights[silo], dtype=delta.dtype) @ delta + z
+        total += silo_weighted_sum(delta, weights[silo], z)
     return total
 
 
@@ -122,6 +128,10 @@ class UserLevelMethod:
         """Nothing to prepare: every record is used."""
         return federation
 
+    def keep_mask(self, federation: Federation, seed: np.random.SeedSequence) -> np.ndarray:
+        """The records :meth:`prepare` keeps: all of them."""
+        return np.ones(federation.x.shape[0], dtype=bool)
+
     def noise_std(self, n_silos: int) -> float:
         """Per-silo noise std ``sigma C / sqrt(|S|)`` (Algorithm 3 line 18; sum std ``sigma C``, Theorem 3)."""
         return self.hp.sigma * self.hp.clip / math.sqrt(n_silos)
@@ -147,26 +157,62 @@ class UserLevelMethod:
         full-batch gradient ``g_su`` (lines 21-23, as a descent direction so both share the server step).
         """
         keys = round_keys(federation, self.hp.local_epochs, round_seed) if self.spec.family == "ULDP-AVG" else None
-        out = []
-        for silo in range(federation.n_silos):
-            deltas = torch.zeros((federation.n_users, params.numel()), dtype=params.dtype)
-            users, groups = federation.user_groups(silo, users=np.flatnonzero(sampled))
-            if users.size:
-                if self.spec.family == "ULDP-AVG":
-                    update = silo_training(federation, params, groups, self.hp, keys,
-                                           seed_stream(round_seed, TRAIN_STREAM, silo))
-                else:
+        return [self.silo_user_deltas(params, federation, round_seed, sampled, silo, keys)
+                for silo in range(federation.n_silos)]
+
+    def silo_user_deltas(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence,
+                         sampled: np.ndarray, silo: int, keys: Tensor | None = None) -> Tensor:
+        """Silo ``silo``'s ``[U, d]`` of :meth:`user_deltas`; reads only that silo's records.
+
+        ``federation`` may hold that silo's records alone (a deployed silo); ``keys`` are the round's
+        :func:`~uldp.methods.fedavg.round_keys` (drawn here when ``None``, ULDP-AVG only).
+        """
+        deltas = torch.zeros((federation.n_users, params.numel()), dtype=params.dtype)
+        users, groups = federation.user_groups(silo, users=np.flatnonzero(sampled))
+        if users.size:
+            if self.spec.family == "ULDP-AVG":
+                keys = round_keys(federation, self.hp.local_epochs, round_seed) if keys is None else keys
+                update = silo_training(federation, params, groups, self.hp, keys,
+                                       seed_stream(round_seed, TRAIN_STREAM, silo))
+            else:
+                with global_torch_seed(seed_stream(round_seed, TRAIN_STREAM, silo)):  # dropout, if the model has it
                     update = -user_gradients(federation.model, params, federation.x, federation.y, groups,
                                              loss_fn=federation.loss_fn)
-                deltas[torch.from_numpy(users)] = clip_rows(update, self.hp.clip)
-            out.append(deltas)
-        return out
+            deltas[torch.from_numpy(users)] = clip_rows(update, self.hp.clip)
+        return deltas
+
+    def silo_noise(self, size: int, n_silos: int, round_seed: np.random.SeedSequence, silo: int) -> Tensor:
+        """The noise silo ``silo`` adds, ``N(0, (sigma C / sqrt(|S|))^2 I)``."""
+        generator = torch_generator(seed_stream(round_seed, NOISE_STREAM, silo))
+        return gaussian_noise(size, std=self.noise_std(n_silos), generator=generator)
 
     def noise(self, size: int, n_silos: int, round_seed: np.random.SeedSequence) -> list[Tensor]:
         """The noise each silo adds, ``N(0, (sigma C / sqrt(|S|))^2 I)``."""
-        std = self.noise_std(n_silos)
-        return [gaussian_noise(size, std=std, generator=torch_generator(seed_stream(round_seed, NOISE_STREAM, s)))
-                for s in range(n_silos)]
+        return [self.silo_noise(size, n_silos, round_seed, s) for s in range(n_silos)]
+
+    def silo_update(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence, silo: int,
+                    *, sampled: np.ndarray, counts: np.ndarray) -> Tensor:
+        """What silo ``silo`` sends the server in the clear: ``sum_u w_su Delta_su + z_s`` (Algorithm 3 line 18).
+
+        Args:
+            params: Global model ``[d]``.
+            federation: Holds at least silo ``silo``'s records (only those are read).
+            round_seed: The round's random stream.
+            silo: The silo.
+            sampled: ``[U]`` the users the server sampled this round (Algorithm 4).
+            counts: ``n[s, u]`` of the whole federation, for the weights ``w_su`` (enhanced weights need ``N_u``).
+
+        Returns:
+            ``[d]``; the server sums these over silos (:meth:`server_step`).
+        """
+        deltas = self.silo_user_deltas(params, federation, round_seed, sampled, silo)
+        noise = self.silo_noise(params.numel(), len(counts), round_seed, silo)
+        return silo_weighted_sum(deltas, self.weights(counts, sampled)[silo], noise)
+
+    def server_step(self, params: Tensor, total: Tensor, *, n_users: int, n_silos: int) -> Tensor:
+        """``x_{t+1} = x_t + eta_g / (q |U| |S|) * total`` (Algorithm 3 line 6, Algorithm 4 line 10)."""
+        scale = self.hp.global_lr / (self.hp.q * n_users * n_silos)
+        return params + scale * total.to(params.dtype)
 
     def clean_update(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence) -> Tensor:
         """The pre-noise aggregate ``sum_s sum_u w_su clip(Delta_su)`` of one round (sensitivity ``C``)."""
@@ -196,8 +242,7 @@ class UserLevelMethod:
             total = (aggregate_fn or aggregate)(deltas, federation.counts, sampled, noise)
         else:
             total = weighted_sum(deltas, self.weights(federation.counts, sampled), noise)
-        scale = self.hp.global_lr / (self.hp.q * federation.n_users * federation.n_silos)
-        return params + scale * total.to(params.dtype)
+        return self.server_step(params, total, n_users=federation.n_users, n_silos=federation.n_silos)
 
     def epsilon(self, federation: Federation, rounds: int) -> float:
         """Theorem 3's user-level epsilon (sub-sampled with rate ``q``, Algorithm 4) after ``rounds`` rounds."""

@@ -1,0 +1,266 @@
+"""The server side and one silo's side of any method of :mod:`uldp.methods`, built from a run configuration.
+
+Every party reads the same configuration (:class:`DeployConfig`: a :class:`uldp.simulation.RunConfig` plus
+Protocol 1's public parameters) and derives everything from its seed exactly as :func:`uldp.simulation.run` does,
+so a deployed federation computes the in-process run:
+
+- :class:`MethodSilo` loads the dataset, derives the allocation (and ULDP-GROUP-k's flags, Algorithm 2 line 8)
+  from the shared seed and keeps only its own records; it trains on those alone. Each round it sends its
+  contribution (the method's ``silo_update``: ``Delta_s + z_s``, a DP-SGD delta, or ``sum_u w_su Delta_su + z_s``),
+  or, with Protocol 1, its clipped per-user deltas and noise go into the masked update and never leave in clear.
+- :class:`MethodServer` holds the global model, samples the users (server-side, Algorithm 4), sums the
+  contributions (or takes Protocol 1's decoded aggregate), applies the method's server step, evaluates the model
+  on the test set and asks the method's accountant for epsilon. It trains on nothing; it reads the allocation
+  (who holds how many records) only for ULDP-GROUP-k's accountant, whose per-silo DP-SGD rates depend on it.
+
+Configuration file (JSON): the fields of :class:`~uldp.simulation.RunConfig`, plus optionally
+``"protocol": {"key_bits": ..., "precision": ..., "n_max": ..., "insecure_test_key": ...}`` for Protocol 1
+(``"secure": true``); e.g. ``{"dataset": "creditcard", "method": "ULDP-AVG-w", "n_users": 100, "rounds": 5,
+"seed": 0, "secure": true}``.
+
+>>> config = DeployConfig.from_json({"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 4, "rounds": 1,
+...                                  "protocol": {"key_bits": 512, "insecure_test_key": True}})
+>>> config.run.clip, config.protocol.key_bits, DeployConfig.from_json(config.to_json()) == config
+(0.1, 512, True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+import numpy as np
+
+from uldp.deploy import wire
+
+#: Relative headroom of Protocol 1's bound on a clipped delta coordinate over C: a float32 coordinate of a vector
+#: clipped to norm C can exceed the float64 C by rounding (float32(0.1) > 0.1).
+CLIP_HEADROOM = 1e-5
+
+
+@dataclass(frozen=True)
+class ProtocolSettings:
+    """Protocol 1's public parameters that a run configuration does not fix (see :class:`uldp.secure.ProtocolConfig`).
+
+    Attributes:
+        key_bits: Paillier modulus size (3072 as in the paper; below 2048 only with ``insecure_test_key``).
+        precision: P of Theorem 4.
+        n_max: N_max, the public bound on one user's records over all silos.
+        insecure_test_key: Allow keys under 2048 bits (tests and smoke runs only).
+    """
+
+    key_bits: int = 3072
+    precision: float = 1e-10
+    n_max: int = 2000
+    insecure_test_key: bool = False
+
+
+@dataclass(frozen=True)
+class DeployConfig:
+    """What every party of a deployed federation must agree on.
+
+    Attributes:
+        run: The run (dataset, method, users, rounds, seed, hyperparameters, ``secure``).
+        protocol: Protocol 1's parameters (used when ``run.secure``).
+    """
+
+    run: Any  # uldp.simulation.RunConfig (imported lazily: the CLI stays light)
+    protocol: ProtocolSettings = field(default_factory=ProtocolSettings)
+
+    @classmethod
+    def from_json(cls, data: Any) -> DeployConfig:
+        """Parse ``{RunConfig fields..., "protocol": {...}}``.
+
+        Raises:
+            ValueError: if it is not an object, a field is unknown (the message lists the allowed ones) or a value
+                is bad (RunConfig's own message).
+        """
+        from uldp.simulation import RunConfig
+
+        if not isinstance(data, dict):
+            raise ValueError(f"a run configuration is a JSON object of RunConfig fields, got {type(data).__name__}")
+        data = dict(data)
+        protocol = data.pop("protocol", {})
+        run_fields = {f.name for f in fields(RunConfig)}
+        protocol_fields = {f.name for f in fields(ProtocolSettings)}
+        unknown = sorted(set(data) - run_fields)
+        if unknown:
+            raise ValueError(f"unknown run configuration field(s) {unknown}; allowed: {sorted(run_fields)} and "
+                             f"'protocol'")
+        if not isinstance(protocol, dict) or set(protocol) - protocol_fields:
+            raise ValueError(f"'protocol' must be an object with fields among {sorted(protocol_fields)}, "
+                             f"got {protocol!r}")
+        if data.get("user_weights") is not None:
+            data["user_weights"] = tuple(tuple(row) for row in data["user_weights"])
+        try:
+            run = RunConfig(**data)
+        except TypeError as error:  # a missing required field
+            raise ValueError(f"bad run configuration: {error}") from error
+        return cls(run, ProtocolSettings(**protocol))
+
+    def to_json(self) -> dict:
+        """The resolved configuration as JSON-ready data (what :meth:`from_json` reads back)."""
+        return {**asdict(self.run), "protocol": asdict(self.protocol)}
+
+    @property
+    def fingerprint(self) -> str:
+        """:func:`uldp.deploy.wire.fingerprint` of the resolved configuration (defaults filled in)."""
+        return wire.fingerprint(self.to_json())
+
+
+def _as_config(config: Any) -> DeployConfig:
+    return config if isinstance(config, DeployConfig) else DeployConfig(config)
+
+
+class _MethodRole:
+    """What both sides derive from the configuration: the method, its seeds and the federation's shape."""
+
+    def __init__(self, config: Any, dataset: Any) -> None:
+        from uldp.methods import make_method
+        from uldp.methods.base import seed_stream
+        from uldp.simulation import PREPARE_STREAM, build_federation
+
+        self.config = _as_config(config)
+        run = self.config.run
+        if run.secure and run.user_weights is not None:
+            raise ValueError("Protocol 1 computes the enhanced weights n_su / N_u; a run with fixed user_weights "
+                             "cannot be secure")
+        weights = None if run.user_weights is None else np.asarray(run.user_weights)
+        self.method = make_method(run.method, run.hyperparameters(), user_weights=weights)
+        self._root = np.random.SeedSequence(run.seed)
+        self.fingerprint = self.config.fingerprint
+        self.rounds, self.secure = run.rounds, bool(run.secure)
+        federation, self.data = build_federation(run, dataset)
+        self.n_users, self.n_silos = federation.n_users, federation.n_silos
+        self._mask = self.method.keep_mask(federation, seed_stream(self._root, PREPARE_STREAM))
+        kept = federation.allocation
+        self.counts = replace(kept, user=kept.user[self._mask], silo=kept.silo[self._mask]).counts
+        self._federation = federation
+
+    def round_seed(self, round_index: int) -> np.random.SeedSequence:
+        """The stream of round ``round_index`` (1-based), as in :func:`uldp.simulation.run`."""
+        from uldp.methods.base import seed_stream
+        from uldp.simulation import ROUNDS_STREAM
+
+        return seed_stream(self._root, ROUNDS_STREAM, round_index - 1)
+
+    def protocol_config(self) -> Any:
+        """Protocol 1's parameters: bounds C (with :data:`CLIP_HEADROOM`) and sigma C / sqrt(|S|) noise."""
+        from uldp.secure import ProtocolConfig
+
+        run, protocol = self.config.run, self.config.protocol
+        return ProtocolConfig(
+            n_silos=self.n_silos, n_users=self.n_users, clip=run.clip * (1 + CLIP_HEADROOM), sigma=run.sigma,
+            key_bits=protocol.key_bits, precision=protocol.precision, n_max=protocol.n_max,
+            insecure_test_key=protocol.insecure_test_key,
+        )
+
+
+class MethodServer(_MethodRole):
+    """The server's side of a method (:class:`uldp.deploy.roles.ServerRole`).
+
+    Args:
+        config: A :class:`DeployConfig` or a :class:`uldp.simulation.RunConfig`.
+        dataset: An already loaded dataset (default: ``uldp.data.load(config.run.dataset)``).
+    """
+
+    def __init__(self, config: Any, dataset: Any = None) -> None:
+        super().__init__(config, dataset)
+        from uldp.training.per_user import flat_parameters
+
+        self._accounted = self._federation.keep(self._mask) if not self._mask.all() else self._federation
+        self._model = self._federation.model
+        self._initial = flat_parameters(self._model).numpy()
+
+    def initial_params(self) -> np.ndarray:
+        """The initial global model (drawn from the seed, as in the simulation)."""
+        return self._initial.copy()
+
+    def sampled_users(self, round_index: int) -> np.ndarray:
+        """Poisson sampling of users at rate q (Algorithm 4 line 4); all users for methods without sampling."""
+        if not self.method.spec.per_user:
+            return np.ones(self.n_users, dtype=bool)
+        return self.method.sample_users(self.n_users, self.round_seed(round_index))
+
+    def combine(self, params: np.ndarray, contributions: list[np.ndarray], round_index: int) -> np.ndarray:
+        """Plain rounds: the method's server step on ``sum_s`` of the silos' contributions (in silo order)."""
+        import torch
+
+        total = torch.zeros(params.shape, dtype=torch.from_numpy(contributions[0]).dtype)
+        for contribution in contributions:
+            total += torch.from_numpy(contribution)
+        return self._step(params, total)
+
+    def apply_aggregate(self, params: np.ndarray, aggregate: np.ndarray, round_index: int) -> np.ndarray:
+        """Secure rounds: the server step on Protocol 1's decoded aggregate (in the model's dtype, as in-process)."""
+        import torch
+
+        return self._step(params, torch.as_tensor(aggregate, dtype=torch.from_numpy(params).dtype))
+
+    def _step(self, params: np.ndarray, total: Any) -> np.ndarray:
+        import torch
+
+        new = self.method.server_step(torch.from_numpy(params), total, n_users=self.n_users, n_silos=self.n_silos)
+        return new.numpy()
+
+    def evaluate(self, params: np.ndarray, round_index: int) -> dict:
+        """Test metrics of the global model and the user-level epsilon after ``round_index`` rounds."""
+        import torch
+
+        from uldp.models import evaluate
+        from uldp.training.per_user import load_flat_parameters
+
+        load_flat_parameters(self._model, torch.from_numpy(params))
+        metrics = evaluate(self._model, self.data.x_test, self.data.y_test, self.config.run.dataset)
+        epsilon = self.method.epsilon(self._accounted, round_index)
+        return {**{name: float(value) for name, value in metrics.items()},
+                "epsilon": None if epsilon is None else float(epsilon)}
+
+
+class MethodSilo(_MethodRole):
+    """One silo's side of a method (:class:`uldp.deploy.roles.SiloRole`): only this silo's records are kept.
+
+    Args:
+        config: A :class:`DeployConfig` or a :class:`uldp.simulation.RunConfig`.
+        silo_id: This silo, ``0 .. n_silos - 1``.
+        dataset: An already loaded dataset (default: ``uldp.data.load(config.run.dataset)``).
+
+    Raises:
+        ValueError: if ``silo_id`` is out of range.
+    """
+
+    def __init__(self, config: Any, silo_id: int, dataset: Any = None) -> None:
+        super().__init__(config, dataset)
+        if not 0 <= silo_id < self.n_silos:
+            raise ValueError(f"--silo-id must be in 0..{self.n_silos - 1}, got {silo_id}")
+        self.silo_id = silo_id
+        own = self._mask & (self._federation.allocation.silo == silo_id)
+        self.federation = self._federation.keep(own)  # this silo's records only; the rest is dropped here
+        del self._federation, self.data
+        self.federation.model.train()
+        self.n_records = int(own.sum())
+        self.counts_row = self.counts[silo_id]
+
+    def contribution(self, params: np.ndarray, round_index: int, sampled: np.ndarray) -> np.ndarray:
+        """The method's ``silo_update``: what this silo sends in a plain round (noise included)."""
+        import torch
+
+        update = self.method.silo_update(torch.from_numpy(params), self.federation, self.round_seed(round_index),
+                                         self.silo_id, sampled=sampled, counts=self.counts)
+        return update.numpy()
+
+    def secure_inputs(self, params: np.ndarray, round_index: int, sampled: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Clipped per-user deltas ``[|U|, d]`` and noise ``[d]`` for Protocol 1's masked update (ULDP-SGD/AVG-w).
+
+        Raises:
+            ValueError: for a method whose weights Protocol 1 does not compute.
+        """
+        import torch
+
+        if not (self.method.spec.per_user and self.method.spec.enhanced_weights):
+            raise ValueError(f"Protocol 1 computes the enhanced weights of ULDP-SGD-w / ULDP-AVG-w, "
+                             f"not {self.method.spec.name}")
+        round_seed, tensor = self.round_seed(round_index), torch.from_numpy(params)
+        deltas = self.method.silo_user_deltas(tensor, self.federation, round_seed, sampled, self.silo_id)
+        noise = self.method.silo_noise(tensor.numel(), self.n_silos, round_seed, self.silo_id)
+        return deltas.numpy(), noise.numpy()

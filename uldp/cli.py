@@ -16,6 +16,8 @@ from typing import Any
 COMMAND_MODULES: tuple[str, ...] = (
     "uldp.accounting.cli",
     "uldp.data.cli",
+    "uldp.deploy.cli",
+    "uldp.methods.cli",
 )
 
 

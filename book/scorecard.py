@@ -1,0 +1,52 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Scorecard: the paper's claims, measured
+#
+# Every claim of the paper's results section (Section 5.2) about the privacy-utility experiments, the enhanced
+# weighting and user-level sub-sampling, one row each, with what our runs measured and a verdict: **holds**,
+# **partly** or **does not hold** (**not measured** when the runs it needs are not stored). The verdicts are computed
+# by `uldp.scorecard.scorecard` from the stored results; nothing in this table is typed by hand. The rules:
+#
+# - a claim about several settings (the panels of a figure) holds when it holds in every setting, partly when in at
+#   least half, and does not hold otherwise;
+# - "final" is the mean over seeds at the last round; "converges faster" compares the mean utility over all rounds
+#   (the area under the curve);
+# - claims with a size ("much larger", "acceptable", "reasonably small") say their threshold in the row.
+#
+# Each grid contributes its committed paper-profile results when any are stored; otherwise the results of this
+# book's own build at the chapter's profile (produced by the experiment chapters before this one), which are far
+# too short for the verdicts to mean much. The `source` column says which.
+
+# %% tags=["parameters"]
+profile = "default"
+
+# %%
+import pandas as pd
+from IPython.display import Markdown, display
+
+from uldp import scorecard
+
+pd.set_option("display.max_colwidth", None)
+data = scorecard.stored_results(profile)
+table = scorecard.scorecard(data)
+counts = table["verdict"].value_counts()
+display(Markdown(", ".join(f"**{verdict}**: {count}" for verdict, count in counts.items())))
+table[["where", "claim", "measured", "verdict", "source"]]
+
+# %% [markdown]
+# ## Where the results come from
+
+# %%
+for name, results in data.items():
+    print(f"{name:17s}", results.describe() if results.runs else f"no stored results ({results.profile} profile)")

@@ -1,0 +1,84 @@
+"""A fast stand-in for the simulation, for the tests of uldp.experiments, uldp.plots and uldp.scorecard.
+
+Its functions live at module level so that spawned worker processes can unpickle them. Each execution appends a
+line to ``$ULDP_FAKE_LOG`` (when set), so a test can count runs across processes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from uldp.experiments import Backend
+
+#: Calls of ``execute`` in this process after which ``interrupting`` raises KeyboardInterrupt (tests set it).
+INTERRUPT_AFTER: list[int] = []
+
+
+def resolve(params: Mapping[str, Any]) -> dict:
+    """The fake "full configuration": the arguments plus one default."""
+    return {**params, "device": "cpu"}
+
+
+def execute(params: Mapping[str, Any]) -> dict:
+    """Deterministic curves that depend on every argument: loss falls, epsilon grows like sqrt(round)."""
+    if log := os.environ.get("ULDP_FAKE_LOG"):
+        with open(log, "a", encoding="utf-8") as stream:
+            stream.write(f"{os.getpid()} {sorted(params.items())}\n")
+    if params.get("method") == "FAIL":
+        raise RuntimeError("this run fails on purpose")
+    rate = 1.0 + 0.1 * params.get("seed", 0) + (params.get("global_lr") or 1.0) / 10
+    rounds = range(1, params["rounds"] + 1)
+    return {
+        "round": list(rounds),
+        "test_loss": [1.0 / (1.0 + rate * t) for t in rounds],
+        "accuracy": [1.0 - 0.5 / (1.0 + rate * t) for t in rounds],
+        "epsilon": [None if params.get("method") == "DEFAULT" else math.sqrt(t) for t in rounds],
+        "wall_seconds": [0.001 * t for t in rounds],
+    }
+
+
+def interrupting(params: Mapping[str, Any]) -> dict:
+    """Like :func:`execute`, but raises KeyboardInterrupt once INTERRUPT_AFTER[0] runs have finished."""
+    if INTERRUPT_AFTER and INTERRUPT_AFTER[0] <= 0:
+        raise KeyboardInterrupt
+    if INTERRUPT_AFTER:
+        INTERRUPT_AFTER[0] -= 1
+    return execute(params)
+
+
+FAKE = Backend(resolve=resolve, execute=execute)
+INTERRUPTING = Backend(resolve=resolve, execute=interrupting)
+
+
+def paper_like(params: Mapping[str, Any], *, swap: tuple[str, str] | None = None) -> dict:
+    """Curves of a world where every claim of the paper's Section 5.2 holds (``swap`` exchanges two methods'
+    utility curves, to break claims on purpose)."""
+    method, dataset = params["method"], params["dataset"]
+    if swap and method in swap:
+        method = swap[1 - swap.index(method)]
+    final = {"DEFAULT": 0.95, "ULDP-AVG-w": 0.9, "ULDP-AVG": 0.85, "ULDP-SGD": 0.8, "ULDP-NAIVE": 0.5}.get(method, 0.84)
+    speed = {"ULDP-AVG-w": 0.5, "ULDP-AVG": 0.3, "ULDP-SGD": 0.1}.get(method, 0.3)
+    if method.startswith("ULDP-GROUP") and params["n_users"] >= 1000 and params["distribution"] == "uniform":
+        final = 0.88
+    if dataset == "mnist" and method == "ULDP-AVG" and params["distribution"] == "zipf-noniid":
+        final -= 0.04 if params["n_users"] < 1000 else 0.01
+    if method in ("ULDP-AVG", "ULDP-AVG-w"):  # weighting: AVG-w's gain grows with silos and skew
+        final -= 0.0 if method == "ULDP-AVG-w" else 0.001 * params["n_silos"] * (2 if params["distribution"] == "zipf" else 1)
+    q = params.get("q", 1.0)
+    final -= (1 - q) * (0.02 if dataset == "creditcard" else 0.005)
+    final += 0.001 * params["seed"]
+    rounds = range(1, params["rounds"] + 1)
+    utility = [final * (1 - math.exp(-speed * t)) for t in rounds]
+    scale = 0.5 * q
+    if method.startswith("ULDP-GROUP"):
+        scale = 0.1 if (dataset == "mnist" and params["n_users"] >= 1000 and method == "ULDP-GROUP-2") else 100.0
+    metric = "c_index" if dataset == "tcga_brca" else "accuracy"
+    return {
+        "round": list(rounds),
+        metric: utility,
+        "test_loss": [1.0 - u for u in utility],
+        "epsilon": [None if method == "DEFAULT" else scale * math.sqrt(t) for t in rounds],
+    }

@@ -1,0 +1,329 @@
+"""Experiment grids, result storage and resumption (uldp.experiments), with a fast fake backend.
+
+The paper-profile grids are checked against the tables of settings.md, parsed here independently of the module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+
+import fake_backend
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from uldp import cli, experiments
+from uldp.experiments import GRIDS, Entry, Grid, Reduction, config_hash, expand, load_results, run_grid
+
+SETTINGS_MD = experiments.REPO_ROOT.parent / "shared" / "paper" / "settings.md"
+DATASET_NAMES = {"Creditcard": "creditcard", "MNIST": "mnist", "HeartDisease": "heart_disease", "TcgaBrca": "tcga_brca"}
+
+
+# ----------------------------------------------------------------------------------------- settings.md, parsed here
+
+
+def _table(text: str, heading: str) -> list[list[str]]:
+    """Rows (cells stripped) of the first markdown table after the heading that starts with ``heading``."""
+    section = text[text.index(heading):]
+    block = []
+    for line in section.splitlines()[1:]:
+        if line.startswith("|"):
+            block.append(line)
+        elif block:
+            break
+    assert block
+    return [[cell.strip() for cell in row.strip("|").split("|")] for row in block[2:]]
+
+
+def _methods(cell: str) -> list[str]:
+    expanded = re.sub(r"(\S+)-\{([^}]*)\}", lambda m: ", ".join(f"{m[1]}-{x.strip()}" for x in m[2].split(",")), cell)
+    return [name.strip() for name in expanded.split(",")]
+
+
+def _number(cell: str) -> float | None:
+    return None if cell == "-" else float(cell)
+
+
+def _paper_params(grid: str) -> list[dict]:
+    return [dict(entry.params) for entry in GRIDS[grid].entries()]
+
+
+needs_settings = pytest.mark.skipif(not SETTINGS_MD.exists(), reason="settings.md of the paper is not beside the repo")
+
+
+@needs_settings
+def test_privacy_utility_grids_are_the_settings_md_table():
+    text = SETTINGS_MD.read_text()
+    expected: dict[tuple[str, str], dict] = {}
+    dataset = users = rounds = None
+    for row in _table(text, "## Privacy-utility figures"):
+        if row[0]:
+            dataset, users, rounds = DATASET_NAMES[row[0]], [int(u) for u in row[1].split(",")], int(row[2])
+        lr_by_users = dict(re.findall(r"([\d.]+) \((\d+) users\)", row[4]))
+        for method in _methods(row[3]):
+            for n_users in users:
+                lr = float({int(u): v for v, u in lr_by_users.items()}.get(n_users, row[4].split()[0]))
+                expected[(dataset, method, n_users)] = {
+                    "rounds": rounds, "global_lr": lr, "clip": _number(row[5]), "local_lr": _number(row[6]),
+                    "local_epochs": None if row[7] == "-" else int(row[7]),
+                }
+    # The sentence under the table: NAIVE on MNIST at the Creditcard shape with C = 1.0.
+    assert "global lr 1.0, C 1.0, local lr 0.01, Q 50" in text
+    for n_users in (100, 10000):
+        expected[("mnist", "ULDP-NAIVE", n_users)] = {"rounds": 200, "global_lr": 1.0, "clip": 1.0,
+                                                      "local_lr": 0.01, "local_epochs": 50}
+    batch = {"creditcard": 64, "mnist": 64, "heart_disease": 4, "tcga_brca": 8}
+    silos = {"creditcard": 5, "mnist": 5, "heart_disease": 4, "tcga_brca": 6}
+    assert "Local batch size 64 (Creditcard, MNIST), 4 (HeartDisease), 8 (TcgaBrca)" in text
+    assert "Creditcard and MNIST 5 silos; HeartDisease 4, TcgaBrca 6" in text
+    for name in ("creditcard", "mnist", "heart_disease", "tcga_brca"):
+        schemes = {"uniform", "zipf", "zipf-noniid"} if name == "mnist" else {"uniform", "zipf"}
+        runs = _paper_params(name)
+        got = {(p["dataset"], p["method"], p["n_users"]) for p in runs}
+        assert got == {key for key in expected if key[0] == name}
+        assert len(runs) == len(got) * len(schemes)
+        for params in runs:
+            want = expected[(params["dataset"], params["method"], params["n_users"])]
+            assert {key: params[key] for key in want} == want, params
+            assert (params["batch_size"], params["n_silos"]) == (batch[name], silos[name])
+            sigma = None if params["method"] == "DEFAULT" else 5.0  # DEFAULT adds no noise
+            assert (params["sigma"], params["delta"], params["q"]) == (sigma, 1e-5, 1.0)
+            assert params["distribution"] in schemes
+        assert {p["distribution"] for p in runs} == schemes
+
+
+@needs_settings
+def test_weighting_and_user_sampling_grids_are_the_settings_md_tables():
+    text = SETTINGS_MD.read_text()
+    expected = set()
+    for row in _table(text, "## Enhanced weighting figure"):
+        for n_silos in row[2].split(","):
+            for dist in row[3].split(","):
+                for method in ("ULDP-AVG", "ULDP-AVG-w"):
+                    expected.add((DATASET_NAMES[row[0]], int(row[1]), int(n_silos), dist.strip(), int(row[4]),
+                                  float(row[5]), float(row[6]), float(row[7]), int(row[8]), method))
+    fields = ("dataset", "n_users", "n_silos", "distribution", "rounds", "global_lr", "clip", "local_lr",
+              "local_epochs", "method")
+    assert {tuple(p[f] for f in fields) for p in _paper_params("weighting")} == expected
+    expected = set()
+    for row in _table(text, "## User-level sub-sampling figure"):
+        assert row[2] == "zipf/zipf"
+        for q in row[3].split(","):
+            expected.add((DATASET_NAMES[row[0]], int(row[1]), "zipf", float(q), int(row[4]), float(row[5]),
+                          float(row[6]), float(row[7]), int(row[8]), "ULDP-AVG-w"))
+    fields = ("dataset", "n_users", "distribution", "q", "rounds", "global_lr", "clip", "local_lr", "local_epochs",
+              "method")
+    assert {tuple(p[f] for f in fields) for p in _paper_params("user_sampling")} == expected
+
+
+def test_paper_spot_checks_transcribed_from_settings_md():
+    runs = {(p["dataset"], p["method"], p["n_users"], p["distribution"]): p for p in _paper_params("mnist")}
+    assert runs[("mnist", "ULDP-AVG", 10000, "zipf-noniid")]["global_lr"] == 100.0
+    assert runs[("mnist", "ULDP-AVG-w", 100, "uniform")]["global_lr"] == 10.0
+    tcga = {(p["method"], p["n_users"], p["distribution"]): p for p in _paper_params("tcga_brca")}
+    assert (tcga[("ULDP-GROUP-8", 50, "zipf")]["global_lr"], tcga[("ULDP-GROUP-8", 50, "zipf")]["clip"]) == (0.1, 100.0)
+    assert tcga[("ULDP-SGD", 200, "uniform")]["local_epochs"] is None
+    runtime = _paper_params("protocol_runtime")
+    assert {(p["dataset"], p["n_users"]) for p in runtime} == {(d, u) for d in ("heart_disease", "tcga_brca")
+                                                                for u in (10, 100)}
+    assert all(p["rounds"] == 3 and p["method"] == "ULDP-AVG-w" and p["secure"] for p in runtime)
+    assert {s.seed for s in expand("creditcard", "paper")} == {0, 1, 2, 3, 4}
+
+
+@pytest.mark.parametrize("profile", ["smoke", "default"])
+@pytest.mark.parametrize("name", sorted(GRIDS))
+def test_smaller_profiles_only_shrink_the_paper_grid(name, profile):
+    paper = _paper_params(name)
+    small = expand(name, profile)
+    assert small
+    keys = [s.key for s in small]
+    assert len(keys) == len(set(keys))
+    fixed = ("dataset", "method", "distribution", "global_lr", "clip", "local_lr", "batch_size", "sigma", "delta", "q")
+    for spec in small:
+        params = spec.kwargs
+        twins = [p for p in paper if all(p[f] == params[f] for f in fixed)]
+        assert twins, params
+        assert params["rounds"] <= twins[0]["rounds"]
+        assert params["n_users"] <= max(p["n_users"] for p in twins)
+    if profile == "smoke":
+        assert max(spec.kwargs["rounds"] for spec in small) <= 3 and {s.seed for s in small} == {0}
+    methods = {spec.kwargs["method"] for spec in small}
+    if GRIDS[name].kind == "privacy_utility":  # the method families the figure compares keep a representative
+        assert {"DEFAULT", "ULDP-AVG", "ULDP-AVG-w"} | ({"ULDP-SGD"} if profile == "smoke" else set()) <= methods
+        assert any(m.startswith("ULDP-GROUP") for m in methods)
+
+
+def test_unknown_names_give_clear_errors():
+    with pytest.raises(ValueError, match=r"unknown grid 'nope'.*creditcard.*weighting"):
+        expand("nope", "paper")
+    with pytest.raises(ValueError, match=r"unknown profile 'huge'.*smoke, default, paper"):
+        expand("mnist", "huge")
+    with pytest.raises(ValueError, match="seeds must be distinct"):
+        expand("mnist", "smoke", seeds=[1, 1])
+    with pytest.raises(ValueError, match="jobs must be a positive integer, got 0"):
+        run_grid("mnist", "smoke", jobs=0, backend=fake_backend.FAKE)
+
+
+def test_cli_reports_bad_names_and_dry_runs(tmp_path, capsys):
+    assert cli.main(["grid", "nope", "--profile", "paper"]) == 2
+    assert "unknown grid 'nope'" in capsys.readouterr().err
+    assert cli.main(["grid", "heart_disease", "--profile", "medium"]) == 2
+    assert "unknown profile 'medium'" in capsys.readouterr().err
+    assert cli.main(["grid", "heart_disease", "--profile", "paper", "--root", str(tmp_path), "--seeds", "0", "1",
+                     "--dry-run", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["total"] == summary["pending"] == len(expand("heart_disease", "paper", seeds=[0, 1]))
+
+
+# -------------------------------------------------------------------------------------------------------- hashing
+
+
+@given(st.dictionaries(st.text(max_size=5), st.one_of(st.integers(), st.floats(allow_nan=False, allow_infinity=False),
+                                                      st.text(max_size=5), st.none(), st.booleans()), max_size=6))
+def test_config_hash_is_sha256_of_sorted_compact_json(config):
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    assert config_hash(config) == hashlib.sha256(text.encode()).hexdigest()[:16]
+    assert config_hash(dict(reversed(list(config.items())))) == config_hash(config)
+
+
+def test_config_hash_is_stable_across_processes_and_distinguishes_values():
+    spec = expand("weighting", "paper")[7]
+    code = (f"from uldp.experiments import expand; print(expand('weighting', 'paper')[7].key)")
+    for seed in ("1", "12345"):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={**os.environ, "PYTHONHASHSEED": seed})
+        assert out.stdout.strip() == spec.key
+    assert config_hash({"a": 1}) != config_hash({"a": 1.0}) != config_hash({"a": "1"})
+    assert len({s.key for s in expand("mnist", "paper")}) == len(expand("mnist", "paper"))
+    with pytest.raises(ValueError, match="finite"):
+        config_hash({"a": float("nan")})
+    with pytest.raises(ValueError, match="JSON scalars"):
+        config_hash({"a": object()})
+
+
+# -------------------------------------------------------------------------------------------------------- storage
+
+
+def test_atomic_write_leaves_old_file_or_none(tmp_path, monkeypatch):
+    target = tmp_path / "g" / "run.json"
+    experiments.write_json_atomic(target, {"v": 1})
+    assert json.loads(target.read_text()) == {"v": 1}
+
+    def broken_replace(source, destination):
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(experiments.os, "replace", broken_replace)
+    with pytest.raises(OSError, match="disk gone"):
+        experiments.write_json_atomic(target, {"v": 2})
+    assert json.loads(target.read_text()) == {"v": 1}
+    assert [p.name for p in target.parent.iterdir()] == ["run.json"]  # no temporary file left behind
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="cannot store"):
+        experiments.write_json_atomic(tmp_path / "g" / "other.json", {"v": object()})
+    assert not (tmp_path / "g" / "other.json").exists()
+    assert experiments.read_result(target) is None  # not a result file (no schema/result)
+    (tmp_path / "g" / "half.json").write_text('{"schema": 1, "res')
+    assert experiments.read_result(tmp_path / "g" / "half.json") is None
+
+
+def test_run_grid_stores_one_file_per_run_with_provenance_and_skips_them_later(tmp_path, monkeypatch):
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv("ULDP_FAKE_LOG", str(log))
+    specs = expand("heart_disease", "smoke")
+    report = run_grid("heart_disease", "smoke", root=tmp_path, backend=fake_backend.FAKE, progress=False,
+                      command="pytest")
+    assert (report.total, report.executed, report.skipped, report.failed) == (len(specs), len(specs), 0, ())
+    files = sorted((tmp_path / "heart_disease").glob("*.json"))
+    assert sorted(p.stem for p in files) == sorted(s.key for s in specs)
+    stored = json.loads(files[0].read_text())
+    spec = next(s for s in specs if s.key == files[0].stem)
+    assert stored["params"] == spec.kwargs and stored["config"] == fake_backend.resolve(spec.kwargs)
+    assert stored["result"] == json.loads(json.dumps(fake_backend.execute(spec.kwargs)))
+    prov = stored["provenance"]
+    assert prov["command"] == "pytest" and prov["wall_seconds"] >= 0 and prov["date"].startswith("20")
+    assert prov["packages"]["numpy"] and "git_commit" in prov
+    n_calls = len(log.read_text().splitlines())
+    again = run_grid("heart_disease", "smoke", root=tmp_path, backend=fake_backend.FAKE, progress=False)
+    assert (again.executed, again.skipped) == (0, len(specs))
+    assert len(log.read_text().splitlines()) == n_calls
+
+
+def test_interrupted_grid_resumes_with_only_the_missing_runs(tmp_path, monkeypatch):
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv("ULDP_FAKE_LOG", str(log))
+    monkeypatch.setattr(fake_backend, "INTERRUPT_AFTER", [5])
+    with pytest.raises(KeyboardInterrupt):
+        run_grid("tcga_brca", "smoke", root=tmp_path, backend=fake_backend.INTERRUPTING, progress=False)
+    assert len(list((tmp_path / "tcga_brca").glob("*.json"))) == 5
+    assert not list((tmp_path / "tcga_brca").glob(".*"))
+    partial = load_results("tcga_brca", "smoke", root=tmp_path)
+    assert (len(partial.runs), len(partial.missing), partial.complete) == (5, len(expand("tcga_brca", "smoke")) - 5,
+                                                                           False)
+    log.write_text("")
+    report = run_grid("tcga_brca", "smoke", root=tmp_path, backend=fake_backend.FAKE, progress=False)
+    assert (report.skipped, report.executed) == (5, len(partial.missing))
+    done = {line.split(" ", 1)[1] for line in log.read_text().splitlines()}
+    assert done == {str(sorted(spec.kwargs.items())) for spec in partial.missing}
+    assert load_results("tcga_brca", "smoke", root=tmp_path).complete
+
+
+def test_parallel_jobs_match_serial_results_and_failures_are_reported(tmp_path, monkeypatch):
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv("ULDP_FAKE_LOG", str(log))
+    failing = Grid("failing", "t", "-", "privacy_utility",
+                   lambda: [e for e in GRIDS["heart_disease"].entries()[:3]]
+                   + [Entry.of(**{**GRIDS["heart_disease"].entries()[0].kwargs, "method": "FAIL"})],
+                   ("n_users",), ("method",), {"smoke": Reduction(rounds=2)})
+    monkeypatch.setitem(GRIDS, "failing", failing)
+    serial = run_grid("failing", "smoke", root=tmp_path / "serial", backend=fake_backend.FAKE, progress=False)
+    parallel = run_grid("failing", "smoke", root=tmp_path / "parallel", backend=fake_backend.FAKE, jobs=2,
+                        progress=False)
+    for report in (serial, parallel):
+        assert (report.executed, len(report.failed)) == (3, 1)
+        assert "FAIL" in report.failed[0][1] and "fails on purpose" in report.failed[0][1]
+    pids = {line.split()[0] for line in log.read_text().splitlines()}
+    assert str(os.getpid()) in pids and len(pids) >= 2  # the parallel runs happened in worker processes
+    for path in (tmp_path / "serial" / "failing").glob("*.json"):
+        twin = json.loads((tmp_path / "parallel" / "failing" / path.name).read_text())
+        assert twin["result"] == json.loads(path.read_text())["result"]
+
+
+def test_loaded_results_frame_and_description(tmp_path):
+    run_grid("user_sampling", "smoke", root=tmp_path, backend=fake_backend.FAKE, progress=False, command="pytest")
+    results = load_results("user_sampling", "smoke", root=tmp_path)
+    frame = results.frame()
+    specs = expand("user_sampling", "smoke")
+    assert results.complete and len(frame) == sum(s.kwargs["rounds"] for s in specs)
+    assert set(frame["series"]) == {"q=0.1", "q=1"} and {"test_loss", "epsilon", "round", "q"} <= set(frame)
+    text = results.describe()
+    assert f"{len(specs)} of {len(specs)} runs" in text and "smoke profile" in text and "`pytest`" in text
+
+
+def test_chapter_results_show_paper_results_only_when_they_cover_every_line(tmp_path, monkeypatch):
+    paper_root, build_root = tmp_path / "results", tmp_path / "build"
+    first = experiments.chapter_results("user_sampling", "default", backend=fake_backend.FAKE,
+                                        paper_root=paper_root, root=build_root)
+    assert first.results.profile == "default" and first.results.complete
+    assert "No paper-profile results are committed" in first.note and "**default**" in first.note
+    monkeypatch.setattr(fake_backend, "INTERRUPT_AFTER", [2])
+    with pytest.raises(KeyboardInterrupt):
+        run_grid("user_sampling", "paper", root=paper_root, backend=fake_backend.INTERRUPTING, progress=False)
+    partial = experiments.chapter_results("user_sampling", "default", backend=fake_backend.FAKE,
+                                          paper_root=paper_root, root=build_root)
+    assert partial.results.profile == "default" and "stored only in part (2 of 45 runs" in partial.note
+    run_grid("user_sampling", "paper", seeds=[0], root=paper_root, backend=fake_backend.FAKE, progress=False,
+             command="uldp grid user_sampling --profile paper")
+    shown = experiments.chapter_results("user_sampling", "smoke", backend=fake_backend.FAKE,
+                                        paper_root=paper_root, root=build_root)
+    assert shown.results.profile == "paper" and "committed paper-profile" in shown.note
+    assert "uldp grid user_sampling --profile paper" in shown.note and not shown.results.complete
+    assert load_results("user_sampling", "smoke", root=build_root).complete  # smoke still exercised the runs
+    full = experiments.chapter_results("user_sampling", "paper", backend=fake_backend.FAKE,
+                                       paper_root=paper_root, root=build_root)
+    assert full.results.complete and "ran the paper-profile grid" in full.note
+    assert len(list((paper_root / "user_sampling").glob("*.json"))) == 45

@@ -1,0 +1,96 @@
+"""The paper-like figures (uldp.plots): layout, and curves equal to the mean and std over seeds computed here."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from test_scorecard import world  # noqa: E402
+
+from uldp import plots  # noqa: E402
+from uldp.experiments import ResultSet  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def data():
+    return world(profile="smoke", seeds=(0, 1, 2))
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def _line(ax, label):
+    return next(line for line in ax.get_lines() if line.get_label() == label)
+
+
+def test_privacy_utility_figure_draws_mean_and_std_band_per_setting(data):
+    results = data["heart_disease"]
+    fig = plots.privacy_utility_figure(results)
+    panels = list(dict.fromkeys(run["panel"] for run in results.runs))
+    axes = np.array(fig.axes).reshape(len(panels), 2)
+    assert [ax.get_title() for ax in axes[:, 0]] == panels
+    assert axes[0, 0].get_ylabel() == "test accuracy" and axes[0, 1].get_yscale() == "log"
+    runs = [r for r in results.runs if r["panel"] == panels[0] and r["series"] == "ULDP-AVG"]
+    curves = np.array([r["result"]["accuracy"] for r in runs])
+    line = _line(axes[0, 0], "ULDP-AVG")
+    np.testing.assert_allclose(line.get_ydata(), curves.mean(axis=0))
+    band = axes[0, 0].collections[[l.get_label() for l in axes[0, 0].get_lines()].index("ULDP-AVG")]
+    upper = band.get_paths()[0].vertices[:, 1].max()
+    assert upper == pytest.approx((curves.mean(axis=0) + curves.std(axis=0, ddof=1)).max())
+    assert "DEFAULT" in [l.get_label() for l in axes[0, 0].get_lines()]
+    assert "DEFAULT" not in [l.get_label() for l in axes[0, 1].get_lines()]  # no guarantee, no epsilon curve
+    assert plots.METHOD_COLORS["ULDP-AVG-w"] == _line(axes[0, 0], "ULDP-AVG-w").get_color()
+
+
+def test_mnist_shows_test_loss_then_accuracy_then_epsilon_and_tcga_the_c_index(data):
+    fig = plots.privacy_utility_figure(data["mnist"])
+    assert [ax.get_ylabel() for ax in fig.axes[:3]] == ["test loss", "test accuracy", plots.LABELS["epsilon"]]
+    fig = plots.privacy_utility_figure(data["tcga_brca"])
+    assert fig.axes[0].get_ylabel() == "C-index"
+
+
+def test_weighting_figure_has_a_panel_per_dataset_and_silo_count_with_zipf_dashed(data):
+    results = data["weighting"]
+    fig = plots.weighting_figure(results)
+    assert [ax.get_title() for ax in fig.axes] == list(dict.fromkeys(r["panel"] for r in results.runs))
+    assert _line(fig.axes[0], "ULDP-AVG-w, zipf").get_linestyle() == "--"
+    assert _line(fig.axes[0], "ULDP-AVG-w, uniform").get_linestyle() == "-"
+
+
+def test_user_sampling_figure_one_line_per_q(data):
+    results = data["user_sampling"]
+    fig = plots.user_sampling_figure(results)
+    assert {l.get_label() for l in fig.axes[0].get_lines()} == {r["series"] for r in results.runs
+                                                               if r["panel"] == results.runs[0]["panel"]}
+
+
+def test_empty_results_give_a_clear_error():
+    empty = ResultSet("mnist", "paper", (), (), "nowhere")
+    for draw in (plots.privacy_utility_figure, plots.weighting_figure, plots.user_sampling_figure):
+        with pytest.raises(ValueError, match="no stored results for grid 'mnist'"):
+            draw(empty)
+
+
+def test_runtime_table_splits_each_round_into_silo_and_server_time():
+    timings = {"rounds": [{"aggregation": 1.0, "encrypt_weights": 0.5, "silo_weighting": 2.0}] * 2,
+               "setup": {"paillier_keygen": 3.0, "key_exchange": 0.25, "blinded_histogram": 0.125}}
+    runs = tuple({"panel": "heart_disease", "series": "|U|=10", "seed": seed,
+                  "params": {"dataset": "heart_disease", "n_users": 10},
+                  "result": {"seconds": [9.5, 5.5 + seed], "info": {"n_silos": 4, "secure_timings": timings}}}
+                 for seed in (0, 2))
+    table = plots.runtime_table(ResultSet("protocol_runtime", "paper", runs, (), "memory"))
+    row = table.loc[("heart_disease", 10)]
+    # per silo: (round seconds - server's 1.5 s) / 4 silos, averaged over rounds then seeds
+    seed0, seed2 = np.mean([(9.5 - 1.5) / 4, (5.5 - 1.5) / 4]), np.mean([(9.5 - 1.5) / 4, (7.5 - 1.5) / 4])
+    assert row["training per silo"] == pytest.approx((seed0 + seed2) / 2)
+    assert (row["key set-up"], row["blinded histogram"], row["aggregation"]) == (3.25, 0.125, 1.5)
+    assert len(plots.runtime_figure(ResultSet("protocol_runtime", "paper", runs, (), "memory")).axes) == 2
+    with pytest.raises(ValueError, match="no run of grid 'protocol_runtime' has secure-aggregation timings"):
+        plots.runtime_table(ResultSet("protocol_runtime", "paper", (), (), "memory"))

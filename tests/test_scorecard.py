@@ -1,0 +1,88 @@
+"""The scorecard (uldp.scorecard): verdicts computed from results of a world designed to satisfy, or break, claims."""
+
+from __future__ import annotations
+
+import functools
+
+import fake_backend
+import pytest
+
+from uldp import scorecard as sc
+from uldp.experiments import GRIDS, ResultSet, expand
+
+
+def world(profile: str = "paper", seeds=(0, 1), grids=None, **kwargs) -> dict[str, ResultSet]:
+    """In-memory results of every grid, curves from :func:`fake_backend.paper_like`."""
+    execute = functools.partial(fake_backend.paper_like, **kwargs)
+    data = {}
+    for name in grids or GRIDS:
+        runs = tuple({"panel": s.panel, "series": s.series, "seed": s.seed, "params": s.kwargs,
+                      "result": execute(s.kwargs), "provenance": {}}
+                     for s in expand(name, profile, seeds=list(seeds)))
+        data[name] = ResultSet(name, profile, runs, (), "memory")
+    return data
+
+
+@pytest.fixture(scope="module")
+def paper_world():
+    return world(seeds=(0, 1), grids=("heart_disease", "tcga_brca")) | world(
+        seeds=(0,), grids=("creditcard", "mnist", "weighting", "user_sampling"))
+
+
+def test_every_claim_holds_in_a_world_built_to_satisfy_them(paper_world):
+    table = sc.scorecard(paper_world)
+    assert len(table) == len(sc.CLAIMS)
+    assert list(table["verdict"]) == [sc.HOLDS] * len(sc.CLAIMS), table[table["verdict"] != sc.HOLDS].to_dict("records")
+    assert all("paper, " in source and "seed(s)" in source for source in table["source"])
+
+
+def test_swapping_methods_breaks_exactly_the_claims_about_them():
+    table = sc.scorecard(world(swap=("ULDP-AVG", "ULDP-AVG-w"), grids=("heart_disease", "tcga_brca")))
+    verdicts = dict(zip(table["claim"], table["verdict"]))
+    by_key = {claim.key: verdicts[claim.text] for claim in sc.CLAIMS}
+    assert by_key["avg-w-faster"] == sc.FAILS
+    assert by_key["avg-vs-sgd"] == sc.HOLDS and by_key["naive-low"] == sc.HOLDS
+    table = sc.scorecard(world(swap=("ULDP-AVG", "ULDP-SGD"), grids=("heart_disease",)))
+    row = table[table["claim"] == next(c.text for c in sc.CLAIMS if c.key == "avg-vs-sgd")].iloc[0]
+    assert row["verdict"] == sc.FAILS and "in 0 of 4 settings" in row["measured"]
+
+
+def test_claims_without_results_say_not_measured():
+    table = sc.scorecard(world(grids=("heart_disease",)))
+    by_key = dict(zip((c.key for c in sc.CLAIMS), table["verdict"]))
+    assert by_key["tradeoff"] == sc.HOLDS
+    for key in ("group2-mnist", "non-iid", "weighting", "sampling", "group-small-n"):
+        assert by_key[key] == sc.MISSING
+    assert sc.scorecard({})["verdict"].eq(sc.MISSING).all()
+
+
+def test_per_setting_final_and_auc_match_a_direct_computation(paper_world):
+    results = paper_world["heart_disease"]
+    final = sc.per_setting(results, "accuracy", "final")
+    auc = sc.per_setting(results, "accuracy", "auc")
+    run = next(r for r in results.runs if r["series"] == "ULDP-SGD" and r["seed"] == 0)
+    twin = next(r for r in results.runs if r["series"] == "ULDP-SGD" and r["seed"] == 1 and r["panel"] == run["panel"])
+    row = final[(final["panel"] == run["panel"]) & (final["series"] == "ULDP-SGD")].iloc[0]
+    assert row["mean"] == pytest.approx((run["result"]["accuracy"][-1] + twin["result"]["accuracy"][-1]) / 2)
+    assert row["seeds"] == 2 and row["n_users"] == run["params"]["n_users"]
+    row = auc[(auc["panel"] == run["panel"]) & (auc["series"] == "ULDP-SGD")].iloc[0]
+    values = run["result"]["accuracy"] + twin["result"]["accuracy"]
+    assert row["mean"] == pytest.approx(sum(values) / len(values))
+    with pytest.raises(ValueError, match="how must be"):
+        sc.per_setting(results, "accuracy", "median")
+
+
+def test_final_table_and_weighting_gaps_show_the_measured_values(paper_world):
+    results = paper_world["heart_disease"]
+    table = sc.final_table(results)
+    run = next(r for r in results.runs if r["series"] == "ULDP-AVG" and r["seed"] == 0)
+    twin = next(r for r in results.runs if r["series"] == "ULDP-AVG" and r["seed"] == 1 and r["panel"] == run["panel"])
+    mean = (run["result"]["accuracy"][-1] + twin["result"]["accuracy"][-1]) / 2
+    assert table.loc[run["panel"], "ULDP-AVG"].startswith(f"{mean:.3f} ± ")
+    assert f"| ε {run['result']['epsilon'][-1]:.3g}" in table.loc[run["panel"], "ULDP-AVG"]
+    assert "ε" not in table.loc[run["panel"], "DEFAULT"] and list(table.columns)[0] == "DEFAULT"
+    gaps = sc.weighting_gaps(paper_world)
+    row = gaps[(gaps["dataset"] == "creditcard") & (gaps["n_silos"] == 50) & (gaps["distribution"] == "zipf")]
+    runs = {r["series"]: r for r in paper_world["weighting"].runs if r["panel"] == "creditcard, |S|=50"}
+    expected = runs["ULDP-AVG, zipf"]["result"]["test_loss"][-1] - runs["ULDP-AVG-w, zipf"]["result"]["test_loss"][-1]
+    assert float(row["gap"].iloc[0]) == pytest.approx(expected)

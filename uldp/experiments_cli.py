@@ -1,0 +1,64 @@
+"""``uldp grid NAME --profile PROFILE [--jobs N] [--seeds ...]``: run a named experiment grid, resumably."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``grid`` sub-command."""
+    parser = subparsers.add_parser(
+        "grid",
+        help="run a named experiment grid of the paper (resumes: stored runs are skipped)",
+        description="Run every run of a named grid that is not stored yet, one JSON file per run. "
+                    "Paper-profile results go to results/<grid>/, smoke and default ones to _build/results/<grid>/.",
+    )
+    parser.add_argument("name", help="grid name, e.g. heart_disease, weighting, user_sampling; `list` lists them")
+    parser.add_argument("--profile", default="smoke", help="smoke, default or paper (default: smoke)")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once, in separate processes (default 1)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds instead of the profile's")
+    parser.add_argument("--root", default=None, help="results root instead of the profile's")
+    parser.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
+    parser.add_argument("--json", action="store_true", help="print one JSON line with the report")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    """Run ``uldp grid``; return 0 when every run is stored, 1 when some failed."""
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from uldp import experiments
+    from uldp.cli import print_json
+
+    if args.name == "list":
+        for grid in experiments.GRIDS.values():
+            print(f"{grid.name:18s} {grid.figure:9s} {grid.title}")
+        return 0
+    experiments.get_grid(args.name)
+    experiments.check_profile(args.profile)
+    if args.dry_run:
+        specs = experiments.expand(args.name, args.profile, seeds=args.seeds)
+        root = Path(args.root) if args.root else experiments.results_root(args.profile)
+        todo = experiments.pending_runs(specs, root)
+        for spec in todo:
+            print(f"{spec.key}  {spec.panel} | {spec.series} | seed {spec.seed}")
+        summary = {"grid": args.name, "profile": args.profile, "total": len({s.key for s in specs}),
+                   "pending": len(todo), "root": str(root)}
+        print_json(summary) if args.json else print(f"{len(todo)} of {summary['total']} runs to do under {root}")
+        return 0
+    command = shlex.join(["uldp", "grid", args.name, "--profile", args.profile, "--jobs", str(args.jobs)]
+                         + (["--seeds", *map(str, args.seeds)] if args.seeds else [])
+                         + (["--root", args.root] if args.root else []))
+    report = experiments.run_grid(args.name, args.profile, seeds=args.seeds, jobs=args.jobs, root=args.root,
+                                  command=command)
+    if args.json:
+        print_json(asdict(report))
+    else:
+        print(f"{report.grid} [{report.profile}]: {report.executed} run now, {report.skipped} already stored, "
+              f"{len(report.failed)} failed, {report.wall_seconds:.1f} s; results in {report.root}/{report.grid}")
+        for key, error in report.failed:
+            print(f"  failed {key}: {error}", file=sys.stderr)
+    return 1 if report.failed else 0

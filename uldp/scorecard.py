@@ -1,0 +1,464 @@
+"""The claims of the paper's results section (Section 5.2), each checked against our stored results.
+
+Every claim is a function of the stored results of the grids (:mod:`uldp.experiments`) that returns what we measured
+and a verdict: ``holds``, ``partly`` or ``does not hold`` (``not measured`` when the results it needs are missing).
+A claim made over several settings (panels) holds when it holds in every one, partly when in at least half, and
+does not hold otherwise; claims with a magnitude ("much larger") state the threshold they use.
+
+Utility is the dataset's metric of :data:`uldp.experiments.UTILITY_METRIC` (higher is better); "final" means the
+mean over seeds at the last round; "convergence speed" is the mean utility over all rounds (the area under the
+curve, so a method that gets high sooner scores higher).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from uldp.experiments import GRIDS, UTILITY_METRIC, ResultSet, load_results
+
+HOLDS, PARTLY, FAILS, MISSING = "holds", "partly", "does not hold", "not measured"
+PRIVACY_UTILITY_GRIDS = tuple(name for name, grid in GRIDS.items() if grid.kind == "privacy_utility")
+#: "much larger privacy budgets": GROUP-k's epsilon at least this many times ULDP-AVG's.
+MUCH_LARGER = 10.0
+#: A utility difference we call noticeable (accuracy or C-index points).
+NOTICEABLE = 0.02
+
+
+class NotMeasured(Exception):
+    """The results a claim needs are not stored (the message says which)."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What a claim function found: a sentence with our numbers, and the verdict."""
+
+    measured: str
+    verdict: str
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the paper's Section 5.2.
+
+    Attributes:
+        key: Short identifier.
+        text: The claim, close to the paper's words.
+        where: The figure(s) it is about.
+        grids: Grids whose results it reads.
+        check: Computes the :class:`Finding` from ``{grid name: ResultSet}``.
+    """
+
+    key: str
+    text: str
+    where: str
+    grids: tuple[str, ...]
+    check: Callable[[Mapping[str, ResultSet]], Finding]
+
+
+# ---------------------------------------------------------------------------------------------------- measurements
+
+
+def per_setting(results: ResultSet, metric: str, how: str = "final") -> pd.DataFrame:
+    """One row per panel and series: the mean and std over seeds of a per-round metric.
+
+    Args:
+        results: Stored results of one grid.
+        metric: A per-round column (``"accuracy"``, ``"epsilon"``, ...).
+        how: ``"final"`` (value at the last round) or ``"auc"`` (mean over rounds).
+
+    Returns:
+        Columns ``panel, series, mean, std, seeds`` and the run arguments (``dataset, method, n_users, ...``).
+
+    Raises:
+        NotMeasured: No stored runs, or the metric is absent.
+        ValueError: Unknown ``how``.
+    """
+    if how not in ("final", "auc"):
+        raise ValueError(f"how must be 'final' or 'auc', got {how!r}")
+    if not results.runs:
+        raise NotMeasured(f"no stored results for grid {results.grid!r}")
+    frame = results.frame()
+    if metric not in frame:
+        raise NotMeasured(f"grid {results.grid!r} has no {metric!r} values")
+    frame = frame.dropna(subset=[metric]).sort_values("round")
+    keys = ["panel", "series"]
+    per_run = frame.groupby(keys + ["seed"], sort=False).agg(
+        value=(metric, "last" if how == "final" else "mean"),
+        **{name: (name, "first") for name in frame.columns if name not in keys + ["seed", "round", metric]
+           and name in results.runs[0]["params"]},
+    ).reset_index()
+    params = [name for name in per_run.columns if name not in keys + ["seed", "value"]]
+    table = per_run.groupby(keys, sort=False).agg(mean=("value", "mean"), std=("value", "std"),
+                                                  seeds=("value", "count"),
+                                                  **{name: (name, "first") for name in params}).reset_index()
+    table["std"] = table["std"].fillna(0.0)
+    return table
+
+
+def _value(table: pd.DataFrame, panel: str, series: str) -> float | None:
+    row = table[(table["panel"] == panel) & (table["series"] == series)]
+    return None if row.empty else float(row["mean"].iloc[0])
+
+
+def _utility(results: ResultSet) -> str:
+    return UTILITY_METRIC[results.runs[0]["params"]["dataset"]] if results.runs else "accuracy"
+
+
+def _fraction_verdict(hits: int, total: int) -> str:
+    if total == 0:
+        raise NotMeasured("no setting has the methods this claim compares")
+    return HOLDS if hits == total else PARTLY if 2 * hits >= total else FAILS
+
+
+def _privacy_utility_panels(data: Mapping[str, ResultSet], how: str = "final",
+                            metric: str | None = None) -> list[tuple[str, str, pd.DataFrame]]:
+    """``(grid, panel, table)`` for every stored privacy-utility panel (utility unless ``metric`` is given)."""
+    found = []
+    for name in PRIVACY_UTILITY_GRIDS:
+        results = data.get(name)
+        if results is None or not results.runs:
+            continue
+        try:
+            table = per_setting(results, metric or _utility(results), how)
+        except NotMeasured:
+            continue
+        found.extend((name, panel, table) for panel in dict.fromkeys(table["panel"]))
+    if not found:
+        raise NotMeasured("no privacy-utility results are stored")
+    return found
+
+
+def _group_exception(grid: str, table: pd.DataFrame, panel: str) -> bool:
+    """The paper's stated exception to GROUP-k's large epsilon: MNIST with many users (few records per user, many
+    records in all), where ULDP-GROUP-2 gets a small bound (checked by its own claim)."""
+    return grid == "mnist" and bool((table.loc[table["panel"] == panel, "n_users"] >= 1000).all())
+
+
+def _pairwise(data: Mapping[str, ResultSet], better: str, worse: str, how: str) -> Finding:
+    """Claim that ``better`` has higher utility than ``worse`` in every privacy-utility setting."""
+    hits, gaps = 0, []
+    for name, panel, table in _privacy_utility_panels(data, how):
+        high, low = _value(table, panel, better), _value(table, panel, worse)
+        if high is None or low is None:
+            continue
+        gaps.append(high - low)
+        hits += high > low
+    verdict = _fraction_verdict(hits, len(gaps))
+    what = "final utility" if how == "final" else "mean utility over rounds"
+    return Finding(f"{better} above {worse} in {hits} of {len(gaps)} settings ({what}; median difference "
+                   f"{np.median(gaps):+.3f}, range {min(gaps):+.3f} to {max(gaps):+.3f})", verdict)
+
+
+# ---------------------------------------------------------------------------------------------------------- claims
+
+
+def _proposed_tradeoff(data: Mapping[str, ResultSet]) -> Finding:
+    epsilon = {name: per_setting(data[name], "epsilon") for name in PRIVACY_UTILITY_GRIDS
+               if name in data and data[name].runs}
+    hits, total = 0, 0
+    for name, panel, table in _privacy_utility_panels(data):
+        proposed = [v for s in ("ULDP-AVG", "ULDP-AVG-w", "ULDP-SGD") if (v := _value(table, panel, s)) is not None]
+        naive, eps_avg = _value(table, panel, "ULDP-NAIVE"), _value(epsilon[name], panel, "ULDP-AVG")
+        groups = [v for s in set(epsilon[name]["series"]) if s.startswith("ULDP-GROUP")
+                  and (v := _value(epsilon[name], panel, s)) is not None]
+        if not proposed or naive is None or eps_avg is None or not groups or _group_exception(name, table, panel):
+            continue
+        total += 1
+        hits += max(proposed) >= naive and eps_avg < min(groups)
+    verdict = _fraction_verdict(hits, total)
+    return Finding(f"in {hits} of {total} settings the best of ULDP-AVG/AVG-w/SGD reaches at least ULDP-NAIVE's "
+                   "utility (at the same epsilon) with a smaller epsilon than every ULDP-GROUP-k (MNIST with many "
+                   "users excluded, as in the paper)", verdict)
+
+
+def _naive_low(data: Mapping[str, ResultSet]) -> Finding:
+    hits, gaps = 0, []
+    for name, panel, table in _privacy_utility_panels(data):
+        naive = _value(table, panel, "ULDP-NAIVE")
+        others = [v for s in ("ULDP-AVG", "ULDP-AVG-w") if (v := _value(table, panel, s)) is not None]
+        if naive is None or not others:
+            continue
+        gaps.append(min(others) - naive)
+        hits += min(others) - naive > NOTICEABLE
+    verdict = _fraction_verdict(hits, len(gaps))
+    return Finding(f"ULDP-NAIVE's final utility is more than {NOTICEABLE} below both ULDP-AVG and ULDP-AVG-w in "
+                   f"{hits} of {len(gaps)} settings (median gap {np.median(gaps):.3f})", verdict)
+
+
+def _group_epsilon(data: Mapping[str, ResultSet]) -> Finding:
+    ratios = []
+    for name, panel, table in _privacy_utility_panels(data, metric="epsilon"):
+        if _group_exception(name, table, panel):
+            continue
+        avg = _value(table, panel, "ULDP-AVG")
+        groups = [v for s in set(table["series"]) if s.startswith("ULDP-GROUP")
+                  and (v := _value(table, panel, s)) is not None]
+        if avg and groups:
+            ratios.append(min(groups) / avg)
+    hits = sum(ratio >= MUCH_LARGER for ratio in ratios)
+    verdict = _fraction_verdict(hits, len(ratios))
+    return Finding(f"smallest ULDP-GROUP-k epsilon / ULDP-AVG epsilon: median {np.median(ratios):.1f}x, minimum "
+                   f"{min(ratios):.1f}x; at least {MUCH_LARGER:g}x in {hits} of {len(ratios)} settings "
+                   "(MNIST with many users excluded, as in the paper)", verdict)
+
+
+def _default_gap(data: Mapping[str, ResultSet]) -> Finding:
+    return _pairwise(data, "DEFAULT", "ULDP-AVG", "final")
+
+
+def _group_beats_avg_small_n(data: Mapping[str, ResultSet]) -> Finding:
+    results = data.get("creditcard")
+    if results is None or not results.runs:
+        raise NotMeasured("no Creditcard results")
+    table = per_setting(results, _utility(results))
+    panels = [p for p in dict.fromkeys(table["panel"]) if p.endswith("uniform")
+              and table.loc[table["panel"] == p, "n_users"].iloc[0] == max(table["n_users"])]
+    if not panels or table.loc[table["panel"] == panels[0], "n_users"].iloc[0] < 1000:
+        raise NotMeasured("no Creditcard setting with 1000 users, uniform")
+    panel = panels[0]
+    avg = _value(table, panel, "ULDP-AVG")
+    groups = {s: _value(table, panel, s) for s in ("ULDP-GROUP-max", "ULDP-GROUP-median")}
+    groups = {s: v for s, v in groups.items() if v is not None}
+    if avg is None or not groups:
+        raise NotMeasured("ULDP-AVG or ULDP-GROUP-max/median missing in that setting")
+    above = [s for s, v in groups.items() if v > avg]
+    verdict = HOLDS if len(above) == len(groups) else PARTLY if above else FAILS
+    shown = ", ".join(f"{s} {v:.3f}" for s, v in groups.items())
+    return Finding(f"{panel}: ULDP-AVG {avg:.3f}; {shown}", verdict)
+
+
+def _group2_mnist(data: Mapping[str, ResultSet]) -> Finding:
+    results = data.get("mnist")
+    if results is None or not results.runs:
+        raise NotMeasured("no MNIST results")
+    table = per_setting(results, "epsilon")
+    rows = table[table["series"] == "ULDP-GROUP-2"]
+    if rows.empty or rows["n_users"].nunique() < 2:
+        raise NotMeasured("ULDP-GROUP-2 on MNIST with both user counts is missing")
+    many, few = rows[rows["n_users"] == rows["n_users"].max()], rows[rows["n_users"] == rows["n_users"].min()]
+    small = many["mean"].max()
+    avg = table[(table["series"] == "ULDP-AVG") & (table["n_users"] == rows["n_users"].max())]["mean"]
+    verdict = HOLDS if small <= 10 and small < few["mean"].min() else PARTLY if small < few["mean"].min() else FAILS
+    return Finding(f"ULDP-GROUP-2 epsilon with {rows['n_users'].max()} users: at most {small:.2f} "
+                   f"(ULDP-AVG {avg.mean():.2f}); with {rows['n_users'].min()} users: at least {few['mean'].min():.2f}"
+                   " (held: at most 10 and below the few-users value)", verdict)
+
+
+def _noniid(data: Mapping[str, ResultSet]) -> Finding:
+    results = data.get("mnist")
+    if results is None or not results.runs:
+        raise NotMeasured("no MNIST results")
+    table = per_setting(results, "accuracy")
+    table = table[table["series"] == "ULDP-AVG"]
+    drops = {}
+    for n_users in sorted(set(table["n_users"])):
+        rows = table[table["n_users"] == n_users].set_index("distribution")["mean"]
+        if {"zipf", "zipf-noniid"} <= set(rows.index):
+            drops[int(n_users)] = float(rows["zipf"] - rows["zipf-noniid"])
+    if len(drops) < 2:
+        raise NotMeasured("ULDP-AVG on MNIST zipf iid and non-iid with two user counts is missing")
+    few, many = drops[min(drops)], drops[max(drops)]
+    verdict = HOLDS if few > NOTICEABLE and many < few / 2 else PARTLY if few > many else FAILS
+    return Finding(f"ULDP-AVG final accuracy, zipf iid minus non-iid: {few:+.3f} with {min(drops)} users, "
+                   f"{many:+.3f} with {max(drops)} users (held: > {NOTICEABLE} and less than half of it)", verdict)
+
+
+def weighting_gaps(data: Mapping[str, ResultSet]) -> pd.DataFrame:
+    """Final test loss of ULDP-AVG minus that of ULDP-AVG-w (positive: the weighting helps) per dataset, silo count
+    and distribution, from the ``weighting`` grid's results.
+
+    Raises:
+        NotMeasured: The results are missing.
+    """
+    results = data.get("weighting")
+    if results is None or not results.runs:
+        raise NotMeasured("no enhanced-weighting results")
+    table = per_setting(results, "test_loss")
+    pivot = table.pivot_table(index=["dataset", "n_silos", "distribution"], columns="method", values="mean")
+    if not {"ULDP-AVG", "ULDP-AVG-w"} <= set(pivot.columns):
+        raise NotMeasured("ULDP-AVG or ULDP-AVG-w missing in the weighting results")
+    return (pivot["ULDP-AVG"] - pivot["ULDP-AVG-w"]).rename("gap").reset_index()
+
+
+def _weighting_helps(data: Mapping[str, ResultSet]) -> Finding:
+    gaps = weighting_gaps(data)
+    hits = int((gaps["gap"] > 0).sum())
+    shown = "; ".join(f"{r.dataset} |S|={r.n_silos} {r.distribution}: {r.gap:+.4f}" for r in gaps.itertuples())
+    return Finding(f"final test loss of ULDP-AVG minus ULDP-AVG-w: {shown}", _fraction_verdict(hits, len(gaps)))
+
+
+def _weighting_zipf(data: Mapping[str, ResultSet]) -> Finding:
+    gaps = weighting_gaps(data).pivot_table(index=["dataset", "n_silos"], columns="distribution", values="gap")
+    if not {"uniform", "zipf"} <= set(gaps.columns):
+        raise NotMeasured("weighting results lack uniform or zipf")
+    hits = int((gaps["zipf"] > gaps["uniform"]).sum())
+    shown = "; ".join(f"{d} |S|={s}: zipf {r.zipf:+.4f} vs uniform {r.uniform:+.4f}"
+                      for (d, s), r in gaps.iterrows())
+    return Finding(f"loss gap (AVG minus AVG-w) {shown}", _fraction_verdict(hits, len(gaps)))
+
+
+def _weighting_silos(data: Mapping[str, ResultSet]) -> Finding:
+    gaps = weighting_gaps(data)
+    zipf = gaps[(gaps["dataset"] == "creditcard") & (gaps["distribution"] == "zipf")].sort_values("n_silos")
+    if len(zipf) < 2:
+        raise NotMeasured("Creditcard zipf weighting results with at least two silo counts are missing")
+    values = zipf["gap"].to_numpy()
+    verdict = HOLDS if np.all(np.diff(values) > 0) else PARTLY if values[-1] > values[0] else FAILS
+    shown = ", ".join(f"|S|={s}: {g:+.4f}" for s, g in zip(zipf["n_silos"], values))
+    return Finding(f"Creditcard zipf, loss gap AVG minus AVG-w by silos: {shown}", verdict)
+
+
+def _sampling_table(data: Mapping[str, ResultSet]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    results = data.get("user_sampling")
+    if results is None or not results.runs:
+        raise NotMeasured("no user-sampling results")
+    return per_setting(results, "accuracy"), per_setting(results, "epsilon")
+
+
+def _sampling_tradeoff(data: Mapping[str, ResultSet]) -> Finding:
+    utility, epsilon = _sampling_table(data)
+    parts, eps_ok, util_ok = [], 0, 0
+    datasets = list(dict.fromkeys(utility["dataset"]))
+    for dataset in datasets:
+        u = utility[utility["dataset"] == dataset].sort_values("q")
+        e = epsilon[epsilon["dataset"] == dataset].sort_values("q")
+        eps_ok += bool(np.all(np.diff(e["mean"].to_numpy()) > 0))
+        util_ok += bool(u["mean"].iloc[-1] >= u["mean"].iloc[0])
+        parts.append(f"{dataset}: q={u['q'].iloc[0]:g} -> accuracy {u['mean'].iloc[0]:.3f}, epsilon "
+                     f"{e['mean'].iloc[0]:.2f}; q={u['q'].iloc[-1]:g} -> {u['mean'].iloc[-1]:.3f}, "
+                     f"{e['mean'].iloc[-1]:.2f}")
+    n = len(datasets)
+    verdict = HOLDS if eps_ok == util_ok == n else PARTLY if eps_ok == n else FAILS
+    return Finding("; ".join(parts) + f" (epsilon grows with q in {eps_ok} of {n}; utility at the largest q at least "
+                   f"that at the smallest in {util_ok} of {n})", verdict)
+
+
+def _sampling_q07(data: Mapping[str, ResultSet]) -> Finding:
+    utility, _ = _sampling_table(data)
+    rows = utility[utility["dataset"] == "creditcard"].set_index("q")["mean"]
+    if not {0.7, 1.0} <= set(rows.index):
+        raise NotMeasured("Creditcard with q = 0.7 and q = 1.0 is missing")
+    loss = float(rows[1.0] - rows[0.7])
+    verdict = HOLDS if loss <= NOTICEABLE else PARTLY if loss <= 2.5 * NOTICEABLE else FAILS
+    return Finding(f"Creditcard accuracy q=1.0 minus q=0.7: {loss:+.3f} (held: at most {NOTICEABLE})", verdict)
+
+
+def _sampling_mnist(data: Mapping[str, ResultSet]) -> Finding:
+    utility, epsilon = _sampling_table(data)
+    drops = {}
+    for dataset in ("creditcard", "mnist"):
+        u = utility[utility["dataset"] == dataset].sort_values("q")
+        if len(u) >= 2:
+            drops[dataset] = float((u["mean"].iloc[-1] - u["mean"].iloc[0]) / u["mean"].iloc[-1])
+    if len(drops) < 2:
+        raise NotMeasured("user-sampling results for both Creditcard and MNIST are needed")
+    verdict = HOLDS if drops["mnist"] < drops["creditcard"] else FAILS
+    return Finding(f"relative accuracy loss from the largest to the smallest q: MNIST {drops['mnist']:.1%}, "
+                   f"Creditcard {drops['creditcard']:.1%}", verdict)
+
+
+#: Every claim of Section 5.2, in the paper's order.
+CLAIMS: tuple[Claim, ...] = (
+    Claim("tradeoff", "ULDP-AVG/SGD give significantly better privacy-utility trade-offs than the baselines "
+          "(ULDP-NAIVE, ULDP-GROUP-k).", "Figures 5-8", PRIVACY_UTILITY_GRIDS, _proposed_tradeoff),
+    Claim("naive-low", "ULDP-NAIVE achieves a low privacy bound, but its utility is much lower than the other "
+          "methods'.", "Figures 5-8", PRIVACY_UTILITY_GRIDS, _naive_low),
+    Claim("group-epsilon", "ULDP-GROUP-k requires much larger privacy budgets (group-privacy conversion).",
+          "Figures 5-8", PRIVACY_UTILITY_GRIDS, _group_epsilon),
+    Claim("avg-vs-sgd", "ULDP-AVG converges faster than ULDP-SGD.", "Figures 5-8", PRIVACY_UTILITY_GRIDS,
+          lambda data: _pairwise(data, "ULDP-AVG", "ULDP-SGD", "auc")),
+    Claim("default-gap", "There is still a gap between ULDP-AVG and the non-private DEFAULT, the price of privacy.",
+          "Figures 5-8", PRIVACY_UTILITY_GRIDS, _default_gap),
+    Claim("group-small-n", "For small n (Creditcard, 1000 users, uniform), ULDP-GROUP-max/median reach higher "
+          "accuracy than ULDP-AVG.", "Figure 5c", ("creditcard",), _group_beats_avg_small_n),
+    Claim("avg-w-faster", "In all datasets ULDP-AVG-w converges much faster than ULDP-AVG.", "Figures 5-8",
+          PRIVACY_UTILITY_GRIDS, lambda data: _pairwise(data, "ULDP-AVG-w", "ULDP-AVG", "auc")),
+    Claim("group2-mnist", "On MNIST with 10000 users (few records per user, many records), ULDP-GROUP-2 reaches a "
+          "reasonably small privacy bound.", "Figure 6d-f", ("mnist",), _group2_mnist),
+    Claim("non-iid", "User-level non-iid data hurts ULDP-AVG with 100 users (MNIST), much less with 10000 users.",
+          "Figure 6c, 6f", ("mnist",), _noniid),
+    Claim("weighting", "The enhanced weighting (ULDP-AVG-w) lowers the test loss compared with ULDP-AVG.",
+          "Figure 9", ("weighting",), _weighting_helps),
+    Claim("weighting-zipf", "The gain of ULDP-AVG-w is larger under skewed (zipf) allocations.", "Figure 9",
+          ("weighting",), _weighting_zipf),
+    Claim("weighting-silos", "The gain of ULDP-AVG-w grows with the number of silos.", "Figure 9", ("weighting",),
+          _weighting_silos),
+    Claim("sampling", "User-level sub-sampling gives a tighter privacy bound at the expense of utility.", "Figure 10",
+          ("user_sampling",), _sampling_tradeoff),
+    Claim("sampling-q07", "On Creditcard the utility loss of sub-sampling is acceptable at q = 0.7.", "Figure 10a",
+          ("user_sampling",), _sampling_q07),
+    Claim("sampling-mnist", "With 10000 users (MNIST) sub-sampling costs less utility than on Creditcard.",
+          "Figure 10b", ("user_sampling",), _sampling_mnist),
+)
+
+
+def stored_results(profile: str, *, paper_root: Any = None, root: Any = None) -> dict[str, ResultSet]:
+    """Per grid, the committed paper-profile results when they cover every line of the figure, else the
+    ``profile``'s stored results.
+
+    Nothing runs: the experiment chapters (or ``uldp grid``) produce the results.
+    """
+    data = {}
+    for name in GRIDS:
+        paper = load_results(name, "paper", root=paper_root)
+        data[name] = paper if paper.covers_every_line or profile == "paper" else load_results(name, profile, root=root)
+    return data
+
+
+def scorecard(data: Mapping[str, ResultSet], *, grid: str | None = None) -> pd.DataFrame:
+    """Check every claim of :data:`CLAIMS` against stored results.
+
+    Args:
+        data: ``{grid name: ResultSet}``, e.g. from :func:`stored_results`.
+        grid: Only the claims that read this grid.
+
+    Returns:
+        One row per claim: ``claim, where, measured, verdict, source`` (the profile and seeds of the results used).
+    """
+    rows = []
+    for claim in CLAIMS:
+        if grid is not None and grid not in claim.grids:
+            continue
+        used = [data[name] for name in claim.grids if name in data and data[name].runs]
+        source = "; ".join(f"{r.grid}: {r.profile}, {len({run['seed'] for run in r.runs})} seed(s)"
+                           + ("" if r.complete else f", {len(r.runs)}/{len(r.runs) + len(r.missing)} runs")
+                           for r in used)
+        try:
+            finding = claim.check(data)
+        except NotMeasured as missing:
+            finding = Finding(f"not measured: {missing}", MISSING)
+        rows.append({"claim": claim.text, "where": claim.where, "measured": finding.measured,
+                     "verdict": finding.verdict, "source": source or "-"})
+    return pd.DataFrame(rows)
+
+
+def final_table(results: ResultSet, metric: str | None = None) -> pd.DataFrame:
+    """Final utility and epsilon (mean +- std over seeds) per setting and series, as the chapters show them.
+
+    Args:
+        results: Stored results of one grid.
+        metric: The per-round column to show (default: the dataset's utility metric).
+
+    Returns:
+        Rows: panels; columns: series; cells ``"0.912 ± 0.004 | ε 3.21"`` (no epsilon for DEFAULT).
+
+    Raises:
+        NotMeasured: No stored runs, or the metric is absent.
+    """
+    utility = per_setting(results, metric or _utility(results))
+    epsilon = per_setting(results, "epsilon") if any(
+        value is not None for run in results.runs for value in run["result"].get("epsilon", [])) else None
+    cells = {}
+    for row in utility.itertuples():
+        text = f"{row.mean:.3f} ± {row.std:.3f}"
+        if epsilon is not None and (eps := _value(epsilon, row.panel, row.series)) is not None:
+            text += f" | ε {eps:.3g}"
+        cells[(row.panel, row.series)] = text
+    table = pd.Series(cells).unstack()
+    order = list(dict.fromkeys(run["series"] for run in results.runs))
+    return table[[s for s in order if s in table.columns]].reindex(list(dict.fromkeys(utility["panel"])))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 import socket
 import stat
 import subprocess
@@ -20,7 +21,7 @@ from uldp.deploy import checkpoint, keys, wire
 from uldp.deploy.method_roles import DeployConfig, MethodServer, MethodSilo
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
-DATA = os.environ.get("ULDP_DATA_DIR", "/work/shared/data")
+DATA = os.environ.get("ULDP_DATA_DIR") or str(Path(__file__).resolve().parents[2] / "shared" / "data")
 needs_creditcard = pytest.mark.skipif(not os.path.isdir(os.path.join(DATA, "creditcard")),
                                       reason="Creditcard files not available")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from uldp.methods import uldp_avg
 from uldp.secure import protocol
 from uldp.simulation import RunConfig, run
 
-DATA = os.environ.get("ULDP_DATA_DIR", "/work/shared/data")
+DATA = os.environ.get("ULDP_DATA_DIR") or str(Path(__file__).resolve().parents[2] / "shared" / "data")
 pytestmark = pytest.mark.skipif(not os.path.isdir(os.path.join(DATA, "heart_disease")),
                                 reason="HeartDisease files not available")
 TEST_KEYS = dict(secure_key_bits=1024, secure_n_max=300)

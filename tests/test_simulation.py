@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import math
 import os
+from pathlib import Path
 
 import pytest
 
 from uldp.simulation import RunConfig, run
 
-DATA = os.environ.get("ULDP_DATA_DIR", "/work/shared/data")
+DATA = os.environ.get("ULDP_DATA_DIR") or str(Path(__file__).resolve().parents[2] / "shared" / "data")
 needs_data = pytest.mark.skipif(not os.path.isdir(os.path.join(DATA, "heart_disease")),
                                 reason="HeartDisease files not available")
 

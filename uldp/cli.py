@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
-    except ValueError as error:  # bad input: one clear line, exit status 2 like argparse
+    except (ValueError, FileNotFoundError) as error:  # bad input or missing data: one clear line, exit 2
         print(f"uldp {args.command}: error: {error}", file=sys.stderr)
         return 2
 

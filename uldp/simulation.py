@@ -5,7 +5,7 @@ registry (:mod:`uldp.methods`), then for each round trains, aggregates, evaluate
 and asks the method's accountant for the user-level epsilon so far. Every random draw (allocation, initial model,
 GROUP flags, user sampling, record order, dropout, noise) derives from ``config.seed`` through one
 ``numpy.random.SeedSequence``. Unset hyperparameters take the paper's values for the dataset and method
-(``/work/shared/paper/settings.md``, collected in :data:`PAPER_SETTINGS`).
+(the paper's settings.md, collected in :data:`PAPER_SETTINGS`).
 """
 
 from __future__ import annotations

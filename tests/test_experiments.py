@@ -158,6 +158,16 @@ def test_smaller_profiles_only_shrink_the_paper_grid(name, profile):
         assert any(m.startswith("ULDP-GROUP") for m in methods)
 
 
+def test_method_filter_keeps_exactly_those_runs():
+    everything = expand("heart_disease", "paper")
+    chosen = expand("heart_disease", "paper", methods=["ULDP-AVG-w", "ULDP-SGD"])
+    assert {spec.kwargs["method"] for spec in chosen} == {"ULDP-AVG-w", "ULDP-SGD"}
+    assert {spec.key for spec in chosen} == {spec.key for spec in everything
+                                             if spec.kwargs["method"] in ("ULDP-AVG-w", "ULDP-SGD")}
+    with pytest.raises(ValueError, match=r"methods \['ULDP-FOO'\] not all in grid 'heart_disease'.*ULDP-AVG-w"):
+        expand("heart_disease", "paper", methods=["ULDP-FOO"])
+
+
 def test_unknown_names_give_clear_errors():
     with pytest.raises(ValueError, match=r"unknown grid 'nope'.*creditcard.*weighting"):
         expand("nope", "paper")

@@ -427,19 +427,21 @@ def check_profile(profile: str) -> str:
     return profile
 
 
-def expand(grid_name: str, profile: str, *, seeds: Sequence[int] | None = None) -> list[RunSpec]:
+def expand(grid_name: str, profile: str, *, seeds: Sequence[int] | None = None,
+           methods: Sequence[str] | None = None) -> list[RunSpec]:
     """Every run of a grid at a profile, seeds innermost.
 
     Args:
         grid_name: A key of :data:`GRIDS`.
         profile: One of :data:`PROFILES`.
         seeds: Seeds to run instead of the profile's (paper: 0-4; smaller profiles: their reduction's).
+        methods: Only the runs of these methods (default: all of the grid's).
 
     Returns:
         The runs, in the order of the paper's grid (settings, then methods, then seeds).
 
     Raises:
-        ValueError: Unknown grid or profile, or a negative or repeated seed.
+        ValueError: Unknown grid or profile, a negative or repeated seed, or a method the grid does not run.
     """
     grid = get_grid(grid_name)
     check_profile(profile)
@@ -450,6 +452,12 @@ def expand(grid_name: str, profile: str, *, seeds: Sequence[int] | None = None) 
         reduction = grid.reductions[profile]
         entries = [shrunk for shrunk in (reduction.apply(entry) for entry in entries) if shrunk is not None]
         profile_seeds = reduction.seeds
+    if methods is not None:
+        known = list(dict.fromkeys(entry.kwargs["method"] for entry in entries))
+        unknown = [method for method in methods if method not in known]
+        if unknown or not methods:
+            raise ValueError(f"methods {list(methods)!r} not all in grid {grid_name!r}; its methods: {', '.join(known)}")
+        entries = [entry for entry in entries if entry.kwargs["method"] in methods]
     chosen = tuple(profile_seeds if seeds is None else seeds)
     if not chosen or any(not isinstance(s, int) or s < 0 for s in chosen) or len(set(chosen)) != len(chosen):
         raise ValueError(f"seeds must be distinct non-negative integers, got {list(chosen)!r}")
@@ -749,6 +757,7 @@ def run_grid(
     profile: str,
     *,
     seeds: Sequence[int] | None = None,
+    methods: Sequence[str] | None = None,
     jobs: int = 1,
     root: Path | str | None = None,
     backend: Backend = SIMULATION,
@@ -765,6 +774,7 @@ def run_grid(
         grid_name: A key of :data:`GRIDS`.
         profile: One of :data:`PROFILES`.
         seeds: Seeds instead of the profile's.
+        methods: Only the runs of these methods.
         jobs: Runs at once (``> 1``: worker processes started with ``spawn``, CPU threads shared between them).
         root: Results root (default :func:`results_root` of the profile).
         backend: What executes a run (default the simulation).
@@ -779,7 +789,7 @@ def run_grid(
     """
     if not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
-    specs = expand(grid_name, profile, seeds=seeds)
+    specs = expand(grid_name, profile, seeds=seeds, methods=methods)
     root = Path(root) if root is not None else results_root(profile)
     started = time.perf_counter()
     # Seed-major order: an interrupted paper grid has whole figures with fewer seeds rather than half a figure.

@@ -19,6 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--profile", default="smoke", help="smoke, default or paper (default: smoke)")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once, in separate processes (default 1)")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds instead of the profile's")
+    parser.add_argument("--methods", nargs="+", default=None, help="only the runs of these methods")
     parser.add_argument("--root", default=None, help="results root instead of the profile's")
     parser.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
     parser.add_argument("--json", action="store_true", help="print one JSON line with the report")
@@ -40,7 +41,7 @@ def handle(args: argparse.Namespace) -> int:
     experiments.get_grid(args.name)
     experiments.check_profile(args.profile)
     if args.dry_run:
-        specs = experiments.expand(args.name, args.profile, seeds=args.seeds)
+        specs = experiments.expand(args.name, args.profile, seeds=args.seeds, methods=args.methods)
         root = Path(args.root) if args.root else experiments.results_root(args.profile)
         todo = experiments.pending_runs(specs, root)
         for spec in todo:
@@ -51,8 +52,10 @@ def handle(args: argparse.Namespace) -> int:
         return 0
     command = shlex.join(["uldp", "grid", args.name, "--profile", args.profile, "--jobs", str(args.jobs)]
                          + (["--seeds", *map(str, args.seeds)] if args.seeds else [])
+                         + (["--methods", *args.methods] if args.methods else [])
                          + (["--root", args.root] if args.root else []))
-    report = experiments.run_grid(args.name, args.profile, seeds=args.seeds, jobs=args.jobs, root=args.root,
+    report = experiments.run_grid(args.name, args.profile, seeds=args.seeds, methods=args.methods, jobs=args.jobs,
+                                  root=args.root,
                                   command=command)
     if args.json:
         print_json(asdict(report))

@@ -13,7 +13,7 @@
 #   update from the server.
 #
 # $C_{\text{LCM}} = \operatorname{lcm}(1, \dots, N_{\max})$ makes $C_{\text{LCM}} / N_u$ an integer, so the decrypted
-# integer decodes exactly (Algorithm 5). Everything here runs the real protocol of {mod}`uldp.secure`: a `Server` and
+# integer decodes exactly (Algorithm 5). Everything here runs the real protocol of `uldp.secure`: a `Server` and
 # `Silo` objects exchanging typed messages in their byte form.
 
 # %% tags=["parameters"]

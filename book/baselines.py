@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from uldp.data.base import Allocation
-from uldp.methods import Federation, Hyperparameters, make_method
+from uldp.methods import Federation, Hyperparameters, heavy_user_federation, make_method
 from uldp.methods import fedavg, group
 from uldp.models import bce_loss
 from uldp.simulation import RunConfig, run
@@ -83,21 +83,11 @@ print(inspect.getsource(dpsgd.dpsgd_train))
 # (noise multiplier $\sigma$) holds as stated; ULDP-NAIVE's utility is correspondingly lower than in the paper.
 
 # %%
-def toy_federation(n_users, n_silos, seed, heavy=300):
-    rng = np.random.default_rng(seed)
-    user = np.concatenate([np.zeros(heavy, dtype=int), rng.integers(0, n_users, 8 * n_users)])
-    silo = np.concatenate([np.arange(heavy) % n_silos, rng.integers(0, n_silos, 8 * n_users)])
-    x = torch.from_numpy(rng.normal(size=(user.size, 3))).float()
-    y = (x[:, 0] > 0).float()
-    torch.manual_seed(seed)
-    return Federation(nn.Linear(3, 1), bce_loss, x, y, Allocation(user, silo, n_users, n_silos, "toy", seed))
-
-
 hp = Hyperparameters(global_lr=1.0, local_lr=0.5, local_epochs=2, batch_size=4, clip=0.3, sigma=5.0)
 naive = make_method("ULDP-NAIVE", hp)
 changes = []
 for seed in range(5):
-    fed = toy_federation(12, 4, seed)
+    fed = heavy_user_federation(12, 4, seed)
     params = torch.zeros(4)
     full = naive.silo_deltas(params, fed, np.random.SeedSequence(seed))
     without = naive.silo_deltas(params, fed.without_user(0), np.random.SeedSequence(seed))

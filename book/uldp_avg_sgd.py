@@ -31,11 +31,8 @@ import inspect
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-from torch import nn
 
-from uldp.data.base import Allocation
-from uldp.methods import Federation, Hyperparameters, make_method, uldp_avg
-from uldp.models import bce_loss
+from uldp.methods import Hyperparameters, heavy_user_federation, make_method, uldp_avg
 from uldp.simulation import RunConfig, run
 from uldp.training import per_user
 
@@ -72,21 +69,11 @@ print(inspect.getsource(per_user.train_users))
 # which its noise must cover even when, as here, a user moves it by less.
 
 # %%
-def toy_federation(n_users, n_silos, seed, heavy=300):
-    rng = np.random.default_rng(seed)
-    user = np.concatenate([np.zeros(heavy, dtype=int), rng.integers(0, n_users, 8 * n_users)])
-    silo = np.concatenate([np.arange(heavy) % n_silos, rng.integers(0, n_silos, 8 * n_users)])
-    x = torch.from_numpy(rng.normal(size=(user.size, 3))).float()
-    y = (x[:, 0] > 0).float()
-    torch.manual_seed(seed)
-    return Federation(nn.Linear(3, 1), bce_loss, x, y, Allocation(user, silo, n_users, n_silos, "toy", seed))
-
-
 hp = Hyperparameters(global_lr=10.0, local_lr=0.5, local_epochs=2, batch_size=4, clip=0.3, sigma=5.0)
 n_silos = 4
 rows = []
 for seed in range(3):
-    fed = toy_federation(12, n_silos, seed)
+    fed = heavy_user_federation(12, n_silos, seed)
     params = torch.full((4,), 0.5)
     random_weights = np.random.default_rng(seed).dirichlet(np.full(n_silos, 0.5), size=12).T
     variants = {"ULDP-AVG": make_method("ULDP-AVG", hp), "ULDP-AVG-w": make_method("ULDP-AVG-w", hp),

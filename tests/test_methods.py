@@ -12,25 +12,13 @@ from torch import nn
 
 from uldp.data.base import Allocation
 from uldp.methods import (
-    KNOWN_METHODS, Federation, Hyperparameters, aggregate, enhanced_weights, make_method, parse_method,
+    KNOWN_METHODS, Federation, Hyperparameters, aggregate, heavy_user_federation, enhanced_weights, make_method, parse_method,
     uniform_weights, weighted_sum,
 )
 from uldp.methods.group import contribution_flags, resolve_group_size
 from uldp.models import bce_loss
 
 HP = Hyperparameters(global_lr=10.0, local_lr=0.5, local_epochs=2, batch_size=4, clip=0.3, sigma=5.0)
-
-
-def federation(n_users: int, n_silos: int, seed: int, heavy: int = 300) -> Federation:
-    """Random allocation plus one heavy user (user 0) with ``heavy`` records spread over all silos."""
-    rng = np.random.default_rng(seed)
-    n_light = 8 * n_users
-    user = np.concatenate([np.zeros(heavy, dtype=int), rng.integers(0, n_users, n_light)])
-    silo = np.concatenate([np.arange(heavy) % n_silos, rng.integers(0, n_silos, n_light)])
-    x = torch.from_numpy(rng.normal(size=(user.size, 3))).float()
-    y = (x[:, 0] + 0.3 * torch.from_numpy(rng.normal(size=user.size)).float() > 0).float()
-    torch.manual_seed(seed)
-    return Federation(nn.Linear(3, 1), bce_loss, x, y, Allocation(user, silo, n_users, n_silos, "test", seed))
 
 
 def params_of(fed: Federation) -> torch.Tensor:
@@ -55,7 +43,7 @@ def test_registry_names_and_errors():
 @given(seed=st.integers(0, 10_000), n_silos=st.integers(2, 5), family=st.sampled_from(["ULDP-AVG", "ULDP-SGD"]),
        weighting=st.sampled_from(["uniform", "enhanced", "random"]))
 def test_uldp_sgd_avg_user_sensitivity_is_at_most_c(seed, n_silos, family, weighting):
-    fed = federation(n_users=12, n_silos=n_silos, seed=seed)
+    fed = heavy_user_federation(n_users=12, n_silos=n_silos, seed=seed)
     weights = None
     if weighting == "random":  # any valid weights: a random point of the simplex per user
         weights = np.random.default_rng(seed).dirichlet(np.full(n_silos, 0.5), size=12).T
@@ -74,7 +62,7 @@ def test_uldp_sgd_avg_user_sensitivity_is_at_most_c(seed, n_silos, family, weigh
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), n_silos=st.integers(2, 5))
 def test_naive_user_sensitivity_bound(seed, n_silos):
-    fed = federation(n_users=12, n_silos=n_silos, seed=seed)
+    fed = heavy_user_federation(n_users=12, n_silos=n_silos, seed=seed)
     method = make_method("ULDP-NAIVE", HP)
     round_seed = np.random.SeedSequence(seed)
     params = params_of(fed)
@@ -121,7 +109,7 @@ def test_noise_has_the_theorems_std(name, sum_std_over_sigma):
 
 @pytest.mark.parametrize("name", ["ULDP-NAIVE", "ULDP-AVG", "ULDP-AVG-w", "ULDP-SGD"])
 def test_round_adds_exactly_the_noise_and_scales_the_step(name):
-    fed = federation(n_users=6, n_silos=3, seed=1, heavy=20)
+    fed = heavy_user_federation(n_users=6, n_silos=3, seed=1, heavy=20)
     method = make_method(name, HP)
     seed = np.random.SeedSequence(3)
     params = params_of(fed)
@@ -132,7 +120,7 @@ def test_round_adds_exactly_the_noise_and_scales_the_step(name):
 
 
 def test_enhanced_weights_call_the_pluggable_aggregation():
-    fed = federation(n_users=6, n_silos=3, seed=2, heavy=20)
+    fed = heavy_user_federation(n_users=6, n_silos=3, seed=2, heavy=20)
     method = make_method("ULDP-AVG-w", HP)
     calls = []
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from uldp.methods.base import (
-    FAMILIES, KNOWN_METHODS, AggregateFn, Federation, Hyperparameters, MethodSpec, parse_method,
+    FAMILIES, KNOWN_METHODS, AggregateFn, Federation, Hyperparameters, MethodSpec, heavy_user_federation, parse_method,
 )
 from uldp.methods.fedavg import FedAvgMethod
 from uldp.methods.group import GroupMethod
@@ -73,5 +73,5 @@ def make_method(name: str, hp: Hyperparameters, *, user_weights: np.ndarray | No
 __all__ = [
     "FAMILIES", "KNOWN_METHODS", "AggregateFn", "FedAvgMethod", "Federation", "GroupMethod", "Hyperparameters",
     "Method", "MethodSpec", "REQUIRED", "UserLevelMethod", "aggregate", "check_weights", "enhanced_weights",
-    "make_method", "parse_method", "uniform_weights", "weighted_sum",
+    "heavy_user_federation", "make_method", "parse_method", "uniform_weights", "weighted_sum",
 ]

@@ -213,6 +213,34 @@ class Federation:
         return self.keep(self.allocation.user != user)
 
 
+def heavy_user_federation(n_users: int, n_silos: int, seed: int, heavy: int = 300) -> Federation:
+    """A toy federation for sensitivity checks: one heavy user and many light ones (Theorems 1 and 3).
+
+    User 0 owns ``heavy`` records spread round-robin over all silos; ``8 * n_users`` more records get a uniformly
+    random user and silo. Features are 3-dimensional Gaussians, labels a noisy threshold of the first feature, and the
+    model a logistic regression (``nn.Linear(3, 1)`` with BCE).
+
+    Args:
+        n_users: Number of users.
+        n_silos: Number of silos.
+        seed: Seed of the records and of the model's initialisation.
+        heavy: Records of user 0.
+
+    Returns:
+        The federation.
+    """
+    from uldp.models import bce_loss
+
+    rng = np.random.default_rng(seed)
+    n_light = 8 * n_users
+    user = np.concatenate([np.zeros(heavy, dtype=int), rng.integers(0, n_users, n_light)])
+    silo = np.concatenate([np.arange(heavy) % n_silos, rng.integers(0, n_silos, n_light)])
+    x = torch.from_numpy(rng.normal(size=(user.size, 3))).float()
+    y = (x[:, 0] + 0.3 * torch.from_numpy(rng.normal(size=user.size)).float() > 0).float()
+    torch.manual_seed(seed)
+    return Federation(nn.Linear(3, 1), bce_loss, x, y, Allocation(user, silo, n_users, n_silos, "toy", seed))
+
+
 def seed_stream(seed: np.random.SeedSequence, *path: int) -> np.random.SeedSequence:
     """The child of ``seed`` at ``path``: a fixed, named place in the tree of random streams of a run."""
     return np.random.SeedSequence(seed.entropy, spawn_key=tuple(seed.spawn_key) + tuple(path))

@@ -20,10 +20,11 @@ measures the difference.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,9 +36,11 @@ from torch.func import functional_call, grad, vmap
 #: A loss ``(outputs, targets, weight) -> weighted mean loss`` (see :func:`uldp.models.loss_function`).
 LossFunction = Callable[[Tensor, Tensor, Tensor | None], Tensor]
 
-#: Default bound on the floats one chunk of users may hold at once (parameters, gradients, activations): 2**26
-#: floats = 256 MiB. Chunking changes nothing in the result, only peak memory and speed.
-DEFAULT_CHUNK_FLOATS = 2**26
+#: Default bound on the floats one chunk of users may hold at once (parameters, gradients, activations): 2**23
+#: floats = 32 MiB. Chunking changes nothing in the result, only peak memory and speed; measured on a 2-core CPU
+#: (benchmarks/per_user_training.py), the MNIST CNN at 1000 users ran 2.4 s at 2**23 against 3.3 s at 2**26 and
+#: 3.0 s at 2**25 (the working set stays in cache), the Creditcard MLP the same at either.
+DEFAULT_CHUNK_FLOATS = 2**23
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,17 @@ class _Im2Col(torch.autograd.Function):
         return F.fold(blocks, (height, width), ctx.kernel, stride=ctx.stride), None, None
 
 
+@contextlib.contextmanager
+def _without_onednn() -> Iterator[None]:
+    """Use PyTorch's native CPU kernels instead of oneDNN's inside the block (restored afterwards)."""
+    previous = torch.backends.mkldnn.enabled
+    torch.backends.mkldnn.enabled = False
+    try:
+        yield
+    finally:
+        torch.backends.mkldnn.enabled = previous
+
+
 def vmap_friendly(model: nn.Module) -> nn.Module:
     """Return a deep copy of ``model`` with every ``nn.Conv2d`` replaced by :class:`UnfoldConv2d`.
 
@@ -252,7 +266,7 @@ def train_users(
 
     Args:
         model: The architecture (its current parameters are ignored; its mode, train or eval, is used).
-            Pass :func:`vmap_friendly` ``(model)`` for convolutional models.
+            (:func:`vmap_friendly` ``(model)`` computes convolutions as im2col matmuls; plain vmap measured faster.)
         params: Global model, flat ``[d]`` (see :class:`ParameterLayout`).
         x: The silo's records ``[n, ...]``.
         y: Their targets ``[n, ...]``.
@@ -284,29 +298,33 @@ def train_users(
     width = lambda n: min(batch_size, n)  # noqa: E731 - the batch width a chunk with n_max records needs
     floats_per_user = lambda n: 3 * layout.size + n * x[0].numel() + width(n) * per_record  # noqa: E731
     deltas = torch.zeros((len(groups), layout.size), dtype=params.dtype)
-    for members in _chunks(groups, floats_per_user, chunk_floats):
-        index, counts = _padded(groups, members)
-        n_users, n_max = index.shape
-        xs, ys = x[index], y[index]
-        valid = torch.arange(n_max)[None, :] < counts[:, None]
-        users = torch.arange(n_users)[:, None]
-        batch = width(n_max)
-        n_batches = -(-n_max // batch)
-        positions = torch.arange(n_batches * batch).reshape(n_batches, batch)
-        local = {name: value.expand((n_users,) + value.shape).clone() for name, value in global_params.items()}
-        for epoch in range(epochs):
-            order = torch.where(valid, keys[epoch][index], 2.0).argsort(dim=1, stable=True)
-            order = F.pad(order, (0, n_batches * batch - n_max))  # padding slots point at record 0, masked below
-            for step in range(n_batches):
-                slot = order[:, step * batch : (step + 1) * batch]
-                mask = positions[step][None, :] < counts[:, None]  # real records sort first in every row
-                grads = user_grad(local, xs[users, slot], ys[users, slot], mask.to(params.dtype))
-                active = mask.any(dim=1)
-                for name, value in local.items():
-                    step_taken = value - local_lr * grads[name]
-                    local[name] = torch.where(active.view((-1,) + (1,) * (value.dim() - 1)), step_taken, value)
-        rows = torch.from_numpy(members)
-        deltas[rows] = layout.flatten(local, batch_dims=1) - params.detach()[None, :]
+    # oneDNN's grouped convolution (what vmap over users makes of a conv) loses precision in float32: 3.7e-5 against
+    # the float64 result on MNIST deltas of size 1e-2, where the native kernel stays at 1e-6; at 1000 users it is
+    # no faster (benchmarks/per_user_training.py).
+    with _without_onednn():
+        for members in _chunks(groups, floats_per_user, chunk_floats):
+            index, counts = _padded(groups, members)
+            n_users, n_max = index.shape
+            xs, ys = x[index], y[index]
+            valid = torch.arange(n_max)[None, :] < counts[:, None]
+            users = torch.arange(n_users)[:, None]
+            batch = width(n_max)
+            n_batches = -(-n_max // batch)
+            positions = torch.arange(n_batches * batch).reshape(n_batches, batch)
+            local = {name: value.expand((n_users,) + value.shape).clone() for name, value in global_params.items()}
+            for epoch in range(epochs):
+                order = torch.where(valid, keys[epoch][index], 2.0).argsort(dim=1, stable=True)
+                order = F.pad(order, (0, n_batches * batch - n_max))  # padding slots point at record 0, masked below
+                for step in range(n_batches):
+                    slot = order[:, step * batch : (step + 1) * batch]
+                    mask = positions[step][None, :] < counts[:, None]  # real records sort first in every row
+                    grads = user_grad(local, xs[users, slot], ys[users, slot], mask.to(params.dtype))
+                    active = mask.any(dim=1)
+                    for name, value in local.items():
+                        step_taken = value - local_lr * grads[name]
+                        local[name] = torch.where(active.view((-1,) + (1,) * (value.dim() - 1)), step_taken, value)
+            rows = torch.from_numpy(members)
+            deltas[rows] = layout.flatten(local, batch_dims=1) - params.detach()[None, :]
     return deltas
 
 

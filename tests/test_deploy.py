@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from uldp import atomic
 from uldp.deploy import checkpoint, keys, wire
 from uldp.deploy.method_roles import DeployConfig, MethodServer, MethodSilo
 
@@ -114,7 +115,7 @@ def test_a_crash_while_writing_keeps_the_previous_checkpoint(tmp_path, monkeypat
     def crash(*_args: object) -> None:
         raise OSError("power cut")
 
-    monkeypatch.setattr(checkpoint.os, "replace", crash)
+    monkeypatch.setattr(atomic.os, "replace", crash)
     with pytest.raises(OSError, match="power cut"):
         checkpoint.save_checkpoint(path, _checkpoint(2))
     monkeypatch.undo()

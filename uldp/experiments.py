@@ -32,7 +32,6 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -40,6 +39,8 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from uldp.atomic import write_bytes_atomic
 
 #: The repository root (results/ and _build/ live here).
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -534,16 +535,7 @@ def write_json_atomic(path: Path, payload: Any) -> None:
         text = json.dumps(payload, indent=1, allow_nan=False)
     except TypeError as error:
         raise ValueError(f"cannot store {path.name}: {error}") from error
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def read_result(path: Path) -> dict | None:

@@ -20,7 +20,7 @@ import secrets
 import struct
 from pathlib import Path
 
-from uldp.deploy.checkpoint import write_bytes_atomic
+from uldp.atomic import write_bytes_atomic
 
 MASTER_KEY_FILE = "master.key"
 

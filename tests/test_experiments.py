@@ -53,6 +53,9 @@ def _paper_params(grid: str) -> list[dict]:
     return [dict(entry.params) for entry in GRIDS[grid].entries()]
 
 
+DATA = experiments.REPO_ROOT.parent / "shared" / "data"
+needs_data = pytest.mark.skipif(not (DATA / "tcga_brca").is_dir() and not os.environ.get("ULDP_DATA_DIR"),
+                                reason="no dataset files (set ULDP_DATA_DIR)")
 needs_settings = pytest.mark.skipif(not SETTINGS_MD.exists(), reason="settings.md of the paper is not beside the repo")
 
 
@@ -141,8 +144,12 @@ def test_smaller_profiles_only_shrink_the_paper_grid(name, profile):
     paper = _paper_params(name)
     small = expand(name, profile)
     assert small
-    keys = [s.key for s in small]
-    assert len(keys) == len(set(keys))
+    places = [(s.panel, s.series, s.seed) for s in small]
+    assert len(places) == len(set(places))
+    for spec in small:  # only user-blind runs on fixed silos share a stored run across panels
+        twins = [other for other in small if other.key == spec.key and other is not spec]
+        assert not twins or (spec.kwargs["method"] in ("DEFAULT", "ULDP-NAIVE")
+                             and spec.kwargs["dataset"] in ("heart_disease", "tcga_brca"))
     fixed = ("dataset", "method", "distribution", "global_lr", "clip", "local_lr", "batch_size", "sigma", "delta", "q")
     for spec in small:
         params = spec.kwargs
@@ -187,7 +194,9 @@ def test_cli_reports_bad_names_and_dry_runs(tmp_path, capsys):
     assert cli.main(["grid", "heart_disease", "--profile", "paper", "--root", str(tmp_path), "--seeds", "0", "1",
                      "--dry-run", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert summary["total"] == summary["pending"] == len(expand("heart_disease", "paper", seeds=[0, 1]))
+    specs = expand("heart_disease", "paper", seeds=[0, 1])
+    # DEFAULT and ULDP-NAIVE ignore users and HeartDisease's silos are fixed: one run per seed serves all 4 panels
+    assert summary["total"] == summary["pending"] == len({s.key for s in specs}) == len(specs) - 2 * 3 * 2
 
 
 # -------------------------------------------------------------------------------------------------------- hashing
@@ -244,14 +253,16 @@ def test_atomic_write_leaves_old_file_or_none(tmp_path, monkeypatch):
 def test_run_grid_stores_one_file_per_run_with_provenance_and_skips_them_later(tmp_path, monkeypatch):
     log = tmp_path / "calls.log"
     monkeypatch.setenv("ULDP_FAKE_LOG", str(log))
-    specs = expand("heart_disease", "smoke")
+    specs = {}
+    for spec in expand("heart_disease", "smoke"):
+        specs.setdefault(spec.key, spec)  # the first place of a run shared by panels is the one that runs it
     report = run_grid("heart_disease", "smoke", root=tmp_path, backend=fake_backend.FAKE, progress=False,
                       command="pytest")
     assert (report.total, report.executed, report.skipped, report.failed) == (len(specs), len(specs), 0, ())
     files = sorted((tmp_path / "heart_disease").glob("*.json"))
-    assert sorted(p.stem for p in files) == sorted(s.key for s in specs)
+    assert sorted(p.stem for p in files) == sorted(specs)
     stored = json.loads(files[0].read_text())
-    spec = next(s for s in specs if s.key == files[0].stem)
+    spec = specs[files[0].stem]
     assert stored["params"] == spec.kwargs and stored["config"] == fake_backend.resolve(spec.kwargs)
     assert stored["result"] == json.loads(json.dumps(fake_backend.execute(spec.kwargs)))
     prov = stored["provenance"]
@@ -260,6 +271,12 @@ def test_run_grid_stores_one_file_per_run_with_provenance_and_skips_them_later(t
     n_calls = len(log.read_text().splitlines())
     again = run_grid("heart_disease", "smoke", root=tmp_path, backend=fake_backend.FAKE, progress=False)
     assert (again.executed, again.skipped) == (0, len(specs))
+    shown = load_results("heart_disease", "smoke", root=tmp_path)
+    default = [run for run in shown.runs if run["series"] == "DEFAULT"]
+    assert shown.complete and len(default) == len({s.panel for s in specs.values()}) == 2
+    assert {run["panel"] for run in default} == {s.panel for s in specs.values()}
+    assert {run["params"]["n_users"] for run in default} == {s.kwargs["n_users"] for s in specs.values()}
+    assert len({run["key"] for run in default}) == 1 and "shown in more than one panel counts once" in shown.describe()
     assert len(log.read_text().splitlines()) == n_calls
 
 
@@ -272,13 +289,15 @@ def test_interrupted_grid_resumes_with_only_the_missing_runs(tmp_path, monkeypat
     assert len(list((tmp_path / "tcga_brca").glob("*.json"))) == 5
     assert not list((tmp_path / "tcga_brca").glob(".*"))
     partial = load_results("tcga_brca", "smoke", root=tmp_path)
-    assert (len(partial.runs), len(partial.missing), partial.complete) == (5, len(expand("tcga_brca", "smoke")) - 5,
-                                                                           False)
+    stored = {run["key"] for run in partial.runs}
+    missing = {spec.key: spec for spec in reversed(partial.missing)}  # a shared run is run for its first place
+    assert (len(stored), partial.complete) == (5, False) and not stored & set(missing)
+    assert len(partial.runs) + len(partial.missing) == len(expand("tcga_brca", "smoke"))
     log.write_text("")
     report = run_grid("tcga_brca", "smoke", root=tmp_path, backend=fake_backend.FAKE, progress=False)
-    assert (report.skipped, report.executed) == (5, len(partial.missing))
+    assert (report.skipped, report.executed) == (5, len(missing))
     done = {line.split(" ", 1)[1] for line in log.read_text().splitlines()}
-    assert done == {str(sorted(spec.kwargs.items())) for spec in partial.missing}
+    assert done == {str(sorted(spec.kwargs.items())) for spec in missing.values()}
     assert load_results("tcga_brca", "smoke", root=tmp_path).complete
 
 
@@ -337,3 +356,37 @@ def test_chapter_results_show_paper_results_only_when_they_cover_every_line(tmp_
                                        paper_root=paper_root, root=build_root)
     assert full.results.complete and "ran the paper-profile grid" in full.note
     assert len(list((paper_root / "user_sampling").glob("*.json"))) == 45
+
+
+@needs_data
+def test_user_blind_runs_on_fixed_silos_do_not_depend_on_the_allocation(monkeypatch):
+    """The fact behind effective_arguments: DEFAULT and ULDP-NAIVE give the same bits under any users."""
+    from uldp.simulation import RunConfig, run
+
+    if not os.environ.get("ULDP_DATA_DIR"):
+        monkeypatch.setenv("ULDP_DATA_DIR", str(DATA))
+    base = dict(dataset="tcga_brca", rounds=2, seed=3, local_lr=0.01, global_lr=1.0, local_epochs=2, batch_size=8,
+                clip=0.1, sigma=1.0)
+    for method in ("DEFAULT", "ULDP-NAIVE"):
+        runs = [run(RunConfig(method=method, n_users=n_users, distribution=distribution, **base))
+                for n_users, distribution in ((50, "uniform"), (200, "zipf"))]
+        assert runs[0].test_loss == runs[1].test_loss and runs[0].c_index == runs[1].c_index
+    group = [experiments.effective_arguments({**base, "method": "ULDP-GROUP-2", "n_users": n}) for n in (50, 200)]
+    assert group[0] != group[1]  # a method that reads users keeps them
+    creditcard = experiments.effective_arguments({**base, "dataset": "creditcard", "method": "DEFAULT", "n_users": 9})
+    assert creditcard["n_users"] == 9  # without fixed silos the allocation places records in silos
+
+
+def test_a_run_stored_by_one_grid_is_not_run_again_by_another(tmp_path, monkeypatch):
+    """The weighting figure's TcgaBrca runs are TcgaBrca privacy-utility runs."""
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv("ULDP_FAKE_LOG", str(log))
+    tcga = {s.key for s in expand("tcga_brca", "paper", seeds=[0], methods=["ULDP-AVG", "ULDP-AVG-w"])}
+    weighting = [s for s in expand("weighting", "paper", seeds=[0]) if s.kwargs["dataset"] == "tcga_brca"]
+    assert weighting and {s.key for s in weighting} <= tcga
+    run_grid("tcga_brca", "paper", seeds=[0], methods=["ULDP-AVG-w"], root=tmp_path, backend=fake_backend.FAKE,
+             progress=False)
+    shared = [s for s in weighting if s.kwargs["method"] == "ULDP-AVG-w"]
+    assert experiments.pending_runs(weighting, tmp_path) == [s for s in weighting if s not in shared]
+    stored = experiments.stored_result(tmp_path, shared[0])
+    assert stored is not None and stored["grid"] == "tcga_brca"

@@ -402,8 +402,36 @@ class RunSpec:
 
     @property
     def key(self) -> str:
-        """The run's storage key, :func:`config_hash` of its arguments."""
-        return config_hash(self.kwargs)
+        """The run's storage key, :func:`config_hash` of its :func:`effective_arguments`."""
+        return config_hash(effective_arguments(self.kwargs))
+
+
+#: Run arguments that only say how records are allocated to users (and, without fixed silos, to silos).
+ALLOCATION_ARGUMENTS: tuple[str, ...] = ("n_users", "distribution", "n_labels")
+
+
+def effective_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The run arguments that can change a run's result: those that identify its stored file.
+
+    A user-blind method (DEFAULT, ULDP-NAIVE: :attr:`~uldp.methods.MethodSpec.reads_users` is false) trains on every
+    record of each silo alike, and on a dataset whose silos are fixed (HeartDisease, TcgaBrca) the allocation draws
+    only users; such a run is the same whatever the number of users or the distribution (checked bit for bit in
+    ``tests/test_experiments.py``), so those arguments are dropped and one stored run serves every panel.
+
+    >>> effective_arguments({"dataset": "tcga_brca", "method": "DEFAULT", "n_users": 50, "distribution": "zipf"})
+    {'dataset': 'tcga_brca', 'method': 'DEFAULT'}
+    """
+    from uldp.data import DATASETS
+    from uldp.methods import parse_method
+
+    dataset = DATASETS.get(params.get("dataset"))
+    try:
+        user_blind = not parse_method(params["method"]).reads_users
+    except ValueError:  # an unknown method fails when it runs, with the registry's message
+        user_blind = False
+    if dataset is None or not dataset.fixed_silos or not user_blind:
+        return dict(params)
+    return {name: value for name, value in params.items() if name not in ALLOCATION_ARGUMENTS}
 
 
 def get_grid(name: str) -> Grid:
@@ -547,6 +575,22 @@ def read_result(path: Path) -> dict | None:
     if not isinstance(payload, dict) or payload.get("schema") != SCHEMA_VERSION or "result" not in payload:
         return None
     return payload
+
+
+def stored_result(root: Path, spec: RunSpec) -> dict | None:
+    """The stored result of ``spec``: its grid's file, else the same run stored by another grid under ``root``.
+
+    Grids share runs (the weighting figure's TcgaBrca runs are TcgaBrca privacy-utility runs): a key identifies
+    the run's arguments, so a file of that key in any grid's folder is that run, and it is not run again.
+    """
+    own = read_result(result_path(root, spec))
+    if own is not None:
+        return own
+    for path in sorted(Path(root).glob(f"*/{spec.key}.json")):
+        stored = read_result(path)
+        if stored is not None:
+            return stored
+    return None
 
 
 # ----------------------------------------------------------------------------------------------------- provenance
@@ -739,7 +783,7 @@ def pending_runs(specs: Iterable[RunSpec], root: Path) -> list[RunSpec]:
         if spec.key in seen:
             continue
         seen.add(spec.key)
-        if read_result(result_path(root, spec)) is None:
+        if stored_result(root, spec) is None:
             pending.append(spec)
     return pending
 
@@ -886,12 +930,15 @@ class ResultSet:
         commits = sorted({(run["provenance"].get("git_commit") or "unknown")[:10]
                           + ("+local changes" if run["provenance"].get("git_dirty") else "") for run in self.runs})
         commands = sorted({run["provenance"]["command"] for run in self.runs})
-        seconds = sum(run["provenance"]["wall_seconds"] for run in self.runs)
+        distinct = {run["key"]: run for run in self.runs}.values()  # a shared run counts once
+        seconds = sum(run["provenance"]["wall_seconds"] for run in distinct)
         seeds = sorted({run["seed"] for run in self.runs})
         machines = sorted({f"{run['provenance'].get('platform', '?')}, {run['provenance'].get('cpu_count', '?')} CPUs"
                            for run in self.runs})
+        shared = (f" ({len(distinct)} distinct: a run shown in more than one panel counts once)"
+                  if len(distinct) < len(self.runs) else "")
         return (
-            f"{len(self.runs)} of {n_total} runs of grid {self.grid!r} at the {self.profile} profile "
+            f"{len(self.runs)} of {n_total} runs{shared} of grid {self.grid!r} at the {self.profile} profile "
             f"(seeds {', '.join(map(str, seeds))}), made {when} by `{'`, `'.join(commands)}` at commit "
             f"{', '.join(commits)} on {'; '.join(machines)}; {_duration(seconds)} of run time in all."
         )
@@ -921,14 +968,15 @@ def load_results(grid_name: str, profile: str, *, seeds: Sequence[int] | None = 
     root = Path(root) if root is not None else results_root(profile)
     runs, missing, seen = [], [], set()
     for spec in expand(grid_name, profile, seeds=seeds):
-        if spec.key in seen:
+        place = (spec.panel, spec.series, spec.seed)
+        if place in seen:
             continue
-        seen.add(spec.key)
-        stored = read_result(result_path(root, spec))
+        seen.add(place)
+        stored = stored_result(root, spec)
         if stored is None:
             missing.append(spec)
-        else:
-            runs.append(stored)
+        else:  # a run shared by several panels (see effective_arguments) is shown in each, labelled as there
+            runs.append({**stored, "panel": spec.panel, "series": spec.series, "params": spec.kwargs})
     return ResultSet(grid_name, profile, tuple(runs), tuple(missing), str(root))
 
 

@@ -23,12 +23,15 @@ class DatasetSpec:
         module: Module whose ``load(data_dir)`` builds it.
         default_silos: Number of silos the paper uses (fixed by FLamby for the medical datasets).
         description: One line for listings.
+        fixed_silos: Whether the silo of every record is fixed by the data (FLamby's centres), so that the
+            allocation only draws users.
     """
 
     name: str
     module: str
     default_silos: int
     description: str
+    fixed_silos: bool = False
 
 
 DATASETS: dict[str, DatasetSpec] = {
@@ -36,8 +39,10 @@ DATASETS: dict[str, DatasetSpec] = {
     for spec in (
         DatasetSpec("creditcard", "uldp.data.creditcard", 5, "Credit Card Fraud (Kaggle), 30 features, 2 classes"),
         DatasetSpec("mnist", "uldp.data.mnist", 5, "MNIST digits, 28x28, 10 classes"),
-        DatasetSpec("heart_disease", "uldp.data.heart_disease", 4, "FLamby Fed-Heart-Disease, 13 features, 4 centres"),
-        DatasetSpec("tcga_brca", "uldp.data.tcga_brca", 6, "FLamby Fed-TCGA-BRCA survival, 39 features, 6 regions"),
+        DatasetSpec("heart_disease", "uldp.data.heart_disease", 4, "FLamby Fed-Heart-Disease, 13 features, 4 centres",
+                    fixed_silos=True),
+        DatasetSpec("tcga_brca", "uldp.data.tcga_brca", 6, "FLamby Fed-TCGA-BRCA survival, 39 features, 6 regions",
+                    fixed_silos=True),
         DatasetSpec("synthetic", "uldp.data.synthetic", 3, "make_classification, 10,000 records, 15 features"),
     )
 }

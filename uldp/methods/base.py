@@ -49,6 +49,12 @@ class MethodSpec:
         return self.family != "DEFAULT"
 
     @property
+    def reads_users(self) -> bool:
+        """Whether training reads who owns each record (all but DEFAULT and ULDP-NAIVE, which use every record of a
+        silo alike): with fixed silos, a user-blind method's run does not depend on the users' allocation."""
+        return self.family not in ("DEFAULT", "ULDP-NAIVE")
+
+    @property
     def per_user(self) -> bool:
         """Whether the method clips per user and silo (ULDP-SGD/AVG, with user-level sampling)."""
         return self.family in ("ULDP-SGD", "ULDP-AVG")

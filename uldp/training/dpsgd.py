@@ -1,28 +1,40 @@
-"""Per-silo record-level DP-SGD with opacus (the local subroutine of ULDP-GROUP-k, Algorithm 2 line 9).
+"""Per-silo record-level DP-SGD (the local subroutine of ULDP-GROUP-k, Algorithm 2 line 9).
 
 Each silo runs Abadi et al.'s DP-SGD on its (flag-filtered) records: Poisson sampling of records at rate
-``gamma = 1 / ceil(n_s / batch_size)`` (opacus' ``DPDataLoader``), per-record gradients (opacus'
-``GradSampleModule``), clipping to ``C`` and Gaussian noise of std ``sigma * C`` on the sum (opacus' ``DPOptimizer``),
-``Q`` epochs of ``ceil(n_s / batch_size)`` steps each. The accountant (:func:`uldp.accounting.epsilon_group`) needs
-each silo's ``sample_rate`` and step count, which :func:`dpsgd_schedule` gives without training.
+``gamma = 1 / ceil(n_s / batch_size)``, per-record gradients clipped to ``C``, Gaussian noise of std ``sigma * C`` on
+their sum, divided by the expected batch size (opacus' ``loss_reduction="mean"``); ``Q`` epochs of
+``ceil(n_s / batch_size)`` steps each. The accountant (:func:`uldp.accounting.epsilon_group`) needs each silo's
+``sample_rate`` and step count, which :func:`dpsgd_schedule` gives without training.
+
+Two engines take the same batches and noise from the same generator (:func:`epoch_draws`: per epoch, the Poisson
+masks of all its steps, then their noise), so they give the same result on the same model:
+
+- ``"opacus"``: opacus' ``GradSampleModule`` (per-record gradients) and ``DPOptimizer`` (clip, sum, scale; the
+  pre-drawn noise is added after its step); any
+  model opacus supports.
+- ``"closed-form"``: for :class:`~uldp.models.LinearScore` models (HeartDisease, TcgaBrca) the per-record gradients
+  ``b * dL/ds_i * [x_i, 1]`` from :func:`uldp.training.linear.score_gradient` (what opacus computes for a
+  linear layer with ``loss_reduction="mean"``), 7 to 13 times faster per step than opacus here.
+
+The batches are drawn here rather than by opacus' ``DPDataLoader`` because that loader takes ``int(1 / gamma)``
+steps per epoch, one fewer than accounted when ``1 / (1 / k)`` rounds below ``k`` (k = 93, 99, 105, ...).
 """
 
 from __future__ import annotations
 
 import copy
-import logging
 import math
 import warnings
 from dataclasses import dataclass
 
 import torch
-from opacus import GradSampleModule
-from opacus.data_loader import DPDataLoader
-from opacus.optimizers import DPOptimizer
 from torch import Tensor, nn
-from torch.utils.data import TensorDataset
 
-from uldp.training.per_user import LossFunction, flat_parameters, load_flat_parameters
+from uldp.training import linear
+from uldp.training.per_user import LossFunction, ParameterLayout, flat_parameters, load_flat_parameters
+
+#: The DP-SGD engines (``"auto"``: closed form when the model allows it, otherwise opacus).
+ENGINES = ("auto", "opacus", "closed-form")
 
 
 @dataclass(frozen=True)
@@ -51,6 +63,35 @@ def dpsgd_schedule(n_records: int, *, batch_size: int, epochs: int) -> DPSGDSche
     return DPSGDSchedule(sample_rate=1.0 / batches, steps=epochs * batches)
 
 
+@dataclass(frozen=True)
+class EpochDraws:
+    """The random draws of one epoch of DP-SGD: its Poisson batches and the noise of each step.
+
+    Attributes:
+        batches: Per step, the indices of the records in its batch (possibly none).
+        noise: ``[steps, d]`` Gaussian noise of std ``sigma * C``, one row per step.
+    """
+
+    batches: tuple[Tensor, ...]
+    noise: Tensor
+
+
+def epoch_draws(n_records: int, schedule: DPSGDSchedule, layout: ParameterLayout, std: float, *, epochs: int,
+                generator: torch.Generator) -> EpochDraws:
+    """Draw one epoch's Poisson batches, then its noise, from ``generator`` (both engines use this).
+
+    Each record joins each step's batch independently with probability ``schedule.sample_rate``: the sampling the
+    sub-sampled Gaussian accountant assumes (Lemma 1 per step). Noise is drawn per parameter tensor in layout order.
+    """
+    steps = schedule.steps // epochs
+    chosen = torch.rand((steps, n_records), generator=generator) < schedule.sample_rate
+    records = chosen.nonzero()[:, 1]
+    batches = torch.split(records, chosen.sum(dim=1).tolist())
+    noise = torch.cat([torch.normal(0.0, std, (steps, *shape), generator=generator).flatten(start_dim=1)
+                       for shape in layout.shapes], dim=1)
+    return EpochDraws(tuple(batches), noise)
+
+
 def dpsgd_train(
     model: nn.Module,
     params: Tensor,
@@ -64,6 +105,7 @@ def dpsgd_train(
     clip: float,
     sigma: float,
     generator: torch.Generator,
+    engine: str = "auto",
 ) -> Tensor:
     """Run one silo's DP-SGD from the global model and return its model delta (local minus global).
 
@@ -71,46 +113,80 @@ def dpsgd_train(
     per silo is the sub-sampled Gaussian RDP with ``sigma`` and :func:`dpsgd_schedule`'s rate and steps.
 
     Args:
-        model: The architecture (deep-copied; its parameters are replaced by ``params``).
+        model: The architecture (its parameters are replaced by ``params`` in a copy).
         params: Global model, flat ``[d]``.
         x: The silo's (filtered) records.
         y: Their targets.
-        loss_fn: Weighted mean loss (used with ``weight=None``: the batch mean, opacus' ``loss_reduction="mean"``).
+        loss_fn: Weighted mean loss (used with ``weight=None``: the batch mean).
         local_lr: Learning rate > 0.
         epochs: Local epochs ``Q``.
         batch_size: Expected batch size (``sample_rate * n``).
         clip: Per-record clipping bound ``C`` > 0.
         sigma: Noise multiplier > 0.
         generator: Drives the Poisson sampling and the noise.
+        engine: One of :data:`ENGINES`.
 
     Returns:
         ``[d]`` delta ``x^Q - x_t``.
+
+    Raises:
+        ValueError: An unknown engine, or ``"closed-form"`` for a model or loss without one.
     """
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    closed_form = linear.supports(model, loss_fn)
+    if engine == "closed-form" and not closed_form:
+        raise ValueError(f"no closed-form DP-SGD for {type(model).__name__} with {getattr(loss_fn, '__name__', loss_fn)}")
     schedule = dpsgd_schedule(int(x.shape[0]), batch_size=batch_size, epochs=epochs)
+    expected_batch = max(1, round(schedule.sample_rate * x.shape[0]))
+    train = _closed_form_steps if closed_form and engine != "opacus" else _opacus_steps
+    flat = train(model, params.detach().clone(), x, y, loss_fn=loss_fn, local_lr=local_lr, schedule=schedule,
+                 expected_batch=expected_batch, clip=clip, sigma=sigma, epochs=epochs, generator=generator)
+    return flat - params.detach()
+
+
+def _closed_form_steps(model: nn.Module, flat: Tensor, x: Tensor, y: Tensor, *, loss_fn: LossFunction,
+                       local_lr: float, schedule: DPSGDSchedule, expected_batch: int, clip: float, sigma: float,
+                       epochs: int, generator: torch.Generator) -> Tensor:
+    # record i's gradient is g_i [x_i, 1] (see uldp.training.linear), so its norm is |g_i| ||[x_i, 1]||
+    augmented = torch.cat([x, torch.ones_like(x[:, :1])], dim=1)
+    lengths = augmented.norm(dim=1)
+    layout = ParameterLayout.of(model)
+    step_size = local_lr / expected_batch
+    for _ in range(epochs):
+        draws = epoch_draws(x.shape[0], schedule, layout, sigma * clip, epochs=epochs, generator=generator)
+        for batch, noise in zip(draws.batches, draws.noise):
+            records = augmented[batch]
+            g = linear.score_gradient(loss_fn, records @ flat, y[batch]) * batch.numel()
+            scale = torch.clamp(clip / (g.abs() * lengths[batch]), max=1.0)  # min(1, C / ||g_i [x_i, 1]||)
+            flat = flat - step_size * ((g * scale) @ records + noise)
+    return flat
+
+
+def _opacus_steps(model: nn.Module, flat: Tensor, x: Tensor, y: Tensor, *, loss_fn: LossFunction, local_lr: float,
+                  schedule: DPSGDSchedule, expected_batch: int, clip: float, sigma: float, epochs: int,
+                  generator: torch.Generator) -> Tensor:
+    from opacus import GradSampleModule  # slow to import: only when this engine runs
+    from opacus.optimizers import DPOptimizer
+
     local = copy.deepcopy(model)
-    load_flat_parameters(local, params)
+    load_flat_parameters(local, flat)
+    layout = ParameterLayout.of(local)
     private = GradSampleModule(local, loss_reduction="mean")
-    optimizer = DPOptimizer(
-        torch.optim.SGD([p for p in private.parameters() if p.requires_grad], lr=local_lr),
-        noise_multiplier=sigma,
-        max_grad_norm=clip,
-        expected_batch_size=max(1, round(schedule.sample_rate * x.shape[0])),
-        loss_reduction="mean",
-        generator=generator,
-    )
-    loader = DPDataLoader(TensorDataset(x, y), sample_rate=schedule.sample_rate, generator=generator)
-    # empty Poisson batches are expected (opacus logs each) and inputs never need gradients (torch warns)
-    quiet = logging.getLogger("opacus.data_loader")
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Full backward hook is firing")
-            for _ in range(epochs):
-                for batch_x, batch_y in loader:
-                    optimizer.zero_grad()
-                    loss_fn(private(batch_x), batch_y, None).backward()
-                    optimizer.step()  # an empty Poisson batch still takes a pure-noise step, as accounted
-    finally:
-        quiet.setLevel(level)
-    return flat_parameters(private._module) - params.detach()
+    trainable = [p for p in private.parameters() if p.requires_grad]
+    # opacus clips, sums and divides by the expected batch; the noise is the pre-drawn one, added below
+    optimizer = DPOptimizer(torch.optim.SGD(trainable, lr=local_lr), noise_multiplier=0.0, max_grad_norm=clip,
+                            expected_batch_size=expected_batch, loss_reduction="mean")
+    step_size = local_lr / expected_batch
+    with warnings.catch_warnings():  # inputs never need gradients
+        warnings.filterwarnings("ignore", message="Full backward hook is firing")
+        for _ in range(epochs):
+            draws = epoch_draws(x.shape[0], schedule, layout, sigma * clip, epochs=epochs, generator=generator)
+            for batch, noise in zip(draws.batches, draws.noise):
+                optimizer.zero_grad()
+                loss_fn(private(x[batch]), y[batch], None).backward()
+                optimizer.step()  # an empty batch still takes a pure-noise step, as accounted
+                with torch.no_grad():
+                    for param, piece in zip(trainable, layout.unflatten(noise).values()):
+                        param.sub_(step_size * piece)
+    return flat_parameters(private._module)

@@ -33,6 +33,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
+from uldp.training import linear
+
 #: A loss ``(outputs, targets, weight) -> weighted mean loss`` (see :func:`uldp.models.loss_function`).
 LossFunction = Callable[[Tensor, Tensor, Tensor | None], Tensor]
 
@@ -267,6 +269,8 @@ def train_users(
     Args:
         model: The architecture (its current parameters are ignored; its mode, train or eval, is used).
             (:func:`vmap_friendly` ``(model)`` computes convolutions as im2col matmuls; plain vmap measured faster.)
+            A :class:`~uldp.models.LinearScore` with the BCE or Cox loss takes closed-form gradients
+            (:mod:`uldp.training.linear`) instead of autograd.
         params: Global model, flat ``[d]`` (see :class:`ParameterLayout`).
         x: The silo's records ``[n, ...]``.
         y: Their targets ``[n, ...]``.
@@ -286,14 +290,16 @@ def train_users(
     """
     _check_training_arguments(local_lr, epochs, batch_size, keys, x)
     groups = _check_groups(groups, x.shape[0])
-    if len(groups) == 1:
+    closed_form = linear.supports(model, loss_fn)
+    if len(groups) == 1 and not closed_form:
         # One model copy (silo-level training of DEFAULT / ULDP-NAIVE): nothing to batch over, and plain autograd
         # costs about a fifth of vmap(grad(...)) per step. Same mini-batches, so the same result.
         return train_users_loop(model, params, x, y, groups, loss_fn=loss_fn, local_lr=local_lr, epochs=epochs,
                                 batch_size=batch_size, keys=keys)
     layout = ParameterLayout.of(model)
     global_params = layout.unflatten(params.detach())
-    user_grad = _make_user_grad(model, loss_fn, params_batched=True)
+    user_grad = (linear.make_linear_user_grad(loss_fn) if closed_form
+                 else _make_user_grad(model, loss_fn, params_batched=True))
     per_record = _per_record_floats(model, x)
     width = lambda n: min(batch_size, n)  # noqa: E731 - the batch width a chunk with n_max records needs
     floats_per_user = lambda n: 3 * layout.size + n * x[0].numel() + width(n) * per_record  # noqa: E731

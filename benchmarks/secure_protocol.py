@@ -5,8 +5,8 @@ its encrypted weighted sum and the server aggregates and decrypts, once the stra
 ciphertext-scalar multiplication per parameter per user with phe, as a plain implementation of step 2(b) does)
 and once with uldp.secure (per-user constant once, small signed exponents with shared tables, work sharing, CRT).
 The decoded results must be equal. Wall and CPU times are printed with the load average: on a shared machine the
-CPU seconds show what the code costs. Part 2 runs one MNIST CNN silo round (21840 parameters, 5 silos) on a slice
-of users and extrapolates linearly to 100 users (see :func:`mnist_slice`).
+CPU seconds show what the code costs. Part 2 runs one MNIST CNN silo round (21840 parameters, 5 silos) on two
+slices of users and extrapolates linearly to 100 users (see :func:`mnist_slice`).
 
 Usage: python benchmarks/secure_protocol.py [--quick] [--json] [--processes K] [--repeats R] [--skip-mnist]
 """
@@ -144,32 +144,17 @@ def artificial(args, rng):
     }
 
 
-def mnist_slice(args, rng):
-    """One MNIST CNN silo round (21840 parameters, 100 users, 5 silos), extrapolated from a measured slice of users.
-
-    The real protocol runs on ``slice_users`` users with all 21840 parameters. Silo 0 has records of every user;
-    silo 4 has none, so its ``masked_update`` is exactly the per-parameter work (unsealing shares, masks, noise,
-    assembling the ciphertexts) and silo 0's minus silo 4's is the per-user work (its weight power to n_su, tables
-    and one lookup per parameter and non-zero digit), which does not depend on the other users. A silo's round is
-    its share of the full-size powers (|U| / |S| of them) + |U| times the per-user work + the per-parameter work.
-    With worker processes the merge of their partial products is counted once per slice, so the extrapolation is
-    slightly pessimistic. The server's part: the product over silos and the CRT decryption, timed on a slice of
-    ciphertexts.
-    """
-    full_dim, n_users, n_silos = 21840, 100, 5
-    slice_users = 4 if args.quick else 10
+def _silo_zero_round(args, rng, slice_users, full_dim, n_users, n_silos):
+    """Silo 0's masked update (it holds records of every user) on a slice of ``slice_users`` users, timed."""
     counts, deltas, noise = make_inputs(rng, n_silos=n_silos, n_users=slice_users, dim=full_dim)
     counts = np.minimum(counts, 2000 // n_silos // 5)
-    counts[-1] = 0  # the last silo holds no records of these users
     # the encoding resolution of the full round: (|U| + |S|) 2^-f / 2 <= P with |U| = 100, not the slice's users
     precision = 1e-10 * (slice_users + n_silos) / (n_users + n_silos)
     session = SecureSession(counts, clip=0.1, sigma=5.0, key_bits=3072, precision=precision, processes=args.processes)
     assert session.config.resolution_bits == encoding.resolution_bits_for(1e-10, n_users + n_silos)
     server, silos = session.server, session.silos
-    n = server.public_key.n
     weights = server.start_round(1, np.ones(slice_users, bool))
-    sealed = []
-    share_times = []
+    sealed, share_times = [], []
     for silo in silos:
         start = time.perf_counter()
         sealed += silo.share_weight_powers(weights)
@@ -177,15 +162,35 @@ def mnist_slice(args, rng):
         if own:
             share_times.append((time.perf_counter() - start) / own)
     inbox = server.relay(sealed)
-    _, with_users, with_users_cpu, load_users = timed(
-        silos[0].masked_update, weights, inbox[0], deltas[0], noise[0])
-    _, per_parameter, per_parameter_cpu, load_parameters = timed(
-        silos[-1].masked_update, weights, inbox[n_silos - 1], deltas[-1], noise[-1])
-    per_user = (with_users - per_parameter) / slice_users
-    per_user_cpu = (with_users_cpu - per_parameter_cpu) / slice_users
-    share_per_user = float(np.median(share_times))
-    silo_round = share_per_user * n_users / n_silos + per_user * n_users + per_parameter
-    silo_round_cpu = share_per_user * n_users / n_silos + per_user_cpu * n_users + per_parameter_cpu
+    _, wall, cpu, load = timed(silos[0].masked_update, weights, inbox[0], deltas[0], noise[0])
+    return {"wall": wall, "cpu": cpu, "load": load, "share_times": share_times, "session": session,
+            "weights": weights, "deltas": deltas}
+
+
+def mnist_slice(args, rng):
+    """One MNIST CNN silo round (21840 parameters, 100 users, 5 silos), extrapolated from two measured slices.
+
+    The real protocol runs silo 0's masked update (it holds records of every user) on a small and a large slice of
+    users with all 21840 parameters. The difference of the two times divided by the difference of users is the
+    per-user work (its weight power to n_su, tables and one lookup per parameter and non-zero digit), which does
+    not depend on the other users; the small slice's time minus its users' share is the per-call work (unsealing
+    shares, masks, noise, encoding, starting workers and merging their partial products), paid once per round.
+    A silo's round is its share of the full-size powers (|U| / |S| of them) + |U| times the per-user work + the
+    per-call work. The server's part: the product over silos and the CRT decryption, timed on a sample of
+    ciphertexts.
+    """
+    full_dim, n_users, n_silos = 21840, 100, 5
+    small_users, large_users = (2, 4) if args.quick else (6, 12)
+    small = _silo_zero_round(args, rng, small_users, full_dim, n_users, n_silos)
+    large = _silo_zero_round(args, rng, large_users, full_dim, n_users, n_silos)
+    per_user = (large["wall"] - small["wall"]) / (large_users - small_users)
+    per_user_cpu = (large["cpu"] - small["cpu"]) / (large_users - small_users)
+    per_call, per_call_cpu = small["wall"] - small_users * per_user, small["cpu"] - small_users * per_user_cpu
+    share_per_user = float(np.median(small["share_times"] + large["share_times"]))
+    silo_round = share_per_user * n_users / n_silos + per_user * n_users + per_call
+    silo_round_cpu = share_per_user * n_users / n_silos + per_user_cpu * n_users + per_call_cpu
+    session, weights, deltas = large["session"], large["weights"], large["deltas"]
+    server, n = session.server, session.server.public_key.n
     sample = [int(c) for c in rng.choice(np.array(weights.ciphertexts, dtype=object), 32 * args.processes)]
     _, decrypt_s, decrypt_cpu, load_decrypt = timed(
         lambda: fast.crt_decrypt(server._private_key, sample, processes=args.processes))
@@ -198,12 +203,12 @@ def mnist_slice(args, rng):
     bits = int(np.abs(encoding.encode(deltas[0], resolution_bits=session.config.resolution_bits)).max()).bit_length()
     plan = fast.choose_plan(-(-n_users // args.processes), full_dim, bits)
     return {
-        "parameters": full_dim, "users": n_users, "silos": n_silos, "slice_users": slice_users, "plan": plan,
-        "exponent_bits": bits, "share_per_user_s": share_per_user, "weighting_per_user_s": per_user,
-        "weighting_per_user_cpu_s": per_user_cpu, "per_parameter_work_s": per_parameter,
+        "parameters": full_dim, "users": n_users, "silos": n_silos, "slice_users": [small_users, large_users],
+        "plan": plan, "exponent_bits": bits, "share_per_user_s": share_per_user, "weighting_per_user_s": per_user,
+        "weighting_per_user_cpu_s": per_user_cpu, "per_call_work_s": per_call, "per_call_work_cpu_s": per_call_cpu,
         "silo_round_extrapolated_s": silo_round, "silo_round_extrapolated_cpu_s": silo_round_cpu,
         "server_extrapolated_s": server_s, "server_decrypt_cpu_per_ciphertext_s": decrypt_cpu / len(sample),
-        "load": [load_users, load_parameters, load_decrypt],
+        "load": [small["load"], large["load"], load_decrypt],
     }
 
 
@@ -234,10 +239,10 @@ def main() -> int:
     if not args.skip_mnist:
         part2 = mnist_slice(args, rng)
         print(f"MNIST CNN silo round ({part2['parameters']} parameters, {part2['users']} users, {part2['silos']} silos), "
-              f"measured on {part2['slice_users']} users (exponents of {part2['exponent_bits']} bits, plan "
+              f"measured on {' and '.join(map(str, part2['slice_users']))} users (exponents of {part2['exponent_bits']} bits, plan "
               f"{part2['plan'][0]} w={part2['plan'][1]}; load {', '.join(f'{x:.2f}' for x in part2['load'])}):")
         print(f"  per user: weighted sum {part2['weighting_per_user_s']:.3f} s wall ({part2['weighting_per_user_cpu_s']:.3f} s "
-              f"CPU), shared power {part2['share_per_user_s']:.3f} s; per-parameter work {part2['per_parameter_work_s']:.2f} s")
+              f"CPU), shared power {part2['share_per_user_s']:.3f} s; per-call work {part2['per_call_work_s']:.2f} s")
         print(f"  EXTRAPOLATED silo round: {part2['silo_round_extrapolated_s']:.1f} s wall "
               f"({part2['silo_round_extrapolated_cpu_s']:.1f} s CPU); server product + CRT decryption of "
               f"{part2['parameters']} ciphertexts: {part2['server_extrapolated_s']:.1f} s "

@@ -605,7 +605,8 @@ def _git(*args: str) -> str | None:
 
 
 def provenance(command: str) -> dict[str, Any]:
-    """Where a run comes from: command, git commit (and whether the tree had local changes), packages, machine.
+    """Where a run comes from: command, git commit (and whether tracked files outside results/ had local changes),
+    packages, machine.
 
     Args:
         command: The command line (or call) that started the grid.
@@ -619,7 +620,8 @@ def provenance(command: str) -> dict[str, Any]:
             packages[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             packages[name] = None
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    # stored results are not code: a grid that is writing results/ does not make the code "locally changed"
+    status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results")
     return {
         "command": command,
         "git_commit": _git("rev-parse", "HEAD"),

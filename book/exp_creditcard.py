@@ -64,6 +64,17 @@ plots.privacy_utility_figure(shown.results)
 plt.show()
 
 # %% [markdown]
+# Paper-profile results that cover some panels of the figure whole, when they do not cover all of it (see the
+# note at the top), at paper scale:
+
+# %%
+if shown.paper_panels is not None:
+    plots.privacy_utility_figure(shown.paper_panels)
+    plt.show()
+else:
+    print("nothing more: the figure above is all there is")
+
+# %% [markdown]
 # Final values (last round, mean ± std over seeds) and the user-level $\epsilon$ at $\delta = 10^{-5}$:
 
 # %%

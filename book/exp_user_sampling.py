@@ -55,6 +55,17 @@ plots.user_sampling_figure(shown.results)
 plt.show()
 
 # %% [markdown]
+# Paper-profile results that cover some panels of the figure whole, when they do not cover all of it (see the
+# note at the top), at paper scale:
+
+# %%
+if shown.paper_panels is not None:
+    plots.user_sampling_figure(shown.paper_panels)
+    plt.show()
+else:
+    print("nothing more: the figure above is all there is")
+
+# %% [markdown]
 # Final accuracy (mean ± std over seeds) and $\epsilon$ per sampling rate:
 
 # %%

@@ -56,6 +56,17 @@ plots.weighting_figure(shown.results)
 plt.show()
 
 # %% [markdown]
+# Paper-profile results that cover some panels of the figure whole, when they do not cover all of it (see the
+# note at the top), at paper scale:
+
+# %%
+if shown.paper_panels is not None:
+    plots.weighting_figure(shown.paper_panels)
+    plt.show()
+else:
+    print("nothing more: the figure above is all there is")
+
+# %% [markdown]
 # The gain of the weighting: final test loss of ULDP-AVG minus that of ULDP-AVG-w (positive means ULDP-AVG-w is
 # better), per dataset, number of silos and allocation:
 

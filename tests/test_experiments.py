@@ -345,6 +345,19 @@ def test_chapter_results_show_paper_results_only_when_they_cover_every_line(tmp_
     partial = experiments.chapter_results("user_sampling", "default", backend=fake_backend.FAKE,
                                           paper_root=paper_root, root=build_root)
     assert partial.results.profile == "default" and "stored only in part (2 of 45 runs" in partial.note
+    assert partial.paper_panels is None  # 2 runs cover no panel whole
+    creditcard = [s for s in expand("user_sampling", "paper", seeds=[0]) if s.kwargs["dataset"] == "creditcard"]
+    for spec in creditcard:
+        experiments.write_json_atomic(experiments.result_path(paper_root, spec),
+                                      {"schema": experiments.SCHEMA_VERSION, "key": spec.key, "grid": spec.grid,
+                                       "panel": spec.panel, "series": spec.series, "seed": spec.seed,
+                                       "params": spec.kwargs, "config": {}, "result": {"test_loss": [1.0]},
+                                       "provenance": {"date": "2026-01-01T00:00", "command": "c", "wall_seconds": 1}})
+    one_panel = experiments.chapter_results("user_sampling", "default", backend=fake_backend.FAKE,
+                                            paper_root=paper_root, root=build_root)
+    assert one_panel.paper_panels.covered_panels() == (creditcard[0].panel,) != ()
+    assert {run["panel"] for run in one_panel.paper_panels.runs} == {creditcard[0].panel}
+    assert "cover every line of 1 panel(s)" in one_panel.note
     run_grid("user_sampling", "paper", seeds=[0], root=paper_root, backend=fake_backend.FAKE, progress=False,
              command="uldp grid user_sampling --profile paper")
     shown = experiments.chapter_results("user_sampling", "smoke", backend=fake_backend.FAKE,

@@ -94,3 +94,14 @@ def test_runtime_table_splits_each_round_into_silo_and_server_time():
     assert len(plots.runtime_figure(ResultSet("protocol_runtime", "paper", runs, (), "memory")).axes) == 2
     with pytest.raises(ValueError, match="no run of grid 'protocol_runtime' has secure-aggregation timings"):
         plots.runtime_table(ResultSet("protocol_runtime", "paper", (), (), "memory"))
+
+
+@pytest.mark.parametrize("grid, draw", [("heart_disease", "privacy_utility_figure"), ("weighting", "weighting_figure"),
+                                        ("user_sampling", "user_sampling_figure")])
+def test_a_figure_of_one_covered_panel(data, grid, draw):
+    """What a chapter draws when paper-profile results cover only some panels (ResultSet.only_panels)."""
+    panel = data[grid].covered_panels()[0]
+    one = data[grid].only_panels([panel])
+    assert {run["panel"] for run in one.runs} == {panel} and one.covered_panels() == (panel,)
+    fig = getattr(plots, draw)(one)
+    assert panel in {ax.get_title() for ax in fig.axes}

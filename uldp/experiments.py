@@ -902,6 +902,18 @@ class ResultSet:
         stored = {(run["panel"], run["series"]) for run in self.runs}
         return bool(self.runs) and all((spec.panel, spec.series) in stored for spec in self.missing)
 
+    def covered_panels(self) -> tuple[str, ...]:
+        """The panels every line of which has at least one stored run, in grid order."""
+        stored = {(run["panel"], run["series"]) for run in self.runs}
+        uncovered = {spec.panel for spec in self.missing if (spec.panel, spec.series) not in stored}
+        return tuple(dict.fromkeys(run["panel"] for run in self.runs if run["panel"] not in uncovered))
+
+    def only_panels(self, panels: Iterable[str]) -> ResultSet:
+        """The same results restricted to ``panels``."""
+        keep = set(panels)
+        return ResultSet(self.grid, self.profile, tuple(run for run in self.runs if run["panel"] in keep),
+                         tuple(spec for spec in self.missing if spec.panel in keep), self.root)
+
     def frame(self) -> Any:
         """A long pandas DataFrame, one row per run and round: ``panel, series, seed, round`` and every per-round
         series of the results (``test_loss``, ``epsilon``, ...), plus the run arguments as columns."""
@@ -984,16 +996,19 @@ def load_results(grid_name: str, profile: str, *, seeds: Sequence[int] | None = 
 
 @dataclass(frozen=True)
 class ChapterResults:
-    """What a chapter shows: the results and a sentence saying where they come from."""
+    """What a chapter shows: the results, a sentence saying where they come from, and the panels of the figure
+    that paper-profile results cover when they do not cover all of it (``None`` otherwise)."""
 
     results: ResultSet
     note: str
+    paper_panels: ResultSet | None = None
 
 
 def chapter_results(grid_name: str, profile: str, *, backend: Backend = SIMULATION,
                     paper_root: Path | str | None = None, root: Path | str | None = None) -> ChapterResults:
     """The results an experiment chapter shows: the committed paper-profile ones when they cover every line of the
-    figure (at least one seed each), else run the grid at the chapter's profile (resuming from what is stored).
+    figure (at least one seed each), else run the grid at the chapter's profile (resuming from what is stored), and
+    the panels that paper-profile results cover whole beside it.
 
     At the ``smoke`` profile the smoke grid runs even when paper results exist, so that CI exercises the
     simulation path of every chapter; at the ``paper`` profile the paper grid itself runs (resuming).
@@ -1033,7 +1048,13 @@ def chapter_results(grid_name: str, profile: str, *, backend: Backend = SIMULATI
         why = "No paper-profile results are committed for this grid, so "
     note = (why + f"this chapter ran the grid at the **{profile}** profile {done}These runs are far smaller than "
             "the paper's: read shapes, not numbers. " + results.describe())
-    return ChapterResults(results, note)
+    covered = paper.covered_panels()
+    if not covered:
+        return ChapterResults(results, note)
+    paper_panels = paper.only_panels(covered)
+    note += (f" The committed paper-profile results do cover every line of {len(covered)} panel(s) "
+             f"({'; '.join(covered)}); they are shown after the {profile}-profile figure. " + paper_panels.describe())
+    return ChapterResults(results, note, paper_panels)
 
 
 def summarise(frame: Any, value: str) -> Any:

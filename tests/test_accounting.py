@@ -54,6 +54,19 @@ def test_rdp_matches_dp_accounting_at_integer_orders(q, sigma, steps):
     assert ours_eps == pytest.approx(theirs_eps, rel=1e-6)
 
 
+@pytest.mark.parametrize("q,sigma", [(1 / 50, 5.0), (0.3, 1.1), (1 / 8, 0.7)])
+def test_vectorised_integer_orders_equal_opacus_over_the_default_grid(q, sigma):
+    """Same values as opacus' one-term-at-a-time sum, and the same unusable (nan) orders where binom overflows."""
+    from opacus.accountants.analysis import rdp as opacus_rdp
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        reference = np.asarray(opacus_rdp.compute_rdp(q=q, noise_multiplier=sigma, steps=1, orders=list(DEFAULT_ORDERS)))
+    ours = rdp_subsampled_gaussian(sigma=sigma, q=q, steps=1)
+    assert np.array_equal(np.isnan(ours), np.isnan(reference)) and np.isnan(ours).sum() > 0
+    np.testing.assert_allclose(ours[~np.isnan(ours)], reference[~np.isnan(reference)], rtol=1e-10)
+
+
 @pytest.mark.parametrize("alpha", [1.5, 2.5, 3.5, 7.3])
 def test_fractional_orders_match_numerical_integration(alpha):
     """At fractional orders dp-accounting is only an upper bound; the exact value is an integral (mpmath)."""

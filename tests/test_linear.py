@@ -11,7 +11,7 @@ from uldp.data.base import Allocation
 from uldp.methods import Federation, Hyperparameters, make_method
 from uldp.models import LinearScore, bce_loss, cox_loss, cross_entropy_loss
 from uldp.training import linear
-from uldp.training.dpsgd import dpsgd_train
+from uldp.training.dpsgd import dpsgd_train, dpsgd_train_silos
 from uldp.training.per_user import flat_parameters, record_keys, train_users, train_users_loop
 
 
@@ -119,3 +119,41 @@ def test_silos_trained_together_equal_silos_trained_alone(method):
         if method == "ULDP-NAIVE":
             alone = alone * min(1.0, 0.05 / float(alone.norm()))
         torch.testing.assert_close(together[s], alone, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("loss_fn, batch_size", [(bce_loss, 4), (cox_loss, 8), (bce_loss, 1)])
+def test_silos_running_dpsgd_together_equal_each_silo_alone(loss_fn, batch_size):
+    """Silos of different sizes (different rates, steps and expected batches) in one batched run, same draws."""
+    model = LinearScore(4)
+    silos = []
+    for n, seed in ((37, 1), (9, 2), (20, 3)):
+        _, _, x, y = linear_problem(loss_fn, n, 4, seed=seed)
+        silos.append((x.float(), y.float()))
+    silos[0][0][:3] *= 30  # clipped records
+    params = flat_parameters(model)
+    kwargs = dict(loss_fn=loss_fn, local_lr=0.5, epochs=3, batch_size=batch_size, clip=0.5, sigma=0.7)
+    together = dpsgd_train_silos(model, params, silos, generators=[torch.Generator().manual_seed(s) for s in range(3)],
+                                 **kwargs)
+    for s, (x, y) in enumerate(silos):
+        alone = dpsgd_train(model, params, x, y, generator=torch.Generator().manual_seed(s), **kwargs)
+        assert alone.abs().max() > 1e-2
+        torch.testing.assert_close(together[s], alone, atol=2e-6, rtol=1e-5)
+    with pytest.raises(ValueError, match="one generator per silo"):
+        dpsgd_train_silos(model, params, silos, generators=[torch.Generator()], **kwargs)
+
+
+def test_group_method_trains_silos_together_like_one_by_one():
+    gen = torch.Generator().manual_seed(0)
+    n = 80
+    x = torch.randn((n, 3), generator=gen)
+    y = (x[:, 0] > 0).float()
+    silo = np.random.default_rng(0).choice(3, n, p=[0.6, 0.3, 0.1])
+    fed = Federation(LinearScore(3), bce_loss, x, y, Allocation(np.arange(n) % 9, silo, 9, 3, "toy", 0))
+    hp = Hyperparameters(global_lr=1.0, local_lr=0.5, local_epochs=2, batch_size=4, clip=0.05, sigma=1.0)
+    algorithm = make_method("ULDP-GROUP-4", hp)
+    fed = algorithm.prepare(fed, np.random.SeedSequence(1))
+    params = flat_parameters(fed.model)
+    round_seed = np.random.SeedSequence(5)
+    together = algorithm.silo_deltas(params, fed, round_seed)
+    for s in range(3):
+        torch.testing.assert_close(together[s], algorithm.silo_delta(params, fed, round_seed, s), atol=1e-6, rtol=1e-5)

@@ -27,6 +27,7 @@ import math
 import warnings
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -190,3 +191,89 @@ def _opacus_steps(model: nn.Module, flat: Tensor, x: Tensor, y: Tensor, *, loss_
                     for param, piece in zip(trainable, layout.unflatten(noise).values()):
                         param.sub_(step_size * piece)
     return flat_parameters(private._module)
+
+
+def dpsgd_train_silos(
+    model: nn.Module,
+    params: Tensor,
+    silos: list[tuple[Tensor, Tensor]],
+    *,
+    loss_fn: LossFunction,
+    local_lr: float,
+    epochs: int,
+    batch_size: int,
+    clip: float,
+    sigma: float,
+    generators: list[torch.Generator],
+) -> Tensor:
+    """Closed-form DP-SGD of several silos at once from the same global model (ULDP-GROUP-k's simulation).
+
+    Equal to :func:`dpsgd_train` per silo with that silo's generator (each silo takes the same draws from its own
+    generator, :func:`epoch_draws`), but step ``t`` of every silo runs in one batched computation, so a round costs
+    the longest silo's steps instead of the sum of all silos' steps. Each silo keeps its own sampling rate, step
+    count, expected batch size and noise; a silo whose epoch has fewer steps is idle (empty batch, no noise) after
+    its last one.
+
+    Args:
+        model: A :class:`~uldp.models.LinearScore` (see :func:`uldp.training.linear.supports`).
+        params: Global model, flat ``[d]``.
+        silos: Per silo, its (filtered, non-empty) records and targets.
+        loss_fn: The BCE or Cox loss.
+        local_lr, epochs, batch_size, clip, sigma: As in :func:`dpsgd_train`.
+        generators: One per silo.
+
+    Returns:
+        ``[len(silos), d]`` deltas.
+
+    Raises:
+        ValueError: A model or loss without closed-form gradients, a silo without records, or not one generator per
+            silo.
+    """
+    if not linear.supports(model, loss_fn):
+        raise ValueError(f"no closed-form DP-SGD for {type(model).__name__} with {getattr(loss_fn, '__name__', loss_fn)}")
+    if len(generators) != len(silos) or any(x.shape[0] == 0 for x, _ in silos):
+        raise ValueError(f"need one generator per silo and records in every silo; got {len(generators)} generators "
+                         f"for silos of sizes {[int(x.shape[0]) for x, _ in silos]}")
+    layout = ParameterLayout.of(model)
+    schedules = [dpsgd_schedule(int(x.shape[0]), batch_size=batch_size, epochs=epochs) for x, _ in silos]
+    step_sizes = torch.tensor([local_lr / max(1, round(s.sample_rate * x.shape[0]))
+                               for s, (x, _) in zip(schedules, silos)], dtype=params.dtype)[:, None]
+    # every silo's records in one table ([x, 1] rows, their lengths, targets); silo s's start at offsets[s]
+    augmented = torch.cat([torch.cat([x, torch.ones_like(x[:, :1])], dim=1) for x, _ in silos])
+    lengths = augmented.norm(dim=1)
+    targets = torch.cat([y for _, y in silos])
+    offsets = np.cumsum([0] + [int(x.shape[0]) for x, _ in silos[:-1]]).tolist()
+    flat = params.detach().expand(len(silos), -1).clone()
+    for _ in range(epochs):
+        draws = [epoch_draws(x.shape[0], schedule, layout, sigma * clip, epochs=epochs, generator=generator)
+                 for (x, _), schedule, generator in zip(silos, schedules, generators)]
+        index, member, sizes, noise = _stack_draws(draws, offsets, flat.shape[1], flat.dtype)
+        for step in range(index.shape[0]):
+            records = augmented[index[step]]  # [S, b_max, d]; padding points at record 0 with member 0
+            scores = torch.einsum("sbf,sf->sb", records, flat)
+            g = linear.score_gradient(loss_fn, scores, targets[index[step]], member[step]) * sizes[step]
+            scale = torch.clamp(clip / (g.abs() * lengths[index[step]]), max=1.0)  # min(1, C / ||g_i [x_i, 1]||)
+            flat = flat - step_sizes * (torch.einsum("sb,sbf->sf", g * scale, records) + noise[step])
+    return flat - params.detach()
+
+
+def _stack_draws(draws: list[EpochDraws], offsets: list[int], d: int,
+                 dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """One epoch's draws of all silos as padded tensors: record indices ``[T, S, b_max]`` (offset into the joint
+    table), 0/1 membership, batch sizes ``[T, S, 1]`` and noise ``[T, S, d]``; a silo with fewer steps gets empty
+    batches and zero noise after its last one."""
+    n_steps, n_silos = max(len(draw.batches) for draw in draws), len(draws)
+    sizes = torch.zeros((n_steps, n_silos), dtype=torch.int64)
+    for s, draw in enumerate(draws):
+        sizes[: len(draw.batches), s] = torch.tensor([batch.numel() for batch in draw.batches])
+    width = max(1, int(sizes.max()))
+    index = torch.zeros((n_steps, n_silos, width), dtype=torch.int64)
+    noise = torch.zeros((n_steps, n_silos, d), dtype=dtype)
+    for s, (draw, offset) in enumerate(zip(draws, offsets)):
+        counts = sizes[: len(draw.batches), s]
+        step_of = torch.repeat_interleave(torch.arange(len(draw.batches)), counts)
+        slot = torch.arange(step_of.numel()) - (torch.cumsum(counts, 0) - counts)[step_of]
+        index[step_of, s, slot] = torch.cat(draw.batches) + offset
+        noise[: len(draw.batches), s] = draw.noise
+    member = (torch.arange(width)[None, None, :] < sizes[:, :, None]).to(dtype)
+    return index, member, sizes[:, :, None].to(dtype), noise

@@ -403,3 +403,24 @@ def test_a_run_stored_by_one_grid_is_not_run_again_by_another(tmp_path, monkeypa
     assert experiments.pending_runs(weighting, tmp_path) == [s for s in weighting if s not in shared]
     stored = experiments.stored_result(tmp_path, shared[0])
     assert stored is not None and stored["grid"] == "tcga_brca"
+
+
+def test_two_processes_on_one_grid_do_not_redo_each_others_runs(tmp_path, monkeypatch):
+    """A run stored by another process after this one listed its work is skipped, not run again."""
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv("ULDP_FAKE_LOG", str(log))
+    specs = {s.key: s for s in expand("tcga_brca", "smoke")}
+    later = sorted(specs.values(), key=lambda spec: spec.seed)[-1]
+    original = experiments.pending_runs
+
+    def pending_then_other_process_stores(listed, root):
+        todo = original(listed, root)
+        experiments._execute_one(fake_backend.FAKE, later, str(experiments.result_path(root, later)), {})
+        return todo
+
+    monkeypatch.setattr(experiments, "pending_runs", pending_then_other_process_stores)
+    log.write_text("")
+    report = run_grid("tcga_brca", "smoke", root=tmp_path, backend=fake_backend.FAKE, progress=False)
+    executed = log.read_text().splitlines()
+    assert len(executed) == len(specs)  # every run once: the other process's one, and not again
+    assert (report.executed, report.skipped) == (len(specs) - 1, 1)

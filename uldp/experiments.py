@@ -804,7 +804,8 @@ def run_grid(
 ) -> GridReport:
     """Run every run of a grid that is not stored yet, storing each as it finishes.
 
-    Already stored runs are skipped, so calling this again after an interruption resumes the grid. A run that
+    Already stored runs are skipped, so calling this again after an interruption resumes the grid, and several
+    processes may work on one grid (each skips what another stored while it ran). A run that
     raises an ``Exception`` is reported in :attr:`GridReport.failed` and the others go on; ``KeyboardInterrupt``
     stops the grid (the finished runs stay stored).
 
@@ -835,6 +836,7 @@ def run_grid(
     n_distinct = len({spec.key for spec in specs})
     base = provenance(command or f"uldp.experiments.run_grid({grid_name!r}, {profile!r}, seeds={seeds!r}, jobs={jobs})")
     failed: list[tuple[str, str]] = []
+    raced = 0
     from tqdm import tqdm
 
     bar = tqdm(total=len(todo), desc=f"{grid_name} [{profile}]", unit="run", disable=not progress or not todo,
@@ -842,6 +844,10 @@ def run_grid(
     try:
         if jobs == 1 or len(todo) <= 1:
             for spec in todo:
+                if stored_result(root, spec) is not None:  # stored meanwhile by another process on this folder
+                    raced += 1
+                    bar.update(1)
+                    continue
                 try:
                     _execute_one(backend, spec, str(result_path(root, spec)), base)
                 except Exception as error:  # noqa: BLE001 - one bad run must not lose the others
@@ -856,6 +862,10 @@ def run_grid(
                 while queue or waiting:
                     while queue and len(waiting) < jobs:
                         spec = queue.pop(0)
+                        if stored_result(root, spec) is not None:  # stored meanwhile by another process
+                            raced += 1
+                            bar.update(1)
+                            continue
                         waiting[pool.submit(_execute_one, backend, spec, str(result_path(root, spec)), base)] = spec
                     done, _ = wait(waiting, return_when=FIRST_COMPLETED)
                     for future in done:
@@ -866,8 +876,8 @@ def run_grid(
                         bar.update(1)
     finally:
         bar.close()
-    return GridReport(grid_name, profile, str(root), n_distinct, n_distinct - len(todo), len(todo) - len(failed),
-                      tuple(failed), time.perf_counter() - started)
+    return GridReport(grid_name, profile, str(root), n_distinct, n_distinct - len(todo) + raced,
+                      len(todo) - len(failed) - raced, tuple(failed), time.perf_counter() - started)
 
 
 # -------------------------------------------------------------------------------------------------------- loading

@@ -24,9 +24,10 @@
 #   (the area under the curve);
 # - claims with a size ("much larger", "acceptable", "reasonably small") say their threshold in the row.
 #
-# Each grid contributes its committed paper-profile results when any are stored; otherwise the results of this
-# book's own build at the chapter's profile (produced by the experiment chapters before this one), which are far
-# too short for the verdicts to mean much. The `source` column says which.
+# Each grid contributes its committed paper-profile results when they cover every line of its figure; when they
+# cover only some panels whole, those panels (a verdict at paper scale on fewer settings); otherwise the results of
+# this book's own build at the chapter's profile (produced by the experiment chapters before this one), which are
+# far too short for the verdicts to mean much. The `source` column says which, with the panels when not all.
 
 # %% tags=["parameters"]
 profile = "default"

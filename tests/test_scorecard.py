@@ -86,3 +86,21 @@ def test_final_table_and_weighting_gaps_show_the_measured_values(paper_world):
     runs = {r["series"]: r for r in paper_world["weighting"].runs if r["panel"] == "creditcard, |S|=50"}
     expected = runs["ULDP-AVG, zipf"]["result"]["test_loss"][-1] - runs["ULDP-AVG-w, zipf"]["result"]["test_loss"][-1]
     assert float(row["gap"].iloc[0]) == pytest.approx(expected)
+
+
+def test_stored_results_use_paper_panels_covered_whole(tmp_path):
+    """Weighting: TcgaBrca's panel is covered at paper scale (by TcgaBrca runs), Creditcard's is not."""
+    from uldp.experiments import run_grid
+
+    paper, build = tmp_path / "paper", tmp_path / "build"
+    run_grid("tcga_brca", "paper", seeds=[0], methods=["ULDP-AVG", "ULDP-AVG-w"], root=paper,
+             backend=fake_backend.FAKE, progress=False)
+    run_grid("weighting", "smoke", root=build, backend=fake_backend.FAKE, progress=False)
+    data = sc.stored_results("smoke", paper_root=paper, root=build)
+    weighting = data["weighting"]
+    assert weighting.profile == "paper" and {run["panel"] for run in weighting.runs} == {"tcga_brca, |S|=6"}
+    assert data["heart_disease"].profile == "smoke"  # nothing at paper scale there
+    table = sc.scorecard(data, grid="weighting")
+    assert table["source"].str.contains("only panel\\(s\\) tcga_brca, \\|S\\|=6").all()
+    silos = table[table["claim"] == next(c.text for c in sc.CLAIMS if c.key == "weighting-silos")].iloc[0]
+    assert silos["verdict"] == sc.MISSING  # one number of silos cannot show a trend over silos

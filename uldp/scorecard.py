@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from uldp.experiments import GRIDS, UTILITY_METRIC, ResultSet, load_results
+from uldp.experiments import GRIDS, UTILITY_METRIC, ResultSet, expand, load_results
 
 HOLDS, PARTLY, FAILS, MISSING = "holds", "partly", "does not hold", "not measured"
 PRIVACY_UTILITY_GRIDS = tuple(name for name, grid in GRIDS.items() if grid.kind == "privacy_utility")
@@ -398,7 +398,8 @@ CLAIMS: tuple[Claim, ...] = (
 
 
 def stored_results(profile: str, *, paper_root: Any = None, root: Any = None) -> dict[str, ResultSet]:
-    """Per grid, the committed paper-profile results when they cover every line of the figure, else the
+    """Per grid, the committed paper-profile results when they cover every line of the figure; else those of the
+    panels they cover whole, when there are such panels (a verdict at paper scale on fewer settings); else the
     ``profile``'s stored results.
 
     Nothing runs: the experiment chapters (or ``uldp grid``) produce the results.
@@ -406,8 +407,25 @@ def stored_results(profile: str, *, paper_root: Any = None, root: Any = None) ->
     data = {}
     for name in GRIDS:
         paper = load_results(name, "paper", root=paper_root)
-        data[name] = paper if paper.covers_every_line or profile == "paper" else load_results(name, profile, root=root)
+        if paper.covers_every_line or profile == "paper":
+            data[name] = paper
+        elif paper.covered_panels():
+            data[name] = paper.only_panels(paper.covered_panels())
+        else:
+            data[name] = load_results(name, profile, root=root)
     return data
+
+
+def _source(results: ResultSet) -> str:
+    """Which results a verdict rests on: grid, profile, seeds, runs and panels when not all."""
+    text = f"{results.grid}: {results.profile}, {len({run['seed'] for run in results.runs})} seed(s)"
+    if not results.complete:
+        text += f", {len(results.runs)}/{len(results.runs) + len(results.missing)} runs"
+    shown = {run["panel"] for run in results.runs} | {spec.panel for spec in results.missing}
+    every = {spec.panel for spec in expand(results.grid, results.profile)}
+    if shown < every:
+        text += f", only panel(s) {', '.join(sorted(shown))}"
+    return text
 
 
 def scorecard(data: Mapping[str, ResultSet], *, grid: str | None = None) -> pd.DataFrame:
@@ -425,9 +443,7 @@ def scorecard(data: Mapping[str, ResultSet], *, grid: str | None = None) -> pd.D
         if grid is not None and grid not in claim.grids:
             continue
         used = [data[name] for name in claim.grids if name in data and data[name].runs]
-        source = "; ".join(f"{r.grid}: {r.profile}, {len({run['seed'] for run in r.runs})} seed(s)"
-                           + ("" if r.complete else f", {len(r.runs)}/{len(r.runs) + len(r.missing)} runs")
-                           for r in used)
+        source = "; ".join(_source(r) for r in used)
         try:
             finding = claim.check(data)
         except NotMeasured as missing:

@@ -66,7 +66,8 @@ print(inspect.getsource(fedavg.FedAvgMethod))
 # DP-SGD with Poisson sampling at rate $1/\lceil n_s / B \rceil$, whose per-silo schedule feeds the accountant.
 # Per-record gradients come from opacus, or, for the linear models of HeartDisease and TcgaBrca, from their closed
 # form $g_i\,[x_i, 1]$ (`uldp.training.linear`): with the same random draws the two engines give the same model
-# (a test checks it), and the closed form is 7 to 13 times faster per step. The batches are drawn by the library,
+# (a test checks it), and the closed form is about 5 times faster per step, with all silos of a round
+# batched into one step. The batches are drawn by the library,
 # exactly $\lceil n_s / B \rceil$ per epoch as the accountant counts them; opacus' own data loader takes
 # $\lfloor 1/\gamma \rfloor$ steps, one fewer when $1/(1/k)$ rounds below $k$ in floating point ($k = 93, 99, 105,
 # \dots$).

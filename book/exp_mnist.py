@@ -56,21 +56,13 @@ settings
 #
 # One row per setting (users, allocation); the test loss is the paper's left panel for MNIST. Mean over seeds with a
 # one-std band.
+#
+# A second figure, when there is one, shows the panels that paper-profile results cover whole (see the note at
+# the top).
 
 # %%
-plots.privacy_utility_figure(shown.results)
+plots.chapter_figures(shown, plots.privacy_utility_figure)
 plt.show()
-
-# %% [markdown]
-# Paper-profile results that cover some panels of the figure whole, when they do not cover all of it (see the
-# note at the top), at paper scale:
-
-# %%
-if shown.paper_panels is not None:
-    plots.privacy_utility_figure(shown.paper_panels)
-    plt.show()
-else:
-    print("nothing more: the figure above is all there is")
 
 # %% [markdown]
 # Final values (last round, mean ± std over seeds) and the user-level $\epsilon$ at $\delta = 10^{-5}$:

@@ -49,21 +49,13 @@ settings
 # ## Figure 10: accuracy and privacy for each sampling rate
 #
 # One row per dataset; one line per $q$. Mean over seeds with a one-std band.
+#
+# A second figure, when there is one, shows the panels that paper-profile results cover whole (see the note at
+# the top).
 
 # %%
-plots.user_sampling_figure(shown.results)
+plots.chapter_figures(shown, plots.user_sampling_figure)
 plt.show()
-
-# %% [markdown]
-# Paper-profile results that cover some panels of the figure whole, when they do not cover all of it (see the
-# note at the top), at paper scale:
-
-# %%
-if shown.paper_panels is not None:
-    plots.user_sampling_figure(shown.paper_panels)
-    plt.show()
-else:
-    print("nothing more: the figure above is all there is")
 
 # %% [markdown]
 # Final accuracy (mean ± std over seeds) and $\epsilon$ per sampling rate:

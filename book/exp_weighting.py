@@ -50,21 +50,13 @@ settings
 #
 # One panel per dataset and number of silos; solid lines for the uniform allocation, dashed for zipf. Mean over
 # seeds with a one-std band.
+#
+# A second figure, when there is one, shows the panels that paper-profile results cover whole (see the note at
+# the top).
 
 # %%
-plots.weighting_figure(shown.results)
+plots.chapter_figures(shown, plots.weighting_figure)
 plt.show()
-
-# %% [markdown]
-# Paper-profile results that cover some panels of the figure whole, when they do not cover all of it (see the
-# note at the top), at paper scale:
-
-# %%
-if shown.paper_panels is not None:
-    plots.weighting_figure(shown.paper_panels)
-    plt.show()
-else:
-    print("nothing more: the figure above is all there is")
 
 # %% [markdown]
 # The gain of the weighting: final test loss of ULDP-AVG minus that of ULDP-AVG-w (positive means ULDP-AVG-w is

@@ -105,3 +105,17 @@ def test_a_figure_of_one_covered_panel(data, grid, draw):
     assert {run["panel"] for run in one.runs} == {panel} and one.covered_panels() == (panel,)
     fig = getattr(plots, draw)(one)
     assert panel in {ax.get_title() for ax in fig.axes}
+    with pytest.raises(ValueError, match="'no such panel'.*its panels: "):
+        data[grid].only_panels([panel, "no such panel"])
+
+
+def test_chapter_figures_add_the_covered_paper_panels_only_when_there_are_some(data):
+    from uldp.experiments import ChapterResults
+
+    results = data["weighting"]
+    alone = plots.chapter_figures(ChapterResults(results, "note"), plots.weighting_figure)
+    panel = results.covered_panels()[0]
+    both = plots.chapter_figures(ChapterResults(results, "note", results.only_panels([panel])),
+                                 plots.weighting_figure)
+    assert len(alone) == 1 and len(both) == 2
+    assert {ax.get_title() for ax in both[1].axes if ax.get_title()} == {panel}

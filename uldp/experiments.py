@@ -919,8 +919,16 @@ class ResultSet:
         return tuple(dict.fromkeys(run["panel"] for run in self.runs if run["panel"] not in uncovered))
 
     def only_panels(self, panels: Iterable[str]) -> ResultSet:
-        """The same results restricted to ``panels``."""
+        """The same results restricted to ``panels``.
+
+        Raises:
+            ValueError: A panel this grid does not have (the message lists the grid's panels).
+        """
         keep = set(panels)
+        known = dict.fromkeys([run["panel"] for run in self.runs] + [spec.panel for spec in self.missing])
+        if keep - set(known):
+            raise ValueError(f"panels {sorted(keep - set(known))!r} are not panels of grid {self.grid!r}; "
+                             f"its panels: {'; '.join(known)}")
         return ResultSet(self.grid, self.profile, tuple(run for run in self.runs if run["panel"] in keep),
                          tuple(spec for spec in self.missing if spec.panel in keep), self.root)
 

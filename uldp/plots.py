@@ -12,7 +12,7 @@ Every curve is the mean over seeds with a band of one standard deviation, agains
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -20,7 +20,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from uldp.experiments import UTILITY_METRIC, ResultSet, summarise
+from uldp.experiments import UTILITY_METRIC, ChapterResults, ResultSet, summarise
 
 #: Axis labels of the per-round columns.
 LABELS: dict[str, str] = {"test_loss": "test loss", "accuracy": "test accuracy", "c_index": "C-index",
@@ -222,3 +222,10 @@ def runtime_figure(results: ResultSet) -> Figure:
     fig.suptitle(f"Private weighting protocol runtime ({results.profile} profile)")
     fig.tight_layout()
     return fig
+
+
+def chapter_figures(shown: ChapterResults, draw: Callable[[ResultSet], Figure]) -> list[Figure]:
+    """The figures an experiment chapter shows: ``draw`` of its results, then, when paper-profile results cover only
+    some panels of the figure whole (:func:`uldp.experiments.chapter_results`), ``draw`` of those panels (its title
+    says "paper profile")."""
+    return [draw(shown.results)] + ([draw(shown.paper_panels)] if shown.paper_panels is not None else [])

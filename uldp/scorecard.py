@@ -109,6 +109,14 @@ def _utility(results: ResultSet) -> str:
     return UTILITY_METRIC[results.runs[0]["params"]["dataset"]] if results.runs else "accuracy"
 
 
+def _stored(data: Mapping[str, ResultSet], grid: str, missing: str) -> ResultSet:
+    """The stored results of ``grid``, or :class:`NotMeasured` saying ``missing`` when there are none."""
+    results = data.get(grid)
+    if results is None or not results.runs:
+        raise NotMeasured(missing)
+    return results
+
+
 def _fraction_verdict(hits: int, total: int) -> str:
     if total == 0:
         raise NotMeasured("no setting has the methods this claim compares")
@@ -212,9 +220,7 @@ def _default_gap(data: Mapping[str, ResultSet]) -> Finding:
 
 
 def _group_beats_avg_small_n(data: Mapping[str, ResultSet]) -> Finding:
-    results = data.get("creditcard")
-    if results is None or not results.runs:
-        raise NotMeasured("no Creditcard results")
+    results = _stored(data, "creditcard", "no Creditcard results")
     table = per_setting(results, _utility(results))
     panels = [p for p in dict.fromkeys(table["panel"]) if p.endswith("uniform")
               and table.loc[table["panel"] == p, "n_users"].iloc[0] == max(table["n_users"])]
@@ -233,9 +239,7 @@ def _group_beats_avg_small_n(data: Mapping[str, ResultSet]) -> Finding:
 
 
 def _group2_mnist(data: Mapping[str, ResultSet]) -> Finding:
-    results = data.get("mnist")
-    if results is None or not results.runs:
-        raise NotMeasured("no MNIST results")
+    results = _stored(data, "mnist", "no MNIST results")
     table = per_setting(results, "epsilon")
     rows = table[table["series"] == "ULDP-GROUP-2"]
     if rows.empty or rows["n_users"].nunique() < 2:
@@ -250,9 +254,7 @@ def _group2_mnist(data: Mapping[str, ResultSet]) -> Finding:
 
 
 def _noniid(data: Mapping[str, ResultSet]) -> Finding:
-    results = data.get("mnist")
-    if results is None or not results.runs:
-        raise NotMeasured("no MNIST results")
+    results = _stored(data, "mnist", "no MNIST results")
     table = per_setting(results, "accuracy")
     table = table[table["series"] == "ULDP-AVG"]
     drops = {}
@@ -275,9 +277,7 @@ def weighting_gaps(data: Mapping[str, ResultSet]) -> pd.DataFrame:
     Raises:
         NotMeasured: The results are missing.
     """
-    results = data.get("weighting")
-    if results is None or not results.runs:
-        raise NotMeasured("no enhanced-weighting results")
+    results = _stored(data, "weighting", "no enhanced-weighting results")
     table = per_setting(results, "test_loss")
     pivot = table.pivot_table(index=["dataset", "n_silos", "distribution"], columns="method", values="mean")
     if not {"ULDP-AVG", "ULDP-AVG-w"} <= set(pivot.columns):
@@ -314,9 +314,7 @@ def _weighting_silos(data: Mapping[str, ResultSet]) -> Finding:
 
 
 def _sampling_table(data: Mapping[str, ResultSet]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    results = data.get("user_sampling")
-    if results is None or not results.runs:
-        raise NotMeasured("no user-sampling results")
+    results = _stored(data, "user_sampling", "no user-sampling results")
     return per_setting(results, "accuracy"), per_setting(results, "epsilon")
 
 

@@ -1,9 +1,10 @@
 """Per-user local training (ULDP-AVG's silo side): the plain per-user loop vs the vmap engine, side by side.
 
 For the Creditcard MLP and the MNIST CNN, one silo-round (Q = 2 local epochs, batch 64, lr 0.01) with 100 users x 60
-records and 1000 users x 6 records: the loop time, the fast time (for the CNN both the plain vmap, where conv2d
-becomes a grouped convolution, and the im2col ``UnfoldConv2d`` variant), their ratio, an equality check (dropout off,
-same mini-batches) and the achieved GFLOP/s beside this machine's measured float32 matmul peak. Times are the best of
+records and 1000 users x 6 records: the loop time, the fast times (for the MLP the hand-written closed form of
+:mod:`uldp.training.mlp`, what the library runs, and plain vmap over autograd; for the CNN plain vmap, where conv2d
+becomes a grouped convolution, and the im2col ``UnfoldConv2d`` variant), the ratio of the best, an equality check
+(dropout off, same mini-batches) and the achieved GFLOP/s beside this machine's measured float32 matmul peak. Times are the best of
 ``--repeats`` runs (the machine is shared). The last line with ``--json`` is
 ``{"mlp_1000_users": ratio, "cnn_1000_users": ratio, "equal": true}``.
 
@@ -70,24 +71,30 @@ def measure(dataset: str, n_users: int, per_user: int, repeats: int, peak: float
     params = flat_parameters(model)
     x, y, groups, keys = problem(dataset, n_users, per_user, seed=n_users)
     kwargs = dict(loss_fn=loss_function(dataset), local_lr=LR, epochs=EPOCHS, batch_size=BATCH, keys=keys)
-    variants = {"vmap": model}
-    if dataset == "mnist":
-        variants["vmap+im2col"] = vmap_friendly(model)
+    loss_fn = kwargs.pop("loss_fn")
+    # a loss the closed-form registry does not know sends the same model through vmap(grad(...)) instead
+    autograd_loss = lambda outputs, targets, weight: loss_fn(outputs, targets, weight)  # noqa: E731
+    variants = {"closed-form": (model, loss_fn), "vmap": (model, autograd_loss)} if dataset == "creditcard" else {
+        "vmap": (model, loss_fn), "vmap+im2col": (vmap_friendly(model), loss_fn)}
     model.train()
-    loop_seconds, _ = best_time(lambda: train_users_loop(model, params, x, y, groups, **kwargs), repeats)
+    loop_seconds, _ = best_time(lambda: train_users_loop(model, params, x, y, groups, loss_fn=loss_fn, **kwargs),
+                                repeats)
     fast = {}
-    for name, variant in variants.items():
+    for name, (variant, loss) in variants.items():
         variant.train()
-        fast[name], _ = best_time(lambda v=variant: train_users(v, params, x, y, groups, **kwargs), repeats)
+        fast[name], _ = best_time(lambda v=variant, f=loss: train_users(v, params, x, y, groups, loss_fn=f, **kwargs),
+                                  repeats)
     best_variant = min(fast, key=fast.get)
-    # equality of the library's path (plain vmap, what the simulation runs): dropout off, identical mini-batches.
+    # equality of the library's path (what the simulation runs): dropout off, identical mini-batches.
     # The im2col variant agrees exactly in float64 but accumulates more float32 error (shown, not required).
     model.eval()
-    reference = train_users_loop(model, params, x, y, groups, **kwargs)
+    reference = train_users_loop(model, params, x, y, groups, loss_fn=loss_fn, **kwargs)
     differences = {}
-    for name, variant in variants.items():
+    for name, (variant, loss) in variants.items():
         variant.eval()
-        differences[name] = float((train_users(variant, params, x, y, groups, **kwargs) - reference).abs().max())
+        differences[name] = float((train_users(variant, params, x, y, groups, loss_fn=loss, **kwargs)
+                                   - reference).abs().max())
+    kwargs["loss_fn"] = loss_fn
     candidate = train_users(model, params, x, y, groups, **kwargs)
     equal = bool(torch.allclose(candidate, reference, rtol=1e-3, atol=1e-5))
     flops = flops_per_record(model, dataset) * x.shape[0] * EPOCHS

@@ -24,7 +24,7 @@ from torch import Tensor
 from uldp.methods.base import (
     Federation, Hyperparameters, MethodSpec, gaussian_noise, global_torch_seed, seed_stream, torch_generator,
 )
-from uldp.training import linear
+from uldp.training import closed_form
 from uldp.training.per_user import clip_rows, record_keys, train_users
 
 #: Sub-stream ids inside a round's SeedSequence.
@@ -94,17 +94,19 @@ class FedAvgMethod:
     def silo_deltas(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence) -> list[Tensor]:
         """Each silo's :meth:`silo_delta`.
 
-        A model with closed-form gradients (:mod:`uldp.training.linear`) has no random draws inside training, so all
-        silos train in one batched call (the longest silo's steps instead of the sum of all silos' steps); the
-        result equals training them one by one (``tests/test_methods.py``).
+        A model with closed-form gradients (:func:`uldp.training.closed_form.for_model`) trains all silos in one
+        batched call (the longest silo's steps instead of the sum of all silos' steps), each silo drawing its dropout
+        masks from the generator :meth:`silo_delta` seeds, so the result equals training them one by one
+        (``tests/test_methods.py``).
         """
         keys = round_keys(federation, self.hp.local_epochs, round_seed)
         silos = [federation.silo_records(silo) for silo in range(federation.n_silos)]
-        if not linear.supports(federation.model, federation.loss_fn) or any(records.size == 0 for records in silos):
+        if closed_form.for_model(federation.model, federation.loss_fn) is None or any(r.size == 0 for r in silos):
             return [self.silo_delta(params, federation, round_seed, silo, keys) for silo in range(federation.n_silos)]
         deltas = train_users(federation.model, params, federation.x, federation.y, silos, loss_fn=federation.loss_fn,
                              local_lr=self.hp.local_lr, epochs=self.hp.local_epochs, batch_size=self.hp.batch_size,
-                             keys=keys)
+                             keys=keys, dropout_generators=[torch_generator(seed_stream(round_seed, TRAIN_STREAM, s))
+                                                            for s in range(len(silos))])
         return list(clip_rows(deltas, self.hp.clip) if self.spec.private else deltas)
 
     def clean_update(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence) -> Tensor:

@@ -106,20 +106,22 @@ class GroupMethod:
         """Each silo's :meth:`silo_delta`.
 
         For a model with closed-form gradients all silos run their DP-SGD together
-        (:func:`~uldp.training.dpsgd.dpsgd_train_silos`: the same draws, hence the same deltas, in the longest
-        silo's number of steps).
+        (:func:`~uldp.training.dpsgd.dpsgd_train_silos`: the same draws, dropout masks included, hence the same
+        deltas, in the longest silo's number of steps).
         """
-        from uldp.training import linear
+        from uldp.training import closed_form
         from uldp.training.dpsgd import dpsgd_train_silos
 
         silos = [torch.from_numpy(federation.silo_records(silo)) for silo in range(federation.n_silos)]
-        if not linear.supports(federation.model, federation.loss_fn) or any(r.numel() == 0 for r in silos):
+        if closed_form.for_model(federation.model, federation.loss_fn) is None or any(r.numel() == 0 for r in silos):
             return [self.silo_delta(params, federation, round_seed, silo) for silo in range(federation.n_silos)]
         deltas = dpsgd_train_silos(
             federation.model, params, [(federation.x[r], federation.y[r]) for r in silos], loss_fn=federation.loss_fn,
             local_lr=self.hp.local_lr, epochs=self.hp.local_epochs, batch_size=self.hp.batch_size, clip=self.hp.clip,
             sigma=self.hp.sigma,
-            generators=[torch_generator(seed_stream(round_seed, TRAIN_STREAM, silo)) for silo in range(len(silos))])
+            generators=[torch_generator(seed_stream(round_seed, TRAIN_STREAM, silo)) for silo in range(len(silos))],
+            dropout_generators=[torch_generator(seed_stream(round_seed, TRAIN_STREAM, silo, DROPOUT_STREAM))
+                                for silo in range(len(silos))])
         return list(deltas)
 
     def server_step(self, params: Tensor, total: Tensor, *, n_users: int, n_silos: int) -> Tensor:

@@ -85,16 +85,40 @@ def linear_scores(params: dict[str, Tensor], x: Tensor) -> Tensor:
     return torch.einsum("ubf,uf->ub", x, params[WEIGHT][:, 0, :]) + params[BIAS]
 
 
-def make_linear_user_grad(loss_fn: Callable) -> Callable[[dict, Tensor, Tensor, Tensor], dict[str, Tensor]]:
-    """Per-user gradients of the weighted mean loss, in closed form (the same contract as the ``vmap(grad)`` one).
+def weighted_gradient(loss_fn: Callable, params: dict[str, Tensor], x: Tensor, y: Tensor,
+                      weight: Tensor) -> dict[str, Tensor]:
+    """Per-user gradients of the weighted mean loss, in closed form (the contract of ``vmap(grad(loss))``).
+
+    Args:
+        loss_fn: The BCE or Cox loss.
+        params: Batched over users: weight ``[U, 1, F]``, bias ``[U, 1]``.
+        x: Records ``[U, B, F]``.
+        y: Targets ``[U, B(, 2)]``.
+        weight: ``[U, B]`` record weights (0/1 padding masks).
 
     Returns:
-        ``(params, x, y, weight) -> grads``: ``params`` batched over users (weight ``[U, 1, F]``, bias ``[U, 1]``),
-        ``x`` ``[U, B, F]``, ``y`` ``[U, B(, 2)]``, ``weight`` ``[U, B]``; ``grads`` shaped like ``params``.
+        Gradients shaped like ``params``.
     """
+    g = score_gradient(loss_fn, linear_scores(params, x), y, weight)  # [U, B]
+    return {WEIGHT: torch.einsum("ub,ubf->uf", g, x).unsqueeze(1), BIAS: g.sum(dim=-1, keepdim=True)}
 
-    def user_grad(params: dict[str, Tensor], x: Tensor, y: Tensor, weight: Tensor) -> dict[str, Tensor]:
-        g = score_gradient(loss_fn, linear_scores(params, x), y, weight)  # [U, B]
-        return {WEIGHT: torch.einsum("ub,ubf->uf", g, x).unsqueeze(1), BIAS: g.sum(dim=-1, keepdim=True)}
 
-    return user_grad
+def clipped_gradient_sum(loss_fn: Callable, params: dict[str, Tensor], x: Tensor, y: Tensor, member: Tensor, *,
+                         clip: float) -> dict[str, Tensor]:
+    """One DP-SGD step's sum of per-record gradients clipped to ``clip``, per copy (before noise).
+
+    Record ``i``'s gradient is what opacus computes for a linear layer with ``loss_reduction="mean"``: the batch
+    size ``b`` times ``dL/ds_i [x_i, 1]`` for the batch's mean loss ``L``; its norm is ``|b dL/ds_i| ||[x_i, 1]||``.
+
+    Args:
+        loss_fn, params, x, y: As in :func:`weighted_gradient` (copies are silos).
+        member: ``[S, B]`` 0/1, which slots hold a record of the batch.
+        clip: Per-record bound ``C`` > 0.
+
+    Returns:
+        Clipped sums shaped like ``params``.
+    """
+    g = score_gradient(loss_fn, linear_scores(params, x), y, member) * member.sum(dim=-1, keepdim=True)
+    lengths = (x.square().sum(dim=-1) + 1.0).sqrt()
+    g = g * torch.clamp(clip / (g.abs() * lengths), max=1.0)  # min(1, C / ||g_i [x_i, 1]||)
+    return {WEIGHT: torch.einsum("ub,ubf->uf", g, x).unsqueeze(1), BIAS: g.sum(dim=-1, keepdim=True)}

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
-from uldp.training import linear
+from uldp.training import closed_form as closed_forms
 
 #: A loss ``(outputs, targets, weight) -> weighted mean loss`` (see :func:`uldp.models.loss_function`).
 LossFunction = Callable[[Tensor, Tensor, Tensor | None], Tensor]
@@ -227,7 +227,7 @@ def _per_record_floats(model: nn.Module, x: Tensor) -> int:
 
     handles = [m.register_forward_hook(count) for m in model.modules() if not list(m.children())]
     try:
-        with torch.no_grad():
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):  # leave the dropout draws to training
             model(x[:1])
     finally:
         for handle in handles:
@@ -257,6 +257,7 @@ def train_users(
     batch_size: int,
     keys: Tensor,
     chunk_floats: int = DEFAULT_CHUNK_FLOATS,
+    dropout_generators: Sequence[torch.Generator] | None = None,
 ) -> Tensor:
     """Train one model copy per user on that user's records and return each user's model delta (fast path).
 
@@ -269,8 +270,8 @@ def train_users(
     Args:
         model: The architecture (its current parameters are ignored; its mode, train or eval, is used).
             (:func:`vmap_friendly` ``(model)`` computes convolutions as im2col matmuls; plain vmap measured faster.)
-            A :class:`~uldp.models.LinearScore` with the BCE or Cox loss takes closed-form gradients
-            (:mod:`uldp.training.linear`) instead of autograd.
+            A model with hand-written gradients (:func:`uldp.training.closed_form.for_model`: the linear medical
+            models, the Creditcard MLP) takes them instead of autograd.
         params: Global model, flat ``[d]`` (see :class:`ParameterLayout`).
         x: The silo's records ``[n, ...]``.
         y: Their targets ``[n, ...]``.
@@ -281,25 +282,40 @@ def train_users(
         batch_size: Local mini-batch size >= 1.
         keys: ``[epochs, n]`` random keys from :func:`record_keys` that fix the order of records.
         chunk_floats: Bound on the floats one chunk of users may use.
+        dropout_generators: One generator per group for the dropout draws of a closed-form model (group ``g`` then
+            draws exactly what it would draw trained alone with torch's global generator in that state, so silos
+            trained together equal silos trained one by one); ``None``: torch's global generator.
 
     Returns:
         ``[len(groups), d]`` deltas, row ``u`` for ``groups[u]``.
 
     Raises:
-        ValueError: On an empty group, an out-of-range index, or a bad learning rate, epoch count or batch size.
+        ValueError: On an empty group, an out-of-range index, a bad learning rate, epoch count or batch size, or
+            dropout generators for a model without closed-form gradients or not one per group.
     """
     _check_training_arguments(local_lr, epochs, batch_size, keys, x)
     groups = _check_groups(groups, x.shape[0])
-    closed_form = linear.supports(model, loss_fn)
-    if len(groups) == 1 and not closed_form:
+    closed_form = closed_forms.for_model(model, loss_fn)
+    if dropout_generators is not None and (closed_form is None or len(dropout_generators) != len(groups)):
+        raise ValueError(f"dropout_generators needs a model with closed-form gradients and one generator per group; "
+                         f"got {len(dropout_generators)} for {len(groups)} groups of a {type(model).__name__}")
+    if len(groups) == 1 and closed_form is None:
         # One model copy (silo-level training of DEFAULT / ULDP-NAIVE): nothing to batch over, and plain autograd
         # costs about a fifth of vmap(grad(...)) per step. Same mini-batches, so the same result.
         return train_users_loop(model, params, x, y, groups, loss_fn=loss_fn, local_lr=local_lr, epochs=epochs,
                                 batch_size=batch_size, keys=keys)
     layout = ParameterLayout.of(model)
     global_params = layout.unflatten(params.detach())
-    user_grad = (linear.make_linear_user_grad(loss_fn) if closed_form
-                 else _make_user_grad(model, loss_fn, params_batched=True))
+    if closed_form is not None:
+        sgd_step_ = closed_form.sgd_step_
+    else:
+        user_grad = _make_user_grad(model, loss_fn, params_batched=True)
+
+        def sgd_step_(params: dict[str, Tensor], x: Tensor, y: Tensor, weight: Tensor, lr: float,
+                      uniforms: None) -> None:
+            for name, grad in user_grad(params, x, y, weight).items():
+                params[name].sub_(lr * grad)
+
     per_record = _per_record_floats(model, x)
     width = lambda n: min(batch_size, n)  # noqa: E731 - the batch width a chunk with n_max records needs
     floats_per_user = lambda n: 3 * layout.size + n * x[0].numel() + width(n) * per_record  # noqa: E731
@@ -318,17 +334,17 @@ def train_users(
             n_batches = -(-n_max // batch)
             positions = torch.arange(n_batches * batch).reshape(n_batches, batch)
             local = {name: value.expand((n_users,) + value.shape).clone() for name, value in global_params.items()}
+            generators = None if dropout_generators is None or not closed_form.random else [dropout_generators[m] for m in members]
             for epoch in range(epochs):
                 order = torch.where(valid, keys[epoch][index], 2.0).argsort(dim=1, stable=True)
                 order = F.pad(order, (0, n_batches * batch - n_max))  # padding slots point at record 0, masked below
                 for step in range(n_batches):
                     slot = order[:, step * batch : (step + 1) * batch]
                     mask = positions[step][None, :] < counts[:, None]  # real records sort first in every row
-                    grads = user_grad(local, xs[users, slot], ys[users, slot], mask.to(params.dtype))
-                    active = mask.any(dim=1)
-                    for name, value in local.items():
-                        step_taken = value - local_lr * grads[name]
-                        local[name] = torch.where(active.view((-1,) + (1,) * (value.dim() - 1)), step_taken, value)
+                    uniforms = None if generators is None else closed_forms.copy_uniforms(
+                        generators, torch.clamp(counts, max=batch), active=counts > step * batch)
+                    # a user whose records ran out has all-zero weights, hence an exactly zero gradient: no step
+                    sgd_step_(local, xs[users, slot], ys[users, slot], mask.to(params.dtype), local_lr, uniforms)
             rows = torch.from_numpy(members)
             deltas[rows] = layout.flatten(local, batch_dims=1) - params.detach()[None, :]
     return deltas
@@ -400,13 +416,18 @@ def user_gradients(
     groups = _check_groups(groups, x.shape[0])
     layout = ParameterLayout.of(model)
     global_params = layout.unflatten(params.detach())
-    user_grad = _make_user_grad(model, loss_fn, params_batched=False)
+    closed_form = closed_forms.for_model(model, loss_fn)
+    user_grad = None if closed_form else _make_user_grad(model, loss_fn, params_batched=False)
     per_record = _per_record_floats(model, x) + x[0].numel()
     gradients = torch.zeros((len(groups), layout.size), dtype=params.dtype)
     for members in _chunks(groups, lambda n: layout.size + n * per_record, chunk_floats):
         index, counts = _padded(groups, members)
         mask = (torch.arange(index.shape[1])[None, :] < counts[:, None]).to(params.dtype)
-        grads = user_grad(global_params, x[index], y[index], mask)
+        if closed_form is None:
+            grads = user_grad(global_params, x[index], y[index], mask)
+        else:  # every user starts from the global model: one shared copy, broadcast over users
+            shared = {name: value.expand((len(members),) + value.shape) for name, value in global_params.items()}
+            grads = closed_form.weighted_gradient(shared, x[index], y[index], mask)
         gradients[torch.from_numpy(members)] = layout.flatten(grads, batch_dims=1)
     return gradients
 

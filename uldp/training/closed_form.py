@@ -1,0 +1,92 @@
+"""Hand-written gradients for the models where autograd is mostly framework overhead, behind one interface.
+
+The paper's three small models train on a few records per user and step, so a step through ``vmap(grad(...))`` or
+opacus' hooks costs far more in dispatch than in arithmetic on a CPU. :mod:`uldp.training.linear` (HeartDisease's
+logistic regression, TcgaBrca's linear Cox model) and :mod:`uldp.training.mlp` (the Creditcard MLP) compute the same
+gradients in closed form, batched over model copies (users of a silo, or silos). :func:`for_model` says which one
+applies; the training engines (:func:`uldp.training.per_user.train_users`, :func:`uldp.training.dpsgd.dpsgd_train_silos`)
+use it and fall back to autograd otherwise. Each is tested against autograd and opacus (``tests/test_linear.py``,
+``tests/test_mlp.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from uldp.training import linear, mlp
+
+#: ``shape -> uniforms in [0, 1)``: the draws behind dropout masks (see :data:`uldp.training.mlp.Uniforms`).
+Uniforms = mlp.Uniforms
+
+
+@dataclass(frozen=True)
+class ClosedForm:
+    """The closed-form gradients of one model and loss, batched over ``G`` parameter copies.
+
+    Attributes:
+        weighted_gradient: ``(params, x, y, weight, uniforms) -> grads``: per copy, the gradient of the weighted mean
+            loss ``sum_i w_i l_i / max(sum_i w_i, 1)`` (the contract of ``vmap(grad(loss))``); ``params`` ``[G, ...]``
+            per name, ``x`` ``[G, B, ...]``, ``weight`` ``[G, B]``.
+        clipped_gradient_sum: ``(params, x, y, member, clip, uniforms) -> sums``: per copy, the sum over the batch of
+            the per-record gradients (opacus' ``grad_sample`` with mean reduction) each clipped to L2 norm ``clip``:
+            one DP-SGD step before noise.
+        random: Whether training draws random numbers (dropout masks in train mode) through ``uniforms``.
+        sgd_step: ``(params, x, y, weight, lr, uniforms) -> None``: ``params -= lr * weighted_gradient(...)`` in place
+            (fused where the model allows; by default the two steps).
+    """
+
+    weighted_gradient: Callable[..., dict[str, Tensor]]
+    clipped_gradient_sum: Callable[..., dict[str, Tensor]]
+    random: bool
+    sgd_step: Callable[..., None] | None = None
+
+    def sgd_step_(self, params: dict[str, Tensor], x: Tensor, y: Tensor, weight: Tensor, lr: float,
+                  uniforms: Uniforms | None = None) -> None:
+        """One local SGD step of every copy, in place."""
+        if self.sgd_step is not None:
+            self.sgd_step(params, x, y, weight, lr, uniforms)
+            return
+        for name, grad in self.weighted_gradient(params, x, y, weight, uniforms).items():
+            params[name].sub_(lr * grad)
+
+
+def for_model(model: nn.Module, loss_fn: Callable) -> ClosedForm | None:
+    """The closed-form gradients of ``model`` with ``loss_fn``, or ``None`` when there are none (use autograd)."""
+    if linear.supports(model, loss_fn):
+        return ClosedForm(
+            weighted_gradient=lambda params, x, y, weight, uniforms=None: linear.weighted_gradient(
+                loss_fn, params, x, y, weight),
+            clipped_gradient_sum=lambda params, x, y, member, clip, uniforms=None: linear.clipped_gradient_sum(
+                loss_fn, params, x, y, member, clip=clip),
+            random=False)
+    if mlp.supports(model, loss_fn):
+        return ClosedForm(
+            weighted_gradient=lambda params, x, y, weight, uniforms=None: mlp.weighted_gradient(
+                model, params, x, y, weight, uniforms=uniforms),
+            clipped_gradient_sum=lambda params, x, y, member, clip, uniforms=None: mlp.clipped_gradient_sum(
+                model, params, x, y, member, clip=clip, uniforms=uniforms),
+            random=model.training and any(layer.kind == "dropout" and layer.p > 0 for layer in mlp.layers_of(model)),
+            sgd_step=lambda params, x, y, weight, lr, uniforms=None: mlp.sgd_step_(
+                model, params, x, y, weight, lr=lr, uniforms=uniforms))
+    return None
+
+
+def copy_uniforms(generators: list[torch.Generator], widths: Tensor, *, active: Tensor) -> Uniforms:
+    """Dropout draws for ``G`` copies trained together, each from its own generator, as each would draw alone.
+
+    Copy ``g`` draws ``[widths[g], *features]`` (its own batch width) and only where ``active[g]``; the other slots
+    of the ``[G, B, *features]`` result are 1 (kept; they are padding, masked by zero weights). So silos (or users)
+    trained in one batched call take exactly the draws they take when trained one by one.
+    """
+
+    def draw(shape: tuple[int, ...]) -> Tensor:
+        uniforms = torch.ones(shape)
+        for g in torch.nonzero(active).flatten().tolist():
+            uniforms[g, : int(widths[g])] = torch.rand((int(widths[g]), *shape[2:]), generator=generators[g])
+        return uniforms
+
+    return draw

@@ -42,8 +42,7 @@ SCALE = {"smoke": dict(users=20, rounds=3, epochs=2), "default": dict(users=50, 
 # %% [markdown]
 # ## The silo side and the server side in the library
 #
-# `user_deltas` is Algorithm 3's silo loop (all users of a silo at once with `torch.func.vmap`, see
-# `uldp.training.per_user`); `round` is the server step; the weighted sum of enhanced-weight methods goes through
+# `user_deltas` is Algorithm 3's silo loop (all users of a silo at once, see `uldp.training.per_user`); `round` is the server step; the weighted sum of enhanced-weight methods goes through
 # `aggregate`, the hook that `uldp.secure` replaces with the private weighting protocol.
 
 # %%
@@ -53,8 +52,9 @@ print(inspect.getsource(uldp_avg.enhanced_weights))
 print(inspect.getsource(uldp_avg.aggregate))
 
 # %% [markdown]
-# The per-user training itself: one step of every user is `vmap` over `grad` of `functional_call`, on padded
-# per-user mini-batches with a mask.
+# The per-user training itself: one step of every user, on padded per-user mini-batches with a mask, is `vmap` over
+# `grad` of `functional_call`, or, for the models with hand-written gradients (`uldp.training.closed_form`: the
+# linear medical models and the Creditcard MLP), one batched closed-form step with the update fused in place.
 
 # %%
 print(inspect.getsource(per_user.train_users))

@@ -1,10 +1,11 @@
 """Per-user local training (ULDP-AVG's silo side): the plain per-user loop vs the vmap engine, side by side.
 
 For the Creditcard MLP and the MNIST CNN, one silo-round (Q = 2 local epochs, batch 64, lr 0.01) with 100 users x 60
-records and 1000 users x 6 records: the loop time, the fast times (for the MLP the hand-written closed form of
-:mod:`uldp.training.mlp`, what the library runs, and plain vmap over autograd; for the CNN plain vmap, where conv2d
-becomes a grouped convolution, and the im2col ``UnfoldConv2d`` variant), the ratio of the best, an equality check
-(dropout off, same mini-batches) and the achieved GFLOP/s beside this machine's measured float32 matmul peak. Times are the best of
+records and 1000 users x 6 records: the loop time, the fast times (the hand-written closed forms of
+:mod:`uldp.training.mlp` and :mod:`uldp.training.cnn`, what the library runs; plain vmap over autograd, where a
+conv2d becomes a grouped convolution in native kernels; for the CNN also vmap over the im2col ``UnfoldConv2d``
+variant), the ratio of the best, an equality check (dropout off, same mini-batches) and the achieved GFLOP/s beside
+this machine's measured float32 matmul peak. Times are the best of
 ``--repeats`` runs (the machine is shared). The last line with ``--json`` is
 ``{"mlp_1000_users": ratio, "cnn_1000_users": ratio, "equal": true}``.
 
@@ -74,8 +75,9 @@ def measure(dataset: str, n_users: int, per_user: int, repeats: int, peak: float
     loss_fn = kwargs.pop("loss_fn")
     # a loss the closed-form registry does not know sends the same model through vmap(grad(...)) instead
     autograd_loss = lambda outputs, targets, weight: loss_fn(outputs, targets, weight)  # noqa: E731
-    variants = {"closed-form": (model, loss_fn), "vmap": (model, autograd_loss)} if dataset == "creditcard" else {
-        "vmap": (model, loss_fn), "vmap+im2col": (vmap_friendly(model), loss_fn)}
+    variants = {"closed-form": (model, loss_fn), "vmap": (model, autograd_loss)}
+    if dataset == "mnist":
+        variants["vmap+im2col"] = (vmap_friendly(model), autograd_loss)
     model.train()
     loop_seconds, _ = best_time(lambda: train_users_loop(model, params, x, y, groups, loss_fn=loss_fn, **kwargs),
                                 repeats)

@@ -54,7 +54,7 @@ print(inspect.getsource(uldp_avg.aggregate))
 # %% [markdown]
 # The per-user training itself: one step of every user, on padded per-user mini-batches with a mask, is `vmap` over
 # `grad` of `functional_call`, or, for the models with hand-written gradients (`uldp.training.closed_form`: the
-# linear medical models and the Creditcard MLP), one batched closed-form step with the update fused in place.
+# linear medical models, the Creditcard MLP and the MNIST CNN), one batched closed-form step updated in place.
 
 # %%
 print(inspect.getsource(per_user.train_users))

@@ -113,7 +113,7 @@ class GroupMethod:
         from uldp.training.dpsgd import dpsgd_train_silos
 
         silos = [torch.from_numpy(federation.silo_records(silo)) for silo in range(federation.n_silos)]
-        if closed_form.for_model(federation.model, federation.loss_fn) is None or any(r.numel() == 0 for r in silos):
+        if closed_form.for_dpsgd(federation.model, federation.loss_fn) is None or any(r.numel() == 0 for r in silos):
             return [self.silo_delta(params, federation, round_seed, silo) for silo in range(federation.n_silos)]
         deltas = dpsgd_train_silos(
             federation.model, params, [(federation.x[r], federation.y[r]) for r in silos], loss_fn=federation.loss_fn,

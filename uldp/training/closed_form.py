@@ -2,11 +2,12 @@
 
 The paper's three small models train on a few records per user and step, so a step through ``vmap(grad(...))`` or
 opacus' hooks costs far more in dispatch than in arithmetic on a CPU. :mod:`uldp.training.linear` (HeartDisease's
-logistic regression, TcgaBrca's linear Cox model) and :mod:`uldp.training.mlp` (the Creditcard MLP) compute the same
-gradients in closed form, batched over model copies (users of a silo, or silos). :func:`for_model` says which one
+logistic regression, TcgaBrca's linear Cox model), :mod:`uldp.training.mlp` (the Creditcard MLP) and
+:mod:`uldp.training.cnn` (the MNIST CNN: grouped convolutions in oneDNN's channels-last kernels) compute the same
+gradients by hand, batched over model copies (users of a silo, or silos). :func:`for_model` says which one
 applies; the training engines (:func:`uldp.training.per_user.train_users`, :func:`uldp.training.dpsgd.dpsgd_train_silos`)
-use it and fall back to autograd otherwise. Each is tested against autograd and opacus (``tests/test_linear.py``,
-``tests/test_mlp.py``).
+use it and fall back to autograd (and opacus) otherwise. Each is tested against autograd and opacus
+(``tests/test_linear.py``, ``tests/test_mlp.py``, ``tests/test_cnn.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from uldp.training import linear, mlp
+from uldp.training import cnn, linear, mlp
 
 #: ``shape -> uniforms in [0, 1)``: the draws behind dropout masks (see :data:`uldp.training.mlp.Uniforms`).
 Uniforms = mlp.Uniforms
@@ -33,14 +34,14 @@ class ClosedForm:
             per name, ``x`` ``[G, B, ...]``, ``weight`` ``[G, B]``.
         clipped_gradient_sum: ``(params, x, y, member, clip, uniforms) -> sums``: per copy, the sum over the batch of
             the per-record gradients (opacus' ``grad_sample`` with mean reduction) each clipped to L2 norm ``clip``:
-            one DP-SGD step before noise.
+            one DP-SGD step before noise; ``None`` where only opacus computes per-record gradients (the CNN).
         random: Whether training draws random numbers (dropout masks in train mode) through ``uniforms``.
         sgd_step: ``(params, x, y, weight, lr, uniforms) -> None``: ``params -= lr * weighted_gradient(...)`` in place
             (fused where the model allows; by default the two steps).
     """
 
     weighted_gradient: Callable[..., dict[str, Tensor]]
-    clipped_gradient_sum: Callable[..., dict[str, Tensor]]
+    clipped_gradient_sum: Callable[..., dict[str, Tensor]] | None
     random: bool
     sgd_step: Callable[..., None] | None = None
 
@@ -72,7 +73,19 @@ def for_model(model: nn.Module, loss_fn: Callable) -> ClosedForm | None:
             random=model.training and any(layer.kind == "dropout" and layer.p > 0 for layer in mlp.layers_of(model)),
             sgd_step=lambda params, x, y, weight, lr, uniforms=None: mlp.sgd_step_(
                 model, params, x, y, weight, lr=lr, uniforms=uniforms))
+    if cnn.supports(model, loss_fn):
+        return ClosedForm(
+            weighted_gradient=lambda params, x, y, weight, uniforms=None: cnn.weighted_gradient(
+                model, params, x, y, weight, uniforms=uniforms),
+            clipped_gradient_sum=None,
+            random=model.training and (model.conv2_drop.p > 0 or model.fc_drop.p > 0))
     return None
+
+
+def for_dpsgd(model: nn.Module, loss_fn: Callable) -> ClosedForm | None:
+    """:func:`for_model` where it also has per-record clipped sums (closed-form DP-SGD), else ``None`` (opacus)."""
+    found = for_model(model, loss_fn)
+    return found if found is not None and found.clipped_gradient_sum is not None else None
 
 
 def copy_uniforms(generators: list[torch.Generator], widths: Tensor, *, active: Tensor) -> Uniforms:

@@ -137,7 +137,7 @@ def dpsgd_train(
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    closed_form = closed_forms.for_model(model, loss_fn) is not None
+    closed_form = closed_forms.for_dpsgd(model, loss_fn) is not None
     if engine == "closed-form" and not closed_form:
         raise ValueError(f"no closed-form DP-SGD for {type(model).__name__} with {getattr(loss_fn, '__name__', loss_fn)}")
     if closed_form and engine != "opacus":  # one silo of the batched closed-form engine; dropout from the global RNG
@@ -204,7 +204,7 @@ def dpsgd_train_silos(
     its last one.
 
     Args:
-        model: A model with closed-form gradients (:func:`uldp.training.closed_form.for_model`).
+        model: A model with closed-form DP-SGD (:func:`uldp.training.closed_form.for_dpsgd`).
         params: Global model, flat ``[d]``.
         silos: Per silo, its (filtered, non-empty) records and targets.
         loss_fn: The model's loss.
@@ -221,7 +221,7 @@ def dpsgd_train_silos(
         ValueError: A model or loss without closed-form gradients, a silo without records, or not one generator per
             silo.
     """
-    closed_form = closed_forms.for_model(model, loss_fn)
+    closed_form = closed_forms.for_dpsgd(model, loss_fn)
     if closed_form is None:
         raise ValueError(f"no closed-form DP-SGD for {type(model).__name__} with {getattr(loss_fn, '__name__', loss_fn)}")
     if (len(generators) != len(silos) or any(x.shape[0] == 0 for x, _ in silos)

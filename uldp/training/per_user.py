@@ -4,18 +4,21 @@ ULDP-AVG trains one model copy per user and silo (Algorithm 3, lines 9-17): ``Q`
 user's own records in the silo, in mini-batches of the local batch size. Doing this user by user costs ``|U|`` small
 Python loops per silo and round; here all users of a silo train together. Each user's records are padded to a common
 length with a 0/1 mask, the per-user parameters are stacked along a leading user axis, and one step of every user is
-``torch.func.vmap`` over ``torch.func.grad`` of ``torch.func.functional_call``. Users are sorted by record count and
-processed in chunks, which bounds memory and keeps padding small when counts are skewed (Zipf allocations).
+``torch.func.vmap`` over ``torch.func.grad`` of ``torch.func.functional_call`` or, for the paper's models, one
+batched step of their hand-written gradients (:mod:`uldp.training.closed_form`), updated in place. Users are sorted
+by record count and processed in chunks, which bounds memory and keeps padding small when counts are skewed (Zipf
+allocations).
 
 Both engines draw the order of records from the same per-record random keys (one key per record and epoch, sorted
 within each user), so :func:`train_users` (fast) and :func:`train_users_loop` (the plain per-user loop kept as the
 oracle and the benchmark's baseline) take identical mini-batches; they agree to float precision whenever the model
 itself is deterministic (no dropout).
 
-Convolutions: ``vmap`` over ``conv2d`` with per-user weights becomes a grouped convolution, which is slow on a CPU.
-:func:`vmap_friendly` swaps every ``nn.Conv2d`` for :class:`UnfoldConv2d` (the same parameters, computed as im2col
-``unfold`` followed by a matmul), which ``vmap`` turns into one batched matmul; ``benchmarks/per_user_training.py``
-measures the difference.
+Convolutions: ``vmap`` over ``conv2d`` with per-user weights becomes a grouped convolution in native contiguous
+kernels, which is slow on a CPU. The MNIST CNN's closed form (:mod:`uldp.training.cnn`) runs the same grouped
+convolutions in oneDNN's channels-last kernels instead; for other CNNs, :func:`vmap_friendly` swaps every
+``nn.Conv2d`` for :class:`UnfoldConv2d` (the same parameters, computed as im2col ``unfold`` followed by a matmul),
+which ``vmap`` turns into one batched matmul. ``benchmarks/per_user_training.py`` measures all three.
 """
 
 from __future__ import annotations
@@ -320,10 +323,10 @@ def train_users(
     width = lambda n: min(batch_size, n)  # noqa: E731 - the batch width a chunk with n_max records needs
     floats_per_user = lambda n: 3 * layout.size + n * x[0].numel() + width(n) * per_record  # noqa: E731
     deltas = torch.zeros((len(groups), layout.size), dtype=params.dtype)
-    # oneDNN's grouped convolution (what vmap over users makes of a conv) loses precision in float32: 3.7e-5 against
-    # the float64 result on MNIST deltas of size 1e-2, where the native kernel stays at 1e-6; at 1000 users it is
-    # no faster (benchmarks/per_user_training.py).
-    with _without_onednn():
+    # oneDNN's grouped convolution in contiguous layout (what vmap over users makes of a conv) lost precision in
+    # float32 (3.7e-5 against the float64 result on MNIST deltas of size 1e-2, the native kernel 1e-6) and was no
+    # faster at 1000 users; the closed-form CNN calls oneDNN in channels-last layout itself (uldp.training.cnn).
+    with _without_onednn() if closed_form is None else contextlib.nullcontext():
         for members in _chunks(groups, floats_per_user, chunk_floats):
             index, counts = _padded(groups, members)
             n_users, n_max = index.shape

@@ -805,7 +805,8 @@ def run_grid(
     """Run every run of a grid that is not stored yet, storing each as it finishes.
 
     Already stored runs are skipped, so calling this again after an interruption resumes the grid, and several
-    processes may work on one grid (each skips what another stored while it ran). A run that
+    processes may work on one grid (each skips what another stored while it ran; nothing claims a run while it runs,
+    so processes started together do the same runs twice, harmlessly: use ``jobs`` to split one grid). A run that
     raises an ``Exception`` is reported in :attr:`GridReport.failed` and the others go on; ``KeyboardInterrupt``
     stops the grid (the finished runs stay stored).
 

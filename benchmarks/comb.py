@@ -39,8 +39,10 @@ def report(title: str, times: dict[str, list[float]], per: int, unit: str) -> No
     (slow_name, slow), (fast_name, quick) = times.items()
     print(title)
     for name, values in times.items():
-        print(f"  {name:6s}: min {min(values) / per * 1e6:9.2f} us, median {np.median(values) / per * 1e6:9.2f} us {unit}")
-    print(f"  {slow_name} / {fast_name}: {min(slow) / min(quick):.2f}x (min), {np.median(slow) / np.median(quick):.2f}x (median)")
+        best, median = min(values) / per * 1e6, np.median(values) / per * 1e6
+        print(f"  {name:6s}: min {best:9.2f} us, median {median:9.2f} us {unit}")
+    ratio_best, ratio_median = min(slow) / min(quick), np.median(slow) / np.median(quick)
+    print(f"  {slow_name} / {fast_name}: {ratio_best:.2f}x (min), {ratio_median:.2f}x (median)")
 
 
 def main() -> int:

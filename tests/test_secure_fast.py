@@ -55,6 +55,8 @@ def test_bad_shapes_rejected():
         fast.weighted_ciphertext_sum([1], np.zeros((1, 2)), N2)
     with pytest.raises(ValueError, match="strategy must be one of"):
         fast.weighted_ciphertext_sum([1], np.zeros((1, 2), np.int64), N2, strategy="pippenger")
+    with pytest.raises(ValueError, match="odd modulus >= 3 .* got an even number of 71 bits"):
+        fast.weighted_ciphertext_sum([1], np.zeros((1, 2), np.int64), 2**70)
 
 
 def test_crt_encryption_decrypts_and_uses_nth_residues():
@@ -102,7 +104,8 @@ def test_c_comb_on_6144_bit_modulus_with_signed_zero_and_single_outputs():
     rng = np.random.default_rng(11)
     n = int.from_bytes(rng.bytes(384), "little") | (1 << 3071) | 1
     modulus = n * n  # n^2 for a 3072-bit n: 96 limbs
-    bases = [b for b in (int.from_bytes(rng.bytes(768), "little") % modulus for _ in range(8)) if math.gcd(b, n) == 1][:3]
+    candidates = (int.from_bytes(rng.bytes(768), "little") % modulus for _ in range(8))
+    bases = [b for b in candidates if math.gcd(b, n) == 1][:3]
     exponents = rng.integers(-(2**40), 2**40, size=(3, 6))
     exponents[:, 1] = 0  # an output with no non-zero digit stays 1
     exponents[2] = 0  # a base that contributes nothing

@@ -11,7 +11,9 @@ Done literally that is one full-size (|n|-bit) exponentiation per parameter per 
    a table of ``W_u^(+-k 2^(w i))`` shared by all parameters, so a parameter costs one modular multiplication per
    user and non-zero digit and no squaring; with few parameters *Straus* interleaving (one table per user, one
    shared squaring chain per parameter) is cheaper. :func:`choose_plan` picks the strategy and w from an operation
-   count; users can be split over worker processes (kept between calls);
+   count; users can be split over worker processes (kept between calls). The comb's loops run in C when the
+   extension :mod:`uldp.secure._comb` is built (GMP Montgomery multiplication on limb arrays, about 1.25x faster
+   per multiplication than gmpy2's ``a * b % m`` at 6144 bits, see ``benchmarks/comb.py``), else in gmpy2;
 3. the server decrypts with the CRT modulo p^2 and q^2 (:func:`crt_decrypt`), optionally in worker processes.
 
 Exponents only matter modulo n for the plaintext, so every shortcut decrypts to the same value as the literal
@@ -151,11 +153,9 @@ def _comb_partial_c(bases: Sequence[int], exponents: np.ndarray, n_square: int, 
     per base, the C code builds the signed tables of every digit position and multiplies them in.
 
     Raises:
-        ValueError: if ``n_square`` is even (Montgomery arithmetic needs an odd modulus).
+        ValueError: if ``n_square`` is even or < 3 (Montgomery arithmetic needs an odd modulus).
     """
-    modulus = gmpy2.mpz(n_square)
-    if modulus < 3 or modulus % 2 == 0:
-        raise ValueError(f"n_square must be an odd modulus > 1 for Montgomery arithmetic, got {_describe(modulus)}")
+    modulus = _odd_modulus(n_square)
     count = -(-modulus.bit_length() // 64)
     shift = 64 * count  # R = 2^shift
     modulus_limbs = _limbs(modulus, count)
@@ -177,17 +177,21 @@ def _comb_partial_c(bases: Sequence[int], exponents: np.ndarray, n_square: int, 
     return [gmpy2.mpz(int.from_bytes(raw[k:k + width], "little")) for k in range(0, len(raw), width)]
 
 
-def _describe(value: int) -> str:
-    """A number for an error message: itself when short, else its parity and size."""
-    return str(value) if value.bit_length() <= 64 else f"an {'even' if value % 2 == 0 else 'odd'} {value.bit_length()}-bit number"
+def _odd_modulus(n_square: int) -> gmpy2.mpz:
+    """``n_square`` as an mpz after checking that it is odd and >= 3 (a Paillier n^2 is; Montgomery needs it)."""
+    modulus = gmpy2.mpz(n_square)
+    if modulus < 3 or modulus % 2 == 0:
+        shown = str(modulus) if modulus.bit_length() <= 64 else f"an even number of {modulus.bit_length()} bits"
+        raise ValueError(f"n_square must be an odd modulus >= 3 (a Paillier n^2), got {shown}")
+    return modulus
 
 
 @functools.cache
 def c_comb_available() -> bool:
     """Whether the C comb (:mod:`uldp.secure._comb`) is built and gives gmpy2's products on a 6144-bit check.
 
-    The C code calls GMP's internal REDC (``mpn_redc_n``); this one-off comparison (a few milliseconds) makes a
-    GMP whose interface changed fall back to gmpy2 instead of producing wrong ciphertexts.
+    The C code calls GMP's internal REDC (``mpn_redc_n``) and assumes 64-bit limbs; this one-off comparison (a few
+    milliseconds) makes a GMP whose interface differs fall back to gmpy2 instead of producing wrong ciphertexts.
     """
     if _comb is None:
         return False
@@ -284,7 +288,7 @@ def weighted_ciphertext_sum(
         d ciphertexts.
 
     Raises:
-        ValueError: on shape mismatch, an unknown strategy or a non-positive ``processes``.
+        ValueError: on shape mismatch, an even ``n_square``, an unknown strategy or a non-positive ``processes``.
     """
     exponents = np.asarray(exponents)
     if exponents.ndim != 2 or exponents.shape[0] != len(bases):
@@ -293,6 +297,7 @@ def weighted_ciphertext_sum(
         raise ValueError(f"exponents must be integers, got dtype {exponents.dtype}")
     if processes < 1:
         raise ValueError(f"processes must be >= 1, got {processes}")
+    _odd_modulus(n_square)
     if strategy is not None and strategy not in _STRATEGIES:
         raise ValueError(f"strategy must be one of {sorted(_STRATEGIES)}, got {strategy!r}")
     groups = [g for g in np.array_split(np.arange(len(bases)), min(processes, max(1, len(bases)))) if g.size]

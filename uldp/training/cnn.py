@@ -37,7 +37,7 @@ def supports(model: nn.Module, loss_fn: Callable) -> bool:
 
 def _dropout_mask(uniforms: Uniforms, shape: tuple[int, ...], p: float, dtype: torch.dtype) -> Tensor:
     """``1[u >= p] / (1 - p)`` for uniforms of ``shape`` (the MLP's convention)."""
-    return uniforms(shape).ge_(p).to(dtype).mul_(1.0 / (1.0 - p))
+    return (uniforms(shape) >= p).to(dtype) * (1.0 / (1.0 - p))
 
 
 def _grouped(weight: Tensor) -> Tensor:

@@ -91,7 +91,7 @@ def _forward(layers: tuple[_Layer, ...], params: dict[str, Tensor], x: Tensor, u
             cache.append((a, xhat, mean, rstd))
             a = torch.addcmul(params[f"{layer.name}.bias"].unsqueeze(1), xhat, params[f"{layer.name}.weight"].unsqueeze(1))
         elif uniforms is not None and layer.p > 0:  # dropout in train mode: keep where u >= p, scale 1 / (1 - p)
-            mask = uniforms(tuple(a.shape)).ge_(layer.p).to(a.dtype).mul_(1.0 / (1.0 - layer.p))
+            mask = (uniforms(tuple(a.shape)) >= layer.p).to(a.dtype) * (1.0 / (1.0 - layer.p))
             cache.append(mask)
             a = a * mask
         else:

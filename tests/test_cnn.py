@@ -13,6 +13,8 @@ from uldp.training import closed_form, cnn
 from uldp.training.dpsgd import dpsgd_train
 from uldp.training.per_user import flat_parameters, record_keys, train_users, train_users_loop, user_gradients
 
+from recorded_uniforms import recording
+
 
 def reference_logits(params, x, draws, copy, training):
     """MnistCNN.forward written with torch.nn.functional, dropout replaced by the recorded masks."""
@@ -40,12 +42,7 @@ def test_weighted_gradient_equals_autograd(seed, n_copies, batch, train):
     x = torch.randn((n_copies, batch, 1, 28, 28), generator=gen, dtype=torch.float64)
     y = torch.randint(0, 10, (n_copies, batch), generator=gen)
     weight = (torch.rand((n_copies, batch), generator=gen) < 0.7).double()
-    draws, draw_gen = [], torch.Generator().manual_seed(seed + 1)
-
-    def uniforms(shape):
-        draws.append(torch.rand(shape, generator=draw_gen, dtype=torch.float64))
-        return draws[-1]
-
+    draws, uniforms = recording(seed + 1)
     got = cnn.weighted_gradient(model, params, x, y, weight, uniforms=uniforms)
     assert len(draws) == (2 if train else 0)
     for g in range(n_copies):

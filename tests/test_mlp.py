@@ -15,16 +15,7 @@ from uldp.training import closed_form, mlp
 from uldp.training.dpsgd import dpsgd_train, dpsgd_train_silos
 from uldp.training.per_user import flat_parameters, record_keys, train_users, train_users_loop
 
-
-def recording(seed: int) -> tuple[list[torch.Tensor], mlp.Uniforms]:
-    """Uniforms from a seeded generator, remembered in order so that a reference forward can reuse them."""
-    draws, gen = [], torch.Generator().manual_seed(seed)
-
-    def uniforms(shape):
-        draws.append(torch.rand(shape, generator=gen, dtype=torch.float64))
-        return draws[-1]
-
-    return draws, uniforms
+from recorded_uniforms import recording
 
 
 def reference_logits(model, params, x, draws, copy):
@@ -177,6 +168,12 @@ def test_dropout_generators_are_used_and_checked():
     assert not torch.allclose(first[1], other[1])
     with pytest.raises(ValueError, match="one generator per group; got 1 for 2 groups of a CreditcardMLP"):
         train_users(model, params, x, y, groups, dropout_generators=[torch.Generator()], **kwargs)
+    with pytest.raises(ValueError, match="clip must be a finite number > 0, got -1.0"):
+        dpsgd_train_silos(model, params, [(x, y)], loss_fn=cross_entropy_loss, local_lr=0.1, epochs=1,
+                          batch_size=8, clip=-1.0, sigma=1.0, generators=[torch.Generator()])
+    with pytest.raises(ValueError, match="sigma must be a finite number > 0, got nan"):
+        dpsgd_train(model, params, x, y, loss_fn=cross_entropy_loss, local_lr=0.1, epochs=1, batch_size=8,
+                    clip=1.0, sigma=float("nan"), generator=torch.Generator(), engine="opacus")
     with pytest.raises(ValueError, match="got 1 generators"):
         dpsgd_train_silos(model, params, [(x, y), (x, y)], loss_fn=cross_entropy_loss, local_lr=0.1, epochs=1,
                           batch_size=8, clip=1.0, sigma=1.0, generators=[torch.Generator()])

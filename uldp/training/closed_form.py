@@ -50,9 +50,14 @@ class ClosedForm:
         """One local SGD step of every copy, in place."""
         if self.sgd_step is not None:
             self.sgd_step(params, x, y, weight, lr, uniforms)
-            return
-        for name, grad in self.weighted_gradient(params, x, y, weight, uniforms).items():
-            params[name].sub_(lr * grad)
+        else:
+            descend_(params, self.weighted_gradient(params, x, y, weight, uniforms), lr)
+
+
+def descend_(params: dict[str, Tensor], grads: dict[str, Tensor], lr: float) -> None:
+    """``params[name] -= lr * grads[name]`` in place for every name: one local SGD step of every copy."""
+    for name, grad in grads.items():
+        params[name].sub_(lr * grad)
 
 
 def for_model(model: nn.Module, loss_fn: Callable) -> ClosedForm | None:

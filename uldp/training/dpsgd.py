@@ -137,6 +137,7 @@ def dpsgd_train(
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    _check_arguments(local_lr=local_lr, clip=clip, sigma=sigma, epochs=epochs, batch_size=batch_size)
     closed_form = closed_forms.for_dpsgd(model, loss_fn) is not None
     if engine == "closed-form" and not closed_form:
         raise ValueError(f"no closed-form DP-SGD for {type(model).__name__} with {getattr(loss_fn, '__name__', loss_fn)}")
@@ -221,6 +222,7 @@ def dpsgd_train_silos(
         ValueError: A model or loss without closed-form gradients, a silo without records, or not one generator per
             silo.
     """
+    _check_arguments(local_lr=local_lr, clip=clip, sigma=sigma, epochs=epochs, batch_size=batch_size)
     closed_form = closed_forms.for_dpsgd(model, loss_fn)
     if closed_form is None:
         raise ValueError(f"no closed-form DP-SGD for {type(model).__name__} with {getattr(loss_fn, '__name__', loss_fn)}")
@@ -248,6 +250,16 @@ def dpsgd_train_silos(
                                                        targets[index[step]], member[step], clip, uniforms)
             flat = flat - step_sizes * (layout.flatten(clipped, batch_dims=1) + noise[step])
     return flat - params.detach()
+
+
+def _check_arguments(*, local_lr: float, clip: float, sigma: float, epochs: int, batch_size: int) -> None:
+    """Reject a learning rate, clip or sigma that is not a finite number > 0, or epochs / batch size < 1, by name."""
+    for name, value in (("local_lr", local_lr), ("clip", clip), ("sigma", sigma)):
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    for name, value in (("epochs", epochs), ("batch_size", batch_size)):
+        if not (isinstance(value, int) and value >= 1):
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 def _stack_draws(draws: list[EpochDraws], offsets: list[int], d: int,

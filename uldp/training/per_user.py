@@ -316,8 +316,7 @@ def train_users(
 
         def sgd_step_(params: dict[str, Tensor], x: Tensor, y: Tensor, weight: Tensor, lr: float,
                       uniforms: None) -> None:
-            for name, grad in user_grad(params, x, y, weight).items():
-                params[name].sub_(lr * grad)
+            closed_forms.descend_(params, user_grad(params, x, y, weight), lr)
 
     per_record = _per_record_floats(model, x)
     width = lambda n: min(batch_size, n)  # noqa: E731 - the batch width a chunk with n_max records needs

@@ -70,14 +70,15 @@ def for_model(model: nn.Module, loss_fn: Callable) -> ClosedForm | None:
                 loss_fn, params, x, y, member, clip=clip),
             random=False)
     if mlp.supports(model, loss_fn):
+        layers = mlp.layers_of(model)
         return ClosedForm(
             weighted_gradient=lambda params, x, y, weight, uniforms=None: mlp.weighted_gradient(
-                model, params, x, y, weight, uniforms=uniforms),
+                model, params, x, y, weight, uniforms=uniforms, layers=layers),
             clipped_gradient_sum=lambda params, x, y, member, clip, uniforms=None: mlp.clipped_gradient_sum(
-                model, params, x, y, member, clip=clip, uniforms=uniforms),
-            random=model.training and any(layer.kind == "dropout" and layer.p > 0 for layer in mlp.layers_of(model)),
+                model, params, x, y, member, clip=clip, uniforms=uniforms, layers=layers),
+            random=model.training and any(layer.kind == "dropout" and layer.p > 0 for layer in layers),
             sgd_step=lambda params, x, y, weight, lr, uniforms=None: mlp.sgd_step_(
-                model, params, x, y, weight, lr=lr, uniforms=uniforms))
+                model, params, x, y, weight, lr=lr, uniforms=uniforms, layers=layers))
     if cnn.supports(model, loss_fn):
         return ClosedForm(
             weighted_gradient=lambda params, x, y, weight, uniforms=None: cnn.weighted_gradient(
@@ -101,10 +102,12 @@ def copy_uniforms(generators: list[torch.Generator], widths: Tensor, *, active: 
     trained in one batched call take exactly the draws they take when trained one by one.
     """
 
+    drawing = [(g, width) for g, (width, on) in enumerate(zip(widths.tolist(), active.tolist())) if on]
+
     def draw(shape: tuple[int, ...]) -> Tensor:
         uniforms = torch.ones(shape)
-        for g in torch.nonzero(active).flatten().tolist():
-            uniforms[g, : int(widths[g])] = torch.rand((int(widths[g]), *shape[2:]), generator=generators[g])
+        for g, width in drawing:
+            torch.rand((width, *shape[2:]), generator=generators[g], out=uniforms[g, :width])
         return uniforms
 
     return draw

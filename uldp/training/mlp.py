@@ -25,7 +25,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from uldp.models import CreditcardMLP, cross_entropy_loss
@@ -35,13 +34,16 @@ Uniforms = Callable[[tuple[int, ...]], Tensor]
 
 
 @dataclass(frozen=True)
-class _Layer:
-    """One leaf module of the MLP in forward order: ``kind`` is linear, relu, groupnorm or dropout."""
+class Layer:
+    """One leaf module of the MLP in forward order: ``kind`` is linear, relu, groupnorm or dropout; ``weight`` and
+    ``bias`` name its parameters (empty for the parameter-free kinds)."""
 
     kind: str
     name: str
     eps: float = 0.0
     p: float = 0.0
+    weight: str = ""
+    bias: str = ""
 
 
 _KINDS = {nn.Linear: "linear", nn.ReLU: "relu", nn.GroupNorm: "groupnorm", nn.Dropout: "dropout"}
@@ -52,7 +54,7 @@ def supports(model: nn.Module, loss_fn: Callable) -> bool:
     return isinstance(model, CreditcardMLP) and loss_fn is cross_entropy_loss
 
 
-def layers_of(model: nn.Module) -> tuple[_Layer, ...]:
+def layers_of(model: nn.Module) -> tuple[Layer, ...]:
     """The MLP's leaf modules in forward order (``CreditcardMLP.forward`` applies them in registration order).
 
     Raises:
@@ -66,11 +68,13 @@ def layers_of(model: nn.Module) -> tuple[_Layer, ...]:
         if kind is None or (kind == "groupnorm" and (module.num_groups != 1 or not module.affine)):
             raise ValueError(f"no hand-written gradient for module {name!r} ({module}); "
                              f"supported: Linear, ReLU, GroupNorm(1, C) with affine, Dropout")
-        found.append(_Layer(kind, name, eps=getattr(module, "eps", 0.0), p=getattr(module, "p", 0.0)))
+        named = kind in ("linear", "groupnorm")
+        found.append(Layer(kind, name, eps=getattr(module, "eps", 0.0), p=getattr(module, "p", 0.0),
+                           weight=f"{name}.weight" if named else "", bias=f"{name}.bias" if named else ""))
     return tuple(found)
 
 
-def _forward(layers: tuple[_Layer, ...], params: dict[str, Tensor], x: Tensor, uniforms: Uniforms | None
+def _forward(layers: tuple[Layer, ...], params: dict[str, Tensor], x: Tensor, uniforms: Uniforms | None
              ) -> tuple[Tensor, list]:
     """Logits ``[G, B, classes]`` and what the backward pass needs of each layer.
 
@@ -82,14 +86,14 @@ def _forward(layers: tuple[_Layer, ...], params: dict[str, Tensor], x: Tensor, u
     for layer in layers:
         if layer.kind == "linear":
             cache.append(a)
-            a = torch.baddbmm(params[f"{layer.name}.bias"].unsqueeze(1), a, params[f"{layer.name}.weight"].mT)
+            a = torch.baddbmm(params[layer.bias].unsqueeze(1), a, params[layer.weight].mT)
         elif layer.kind == "relu":
             a = torch.relu(a)
             cache.append(a)  # the output decides where the gradient passes (threshold_backward)
         elif layer.kind == "groupnorm":
             xhat, mean, rstd = torch.ops.aten.native_layer_norm(a, [a.shape[-1]], None, None, layer.eps)
             cache.append((a, xhat, mean, rstd))
-            a = torch.addcmul(params[f"{layer.name}.bias"].unsqueeze(1), xhat, params[f"{layer.name}.weight"].unsqueeze(1))
+            a = torch.addcmul(params[layer.bias].unsqueeze(1), xhat, params[layer.weight].unsqueeze(1))
         elif uniforms is not None and layer.p > 0:  # dropout in train mode: keep where u >= p, scale 1 / (1 - p)
             mask = (uniforms(tuple(a.shape)) >= layer.p).to(a.dtype) * (1.0 / (1.0 - layer.p))
             cache.append(mask)
@@ -113,7 +117,8 @@ class RecordTerms:
 
 
 def record_terms(model: nn.Module, params: dict[str, Tensor], x: Tensor, y: Tensor, *,
-                 uniforms: Uniforms | None = None, coefficient: Tensor | None = None) -> RecordTerms:
+                 uniforms: Uniforms | None = None, coefficient: Tensor | None = None,
+                 layers: tuple[Layer, ...] | None = None) -> RecordTerms:
     """Per-record gradient factors of the cross-entropy of every record under each of ``G`` parameter copies.
 
     Args:
@@ -124,33 +129,38 @@ def record_terms(model: nn.Module, params: dict[str, Tensor], x: Tensor, y: Tens
         uniforms: The draws for dropout masks; ``None`` draws them from torch's global generator. Unused in eval mode.
         coefficient: ``[G, B]`` weights to fold into each record's factors (backpropagation is linear in the
             output gradient, so record ``i``'s terms then describe ``coefficient_i g_i``); ``None`` for 1.
+        layers: ``layers_of(model)``, when the caller keeps it across steps (walking the modules costs about as
+            much as a small layer's arithmetic); ``None`` walks them.
 
     Returns:
         The factors; :func:`weighted_gradient` and :func:`clipped_gradient_sum` combine them.
     """
-    layers = layers_of(model)
+    layers = layers_of(model) if layers is None else layers
     if model.training and uniforms is None:
         uniforms = torch.rand
     logits, cache = _forward(layers, params, x, uniforms if model.training else None)
-    delta = torch.softmax(logits, dim=-1) - F.one_hot(y.long(), logits.shape[-1]).to(logits.dtype)
+    # d(cross-entropy)/d(logits) = softmax - one_hot(y): subtract 1 at each label in place (one_hot costs more)
+    delta = torch.softmax(logits, dim=-1)
+    label = y.long().unsqueeze(-1)
+    delta.scatter_(-1, label, delta.gather(-1, label) - 1.0)
     if coefficient is not None:
         delta = delta * coefficient.unsqueeze(-1)
     factors = {}
     for position in range(len(layers) - 1, -1, -1):
         layer, saved = layers[position], cache[position]
         if layer.kind == "linear":
-            factors[f"{layer.name}.weight"] = ("outer", delta, saved)
-            factors[f"{layer.name}.bias"] = ("copy", delta, None)
+            factors[layer.weight] = ("outer", delta, saved)
+            factors[layer.bias] = ("copy", delta, None)
             if position:
-                delta = torch.bmm(delta, params[f"{layer.name}.weight"])
+                delta = torch.bmm(delta, params[layer.weight])
         elif layer.kind == "relu":
             delta = torch.ops.aten.threshold_backward(delta, saved, 0)
         elif layer.kind == "groupnorm":
             normalised_input, xhat, mean, rstd = saved
-            factors[f"{layer.name}.weight"] = ("product", delta, xhat)
-            factors[f"{layer.name}.bias"] = ("copy", delta, None)
+            factors[layer.weight] = ("product", delta, xhat)
+            factors[layer.bias] = ("copy", delta, None)
             delta = torch.ops.aten.native_layer_norm_backward(
-                delta * params[f"{layer.name}.weight"].unsqueeze(1), normalised_input, [xhat.shape[-1]], mean, rstd,
+                delta * params[layer.weight].unsqueeze(1), normalised_input, [xhat.shape[-1]], mean, rstd,
                 None, None, [True, False, False])[0]
         elif saved is not None:
             delta = delta * saved
@@ -199,46 +209,49 @@ def record_norms(terms: RecordTerms) -> Tensor:
 
 
 def weighted_gradient(model: nn.Module, params: dict[str, Tensor], x: Tensor, y: Tensor, weight: Tensor, *,
-                      uniforms: Uniforms | None = None) -> dict[str, Tensor]:
+                      uniforms: Uniforms | None = None, layers: tuple[Layer, ...] | None = None
+                      ) -> dict[str, Tensor]:
     """Gradient of each copy's weighted mean cross-entropy ``sum_i w_i l_i / max(sum_i w_i, 1)`` (Algorithm 3's
     per-user step, or a silo's), the contract of ``vmap(grad(loss))`` over copies.
 
     Args:
-        model, params, x, y, uniforms: As in :func:`record_terms`.
+        model, params, x, y, uniforms, layers: As in :func:`record_terms`.
         weight: ``[G, B]`` record weights (0/1 masks for padding).
 
     Returns:
         Gradients shaped like ``params``.
     """
     coefficient = weight / weight.sum(dim=1, keepdim=True).clamp_min(1.0)
-    return combine(record_terms(model, params, x, y, uniforms=uniforms, coefficient=coefficient))
+    return combine(record_terms(model, params, x, y, uniforms=uniforms, coefficient=coefficient, layers=layers))
 
 
 def sgd_step_(model: nn.Module, params: dict[str, Tensor], x: Tensor, y: Tensor, weight: Tensor, *, lr: float,
-              uniforms: Uniforms | None = None) -> None:
+              uniforms: Uniforms | None = None, layers: tuple[Layer, ...] | None = None) -> None:
     """``params -= lr * weighted_gradient(...)`` in place, for every copy (one local SGD step of Algorithm 3).
 
     The same arithmetic as :func:`weighted_gradient` followed by the update, with each linear weight updated by one
     fused ``baddbmm_``: with one model copy per user the parameter-sized passes dominate a step.
     """
     coefficient = weight / weight.sum(dim=1, keepdim=True).clamp_min(1.0)
-    combine(record_terms(model, params, x, y, uniforms=uniforms, coefficient=coefficient), add_to=params, alpha=-lr)
+    combine(record_terms(model, params, x, y, uniforms=uniforms, coefficient=coefficient, layers=layers),
+            add_to=params, alpha=-lr)
 
 
 def clipped_gradient_sum(model: nn.Module, params: dict[str, Tensor], x: Tensor, y: Tensor, member: Tensor, *,
-                         clip: float, uniforms: Uniforms | None = None) -> dict[str, Tensor]:
+                         clip: float, uniforms: Uniforms | None = None, layers: tuple[Layer, ...] | None = None
+                         ) -> dict[str, Tensor]:
     """``sum_i member_i min(1, C / ||g_i||) g_i`` per copy, ``g_i`` record ``i``'s cross-entropy gradient: the
     clipped sum of one DP-SGD step (Abadi et al. 2016, Algorithm 1; opacus' per-sample clipping), before noise.
 
     Args:
-        model, params, x, y, uniforms: As in :func:`record_terms`.
+        model, params, x, y, uniforms, layers: As in :func:`record_terms`.
         member: ``[G, B]`` 0/1, which slots hold a record of the batch.
         clip: Per-record bound ``C`` > 0.
 
     Returns:
         Clipped gradient sums shaped like ``params``.
     """
-    terms = record_terms(model, params, x, y, uniforms=uniforms)
+    terms = record_terms(model, params, x, y, uniforms=uniforms, layers=layers)
     norms = record_norms(terms)
     scale = torch.clamp(clip / norms.clamp_min(torch.finfo(norms.dtype).tiny), max=1.0)
     return combine(terms, member * scale)

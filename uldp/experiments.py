@@ -1099,8 +1099,6 @@ def summarise(frame: Any, value: str) -> Any:
     return summary
 
 
-
-
 def grid_table(grid_name: str, profile: str) -> Any:
     """The run arguments of each line (series) of a grid at a profile, for the chapters.
 

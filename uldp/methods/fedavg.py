@@ -14,6 +14,7 @@ gives only noise multiplier ``sigma / 2``. We add ``2 sigma C sqrt(|S|)`` per si
 
 from __future__ import annotations
 
+import abc
 import math
 from dataclasses import dataclass
 
@@ -49,8 +50,36 @@ def silo_training(federation: Federation, params: Tensor, groups: list[np.ndarra
                            batch_size=hp.batch_size, keys=keys)
 
 
+class EveryRecordSiloNoise(abc.ABC):
+    """What DEFAULT / ULDP-NAIVE and ULDP-SGD / ULDP-AVG share: every record takes part, and each silo adds its own
+    Gaussian noise ``N(0, noise_std(|S|)^2 I)`` to what it sends (Algorithm 1 line 14, Algorithm 3 line 18) from its
+    sub-stream of the round's seed. A subclass defines ``noise_std``.
+    """
+
+    @abc.abstractmethod
+    def noise_std(self, n_silos: int) -> float:
+        """The std of the noise each of ``n_silos`` silos adds (the method's theorem)."""
+
+    def prepare(self, federation: Federation, seed: np.random.SeedSequence) -> Federation:
+        """Nothing to prepare: every record is used."""
+        return federation
+
+    def keep_mask(self, federation: Federation, seed: np.random.SeedSequence) -> np.ndarray:
+        """The records :meth:`prepare` keeps: all of them."""
+        return np.ones(federation.x.shape[0], dtype=bool)
+
+    def silo_noise(self, size: int, n_silos: int, round_seed: np.random.SeedSequence, silo: int) -> Tensor:
+        """The noise silo ``silo`` adds, ``N(0, noise_std(|S|)^2 I)`` (zeros when the std is 0: DEFAULT)."""
+        generator = torch_generator(seed_stream(round_seed, NOISE_STREAM, silo))
+        return gaussian_noise(size, std=self.noise_std(n_silos), generator=generator)
+
+    def noise(self, size: int, n_silos: int, round_seed: np.random.SeedSequence) -> list[Tensor]:
+        """The noise each silo adds (:meth:`silo_noise` of every silo)."""
+        return [self.silo_noise(size, n_silos, round_seed, s) for s in range(n_silos)]
+
+
 @dataclass(frozen=True)
-class FedAvgMethod:
+class FedAvgMethod(EveryRecordSiloNoise):
     """DEFAULT and ULDP-NAIVE.
 
     Attributes:
@@ -61,10 +90,6 @@ class FedAvgMethod:
     spec: MethodSpec
     hp: Hyperparameters
 
-    def prepare(self, federation: Federation, seed: np.random.SeedSequence) -> Federation:
-        """Nothing to prepare: every record is used."""
-        return federation
-
     def noise_std(self, n_silos: int) -> float:
         """Per-silo noise std ``2 sigma C sqrt(|S|)``: sum std ``sigma`` times the sensitivity ``2|S|C`` (Theorem 1, corrected).
 
@@ -72,10 +97,6 @@ class FedAvgMethod:
         (see the module docstring).
         """
         return 2.0 * self.hp.sigma * self.hp.clip * math.sqrt(n_silos) if self.spec.private else 0.0
-
-    def keep_mask(self, federation: Federation, seed: np.random.SeedSequence) -> np.ndarray:
-        """The records :meth:`prepare` keeps: all of them."""
-        return np.ones(federation.x.shape[0], dtype=bool)
 
     def silo_delta(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence, silo: int,
                    keys: Tensor | None = None) -> Tensor:
@@ -112,15 +133,6 @@ class FedAvgMethod:
     def clean_update(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence) -> Tensor:
         """The pre-noise aggregate ``sum_s Delta_s`` (user-level sensitivity: see the chapter and tests)."""
         return torch.stack(self.silo_deltas(params, federation, round_seed)).sum(dim=0)
-
-    def silo_noise(self, size: int, n_silos: int, round_seed: np.random.SeedSequence, silo: int) -> Tensor:
-        """The noise silo ``silo`` adds to its delta (zeros for DEFAULT)."""
-        generator = torch_generator(seed_stream(round_seed, NOISE_STREAM, silo))
-        return gaussian_noise(size, std=self.noise_std(n_silos), generator=generator)
-
-    def noise(self, size: int, n_silos: int, round_seed: np.random.SeedSequence) -> list[Tensor]:
-        """The noise each silo adds to its delta (zeros for DEFAULT)."""
-        return [self.silo_noise(size, n_silos, round_seed, s) for s in range(n_silos)]
 
     def silo_update(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence, silo: int,
                     *, sampled: np.ndarray, counts: np.ndarray) -> Tensor:

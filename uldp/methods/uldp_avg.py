@@ -23,11 +23,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from uldp.methods.base import (
-    AggregateFn, Federation, Hyperparameters, MethodSpec, gaussian_noise, global_torch_seed, seed_stream,
-    torch_generator,
-)
-from uldp.methods.fedavg import NOISE_STREAM, SAMPLING_STREAM, TRAIN_STREAM, round_keys, silo_training
+from uldp.methods.base import AggregateFn, Federation, Hyperparameters, MethodSpec, global_torch_seed, seed_stream
+from uldp.methods.fedavg import SAMPLING_STREAM, TRAIN_STREAM, EveryRecordSiloNoise, round_keys, silo_training
 from uldp.training.per_user import clip_rows, user_gradients
 
 
@@ -110,7 +107,7 @@ def aggregate(deltas: list[Tensor], counts: np.ndarray, sampled: np.ndarray, noi
 
 
 @dataclass(frozen=True)
-class UserLevelMethod:
+class UserLevelMethod(EveryRecordSiloNoise):
     """ULDP-SGD, ULDP-SGD-w, ULDP-AVG and ULDP-AVG-w, with user-level sampling rate ``hp.q``.
 
     Attributes:
@@ -123,14 +120,6 @@ class UserLevelMethod:
     spec: MethodSpec
     hp: Hyperparameters
     user_weights: np.ndarray | None = None
-
-    def prepare(self, federation: Federation, seed: np.random.SeedSequence) -> Federation:
-        """Nothing to prepare: every record is used."""
-        return federation
-
-    def keep_mask(self, federation: Federation, seed: np.random.SeedSequence) -> np.ndarray:
-        """The records :meth:`prepare` keeps: all of them."""
-        return np.ones(federation.x.shape[0], dtype=bool)
 
     def noise_std(self, n_silos: int) -> float:
         """Per-silo noise std ``sigma C / sqrt(|S|)`` (Algorithm 3 line 18; sum std ``sigma C``, Theorem 3)."""
@@ -180,15 +169,6 @@ class UserLevelMethod:
                                              loss_fn=federation.loss_fn)
             deltas[torch.from_numpy(users)] = clip_rows(update, self.hp.clip)
         return deltas
-
-    def silo_noise(self, size: int, n_silos: int, round_seed: np.random.SeedSequence, silo: int) -> Tensor:
-        """The noise silo ``silo`` adds, ``N(0, (sigma C / sqrt(|S|))^2 I)``."""
-        generator = torch_generator(seed_stream(round_seed, NOISE_STREAM, silo))
-        return gaussian_noise(size, std=self.noise_std(n_silos), generator=generator)
-
-    def noise(self, size: int, n_silos: int, round_seed: np.random.SeedSequence) -> list[Tensor]:
-        """The noise each silo adds, ``N(0, (sigma C / sqrt(|S|))^2 I)``."""
-        return [self.silo_noise(size, n_silos, round_seed, s) for s in range(n_silos)]
 
     def silo_update(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence, silo: int,
                     *, sampled: np.ndarray, counts: np.ndarray) -> Tensor:

@@ -27,7 +27,9 @@
 # Each grid contributes its committed paper-profile results when they cover every line of its figure; when they
 # cover only some panels whole, those panels (a verdict at paper scale on fewer settings); otherwise the results of
 # this book's own build at the chapter's profile (produced by the experiment chapters before this one), which are
-# far too short for the verdicts to mean much. The `source` column says which, with the panels when not all.
+# far too short for the verdicts to mean much. The `source` column says which, with the panels when not all. The
+# one claim about $\epsilon$ alone on MNIST is judged at the paper's scale from accounting alone, which needs no
+# training (see the MNIST chapter).
 
 # %% tags=["parameters"]
 profile = "default"

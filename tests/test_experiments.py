@@ -424,3 +424,24 @@ def test_two_processes_on_one_grid_do_not_redo_each_others_runs(tmp_path, monkey
     executed = log.read_text().splitlines()
     assert len(executed) == len(specs)  # every run once: the other process's one, and not again
     assert (report.executed, report.skipped) == (len(specs) - 1, 1)
+
+
+@needs_data
+def test_accounted_results_equal_the_trained_paper_runs_epsilon(monkeypatch):
+    """Accounting alone gives the final epsilon of the committed, trained HeartDisease paper runs (to 12 digits: they
+    were accounted by earlier commits, whose root finding may differ in the last bit)."""
+    monkeypatch.setenv("ULDP_DATA_DIR", os.environ.get("ULDP_DATA_DIR") or str(DATA))
+    trained = load_results("heart_disease", "paper", seeds=[0])
+    if not trained.runs:
+        pytest.skip("no committed HeartDisease paper results")
+    methods = ("DEFAULT", "ULDP-GROUP-median", "ULDP-GROUP-2", "ULDP-AVG-w")
+    accounted = experiments.accounted_results("heart_disease", methods=methods)
+    assert accounted.profile == "paper" and accounted.describe().startswith("epsilons from accounting alone")
+    final = {(run["panel"], run["series"]): run["result"]["epsilon"][-1] for run in trained.runs}
+    assert {run["series"] for run in accounted.runs} == set(methods)
+    for run in accounted.runs:
+        expected = final[run["panel"], run["series"]]
+        assert run["result"]["epsilon"] == [None if expected is None else pytest.approx(expected, rel=1e-12)]
+    assert {run["result"]["epsilon"][0] for run in accounted.runs if run["series"] == "DEFAULT"} == {None}
+    with pytest.raises(ValueError, match=r"\['ULDP-GROUP-3'\] are not run by grid 'heart_disease'"):
+        experiments.accounted_results("heart_disease", methods=("ULDP-AVG", "ULDP-GROUP-3"))

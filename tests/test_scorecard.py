@@ -25,8 +25,9 @@ def world(profile: str = "paper", seeds=(0, 1), grids=None, **kwargs) -> dict[st
 
 @pytest.fixture(scope="module")
 def paper_world():
-    return world(seeds=(0, 1), grids=("heart_disease", "tcga_brca")) | world(
+    data = world(seeds=(0, 1), grids=("heart_disease", "tcga_brca")) | world(
         seeds=(0,), grids=("creditcard", "mnist", "weighting", "user_sampling"))
+    return data | {sc.MNIST_ACCOUNTING: data["mnist"]}  # the epsilons of MNIST, as accounting alone gives them
 
 
 def test_every_claim_holds_in_a_world_built_to_satisfy_them(paper_world):
@@ -104,3 +105,14 @@ def test_stored_results_use_paper_panels_covered_whole(tmp_path):
     assert table["source"].str.contains("only panel\\(s\\) tcga_brca, \\|S\\|=6").all()
     silos = table[table["claim"] == next(c.text for c in sc.CLAIMS if c.key == "weighting-silos")].iloc[0]
     assert silos["verdict"] == sc.MISSING  # one number of silos cannot show a trend over silos
+
+
+def test_mnist_epsilon_claim_says_not_measured_without_the_mnist_files(tmp_path, monkeypatch):
+    from uldp import experiments
+
+    monkeypatch.setenv("ULDP_DATA_DIR", str(tmp_path / "no-data"))
+    experiments._dataset.cache_clear()  # a dataset loaded by an earlier test would hide the missing files
+    data = sc.stored_results("smoke", paper_root=tmp_path / "paper", root=tmp_path / "build")
+    assert sc.MNIST_ACCOUNTING not in data
+    row = sc.scorecard(data).set_index("where").loc["Figure 6d-f"]
+    assert row["verdict"] == sc.MISSING and "accounting at the paper's settings needs the data" in row["measured"]

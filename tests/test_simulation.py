@@ -1,4 +1,5 @@
-"""RunConfig validation and defaults, short real HeartDisease runs of every method, the ``uldp run`` CLI."""
+"""RunConfig validation and defaults, short real HeartDisease runs of every method, epsilon without training, the
+``uldp run`` CLI."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from uldp.simulation import RunConfig, run
+from uldp.simulation import RunConfig, accounted_epsilon, run
 
 DATA = os.environ.get("ULDP_DATA_DIR") or str(Path(__file__).resolve().parents[2] / "shared" / "data")
 needs_data = pytest.mark.skipif(not os.path.isdir(os.path.join(DATA, "heart_disease")),
@@ -76,6 +77,16 @@ def test_short_heart_disease_run_of_every_method(method):
     else:
         assert all(math.isfinite(e) and e > 0 for e in result.epsilon)
         assert result.epsilon == sorted(result.epsilon) and result.epsilon[0] < result.epsilon[-1]
+    # the accountant needs no training: the same epsilon after every round from the prepared federation alone
+    assert [accounted_epsilon(config, rounds=t) for t in (1, 2, 3)] == result.epsilon
+
+
+@needs_data
+@pytest.mark.parametrize("rounds", [0, 4, 1.5, True])
+def test_accounted_epsilon_rejects_rounds_outside_the_run(rounds):
+    config = RunConfig(dataset="heart_disease", method="ULDP-AVG", n_users=10, rounds=3)
+    with pytest.raises(ValueError, match=rf"rounds must be an integer in 1\.\.3, got {rounds!r}"):
+        accounted_epsilon(config, rounds=rounds)
 
 
 @needs_data

@@ -742,6 +742,11 @@ class GridReport:
     wall_seconds: float
 
 
+def _now() -> str:
+    """The UTC date and time of a stored run, to the second."""
+    return _datetime.datetime.now(_datetime.timezone.utc).isoformat(timespec="seconds")
+
+
 def _execute_one(backend: Backend, spec: RunSpec, path: str, base_provenance: dict) -> float:
     """Run one spec and store its file; return its wall time (runs in a worker process with ``--jobs``)."""
     params = spec.kwargs
@@ -761,7 +766,7 @@ def _execute_one(backend: Backend, spec: RunSpec, path: str, base_provenance: di
         "result": result,
         "provenance": {
             **base_provenance,
-            "date": _datetime.datetime.now(_datetime.timezone.utc).isoformat(timespec="seconds"),
+            "date": _now(),
             "wall_seconds": round(wall, 3),
         },
     }
@@ -970,8 +975,9 @@ class ResultSet:
                            for run in self.runs})
         shared = (f" ({len(distinct)} distinct: a run shown in more than one panel counts once)"
                   if len(distinct) < len(self.runs) else "")
+        what = "epsilons from accounting alone, nothing trained, for " if self.root == ACCOUNTING_ROOT else ""
         return (
-            f"{len(self.runs)} of {n_total} runs{shared} of grid {self.grid!r} at the {self.profile} profile "
+            f"{what}{len(self.runs)} of {n_total} runs{shared} of grid {self.grid!r} at the {self.profile} profile "
             f"(seeds {', '.join(map(str, seeds))}), made {when} by `{'`, `'.join(commands)}` at commit "
             f"{', '.join(commits)} on {'; '.join(machines)}; {_duration(seconds)} of run time in all."
         )
@@ -1011,6 +1017,52 @@ def load_results(grid_name: str, profile: str, *, seeds: Sequence[int] | None = 
         else:  # a run shared by several panels (see effective_arguments) is shown in each, labelled as there
             runs.append({**stored, "panel": spec.panel, "series": spec.series, "params": spec.kwargs})
     return ResultSet(grid_name, profile, tuple(runs), tuple(missing), str(root))
+
+
+#: The ``root`` of a :class:`ResultSet` made by :func:`accounted_results` (nothing stored, nothing trained).
+ACCOUNTING_ROOT = "accounting (nothing trained)"
+
+
+def accounted_results(grid_name: str, *, seeds: Sequence[int] = (0,), methods: Sequence[str] | None = None
+                      ) -> ResultSet:
+    """The privacy half of a grid's paper profile, without training: per run, the user-level epsilon after the last
+    round from :func:`uldp.simulation.accounted_epsilon` (exactly what the trained run would report).
+
+    Args:
+        grid_name: A key of :data:`GRIDS`.
+        seeds: The allocation seeds (GROUP-k's filtering and silo sizes depend on them).
+        methods: Only the runs of these methods (default: all).
+
+    Returns:
+        A paper-profile :class:`ResultSet` (root :data:`ACCOUNTING_ROOT`) whose results hold only ``epsilon``: one value, the
+        last round's (``None`` for DEFAULT); runs of other methods are left out, not counted missing.
+
+    Raises:
+        ValueError: Unknown grid, bad seeds, or a method name the grid does not run.
+    """
+    from uldp.simulation import RunConfig, accounted_epsilon
+
+    specs = expand(grid_name, "paper", seeds=seeds)
+    if methods is not None:
+        known = {spec.kwargs["method"] for spec in specs}
+        if set(methods) - known:
+            raise ValueError(f"methods {sorted(set(methods) - known)!r} are not run by grid {grid_name!r}; "
+                             f"its methods: {', '.join(sorted(known))}")
+        specs = [spec for spec in specs if spec.kwargs["method"] in methods]
+    base = provenance(f"uldp.experiments.accounted_results({grid_name!r})")
+    accounted: dict[str, tuple[float | None, dict]] = {}  # a run shared by several panels is accounted once
+    runs = []
+    for spec in specs:
+        config, extra = _split_arguments(spec.kwargs)
+        if spec.key not in accounted:
+            start = time.perf_counter()
+            epsilon = accounted_epsilon(RunConfig(**config),
+                                        dataset=_dataset(config["dataset"], extra.get("max_test_records")))
+            accounted[spec.key] = epsilon, {**base, "date": _now(), "wall_seconds": round(time.perf_counter() - start, 3)}
+        epsilon, made = accounted[spec.key]
+        runs.append({"key": spec.key, "panel": spec.panel, "series": spec.series, "seed": spec.seed,
+                     "params": spec.kwargs, "result": {"epsilon": [epsilon]}, "provenance": made})
+    return ResultSet(grid_name, "paper", tuple(runs), (), ACCOUNTING_ROOT)
 
 
 @dataclass(frozen=True)

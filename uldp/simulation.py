@@ -275,6 +275,46 @@ def secure_aggregator(config: RunConfig, *, insecure_test_key: bool = False) -> 
                             sigma=config.sigma, insecure_test_key=insecure_test_key)
 
 
+def _prepared(config: RunConfig, dataset: Any = None) -> tuple[Any, Any, Any]:
+    """The run's method, its prepared federation (ULDP-GROUP-k's records kept) and the dataset."""
+    from uldp.methods import make_method
+    from uldp.methods.base import seed_stream
+
+    federation, data = build_federation(config, dataset)
+    weights = None if config.user_weights is None else np.asarray(config.user_weights)
+    method = make_method(config.method, config.hyperparameters(), user_weights=weights)
+    federation = method.prepare(federation, seed_stream(np.random.SeedSequence(config.seed), PREPARE_STREAM))
+    return method, federation, data
+
+
+def accounted_epsilon(config: RunConfig, *, rounds: int | None = None, dataset: Any = None) -> float | None:
+    """The user-level epsilon a run of ``config`` reports after ``rounds`` rounds, without training it.
+
+    A method's accountant (Theorem 1 for ULDP-NAIVE, Theorem 2 with group privacy for ULDP-GROUP-k, Theorem 3 and
+    Lemma 7 for ULDP-SGD/AVG with user sampling) reads only the shape of the prepared federation: silos, records per
+    silo after ULDP-GROUP-k's filtering, the group size, ``q``, ``sigma`` and ``delta``; never the model or the
+    data's values. So this equals ``run(config).epsilon[rounds - 1]`` (``tests/test_simulation.py``) at the cost of
+    allocating the records: the privacy half of a paper-scale figure without the training that needs a GPU.
+
+    Args:
+        config: The run.
+        rounds: After how many rounds (default ``config.rounds``).
+        dataset: An already loaded dataset (default: ``load(config.dataset)``).
+
+    Returns:
+        Epsilon at ``config.delta``; ``None`` for DEFAULT (no guarantee).
+
+    Raises:
+        ValueError: ``rounds`` is not an integer in ``1..config.rounds``.
+    """
+    rounds = config.rounds if rounds is None else rounds
+    if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or not 1 <= rounds <= config.rounds:
+        raise ValueError(f"rounds must be an integer in 1..{config.rounds}, got {rounds!r}")
+    method, federation, _ = _prepared(config, dataset)
+    epsilon = method.epsilon(federation, int(rounds))
+    return None if epsilon is None else float(epsilon)
+
+
 def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggregate_fn: Any = None,
         insecure_test_key: bool = False) -> RunResult:
     """Run federated training and return per-round test metrics, epsilon and wall time.
@@ -293,19 +333,15 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
     import torch
     from tqdm import tqdm
 
-    from uldp.methods import make_method
     from uldp.methods.base import seed_stream
     from uldp.models import evaluate
     from uldp.training.per_user import flat_parameters, load_flat_parameters
 
     start = time.perf_counter()
     root = np.random.SeedSequence(config.seed)
-    federation, data = build_federation(config, dataset)
-    weights = None if config.user_weights is None else np.asarray(config.user_weights)
-    method = make_method(config.method, config.hyperparameters(), user_weights=weights)
+    method, federation, data = _prepared(config, dataset)
     if aggregate_fn is None and config.secure:
         aggregate_fn = secure_aggregator(config, insecure_test_key=insecure_test_key)
-    federation = method.prepare(federation, seed_stream(root, PREPARE_STREAM))
     params = flat_parameters(federation.model)
     evaluation_model = federation.model
     result = RunResult(config=config, info={

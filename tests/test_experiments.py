@@ -218,7 +218,8 @@ def test_config_hash_is_stable_across_processes_and_distinguishes_values():
                              env={**os.environ, "PYTHONHASHSEED": seed})
         assert out.stdout.strip() == spec.key
     assert config_hash({"a": 1}) != config_hash({"a": 1.0}) != config_hash({"a": "1"})
-    assert len({s.key for s in expand("mnist", "paper")}) == len(expand("mnist", "paper"))
+    distinct = {json.dumps(experiments.effective_arguments(s.kwargs), sort_keys=True) for s in expand("mnist", "paper")}
+    assert len({s.key for s in expand("mnist", "paper")}) == len(distinct) > 100
     with pytest.raises(ValueError, match="finite"):
         config_hash({"a": float("nan")})
     with pytest.raises(ValueError, match="JSON scalars"):
@@ -386,8 +387,25 @@ def test_user_blind_runs_on_fixed_silos_do_not_depend_on_the_allocation(monkeypa
         assert runs[0].test_loss == runs[1].test_loss and runs[0].c_index == runs[1].c_index
     group = [experiments.effective_arguments({**base, "method": "ULDP-GROUP-2", "n_users": n}) for n in (50, 200)]
     assert group[0] != group[1]  # a method that reads users keeps them
-    creditcard = experiments.effective_arguments({**base, "dataset": "creditcard", "method": "DEFAULT", "n_users": 9})
-    assert creditcard["n_users"] == 9  # without fixed silos the allocation places records in silos
+
+
+def test_user_blind_runs_under_the_uniform_allocation_do_not_depend_on_the_number_of_users(monkeypatch):
+    """Without fixed silos: DEFAULT and ULDP-NAIVE under ``uniform`` give the same bits for any |U|, not under zipf."""
+    from uldp.simulation import RunConfig, run
+
+    if not os.environ.get("ULDP_DATA_DIR"):
+        monkeypatch.setenv("ULDP_DATA_DIR", str(DATA))
+    base = dict(dataset="creditcard", rounds=2, seed=3, local_epochs=1, max_train_records=600)
+    for method in ("DEFAULT", "ULDP-NAIVE"):
+        runs = [run(RunConfig(method=method, n_users=n_users, distribution="uniform", **base)) for n_users in (7, 90)]
+        assert runs[0].test_loss == runs[1].test_loss and runs[0].accuracy == runs[1].accuracy
+        keys = {config_hash(experiments.effective_arguments({**base, "method": method, "n_users": n_users,
+                                                             "distribution": "uniform"})) for n_users in (7, 90)}
+        assert len(keys) == 1
+    zipf = [run(RunConfig(method="DEFAULT", n_users=n_users, distribution="zipf", **base)) for n_users in (7, 90)]
+    assert zipf[0].test_loss != zipf[1].test_loss  # under zipf a user's records choose their silos: no sharing
+    assert experiments.effective_arguments({**base, "method": "DEFAULT", "n_users": 9, "distribution": "zipf"})[
+        "n_users"] == 9
 
 
 def test_a_run_stored_by_one_grid_is_not_run_again_by_another(tmp_path, monkeypatch):

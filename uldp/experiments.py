@@ -414,12 +414,20 @@ def effective_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
     """The run arguments that can change a run's result: those that identify its stored file.
 
     A user-blind method (DEFAULT, ULDP-NAIVE: :attr:`~uldp.methods.MethodSpec.reads_users` is false) trains on every
-    record of each silo alike, and on a dataset whose silos are fixed (HeartDisease, TcgaBrca) the allocation draws
-    only users; such a run is the same whatever the number of users or the distribution (checked bit for bit in
-    ``tests/test_experiments.py``), so those arguments are dropped and one stored run serves every panel.
+    record of each silo alike, so only the silos of the records matter:
+
+    - on a dataset whose silos are fixed (HeartDisease, TcgaBrca) the allocation draws only users, and the run is the
+      same whatever the number of users or the distribution;
+    - under the ``uniform`` allocation of the other datasets the silos are a balanced permutation drawn after the
+      users' one, which takes the same draws whatever the number of users, so the run is the same for every ``|U|``.
+
+    Both are checked bit for bit in ``tests/test_experiments.py``; those arguments are dropped, and one stored run
+    serves every panel it appears in.
 
     >>> effective_arguments({"dataset": "tcga_brca", "method": "DEFAULT", "n_users": 50, "distribution": "zipf"})
     {'dataset': 'tcga_brca', 'method': 'DEFAULT'}
+    >>> effective_arguments({"dataset": "creditcard", "method": "ULDP-NAIVE", "n_users": 100, "distribution": "uniform"})
+    {'dataset': 'creditcard', 'method': 'ULDP-NAIVE', 'distribution': 'uniform'}
     """
     from uldp.data import DATASETS
     from uldp.methods import parse_method
@@ -429,9 +437,13 @@ def effective_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
         user_blind = not parse_method(params["method"]).reads_users
     except ValueError:  # an unknown method fails when it runs, with the registry's message
         user_blind = False
-    if dataset is None or not dataset.fixed_silos or not user_blind:
+    if dataset is None or not user_blind:
         return dict(params)
-    return {name: value for name, value in params.items() if name not in ALLOCATION_ARGUMENTS}
+    if dataset.fixed_silos:
+        return {name: value for name, value in params.items() if name not in ALLOCATION_ARGUMENTS}
+    if params.get("distribution", "uniform") == "uniform":
+        return {name: value for name, value in params.items() if name != "n_users"}
+    return dict(params)
 
 
 def get_grid(name: str) -> Grid:

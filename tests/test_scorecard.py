@@ -82,6 +82,7 @@ def test_final_table_and_weighting_gaps_show_the_measured_values(paper_world):
     assert table.loc[run["panel"], "ULDP-AVG"].startswith(f"{mean:.3f} ± ")
     assert f"| ε {run['result']['epsilon'][-1]:.3g}" in table.loc[run["panel"], "ULDP-AVG"]
     assert "ε" not in table.loc[run["panel"], "DEFAULT"] and list(table.columns)[0] == "DEFAULT"
+    assert list(table.index) == list(dict.fromkeys(r["panel"] for r in results.runs))  # the figure's order
     gaps = sc.weighting_gaps(paper_world)
     row = gaps[(gaps["dataset"] == "creditcard") & (gaps["n_silos"] == 50) & (gaps["distribution"] == "zipf")]
     runs = {r["series"]: r for r in paper_world["weighting"].runs if r["panel"] == "creditcard, |S|=50"}

@@ -92,7 +92,7 @@ def per_setting(results: ResultSet, metric: str, how: str = "final") -> pd.DataF
     frame = results.frame()
     if metric not in frame:
         raise NotMeasured(f"grid {results.grid!r} has no {metric!r} values")
-    frame = frame.dropna(subset=[metric]).sort_values("round")
+    frame = frame.dropna(subset=[metric]).sort_values("round", kind="stable")  # panels and series keep grid order
     keys = ["panel", "series"]
     per_run = frame.groupby(keys + ["seed"], sort=False).agg(
         value=(metric, "last" if how == "final" else "mean"),

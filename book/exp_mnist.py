@@ -86,9 +86,9 @@ scorecard.scorecard({GRID: shown.results}, grid=GRID)[["claim", "measured", "ver
 # Training MNIST at the paper's scale (200 rounds of 50 local epochs over 60,000 records, for every method, setting
 # and seed) needs a GPU and is not in the committed results. Its privacy half needs none: a method's accountant reads
 # only the shape of the federation (silos, records per silo after ULDP-GROUP-$k$'s filtering, the group size, $q$,
-# $\sigma$, $\delta$), so `uldp.experiments.accounted_results` gives, exactly, the $\epsilon$ after $T = 200$ rounds that
-# every paper-profile run would report (checked against trained runs in `tests/test_experiments.py`), for the
-# allocation of seed 0. This is the right-hand column of Figure 6 at its end point.
+# $\sigma$, $\delta$), so `uldp.experiments.accounted_results` gives, exactly, the $\epsilon$ after $T = 200$
+# rounds that every paper-profile run would report (checked against trained runs in `tests/test_experiments.py`),
+# for the allocation of seed 0. This is the right-hand column of Figure 6 at its end point.
 
 # %%
 accounted = experiments.accounted_results(GRID)

@@ -426,7 +426,7 @@ def effective_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
 
     >>> effective_arguments({"dataset": "tcga_brca", "method": "DEFAULT", "n_users": 50, "distribution": "zipf"})
     {'dataset': 'tcga_brca', 'method': 'DEFAULT'}
-    >>> effective_arguments({"dataset": "creditcard", "method": "ULDP-NAIVE", "n_users": 100, "distribution": "uniform"})
+    >>> effective_arguments({"dataset": "creditcard", "method": "ULDP-NAIVE", "n_users": 10, "distribution": "uniform"})
     {'dataset': 'creditcard', 'method': 'ULDP-NAIVE', 'distribution': 'uniform'}
     """
     from uldp.data import DATASETS
@@ -1046,8 +1046,8 @@ def accounted_results(grid_name: str, *, seeds: Sequence[int] = (0,), methods: S
         methods: Only the runs of these methods (default: all).
 
     Returns:
-        A paper-profile :class:`ResultSet` (root :data:`ACCOUNTING_ROOT`) whose results hold only ``epsilon``: one value, the
-        last round's (``None`` for DEFAULT); runs of other methods are left out, not counted missing.
+        A paper-profile :class:`ResultSet` (root :data:`ACCOUNTING_ROOT`) whose results hold only ``epsilon``: one
+        value, the last round's (``None`` for DEFAULT); runs of other methods are left out, not counted missing.
 
     Raises:
         ValueError: Unknown grid, bad seeds, or a method name the grid does not run.
@@ -1070,7 +1070,8 @@ def accounted_results(grid_name: str, *, seeds: Sequence[int] = (0,), methods: S
             start = time.perf_counter()
             epsilon = accounted_epsilon(RunConfig(**config),
                                         dataset=_dataset(config["dataset"], extra.get("max_test_records")))
-            accounted[spec.key] = epsilon, {**base, "date": _now(), "wall_seconds": round(time.perf_counter() - start, 3)}
+            wall = round(time.perf_counter() - start, 3)
+            accounted[spec.key] = epsilon, {**base, "date": _now(), "wall_seconds": wall}
         epsilon, made = accounted[spec.key]
         runs.append({"key": spec.key, "panel": spec.panel, "series": spec.series, "seed": spec.seed,
                      "params": spec.kwargs, "result": {"epsilon": [epsilon]}, "provenance": made})

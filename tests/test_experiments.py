@@ -175,6 +175,21 @@ def test_method_filter_keeps_exactly_those_runs():
         expand("heart_disease", "paper", methods=["ULDP-FOO"])
 
 
+def test_dataset_filter_keeps_exactly_those_runs():
+    everything = expand("user_sampling", "paper")
+    assert {spec.kwargs["dataset"] for spec in everything} == {"creditcard", "mnist"}
+    chosen = expand("user_sampling", "paper", datasets=["creditcard"], seeds=[1])
+    assert {spec.key for spec in chosen} == {spec.key for spec in everything
+                                             if spec.kwargs["dataset"] == "creditcard" and spec.seed == 1}
+    assert len(chosen) == 5  # q in 0.1, 0.3, 0.5, 0.7, 1.0
+    both = expand("weighting", "paper", datasets=["tcga_brca"], methods=["ULDP-AVG-w"])
+    assert {(s.kwargs["dataset"], s.kwargs["method"]) for s in both} == {("tcga_brca", "ULDP-AVG-w")}
+    with pytest.raises(ValueError, match=r"datasets \['heart'\] not all in grid 'weighting'.*creditcard, tcga_brca"):
+        expand("weighting", "paper", datasets=["heart"])
+    with pytest.raises(ValueError, match=r"datasets \[\] not all in grid"):
+        expand("weighting", "paper", datasets=[])
+
+
 def test_unknown_names_give_clear_errors():
     with pytest.raises(ValueError, match=r"unknown grid 'nope'.*creditcard.*weighting"):
         expand("nope", "paper")
@@ -197,6 +212,9 @@ def test_cli_reports_bad_names_and_dry_runs(tmp_path, capsys):
     specs = expand("heart_disease", "paper", seeds=[0, 1])
     # DEFAULT and ULDP-NAIVE ignore users and HeartDisease's silos are fixed: one run per seed serves all 4 panels
     assert summary["total"] == summary["pending"] == len({s.key for s in specs}) == len(specs) - 2 * 3 * 2
+    assert cli.main(["grid", "user_sampling", "--profile", "paper", "--root", str(tmp_path), "--seeds", "1",
+                     "--datasets", "creditcard", "--dry-run", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["total"] == 5
 
 
 # -------------------------------------------------------------------------------------------------------- hashing

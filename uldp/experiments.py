@@ -469,7 +469,7 @@ def check_profile(profile: str) -> str:
 
 
 def expand(grid_name: str, profile: str, *, seeds: Sequence[int] | None = None,
-           methods: Sequence[str] | None = None) -> list[RunSpec]:
+           methods: Sequence[str] | None = None, datasets: Sequence[str] | None = None) -> list[RunSpec]:
     """Every run of a grid at a profile, seeds innermost.
 
     Args:
@@ -477,12 +477,15 @@ def expand(grid_name: str, profile: str, *, seeds: Sequence[int] | None = None,
         profile: One of :data:`PROFILES`.
         seeds: Seeds to run instead of the profile's (paper: 0-4; smaller profiles: their reduction's).
         methods: Only the runs of these methods (default: all of the grid's).
+        datasets: Only the runs on these datasets (default: all of the grid's; the weighting and user-sampling
+            figures have a panel per dataset).
 
     Returns:
         The runs, in the order of the paper's grid (settings, then methods, then seeds).
 
     Raises:
-        ValueError: Unknown grid or profile, a negative or repeated seed, or a method the grid does not run.
+        ValueError: Unknown grid or profile, a negative or repeated seed, or a method or dataset the grid does not
+            run.
     """
     grid = get_grid(grid_name)
     check_profile(profile)
@@ -493,12 +496,8 @@ def expand(grid_name: str, profile: str, *, seeds: Sequence[int] | None = None,
         reduction = grid.reductions[profile]
         entries = [shrunk for shrunk in (reduction.apply(entry) for entry in entries) if shrunk is not None]
         profile_seeds = reduction.seeds
-    if methods is not None:
-        known = list(dict.fromkeys(entry.kwargs["method"] for entry in entries))
-        unknown = [method for method in methods if method not in known]
-        if unknown or not methods:
-            raise ValueError(f"methods {list(methods)!r} not all in grid {grid_name!r}; its methods: {', '.join(known)}")
-        entries = [entry for entry in entries if entry.kwargs["method"] in methods]
+    entries = _only(entries, "method", methods, grid_name)
+    entries = _only(entries, "dataset", datasets, grid_name)
     chosen = tuple(profile_seeds if seeds is None else seeds)
     if not chosen or any(not isinstance(s, int) or s < 0 for s in chosen) or len(set(chosen)) != len(chosen):
         raise ValueError(f"seeds must be distinct non-negative integers, got {list(chosen)!r}")
@@ -509,6 +508,20 @@ def expand(grid_name: str, profile: str, *, seeds: Sequence[int] | None = None,
             specs.append(RunSpec(grid.name, grid.panel_label(params), grid.series_label(params), seed,
                                  tuple(sorted({**params, "seed": seed}.items()))))
     return specs
+
+
+def _only(entries: list[Entry], field: str, wanted: Sequence[str] | None, grid_name: str) -> list[Entry]:
+    """The entries whose ``field`` is one of ``wanted`` (all when ``None``).
+
+    Raises:
+        ValueError: ``wanted`` is empty or names a value no entry of the grid has (the error lists those it has).
+    """
+    if wanted is None:
+        return entries
+    known = list(dict.fromkeys(entry.kwargs[field] for entry in entries))
+    if not wanted or any(value not in known for value in wanted):
+        raise ValueError(f"{field}s {list(wanted)!r} not all in grid {grid_name!r}; its {field}s: {', '.join(known)}")
+    return [entry for entry in entries if entry.kwargs[field] in wanted]
 
 
 # -------------------------------------------------------------------------------------------------------- storage
@@ -813,6 +826,7 @@ def run_grid(
     *,
     seeds: Sequence[int] | None = None,
     methods: Sequence[str] | None = None,
+    datasets: Sequence[str] | None = None,
     jobs: int = 1,
     root: Path | str | None = None,
     backend: Backend = SIMULATION,
@@ -832,6 +846,7 @@ def run_grid(
         profile: One of :data:`PROFILES`.
         seeds: Seeds instead of the profile's.
         methods: Only the runs of these methods.
+        datasets: Only the runs on these datasets.
         jobs: Runs at once (``> 1``: worker processes started with ``spawn``, CPU threads shared between them).
         root: Results root (default :func:`results_root` of the profile).
         backend: What executes a run (default the simulation).
@@ -846,7 +861,7 @@ def run_grid(
     """
     if not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
-    specs = expand(grid_name, profile, seeds=seeds, methods=methods)
+    specs = expand(grid_name, profile, seeds=seeds, methods=methods, datasets=datasets)
     root = Path(root) if root is not None else results_root(profile)
     started = time.perf_counter()
     # Seed-major order: an interrupted paper grid has whole figures with fewer seeds rather than half a figure.

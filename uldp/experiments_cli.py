@@ -20,6 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--jobs", type=int, default=1, help="runs at once, in separate processes (default 1)")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds instead of the profile's")
     parser.add_argument("--methods", nargs="+", default=None, help="only the runs of these methods")
+    parser.add_argument("--datasets", nargs="+", default=None, help="only the runs on these datasets")
     parser.add_argument("--root", default=None, help="results root instead of the profile's")
     parser.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
     parser.add_argument("--json", action="store_true", help="print one JSON line with the report")
@@ -41,7 +42,8 @@ def handle(args: argparse.Namespace) -> int:
     experiments.get_grid(args.name)
     experiments.check_profile(args.profile)
     if args.dry_run:
-        specs = experiments.expand(args.name, args.profile, seeds=args.seeds, methods=args.methods)
+        specs = experiments.expand(args.name, args.profile, seeds=args.seeds, methods=args.methods,
+                                   datasets=args.datasets)
         root = Path(args.root) if args.root else experiments.results_root(args.profile)
         todo = experiments.pending_runs(specs, root)
         for spec in todo:
@@ -53,10 +55,10 @@ def handle(args: argparse.Namespace) -> int:
     command = shlex.join(["uldp", "grid", args.name, "--profile", args.profile, "--jobs", str(args.jobs)]
                          + (["--seeds", *map(str, args.seeds)] if args.seeds else [])
                          + (["--methods", *args.methods] if args.methods else [])
+                         + (["--datasets", *args.datasets] if args.datasets else [])
                          + (["--root", args.root] if args.root else []))
-    report = experiments.run_grid(args.name, args.profile, seeds=args.seeds, methods=args.methods, jobs=args.jobs,
-                                  root=args.root,
-                                  command=command)
+    report = experiments.run_grid(args.name, args.profile, seeds=args.seeds, methods=args.methods,
+                                  datasets=args.datasets, jobs=args.jobs, root=args.root, command=command)
     if args.json:
         print_json(asdict(report))
     else:

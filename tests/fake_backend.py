@@ -22,8 +22,9 @@ def resolve(params: Mapping[str, Any]) -> dict:
     return {**params, "device": "cpu"}
 
 
-def execute(params: Mapping[str, Any]) -> dict:
-    """Deterministic curves that depend on every argument: loss falls, epsilon grows like sqrt(round)."""
+def execute(params: Mapping[str, Any], checkpoint: str | None = None) -> dict:
+    """Deterministic curves that depend on every argument: loss falls, epsilon grows like sqrt(round) (no
+    checkpoint: a fake run takes no time)."""
     if log := os.environ.get("ULDP_FAKE_LOG"):
         with open(log, "a", encoding="utf-8") as stream:
             stream.write(f"{os.getpid()} {sorted(params.items())}\n")
@@ -40,7 +41,7 @@ def execute(params: Mapping[str, Any]) -> dict:
     }
 
 
-def interrupting(params: Mapping[str, Any]) -> dict:
+def interrupting(params: Mapping[str, Any], checkpoint: str | None = None) -> dict:
     """Like :func:`execute`, but raises KeyboardInterrupt once INTERRUPT_AFTER[0] runs have finished."""
     if INTERRUPT_AFTER and INTERRUPT_AFTER[0] <= 0:
         raise KeyboardInterrupt
@@ -49,8 +50,17 @@ def interrupting(params: Mapping[str, Any]) -> dict:
     return execute(params)
 
 
+def resumed(params: Mapping[str, Any], checkpoint: str | None = None) -> dict:
+    """Like :func:`execute`, as a run resumed from ``checkpoint`` after 100 s of earlier rounds: the file must
+    exist (a test puts it there) and the result names it."""
+    with open(checkpoint, encoding="utf-8"):
+        pass
+    return {**execute(params), "info": {"resumed_seconds": 100.0, "checkpoint": checkpoint}}
+
+
 FAKE = Backend(resolve=resolve, execute=execute)
 INTERRUPTING = Backend(resolve=resolve, execute=interrupting)
+RESUMED = Backend(resolve=resolve, execute=resumed)
 
 
 def paper_like(params: Mapping[str, Any], *, swap: tuple[str, str] | None = None) -> dict:

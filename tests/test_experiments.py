@@ -18,7 +18,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from uldp import cli, experiments
-from uldp.experiments import GRIDS, Entry, Grid, Reduction, config_hash, expand, load_results, run_grid
+from uldp.experiments import (
+    GRIDS, Entry, Grid, Reduction, config_hash, expand, load_results, result_path, run_grid,
+)
 
 SETTINGS_MD = experiments.REPO_ROOT.parent / "shared" / "paper" / "settings.md"
 DATASET_NAMES = {"Creditcard": "creditcard", "MNIST": "mnist", "HeartDisease": "heart_disease", "TcgaBrca": "tcga_brca"}
@@ -267,6 +269,18 @@ def test_atomic_write_leaves_old_file_or_none(tmp_path, monkeypatch):
     assert experiments.read_result(target) is None  # not a result file (no schema/result)
     (tmp_path / "g" / "half.json").write_text('{"schema": 1, "res')
     assert experiments.read_result(tmp_path / "g" / "half.json") is None
+
+
+def test_a_grid_run_resumes_from_its_checkpoint_beside_the_result_and_removes_it_once_stored(tmp_path):
+    spec = expand("tcga_brca", "paper", seeds=[0], methods=["ULDP-AVG-w"])[0]
+    checkpoint = result_path(tmp_path, spec).with_suffix(".ckpt")
+    checkpoint.parent.mkdir(parents=True)
+    checkpoint.write_bytes(b"the rounds an interrupted grid ran")
+    run_grid("tcga_brca", "paper", seeds=[0], methods=["ULDP-AVG-w"], root=tmp_path, backend=fake_backend.RESUMED,
+             progress=False)
+    stored = json.loads(result_path(tmp_path, spec).read_text())
+    assert stored["result"]["info"]["checkpoint"] == str(checkpoint) and not checkpoint.exists()
+    assert stored["provenance"]["wall_seconds"] >= 100.0  # the earlier rounds' time counts
 
 
 def test_run_grid_stores_one_file_per_run_with_provenance_and_skips_them_later(tmp_path, monkeypatch):

@@ -98,6 +98,50 @@ def test_same_seed_same_run_and_other_seed_differs():
     assert other.test_loss != first.test_loss
 
 
+@pytest.mark.skipif(not os.path.isdir(os.path.join(DATA, "creditcard")), reason="Creditcard files not available")
+@pytest.mark.parametrize("method, changes", [("DEFAULT", {}), ("ULDP-GROUP-2", {}), ("ULDP-AVG-w", {"q": 0.5})])
+def test_a_run_interrupted_and_resumed_from_its_checkpoint_ends_exactly_as_an_uninterrupted_one(
+        method, changes, tmp_path, monkeypatch):
+    # The Creditcard MLP has dropout: per-silo generators (DEFAULT, DP-SGD) and torch's global one (ULDP-AVG-w)
+    config = RunConfig(dataset="creditcard", method=method, n_users=20, rounds=4, seed=2, local_epochs=1,
+                       max_train_records=400, **changes)
+    straight = run(config)
+    path = tmp_path / "run.ckpt"
+    import uldp.models
+
+    real_evaluate, calls = uldp.models.evaluate, []
+
+    def evaluate_until_round_3(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(uldp.models, "evaluate", evaluate_until_round_3)
+    with pytest.raises(KeyboardInterrupt):
+        run(config, checkpoint=path, checkpoint_seconds=0)
+    monkeypatch.setattr(uldp.models, "evaluate", real_evaluate)
+    resumed = run(config, checkpoint=path)
+    assert resumed.info["resumed_from_round"] == 2 and resumed.info["resumed_seconds"] > 0
+    for series in ("round", "test_loss", "accuracy", "balanced_accuracy", "epsilon"):
+        assert getattr(resumed, series) == getattr(straight, series), series
+    # the file is kept after the last round: a second call trains nothing and returns the same result
+    again = run(config, checkpoint=path)
+    assert again.info["resumed_from_round"] == 4 and again.test_loss == straight.test_loss
+    with pytest.raises(ValueError, match="belongs to another configuration"):
+        run(RunConfig(**{**config.__dict__, "seed": 3}), checkpoint=path)
+
+
+@needs_data
+def test_checkpoint_arguments_are_checked():
+    config = RunConfig(dataset="heart_disease", method="ULDP-AVG-w", n_users=10, rounds=1, secure=True)
+    with pytest.raises(ValueError, match="checkpoint is not supported with a secure or custom aggregation"):
+        run(config, checkpoint="unused.ckpt")
+    with pytest.raises(ValueError, match=r"checkpoint_seconds must be a number >= 0, got -1"):
+        run(RunConfig(dataset="heart_disease", method="DEFAULT", n_users=10, rounds=1), checkpoint="x.ckpt",
+            checkpoint_seconds=-1)
+
+
 @needs_data
 def test_default_learns_over_more_rounds():
     result = run(RunConfig(dataset="heart_disease", method="DEFAULT", n_users=10, rounds=4, local_epochs=3,
@@ -106,7 +150,7 @@ def test_default_learns_over_more_rounds():
 
 
 @needs_data
-def test_cli_prints_json_last(capsys):
+def test_cli_prints_json_last(capsys, tmp_path):
     from uldp.cli import main
 
     assert main(["run", "--dataset", "heart_disease", "--method", "ULDP-GROUP", "--k", "2", "--users", "8",
@@ -114,5 +158,13 @@ def test_cli_prints_json_last(capsys):
     payload = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert payload["config"]["method"] == "ULDP-GROUP-2"
     assert [set(row) for row in payload["rounds"]] == [{"round", "loss", "accuracy", "epsilon", "seconds"}] * 2
+    # --checkpoint: a second call with the finished file trains nothing and prints the same rounds
+    path = tmp_path / "cli.ckpt"
+    arguments = ["run", "--dataset", "heart_disease", "--method", "ULDP-AVG-w", "--users", "8", "--rounds", "2",
+                 "--local-epochs", "1", "--seed", "0", "--json", "--checkpoint", str(path)]
+    assert main(arguments) == 0 and path.exists()
+    first = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert main(arguments) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rounds"] == first["rounds"]
     assert main(["run", "--dataset", "heart_disease", "--method", "ULDP-AVG", "--k", "2", "--users", "8",
                  "--rounds", "1", "--seed", "0"]) == 2

@@ -664,11 +664,13 @@ def provenance(command: str) -> dict[str, Any]:
 @dataclass(frozen=True)
 class Backend:
     """What runs a run: ``resolve`` validates the arguments into the full configuration (a JSON-ready dict) and
-    ``execute`` runs that configuration and returns the per-round results (a JSON-ready dict). Both must be
-    module-level functions so that worker processes (spawned) can unpickle them."""
+    ``execute(params, checkpoint)`` runs that configuration and returns the per-round results (a JSON-ready dict),
+    resuming from and saving its progress to the file ``checkpoint`` where it can (the grid deletes the file once
+    the result is stored). Both must be module-level functions so that worker processes (spawned) can unpickle
+    them."""
 
     resolve: Callable[[Mapping[str, Any]], dict]
-    execute: Callable[[Mapping[str, Any]], dict]
+    execute: Callable[[Mapping[str, Any], str], dict]
 
 
 #: Run arguments handled here rather than by ``RunConfig``: ``max_test_records`` evaluates on a fixed random
@@ -711,14 +713,16 @@ def _simulation_resolve(params: Mapping[str, Any]) -> dict:
     return _canonical({**asdict(RunConfig(**config)), **extra})
 
 
-def _simulation_execute(params: Mapping[str, Any]) -> dict:
+def _simulation_execute(params: Mapping[str, Any], checkpoint: str) -> dict:
     from dataclasses import asdict
 
     from uldp.simulation import RunConfig, run
 
     config, extra = _split_arguments(params)
     config = RunConfig(**config)
-    result = asdict(run(config, dataset=_dataset(config.dataset, extra.get("max_test_records"))))
+    # a secure run's protocol state lives in its process: it restarts (protocol_runtime's runs are 3 rounds)
+    result = asdict(run(config, dataset=_dataset(config.dataset, extra.get("max_test_records")),
+                        checkpoint=None if config.secure else checkpoint))
     del result["config"]  # stored once, resolved, beside the result
     return _canonical(_finite_floats(result))
 
@@ -773,12 +777,18 @@ def _now() -> str:
 
 
 def _execute_one(backend: Backend, spec: RunSpec, path: str, base_provenance: dict) -> float:
-    """Run one spec and store its file; return its wall time (runs in a worker process with ``--jobs``)."""
+    """Run one spec and store its file; return its wall time (runs in a worker process with ``--jobs``).
+
+    The run saves its progress to ``<key>.ckpt`` beside its result (at most every minute), so a grid interrupted in
+    the middle of a long run resumes that run from its last saved round; the file goes once the result is stored.
+    The stored wall time includes the rounds run before an interruption (``info["resumed_seconds"]``).
+    """
     params = spec.kwargs
     config = backend.resolve(params)
+    checkpoint = Path(path).with_suffix(".ckpt")
     started = time.perf_counter()
-    result = backend.execute(params)
-    wall = time.perf_counter() - started
+    result = backend.execute(params, str(checkpoint))
+    wall = time.perf_counter() - started + (result.get("info") or {}).get("resumed_seconds", 0.0)
     payload = {
         "schema": SCHEMA_VERSION,
         "key": spec.key,
@@ -796,6 +806,7 @@ def _execute_one(backend: Backend, spec: RunSpec, path: str, base_provenance: di
         },
     }
     write_json_atomic(Path(path), payload)
+    checkpoint.unlink(missing_ok=True)
     return wall
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -315,8 +316,24 @@ def accounted_epsilon(config: RunConfig, *, rounds: int | None = None, dataset: 
     return None if epsilon is None else float(epsilon)
 
 
+def _record_round(result: RunResult, row: dict) -> None:
+    """Append one round's ``row`` (``round``, ``test_loss``, the dataset's metrics, ``epsilon``, ``seconds``)."""
+    for name, value in row.items():
+        getattr(result, name).append(value)
+
+
+def _checkpoint_fingerprint(config: RunConfig, data: Any) -> str:
+    """What a checkpoint must match to be resumed: the resolved configuration and the train and test set sizes
+    (a grid may evaluate on a subset of the test set)."""
+    from uldp.deploy.wire import fingerprint
+
+    return fingerprint({"config": asdict(config), "train_records": int(data.x_train.shape[0]),
+                        "test_records": int(data.x_test.shape[0])})
+
+
 def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggregate_fn: Any = None,
-        insecure_test_key: bool = False) -> RunResult:
+        insecure_test_key: bool = False, checkpoint: str | Path | None = None,
+        checkpoint_seconds: float = 60.0) -> RunResult:
     """Run federated training and return per-round test metrics, epsilon and wall time.
 
     Args:
@@ -326,17 +343,35 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
         aggregate_fn: Override of the enhanced-weight aggregation (default: plain, or the secure protocol of
             :func:`secure_aggregator` when ``config.secure``).
         insecure_test_key: Secure runs only: allow ``config.secure_key_bits`` under 2048 (tests only).
+        checkpoint: A file to resume from and save progress to: the global model and the per-round results after
+            the last completed round (:mod:`uldp.deploy.checkpoint`'s atomic format, tied to this configuration and
+            data by a fingerprint). Every random draw of round ``t`` derives from ``config.seed`` and ``t`` alone,
+            so a run resumed from it ends exactly as an uninterrupted run (``tests/test_simulation.py``); it reports
+            ``info["resumed_from_round"]`` and the rounds' earlier seconds in ``info["resumed_seconds"]``. The
+            file stays after the last round (the caller deletes it once the result is stored). Not for a secure or
+            custom aggregation, whose state lives in the process.
+        checkpoint_seconds: Save at most this often (seconds >= 0), and always after the last round.
 
     Returns:
         The :class:`RunResult`; secure runs add the protocol's per-part seconds to ``info["secure_timings"]``.
+
+    Raises:
+        ValueError: A checkpoint with a secure or custom aggregation, a negative ``checkpoint_seconds``, or a
+            checkpoint file that is corrupted or belongs to another configuration.
     """
     import torch
     from tqdm import tqdm
 
+    from uldp.deploy.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
     from uldp.methods.base import seed_stream
     from uldp.models import evaluate
     from uldp.training.per_user import flat_parameters, load_flat_parameters
 
+    if checkpoint is not None and (config.secure or aggregate_fn is not None):
+        raise ValueError("checkpoint is not supported with a secure or custom aggregation (its keys and state live "
+                         "in this process); run without checkpoint")
+    if not (isinstance(checkpoint_seconds, (int, float)) and checkpoint_seconds >= 0):
+        raise ValueError(f"checkpoint_seconds must be a number >= 0, got {checkpoint_seconds!r}")
     start = time.perf_counter()
     root = np.random.SeedSequence(config.seed)
     method, federation, data = _prepared(config, dataset)
@@ -349,21 +384,36 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
         "n_silos": int(federation.n_silos),
         "group_size": method.group_size(federation) if hasattr(method, "group_size") else None,
         "setup_seconds": round(time.perf_counter() - start, 3)})
+    history: list[dict] = []
+    fingerprint = _checkpoint_fingerprint(config, data)
+    restored = None if checkpoint is None else load_checkpoint(checkpoint, config_fingerprint=fingerprint)
+    if restored is not None:
+        params = torch.from_numpy(restored.params)
+        load_flat_parameters(evaluation_model, params)
+        history = list(restored.history)
+        for row in history:
+            _record_round(result, row)
+        result.info["resumed_from_round"] = restored.rounds_done
+        result.info["resumed_seconds"] = round(sum(result.seconds), 3)
+    saved = time.perf_counter()
     federation.model.train()
-    for t in tqdm(range(config.rounds), desc=f"{config.method} on {config.dataset}", disable=not progress,
-                  unit="round"):
+    for t in tqdm(range(len(history), config.rounds), desc=f"{config.method} on {config.dataset}",
+                  disable=not progress, unit="round", initial=len(history), total=config.rounds):
         tick = time.perf_counter()
         params = method.round(params, federation, seed_stream(root, ROUNDS_STREAM, t), aggregate_fn)
         load_flat_parameters(evaluation_model, params)
         metrics = evaluate(evaluation_model, data.x_test, data.y_test, config.dataset)
         epsilon = method.epsilon(federation, t + 1)
-        result.round.append(t + 1)
-        result.test_loss.append(float(metrics["loss"]))
-        for name in ("accuracy", "balanced_accuracy", "c_index"):
-            if name in metrics:
-                getattr(result, name).append(float(metrics[name]))
-        result.epsilon.append(None if epsilon is None else float(epsilon))
-        result.seconds.append(round(time.perf_counter() - tick, 4))
+        row = {"round": t + 1, "test_loss": float(metrics["loss"]),
+               **{name: float(metrics[name]) for name in ("accuracy", "balanced_accuracy", "c_index") if name in metrics},
+               "epsilon": None if epsilon is None else float(epsilon),
+               "seconds": round(time.perf_counter() - tick, 4)}
+        _record_round(result, row)
+        history.append(row)
+        if checkpoint is not None and (t + 1 == config.rounds or time.perf_counter() - saved >= checkpoint_seconds):
+            save_checkpoint(checkpoint, Checkpoint(rounds_done=t + 1, params=params.detach().numpy().copy(),
+                                                   config_fingerprint=fingerprint, history=tuple(history)))
+            saved = time.perf_counter()
     session = getattr(aggregate_fn, "session", None)
     if session is not None:
         result.info["secure_timings"] = {"setup": dict(session.timings), "rounds": list(aggregate_fn.round_timings)}

@@ -34,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="aggregate with the private weighting protocol (ULDP-AVG-w / ULDP-SGD-w only; slow)")
     parser.add_argument("--seed", type=int, required=True, help="the one seed of every random draw")
     parser.add_argument("--data-dir", default=None, help="data directory (default: $ULDP_DATA_DIR)")
+    parser.add_argument("--checkpoint", default=None,
+                        help="file to resume from and to save progress to (at most every minute and after the last "
+                             "round); a resumed run ends exactly as an uninterrupted one; not with --secure")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON line at the end")
     parser.set_defaults(handler=handle)
 
@@ -68,7 +71,7 @@ def handle(args: argparse.Namespace) -> int:
         seed=args.seed, n_silos=args.silos, distribution=args.dist, local_epochs=args.local_epochs,
         global_lr=args.global_lr, local_lr=args.local_lr, clip=args.clip, sigma=args.sigma, q=args.q,
         secure=args.secure)
-    result = run(config, progress=True, dataset=load(config.dataset, args.data_dir))
+    result = run(config, progress=True, dataset=load(config.dataset, args.data_dir), checkpoint=args.checkpoint)
     for row in result.rounds_table():
         metric = "c_index" if "c_index" in row else "accuracy"
         epsilon = "-" if row["epsilon"] is None else f"{row['epsilon']:.3f}"

@@ -1,5 +1,8 @@
 """The server's last good model, written atomically after every completed round, so a federation can resume.
 
+The in-process simulation uses the same format (:func:`uldp.simulation.run` with ``checkpoint=``): an interrupted
+run, or an experiment grid stopped in the middle of a long run, resumes from its last saved round.
+
 File format: ``b"ULDPCKPT"`` | u32 length of a JSON header | the header (``rounds_done``, ``config_fingerprint``,
 ``history``) | the model as :func:`uldp.deploy.wire.array_to_bytes` (which ends with its own SHA-256) | SHA-256 of
 everything before it. A checkpoint is written to a temporary file in the same directory, flushed and fsynced, then

@@ -5,6 +5,7 @@ The paper-profile grids are checked against the tables of settings.md, parsed he
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -281,6 +282,27 @@ def test_a_grid_run_resumes_from_its_checkpoint_beside_the_result_and_removes_it
     stored = json.loads(result_path(tmp_path, spec).read_text())
     assert stored["result"]["info"]["checkpoint"] == str(checkpoint) and not checkpoint.exists()
     assert stored["provenance"]["wall_seconds"] >= 100.0  # the earlier rounds' time counts
+
+
+def test_within_a_seed_the_runs_longest_at_other_seeds_go_first_and_unknown_ones_before_them(tmp_path, monkeypatch):
+    methods = ["ULDP-SGD", "ULDP-AVG", "ULDP-AVG-w"]
+    run_grid("tcga_brca", "paper", seeds=[0], methods=methods, root=tmp_path, backend=fake_backend.FAKE, progress=False)
+    walls = {"ULDP-SGD": 30.0, "ULDP-AVG": 10.0, "ULDP-AVG-w": 20.0}
+    files = list((tmp_path / "tcga_brca").glob("*.json"))
+    for path in files:
+        stored = json.loads(path.read_text())
+        stored["provenance"]["wall_seconds"] = walls[stored["params"]["method"]] + stored["params"]["n_users"] / 1000
+        path.write_text(json.dumps(stored))
+    unknown = json.loads(files[0].read_text())["params"]
+    files[0].unlink()  # its seed-1 sibling has no stored time
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv("ULDP_FAKE_LOG", str(log))
+    run_grid("tcga_brca", "paper", seeds=[1], methods=methods, root=tmp_path, backend=fake_backend.FAKE, progress=False)
+    ran = [dict(ast.literal_eval(line.split(" ", 1)[1])) for line in log.read_text().splitlines()]
+    assert all(run["seed"] == 1 for run in ran) and len(ran) == len(files)
+    assert {k: v for k, v in ran[0].items() if k != "seed"} == {k: v for k, v in unknown.items() if k != "seed"}
+    times = [walls[run["method"]] + run["n_users"] / 1000 for run in ran[1:]]
+    assert times == sorted(times, reverse=True) and len(set(times)) > 2
 
 
 def test_run_grid_stores_one_file_per_run_with_provenance_and_skips_them_later(tmp_path, monkeypatch):

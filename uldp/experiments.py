@@ -831,6 +831,24 @@ def pending_runs(specs: Iterable[RunSpec], root: Path) -> list[RunSpec]:
     return pending
 
 
+def expected_seconds(specs: Iterable[RunSpec], root: Path | str) -> dict[str, float]:
+    """Per run, the mean stored wall time of the same run at other seeds under ``root`` (any grid's folder).
+
+    Returns:
+        ``{key: seconds}`` for the runs of ``specs`` that have such a stored sibling; the others are left out.
+    """
+    def without_seed(params: Mapping[str, Any]) -> str:
+        return config_hash({name: value for name, value in effective_arguments(params).items() if name != "seed"})
+
+    walls: dict[str, list[float]] = {}
+    for path in Path(root).glob("*/*.json"):
+        stored = read_result(path)
+        if stored is not None and "params" in stored:
+            walls.setdefault(without_seed(stored["params"]), []).append(stored["provenance"]["wall_seconds"])
+    found = {spec.key: walls.get(without_seed(spec.kwargs)) for spec in specs}
+    return {key: sum(seconds) / len(seconds) for key, seconds in found.items() if seconds}
+
+
 def run_grid(
     grid_name: str,
     profile: str,
@@ -876,7 +894,11 @@ def run_grid(
     root = Path(root) if root is not None else results_root(profile)
     started = time.perf_counter()
     # Seed-major order: an interrupted paper grid has whole figures with fewer seeds rather than half a figure.
-    todo = sorted(pending_runs(specs, root), key=lambda spec: spec.seed)
+    # Within a seed, longest first (by the same run's time at other seeds; unknown counts as longest): the last runs
+    # are then the short ones, so with several jobs no worker waits long on another at the end.
+    todo = pending_runs(specs, root)
+    expected = expected_seconds(todo, root)
+    todo.sort(key=lambda spec: (spec.seed, -expected.get(spec.key, math.inf)))
     n_distinct = len({spec.key for spec in specs})
     base = provenance(command or f"uldp.experiments.run_grid({grid_name!r}, {profile!r}, seeds={seeds!r}, jobs={jobs})")
     failed: list[tuple[str, str]] = []

@@ -284,7 +284,8 @@ def test_a_grid_run_resumes_from_its_checkpoint_beside_the_result_and_removes_it
     assert stored["provenance"]["wall_seconds"] >= 100.0  # the earlier rounds' time counts
 
 
-def test_within_a_seed_the_runs_longest_at_other_seeds_go_first_and_unknown_ones_before_them(tmp_path, monkeypatch):
+def test_within_a_seed_the_runs_longest_at_other_seeds_go_first_and_unknown_ones_before_them(tmp_path, monkeypatch,
+                                                                                                capsys):
     methods = ["ULDP-SGD", "ULDP-AVG", "ULDP-AVG-w"]
     run_grid("tcga_brca", "paper", seeds=[0], methods=methods, root=tmp_path, backend=fake_backend.FAKE, progress=False)
     walls = {"ULDP-SGD": 30.0, "ULDP-AVG": 10.0, "ULDP-AVG-w": 20.0}
@@ -297,7 +298,10 @@ def test_within_a_seed_the_runs_longest_at_other_seeds_go_first_and_unknown_ones
     files[0].unlink()  # its seed-1 sibling has no stored time
     log = tmp_path / "calls.log"
     monkeypatch.setenv("ULDP_FAKE_LOG", str(log))
-    run_grid("tcga_brca", "paper", seeds=[1], methods=methods, root=tmp_path, backend=fake_backend.FAKE, progress=False)
+    run_grid("tcga_brca", "paper", seeds=[1], methods=methods, root=tmp_path, backend=fake_backend.FAKE, progress=True)
+    # the bar shows the time left by the other seeds' times: 4 panels x (30 + 10 + 20) s, about 4 min at first
+    shown = capsys.readouterr().err.split("\r")
+    assert "about 4 min left by other seeds' times" in shown[2] and "left" not in shown[-1]  # none left at the end
     ran = [dict(ast.literal_eval(line.split(" ", 1)[1])) for line in log.read_text().splitlines()]
     assert all(run["seed"] == 1 for run in ran) and len(ran) == len(files)
     assert {k: v for k, v in ran[0].items() if k != "seed"} == {k: v for k, v in unknown.items() if k != "seed"}

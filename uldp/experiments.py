@@ -907,18 +907,36 @@ def run_grid(
 
     bar = tqdm(total=len(todo), desc=f"{grid_name} [{profile}]", unit="run", disable=not progress or not todo,
                file=sys.stderr, dynamic_ncols=True)
+    unfinished = {spec.key for spec in todo}
+
+    def show_time_left() -> None:
+        """With stored times of other seeds, show the time left by them (runs differ in length by 100x, so the
+        bar's own estimate, per run, is far off; a run without one counts as the mean of those known)."""
+        if expected:
+            typical = sum(expected.values()) / len(expected)
+            seconds = sum(expected.get(key, typical) for key in unfinished) / max(1, min(jobs, len(unfinished)))
+            bar.set_postfix_str(f"about {_duration(seconds)} left by other seeds' times" if unfinished else "",
+                                refresh=False)
+
+    def advance(spec: RunSpec) -> None:
+        unfinished.discard(spec.key)
+        show_time_left()
+        bar.update(1)
+
+    show_time_left()
+    bar.refresh()
     try:
         if jobs == 1 or len(todo) <= 1:
             for spec in todo:
                 if stored_result(root, spec) is not None:  # stored meanwhile by another process on this folder
                     raced += 1
-                    bar.update(1)
+                    advance(spec)
                     continue
                 try:
                     _execute_one(backend, spec, str(result_path(root, spec)), base)
                 except Exception as error:  # noqa: BLE001 - one bad run must not lose the others
                     failed.append((spec.key, f"{spec.panel} / {spec.series} / seed {spec.seed}: {error!r}"))
-                bar.update(1)
+                advance(spec)
         else:
             threads = max(1, (os.cpu_count() or 1) // jobs)
             with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
@@ -930,7 +948,7 @@ def run_grid(
                         spec = queue.pop(0)
                         if stored_result(root, spec) is not None:  # stored meanwhile by another process
                             raced += 1
-                            bar.update(1)
+                            advance(spec)
                             continue
                         waiting[pool.submit(_execute_one, backend, spec, str(result_path(root, spec)), base)] = spec
                     done, _ = wait(waiting, return_when=FIRST_COMPLETED)
@@ -939,7 +957,7 @@ def run_grid(
                         if future.exception() is not None:
                             failed.append((spec.key, f"{spec.panel} / {spec.series} / seed {spec.seed}: "
                                                      f"{future.exception()!r}"))
-                        bar.update(1)
+                        advance(spec)
     finally:
         bar.close()
     return GridReport(grid_name, profile, str(root), n_distinct, n_distinct - len(todo) + raced,

@@ -296,6 +296,12 @@ def test_within_a_seed_the_runs_longest_at_other_seeds_go_first_and_unknown_ones
         path.write_text(json.dumps(stored))
     unknown = json.loads(files[0].read_text())["params"]
     files[0].unlink()  # its seed-1 sibling has no stored time
+    assert cli.main(["grid", "tcga_brca", "--profile", "paper", "--root", str(tmp_path), "--seeds", "1",
+                     "--methods", *methods, "--dry-run", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (summary["pending"], summary["without_expected_time"]) == (len(files), 1)
+    total = 4 * 60 + 3 * 2 * (0.05 + 0.2) - walls[unknown["method"]] - unknown["n_users"] / 1000
+    assert summary["expected_seconds"] == pytest.approx(total, abs=0.05)
     log = tmp_path / "calls.log"
     monkeypatch.setenv("ULDP_FAKE_LOG", str(log))
     run_grid("tcga_brca", "paper", seeds=[1], methods=methods, root=tmp_path, backend=fake_backend.FAKE, progress=True)

@@ -46,11 +46,19 @@ def handle(args: argparse.Namespace) -> int:
                                    datasets=args.datasets)
         root = Path(args.root) if args.root else experiments.results_root(args.profile)
         todo = experiments.pending_runs(specs, root)
+        expected = experiments.expected_seconds(todo, root)
         for spec in todo:
-            print(f"{spec.key}  {spec.panel} | {spec.series} | seed {spec.seed}")
+            seconds = expected.get(spec.key)
+            print(f"{spec.key}  {spec.panel} | {spec.series} | seed {spec.seed}"
+                  + ("" if seconds is None else f"  (~{seconds / 60:.1f} min at other seeds)"))
         summary = {"grid": args.name, "profile": args.profile, "total": len({s.key for s in specs}),
-                   "pending": len(todo), "root": str(root)}
-        print_json(summary) if args.json else print(f"{len(todo)} of {summary['total']} runs to do under {root}")
+                   "pending": len(todo), "root": str(root), "expected_seconds": round(sum(expected.values()), 1),
+                   "without_expected_time": len(todo) - len(expected)}
+        if args.json:
+            print_json(summary)
+        else:
+            print(f"{len(todo)} of {summary['total']} runs to do under {root}; by the same runs' times at other "
+                  f"seeds, {summary['expected_seconds'] / 3600:.1f} h of run time for {len(expected)} of them")
         return 0
     command = shlex.join(["uldp", "grid", args.name, "--profile", args.profile, "--jobs", str(args.jobs)]
                          + (["--seeds", *map(str, args.seeds)] if args.seeds else [])

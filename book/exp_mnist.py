@@ -86,7 +86,7 @@ scorecard.scorecard({GRID: shown.results}, grid=GRID)[["claim", "measured", "ver
 # Training MNIST at the paper's scale (200 rounds of 50 local epochs over 60,000 records, for every method, setting
 # and seed) is not in the committed results: on the 2-core CPU this book is built on, one round of ULDP-SGD, the
 # cheapest method (one full-batch gradient per user, no local epochs), took 11 s with 100 users and 28 s with 10000
-# users (zipf, seed 0), about 40 and 90 minutes per run, and a method with 50 local epochs costs about 50 times more
+# users (zipf, seed 0), about 40 and 90 minutes per run, and a method with 50 local epochs costs at least 50 times more
 # per round. Its privacy half needs no training: a method's accountant reads
 # only the shape of the federation (silos, records per silo after ULDP-GROUP-$k$'s filtering, the group size, $q$,
 # $\sigma$, $\delta$), so `uldp.experiments.accounted_results` gives, exactly, the $\epsilon$ after $T = 200$

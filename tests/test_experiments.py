@@ -527,3 +527,29 @@ def test_accounted_results_equal_the_trained_paper_runs_epsilon(monkeypatch):
     assert {run["result"]["epsilon"][0] for run in accounted.runs if run["series"] == "DEFAULT"} == {None}
     with pytest.raises(ValueError, match=r"\['ULDP-GROUP-3'\] are not run by grid 'heart_disease'"):
         experiments.accounted_results("heart_disease", methods=("ULDP-AVG", "ULDP-GROUP-3"))
+
+
+def test_every_committed_paper_result_is_a_run_of_its_grid_stored_under_its_key():
+    """The committed results/ files: each is a complete result named by the hash of its arguments, labelled with its
+    grid's panel and series, with provenance of a clean commit. (Checkpoints of runs in progress are ignored by git.)"""
+    root = experiments.results_root("paper")
+    files = sorted(root.glob("*/*.json"))
+    if not files:
+        pytest.skip("no committed paper results")
+    specs, places = {}, {}
+    for name in {path.parent.name for path in files}:
+        grid_specs = expand(name, "paper", seeds=list(range(10)))  # any seed up to 9
+        specs[name] = {spec.key: spec for spec in grid_specs}
+        for spec in grid_specs:  # a shared run has a place in more than one panel
+            places.setdefault(spec.key, set()).add((spec.panel, spec.series))
+    for path in files:
+        stored = experiments.read_result(path)
+        assert stored is not None, f"{path} is not a complete result"
+        spec = specs[path.parent.name].get(path.stem)
+        assert spec is not None, f"{path} is no run of grid {path.parent.name!r} at the paper profile"
+        assert (stored["key"], stored["grid"], stored["seed"]) == (spec.key, spec.grid, spec.seed), path
+        assert config_hash(experiments.effective_arguments(stored["params"])) == path.stem, path
+        assert (stored["panel"], stored["series"]) in places[spec.key], path
+        provenance = stored["provenance"]
+        assert provenance["command"] and provenance["date"] and provenance["wall_seconds"] > 0, path
+        assert len(provenance["git_commit"]) == 40 and not provenance["git_dirty"], path

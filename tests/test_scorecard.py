@@ -57,6 +57,19 @@ def test_claims_without_results_say_not_measured():
     assert sc.scorecard({})["verdict"].eq(sc.MISSING).all()
 
 
+def test_small_n_claim_shows_mean_and_std_over_seeds_and_the_balanced_accuracy():
+    data = world(seeds=(0, 1), grids=("creditcard",))
+    for run in data["creditcard"].runs:  # a balanced accuracy 0.1 below the accuracy
+        run["result"]["balanced_accuracy"] = [value - 0.1 for value in run["result"]["accuracy"]]
+    table = sc.scorecard(data)
+    row = table[table["claim"] == next(c.text for c in sc.CLAIMS if c.key == "group-small-n")].iloc[0]
+    avg = sc.per_setting(data["creditcard"], "accuracy")
+    avg = avg[(avg["panel"] == "|U|=1000, uniform") & (avg["series"] == "ULDP-AVG")].iloc[0]
+    assert row["verdict"] == sc.HOLDS
+    assert row["measured"].startswith(f"|U|=1000, uniform: ULDP-AVG {avg['mean']:.3f} ± {avg['std']:.3f}, ULDP-GROUP")
+    assert f"; balanced accuracy ULDP-AVG {avg['mean'] - 0.1:.3f} ± {avg['std']:.3f}" in row["measured"]
+
+
 def test_per_setting_final_and_auc_match_a_direct_computation(paper_world):
     results = paper_world["heart_disease"]
     final = sc.per_setting(results, "accuracy", "final")

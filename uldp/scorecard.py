@@ -242,8 +242,20 @@ def _group_beats_avg_small_n(data: Mapping[str, ResultSet]) -> Finding:
         raise NotMeasured("ULDP-AVG or ULDP-GROUP-max/median missing in that setting")
     above = [s for s, v in groups.items() if v > avg]
     verdict = HOLDS if len(above) == len(groups) else PARTLY if above else FAILS
-    shown = ", ".join(f"{s} {v:.3f}" for s, v in groups.items())
-    return Finding(f"{panel}: ULDP-AVG {avg:.3f}; {shown}", verdict)
+    compared = ["ULDP-AVG", *groups]
+    measured = f"{panel}: {_spread(table, panel, compared)}"
+    with contextlib.suppress(NotMeasured):  # the fraud class is 9% of the rows: accuracy alone hides a lot
+        measured += f"; balanced accuracy {_spread(per_setting(results, 'balanced_accuracy'), panel, compared)}"
+    return Finding(measured, verdict)
+
+
+def _spread(table: pd.DataFrame, panel: str, series: list[str]) -> str:
+    """``"A 0.912 ± 0.004, B ..."``: each series' mean and std over seeds in ``panel`` (no std from one seed)."""
+    shown = []
+    for name in series:
+        row = table[(table["panel"] == panel) & (table["series"] == name)].iloc[0]
+        shown.append(f"{name} {row['mean']:.3f}" + (f" ± {row['std']:.3f}" if row["seeds"] > 1 else ""))
+    return ", ".join(shown)
 
 
 def _group2_mnist(data: Mapping[str, ResultSet]) -> Finding:

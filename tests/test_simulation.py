@@ -137,9 +137,10 @@ def test_checkpoint_arguments_are_checked():
     config = RunConfig(dataset="heart_disease", method="ULDP-AVG-w", n_users=10, rounds=1, secure=True)
     with pytest.raises(ValueError, match="checkpoint is not supported with a secure or custom aggregation"):
         run(config, checkpoint="unused.ckpt")
-    with pytest.raises(ValueError, match=r"checkpoint_seconds must be a number >= 0, got -1"):
-        run(RunConfig(dataset="heart_disease", method="DEFAULT", n_users=10, rounds=1), checkpoint="x.ckpt",
-            checkpoint_seconds=-1)
+    for bad in (-1, True, "60"):
+        with pytest.raises(ValueError, match=rf"checkpoint_seconds must be a number >= 0, got {bad!r}"):
+            run(RunConfig(dataset="heart_disease", method="DEFAULT", n_users=10, rounds=1), checkpoint="x.ckpt",
+                checkpoint_seconds=bad)
 
 
 @needs_data

@@ -370,7 +370,8 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
     if checkpoint is not None and (config.secure or aggregate_fn is not None):
         raise ValueError("checkpoint is not supported with a secure or custom aggregation (its keys and state live "
                          "in this process); run without checkpoint")
-    if not (isinstance(checkpoint_seconds, (int, float)) and checkpoint_seconds >= 0):
+    if isinstance(checkpoint_seconds, bool) or not (isinstance(checkpoint_seconds, (int, float))
+                                                    and checkpoint_seconds >= 0):
         raise ValueError(f"checkpoint_seconds must be a number >= 0, got {checkpoint_seconds!r}")
     start = time.perf_counter()
     root = np.random.SeedSequence(config.seed)

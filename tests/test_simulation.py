@@ -133,14 +133,16 @@ def test_a_run_interrupted_and_resumed_from_its_checkpoint_ends_exactly_as_an_un
 
 
 @needs_data
-def test_checkpoint_arguments_are_checked():
+def test_checkpoint_arguments_are_checked(tmp_path):
+    path = tmp_path / "run.ckpt"
     config = RunConfig(dataset="heart_disease", method="ULDP-AVG-w", n_users=10, rounds=1, secure=True)
     with pytest.raises(ValueError, match="checkpoint is not supported with a secure or custom aggregation"):
-        run(config, checkpoint="unused.ckpt")
-    for bad in (-1, True, "60"):
+        run(config, checkpoint=path)
+    for bad in (-1, True, "60", float("nan")):
         with pytest.raises(ValueError, match=rf"checkpoint_seconds must be a number >= 0, got {bad!r}"):
-            run(RunConfig(dataset="heart_disease", method="DEFAULT", n_users=10, rounds=1), checkpoint="x.ckpt",
+            run(RunConfig(dataset="heart_disease", method="DEFAULT", n_users=10, rounds=1), checkpoint=path,
                 checkpoint_seconds=bad)
+    assert not path.exists()  # refused before anything is written
 
 
 @needs_data

@@ -200,7 +200,7 @@ def test_unknown_names_give_clear_errors():
         expand("mnist", "huge")
     with pytest.raises(ValueError, match="seeds must be distinct"):
         expand("mnist", "smoke", seeds=[1, 1])
-    with pytest.raises(ValueError, match="jobs must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match="jobs must be an integer >= 1, got 0"):
         run_grid("mnist", "smoke", jobs=0, backend=fake_backend.FAKE)
 
 

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from uldp.atomic import write_bytes_atomic
+from uldp.checks import check_integer
 
 #: The repository root (results/ and _build/ live here).
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -682,8 +683,8 @@ def _split_arguments(params: Mapping[str, Any]) -> tuple[dict, dict]:
     config = {k: v for k, v in params.items() if k not in WRAPPER_ARGUMENTS}
     extra = {k: params[k] for k in WRAPPER_ARGUMENTS if k in params}
     limit = extra.get("max_test_records")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"max_test_records must be an integer >= 1, got {limit!r}")
+    if limit is not None:
+        check_integer("max_test_records", limit)
     return config, extra
 
 
@@ -888,8 +889,7 @@ def run_grid(
     Raises:
         ValueError: Unknown grid or profile, bad seeds or ``jobs < 1``.
     """
-    if not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
+    check_integer("jobs", jobs)
     specs = expand(grid_name, profile, seeds=seeds, methods=methods, datasets=datasets)
     root = Path(root) if root is not None else results_root(profile)
     started = time.perf_counter()

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from uldp.checks import check_integer, check_number
 from uldp.methods.base import Hyperparameters, parse_method
 
 #: Per dataset and method family: (global lr, clip C, local lr, local epochs Q) of settings.md's privacy-utility
@@ -123,14 +124,11 @@ class RunConfig:
         spec = parse_method(self.method)
         if self.dataset not in PAPER_SETTINGS:
             raise ValueError(f"unknown dataset {self.dataset!r}; known datasets: {', '.join(PAPER_SETTINGS)}")
-        for name in ("n_users", "rounds"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
-            raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
-        if self.n_silos is not None and (not isinstance(self.n_silos, (int, np.integer)) or self.n_silos < 1):
-            raise ValueError(f"n_silos must be an integer >= 1, got {self.n_silos!r}")
+        check_integer("n_users", self.n_users)
+        check_integer("rounds", self.rounds)
+        check_integer("seed", self.seed, minimum=0)
+        if self.n_silos is not None:
+            check_integer("n_silos", self.n_silos)
         if self.distribution not in ("uniform", "zipf", "zipf-noniid"):
             raise ValueError(f"distribution must be 'uniform', 'zipf' or 'zipf-noniid', got {self.distribution!r}")
         if self.secure and spec.name not in SECURE_METHODS:
@@ -139,11 +137,9 @@ class RunConfig:
             from uldp.secure.keys import check_key_bits
 
             check_key_bits(self.secure_key_bits, insecure_test_key=True)  # form here; size when the run starts
-            if isinstance(self.secure_n_max, bool) or not isinstance(self.secure_n_max, int) or self.secure_n_max < 1:
-                raise ValueError(f"secure_n_max must be an integer >= 1, got {self.secure_n_max!r}")
-        if self.max_train_records is not None and (not isinstance(self.max_train_records, int)
-                                                    or self.max_train_records < 1):
-            raise ValueError(f"max_train_records must be an integer >= 1, got {self.max_train_records!r}")
+            check_integer("secure_n_max", self.secure_n_max)
+        if self.max_train_records is not None:
+            check_integer("max_train_records", self.max_train_records)
         if self.user_weights is not None:
             weights = np.asarray(self.user_weights, dtype=float)
             if weights.ndim != 2 or (weights < 0).any() or not np.allclose(weights.sum(axis=0), 1.0, atol=1e-9):
@@ -309,10 +305,9 @@ def accounted_epsilon(config: RunConfig, *, rounds: int | None = None, dataset: 
         ValueError: ``rounds`` is not an integer in ``1..config.rounds``.
     """
     rounds = config.rounds if rounds is None else rounds
-    if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or not 1 <= rounds <= config.rounds:
-        raise ValueError(f"rounds must be an integer in 1..{config.rounds}, got {rounds!r}")
+    rounds = check_integer("rounds", rounds, maximum=config.rounds)
     method, federation, _ = _prepared(config, dataset)
-    epsilon = method.epsilon(federation, int(rounds))
+    epsilon = method.epsilon(federation, rounds)
     return None if epsilon is None else float(epsilon)
 
 
@@ -370,9 +365,7 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
     if checkpoint is not None and (config.secure or aggregate_fn is not None):
         raise ValueError("checkpoint is not supported with a secure or custom aggregation (its keys and state live "
                          "in this process); run without checkpoint")
-    if isinstance(checkpoint_seconds, bool) or not (isinstance(checkpoint_seconds, (int, float))
-                                                    and checkpoint_seconds >= 0):
-        raise ValueError(f"checkpoint_seconds must be a number >= 0, got {checkpoint_seconds!r}")
+    check_number("checkpoint_seconds", checkpoint_seconds, at_least=0)
     start = time.perf_counter()
     root = np.random.SeedSequence(config.seed)
     method, federation, data = _prepared(config, dataset)

@@ -18,20 +18,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from uldp.accounting.rdp import DEFAULT_ORDERS, PrivacySpent, best_of, check_delta, check_orders, dp_epsilons
+from uldp.accounting.rdp import (
+    DEFAULT_ORDERS,
+    PrivacySpent,
+    best_of,
+    check_orders,
+    dp_epsilons,
+    rdp_subsampled_gaussian,
+)
+from uldp.checks import check_delta, check_integer, check_positive, check_rate
 
 #: Largest base RDP order evaluated for group privacy (the sub-sampled RDP costs O(alpha) per order; an optimum
 #: at this edge raises a warning).
 MAX_BASE_ORDER = 2**14
 
 RdpCurve = Callable[[np.ndarray], np.ndarray]
-
-
-def check_group_size(k: int) -> int:
-    """Return ``k`` if it is an integer >= 1, else raise ``ValueError`` naming it."""
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"group size k must be an integer >= 1, got {k!r}")
-    return int(k)
 
 
 def is_power_of_two(k: int) -> bool:
@@ -49,7 +50,7 @@ def power_of_two_bounds(k: int) -> tuple[int, int]:
     >>> power_of_two_bounds(6), power_of_two_bounds(8)
     ((4, 8), (8, 8))
     """
-    k = check_group_size(k)
+    k = check_integer("group size k", k)
     lower = 1 << (k.bit_length() - 1)
     return lower, lower if lower == k else lower << 1
 
@@ -81,7 +82,7 @@ def group_rdp_epsilon(
     >>> round(spent.epsilon, 4), spent.order
     (0.9982, 16.0)
     """
-    k = check_group_size(k)
+    k = check_integer("group size k", k)
     delta = check_delta(delta)
     if not is_power_of_two(k):
         raise ValueError(f"RDP group privacy needs k a power of two, got k={k}; see group_epsilon_bounds")
@@ -113,7 +114,7 @@ def paper_group_rdp_epsilon(rdp_curve: RdpCurve, *, k: int, delta: float) -> Pri
     Returns:
         The paper-style epsilon (a lower value than any valid one when an invalid order wins).
     """
-    k = check_group_size(k)
+    k = check_integer("group size k", k)
     delta = check_delta(delta)
     if not is_power_of_two(k):
         raise ValueError(f"the paper's computation needs k a power of two, got k={k}")
@@ -153,7 +154,7 @@ def group_dp_epsilon(
     >>> round(group_dp_epsilon(curve, k=1, delta=1e-5, orders=[8, 16, 32, 64]).epsilon, 4)
     0.3878
     """
-    k = check_group_size(k)
+    k = check_integer("group size k", k)
     delta = check_delta(delta)
     alphas = check_orders(orders)
     rho = rdp_curve(alphas)
@@ -236,9 +237,7 @@ def group_privacy_table(
         ``epsilon_dp`` (Lemma 3, exact per-order solve), ``epsilon_rdp_paper`` (the authors' grid, for powers
         of two) and ``paper_grid_valid`` (whether that grid's optimum lies in the lemma's domain).
     """
-    from uldp.accounting.rdp import check_positive, check_rate, check_steps, rdp_subsampled_gaussian
-
-    sigma, q, steps = check_positive("sigma", sigma), check_rate("q", q), check_steps("steps", steps)
+    sigma, q, steps = check_positive("sigma", sigma), check_rate("q", q), check_integer("steps", steps, minimum=0)
 
     def curve(alphas: np.ndarray) -> np.ndarray:
         return rdp_subsampled_gaussian(sigma=sigma, q=q, steps=steps, orders=alphas)

@@ -21,16 +21,8 @@ import numpy as np
 from scipy import optimize
 
 from uldp.accounting.group import GroupPrivacySpent, group_dp_epsilon, group_epsilon_bounds
-from uldp.accounting.rdp import (
-    DEFAULT_ORDERS,
-    PrivacySpent,
-    check_delta,
-    check_positive,
-    check_rate,
-    check_steps,
-    rdp_subsampled_gaussian,
-    rdp_to_dp,
-)
+from uldp.accounting.rdp import DEFAULT_ORDERS, PrivacySpent, rdp_subsampled_gaussian, rdp_to_dp
+from uldp.checks import check_delta, check_integer, check_positive, check_rate
 
 #: Accounting family of each method name of the registry (``ULDP-GROUP-<k>`` is parsed separately).
 METHOD_FAMILIES: dict[str, str] = {
@@ -82,7 +74,7 @@ def epsilon_uldp(
         The guarantee (``epsilon = 0`` after zero rounds).
     """
     sigma = check_positive("sigma", sigma)
-    rounds = check_steps("rounds", rounds)
+    rounds = check_integer("rounds", rounds, minimum=0)
     delta = check_delta(delta)
     q = check_rate("q", q)
     if rounds == 0:
@@ -146,7 +138,7 @@ def epsilon_group(
     for rate in np.atleast_1d(sample_rates):
         check_rate("sample_rates", float(rate))
     for count in np.atleast_1d(steps):
-        check_steps("steps", int(count) if float(count).is_integer() else count)
+        check_integer("steps", int(count) if float(count).is_integer() else count, minimum=0)
 
     def curve(alphas: np.ndarray) -> np.ndarray:
         return max_silo_rdp(sigma=sigma, sample_rates=sample_rates, steps=steps, orders=alphas)
@@ -225,7 +217,7 @@ def epsilon_for_method(
         raise ValueError(f"{method} needs the numeric group size k (got {group_size!r})")
     if sample_rates is None or steps_per_round is None:
         raise ValueError(f"{method} needs sample_rates and steps_per_round (DP-SGD per silo)")
-    rounds = check_steps("rounds", rounds)
+    rounds = check_integer("rounds", rounds, minimum=0)
     total_steps = np.atleast_1d(np.asarray(steps_per_round, dtype=np.int64)) * rounds
     if rounds == 0:
         return PrivacySpent(epsilon=0.0, order=math.nan, delta=check_delta(delta))
@@ -268,7 +260,7 @@ def sigma_for_epsilon(
     epsilon = check_positive("epsilon", epsilon)
     if check_method(method) == "none":
         raise ValueError("DEFAULT has no privacy guarantee; there is no sigma for it")
-    if check_steps("rounds", rounds) == 0:
+    if check_integer("rounds", rounds, minimum=0) == 0:
         raise ValueError("rounds must be >= 1 to calibrate sigma")
 
     def gap(log_sigma: float) -> float:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
+from uldp.checks import check_delta, check_integer, check_positive, check_rate
+
 #: The order grid over which epsilon is minimised: 1.1 to 10.9 in steps of 0.1 (where small-epsilon optima lie),
 #: every integer from 11 to 63, then 40 geometrically spaced integers from 64 to 4096 (needed by large groups and
 #: by very large noise). A warning is raised when the optimum sits on an edge of the grid that is not a hard
@@ -44,34 +46,6 @@ class PrivacySpent:
     epsilon: float
     order: float
     delta: float
-
-
-def check_positive(name: str, value: float) -> float:
-    """Return ``value`` as a float, or raise ``ValueError`` naming it unless it is a finite number > 0."""
-    if not (isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
-
-
-def check_rate(name: str, value: float) -> float:
-    """Return a sampling rate in (0, 1], or raise ``ValueError`` naming it."""
-    if not (isinstance(value, (int, float, np.integer, np.floating)) and 0 < value <= 1):
-        raise ValueError(f"{name} must be in (0, 1], got {value!r}")
-    return float(value)
-
-
-def check_delta(delta: float) -> float:
-    """Return ``delta`` if it lies in (0, 1), else raise ``ValueError`` naming it."""
-    if not (isinstance(delta, (int, float, np.integer, np.floating)) and 0 < delta < 1):
-        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
-    return float(delta)
-
-
-def check_steps(name: str, value: int) -> int:
-    """Return a non-negative integer count, or raise ``ValueError`` naming it."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
-    return int(value)
 
 
 def check_orders(orders: Sequence[float]) -> np.ndarray:
@@ -163,7 +137,7 @@ def rdp_subsampled_gaussian(
     """
     sigma = check_positive("sigma", sigma)
     q = check_rate("q", q)
-    steps = check_steps("steps", steps)
+    steps = check_integer("steps", steps, minimum=0)
     orders = check_orders(orders)
     return steps * _rdp_one_step(q, sigma, tuple(orders.tolist()))
 

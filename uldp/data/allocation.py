@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from uldp.checks import check_integer, check_positive
 from uldp.data.base import Allocation, FederatedDataset
 
 SCHEMES: tuple[str, ...] = ("uniform", "zipf", "zipf-noniid")
@@ -185,13 +186,10 @@ def _check_arguments(
     """Validate ``allocate``'s arguments; return the number of silos."""
     if scheme not in SCHEMES:
         raise ValueError(f"unknown allocation scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
-    if not isinstance(n_users, (int, np.integer)) or n_users < 1:
-        raise ValueError(f"n_users={n_users!r} must be a positive integer")
-    if not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed={seed!r} must be a non-negative integer")
-    for name, alpha in (("user_alpha", user_alpha), ("silo_alpha", silo_alpha)):
-        if not np.isfinite(alpha) or alpha <= 0:
-            raise ValueError(f"{name}={alpha!r} must be a positive finite number")
+    check_integer("n_users", n_users)
+    check_integer("seed", seed, minimum=0)
+    check_positive("user_alpha", user_alpha)
+    check_positive("silo_alpha", silo_alpha)
     if scheme.endswith("-noniid"):
         if dataset.labels is None:
             raise ValueError(f"scheme {scheme!r} needs class labels; {dataset.name} is a {dataset.task} dataset")
@@ -207,11 +205,9 @@ def _check_arguments(
         if scheme.endswith("-noniid"):
             raise ValueError(f"scheme {scheme!r} is not defined for {dataset.name}, whose silos are fixed")
         return dataset.n_fixed_silos
-    if n_silos is None or not isinstance(n_silos, (int, np.integer)) or n_silos < 1:
-        raise ValueError(
-            f"n_silos={n_silos!r} must be a positive integer for {dataset.name} (its silos are not fixed)"
-        )
-    return int(n_silos)
+    if n_silos is None:
+        raise ValueError(f"n_silos is needed for {dataset.name}: its silos are not fixed (got n_silos=None)")
+    return check_integer("n_silos", n_silos)
 
 
 def allocate(

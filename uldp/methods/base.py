@@ -7,7 +7,6 @@ accountant from :mod:`uldp.accounting`. All randomness of a round comes from one
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -16,6 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from uldp.checks import check_integer, check_number, check_positive, check_rate
 from uldp.data.base import Allocation
 from uldp.training.per_user import LossFunction
 
@@ -119,20 +119,14 @@ class Hyperparameters:
         """Raise ``ValueError`` naming the first bad value (see :meth:`require` for what a method needs)."""
         for name in ("global_lr", "local_lr", "clip", "sigma"):
             value = getattr(self, name)
-            if value is None and name != "global_lr":
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+            if value is not None or name == "global_lr":
+                check_positive(name, value)
         for name in ("local_epochs", "batch_size"):
             value = getattr(self, name)
-            if value is None and name == "local_epochs":
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        if not (isinstance(self.delta, (int, float)) and 0 < self.delta < 1):
-            raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
-        if isinstance(self.q, bool) or not (isinstance(self.q, (int, float)) and 0 < self.q <= 1):
-            raise ValueError(f"q (user-level sampling rate) must be in (0, 1], got {self.q!r}")
+            if value is not None or name == "batch_size":
+                check_integer(name, value)
+        check_number("delta", self.delta, above=0, below=1)
+        check_rate("q (user-level sampling rate)", self.q)
 
 
     def require(self, method: str, *names: str) -> None:

@@ -36,7 +36,7 @@ def resolve_group_size(group_size: int | str, records_per_user: np.ndarray) -> i
         return int(present.max())
     if group_size == "median":
         return max(1, int(np.floor(np.median(present))))
-    if isinstance(group_size, (int, np.integer)) and group_size >= 1:
+    if isinstance(group_size, (int, np.integer)) and not isinstance(group_size, bool) and group_size >= 1:
         return int(group_size)
     raise ValueError(f"group size must be a positive integer, 'max' or 'median', got {group_size!r}")
 

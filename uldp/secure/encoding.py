@@ -29,6 +29,8 @@ from typing import Iterable
 
 import numpy as np
 
+from uldp.checks import check_integer
+
 #: Gaussian tail multiplier t with 2 exp(-t^2 / 2) <= 2^-128: a noise coordinate exceeds t standard deviations
 #: with probability below 2^-128 (Chernoff bound), so the no-wrap-around check fails only negligibly often.
 GAUSSIAN_TAIL_STDS = math.sqrt(2.0 * (128 + 1) * math.log(2.0))
@@ -53,9 +55,7 @@ def lcm_up_to(n_max: int) -> int:
     >>> lcm_up_to(10)
     2520
     """
-    if not isinstance(n_max, (int, np.integer)) or isinstance(n_max, bool) or n_max < 1:
-        raise ValueError(f"n_max must be a positive integer, got {n_max!r}")
-    return math.lcm(*range(1, int(n_max) + 1))
+    return math.lcm(*range(1, check_integer("n_max", n_max) + 1))
 
 
 def resolution_bits_for(precision: float, n_terms: int) -> int:

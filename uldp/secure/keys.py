@@ -22,6 +22,8 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from phe import paillier
 
+from uldp.checks import check_integer
+
 DEFAULT_KEY_BITS = 3072
 MIN_KEY_BITS = 2048
 AEAD_NONCE_BYTES = 12
@@ -34,7 +36,7 @@ def check_key_bits(key_bits: int, *, insecure_test_key: bool = False) -> int:
     Raises:
         ValueError: for smaller keys without the flag, or malformed sizes.
     """
-    if not isinstance(key_bits, int) or isinstance(key_bits, bool) or key_bits % 8:
+    if check_integer("key_bits", key_bits) % 8:
         raise ValueError(f"key_bits must be an integer multiple of 8, got {key_bits!r}")
     floor = 256 if insecure_test_key else MIN_KEY_BITS
     if key_bits < floor:

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from uldp.checks import check_integer, check_positive
 from uldp.training import closed_form as closed_forms
 from uldp.training.per_user import LossFunction, ParameterLayout, flat_parameters, load_flat_parameters
 
@@ -255,11 +256,9 @@ def dpsgd_train_silos(
 def _check_arguments(*, local_lr: float, clip: float, sigma: float, epochs: int, batch_size: int) -> None:
     """Reject a learning rate, clip or sigma that is not a finite number > 0, or epochs / batch size < 1, by name."""
     for name, value in (("local_lr", local_lr), ("clip", clip), ("sigma", sigma)):
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-            raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        check_positive(name, value)
     for name, value in (("epochs", epochs), ("batch_size", batch_size)):
-        if not (isinstance(value, int) and value >= 1):
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        check_integer(name, value)
 
 
 def _stack_draws(draws: list[EpochDraws], offsets: list[int], d: int,

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
+from uldp.checks import check_integer, check_positive
 from uldp.training import closed_form as closed_forms
 
 #: A loss ``(outputs, targets, weight) -> weighted mean loss`` (see :func:`uldp.models.loss_function`).
@@ -456,11 +456,8 @@ def clip_rows(rows: Tensor, clip: float) -> Tensor:
 
 
 def _check_training_arguments(local_lr: float, epochs: int, batch_size: int, keys: Tensor, x: Tensor) -> None:
-    if not local_lr > 0:
-        raise ValueError(f"local_lr must be > 0, got {local_lr!r}")
-    if not (isinstance(epochs, int) and epochs >= 1):
-        raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")
-    if not (isinstance(batch_size, int) and batch_size >= 1):
-        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    check_positive("local_lr", local_lr)
+    check_integer("epochs", epochs)
+    check_integer("batch_size", batch_size)
     if tuple(keys.shape) != (epochs, x.shape[0]):
         raise ValueError(f"keys must have shape ({epochs}, {x.shape[0]}), got {tuple(keys.shape)}")

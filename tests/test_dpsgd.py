@@ -15,7 +15,7 @@ from uldp.training.per_user import flat_parameters
 def test_schedule_matches_opacus_convention():
     schedule = dpsgd_schedule(30, batch_size=4, epochs=3)
     assert schedule.sample_rate == 1 / 8 and schedule.steps == 24
-    with pytest.raises(ValueError, match="must be >= 1"):
+    with pytest.raises(ValueError, match="n_records must be an integer >= 1, got 0"):
         dpsgd_schedule(0, batch_size=4, epochs=1)
 
 

@@ -233,7 +233,7 @@ def test_config_hash_is_sha256_of_sorted_compact_json(config):
 
 def test_config_hash_is_stable_across_processes_and_distinguishes_values():
     spec = expand("weighting", "paper")[7]
-    code = (f"from uldp.experiments import expand; print(expand('weighting', 'paper')[7].key)")
+    code = ("from uldp.experiments import expand; print(expand('weighting', 'paper')[7].key)")
     for seed in ("1", "12345"):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                              env={**os.environ, "PYTHONHASHSEED": seed})

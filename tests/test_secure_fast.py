@@ -163,5 +163,5 @@ def test_comb_falls_back_to_gmpy2_without_the_extension(monkeypatch):
 
 
 def test_signed_digits_reject_a_one_bit_window():
-    with pytest.raises(ValueError, match="window must be >= 2"):
+    with pytest.raises(ValueError, match="window must be an integer >= 2, got 1"):
         fast.signed_digits(np.array([1]), 1)

@@ -21,6 +21,7 @@ import struct
 from pathlib import Path
 
 from uldp.atomic import write_bytes_atomic
+from uldp.checks import check_integer
 
 MASTER_KEY_FILE = "master.key"
 
@@ -35,8 +36,7 @@ def silo_key(master_key: bytes, silo_id: int) -> bytes:
     """
     if len(master_key) < 16:
         raise ValueError(f"the master key must have at least 16 bytes, got {len(master_key)}")
-    if silo_id < 0:
-        raise ValueError(f"silo id must be >= 0, got {silo_id}")
+    check_integer("silo id", silo_id, minimum=0)
     return hmac.new(master_key, b"uldp-silo-key" + struct.pack("<Q", silo_id), hashlib.sha256).digest()
 
 
@@ -59,8 +59,7 @@ def write_keys(directory: str | Path, *, n_silos: int) -> list[Path]:
     Raises:
         ValueError: if ``n_silos`` < 1.
     """
-    if n_silos < 1:
-        raise ValueError(f"--silos must be >= 1, got {n_silos}")
+    check_integer("--silos", n_silos)
     directory = Path(directory)
     master = secrets.token_bytes(32)
     paths = [directory / MASTER_KEY_FILE] + [directory / f"silo-{s}.key" for s in range(n_silos)]

@@ -29,7 +29,7 @@ from typing import Iterable
 
 import numpy as np
 
-from uldp.checks import check_integer
+from uldp.checks import check_integer, check_number
 
 #: Gaussian tail multiplier t with 2 exp(-t^2 / 2) <= 2^-128: a noise coordinate exceeds t standard deviations
 #: with probability below 2^-128 (Chernoff bound), so the no-wrap-around check fails only negligibly often.
@@ -74,10 +74,8 @@ def resolution_bits_for(precision: float, n_terms: int) -> int:
     >>> resolution_bits_for(0.25, 2)
     2
     """
-    if not (0.0 < precision < 1.0) or not math.isfinite(precision):
-        raise ValueError(f"precision P must be in (0, 1), got {precision!r}")
-    if n_terms < 1:
-        raise ValueError(f"n_terms must be >= 1, got {n_terms!r}")
+    check_number("precision P", precision, above=0, below=1)
+    check_integer("n_terms", n_terms)
     return max(0, math.ceil(math.log2(n_terms / (2.0 * precision))))
 
 

@@ -32,6 +32,8 @@ from typing import Sequence
 import gmpy2
 import numpy as np
 
+from uldp.checks import check_integer
+
 try:
     from uldp.secure import _comb
 except ImportError:  # the C extension is not built (see setup.py): the gmpy2 comb serves
@@ -90,8 +92,7 @@ def signed_digits(exponents: np.ndarray, window: int) -> list[np.ndarray]:
     >>> [d.tolist() for d in signed_digits(np.array([5, -3, 0]), 2)]
     [[1, 1, 0], [1, -1, 0]]
     """
-    if window < 2:
-        raise ValueError(f"window must be >= 2 for signed digits, got {window}")
+    check_integer("window", window, minimum=2)  # a 1-bit window has no room for a sign
     half, digit_mask = 1 << (window - 1), (1 << window) - 1
     rest = np.asarray(exponents, dtype=np.int64)
     digits = []
@@ -295,8 +296,7 @@ def weighted_ciphertext_sum(
         raise ValueError(f"exponents must have shape ({len(bases)}, d), got {exponents.shape}")
     if not np.issubdtype(exponents.dtype, np.integer):
         raise ValueError(f"exponents must be integers, got dtype {exponents.dtype}")
-    if processes < 1:
-        raise ValueError(f"processes must be >= 1, got {processes}")
+    check_integer("processes", processes)
     _odd_modulus(n_square)
     if strategy is not None and strategy not in _STRATEGIES:
         raise ValueError(f"strategy must be one of {sorted(_STRATEGIES)}, got {strategy!r}")

@@ -20,6 +20,8 @@ from typing import Iterator
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
+from uldp.checks import check_integer
+
 #: Purposes of mask streams (part of the ChaCha20 nonce): one per place masks are used.
 PURPOSE_HISTOGRAM = 1
 PURPOSE_UPDATE = 2
@@ -73,8 +75,7 @@ def uniform_elements(key: bytes, *, modulus: int, count: int, round_index: int, 
     Returns:
         A list of ints in [0, n).
     """
-    if modulus < 2:
-        raise ValueError(f"modulus must be >= 2, got {modulus}")
+    check_integer("modulus", modulus, minimum=2)
     out: list[int] = []
     for candidate in _candidates(KeyStream(key, round_index=round_index, purpose=purpose), modulus):
         if len(out) == count:

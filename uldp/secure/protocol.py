@@ -43,6 +43,7 @@ from typing import Callable, Sequence, TypeVar
 import gmpy2
 import numpy as np
 
+from uldp.checks import check_integer, check_number
 from uldp.secure import encoding, fast, keys, masks
 from uldp.secure.messages import (
     BlindedHistogramMessage,
@@ -116,16 +117,13 @@ class ProtocolConfig:
             ValueError: naming the bad parameter and what to change.
         """
         keys.check_key_bits(self.key_bits, insecure_test_key=self.insecure_test_key)
-        if self.n_silos < 1 or self.n_users < 1:
-            raise ValueError(f"need at least one silo and one user, got {self.n_silos} silos, {self.n_users} users")
-        for name in ("clip", "sigma"):
+        check_integer("n_silos", self.n_silos)
+        check_integer("n_users", self.n_users)
+        for name in ("clip", "sigma", "noise_bound"):
             value = getattr(self, name)
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
-        if self.noise_bound is not None and (not math.isfinite(self.noise_bound) or self.noise_bound < 0):
-            raise ValueError(f"noise_bound must be finite and >= 0, got {self.noise_bound!r}")
-        if self.processes < 1:
-            raise ValueError(f"processes must be >= 1, got {self.processes}")
+            if value is not None or name != "noise_bound":
+                check_number(name, value, at_least=0, finite=True)
+        check_integer("processes", self.processes)
         encoding.check_no_wraparound(
             key_bits=self.key_bits,
             n_max=self.n_max,

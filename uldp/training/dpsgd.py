@@ -61,8 +61,8 @@ def dpsgd_schedule(n_records: int, *, batch_size: int, epochs: int) -> DPSGDSche
         >>> dpsgd_schedule(30, batch_size=4, epochs=2)
         DPSGDSchedule(sample_rate=0.125, steps=16)
     """
-    if n_records < 1 or batch_size < 1 or epochs < 1:
-        raise ValueError(f"n_records, batch_size and epochs must be >= 1, got {n_records}, {batch_size}, {epochs}")
+    for name, value in (("n_records", n_records), ("batch_size", batch_size), ("epochs", epochs)):
+        check_integer(name, value)
     batches = math.ceil(n_records / batch_size)
     return DPSGDSchedule(sample_rate=1.0 / batches, steps=epochs * batches)
 

@@ -449,8 +449,7 @@ def clip_rows(rows: Tensor, clip: float) -> Tensor:
         tensor([[0.6000, 0.8000],
                 [0.3000, 0.4000]])
     """
-    if not clip > 0:
-        raise ValueError(f"clip must be > 0, got {clip!r}")
+    check_positive("clip", clip)
     norms = rows.norm(dim=-1, keepdim=True)
     return rows * torch.clamp(clip / norms.clamp_min(torch.finfo(rows.dtype).tiny), max=1.0)
 

@@ -209,6 +209,7 @@ def test_medical_zipf_is_skewed_over_users(heart):
         ({"n_silos": None}, "n_silos=None"),
         ({"n_labels": 2}, "n_labels=2"),
         ({"scheme": "zipf-noniid"}, "n_labels"),
+        ({"scheme": "zipf-noniid", "n_labels": 0}, "n_labels must be an integer >= 1, got 0"),
     ],
 )
 def test_bad_parameters_raise_naming_the_value(kwargs, pattern):

@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 import fake_backend
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -198,8 +199,15 @@ def test_unknown_names_give_clear_errors():
         expand("nope", "paper")
     with pytest.raises(ValueError, match=r"unknown profile 'huge'.*smoke, default, paper"):
         expand("mnist", "huge")
-    with pytest.raises(ValueError, match="seeds must be distinct"):
+    with pytest.raises(ValueError, match=re.escape("seeds must be distinct and at least one, got [1, 1]")):
         expand("mnist", "smoke", seeds=[1, 1])
+    with pytest.raises(ValueError, match=re.escape("seeds must be distinct and at least one, got []")):
+        expand("mnist", "smoke", seeds=[])
+    for bad in (True, -1, 1.0):  # True used to be taken as seed 1
+        with pytest.raises(ValueError, match=f"seed must be an integer >= 0, got {bad!r}"):
+            expand("mnist", "smoke", seeds=[0, bad])
+    numpy_seed = [spec.key for spec in expand("heart_disease", "smoke", seeds=[np.int64(3)])]
+    assert numpy_seed == [spec.key for spec in expand("heart_disease", "smoke", seeds=[3])]
     with pytest.raises(ValueError, match="jobs must be an integer >= 1, got 0"):
         run_grid("mnist", "smoke", jobs=0, backend=fake_backend.FAKE)
 

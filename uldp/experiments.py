@@ -499,9 +499,9 @@ def expand(grid_name: str, profile: str, *, seeds: Sequence[int] | None = None,
         profile_seeds = reduction.seeds
     entries = _only(entries, "method", methods, grid_name)
     entries = _only(entries, "dataset", datasets, grid_name)
-    chosen = tuple(profile_seeds if seeds is None else seeds)
-    if not chosen or any(not isinstance(s, int) or s < 0 for s in chosen) or len(set(chosen)) != len(chosen):
-        raise ValueError(f"seeds must be distinct non-negative integers, got {list(chosen)!r}")
+    chosen = tuple(check_integer("seed", seed, minimum=0) for seed in (profile_seeds if seeds is None else seeds))
+    if not chosen or len(set(chosen)) != len(chosen):
+        raise ValueError(f"seeds must be distinct and at least one, got {list(chosen)!r}")
     specs = []
     for entry in entries:
         params = entry.kwargs

@@ -193,8 +193,9 @@ def _check_arguments(
     if scheme.endswith("-noniid"):
         if dataset.labels is None:
             raise ValueError(f"scheme {scheme!r} needs class labels; {dataset.name} is a {dataset.task} dataset")
-        if n_labels is None or n_labels < 1:
-            raise ValueError(f"scheme {scheme!r} needs n_labels >= 1, got {n_labels!r}")
+        if n_labels is None:
+            raise ValueError(f"scheme {scheme!r} needs n_labels (labels per user), got None")
+        check_integer("n_labels", n_labels)
     elif n_labels is not None:
         raise ValueError(f"n_labels={n_labels!r} applies only to the zipf-noniid scheme, not {scheme!r}")
     if dataset.n_fixed_silos is not None:

@@ -117,14 +117,13 @@ class Hyperparameters:
 
     def __post_init__(self) -> None:
         """Raise ``ValueError`` naming the first bad value (see :meth:`require` for what a method needs)."""
-        for name in ("global_lr", "local_lr", "clip", "sigma"):
-            value = getattr(self, name)
-            if value is not None or name == "global_lr":
-                check_positive(name, value)
-        for name in ("local_epochs", "batch_size"):
-            value = getattr(self, name)
-            if value is not None or name == "batch_size":
-                check_integer(name, value)
+        check_positive("global_lr", self.global_lr)
+        check_integer("batch_size", self.batch_size)
+        for name in ("local_lr", "clip", "sigma"):  # None where the method does not use it
+            if getattr(self, name) is not None:
+                check_positive(name, getattr(self, name))
+        if self.local_epochs is not None:
+            check_integer("local_epochs", self.local_epochs)
         check_number("delta", self.delta, above=0, below=1)
         check_rate("q (user-level sampling rate)", self.q)
 

@@ -119,10 +119,10 @@ class ProtocolConfig:
         keys.check_key_bits(self.key_bits, insecure_test_key=self.insecure_test_key)
         check_integer("n_silos", self.n_silos)
         check_integer("n_users", self.n_users)
-        for name in ("clip", "sigma", "noise_bound"):
-            value = getattr(self, name)
-            if value is not None or name != "noise_bound":
-                check_number(name, value, at_least=0, finite=True)
+        check_number("clip", self.clip, at_least=0, finite=True)
+        check_number("sigma", self.sigma, at_least=0, finite=True)
+        if self.noise_bound is not None:
+            check_number("noise_bound", self.noise_bound, at_least=0, finite=True)
         check_integer("processes", self.processes)
         encoding.check_no_wraparound(
             key_bits=self.key_bits,

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
+from uldp.atomic import write_bytes_atomic
 from uldp.experiments import Backend
 
 #: Calls of ``execute`` in this process after which ``interrupting`` raises KeyboardInterrupt (tests set it).
@@ -58,9 +60,22 @@ def resumed(params: Mapping[str, Any], checkpoint: str | None = None) -> dict:
     return {**execute(params), "info": {"resumed_seconds": 100.0, "checkpoint": checkpoint}}
 
 
+def slow(params: Mapping[str, Any], checkpoint: str | None = None) -> dict:
+    """Like :func:`execute`, after two minutes of saving ``checkpoint`` over and over (atomically, as the simulation
+    does), so that a signal finds the run in the middle of a write."""
+    if log := os.environ.get("ULDP_FAKE_LOG"):
+        with open(log, "a", encoding="utf-8") as stream:
+            stream.write(f"{os.getpid()} started\n")
+    deadline = time.monotonic() + 120.0
+    while time.monotonic() < deadline:
+        write_bytes_atomic(checkpoint, bytes(1 << 16))
+    return execute(params)
+
+
 FAKE = Backend(resolve=resolve, execute=execute)
 INTERRUPTING = Backend(resolve=resolve, execute=interrupting)
 RESUMED = Backend(resolve=resolve, execute=resumed)
+SLOW = Backend(resolve=resolve, execute=slow)
 
 
 def paper_like(params: Mapping[str, Any], *, swap: tuple[str, str] | None = None) -> dict:

@@ -10,8 +10,10 @@ import hashlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
 import fake_backend
 import numpy as np
@@ -393,6 +395,62 @@ def test_parallel_jobs_match_serial_results_and_failures_are_reported(tmp_path, 
     for path in (tmp_path / "serial" / "failing").glob("*.json"):
         twin = json.loads((tmp_path / "parallel" / "failing" / path.name).read_text())
         assert twin["result"] == json.loads(path.read_text())["result"]
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stream:
+            return stream.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_sigterm_stops_a_serial_grid_like_ctrl_c_and_the_old_handler_comes_back(tmp_path, monkeypatch):
+    calls = []
+
+    def terminated(params, checkpoint=None):
+        calls.append(params)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)  # as `kill PID` during the second run
+        return fake_backend.execute(params)
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt, match="stopped by SIGTERM"):
+        run_grid("tcga_brca", "smoke", root=tmp_path, backend=experiments.Backend(fake_backend.resolve, terminated),
+                 progress=False)
+    assert len(calls) == 2 and len(list((tmp_path / "tcga_brca").glob("*.json"))) == 1
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads process states from /proc")
+def test_sigterm_to_the_grid_alone_stops_its_workers_and_leaves_no_partial_file(tmp_path):
+    log = tmp_path / "calls.log"
+    tests = os.path.dirname(os.path.abspath(fake_backend.__file__))
+    script = ("import sys, fake_backend, uldp.experiments as e; from uldp import cli; "
+              "e.run_grid.__kwdefaults__['backend'] = fake_backend.SLOW; "
+              f"sys.exit(cli.main(['grid', 'tcga_brca', '--profile', 'smoke', '--root', {str(tmp_path)!r}, "
+              "'--jobs', '2']))")
+    env = {**os.environ, "ULDP_FAKE_LOG": str(log),
+           "PYTHONPATH": os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")]))}
+    grid = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not log.exists() or len(log.read_text().splitlines()) < 2:  # both workers inside a run
+            assert grid.poll() is None and time.monotonic() < deadline, grid.stderr and grid.stderr.read()
+            time.sleep(0.1)
+        workers = {int(line.split()[0]) for line in log.read_text().splitlines()}
+        assert len(workers) == 2 and grid.pid not in workers and all(map(_running, workers))
+        time.sleep(0.5)
+        grid.send_signal(signal.SIGTERM)  # to the grid's own process only, as `kill` or a scheduler does
+        _, stderr = grid.communicate(timeout=60)
+    finally:
+        grid.kill()
+    assert grid.returncode == 130 and "stopped by SIGTERM" in stderr and "same command resumes" in stderr
+    assert not any(map(_running, workers))
+    folder = tmp_path / "tcga_brca"
+    assert not list(folder.glob("*.json")) and not list(folder.glob(".*"))  # no result, no temporary file
+    assert len(list(folder.glob("*.ckpt"))) == 2  # each stopped run keeps its checkpoint to resume from
 
 
 def test_loaded_results_frame_and_description(tmp_path):

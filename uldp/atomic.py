@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 from pathlib import Path
 
 
@@ -17,9 +17,12 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, private: bool = False) 
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # Named before it exists (not mkstemp): a signal that stops the process while the file is being created still
+    # finds its name in the cleanup below.
+    temporary = path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp"
     try:
-        if not private and hasattr(os, "fchmod"):  # mkstemp makes owner-only files; others may read checkpoints
+        handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
+        if not private and hasattr(os, "fchmod"):  # created owner-only; others may read checkpoints and results
             os.fchmod(handle, 0o644)
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
@@ -27,7 +30,7 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, private: bool = False) 
             os.fsync(stream.fileno())
         os.replace(temporary, path)
     except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)
         raise
     if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable (POSIX)
         directory = os.open(path.parent, os.O_DIRECTORY)

@@ -30,11 +30,14 @@ import math
 import multiprocessing
 import os
 import platform
+import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -811,12 +814,58 @@ def _execute_one(backend: Backend, spec: RunSpec, path: str, base_provenance: di
     return wall
 
 
-def _limit_threads(threads: int) -> None:
+def _interrupt(signum: int, frame: object) -> None:
+    """Signal handler: turn a termination request into ``KeyboardInterrupt``, so ``finally`` blocks run (an atomic
+    write in progress removes its temporary file) before the process goes."""
+    raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """While the block runs, SIGTERM (``kill``, a scheduler's stop) stops the grid the way Ctrl-C does (only the
+    main thread may set handlers; elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _start_worker(threads: int) -> None:
     """Worker initializer: share the CPU cores between the worker processes (torch reads the variables when the
-    backend first imports it)."""
+    backend first imports it), and let SIGTERM stop the worker cleanly (see :func:`_stop_workers`)."""
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(threads)
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _execute_in_worker(backend: Backend, spec: RunSpec, path: str, base_provenance: dict) -> float:
+    """:func:`_execute_one` in a worker process; an interrupt ends the process once the run's cleanup has run (the
+    pool would otherwise hand the worker its next run; the parent is stopping the grid)."""
+    try:
+        return _execute_one(backend, spec, path, base_provenance)
+    except KeyboardInterrupt:
+        os._exit(128 + signal.SIGINT)
+
+
+def _stop_workers(pool: ProcessPoolExecutor, *, grace_seconds: float = 10.0) -> None:
+    """Stop a grid's pool now: cancel the runs not started, send each worker SIGTERM (its run stops where it is,
+    its last checkpoint kept, no temporary file left), and SIGKILL one still alive after ``grace_seconds``."""
+    workers = list((pool._processes or {}).values())  # no public handle before Python 3.14's terminate_workers()
+    pool.shutdown(wait=False, cancel_futures=True)
+    for worker in workers:
+        if worker.is_alive():
+            worker.terminate()
+    deadline = time.monotonic() + grace_seconds
+    for worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()))
+        if worker.is_alive():
+            worker.kill()
+            worker.join()
 
 
 def pending_runs(specs: Iterable[RunSpec], root: Path) -> list[RunSpec]:
@@ -868,8 +917,10 @@ def run_grid(
     Already stored runs are skipped, so calling this again after an interruption resumes the grid, and several
     processes may work on one grid (each skips what another stored while it ran; nothing claims a run while it runs,
     so processes started together do the same runs twice, harmlessly: use ``jobs`` to split one grid). A run that
-    raises an ``Exception`` is reported in :attr:`GridReport.failed` and the others go on; ``KeyboardInterrupt``
-    stops the grid (the finished runs stay stored).
+    raises an ``Exception`` is reported in :attr:`GridReport.failed` and the others go on. Ctrl-C
+    (``KeyboardInterrupt``) or SIGTERM stops the grid and, with ``jobs > 1``, its worker processes (each run in
+    progress stops at its last checkpoint; the finished runs stay stored; no temporary file is left). Only SIGKILL of
+    this process leaves workers behind: each ends with its current run.
 
     Args:
         grid_name: A key of :data:`GRIDS`.
@@ -888,6 +939,7 @@ def run_grid(
 
     Raises:
         ValueError: Unknown grid or profile, bad seeds or ``jobs < 1``.
+        KeyboardInterrupt: Ctrl-C or SIGTERM (the message names the signal).
     """
     check_integer("jobs", jobs)
     specs = expand(grid_name, profile, seeds=seeds, methods=methods, datasets=datasets)
@@ -925,7 +977,7 @@ def run_grid(
 
     show_time_left()
     bar.refresh()
-    try:
+    with bar, _sigterm_interrupts():
         if jobs == 1 or len(todo) <= 1:
             for spec in todo:
                 if stored_result(root, spec) is not None:  # stored meanwhile by another process on this folder
@@ -939,8 +991,9 @@ def run_grid(
                 advance(spec)
         else:
             threads = max(1, (os.cpu_count() or 1) // jobs)
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                                     initializer=_limit_threads, initargs=(threads,)) as pool:
+            pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                                       initializer=_start_worker, initargs=(threads,))
+            try:
                 waiting: dict[Future, RunSpec] = {}
                 queue = list(todo)
                 while queue or waiting:
@@ -950,7 +1003,8 @@ def run_grid(
                             raced += 1
                             advance(spec)
                             continue
-                        waiting[pool.submit(_execute_one, backend, spec, str(result_path(root, spec)), base)] = spec
+                        waiting[pool.submit(_execute_in_worker, backend, spec, str(result_path(root, spec)),
+                                            base)] = spec
                     done, _ = wait(waiting, return_when=FIRST_COMPLETED)
                     for future in done:
                         spec = waiting.pop(future)
@@ -958,8 +1012,10 @@ def run_grid(
                             failed.append((spec.key, f"{spec.panel} / {spec.series} / seed {spec.seed}: "
                                                      f"{future.exception()!r}"))
                         advance(spec)
-    finally:
-        bar.close()
+            except BaseException:  # Ctrl-C or SIGTERM: the workers stop too, not only this process
+                _stop_workers(pool)
+                raise
+            pool.shutdown()
     return GridReport(grid_name, profile, str(root), n_distinct, n_distinct - len(todo) + raced,
                       len(todo) - len(failed) - raced, tuple(failed), time.perf_counter() - started)
 

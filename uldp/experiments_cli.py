@@ -65,8 +65,13 @@ def handle(args: argparse.Namespace) -> int:
                          + (["--methods", *args.methods] if args.methods else [])
                          + (["--datasets", *args.datasets] if args.datasets else [])
                          + (["--root", args.root] if args.root else []))
-    report = experiments.run_grid(args.name, args.profile, seeds=args.seeds, methods=args.methods,
-                                  datasets=args.datasets, jobs=args.jobs, root=args.root, command=command)
+    try:
+        report = experiments.run_grid(args.name, args.profile, seeds=args.seeds, methods=args.methods,
+                                      datasets=args.datasets, jobs=args.jobs, root=args.root, command=command)
+    except KeyboardInterrupt as stop:
+        print(f"uldp grid: {stop or 'stopped'}; the finished runs are stored and the same command resumes the grid",
+              file=sys.stderr)
+        return 130
     if args.json:
         print_json(asdict(report))
     else:

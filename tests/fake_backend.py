@@ -19,6 +19,13 @@ from uldp.experiments import Backend
 INTERRUPT_AFTER: list[int] = []
 
 
+def _log(text: str) -> None:
+    """Append "<pid> <text>" to ``$ULDP_FAKE_LOG`` when it is set."""
+    if log := os.environ.get("ULDP_FAKE_LOG"):
+        with open(log, "a", encoding="utf-8") as stream:
+            stream.write(f"{os.getpid()} {text}\n")
+
+
 def resolve(params: Mapping[str, Any]) -> dict:
     """The fake "full configuration": the arguments plus one default."""
     return {**params, "device": "cpu"}
@@ -27,9 +34,7 @@ def resolve(params: Mapping[str, Any]) -> dict:
 def execute(params: Mapping[str, Any], checkpoint: str | None = None) -> dict:
     """Deterministic curves that depend on every argument: loss falls, epsilon grows like sqrt(round) (no
     checkpoint: a fake run takes no time)."""
-    if log := os.environ.get("ULDP_FAKE_LOG"):
-        with open(log, "a", encoding="utf-8") as stream:
-            stream.write(f"{os.getpid()} {sorted(params.items())}\n")
+    _log(str(sorted(params.items())))
     if params.get("method") == "FAIL":
         raise RuntimeError("this run fails on purpose")
     rate = 1.0 + 0.1 * params.get("seed", 0) + (params.get("global_lr") or 1.0) / 10
@@ -63,9 +68,7 @@ def resumed(params: Mapping[str, Any], checkpoint: str | None = None) -> dict:
 def slow(params: Mapping[str, Any], checkpoint: str | None = None) -> dict:
     """Like :func:`execute`, after two minutes of saving ``checkpoint`` over and over (atomically, as the simulation
     does), so that a signal finds the run in the middle of a write."""
-    if log := os.environ.get("ULDP_FAKE_LOG"):
-        with open(log, "a", encoding="utf-8") as stream:
-            stream.write(f"{os.getpid()} started\n")
+    _log("started")
     deadline = time.monotonic() + 120.0
     while time.monotonic() < deadline:
         write_bytes_atomic(checkpoint, bytes(1 << 16))

@@ -199,8 +199,10 @@ def test_dataset_filter_keeps_exactly_those_runs():
 def test_unknown_names_give_clear_errors():
     with pytest.raises(ValueError, match=r"unknown grid 'nope'.*creditcard.*weighting"):
         expand("nope", "paper")
-    with pytest.raises(ValueError, match=r"unknown profile 'huge'.*smoke, default, paper"):
+    with pytest.raises(ValueError, match=r"unknown profile 'huge'.*smoke, default, short, paper"):
         expand("mnist", "huge")
+    with pytest.raises(ValueError, match=r"grid 'creditcard' has no short profile; grids with one: mnist"):
+        expand("creditcard", "short")
     with pytest.raises(ValueError, match=re.escape("seeds must be distinct and at least one, got [1, 1]")):
         expand("mnist", "smoke", seeds=[1, 1])
     with pytest.raises(ValueError, match=re.escape("seeds must be distinct and at least one, got []")):

@@ -4,15 +4,18 @@ A *grid* is one figure of the paper: the privacy-utility trade-offs of each data
 weighting figure (Figure 9), user-level sub-sampling (Figure 10) and the private weighting protocol's runtime on the
 medical datasets (Figure 11). Its paper-profile runs are exactly the settings of ``settings.md`` (the authors'
 hyperparameters, 5 seeds). The ``default`` and ``smoke`` profiles shrink a grid (fewer rounds, epochs, users, seeds
-or methods) for the book and for CI; what each profile keeps is written in :data:`GRIDS`.
+or methods) for the book and for CI; what each profile keeps is written in :data:`GRIDS`. The ``short`` profile,
+defined only where the paper profile is out of a CPU's reach (MNIST), keeps the paper's federation whole (every
+record, user and silo, the paper's allocations and hyperparameters) and cuts only the rounds and local epochs, so that
+a claim comparing settings of that federation can be checked at a known, smaller scale.
 
 Every run is a plain mapping of :class:`uldp.simulation.RunConfig` arguments (plus ``max_test_records``, which
 this module applies: the smaller profiles evaluate MNIST on a fixed part of its test set). Its file is
 ``<root>/<grid>/<key>.json`` where ``key`` is :func:`config_hash` of that mapping; the file holds the arguments, the
 resolved configuration, the per-round results and provenance (command, git commit, package versions, date, wall
 time). Files are written atomically (temporary file + ``os.replace``), and a run whose file exists is skipped, so an
-interrupted grid resumes where it stopped. Paper-profile results go to ``results/`` (committed); smoke and default
-ones to ``_build/results/`` (git-ignored).
+interrupted grid resumes where it stopped. Paper-profile results go to ``results/`` and short-profile ones to
+``results/short/`` (both committed); smoke and default ones to ``_build/results/`` (git-ignored).
 
 >>> [spec.series for spec in expand("heart_disease", "paper") if spec.seed == 0][:3]
 ['DEFAULT', 'ULDP-NAIVE', 'ULDP-GROUP-max']
@@ -48,8 +51,9 @@ from uldp.checks import check_integer
 
 #: The repository root (results/ and _build/ live here).
 REPO_ROOT = Path(__file__).resolve().parent.parent
-#: Profiles, smallest first. ``paper`` is the authors' settings with 5 seeds.
-PROFILES: tuple[str, ...] = ("smoke", "default", "paper")
+#: Profiles, smallest first. ``paper`` is the authors' settings with 5 seeds; ``short`` is the paper's federation
+#: with fewer rounds and local epochs, for the grids that have it (:attr:`Grid.reductions`).
+PROFILES: tuple[str, ...] = ("smoke", "default", "short", "paper")
 #: Seeds of the paper profile (the paper averages 5 runs).
 PAPER_SEEDS: tuple[int, ...] = (0, 1, 2, 3, 4)
 #: Noise multiplier and delta of every run of the paper.
@@ -284,7 +288,7 @@ class Grid:
         entries: Builds the paper-profile runs (without seeds).
         panel_fields: Run arguments that identify one panel (setting) of the figure.
         series_fields: Run arguments that identify one line of a panel.
-        reductions: ``smoke`` and ``default`` reductions of the paper grid.
+        reductions: ``smoke`` and ``default`` reductions of the paper grid, and ``short`` where it has one.
     """
 
     name: str
@@ -314,9 +318,11 @@ def _format_field(name: str, value: Any) -> str:
     return str(value)
 
 
-def _privacy_utility_grid(dataset: str, title: str, figure: str, smoke: Reduction, default: Reduction) -> Grid:
+def _privacy_utility_grid(dataset: str, title: str, figure: str, smoke: Reduction, default: Reduction,
+                          short: Reduction | None = None) -> Grid:
+    reductions = {"smoke": smoke, "default": default} | ({"short": short} if short is not None else {})
     return Grid(dataset, title, figure, "privacy_utility", lambda: _privacy_utility_entries(dataset),
-                ("n_users", "distribution"), ("method",), {"smoke": smoke, "default": default})
+                ("n_users", "distribution"), ("method",), reductions)
 
 
 _SMOKE_METHODS = ("DEFAULT", "ULDP-NAIVE", "ULDP-GROUP-2", "ULDP-SGD", "ULDP-AVG", "ULDP-AVG-w")
@@ -346,6 +352,11 @@ GRIDS: dict[str, Grid] = {
             default=Reduction(rounds=4, local_epochs=1, users=((10000, 200),), max_train_records=1000,
                               max_test_records=1000, methods=("DEFAULT", "ULDP-GROUP-2", "ULDP-AVG", "ULDP-AVG-w"),
                               keep=(("distribution", ("zipf", "zipf-noniid")),)),
+            # The paper's federations of the non-iid claim (ULDP-AVG, zipf iid and non-iid, 100 and 10000 users,
+            # every record) at T = 20 and Q = 5 instead of 200 and 50: 7 and 12 minutes a run on 2 CPU cores, where
+            # the paper's scale takes about 100 times longer.
+            short=Reduction(seeds=(0, 1, 2), rounds=20, local_epochs=5, methods=("ULDP-AVG",),
+                            keep=(("distribution", ("zipf", "zipf-noniid")),)),
         ),
         _privacy_utility_grid(
             "heart_disease", "Privacy-utility trade-offs on HeartDisease", "Figure 7",
@@ -497,6 +508,9 @@ def expand(grid_name: str, profile: str, *, seeds: Sequence[int] | None = None,
     if profile == "paper":
         profile_seeds = PAPER_SEEDS
     else:
+        if profile not in grid.reductions:
+            having = [name for name, other in GRIDS.items() if profile in other.reductions]
+            raise ValueError(f"grid {grid_name!r} has no {profile} profile; grids with one: {', '.join(having)}")
         reduction = grid.reductions[profile]
         entries = [shrunk for shrunk in (reduction.apply(entry) for entry in entries) if shrunk is not None]
         profile_seeds = reduction.seeds
@@ -567,9 +581,14 @@ def config_hash(config: Mapping[str, Any]) -> str:
 
 
 def results_root(profile: str) -> Path:
-    """Where a profile's results live: ``results/`` (committed) for paper, ``_build/results/`` otherwise."""
+    """Where a profile's results live: ``results/`` for paper and ``results/short/`` for short (committed),
+    ``_build/results/`` otherwise."""
     check_profile(profile)
-    return REPO_ROOT / "results" if profile == "paper" else REPO_ROOT / "_build" / "results"
+    if profile == "paper":
+        return REPO_ROOT / "results"
+    if profile == "short":
+        return REPO_ROOT / "results" / "short"
+    return REPO_ROOT / "_build" / "results"
 
 
 def result_path(root: Path, spec: RunSpec) -> Path:

@@ -13,10 +13,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "grid",
         help="run a named experiment grid of the paper (resumes: stored runs are skipped)",
         description="Run every run of a named grid that is not stored yet, one JSON file per run. "
-                    "Paper-profile results go to results/<grid>/, smoke and default ones to _build/results/<grid>/.",
+                    "Paper-profile results go to results/<grid>/, short-profile ones to results/short/<grid>/, "
+                    "smoke and default ones to _build/results/<grid>/.",
     )
     parser.add_argument("name", help="grid name, e.g. heart_disease, weighting, user_sampling; `list` lists them")
-    parser.add_argument("--profile", default="smoke", help="smoke, default or paper (default: smoke)")
+    parser.add_argument("--profile", default="smoke", help="smoke, default, short or paper (default: smoke)")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once, in separate processes (default 1)")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds instead of the profile's")
     parser.add_argument("--methods", nargs="+", default=None, help="only the runs of these methods")

@@ -20,14 +20,13 @@
 profile = "default"
 
 # %%
-import time
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from uldp.secure import encoding, fast, protocol
+from uldp.secure import fast, protocol
 from uldp.secure.protocol import SecureSession
 
 SMOKE = profile == "smoke"

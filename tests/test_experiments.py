@@ -597,16 +597,18 @@ def test_accounted_results_equal_the_trained_paper_runs_epsilon(monkeypatch):
         experiments.accounted_results("heart_disease", methods=("ULDP-AVG", "ULDP-GROUP-3"))
 
 
-def test_every_committed_paper_result_is_a_run_of_its_grid_stored_under_its_key():
-    """The committed results/ files: each is a complete result named by the hash of its arguments, labelled with its
-    grid's panel and series, with provenance of a clean commit. (Checkpoints of runs in progress are ignored by git.)"""
-    root = experiments.results_root("paper")
+@pytest.mark.parametrize("profile", ["paper", "short"])
+def test_every_committed_result_is_a_run_of_its_grid_stored_under_its_key(profile):
+    """The committed results/ (paper) and results/short/ files: each is a complete result named by the hash of its
+    arguments, labelled with its grid's panel and series, with provenance of a clean commit. (Checkpoints of runs in
+    progress are ignored by git.)"""
+    root = experiments.results_root(profile)
     files = sorted(root.glob("*/*.json"))
     if not files:
-        pytest.skip("no committed paper results")
+        pytest.skip(f"no committed {profile} results")
     specs, places = {}, {}
     for name in {path.parent.name for path in files}:
-        grid_specs = expand(name, "paper", seeds=list(range(10)))  # any seed up to 9
+        grid_specs = expand(name, profile, seeds=list(range(10)))  # any seed up to 9
         specs[name] = {spec.key: spec for spec in grid_specs}
         for spec in grid_specs:  # a shared run has a place in more than one panel
             places.setdefault(spec.key, set()).add((spec.panel, spec.series))
@@ -614,7 +616,7 @@ def test_every_committed_paper_result_is_a_run_of_its_grid_stored_under_its_key(
         stored = experiments.read_result(path)
         assert stored is not None, f"{path} is not a complete result"
         spec = specs[path.parent.name].get(path.stem)
-        assert spec is not None, f"{path} is no run of grid {path.parent.name!r} at the paper profile"
+        assert spec is not None, f"{path} is no run of grid {path.parent.name!r} at the {profile} profile"
         assert (stored["key"], stored["grid"], stored["seed"]) == (spec.key, spec.grid, spec.seed), path
         assert config_hash(experiments.effective_arguments(stored["params"])) == path.stem, path
         assert (stored["panel"], stored["series"]) in places[spec.key], path

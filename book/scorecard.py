@@ -27,11 +27,13 @@
 # Each grid contributes its committed paper-profile results when they cover every line of its figure; when they
 # cover only some panels whole, those panels (a verdict at paper scale on fewer settings); otherwise the results of
 # this book's own build at the chapter's profile (produced by the experiment chapters before this one), which are
-# far too short for the verdicts to mean much. The `source` column says which, with the panels when not all. The
-# one claim about $\epsilon$ alone on MNIST is judged at the paper's scale from accounting alone, which needs no
-# training; the claim comparing MNIST federations (non-iid data with 100 and 10000 users) is judged on the committed
-# `short` profile when no paper-profile MNIST results are stored: the paper's federations whole, trained for 20
-# rounds of 5 local epochs instead of 200 of 50 (see the MNIST chapter).
+# far too small for the verdicts to mean much. A claim about several figures is judged on the ones stored at the
+# largest profile, never on a mix of scales: a figure with only this build's small runs (MNIST's privacy-utility
+# figure) is left out of it. The `source` column says which results a verdict rests on, with the panels when not
+# all. The one claim about $\epsilon$ alone on MNIST is judged at the paper's scale from accounting alone, which
+# needs no training; the claim comparing MNIST federations (non-iid data with 100 and 10000 users) is judged on the
+# committed `short` profile when no paper-profile MNIST results are stored: the paper's federations whole, trained
+# for 20 rounds of 5 local epochs instead of 200 of 50 (see the MNIST chapter).
 
 # %% tags=["parameters"]
 profile = "default"

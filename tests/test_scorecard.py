@@ -168,6 +168,19 @@ def test_noniid_claim_is_judged_on_the_largest_profile_stored():
     assert "paper profile (T=200, Q=50)" in row["measured"]
 
 
+def test_claims_over_several_grids_leave_out_the_grids_at_a_smaller_profile():
+    """The book's default-profile MNIST runs beside paper-profile runs of HeartDisease and TcgaBrca: the claims about
+    all privacy-utility figures are judged on the paper-profile grids alone (4 settings each)."""
+    data = world(seeds=(0,), grids=("heart_disease", "tcga_brca")) | world("default", seeds=(0,), grids=("mnist",))
+    table = sc.scorecard(data).set_index("where")
+    for claim in ("avg-vs-sgd", "avg-w-faster"):
+        row = table[table["claim"] == next(c.text for c in sc.CLAIMS if c.key == claim)].iloc[0]
+        assert "in 8 of 8 settings" in row["measured"], row["measured"]
+        assert row["source"] == "heart_disease: paper, 1 seed(s); tcga_brca: paper, 1 seed(s)"
+    alone = sc.scorecard(world("default", seeds=(0,), grids=("mnist",)), grid="mnist").set_index("where")
+    assert alone.loc["Figures 5-8", "source"].eq("mnist: default, 1 seed(s)").all()  # smaller scale when alone
+
+
 def test_stored_results_read_the_committed_short_profile(tmp_path):
     from uldp.experiments import run_grid
 

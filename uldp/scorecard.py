@@ -3,7 +3,8 @@
 Every claim is a function of the stored results of the grids (:mod:`uldp.experiments`) that returns what we measured
 and a verdict: ``holds``, ``partly`` or ``does not hold`` (``not measured`` when the results it needs are missing).
 A claim made over several settings (panels) holds when it holds in every one, partly when in at least half, and
-does not hold otherwise; claims with a magnitude ("much larger") state the threshold they use.
+does not hold otherwise; claims with a magnitude ("much larger") state the threshold they use. A claim is judged on
+its grids' results at the largest profile stored, never on a mix of scales.
 
 Utility is the dataset's metric of :data:`uldp.experiments.UTILITY_METRIC` (higher is better); "final" means the
 mean over seeds at the last round; "convergence speed" is the mean utility over all rounds (the area under the
@@ -46,12 +47,10 @@ class NotMeasured(Exception):
 
 @dataclass(frozen=True)
 class Finding:
-    """What a claim function found: a sentence with our numbers, the verdict, and, when the claim chose among its
-    grids' results, the ones it used (else every one of its grids with stored runs is named as its source)."""
+    """What a claim function found: a sentence with our numbers, and the verdict."""
 
     measured: str
     verdict: str
-    used: tuple[ResultSet, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -278,31 +277,25 @@ def _group2_mnist(data: Mapping[str, ResultSet]) -> Finding:
                    " (held: at most 10 and below the few-users value)", verdict)
 
 
-def _largest_scale_first(data: Mapping[str, ResultSet], names: tuple[str, ...]) -> list[ResultSet]:
-    """The stored results under ``names``, the largest profile first (paper, short, then the book's own)."""
-    found = [data[name] for name in names if name in data and data[name].runs]
-    return sorted(found, key=lambda results: PROFILES.index(results.profile), reverse=True)
-
-
 def _noniid(data: Mapping[str, ResultSet]) -> Finding:
-    for results in _largest_scale_first(data, ("mnist", MNIST_SHORT)):
-        table = per_setting(results, "accuracy")
-        table = table[table["series"] == "ULDP-AVG"]
-        drops = {}
-        for n_users in sorted(set(table["n_users"])):
-            rows = table[table["n_users"] == n_users].set_index("distribution")["mean"]
-            if {"zipf", "zipf-noniid"} <= set(rows.index):
-                drops[int(n_users)] = float(rows["zipf"] - rows["zipf-noniid"])
-        if len(drops) >= 2:
-            break
-    else:
+    results = data.get("mnist", data.get(MNIST_SHORT))
+    if results is None or not results.runs:
+        raise NotMeasured("no MNIST results")
+    table = per_setting(results, "accuracy")
+    table = table[table["series"] == "ULDP-AVG"]
+    drops = {}
+    for n_users in sorted(set(table["n_users"])):
+        rows = table[table["n_users"] == n_users].set_index("distribution")["mean"]
+        if {"zipf", "zipf-noniid"} <= set(rows.index):
+            drops[int(n_users)] = float(rows["zipf"] - rows["zipf-noniid"])
+    if len(drops) < 2:
         raise NotMeasured("ULDP-AVG on MNIST zipf iid and non-iid with two user counts is missing")
     few, many = drops[min(drops)], drops[max(drops)]
     verdict = HOLDS if few > NOTICEABLE and many < few / 2 else PARTLY if few > many else FAILS
     params = results.runs[0]["params"]
     return Finding(f"ULDP-AVG final accuracy, zipf iid minus non-iid: {few:+.3f} with {min(drops)} users, "
                    f"{many:+.3f} with {max(drops)} users, {results.profile} profile (T={params['rounds']}, "
-                   f"Q={params['local_epochs']}) (held: > {NOTICEABLE} and less than half of it)", verdict, (results,))
+                   f"Q={params['local_epochs']}) (held: > {NOTICEABLE} and less than half of it)", verdict)
 
 
 def weighting_gaps(data: Mapping[str, ResultSet]) -> pd.DataFrame:
@@ -469,8 +462,25 @@ def _source(results: ResultSet) -> str:
     return text
 
 
+def at_largest_profile(data: Mapping[str, ResultSet], names: tuple[str, ...]) -> dict[str, ResultSet]:
+    """The stored results of the grids ``names`` at the largest profile any of them has (paper, short, default,
+    smoke): a verdict rests on one scale, the largest stored. A grid stored only at a smaller profile is left out;
+    for instance the book's own short runs of MNIST beside the paper-profile runs of the other datasets.
+
+    >>> from uldp.experiments import ResultSet
+    >>> data = {name: ResultSet(name, profile, ({},), (), "memory")
+    ...         for name, profile in (("creditcard", "paper"), ("mnist", "default"), ("tcga_brca", "paper"))}
+    >>> list(at_largest_profile(data, ("creditcard", "mnist", "tcga_brca", "heart_disease")))
+    ['creditcard', 'tcga_brca']
+    """
+    stored = {name: data[name] for name in names if name in data and data[name].runs}
+    largest = max((PROFILES.index(results.profile) for results in stored.values()), default=0)
+    return {name: results for name, results in stored.items() if PROFILES.index(results.profile) == largest}
+
+
 def scorecard(data: Mapping[str, ResultSet], *, grid: str | None = None) -> pd.DataFrame:
-    """Check every claim of :data:`CLAIMS` against stored results.
+    """Check every claim of :data:`CLAIMS` against stored results, each on its grids' results at the largest
+    profile stored (:func:`at_largest_profile`).
 
     Args:
         data: ``{grid name: ResultSet}``, e.g. from :func:`stored_results`.
@@ -483,12 +493,12 @@ def scorecard(data: Mapping[str, ResultSet], *, grid: str | None = None) -> pd.D
     for claim in CLAIMS:
         if grid is not None and grid not in claim.grids:
             continue
+        used = at_largest_profile(data, claim.grids)
         try:
-            finding = claim.check(data)
+            finding = claim.check(used)
         except NotMeasured as missing:
             finding = Finding(f"not measured: {missing}", MISSING)
-        used = finding.used or [data[name] for name in claim.grids if name in data and data[name].runs]
-        source = "; ".join(_source(r) for r in used)
+        source = "; ".join(_source(results) for results in used.values())
         rows.append({"claim": claim.text, "where": claim.where, "measured": finding.measured,
                      "verdict": finding.verdict, "source": source or "-"})
     return pd.DataFrame(rows)

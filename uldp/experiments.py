@@ -353,8 +353,8 @@ GRIDS: dict[str, Grid] = {
                               max_test_records=1000, methods=("DEFAULT", "ULDP-GROUP-2", "ULDP-AVG", "ULDP-AVG-w"),
                               keep=(("distribution", ("zipf", "zipf-noniid")),)),
             # The paper's federations of the non-iid claim (ULDP-AVG, zipf iid and non-iid, 100 and 10000 users,
-            # every record) at T = 20 and Q = 5 instead of 200 and 50: 7 and 12 minutes a run on 2 CPU cores, where
-            # the paper's scale takes about 100 times longer.
+            # every record) at T = 20 and Q = 5 instead of 200 and 50: a run alone on 2 CPU cores takes 7 (100 users)
+            # to 12 minutes (10000), where the paper's scale takes about 100 times longer.
             short=Reduction(seeds=(0, 1, 2), rounds=20, local_epochs=5, methods=("ULDP-AVG",),
                             keep=(("distribution", ("zipf", "zipf-noniid")),)),
         ),

@@ -466,7 +466,7 @@ def _source(results: ResultSet) -> str:
 def at_largest_profile(data: Mapping[str, ResultSet], names: tuple[str, ...]) -> dict[str, ResultSet]:
     """The stored results of the grids ``names`` at the largest profile any of them has (paper, short, default,
     smoke): a verdict rests on one scale, the largest stored. A grid stored only at a smaller profile is left out;
-    for instance the book's own short runs of MNIST beside the paper-profile runs of the other datasets.
+    for instance the book's own small runs of MNIST beside the paper-profile runs of the other datasets.
 
     >>> from uldp.experiments import ResultSet
     >>> data = {name: ResultSet(name, profile, ({},), (), "memory")

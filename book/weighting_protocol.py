@@ -20,7 +20,6 @@
 profile = "default"
 
 # %%
-
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd

@@ -182,6 +182,8 @@ def test_claims_over_several_grids_leave_out_the_grids_at_a_smaller_profile():
 
 
 def test_stored_results_read_the_committed_short_profile(tmp_path):
+    """The fake backend's curves ignore the allocation, so iid and non-iid end equal: the claim is measured on the
+    short runs read from ``short_root`` and does not hold."""
     from uldp.experiments import run_grid
 
     short = tmp_path / "short"
@@ -191,4 +193,5 @@ def test_stored_results_read_the_committed_short_profile(tmp_path):
     assert (results.grid, results.profile, len(results.runs), len(results.missing)) == ("mnist", "short", 4, 8)
     assert {run["params"]["n_users"] for run in results.runs} == {100, 10000}
     row = _noniid_row(data)
-    assert row["source"] == "mnist: short, 1 seed(s), 4/12 runs" and row["verdict"] != sc.MISSING
+    assert row["source"] == "mnist: short, 1 seed(s), 4/12 runs" and row["verdict"] == sc.FAILS
+    assert "+0.000 with 100 users, +0.000 with 10000 users, short profile (T=20, Q=5)" in row["measured"]

@@ -14,8 +14,9 @@ this module applies: the smaller profiles evaluate MNIST on a fixed part of its 
 ``<root>/<grid>/<key>.json`` where ``key`` is :func:`config_hash` of that mapping; the file holds the arguments, the
 resolved configuration, the per-round results and provenance (command, git commit, package versions, the dataset
 variant that ran, date, wall time). Files are written atomically (temporary file + ``os.replace``), and a run whose
-file exists is skipped, so an interrupted grid resumes where it stopped. Paper-profile results go to ``results/`` and short-profile ones to
-``results/short/`` (both committed); smoke and default ones to ``_build/results/`` (git-ignored).
+file exists is skipped, so an interrupted grid resumes where it stopped. Paper-profile results go to ``results/``
+and short-profile ones to ``results/short/`` (both committed); smoke and default ones to ``_build/results/``
+(git-ignored).
 
 >>> [spec.series for spec in expand("heart_disease", "paper") if spec.seed == 0][:3]
 ['DEFAULT', 'ULDP-NAIVE', 'ULDP-GROUP-max']

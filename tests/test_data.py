@@ -164,6 +164,12 @@ def test_tcga_brca_scorings_give_the_same_test_set(tcga, data_dir):
     scoring cannot change a run (experiments.effective_arguments drops it from TcgaBrca's keys)."""
     per_centre = load("tcga_brca", data_dir, test_scoring="per-centre")
     assert torch.equal(tcga.x_test, per_centre.x_test) and torch.equal(tcga.y_test, per_centre.y_test)
+    # FLamby's pooled test set takes the patients whose "fold" is "test": the per-centre test sets together
+    brca = pd.read_csv(data_dir / "tcga_brca/brca.csv")
+    split = pd.read_csv(data_dir / "tcga_brca/train_test_split.csv")
+    pooled = brca[brca["pid"].isin(split.loc[split["fold"] == "test", "pid"])]
+    assert len(pooled) == tcga.x_test.shape[0]
+    assert float(tcga.y_test[:, 1].sum()) == pytest.approx(float(pooled["T"].sum()))
     assert torch.equal(tcga.x_train, per_centre.x_train)
 
 

@@ -15,7 +15,7 @@
 #
 # ULDP-AVG weights every user's clipped update in every silo by $w_{s,u} = 1/|S|$; ULDP-AVG-w uses
 # $w_{s,u} = n_{s,u} / N_u$ (the share of user $u$'s records held by silo $s$), computed privately by the weighting
-# protocol. Both have the same user-level sensitivity, hence the same $\epsilon$. The paper's Figure 9 compares their
+# protocol. Both have the same user-level sensitivity, hence the same $\epsilon$. The paper's Figure 8 compares the two weightings'
 # test loss on Creditcard (1000 users; 5, 20 and 50 silos; uniform and zipf) and states that equal weights waste
 # signal when a user's records are skewed across silos (zipf), and more so with more silos, since every weight
 # $1/|S|$ gets smaller. We add TcgaBrca (200 users, 6 silos), as in settings.md.
@@ -46,7 +46,7 @@ print("seeds:    ", settings.attrs["seeds"])
 settings
 
 # %% [markdown]
-# ## Figure 9: test loss
+# ## Figure 8: test loss
 #
 # One panel per dataset and number of silos; solid lines for the uniform allocation, dashed for zipf. Mean over
 # seeds with a one-std band.
@@ -73,7 +73,7 @@ gaps.pivot_table(index=["dataset", "n_silos"], columns="distribution", values="g
 scorecard.scorecard({GRID: shown.results}, grid=GRID)[["claim", "measured", "verdict"]]
 
 # %% [markdown]
-# ## What the private weighting costs (Figure 11)
+# ## What the private weighting costs (Figure 10)
 #
 # ULDP-AVG-w needs $n_{s,u} / N_u$, which no silo may learn for another silo's users; the private weighting protocol
 # (Protocol 1, see the chapter on the weighting protocol) computes the weighted sum under Paillier encryption. The

@@ -10,7 +10,7 @@
 # - **RDP group privacy** (Mironov 2017, Proposition 2): for $k = 2^c$ and any order $\alpha \ge 2k$, an
 #   $(\alpha, \rho)$-RDP mechanism is $(\alpha / k, 3^c \rho)$-RDP for groups of $k$; then RDP is converted to
 #   $(\epsilon, \delta)$-DP (the paper's Lemma 2).
-# - **$(\epsilon, \delta)$ group privacy** (the paper's Lemma 3): $(\epsilon, \delta)$-DP gives
+# - **$(\epsilon, \delta)$ group privacy** (the paper's Lemma 5): $(\epsilon, \delta)$-DP gives
 #   $(k\epsilon, k e^{(k-1)\epsilon}\delta)$ for groups of $k$. To reach a target $\delta$ the input $\delta$ must be
 #   solved for; `uldp` solves it in closed form for every RDP order and keeps the best order (no search, no cap on $k$).
 
@@ -45,7 +45,7 @@ table[["epsilon_rdp", "epsilon_rdp_paper", "paper_grid_valid", "epsilon_dp"]].ro
 fig, ax = plt.subplots(figsize=(6.5, 4))
 ax.plot(table.index, table["epsilon_rdp"], "o-", label="RDP group privacy (valid orders, $\\alpha \\geq 2k$)")
 ax.plot(table.index, table["epsilon_rdp_paper"], "x--", label="RDP group privacy, paper's grid (invalid for $k \\geq 16$)")
-ax.plot(table.index, table["epsilon_dp"], "s-", label="$(\\epsilon, \\delta)$ group privacy (Lemma 3, exact solve)")
+ax.plot(table.index, table["epsilon_dp"], "s-", label="$(\\epsilon, \\delta)$ group privacy (Lemma 5, exact solve)")
 ax.set_xscale("log", base=2)
 ax.set_yscale("log")
 ax.set_xlabel("group size $k$")

@@ -19,7 +19,7 @@
 # $\mathcal{N}(0, \sigma^2 C^2 / |S|)$ and the server steps by $\eta_g / (q |U| |S|)$ times the sum. Because
 # $\sum_s w_{s,u} = 1$ for every user, one user moves the sum by at most $C$, wherever its records are, so the summed
 # noise $\sigma C$ gives noise multiplier $\sigma$ per round (Theorem 3). The weights are uniform $1/|S|$ or the
-# enhanced $w_{s,u} = n_{s,u} / N_u$ (Eq. 4, "-w"); with user-level Poisson sampling (Algorithm 4) the users *not*
+# enhanced $w_{s,u} = n_{s,u} / N_u$ (Eq. (3), "-w"); with user-level Poisson sampling (Algorithm 4) the users *not*
 # sampled get weight 0 (the pseudo-code's loop variable is a typo, settings.md).
 
 # %% tags=["parameters"]
@@ -149,5 +149,5 @@ for name, result in results.items():
 
 # %% [markdown]
 # ULDP-SGD/AVG share Theorem 3's epsilon, equal to ULDP-NAIVE's at the same $\sigma$ (both are noise multiplier
-# $\sigma$ per round); user sampling with $q = 0.5$ lowers it (Lemma 5's amplification). The full-scale comparison
+# $\sigma$ per round); user sampling with $q = 0.5$ lowers it (Lemma 4's amplification). The full-scale comparison
 # is in the HeartDisease experiment chapter.

@@ -128,12 +128,12 @@ def test_mnist_epsilon_claim_says_not_measured_without_the_mnist_files(tmp_path,
     experiments._dataset.cache_clear()  # a dataset loaded by an earlier test would hide the missing files
     data = sc.stored_results("smoke", paper_root=tmp_path / "paper", root=tmp_path / "build")
     assert sc.MNIST_ACCOUNTING not in data
-    row = sc.scorecard(data).set_index("where").loc["Figure 6d-f"]
+    row = sc.scorecard(data).set_index("key").loc["group2-mnist"]
     assert row["verdict"] == sc.MISSING and "accounting at the paper's settings needs the data" in row["measured"]
 
 
 def _noniid_row(data: dict[str, ResultSet]) -> dict:
-    return sc.scorecard(data, grid="mnist").set_index("where").loc["Figure 6c, 6f"].to_dict()
+    return sc.scorecard(data, grid="mnist").set_index("key").loc["non-iid"].to_dict()
 
 
 def _noniid_drop(results: ResultSet, n_users: int) -> str:
@@ -178,7 +178,7 @@ def test_claims_over_several_grids_leave_out_the_grids_at_a_smaller_profile():
         assert "in 8 of 8 settings" in row["measured"], row["measured"]
         assert row["source"] == "heart_disease: paper, 1 seed(s); tcga_brca: paper, 1 seed(s)"
     alone = sc.scorecard(world("default", seeds=(0,), grids=("mnist",)), grid="mnist").set_index("where")
-    assert alone.loc["Figures 5-8", "source"].eq("mnist: default, 1 seed(s)").all()  # smaller scale when alone
+    assert alone.loc["Figures 4-7", "source"].eq("mnist: default, 1 seed(s)").all()  # smaller scale when alone
 
 
 def test_stored_results_read_the_committed_short_profile(tmp_path):

@@ -2,12 +2,12 @@
 
 Every curve is the mean over seeds with a band of one standard deviation, against the round, as in the paper.
 
-- :func:`privacy_utility_figure` (Figures 5-8): one row per setting (users, distribution); utility on the left
+- :func:`privacy_utility_figure` (Figures 4-7): one row per setting (users, distribution); utility on the left
   (test loss, then accuracy, for MNIST), the user-level epsilon on the right (log scale).
-- :func:`weighting_figure` (Figure 9): test loss of ULDP-AVG and ULDP-AVG-w, one panel per dataset and silo count,
+- :func:`weighting_figure` (Figure 8): test loss of ULDP-AVG and ULDP-AVG-w, one panel per dataset and silo count,
   solid lines for uniform and dashed for zipf.
-- :func:`user_sampling_figure` (Figure 10): utility and epsilon of ULDP-AVG-w for each user sampling rate q.
-- :func:`runtime_figure` (Figure 11): time per part of the private weighting protocol on the medical datasets.
+- :func:`user_sampling_figure` (Figure 9): utility and epsilon of ULDP-AVG-w for each user sampling rate q.
+- :func:`runtime_figure` (Figure 10): time per part of the private weighting protocol on the medical datasets.
 """
 
 from __future__ import annotations
@@ -131,14 +131,14 @@ def _dataset(results: ResultSet) -> str:
 
 
 def privacy_utility_figure(results: ResultSet) -> Figure:
-    """Figures 5-8: utility (left; test loss and accuracy for MNIST) and user-level epsilon (right) per setting."""
+    """Figures 4-7: utility (left; test loss and accuracy for MNIST) and user-level epsilon (right) per setting."""
     dataset = _dataset(results)
     metrics = (["test_loss"] if dataset == "mnist" else []) + [UTILITY_METRIC.get(dataset, "accuracy"), "epsilon"]
     return metric_grid(results, metrics, title=f"Privacy-utility trade-offs: {dataset} ({results.profile} profile)")
 
 
 def weighting_figure(results: ResultSet) -> Figure:
-    """Figure 9: test loss of ULDP-AVG vs ULDP-AVG-w, one panel per dataset and silo count (solid: uniform,
+    """Figure 8: test loss of ULDP-AVG vs ULDP-AVG-w, one panel per dataset and silo count (solid: uniform,
     dashed: zipf)."""
     if not results.runs:
         raise ValueError(f"no stored results for grid {results.grid!r}: nothing to plot")
@@ -156,7 +156,7 @@ def weighting_figure(results: ResultSet) -> Figure:
 
 
 def user_sampling_figure(results: ResultSet) -> Figure:
-    """Figure 10: utility (left) and epsilon (right) of ULDP-AVG-w for each user-level sampling rate q."""
+    """Figure 9: utility (left) and epsilon (right) of ULDP-AVG-w for each user-level sampling rate q."""
     if not results.runs:
         raise ValueError(f"no stored results for grid {results.grid!r}: nothing to plot")
     datasets = [run["params"]["dataset"] for run in results.runs]
@@ -201,7 +201,7 @@ def runtime_table(results: ResultSet) -> Any:
 
 
 def runtime_figure(results: ResultSet) -> Figure:
-    """Figure 11: per silo, local training with the encrypted weighting (left); key set-up, blinded histogram and
+    """Figure 10 (protocol runtime): per silo, local training with the encrypted weighting (left); key set-up, blinded histogram and
     the server's per-round work (right), for HeartDisease and TcgaBrca with 10 and 100 users (zipf, ULDP-AVG-w)."""
     table = runtime_table(results)
     labels = [f"{dataset}\n|U|={users}" for dataset, users in table.index]

@@ -392,35 +392,35 @@ def _sampling_mnist(data: Mapping[str, ResultSet]) -> Finding:
 #: Every claim of Section 5.2, in the paper's order.
 CLAIMS: tuple[Claim, ...] = (
     Claim("tradeoff", "ULDP-AVG/SGD give significantly better privacy-utility trade-offs than the baselines "
-          "(ULDP-NAIVE, ULDP-GROUP-k).", "Figures 5-8", PRIVACY_UTILITY_GRIDS, _proposed_tradeoff),
+          "(ULDP-NAIVE, ULDP-GROUP-k).", "Figures 4-7", PRIVACY_UTILITY_GRIDS, _proposed_tradeoff),
     Claim("naive-low", "ULDP-NAIVE achieves a low privacy bound, but its utility is much lower than the other "
-          "methods'.", "Figures 5-8", PRIVACY_UTILITY_GRIDS, _naive_low),
+          "methods'.", "Figures 4-7", PRIVACY_UTILITY_GRIDS, _naive_low),
     Claim("group-epsilon", "ULDP-GROUP-k requires much larger privacy budgets (group-privacy conversion).",
-          "Figures 5-8", PRIVACY_UTILITY_GRIDS, _group_epsilon),
-    Claim("avg-vs-sgd", "ULDP-AVG converges faster than ULDP-SGD.", "Figures 5-8", PRIVACY_UTILITY_GRIDS,
+          "Figures 4-7", PRIVACY_UTILITY_GRIDS, _group_epsilon),
+    Claim("avg-vs-sgd", "ULDP-AVG converges faster than ULDP-SGD.", "Figures 4-7", PRIVACY_UTILITY_GRIDS,
           lambda data: _pairwise(data, "ULDP-AVG", "ULDP-SGD", "auc")),
     Claim("default-gap", "There is still a gap between ULDP-AVG and the non-private DEFAULT, the price of privacy.",
-          "Figures 5-8", PRIVACY_UTILITY_GRIDS, _default_gap),
+          "Figures 4-7", PRIVACY_UTILITY_GRIDS, _default_gap),
     Claim("group-small-n", "For small n (Creditcard, 1000 users, uniform), ULDP-GROUP-max/median reach higher "
-          "accuracy than ULDP-AVG.", "Figure 5c", ("creditcard",), _group_beats_avg_small_n),
-    Claim("avg-w-faster", "In all datasets ULDP-AVG-w converges much faster than ULDP-AVG.", "Figures 5-8",
+          "accuracy than ULDP-AVG.", "Figure 4c", ("creditcard",), _group_beats_avg_small_n),
+    Claim("avg-w-faster", "In all datasets ULDP-AVG-w converges much faster than ULDP-AVG.", "Figures 4-7",
           PRIVACY_UTILITY_GRIDS, lambda data: _pairwise(data, "ULDP-AVG-w", "ULDP-AVG", "auc")),
     Claim("group2-mnist", "On MNIST with 10000 users (few records per user, many records), ULDP-GROUP-2 reaches a "
-          "reasonably small privacy bound.", "Figure 6d-f", (MNIST_ACCOUNTING,), _group2_mnist),
+          "reasonably small privacy bound.", "Figure 5d-f", (MNIST_ACCOUNTING,), _group2_mnist),
     Claim("non-iid", "User-level non-iid data hurts ULDP-AVG with 100 users (MNIST), much less with 10000 users.",
-          "Figure 6c, 6f", ("mnist", MNIST_SHORT), _noniid),
+          "Figure 5c, 5f", ("mnist", MNIST_SHORT), _noniid),
     Claim("weighting", "The enhanced weighting (ULDP-AVG-w) lowers the test loss compared with ULDP-AVG.",
-          "Figure 9", ("weighting",), _weighting_helps),
-    Claim("weighting-zipf", "The gain of ULDP-AVG-w is larger under skewed (zipf) allocations.", "Figure 9",
+          "Figure 8", ("weighting",), _weighting_helps),
+    Claim("weighting-zipf", "The gain of ULDP-AVG-w is larger under skewed (zipf) allocations.", "Figure 8",
           ("weighting",), _weighting_zipf),
-    Claim("weighting-silos", "The gain of ULDP-AVG-w grows with the number of silos.", "Figure 9", ("weighting",),
+    Claim("weighting-silos", "The gain of ULDP-AVG-w grows with the number of silos.", "Figure 8", ("weighting",),
           _weighting_silos),
-    Claim("sampling", "User-level sub-sampling gives a tighter privacy bound at the expense of utility.", "Figure 10",
+    Claim("sampling", "User-level sub-sampling gives a tighter privacy bound at the expense of utility.", "Figure 9",
           ("user_sampling",), _sampling_tradeoff),
-    Claim("sampling-q07", "On Creditcard the utility loss of sub-sampling is acceptable at q = 0.7.", "Figure 10a",
+    Claim("sampling-q07", "On Creditcard the utility loss of sub-sampling is acceptable at q = 0.7.", "Figure 9a",
           ("user_sampling",), _sampling_q07),
     Claim("sampling-mnist", "With 10000 users (MNIST) sub-sampling costs less utility than on Creditcard.",
-          "Figure 10b", ("user_sampling",), _sampling_mnist),
+          "Figure 9b", ("user_sampling",), _sampling_mnist),
 )
 
 
@@ -488,7 +488,8 @@ def scorecard(data: Mapping[str, ResultSet], *, grid: str | None = None) -> pd.D
         grid: Only the claims that read this grid.
 
     Returns:
-        One row per claim: ``claim, where, measured, verdict, source`` (the profile and seeds of the results used).
+        One row per claim: ``key, claim, where, measured, verdict, source`` (the profile and seeds of the results
+        used).
     """
     rows = []
     for claim in CLAIMS:
@@ -500,7 +501,7 @@ def scorecard(data: Mapping[str, ResultSet], *, grid: str | None = None) -> pd.D
         except NotMeasured as missing:
             finding = Finding(f"not measured: {missing}", MISSING)
         source = "; ".join(_source(results) for results in used.values())
-        rows.append({"claim": claim.text, "where": claim.where, "measured": finding.measured,
+        rows.append({"key": claim.key, "claim": claim.text, "where": claim.where, "measured": finding.measured,
                      "verdict": finding.verdict, "source": source or "-"})
     return pd.DataFrame(rows)
 

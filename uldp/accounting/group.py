@@ -6,7 +6,7 @@ Two conversions, both used by the paper's Figure 2 and by ULDP-GROUP-k (Theorem 
   ``settings.md``): for ``k = 2^c`` and any order ``alpha >= 2k``, an ``(alpha, rho)``-RDP mechanism is
   ``(alpha / k, 3^c rho)``-RDP for groups of ``k``. Only orders ``alpha >= 2k`` are valid, so the group order
   ``beta = alpha / k`` ranges over ``beta >= 2``.
-- (epsilon, delta) group privacy (the paper's Lemma 3): ``(epsilon, delta)``-DP implies
+- (epsilon, delta) group privacy (the paper's Lemma 5): ``(epsilon, delta)``-DP implies
   ``(k epsilon, k e^((k-1) epsilon) delta)``-DP for groups of ``k``, for any integer ``k``.
 """
 
@@ -128,7 +128,7 @@ def paper_group_rdp_epsilon(rdp_curve: RdpCurve, *, k: int, delta: float) -> Pri
 def group_dp_epsilon(
     rdp_curve: RdpCurve, *, k: int, delta: float, orders: Sequence[float] = DEFAULT_ORDERS
 ) -> PrivacySpent:
-    """(epsilon, delta) for groups of ``k`` records via (epsilon, delta) group privacy (paper Lemma 3).
+    """(epsilon, delta) for groups of ``k`` records via (epsilon, delta) group privacy (paper Lemma 5).
 
     For each order ``alpha`` the record-level guarantee is ``(eps_alpha(d), d)`` for every input delta ``d``
     (Lemma 2) and the group guarantee is ``(k eps_alpha(d), k e^((k-1) eps_alpha(d)) d)``. Setting the group
@@ -234,7 +234,7 @@ def group_privacy_table(
     Returns:
         One row per ``k``: ``epsilon_rdp`` (valid RDP group privacy, next power of two for other ``k``),
         ``epsilon_rdp_lower`` (the largest power of two below, the paper's value for such ``k``),
-        ``epsilon_dp`` (Lemma 3, exact per-order solve), ``epsilon_rdp_paper`` (the authors' grid, for powers
+        ``epsilon_dp`` (Lemma 5, exact per-order solve), ``epsilon_rdp_paper`` (the authors' grid, for powers
         of two) and ``paper_grid_valid`` (whether that grid's optimum lies in the lemma's domain).
     """
     sigma, q, steps = check_positive("sigma", sigma), check_rate("q", q), check_integer("steps", steps, minimum=0)

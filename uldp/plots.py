@@ -170,9 +170,15 @@ def runtime_table(results: ResultSet) -> Any:
     """Seconds per part of the private weighting protocol for each run of the ``protocol_runtime`` grid (mean over
     seeds and rounds), from the timings the secure aggregation records in each run's ``info``.
 
+    A round's seconds are the silos' local training (one after the other in one process), the silos' encrypted
+    weighting, the server's work and, in the first round, the set-up; the local training is what is left when the
+    others are taken away.
+
     Returns:
         A DataFrame indexed by (dataset, users) with columns ``training per silo`` (local training and the encrypted
-        weighting, per silo: the paper's left panel), ``key set-up``, ``blinded histogram``, ``aggregation``.
+        weighting, per silo: the paper's left panel), its two parts ``local training per silo`` and ``encrypted
+        weighting per silo``, ``key set-up``, ``blinded histogram`` and ``aggregation`` (the server's per-round
+        work: encrypting the weights, then decrypting the sum), plus ``parameters``.
 
     Raises:
         ValueError: No run carries secure-aggregation timings.
@@ -187,10 +193,16 @@ def runtime_table(results: ResultSet) -> Any:
         rounds, setup = timings["rounds"], timings["setup"]
         server = [r["encrypt_weights"] + r["aggregation"] for r in rounds]
         silos = run["result"]["info"]["n_silos"]
+        # the first round also ran the set-up (the aggregation hook sets up on its first call)
+        silo_side = [(total - part - (sum(setup.values()) if t == 0 else 0.0)) / silos
+                     for t, (total, part) in enumerate(zip(run["result"]["seconds"], server))]
+        weighting = [r["silo_weighting"] / silos for r in rounds]
         rows.append({
             "dataset": run["params"]["dataset"], "users": run["params"]["n_users"],
-            "training per silo": float(np.mean([(total - part) / silos
-                                                for total, part in zip(run["result"]["seconds"], server)])),
+            "parameters": run["result"]["info"].get("parameters", np.nan),
+            "training per silo": float(np.mean(silo_side)),
+            "local training per silo": float(np.mean(silo_side) - np.mean(weighting)),
+            "encrypted weighting per silo": float(np.mean(weighting)),
             "key set-up": setup["paillier_keygen"] + setup["key_exchange"],
             "blinded histogram": setup["blinded_histogram"],
             "aggregation": float(np.mean(server)),

@@ -33,11 +33,13 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from uldp import experiments, plots, scorecard
+from uldp.verdicts import profile_label
 
 pd.set_option("display.max_colwidth", None)
 GRID = "creditcard"
 shown = experiments.chapter_results(GRID, profile)
 display(Markdown(shown.note))
+display(Markdown(f"Scale of the results shown: **{profile_label(shown.results)}**."))
 
 # %% [markdown]
 # ## What ran
@@ -81,7 +83,7 @@ scorecard.final_table(shown.results)
 
 # %%
 plots.chapter_figures(shown, lambda results: plots.metric_grid(
-    results, ["balanced_accuracy"], title=f"Balanced accuracy: creditcard ({results.profile} profile)"))
+    results, ["balanced_accuracy"], title=f"Balanced accuracy: creditcard ({profile_label(results)})"))
 plt.show()
 scorecard.final_table(shown.results, "balanced_accuracy")
 

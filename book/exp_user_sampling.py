@@ -29,11 +29,13 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from uldp import experiments, plots, scorecard
+from uldp.verdicts import profile_label
 
 pd.set_option("display.max_colwidth", None)
 GRID = "user_sampling"
 shown = experiments.chapter_results(GRID, profile)
 display(Markdown(shown.note))
+display(Markdown(f"Scale of the results shown: **{profile_label(shown.results)}**."))
 
 # %% [markdown]
 # ## What ran

@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from uldp.experiments import UTILITY_METRIC, ChapterResults, ResultSet, summarise
+from uldp.verdicts import profile_label
 
 #: Axis labels of the per-round columns.
 LABELS: dict[str, str] = {"test_loss": "test loss", "accuracy": "test accuracy", "c_index": "C-index",
@@ -125,6 +126,12 @@ def _legend(fig: Figure, axes: np.ndarray) -> None:
     fig.tight_layout(rect=(0, legend_inches / fig.get_figheight(), 1, 1 - 0.35 / fig.get_figheight()))
 
 
+def _scale(results: ResultSet) -> str:
+    """``"paper profile"``, or the profile with the data it ran on (``"paper settings on the Creditcard subset"``)."""
+    label = profile_label(results)
+    return f"{label} profile" if label == results.profile else label
+
+
 def _dataset(results: ResultSet) -> str:
     datasets = {run["params"]["dataset"] for run in results.runs}
     return datasets.pop() if len(datasets) == 1 else ""
@@ -134,7 +141,7 @@ def privacy_utility_figure(results: ResultSet) -> Figure:
     """Figures 4-7: utility (left; test loss and accuracy for MNIST) and user-level epsilon (right) per setting."""
     dataset = _dataset(results)
     metrics = (["test_loss"] if dataset == "mnist" else []) + [UTILITY_METRIC.get(dataset, "accuracy"), "epsilon"]
-    return metric_grid(results, metrics, title=f"Privacy-utility trade-offs: {dataset} ({results.profile} profile)")
+    return metric_grid(results, metrics, title=f"Privacy-utility trade-offs: {dataset} ({_scale(results)})")
 
 
 def weighting_figure(results: ResultSet) -> Figure:
@@ -151,7 +158,7 @@ def weighting_figure(results: ResultSet) -> Figure:
         ax.set_xlabel("round")
     axes[0, 0].set_ylabel(LABELS["test_loss"])
     _legend(fig, axes)
-    fig.suptitle(f"Enhanced weighting: test loss ({results.profile} profile)")
+    fig.suptitle(f"Enhanced weighting: test loss ({_scale(results)})")
     return fig
 
 
@@ -163,7 +170,7 @@ def user_sampling_figure(results: ResultSet) -> Figure:
     # One utility column: accuracy for the classification datasets of this figure (Creditcard, MNIST).
     metric = UTILITY_METRIC.get(datasets[0], "accuracy") if len(set(datasets)) == 1 else "accuracy"
     return metric_grid(results, [metric, "epsilon"],
-                       title=f"User-level sub-sampling, ULDP-AVG-w ({results.profile} profile)")
+                       title=f"User-level sub-sampling, ULDP-AVG-w ({_scale(results)})")
 
 
 def runtime_table(results: ResultSet) -> Any:

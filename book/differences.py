@@ -86,7 +86,8 @@ heart = {"dataset": "heart_disease", "n_users": 50, "distribution": "uniform", "
 naive_rows = []
 for label, sigma in (("uldp (corrected noise)", SIGMA), ("the paper's Algorithm 1 noise", SIGMA / 2)):
     result = run(RunConfig(method="ULDP-NAIVE", sigma=sigma, **heart))
-    naive_rows.append({"ULDP-NAIVE": label, "final accuracy": result.accuracy[-1], "final test loss": result.test_loss[-1]})
+    naive_rows.append({"ULDP-NAIVE": label, "final accuracy": result.accuracy[-1],
+                       "final test loss": result.test_loss[-1]})
 print(f"HeartDisease, |U| = 50, uniform, T = {naive_rounds}, seed 0" + (" (smoke: 2 rounds)" if SMOKE else ""))
 pd.DataFrame(naive_rows).round(3)
 
@@ -216,5 +217,5 @@ display(Markdown(f"Scored per centre, the same model's final accuracy is {accura
 #   protocol rows).
 # - **Creditcard's metric.** The paper's Figure 4 plots accuracy; the authors' code computes the ROC-AUC of hard
 #   labels, which is the balanced accuracy. The Creditcard chapter shows both.
-# - **Errata of the pseudo-code** (settings.md): Algorithm 1's delta is local minus global, and Algorithm 4 zeroes
-#   the weights of the users *not* sampled. `uldp` follows the authors' code in both; no number changes.
+# - **Errata of the pseudo-code** (settings.md): ULDP-NAIVE's delta (Algorithm 1) is local minus global, and Algorithm
+# 4 zeroes   the weights of the users *not* sampled. `uldp` follows the authors' code in both; no number changes.

@@ -14,10 +14,10 @@
 # # Enhanced weighting: ULDP-AVG vs ULDP-AVG-w
 #
 # ULDP-AVG weights every user's clipped update in every silo by $w_{s,u} = 1/|S|$; ULDP-AVG-w uses
-# $w_{s,u} = n_{s,u} / N_u$ (the share of user $u$'s records held by silo $s$), computed privately by the weighting
-# protocol. Both have the same user-level sensitivity, hence the same $\epsilon$. The paper's Figure 8 compares the two weightings'
-# test loss on Creditcard (1000 users; 5, 20 and 50 silos; uniform and zipf) and states that equal weights waste
-# signal when a user's records are skewed across silos (zipf), and more so with more silos, since every weight
+# $w_{s,u} = n_{s,u} / N_u$ (the share of user $u$'s records held by silo $s$), computed privately by the weighting protocol. Both have
+# the same user-level sensitivity, hence the same $\epsilon$. The paper's Figure 8 compares the two weightings' test
+# loss on Creditcard (1000 users; 5, 20 and 50 silos; uniform and zipf) and states that equal weights waste signal
+# when a user's records are skewed across silos (zipf), and more so with more silos, since every weight
 # $1/|S|$ gets smaller. We add TcgaBrca (200 users, 6 silos), as in settings.md.
 
 # %% tags=["parameters"]

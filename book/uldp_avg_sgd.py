@@ -94,12 +94,12 @@ for name in dict(rows):
 #
 # The picture of the paper's Figure 3 in numbers. In ULDP-NAIVE one user can shift *every* silo's (clipped) delta,
 # each by up to $2C$ (from one side of the clipping ball to the other), so the noise must cover $2|S| C$: `uldp` adds
-# $\mathcal{N}(0, 4\sigma^2 C^2 |S|)$ per silo, a summed noise of std $2\sigma |S| C$ (the paper's Algorithm 1 adds
-# half that, $\sigma |S| C$, for a sensitivity $|S| C$ that does not hold; see the baselines chapter), on an update
-# that averages $|S|$ silo deltas. In ULDP-AVG a user owns only its own slice $\sum_s w_{s,u} \tilde\Delta_{s,u}$ of a sum over $|U|$ users,
-# so the summed noise is $\sigma C$ on a sum of $|U|$ contributions. Below: the std of the noise in the *server step*
-# (what the global model actually receives) per unit of learning rate, measured from the methods' own noise draws,
-# against the size of the clean step.
+# $\mathcal{N}(0, 4\sigma^2 C^2 |S|)$ per silo, a summed noise of std $2\sigma |S| C$ (the paper's ULDP-NAIVE,
+# Algorithm 1, adds half that, $\sigma |S| C$, for a sensitivity $|S| C$ that does not hold; see the baselines
+# chapter), on an update that averages $|S|$ silo deltas. In ULDP-AVG a user owns only its own slice $\sum_s w_{s,u}
+# \tilde\Delta_{s,u}$ of a sum over $|U|$ users, so the summed noise is $\sigma C$ on a sum of $|U|$ contributions.
+# Below: the std of the noise in the *server step* (what the global model actually receives) per unit of learning
+# rate, measured from the methods' own noise draws, against the size of the clean step.
 
 # %%
 size = 20_000

@@ -125,6 +125,7 @@ def _protocol_timings(params: Mapping[str, Any]) -> dict:
     setup = {"paillier_keygen": 0.3, "key_exchange": 0.01, "blinded_histogram": 0.001 * params["n_users"]}
     parts = {"encrypt_weights": 0.0005 * load, "aggregation": 0.0005 * load, "silo_weighting": 0.0005 * load * silos}
     round_seconds = silos * 0.01 * load + sum(parts.values())
-    return {"seconds": [round_seconds + (sum(setup.values()) if t == 1 else 0.0) for t in range(1, params["rounds"] + 1)],
+    rounds = range(1, params["rounds"] + 1)
+    return {"seconds": [round_seconds + (sum(setup.values()) if t == 1 else 0.0) for t in rounds],
             "info": {"n_silos": silos, "parameters": parameters,
                      "secure_timings": {"setup": setup, "rounds": [parts] * params["rounds"]}}}

@@ -332,7 +332,8 @@ def _avg_competitive(data: Mapping[str, ResultSet]) -> Finding:
         hits += avg >= max(others) - NOTICEABLE
     verdict = fraction_verdict(hits, len(gaps))
     return Finding(f"ULDP-AVG's final utility within {NOTICEABLE} of the best of ULDP-NAIVE, ULDP-GROUP-k and ULDP-SGD "
-                   f"(or above it) in {hits} of {len(gaps)} settings (ULDP-AVG minus that best: median {np.median(gaps):+.3f}, range "
+                   f"(or above it) in {hits} of {len(gaps)} settings (ULDP-AVG minus that best: median "
+                   f"{np.median(gaps):+.3f}, range "
                    f"{min(gaps):+.3f} to {max(gaps):+.3f})", verdict)
 
 

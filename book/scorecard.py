@@ -50,6 +50,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from uldp import scorecard
+from uldp.verdicts import profile_label
 
 pd.set_option("display.max_colwidth", None)
 data = scorecard.stored_results(profile)
@@ -76,4 +77,7 @@ print(f'"linear" growth: at most {scorecard_runtime.LINEAR_AT_10X:g}x the time f
 
 # %%
 for name, results in data.items():
-    print(f"{name:17s}", results.describe() if results.runs else f"no stored results ({results.profile} profile)")
+    if results.runs:
+        print(f"{name:17s} [{profile_label(results)}]", results.describe())
+    else:
+        print(f"{name:17s}", f"no stored results ({results.profile} profile)")

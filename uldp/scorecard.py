@@ -3,8 +3,10 @@
 Every claim is a function of the stored results of the grids (:mod:`uldp.experiments`) that returns what we measured
 and a verdict: ``holds``, ``partly`` or ``does not hold`` (``not measured`` when the results it needs are missing).
 A claim made over several settings (panels) holds when it holds in every one, partly when in at least half, and
-does not hold otherwise; claims with a magnitude ("much larger") state the threshold they use. A claim is judged on
-its grids' results at the largest profile stored, never on a mix of scales.
+does not hold otherwise (:mod:`uldp.verdicts`); every size word ("much larger", "much faster", "reasonably high",
+"competitive", "practical") has a threshold stated here and in the row. A claim is judged on its grids' results at
+the largest profile stored, never on a mix of scales. The protocol-overhead claims live in
+:mod:`uldp.scorecard_runtime`.
 
 Utility is the dataset's metric of :data:`uldp.experiments.UTILITY_METRIC` (higher is better); "final" means the
 mean over seeds at the last round; "convergence speed" is the mean utility over all rounds (the area under the
@@ -24,9 +26,7 @@ import pandas as pd
 from uldp.experiments import (
     ACCOUNTING_ROOT, GRIDS, PROFILES, UTILITY_METRIC, ResultSet, accounted_results, expand, load_results,
 )
-from uldp.scorecard_runtime import (
-    runtime_parts, runtime_dominant, runtime_grows, runtime_linear, runtime_practical,
-)
+from uldp.scorecard_runtime import runtime_dominant, runtime_grows, runtime_linear, runtime_practical
 from uldp.verdicts import (
     FAILS, HOLDS, MISSING, PARTLY, Finding, NotMeasured, fraction_verdict, profile_label, stored_grid,
 )

@@ -27,9 +27,10 @@ from uldp.experiments import (
     ACCOUNTING_ROOT, GRIDS, PROFILES, UTILITY_METRIC, ResultSet, accounted_results, expand, load_results,
 )
 from uldp.scorecard_runtime import runtime_dominant, runtime_grows, runtime_linear, runtime_practical
-from uldp.verdicts import (
-    FAILS, HOLDS, MISSING, PARTLY, Finding, NotMeasured, fraction_verdict, profile_label, stored_grid,
+from uldp.verdicts import (  # per_setting is part of this module's interface too
+    FAILS, HOLDS, MISSING, PARTLY, Finding, NotMeasured, fraction_verdict, per_setting, profile_label, stored_grid,
 )
+from uldp.verdicts import value as _value
 
 PRIVACY_UTILITY_GRIDS = tuple(name for name, grid in GRIDS.items() if grid.kind == "privacy_utility")
 #: The key of the MNIST paper-profile epsilons from accounting alone (:func:`uldp.experiments.accounted_results`):
@@ -72,48 +73,6 @@ class Claim:
 
 
 # ---------------------------------------------------------------------------------------------------- measurements
-
-
-def per_setting(results: ResultSet, metric: str, how: str = "final") -> pd.DataFrame:
-    """One row per panel and series: the mean and std over seeds of a per-round metric.
-
-    Args:
-        results: Stored results of one grid.
-        metric: A per-round column (``"accuracy"``, ``"epsilon"``, ...).
-        how: ``"final"`` (value at the last round) or ``"auc"`` (mean over rounds).
-
-    Returns:
-        Columns ``panel, series, mean, std, seeds`` and the run arguments (``dataset, method, n_users, ...``).
-
-    Raises:
-        NotMeasured: No stored runs, or the metric is absent.
-        ValueError: Unknown ``how``.
-    """
-    if how not in ("final", "auc"):
-        raise ValueError(f"how must be 'final' or 'auc', got {how!r}")
-    if not results.runs:
-        raise NotMeasured(f"no stored results for grid {results.grid!r}")
-    frame = results.frame()
-    if metric not in frame:
-        raise NotMeasured(f"grid {results.grid!r} has no {metric!r} values")
-    frame = frame.dropna(subset=[metric]).sort_values("round", kind="stable")  # panels and series keep grid order
-    keys = ["panel", "series"]
-    per_run = frame.groupby(keys + ["seed"], sort=False).agg(
-        value=(metric, "last" if how == "final" else "mean"),
-        **{name: (name, "first") for name in frame.columns if name not in keys + ["seed", "round", metric]
-           and name in results.runs[0]["params"]},
-    ).reset_index()
-    params = [name for name in per_run.columns if name not in keys + ["seed", "value"]]
-    table = per_run.groupby(keys, sort=False).agg(mean=("value", "mean"), std=("value", "std"),
-                                                  seeds=("value", "count"),
-                                                  **{name: (name, "first") for name in params}).reset_index()
-    table["std"] = table["std"].fillna(0.0)
-    return table
-
-
-def _value(table: pd.DataFrame, panel: str, series: str) -> float | None:
-    row = table[(table["panel"] == panel) & (table["series"] == series)]
-    return None if row.empty else float(row["mean"].iloc[0])
 
 
 def _utility(results: ResultSet) -> str:

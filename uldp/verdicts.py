@@ -1,4 +1,5 @@
-"""Verdicts of the Scorecard (:mod:`uldp.scorecard`): what a claim check returns, and the shared rules.
+"""Verdicts of the Scorecard (:mod:`uldp.scorecard`): what a claim check returns, the shared rules, and the
+per-setting summary of stored results the checks read.
 
 A claim made over several settings holds when it holds in every one, partly when in at least half, and does not
 hold otherwise; ``not measured`` when the results it needs are missing.
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+import pandas as pd
 
 from uldp.experiments import ResultSet
 
@@ -35,6 +38,49 @@ def stored_grid(data: Mapping[str, ResultSet], grid: str, missing: str) -> Resul
     if results is None or not results.runs:
         raise NotMeasured(missing)
     return results
+
+
+def per_setting(results: ResultSet, metric: str, how: str = "final") -> pd.DataFrame:
+    """One row per panel and series: the mean and std over seeds of a per-round metric.
+
+    Args:
+        results: Stored results of one grid.
+        metric: A per-round column (``"accuracy"``, ``"epsilon"``, ...).
+        how: ``"final"`` (value at the last round) or ``"auc"`` (mean over rounds).
+
+    Returns:
+        Columns ``panel, series, mean, std, seeds`` and the run arguments (``dataset, method, n_users, ...``).
+
+    Raises:
+        NotMeasured: No stored runs, or the metric is absent.
+        ValueError: Unknown ``how``.
+    """
+    if how not in ("final", "auc"):
+        raise ValueError(f"how must be 'final' or 'auc', got {how!r}")
+    if not results.runs:
+        raise NotMeasured(f"no stored results for grid {results.grid!r}")
+    frame = results.frame()
+    if metric not in frame:
+        raise NotMeasured(f"grid {results.grid!r} has no {metric!r} values")
+    frame = frame.dropna(subset=[metric]).sort_values("round", kind="stable")  # panels and series keep grid order
+    keys = ["panel", "series"]
+    per_run = frame.groupby(keys + ["seed"], sort=False).agg(
+        value=(metric, "last" if how == "final" else "mean"),
+        **{name: (name, "first") for name in frame.columns if name not in keys + ["seed", "round", metric]
+           and name in results.runs[0]["params"]},
+    ).reset_index()
+    params = [name for name in per_run.columns if name not in keys + ["seed", "value"]]
+    table = per_run.groupby(keys, sort=False).agg(mean=("value", "mean"), std=("value", "std"),
+                                                  seeds=("value", "count"),
+                                                  **{name: (name, "first") for name in params}).reset_index()
+    table["std"] = table["std"].fillna(0.0)
+    return table
+
+
+def value(table: pd.DataFrame, panel: str, series: str) -> float | None:
+    """The mean of ``series`` in ``panel`` of a :func:`per_setting` table (``None`` when absent)."""
+    row = table[(table["panel"] == panel) & (table["series"] == series)]
+    return None if row.empty else float(row["mean"].iloc[0])
 
 
 def fraction_verdict(hits: int, total: int) -> str:

@@ -4,7 +4,9 @@
 registry (:mod:`uldp.methods`), then for each round trains, aggregates, evaluates the global model on the test set
 and asks the method's accountant for the user-level epsilon so far. Every random draw (allocation, initial model,
 GROUP flags, user sampling, record order, dropout, noise) derives from ``config.seed`` through one
-``numpy.random.SeedSequence``. Unset hyperparameters take the paper's values for the dataset and method
+``numpy.random.SeedSequence``: the simulation is seeded on purpose (it models the computation, not the trust
+boundary); a deployment draws every silo's noise from that silo's own secret instead (:mod:`uldp.deploy.method_roles`).
+Unset hyperparameters take the paper's values for the dataset and method
 (the paper's settings.md, collected in :data:`PAPER_SETTINGS`).
 """
 

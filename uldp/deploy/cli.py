@@ -108,6 +108,7 @@ def _server(args: argparse.Namespace) -> int:
         print_json({
             "rounds_done": result.rounds_done, "resumed_from": result.resumed_from, "error": result.error,
             "refused": result.refused, "setup_seconds": result.setup_seconds, "history": result.history,
+            "insecure_reproducible_noise": result.insecure_reproducible_noise,
         })
     if result.error:
         print(f"uldp deploy server: {result.error}", file=sys.stderr)

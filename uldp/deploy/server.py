@@ -83,6 +83,8 @@ class FederationResult:
         setup_seconds: Seconds spent on Protocol 1's setup (0 without the secure protocol).
         error: Why the run stopped early, or "".
         refused: One line per refused silo.
+        insecure_reproducible_noise: True when the run used the INSECURE shared-seed noise (tests only; the server
+            could remove every silo's noise, see :mod:`uldp.deploy.method_roles`).
     """
 
     params: np.ndarray
@@ -92,6 +94,7 @@ class FederationResult:
     setup_seconds: float = 0.0
     error: str = ""
     refused: list[str] = field(default_factory=list)
+    insecure_reproducible_noise: bool = False
 
 
 class Coordinator:
@@ -314,7 +317,8 @@ class Coordinator:
         params = checkpoint.params if checkpoint else self.role.initial_params()
         done = checkpoint.rounds_done if checkpoint else 0
         history = list(checkpoint.history) if checkpoint else []
-        result = FederationResult(params=params, rounds_done=done, resumed_from=done, history=history)
+        result = FederationResult(params=params, rounds_done=done, resumed_from=done, history=history,
+                                  insecure_reproducible_noise=self.role.insecure_reproducible_noise)
         if checkpoint:
             LOGGER.info("resuming from checkpoint %s after round %d", self.settings.checkpoint, done)
         try:

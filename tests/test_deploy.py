@@ -84,7 +84,8 @@ def test_fingerprint_changes_with_any_field() -> None:
 
 # --- checkpoints -----------------------------------------------------------------------------------------------
 def _checkpoint(rounds: int = 2) -> checkpoint.Checkpoint:
-    return checkpoint.Checkpoint(rounds, np.arange(6, dtype=np.float32) / 7, "f" * 64, ({"round": 1},))
+    return checkpoint.Checkpoint(rounds, np.arange(6, dtype=np.float32) / 7, "f" * 64,
+                                 tuple({"round": r} for r in range(1, rounds + 1)))
 
 
 def test_checkpoint_round_trip(tmp_path) -> None:
@@ -92,7 +93,7 @@ def test_checkpoint_round_trip(tmp_path) -> None:
     assert checkpoint.load_checkpoint(path, config_fingerprint="f" * 64) is None
     checkpoint.save_checkpoint(path, _checkpoint())
     loaded = checkpoint.load_checkpoint(path, config_fingerprint="f" * 64)
-    assert loaded.rounds_done == 2 and loaded.history == ({"round": 1},)
+    assert loaded.rounds_done == 2 and loaded.history == ({"round": 1}, {"round": 2})
     assert loaded.params.dtype == np.float32 and np.array_equal(loaded.params, _checkpoint().params)
 
 

@@ -38,3 +38,46 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, private: bool = False) 
             os.fsync(directory)
         finally:
             os.close(directory)
+
+
+def remove_leftovers(path: str | Path) -> list[Path]:
+    """Delete the temporary files that :func:`write_bytes_atomic` left next to ``path`` when a process was killed.
+
+    Call it when a program starts that owns ``path`` (a checkpoint's resume): nothing else writes those names.
+
+    Returns:
+        The deleted files.
+    """
+    path = Path(path)
+    if not path.parent.is_dir():
+        return []
+    leftovers = [p for p in path.parent.glob(f".{path.name}.*.tmp") if p.is_file()]
+    for leftover in leftovers:
+        leftover.unlink(missing_ok=True)
+    return leftovers
+
+
+def check_writable(path: str | Path, what: str) -> Path:
+    """Refuse a destination that cannot be written, before any work is done for it.
+
+    Args:
+        path: The file to be written later with :func:`write_bytes_atomic`.
+        what: Its name for the message (``"--checkpoint"``).
+
+    Returns:
+        ``path`` as a Path.
+
+    Raises:
+        ValueError: ``path`` is a directory, or its nearest existing directory cannot be written.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{what} {path} is a directory; give a file path")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{what} {path} cannot be written (directory {parent} is not writable)")
+    if path.exists() and not os.access(path, os.R_OK):
+        raise ValueError(f"{what} {path} cannot be read")
+    return path

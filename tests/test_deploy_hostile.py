@@ -248,3 +248,119 @@ def test_a_malformed_protocol_message_aborts_naming_the_silo_that_sent_it(case, 
     result = _federation(synthetic, secure=True, tamper=tamper, victim=victim).run()
     assert result.rounds_done == 0
     assert f"silo {victim} sent a bad" in result.error and detail in result.error, result.error
+
+
+# --- hostile files: checkpoints, wire arrays, keys, configurations -----------------------------------------------
+def _forged_checkpoint(path, header: bytes, params: np.ndarray = np.zeros(3, np.float32)) -> None:
+    """A checkpoint file with a valid digest around any header (what an attacker with write access could make)."""
+    import hashlib
+    import struct
+
+    from uldp.deploy import checkpoint
+
+    body = checkpoint.MAGIC + struct.pack("<I", len(header)) + header + wire.array_to_bytes(params)
+    path.write_bytes(body + hashlib.sha256(body).digest())
+
+
+@pytest.mark.parametrize("header, detail", [
+    (b'{"rounds_done": -5, "config_fingerprint": "f", "history": []}', "rounds_done"),
+    (b'{"rounds_done": true, "config_fingerprint": "f", "history": []}', "rounds_done"),
+    (b'{"rounds_done": 1, "config_fingerprint": "f", "history": "abc"}', "history"),
+    (b'{"rounds_done": 2, "config_fingerprint": "f", "history": [{}]}', "history"),
+    (b'{"rounds_done": 0, "config_fingerprint": 7, "history": []}', "config_fingerprint"),
+    (b'{"rounds_done": 0, "history": []}', "must hold"),
+    (b'[1, 2]', "must hold"),
+    (b'{"rounds_done": 0', "malformed"),
+    (b'\xff\xfe', "malformed"),
+    (b'[' * 100_000, "malformed"),
+])
+def test_a_malformed_checkpoint_header_is_a_value_error(header, detail, tmp_path) -> None:
+    from uldp.deploy import checkpoint
+
+    path = tmp_path / "model.ckpt"
+    _forged_checkpoint(path, header)
+    with pytest.raises(ValueError, match=detail):
+        checkpoint.load_checkpoint(path, config_fingerprint="f")
+
+
+def test_a_checkpoint_of_another_model_or_not_finite_is_refused(tmp_path) -> None:
+    from uldp.deploy import checkpoint
+
+    path, header = tmp_path / "model.ckpt", b'{"rounds_done": 0, "config_fingerprint": "f", "history": []}'
+    like = np.zeros(3, np.float32)
+    for params, detail in [(np.zeros(3, np.float64), "float64"), (np.zeros(4, np.float32), r"\(4,\)"),
+                           (np.array([0, np.nan, 0], np.float32), "NaN")]:
+        _forged_checkpoint(path, header, params)
+        with pytest.raises(ValueError, match=detail):
+            checkpoint.load_checkpoint(path, config_fingerprint="f", like=like)
+    _forged_checkpoint(path, header, like)
+    assert checkpoint.load_checkpoint(path, config_fingerprint="f", like=like).rounds_done == 0
+
+
+def test_leftover_temporary_files_are_cleaned_on_the_next_start(tmp_path) -> None:
+    """A writer killed between creating and renaming its temporary file leaves it; the next load deletes those of
+    this checkpoint only."""
+    from uldp.deploy import checkpoint
+
+    path = tmp_path / "model.ckpt"
+    leftovers = [tmp_path / f".model.ckpt.{i:016x}.tmp" for i in range(3)]
+    for leftover in leftovers:
+        leftover.write_bytes(b"x" * 100)
+    other = tmp_path / ".other.ckpt.0000000000000000.tmp"
+    other.write_bytes(b"x")
+    assert checkpoint.load_checkpoint(path, config_fingerprint="f") is None
+    assert not any(leftover.exists() for leftover in leftovers) and other.exists()
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 33, 200, 255])
+def test_an_array_claiming_more_dimensions_than_it_has_bytes_is_a_value_error(ndim) -> None:
+    import hashlib
+
+    body = wire.ARRAY_MAGIC + bytes([1, ndim]) + b"\x01" * 8
+    with pytest.raises(ValueError, match="malformed array"):
+        wire.array_from_bytes(body + hashlib.sha256(body).digest())
+
+
+def test_deploy_keys_refuses_to_overwrite_without_force(tmp_path) -> None:
+    first = keys.write_keys(tmp_path, n_silos=2)
+    master = first[0].read_bytes()
+    with pytest.raises(ValueError, match="--force"):
+        keys.write_keys(tmp_path, n_silos=2)
+    assert first[0].read_bytes() == master
+    assert keys.write_keys(tmp_path, n_silos=2, force=True) == first and first[0].read_bytes() != master
+    with pytest.raises(ValueError, match="--silos"):
+        keys.write_keys(tmp_path / "many", n_silos=10**6)
+
+
+@pytest.mark.parametrize("change, detail", [
+    ({"protocol": {"insecure_test_key": "no", "key_bits": 512}}, "insecure_test_key must be true or false"),
+    ({"protocol": {"key_bits": 512}}, "insecure"),
+    ({"protocol": {"key_bits": 4096, "precision": 0.0}}, "precision"),
+    ({"protocol": {"n_max": True}}, "n_max"),
+    ({"protocol": {"n_max": 0}}, "n_max"),
+    ({"protocol": []}, "'protocol' must be an object"),
+    ({"insecure_reproducible_noise": "yes"}, "insecure_reproducible_noise must be true or false"),
+    ({"user_weights": "abc"}, "user_weights must be a list of lists"),
+    ({"user_weights": [[1, 2], 3]}, "user_weights must be a list of lists"),
+    ({"n_users": "8"}, "n_users"),
+    ({"rounds": None}, "rounds"),
+])
+def test_a_deployment_configuration_is_checked_completely(change, detail) -> None:
+    base = {"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 8, "rounds": 1}
+    with pytest.raises(ValueError, match=detail):
+        DeployConfig.from_json({**base, **change})
+
+
+def test_user_weights_and_protocol_are_checked_before_admission(synthetic) -> None:
+    """Weights for 2 silos in a federation of 3 are refused when the role is built, not after every silo has joined;
+    so are Protocol 1's parameters (here N_max below a user's records: Theorem 4's no-wrap-around condition)."""
+    base = {"dataset": "synthetic", "method": "ULDP-AVG", "n_users": 8, "rounds": 1, "max_train_records": 120}
+    config = DeployConfig.from_json({**base, "user_weights": [[0.5] * 8, [0.5] * 8]})
+    with pytest.raises(ValueError, match=r"shape \(3, 8\)"):
+        MethodServer(config, synthetic)
+    config = DeployConfig.from_json({**base, "method": "ULDP-AVG-w", "secure": True, "protocol": {
+        "key_bits": 256, "insecure_test_key": True, "n_max": 200}})  # lcm(1..200) has 288 bits
+    with pytest.raises(ValueError, match="key"):
+        MethodServer(config, synthetic)
+    with pytest.raises(ValueError, match="n_max"):  # refused at once: a huge N_max would take hours to check
+        DeployConfig.from_json({**base, "protocol": {"n_max": 10**6}})

@@ -353,8 +353,9 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
         The :class:`RunResult`; secure runs add the protocol's per-part seconds to ``info["secure_timings"]``.
 
     Raises:
-        ValueError: A checkpoint with a secure or custom aggregation, a negative ``checkpoint_seconds``, or a
-            checkpoint file that is corrupted or belongs to another configuration.
+        ValueError: A checkpoint with a secure or custom aggregation, a negative ``checkpoint_seconds``, a
+            checkpoint path that cannot be written, or a checkpoint file that is corrupted, malformed or belongs to
+            another configuration.
     """
     import torch
     from tqdm import tqdm
@@ -368,6 +369,10 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
         raise ValueError("checkpoint is not supported with a secure or custom aggregation (its keys and state live "
                          "in this process); run without checkpoint")
     check_number("checkpoint_seconds", checkpoint_seconds, at_least=0)
+    if checkpoint is not None:
+        from uldp.atomic import check_writable
+
+        check_writable(checkpoint, "checkpoint")  # before any training
     start = time.perf_counter()
     root = np.random.SeedSequence(config.seed)
     method, federation, data = _prepared(config, dataset)
@@ -382,7 +387,8 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
         "setup_seconds": round(time.perf_counter() - start, 3)})
     history: list[dict] = []
     fingerprint = _checkpoint_fingerprint(config, data)
-    restored = None if checkpoint is None else load_checkpoint(checkpoint, config_fingerprint=fingerprint)
+    restored = None if checkpoint is None else load_checkpoint(
+        checkpoint, config_fingerprint=fingerprint, like=params.detach().numpy())
     if restored is not None:
         params = torch.from_numpy(restored.params)
         load_flat_parameters(evaluation_model, params)

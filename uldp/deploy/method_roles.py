@@ -66,6 +66,9 @@ from uldp.deploy import wire
 
 LOGGER = logging.getLogger("uldp.deploy")
 
+#: Largest Paillier modulus a configuration may ask for (key generation grows with the cube of its size).
+MAX_KEY_BITS = 16384
+
 #: Relative headroom of Protocol 1's bound on a clipped delta coordinate over C: a float32 coordinate of a vector
 #: clipped to norm C can exceed the float64 C by rounding (float32(0.1) > 0.1).
 CLIP_HEADROOM = 1e-5
@@ -93,8 +96,12 @@ class ProtocolSettings:
         if not isinstance(self.insecure_test_key, bool):
             raise ValueError(f"protocol.insecure_test_key must be true or false, got {self.insecure_test_key!r}")
         check_key_bits(self.key_bits, insecure_test_key=self.insecure_test_key)
+        check_integer("protocol.key_bits", self.key_bits, maximum=MAX_KEY_BITS)
         check_number("protocol.precision", self.precision, above=0, below=1)
-        check_integer("protocol.n_max", self.n_max, maximum=10**6)
+        # lcm(1..N) >= 2^N (N >= 7): a larger N_max could never pass Theorem 4's no-wrap-around check, and C_LCM's
+        # computation grows quadratically with it
+        check_integer("protocol.n_max (below key_bits: C_LCM = lcm(1..N_max) must stay below the modulus)",
+                      self.n_max, maximum=self.key_bits - 1)
 
 
 @dataclass(frozen=True)

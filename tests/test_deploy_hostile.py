@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -141,11 +142,9 @@ def test_server_settings_are_checked_at_start(settings, message) -> None:
 def test_an_unwritable_checkpoint_is_refused_at_start(tmp_path) -> None:
     with pytest.raises(ValueError, match="is a directory"):
         ServerSettings(checkpoint=tmp_path)
-    if os.geteuid() != 0:  # root writes anywhere
-        locked = tmp_path / "locked"
-        locked.mkdir(mode=0o500)
+    if os.path.isdir("/proc"):  # a pseudo file system: no permission bit says so, even to root
         with pytest.raises(ValueError, match="cannot be written"):
-            ServerSettings(checkpoint=locked / "model.ckpt")
+            ServerSettings(checkpoint=Path("/proc/uldp/model.ckpt"))
 
 
 def _contribution(values):
@@ -364,3 +363,53 @@ def test_user_weights_and_protocol_are_checked_before_admission(synthetic) -> No
         MethodServer(config, synthetic)
     with pytest.raises(ValueError, match="n_max"):  # refused at once: a huge N_max would take hours to check
         DeployConfig.from_json({**base, "protocol": {"n_max": 10**6}})
+
+
+# --- command lines: every number bounded, every failure one line ----------------------------------------------------
+@pytest.mark.parametrize("argv, detail", [
+    (["epsilon", "--method", "ULDP-AVG-w", "--sigma", "1e308", "--rounds", "10", "--delta", "1e-5"], "--sigma"),
+    (["epsilon", "--method", "ULDP-AVG-w", "--sigma", "1e-300", "--rounds", "10", "--delta", "1e-5", "--q", "0.1"],
+     "--sigma"),
+    (["group-epsilon", "--sigma", "1e308", "--q", "0.1", "--steps", "10", "--delta", "1e-5", "--k", "2"], "--sigma"),
+    (["run", "--dataset", "synthetic", "--method", "ULDP-AVG-w", "--users", "1000000000000", "--rounds", "1",
+      "--seed", "0"], "n_users must be an integer in 1..1000000"),
+    (["run", "--dataset", "synthetic", "--method", "ULDP-AVG-w", "--users", "5", "--silos", "1000000", "--rounds", "1",
+      "--seed", "0"], "n_silos must be an integer in 1..1000"),
+    (["allocate", "--dataset", "synthetic", "--users", "10000000000", "--dist", "uniform", "--seed", "0"],
+     "n_users must be an integer in 1..1000000"),
+    (["run", "--dataset", "synthetic", "--method", "ULDP-AVG-w", "--users", "5", "--rounds", "1", "--seed", "0",
+      "--checkpoint", "{tmp}"], "is a directory"),
+    (["deploy", "server", "--config", "{config}", "--join-timeout", "nan"], "--join-timeout"),
+    (["deploy", "server", "--config", "{config}", "--checkpoint", "{tmp}"], "is a directory"),
+    (["deploy", "server", "--config", "{config}", "--master-key-file", "{short_key}"], "at least 16 bytes"),
+    (["deploy", "silo", "--config", "{config}", "--silo-id", "0", "--max-wait", "inf"], "--max-wait"),
+    (["deploy", "keys", "--silos", "2", "--out", "{keys}"], "--force"),
+])
+def test_bad_command_line_numbers_and_paths_are_one_line_errors(argv, detail, tmp_path, capsys) -> None:
+    """Refused before any work (no training, no allocation of terabytes), as one line and exit status 2."""
+    from uldp.cli import main
+    from uldp.deploy.keys import write_keys
+
+    config, short_key = tmp_path / "run.json", tmp_path / "short.key"
+    config.write_text('{"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 8, "rounds": 1}')
+    short_key.write_text("00112233\n")
+    write_keys(tmp_path / "keys", n_silos=2)
+    places = {"tmp": str(tmp_path), "config": str(config), "short_key": str(short_key), "keys": str(tmp_path / "keys")}
+    assert main([arg.format(**places) for arg in argv]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and ": error: " in error[0] and detail in error[0], error
+
+
+def test_a_silo_without_a_server_or_data_reports_one_line(tmp_path, capsys, monkeypatch) -> None:
+    from uldp.deploy.cli import main
+
+    config = tmp_path / "run.json"
+    config.write_text('{"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 8, "rounds": 1, '
+                      '"max_train_records": 120}')
+    assert main(["silo", "--config", str(config), "--silo-id", "0", "--server", "127.0.0.1:1", "--max-wait", "1",
+                 "--quiet"]) == 1
+    assert "lost the server at 127.0.0.1:1 within --max-wait 1 s" in capsys.readouterr().err
+    monkeypatch.delenv("ULDP_DATA_DIR", raising=False)
+    config.write_text('{"dataset": "creditcard", "method": "ULDP-AVG-w", "n_users": 8, "rounds": 1}')
+    assert main(["silo", "--config", str(config), "--silo-id", "0"]) == 2
+    assert "cannot load dataset 'creditcard': no data directory" in capsys.readouterr().err

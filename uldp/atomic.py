@@ -60,6 +60,10 @@ def remove_leftovers(path: str | Path) -> list[Path]:
 def check_writable(path: str | Path, what: str) -> Path:
     """Refuse a destination that cannot be written, before any work is done for it.
 
+    Creates the missing parent directories (as :func:`write_bytes_atomic` would) and probes the directory with an
+    empty temporary file of the writer's own pattern, so a read-only file system or a pseudo file system is caught,
+    whatever the permissions say.
+
     Args:
         path: The file to be written later with :func:`write_bytes_atomic`.
         what: Its name for the message (``"--checkpoint"``).
@@ -68,16 +72,16 @@ def check_writable(path: str | Path, what: str) -> Path:
         ``path`` as a Path.
 
     Raises:
-        ValueError: ``path`` is a directory, or its nearest existing directory cannot be written.
+        ValueError: ``path`` is a directory, or a file cannot be created beside it.
     """
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{what} {path} is a directory; give a file path")
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"{what} {path} cannot be written (directory {parent} is not writable)")
-    if path.exists() and not os.access(path, os.R_OK):
-        raise ValueError(f"{what} {path} cannot be read")
+    probe = path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        probe.unlink()
+    except OSError as error:
+        raise ValueError(f"{what} {path} cannot be written ({error.strerror or error})") from error
     return path

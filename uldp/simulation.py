@@ -126,11 +126,13 @@ class RunConfig:
         spec = parse_method(self.method)
         if self.dataset not in PAPER_SETTINGS:
             raise ValueError(f"unknown dataset {self.dataset!r}; known datasets: {', '.join(PAPER_SETTINGS)}")
-        check_integer("n_users", self.n_users)
+        from uldp.data.allocation import MAX_SILOS, MAX_USERS
+
+        check_integer("n_users", self.n_users, maximum=MAX_USERS)
         check_integer("rounds", self.rounds)
         check_integer("seed", self.seed, minimum=0)
         if self.n_silos is not None:
-            check_integer("n_silos", self.n_silos)
+            check_integer("n_silos", self.n_silos, maximum=MAX_SILOS)
         if self.distribution not in ("uniform", "zipf", "zipf-noniid"):
             raise ValueError(f"distribution must be 'uniform', 'zipf' or 'zipf-noniid', got {self.distribution!r}")
         if self.secure and spec.name not in SECURE_METHODS:

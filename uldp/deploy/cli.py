@@ -139,7 +139,7 @@ def _silo(args: argparse.Namespace) -> int:
         params = run_silo(role, settings)
     except SiloRefused as error:
         raise ValueError(str(error)) from error
-    except (FederationIncomplete, ConnectionError) as error:
+    except FederationIncomplete as error:
         print(f"uldp deploy silo: {error}", file=sys.stderr)
         return 1
     if args.json:

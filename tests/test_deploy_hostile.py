@@ -233,7 +233,8 @@ SECURE = {
                                    lambda m, n: dataclasses.replace(m, ciphertexts=(n * n,) + m.ciphertexts[1:])),
                        "out of range"),
     "update too short": (1, _rewrite(wire.STAGE_SECURE_UPDATE, "MaskedUpdateMessage",
-                                     lambda m, n: dataclasses.replace(m, ciphertexts=m.ciphertexts[1:])), "expected 16"),
+                                     lambda m, n: dataclasses.replace(m, ciphertexts=m.ciphertexts[1:])),
+                         "expected 16"),
     "update of silo 0": (1, _rewrite(wire.STAGE_SECURE_UPDATE, "MaskedUpdateMessage",
                                      lambda m, n: dataclasses.replace(m, silo=0)), "claims to come from silo 0"),
 }

@@ -84,8 +84,9 @@ def write_keys(directory: str | Path, *, n_silos: int, force: bool = False) -> l
     paths = [directory / MASTER_KEY_FILE] + [directory / f"silo-{s}.key" for s in range(n_silos)]
     existing = [path for path in paths if path.exists()]
     if existing and not force:
-        raise ValueError(f"{existing[0]} exists ({len(existing)} key file(s) in {directory}); replacing the master key "
-                         f"invalidates every silo key made from it: pass --force to replace them, or choose another --out")
+        raise ValueError(f"{existing[0]} exists ({len(existing)} key file(s) in {directory}); replacing the master "
+                         f"key invalidates every silo key made from it: pass --force to replace them, or choose "
+                         f"another --out")
     master = secrets.token_bytes(32)
     contents = [master] + [silo_key(master, s) for s in range(n_silos)]
     for path, key in zip(paths, contents):

@@ -26,7 +26,8 @@
 # $\sum_u w_{su}\Delta_{su} + z_s$ for ULDP-SGD/AVG). The server holds the global model, samples the users
 # (Algorithm 4), sums the updates, applies the server step, evaluates the model and runs the accountant. With
 # `"secure": true` (ULDP-AVG-w, ULDP-SGD-w) the silo's clipped per-user deltas and noise only ever leave it inside
-# Protocol 1's masked update, and the server learns the weighted sum alone.
+# Protocol 1's masked update, and the server learns the noisy weighted sum
+# $\sum_s (\sum_u w_{su}\Delta_{su} + z_s)$ alone, whose noise it cannot remove (below).
 #
 # **Who knows which random draw.** The server is the adversary of the paper's trust model (semi-honest, Section
 # 3.1), and it holds the configuration file, seed included. A draw whose secrecy the privacy argument needs must

@@ -67,12 +67,10 @@ def test_the_server_cannot_remove_a_silos_noise(method, synthetic) -> None:
 
 
 def test_the_insecure_option_is_what_the_attack_needs(synthetic) -> None:
-    """With ``insecure_reproducible_noise`` the server strips the noise: what is left is the clean update (norm <= C,
-    the clipping bound), far below the noise. This is why the option is for tests only."""
-    config = _config("ULDP-AVG-w", insecure=True)
-    residual, noise_std = _plain_residuals(config, synthetic)
-    assert residual.std() < 0.2 * noise_std
-    assert np.linalg.norm(residual.reshape(6, -1), axis=1).max() <= config.run.clip * 1.0001
+    """With ``insecure_reproducible_noise`` the server strips the noise: what is left is the clean update (a weighted
+    sum of clipped deltas), far below the noise. This is why the option is for tests only."""
+    residual, noise_std = _plain_residuals(_config("ULDP-AVG-w", insecure=True), synthetic)
+    assert residual.std() < 0.05 * noise_std
 
 
 @pytest.mark.parametrize("method", ["ULDP-NAIVE", "ULDP-GROUP-2", "ULDP-AVG-w"])

@@ -19,13 +19,39 @@
 # and one process per silo**, on [Flower](https://flower.ai) (`flwr` 1.41, no Ray, telemetry off with
 # `FLWR_TELEMETRY_ENABLED=0`).
 #
-# **Who computes what.** Every party reads the same run configuration and derives everything from its seed as
-# `uldp.simulation.run` does. A silo loads the dataset, derives the allocation (and ULDP-GROUP-k's flags) and keeps
-# only its own records: it trains on those alone and sends the method's silo update ($\Delta_s + z_s$ for
-# ULDP-NAIVE, a DP-SGD delta for ULDP-GROUP-k, $\sum_u w_{su}\Delta_{su} + z_s$ for ULDP-SGD/AVG). The server
-# holds the global model, samples the users (Algorithm 4), sums the updates, applies the server step, evaluates the
-# model and runs the accountant. With `"secure": true` (ULDP-AVG-w, ULDP-SGD-w) the silo's clipped per-user deltas
-# and noise only ever leave it inside Protocol 1's masked update, and the server learns the weighted sum alone.
+# **Who computes what.** Every party reads the same run configuration and derives from its seed what every party
+# may know: the allocation, ULDP-GROUP-k's flags and the initial model. A silo loads the dataset, derives the
+# allocation (and ULDP-GROUP-k's flags) and keeps only its own records: it trains on those alone and sends the
+# method's silo update ($\Delta_s + z_s$ for ULDP-NAIVE, a DP-SGD delta for ULDP-GROUP-k,
+# $\sum_u w_{su}\Delta_{su} + z_s$ for ULDP-SGD/AVG). The server holds the global model, samples the users
+# (Algorithm 4), sums the updates, applies the server step, evaluates the model and runs the accountant. With
+# `"secure": true` (ULDP-AVG-w, ULDP-SGD-w) the silo's clipped per-user deltas and noise only ever leave it inside
+# Protocol 1's masked update, and the server learns the noisy weighted sum
+# $\sum_s (\sum_u w_{su}\Delta_{su} + z_s)$ alone, whose noise it cannot remove (below).
+#
+# **Who knows which random draw.** The server is the adversary of the paper's trust model (semi-honest, Section
+# 3.1), and it holds the configuration file, seed included. A draw whose secrecy the privacy argument needs must
+# therefore never come from that seed: if a silo's noise $z_s$ did, the server could rebuild it with its own objects
+# and subtract it, leaving the noise-free update (an earlier version did exactly that, see below). Every random
+# draw of a deployed round:
+#
+# | draw | drawn by | from | who may know it |
+# |---|---|---|---|
+# | allocation, initial model, ULDP-GROUP-k flags $\mathbf{B}$ | every party | the shared `seed` | everyone (public) |
+# | users sampled in round $t$ (Algorithm 4) | server | the server's own secret (OS CSPRNG) | the server; the silos receive it |
+# | noise $z_s$ (ULDP-NAIVE, ULDP-SGD/AVG), DP-SGD sampling and noise (ULDP-GROUP-k), batch order, dropout | silo $s$ | silo $s$'s own 128-bit secret (`secrets`) | silo $s$ only |
+# | Paillier key pair (Protocol 1 step 1(a)) | server | OS CSPRNG | public key: everyone |
+# | X25519 key pair of silo $s$ (step 1(b)) | silo $s$ | OS CSPRNG | public key: everyone |
+# | seed $R$ (step 1(c)), hence blinds and masks | silo 0 | `os.urandom` | the silos, never the server |
+# | AEAD nonces, Paillier randomizers, handshake nonce | their sender | OS CSPRNG | public |
+#
+# A silo's secret seeds the method's per-round streams (the Gaussian noise is a torch generator keyed by 63 bits of
+# that stream). The silos learn which users were sampled, because they train only those; the paper's trust model lets
+# only the server know it (Section 3.1), and hiding it would cost every silo training all users each round. The
+# configuration field `"insecure_reproducible_noise": true` brings back the shared-seed draws so that a deployed run
+# equals the in-process one draw for draw: **it voids the privacy guarantee** (the server can strip every silo's
+# noise), every party logs a warning, and the server's result records it. It exists for the tests only. The
+# in-process simulation (`uldp.simulation.run`) is always seeded: it models the computation, not the trust boundary.
 #
 # **Which Flower API.** Flower 1.41 offers two ways to run real clients. Its *Deployment Engine* (`flower-superlink`,
 # `flower-supernode`, `flwr run`) starts a fresh `ClientApp` process for every message and has each SuperNode poll
@@ -152,8 +178,11 @@ for record in deployed["history"]:
 #
 # `uldp.simulation.run` with the same configuration, its enhanced-weight aggregation done by Protocol 1 with the
 # same key size (`uldp.secure.make_secure_aggregate`: the server and the silos as objects in one process, every
-# message still through its byte form). The deployed run computes the same model: the test losses agree to float
-# precision (the protocol's aggregate is within $P = 10^{-10}$ of the plain sum, Theorem 4).
+# message still through its byte form). Both start from the same model and the same allocation; the deployed silos'
+# noise comes from their own secrets, so the test losses agree in distribution, not draw for draw, and the
+# accountant's $\varepsilon$ is the same. (With `insecure_reproducible_noise` the two runs agree to float precision,
+# Protocol 1's aggregate being within $P = 10^{-10}$ of the plain sum, Theorem 4; `tests/test_deploy.py` checks it
+# with real processes.)
 
 # %%
 protocol = config.protocol
@@ -162,9 +191,38 @@ local = run(config.run, aggregate_fn=make_secure_aggregate(
 deployed_loss = np.array([record["loss"] for record in deployed["history"]])
 print("test loss, deployed:  ", np.round(deployed_loss, 6))
 print("test loss, in-process:", np.round(local.test_loss, 6))
-print(f"max |difference| = {np.abs(deployed_loss - np.array(local.test_loss)).max():.1e}")
-assert np.allclose(deployed_loss, local.test_loss, rtol=0, atol=1e-5)
+assert not deployed["insecure_reproducible_noise"]
 assert [record["epsilon"] for record in deployed["history"]] == local.epsilon
+
+# %% [markdown]
+# ## The server cannot remove the noise
+#
+# The attack of a curious server, run against the deployment's own roles (`MethodServer`, `MethodSilo`) for one
+# round: the server rebuilds each silo's noise from the shared configuration with its own objects and subtracts it
+# from what the silo sent. With the silos' own secrets, what remains is two independent noises (standard deviation
+# $\sqrt 2\,\sigma_z$); with the insecure option it is the clean update, far smaller than the noise.
+# `tests/test_deploy_security.py` runs the same attack for every method that adds noise at the silos and on
+# Protocol 1's decoded aggregate.
+
+# %%
+from uldp.data import load
+from uldp.deploy.method_roles import MethodServer, MethodSilo
+from uldp.methods.base import seed_stream
+from uldp.simulation import ROUNDS_STREAM
+
+dataset = load(config.run.dataset)
+for insecure in (False, True):
+    attacked = DeployConfig.from_json({**RUN, "secure": False, "insecure_reproducible_noise": insecure})
+    server = MethodServer(attacked, dataset)
+    params, sampled = server.initial_params(), server.sampled_users(1)
+    shared = seed_stream(np.random.SeedSequence(attacked.run.seed), ROUNDS_STREAM, 0)
+    residual = np.concatenate([
+        MethodSilo(attacked, s, dataset).contribution(params, 1, sampled)
+        - server.method.silo_noise(params.size, server.n_silos, shared, s).numpy()
+        for s in range(server.n_silos)])
+    noise_std = server.method.noise_std(server.n_silos)
+    print(f"insecure_reproducible_noise={insecure!s:5}: what the server is left with has std {residual.std():.2e} "
+          f"(per-silo noise std {noise_std:.2f}, ratio {residual.std() / noise_std:.3f})")
 
 # %% [markdown]
 # ## What the deployment costs per round

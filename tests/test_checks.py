@@ -90,5 +90,5 @@ def test_callers_refuse_a_bool_where_a_number_belongs():
     """Callers that took ``True`` as the number 1 before they shared these checks."""
     with pytest.raises(ValueError, match=r"^sigma must be a finite number > 0, got True$"):
         rdp_gaussian(sigma=True, orders=[2.0])
-    with pytest.raises(ValueError, match=r"^n_silos must be an integer >= 1, got True$"):
+    with pytest.raises(ValueError, match=r"^n_silos must be an integer in 1..1000, got True$"):
         RunConfig(dataset="creditcard", method="ULDP-AVG", n_users=10, rounds=2, n_silos=True)

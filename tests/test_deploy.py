@@ -84,7 +84,8 @@ def test_fingerprint_changes_with_any_field() -> None:
 
 # --- checkpoints -----------------------------------------------------------------------------------------------
 def _checkpoint(rounds: int = 2) -> checkpoint.Checkpoint:
-    return checkpoint.Checkpoint(rounds, np.arange(6, dtype=np.float32) / 7, "f" * 64, ({"round": 1},))
+    return checkpoint.Checkpoint(rounds, np.arange(6, dtype=np.float32) / 7, "f" * 64,
+                                 tuple({"round": r} for r in range(1, rounds + 1)))
 
 
 def test_checkpoint_round_trip(tmp_path) -> None:
@@ -92,7 +93,7 @@ def test_checkpoint_round_trip(tmp_path) -> None:
     assert checkpoint.load_checkpoint(path, config_fingerprint="f" * 64) is None
     checkpoint.save_checkpoint(path, _checkpoint())
     loaded = checkpoint.load_checkpoint(path, config_fingerprint="f" * 64)
-    assert loaded.rounds_done == 2 and loaded.history == ({"round": 1},)
+    assert loaded.rounds_done == 2 and loaded.history == ({"round": 1}, {"round": 2})
     assert loaded.params.dtype == np.float32 and np.array_equal(loaded.params, _checkpoint().params)
 
 
@@ -211,6 +212,7 @@ def test_server_and_silo_roles_compute_the_simulation(method, creditcard, monkey
     config = RunConfig(dataset="creditcard", method=method, n_users=6, n_silos=3, rounds=2, seed=3, local_epochs=1,
                        max_train_records=150, q=0.6 if method.startswith(("ULDP-SGD", "ULDP-AVG")) else 1.0)
     expected, result = _simulated(config, creditcard, monkeypatch)
+    config = DeployConfig(config, insecure_reproducible_noise=True)  # the simulation's draws (tests only)
     server = MethodServer(config, creditcard)
     silos = [MethodSilo(config, silo_id, creditcard) for silo_id in range(3)]
     for silo in silos:
@@ -230,10 +232,11 @@ def test_server_and_silo_roles_compute_the_simulation(method, creditcard, monkey
 
 # --- real processes on localhost: a server and 3 silos, ULDP-AVG-w with Protocol 1 --------------------------------
 # Creditcard (an MLP of 5,012 parameters), 20 users over 3 silos, 200 training records, one local epoch, user sampling
-# q = 0.7, Protocol 1 with 512-bit test keys (N_max = 40 bounds every user's records here).
+# q = 0.7, Protocol 1 with 512-bit test keys (N_max = 40 bounds every user's records here), and the INSECURE shared-seed
+# noise, so that the deployed model can be compared with the in-process one draw for draw.
 RUN = {"dataset": "creditcard", "method": "ULDP-AVG-w", "n_users": 20, "n_silos": 3, "rounds": 2, "seed": 5,
        "q": 0.7, "local_epochs": 1, "max_train_records": 200, "secure": True,
-       "protocol": {"key_bits": 512, "insecure_test_key": True, "n_max": 40}}
+       "protocol": {"key_bits": 512, "insecure_test_key": True, "n_max": 40}, "insecure_reproducible_noise": True}
 
 
 @pytest.fixture(scope="module")
@@ -291,6 +294,7 @@ def test_three_silo_processes_with_protocol_1_compute_the_in_process_run(tmp_pat
     silos = [_silo(port, path, silo_id) for silo_id in range(3)]
     code, finished, stderr = _finish(server)
     assert code == 0 and finished["rounds_done"] == 2 and finished["error"] == "", stderr[-3000:]
+    assert finished["insecure_reproducible_noise"] and "INSECURE" in stderr
     for silo_id, silo in enumerate(silos):
         code, answer, stderr = _finish(silo)
         assert code == 0 and answer["silo_id"] == silo_id, stderr[-2000:]

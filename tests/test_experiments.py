@@ -298,6 +298,38 @@ def test_medical_runs_are_scored_as_the_authors_and_only_heart_disease_keys_depe
     assert "test_scoring" not in expand("creditcard", "paper", seeds=[0])[0].kwargs
 
 
+def _stored_payload(spec) -> dict:
+    return {"schema": experiments.SCHEMA_VERSION, "key": spec.key, "grid": spec.grid, "panel": spec.panel,
+            "series": spec.series, "seed": spec.seed, "params": spec.kwargs, "config": {},
+            "result": {"test_loss": [1.0]}, "provenance": {"date": "2026-01-01T00:00", "wall_seconds": 1.5}}
+
+
+@pytest.mark.parametrize("change, detail", [
+    ({"result": "garbage"}, "result must be a non-empty object"),
+    ({"result": {}}, "result must be a non-empty object"),
+    ({"provenance": None}, "provenance must be an object"),
+    ({"provenance": {"wall_seconds": "1"}}, "wall_seconds"),
+    ({"seed": "abc"}, "seed must be an integer"),
+    ({"seed": True}, "seed must be an integer"),
+    ({"seed": 7}, "differs from the run arguments"),
+    ({"config": "x"}, "params and config must be objects"),
+    ({"params": {"method": "ULDP-AVG-w", "seed": 0, "n_users": 11}}, "disagree"),
+    ({"key": "0" * 16}, "disagree"),
+])
+def test_a_tampered_stored_result_is_a_value_error_naming_the_file(change, detail, tmp_path):
+    """Issue 25: a stored result whose fields are malformed or whose run arguments do not match its key is refused
+    by name, for read_result and load_results alike (before: AttributeError, KeyError, TypeError, or counted)."""
+    spec = expand("user_sampling", "paper", seeds=[0])[0]
+    path = result_path(tmp_path, spec)
+    experiments.write_json_atomic(path, _stored_payload(spec))
+    assert experiments.read_result(path)["seed"] == spec.seed
+    experiments.write_json_atomic(path, {**_stored_payload(spec), **change})
+    with pytest.raises(ValueError, match=f"stored result {re.escape(str(path))} is malformed: .*{detail}"):
+        experiments.read_result(path)
+    with pytest.raises(ValueError, match=detail):
+        load_results("user_sampling", "paper", seeds=[0], root=tmp_path)
+
+
 def test_a_grid_run_resumes_from_its_checkpoint_beside_the_result_and_removes_it_once_stored(tmp_path):
     spec = expand("tcga_brca", "paper", seeds=[0], methods=["ULDP-AVG-w"])[0]
     checkpoint = result_path(tmp_path, spec).with_suffix(".ckpt")

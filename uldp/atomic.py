@@ -38,3 +38,50 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, private: bool = False) 
             os.fsync(directory)
         finally:
             os.close(directory)
+
+
+def remove_leftovers(path: str | Path) -> list[Path]:
+    """Delete the temporary files that :func:`write_bytes_atomic` left next to ``path`` when a process was killed.
+
+    Call it when a program starts that owns ``path`` (a checkpoint's resume): nothing else writes those names.
+
+    Returns:
+        The deleted files.
+    """
+    path = Path(path)
+    if not path.parent.is_dir():
+        return []
+    leftovers = [p for p in path.parent.glob(f".{path.name}.*.tmp") if p.is_file()]
+    for leftover in leftovers:
+        leftover.unlink(missing_ok=True)
+    return leftovers
+
+
+def check_writable(path: str | Path, what: str) -> Path:
+    """Refuse a destination that cannot be written, before any work is done for it.
+
+    Creates the missing parent directories (as :func:`write_bytes_atomic` would) and probes the directory with an
+    empty temporary file of the writer's own pattern, so a read-only file system or a pseudo file system is caught,
+    whatever the permissions say.
+
+    Args:
+        path: The file to be written later with :func:`write_bytes_atomic`.
+        what: Its name for the message (``"--checkpoint"``).
+
+    Returns:
+        ``path`` as a Path.
+
+    Raises:
+        ValueError: ``path`` is a directory, or a file cannot be created beside it.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{what} {path} is a directory; give a file path")
+    probe = path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        probe.unlink()
+    except OSError as error:
+        raise ValueError(f"{what} {path} cannot be written ({error.strerror or error})") from error
+    return path

@@ -624,14 +624,47 @@ def write_json_atomic(path: Path, payload: Any) -> None:
 
 
 def read_result(path: Path) -> dict | None:
-    """The stored result at ``path``, or ``None`` if there is none or it is not a complete result file."""
+    """The stored result at ``path``, or ``None`` if there is none or it is not a complete result file.
+
+    Raises:
+        ValueError: A result file (this schema, with a ``result``) whose fields are malformed or whose run
+            arguments do not match its key and file name; the message names the file.
+    """
     try:
         payload = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(payload, dict) or payload.get("schema") != SCHEMA_VERSION or "result" not in payload:
         return None
+    problem = _result_problem(payload, Path(path).stem)
+    if problem:
+        raise ValueError(f"stored result {path} is malformed: {problem}; delete it to run it again")
     return payload
+
+
+def _result_problem(payload: dict, stem: str) -> str:
+    """What is wrong with a stored result's fields, or "" (see :func:`read_result`)."""
+    result, provenance, params, seed = (payload.get(name) for name in ("result", "provenance", "params", "seed"))
+    if not isinstance(result, dict) or not result:
+        return f"result must be a non-empty object, got {str(result)[:60]}"
+    if not isinstance(provenance, dict):
+        return f"provenance must be an object, got {str(provenance)[:60]}"
+    wall = provenance.get("wall_seconds")
+    if isinstance(wall, bool) or not isinstance(wall, (int, float)) or not 0 <= wall < math.inf:
+        return f"provenance.wall_seconds must be a number >= 0, got {wall!r:.40}"
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        return f"seed must be an integer >= 0, got {seed!r:.40}"
+    if not isinstance(params, dict) or not isinstance(payload.get("config"), dict):
+        return "params and config must be objects"
+    if params.get("seed", seed) != seed:
+        return f"seed {seed} differs from the run arguments' {params.get('seed')!r:.40}"
+    try:
+        key = config_hash(effective_arguments(params))
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        return f"run arguments cannot be keyed ({error})"
+    if not payload.get("key") == stem == key:
+        return f"its key {str(payload.get('key'))[:20]!r}, file name {stem!r} and run arguments (key {key}) disagree"
+    return ""
 
 
 def stored_result(root: Path, spec: RunSpec) -> dict | None:

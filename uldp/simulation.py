@@ -4,7 +4,9 @@
 registry (:mod:`uldp.methods`), then for each round trains, aggregates, evaluates the global model on the test set
 and asks the method's accountant for the user-level epsilon so far. Every random draw (allocation, initial model,
 GROUP flags, user sampling, record order, dropout, noise) derives from ``config.seed`` through one
-``numpy.random.SeedSequence``. Unset hyperparameters take the paper's values for the dataset and method
+``numpy.random.SeedSequence``: the simulation is seeded on purpose (it models the computation, not the trust
+boundary); a deployment draws every silo's noise from that silo's own secret instead (:mod:`uldp.deploy.method_roles`).
+Unset hyperparameters take the paper's values for the dataset and method
 (the paper's settings.md, collected in :data:`PAPER_SETTINGS`).
 """
 
@@ -129,11 +131,13 @@ class RunConfig:
         spec = parse_method(self.method)
         if self.dataset not in PAPER_SETTINGS:
             raise ValueError(f"unknown dataset {self.dataset!r}; known datasets: {', '.join(PAPER_SETTINGS)}")
-        check_integer("n_users", self.n_users)
+        from uldp.data.allocation import MAX_SILOS, MAX_USERS
+
+        check_integer("n_users", self.n_users, maximum=MAX_USERS)
         check_integer("rounds", self.rounds)
         check_integer("seed", self.seed, minimum=0)
         if self.n_silos is not None:
-            check_integer("n_silos", self.n_silos)
+            check_integer("n_silos", self.n_silos, maximum=MAX_SILOS)
         if self.distribution not in ("uniform", "zipf", "zipf-noniid"):
             raise ValueError(f"distribution must be 'uniform', 'zipf' or 'zipf-noniid', got {self.distribution!r}")
         if self.secure and spec.name not in SECURE_METHODS:
@@ -360,8 +364,9 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
         The :class:`RunResult`; secure runs add the protocol's per-part seconds to ``info["secure_timings"]``.
 
     Raises:
-        ValueError: A checkpoint with a secure or custom aggregation, a negative ``checkpoint_seconds``, or a
-            checkpoint file that is corrupted or belongs to another configuration.
+        ValueError: A checkpoint with a secure or custom aggregation, a negative ``checkpoint_seconds``, a
+            checkpoint path that cannot be written, or a checkpoint file that is corrupted, malformed or belongs to
+            another configuration.
     """
     import torch
     from tqdm import tqdm
@@ -375,6 +380,10 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
         raise ValueError("checkpoint is not supported with a secure or custom aggregation (its keys and state live "
                          "in this process); run without checkpoint")
     check_number("checkpoint_seconds", checkpoint_seconds, at_least=0)
+    if checkpoint is not None:
+        from uldp.atomic import check_writable
+
+        check_writable(checkpoint, "checkpoint")  # before any training
     start = time.perf_counter()
     root = np.random.SeedSequence(config.seed)
     method, federation, data = _prepared(config, dataset)
@@ -389,7 +398,8 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
         "setup_seconds": round(time.perf_counter() - start, 3)})
     history: list[dict] = []
     fingerprint = _checkpoint_fingerprint(config, data)
-    restored = None if checkpoint is None else load_checkpoint(checkpoint, config_fingerprint=fingerprint)
+    restored = None if checkpoint is None else load_checkpoint(
+        checkpoint, config_fingerprint=fingerprint, like=params.detach().numpy())
     if restored is not None:
         params = torch.from_numpy(restored.params)
         load_flat_parameters(evaluation_model, params)

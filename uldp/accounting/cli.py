@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import math
 
+#: Noise multipliers the commands accept: beyond them the accountants' floating point overflows (1e308) or divides by
+#: zero (1e-300), and epsilon is already astronomically large (5.5e6 at 1e-3) or zero to print precision (1e6).
+SIGMA_RANGE = (1e-3, 1e6)
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``epsilon`` and ``group-epsilon`` sub-commands."""
@@ -29,6 +33,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.set_defaults(handler=run_group_epsilon)
 
 
+def _check_sigma(sigma: float) -> None:
+    from uldp.checks import check_number
+
+    check_number("--sigma", sigma, at_least=SIGMA_RANGE[0], at_most=SIGMA_RANGE[1])
+
+
 def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
@@ -39,6 +49,7 @@ def run_epsilon(args: argparse.Namespace) -> int:
     from uldp.cli import print_json
 
     family = check_method(args.method)
+    _check_sigma(args.sigma)
     group_args = {}
     if family == "group":
         if args.steps_per_round is None:
@@ -59,6 +70,7 @@ def run_group_epsilon(args: argparse.Namespace) -> int:
     from uldp.accounting.group import group_privacy_table
     from uldp.cli import print_json
 
+    _check_sigma(args.sigma)
     table = group_privacy_table(sigma=args.sigma, q=args.q, steps=args.steps, delta=args.delta, ks=args.k)
     rows = [{"k": row["k"], "epsilon_rdp": _finite(row["epsilon_rdp"]), "epsilon_dp": _finite(row["epsilon_dp"])}
             for row in table]

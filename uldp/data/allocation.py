@@ -173,6 +173,12 @@ def _fixed_silo_users(
     return user
 
 
+#: Most users and silos an allocation may have: the counts n[s, u] and the per-user arrays stay small (the paper's
+#: largest federation has 10,000 users and 6 silos), and a mistyped 1e12 is refused instead of allocating terabytes.
+MAX_USERS = 1_000_000
+MAX_SILOS = 1_000
+
+
 def _check_arguments(
     dataset: FederatedDataset,
     n_users: int,
@@ -186,7 +192,7 @@ def _check_arguments(
     """Validate ``allocate``'s arguments; return the number of silos."""
     if scheme not in SCHEMES:
         raise ValueError(f"unknown allocation scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
-    check_integer("n_users", n_users)
+    check_integer("n_users", n_users, maximum=MAX_USERS)
     check_integer("seed", seed, minimum=0)
     check_positive("user_alpha", user_alpha)
     check_positive("silo_alpha", silo_alpha)
@@ -208,7 +214,7 @@ def _check_arguments(
         return dataset.n_fixed_silos
     if n_silos is None:
         raise ValueError(f"n_silos is needed for {dataset.name}: its silos are not fixed (got n_silos=None)")
-    return check_integer("n_silos", n_silos)
+    return check_integer("n_silos", n_silos, maximum=MAX_SILOS)
 
 
 def allocate(

@@ -47,6 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     keys = commands.add_parser("keys", help="make a server master key and one authentication key per silo")
     keys.add_argument("--silos", type=int, required=True, help="number of silos")
     keys.add_argument("--out", type=Path, required=True, help="directory for master.key and silo-<id>.key")
+    keys.add_argument("--force", action="store_true", help="replace existing key files (invalidates the old keys)")
     keys.set_defaults(handler=_keys)
 
 
@@ -63,12 +64,16 @@ def _setup_logging(args: argparse.Namespace) -> None:
 
 
 def _read_key(path: Path | None) -> bytes | None:
+    """The key in ``path`` (one hex string of at least 16 bytes), or None without a path."""
+    from uldp.deploy.keys import check_master_key
+
     if path is None:
         return None
     try:
-        return bytes.fromhex(path.read_text().strip())
-    except ValueError as error:
-        raise ValueError(f"key file {path} must hold one hex string (from `uldp deploy keys`)") from error
+        key = bytes.fromhex(path.read_text(encoding="ascii").strip())
+    except (OSError, ValueError) as error:
+        raise ValueError(f"key file {path} must hold one hex string (from `uldp deploy keys`): {error}") from error
+    return check_master_key(key, f"the key in {path}")
 
 
 def _roles(args: argparse.Namespace, *, silo_id: int | None):  # noqa: ANN202 - a ServerRole or a SiloRole
@@ -86,7 +91,10 @@ def _roles(args: argparse.Namespace, *, silo_id: int | None):  # noqa: ANN202 - 
         config = DeployConfig.from_json(data)
     except ValueError as error:
         raise ValueError(f"{args.config}: {error}") from error
-    dataset = load(config.run.dataset, args.data_dir)
+    try:
+        dataset = load(config.run.dataset, args.data_dir)
+    except (OSError, RuntimeError) as error:  # no data directory, missing files
+        raise ValueError(f"cannot load dataset {config.run.dataset!r}: {error}") from error
     return MethodServer(config, dataset) if silo_id is None else MethodSilo(config, silo_id, dataset)
 
 
@@ -101,13 +109,14 @@ def _server(args: argparse.Namespace) -> int:
     settings = ServerSettings(
         address=args.address, checkpoint=args.checkpoint, join_timeout=args.join_timeout,
         round_timeout=args.round_timeout, master_key=_read_key(args.master_key_file),
-        certificates=tuple(p.read_bytes() for p in tls) if all(tls) else None,  # type: ignore[arg-type]
+        certificates=tuple(_read_file(p) for p in tls) if all(tls) else None,  # type: ignore[arg-type]
     )
     result = serve(_roles(args, silo_id=None), settings)
     if args.json:
         print_json({
             "rounds_done": result.rounds_done, "resumed_from": result.resumed_from, "error": result.error,
             "refused": result.refused, "setup_seconds": result.setup_seconds, "history": result.history,
+            "insecure_reproducible_noise": result.insecure_reproducible_noise,
         })
     if result.error:
         print(f"uldp deploy server: {result.error}", file=sys.stderr)
@@ -122,7 +131,7 @@ def _silo(args: argparse.Namespace) -> int:
     _setup_logging(args)
     settings = SiloSettings(
         server_address=args.server, key=_read_key(args.key_file),
-        root_certificates=args.root_certificates.read_bytes() if args.root_certificates else None,
+        root_certificates=_read_file(args.root_certificates) if args.root_certificates else None,
         max_wait=args.max_wait, exit_at_round=args.exit_at_round,
     )
     role = _roles(args, silo_id=args.silo_id)
@@ -141,10 +150,17 @@ def _silo(args: argparse.Namespace) -> int:
 def _keys(args: argparse.Namespace) -> int:
     from uldp.deploy.keys import write_keys
 
-    paths = write_keys(args.out, n_silos=args.silos)
+    paths = write_keys(args.out, n_silos=args.silos, force=args.force)
     for path in paths:
         print(path)
     return 0
+
+
+def _read_file(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise ValueError(f"cannot read {path}: {error}") from error
 
 
 def main(argv: list[str] | None = None) -> int:

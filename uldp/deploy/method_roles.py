@@ -1,8 +1,9 @@
 """The server side and one silo's side of any method of :mod:`uldp.methods`, built from a run configuration.
 
 Every party reads the same configuration (:class:`DeployConfig`: a :class:`uldp.simulation.RunConfig` plus
-Protocol 1's public parameters) and derives everything from its seed exactly as :func:`uldp.simulation.run` does,
-so a deployed federation computes the in-process run:
+Protocol 1's public parameters) and derives from its seed what every party may know (the allocation, ULDP-GROUP-k's
+flags, the initial model). Each party's secret draws come from its own randomness instead (see below), so a
+deployed run follows the in-process computation of :func:`uldp.simulation.run` in distribution, not draw for draw:
 
 - :class:`MethodSilo` loads the dataset, derives the allocation (and ULDP-GROUP-k's flags, Algorithm 2 line 8)
   from the shared seed and keeps only its own records; it trains on those alone. Each round it sends its
@@ -13,10 +14,37 @@ so a deployed federation computes the in-process run:
   on the test set and asks the method's accountant for epsilon. It trains on nothing; it reads the allocation
   (who holds how many records) only for ULDP-GROUP-k's accountant, whose per-silo DP-SGD rates depend on it.
 
+Every random draw of a deployed round (who draws it, from what, who may know it):
+
+=====================================================  ==========  ===========================================  ==================
+draw                                                   who         from                                         who may know it
+=====================================================  ==========  ===========================================  ==================
+initial model, allocation, ULDP-GROUP-k flags B        every party the shared ``config.seed``                   everyone (public)
+users sampled in round t (Algorithm 4)                 server      the server's own secret (OS CSPRNG)          server; the silos
+                                                                                                                 receive it
+silo s's noise z_s (Algorithms 1, 3: ULDP-NAIVE,       silo s      silo s's own secret (OS CSPRNG)              silo s only
+ULDP-SGD/AVG[-w]); its DP-SGD sampling and noise
+(ULDP-GROUP-k); its batch order and dropout masks
+Paillier key pair (Protocol 1 step 1(a))               server      OS CSPRNG (phe's primes)                     public key: all
+X25519 key pair of silo s (step 1(b))                  silo s      OS CSPRNG (``cryptography``)                 public key: all
+seed R (step 1(c)), hence blinds and mask keys         silo 0      ``os.urandom``                               the silos, never
+                                                                                                                 the server
+AEAD nonces, Paillier randomizers (steps 1-2)          sender      ``os.urandom`` / ``secrets``                 public
+handshake nonce                                        server      ``secrets.token_bytes``                      public
+=====================================================  ==========  ===========================================  ==================
+
+A silo's secret is ``secrets.randbits(128)`` drawn when its role is built (a :class:`numpy.random.SeedSequence` of it
+seeds the method's per-round streams: the noise is a torch generator keyed by 63 bits of that secret stream).
+Drawing it from the shared seed would let the server rebuild every silo's noise and subtract it (issue 25;
+``tests/test_deploy_security.py`` runs that attack). ``"insecure_reproducible_noise": true`` in the configuration
+brings back the shared-seed draws so that a deployed run equals the in-process run bit for bit (tests only): it voids
+the privacy guarantee, is logged as a warning by every party and is recorded in the server's result. The in-process
+simulation (:func:`uldp.simulation.run`) is always seeded: it models the computation, not the trust boundary.
+
 Configuration file (JSON): the fields of :class:`~uldp.simulation.RunConfig`, plus optionally
 ``"protocol": {"key_bits": ..., "precision": ..., "n_max": ..., "insecure_test_key": ...}`` for Protocol 1
-(``"secure": true``); e.g. ``{"dataset": "creditcard", "method": "ULDP-AVG-w", "n_users": 100, "rounds": 5,
-"seed": 0, "secure": true}``.
+(``"secure": true``) and ``"insecure_reproducible_noise"``; e.g. ``{"dataset": "creditcard", "method": "ULDP-AVG-w",
+"n_users": 100, "rounds": 5, "seed": 0, "secure": true}``.
 
 >>> config = DeployConfig.from_json({"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 4, "rounds": 1,
 ...                                  "protocol": {"key_bits": 512, "insecure_test_key": True}})
@@ -26,12 +54,20 @@ Configuration file (JSON): the fields of :class:`~uldp.simulation.RunConfig`, pl
 
 from __future__ import annotations
 
+import logging
+import secrets
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
 
+from uldp.checks import check_integer, check_number
 from uldp.deploy import wire
+
+LOGGER = logging.getLogger("uldp.deploy")
+
+#: Largest Paillier modulus a configuration may ask for (key generation grows with the cube of its size).
+MAX_KEY_BITS = 16384
 
 #: Relative headroom of Protocol 1's bound on a clipped delta coordinate over C: a float32 coordinate of a vector
 #: clipped to norm C can exceed the float64 C by rounding (float32(0.1) > 0.1).
@@ -54,6 +90,19 @@ class ProtocolSettings:
     n_max: int = 2000
     insecure_test_key: bool = False
 
+    def __post_init__(self) -> None:
+        from uldp.secure.keys import check_key_bits
+
+        if not isinstance(self.insecure_test_key, bool):
+            raise ValueError(f"protocol.insecure_test_key must be true or false, got {self.insecure_test_key!r}")
+        check_key_bits(self.key_bits, insecure_test_key=self.insecure_test_key)
+        check_integer("protocol.key_bits", self.key_bits, maximum=MAX_KEY_BITS)
+        check_number("protocol.precision", self.precision, above=0, below=1)
+        # lcm(1..N) >= 2^N (N >= 7): a larger N_max could never pass Theorem 4's no-wrap-around check, and C_LCM's
+        # computation grows quadratically with it
+        check_integer("protocol.n_max (below key_bits: C_LCM = lcm(1..N_max) must stay below the modulus)",
+                      self.n_max, maximum=self.key_bits - 1)
+
 
 @dataclass(frozen=True)
 class DeployConfig:
@@ -62,10 +111,19 @@ class DeployConfig:
     Attributes:
         run: The run (dataset, method, users, rounds, seed, hyperparameters, ``secure``).
         protocol: Protocol 1's parameters (used when ``run.secure``).
+        insecure_reproducible_noise: INSECURE, tests only: every party draws its secret randomness (the silos'
+            noise, the server's user sampling) from the shared seed, so the run equals the in-process one, and the
+            server can remove every silo's noise. Never in a deployment that promises privacy.
     """
 
     run: Any  # uldp.simulation.RunConfig (imported lazily: the CLI stays light)
     protocol: ProtocolSettings = field(default_factory=ProtocolSettings)
+    insecure_reproducible_noise: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.insecure_reproducible_noise, bool):
+            raise ValueError(f"insecure_reproducible_noise must be true or false, "
+                             f"got {self.insecure_reproducible_noise!r}")
 
     @classmethod
     def from_json(cls, data: Any) -> DeployConfig:
@@ -81,26 +139,31 @@ class DeployConfig:
             raise ValueError(f"a run configuration is a JSON object of RunConfig fields, got {type(data).__name__}")
         data = dict(data)
         protocol = data.pop("protocol", {})
+        insecure = data.pop("insecure_reproducible_noise", False)
         run_fields = {f.name for f in fields(RunConfig)}
         protocol_fields = {f.name for f in fields(ProtocolSettings)}
         unknown = sorted(set(data) - run_fields)
         if unknown:
-            raise ValueError(f"unknown run configuration field(s) {unknown}; allowed: {sorted(run_fields)} and "
-                             f"'protocol'")
+            raise ValueError(f"unknown run configuration field(s) {unknown}; allowed: {sorted(run_fields)}, "
+                             f"'protocol' and 'insecure_reproducible_noise'")
         if not isinstance(protocol, dict) or set(protocol) - protocol_fields:
             raise ValueError(f"'protocol' must be an object with fields among {sorted(protocol_fields)}, "
                              f"got {protocol!r}")
-        if data.get("user_weights") is not None:
-            data["user_weights"] = tuple(tuple(row) for row in data["user_weights"])
+        weights = data.get("user_weights")
+        if weights is not None:
+            if not isinstance(weights, list) or not all(isinstance(row, list) for row in weights):
+                raise ValueError(f"user_weights must be a list of lists [silos][users], got {weights!r:.80}")
+            data["user_weights"] = tuple(tuple(row) for row in weights)
         try:
             run = RunConfig(**data)
-        except TypeError as error:  # a missing required field
+        except TypeError as error:  # a missing required field, or a value of the wrong kind
             raise ValueError(f"bad run configuration: {error}") from error
-        return cls(run, ProtocolSettings(**protocol))
+        return cls(run, ProtocolSettings(**protocol), insecure)
 
     def to_json(self) -> dict:
         """The resolved configuration as JSON-ready data (what :meth:`from_json` reads back)."""
-        return {**asdict(self.run), "protocol": asdict(self.protocol)}
+        return {**asdict(self.run), "protocol": asdict(self.protocol),
+                "insecure_reproducible_noise": self.insecure_reproducible_noise}
 
     @property
     def fingerprint(self) -> str:
@@ -112,8 +175,18 @@ def _as_config(config: Any) -> DeployConfig:
     return config if isinstance(config, DeployConfig) else DeployConfig(config)
 
 
+def secret_seed() -> np.random.SeedSequence:
+    """A fresh 128-bit secret from the OS CSPRNG, as the root of one party's secret random streams."""
+    return np.random.SeedSequence(secrets.randbits(128))
+
+
 class _MethodRole:
-    """What both sides derive from the configuration: the method, its seeds and the federation's shape."""
+    """What both sides derive from the configuration: the method, its seeds and the federation's shape.
+
+    The shared seed (``config.seed``) gives only what every party may know (allocation, flags, initial model);
+    :meth:`secret_round_seed` is the party's own stream (from :func:`secret_seed`; the shared one only with
+    ``insecure_reproducible_noise``).
+    """
 
     def __init__(self, config: Any, dataset: Any) -> None:
         from uldp.methods import make_method
@@ -128,6 +201,11 @@ class _MethodRole:
         weights = None if run.user_weights is None else np.asarray(run.user_weights)
         self.method = make_method(run.method, run.hyperparameters(), user_weights=weights)
         self._root = np.random.SeedSequence(run.seed)
+        self.insecure_reproducible_noise = self.config.insecure_reproducible_noise
+        if self.insecure_reproducible_noise:
+            LOGGER.warning("INSECURE: insecure_reproducible_noise draws every silo's noise from the shared seed; "
+                           "the server can remove it (no privacy). For tests only.")
+        self._secret_root = self._root if self.insecure_reproducible_noise else secret_seed()
         self.fingerprint = self.config.fingerprint
         self.rounds, self.secure = run.rounds, bool(run.secure)
         federation, self.data = build_federation(run, dataset)
@@ -136,13 +214,20 @@ class _MethodRole:
         kept = federation.allocation
         self.counts = replace(kept, user=kept.user[self._mask], silo=kept.silo[self._mask]).counts
         self._federation = federation
+        if weights is not None:
+            from uldp.methods import check_weights
 
-    def round_seed(self, round_index: int) -> np.random.SeedSequence:
-        """The stream of round ``round_index`` (1-based), as in :func:`uldp.simulation.run`."""
+            check_weights(weights, self.counts)
+        if self.secure:
+            self.protocol_config().validate()
+
+    def secret_round_seed(self, round_index: int) -> np.random.SeedSequence:
+        """This party's secret stream of round ``round_index`` (1-based); with ``insecure_reproducible_noise`` the
+        shared stream of :func:`uldp.simulation.run`'s round instead."""
         from uldp.methods.base import seed_stream
         from uldp.simulation import ROUNDS_STREAM
 
-        return seed_stream(self._root, ROUNDS_STREAM, round_index - 1)
+        return seed_stream(self._secret_root, ROUNDS_STREAM, round_index - 1)
 
     def protocol_config(self) -> Any:
         """Protocol 1's parameters: bounds C (with :data:`CLIP_HEADROOM`) and sigma C / sqrt(|S|) noise."""
@@ -177,10 +262,11 @@ class MethodServer(_MethodRole):
         return self._initial.copy()
 
     def sampled_users(self, round_index: int) -> np.ndarray:
-        """Poisson sampling of users at rate q (Algorithm 4 line 4); all users for methods without sampling."""
+        """Poisson sampling of users at rate q (Algorithm 4 line 4) from the server's secret stream; all users for
+        methods without sampling."""
         if not self.method.spec.per_user:
             return np.ones(self.n_users, dtype=bool)
-        return self.method.sample_users(self.n_users, self.round_seed(round_index))
+        return self.method.sample_users(self.n_users, self.secret_round_seed(round_index))
 
     def combine(self, params: np.ndarray, contributions: list[np.ndarray], round_index: int) -> np.ndarray:
         """Plain rounds: the method's server step on ``sum_s`` of the silos' contributions (in silo order)."""
@@ -231,9 +317,7 @@ class MethodSilo(_MethodRole):
 
     def __init__(self, config: Any, silo_id: int, dataset: Any = None) -> None:
         super().__init__(config, dataset)
-        if not 0 <= silo_id < self.n_silos:
-            raise ValueError(f"--silo-id must be in 0..{self.n_silos - 1}, got {silo_id}")
-        self.silo_id = silo_id
+        self.silo_id = check_integer("--silo-id", silo_id, minimum=0, maximum=self.n_silos - 1)
         own = self._mask & (self._federation.allocation.silo == silo_id)
         self.federation = self._federation.keep(own)  # this silo's records only; the rest is dropped here
         del self._federation, self.data
@@ -242,10 +326,10 @@ class MethodSilo(_MethodRole):
         self.counts_row = self.counts[silo_id]
 
     def contribution(self, params: np.ndarray, round_index: int, sampled: np.ndarray) -> np.ndarray:
-        """The method's ``silo_update``: what this silo sends in a plain round (noise included)."""
+        """The method's ``silo_update``: what this silo sends in a plain round (noise from this silo's secret)."""
         import torch
 
-        update = self.method.silo_update(torch.from_numpy(params), self.federation, self.round_seed(round_index),
+        update = self.method.silo_update(torch.from_numpy(params), self.federation, self.secret_round_seed(round_index),
                                          self.silo_id, sampled=sampled, counts=self.counts)
         return update.numpy()
 
@@ -260,7 +344,7 @@ class MethodSilo(_MethodRole):
         if not (self.method.spec.per_user and self.method.spec.enhanced_weights):
             raise ValueError(f"Protocol 1 computes the enhanced weights of ULDP-SGD-w / ULDP-AVG-w, "
                              f"not {self.method.spec.name}")
-        round_seed, tensor = self.round_seed(round_index), torch.from_numpy(params)
+        round_seed, tensor = self.secret_round_seed(round_index), torch.from_numpy(params)
         deltas = self.method.silo_user_deltas(tensor, self.federation, round_seed, sampled, self.silo_id)
         noise = self.method.silo_noise(tensor.numel(), self.n_silos, round_seed, self.silo_id)
         return deltas.numpy(), noise.numpy()

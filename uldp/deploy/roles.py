@@ -2,8 +2,8 @@
 
 :class:`ServerRole` and :class:`SiloRole` are the interfaces :mod:`uldp.deploy.server` and :mod:`uldp.deploy.silo`
 drive; :mod:`uldp.deploy.method_roles` implements them for every method of :mod:`uldp.methods`. Both sides derive
-everything from the run configuration and its seed, so a deployed run reproduces the in-process computation; a silo
-role sees only its own records.
+what is public from the run configuration and its seed, and their secret draws (a silo's noise, the server's user
+sampling) from their own randomness; a silo role sees only its own records.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ class ServerRole(Protocol):
         rounds: T.
         secure: Whether the aggregation runs Protocol 1 (ULDP-AVG-w only).
         fingerprint: :func:`uldp.deploy.wire.fingerprint` of the run configuration.
+        insecure_reproducible_noise: Whether the silos' noise comes from the shared seed (INSECURE, tests only).
     """
 
     n_silos: int
@@ -29,6 +30,7 @@ class ServerRole(Protocol):
     rounds: int
     secure: bool
     fingerprint: str
+    insecure_reproducible_noise: bool
 
     def initial_params(self) -> np.ndarray:
         """The flat initial global model."""

@@ -9,22 +9,29 @@ Lifecycle (:class:`Coordinator`):
 
 1. Admission: every connecting silo answers a ``get_properties`` handshake with its silo id, the fingerprint of its
    run configuration, the wire version and, when the server has a master key, an HMAC of a fresh nonce under its
-   own key. A silo with another configuration, an unknown or duplicate id or a bad tag is refused (it is told why
-   and disconnected) and the server keeps waiting for the right one until ``join_timeout``.
+   own key. Handshakes run concurrently, each bounded by ``handshake_timeout`` (a connection that never answers
+   blocks no one). A silo with another configuration, an unknown, duplicate or non-integer id or a bad tag is
+   refused (it is told why and disconnected) and the server keeps waiting for the right one until ``join_timeout``.
 2. Resume: the last good checkpoint of the same configuration, if any, gives the model and the next round.
 3. Secure setup (ULDP-AVG-w with ``secure=True``): Protocol 1 steps 1(a)-(f), once per server start.
 4. Rounds: the global model (and the round's sampled users) go out; each silo answers with its contribution, or
    with Protocol 1 shares and then its masked update. The server applies the update and evaluates the model.
-   A silo that disconnects, times out or reports an error aborts the round (:class:`RoundAborted`): nothing of
-   that round is applied and the checkpoint stays the last good one.
-   After every completed round the checkpoint is replaced atomically.
+   A silo that disconnects, times out, reports an error or sends anything malformed (a message claiming another
+   silo, a value out of range, a contribution of another dtype or shape, or not finite) aborts the round
+   (:class:`RoundAborted`, naming the silo and what it sent): nothing of that round is applied, the server exits
+   and the checkpoint stays the last good one. After every completed round the checkpoint is replaced atomically.
+
+Every wait is bounded: admission by ``join_timeout``, each handshake by ``handshake_timeout``, each stage by
+``round_timeout``, refusals and disconnections by a few seconds.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import secrets
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,11 +40,15 @@ from typing import Any
 
 import numpy as np
 
+from uldp.atomic import check_writable
+from uldp.checks import check_number
 from uldp.deploy import keys, quiet_flower_deprecation, wire
 from uldp.deploy.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from uldp.deploy.roles import ServerRole
 
 LOGGER = logging.getLogger("uldp.deploy")
+#: The longest any timeout may be (seconds): a week.
+MAX_TIMEOUT = 7 * 24 * 3600.0
 
 
 class RoundAborted(RuntimeError):
@@ -59,6 +70,11 @@ class ServerSettings:
         round_timeout: Seconds a silo may take for one stage before the round is aborted.
         master_key: Server's master authentication key (silo keys are derived from it), or None for none.
         certificates: ``(CA certificate, server certificate, server private key)`` PEM bytes for TLS, or None.
+        handshake_timeout: Seconds one connection may take to answer the handshake.
+
+    Raises:
+        ValueError: a timeout that is not a finite number in (0, :data:`MAX_TIMEOUT`], a master key that
+            :func:`uldp.deploy.keys.check_master_key` refuses, or a checkpoint path that cannot be written.
     """
 
     address: str = "0.0.0.0:8080"
@@ -67,6 +83,15 @@ class ServerSettings:
     round_timeout: float = 3600.0
     master_key: bytes | None = None
     certificates: tuple[bytes, bytes, bytes] | None = None
+    handshake_timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        for name in ("join_timeout", "round_timeout", "handshake_timeout"):
+            check_number(f"--{name.replace('_', '-')}", getattr(self, name), above=0, at_most=MAX_TIMEOUT)
+        if self.master_key is not None:
+            keys.check_master_key(self.master_key)
+        if self.checkpoint is not None:
+            check_writable(self.checkpoint, "--checkpoint")
 
 
 @dataclass
@@ -83,6 +108,8 @@ class FederationResult:
         setup_seconds: Seconds spent on Protocol 1's setup (0 without the secure protocol).
         error: Why the run stopped early, or "".
         refused: One line per refused silo.
+        insecure_reproducible_noise: True when the run used the INSECURE shared-seed noise (tests only; the server
+            could remove every silo's noise, see :mod:`uldp.deploy.method_roles`).
     """
 
     params: np.ndarray
@@ -92,6 +119,7 @@ class FederationResult:
     setup_seconds: float = 0.0
     error: str = ""
     refused: list[str] = field(default_factory=list)
+    insecure_reproducible_noise: bool = False
 
 
 class Coordinator:
@@ -110,63 +138,76 @@ class Coordinator:
         self.silos: dict[int, Any] = {}  # silo id -> Flower client proxy
         self.refused: list[str] = []
         self._seen: set[str] = set()
+        self._lock = threading.Lock()  # guards silos and refused (handshakes run in their own threads)
         self._protocol: Any = None  # the Protocol 1 server role once set up
 
     # --- admission -------------------------------------------------------------------------------------------
     def admit(self) -> None:
-        """Handshake with every connecting silo until all ``n_silos`` are admitted.
+        """Handshake with every connecting silo, concurrently, until all ``n_silos`` are admitted.
 
         Raises:
             AdmissionFailed: when ``join_timeout`` passes first (the message lists missing and refused silos).
         """
         deadline = time.monotonic() + self.settings.join_timeout
-        while len(self.silos) < self.role.n_silos:
+        while True:
+            with self._lock:
+                if len(self.silos) == self.role.n_silos:
+                    break
             new = [(cid, proxy) for cid, proxy in self.client_manager.all().items() if cid not in self._seen]
             for cid, proxy in new:
                 self._seen.add(cid)
-                self._handshake(proxy)
-            if len(self.silos) == self.role.n_silos:
-                break
+                timeout = max(0.1, min(self.settings.handshake_timeout, deadline - time.monotonic()))
+                threading.Thread(target=self._handshake, args=(proxy, timeout), daemon=True,
+                                 name=f"uldp-handshake-{cid}").start()
             if time.monotonic() > deadline:
-                missing = sorted(set(range(self.role.n_silos)) - set(self.silos))
-                refused = "; ".join(self.refused) or "none"
+                with self._lock:
+                    missing = sorted(set(range(self.role.n_silos)) - set(self.silos))
+                    refused = "; ".join(self.refused) or "none"
                 raise AdmissionFailed(
                     f"silo(s) {missing} did not join within {self.settings.join_timeout:.0f} s (refused: {refused})"
                 )
             time.sleep(0.05)
         LOGGER.info("all %d silos admitted", self.role.n_silos)
 
-    def _handshake(self, proxy: Any) -> None:
+    def _handshake(self, proxy: Any, timeout: float) -> None:
+        """One connection's handshake (in its own thread): admit it, or refuse it and say why."""
         from flwr.common import GetPropertiesIns
 
         nonce = secrets.token_bytes(32)
         request = {"stage": wire.STAGE_HELLO, "nonce": nonce, "wire_version": wire.WIRE_VERSION}
         try:
-            answer = dict(proxy.get_properties(GetPropertiesIns(request), timeout=30.0, group_id=None).properties)
-        except Exception as error:  # noqa: BLE001 - a silo that vanishes during the handshake is simply not admitted
-            self.refused.append(f"a silo disconnected during the handshake ({type(error).__name__})")
+            answer = dict(proxy.get_properties(GetPropertiesIns(request), timeout=timeout, group_id=None).properties)
+        except Exception as error:  # noqa: BLE001 - a silo that vanishes or never answers is simply not admitted
+            with self._lock:
+                self.refused.append(f"a connection did not answer the handshake within {timeout:.0f} s "
+                                    f"({type(error).__name__})")
+            self._disconnect(proxy)
             return
-        reason = self._check_hello(answer, nonce)
+        try:
+            reason = self._check_hello(answer, nonce)
+        except Exception as error:  # noqa: BLE001 - whatever a stranger sends, it is refused, never a crash
+            reason = f"a connection sent a malformed handshake ({type(error).__name__}: {error})"
+        with self._lock:
+            if not reason and answer["silo_id"] in self.silos:
+                reason = f"silo {answer['silo_id']} is already connected (duplicate silo id)"
+            if reason:
+                self.refused.append(reason)
+            else:
+                self.silos[answer["silo_id"]] = proxy
+                LOGGER.info("admitted silo %d (%d/%d)", answer["silo_id"], len(self.silos), self.role.n_silos)
         if reason:
-            self.refused.append(reason)
             LOGGER.error("refused: %s", reason)
             self._send_quietly(proxy, wire.Instruction(wire.STAGE_REFUSE, values={"reason": reason}))
             self._disconnect(proxy)
-            return
-        silo_id = int(answer["silo_id"])
-        self.silos[silo_id] = proxy
-        LOGGER.info("admitted silo %d (%d/%d)", silo_id, len(self.silos), self.role.n_silos)
 
     def _check_hello(self, answer: dict, nonce: bytes) -> str:
         """The reason to refuse a silo's handshake answer, or "" to admit it."""
         silo_id = answer.get("silo_id")
-        who = f"silo {silo_id}"
+        who = f"silo {silo_id!r:.40}"
         if answer.get("wire_version") != wire.WIRE_VERSION:
-            return f"{who} speaks wire version {answer.get('wire_version')}, the server {wire.WIRE_VERSION}"
-        if not isinstance(silo_id, int) or not 0 <= silo_id < self.role.n_silos:
-            return f"{who}: silo id must be in 0..{self.role.n_silos - 1}"
-        if silo_id in self.silos:
-            return f"{who} is already connected (duplicate silo id)"
+            return f"{who} speaks wire version {answer.get('wire_version')!r:.40}, the server {wire.WIRE_VERSION}"
+        if isinstance(silo_id, bool) or not isinstance(silo_id, int) or not 0 <= silo_id < self.role.n_silos:
+            return f"{who}: silo id must be an integer in 0..{self.role.n_silos - 1}"
         if answer.get("fingerprint") != self.role.fingerprint:
             return (
                 f"{who} runs another configuration (fingerprint {str(answer.get('fingerprint'))[:12]}, the server's "
@@ -208,15 +249,18 @@ class Coordinator:
             proxy = self.silos[silo_id]
             try:
                 res = proxy.fit(instructions[silo_id].to_flower(), timeout=self.settings.round_timeout, group_id=None)
+                reply = wire.Reply.from_flower(res)
             except Exception as error:  # noqa: BLE001 - Flower raises its own types for a closed stream
                 detail = f"{type(error).__name__}: {error}".rstrip(": ")
                 raise RoundAborted(
                     f"{what}: silo {silo_id} dropped out (connection closed, or no answer within "
                     f"{self.settings.round_timeout:.0f} s; {detail})"
                 ) from error
-            reply = wire.Reply.from_flower(res)
             if reply.error:
-                raise RoundAborted(f"{what}: silo {silo_id} failed: {reply.error}")
+                raise RoundAborted(f"{what}: silo {silo_id} failed: {reply.error[:500]}")
+            seconds = reply.values.get("seconds", 0.0)
+            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < math.inf:
+                raise RoundAborted(f"{what}: silo {silo_id} sent seconds={seconds!r:.40}, not a finite number >= 0")
             return reply
 
         with ThreadPoolExecutor(max_workers=len(instructions)) as pool:
@@ -237,29 +281,98 @@ class Coordinator:
 
     # --- Protocol 1 and the rounds ----------------------------------------------------------------------------
     def secure_setup(self) -> None:
-        """Protocol 1 steps 1(a)-(f) with the admitted silos: keys, pairwise keys, seed R, blinded histograms."""
+        """Protocol 1 steps 1(a)-(f) with the admitted silos: keys, pairwise keys, seed R, blinded histograms.
+
+        Raises:
+            RoundAborted: if a silo fails or sends anything malformed (named in the message).
+        """
         from uldp.secure import Server as ProtocolServer
         from uldp.secure.messages import BlindedHistogramMessage, DhPublicKeyMessage, SealedMessage
 
         self._protocol = ProtocolServer(self.role.protocol_config())
         public = self._protocol.public_key_message().to_bytes()
-        replies = self.broadcast(wire.Instruction(wire.STAGE_SECURE_KEYS, payloads=(public,)), what="secure setup 1(a)")
-        directory = self._protocol.relay_dh_keys([_parse_one(r, DhPublicKeyMessage) for r in replies.values()])
-        replies = self.broadcast(
-            wire.Instruction(wire.STAGE_SECURE_DIRECTORY, payloads=(directory.to_bytes(),)), what="secure setup 1(b)"
-        )
-        inbox = self._protocol.relay([m for r in replies.values() for m in _parse_all(r, SealedMessage)])
+        what = "secure setup 1(a)"
+        replies = self.broadcast(wire.Instruction(wire.STAGE_SECURE_KEYS, payloads=(public,)), what=what)
+        directory = self._protocol.relay_dh_keys(self._parse(replies, DhPublicKeyMessage, what, one=True))
+        what = "secure setup 1(b)"
+        replies = self.broadcast(wire.Instruction(wire.STAGE_SECURE_DIRECTORY, payloads=(directory.to_bytes(),)),
+                                 what=what)
+        inbox = self._protocol.relay(self._parse(replies, SealedMessage, what))
+        what = "secure setup 1(c)-(e)"
         replies = self.exchange(
-            {s: wire.Instruction(wire.STAGE_SECURE_SEED, payloads=_to_bytes(inbox[s])) for s in self.silos},
-            what="secure setup 1(c)-(e)",
+            {s: wire.Instruction(wire.STAGE_SECURE_SEED, payloads=_to_bytes(inbox[s])) for s in self.silos}, what=what
         )
-        self._protocol.receive_histograms([_parse_one(r, BlindedHistogramMessage) for r in replies.values()])
+        histograms = self._parse(replies, BlindedHistogramMessage, what, one=True)
+        try:
+            self._protocol.receive_histograms(histograms)
+        except ValueError as error:  # the sum of valid histograms is not invertible: no silo to blame
+            raise RoundAborted(f"{what}: {error}") from error
+
+    def _parse(self, replies: dict[int, wire.Reply], kind: type, what: str, *, one: bool = False,
+               size: int = 0) -> list[Any]:
+        """Every silo's Protocol 1 messages of type ``kind``, each checked against the silo that sent it.
+
+        Raises:
+            RoundAborted: naming the silo and what it sent (a malformed message, one claiming another silo, values
+                out of range, or not exactly one message when ``one``).
+        """
+        messages = []
+        for silo_id in sorted(replies):
+            payloads = replies[silo_id].payloads
+            try:
+                if one and len(payloads) != 1:
+                    raise ValueError(f"{len(payloads)} payloads instead of one")
+                for payload in payloads:
+                    message = kind.from_bytes(payload)
+                    self._check_sender(message, silo_id, size)
+                    messages.append(message)
+            except ValueError as error:
+                raise RoundAborted(f"{what}: silo {silo_id} sent a bad {kind.__name__}: {error}") from error
+        return messages
+
+    def _check_sender(self, message: Any, silo_id: int, size: int) -> None:
+        """Refuse a Protocol 1 message that does not come from ``silo_id`` or whose values are out of range."""
+        from uldp.secure.messages import BlindedHistogramMessage, MaskedUpdateMessage, SealedMessage
+
+        claimed = message.sender if isinstance(message, SealedMessage) else message.silo
+        if claimed != silo_id:
+            raise ValueError(f"it claims to come from silo {claimed}")
+        if isinstance(message, SealedMessage) and not (0 <= message.recipient < self.role.n_silos
+                                                       and message.recipient != silo_id):
+            raise ValueError(f"it is addressed to silo {message.recipient} (another silo in 0..{self.role.n_silos - 1})")
+        if isinstance(message, BlindedHistogramMessage):
+            self._protocol.check_histogram(message)
+        if isinstance(message, MaskedUpdateMessage):
+            self._protocol.check_masked_update(message, size)
+
+    def _contributions(self, replies: dict[int, wire.Reply], like: np.ndarray, what: str) -> list[np.ndarray]:
+        """Every silo's plain contribution: one array of exactly ``like``'s dtype and shape, finite.
+
+        Raises:
+            RoundAborted: naming the silo and what it sent.
+        """
+        contributions = []
+        for silo_id in sorted(replies):
+            payloads = replies[silo_id].payloads
+            try:
+                if len(payloads) != 1:
+                    raise ValueError(f"{len(payloads)} payloads instead of one")
+                values = wire.array_from_bytes(payloads[0])
+                if values.dtype != like.dtype or values.shape != like.shape:
+                    raise ValueError(f"an array of {values.dtype} {values.shape}, the model is {like.dtype} {like.shape}")
+                if not np.isfinite(values).all():
+                    raise ValueError(f"{int((~np.isfinite(values)).sum())} NaN or infinite values")
+            except ValueError as error:
+                raise RoundAborted(f"{what}: silo {silo_id} sent a bad contribution: {error}") from error
+            contributions.append(values)
+        return contributions
 
     def run_round(self, params: np.ndarray, round_index: int, timings: dict[str, float]) -> np.ndarray:
         """One round: the model (and sampled users) out, contributions or Protocol 1 messages in, the update applied.
 
         Raises:
-            RoundAborted: if any silo fails; nothing of the round is applied.
+            RoundAborted: if any silo fails or sends anything malformed, or the new model is not finite; nothing of
+                the round is applied.
         """
         from uldp.secure.messages import MaskedUpdateMessage, SealedMessage
 
@@ -273,9 +386,9 @@ class Coordinator:
             replies = self.broadcast(wire.Instruction(wire.STAGE_TRAIN, round_index, payloads=payloads), what=what)
             timings["silos"] = time.perf_counter() - start
             timings["silo_compute"] = _slowest(replies)
-            contributions = [wire.array_from_bytes(replies[s].payloads[0]) for s in sorted(replies)]
+            contributions = self._contributions(replies, params, what)
             start = time.perf_counter()
-            params = self.role.combine(params, contributions, round_index)
+            new = self.role.combine(params, contributions, round_index)
         else:
             weights = self._protocol.start_round(round_index, sampled).to_bytes()
             timings["encrypt_weights"] = time.perf_counter() - start
@@ -284,7 +397,7 @@ class Coordinator:
                 wire.Instruction(wire.STAGE_TRAIN, round_index, payloads=payloads + (weights,)), what=what
             )
             compute = _slowest(replies)
-            inbox = self._protocol.relay([m for r in replies.values() for m in _parse_all(r, SealedMessage)])
+            inbox = self._protocol.relay(self._parse(replies, SealedMessage, what))
             replies = self.exchange(
                 {s: wire.Instruction(wire.STAGE_SECURE_UPDATE, round_index, payloads=_to_bytes(inbox[s])) for s in self.silos},
                 what=what,
@@ -292,13 +405,14 @@ class Coordinator:
             timings["silos"] = time.perf_counter() - start
             timings["silo_compute"] = compute + _slowest(replies)
             start = time.perf_counter()
-            try:
-                aggregate = self._protocol.finish_round([_parse_one(r, MaskedUpdateMessage) for r in replies.values()])
-            except ValueError as error:
-                raise RoundAborted(f"{what}: {error}") from error
-            params = self.role.apply_aggregate(params, aggregate, round_index)
+            updates = self._parse(replies, MaskedUpdateMessage, what, one=True, size=params.size)
+            aggregate = self._protocol.finish_round(updates)
+            new = self.role.apply_aggregate(params, aggregate, round_index)
+        if new.dtype != params.dtype or new.shape != params.shape or not np.isfinite(new).all():
+            raise RoundAborted(f"{what}: the updated model is not a finite {params.dtype} {params.shape} array; "
+                               f"it is not applied")
         timings["server"] = time.perf_counter() - start
-        return params
+        return new
 
     # --- the run ---------------------------------------------------------------------------------------------
     def run(self) -> FederationResult:
@@ -308,13 +422,19 @@ class Coordinator:
             The result; ``error`` says why it stopped early (the checkpoint then holds the last good model).
         """
         fingerprint = self.role.fingerprint
+        initial = self.role.initial_params()
         checkpoint = (
-            load_checkpoint(self.settings.checkpoint, config_fingerprint=fingerprint) if self.settings.checkpoint else None
+            load_checkpoint(self.settings.checkpoint, config_fingerprint=fingerprint, like=initial)
+            if self.settings.checkpoint else None
         )
-        params = checkpoint.params if checkpoint else self.role.initial_params()
+        if checkpoint and checkpoint.rounds_done > self.role.rounds:
+            raise ValueError(f"checkpoint {self.settings.checkpoint} has {checkpoint.rounds_done} rounds done, the run "
+                             f"only {self.role.rounds}")
+        params = checkpoint.params if checkpoint else initial
         done = checkpoint.rounds_done if checkpoint else 0
         history = list(checkpoint.history) if checkpoint else []
-        result = FederationResult(params=params, rounds_done=done, resumed_from=done, history=history)
+        result = FederationResult(params=params, rounds_done=done, resumed_from=done, history=history,
+                                  insecure_reproducible_noise=self.role.insecure_reproducible_noise)
         if checkpoint:
             LOGGER.info("resuming from checkpoint %s after round %d", self.settings.checkpoint, done)
         try:
@@ -344,14 +464,19 @@ class Coordinator:
                 wire.Instruction(wire.STAGE_FINISH, self.role.rounds, payloads=(wire.array_to_bytes(params),)),
                 what="finish",
             )
-        except (RoundAborted, AdmissionFailed) as error:
+        except Exception as error:  # noqa: BLE001 - the server ends every federation with a message, never hangs
             round_index = result.rounds_done + 1
             kind = "admission" if isinstance(error, AdmissionFailed) else f"round {round_index} aborted"
+            if not isinstance(error, (RoundAborted, AdmissionFailed)):
+                LOGGER.debug("unexpected failure", exc_info=True)
+                error = f"{type(error).__name__}: {error}"
             result.error = f"{kind}: {error}"
             LOGGER.error("%s; the last good model (after round %d) is kept", result.error, result.rounds_done)
         finally:
-            result.refused = list(self.refused)
-            for proxy in list(self.silos.values()):
+            with self._lock:
+                result.refused = list(self.refused)
+                admitted = list(self.silos.values())
+            for proxy in admitted:
                 self._disconnect(proxy)
         return result
 
@@ -359,20 +484,6 @@ class Coordinator:
 def _slowest(replies: dict[int, wire.Reply]) -> float:
     """The longest computation any silo reported for one exchange (the rest of the exchange's time is transport)."""
     return max(float(reply.values.get("seconds", 0.0)) for reply in replies.values())
-
-
-def _parse_one(reply: wire.Reply, kind: type) -> Any:
-    """The single Protocol 1 message of type ``kind`` a reply carries (parsed from bytes, checked)."""
-    if len(reply.payloads) != 1:
-        raise RoundAborted(f"expected one {kind.__name__}, got {len(reply.payloads)} payloads")
-    return _parse_all(reply, kind)[0]
-
-
-def _parse_all(reply: wire.Reply, kind: type) -> list[Any]:
-    try:
-        return [kind.from_bytes(payload) for payload in reply.payloads]
-    except ValueError as error:
-        raise RoundAborted(f"malformed {kind.__name__}: {error}") from error
 
 
 def _to_bytes(messages: list[Any]) -> tuple[bytes, ...]:

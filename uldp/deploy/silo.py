@@ -42,6 +42,9 @@ class SiloSettings:
         root_certificates: PEM bytes of the CA that signed the server's certificate (TLS), or None for insecure.
         max_wait: Seconds to keep retrying to reach the server.
         exit_at_round: Test only: end the process abruptly on receiving this round (a crash mid-round).
+
+    Raises:
+        ValueError: ``max_wait`` not a finite number of seconds in (0, a week], or a key shorter than 16 bytes.
     """
 
     server_address: str = "127.0.0.1:8080"
@@ -49,6 +52,14 @@ class SiloSettings:
     root_certificates: bytes | None = None
     max_wait: float = 120.0
     exit_at_round: int | None = None
+
+    def __post_init__(self) -> None:
+        from uldp.checks import check_number
+        from uldp.deploy.server import MAX_TIMEOUT
+
+        check_number("--max-wait", self.max_wait, above=0, at_most=MAX_TIMEOUT)
+        if self.key is not None:
+            keys.check_master_key(self.key, "the silo key")
 
 
 def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
@@ -153,20 +164,31 @@ def run_silo(role: SiloRole, settings: SiloSettings) -> np.ndarray:
 
     Raises:
         SiloRefused: if the server refused this silo (the reason is the message).
-        FederationIncomplete: if the server closed the connection before the last round.
+        FederationIncomplete: if the server could not be reached within ``max_wait``, or closed the connection
+            (or went away) before the last round.
     """
     os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+    import grpc
     from flwr.client import start_client
 
     quiet_flower_deprecation()
     client = _make_client(role, settings)
-    start_client(
-        server_address=settings.server_address,
-        client=client,
-        insecure=settings.root_certificates is None,
-        root_certificates=settings.root_certificates,
-        max_wait_time=settings.max_wait,
-    )
+    try:
+        start_client(
+            server_address=settings.server_address,
+            client=client,
+            insecure=settings.root_certificates is None,
+            root_certificates=settings.root_certificates,
+            max_wait_time=settings.max_wait,
+        )
+    except grpc.RpcError as error:  # unreachable, or gone: one line, not gRPC's traceback
+        code = error.code().name if callable(getattr(error, "code", None)) else type(error).__name__
+        seen = (f"after round {client.rounds_seen[-1]}" if client.rounds_seen
+                else f"within --max-wait {settings.max_wait:g} s")
+        raise FederationIncomplete(
+            f"silo {role.silo_id}: lost the server at {settings.server_address} {seen} ({code}); check the address, "
+            f"that the server runs, and the server's log"
+        ) from error
     if client.refused:
         raise SiloRefused(f"silo {role.silo_id} was refused by the server: {client.refused}")
     if client.final_params is None:

@@ -6,6 +6,12 @@ name, round index and small values ride in Flower's typed config/metrics maps (p
 self-describing formats: arrays as written by :func:`array_to_bytes`, and Protocol 1 messages as written by
 :meth:`uldp.secure.messages.Message.to_bytes`. Receivers parse with length and digest checks and never unpickle.
 
+The arrays' SHA-256 digest is unkeyed on purpose: it detects corruption and truncation, not forgery. Whoever can
+change bytes on the link could recompute any digest whose key both ends hold, and every party of a federation would
+hold it; authenticity of the link is TLS's job (``--ssl-*``), who is on the other end the handshake's (HMAC under the
+silo's own key, :mod:`uldp.deploy.keys`), and silo-to-silo secrets travel inside Protocol 1's AEAD. The server
+checks every array it receives for exact dtype, shape and finite values before using it.
+
 >>> import numpy as np
 >>> values = np.arange(6, dtype=np.float32).reshape(2, 3)
 >>> restored = array_from_bytes(array_to_bytes(values))
@@ -18,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import struct
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -31,6 +38,7 @@ _DTYPES: dict[str, int] = {"<f4": 1, "<f8": 2, "<i8": 3, "|b1": 4}
 _CODES = {code: np.dtype(name) for name, code in _DTYPES.items()}
 _BY_NAME = {np.dtype(name).name: name for name in _DTYPES}  # "float32" -> "<f4", whatever the byte order
 _HEADER = struct.Struct("<4sBB")  # magic, dtype code, number of dimensions
+MAX_DIMENSIONS = 32  # NumPy's own limit is 64; no array of the deployment has more than 2
 _DIGEST_BYTES = 32
 
 #: Stages of the deployment protocol (the ``stage`` entry of every instruction).
@@ -60,6 +68,8 @@ def array_to_bytes(values: np.ndarray) -> bytes:
     name = _BY_NAME.get(array.dtype.name)
     if name is None:
         raise ValueError(f"cannot serialise dtype {array.dtype}; allowed: float32, float64, int64, bool")
+    if array.ndim > MAX_DIMENSIONS:
+        raise ValueError(f"cannot serialise an array of {array.ndim} dimensions; at most {MAX_DIMENSIONS}")
     body = _HEADER.pack(ARRAY_MAGIC, _DTYPES[name], array.ndim)
     body += struct.pack(f"<{array.ndim}Q", *array.shape)
     body += np.ascontiguousarray(array, dtype=np.dtype(name)).tobytes()
@@ -81,9 +91,11 @@ def array_from_bytes(data: bytes) -> np.ndarray:
     if magic != ARRAY_MAGIC or code not in _CODES:
         raise ValueError(f"malformed array: bad magic {magic!r} or dtype code {code}")
     shape_end = _HEADER.size + 8 * ndim
+    if ndim > MAX_DIMENSIONS or shape_end > len(body):
+        raise ValueError(f"malformed array: {ndim} dimensions (at most {MAX_DIMENSIONS}) in {len(body)} bytes")
     shape = struct.unpack_from(f"<{ndim}Q", body, _HEADER.size)
     dtype = _CODES[code]
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    expected = math.prod(shape) * dtype.itemsize  # Python integers: no overflow for forged sizes
     if len(body) - shape_end != expected:
         raise ValueError(f"malformed array: {len(body) - shape_end} data bytes for shape {shape} of {dtype}")
     return np.frombuffer(body, dtype=dtype, offset=shape_end).reshape(shape).copy()

@@ -195,7 +195,7 @@ class Server:
         """
         ordered = _one_per_silo(messages, self.config.n_silos, what="blinded histogram", silo_of=lambda m: m.silo)
         for message in ordered:
-            message.check_elements(message.values, bound=self._n, count=self.config.n_users, what="blinded counts")
+            self.check_histogram(message)
         totals = [sum(column) % self._n for column in zip(*(m.values for m in ordered))]
         inverses: list[int | None] = []
         for user, total in enumerate(totals):
@@ -206,6 +206,30 @@ class Server:
             else:
                 inverses.append(int(gmpy2.invert(total, self._n)))
         self._blinded_totals, self._inverse_blinded = totals, inverses
+
+    def check_histogram(self, message: BlindedHistogramMessage) -> None:
+        """Step 1(e)'s checks on one silo's histogram: |U| values, each in Z_n.
+
+        Raises:
+            ValueError: naming the problem.
+        """
+        message.check_elements(message.values, bound=self._n, count=self.config.n_users, what="blinded counts")
+
+    def check_masked_update(self, message: MaskedUpdateMessage, size: int) -> None:
+        """Step 2(c)'s checks on one silo's masked update: this round's, ``size`` ciphertexts, each in Z*_{n^2}.
+
+        A value outside Z*_{n^2} (0, n, any multiple of p or q) is no Paillier ciphertext and would turn the product
+        of the updates into garbage (ciphertext 0 decrypts to -1.4e53), so it is refused before anything is decrypted.
+
+        Raises:
+            ValueError: naming the problem.
+        """
+        if message.round_index != self._round:
+            raise ValueError(f"masked update of silo {message.silo} is for round {message.round_index}, expected {self._round}")
+        message.check_elements(message.ciphertexts, bound=self._n * self._n, count=size, what="ciphertexts")
+        for index, value in enumerate(message.ciphertexts):
+            if value == 0 or gmpy2.gcd(value, self._n) != 1:
+                raise ValueError(f"{type(message).__name__}: ciphertexts #{index} is not in Z*_(n^2)")
 
     @property
     def blinded_totals(self) -> list[int]:
@@ -241,18 +265,16 @@ class Server:
             sum_s (sum_u n_su / N_u * delta_su + z_s) for sampled users, as float64 (within P, Theorem 4).
 
         Raises:
-            ValueError: if any silo is missing (nothing is decrypted), or a message is from another round or malformed.
+            ValueError: if any silo is missing (nothing is decrypted), or a message is from another round or malformed
+                (:meth:`check_masked_update`).
         """
         ordered = _one_per_silo(messages, self.config.n_silos, what="masked update", silo_of=lambda m: m.silo)
         if self._round is None:
             raise ValueError("no round was started")
-        n_square = self._n * self._n
         size = len(ordered[0].ciphertexts)
         for message in ordered:
-            if message.round_index != self._round:
-                raise ValueError(f"masked update of silo {message.silo} is for round {message.round_index}, expected {self._round}")
-            message.check_elements(message.ciphertexts, bound=n_square, count=size, what="ciphertexts")
-        modulus = gmpy2.mpz(n_square)
+            self.check_masked_update(message, size)
+        modulus = gmpy2.mpz(self._n * self._n)
         totals = [gmpy2.mpz(c) for c in ordered[0].ciphertexts]
         for message in ordered[1:]:
             totals = [t * c % modulus for t, c in zip(totals, message.ciphertexts)]

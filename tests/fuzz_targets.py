@@ -1,0 +1,213 @@
+"""Fuzz targets of the deployment's parsers: one hypothesis strategy and one check per parser (issue 25, item 4).
+
+Each check feeds one generated input to a parser and accepts exactly two outcomes: a well-formed result (which, for
+the byte formats, writes back to the same bytes) or a ``ValueError``; anything else (``struct.error``, ``KeyError``,
+``TypeError``, a hang) fails. Inputs are mutations of valid encodings, resealed with a correct digest half of the
+time so that the parser's checks behind the digest are reached, and arbitrary JSON where a parser reads JSON.
+
+``tests/test_fuzz.py`` runs every target with a bounded number of examples (``make test``); ``tools/fuzz.py`` runs
+them longer and reports the inputs fuzzed per parser.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from hypothesis import strategies as st
+
+from uldp import experiments
+from uldp.deploy import checkpoint, wire
+from uldp.deploy.method_roles import DeployConfig
+from uldp.secure import messages
+
+DIGEST = 32
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=10,
+)
+_SCRATCH = Path(tempfile.mkdtemp(prefix="uldp-fuzz-"))
+
+
+def reseal(body: bytes) -> bytes:
+    """``body`` followed by its SHA-256 (what a well-formed array, message or checkpoint ends with)."""
+    return body + hashlib.sha256(body).digest()
+
+
+@st.composite
+def mutated(draw: Any, valid: st.SearchStrategy[bytes]) -> bytes:
+    """A valid encoding with a few byte flips, insertions, deletions or a truncation before its digest (half of them in
+    the first 17 bytes, where the type, dimensions and lengths are), then resealed (half of the time) or followed by
+    its original digest."""
+    data = draw(valid)
+    body = bytearray(data[:-DIGEST])
+    for _ in range(draw(st.integers(0, 4))):
+        last = max(len(body) - 1, 0)
+        position = draw(st.integers(0, min(last, 16)) | st.integers(0, last))  # headers (type, sizes) half the time
+        action = draw(st.sampled_from(["flip", "insert", "delete", "truncate", "set"]))
+        if action == "flip" and body:
+            body[position] ^= 1 << draw(st.integers(0, 7))
+        elif action == "insert":
+            body[position:position] = draw(st.binary(min_size=1, max_size=9))
+        elif action == "delete" and body:
+            del body[position:position + draw(st.integers(1, 9))]
+        elif action == "truncate":
+            del body[position:]
+        elif action == "set" and body:
+            body[position] = draw(st.sampled_from([0, 1, 2, 0x7F, 0x80, 0xFF]))
+    return reseal(bytes(body)) if draw(st.booleans()) else bytes(body) + data[-DIGEST:]
+
+
+# --- wire arrays --------------------------------------------------------------------------------------------------
+VALID_ARRAYS = st.builds(
+    lambda dtype, shape, seed: wire.array_to_bytes(
+        np.random.default_rng(seed).normal(size=shape).astype(dtype) if dtype != np.bool_
+        else np.random.default_rng(seed).random(shape) < 0.5),
+    st.sampled_from([np.float32, np.float64, np.int64, np.bool_]),
+    st.lists(st.integers(0, 4), max_size=3).map(tuple), st.integers(0, 9))
+ARRAYS = mutated(VALID_ARRAYS) | st.binary(max_size=80)
+
+
+def check_array(data: bytes) -> None:
+    try:
+        values = wire.array_from_bytes(data)
+    except ValueError:
+        return
+    assert wire.array_to_bytes(values) == data
+
+
+# --- Protocol 1 messages ------------------------------------------------------------------------------------------
+_INTS = st.lists(st.integers(0, 2**80), max_size=4).map(tuple)
+_U32 = st.integers(0, 2**32 - 1)
+VALID_MESSAGES = st.one_of(
+    st.builds(messages.PublicKeyMessage, st.integers(0, 2**600)),
+    st.builds(messages.DhPublicKeyMessage, _U32, st.binary(max_size=32)),
+    st.builds(messages.DhDirectoryMessage, st.lists(st.binary(max_size=8), max_size=3).map(tuple)),
+    st.builds(messages.SealedMessage, _U32, _U32, _U32, _U32, st.binary(max_size=12), st.binary(max_size=20)),
+    st.builds(messages.BlindedHistogramMessage, _U32, _INTS),
+    st.builds(messages.EncryptedWeightsMessage, _U32, _INTS),
+    st.builds(messages.MaskedUpdateMessage, _U32, _U32, _INTS),
+).map(lambda message: message.to_bytes())
+MESSAGES = mutated(VALID_MESSAGES) | st.binary(max_size=80)
+
+
+def check_message(data: bytes) -> None:
+    try:
+        message = messages.parse_message(data)
+    except ValueError:
+        return
+    assert message.to_bytes() == data
+
+
+# --- checkpoints --------------------------------------------------------------------------------------------------
+_HEADER = st.one_of(
+    JSON.map(lambda value: json.dumps(value).encode()),
+    st.builds(lambda rounds, history: json.dumps({"rounds_done": rounds, "config_fingerprint": "f",
+                                                  "history": history}).encode(), JSON, JSON),
+    st.binary(max_size=40),
+)
+CHECKPOINTS = st.builds(
+    lambda header, length_delta, params, sealed: (lambda body: reseal(body) if sealed else body)(
+        checkpoint.MAGIC + struct.pack("<I", max(0, len(header) + length_delta) % 2**32) + header + params),
+    _HEADER, st.sampled_from([0, 0, 0, -1, 1, 2**20]), mutated(VALID_ARRAYS), st.booleans()) | st.binary(max_size=80)
+
+
+def check_checkpoint(data: bytes) -> None:
+    path = _SCRATCH / "model.ckpt"
+    path.write_bytes(data)
+    try:
+        loaded = checkpoint.load_checkpoint(path, config_fingerprint="f", like=np.zeros(3, np.float32))
+    except ValueError:
+        return
+    assert loaded.rounds_done == len(loaded.history) and loaded.params.shape == (3,)
+
+
+# --- key files ----------------------------------------------------------------------------------------------------
+KEY_FILES = st.one_of(st.binary(max_size=80), st.text(max_size=80).map(str.encode),
+                      st.binary(min_size=0, max_size=40).map(lambda key: key.hex().encode() + b"\n"))
+
+
+def check_key_file(data: bytes) -> None:
+    from uldp.deploy.cli import _read_key
+
+    path = _SCRATCH / "silo.key"
+    path.write_bytes(data)
+    try:
+        key = _read_key(path)
+    except ValueError:
+        return
+    assert isinstance(key, bytes) and len(key) >= 16
+
+
+# --- deployment configurations ------------------------------------------------------------------------------------
+_BASE = {"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 8, "rounds": 2, "seed": 0}
+_FIELDS = sorted({*_BASE, "n_silos", "q", "sigma", "clip", "secure", "user_weights", "local_epochs", "protocol",
+                  "insecure_reproducible_noise", "max_train_records", "distribution", "bogus"})
+_PROTOCOL = st.dictionaries(st.sampled_from(["key_bits", "precision", "n_max", "insecure_test_key", "bits"]),
+                            JSON | st.integers(0, 5000), max_size=4)
+CONFIGS = st.builds(lambda changes: {**_BASE, **changes},
+                    st.dictionaries(st.sampled_from(_FIELDS), JSON | _PROTOCOL, max_size=4)) | JSON
+
+
+def check_config(data: Any) -> None:
+    try:
+        config = DeployConfig.from_json(data)
+    except ValueError:
+        return
+    assert DeployConfig.from_json(json.loads(json.dumps(config.to_json()))) == config
+
+
+# --- stored results -----------------------------------------------------------------------------------------------
+_SPEC = experiments.expand("user_sampling", "paper", seeds=[0])[0]
+_VALID_RESULT = {"schema": experiments.SCHEMA_VERSION, "key": _SPEC.key, "grid": _SPEC.grid, "panel": _SPEC.panel,
+                 "series": _SPEC.series, "seed": _SPEC.seed, "params": _SPEC.kwargs, "config": {},
+                 "result": {"test_loss": [1.0]}, "provenance": {"date": "2026-01-01", "wall_seconds": 1.0}}
+RESULTS = st.builds(lambda changes: {**_VALID_RESULT, **changes},
+                    st.dictionaries(st.sampled_from(sorted(_VALID_RESULT)), JSON, max_size=3)) | JSON
+
+
+def check_result(payload: Any) -> None:
+    path = _SCRATCH / "grid" / f"{_SPEC.key}.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(payload))
+    try:
+        stored = experiments.read_result(path)
+    except ValueError as error:
+        assert str(path) in str(error)
+        return
+    assert stored is None or stored["key"] == _SPEC.key
+
+
+# --- the server's handshake ---------------------------------------------------------------------------------------
+class _Role:
+    n_silos, fingerprint = 3, "f" * 64
+
+
+HELLOS = st.dictionaries(st.sampled_from(["silo_id", "fingerprint", "wire_version", "tag", "nonce"]),
+                         JSON | st.binary(max_size=40) | st.integers(-5, 5), max_size=5)
+
+
+def check_hello(answer: dict) -> None:
+    from uldp.deploy.server import Coordinator, ServerSettings
+
+    coordinator = Coordinator(_Role(), ServerSettings(master_key=bytes(32)), client_manager=None)
+    reason = coordinator._check_hello(answer, b"n" * 32)
+    assert isinstance(reason, str) and (reason or isinstance(answer.get("tag"), bytes))
+
+
+#: Every fuzz target: name -> (strategy, check).
+TARGETS: dict[str, tuple[st.SearchStrategy, Callable[[Any], None]]] = {
+    "wire array": (ARRAYS, check_array),
+    "protocol message": (MESSAGES, check_message),
+    "checkpoint": (CHECKPOINTS, check_checkpoint),
+    "key file": (KEY_FILES, check_key_file),
+    "deployment configuration": (CONFIGS, check_config),
+    "stored result": (RESULTS, check_result),
+    "handshake": (HELLOS, check_hello),
+}

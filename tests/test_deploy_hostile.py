@@ -1,0 +1,416 @@
+"""A hostile or broken party against the deployed server (uldp.deploy.server.Coordinator), in one process.
+
+Each silo is the real silo client (:func:`uldp.deploy.silo._make_client`) behind a stand-in for Flower's client
+proxy, which can rewrite what the silo answers. The server must refuse a bad handshake without hanging, let idle
+connections block no one, and abort the round (naming the silo and what it sent) on any malformed message, with
+nothing applied or saved. Issue 25, items 2-7.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from uldp.deploy import keys, wire
+from uldp.deploy.method_roles import DeployConfig, MethodServer, MethodSilo, ProtocolSettings
+from uldp.deploy.server import Coordinator, ServerSettings
+from uldp.deploy.silo import SiloSettings, _make_client
+
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+MASTER = bytes(range(32))
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    from uldp.data import load
+
+    return load("synthetic")
+
+
+def _config(secure: bool) -> DeployConfig:
+    from uldp.simulation import RunConfig
+
+    run = RunConfig(dataset="synthetic", method="ULDP-AVG-w", n_users=8, rounds=2, seed=3, max_train_records=120,
+                    local_epochs=1, secure=secure)
+    return DeployConfig(run, ProtocolSettings(key_bits=512, insecure_test_key=True, n_max=200))
+
+
+class Proxy:
+    """Flower's client proxy for one in-process silo client; ``tamper(instruction, reply)`` may rewrite replies."""
+
+    def __init__(self, client, tamper=None, hello=None) -> None:
+        self.client, self.tamper, self.hello = client, tamper, hello or {}
+
+    def get_properties(self, ins, timeout, group_id):
+        answer = self.client.get_properties(ins)
+        answer.properties.update(self.hello)
+        return answer
+
+    def fit(self, ins, timeout, group_id):
+        answer = self.client.fit(ins)
+        if self.tamper is None:
+            return answer
+        instruction = wire.Instruction.from_flower(ins)
+        reply = self.tamper(instruction, wire.Reply.from_flower(answer))
+        return answer if reply is None else reply.to_flower()
+
+    def reconnect(self, ins, timeout, group_id):
+        return None
+
+
+class IdleProxy:
+    """A connection that never answers the handshake (it waits at most ``limit`` s, then times out)."""
+
+    def __init__(self, admitted: threading.Event, limit: float = 10.0) -> None:
+        self.admitted, self.limit, self.saw_admission = admitted, limit, None
+
+    def get_properties(self, ins, timeout, group_id):
+        self.saw_admission = self.admitted.wait(min(timeout, self.limit))
+        raise TimeoutError("no answer")
+
+    def fit(self, ins, timeout, group_id):
+        raise TimeoutError("no answer")
+
+    reconnect = fit
+
+
+class Manager:
+    def __init__(self, proxies) -> None:
+        self.proxies = proxies
+
+    def all(self):
+        return {f"client-{i}": proxy for i, proxy in enumerate(self.proxies)}
+
+
+def _federation(synthetic, *, secure=False, tamper=None, victim=1, extra=(), settings=None):
+    """A coordinator over 3 real silo clients (silo ``victim``'s replies go through ``tamper``) and ``extra``."""
+    config = _config(secure)
+    server = MethodServer(config, synthetic)
+    proxies = list(extra)
+    for silo_id in range(3):
+        client = _make_client(MethodSilo(config, silo_id, synthetic),
+                              SiloSettings(key=keys.silo_key(MASTER, silo_id)))
+        proxies.append(Proxy(client, tamper if silo_id == victim else None))
+    settings = settings or ServerSettings(master_key=MASTER, join_timeout=60, round_timeout=60)
+    return Coordinator(server, settings, Manager(proxies))
+
+
+@pytest.mark.parametrize("silo_id", [True, False, 2**70, "0", None, -1, 1.0])
+def test_a_bad_silo_id_is_refused_and_the_real_silos_still_run(silo_id, synthetic) -> None:
+    """A stranger answering the handshake with a bool (True is an int to Python), huge, negative or non-integer id
+    is refused; the three real silos are admitted and the federation completes."""
+    client = _make_client(MethodSilo(_config(False), 0, synthetic), SiloSettings(key=keys.silo_key(MASTER, 0)))
+    stranger = Proxy(client, hello={"silo_id": silo_id})
+    result = _federation(synthetic, extra=[stranger]).run()
+    assert result.error == "" and result.rounds_done == 2
+    assert len(result.refused) == 1 and "silo id must be an integer" in result.refused[0]
+
+
+def test_idle_connections_block_no_one(synthetic) -> None:
+    """Four connections that never answer come first: the real silos are admitted while they are still pending
+    (handshakes run concurrently, each bounded), and the federation completes."""
+    admitted = threading.Event()
+    idle = [IdleProxy(admitted) for _ in range(4)]
+    coordinator = _federation(synthetic, extra=idle)
+    coordinator.admit()
+    admitted.set()
+    assert sorted(coordinator.silos) == [0, 1, 2]
+    for proxy in idle:
+        while proxy.saw_admission is None:
+            threading.Event().wait(0.05)
+    assert all(proxy.saw_admission for proxy in idle)  # every idle handshake was still waiting when all were admitted
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(master_key=b"1234"), "at least 16 bytes"),
+    (dict(master_key="00" * 32), "at least 16 bytes"),
+    (dict(join_timeout=float("nan")), "--join-timeout"),
+    (dict(round_timeout=float("inf")), "--round-timeout"),
+    (dict(join_timeout=-1.0), "--join-timeout"),
+    (dict(handshake_timeout=0.0), "--handshake-timeout"),
+])
+def test_server_settings_are_checked_at_start(settings, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        ServerSettings(**settings)
+
+
+def test_an_unwritable_checkpoint_is_refused_at_start(tmp_path) -> None:
+    with pytest.raises(ValueError, match="is a directory"):
+        ServerSettings(checkpoint=tmp_path)
+    if os.path.isdir("/proc"):  # a pseudo file system: no permission bit says so, even to root
+        with pytest.raises(ValueError, match="cannot be written"):
+            ServerSettings(checkpoint=Path("/proc/uldp/model.ckpt"))
+
+
+def _contribution(values):
+    def tamper(instruction, reply):
+        if instruction.stage == wire.STAGE_TRAIN:
+            return dataclasses.replace(reply, payloads=values(reply))
+        return None
+    return tamper
+
+
+def _first(reply):
+    return wire.array_from_bytes(reply.payloads[0])
+
+
+PLAIN = {
+    "NaN": (_contribution(lambda r: (wire.array_to_bytes(_first(r) * np.nan),)), "NaN or infinite"),
+    "inf": (_contribution(lambda r: (wire.array_to_bytes(_first(r) + np.inf),)), "NaN or infinite"),
+    "shape (1,)": (_contribution(lambda r: (wire.array_to_bytes(_first(r)[:1]),)), "the model is float32"),
+    "shape ()": (_contribution(lambda r: (wire.array_to_bytes(np.float32(1.0)),)), "the model is float32"),
+    "2-d": (_contribution(lambda r: (wire.array_to_bytes(_first(r)[None, :]),)), "the model is float32"),
+    "float64": (_contribution(lambda r: (wire.array_to_bytes(_first(r).astype(np.float64)),)), "float64"),
+    "no payload": (_contribution(lambda r: ()), "0 payloads"),
+    "two payloads": (_contribution(lambda r: r.payloads * 2), "2 payloads"),
+    "garbage": (_contribution(lambda r: (b"\x00" * 40,)), "malformed array"),
+    "too many dimensions": (_contribution(lambda r: (_forged_dimensions(),)), "dimensions"),
+    "seconds": (lambda i, r: dataclasses.replace(r, values={**r.values, "seconds": "soon"}), "seconds='soon'"),
+    "seconds nan": (lambda i, r: dataclasses.replace(r, values={**r.values, "seconds": float("nan")}), "seconds=nan"),
+}
+
+
+def _forged_dimensions() -> bytes:
+    import hashlib
+
+    body = wire.ARRAY_MAGIC + bytes([1, 200]) + b"\x00" * 16
+    return body + hashlib.sha256(body).digest()
+
+
+@pytest.mark.parametrize("case", sorted(PLAIN))
+def test_a_malformed_contribution_aborts_the_round_naming_the_silo(case, synthetic, tmp_path) -> None:
+    """Nothing is applied or saved; the server stops with an error naming silo 1 and what it sent."""
+    tamper, detail = PLAIN[case]
+    checkpoint = tmp_path / "model.ckpt"
+    settings = ServerSettings(master_key=MASTER, join_timeout=60, round_timeout=60, checkpoint=checkpoint)
+    result = _federation(synthetic, tamper=tamper, settings=settings).run()
+    assert result.rounds_done == 0 and not checkpoint.exists()
+    assert result.error.startswith("round 1 aborted: round 1: silo 1 sent") and detail in result.error, result.error
+
+
+def _rewrite(stage, kind_name, change):
+    """A tamper that rewrites every Protocol 1 message of a stage's reply with ``change(message, n)``."""
+    from uldp.secure import messages
+
+    seen = {}
+
+    def tamper(instruction, reply):
+        if instruction.stage == wire.STAGE_SECURE_KEYS:
+            seen["n"] = messages.PublicKeyMessage.from_bytes(instruction.payloads[0]).modulus
+        if instruction.stage != stage:
+            return None
+        kind = getattr(messages, kind_name)
+        changed = [change(kind.from_bytes(p), seen["n"]).to_bytes() for p in reply.payloads]
+        return dataclasses.replace(reply, payloads=tuple(changed))
+    return tamper
+
+
+SECURE = {
+    "DH key claiming silo 0": (1, _rewrite(wire.STAGE_SECURE_KEYS, "DhPublicKeyMessage",
+                                           lambda m, n: dataclasses.replace(m, silo=0)), "claims to come from silo 0"),
+    "seed sealed to silo 7": (0, _rewrite(wire.STAGE_SECURE_DIRECTORY, "SealedMessage",
+                                          lambda m, n: dataclasses.replace(m, recipient=7)), "addressed to silo 7"),
+    "histogram value n": (1, _rewrite(wire.STAGE_SECURE_SEED, "BlindedHistogramMessage",
+                                      lambda m, n: dataclasses.replace(m, values=(n,) + m.values[1:])), "out of range"),
+    "histogram too short": (1, _rewrite(wire.STAGE_SECURE_SEED, "BlindedHistogramMessage",
+                                        lambda m, n: dataclasses.replace(m, values=m.values[1:])), "expected 8"),
+    "histogram of silo 2": (1, _rewrite(wire.STAGE_SECURE_SEED, "BlindedHistogramMessage",
+                                        lambda m, n: dataclasses.replace(m, silo=2)), "claims to come from silo 2"),
+    "share from silo 0": (1, _rewrite(wire.STAGE_TRAIN, "SealedMessage",
+                                      lambda m, n: dataclasses.replace(m, sender=0)), "claims to come from silo 0"),
+    "ciphertext 0": (1, _rewrite(wire.STAGE_SECURE_UPDATE, "MaskedUpdateMessage",
+                                 lambda m, n: dataclasses.replace(m, ciphertexts=(0,) + m.ciphertexts[1:])),
+                     "not in Z*_(n^2)"),
+    "ciphertext n": (1, _rewrite(wire.STAGE_SECURE_UPDATE, "MaskedUpdateMessage",
+                                 lambda m, n: dataclasses.replace(m, ciphertexts=(n,) + m.ciphertexts[1:])),
+                     "not in Z*_(n^2)"),
+    "ciphertext n^2": (1, _rewrite(wire.STAGE_SECURE_UPDATE, "MaskedUpdateMessage",
+                                   lambda m, n: dataclasses.replace(m, ciphertexts=(n * n,) + m.ciphertexts[1:])),
+                       "out of range"),
+    "update too short": (1, _rewrite(wire.STAGE_SECURE_UPDATE, "MaskedUpdateMessage",
+                                     lambda m, n: dataclasses.replace(m, ciphertexts=m.ciphertexts[1:])),
+                         "expected 16"),
+    "update of silo 0": (1, _rewrite(wire.STAGE_SECURE_UPDATE, "MaskedUpdateMessage",
+                                     lambda m, n: dataclasses.replace(m, silo=0)), "claims to come from silo 0"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SECURE))
+def test_a_malformed_protocol_message_aborts_naming_the_silo_that_sent_it(case, synthetic) -> None:
+    """Protocol 1 (512-bit test keys): a message claiming another silo, addressed to no silo, or with values out of
+    range (a ciphertext outside Z*_{n^2}) stops the server with the sender named, before anything is decrypted."""
+    victim, tamper, detail = SECURE[case]
+    result = _federation(synthetic, secure=True, tamper=tamper, victim=victim).run()
+    assert result.rounds_done == 0
+    assert f"silo {victim} sent a bad" in result.error and detail in result.error, result.error
+
+
+# --- hostile files: checkpoints, wire arrays, keys, configurations -----------------------------------------------
+def _forged_checkpoint(path, header: bytes, params: np.ndarray = np.zeros(3, np.float32)) -> None:
+    """A checkpoint file with a valid digest around any header (what an attacker with write access could make)."""
+    import hashlib
+    import struct
+
+    from uldp.deploy import checkpoint
+
+    body = checkpoint.MAGIC + struct.pack("<I", len(header)) + header + wire.array_to_bytes(params)
+    path.write_bytes(body + hashlib.sha256(body).digest())
+
+
+@pytest.mark.parametrize("header, detail", [
+    (b'{"rounds_done": -5, "config_fingerprint": "f", "history": []}', "rounds_done"),
+    (b'{"rounds_done": true, "config_fingerprint": "f", "history": []}', "rounds_done"),
+    (b'{"rounds_done": 1, "config_fingerprint": "f", "history": "abc"}', "history"),
+    (b'{"rounds_done": 2, "config_fingerprint": "f", "history": [{}]}', "history"),
+    (b'{"rounds_done": 0, "config_fingerprint": 7, "history": []}', "config_fingerprint"),
+    (b'{"rounds_done": 0, "history": []}', "must hold"),
+    (b'[1, 2]', "must hold"),
+    (b'{"rounds_done": 0', "malformed"),
+    (b'\xff\xfe', "malformed"),
+    (b'[' * 100_000, "malformed"),
+])
+def test_a_malformed_checkpoint_header_is_a_value_error(header, detail, tmp_path) -> None:
+    from uldp.deploy import checkpoint
+
+    path = tmp_path / "model.ckpt"
+    _forged_checkpoint(path, header)
+    with pytest.raises(ValueError, match=detail):
+        checkpoint.load_checkpoint(path, config_fingerprint="f")
+
+
+def test_a_checkpoint_of_another_model_or_not_finite_is_refused(tmp_path) -> None:
+    from uldp.deploy import checkpoint
+
+    path, header = tmp_path / "model.ckpt", b'{"rounds_done": 0, "config_fingerprint": "f", "history": []}'
+    like = np.zeros(3, np.float32)
+    for params, detail in [(np.zeros(3, np.float64), "float64"), (np.zeros(4, np.float32), r"\(4,\)"),
+                           (np.array([0, np.nan, 0], np.float32), "NaN")]:
+        _forged_checkpoint(path, header, params)
+        with pytest.raises(ValueError, match=detail):
+            checkpoint.load_checkpoint(path, config_fingerprint="f", like=like)
+    _forged_checkpoint(path, header, like)
+    assert checkpoint.load_checkpoint(path, config_fingerprint="f", like=like).rounds_done == 0
+
+
+def test_leftover_temporary_files_are_cleaned_on_the_next_start(tmp_path) -> None:
+    """A writer killed between creating and renaming its temporary file leaves it; the next load deletes those of
+    this checkpoint only."""
+    from uldp.deploy import checkpoint
+
+    path = tmp_path / "model.ckpt"
+    leftovers = [tmp_path / f".model.ckpt.{i:016x}.tmp" for i in range(3)]
+    for leftover in leftovers:
+        leftover.write_bytes(b"x" * 100)
+    other = tmp_path / ".other.ckpt.0000000000000000.tmp"
+    other.write_bytes(b"x")
+    assert checkpoint.load_checkpoint(path, config_fingerprint="f") is None
+    assert not any(leftover.exists() for leftover in leftovers) and other.exists()
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 33, 200, 255])
+def test_an_array_claiming_more_dimensions_than_it_has_bytes_is_a_value_error(ndim) -> None:
+    import hashlib
+
+    body = wire.ARRAY_MAGIC + bytes([1, ndim]) + b"\x01" * 8
+    with pytest.raises(ValueError, match="malformed array"):
+        wire.array_from_bytes(body + hashlib.sha256(body).digest())
+
+
+def test_deploy_keys_refuses_to_overwrite_without_force(tmp_path) -> None:
+    first = keys.write_keys(tmp_path, n_silos=2)
+    master = first[0].read_bytes()
+    with pytest.raises(ValueError, match="--force"):
+        keys.write_keys(tmp_path, n_silos=2)
+    assert first[0].read_bytes() == master
+    assert keys.write_keys(tmp_path, n_silos=2, force=True) == first and first[0].read_bytes() != master
+    with pytest.raises(ValueError, match="--silos"):
+        keys.write_keys(tmp_path / "many", n_silos=10**6)
+
+
+@pytest.mark.parametrize("change, detail", [
+    ({"protocol": {"insecure_test_key": "no", "key_bits": 512}}, "insecure_test_key must be true or false"),
+    ({"protocol": {"key_bits": 512}}, "insecure"),
+    ({"protocol": {"key_bits": 4096, "precision": 0.0}}, "precision"),
+    ({"protocol": {"n_max": True}}, "n_max"),
+    ({"protocol": {"n_max": 0}}, "n_max"),
+    ({"protocol": []}, "'protocol' must be an object"),
+    ({"insecure_reproducible_noise": "yes"}, "insecure_reproducible_noise must be true or false"),
+    ({"user_weights": "abc"}, "user_weights must be a list of lists"),
+    ({"user_weights": [[1, 2], 3]}, "user_weights must be a list of lists"),
+    ({"n_users": "8"}, "n_users"),
+    ({"rounds": None}, "rounds"),
+])
+def test_a_deployment_configuration_is_checked_completely(change, detail) -> None:
+    base = {"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 8, "rounds": 1}
+    with pytest.raises(ValueError, match=detail):
+        DeployConfig.from_json({**base, **change})
+
+
+def test_user_weights_and_protocol_are_checked_before_admission(synthetic) -> None:
+    """Weights for 2 silos in a federation of 3 are refused when the role is built, not after every silo has joined;
+    so are Protocol 1's parameters (here N_max below a user's records: Theorem 4's no-wrap-around condition)."""
+    base = {"dataset": "synthetic", "method": "ULDP-AVG", "n_users": 8, "rounds": 1, "max_train_records": 120}
+    config = DeployConfig.from_json({**base, "user_weights": [[0.5] * 8, [0.5] * 8]})
+    with pytest.raises(ValueError, match=r"shape \(3, 8\)"):
+        MethodServer(config, synthetic)
+    config = DeployConfig.from_json({**base, "method": "ULDP-AVG-w", "secure": True, "protocol": {
+        "key_bits": 256, "insecure_test_key": True, "n_max": 200}})  # lcm(1..200) has 288 bits
+    with pytest.raises(ValueError, match="key"):
+        MethodServer(config, synthetic)
+    with pytest.raises(ValueError, match="n_max"):  # refused at once: a huge N_max would take hours to check
+        DeployConfig.from_json({**base, "protocol": {"n_max": 10**6}})
+
+
+# --- command lines: every number bounded, every failure one line ----------------------------------------------------
+@pytest.mark.parametrize("argv, detail", [
+    (["epsilon", "--method", "ULDP-AVG-w", "--sigma", "1e308", "--rounds", "10", "--delta", "1e-5"], "--sigma"),
+    (["epsilon", "--method", "ULDP-AVG-w", "--sigma", "1e-300", "--rounds", "10", "--delta", "1e-5", "--q", "0.1"],
+     "--sigma"),
+    (["group-epsilon", "--sigma", "1e308", "--q", "0.1", "--steps", "10", "--delta", "1e-5", "--k", "2"], "--sigma"),
+    (["run", "--dataset", "synthetic", "--method", "ULDP-AVG-w", "--users", "1000000000000", "--rounds", "1",
+      "--seed", "0"], "n_users must be an integer in 1..1000000"),
+    (["run", "--dataset", "synthetic", "--method", "ULDP-AVG-w", "--users", "5", "--silos", "1000000", "--rounds", "1",
+      "--seed", "0"], "n_silos must be an integer in 1..1000"),
+    (["allocate", "--dataset", "synthetic", "--users", "10000000000", "--dist", "uniform", "--seed", "0"],
+     "n_users must be an integer in 1..1000000"),
+    (["run", "--dataset", "synthetic", "--method", "ULDP-AVG-w", "--users", "5", "--rounds", "1", "--seed", "0",
+      "--checkpoint", "{tmp}"], "is a directory"),
+    (["deploy", "server", "--config", "{config}", "--join-timeout", "nan"], "--join-timeout"),
+    (["deploy", "server", "--config", "{config}", "--checkpoint", "{tmp}"], "is a directory"),
+    (["deploy", "server", "--config", "{config}", "--master-key-file", "{short_key}"], "at least 16 bytes"),
+    (["deploy", "silo", "--config", "{config}", "--silo-id", "0", "--max-wait", "inf"], "--max-wait"),
+    (["deploy", "keys", "--silos", "2", "--out", "{keys}"], "--force"),
+])
+def test_bad_command_line_numbers_and_paths_are_one_line_errors(argv, detail, tmp_path, capsys) -> None:
+    """Refused before any work (no training, no allocation of terabytes), as one line and exit status 2."""
+    from uldp.cli import main
+    from uldp.deploy.keys import write_keys
+
+    config, short_key = tmp_path / "run.json", tmp_path / "short.key"
+    config.write_text('{"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 8, "rounds": 1}')
+    short_key.write_text("00112233\n")
+    write_keys(tmp_path / "keys", n_silos=2)
+    places = {"tmp": str(tmp_path), "config": str(config), "short_key": str(short_key), "keys": str(tmp_path / "keys")}
+    assert main([arg.format(**places) for arg in argv]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and ": error: " in error[0] and detail in error[0], error
+
+
+def test_a_silo_without_a_server_or_data_reports_one_line(tmp_path, capsys, monkeypatch) -> None:
+    from uldp.deploy.cli import main
+
+    config = tmp_path / "run.json"
+    config.write_text('{"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 8, "rounds": 1, '
+                      '"max_train_records": 120}')
+    assert main(["silo", "--config", str(config), "--silo-id", "0", "--server", "127.0.0.1:1", "--max-wait", "1",
+                 "--quiet"]) == 1
+    assert "lost the server at 127.0.0.1:1 within --max-wait 1 s" in capsys.readouterr().err
+    monkeypatch.delenv("ULDP_DATA_DIR", raising=False)
+    config.write_text('{"dataset": "creditcard", "method": "ULDP-AVG-w", "n_users": 8, "rounds": 1}')
+    assert main(["silo", "--config", str(config), "--silo-id", "0"]) == 2
+    assert "cannot load dataset 'creditcard': no data directory" in capsys.readouterr().err

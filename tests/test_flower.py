@@ -13,9 +13,8 @@ from torch import nn
 
 import uldp
 import uldp.flower as uf
+from uldp.flower.local import LocalGrid
 from uldp.flower.pseudonyms import open_histogram, seal_histogram
-
-from flower_grid import LocalGrid
 
 HOSPITALS = ["Royal", "St Mary", "General"]
 FEATURES = ["a", "b", "c"]

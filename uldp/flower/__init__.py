@@ -10,7 +10,8 @@ other silos can. Use ``uldp deploy`` with ``secure=True`` when ``n_su`` must sta
 """
 
 from uldp.flower.app import SiloData, UldpStrategy, silo_client_app
+from uldp.flower.local import LocalGrid
 from uldp.flower.pseudonyms import new_silo_key, pseudonymize, read_key_file, write_key_file
 
-__all__ = ["SiloData", "UldpStrategy", "new_silo_key", "pseudonymize", "read_key_file", "silo_client_app",
+__all__ = ["LocalGrid", "SiloData", "UldpStrategy", "new_silo_key", "pseudonymize", "read_key_file", "silo_client_app",
            "write_key_file"]

@@ -45,6 +45,7 @@ def execute(params: Mapping[str, Any], checkpoint: str | None = None) -> dict:
         "accuracy": [1.0 - 0.5 / (1.0 + rate * t) for t in rounds],
         "epsilon": [None if params.get("method") == "DEFAULT" else math.sqrt(t) for t in rounds],
         "wall_seconds": [0.001 * t for t in rounds],
+        "info": {"dataset_variant": f"fake {params['dataset']}"},
     }
 
 
@@ -62,7 +63,8 @@ def resumed(params: Mapping[str, Any], checkpoint: str | None = None) -> dict:
     exist (a test puts it there) and the result names it."""
     with open(checkpoint, encoding="utf-8"):
         pass
-    return {**execute(params), "info": {"resumed_seconds": 100.0, "checkpoint": checkpoint}}
+    return {**execute(params), "info": {"resumed_seconds": 100.0, "checkpoint": checkpoint,
+                                        "dataset_variant": f"fake {params['dataset']}"}}
 
 
 def slow(params: Mapping[str, Any], checkpoint: str | None = None) -> dict:

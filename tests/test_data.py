@@ -104,7 +104,73 @@ def test_heart_disease_standardised_per_centre_on_train(heart):
         assert torch.allclose(std[varying], torch.ones(int(varying.sum())), atol=1e-4)
 
 
+def _raw_heart_disease(data_dir):
+    """The encoded records, labels, centres and train flags, rebuilt with NumPy alone from the UCI files."""
+    from sklearn.model_selection import train_test_split
+
+    rows, labels, centres, train = [], [], [], []
+    for centre, name in enumerate(("cleveland", "hungarian", "switzerland", "va")):
+        raw = np.genfromtxt(data_dir / f"heart_disease/processed.{name}.data", delimiter=",", missing_values="?")
+        raw = np.delete(raw, [10, 11, 12], axis=1)
+        raw = raw[~np.isnan(raw).any(axis=1)]
+        label = (raw[:, -1] > 0).astype(int)
+        stratify = label if len(set(label)) > 1 and np.bincount(label).min() > 2 else None
+        _, test = train_test_split(np.arange(len(raw)), train_size=0.66, test_size=0.34, random_state=43,
+                                   shuffle=True, stratify=stratify)
+        rows.append(raw[:, :-1]), labels.append(label), centres.append(np.full(len(raw), centre))
+        train.append(~np.isin(np.arange(len(raw)), test))
+    features = np.concatenate(rows)
+    # one-hot of chest pain type (column 2: 1..4) and resting ECG (column 6: 0..2), first level dropped, appended
+    kept = features[:, [0, 1, 3, 4, 5, 7, 8, 9]]
+    dummies = [features[:, [2]] == value for value in (2, 3, 4)] + [features[:, [6]] == value for value in (1, 2)]
+    encoded = np.hstack([kept] + [d.astype(float) for d in dummies])
+    return encoded, np.concatenate(labels), np.concatenate(centres), np.concatenate(train)
+
+
+def test_heart_disease_scorings_standardise_the_test_set_as_flamby(data_dir):
+    """"pooled" (the authors'): test records standardised with the pooled training mean and std (ddof 1) + 1e-9;
+    "per-centre": with their centre's; the training records are standardised per centre either way."""
+    encoded, _, centre, train = _raw_heart_disease(data_dir)
+    order = np.argsort(centre, kind="stable")  # the loader orders records by centre
+    encoded, centre, train = encoded[order], centre[order], train[order]
+    pooled = load("heart_disease", data_dir)
+    per_centre = load("heart_disease", data_dir, test_scoring="per-centre")
+    assert torch.equal(pooled.x_train, per_centre.x_train)
+    reference = encoded[train]
+    expected_pooled = (encoded[~train] - reference.mean(0)) / (reference.std(0, ddof=1) + 1e-9)
+    np.testing.assert_allclose(pooled.x_test.numpy(), expected_pooled, atol=2e-5)
+    expected_per_centre = np.empty_like(expected_pooled)
+    for c in range(4):
+        own = encoded[train & (centre == c)]
+        expected_per_centre[centre[~train] == c] = (encoded[~train & (centre == c)] - own.mean(0)) / (
+            own.std(0, ddof=1) + 1e-9)
+    np.testing.assert_allclose(per_centre.x_test.numpy(), expected_per_centre, atol=2e-5)
+    assert not np.allclose(expected_pooled, expected_per_centre, atol=1e-3)
+    assert "pooled test set" in pooled.variant and "centre's training statistics" in per_centre.variant
+
+
+def test_test_scoring_is_refused_where_a_dataset_has_no_such_variant(data_dir):
+    with pytest.raises(ValueError, match="'global'"):
+        load("heart_disease", data_dir, test_scoring="global")
+    with pytest.raises(ValueError, match="one test set"):
+        load("synthetic", data_dir, test_scoring="per-centre")
+
+
 # --- TcgaBrca ----------------------------------------------------------------------------------------------------
+
+
+def test_tcga_brca_scorings_give_the_same_test_set(tcga, data_dir):
+    """FLamby does not standardise TcgaBrca: its pooled test set is its per-centre test sets together, so the
+    scoring cannot change a run (experiments.effective_arguments drops it from TcgaBrca's keys)."""
+    per_centre = load("tcga_brca", data_dir, test_scoring="per-centre")
+    assert torch.equal(tcga.x_test, per_centre.x_test) and torch.equal(tcga.y_test, per_centre.y_test)
+    # FLamby's pooled test set takes the patients whose "fold" is "test": the per-centre test sets together
+    brca = pd.read_csv(data_dir / "tcga_brca/brca.csv")
+    split = pd.read_csv(data_dir / "tcga_brca/train_test_split.csv")
+    pooled = brca[brca["pid"].isin(split.loc[split["fold"] == "test", "pid"])]
+    assert len(pooled) == tcga.x_test.shape[0]
+    assert float(tcga.y_test[:, 1].sum()) == pytest.approx(float(pooled["T"].sum()))
+    assert torch.equal(tcga.x_train, per_centre.x_train)
 
 
 def test_tcga_brca_matches_flamby_split(tcga, data_dir):

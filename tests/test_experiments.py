@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from uldp import cli, experiments
 from uldp.experiments import (
-    GRIDS, Entry, Grid, Reduction, config_hash, expand, load_results, result_path, run_grid,
+    GRIDS, Entry, Grid, Reduction, config_hash, effective_arguments, expand, load_results, result_path, run_grid,
 )
 
 SETTINGS_MD = experiments.REPO_ROOT.parent / "shared" / "paper" / "settings.md"
@@ -284,6 +284,20 @@ def test_atomic_write_leaves_old_file_or_none(tmp_path, monkeypatch):
     assert experiments.read_result(tmp_path / "g" / "half.json") is None
 
 
+def test_medical_runs_are_scored_as_the_authors_and_only_heart_disease_keys_depend_on_the_scoring():
+    """Results scored per centre never mix with pooled ones: the scoring is in HeartDisease's keys. TcgaBrca's two
+    scorings give one test set (tests/test_data.py checks it), so its keys, stored before, stay."""
+    for grid in ("heart_disease", "tcga_brca", "protocol_runtime"):
+        assert all(spec.kwargs["test_scoring"] == "pooled" for spec in expand(grid, "paper", seeds=[0]))
+    heart = expand("heart_disease", "paper", seeds=[0])[0]
+    assert config_hash(effective_arguments({**heart.kwargs, "test_scoring": "per-centre"})) != heart.key
+    tcga = expand("tcga_brca", "paper", seeds=[0])[0]
+    without = {name: value for name, value in tcga.kwargs.items() if name != "test_scoring"}
+    assert config_hash(effective_arguments({**tcga.kwargs, "test_scoring": "per-centre"})) == tcga.key
+    assert config_hash(effective_arguments(without)) == tcga.key
+    assert "test_scoring" not in expand("creditcard", "paper", seeds=[0])[0].kwargs
+
+
 def test_a_grid_run_resumes_from_its_checkpoint_beside_the_result_and_removes_it_once_stored(tmp_path):
     spec = expand("tcga_brca", "paper", seeds=[0], methods=["ULDP-AVG-w"])[0]
     checkpoint = result_path(tmp_path, spec).with_suffix(".ckpt")
@@ -341,8 +355,10 @@ def test_run_grid_stores_one_file_per_run_with_provenance_and_skips_them_later(t
     stored = json.loads(files[0].read_text())
     spec = specs[files[0].stem]
     assert stored["params"] == spec.kwargs and stored["config"] == fake_backend.resolve(spec.kwargs)
-    assert stored["result"] == json.loads(json.dumps(fake_backend.execute(spec.kwargs)))
+    executed = json.loads(json.dumps(fake_backend.execute(spec.kwargs)))
+    assert stored["result"] == {**executed, "info": {}}  # the dataset variant moves to provenance
     prov = stored["provenance"]
+    assert prov["dataset_variant"] == "fake heart_disease"
     assert prov["command"] == "pytest" and prov["wall_seconds"] >= 0 and prov["date"].startswith("20")
     assert prov["packages"]["numpy"] and "git_commit" in prov
     n_calls = len(log.read_text().splitlines())

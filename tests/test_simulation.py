@@ -99,6 +99,17 @@ def test_same_seed_same_run_and_other_seed_differs():
     assert other.test_loss != first.test_loss
 
 
+def test_a_run_records_its_dataset_variant_and_scores_as_its_test_scoring_says():
+    config = RunConfig(dataset="heart_disease", method="ULDP-AVG", n_users=10, rounds=1, seed=3, local_epochs=1)
+    pooled = run(config)
+    per_centre = run(RunConfig(**{**config.__dict__, "test_scoring": "per-centre"}))
+    assert "pooled test set" in pooled.info["dataset_variant"]
+    assert "centre's training statistics" in per_centre.info["dataset_variant"]
+    assert pooled.test_loss != per_centre.test_loss  # one model, two test sets
+    with pytest.raises(ValueError, match="one test set"):
+        RunConfig(dataset="synthetic", method="ULDP-AVG", n_users=10, rounds=1, test_scoring="per-centre")
+
+
 @pytest.mark.skipif(not os.path.isdir(os.path.join(DATA, "creditcard")), reason="Creditcard files not available")
 @pytest.mark.parametrize("method, changes", [("DEFAULT", {}), ("ULDP-GROUP-2", {}), ("ULDP-AVG-w", {"q": 0.5})])
 def test_a_run_interrupted_and_resumed_from_its_checkpoint_ends_exactly_as_an_uninterrupted_one(

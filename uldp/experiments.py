@@ -12,10 +12,11 @@ a claim comparing settings of that federation can be checked at a known, smaller
 Every run is a plain mapping of :class:`uldp.simulation.RunConfig` arguments (plus ``max_test_records``, which
 this module applies: the smaller profiles evaluate MNIST on a fixed part of its test set). Its file is
 ``<root>/<grid>/<key>.json`` where ``key`` is :func:`config_hash` of that mapping; the file holds the arguments, the
-resolved configuration, the per-round results and provenance (command, git commit, package versions, date, wall
-time). Files are written atomically (temporary file + ``os.replace``), and a run whose file exists is skipped, so an
-interrupted grid resumes where it stopped. Paper-profile results go to ``results/`` and short-profile ones to
-``results/short/`` (both committed); smoke and default ones to ``_build/results/`` (git-ignored).
+resolved configuration, the per-round results and provenance (command, git commit, package versions, the dataset
+variant that ran, date, wall time). Files are written atomically (temporary file + ``os.replace``), and a run whose
+file exists is skipped, so an interrupted grid resumes where it stopped. Paper-profile results go to ``results/``
+and short-profile ones to ``results/short/`` (both committed); smoke and default ones to ``_build/results/``
+(git-ignored).
 
 >>> [spec.series for spec in expand("heart_disease", "paper") if spec.seed == 0][:3]
 ['DEFAULT', 'ULDP-NAIVE', 'ULDP-GROUP-max']
@@ -179,9 +180,13 @@ class Entry:
 
 def _common(dataset: str, *, n_users: int, n_silos: int, distribution: str, rounds: int, batch_size: int,
             method: str, hyper: Hyper, q: float = 1.0) -> Entry:
+    from uldp.data import DATASETS
+
+    # The medical datasets are scored as the authors scored them, and their runs say so (issue 19).
+    scoring = {"test_scoring": "pooled"} if DATASETS[dataset].fixed_silos else {}
     return Entry.of(dataset=dataset, method=method, n_users=n_users, n_silos=n_silos, distribution=distribution,
                     rounds=rounds, batch_size=batch_size, sigma=None if method == "DEFAULT" else SIGMA, delta=DELTA,
-                    q=q, **hyper.params(n_users))
+                    q=q, **scoring, **hyper.params(n_users))
 
 
 def _privacy_utility_entries(dataset: str) -> list[Entry]:
@@ -437,7 +442,9 @@ def effective_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
       users' one, which takes the same draws whatever the number of users, so the run is the same for every ``|U|``.
 
     Both are checked bit for bit in ``tests/test_experiments.py``; those arguments are dropped, and one stored run
-    serves every panel it appears in.
+    serves every panel it appears in. Likewise ``test_scoring`` is dropped on a dataset whose scorings give the
+    same test set (:attr:`~uldp.data.DatasetSpec.scoring_changes_test_set` false: TcgaBrca, also checked bit for
+    bit), so its runs made before the scoring was a run argument keep their keys.
 
     >>> effective_arguments({"dataset": "tcga_brca", "method": "DEFAULT", "n_users": 50, "distribution": "zipf"})
     {'dataset': 'tcga_brca', 'method': 'DEFAULT'}
@@ -448,6 +455,8 @@ def effective_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
     from uldp.methods import parse_method
 
     dataset = DATASETS.get(params.get("dataset"))
+    if dataset is not None and not dataset.scoring_changes_test_set:
+        params = {name: value for name, value in params.items() if name != "test_scoring"}
     try:
         user_blind = not parse_method(params["method"]).reads_users
     except ValueError:  # an unknown method fails when it runs, with the registry's message
@@ -711,7 +720,7 @@ def _split_arguments(params: Mapping[str, Any]) -> tuple[dict, dict]:
 
 
 @functools.lru_cache(maxsize=2)
-def _dataset(name: str, max_test_records: int | None) -> Any:
+def _dataset(name: str, max_test_records: int | None, test_scoring: str) -> Any:
     """A loaded dataset, cached per process (a grid runs many configurations on one dataset)."""
     from dataclasses import replace
 
@@ -719,7 +728,7 @@ def _dataset(name: str, max_test_records: int | None) -> Any:
 
     from uldp.data import load
 
-    data = load(name)
+    data = load(name, test_scoring=test_scoring)
     if max_test_records is None or max_test_records >= data.x_test.shape[0]:
         return data
     # The same subset for every run (seed 0), so that methods and seeds are compared on equal terms.
@@ -744,8 +753,8 @@ def _simulation_execute(params: Mapping[str, Any], checkpoint: str) -> dict:
     config, extra = _split_arguments(params)
     config = RunConfig(**config)
     # a secure run's protocol state lives in its process: it restarts (protocol_runtime's runs are 3 rounds)
-    result = asdict(run(config, dataset=_dataset(config.dataset, extra.get("max_test_records")),
-                        checkpoint=None if config.secure else checkpoint))
+    data = _dataset(config.dataset, extra.get("max_test_records"), config.test_scoring)
+    result = asdict(run(config, dataset=data, checkpoint=None if config.secure else checkpoint))
     del result["config"]  # stored once, resolved, beside the result
     return _canonical(_finite_floats(result))
 
@@ -811,7 +820,10 @@ def _execute_one(backend: Backend, spec: RunSpec, path: str, base_provenance: di
     checkpoint = Path(path).with_suffix(".ckpt")
     started = time.perf_counter()
     result = backend.execute(params, str(checkpoint))
-    wall = time.perf_counter() - started + (result.get("info") or {}).get("resumed_seconds", 0.0)
+    info = result.get("info") or {}
+    wall = time.perf_counter() - started + info.get("resumed_seconds", 0.0)
+    # what the data was (for example the Creditcard subset rather than the full file) belongs to provenance
+    variant = {"dataset_variant": info.pop("dataset_variant")} if "dataset_variant" in info else {}
     payload = {
         "schema": SCHEMA_VERSION,
         "key": spec.key,
@@ -824,6 +836,7 @@ def _execute_one(backend: Backend, spec: RunSpec, path: str, base_provenance: di
         "result": result,
         "provenance": {
             **base_provenance,
+            **variant,
             "date": _now(),
             "wall_seconds": round(wall, 3),
         },
@@ -1209,8 +1222,9 @@ def accounted_results(grid_name: str, *, seeds: Sequence[int] = (0,), methods: S
         config, extra = _split_arguments(spec.kwargs)
         if spec.key not in accounted:
             start = time.perf_counter()
-            epsilon = accounted_epsilon(RunConfig(**config),
-                                        dataset=_dataset(config["dataset"], extra.get("max_test_records")))
+            resolved = RunConfig(**config)
+            epsilon = accounted_epsilon(resolved, dataset=_dataset(resolved.dataset, extra.get("max_test_records"),
+                                                                   resolved.test_scoring))
             wall = round(time.perf_counter() - start, 3)
             accounted[spec.key] = epsilon, {**base, "date": _now(), "wall_seconds": wall}
         epsilon, made = accounted[spec.key]

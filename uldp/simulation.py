@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 
 from uldp.checks import check_integer, check_number
+from uldp.data import DATASETS
+from uldp.data.base import check_test_scoring
 from uldp.methods.base import Hyperparameters, parse_method
 
 #: Per dataset and method family: (global lr, clip C, local lr, local epochs Q) of settings.md's privacy-utility
@@ -93,6 +95,8 @@ class RunConfig:
         secure_n_max: N_max of the protocol, the most records of one user (2000, the paper's).
         max_train_records: Use a stratified random subset of at most this many training records (smaller runs).
         n_labels: Labels per user for ``zipf-noniid`` (2, as in the paper).
+        test_scoring: How the test set is prepared (:data:`uldp.data.TEST_SCORINGS`): ``"pooled"``, the authors'
+            scoring (FLamby's pooled test set for the medical datasets), or ``"per-centre"`` (medical datasets only).
 
     Raises:
         ValueError: On any bad value (the message names it and what is allowed).
@@ -119,6 +123,7 @@ class RunConfig:
     secure_n_max: int = 2000
     max_train_records: int | None = None
     n_labels: int = 2
+    test_scoring: str = "pooled"
 
     def __post_init__(self) -> None:
         spec = parse_method(self.method)
@@ -140,6 +145,10 @@ class RunConfig:
             check_integer("secure_n_max", self.secure_n_max)
         if self.max_train_records is not None:
             check_integer("max_train_records", self.max_train_records)
+        check_test_scoring(self.test_scoring)
+        if self.test_scoring != "pooled" and not DATASETS[self.dataset].fixed_silos:
+            raise ValueError(f"dataset {self.dataset!r} has one test set; test_scoring must be 'pooled', "
+                             f"got {self.test_scoring!r}")
         if self.user_weights is not None:
             weights = np.asarray(self.user_weights, dtype=float)
             if weights.ndim != 2 or (weights < 0).any() or not np.allclose(weights.sum(axis=0), 1.0, atol=1e-9):
@@ -234,7 +243,7 @@ def build_federation(config: RunConfig, dataset: Any = None) -> tuple[Any, Any]:
     from uldp.models import build_model, loss_function
 
     root = np.random.SeedSequence(config.seed)
-    data = dataset if dataset is not None else load(config.dataset)
+    data = dataset if dataset is not None else load(config.dataset, test_scoring=config.test_scoring)
     if config.max_train_records is not None and config.max_train_records < data.n_train:
         rng = np.random.default_rng(seed_stream(root, SUBSET_STREAM))
         keep = _stratified_subset(data.labels, data.n_train, config.max_train_records, rng)
@@ -371,7 +380,7 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
     evaluation_model = federation.model
     result = RunResult(config=config, info={
         "parameters": int(params.numel()), "train_records": int(federation.x.shape[0]),
-        "n_silos": int(federation.n_silos),
+        "n_silos": int(federation.n_silos), "dataset_variant": data.variant,
         "group_size": method.group_size(federation) if hasattr(method, "group_size") else None,
         "setup_seconds": round(time.perf_counter() - start, 3)})
 

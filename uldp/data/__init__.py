@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from uldp.data.allocation import SCHEMES, allocate
-from uldp.data.base import Allocation, FederatedDataset
+from uldp.data.base import TEST_SCORINGS, Allocation, FederatedDataset, check_test_scoring
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,9 @@ class DatasetSpec:
         default_silos: Number of silos the paper uses (fixed by FLamby for the medical datasets).
         description: One line for listings.
         fixed_silos: Whether the silo of every record is fixed by the data (FLamby's centres), so that the
-            allocation only draws users.
+            allocation only draws users; such a loader takes ``test_scoring`` (:data:`TEST_SCORINGS`).
+        scoring_changes_test_set: Whether the ``test_scoring`` variants give different test sets (HeartDisease's
+            standardisation); where they do not (TcgaBrca, unscaled), a run's result cannot depend on it.
     """
 
     name: str
@@ -32,6 +34,7 @@ class DatasetSpec:
     default_silos: int
     description: str
     fixed_silos: bool = False
+    scoring_changes_test_set: bool = False
 
 
 DATASETS: dict[str, DatasetSpec] = {
@@ -40,7 +43,7 @@ DATASETS: dict[str, DatasetSpec] = {
         DatasetSpec("creditcard", "uldp.data.creditcard", 5, "Credit Card Fraud (Kaggle), 30 features, 2 classes"),
         DatasetSpec("mnist", "uldp.data.mnist", 5, "MNIST digits, 28x28, 10 classes"),
         DatasetSpec("heart_disease", "uldp.data.heart_disease", 4, "FLamby Fed-Heart-Disease, 13 features, 4 centres",
-                    fixed_silos=True),
+                    fixed_silos=True, scoring_changes_test_set=True),
         DatasetSpec("tcga_brca", "uldp.data.tcga_brca", 6, "FLamby Fed-TCGA-BRCA survival, 39 features, 6 regions",
                     fixed_silos=True),
         DatasetSpec("synthetic", "uldp.data.synthetic", 3, "make_classification, 10,000 records, 15 features"),
@@ -48,23 +51,31 @@ DATASETS: dict[str, DatasetSpec] = {
 }
 
 
-def load(name: str, data_dir: str | Path | None = None) -> FederatedDataset:
+def load(name: str, data_dir: str | Path | None = None, *, test_scoring: str = "pooled") -> FederatedDataset:
     """Load a registered dataset by name.
 
     Args:
         name: One of :data:`DATASETS`.
         data_dir: The data directory, default ``$ULDP_DATA_DIR``.
+        test_scoring: How the test records are prepared (:data:`TEST_SCORINGS`): ``"pooled"``, the authors'
+            scoring, for every dataset; ``"per-centre"`` only for the datasets with fixed silos.
 
     Returns:
         The dataset.
 
     Raises:
-        ValueError: Unknown name.
+        ValueError: Unknown name, or a ``test_scoring`` the dataset does not have.
         FileNotFoundError: A file is missing (the message says which and where to get it).
     """
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
-    return importlib.import_module(DATASETS[name].module).load(data_dir)
+    check_test_scoring(test_scoring)
+    module = importlib.import_module(DATASETS[name].module)
+    if DATASETS[name].fixed_silos:
+        return module.load(data_dir, test_scoring=test_scoring)
+    if test_scoring != "pooled":
+        raise ValueError(f"dataset {name!r} has one test set; test_scoring must be 'pooled', got {test_scoring!r}")
+    return module.load(data_dir)
 
 
-__all__ = ["DATASETS", "SCHEMES", "Allocation", "DatasetSpec", "FederatedDataset", "allocate", "load"]
+__all__ = ["DATASETS", "SCHEMES", "TEST_SCORINGS", "Allocation", "DatasetSpec", "FederatedDataset", "allocate", "load"]

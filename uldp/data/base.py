@@ -10,6 +10,26 @@ import torch
 
 Task = Literal["multiclass", "binary", "survival"]
 
+#: How the test records of a dataset with fixed silos (FLamby's) are scored, and what each means. ``"pooled"`` is
+#: the authors' (FLamby's pooled test set); ``"per-centre"`` prepares each centre's test records as FLamby's
+#: per-centre test sets do. Datasets without fixed silos have one test set, scored as ``"pooled"``.
+TEST_SCORING_VARIANTS: dict[str, str] = {
+    "pooled": "FLamby's pooled test set, standardised with the pooled training statistics (the authors' scoring)",
+    "per-centre": "each centre's test records standardised with that centre's training statistics",
+}
+TEST_SCORINGS: tuple[str, ...] = tuple(TEST_SCORING_VARIANTS)
+
+
+def check_test_scoring(test_scoring: str) -> str:
+    """Return ``test_scoring`` if it is one of :data:`TEST_SCORINGS`.
+
+    Raises:
+        ValueError: Any other value (the message lists the allowed ones).
+    """
+    if test_scoring not in TEST_SCORINGS:
+        raise ValueError(f"test_scoring must be one of {', '.join(map(repr, TEST_SCORINGS))}, got {test_scoring!r}")
+    return test_scoring
+
 
 @dataclass(frozen=True)
 class FederatedDataset:

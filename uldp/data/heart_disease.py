@@ -9,7 +9,7 @@ import pandas as pd
 import torch
 from sklearn.model_selection import train_test_split
 
-from uldp.data.base import FederatedDataset
+from uldp.data.base import TEST_SCORING_VARIANTS, FederatedDataset, check_test_scoring
 from uldp.data.paths import data_file
 
 CENTRES: tuple[str, ...] = ("cleveland", "hungarian", "switzerland", "va")
@@ -38,19 +38,31 @@ def _centre_split(labels: pd.Series) -> np.ndarray:
     return is_train
 
 
-def load(data_dir: str | Path | None = None) -> FederatedDataset:
+def _standardise(records: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """``(records - mean) / (std + 1e-9)`` with the mean and torch's unbiased std of ``reference``, as FLamby."""
+    reference_tensor = torch.from_numpy(reference)
+    mean, std = reference_tensor.mean(dim=0), reference_tensor.std(dim=0)
+    return ((torch.from_numpy(records) - mean) / (std + _STD_EPSILON)).numpy()
+
+
+def load(data_dir: str | Path | None = None, *, test_scoring: str = "pooled") -> FederatedDataset:
     """Load Fed-Heart-Disease exactly as FLamby's ``HeartDiseaseRaw`` / ``FedHeartDisease`` prepare it.
 
     Per centre file: ``?`` -> missing, drop columns 10, 11, 12, drop rows with a missing value; label = column 13
     binarised to ``> 0``; split 66/34 per centre (``train_test_split(train_size=0.66, random_state=43)``, stratified
     on the label when each class has more than 2 records), giving train/test 199/104, 172/89, 30/16, 85/45.
     Columns 2 and 6 are one-hot encoded over the pooled data (``drop_first``), giving 13 features; each centre's
-    records (train and test) are standardised with the mean and (unbiased) std of that centre's training records,
-    plus 1e-9, as FLamby's per-centre datasets do. (The authors evaluated on FLamby's pooled test set, which
-    FLamby standardises with the pooled training statistics instead.)
+    training records are standardised with the mean and (unbiased) std of that centre's training records, plus
+    1e-9, as FLamby's per-centre datasets ``FedHeartDisease(center=c, train=True)`` that each silo trains on.
+
+    The test records are scored as the authors scored them (``test_scoring="pooled"``): FLamby's pooled test set
+    ``FedHeartDisease(train=False, pooled=True)``, every centre's test records standardised with the mean and std of
+    the pooled training records. ``"per-centre"`` standardises each centre's test records with that centre's
+    training statistics instead (FLamby's per-centre test sets; uldp's scoring before issue 19).
 
     Args:
         data_dir: Folder holding ``heart_disease/`` (default ``$ULDP_DATA_DIR``).
+        test_scoring: ``"pooled"`` (the authors') or ``"per-centre"``; see :data:`uldp.data.TEST_SCORINGS`.
 
     Returns:
         A ``binary`` dataset (float32 0/1 labels) with ``train_silo`` = FLamby's centre (cleveland=0, hungarian=1,
@@ -71,12 +83,13 @@ def load(data_dir: str | Path | None = None) -> FederatedDataset:
     centre = np.concatenate(centres)
     train = np.concatenate(is_train)
 
+    check_test_scoring(test_scoring)
     standardised = np.empty_like(encoded)
     for c in range(len(CENTRES)):
-        reference = torch.from_numpy(encoded[(centre == c) & train])
-        mean, std = reference.mean(dim=0), reference.std(dim=0)  # torch's unbiased std, as FLamby
         rows = centre == c
-        standardised[rows] = ((torch.from_numpy(encoded[rows]) - mean) / (std + _STD_EPSILON)).numpy()
+        standardised[rows] = _standardise(encoded[rows], encoded[rows & train])
+    if test_scoring == "pooled":
+        standardised[~train] = _standardise(encoded[~train], encoded[train])
 
     return FederatedDataset(
         name="heart_disease",
@@ -87,7 +100,7 @@ def load(data_dir: str | Path | None = None) -> FederatedDataset:
         y_test=torch.from_numpy(label[~train]),
         train_silo=centre[train],
         n_fixed_silos=len(CENTRES),
-        variant="heart_disease: FLamby preprocessing, per-centre 66/34 split (random_state 43), "
-        "per-centre standardisation",
+        variant="heart_disease: FLamby preprocessing, per-centre 66/34 split (random_state 43), training records "
+        f"standardised per centre; test: {TEST_SCORING_VARIANTS[test_scoring]}",
         info={"test_silo": centre[~train], "centres": CENTRES, "n_classes": 2},
     )

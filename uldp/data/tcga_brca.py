@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from uldp.data.base import FederatedDataset
+from uldp.data.base import FederatedDataset, check_test_scoring
 from uldp.data.paths import data_file
 
 N_CENTRES = 6
@@ -16,15 +16,20 @@ REGIONS: tuple[str, ...] = ("Northeast", "South", "West", "Midwest", "Europe", "
 N_FEATURES = 39
 
 
-def load(data_dir: str | Path | None = None) -> FederatedDataset:
+def load(data_dir: str | Path | None = None, *, test_scoring: str = "pooled") -> FederatedDataset:
     """Load Fed-TCGA-BRCA as FLamby's ``FedTcgaBrca`` does.
 
     The centre and the train/test side of a patient come from ``train_test_split.csv`` (``fold2`` is ``train_k`` or
     ``test_k``); the 8 patients of ``brca.csv`` absent from that file are dropped. Features are ``brca.csv``'s
     columns 1-39 (unscaled, as FLamby), targets ``(E, T)``: event indicator and time in days.
 
+    FLamby standardises nothing here, so its pooled test set ``FedTcgaBrca(train=False, pooled=True)``, on which
+    the authors scored, holds the very records of its per-centre test sets: both ``test_scoring`` values give the
+    same test set (a test checks it bit for bit), and the C-index is taken over all of them at once.
+
     Args:
         data_dir: Folder holding ``tcga_brca/`` (default ``$ULDP_DATA_DIR``).
+        test_scoring: ``"pooled"`` or ``"per-centre"`` (identical here); see :data:`uldp.data.TEST_SCORINGS`.
 
     Returns:
         A ``survival`` dataset with ``y[:, 0]`` = event, ``y[:, 1]`` = time (float32), 866 training and 222 test
@@ -34,6 +39,7 @@ def load(data_dir: str | Path | None = None) -> FederatedDataset:
     Raises:
         ValueError: The files do not have FLamby's columns or ``fold2`` values.
     """
+    check_test_scoring(test_scoring)
     records = pd.read_csv(data_file("tcga_brca/brca.csv", data_dir))
     split = pd.read_csv(data_file("tcga_brca/train_test_split.csv", data_dir))
     if list(records.columns[-2:]) != ["E", "T"] or records.shape[1] != N_FEATURES + 3:
@@ -63,6 +69,7 @@ def load(data_dir: str | Path | None = None) -> FederatedDataset:
         y_test=parts["test"][1],
         train_silo=parts["train"][2],
         n_fixed_silos=N_CENTRES,
-        variant="tcga_brca: FLamby files, centres from train_test_split.csv fold2",
+        variant="tcga_brca: FLamby files, centres from train_test_split.csv fold2, unscaled; test: FLamby's pooled "
+        "test set (the per-centre test sets together)",
         info={"test_silo": parts["test"][2], "centres": REGIONS},
     )

@@ -33,6 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--secure", action="store_true",
                         help="aggregate with the private weighting protocol (ULDP-AVG-w / ULDP-SGD-w only; slow)")
     parser.add_argument("--seed", type=int, required=True, help="the one seed of every random draw")
+    parser.add_argument("--test-scoring", default="pooled", choices=("pooled", "per-centre"),
+                        help="medical datasets: score on FLamby's pooled test set as the authors did (default), or "
+                             "standardise each centre's test records with its own training statistics")
     parser.add_argument("--data-dir", default=None, help="data directory (default: $ULDP_DATA_DIR)")
     parser.add_argument("--checkpoint", default=None,
                         help="file to resume from and to save progress to (at most every minute and after the last "
@@ -70,8 +73,9 @@ def handle(args: argparse.Namespace) -> int:
         dataset=args.dataset, method=method_name(args.method, args.k), n_users=args.users, rounds=args.rounds,
         seed=args.seed, n_silos=args.silos, distribution=args.dist, local_epochs=args.local_epochs,
         global_lr=args.global_lr, local_lr=args.local_lr, clip=args.clip, sigma=args.sigma, q=args.q,
-        secure=args.secure)
-    result = run(config, progress=True, dataset=load(config.dataset, args.data_dir), checkpoint=args.checkpoint)
+        secure=args.secure, test_scoring=args.test_scoring)
+    result = run(config, progress=True, dataset=load(config.dataset, args.data_dir, test_scoring=config.test_scoring),
+                 checkpoint=args.checkpoint)
     for row in result.rounds_table():
         metric = "c_index" if "c_index" in row else "accuracy"
         epsilon = "-" if row["epsilon"] is None else f"{row['epsilon']:.3f}"

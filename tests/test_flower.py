@@ -37,7 +37,10 @@ def hospital_files(tmp_path: pathlib.Path) -> pathlib.Path:
     frame["label"] = (frame.a > 0).astype(int)
     frame["patient"] = [f"P{u}" for u in rng.integers(0, 20, n)]
     frame["hospital"] = rng.choice(HOSPITALS, n)
-    uf.write_key_file(tmp_path / "key")
+    key = uf.write_key_file(tmp_path / "key")
+    # a patient whose pseudonym ends in a zero byte (a numpy bytes array would silently drop it)
+    trailing_zero = next(f"Z{i}" for i in range(100000) if uf.pseudonymize([f"Z{i}"], key)[0].endswith("00"))
+    frame.loc[frame["patient"] == "P0", "patient"] = trailing_zero
     for hospital, part in frame.groupby("hospital"):
         part.drop(columns="hospital").to_csv(tmp_path / f"{hospital}.csv", index=False)
     return tmp_path

@@ -283,7 +283,9 @@ def _federation(view: dict, settings: dict, context: Any) -> dict:
         raise ValueError("the relayed histogram of this silo is not the one it sent")
     context.state["uldp"] = ConfigRecord({"index": index, "n_silos": len(names), "offset": int(settings["offset"]),
                                           "total_records": int(settings["total_records"]), "n_users": int(users.size)})
-    context.state["uldp_arrays"] = ArrayRecord([counts, np.array([bytes.fromhex(u) for u in users])])
+    # the user list as raw bytes [U, 32] (a numpy "S" array would drop a digest's trailing zero bytes)
+    digests = np.frombuffer(b"".join(bytes.fromhex(u) for u in users), dtype=np.uint8).reshape(users.size, -1)
+    context.state["uldp_arrays"] = ArrayRecord([counts, digests])
     digest = hashlib.sha256(b"".join(bytes.fromhex(u) for u in users)).hexdigest()
     return {"n_users": int(users.size), "users_digest": digest}
 
@@ -298,9 +300,12 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> np.n
     if "uldp" not in context.state:
         raise ValueError("a training round before the federation stage (the strategy runs setup first)")
     state = dict(context.state["uldp"])
-    counts, users = context.state["uldp_arrays"].to_numpy_ndarrays()
-    users = np.array([u.hex() for u in users])
+    counts, digests = context.state["uldp_arrays"].to_numpy_ndarrays()
+    users = np.array([row.tobytes().hex() for row in digests])
     codes = np.searchsorted(users, view["pseudonyms"])
+    if not np.array_equal(users[np.minimum(codes, users.size - 1)], view["pseudonyms"]):
+        raise ValueError("this silo's patients are not all in the federation's user list (its files changed since "
+                         "the federation stage?)")
     floor = context.node_config.get(MIN_SIGMA_KEY)
     if floor is not None and float(settings["sigma"]) < float(floor):
         raise ValueError(f"sigma={settings['sigma']} is below this silo's floor {floor} ({MIN_SIGMA_KEY})")

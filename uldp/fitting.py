@@ -540,10 +540,10 @@ def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss:
     chosen = {"local_lr": local_lr, "global_lr": global_lr, "clip": clip, "local_epochs": local_epochs,
               "batch_size": batch_size}
     values = {name: DEFAULTS[name] if value is None else value for name, value in chosen.items()}
-    needs = {"ULDP-SGD": ("local_lr", "local_epochs"), "DEFAULT": ("clip",)}.get(spec.family, ())
-    hp = Hyperparameters(global_lr=values["global_lr"], local_lr=None if "local_lr" in needs else values["local_lr"],
-                         local_epochs=None if "local_epochs" in needs else values["local_epochs"],
-                         batch_size=values["batch_size"], clip=None if "clip" in needs else values["clip"],
+    unused = {"ULDP-SGD": ("local_lr", "local_epochs"), "DEFAULT": ("clip",)}.get(spec.family, ())
+    hp = Hyperparameters(global_lr=values["global_lr"], local_lr=None if "local_lr" in unused else values["local_lr"],
+                         local_epochs=None if "local_epochs" in unused else values["local_epochs"],
+                         batch_size=values["batch_size"], clip=None if "clip" in unused else values["clip"],
                          sigma=sigma, delta=delta, q=q)
     allocation = Allocation(users, silos, len(user_labels), len(silo_labels), scheme="given", seed=seed)
     federation = Federation(model=model, loss_fn=loss_fn, x=x, y=y, allocation=allocation)

@@ -13,7 +13,7 @@
 # %% [markdown]
 # # Creditcard: privacy-utility trade-offs
 #
-# The paper's Figure 5: test accuracy (left) and the accumulated user-level $\epsilon$ (right) of every method on the
+# The paper's Figure 4: test accuracy (left) and the accumulated user-level $\epsilon$ (right) of every method on the
 # Creditcard fraud data, 5 silos, with 100 or 1000 users and uniform or zipf allocations, $\sigma = 5$,
 # $\delta = 10^{-5}$, $T = 100$ rounds. The paper's reading: ULDP-AVG/SGD reach competitive accuracy at a small
 # $\epsilon$; ULDP-NAIVE has low accuracy; ULDP-GROUP-$k$ needs a far larger $\epsilon$; ULDP-AVG converges faster
@@ -21,7 +21,7 @@
 # allocation, ULDP-GROUP-max/median beat ULDP-AVG in accuracy.
 #
 # The offline Creditcard copy is a 5,412-row subset (all 492 frauds and 4,920 normal rows, see settings.md), so a
-# user here has fewer records than the paper's $n \approx 246$ and $25$. Figure 5 plots accuracy, as the paper's
+# user here has fewer records than the paper's $n \approx 246$ and $25$. Figure 4 plots accuracy, as the paper's
 # caption says; the authors' code computes the ROC-AUC of hard labels, which is the balanced accuracy, shown after it.
 
 # %% tags=["parameters"]
@@ -33,11 +33,13 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from uldp import experiments, plots, scorecard
+from uldp.verdicts import profile_label
 
 pd.set_option("display.max_colwidth", None)
 GRID = "creditcard"
 shown = experiments.chapter_results(GRID, profile)
 display(Markdown(shown.note))
+display(Markdown(f"Scale of the results shown: **{profile_label(shown.results)}**."))
 
 # %% [markdown]
 # ## What ran
@@ -53,7 +55,7 @@ print("seeds:    ", settings.attrs["seeds"])
 settings
 
 # %% [markdown]
-# ## Figure 5: accuracy and privacy
+# ## Figure 4: accuracy and privacy
 #
 # One row per setting: users $|U|$ and allocation. Curves are the mean over seeds, bands one standard deviation;
 # DEFAULT has no privacy guarantee and no $\epsilon$ curve. ULDP-GROUP-$k$'s $\epsilon$ is the valid group-privacy
@@ -81,7 +83,7 @@ scorecard.final_table(shown.results)
 
 # %%
 plots.chapter_figures(shown, lambda results: plots.metric_grid(
-    results, ["balanced_accuracy"], title=f"Balanced accuracy: creditcard ({results.profile} profile)"))
+    results, ["balanced_accuracy"], title=f"Balanced accuracy: creditcard ({profile_label(results)})"))
 plt.show()
 scorecard.final_table(shown.results, "balanced_accuracy")
 

@@ -13,7 +13,7 @@
 # %% [markdown]
 # # HeartDisease: privacy-utility trade-offs
 #
-# The paper's Figure 7: accuracy (left) and user-level $\epsilon$ (right) on FLamby's Fed-Heart-Disease, whose 4 silos
+# The paper's Figure 6: accuracy (left) and user-level $\epsilon$ (right) on FLamby's Fed-Heart-Disease, whose 4 silos
 # (hospitals) are fixed, with 50 or 200 users ($n \approx 10$ and $2.5$ records per user) and the uniform or zipf
 # (80% in a primary silo) allocation; logistic regression with 14 parameters, $T = 50$ rounds, local batch size 4.
 # The paper's reading, common to the small medical datasets: ULDP-AVG is competitive, ULDP-AVG-w converges much
@@ -49,7 +49,7 @@ print("seeds:    ", settings.attrs["seeds"])
 settings
 
 # %% [markdown]
-# ## Figure 7: accuracy and privacy
+# ## Figure 6: accuracy and privacy
 #
 # One row per setting (users, allocation); mean over seeds with a one-std band.
 #

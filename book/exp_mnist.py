@@ -13,7 +13,7 @@
 # %% [markdown]
 # # MNIST: privacy-utility trade-offs
 #
-# The paper's Figure 6: test loss (left), accuracy (middle) and user-level $\epsilon$ (right) on MNIST, 5 silos, 100
+# The paper's Figure 5: test loss (left), accuracy (middle) and user-level $\epsilon$ (right) on MNIST, 5 silos, 100
 # or
 # 10000 users, uniform, zipf (iid) and zipf non-iid (at most 2 labels per user) allocations, $T = 200$ rounds. Beyond
 # the general picture of Creditcard, the paper reads two things here: with 100 users, user-level non-iid data slows
@@ -52,7 +52,7 @@ print("seeds:    ", settings.attrs["seeds"])
 settings
 
 # %% [markdown]
-# ## Figure 6: test loss, accuracy and privacy
+# ## Figure 5: test loss, accuracy and privacy
 #
 # One row per setting (users, allocation); the test loss is the paper's left panel for MNIST. Mean over seeds with a
 # one-std band.
@@ -113,7 +113,7 @@ if short.runs:
 # only the shape of the federation (silos, records per silo after ULDP-GROUP-$k$'s filtering, the group size, $q$,
 # $\sigma$, $\delta$), so `uldp.experiments.accounted_results` gives, exactly, the $\epsilon$ after $T = 200$
 # rounds that every paper-profile run would report (checked against trained runs in `tests/test_experiments.py`),
-# for the allocation of seed 0. This is the right-hand column of Figure 6 at its end point.
+# for the allocation of seed 0. This is the right-hand column of Figure 5 at its end point.
 
 # %%
 accounted = experiments.accounted_results(GRID)
@@ -124,7 +124,7 @@ final_epsilon.pivot(index="panel", columns="series", values="mean")[order].style
 
 # %% [markdown]
 # The paper's claim about these numbers, judged on them (ULDP-GROUP-$k$'s $\epsilon$ is the valid group-privacy bound;
-# the paper's figures used orders outside Lemma 5's domain, see the group-privacy chapter):
+# the paper's figures used orders outside Lemma 6's domain, see the group-privacy chapter):
 
 # %%
 scorecard.scorecard({scorecard.MNIST_ACCOUNTING: accounted}, grid=scorecard.MNIST_ACCOUNTING)[

@@ -13,7 +13,7 @@
 # %% [markdown]
 # # TcgaBrca: privacy-utility trade-offs
 #
-# The paper's Figure 8: C-index (left) and user-level $\epsilon$ (right) on FLamby's Fed-TCGA-BRCA survival data,
+# The paper's Figure 7: C-index (left) and user-level $\epsilon$ (right) on FLamby's Fed-TCGA-BRCA survival data,
 # 6 fixed silos (regions), 50 or 200 users ($n \approx 17$ and $4$), a linear Cox model with 40 parameters trained
 # with the Cox partial likelihood, $T = 50$ rounds, local batch size 8. ULDP-GROUP-$k$ uses the authors' global
 # learning rate 0.1 and clipping bound 100 on this dataset. Every (user, silo) pair with records has at least two
@@ -48,7 +48,7 @@ print("seeds:    ", settings.attrs["seeds"])
 settings
 
 # %% [markdown]
-# ## Figure 8: C-index and privacy
+# ## Figure 7: C-index and privacy
 #
 # One row per setting (users, allocation); mean over seeds with a one-std band. The C-index of a random score is 0.5.
 #

@@ -14,11 +14,11 @@
 # # User-level sub-sampling
 #
 # With Poisson sampling of users at rate $q$ in every round (Algorithm 4; the loop zeroes the weights of the users
-# *not* sampled, see the errata in settings.md), ULDP-AVG-w's guarantee is that of the sub-sampled Gaussian
-# mechanism: a smaller $q$ gives a smaller $\epsilon$, while each round uses fewer users. The paper's Figure 10 shows
-# the trade-off on Creditcard (1000 users, zipf, $q \in \{0.1, 0.3, 0.5, 0.7, 1\}$) and MNIST (10000 users, zipf,
-# $q \in \{0.1, 0.3, 0.5, 1\}$): the utility loss is acceptable on Creditcard up to about $q = 0.7$, and small on
-# MNIST, where the many users make sub-sampling cheap.
+# *not* sampled, see the errata in settings.md), ULDP-AVG-w's guarantee is that of the sub-sampled Gaussian mechanism:
+# a smaller $q$ gives a smaller $\epsilon$, while each round uses fewer users. The paper's Figure 9 shows the
+# sub-sampling trade-off on Creditcard (1000 users, zipf, $q \in \{0.1, 0.3, 0.5, 0.7, 1\}$) and MNIST (10000 users,
+# zipf, $q \in \{0.1, 0.3, 0.5, 1\}$): the utility loss is acceptable on Creditcard up to about $q = 0.7$, and small
+# on MNIST, where the many users make sub-sampling cheap.
 
 # %% tags=["parameters"]
 profile = "default"
@@ -29,11 +29,13 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from uldp import experiments, plots, scorecard
+from uldp.verdicts import profile_label
 
 pd.set_option("display.max_colwidth", None)
 GRID = "user_sampling"
 shown = experiments.chapter_results(GRID, profile)
 display(Markdown(shown.note))
+display(Markdown(f"Scale of the results shown: **{profile_label(shown.results)}**."))
 
 # %% [markdown]
 # ## What ran
@@ -46,7 +48,7 @@ print("seeds:    ", settings.attrs["seeds"])
 settings
 
 # %% [markdown]
-# ## Figure 10: accuracy and privacy for each sampling rate
+# ## Figure 9: accuracy and privacy for each sampling rate
 #
 # One row per dataset; one line per $q$. Mean over seeds with a one-std band.
 #

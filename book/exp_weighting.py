@@ -14,10 +14,10 @@
 # # Enhanced weighting: ULDP-AVG vs ULDP-AVG-w
 #
 # ULDP-AVG weights every user's clipped update in every silo by $w_{s,u} = 1/|S|$; ULDP-AVG-w uses
-# $w_{s,u} = n_{s,u} / N_u$ (the share of user $u$'s records held by silo $s$), computed privately by the weighting
-# protocol. Both have the same user-level sensitivity, hence the same $\epsilon$. The paper's Figure 9 compares their
-# test loss on Creditcard (1000 users; 5, 20 and 50 silos; uniform and zipf) and states that equal weights waste
-# signal when a user's records are skewed across silos (zipf), and more so with more silos, since every weight
+# $w_{s,u} = n_{s,u} / N_u$ (the share of user $u$'s records held by silo $s$), computed privately by the weighting protocol. Both have
+# the same user-level sensitivity, hence the same $\epsilon$. The paper's Figure 8 compares the two weightings' test
+# loss on Creditcard (1000 users; 5, 20 and 50 silos; uniform and zipf) and states that equal weights waste signal
+# when a user's records are skewed across silos (zipf), and more so with more silos, since every weight
 # $1/|S|$ gets smaller. We add TcgaBrca (200 users, 6 silos), as in settings.md.
 
 # %% tags=["parameters"]
@@ -29,11 +29,13 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from uldp import experiments, plots, scorecard
+from uldp.verdicts import profile_label
 
 pd.set_option("display.max_colwidth", None)
 GRID = "weighting"
 shown = experiments.chapter_results(GRID, profile)
 display(Markdown(shown.note))
+display(Markdown(f"Scale of the results shown: **{profile_label(shown.results)}**."))
 
 # %% [markdown]
 # ## What ran
@@ -46,7 +48,7 @@ print("seeds:    ", settings.attrs["seeds"])
 settings
 
 # %% [markdown]
-# ## Figure 9: test loss
+# ## Figure 8: test loss
 #
 # One panel per dataset and number of silos; solid lines for the uniform allocation, dashed for zipf. Mean over
 # seeds with a one-std band.
@@ -73,7 +75,7 @@ gaps.pivot_table(index=["dataset", "n_silos"], columns="distribution", values="g
 scorecard.scorecard({GRID: shown.results}, grid=GRID)[["claim", "measured", "verdict"]]
 
 # %% [markdown]
-# ## What the private weighting costs (Figure 11)
+# ## What the private weighting costs (Figure 10)
 #
 # ULDP-AVG-w needs $n_{s,u} / N_u$, which no silo may learn for another silo's users; the private weighting protocol
 # (Protocol 1, see the chapter on the weighting protocol) computes the weighted sum under Paillier encryption. The

@@ -35,6 +35,7 @@
 # | Section 3.4, Algorithms 3-4 | ULDP-AVG and ULDP-SGD | per-user clipping, sensitivity, user sampling |
 # | Section 4 | The private weighting protocol | Protocol 1 run between real roles, checked exact and timed |
 # | Section 5 | one chapter per figure | the experiments re-run, and a scorecard of the paper's claims |
+# | all | How this reproduction differs | every deliberate difference from the paper and the authors' code, measured |
 #
 # Each chapter is a jupytext notebook (`book/*.py`) with a `profile` parameter: `smoke` (seconds, used by the
 # tests), `default` (what the rendered book shows) and `paper` (the paper's settings; results are committed under

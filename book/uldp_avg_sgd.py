@@ -19,7 +19,7 @@
 # $\mathcal{N}(0, \sigma^2 C^2 / |S|)$ and the server steps by $\eta_g / (q |U| |S|)$ times the sum. Because
 # $\sum_s w_{s,u} = 1$ for every user, one user moves the sum by at most $C$, wherever its records are, so the summed
 # noise $\sigma C$ gives noise multiplier $\sigma$ per round (Theorem 3). The weights are uniform $1/|S|$ or the
-# enhanced $w_{s,u} = n_{s,u} / N_u$ (Eq. 4, "-w"); with user-level Poisson sampling (Algorithm 4) the users *not*
+# enhanced $w_{s,u} = n_{s,u} / N_u$ (Eq. (3), "-w"); with user-level Poisson sampling (Algorithm 4) the users *not*
 # sampled get weight 0 (the pseudo-code's loop variable is a typo, settings.md).
 
 # %% tags=["parameters"]
@@ -93,11 +93,13 @@ for name in dict(rows):
 # ## Figure 3's intuition: the same user, two sensitivities
 #
 # The picture of the paper's Figure 3 in numbers. In ULDP-NAIVE one user can shift *every* silo's (clipped) delta,
-# so the noise must cover $|S| C$ and the summed noise is $\sigma |S| C$, on an update that averages $|S|$ silo
-# deltas. In ULDP-AVG a user owns only its own slice $\sum_s w_{s,u} \tilde\Delta_{s,u}$ of a sum over $|U|$ users,
-# so the summed noise is $\sigma C$ on a sum of $|U|$ contributions. Below: the std of the noise in the *server step*
-# (what the global model actually receives) per unit of learning rate, measured from the methods' own noise draws,
-# against the size of the clean step.
+# each by up to $2C$ (from one side of the clipping ball to the other), so the noise must cover $2|S| C$: `uldp` adds
+# $\mathcal{N}(0, 4\sigma^2 C^2 |S|)$ per silo, a summed noise of std $2\sigma |S| C$ (the paper's ULDP-NAIVE,
+# Algorithm 1, adds half that, $\sigma |S| C$, for a sensitivity $|S| C$ that does not hold; see the baselines
+# chapter), on an update that averages $|S|$ silo deltas. In ULDP-AVG a user owns only its own slice $\sum_s w_{s,u}
+# \tilde\Delta_{s,u}$ of a sum over $|U|$ users, so the summed noise is $\sigma C$ on a sum of $|U|$ contributions.
+# Below: the std of the noise in the *server step* (what the global model actually receives) per unit of learning
+# rate, measured from the methods' own noise draws, against the size of the clean step.
 
 # %%
 size = 20_000
@@ -112,10 +114,12 @@ for n_users in (50, 1000):
         naive_signal, avg_signal = hp.clip, hp.clip / n_silos
         print(f"|U|={n_users:>4} |S|={n_silos:>2}: noise/signal in the server step  NAIVE "
               f"{naive_step_noise / naive_signal:7.2f}   ULDP-AVG {avg_step_noise / avg_signal:7.4f}")
+        assert abs(naive_step_noise / naive_signal - 2 * hp.sigma) < 0.05 * 2 * hp.sigma  # the corrected, doubled noise
 
 # %% [markdown]
-# Per coordinate, ULDP-NAIVE's noise is $\sigma$ times the largest clean step whatever $|U|$; ULDP-AVG's shrinks as
-# $\sigma / |U|$: many users make the noise small, which is why it wins in cross-silo FL where $|U| \gg |S|$.
+# Per coordinate, ULDP-NAIVE's noise is $2\sigma$ times the largest clean step whatever $|U|$ (10 at $\sigma = 5$,
+# measured above; $\sigma$ with the paper's uncorrected noise); ULDP-AVG's shrinks as $\sigma / |U|$: many users
+# make the noise small, which is why it wins in cross-silo FL where $|U| \gg |S|$.
 #
 # ## Smoke comparison on HeartDisease
 #
@@ -149,5 +153,5 @@ for name, result in results.items():
 
 # %% [markdown]
 # ULDP-SGD/AVG share Theorem 3's epsilon, equal to ULDP-NAIVE's at the same $\sigma$ (both are noise multiplier
-# $\sigma$ per round); user sampling with $q = 0.5$ lowers it (Lemma 5's amplification). The full-scale comparison
+# $\sigma$ per round); user sampling with $q = 0.5$ lowers it (Lemma 4's amplification). The full-scale comparison
 # is in the HeartDisease experiment chapter.

@@ -20,7 +20,7 @@
 # (ULDP-AVG's per-user clipping, ULDP-AVG-w's weights $n_{s,u} / N_u$).
 #
 # The paper does not ship user identities with its datasets: it *allocates* records to users and silos with a
-# uniform or a Zipf distribution (Section 6.1). This chapter shows the datasets, the allocations that
+# uniform or a Zipf distribution (Section 5.1). This chapter shows the datasets, the allocations that
 # `uldp.data.allocation` produces, and the models of `uldp.models`. The details the paper leaves open
 # (settings.md, "Allocation details") are in the module's docstring; in short:
 #

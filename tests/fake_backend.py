@@ -91,8 +91,10 @@ def paper_like(params: Mapping[str, Any], *, swap: tuple[str, str] | None = None
         method = swap[1 - swap.index(method)]
     final = {"DEFAULT": 0.95, "ULDP-AVG-w": 0.9, "ULDP-AVG": 0.85, "ULDP-SGD": 0.8, "ULDP-NAIVE": 0.5}.get(method, 0.84)
     speed = {"ULDP-AVG-w": 0.5, "ULDP-AVG": 0.3, "ULDP-SGD": 0.1}.get(method, 0.3)
-    if method.startswith("ULDP-GROUP") and params["n_users"] >= 1000 and params["distribution"] == "uniform":
-        final = 0.88
+    if method.startswith("ULDP-GROUP"):  # reasonably high, more so with more users (smaller n)
+        final = 0.78 + 0.017 * math.log10(params["n_users"])
+        if params["n_users"] >= 1000 and params["distribution"] == "uniform":
+            final = 0.86
     if dataset == "mnist" and method == "ULDP-AVG" and params["distribution"] == "zipf-noniid":
         final -= 0.04 if params["n_users"] < 1000 else 0.01
     if method in ("ULDP-AVG", "ULDP-AVG-w"):  # weighting: AVG-w's gain grows with silos and skew
@@ -111,4 +113,19 @@ def paper_like(params: Mapping[str, Any], *, swap: tuple[str, str] | None = None
         metric: utility,
         "test_loss": [1.0 - u for u in utility],
         "epsilon": [None if method == "DEFAULT" else scale * math.sqrt(t) for t in rounds],
+        **(_protocol_timings(params) if params.get("secure") else {}),
     }
+
+
+def _protocol_timings(params: Mapping[str, Any]) -> dict:
+    """Per-round seconds of a secure run where local training dominates and every part grows linearly with the users
+    and the parameters (14 for HeartDisease, 40 for TcgaBrca)."""
+    parameters = 40 if params["dataset"] == "tcga_brca" else 14
+    silos, load = params["n_silos"], params["n_users"] * parameters
+    setup = {"paillier_keygen": 0.3, "key_exchange": 0.01, "blinded_histogram": 0.001 * params["n_users"]}
+    parts = {"encrypt_weights": 0.0005 * load, "aggregation": 0.0005 * load, "silo_weighting": 0.0005 * load * silos}
+    round_seconds = silos * 0.01 * load + sum(parts.values())
+    rounds = range(1, params["rounds"] + 1)
+    return {"seconds": [round_seconds + (sum(setup.values()) if t == 1 else 0.0) for t in rounds],
+            "info": {"n_silos": silos, "parameters": parameters,
+                     "secure_timings": {"setup": setup, "rounds": [parts] * params["rounds"]}}}

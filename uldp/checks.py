@@ -110,7 +110,7 @@ def check_positive(name: str, value: object) -> float:
 
 
 def check_rate(name: str, value: object) -> float:
-    """Return a sampling rate in (0, 1] (the ``q`` of Poisson sub-sampling, Sec. 4.4) as a float.
+    """Return a sampling rate in (0, 1] (the ``q`` of Poisson sub-sampling, Section 3.4) as a float.
 
     Raises:
         ValueError: Otherwise, naming ``name`` and the value.

@@ -1,8 +1,8 @@
 """The paper's experiments (Section 5) as named grids of runs, stored one JSON file per run, resumable.
 
-A *grid* is one figure of the paper: the privacy-utility trade-offs of each dataset (Figures 5-8), the enhanced
-weighting figure (Figure 9), user-level sub-sampling (Figure 10) and the private weighting protocol's runtime on the
-medical datasets (Figure 11). Its paper-profile runs are exactly the settings of ``settings.md`` (the authors'
+A *grid* is one figure of the paper: the privacy-utility trade-offs of each dataset (Figures 4-7), the enhanced
+weighting figure (Figure 8), user-level sub-sampling (Figure 9) and the private weighting protocol's runtime on the
+medical datasets (Figure 10). Its paper-profile runs are exactly the settings of ``settings.md`` (the authors'
 hyperparameters, 5 seeds). The ``default`` and ``smoke`` profiles shrink a grid (fewer rounds, epochs, users, seeds
 or methods) for the book and for CI; what each profile keeps is written in :data:`GRIDS`. The ``short`` profile,
 defined only where the paper profile is out of a CPU's reach (MNIST), keeps the paper's federation whole (every
@@ -340,14 +340,14 @@ GRIDS: dict[str, Grid] = {
     grid.name: grid
     for grid in (
         _privacy_utility_grid(
-            "creditcard", "Privacy-utility trade-offs on Creditcard", "Figure 5",
+            "creditcard", "Privacy-utility trade-offs on Creditcard", "Figure 4",
             smoke=Reduction(rounds=2, local_epochs=1, users=((100, 20),), methods=_SMOKE_METHODS,
                             keep=(("n_users", (100,)),), max_train_records=500),
             default=Reduction(rounds=8, local_epochs=1, keep=(("n_users", (100,)),), max_train_records=1500,
                               methods=tuple(m for m in PRIVACY_UTILITY_METHODS if m != "ULDP-GROUP-median")),
         ),
         _privacy_utility_grid(
-            "mnist", "Privacy-utility trade-offs on MNIST", "Figure 6",
+            "mnist", "Privacy-utility trade-offs on MNIST", "Figure 5",
             smoke=Reduction(rounds=2, local_epochs=1, users=((100, 10),),
                             methods=tuple(m for m in _SMOKE_METHODS if m != "ULDP-NAIVE"),
                             keep=(("n_users", (100,)), ("distribution", ("zipf-noniid",))),
@@ -364,30 +364,30 @@ GRIDS: dict[str, Grid] = {
                             keep=(("distribution", ("zipf", "zipf-noniid")),)),
         ),
         _privacy_utility_grid(
-            "heart_disease", "Privacy-utility trade-offs on HeartDisease", "Figure 7",
+            "heart_disease", "Privacy-utility trade-offs on HeartDisease", "Figure 6",
             smoke=Reduction(rounds=2, local_epochs=1, methods=_SMOKE_METHODS, keep=(("n_users", (50,)),)),
             default=Reduction(rounds=15, local_epochs=1),
         ),
         _privacy_utility_grid(
-            "tcga_brca", "Privacy-utility trade-offs on TcgaBrca", "Figure 8",
+            "tcga_brca", "Privacy-utility trade-offs on TcgaBrca", "Figure 7",
             smoke=Reduction(rounds=2, local_epochs=1, methods=_SMOKE_METHODS, keep=(("n_users", (50,)),)),
             default=Reduction(rounds=15, local_epochs=1),
         ),
-        Grid("weighting", "Enhanced weighting: ULDP-AVG vs ULDP-AVG-w (test loss)", "Figure 9", "weighting",
+        Grid("weighting", "Enhanced weighting: ULDP-AVG vs ULDP-AVG-w (test loss)", "Figure 8", "weighting",
              _weighting_entries, ("dataset", "n_silos"), ("method", "distribution"),
              {"smoke": Reduction(rounds=2, local_epochs=1, users=((1000, 40), (200, 50)),
                                  keep=(("n_silos", (5, 6)),), max_train_records=500),
               # 100 users on 2,000 Creditcard records: 20 records per user (the paper: 25).
               "default": Reduction(rounds=10, local_epochs=1, users=((1000, 100), (200, 100)),
                                    max_train_records=2000)}),
-        Grid("user_sampling", "User-level sub-sampling with ULDP-AVG-w", "Figure 10", "user_sampling",
+        Grid("user_sampling", "User-level sub-sampling with ULDP-AVG-w", "Figure 9", "user_sampling",
              _user_sampling_entries, ("dataset",), ("q",),
              {"smoke": Reduction(rounds=2, local_epochs=1, users=((1000, 20), (10000, 20)),
                                  keep=(("q", (0.1, 1.0)),), max_train_records=300, max_test_records=500),
               # 20 records per user on Creditcard (the paper: 25) and 10 on MNIST (the paper: 6).
               "default": Reduction(rounds=10, local_epochs=1, users=((1000, 100), (10000, 200)),
                                    max_train_records=2000, max_test_records=1000)}),
-        Grid("protocol_runtime", "Private weighting protocol runtime on the medical datasets", "Figure 11",
+        Grid("protocol_runtime", "Private weighting protocol runtime on the medical datasets", "Figure 10",
              "protocol_runtime", _protocol_runtime_entries, ("dataset",), ("n_users",),
              {"smoke": Reduction(rounds=1, local_epochs=1, keep=(("n_users", (10,)),)),
               "default": Reduction(rounds=1, local_epochs=10)}),

@@ -1,4 +1,4 @@
-"""The models, losses and metrics of the paper's experiments (Section 6.1), one per dataset, registered by name.
+"""The models, losses and metrics of the paper's experiments (Section 5.1), one per dataset, registered by name.
 
 - creditcard: the authors' ``PrivateFraudNet(30, 30, 4)`` (MLP, GroupNorm, dropout 0.5), 5012 parameters,
   cross-entropy; accuracy and balanced accuracy.

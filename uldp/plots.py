@@ -2,12 +2,12 @@
 
 Every curve is the mean over seeds with a band of one standard deviation, against the round, as in the paper.
 
-- :func:`privacy_utility_figure` (Figures 5-8): one row per setting (users, distribution); utility on the left
+- :func:`privacy_utility_figure` (Figures 4-7): one row per setting (users, distribution); utility on the left
   (test loss, then accuracy, for MNIST), the user-level epsilon on the right (log scale).
-- :func:`weighting_figure` (Figure 9): test loss of ULDP-AVG and ULDP-AVG-w, one panel per dataset and silo count,
+- :func:`weighting_figure` (Figure 8): test loss of ULDP-AVG and ULDP-AVG-w, one panel per dataset and silo count,
   solid lines for uniform and dashed for zipf.
-- :func:`user_sampling_figure` (Figure 10): utility and epsilon of ULDP-AVG-w for each user sampling rate q.
-- :func:`runtime_figure` (Figure 11): time per part of the private weighting protocol on the medical datasets.
+- :func:`user_sampling_figure` (Figure 9): utility and epsilon of ULDP-AVG-w for each user sampling rate q.
+- :func:`runtime_figure` (Figure 10): time per part of the private weighting protocol on the medical datasets.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from uldp.experiments import UTILITY_METRIC, ChapterResults, ResultSet, summarise
+from uldp.verdicts import profile_label
 
 #: Axis labels of the per-round columns.
 LABELS: dict[str, str] = {"test_loss": "test loss", "accuracy": "test accuracy", "c_index": "C-index",
@@ -125,20 +126,26 @@ def _legend(fig: Figure, axes: np.ndarray) -> None:
     fig.tight_layout(rect=(0, legend_inches / fig.get_figheight(), 1, 1 - 0.35 / fig.get_figheight()))
 
 
+def _scale(results: ResultSet) -> str:
+    """``"paper profile"``, or the profile with the data it ran on (``"paper settings on the Creditcard subset"``)."""
+    label = profile_label(results)
+    return f"{label} profile" if label == results.profile else label
+
+
 def _dataset(results: ResultSet) -> str:
     datasets = {run["params"]["dataset"] for run in results.runs}
     return datasets.pop() if len(datasets) == 1 else ""
 
 
 def privacy_utility_figure(results: ResultSet) -> Figure:
-    """Figures 5-8: utility (left; test loss and accuracy for MNIST) and user-level epsilon (right) per setting."""
+    """Figures 4-7: utility (left; test loss and accuracy for MNIST) and user-level epsilon (right) per setting."""
     dataset = _dataset(results)
     metrics = (["test_loss"] if dataset == "mnist" else []) + [UTILITY_METRIC.get(dataset, "accuracy"), "epsilon"]
-    return metric_grid(results, metrics, title=f"Privacy-utility trade-offs: {dataset} ({results.profile} profile)")
+    return metric_grid(results, metrics, title=f"Privacy-utility trade-offs: {dataset} ({_scale(results)})")
 
 
 def weighting_figure(results: ResultSet) -> Figure:
-    """Figure 9: test loss of ULDP-AVG vs ULDP-AVG-w, one panel per dataset and silo count (solid: uniform,
+    """Figure 8: test loss of ULDP-AVG vs ULDP-AVG-w, one panel per dataset and silo count (solid: uniform,
     dashed: zipf)."""
     if not results.runs:
         raise ValueError(f"no stored results for grid {results.grid!r}: nothing to plot")
@@ -151,28 +158,34 @@ def weighting_figure(results: ResultSet) -> Figure:
         ax.set_xlabel("round")
     axes[0, 0].set_ylabel(LABELS["test_loss"])
     _legend(fig, axes)
-    fig.suptitle(f"Enhanced weighting: test loss ({results.profile} profile)")
+    fig.suptitle(f"Enhanced weighting: test loss ({_scale(results)})")
     return fig
 
 
 def user_sampling_figure(results: ResultSet) -> Figure:
-    """Figure 10: utility (left) and epsilon (right) of ULDP-AVG-w for each user-level sampling rate q."""
+    """Figure 9: utility (left) and epsilon (right) of ULDP-AVG-w for each user-level sampling rate q."""
     if not results.runs:
         raise ValueError(f"no stored results for grid {results.grid!r}: nothing to plot")
     datasets = [run["params"]["dataset"] for run in results.runs]
     # One utility column: accuracy for the classification datasets of this figure (Creditcard, MNIST).
     metric = UTILITY_METRIC.get(datasets[0], "accuracy") if len(set(datasets)) == 1 else "accuracy"
     return metric_grid(results, [metric, "epsilon"],
-                       title=f"User-level sub-sampling, ULDP-AVG-w ({results.profile} profile)")
+                       title=f"User-level sub-sampling, ULDP-AVG-w ({_scale(results)})")
 
 
 def runtime_table(results: ResultSet) -> Any:
     """Seconds per part of the private weighting protocol for each run of the ``protocol_runtime`` grid (mean over
     seeds and rounds), from the timings the secure aggregation records in each run's ``info``.
 
+    A round's seconds are the silos' local training (one after the other in one process), the silos' encrypted
+    weighting, the server's work and, in the first round, the set-up; the local training is what is left when the
+    others are taken away.
+
     Returns:
         A DataFrame indexed by (dataset, users) with columns ``training per silo`` (local training and the encrypted
-        weighting, per silo: the paper's left panel), ``key set-up``, ``blinded histogram``, ``aggregation``.
+        weighting, per silo: the paper's left panel), its two parts ``local training per silo`` and ``encrypted
+        weighting per silo``, ``key set-up``, ``blinded histogram`` and ``aggregation`` (the server's per-round
+        work: encrypting the weights, then decrypting the sum), plus ``parameters``.
 
     Raises:
         ValueError: No run carries secure-aggregation timings.
@@ -187,10 +200,16 @@ def runtime_table(results: ResultSet) -> Any:
         rounds, setup = timings["rounds"], timings["setup"]
         server = [r["encrypt_weights"] + r["aggregation"] for r in rounds]
         silos = run["result"]["info"]["n_silos"]
+        # the first round also ran the set-up (the aggregation hook sets up on its first call)
+        silo_side = [(total - part - (sum(setup.values()) if t == 0 else 0.0)) / silos
+                     for t, (total, part) in enumerate(zip(run["result"]["seconds"], server))]
+        weighting = [r["silo_weighting"] / silos for r in rounds]
         rows.append({
             "dataset": run["params"]["dataset"], "users": run["params"]["n_users"],
-            "training per silo": float(np.mean([(total - part) / silos
-                                                for total, part in zip(run["result"]["seconds"], server)])),
+            "parameters": run["result"]["info"].get("parameters", np.nan),
+            "training per silo": float(np.mean(silo_side)),
+            "local training per silo": float(np.mean(silo_side) - np.mean(weighting)),
+            "encrypted weighting per silo": float(np.mean(weighting)),
             "key set-up": setup["paillier_keygen"] + setup["key_exchange"],
             "blinded histogram": setup["blinded_histogram"],
             "aggregation": float(np.mean(server)),
@@ -201,7 +220,7 @@ def runtime_table(results: ResultSet) -> Any:
 
 
 def runtime_figure(results: ResultSet) -> Figure:
-    """Figure 11: per silo, local training with the encrypted weighting (left); key set-up, blinded histogram and
+    """Figure 10 (protocol runtime): per silo, local training with the encrypted weighting (left); key set-up, blinded histogram and
     the server's per-round work (right), for HeartDisease and TcgaBrca with 10 and 100 users (zipf, ULDP-AVG-w)."""
     table = runtime_table(results)
     labels = [f"{dataset}\n|U|={users}" for dataset, users in table.index]

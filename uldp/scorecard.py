@@ -3,8 +3,10 @@
 Every claim is a function of the stored results of the grids (:mod:`uldp.experiments`) that returns what we measured
 and a verdict: ``holds``, ``partly`` or ``does not hold`` (``not measured`` when the results it needs are missing).
 A claim made over several settings (panels) holds when it holds in every one, partly when in at least half, and
-does not hold otherwise; claims with a magnitude ("much larger") state the threshold they use. A claim is judged on
-its grids' results at the largest profile stored, never on a mix of scales.
+does not hold otherwise (:mod:`uldp.verdicts`); every size word ("much larger", "much faster", "reasonably high",
+"competitive", "practical") has a threshold stated here and in the row. A claim is judged on its grids' results at
+the largest profile stored, never on a mix of scales. The protocol-overhead claims live in
+:mod:`uldp.scorecard_runtime`.
 
 Utility is the dataset's metric of :data:`uldp.experiments.UTILITY_METRIC` (higher is better); "final" means the
 mean over seeds at the last round; "convergence speed" is the mean utility over all rounds (the area under the
@@ -24,8 +26,12 @@ import pandas as pd
 from uldp.experiments import (
     ACCOUNTING_ROOT, GRIDS, PROFILES, UTILITY_METRIC, ResultSet, accounted_results, expand, load_results,
 )
+from uldp.scorecard_runtime import runtime_dominant, runtime_grows, runtime_linear, runtime_practical
+from uldp.verdicts import (  # per_setting is part of this module's interface too
+    FAILS, HOLDS, MISSING, PARTLY, Finding, NotMeasured, fraction_verdict, per_setting, profile_label, stored_grid,
+)
+from uldp.verdicts import value as _value
 
-HOLDS, PARTLY, FAILS, MISSING = "holds", "partly", "does not hold", "not measured"
 PRIVACY_UTILITY_GRIDS = tuple(name for name, grid in GRIDS.items() if grid.kind == "privacy_utility")
 #: The key of the MNIST paper-profile epsilons from accounting alone (:func:`uldp.experiments.accounted_results`):
 #: a claim about epsilon alone is judged at the paper's scale though MNIST's training at that scale does not run here.
@@ -37,20 +43,14 @@ MNIST_ACCOUNTING_METHODS = ("ULDP-GROUP-2", "ULDP-AVG")
 MNIST_SHORT = "mnist-short"
 #: "much larger privacy budgets": GROUP-k's epsilon at least this many times ULDP-AVG's.
 MUCH_LARGER = 10.0
-#: A utility difference we call noticeable (accuracy or C-index points).
+#: A utility difference we call noticeable (accuracy or C-index points); also "much lower" and "much faster" (mean
+#: utility over rounds at least this much higher) and "competitive" (final utility within this of the best).
 NOTICEABLE = 0.02
-
-
-class NotMeasured(Exception):
-    """The results a claim needs are not stored (the message says which)."""
-
-
-@dataclass(frozen=True)
-class Finding:
-    """What a claim function found: a sentence with our numbers, and the verdict."""
-
-    measured: str
-    verdict: str
+#: "reasonably high utility": final utility within this of ULDP-AVG's (accuracy or C-index points).
+REASONABLE = 0.05
+#: What the Scorecard says wherever it judges ULDP-NAIVE: the noise it ran with.
+NAIVE_NOISE = ("ULDP-NAIVE ran with the corrected, doubled noise (2 sigma C sqrt(|S|) per silo, for the true "
+               "sensitivity 2|S|C; the paper's Algorithm 1 adds half)")
 
 
 @dataclass(frozen=True)
@@ -75,64 +75,8 @@ class Claim:
 # ---------------------------------------------------------------------------------------------------- measurements
 
 
-def per_setting(results: ResultSet, metric: str, how: str = "final") -> pd.DataFrame:
-    """One row per panel and series: the mean and std over seeds of a per-round metric.
-
-    Args:
-        results: Stored results of one grid.
-        metric: A per-round column (``"accuracy"``, ``"epsilon"``, ...).
-        how: ``"final"`` (value at the last round) or ``"auc"`` (mean over rounds).
-
-    Returns:
-        Columns ``panel, series, mean, std, seeds`` and the run arguments (``dataset, method, n_users, ...``).
-
-    Raises:
-        NotMeasured: No stored runs, or the metric is absent.
-        ValueError: Unknown ``how``.
-    """
-    if how not in ("final", "auc"):
-        raise ValueError(f"how must be 'final' or 'auc', got {how!r}")
-    if not results.runs:
-        raise NotMeasured(f"no stored results for grid {results.grid!r}")
-    frame = results.frame()
-    if metric not in frame:
-        raise NotMeasured(f"grid {results.grid!r} has no {metric!r} values")
-    frame = frame.dropna(subset=[metric]).sort_values("round", kind="stable")  # panels and series keep grid order
-    keys = ["panel", "series"]
-    per_run = frame.groupby(keys + ["seed"], sort=False).agg(
-        value=(metric, "last" if how == "final" else "mean"),
-        **{name: (name, "first") for name in frame.columns if name not in keys + ["seed", "round", metric]
-           and name in results.runs[0]["params"]},
-    ).reset_index()
-    params = [name for name in per_run.columns if name not in keys + ["seed", "value"]]
-    table = per_run.groupby(keys, sort=False).agg(mean=("value", "mean"), std=("value", "std"),
-                                                  seeds=("value", "count"),
-                                                  **{name: (name, "first") for name in params}).reset_index()
-    table["std"] = table["std"].fillna(0.0)
-    return table
-
-
-def _value(table: pd.DataFrame, panel: str, series: str) -> float | None:
-    row = table[(table["panel"] == panel) & (table["series"] == series)]
-    return None if row.empty else float(row["mean"].iloc[0])
-
-
 def _utility(results: ResultSet) -> str:
     return UTILITY_METRIC[results.runs[0]["params"]["dataset"]] if results.runs else "accuracy"
-
-
-def _stored(data: Mapping[str, ResultSet], grid: str, missing: str) -> ResultSet:
-    """The stored results of ``grid``, or :class:`NotMeasured` saying ``missing`` when there are none."""
-    results = data.get(grid)
-    if results is None or not results.runs:
-        raise NotMeasured(missing)
-    return results
-
-
-def _fraction_verdict(hits: int, total: int) -> str:
-    if total == 0:
-        raise NotMeasured("no setting has the methods this claim compares")
-    return HOLDS if hits == total else PARTLY if 2 * hits >= total else FAILS
 
 
 def _privacy_utility_panels(data: Mapping[str, ResultSet], how: str = "final",
@@ -159,18 +103,20 @@ def _group_exception(grid: str, table: pd.DataFrame, panel: str) -> bool:
     return grid == "mnist" and bool((table.loc[table["panel"] == panel, "n_users"] >= 1000).all())
 
 
-def _pairwise(data: Mapping[str, ResultSet], better: str, worse: str, how: str) -> Finding:
-    """Claim that ``better`` has higher utility than ``worse`` in every privacy-utility setting."""
+def _pairwise(data: Mapping[str, ResultSet], better: str, worse: str, how: str, by: float = 0.0) -> Finding:
+    """Claim that ``better`` has higher utility than ``worse``, by more than ``by``, in every privacy-utility
+    setting."""
     hits, gaps = 0, []
     for name, panel, table in _privacy_utility_panels(data, how):
         high, low = _value(table, panel, better), _value(table, panel, worse)
         if high is None or low is None:
             continue
         gaps.append(high - low)
-        hits += high > low
-    verdict = _fraction_verdict(hits, len(gaps))
+        hits += high - low > by
+    verdict = fraction_verdict(hits, len(gaps))
     what = "final utility" if how == "final" else "mean utility over rounds"
-    return Finding(f"{better} above {worse} in {hits} of {len(gaps)} settings ({what}; median difference "
+    margin = f" by more than {by:g}" if by else ""
+    return Finding(f"{better} above {worse}{margin} in {hits} of {len(gaps)} settings ({what}; median difference "
                    f"{np.median(gaps):+.3f}, range {min(gaps):+.3f} to {max(gaps):+.3f})", verdict)
 
 
@@ -190,10 +136,10 @@ def _proposed_tradeoff(data: Mapping[str, ResultSet]) -> Finding:
             continue
         total += 1
         hits += max(proposed) >= naive and eps_avg < min(groups)
-    verdict = _fraction_verdict(hits, total)
+    verdict = fraction_verdict(hits, total)
     return Finding(f"in {hits} of {total} settings the best of ULDP-AVG/AVG-w/SGD reaches at least ULDP-NAIVE's "
                    "utility (at the same epsilon) with a smaller epsilon than every ULDP-GROUP-k (MNIST with many "
-                   "users excluded, as in the paper)", verdict)
+                   f"users excluded, as in the paper); {NAIVE_NOISE}", verdict)
 
 
 def _naive_low(data: Mapping[str, ResultSet]) -> Finding:
@@ -205,9 +151,9 @@ def _naive_low(data: Mapping[str, ResultSet]) -> Finding:
             continue
         gaps.append(min(others) - naive)
         hits += min(others) - naive > NOTICEABLE
-    verdict = _fraction_verdict(hits, len(gaps))
+    verdict = fraction_verdict(hits, len(gaps))
     return Finding(f"ULDP-NAIVE's final utility is more than {NOTICEABLE} below both ULDP-AVG and ULDP-AVG-w in "
-                   f"{hits} of {len(gaps)} settings (median gap {np.median(gaps):.3f})", verdict)
+                   f"{hits} of {len(gaps)} settings (median gap {np.median(gaps):.3f}); {NAIVE_NOISE}", verdict)
 
 
 def _group_epsilon(data: Mapping[str, ResultSet]) -> Finding:
@@ -221,7 +167,7 @@ def _group_epsilon(data: Mapping[str, ResultSet]) -> Finding:
         if avg and groups:
             ratios.append(min(groups) / avg)
     hits = sum(ratio >= MUCH_LARGER for ratio in ratios)
-    verdict = _fraction_verdict(hits, len(ratios))
+    verdict = fraction_verdict(hits, len(ratios))
     return Finding(f"smallest ULDP-GROUP-k epsilon / ULDP-AVG epsilon: median {np.median(ratios):.1f}x, minimum "
                    f"{min(ratios):.1f}x; at least {MUCH_LARGER:g}x in {hits} of {len(ratios)} settings "
                    "(MNIST with many users excluded, as in the paper)", verdict)
@@ -232,7 +178,7 @@ def _default_gap(data: Mapping[str, ResultSet]) -> Finding:
 
 
 def _group_beats_avg_small_n(data: Mapping[str, ResultSet]) -> Finding:
-    results = _stored(data, "creditcard", "no Creditcard results")
+    results = stored_grid(data, "creditcard", "no Creditcard results")
     table = per_setting(results, _utility(results))
     panels = [p for p in dict.fromkeys(table["panel"]) if p.endswith("uniform")
               and table.loc[table["panel"] == p, "n_users"].iloc[0] == max(table["n_users"])]
@@ -263,7 +209,7 @@ def _spread(table: pd.DataFrame, panel: str, series: list[str]) -> str:
 
 
 def _group2_mnist(data: Mapping[str, ResultSet]) -> Finding:
-    results = _stored(data, MNIST_ACCOUNTING, "no MNIST epsilons (accounting at the paper's settings needs the data)")
+    results = stored_grid(data, MNIST_ACCOUNTING, "no MNIST epsilons (accounting at the paper's settings needs the data)")
     table = per_setting(results, "epsilon")
     rows = table[table["series"] == "ULDP-GROUP-2"]
     if rows.empty or rows["n_users"].nunique() < 2:
@@ -298,6 +244,87 @@ def _noniid(data: Mapping[str, ResultSet]) -> Finding:
                    f"Q={params['local_epochs']}) (held: > {NOTICEABLE} and less than half of it)", verdict)
 
 
+def _best_group(table: pd.DataFrame, panel: str) -> tuple[str, float] | None:
+    groups = {s: v for s in dict.fromkeys(table.loc[table["panel"] == panel, "series"])
+              if s.startswith("ULDP-GROUP") and (v := _value(table, panel, s)) is not None}
+    return max(groups.items(), key=lambda item: item[1]) if groups else None
+
+
+def _group_utility(data: Mapping[str, ResultSet]) -> Finding:
+    """Reasonably high (within REASONABLE of ULDP-AVG), and more so where n is small (more users, same data)."""
+    high, total, gaps = 0, 0, {}
+    for name, panel, table in _privacy_utility_panels(data):
+        best, avg = _best_group(table, panel), _value(table, panel, "ULDP-AVG")
+        if best is None or avg is None:
+            continue
+        total += 1
+        high += best[1] >= avg - REASONABLE
+        row = table[table["panel"] == panel].iloc[0]
+        gaps[(name, row.get("distribution"), int(row["n_users"]))] = best[1] - avg
+    if not total:
+        raise NotMeasured("no setting has ULDP-AVG and a ULDP-GROUP-k")
+    pairs = {}
+    for (name, distribution, n_users), gap in gaps.items():
+        pairs.setdefault((name, distribution), {})[n_users] = gap
+    pairs = {key: users for key, users in pairs.items() if len(users) >= 2}
+    small_n = sum(users[max(users)] > users[min(users)] for users in pairs.values())
+    verdict = (HOLDS if high == total and small_n == len(pairs) else
+               PARTLY if 2 * high >= total or 2 * small_n >= len(pairs) else FAILS)
+    shown = "; ".join(f"{name} {dist}: {users[min(users)]:+.3f} with {min(users)} users, {users[max(users)]:+.3f} with "
+                      f"{max(users)}" for (name, dist), users in pairs.items())
+    return Finding(f"best ULDP-GROUP-k final utility at least ULDP-AVG's minus {REASONABLE} in {high} of {total} "
+                   f"settings; best GROUP-k minus ULDP-AVG larger with more users (smaller n) in {small_n} of "
+                   f"{len(pairs)} datasets and distributions ({shown})", verdict)
+
+
+def _avg_competitive(data: Mapping[str, ResultSet]) -> Finding:
+    """ULDP-AVG's final utility within NOTICEABLE of the best other private method of each setting (the baselines
+    and ULDP-SGD; ULDP-AVG-w, its own refinement, has its own claim)."""
+    hits, gaps = 0, []
+    for _, panel, table in _privacy_utility_panels(data):
+        avg = _value(table, panel, "ULDP-AVG")
+        others = [v for s in dict.fromkeys(table.loc[table["panel"] == panel, "series"])
+                  if s not in ("DEFAULT", "ULDP-AVG", "ULDP-AVG-w") and (v := _value(table, panel, s)) is not None]
+        if avg is None or not others:
+            continue
+        gaps.append(avg - max(others))
+        hits += avg >= max(others) - NOTICEABLE
+    verdict = fraction_verdict(hits, len(gaps))
+    return Finding(f"ULDP-AVG's final utility within {NOTICEABLE} of the best of ULDP-NAIVE, ULDP-GROUP-k and ULDP-SGD "
+                   f"(or above it) in {hits} of {len(gaps)} settings (ULDP-AVG minus that best: median "
+                   f"{np.median(gaps):+.3f}, range "
+                   f"{min(gaps):+.3f} to {max(gaps):+.3f})", verdict)
+
+
+def _noniid_silo_methods(data: Mapping[str, ResultSet]) -> Finding:
+    """DEFAULT and every ULDP-GROUP-k lose less final accuracy to user-level non-iid data than ULDP-AVG."""
+    results = data.get("mnist", data.get(MNIST_SHORT))
+    if results is None or not results.runs:
+        raise NotMeasured("no MNIST results")
+    table = per_setting(results, "accuracy")
+    drops: dict[str, dict[int, float]] = {}
+    for (series, n_users), rows in table.groupby(["method", "n_users"], sort=False):
+        means = rows.set_index("distribution")["mean"]
+        if {"zipf", "zipf-noniid"} <= set(means.index):
+            drops.setdefault(series, {})[int(n_users)] = float(means["zipf"] - means["zipf-noniid"])
+    silo_trained = [s for s in drops if s == "DEFAULT" or s.startswith("ULDP-GROUP")]
+    if "ULDP-AVG" not in drops or not silo_trained:
+        raise NotMeasured(f"MNIST at the largest profile stored ({results.profile}) has zipf iid and non-iid runs of "
+                          f"{', '.join(sorted(drops)) or 'no method'} only; DEFAULT and ULDP-GROUP-k need both "
+                          "(their paper-profile MNIST runs are too long for the reference machine)")
+    hits = total = 0
+    shown = []
+    for n_users, avg in drops["ULDP-AVG"].items():
+        for series in silo_trained:
+            if n_users in drops[series]:
+                total += 1
+                hits += drops[series][n_users] < avg
+                shown.append(f"{series} {drops[series][n_users]:+.3f}")
+        shown.append(f"ULDP-AVG {avg:+.3f} ({n_users} users)")
+    return Finding(f"final accuracy, zipf iid minus non-iid: {', '.join(shown)}; a silo-trained method loses less "
+                   f"than ULDP-AVG in {hits} of {total} comparisons", fraction_verdict(hits, total))
+
+
 def weighting_gaps(data: Mapping[str, ResultSet]) -> pd.DataFrame:
     """Final test loss of ULDP-AVG minus that of ULDP-AVG-w (positive: the weighting helps) per dataset, silo count
     and distribution, from the ``weighting`` grid's results.
@@ -305,7 +332,7 @@ def weighting_gaps(data: Mapping[str, ResultSet]) -> pd.DataFrame:
     Raises:
         NotMeasured: The results are missing.
     """
-    results = _stored(data, "weighting", "no enhanced-weighting results")
+    results = stored_grid(data, "weighting", "no enhanced-weighting results")
     table = per_setting(results, "test_loss")
     pivot = table.pivot_table(index=["dataset", "n_silos", "distribution"], columns="method", values="mean")
     if not {"ULDP-AVG", "ULDP-AVG-w"} <= set(pivot.columns):
@@ -317,7 +344,7 @@ def _weighting_helps(data: Mapping[str, ResultSet]) -> Finding:
     gaps = weighting_gaps(data)
     hits = int((gaps["gap"] > 0).sum())
     shown = "; ".join(f"{r.dataset} |S|={r.n_silos} {r.distribution}: {r.gap:+.4f}" for r in gaps.itertuples())
-    return Finding(f"final test loss of ULDP-AVG minus ULDP-AVG-w: {shown}", _fraction_verdict(hits, len(gaps)))
+    return Finding(f"final test loss of ULDP-AVG minus ULDP-AVG-w: {shown}", fraction_verdict(hits, len(gaps)))
 
 
 def _weighting_zipf(data: Mapping[str, ResultSet]) -> Finding:
@@ -328,7 +355,7 @@ def _weighting_zipf(data: Mapping[str, ResultSet]) -> Finding:
     # five decimals: the gaps of one silo count can differ in the fourth, and the verdict rests on their order
     shown = "; ".join(f"{d} |S|={s}: zipf {r.zipf:+.5f} vs uniform {r.uniform:+.5f}"
                       for (d, s), r in gaps.iterrows())
-    return Finding(f"loss gap (AVG minus AVG-w) {shown}", _fraction_verdict(hits, len(gaps)))
+    return Finding(f"loss gap (AVG minus AVG-w) {shown}", fraction_verdict(hits, len(gaps)))
 
 
 def _weighting_silos(data: Mapping[str, ResultSet]) -> Finding:
@@ -343,7 +370,7 @@ def _weighting_silos(data: Mapping[str, ResultSet]) -> Finding:
 
 
 def _sampling_table(data: Mapping[str, ResultSet]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    results = _stored(data, "user_sampling", "no user-sampling results")
+    results = stored_grid(data, "user_sampling", "no user-sampling results")
     return per_setting(results, "accuracy"), per_setting(results, "epsilon")
 
 
@@ -392,35 +419,53 @@ def _sampling_mnist(data: Mapping[str, ResultSet]) -> Finding:
 #: Every claim of Section 5.2, in the paper's order.
 CLAIMS: tuple[Claim, ...] = (
     Claim("tradeoff", "ULDP-AVG/SGD give significantly better privacy-utility trade-offs than the baselines "
-          "(ULDP-NAIVE, ULDP-GROUP-k).", "Figures 5-8", PRIVACY_UTILITY_GRIDS, _proposed_tradeoff),
+          "(ULDP-NAIVE, ULDP-GROUP-k).", "Figures 4-7", PRIVACY_UTILITY_GRIDS, _proposed_tradeoff),
     Claim("naive-low", "ULDP-NAIVE achieves a low privacy bound, but its utility is much lower than the other "
-          "methods'.", "Figures 5-8", PRIVACY_UTILITY_GRIDS, _naive_low),
+          "methods'.", "Figures 4-7", PRIVACY_UTILITY_GRIDS, _naive_low),
     Claim("group-epsilon", "ULDP-GROUP-k requires much larger privacy budgets (group-privacy conversion).",
-          "Figures 5-8", PRIVACY_UTILITY_GRIDS, _group_epsilon),
-    Claim("avg-vs-sgd", "ULDP-AVG converges faster than ULDP-SGD.", "Figures 5-8", PRIVACY_UTILITY_GRIDS,
+          "Figures 4-7", PRIVACY_UTILITY_GRIDS, _group_epsilon),
+    Claim("avg-vs-sgd", "ULDP-AVG converges faster than ULDP-SGD.", "Figures 4-7", PRIVACY_UTILITY_GRIDS,
           lambda data: _pairwise(data, "ULDP-AVG", "ULDP-SGD", "auc")),
-    Claim("default-gap", "There is still a gap between ULDP-AVG and the non-private DEFAULT, the price of privacy.",
-          "Figures 5-8", PRIVACY_UTILITY_GRIDS, _default_gap),
+    Claim("default-gap", "There is still a gap between ULDP-AVG and the non-private DEFAULT in ultimately achievable "
+          "accuracy, the price of privacy.", "Figures 4-7", PRIVACY_UTILITY_GRIDS, _default_gap),
+    Claim("default-gap-speed", "There is still a gap between ULDP-AVG and the non-private DEFAULT in convergence "
+          "speed.", "Figures 4-7", PRIVACY_UTILITY_GRIDS, lambda data: _pairwise(data, "DEFAULT", "ULDP-AVG", "auc")),
     Claim("group-small-n", "For small n (Creditcard, 1000 users, uniform), ULDP-GROUP-max/median reach higher "
-          "accuracy than ULDP-AVG.", "Figure 5c", ("creditcard",), _group_beats_avg_small_n),
-    Claim("avg-w-faster", "In all datasets ULDP-AVG-w converges much faster than ULDP-AVG.", "Figures 5-8",
-          PRIVACY_UTILITY_GRIDS, lambda data: _pairwise(data, "ULDP-AVG-w", "ULDP-AVG", "auc")),
+          "accuracy than ULDP-AVG.", "Figure 4c", ("creditcard",), _group_beats_avg_small_n),
+    Claim("avg-competitive", "In all datasets ULDP-AVG is competitive in utility.", "Figures 4-7",
+          PRIVACY_UTILITY_GRIDS, _avg_competitive),
+    Claim("avg-w-faster", "In all datasets ULDP-AVG-w converges much faster than ULDP-AVG.", "Figures 4-7",
+          PRIVACY_UTILITY_GRIDS, lambda data: _pairwise(data, "ULDP-AVG-w", "ULDP-AVG", "auc", by=NOTICEABLE)),
+    Claim("group-utility", "ULDP-GROUP-k shows reasonably high utility, especially where n (records per user) is "
+          "small.", "Figures 4-7", PRIVACY_UTILITY_GRIDS, _group_utility),
     Claim("group2-mnist", "On MNIST with 10000 users (few records per user, many records), ULDP-GROUP-2 reaches a "
-          "reasonably small privacy bound.", "Figure 6d-f", (MNIST_ACCOUNTING,), _group2_mnist),
+          "reasonably small privacy bound.", "Figure 5d-f", (MNIST_ACCOUNTING,), _group2_mnist),
     Claim("non-iid", "User-level non-iid data hurts ULDP-AVG with 100 users (MNIST), much less with 10000 users.",
-          "Figure 6c, 6f", ("mnist", MNIST_SHORT), _noniid),
+          "Figure 5c, 5f", ("mnist", MNIST_SHORT), _noniid),
+    Claim("non-iid-silo-methods", "DEFAULT and ULDP-GROUP-k are less affected by user-level non-iid data (they train "
+          "per silo, not per user).", "Figure 5c, 5f", ("mnist", MNIST_SHORT), _noniid_silo_methods),
     Claim("weighting", "The enhanced weighting (ULDP-AVG-w) lowers the test loss compared with ULDP-AVG.",
-          "Figure 9", ("weighting",), _weighting_helps),
-    Claim("weighting-zipf", "The gain of ULDP-AVG-w is larger under skewed (zipf) allocations.", "Figure 9",
+          "Figure 8", ("weighting",), _weighting_helps),
+    Claim("weighting-zipf", "The gain of ULDP-AVG-w is larger under skewed (zipf) allocations.", "Figure 8",
           ("weighting",), _weighting_zipf),
-    Claim("weighting-silos", "The gain of ULDP-AVG-w grows with the number of silos.", "Figure 9", ("weighting",),
+    Claim("weighting-silos", "The gain of ULDP-AVG-w grows with the number of silos.", "Figure 8", ("weighting",),
           _weighting_silos),
-    Claim("sampling", "User-level sub-sampling gives a tighter privacy bound at the expense of utility.", "Figure 10",
+    Claim("sampling", "User-level sub-sampling gives a tighter privacy bound at the expense of utility.", "Figure 9",
           ("user_sampling",), _sampling_tradeoff),
-    Claim("sampling-q07", "On Creditcard the utility loss of sub-sampling is acceptable at q = 0.7.", "Figure 10a",
+    Claim("sampling-q07", "On Creditcard the utility loss of sub-sampling is acceptable at q = 0.7.", "Figure 9a",
           ("user_sampling",), _sampling_q07),
     Claim("sampling-mnist", "With 10000 users (MNIST) sub-sampling costs less utility than on Creditcard.",
-          "Figure 10b", ("user_sampling",), _sampling_mnist),
+          "Figure 9b", ("user_sampling",), _sampling_mnist),
+    Claim("runtime-dominant", "The execution time of local training is dominant in the private weighting protocol "
+          "(HeartDisease, TcgaBrca).", "Figure 10", ("protocol_runtime",), runtime_dominant),
+    Claim("runtime-users", "The protocol's execution time increases with the number of users.", "Figure 10, 11",
+          ("protocol_runtime",), runtime_grows("users")),
+    Claim("runtime-parameters", "The protocol's execution time (the server's aggregation as well) increases with the "
+          "parameter size.", "Figure 11", ("protocol_runtime",), runtime_grows("parameters")),
+    Claim("runtime-linear", "The dominant execution time grows linearly with the number of users.", "Figure 11",
+          ("protocol_runtime",), runtime_linear),
+    Claim("runtime-practical", "With a small model the private weighting protocol has a practical execution time.",
+          "Figure 10", ("protocol_runtime",), runtime_practical),
 )
 
 
@@ -450,8 +495,9 @@ def stored_results(profile: str, *, paper_root: Any = None, root: Any = None,
 
 
 def _source(results: ResultSet) -> str:
-    """Which results a verdict rests on: grid, profile, seeds, runs and panels when not all."""
-    text = f"{results.grid}: {results.profile}, {len({run['seed'] for run in results.runs})} seed(s)"
+    """Which results a verdict rests on: grid, profile (:func:`uldp.verdicts.profile_label`: "paper settings on the
+    Creditcard subset" where that ran), seeds, runs and panels when not all."""
+    text = f"{results.grid}: {profile_label(results)}, {len({run['seed'] for run in results.runs})} seed(s)"
     if results.root == ACCOUNTING_ROOT:
         text += ", epsilon from accounting alone (nothing trained)"
     if not results.complete:
@@ -488,7 +534,8 @@ def scorecard(data: Mapping[str, ResultSet], *, grid: str | None = None) -> pd.D
         grid: Only the claims that read this grid.
 
     Returns:
-        One row per claim: ``claim, where, measured, verdict, source`` (the profile and seeds of the results used).
+        One row per claim: ``key, claim, where, measured, verdict, source`` (the profile and seeds of the results
+        used).
     """
     rows = []
     for claim in CLAIMS:
@@ -500,7 +547,7 @@ def scorecard(data: Mapping[str, ResultSet], *, grid: str | None = None) -> pd.D
         except NotMeasured as missing:
             finding = Finding(f"not measured: {missing}", MISSING)
         source = "; ".join(_source(results) for results in used.values())
-        rows.append({"claim": claim.text, "where": claim.where, "measured": finding.measured,
+        rows.append({"key": claim.key, "claim": claim.text, "where": claim.where, "measured": finding.measured,
                      "verdict": finding.verdict, "source": source or "-"})
     return pd.DataFrame(rows)
 

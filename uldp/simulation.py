@@ -43,7 +43,7 @@ PAPER_SETTINGS: dict[str, dict[str, tuple[float, float | None, float | None, int
                   "ULDP-GROUP": (1.0, 0.1, 0.001, 50), "ULDP-SGD": (10.0, 0.1, None, None),
                   "ULDP-AVG": (10.0, 0.1, 0.001, 50)},
 }
-#: Local batch size, default silo count (datasets whose silos are not fixed) and the Table 3 rounds T.
+#: Local batch size, default silo count (datasets whose silos are not fixed) and the rounds T of settings.md.
 BATCH_SIZE = {"creditcard": 64, "mnist": 64, "heart_disease": 4, "tcga_brca": 8, "synthetic": 64}
 DEFAULT_SILOS = {"creditcard": 5, "mnist": 5, "synthetic": 3, "heart_disease": 4, "tcga_brca": 6}
 PAPER_ROUNDS = {"creditcard": 100, "mnist": 200, "heart_disease": 50, "tcga_brca": 50, "synthetic": 3}
@@ -297,7 +297,7 @@ def accounted_epsilon(config: RunConfig, *, rounds: int | None = None, dataset: 
     """The user-level epsilon a run of ``config`` reports after ``rounds`` rounds, without training it.
 
     A method's accountant (Theorem 1 for ULDP-NAIVE, Theorem 2 with group privacy for ULDP-GROUP-k, Theorem 3 and
-    Lemma 7 for ULDP-SGD/AVG with user sampling) reads only the shape of the prepared federation: silos, records per
+    Lemma 4 for ULDP-SGD/AVG with user sampling) reads only the shape of the prepared federation: silos, records per
     silo after ULDP-GROUP-k's filtering, the group size, ``q``, ``sigma`` and ``delta``; never the model or the
     data's values. So this equals ``run(config).epsilon[rounds - 1]`` (``tests/test_simulation.py``) at the cost of
     allocating the records: the privacy half of a paper-scale figure without the training that needs a GPU.

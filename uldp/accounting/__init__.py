@@ -11,6 +11,7 @@ from uldp.accounting.group import (
     group_epsilon_bounds,
     group_privacy_table,
     group_rdp_epsilon,
+    paper_group_dp_epsilon,
     paper_group_rdp_epsilon,
     power_of_two_bounds,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "group_epsilon_bounds",
     "group_privacy_table",
     "group_rdp_epsilon",
+    "paper_group_dp_epsilon",
     "paper_group_rdp_epsilon",
     "parse_group_size",
     "power_of_two_bounds",

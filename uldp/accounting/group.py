@@ -6,13 +6,20 @@ Two conversions, both used by the paper's Figure 2 and by ULDP-GROUP-k (Theorem 
   ``settings.md``): for ``k = 2^c`` and any order ``alpha >= 2k``, an ``(alpha, rho)``-RDP mechanism is
   ``(alpha / k, 3^c rho)``-RDP for groups of ``k``. Only orders ``alpha >= 2k`` are valid, so the group order
   ``beta = alpha / k`` ranges over ``beta >= 2``.
-- (epsilon, delta) group privacy (the paper's Lemma 3): ``(epsilon, delta)``-DP implies
+- (epsilon, delta) group privacy (the paper's Lemma 5): ``(epsilon, delta)``-DP implies
   ``(k epsilon, k e^((k-1) epsilon) delta)``-DP for groups of ``k``, for any integer ``k``.
+
+The paper's Figure 2 shows the (epsilon, delta) route blowing up for large ``k``. The cause is the grid of RDP
+orders its code converts with (opacus' default, ending at 63, :data:`AUTHORS_DP_ORDERS`): the group guarantee of
+order ``alpha`` exists only for ``alpha > k``, so near ``k = 63`` almost no order is left, and the code caps ``k``
+at 62. The bisection over the input delta is not the cause: :func:`paper_group_dp_epsilon`, the exact per-order
+solve on that grid, gives the authors' values (tests/test_accounting.py checks it against a bisection).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -27,6 +34,12 @@ from uldp.accounting.rdp import (
     rdp_subsampled_gaussian,
 )
 from uldp.checks import check_delta, check_integer, check_positive, check_rate
+
+#: The RDP orders of the authors' (epsilon, delta) group-privacy route (``get_privacy_spent`` in their
+#: ``noise_utils.py``, opacus' default alphas): 1.1 to 10.9 by 0.1, then the integers 12 to 63.
+AUTHORS_DP_ORDERS: tuple[float, ...] = tuple([1 + i / 10 for i in range(1, 100)] + list(range(12, 64)))
+#: The authors' code computes the (epsilon, delta) route for ``k = 62`` when asked for a larger ``k``.
+AUTHORS_DP_MAX_K = 62
 
 #: Largest base RDP order evaluated for group privacy (the sub-sampled RDP costs O(alpha) per order; an optimum
 #: at this edge raises a warning).
@@ -128,7 +141,7 @@ def paper_group_rdp_epsilon(rdp_curve: RdpCurve, *, k: int, delta: float) -> Pri
 def group_dp_epsilon(
     rdp_curve: RdpCurve, *, k: int, delta: float, orders: Sequence[float] = DEFAULT_ORDERS
 ) -> PrivacySpent:
-    """(epsilon, delta) for groups of ``k`` records via (epsilon, delta) group privacy (paper Lemma 3).
+    """(epsilon, delta) for groups of ``k`` records via (epsilon, delta) group privacy (paper Lemma 5).
 
     For each order ``alpha`` the record-level guarantee is ``(eps_alpha(d), d)`` for every input delta ``d``
     (Lemma 2) and the group guarantee is ``(k eps_alpha(d), k e^((k-1) eps_alpha(d)) d)``. Setting the group
@@ -137,8 +150,9 @@ def group_dp_epsilon(
         log d = (log delta - log k - (k-1) A_alpha) (alpha - 1) / (alpha - k),
         A_alpha = rho(alpha) + log((alpha-1)/alpha) - log(alpha) / (alpha - 1),
 
-    kept when ``0 < d < 1``. Minimising ``k eps_alpha(d)`` over the orders replaces the paper's bisection
-    (which fixes the order at each step and caps k at 62) with an exact solve per order; no cap on ``k``.
+    kept when ``0 < d < 1``. Minimising ``k eps_alpha(d)`` over the orders replaces the paper's bisection over
+    ``d`` with an exact solve per order; on the same orders both give the same value (see
+    :func:`paper_group_dp_epsilon`). The default grid reaches order 4096, so ``k`` is not capped.
 
     Args:
         rdp_curve: The record-level RDP as a function of an array of orders.
@@ -168,6 +182,24 @@ def group_dp_epsilon(
         record_eps = constant - log_input_delta / (alphas - 1)
         epsilons = np.where((log_input_delta < 0) & np.isfinite(record_eps), k * record_eps, np.inf)
     return best_of(epsilons, alphas, delta=delta, what=f"group DP (k={k})")
+
+
+def paper_group_dp_epsilon(rdp_curve: RdpCurve, *, k: int, delta: float) -> PrivacySpent:
+    """The paper's Figure 2 (epsilon, delta) route: :func:`group_dp_epsilon` on the authors' orders
+    (:data:`AUTHORS_DP_ORDERS`, up to 63) with ``k`` capped at :data:`AUTHORS_DP_MAX_K`, as their code runs it.
+
+    A valid guarantee for ``min(k, 62)`` records, not for ``k`` when ``k > 62``; far looser than the same route on
+    a wide grid of orders when ``k`` nears 63, because only orders ``alpha > k`` give a group guarantee.
+
+    >>> from uldp.accounting.rdp import rdp_gaussian
+    >>> curve = lambda alphas: rdp_gaussian(sigma=10.0, orders=alphas)
+    >>> round(paper_group_dp_epsilon(curve, k=2, delta=1e-5).epsilon, 4)
+    0.8042
+    """
+    k = check_integer("group size k", k)
+    with warnings.catch_warnings():  # the optimum on the grid's edge (63) is the point here, not a surprise
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return group_dp_epsilon(rdp_curve, k=min(k, AUTHORS_DP_MAX_K), delta=delta, orders=AUTHORS_DP_ORDERS)
 
 
 @dataclass(frozen=True)
@@ -234,8 +266,9 @@ def group_privacy_table(
     Returns:
         One row per ``k``: ``epsilon_rdp`` (valid RDP group privacy, next power of two for other ``k``),
         ``epsilon_rdp_lower`` (the largest power of two below, the paper's value for such ``k``),
-        ``epsilon_dp`` (Lemma 3, exact per-order solve), ``epsilon_rdp_paper`` (the authors' grid, for powers
-        of two) and ``paper_grid_valid`` (whether that grid's optimum lies in the lemma's domain).
+        ``epsilon_dp`` (Lemma 5, exact per-order solve), ``epsilon_dp_paper`` (the same on the authors' orders up
+        to 63, ``k`` capped at 62: their plotted value), ``epsilon_rdp_paper`` (the authors' grid, for powers of
+        two) and ``paper_grid_valid`` (whether that grid's optimum lies in the lemma's domain).
     """
     sigma, q, steps = check_positive("sigma", sigma), check_rate("q", q), check_integer("steps", steps, minimum=0)
 
@@ -250,6 +283,7 @@ def group_privacy_table(
             "epsilon_rdp": bounds.epsilon,
             "epsilon_rdp_lower": bounds.epsilon_lower,
             "epsilon_dp": group_dp_epsilon(curve, k=k, delta=delta).epsilon,
+            "epsilon_dp_paper": paper_group_dp_epsilon(curve, k=k, delta=delta).epsilon,
         }
         if is_power_of_two(k):
             paper = paper_group_rdp_epsilon(curve, k=k, delta=delta)

@@ -6,7 +6,7 @@
   noise multiplier ``sigma`` per round, ``T`` rounds. See :mod:`uldp.methods.fedavg`.
 - ULDP-SGD / ULDP-AVG, with any weights (Theorem 3): user-level sensitivity ``C`` of the summed update and noise
   ``sigma C / sqrt(|S|)`` per silo (std ``sigma C`` in the sum): noise multiplier ``sigma``, ``T`` rounds, and
-  with user-level Poisson sampling at rate ``q`` (Algorithm 4) the sub-sampled Gaussian (Lemma 5).
+  with user-level Poisson sampling at rate ``q`` (Algorithm 4) the sub-sampled Gaussian (Lemma 4).
 - ULDP-GROUP-k (Theorem 2): each silo runs DP-SGD with record-level Poisson rate ``gamma_s`` for ``steps_s``
   steps; the record-level RDP is the maximum over silos, converted to groups of ``k`` records.
 """
@@ -60,7 +60,7 @@ def epsilon_uldp(
     """User-level (epsilon, delta) of ULDP-SGD / ULDP-AVG (any weights) after ``rounds`` rounds.
 
     Theorem 3 for ``q = 1`` (closed form ``T alpha / (2 sigma^2)`` in RDP), and the sub-sampled Gaussian of
-    Lemma 5 with user-level Poisson sampling rate ``q`` (Algorithm 4).
+    Lemma 4 with user-level Poisson sampling rate ``q`` (Algorithm 4).
 
     Args:
         sigma: Noise multiplier.
@@ -124,7 +124,7 @@ def epsilon_group(
         delta: Target delta in (0, 1).
         conversion: ``"rdp"`` (RDP group privacy, what the paper uses; for ``k`` not a power of two the valid
             value of the next power of two, with the paper's lower value in ``epsilon_lower``) or ``"dp"``
-            (Lemma 3, valid for every integer ``k``).
+            (Lemma 5, valid for every integer ``k``).
 
     Returns:
         The guarantee with both power-of-two values.

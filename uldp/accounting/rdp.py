@@ -1,8 +1,8 @@
 """Rényi DP of the (sub-sampled) Gaussian mechanism and its conversion to (epsilon, delta)-DP.
 
-The RDP curves come from opacus' analysis (Mironov, Talwar and Zhang 2019, the numerically tight bound behind
-the paper's Lemma 5); the conversion is the paper's Lemma 2 (Balle et al. 2020, Theorem 21). Everything here
-is a pure function of its keyword arguments.
+The RDP curves of the sub-sampled Gaussian (the paper's Lemma 4) come from opacus' analysis (Mironov, Talwar and
+Zhang 2019, the numerically tight bound behind that lemma); the conversion is the paper's Lemma 2
+(Balle et al. 2020, Theorem 21). Everything here is a pure function of its keyword arguments.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def check_orders(orders: Sequence[float]) -> np.ndarray:
 
 
 def rdp_gaussian(*, sigma: float, orders: Sequence[float] = DEFAULT_ORDERS) -> np.ndarray:
-    """RDP of one Gaussian mechanism with noise multiplier ``sigma`` (paper Lemma 4): ``alpha / (2 sigma^2)``.
+    """RDP of one Gaussian mechanism with noise multiplier ``sigma`` (paper Lemma 3): ``alpha / (2 sigma^2)``.
 
     Args:
         sigma: Noise standard deviation divided by the L2 sensitivity.
@@ -116,9 +116,9 @@ def _rdp_one_step(q: float, sigma: float, orders: tuple[float, ...]) -> np.ndarr
 def rdp_subsampled_gaussian(
     *, sigma: float, q: float, steps: int, orders: Sequence[float] = DEFAULT_ORDERS
 ) -> np.ndarray:
-    """RDP of ``steps`` compositions of the Poisson-sub-sampled Gaussian mechanism (paper Lemmas 1 and 5).
+    """RDP of ``steps`` compositions of the Poisson-sub-sampled Gaussian mechanism (paper Lemmas 1 and 4).
 
-    With ``q = 1`` this is ``steps * alpha / (2 sigma^2)`` (Lemma 4); for ``q < 1`` it is the numerically
+    With ``q = 1`` this is ``steps * alpha / (2 sigma^2)`` (Lemma 3); for ``q < 1`` it is the numerically
     tight bound of Mironov, Talwar and Zhang (2019) as computed by opacus, composed by Lemma 1.
 
     Args:

@@ -1,6 +1,6 @@
 """Who owns each record (its user) and who holds it (its silo): the allocation schemes of the paper's experiments.
 
-The paper (Section 6.1) distributes records over users and silos with uniform or Zipf distributions and leaves the
+The paper (Section 5.1) distributes records over users and silos with uniform or Zipf distributions and leaves the
 details open; ``settings.md`` ("Allocation details the paper leaves open") fixes them and this module follows it.
 
 Datasets without fixed silos (Creditcard, MNIST, synthetic):
@@ -222,7 +222,7 @@ def allocate(
     user_alpha: float = 0.5,
     silo_alpha: float = 2.0,
 ) -> Allocation:
-    """Assign every training record a user and a silo (paper Section 6.1; details in the module docstring).
+    """Assign every training record a user and a silo (paper Section 5.1; details in the module docstring).
 
     Args:
         dataset: The dataset whose training records are allocated.

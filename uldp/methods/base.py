@@ -93,7 +93,7 @@ def parse_method(name: str) -> MethodSpec:
 
 @dataclass(frozen=True)
 class Hyperparameters:
-    """The training and privacy parameters of one run (the symbols of the paper's Table 2).
+    """The training and privacy parameters of one run (the symbols of the paper's notation table, Table 1).
 
     Attributes:
         global_lr: Server learning rate ``eta_g`` > 0.

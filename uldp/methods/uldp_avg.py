@@ -1,4 +1,4 @@
-"""ULDP-AVG and ULDP-SGD (Algorithm 3, Theorem 3), enhanced weights (Eq. 4) and user-level sampling (Algorithm 4).
+"""ULDP-AVG and ULDP-SGD (Algorithm 3, Theorem 3), enhanced weights (Eq. (3)) and user-level sampling (Algorithm 4).
 
 Silo side (Algorithm 3, lines 8-19 / 20-26): every user ``u`` of silo ``s`` trains its own copy of the global model
 on its records in ``s`` (ULDP-AVG: ``Q`` epochs; ULDP-SGD: one full-batch gradient, sent as the descent direction
@@ -40,7 +40,7 @@ def uniform_weights(counts: np.ndarray, sampled: np.ndarray) -> np.ndarray:
 
 
 def enhanced_weights(counts: np.ndarray, sampled: np.ndarray) -> np.ndarray:
-    """``w_su = n_su / N_u`` for sampled users with records, 0 otherwise (Eq. 4, ULDP-AVG-w / ULDP-SGD-w).
+    """``w_su = n_su / N_u`` for sampled users with records, 0 otherwise (Eq. (3), ULDP-AVG-w / ULDP-SGD-w).
 
     Example:
         >>> enhanced_weights(np.array([[1, 0], [3, 2]]), np.array([True, True])).tolist()
@@ -86,7 +86,7 @@ def aggregate(deltas: list[Tensor], counts: np.ndarray, sampled: np.ndarray, noi
     """The plain server-side aggregation of ULDP-AVG-w / ULDP-SGD-w (the secure aggregation hook).
 
     Returns ``sum_s (sum_u w_su * deltas[s][u] + noise[s])`` with ``w_su = n_su / N_u`` for sampled users and 0
-    otherwise (Eq. 4 and Algorithm 4). ``uldp.secure.secure_aggregate`` has the same signature and result (to
+    otherwise (Eq. (3) and Algorithm 4). ``uldp.secure.secure_aggregate`` has the same signature and result (to
     within the precision P) and computes it by the private weighting protocol (Protocol 1).
 
     Args:

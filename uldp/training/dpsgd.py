@@ -85,7 +85,7 @@ def epoch_draws(n_records: int, schedule: DPSGDSchedule, layout: ParameterLayout
     """Draw one epoch's Poisson batches, then its noise, from ``generator`` (both engines use this).
 
     Each record joins each step's batch independently with probability ``schedule.sample_rate``: the sampling the
-    sub-sampled Gaussian accountant assumes (Lemma 1 per step). Noise is drawn per parameter tensor in layout order.
+    sub-sampled Gaussian accountant assumes (Lemma 4 per step). Noise is drawn per parameter tensor in layout order.
     """
     steps = schedule.steps // epochs
     chosen = torch.rand((steps, n_records), generator=generator) < schedule.sample_rate

@@ -24,8 +24,8 @@ draw from that seed too (tests and the book only: whoever knows the seed can sub
 from __future__ import annotations
 
 import hashlib
-import math
 import secrets
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -178,16 +178,12 @@ class UldpStrategy(_strategy_base()):  # type: ignore[misc]
         if self.insecure_reproducible_noise:
             settings["insecure_seed"] = self.seed
         self._params = arrays.to_numpy_ndarrays()[0]
-        import time
-
         self._tick = time.perf_counter()
         return [grid.create_message(RecordDict({"arrays": ArrayRecord([self._params]), **_records(settings)}),
                                     "train", node, str(server_round)) for node in self.nodes]
 
     def aggregate_train(self, server_round: int, replies: Iterable[Any]) -> tuple[Any, Any]:
         """``x + eta_g / (q |U| |S|) * sum_s update_s`` in silo order (Algorithm 3 line 6); epsilon (Theorem 3)."""
-        import time
-
         import torch
         from flwr.app import ArrayRecord, MetricRecord
 

@@ -8,6 +8,25 @@ with Across-Silo User-Level Differential Privacy" (VLDB). Sub-packages:
 - :mod:`uldp.models`: the paper's models, losses and metrics.
 - :mod:`uldp.methods`, :mod:`uldp.training`, :mod:`uldp.simulation`: the federated algorithms.
 - :mod:`uldp.secure`: the private weighting protocol (Protocol 1).
+- :func:`uldp.fit` (:mod:`uldp.fitting`): your own model, records and user ids, in one call; :mod:`uldp.flower`:
+  the same on Flower, each silo reading its own files.
 """
 
 __version__ = "0.1.0"
+
+#: The public training call and its helpers, imported on first use so that ``import uldp`` (and the CLI) stays
+#: free of torch: ``uldp.fit(model, x, y, user_ids=..., silo_ids=..., loss=..., epsilon=...)``.
+_LAZY = {
+    "fit": "uldp.fitting", "History": "uldp.fitting", "check_module": "uldp.fitting", "weighted_loss": "uldp.fitting",
+    "UnsupportedModuleError": "uldp.fitting", "seed_stream": "uldp.methods.base",
+    "flat_parameters": "uldp.training.per_user", "load_flat_parameters": "uldp.training.per_user",
+}
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'uldp' has no attribute {name!r}")

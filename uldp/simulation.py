@@ -368,11 +368,7 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
             checkpoint path that cannot be written, or a checkpoint file that is corrupted, malformed or belongs to
             another configuration.
     """
-    import torch
-    from tqdm import tqdm
-
-    from uldp.deploy.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
-    from uldp.methods.base import seed_stream
+    from uldp.fitting import train_rounds
     from uldp.models import evaluate
     from uldp.training.per_user import flat_parameters, load_flat_parameters
 
@@ -380,10 +376,6 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
         raise ValueError("checkpoint is not supported with a secure or custom aggregation (its keys and state live "
                          "in this process); run without checkpoint")
     check_number("checkpoint_seconds", checkpoint_seconds, at_least=0)
-    if checkpoint is not None:
-        from uldp.atomic import check_writable
-
-        check_writable(checkpoint, "checkpoint")  # before any training
     start = time.perf_counter()
     root = np.random.SeedSequence(config.seed)
     method, federation, data = _prepared(config, dataset)
@@ -396,37 +388,23 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
         "n_silos": int(federation.n_silos), "dataset_variant": data.variant,
         "group_size": method.group_size(federation) if hasattr(method, "group_size") else None,
         "setup_seconds": round(time.perf_counter() - start, 3)})
-    history: list[dict] = []
-    fingerprint = _checkpoint_fingerprint(config, data)
-    restored = None if checkpoint is None else load_checkpoint(
-        checkpoint, config_fingerprint=fingerprint, like=params.detach().numpy())
-    if restored is not None:
-        params = torch.from_numpy(restored.params)
-        load_flat_parameters(evaluation_model, params)
-        history = list(restored.history)
-        for row in history:
-            _record_round(result, row)
-        result.info["resumed_from_round"] = restored.rounds_done
-        result.info["resumed_seconds"] = round(sum(result.seconds), 3)
-    saved = time.perf_counter()
-    federation.model.train()
-    for t in tqdm(range(len(history), config.rounds), desc=f"{config.method} on {config.dataset}",
-                  disable=not progress, unit="round", initial=len(history), total=config.rounds):
-        tick = time.perf_counter()
-        params = method.round(params, federation, seed_stream(root, ROUNDS_STREAM, t), aggregate_fn)
-        load_flat_parameters(evaluation_model, params)
+
+    def test_metrics(flat: Any) -> dict:
+        load_flat_parameters(evaluation_model, flat)
         metrics = evaluate(evaluation_model, data.x_test, data.y_test, config.dataset)
-        epsilon = method.epsilon(federation, t + 1)
-        row = {"round": t + 1, "test_loss": float(metrics["loss"]),
-               **{name: float(metrics[name]) for name in ("accuracy", "balanced_accuracy", "c_index") if name in metrics},
-               "epsilon": None if epsilon is None else float(epsilon),
-               "seconds": round(time.perf_counter() - tick, 4)}
+        return {"test_loss": float(metrics["loss"]),
+                **{name: float(metrics[name]) for name in ("accuracy", "balanced_accuracy", "c_index")
+                   if name in metrics}}
+
+    _, history, resumed = train_rounds(
+        method, federation, params, rounds=config.rounds, root=root, evaluate=test_metrics,
+        aggregate_fn=aggregate_fn, checkpoint=checkpoint, fingerprint=_checkpoint_fingerprint(config, data),
+        checkpoint_seconds=checkpoint_seconds, progress=progress, description=f"{config.method} on {config.dataset}")
+    for row in history:
         _record_round(result, row)
-        history.append(row)
-        if checkpoint is not None and (t + 1 == config.rounds or time.perf_counter() - saved >= checkpoint_seconds):
-            save_checkpoint(checkpoint, Checkpoint(rounds_done=t + 1, params=params.detach().numpy().copy(),
-                                                   config_fingerprint=fingerprint, history=tuple(history)))
-            saved = time.perf_counter()
+    if resumed:
+        result.info["resumed_from_round"] = resumed
+        result.info["resumed_seconds"] = round(sum(result.seconds[:resumed]), 3)
     session = getattr(aggregate_fn, "session", None)
     if session is not None:
         result.info["secure_timings"] = {"setup": dict(session.timings), "rounds": list(aggregate_fn.round_timings)}

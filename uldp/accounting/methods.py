@@ -18,7 +18,6 @@ import warnings
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import optimize
 
 from uldp.accounting.group import GroupPrivacySpent, group_dp_epsilon, group_epsilon_bounds
 from uldp.accounting.rdp import DEFAULT_ORDERS, PrivacySpent, rdp_subsampled_gaussian, rdp_to_dp
@@ -273,5 +272,7 @@ def sigma_for_epsilon(
     low, high = math.log(1e-3), math.log(1e4)
     if gap(low) < 0 or gap(high) > 0:
         raise ValueError(f"epsilon={epsilon!r} is not reachable with sigma in [1e-3, 1e4]")
+    from scipy import optimize  # here, not at the top: ``uldp --help`` stays free of scipy
+
     root = optimize.brentq(gap, low, high, xtol=tolerance / 10)
     return math.exp(root) * (1 + tolerance)  # round up: never promise less privacy than asked

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
 
 from uldp.checks import check_delta, check_integer, check_positive, check_rate
 
@@ -84,6 +83,8 @@ def _log_a_integer_order(q: float, sigma: float, alpha: int) -> float:
     the same sum with numpy, and like opacus it gives ``nan`` where ``binom`` overflows float64 (orders above about
     1030), which the conversion to epsilon ignores. Equal to opacus to float rounding (``tests/test_accounting.py``).
     """
+    from scipy import special  # here, not at the top: ``uldp --help`` stays free of scipy
+
     i = np.arange(alpha + 1, dtype=float)
     with np.errstate(divide="ignore", over="ignore"):
         terms = np.log(special.binom(alpha, i)) + i * math.log(q) + (alpha - i) * math.log1p(-q) \

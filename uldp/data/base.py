@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # annotations only: ``uldp --help`` and ``uldp epsilon`` must not import torch
+    import torch
 
 Task = Literal["multiclass", "binary", "survival"]
 

@@ -14,18 +14,37 @@ round_seed, aggregate_fn)`` and ``epsilon(federation, rounds)``:
 
 from __future__ import annotations
 
-import numpy as np
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from uldp.methods.base import (
-    FAMILIES, KNOWN_METHODS, AggregateFn, Federation, Hyperparameters, MethodSpec, heavy_user_federation, parse_method,
-)
-from uldp.methods.fedavg import FedAvgMethod
-from uldp.methods.group import GroupMethod
-from uldp.methods.uldp_avg import (
-    UserLevelMethod, aggregate, check_weights, enhanced_weights, uniform_weights, weighted_sum,
-)
+if TYPE_CHECKING:
+    import numpy as np
 
-Method = FedAvgMethod | GroupMethod | UserLevelMethod
+    from uldp.methods.base import Hyperparameters
+    from uldp.methods.fedavg import FedAvgMethod
+    from uldp.methods.group import GroupMethod
+    from uldp.methods.uldp_avg import UserLevelMethod
+
+    Method = FedAvgMethod | GroupMethod | UserLevelMethod
+
+#: Where each public name lives; imported on first use, so that importing ``uldp.methods.cli`` (``uldp --help``)
+#: does not import torch.
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(("FAMILIES", "KNOWN_METHODS", "AggregateFn", "Federation", "Hyperparameters", "MethodSpec",
+                     "heavy_user_federation", "parse_method"), "uldp.methods.base"),
+    "FedAvgMethod": "uldp.methods.fedavg", "GroupMethod": "uldp.methods.group",
+    **dict.fromkeys(("UserLevelMethod", "aggregate", "check_weights", "enhanced_weights", "uniform_weights",
+                     "weighted_sum"), "uldp.methods.uldp_avg"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Method":
+        return __getattr__("FedAvgMethod") | __getattr__("GroupMethod") | __getattr__("UserLevelMethod")
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'uldp.methods' has no attribute {name!r}")
+
 
 #: What each family needs besides ``global_lr`` and ``batch_size``.
 REQUIRED: dict[str, tuple[str, ...]] = {
@@ -53,9 +72,15 @@ def make_method(name: str, hp: Hyperparameters, *, user_weights: np.ndarray | No
             (``q < 1``) or weights given to a method that has none.
 
     Example:
+        >>> from uldp.methods import Hyperparameters
         >>> make_method("ULDP-AVG-w", Hyperparameters(10.0, 0.001, 2, 4, 0.1, 5.0)).noise_std(4)
         0.25
     """
+    from uldp.methods.base import parse_method
+    from uldp.methods.fedavg import FedAvgMethod
+    from uldp.methods.group import GroupMethod
+    from uldp.methods.uldp_avg import UserLevelMethod
+
     spec = parse_method(name)
     hp.require(spec.name, *REQUIRED[spec.family])
     if not spec.per_user:

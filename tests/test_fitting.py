@@ -1,0 +1,230 @@
+"""uldp.fit: any model, records and ids; losses against torch's own, reproducibility, refusals, resume."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+from torch.func import grad, vmap
+
+import uldp
+from uldp.accounting import epsilon_uldp
+from uldp.fitting import UnsupportedModuleError, check_module, fit, index_ids, weighted_loss
+from uldp.methods import Federation, Hyperparameters, make_method
+from uldp.data.base import Allocation
+from uldp.methods.base import seed_stream
+
+
+def records(n: int = 120, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, list[str], list[str]]:
+    rng = np.random.default_rng(seed)
+    x = torch.from_numpy(rng.normal(size=(n, 4))).float()
+    y = (x[:, 0] + 0.5 * x[:, 1] > 0).long()
+    users = [f"patient-{u:03d}" for u in rng.integers(0, 15, n)]
+    silos = [["Hospital North", "Hospital South", "Clinic East"][s] for s in rng.integers(0, 3, n)]
+    return x, y, users, silos
+
+
+def mlp() -> nn.Module:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(1)
+        return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.2), nn.Linear(8, 2))
+
+
+SMALL = dict(rounds=2, local_epochs=2, batch_size=8, sigma=1.0)
+
+
+@pytest.mark.parametrize("torch_loss, outputs, targets", [
+    (nn.CrossEntropyLoss(), torch.randn(6, 3), torch.tensor([0, 2, 1, 1, 0, 2])),
+    (nn.CrossEntropyLoss(label_smoothing=0.2), torch.randn(6, 3), torch.tensor([0, 2, 1, 1, 0, 2])),
+    (nn.BCEWithLogitsLoss(), torch.randn(6, 1), torch.tensor([0.0, 1, 1, 0, 1, 0])[:, None]),
+    (nn.BCEWithLogitsLoss(pos_weight=torch.tensor(3.0)), torch.randn(6), torch.tensor([0.0, 1, 1, 0, 1, 0])),
+    (nn.MSELoss(), torch.randn(6, 2), torch.randn(6, 2)),
+])
+def test_adapted_losses_equal_torch_on_the_weighted_records_and_run_under_vmap(torch_loss, outputs, targets):
+    adapted = weighted_loss(torch_loss)
+    weight = torch.tensor([1.0, 0, 1, 1, 0, 1])
+    keep = weight.bool()
+    torch.testing.assert_close(adapted(outputs, targets, None), torch_loss(outputs, targets))
+    torch.testing.assert_close(adapted(outputs, targets, weight), torch_loss(outputs[keep], targets[keep]))
+    per_user = vmap(grad(lambda o, t, w: adapted(o, t, w)))(outputs[None], targets[None], weight[None])
+    expected = torch.func.grad(lambda o: torch_loss(o[keep], targets[keep]))(outputs)
+    torch.testing.assert_close(per_user[0], expected)
+
+
+def test_functional_and_callable_losses_match_the_module_losses():
+    outputs, targets = torch.randn(5, 3), torch.tensor([0, 1, 2, 1, 0])
+    reference = nn.CrossEntropyLoss()(outputs, targets)
+    for loss in (F.cross_entropy, lambda o, t: F.cross_entropy(o, t, reduction="none"), uldp.models.cross_entropy_loss):
+        torch.testing.assert_close(weighted_loss(loss)(outputs, targets), reference)
+
+
+@pytest.mark.parametrize("loss, message", [
+    (nn.CrossEntropyLoss(reduction="sum"), "reduction must be 'mean'"),
+    (nn.CrossEntropyLoss(weight=torch.ones(2)), "class weights"),
+    (nn.HuberLoss(), "HuberLoss is not adapted"),
+    (lambda o: o, "takes 1 arguments"),
+    ("mse", "must be a torch loss or a callable"),
+])
+def test_losses_that_cannot_be_weighted_per_record_are_refused_by_name(loss, message):
+    with pytest.raises(ValueError, match=message):
+        weighted_loss(loss)
+
+
+def test_batchnorm_is_refused_before_training_naming_the_layer_and_the_fix():
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 2))
+    with pytest.raises(UnsupportedModuleError, match=r"layer '1' \(BatchNorm1d\).*nn.GroupNorm.*nn.LayerNorm"):
+        check_module(model)
+    x, y, users, silos = records()
+    with pytest.raises(ValueError, match="BatchNorm1d"):
+        fit(model, x, y, user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), **SMALL)
+    with pytest.raises(UnsupportedModuleError, match="track_running_stats"):
+        check_module(nn.InstanceNorm1d(3, track_running_stats=True))
+
+
+def test_a_layer_vmap_cannot_run_fails_before_training_with_a_named_error():
+    class InPlaceBuffer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(4, 2)
+            self.register_buffer("seen", torch.zeros(1))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.seen += x.sum()  # an in-place buffer update, like BatchNorm's running statistics
+            return self.linear(x)
+
+    x, y, users, silos = records()
+    with pytest.raises(UnsupportedModuleError, match="fails per-user training"):
+        fit(InPlaceBuffer(), x, y, user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), **SMALL)
+
+
+def test_same_seed_gives_the_same_model_whatever_the_global_torch_seed():
+    x, y, users, silos = records()
+    runs = []
+    for global_seed in (0, 12345):
+        torch.manual_seed(global_seed)
+        model, history = fit(mlp(), x, y, user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(),
+                             test=(x, y), seed=7, q=0.6, **SMALL)
+        runs.append((uldp.flat_parameters(model), [{k: v for k, v in r.items() if k != "seconds"}
+                                                     for r in history.rows]))
+    torch.testing.assert_close(runs[0][0], runs[1][0], rtol=0, atol=0)
+    assert runs[0][1] == runs[1][1]
+    other, _ = fit(mlp(), x, y, user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), seed=8, q=0.6, **SMALL)
+    assert not torch.equal(uldp.flat_parameters(other), runs[0][0])
+
+
+def test_fit_is_the_registry_method_on_the_ids_numbered_in_sorted_order():
+    """An independent path: the method's rounds on a Federation built by hand, as the issue's user did."""
+    x, y, users, silos = records()
+    model, history = fit(mlp(), x, y, user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), seed=3, q=0.7,
+                         **SMALL)
+    user_names, silo_names = sorted(set(users)), sorted(set(silos))
+    allocation = Allocation(np.array([user_names.index(u) for u in users]),
+                            np.array([silo_names.index(s) for s in silos]), len(user_names), len(silo_names), "", 0)
+    hp = Hyperparameters(global_lr=10.0, local_lr=0.01, local_epochs=2, batch_size=8, clip=0.1, sigma=1.0, q=0.7)
+    method = make_method("ULDP-AVG-w", hp)
+    net = mlp()
+    federation = Federation(net, uldp.models.cross_entropy_loss, x, y, allocation)
+    params, root = uldp.flat_parameters(net), np.random.SeedSequence(3)
+    for t in range(2):
+        params = method.round(params, federation, seed_stream(root, 3, t))
+    torch.testing.assert_close(uldp.flat_parameters(model), params)
+    assert history.users == tuple(user_names) and history.silos == tuple(silo_names)
+    assert history.column("epsilon") == [epsilon_uldp(sigma=1.0, rounds=t, delta=1e-5, q=0.7).epsilon for t in (1, 2)]
+
+
+def test_a_target_epsilon_is_met_after_the_last_round():
+    x, y, users, silos = records()
+    _, history = fit(mlp(), x, y, user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), epsilon=3.0, q=0.5,
+                     rounds=3, local_epochs=1, batch_size=16)
+    assert 3.0 * (1 - 1e-4) <= history.epsilon <= 3.0
+    assert history.sigma == pytest.approx(uldp.accounting.sigma_for_epsilon("ULDP-AVG-w", epsilon=3.0, rounds=3,
+                                                                            delta=1e-5, q=0.5))
+
+
+def test_metrics_and_test_loss_are_reported_every_round_and_the_input_model_is_untouched():
+    x, y, users, silos = records()
+    model = mlp()
+    before = uldp.flat_parameters(model)
+    trained, history = fit(model, x, y, user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), test=(x, y),
+                           metrics={"accuracy": lambda out, t: (out.argmax(-1) == t).float().mean()}, **SMALL)
+    assert torch.equal(uldp.flat_parameters(model), before)
+    trained.eval()
+    with torch.no_grad():
+        out = trained(x)
+    assert history.rows[-1]["loss"] == pytest.approx(float(F.cross_entropy(out, y)), rel=1e-6)
+    assert history.column("accuracy")[-1] == pytest.approx(float((out.argmax(-1) == y).float().mean()))
+    with pytest.raises(ValueError, match="no 'auc'"):
+        history.column("auc")
+
+
+def test_a_run_resumed_from_its_checkpoint_continues_exactly(tmp_path, capsys):
+    x, y, users, silos = records()
+    arguments = dict(user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), sigma=1.0, local_epochs=1,
+                     batch_size=8)
+    whole, _ = fit(mlp(), x, y, rounds=4, **arguments)
+    path = tmp_path / "fit.ckpt"
+    fit(mlp(), x, y, rounds=2, checkpoint=path, **arguments)
+    resumed, history = fit(mlp(), x, y, rounds=4, checkpoint=path, progress=True, **arguments)
+    assert history.resumed_from == 2 and [r["round"] for r in history.rows] == [1, 2, 3, 4]
+    torch.testing.assert_close(uldp.flat_parameters(resumed), uldp.flat_parameters(whole), rtol=0, atol=0)
+    assert "4/4" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="another configuration"):
+        fit(mlp(), x, y, rounds=4, checkpoint=path, **{**arguments, "sigma": 2.0})
+
+
+def test_default_takes_no_noise_and_other_methods_run_through_the_registry():
+    x, y, users, silos = records()
+    _, history = fit(mlp(), x, y, user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), method="DEFAULT",
+                     rounds=1, local_epochs=1)
+    assert history.epsilon is None and history.sigma is None
+    _, history = fit(mlp(), x, y, user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), method="ULDP-NAIVE",
+                     **SMALL)
+    assert history.epsilon > 0
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(user_ids=["a"] * 5), "user_ids has 5 ids, x has 120 records"),
+    (dict(user_ids=[None] + ["a"] * 119), "missing id"),
+    (dict(silo_ids=[1] + ["a"] * 119), "mixes id types that cannot be ordered"),
+    (dict(user_ids=[[1, 2]] * 120), "one id per record"),
+    (dict(y=torch.full((120,), 2)), r"labels must lie in 0..1"),
+    (dict(y=torch.zeros(120)), "integer class labels"),
+    (dict(y=torch.zeros(119, dtype=torch.long)), "y has 119 rows, x has 120"),
+    (dict(x=np.array([["a"] * 4] * 120)), "x must be numeric"),
+    (dict(x=torch.full((120, 4), float("nan"))), "NaN or infinite"),
+    (dict(sigma=None), "exactly one of epsilon"),
+    (dict(epsilon=1.0), "exactly one of epsilon"),
+    (dict(method="ULDP-FAST"), "unknown method 'ULDP-FAST'"),
+    (dict(q=0.0), "q"),
+    (dict(model=lambda v: v), "must be a torch.nn.Module"),
+    (dict(metrics={"a": len}), "need a test set"),
+    (dict(test=(torch.zeros(3, 4),)), "pair"),
+])
+def test_bad_inputs_raise_named_value_errors(change, message):
+    x, y, users, silos = records()
+    arguments = dict(model=mlp(), x=x, y=y, user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), **SMALL)
+    arguments.update(change)
+    with pytest.raises(ValueError, match=message):
+        fit(**arguments)
+
+
+def test_bce_targets_are_checked_against_the_loss():
+    x, _, users, silos = records()
+    net = nn.Linear(4, 1)
+    with pytest.raises(ValueError, match=r"0/1 targets"):
+        fit(net, x, torch.full((120,), 2.0), user_ids=users, silo_ids=silos, loss=nn.BCEWithLogitsLoss(), **SMALL)
+    model, _ = fit(net, x, (x[:, 0] > 0).float(), user_ids=users, silo_ids=silos, loss=nn.BCEWithLogitsLoss(),
+                   **SMALL)
+    assert model(x).shape == (120, 1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.one_of(st.text(max_size=3), st.integers()).map(str), min_size=1, max_size=30))
+def test_ids_map_to_their_rank_among_the_distinct_ids(ids):
+    codes, labels = index_ids("user_ids", ids, len(ids))
+    assert list(labels) == sorted(set(ids))
+    assert [labels[c] for c in codes] == ids

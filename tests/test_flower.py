@@ -1,0 +1,123 @@
+"""uldp.flower: the Message-API strategy and silo ClientApp equal uldp.fit; pseudonyms and sealed histograms."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+import uldp
+import uldp.flower as uf
+from uldp.flower.local import LocalGrid
+from uldp.flower.pseudonyms import open_histogram, seal_histogram
+
+HOSPITALS = ["Royal", "St Mary", "General"]
+FEATURES = ["a", "b", "c"]
+
+
+def model() -> nn.Module:
+    return nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+
+
+def load(context) -> uf.SiloData:
+    frame = pd.read_csv(context.node_config["data"])
+    return uf.SiloData(frame[FEATURES].to_numpy(np.float32), frame["label"].to_numpy(), frame["patient"])
+
+
+@pytest.fixture()
+def hospital_files(tmp_path: pathlib.Path) -> pathlib.Path:
+    rng = np.random.default_rng(0)
+    n = 150
+    frame = pd.DataFrame(rng.normal(size=(n, 3)), columns=FEATURES)
+    frame["label"] = (frame.a > 0).astype(int)
+    frame["patient"] = [f"P{u}" for u in rng.integers(0, 20, n)]
+    frame["hospital"] = rng.choice(HOSPITALS, n)
+    key = uf.write_key_file(tmp_path / "key")
+    # a patient whose pseudonym ends in a zero byte (a numpy bytes array would silently drop it)
+    trailing_zero = next(f"Z{i}" for i in range(100000) if uf.pseudonymize([f"Z{i}"], key)[0].endswith("00"))
+    frame.loc[frame["patient"] == "P0", "patient"] = trailing_zero
+    for hospital, part in frame.groupby("hospital"):
+        part.drop(columns="hospital").to_csv(tmp_path / f"{hospital}.csv", index=False)
+    return tmp_path
+
+
+def in_process(files: pathlib.Path, net: nn.Module, **arguments) -> tuple[nn.Module, uldp.History]:
+    """uldp.fit on the silos' files concatenated in sorted name order, the pseudonyms as user ids."""
+    parts = [pd.read_csv(files / f"{h}.csv") for h in sorted(HOSPITALS)]
+    frame = pd.concat(parts)
+    silos = [h for h, part in zip(sorted(HOSPITALS), parts) for _ in range(len(part))]
+    users = uf.pseudonymize(frame["patient"], uf.read_key_file(files / "key"))
+    return uldp.fit(net, frame[FEATURES].to_numpy(np.float32), frame["label"].to_numpy(), user_ids=users,
+                    silo_ids=silos, loss=nn.CrossEntropyLoss(), **arguments)
+
+
+def flower_run(files: pathlib.Path, net: nn.Module, **arguments) -> tuple[np.ndarray, uf.UldpStrategy]:
+    from flwr.app import ArrayRecord
+
+    app = uf.silo_client_app(load, model, nn.CrossEntropyLoss())
+    grid = LocalGrid(app, [{"silo": h, "uldp-key-file": str(files / "key"), "data": str(files / f"{h}.csv")}
+                           for h in HOSPITALS])
+    rounds = arguments.pop("rounds")
+    strategy = uf.UldpStrategy(**arguments)
+    result = strategy.start(grid, ArrayRecord([uldp.flat_parameters(net).numpy()]), num_rounds=rounds)
+    return result.arrays.to_numpy_ndarrays()[0], strategy
+
+
+@pytest.mark.parametrize("method", ["ULDP-AVG-w", "ULDP-AVG"])
+def test_the_flower_federation_ends_at_the_in_process_model(hospital_files, method):
+    net = model()
+    settings = dict(method=method, sigma=1.0, q=0.8, local_epochs=2, batch_size=8, seed=5, rounds=2)
+    flower, strategy = flower_run(hospital_files, net, insecure_reproducible_noise=True, **settings)
+    trained, history = in_process(hospital_files, net, **settings)
+    np.testing.assert_array_equal(flower, uldp.flat_parameters(trained).numpy())
+    assert strategy.epsilons == history.column("epsilon")
+    noisy, _ = flower_run(hospital_files, net, **settings)  # the silos' own CSPRNG: other noise
+    assert not np.array_equal(noisy, flower)
+
+
+def test_silos_refuse_less_noise_than_their_floor(hospital_files):
+    from flwr.app import ArrayRecord
+
+    app = uf.silo_client_app(load, model, nn.CrossEntropyLoss())
+    grid = LocalGrid(app, [{"silo": h, "uldp-key-file": str(hospital_files / "key"),
+                            "data": str(hospital_files / f"{h}.csv"), "uldp-min-sigma": 2.0} for h in HOSPITALS])
+    strategy = uf.UldpStrategy(sigma=1.0, local_epochs=1)
+    with pytest.raises(RuntimeError, match="below this silo's floor"):
+        strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
+
+
+def test_pseudonyms_are_hmac_sha256_of_the_id_under_the_silo_key():
+    import hashlib
+    import hmac
+
+    key = bytes(range(32))
+    assert uf.pseudonymize(["P-7", 12], key) == [hmac.new(key, b"P-7", hashlib.sha256).hexdigest(),
+                                                 hmac.new(key, b"12", hashlib.sha256).hexdigest()]
+    assert uf.pseudonymize(["P-7"], key) != uf.pseudonymize(["P-7"], bytes(32))
+    with pytest.raises(ValueError, match="at least 32 random bytes"):
+        uf.pseudonymize(["P-7"], b"short")
+
+
+def test_sealed_histograms_open_only_under_the_key_and_for_the_silo_they_name():
+    key = uf.new_silo_key()
+    names = np.array(uf.pseudonymize(["a", "b"], key))
+    sealed = seal_histogram(names, np.array([3, 1]), key, silo="Royal")
+    opened = open_histogram(sealed, key, silo="Royal")
+    assert opened[0] == list(names) and opened[1].tolist() == [3, 1]
+    for other_key, silo, data in ((uf.new_silo_key(), "Royal", sealed), (key, "General", sealed),
+                                  (key, "Royal", sealed[:-1] + bytes([sealed[-1] ^ 1]))):
+        with pytest.raises(ValueError, match="does not open"):
+            open_histogram(data, other_key, silo=silo)
+
+
+def test_key_files_are_private_and_never_overwritten(tmp_path):
+    key = uf.write_key_file(tmp_path / "key")
+    assert uf.read_key_file(tmp_path / "key") == key
+    assert os.stat(tmp_path / "key").st_mode & 0o077 == 0
+    with pytest.raises(ValueError, match="exists already"):
+        uf.write_key_file(tmp_path / "key")

@@ -1,0 +1,152 @@
+"""The Flower deployment engine on loopback: a SuperLink and three SuperNodes as separate processes (no Ray,
+telemetry off, insecure local mode without TLS), each SuperNode a silo reading its own CSV file; `flwr run` submits
+the app. With the test-only reproducible noise, the model equals uldp.fit's on the same records."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from torch import nn
+
+import uldp
+
+from test_flower import FEATURES, HOSPITALS, hospital_files, in_process, model  # noqa: F401  (fixture)
+
+APP = '''
+import json
+import numpy as np, pandas as pd
+from torch import nn
+import uldp, uldp.flower as uf
+from flwr.app import ArrayRecord
+from flwr.serverapp import ServerApp
+
+def model():
+    return nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+
+def load(context):
+    frame = pd.read_csv(context.node_config["data"])
+    return uf.SiloData(frame[["a", "b", "c"]].to_numpy(np.float32), frame["label"].to_numpy(), frame["patient"])
+
+client = uf.silo_client_app(load, model, nn.CrossEntropyLoss())
+server = ServerApp()
+
+@server.main()
+def main(grid, context):
+    settings = json.loads(context.run_config["settings"])
+    initial = np.load(context.run_config["initial"])
+    strategy = uf.UldpStrategy(insecure_reproducible_noise=True, **settings)
+    result = strategy.start(grid, ArrayRecord([initial]), num_rounds=context.run_config["rounds"])
+    np.save(context.run_config["out"], result.arrays.to_numpy_ndarrays()[0])
+    with open(context.run_config["out"] + ".json", "w") as file:
+        json.dump({"epsilon": strategy.epsilons, "round_seconds": strategy.round_seconds}, file)
+'''
+
+PYPROJECT = '''
+[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "hospitalapp"
+version = "1.0.0"
+description = "uldp loopback test"
+license = "MIT"
+dependencies = []
+
+[tool.flwr.app]
+publisher = "uldp"
+
+[tool.flwr.app.components]
+serverapp = "hospital_app:server"
+clientapp = "hospital_app:client"
+
+[tool.flwr.app.config]
+rounds = 1
+settings = ""
+initial = ""
+out = ""
+'''
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def shim(folder: Path, name: str, module: str, function: str) -> None:
+    """An executable ``name`` that runs flwr's entry point with this interpreter (SuperLink and SuperNodes start
+    ``flower-superexec``, ``flwr-serverapp`` and ``flwr-clientapp`` from PATH)."""
+    path = folder / name
+    path.write_text(f"#!/bin/sh\nexec {sys.executable} -c \"import sys; from {module} import {function}; "
+                    f"sys.argv[0] = '{name}'; {function}()\" \"$@\"\n")
+    path.chmod(0o755)
+
+
+def test_superlink_and_supernodes_on_loopback_end_at_the_in_process_model(hospital_files, tmp_path):
+    bin_dir, app_dir, home = tmp_path / "bin", tmp_path / "app", tmp_path / "flwr-home"
+    for folder in (bin_dir, app_dir, home):
+        folder.mkdir()
+    for name, module, function in (("flwr", "flwr.cli.app", "app"),
+                                   ("flower-superlink", "flwr.superlink.cli", "flower_superlink"),
+                                   ("flower-supernode", "flwr.supernode.cli", "flower_supernode"),
+                                   ("flower-superexec", "flwr.supercore.cli", "flower_superexec"),
+                                   ("flwr-serverapp", "flwr.superlink.cli", "flwr_serverapp"),
+                                   ("flwr-clientapp", "flwr.supernode.cli", "flwr_clientapp")):
+        shim(bin_dir, name, module, function)
+    (app_dir / "hospital_app.py").write_text(APP)
+    (app_dir / "pyproject.toml").write_text(PYPROJECT)
+    link = free_port()
+    (home / "config.toml").write_text(f'[superlink]\ndefault = "local"\n[superlink.local]\n'
+                                      f'address = "127.0.0.1:{link}"\ninsecure = true\n')
+    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "FLWR_HOME": str(home),
+           "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    net = model()
+    np.save(tmp_path / "initial.npy", uldp.flat_parameters(net).numpy())
+    settings = dict(method="ULDP-AVG-w", sigma=1.0, q=0.8, local_epochs=2, batch_size=8, seed=5)
+    processes = []
+
+    def start(*command: str, log: str) -> None:
+        processes.append(subprocess.Popen(command, env=env, cwd=tmp_path, start_new_session=True,
+                                          stdout=open(tmp_path / log, "w"), stderr=subprocess.STDOUT))
+
+    try:
+        start(str(bin_dir / "flower-superlink"), "--insecure", "--disable-runtime-dependency-installation",
+              "--host", "127.0.0.1", "--port", str(link), log="superlink.log")
+        for number, hospital in enumerate(HOSPITALS):
+            config = (f'silo="{hospital}" data="{hospital_files / (hospital + ".csv")}" '
+                      f'uldp-key-file="{hospital_files / "key"}"')
+            start(str(bin_dir / "flower-supernode"), "--insecure", "--superlink", f"127.0.0.1:{link}", "--host",
+                  "127.0.0.1", "--port", str(free_port()), "--node-config", config, log=f"supernode{number}.log")
+        out = tmp_path / "out.npy"
+        overrides = tmp_path / "run-config.toml"
+        overrides.write_text(f"rounds = 1\nsettings = '{json.dumps(settings)}'\n"
+                             f"initial = '{tmp_path / 'initial.npy'}'\nout = '{out}'\n")
+        deadline = time.monotonic() + 60
+        while True:  # the SuperLink takes a few seconds to listen
+            run = subprocess.run([str(bin_dir / "flwr"), "run", str(app_dir), "local", "--run-config", str(overrides),
+                                  "--stream"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=540)
+            if "unavailable" not in run.stdout + run.stderr or time.monotonic() > deadline:
+                break
+            time.sleep(2)
+        logs = run.stdout[-3000:] + run.stderr[-3000:]
+        assert out.exists(), f"the ServerApp wrote no model; flwr run said:\n{logs}"
+    finally:
+        for process in processes:
+            os.killpg(process.pid, signal.SIGKILL)  # the session each Popen started: its SuperExec children too
+            process.wait()
+    trained, history = in_process(hospital_files, net, rounds=1, **settings)
+    np.testing.assert_array_equal(np.load(out), uldp.flat_parameters(trained).numpy())
+    report = json.loads(Path(str(out) + ".json").read_text())
+    assert report["epsilon"] == history.column("epsilon")
+    print(f"loopback Flower round: {report['round_seconds'][0]:.2f} s; in process: {history.rows[0]['seconds']:.2f} s")

@@ -1,0 +1,364 @@
+"""ULDP-AVG and ULDP-AVG-w on Flower's Message API: a server-side :class:`UldpStrategy` and :func:`silo_client_app`.
+
+Stages (all messages of type ``query.uldp`` except the rounds, ``train``):
+
+1. ``hello`` (server -> every SuperNode): each silo loads *its own* records and patient ids from its own files
+   (``load(context)``), replaces the ids by keyed pseudonyms (:func:`uldp.flower.pseudonyms.pseudonymize`) and
+   answers with its name, its record count and its ``(pseudonym, n_su)`` histogram sealed for the other silos.
+2. ``federation`` (server -> every silo): silos are numbered in sorted order of their names; silo ``s``'s records
+   get the ids ``offset_s + i`` (offsets: the record counts of the silos before it); the server relays every sealed
+   histogram. Each silo opens them, numbers the users in sorted order of their pseudonyms (|U| of them), keeps
+   ``n[s, u]`` in its context state (node-local) and answers |U| and a digest of the user list; the server checks
+   that all silos agree.
+3. Rounds ``t = 1..T`` (``train``): the server samples users (Poisson, rate ``q``, Algorithm 4 line 4) and sends
+   the model and the sampled users; each silo answers ``sum_u w_su clip(Delta_su) + z_s`` (Algorithm 3 lines 8-19)
+   with its noise ``z_s`` and record order drawn from its own CSPRNG-seeded stream; the server sums the answers
+   and steps ``x + eta_g / (q |U| |S|) * sum`` (Algorithm 3 line 6). The epsilon of Theorem 3 (sub-sampled,
+   Lemma 7) after each round is in the strategy's result.
+
+So the run equals :func:`uldp.fit` on the concatenation of the silos' records (silos in sorted name order) with
+the pseudonyms as user ids and the strategy's seed -- exactly when ``insecure_reproducible_noise`` makes the silos
+draw from that seed too (tests and the book only: whoever knows the seed can subtract the noise).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+#: The message type of the setup stages (a ``ClientApp`` query action).
+SETUP_ACTION = "uldp"
+#: The node_config keys a SuperNode sets: ``--node-config 'silo="Hospital A" uldp-key-file="/secure/key"'``.
+SILO_KEY, KEY_FILE_KEY = "silo", "uldp-key-file"
+#: Optional node_config floor on sigma (a silo refuses rounds with less noise than its operator allows).
+MIN_SIGMA_KEY = "uldp-min-sigma"
+SUPPORTED = ("ULDP-AVG", "ULDP-AVG-w")
+
+
+@dataclass(frozen=True)
+class SiloData:
+    """One silo's own records, as its ``load(context)`` returns them.
+
+    Attributes:
+        x: Records ``[n, ...]`` (tensor, array or DataFrame).
+        y: Targets ``[n, ...]``.
+        patient_ids: The raw patient id of each record (pseudonymized inside the silo, never sent).
+    """
+
+    x: Any
+    y: Any
+    patient_ids: Any
+
+
+def _records(values: dict) -> Any:
+    from flwr.app import ConfigRecord, RecordDict
+
+    return RecordDict({"uldp": ConfigRecord(values)})
+
+
+def _config(message: Any) -> dict:
+    return dict(message.content["uldp"])
+
+
+def _round_seed(seed: int, server_round: int) -> np.random.SeedSequence:
+    from uldp.methods.base import seed_stream
+    from uldp.simulation import ROUNDS_STREAM
+
+    return seed_stream(np.random.SeedSequence(seed), ROUNDS_STREAM, server_round - 1)
+
+
+def _check_reply(reply: Any) -> None:
+    if reply.has_error():
+        raise RuntimeError(f"silo node {reply.metadata.src_node_id} failed: {reply.error.reason}")
+
+
+def _strategy_base() -> type:
+    from flwr.serverapp.strategy import Strategy
+
+    return Strategy
+
+
+class UldpStrategy(_strategy_base()):  # type: ignore[misc]
+    """The server side of ULDP-AVG / ULDP-AVG-w (Algorithms 3-4) as a Flower ``Strategy``.
+
+    Args:
+        method: ``"ULDP-AVG-w"`` (enhanced weights, Eq. 4) or ``"ULDP-AVG"`` (uniform weights).
+        sigma: Noise multiplier (``uldp.accounting.sigma_for_epsilon`` turns a target epsilon into one).
+        q: User-level Poisson sampling rate (Algorithm 4).
+        delta: Target delta of the reported epsilon.
+        global_lr, local_lr, clip, local_epochs, batch_size: As in :func:`uldp.fit` (the same defaults).
+        seed: The seed of the server's user sampling (``None``: from the OS CSPRNG).
+        insecure_reproducible_noise: Tests and book only: send ``seed`` to the silos so that their noise and
+            record order come from it, making the run equal :func:`uldp.fit`'s. Whoever knows the seed can remove
+            the noise: never in a real federation.
+
+    Raises:
+        ValueError: Another method or bad hyperparameters.
+    """
+
+    def __init__(self, *, method: str = "ULDP-AVG-w", sigma: float, q: float = 1.0, delta: float = 1e-5,
+                 global_lr: float | None = None, local_lr: float | None = None, clip: float | None = None,
+                 local_epochs: int | None = None, batch_size: int | None = None, seed: int | None = None,
+                 insecure_reproducible_noise: bool = False) -> None:
+        from uldp.checks import check_integer
+        from uldp.fitting import DEFAULTS
+        from uldp.methods import Hyperparameters, make_method, parse_method
+
+        spec = parse_method(method)
+        if spec.name not in SUPPORTED:
+            raise ValueError(f"UldpStrategy runs {' or '.join(SUPPORTED)}, not {spec.name}")
+        chosen = {"global_lr": global_lr, "local_lr": local_lr, "clip": clip, "local_epochs": local_epochs,
+                  "batch_size": batch_size}
+        values = {name: DEFAULTS[name] if value is None else value for name, value in chosen.items()}
+        self.hp = Hyperparameters(**values, sigma=sigma, delta=delta, q=q)
+        self.method = make_method(spec.name, self.hp)
+        self.seed = secrets.randbits(63) if seed is None else check_integer("seed", seed, minimum=0)
+        self.insecure_reproducible_noise = bool(insecure_reproducible_noise)
+        self.nodes: list[int] = []
+        self.n_users = 0
+        self.epsilons: list[float] = []
+        self.round_seconds: list[float] = []
+
+    # ---------------------------------------------------------------------------------------------- setup --
+    def setup(self, grid: Any, *, timeout: float = 600.0) -> None:
+        """Stages 1-2: learn the silos, relay the sealed histograms, agree on |U| (see the module docstring).
+
+        Raises:
+            RuntimeError: A silo failed, two silos share a name, or the silos disagree on the users.
+        """
+        nodes = list(grid.get_node_ids())
+        replies = self._ask(grid, {node: {"stage": "hello"} for node in nodes}, timeout)
+        silos = {node: _config(reply) for node, reply in replies.items()}
+        names = [silos[node]["silo"] for node in nodes]
+        if len(set(names)) != len(names):
+            raise RuntimeError(f"two SuperNodes claim the same silo name: {sorted(names)}")
+        self.nodes = sorted(nodes, key=lambda node: silos[node]["silo"])
+        counts = [int(silos[node]["records"]) for node in self.nodes]
+        offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
+        shared = {"stage": "federation", "names": [silos[n]["silo"] for n in self.nodes],
+                  "sealed": [silos[n]["sealed"] for n in self.nodes], "total_records": int(sum(counts))}
+        replies = self._ask(grid, {node: {**shared, "index": s, "offset": int(offsets[s])}
+                                   for s, node in enumerate(self.nodes)}, timeout)
+        agreed = {(int(_config(r)["n_users"]), _config(r)["users_digest"]) for r in replies.values()}
+        if len(agreed) != 1:
+            raise RuntimeError("the silos disagree on the users (another key, or a tampered relay)")
+        self.n_users = agreed.pop()[0]
+
+    def _ask(self, grid: Any, contents: dict[int, dict], timeout: float) -> dict[int, Any]:
+        messages = [grid.create_message(_records(content), f"query.{SETUP_ACTION}", node, "setup")
+                    for node, content in contents.items()]
+        replies = {reply.metadata.src_node_id: reply for reply in grid.send_and_receive(messages, timeout=timeout)}
+        for reply in replies.values():
+            _check_reply(reply)
+        if set(replies) != set(contents):
+            raise RuntimeError(f"silo nodes {sorted(set(contents) - set(replies))} did not answer in {timeout} s")
+        return replies
+
+    def start(self, grid: Any, initial_arrays: Any, num_rounds: int = 3, timeout: float = 3600, **kwargs: Any) -> Any:
+        """Set up the federation (stages 1-2), then Flower's round loop (stage 3); returns Flower's ``Result``
+        with the final model in ``result.arrays`` and each round's epsilon in ``result.train_metrics_clientapp``."""
+        self.setup(grid, timeout=timeout)
+        return super().start(grid, initial_arrays, num_rounds, timeout, **kwargs)
+
+    # --------------------------------------------------------------------------------------------- rounds --
+    def configure_train(self, server_round: int, arrays: Any, config: Any, grid: Any) -> Iterable[Any]:
+        """Sample users (Algorithm 4 line 4) and send the model, the sampled users and the settings to every silo."""
+        from flwr.app import ArrayRecord, RecordDict
+
+        sampled = self.method.sample_users(self.n_users, _round_seed(self.seed, server_round))
+        settings = {"round": server_round, "sampled": np.packbits(sampled).tobytes(), "method": self.method.spec.name,
+                    "local_lr": self.hp.local_lr, "local_epochs": self.hp.local_epochs,
+                    "batch_size": self.hp.batch_size, "clip": self.hp.clip, "sigma": self.hp.sigma, "q": self.hp.q}
+        if self.insecure_reproducible_noise:
+            settings["insecure_seed"] = self.seed
+        self._params = arrays.to_numpy_ndarrays()[0]
+        self._tick = time.perf_counter()
+        return [grid.create_message(RecordDict({"arrays": ArrayRecord([self._params]), **_records(settings)}),
+                                    "train", node, str(server_round)) for node in self.nodes]
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Any]) -> tuple[Any, Any]:
+        """``x + eta_g / (q |U| |S|) * sum_s update_s`` in silo order (Algorithm 3 line 6); epsilon (Theorem 3)."""
+        import torch
+        from flwr.app import ArrayRecord, MetricRecord
+
+        answers = {}
+        for reply in replies:
+            _check_reply(reply)
+            answers[reply.metadata.src_node_id] = reply.content["arrays"].to_numpy_ndarrays()[0]
+        if set(answers) != set(self.nodes):
+            raise RuntimeError(f"round {server_round}: silo nodes {sorted(set(self.nodes) - set(answers))} missing")
+        total = torch.zeros(self._params.size, dtype=torch.float32)
+        for node in self.nodes:
+            update = answers[node]
+            if update.shape != self._params.shape or not np.isfinite(update).all():
+                raise RuntimeError(f"round {server_round}: silo node {node} sent a bad update {update.shape}")
+            total += torch.from_numpy(update)
+        params = self.method.server_step(torch.from_numpy(self._params), total, n_users=self.n_users,
+                                         n_silos=len(self.nodes))
+        epsilon = self.method.epsilon(None, server_round)
+        self.epsilons.append(epsilon)
+        self.round_seconds.append(time.perf_counter() - self._tick)
+        return ArrayRecord([params.numpy()]), MetricRecord({"epsilon": epsilon})
+
+    def configure_evaluate(self, server_round: int, arrays: Any, config: Any, grid: Any) -> Iterable[Any]:
+        """No federated evaluation (a test set at the silos would be a release the budget does not cover)."""
+        return []
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Any]) -> Any:
+        """Nothing to aggregate."""
+        return None
+
+    def summary(self) -> None:
+        """Log the method and its settings."""
+        from flwr.common.logger import log
+
+        log(20, "%s: sigma=%s q=%s delta=%s %s", self.method.spec.name, self.hp.sigma, self.hp.q, self.hp.delta,
+            "(INSECURE reproducible noise)" if self.insecure_reproducible_noise else "")
+
+
+# ------------------------------------------------------------------------------------------------- the silo --
+def _silo_view(load: Callable[[Any], SiloData], model: Callable[[], Any], loss: Any, context: Any) -> dict:
+    """Load this silo's records, check them as :func:`uldp.fit` does, and pseudonymize its patient ids."""
+    import torch
+
+    from uldp.fitting import _features, _targets, check_module, weighted_loss
+    from uldp.flower.pseudonyms import pseudonymize, read_key_file
+
+    if SILO_KEY not in context.node_config or KEY_FILE_KEY not in context.node_config:
+        raise ValueError(f"the SuperNode needs --node-config '{SILO_KEY}=\"<name>\" {KEY_FILE_KEY}=\"<path>\"'")
+    data = load(context)
+    if not isinstance(data, SiloData):
+        raise ValueError(f"load(context) must return uldp.flower.SiloData, got {type(data).__name__}")
+    net = model()
+    check_module(net)
+    loss_fn = weighted_loss(loss)
+    dtype = next(p.dtype for p in net.parameters() if p.requires_grad)
+    x = _features("x", data.x, dtype)
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        outputs = net.eval()(x[:2])
+    y = _targets("y", data.y, int(x.shape[0]), loss_fn, outputs, dtype)
+    ids = list(data.patient_ids.tolist() if hasattr(data.patient_ids, "tolist") else data.patient_ids)
+    if len(ids) != x.shape[0]:
+        raise ValueError(f"patient_ids has {len(ids)} ids, x has {x.shape[0]} records")
+    pseudonyms = np.array(pseudonymize(ids, read_key_file(context.node_config[KEY_FILE_KEY])))
+    return {"name": str(context.node_config[SILO_KEY]), "model": net, "loss": loss_fn, "x": x, "y": y,
+            "pseudonyms": pseudonyms, "key": read_key_file(context.node_config[KEY_FILE_KEY])}
+
+
+def _hello(view: dict) -> dict:
+    from uldp.flower.pseudonyms import seal_histogram
+
+    names, counts = np.unique(view["pseudonyms"], return_counts=True)
+    return {"silo": view["name"], "records": int(view["x"].shape[0]),
+            "sealed": seal_histogram(names, counts, view["key"], silo=view["name"])}
+
+
+def _federation(view: dict, settings: dict, context: Any) -> dict:
+    """Open every silo's histogram, number the users, keep ``n[s, u]`` in the node-local context state."""
+    from flwr.app import ArrayRecord, ConfigRecord
+
+    from uldp.flower.pseudonyms import open_histogram
+
+    names = list(settings["names"])
+    index = int(settings["index"])
+    if names[index] != view["name"] or sorted(names) != names:
+        raise ValueError(f"the server placed silo {view['name']!r} at {index} of {names}")
+    histograms = [open_histogram(sealed, view["key"], silo=name) for name, sealed in zip(names, settings["sealed"])]
+    users = np.array(sorted(set().union(*(set(h[0]) for h in histograms))))
+    counts = np.zeros((len(names), users.size), dtype=np.int64)
+    for s, (pseudonyms, n) in enumerate(histograms):
+        counts[s, np.searchsorted(users, pseudonyms)] = n
+    own = np.unique(view["pseudonyms"], return_counts=True)
+    if not np.array_equal(counts[index, np.searchsorted(users, own[0])], own[1]):
+        raise ValueError("the relayed histogram of this silo is not the one it sent")
+    context.state["uldp"] = ConfigRecord({"index": index, "n_silos": len(names), "offset": int(settings["offset"]),
+                                          "total_records": int(settings["total_records"]), "n_users": int(users.size)})
+    # the user list as raw bytes [U, 32] (a numpy "S" array would drop a digest's trailing zero bytes)
+    digests = np.frombuffer(b"".join(bytes.fromhex(u) for u in users), dtype=np.uint8).reshape(users.size, -1)
+    context.state["uldp_arrays"] = ArrayRecord([counts, digests])
+    digest = hashlib.sha256(b"".join(bytes.fromhex(u) for u in users)).hexdigest()
+    return {"n_users": int(users.size), "users_digest": digest}
+
+
+def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> np.ndarray:
+    """This silo's ``sum_u w_su clip(Delta_su) + z_s`` for the round (Algorithm 3 lines 8-19)."""
+    import torch
+
+    from uldp.data.base import Allocation
+    from uldp.methods import Federation, Hyperparameters, make_method
+
+    if "uldp" not in context.state:
+        raise ValueError("a training round before the federation stage (the strategy runs setup first)")
+    state = dict(context.state["uldp"])
+    counts, digests = context.state["uldp_arrays"].to_numpy_ndarrays()
+    users = np.array([row.tobytes().hex() for row in digests])
+    codes = np.searchsorted(users, view["pseudonyms"])
+    if not np.array_equal(users[np.minimum(codes, users.size - 1)], view["pseudonyms"]):
+        raise ValueError("this silo's patients are not all in the federation's user list (its files changed since "
+                         "the federation stage?)")
+    floor = context.node_config.get(MIN_SIGMA_KEY)
+    if floor is not None and float(settings["sigma"]) < float(floor):
+        raise ValueError(f"sigma={settings['sigma']} is below this silo's floor {floor} ({MIN_SIGMA_KEY})")
+    if settings["method"] not in SUPPORTED:
+        raise ValueError(f"method {settings['method']!r} is not one of {SUPPORTED}")
+    hp = Hyperparameters(global_lr=1.0, local_lr=settings["local_lr"], local_epochs=settings["local_epochs"],
+                         batch_size=settings["batch_size"], clip=settings["clip"], sigma=settings["sigma"],
+                         q=settings["q"])
+    method = make_method(settings["method"], hp)
+    n, index = int(view["x"].shape[0]), int(state["index"])
+    allocation = Allocation(codes, np.full(n, index), int(state["n_users"]), int(state["n_silos"]), "flower", 0)
+    federation = Federation(view["model"], view["loss"], view["x"], view["y"], allocation,
+                            record_ids=state["offset"] + np.arange(n), n_ids=int(state["total_records"]))
+    sampled = np.unpackbits(np.frombuffer(settings["sampled"], dtype=np.uint8))[: int(state["n_users"])].astype(bool)
+    if "insecure_seed" in settings:  # tests and book only: noise the server can recompute
+        round_seed = _round_seed(int(settings["insecure_seed"]), int(settings["round"]))
+    else:  # the silo's own randomness: the server never learns what seeds the noise (see issue 25)
+        round_seed = np.random.SeedSequence(secrets.randbits(128))
+    view["model"].train()
+    update = method.silo_update(torch.from_numpy(params.copy()), federation, round_seed, index, sampled=sampled,
+                                counts=counts)
+    return update.detach().numpy().astype(params.dtype)
+
+
+def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], loss: Any) -> Any:
+    """A Flower ``ClientApp`` for one silo of a ULDP-AVG(-w) federation (the partner of :class:`UldpStrategy`).
+
+    The SuperNode of each silo runs with ``--node-config 'silo="<its name>" uldp-key-file="<path>"'`` (the key
+    from :func:`uldp.flower.pseudonyms.write_key_file`, the same file content at every silo, never at the server)
+    and optionally ``uldp-min-sigma=<floor>``.
+
+    Args:
+        load: ``context -> SiloData``: this silo's own records and raw patient ids, from its own files (read
+            ``context.node_config`` for the path).
+        model: Builds the architecture (its weights come from the server each round).
+        loss: As in :func:`uldp.fit`.
+
+    Returns:
+        The ``ClientApp``; its state (silo number, ``n[s, u]``, the user list) lives in the node's context state.
+    """
+    from flwr.app import ArrayRecord, Message, RecordDict
+    from flwr.clientapp import ClientApp
+
+    app = ClientApp()
+
+    @app.query(SETUP_ACTION)
+    def setup(message: Any, context: Any) -> Any:
+        settings = _config(message)
+        view = _silo_view(load, model, loss, context)
+        answer = _hello(view) if settings["stage"] == "hello" else _federation(view, settings, context)
+        return Message(_records(answer), reply_to=message)
+
+    @app.train()
+    def train(message: Any, context: Any) -> Any:
+        view = _silo_view(load, model, loss, context)
+        params = message.content["arrays"].to_numpy_ndarrays()[0]
+        update = _train(view, _config(message), params, context)
+        return Message(RecordDict({"arrays": ArrayRecord([update])}), reply_to=message)
+
+    return app

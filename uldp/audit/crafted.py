@@ -28,6 +28,7 @@ the method's aggregation serves thousands of runs (the aggregation is linear per
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -121,31 +122,33 @@ def claimed_epsilon(method: object, federation: Federation, rounds: int, claim: 
     return method.epsilon(federation, rounds)
 
 
-def calibrate_sigma(name: str, hp: Hyperparameters, setting: CraftedSetting, *, epsilon: float, claim: str = "user",
-                    seed: int = 0) -> float:
-    """The noise multiplier at which ``name`` claims ``epsilon`` after ``setting.rounds`` rounds (matched claims).
+def calibrate_sigma(name: str, hp: Hyperparameters, federation: Federation, *, rounds: int, epsilon: float,
+                    claim: str = "user", seed: int = 0) -> float:
+    """The noise multiplier at which ``name`` claims ``epsilon`` after ``rounds`` rounds (matched claims).
 
     Solves ``claimed_epsilon(sigma) = epsilon`` with Brent's method on ``log sigma`` using the method's own
-    accountant, rounded up so the claim never exceeds ``epsilon``.
+    accountant on ``federation`` prepared by the method (ULDP-GROUP-k's flags), rounded up so the claim never
+    exceeds ``epsilon``.
 
     Raises:
         ValueError: DEFAULT (no claim), or a target out of reach for sigma in [0.05, 1000].
     """
     epsilon = check_positive("epsilon", epsilon)
-    federation = audit_federation(setting, 1, seed)
 
     def gap(log_sigma: float) -> float:
         method = make_method(name, replace(hp, sigma=math.exp(log_sigma)))
         prepared = method.prepare(federation, seed_stream(np.random.SeedSequence(seed), PREPARE_STREAM))
-        claimed = claimed_epsilon(method, prepared, setting.rounds, claim)
+        claimed = claimed_epsilon(method, prepared, rounds, claim)
         if claimed is None:
             raise ValueError(f"{name} claims no epsilon; there is no sigma to calibrate")
         return math.log(claimed / epsilon)
 
     low, high = math.log(0.05), math.log(1000.0)
-    if gap(low) < 0 or gap(high) > 0:
-        raise ValueError(f"epsilon={epsilon!r} is out of reach of {name} for sigma in [0.05, 1000]")
-    return math.exp(optimize.brentq(gap, low, high, xtol=1e-9)) * (1 + 1e-6)
+    with warnings.catch_warnings():  # the accountant warns at the bracket's extreme sigmas; irrelevant here
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if gap(low) < 0 or gap(high) > 0:
+            raise ValueError(f"epsilon={epsilon!r} is out of reach of {name} for sigma in [0.05, 1000]")
+        return math.exp(optimize.brentq(gap, low, high, xtol=1e-9)) * (1 + 1e-6)
 
 
 def _background_updates(rng: torch.Generator, runs: int, users: int, dims: int, clip: float) -> torch.Tensor:

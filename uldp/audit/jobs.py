@@ -15,8 +15,8 @@ Kinds of job:
 - ``canary="natural"`` (:mod:`uldp.audit.natural`): real training, final-model loss; one-run estimator on the
   standardised scores of ``canaries`` canaries in each of ``runs`` runs.
 
-``level="user"`` canaries hold ``r`` records in each of ``k`` silos; ``level="record"`` canaries one record in one
-silo (the record-level comparison). ``claim="record"`` reads ULDP-GROUP-k's record-level epsilon instead of its
+``level="user"`` canaries hold ``r`` records in each of the 3 silos, ``"user-2"`` in 2 of them (where uniform and
+enhanced weights differ); ``level="record"`` canaries one record in one silo (the record-level comparison). ``claim="record"`` reads ULDP-GROUP-k's record-level epsilon instead of its
 user-level one: the method is then plain record-level DP-SGD with its record-level promise.
 """
 
@@ -43,6 +43,8 @@ from uldp.methods.base import seed_stream
 
 #: Version of the audit result layout.
 SCHEMA_VERSION = 1
+#: Canary levels: a user with 2 records in each of the 3 silos, the same in 2 of the 3 silos, or a single record.
+LEVELS = ("user", "user-2", "record")
 #: Profiles of the audit jobs (the chapter's parameter).
 PROFILES = ("smoke", "default")
 #: Hyperparameters of crafted audits (``sigma`` is calibrated per job to the claimed epsilon).
@@ -65,7 +67,7 @@ def job(method: str, *, claim: str | None, epsilon: float | None, canary: str = 
         claim: ``"user"``, ``"record"`` (ULDP-GROUP-k) or ``None`` (DEFAULT: no claim, ``epsilon`` ``None``).
         epsilon: The claimed epsilon the method's sigma is calibrated to.
         canary: ``"crafted"`` or ``"natural"``.
-        level: ``"user"`` or ``"record"`` canaries.
+        level: One of :data:`LEVELS`.
         estimator: ``"many"`` or ``"one"`` (natural canaries: ``"one"`` only).
         runs: Independent runs.
         canaries: Canaries per run (``"many"``: 1).
@@ -78,7 +80,7 @@ def job(method: str, *, claim: str | None, epsilon: float | None, canary: str = 
     """
     make_method(method, CRAFTED_HP)  # the name must be in the registry
     for name, value, allowed in (("claim", claim, ("user", "record", None)), ("canary", canary, ("crafted", "natural")),
-                                 ("level", level, ("user", "record")), ("estimator", estimator, ("many", "one"))):
+                                 ("level", level, LEVELS), ("estimator", estimator, ("many", "one"))):
         if value not in allowed:
             raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
     if (claim is None) != (epsilon is None):
@@ -97,13 +99,15 @@ def job(method: str, *, claim: str | None, epsilon: float | None, canary: str = 
 
 
 def crafted_setting(level: str) -> CraftedSetting:
-    """The crafted audit's federation: 3 silos, a user canary with 2 records in each, or a single-record canary."""
-    return CraftedSetting() if level == "user" else CraftedSetting(canary_records=1, canary_silos=1)
+    """The crafted audit's federation (3 silos) and canary of ``level`` (one of :data:`LEVELS`)."""
+    return {"user": CraftedSetting(), "user-2": CraftedSetting(canary_silos=2),
+            "record": CraftedSetting(canary_records=1, canary_silos=1)}[level]
 
 
 def natural_setting(level: str) -> NaturalSetting:
-    """The natural audit's federation (synthetic data): user canaries in 3 silos, or single-record canaries."""
-    return NaturalSetting() if level == "user" else NaturalSetting(canary_records=1, canary_silos=1)
+    """The natural audit's federation (synthetic data, 3 silos) and canary of ``level`` (one of :data:`LEVELS`)."""
+    return {"user": NaturalSetting(), "user-2": NaturalSetting(canary_silos=2),
+            "record": NaturalSetting(canary_records=1, canary_silos=1)}[level]
 
 
 def _roc(scores_in: np.ndarray, scores_out: np.ndarray) -> list[float]:
@@ -243,14 +247,15 @@ def profile_jobs(profile: str) -> list[dict[str, Any]]:
 
     ``default``: crafted user canaries, many-run estimator, for each audited method at claimed epsilon 1, 2, 4, 8
     (ULDP-AVG with 600,000 runs, the others 100,000) and DEFAULT; the one-run estimator (2000 canaries, one run)
-    for each at epsilon 4; single-record canaries for record-level DP-SGD and ULDP-AVG at 4; natural canaries
+    for each at epsilon 4; single-record canaries for record-level DP-SGD and ULDP-AVG at 4; ULDP-AVG and
+    ULDP-AVG-w with the canary in 2 of the 3 silos at 4; natural canaries
     (40 runs of 8) for each at 4 and DEFAULT. ``smoke``: the same shape at epsilon 4 only, far fewer runs.
     """
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
     smoke = profile == "smoke"
     epsilons = (4.0,) if smoke else (1.0, 2.0, 4.0, 8.0)
-    many = 8000 if smoke else 100_000
+    many = 4000 if smoke else 100_000
     jobs = []
     for method, claim in AUDITED:
         for epsilon in epsilons:
@@ -258,9 +263,11 @@ def profile_jobs(profile: str) -> list[dict[str, Any]]:
             jobs.append(job(method, claim=claim, epsilon=epsilon, runs=runs))
     jobs.append(job("DEFAULT", claim=None, epsilon=None, runs=many))
     for method, claim in AUDITED:
-        jobs.append(job(method, claim=claim, epsilon=4.0, estimator="one", runs=1, canaries=500 if smoke else 2000))
+        jobs.append(job(method, claim=claim, epsilon=4.0, estimator="one", runs=1, canaries=300 if smoke else 2000))
     for method, claim in (("ULDP-GROUP-max", "record"), ("ULDP-AVG", "user")):
         jobs.append(job(method, claim=claim, epsilon=4.0, level="record", runs=many))
+    for method in ("ULDP-AVG", "ULDP-AVG-w"):
+        jobs.append(job(method, claim="user", epsilon=4.0, level="user-2", runs=many))
     for method, claim in AUDITED + (("DEFAULT", None),):
         jobs.append(job(method, claim=claim, epsilon=None if claim is None else 4.0, canary="natural",
                         estimator="one", runs=2 if smoke else 40, canaries=8))

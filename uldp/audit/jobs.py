@@ -16,8 +16,9 @@ Kinds of job:
   standardised scores of ``canaries`` canaries in each of ``runs`` runs.
 
 ``level="user"`` canaries hold ``r`` records in each of the 3 silos, ``"user-2"`` in 2 of them (where uniform and
-enhanced weights differ); ``level="record"`` canaries one record in one silo (the record-level comparison). ``claim="record"`` reads ULDP-GROUP-k's record-level epsilon instead of its
-user-level one: the method is then plain record-level DP-SGD with its record-level promise.
+enhanced weights differ); ``level="record"`` canaries one record in one silo (the record-level comparison).
+``claim="record"`` reads ULDP-GROUP-k's record-level epsilon instead of its user-level one: the method is then plain
+record-level DP-SGD with its record-level promise.
 """
 
 from __future__ import annotations

@@ -256,7 +256,7 @@ def profile_jobs(profile: str) -> list[dict[str, Any]]:
         raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
     smoke = profile == "smoke"
     epsilons = (4.0,) if smoke else (1.0, 2.0, 4.0, 8.0)
-    many = 4000 if smoke else 100_000
+    many = 3000 if smoke else 100_000
     jobs = []
     for method, claim in AUDITED:
         for epsilon in epsilons:
@@ -271,7 +271,7 @@ def profile_jobs(profile: str) -> list[dict[str, Any]]:
         jobs.append(job(method, claim="user", epsilon=4.0, level="user-2", runs=many))
     for method, claim in AUDITED + (("DEFAULT", None),):
         jobs.append(job(method, claim=claim, epsilon=None if claim is None else 4.0, canary="natural",
-                        estimator="one", runs=2 if smoke else 12, canaries=8))
+                        estimator="one", runs=1 if smoke else 12, canaries=8))
     return jobs
 
 

@@ -156,3 +156,11 @@ def test_crafted_scores_refuse_bad_input_and_reproduce() -> None:
     first, _ = crafted_scores(method, CraftedSetting(), included, seed=7)
     again, _ = crafted_scores(method, CraftedSetting(), included, seed=7)
     np.testing.assert_array_equal(first, again)
+
+
+@pytest.mark.parametrize("name", ["ULDP-SGD", "ULDP-SGD-w", "ULDP-GROUP-2", "ULDP-GROUP-median"])
+def test_every_other_registered_method_stays_below_its_user_level_claim(name: str) -> None:
+    """ULDP-GROUP-k's flags keep at most k of the canary's 6 records; its user-level claim covers them."""
+    setting = CraftedSetting()
+    method = calibrated(name, setting)
+    assert audit(method, setting, runs=6000) <= CLAIM

@@ -146,8 +146,8 @@ def many_run_bound(scores_in: Sequence[float] | np.ndarray, scores_out: Sequence
     n_in, n_out = inside.size, outside.size
     true_pos = n_in - np.searchsorted(np.sort(inside), thresholds, side="left")
     false_pos = n_out - np.searchsorted(np.sort(outside), thresholds, side="left")
-    tpr_lo, tpr_hi = clopper_pearson(true_pos, n_in, level=level)
-    fpr_lo, fpr_hi = clopper_pearson(false_pos, n_out, level=level)
+    tpr_lo, _ = clopper_pearson(true_pos, n_in, level=level)
+    _, fpr_hi = clopper_pearson(false_pos, n_out, level=level)
     tpr, fpr = true_pos / n_in, false_pos / n_out
     best = ManyRunBound(0.0, 0.0, float(thresholds[0]), "high", float(tpr[0]), float(fpr[0]), n_in, n_out,
                         confidence, delta)

@@ -250,7 +250,7 @@ def profile_jobs(profile: str) -> list[dict[str, Any]]:
     (ULDP-AVG with 600,000 runs, the others 100,000) and DEFAULT; the one-run estimator (2000 canaries, one run)
     for each at epsilon 4; single-record canaries for record-level DP-SGD and ULDP-AVG at 4; ULDP-AVG and
     ULDP-AVG-w with the canary in 2 of the 3 silos at 4; natural canaries
-    (12 runs of 8) for each at 4 and DEFAULT. ``smoke``: the same shape at epsilon 4 only, far fewer runs.
+    (100 runs of 8) for each at 4 and DEFAULT. ``smoke``: the same shape at epsilon 4 only, far fewer runs.
     """
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
@@ -271,7 +271,7 @@ def profile_jobs(profile: str) -> list[dict[str, Any]]:
         jobs.append(job(method, claim="user", epsilon=4.0, level="user-2", runs=many))
     for method, claim in AUDITED + (("DEFAULT", None),):
         jobs.append(job(method, claim=claim, epsilon=None if claim is None else 4.0, canary="natural",
-                        estimator="one", runs=1 if smoke else 12, canaries=8))
+                        estimator="one", runs=1 if smoke else 100, canaries=8))
     return jobs
 
 

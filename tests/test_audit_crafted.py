@@ -164,3 +164,37 @@ def test_every_other_registered_method_stays_below_its_user_level_claim(name: st
     setting = CraftedSetting()
     method = calibrated(name, setting)
     assert audit(method, setting, runs=6000) <= CLAIM
+
+
+@pytest.mark.parametrize("name", ["ULDP-AVG", "ULDP-AVG-w"])
+def test_simulated_round_is_the_methods_own_clean_update(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With local training replaced by the simulation's own updates, ``method.clean_update`` (the library's
+    Algorithm 3: per-user deltas, clip_rows, weights, weighted sum) gives the simulated round's aggregate."""
+    import torch
+
+    from uldp.audit import crafted
+    from uldp.methods import uldp_avg
+
+    setting = CraftedSetting(canary_silos=2, canary_norm=3.0)
+    method = make_method(name, replace(HP, sigma=1e-12))  # noise negligible: compare the clean sums
+    federation = audit_federation(setting, 2, seed=0)
+    included = torch.tensor([[True, False]])
+    dims = 2 + crafted.BACKGROUND_DIMS
+    simulated = crafted._user_level_round(method, federation, included, dims, setting.canary_norm,
+                                          torch.Generator().manual_seed(5))
+    replay = torch.Generator().manual_seed(5)
+    torch.rand((1, federation.n_users), generator=replay)  # the user-sampling draw comes first
+    background = federation.n_users - 2
+    updates = [torch.cat([crafted._background_updates(replay, 1, background, dims, HP.clip),
+                          crafted._canary_updates(included, dims, setting.canary_norm * HP.clip)], dim=1)[0]
+               for _ in range(setting.n_silos)]
+    silo_of_call = iter(range(setting.n_silos))
+
+    def crafted_training(fed, params, groups, hp, keys, seed):  # the updates of the users of this silo's groups
+        users = [int(fed.allocation.user[group[0]]) for group in groups]
+        return updates[next(silo_of_call)][users].to(params.dtype)
+
+    monkeypatch.setattr(uldp_avg, "silo_training", crafted_training)
+    federation = federation.keep(~np.isin(federation.allocation.user, [federation.n_users - 1]))  # canary 1 out
+    library = method.clean_update(torch.zeros(dims, dtype=torch.float32), federation, np.random.SeedSequence(0))
+    torch.testing.assert_close(simulated, library, atol=1e-5, rtol=1e-5)

@@ -25,6 +25,8 @@ def test_job_validates_its_values() -> None:
         job("ULDP-AVG", claim="user", epsilon=1.0, runs=10, canaries=5)
     with pytest.raises(ValueError, match="runs must be"):
         job("ULDP-AVG", claim="user", epsilon=1.0, runs=0)
+    with pytest.raises(ValueError, match="confidence"):
+        job("ULDP-AVG", claim="user", epsilon=1.0, runs=10, confidence=1.5)
 
 
 def test_run_jobs_stores_with_provenance_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

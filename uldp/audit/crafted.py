@@ -261,7 +261,7 @@ def crafted_scores(method: object, setting: CraftedSetting, included: np.ndarray
 
     Returns:
         ``([runs, m] scores, the prepared federation)``; score ``[i, j]`` is the sum over rounds of run ``i``'s
-        server update along canary ``j``'s direction, in units of ``C``.
+        server update along canary ``j``'s direction, divided by ``C``.
     """
     included = np.asarray(included, dtype=bool)
     if included.ndim != 2 or included.size == 0:

@@ -37,7 +37,7 @@ from uldp.audit.crafted import (
 )
 from uldp.audit.estimators import many_run_bound, one_run_bound, roc_curve
 from uldp.audit.natural import NaturalSetting, natural_federation, natural_scores, standardised
-from uldp.checks import check_delta, check_integer
+from uldp.checks import check_delta, check_integer, check_number
 from uldp.experiments import REPO_ROOT, config_hash, provenance, write_json_atomic
 from uldp.methods import Hyperparameters, make_method
 from uldp.methods.base import seed_stream
@@ -94,6 +94,7 @@ def job(method: str, *, claim: str | None, epsilon: float | None, canary: str = 
     check_integer("canaries", canaries)
     check_integer("seed", seed, minimum=0)
     check_delta(delta)
+    check_number("confidence", confidence, above=0, below=1)
     return {"method": method, "claim": claim, "epsilon": epsilon, "canary": canary, "level": level,
             "estimator": estimator, "runs": runs, "canaries": canaries, "seed": seed, "delta": delta,
             "confidence": confidence}
@@ -123,7 +124,8 @@ def run_job(params: Mapping[str, Any]) -> dict[str, Any]:
 
     Returns:
         ``sigma``, ``claimed_epsilon`` (the method's accountant), the bound (``epsilon_lb``, ``estimate`` and the
-        estimator's details), the ROC at :data:`ROC_FPR` (pooled scores), ``seconds`` and ``runs_per_minute``.
+        estimator's details), the ROC at :data:`ROC_FPR` (pooled scores), ``seconds`` and ``runs_per_minute``
+        (both including the calibration of sigma; ``benchmarks/audit.py`` times the runs alone).
     """
     params = job(**params)
     started = time.perf_counter()

@@ -1,0 +1,200 @@
+"""Tests of uldp.audit.crafted: the simulated server view against closed forms, and the power check.
+
+Power check: deliberately broken variants of ULDP-AVG (kept here, never in the registry) must give an audit lower
+bound above the epsilon they claim, while the correct methods stay below theirs. The variants break the library
+code the simulation calls (noise calibration, clipping bound, weights), so the same audit catches such bugs in the
+methods themselves.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pytest
+
+from uldp.audit.crafted import CraftedSetting, audit_federation, calibrate_sigma, claimed_epsilon, crafted_scores
+from uldp.audit.estimators import many_run_bound
+from uldp.methods import Hyperparameters, UserLevelMethod, make_method
+from uldp.training.dpsgd import dpsgd_schedule
+
+DELTA = 1e-5
+HP = Hyperparameters(global_lr=1.0, local_lr=0.1, local_epochs=1, batch_size=16, clip=1.0, sigma=1.0, delta=DELTA)
+#: Nine silos, the canary in all of them: a wrong noise calibration by sqrt(|S|) is a factor 3 in the leakage.
+POWER = CraftedSetting(n_silos=9, canary_silos=9, background_users=4, rounds=3)
+CLAIM = 2.0
+
+
+@dataclass(frozen=True)
+class NoiseOverSilos(UserLevelMethod):
+    """Broken: each silo adds ``sigma C / |S|`` instead of ``sigma C / sqrt(|S|)`` (the sum's std is
+    ``sigma C / sqrt(|S|)``, as when only one silo adds its share)."""
+
+    def noise_std(self, n_silos: int) -> float:
+        return self.hp.sigma * self.hp.clip / n_silos
+
+
+@dataclass(frozen=True)
+class UnclippedUsers(UserLevelMethod):
+    """Broken: user updates are not clipped (the clipping bound is huge) while the noise stays calibrated to C."""
+
+    claimed_clip: float = 1.0
+
+    def noise_std(self, n_silos: int) -> float:
+        return self.hp.sigma * self.claimed_clip / math.sqrt(n_silos)
+
+
+@dataclass(frozen=True)
+class WeightsSumToSilos(UserLevelMethod):
+    """Broken: ``w_su = 1`` in every silo, so a user's weights sum to ``|S|`` instead of 1."""
+
+    def weights(self, counts: np.ndarray, sampled: np.ndarray) -> np.ndarray:
+        return np.ones(counts.shape) * np.asarray(sampled, dtype=float)[None, :]
+
+
+def calibrated(name: str, setting: CraftedSetting, epsilon: float = CLAIM, claim: str = "user") -> object:
+    sigma = calibrate_sigma(name, HP, audit_federation(setting, 1, 0), rounds=setting.rounds, epsilon=epsilon,
+                            claim=claim)
+    return make_method(name, replace(HP, sigma=sigma))
+
+
+def audit(method: object, setting: CraftedSetting, runs: int = 10_000, seed: int = 1) -> float:
+    included = np.random.default_rng(seed).random((runs, 1)) < 0.5
+    scores, _ = crafted_scores(method, setting, included, seed=seed)
+    return many_run_bound(scores[included], scores[~included], delta=DELTA).epsilon
+
+
+def test_calibrated_methods_claim_the_target_epsilon() -> None:
+    setting = CraftedSetting()
+    federation = audit_federation(setting, 1, 0)
+    for name, claim in (("ULDP-AVG", "user"), ("ULDP-NAIVE", "user"), ("ULDP-GROUP-max", "record")):
+        method = calibrated(name, setting, 3.0, claim)
+        prepared = method.prepare(federation, np.random.SeedSequence(0))
+        assert claimed_epsilon(method, prepared, setting.rounds, claim) == pytest.approx(3.0, rel=1e-4)
+    with pytest.raises(ValueError, match="record-level claim"):
+        claimed_epsilon(make_method("ULDP-AVG", HP), federation, 3, "record")
+
+
+@pytest.mark.parametrize("name, weight", [("ULDP-AVG", 2 / 3), ("ULDP-AVG-w", 1.0)])
+def test_user_level_scores_follow_algorithm_3_in_closed_form(name: str, weight: float) -> None:
+    """A canary in 2 of 3 silos: uniform weights give it 2/3 of C, enhanced weights all of C (they sum to 1 over
+    its silos); the score's std is sqrt(T) * sigma (noise sigma C / sqrt(|S|) per silo), both times the server's
+    eta_g / (|U| |S|)."""
+    setting = CraftedSetting(canary_silos=2, rounds=4)
+    method = make_method(name, replace(HP, sigma=2.0, global_lr=3.0))
+    included = np.arange(40_000)[:, None] % 2 == 0
+    scores, federation = crafted_scores(method, setting, included, seed=3)
+    scale = 3.0 / (federation.n_users * federation.n_silos)
+    assert scores[~included].mean() == pytest.approx(0.0, abs=0.03 * scale * 4)
+    assert scores[included].mean() == pytest.approx(setting.rounds * scale * weight, rel=0.03)
+    for sample in (scores[included], scores[~included]):
+        assert sample.std() == pytest.approx(math.sqrt(setting.rounds) * scale * 2.0, rel=0.03)
+
+
+def test_naive_scores_have_the_noise_of_theorem_1() -> None:
+    """ULDP-NAIVE: per silo noise 2 sigma C sqrt(|S|), server step eta_g / |S|: score std sqrt(T) * 2 sigma."""
+    setting = CraftedSetting(rounds=4)
+    scores, _ = crafted_scores(make_method("ULDP-NAIVE", replace(HP, sigma=1.5)), setting,
+                               np.zeros((20_000, 1), dtype=bool), seed=4)
+    assert scores.std() == pytest.approx(math.sqrt(setting.rounds) * 2 * 1.5, rel=0.03)
+
+
+def test_dpsgd_scores_follow_the_schedule_in_closed_form() -> None:
+    """ULDP-GROUP-max: each of a canary's records is sampled Q times per round in expectation and contributes C;
+    noise sigma C per step; both divided by the expected batch, then eta_g / |S| at the server."""
+    setting = CraftedSetting(rounds=2)
+    method = make_method("ULDP-GROUP-max", replace(HP, sigma=0.8))
+    included = np.ones((20_000, 1), dtype=bool)
+    scores, federation = crafted_scores(method, setting, included, seed=5)
+    mean, variance = 0.0, 0.0
+    for silo in range(setting.n_silos):
+        n = int(federation.counts[silo].sum())
+        schedule = dpsgd_schedule(n, batch_size=HP.batch_size, epochs=HP.local_epochs)
+        factor = HP.local_lr / max(1, round(schedule.sample_rate * n)) / setting.n_silos
+        kept = federation.counts[silo, -1]
+        mean += factor * kept * schedule.steps * schedule.sample_rate
+        variance += factor**2 * (kept * schedule.steps * schedule.sample_rate * (1 - schedule.sample_rate)
+                                 + schedule.steps * 0.8**2)
+    assert scores.mean() == pytest.approx(setting.rounds * mean, rel=0.03)
+    assert scores.std() == pytest.approx(math.sqrt(setting.rounds * variance), rel=0.03)
+
+
+@pytest.mark.parametrize("name", ["ULDP-AVG", "ULDP-AVG-w", "ULDP-NAIVE"])
+def test_correct_methods_stay_below_their_claim(name: str) -> None:
+    assert audit(calibrated(name, POWER), POWER) <= CLAIM
+
+
+@pytest.mark.parametrize("variant", [NoiseOverSilos, UnclippedUsers, WeightsSumToSilos])
+def test_every_broken_variant_is_caught(variant: type) -> None:
+    correct = calibrated("ULDP-AVG", POWER)
+    if variant is UnclippedUsers:
+        broken = variant(correct.spec, replace(correct.hp, clip=1e6))
+    else:
+        broken = variant(correct.spec, correct.hp)
+    assert broken.epsilon(None, POWER.rounds) == pytest.approx(CLAIM, rel=1e-4)  # it claims the same epsilon
+    assert audit(broken, POWER) > CLAIM
+
+
+def test_record_level_dpsgd_leaks_users_past_its_record_level_epsilon() -> None:
+    setting = CraftedSetting(canary_records=2, canary_silos=3)
+    assert audit(calibrated("ULDP-GROUP-max", setting, claim="record"), setting) > CLAIM
+
+
+def test_no_noise_gives_a_large_bound() -> None:
+    # perfect separation of 5000 + 5000 runs: log(0.9996 / 0.0007), all that this many runs can show
+    assert audit(make_method("DEFAULT", HP), CraftedSetting(rounds=2)) > 7
+
+
+def test_crafted_scores_refuse_bad_input_and_reproduce() -> None:
+    method = make_method("ULDP-AVG", HP)
+    with pytest.raises(ValueError, match="included"):
+        crafted_scores(method, CraftedSetting(), np.zeros(5, dtype=bool), seed=0)
+    with pytest.raises(ValueError, match="canary_silos"):
+        CraftedSetting(n_silos=2, canary_silos=3)
+    included = np.eye(4, dtype=bool)
+    first, _ = crafted_scores(method, CraftedSetting(), included, seed=7)
+    again, _ = crafted_scores(method, CraftedSetting(), included, seed=7)
+    np.testing.assert_array_equal(first, again)
+
+
+@pytest.mark.parametrize("name", ["ULDP-SGD", "ULDP-SGD-w", "ULDP-GROUP-2", "ULDP-GROUP-median"])
+def test_every_other_registered_method_stays_below_its_user_level_claim(name: str) -> None:
+    """ULDP-GROUP-k's flags keep at most k of the canary's 6 records; its user-level claim covers them."""
+    setting = CraftedSetting()
+    method = calibrated(name, setting)
+    assert audit(method, setting, runs=6000) <= CLAIM
+
+
+@pytest.mark.parametrize("name", ["ULDP-AVG", "ULDP-AVG-w"])
+def test_simulated_round_is_the_methods_own_clean_update(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With local training replaced by the simulation's own updates, ``method.clean_update`` (the library's
+    Algorithm 3: per-user deltas, clip_rows, weights, weighted sum) gives the simulated round's aggregate."""
+    import torch
+
+    from uldp.audit import crafted
+    from uldp.methods import uldp_avg
+
+    setting = CraftedSetting(canary_silos=2, canary_norm=3.0)
+    method = make_method(name, replace(HP, sigma=1e-12))  # noise negligible: compare the clean sums
+    federation = audit_federation(setting, 2, seed=0)
+    included = torch.tensor([[True, False]])
+    dims = 2 + crafted.BACKGROUND_DIMS
+    simulated = crafted._user_level_round(method, federation, included, dims, setting.canary_norm,
+                                          torch.Generator().manual_seed(5))
+    replay = torch.Generator().manual_seed(5)
+    torch.rand((1, federation.n_users), generator=replay)  # the user-sampling draw comes first
+    background = federation.n_users - 2
+    updates = [torch.cat([crafted._background_updates(replay, 1, background, dims, HP.clip),
+                          crafted._canary_updates(included, dims, setting.canary_norm * HP.clip)], dim=1)[0]
+               for _ in range(setting.n_silos)]
+    silo_of_call = iter(range(setting.n_silos))
+
+    def crafted_training(fed, params, groups, hp, keys, seed):  # the updates of the users of this silo's groups
+        users = [int(fed.allocation.user[group[0]]) for group in groups]
+        return updates[next(silo_of_call)][users].to(params.dtype)
+
+    monkeypatch.setattr(uldp_avg, "silo_training", crafted_training)
+    federation = federation.keep(~np.isin(federation.allocation.user, [federation.n_users - 1]))  # canary 1 out
+    library = method.clean_update(torch.zeros(dims, dtype=torch.float32), federation, np.random.SeedSequence(0))
+    torch.testing.assert_close(simulated, library, atol=1e-5, rtol=1e-5)

@@ -1,0 +1,66 @@
+"""Tests of uldp.audit.jobs: validation, storage with provenance, resume, and the chapter's job sets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from uldp.audit import jobs
+from uldp.audit.jobs import job, profile_jobs, read_stored, run_jobs
+from uldp.experiments import config_hash
+
+
+def test_job_validates_its_values() -> None:
+    with pytest.raises(ValueError, match="unknown method"):
+        job("ULDP-XYZ", claim="user", epsilon=1.0, runs=10)
+    with pytest.raises(ValueError, match="canary must be"):
+        job("ULDP-AVG", claim="user", epsilon=1.0, runs=10, canary="fake")
+    with pytest.raises(ValueError, match="both claim and epsilon"):
+        job("ULDP-AVG", claim="user", epsilon=None, runs=10)
+    with pytest.raises(ValueError, match="one-run"):
+        job("ULDP-AVG", claim="user", epsilon=1.0, runs=10, canary="natural")
+    with pytest.raises(ValueError, match="one canary per run"):
+        job("ULDP-AVG", claim="user", epsilon=1.0, runs=10, canaries=5)
+    with pytest.raises(ValueError, match="runs must be"):
+        job("ULDP-AVG", claim="user", epsilon=1.0, runs=0)
+    with pytest.raises(ValueError, match="confidence"):
+        job("ULDP-AVG", claim="user", epsilon=1.0, runs=10, confidence=1.5)
+
+
+def test_run_jobs_stores_with_provenance_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = job("ULDP-AVG", claim="user", epsilon=2.0, runs=400)
+    first = run_jobs([spec], tmp_path, command="test")[0]
+    path = tmp_path / f"{config_hash(spec)}.json"
+    stored = json.loads(path.read_text())
+    assert stored == first and stored["params"] == spec
+    assert stored["result"]["claimed_epsilon"] == pytest.approx(2.0, rel=1e-4)
+    assert 0 <= stored["result"]["epsilon_lb"] <= 2.0
+    assert {"command", "git_commit", "packages", "date", "wall_seconds"} <= set(stored["provenance"])
+
+    def refuse(params: dict) -> dict:
+        raise AssertionError("a stored job must not run again")
+
+    monkeypatch.setattr(jobs, "run_job", refuse)
+    assert run_jobs([spec], tmp_path, command="again")[0] == first
+    path.write_text('{"schema": 1}')  # an incomplete file is not a result
+    assert read_stored(path) is None
+
+
+def test_one_run_job_reports_its_guesses(tmp_path: Path) -> None:
+    spec = job("DEFAULT", claim=None, epsilon=None, estimator="one", runs=1, canaries=200)
+    result = run_jobs([spec], tmp_path, command="test")[0]["result"]
+    assert result["claimed_epsilon"] is None and result["sigma"] is None
+    assert result["correct"] == result["guesses"]  # no noise: every guess is right
+    assert result["epsilon_lb"] > 1
+
+
+def test_profile_jobs_are_distinct_and_cover_the_chapter() -> None:
+    for profile in ("smoke", "default"):
+        specs = profile_jobs(profile)
+        assert len({config_hash(spec) for spec in specs}) == len(specs)
+        methods = {spec["method"] for spec in specs}
+        assert {"DEFAULT", "ULDP-GROUP-max", "ULDP-NAIVE", "ULDP-AVG", "ULDP-AVG-w"} <= methods
+    with pytest.raises(ValueError, match="profile"):
+        profile_jobs("paper")

@@ -1,0 +1,282 @@
+"""Audit jobs: one method, one claimed epsilon, one kind of canary and one estimator, stored as one JSON file each.
+
+A job is a plain mapping of JSON values (:func:`job`); its file is ``<root>/<key>.json`` with ``key`` the
+:func:`uldp.experiments.config_hash` of that mapping, written atomically with the job, its result and provenance
+(:func:`uldp.experiments.provenance`: command, git commit, packages; plus date and wall time), so that an interrupted
+set of audits resumes where it stopped and a stored result says where it comes from. Every random draw derives
+from the job's ``seed``. The ``default`` profile's results are committed under ``results/audit/default/``; the
+``smoke`` profile (CI) writes under ``_build/results/audit/smoke/``.
+
+Kinds of job:
+
+- ``canary="crafted"`` (:mod:`uldp.audit.crafted`): the server's every-round view; ``estimator="many"`` runs
+  ``runs`` independent runs with one canary each, included with probability 1/2 (Clopper-Pearson bound);
+  ``estimator="one"`` is Steinke et al.'s one-run audit with ``canaries`` canaries in ``runs`` run(s).
+- ``canary="natural"`` (:mod:`uldp.audit.natural`): real training, final-model loss; one-run estimator on the
+  standardised scores of ``canaries`` canaries in each of ``runs`` runs.
+
+``level="user"`` canaries hold ``r`` records in each of the 3 silos, ``"user-2"`` in 2 of them (where uniform and
+enhanced weights differ); ``level="record"`` canaries one record in one silo (the record-level comparison).
+``claim="record"`` reads ULDP-GROUP-k's record-level epsilon instead of its user-level one: the method is then plain
+record-level DP-SGD with its record-level promise.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from uldp.audit.crafted import (
+    PREPARE_STREAM, CraftedSetting, audit_federation, calibrate_sigma, claimed_epsilon, crafted_scores,
+)
+from uldp.audit.estimators import many_run_bound, one_run_bound, roc_curve
+from uldp.audit.natural import NaturalSetting, natural_federation, natural_scores, standardised
+from uldp.checks import check_delta, check_integer, check_number
+from uldp.experiments import REPO_ROOT, config_hash, provenance, write_json_atomic
+from uldp.methods import Hyperparameters, make_method
+from uldp.methods.base import seed_stream
+
+#: Version of the audit result layout.
+SCHEMA_VERSION = 1
+#: Canary levels: a user with 2 records in each of the 3 silos, the same in 2 of the 3 silos, or a single record.
+LEVELS = ("user", "user-2", "record")
+#: Profiles of the audit jobs (the chapter's parameter).
+PROFILES = ("smoke", "default")
+#: Hyperparameters of crafted audits (``sigma`` is calibrated per job to the claimed epsilon).
+CRAFTED_HP = Hyperparameters(global_lr=1.0, local_lr=0.1, local_epochs=1, batch_size=16, clip=1.0, sigma=1.0)
+#: False-positive rates at which stored ROC curves keep their true-positive rate (log-spaced, for log axes).
+ROC_FPR = tuple(float(f) for f in np.geomspace(1e-6, 1.0, 61))
+#: (method, claim) audited by the chapter: record-level DP-SGD (ULDP-GROUP with every record kept, its
+#: record-level epsilon) and the three user-level methods; DEFAULT has no claim.
+AUDITED: tuple[tuple[str, str], ...] = (("ULDP-GROUP-max", "record"), ("ULDP-NAIVE", "user"), ("ULDP-AVG", "user"),
+                                        ("ULDP-AVG-w", "user"))
+
+
+def job(method: str, *, claim: str | None, epsilon: float | None, canary: str = "crafted", level: str = "user",
+        estimator: str = "many", runs: int, canaries: int = 1, seed: int = 0, delta: float = 1e-5,
+        confidence: float = 0.95) -> dict[str, Any]:
+    """The JSON mapping of one audit job (validated).
+
+    Args:
+        method: A registry name.
+        claim: ``"user"``, ``"record"`` (ULDP-GROUP-k) or ``None`` (DEFAULT: no claim, ``epsilon`` ``None``).
+        epsilon: The claimed epsilon the method's sigma is calibrated to.
+        canary: ``"crafted"`` or ``"natural"``.
+        level: One of :data:`LEVELS`.
+        estimator: ``"many"`` or ``"one"`` (natural canaries: ``"one"`` only).
+        runs: Independent runs.
+        canaries: Canaries per run (``"many"``: 1).
+        seed: The job's seed.
+        delta: The delta of the claim and of the bound.
+        confidence: Of the lower bound.
+
+    Raises:
+        ValueError: A value out of its allowed set, or a claim without epsilon (or the reverse).
+    """
+    make_method(method, CRAFTED_HP)  # the name must be in the registry
+    for name, value, allowed in (("claim", claim, ("user", "record", None)), ("canary", canary, ("crafted", "natural")),
+                                 ("level", level, LEVELS), ("estimator", estimator, ("many", "one"))):
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+    if (claim is None) != (epsilon is None):
+        raise ValueError(f"give both claim and epsilon or neither, got claim={claim!r}, epsilon={epsilon!r}")
+    if canary == "natural" and estimator != "one":
+        raise ValueError("natural canaries use the one-run estimator (estimator='one')")
+    if estimator == "many" and canaries != 1:
+        raise ValueError(f"the many-run estimator audits one canary per run, got canaries={canaries!r}")
+    check_integer("runs", runs)
+    check_integer("canaries", canaries)
+    check_integer("seed", seed, minimum=0)
+    check_delta(delta)
+    check_number("confidence", confidence, above=0, below=1)
+    return {"method": method, "claim": claim, "epsilon": epsilon, "canary": canary, "level": level,
+            "estimator": estimator, "runs": runs, "canaries": canaries, "seed": seed, "delta": delta,
+            "confidence": confidence}
+
+
+def crafted_setting(level: str) -> CraftedSetting:
+    """The crafted audit's federation (3 silos) and canary of ``level`` (one of :data:`LEVELS`)."""
+    return {"user": CraftedSetting(), "user-2": CraftedSetting(canary_silos=2),
+            "record": CraftedSetting(canary_records=1, canary_silos=1)}[level]
+
+
+def natural_setting(level: str) -> NaturalSetting:
+    """The natural audit's federation (synthetic data, 3 silos) and canary of ``level`` (one of :data:`LEVELS`)."""
+    return {"user": NaturalSetting(), "user-2": NaturalSetting(canary_silos=2),
+            "record": NaturalSetting(canary_records=1, canary_silos=1)}[level]
+
+
+def _roc(scores_in: np.ndarray, scores_out: np.ndarray) -> list[float]:
+    """The true-positive rate at each of :data:`ROC_FPR` (the best threshold with at most that FPR)."""
+    fpr, tpr = roc_curve(scores_in, scores_out)
+    index = np.searchsorted(fpr, ROC_FPR, side="right") - 1
+    return [float(tpr[i]) if i >= 0 else 0.0 for i in index]
+
+
+def run_job(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Run one audit job (a :func:`job` mapping) and return its JSON-ready result.
+
+    Returns:
+        ``sigma``, ``claimed_epsilon`` (the method's accountant), the bound (``epsilon_lb``, ``estimate`` and the
+        estimator's details), the ROC at :data:`ROC_FPR` (pooled scores), ``seconds`` and ``runs_per_minute``
+        (both including the calibration of sigma; ``benchmarks/audit.py`` times the runs alone).
+    """
+    params = job(**params)
+    started = time.perf_counter()
+    method_name, claim, level = params["method"], params["claim"], params["level"]
+    seed = params["seed"]
+    rng = np.random.default_rng(seed_stream(np.random.SeedSequence(seed), 99))
+    if params["canary"] == "crafted":
+        setting = crafted_setting(level)
+        federation = audit_federation(setting, params["canaries"], seed)
+        hp = replace(CRAFTED_HP, delta=params["delta"])
+        rounds = setting.rounds
+    else:
+        setting = natural_setting(level)
+        federation = natural_federation(method_name, setting, seed)
+        hp = replace(setting.config(method_name, sigma=None if claim is None else 1.0, seed=seed).hyperparameters(),
+                     delta=params["delta"])
+        rounds = setting.rounds
+    sigma = None
+    if claim is not None:
+        sigma = calibrate_sigma(method_name, hp, federation, rounds=rounds, epsilon=params["epsilon"], claim=claim,
+                                seed=seed)
+        hp = replace(hp, sigma=sigma)
+    method = make_method(method_name, hp)
+    if params["canary"] == "crafted":
+        included = rng.random((params["runs"], params["canaries"])) < 0.5
+        scores, prepared = crafted_scores(method, setting, included, seed=seed)
+    else:
+        scores, included = natural_scores(method_name, setting, runs=params["runs"], sigma=sigma, seed=seed)
+        scores = standardised(scores)
+        prepared = method.prepare(federation, seed_stream(np.random.SeedSequence(seed), PREPARE_STREAM))
+    claimed = None if claim is None else claimed_epsilon(method, prepared, rounds, claim)
+    inside, outside = scores[included], scores[~included]
+    result: dict[str, Any] = {"sigma": sigma, "claimed_epsilon": claimed, "setting": asdict(setting),
+                              "n_in": int(inside.size), "n_out": int(outside.size)}
+    if params["estimator"] == "many":
+        bound = many_run_bound(inside, outside, delta=params["delta"], confidence=params["confidence"])
+        result.update(epsilon_lb=bound.epsilon, estimate=bound.estimate, threshold=bound.threshold,
+                      direction=bound.direction, tpr=bound.tpr, fpr=bound.fpr)
+    else:
+        slots = scores.size
+        candidates = sorted({max(1, slots // d) for d in (100, 20, 6)})
+        bound = one_run_bound(scores.ravel(), included.ravel(), guesses=candidates, delta=params["delta"],
+                              confidence=params["confidence"])
+        result.update(epsilon_lb=bound.epsilon, guesses=bound.guesses, correct=bound.correct,
+                      guess_candidates=candidates)
+    result["estimate"] = _finite(result.get("estimate"))
+    seconds = time.perf_counter() - started
+    result.update(roc_fpr=list(ROC_FPR), roc_tpr=_roc(inside, outside), seconds=round(seconds, 3),
+                  runs_per_minute=round(60 * params["runs"] / seconds, 1))
+    return result
+
+
+def _finite(value: float | None) -> float | str | None:
+    """JSON has no infinity: an infinite point estimate is stored as the string ``"inf"``."""
+    if value is None or math.isfinite(value):
+        return value
+    return "inf" if value > 0 else "-inf"
+
+
+def audit_root(profile: str) -> Path:
+    """Where a profile's audit results live: ``results/audit/default`` (committed) or ``_build/results/audit/smoke``."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
+    base = REPO_ROOT / "results" if profile == "default" else REPO_ROOT / "_build" / "results"
+    return base / "audit" / profile
+
+
+def read_stored(path: Path) -> dict | None:
+    """The stored audit at ``path``, or ``None`` when there is none or it is incomplete."""
+    import json
+
+    try:
+        payload = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(payload, dict) or payload.get("schema") != SCHEMA_VERSION or "result" not in payload:
+        return None
+    return payload
+
+
+def run_jobs(jobs: Iterable[Mapping[str, Any]], root: Path | str, *, command: str,
+             progress: bool = False) -> list[dict]:
+    """Run the jobs not yet stored under ``root`` (resuming), store each atomically, return every payload.
+
+    Args:
+        jobs: :func:`job` mappings.
+        root: The results folder.
+        command: What started them (provenance).
+        progress: Print one line per job run.
+
+    Returns:
+        One payload per job, in order: ``schema``, ``key``, ``params``, ``result``, ``provenance``.
+    """
+    base = provenance(command)
+    payloads = []
+    for params in jobs:
+        params = job(**params)
+        key = config_hash(params)
+        path = Path(root) / f"{key}.json"
+        payload = read_stored(path)
+        if payload is None:
+            started = time.perf_counter()
+            result = run_job(params)
+            payload = {"schema": SCHEMA_VERSION, "key": key, "params": params, "result": result,
+                       "provenance": {**base, "date": _now(), "wall_seconds": round(time.perf_counter() - started, 3)}}
+            write_json_atomic(path, payload)
+            if progress:
+                print(f"{params['method']} {params['canary']} {params['estimator']} eps={params['epsilon']}: "
+                      f"lb {result['epsilon_lb']:.3f} ({result['seconds']:.0f} s)", flush=True)
+        payloads.append(payload)
+    return payloads
+
+
+def _now() -> str:
+    import datetime
+
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def profile_jobs(profile: str) -> list[dict[str, Any]]:
+    """The jobs the chapter shows at ``profile``.
+
+    ``default``: crafted user canaries, many-run estimator, for each audited method at claimed epsilon 1, 2, 4, 8
+    (ULDP-AVG with 600,000 runs, the others 100,000) and DEFAULT; the one-run estimator (2000 canaries, one run)
+    for each at epsilon 4; single-record canaries for record-level DP-SGD and ULDP-AVG at 4; ULDP-AVG and
+    ULDP-AVG-w with the canary in 2 of the 3 silos at 4; natural canaries
+    (100 runs of 8) for each at 4 and DEFAULT. ``smoke``: the same shape at epsilon 4 only, far fewer runs.
+    """
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
+    smoke = profile == "smoke"
+    epsilons = (4.0,) if smoke else (1.0, 2.0, 4.0, 8.0)
+    many = 3000 if smoke else 100_000
+    jobs = []
+    for method, claim in AUDITED:
+        for epsilon in epsilons:
+            runs = many if smoke or method != "ULDP-AVG" else 600_000
+            jobs.append(job(method, claim=claim, epsilon=epsilon, runs=runs))
+    jobs.append(job("DEFAULT", claim=None, epsilon=None, runs=many))
+    for method, claim in AUDITED:
+        jobs.append(job(method, claim=claim, epsilon=4.0, estimator="one", runs=1, canaries=300 if smoke else 2000))
+    for method, claim in (("ULDP-GROUP-max", "record"), ("ULDP-AVG", "user")):
+        jobs.append(job(method, claim=claim, epsilon=4.0, level="record", runs=many))
+    for method in ("ULDP-AVG", "ULDP-AVG-w"):
+        jobs.append(job(method, claim="user", epsilon=4.0, level="user-2", runs=many))
+    for method, claim in AUDITED + (("DEFAULT", None),):
+        jobs.append(job(method, claim=claim, epsilon=None if claim is None else 4.0, canary="natural",
+                        estimator="one", runs=1 if smoke else 100, canaries=8))
+    return jobs
+
+
+def profile_results(profile: str, *, command: str, progress: bool = False) -> list[dict]:
+    """The chapter's audits at ``profile``: stored ones read, missing ones run and stored (see :func:`run_jobs`)."""
+    return run_jobs(profile_jobs(profile), audit_root(profile), command=command, progress=progress)

@@ -12,7 +12,7 @@ export ULDP_DATA_DIR := $(abspath ../shared/data)
 endif
 endif
 
-.PHONY: setup test pytest chapters book clean
+.PHONY: setup lab-setup lab test pytest chapters book clean
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml setup.py uldp/secure/_comb.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,21 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml setup.py uldp/secure/_
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# JupyterLab with jupytext's contents manager, .py files opening as notebooks (settings of this venv alone).
+LAB_STAMP := $(VENV)/.lab-installed
+$(LAB_STAMP): $(STAMP) requirements-lab.txt tools/jupyterlab-overrides.json
+	$(PY) -m pip install --quiet -r requirements-lab.txt -c constraints.txt
+	mkdir -p $(VENV)/share/jupyter/lab/settings
+	cp tools/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
+	touch $(LAB_STAMP)
+
+lab-setup: $(LAB_STAMP)
+
+# Open a chapter as a notebook in JupyterLab: `make lab` (the introduction) or `make lab CHAPTER=book/baselines.py`.
+CHAPTER ?= book/introduction.py
+lab: lab-setup
+	$(PY) -m jupyter lab $(CHAPTER)
 
 pytest: setup
 	$(PY) -m pytest
@@ -31,8 +46,8 @@ chapters: setup
 
 test: pytest chapters
 
-# Execute every chapter at the default profile and build the HTML book into _build/html.
-book: setup
+# Execute every chapter at the default profile and build the HTML book into _build/html; set up JupyterLab too.
+book: setup lab-setup
 	$(PY) tools/build_book.py --profile default
 
 clean:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from uldp.checks import check_integer, check_number
+from uldp.data.allocation import PAPER_N_LABELS
 from uldp.methods.base import Hyperparameters, parse_method
 
 #: Per dataset and method family: (global lr, clip C, local lr, local epochs Q) of settings.md's privacy-utility
@@ -118,7 +119,7 @@ class RunConfig:
     secure_key_bits: int = 3072
     secure_n_max: int = 2000
     max_train_records: int | None = None
-    n_labels: int = 2
+    n_labels: int = PAPER_N_LABELS
 
     def __post_init__(self) -> None:
         spec = parse_method(self.method)

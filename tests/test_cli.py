@@ -152,7 +152,7 @@ def optional_defaults(parser: argparse.ArgumentParser) -> dict[str, object]:
 RUN_OPTION_FIELDS = {"silos": "n_silos", "dist": "distribution", "n_labels": "n_labels",
                      "local_epochs": "local_epochs", "global_lr": "global_lr", "local_lr": "local_lr",
                      "clip": "clip", "sigma": "sigma", "q": "q", "secure": "secure"}
-RUN_OTHER_OPTIONS = {"k", "data_dir", "checkpoint", "json", "progress"}
+RUN_OTHER_OPTIONS = {"k", "data_dir", "checkpoint", "json", "progress", "threads"}
 
 
 def test_run_defaults_are_runconfigs():

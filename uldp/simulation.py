@@ -19,6 +19,7 @@ import numpy as np
 
 from uldp.checks import check_integer, check_number
 from uldp.data.allocation import PAPER_N_LABELS
+from uldp.threads import torch_threads
 from uldp.methods.base import Hyperparameters, parse_method
 
 #: Per dataset and method family: (global lr, clip C, local lr, local epochs Q) of settings.md's privacy-utility
@@ -329,7 +330,7 @@ def _checkpoint_fingerprint(config: RunConfig, data: Any) -> str:
 
 def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggregate_fn: Any = None,
         insecure_test_key: bool = False, checkpoint: str | Path | None = None,
-        checkpoint_seconds: float = 60.0) -> RunResult:
+        checkpoint_seconds: float = 60.0, threads: int | None = None) -> RunResult:
     """Run federated training and return per-round test metrics, epsilon and wall time.
 
     Args:
@@ -347,6 +348,8 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
             file stays after the last round (the caller deletes it once the result is stored). Not for a secure or
             custom aggregation, whose state lives in the process.
         checkpoint_seconds: Save at most this often (seconds >= 0), and always after the last round.
+        threads: Torch intra-op threads while the run trains (default ``$ULDP_THREADS``, else 1; see
+            :mod:`uldp.threads`); the previous number is restored afterwards. Results do not depend on it.
 
     Returns:
         The :class:`RunResult`; secure runs add the protocol's per-part seconds to ``info["secure_timings"]``.
@@ -355,6 +358,17 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
         ValueError: A checkpoint with a secure or custom aggregation, a negative ``checkpoint_seconds``, or a
             checkpoint file that is corrupted or belongs to another configuration.
     """
+    if checkpoint is not None and (config.secure or aggregate_fn is not None):
+        raise ValueError("checkpoint is not supported with a secure or custom aggregation (its keys and state live "
+                         "in this process); run without checkpoint")
+    check_number("checkpoint_seconds", checkpoint_seconds, at_least=0)
+    with torch_threads(threads):
+        return _run(config, progress, dataset, aggregate_fn, insecure_test_key, checkpoint, checkpoint_seconds)
+
+
+def _run(config: RunConfig, progress: bool, dataset: Any, aggregate_fn: Any, insecure_test_key: bool,
+         checkpoint: str | Path | None, checkpoint_seconds: float) -> RunResult:
+    """:func:`run` once its arguments are checked and its threads set."""
     import torch
     from tqdm import tqdm
 
@@ -363,10 +377,6 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
     from uldp.models import evaluate
     from uldp.training.per_user import flat_parameters, load_flat_parameters
 
-    if checkpoint is not None and (config.secure or aggregate_fn is not None):
-        raise ValueError("checkpoint is not supported with a secure or custom aggregation (its keys and state live "
-                         "in this process); run without checkpoint")
-    check_number("checkpoint_seconds", checkpoint_seconds, at_least=0)
     start = time.perf_counter()
     root = np.random.SeedSequence(config.seed)
     method, federation, data = _prepared(config, dataset)

@@ -46,6 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true",
                         help="write one JSON document (inputs, configuration, per-round results) to stdout, nothing "
                              "else")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads while training (default: $ULDP_THREADS, else 1; see uldp.threads)")
     add_progress_option(parser)
     parser.set_defaults(handler=handle)
 
@@ -81,7 +83,7 @@ def handle(args: argparse.Namespace) -> int:
         global_lr=args.global_lr, local_lr=args.local_lr, clip=args.clip, sigma=args.sigma, q=args.q,
         secure=args.secure, n_labels=args.n_labels)
     result = run(config, progress=show_progress(args), dataset=load(config.dataset, args.data_dir),
-                 checkpoint=args.checkpoint)
+                 checkpoint=args.checkpoint, threads=args.threads)
     if args.json:
         print_json(result.to_json(), args)
         return 0

@@ -22,7 +22,8 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml setup.py uldp/secure/_
 
 setup: $(STAMP)
 
-# JupyterLab with jupytext's contents manager, .py files opening as notebooks (settings of this venv alone).
+# JupyterLab with jupytext's contents manager: .py files open as notebooks with a kernel started, and no news is fetched
+# from the network (tools/jupyterlab-overrides.json, settings of this venv alone).
 LAB_STAMP := $(VENV)/.lab-installed
 $(LAB_STAMP): $(STAMP) requirements-lab.txt tools/jupyterlab-overrides.json
 	$(PY) -m pip install --quiet -r requirements-lab.txt -c constraints.txt
@@ -32,10 +33,11 @@ $(LAB_STAMP): $(STAMP) requirements-lab.txt tools/jupyterlab-overrides.json
 
 lab-setup: $(LAB_STAMP)
 
-# Open a chapter as a notebook in JupyterLab: `make lab` (the introduction) or `make lab CHAPTER=book/baselines.py`.
+# Open a chapter as a notebook in JupyterLab: `make lab` (the introduction) or `make lab CHAPTER=book/baselines.py`
+# (LAB_ARGS passes options to JupyterLab, e.g. LAB_ARGS="--port 8890 --no-browser").
 CHAPTER ?= book/introduction.py
 lab: lab-setup
-	$(PY) -m jupyter lab $(CHAPTER)
+	$(PY) -m jupyter lab --ServerApp.root_dir=$(CURDIR) $(LAB_ARGS) $(CHAPTER)
 
 pytest: setup
 	$(PY) -m pytest

@@ -2,11 +2,12 @@
 
 The methods' training runs many small tensor operations (per-user clipping, closed-form gradients of small models).
 With torch's default, one intra-op thread per core, a second busy process on the machine makes those threads wait
-on each other at every operation, and a round can take many times longer than without the competitor; one thread
-keeps a busy machine within about 2x of its speed without it, and is faster even then on a small machine
-(``benchmarks/threads.py`` measures both; on the project's 2-core machine, already loaded, a HeartDisease round
-took 2.6x longer beside a busy process with torch's 2 threads and 1.6x with one). Large convolutions (MNIST) may gain from more threads on a machine of
-their own: set ``ULDP_THREADS`` (or ``uldp run --threads``).
+on each other at every operation, and a round slows down far more than with one thread. ``benchmarks/threads.py``
+measures it: on the project's shared 2-core machine (load average 12 to 17 from other work), a HeartDisease round
+took 2.6x and 2.9x longer beside a busy process with torch's 2 threads, 1.6x and 2.5x with one thread, and one
+thread was the faster setting both with the competitor (1.7x, 2.6x) and without it (1.4x, 1.6x). Large
+convolutions (MNIST) may gain from more threads on a machine of their own: set ``ULDP_THREADS`` (or
+``uldp run --threads``).
 """
 
 from __future__ import annotations

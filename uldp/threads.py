@@ -5,7 +5,7 @@ With torch's default, one intra-op thread per core, a second busy process on the
 on each other at every operation, and a round slows down far more than with one thread. ``benchmarks/threads.py``
 measures it: on the project's shared 2-core machine (load average 12 to 17 from other work), a HeartDisease round
 took 2.6x and 2.9x longer beside a busy process with torch's 2 threads, 1.6x and 2.5x with one thread, and one
-thread was the faster setting both with the competitor (1.7x, 2.6x) and without it (1.4x, 1.6x). Large
+thread was the faster setting both with the competitor (2.6x, 1.7x) and without it (1.6x, 1.4x). Large
 convolutions (MNIST) may gain from more threads on a machine of their own: set ``ULDP_THREADS`` (or
 ``uldp run --threads``).
 """

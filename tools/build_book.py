@@ -220,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
 
     stage_config(staged, args.profile, entries if args.only else None)
     output = BUILD / "jupyter-book"
+    shutil.rmtree(output, ignore_errors=True)  # an earlier (partial) build's pages, or its index.html, must not stay
     subprocess.run(
         # jupyter-book's own entry point, run by this interpreter (a copied venv's script would name another one)
         [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(staged),

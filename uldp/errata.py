@@ -30,8 +30,8 @@ class Erratum:
 
 
 ERRATA: tuple[Erratum, ...] = (
-    Erratum("Lemma 5 / Theorem 2 (RDP group privacy)",
-            "a group of k records: orders and exponents written with 2^k and 3^k",
+    Erratum("Lemma 6 and Theorem 2 (RDP group privacy)",
+            "alpha >= 2^(k+1) gives (alpha / 2^k, 3^k rho)-RDP for groups of k records",
             "for k = 2^c and orders alpha >= 2k: (alpha / 2^c, 3^c rho)-RDP (Mironov 2017, Proposition 2); only "
             "orders alpha >= 2k are valid", "uldp.accounting.group", "book/group_privacy"),
     Erratum("Figure 2 (group privacy of DP-SGD)",

@@ -12,7 +12,7 @@ export ULDP_DATA_DIR := $(abspath ../shared/data)
 endif
 endif
 
-.PHONY: setup test pytest chapters book clean
+.PHONY: setup lab-setup lab test pytest chapters book clean
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml setup.py uldp/secure/_comb.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,23 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml setup.py uldp/secure/_
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# JupyterLab with jupytext's contents manager: .py files open as notebooks with a kernel started, and no news is fetched
+# from the network (tools/jupyterlab-overrides.json, settings of this venv alone).
+LAB_STAMP := $(VENV)/.lab-installed
+$(LAB_STAMP): $(STAMP) requirements-lab.txt tools/jupyterlab-overrides.json
+	$(PY) -m pip install --quiet -r requirements-lab.txt -c constraints.txt
+	mkdir -p $(VENV)/share/jupyter/lab/settings
+	cp tools/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
+	touch $(LAB_STAMP)
+
+lab-setup: $(LAB_STAMP)
+
+# Open a chapter as a notebook in JupyterLab: `make lab` (the introduction) or `make lab CHAPTER=book/baselines.py`
+# (LAB_ARGS passes options to JupyterLab, e.g. LAB_ARGS="--port 8890 --no-browser").
+CHAPTER ?= book/introduction.py
+lab: lab-setup
+	$(PY) -m jupyter lab --ServerApp.root_dir=$(CURDIR) $(LAB_ARGS) $(CHAPTER)
 
 pytest: setup
 	$(PY) -m pytest
@@ -31,8 +48,8 @@ chapters: setup
 
 test: pytest chapters
 
-# Execute every chapter at the default profile and build the HTML book into _build/html.
-book: setup
+# Execute every chapter at the default profile and build the HTML book into _build/html; set up JupyterLab too.
+book: setup lab-setup
 	$(PY) tools/build_book.py --profile default
 
 clean:

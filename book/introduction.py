@@ -5,6 +5,62 @@
 # with Across-Silo User-Level Differential Privacy* (VLDB). Every number and figure in it is computed by the small
 # `uldp` library that lives beside the book; the chapters only call it, explain and plot.
 #
+# ## The findings at a glance
+#
+# Computed when this page is built, by the same functions and from the same stored results as the {doc}`scorecard`
+# chapter, which lists every claim of the paper's results section (Section 5.2) with what we measured.
+
+# %% tags=["parameters"]
+profile = "default"
+
+# %%
+import matplotlib.pyplot as plt
+import pandas as pd
+from IPython.display import Markdown, display
+
+from uldp import errata, plots, scorecard
+
+pd.set_option("display.max_colwidth", None)
+data = scorecard.stored_results(profile)
+claims = scorecard.scorecard(data)
+claims.index = [claim.key for claim in scorecard.CLAIMS]
+counts = claims["verdict"].value_counts()
+display(Markdown(f"Of the paper's {len(claims)} claims, " + ", ".join(
+    f"**{count}** {'hold' if verdict == scorecard.HOLDS else verdict}" for verdict, count in counts.items()) + "."))
+
+# %% [markdown]
+# The three claims that carry the paper: its methods beat the baselines, its enhanced weighting speeds up ULDP-AVG,
+# and ULDP-AVG beats ULDP-SGD (the `source` column says which stored results each verdict rests on):
+
+# %%
+claims.loc[["tradeoff", "avg-w-faster", "avg-vs-sgd"], ["where", "claim", "measured", "verdict", "source"]]
+
+# %% [markdown]
+# The errata of the paper that the library corrects (each chapter named explains one; `uldp.errata` lists them):
+
+# %%
+display(Markdown("\n".join(
+    f"- **{erratum.where}**. The paper: {erratum.paper}. What holds: {erratum.correct} "
+    f"(`{erratum.library}`; chapter `{erratum.chapter}`)." for erratum in errata.ERRATA)))
+figure2 = errata.figure2_erratum()
+display(Markdown("Figure 2's group epsilons, recomputed: " + "; ".join(
+    f"k = {row['k']}: {row['paper']:,.0f} with the paper's orders, {row['valid']:,.0f} with valid ones"
+    for row in figure2) + "."))
+
+# %% [markdown]
+# The main figure: the privacy-utility trade-off on HeartDisease (FLamby's four hospitals; the paper's Figure 7),
+# one setting of users and allocation, utility on the left and the user-level $\epsilon$ on the right. Its title
+# names the profile of the results drawn; the {doc}`exp_heart_disease` chapter shows every setting.
+
+# %%
+main = data["heart_disease"]
+if main.runs:
+    plots.privacy_utility_figure(main.only_panels(main.covered_panels()[:1]) if main.covered_panels() else main)
+    plt.show()
+else:
+    print(f"no stored HeartDisease results at the {profile} profile yet: the experiment chapter runs them")
+
+# %% [markdown]
 # ## The problem: one person, many silos
 #
 # In cross-silo federated learning a few institutions (hospitals, banks) train one model together without pooling
@@ -45,10 +101,7 @@
 #
 # The guarantee of ULDP-AVG with the paper's noise multiplier after 100 rounds:
 
-# %% tags=["parameters"]
-profile = "default"
-
-# %%
+# %% tags=["show-input"]
 from uldp.accounting import epsilon_uldp
 
 for q in (1.0, 0.1):

@@ -260,13 +260,13 @@ def test_cli_epsilon_json(capsys):
                  "--delta", "1e-5", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert payload["epsilon"] == pytest.approx(epsilon_uldp(sigma=5, rounds=100, q=0.1, delta=1e-5).epsilon)
-    assert set(payload) == {"epsilon", "order"}
+    assert set(payload) == {"command", "inputs", "epsilon", "order"} and payload["inputs"]["q"] == 0.1
 
 
 def test_cli_group_epsilon_json(capsys):
     assert main(["group-epsilon", "--sigma", "5", "--q", "0.01", "--steps", "1000", "--delta", "1e-5",
                  "--k", "1", "2", "3", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    rows = json.loads(capsys.readouterr().out)["rows"]
     assert [row["k"] for row in rows] == [1, 2, 3]
     assert rows[0]["epsilon_rdp"] == pytest.approx(rows[0]["epsilon_dp"])
     assert rows[2]["epsilon_rdp"] >= rows[1]["epsilon_rdp"]  # k=3 is certified through k=4

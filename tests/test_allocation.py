@@ -208,7 +208,6 @@ def test_medical_zipf_is_skewed_over_users(heart):
         ({"seed": -3}, "seed must be an integer >= 0, got -3"),
         ({"n_silos": None}, "n_silos=None"),
         ({"n_labels": 2}, "n_labels=2"),
-        ({"scheme": "zipf-noniid"}, "n_labels"),
         ({"scheme": "zipf-noniid", "n_labels": 0}, "n_labels must be an integer >= 1, got 0"),
     ],
 )

@@ -8,7 +8,6 @@ import pathlib
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 from torch import nn
 
 import uldp

@@ -10,13 +10,10 @@ import signal
 import socket
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import numpy as np
-import pytest
-from torch import nn
 
 import uldp
 
@@ -93,7 +90,7 @@ def shim(folder: Path, name: str, module: str, function: str) -> None:
     path.chmod(0o755)
 
 
-def test_superlink_and_supernodes_on_loopback_end_at_the_in_process_model(hospital_files, tmp_path):
+def test_superlink_and_supernodes_on_loopback_end_at_the_in_process_model(hospital_files, tmp_path):  # noqa: F811
     bin_dir, app_dir, home = tmp_path / "bin", tmp_path / "app", tmp_path / "flwr-home"
     for folder in (bin_dir, app_dir, home):
         folder.mkdir()

@@ -16,12 +16,13 @@ from packaging.requirements import Requirement
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 #: Used only by the tests, the book build or other tools: never a runtime dependency.
-NOT_RUNTIME = {"pytest", "hypothesis", "dp-accounting", "lifelines", "pyyaml", "jupyter-book", "jupytext",
-               "papermill", "ipykernel"}
+NOT_RUNTIME = {"pytest", "hypothesis", "pyyaml", "jupyter-book", "jupytext", "papermill", "ipykernel", "jupyterlab",
+               "sphinx-mathjax-offline"}
 
 
-def pins() -> dict[str, Requirement]:
-    lines = [line.strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]
+def pins(*files: str) -> dict[str, Requirement]:
+    """The exact pins of requirements files (default: requirements.txt, what `make setup` installs)."""
+    lines = [line.strip() for name in files or ("requirements.txt",) for line in (ROOT / name).read_text().splitlines()]
     return {Requirement(line).name.lower(): Requirement(line) for line in lines if line and not line.startswith("#")}
 
 
@@ -45,7 +46,7 @@ def test_environment_yml_is_python_311_and_exactly_the_pins_of_requirements_txt(
 
 
 def test_metadata_gives_ranges_that_admit_every_pin_and_only_torch_is_exact():
-    exact, ranges = pins(), declared()
+    exact, ranges = pins("requirements.txt", "requirements-lab.txt"), declared()
     assert set(exact) == set(ranges), "every pinned package is declared (runtime or an extra) and nothing else"
     for name, requirements in ranges.items():
         pinned = next(iter(exact[name].specifier)).version
@@ -60,7 +61,7 @@ def test_test_and_tool_dependencies_are_not_runtime_and_the_extras_exist():
     runtime = {Requirement(text).name.lower() for text in PYPROJECT["dependencies"]}
     assert not runtime & NOT_RUNTIME
     assert {"flwr", "phe", "gmpy2"}.isdisjoint(runtime)
-    assert set(PYPROJECT["optional-dependencies"]) == {"secure", "deploy", "book", "test"}
+    assert set(PYPROJECT["optional-dependencies"]) == {"secure", "deploy", "book", "test", "lab"}
 
 
 def test_license_file_matches_the_metadata_and_the_package_is_typed():

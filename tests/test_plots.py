@@ -121,3 +121,72 @@ def test_chapter_figures_add_the_covered_paper_panels_only_when_there_are_some(d
                                  plots.weighting_figure)
     assert len(alone) == 1 and len(both) == 2
     assert {ax.get_title() for ax in both[1].axes if ax.get_title()} == {panel}
+
+
+# --- every line is its series, in a style of its own ------------------------------------------------------------
+
+
+def _line_style(line) -> tuple:
+    from matplotlib.colors import to_rgba
+
+    return to_rgba(line.get_color()), line.get_marker(), line.get_linestyle()
+
+
+@pytest.mark.parametrize("grid, draw, metrics", [
+    ("heart_disease", "privacy_utility_figure", ["accuracy", "epsilon"]),
+    ("user_sampling", "user_sampling_figure", ["accuracy", "epsilon"]),
+    ("weighting", "weighting_figure", ["test_loss"]),
+])
+def test_each_line_is_the_mean_of_the_series_its_label_names(data, grid, draw, metrics):
+    results = data[grid]
+    check_lines(results, getattr(plots, draw)(results), metrics)
+
+
+def test_a_series_without_a_style_of_its_own_keeps_one_style_in_every_panel(data):
+    """Labels the library has no style for (another method, a federation of your own) take the series' place in
+    the whole figure, not in the panel: a panel lacking an earlier series must not recolour the later ones."""
+    results = data["heart_disease"]
+    first = results.runs[0]["panel"]
+    names = {series: f"method {index}" for index, series in enumerate(dict.fromkeys(r["series"] for r in results.runs))}
+    runs = tuple({**run, "series": names[run["series"]]} for run in results.runs
+                 if not (run["panel"] == first and names[run["series"]] == "method 2"))
+    relabelled = ResultSet(results.grid, results.profile, runs, (), "memory")
+    check_lines(relabelled, plots.privacy_utility_figure(relabelled), ["accuracy", "epsilon"])
+
+
+def check_lines(results, fig, metrics):
+    """Each line of ``fig`` is the mean over seeds of the series its label names, in a style that is the same in
+    every panel and in the legend, and differs from the other series' of its panel."""
+    panels = list(dict.fromkeys(run["panel"] for run in results.runs))
+    axes = np.array([ax for ax in fig.axes if ax.get_lines()])
+    axes = axes.reshape(len(panels), len(metrics)) if len(metrics) > 1 else axes.reshape(1, -1).T
+    styles: dict[str, tuple] = {}
+    for row, panel in enumerate(panels):
+        for column, metric in enumerate(metrics):
+            lines = axes[row, column].get_lines()
+            assert lines
+            for line in lines:
+                series = line.get_label()
+                runs = [r["result"][metric] for r in results.runs if r["panel"] == panel and r["series"] == series]
+                assert runs, f"a line labelled {series!r} in panel {panel!r}, but no such series there"
+                np.testing.assert_allclose(line.get_ydata(), np.mean(np.array(runs, dtype=float), axis=0))
+                # one style per label in every panel: the figure's single legend shows each line's own style
+                assert styles.setdefault(series, _line_style(line)) == _line_style(line), series
+            in_panel = [_line_style(line) for line in lines]
+            assert len(set(in_panel)) == len(in_panel), "two series of one panel look the same"
+    legend = fig.legends[0]
+    for handle, text in zip(legend.legend_handles, legend.get_texts()):
+        assert _line_style(handle) == styles[text.get_text()]
+
+
+def test_method_styles_differ_without_colour_and_in_colour():
+    styles = plots.METHOD_STYLES.values()
+    assert len({(s["marker"], s["linestyle"]) for s in styles}) == len(plots.METHOD_STYLES)  # greyscale
+    assert len({s["marker"] for s in styles}) == len(plots.METHOD_STYLES)
+    assert len({s["color"] for s in styles}) == len(plots.METHOD_STYLES)
+    assert {s["color"] for s in styles} <= set(plots.PALETTE)
+
+
+def test_figures_fit_a_page_at_a_sharp_resolution(data):
+    for fig in (plots.privacy_utility_figure(data["mnist"]), plots.weighting_figure(data["weighting"])):
+        assert fig.get_figwidth() <= 10.0 and fig.dpi >= 150

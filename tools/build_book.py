@@ -7,11 +7,16 @@ Every chapter listed in ``_toc.yml`` is a jupytext percent-format ``.py`` file w
 with the requested profile (any cell error fails the run and names the chapter), and the executed
 notebooks are staged with ``_config.yml`` and ``_toc.yml`` into ``_build/book_src``. Jupyter Book then
 renders that tree with execution turned off and warnings as errors, and the HTML lands in ``_build/html``.
+
+Every page carries a banner naming the profile it was built at, code cells are folded (``hide-input``) unless a
+chapter tags a cell ``show-input``, and the finished HTML is checked to load no script or stylesheet from outside
+the book (the maths is MathJax served from ``_static``; see ``external_assets``).
 """
 
 from __future__ import annotations
 
 import argparse
+import html.parser
 import os
 import shutil
 import subprocess
@@ -26,6 +31,13 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "_build"
 PROFILES = ("smoke", "default", "paper")
+PROFILE_BANNERS = {
+    "smoke": "Built at the smoke profile: tiny runs that check the code, not the paper's results; "
+             "figures stored at the paper profile are shown as stored.",
+    "default": "Built at the default profile: reduced runs on a CPU; figures stored at the paper profile "
+               "are shown as stored.",
+    "paper": "Built at the paper profile: the paper's settings.",
+}
 
 
 def toc_entries(toc: dict) -> list[str]:
@@ -67,26 +79,105 @@ def execute_chapter(entry: str, profile: str, staged: Path) -> float:
     )
     if result.returncode != 0:
         raise SystemExit(f"chapter {entry} failed at profile {profile!r} (see the cell error above)")
-    hide_default_parameters(executed)
+    tag_cells_for_the_book(executed)
     return time.perf_counter() - start
 
 
-def hide_default_parameters(path: Path) -> None:
-    """Hide the chapter's default ``parameters`` cell in the book: papermill's injected cell shows the profile used."""
+def tag_cells_for_the_book(path: Path) -> None:
+    """Tag an executed chapter's cells for the rendered book, leaving the ``.py`` chapters untouched.
+
+    The chapter's default ``parameters`` cell is removed (papermill's injected cell shows the profile used, and the
+    banner of every page names it); every other code cell is folded (``hide-input``: the reader sees the output
+    and opens the code on a click) unless the chapter tags it ``show-input`` because the code is the point.
+    """
     notebook = nbformat.read(path, as_version=4)
     for cell in notebook.cells:
-        if "parameters" in cell.metadata.get("tags", []):
-            cell.metadata["tags"] = [*cell.metadata["tags"], "remove-cell"]
+        tags = list(cell.metadata.get("tags", []))
+        if "parameters" in tags:
+            tags.append("remove-cell")
+        elif cell.cell_type == "code" and not {"show-input", "remove-cell", "remove-input", "hide-input"} & set(tags):
+            tags.append("hide-input")
+        cell.metadata["tags"] = tags
     nbformat.write(notebook, path)
 
 
-def stage_config(staged: Path) -> None:
-    """Copy the book's configuration, switching execution off (papermill has run the chapters)."""
+def repository_url() -> str | None:
+    """The checkout's ``origin`` as an https address, or None (then the book shows no repository button)."""
+    found = subprocess.run(["git", "remote", "get-url", "origin"], cwd=ROOT, capture_output=True, text=True)
+    url = found.stdout.strip()
+    if found.returncode != 0 or not url:
+        return None
+    if url.startswith("git@"):
+        host, _, path = url.removeprefix("git@").partition(":")
+        url = f"https://{host}/{path}"
+    return url.removesuffix(".git") if url.startswith("https://") else None
+
+
+class _AssetFinder(html.parser.HTMLParser):
+    """Collect the addresses of the scripts and stylesheets an HTML page loads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.addresses: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        if tag == "script" and values.get("src"):
+            self.addresses.append(values["src"])
+        elif tag == "link" and values.get("href"):
+            rel = (values.get("rel") or "").lower().split()
+            if {"stylesheet", "preload", "modulepreload"} & set(rel):
+                self.addresses.append(values["href"])
+
+
+def external_assets(page: str) -> list[str]:
+    """Return the scripts and stylesheets that the HTML text ``page`` loads from outside the book.
+
+    An address is outside the book when it names a scheme (``https:``, ``http:``, ``data:`` is allowed) or starts
+    with ``//`` (protocol-relative); relative addresses are the book's own ``_static`` files.
+
+    Example:
+        >>> external_assets('<script src="_static/a.js"></script><script src="https://cdn.x/m.js"></script>')
+        ['https://cdn.x/m.js']
+    """
+    finder = _AssetFinder()
+    finder.feed(page)
+    finder.close()
+    return [address for address in finder.addresses
+            if address.strip().lower().startswith(("http:", "https:", "//", "ftp:"))]
+
+
+def check_offline(html_dir: Path) -> None:
+    """Fail the build when a page of ``html_dir`` loads a script or stylesheet from outside the book."""
+    offending = {str(page.relative_to(html_dir)): found for page in sorted(html_dir.rglob("*.html"))
+                 if (found := external_assets(page.read_text(encoding="utf-8", errors="replace")))}
+    if offending:
+        lines = "\n".join(f"  {page}: {', '.join(found)}" for page, found in offending.items())
+        raise SystemExit(f"pages load scripts or stylesheets from outside the book (they fail offline):\n{lines}")
+
+
+def stage_config(staged: Path, profile: str, only: list[str] | None = None) -> None:
+    """Copy the book's configuration, switching execution off (papermill has run the chapters).
+
+    Every page gets a banner naming ``profile``, and the repository button the checkout's own address. With
+    ``only``, the table of contents lists those pages alone (a partial build for checking them).
+    """
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     config.setdefault("execute", {})["execute_notebooks"] = "off"
+    html_options = config.setdefault("html", {})
+    html_options["announcement"] = PROFILE_BANNERS[profile]
+    url = repository_url()
+    if url is None:
+        html_options["use_repository_button"] = False
+    else:
+        config.setdefault("repository", {})["url"] = url
     config.get("sphinx", {}).get("config", {}).pop("nb_custom_formats", None)
     (staged / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
-    shutil.copy(ROOT / "_toc.yml", staged / "_toc.yml")
+    if only is None:
+        shutil.copy(ROOT / "_toc.yml", staged / "_toc.yml")
+    else:  # a book of these pages alone, the first of them its opening page
+        toc = {"format": "jb-book", "root": only[0], "chapters": [{"file": entry} for entry in only[1:]]}
+        (staged / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
     for extra in ("references.bib",):
         if (ROOT / extra).exists():
             shutil.copy(ROOT / extra, staged / extra)
@@ -99,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", choices=PROFILES, default="default")
     parser.add_argument("--only", nargs="*", help="execute only these toc entries (no book build)")
+    parser.add_argument("--html", action="store_true",
+                        help="with --only: also build an HTML book of those pages alone (into _build/html)")
     args = parser.parse_args(argv)
 
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
@@ -118,19 +211,27 @@ def main(argv: list[str] | None = None) -> int:
     for entry in entries:
         seconds = execute_chapter(entry, args.profile, staged)
         print(f"[book] executed {entry} at profile {args.profile!r} in {seconds:.1f} s", flush=True)
-    if args.only:
+    if args.only and not args.html:
         return 0
+    if args.only:
+        for stale in staged.rglob("*.ipynb"):  # earlier runs' notebooks would be rendered as orphan pages
+            if str(stale.relative_to(staged).with_suffix("")) not in entries:
+                stale.unlink()
 
-    stage_config(staged)
+    stage_config(staged, args.profile, entries if args.only else None)
     output = BUILD / "jupyter-book"
+    shutil.rmtree(output, ignore_errors=True)  # an earlier (partial) build's pages, or its index.html, must not stay
     subprocess.run(
-        [str(Path(sys.executable).parent / "jupyter-book"), "build", str(staged), "--path-output", str(output),
+        # jupyter-book's own entry point, run by this interpreter (a copied venv's script would name another one)
+        [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(staged),
+         "--path-output", str(output),
          "-W", "-n", "--keep-going"],
         cwd=ROOT, check=True,
     )
     html = BUILD / "html"
     shutil.rmtree(html, ignore_errors=True)
     shutil.copytree(output / "_build" / "html", html)
+    check_offline(html)
     print(f"[book] HTML book at {html / 'index.html'}")
     return 0
 

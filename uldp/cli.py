@@ -22,9 +22,41 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
-def print_json(payload: Any) -> None:
-    """Print ``payload`` as one line of JSON (the last line of output, for scripts)."""
-    print(json.dumps(payload, sort_keys=False))
+#: Parsed arguments that are plumbing, not inputs of the computation (left out of the JSON ``inputs``).
+_NOT_INPUTS = frozenset({"handler", "json", "progress", "quiet", "command", "deploy_command"})
+
+
+def command_inputs(args: argparse.Namespace) -> dict[str, Any]:
+    """The inputs of a sub-command as given or defaulted: every parsed argument but the plumbing.
+
+    Example:
+        >>> command_inputs(argparse.Namespace(command="epsilon", sigma=5.0, json=True, handler=print))
+        {'sigma': 5.0}
+    """
+    return {name: value for name, value in vars(args).items() if name not in _NOT_INPUTS}
+
+
+def print_json(payload: dict[str, Any], args: argparse.Namespace) -> None:
+    """Write the one JSON document of a ``--json`` command to stdout: its command and inputs, then ``payload``.
+
+    Nothing else goes to stdout under ``--json`` (progress and logs go to stderr), so
+    ``uldp ... --json | python -c 'import json, sys; json.load(sys.stdin)'`` reads it whole. Paths and other
+    values JSON has no type for are written as strings.
+    """
+    command = " ".join(filter(None, (args.command, getattr(args, "deploy_command", None))))
+    document = {"command": command, "inputs": command_inputs(args), **payload}
+    print(json.dumps(document, sort_keys=False, default=str))
+
+
+def add_progress_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--progress`` to a sub-command that shows a progress bar."""
+    parser.add_argument("--progress", action="store_true",
+                        help="show the progress bar on stderr (shown by default only when stderr is a terminal)")
+
+
+def show_progress(args: argparse.Namespace) -> bool:
+    """Whether to draw a progress bar: on request (``--progress``), or when stderr is a terminal."""
+    return bool(getattr(args, "progress", False)) or sys.stderr.isatty()
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,6 +6,8 @@ import argparse
 import shlex
 import sys
 
+from uldp.cli import add_progress_option
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``grid`` sub-command."""
@@ -24,7 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--datasets", nargs="+", default=None, help="only the runs on these datasets")
     parser.add_argument("--root", default=None, help="results root instead of the profile's")
     parser.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
-    parser.add_argument("--json", action="store_true", help="print one JSON line with the report")
+    parser.add_argument("--json", action="store_true",
+                        help="write one JSON document (inputs and report) to stdout, nothing else")
+    add_progress_option(parser)
     parser.set_defaults(handler=handle)
 
 
@@ -34,11 +38,16 @@ def handle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from uldp import experiments
-    from uldp.cli import print_json
+    from uldp.cli import print_json, show_progress
 
     if args.name == "list":
-        for grid in experiments.GRIDS.values():
-            print(f"{grid.name:18s} {grid.figure:9s} {grid.title}")
+        grids = [{"name": grid.name, "figure": grid.figure, "title": grid.title}
+                 for grid in experiments.GRIDS.values()]
+        if args.json:
+            print_json({"grids": grids}, args)
+        else:
+            for grid in grids:
+                print(f"{grid['name']:18s} {grid['figure']:9s} {grid['title']}")
         return 0
     experiments.get_grid(args.name)
     experiments.check_profile(args.profile)
@@ -48,16 +57,18 @@ def handle(args: argparse.Namespace) -> int:
         root = Path(args.root) if args.root else experiments.results_root(args.profile)
         todo = experiments.pending_runs(specs, root)
         expected = experiments.expected_seconds(todo, root)
-        for spec in todo:
-            seconds = expected.get(spec.key)
-            print(f"{spec.key}  {spec.panel} | {spec.series} | seed {spec.seed}"
-                  + ("" if seconds is None else f"  (~{seconds / 60:.1f} min at other seeds)"))
         summary = {"grid": args.name, "profile": args.profile, "total": len({s.key for s in specs}),
                    "pending": len(todo), "root": str(root), "expected_seconds": round(sum(expected.values()), 1),
                    "without_expected_time": len(todo) - len(expected)}
         if args.json:
-            print_json(summary)
+            print_json({**summary, "pending_runs": [
+                {"key": spec.key, "panel": spec.panel, "series": spec.series, "seed": spec.seed,
+                 "expected_seconds": expected.get(spec.key)} for spec in todo]}, args)
         else:
+            for spec in todo:
+                seconds = expected.get(spec.key)
+                print(f"{spec.key}  {spec.panel} | {spec.series} | seed {spec.seed}"
+                      + ("" if seconds is None else f"  (~{seconds / 60:.1f} min at other seeds)"))
             print(f"{len(todo)} of {summary['total']} runs to do under {root}; by the same runs' times at other "
                   f"seeds, {summary['expected_seconds'] / 3600:.1f} h of run time for {len(expected)} of them")
         return 0
@@ -68,13 +79,14 @@ def handle(args: argparse.Namespace) -> int:
                          + (["--root", args.root] if args.root else []))
     try:
         report = experiments.run_grid(args.name, args.profile, seeds=args.seeds, methods=args.methods,
-                                      datasets=args.datasets, jobs=args.jobs, root=args.root, command=command)
+                                      datasets=args.datasets, jobs=args.jobs, root=args.root, command=command,
+                                      progress=show_progress(args))
     except KeyboardInterrupt as stop:
         print(f"uldp grid: {stop or 'stopped'}; the finished runs are stored and the same command resumes the grid",
               file=sys.stderr)
         return 130
     if args.json:
-        print_json(asdict(report))
+        print_json(asdict(report), args)
     else:
         print(f"{report.grid} [{report.profile}]: {report.executed} run now, {report.skipped} already stored, "
               f"{len(report.failed)} failed, {report.wall_seconds:.1f} s; results in {report.root}/{report.grid}")

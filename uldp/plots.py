@@ -26,24 +26,46 @@ from uldp.verdicts import profile_label
 #: Axis labels of the per-round columns.
 LABELS: dict[str, str] = {"test_loss": "test loss", "accuracy": "test accuracy", "c_index": "C-index",
                           "balanced_accuracy": "balanced accuracy", "epsilon": r"$\epsilon$ (user-level)"}
-#: A fixed colour per method, so every figure of the book uses the same ones.
-METHOD_COLORS: dict[str, str] = {
-    "DEFAULT": "black", "ULDP-NAIVE": "tab:gray", "ULDP-GROUP-max": "tab:brown", "ULDP-GROUP-median": "tab:pink",
-    "ULDP-GROUP-2": "tab:olive", "ULDP-GROUP-8": "tab:purple", "ULDP-SGD": "tab:green", "ULDP-SGD-w": "tab:cyan",
-    "ULDP-AVG": "tab:blue", "ULDP-AVG-w": "tab:red",
+#: Resolution of the figures: sharp when the page scales them to its width.
+FIGURE_DPI = 150
+#: Paul Tol's colour-blind-safe "muted" palette, then black.
+PALETTE: tuple[str, ...] = ("#332288", "#88CCEE", "#44AA99", "#117733", "#999933", "#DDCC77", "#CC6677", "#882255",
+                            "#AA4499", "#000000")
+#: A fixed style per method, so that every figure of the book draws a method the same way and methods stay apart
+#: without colour (greyscale, colour-blind readers): a marker of its own, and the line style of its family
+#: (solid: ULDP-SGD/AVG, dashed: ULDP-GROUP-k, dash-dot: ULDP-NAIVE, dotted: DEFAULT).
+METHOD_STYLES: dict[str, dict[str, str]] = {
+    "DEFAULT": {"color": "#000000", "marker": "o", "linestyle": ":"},
+    "ULDP-NAIVE": {"color": "#DDCC77", "marker": "X", "linestyle": "-."},
+    "ULDP-GROUP-max": {"color": "#CC6677", "marker": "v", "linestyle": "--"},
+    "ULDP-GROUP-median": {"color": "#882255", "marker": "^", "linestyle": "--"},
+    "ULDP-GROUP-2": {"color": "#999933", "marker": "<", "linestyle": "--"},
+    "ULDP-GROUP-8": {"color": "#AA4499", "marker": ">", "linestyle": "--"},
+    "ULDP-SGD": {"color": "#117733", "marker": "s", "linestyle": "-"},
+    "ULDP-SGD-w": {"color": "#44AA99", "marker": "D", "linestyle": "-"},
+    "ULDP-AVG": {"color": "#88CCEE", "marker": "P", "linestyle": "-"},
+    "ULDP-AVG-w": {"color": "#332288", "marker": "*", "linestyle": "-"},
 }
+METHOD_COLORS: dict[str, str] = {method: style["color"] for method, style in METHOD_STYLES.items()}
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 _DASHES = {"uniform": "-", "zipf": "--", "zipf-noniid": ":"}
 
 
 def _style(series: str, index: int) -> dict[str, Any]:
-    """Colour from the method or sampling rate (first part of the label), line style from the distribution."""
+    """The style of a series label: the method's (first part of the label) or, for a sampling rate ``q=...``, a
+    viridis shade (light: small q) with a marker of its own; the line style follows the distribution when the
+    label names one. ``index`` (the series' place in its figure, the same in every panel) picks the style of a
+    label that has none of its own."""
     parts = [part.strip() for part in series.split(",")]
-    if parts[0].startswith("q="):  # sampling rates: light (small q) to dark (q = 1)
-        color = plt.cm.viridis(0.9 * (1 - float(parts[0][2:])))
+    if parts[0] in METHOD_STYLES:
+        style = dict(METHOD_STYLES[parts[0]])
+    elif parts[0].startswith("q="):
+        style = {"color": plt.cm.viridis(0.9 * (1 - float(parts[0][2:]))), "marker": _MARKERS[index % len(_MARKERS)],
+                 "linestyle": "-"}
     else:
-        color = METHOD_COLORS.get(parts[0], plt.rcParams["axes.prop_cycle"].by_key()["color"][index % 10])
-    style = next((_DASHES[part] for part in parts[1:] if part in _DASHES), "-")
-    return {"color": color, "linestyle": style}
+        style = {"color": PALETTE[index % len(PALETTE)], "marker": _MARKERS[index % len(_MARKERS)], "linestyle": "-"}
+    style["linestyle"] = next((_DASHES[part] for part in parts[1:] if part in _DASHES), style["linestyle"])
+    return style
 
 
 def draw_curves(ax: Any, summary: Any, panel: str, *, log: bool = False, series_order: Sequence[str] = ()) -> None:
@@ -54,16 +76,19 @@ def draw_curves(ax: Any, summary: Any, panel: str, *, log: bool = False, series_
         summary: Output of :func:`uldp.experiments.summarise`.
         panel: Which panel to draw.
         log: Logarithmic y axis.
-        series_order: Series in legend order (others follow in order of appearance).
+        series_order: Series in legend order (others follow in order of appearance); a series keeps its place,
+            hence its style, in every panel drawn with the same order.
     """
     rows = summary[summary["panel"] == panel]
     present = list(dict.fromkeys(rows["series"]))
+    place = {series: index for index, series in enumerate(dict.fromkeys([*series_order, *present]))}
     ordered = [s for s in series_order if s in present] + [s for s in present if s not in series_order]
-    for index, series in enumerate(ordered):
+    for series in ordered:
         curve = rows[rows["series"] == series].sort_values("round")
         mean, std = curve["mean"].to_numpy(float), curve["std"].to_numpy(float)
-        style = _style(series, index)
-        ax.plot(curve["round"], mean, label=series, lw=1.4, **style)
+        style = _style(series, place[series])
+        ax.plot(curve["round"], mean, label=series, lw=1.4, markersize=4, markevery=max(1, len(mean) // 8),
+                **style)
         lower = np.maximum(mean - std, mean * 1e-3) if log else mean - std
         ax.fill_between(curve["round"], lower, mean + std, color=style["color"], alpha=0.15, lw=0)
     if log:
@@ -77,7 +102,7 @@ def _series_order(results: ResultSet) -> list[str]:
 
 
 def metric_grid(results: ResultSet, metrics: Sequence[str], *, title: str, log_metrics: Sequence[str] = ("epsilon",),
-                panel_width: float = 4.2, panel_height: float = 2.9) -> Figure:
+                panel_width: float | None = None, panel_height: float = 2.9) -> Figure:
     """One row per panel (setting), one column per metric, mean and std band over seeds against the round.
 
     Args:
@@ -85,7 +110,7 @@ def metric_grid(results: ResultSet, metrics: Sequence[str], *, title: str, log_m
         metrics: Per-round columns to draw, left to right.
         title: Figure title.
         log_metrics: Columns drawn on a log axis.
-        panel_width: Inches per column.
+        panel_width: Inches per column (default: 9 inches, a page's width, shared by the columns; at most 4.5).
         panel_height: Inches per row.
 
     Returns:
@@ -100,8 +125,10 @@ def metric_grid(results: ResultSet, metrics: Sequence[str], *, title: str, log_m
     summaries = {metric: summarise(frame, metric) for metric in metrics}
     panels = list(dict.fromkeys(run["panel"] for run in results.runs))
     order = _series_order(results)
+    panel_width = min(4.5, 9.0 / len(metrics)) if panel_width is None else panel_width
     fig, axes = plt.subplots(len(panels), len(metrics), figsize=(panel_width * len(metrics),
-                                                                 panel_height * len(panels) + 0.8), squeeze=False)
+                                                                 panel_height * len(panels) + 0.8), squeeze=False,
+                             dpi=FIGURE_DPI)
     for row, panel in enumerate(panels):
         for column, metric in enumerate(metrics):
             ax = axes[row, column]
@@ -151,7 +178,8 @@ def weighting_figure(results: ResultSet) -> Figure:
         raise ValueError(f"no stored results for grid {results.grid!r}: nothing to plot")
     summary = summarise(results.frame(), "test_loss")
     panels = list(dict.fromkeys(run["panel"] for run in results.runs))
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(min(3.6, 10.0 / len(panels)) * len(panels), 3.6),
+                             squeeze=False, dpi=FIGURE_DPI)
     for ax, panel in zip(axes.flat, panels):
         draw_curves(ax, summary, panel, series_order=_series_order(results))
         ax.set_title(panel, fontsize=9)
@@ -224,14 +252,15 @@ def runtime_figure(results: ResultSet) -> Figure:
     the server's per-round work (right), for HeartDisease and TcgaBrca with 10 and 100 users (zipf, ULDP-AVG-w)."""
     table = runtime_table(results)
     labels = [f"{dataset}\n|U|={users}" for dataset, users in table.index]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
-    left.bar(labels, table["training per silo"], color="tab:blue")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6), dpi=FIGURE_DPI)
+    left.bar(labels, table["training per silo"], color=PALETTE[0])
     left.set_ylabel("seconds per round")
     left.set_title("local training + encrypted weighting, per silo", fontsize=9)
     parts = ["key set-up", "blinded histogram", "aggregation"]
     width = 0.8 / len(parts)
     for index, part in enumerate(parts):
-        right.bar(np.arange(len(labels)) + (index - 1) * width, table[part], width, label=part)
+        right.bar(np.arange(len(labels)) + (index - 1) * width, table[part], width, label=part,
+                  color=PALETTE[2 * index + 1], hatch=("", "//", "..")[index], edgecolor="white")
     right.set_xticks(np.arange(len(labels)), labels)
     right.set_ylabel("seconds")
     right.set_title("set-up (once) and server aggregation (per round)", fontsize=9)

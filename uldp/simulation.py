@@ -21,7 +21,9 @@ import numpy as np
 
 from uldp.checks import check_integer, check_number
 from uldp.data import DATASETS
+from uldp.data.allocation import PAPER_N_LABELS
 from uldp.data.base import check_test_scoring
+from uldp.threads import torch_threads
 from uldp.methods.base import Hyperparameters, parse_method
 
 #: Per dataset and method family: (global lr, clip C, local lr, local epochs Q) of settings.md's privacy-utility
@@ -124,7 +126,7 @@ class RunConfig:
     secure_key_bits: int = 3072
     secure_n_max: int = 2000
     max_train_records: int | None = None
-    n_labels: int = 2
+    n_labels: int = PAPER_N_LABELS
     test_scoring: str = "pooled"
 
     def __post_init__(self) -> None:
@@ -341,7 +343,7 @@ def _checkpoint_fingerprint(config: RunConfig, data: Any) -> str:
 
 def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggregate_fn: Any = None,
         insecure_test_key: bool = False, checkpoint: str | Path | None = None,
-        checkpoint_seconds: float = 60.0) -> RunResult:
+        checkpoint_seconds: float = 60.0, threads: int | None = None) -> RunResult:
     """Run federated training and return per-round test metrics, epsilon and wall time.
 
     Args:
@@ -359,6 +361,8 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
             file stays after the last round (the caller deletes it once the result is stored). Not for a secure or
             custom aggregation, whose state lives in the process.
         checkpoint_seconds: Save at most this often (seconds >= 0), and always after the last round.
+        threads: Torch intra-op threads while the run trains (default ``$ULDP_THREADS``, else 1; see
+            :mod:`uldp.threads`); the previous number is restored afterwards. Results do not depend on it.
 
     Returns:
         The :class:`RunResult`; secure runs add the protocol's per-part seconds to ``info["secure_timings"]``.
@@ -368,14 +372,21 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
             checkpoint path that cannot be written, or a checkpoint file that is corrupted, malformed or belongs to
             another configuration.
     """
-    from uldp.fitting import train_rounds
-    from uldp.models import evaluate
-    from uldp.training.per_user import flat_parameters, load_flat_parameters
-
     if checkpoint is not None and (config.secure or aggregate_fn is not None):
         raise ValueError("checkpoint is not supported with a secure or custom aggregation (its keys and state live "
                          "in this process); run without checkpoint")
     check_number("checkpoint_seconds", checkpoint_seconds, at_least=0)
+    with torch_threads(threads):
+        return _run(config, progress, dataset, aggregate_fn, insecure_test_key, checkpoint, checkpoint_seconds)
+
+
+def _run(config: RunConfig, progress: bool, dataset: Any, aggregate_fn: Any, insecure_test_key: bool,
+         checkpoint: str | Path | None, checkpoint_seconds: float) -> RunResult:
+    """:func:`run` once its arguments are checked and its threads set."""
+    from uldp.fitting import train_rounds
+    from uldp.models import evaluate
+    from uldp.training.per_user import flat_parameters, load_flat_parameters
+
     start = time.perf_counter()
     root = np.random.SeedSequence(config.seed)
     method, federation, data = _prepared(config, dataset)

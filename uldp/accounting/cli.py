@@ -59,7 +59,7 @@ def run_epsilon(args: argparse.Namespace) -> int:
                                q=args.q if family == "uldp" else 1.0, **group_args)
     result = {"epsilon": _finite(spent.epsilon), "order": _finite(spent.order)}
     if args.json:
-        print_json(result)
+        print_json(result, args)
     else:
         print(f"{args.method}: epsilon = {spent.epsilon:.6g} at delta = {args.delta:g} (RDP order {spent.order:g})")
     return 0
@@ -75,7 +75,7 @@ def run_group_epsilon(args: argparse.Namespace) -> int:
     rows = [{"k": row["k"], "epsilon_rdp": _finite(row["epsilon_rdp"]), "epsilon_dp": _finite(row["epsilon_dp"])}
             for row in table]
     if args.json:
-        print_json(rows)
+        print_json({"rows": rows}, args)
     else:
         for row in rows:
             print(f"k={row['k']:>4}  epsilon (RDP group, valid orders) = {row['epsilon_rdp']:.6g}   "

@@ -36,6 +36,9 @@ from uldp.checks import check_integer, check_positive
 from uldp.data.base import Allocation, FederatedDataset
 
 SCHEMES: tuple[str, ...] = ("uniform", "zipf", "zipf-noniid")
+#: Labels per user of the paper's non-iid allocation (Section 6.1, MNIST): the default of ``allocate``,
+#: ``RunConfig`` and the command line alike.
+PAPER_N_LABELS = 2
 PRIMARY_SILO_SHARE = 0.8
 
 
@@ -199,9 +202,7 @@ def _check_arguments(
     if scheme.endswith("-noniid"):
         if dataset.labels is None:
             raise ValueError(f"scheme {scheme!r} needs class labels; {dataset.name} is a {dataset.task} dataset")
-        if n_labels is None:
-            raise ValueError(f"scheme {scheme!r} needs n_labels (labels per user), got None")
-        check_integer("n_labels", n_labels)
+        check_integer("n_labels", PAPER_N_LABELS if n_labels is None else n_labels)
     elif n_labels is not None:
         raise ValueError(f"n_labels={n_labels!r} applies only to the zipf-noniid scheme, not {scheme!r}")
     if dataset.n_fixed_silos is not None:
@@ -234,9 +235,10 @@ def allocate(
         dataset: The dataset whose training records are allocated.
         n_users: Number of users ``|U|``.
         n_silos: Number of silos ``|S|``; for datasets with fixed silos ``None`` or that fixed number.
-        scheme: ``"uniform"``, ``"zipf"`` or ``"zipf-noniid"`` (the latter needs class labels and ``n_labels``).
+        scheme: ``"uniform"``, ``"zipf"`` or ``"zipf-noniid"`` (the latter needs class labels).
         seed: Seed of the allocation (same seed, same allocation).
-        n_labels: Maximum number of labels per user, for ``zipf-noniid`` only.
+        n_labels: Maximum number of labels per user, for ``zipf-noniid`` only (None: the paper's
+            :data:`PAPER_N_LABELS`).
         user_alpha: Zipf exponent of records per user.
         silo_alpha: Zipf exponent of a user's records over silos (datasets without fixed silos).
 
@@ -267,7 +269,8 @@ def allocate(
     else:
         user = _zipf_users(rng, n_records, n_users, user_alpha)
         if scheme == "zipf-noniid":
-            user = _noniid_users(rng, dataset.labels, np.bincount(user, minlength=n_users), n_labels)
+            user = _noniid_users(rng, dataset.labels, np.bincount(user, minlength=n_users),
+                                 PAPER_N_LABELS if n_labels is None else n_labels)
         silo = _zipf_silos(rng, user, n_users, n_silos, silo_alpha)
     return Allocation(
         user=user.astype(np.int64), silo=silo.astype(np.int64), n_users=int(n_users), n_silos=n_silos,

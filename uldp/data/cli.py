@@ -18,7 +18,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--users", required=True, type=int, help="number of users |U|")
     parser.add_argument("--silos", type=int, default=None, help="number of silos |S| (default: the paper's)")
     parser.add_argument("--dist", required=True, choices=SCHEMES, help="allocation scheme")
-    parser.add_argument("--n-labels", type=int, default=None, help="labels per user (zipf-noniid)")
+    parser.add_argument("--n-labels", type=int, default=None,
+                        help="labels per user (zipf-noniid; default: the paper's 2)")
     parser.add_argument("--seed", required=True, type=int, help="seed of the allocation")
     parser.add_argument("--data-dir", default=None, help="data directory (default: $ULDP_DATA_DIR)")
     parser.add_argument("--json", action="store_true", help="print one line of JSON")
@@ -42,7 +43,7 @@ def handle(args: argparse.Namespace) -> int:
         payload["labels_per_user"] = labels_per_user(allocation, dataset.labels).tolist()
     payload["summary"] = stats
     if args.json:
-        print_json(payload)
+        print_json(payload, args)
     else:
         for key, value in stats.items():
             print(f"{key}: {value}")

@@ -117,7 +117,7 @@ def _server(args: argparse.Namespace) -> int:
             "rounds_done": result.rounds_done, "resumed_from": result.resumed_from, "error": result.error,
             "refused": result.refused, "setup_seconds": result.setup_seconds, "history": result.history,
             "insecure_reproducible_noise": result.insecure_reproducible_noise,
-        })
+        }, args)
     if result.error:
         print(f"uldp deploy server: {result.error}", file=sys.stderr)
         return 1
@@ -143,7 +143,8 @@ def _silo(args: argparse.Namespace) -> int:
         print(f"uldp deploy silo: {error}", file=sys.stderr)
         return 1
     if args.json:
-        print_json({"silo_id": args.silo_id, "n_records": role.n_records, "final_model_size": int(params.size)})
+        print_json({"silo_id": args.silo_id, "n_records": role.n_records, "final_model_size": int(params.size)},
+                   args)
     return 0
 
 

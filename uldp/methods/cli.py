@@ -9,19 +9,25 @@ from __future__ import annotations
 
 import argparse
 
+from uldp.cli import add_progress_option
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``run`` sub-command."""
+    from uldp.data.allocation import PAPER_N_LABELS
+
     parser = subparsers.add_parser(
         "run", help="run one federated training (DEFAULT, ULDP-NAIVE, ULDP-GROUP-k, ULDP-SGD/AVG[-w])",
         description="Run one federated training in process; unset hyperparameters take the paper's values "
-                    "for the dataset and method. A progress bar goes to stderr.")
+                    "for the dataset and method. Prints a per-round table, or with --json one JSON document.")
     parser.add_argument("--dataset", required=True, help="creditcard, mnist, heart_disease, tcga_brca or synthetic")
     parser.add_argument("--method", required=True,
                         help="DEFAULT, ULDP-NAIVE, ULDP-GROUP-<k|max|median>, ULDP-SGD[-w], ULDP-AVG[-w]")
     parser.add_argument("--users", type=int, required=True, help="number of users |U|")
     parser.add_argument("--silos", type=int, default=None, help="number of silos (fixed for medical datasets)")
     parser.add_argument("--dist", default="uniform", help="allocation: uniform, zipf or zipf-noniid")
+    parser.add_argument("--n-labels", type=int, default=PAPER_N_LABELS,
+                        help=f"labels per user under zipf-noniid (default: the paper's {PAPER_N_LABELS})")
     parser.add_argument("--rounds", type=int, required=True, help="number of rounds T")
     parser.add_argument("--local-epochs", type=int, default=None, help="local epochs Q")
     parser.add_argument("--global-lr", type=float, default=None, help="server learning rate")
@@ -40,7 +46,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--checkpoint", default=None,
                         help="file to resume from and to save progress to (at most every minute and after the last "
                              "round); a resumed run ends exactly as an uninterrupted one; not with --secure")
-    parser.add_argument("--json", action="store_true", help="print the result as one JSON line at the end")
+    parser.add_argument("--json", action="store_true",
+                        help="write one JSON document (inputs, configuration, per-round results) to stdout, nothing "
+                             "else")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads while training (default: $ULDP_THREADS, else 1; see uldp.threads)")
+    add_progress_option(parser)
     parser.set_defaults(handler=handle)
 
 
@@ -65,7 +76,7 @@ def method_name(method: str, k: str | None) -> str:
 
 def handle(args: argparse.Namespace) -> int:
     """Run the configured training, print a per-round table (and the JSON result with ``--json``)."""
-    from uldp.cli import print_json
+    from uldp.cli import print_json, show_progress
     from uldp.data import load
     from uldp.simulation import RunConfig, run
 
@@ -73,14 +84,16 @@ def handle(args: argparse.Namespace) -> int:
         dataset=args.dataset, method=method_name(args.method, args.k), n_users=args.users, rounds=args.rounds,
         seed=args.seed, n_silos=args.silos, distribution=args.dist, local_epochs=args.local_epochs,
         global_lr=args.global_lr, local_lr=args.local_lr, clip=args.clip, sigma=args.sigma, q=args.q,
-        secure=args.secure, test_scoring=args.test_scoring)
-    result = run(config, progress=True, dataset=load(config.dataset, args.data_dir, test_scoring=config.test_scoring),
-                 checkpoint=args.checkpoint)
+        secure=args.secure, n_labels=args.n_labels, test_scoring=args.test_scoring)
+    result = run(config, progress=show_progress(args),
+                 dataset=load(config.dataset, args.data_dir, test_scoring=config.test_scoring),
+                 checkpoint=args.checkpoint, threads=args.threads)
+    if args.json:
+        print_json(result.to_json(), args)
+        return 0
     for row in result.rounds_table():
         metric = "c_index" if "c_index" in row else "accuracy"
         epsilon = "-" if row["epsilon"] is None else f"{row['epsilon']:.3f}"
         print(f"round {row['round']:>4}  loss {row['loss']:.4f}  {metric} {row[metric]:.4f}  "
               f"epsilon {epsilon}  {row['seconds']:.2f} s")
-    if args.json:
-        print_json(result.to_json())
     return 0

@@ -1,0 +1,60 @@
+"""tools/build_book.py: the offline check of the rendered pages and the tags that fold code cells."""
+
+import importlib.util
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("build_book", ROOT / "tools" / "build_book.py")
+build_book = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(build_book)
+
+
+@pytest.mark.parametrize("page, expected", [
+    ('<script src="_static/mathjax/tex-chtml.js"></script>', []),
+    ('<script src="../_static/a.js"></script><link rel="stylesheet" href="_static/b.css">', []),
+    ('<script src="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js"></script>',
+     ["https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js"]),
+    ('<script defer="defer" src="http://example.org/x.js"></script>', ["http://example.org/x.js"]),
+    ('<SCRIPT SRC="//unpkg.com/thebe"></SCRIPT>', ["//unpkg.com/thebe"]),
+    ('<link href="https://fonts.example/f.css" rel="stylesheet"/>', ["https://fonts.example/f.css"]),
+    ('<link rel="preload" as="script" href="https://x.org/p.js">', ["https://x.org/p.js"]),
+    # links a reader follows are not loaded by the page
+    ('<a href="https://arxiv.org/abs/2308.12210">paper</a><link rel="canonical" href="https://x.org/">', []),
+    ('<script>var url = "https://x.org/not-loaded.js";</script>', []),
+    ('<img src="data:image/png;base64,AAAA">', []),
+])
+def test_external_assets_finds_exactly_the_outside_scripts_and_stylesheets(page, expected):
+    assert build_book.external_assets(page) == expected
+
+
+def test_check_offline_names_the_page_and_address(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "index.html").write_text('<script src="_static/ok.js"></script>')
+    (tmp_path / "sub" / "page.html").write_text('<script src="https://cdn.example/m.js"></script>')
+    with pytest.raises(SystemExit, match=r"sub/page\.html: https://cdn\.example/m\.js"):
+        build_book.check_offline(tmp_path)
+    (tmp_path / "sub" / "page.html").write_text("<p>no scripts</p>")
+    build_book.check_offline(tmp_path)  # passes
+
+
+def test_cells_are_folded_except_those_shown_and_the_default_parameters_are_removed(tmp_path):
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# Title"),
+        nbformat.v4.new_code_cell('profile = "default"', metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("plot()"),
+        nbformat.v4.new_code_cell("api_call()", metadata={"tags": ["show-input"]}),
+        nbformat.v4.new_code_cell("hidden()", metadata={"tags": ["remove-cell"]}),
+    ])
+    path = tmp_path / "chapter.ipynb"
+    nbformat.write(notebook, path)
+    build_book.tag_cells_for_the_book(path)
+    tags = [cell.metadata.get("tags", []) for cell in nbformat.read(path, as_version=4).cells]
+    assert tags == [[], ["parameters", "remove-cell"], ["hide-input"], ["show-input"], ["remove-cell"]]
+
+
+def test_every_profile_has_a_banner_naming_it():
+    for profile in build_book.PROFILES:
+        assert f"{profile} profile" in build_book.PROFILE_BANNERS[profile]

@@ -1,0 +1,27 @@
+"""uldp.errata: every erratum points at a real module and chapter; Figure 2's numbers are the paper's and larger."""
+
+import importlib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from uldp.errata import ERRATA, figure2_erratum
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_erratum_names_a_module_and_a_chapter_of_the_book():
+    toc = (ROOT / "_toc.yml").read_text()
+    chapters = {entry["file"] for entry in yaml.safe_load(toc)["chapters"]}
+    for erratum in ERRATA:
+        importlib.import_module(erratum.library)
+        assert erratum.chapter in chapters, erratum.chapter
+
+
+def test_figure2_reproduces_the_papers_values_and_the_valid_ones_are_larger():
+    rows = {row["k"]: row for row in figure2_erratum()}
+    # the paper's text: "the value reaches 2100 for only k=32, and 11400 at k=64" (Section 2.2)
+    assert rows[32]["paper"] == pytest.approx(2100, rel=0.05) and rows[64]["paper"] == pytest.approx(11400, rel=0.05)
+    for row in rows.values():
+        assert row["valid"] > row["paper"] and row["paper_grid_valid"] is False

@@ -258,9 +258,11 @@ def test_edge_of_grid_warns():
 def test_cli_epsilon_json(capsys):
     assert main(["epsilon", "--method", "ULDP-AVG-w", "--sigma", "5", "--rounds", "100", "--q", "0.1",
                  "--delta", "1e-5", "--json"]) == 0
-    payload = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    payload = json.loads(capsys.readouterr().out)  # exactly one JSON document, repeating the inputs
     assert payload["epsilon"] == pytest.approx(epsilon_uldp(sigma=5, rounds=100, q=0.1, delta=1e-5).epsilon)
-    assert set(payload) == {"epsilon", "order"}
+    assert payload == {"method": "ULDP-AVG-w", "rounds": 100, "delta": 1e-5, "q": 0.1, "steps_per_round": None,
+                       "accountant": "rdp", "target_epsilon": None, "sigma": 5.0, "epsilon": payload["epsilon"],
+                       "order": payload["order"]}
 
 
 def test_cli_group_epsilon_json(capsys):

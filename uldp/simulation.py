@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from uldp.checks import check_integer, check_number
+from uldp.checks import check_integer, check_number, check_positive
 from uldp.methods.base import Hyperparameters, parse_method
 
 #: Per dataset and method family: (global lr, clip C, local lr, local epochs Q) of settings.md's privacy-utility
@@ -93,6 +93,12 @@ class RunConfig:
         secure_n_max: N_max of the protocol, the most records of one user (2000, the paper's).
         max_train_records: Use a stratified random subset of at most this many training records (smaller runs).
         n_labels: Labels per user for ``zipf-noniid`` (2, as in the paper).
+        accountant: The privacy accountant of the reported epsilon and of the budget: ``"rdp"`` (the paper's) or
+            ``"pld"`` (tighter; :mod:`uldp.accounting.pld`).
+        target_epsilon: A privacy budget (user-level epsilon at ``delta`` after ``rounds`` rounds, by
+            ``accountant``). With ``sigma`` unset, sigma is the smallest that meets it (calibrated when the run
+            is prepared: ULDP-GROUP-k's silo sizes are known only then); with ``sigma`` set, the run refuses to
+            start when its first round exceeds the budget and stops before the first round that would.
 
     Raises:
         ValueError: On any bad value (the message names it and what is allowed).
@@ -119,9 +125,18 @@ class RunConfig:
     secure_n_max: int = 2000
     max_train_records: int | None = None
     n_labels: int = 2
+    accountant: str = "rdp"
+    target_epsilon: float | None = None
 
     def __post_init__(self) -> None:
+        from uldp.accounting import check_accountant
+
         spec = parse_method(self.method)
+        check_accountant(self.accountant)
+        if self.target_epsilon is not None:
+            check_positive("target_epsilon", self.target_epsilon)
+            if not spec.private:
+                raise ValueError(f"target_epsilon needs a private method; {spec.name} has no privacy guarantee")
         if self.dataset not in PAPER_SETTINGS:
             raise ValueError(f"unknown dataset {self.dataset!r}; known datasets: {', '.join(PAPER_SETTINGS)}")
         check_integer("n_users", self.n_users)
@@ -150,14 +165,16 @@ class RunConfig:
         object.__setattr__(self, "method", spec.name)
         paper = paper_hyperparameters(self.dataset, spec.name, self.n_users)
         unused = {"ULDP-SGD": ("local_lr", "local_epochs"), "DEFAULT": ("clip", "sigma")}.get(spec.family, ())
-        defaults = {**paper, "sigma": None if spec.family == "DEFAULT" else SIGMA,
+        calibrate = self.target_epsilon is not None and self.sigma is None  # sigma stays None until prepared
+        defaults = {**paper, "sigma": None if spec.family == "DEFAULT" or calibrate else SIGMA,
                     "batch_size": BATCH_SIZE[self.dataset]}
         for name, value in defaults.items():
             if getattr(self, name) is None and name not in unused:
                 object.__setattr__(self, name, value)
         if self.n_silos is None:
             object.__setattr__(self, "n_silos", DEFAULT_SILOS[self.dataset])
-        self.hyperparameters()  # validates learning rates, C, sigma, q, delta, Q, batch size for this method
+        # validates learning rates, C, sigma, q, delta, Q, batch size for this method (any sigma while calibrating)
+        (replace(self, sigma=SIGMA) if calibrate else self).hyperparameters()
 
     def hyperparameters(self) -> Hyperparameters:
         """The method's :class:`~uldp.methods.Hyperparameters` (raises ``ValueError`` on bad values)."""
@@ -272,19 +289,44 @@ def secure_aggregator(config: RunConfig, *, insecure_test_key: bool = False) -> 
                             sigma=config.sigma, insecure_test_key=insecure_test_key)
 
 
-def _prepared(config: RunConfig, dataset: Any = None) -> tuple[Any, Any, Any]:
-    """The run's method, its prepared federation (ULDP-GROUP-k's records kept) and the dataset."""
+def _prepared(config: RunConfig, dataset: Any = None) -> tuple[RunConfig, Any, Any, Any]:
+    """The run's configuration (sigma calibrated to ``target_epsilon`` where it was unset), its method, its prepared
+    federation (ULDP-GROUP-k's records kept) and the dataset."""
     from uldp.methods import make_method
     from uldp.methods.base import seed_stream
 
     federation, data = build_federation(config, dataset)
     weights = None if config.user_weights is None else np.asarray(config.user_weights)
-    method = make_method(config.method, config.hyperparameters(), user_weights=weights)
+    calibrate = config.sigma is None and config.target_epsilon is not None
+    # preparing (ULDP-GROUP-k's flags) does not read sigma: any value serves until it is calibrated
+    method = make_method(config.method, (replace(config, sigma=SIGMA) if calibrate else config).hyperparameters(),
+                         user_weights=weights)
     federation = method.prepare(federation, seed_stream(np.random.SeedSequence(config.seed), PREPARE_STREAM))
-    return method, federation, data
+    if calibrate:
+        config = replace(config, sigma=calibrated_sigma(config, method.accounting_arguments(federation)))
+        method = make_method(config.method, config.hyperparameters(), user_weights=weights)
+    return config, method, federation, data
 
 
-def accounted_epsilon(config: RunConfig, *, rounds: int | None = None, dataset: Any = None) -> float | None:
+def calibrated_sigma(config: RunConfig, accounting_arguments: dict) -> float:
+    """The smallest sigma whose user-level epsilon after ``config.rounds`` rounds, by ``config.accountant``, is at
+    most ``config.target_epsilon`` (:func:`uldp.accounting.sigma_for_epsilon`).
+
+    Args:
+        config: A run with ``target_epsilon`` set.
+        accounting_arguments: The method's :meth:`accounting_arguments` on the prepared federation.
+
+    Returns:
+        The noise multiplier.
+    """
+    from uldp.accounting import sigma_for_epsilon
+
+    return sigma_for_epsilon(config.method, epsilon=config.target_epsilon, rounds=config.rounds, delta=config.delta,
+                             accountant=config.accountant, **accounting_arguments)
+
+
+def accounted_epsilon(config: RunConfig, *, rounds: int | None = None, dataset: Any = None,
+                      accountant: str | None = None) -> float | None:
     """The user-level epsilon a run of ``config`` reports after ``rounds`` rounds, without training it.
 
     A method's accountant (Theorem 1 for ULDP-NAIVE, Theorem 2 with group privacy for ULDP-GROUP-k, Theorem 3 and
@@ -297,6 +339,8 @@ def accounted_epsilon(config: RunConfig, *, rounds: int | None = None, dataset: 
         config: The run.
         rounds: After how many rounds (default ``config.rounds``).
         dataset: An already loaded dataset (default: ``load(config.dataset)``).
+        accountant: ``"rdp"`` or ``"pld"`` (default ``config.accountant``): a stored run can be re-accounted by the
+            other accountant, since the accountant never changes the training.
 
     Returns:
         Epsilon at ``config.delta``; ``None`` for DEFAULT (no guarantee).
@@ -306,8 +350,8 @@ def accounted_epsilon(config: RunConfig, *, rounds: int | None = None, dataset: 
     """
     rounds = config.rounds if rounds is None else rounds
     rounds = check_integer("rounds", rounds, maximum=config.rounds)
-    method, federation, _ = _prepared(config, dataset)
-    epsilon = method.epsilon(federation, rounds)
+    config, method, federation, _ = _prepared(config, dataset)
+    epsilon = method.epsilon(federation, rounds, accountant=config.accountant if accountant is None else accountant)
     return None if epsilon is None else float(epsilon)
 
 
@@ -317,12 +361,19 @@ def _record_round(result: RunResult, row: dict) -> None:
         getattr(result, name).append(value)
 
 
+#: RunConfig fields added after checkpoints were first written, with their defaults: they enter a checkpoint's
+#: fingerprint only when set otherwise, so the checkpoints of earlier runs still resume.
+LATER_FIELDS = {"accountant": "rdp", "target_epsilon": None}
+
+
 def _checkpoint_fingerprint(config: RunConfig, data: Any) -> str:
     """What a checkpoint must match to be resumed: the resolved configuration and the train and test set sizes
     (a grid may evaluate on a subset of the test set)."""
     from uldp.deploy.wire import fingerprint
 
-    return fingerprint({"config": asdict(config), "train_records": int(data.x_train.shape[0]),
+    resolved = {name: value for name, value in asdict(config).items()
+                if name not in LATER_FIELDS or value != LATER_FIELDS[name]}
+    return fingerprint({"config": resolved, "train_records": int(data.x_train.shape[0]),
                         "test_records": int(data.x_test.shape[0])})
 
 
@@ -348,11 +399,14 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
         checkpoint_seconds: Save at most this often (seconds >= 0), and always after the last round.
 
     Returns:
-        The :class:`RunResult`; secure runs add the protocol's per-part seconds to ``info["secure_timings"]``.
+        The :class:`RunResult` (its ``config`` with the calibrated sigma when ``target_epsilon`` chose it); secure
+        runs add the protocol's per-part seconds to ``info["secure_timings"]``; a run whose next round would exceed
+        ``config.target_epsilon`` stops before it and says so in ``info["stopped_by_budget"]``.
 
     Raises:
-        ValueError: A checkpoint with a secure or custom aggregation, a negative ``checkpoint_seconds``, or a
-            checkpoint file that is corrupted or belongs to another configuration.
+        ValueError: A checkpoint with a secure or custom aggregation, a negative ``checkpoint_seconds``, a
+            checkpoint file that is corrupted or belongs to another configuration, or a ``target_epsilon`` that
+            the first round already exceeds.
     """
     import torch
     from tqdm import tqdm
@@ -368,7 +422,12 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
     check_number("checkpoint_seconds", checkpoint_seconds, at_least=0)
     start = time.perf_counter()
     root = np.random.SeedSequence(config.seed)
-    method, federation, data = _prepared(config, dataset)
+    calibrating = config.sigma is None and config.target_epsilon is not None
+    config, method, federation, data = _prepared(config, dataset)
+    budget_check = config.target_epsilon is not None
+    if budget_check and method.epsilon(federation, 1, accountant=config.accountant) > config.target_epsilon:
+        raise ValueError(f"target_epsilon={config.target_epsilon!r} is exceeded by the first round at "
+                         f"sigma={config.sigma!r} ({config.accountant}); raise sigma or leave it unset to calibrate")
     if aggregate_fn is None and config.secure:
         aggregate_fn = secure_aggregator(config, insecure_test_key=insecure_test_key)
     params = flat_parameters(federation.model)
@@ -378,6 +437,8 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
         "n_silos": int(federation.n_silos),
         "group_size": method.group_size(federation) if hasattr(method, "group_size") else None,
         "setup_seconds": round(time.perf_counter() - start, 3)})
+    if calibrating:
+        result.info["calibrated_sigma"] = config.sigma
     history: list[dict] = []
     fingerprint = _checkpoint_fingerprint(config, data)
     restored = None if checkpoint is None else load_checkpoint(checkpoint, config_fingerprint=fingerprint)
@@ -394,10 +455,13 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
     for t in tqdm(range(len(history), config.rounds), desc=f"{config.method} on {config.dataset}",
                   disable=not progress, unit="round", initial=len(history), total=config.rounds):
         tick = time.perf_counter()
+        epsilon = method.epsilon(federation, t + 1, accountant=config.accountant)
+        if budget_check and epsilon > config.target_epsilon:
+            result.info["stopped_by_budget"] = {"rounds_done": t, "epsilon_next_round": float(epsilon)}
+            break
         params = method.round(params, federation, seed_stream(root, ROUNDS_STREAM, t), aggregate_fn)
         load_flat_parameters(evaluation_model, params)
         metrics = evaluate(evaluation_model, data.x_test, data.y_test, config.dataset)
-        epsilon = method.epsilon(federation, t + 1)
         row = {"round": t + 1, "test_loss": float(metrics["loss"]),
                **{name: float(metrics[name]) for name in ("accuracy", "balanced_accuracy", "c_index") if name in metrics},
                "epsilon": None if epsilon is None else float(epsilon),

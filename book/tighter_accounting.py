@@ -91,7 +91,7 @@ group_table.round(2)
 group_table.groupby("method")["PLD / RDP"].agg(["min", "max"]).round(3)
 
 # %% [markdown]
-# The mixture accountant divides ULDP-GROUP-$k$'s epsilon by a factor that grows with the group: about 2 for
+# The mixture accountant divides ULDP-GROUP-$k$'s epsilon by a factor that grows with the group: 1.7 to 2.1 for
 # $k = 2$, 5 to 6 for $k = 8$, and up to almost two orders of magnitude for the median group of TcgaBrca with 50
 # users (measured at the default profile; the smoke profile shows $k = 8$ on HeartDisease only). The epsilons stay
 # in the hundreds: the paper's conclusion that ULDP-GROUP-$k$ gives no useful user-level guarantee stands.
@@ -136,7 +136,7 @@ print(f"k = 64: RDP route {k64['epsilon_rdp']:.0f}, (eps, delta) route {k64['eps
 
 # %% [markdown]
 # The mixture accountant is below both routes for every $k \ge 2$, and the gap grows with $k$: 17% below the
-# better route at $k = 2$, 1.7 times at $k = 8$, 3.5 times at $k = 64$ (1013 against 3511 and 20107). At $k = 1$
+# better route at $k = 2$, 1.7 times at $k = 8$, 3.4 times at $k = 64$ (about 1020 against 3511 and 20107). At $k = 1$
 # all three agree up to the RDP conversion's slack: there is no group.
 #
 # Why not far below for small $k$? With $q = 0.01$ a group of two rarely has both records in one batch
@@ -146,11 +146,11 @@ print(f"k = 64: RDP route {k64['epsilon_rdp']:.0f}, (eps, delta) route {k64['eps
 # route's $e^{(k-1)\epsilon}$), which is why the gap widens.
 #
 # And even the mixture accountant is far from a useful guarantee at $k = 64$; that is not a weakness of the
-# accountant, which is exact up to its discretisation. A group of 64 records sampled at 1% has on average 0.64 of its records in each of $10^5$ batches;
-# each one moves the batch's sum by up to the clip norm, against noise of $\sigma = 5$ times that norm. What grows
-# with $k$ is the mechanism's true privacy loss, not only the looseness of the conversions. Group privacy at record
-# level stays hopeless for users with many records: this is what ULDP-AVG avoids by bounding the user's whole
-# contribution at $C$.
+# accountant, which is exact up to its discretisation. A group of 64 records sampled at 1% has on average 0.64 of
+# its records in each of $10^5$ batches; each one moves the batch's sum by up to the clip norm, against noise of
+# $\sigma = 5$ times that norm. What grows with $k$ is the mechanism's true privacy loss, not only the looseness of
+# the conversions. Group privacy at record level stays hopeless for users with many records: this is what ULDP-AVG
+# avoids by bounding the user's whole contribution at $C$.
 #
 # ## The noise each accountant needs
 #
@@ -174,9 +174,10 @@ sigmas = pd.DataFrame(sigma_rows)
 sigmas.round(3)
 
 # %% [markdown]
-# PLD needs 6 to 8% less noise for the same guarantee, a little more for the tighter budgets. In the issue's example RDP's $\sigma = 6.08$ for
-# $\epsilon = 2$ gives $\epsilon = 1.83$ by PLD, and PLD reaches $\epsilon = 2$ at $\sigma \approx 5.64$ (opacus' PRV
-# accountant, an independent implementation, agrees within 1%: `tests/test_accounting_pld.py`).
+# PLD needs 6 to 8% less noise for the same guarantee, a little more for the tighter budgets. In the issue's
+# example RDP's $\sigma = 6.08$ for $\epsilon = 2$ gives $\epsilon = 1.83$ by PLD, and PLD reaches $\epsilon = 2$ at
+# $\sigma \approx 5.64$ (opacus' PRV accountant, an independent implementation, agrees within 1%:
+# `tests/test_accounting_pld.py`).
 #
 # Whether that noise reduction buys measurable utility is a question for training runs at equal epsilon; they are
 # not part of this chapter yet.

@@ -32,8 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--accountant", choices=("rdp", "pld"), default="rdp",
                         help="privacy accountant of the reported epsilon and of the budget (default rdp, the paper's)")
     parser.add_argument("--target-epsilon", type=float, default=None,
-                        help="privacy budget: without --sigma, sigma is calibrated to it; with --sigma, the run refuses "
-                             "to start or stops before a round that would exceed it")
+                        help="privacy budget: without --sigma, sigma is calibrated to it; with --sigma, the run "
+                             "refuses to start or stops before a round that would exceed it")
     parser.add_argument("--k", default=None, help="ULDP-GROUP group size: an integer, max or median")
     parser.add_argument("--secure", action="store_true",
                         help="aggregate with the private weighting protocol (ULDP-AVG-w / ULDP-SGD-w only; slow)")

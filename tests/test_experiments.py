@@ -647,6 +647,13 @@ def test_accountant_and_budget_change_only_the_private_runs_and_leave_the_paper_
         expand("heart_disease", "paper", target_epsilon=-1.0)
 
 
+def test_load_results_reads_the_runs_of_an_accountant_and_budget(tmp_path):
+    loaded = load_results("heart_disease", "smoke", root=tmp_path, accountant="pld", target_epsilon=2.0)
+    assert not loaded.runs
+    assert [spec.key for spec in loaded.missing] == [
+        spec.key for spec in expand("heart_disease", "smoke", accountant="pld", target_epsilon=2.0)]
+
+
 def test_cli_grid_dry_run_passes_accountant_and_budget(tmp_path, capsys):
     assert cli.main(["grid", "heart_disease", "--profile", "smoke", "--root", str(tmp_path), "--dry-run",
                      "--accountant", "pld", "--target-epsilon", "2", "--json"]) == 0

@@ -1169,7 +1169,8 @@ def _duration(seconds: float) -> str:
 
 
 def load_results(grid_name: str, profile: str, *, seeds: Sequence[int] | None = None,
-                 root: Path | str | None = None) -> ResultSet:
+                 root: Path | str | None = None, accountant: str = "rdp",
+                 target_epsilon: float | None = None) -> ResultSet:
     """Read the stored results of a grid at a profile (nothing runs).
 
     Args:
@@ -1177,6 +1178,7 @@ def load_results(grid_name: str, profile: str, *, seeds: Sequence[int] | None = 
         profile: One of :data:`PROFILES`.
         seeds: Seeds instead of the profile's.
         root: Results root (default :func:`results_root` of the profile).
+        accountant, target_epsilon: The runs made with these (see :func:`expand`; default: the paper's runs).
 
     Returns:
         The stored runs and the missing ones.
@@ -1186,7 +1188,7 @@ def load_results(grid_name: str, profile: str, *, seeds: Sequence[int] | None = 
     """
     root = Path(root) if root is not None else results_root(profile)
     runs, missing, seen = [], [], set()
-    for spec in expand(grid_name, profile, seeds=seeds):
+    for spec in expand(grid_name, profile, seeds=seeds, accountant=accountant, target_epsilon=target_epsilon):
         place = (spec.panel, spec.series, spec.seed)
         if place in seen:
             continue

@@ -71,7 +71,10 @@ user_level.round(3)
 # ULDP-GROUP-$k$'s guarantee depends on the silos' sizes after its records are filtered (each silo's DP-SGD runs at
 # rate $B / n_s$ for $Q n_s / B$ steps a round), so it is accounted on the prepared federations of the paper's runs,
 # without training them (`accounted_results(..., accountant="pld")` re-accounts the stored paper runs).
-# The RDP column is what those runs report.
+# The RDP column is what those runs report. Like Theorem 2, the mixture accountant takes the silo that costs most:
+# that covers a group whose records lie in one silo, and every placement of the group when the silos share their
+# rate and steps (a split is a vector of smaller norm, dominated by the aligned mixture); for silos of different
+# sizes no proof for split groups is given here (`uldp.accounting.pld`).
 
 # %%
 group_grids = {"heart_disease": ("ULDP-GROUP-8",)} if SMOKE else {

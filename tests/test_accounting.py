@@ -258,9 +258,10 @@ def test_edge_of_grid_warns():
 def test_cli_epsilon_json(capsys):
     assert main(["epsilon", "--method", "ULDP-AVG-w", "--sigma", "5", "--rounds", "100", "--q", "0.1",
                  "--delta", "1e-5", "--json"]) == 0
-    payload = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    payload = json.loads(capsys.readouterr().out)  # exactly one JSON document, repeating the inputs
     assert payload["epsilon"] == pytest.approx(epsilon_uldp(sigma=5, rounds=100, q=0.1, delta=1e-5).epsilon)
-    assert set(payload) == {"command", "inputs", "epsilon", "order"} and payload["inputs"]["q"] == 0.1
+    assert set(payload) == {"command", "inputs", "sigma", "epsilon", "order"} and payload["inputs"]["q"] == 0.1
+    assert payload["inputs"]["accountant"] == "rdp" and payload["sigma"] == 5.0
 
 
 def test_cli_group_epsilon_json(capsys):

@@ -151,7 +151,8 @@ def optional_defaults(parser: argparse.ArgumentParser) -> dict[str, object]:
 #: `uldp run` options and the RunConfig field each one sets; the other options are not part of the configuration.
 RUN_OPTION_FIELDS = {"silos": "n_silos", "dist": "distribution", "n_labels": "n_labels",
                      "local_epochs": "local_epochs", "global_lr": "global_lr", "local_lr": "local_lr",
-                     "clip": "clip", "sigma": "sigma", "q": "q", "secure": "secure", "test_scoring": "test_scoring"}
+                     "clip": "clip", "sigma": "sigma", "q": "q", "secure": "secure", "test_scoring": "test_scoring",
+                     "accountant": "accountant", "target_epsilon": "target_epsilon"}
 RUN_OTHER_OPTIONS = {"k", "data_dir", "checkpoint", "json", "progress", "threads"}
 
 

@@ -671,3 +671,58 @@ def test_every_committed_result_is_a_run_of_its_grid_stored_under_its_key(profil
         provenance = stored["provenance"]
         assert provenance["command"] and provenance["date"] and provenance["wall_seconds"] > 0, path
         assert len(provenance["git_commit"]) == 40 and not provenance["git_dirty"], path
+
+
+def test_accountant_and_budget_change_only_the_private_runs_and_leave_the_paper_keys_alone():
+    paper = expand("heart_disease", "paper", seeds=[0])
+    assert expand("heart_disease", "paper", seeds=[0], accountant="rdp", target_epsilon=None) == paper
+    assert all("accountant" not in spec.kwargs and "target_epsilon" not in spec.kwargs for spec in paper)
+    for changes in ({"accountant": "pld"}, {"target_epsilon": 2.0}, {"accountant": "pld", "target_epsilon": 2.0}):
+        other = expand("heart_disease", "paper", seeds=[0], **changes)
+        assert [(s.panel, s.series, s.seed) for s in other] == [(s.panel, s.series, s.seed) for s in paper]
+        for before, after in zip(paper, other):
+            if before.kwargs["method"] == "DEFAULT":
+                assert after == before
+                continue
+            assert after.key != before.key
+            expected = {**before.kwargs, **changes}
+            if "target_epsilon" in changes:
+                expected["sigma"] = None
+            assert after.kwargs == expected
+    with pytest.raises(ValueError, match="unknown accountant 'prv'"):
+        expand("heart_disease", "paper", accountant="prv")
+    with pytest.raises(ValueError, match="target_epsilon must be"):
+        expand("heart_disease", "paper", target_epsilon=-1.0)
+
+
+def test_load_results_reads_the_runs_of_an_accountant_and_budget(tmp_path):
+    loaded = load_results("heart_disease", "smoke", root=tmp_path, accountant="pld", target_epsilon=2.0)
+    assert not loaded.runs
+    assert [spec.key for spec in loaded.missing] == [
+        spec.key for spec in expand("heart_disease", "smoke", accountant="pld", target_epsilon=2.0)]
+
+
+def test_cli_grid_dry_run_passes_accountant_and_budget(tmp_path, capsys):
+    assert cli.main(["grid", "heart_disease", "--profile", "smoke", "--root", str(tmp_path), "--dry-run",
+                     "--accountant", "pld", "--target-epsilon", "2", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    specs = expand("heart_disease", "smoke", accountant="pld", target_epsilon=2.0)
+    assert payload["pending"] == len({spec.key for spec in specs})
+    assert {run["key"] for run in payload["pending_runs"]} == {spec.key for spec in specs}
+    assert payload["inputs"]["accountant"] == "pld" and payload["inputs"]["target_epsilon"] == 2.0
+
+
+@needs_data
+def test_accounted_results_by_pld_re_account_the_paper_runs(monkeypatch):
+    from uldp.accounting import epsilon_for_method
+
+    monkeypatch.setenv("ULDP_DATA_DIR", os.environ.get("ULDP_DATA_DIR") or str(DATA))
+    methods = ("ULDP-GROUP-2", "ULDP-AVG-w")
+    rdp = experiments.accounted_results("heart_disease", methods=methods)
+    pld = experiments.accounted_results("heart_disease", methods=methods, accountant="pld")
+    assert [run["key"] for run in pld.runs] == [run["key"] for run in rdp.runs]  # the paper's runs, no retraining
+    for by_rdp, by_pld in zip(rdp.runs, pld.runs):
+        assert by_pld["result"]["epsilon"][0] < by_rdp["result"]["epsilon"][0]
+        if by_pld["series"] == "ULDP-AVG-w":
+            assert by_pld["result"]["epsilon"][0] == epsilon_for_method(
+                "ULDP-AVG-w", sigma=5.0, rounds=50, delta=1e-5, accountant="pld").epsilon

@@ -183,3 +183,84 @@ def test_cli_prints_json_last(capsys, tmp_path):
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rounds"] == first["rounds"]
     assert main(["run", "--dataset", "heart_disease", "--method", "ULDP-AVG", "--k", "2", "--users", "8",
                  "--rounds", "1", "--seed", "0"]) == 2
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"accountant": "prv"}, "unknown accountant 'prv'; known accountants: rdp, pld"),
+    ({"target_epsilon": 0.0}, "target_epsilon must be"),
+    ({"target_epsilon": 2.0, "method": "DEFAULT"}, "target_epsilon needs a private method"),
+])
+def test_invalid_privacy_settings_raise_clear_errors(changes, message):
+    with pytest.raises(ValueError, match=message):
+        RunConfig(**{"dataset": "heart_disease", "method": "ULDP-AVG", "n_users": 2, "rounds": 1, **changes})
+
+
+def test_new_fields_at_their_defaults_leave_checkpoint_fingerprints_unchanged():
+    from dataclasses import asdict
+    from types import SimpleNamespace
+
+    import torch
+
+    from uldp.deploy.wire import fingerprint
+    from uldp.simulation import LATER_FIELDS, _checkpoint_fingerprint
+
+    config = RunConfig(dataset="heart_disease", method="ULDP-AVG", n_users=2, rounds=1)
+    data = SimpleNamespace(x_train=torch.zeros(5, 1), x_test=torch.zeros(3, 1))
+    before = {name: value for name, value in asdict(config).items() if name not in LATER_FIELDS}
+    assert _checkpoint_fingerprint(config, data) == fingerprint(
+        {"config": before, "train_records": 5, "test_records": 3})
+    pld = RunConfig(dataset="heart_disease", method="ULDP-AVG", n_users=2, rounds=1, accountant="pld")
+    assert _checkpoint_fingerprint(pld, data) != _checkpoint_fingerprint(config, data)
+
+
+@needs_data
+@pytest.mark.parametrize("method", ["ULDP-NAIVE", "ULDP-GROUP-2", "ULDP-AVG-w"])
+def test_pld_run_reports_what_the_accountant_says_and_no_more_than_rdp(method):
+    config = RunConfig(dataset="heart_disease", method=method, n_users=20, rounds=2, seed=1, local_epochs=1,
+                       accountant="pld", q=0.5 if method == "ULDP-AVG-w" else 1.0)
+    result = run(config)
+    assert result.epsilon == [accounted_epsilon(config, rounds=t) for t in (1, 2)]
+    assert all(pld <= accounted_epsilon(config, rounds=t, accountant="rdp")
+               for t, pld in zip((1, 2), result.epsilon))
+
+
+@needs_data
+@pytest.mark.parametrize("method, accountant", [("ULDP-AVG-w", "pld"), ("ULDP-GROUP-2", "pld"),
+                                                ("ULDP-NAIVE", "rdp")])
+def test_target_epsilon_calibrates_sigma_and_the_run_spends_the_budget(method, accountant):
+    from uldp.accounting import epsilon_for_method
+
+    config = RunConfig(dataset="heart_disease", method=method, n_users=20, rounds=2, seed=1, local_epochs=1,
+                       accountant=accountant, target_epsilon=4.0)
+    assert config.sigma is None
+    result = run(config)
+    sigma = result.config.sigma
+    assert result.info["calibrated_sigma"] == sigma and result.round == [1, 2]
+    assert 4.0 * 0.999 <= result.epsilon[-1] <= 4.0
+    if method == "ULDP-NAIVE":  # independent of the run: the method's closed-form accountant at that sigma
+        assert result.epsilon[-1] == epsilon_for_method(method, sigma=sigma, rounds=2, delta=config.delta).epsilon
+    assert accounted_epsilon(config) == result.epsilon[-1]
+
+
+@needs_data
+def test_a_run_with_sigma_stops_before_the_budget_and_refuses_when_round_one_exceeds_it():
+    base = {"dataset": "heart_disease", "method": "ULDP-AVG-w", "n_users": 10, "rounds": 3, "seed": 0,
+            "local_epochs": 1, "sigma": 5.0}
+    full = [accounted_epsilon(RunConfig(**base), rounds=t) for t in (1, 2, 3)]
+    stopped = run(RunConfig(**base, target_epsilon=(full[1] + full[2]) / 2))
+    assert stopped.round == [1, 2] and stopped.epsilon == full[:2]
+    assert stopped.info["stopped_by_budget"] == {"rounds_done": 2, "epsilon_next_round": full[2]}
+    with pytest.raises(ValueError, match="exceeded by the first round"):
+        run(RunConfig(**base, target_epsilon=full[0] / 2))
+
+
+@needs_data
+def test_cli_run_to_a_budget(capsys):
+    from uldp.cli import main
+
+    assert main(["run", "--dataset", "heart_disease", "--method", "ULDP-AVG-w", "--users", "8", "--rounds", "2",
+                 "--local-epochs", "1", "--seed", "0", "--accountant", "pld", "--target-epsilon", "3", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)  # one document, nothing else on stdout
+    assert payload["config"]["accountant"] == "pld" and payload["config"]["target_epsilon"] == 3.0
+    assert payload["info"]["calibrated_sigma"] == payload["config"]["sigma"]
+    assert payload["rounds"][-1]["epsilon"] <= 3.0

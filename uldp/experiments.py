@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from uldp.atomic import write_bytes_atomic
-from uldp.checks import check_integer
+from uldp.checks import check_integer, check_positive
 
 #: The repository root (results/ and _build/ live here).
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -493,8 +493,12 @@ def check_profile(profile: str) -> str:
 
 
 def expand(grid_name: str, profile: str, *, seeds: Sequence[int] | None = None,
-           methods: Sequence[str] | None = None, datasets: Sequence[str] | None = None) -> list[RunSpec]:
+           methods: Sequence[str] | None = None, datasets: Sequence[str] | None = None, accountant: str = "rdp",
+           target_epsilon: float | None = None) -> list[RunSpec]:
     """Every run of a grid at a profile, seeds innermost.
+
+    ``accountant`` and ``target_epsilon`` enter a private run's arguments only when they differ from the paper's
+    (RDP, sigma 5), so the paper's runs keep their keys and a run trained to a budget gets its own.
 
     Args:
         grid_name: A key of :data:`GRIDS`.
@@ -503,6 +507,9 @@ def expand(grid_name: str, profile: str, *, seeds: Sequence[int] | None = None,
         methods: Only the runs of these methods (default: all of the grid's).
         datasets: Only the runs on these datasets (default: all of the grid's; the weighting and user-sampling
             figures have a panel per dataset).
+        accountant: The accountant of the private runs (``"rdp"``, the paper's, or ``"pld"``).
+        target_epsilon: Train every private run to this budget (sigma calibrated by ``accountant``; see
+            :class:`uldp.simulation.RunConfig`) instead of the paper's sigma. DEFAULT runs are unchanged.
 
     Returns:
         The runs, in the order of the paper's grid (settings, then methods, then seeds).
@@ -525,6 +532,7 @@ def expand(grid_name: str, profile: str, *, seeds: Sequence[int] | None = None,
         profile_seeds = reduction.seeds
     entries = _only(entries, "method", methods, grid_name)
     entries = _only(entries, "dataset", datasets, grid_name)
+    entries = [_with_privacy(entry, accountant, target_epsilon) for entry in entries]
     chosen = tuple(check_integer("seed", seed, minimum=0) for seed in (profile_seeds if seeds is None else seeds))
     if not chosen or len(set(chosen)) != len(chosen):
         raise ValueError(f"seeds must be distinct and at least one, got {list(chosen)!r}")
@@ -535,6 +543,21 @@ def expand(grid_name: str, profile: str, *, seeds: Sequence[int] | None = None,
             specs.append(RunSpec(grid.name, grid.panel_label(params), grid.series_label(params), seed,
                                  tuple(sorted({**params, "seed": seed}.items()))))
     return specs
+
+
+def _with_privacy(entry: Entry, accountant: str, target_epsilon: float | None) -> Entry:
+    """``entry`` with a non-default accountant or a budget (sigma then calibrated) when its method is private."""
+    from uldp.accounting import check_accountant
+
+    check_accountant(accountant)
+    params = entry.kwargs
+    if params.get("sigma") is None:  # DEFAULT: no guarantee, nothing to account
+        return entry
+    if accountant != "rdp":
+        params["accountant"] = accountant
+    if target_epsilon is not None:
+        params.update(target_epsilon=check_positive("target_epsilon", target_epsilon), sigma=None)
+    return Entry.of(**params)
 
 
 def _only(entries: list[Entry], field: str, wanted: Sequence[str] | None, grid_name: str) -> list[Entry]:
@@ -976,6 +999,8 @@ def run_grid(
     backend: Backend = SIMULATION,
     progress: bool = True,
     command: str | None = None,
+    accountant: str = "rdp",
+    target_epsilon: float | None = None,
 ) -> GridReport:
     """Run every run of a grid that is not stored yet, storing each as it finishes.
 
@@ -998,6 +1023,7 @@ def run_grid(
         backend: What executes a run (default the simulation).
         progress: Show a tqdm bar with the remaining-time estimate (on stderr).
         command: Recorded in the provenance (default: this call).
+        accountant, target_epsilon: As in :func:`expand` (the paper's runs when left at their defaults).
 
     Returns:
         A :class:`GridReport`.
@@ -1007,7 +1033,8 @@ def run_grid(
         KeyboardInterrupt: Ctrl-C or SIGTERM (the message names the signal).
     """
     check_integer("jobs", jobs)
-    specs = expand(grid_name, profile, seeds=seeds, methods=methods, datasets=datasets)
+    specs = expand(grid_name, profile, seeds=seeds, methods=methods, datasets=datasets, accountant=accountant,
+                   target_epsilon=target_epsilon)
     root = Path(root) if root is not None else results_root(profile)
     started = time.perf_counter()
     # Seed-major order: an interrupted paper grid has whole figures with fewer seeds rather than half a figure.
@@ -1188,7 +1215,8 @@ def _duration(seconds: float) -> str:
 
 
 def load_results(grid_name: str, profile: str, *, seeds: Sequence[int] | None = None,
-                 root: Path | str | None = None) -> ResultSet:
+                 root: Path | str | None = None, accountant: str = "rdp",
+                 target_epsilon: float | None = None) -> ResultSet:
     """Read the stored results of a grid at a profile (nothing runs).
 
     Args:
@@ -1196,6 +1224,7 @@ def load_results(grid_name: str, profile: str, *, seeds: Sequence[int] | None = 
         profile: One of :data:`PROFILES`.
         seeds: Seeds instead of the profile's.
         root: Results root (default :func:`results_root` of the profile).
+        accountant, target_epsilon: The runs made with these (see :func:`expand`; default: the paper's runs).
 
     Returns:
         The stored runs and the missing ones.
@@ -1205,7 +1234,7 @@ def load_results(grid_name: str, profile: str, *, seeds: Sequence[int] | None = 
     """
     root = Path(root) if root is not None else results_root(profile)
     runs, missing, seen = [], [], set()
-    for spec in expand(grid_name, profile, seeds=seeds):
+    for spec in expand(grid_name, profile, seeds=seeds, accountant=accountant, target_epsilon=target_epsilon):
         place = (spec.panel, spec.series, spec.seed)
         if place in seen:
             continue
@@ -1222,15 +1251,19 @@ def load_results(grid_name: str, profile: str, *, seeds: Sequence[int] | None = 
 ACCOUNTING_ROOT = "accounting (nothing trained)"
 
 
-def accounted_results(grid_name: str, *, seeds: Sequence[int] = (0,), methods: Sequence[str] | None = None
-                      ) -> ResultSet:
+def accounted_results(grid_name: str, *, seeds: Sequence[int] = (0,), methods: Sequence[str] | None = None,
+                      accountant: str = "rdp") -> ResultSet:
     """The privacy half of a grid's paper profile, without training: per run, the user-level epsilon after the last
     round from :func:`uldp.simulation.accounted_epsilon` (exactly what the trained run would report).
+
+    With ``accountant="pld"`` it re-accounts the paper's runs (their keys, their sigma) by the tighter accountant:
+    the accountant never changes the training, so the stored utilities stand beside the smaller epsilons.
 
     Args:
         grid_name: A key of :data:`GRIDS`.
         seeds: The allocation seeds (GROUP-k's filtering and silo sizes depend on them).
         methods: Only the runs of these methods (default: all).
+        accountant: ``"rdp"`` (what the runs report) or ``"pld"``.
 
     Returns:
         A paper-profile :class:`ResultSet` (root :data:`ACCOUNTING_ROOT`) whose results hold only ``epsilon``: one
@@ -1248,7 +1281,7 @@ def accounted_results(grid_name: str, *, seeds: Sequence[int] = (0,), methods: S
             raise ValueError(f"methods {sorted(set(methods) - known)!r} are not run by grid {grid_name!r}; "
                              f"its methods: {', '.join(sorted(known))}")
         specs = [spec for spec in specs if spec.kwargs["method"] in methods]
-    base = provenance(f"uldp.experiments.accounted_results({grid_name!r})")
+    base = provenance(f"uldp.experiments.accounted_results({grid_name!r}, accountant={accountant!r})")
     accounted: dict[str, tuple[float | None, dict]] = {}  # a run shared by several panels is accounted once
     runs = []
     for spec in specs:
@@ -1256,8 +1289,9 @@ def accounted_results(grid_name: str, *, seeds: Sequence[int] = (0,), methods: S
         if spec.key not in accounted:
             start = time.perf_counter()
             resolved = RunConfig(**config)
-            epsilon = accounted_epsilon(resolved, dataset=_dataset(resolved.dataset, extra.get("max_test_records"),
-                                                                   resolved.test_scoring))
+            epsilon = accounted_epsilon(resolved, accountant=accountant,
+                                        dataset=_dataset(resolved.dataset, extra.get("max_test_records"),
+                                                         resolved.test_scoring))
             wall = round(time.perf_counter() - start, 3)
             accounted[spec.key] = epsilon, {**base, "date": _now(), "wall_seconds": wall}
         epsilon, made = accounted[spec.key]

@@ -25,6 +25,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--methods", nargs="+", default=None, help="only the runs of these methods")
     parser.add_argument("--datasets", nargs="+", default=None, help="only the runs on these datasets")
     parser.add_argument("--root", default=None, help="results root instead of the profile's")
+    parser.add_argument("--accountant", choices=("rdp", "pld"), default="rdp",
+                        help="accountant of the private runs (default rdp, the paper's; pld runs are stored apart)")
+    parser.add_argument("--target-epsilon", type=float, default=None,
+                        help="train every private run to this budget (sigma calibrated by the accountant) instead of "
+                             "the paper's sigma 5; stored apart from the paper's runs")
     parser.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
     parser.add_argument("--json", action="store_true",
                         help="write one JSON document (inputs and report) to stdout, nothing else")
@@ -53,7 +58,8 @@ def handle(args: argparse.Namespace) -> int:
     experiments.check_profile(args.profile)
     if args.dry_run:
         specs = experiments.expand(args.name, args.profile, seeds=args.seeds, methods=args.methods,
-                                   datasets=args.datasets)
+                                   datasets=args.datasets, accountant=args.accountant,
+                                   target_epsilon=args.target_epsilon)
         root = Path(args.root) if args.root else experiments.results_root(args.profile)
         todo = experiments.pending_runs(specs, root)
         expected = experiments.expected_seconds(todo, root)
@@ -76,11 +82,14 @@ def handle(args: argparse.Namespace) -> int:
                          + (["--seeds", *map(str, args.seeds)] if args.seeds else [])
                          + (["--methods", *args.methods] if args.methods else [])
                          + (["--datasets", *args.datasets] if args.datasets else [])
-                         + (["--root", args.root] if args.root else []))
+                         + (["--root", args.root] if args.root else [])
+                         + (["--accountant", args.accountant] if args.accountant != "rdp" else [])
+                         + (["--target-epsilon", repr(args.target_epsilon)] if args.target_epsilon is not None else []))
     try:
         report = experiments.run_grid(args.name, args.profile, seeds=args.seeds, methods=args.methods,
                                       datasets=args.datasets, jobs=args.jobs, root=args.root, command=command,
-                                      progress=show_progress(args))
+                                      progress=show_progress(args), accountant=args.accountant,
+                                      target_epsilon=args.target_epsilon)
     except KeyboardInterrupt as stop:
         print(f"uldp grid: {stop or 'stopped'}; the finished runs are stored and the same command resumes the grid",
               file=sys.stderr)

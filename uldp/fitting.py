@@ -324,7 +324,8 @@ def index_ids(name: str, ids: Any, n: int) -> tuple[np.ndarray, tuple[Hashable, 
 def train_rounds(method: Any, federation: Federation, params: Tensor, *, rounds: int, root: np.random.SeedSequence,
                  evaluate: Callable[[Tensor], dict], aggregate_fn: Any = None, checkpoint: str | Path | None = None,
                  fingerprint: str = "", checkpoint_seconds: float = 60.0, progress: bool = False,
-                 description: str = "training") -> tuple[Tensor, list[dict], int]:
+                 description: str = "training", accountant: str = "rdp",
+                 epsilon_budget: float | None = None) -> tuple[Tensor, list[dict], int]:
     """The round loop of every in-process run: :func:`fit` and :func:`uldp.simulation.run` (one core).
 
     Round ``t`` (0-based) is ``method.round`` with the random stream ``seed_stream(root, ROUNDS_STREAM, t)``
@@ -345,10 +346,12 @@ def train_rounds(method: Any, federation: Federation, params: Tensor, *, rounds:
         checkpoint_seconds: Save at most this often, and always after the last round.
         progress: Show a tqdm bar on stderr.
         description: The bar's label.
+        accountant: The accountant of each round's epsilon (``"rdp"`` or ``"pld"``).
+        epsilon_budget: Stop before the first round whose epsilon would exceed it (``None``: no budget).
 
     Returns:
         ``(final params, rows, rounds resumed from the checkpoint)``; a row is ``{"round", **evaluate(params),
-        "epsilon", "seconds"}``.
+        "epsilon", "seconds"}``. Fewer rows than ``rounds`` means the budget stopped the run.
 
     Raises:
         ValueError: A corrupted checkpoint or one of another configuration.
@@ -372,9 +375,11 @@ def train_rounds(method: Any, federation: Federation, params: Tensor, *, rounds:
     for t in tqdm(range(resumed, rounds), desc=description, disable=not progress, unit="round", initial=resumed,
                   total=rounds):
         tick = time.perf_counter()
+        epsilon = method.epsilon(federation, t + 1, accountant=accountant)  # known before the round is run
+        if epsilon_budget is not None and epsilon is not None and epsilon > epsilon_budget:
+            break
         params = method.round(params, federation, seed_stream(root, ROUNDS_STREAM, t), aggregate_fn)
         row = {"round": t + 1, **evaluate(params)}
-        epsilon = method.epsilon(federation, t + 1)
         row.update(epsilon=None if epsilon is None else float(epsilon), seconds=round(time.perf_counter() - tick, 4))
         history.append(row)
         if checkpoint is not None and (t + 1 == rounds or time.perf_counter() - saved >= checkpoint_seconds):

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from uldp.checks import check_integer, check_number
+from uldp.checks import check_integer, check_number, check_positive
 from uldp.data import DATASETS
 from uldp.data.allocation import PAPER_N_LABELS
 from uldp.data.base import check_test_scoring
@@ -101,6 +101,12 @@ class RunConfig:
         n_labels: Labels per user for ``zipf-noniid`` (2, as in the paper).
         test_scoring: How the test set is prepared (:data:`uldp.data.TEST_SCORINGS`): ``"pooled"``, the authors'
             scoring (FLamby's pooled test set for the medical datasets), or ``"per-centre"`` (medical datasets only).
+        accountant: The privacy accountant of the reported epsilon and of the budget: ``"rdp"`` (the paper's) or
+            ``"pld"`` (tighter; :mod:`uldp.accounting.pld`).
+        target_epsilon: A privacy budget (user-level epsilon at ``delta`` after ``rounds`` rounds, by
+            ``accountant``). With ``sigma`` unset, sigma is the smallest that meets it (calibrated when the run
+            is prepared: ULDP-GROUP-k's silo sizes are known only then); with ``sigma`` set, the run refuses to
+            start when its first round exceeds the budget and stops before the first round that would.
 
     Raises:
         ValueError: On any bad value (the message names it and what is allowed).
@@ -128,9 +134,18 @@ class RunConfig:
     max_train_records: int | None = None
     n_labels: int = PAPER_N_LABELS
     test_scoring: str = "pooled"
+    accountant: str = "rdp"
+    target_epsilon: float | None = None
 
     def __post_init__(self) -> None:
+        from uldp.accounting import check_accountant
+
         spec = parse_method(self.method)
+        check_accountant(self.accountant)
+        if self.target_epsilon is not None:
+            check_positive("target_epsilon", self.target_epsilon)
+            if not spec.private:
+                raise ValueError(f"target_epsilon needs a private method; {spec.name} has no privacy guarantee")
         if self.dataset not in PAPER_SETTINGS:
             raise ValueError(f"unknown dataset {self.dataset!r}; known datasets: {', '.join(PAPER_SETTINGS)}")
         from uldp.data.allocation import MAX_SILOS, MAX_USERS
@@ -165,14 +180,16 @@ class RunConfig:
         object.__setattr__(self, "method", spec.name)
         paper = paper_hyperparameters(self.dataset, spec.name, self.n_users)
         unused = {"ULDP-SGD": ("local_lr", "local_epochs"), "DEFAULT": ("clip", "sigma")}.get(spec.family, ())
-        defaults = {**paper, "sigma": None if spec.family == "DEFAULT" else SIGMA,
+        calibrate = self.target_epsilon is not None and self.sigma is None  # sigma stays None until prepared
+        defaults = {**paper, "sigma": None if spec.family == "DEFAULT" or calibrate else SIGMA,
                     "batch_size": BATCH_SIZE[self.dataset]}
         for name, value in defaults.items():
             if getattr(self, name) is None and name not in unused:
                 object.__setattr__(self, name, value)
         if self.n_silos is None:
             object.__setattr__(self, "n_silos", DEFAULT_SILOS[self.dataset])
-        self.hyperparameters()  # validates learning rates, C, sigma, q, delta, Q, batch size for this method
+        # validates learning rates, C, sigma, q, delta, Q, batch size for this method (any sigma while calibrating)
+        (replace(self, sigma=SIGMA) if calibrate else self).hyperparameters()
 
     def hyperparameters(self) -> Hyperparameters:
         """The method's :class:`~uldp.methods.Hyperparameters` (raises ``ValueError`` on bad values)."""
@@ -218,8 +235,8 @@ class RunResult:
                                                     self.epsilon, self.seconds)]
 
     def to_json(self) -> dict:
-        """``{"config": {...}, "rounds": [...]}`` (the ``uldp run --json`` payload)."""
-        return {"config": asdict(self.config), "rounds": self.rounds_table()}
+        """``{"config": {...}, "rounds": [...], "info": {...}}`` (the ``uldp run --json`` payload)."""
+        return {"config": asdict(self.config), "rounds": self.rounds_table(), "info": self.info}
 
 
 #: Top-level random streams of a run.
@@ -287,19 +304,44 @@ def secure_aggregator(config: RunConfig, *, insecure_test_key: bool = False) -> 
                             sigma=config.sigma, insecure_test_key=insecure_test_key)
 
 
-def _prepared(config: RunConfig, dataset: Any = None) -> tuple[Any, Any, Any]:
-    """The run's method, its prepared federation (ULDP-GROUP-k's records kept) and the dataset."""
+def _prepared(config: RunConfig, dataset: Any = None) -> tuple[RunConfig, Any, Any, Any]:
+    """The run's configuration (sigma calibrated to ``target_epsilon`` where it was unset), its method, its prepared
+    federation (ULDP-GROUP-k's records kept) and the dataset."""
     from uldp.methods import make_method
     from uldp.methods.base import seed_stream
 
     federation, data = build_federation(config, dataset)
     weights = None if config.user_weights is None else np.asarray(config.user_weights)
-    method = make_method(config.method, config.hyperparameters(), user_weights=weights)
+    calibrate = config.sigma is None and config.target_epsilon is not None
+    # preparing (ULDP-GROUP-k's flags) does not read sigma: any value serves until it is calibrated
+    method = make_method(config.method, (replace(config, sigma=SIGMA) if calibrate else config).hyperparameters(),
+                         user_weights=weights)
     federation = method.prepare(federation, seed_stream(np.random.SeedSequence(config.seed), PREPARE_STREAM))
-    return method, federation, data
+    if calibrate:
+        config = replace(config, sigma=calibrated_sigma(config, method.accounting_arguments(federation)))
+        method = make_method(config.method, config.hyperparameters(), user_weights=weights)
+    return config, method, federation, data
 
 
-def accounted_epsilon(config: RunConfig, *, rounds: int | None = None, dataset: Any = None) -> float | None:
+def calibrated_sigma(config: RunConfig, accounting_arguments: dict) -> float:
+    """The smallest sigma whose user-level epsilon after ``config.rounds`` rounds, by ``config.accountant``, is at
+    most ``config.target_epsilon`` (:func:`uldp.accounting.sigma_for_epsilon`).
+
+    Args:
+        config: A run with ``target_epsilon`` set.
+        accounting_arguments: The method's :meth:`accounting_arguments` on the prepared federation.
+
+    Returns:
+        The noise multiplier.
+    """
+    from uldp.accounting import sigma_for_epsilon
+
+    return sigma_for_epsilon(config.method, epsilon=config.target_epsilon, rounds=config.rounds, delta=config.delta,
+                             accountant=config.accountant, **accounting_arguments)
+
+
+def accounted_epsilon(config: RunConfig, *, rounds: int | None = None, dataset: Any = None,
+                      accountant: str | None = None) -> float | None:
     """The user-level epsilon a run of ``config`` reports after ``rounds`` rounds, without training it.
 
     A method's accountant (Theorem 1 for ULDP-NAIVE, Theorem 2 with group privacy for ULDP-GROUP-k, Theorem 3 and
@@ -312,6 +354,8 @@ def accounted_epsilon(config: RunConfig, *, rounds: int | None = None, dataset: 
         config: The run.
         rounds: After how many rounds (default ``config.rounds``).
         dataset: An already loaded dataset (default: ``load(config.dataset)``).
+        accountant: ``"rdp"`` or ``"pld"`` (default ``config.accountant``): a stored run can be re-accounted by the
+            other accountant, since the accountant never changes the training.
 
     Returns:
         Epsilon at ``config.delta``; ``None`` for DEFAULT (no guarantee).
@@ -321,8 +365,8 @@ def accounted_epsilon(config: RunConfig, *, rounds: int | None = None, dataset: 
     """
     rounds = config.rounds if rounds is None else rounds
     rounds = check_integer("rounds", rounds, maximum=config.rounds)
-    method, federation, _ = _prepared(config, dataset)
-    epsilon = method.epsilon(federation, rounds)
+    config, method, federation, _ = _prepared(config, dataset)
+    epsilon = method.epsilon(federation, rounds, accountant=config.accountant if accountant is None else accountant)
     return None if epsilon is None else float(epsilon)
 
 
@@ -332,12 +376,19 @@ def _record_round(result: RunResult, row: dict) -> None:
         getattr(result, name).append(value)
 
 
+#: RunConfig fields added after checkpoints were first written, with their defaults: they enter a checkpoint's
+#: fingerprint only when set otherwise, so the checkpoints of earlier runs still resume.
+LATER_FIELDS = {"accountant": "rdp", "target_epsilon": None}
+
+
 def _checkpoint_fingerprint(config: RunConfig, data: Any) -> str:
     """What a checkpoint must match to be resumed: the resolved configuration and the train and test set sizes
     (a grid may evaluate on a subset of the test set)."""
     from uldp.deploy.wire import fingerprint
 
-    return fingerprint({"config": asdict(config), "train_records": int(data.x_train.shape[0]),
+    resolved = {name: value for name, value in asdict(config).items()
+                if name not in LATER_FIELDS or value != LATER_FIELDS[name]}
+    return fingerprint({"config": resolved, "train_records": int(data.x_train.shape[0]),
                         "test_records": int(data.x_test.shape[0])})
 
 
@@ -365,12 +416,14 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
             :mod:`uldp.threads`); the previous number is restored afterwards. Results do not depend on it.
 
     Returns:
-        The :class:`RunResult`; secure runs add the protocol's per-part seconds to ``info["secure_timings"]``.
+        The :class:`RunResult` (its ``config`` with the calibrated sigma when ``target_epsilon`` chose it); secure
+        runs add the protocol's per-part seconds to ``info["secure_timings"]``; a run whose next round would exceed
+        ``config.target_epsilon`` stops before it and says so in ``info["stopped_by_budget"]``.
 
     Raises:
         ValueError: A checkpoint with a secure or custom aggregation, a negative ``checkpoint_seconds``, a
-            checkpoint path that cannot be written, or a checkpoint file that is corrupted, malformed or belongs to
-            another configuration.
+            checkpoint path that cannot be written, a checkpoint file that is corrupted, malformed or belongs to
+            another configuration, or a ``target_epsilon`` that the first round already exceeds.
     """
     if checkpoint is not None and (config.secure or aggregate_fn is not None):
         raise ValueError("checkpoint is not supported with a secure or custom aggregation (its keys and state live "
@@ -389,7 +442,12 @@ def _run(config: RunConfig, progress: bool, dataset: Any, aggregate_fn: Any, ins
 
     start = time.perf_counter()
     root = np.random.SeedSequence(config.seed)
-    method, federation, data = _prepared(config, dataset)
+    calibrating = config.sigma is None and config.target_epsilon is not None
+    config, method, federation, data = _prepared(config, dataset)
+    budget_check = config.target_epsilon is not None
+    if budget_check and method.epsilon(federation, 1, accountant=config.accountant) > config.target_epsilon:
+        raise ValueError(f"target_epsilon={config.target_epsilon!r} is exceeded by the first round at "
+                         f"sigma={config.sigma!r} ({config.accountant}); raise sigma or leave it unset to calibrate")
     if aggregate_fn is None and config.secure:
         aggregate_fn = secure_aggregator(config, insecure_test_key=insecure_test_key)
     params = flat_parameters(federation.model)
@@ -399,6 +457,8 @@ def _run(config: RunConfig, progress: bool, dataset: Any, aggregate_fn: Any, ins
         "n_silos": int(federation.n_silos), "dataset_variant": data.variant,
         "group_size": method.group_size(federation) if hasattr(method, "group_size") else None,
         "setup_seconds": round(time.perf_counter() - start, 3)})
+    if calibrating:
+        result.info["calibrated_sigma"] = config.sigma
 
     def test_metrics(flat: Any) -> dict:
         load_flat_parameters(evaluation_model, flat)
@@ -410,7 +470,11 @@ def _run(config: RunConfig, progress: bool, dataset: Any, aggregate_fn: Any, ins
     _, history, resumed = train_rounds(
         method, federation, params, rounds=config.rounds, root=root, evaluate=test_metrics,
         aggregate_fn=aggregate_fn, checkpoint=checkpoint, fingerprint=_checkpoint_fingerprint(config, data),
-        checkpoint_seconds=checkpoint_seconds, progress=progress, description=f"{config.method} on {config.dataset}")
+        checkpoint_seconds=checkpoint_seconds, progress=progress, description=f"{config.method} on {config.dataset}",
+        accountant=config.accountant, epsilon_budget=config.target_epsilon)
+    if len(history) < config.rounds:  # the budget stopped it before the next round
+        next_epsilon = method.epsilon(federation, len(history) + 1, accountant=config.accountant)
+        result.info["stopped_by_budget"] = {"rounds_done": len(history), "epsilon_next_round": float(next_epsilon)}
     for row in history:
         _record_round(result, row)
     if resumed:

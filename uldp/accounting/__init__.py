@@ -1,7 +1,9 @@
 """Privacy accounting: RDP of the (sub-sampled) Gaussian, conversions, group privacy, each method's guarantee.
 
-Pure functions with keyword-only privacy arguments. The RDP engine is opacus' analysis; dp-accounting
-cross-checks it in the tests. See :mod:`uldp.accounting.rdp`, :mod:`uldp.accounting.group` and
+Pure functions with keyword-only privacy arguments. Two accountants, selected by name (:data:`ACCOUNTANTS`):
+``"rdp"``, the paper's (opacus' analysis; dp-accounting cross-checks it in the tests), and ``"pld"``, the tighter
+privacy-loss distribution of dp-accounting, with ULDP-GROUP-k accounted as a mixture of Gaussians. See
+:mod:`uldp.accounting.rdp`, :mod:`uldp.accounting.pld`, :mod:`uldp.accounting.group` and
 :mod:`uldp.accounting.methods`.
 """
 
@@ -23,7 +25,15 @@ from uldp.accounting.methods import (
     epsilon_naive,
     epsilon_uldp,
     parse_group_size,
+    sigma_for_budget,
     sigma_for_epsilon,
+)
+from uldp.accounting.pld import (
+    ACCOUNTANTS,
+    check_accountant,
+    epsilon_group_pld,
+    epsilon_uldp_pld,
+    mixture_group_curve,
 )
 from uldp.accounting.rdp import (
     DEFAULT_ORDERS,
@@ -35,26 +45,32 @@ from uldp.accounting.rdp import (
 )
 
 __all__ = [
+    "ACCOUNTANTS",
     "DEFAULT_ORDERS",
     "GroupPrivacySpent",
     "METHOD_FAMILIES",
     "PrivacySpent",
+    "check_accountant",
     "check_method",
     "dp_epsilons",
     "epsilon_for_method",
     "epsilon_group",
+    "epsilon_group_pld",
     "epsilon_naive",
     "epsilon_uldp",
+    "epsilon_uldp_pld",
     "group_dp_epsilon",
     "group_epsilon_bounds",
     "group_privacy_table",
     "group_rdp_epsilon",
     "paper_group_dp_epsilon",
+    "mixture_group_curve",
     "paper_group_rdp_epsilon",
     "parse_group_size",
     "power_of_two_bounds",
     "rdp_gaussian",
     "rdp_subsampled_gaussian",
     "rdp_to_dp",
+    "sigma_for_budget",
     "sigma_for_epsilon",
 ]

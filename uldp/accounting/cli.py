@@ -12,15 +12,20 @@ SIGMA_RANGE = (1e-3, 1e6)
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``epsilon`` and ``group-epsilon`` sub-commands."""
-    epsilon = subparsers.add_parser("epsilon", help="user-level (epsilon, delta) of a method after T rounds")
+    epsilon = subparsers.add_parser(
+        "epsilon", help="user-level (epsilon, delta) of a method after T rounds, or the sigma for a target epsilon")
     epsilon.add_argument("--method", required=True, help="e.g. ULDP-AVG-w, ULDP-NAIVE, ULDP-GROUP-8")
-    epsilon.add_argument("--sigma", type=float, required=True, help="noise multiplier")
+    noise = epsilon.add_mutually_exclusive_group(required=True)
+    noise.add_argument("--sigma", type=float, help="noise multiplier")
+    noise.add_argument("--target-epsilon", type=float, help="print the smallest sigma reaching this epsilon")
     epsilon.add_argument("--rounds", type=int, required=True, help="number of rounds T")
     epsilon.add_argument("--delta", type=float, required=True)
     epsilon.add_argument("--q", type=float, default=1.0,
                          help="ULDP-SGD/AVG: user-level sampling rate; ULDP-GROUP: record-level DP-SGD rate")
     epsilon.add_argument("--steps-per-round", type=int, default=None, help="ULDP-GROUP: DP-SGD steps per round")
-    epsilon.add_argument("--json", action="store_true", help="print one JSON line")
+    epsilon.add_argument("--accountant", choices=("rdp", "pld"), default="rdp",
+                         help="rdp (the paper's) or pld (privacy-loss distribution; ULDP-GROUP as a mixture)")
+    epsilon.add_argument("--json", action="store_true", help="print one JSON document repeating the inputs")
     epsilon.set_defaults(handler=run_epsilon)
 
     group = subparsers.add_parser("group-epsilon", help="group privacy of a sub-sampled Gaussian (Figure 2)")
@@ -44,24 +49,30 @@ def _finite(value: float) -> float | None:
 
 
 def run_epsilon(args: argparse.Namespace) -> int:
-    """Print ``{"epsilon": ..., "order": ...}`` for one method."""
-    from uldp.accounting import check_method, epsilon_for_method
+    """Print the epsilon of one method at ``--sigma`` (or the sigma for ``--target-epsilon`` and its epsilon);
+    with ``--json`` one document with the inputs, ``sigma``, ``epsilon`` and the RDP ``order`` (null for PLD)."""
+    from uldp.accounting import check_method, epsilon_for_method, sigma_for_epsilon
     from uldp.cli import print_json
 
     family = check_method(args.method)
-    _check_sigma(args.sigma)
-    group_args = {}
+    if args.sigma is not None:
+        _check_sigma(args.sigma)
+    arguments = {"rounds": args.rounds, "delta": args.delta, "q": args.q if family == "uldp" else 1.0,
+                 "accountant": args.accountant}
     if family == "group":
         if args.steps_per_round is None:
             raise ValueError(f"{args.method} needs --steps-per-round (DP-SGD steps per silo per round)")
-        group_args = {"sample_rates": args.q, "steps_per_round": args.steps_per_round}
-    spent = epsilon_for_method(args.method, sigma=args.sigma, rounds=args.rounds, delta=args.delta,
-                               q=args.q if family == "uldp" else 1.0, **group_args)
-    result = {"epsilon": _finite(spent.epsilon), "order": _finite(spent.order)}
+        arguments.update(sample_rates=args.q, steps_per_round=args.steps_per_round)
+    sigma = args.sigma
+    if args.target_epsilon is not None:
+        sigma = sigma_for_epsilon(args.method, epsilon=args.target_epsilon, **arguments)
+    spent = epsilon_for_method(args.method, sigma=sigma, **arguments)
     if args.json:
-        print_json(result, args)
-    else:
-        print(f"{args.method}: epsilon = {spent.epsilon:.6g} at delta = {args.delta:g} (RDP order {spent.order:g})")
+        print_json({"sigma": sigma, "epsilon": _finite(spent.epsilon), "order": _finite(spent.order)}, args)
+        return 0
+    order = f" (RDP order {spent.order:g})" if math.isfinite(spent.order) else ""
+    chosen = "" if args.target_epsilon is None else f"sigma = {sigma:.6g} for the target; "
+    print(f"{args.method}: {chosen}epsilon = {spent.epsilon:.6g} at delta = {args.delta:g} by {args.accountant}{order}")
     return 0
 
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from uldp.accounting.group import GroupPrivacySpent, group_dp_epsilon, group_epsilon_bounds
+from uldp.accounting.pld import COARSE_INTERVAL, check_accountant, epsilon_group_pld, epsilon_uldp_pld
 from uldp.accounting.rdp import DEFAULT_ORDERS, PrivacySpent, rdp_subsampled_gaussian, rdp_to_dp
-from uldp.checks import check_delta, check_integer, check_positive, check_rate
+from uldp.checks import check_delta, check_integer, check_number, check_positive, check_rate
 
 #: Accounting family of each method name of the registry (``ULDP-GROUP-<k>`` is parsed separately).
 METHOD_FAMILIES: dict[str, str] = {
@@ -32,6 +33,9 @@ METHOD_FAMILIES: dict[str, str] = {
     "ULDP-AVG": "uldp",
     "ULDP-AVG-w": "uldp",
 }
+#: The noise multipliers :func:`sigma_for_budget` searches, and where it starts (the paper's sigma).
+SIGMA_RANGE: tuple[float, float] = (1e-3, 1e4)
+SIGMA_START = 5.0
 
 
 def epsilon_naive(
@@ -188,8 +192,10 @@ def epsilon_for_method(
     k: int | None = None,
     sample_rates: float | Sequence[float] | None = None,
     steps_per_round: int | Sequence[int] | None = None,
+    accountant: str = "rdp",
+    value_discretization_interval: float | None = None,
 ) -> PrivacySpent:
-    """The user-level guarantee of ``method`` after ``rounds`` rounds.
+    """The user-level guarantee of ``method`` after ``rounds`` rounds, by the accountant named ``accountant``.
 
     Args:
         method: A registry name (``"ULDP-AVG-w"``, ``"ULDP-GROUP-8"``, ...). ``"DEFAULT"`` has no guarantee.
@@ -200,17 +206,28 @@ def epsilon_for_method(
         k: Group size for ULDP-GROUP (overrides a numeric suffix; needed for ``-max`` / ``-median``).
         sample_rates: ULDP-GROUP: per-silo DP-SGD record sampling rate.
         steps_per_round: ULDP-GROUP: per-silo DP-SGD steps in one round.
+        accountant: ``"rdp"`` (the paper's) or ``"pld"`` (:mod:`uldp.accounting.pld`; for ULDP-GROUP the
+            mixture-of-Gaussians group accountant, no group-privacy conversion).
+        value_discretization_interval: PLD only: the discretisation step (``None``: chosen by
+            :func:`uldp.accounting.pld.pld_epsilon`).
 
     Returns:
-        The guarantee (for ULDP-GROUP, the valid upper bound of :func:`epsilon_group`).
+        The guarantee (for ULDP-GROUP by RDP, the valid upper bound of :func:`epsilon_group`).
+
+    >>> spent = epsilon_for_method("ULDP-AVG-w", sigma=5.0, rounds=100, delta=1e-5, accountant="pld")
+    >>> spent.epsilon < epsilon_for_method("ULDP-AVG-w", sigma=5.0, rounds=100, delta=1e-5).epsilon
+    True
     """
     family = check_method(method)
+    pld = check_accountant(accountant) == "pld"
     if family == "none":
         return PrivacySpent(epsilon=math.inf, order=math.nan, delta=check_delta(delta))
-    if family == "naive":
-        return epsilon_naive(sigma=sigma, rounds=rounds, delta=delta)
-    if family == "uldp":
-        return epsilon_uldp(sigma=sigma, rounds=rounds, delta=delta, q=q)
+    if family in ("naive", "uldp"):
+        rate = q if family == "uldp" else 1.0
+        if pld:
+            return epsilon_uldp_pld(sigma=sigma, rounds=rounds, delta=delta, q=rate,
+                                    value_discretization_interval=value_discretization_interval)
+        return epsilon_uldp(sigma=sigma, rounds=rounds, delta=delta, q=rate)
     group_size = k if k is not None else parse_group_size(method)
     if not isinstance(group_size, (int, np.integer)):
         raise ValueError(f"{method} needs the numeric group size k (got {group_size!r})")
@@ -220,9 +237,60 @@ def epsilon_for_method(
     total_steps = np.atleast_1d(np.asarray(steps_per_round, dtype=np.int64)) * rounds
     if rounds == 0:
         return PrivacySpent(epsilon=0.0, order=math.nan, delta=check_delta(delta))
+    if pld:
+        return epsilon_group_pld(sigma=sigma, sample_rates=sample_rates, steps=total_steps.tolist(),
+                                 k=int(group_size), delta=delta,
+                                 value_discretization_interval=value_discretization_interval)
     spent = epsilon_group(sigma=sigma, sample_rates=sample_rates, steps=total_steps.tolist(), k=int(group_size),
                           delta=delta)
     return PrivacySpent(epsilon=spent.epsilon, order=spent.order, delta=spent.delta)
+
+
+def sigma_for_budget(epsilon_at: Callable[[float], float], *, epsilon: float, start: float = SIGMA_START,
+                     factor: float = 2.0, tolerance: float = 1e-6) -> float:
+    """The smallest noise multiplier whose epsilon ``epsilon_at(sigma)`` is at most the target ``epsilon``.
+
+    Epsilon decreases monotonically in sigma: the bracket grows from ``start`` by ``factor`` (within
+    [1e-3, 1e4]) until it holds the target, then a bracketing root finder (Brent) solves on ``log sigma``.
+
+    Args:
+        epsilon_at: The guarantee's epsilon as a function of sigma (any accountant, any mechanism).
+        epsilon: Target epsilon > 0.
+        start: A first guess of sigma (a good one saves evaluations).
+        factor: How much the bracket grows at each step (> 1; small when ``start`` is close).
+        tolerance: Relative tolerance on sigma.
+
+    Returns:
+        ``sigma`` (the guarantee at it is within tolerance of ``epsilon``, never above it by more).
+
+    Raises:
+        ValueError: A target outside what sigma in [1e-3, 1e4] reaches.
+
+    >>> round(sigma_for_budget(lambda sigma: 10.0 / sigma, epsilon=2.0), 4)
+    5.0
+    """
+    epsilon = check_positive("epsilon", epsilon)
+    low_limit, high_limit = math.log(SIGMA_RANGE[0]), math.log(SIGMA_RANGE[1])
+    step = math.log(check_number("factor", factor, above=1))
+
+    def gap(log_sigma: float) -> float:
+        with warnings.catch_warnings():  # grid-edge warnings at the bracket's extreme sigmas are irrelevant here
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return math.log(epsilon_at(math.exp(log_sigma))) - math.log(epsilon)
+
+    low = high = min(max(math.log(check_positive("start", start)), low_limit), high_limit)
+    while gap(high) > 0:
+        if high >= high_limit:
+            raise ValueError(f"epsilon={epsilon!r} is not reachable with sigma in {list(SIGMA_RANGE)}")
+        low, high = high, min(high + step, high_limit)
+    while low == high or gap(low) <= 0:
+        if low <= low_limit:
+            raise ValueError(f"epsilon={epsilon!r} is not reachable with sigma in {list(SIGMA_RANGE)}")
+        high, low = low, max(low - step, low_limit)
+    from scipy import optimize  # here, not at the top: ``uldp --help`` stays free of scipy
+
+    root = optimize.brentq(gap, low, high, xtol=tolerance / 10)
+    return math.exp(root) * (1 + tolerance)  # round up: never promise less privacy than asked
 
 
 def sigma_for_epsilon(
@@ -235,12 +303,13 @@ def sigma_for_epsilon(
     k: int | None = None,
     sample_rates: float | Sequence[float] | None = None,
     steps_per_round: int | Sequence[int] | None = None,
+    accountant: str = "rdp",
     tolerance: float = 1e-6,
 ) -> float:
     """The smallest noise multiplier ``sigma`` for which ``method`` reaches ``epsilon`` after ``rounds`` rounds.
 
-    Epsilon decreases monotonically in sigma, so a bracketing root finder (Brent) on ``log sigma`` between
-    1e-3 and 1e4 solves ``epsilon(sigma) = target``.
+    Solved by :func:`sigma_for_budget` on :func:`epsilon_for_method`. The PLD search solves first at the coarse
+    PLD step (fast; pessimistic, so its sigma is at least the fine one) and then at the default step from there.
 
     Args:
         method: A registry name other than ``"DEFAULT"``.
@@ -248,6 +317,7 @@ def sigma_for_epsilon(
         rounds: Number of rounds (>= 1).
         delta: Target delta.
         q, k, sample_rates, steps_per_round: As in :func:`epsilon_for_method`.
+        accountant: ``"rdp"`` or ``"pld"``.
         tolerance: Relative tolerance on sigma.
 
     Returns:
@@ -261,18 +331,18 @@ def sigma_for_epsilon(
         raise ValueError("DEFAULT has no privacy guarantee; there is no sigma for it")
     if check_integer("rounds", rounds, minimum=0) == 0:
         raise ValueError("rounds must be >= 1 to calibrate sigma")
+    arguments = {"rounds": rounds, "delta": delta, "q": q, "k": k, "sample_rates": sample_rates,
+                 "steps_per_round": steps_per_round}
+    if check_accountant(accountant) == "rdp":
+        def epsilon_at(sigma: float) -> float:
+            return epsilon_for_method(method, sigma=sigma, **arguments).epsilon
 
-    def gap(log_sigma: float) -> float:
-        with warnings.catch_warnings():  # grid-edge warnings at the bracket's extreme sigmas are irrelevant here
-            warnings.simplefilter("ignore", RuntimeWarning)
-            spent = epsilon_for_method(method, sigma=math.exp(log_sigma), rounds=rounds, delta=delta, q=q, k=k,
-                                       sample_rates=sample_rates, steps_per_round=steps_per_round)
-        return math.log(spent.epsilon) - math.log(epsilon)
+        return sigma_for_budget(epsilon_at, epsilon=epsilon, tolerance=tolerance)
+    start = SIGMA_START
+    for interval, factor in ((COARSE_INTERVAL, 2.0), (None, 1.02)):
+        def epsilon_pld(sigma: float, interval: float | None = interval) -> float:
+            return epsilon_for_method(method, sigma=sigma, accountant="pld", value_discretization_interval=interval,
+                                      **arguments).epsilon
 
-    low, high = math.log(1e-3), math.log(1e4)
-    if gap(low) < 0 or gap(high) > 0:
-        raise ValueError(f"epsilon={epsilon!r} is not reachable with sigma in [1e-3, 1e4]")
-    from scipy import optimize  # here, not at the top: ``uldp --help`` stays free of scipy
-
-    root = optimize.brentq(gap, low, high, xtol=tolerance / 10)
-    return math.exp(root) * (1 + tolerance)  # round up: never promise less privacy than asked
+        start = sigma_for_budget(epsilon_pld, epsilon=epsilon, start=start, factor=factor, tolerance=tolerance)
+    return start

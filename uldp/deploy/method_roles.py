@@ -298,7 +298,7 @@ class MethodServer(_MethodRole):
 
         load_flat_parameters(self._model, torch.from_numpy(params))
         metrics = evaluate(self._model, self.data.x_test, self.data.y_test, self.config.run.dataset)
-        epsilon = self.method.epsilon(self._accounted, round_index)
+        epsilon = self.method.epsilon(self._accounted, round_index, accountant=self.config.run.accountant)
         return {**{name: float(value) for name, value in metrics.items()},
                 "epsilon": None if epsilon is None else float(epsilon)}
 

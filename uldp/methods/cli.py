@@ -35,6 +35,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--clip", type=float, default=None, help="clipping bound C")
     parser.add_argument("--sigma", type=float, default=None, help="noise multiplier (default 5.0)")
     parser.add_argument("--q", type=float, default=1.0, help="user-level sampling rate (ULDP-SGD/AVG)")
+    parser.add_argument("--accountant", choices=("rdp", "pld"), default="rdp",
+                        help="privacy accountant of the reported epsilon and of the budget (default rdp, the paper's)")
+    parser.add_argument("--target-epsilon", type=float, default=None,
+                        help="privacy budget: without --sigma, sigma is calibrated to it; with --sigma, the run "
+                             "refuses to start or stops before a round that would exceed it")
     parser.add_argument("--k", default=None, help="ULDP-GROUP group size: an integer, max or median")
     parser.add_argument("--secure", action="store_true",
                         help="aggregate with the private weighting protocol (ULDP-AVG-w / ULDP-SGD-w only; slow)")
@@ -84,7 +89,8 @@ def handle(args: argparse.Namespace) -> int:
         dataset=args.dataset, method=method_name(args.method, args.k), n_users=args.users, rounds=args.rounds,
         seed=args.seed, n_silos=args.silos, distribution=args.dist, local_epochs=args.local_epochs,
         global_lr=args.global_lr, local_lr=args.local_lr, clip=args.clip, sigma=args.sigma, q=args.q,
-        secure=args.secure, n_labels=args.n_labels, test_scoring=args.test_scoring)
+        secure=args.secure, n_labels=args.n_labels, test_scoring=args.test_scoring, accountant=args.accountant,
+        target_epsilon=args.target_epsilon)
     result = run(config, progress=show_progress(args),
                  dataset=load(config.dataset, args.data_dir, test_scoring=config.test_scoring),
                  checkpoint=args.checkpoint, threads=args.threads)
@@ -96,4 +102,9 @@ def handle(args: argparse.Namespace) -> int:
         epsilon = "-" if row["epsilon"] is None else f"{row['epsilon']:.3f}"
         print(f"round {row['round']:>4}  loss {row['loss']:.4f}  {metric} {row[metric]:.4f}  "
               f"epsilon {epsilon}  {row['seconds']:.2f} s")
+    if "calibrated_sigma" in result.info:
+        print(f"sigma {result.config.sigma:.6g} calibrated to epsilon {args.target_epsilon:g} ({args.accountant})")
+    if "stopped_by_budget" in result.info:
+        print(f"stopped after round {result.info['stopped_by_budget']['rounds_done']}: the next would exceed epsilon "
+              f"{args.target_epsilon:g}")
     return 0

@@ -158,10 +158,17 @@ class FedAvgMethod(EveryRecordSiloNoise):
             total = total + torch.stack(self.noise(params.numel(), federation.n_silos, round_seed)).sum(dim=0)
         return self.server_step(params, total, n_users=federation.n_users, n_silos=federation.n_silos)
 
-    def epsilon(self, federation: Federation, rounds: int) -> float | None:
-        """Theorem 1's user-level epsilon after ``rounds`` rounds (``None`` for DEFAULT: no guarantee)."""
-        if not self.spec.private:
-            return None
-        from uldp.accounting import epsilon_naive
+    def accounting_arguments(self, federation: Federation) -> dict:
+        """What :func:`uldp.accounting.epsilon_for_method` needs besides sigma, rounds and delta: nothing."""
+        return {}
 
-        return epsilon_naive(sigma=self.hp.sigma, rounds=rounds, delta=self.hp.delta).epsilon
+    def epsilon(self, federation: Federation, rounds: int, *, accountant: str = "rdp") -> float | None:
+        """Theorem 1's user-level epsilon after ``rounds`` rounds by the accountant named ``accountant``
+        (``"rdp"`` or ``"pld"``, :mod:`uldp.accounting`); ``None`` for DEFAULT: no guarantee."""
+        from uldp.accounting import check_accountant, epsilon_for_method
+
+        if not self.spec.private:
+            check_accountant(accountant)
+            return None
+        return epsilon_for_method(self.spec.name, sigma=self.hp.sigma, rounds=rounds, delta=self.hp.delta,
+                                  accountant=accountant).epsilon

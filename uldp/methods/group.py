@@ -134,17 +134,25 @@ class GroupMethod:
         total = torch.stack(self.silo_deltas(params, federation, round_seed)).sum(dim=0)
         return self.server_step(params, total, n_users=federation.n_users, n_silos=federation.n_silos)
 
-    def epsilon(self, federation: Federation, rounds: int) -> float:
-        """Theorem 2's user-level epsilon (valid orders, next power of two for ``k``) after ``rounds`` rounds.
+    def accounting_arguments(self, federation: Federation) -> dict:
+        """What :func:`uldp.accounting.epsilon_for_method` needs besides sigma, rounds and delta: ``k`` and each
+        silo's DP-SGD schedule (record rate and steps per round).
 
         ``federation`` is the prepared (flag-filtered) one: its silo sizes set each silo's DP-SGD schedule.
         """
-        from uldp.accounting import epsilon_group
         from uldp.training.dpsgd import dpsgd_schedule
 
         sizes = [federation.silo_records(s).size for s in range(federation.n_silos)]
         schedules = [dpsgd_schedule(n, batch_size=self.hp.batch_size, epochs=self.hp.local_epochs)
                      for n in sizes if n > 0]
-        return epsilon_group(sigma=self.hp.sigma, sample_rates=[s.sample_rate for s in schedules],
-                             steps=[s.steps * rounds for s in schedules], k=self.group_size(federation),
-                             delta=self.hp.delta).epsilon
+        return {"k": self.group_size(federation), "sample_rates": [s.sample_rate for s in schedules],
+                "steps_per_round": [s.steps for s in schedules]}
+
+    def epsilon(self, federation: Federation, rounds: int, *, accountant: str = "rdp") -> float:
+        """Theorem 2's user-level epsilon after ``rounds`` rounds by the accountant named ``accountant``: ``"rdp"``
+        (valid orders, next power of two for ``k``) or ``"pld"`` (the mixture of Gaussians of a ``k``-record
+        group, :mod:`uldp.accounting.pld`)."""
+        from uldp.accounting import epsilon_for_method
+
+        return epsilon_for_method(self.spec.name, sigma=self.hp.sigma, rounds=rounds, delta=self.hp.delta,
+                                  accountant=accountant, **self.accounting_arguments(federation)).epsilon

@@ -224,8 +224,14 @@ class UserLevelMethod(EveryRecordSiloNoise):
             total = weighted_sum(deltas, self.weights(federation.counts, sampled), noise)
         return self.server_step(params, total, n_users=federation.n_users, n_silos=federation.n_silos)
 
-    def epsilon(self, federation: Federation, rounds: int) -> float:
-        """Theorem 3's user-level epsilon (sub-sampled with rate ``q``, Algorithm 4) after ``rounds`` rounds."""
-        from uldp.accounting import epsilon_uldp
+    def accounting_arguments(self, federation: Federation) -> dict:
+        """What :func:`uldp.accounting.epsilon_for_method` needs besides sigma, rounds and delta: the rate ``q``."""
+        return {"q": self.hp.q}
 
-        return epsilon_uldp(sigma=self.hp.sigma, rounds=rounds, delta=self.hp.delta, q=self.hp.q).epsilon
+    def epsilon(self, federation: Federation, rounds: int, *, accountant: str = "rdp") -> float:
+        """Theorem 3's user-level epsilon (sub-sampled with rate ``q``, Algorithm 4) after ``rounds`` rounds, by the
+        accountant named ``accountant`` (``"rdp"`` or ``"pld"``, :mod:`uldp.accounting`)."""
+        from uldp.accounting import epsilon_for_method
+
+        return epsilon_for_method(self.spec.name, sigma=self.hp.sigma, rounds=rounds, delta=self.hp.delta,
+                                  accountant=accountant, **self.accounting_arguments(federation)).epsilon

@@ -1,0 +1,194 @@
+# %% [markdown]
+# # Tighter accounting: PLD beside RDP
+#
+# Every epsilon of the paper comes from Rényi DP (RDP): the privacy loss is bounded through its moments, and the
+# moments are converted to $(\epsilon, \delta)$ by the paper's Lemma 2. The conversion loses some slack. A
+# *privacy-loss distribution* (PLD) accountant keeps the whole distribution of the privacy loss, discretised
+# pessimistically, and reads $\epsilon$ off it: an upper bound within the discretisation step of the exact value
+# (`uldp.accounting.pld`, built on dp-accounting's PLD).
+#
+# For ULDP-GROUP-$k$ the gain is of another kind. The paper certifies a user through *group privacy* of the
+# record-level guarantee (Lemma 6 or Lemma 3, see the group-privacy chapter). A group of $k$ records under Poisson
+# sampling at rate $q$ is itself a mechanism that can be accounted directly: the number of the group's records in a
+# batch is $J \sim \mathrm{Binomial}(k, q)$, and one DP-SGD step is the mixture of Gaussians
+# $\sum_j P(J = j)\, \mathcal{N}(j, \sigma^2)$ against $\mathcal{N}(0, \sigma^2)$ (Ganesh 2024). Its PLD needs no
+# group-privacy conversion at all.
+#
+# The accountant is chosen by name everywhere: `accountant="rdp"` (the paper's, the default) or `"pld"` in
+# `uldp.accounting.epsilon_for_method` and `sigma_for_epsilon`, in `RunConfig`, and as `--accountant` on
+# `uldp epsilon`, `uldp run` and `uldp grid`.
+
+# %% tags=["parameters"]
+profile = "default"
+
+# %%
+import time
+import warnings
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from uldp.accounting import epsilon_for_method, group_privacy_table, mixture_group_curve, sigma_for_epsilon
+from uldp.experiments import GRIDS, accounted_results, expand
+
+warnings.simplefilter("ignore", RuntimeWarning)  # RDP grid-edge notes at extreme settings; the values stand
+SMOKE = profile == "smoke"
+started = time.perf_counter()
+
+# %% [markdown]
+# ## Every paper setting: RDP beside PLD
+#
+# The user-level methods' guarantee depends only on $\sigma$, $T$, $q$ and $\delta$ (Theorems 1 and 3; ULDP-NAIVE
+# is a Gaussian of multiplier $\sigma$ per round like ULDP-SGD/AVG without sampling). Every distinct setting of the
+# paper's grids, read from `uldp.experiments`:
+
+# %%
+settings = {}
+for grid in GRIDS:
+    for spec in expand(grid, "paper", seeds=[0]):
+        params = spec.kwargs
+        if params["sigma"] is None or params["method"].startswith("ULDP-GROUP"):
+            continue
+        family = "ULDP-NAIVE" if params["method"] == "ULDP-NAIVE" else "ULDP-SGD/AVG"
+        key = (family, params["rounds"], params["q"], params["sigma"], params["delta"])
+        settings.setdefault(key, set()).add(f"{grid}")
+rows = []
+for (family, rounds, q, sigma, delta), grids in sorted(settings.items()):
+    method = "ULDP-NAIVE" if family == "ULDP-NAIVE" else "ULDP-AVG-w"
+    by = {acc: epsilon_for_method(method, sigma=sigma, rounds=rounds, delta=delta, q=q, accountant=acc).epsilon
+          for acc in ("rdp", "pld")}
+    rows.append({"methods": family, "T": rounds, "q": q, "sigma": sigma, "grids": ", ".join(sorted(grids)),
+                 "epsilon RDP": by["rdp"], "epsilon PLD": by["pld"], "PLD / RDP": by["pld"] / by["rdp"]})
+user_level = pd.DataFrame(rows)
+user_level.round(3)
+
+# %% [markdown]
+# PLD is below RDP in every setting, by 6 to 9% (the column PLD / RDP): the slack of the RDP-to-$(\epsilon,
+# \delta)$ conversion, slightly larger with user sampling. The same runs, trained once, satisfy the smaller epsilon:
+# the accountant changes nothing about the training.
+#
+# ULDP-GROUP-$k$'s guarantee depends on the silos' sizes after its records are filtered (each silo's DP-SGD runs at
+# rate $B / n_s$ for $Q n_s / B$ steps a round), so it is accounted on the prepared federations of the paper's runs,
+# without training them (`accounted_results(..., accountant="pld")` re-accounts the stored paper runs).
+# The RDP column is what those runs report. Like Theorem 2, the mixture accountant takes the silo that costs most:
+# that covers a group whose records lie in one silo, and every placement of the group when the silos share their
+# rate and steps (a split is a vector of smaller norm, dominated by the aligned mixture); for silos of different
+# sizes no proof for split groups is given here (`uldp.accounting.pld`).
+
+# %%
+group_grids = {"heart_disease": ("ULDP-GROUP-8",)} if SMOKE else {
+    "heart_disease": ("ULDP-GROUP-2", "ULDP-GROUP-8", "ULDP-GROUP-median"),
+    "tcga_brca": ("ULDP-GROUP-2", "ULDP-GROUP-8", "ULDP-GROUP-median")}
+group_rows = []
+for grid, methods in group_grids.items():
+    accounted = {acc: accounted_results(grid, methods=methods, accountant=acc) for acc in ("rdp", "pld")}
+    for by_rdp, by_pld in zip(accounted["rdp"].runs, accounted["pld"].runs):
+        rdp, pld = by_rdp["result"]["epsilon"][0], by_pld["result"]["epsilon"][0]
+        group_rows.append({"dataset": grid, "setting": by_rdp["panel"], "method": by_rdp["series"],
+                           "epsilon RDP": rdp, "epsilon PLD (mixture)": pld, "PLD / RDP": pld / rdp})
+group_table = pd.DataFrame(group_rows)
+group_table.round(2)
+
+# %%
+group_table.groupby("method")["PLD / RDP"].agg(["min", "max"]).round(3)
+
+# %% [markdown]
+# The mixture accountant divides ULDP-GROUP-$k$'s epsilon by a factor that grows with the group: 1.7 to 2.1 for
+# $k = 2$, 5.5 to 7 for $k = 8$, and up to 84 for the median group of TcgaBrca with 50 users (measured at the
+# default profile; the smoke profile shows $k = 8$ on HeartDisease only). The epsilons stay in the tens to
+# thousands: the paper's conclusion that ULDP-GROUP-$k$ gives no useful user-level guarantee stands.
+# (HeartDisease and TcgaBrca are shown; Creditcard and MNIST need their large datasets loaded, and the same call
+# accounts them: `accounted_results("creditcard", methods=..., accountant="pld")`.)
+#
+# ## The group-privacy curve, recomputed
+#
+# The group-privacy chapter's run: $\sigma = 5$, record rate $q = 0.01$, $10^5$ steps, $\delta = 10^{-5}$. Beside its
+# two routes, RDP group privacy (valid orders) and $(\epsilon, \delta)$ group privacy (Lemma 3, exact solve), the
+# mixture accountant:
+
+# %%
+SIGMA, SAMPLE_RATE, ITERATIONS, DELTA = 5.0, 0.01, 100_000, 1e-5
+GROUP_SIZES = [1, 2, 8, 64] if SMOKE else [1, 2, 4, 8, 16, 32, 64]
+curve = pd.DataFrame(group_privacy_table(sigma=SIGMA, q=SAMPLE_RATE, steps=ITERATIONS, delta=DELTA,
+                                         ks=GROUP_SIZES)).set_index("k")
+mixture = pd.DataFrame(mixture_group_curve(sigma=SIGMA, q=SAMPLE_RATE, steps=ITERATIONS, delta=DELTA,
+                                           ks=GROUP_SIZES)).set_index("k")
+curve = curve[["epsilon_rdp", "epsilon_dp"]].join(mixture)
+curve["best route / mixture"] = curve[["epsilon_rdp", "epsilon_dp"]].min(axis=1) / curve["epsilon_mixture"]
+curve.round(2)
+
+# %%
+fig, ax = plt.subplots(figsize=(6.5, 4))
+ax.plot(curve.index, curve["epsilon_rdp"], "o-", label="RDP group privacy (valid orders)")
+ax.plot(curve.index, curve["epsilon_dp"], "s-", label="$(\\epsilon, \\delta)$ group privacy (Lemma 3)")
+ax.plot(curve.index, curve["epsilon_mixture"], "^-", label="mixture of Gaussians (PLD, no conversion)")
+ax.set_xscale("log", base=2)
+ax.set_yscale("log")
+ax.set_xlabel("group size $k$")
+ax.set_ylabel("$\\epsilon$ at $\\delta = 10^{-5}$")
+ax.set_title("Group privacy ($\\sigma=5$, $q=0.01$, $10^5$ steps)")
+ax.grid(True, which="both", alpha=0.3)
+ax.legend(fontsize=8)
+plt.show()
+
+# %%
+k64 = curve.loc[64]
+print(f"k = 64: RDP route {k64['epsilon_rdp']:.0f}, (eps, delta) route {k64['epsilon_dp']:.0f}, "
+      f"mixture {k64['epsilon_mixture']:.0f}")
+
+# %% [markdown]
+# The mixture accountant is below both routes for every $k \ge 2$, and the gap grows with $k$: 17% below the
+# better route at $k = 2$, 1.7 times at $k = 8$, 3.4 times at $k = 64$ (about 1020 against 3511 and 20107). At $k = 1$
+# all three agree up to the RDP conversion's slack: there is no group.
+#
+# Why not far below for small $k$? With $q = 0.01$ a group of two rarely has both records in one batch
+# (probability $10^{-4}$ a step): the pair behaves almost like one record sampled at rate $2q$, and the
+# $(\epsilon, \delta)$ route, which pays $k \epsilon$ and a factor on $\delta$, is then only moderately loose.
+# The conversions' looseness compounds with $k$ (the RDP route's $3^{\log_2 k}$ factor, the $(\epsilon, \delta)$
+# route's $e^{(k-1)\epsilon}$), which is why the gap widens.
+#
+# And even the mixture accountant is far from a useful guarantee at $k = 64$; that is not a weakness of the
+# accountant, which is exact up to its discretisation. A group of 64 records sampled at 1% has on average 0.64 of
+# its records in each of $10^5$ batches; each one moves the batch's sum by up to the clip norm, against noise of
+# $\sigma = 5$ times that norm. What grows with $k$ is the mechanism's true privacy loss, not only the looseness of
+# the conversions. Group privacy at record level stays hopeless for users with many records: this is what ULDP-AVG
+# avoids by bounding the user's whole contribution at $C$.
+#
+# ## The noise each accountant needs
+#
+# Choosing $\sigma$ for a budget (`sigma_for_epsilon(..., accountant=...)`, `uldp epsilon --target-epsilon`,
+# `RunConfig(target_epsilon=...)`): the smallest $\sigma$ that reaches $\epsilon$ at $\delta = 10^{-5}$, for
+# ULDP-AVG on HeartDisease ($T = 50$, no sampling) and for the issue's example, ULDP-AVG-w with $T = 30$ rounds and
+# user sampling at $q = 0.5$.
+
+# %%
+TARGETS = [1, 2, 4, 8]
+budget_settings = {"HeartDisease ULDP-AVG (T=50, q=1)": {"rounds": 50, "q": 1.0},
+                   "ULDP-AVG-w (T=30, q=0.5)": {"rounds": 30, "q": 0.5}}
+sigma_rows = []
+for name, arguments in budget_settings.items():
+    for target in ([2] if SMOKE and arguments["q"] < 1 else TARGETS):  # RDP at q < 1 costs seconds per sigma
+        by = {acc: sigma_for_epsilon("ULDP-AVG-w", epsilon=target, delta=1e-5, accountant=acc, **arguments)
+              for acc in ("rdp", "pld")}
+        sigma_rows.append({"setting": name, "target epsilon": target, "sigma RDP": by["rdp"], "sigma PLD": by["pld"],
+                           "noise saved": 1 - by["pld"] / by["rdp"]})
+sigmas = pd.DataFrame(sigma_rows)
+sigmas.round(3)
+
+# %% [markdown]
+# PLD needs 6 to 8% less noise for the same guarantee, a little more for the tighter budgets. In the issue's
+# example RDP's $\sigma = 6.08$ for $\epsilon = 2$ gives $\epsilon = 1.83$ by PLD, and PLD reaches $\epsilon = 2$ at
+# $\sigma \approx 5.64$ (opacus' PRV accountant, an independent implementation, agrees within 1%:
+# `tests/test_accounting_pld.py`).
+#
+# Whether that noise reduction buys measurable utility is a question for training runs at equal epsilon; they are
+# not part of this chapter yet.
+
+# %%
+rdp_sigma = sigma_for_epsilon("ULDP-AVG-w", epsilon=2.0, rounds=30, delta=1e-5, q=0.5)
+issue_pld = epsilon_for_method("ULDP-AVG-w", sigma=rdp_sigma, rounds=30, delta=1e-5, q=0.5, accountant="pld").epsilon
+print(f"issue's example: RDP sigma for epsilon 2 = {rdp_sigma:.3f}; PLD epsilon there = {issue_pld:.3f}")
+assert user_level["PLD / RDP"].between(0.9, 0.95).all() and (group_table["PLD / RDP"] < 0.7).all()
+assert (curve.loc[[k for k in GROUP_SIZES if k > 1], "best route / mixture"] > 1).all()
+assert abs(issue_pld - 1.83) < 0.01
+print(f"chapter computed in {time.perf_counter() - started:.0f} s")

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from uldp.secure import fast, protocol
+from uldp.secure import protocol
 from uldp.secure.protocol import SecureSession
 
 SMOKE = profile == "smoke"
@@ -107,7 +107,7 @@ print("secure:", secure, "\nplain: ", plain, "\nmax |difference|:", np.abs(secur
 #
 # Take many users who all have exactly one record. Without blinding the server would see "1" for each; with it, the
 # values $r_u \cdot 1 \bmod n$ are uniform. Likewise one silo's masked update, decrypted on its own (which only the
-# server could try), is uniform: the pairwise masks hide it. The Kolmogorov-Smirnov test against the uniform law on
+# server could try, by forging the other silos' updates as encryptions of zero), is uniform: the pairwise masks hide it. The Kolmogorov-Smirnov test against the uniform law on
 # $[0, 1)$ (values divided by $n$) finds nothing.
 
 # %%
@@ -120,7 +120,11 @@ blinded = np.array([b / n_big for b in session.server.blinded_totals])
 weights = session.server.start_round(1, np.ones(many_users, bool))
 shares = session.server.relay([m for s in session.silos for m in s.share_weight_powers(weights)])
 alone = session.silos[0].masked_update(weights, shares[0], np.zeros((many_users, 50)), np.zeros(50))
-one_silo = np.array(fast.crt_decrypt(session.server._private_key, alone.ciphertexts), dtype=float) / n_big
+# A server that forges the other silos' updates as Enc(0) (the ciphertext 1) decrypts silo 0's update alone.
+forged = [protocol.MaskedUpdateMessage(alone.round_index, silo, (1,) * 50) for silo in (1, 2)]
+config = session.server.config
+scale = config.c_lcm << config.resolution_bits
+one_silo = np.array([value / (n_big / scale) % 1.0 for value in session.server.finish_round([alone, *forged])])
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.2))
 for ax, values, title in [(axes[0], blinded, "B(N_u) / n, all N_u = 1"), (axes[1], one_silo, "one silo's masked update / n")]:
     ax.hist(values, bins=20, range=(0, 1), color="tab:blue", edgecolor="white")

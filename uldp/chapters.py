@@ -39,15 +39,15 @@ CHANCE_HALF = ("balanced_accuracy", "c_index")
 
 
 #: Why a method's final utility can be low or vary over seeds, by the start of its series name.
+_NOISE_PER_USER = ("its noise has a fixed scale per round while the clipped signal sums over the users, so with few "
+                   "users each run follows its own noise draw")
 REASONS: tuple[tuple[str, str], ...] = (
-    ("ULDP-NAIVE", "its noise is sized for every silo's whole clipped update (Algorithm 1 with the corrected "
-                   "sensitivity), so a round's signal is small beside it and a run can drift to a constant answer"),
-    ("ULDP-GROUP", "it keeps at most k records per user, and the group conversion multiplies its noise; which "
-                   "records survive the filtering depends on the allocation seed"),
-    ("ULDP-SGD", "its noise has a fixed scale per round while the clipped signal sums over the users, so with few "
-                 "users each run follows its own noise draw"),
-    ("ULDP-AVG", "its noise has a fixed scale per round while the clipped signal sums over the users, so with few "
-                 "users each run follows its own noise draw"),
+    ("ULDP-NAIVE", ("its noise is sized for every silo's whole clipped update (Algorithm 1 with the corrected "
+                    "sensitivity), so a round's signal is small beside it and a run can drift to a constant answer")),
+    ("ULDP-GROUP", ("it keeps at most k records per user, and the group conversion multiplies its noise; which "
+                    "records survive the filtering depends on the allocation seed")),
+    ("ULDP-SGD", _NOISE_PER_USER),
+    ("ULDP-AVG", _NOISE_PER_USER),
     ("q=", "with few users sampled in a round, the noise, whose scale does not depend on q, dominates the step"),
     ("DEFAULT", "it has no noise: the spread comes from the allocation and the batches drawn"),
 )

@@ -1,0 +1,89 @@
+"""Tests of uldp.chapters: the computed findings of the experiment chapters, and that the book reads no private name
+of the library."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from uldp import chapters
+from uldp.experiments import ResultSet
+
+BOOK = Path(__file__).resolve().parent.parent / "book"
+
+
+def _run(panel: str, series: str, seed: int, values: list[float], *, key: str | None = None,
+         metric: str = "balanced_accuracy") -> dict:
+    return {"key": key or f"{panel}/{series}/{seed}", "panel": panel, "series": series, "seed": seed,
+            "params": {"dataset": "heart_disease", "method": series},
+            "result": {metric: values, "accuracy": values, "epsilon": [1.0] * len(values)},
+            "provenance": {"wall_seconds": 2.0, "date": "2026-01-01T00:00", "command": "test"}}
+
+
+def _private_names(source: str) -> list[str]:
+    """Names with a single leading underscore (not dunders) read as attributes or imported, in ``source``."""
+    def private(name: str) -> bool:
+        return name.startswith("_") and not name.startswith("__")
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and private(node.attr):
+            found.append(node.attr)
+        elif isinstance(node, ast.ImportFrom):
+            found += [part for part in (node.module or "").split(".") if private(part)]
+            found += [alias.name for alias in node.names if private(alias.name)]
+        elif isinstance(node, ast.Import):
+            found += [part for alias in node.names for part in alias.name.split(".") if private(part)]
+    return found
+
+
+def test_private_name_finder_sees_attributes_and_imports() -> None:
+    source = "from uldp.x import _hidden\nimport uldp._inner\nkey = server._private_key\nname = obj.__class__\n"
+    assert sorted(_private_names(source)) == ["_hidden", "_inner", "_private_key"]
+
+
+@pytest.mark.parametrize("chapter", sorted(BOOK.glob("*.py")), ids=lambda path: path.name)
+def test_no_chapter_reads_a_private_name(chapter: Path) -> None:
+    assert _private_names(chapter.read_text()) == []
+
+
+def test_trivial_runs_name_the_seed_at_chance_level() -> None:
+    runs = (_run("A", "ULDP-NAIVE", 0, [0.6, 0.5]), _run("A", "ULDP-NAIVE", 1, [0.7, 0.9]),
+            _run("A", "ULDP-AVG", 0, [0.8, 0.9]))
+    sentences = chapters.trivial_runs(ResultSet("g", "paper", runs, (), "memory"))
+    assert len(sentences) == 1
+    assert "ULDP-NAIVE" in sentences[0] and "seed 0" in sentences[0] and "1 of 2" in sentences[0]
+    assert chapters.reason("ULDP-NAIVE") in sentences[0]
+
+
+def test_spread_runs_find_a_large_standard_deviation_only() -> None:
+    runs = (_run("A", "ULDP-AVG", 0, [0.5, 0.55]), _run("A", "ULDP-AVG", 1, [0.5, 0.75]),
+            _run("A", "ULDP-SGD", 0, [0.5, 0.70]), _run("A", "ULDP-SGD", 1, [0.5, 0.71]))
+    sentences = chapters.spread_runs(ResultSet("g", "paper", runs, (), "memory"), "accuracy")
+    # std of (0.55, 0.75) is 0.141 (sample std), of (0.70, 0.71) 0.007
+    assert len(sentences) == 1 and "ULDP-AVG" in sentences[0] and "0.141" in sentences[0]
+
+
+def test_shared_runs_are_the_series_with_one_run_in_every_panel() -> None:
+    runs = (_run("A", "DEFAULT", 0, [0.8], key="same"), _run("B", "DEFAULT", 0, [0.8], key="same"),
+            _run("A", "ULDP-AVG", 0, [0.8]), _run("B", "ULDP-AVG", 0, [0.8]))
+    assert chapters.shared_runs(ResultSet("g", "paper", runs, (), "memory")) == ["DEFAULT"]
+
+
+def test_run_time_counts_a_shared_run_once() -> None:
+    runs = (_run("A", "DEFAULT", 0, [0.8], key="same"), _run("B", "DEFAULT", 0, [0.8], key="same"),
+            _run("A", "ULDP-AVG", 0, [0.8]))
+    assert chapters.run_time(ResultSet("g", "paper", runs, (), "memory")) == (4.0, 2.0, 2)
+
+
+def test_scale_sentence_of_a_small_profile_warns_against_reading_numbers() -> None:
+    runs = (_run("|U|=50, uniform", "ULDP-AVG", 0, [0.8]),)
+    runs[0]["params"].update(rounds=2, n_users=10)
+    text = chapters.scale_sentence(ResultSet("heart_disease", "smoke", runs, (), "memory"))
+    assert "smoke" in text and "instead of the paper's 50" in text and "not what the paper's figure shows" in text
+
+
+def test_reason_is_empty_for_an_unknown_series() -> None:
+    assert chapters.reason("SOMETHING-ELSE") == ""

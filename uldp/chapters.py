@@ -21,11 +21,12 @@ from IPython.display import Markdown, display
 from matplotlib.figure import Figure
 
 from uldp import experiments, plots, scorecard
-from uldp.experiments import (  # _duration: one wording of run times
-    ChapterResults,
-    ResultSet,
-    _duration,
+from uldp.data import DATASETS
+from uldp.experiments import ChapterResults, ResultSet
+from uldp.experiments import (
+    _duration as duration,  # one wording of run times in the book
 )
+from uldp.models import build_model
 from uldp.verdicts import HOLDS, MISSING, NotMeasured, per_setting, profile_label
 
 #: The book page with the paper's settings (``book/settings.py``), for links from the chapters.
@@ -224,16 +225,11 @@ class ExperimentChapter:
         """Where the results come from, their scale, the profile the chapter was built at, and the settings link."""
         return Markdown(f"{self.shown.note}\n\nThis page was built at the **{self.profile}** profile; the results "
                         f"it shows are at the scale **{profile_label(self.results)}**. The paper's settings for "
-                        f"every figure are on the page [The paper's settings]({SETTINGS_PAGE}).")
+                        f"every figure are on the page {{doc}}`The paper's settings <{SETTINGS_PAGE}>`.")
 
     def what_ran(self) -> None:
-        """Display the run arguments every run shares, the settings (panels) and the seeds, as a Markdown list,
-        then each line's run arguments that differ between lines (:func:`uldp.experiments.grid_table`; a cell
-        "a / b" lists the values of different settings)."""
-        table = experiments.grid_table(self.grid, self.results.profile)
-        shared = ", ".join(f"`{name}` = {_markdown_value(value)}" for name, value in table.attrs["constant"].items())
-        display(Markdown(f"- every run: {shared}\n- settings (panels): {'; '.join(table.attrs['panels'])}\n"
-                         f"- seeds: {', '.join(map(str, table.attrs['seeds']))}"), table)
+        """Display the settings of the runs shown (:func:`show_grid_settings` at their profile)."""
+        show_grid_settings(self.grid, self.results.profile)
 
     def show_figures(self, draw: Callable[[ResultSet], Figure], figure: str) -> None:
         """Display ``draw`` of each result set (:meth:`result_sets`) under a caption naming its profile
@@ -262,7 +258,7 @@ class ExperimentChapter:
             parts.append(scale_sentence(results))
             parts += _conclude_utility(results)
             total, mean, count = run_time(results)
-            parts.append(f"Run time: {count} distinct run(s), {_duration(total)} in all, {_duration(mean)} each on "
+            parts.append(f"Run time: {count} distinct run(s), {duration(total)} in all, {duration(mean)} each on "
                          "average (the machines are in each run's provenance, above).")
         verdicts = scorecard.scorecard(self.verdict_data, grid=self.grid)["verdict"]
         counted = ", ".join(f"{count} {verdict}" for verdict, count in verdicts.value_counts().items())
@@ -368,9 +364,9 @@ def short_profile_note(results: ResultSet) -> Markdown:
     per_round = [sum(run["result"]["seconds"]) / len(run["result"]["seconds"]) for run in results.runs]
     return Markdown(f"The short profile trains {'/'.join(map(str, rounds))} rounds of {'/'.join(map(str, epochs))} local "
             f"epoch(s): about 1/{ratio:.0f} of the paper's work per run. Its {len(per_run)} runs took "
-            f"{_duration(min(per_run))} to {_duration(max(per_run))} each ({_duration(min(per_round))} to "
-            f"{_duration(max(per_round))} a round); at that pace one paper-profile run would take about "
-            f"{_duration(ratio * sum(per_run) / len(per_run))}.")
+            f"{duration(min(per_run))} to {duration(max(per_run))} each ({duration(min(per_round))} to "
+            f"{duration(max(per_round))} a round); at that pace one paper-profile run would take about "
+            f"{duration(ratio * sum(per_run) / len(per_run))}.")
 
 
 def weighting_gap_table(data: Mapping[str, ResultSet]) -> pd.DataFrame:
@@ -391,3 +387,38 @@ def runtime_tables(chapter: ExperimentChapter) -> None:
         if results.runs:
             display(Markdown(f"Seconds per part of the protocol, scale {profile_label(results)}:"),
                     plots.runtime_table(results).round(3))
+
+
+def show_grid_settings(grid_name: str, profile: str) -> None:
+    """Display the run arguments every run of a grid shares at ``profile``, its settings (panels) and seeds, as a
+    Markdown list, then each line's run arguments that differ between lines (:func:`uldp.experiments.grid_table`; a
+    cell "a / b" lists the values of different settings).
+
+    Raises:
+        ValueError: Unknown grid or profile.
+    """
+    table = experiments.grid_table(grid_name, profile)
+    shared = ", ".join(f"`{name}` = {_markdown_value(value)}" for name, value in table.attrs["constant"].items())
+    display(Markdown(f"- every run: {shared}\n- settings (panels): {'; '.join(table.attrs['panels'])}\n"
+                     f"- seeds: {', '.join(map(str, table.attrs['seeds']))}"), table)
+
+
+def datasets_table() -> pd.DataFrame:
+    """The datasets of the paper's experiments as :mod:`uldp.data` registers them and :mod:`uldp.models` builds
+    their models: silos, whether the silos are fixed by the data, the model's parameter count and the utility
+    metric of the figures."""
+    rows = []
+    for name, spec in DATASETS.items():
+        model = build_model(name)
+        rows.append({"dataset": name, "description": spec.description, "silos": spec.default_silos,
+                     "silos fixed by the data": spec.fixed_silos,
+                     "model": type(model).__name__, "parameters": sum(p.numel() for p in model.parameters()),
+                     "metric": experiments.UTILITY_METRIC.get(name, "accuracy")})
+    return pd.DataFrame(rows).set_index("dataset")
+
+
+def figures_table() -> pd.DataFrame:
+    """Every grid: the paper's figure it reproduces, what it shows, and how many runs its paper profile has."""
+    return pd.DataFrame([{"grid": name, "figure": grid.figure, "shows": grid.title,
+                          "paper-profile runs": len(experiments.expand(name, "paper"))}
+                         for name, grid in experiments.GRIDS.items()]).set_index("grid")

@@ -34,15 +34,6 @@ chapter = chapters.ExperimentChapter.load("creditcard", profile)
 chapter.introduction()
 
 # %% [markdown]
-# ## What ran
-#
-# What every run shares, the settings (one row of the figure each) and the seeds; then the hyperparameters of each
-# method (a cell "a / b" lists the values of different settings).
-
-# %%
-chapter.what_ran()
-
-# %% [markdown]
 # ## Figure 4: accuracy and privacy
 #
 # One row per setting: users $|U|$ and allocation. Curves are the mean over seeds, bands one standard deviation;
@@ -51,7 +42,6 @@ chapter.what_ran()
 
 # %%
 chapter.show_figures(plots.privacy_utility_figure, "Figure 4")
-chapter.final_tables()
 
 # %% [markdown]
 # ## Balanced accuracy
@@ -61,8 +51,7 @@ chapter.final_tables()
 # balanced accuracy, what the authors' code computes (the ROC-AUC of hard labels), shows it.
 
 # %%
-chapter.show_figures(chapters.balanced_accuracy_figure, "Figure 4 (balanced accuracy)")
-chapter.final_tables("balanced_accuracy")
+chapter.show_figures(chapters.balanced_accuracy_figure, "Figure 4 (balanced accuracy)", "balanced_accuracy")
 
 # %% [markdown]
 # ## The paper's claims on Creditcard
@@ -81,10 +70,6 @@ chapter.claims()
 # learns. The balanced accuracy says which methods find frauds at all. ULDP-GROUP-2 and -8 lose most with 100 users
 # (a few dozen records each: many are filtered out, and the group conversion multiplies the noise), and least with
 # 1000 users (a few records each).
-#
-# The numbers below are computed from the results shown above and from the Scorecard's rows: the scale of the
-# results, every run at the level of a trivial predictor, every large spread over seeds, the runs shared between
-# settings, the run time and the count of verdicts.
 
 # %%
 chapter.conclusions()

@@ -20,7 +20,7 @@
 # ULDP-AVG down, which matters much less with 10000 users; and with 10000 users (about 6 records each, 60,000 records
 # in all) ULDP-GROUP-2 reaches a reasonably small $\epsilon$, since a small record-level sampling rate helps DP-SGD.
 #
-# ULDP-NAIVE was not run by the authors on MNIST (its utility was too poor); settings.md asks for it anyway, at the
+# ULDP-NAIVE was not run by the authors on MNIST (its utility was too poor); this book runs it anyway (see the settings page), at the
 # Creditcard row's shape with $C = 1$.
 
 # %% tags=["parameters"]
@@ -33,12 +33,6 @@ mnist = chapters.ExperimentChapter.load("mnist", profile)
 mnist.introduction()
 
 # %% [markdown]
-# ## What ran
-
-# %%
-mnist.what_ran()
-
-# %% [markdown]
 # ## Figure 5: test loss, accuracy and privacy
 #
 # One row per setting (users, allocation); the test loss is the paper's left panel for MNIST. Mean over seeds with a
@@ -46,7 +40,6 @@ mnist.what_ran()
 
 # %%
 mnist.show_figures(plots.privacy_utility_figure, "Figure 5")
-mnist.final_tables()
 
 # %% [markdown]
 # ## The paper's claims on MNIST

@@ -23,16 +23,11 @@
 profile = "default"
 
 # %%
-from uldp import chapters, plots
+from uldp.chapters import ExperimentChapter
+from uldp.plots import privacy_utility_figure
 
-tcga = chapters.ExperimentChapter.load("tcga_brca", profile)
+tcga = ExperimentChapter.load("tcga_brca", profile)
 tcga.introduction()
-
-# %% [markdown]
-# ## What ran
-
-# %%
-tcga.what_ran()
 
 # %% [markdown]
 # ## Figure 7: C-index and privacy
@@ -41,8 +36,7 @@ tcga.what_ran()
 # 0.5. The final values follow the figure.
 
 # %%
-tcga.show_figures(plots.privacy_utility_figure, "Figure 7")
-tcga.final_tables()
+tcga.show_figures(privacy_utility_figure, "Figure 7")
 
 # %% [markdown]
 # ## The paper's claims on TcgaBrca
@@ -60,10 +54,6 @@ tcga.claims()
 # end near a random score's 0.5, see below), much less with 200: the noise per round is the same while the
 # clipped signal sums over the users. ULDP-GROUP-$k$ runs with the authors' clipping bound 100, far above its
 # gradients, so it barely clips and stays close to the non-private model, at a very large $\epsilon$.
-#
-# The numbers below are computed from the results shown above and from the Scorecard's rows: the scale of the
-# results, every run at the level of a trivial predictor, every large spread over seeds, the runs shared between
-# settings, the run time and the count of verdicts.
 
 # %%
 tcga.conclusions()

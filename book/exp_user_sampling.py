@@ -30,12 +30,6 @@ sampling = chapters.ExperimentChapter.load("user_sampling", profile)
 sampling.introduction()
 
 # %% [markdown]
-# ## What ran
-
-# %%
-sampling.what_ran()
-
-# %% [markdown]
 # ## Figure 9: accuracy and privacy for each sampling rate
 #
 # One row per dataset; one line per $q$. Mean over seeds with a one-std band; the final accuracy and $\epsilon$ per
@@ -43,7 +37,6 @@ sampling.what_ran()
 
 # %%
 sampling.show_figures(plots.user_sampling_figure, "Figure 9")
-sampling.final_tables()
 
 # %% [markdown]
 # About 9% of Creditcard's rows are frauds, so an accuracy near 0.909 can mean a model that finds none; the balanced

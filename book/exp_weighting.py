@@ -30,19 +30,13 @@ weighting = chapters.ExperimentChapter.load("weighting", profile)
 weighting.introduction()
 
 # %% [markdown]
-# ## What ran
-
-# %%
-weighting.what_ran()
-
-# %% [markdown]
 # ## Figure 8: test loss
 #
 # One panel per dataset and number of silos; solid lines for the uniform allocation, dashed for zipf. Mean over
-# seeds with a one-std band.
+# seeds with a one-std band, then the final test loss of each line.
 
 # %%
-weighting.show_figures(plots.weighting_figure, "Figure 8")
+weighting.show_figures(plots.weighting_figure, "Figure 8", "test_loss")
 
 # %% [markdown]
 # The gain of the weighting: final test loss of ULDP-AVG minus that of ULDP-AVG-w (positive means ULDP-AVG-w is
@@ -71,8 +65,7 @@ runtime = chapters.ExperimentChapter.load("protocol_runtime", profile)
 runtime.introduction()
 
 # %%
-runtime.show_figures(plots.runtime_figure, "Figure 10")
-chapters.runtime_tables(runtime)
+chapters.show_runtime(runtime)
 
 # %%
 runtime.claims()

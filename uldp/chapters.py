@@ -20,13 +20,14 @@ import pandas as pd
 from IPython.display import Markdown, display
 from matplotlib.figure import Figure
 
-from uldp import experiments, plots, scorecard
+from uldp import experiments, plots, scorecard, simulation
 from uldp.data import DATASETS
 from uldp.experiments import ChapterResults, ResultSet
 from uldp.experiments import (
     _duration as duration,  # one wording of run times in the book
 )
 from uldp.models import build_model
+from uldp.simulation import RunConfig
 from uldp.verdicts import HOLDS, MISSING, NotMeasured, per_setting, profile_label
 
 #: The book page with the paper's settings (``book/settings.py``), for links from the chapters.
@@ -221,21 +222,28 @@ class ExperimentChapter:
         """The main results, then the paper-profile panels shown beside them when there are any."""
         return [self.results] + ([self.shown.paper_panels] if self.shown.paper_panels is not None else [])
 
-    def introduction(self) -> Markdown:
-        """Where the results come from, their scale, the profile the chapter was built at, and the settings link."""
-        return Markdown(f"{self.shown.note}\n\nThis page was built at the **{self.profile}** profile; the results "
-                        f"it shows are at the scale **{profile_label(self.results)}**. The paper's settings for "
-                        f"every figure are on the page {{doc}}`The paper's settings <{SETTINGS_PAGE}>`.")
+    def introduction(self) -> None:
+        """Display where the results come from, their scale, the profile the chapter was built at and a link to the
+        settings page, then what ran (:meth:`what_ran`)."""
+        display(Markdown(f"{self.shown.note}\n\nThis page was built at the **{self.profile}** profile; the results "
+                         f"it shows are at the scale **{profile_label(self.results)}**. The paper's settings for "
+                         f"every figure are on the page {{doc}}`The paper's settings <{SETTINGS_PAGE}>`.\n\n"
+                         "**What ran**: what every run shares, the settings (one row or panel of the figure each) "
+                         "and the seeds, then the run arguments that differ between lines (a cell \"a / b\" lists "
+                         "the values of different settings)."))
+        self.what_ran()
 
     def what_ran(self) -> None:
         """Display the settings of the runs shown (:func:`show_grid_settings` at their profile)."""
         show_grid_settings(self.grid, self.results.profile)
 
-    def show_figures(self, draw: Callable[[ResultSet], Figure], figure: str) -> None:
+    def show_figures(self, draw: Callable[[ResultSet], Figure], figure: str, metric: str | None = None) -> None:
         """Display ``draw`` of each result set (:meth:`result_sets`) under a caption naming its profile
-        (:func:`show_figure`)."""
+        (:func:`show_figure`), each followed by its final values (:func:`show_final_table` of ``metric``, default
+        the dataset's utility metric)."""
         for results in self.result_sets():
             show_figure(results, draw, figure)
+            show_final_table(results, metric)
 
     def final_tables(self, metric: str | None = None) -> None:
         """Display the final values of each result set (:func:`show_final_table`)."""
@@ -380,10 +388,12 @@ def weighting_gap_table(data: Mapping[str, ResultSet]) -> pd.DataFrame:
                                                       values="gap")
 
 
-def runtime_tables(chapter: ExperimentChapter) -> None:
-    """Display the seconds per part of the private weighting protocol (:func:`uldp.plots.runtime_table`) of each of
-    the chapter's result sets that has protocol timings, under a caption naming its scale."""
+def show_runtime(chapter: ExperimentChapter) -> None:
+    """Display, for each of the chapter's result sets, Figure 10 (:func:`uldp.plots.runtime_figure`) under a caption
+    naming its profile, then the seconds per part of the private weighting protocol (:func:`uldp.plots.runtime_table`)
+    computed from the runs' own timings."""
     for results in chapter.result_sets():
+        show_figure(results, plots.runtime_figure, "Figure 10")
         if results.runs:
             display(Markdown(f"Seconds per part of the protocol, scale {profile_label(results)}:"),
                     plots.runtime_table(results).round(3))
@@ -422,3 +432,37 @@ def figures_table() -> pd.DataFrame:
     return pd.DataFrame([{"grid": name, "figure": grid.figure, "shows": grid.title,
                           "paper-profile runs": len(experiments.expand(name, "paper"))}
                          for name, grid in experiments.GRIDS.items()]).set_index("grid")
+
+
+def compare_runs(configs: Mapping[str, RunConfig], *, title: str) -> pd.DataFrame:
+    """Run each configuration (:func:`uldp.simulation.run`), display their test loss, accuracy and user-level
+    epsilon per round side by side, and return the final values: one short comparison for the method chapters.
+
+    Args:
+        configs: ``{label: RunConfig}``, in legend order.
+        title: The figure's title (say the profile and scale).
+
+    Returns:
+        One row per label: final ``test loss``, ``accuracy``, ``epsilon`` (``None`` for DEFAULT), the group size
+        ``k`` and ``records used`` where the method has them, and the run's ``seconds``.
+    """
+    results = {label: simulation.run(config) for label, config in configs.items()}
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    for index, (label, result) in enumerate(results.items()):
+        style = {"label": label, "marker": "os^vDPX*"[index % 8], "markevery": max(1, len(result.round) // 8)}
+        axes[0].plot(result.round, result.test_loss, **style)
+        axes[1].plot(result.round, result.accuracy, **style)
+        if result.epsilon and result.epsilon[0] is not None:
+            axes[2].semilogy(result.round, result.epsilon, **style)
+    for ax, label in zip(axes, ("test loss", "test accuracy", "user-level epsilon")):
+        ax.set_xlabel("round")
+        ax.set_ylabel(label)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    display(fig)
+    plt.close(fig)
+    return pd.DataFrame([{"run": label, "test loss": result.test_loss[-1], "accuracy": result.accuracy[-1],
+                          "epsilon": result.epsilon[-1], "k": result.info.get("group_size"),
+                          "records used": result.info.get("train_records"), "seconds": sum(result.seconds)}
+                         for label, result in results.items()]).set_index("run")

@@ -50,10 +50,11 @@ tcga.claims()
 # ## What to conclude
 #
 # TcgaBrca is the noisiest figure: 248 records in the largest silo, a Cox loss whose gradient depends on the whole
-# risk set, and a C-index that only ranks. ULDP-AVG and ULDP-SGD spread widely over seeds with 50 users (some seeds
-# end near a random score's 0.5, see below), much less with 200: the noise per round is the same while the
-# clipped signal sums over the users. ULDP-GROUP-$k$ runs with the authors' clipping bound 100, far above its
-# gradients, so it barely clips and stays close to the non-private model, at a very large $\epsilon$.
+# risk set, and a C-index that only ranks. Where ULDP-AVG and ULDP-SGD spread widely over seeds, compare the spread
+# with 50 and with 200 users (both are listed below): the noise per round is the same while the clipped signal sums
+# over the users, so the fewer users, the more each run follows its own noise draw, and a seed can end near a random
+# score's 0.5. ULDP-GROUP-$k$ runs with the authors' clipping bound 100, far above its gradients, so it barely clips
+# and stays close to the non-private model, at a very large $\epsilon$. Computed from the results shown:
 
 # %%
 tcga.conclusions()

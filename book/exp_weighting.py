@@ -62,7 +62,7 @@ weighting.claims()
 
 # %%
 runtime = chapters.ExperimentChapter.load("protocol_runtime", profile)
-runtime.introduction()
+runtime.introduction(what_ran=False)
 
 # %%
 chapters.show_runtime(runtime)

@@ -87,3 +87,42 @@ def test_scale_sentence_of_a_small_profile_warns_against_reading_numbers() -> No
 
 def test_reason_is_empty_for_an_unknown_series() -> None:
     assert chapters.reason("SOMETHING-ELSE") == ""
+
+
+def test_a_smoke_figure_is_never_captioned_as_the_papers(monkeypatch: pytest.MonkeyPatch) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown: list = []
+    monkeypatch.setattr(chapters, "display", lambda *items: shown.extend(items))
+    run = _run("|U|=50, uniform", "ULDP-AVG", 0, [0.8])
+    for profile in ("smoke", "paper"):
+        chapters.show_figure(ResultSet("heart_disease", profile, (run,), (), "memory"), lambda _: plt.figure(),
+                             "Figure 6")
+    captions = [item.data for item in shown if isinstance(item, chapters.Markdown)]
+    assert "stand-in for Figure 6" in captions[0] and "not its figure" in captions[0]
+    assert captions[1].startswith("Figure 6, reproduced at the scale **paper**")
+
+
+def test_short_profile_note_gives_the_share_of_the_papers_work() -> None:
+    runs = tuple({**_run(panel, "ULDP-AVG", 0, [0.5]), "params": {"dataset": "mnist", "rounds": 20, "local_epochs": 5}}
+                 for panel in ("|U|=100, zipf", "|U|=10000, zipf-noniid"))
+    for run in runs:
+        run["result"]["seconds"] = [1.0, 3.0]
+    text = chapters.short_profile_note(ResultSet("mnist", "short", runs, (), "memory")).data
+    # the paper: 200 rounds of 50 epochs = 10000 epoch-rounds against 20 x 5 = 100
+    assert "1/100 of the paper's work" in text and "20 rounds of 5 local" in text
+    assert "about 3 min" in text  # 100 x 2 s per run
+
+
+def test_claims_are_the_scorecards_rows() -> None:
+    from uldp import scorecard
+
+    data = {"heart_disease": ResultSet("heart_disease", "paper", (), (), "memory")}
+    chapter = chapters.ExperimentChapter("heart_disease", "smoke", None, data)  # type: ignore[arg-type]
+    expected = scorecard.scorecard(data, grid="heart_disease")
+    shown = chapter.claims().data
+    assert shown["claim"].tolist() == expected["claim"].tolist()
+    assert shown["verdict"].tolist() == expected["verdict"].tolist()

@@ -222,16 +222,17 @@ class ExperimentChapter:
         """The main results, then the paper-profile panels shown beside them when there are any."""
         return [self.results] + ([self.shown.paper_panels] if self.shown.paper_panels is not None else [])
 
-    def introduction(self) -> None:
+    def introduction(self, *, what_ran: bool = True) -> None:
         """Display where the results come from, their scale, the profile the chapter was built at and a link to the
-        settings page, then what ran (:meth:`what_ran`)."""
+        settings page, then, unless ``what_ran`` is false, what ran (:meth:`what_ran`)."""
         display(Markdown(f"{self.shown.note}\n\nThis page was built at the **{self.profile}** profile; the results "
                          f"it shows are at the scale **{profile_label(self.results)}**. The paper's settings for "
-                         f"every figure are on the page {{doc}}`The paper's settings <{SETTINGS_PAGE}>`.\n\n"
-                         "**What ran**: what every run shares, the settings (one row or panel of the figure each) "
-                         "and the seeds, then the run arguments that differ between lines (a cell \"a / b\" lists "
-                         "the values of different settings)."))
-        self.what_ran()
+                         f"every figure are on the page {{doc}}`The paper's settings <{SETTINGS_PAGE}>`."))
+        if what_ran:
+            display(Markdown("**What ran**: what every run shares, the settings (one row or panel of the figure "
+                             "each) and the seeds, then the run arguments that differ between lines (a cell "
+                             "\"a / b\" lists the values of different settings)."))
+            self.what_ran()
 
     def what_ran(self) -> None:
         """Display the settings of the runs shown (:func:`show_grid_settings` at their profile)."""

@@ -23,6 +23,8 @@
 # The offline Creditcard copy is a 5,412-row subset (all 492 frauds and 4,920 normal rows, see settings.md), so a
 # user here has fewer records than the paper's $n \approx 246$ and $25$. Figure 4 plots accuracy, as the paper's
 # caption says; the authors' code computes the ROC-AUC of hard labels, which is the balanced accuracy, shown after it.
+#
+# The paper's settings for this figure and every other: {doc}`settings`.
 
 # %% tags=["parameters"]
 profile = "default"

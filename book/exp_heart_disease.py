@@ -19,6 +19,8 @@
 # The paper's reading, common to the small medical datasets: ULDP-AVG is competitive, ULDP-AVG-w converges much
 # faster, ULDP-SGD slower; ULDP-NAIVE's $\epsilon$ is small but its utility low; ULDP-GROUP-$k$ has good utility
 # when $n$ is small but a very large $\epsilon$.
+#
+# The paper's settings for this figure and every other: {doc}`settings`.
 
 # %% tags=["parameters"]
 profile = "default"

@@ -22,6 +22,8 @@
 #
 # ULDP-NAIVE was not run by the authors on MNIST (its utility was too poor); this book runs it anyway (see the settings page), at the
 # Creditcard row's shape with $C = 1$.
+#
+# The paper's settings for this figure and every other: {doc}`settings`.
 
 # %% tags=["parameters"]
 profile = "default"
@@ -101,4 +103,4 @@ mnist.claims(scorecard.MNIST_ACCOUNTING)
 # from the figure's results and the Scorecard's rows:
 
 # %%
-mnist.conclusions()
+mnist.conclusions(also=[short])

@@ -18,6 +18,8 @@
 # with the Cox partial likelihood, $T = 50$ rounds, local batch size 8. ULDP-GROUP-$k$ uses the authors' global
 # learning rate 0.1 and clipping bound 100 on this dataset. Every (user, silo) pair with records has at least two
 # (the Cox loss of one record is undefined), as the paper requires for ULDP-AVG's per-user clipping.
+#
+# The paper's settings for this figure and every other: {doc}`settings`.
 
 # %% tags=["parameters"]
 profile = "default"

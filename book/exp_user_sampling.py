@@ -19,6 +19,8 @@
 # sub-sampling trade-off on Creditcard (1000 users, zipf, $q \in \{0.1, 0.3, 0.5, 0.7, 1\}$) and MNIST (10000 users,
 # zipf, $q \in \{0.1, 0.3, 0.5, 1\}$): the utility loss is acceptable on Creditcard up to about $q = 0.7$, and small
 # on MNIST, where the many users make sub-sampling cheap.
+#
+# The paper's settings for this figure and every other: {doc}`settings`.
 
 # %% tags=["parameters"]
 profile = "default"

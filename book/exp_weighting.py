@@ -19,6 +19,8 @@
 # loss on Creditcard (1000 users; 5, 20 and 50 silos; uniform and zipf) and states that equal weights waste signal
 # when a user's records are skewed across silos (zipf), and more so with more silos, since every weight
 # $1/|S|$ gets smaller. We add TcgaBrca (200 users, 6 silos), as in settings.md.
+#
+# The paper's settings for this figure and every other: {doc}`settings`.
 
 # %% tags=["parameters"]
 profile = "default"

@@ -11,7 +11,7 @@ the Scorecard chapter: a chapter shows the Scorecard's rows for its grid, not ve
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,8 +30,6 @@ from uldp.models import build_model
 from uldp.simulation import RunConfig
 from uldp.verdicts import HOLDS, MISSING, NotMeasured, per_setting, profile_label
 
-#: The book page with the paper's settings (``book/settings.py``), for links from the chapters.
-SETTINGS_PAGE = "settings"
 #: A final utility within this distance of a trivial predictor's (balanced accuracy or C-index 0.5) is "trivial".
 TRIVIAL_MARGIN = 0.02
 #: A spread (standard deviation over seeds) of the final utility at least this large is worth explaining.
@@ -96,22 +94,44 @@ def per_seed(results: ResultSet, metric: str) -> pd.DataFrame:
     return final.rename("value").reset_index()
 
 
+def _metric_label(metric: str) -> str:
+    return plots.LABELS.get(metric, metric.replace("_", " "))
+
+
 def trivial_runs(results: ResultSet) -> list[str]:
     """Sentences naming each line whose final balanced accuracy or C-index, at some seed, is at most 0.5 +
-    :data:`TRIVIAL_MARGIN`: the level of a predictor that ignores its input."""
+    :data:`TRIVIAL_MARGIN` (the level of a predictor that ignores its input; below it, a ranking the wrong way
+    round), once for a line whose runs every panel shares, and then the seeds at which several lines of one panel
+    fail together (the allocation of that seed, shared by every method, rather than one method's noise)."""
     metric = chance_metric(results)
     if metric is None:
         return []
     finals = per_seed(results, metric)
     low = finals[finals["value"] <= 0.5 + TRIVIAL_MARGIN]
-    sentences = []
+    shared = shared_runs(results)
+    sentences, told = [], set()
     for (series, panel), rows in low.groupby(["series", "panel"], sort=False):
+        if series in told and series in shared:
+            continue
+        told.add(series)
         seeds = finals[(finals["series"] == series) & (finals["panel"] == panel)]
+        lowest = rows["value"].min()
+        level = ("at the level of a predictor that ignores its input (0.5)" if lowest >= 0.5 - TRIVIAL_MARGIN
+                 else "below the 0.5 of a predictor that ignores its input: the model ranks the wrong way round")
+        where = "every setting (the same runs)" if series in shared else panel
         sentences.append(
-            f"**{series}** ({panel}): final {metric.replace('_', ' ')} {rows['value'].min():.3f} at "
-            f"{len(rows)} of {len(seeds)} seed(s) (seed {', '.join(map(str, rows['seed']))}), the level of a "
-            f"predictor that ignores its input (0.5); its seeds reach up to {seeds['value'].max():.3f}: "
-            f"{reason(series)}")
+            f"**{series}** ({where}): final {_metric_label(metric)} down to {lowest:.3f} at {len(rows)} of "
+            f"{len(seeds)} seed(s) (seed {', '.join(map(str, rows['seed']))}), {level}; its best seed reaches "
+            f"{seeds['value'].max():.3f}. Why: {reason(series)}.")
+    for (panel, seed), rows in low.groupby(["panel", "seed"], sort=False):
+        if rows["series"].nunique() >= 3:
+            blind = [series for series in rows["series"] if series in shared]
+            cause = (f"since {', '.join(blind)} does not read the users, not the allocation but what else the seed "
+                     "fixes (the initial model and the random streams)" if blind
+                     else "its allocation of users, its initial model and its random streams")
+            sentences.append(f"In {panel} at seed {seed}, {rows['series'].nunique()} methods end at or below the "
+                             f"trivial level together ({', '.join(rows['series'])}): what this seed shares between "
+                             f"methods is the likelier cause than any one method's noise; {cause}.")
     return sentences
 
 
@@ -136,7 +156,7 @@ def spread_runs(results: ResultSet, metric: str) -> list[str]:
         sentences.append(f"**{row.series}** ({row.panel}): std {row.std:.3f} over {row.seeds} seeds, from "
                          f"{values.min():.3f} to {values.max():.3f}"
                          + (" (the same runs in every setting)" if row.series in shared
-                            else f" (std elsewhere: {elsewhere})" if elsewhere else "") + f": {reason(row.series)}")
+                            else f" (std elsewhere: {elsewhere})" if elsewhere else "") + f". Why: {reason(row.series)}.")
     return sentences
 
 
@@ -168,6 +188,10 @@ def scale_sentence(results: ResultSet) -> str:
     if results.profile == "paper":
         return (f"These are **{label}**-profile results, {len(seeds)} seed(s) of the paper's "
                 f"{len(experiments.PAPER_SEEDS)}: the paper's settings, so the numbers can be read against its figure.")
+    if results.profile == "short":
+        return ("These are **short**-profile results: the paper's federations whole (users, silos, allocations, "
+                "hyperparameters, test set) with fewer rounds and local epochs. They show the start of the paper's "
+                "curves: compare federations with each other, not the accuracies with the paper's.")
     rounds = sorted({params["rounds"] for params in ran})
     paper_rounds = sorted({spec.kwargs["rounds"] for spec in paper})
     users = sorted({params["n_users"] for params in ran})
@@ -223,11 +247,9 @@ class ExperimentChapter:
         return [self.results] + ([self.shown.paper_panels] if self.shown.paper_panels is not None else [])
 
     def introduction(self, *, what_ran: bool = True) -> None:
-        """Display where the results come from, their scale, the profile the chapter was built at and a link to the
-        settings page, then, unless ``what_ran`` is false, what ran (:meth:`what_ran`)."""
+        """Display where the results come from, their scale and the profile the chapter was built at, then, unless ``what_ran`` is false, what ran (:meth:`what_ran`)."""
         display(Markdown(f"{self.shown.note}\n\nThis page was built at the **{self.profile}** profile; the results "
-                         f"it shows are at the scale **{profile_label(self.results)}**. The paper's settings for "
-                         f"every figure are on the page {{doc}}`The paper's settings <{SETTINGS_PAGE}>`."))
+                         f"it shows are at the scale **{profile_label(self.results)}**."))
         if what_ran:
             display(Markdown("**What ran**: what every run shares, the settings (one row or panel of the figure "
                              "each) and the seeds, then the run arguments that differ between lines (a cell "
@@ -257,14 +279,18 @@ class ExperimentChapter:
         rows = scorecard.scorecard(self.verdict_data, grid=grid or self.grid)
         return rows[["where", "claim", "measured", "verdict", "source"]].style.hide(axis="index")
 
-    def conclusions(self) -> Markdown:
+    def conclusions(self, also: Sequence[ResultSet] = ()) -> Markdown:
         """"What to conclude": the scale of the results, every trivial-level run, large seed spread and shared run,
-        the run time and the verdicts, each computed from the results shown and the Scorecard's rows."""
+        the run time and the verdicts, each computed from the results shown and the Scorecard's rows.
+
+        Args:
+            also: Other results the chapter shows (MNIST's short profile), concluded on in the same way.
+        """
         parts = []
-        for results in self.result_sets():
+        for results in [*self.result_sets(), *also]:
             if not results.runs:
                 continue
-            parts.append(scale_sentence(results))
+            parts.append(f"**{results.grid}, {profile_label(results)}.** " + scale_sentence(results))
             parts += _conclude_utility(results)
             total, mean, count = run_time(results)
             parts.append(f"Run time: {count} distinct run(s), {duration(total)} in all, {duration(mean)} each on "
@@ -291,7 +317,7 @@ def _conclude_utility(results: ResultSet) -> list[str]:
     metric = scorecard_metric(results)
     spread = spread_runs(results, metric)
     if spread:
-        parts.append(f"Large spread over seeds (std of the final {metric.replace('_', ' ')} at least "
+        parts.append(f"Large spread over seeds (std of the final {_metric_label(metric)} at least "
                      f"{LARGE_SPREAD}):\n\n" + "\n".join(f"- {s}" for s in spread))
     shared = shared_runs(results)
     if shared:
@@ -332,7 +358,7 @@ def show_final_table(results: ResultSet, metric: str | None = None) -> None:
     """Display the final values (mean ± std over seeds, and epsilon) of ``results``, one row per line and one
     column per setting (:func:`uldp.scorecard.final_table`, transposed so that it fits the page)."""
     if results.runs:
-        display(Markdown(f"Final {(metric or scorecard_metric(results)).replace('_', ' ')} (mean ± std over seeds) "
+        display(Markdown(f"Final {_metric_label(metric or scorecard_metric(results))} (mean ± std over seeds) "
                          f"and user-level ε, scale {profile_label(results)}:"),
                 scorecard.final_table(results, metric).T)
 

@@ -126,3 +126,23 @@ def test_claims_are_the_scorecards_rows() -> None:
     shown = chapter.claims().data
     assert shown["claim"].tolist() == expected["claim"].tolist()
     assert shown["verdict"].tolist() == expected["verdict"].tolist()
+
+
+def test_compare_runs_tabulates_the_final_values_of_each_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from uldp.simulation import RunConfig, run
+
+    shown: list = []
+    monkeypatch.setattr(chapters, "display", lambda *items: shown.extend(items))
+    configs = {method: RunConfig(dataset="synthetic", method=method, n_users=10, n_silos=3, rounds=2, local_epochs=1,
+                                 seed=0) for method in ("DEFAULT", "ULDP-AVG")}
+    table = chapters.compare_runs(configs, title="test")
+    assert table.index.tolist() == ["DEFAULT", "ULDP-AVG"]
+    alone = run(configs["ULDP-AVG"])  # the same seed gives the same run
+    assert table.loc["ULDP-AVG", "test loss"] == pytest.approx(alone.test_loss[-1])
+    assert table.loc["ULDP-AVG", "epsilon"] == pytest.approx(alone.epsilon[-1])
+    assert table["epsilon"].isna()["DEFAULT"]
+    figure = shown[0]
+    assert [line.get_label() for line in figure.axes[0].lines] == ["DEFAULT", "ULDP-AVG"]

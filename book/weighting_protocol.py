@@ -256,9 +256,8 @@ plt.show()
 # served from per-user digit tables (a fixed-base comb, its inner loop in C with GMP's Montgomery multiplication when
 # the extension `uldp.secure._comb` is built; gmpy2 otherwise). `benchmarks/secure_protocol.py` runs the
 # straightforward phe sequence and ours on the same inputs, checks that the decoded results are equal, and reports
-# the ratio at the paper's default together with an extrapolated MNIST CNN silo round (21840 parameters, 100 users):
-# measured on the 2-core machine this book is built on, 44x at the default and 50.6 s for the MNIST round (67.5 s
-# before the C comb).
+# the ratio at the paper's default together with an extrapolated MNIST CNN silo round (21840 parameters, 100 users);
+# run `python benchmarks/secure_protocol.py` for the numbers on your machine (timings are not typed into this book).
 #
 # ## Runtime on the medical benchmarks
 #

@@ -38,9 +38,9 @@ LARGE_SPREAD = 0.05
 CHANCE_HALF = ("balanced_accuracy", "c_index")
 
 
-#: Why a method's final utility can be low or vary over seeds, by the start of its series name.
 _NOISE_PER_USER = ("its noise has a fixed scale per round while the clipped signal sums over the users, so with few "
                    "users each run follows its own noise draw")
+#: Why a method's final utility can be low or vary over seeds, by the start of its series name.
 REASONS: tuple[tuple[str, str], ...] = (
     ("ULDP-NAIVE", ("its noise is sized for every silo's whole clipped update (Algorithm 1 with the corrected "
                     "sensitivity), so a round's signal is small beside it and a run can drift to a constant answer")),
@@ -247,7 +247,8 @@ class ExperimentChapter:
         return [self.results] + ([self.shown.paper_panels] if self.shown.paper_panels is not None else [])
 
     def introduction(self, *, what_ran: bool = True) -> None:
-        """Display where the results come from, their scale and the profile the chapter was built at, then, unless ``what_ran`` is false, what ran (:meth:`what_ran`)."""
+        """Display where the results come from, their scale and the profile the chapter was built at, then, unless
+        ``what_ran`` is false, what ran (:meth:`what_ran`)."""
         display(Markdown(f"{self.shown.note}\n\nThis page was built at the **{self.profile}** profile; the results "
                          f"it shows are at the scale **{profile_label(self.results)}**."))
         if what_ran:

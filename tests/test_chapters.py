@@ -146,3 +146,27 @@ def test_compare_runs_tabulates_the_final_values_of_each_run(monkeypatch: pytest
     assert table["epsilon"].isna()["DEFAULT"]
     figure = shown[0]
     assert [line.get_label() for line in figure.axes[0].lines] == ["DEFAULT", "ULDP-AVG"]
+
+
+@pytest.mark.parametrize(("dataset", "metric", "level"), [
+    ("mnist", "balanced_accuracy", 0.1),  # ten digits: the mean recall of a constant answer is 1/10
+    ("creditcard", "balanced_accuracy", 0.5),
+    ("heart_disease", "balanced_accuracy", 0.5),  # one logit: a binary classifier
+    ("tcga_brca", "c_index", 0.5),
+])
+def test_chance_level_is_that_of_a_constant_answer(dataset: str, metric: str, level: float) -> None:
+    run = _run("A", "DEFAULT", 0, [0.5], metric=metric)
+    run["params"]["dataset"] = dataset
+    assert chapters.chance_level(ResultSet("g", "paper", (run,), (), "memory"), metric) == pytest.approx(level)
+
+
+def test_chance_level_refuses_a_metric_without_one() -> None:
+    with pytest.raises(ValueError, match="accuracy"):
+        chapters.chance_level(ResultSet("g", "paper", (), (), "memory"), "accuracy")
+
+
+def test_a_ten_class_run_at_one_tenth_is_trivial_and_one_at_a_half_is_not() -> None:
+    runs = tuple({**_run("A", method, 0, [value]), "params": {"dataset": "mnist", "method": method}}
+                 for method, value in (("ULDP-AVG", 0.5), ("ULDP-NAIVE", 0.1)))
+    sentences = chapters.trivial_runs(ResultSet("mnist", "paper", runs, (), "memory"))
+    assert len(sentences) == 1 and sentences[0].startswith("**ULDP-NAIVE**")

@@ -30,12 +30,12 @@ from uldp.models import build_model
 from uldp.simulation import RunConfig
 from uldp.verdicts import HOLDS, MISSING, NotMeasured, per_setting, profile_label
 
-#: A final utility within this distance of a trivial predictor's (balanced accuracy or C-index 0.5) is "trivial".
+#: A final utility within this distance of a trivial predictor's (:func:`chance_level`) is "trivial".
 TRIVIAL_MARGIN = 0.02
 #: A spread (standard deviation over seeds) of the final utility at least this large is worth explaining.
 LARGE_SPREAD = 0.05
-#: Per-round metrics whose chance level is 0.5 whatever the classes' shares: balanced accuracy and the C-index.
-CHANCE_HALF = ("balanced_accuracy", "c_index")
+#: Per-round metrics whose chance level does not depend on the classes' shares: balanced accuracy, the C-index.
+CHANCE_METRICS = ("balanced_accuracy", "c_index")
 
 
 _NOISE_PER_USER = ("its noise has a fixed scale per round while the clipped signal sums over the users, so with few "
@@ -67,15 +67,36 @@ def _markdown_value(value: Any) -> str:
 
 
 def chance_metric(results: ResultSet) -> str | None:
-    """The stored metric of ``results`` whose trivial level is 0.5 (balanced accuracy, else the C-index), or ``None``.
+    """The stored metric of ``results`` whose trivial level does not depend on the classes' shares (balanced
+    accuracy, else the C-index), or ``None``.
 
     A classifier that always answers the majority class has an accuracy equal to that class's share (0.909 on the
-    Creditcard subset) but a balanced accuracy of 0.5; a constant or random survival score has a C-index of 0.5.
+    Creditcard subset) but a balanced accuracy of 1/K for K classes; a constant or random survival score has a
+    C-index of 0.5.
     """
-    for metric in CHANCE_HALF:
+    for metric in CHANCE_METRICS:
         if any(run["result"].get(metric) for run in results.runs):
             return metric
     return None
+
+
+def chance_level(results: ResultSet, metric: str) -> float:
+    """The value of ``metric`` for a predictor that ignores its input: 0.5 for the C-index, 1/K for the balanced
+    accuracy of K classes (K from the output size of the dataset's model, :func:`uldp.models.build_model`; a single
+    output is a binary classifier).
+
+    Raises:
+        ValueError: ``metric`` is not one of :data:`CHANCE_METRICS`, or the results mix datasets.
+    """
+    if metric not in CHANCE_METRICS:
+        raise ValueError(f"metric {metric!r} has no input-free chance level; allowed: {', '.join(CHANCE_METRICS)}")
+    if metric == "c_index":
+        return 0.5
+    datasets = {run["params"]["dataset"] for run in results.runs}
+    if len(datasets) != 1:
+        raise ValueError(f"results of grid {results.grid!r} mix datasets {sorted(datasets)}; give one dataset")
+    outputs = list(build_model(datasets.pop()).parameters())[-1].numel()
+    return 1.0 / max(2, outputs)
 
 
 def per_seed(results: ResultSet, metric: str) -> pd.DataFrame:
@@ -99,15 +120,20 @@ def _metric_label(metric: str) -> str:
 
 
 def trivial_runs(results: ResultSet) -> list[str]:
-    """Sentences naming each line whose final balanced accuracy or C-index, at some seed, is at most 0.5 +
-    :data:`TRIVIAL_MARGIN` (the level of a predictor that ignores its input; below it, a ranking the wrong way
-    round), once for a line whose runs every panel shares, and then the seeds at which several lines of one panel
+    """Sentences naming each line whose final balanced accuracy or C-index, at some seed, is at most its
+    :func:`chance_level` + :data:`TRIVIAL_MARGIN` (the level of a predictor that ignores its input), once for a line whose runs every panel shares, and then the seeds at which several lines of one panel
     fail together (the allocation of that seed, shared by every method, rather than one method's noise)."""
     metric = chance_metric(results)
     if metric is None:
         return []
     finals = per_seed(results, metric)
-    low = finals[finals["value"] <= 0.5 + TRIVIAL_MARGIN]
+    datasets = {run["params"]["dataset"] for run in results.runs}
+    if metric == "balanced_accuracy" and len(datasets) > 1:  # one chance level per dataset: conclude per dataset
+        return [sentence for dataset in sorted(datasets)
+                for sentence in trivial_runs(_of_dataset(results, dataset))]
+    chance = chance_level(results, metric)
+    below = ("the model ranks the wrong way round" if metric == "c_index" else "worse than guessing")
+    low = finals[finals["value"] <= chance + TRIVIAL_MARGIN]
     shared = shared_runs(results)
     sentences, told = [], set()
     for (series, panel), rows in low.groupby(["series", "panel"], sort=False):
@@ -116,8 +142,9 @@ def trivial_runs(results: ResultSet) -> list[str]:
         told.add(series)
         seeds = finals[(finals["series"] == series) & (finals["panel"] == panel)]
         lowest = rows["value"].min()
-        level = ("at the level of a predictor that ignores its input (0.5)" if lowest >= 0.5 - TRIVIAL_MARGIN
-                 else "below the 0.5 of a predictor that ignores its input: the model ranks the wrong way round")
+        level = (f"at the level of a predictor that ignores its input ({chance:.3g})"
+                 if lowest >= chance - TRIVIAL_MARGIN
+                 else f"below the {chance:.3g} of a predictor that ignores its input: {below}")
         where = "every setting (the same runs)" if series in shared else panel
         sentences.append(
             f"**{series}** ({where}): final {_metric_label(metric)} down to {lowest:.3f} at {len(rows)} of "
@@ -133,6 +160,12 @@ def trivial_runs(results: ResultSet) -> list[str]:
                              f"trivial level together ({', '.join(rows['series'])}): what this seed shares between "
                              f"methods is the likelier cause than any one method's noise; {cause}.")
     return sentences
+
+
+def _of_dataset(results: ResultSet, dataset: str) -> ResultSet:
+    """The runs of ``results`` on one dataset (the user-sampling and weighting grids mix two)."""
+    return ResultSet(results.grid, results.profile, tuple(run for run in results.runs
+                                                          if run["params"]["dataset"] == dataset), (), results.root)
 
 
 def spread_runs(results: ResultSet, metric: str) -> list[str]:

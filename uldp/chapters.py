@@ -62,6 +62,10 @@ def reason(series: str) -> str:
     return next((why for start, why in REASONS if series.startswith(start)), "")
 
 
+def _why(series: str) -> str:
+    return f" Why: {reason(series)}." if reason(series) else ""
+
+
 def _markdown_value(value: Any) -> str:
     return "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
@@ -146,10 +150,11 @@ def trivial_runs(results: ResultSet) -> list[str]:
                  if lowest >= chance - TRIVIAL_MARGIN
                  else f"below the {chance:.3g} of a predictor that ignores its input: {below}")
         where = "every setting (the same runs)" if series in shared else panel
-        sentences.append(
-            f"**{series}** ({where}): final {_metric_label(metric)} down to {lowest:.3f} at {len(rows)} of "
-            f"{len(seeds)} seed(s) (seed {', '.join(map(str, rows['seed']))}), {level}; its best seed reaches "
-            f"{seeds['value'].max():.3f}. Why: {reason(series)}.")
+        when = (f"at every one of its {len(seeds)} seed(s)" if len(rows) == len(seeds) else
+                f"at {len(rows)} of {len(seeds)} seeds (seed {', '.join(map(str, rows['seed']))})")
+        best = "" if len(rows) == len(seeds) else f"; its best seed reaches {seeds['value'].max():.3f}"
+        sentences.append(f"**{series}** ({where}): final {_metric_label(metric)} down to {lowest:.3f} {when}, "
+                         f"{level}{best}.{_why(series)}")
     for (panel, seed), rows in low.groupby(["panel", "seed"], sort=False):
         if rows["series"].nunique() >= 3:
             blind = [series for series in rows["series"] if series in shared]
@@ -189,7 +194,7 @@ def spread_runs(results: ResultSet, metric: str) -> list[str]:
         sentences.append(f"**{row.series}** ({row.panel}): std {row.std:.3f} over {row.seeds} seeds, from "
                          f"{values.min():.3f} to {values.max():.3f}"
                          + (" (the same runs in every setting)" if row.series in shared
-                            else f" (std elsewhere: {elsewhere})" if elsewhere else "") + f". Why: {reason(row.series)}.")
+                            else f" (std elsewhere: {elsewhere})" if elsewhere else "") + f".{_why(row.series)}")
     return sentences
 
 
@@ -219,8 +224,8 @@ def scale_sentence(results: ResultSet) -> str:
     seeds = sorted({run["seed"] for run in results.runs})
     label = profile_label(results)
     if results.profile == "paper":
-        return (f"These are **{label}**-profile results, {len(seeds)} seed(s) of the paper's "
-                f"{len(experiments.PAPER_SEEDS)}: the paper's settings, so the numbers can be read against its figure.")
+        return (f"These results ran at the paper's settings (scale: **{label}**), {len(seeds)} seed(s) of the "
+                f"paper's {len(experiments.PAPER_SEEDS)}, so the numbers can be read against its figure.")
     if results.profile == "short":
         return ("These are **short**-profile results: the paper's federations whole (users, silos, allocations, "
                 "hyperparameters, test set) with fewer rounds and local epochs. They show the start of the paper's "
@@ -346,7 +351,7 @@ def _conclude_utility(results: ResultSet) -> list[str]:
     trivial = trivial_runs(results)
     if trivial:
         parts.append("Runs at the level of a trivial predictor:\n\n" + "\n".join(f"- {s}" for s in trivial) +
-                     "\n\nA final value averaged over seeds hides these: one seed at the trivial level pulls the "
+                     "\n\nWhere only some seeds end there, the mean over seeds hides it: those seeds pull the "
                      "mean down and the std up.")
     metric = scorecard_metric(results)
     spread = spread_runs(results, metric)

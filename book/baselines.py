@@ -64,7 +64,8 @@ SCALE = {"smoke": {"users": 20, "rounds": 3, "epochs": 2}, "default": {"users": 
 # MLP, from their closed form (`uldp.training.linear`: $g_i\,[x_i, 1]$; `uldp.training.mlp`: per-layer outer
 # products $\delta_i a_i^\top$, whose norms are $\lVert\delta_i\rVert\,\lVert a_i\rVert$): with the same random
 # draws the engines give the same model (tests check it), and the closed form is faster per step, with all silos of
-# a round batched into one step. The batches are drawn by the library, exactly $\lceil n_s / B \rceil$ per epoch as the accountant counts them; opacus' own data loader takes
+# a round batched into one step. The batches are drawn by the library, exactly $\lceil n_s / B \rceil$ per epoch as
+# the accountant counts them; opacus' own data loader takes
 # $\lfloor 1/\gamma \rfloor$ steps, one fewer when $1/(1/k)$ rounds below $k$ in floating point ($k = 93, 99, 105,
 # \dots$).
 #

@@ -20,7 +20,7 @@
 # ULDP-AVG down, which matters much less with 10000 users; and with 10000 users (about 6 records each, 60,000 records
 # in all) ULDP-GROUP-2 reaches a reasonably small $\epsilon$, since a small record-level sampling rate helps DP-SGD.
 #
-# ULDP-NAIVE was not run by the authors on MNIST (its utility was too poor); this book runs it anyway (see the settings page), at the
+# ULDP-NAIVE was not run by the authors on MNIST (its utility was too poor); this book runs it anyway, at the
 # Creditcard row's shape with $C = 1$.
 #
 # The paper's settings for this figure and every other: {doc}`settings`.

@@ -77,4 +77,5 @@ Markdown(f"""- "much larger" privacy budget: at least {scorecard.MUCH_LARGER:g}x
 
 # %%
 Markdown("\n".join(f"- **{name}** [{profile_label(results)}]: {results.describe()}" if results.runs
-                   else f"- **{name}**: no stored results ({results.profile} profile)" for name, results in data.items()))
+                   else f"- **{name}**: no stored results ({results.profile} profile)"
+                   for name, results in data.items()))

@@ -146,14 +146,15 @@ chapters.datasets_table()
 #
 # ## Errata and traps in the paper
 #
-# - **Group privacy of RDP** (Lemma 5, Theorem 2): the correct statement (Mironov 2017, Proposition 2) is for a group
-#   of size $k = 2^c$: an order $\alpha \ge 2^{c+1} = 2k$ gives $(\alpha / 2^c, 3^c \rho)$-RDP. The paper writes
-#   $2^k$ and $3^k$. Only orders $\alpha \ge 2k$ are valid; the paper's Figure 2 values for $k = 32$ and $64$ were
-#   computed with orders below $2k$, and a valid computation gives larger numbers (the group-privacy chapter).
+# - **Group privacy of RDP** (Lemma 6, used by Theorem 2): the correct statement (Mironov 2017, Proposition 2)
+#   is for a group of size $k = 2^c$: an order $\alpha \ge 2^{c+1} = 2k$ gives $(\alpha / 2^c, 3^c \rho)$-RDP.
+#   The paper writes $2^k$ and $3^k$. Only orders $\alpha \ge 2k$ are valid; the paper's Figure 2 values for
+#   $k = 32$ and $64$ were computed with orders below $2k$, and a valid computation gives larger numbers (the
+#   group-privacy chapter).
 # - **Algorithm 1**: the update is the local model minus the global one (the sign in the pseudo-code is a typo).
 # - **Algorithm 4**: the loop zeroes the weights of the users *not* sampled (the pseudo-code's loop variable is a
 #   typo).
-# - **Standard group privacy** (Lemma 3) needs a search over the input $\delta$; the library does it with a robust
+# - **Standard group privacy** (Lemma 5) needs a search over the input $\delta$; the library does it with a robust
 #   root finder over a wide grid of orders.
 # - **ULDP-NAIVE's noise**: its true user-level sensitivity needs twice the noise the authors' code adds
 #   ($2\sigma C\sqrt{|S|}$ per silo); this book runs the corrected noise (the chapter "How this reproduction differs").

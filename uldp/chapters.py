@@ -125,8 +125,9 @@ def _metric_label(metric: str) -> str:
 
 def trivial_runs(results: ResultSet) -> list[str]:
     """Sentences naming each line whose final balanced accuracy or C-index, at some seed, is at most its
-    :func:`chance_level` + :data:`TRIVIAL_MARGIN` (the level of a predictor that ignores its input), once for a line whose runs every panel shares, and then the seeds at which several lines of one panel
-    fail together (the allocation of that seed, shared by every method, rather than one method's noise)."""
+    :func:`chance_level` + :data:`TRIVIAL_MARGIN` (the level of a predictor that ignores its input), once for a
+    line whose runs every panel shares; then the seeds at which several lines of one panel fail together (what
+    the seed shares between methods, rather than one method's noise)."""
     metric = chance_metric(results)
     if metric is None:
         return []
@@ -436,11 +437,12 @@ def short_profile_note(results: ResultSet) -> Markdown:
     epochs = sorted({p.get("local_epochs") for p in short_params if p.get("local_epochs")})
     per_run = [run["provenance"]["wall_seconds"] for run in results.runs]
     per_round = [sum(run["result"]["seconds"]) / len(run["result"]["seconds"]) for run in results.runs]
-    return Markdown(f"The short profile trains {'/'.join(map(str, rounds))} rounds of {'/'.join(map(str, epochs))} local "
-            f"epoch(s): about 1/{ratio:.0f} of the paper's work per run. Its {len(per_run)} runs took "
-            f"{duration(min(per_run))} to {duration(max(per_run))} each ({duration(min(per_round))} to "
-            f"{duration(max(per_round))} a round); at that pace one paper-profile run would take about "
-            f"{duration(ratio * sum(per_run) / len(per_run))}.")
+    return Markdown(
+        f"The short profile trains {'/'.join(map(str, rounds))} rounds of {'/'.join(map(str, epochs))} local "
+        f"epoch(s): about 1/{ratio:.0f} of the paper's work per run. Its {len(per_run)} runs took "
+        f"{duration(min(per_run))} to {duration(max(per_run))} each ({duration(min(per_round))} to "
+        f"{duration(max(per_round))} a round); at that pace one paper-profile run would take about "
+        f"{duration(ratio * sum(per_run) / len(per_run))}.")
 
 
 def weighting_gap_table(data: Mapping[str, ResultSet]) -> pd.DataFrame:

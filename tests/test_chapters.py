@@ -146,6 +146,10 @@ def test_compare_runs_tabulates_the_final_values_of_each_run(monkeypatch: pytest
     assert table["epsilon"].isna()["DEFAULT"]
     figure = shown[0]
     assert [line.get_label() for line in figure.axes[0].lines] == ["DEFAULT", "ULDP-AVG"]
+    colour = {line.get_label(): line.get_color() for line in figure.axes[0].lines}
+    for axis in figure.axes[1:]:  # the epsilon panel has no DEFAULT line: the others keep their colours
+        assert all(line.get_color() == colour[line.get_label()] for line in axis.lines)
+    assert [line.get_label() for line in figure.axes[2].lines] == ["ULDP-AVG"]
 
 
 @pytest.mark.parametrize(("dataset", "metric", "level"), [

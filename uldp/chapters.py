@@ -517,7 +517,9 @@ def compare_runs(configs: Mapping[str, RunConfig], *, title: str) -> pd.DataFram
     results = {label: simulation.run(config) for label, config in configs.items()}
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     for index, (label, result) in enumerate(results.items()):
-        style = {"label": label, "marker": "os^vDPX*"[index % 8], "markevery": max(1, len(result.round) // 8)}
+        # one colour and marker per run in every panel (DEFAULT has no epsilon line: no shift of the colour cycle)
+        style = {"label": label, "color": f"C{index % 10}", "marker": "os^vDPX*"[index % 8],
+                 "markevery": max(1, len(result.round) // 8)}
         axes[0].plot(result.round, result.test_loss, **style)
         axes[1].plot(result.round, result.accuracy, **style)
         if result.epsilon and result.epsilon[0] is not None:

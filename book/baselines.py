@@ -33,31 +33,27 @@
 profile = "default"
 
 # %%
-import inspect
-
-import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from torch import nn
 
+from uldp import chapters
 from uldp.data.base import Allocation
 from uldp.methods import Federation, Hyperparameters, heavy_user_federation, make_method
-from uldp.methods import fedavg, group
 from uldp.models import bce_loss
-from uldp.simulation import RunConfig, run
-from uldp.training import dpsgd
+from uldp.simulation import RunConfig
 
-SCALE = {"smoke": dict(users=20, rounds=3, epochs=2), "default": dict(users=50, rounds=10, epochs=5),
-         "paper": dict(users=50, rounds=50, epochs=50)}[profile]
+SCALE = {"smoke": {"users": 20, "rounds": 3, "epochs": 2}, "default": {"users": 50, "rounds": 10, "epochs": 5},
+         "paper": {"users": 50, "rounds": 50, "epochs": 50}}[profile]
 
 # %% [markdown]
 # ## ULDP-NAIVE in the library
 #
 # The silo side trains one model on all of the silo's records (the same vectorised engine as the per-user methods,
 # with one "user" holding everything), clips it, and draws the noise from the run's seed; the server averages.
-
-# %%
-print(inspect.getsource(fedavg.FedAvgMethod))
+#
+# The code: `uldp.methods.fedavg.FedAvgMethod` in `uldp/methods/fedavg.py` (the silo side, the clipping and the
+# server's average), with the noise base class beside it.
 
 # %% [markdown]
 # ## ULDP-GROUP-k in the library
@@ -67,17 +63,15 @@ print(inspect.getsource(fedavg.FedAvgMethod))
 # Per-record gradients come from opacus, or, for the linear models of HeartDisease and TcgaBrca and the Creditcard
 # MLP, from their closed form (`uldp.training.linear`: $g_i\,[x_i, 1]$; `uldp.training.mlp`: per-layer outer
 # products $\delta_i a_i^\top$, whose norms are $\lVert\delta_i\rVert\,\lVert a_i\rVert$): with the same random
-# draws the engines give the same model (tests check it), and the closed form is about 5 times faster per step, with
-# all silos of a round batched into one step (Creditcard ULDP-GROUP-median at 1000 users: 48 s per round with opacus,
-# 4.2 s batched). The batches are drawn by the library,
-# exactly $\lceil n_s / B \rceil$ per epoch as the accountant counts them; opacus' own data loader takes
+# draws the engines give the same model (tests check it), and the closed form is faster per step, with all silos of
+# a round batched into one step. The batches are drawn by the library, exactly $\lceil n_s / B \rceil$ per epoch as
+# the accountant counts them; opacus' own data loader takes
 # $\lfloor 1/\gamma \rfloor$ steps, one fewer when $1/(1/k)$ rounds below $k$ in floating point ($k = 93, 99, 105,
 # \dots$).
-
-# %%
-print(inspect.getsource(group.contribution_flags))
-print(inspect.getsource(group.GroupMethod.prepare))
-print(inspect.getsource(dpsgd.dpsgd_train))
+#
+# The code: `uldp.methods.group.contribution_flags` and `uldp.methods.group.GroupMethod.prepare` in
+# `uldp/methods/group.py` (the filtering and the per-silo schedule), and `uldp.training.dpsgd.dpsgd_train` in
+# `uldp/training/dpsgd.py` (record-level DP-SGD with its engines).
 
 # %% [markdown]
 # ## The sensitivity of ULDP-NAIVE, checked numerically
@@ -123,25 +117,11 @@ print(f"constructed silo: clipped delta {float(with_user):+.3f} with the user, {
 # user-level guarantee of each method's accountant (DEFAULT has none).
 
 # %%
-methods = ["DEFAULT", "ULDP-NAIVE", "ULDP-GROUP-2", "ULDP-GROUP-median"]
-results = {m: run(RunConfig(dataset="heart_disease", method=m, n_users=SCALE["users"], rounds=SCALE["rounds"],
-                            local_epochs=SCALE["epochs"], seed=0)) for m in methods}
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.5))
-for name, result in results.items():
-    axes[0].plot(result.round, result.test_loss, label=name)
-    axes[1].plot(result.round, result.accuracy, label=name)
-    if result.epsilon[0] is not None:
-        axes[2].semilogy(result.round, result.epsilon, label=name)
-for ax, label in zip(axes, ("test loss", "test accuracy", "user-level epsilon")):
-    ax.set_xlabel("round")
-    ax.set_ylabel(label)
-axes[0].legend()
-plt.tight_layout()
-plt.show()
-for name, result in results.items():
-    eps = "-" if result.epsilon[-1] is None else f"{result.epsilon[-1]:.2f}"
-    print(f"{name:>18}: loss {result.test_loss[-1]:.4f}, accuracy {result.accuracy[-1]:.3f}, epsilon {eps}, "
-          f"k={result.info['group_size']}, records used {result.info['train_records']}")
+chapters.compare_runs(
+    {method: RunConfig(dataset="heart_disease", method=method, n_users=SCALE["users"], rounds=SCALE["rounds"],
+                       local_epochs=SCALE["epochs"], seed=0)
+     for method in ("DEFAULT", "ULDP-NAIVE", "ULDP-GROUP-2", "ULDP-GROUP-median")},
+    title=f"Baselines on HeartDisease, {SCALE['users']} users, {SCALE['rounds']} rounds ({profile} profile)")
 
 # %% [markdown]
 # ULDP-GROUP pays twice: records above $k$ per user are dropped (fewer "records used"), and the group conversion

@@ -19,65 +19,47 @@
 # sub-sampling trade-off on Creditcard (1000 users, zipf, $q \in \{0.1, 0.3, 0.5, 0.7, 1\}$) and MNIST (10000 users,
 # zipf, $q \in \{0.1, 0.3, 0.5, 1\}$): the utility loss is acceptable on Creditcard up to about $q = 0.7$, and small
 # on MNIST, where the many users make sub-sampling cheap.
+#
+# The paper's settings for this figure and every other: {doc}`settings`.
 
 # %% tags=["parameters"]
 profile = "default"
 
 # %%
-import matplotlib.pyplot as plt
-import pandas as pd
-from IPython.display import Markdown, display
+from uldp import chapters, plots
 
-from uldp import experiments, plots, scorecard
-from uldp.verdicts import profile_label
-
-pd.set_option("display.max_colwidth", None)
-GRID = "user_sampling"
-shown = experiments.chapter_results(GRID, profile)
-display(Markdown(shown.note))
-display(Markdown(f"Scale of the results shown: **{profile_label(shown.results)}**."))
-
-# %% [markdown]
-# ## What ran
-
-# %%
-settings = experiments.grid_table(GRID, shown.results.profile)
-print("every run:", settings.attrs["constant"])
-print("panels:   ", "; ".join(settings.attrs["panels"]))
-print("seeds:    ", settings.attrs["seeds"])
-settings
+sampling = chapters.ExperimentChapter.load("user_sampling", profile)
+sampling.introduction()
 
 # %% [markdown]
 # ## Figure 9: accuracy and privacy for each sampling rate
 #
-# One row per dataset; one line per $q$. Mean over seeds with a one-std band.
-#
-# A second figure, when there is one, shows the panels that paper-profile results cover whole (see the note at
-# the top).
+# One row per dataset; one line per $q$. Mean over seeds with a one-std band; the final accuracy and $\epsilon$ per
+# sampling rate follow.
 
 # %%
-plots.chapter_figures(shown, plots.user_sampling_figure)
-plt.show()
-
-# %% [markdown]
-# Final accuracy (mean ± std over seeds) and $\epsilon$ per sampling rate:
-
-# %%
-scorecard.final_table(shown.results)
+sampling.show_figures(plots.user_sampling_figure, "Figure 9")
 
 # %% [markdown]
 # About 9% of Creditcard's rows are frauds, so an accuracy near 0.909 can mean a model that finds none; the balanced
-# accuracy (the authors' ROC-AUC of hard labels, see the Creditcard chapter) shows what each rate still finds. For the
-# results above and, when there are some, the paper-profile panels:
+# accuracy (the authors' ROC-AUC of hard labels, see the Creditcard chapter) shows what each rate still finds.
 
 # %%
-for results in (shown.results, shown.paper_panels):
-    if results is not None:
-        display(Markdown(f"Balanced accuracy, {results.profile} profile:"),
-                scorecard.final_table(results, "balanced_accuracy"))
+sampling.final_tables("balanced_accuracy")
 
 # %% [markdown]
-# ## The paper's claims
+# ## The paper's claims on sub-sampling
 
 # %%
-scorecard.scorecard({GRID: shown.results}, grid=GRID)[["claim", "measured", "verdict"]]
+sampling.claims()
+
+# %% [markdown]
+# ## What to conclude
+#
+# Sub-sampling trades utility for privacy in one direction only: a smaller $q$ always gives a smaller $\epsilon$
+# (the accountant's bound falls with $q$ whatever the data), while the utility cost depends on how many users each
+# round still sees. With few users per round the noise, whose scale does not depend on $q$, dominates the step, so
+# the smallest rates are where accuracy falls and spreads over seeds. The computed findings:
+
+# %%
+sampling.conclusions()

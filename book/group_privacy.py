@@ -18,14 +18,12 @@
 profile = "default"
 
 # %%
-import inspect
 import math
 
 import matplotlib.pyplot as plt
 import pandas as pd
 
 from uldp.accounting import group_privacy_table
-from uldp.accounting import group as group_module
 
 SIGMA, SAMPLE_RATE, ITERATIONS, DELTA = 5.0, 0.01, 100_000, 1e-5
 GROUP_SIZES = [1, 2, 4, 8, 16, 32, 64]
@@ -62,12 +60,10 @@ plt.show()
 #
 # The paper states its Lemma 6 as "$\alpha \ge 2^{k+1}$ gives $(\alpha / 2^k, 3^k \rho)$" with $k$ the group
 # size; the correct statement (Mironov 2017, Prop. 2) is for $k = 2^c$: $\alpha \ge 2^{c+1} = 2k$ gives
-# $(\alpha / 2^c, 3^c \rho)$. `uldp` uses only group orders $\beta = \alpha / k \ge 2$:
-
-# %%
-print(inspect.getsource(group_module.group_rdp_epsilon).split('"""')[0])
-print("    ...")
-print("\n".join(line for line in inspect.getsource(group_module.group_rdp_epsilon).splitlines() if "base" in line or "3.0**c" in line))
+# $(\alpha / 2^c, 3^c \rho)$. `uldp` uses only group orders $\beta = \alpha / k \ge 2$: see
+# `uldp.accounting.group.group_rdp_epsilon` in `uldp/accounting/group.py`: for a group of $k = 2^c$ records, the
+# group RDP at order $\beta \ge 2$ is $3^c \rho(k\beta)$, that is base orders $\alpha = k\beta \ge 2k$, the
+# lemma's domain.
 
 # %% [markdown]
 # The authors' code minimises over base orders `[2k + i/10 for i < 100] + linspace(k + 10, 64k, 20)`. For

@@ -65,19 +65,17 @@ table[["where", "claim", "measured", "verdict", "source"]]
 # %%
 from uldp import scorecard_runtime
 
-print(f'"much larger" privacy budget: at least {scorecard.MUCH_LARGER:g}x ULDP-AVG\'s epsilon')
-print(f'"much lower", "noticeable", "competitive" (within), "much faster" (mean utility over rounds): '
-      f'{scorecard.NOTICEABLE} utility points')
-print(f'"reasonably high" utility: within {scorecard.REASONABLE} of ULDP-AVG\'s final utility')
-print(f'"practical" protocol time: one round within {scorecard_runtime.PRACTICAL_SECONDS:g} s at 3072-bit keys')
-print(f'"linear" growth: at most {scorecard_runtime.LINEAR_AT_10X:g}x the time for 10x the users')
+Markdown(f"""- "much larger" privacy budget: at least {scorecard.MUCH_LARGER:g}x ULDP-AVG's epsilon
+- "much lower", "noticeable", "competitive" (within), "much faster" (mean utility over rounds):
+  {scorecard.NOTICEABLE} utility points
+- "reasonably high" utility: within {scorecard.REASONABLE} of ULDP-AVG's final utility
+- "practical" protocol time: one round within {scorecard_runtime.PRACTICAL_SECONDS:g} s at 3072-bit keys
+- "linear" growth: at most {scorecard_runtime.LINEAR_AT_10X:g}x the time for 10x the users""")
 
 # %% [markdown]
 # ## Where the results come from
 
 # %%
-for name, results in data.items():
-    if results.runs:
-        print(f"{name:17s} [{profile_label(results)}]", results.describe())
-    else:
-        print(f"{name:17s}", f"no stored results ({results.profile} profile)")
+Markdown("\n".join(f"- **{name}** [{profile_label(results)}]: {results.describe()}" if results.runs
+                   else f"- **{name}**: no stored results ({results.profile} profile)"
+                   for name, results in data.items()))

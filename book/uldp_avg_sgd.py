@@ -26,38 +26,32 @@
 profile = "default"
 
 # %%
-import inspect
-
-import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from uldp.methods import Hyperparameters, heavy_user_federation, make_method, uldp_avg
-from uldp.simulation import RunConfig, run
-from uldp.training import per_user
+from uldp import chapters
+from uldp.methods import Hyperparameters, heavy_user_federation, make_method
+from uldp.simulation import RunConfig
 
-SCALE = {"smoke": dict(users=20, rounds=3, epochs=2), "default": dict(users=50, rounds=10, epochs=5),
-         "paper": dict(users=50, rounds=50, epochs=50)}[profile]
+SCALE = {"smoke": {"users": 20, "rounds": 3, "epochs": 2}, "default": {"users": 50, "rounds": 10, "epochs": 5},
+         "paper": {"users": 50, "rounds": 50, "epochs": 50}}[profile]
 
 # %% [markdown]
 # ## The silo side and the server side in the library
 #
 # `user_deltas` is Algorithm 3's silo loop (all users of a silo at once, see `uldp.training.per_user`); `round` is the server step; the weighted sum of enhanced-weight methods goes through
 # `aggregate`, the hook that `uldp.secure` replaces with the private weighting protocol.
-
-# %%
-print(inspect.getsource(uldp_avg.UserLevelMethod.user_deltas))
-print(inspect.getsource(uldp_avg.UserLevelMethod.round))
-print(inspect.getsource(uldp_avg.enhanced_weights))
-print(inspect.getsource(uldp_avg.aggregate))
+#
+# The code: `UserLevelMethod.user_deltas`, `UserLevelMethod.round`, `enhanced_weights` and `aggregate` in
+# `uldp/methods/uldp_avg.py`.
 
 # %% [markdown]
 # The per-user training itself: one step of every user, on padded per-user mini-batches with a mask, is `vmap` over
 # `grad` of `functional_call`, or, for the models with hand-written gradients (`uldp.training.closed_form`: the
 # linear medical models, the Creditcard MLP and the MNIST CNN), one batched closed-form step updated in place.
-
-# %%
-print(inspect.getsource(per_user.train_users))
+#
+# The code: `uldp.training.per_user.train_users` in `uldp/training/per_user.py`, with its plain-loop oracle
+# `train_users_loop` beside it.
 
 # %% [markdown]
 # ## Sensitivity, checked numerically
@@ -127,29 +121,14 @@ for n_users in (50, 1000):
 # with the paper's hyperparameters and fewer users, rounds and local epochs at this profile.
 
 # %%
-methods = {"DEFAULT": {}, "ULDP-NAIVE": {}, "ULDP-SGD": {}, "ULDP-AVG": {}, "ULDP-AVG-w": {},
-           "ULDP-AVG-w, q=0.5": {"q": 0.5}}
-results = {}
-for label, extra in methods.items():
-    results[label] = run(RunConfig(dataset="heart_disease", method=label.split(",")[0], n_users=SCALE["users"],
-                                   rounds=SCALE["rounds"], local_epochs=None if label.startswith("ULDP-SGD")
-                                   else SCALE["epochs"], distribution="zipf", seed=0, **extra))
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.5))
-for name, result in results.items():
-    axes[0].plot(result.round, result.test_loss, label=name)
-    axes[1].plot(result.round, result.accuracy, label=name)
-    if result.epsilon[0] is not None:
-        axes[2].plot(result.round, result.epsilon, label=name)
-for ax, label in zip(axes, ("test loss", "test accuracy", "user-level epsilon")):
-    ax.set_xlabel("round")
-    ax.set_ylabel(label)
-axes[0].legend(fontsize=8)
-plt.tight_layout()
-plt.show()
-for name, result in results.items():
-    eps = "-" if result.epsilon[-1] is None else f"{result.epsilon[-1]:.3f}"
-    print(f"{name:>18}: loss {result.test_loss[-1]:.4f}, accuracy {result.accuracy[-1]:.3f}, epsilon {eps}, "
-          f"{sum(result.seconds):.1f} s")
+runs = {"DEFAULT": {}, "ULDP-NAIVE": {}, "ULDP-SGD": {"local_epochs": None}, "ULDP-AVG": {}, "ULDP-AVG-w": {},
+        "ULDP-AVG-w, q=0.5": {"q": 0.5}}
+chapters.compare_runs(
+    {label: RunConfig(**{"dataset": "heart_disease", "method": label.split(",")[0], "n_users": SCALE["users"],
+                         "rounds": SCALE["rounds"], "local_epochs": SCALE["epochs"], "distribution": "zipf",
+                         "seed": 0, **extra}) for label, extra in runs.items()},
+    title=f"User-level methods on HeartDisease, zipf, {SCALE['users']} users, {SCALE['rounds']} rounds "
+          f"({profile} profile)")
 
 # %% [markdown]
 # ULDP-SGD/AVG share Theorem 3's epsilon, equal to ULDP-NAIVE's at the same $\sigma$ (both are noise multiplier

@@ -1,0 +1,176 @@
+"""Tests of uldp.chapters: the computed findings of the experiment chapters, and that the book reads no private name
+of the library."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from uldp import chapters
+from uldp.experiments import ResultSet
+
+BOOK = Path(__file__).resolve().parent.parent / "book"
+
+
+def _run(panel: str, series: str, seed: int, values: list[float], *, key: str | None = None,
+         metric: str = "balanced_accuracy") -> dict:
+    return {"key": key or f"{panel}/{series}/{seed}", "panel": panel, "series": series, "seed": seed,
+            "params": {"dataset": "heart_disease", "method": series},
+            "result": {metric: values, "accuracy": values, "epsilon": [1.0] * len(values)},
+            "provenance": {"wall_seconds": 2.0, "date": "2026-01-01T00:00", "command": "test"}}
+
+
+def _private_names(source: str) -> list[str]:
+    """Names with a single leading underscore (not dunders) read as attributes or imported, in ``source``."""
+    def private(name: str) -> bool:
+        return name.startswith("_") and not name.startswith("__")
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and private(node.attr):
+            found.append(node.attr)
+        elif isinstance(node, ast.ImportFrom):
+            found += [part for part in (node.module or "").split(".") if private(part)]
+            found += [alias.name for alias in node.names if private(alias.name)]
+        elif isinstance(node, ast.Import):
+            found += [part for alias in node.names for part in alias.name.split(".") if private(part)]
+    return found
+
+
+def test_private_name_finder_sees_attributes_and_imports() -> None:
+    source = "from uldp.x import _hidden\nimport uldp._inner\nkey = server._private_key\nname = obj.__class__\n"
+    assert sorted(_private_names(source)) == ["_hidden", "_inner", "_private_key"]
+
+
+@pytest.mark.parametrize("chapter", sorted(BOOK.glob("*.py")), ids=lambda path: path.name)
+def test_no_chapter_reads_a_private_name(chapter: Path) -> None:
+    assert _private_names(chapter.read_text()) == []
+
+
+def test_trivial_runs_name_the_seed_at_chance_level() -> None:
+    runs = (_run("A", "ULDP-NAIVE", 0, [0.6, 0.5]), _run("A", "ULDP-NAIVE", 1, [0.7, 0.9]),
+            _run("A", "ULDP-AVG", 0, [0.8, 0.9]))
+    sentences = chapters.trivial_runs(ResultSet("g", "paper", runs, (), "memory"))
+    assert len(sentences) == 1
+    assert "ULDP-NAIVE" in sentences[0] and "seed 0" in sentences[0] and "1 of 2" in sentences[0]
+    assert chapters.reason("ULDP-NAIVE") in sentences[0]
+
+
+def test_spread_runs_find_a_large_standard_deviation_only() -> None:
+    runs = (_run("A", "ULDP-AVG", 0, [0.5, 0.55]), _run("A", "ULDP-AVG", 1, [0.5, 0.75]),
+            _run("A", "ULDP-SGD", 0, [0.5, 0.70]), _run("A", "ULDP-SGD", 1, [0.5, 0.71]))
+    sentences = chapters.spread_runs(ResultSet("g", "paper", runs, (), "memory"), "accuracy")
+    # std of (0.55, 0.75) is 0.141 (sample std), of (0.70, 0.71) 0.007
+    assert len(sentences) == 1 and "ULDP-AVG" in sentences[0] and "0.141" in sentences[0]
+
+
+def test_shared_runs_are_the_series_with_one_run_in_every_panel() -> None:
+    runs = (_run("A", "DEFAULT", 0, [0.8], key="same"), _run("B", "DEFAULT", 0, [0.8], key="same"),
+            _run("A", "ULDP-AVG", 0, [0.8]), _run("B", "ULDP-AVG", 0, [0.8]))
+    assert chapters.shared_runs(ResultSet("g", "paper", runs, (), "memory")) == ["DEFAULT"]
+
+
+def test_run_time_counts_a_shared_run_once() -> None:
+    runs = (_run("A", "DEFAULT", 0, [0.8], key="same"), _run("B", "DEFAULT", 0, [0.8], key="same"),
+            _run("A", "ULDP-AVG", 0, [0.8]))
+    assert chapters.run_time(ResultSet("g", "paper", runs, (), "memory")) == (4.0, 2.0, 2)
+
+
+def test_scale_sentence_of_a_small_profile_warns_against_reading_numbers() -> None:
+    runs = (_run("|U|=50, uniform", "ULDP-AVG", 0, [0.8]),)
+    runs[0]["params"].update(rounds=2, n_users=10)
+    text = chapters.scale_sentence(ResultSet("heart_disease", "smoke", runs, (), "memory"))
+    assert "smoke" in text and "instead of the paper's 50" in text and "not what the paper's figure shows" in text
+
+
+def test_reason_is_empty_for_an_unknown_series() -> None:
+    assert chapters.reason("SOMETHING-ELSE") == ""
+
+
+def test_a_smoke_figure_is_never_captioned_as_the_papers(monkeypatch: pytest.MonkeyPatch) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown: list = []
+    monkeypatch.setattr(chapters, "display", lambda *items: shown.extend(items))
+    run = _run("|U|=50, uniform", "ULDP-AVG", 0, [0.8])
+    for profile in ("smoke", "paper"):
+        chapters.show_figure(ResultSet("heart_disease", profile, (run,), (), "memory"), lambda _: plt.figure(),
+                             "Figure 6")
+    captions = [item.data for item in shown if isinstance(item, chapters.Markdown)]
+    assert "stand-in for Figure 6" in captions[0] and "not its figure" in captions[0]
+    assert captions[1].startswith("Figure 6, reproduced at the scale **paper**")
+
+
+def test_short_profile_note_gives_the_share_of_the_papers_work() -> None:
+    runs = tuple({**_run(panel, "ULDP-AVG", 0, [0.5]), "params": {"dataset": "mnist", "rounds": 20, "local_epochs": 5}}
+                 for panel in ("|U|=100, zipf", "|U|=10000, zipf-noniid"))
+    for run in runs:
+        run["result"]["seconds"] = [1.0, 3.0]
+    text = chapters.short_profile_note(ResultSet("mnist", "short", runs, (), "memory")).data
+    # the paper: 200 rounds of 50 epochs = 10000 epoch-rounds against 20 x 5 = 100
+    assert "1/100 of the paper's work" in text and "20 rounds of 5 local" in text
+    assert "about 3 min" in text  # 100 x 2 s per run
+
+
+def test_claims_are_the_scorecards_rows() -> None:
+    from uldp import scorecard
+
+    data = {"heart_disease": ResultSet("heart_disease", "paper", (), (), "memory")}
+    chapter = chapters.ExperimentChapter("heart_disease", "smoke", None, data)  # type: ignore[arg-type]
+    expected = scorecard.scorecard(data, grid="heart_disease")
+    shown = chapter.claims().data
+    assert shown["claim"].tolist() == expected["claim"].tolist()
+    assert shown["verdict"].tolist() == expected["verdict"].tolist()
+
+
+def test_compare_runs_tabulates_the_final_values_of_each_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from uldp.simulation import RunConfig, run
+
+    shown: list = []
+    monkeypatch.setattr(chapters, "display", lambda *items: shown.extend(items))
+    configs = {method: RunConfig(dataset="synthetic", method=method, n_users=10, n_silos=3, rounds=2, local_epochs=1,
+                                 seed=0) for method in ("DEFAULT", "ULDP-AVG")}
+    table = chapters.compare_runs(configs, title="test")
+    assert table.index.tolist() == ["DEFAULT", "ULDP-AVG"]
+    alone = run(configs["ULDP-AVG"])  # the same seed gives the same run
+    assert table.loc["ULDP-AVG", "test loss"] == pytest.approx(alone.test_loss[-1])
+    assert table.loc["ULDP-AVG", "epsilon"] == pytest.approx(alone.epsilon[-1])
+    assert table["epsilon"].isna()["DEFAULT"]
+    figure = shown[0]
+    assert [line.get_label() for line in figure.axes[0].lines] == ["DEFAULT", "ULDP-AVG"]
+    colour = {line.get_label(): line.get_color() for line in figure.axes[0].lines}
+    for axis in figure.axes[1:]:  # the epsilon panel has no DEFAULT line: the others keep their colours
+        assert all(line.get_color() == colour[line.get_label()] for line in axis.lines)
+    assert [line.get_label() for line in figure.axes[2].lines] == ["ULDP-AVG"]
+
+
+@pytest.mark.parametrize(("dataset", "metric", "level"), [
+    ("mnist", "balanced_accuracy", 0.1),  # ten digits: the mean recall of a constant answer is 1/10
+    ("creditcard", "balanced_accuracy", 0.5),
+    ("heart_disease", "balanced_accuracy", 0.5),  # one logit: a binary classifier
+    ("tcga_brca", "c_index", 0.5),
+])
+def test_chance_level_is_that_of_a_constant_answer(dataset: str, metric: str, level: float) -> None:
+    run = _run("A", "DEFAULT", 0, [0.5], metric=metric)
+    run["params"]["dataset"] = dataset
+    assert chapters.chance_level(ResultSet("g", "paper", (run,), (), "memory"), metric) == pytest.approx(level)
+
+
+def test_chance_level_refuses_a_metric_without_one() -> None:
+    with pytest.raises(ValueError, match="accuracy"):
+        chapters.chance_level(ResultSet("g", "paper", (), (), "memory"), "accuracy")
+
+
+def test_a_ten_class_run_at_one_tenth_is_trivial_and_one_at_a_half_is_not() -> None:
+    runs = tuple({**_run("A", method, 0, [value]), "params": {"dataset": "mnist", "method": method}}
+                 for method, value in (("ULDP-AVG", 0.5), ("ULDP-NAIVE", 0.1)))
+    sentences = chapters.trivial_runs(ResultSet("mnist", "paper", runs, (), "memory"))
+    assert len(sentences) == 1 and sentences[0].startswith("**ULDP-NAIVE**")

@@ -1,0 +1,538 @@
+"""What the experiment chapters (``book/exp_*.py``) show, one call per figure, table and paragraph.
+
+Every experiment chapter of the book reproduces one figure of the paper's Section 5 (Figures 4-10): where its results
+come from, what ran, the figure, the final values, the paper's claims judged on the Scorecard's results, and what to
+conclude. :class:`ExperimentChapter` computes each of these from stored results, so that a chapter only narrates and
+every profile-dependent sentence, timing and verdict is computed, never typed.
+
+The verdicts come from :func:`uldp.scorecard.stored_results` and :func:`uldp.scorecard.scorecard`, the very calls of
+the Scorecard chapter: a chapter shows the Scorecard's rows for its grid, not verdicts of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from IPython.display import Markdown, display
+from matplotlib.figure import Figure
+
+from uldp import experiments, plots, scorecard, simulation
+from uldp.data import DATASETS
+from uldp.experiments import ChapterResults, ResultSet
+from uldp.experiments import (
+    _duration as duration,  # one wording of run times in the book
+)
+from uldp.models import build_model
+from uldp.simulation import RunConfig
+from uldp.verdicts import HOLDS, MISSING, NotMeasured, per_setting, profile_label
+
+#: A final utility within this distance of a trivial predictor's (:func:`chance_level`) is "trivial".
+TRIVIAL_MARGIN = 0.02
+#: A spread (standard deviation over seeds) of the final utility at least this large is worth explaining.
+LARGE_SPREAD = 0.05
+#: Per-round metrics whose chance level does not depend on the classes' shares: balanced accuracy, the C-index.
+CHANCE_METRICS = ("balanced_accuracy", "c_index")
+
+
+_NOISE_PER_USER = ("its noise has a fixed scale per round while the clipped signal sums over the users, so with few "
+                   "users each run follows its own noise draw")
+#: Why a method's final utility can be low or vary over seeds, by the start of its series name.
+REASONS: tuple[tuple[str, str], ...] = (
+    ("ULDP-NAIVE", ("its noise is sized for every silo's whole clipped update (Algorithm 1 with the corrected "
+                    "sensitivity), so a round's signal is small beside it and a run can drift to a constant answer")),
+    ("ULDP-GROUP", ("it keeps at most k records per user, and the group conversion multiplies its noise; which "
+                    "records survive the filtering depends on the allocation seed")),
+    ("ULDP-SGD", _NOISE_PER_USER),
+    ("ULDP-AVG", _NOISE_PER_USER),
+    ("q=", "with few users sampled in a round, the noise, whose scale does not depend on q, dominates the step"),
+    ("DEFAULT", "it has no noise: the spread comes from the allocation and the batches drawn"),
+)
+
+
+def reason(series: str) -> str:
+    """Why ``series`` (a method, or a sampling rate ``q=...``) can end low or spread over seeds (:data:`REASONS`).
+
+    >>> reason("ULDP-GROUP-8").startswith("it keeps at most k records")
+    True
+    """
+    return next((why for start, why in REASONS if series.startswith(start)), "")
+
+
+def _why(series: str) -> str:
+    return f" Why: {reason(series)}." if reason(series) else ""
+
+
+def _markdown_value(value: Any) -> str:
+    return "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def chance_metric(results: ResultSet) -> str | None:
+    """The stored metric of ``results`` whose trivial level does not depend on the classes' shares (balanced
+    accuracy, else the C-index), or ``None``.
+
+    A classifier that always answers the majority class has an accuracy equal to that class's share (0.909 on the
+    Creditcard subset) but a balanced accuracy of 1/K for K classes; a constant or random survival score has a
+    C-index of 0.5.
+    """
+    for metric in CHANCE_METRICS:
+        if any(run["result"].get(metric) for run in results.runs):
+            return metric
+    return None
+
+
+def chance_level(results: ResultSet, metric: str) -> float:
+    """The value of ``metric`` for a predictor that ignores its input: 0.5 for the C-index, 1/K for the balanced
+    accuracy of K classes (K from the output size of the dataset's model, :func:`uldp.models.build_model`; a single
+    output is a binary classifier).
+
+    Raises:
+        ValueError: ``metric`` is not one of :data:`CHANCE_METRICS`, or the results mix datasets.
+    """
+    if metric not in CHANCE_METRICS:
+        raise ValueError(f"metric {metric!r} has no input-free chance level; allowed: {', '.join(CHANCE_METRICS)}")
+    if metric == "c_index":
+        return 0.5
+    datasets = {run["params"]["dataset"] for run in results.runs}
+    if len(datasets) != 1:
+        raise ValueError(f"results of grid {results.grid!r} mix datasets {sorted(datasets)}; give one dataset")
+    outputs = list(build_model(datasets.pop()).parameters())[-1].numel()
+    return 1.0 / max(2, outputs)
+
+
+def per_seed(results: ResultSet, metric: str) -> pd.DataFrame:
+    """The final value of ``metric`` of every stored run: columns ``panel, series, seed, value``.
+
+    Raises:
+        NotMeasured: No stored runs, or the metric is absent.
+    """
+    if not results.runs:
+        raise NotMeasured(f"no stored results for grid {results.grid!r}")
+    frame = results.frame()
+    if metric not in frame:
+        raise NotMeasured(f"grid {results.grid!r} has no {metric!r} values")
+    frame = frame.dropna(subset=[metric]).sort_values("round", kind="stable")
+    final = frame.groupby(["panel", "series", "seed"], sort=False)[metric].last()
+    return final.rename("value").reset_index()
+
+
+def _metric_label(metric: str) -> str:
+    return plots.LABELS.get(metric, metric.replace("_", " "))
+
+
+def trivial_runs(results: ResultSet) -> list[str]:
+    """Sentences naming each line whose final balanced accuracy or C-index, at some seed, is at most its
+    :func:`chance_level` + :data:`TRIVIAL_MARGIN` (the level of a predictor that ignores its input), once for a
+    line whose runs every panel shares; then the seeds at which several lines of one panel fail together (what
+    the seed shares between methods, rather than one method's noise)."""
+    metric = chance_metric(results)
+    if metric is None:
+        return []
+    finals = per_seed(results, metric)
+    datasets = {run["params"]["dataset"] for run in results.runs}
+    if metric == "balanced_accuracy" and len(datasets) > 1:  # one chance level per dataset: conclude per dataset
+        return [sentence for dataset in sorted(datasets)
+                for sentence in trivial_runs(_of_dataset(results, dataset))]
+    chance = chance_level(results, metric)
+    below = ("the model ranks the wrong way round" if metric == "c_index" else "worse than guessing")
+    low = finals[finals["value"] <= chance + TRIVIAL_MARGIN]
+    shared = shared_runs(results)
+    sentences, told = [], set()
+    for (series, panel), rows in low.groupby(["series", "panel"], sort=False):
+        if series in told and series in shared:
+            continue
+        told.add(series)
+        seeds = finals[(finals["series"] == series) & (finals["panel"] == panel)]
+        lowest = rows["value"].min()
+        level = (f"at the level of a predictor that ignores its input ({chance:.3g})"
+                 if lowest >= chance - TRIVIAL_MARGIN
+                 else f"below the {chance:.3g} of a predictor that ignores its input: {below}")
+        where = "every setting (the same runs)" if series in shared else panel
+        when = (f"at every one of its {len(seeds)} seed(s)" if len(rows) == len(seeds) else
+                f"at {len(rows)} of {len(seeds)} seeds (seed {', '.join(map(str, rows['seed']))})")
+        best = "" if len(rows) == len(seeds) else f"; its best seed reaches {seeds['value'].max():.3f}"
+        sentences.append(f"**{series}** ({where}): final {_metric_label(metric)} down to {lowest:.3f} {when}, "
+                         f"{level}{best}.{_why(series)}")
+    for (panel, seed), rows in low.groupby(["panel", "seed"], sort=False):
+        if rows["series"].nunique() >= 3:
+            blind = [series for series in rows["series"] if series in shared]
+            cause = (f"since {', '.join(blind)} does not read the users, not the allocation but what else the seed "
+                     "fixes (the initial model and the random streams)" if blind
+                     else "its allocation of users, its initial model and its random streams")
+            sentences.append(f"In {panel} at seed {seed}, {rows['series'].nunique()} methods end at or below the "
+                             f"trivial level together ({', '.join(rows['series'])}): what this seed shares between "
+                             f"methods is the likelier cause than any one method's noise; {cause}.")
+    return sentences
+
+
+def _of_dataset(results: ResultSet, dataset: str) -> ResultSet:
+    """The runs of ``results`` on one dataset (the user-sampling and weighting grids mix two)."""
+    return ResultSet(results.grid, results.profile, tuple(run for run in results.runs
+                                                          if run["params"]["dataset"] == dataset), (), results.root)
+
+
+def spread_runs(results: ResultSet, metric: str) -> list[str]:
+    """Sentences naming each line whose final ``metric`` has a standard deviation over seeds of at least
+    :data:`LARGE_SPREAD`, with its range, and the same line's spread in the other panels for comparison."""
+    try:
+        table = per_setting(results, metric)
+    except NotMeasured:
+        return []
+    finals = per_seed(results, metric)
+    shared = shared_runs(results)
+    sentences = []
+    told: set[str] = set()
+    for row in table[table["std"] >= LARGE_SPREAD].itertuples():
+        if row.series in told and row.series in shared:
+            continue
+        told.add(row.series)
+        values = finals[(finals["series"] == row.series) & (finals["panel"] == row.panel)]["value"]
+        others = table[(table["series"] == row.series) & (table["panel"] != row.panel)]
+        elsewhere = "; ".join(f"{other.panel}: {other.std:.3f}" for other in others.itertuples())
+        sentences.append(f"**{row.series}** ({row.panel}): std {row.std:.3f} over {row.seeds} seeds, from "
+                         f"{values.min():.3f} to {values.max():.3f}"
+                         + (" (the same runs in every setting)" if row.series in shared
+                            else f" (std elsewhere: {elsewhere})" if elsewhere else "") + f".{_why(row.series)}")
+    return sentences
+
+
+def shared_runs(results: ResultSet) -> list[str]:
+    """The lines whose runs are the same in every panel (one stored run shown several times): methods whose result
+    cannot depend on the users, on a dataset whose silos are fixed (:func:`uldp.experiments.effective_arguments`)."""
+    panels_of: dict[tuple[str, str], set[str]] = {}
+    for run in results.runs:
+        panels_of.setdefault((run["series"], run["key"]), set()).add(run["panel"])
+    n_panels = len({run["panel"] for run in results.runs})
+    shared = dict.fromkeys(series for (series, _), panels in panels_of.items()
+                           if n_panels > 1 and len(panels) == n_panels)
+    return list(shared)
+
+
+def run_time(results: ResultSet) -> tuple[float, float, int]:
+    """Total and mean wall-clock seconds of the distinct stored runs, and their number (a shared run counts once)."""
+    distinct = {run["key"]: run for run in results.runs}.values()
+    seconds = [run["provenance"]["wall_seconds"] for run in distinct]
+    return float(sum(seconds)), float(sum(seconds) / max(len(seconds), 1)), len(seconds)
+
+
+def scale_sentence(results: ResultSet) -> str:
+    """How far ``results`` are from the paper's scale, computed from the grid's profiles: rounds, seeds, users."""
+    paper = experiments.expand(results.grid, "paper")
+    ran = [run["params"] for run in results.runs]
+    seeds = sorted({run["seed"] for run in results.runs})
+    label = profile_label(results)
+    if results.profile == "paper":
+        return (f"These results ran at the paper's settings (scale: **{label}**), {len(seeds)} seed(s) of the "
+                f"paper's {len(experiments.PAPER_SEEDS)}, so the numbers can be read against its figure.")
+    if results.profile == "short":
+        return ("These are **short**-profile results: the paper's federations whole (users, silos, allocations, "
+                "hyperparameters, test set) with fewer rounds and local epochs. They show the start of the paper's "
+                "curves: compare federations with each other, not the accuracies with the paper's.")
+    rounds = sorted({params["rounds"] for params in ran})
+    paper_rounds = sorted({spec.kwargs["rounds"] for spec in paper})
+    users = sorted({params["n_users"] for params in ran})
+    paper_users = sorted({spec.kwargs["n_users"] for spec in paper})
+    return (f"These are **{label}**-profile results: {'/'.join(map(str, rounds))} round(s) instead of the paper's "
+            f"{'/'.join(map(str, paper_rounds))}, users {'/'.join(map(str, users))} instead of "
+            f"{'/'.join(map(str, paper_users))}, {len(seeds)} seed(s) instead of {len(experiments.PAPER_SEEDS)}. "
+            "They show that the chapter runs, not what the paper's figure shows: read shapes, not numbers, and do "
+            "not read the verdicts as the paper's.")
+
+
+@dataclass(frozen=True)
+class ExperimentChapter:
+    """The results of one experiment chapter and everything it shows from them.
+
+    Attributes:
+        grid: The grid of the chapter's figure (a key of :data:`uldp.experiments.GRIDS`).
+        profile: The chapter's profile (its papermill parameter).
+        shown: What :func:`uldp.experiments.chapter_results` gave: the results shown and where they come from.
+        verdict_data: The Scorecard's results, :func:`uldp.scorecard.stored_results` at ``profile``.
+    """
+
+    grid: str
+    profile: str
+    shown: ChapterResults
+    verdict_data: Mapping[str, ResultSet]
+
+    @classmethod
+    def load(cls, grid: str, profile: str, **roots: Any) -> ExperimentChapter:
+        """Produce (or read) the chapter's results, then read the Scorecard's.
+
+        Args:
+            grid: A key of :data:`uldp.experiments.GRIDS`.
+            profile: ``smoke``, ``default`` or ``paper``.
+            **roots: ``paper_root`` and ``root`` for :func:`uldp.experiments.chapter_results`, and ``short_root``
+                for :func:`uldp.scorecard.stored_results` (tests point them at temporary folders).
+
+        Raises:
+            ValueError: Unknown grid or profile.
+        """
+        paper_root, root = roots.get("paper_root"), roots.get("root")
+        shown = experiments.chapter_results(grid, profile, paper_root=paper_root, root=root)
+        data = scorecard.stored_results(profile, paper_root=paper_root, root=root, short_root=roots.get("short_root"))
+        return cls(grid, profile, shown, data)
+
+    @property
+    def results(self) -> ResultSet:
+        """The results the chapter's main figure shows."""
+        return self.shown.results
+
+    def result_sets(self) -> list[ResultSet]:
+        """The main results, then the paper-profile panels shown beside them when there are any."""
+        return [self.results] + ([self.shown.paper_panels] if self.shown.paper_panels is not None else [])
+
+    def introduction(self, *, what_ran: bool = True) -> None:
+        """Display where the results come from, their scale and the profile the chapter was built at, then, unless
+        ``what_ran`` is false, what ran (:meth:`what_ran`)."""
+        display(Markdown(f"{self.shown.note}\n\nThis page was built at the **{self.profile}** profile; the results "
+                         f"it shows are at the scale **{profile_label(self.results)}**."))
+        if what_ran:
+            display(Markdown("**What ran**: what every run shares, the settings (one row or panel of the figure "
+                             "each) and the seeds, then the run arguments that differ between lines (a cell "
+                             "\"a / b\" lists the values of different settings)."))
+            self.what_ran()
+
+    def what_ran(self) -> None:
+        """Display the settings of the runs shown (:func:`show_grid_settings` at their profile)."""
+        show_grid_settings(self.grid, self.results.profile)
+
+    def show_figures(self, draw: Callable[[ResultSet], Figure], figure: str, metric: str | None = None) -> None:
+        """Display ``draw`` of each result set (:meth:`result_sets`) under a caption naming its profile
+        (:func:`show_figure`), each followed by its final values (:func:`show_final_table` of ``metric``, default
+        the dataset's utility metric)."""
+        for results in self.result_sets():
+            show_figure(results, draw, figure)
+            show_final_table(results, metric)
+
+    def final_tables(self, metric: str | None = None) -> None:
+        """Display the final values of each result set (:func:`show_final_table`)."""
+        for results in self.result_sets():
+            show_final_table(results, metric)
+
+    def claims(self, grid: str | None = None) -> Any:
+        """The Scorecard's rows for the claims that read ``grid`` (default: this chapter's): the same verdicts on
+        the same results as the Scorecard chapter, as a table that shows each text whole."""
+        rows = scorecard.scorecard(self.verdict_data, grid=grid or self.grid)
+        return rows[["where", "claim", "measured", "verdict", "source"]].style.hide(axis="index")
+
+    def conclusions(self, also: Sequence[ResultSet] = ()) -> Markdown:
+        """"What to conclude": the scale of the results, every trivial-level run, large seed spread and shared run,
+        the run time and the verdicts, each computed from the results shown and the Scorecard's rows.
+
+        Args:
+            also: Other results the chapter shows (MNIST's short profile), concluded on in the same way.
+        """
+        parts = []
+        for results in [*self.result_sets(), *also]:
+            if not results.runs:
+                continue
+            parts.append(f"**{results.grid}, {profile_label(results)}.** " + scale_sentence(results))
+            parts += _conclude_utility(results)
+            total, mean, count = run_time(results)
+            parts.append(f"Run time: {count} distinct run(s), {duration(total)} in all, {duration(mean)} each on "
+                         "average (the machines are in each run's provenance, above).")
+        verdicts = scorecard.scorecard(self.verdict_data, grid=self.grid)["verdict"]
+        counted = ", ".join(f"{count} {verdict}" for verdict, count in verdicts.value_counts().items())
+        if len(verdicts):
+            held = int((verdicts == HOLDS).sum())
+            parts.append(f"Claims: of the {len(verdicts)} claim(s) of the paper that read this figure, {counted} "
+                         f"(the Scorecard's verdicts, {held} holding)."
+                         + (" A claim reads *not measured* where the results it needs are not stored."
+                            if (verdicts == MISSING).any() else ""))
+        return Markdown("\n\n".join(parts))
+
+
+def _conclude_utility(results: ResultSet) -> list[str]:
+    """The surprising numbers of ``results``: runs at a trivial level, large seed spreads, shared runs."""
+    parts = []
+    trivial = trivial_runs(results)
+    if trivial:
+        parts.append("Runs at the level of a trivial predictor:\n\n" + "\n".join(f"- {s}" for s in trivial) +
+                     "\n\nWhere only some seeds end there, the mean over seeds hides it: those seeds pull the "
+                     "mean down and the std up.")
+    metric = scorecard_metric(results)
+    spread = spread_runs(results, metric)
+    if spread:
+        parts.append(f"Large spread over seeds (std of the final {_metric_label(metric)} at least "
+                     f"{LARGE_SPREAD}):\n\n" + "\n".join(f"- {s}" for s in spread))
+    shared = shared_runs(results)
+    if shared:
+        parts.append(f"The same numbers in every setting for {', '.join(shared)}: their result cannot depend on the "
+                     "users (training is per silo on silos fixed by the dataset), so one stored run per seed serves "
+                     "every panel (`uldp.experiments.effective_arguments`).")
+    return parts
+
+
+def scorecard_metric(results: ResultSet) -> str:
+    """The utility metric the Scorecard reads for ``results`` (accuracy, or the C-index for survival data)."""
+    datasets = {run["params"]["dataset"] for run in results.runs}
+    metrics = {experiments.UTILITY_METRIC.get(dataset, "accuracy") for dataset in datasets}
+    return metrics.pop() if len(metrics) == 1 else "accuracy"
+
+
+def show_figure(results: ResultSet, draw: Callable[[ResultSet], Figure], figure: str) -> None:
+    """Display ``draw(results)`` under a caption that names the profile it shows: the paper's figure only for
+    paper-profile results, "a stand-in" otherwise, then where the results come from.
+
+    Args:
+        results: Stored results.
+        draw: A figure function of :mod:`uldp.plots` (or :func:`balanced_accuracy_figure`).
+        figure: The paper's figure, e.g. ``"Figure 4"``.
+    """
+    if not results.runs:
+        display(Markdown(f"No stored {results.profile}-profile runs to draw for {figure}."))
+        return
+    label = profile_label(results)
+    what = (f"{figure}, reproduced at the scale **{label}**" if results.profile == "paper"
+            else f"A **{label}**-profile stand-in for {figure}: far smaller runs than the paper's, not its figure")
+    drawn = draw(results)
+    display(Markdown(f"{what}. {results.describe()}"), drawn)
+    plt.close(drawn)
+
+
+def show_final_table(results: ResultSet, metric: str | None = None) -> None:
+    """Display the final values (mean ± std over seeds, and epsilon) of ``results``, one row per line and one
+    column per setting (:func:`uldp.scorecard.final_table`, transposed so that it fits the page)."""
+    if results.runs:
+        display(Markdown(f"Final {_metric_label(metric or scorecard_metric(results))} (mean ± std over seeds) "
+                         f"and user-level ε, scale {profile_label(results)}:"),
+                scorecard.final_table(results, metric).T)
+
+
+def balanced_accuracy_figure(results: ResultSet) -> Figure:
+    """The balanced accuracy of each line per setting (the authors' ROC-AUC of hard labels), titled with the
+    dataset and the scale of the results."""
+    datasets = sorted({run["params"]["dataset"] for run in results.runs})
+    return plots.metric_grid(results, ["balanced_accuracy"],
+                             title=f"Balanced accuracy: {', '.join(datasets)} ({profile_label(results)})")
+
+
+def final_epsilon_table(results: ResultSet) -> Any:
+    """The mean final epsilon of each line (columns) per setting (rows), e.g. of
+    :func:`uldp.experiments.accounted_results`."""
+    final = per_setting(results, "epsilon")
+    order = list(dict.fromkeys(final["series"]))
+    return final.pivot(index="panel", columns="series", values="mean")[order].style.format("{:.4g}")
+
+
+def short_profile_note(results: ResultSet) -> Markdown:
+    """What a ``short``-profile result set is, computed from its grid's reduction and its runs: rounds and local
+    epochs against the paper's, the work per run as a share of the paper's, and the time per run and per round."""
+    if not results.runs:
+        return Markdown(f"No short-profile results of grid {results.grid!r} are stored.")
+    paper = experiments.expand(results.grid, "paper")
+    short_params = [run["params"] for run in results.runs]
+
+    def work(params: Mapping[str, Any]) -> float:
+        return params["rounds"] * (params.get("local_epochs") or 1)
+
+    paper_work = {(s.panel, s.series): work(s.kwargs) for s in paper}
+    ratio = sum(paper_work[(run["panel"], run["series"])] / work(run["params"]) for run in results.runs) / len(
+        results.runs)
+    rounds = sorted({p["rounds"] for p in short_params})
+    epochs = sorted({p.get("local_epochs") for p in short_params if p.get("local_epochs")})
+    per_run = [run["provenance"]["wall_seconds"] for run in results.runs]
+    per_round = [sum(run["result"]["seconds"]) / len(run["result"]["seconds"]) for run in results.runs]
+    return Markdown(
+        f"The short profile trains {'/'.join(map(str, rounds))} rounds of {'/'.join(map(str, epochs))} local "
+        f"epoch(s): about 1/{ratio:.0f} of the paper's work per run. Its {len(per_run)} runs took "
+        f"{duration(min(per_run))} to {duration(max(per_run))} each ({duration(min(per_round))} to "
+        f"{duration(max(per_round))} a round); at that pace one paper-profile run would take about "
+        f"{duration(ratio * sum(per_run) / len(per_run))}.")
+
+
+def weighting_gap_table(data: Mapping[str, ResultSet]) -> pd.DataFrame:
+    """Final test loss of ULDP-AVG minus that of ULDP-AVG-w (:func:`uldp.scorecard.weighting_gaps`), one row per
+    dataset and silo count, one column per allocation.
+
+    Raises:
+        NotMeasured: The weighting results are missing.
+    """
+    return scorecard.weighting_gaps(data).pivot_table(index=["dataset", "n_silos"], columns="distribution",
+                                                      values="gap")
+
+
+def show_runtime(chapter: ExperimentChapter) -> None:
+    """Display, for each of the chapter's result sets, Figure 10 (:func:`uldp.plots.runtime_figure`) under a caption
+    naming its profile, then the seconds per part of the private weighting protocol (:func:`uldp.plots.runtime_table`)
+    computed from the runs' own timings."""
+    for results in chapter.result_sets():
+        show_figure(results, plots.runtime_figure, "Figure 10")
+        if results.runs:
+            display(Markdown(f"Seconds per part of the protocol, scale {profile_label(results)}:"),
+                    plots.runtime_table(results).round(3))
+
+
+def show_grid_settings(grid_name: str, profile: str) -> None:
+    """Display the run arguments every run of a grid shares at ``profile``, its settings (panels) and seeds, as a
+    Markdown list, then each line's run arguments that differ between lines (:func:`uldp.experiments.grid_table`; a
+    cell "a / b" lists the values of different settings).
+
+    Raises:
+        ValueError: Unknown grid or profile.
+    """
+    table = experiments.grid_table(grid_name, profile)
+    shared = ", ".join(f"`{name}` = {_markdown_value(value)}" for name, value in table.attrs["constant"].items())
+    display(Markdown(f"- every run: {shared}\n- settings (panels): {'; '.join(table.attrs['panels'])}\n"
+                     f"- seeds: {', '.join(map(str, table.attrs['seeds']))}"), table)
+
+
+def datasets_table() -> pd.DataFrame:
+    """The datasets of the paper's experiments as :mod:`uldp.data` registers them and :mod:`uldp.models` builds
+    their models: silos, whether the silos are fixed by the data, the model's parameter count and the utility
+    metric of the figures."""
+    rows = []
+    for name, spec in DATASETS.items():
+        model = build_model(name)
+        rows.append({"dataset": name, "description": spec.description, "silos": spec.default_silos,
+                     "silos fixed by the data": spec.fixed_silos,
+                     "model": type(model).__name__, "parameters": sum(p.numel() for p in model.parameters()),
+                     "metric": experiments.UTILITY_METRIC.get(name, "accuracy")})
+    return pd.DataFrame(rows).set_index("dataset")
+
+
+def figures_table() -> pd.DataFrame:
+    """Every grid: the paper's figure it reproduces, what it shows, and how many runs its paper profile has."""
+    return pd.DataFrame([{"grid": name, "figure": grid.figure, "shows": grid.title,
+                          "paper-profile runs": len(experiments.expand(name, "paper"))}
+                         for name, grid in experiments.GRIDS.items()]).set_index("grid")
+
+
+def compare_runs(configs: Mapping[str, RunConfig], *, title: str) -> pd.DataFrame:
+    """Run each configuration (:func:`uldp.simulation.run`), display their test loss, accuracy and user-level
+    epsilon per round side by side, and return the final values: one short comparison for the method chapters.
+
+    Args:
+        configs: ``{label: RunConfig}``, in legend order.
+        title: The figure's title (say the profile and scale).
+
+    Returns:
+        One row per label: final ``test loss``, ``accuracy``, ``epsilon`` (``None`` for DEFAULT), the group size
+        ``k`` and ``records used`` where the method has them, and the run's ``seconds``.
+    """
+    results = {label: simulation.run(config) for label, config in configs.items()}
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    for index, (label, result) in enumerate(results.items()):
+        # one colour and marker per run in every panel (DEFAULT has no epsilon line: no shift of the colour cycle)
+        style = {"label": label, "color": f"C{index % 10}", "marker": "os^vDPX*"[index % 8],
+                 "markevery": max(1, len(result.round) // 8)}
+        axes[0].plot(result.round, result.test_loss, **style)
+        axes[1].plot(result.round, result.accuracy, **style)
+        if result.epsilon and result.epsilon[0] is not None:
+            axes[2].semilogy(result.round, result.epsilon, **style)
+    for ax, label in zip(axes, ("test loss", "test accuracy", "user-level epsilon")):
+        ax.set_xlabel("round")
+        ax.set_ylabel(label)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    display(fig)
+    plt.close(fig)
+    return pd.DataFrame([{"run": label, "test loss": result.test_loss[-1], "accuracy": result.accuracy[-1],
+                          "epsilon": result.epsilon[-1], "k": result.info.get("group_size"),
+                          "records used": result.info.get("train_records"), "seconds": sum(result.seconds)}
+                         for label, result in results.items()]).set_index("run")

@@ -3,7 +3,7 @@
 #
 # An epsilon is a promise. The paper proves its methods' promises (Theorems 1-3) and leaves as future work an
 # empirical comparison of user-level and record-level DP "in terms of particular attack aspects such as
-# user/record-level membership inference" (Section 7). This chapter tests the promises against the strongest attack
+# user/record-level membership inference" (Section 6, the conclusion). This chapter tests the promises against the strongest attack
 # the paper's trust model allows, and measures how much each method actually leaks about a **user whose records
 # span several silos**.
 #

@@ -8,7 +8,7 @@
 # (`uldp.accounting.pld`, built on dp-accounting's PLD).
 #
 # For ULDP-GROUP-$k$ the gain is of another kind. The paper certifies a user through *group privacy* of the
-# record-level guarantee (Lemma 6 or Lemma 3, see the group-privacy chapter). A group of $k$ records under Poisson
+# record-level guarantee (Lemma 6 or Lemma 5, see the group-privacy chapter). A group of $k$ records under Poisson
 # sampling at rate $q$ is itself a mechanism that can be accounted directly: the number of the group's records in a
 # batch is $J \sim \mathrm{Binomial}(k, q)$, and one DP-SGD step is the mixture of Gaussians
 # $\sum_j P(J = j)\, \mathcal{N}(j, \sigma^2)$ against $\mathcal{N}(0, \sigma^2)$ (Ganesh 2024). Its PLD needs no
@@ -103,7 +103,7 @@ group_table.groupby("method")["PLD / RDP"].agg(["min", "max"]).round(3)
 # ## The group-privacy curve, recomputed
 #
 # The group-privacy chapter's run: $\sigma = 5$, record rate $q = 0.01$, $10^5$ steps, $\delta = 10^{-5}$. Beside its
-# two routes, RDP group privacy (valid orders) and $(\epsilon, \delta)$ group privacy (Lemma 3, exact solve), the
+# two routes, RDP group privacy (valid orders) and $(\epsilon, \delta)$ group privacy (Lemma 5, exact solve), the
 # mixture accountant:
 
 # %%
@@ -120,7 +120,7 @@ curve.round(2)
 # %%
 fig, ax = plt.subplots(figsize=(6.5, 4))
 ax.plot(curve.index, curve["epsilon_rdp"], "o-", label="RDP group privacy (valid orders)")
-ax.plot(curve.index, curve["epsilon_dp"], "s-", label="$(\\epsilon, \\delta)$ group privacy (Lemma 3)")
+ax.plot(curve.index, curve["epsilon_dp"], "s-", label="$(\\epsilon, \\delta)$ group privacy (Lemma 5)")
 ax.plot(curve.index, curve["epsilon_mixture"], "^-", label="mixture of Gaussians (PLD, no conversion)")
 ax.set_xscale("log", base=2)
 ax.set_yscale("log")

@@ -96,7 +96,7 @@ _ = uldp.flower.write_key_file(key_file)  # returns the key; never print it
 # This is the whole script a new user writes: read the files, pseudonymize the ids, describe the model, call
 # `uldp.fit` with a target $\epsilon$. Patient and hospital ids may be any hashable values (they are numbered in
 # sorted order); the loss is a standard torch loss; the method is ULDP-AVG-w (enhanced weights $w_{su} =
-# n_{su}/N_u$, Eq. 4) with user sampling at rate $q$ (Algorithm 4); $\sigma$ is solved from $\epsilon$ by the RDP
+# n_{su}/N_u$, Eq. (3)) with user sampling at rate $q$ (Algorithm 4); $\sigma$ is solved from $\epsilon$ by the RDP
 # accountant. Every random draw comes from `seed`, so the run is reproducible without touching torch's global seed.
 
 # %%

@@ -51,7 +51,7 @@ ERRATA: tuple[Erratum, ...] = (
             "book/uldp_avg_sgd"),
 )
 
-#: Figure 2's setting (Section 2.2): DP-SGD with sigma = 5, sampling rate 0.01, 100,000 iterations, delta = 1e-5.
+#: Figure 2's setting (group privacy, Section 2.2): DP-SGD with sigma = 5, sampling rate 0.01, 100,000 iterations, delta = 1e-5.
 FIGURE2_SETTING = {"sigma": 5.0, "q": 0.01, "steps": 100_000, "delta": 1e-5}
 
 

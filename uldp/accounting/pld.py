@@ -8,10 +8,11 @@ al. 2020; Doroshenko et al. 2022, connect-the-dots). Everything here is dp-accou
 - ULDP-NAIVE (Theorem 1) and ULDP-SGD/AVG without sampling (Theorem 3): a Gaussian with noise multiplier
   ``sigma`` for ``T`` rounds is exactly one Gaussian with multiplier ``sigma / sqrt(T)``
   (``from_gaussian_mechanism``; no composition error).
-- ULDP-SGD/AVG with user-level Poisson sampling at rate ``q`` (Algorithm 4): the sub-sampled Gaussian of Lemma 5,
+- ULDP-SGD/AVG with user-level Poisson sampling at rate ``q`` (Algorithm 4): the sub-sampled Gaussian of Lemma 4,
   ``from_gaussian_mechanism(sampling_prob=q)`` composed ``T`` times (``self_compose``).
-- ULDP-GROUP-k (Theorem 2): instead of record-level RDP and the group-privacy conversion (Lemma 6 or 3), the pair
-  of distributions of a ``k``-record group is accounted directly. Under Poisson sampling at rate ``gamma`` the
+- ULDP-GROUP-k (Theorem 2): instead of record-level RDP and a group-privacy conversion (RDP group privacy,
+  Lemma 6, or (epsilon, delta) group privacy, Lemma 5), the pair of distributions of a ``k``-record group is
+  accounted directly. Under Poisson sampling at rate ``gamma`` the
   number of the group's records in a batch is ``J ~ Binomial(k, gamma)``; with clipped gradients aligned (the
   worst case: Choquette-Choo, Ganesh, Steinke and Thakurta 2023, Corollary 4.7) one DP-SGD step is the mixture of
   Gaussians ``sum_j P(J = j) N(j, sigma^2)`` against ``N(0, sigma^2)`` (Ganesh 2024, "Tight group-level DP
@@ -75,7 +76,7 @@ def _pld_module():
 
 
 def gaussian_pld(*, sigma: float, q: float = 1.0, steps: int, value_discretization_interval: float = FINE_INTERVAL):
-    """PLD of ``steps`` compositions of the Poisson-sub-sampled Gaussian (Lemma 5; Theorems 1 and 3 at ``q = 1``).
+    """PLD of ``steps`` compositions of the Poisson-sub-sampled Gaussian (Lemma 4; Theorems 1 and 3 at ``q = 1``).
 
     At ``q = 1`` the composition is exact: ``T`` Gaussians of multiplier ``sigma`` are one of ``sigma / sqrt(T)``.
 
@@ -189,7 +190,7 @@ def _epsilon_at(kind: str, sigma: float, q: float, steps: int, k: int, delta: fl
 
 def epsilon_uldp_pld(*, sigma: float, rounds: int, delta: float, q: float = 1.0,
                      value_discretization_interval: float | None = None) -> PrivacySpent:
-    """User-level (epsilon, delta) of ULDP-NAIVE (Theorem 1, ``q = 1``) or ULDP-SGD/AVG (Theorem 3, Algorithm 4).
+    """User-level (epsilon, delta) of ULDP-NAIVE (Theorem 1, ``q = 1``) or ULDP-SGD/AVG (Theorem 3; user sampling: Algorithm 4).
 
     The same mechanism as :func:`uldp.accounting.epsilon_uldp`, accounted by its PLD.
 

@@ -1,7 +1,7 @@
 """User-level privacy audits of the registered methods: membership attacks by the server, against the claimed epsilon.
 
 The paper leaves as future work an empirical comparison of user-level and record-level DP in FL through user- and
-record-level membership inference (Section 7). An epsilon is a promise; an audit measures a lower bound on the
+record-level membership inference (Section 6, the conclusion). An epsilon is a promise; an audit measures a lower bound on the
 epsilon a method actually spends, against the strongest adversary its trust model allows (the server, which sees
 every round's aggregate, Section 3.2). A lower bound above the claim means a bug.
 

@@ -36,7 +36,7 @@ from uldp.checks import check_integer, check_positive
 from uldp.data.base import Allocation, FederatedDataset
 
 SCHEMES: tuple[str, ...] = ("uniform", "zipf", "zipf-noniid")
-#: Labels per user of the paper's non-iid allocation (Section 6.1, MNIST): the default of ``allocate``,
+#: Labels per user of the paper's non-iid allocation (Section 5.1, MNIST): the default of ``allocate``,
 #: ``RunConfig`` and the command line alike.
 PAPER_N_LABELS = 2
 PRIMARY_SILO_SHARE = 0.8

@@ -11,7 +11,9 @@ checkpoint, never a torn one; the temporary files a killed writer leaves are del
 
 >>> import tempfile, numpy as np, pathlib
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "model.ckpt"
->>> save_checkpoint(path, Checkpoint(rounds_done=2, params=np.ones(3, np.float32), config_fingerprint="ab"))
+>>> rows = ({"round": 1, "loss": 0.7}, {"round": 2, "loss": 0.6})
+>>> save_checkpoint(path, Checkpoint(rounds_done=2, params=np.ones(3, np.float32), config_fingerprint="ab",
+...                                  history=rows))
 >>> load_checkpoint(path, config_fingerprint="ab").rounds_done
 2
 """

@@ -47,7 +47,7 @@ Configuration file (JSON): the fields of :class:`~uldp.simulation.RunConfig`, pl
 "n_users": 100, "rounds": 5, "seed": 0, "secure": true}``.
 
 >>> config = DeployConfig.from_json({"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 4, "rounds": 1,
-...                                  "protocol": {"key_bits": 512, "insecure_test_key": True}})
+...                                  "protocol": {"key_bits": 512, "n_max": 100, "insecure_test_key": True}})
 >>> config.run.clip, config.protocol.key_bits, DeployConfig.from_json(config.to_json()) == config
 (0.1, 512, True)
 """

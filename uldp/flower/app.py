@@ -14,7 +14,7 @@ Stages (all messages of type ``query.uldp`` except the rounds, ``train``):
    the model and the sampled users; each silo answers ``sum_u w_su clip(Delta_su) + z_s`` (Algorithm 3 lines 8-19)
    with its noise ``z_s`` and record order drawn from its own CSPRNG-seeded stream; the server sums the answers
    and steps ``x + eta_g / (q |U| |S|) * sum`` (Algorithm 3 line 6). The epsilon of Theorem 3 (sub-sampled,
-   Lemma 7) after each round is in the strategy's result.
+   Lemma 4) after each round is in the strategy's result.
 
 So the run equals :func:`uldp.fit` on the concatenation of the silos' records (silos in sorted name order) with
 the pseudonyms as user ids and the strategy's seed -- exactly when ``insecure_reproducible_noise`` makes the silos
@@ -88,7 +88,7 @@ class UldpStrategy(_strategy_base()):  # type: ignore[misc]
     """The server side of ULDP-AVG / ULDP-AVG-w (Algorithms 3-4) as a Flower ``Strategy``.
 
     Args:
-        method: ``"ULDP-AVG-w"`` (enhanced weights, Eq. 4) or ``"ULDP-AVG"`` (uniform weights).
+        method: ``"ULDP-AVG-w"`` (enhanced weights, Eq. (3)) or ``"ULDP-AVG"`` (uniform weights).
         sigma: Noise multiplier (``uldp.accounting.sigma_for_epsilon`` turns a target epsilon into one).
         q: User-level Poisson sampling rate (Algorithm 4).
         delta: Target delta of the reported epsilon.

@@ -6,7 +6,7 @@ silo out of band, as a file only the silo's SuperNode reads, mode 0600). Equal p
 in every silo; without ``K`` a pseudonym says nothing about the id (HMAC is a PRF), so the server cannot test a
 guessed patient id against it.
 
-The users' ``n[s, u]`` (each silo's records per pseudonym, which the enhanced weights ``w_su = n_su / N_u`` of Eq. 4
+The users' ``n[s, u]`` (each silo's records per pseudonym, which the enhanced weights ``w_su = n_su / N_u`` of Eq. (3)
 need) travel to the other silos *through* the server sealed with AES-256-GCM under a key derived from ``K``
 (:func:`seal_histogram`): the server relays them and learns only their sizes (the number of distinct users of each
 silo) and the number of users |U| that the silos report back. Protocol 1 of the paper hides ``n_su`` from the other

@@ -24,6 +24,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from uldp.accounting import group_privacy_table
+from uldp.plots import group_privacy_figure
 
 SIGMA, SAMPLE_RATE, ITERATIONS, DELTA = 5.0, 0.01, 100_000, 1e-5
 GROUP_SIZES = [1, 2, 4, 8, 16, 32, 64]
@@ -41,18 +42,12 @@ table[["epsilon_rdp", "epsilon_rdp_paper", "paper_grid_valid", "epsilon_dp", "ep
 # code computes it: RDP orders up to 63 only (opacus' default grid) and $k$ capped at 62.
 
 # %%
-fig, ax = plt.subplots(figsize=(6.5, 4))
-ax.plot(table.index, table["epsilon_rdp"], "o-", label="RDP group privacy (valid orders, $\\alpha \\geq 2k$)")
-ax.plot(table.index, table["epsilon_rdp_paper"], "x--", label="RDP group privacy, paper's grid (invalid for $k \\geq 16$)")
-ax.plot(table.index, table["epsilon_dp"], "s-", label="$(\\epsilon, \\delta)$ group privacy (Lemma 5, exact solve)")
-ax.plot(table.index, table["epsilon_dp_paper"], "+:", label="$(\\epsilon, \\delta)$ group privacy, paper's orders ($\\leq 63$)")
-ax.set_xscale("log", base=2)
-ax.set_yscale("log")
-ax.set_xlabel("group size $k$")
-ax.set_ylabel("$\\epsilon$ at $\\delta = 10^{-5}$")
-ax.set_title("Figure 2: group-privacy conversion ($\\sigma=5$, $q=0.01$, $10^5$ iterations)")
-ax.grid(True, which="both", alpha=0.3)
-ax.legend(fontsize=8)
+group_privacy_figure(table, [
+    ("epsilon_rdp", "o-", "RDP group privacy (valid orders, $\\alpha \\geq 2k$)"),
+    ("epsilon_rdp_paper", "x--", "RDP group privacy, paper's grid (invalid for $k \\geq 16$)"),
+    ("epsilon_dp", "s-", "$(\\epsilon, \\delta)$ group privacy (Lemma 5, exact solve)"),
+    ("epsilon_dp_paper", "+:", "$(\\epsilon, \\delta)$ group privacy, paper's orders ($\\leq 63$)"),
+], title="Figure 2: group-privacy conversion ($\\sigma=5$, $q=0.01$, $10^5$ iterations)")
 plt.show()
 
 # %% [markdown]

@@ -30,6 +30,7 @@ import pandas as pd
 
 from uldp.accounting import epsilon_for_method, group_privacy_table, mixture_group_curve, sigma_for_epsilon
 from uldp.experiments import GRIDS, accounted_results, expand
+from uldp.plots import group_privacy_figure
 
 warnings.simplefilter("ignore", RuntimeWarning)  # RDP grid-edge notes at extreme settings; the values stand
 SMOKE = profile == "smoke"
@@ -118,17 +119,11 @@ curve["best route / mixture"] = curve[["epsilon_rdp", "epsilon_dp"]].min(axis=1)
 curve.round(2)
 
 # %%
-fig, ax = plt.subplots(figsize=(6.5, 4))
-ax.plot(curve.index, curve["epsilon_rdp"], "o-", label="RDP group privacy (valid orders)")
-ax.plot(curve.index, curve["epsilon_dp"], "s-", label="$(\\epsilon, \\delta)$ group privacy (Lemma 5)")
-ax.plot(curve.index, curve["epsilon_mixture"], "^-", label="mixture of Gaussians (PLD, no conversion)")
-ax.set_xscale("log", base=2)
-ax.set_yscale("log")
-ax.set_xlabel("group size $k$")
-ax.set_ylabel("$\\epsilon$ at $\\delta = 10^{-5}$")
-ax.set_title("Group privacy ($\\sigma=5$, $q=0.01$, $10^5$ steps)")
-ax.grid(True, which="both", alpha=0.3)
-ax.legend(fontsize=8)
+group_privacy_figure(curve, [
+    ("epsilon_rdp", "o-", "RDP group privacy (valid orders)"),
+    ("epsilon_dp", "s-", "$(\\epsilon, \\delta)$ group privacy (Lemma 5)"),
+    ("epsilon_mixture", "^-", "mixture of Gaussians (PLD, no conversion)"),
+], title="Group privacy ($\\sigma=5$, $q=0.01$, $10^5$ steps)")
 plt.show()
 
 # %%

@@ -190,3 +190,17 @@ def test_method_styles_differ_without_colour_and_in_colour():
 def test_figures_fit_a_page_at_a_sharp_resolution(data):
     for fig in (plots.privacy_utility_figure(data["mnist"]), plots.weighting_figure(data["weighting"])):
         assert fig.get_figwidth() <= 10.0 and fig.dpi >= 150
+
+
+def test_group_privacy_figure_draws_each_route_under_its_label():
+    import pandas as pd
+
+    from uldp.plots import group_privacy_figure
+
+    table = pd.DataFrame({"a": [1.0, 4.0, 16.0], "b": [2.0, 3.0, 5.0]}, index=pd.Index([2, 4, 8], name="k"))
+    fig = group_privacy_figure(table, [("b", "s-", "route b"), ("a", "o-", "route a")], title="t")
+    ax = fig.axes[0]
+    drawn = {line.get_label(): list(line.get_ydata()) for line in ax.get_lines()}
+    assert drawn == {"route b": [2.0, 3.0, 5.0], "route a": [1.0, 4.0, 16.0]}
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log" and ax.get_title() == "t"
+    plt.close(fig)

@@ -277,3 +277,28 @@ def chapter_figures(shown: ChapterResults, draw: Callable[[ResultSet], Figure]) 
     some panels of the figure whole (:func:`uldp.experiments.chapter_results`), ``draw`` of those panels (its title
     says "paper profile")."""
     return [draw(shown.results)] + ([draw(shown.paper_panels)] if shown.paper_panels is not None else [])
+
+
+def group_privacy_figure(table: Any, lines: Sequence[tuple[str, str, str]], *, title: str) -> Figure:
+    """Epsilon against the group size ``k`` (log-log), one line per route of group privacy (Figure 2's axes).
+
+    Args:
+        table: Indexed by ``k``, one column of epsilons per route (e.g. from
+            :func:`uldp.accounting.group.group_privacy_table`).
+        lines: ``(column, matplotlib format, label)`` per line, in legend order.
+        title: The figure's title.
+
+    Returns:
+        The figure.
+    """
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for column, fmt, label in lines:
+        ax.plot(table.index, table[column], fmt, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("group size $k$")
+    ax.set_ylabel("$\\epsilon$ at $\\delta = 10^{-5}$")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig

@@ -39,7 +39,9 @@ CHAPTER ?= book/introduction.py
 lab: lab-setup
 	$(PY) -m jupyter lab --ServerApp.root_dir=$(CURDIR) $(LAB_ARGS) $(CHAPTER)
 
+# Lint first (pyflakes' checks: unused or undefined names, redefinitions), then the tests.
 pytest: setup
+	$(PY) -m ruff check --select F uldp tests book tools benchmarks
 	$(PY) -m pytest
 
 # Execute every chapter of _toc.yml at the smoke profile with papermill, then build the book with -W.

@@ -95,8 +95,27 @@ def test_gaussian_closed_form_at_q_one():
     assert best.fun <= ours <= best.fun * 1.01  # a grid can only be looser, and ours is within 1%
 
 
-def test_naive_equals_avg_without_sampling():
-    assert epsilon_naive(sigma=5.0, rounds=100, delta=1e-5) == epsilon_uldp(sigma=5.0, rounds=100, delta=1e-5, q=1.0)
+@pytest.mark.parametrize("sigma, rounds, delta", [(5.0, 100, 1e-5), (1.3, 30, 1e-6), (0.8, 50, 1e-5),
+                                                  (10.0, 200, 1e-7)])
+def test_naive_matches_opacus_rdp_accountant_of_the_gaussian(sigma, rounds, delta):
+    """Theorem 1 (ULDP-NAIVE: the Gaussian mechanism composed T times), against an independent implementation:
+    opacus' RDP accountant at sampling rate 1 (replaces a test of ``epsilon_naive == epsilon_uldp(q=1)``, which
+    is how the code defines it and so could not fail)."""
+    from opacus.accountants import RDPAccountant
+
+    accountant = RDPAccountant()
+    accountant.history = [(sigma, 1.0, rounds)]
+    assert epsilon_naive(sigma=sigma, rounds=rounds, delta=delta).epsilon == pytest.approx(
+        accountant.get_epsilon(delta=delta), rel=1e-9)
+
+
+def test_naive_orders_beyond_opacus_grid_only_tighten():
+    """Where the best order lies past opacus' largest (one round at sigma 20), the wider grid can only be tighter."""
+    from opacus.accountants import RDPAccountant
+
+    accountant = RDPAccountant()
+    accountant.history = [(20.0, 1.0, 1)]
+    assert epsilon_naive(sigma=20.0, rounds=1, delta=1e-5).epsilon < accountant.get_epsilon(delta=1e-5)
 
 
 def test_figure2_record_level_and_paper_values():

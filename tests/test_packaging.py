@@ -16,8 +16,8 @@ from packaging.requirements import Requirement
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 #: Used only by the tests, the book build or other tools: never a runtime dependency.
-NOT_RUNTIME = {"pytest", "hypothesis", "pyyaml", "jupyter-book", "jupytext", "papermill", "ipykernel", "jupyterlab",
-               "sphinx-mathjax-offline"}
+NOT_RUNTIME = {"pytest", "hypothesis", "ruff", "pyyaml", "jupyter-book", "jupytext", "papermill", "ipykernel",
+               "jupyterlab", "sphinx-mathjax-offline"}
 
 
 def pins(*files: str) -> dict[str, Requirement]:

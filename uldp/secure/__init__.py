@@ -7,7 +7,7 @@
 - :mod:`uldp.secure.protocol`: the ``Server`` and ``Silo`` roles, :class:`SecureSession`, :func:`run_secure_round`.
 - :mod:`uldp.secure.fast`: the fast encrypted weighted sum and CRT decryption.
 
-:class:`SecureAggregator` (built by :func:`make_secure_aggregate`; :data:`secure_aggregate` at the paper's settings)
+:class:`SecureAggregator` (built by :func:`make_secure_aggregate`, one per run: it holds that run's keys and state)
 is the protocol-backed version of the methods' aggregation hook (same signature and, to within P, the same result
 as the plain one); ``uldp.simulation.run`` uses it for ``secure=True`` runs with the run's C and sigma.
 """
@@ -29,7 +29,6 @@ __all__ = [
     "Silo",
     "make_secure_aggregate",
     "run_secure_round",
-    "secure_aggregate",
 ]
 
 
@@ -123,6 +122,3 @@ def make_secure_aggregate(**settings: Any) -> SecureAggregator:
     """A fresh :class:`SecureAggregator` (keyword arguments as its constructor's)."""
     return SecureAggregator(**settings)
 
-
-#: The protocol-backed aggregation hook at the paper's settings (3072-bit keys, P = 1e-10, N_max = 2000).
-secure_aggregate = make_secure_aggregate()

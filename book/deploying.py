@@ -113,6 +113,8 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
+from IPython.display import display
 
 from uldp.deploy.method_roles import DeployConfig
 from uldp.secure import make_secure_aggregate
@@ -189,8 +191,8 @@ protocol = config.protocol
 local = run(config.run, aggregate_fn=make_secure_aggregate(
     key_bits=protocol.key_bits, n_max=protocol.n_max, insecure_test_key=protocol.insecure_test_key))
 deployed_loss = np.array([record["loss"] for record in deployed["history"]])
-print("test loss, deployed:  ", np.round(deployed_loss, 6))
-print("test loss, in-process:", np.round(local.test_loss, 6))
+display(pd.DataFrame({"deployed": deployed_loss, "in-process": local.test_loss},
+                     index=pd.RangeIndex(1, len(deployed_loss) + 1, name="round")).round(6).T)
 assert not deployed["insecure_reproducible_noise"]
 assert [record["epsilon"] for record in deployed["history"]] == local.epsilon
 

@@ -648,15 +648,20 @@ def test_accounted_results_equal_the_trained_paper_runs_epsilon(monkeypatch):
 @pytest.mark.parametrize("profile", ["paper", "short"])
 def test_every_committed_result_is_a_run_of_its_grid_stored_under_its_key(profile):
     """The committed results/ (paper) and results/short/ files: each is a complete result named by the hash of its
-    arguments, labelled with its grid's panel and series, with provenance of a clean commit. (Checkpoints of runs in
-    progress are ignored by git.)"""
+    arguments, labelled with its grid's panel and series, with provenance of a clean commit: a run of the paper's
+    settings, or of the same settings trained to the paper's epsilon by PLD (uldp.beyond.PLD_RERUNS). (Checkpoints
+    of runs in progress are ignored by git.)"""
+    from uldp.beyond import PLD_RERUNS
+
     root = experiments.results_root(profile)
     files = sorted(root.glob("*/*.json"))
     if not files:
         pytest.skip(f"no committed {profile} results")
     specs, places = {}, {}
+    variants = {grid: [{}, {"accountant": "pld", "target_epsilon": epsilon}] for grid, epsilon in PLD_RERUNS}
     for name in {path.parent.name for path in files}:
-        grid_specs = expand(name, profile, seeds=list(range(10)))  # any seed up to 9
+        grid_specs = [spec for privacy in variants.get(name, [{}])  # any seed up to 9
+                      for spec in expand(name, profile, seeds=list(range(10)), **privacy)]
         specs[name] = {spec.key: spec for spec in grid_specs}
         for spec in grid_specs:  # a shared run has a place in more than one panel
             places.setdefault(spec.key, set()).add((spec.panel, spec.series))

@@ -36,8 +36,10 @@ lab-setup: $(LAB_STAMP)
 # Open a chapter as a notebook in JupyterLab: `make lab` (the introduction) or `make lab CHAPTER=book/baselines.py`
 # (LAB_ARGS passes options to JupyterLab, e.g. LAB_ARGS="--port 8890 --no-browser").
 CHAPTER ?= book/introduction.py
+# JupyterLab refuses to start as root unless told: containers and CI machines often run as root.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: lab-setup
-	$(PY) -m jupyter lab --ServerApp.root_dir=$(CURDIR) $(LAB_ARGS) $(CHAPTER)
+	$(PY) -m jupyter lab --ServerApp.root_dir=$(CURDIR) $(ROOT_FLAG) $(LAB_ARGS) $(CHAPTER)
 
 # Lint first (pyflakes' checks: unused or undefined names, redefinitions), then the tests.
 pytest: setup

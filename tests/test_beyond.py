@@ -60,3 +60,17 @@ def test_committed_pld_runs_used_the_sigma_pld_needs_for_the_papers_epsilon():
     rdp = epsilon_for_method("ULDP-AVG-w", sigma=5.0, rounds=50, delta=1e-5).epsilon
     assert table["epsilon_rdp"].to_numpy() == pytest.approx([rdp] * len(table))
     assert (table["epsilon_pld"] <= 7.0773 + 1e-9).all() and (table["epsilon_pld"] > 7.0).all()
+
+
+def test_the_paper_runs_are_compared_on_the_seeds_the_pld_runs_have(tmp_path):
+    _store(tmp_path)  # seeds 0 and 1
+    run_grid("heart_disease", "paper", seeds=[0], methods=["ULDP-AVG-w"], root=tmp_path, backend=fake_backend.FAKE,
+             progress=False, accountant="pld", target_epsilon=TARGET)
+    for spec in expand("heart_disease", "paper", seeds=[1]):  # a paper run the PLD grid has not reached
+        path = result_path(tmp_path, spec)
+        if spec.kwargs["method"] == "ULDP-AVG-w" and path.exists():
+            stored = json.loads(path.read_text())
+            stored["result"]["accuracy"][-1] = 0.0
+            path.write_text(json.dumps(stored))
+    table = pld_equal_epsilon("heart_disease", target_epsilon=TARGET, root=str(tmp_path))
+    assert (table["gain"] == 0).all() and (table["seeds_rdp"] == 1).all()

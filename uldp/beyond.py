@@ -36,8 +36,8 @@ def pld_equal_epsilon(grid: str, *, target_epsilon: float, method: str = "ULDP-A
 
     Returns:
         One row per setting (panel) with PLD runs: ``sigma_rdp``, ``sigma_pld``, ``epsilon_rdp``, ``epsilon_pld``
-        (final, each by its own accountant), ``utility_rdp``, ``utility_pld`` (mean of the final utility over
-        seeds) with their ``std_*``, ``seeds`` and ``gain`` (PLD minus RDP).
+        (final, each by its own accountant), ``utility_rdp``, ``utility_pld`` (mean of the final utility over the
+        seeds both have run) with their ``std_*`` and ``seeds_*``, and ``gain`` (PLD minus RDP).
 
     Raises:
         NotMeasured: No stored PLD runs of the grid at that epsilon.
@@ -45,6 +45,10 @@ def pld_equal_epsilon(grid: str, *, target_epsilon: float, method: str = "ULDP-A
     metric = UTILITY_METRIC[expand(grid, "paper", seeds=[0])[0].kwargs["dataset"]]
     rdp = _only(load_results(grid, "paper", root=root), method)
     pld = _only(load_results(grid, "paper", root=root, accountant="pld", target_epsilon=target_epsilon), method)
+    # compare on the same seeds (paired: the same allocation and initial model), whatever the PLD grid has run yet
+    paired = {(run["panel"], run["seed"]) for run in pld.runs}
+    rdp = ResultSet(rdp.grid, rdp.profile, tuple(run for run in rdp.runs if (run["panel"], run["seed"]) in paired), (),
+                    rdp.root)
     if not pld.runs or not rdp.runs:
         raise NotMeasured(f"no stored {method} runs of {grid} at epsilon {target_epsilon:g} by PLD; run "
                           f"`uldp grid {grid} --profile paper --methods {method} --accountant pld "
@@ -86,10 +90,14 @@ def pld_claim(reruns: tuple[tuple[str, float], ...] = PLD_RERUNS, *, root: str |
     row = {"key": "pld-utility", "where": "beyond the paper (Tighter accounting)",
            "claim": "At equal user-level epsilon, PLD's smaller sigma gives ULDP-AVG-w higher utility than the "
                     "paper's RDP sigma.",
-           "source": "paper settings, 5 seeds" + (" (Creditcard: the 5,412-row subset)" if any(
-               grid == "creditcard" for grid, _, _ in found) else "")}
+           "source": "-"}
     if not found:
         return {**row, "measured": "not measured: " + "; ".join(missing), "verdict": MISSING}
+    seeds = pd.concat([table["seeds_pld"] for _, _, table in found])
+    row["source"] = (f"paper settings, {seeds.min()} to {seeds.max()} seeds of the PLD runs per setting"
+                     if seeds.min() != seeds.max() else f"paper settings, {seeds.min()} seeds")
+    if any(grid == "creditcard" for grid, _, _ in found):
+        row["source"] += " (Creditcard: paper settings on the Creditcard subset)"
     gains = pd.concat([table.assign(grid=grid) for grid, _, table in found])
     parts = [f"{grid} {panel}: sigma {_sigma(r.sigma_rdp)} -> {_sigma(r.sigma_pld)} at epsilon {epsilon:g}, utility "
              f"{r.utility_rdp:.3f} ± {r.std_rdp:.3f} -> {r.utility_pld:.3f} ± {r.std_pld:.3f} ({r.gain:+.3f})"

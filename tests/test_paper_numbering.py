@@ -31,7 +31,7 @@ KINDS = {"Figure": "figure", "Figures": "figure", "Fig.": "figure", "Figs.": "fi
          "Sections": "section", "Sec.": "section", "Eq.": "equation", "Eqs.": "equation", "Equation": "equation"}
 ITEM = r"\d+(?:\.\d+)*(?:[a-h](?:-[a-h])?)?(?![\w.]\w)"
 CITATION = re.compile(r"(?<![\w.])(?P<kind>" + "|".join(re.escape(k) for k in sorted(KINDS, key=len, reverse=True))
-                      + r")\s+\(?(?P<items>" + ITEM + r"(?:\)?(?:\s*(?:-|–|,|and|to)\s*)\(?" + ITEM + r")*)")
+                      + r")\s+\(?(?P<items>" + ITEM + r"(?:\)?(?:\s*(?:-|–|,|/|and|or|to)\s*)\(?" + ITEM + r")*)")
 #: A clause with one of these cites another paper (Balle et al. 2020, Theorem 21; Mironov 2017, Proposition 2; ...).
 EXTERNAL = re.compile(r"et al\.|Mironov|Balle|Abadi|Paillier|Zhang|Talwar|opacus|Dwork|Bonawitz|FLamby")
 

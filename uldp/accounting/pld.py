@@ -190,7 +190,8 @@ def _epsilon_at(kind: str, sigma: float, q: float, steps: int, k: int, delta: fl
 
 def epsilon_uldp_pld(*, sigma: float, rounds: int, delta: float, q: float = 1.0,
                      value_discretization_interval: float | None = None) -> PrivacySpent:
-    """User-level (epsilon, delta) of ULDP-NAIVE (Theorem 1, ``q = 1``) or ULDP-SGD/AVG (Theorem 3; user sampling: Algorithm 4).
+    """User-level (epsilon, delta) of ULDP-NAIVE (Theorem 1, ``q = 1``) or ULDP-SGD/AVG (Theorem 3; user
+    sampling: Algorithm 4).
 
     The same mechanism as :func:`uldp.accounting.epsilon_uldp`, accounted by its PLD.
 
@@ -225,7 +226,8 @@ def epsilon_group_pld(
     delta: float,
     value_discretization_interval: float | None = None,
 ) -> PrivacySpent:
-    """User-level (epsilon, delta) of ULDP-GROUP-k by the mixture-of-Gaussians PLD (Theorem 2 without Lemma 6/3).
+    """User-level (epsilon, delta) of ULDP-GROUP-k by the mixture-of-Gaussians PLD (Theorem 2, without the group
+    conversion of Lemma 6 or 5).
 
     Each silo ``s`` runs DP-SGD at record rate ``sample_rates[s]`` for ``steps[s]`` steps; a user owns at most
     ``k`` records (Algorithm 2's flags). Per silo the group's PLD is :func:`group_pld`; the guarantee is the

@@ -1,17 +1,19 @@
 # %% [markdown]
 # # Auditing the guarantee
 #
-# An epsilon is a promise. The paper proves its methods' promises (Theorems 1-3) and leaves as future work an
-# empirical comparison of user-level and record-level DP "in terms of particular attack aspects such as
-# user/record-level membership inference" (Section 6, the conclusion). This chapter tests the promises against the strongest attack
-# the paper's trust model allows, and measures how much each method actually leaks about a **user whose records
+# An epsilon is a promise. The paper proves its methods' promises
+# ({ref}`Theorems 1 <paper-theorem-1>` to {ref}`3 <paper-theorem-3>`) and leaves as future work an empirical comparison
+# of user-level and record-level DP "in terms of particular attack aspects such as user/record-level membership
+# inference" ({ref}`Section 6 <paper-section-6>`, the conclusion). This chapter tests the promises against the strongest
+# attack the paper's trust model allows, and measures how much each method actually leaks about a **user whose records
 # span several silos**.
 #
-# **The adversary** is the paper's server (Section 3.2): semi-honest, it sees the securely aggregated update of
-# every round. **The target** is a canary user with $r = 2$ records in each of 3 silos. The server tries to tell
-# whether the canary took part. Whatever it does, $(\epsilon, \delta)$-DP bounds its true- and false-positive rates
-# for every decision rule: $\mathrm{TPR} \le e^{\epsilon}\,\mathrm{FPR} + \delta$. Measured rates therefore give an
-# **empirical lower bound** on the epsilon actually spent. A lower bound above the claimed epsilon proves a bug.
+# **The adversary** is the paper's server ({ref}`Section 3.2 <paper-section-3-2>`): semi-honest, it sees the securely
+# aggregated update of every round. **The target** is a canary user with $r = 2$ records in each of 3 silos. The server
+# tries to tell whether the canary took part. Whatever it does, $(\epsilon, \delta)$-DP bounds its true- and
+# false-positive rates for every decision rule: $\mathrm{TPR} \le e^{\epsilon}\,\mathrm{FPR} + \delta$. Measured rates
+# therefore give an **empirical lower bound** on the epsilon actually spent. A lower bound above the claimed epsilon
+# proves a bug.
 #
 # Two kinds of canary (`uldp.audit`):
 #
@@ -36,10 +38,10 @@
 #   correct guesses is dominated by $\mathrm{Binomial}(r, e^\epsilon/(1+e^\epsilon))$, with their correction for
 #   $\delta$.
 #
-# Every method is audited at the **same claimed epsilon**: its noise multiplier is calibrated by its own accountant.
-# We audit four methods. **Record-level DP-SGD** is ULDP-GROUP with every record kept, claiming its record-level
-# epsilon (Theorem 2's accountant without the group conversion). Our canary holds 6 records, more than the one
-# record that this epsilon covers. The other three are **ULDP-NAIVE**, **ULDP-AVG** and **ULDP-AVG-w**. DEFAULT,
+# Every method is audited at the **same claimed epsilon**: its noise multiplier is calibrated by its own accountant. We
+# audit four methods. **Record-level DP-SGD** is ULDP-GROUP with every record kept, claiming its record-level epsilon
+# ({ref}`Theorem 2 <paper-theorem-2>`'s accountant without the group conversion). Our canary holds 6 records, more than
+# the one record that this epsilon covers. The other three are **ULDP-NAIVE**, **ULDP-AVG** and **ULDP-AVG-w**. DEFAULT,
 # which has no claim, shows how much a canary can show at all.
 #
 # The estimators are tested against closed forms in `tests/test_audit_estimators.py`: Gaussian and
@@ -154,7 +156,7 @@ plt.show()
 # - **A single-record canary** is the record-level view. It is the "user" that record-level DP protects.
 # - **A canary in 2 of the 3 silos** separates the weightings. Uniform weights (ULDP-AVG) give it
 #   $2/3$ of the sensitivity $C$. Enhanced weights (ULDP-AVG-w) sum to 1 over its silos and give it all of $C$.
-#   Theorem 3 covers both, so both must stay under the claim.
+#   {ref}`Theorem 3 <paper-theorem-3>` covers both, so both must stay under the claim.
 # - **Natural canaries** are scored on the final model only. This is the attack a server without white-box
 #   crafting could mount.
 
@@ -189,7 +191,7 @@ print("record-level DP-SGD leaks the user past its record-level epsilon at every
 #   lower bound above a claim cannot be explained by loose accounting, because the claim has to hold for every
 #   attack. The claim simply does not cover this user. Against a single-record canary, the same DP-SGD stays under
 #   its claim (the table of other audits): the promise is right about records, but a user is not a record. Group
-#   privacy (Theorem 2) covers the user, at the cost the chapter on group privacy shows.
+#   privacy ({ref}`Theorem 2 <paper-theorem-2>`) covers the user, at the cost the chapter on group privacy shows.
 # - **User-level DP keeps its promise.** ULDP-NAIVE, ULDP-AVG and ULDP-AVG-w stay under their claimed epsilon in
 #   every audit, with the strongest adversary of the trust model.
 # - **The strongest audit comes close to the claim.** In the committed default-profile audits, the crafted

@@ -13,21 +13,23 @@
 # %% [markdown]
 # # Baselines: ULDP-NAIVE and ULDP-GROUP-k
 #
-# Two simple ways to get user-level DP in cross-silo FL (Section 3.3 of the paper), and the non-private
-# reference DEFAULT (FedAvg with a global and a local learning rate). Everything runs from the library
-# (`uldp.methods`, `uldp.training`, `uldp.simulation`); this chapter shows its code beside the algorithms and checks
-# the claims numerically.
+# Two simple ways to get user-level DP in cross-silo FL ({ref}`Section 3.3 <paper-section-3-3>` of the paper), and the
+# non-private reference DEFAULT (FedAvg with a global and a local learning rate). Everything runs from the library
+# (`uldp.methods`, `uldp.training`, `uldp.simulation`); this chapter shows its code beside the algorithms and checks the
+# claims numerically.
 #
-# **ULDP-NAIVE (Algorithm 1).** Each silo trains on all its records for $Q$ epochs, clips its delta
-# $\Delta_s = x_s - x_t$ (local minus global: the pseudo-code's sign is a typo) to norm $C$ and adds
-# Gaussian noise. One user may sit in every silo; the paper takes the user-level sensitivity of $\sum_s \Delta_s$ to be
-# $|S| C$ and adds $\mathcal{N}(0, \sigma^2 C^2 |S|)$ per silo (Theorem 1). The true sensitivity is $2|S|C$ (checked
-# below), so `uldp` adds $\mathcal{N}(0, 4\sigma^2 C^2 |S|)$ per silo and Theorem 1's $\epsilon$ holds as stated.
+# **ULDP-NAIVE ({ref}`Algorithm 1 <paper-algorithm-1>`).** Each silo trains on all its records for $Q$ epochs, clips its
+# delta $\Delta_s = x_s - x_t$ (local minus global: the pseudo-code's sign is a typo) to norm $C$ and adds Gaussian
+# noise. One user may sit in every silo; the paper takes the user-level sensitivity of $\sum_s \Delta_s$ to be $|S| C$
+# and adds $\mathcal{N}(0, \sigma^2 C^2 |S|)$ per silo ({ref}`Theorem 1 <paper-theorem-1>`). The true sensitivity is
+# $2|S|C$ (checked below), so `uldp` adds $\mathcal{N}(0, 4\sigma^2 C^2 |S|)$ per silo and
+# {ref}`Theorem 1 <paper-theorem-1>`'s $\epsilon$ holds as stated.
 #
-# **ULDP-GROUP-k (Algorithm 2).** Keep at most $k$ records per user over all silos (flags $\mathbf{B}$, fixed for all
-# rounds), run record-level DP-SGD in each silo, and turn the record-level RDP into a user-level guarantee with
-# group privacy for groups of $k$ records (Theorem 2, with the errata of settings.md: only orders $\alpha \ge 2k$
-# are valid, and a $k$ that is not a power of two is accounted at the next power of two).
+# **ULDP-GROUP-k ({ref}`Algorithm 2 <paper-algorithm-2>`).** Keep at most $k$ records per user over all silos (flags
+# $\mathbf{B}$, fixed for all rounds), run record-level DP-SGD in each silo, and turn the record-level RDP into a
+# user-level guarantee with group privacy for groups of $k$ records ({ref}`Theorem 2 <paper-theorem-2>`, with the errata
+# of settings.md: only orders $\alpha \ge 2k$ are valid, and a $k$ that is not a power of two is accounted at the next
+# power of two).
 
 # %% tags=["parameters"]
 profile = "default"
@@ -76,14 +78,15 @@ SCALE = {"smoke": {"users": 20, "rounds": 3, "epochs": 2}, "default": {"users": 
 # %% [markdown]
 # ## The sensitivity of ULDP-NAIVE, checked numerically
 #
-# We remove one user's records (user 0 holds 300 records spread over all silos) and measure how far each silo's
-# clipped delta moves. The paper's proof of Theorem 1 says "at most $C$ per silo". That is true when a silo's delta
-# only *loses* a contribution of norm at most $C$, but the silo clips its *whole* delta: removing a user can move the
-# clipped delta from one side of the $C$-ball to the other, by up to $2C$. The second experiment builds such a case
-# (a silo where the removed user pulls the model the opposite way of everyone else), so the provable bound under
-# add/remove adjacency is $2|S|C$: with the paper's noise $\sigma C\sqrt{|S|}$ per silo the effective noise multiplier
-# would be only $\sigma/2$. `uldp` therefore adds $2\sigma C\sqrt{|S|}$ per silo, so that Theorem 1's $\epsilon$
-# (noise multiplier $\sigma$) holds as stated; ULDP-NAIVE's utility is correspondingly lower than in the paper.
+# We remove one user's records (user 0 holds 300 records spread over all silos) and measure how far each silo's clipped
+# delta moves. The paper's proof of {ref}`Theorem 1 <paper-theorem-1>` says "at most $C$ per silo". That is true when a
+# silo's delta only *loses* a contribution of norm at most $C$, but the silo clips its *whole* delta: removing a user
+# can move the clipped delta from one side of the $C$-ball to the other, by up to $2C$. The second experiment builds
+# such a case (a silo where the removed user pulls the model the opposite way of everyone else), so the provable bound
+# under add/remove adjacency is $2|S|C$: with the paper's noise $\sigma C\sqrt{|S|}$ per silo the effective noise
+# multiplier would be only $\sigma/2$. `uldp` therefore adds $2\sigma C\sqrt{|S|}$ per silo, so that
+# {ref}`Theorem 1 <paper-theorem-1>`'s $\epsilon$ (noise multiplier $\sigma$) holds as stated; ULDP-NAIVE's utility is
+# correspondingly lower than in the paper.
 
 # %%
 hp = Hyperparameters(global_lr=1.0, local_lr=0.5, local_epochs=2, batch_size=4, clip=0.3, sigma=5.0)

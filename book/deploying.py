@@ -19,54 +19,54 @@
 # and one process per silo**, on [Flower](https://flower.ai) (`flwr` 1.41, no Ray, telemetry off with
 # `FLWR_TELEMETRY_ENABLED=0`).
 #
-# **Who computes what.** Every party reads the same run configuration and derives from its seed what every party
-# may know: the allocation, ULDP-GROUP-k's flags and the initial model. A silo loads the dataset, derives the
-# allocation (and ULDP-GROUP-k's flags) and keeps only its own records: it trains on those alone and sends the
-# method's silo update ($\Delta_s + z_s$ for ULDP-NAIVE, a DP-SGD delta for ULDP-GROUP-k,
-# $\sum_u w_{su}\Delta_{su} + z_s$ for ULDP-SGD/AVG). The server holds the global model, samples the users
-# (Algorithm 4), sums the updates, applies the server step, evaluates the model and runs the accountant. With
-# `"secure": true` (ULDP-AVG-w, ULDP-SGD-w) the silo's clipped per-user deltas and noise only ever leave it inside
-# Protocol 1's masked update, and the server learns the noisy weighted sum
-# $\sum_s (\sum_u w_{su}\Delta_{su} + z_s)$ alone, whose noise it cannot remove (below).
+# **Who computes what.** Every party reads the same run configuration and derives from its seed what every party may
+# know: the allocation, ULDP-GROUP-k's flags and the initial model. A silo loads the dataset, derives the allocation
+# (and ULDP-GROUP-k's flags) and keeps only its own records: it trains on those alone and sends the method's silo update
+# ($\Delta_s + z_s$ for ULDP-NAIVE, a DP-SGD delta for ULDP-GROUP-k, $\sum_u w_{su}\Delta_{su} + z_s$ for ULDP-SGD/AVG).
+# The server holds the global model, samples the users ({ref}`Algorithm 4 <paper-algorithm-4>`), sums the updates,
+# applies the server step, evaluates the model and runs the accountant. With `"secure": true` (ULDP-AVG-w, ULDP-SGD-w)
+# the silo's clipped per-user deltas and noise only ever leave it inside {ref}`Protocol 1 <paper-protocol-1>`'s masked
+# update, and the server learns the noisy weighted sum $\sum_s (\sum_u w_{su}\Delta_{su} + z_s)$ alone, whose noise it
+# cannot remove (below).
 #
-# **Who knows which random draw.** The server is the adversary of the paper's trust model (semi-honest, Section
-# 3.1), and it holds the configuration file, seed included. A draw whose secrecy the privacy argument needs must
-# therefore never come from that seed: if a silo's noise $z_s$ did, the server could rebuild it with its own objects
-# and subtract it, leaving the noise-free update (an earlier version did exactly that, see below). Every random
-# draw of a deployed round:
+# **Who knows which random draw.** The server is the adversary of the paper's trust model (semi-honest,
+# {ref}`Section 3.1 <paper-section-3-1>`), and it holds the configuration file, seed included. A draw whose secrecy the
+# privacy argument needs must therefore never come from that seed: if a silo's noise $z_s$ did, the server could rebuild
+# it with its own objects and subtract it, leaving the noise-free update (an earlier version did exactly that, see
+# below). Every random draw of a deployed round:
 #
 # | draw | drawn by | from | who may know it |
 # |---|---|---|---|
 # | allocation, initial model, ULDP-GROUP-k flags $\mathbf{B}$ | every party | the shared `seed` | everyone (public) |
-# | users sampled in round $t$ (Algorithm 4) | server | the server's own secret (OS CSPRNG) | the server; the silos receive it |
+# | users sampled in round $t$ ({ref}`Algorithm 4 <paper-algorithm-4>`) | server | the server's own secret (OS CSPRNG) | the server; the silos receive it |
 # | noise $z_s$ (ULDP-NAIVE, ULDP-SGD/AVG), DP-SGD sampling and noise (ULDP-GROUP-k), batch order, dropout | silo $s$ | silo $s$'s own 128-bit secret (`secrets`) | silo $s$ only |
-# | Paillier key pair (Protocol 1 step 1(a)) | server | OS CSPRNG | public key: everyone |
+# | Paillier key pair ({ref}`Protocol 1 <paper-protocol-1>` step 1(a)) | server | OS CSPRNG | public key: everyone |
 # | X25519 key pair of silo $s$ (step 1(b)) | silo $s$ | OS CSPRNG | public key: everyone |
 # | seed $R$ (step 1(c)), hence blinds and masks | silo 0 | `os.urandom` | the silos, never the server |
 # | AEAD nonces, Paillier randomizers, handshake nonce | their sender | OS CSPRNG | public |
 #
-# A silo's secret seeds the method's per-round streams (the Gaussian noise is a torch generator keyed by 63 bits of
-# that stream). The silos learn which users were sampled, because they train only those; the paper's trust model lets
-# only the server know it (Section 3.1), and hiding it would cost every silo training all users each round. The
-# configuration field `"insecure_reproducible_noise": true` brings back the shared-seed draws so that a deployed run
-# equals the in-process one draw for draw: **it voids the privacy guarantee** (the server can strip every silo's
-# noise), every party logs a warning, and the server's result records it. It exists for the tests only. The
+# A silo's secret seeds the method's per-round streams (the Gaussian noise is a torch generator keyed by 63 bits of that
+# stream). The silos learn which users were sampled, because they train only those; the paper's trust model lets only
+# the server know it ({ref}`Section 3.1 <paper-section-3-1>`), and hiding it would cost every silo training all users
+# each round. The configuration field `"insecure_reproducible_noise": true` brings back the shared-seed draws so that a
+# deployed run equals the in-process one draw for draw: **it voids the privacy guarantee** (the server can strip every
+# silo's noise), every party logs a warning, and the server's result records it. It exists for the tests only. The
 # in-process simulation (`uldp.simulation.run`) is always seeded: it models the computation, not the trust boundary.
 #
 # **Which Flower API.** Flower 1.41 offers two ways to run real clients. Its *Deployment Engine* (`flower-superlink`,
-# `flower-supernode`, `flwr run`) starts a fresh `ClientApp` process for every message and has each SuperNode poll
-# for work every 3 s. Protocol 1 needs five exchanges to set up and two per round, and each silo keeps secrets (its
-# X25519 key, pairwise keys, blinds) from one stage to the next; a process per message would have to store them
-# outside the process and would add seconds per stage. Flower's gRPC server and client
-# (`flwr.server.start_server`, `flwr.client.start_client`, bidirectional streaming) keep one long-lived connection
-# and one process per silo, answer in milliseconds, support TLS, and report a silo whose connection drops. They are
-# marked deprecated since Flower 1.13 but are present and tested in the pinned 1.41.0; `uldp.deploy` uses them and
-# keeps its own protocol (stages, byte formats, checkpoints) independent of that choice.
+# `flower-supernode`, `flwr run`) starts a fresh `ClientApp` process for every message and has each SuperNode poll for
+# work every 3 s. {ref}`Protocol 1 <paper-protocol-1>` needs five exchanges to set up and two per round, and each silo
+# keeps secrets (its X25519 key, pairwise keys, blinds) from one stage to the next; a process per message would have to
+# store them outside the process and would add seconds per stage. Flower's gRPC server and client
+# (`flwr.server.start_server`, `flwr.client.start_client`, bidirectional streaming) keep one long-lived connection and
+# one process per silo, answer in milliseconds, support TLS, and report a silo whose connection drops. They are marked
+# deprecated since Flower 1.13 but are present and tested in the pinned 1.41.0; `uldp.deploy` uses them and keeps its
+# own protocol (stages, byte formats, checkpoints) independent of that choice.
 #
-# **What travels.** Every stage is one Flower `FitIns` to each silo, answered by one `FitRes`. The stage name and
-# small values ride in Flower's typed maps; model vectors, sampled users and Protocol 1's messages ride as bytes in
-# explicit formats (`uldp.deploy.wire`: dtype, shape, data and a SHA-256 digest; `uldp.secure.messages` for the
-# protocol). Nothing is pickled.
+# **What travels.** Every stage is one Flower `FitIns` to each silo, answered by one `FitRes`. The stage name and small
+# values ride in Flower's typed maps; model vectors, sampled users and {ref}`Protocol 1 <paper-protocol-1>`'s messages
+# ride as bytes in explicit formats (`uldp.deploy.wire`: dtype, shape, data and a SHA-256 digest; `uldp.secure.messages`
+# for the protocol). Nothing is pickled.
 #
 # **Faults.** A silo that drops out (crash, network, timeout) or reports an error aborts the round: nothing of it
 # is applied, the server exits with a clear error, and the checkpoint (written atomically after every completed
@@ -77,7 +77,7 @@
 # ## The commands
 #
 # Every party gets the same configuration file: the fields of `uldp.simulation.RunConfig` (unset ones take the
-# paper's values), plus optionally Protocol 1's public parameters. For example `run.json`:
+# paper's values), plus optionally {ref}`Protocol 1 <paper-protocol-1>`'s public parameters. For example `run.json`:
 #
 # ```json
 # {"dataset": "creditcard", "method": "ULDP-AVG-w", "n_users": 100, "n_silos": 3, "rounds": 10, "seed": 0,
@@ -178,13 +178,13 @@ for record in deployed["history"]:
 # %% [markdown]
 # ## The same run in one process
 #
-# `uldp.simulation.run` with the same configuration, its enhanced-weight aggregation done by Protocol 1 with the
-# same key size (`uldp.secure.make_secure_aggregate`: the server and the silos as objects in one process, every
-# message still through its byte form). Both start from the same model and the same allocation; the deployed silos'
-# noise comes from their own secrets, so the test losses agree in distribution, not draw for draw, and the
-# accountant's $\varepsilon$ is the same. (With `insecure_reproducible_noise` the two runs agree to float precision,
-# Protocol 1's aggregate being within $P = 10^{-10}$ of the plain sum, Theorem 4; `tests/test_deploy.py` checks it
-# with real processes.)
+# `uldp.simulation.run` with the same configuration, its enhanced-weight aggregation done by
+# {ref}`Protocol 1 <paper-protocol-1>` with the same key size (`uldp.secure.make_secure_aggregate`: the server and the
+# silos as objects in one process, every message still through its byte form). Both start from the same model and the
+# same allocation; the deployed silos' noise comes from their own secrets, so the test losses agree in distribution, not
+# draw for draw, and the accountant's $\varepsilon$ is the same. (With `insecure_reproducible_noise` the two runs agree
+# to float precision, {ref}`Protocol 1 <paper-protocol-1>`'s aggregate being within $P = 10^{-10}$ of the plain sum,
+# {ref}`Theorem 4 <paper-theorem-4>`; `tests/test_deploy.py` checks it with real processes.)
 
 # %%
 protocol = config.protocol
@@ -204,7 +204,7 @@ assert [record["epsilon"] for record in deployed["history"]] == local.epsilon
 # from what the silo sent. With the silos' own secrets, what remains is two independent noises (standard deviation
 # $\sqrt 2\,\sigma_z$); with the insecure option it is the clean update, far smaller than the noise.
 # `tests/test_deploy_security.py` runs the same attack for every method that adds noise at the silos and on
-# Protocol 1's decoded aggregate.
+# {ref}`Protocol 1 <paper-protocol-1>`'s decoded aggregate.
 
 # %%
 from uldp.data import load
@@ -229,12 +229,13 @@ for insecure in (False, True):
 # %% [markdown]
 # ## What the deployment costs per round
 #
-# Two measures. First, each silo reports how long it computed for each exchange; the rest of the exchange's wall
-# time at the server is **transport**: serialising the model and Protocol 1's messages, gRPC, Flower and waking the
-# processes. Second, the deployed round against the in-process one. The in-process run pays Protocol 1's setup
-# (Paillier keys, pairwise keys, blinded histogram) inside its first round, while the deployed server reports it
-# separately; both include evaluation and accounting. The deployed silos work side by side, the in-process ones
-# one after another, so from round 2 on the difference is the transport minus what running in parallel saves.
+# Two measures. First, each silo reports how long it computed for each exchange; the rest of the exchange's wall time at
+# the server is **transport**: serialising the model and {ref}`Protocol 1 <paper-protocol-1>`'s messages, gRPC, Flower
+# and waking the processes. Second, the deployed round against the in-process one. The in-process run pays
+# {ref}`Protocol 1 <paper-protocol-1>`'s setup (Paillier keys, pairwise keys, blinded histogram) inside its first round,
+# while the deployed server reports it separately; both include evaluation and accounting. The deployed silos work side
+# by side, the in-process ones one after another, so from round 2 on the difference is the transport minus what running
+# in parallel saves.
 
 # %%
 deployed_rounds = np.array([record["seconds"] for record in deployed["history"]])
@@ -266,10 +267,11 @@ ax.legend()
 plt.show()
 
 # %% [markdown]
-# The transport adds little to a round: the model and Protocol 1's messages travel as bytes over one long-lived
-# stream per silo, and the round's cost is the local training and the Paillier arithmetic (chapter on the
-# weighting protocol). On a real network, add the time to move a round's messages: with Protocol 1 about
-# $2d$ ciphertexts of $2 \times$ the key size per silo (the masked update and the model), a few megabytes for this
-# model at 3072-bit keys. Parallel silos can make a deployed round faster than the in-process one, whose silos run
-# one after another; on a machine with fewer cores than processes they share the CPU instead. Start-up (Python
-# imports, loading the data, connecting) is paid once per federation, as is the protocol's setup.
+# The transport adds little to a round: the model and {ref}`Protocol 1 <paper-protocol-1>`'s messages travel as bytes
+# over one long-lived stream per silo, and the round's cost is the local training and the Paillier arithmetic (chapter
+# on the weighting protocol). On a real network, add the time to move a round's messages: with
+# {ref}`Protocol 1 <paper-protocol-1>` about $2d$ ciphertexts of $2 \times$ the key size per silo (the masked update and
+# the model), a few megabytes for this model at 3072-bit keys. Parallel silos can make a deployed round faster than the
+# in-process one, whose silos run one after another; on a machine with fewer cores than processes they share the CPU
+# instead. Start-up (Python imports, loading the data, connecting) is paid once per federation, as is the protocol's
+# setup.

@@ -64,13 +64,14 @@ pd.DataFrame([{"users": users, "n (paper)": paper_n, "n (here)": round(train_rec
 #
 # ## 2. ULDP-NAIVE adds twice the paper's noise
 #
-# Theorem 1's proof bounds one user's effect on a silo's clipped delta by $C$, but a clipped delta moves by up to
-# $2C$ (from one side of the ball to the other), so the sum over silos has sensitivity $2|S|C$, not $|S|C$ (the
-# baselines chapter measures it). `uldp` adds $2\sigma C\sqrt{|S|}$ per silo so that Theorem 1's $\epsilon$ holds
-# as stated; the paper's Algorithm 1 adds $\sigma C\sqrt{|S|}$, which is noise multiplier $\sigma/2$ for the true
-# sensitivity. The numbers it changes: ULDP-NAIVE's $\epsilon$ curve (ours is the one the paper states; the paper's
-# algorithm really spends the second row) and its utility (computed below on HeartDisease, $|U| = 50$, uniform, one
-# seed; `uldp` with $\sigma = 2.5$ adds exactly the paper's noise at $\sigma = 5$).
+# {ref}`Theorem 1 <paper-theorem-1>`'s proof bounds one user's effect on a silo's clipped delta by $C$, but a clipped
+# delta moves by up to $2C$ (from one side of the ball to the other), so the sum over silos has sensitivity $2|S|C$, not
+# $|S|C$ (the baselines chapter measures it). `uldp` adds $2\sigma C\sqrt{|S|}$ per silo so that
+# {ref}`Theorem 1 <paper-theorem-1>`'s $\epsilon$ holds as stated; the paper's {ref}`Algorithm 1 <paper-algorithm-1>`
+# adds $\sigma C\sqrt{|S|}$, which is noise multiplier $\sigma/2$ for the true sensitivity. The numbers it changes:
+# ULDP-NAIVE's $\epsilon$ curve (ours is the one the paper states; the paper's algorithm really spends the second row)
+# and its utility (computed below on HeartDisease, $|U| = 50$, uniform, one seed; `uldp` with $\sigma = 2.5$ adds
+# exactly the paper's noise at $\sigma = 5$).
 
 # %%
 naive_rounds = 2 if SMOKE else 50
@@ -96,15 +97,16 @@ pd.DataFrame(naive_rows).round(3)
 #
 # Two changes to the orders over which RDP is converted, both in the group-privacy chapter:
 #
-# - RDP group privacy holds only for orders $\alpha \ge 2k$ (Mironov 2017, Prop. 2; the paper's Lemma 6 has a
-#   typo). The authors' grid reaches below $2k$ for $k \ge 16$, which gave their Figure 2 values; `uldp` keeps only
-#   valid orders, and for a $k$ that is not a power of two it certifies the next power of two (the paper reports
-#   the power of two below, which is not a guarantee). This changes ULDP-GROUP-$k$'s $\epsilon$ in Figures 4 to 7
-#   (GROUP-median and GROUP-max have such $k$) and Figure 2.
+# - RDP group privacy holds only for orders $\alpha \ge 2k$ (Mironov 2017, Prop. 2; the paper's
+#   {ref}`Lemma 6 <paper-lemma-6>` has a typo). The authors' grid reaches below $2k$ for $k \ge 16$, which gave their
+#   {ref}`Figure 2 <paper-figure-2>` values; `uldp` keeps only valid orders, and for a $k$ that is not a power of two it
+#   certifies the next power of two (the paper reports the power of two below, which is not a guarantee). This changes
+#   ULDP-GROUP-$k$'s $\epsilon$ in {ref}`Figures 4 <paper-figure-4>` to {ref}`7 <paper-figure-7>` (GROUP-median and
+#   GROUP-max have such $k$) and {ref}`Figure 2 <paper-figure-2>`.
 # - The $(\epsilon, \delta)$ route of Figure 2: the authors convert on opacus' default orders, which end at 63, and
 #   cap $k$ at 62; `uldp` uses orders up to 4096.
 #
-# Figure 2's setting ($\sigma = 5$, $q = 0.01$, $10^5$ steps):
+# {ref}`Figure 2 <paper-figure-2>`'s setting ($\sigma = 5$, $q = 0.01$, $10^5$ steps):
 
 # %%
 with warnings.catch_warnings():
@@ -132,12 +134,13 @@ display(Markdown(f"The wide grid lowers these $\\epsilon$ by at most {largest:.2
 # %% [markdown]
 # ## 4. The protocol's encoding resolution
 #
-# Algorithm 5 rounds every real number to a multiple of the precision $P$; with $|U|$ weighted deltas and $|S|$
-# noise vectors per coordinate, the decoded sum is then only guaranteed within $(|U| + |S|) P / 2$, not within $P$
-# as Theorem 4 says. `uldp` rounds to $2^{-f}$ with $(|U| + |S|) 2^{-f} / 2 \le P$, so Theorem 4's bound holds. The
-# number it changes: the error of the secure aggregate against the plain one (the deploying and protocol chapters
-# check it is within $P$). Measured on one round of the real protocol (test keys) with 20 users and 3 silos, and the
-# rounding of both encodings applied to the same inputs:
+# {ref}`Algorithm 5 <paper-algorithm-5>` rounds every real number to a multiple of the precision $P$; with $|U|$
+# weighted deltas and $|S|$ noise vectors per coordinate, the decoded sum is then only guaranteed within
+# $(|U| + |S|) P / 2$, not within $P$ as {ref}`Theorem 4 <paper-theorem-4>` says. `uldp` rounds to $2^{-f}$ with
+# $(|U| + |S|) 2^{-f} / 2 \le P$, so {ref}`Theorem 4 <paper-theorem-4>`'s bound holds. The number it changes: the error
+# of the secure aggregate against the plain one (the deploying and protocol chapters check it is within $P$). Measured
+# on one round of the real protocol (test keys) with 20 users and 3 silos, and the rounding of both encodings applied to
+# the same inputs:
 
 # %%
 rng = np.random.default_rng(0)
@@ -204,18 +207,19 @@ display(Markdown(f"Scored per centre, the same model's final accuracy is {accura
 # %% [markdown]
 # ## 6. Other differences
 #
-# - **MNIST's scale.** The paper-profile MNIST grid (200 rounds of 50 local epochs for every method and 10000 users)
-#   is out of reach of the reference machine; the committed `short` profile keeps the paper's federations whole and
-#   trains ULDP-AVG for 20 rounds of 5 local epochs. The MNIST chapter's accuracies are therefore lower than the
-#   paper's Figure 5, and the Scorecard judges only the non-iid claim on them (its $\epsilon$ claims come from
-#   accounting alone, which needs no training).
+# - **MNIST's scale.** The paper-profile MNIST grid (200 rounds of 50 local epochs for every method and 10000 users) is
+#   out of reach of the reference machine; the committed `short` profile keeps the paper's federations whole and trains
+#   ULDP-AVG for 20 rounds of 5 local epochs. The MNIST chapter's accuracies are therefore lower than the paper's
+#   {ref}`Figure 5 <paper-figure-5>`, and the Scorecard judges only the non-iid claim on them (its $\epsilon$ claims
+#   come from accounting alone, which needs no training).
 # - **The protocol's speed.** `uldp.secure` shares the full-size Paillier exponentiation among the silos and uses a
 #   fixed-base comb for the per-parameter work (44 times the straightforward `phe` sequence at the paper's default,
-#   `benchmarks/secure_protocol.py`), and trains the users of a silo at once. Its run times therefore split
-#   differently from the paper's Figure 10: the encrypted weighting, not local training, takes most of a silo's
-#   round at 100 users, and the server's round is the longer one (the protocol chapter, and the Scorecard's
+#   `benchmarks/secure_protocol.py`), and trains the users of a silo at once. Its run times therefore split differently
+#   from the paper's {ref}`Figure 10 <paper-figure-10>`: the encrypted weighting, not local training, takes most of a
+#   silo's round at 100 users, and the server's round is the longer one (the protocol chapter, and the Scorecard's
 #   protocol rows).
-# - **Creditcard's metric.** The paper's Figure 4 plots accuracy; the authors' code computes the ROC-AUC of hard
-#   labels, which is the balanced accuracy. The Creditcard chapter shows both.
-# - **Errata of the pseudo-code** (settings.md): ULDP-NAIVE's delta (Algorithm 1) is local minus global, and Algorithm
-# 4 zeroes   the weights of the users *not* sampled. `uldp` follows the authors' code in both; no number changes.
+# - **Creditcard's metric.** The paper's {ref}`Figure 4 <paper-figure-4>` plots accuracy; the authors' code computes the
+#   ROC-AUC of hard labels, which is the balanced accuracy. The Creditcard chapter shows both.
+# - **Errata of the pseudo-code** (settings.md): ULDP-NAIVE's delta ({ref}`Algorithm 1 <paper-algorithm-1>`) is local
+#   minus global, and {ref}`Algorithm 4 <paper-algorithm-4>` zeroes the weights of the users *not* sampled. `uldp`
+#   follows the authors' code in both; no number changes.

@@ -13,16 +13,17 @@
 # %% [markdown]
 # # Creditcard: privacy-utility trade-offs
 #
-# The paper's Figure 4: test accuracy (left) and the accumulated user-level $\epsilon$ (right) of every method on the
-# Creditcard fraud data, 5 silos, with 100 or 1000 users and uniform or zipf allocations, $\sigma = 5$,
-# $\delta = 10^{-5}$, $T = 100$ rounds. The paper's reading: ULDP-AVG/SGD reach competitive accuracy at a small
-# $\epsilon$; ULDP-NAIVE has low accuracy; ULDP-GROUP-$k$ needs a far larger $\epsilon$; ULDP-AVG converges faster
+# The paper's {ref}`Figure 4 <paper-figure-4>`: test accuracy (left) and the accumulated user-level $\epsilon$ (right)
+# of every method on the Creditcard fraud data, 5 silos, with 100 or 1000 users and uniform or zipf allocations,
+# $\sigma = 5$, $\delta = 10^{-5}$, $T = 100$ rounds. The paper's reading: ULDP-AVG/SGD reach competitive accuracy at a
+# small $\epsilon$; ULDP-NAIVE has low accuracy; ULDP-GROUP-$k$ needs a far larger $\epsilon$; ULDP-AVG converges faster
 # than ULDP-SGD; a gap to the non-private DEFAULT remains; and with 1000 users (few records each) and uniform
 # allocation, ULDP-GROUP-max/median beat ULDP-AVG in accuracy.
 #
-# The offline Creditcard copy is a 5,412-row subset (all 492 frauds and 4,920 normal rows, see settings.md), so a
-# user here has fewer records than the paper's $n \approx 246$ and $25$. Figure 4 plots accuracy, as the paper's
-# caption says; the authors' code computes the ROC-AUC of hard labels, which is the balanced accuracy, shown after it.
+# The offline Creditcard copy is a 5,412-row subset (all 492 frauds and 4,920 normal rows, see settings.md), so a user
+# here has fewer records than the paper's $n \approx 246$ and $25$. {ref}`Figure 4 <paper-figure-4>` plots accuracy, as
+# the paper's caption says; the authors' code computes the ROC-AUC of hard labels, which is the balanced accuracy, shown
+# after it.
 #
 # The paper's settings for this figure and every other: {doc}`settings`.
 
@@ -58,8 +59,9 @@ chapter.show_figures(chapters.balanced_accuracy_figure, "Figure 4 (balanced accu
 # %% [markdown]
 # ## The paper's claims on Creditcard
 #
-# The Scorecard chapter's rows for every claim that reads Figure 4, with the same verdicts on the same results (a
-# claim about Figures 4-7 is judged on every dataset stored at the largest profile; its `source` says which).
+# The Scorecard chapter's rows for every claim that reads {ref}`Figure 4 <paper-figure-4>`, with the same verdicts on
+# the same results (a claim about {ref}`Figures 4 <paper-figure-4>` to {ref}`7 <paper-figure-7>` is judged on every
+# dataset stored at the largest profile; its `source` says which).
 
 # %%
 chapter.claims()

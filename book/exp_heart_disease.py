@@ -13,12 +13,12 @@
 # %% [markdown]
 # # HeartDisease: privacy-utility trade-offs
 #
-# The paper's Figure 6: accuracy (left) and user-level $\epsilon$ (right) on FLamby's Fed-Heart-Disease, whose 4 silos
-# (hospitals) are fixed, with 50 or 200 users ($n \approx 10$ and $2.5$ records per user) and the uniform or zipf
-# (80% in a primary silo) allocation; logistic regression with 14 parameters, $T = 50$ rounds, local batch size 4.
-# The paper's reading, common to the small medical datasets: ULDP-AVG is competitive, ULDP-AVG-w converges much
-# faster, ULDP-SGD slower; ULDP-NAIVE's $\epsilon$ is small but its utility low; ULDP-GROUP-$k$ has good utility
-# when $n$ is small but a very large $\epsilon$.
+# The paper's {ref}`Figure 6 <paper-figure-6>`: accuracy (left) and user-level $\epsilon$ (right) on FLamby's
+# Fed-Heart-Disease, whose 4 silos (hospitals) are fixed, with 50 or 200 users ($n \approx 10$ and $2.5$ records per
+# user) and the uniform or zipf (80% in a primary silo) allocation; logistic regression with 14 parameters, $T = 50$
+# rounds, local batch size 4. The paper's reading, common to the small medical datasets: ULDP-AVG is competitive,
+# ULDP-AVG-w converges much faster, ULDP-SGD slower; ULDP-NAIVE's $\epsilon$ is small but its utility low;
+# ULDP-GROUP-$k$ has good utility when $n$ is small but a very large $\epsilon$.
 #
 # The paper's settings for this figure and every other: {doc}`settings`.
 
@@ -43,10 +43,10 @@ heart.show_figures(plots.privacy_utility_figure, "Figure 6")
 # ## What to conclude
 #
 # HeartDisease has 486 training records and a 14-parameter model, so most methods end close together, near the
-# non-private DEFAULT, and ULDP-GROUP-$k$ can end close to it or above it: with $n \approx 2.5$ to 10 records per
-# user its filtering removes little, and its clipping bound is large against the small gradients. DEFAULT and
-# ULDP-NAIVE do not read the users, so their numbers repeat in every setting (one run per seed serves all four).
-# First the findings computed from the results above, then the paper's claims that read Figure 6, as the Scorecard
+# non-private DEFAULT, and ULDP-GROUP-$k$ can end close to it or above it: with $n \approx 2.5$ to 10 records per user
+# its filtering removes little, and its clipping bound is large against the small gradients. DEFAULT and ULDP-NAIVE do
+# not read the users, so their numbers repeat in every setting (one run per seed serves all four). First the findings
+# computed from the results above, then the paper's claims that read {ref}`Figure 6 <paper-figure-6>`, as the Scorecard
 # judges them on the same stored results.
 
 # %%

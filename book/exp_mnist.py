@@ -13,12 +13,12 @@
 # %% [markdown]
 # # MNIST: privacy-utility trade-offs
 #
-# The paper's Figure 5: test loss (left), accuracy (middle) and user-level $\epsilon$ (right) on MNIST, 5 silos, 100
-# or
-# 10000 users, uniform, zipf (iid) and zipf non-iid (at most 2 labels per user) allocations, $T = 200$ rounds. Beyond
-# the general picture of Creditcard, the paper reads two things here: with 100 users, user-level non-iid data slows
-# ULDP-AVG down, which matters much less with 10000 users; and with 10000 users (about 6 records each, 60,000 records
-# in all) ULDP-GROUP-2 reaches a reasonably small $\epsilon$, since a small record-level sampling rate helps DP-SGD.
+# The paper's {ref}`Figure 5 <paper-figure-5>`: test loss (left), accuracy (middle) and user-level $\epsilon$ (right) on
+# MNIST, 5 silos, 100 or 10000 users, uniform, zipf (iid) and zipf non-iid (at most 2 labels per user) allocations,
+# $T = 200$ rounds. Beyond the general picture of Creditcard, the paper reads two things here: with 100 users,
+# user-level non-iid data slows ULDP-AVG down, which matters much less with 10000 users; and with 10000 users (about 6
+# records each, 60,000 records in all) ULDP-GROUP-2 reaches a reasonably small $\epsilon$, since a small record-level
+# sampling rate helps DP-SGD.
 #
 # ULDP-NAIVE was not run by the authors on MNIST (its utility was too poor); this book runs it anyway, at the
 # Creditcard row's shape with $C = 1$.
@@ -46,7 +46,8 @@ mnist.show_figures(plots.privacy_utility_figure, "Figure 5")
 # %% [markdown]
 # ## The paper's claims on MNIST
 #
-# The Scorecard's rows for Figure 5. A claim about Figures 4-7 is judged on the datasets stored at the largest
+# The Scorecard's rows for {ref}`Figure 5 <paper-figure-5>`. A claim about
+# {ref}`Figures 4 <paper-figure-4>` to {ref}`7 <paper-figure-7>` is judged on the datasets stored at the largest
 # profile; where MNIST has only this build's small runs, those claims rest on the other datasets (see `source`).
 
 # %%
@@ -81,14 +82,14 @@ mnist.claims(scorecard.MNIST_SHORT)
 # silo after ULDP-GROUP-$k$'s filtering, the group size, $q$, $\sigma$, $\delta$), so
 # `uldp.experiments.accounted_results` gives, exactly, the $\epsilon$ after $T = 200$ rounds that every
 # paper-profile run would report (checked against trained runs in `tests/test_experiments.py`), for the allocation
-# of seed 0. This is the right-hand column of Figure 5 at its end point.
+# of seed 0. This is the right-hand column of {ref}`Figure 5 <paper-figure-5>` at its end point.
 
 # %%
 chapters.final_epsilon_table(experiments.accounted_results("mnist"))
 
 # %% [markdown]
-# The paper's claim about these numbers, judged on them (ULDP-GROUP-$k$'s $\epsilon$ is the valid group-privacy
-# bound; the paper's figures used orders outside Lemma 6's domain, see the group-privacy chapter):
+# The paper's claim about these numbers, judged on them (ULDP-GROUP-$k$'s $\epsilon$ is the valid group-privacy bound;
+# the paper's figures used orders outside {ref}`Lemma 6 <paper-lemma-6>`'s domain, see the group-privacy chapter):
 
 # %%
 mnist.claims(scorecard.MNIST_ACCOUNTING)

@@ -13,12 +13,12 @@
 # %% [markdown]
 # # User-level sub-sampling
 #
-# With Poisson sampling of users at rate $q$ in every round (Algorithm 4; the loop zeroes the weights of the users
-# *not* sampled, see the errata in settings.md), ULDP-AVG-w's guarantee is that of the sub-sampled Gaussian mechanism:
-# a smaller $q$ gives a smaller $\epsilon$, while each round uses fewer users. The paper's Figure 9 shows the
-# sub-sampling trade-off on Creditcard (1000 users, zipf, $q \in \{0.1, 0.3, 0.5, 0.7, 1\}$) and MNIST (10000 users,
-# zipf, $q \in \{0.1, 0.3, 0.5, 1\}$): the utility loss is acceptable on Creditcard up to about $q = 0.7$, and small
-# on MNIST, where the many users make sub-sampling cheap.
+# With Poisson sampling of users at rate $q$ in every round ({ref}`Algorithm 4 <paper-algorithm-4>`; the loop zeroes the
+# weights of the users *not* sampled, see the errata in settings.md), ULDP-AVG-w's guarantee is that of the sub-sampled
+# Gaussian mechanism: a smaller $q$ gives a smaller $\epsilon$, while each round uses fewer users. The paper's
+# {ref}`Figure 9 <paper-figure-9>` shows the sub-sampling trade-off on Creditcard (1000 users, zipf,
+# $q \in \{0.1, 0.3, 0.5, 0.7, 1\}$) and MNIST (10000 users, zipf, $q \in \{0.1, 0.3, 0.5, 1\}$): the utility loss is
+# acceptable on Creditcard up to about $q = 0.7$, and small on MNIST, where the many users make sub-sampling cheap.
 #
 # The paper's settings for this figure and every other: {doc}`settings`.
 

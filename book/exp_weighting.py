@@ -14,11 +14,12 @@
 # # Enhanced weighting: ULDP-AVG vs ULDP-AVG-w
 #
 # ULDP-AVG weights every user's clipped update in every silo by $w_{s,u} = 1/|S|$; ULDP-AVG-w uses
-# $w_{s,u} = n_{s,u} / N_u$ (the share of user $u$'s records held by silo $s$), computed privately by the weighting protocol. Both have
-# the same user-level sensitivity, hence the same $\epsilon$. The paper's Figure 8 compares the two weightings' test
-# loss on Creditcard (1000 users; 5, 20 and 50 silos; uniform and zipf) and states that equal weights waste signal
-# when a user's records are skewed across silos (zipf), and more so with more silos, since every weight
-# $1/|S|$ gets smaller. We add TcgaBrca (200 users, 6 silos), as in settings.md.
+# $w_{s,u} = n_{s,u} / N_u$ (the share of user $u$'s records held by silo $s$), computed privately by the weighting
+# protocol. Both have the same user-level sensitivity, hence the same $\epsilon$. The paper's
+# {ref}`Figure 8 <paper-figure-8>` compares the two weightings' test loss on Creditcard (1000 users; 5, 20 and 50 silos;
+# uniform and zipf) and states that equal weights waste signal when a user's records are skewed across silos (zipf), and
+# more so with more silos, since every weight $1/|S|$ gets smaller. We add TcgaBrca (200 users, 6 silos), as in
+# settings.md.
 #
 # The paper's settings for this figure and every other: {doc}`settings`.
 
@@ -57,10 +58,10 @@ weighting.claims()
 # ## What the private weighting costs (Figure 10)
 #
 # ULDP-AVG-w needs $n_{s,u} / N_u$, which no silo may learn for another silo's users; the private weighting protocol
-# (Protocol 1, see the chapter on the weighting protocol) computes the weighted sum under Paillier encryption. The
-# paper times one round on HeartDisease and TcgaBrca, zipf, 10 and 100 users, 3072-bit keys: the silos' local
-# training with the encrypted weighting dominates and grows with the users. These runs use the protocol-backed
-# aggregation of `uldp.secure` inside the simulation (`secure=True`); the table gives seconds per part.
+# ({ref}`Protocol 1 <paper-protocol-1>`, see the chapter on the weighting protocol) computes the weighted sum under
+# Paillier encryption. The paper times one round on HeartDisease and TcgaBrca, zipf, 10 and 100 users, 3072-bit keys:
+# the silos' local training with the encrypted weighting dominates and grows with the users. These runs use the
+# protocol-backed aggregation of `uldp.secure` inside the simulation (`secure=True`); the table gives seconds per part.
 
 # %%
 runtime = chapters.ExperimentChapter.load("protocol_runtime", profile)

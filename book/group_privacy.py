@@ -2,15 +2,16 @@
 # # Group privacy degradation
 #
 # Record-level DP protects one record. A user with $k$ records is protected only through *group privacy*, and the
-# guarantee degrades fast with $k$. The paper's Figure 2 shows this for a typical DP-SGD run: noise multiplier
-# $\sigma = 5$, record sampling rate $0.01$, $10^5$ iterations, $\delta = 10^{-5}$, groups of $k = 1 \dots 64$.
+# guarantee degrades fast with $k$. The paper's {ref}`Figure 2 <paper-figure-2>` shows this for a typical DP-SGD run:
+# noise multiplier $\sigma = 5$, record sampling rate $0.01$, $10^5$ iterations, $\delta = 10^{-5}$, groups of
+# $k = 1 \dots 64$.
 #
 # Two conversions exist:
 #
 # - **RDP group privacy** (Mironov 2017, Proposition 2): for $k = 2^c$ and any order $\alpha \ge 2k$, an
 #   $(\alpha, \rho)$-RDP mechanism is $(\alpha / k, 3^c \rho)$-RDP for groups of $k$; then RDP is converted to
-#   $(\epsilon, \delta)$-DP (the paper's Lemma 2).
-# - **$(\epsilon, \delta)$ group privacy** (the paper's Lemma 5): $(\epsilon, \delta)$-DP gives
+#   $(\epsilon, \delta)$-DP (the paper's {ref}`Lemma 2 <paper-lemma-2>`).
+# - **$(\epsilon, \delta)$ group privacy** (the paper's {ref}`Lemma 5 <paper-lemma-5>`): $(\epsilon, \delta)$-DP gives
 #   $(k\epsilon, k e^{(k-1)\epsilon}\delta)$ for groups of $k$. To reach a target $\delta$ the input $\delta$ must be
 #   solved for; `uldp` solves it in closed form for every RDP order and keeps the best order (no search, no cap on $k$).
 
@@ -53,12 +54,11 @@ plt.show()
 # %% [markdown]
 # ## The erratum
 #
-# The paper states its Lemma 6 as "$\alpha \ge 2^{k+1}$ gives $(\alpha / 2^k, 3^k \rho)$" with $k$ the group
-# size; the correct statement (Mironov 2017, Prop. 2) is for $k = 2^c$: $\alpha \ge 2^{c+1} = 2k$ gives
+# The paper states its {ref}`Lemma 6 <paper-lemma-6>` as "$\alpha \ge 2^{k+1}$ gives $(\alpha / 2^k, 3^k \rho)$" with
+# $k$ the group size; the correct statement (Mironov 2017, Prop. 2) is for $k = 2^c$: $\alpha \ge 2^{c+1} = 2k$ gives
 # $(\alpha / 2^c, 3^c \rho)$. `uldp` uses only group orders $\beta = \alpha / k \ge 2$: see
-# `uldp.accounting.group.group_rdp_epsilon` in `uldp/accounting/group.py`: for a group of $k = 2^c$ records, the
-# group RDP at order $\beta \ge 2$ is $3^c \rho(k\beta)$, that is base orders $\alpha = k\beta \ge 2k$, the
-# lemma's domain.
+# `uldp.accounting.group.group_rdp_epsilon` in `uldp/accounting/group.py`: for a group of $k = 2^c$ records, the group
+# RDP at order $\beta \ge 2$ is $3^c \rho(k\beta)$, that is base orders $\alpha = k\beta \ge 2k$, the lemma's domain.
 
 # %% [markdown]
 # The authors' code minimises over base orders `[2k + i/10 for i < 100] + linspace(k + 10, 64k, 20)`. For

@@ -8,7 +8,8 @@
 # ## The findings at a glance
 #
 # Computed when this page is built, by the same functions and from the same stored results as the {doc}`scorecard`
-# chapter, which lists every claim of the paper's results section (Section 5.2) with what we measured.
+# chapter, which lists every claim of the paper's results section ({ref}`Section 5.2 <paper-section-5-2>`) with what we
+# measured.
 
 # %% tags=["parameters"]
 profile = "default"
@@ -48,9 +49,10 @@ display(Markdown("Figure 2's group epsilons, recomputed: " + "; ".join(
     for row in figure2) + "."))
 
 # %% [markdown]
-# The main figure: the privacy-utility trade-off on HeartDisease (FLamby's four hospitals; the paper's Figure 7),
-# one setting of users and allocation, utility on the left and the user-level $\epsilon$ on the right. Its title
-# names the profile of the results drawn; the {doc}`exp_heart_disease` chapter shows every setting.
+# The main figure: the privacy-utility trade-off on HeartDisease (FLamby's four hospitals; the paper's
+# {ref}`Figure 6 <paper-figure-6>`), one setting of users and allocation, utility on the left and the user-level
+# $\epsilon$ on the right. Its title names the profile of the results drawn; the {doc}`exp_heart_disease` chapter shows
+# every setting.
 
 # %%
 main = data["heart_disease"]
@@ -85,12 +87,12 @@ else:
 #
 # | paper | chapter | what it shows |
 # |---|---|---|
-# | Section 2.2, Figure 2 | Group privacy degradation | why record-level DP does not scale to users, and an erratum in the figure |
-# | Section 2-3 data model | Users across silos | the datasets and how records are spread over users and silos |
-# | Section 3.3, Algorithms 1-2 | Baselines | ULDP-NAIVE and ULDP-GROUP-k, and their guarantees |
-# | Section 3.4, Algorithms 3-4 | ULDP-AVG and ULDP-SGD | per-user clipping, sensitivity, user sampling |
-# | Section 4 | The private weighting protocol | Protocol 1 run between real roles, checked exact and timed |
-# | Section 5 | one chapter per figure | the experiments re-run, and a scorecard of the paper's claims |
+# | {ref}`Section 2.2 <paper-section-2-2>`, {ref}`Figure 2 <paper-figure-2>` | Group privacy degradation | why record-level DP does not scale to users, and an erratum in the figure |
+# | {ref}`Section 2 <paper-section-2>` and {ref}`Section 3 <paper-section-3>` data model | Users across silos | the datasets and how records are spread over users and silos |
+# | {ref}`Section 3.3 <paper-section-3-3>`, {ref}`Algorithm 1 <paper-algorithm-1>` and {ref}`Algorithm 2 <paper-algorithm-2>` | Baselines | ULDP-NAIVE and ULDP-GROUP-k, and their guarantees |
+# | {ref}`Section 3.4 <paper-section-3-4>`, {ref}`Algorithm 3 <paper-algorithm-3>` and {ref}`Algorithm 4 <paper-algorithm-4>` | ULDP-AVG and ULDP-SGD | per-user clipping, sensitivity, user sampling |
+# | {ref}`Section 4 <paper-section-4>` | The private weighting protocol | {ref}`Protocol 1 <paper-protocol-1>` run between real roles, checked exact and timed |
+# | {ref}`Section 5 <paper-section-5>` | one chapter per figure | the experiments re-run, and a scorecard of the paper's claims |
 # | all | How this reproduction differs | every deliberate difference from the paper and the authors' code, measured |
 #
 # Each chapter is a jupytext notebook (`book/*.py`) with a `profile` parameter: `smoke` (seconds, used by the

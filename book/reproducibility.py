@@ -40,9 +40,11 @@ pd.DataFrame({"version": versions}).rename_axis("package")
 #
 # ## What each figure reads, and how to re-run it
 #
-# A figure is a named grid. `uldp grid NAME --profile PROFILE` runs the runs of a grid that are not stored yet and
-# stores one JSON file per run (resumable: the same command continues an interrupted grid); the chapter then reads
-# them. The table counts the runs stored for each grid at each profile in this checkout.
+# A figure is a named grid: each of the paper's experiment figures,
+# {ref}`Figures 4 <paper-figure-4>` to {ref}`11 <paper-figure-11>`, is one (the page of the paper's numbered items names
+# the chapter that shows each). `uldp grid NAME --profile PROFILE` runs the runs of a grid that are not stored yet and
+# stores one JSON file per run (resumable: the same command continues an interrupted grid); the chapter then reads them.
+# The table counts the runs stored for each grid at each profile in this checkout.
 
 # %%
 rows = []

@@ -13,20 +13,21 @@
 # %% [markdown]
 # # Scorecard: the paper's claims, measured
 #
-# Every claim of the paper's results section (Section 5.2) about the privacy-utility experiments, the enhanced
-# weighting, user-level sub-sampling and the private weighting protocol's overhead, one row each, with what our runs
-# measured and a verdict: **holds**,
-# **partly** or **does not hold** (**not measured** when the runs it needs are not stored). The verdicts are computed
-# by `uldp.scorecard.scorecard` from the stored results; nothing in this table is typed by hand. The rules:
+# Every claim of the paper's results section ({ref}`Section 5.2 <paper-section-5-2>`) about the privacy-utility
+# experiments, the enhanced weighting, user-level sub-sampling and the private weighting protocol's overhead, one row
+# each, with what our runs measured and a verdict: **holds**, **partly** or **does not hold** (**not measured** when the
+# runs it needs are not stored). The verdicts are computed by `uldp.scorecard.scorecard` from the stored results;
+# nothing in this table is typed by hand. The rules:
 #
 # - a claim about several settings (the panels of a figure) holds when it holds in every setting, partly when in at
 #   least half, and does not hold otherwise;
 # - "final" is the mean over seeds at the last round; "converges faster" compares the mean utility over all rounds
 #   (the area under the curve);
 # - every size word has a stated threshold, printed below the table and repeated in its row;
-# - ULDP-NAIVE ran with the corrected, doubled noise ($2\sigma C\sqrt{|S|}$ per silo, for its true sensitivity
-#   $2|S|C$; the paper's Algorithm 1 adds half, see the baselines chapter), and its rows say so: its utility here is
-#   lower than the paper's algorithm would give at the same $\sigma$, while its $\epsilon$ is the one the paper states;
+# - ULDP-NAIVE ran with the corrected, doubled noise ($2\sigma C\sqrt{|S|}$ per silo, for its true sensitivity $2|S|C$;
+#   the paper's {ref}`Algorithm 1 <paper-algorithm-1>` adds half, see the baselines chapter), and its rows say so: its
+#   utility here is lower than the paper's algorithm would give at the same $\sigma$, while its $\epsilon$ is the one
+#   the paper states;
 # - the Creditcard results ran on the 5,412-row subset of the Kaggle file (the only one in the offline data), so their
 #   source reads "paper settings on the Creditcard subset", never "paper": the paper's federation, methods and
 #   hyperparameters, on fewer records per user (see "How this reproduction differs").

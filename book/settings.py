@@ -46,8 +46,8 @@ Markdown(f"""## Shared by all runs
 # %% [markdown]
 # ## The figures and their grids
 #
-# Each figure of the paper's Section 5 is one grid of `uldp.experiments` (run it with `uldp grid NAME --profile
-# paper`):
+# Each figure of the paper's {ref}`Section 5 <paper-section-5>` is one grid of `uldp.experiments` (run it with
+# `uldp grid NAME --profile paper`):
 
 # %%
 chapters.figures_table()
@@ -107,9 +107,9 @@ chapters.show_grid_settings("user_sampling", "paper")
 # ## Private weighting protocol runtime (Figure 10)
 #
 # HeartDisease and TcgaBrca, zipf, ULDP-AVG-w with the protocol-backed aggregation (`secure`). The paper's protocol
-# constants: precision $P = 10^{-10}$, $N_{max} = 2000$ records per user, 3072-bit keys. The artificial runtime
-# figure (Figure 11: a synthetic dataset of 10,000 records, a 16-parameter model, 20 users, 3 silos; parameter sizes
-# 16 to 107, users 10 to 40, silos 3 to 9) is not a grid of this book.
+# constants: precision $P = 10^{-10}$, $N_{max} = 2000$ records per user, 3072-bit keys. The artificial runtime figure
+# ({ref}`Figure 11 <paper-figure-11>`: a synthetic dataset of 10,000 records, a 16-parameter model, 20 users, 3 silos;
+# parameter sizes 16 to 107, users 10 to 40, silos 3 to 9) is not a grid of this book.
 
 # %%
 chapters.show_grid_settings("protocol_runtime", "paper")
@@ -146,15 +146,16 @@ chapters.datasets_table()
 #
 # ## Errata and traps in the paper
 #
-# - **Group privacy of RDP** (Lemma 6, used by Theorem 2): the correct statement (Mironov 2017, Proposition 2)
-#   is for a group of size $k = 2^c$: an order $\alpha \ge 2^{c+1} = 2k$ gives $(\alpha / 2^c, 3^c \rho)$-RDP.
-#   The paper writes $2^k$ and $3^k$. Only orders $\alpha \ge 2k$ are valid; the paper's Figure 2 values for
-#   $k = 32$ and $64$ were computed with orders below $2k$, and a valid computation gives larger numbers (the
-#   group-privacy chapter).
-# - **Algorithm 1**: the update is the local model minus the global one (the sign in the pseudo-code is a typo).
-# - **Algorithm 4**: the loop zeroes the weights of the users *not* sampled (the pseudo-code's loop variable is a
-#   typo).
-# - **Standard group privacy** (Lemma 5) needs a search over the input $\delta$; the library does it with a robust
-#   root finder over a wide grid of orders.
+# - **Group privacy of RDP** ({ref}`Lemma 6 <paper-lemma-6>`, used by {ref}`Theorem 2 <paper-theorem-2>`): the correct
+#   statement (Mironov 2017, Proposition 2) is for a group of size $k = 2^c$: an order $\alpha \ge 2^{c+1} = 2k$ gives
+#   $(\alpha / 2^c, 3^c \rho)$-RDP. The paper writes $2^k$ and $3^k$. Only orders $\alpha \ge 2k$ are valid; the paper's
+#   {ref}`Figure 2 <paper-figure-2>` values for $k = 32$ and $64$ were computed with orders below $2k$, and a valid
+#   computation gives larger numbers (the group-privacy chapter).
+# - **{ref}`Algorithm 1 <paper-algorithm-1>`**: the update is the local model minus the global one (the sign in the
+#   pseudo-code is a typo).
+# - **{ref}`Algorithm 4 <paper-algorithm-4>`**: the loop zeroes the weights of the users *not* sampled (the
+#   pseudo-code's loop variable is a typo).
+# - **Standard group privacy** ({ref}`Lemma 5 <paper-lemma-5>`) needs a search over the input $\delta$; the library does
+#   it with a robust root finder over a wide grid of orders.
 # - **ULDP-NAIVE's noise**: its true user-level sensitivity needs twice the noise the authors' code adds
 #   ($2\sigma C\sqrt{|S|}$ per silo); this book runs the corrected noise (the chapter "How this reproduction differs").

@@ -1,16 +1,16 @@
 # %% [markdown]
 # # Tighter accounting: PLD beside RDP
 #
-# Every epsilon of the paper comes from Rényi DP (RDP): the privacy loss is bounded through its moments, and the
-# moments are converted to $(\epsilon, \delta)$ by the paper's Lemma 2. The conversion loses some slack. A
-# *privacy-loss distribution* (PLD) accountant keeps the whole distribution of the privacy loss, discretised
+# Every epsilon of the paper comes from Rényi DP (RDP): the privacy loss is bounded through its moments, and the moments
+# are converted to $(\epsilon, \delta)$ by the paper's {ref}`Lemma 2 <paper-lemma-2>`. The conversion loses some slack.
+# A *privacy-loss distribution* (PLD) accountant keeps the whole distribution of the privacy loss, discretised
 # pessimistically, and reads $\epsilon$ off it: an upper bound within the discretisation step of the exact value
 # (`uldp.accounting.pld`, built on dp-accounting's PLD).
 #
-# For ULDP-GROUP-$k$ the gain is of another kind. The paper certifies a user through *group privacy* of the
-# record-level guarantee (Lemma 6 or Lemma 5, see the group-privacy chapter). A group of $k$ records under Poisson
-# sampling at rate $q$ is itself a mechanism that can be accounted directly: the number of the group's records in a
-# batch is $J \sim \mathrm{Binomial}(k, q)$, and one DP-SGD step is the mixture of Gaussians
+# For ULDP-GROUP-$k$ the gain is of another kind. The paper certifies a user through *group privacy* of the record-level
+# guarantee ({ref}`Lemma 6 <paper-lemma-6>` or {ref}`Lemma 5 <paper-lemma-5>`, see the group-privacy chapter). A group
+# of $k$ records under Poisson sampling at rate $q$ is itself a mechanism that can be accounted directly: the number of
+# the group's records in a batch is $J \sim \mathrm{Binomial}(k, q)$, and one DP-SGD step is the mixture of Gaussians
 # $\sum_j P(J = j)\, \mathcal{N}(j, \sigma^2)$ against $\mathcal{N}(0, \sigma^2)$ (Ganesh 2024). Its PLD needs no
 # group-privacy conversion at all.
 #
@@ -40,9 +40,9 @@ started = time.perf_counter()
 # %% [markdown]
 # ## Every paper setting: RDP beside PLD
 #
-# The user-level methods' guarantee depends only on $\sigma$, $T$, $q$ and $\delta$ (Theorems 1 and 3; ULDP-NAIVE
-# is a Gaussian of multiplier $\sigma$ per round like ULDP-SGD/AVG without sampling). Every distinct setting of the
-# paper's grids, read from `uldp.experiments`:
+# The user-level methods' guarantee depends only on $\sigma$, $T$, $q$ and $\delta$ ({ref}`Theorem 1 <paper-theorem-1>`
+# and {ref}`Theorem 3 <paper-theorem-3>`; ULDP-NAIVE is a Gaussian of multiplier $\sigma$ per round like ULDP-SGD/AVG
+# without sampling). Every distinct setting of the paper's grids, read from `uldp.experiments`:
 
 # %%
 settings = {}
@@ -69,13 +69,13 @@ user_level.round(3)
 # \delta)$ conversion, slightly larger with user sampling. The same runs, trained once, satisfy the smaller epsilon:
 # the accountant changes nothing about the training.
 #
-# ULDP-GROUP-$k$'s guarantee depends on the silos' sizes after its records are filtered (each silo's DP-SGD runs at
-# rate $B / n_s$ for $Q n_s / B$ steps a round), so it is accounted on the prepared federations of the paper's runs,
-# without training them (`accounted_results(..., accountant="pld")` re-accounts the stored paper runs).
-# The RDP column is what those runs report. Like Theorem 2, the mixture accountant takes the silo that costs most:
-# that covers a group whose records lie in one silo, and every placement of the group when the silos share their
-# rate and steps (a split is a vector of smaller norm, dominated by the aligned mixture); for silos of different
-# sizes no proof for split groups is given here (`uldp.accounting.pld`).
+# ULDP-GROUP-$k$'s guarantee depends on the silos' sizes after its records are filtered (each silo's DP-SGD runs at rate
+# $B / n_s$ for $Q n_s / B$ steps a round), so it is accounted on the prepared federations of the paper's runs, without
+# training them (`accounted_results(..., accountant="pld")` re-accounts the stored paper runs). The RDP column is what
+# those runs report. Like {ref}`Theorem 2 <paper-theorem-2>`, the mixture accountant takes the silo that costs most:
+# that covers a group whose records lie in one silo, and every placement of the group when the silos share their rate
+# and steps (a split is a vector of smaller norm, dominated by the aligned mixture); for silos of different sizes no
+# proof for split groups is given here (`uldp.accounting.pld`).
 
 # %%
 group_grids = {"heart_disease": ("ULDP-GROUP-8",)} if SMOKE else {
@@ -105,8 +105,8 @@ group_table.groupby("method")["PLD / RDP"].agg(["min", "max"]).round(3)
 # ## The group-privacy curve, recomputed
 #
 # The group-privacy chapter's run: $\sigma = 5$, record rate $q = 0.01$, $10^5$ steps, $\delta = 10^{-5}$. Beside its
-# two routes, RDP group privacy (valid orders) and $(\epsilon, \delta)$ group privacy (Lemma 5, exact solve), the
-# mixture accountant:
+# two routes, RDP group privacy (valid orders) and $(\epsilon, \delta)$ group privacy ({ref}`Lemma 5 <paper-lemma-5>`,
+# exact solve), the mixture accountant:
 
 # %%
 SIGMA, SAMPLE_RATE, ITERATIONS, DELTA = 5.0, 0.01, 100_000, 1e-5

@@ -13,14 +13,15 @@
 # %% [markdown]
 # # ULDP-AVG and ULDP-SGD
 #
-# The paper's proposal (Section 3.4, Algorithms 3 and 4): clip **per user and silo** instead of per silo. In silo
-# $s$, every user $u$ trains its own copy of the global model on its records there (ULDP-AVG: $Q$ local epochs;
-# ULDP-SGD: one gradient), clips the result to norm $C$ and weights it by $w_{s,u}$; the silo adds
-# $\mathcal{N}(0, \sigma^2 C^2 / |S|)$ and the server steps by $\eta_g / (q |U| |S|)$ times the sum. Because
-# $\sum_s w_{s,u} = 1$ for every user, one user moves the sum by at most $C$, wherever its records are, so the summed
-# noise $\sigma C$ gives noise multiplier $\sigma$ per round (Theorem 3). The weights are uniform $1/|S|$ or the
-# enhanced $w_{s,u} = n_{s,u} / N_u$ (Eq. (3), "-w"); with user-level Poisson sampling (Algorithm 4) the users *not*
-# sampled get weight 0 (the pseudo-code's loop variable is a typo, settings.md).
+# The paper's proposal ({ref}`Section 3.4 <paper-section-3-4>`, {ref}`Algorithm 3 <paper-algorithm-3>` and
+# {ref}`Algorithm 4 <paper-algorithm-4>`): clip **per user and silo** instead of per silo. In silo $s$, every user $u$
+# trains its own copy of the global model on its records there (ULDP-AVG: $Q$ local epochs; ULDP-SGD: one gradient),
+# clips the result to norm $C$ and weights it by $w_{s,u}$; the silo adds $\mathcal{N}(0, \sigma^2 C^2 / |S|)$ and the
+# server steps by $\eta_g / (q |U| |S|)$ times the sum. Because $\sum_s w_{s,u} = 1$ for every user, one user moves the
+# sum by at most $C$, wherever its records are, so the summed noise $\sigma C$ gives noise multiplier $\sigma$ per round
+# ({ref}`Theorem 3 <paper-theorem-3>`). The weights are uniform $1/|S|$ or the enhanced $w_{s,u} = n_{s,u} / N_u$
+# ({ref}`Eq. (3) <paper-equation-3>`, "-w"); with user-level Poisson sampling ({ref}`Algorithm 4 <paper-algorithm-4>`)
+# the users *not* sampled get weight 0 (the pseudo-code's loop variable is a typo, settings.md).
 
 # %% tags=["parameters"]
 profile = "default"
@@ -39,7 +40,8 @@ SCALE = {"smoke": {"users": 20, "rounds": 3, "epochs": 2}, "default": {"users": 
 # %% [markdown]
 # ## The silo side and the server side in the library
 #
-# `user_deltas` is Algorithm 3's silo loop (all users of a silo at once, see `uldp.training.per_user`); `round` is the server step; the weighted sum of enhanced-weight methods goes through
+# `user_deltas` is {ref}`Algorithm 3 <paper-algorithm-3>`'s silo loop (all users of a silo at once, see
+# `uldp.training.per_user`); `round` is the server step; the weighted sum of enhanced-weight methods goes through
 # `aggregate`, the hook that `uldp.secure` replaces with the private weighting protocol.
 #
 # The code: `UserLevelMethod.user_deltas`, `UserLevelMethod.round`, `enhanced_weights` and `aggregate` in
@@ -56,10 +58,10 @@ SCALE = {"smoke": {"users": 20, "rounds": 3, "epochs": 2}, "default": {"users": 
 # %% [markdown]
 # ## Sensitivity, checked numerically
 #
-# On random allocations with one heavy user (300 records spread over all silos), remove each of a few users and
-# measure how far the pre-noise aggregate $\sum_s \sum_u w_{s,u} \mathrm{clip}(\Delta_{s,u})$ moves, for uniform,
-# enhanced and random (Dirichlet) weights. Theorem 3 says at most $C$, and the heavy user nearly reaches it. For
-# comparison ULDP-NAIVE's sum is bounded only by $|S| C$ in the paper ($2|S|C$ in truth, see the baselines chapter),
+# On random allocations with one heavy user (300 records spread over all silos), remove each of a few users and measure
+# how far the pre-noise aggregate $\sum_s \sum_u w_{s,u} \mathrm{clip}(\Delta_{s,u})$ moves, for uniform, enhanced and
+# random (Dirichlet) weights. {ref}`Theorem 3 <paper-theorem-3>` says at most $C$, and the heavy user nearly reaches it.
+# For comparison ULDP-NAIVE's sum is bounded only by $|S| C$ in the paper ($2|S|C$ in truth, see the baselines chapter),
 # which its noise must cover even when, as here, a user moves it by less.
 
 # %%
@@ -86,14 +88,14 @@ for name in dict(rows):
 # %% [markdown]
 # ## Figure 3's intuition: the same user, two sensitivities
 #
-# The picture of the paper's Figure 3 in numbers. In ULDP-NAIVE one user can shift *every* silo's (clipped) delta,
-# each by up to $2C$ (from one side of the clipping ball to the other), so the noise must cover $2|S| C$: `uldp` adds
-# $\mathcal{N}(0, 4\sigma^2 C^2 |S|)$ per silo, a summed noise of std $2\sigma |S| C$ (the paper's ULDP-NAIVE,
-# Algorithm 1, adds half that, $\sigma |S| C$, for a sensitivity $|S| C$ that does not hold; see the baselines
-# chapter), on an update that averages $|S|$ silo deltas. In ULDP-AVG a user owns only its own slice $\sum_s w_{s,u}
-# \tilde\Delta_{s,u}$ of a sum over $|U|$ users, so the summed noise is $\sigma C$ on a sum of $|U|$ contributions.
-# Below: the std of the noise in the *server step* (what the global model actually receives) per unit of learning
-# rate, measured from the methods' own noise draws, against the size of the clean step.
+# The picture of the paper's {ref}`Figure 3 <paper-figure-3>` in numbers. In ULDP-NAIVE one user can shift *every*
+# silo's (clipped) delta, each by up to $2C$ (from one side of the clipping ball to the other), so the noise must cover
+# $2|S| C$: `uldp` adds $\mathcal{N}(0, 4\sigma^2 C^2 |S|)$ per silo, a summed noise of std $2\sigma |S| C$ (the paper's
+# ULDP-NAIVE, {ref}`Algorithm 1 <paper-algorithm-1>`, adds half that, $\sigma |S| C$, for a sensitivity $|S| C$ that
+# does not hold; see the baselines chapter), on an update that averages $|S|$ silo deltas. In ULDP-AVG a user owns only
+# its own slice $\sum_s w_{s,u} \tilde\Delta_{s,u}$ of a sum over $|U|$ users, so the summed noise is $\sigma C$ on a
+# sum of $|U|$ contributions. Below: the std of the noise in the *server step* (what the global model actually receives)
+# per unit of learning rate, measured from the methods' own noise draws, against the size of the clean step.
 
 # %%
 size = 20_000
@@ -131,6 +133,6 @@ chapters.compare_runs(
           f"({profile} profile)")
 
 # %% [markdown]
-# ULDP-SGD/AVG share Theorem 3's epsilon, equal to ULDP-NAIVE's at the same $\sigma$ (both are noise multiplier
-# $\sigma$ per round); user sampling with $q = 0.5$ lowers it (Lemma 4's amplification). The full-scale comparison
-# is in the HeartDisease experiment chapter.
+# ULDP-SGD/AVG share {ref}`Theorem 3 <paper-theorem-3>`'s epsilon, equal to ULDP-NAIVE's at the same $\sigma$ (both are
+# noise multiplier $\sigma$ per round); user sampling with $q = 0.5$ lowers it ({ref}`Lemma 4 <paper-lemma-4>`'s
+# amplification). The full-scale comparison is in the HeartDisease experiment chapter.

@@ -19,10 +19,10 @@
 # record-level guarantee has to be inflated (group privacy) and how well the user-level methods work
 # (ULDP-AVG's per-user clipping, ULDP-AVG-w's weights $n_{s,u} / N_u$).
 #
-# The paper does not ship user identities with its datasets: it *allocates* records to users and silos with a
-# uniform or a Zipf distribution (Section 5.1). This chapter shows the datasets, the allocations that
-# `uldp.data.allocation` produces, and the models of `uldp.models`. The details the paper leaves open
-# (settings.md, "Allocation details") are in the module's docstring; in short:
+# The paper does not ship user identities with its datasets: it *allocates* records to users and silos with a uniform or
+# a Zipf distribution ({ref}`Section 5.1 <paper-section-5-1>`). This chapter shows the datasets, the allocations that
+# `uldp.data.allocation` produces, and the models of `uldp.models`. The details the paper leaves open (settings.md,
+# "Allocation details") are in the module's docstring; in short:
 #
 # - **uniform**: each record's user and silo are uniformly random (balanced: every user gets $\lfloor n/|U|\rfloor$
 #   or $\lceil n/|U|\rceil$ records).

@@ -1,9 +1,10 @@
 # %% [markdown]
 # # The private weighting protocol
 #
-# ULDP-AVG-w weights user $u$'s clipped delta in silo $s$ by $w_{s,u} = n_{s,u} / N_u$, where $N_u = \sum_s n_{s,u}$
-# is the user's record count over all silos. No silo may learn another silo's counts, and the server may learn none.
-# The paper's Protocol 1 (Section 4) computes the weighted, noised sum anyway, combining three tools:
+# ULDP-AVG-w weights user $u$'s clipped delta in silo $s$ by $w_{s,u} = n_{s,u} / N_u$, where $N_u = \sum_s n_{s,u}$ is
+# the user's record count over all silos. No silo may learn another silo's counts, and the server may learn none. The
+# paper's {ref}`Protocol 1 <paper-protocol-1>` ({ref}`Section 4 <paper-section-4>`) computes the weighted, noised sum
+# anyway, combining three tools:
 #
 # - **multiplicative blinding**: the silos share random blinds $r_u \in \mathbb{Z}_n^*$ and the server only ever sees
 #   $B(N_u) = r_u N_u \bmod n$, uniform on $\mathbb{Z}_n^*$, which it can still invert;
@@ -13,8 +14,8 @@
 #   update from the server.
 #
 # $C_{\text{LCM}} = \operatorname{lcm}(1, \dots, N_{\max})$ makes $C_{\text{LCM}} / N_u$ an integer, so the decrypted
-# integer decodes exactly (Algorithm 5). Everything here runs the real protocol of `uldp.secure`: a `Server` and
-# `Silo` objects exchanging typed messages in their byte form.
+# integer decodes exactly ({ref}`Algorithm 5 <paper-algorithm-5>`). Everything here runs the real protocol of
+# `uldp.secure`: a `Server` and `Silo` objects exchanging typed messages in their byte form.
 
 # %% tags=["parameters"]
 profile = "default"
@@ -136,12 +137,13 @@ plt.show()
 # %% [markdown]
 # ## Correctness (Theorem 4)
 #
-# Theorem 4 states that the secure aggregate is within the precision $P$ of the plain one. With the fixed-point
-# resolution of Algorithm 5 equal to $P$, the rounding errors of the $|U|$ users and $|S|$ noise vectors add up to
-# $(|U| + |S|) P / 2$, not $P$; `uldp.secure` therefore encodes with a power-of-two resolution $2^{-f}$ chosen so that
-# $(|U| + |S|) 2^{-f} / 2 \le P$ (exact in floating point), and checks both conditions of the proof before anything is
-# sent: every $N_u \le N_{\max}$, and no wrap-around modulo $n$ (bounding the noise by a $2^{-128}$ Gaussian tail).
-# Random instances with negative values, unsampled users, users in one silo only and large counts:
+# {ref}`Theorem 4 <paper-theorem-4>` states that the secure aggregate is within the precision $P$ of the plain one. With
+# the fixed-point resolution of {ref}`Algorithm 5 <paper-algorithm-5>` equal to $P$, the rounding errors of the $|U|$
+# users and $|S|$ noise vectors add up to $(|U| + |S|) P / 2$, not $P$; `uldp.secure` therefore encodes with a
+# power-of-two resolution $2^{-f}$ chosen so that $(|U| + |S|) 2^{-f} / 2 \le P$ (exact in floating point), and checks
+# both conditions of the proof before anything is sent: every $N_u \le N_{\max}$, and no wrap-around modulo $n$
+# (bounding the noise by a $2^{-128}$ Gaussian tail). Random instances with negative values, unsampled users, users in
+# one silo only and large counts:
 
 # %%
 trials = 5 if SMOKE else 30

@@ -13,11 +13,11 @@
 # %% [markdown]
 # # Your own silos
 #
-# The rest of the book trains the paper's models on the paper's datasets. This chapter is for a reader with their
-# own: a network of hospitals, each holding a table of records tagged with raw patient ids, patients who visit
-# several hospitals, and a small PyTorch model to train under a **user-level** $(\epsilon, \delta)$ budget, so that
-# the guarantee covers *everything* about a patient at once, across all hospitals (Theorem 3), not one record or one
-# hospital at a time.
+# The rest of the book trains the paper's models on the paper's datasets. This chapter is for a reader with their own: a
+# network of hospitals, each holding a table of records tagged with raw patient ids, patients who visit several
+# hospitals, and a small PyTorch model to train under a **user-level** $(\epsilon, \delta)$ budget, so that the
+# guarantee covers *everything* about a patient at once, across all hospitals ({ref}`Theorem 3 <paper-theorem-3>`), not
+# one record or one hospital at a time.
 #
 # Two steps: train in this process with `uldp.fit` at a target $\epsilon$; then run the same federation on
 # [Flower](https://flower.ai) (`flwr` 1.41's Message API), each hospital reading only its own file, and check that
@@ -93,11 +93,12 @@ _ = uldp.flower.write_key_file(key_file)  # returns the key; never print it
 # %% [markdown]
 # ## Training in process, at a target epsilon
 #
-# This is the whole script a new user writes: read the files, pseudonymize the ids, describe the model, call
-# `uldp.fit` with a target $\epsilon$. Patient and hospital ids may be any hashable values (they are numbered in
-# sorted order); the loss is a standard torch loss; the method is ULDP-AVG-w (enhanced weights $w_{su} =
-# n_{su}/N_u$, Eq. (3)) with user sampling at rate $q$ (Algorithm 4); $\sigma$ is solved from $\epsilon$ by the RDP
-# accountant. Every random draw comes from `seed`, so the run is reproducible without touching torch's global seed.
+# This is the whole script a new user writes: read the files, pseudonymize the ids, describe the model, call `uldp.fit`
+# with a target $\epsilon$. Patient and hospital ids may be any hashable values (they are numbered in sorted order); the
+# loss is a standard torch loss; the method is ULDP-AVG-w (enhanced weights $w_{su} = n_{su}/N_u$,
+# {ref}`Eq. (3) <paper-equation-3>`) with user sampling at rate $q$ ({ref}`Algorithm 4 <paper-algorithm-4>`); $\sigma$
+# is solved from $\epsilon$ by the RDP accountant. Every random draw comes from `seed`, so the run is reproducible
+# without touching torch's global seed.
 
 # %%
 import numpy as np
@@ -161,13 +162,13 @@ except ValueError as error:
 # 2. every hospital opens the others' counts (the enhanced weights need $N_u = \sum_s n_{su}$), numbers the
 #    patients in sorted order of their pseudonyms and keeps $n_{su}$ in its node-local context state; the server
 #    checks that all agree on the number of patients;
-# 3. each round the server samples patients (Algorithm 4) and each hospital answers
-#    $\sum_u w_{su}\,\mathrm{clip}(\Delta_{su}) + z_s$ (Algorithm 3), its noise $z_s$ drawn from its own
-#    CSPRNG-seeded stream.
+# 3. each round the server samples patients ({ref}`Algorithm 4 <paper-algorithm-4>`) and each hospital answers
+#    $\sum_u w_{su}\,\mathrm{clip}(\Delta_{su}) + z_s$ ({ref}`Algorithm 3 <paper-algorithm-3>`), its noise $z_s$ drawn
+#    from its own CSPRNG-seeded stream.
 #
-# What this does **not** do: Protocol 1. Here each hospital learns how many records each pseudonym has at the other
-# hospitals (the server does not). When that must stay hidden too, use `uldp deploy` with `"secure": true`
-# ({doc}`deploying`).
+# What this does **not** do: {ref}`Protocol 1 <paper-protocol-1>`. Here each hospital learns how many records each
+# pseudonym has at the other hospitals (the server does not). When that must stay hidden too, use `uldp deploy` with
+# `"secure": true` ({doc}`deploying`).
 #
 # The hospital's side is the `load` function and one call:
 

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("build_book", ROOT / "tools" / "build_book.py")
@@ -58,3 +59,15 @@ def test_cells_are_folded_except_those_shown_and_the_default_parameters_are_remo
 def test_every_profile_has_a_banner_naming_it():
     for profile in build_book.PROFILES:
         assert f"{profile} profile" in build_book.PROFILE_BANNERS[profile]
+
+
+def test_only_a_partial_book_lets_links_to_pages_outside_it_go(tmp_path):
+    """A chapter built alone links to the page of the paper's items, which it lacks; the full book checks every
+    link (Sphinx's -W turns an undefined label into an error)."""
+    build_book.stage_config(tmp_path, "smoke", ["book/introduction", "book/baselines"])
+    partial = yaml.safe_load((tmp_path / "_config.yml").read_text())["sphinx"]["config"]
+    assert {"ref.ref", "ref.doc"} <= set(partial["suppress_warnings"])
+    assert yaml.safe_load((tmp_path / "_toc.yml").read_text())["root"] == "book/introduction"
+    build_book.stage_config(tmp_path, "smoke")
+    full = yaml.safe_load((tmp_path / "_config.yml").read_text())["sphinx"]["config"]
+    assert not {"ref.ref", "ref.doc"} & set(full.get("suppress_warnings", []))

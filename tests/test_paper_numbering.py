@@ -257,20 +257,32 @@ def _expand(items: str) -> list[tuple[str, str]]:
     return found
 
 
+#: A link to the book's page of the paper's items, read as its text: {ref}`Lemma 3 <paper-lemma-3>` -> Lemma 3.
+LINK = re.compile(r"\{ref\}`([^`<]*?)\s*<paper-[^>]+>`")
+#: What joins the items of a list that names the kind for each item: "Lemma 1, Lemma 3 and Lemma 6".
+LIST_JOIN = re.compile(r"[\s#]*(?:,|,?[\s#]*(?:and|or))[\s#]*")
+
+
 def citations() -> list[Citation]:
-    """Every citation of the paper's numbered items in uldp/**/*.py and book/*.py."""
+    """Every citation of the paper's numbered items in uldp/**/*.py and book/*.py (a link counts as its text)."""
     found = []
     for path in sorted([*ROOT.glob("uldp/**/*.py"), *ROOT.glob("book/*.py")]):
-        text = path.read_text()
-        for match in CITATION.finditer(text):
-            if EXTERNAL.search(_clause(text, match.start(), match.end())):
-                continue
+        text = LINK.sub(r"\1", path.read_text())
+        matches = [match for match in CITATION.finditer(text)
+                   if not EXTERNAL.search(_clause(text, match.start(), match.end()))]
+        for index, match in enumerate(matches):
             line = text.count("\n", 0, match.start()) + 1
             sentence = _sentence(text, match.start(), match.end())
             numbers = _expand(match["items"])
+            neighbours = [(matches[i], first, second) for i, first, second in
+                          ((index - 1, index - 1, index), (index + 1, index, index + 1)) if 0 <= i < len(matches)]
+            listed = len(numbers) > 1 or any(
+                KINDS[other["kind"]] == KINDS[match["kind"]]
+                and LIST_JOIN.fullmatch(text, matches[first].end(), matches[second].start())
+                for other, first, second in neighbours)
             for number, sub in numbers:  # a list or range of items is only checked to exist
                 found.append(Citation(str(path.relative_to(ROOT)), line, KINDS[match["kind"]], number, sub,
-                                      sentence if len(numbers) == 1 else ""))
+                                      "" if listed else sentence))
     return found
 
 

@@ -12,7 +12,7 @@ export ULDP_DATA_DIR := $(abspath ../shared/data)
 endif
 endif
 
-.PHONY: setup lab-setup lab test pytest chapters book clean
+.PHONY: setup lab-setup lab lint test pytest chapters book clean
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml setup.py uldp/secure/_comb.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,9 +41,13 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: lab-setup
 	$(PY) -m jupyter lab --ServerApp.root_dir=$(CURDIR) $(ROOT_FLAG) $(LAB_ARGS) $(CHAPTER)
 
-# Lint first (pyflakes' checks: unused or undefined names, redefinitions), then the tests.
-pytest: setup
-	$(PY) -m ruff check --select F uldp tests book tools benchmarks
+# Lint: ruff with the rule set of pyproject.toml's [tool.ruff], then mypy on the files of its [tool.mypy].
+lint: setup
+	$(PY) -m ruff check uldp tests book tools benchmarks
+	$(PY) -m mypy
+
+# Lint first, then the tests.
+pytest: lint
 	$(PY) -m pytest
 
 # Execute every chapter of _toc.yml at the smoke profile with papermill, then build the book with -W.

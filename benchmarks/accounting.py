@@ -22,10 +22,16 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable
+from functools import partial
+from typing import Any
 
-from uldp.accounting import epsilon_for_method, group_privacy_table, mixture_group_curve
-from uldp.accounting import pld as pld_module
-from uldp.accounting import rdp as rdp_module
+from uldp.accounting import (
+    epsilon_for_method,
+    group_privacy_table,
+    mixture_group_curve,
+    pld as pld_module,
+    rdp as rdp_module,
+)
 
 
 def clear_caches() -> None:
@@ -74,6 +80,12 @@ def heart_disease_group_arguments() -> dict | None:
     return method.accounting_arguments(prepared)
 
 
+def paper_run(method: str, rounds: int, arguments: dict, accountant: str, every_round: bool = False) -> None:
+    """Account one paper run: its final epsilon, or (every_round) its epsilon after each of its rounds."""
+    for t in range(1 if every_round else rounds, rounds + 1):
+        epsilon_for_method(method, sigma=5.0, rounds=t, delta=1e-5, accountant=accountant, **arguments)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="repetitions of each measurement (default 3)")
@@ -87,23 +99,16 @@ def main() -> int:
     else:
         runs["ULDP-GROUP-8, HeartDisease (T=50, |U|=50, zipf)"] = ("ULDP-GROUP-8", 50, group)
 
-    for name, (method, rounds, arguments) in runs.items():
-        def final(accountant: str) -> None:
-            epsilon_for_method(method, sigma=5.0, rounds=rounds, delta=1e-5, accountant=accountant, **arguments)
-
+    for name, run in runs.items():
         report(f"one paper run, final epsilon: {name}",
-               {acc: timed(lambda acc=acc: final(acc), args.repeats) for acc in ("rdp", "pld")}, goal=1.0)
+               {acc: timed(partial(paper_run, *run, acc), args.repeats) for acc in ("rdp", "pld")}, goal=1.0)
 
-    for name, (method, rounds, arguments) in runs.items():
-        def every_round(accountant: str) -> None:
-            for t in range(1, rounds + 1):
-                epsilon_for_method(method, sigma=5.0, rounds=t, delta=1e-5, accountant=accountant, **arguments)
-
-        report(f"one paper run, epsilon after every round ({rounds} rounds): {name}",
-               {acc: timed(lambda acc=acc: every_round(acc), 1, warm=False) for acc in ("rdp", "pld")})
+    for name, run in runs.items():
+        report(f"one paper run, epsilon after every round ({run[1]} rounds): {name}",
+               {acc: timed(partial(paper_run, *run, acc, every_round=True), 1, warm=False) for acc in ("rdp", "pld")})
 
     ks = [1, 2, 4, 8, 16, 32, 64]
-    figure2 = {"sigma": 5.0, "q": 0.01, "steps": 100_000, "delta": 1e-5, "ks": ks}
+    figure2: dict[str, Any] = {"sigma": 5.0, "q": 0.01, "steps": 100_000, "delta": 1e-5, "ks": ks}
     report("the group curve (k = 1 ... 64): RDP and (epsilon, delta) routes as 'rdp', the mixture as 'pld'",
            {"rdp": timed(lambda: group_privacy_table(**figure2), args.repeats),
             "pld": timed(lambda: mixture_group_curve(**figure2), args.repeats)}, goal=10.0)

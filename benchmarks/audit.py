@@ -15,6 +15,7 @@ import argparse
 import os
 import time
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,8 +24,11 @@ from uldp.audit.jobs import CRAFTED_HP
 from uldp.audit.natural import NaturalSetting, natural_scores
 from uldp.methods import make_method
 
+if TYPE_CHECKING:
+    from uldp.methods import Method
 
-def crafted_runs_per_minute(method: object, setting: CraftedSetting, runs: int, chunk: int) -> float:
+
+def crafted_runs_per_minute(method: Method, setting: CraftedSetting, runs: int, chunk: int) -> float:
     """Runs per minute of ``runs`` crafted runs simulated ``chunk`` at a time."""
     included = np.random.default_rng(0).random((runs, 1)) < 0.5
     start = time.perf_counter()

@@ -26,7 +26,7 @@ from uldp.secure import fast
 
 def chunk_times(functions: dict, rounds: int) -> dict[str, list[float]]:
     """Seconds of each call, the functions taking turns ``rounds`` times."""
-    times = {name: [] for name in functions}
+    times: dict[str, list[float]] = {name: [] for name in functions}
     for _ in range(rounds):
         for name, function in functions.items():
             start = time.perf_counter()

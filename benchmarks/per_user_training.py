@@ -86,7 +86,7 @@ def measure(dataset: str, n_users: int, per_user: int, repeats: int, peak: float
         variant.train()
         fast[name], _ = best_time(lambda v=variant, f=loss: train_users(v, params, x, y, groups, loss_fn=f, **kwargs),
                                   repeats)
-    best_variant = min(fast, key=fast.get)
+    best_variant = min(fast, key=fast.__getitem__)
     # equality of the library's path (what the simulation runs): dropout off, identical mini-batches.
     # The im2col variant agrees exactly in float64 but accumulates more float32 error (shown, not required).
     model.eval()

@@ -30,7 +30,8 @@ def make_inputs(rng, *, n_silos, n_users, dim, clip=0.1, sigma=5.0, full_dim=Non
     """Counts, clipped deltas (norm C, coordinates ~ C / sqrt(full_dim)) and per-silo noise N(0, sigma^2 C^2 / |S|)."""
     counts = rng.integers(1, 2000 // n_silos, size=(n_silos, n_users))
     directions = rng.normal(size=(n_silos, n_users, full_dim or dim))[..., :dim]
-    deltas = clip * directions / np.linalg.norm(rng.normal(size=(n_silos, n_users, full_dim or dim)), axis=2, keepdims=True)
+    lengths = np.linalg.norm(rng.normal(size=(n_silos, n_users, full_dim or dim)), axis=2, keepdims=True)
+    deltas = clip * directions / lengths
     deltas = np.clip(deltas, -clip, clip)
     noise = rng.normal(scale=sigma * clip / np.sqrt(n_silos), size=(n_silos, dim))
     return counts, deltas, noise
@@ -66,11 +67,13 @@ def naive_round(session, weights, deltas, noise):
                 acc = term if acc is None else acc + term
             outputs.append(acc + total)
         per_silo.append(time.perf_counter() - start)
-        sums = outputs if sums is None else [a + b for a, b in zip(sums, outputs)]
+        sums = outputs if sums is None else [a + b for a, b in zip(sums, outputs, strict=True)]
+    assert sums is not None  # at least one silo
     start = time.perf_counter()
     private_key = session.server._private_key
     result = np.array([
-        encoding.decode(private_key.raw_decrypt(c.ciphertext(be_secure=False)), resolution_bits=bits, c_lcm=c_lcm, modulus=n)
+        encoding.decode(private_key.raw_decrypt(c.ciphertext(be_secure=False)), resolution_bits=bits, c_lcm=c_lcm,
+                        modulus=n)
         for c in sums
     ])
     return result, per_silo, time.perf_counter() - start
@@ -125,8 +128,10 @@ def artificial(args, rng):
         weights = session.server.start_round(1, np.ones(n_users, bool))
         ours_runs.append(timed(ours_round, session, weights, deltas, noise))
     weights = session.server.start_round(1, np.ones(n_users, bool))  # fresh round state for the naive run
-    (naive, naive_silos, naive_agg), naive_s, naive_cpu, naive_load = timed(naive_round, session, weights, deltas, noise)
-    (ours, ours_silos, ours_agg), ours_s, ours_cpu, ours_load = sorted(ours_runs, key=lambda run: run[1])[len(ours_runs) // 2]
+    (naive, naive_silos, naive_agg), naive_s, naive_cpu, naive_load = timed(naive_round, session, weights, deltas,
+                                                                            noise)
+    median_run = sorted(ours_runs, key=lambda run: run[1])[len(ours_runs) // 2]
+    (ours, ours_silos, ours_agg), ours_s, ours_cpu, ours_load = median_run
     totals = counts.sum(axis=0)
     plain = np.einsum("su,sud->d", counts / totals, deltas) + noise.sum(axis=0)
     return {
@@ -223,14 +228,17 @@ def main() -> int:
     rng = np.random.default_rng(2024)
     print(f"load average at start: {os.getloadavg()} on {os.cpu_count()} CPUs; processes for ours: {args.processes}")
     part1 = artificial(args, rng)
-    print(f"artificial default ({part1['parameters']} parameters, {part1['users']} users, {part1['silos']} silos, 3072-bit):")
+    print(f"artificial default ({part1['parameters']} parameters, {part1['users']} users, {part1['silos']} silos, "
+          "3072-bit):")
     print(f"  straightforward phe: {part1['naive_s']:8.2f} s wall, {part1['naive_cpu_s']:6.2f} s CPU   "
           f"(slowest silo {part1['naive_silo_max_s']:.2f} s; load {part1['load_naive']:.2f})")
     print(f"  uldp.secure        : {part1['ours_s']:8.2f} s wall, {part1['ours_cpu_s']:6.2f} s CPU   "
-          f"(slowest silo {part1['ours_silo_max_s']:.2f} s; median of {', '.join(f'{t:.2f}' for t in part1['ours_runs_s'])}"
+          f"(slowest silo {part1['ours_silo_max_s']:.2f} s; "
+          f"median of {', '.join(f'{t:.2f}' for t in part1['ours_runs_s'])}"
           f"; load {part1['load_ours']:.2f})")
-    print(f"  speedup {part1['speedup']:.1f}x wall ({part1['speedup_cpu']:.1f}x CPU), {part1['speedup_per_silo']:.1f}x per "
-          f"silo; decoded results equal: {part1['equal']}; max |secure - plain| = {part1['max_abs_error_vs_plain']:.2e}")
+    print(f"  speedup {part1['speedup']:.1f}x wall ({part1['speedup_cpu']:.1f}x CPU), "
+          f"{part1['speedup_per_silo']:.1f}x per silo; decoded results equal: {part1['equal']}; "
+          f"max |secure - plain| = {part1['max_abs_error_vs_plain']:.2e}")
     summary = {
         "speedup": part1["speedup"], "equal": part1["equal"], "speedup_cpu": part1["speedup_cpu"],
         "speedup_per_silo": part1["speedup_per_silo"], "naive_s": part1["naive_s"], "ours_s": part1["ours_s"],
@@ -238,10 +246,12 @@ def main() -> int:
     }
     if not args.skip_mnist:
         part2 = mnist_slice(args, rng)
-        print(f"MNIST CNN silo round ({part2['parameters']} parameters, {part2['users']} users, {part2['silos']} silos), "
-              f"measured on {' and '.join(map(str, part2['slice_users']))} users (exponents of {part2['exponent_bits']} bits, plan "
+        print(f"MNIST CNN silo round ({part2['parameters']} parameters, {part2['users']} users, "
+              f"{part2['silos']} silos), measured on {' and '.join(map(str, part2['slice_users']))} users "
+              f"(exponents of {part2['exponent_bits']} bits, plan "
               f"{part2['plan'][0]} w={part2['plan'][1]}; load {', '.join(f'{x:.2f}' for x in part2['load'])}):")
-        print(f"  per user: weighted sum {part2['weighting_per_user_s']:.3f} s wall ({part2['weighting_per_user_cpu_s']:.3f} s "
+        print(f"  per user: weighted sum {part2['weighting_per_user_s']:.3f} s wall "
+              f"({part2['weighting_per_user_cpu_s']:.3f} s "
               f"CPU), shared power {part2['share_per_user_s']:.3f} s; per-call work {part2['per_call_work_s']:.2f} s")
         print(f"  EXTRAPOLATED silo round: {part2['silo_round_extrapolated_s']:.1f} s wall "
               f"({part2['silo_round_extrapolated_cpu_s']:.1f} s CPU); server product + CRT decryption of "

@@ -130,7 +130,7 @@ plt.show()
 # %%
 reference = 4.0 if 4.0 in claims else claims[-1]
 fig, ax = plt.subplots(figsize=(6, 4.5))
-for label in labels + ["DEFAULT"]:
+for label in [*labels, "DEFAULT"]:
     part = crafted[(crafted.label == label) & ((crafted.epsilon == reference) | crafted.claim.isna())]
     if len(part) == 0:
         part = default

@@ -97,7 +97,7 @@ for seed in range(5):
     params = torch.zeros(4)
     full = naive.silo_deltas(params, fed, np.random.SeedSequence(seed))
     without = naive.silo_deltas(params, fed.without_user(0), np.random.SeedSequence(seed))
-    changes.append([float((a - b).norm()) for a, b in zip(full, without)])
+    changes.append([float((a - b).norm()) for a, b in zip(full, without, strict=True)])
 changes = np.array(changes)
 print(f"per-silo change / C: max {changes.max() / hp.clip:.3f}; sum over silos / (|S| C): "
       f"max {changes.sum(1).max() / (4 * hp.clip):.3f}")

@@ -156,11 +156,11 @@ def deploy(data: dict, workdir: Path) -> tuple[dict, float]:
     port, common = free_port(), ["--config", str(path), "--json", "--quiet"]
     command = [sys.executable, "-m", "uldp.deploy.cli"]
     start = time.perf_counter()
-    server = subprocess.Popen(command + ["server", "--address", f"127.0.0.1:{port}", "--join-timeout", "300",
-                                         "--checkpoint", str(workdir / "model.ckpt"), *common],
+    server = subprocess.Popen([*command, "server", "--address", f"127.0.0.1:{port}", "--join-timeout", "300",
+                               "--checkpoint", str(workdir / "model.ckpt"), *common],
                               stdout=subprocess.PIPE, text=True)
-    silos = [subprocess.Popen(command + ["silo", "--silo-id", str(s), "--server", f"127.0.0.1:{port}",
-                                         "--max-wait", "300", *common], stdout=subprocess.DEVNULL)
+    silos = [subprocess.Popen([*command, "silo", "--silo-id", str(s), "--server", f"127.0.0.1:{port}",
+                               "--max-wait", "300", *common], stdout=subprocess.DEVNULL)
              for s in range(config.run.n_silos)]
     output, _ = server.communicate(timeout=3600)
     for silo in silos:
@@ -241,10 +241,10 @@ for insecure in (False, True):
 deployed_rounds = np.array([record["seconds"] for record in deployed["history"]])
 transport = np.array([record["stages"]["silos"] - record["stages"]["silo_compute"] for record in deployed["history"]])
 local_rounds = np.array(local.seconds)
-for index, (d, t, l) in enumerate(zip(deployed_rounds, transport, local_rounds), start=1):
+for index, (d, t, here) in enumerate(zip(deployed_rounds, transport, local_rounds, strict=True), start=1):
     note = " (in-process: with the protocol setup)" if index == 1 else ""
-    print(f"round {index}: deployed {d:7.3f} s (transport {t * 1000:5.0f} ms)   in-process {l:7.3f} s   "
-          f"difference {d - l:+.3f} s{note}")
+    print(f"round {index}: deployed {d:7.3f} s (transport {t * 1000:5.0f} ms)   in-process {here:7.3f} s   "
+          f"difference {d - here:+.3f} s{note}")
 print(f"median transport per round: {np.median(transport) * 1000:.0f} ms "
       f"({np.median(transport / deployed_rounds):.1%} of a deployed round)")
 overhead = float(np.median(deployed_rounds[1:] - local_rounds[1:]))

@@ -84,7 +84,7 @@ group_grids = {"heart_disease": ("ULDP-GROUP-8",)} if SMOKE else {
 group_rows = []
 for grid, methods in group_grids.items():
     accounted = {acc: accounted_results(grid, methods=methods, accountant=acc) for acc in ("rdp", "pld")}
-    for by_rdp, by_pld in zip(accounted["rdp"].runs, accounted["pld"].runs):
+    for by_rdp, by_pld in zip(accounted["rdp"].runs, accounted["pld"].runs, strict=True):
         rdp, pld = by_rdp["result"]["epsilon"][0], by_pld["result"]["epsilon"][0]
         group_rows.append({"dataset": grid, "setting": by_rdp["panel"], "method": by_rdp["series"],
                            "epsilon RDP": rdp, "epsilon PLD (mixture)": pld, "PLD / RDP": pld / rdp})

@@ -226,9 +226,9 @@ published = pd.DataFrame([
 ])
 parts = ["paillier keygen", "key exchange", "blinded histogram", "encrypted weights", "weighting per silo", "aggregation"]
 fig, axes = plt.subplots(1, 3, figsize=(14, 3.8), sharey=True)
-for ax, axis in zip(axes, axes_grid):
+for ax, axis in zip(axes, axes_grid, strict=True):
     ours = runtime[runtime.axis == axis]
-    for part, color in zip(parts, plt.cm.tab10.colors):
+    for part, color in zip(parts, plt.cm.tab10.colors, strict=False):
         ax.plot(ours.value, ours[part], "o-", color=color, label=f"{part} (ours)")
     theirs = published[published.axis == axis]
     for part, color in [("training per silo", "black"), ("aggregation", plt.cm.tab10.colors[5]),
@@ -242,10 +242,10 @@ for ax, axis in zip(axes, axes_grid):
 axes[0].set_ylabel("seconds")
 handles, labels = axes[0].get_legend_handles_labels()
 for ax in axes[1:]:
-    for h, l in zip(*ax.get_legend_handles_labels()):
-        if l not in labels:
-            handles.append(h)
-            labels.append(l)
+    for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+        if label not in labels:
+            handles.append(handle)
+            labels.append(label)
 fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, bbox_to_anchor=(0.5, -0.2))
 plt.tight_layout()
 plt.show()
@@ -298,7 +298,8 @@ for dataset in ("heart_disease", "tcga_brca"):
             "paillier keygen": setup["paillier_keygen"], "key exchange": setup["key_exchange"],
             "blinded histogram": setup["blinded_histogram"],
             "local training per silo": np.mean([(total - spent) / n_silos
-                                                for total, spent in zip(medical.seconds, protocol_seconds)]),
+                                                for total, spent in zip(medical.seconds, protocol_seconds,
+                                                                        strict=True)]),
             "encrypted weighting per silo": np.mean([parts["silo_weighting"] / n_silos for parts in rounds]),
             "encrypt weights (server)": np.mean([parts["encrypt_weights"] for parts in rounds]),
             "aggregation": np.mean([parts["aggregation"] for parts in rounds]),
@@ -310,7 +311,8 @@ print(f"{medical_keys}-bit keys, N_max = {medical_n_max}, Q = {medical_epochs}, 
 medical_runtime.round(3)
 
 # %%
-labels = [f"{'Heart' if d == 'heart_disease' else 'Tcga'} {u}" for d, u in zip(medical_runtime.dataset, medical_runtime.users)]
+labels = [f"{'Heart' if d == 'heart_disease' else 'Tcga'} {u}"
+          for d, u in zip(medical_runtime.dataset, medical_runtime.users, strict=True)]
 fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.8))
 x = np.arange(len(labels))
 left.bar(x, medical_runtime["local training per silo"], color="tab:gray", label="local training")

@@ -60,7 +60,7 @@ def make_visits(n_patients: int, rng: np.random.Generator, first_id: int) -> pd.
             measures = rng.normal(size=len(FEATURES)) + 0.8 * risk * np.array([1, 1, 0.5, 0.5, 1, 0])
             outcome = int(measures[0] + measures[1] + measures[4] + rng.normal() > 0)
             rows.append({"patient_id": f"MRN-{number:06d}", "hospital": rng.choice(hospitals),
-                         **dict(zip(FEATURES, measures.round(3))), "outcome": outcome})
+                         **dict(zip(FEATURES, measures.round(3), strict=True)), "outcome": outcome})
     return pd.DataFrame(rows)
 
 
@@ -126,7 +126,7 @@ trained, history = uldp.fit(
 # %%
 rounds = history.column("round")
 fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
-for axis, name in zip(axes, ("loss", "accuracy", "epsilon")):
+for axis, name in zip(axes, ("loss", "accuracy", "epsilon"), strict=True):
     axis.plot(rounds, history.column(name), marker="o")
     axis.set_xlabel("round")
     axis.set_title(name)

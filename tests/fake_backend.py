@@ -61,6 +61,7 @@ def interrupting(params: Mapping[str, Any], checkpoint: str | None = None) -> di
 def resumed(params: Mapping[str, Any], checkpoint: str | None = None) -> dict:
     """Like :func:`execute`, as a run resumed from ``checkpoint`` after 100 s of earlier rounds: the file must
     exist (a test puts it there) and the result names it."""
+    assert checkpoint is not None, "a resumed run needs its checkpoint"
     with open(checkpoint, encoding="utf-8"):
         pass
     return {**execute(params), "info": {"resumed_seconds": 100.0, "checkpoint": checkpoint,
@@ -70,6 +71,7 @@ def resumed(params: Mapping[str, Any], checkpoint: str | None = None) -> dict:
 def slow(params: Mapping[str, Any], checkpoint: str | None = None) -> dict:
     """Like :func:`execute`, after two minutes of saving ``checkpoint`` over and over (atomically, as the simulation
     does), so that a signal finds the run in the middle of a write."""
+    assert checkpoint is not None, "a slow run saves a checkpoint"
     _log("started")
     deadline = time.monotonic() + 120.0
     while time.monotonic() < deadline:
@@ -98,7 +100,8 @@ def paper_like(params: Mapping[str, Any], *, swap: tuple[str, str] | None = None
     if dataset == "mnist" and method == "ULDP-AVG" and params["distribution"] == "zipf-noniid":
         final -= 0.04 if params["n_users"] < 1000 else 0.01
     if method in ("ULDP-AVG", "ULDP-AVG-w"):  # weighting: AVG-w's gain grows with silos and skew
-        final -= 0.0 if method == "ULDP-AVG-w" else 0.001 * params["n_silos"] * (2 if params["distribution"] == "zipf" else 1)
+        skew = 2 if params["distribution"] == "zipf" else 1
+        final -= 0.0 if method == "ULDP-AVG-w" else 0.001 * params["n_silos"] * skew
     q = params.get("q", 1.0)
     final -= (1 - q) * (0.02 if dataset == "creditcard" else 0.005)
     final += 0.001 * params["seed"]

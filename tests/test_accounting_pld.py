@@ -8,8 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from scipy import optimize, stats
 
 from uldp.accounting import (
@@ -109,7 +108,7 @@ def integrated_epsilon(*, sigma: float, k: int, q: float, steps: int, delta: flo
         joint.append((mass, loss))
 
     def gap(eps: float) -> float:
-        return max(float(np.sum(m * np.maximum(0.0, 1.0 - np.exp(eps - l)))) for m, l in joint) - delta
+        return max(float(np.sum(m * np.maximum(0.0, 1.0 - np.exp(eps - loss)))) for m, loss in joint) - delta
 
     return optimize.brentq(gap, 1e-6, 50.0, xtol=1e-10)
 

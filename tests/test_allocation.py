@@ -9,8 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from uldp.data import allocate, load
 from uldp.data.allocation import labels_per_user, summary, zipf_weights
@@ -119,12 +118,14 @@ def test_zipf_weights_match_closed_form():
 )
 def test_noniid_users_hold_at_most_n_labels(n_users, n_labels, n_classes, seed):
     data = toy(800, n_classes=n_classes, seed=seed)
-    if n_users * min(n_labels, n_classes) < len(np.unique(data.labels)):
+    labels = data.labels
+    assert labels is not None
+    if n_users * min(n_labels, n_classes) < len(np.unique(labels)):
         with pytest.raises(ValueError, match="cannot cover"):
             allocate(data, n_users=n_users, n_silos=3, scheme="zipf-noniid", n_labels=n_labels, seed=seed)
         return
     allocation = allocate(data, n_users=n_users, n_silos=3, scheme="zipf-noniid", n_labels=n_labels, seed=seed)
-    held = labels_per_user(allocation, data.labels)
+    held = labels_per_user(allocation, labels)
     assert held.max() <= n_labels
     assert allocation.counts.sum() == 800 and allocation.user.max() < n_users
 
@@ -132,9 +133,11 @@ def test_noniid_users_hold_at_most_n_labels(n_users, n_labels, n_classes, seed):
 def test_noniid_labels_counted_independently():
     data = toy(1000)
     allocation = allocate(data, n_users=50, n_silos=5, scheme="zipf-noniid", n_labels=2, seed=0)
+    labels = data.labels
+    assert labels is not None
     for u in range(50):
-        assert len(set(data.labels[allocation.user == u].tolist())) == labels_per_user(allocation, data.labels)[u]
-        assert len(set(data.labels[allocation.user == u].tolist())) <= 2
+        assert len(set(labels[allocation.user == u].tolist())) == labels_per_user(allocation, labels)[u]
+        assert len(set(labels[allocation.user == u].tolist())) <= 2
 
 
 def test_noniid_keeps_zipf_sizes_roughly():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -19,8 +20,13 @@ from uldp.audit.estimators import many_run_bound
 from uldp.methods import Hyperparameters, UserLevelMethod, make_method
 from uldp.training.dpsgd import dpsgd_schedule
 
+if TYPE_CHECKING:
+    from uldp.methods import Method
+
 DELTA = 1e-5
-HP = Hyperparameters(global_lr=1.0, local_lr=0.1, local_epochs=1, batch_size=16, clip=1.0, sigma=1.0, delta=DELTA)
+LOCAL_LR, LOCAL_EPOCHS, CLIP = 0.1, 1, 1.0
+HP = Hyperparameters(global_lr=1.0, local_lr=LOCAL_LR, local_epochs=LOCAL_EPOCHS, batch_size=16, clip=CLIP, sigma=1.0,
+                     delta=DELTA)
 #: Nine silos, the canary in all of them: a wrong noise calibration by sqrt(|S|) is a factor 3 in the leakage.
 POWER = CraftedSetting(n_silos=9, canary_silos=9, background_users=4, rounds=3)
 CLAIM = 2.0
@@ -32,6 +38,7 @@ class NoiseOverSilos(UserLevelMethod):
     ``sigma C / sqrt(|S|)``, as when only one silo adds its share)."""
 
     def noise_std(self, n_silos: int) -> float:
+        assert self.hp.sigma is not None and self.hp.clip is not None
         return self.hp.sigma * self.hp.clip / n_silos
 
 
@@ -42,6 +49,7 @@ class UnclippedUsers(UserLevelMethod):
     claimed_clip: float = 1.0
 
     def noise_std(self, n_silos: int) -> float:
+        assert self.hp.sigma is not None
         return self.hp.sigma * self.claimed_clip / math.sqrt(n_silos)
 
 
@@ -53,13 +61,13 @@ class WeightsSumToSilos(UserLevelMethod):
         return np.ones(counts.shape) * np.asarray(sampled, dtype=float)[None, :]
 
 
-def calibrated(name: str, setting: CraftedSetting, epsilon: float = CLAIM, claim: str = "user") -> object:
+def calibrated(name: str, setting: CraftedSetting, epsilon: float = CLAIM, claim: str = "user") -> Method:
     sigma = calibrate_sigma(name, HP, audit_federation(setting, 1, 0), rounds=setting.rounds, epsilon=epsilon,
                             claim=claim)
     return make_method(name, replace(HP, sigma=sigma))
 
 
-def audit(method: object, setting: CraftedSetting, runs: int = 10_000, seed: int = 1) -> float:
+def audit(method: Method, setting: CraftedSetting, runs: int = 10_000, seed: int = 1) -> float:
     included = np.random.default_rng(seed).random((runs, 1)) < 0.5
     scores, _ = crafted_scores(method, setting, included, seed=seed)
     return many_run_bound(scores[included], scores[~included], delta=DELTA).epsilon
@@ -110,8 +118,8 @@ def test_dpsgd_scores_follow_the_schedule_in_closed_form() -> None:
     mean, variance = 0.0, 0.0
     for silo in range(setting.n_silos):
         n = int(federation.counts[silo].sum())
-        schedule = dpsgd_schedule(n, batch_size=HP.batch_size, epochs=HP.local_epochs)
-        factor = HP.local_lr / max(1, round(schedule.sample_rate * n)) / setting.n_silos
+        schedule = dpsgd_schedule(n, batch_size=HP.batch_size, epochs=LOCAL_EPOCHS)
+        factor = LOCAL_LR / max(1, round(schedule.sample_rate * n)) / setting.n_silos
         kept = federation.counts[silo, -1]
         mean += factor * kept * schedule.steps * schedule.sample_rate
         variance += factor**2 * (kept * schedule.steps * schedule.sample_rate * (1 - schedule.sample_rate)
@@ -126,13 +134,12 @@ def test_correct_methods_stay_below_their_claim(name: str) -> None:
 
 
 @pytest.mark.parametrize("variant", [NoiseOverSilos, UnclippedUsers, WeightsSumToSilos])
-def test_every_broken_variant_is_caught(variant: type) -> None:
+def test_every_broken_variant_is_caught(variant: type[UserLevelMethod]) -> None:
     correct = calibrated("ULDP-AVG", POWER)
-    if variant is UnclippedUsers:
-        broken = variant(correct.spec, replace(correct.hp, clip=1e6))
-    else:
-        broken = variant(correct.spec, correct.hp)
-    assert broken.epsilon(None, POWER.rounds) == pytest.approx(CLAIM, rel=1e-4)  # it claims the same epsilon
+    hp = replace(correct.hp, clip=1e6) if variant is UnclippedUsers else correct.hp
+    broken = variant(correct.spec, hp)
+    claimed = broken.epsilon(audit_federation(POWER, 1, 0), POWER.rounds)
+    assert claimed == pytest.approx(CLAIM, rel=1e-4)  # it claims the same epsilon
     assert audit(broken, POWER) > CLAIM
 
 
@@ -177,6 +184,7 @@ def test_simulated_round_is_the_methods_own_clean_update(name: str, monkeypatch:
 
     setting = CraftedSetting(canary_silos=2, canary_norm=3.0)
     method = make_method(name, replace(HP, sigma=1e-12))  # noise negligible: compare the clean sums
+    assert isinstance(method, UserLevelMethod)
     federation = audit_federation(setting, 2, seed=0)
     included = torch.tensor([[True, False]])
     dims = 2 + crafted.BACKGROUND_DIMS
@@ -185,8 +193,8 @@ def test_simulated_round_is_the_methods_own_clean_update(name: str, monkeypatch:
     replay = torch.Generator().manual_seed(5)
     torch.rand((1, federation.n_users), generator=replay)  # the user-sampling draw comes first
     background = federation.n_users - 2
-    updates = [torch.cat([crafted._background_updates(replay, 1, background, dims, HP.clip),
-                          crafted._canary_updates(included, dims, setting.canary_norm * HP.clip)], dim=1)[0]
+    updates = [torch.cat([crafted._background_updates(replay, 1, background, dims, CLIP),
+                          crafted._canary_updates(included, dims, setting.canary_norm * CLIP)], dim=1)[0]
                for _ in range(setting.n_silos)]
     silo_of_call = iter(range(setting.n_silos))
 

@@ -12,12 +12,16 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from scipy import optimize, stats
 
 from uldp.audit.estimators import (
-    clopper_pearson, many_run_bound, one_run_bound, one_run_epsilon, one_run_p_value, roc_curve,
+    clopper_pearson,
+    many_run_bound,
+    one_run_bound,
+    one_run_epsilon,
+    one_run_p_value,
+    roc_curve,
 )
 
 DELTA = 1e-5

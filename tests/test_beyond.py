@@ -21,7 +21,7 @@ def _store(root, **privacy):
 
 def test_without_pld_runs_the_claim_is_not_measured_and_says_how_to_run_them(tmp_path):
     _store(tmp_path)
-    with pytest.raises(NotMeasured, match="--accountant pld --target-epsilon 7.0"):
+    with pytest.raises(NotMeasured, match=r"--accountant pld --target-epsilon 7\.0"):
         pld_equal_epsilon("heart_disease", target_epsilon=TARGET, root=str(tmp_path))
     assert pld_claim((("heart_disease", TARGET),), root=str(tmp_path))["verdict"] == MISSING
 

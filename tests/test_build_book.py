@@ -9,6 +9,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("build_book", ROOT / "tools" / "build_book.py")
+assert _spec is not None and _spec.loader is not None
 build_book = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(build_book)
 

@@ -2,11 +2,11 @@
 
 import math
 import re
+from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import example, given
-from hypothesis import strategies as st
+from hypothesis import example, given, strategies as st
 
 from uldp.accounting.rdp import rdp_gaussian
 from uldp.checks import check_delta, check_integer, check_number, check_positive, check_rate
@@ -43,7 +43,7 @@ def test_integer_returns_a_python_int():
 @example(value=1)
 def test_number_bounds_match_their_definition(value):
     """Each bound kind against a direct comparison: open and closed ends, finiteness, NaN refused."""
-    cases = [
+    cases: list[tuple[dict[str, Any], bool, str]] = [
         ({"above": 0, "at_most": 1}, not math.isnan(value) and 0 < value <= 1, "a number in (0, 1]"),
         ({"above": 0, "below": 1}, not math.isnan(value) and 0 < value < 1, "a number in (0, 1)"),
         ({"at_least": 0}, not math.isnan(value) and value >= 0, "a number >= 0"),

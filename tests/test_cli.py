@@ -165,8 +165,8 @@ def test_run_defaults_are_runconfigs():
     defaults = optional_defaults(subparser("run"))
     assert set(defaults) == set(RUN_OPTION_FIELDS) | RUN_OTHER_OPTIONS, "a new `uldp run` option: map it above"
     for option, name in RUN_OPTION_FIELDS.items():
-        assert defaults[option] == config_defaults[name], f"--{option} defaults to {defaults[option]!r}, " \
-                                                           f"RunConfig.{name} to {config_defaults[name]!r}"
+        assert defaults[option] == config_defaults[name], (f"--{option} defaults to {defaults[option]!r}, "
+                                                           f"RunConfig.{name} to {config_defaults[name]!r}")
 
 
 def test_allocate_defaults_are_the_library_and_run_defaults(capsys):

@@ -11,8 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from uldp.data import DATASETS, load
-from uldp.data import creditcard, paths
+from uldp.data import DATASETS, creditcard, load, paths
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 
@@ -117,7 +116,9 @@ def _raw_heart_disease(data_dir):
         stratify = label if len(set(label)) > 1 and np.bincount(label).min() > 2 else None
         _, test = train_test_split(np.arange(len(raw)), train_size=0.66, test_size=0.34, random_state=43,
                                    shuffle=True, stratify=stratify)
-        rows.append(raw[:, :-1]), labels.append(label), centres.append(np.full(len(raw), centre))
+        rows.append(raw[:, :-1])
+        labels.append(label)
+        centres.append(np.full(len(raw), centre))
         train.append(~np.isin(np.arange(len(raw)), test))
     features = np.concatenate(rows)
     # one-hot of chest pain type (column 2: 1..4) and resting ECG (column 6: 0..2), first level dropped, appended
@@ -193,6 +194,7 @@ def test_tcga_brca_matches_flamby_split(tcga, data_dir):
 def test_mnist_shapes_labels_and_normalisation(data_dir):
     mnist = load("mnist", data_dir)
     assert mnist.x_train.shape == (60000, 1, 28, 28) and mnist.x_test.shape == (10000, 1, 28, 28)
+    assert mnist.labels is not None
     assert np.bincount(mnist.labels).tolist() == [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
     assert np.bincount(mnist.y_test.numpy()).tolist() == [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
     assert abs(float(mnist.x_train.mean())) < 1e-3 and abs(float(mnist.x_train.std()) - 1.0) < 1e-3

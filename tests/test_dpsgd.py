@@ -34,7 +34,8 @@ def test_noise_per_step_is_sigma_c_over_expected_batch():
 
 
 def test_clipping_bounds_each_step():
-    """Tiny noise: each step moves by at most lr * C (the mean of clipped per-record gradients), so Q steps by Q lr C."""
+    """Tiny noise: each step moves by at most lr * C (the mean of clipped per-record gradients), so Q steps by
+    Q lr C."""
     model = nn.Linear(3, 1)
     params = flat_parameters(model)
     x, y = 100 * torch.randn(20, 3), torch.randn(20)

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from torch import nn
 from torch.func import grad, vmap
 
 import uldp
 from uldp.accounting import epsilon_uldp
+from uldp.data.base import Allocation
 from uldp.fitting import UnsupportedModuleError, check_module, fit, index_ids, weighted_loss
 from uldp.methods import Federation, Hyperparameters, make_method
-from uldp.data.base import Allocation
 from uldp.methods.base import seed_stream
 
 
@@ -34,7 +35,7 @@ def mlp() -> nn.Module:
         return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.2), nn.Linear(8, 2))
 
 
-SMALL = dict(rounds=2, local_epochs=2, batch_size=8, sigma=1.0)
+SMALL: dict[str, Any] = dict(rounds=2, local_epochs=2, batch_size=8, sigma=1.0)
 
 
 @pytest.mark.parametrize("torch_loss, outputs, targets", [
@@ -87,6 +88,8 @@ def test_batchnorm_is_refused_before_training_naming_the_layer_and_the_fix():
 
 def test_a_layer_vmap_cannot_run_fails_before_training_with_a_named_error():
     class InPlaceBuffer(nn.Module):
+        seen: torch.Tensor
+
         def __init__(self) -> None:
             super().__init__()
             self.linear = nn.Linear(4, 2)
@@ -140,7 +143,7 @@ def test_a_target_epsilon_is_met_after_the_last_round():
     x, y, users, silos = records()
     _, history = fit(mlp(), x, y, user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), epsilon=3.0, q=0.5,
                      rounds=3, local_epochs=1, batch_size=16)
-    assert 3.0 * (1 - 1e-4) <= history.epsilon <= 3.0
+    assert history.epsilon is not None and 3.0 * (1 - 1e-4) <= history.epsilon <= 3.0
     assert history.sigma == pytest.approx(uldp.accounting.sigma_for_epsilon("ULDP-AVG-w", epsilon=3.0, rounds=3,
                                                                             delta=1e-5, q=0.5))
 
@@ -163,8 +166,8 @@ def test_metrics_and_test_loss_are_reported_every_round_and_the_input_model_is_u
 
 def test_a_run_resumed_from_its_checkpoint_continues_exactly(tmp_path, capsys):
     x, y, users, silos = records()
-    arguments = dict(user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), sigma=1.0, local_epochs=1,
-                     batch_size=8)
+    arguments: dict[str, Any] = dict(user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), sigma=1.0,
+                                     local_epochs=1, batch_size=8)
     whole, _ = fit(mlp(), x, y, rounds=4, **arguments)
     path = tmp_path / "fit.ckpt"
     fit(mlp(), x, y, rounds=2, checkpoint=path, **arguments)
@@ -183,7 +186,7 @@ def test_default_takes_no_noise_and_other_methods_run_through_the_registry():
     assert history.epsilon is None and history.sigma is None
     _, history = fit(mlp(), x, y, user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), method="ULDP-NAIVE",
                      **SMALL)
-    assert history.epsilon > 0
+    assert history.epsilon is not None and history.epsilon > 0
 
 
 @pytest.mark.parametrize("change, message", [
@@ -206,7 +209,8 @@ def test_default_takes_no_noise_and_other_methods_run_through_the_registry():
 ])
 def test_bad_inputs_raise_named_value_errors(change, message):
     x, y, users, silos = records()
-    arguments = dict(model=mlp(), x=x, y=y, user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), **SMALL)
+    arguments: dict[str, Any] = dict(model=mlp(), x=x, y=y, user_ids=users, silo_ids=silos,
+                                     loss=nn.CrossEntropyLoss(), **SMALL)
     arguments.update(change)
     with pytest.raises(ValueError, match=message):
         fit(**arguments)

@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from uldp.data.base import Allocation
-from uldp.methods import Federation, Hyperparameters, make_method
+from uldp.methods import FedAvgMethod, Federation, GroupMethod, Hyperparameters, make_method
 from uldp.models import LinearScore, bce_loss, cox_loss, cross_entropy_loss
 from uldp.training import linear
 from uldp.training.dpsgd import dpsgd_train, dpsgd_train_silos
@@ -22,7 +22,9 @@ def survival_targets(gen: torch.Generator, shape: tuple[int, ...], tied: bool) -
 
 
 def targets_for(loss_fn, gen: torch.Generator, shape: tuple[int, ...], tied: bool = True) -> torch.Tensor:
-    return survival_targets(gen, shape, tied) if loss_fn is cox_loss else (torch.rand(shape, generator=gen) < 0.5).double()
+    if loss_fn is cox_loss:
+        return survival_targets(gen, shape, tied)
+    return (torch.rand(shape, generator=gen) < 0.5).double()
 
 
 @settings(max_examples=60, deadline=None)
@@ -44,7 +46,7 @@ def test_score_gradient_equals_autograd(seed, users, n, loss_name, weighted):
 def test_unsupported_models_and_losses_are_named():
     assert linear.supports(LinearScore(3), bce_loss) and not linear.supports(torch.nn.Linear(3, 1), bce_loss)
     assert not linear.supports(LinearScore(3), cross_entropy_loss)
-    with pytest.raises(ValueError, match="cross_entropy_loss.*known: bce_loss, cox_loss"):
+    with pytest.raises(ValueError, match=r"cross_entropy_loss.*known: bce_loss, cox_loss"):
         linear.score_gradient(cross_entropy_loss, torch.zeros(2), torch.zeros(2))
     with pytest.raises(ValueError, match="closed-form DP-SGD for Linear"):
         dpsgd_train(torch.nn.Linear(3, 1), torch.zeros(4), torch.zeros(5, 3), torch.zeros(5), loss_fn=bce_loss,
@@ -105,14 +107,16 @@ def test_silos_trained_together_equal_silos_trained_alone(method):
     y = (x[:, 0] > 0).float()
     silo = np.random.default_rng(0).integers(0, 3, n)
     fed = Federation(LinearScore(3), bce_loss, x, y, Allocation(np.arange(n) % 7, silo, 7, 3, "toy", 0))
-    hp = Hyperparameters(global_lr=1.0, local_lr=0.5, local_epochs=2, batch_size=4, clip=0.05, sigma=1.0)
+    epochs = 2
+    hp = Hyperparameters(global_lr=1.0, local_lr=0.5, local_epochs=epochs, batch_size=4, clip=0.05, sigma=1.0)
     algorithm = make_method(method, hp)
+    assert isinstance(algorithm, FedAvgMethod)
     params = flat_parameters(fed.model)
     round_seed = np.random.SeedSequence(5)
     together = algorithm.silo_deltas(params, fed, round_seed)
     from uldp.methods.fedavg import round_keys
 
-    keys = round_keys(fed, hp.local_epochs, round_seed)
+    keys = round_keys(fed, epochs, round_seed)
     for s in range(3):
         alone = train_users_loop(fed.model, params, x, y, [fed.silo_records(s)], loss_fn=bce_loss, local_lr=0.5,
                                  epochs=2, batch_size=4, keys=keys)[0]
@@ -138,7 +142,7 @@ def test_silos_running_dpsgd_together_equal_each_silo_alone(loss_fn, batch_size)
         alone = dpsgd_train(model, params, x, y, generator=torch.Generator().manual_seed(s), **kwargs)
         assert alone.abs().max() > 1e-2
         torch.testing.assert_close(together[s], alone, atol=2e-6, rtol=1e-5)
-    with pytest.raises(ValueError, match="one generator .* per silo"):
+    with pytest.raises(ValueError, match=r"one generator .* per silo"):
         dpsgd_train_silos(model, params, silos, generators=[torch.Generator()], **kwargs)
 
 
@@ -151,6 +155,7 @@ def test_group_method_trains_silos_together_like_one_by_one():
     fed = Federation(LinearScore(3), bce_loss, x, y, Allocation(np.arange(n) % 9, silo, 9, 3, "toy", 0))
     hp = Hyperparameters(global_lr=1.0, local_lr=0.5, local_epochs=2, batch_size=4, clip=0.05, sigma=1.0)
     algorithm = make_method("ULDP-GROUP-4", hp)
+    assert isinstance(algorithm, GroupMethod)
     fed = algorithm.prepare(fed, np.random.SeedSequence(1))
     params = flat_parameters(fed.model)
     round_seed = np.random.SeedSequence(5)

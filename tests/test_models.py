@@ -10,8 +10,7 @@ import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from lifelines import CoxPHFitter
 from lifelines.utils import concordance_index as lifelines_concordance_index
 from sklearn.metrics import accuracy_score, balanced_accuracy_score
@@ -64,7 +63,7 @@ def test_build_model_seed_is_reproducible_and_leaves_global_state():
     state = torch.random.get_rng_state()
     first, second = build_model("creditcard", seed=3), build_model("creditcard", seed=3)
     assert torch.equal(torch.random.get_rng_state(), state)
-    assert all(torch.equal(a, b) for a, b in zip(first.parameters(), second.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(first.parameters(), second.parameters(), strict=True))
     with pytest.raises(ValueError, match="'cifar'"):
         build_model("cifar")
 
@@ -248,6 +247,7 @@ def test_per_user_gradients_under_vmap_equal_unpadded_loop(name):
 
     batched = vmap(grad(user_loss), in_dims=(None, 0, 0, 0))(params, x, y, weight)
     for u, size in enumerate(sizes):
-        expected = torch.func.grad(lambda p: loss(functional_call(model, p, (x[u, :size],)), y[u, :size], None))(params)
+        expected = torch.func.grad(lambda p, u=u, size=size: loss(functional_call(model, p, (x[u, :size],)),
+                                                                  y[u, :size], None))(params)
         for key in params:
             assert torch.allclose(batched[key][u], expected[key], atol=1e-6), (name, key, u)

@@ -104,7 +104,7 @@ def _braced(text: str, start: int) -> tuple[str, int]:
 def parse_paper(tex: str) -> dict[tuple[str, str], Item]:
     """``{(kind, number): Item}`` for every numbered item of the tex."""
     tex = _strip_comments(tex)
-    theorems = {name: kind for name, kind in re.findall(r"\\newtheorem\{(\w+)\}\{(\w+)\}", tex)}
+    theorems = dict(re.findall(r"\\newtheorem\{(\w+)\}\{(\w+)\}", tex))
     shared = re.findall(r"\\newtheorem\{\w+\}\[\w+\]", tex)
     assert not shared, f"shared theorem counters are not handled: {shared}"
     counters: dict[str, int] = {}
@@ -166,8 +166,8 @@ def parse_paper(tex: str) -> dict[tuple[str, str], Item]:
                 last.label = label
         elif appendix_cmd:
             appendix, sections = True, [0, 0, 0]
-    for number, (label, title) in enumerate(_equations(tex), start=1):
-        items[("equation", str(number))] = Item("equation", str(number), title, label)
+    for equation, (label, title) in enumerate(_equations(tex), start=1):
+        items[("equation", str(equation))] = Item("equation", str(equation), title, label)
     return items
 
 
@@ -249,7 +249,9 @@ def _expand(items: str) -> list[tuple[str, str]]:
     for index, part in enumerate(parts):
         if part in ("-", "–", "to"):
             continue
-        number, sub = re.fullmatch(r"(\d+(?:\.\d+)*)([a-h](?:-[a-h])?)?", part).groups()
+        match = re.fullmatch(r"(\d+(?:\.\d+)*)([a-h](?:-[a-h])?)?", part)
+        assert match, part  # findall above matched ITEM
+        number, sub = match.groups()
         if previous is not None and index >= 2 and parts[index - 1] in ("-", "–", "to") and "." not in number:
             found.extend((str(n), "") for n in range(int(previous) + 1, int(number)))
         found.append((number, sub or ""))

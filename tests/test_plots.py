@@ -6,13 +6,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from test_scorecard import world  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from test_scorecard import world
 
-from uldp import plots  # noqa: E402
-from uldp.experiments import ResultSet  # noqa: E402
+from uldp import plots
+from uldp.experiments import ResultSet
 
 
 @pytest.fixture(scope="module")
@@ -41,11 +41,11 @@ def test_privacy_utility_figure_draws_mean_and_std_band_per_setting(data):
     curves = np.array([r["result"]["accuracy"] for r in runs])
     line = _line(axes[0, 0], "ULDP-AVG")
     np.testing.assert_allclose(line.get_ydata(), curves.mean(axis=0))
-    band = axes[0, 0].collections[[l.get_label() for l in axes[0, 0].get_lines()].index("ULDP-AVG")]
+    band = axes[0, 0].collections[[line.get_label() for line in axes[0, 0].get_lines()].index("ULDP-AVG")]
     upper = band.get_paths()[0].vertices[:, 1].max()
     assert upper == pytest.approx((curves.mean(axis=0) + curves.std(axis=0, ddof=1)).max())
-    assert "DEFAULT" in [l.get_label() for l in axes[0, 0].get_lines()]
-    assert "DEFAULT" not in [l.get_label() for l in axes[0, 1].get_lines()]  # no guarantee, no epsilon curve
+    assert "DEFAULT" in [line.get_label() for line in axes[0, 0].get_lines()]
+    assert "DEFAULT" not in [line.get_label() for line in axes[0, 1].get_lines()]  # no guarantee, no epsilon curve
     assert plots.METHOD_COLORS["ULDP-AVG-w"] == _line(axes[0, 0], "ULDP-AVG-w").get_color()
 
 
@@ -67,7 +67,7 @@ def test_weighting_figure_has_a_panel_per_dataset_and_silo_count_with_zipf_dashe
 def test_user_sampling_figure_one_line_per_q(data):
     results = data["user_sampling"]
     fig = plots.user_sampling_figure(results)
-    assert {l.get_label() for l in fig.axes[0].get_lines()} == {r["series"] for r in results.runs
+    assert {line.get_label() for line in fig.axes[0].get_lines()} == {r["series"] for r in results.runs
                                                                if r["panel"] == results.runs[0]["panel"]}
 
 
@@ -88,7 +88,8 @@ def test_runtime_table_splits_each_round_into_silo_and_server_time():
     table = plots.runtime_table(ResultSet("protocol_runtime", "paper", runs, (), "memory"))
     row = table.loc[("heart_disease", 10)]
     # per silo: (round seconds - server's 1.5 s - the set-up's 3.375 s in round 1) / 4 silos, over rounds then seeds
-    seed0, seed2 = np.mean([(9.5 - 1.5 - 3.375) / 4, (5.5 - 1.5) / 4]), np.mean([(9.5 - 1.5 - 3.375) / 4, (7.5 - 1.5) / 4])
+    seed0 = np.mean([(9.5 - 1.5 - 3.375) / 4, (5.5 - 1.5) / 4])
+    seed2 = np.mean([(9.5 - 1.5 - 3.375) / 4, (7.5 - 1.5) / 4])
     assert row["training per silo"] == pytest.approx((seed0 + seed2) / 2)
     assert row["encrypted weighting per silo"] == pytest.approx(2.0 / 4)  # the silos' 2 s of weighting, per silo
     assert row["local training per silo"] == pytest.approx((seed0 + seed2) / 2 - 2.0 / 4)
@@ -107,7 +108,7 @@ def test_a_figure_of_one_covered_panel(data, grid, draw):
     assert {run["panel"] for run in one.runs} == {panel} and one.covered_panels() == (panel,)
     fig = getattr(plots, draw)(one)
     assert panel in {ax.get_title() for ax in fig.axes}
-    with pytest.raises(ValueError, match="'no such panel'.*its panels: "):
+    with pytest.raises(ValueError, match=r"'no such panel'.*its panels: "):
         data[grid].only_panels([panel, "no such panel"])
 
 
@@ -175,7 +176,7 @@ def check_lines(results, fig, metrics):
             in_panel = [_line_style(line) for line in lines]
             assert len(set(in_panel)) == len(in_panel), "two series of one panel look the same"
     legend = fig.legends[0]
-    for handle, text in zip(legend.legend_handles, legend.get_texts()):
+    for handle, text in zip(legend.legend_handles, legend.get_texts(), strict=True):
         assert _line_style(handle) == styles[text.get_text()]
 
 
@@ -200,7 +201,7 @@ def test_group_privacy_figure_draws_each_route_under_its_label():
     table = pd.DataFrame({"a": [1.0, 4.0, 16.0], "b": [2.0, 3.0, 5.0]}, index=pd.Index([2, 4, 8], name="k"))
     fig = group_privacy_figure(table, [("b", "s-", "route b"), ("a", "o-", "route a")], title="t")
     ax = fig.axes[0]
-    drawn = {line.get_label(): list(line.get_ydata()) for line in ax.get_lines()}
+    drawn = {line.get_label(): np.asarray(line.get_ydata()).tolist() for line in ax.get_lines()}
     assert drawn == {"route b": [2.0, 3.0, 5.0], "route a": [1.0, 4.0, 16.0]}
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log" and ax.get_title() == "t"
     plt.close(fig)

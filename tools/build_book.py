@@ -122,12 +122,13 @@ class _AssetFinder(html.parser.HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         values = dict(attrs)
-        if tag == "script" and values.get("src"):
-            self.addresses.append(values["src"])
-        elif tag == "link" and values.get("href"):
+        src, href = values.get("src"), values.get("href")
+        if tag == "script" and src:
+            self.addresses.append(src)
+        elif tag == "link" and href:
             rel = (values.get("rel") or "").lower().split()
             if {"stylesheet", "preload", "modulepreload"} & set(rel):
-                self.addresses.append(values["href"])
+                self.addresses.append(href)
 
 
 def external_assets(page: str) -> list[str]:

@@ -12,7 +12,23 @@ with Across-Silo User-Level Differential Privacy" (VLDB). Sub-packages:
   the same on Flower, each silo reading its own files.
 """
 
+from typing import TYPE_CHECKING
+
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # the names of _LAZY, for type checkers and editors (the redundant aliases mark re-exports)
+    from uldp.fitting import (
+        History as History,
+        UnsupportedModuleError as UnsupportedModuleError,
+        check_module as check_module,
+        fit as fit,
+        weighted_loss as weighted_loss,
+    )
+    from uldp.methods.base import seed_stream as seed_stream
+    from uldp.training.per_user import (
+        flat_parameters as flat_parameters,
+        load_flat_parameters as load_flat_parameters,
+    )
 
 #: The public training call and its helpers, imported on first use so that ``import uldp`` (and the CLI) stays
 #: free of torch: ``uldp.fit(model, x, y, user_ids=..., silo_ids=..., loss=..., epsilon=...)``.
@@ -21,7 +37,7 @@ _LAZY = {
     "UnsupportedModuleError": "uldp.fitting", "seed_stream": "uldp.methods.base",
     "flat_parameters": "uldp.training.per_user", "load_flat_parameters": "uldp.training.per_user",
 }
-__all__ = ["__version__", *_LAZY]
+__all__ = ["__version__", *_LAZY]  # noqa: PLE0604 - the keys of _LAZY are strings; ruff cannot see through the unpacking
 
 
 def __getattr__(name: str) -> object:

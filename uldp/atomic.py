@@ -8,7 +8,8 @@ from pathlib import Path
 
 
 def write_bytes_atomic(path: str | Path, data: bytes, *, private: bool = False) -> None:
-    """Write ``data`` to ``path`` atomically: temporary file in the same directory, fsync, rename, fsync of the directory.
+    """Write ``data`` to ``path`` atomically: temporary file in the same directory, fsync, rename, fsync of the
+    directory.
 
     Args:
         path: Destination; its directory is created if missing.

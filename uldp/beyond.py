@@ -57,7 +57,7 @@ def pld_equal_epsilon(grid: str, *, target_epsilon: float, method: str = "ULDP-A
     for label, results in (("rdp", rdp), ("pld", pld)):
         utility = per_setting(results, metric).set_index("panel")
         epsilon = per_setting(results, "epsilon").set_index("panel")
-        sigma = {}
+        sigma: dict[str, float | None] = {}
         for run in results.runs:
             info = run["result"].get("info") or {}
             sigma.setdefault(run["panel"], info.get("calibrated_sigma", run["config"].get("sigma")))

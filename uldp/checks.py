@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import cast
 
 __all__ = ["check_delta", "check_integer", "check_number", "check_positive", "check_rate"]
 
@@ -38,10 +39,10 @@ def check_integer(name: str, value: object, *, minimum: int = 1, maximum: int | 
         ValueError: ``value`` is a bool, not an integer, or out of range; the message names it and what is allowed.
     """
     allowed = f">= {minimum}" if maximum is None else f"in {minimum}..{maximum}"
-    if (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum
-            or (maximum is not None and value > maximum)):
+    integer = int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else None
+    if integer is None or integer < minimum or (maximum is not None and integer > maximum):
         raise ValueError(f"{name} must be an integer {allowed}, got {value!r}")
-    return int(value)
+    return integer
 
 
 def check_number(
@@ -76,7 +77,7 @@ def check_number(
             names it and what is allowed.
         TypeError: Both bounds of one side are given.
     """
-    if above is not None and at_least is not None or below is not None and at_most is not None:
+    if (above is not None and at_least is not None) or (below is not None and at_most is not None):
         raise TypeError("give at most one lower bound (above or at_least) and one upper bound (below or at_most)")
     low, low_open = (above, True) if above is not None else (at_least, False)
     high, high_open = (below, True) if below is not None else (at_most, False)
@@ -89,15 +90,18 @@ def check_number(
     else:
         allowed = ""
     kind = "a finite number" if finite else "a number"
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
+    # numbers.Real compares with floats, but its ABC declares no operators to a type checker: cast, not convert, so
+    # that a huge int is compared exactly
+    real = cast(float, value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(real):
         ok = False
     else:
-        ok = ((not finite or math.isfinite(value))
-              and (low is None or (value > low if low_open else value >= low))
-              and (high is None or (value < high if high_open else value <= high)))
+        ok = ((not finite or math.isfinite(real))
+              and (low is None or (real > low if low_open else real >= low))
+              and (high is None or (real < high if high_open else real <= high)))
     if not ok:
         raise ValueError(f"{name} must be {kind}{' ' + allowed if allowed else ''}, got {value!r}")
-    return float(value)
+    return float(real)
 
 
 def check_positive(name: str, value: object) -> float:

@@ -8,6 +8,7 @@ correct thing and which chapter shows it. The numbers of the Figure 2 erratum ar
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,9 @@ ERRATA: tuple[Erratum, ...] = (
             "book/uldp_avg_sgd"),
 )
 
-#: Figure 2's setting (group privacy, Section 2.2): DP-SGD with sigma = 5, sampling rate 0.01, 100,000 iterations, delta = 1e-5.
-FIGURE2_SETTING = {"sigma": 5.0, "q": 0.01, "steps": 100_000, "delta": 1e-5}
+#: Figure 2's setting (group privacy, Section 2.2): DP-SGD with sigma = 5, sampling rate 0.01, 100,000 iterations,
+#: delta = 1e-5.
+FIGURE2_SETTING: dict[str, Any] = {"sigma": 5.0, "q": 0.01, "steps": 100_000, "delta": 1e-5}
 
 
 def figure2_erratum(ks: tuple[int, ...] = (32, 64)) -> list[dict]:

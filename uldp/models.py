@@ -305,10 +305,7 @@ def evaluate(model: nn.Module, x: Tensor, y: Tensor, dataset_name: str, *, batch
         targets = y.numpy()
         metrics["c_index"] = concordance_index(targets[:, 1], outputs.reshape(-1).numpy(), targets[:, 0])
         return metrics
-    if spec.task == "binary":
-        predicted = (outputs.reshape(-1) > 0).long().numpy()
-    else:
-        predicted = outputs.argmax(dim=-1).numpy()
+    predicted = (outputs.reshape(-1) > 0).long().numpy() if spec.task == "binary" else outputs.argmax(dim=-1).numpy()
     labels = y.long().numpy()
     metrics["accuracy"] = accuracy(labels, predicted)
     metrics["balanced_accuracy"] = balanced_accuracy(labels, predicted)

@@ -57,6 +57,7 @@ def _style(series: str, index: int) -> dict[str, Any]:
     label names one. ``index`` (the series' place in its figure, the same in every panel) picks the style of a
     label that has none of its own."""
     parts = [part.strip() for part in series.split(",")]
+    style: dict[str, Any]
     if parts[0] in METHOD_STYLES:
         style = dict(METHOD_STYLES[parts[0]])
     elif parts[0].startswith("q="):
@@ -145,7 +146,7 @@ def metric_grid(results: ResultSet, metrics: Sequence[str], *, title: str, log_m
 def _legend(fig: Figure, axes: np.ndarray) -> None:
     handles: dict[str, Any] = {}
     for ax in axes.flat:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, handle)
     columns = min(5, max(1, len(handles)))
     fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=columns, fontsize=8, frameon=False)
@@ -180,7 +181,7 @@ def weighting_figure(results: ResultSet) -> Figure:
     panels = list(dict.fromkeys(run["panel"] for run in results.runs))
     fig, axes = plt.subplots(1, len(panels), figsize=(min(3.6, 10.0 / len(panels)) * len(panels), 3.6),
                              squeeze=False, dpi=FIGURE_DPI)
-    for ax, panel in zip(axes.flat, panels):
+    for ax, panel in zip(axes.flat, panels, strict=True):
         draw_curves(ax, summary, panel, series_order=_series_order(results))
         ax.set_title(panel, fontsize=9)
         ax.set_xlabel("round")
@@ -230,7 +231,7 @@ def runtime_table(results: ResultSet) -> Any:
         silos = run["result"]["info"]["n_silos"]
         # the first round also ran the set-up (the aggregation hook sets up on its first call)
         silo_side = [(total - part - (sum(setup.values()) if t == 0 else 0.0)) / silos
-                     for t, (total, part) in enumerate(zip(run["result"]["seconds"], server))]
+                     for t, (total, part) in enumerate(zip(run["result"]["seconds"], server, strict=True))]
         weighting = [r["silo_weighting"] / silos for r in rounds]
         rows.append({
             "dataset": run["params"]["dataset"], "users": run["params"]["n_users"],
@@ -248,8 +249,9 @@ def runtime_table(results: ResultSet) -> Any:
 
 
 def runtime_figure(results: ResultSet) -> Figure:
-    """Figure 10 (protocol runtime): per silo, local training with the encrypted weighting (left); key set-up, blinded histogram and
-    the server's per-round work (right), for HeartDisease and TcgaBrca with 10 and 100 users (zipf, ULDP-AVG-w)."""
+    """Figure 10 (protocol runtime): per silo, local training with the encrypted weighting (left); key set-up, blinded
+    histogram and the server's per-round work (right), for HeartDisease and TcgaBrca with 10 and 100 users (zipf,
+    ULDP-AVG-w)."""
     table = runtime_table(results)
     labels = [f"{dataset}\n|U|={users}" for dataset, users in table.index]
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6), dpi=FIGURE_DPI)

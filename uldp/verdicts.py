@@ -64,12 +64,12 @@ def per_setting(results: ResultSet, metric: str, how: str = "final") -> pd.DataF
         raise NotMeasured(f"grid {results.grid!r} has no {metric!r} values")
     frame = frame.dropna(subset=[metric]).sort_values("round", kind="stable")  # panels and series keep grid order
     keys = ["panel", "series"]
-    per_run = frame.groupby(keys + ["seed"], sort=False).agg(
+    per_run = frame.groupby([*keys, "seed"], sort=False).agg(
         value=(metric, "last" if how == "final" else "mean"),
-        **{name: (name, "first") for name in frame.columns if name not in keys + ["seed", "round", metric]
+        **{name: (name, "first") for name in frame.columns if name not in [*keys, "seed", "round", metric]
            and name in results.runs[0]["params"]},
     ).reset_index()
-    params = [name for name in per_run.columns if name not in keys + ["seed", "value"]]
+    params = [name for name in per_run.columns if name not in [*keys, "seed", "value"]]
     table = per_run.groupby(keys, sort=False).agg(mean=("value", "mean"), std=("value", "std"),
                                                   seeds=("value", "count"),
                                                   **{name: (name, "first") for name in params}).reset_index()

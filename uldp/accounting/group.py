@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from uldp.accounting.rdp import (
     DEFAULT_ORDERS,
@@ -69,7 +70,7 @@ def power_of_two_bounds(k: int) -> tuple[int, int]:
 
 
 def group_rdp_epsilon(
-    rdp_curve: RdpCurve, *, k: int, delta: float, group_orders: Sequence[float] = DEFAULT_ORDERS
+    rdp_curve: RdpCurve, *, k: int, delta: float, group_orders: ArrayLike = DEFAULT_ORDERS
 ) -> PrivacySpent:
     """(epsilon, delta) for groups of ``k = 2^c`` records via RDP group privacy (Mironov 2017, Prop. 2).
 
@@ -104,7 +105,8 @@ def group_rdp_epsilon(
     base = np.unique(np.where(base > 64, np.round(base), base))
     betas = base[(base >= 2 * k) & (base <= MAX_BASE_ORDER)] / k
     if betas.size == 0:
-        raise ValueError(f"no group order in {list(group_orders)!r} satisfies 2 <= beta <= {MAX_BASE_ORDER / k}")
+        raise ValueError(f"no group order in {check_orders(group_orders).tolist()!r} satisfies "
+                         f"2 <= beta <= {MAX_BASE_ORDER / k}")
     c = k.bit_length() - 1
     group_rdp = 3.0**c * rdp_curve(betas * k)
     epsilons = dp_epsilons(orders=betas, rdp=group_rdp, delta=delta)
@@ -139,7 +141,7 @@ def paper_group_rdp_epsilon(rdp_curve: RdpCurve, *, k: int, delta: float) -> Pri
 
 
 def group_dp_epsilon(
-    rdp_curve: RdpCurve, *, k: int, delta: float, orders: Sequence[float] = DEFAULT_ORDERS
+    rdp_curve: RdpCurve, *, k: int, delta: float, orders: ArrayLike = DEFAULT_ORDERS
 ) -> PrivacySpent:
     """(epsilon, delta) for groups of ``k`` records via (epsilon, delta) group privacy (paper Lemma 5).
 
@@ -227,7 +229,7 @@ class GroupPrivacySpent:
 
 
 def group_epsilon_bounds(
-    rdp_curve: RdpCurve, *, k: int, delta: float, group_orders: Sequence[float] = DEFAULT_ORDERS
+    rdp_curve: RdpCurve, *, k: int, delta: float, group_orders: ArrayLike = DEFAULT_ORDERS
 ) -> GroupPrivacySpent:
     """RDP group privacy for any ``k``: a valid bound from the next power of two, and the paper's lower value.
 

@@ -37,7 +37,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-
 from uldp.accounting.rdp import PrivacySpent
 from uldp.checks import check_delta, check_integer, check_positive, check_rate
 
@@ -262,7 +261,7 @@ def epsilon_group_pld(
         raise ValueError(f"sample_rates and steps must be per silo with equal lengths, got {len(rates)} and "
                          f"{len(counts)}")
     silos = [functools.partial(_epsilon_at, "group", sigma, rate, count, k, delta)
-             for rate, count in sorted(set(zip(rates, counts))) if count > 0]
+             for rate, count in sorted(set(zip(rates, counts, strict=True))) if count > 0]
     if value_discretization_interval is not None:
         epsilons = [pld_epsilon(silo, value_discretization_interval=value_discretization_interval) for silo in silos]
         return PrivacySpent(epsilon=max(epsilons, default=0.0), order=math.nan, delta=delta)

@@ -10,10 +10,10 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from uldp.checks import check_delta, check_integer, check_positive, check_rate
 
@@ -47,7 +47,7 @@ class PrivacySpent:
     delta: float
 
 
-def check_orders(orders: Sequence[float]) -> np.ndarray:
+def check_orders(orders: ArrayLike) -> np.ndarray:
     """Return ``orders`` as a float array after checking every order is > 1."""
     array = np.atleast_1d(np.asarray(orders, dtype=float))
     if array.size == 0 or not np.all(array > 1) or not np.all(np.isfinite(array)):
@@ -55,7 +55,7 @@ def check_orders(orders: Sequence[float]) -> np.ndarray:
     return array
 
 
-def rdp_gaussian(*, sigma: float, orders: Sequence[float] = DEFAULT_ORDERS) -> np.ndarray:
+def rdp_gaussian(*, sigma: float, orders: ArrayLike = DEFAULT_ORDERS) -> np.ndarray:
     """RDP of one Gaussian mechanism with noise multiplier ``sigma`` (paper Lemma 3): ``alpha / (2 sigma^2)``.
 
     Args:
@@ -114,7 +114,7 @@ def _rdp_one_step(q: float, sigma: float, orders: tuple[float, ...]) -> np.ndarr
 
 
 def rdp_subsampled_gaussian(
-    *, sigma: float, q: float, steps: int, orders: Sequence[float] = DEFAULT_ORDERS
+    *, sigma: float, q: float, steps: int, orders: ArrayLike = DEFAULT_ORDERS
 ) -> np.ndarray:
     """RDP of ``steps`` compositions of the Poisson-sub-sampled Gaussian mechanism (paper Lemmas 1 and 4).
 
@@ -139,11 +139,11 @@ def rdp_subsampled_gaussian(
     sigma = check_positive("sigma", sigma)
     q = check_rate("q", q)
     steps = check_integer("steps", steps, minimum=0)
-    orders = check_orders(orders)
-    return steps * _rdp_one_step(q, sigma, tuple(orders.tolist()))
+    alphas = check_orders(orders)
+    return steps * _rdp_one_step(q, sigma, tuple(alphas.tolist()))
 
 
-def dp_epsilons(*, orders: Sequence[float], rdp: Sequence[float], delta: float) -> np.ndarray:
+def dp_epsilons(*, orders: ArrayLike, rdp: ArrayLike, delta: float) -> np.ndarray:
     """Per-order epsilon of the RDP to (epsilon, delta)-DP conversion (paper Lemma 2; Balle et al. 2020).
 
     ``epsilon(alpha) = rho + log((alpha - 1) / alpha) - (log(delta) + log(alpha)) / (alpha - 1)``.
@@ -157,11 +157,11 @@ def dp_epsilons(*, orders: Sequence[float], rdp: Sequence[float], delta: float) 
         The epsilon each order gives (any of them is a valid guarantee).
     """
     delta = check_delta(delta)
-    orders = check_orders(orders)
-    rdp = np.atleast_1d(np.asarray(rdp, dtype=float))
-    if rdp.shape != orders.shape:
-        raise ValueError(f"orders and rdp must have the same length, got {orders.size} and {rdp.size}")
-    return rdp + np.log((orders - 1) / orders) - (math.log(delta) + np.log(orders)) / (orders - 1)
+    alphas = check_orders(orders)
+    rhos = np.atleast_1d(np.asarray(rdp, dtype=float))
+    if rhos.shape != alphas.shape:
+        raise ValueError(f"orders and rdp must have the same length, got {alphas.size} and {rhos.size}")
+    return rhos + np.log((alphas - 1) / alphas) - (math.log(delta) + np.log(alphas)) / (alphas - 1)
 
 
 def best_of(
@@ -195,7 +195,7 @@ def best_of(
     return PrivacySpent(epsilon=float(epsilons[index]), order=float(orders[index]), delta=delta)
 
 
-def rdp_to_dp(*, orders: Sequence[float], rdp: Sequence[float], delta: float) -> PrivacySpent:
+def rdp_to_dp(*, orders: ArrayLike, rdp: ArrayLike, delta: float) -> PrivacySpent:
     """Convert an RDP curve to the tightest (epsilon, delta)-DP guarantee over the orders (paper Lemma 2).
 
     Args:
@@ -213,5 +213,5 @@ def rdp_to_dp(*, orders: Sequence[float], rdp: Sequence[float], delta: float) ->
     >>> round(spent.epsilon, 4), spent.order
     (5.3017, 3.0)
     """
-    orders = check_orders(orders)
-    return best_of(dp_epsilons(orders=orders, rdp=rdp, delta=delta), orders, delta=delta, what="rdp_to_dp")
+    alphas = check_orders(orders)
+    return best_of(dp_epsilons(orders=alphas, rdp=rdp, delta=delta), alphas, delta=delta, what="rdp_to_dp")

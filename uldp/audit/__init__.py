@@ -1,8 +1,8 @@
 """User-level privacy audits of the registered methods: membership attacks by the server, against the claimed epsilon.
 
 The paper leaves as future work an empirical comparison of user-level and record-level DP in FL through user- and
-record-level membership inference (Section 6, the conclusion). An epsilon is a promise; an audit measures a lower bound on the
-epsilon a method actually spends, against the strongest adversary its trust model allows (the server, which sees
+record-level membership inference (Section 6, the conclusion). An epsilon is a promise; an audit measures a lower bound
+on the epsilon a method actually spends, against the strongest adversary its trust model allows (the server, which sees
 every round's aggregate, Section 3.2). A lower bound above the claim means a bug.
 
 - :mod:`uldp.audit.estimators`: lower bounds at a stated confidence, from many runs with one canary
@@ -16,7 +16,13 @@ every round's aggregate, Section 3.2). A lower bound above the claim means a bug
 
 from uldp.audit.crafted import CraftedSetting, calibrate_sigma, claimed_epsilon, crafted_scores
 from uldp.audit.estimators import (
-    ManyRunBound, OneRunBound, clopper_pearson, many_run_bound, one_run_bound, one_run_epsilon, one_run_p_value,
+    ManyRunBound,
+    OneRunBound,
+    clopper_pearson,
+    many_run_bound,
+    one_run_bound,
+    one_run_epsilon,
+    one_run_p_value,
     roc_curve,
 )
 from uldp.audit.jobs import audit_root, job, profile_jobs, profile_results, run_job, run_jobs

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -43,6 +44,9 @@ from uldp.methods.base import seed_stream
 from uldp.models import bce_loss
 from uldp.training.dpsgd import dpsgd_schedule
 from uldp.training.per_user import clip_rows
+
+if TYPE_CHECKING:
+    from uldp.methods import FedAvgMethod, Method
 
 #: Coordinates that only the background users' updates use (beside one coordinate per canary).
 BACKGROUND_DIMS = 2
@@ -107,7 +111,7 @@ def audit_federation(setting: CraftedSetting, n_canaries: int, seed: int) -> Fed
     return Federation(nn.Linear(1, 1), bce_loss, torch.zeros(n, 1), torch.zeros(n), allocation)
 
 
-def claimed_epsilon(method: object, federation: Federation, rounds: int, claim: str = "user") -> float | None:
+def claimed_epsilon(method: Method, federation: Federation, rounds: int, claim: str = "user") -> float | None:
     """The epsilon the method claims after ``rounds`` rounds on ``federation`` (already prepared).
 
     ``claim="record"`` (ULDP-GROUP-k only) is its record-level epsilon: Theorem 2's accountant without the group
@@ -182,13 +186,13 @@ def _user_level_round(method: UserLevelMethod, federation: Federation, included:
     runs = included.shape[0]
     counts = federation.counts
     n_silos, n_users = counts.shape
-    clip = method.hp.clip
+    clip = check_positive("clip", method.hp.clip)
     sampled = torch.rand((runs, n_users), generator=rng) < method.hp.q
     deltas = []
     for silo in range(n_silos):
         updates = torch.cat([_background_updates(rng, runs, n_users - included.shape[1], dims, clip),
                              _canary_updates(included, dims, norm * clip)], dim=1)
-        updates *= torch.from_numpy((counts[silo] > 0))[None, :, None] * sampled[:, :, None]
+        updates *= torch.from_numpy(counts[silo] > 0)[None, :, None] * sampled[:, :, None]
         clipped = clip_rows(updates.reshape(-1, dims), clip).reshape(runs, n_users, dims)
         deltas.append(clipped.permute(1, 0, 2).reshape(n_users, runs * dims))  # runs side by side per user
     noise = [_noise(rng, runs * dims, method.noise_std(n_silos)) for _ in range(n_silos)]
@@ -198,7 +202,7 @@ def _user_level_round(method: UserLevelMethod, federation: Federation, included:
     return weighted_sum(deltas, method.weights(counts, everyone), noise)
 
 
-def _silo_level_round(method: object, federation: Federation, included: torch.Tensor, dims: int, norm: float,
+def _silo_level_round(method: FedAvgMethod, federation: Federation, included: torch.Tensor, dims: int, norm: float,
                       rng: torch.Generator) -> torch.Tensor:
     """One round of Algorithm 1 (ULDP-NAIVE, DEFAULT): each silo's summed delta, clipped if private, plus noise."""
     runs = included.shape[0]
@@ -210,8 +214,8 @@ def _silo_level_round(method: object, federation: Federation, included: torch.Te
         updates = torch.cat([_background_updates(rng, runs, n_users - included.shape[1], dims, clip),
                              _canary_updates(included, dims, norm * clip)], dim=1)
         delta = (updates * torch.from_numpy(counts[silo] > 0)[None, :, None]).sum(dim=1)
-        if method.spec.private:
-            delta = clip_rows(delta, method.hp.clip)
+        if method.spec.private:  # then clip is the method's C
+            delta = clip_rows(delta, clip)
         total += delta.reshape(-1) + _noise(rng, runs * dims, method.noise_std(n_silos))
     return total
 
@@ -228,13 +232,15 @@ def _dpsgd_round(method: GroupMethod, federation: Federation, included: torch.Te
     counts = federation.counts
     n_silos = counts.shape[0]
     hp = method.hp
-    gradient = clip_rows(torch.full((1, 1), norm * hp.clip, dtype=DTYPE), hp.clip)[0, 0]
+    clip, local_lr, sigma = (check_positive(name, getattr(hp, name)) for name in ("clip", "local_lr", "sigma"))
+    epochs = check_integer("local_epochs", hp.local_epochs)
+    gradient = clip_rows(torch.full((1, 1), norm * clip, dtype=DTYPE), clip)[0, 0]
     total = torch.zeros((runs, dims), dtype=DTYPE)
     for silo in range(n_silos):
         n_records = int(counts[silo].sum())
         if n_records == 0:
             continue
-        schedule = dpsgd_schedule(n_records, batch_size=hp.batch_size, epochs=hp.local_epochs)
+        schedule = dpsgd_schedule(n_records, batch_size=hp.batch_size, epochs=epochs)
         expected_batch = max(1, round(schedule.sample_rate * n_records))
         kept = torch.from_numpy(counts[silo, -m:]).to(DTYPE)
         # the sum over the round's steps of independent Binomial(kept, rate) draws is Binomial(kept * steps, rate)
@@ -242,12 +248,22 @@ def _dpsgd_round(method: GroupMethod, federation: Federation, included: torch.Te
                                  torch.full((runs, m), schedule.sample_rate, dtype=DTYPE), generator=rng)
         signal = torch.zeros((runs, dims), dtype=DTYPE)
         signal[:, :m] = sampled * included * gradient
-        noise = torch.randn((runs, dims), generator=rng, dtype=DTYPE) * hp.sigma * hp.clip
-        total += hp.local_lr / expected_batch * (signal + noise * math.sqrt(schedule.steps))
+        noise = torch.randn((runs, dims), generator=rng, dtype=DTYPE) * sigma * clip
+        total += local_lr / expected_batch * (signal + noise * math.sqrt(schedule.steps))
     return total.reshape(-1)
 
 
-def crafted_scores(method: object, setting: CraftedSetting, included: np.ndarray, *, seed: int,
+def _one_round(method: Method, federation: Federation, included: torch.Tensor, dims: int, norm: float,
+               rng: torch.Generator) -> torch.Tensor:
+    """One round of the method's own algorithm: 3 (ULDP-SGD/AVG), 2 (ULDP-GROUP-k) or 1 (ULDP-NAIVE, DEFAULT)."""
+    if isinstance(method, UserLevelMethod):
+        return _user_level_round(method, federation, included, dims, norm, rng)
+    if isinstance(method, GroupMethod):
+        return _dpsgd_round(method, federation, included, dims, norm, rng)
+    return _silo_level_round(method, federation, included, dims, norm, rng)
+
+
+def crafted_scores(method: Method, setting: CraftedSetting, included: np.ndarray, *, seed: int,
                    chunk_runs: int = 20_000) -> tuple[np.ndarray, Federation]:
     """Scores of crafted canaries in independent runs of ``method`` (the server's view, every round).
 
@@ -270,12 +286,6 @@ def crafted_scores(method: object, setting: CraftedSetting, included: np.ndarray
     runs, m = included.shape
     root = np.random.SeedSequence(seed)
     federation = method.prepare(audit_federation(setting, m, seed), seed_stream(root, PREPARE_STREAM))
-    if isinstance(method, UserLevelMethod):
-        one_round = _user_level_round
-    elif isinstance(method, GroupMethod):
-        one_round = _dpsgd_round
-    else:
-        one_round = _silo_level_round
     dims = m + BACKGROUND_DIMS
     scores = np.zeros((runs, m))
     clip = method.hp.clip or 1.0
@@ -284,7 +294,7 @@ def crafted_scores(method: object, setting: CraftedSetting, included: np.ndarray
         rng = torch.Generator().manual_seed(int(seed_stream(root, RUNS_STREAM, start).generate_state(1)[0]))
         params = torch.zeros(block.shape[0] * dims, dtype=DTYPE)
         for _ in range(setting.rounds):
-            total = one_round(method, federation, block, dims, setting.canary_norm, rng)
+            total = _one_round(method, federation, block, dims, setting.canary_norm, rng)
             params = method.server_step(params, total, n_users=federation.n_users, n_silos=federation.n_silos)
         scores[start:start + block.shape[0]] = params.reshape(-1, dims)[:, :m].numpy() / clip
     return scores, federation

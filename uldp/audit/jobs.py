@@ -33,7 +33,12 @@ from typing import Any
 import numpy as np
 
 from uldp.audit.crafted import (
-    PREPARE_STREAM, CraftedSetting, audit_federation, calibrate_sigma, claimed_epsilon, crafted_scores,
+    PREPARE_STREAM,
+    CraftedSetting,
+    audit_federation,
+    calibrate_sigma,
+    claimed_epsilon,
+    crafted_scores,
 )
 from uldp.audit.estimators import many_run_bound, one_run_bound, roc_curve
 from uldp.audit.natural import NaturalSetting, natural_federation, natural_scores, standardised
@@ -132,6 +137,7 @@ def run_job(params: Mapping[str, Any]) -> dict[str, Any]:
     method_name, claim, level = params["method"], params["claim"], params["level"]
     seed = params["seed"]
     rng = np.random.default_rng(seed_stream(np.random.SeedSequence(seed), 99))
+    setting: CraftedSetting | NaturalSetting
     if params["canary"] == "crafted":
         setting = crafted_setting(level)
         federation = audit_federation(setting, params["canaries"], seed)
@@ -149,7 +155,7 @@ def run_job(params: Mapping[str, Any]) -> dict[str, Any]:
                                 seed=seed)
         hp = replace(hp, sigma=sigma)
     method = make_method(method_name, hp)
-    if params["canary"] == "crafted":
+    if isinstance(setting, CraftedSetting):
         included = rng.random((params["runs"], params["canaries"])) < 0.5
         scores, prepared = crafted_scores(method, setting, included, seed=seed)
     else:
@@ -161,15 +167,15 @@ def run_job(params: Mapping[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {"sigma": sigma, "claimed_epsilon": claimed, "setting": asdict(setting),
                               "n_in": int(inside.size), "n_out": int(outside.size)}
     if params["estimator"] == "many":
-        bound = many_run_bound(inside, outside, delta=params["delta"], confidence=params["confidence"])
-        result.update(epsilon_lb=bound.epsilon, estimate=bound.estimate, threshold=bound.threshold,
-                      direction=bound.direction, tpr=bound.tpr, fpr=bound.fpr)
+        many = many_run_bound(inside, outside, delta=params["delta"], confidence=params["confidence"])
+        result.update(epsilon_lb=many.epsilon, estimate=many.estimate, threshold=many.threshold,
+                      direction=many.direction, tpr=many.tpr, fpr=many.fpr)
     else:
         slots = scores.size
         candidates = sorted({max(1, slots // d) for d in (100, 20, 6)})
-        bound = one_run_bound(scores.ravel(), included.ravel(), guesses=candidates, delta=params["delta"],
-                              confidence=params["confidence"])
-        result.update(epsilon_lb=bound.epsilon, guesses=bound.guesses, correct=bound.correct,
+        one = one_run_bound(scores.ravel(), included.ravel(), guesses=candidates, delta=params["delta"],
+                            confidence=params["confidence"])
+        result.update(epsilon_lb=one.epsilon, guesses=one.guesses, correct=one.correct,
                       guess_candidates=candidates)
     result["estimate"] = _finite(result.get("estimate"))
     seconds = time.perf_counter() - started
@@ -242,7 +248,7 @@ def run_jobs(jobs: Iterable[Mapping[str, Any]], root: Path | str, *, command: st
 def _now() -> str:
     import datetime
 
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
 def profile_jobs(profile: str) -> list[dict[str, Any]]:
@@ -260,6 +266,7 @@ def profile_jobs(profile: str) -> list[dict[str, Any]]:
     epsilons = (4.0,) if smoke else (1.0, 2.0, 4.0, 8.0)
     many = 3000 if smoke else 100_000
     jobs = []
+    claim: str | None  # a claim, or None for DEFAULT (the last jobs)
     for method, claim in AUDITED:
         for epsilon in epsilons:
             runs = many if smoke or method != "ULDP-AVG" else 600_000
@@ -271,7 +278,7 @@ def profile_jobs(profile: str) -> list[dict[str, Any]]:
         jobs.append(job(method, claim=claim, epsilon=4.0, level="record", runs=many))
     for method in ("ULDP-AVG", "ULDP-AVG-w"):
         jobs.append(job(method, claim="user", epsilon=4.0, level="user-2", runs=many))
-    for method, claim in AUDITED + (("DEFAULT", None),):
+    for method, claim in (*AUDITED, ("DEFAULT", None)):
         jobs.append(job(method, claim=claim, epsilon=None if claim is None else 4.0, canary="natural",
                         estimator="one", runs=1 if smoke else 100, canaries=8))
     return jobs

@@ -123,7 +123,8 @@ def _noniid_users(
     return user
 
 
-def _silo_units(rng: np.random.Generator, silo_of_record: np.ndarray, n_silos: int, unit: int) -> list[np.ndarray]:
+def _silo_units(rng: np.random.Generator, silo_of_record: np.ndarray, n_silos: int, unit: int
+                ) -> list[list[np.ndarray]]:
     """Cut each silo's records (shuffled) into units of ``unit`` records; leftovers join the silo's last unit.
 
     Returns, for each silo, the list of its units (arrays of record indices).
@@ -153,7 +154,7 @@ def _fixed_silo_users(
 
     if scheme == "uniform":
         owners = _balanced_assignment(rng, n_units, n_users)
-        for owner, records in zip(owners, (r for silo_units in units for r in silo_units)):
+        for owner, records in zip(owners, (r for silo_units in units for r in silo_units), strict=True):
             user[records] = owner
         return user
 
@@ -269,6 +270,7 @@ def allocate(
     else:
         user = _zipf_users(rng, n_records, n_users, user_alpha)
         if scheme == "zipf-noniid":
+            assert dataset.labels is not None  # _check_arguments: zipf-noniid needs class labels
             user = _noniid_users(rng, dataset.labels, np.bincount(user, minlength=n_users),
                                  PAPER_N_LABELS if n_labels is None else n_labels)
         silo = _zipf_silos(rng, user, n_users, n_silos, silo_alpha)

@@ -69,12 +69,12 @@ def load(data_dir: str | Path | None = None, *, test_scoring: str = "pooled") ->
         switzerland=2, va=3), records ordered by centre; ``info["test_silo"]`` holds the test records' centres.
     """
     features, labels, centres, is_train = [], [], [], []
-    for centre, name in enumerate(CENTRES):
+    for code, name in enumerate(CENTRES):
         frame = pd.read_csv(data_file(f"heart_disease/processed.{name}.data", data_dir), header=None)
         frame = frame.replace("?", np.nan).drop(columns=_DROPPED_COLUMNS).dropna(axis=0).apply(pd.to_numeric)
         features.append(frame.iloc[:, :-1])
         labels.append(frame.iloc[:, -1])
-        centres.append(np.full(len(frame), centre, dtype=np.int64))
+        centres.append(np.full(len(frame), code, dtype=np.int64))
         is_train.append(_centre_split(frame.iloc[:, -1]))
     encoded = pd.get_dummies(
         pd.concat(features, ignore_index=True), columns=_CATEGORICAL_COLUMNS, drop_first=True

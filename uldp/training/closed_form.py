@@ -5,9 +5,9 @@ opacus' hooks costs far more in dispatch than in arithmetic on a CPU. :mod:`uldp
 logistic regression, TcgaBrca's linear Cox model), :mod:`uldp.training.mlp` (the Creditcard MLP) and
 :mod:`uldp.training.cnn` (the MNIST CNN: grouped convolutions in oneDNN's channels-last kernels) compute the same
 gradients by hand, batched over model copies (users of a silo, or silos). :func:`for_model` says which one
-applies; the training engines (:func:`uldp.training.per_user.train_users`, :func:`uldp.training.dpsgd.dpsgd_train_silos`)
-use it and fall back to autograd (and opacus) otherwise. Each is tested against autograd and opacus
-(``tests/test_linear.py``, ``tests/test_mlp.py``, ``tests/test_cnn.py``).
+applies; the training engines (:func:`uldp.training.per_user.train_users`,
+:func:`uldp.training.dpsgd.dpsgd_train_silos`) use it and fall back to autograd (and opacus) otherwise. Each is tested
+against autograd and opacus (``tests/test_linear.py``, ``tests/test_mlp.py``, ``tests/test_cnn.py``).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def copy_uniforms(generators: list[torch.Generator], widths: Tensor, *, active: 
     trained in one batched call take exactly the draws they take when trained one by one.
     """
 
-    drawing = [(g, width) for g, (width, on) in enumerate(zip(widths.tolist(), active.tolist())) if on]
+    drawing = [(g, width) for g, (width, on) in enumerate(zip(widths.tolist(), active.tolist(), strict=True)) if on]
 
     def draw(shape: tuple[int, ...]) -> Tensor:
         uniforms = torch.ones(shape)

@@ -18,6 +18,7 @@ MLP. :func:`weighted_gradient` is checked against autograd in ``tests/test_cnn.p
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeGuard
 
 import torch
 import torch.nn.functional as F
@@ -30,7 +31,7 @@ _aten = torch.ops.aten
 _POOL = [2, 2]
 
 
-def supports(model: nn.Module, loss_fn: Callable) -> bool:
+def supports(model: nn.Module, loss_fn: Callable) -> TypeGuard[MnistCNN]:
     """Whether ``model`` is a :class:`~uldp.models.MnistCNN` trained with the cross-entropy loss."""
     return isinstance(model, MnistCNN) and loss_fn is cross_entropy_loss
 
@@ -41,11 +42,12 @@ def _dropout_mask(uniforms: Uniforms, shape: tuple[int, ...], p: float, dtype: t
 
 
 def _grouped(weight: Tensor) -> Tensor:
-    """Per-copy conv weights ``[G, out, in, k, k]`` as one grouped-conv weight ``[G * out, in, k, k]``, channels-last."""
+    """Per-copy conv weights ``[G, out, in, k, k]`` as one grouped-conv weight ``[G * out, in, k, k]``,
+    channels-last."""
     return weight.reshape(-1, *weight.shape[2:]).contiguous(memory_format=torch.channels_last)
 
 
-def weighted_gradient(model: nn.Module, params: dict[str, Tensor], x: Tensor, y: Tensor, weight: Tensor, *,
+def weighted_gradient(model: MnistCNN, params: dict[str, Tensor], x: Tensor, y: Tensor, weight: Tensor, *,
                       uniforms: Uniforms | None = None) -> dict[str, Tensor]:
     """Gradient of each copy's weighted mean cross-entropy ``sum_i w_i l_i / max(sum_i w_i, 1)`` (the contract of
     ``vmap(grad(loss))`` over copies; Algorithm 3's per-user local step).
@@ -63,8 +65,7 @@ def weighted_gradient(model: nn.Module, params: dict[str, Tensor], x: Tensor, y:
     """
     n_copies, batch = x.shape[:2]
     dropout = model.training
-    if dropout and uniforms is None:
-        uniforms = torch.rand
+    draw = torch.rand if uniforms is None else uniforms
     conv1_weight, conv2_weight = _grouped(params["conv1.weight"]), _grouped(params["conv2.weight"])
     channels2 = params["conv2.weight"].shape[1]
     images = x.transpose(0, 1).reshape(batch, n_copies * x.shape[2], *x.shape[3:])  # [B, G * in, H, W]
@@ -75,7 +76,7 @@ def weighted_gradient(model: nn.Module, params: dict[str, Tensor], x: Tensor, y:
     hidden1 = torch.relu(pooled1)
     conv2 = F.conv2d(hidden1, conv2_weight, params["conv2.bias"].reshape(-1), groups=n_copies)
     if dropout:  # Dropout2d: one draw per record and channel
-        channel_mask = _dropout_mask(uniforms, (n_copies, batch, channels2), model.conv2_drop.p, x.dtype)
+        channel_mask = _dropout_mask(draw, (n_copies, batch, channels2), model.conv2_drop.p, x.dtype)
         channel_mask = channel_mask.transpose(0, 1).reshape(batch, n_copies * channels2, 1, 1)
         conv2 = conv2 * channel_mask
     pooled2, where2 = _aten.max_pool2d_with_indices(conv2, _POOL, _POOL)
@@ -84,7 +85,7 @@ def weighted_gradient(model: nn.Module, params: dict[str, Tensor], x: Tensor, y:
     hidden3 = torch.relu(torch.baddbmm(params["fc1.bias"].unsqueeze(1), flat, params["fc1.weight"].mT))
     dropped3 = hidden3
     if dropout:
-        unit_mask = _dropout_mask(uniforms, tuple(hidden3.shape), model.fc_drop.p, x.dtype)
+        unit_mask = _dropout_mask(draw, tuple(hidden3.shape), model.fc_drop.p, x.dtype)
         dropped3 = hidden3 * unit_mask
     logits = torch.baddbmm(params["fc2.bias"].unsqueeze(1), dropped3, params["fc2.weight"].mT)
     # backward, each record's loss gradient scaled by its weight w_i / max(sum w, 1)

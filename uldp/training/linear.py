@@ -81,7 +81,8 @@ def score_gradient(loss_fn: Callable, scores: Tensor, targets: Tensor, weight: T
 
 
 def linear_scores(params: dict[str, Tensor], x: Tensor) -> Tensor:
-    """Scores ``[U, B]`` of records ``x`` ``[U, B, F]`` under per-user parameters (weight ``[U, 1, F]``, bias ``[U, 1]``)."""
+    """Scores ``[U, B]`` of records ``x`` ``[U, B, F]`` under per-user parameters (weight ``[U, 1, F]``,
+    bias ``[U, 1]``)."""
     return torch.einsum("ubf,uf->ub", x, params[WEIGHT][:, 0, :]) + params[BIAS]
 
 

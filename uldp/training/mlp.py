@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -82,7 +83,8 @@ def _forward(layers: tuple[Layer, ...], params: dict[str, Tensor], x: Tensor, un
     normalisation (and, in :func:`record_terms`, its backward) in one call each: on a CPU the cost of this module is
     mostly the number of tensor operations, not their size.
     """
-    cache, a = [], x
+    cache: list[Any] = []  # per layer: its input, output, norm statistics or dropout mask
+    a = x
     for layer in layers:
         if layer.kind == "linear":
             cache.append(a)
@@ -178,15 +180,15 @@ def combine(terms: RecordTerms, coefficient: Tensor | None = None, *, add_to: di
     out = {}
     for name, (kind, left, right) in terms.factors.items():
         scaled = left if coefficient is None else left * coefficient.unsqueeze(-1)
-        if kind == "outer" and add_to is not None:
+        if right is None:  # "copy"
+            total = scaled.sum(dim=1)
+        elif kind == "outer" and add_to is not None:
             out[name] = add_to[name].baddbmm_(scaled.mT, right, alpha=alpha)
             continue
-        if kind == "outer":
+        elif kind == "outer":
             total = torch.bmm(scaled.mT, right)
-        elif kind == "product":
+        else:  # "product"
             total = (scaled * right).sum(dim=1)
-        else:
-            total = scaled.sum(dim=1)
         out[name] = total if add_to is None else add_to[name].add_(total, alpha=alpha)
     return out
 
@@ -197,15 +199,15 @@ def record_norms(terms: RecordTerms) -> Tensor:
     A linear weight's per-record gradient ``delta a^T`` has Frobenius norm ``||delta|| ||a||``, so nothing of size
     ``out x in`` per record is formed.
     """
-    squared = 0.0
+    squared: Tensor | float = 0.0
     for kind, left, right in terms.factors.values():
-        if kind == "outer":
-            squared = squared + left.square().sum(dim=-1) * right.square().sum(dim=-1)
-        elif kind == "product":
-            squared = squared + (left * right).square().sum(dim=-1)
-        else:
+        if right is None:  # "copy"
             squared = squared + left.square().sum(dim=-1)
-    return squared.sqrt()
+        elif kind == "outer":
+            squared = squared + left.square().sum(dim=-1) * right.square().sum(dim=-1)
+        else:  # "product"
+            squared = squared + (left * right).square().sum(dim=-1)
+    return torch.as_tensor(squared).sqrt()
 
 
 def weighted_gradient(model: nn.Module, params: dict[str, Tensor], x: Tensor, y: Tensor, weight: Tensor, *,

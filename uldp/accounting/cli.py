@@ -51,15 +51,16 @@ def _finite(value: float) -> float | None:
 def run_epsilon(args: argparse.Namespace) -> int:
     """Print the epsilon of one method at ``--sigma`` (or the sigma for ``--target-epsilon`` and its epsilon);
     with ``--json`` one document with the inputs, ``sigma``, ``epsilon`` and the RDP ``order`` (null for PLD)."""
-    from uldp.accounting import check_method, epsilon_for_method, sigma_for_epsilon
+    from uldp.accounting import epsilon_for_method, sigma_for_epsilon
     from uldp.cli import print_json
+    from uldp.method_names import parse_method
 
-    family = check_method(args.method)
+    spec = parse_method(args.method)
     if args.sigma is not None:
         _check_sigma(args.sigma)
-    arguments = {"rounds": args.rounds, "delta": args.delta, "q": args.q if family == "uldp" else 1.0,
+    arguments = {"rounds": args.rounds, "delta": args.delta, "q": args.q if spec.per_user else 1.0,
                  "accountant": args.accountant}
-    if family == "group":
+    if spec.family == "ULDP-GROUP":
         if args.steps_per_round is None:
             raise ValueError(f"{args.method} needs --steps-per-round (DP-SGD steps per silo per round)")
         arguments.update(sample_rates=args.q, steps_per_round=args.steps_per_round)

@@ -44,8 +44,12 @@ def epsilon_naive(
     Returns:
         The guarantee (``epsilon = 0`` after zero rounds).
 
-    >>> round(epsilon_naive(sigma=5.0, rounds=100, delta=1e-5).epsilon, 3)
-    10.726
+    ``T`` rounds of the Gaussian mechanism with noise multiplier ``sigma`` are one with ``sigma / sqrt(T)`` (their
+    RDP curves ``T alpha / (2 sigma^2)`` are equal):
+
+    >>> math.isclose(epsilon_naive(sigma=5.0, rounds=100, delta=1e-5).epsilon,
+    ...              epsilon_naive(sigma=0.5, rounds=1, delta=1e-5).epsilon, rel_tol=1e-12)
+    True
     """
     return epsilon_uldp(sigma=sigma, rounds=rounds, delta=delta, q=1.0, orders=orders)
 

@@ -13,7 +13,7 @@ import abc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import ClassVar, Protocol
+from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -208,6 +208,7 @@ AggregateFn = Callable[[list[Tensor], np.ndarray, np.ndarray, list[Tensor]], Ten
 KEYS_STREAM, TRAIN_STREAM, NOISE_STREAM, SAMPLING_STREAM = 0, 1, 2, 3
 
 
+@runtime_checkable
 class Method(Protocol):
     """What a federated method of the registry provides (Algorithms 1-4); the simulation, ``uldp.fit``, the
     deployment roles, Flower and the audits use a method through these members only.

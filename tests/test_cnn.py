@@ -10,7 +10,9 @@ import torch
 from uldp.models import MnistCNN, cross_entropy_loss
 from uldp.training import closed_form
 from uldp.training.dpsgd import dpsgd_train
-from uldp.training.per_user import flat_parameters, record_keys, train_users, train_users_loop, user_gradients
+from uldp.training.per_user import flat_parameters, user_gradients
+
+from per_user_checks import assert_fast_path_equals_loop
 
 
 def problem(n_records: int, n_users: int, seed: int, dtype: torch.dtype):
@@ -28,13 +30,8 @@ def test_per_user_training_equals_the_autograd_loop(dtype, tolerance):
     torch.manual_seed(0)
     model = MnistCNN().to(dtype).eval()
     x, y, groups = problem(60, 9, seed=1, dtype=dtype)
-    kwargs = dict(loss_fn=cross_entropy_loss, local_lr=0.1, epochs=2, batch_size=4,
-                  keys=record_keys(60, 2, torch.Generator().manual_seed(2)))
-    params = flat_parameters(model)
-    fast = train_users(model, params, x, y, groups, **kwargs)
-    slow = train_users_loop(model, params, x, y, groups, **kwargs)
-    assert slow.abs().max() > 1e-3
-    torch.testing.assert_close(fast, slow, atol=tolerance, rtol=0)
+    assert_fast_path_equals_loop(model, x, y, groups, loss_fn=cross_entropy_loss, local_lr=0.1, epochs=2, batch_size=4,
+                                 key_seed=2, atol=tolerance, moved=1e-3)
 
 
 def test_user_gradients_use_the_closed_form_from_the_shared_model():

@@ -11,8 +11,9 @@ from uldp.methods import Federation, Hyperparameters, make_method
 from uldp.models import CreditcardMLP, cross_entropy_loss
 from uldp.training import closed_form, mlp
 from uldp.training.dpsgd import dpsgd_train, dpsgd_train_silos
-from uldp.training.per_user import flat_parameters, record_keys, train_users, train_users_loop
+from uldp.training.per_user import flat_parameters, train_users
 
+from per_user_checks import assert_fast_path_equals_loop
 from recorded_uniforms import copies, mlp_reference_logits, recording
 
 
@@ -70,13 +71,8 @@ def test_per_user_training_equals_the_autograd_loop():
     x, y = torch.randn((120, 30), generator=gen, dtype=torch.float64), torch.randint(0, 2, (120,), generator=gen)
     owner = np.random.default_rng(1).zipf(1.5, 120) % 17
     groups = [np.flatnonzero(owner == u) for u in np.unique(owner)]
-    kwargs = dict(loss_fn=cross_entropy_loss, local_lr=0.2, epochs=3, batch_size=4,
-                  keys=record_keys(120, 3, torch.Generator().manual_seed(2)))
-    params = flat_parameters(model)
-    fast = train_users(model, params, x, y, groups, **kwargs)
-    slow = train_users_loop(model, params, x, y, groups, **kwargs)
-    assert slow.abs().max() > 1e-2
-    torch.testing.assert_close(fast, slow, atol=1e-10, rtol=0)
+    assert_fast_path_equals_loop(model, x, y, groups, loss_fn=cross_entropy_loss, local_lr=0.2, epochs=3, batch_size=4,
+                                 key_seed=2, atol=1e-10, moved=1e-2)
 
 
 def creditcard_like_federation(n_records: int = 150, n_silos: int = 3) -> Federation:

@@ -101,15 +101,8 @@ def max_silo_rdp(
     return np.max(curves, axis=0)
 
 
-def epsilon_group(
-    *,
-    sigma: float,
-    sample_rates: float | Sequence[float],
-    steps: int | Sequence[int],
-    k: int,
-    delta: float,
-    conversion: str = "rdp",
-) -> GroupPrivacySpent:
+def epsilon_group(*, sigma: float, sample_rates: float | Sequence[float], steps: int | Sequence[int], k: int,
+                  delta: float, conversion: str = "rdp") -> GroupPrivacySpent:
     """User-level (epsilon, delta) of ULDP-GROUP-k (paper Theorem 2, with the errata of settings.md).
 
     Each silo ``s`` runs DP-SGD with record-level Poisson rate ``sample_rates[s]`` for ``steps[s]`` steps in
@@ -262,19 +255,10 @@ def sigma_for_budget(epsilon_at: Callable[[float], float], *, epsilon: float, st
     return math.exp(root) * (1 + tolerance)  # round up: never promise less privacy than asked
 
 
-def sigma_for_epsilon(
-    method: str,
-    *,
-    epsilon: float,
-    rounds: int,
-    delta: float,
-    q: float = 1.0,
-    k: int | None = None,
-    sample_rates: float | Sequence[float] | None = None,
-    steps_per_round: int | Sequence[int] | None = None,
-    accountant: str = "rdp",
-    tolerance: float = 1e-6,
-) -> float:
+def sigma_for_epsilon(method: str, *, epsilon: float, rounds: int, delta: float, q: float = 1.0, k: int | None = None,
+                      sample_rates: float | Sequence[float] | None = None,
+                      steps_per_round: int | Sequence[int] | None = None, accountant: str = "rdp",
+                      tolerance: float = 1e-6) -> float:
     """The smallest noise multiplier ``sigma`` for which ``method`` reaches ``epsilon`` after ``rounds`` rounds.
 
     Solved by :func:`sigma_for_budget` on :func:`epsilon_for_method`. The PLD search solves first at the coarse

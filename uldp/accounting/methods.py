@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from uldp.accounting.pld import COARSE_INTERVAL, check_accountant, epsilon_group
 from uldp.accounting.rdp import DEFAULT_ORDERS, PrivacySpent, rdp_subsampled_gaussian, rdp_to_dp
 from uldp.checks import check_delta, check_integer, check_number, check_positive, check_rate
 from uldp.method_names import parse_method
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 #: The noise multipliers :func:`sigma_for_budget` searches, and where it starts (the paper's sigma).
 SIGMA_RANGE: tuple[float, float] = (1e-3, 1e4)

@@ -33,13 +33,15 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-
 from uldp.accounting.rdp import PrivacySpent
 from uldp.checks import check_delta, check_integer, check_positive, check_rate
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 #: Accountants by name: ``"rdp"`` (the paper's, :mod:`uldp.accounting.rdp`) and ``"pld"`` (this module).
 ACCOUNTANTS: tuple[str, ...] = ("rdp", "pld")

@@ -13,7 +13,7 @@ import abc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -21,10 +21,13 @@ from torch import Tensor, nn
 
 from uldp.checks import check_integer, check_number, check_positive, check_rate
 from uldp.data.base import Allocation
-from uldp.method_names import MethodSpec
 from uldp.method_names import parse_method as parse_method  # where simulation and fitting import it from
 from uldp.models import bce_loss
-from uldp.training.per_user import LossFunction
+
+if TYPE_CHECKING:
+    from uldp.method_names import MethodSpec
+    from uldp.training.per_user import LossFunction
+
 
 @dataclass(frozen=True)
 class Hyperparameters:

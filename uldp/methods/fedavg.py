@@ -16,19 +16,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from uldp.accounting import check_accountant, epsilon_for_method
 from uldp.methods.base import (
-    KEYS_STREAM, TRAIN_STREAM, AggregateFn, EveryRecordSiloNoise, Federation, Hyperparameters, MethodSpec,
-    global_torch_seed, seed_stream, torch_generator,
+    KEYS_STREAM, TRAIN_STREAM, EveryRecordSiloNoise, global_torch_seed, seed_stream, torch_generator,
 )
 from uldp.training import closed_form
 from uldp.training.per_user import clip_rows, record_keys, train_users
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from uldp.method_names import MethodSpec
+    from uldp.methods.base import AggregateFn, Federation, Hyperparameters
 
 
 def round_keys(federation: Federation, epochs: int, round_seed: np.random.SeedSequence) -> Tensor:

@@ -11,18 +11,20 @@ to groups of ``k`` (:func:`uldp.accounting.epsilon_group`, which uses the valid 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from uldp.accounting import epsilon_for_method
-from uldp.methods.base import (
-    TRAIN_STREAM, AggregateFn, Federation, Hyperparameters, MethodSpec, global_torch_seed, seed_stream, torch_generator,
-)
+from uldp.methods.base import TRAIN_STREAM, global_torch_seed, seed_stream, torch_generator
 from uldp.training import closed_form
 from uldp.training.dpsgd import dpsgd_schedule, dpsgd_train, dpsgd_train_silos
+
+if TYPE_CHECKING:
+    from uldp.method_names import MethodSpec
+    from uldp.methods.base import AggregateFn, Federation, Hyperparameters
 
 #: Child of a silo's training stream for the global generator (dropout); the stream itself drives DP-SGD's
 #: sampling and noise.

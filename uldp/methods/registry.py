@@ -1,4 +1,4 @@
-"""The registry of federated methods by family: a name of :mod:`uldp.method_names` in, a :class:`~uldp.methods.base.Method` out.
+"""The registry of federated methods by family: a registry name in, a :class:`~uldp.methods.base.Method` out.
 
 Each method class states the families it implements and the hyperparameters each needs in its ``REQUIRED``
 (:class:`~uldp.methods.base.Method`); :data:`METHOD_CLASSES` collects them. A new method is a class following the
@@ -7,13 +7,17 @@ protocol, its family in :data:`uldp.method_names.FAMILIES` (and its names in the
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from uldp.method_names import parse_method
-from uldp.methods.base import Hyperparameters, Method
 from uldp.methods.fedavg import FedAvgMethod
 from uldp.methods.group import GroupMethod
 from uldp.methods.uldp_avg import UserLevelMethod
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from uldp.methods.base import Hyperparameters, Method
 
 #: The class of every family of :data:`uldp.method_names.FAMILIES` (Algorithms 1, 2 and 3-4).
 METHOD_CLASSES: dict[str, type[FedAvgMethod] | type[GroupMethod] | type[UserLevelMethod]] = {
@@ -48,6 +52,7 @@ def make_method(name: str, hp: Hyperparameters, *, user_weights: np.ndarray | No
             (``q < 1``) or weights given to a method that has none.
 
     Example:
+        >>> from uldp.methods import Hyperparameters
         >>> hp = Hyperparameters(10.0, 0.001, 2, 4, 0.1, 5.0)
         >>> make_method("ULDP-AVG-w", hp).noise_std(4) == hp.sigma * hp.clip / 4 ** 0.5  # Algorithm 3, line 18
         True

@@ -18,19 +18,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from uldp.accounting import epsilon_for_method
-from uldp.methods.base import (
-    SAMPLING_STREAM, TRAIN_STREAM, AggregateFn, EveryRecordSiloNoise, Federation, Hyperparameters, MethodSpec,
-    global_torch_seed, seed_stream,
-)
+from uldp.methods.base import SAMPLING_STREAM, TRAIN_STREAM, EveryRecordSiloNoise, global_torch_seed, seed_stream
 from uldp.methods.fedavg import round_keys, silo_training
 from uldp.training.per_user import clip_rows, user_gradients
+
+if TYPE_CHECKING:
+    from uldp.method_names import MethodSpec
+    from uldp.methods.base import AggregateFn, Federation, Hyperparameters
 
 
 def uniform_weights(counts: np.ndarray, sampled: np.ndarray) -> np.ndarray:

@@ -74,12 +74,17 @@ VALID_ARRAYS = st.builds(
 ARRAYS = mutated(VALID_ARRAYS) | st.binary(max_size=80)
 
 
-def check_array(data: bytes) -> None:
+def writes_back(parse: Callable[[bytes], Any], encode: Callable[[Any], bytes], data: bytes) -> None:
+    """A byte format's check: ``data`` is refused (``ValueError``) or parses to what encodes to ``data`` again."""
     try:
-        values = wire.array_from_bytes(data)
+        value = parse(data)
     except ValueError:
         return
-    assert wire.array_to_bytes(values) == data
+    assert encode(value) == data
+
+
+def check_array(data: bytes) -> None:
+    writes_back(wire.array_from_bytes, wire.array_to_bytes, data)
 
 
 # --- Protocol 1 messages ------------------------------------------------------------------------------------------
@@ -98,11 +103,7 @@ MESSAGES = mutated(VALID_MESSAGES) | st.binary(max_size=80)
 
 
 def check_message(data: bytes) -> None:
-    try:
-        message = messages.parse_message(data)
-    except ValueError:
-        return
-    assert message.to_bytes() == data
+    writes_back(messages.parse_message, lambda message: message.to_bytes(), data)
 
 
 # --- checkpoints --------------------------------------------------------------------------------------------------

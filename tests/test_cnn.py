@@ -1,55 +1,18 @@
-"""Hand-written gradients of the MNIST CNN against autograd, and the per-user engine that uses them."""
+"""The MNIST CNN's hand-written gradients in the per-user engine and in ULDP-SGD's gradients, against autograd (the
+gradient itself: tests/test_closed_form.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
-from hypothesis import given, settings, strategies as st
 
 from uldp.models import MnistCNN, cross_entropy_loss
-from uldp.training import closed_form, cnn
+from uldp.training import closed_form
 from uldp.training.dpsgd import dpsgd_train
-from uldp.training.per_user import flat_parameters, record_keys, train_users, train_users_loop, user_gradients
+from uldp.training.per_user import flat_parameters, user_gradients
 
-from recorded_uniforms import recording
-
-
-def reference_logits(params, x, draws, copy, training):
-    """MnistCNN.forward written with torch.nn.functional, dropout replaced by the recorded masks."""
-    h = F.relu(F.max_pool2d(F.conv2d(x, params["conv1.weight"], params["conv1.bias"]), 2))
-    z = F.conv2d(h, params["conv2.weight"], params["conv2.bias"])
-    if training:
-        z = z * ((draws[0][copy] >= 0.5).to(z.dtype) / 0.5)[:, :, None, None]
-    h = F.relu(F.max_pool2d(z, 2)).flatten(1)
-    h = F.relu(h @ params["fc1.weight"].T + params["fc1.bias"])
-    if training:
-        h = h * ((draws[1][copy] >= 0.5).to(h.dtype) / 0.5)
-    return h @ params["fc2.weight"].T + params["fc2.bias"]
-
-
-@settings(max_examples=8, deadline=None)
-@given(seed=st.integers(0, 10**6), n_copies=st.integers(1, 3), batch=st.integers(1, 3), train=st.booleans())
-def test_weighted_gradient_equals_autograd(seed, n_copies, batch, train):
-    """Per copy, float64, with 0/1 padding weights (all-zero rows included) and, in train mode, the same masks."""
-    gen = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    model = MnistCNN().double().train(train)
-    params = {name: value.detach()[None] + 0.05 * torch.randn((n_copies, *value.shape), generator=gen,
-                                                              dtype=torch.float64)
-              for name, value in model.named_parameters()}
-    x = torch.randn((n_copies, batch, 1, 28, 28), generator=gen, dtype=torch.float64)
-    y = torch.randint(0, 10, (n_copies, batch), generator=gen)
-    weight = (torch.rand((n_copies, batch), generator=gen) < 0.7).double()
-    draws, uniforms = recording(seed + 1)
-    got = cnn.weighted_gradient(model, params, x, y, weight, uniforms=uniforms)
-    assert len(draws) == (2 if train else 0)
-    for g in range(n_copies):
-        own = {name: value[g].clone().requires_grad_() for name, value in params.items()}
-        loss = cross_entropy_loss(reference_logits(own, x[g], draws, g, train), y[g], weight[g])
-        for name, value in zip(own, torch.autograd.grad(loss, list(own.values()))):
-            torch.testing.assert_close(got[name][g], value, atol=1e-12, rtol=1e-10)
+from per_user_checks import assert_fast_path_equals_loop
 
 
 def problem(n_records: int, n_users: int, seed: int, dtype: torch.dtype):
@@ -67,13 +30,8 @@ def test_per_user_training_equals_the_autograd_loop(dtype, tolerance):
     torch.manual_seed(0)
     model = MnistCNN().to(dtype).eval()
     x, y, groups = problem(60, 9, seed=1, dtype=dtype)
-    kwargs = dict(loss_fn=cross_entropy_loss, local_lr=0.1, epochs=2, batch_size=4,
-                  keys=record_keys(60, 2, torch.Generator().manual_seed(2)))
-    params = flat_parameters(model)
-    fast = train_users(model, params, x, y, groups, **kwargs)
-    slow = train_users_loop(model, params, x, y, groups, **kwargs)
-    assert slow.abs().max() > 1e-3
-    torch.testing.assert_close(fast, slow, atol=tolerance, rtol=0)
+    assert_fast_path_equals_loop(model, x, y, groups, loss_fn=cross_entropy_loss, local_lr=0.1, epochs=2, batch_size=4,
+                                 key_seed=2, atol=tolerance, moved=1e-3)
 
 
 def test_user_gradients_use_the_closed_form_from_the_shared_model():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,9 +12,10 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from torch import nn
 
 from uldp.data.base import Allocation
+from uldp.method_names import FAMILIES
 from uldp.methods import (
-    KNOWN_METHODS, Federation, Hyperparameters, aggregate, heavy_user_federation, enhanced_weights, make_method, parse_method,
-    uniform_weights, weighted_sum,
+    KNOWN_METHODS, METHOD_CLASSES, Federation, Hyperparameters, Method, aggregate, heavy_user_federation,
+    enhanced_weights, make_method, parse_method, required_hyperparameters, uniform_weights, weighted_sum,
 )
 from uldp.methods.group import contribution_flags, resolve_group_size
 from uldp.models import bce_loss
@@ -37,6 +39,29 @@ def test_registry_names_and_errors():
     with pytest.raises(ValueError, match="needs clip"):
         make_method("ULDP-AVG", Hyperparameters(1.0, 0.1, 1, 4, None, 5.0))
     assert len(KNOWN_METHODS) == 9
+
+
+@pytest.mark.parametrize("name", ["DEFAULT", "ULDP-NAIVE", "ULDP-GROUP-3", "ULDP-SGD", "ULDP-AVG-w"])
+def test_registry_builds_every_family_from_exactly_its_required_hyperparameters(name):
+    """Each family has a class; it needs the hyperparameters its class lists (a missing one is named) and no
+    others; what it builds follows the Method protocol and says its group size."""
+    assert set(METHOD_CLASSES) == set(FAMILIES)
+    family = parse_method(name).family
+    required = required_hyperparameters(family)
+    optional = ("local_lr", "local_epochs", "clip", "sigma")
+    assert set(required) <= set(optional)
+    bare = replace(HP, **{field: None for field in optional if field not in required})
+    method = make_method(name, bare)
+    assert isinstance(method, Method) and isinstance(method, METHOD_CLASSES[family])
+    fed = heavy_user_federation(n_users=5, n_silos=2, seed=0, heavy=6)
+    assert method.group_size(fed) == (3 if family == "ULDP-GROUP" else None)
+    seed = np.random.SeedSequence(1)  # a round and the accountant run without the hyperparameters left out
+    prepared = method.prepare(fed, seed)
+    assert torch.isfinite(method.round(params_of(fed), prepared, seed)).all()
+    assert (method.epsilon(prepared, 2) is None) == (family == "DEFAULT")
+    for field in required:
+        with pytest.raises(ValueError, match=f"{name} needs {field}"):
+            make_method(name, replace(HP, **{field: None}))
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])

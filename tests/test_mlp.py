@@ -5,61 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
-from torch.func import functional_call
 
 from uldp.data.base import Allocation
 from uldp.methods import Federation, Hyperparameters, make_method
 from uldp.models import CreditcardMLP, cross_entropy_loss
 from uldp.training import closed_form, mlp
 from uldp.training.dpsgd import dpsgd_train, dpsgd_train_silos
-from uldp.training.per_user import flat_parameters, record_keys, train_users, train_users_loop
+from uldp.training.per_user import flat_parameters, train_users
 
-from recorded_uniforms import recording
-
-
-def reference_logits(model, params, x, draws, copy):
-    """The module's own layers (functional_call) in forward order, dropout replaced by the recorded masks."""
-    a, used = x, 0
-    for name, module in model.named_modules():
-        if list(module.children()):
-            continue
-        if isinstance(module, torch.nn.Dropout):
-            if model.training:
-                a = a * (draws[used][copy] >= module.p).to(a.dtype) / (1 - module.p)
-                used += 1
-        else:
-            own = {key[len(name) + 1:]: value for key, value in params.items() if key.startswith(name + ".")}
-            a = functional_call(module, own, (a,))
-    return a
-
-
-def copies(model, n_copies, gen):
-    """``n_copies`` perturbed parameter sets (batched) around the model's, float64."""
-    return {name: value.detach()[None] + 0.3 * torch.randn((n_copies, *value.shape), generator=gen, dtype=torch.float64)
-            for name, value in model.named_parameters()}
-
-
-@settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10**6), n_copies=st.integers(1, 4), batch=st.integers(1, 6), train=st.booleans())
-def test_weighted_gradient_equals_autograd(seed, n_copies, batch, train):
-    """Per copy, with 0/1 padding weights (all-zero rows included) and, in train mode, the same dropout masks."""
-    gen = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    model = CreditcardMLP().double().train(train)
-    params = copies(model, n_copies, gen)
-    x = torch.randn((n_copies, batch, 30), generator=gen, dtype=torch.float64)
-    y = torch.randint(0, 2, (n_copies, batch), generator=gen)
-    weight = (torch.rand((n_copies, batch), generator=gen) < 0.7).double()
-    draws, uniforms = recording(seed)
-    got = mlp.weighted_gradient(model, params, x, y, weight, uniforms=uniforms)
-    assert len(draws) == (4 if train else 0)
-    for g in range(n_copies):
-        own = {name: value[g].clone().requires_grad_() for name, value in params.items()}
-        loss = cross_entropy_loss(reference_logits(model, own, x[g], draws, g), y[g], weight[g])
-        expected = torch.autograd.grad(loss, list(own.values()))
-        for name, value in zip(own, expected):
-            torch.testing.assert_close(got[name][g], value, atol=1e-12, rtol=1e-10)
+from per_user_checks import assert_fast_path_equals_loop
+from recorded_uniforms import copies, mlp_reference_logits, recording
 
 
 def test_clipped_sum_equals_per_record_autograd_clipping():
@@ -68,7 +23,7 @@ def test_clipped_sum_equals_per_record_autograd_clipping():
     gen = torch.Generator().manual_seed(3)
     torch.manual_seed(3)  # the model's initialisation
     model = CreditcardMLP().double().train()
-    params = copies(model, 2, gen)
+    params = copies(model, 2, gen, spread=0.3)
     x = torch.randn((2, 5, 30), generator=gen, dtype=torch.float64)
     y = torch.randint(0, 2, (2, 5), generator=gen)
     member = torch.tensor([[1.0, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=torch.float64)
@@ -80,7 +35,7 @@ def test_clipped_sum_equals_per_record_autograd_clipping():
         own = {name: value[g].clone().requires_grad_() for name, value in params.items()}
         total = {name: torch.zeros_like(value) for name, value in own.items()}
         for i in range(5):
-            logits = reference_logits(model, own, x[g], draws, g)[i : i + 1]
+            logits = mlp_reference_logits(model, own, x[g], draws, g)[i : i + 1]
             grads = torch.autograd.grad(cross_entropy_loss(logits, y[g, i : i + 1]), list(own.values()))
             norm = torch.sqrt(sum(grad.square().sum() for grad in grads))
             norms.append(float(norm))
@@ -116,13 +71,8 @@ def test_per_user_training_equals_the_autograd_loop():
     x, y = torch.randn((120, 30), generator=gen, dtype=torch.float64), torch.randint(0, 2, (120,), generator=gen)
     owner = np.random.default_rng(1).zipf(1.5, 120) % 17
     groups = [np.flatnonzero(owner == u) for u in np.unique(owner)]
-    kwargs = dict(loss_fn=cross_entropy_loss, local_lr=0.2, epochs=3, batch_size=4,
-                  keys=record_keys(120, 3, torch.Generator().manual_seed(2)))
-    params = flat_parameters(model)
-    fast = train_users(model, params, x, y, groups, **kwargs)
-    slow = train_users_loop(model, params, x, y, groups, **kwargs)
-    assert slow.abs().max() > 1e-2
-    torch.testing.assert_close(fast, slow, atol=1e-10, rtol=0)
+    assert_fast_path_equals_loop(model, x, y, groups, loss_fn=cross_entropy_loss, local_lr=0.2, epochs=3, batch_size=4,
+                                 key_seed=2, atol=1e-10, moved=1e-2)
 
 
 def creditcard_like_federation(n_records: int = 150, n_silos: int = 3) -> Federation:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
+from per_user_checks import assert_fast_path_equals_loop
 from torch import nn
 
 from uldp.training.per_user import (
@@ -16,9 +15,7 @@ from uldp.training.per_user import (
     UnfoldConv2d,
     clip_rows,
     flat_parameters,
-    record_keys,
     train_users,
-    train_users_loop,
     user_gradients,
     vmap_friendly,
 )
@@ -63,13 +60,8 @@ def test_fast_path_equals_loop_on_mlp(batch_size, chunk_floats, dtype, tolerance
     model = mlp().to(dtype).eval()  # deterministic: dropout off
     x, y, groups = problem(200, 30, (5,), seed=1)
     x = x.to(dtype)
-    params = flat_parameters(model)
-    keys = record_keys(200, 3, torch.Generator().manual_seed(2))
-    kwargs = dict(loss_fn=cross_entropy, local_lr=0.2, epochs=3, batch_size=batch_size, keys=keys)
-    fast = train_users(model, params, x, y, groups, chunk_floats=chunk_floats, **kwargs)
-    slow = train_users_loop(model, params, x, y, groups, **kwargs)
-    assert slow.abs().max() > 1e-3  # the users did move
-    torch.testing.assert_close(fast, slow, atol=tolerance, rtol=0)
+    assert_fast_path_equals_loop(model, x, y, groups, loss_fn=cross_entropy, local_lr=0.2, epochs=3,
+                                 batch_size=batch_size, key_seed=2, atol=tolerance, moved=1e-3, chunk_floats=chunk_floats)
 
 
 @pytest.mark.parametrize("convert", [False, True])
@@ -77,11 +69,8 @@ def test_fast_path_equals_loop_on_cnn(convert):
     torch.manual_seed(0)
     model = TinyCNN().eval()
     x, y, groups = problem(60, 10, (1, 12, 12), seed=3)
-    params = flat_parameters(model)
-    keys = record_keys(60, 2, torch.Generator().manual_seed(4))
-    kwargs: dict[str, Any] = dict(loss_fn=cross_entropy, local_lr=0.1, epochs=2, batch_size=4, keys=keys)
-    fast = train_users(vmap_friendly(model) if convert else model, params, x, y, groups, **kwargs)
-    torch.testing.assert_close(fast, train_users_loop(model, params, x, y, groups, **kwargs), atol=1e-5, rtol=0)
+    assert_fast_path_equals_loop(model, x, y, groups, loss_fn=cross_entropy, local_lr=0.1, epochs=2, batch_size=4,
+                                 key_seed=4, atol=1e-5, fast_model=vmap_friendly(model) if convert else None)
 
 
 def test_user_gradients_equal_autograd_per_user():

@@ -455,7 +455,7 @@ def _run(config: RunConfig, progress: bool, dataset: Any, aggregate_fn: Any, ins
     result = RunResult(config=config, info={
         "parameters": int(params.numel()), "train_records": int(federation.x.shape[0]),
         "n_silos": int(federation.n_silos), "dataset_variant": data.variant,
-        "group_size": method.group_size(federation) if hasattr(method, "group_size") else None,
+        "group_size": method.group_size(federation),
         "setup_seconds": round(time.perf_counter() - start, 3)})
     if calibrating:
         result.info["calibrated_sigma"] = config.sigma

@@ -18,13 +18,10 @@ from uldp.accounting.group import (
     power_of_two_bounds,
 )
 from uldp.accounting.methods import (
-    METHOD_FAMILIES,
-    check_method,
     epsilon_for_method,
     epsilon_group,
     epsilon_naive,
     epsilon_uldp,
-    parse_group_size,
     sigma_for_budget,
     sigma_for_epsilon,
 )
@@ -47,11 +44,9 @@ from uldp.accounting.rdp import (
 __all__ = [
     "ACCOUNTANTS",
     "DEFAULT_ORDERS",
-    "METHOD_FAMILIES",
     "GroupPrivacySpent",
     "PrivacySpent",
     "check_accountant",
-    "check_method",
     "dp_epsilons",
     "epsilon_for_method",
     "epsilon_group",
@@ -66,7 +61,6 @@ __all__ = [
     "mixture_group_curve",
     "paper_group_dp_epsilon",
     "paper_group_rdp_epsilon",
-    "parse_group_size",
     "power_of_two_bounds",
     "rdp_gaussian",
     "rdp_subsampled_gaussian",

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import math
+from typing import TYPE_CHECKING
+
+from uldp.checks import check_number
+from uldp.cli import print_json
+from uldp.method_names import parse_method
+
+if TYPE_CHECKING:
+    import argparse
 
 #: Noise multipliers the commands accept: beyond them the accountants' floating point overflows (1e308) or divides by
 #: zero (1e-300), and epsilon is already astronomically large (5.5e6 at 1e-3) or zero to print precision (1e6).
@@ -39,8 +46,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _check_sigma(sigma: float) -> None:
-    from uldp.checks import check_number
-
     check_number("--sigma", sigma, at_least=SIGMA_RANGE[0], at_most=SIGMA_RANGE[1])
 
 
@@ -51,15 +56,14 @@ def _finite(value: float) -> float | None:
 def run_epsilon(args: argparse.Namespace) -> int:
     """Print the epsilon of one method at ``--sigma`` (or the sigma for ``--target-epsilon`` and its epsilon);
     with ``--json`` one document with the inputs, ``sigma``, ``epsilon`` and the RDP ``order`` (null for PLD)."""
-    from uldp.accounting import check_method, epsilon_for_method, sigma_for_epsilon
-    from uldp.cli import print_json
+    from uldp.accounting import epsilon_for_method, sigma_for_epsilon
 
-    family = check_method(args.method)
+    spec = parse_method(args.method)
     if args.sigma is not None:
         _check_sigma(args.sigma)
-    arguments = {"rounds": args.rounds, "delta": args.delta, "q": args.q if family == "uldp" else 1.0,
+    arguments = {"rounds": args.rounds, "delta": args.delta, "q": args.q if spec.per_user else 1.0,
                  "accountant": args.accountant}
-    if family == "group":
+    if spec.family == "ULDP-GROUP":
         if args.steps_per_round is None:
             raise ValueError(f"{args.method} needs --steps-per-round (DP-SGD steps per silo per round)")
         arguments.update(sample_rates=args.q, steps_per_round=args.steps_per_round)
@@ -79,7 +83,6 @@ def run_epsilon(args: argparse.Namespace) -> int:
 def run_group_epsilon(args: argparse.Namespace) -> int:
     """Print, per group size, the valid RDP-route and the (epsilon, delta)-route group epsilons."""
     from uldp.accounting.group import group_privacy_table
-    from uldp.cli import print_json
 
     _check_sigma(args.sigma)
     table = group_privacy_table(sigma=args.sigma, q=args.q, steps=args.steps, delta=args.delta, ks=args.k)

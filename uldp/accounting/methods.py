@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,16 +23,11 @@ from uldp.accounting.group import GroupPrivacySpent, group_dp_epsilon, group_eps
 from uldp.accounting.pld import COARSE_INTERVAL, check_accountant, epsilon_group_pld, epsilon_uldp_pld
 from uldp.accounting.rdp import DEFAULT_ORDERS, PrivacySpent, rdp_subsampled_gaussian, rdp_to_dp
 from uldp.checks import check_delta, check_integer, check_number, check_positive, check_rate
+from uldp.method_names import parse_method
 
-#: Accounting family of each method name of the registry (``ULDP-GROUP-<k>`` is parsed separately).
-METHOD_FAMILIES: dict[str, str] = {
-    "DEFAULT": "none",
-    "ULDP-NAIVE": "naive",
-    "ULDP-SGD": "uldp",
-    "ULDP-SGD-w": "uldp",
-    "ULDP-AVG": "uldp",
-    "ULDP-AVG-w": "uldp",
-}
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
 #: The noise multipliers :func:`sigma_for_budget` searches, and where it starts (the paper's sigma).
 SIGMA_RANGE: tuple[float, float] = (1e-3, 1e4)
 SIGMA_START = 5.0
@@ -52,8 +47,12 @@ def epsilon_naive(
     Returns:
         The guarantee (``epsilon = 0`` after zero rounds).
 
-    >>> round(epsilon_naive(sigma=5.0, rounds=100, delta=1e-5).epsilon, 3)
-    10.726
+    ``T`` rounds of the Gaussian mechanism with noise multiplier ``sigma`` are one with ``sigma / sqrt(T)`` (their
+    RDP curves ``T alpha / (2 sigma^2)`` are equal):
+
+    >>> math.isclose(epsilon_naive(sigma=5.0, rounds=100, delta=1e-5).epsilon,
+    ...              epsilon_naive(sigma=0.5, rounds=1, delta=1e-5).epsilon, rel_tol=1e-12)
+    True
     """
     return epsilon_uldp(sigma=sigma, rounds=rounds, delta=delta, q=1.0, orders=orders)
 
@@ -105,15 +104,8 @@ def max_silo_rdp(
     return np.max(curves, axis=0)
 
 
-def epsilon_group(
-    *,
-    sigma: float,
-    sample_rates: float | Sequence[float],
-    steps: int | Sequence[int],
-    k: int,
-    delta: float,
-    conversion: str = "rdp",
-) -> GroupPrivacySpent:
+def epsilon_group(*, sigma: float, sample_rates: float | Sequence[float], steps: int | Sequence[int], k: int,
+                  delta: float, conversion: str = "rdp") -> GroupPrivacySpent:
     """User-level (epsilon, delta) of ULDP-GROUP-k (paper Theorem 2, with the errata of settings.md).
 
     Each silo ``s`` runs DP-SGD with record-level Poisson rate ``sample_rates[s]`` for ``steps[s]`` steps in
@@ -155,33 +147,6 @@ def epsilon_group(
     raise ValueError(f"conversion must be 'rdp' or 'dp', got {conversion!r}")
 
 
-def parse_group_size(method: str) -> int | str | None:
-    """The ``k`` of a ``ULDP-GROUP-<k>`` name: an int, ``"max"`` or ``"median"``; ``None`` for other methods.
-
-    >>> parse_group_size("ULDP-GROUP-8"), parse_group_size("ULDP-GROUP-max"), parse_group_size("ULDP-AVG")
-    (8, 'max', None)
-    """
-    prefix = "ULDP-GROUP-"
-    if not method.startswith(prefix):
-        return None
-    suffix = method[len(prefix):]
-    if suffix in ("max", "median"):
-        return suffix
-    if suffix.isdigit() and int(suffix) >= 1:
-        return int(suffix)
-    raise ValueError(f"unknown group size in method {method!r}: use ULDP-GROUP-<k>, -max or -median")
-
-
-def check_method(method: str) -> str:
-    """Return the accounting family of ``method`` or raise ``ValueError`` listing the known names."""
-    if method in METHOD_FAMILIES:
-        return METHOD_FAMILIES[method]
-    if parse_group_size(method) is not None:
-        return "group"
-    known = sorted(METHOD_FAMILIES) + ["ULDP-GROUP-<k>", "ULDP-GROUP-max", "ULDP-GROUP-median"]
-    raise ValueError(f"unknown method {method!r}; known methods: {', '.join(known)}")
-
-
 def epsilon_for_method(
     method: str,
     *,
@@ -218,17 +183,17 @@ def epsilon_for_method(
     >>> spent.epsilon < epsilon_for_method("ULDP-AVG-w", sigma=5.0, rounds=100, delta=1e-5).epsilon
     True
     """
-    family = check_method(method)
+    spec = parse_method(method)
     pld = check_accountant(accountant) == "pld"
-    if family == "none":
+    if not spec.private:
         return PrivacySpent(epsilon=math.inf, order=math.nan, delta=check_delta(delta))
-    if family in ("naive", "uldp"):
-        rate = q if family == "uldp" else 1.0
+    if spec.family != "ULDP-GROUP":  # ULDP-NAIVE (Theorem 1) or ULDP-SGD/AVG (Theorem 3, Lemma 4 for q < 1)
+        rate = q if spec.per_user else 1.0
         if pld:
             return epsilon_uldp_pld(sigma=sigma, rounds=rounds, delta=delta, q=rate,
                                     value_discretization_interval=value_discretization_interval)
         return epsilon_uldp(sigma=sigma, rounds=rounds, delta=delta, q=rate)
-    group_size = k if k is not None else parse_group_size(method)
+    group_size = k if k is not None else spec.group_size
     if not isinstance(group_size, (int, np.integer)):
         raise ValueError(f"{method} needs the numeric group size k (got {group_size!r})")
     if sample_rates is None or steps_per_round is None:
@@ -293,19 +258,10 @@ def sigma_for_budget(epsilon_at: Callable[[float], float], *, epsilon: float, st
     return math.exp(root) * (1 + tolerance)  # round up: never promise less privacy than asked
 
 
-def sigma_for_epsilon(
-    method: str,
-    *,
-    epsilon: float,
-    rounds: int,
-    delta: float,
-    q: float = 1.0,
-    k: int | None = None,
-    sample_rates: float | Sequence[float] | None = None,
-    steps_per_round: int | Sequence[int] | None = None,
-    accountant: str = "rdp",
-    tolerance: float = 1e-6,
-) -> float:
+def sigma_for_epsilon(method: str, *, epsilon: float, rounds: int, delta: float, q: float = 1.0, k: int | None = None,
+                      sample_rates: float | Sequence[float] | None = None,
+                      steps_per_round: int | Sequence[int] | None = None, accountant: str = "rdp",
+                      tolerance: float = 1e-6) -> float:
     """The smallest noise multiplier ``sigma`` for which ``method`` reaches ``epsilon`` after ``rounds`` rounds.
 
     Solved by :func:`sigma_for_budget` on :func:`epsilon_for_method`. The PLD search solves first at the coarse
@@ -327,7 +283,7 @@ def sigma_for_epsilon(
         ValueError: On bad arguments, ``DEFAULT``, or a target outside what sigma in [1e-3, 1e4] reaches.
     """
     epsilon = check_positive("epsilon", epsilon)
-    if check_method(method) == "none":
+    if not parse_method(method).private:
         raise ValueError("DEFAULT has no privacy guarantee; there is no sigma for it")
     if check_integer("rounds", rounds, minimum=0) == 0:
         raise ValueError("rounds must be >= 1 to calibrate sigma")

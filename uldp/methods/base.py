@@ -1,15 +1,19 @@
-"""What every federated method shares: the parsed method name, its hyperparameters, the federation it trains on.
+"""What every federated method shares: its hyperparameters, the federation it trains on, the :class:`Method`
+protocol and the per-silo noise of the methods that use every record (:class:`EveryRecordSiloNoise`).
 
 A method (:mod:`uldp.methods.fedavg`, :mod:`uldp.methods.group`, :mod:`uldp.methods.uldp_avg`) is a silo-side update
 (local training, clipping, weighting, noise with the std of its theorem), a server-side aggregation and its
 accountant from :mod:`uldp.accounting`. All randomness of a round comes from one ``numpy.random.SeedSequence``.
+Method names are parsed by :mod:`uldp.method_names`; :mod:`uldp.methods.registry` builds a method by family.
 """
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -17,78 +21,12 @@ from torch import Tensor, nn
 
 from uldp.checks import check_integer, check_number, check_positive, check_rate
 from uldp.data.base import Allocation
-from uldp.training.per_user import LossFunction
+from uldp.method_names import parse_method as parse_method  # where simulation and fitting import it from
+from uldp.models import bce_loss
 
-#: Method families and the names of the registry (``k`` stands for a positive integer group size).
-FAMILIES: tuple[str, ...] = ("DEFAULT", "ULDP-NAIVE", "ULDP-GROUP", "ULDP-SGD", "ULDP-AVG")
-KNOWN_METHODS: tuple[str, ...] = (
-    "DEFAULT", "ULDP-NAIVE", "ULDP-GROUP-k", "ULDP-GROUP-max", "ULDP-GROUP-median",
-    "ULDP-SGD", "ULDP-SGD-w", "ULDP-AVG", "ULDP-AVG-w",
-)
-
-
-@dataclass(frozen=True)
-class MethodSpec:
-    """A parsed method name.
-
-    Attributes:
-        name: The canonical registry name (``"ULDP-GROUP-8"``, ``"ULDP-AVG-w"``, ...).
-        family: One of :data:`FAMILIES`.
-        enhanced_weights: ULDP-SGD/AVG: ``w_su = n_su / N_u`` (``-w``) instead of ``1 / |S|``.
-        group_size: ULDP-GROUP: ``k`` (an int, ``"max"`` or ``"median"``); otherwise ``None``.
-    """
-
-    name: str
-    family: str
-    enhanced_weights: bool = False
-    group_size: int | str | None = None
-
-    @property
-    def private(self) -> bool:
-        """Whether the method has a user-level DP guarantee (all but DEFAULT)."""
-        return self.family != "DEFAULT"
-
-    @property
-    def reads_users(self) -> bool:
-        """Whether training reads who owns each record (all but DEFAULT and ULDP-NAIVE, which use every record of a
-        silo alike): with fixed silos, a user-blind method's run does not depend on the users' allocation."""
-        return self.family not in ("DEFAULT", "ULDP-NAIVE")
-
-    @property
-    def per_user(self) -> bool:
-        """Whether the method clips per user and silo (ULDP-SGD/AVG, with user-level sampling)."""
-        return self.family in ("ULDP-SGD", "ULDP-AVG")
-
-
-def parse_method(name: str) -> MethodSpec:
-    """Parse a registry name.
-
-    Args:
-        name: ``"DEFAULT"``, ``"ULDP-NAIVE"``, ``"ULDP-GROUP-<k>"`` (``k`` a positive int, ``max`` or ``median``),
-            ``"ULDP-SGD"``, ``"ULDP-SGD-w"``, ``"ULDP-AVG"`` or ``"ULDP-AVG-w"``.
-
-    Returns:
-        The :class:`MethodSpec`.
-
-    Raises:
-        ValueError: Unknown name; the message lists the known ones.
-
-    Example:
-        >>> parse_method("ULDP-GROUP-8").group_size, parse_method("ULDP-AVG-w").enhanced_weights
-        (8, True)
-    """
-    if name in ("DEFAULT", "ULDP-NAIVE"):
-        return MethodSpec(name, name)
-    if name in ("ULDP-SGD", "ULDP-AVG", "ULDP-SGD-w", "ULDP-AVG-w"):
-        return MethodSpec(name, name.removesuffix("-w"), enhanced_weights=name.endswith("-w"))
-    prefix = "ULDP-GROUP-"
-    if isinstance(name, str) and name.startswith(prefix):
-        suffix = name[len(prefix):]
-        if suffix in ("max", "median"):
-            return MethodSpec(name, "ULDP-GROUP", group_size=suffix)
-        if suffix.isdigit() and int(suffix) >= 1:
-            return MethodSpec(f"{prefix}{int(suffix)}", "ULDP-GROUP", group_size=int(suffix))
-    raise ValueError(f"unknown method {name!r}; known methods: {', '.join(KNOWN_METHODS)} (k a positive integer)")
+if TYPE_CHECKING:
+    from uldp.method_names import MethodSpec
+    from uldp.training.per_user import LossFunction
 
 
 @dataclass(frozen=True)
@@ -228,8 +166,6 @@ def heavy_user_federation(n_users: int, n_silos: int, seed: int, heavy: int = 30
     Returns:
         The federation.
     """
-    from uldp.models import bce_loss
-
     rng = np.random.default_rng(seed)
     n_light = 8 * n_users
     user = np.concatenate([np.zeros(heavy, dtype=int), rng.integers(0, n_users, n_light)])
@@ -269,3 +205,86 @@ def gaussian_noise(size: int, *, std: float, generator: torch.Generator) -> Tens
 
 #: A server-side aggregation with the signature of the secure aggregation hook (see :func:`uldp.methods.aggregate`).
 AggregateFn = Callable[[list[Tensor], np.ndarray, np.ndarray, list[Tensor]], Tensor]
+
+
+#: Sub-stream ids inside a round's SeedSequence.
+KEYS_STREAM, TRAIN_STREAM, NOISE_STREAM, SAMPLING_STREAM = 0, 1, 2, 3
+
+
+@runtime_checkable
+class Method(Protocol):
+    """What a federated method of the registry provides (Algorithms 1-4); the simulation, ``uldp.fit``, the
+    deployment roles, Flower and the audits use a method through these members only.
+
+    A class registers for one or more families of :data:`uldp.method_names.FAMILIES` by naming them, each with the
+    hyperparameters it needs besides ``global_lr`` and ``batch_size``, in :attr:`REQUIRED`
+    (:mod:`uldp.methods.registry`). Every random draw of a round derives from its ``round_seed``.
+
+    Attributes:
+        REQUIRED: Per family this class implements, the :class:`Hyperparameters` that must not be ``None``.
+        spec: The parsed registry name.
+        hp: The hyperparameters.
+    """
+
+    REQUIRED: ClassVar[dict[str, tuple[str, ...]]]
+    spec: MethodSpec
+    hp: Hyperparameters
+
+    def group_size(self, federation: Federation) -> int | None:
+        """The records kept per user (ULDP-GROUP-k's ``k``, Algorithm 2) on ``federation``; ``None``: all of them."""
+
+    def keep_mask(self, federation: Federation, seed: np.random.SeedSequence) -> np.ndarray:
+        """The records the method trains on (a boolean mask over ``federation``'s records), drawn from ``seed``."""
+
+    def prepare(self, federation: Federation, seed: np.random.SeedSequence) -> Federation:
+        """The federation restricted to :meth:`keep_mask`, before the first round."""
+
+    def silo_update(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence, silo: int,
+                    *, sampled: np.ndarray, counts: np.ndarray) -> Tensor:
+        """What silo ``silo`` sends the server in one round (reads only that silo's records); ``sampled`` are the
+        users sampled this round, ``counts`` the whole federation's ``n[s, u]``."""
+
+    def server_step(self, params: Tensor, total: Tensor, *, n_users: int, n_silos: int) -> Tensor:
+        """The next global model from the sum ``total`` of the silos' updates."""
+
+    def round(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence,
+              aggregate_fn: AggregateFn | None = None) -> Tensor:
+        """One whole round in this process: every silo's update, their aggregation, the server step."""
+
+    def accounting_arguments(self, federation: Federation) -> dict:
+        """What :func:`uldp.accounting.epsilon_for_method` needs besides sigma, rounds and delta."""
+
+    def epsilon(self, federation: Federation, rounds: int, *, accountant: str = "rdp") -> float | None:
+        """The user-level epsilon after ``rounds`` rounds by the accountant ``accountant``; ``None``: no guarantee."""
+
+
+class EveryRecordSiloNoise(abc.ABC):
+    """What DEFAULT / ULDP-NAIVE and ULDP-SGD / ULDP-AVG share: every record takes part, and each silo adds its own
+    Gaussian noise ``N(0, noise_std(|S|)^2 I)`` to what it sends (Algorithm 1 line 14, Algorithm 3 line 18) from its
+    sub-stream of the round's seed. A subclass defines ``noise_std``.
+    """
+
+    @abc.abstractmethod
+    def noise_std(self, n_silos: int) -> float:
+        """The std of the noise each of ``n_silos`` silos adds (the method's theorem)."""
+
+    def group_size(self, federation: Federation) -> None:
+        """No bound on the records per user: every record is used."""
+        return None
+
+    def prepare(self, federation: Federation, seed: np.random.SeedSequence) -> Federation:
+        """Nothing to prepare: every record is used."""
+        return federation
+
+    def keep_mask(self, federation: Federation, seed: np.random.SeedSequence) -> np.ndarray:
+        """The records :meth:`prepare` keeps: all of them."""
+        return np.ones(federation.x.shape[0], dtype=bool)
+
+    def silo_noise(self, size: int, n_silos: int, round_seed: np.random.SeedSequence, silo: int) -> Tensor:
+        """The noise silo ``silo`` adds, ``N(0, noise_std(|S|)^2 I)`` (zeros when the std is 0: DEFAULT)."""
+        generator = torch_generator(seed_stream(round_seed, NOISE_STREAM, silo))
+        return gaussian_noise(size, std=self.noise_std(n_silos), generator=generator)
+
+    def noise(self, size: int, n_silos: int, round_seed: np.random.SeedSequence) -> list[Tensor]:
+        """The noise each silo adds (:meth:`silo_noise` of every silo)."""
+        return [self.silo_noise(size, n_silos, round_seed, s) for s in range(n_silos)]

@@ -14,22 +14,25 @@ gives only noise multiplier ``sigma / 2``. We add ``2 sigma C sqrt(|S|)`` per si
 
 from __future__ import annotations
 
-import abc
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
-import numpy as np
 import torch
 from torch import Tensor
 
+from uldp.accounting import check_accountant, epsilon_for_method
 from uldp.methods.base import (
-    Federation, Hyperparameters, MethodSpec, gaussian_noise, global_torch_seed, seed_stream, torch_generator,
+    KEYS_STREAM, TRAIN_STREAM, EveryRecordSiloNoise, global_torch_seed, seed_stream, torch_generator,
 )
 from uldp.training import closed_form
 from uldp.training.per_user import clip_rows, record_keys, train_users
 
-#: Sub-stream ids inside a round's SeedSequence.
-KEYS_STREAM, TRAIN_STREAM, NOISE_STREAM, SAMPLING_STREAM = 0, 1, 2, 3
+if TYPE_CHECKING:
+    import numpy as np
+
+    from uldp.method_names import MethodSpec
+    from uldp.methods.base import AggregateFn, Federation, Hyperparameters
 
 
 def round_keys(federation: Federation, epochs: int, round_seed: np.random.SeedSequence) -> Tensor:
@@ -50,34 +53,6 @@ def silo_training(federation: Federation, params: Tensor, groups: list[np.ndarra
                            batch_size=hp.batch_size, keys=keys)
 
 
-class EveryRecordSiloNoise(abc.ABC):
-    """What DEFAULT / ULDP-NAIVE and ULDP-SGD / ULDP-AVG share: every record takes part, and each silo adds its own
-    Gaussian noise ``N(0, noise_std(|S|)^2 I)`` to what it sends (Algorithm 1 line 14, Algorithm 3 line 18) from its
-    sub-stream of the round's seed. A subclass defines ``noise_std``.
-    """
-
-    @abc.abstractmethod
-    def noise_std(self, n_silos: int) -> float:
-        """The std of the noise each of ``n_silos`` silos adds (the method's theorem)."""
-
-    def prepare(self, federation: Federation, seed: np.random.SeedSequence) -> Federation:
-        """Nothing to prepare: every record is used."""
-        return federation
-
-    def keep_mask(self, federation: Federation, seed: np.random.SeedSequence) -> np.ndarray:
-        """The records :meth:`prepare` keeps: all of them."""
-        return np.ones(federation.x.shape[0], dtype=bool)
-
-    def silo_noise(self, size: int, n_silos: int, round_seed: np.random.SeedSequence, silo: int) -> Tensor:
-        """The noise silo ``silo`` adds, ``N(0, noise_std(|S|)^2 I)`` (zeros when the std is 0: DEFAULT)."""
-        generator = torch_generator(seed_stream(round_seed, NOISE_STREAM, silo))
-        return gaussian_noise(size, std=self.noise_std(n_silos), generator=generator)
-
-    def noise(self, size: int, n_silos: int, round_seed: np.random.SeedSequence) -> list[Tensor]:
-        """The noise each silo adds (:meth:`silo_noise` of every silo)."""
-        return [self.silo_noise(size, n_silos, round_seed, s) for s in range(n_silos)]
-
-
 @dataclass(frozen=True)
 class FedAvgMethod(EveryRecordSiloNoise):
     """DEFAULT and ULDP-NAIVE.
@@ -87,6 +62,8 @@ class FedAvgMethod(EveryRecordSiloNoise):
         hp: Hyperparameters (``clip`` and ``sigma`` unused by DEFAULT).
     """
 
+    REQUIRED: ClassVar[dict[str, tuple[str, ...]]] = {
+        "DEFAULT": ("local_lr", "local_epochs"), "ULDP-NAIVE": ("local_lr", "local_epochs", "clip", "sigma")}
     spec: MethodSpec
     hp: Hyperparameters
 
@@ -151,8 +128,9 @@ class FedAvgMethod(EveryRecordSiloNoise):
         return params + self.hp.global_lr / n_silos * total
 
     def round(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence,
-              aggregate_fn: object = None) -> Tensor:
-        """One round: ``x_{t+1} = x_t + eta_g / |S| sum_s (Delta_s + z_s)`` (Algorithm 1 line 7)."""
+              aggregate_fn: AggregateFn | None = None) -> Tensor:
+        """One round: ``x_{t+1} = x_t + eta_g / |S| sum_s (Delta_s + z_s)`` (Algorithm 1 line 7); ``aggregate_fn``
+        is unused (no weights to compute)."""
         total = self.clean_update(params, federation, round_seed)
         if self.spec.private:
             total = total + torch.stack(self.noise(params.numel(), federation.n_silos, round_seed)).sum(dim=0)
@@ -165,8 +143,6 @@ class FedAvgMethod(EveryRecordSiloNoise):
     def epsilon(self, federation: Federation, rounds: int, *, accountant: str = "rdp") -> float | None:
         """Theorem 1's user-level epsilon after ``rounds`` rounds by the accountant named ``accountant``
         (``"rdp"`` or ``"pld"``, :mod:`uldp.accounting`); ``None`` for DEFAULT: no guarantee."""
-        from uldp.accounting import check_accountant, epsilon_for_method
-
         if not self.spec.private:
             check_accountant(accountant)
             return None

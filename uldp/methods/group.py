@@ -11,13 +11,20 @@ to groups of ``k`` (:func:`uldp.accounting.epsilon_group`, which uses the valid 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from uldp.methods.base import Federation, Hyperparameters, MethodSpec, global_torch_seed, seed_stream, torch_generator
-from uldp.methods.fedavg import TRAIN_STREAM
+from uldp.accounting import epsilon_for_method
+from uldp.methods.base import TRAIN_STREAM, global_torch_seed, seed_stream, torch_generator
+from uldp.training import closed_form
+from uldp.training.dpsgd import dpsgd_schedule, dpsgd_train, dpsgd_train_silos
+
+if TYPE_CHECKING:
+    from uldp.method_names import MethodSpec
+    from uldp.methods.base import AggregateFn, Federation, Hyperparameters
 
 #: Child of a silo's training stream for the global generator (dropout); the stream itself drives DP-SGD's
 #: sampling and noise.
@@ -66,6 +73,7 @@ class GroupMethod:
         hp: Hyperparameters (``clip`` and ``sigma`` are DP-SGD's per-record bound and noise multiplier).
     """
 
+    REQUIRED: ClassVar[dict[str, tuple[str, ...]]] = {"ULDP-GROUP": ("local_lr", "local_epochs", "clip", "sigma")}
     spec: MethodSpec
     hp: Hyperparameters
 
@@ -88,8 +96,6 @@ class GroupMethod:
         records = torch.from_numpy(federation.silo_records(silo))
         if records.numel() == 0:
             return torch.zeros_like(params)
-        from uldp.training.dpsgd import dpsgd_train  # opacus is slow to import: only when training
-
         with global_torch_seed(seed_stream(round_seed, TRAIN_STREAM, silo, DROPOUT_STREAM)):
             return dpsgd_train(
                 federation.model, params, federation.x[records], federation.y[records], loss_fn=federation.loss_fn,
@@ -109,9 +115,6 @@ class GroupMethod:
         (:func:`~uldp.training.dpsgd.dpsgd_train_silos`: the same draws, dropout masks included, hence the same
         deltas, in the longest silo's number of steps).
         """
-        from uldp.training import closed_form
-        from uldp.training.dpsgd import dpsgd_train_silos
-
         silos = [torch.from_numpy(federation.silo_records(silo)) for silo in range(federation.n_silos)]
         if closed_form.for_dpsgd(federation.model, federation.loss_fn) is None or any(r.numel() == 0 for r in silos):
             return [self.silo_delta(params, federation, round_seed, silo) for silo in range(federation.n_silos)]
@@ -129,8 +132,9 @@ class GroupMethod:
         return params + self.hp.global_lr / n_silos * total
 
     def round(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence,
-              aggregate_fn: object = None) -> Tensor:
-        """One round: ``x_{t+1} = x_t + eta_g / |S| sum_s Delta_s`` (Algorithm 2 line 6)."""
+              aggregate_fn: AggregateFn | None = None) -> Tensor:
+        """One round: ``x_{t+1} = x_t + eta_g / |S| sum_s Delta_s`` (Algorithm 2 line 6); ``aggregate_fn`` is unused
+        (no weights to compute)."""
         total = torch.stack(self.silo_deltas(params, federation, round_seed)).sum(dim=0)
         return self.server_step(params, total, n_users=federation.n_users, n_silos=federation.n_silos)
 
@@ -140,8 +144,6 @@ class GroupMethod:
 
         ``federation`` is the prepared (flag-filtered) one: its silo sizes set each silo's DP-SGD schedule.
         """
-        from uldp.training.dpsgd import dpsgd_schedule
-
         sizes = [federation.silo_records(s).size for s in range(federation.n_silos)]
         schedules = [dpsgd_schedule(n, batch_size=self.hp.batch_size, epochs=self.hp.local_epochs)
                      for n in sizes if n > 0]
@@ -152,7 +154,5 @@ class GroupMethod:
         """Theorem 2's user-level epsilon after ``rounds`` rounds by the accountant named ``accountant``: ``"rdp"``
         (valid orders, next power of two for ``k``) or ``"pld"`` (the mixture of Gaussians of a ``k``-record
         group, :mod:`uldp.accounting.pld`)."""
-        from uldp.accounting import epsilon_for_method
-
         return epsilon_for_method(self.spec.name, sigma=self.hp.sigma, rounds=rounds, delta=self.hp.delta,
                                   accountant=accountant, **self.accounting_arguments(federation)).epsilon

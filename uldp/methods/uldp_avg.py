@@ -18,14 +18,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from uldp.methods.base import AggregateFn, Federation, Hyperparameters, MethodSpec, global_torch_seed, seed_stream
-from uldp.methods.fedavg import SAMPLING_STREAM, TRAIN_STREAM, EveryRecordSiloNoise, round_keys, silo_training
+from uldp.accounting import epsilon_for_method
+from uldp.methods.base import SAMPLING_STREAM, TRAIN_STREAM, EveryRecordSiloNoise, global_torch_seed, seed_stream
+from uldp.methods.fedavg import round_keys, silo_training
 from uldp.training.per_user import clip_rows, user_gradients
+
+if TYPE_CHECKING:
+    from uldp.method_names import MethodSpec
+    from uldp.methods.base import AggregateFn, Federation, Hyperparameters
 
 
 def uniform_weights(counts: np.ndarray, sampled: np.ndarray) -> np.ndarray:
@@ -117,6 +123,8 @@ class UserLevelMethod(EveryRecordSiloNoise):
             enhanced weights; checked by :func:`check_weights` every round.
     """
 
+    REQUIRED: ClassVar[dict[str, tuple[str, ...]]] = {
+        "ULDP-SGD": ("clip", "sigma"), "ULDP-AVG": ("local_lr", "local_epochs", "clip", "sigma")}
     spec: MethodSpec
     hp: Hyperparameters
     user_weights: np.ndarray | None = None
@@ -231,7 +239,5 @@ class UserLevelMethod(EveryRecordSiloNoise):
     def epsilon(self, federation: Federation, rounds: int, *, accountant: str = "rdp") -> float:
         """Theorem 3's user-level epsilon (sub-sampled with rate ``q``, Algorithm 4) after ``rounds`` rounds, by the
         accountant named ``accountant`` (``"rdp"`` or ``"pld"``, :mod:`uldp.accounting`)."""
-        from uldp.accounting import epsilon_for_method
-
         return epsilon_for_method(self.spec.name, sigma=self.hp.sigma, rounds=rounds, delta=self.hp.delta,
                                   accountant=accountant, **self.accounting_arguments(federation)).epsilon

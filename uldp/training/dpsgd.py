@@ -183,20 +183,10 @@ def _opacus_steps(model: nn.Module, flat: Tensor, x: Tensor, y: Tensor, *, loss_
     return flat_parameters(private._module)
 
 
-def dpsgd_train_silos(
-    model: nn.Module,
-    params: Tensor,
-    silos: list[tuple[Tensor, Tensor]],
-    *,
-    loss_fn: LossFunction,
-    local_lr: float,
-    epochs: int,
-    batch_size: int,
-    clip: float,
-    sigma: float,
-    generators: list[torch.Generator],
-    dropout_generators: list[torch.Generator] | None = None,
-) -> Tensor:
+def dpsgd_train_silos(model: nn.Module, params: Tensor, silos: list[tuple[Tensor, Tensor]], *, loss_fn: LossFunction,
+                      local_lr: float, epochs: int, batch_size: int, clip: float, sigma: float,
+                      generators: list[torch.Generator],
+                      dropout_generators: list[torch.Generator] | None = None) -> Tensor:
     """Closed-form DP-SGD of several silos at once from the same global model (ULDP-GROUP-k's simulation).
 
     Equal to :func:`dpsgd_train` per silo with that silo's generator (each silo takes the same draws from its own

@@ -352,19 +352,8 @@ def train_users(
     return deltas
 
 
-def train_users_loop(
-    model: nn.Module,
-    params: Tensor,
-    x: Tensor,
-    y: Tensor,
-    groups: Sequence[np.ndarray],
-    *,
-    loss_fn: LossFunction,
-    local_lr: float,
-    epochs: int,
-    batch_size: int,
-    keys: Tensor,
-) -> Tensor:
+def train_users_loop(model: nn.Module, params: Tensor, x: Tensor, y: Tensor, groups: Sequence[np.ndarray], *,
+                     loss_fn: LossFunction, local_lr: float, epochs: int, batch_size: int, keys: Tensor) -> Tensor:
     """The plain per-user loop: the oracle for :func:`train_users` (same arguments, same mini-batches).
 
     Each user gets a fresh copy of ``model`` loaded with ``params`` and ``torch.optim.SGD``; one backward pass per
@@ -391,16 +380,8 @@ def train_users_loop(
     return deltas
 
 
-def user_gradients(
-    model: nn.Module,
-    params: Tensor,
-    x: Tensor,
-    y: Tensor,
-    groups: Sequence[np.ndarray],
-    *,
-    loss_fn: LossFunction,
-    chunk_floats: int = DEFAULT_CHUNK_FLOATS,
-) -> Tensor:
+def user_gradients(model: nn.Module, params: Tensor, x: Tensor, y: Tensor, groups: Sequence[np.ndarray], *,
+                   loss_fn: LossFunction, chunk_floats: int = DEFAULT_CHUNK_FLOATS) -> Tensor:
     """Each user's full-batch gradient of its weighted mean loss at ``params`` (ULDP-SGD, Algorithm 3 line 21).
 
     Args:

@@ -210,7 +210,7 @@ assert [record["epsilon"] for record in deployed["history"]] == local.epsilon
 from uldp.data import load
 from uldp.deploy.method_roles import MethodServer, MethodSilo
 from uldp.methods.base import seed_stream
-from uldp.simulation import ROUNDS_STREAM
+from uldp.fitting import ROUNDS_STREAM
 
 dataset = load(config.run.dataset)
 for insecure in (False, True):

@@ -9,9 +9,19 @@ and keys. See the README section "Running on several machines".
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from uldp.cli import print_json
+from uldp.deploy.keys import check_master_key, write_keys
+
+# The roles, the server and the silo (torch, the secure protocol) are imported by the handlers: `uldp --help` stays
+# light.
+if TYPE_CHECKING:
+    from uldp.deploy.roles import ServerRole, SiloRole
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -65,8 +75,6 @@ def _setup_logging(args: argparse.Namespace) -> None:
 
 def _read_key(path: Path | None) -> bytes | None:
     """The key in ``path`` (one hex string of at least 16 bytes), or None without a path."""
-    from uldp.deploy.keys import check_master_key
-
     if path is None:
         return None
     try:
@@ -76,10 +84,8 @@ def _read_key(path: Path | None) -> bytes | None:
     return check_master_key(key, f"the key in {path}")
 
 
-def _roles(args: argparse.Namespace, *, silo_id: int | None):  # noqa: ANN202 - a ServerRole or a SiloRole
+def _roles(args: argparse.Namespace, *, silo_id: int | None) -> ServerRole | SiloRole:
     """The server role (``silo_id`` None) or one silo's role for the configuration file ``args.config``."""
-    import json
-
     from uldp.data import load
     from uldp.deploy.method_roles import DeployConfig, MethodServer, MethodSilo
 
@@ -99,7 +105,6 @@ def _roles(args: argparse.Namespace, *, silo_id: int | None):  # noqa: ANN202 - 
 
 
 def _server(args: argparse.Namespace) -> int:
-    from uldp.cli import print_json
     from uldp.deploy.server import ServerSettings, serve
 
     _setup_logging(args)
@@ -125,7 +130,6 @@ def _server(args: argparse.Namespace) -> int:
 
 
 def _silo(args: argparse.Namespace) -> int:
-    from uldp.cli import print_json
     from uldp.deploy.silo import FederationIncomplete, SiloRefused, SiloSettings, run_silo
 
     _setup_logging(args)
@@ -149,8 +153,6 @@ def _silo(args: argparse.Namespace) -> int:
 
 
 def _keys(args: argparse.Namespace) -> int:
-    from uldp.deploy.keys import write_keys
-
     paths = write_keys(args.out, n_silos=args.silos, force=args.force)
     for path in paths:
         print(path)

@@ -155,5 +155,5 @@ def test_modules_fall_in_their_layer(module: str, layer: int) -> None:
 
 
 def test_a_module_of_no_layer_is_refused() -> None:
-    with pytest.raises(ValueError, match="uldp.unplaced belongs to no layer"):
+    with pytest.raises(ValueError, match=r"uldp\.unplaced belongs to no layer"):
         layer_of("uldp.unplaced")

@@ -24,7 +24,7 @@ from uldp.accounting import check_accountant, sigma_for_epsilon
 from uldp.checks import check_integer, check_number, check_positive
 from uldp.data import DATASETS, allocate, load
 from uldp.data.allocation import MAX_SILOS, MAX_USERS, PAPER_N_LABELS
-from uldp.data.base import check_test_scoring
+from uldp.data.base import FederatedDataset, check_test_scoring
 from uldp.fitting import ALLOCATION_STREAM, INIT_STREAM, PREPARE_STREAM, SUBSET_STREAM, train_rounds
 from uldp.methods import Federation, make_method
 from uldp.methods.base import Hyperparameters, parse_method, seed_stream
@@ -253,7 +253,7 @@ def _stratified_subset(labels: np.ndarray | None, n_records: int, size: int, rng
     return np.sort(np.concatenate(chosen))
 
 
-def build_federation(config: RunConfig, dataset: Any = None) -> tuple[Any, Any]:
+def build_federation(config: RunConfig, dataset: FederatedDataset | None = None) -> tuple[Federation, FederatedDataset]:
     """Load (or take), subset and allocate the dataset and build the model: ``(federation, dataset)``."""
     root = np.random.SeedSequence(config.seed)
     data = dataset if dataset is not None else load(config.dataset, test_scoring=config.test_scoring)
@@ -273,7 +273,7 @@ def build_federation(config: RunConfig, dataset: Any = None) -> tuple[Any, Any]:
     return federation, data
 
 
-def secure_aggregator(config: RunConfig, *, insecure_test_key: bool = False) -> Any:
+def secure_aggregator(config: RunConfig, *, insecure_test_key: bool = False) -> SecureAggregator:
     """The Protocol 1 aggregation hook of a secure run: its key size and N_max, and C and sigma as public bounds.
 
     Args:
@@ -291,7 +291,8 @@ def secure_aggregator(config: RunConfig, *, insecure_test_key: bool = False) -> 
                             sigma=config.sigma, insecure_test_key=insecure_test_key)
 
 
-def _prepared(config: RunConfig, dataset: Any = None) -> tuple[RunConfig, Any, Any, Any]:
+def _prepared(config: RunConfig, dataset: FederatedDataset | None = None
+              ) -> tuple[RunConfig, Any, Federation, FederatedDataset]:
     """The run's configuration (sigma calibrated to ``target_epsilon`` where it was unset), its method, its prepared
     federation (ULDP-GROUP-k's records kept) and the dataset."""
     federation, data = build_federation(config, dataset)
@@ -322,7 +323,7 @@ def calibrated_sigma(config: RunConfig, accounting_arguments: dict) -> float:
                              accountant=config.accountant, **accounting_arguments)
 
 
-def accounted_epsilon(config: RunConfig, *, rounds: int | None = None, dataset: Any = None,
+def accounted_epsilon(config: RunConfig, *, rounds: int | None = None, dataset: FederatedDataset | None = None,
                       accountant: str | None = None) -> float | None:
     """The user-level epsilon a run of ``config`` reports after ``rounds`` rounds, without training it.
 
@@ -363,7 +364,7 @@ def _record_round(result: RunResult, row: dict) -> None:
 LATER_FIELDS = {"accountant": "rdp", "target_epsilon": None}
 
 
-def _checkpoint_fingerprint(config: RunConfig, data: Any) -> str:
+def _checkpoint_fingerprint(config: RunConfig, data: FederatedDataset) -> str:
     """What a checkpoint must match to be resumed: the resolved configuration and the train and test set sizes
     (a grid may evaluate on a subset of the test set)."""
     resolved = {name: value for name, value in asdict(config).items()
@@ -372,7 +373,7 @@ def _checkpoint_fingerprint(config: RunConfig, data: Any) -> str:
                         "test_records": int(data.x_test.shape[0])})
 
 
-def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggregate_fn: Any = None,
+def run(config: RunConfig, *, progress: bool = False, dataset: FederatedDataset | None = None, aggregate_fn: Any = None,
         insecure_test_key: bool = False, checkpoint: str | Path | None = None,
         checkpoint_seconds: float = 60.0, threads: int | None = None) -> RunResult:
     """Run federated training and return per-round test metrics, epsilon and wall time.
@@ -413,8 +414,8 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
         return _run(config, progress, dataset, aggregate_fn, insecure_test_key, checkpoint, checkpoint_seconds)
 
 
-def _run(config: RunConfig, progress: bool, dataset: Any, aggregate_fn: Any, insecure_test_key: bool,
-         checkpoint: str | Path | None, checkpoint_seconds: float) -> RunResult:
+def _run(config: RunConfig, progress: bool, dataset: FederatedDataset | None, aggregate_fn: Any,
+         insecure_test_key: bool, checkpoint: str | Path | None, checkpoint_seconds: float) -> RunResult:
     """:func:`run` once its arguments are checked and its threads set."""
     start = time.perf_counter()
     root = np.random.SeedSequence(config.seed)
@@ -436,7 +437,7 @@ def _run(config: RunConfig, progress: bool, dataset: Any, aggregate_fn: Any, ins
     if calibrating:
         result.info["calibrated_sigma"] = config.sigma
 
-    def test_metrics(flat: Any) -> dict:
+    def test_metrics(flat: torch.Tensor) -> dict:
         load_flat_parameters(evaluation_model, flat)
         metrics = evaluate(evaluation_model, data.x_test, data.y_test, config.dataset)
         return {"test_loss": float(metrics["loss"]),

@@ -24,9 +24,9 @@ import torch
 from uldp.checks import check_integer, check_positive
 from uldp.data import load
 from uldp.data.base import Allocation
+from uldp.fitting import PREPARE_STREAM, ROUNDS_STREAM
 from uldp.methods import Federation, make_method
 from uldp.methods.base import seed_stream
-from uldp.fitting import PREPARE_STREAM, ROUNDS_STREAM
 from uldp.simulation import RunConfig, build_federation
 from uldp.training.per_user import flat_parameters, load_flat_parameters
 

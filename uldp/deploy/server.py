@@ -43,12 +43,12 @@ import numpy as np
 from uldp.atomic import check_writable
 from uldp.checks import check_number
 from uldp.deploy import keys, quiet_flower_deprecation, wire
+from uldp.deploy.roles import ServerRole
 from uldp.persist import Checkpoint, array_from_bytes, array_to_bytes, load_checkpoint, save_checkpoint
 from uldp.secure import Server as ProtocolServer
 from uldp.secure.messages import BlindedHistogramMessage, DhPublicKeyMessage, MaskedUpdateMessage, SealedMessage
 
 # Flower is imported inside the functions that use it: serve() sets FLWR_TELEMETRY_ENABLED before Flower reads it.
-from uldp.deploy.roles import ServerRole
 
 LOGGER = logging.getLogger("uldp.deploy")
 #: The longest any timeout may be (seconds): a week.

@@ -10,6 +10,7 @@ purpose. CONTRIBUTING.md ("Interfaces between modules", Layers) lists the same o
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -157,3 +158,14 @@ def test_modules_fall_in_their_layer(module: str, layer: int) -> None:
 def test_a_module_of_no_layer_is_refused() -> None:
     with pytest.raises(ValueError, match=r"uldp\.unplaced belongs to no layer"):
         layer_of("uldp.unplaced")
+
+
+def test_contributing_lists_the_same_layers() -> None:
+    """CONTRIBUTING.md's "Layers" bullet names the layers of :data:`LAYERS` in the same order."""
+    text = (ROOT.parent / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    bullet = text[text.index("- Layers ("):]
+    bullet = " ".join(bullet[: bullet.index("\n- ")].split())
+    bullet = bullet.split("low to high:", 1)[1].split(". A module", 1)[0]
+    written = [re.findall(r"`([a-z_.*]+)`", group) for group in bullet.split(" < ")]
+    expected = [[name.removeprefix("uldp.") for name in layer if name != "uldp"] for layer in LAYERS]
+    assert written == [*expected, ["uldp.cli", "*.cli", "*_cli"]]

@@ -364,7 +364,7 @@ def _record_round(result: RunResult, row: dict) -> None:
 LATER_FIELDS = {"accountant": "rdp", "target_epsilon": None}
 
 
-def _checkpoint_fingerprint(config: RunConfig, data: FederatedDataset) -> str:
+def _checkpoint_fingerprint(config: RunConfig, data: Any) -> str:
     """What a checkpoint must match to be resumed: the resolved configuration and the train and test set sizes
     (a grid may evaluate on a subset of the test set)."""
     resolved = {name: value for name, value in asdict(config).items()

@@ -23,7 +23,7 @@ import torch
 
 from uldp.checks import check_integer, check_positive
 from uldp.data import load
-from uldp.data.base import Allocation
+from uldp.data.base import Allocation, FederatedDataset
 from uldp.fitting import PREPARE_STREAM, ROUNDS_STREAM
 from uldp.methods import Federation, make_method
 from uldp.methods.base import seed_stream
@@ -102,7 +102,7 @@ def with_canaries(federation: Federation, x: torch.Tensor, y: torch.Tensor, incl
                       torch.cat([federation.y, y[index].reshape(-1)]), joined)
 
 
-def canary_records(data: object, setting: NaturalSetting, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def canary_records(data: FederatedDataset, setting: NaturalSetting, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``[m, k, r, ...]`` test records with flipped labels, drawn without replacement from the run's seed among the
     test records farthest from the test set's mean (real records, but atypical ones: the most exposed)."""
     shape = (setting.canaries, setting.canary_silos, setting.canary_records)
@@ -120,7 +120,7 @@ def canary_records(data: object, setting: NaturalSetting, seed: int) -> tuple[to
 
 
 def natural_run(method_name: str, setting: NaturalSetting, included: np.ndarray, *, sigma: float | None, seed: int,
-                canaries: tuple[torch.Tensor, torch.Tensor], dataset: object = None) -> np.ndarray:
+                canaries: tuple[torch.Tensor, torch.Tensor], dataset: FederatedDataset | None = None) -> np.ndarray:
     """One training run with the included canaries; returns every canary's score (minus its loss), ``[m]``.
 
     Args:

@@ -21,7 +21,8 @@ from uldp.deploy.keys import check_master_key, write_keys
 # The roles, the server and the silo (torch, the secure protocol) are imported by the handlers: `uldp --help` stays
 # light.
 if TYPE_CHECKING:
-    from uldp.deploy.roles import ServerRole, SiloRole
+    from uldp.data.base import FederatedDataset
+    from uldp.deploy.method_roles import DeployConfig
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -84,10 +85,10 @@ def _read_key(path: Path | None) -> bytes | None:
     return check_master_key(key, f"the key in {path}")
 
 
-def _roles(args: argparse.Namespace, *, silo_id: int | None) -> ServerRole | SiloRole:
-    """The server role (``silo_id`` None) or one silo's role for the configuration file ``args.config``."""
+def _config_and_dataset(args: argparse.Namespace) -> tuple[DeployConfig, FederatedDataset]:
+    """The configuration file ``args.config`` and its dataset, read from ``args.data_dir``."""
     from uldp.data import load
-    from uldp.deploy.method_roles import DeployConfig, MethodServer, MethodSilo
+    from uldp.deploy.method_roles import DeployConfig
 
     try:
         data = json.loads(args.config.read_text())
@@ -101,10 +102,11 @@ def _roles(args: argparse.Namespace, *, silo_id: int | None) -> ServerRole | Sil
         dataset = load(config.run.dataset, args.data_dir)
     except (OSError, RuntimeError) as error:  # no data directory, missing files
         raise ValueError(f"cannot load dataset {config.run.dataset!r}: {error}") from error
-    return MethodServer(config, dataset) if silo_id is None else MethodSilo(config, silo_id, dataset)
+    return config, dataset
 
 
 def _server(args: argparse.Namespace) -> int:
+    from uldp.deploy.method_roles import MethodServer
     from uldp.deploy.server import ServerSettings, serve
 
     _setup_logging(args)
@@ -116,7 +118,7 @@ def _server(args: argparse.Namespace) -> int:
         round_timeout=args.round_timeout, master_key=_read_key(args.master_key_file),
         certificates=tuple(_read_file(p) for p in tls) if all(tls) else None,  # type: ignore[arg-type]
     )
-    result = serve(_roles(args, silo_id=None), settings)
+    result = serve(MethodServer(*_config_and_dataset(args)), settings)
     if args.json:
         print_json({
             "rounds_done": result.rounds_done, "resumed_from": result.resumed_from, "error": result.error,
@@ -130,6 +132,7 @@ def _server(args: argparse.Namespace) -> int:
 
 
 def _silo(args: argparse.Namespace) -> int:
+    from uldp.deploy.method_roles import MethodSilo
     from uldp.deploy.silo import FederationIncomplete, SiloRefused, SiloSettings, run_silo
 
     _setup_logging(args)
@@ -138,7 +141,8 @@ def _silo(args: argparse.Namespace) -> int:
         root_certificates=_read_file(args.root_certificates) if args.root_certificates else None,
         max_wait=args.max_wait, exit_at_round=args.exit_at_round,
     )
-    role = _roles(args, silo_id=args.silo_id)
+    config, dataset = _config_and_dataset(args)
+    role = MethodSilo(config, args.silo_id, dataset)
     try:
         params = run_silo(role, settings)
     except SiloRefused as error:

@@ -2,9 +2,10 @@
 ``TYPE_CHECKING``) goes to a module of the same layer or a lower one.
 
 The import graph is read from the source with :mod:`ast`, without importing anything. Look-ups of a module by a
-name computed at run time (``importlib.import_module``: the package's lazy exports in ``uldp/__init__.py``, the
-CLI's ``COMMAND_MODULES``, the dataset registry) are not edges: they are how a lower module reaches the top on
-purpose. CONTRIBUTING.md ("Interfaces between modules", Layers) lists the same order.
+name computed at run time (``importlib.import_module``: the package's lazy exports, the CLI's ``COMMAND_MODULES``,
+the dataset registry) are not edges. The package itself (``uldp/__init__.py``, the public names it exports lazily)
+sits at the top beside the command line: no module of the package imports names from it, only its submodules.
+CONTRIBUTING.md ("Interfaces between modules", Layers) lists the same order.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "uldp"
 
 #: Low to high. A module belongs to the entry that is its own name or its longest package prefix; command-line
-#: modules (``uldp.cli``, any ``*.cli`` or ``*_cli``) form the top layer whatever their package.
+#: modules (``uldp.cli``, any ``*.cli`` or ``*_cli``) and the package ``uldp`` itself form the top layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
     # foundations: validation, files, threads, the byte formats, method names, the paper's settings table
-    ("uldp", "uldp.checks", "uldp.atomic", "uldp.threads", "uldp.persist", "uldp.method_names", "uldp.paper_settings",
+    ("uldp.checks", "uldp.atomic", "uldp.threads", "uldp.persist", "uldp.method_names", "uldp.paper_settings",
      "uldp.paper_items"),
     ("uldp.data", "uldp.accounting", "uldp.models"),
     ("uldp.training",),
@@ -34,7 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "uldp.beyond", "uldp.errata", "uldp.chapters"),
     ("uldp.deploy", "uldp.flower"),
 )
-CLI_LAYER = len(LAYERS)
+TOP_LAYER = len(LAYERS)
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -73,16 +74,16 @@ def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
 
 
 def layer_of(module: str) -> int:
-    """The index of ``module``'s layer in :data:`LAYERS` (:data:`CLI_LAYER` for command-line modules).
+    """The index of ``module``'s layer in :data:`LAYERS` (:data:`TOP_LAYER` for the CLI and the package itself).
 
     Raises:
         ValueError: for a module no layer names (add it to :data:`LAYERS` and to CONTRIBUTING.md).
     """
     last = module.rpartition(".")[2]
-    if module == "uldp.cli" or last == "cli" or last.endswith("_cli"):
-        return CLI_LAYER
+    if module in ("uldp", "uldp.cli") or last == "cli" or last.endswith("_cli"):
+        return TOP_LAYER
     matches = [(len(entry), index) for index, entries in enumerate(LAYERS) for entry in entries
-               if module == entry or (entry != "uldp" and module.startswith(entry + "."))]
+               if module == entry or module.startswith(entry + ".")]
     if not matches:
         raise ValueError(f"module {module} belongs to no layer; add it to tests/test_layers.py LAYERS")
     return max(matches)[1]
@@ -116,7 +117,7 @@ def test_the_simulation_and_fitting_import_nothing_from_deploy_flower_or_experim
     graph = import_graph()
     above = ("uldp.deploy", "uldp.flower", "uldp.experiments")
     for module in ("uldp.simulation", "uldp.fitting"):
-        assert not {target for target in graph[module] if target.startswith(above) or layer_of(target) == CLI_LAYER}
+        assert not {target for target in graph[module] if target.startswith(above) or layer_of(target) == TOP_LAYER}
 
 
 def test_the_graph_sees_imports_in_functions_type_checking_blocks_and_relative_ones() -> None:
@@ -147,9 +148,9 @@ def test_an_upward_import_is_reported(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("module", "layer"), [
-    ("uldp", 0), ("uldp.persist", 0), ("uldp.data.allocation", 1), ("uldp.methods.base", 3),
-    ("uldp.experiments.store", 7), ("uldp.deploy.wire", 8), ("uldp.deploy.cli", CLI_LAYER),
-    ("uldp.simulation_cli", CLI_LAYER), ("uldp.cli", CLI_LAYER),
+    ("uldp", TOP_LAYER), ("uldp.persist", 0), ("uldp.data.allocation", 1), ("uldp.methods.base", 3),
+    ("uldp.experiments.store", 7), ("uldp.deploy.wire", 8), ("uldp.deploy.cli", TOP_LAYER),
+    ("uldp.simulation_cli", TOP_LAYER), ("uldp.cli", TOP_LAYER),
 ])
 def test_modules_fall_in_their_layer(module: str, layer: int) -> None:
     assert layer_of(module) == layer
@@ -167,5 +168,5 @@ def test_contributing_lists_the_same_layers() -> None:
     bullet = " ".join(bullet[: bullet.index("\n- ")].split())
     bullet = bullet.split("low to high:", 1)[1].split(". A module", 1)[0]
     written = [re.findall(r"`([a-z_.*]+)`", group) for group in bullet.split(" < ")]
-    expected = [[name.removeprefix("uldp.") for name in layer if name != "uldp"] for layer in LAYERS]
+    expected = [[name.removeprefix("uldp.") for name in layer] for layer in LAYERS]
     assert written == [*expected, ["uldp.cli", "*.cli", "*_cli"]]

@@ -12,8 +12,6 @@ with Across-Silo User-Level Differential Privacy" (VLDB). Sub-packages:
   the same on Flower, each silo reading its own files.
 """
 
-import importlib
-
 __version__ = "0.1.0"
 
 #: The public training call and its helpers, imported on first use so that ``import uldp`` (and the CLI) stays
@@ -28,5 +26,7 @@ __all__ = ["__version__", *_LAZY]
 
 def __getattr__(name: str) -> object:
     if name in _LAZY:
+        import importlib
+
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'uldp' has no attribute {name!r}")

@@ -15,14 +15,14 @@ import hashlib
 import json
 import struct
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
 
-from uldp import experiments
-from uldp.deploy import checkpoint, wire
+from uldp import experiments, persist
 from uldp.deploy.method_roles import DeployConfig
 from uldp.secure import messages
 
@@ -66,7 +66,7 @@ def mutated(draw: Any, valid: st.SearchStrategy[bytes]) -> bytes:
 
 # --- wire arrays --------------------------------------------------------------------------------------------------
 VALID_ARRAYS = st.builds(
-    lambda dtype, shape, seed: wire.array_to_bytes(
+    lambda dtype, shape, seed: persist.array_to_bytes(
         np.random.default_rng(seed).normal(size=shape).astype(dtype) if dtype != np.bool_
         else np.random.default_rng(seed).random(shape) < 0.5),
     st.sampled_from([np.float32, np.float64, np.int64, np.bool_]),
@@ -84,7 +84,7 @@ def writes_back(parse: Callable[[bytes], Any], encode: Callable[[Any], bytes], d
 
 
 def check_array(data: bytes) -> None:
-    writes_back(wire.array_from_bytes, wire.array_to_bytes, data)
+    writes_back(persist.array_from_bytes, persist.array_to_bytes, data)
 
 
 # --- Protocol 1 messages ------------------------------------------------------------------------------------------
@@ -115,7 +115,7 @@ _HEADER = st.one_of(
 )
 CHECKPOINTS = st.builds(
     lambda header, length_delta, params, sealed: (lambda body: reseal(body) if sealed else body)(
-        checkpoint.MAGIC + struct.pack("<I", max(0, len(header) + length_delta) % 2**32) + header + params),
+        persist.MAGIC + struct.pack("<I", max(0, len(header) + length_delta) % 2**32) + header + params),
     _HEADER, st.sampled_from([0, 0, 0, -1, 1, 2**20]), mutated(VALID_ARRAYS), st.booleans()) | st.binary(max_size=80)
 
 
@@ -123,7 +123,7 @@ def check_checkpoint(data: bytes) -> None:
     path = _SCRATCH / "model.ckpt"
     path.write_bytes(data)
     try:
-        loaded = checkpoint.load_checkpoint(path, config_fingerprint="f", like=np.zeros(3, np.float32))
+        loaded = persist.load_checkpoint(path, config_fingerprint="f", like=np.zeros(3, np.float32))
     except ValueError:
         return
     assert loaded.rounds_done == len(loaded.history) and loaded.params.shape == (3,)

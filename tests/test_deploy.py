@@ -13,12 +13,9 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
-from uldp import atomic
-from uldp.deploy import checkpoint, keys, wire
+from uldp import persist
+from uldp.deploy import keys, wire
 from uldp.deploy.method_roles import DeployConfig, MethodServer, MethodSilo
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
@@ -27,42 +24,13 @@ needs_creditcard = pytest.mark.skipif(not os.path.isdir(os.path.join(DATA, "cred
                                       reason="Creditcard files not available")
 
 
-# --- byte formats ----------------------------------------------------------------------------------------------
-@settings(max_examples=25)
-@given(
-    hnp.arrays(
-        dtype=st.sampled_from([np.float32, np.float64, np.int64, np.bool_]),
-        shape=hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=5),
-    )
-)
-def test_array_bytes_round_trip_keeps_dtype_shape_and_bits(values: np.ndarray) -> None:
-    restored = wire.array_from_bytes(wire.array_to_bytes(values))
-    assert restored.dtype == values.dtype and restored.shape == values.shape
-    assert restored.tobytes() == values.tobytes()  # bit-exact, NaNs included
-
-
-def test_array_bytes_reject_corruption_truncation_and_other_dtypes() -> None:
-    data = bytearray(wire.array_to_bytes(np.arange(4.0)))
-    data[20] ^= 1
-    with pytest.raises(ValueError, match="digest"):
-        wire.array_from_bytes(bytes(data))
-    with pytest.raises(ValueError, match="malformed"):
-        wire.array_from_bytes(wire.array_to_bytes(np.arange(4.0))[:-40])
-    with pytest.raises(ValueError, match="dtype"):
-        wire.array_to_bytes(np.arange(3, dtype=np.int16))
-
-
-def test_big_endian_arrays_are_written_little_endian() -> None:
-    values = np.arange(5, dtype=">f8")
-    assert np.array_equal(wire.array_from_bytes(wire.array_to_bytes(values)), values)
-
-
+# --- byte formats ---------------------------------------------------------------------------------------------
 def test_instruction_survives_flowers_own_protobuf_serialisation() -> None:
     """What the server builds, after Flower's wire encoding and decoding, is what the silo parses (bytes exact)."""
     from flwr.common import serde
     from flwr.proto.transport_pb2 import ServerMessage
 
-    payloads = (bytes(range(256)), b"", wire.array_to_bytes(np.linspace(0, 1, 7)))
+    payloads = (bytes(range(256)), b"", persist.array_to_bytes(np.linspace(0, 1, 7)))
     sent = wire.Instruction(wire.STAGE_TRAIN, 3, {"nonce": b"\x00\xff", "reason": "x"}, payloads)
     proto = ServerMessage(fit_ins=serde.fit_ins_to_proto(sent.to_flower()))
     received = ServerMessage.FromString(proto.SerializeToString())
@@ -73,55 +41,6 @@ def test_instruction_survives_flowers_own_protobuf_serialisation() -> None:
 def test_reply_carries_errors() -> None:
     reply = wire.Reply.from_flower(wire.Reply(error="boom").to_flower())
     assert reply.error == "boom" and reply.payloads == ()
-
-
-def test_fingerprint_changes_with_any_field() -> None:
-    base = {"dataset": "heart_disease", "rounds": 2, "sigma": 1.0}
-    assert wire.fingerprint(base) == wire.fingerprint(dict(reversed(list(base.items()))))
-    for key, value in (("rounds", 3), ("sigma", 1.0000001), ("dataset", "tcga_brca")):
-        assert wire.fingerprint({**base, key: value}) != wire.fingerprint(base)
-
-
-# --- checkpoints -----------------------------------------------------------------------------------------------
-def _checkpoint(rounds: int = 2) -> checkpoint.Checkpoint:
-    return checkpoint.Checkpoint(rounds, np.arange(6, dtype=np.float32) / 7, "f" * 64,
-                                 tuple({"round": r} for r in range(1, rounds + 1)))
-
-
-def test_checkpoint_round_trip(tmp_path) -> None:
-    path = tmp_path / "run" / "model.ckpt"
-    assert checkpoint.load_checkpoint(path, config_fingerprint="f" * 64) is None
-    checkpoint.save_checkpoint(path, _checkpoint())
-    loaded = checkpoint.load_checkpoint(path, config_fingerprint="f" * 64)
-    assert loaded.rounds_done == 2 and loaded.history == ({"round": 1}, {"round": 2})
-    assert loaded.params.dtype == np.float32 and np.array_equal(loaded.params, _checkpoint().params)
-
-
-def test_checkpoint_refuses_corruption_and_other_configurations(tmp_path) -> None:
-    path = tmp_path / "model.ckpt"
-    checkpoint.save_checkpoint(path, _checkpoint())
-    with pytest.raises(ValueError, match="another configuration"):
-        checkpoint.load_checkpoint(path, config_fingerprint="0" * 64)
-    data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    path.write_bytes(bytes(data))
-    with pytest.raises(ValueError, match="corrupted"):
-        checkpoint.load_checkpoint(path, config_fingerprint="f" * 64)
-
-
-def test_a_crash_while_writing_keeps_the_previous_checkpoint(tmp_path, monkeypatch) -> None:
-    path = tmp_path / "model.ckpt"
-    checkpoint.save_checkpoint(path, _checkpoint(1))
-
-    def crash(*_args: object) -> None:
-        raise OSError("power cut")
-
-    monkeypatch.setattr(atomic.os, "replace", crash)
-    with pytest.raises(OSError, match="power cut"):
-        checkpoint.save_checkpoint(path, _checkpoint(2))
-    monkeypatch.undo()
-    assert checkpoint.load_checkpoint(path, config_fingerprint="f" * 64).rounds_done == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.ckpt"]  # no temporary file left behind
 
 
 # --- keys ------------------------------------------------------------------------------------------------------
@@ -179,19 +98,19 @@ def test_registering_the_deploy_command_imports_nothing_heavy() -> None:
 # --- the methods' roles, in one process ----------------------------------------------------------------------------
 def _simulated(config, dataset, monkeypatch, **options):
     """``uldp.simulation.run`` and the final global model it evaluated (spied on: RunResult holds metrics only)."""
+    from uldp import simulation
     from uldp.simulation import run
-    from uldp.training import per_user
 
     seen = {}
-    load = per_user.load_flat_parameters
+    load = simulation.load_flat_parameters
 
     def spy(model, flat):
         seen["params"] = flat.detach().clone().numpy()
         load(model, flat)
 
-    monkeypatch.setattr(per_user, "load_flat_parameters", spy)
+    monkeypatch.setattr(simulation, "load_flat_parameters", spy)
     result = run(config, dataset=dataset, **options)
-    monkeypatch.setattr(per_user, "load_flat_parameters", load)
+    monkeypatch.setattr(simulation, "load_flat_parameters", load)
     return seen["params"], result
 
 
@@ -298,7 +217,7 @@ def test_three_silo_processes_with_protocol_1_compute_the_in_process_run(tmp_pat
     for silo_id, silo in enumerate(silos):
         code, answer, stderr = _finish(silo)
         assert code == 0 and answer["silo_id"] == silo_id, stderr[-2000:]
-    final = checkpoint.load_checkpoint(ckpt, config_fingerprint=config.fingerprint)
+    final = persist.load_checkpoint(ckpt, config_fingerprint=config.fingerprint)
     assert final.params.dtype == np.float32 and final.rounds_done == 2
     np.testing.assert_allclose(final.params, expected, rtol=0, atol=1e-6)
     assert not np.array_equal(final.params, MethodServer(config).initial_params())  # it trained
@@ -322,7 +241,7 @@ def test_a_dying_silo_aborts_the_round_impostors_are_refused_and_a_restart_resum
     for silo in silos[:2]:
         code, _, stderr = _finish(silo)
         assert code == 1 and "ended the federation early" in stderr
-    assert checkpoint.load_checkpoint(ckpt, config_fingerprint=config.fingerprint).rounds_done == 1
+    assert persist.load_checkpoint(ckpt, config_fingerprint=config.fingerprint).rounds_done == 1
 
     paths = keys.write_keys(tmp_path / "keys", n_silos=3)
     other = _config_file(tmp_path, {**RUN, "seed": 6}, "other.json")
@@ -339,5 +258,5 @@ def test_a_dying_silo_aborts_the_round_impostors_are_refused_and_a_restart_resum
     assert code == 0 and resumed["resumed_from"] == 1 and resumed["rounds_done"] == 2, stderr[-3000:]
     assert len(resumed["refused"]) == 2
     assert all(_finish(silo)[0] == 0 for silo in [good, *late])
-    final = checkpoint.load_checkpoint(ckpt, config_fingerprint=config.fingerprint)
+    final = persist.load_checkpoint(ckpt, config_fingerprint=config.fingerprint)
     np.testing.assert_allclose(final.params, expected, rtol=0, atol=1e-6)

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from uldp import persist
 from uldp.deploy import keys, wire
 from uldp.deploy.method_roles import DeployConfig, MethodServer, MethodSilo, ProtocolSettings
 from uldp.deploy.server import Coordinator, ServerSettings
@@ -156,16 +157,16 @@ def _contribution(values):
 
 
 def _first(reply):
-    return wire.array_from_bytes(reply.payloads[0])
+    return persist.array_from_bytes(reply.payloads[0])
 
 
 PLAIN = {
-    "NaN": (_contribution(lambda r: (wire.array_to_bytes(_first(r) * np.nan),)), "NaN or infinite"),
-    "inf": (_contribution(lambda r: (wire.array_to_bytes(_first(r) + np.inf),)), "NaN or infinite"),
-    "shape (1,)": (_contribution(lambda r: (wire.array_to_bytes(_first(r)[:1]),)), "the model is float32"),
-    "shape ()": (_contribution(lambda r: (wire.array_to_bytes(np.float32(1.0)),)), "the model is float32"),
-    "2-d": (_contribution(lambda r: (wire.array_to_bytes(_first(r)[None, :]),)), "the model is float32"),
-    "float64": (_contribution(lambda r: (wire.array_to_bytes(_first(r).astype(np.float64)),)), "float64"),
+    "NaN": (_contribution(lambda r: (persist.array_to_bytes(_first(r) * np.nan),)), "NaN or infinite"),
+    "inf": (_contribution(lambda r: (persist.array_to_bytes(_first(r) + np.inf),)), "NaN or infinite"),
+    "shape (1,)": (_contribution(lambda r: (persist.array_to_bytes(_first(r)[:1]),)), "the model is float32"),
+    "shape ()": (_contribution(lambda r: (persist.array_to_bytes(np.float32(1.0)),)), "the model is float32"),
+    "2-d": (_contribution(lambda r: (persist.array_to_bytes(_first(r)[None, :]),)), "the model is float32"),
+    "float64": (_contribution(lambda r: (persist.array_to_bytes(_first(r).astype(np.float64)),)), "float64"),
     "no payload": (_contribution(lambda r: ()), "0 payloads"),
     "two payloads": (_contribution(lambda r: r.payloads * 2), "2 payloads"),
     "garbage": (_contribution(lambda r: (b"\x00" * 40,)), "malformed array"),
@@ -178,7 +179,7 @@ PLAIN = {
 def _forged_dimensions() -> bytes:
     import hashlib
 
-    body = wire.ARRAY_MAGIC + bytes([1, 200]) + b"\x00" * 16
+    body = persist.ARRAY_MAGIC + bytes([1, 200]) + b"\x00" * 16
     return body + hashlib.sha256(body).digest()
 
 
@@ -256,9 +257,7 @@ def _forged_checkpoint(path, header: bytes, params: np.ndarray = np.zeros(3, np.
     import hashlib
     import struct
 
-    from uldp.deploy import checkpoint
-
-    body = checkpoint.MAGIC + struct.pack("<I", len(header)) + header + wire.array_to_bytes(params)
+    body = persist.MAGIC + struct.pack("<I", len(header)) + header + persist.array_to_bytes(params)
     path.write_bytes(body + hashlib.sha256(body).digest())
 
 
@@ -275,40 +274,34 @@ def _forged_checkpoint(path, header: bytes, params: np.ndarray = np.zeros(3, np.
     (b'[' * 100_000, "malformed"),
 ])
 def test_a_malformed_checkpoint_header_is_a_value_error(header, detail, tmp_path) -> None:
-    from uldp.deploy import checkpoint
-
     path = tmp_path / "model.ckpt"
     _forged_checkpoint(path, header)
     with pytest.raises(ValueError, match=detail):
-        checkpoint.load_checkpoint(path, config_fingerprint="f")
+        persist.load_checkpoint(path, config_fingerprint="f")
 
 
 def test_a_checkpoint_of_another_model_or_not_finite_is_refused(tmp_path) -> None:
-    from uldp.deploy import checkpoint
-
     path, header = tmp_path / "model.ckpt", b'{"rounds_done": 0, "config_fingerprint": "f", "history": []}'
     like = np.zeros(3, np.float32)
     for params, detail in [(np.zeros(3, np.float64), "float64"), (np.zeros(4, np.float32), r"\(4,\)"),
                            (np.array([0, np.nan, 0], np.float32), "NaN")]:
         _forged_checkpoint(path, header, params)
         with pytest.raises(ValueError, match=detail):
-            checkpoint.load_checkpoint(path, config_fingerprint="f", like=like)
+            persist.load_checkpoint(path, config_fingerprint="f", like=like)
     _forged_checkpoint(path, header, like)
-    assert checkpoint.load_checkpoint(path, config_fingerprint="f", like=like).rounds_done == 0
+    assert persist.load_checkpoint(path, config_fingerprint="f", like=like).rounds_done == 0
 
 
 def test_leftover_temporary_files_are_cleaned_on_the_next_start(tmp_path) -> None:
     """A writer killed between creating and renaming its temporary file leaves it; the next load deletes those of
     this checkpoint only."""
-    from uldp.deploy import checkpoint
-
     path = tmp_path / "model.ckpt"
     leftovers = [tmp_path / f".model.ckpt.{i:016x}.tmp" for i in range(3)]
     for leftover in leftovers:
         leftover.write_bytes(b"x" * 100)
     other = tmp_path / ".other.ckpt.0000000000000000.tmp"
     other.write_bytes(b"x")
-    assert checkpoint.load_checkpoint(path, config_fingerprint="f") is None
+    assert persist.load_checkpoint(path, config_fingerprint="f") is None
     assert not any(leftover.exists() for leftover in leftovers) and other.exists()
 
 
@@ -316,9 +309,9 @@ def test_leftover_temporary_files_are_cleaned_on_the_next_start(tmp_path) -> Non
 def test_an_array_claiming_more_dimensions_than_it_has_bytes_is_a_value_error(ndim) -> None:
     import hashlib
 
-    body = wire.ARRAY_MAGIC + bytes([1, ndim]) + b"\x01" * 8
+    body = persist.ARRAY_MAGIC + bytes([1, ndim]) + b"\x01" * 8
     with pytest.raises(ValueError, match="malformed array"):
-        wire.array_from_bytes(body + hashlib.sha256(body).digest())
+        persist.array_from_bytes(body + hashlib.sha256(body).digest())
 
 
 def test_deploy_keys_refuses_to_overwrite_without_force(tmp_path) -> None:

@@ -37,8 +37,8 @@ def _config(method: str, *, insecure: bool = False, **fields) -> DeployConfig:
 
 def _server_rebuilt_noise(server: MethodServer, size: int, round_index: int) -> list[np.ndarray]:
     """The attack: every silo's noise rebuilt from the shared configuration alone (the server's own objects)."""
+    from uldp.fitting import ROUNDS_STREAM
     from uldp.methods.base import seed_stream
-    from uldp.simulation import ROUNDS_STREAM
 
     shared = seed_stream(np.random.SeedSequence(server.config.run.seed), ROUNDS_STREAM, round_index - 1)
     return [server.method.silo_noise(size, server.n_silos, shared, s).numpy() for s in range(server.n_silos)]

@@ -119,9 +119,9 @@ def test_a_run_interrupted_and_resumed_from_its_checkpoint_ends_exactly_as_an_un
                        max_train_records=400, **changes)
     straight = run(config)
     path = tmp_path / "run.ckpt"
-    import uldp.models
+    import uldp.simulation
 
-    real_evaluate, calls = uldp.models.evaluate, []
+    real_evaluate, calls = uldp.simulation.evaluate, []
 
     def evaluate_until_round_3(*args, **kwargs):
         calls.append(1)
@@ -129,10 +129,10 @@ def test_a_run_interrupted_and_resumed_from_its_checkpoint_ends_exactly_as_an_un
             raise KeyboardInterrupt
         return real_evaluate(*args, **kwargs)
 
-    monkeypatch.setattr(uldp.models, "evaluate", evaluate_until_round_3)
+    monkeypatch.setattr(uldp.simulation, "evaluate", evaluate_until_round_3)
     with pytest.raises(KeyboardInterrupt):
         run(config, checkpoint=path, checkpoint_seconds=0)
-    monkeypatch.setattr(uldp.models, "evaluate", real_evaluate)
+    monkeypatch.setattr(uldp.simulation, "evaluate", real_evaluate)
     resumed = run(config, checkpoint=path)
     assert resumed.info["resumed_from_round"] == 2 and resumed.info["resumed_seconds"] > 0
     for series in ("round", "test_loss", "accuracy", "balanced_accuracy", "epsilon"):
@@ -201,7 +201,7 @@ def test_new_fields_at_their_defaults_leave_checkpoint_fingerprints_unchanged():
 
     import torch
 
-    from uldp.deploy.wire import fingerprint
+    from uldp.persist import fingerprint
     from uldp.simulation import LATER_FIELDS, _checkpoint_fingerprint
 
     config = RunConfig(dataset="heart_disease", method="ULDP-AVG", n_users=2, rounds=1)

@@ -18,7 +18,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "uldp.data.cli",
     "uldp.experiments_cli",
     "uldp.deploy.cli",
-    "uldp.methods.cli",
+    "uldp.simulation_cli",
 )
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from uldp.accounting import group_privacy_table
+
 
 @dataclass(frozen=True)
 class Erratum:
@@ -64,8 +66,6 @@ def figure2_erratum(ks: tuple[int, ...] = (32, 64)) -> list[dict]:
         Per k: ``k``, ``paper`` (the authors' grid of orders, reproducing the figure), ``valid`` (orders
         alpha >= 2k only) and ``paper_grid_valid`` (whether the paper's best order lies in the lemma's domain).
     """
-    from uldp.accounting import group_privacy_table
-
     rows = group_privacy_table(**FIGURE2_SETTING, ks=list(ks))
     return [{"k": row["k"], "paper": row["epsilon_rdp_paper"], "valid": row["epsilon_rdp"],
              "paper_grid_valid": row["paper_grid_valid"]} for row in rows]

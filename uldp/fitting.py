@@ -37,11 +37,20 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from tqdm import tqdm
 
+from uldp.accounting import sigma_for_epsilon
+from uldp.atomic import check_writable
 from uldp.checks import check_integer, check_number, check_positive
+from uldp.data.base import Allocation
+from uldp.methods import make_method
 from uldp.methods.base import Federation, Hyperparameters, parse_method, seed_stream
-from uldp.simulation import PREPARE_STREAM, ROUNDS_STREAM
+from uldp.persist import Checkpoint, load_checkpoint, save_checkpoint
 from uldp.training.per_user import flat_parameters, load_flat_parameters, record_keys, train_users
+
+#: Top-level random streams of a run, children of its root seed: the subset of the training records, the
+#: allocation and the initial model (:func:`uldp.simulation.run`), the method's preparation and the rounds (both).
+ALLOCATION_STREAM, INIT_STREAM, PREPARE_STREAM, ROUNDS_STREAM, SUBSET_STREAM = range(5)
 
 #: Defaults of :func:`fit`: the paper's ULDP-AVG setting for its tabular MLP (Creditcard, settings.md).
 DEFAULTS = {"global_lr": 10.0, "local_lr": 0.01, "clip": 0.1, "local_epochs": 5, "batch_size": 64}
@@ -331,7 +340,7 @@ def train_rounds(method: Any, federation: Federation, params: Tensor, *, rounds:
     Round ``t`` (0-based) is ``method.round`` with the random stream ``seed_stream(root, ROUNDS_STREAM, t)``
     (Algorithms 1-4), then ``evaluate(params)`` and the method's accountant (Theorems 1-3) for epsilon after
     ``t + 1`` rounds. Each round's draws depend on ``root`` and ``t`` alone, so a run resumed from its checkpoint
-    (:mod:`uldp.deploy.checkpoint`'s atomic format) ends exactly as an uninterrupted one.
+    (:mod:`uldp.persist`'s atomic format) ends exactly as an uninterrupted one.
 
     Args:
         method: A method of :func:`uldp.methods.make_method`, prepared on ``federation``.
@@ -356,11 +365,6 @@ def train_rounds(method: Any, federation: Federation, params: Tensor, *, rounds:
     Raises:
         ValueError: A corrupted checkpoint or one of another configuration.
     """
-    from tqdm import tqdm
-
-    from uldp.atomic import check_writable
-    from uldp.deploy.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
-
     if checkpoint is not None:
         check_writable(checkpoint, "checkpoint")  # before any training, not after it
     history: list[dict] = []
@@ -443,8 +447,6 @@ def _resolve_sigma(method: str, *, epsilon: float | None, sigma: float | None, r
     if spec.family == "ULDP-GROUP":
         raise ValueError(f"a target epsilon for {spec.name} depends on each silo's DP-SGD sampling; give sigma "
                          "(uldp.accounting.epsilon_group computes its epsilon)")
-    from uldp.accounting import sigma_for_epsilon
-
     return sigma_for_epsilon(spec.name, epsilon=epsilon, rounds=rounds, delta=delta, q=q)
 
 
@@ -516,9 +518,6 @@ def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss:
         >>> [row["round"] for row in history.rows], history.users
         ([1, 2], ('ann', 'bob', 'cy'))
     """
-    from uldp.data.base import Allocation
-    from uldp.methods import make_method
-
     if not isinstance(model, nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     spec = parse_method(method)

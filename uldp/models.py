@@ -146,7 +146,7 @@ def cox_loss(outputs: Tensor, targets: Tensor, weight: Tensor | None = None) -> 
 
 def accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     """Fraction of predictions equal to the labels (scikit-learn's ``accuracy_score``)."""
-    from sklearn.metrics import accuracy_score
+    from sklearn.metrics import accuracy_score  # scikit-learn costs about a second: imported on first use
 
     return float(accuracy_score(np.asarray(y_true), np.asarray(y_pred)))
 
@@ -162,7 +162,7 @@ def balanced_accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
         >>> round(balanced_accuracy(np.array([0, 0, 0, 1]), np.array([0, 0, 1, 1])), 4)  # (2/3 + 1) / 2
         0.8333
     """
-    from sklearn.metrics import balanced_accuracy_score
+    from sklearn.metrics import balanced_accuracy_score  # imported on first use, as above
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="y_pred contains classes not in y_true")
@@ -194,7 +194,7 @@ def concordance_index(times: np.ndarray, risk: np.ndarray, events: np.ndarray) -
         >>> concordance_index(np.array([1.0, 2.0, 3.0]), np.array([3.0, 2.0, 1.0]), np.array([1, 1, 0]))
         1.0
     """
-    from lifelines.utils import concordance_index as lifelines_concordance_index
+    from lifelines.utils import concordance_index as lifelines_concordance_index  # survival only: on first use
 
     times, risk = np.asarray(times, dtype=np.float64), np.asarray(risk, dtype=np.float64)
     if not np.isfinite(risk).all():

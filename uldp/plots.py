@@ -17,6 +17,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
@@ -219,8 +220,6 @@ def runtime_table(results: ResultSet) -> Any:
     Raises:
         ValueError: No run carries secure-aggregation timings.
     """
-    import pandas as pd
-
     rows = []
     for run in results.runs:
         timings = run["result"].get("info", {}).get("secure_timings")

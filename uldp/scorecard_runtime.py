@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from uldp.experiments import ResultSet
+from uldp.plots import runtime_table
 from uldp.verdicts import Finding, NotMeasured, fraction_verdict, stored_grid
 
 #: "practical" time: one protocol round (a silo's local training and encrypted weighting plus the server's work)
@@ -28,8 +29,6 @@ def runtime_parts(data: Mapping[str, ResultSet]) -> pd.DataFrame:
     Raises:
         NotMeasured: The results are missing.
     """
-    from uldp.plots import runtime_table
-
     results = stored_grid(data, "protocol_runtime", "no protocol-runtime results")
     table = runtime_table(results).reset_index()
     table["round"] = table["training per silo"] + table["aggregation"]

@@ -18,13 +18,22 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
+from uldp.accounting import check_accountant, sigma_for_epsilon
 from uldp.checks import check_integer, check_number, check_positive
-from uldp.data import DATASETS
-from uldp.data.allocation import PAPER_N_LABELS
-from uldp.data.base import check_test_scoring
+from uldp.data import DATASETS, allocate, load
+from uldp.data.allocation import MAX_SILOS, MAX_USERS, PAPER_N_LABELS
+from uldp.data.base import FederatedDataset, check_test_scoring
+from uldp.fitting import ALLOCATION_STREAM, INIT_STREAM, PREPARE_STREAM, SUBSET_STREAM, train_rounds
+from uldp.methods import Federation, make_method
+from uldp.methods.base import Hyperparameters, parse_method, seed_stream
+from uldp.models import build_model, evaluate, loss_function
+from uldp.persist import fingerprint
+from uldp.secure import SecureAggregator
+from uldp.secure.keys import check_key_bits
 from uldp.threads import torch_threads
-from uldp.methods.base import Hyperparameters, parse_method
+from uldp.training.per_user import flat_parameters, load_flat_parameters
 
 #: Per dataset and method family: (global lr, clip C, local lr, local epochs Q) of settings.md's privacy-utility
 #: table. ``None`` = not used by the method. MNIST's ULDP-AVG uses global lr 100 with 10000 users (see
@@ -138,8 +147,6 @@ class RunConfig:
     target_epsilon: float | None = None
 
     def __post_init__(self) -> None:
-        from uldp.accounting import check_accountant
-
         spec = parse_method(self.method)
         check_accountant(self.accountant)
         if self.target_epsilon is not None:
@@ -148,8 +155,6 @@ class RunConfig:
                 raise ValueError(f"target_epsilon needs a private method; {spec.name} has no privacy guarantee")
         if self.dataset not in PAPER_SETTINGS:
             raise ValueError(f"unknown dataset {self.dataset!r}; known datasets: {', '.join(PAPER_SETTINGS)}")
-        from uldp.data.allocation import MAX_SILOS, MAX_USERS
-
         check_integer("n_users", self.n_users, maximum=MAX_USERS)
         check_integer("rounds", self.rounds)
         check_integer("seed", self.seed, minimum=0)
@@ -160,8 +165,6 @@ class RunConfig:
         if self.secure and spec.name not in SECURE_METHODS:
             raise ValueError(f"secure aggregation needs {' or '.join(SECURE_METHODS)}, not {spec.name}")
         if self.secure:
-            from uldp.secure.keys import check_key_bits
-
             check_key_bits(self.secure_key_bits, insecure_test_key=True)  # form here; size when the run starts
             check_integer("secure_n_max", self.secure_n_max)
         if self.max_train_records is not None:
@@ -193,8 +196,6 @@ class RunConfig:
 
     def hyperparameters(self) -> Hyperparameters:
         """The method's :class:`~uldp.methods.Hyperparameters` (raises ``ValueError`` on bad values)."""
-        from uldp.methods import make_method
-
         hp = Hyperparameters(global_lr=self.global_lr, local_lr=self.local_lr, local_epochs=self.local_epochs,
                              batch_size=self.batch_size, clip=self.clip, sigma=self.sigma, delta=self.delta, q=self.q)
         make_method(self.method, hp, user_weights=None if self.user_weights is None else np.asarray(self.user_weights))
@@ -239,10 +240,6 @@ class RunResult:
         return {"config": asdict(self.config), "rounds": self.rounds_table(), "info": self.info}
 
 
-#: Top-level random streams of a run.
-ALLOCATION_STREAM, INIT_STREAM, PREPARE_STREAM, ROUNDS_STREAM, SUBSET_STREAM = range(5)
-
-
 def _stratified_subset(labels: np.ndarray | None, n_records: int, size: int, rng: np.random.Generator) -> np.ndarray:
     """Sorted indices of a random subset of ``size`` records keeping class proportions (plain random if no labels)."""
     if labels is None:
@@ -256,15 +253,8 @@ def _stratified_subset(labels: np.ndarray | None, n_records: int, size: int, rng
     return np.sort(np.concatenate(chosen))
 
 
-def build_federation(config: RunConfig, dataset: Any = None) -> tuple[Any, Any]:
+def build_federation(config: RunConfig, dataset: FederatedDataset | None = None) -> tuple[Federation, FederatedDataset]:
     """Load (or take), subset and allocate the dataset and build the model: ``(federation, dataset)``."""
-    import torch
-
-    from uldp.data import allocate, load
-    from uldp.methods import Federation
-    from uldp.methods.base import seed_stream
-    from uldp.models import build_model, loss_function
-
     root = np.random.SeedSequence(config.seed)
     data = dataset if dataset is not None else load(config.dataset, test_scoring=config.test_scoring)
     if config.max_train_records is not None and config.max_train_records < data.n_train:
@@ -283,7 +273,7 @@ def build_federation(config: RunConfig, dataset: Any = None) -> tuple[Any, Any]:
     return federation, data
 
 
-def secure_aggregator(config: RunConfig, *, insecure_test_key: bool = False) -> Any:
+def secure_aggregator(config: RunConfig, *, insecure_test_key: bool = False) -> SecureAggregator:
     """The Protocol 1 aggregation hook of a secure run: its key size and N_max, and C and sigma as public bounds.
 
     Args:
@@ -296,20 +286,15 @@ def secure_aggregator(config: RunConfig, *, insecure_test_key: bool = False) -> 
     Raises:
         ValueError: Keys under 2048 bits without the test flag.
     """
-    from uldp.secure import SecureAggregator
-    from uldp.secure.keys import check_key_bits
-
     check_key_bits(config.secure_key_bits, insecure_test_key=insecure_test_key)
     return SecureAggregator(key_bits=config.secure_key_bits, n_max=config.secure_n_max, clip=config.clip,
                             sigma=config.sigma, insecure_test_key=insecure_test_key)
 
 
-def _prepared(config: RunConfig, dataset: Any = None) -> tuple[RunConfig, Any, Any, Any]:
+def _prepared(config: RunConfig, dataset: FederatedDataset | None = None
+              ) -> tuple[RunConfig, Any, Federation, FederatedDataset]:
     """The run's configuration (sigma calibrated to ``target_epsilon`` where it was unset), its method, its prepared
     federation (ULDP-GROUP-k's records kept) and the dataset."""
-    from uldp.methods import make_method
-    from uldp.methods.base import seed_stream
-
     federation, data = build_federation(config, dataset)
     weights = None if config.user_weights is None else np.asarray(config.user_weights)
     calibrate = config.sigma is None and config.target_epsilon is not None
@@ -334,13 +319,11 @@ def calibrated_sigma(config: RunConfig, accounting_arguments: dict) -> float:
     Returns:
         The noise multiplier.
     """
-    from uldp.accounting import sigma_for_epsilon
-
     return sigma_for_epsilon(config.method, epsilon=config.target_epsilon, rounds=config.rounds, delta=config.delta,
                              accountant=config.accountant, **accounting_arguments)
 
 
-def accounted_epsilon(config: RunConfig, *, rounds: int | None = None, dataset: Any = None,
+def accounted_epsilon(config: RunConfig, *, rounds: int | None = None, dataset: FederatedDataset | None = None,
                       accountant: str | None = None) -> float | None:
     """The user-level epsilon a run of ``config`` reports after ``rounds`` rounds, without training it.
 
@@ -384,15 +367,13 @@ LATER_FIELDS = {"accountant": "rdp", "target_epsilon": None}
 def _checkpoint_fingerprint(config: RunConfig, data: Any) -> str:
     """What a checkpoint must match to be resumed: the resolved configuration and the train and test set sizes
     (a grid may evaluate on a subset of the test set)."""
-    from uldp.deploy.wire import fingerprint
-
     resolved = {name: value for name, value in asdict(config).items()
                 if name not in LATER_FIELDS or value != LATER_FIELDS[name]}
     return fingerprint({"config": resolved, "train_records": int(data.x_train.shape[0]),
                         "test_records": int(data.x_test.shape[0])})
 
 
-def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggregate_fn: Any = None,
+def run(config: RunConfig, *, progress: bool = False, dataset: FederatedDataset | None = None, aggregate_fn: Any = None,
         insecure_test_key: bool = False, checkpoint: str | Path | None = None,
         checkpoint_seconds: float = 60.0, threads: int | None = None) -> RunResult:
     """Run federated training and return per-round test metrics, epsilon and wall time.
@@ -405,7 +386,7 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
             :func:`secure_aggregator` when ``config.secure``).
         insecure_test_key: Secure runs only: allow ``config.secure_key_bits`` under 2048 (tests only).
         checkpoint: A file to resume from and save progress to: the global model and the per-round results after
-            the last completed round (:mod:`uldp.deploy.checkpoint`'s atomic format, tied to this configuration and
+            the last completed round (:mod:`uldp.persist`'s atomic format, tied to this configuration and
             data by a fingerprint). Every random draw of round ``t`` derives from ``config.seed`` and ``t`` alone,
             so a run resumed from it ends exactly as an uninterrupted run (``tests/test_simulation.py``); it reports
             ``info["resumed_from_round"]`` and the rounds' earlier seconds in ``info["resumed_seconds"]``. The
@@ -433,13 +414,9 @@ def run(config: RunConfig, *, progress: bool = False, dataset: Any = None, aggre
         return _run(config, progress, dataset, aggregate_fn, insecure_test_key, checkpoint, checkpoint_seconds)
 
 
-def _run(config: RunConfig, progress: bool, dataset: Any, aggregate_fn: Any, insecure_test_key: bool,
-         checkpoint: str | Path | None, checkpoint_seconds: float) -> RunResult:
+def _run(config: RunConfig, progress: bool, dataset: FederatedDataset | None, aggregate_fn: Any,
+         insecure_test_key: bool, checkpoint: str | Path | None, checkpoint_seconds: float) -> RunResult:
     """:func:`run` once its arguments are checked and its threads set."""
-    from uldp.fitting import train_rounds
-    from uldp.models import evaluate
-    from uldp.training.per_user import flat_parameters, load_flat_parameters
-
     start = time.perf_counter()
     root = np.random.SeedSequence(config.seed)
     calibrating = config.sigma is None and config.target_epsilon is not None
@@ -460,7 +437,7 @@ def _run(config: RunConfig, progress: bool, dataset: Any, aggregate_fn: Any, ins
     if calibrating:
         result.info["calibrated_sigma"] = config.sigma
 
-    def test_metrics(flat: Any) -> dict:
+    def test_metrics(flat: torch.Tensor) -> dict:
         load_flat_parameters(evaluation_model, flat)
         metrics = evaluate(evaluation_model, data.x_test, data.y_test, config.dataset)
         return {"test_loss": float(metrics["loss"]),

@@ -16,6 +16,8 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import torch
+
 from uldp.checks import check_integer
 
 #: Torch intra-op threads of a run when neither an argument nor ``$ULDP_THREADS`` says otherwise.
@@ -52,8 +54,6 @@ def torch_threads(threads: int | None = None) -> Iterator[int]:
     Yields:
         The number of threads in use.
     """
-    import torch
-
     count = thread_count(threads)
     previous = torch.get_num_threads()
     torch.set_num_threads(count)

@@ -23,6 +23,8 @@ record-level DP-SGD with its record-level promise.
 
 from __future__ import annotations
 
+import datetime
+import json
 import math
 import time
 from collections.abc import Iterable, Mapping
@@ -201,8 +203,6 @@ def audit_root(profile: str) -> Path:
 
 def read_stored(path: Path) -> dict | None:
     """The stored audit at ``path``, or ``None`` when there is none or it is incomplete."""
-    import json
-
     try:
         payload = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -246,8 +246,6 @@ def run_jobs(jobs: Iterable[Mapping[str, Any]], root: Path | str, *, command: st
 
 
 def _now() -> str:
-    import datetime
-
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 

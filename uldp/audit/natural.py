@@ -22,10 +22,12 @@ import numpy as np
 import torch
 
 from uldp.checks import check_integer, check_positive
+from uldp.data import load
 from uldp.data.base import Allocation, FederatedDataset
+from uldp.fitting import PREPARE_STREAM, ROUNDS_STREAM
 from uldp.methods import Federation, make_method
 from uldp.methods.base import seed_stream
-from uldp.simulation import PREPARE_STREAM, ROUNDS_STREAM, RunConfig, build_federation
+from uldp.simulation import RunConfig, build_federation
 from uldp.training.per_user import flat_parameters, load_flat_parameters
 
 #: Random stream (child of the run's seed) that picks the canaries' records.
@@ -163,8 +165,6 @@ def natural_scores(method_name: str, setting: NaturalSetting, *, runs: int, sigm
     Returns:
         ``(scores, included)``, both ``[runs, m]``; see :func:`standardised` for comparing canaries.
     """
-    from uldp.data import load
-
     check_integer("runs", runs)
     dataset = load(setting.dataset)
     canaries = canary_records(dataset, setting, seed)

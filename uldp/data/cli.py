@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from uldp.cli import print_json
+from uldp.data import DATASETS, SCHEMES, allocate, load
+from uldp.data.allocation import labels_per_user, summary
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``allocate`` sub-command."""
-    from uldp.data import DATASETS, SCHEMES
-
     parser = subparsers.add_parser(
         "allocate",
         help="allocate a dataset's records to users and silos",
@@ -28,10 +30,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     """Run ``uldp allocate``; return the exit status."""
-    from uldp.cli import print_json
-    from uldp.data import DATASETS, allocate, load
-    from uldp.data.allocation import labels_per_user, summary
-
     dataset = load(args.dataset, args.data_dir)
     n_silos = args.silos if args.silos is not None or dataset.n_fixed_silos else DATASETS[args.dataset].default_silos
     allocation = allocate(

@@ -9,9 +9,20 @@ and keys. See the README section "Running on several machines".
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from uldp.cli import print_json
+from uldp.deploy.keys import check_master_key, write_keys
+
+# The roles, the server and the silo (torch, the secure protocol) are imported by the handlers: `uldp --help` stays
+# light.
+if TYPE_CHECKING:
+    from uldp.data.base import FederatedDataset
+    from uldp.deploy.method_roles import DeployConfig
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -65,8 +76,6 @@ def _setup_logging(args: argparse.Namespace) -> None:
 
 def _read_key(path: Path | None) -> bytes | None:
     """The key in ``path`` (one hex string of at least 16 bytes), or None without a path."""
-    from uldp.deploy.keys import check_master_key
-
     if path is None:
         return None
     try:
@@ -76,12 +85,10 @@ def _read_key(path: Path | None) -> bytes | None:
     return check_master_key(key, f"the key in {path}")
 
 
-def _roles(args: argparse.Namespace, *, silo_id: int | None):  # noqa: ANN202 - a ServerRole or a SiloRole
-    """The server role (``silo_id`` None) or one silo's role for the configuration file ``args.config``."""
-    import json
-
+def _config_and_dataset(args: argparse.Namespace) -> tuple[DeployConfig, FederatedDataset]:
+    """The configuration file ``args.config`` and its dataset, read from ``args.data_dir``."""
     from uldp.data import load
-    from uldp.deploy.method_roles import DeployConfig, MethodServer, MethodSilo
+    from uldp.deploy.method_roles import DeployConfig
 
     try:
         data = json.loads(args.config.read_text())
@@ -95,11 +102,11 @@ def _roles(args: argparse.Namespace, *, silo_id: int | None):  # noqa: ANN202 - 
         dataset = load(config.run.dataset, args.data_dir)
     except (OSError, RuntimeError) as error:  # no data directory, missing files
         raise ValueError(f"cannot load dataset {config.run.dataset!r}: {error}") from error
-    return MethodServer(config, dataset) if silo_id is None else MethodSilo(config, silo_id, dataset)
+    return config, dataset
 
 
 def _server(args: argparse.Namespace) -> int:
-    from uldp.cli import print_json
+    from uldp.deploy.method_roles import MethodServer
     from uldp.deploy.server import ServerSettings, serve
 
     _setup_logging(args)
@@ -111,7 +118,7 @@ def _server(args: argparse.Namespace) -> int:
         round_timeout=args.round_timeout, master_key=_read_key(args.master_key_file),
         certificates=tuple(_read_file(p) for p in tls) if all(tls) else None,  # type: ignore[arg-type]
     )
-    result = serve(_roles(args, silo_id=None), settings)
+    result = serve(MethodServer(*_config_and_dataset(args)), settings)
     if args.json:
         print_json({
             "rounds_done": result.rounds_done, "resumed_from": result.resumed_from, "error": result.error,
@@ -125,7 +132,7 @@ def _server(args: argparse.Namespace) -> int:
 
 
 def _silo(args: argparse.Namespace) -> int:
-    from uldp.cli import print_json
+    from uldp.deploy.method_roles import MethodSilo
     from uldp.deploy.silo import FederationIncomplete, SiloRefused, SiloSettings, run_silo
 
     _setup_logging(args)
@@ -134,7 +141,8 @@ def _silo(args: argparse.Namespace) -> int:
         root_certificates=_read_file(args.root_certificates) if args.root_certificates else None,
         max_wait=args.max_wait, exit_at_round=args.exit_at_round,
     )
-    role = _roles(args, silo_id=args.silo_id)
+    config, dataset = _config_and_dataset(args)
+    role = MethodSilo(config, args.silo_id, dataset)
     try:
         params = run_silo(role, settings)
     except SiloRefused as error:
@@ -149,8 +157,6 @@ def _silo(args: argparse.Namespace) -> int:
 
 
 def _keys(args: argparse.Namespace) -> int:
-    from uldp.deploy.keys import write_keys
-
     paths = write_keys(args.out, n_silos=args.silos, force=args.force)
     for path in paths:
         print(path)

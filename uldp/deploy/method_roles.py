@@ -60,9 +60,16 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
+import torch
 
 from uldp.checks import check_integer, check_number
-from uldp.deploy import wire
+from uldp.fitting import PREPARE_STREAM, ROUNDS_STREAM
+from uldp.methods import check_weights, make_method
+from uldp.methods.base import seed_stream
+from uldp.models import evaluate as evaluate_model
+from uldp.persist import fingerprint
+from uldp.simulation import RunConfig, build_federation
+from uldp.training.per_user import flat_parameters, load_flat_parameters
 
 LOGGER = logging.getLogger("uldp.deploy")
 
@@ -116,7 +123,7 @@ class DeployConfig:
             server can remove every silo's noise. Never in a deployment that promises privacy.
     """
 
-    run: Any  # uldp.simulation.RunConfig (imported lazily: the CLI stays light)
+    run: RunConfig
     protocol: ProtocolSettings = field(default_factory=ProtocolSettings)
     insecure_reproducible_noise: bool = False
 
@@ -133,8 +140,6 @@ class DeployConfig:
             ValueError: if it is not an object, a field is unknown (the message lists the allowed ones) or a value
                 is bad (RunConfig's own message).
         """
-        from uldp.simulation import RunConfig
-
         if not isinstance(data, dict):
             raise ValueError(f"a run configuration is a JSON object of RunConfig fields, got {type(data).__name__}")
         data = dict(data)
@@ -167,11 +172,11 @@ class DeployConfig:
 
     @property
     def fingerprint(self) -> str:
-        """:func:`uldp.deploy.wire.fingerprint` of the resolved configuration (defaults filled in)."""
-        return wire.fingerprint(self.to_json())
+        """:func:`uldp.persist.fingerprint` of the resolved configuration (defaults filled in)."""
+        return fingerprint(self.to_json())
 
 
-def _as_config(config: Any) -> DeployConfig:
+def _as_config(config: DeployConfig | RunConfig) -> DeployConfig:
     return config if isinstance(config, DeployConfig) else DeployConfig(config)
 
 
@@ -188,11 +193,7 @@ class _MethodRole:
     ``insecure_reproducible_noise``).
     """
 
-    def __init__(self, config: Any, dataset: Any) -> None:
-        from uldp.methods import make_method
-        from uldp.methods.base import seed_stream
-        from uldp.simulation import PREPARE_STREAM, build_federation
-
+    def __init__(self, config: DeployConfig | RunConfig, dataset: Any) -> None:
         self.config = _as_config(config)
         run = self.config.run
         if run.secure and run.user_weights is not None:
@@ -215,8 +216,6 @@ class _MethodRole:
         self.counts = replace(kept, user=kept.user[self._mask], silo=kept.silo[self._mask]).counts
         self._federation = federation
         if weights is not None:
-            from uldp.methods import check_weights
-
             check_weights(weights, self.counts)
         if self.secure:
             self.protocol_config().validate()
@@ -224,9 +223,6 @@ class _MethodRole:
     def secret_round_seed(self, round_index: int) -> np.random.SeedSequence:
         """This party's secret stream of round ``round_index`` (1-based); with ``insecure_reproducible_noise`` the
         shared stream of :func:`uldp.simulation.run`'s round instead."""
-        from uldp.methods.base import seed_stream
-        from uldp.simulation import ROUNDS_STREAM
-
         return seed_stream(self._secret_root, ROUNDS_STREAM, round_index - 1)
 
     def protocol_config(self) -> Any:
@@ -249,10 +245,8 @@ class MethodServer(_MethodRole):
         dataset: An already loaded dataset (default: ``uldp.data.load(config.run.dataset)``).
     """
 
-    def __init__(self, config: Any, dataset: Any = None) -> None:
+    def __init__(self, config: DeployConfig | RunConfig, dataset: Any = None) -> None:
         super().__init__(config, dataset)
-        from uldp.training.per_user import flat_parameters
-
         self._accounted = self._federation.keep(self._mask) if not self._mask.all() else self._federation
         self._model = self._federation.model
         self._initial = flat_parameters(self._model).numpy()
@@ -270,8 +264,6 @@ class MethodServer(_MethodRole):
 
     def combine(self, params: np.ndarray, contributions: list[np.ndarray], round_index: int) -> np.ndarray:
         """Plain rounds: the method's server step on ``sum_s`` of the silos' contributions (in silo order)."""
-        import torch
-
         total = torch.zeros(params.shape, dtype=torch.from_numpy(contributions[0]).dtype)
         for contribution in contributions:
             total += torch.from_numpy(contribution)
@@ -279,25 +271,16 @@ class MethodServer(_MethodRole):
 
     def apply_aggregate(self, params: np.ndarray, aggregate: np.ndarray, round_index: int) -> np.ndarray:
         """Secure rounds: the server step on Protocol 1's decoded aggregate (in the model's dtype, as in-process)."""
-        import torch
-
         return self._step(params, torch.as_tensor(aggregate, dtype=torch.from_numpy(params).dtype))
 
-    def _step(self, params: np.ndarray, total: Any) -> np.ndarray:
-        import torch
-
+    def _step(self, params: np.ndarray, total: torch.Tensor) -> np.ndarray:
         new = self.method.server_step(torch.from_numpy(params), total, n_users=self.n_users, n_silos=self.n_silos)
         return new.numpy()
 
     def evaluate(self, params: np.ndarray, round_index: int) -> dict:
         """Test metrics of the global model and the user-level epsilon after ``round_index`` rounds."""
-        import torch
-
-        from uldp.models import evaluate
-        from uldp.training.per_user import load_flat_parameters
-
         load_flat_parameters(self._model, torch.from_numpy(params))
-        metrics = evaluate(self._model, self.data.x_test, self.data.y_test, self.config.run.dataset)
+        metrics = evaluate_model(self._model, self.data.x_test, self.data.y_test, self.config.run.dataset)
         epsilon = self.method.epsilon(self._accounted, round_index, accountant=self.config.run.accountant)
         return {**{name: float(value) for name, value in metrics.items()},
                 "epsilon": None if epsilon is None else float(epsilon)}
@@ -315,7 +298,7 @@ class MethodSilo(_MethodRole):
         ValueError: if ``silo_id`` is out of range.
     """
 
-    def __init__(self, config: Any, silo_id: int, dataset: Any = None) -> None:
+    def __init__(self, config: DeployConfig | RunConfig, silo_id: int, dataset: Any = None) -> None:
         super().__init__(config, dataset)
         self.silo_id = check_integer("--silo-id", silo_id, minimum=0, maximum=self.n_silos - 1)
         own = self._mask & (self._federation.allocation.silo == silo_id)
@@ -327,8 +310,6 @@ class MethodSilo(_MethodRole):
 
     def contribution(self, params: np.ndarray, round_index: int, sampled: np.ndarray) -> np.ndarray:
         """The method's ``silo_update``: what this silo sends in a plain round (noise from this silo's secret)."""
-        import torch
-
         update = self.method.silo_update(torch.from_numpy(params), self.federation, self.secret_round_seed(round_index),
                                          self.silo_id, sampled=sampled, counts=self.counts)
         return update.numpy()
@@ -339,8 +320,6 @@ class MethodSilo(_MethodRole):
         Raises:
             ValueError: for a method whose weights Protocol 1 does not compute.
         """
-        import torch
-
         if not (self.method.spec.per_user and self.method.spec.enhanced_weights):
             raise ValueError(f"Protocol 1 computes the enhanced weights of ULDP-SGD-w / ULDP-AVG-w, "
                              f"not {self.method.spec.name}")

@@ -21,7 +21,7 @@ class ServerRole(Protocol):
         n_users: |U|.
         rounds: T.
         secure: Whether the aggregation runs Protocol 1 (ULDP-AVG-w only).
-        fingerprint: :func:`uldp.deploy.wire.fingerprint` of the run configuration.
+        fingerprint: :func:`uldp.persist.fingerprint` of the run configuration.
         insecure_reproducible_noise: Whether the silos' noise comes from the shared seed (INSECURE, tests only).
     """
 

@@ -43,8 +43,12 @@ import numpy as np
 from uldp.atomic import check_writable
 from uldp.checks import check_number
 from uldp.deploy import keys, quiet_flower_deprecation, wire
-from uldp.deploy.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from uldp.deploy.roles import ServerRole
+from uldp.persist import Checkpoint, array_from_bytes, array_to_bytes, load_checkpoint, save_checkpoint
+from uldp.secure import Server as ProtocolServer
+from uldp.secure.messages import BlindedHistogramMessage, DhPublicKeyMessage, MaskedUpdateMessage, SealedMessage
+
+# Flower is imported inside the functions that use it: serve() sets FLWR_TELEMETRY_ENABLED before Flower reads it.
 
 LOGGER = logging.getLogger("uldp.deploy")
 #: The longest any timeout may be (seconds): a week.
@@ -286,9 +290,6 @@ class Coordinator:
         Raises:
             RoundAborted: if a silo fails or sends anything malformed (named in the message).
         """
-        from uldp.secure import Server as ProtocolServer
-        from uldp.secure.messages import BlindedHistogramMessage, DhPublicKeyMessage, SealedMessage
-
         self._protocol = ProtocolServer(self.role.protocol_config())
         public = self._protocol.public_key_message().to_bytes()
         what = "secure setup 1(a)"
@@ -332,8 +333,6 @@ class Coordinator:
 
     def _check_sender(self, message: Any, silo_id: int, size: int) -> None:
         """Refuse a Protocol 1 message that does not come from ``silo_id`` or whose values are out of range."""
-        from uldp.secure.messages import BlindedHistogramMessage, MaskedUpdateMessage, SealedMessage
-
         claimed = message.sender if isinstance(message, SealedMessage) else message.silo
         if claimed != silo_id:
             raise ValueError(f"it claims to come from silo {claimed}")
@@ -357,7 +356,7 @@ class Coordinator:
             try:
                 if len(payloads) != 1:
                     raise ValueError(f"{len(payloads)} payloads instead of one")
-                values = wire.array_from_bytes(payloads[0])
+                values = array_from_bytes(payloads[0])
                 if values.dtype != like.dtype or values.shape != like.shape:
                     raise ValueError(f"an array of {values.dtype} {values.shape}, the model is {like.dtype} {like.shape}")
                 if not np.isfinite(values).all():
@@ -374,12 +373,10 @@ class Coordinator:
             RoundAborted: if any silo fails or sends anything malformed, or the new model is not finite; nothing of
                 the round is applied.
         """
-        from uldp.secure.messages import MaskedUpdateMessage, SealedMessage
-
         sampled = self.role.sampled_users(round_index)
         if self._protocol is not None:  # users without records (B(N_u) = 0) have no weight n_su / N_u: never sampled
             sampled = sampled & np.array([total != 0 for total in self._protocol.blinded_totals])
-        payloads = (wire.array_to_bytes(params), wire.array_to_bytes(sampled))
+        payloads = (array_to_bytes(params), array_to_bytes(sampled))
         what = f"round {round_index}"
         start = time.perf_counter()
         if self._protocol is None:
@@ -461,7 +458,7 @@ class Coordinator:
                 result.params, result.rounds_done = params, round_index
                 LOGGER.info("round %d done in %.2f s", round_index, record["seconds"])
             self.broadcast(
-                wire.Instruction(wire.STAGE_FINISH, self.role.rounds, payloads=(wire.array_to_bytes(params),)),
+                wire.Instruction(wire.STAGE_FINISH, self.role.rounds, payloads=(array_to_bytes(params),)),
                 what="finish",
             )
         except Exception as error:  # noqa: BLE001 - the server ends every federation with a message, never hangs

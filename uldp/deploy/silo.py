@@ -18,8 +18,15 @@ from typing import Any
 
 import numpy as np
 
+from uldp.checks import check_number
 from uldp.deploy import keys, quiet_flower_deprecation, wire
 from uldp.deploy.roles import SiloRole
+from uldp.deploy.server import MAX_TIMEOUT
+from uldp.persist import array_from_bytes, array_to_bytes
+from uldp.secure import Silo as ProtocolSilo
+from uldp.secure.messages import DhDirectoryMessage, EncryptedWeightsMessage, PublicKeyMessage, SealedMessage
+
+# Flower (and grpc) are imported inside the functions that use them: run_silo() sets FLWR_TELEMETRY_ENABLED first.
 
 LOGGER = logging.getLogger("uldp.deploy")
 
@@ -54,9 +61,6 @@ class SiloSettings:
     exit_at_round: int | None = None
 
     def __post_init__(self) -> None:
-        from uldp.checks import check_number
-        from uldp.deploy.server import MAX_TIMEOUT
-
         check_number("--max-wait", self.max_wait, above=0, at_most=MAX_TIMEOUT)
         if self.key is not None:
             keys.check_master_key(self.key, "the silo key")
@@ -103,9 +107,6 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
             return reply.to_flower(role.n_records)
 
         def _handle(self, instruction: wire.Instruction) -> wire.Reply:
-            from uldp.secure import Silo as ProtocolSilo
-            from uldp.secure.messages import DhDirectoryMessage, EncryptedWeightsMessage, PublicKeyMessage, SealedMessage
-
             stage, payloads = instruction.stage, instruction.payloads
             if stage == wire.STAGE_REFUSE:
                 self.refused = str(instruction.values.get("reason", "no reason given"))
@@ -122,10 +123,10 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
                 return wire.Reply(payloads=(self._secure().blinded_histogram().to_bytes(),))
             if stage == wire.STAGE_TRAIN:
                 self.rounds_seen.append(instruction.round_index)
-                params, sampled = wire.array_from_bytes(payloads[0]), wire.array_from_bytes(payloads[1])
+                params, sampled = array_from_bytes(payloads[0]), array_from_bytes(payloads[1])
                 if len(payloads) == 2:
                     contribution = role.contribution(params, instruction.round_index, sampled)
-                    return wire.Reply(payloads=(wire.array_to_bytes(contribution),))
+                    return wire.Reply(payloads=(array_to_bytes(contribution),))
                 weights = EncryptedWeightsMessage.from_bytes(payloads[2])
                 deltas, noise = role.secure_inputs(params, instruction.round_index, sampled)
                 shares = self._secure().share_weight_powers(weights)
@@ -140,7 +141,7 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
                 update = self._secure().masked_update(weights, shared, deltas, noise)
                 return wire.Reply(payloads=(update.to_bytes(),))
             if stage == wire.STAGE_FINISH:
-                self.final_params = wire.array_from_bytes(payloads[0])
+                self.final_params = array_from_bytes(payloads[0])
                 return wire.Reply()
             raise ValueError(f"unknown stage {stage!r}")
 

@@ -67,8 +67,8 @@ def _config(message: Any) -> dict:
 
 
 def _round_seed(seed: int, server_round: int) -> np.random.SeedSequence:
+    from uldp.fitting import ROUNDS_STREAM
     from uldp.methods.base import seed_stream
-    from uldp.simulation import ROUNDS_STREAM
 
     return seed_stream(np.random.SeedSequence(seed), ROUNDS_STREAM, server_round - 1)
 

@@ -1,4 +1,5 @@
-"""``uldp run``: one federated training run from the command line (defaults: the paper's settings).
+"""``uldp run``: one federated training run of :mod:`uldp.simulation` from the command line (defaults: the paper's
+settings).
 
 Example::
 
@@ -9,13 +10,13 @@ from __future__ import annotations
 
 import argparse
 
-from uldp.cli import add_progress_option
+from uldp.cli import add_progress_option, print_json, show_progress
+from uldp.data import load
+from uldp.data.allocation import PAPER_N_LABELS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``run`` sub-command."""
-    from uldp.data.allocation import PAPER_N_LABELS
-
     parser = subparsers.add_parser(
         "run", help="run one federated training (DEFAULT, ULDP-NAIVE, ULDP-GROUP-k, ULDP-SGD/AVG[-w])",
         description="Run one federated training in process; unset hyperparameters take the paper's values "
@@ -81,9 +82,7 @@ def method_name(method: str, k: str | None) -> str:
 
 def handle(args: argparse.Namespace) -> int:
     """Run the configured training, print a per-round table (and the JSON result with ``--json``)."""
-    from uldp.cli import print_json, show_progress
-    from uldp.data import load
-    from uldp.simulation import RunConfig, run
+    from uldp.simulation import RunConfig, run  # torch: imported on use, so `uldp --help` stays light
 
     config = RunConfig(
         dataset=args.dataset, method=method_name(args.method, args.k), n_users=args.users, rounds=args.rounds,

@@ -1,15 +1,26 @@
-"""The server's last good model, written atomically after every completed round, so a federation can resume.
+"""Bytes that outlive a process: the array encoding, configuration fingerprints and the resumable checkpoint.
 
-The in-process simulation uses the same format (:func:`uldp.simulation.run` with ``checkpoint=``): an interrupted
-run, or an experiment grid stopped in the middle of a long run, resumes from its last saved round.
+It sits below both :mod:`uldp.simulation` (and :mod:`uldp.fitting`) and :mod:`uldp.deploy`, which write the same
+checkpoints and fingerprints, and the deployment sends its arrays in the same encoding (:mod:`uldp.deploy.wire`
+frames the messages around them).
 
-File format: ``b"ULDPCKPT"`` | u32 length of a JSON header | the header (``rounds_done``, ``config_fingerprint``,
-``history``) | the model as :func:`uldp.deploy.wire.array_to_bytes` (which ends with its own SHA-256) | SHA-256 of
-everything before it. A checkpoint is written to a temporary file in the same directory, flushed and fsynced, then
-renamed over the old one (``os.replace`` is atomic on POSIX and Windows), so a crash leaves either the old or the new
-checkpoint, never a torn one; the temporary files a killed writer leaves are deleted when the checkpoint is next read.
+Array encoding (:func:`array_to_bytes`): ``b"ULDA"`` | u8 dtype code (1 float32, 2 float64, 3 int64, 4 bool) | u8
+number of dimensions | u64 per dimension | the little-endian data | SHA-256 of everything before it. The digest is
+unkeyed on purpose: it detects corruption and truncation, not forgery. Whoever can change bytes on a link could
+recompute any digest whose key both ends hold, and every party of a federation would hold it; authenticity is TLS's
+and the handshake's job (:mod:`uldp.deploy.keys`). Readers check lengths and the digest and never unpickle.
 
->>> import tempfile, numpy as np, pathlib
+Checkpoint file: ``b"ULDPCKPT"`` | u32 length of a JSON header | the header (``rounds_done``,
+``config_fingerprint``, ``history``) | the model as :func:`array_to_bytes` | SHA-256 of everything before it. A
+checkpoint is written to a temporary file in the same directory, flushed and fsynced, then renamed over the old one
+(``os.replace`` is atomic on POSIX and Windows), so a crash leaves either the old or the new checkpoint, never a torn
+one; the temporary files a killed writer leaves are deleted when the checkpoint is next read.
+
+>>> import tempfile, pathlib
+>>> values = np.arange(6, dtype=np.float32).reshape(2, 3)
+>>> restored = array_from_bytes(array_to_bytes(values))
+>>> restored.dtype == values.dtype and bool((restored == values).all())
+True
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "model.ckpt"
 >>> rows = ({"round": 1, "loss": 0.7}, {"round": 2, "loss": 0.6})
 >>> save_checkpoint(path, Checkpoint(rounds_done=2, params=np.ones(3, np.float32), config_fingerprint="ab",
@@ -23,19 +34,87 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from uldp.atomic import remove_leftovers, write_bytes_atomic
+from uldp.checks import check_integer
 
-from uldp.deploy.wire import array_from_bytes, array_to_bytes
+ARRAY_MAGIC = b"ULDA"
+_DTYPES: dict[str, int] = {"<f4": 1, "<f8": 2, "<i8": 3, "|b1": 4}
+_CODES = {code: np.dtype(name) for name, code in _DTYPES.items()}
+_BY_NAME = {np.dtype(name).name: name for name in _DTYPES}  # "float32" -> "<f4", whatever the byte order
+_HEADER = struct.Struct("<4sBB")  # magic, dtype code, number of dimensions
+MAX_DIMENSIONS = 32  # NumPy's own limit is 64; no array of the deployment has more than 2
+_DIGEST_BYTES = 32
 
 MAGIC = b"ULDPCKPT"
 _LENGTH = struct.Struct("<I")
-_DIGEST_BYTES = 32
+
+
+def array_to_bytes(values: np.ndarray) -> bytes:
+    """Serialise a numeric array: magic, dtype code, shape, little-endian data, SHA-256 of all before it.
+
+    Args:
+        values: float32, float64, int64 or bool array (any shape).
+
+    Returns:
+        The bytes.
+
+    Raises:
+        ValueError: for another dtype.
+    """
+    array = np.asarray(values)
+    name = _BY_NAME.get(array.dtype.name)
+    if name is None:
+        raise ValueError(f"cannot serialise dtype {array.dtype}; allowed: float32, float64, int64, bool")
+    if array.ndim > MAX_DIMENSIONS:
+        raise ValueError(f"cannot serialise an array of {array.ndim} dimensions; at most {MAX_DIMENSIONS}")
+    body = _HEADER.pack(ARRAY_MAGIC, _DTYPES[name], array.ndim)
+    body += struct.pack(f"<{array.ndim}Q", *array.shape)
+    body += np.ascontiguousarray(array, dtype=np.dtype(name)).tobytes()
+    return body + hashlib.sha256(body).digest()
+
+
+def array_from_bytes(data: bytes) -> np.ndarray:
+    """Parse bytes written by :func:`array_to_bytes`, checking magic, dtype, lengths and digest.
+
+    Raises:
+        ValueError: if the bytes are not a well-formed array.
+    """
+    if len(data) < _HEADER.size + _DIGEST_BYTES:
+        raise ValueError(f"malformed array: {len(data)} bytes is shorter than a header")
+    body, digest = data[:-_DIGEST_BYTES], data[-_DIGEST_BYTES:]
+    if not hmac.compare_digest(hashlib.sha256(body).digest(), digest):
+        raise ValueError("malformed array: digest mismatch (corrupted or truncated)")
+    magic, code, ndim = _HEADER.unpack_from(body)
+    if magic != ARRAY_MAGIC or code not in _CODES:
+        raise ValueError(f"malformed array: bad magic {magic!r} or dtype code {code}")
+    shape_end = _HEADER.size + 8 * ndim
+    if ndim > MAX_DIMENSIONS or shape_end > len(body):
+        raise ValueError(f"malformed array: {ndim} dimensions (at most {MAX_DIMENSIONS}) in {len(body)} bytes")
+    shape = struct.unpack_from(f"<{ndim}Q", body, _HEADER.size)
+    dtype = _CODES[code]
+    expected = math.prod(shape) * dtype.itemsize  # Python integers: no overflow for forged sizes
+    if len(body) - shape_end != expected:
+        raise ValueError(f"malformed array: {len(body) - shape_end} data bytes for shape {shape} of {dtype}")
+    return np.frombuffer(body, dtype=dtype, offset=shape_end).reshape(shape).copy()
+
+
+def fingerprint(config: Mapping[str, Any]) -> str:
+    """SHA-256 (hex) of a configuration's canonical JSON: equal exactly when every field is equal.
+
+    >>> fingerprint({"b": 1, "a": [2]}) == fingerprint({"a": [2], "b": 1})
+    True
+    """
+    text = json.dumps(dict(config), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -45,7 +124,7 @@ class Checkpoint:
     Attributes:
         rounds_done: Completed rounds (the next round to run is ``rounds_done + 1``).
         params: The flat global model.
-        config_fingerprint: :func:`uldp.deploy.wire.fingerprint` of the run configuration it belongs to.
+        config_fingerprint: :func:`fingerprint` of the run configuration it belongs to.
         history: Per-round records (JSON-serialisable dicts), for reporting.
     """
 
@@ -123,8 +202,6 @@ def load_checkpoint(path: str | Path, *, config_fingerprint: str, like: np.ndarr
 
 def _check_header(header: object) -> None:
     """A checkpoint header: exactly rounds_done (int >= 0), config_fingerprint (str) and one history dict per round."""
-    from uldp.checks import check_integer
-
     if not isinstance(header, dict) or set(header) != {"rounds_done", "config_fingerprint", "history"}:
         raise ValueError(f"the header must hold rounds_done, config_fingerprint and history, got {str(header)[:80]}")
     rounds = check_integer("rounds_done", header["rounds_done"], minimum=0)

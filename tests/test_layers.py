@@ -1,0 +1,172 @@
+"""Layers that only point down: every import inside ``uldp`` (at module level, in a function or under
+``TYPE_CHECKING``) goes to a module of the same layer or a lower one.
+
+The import graph is read from the source with :mod:`ast`, without importing anything. Look-ups of a module by a
+name computed at run time (``importlib.import_module``: the package's lazy exports, the CLI's ``COMMAND_MODULES``,
+the dataset registry) are not edges. The package itself (``uldp/__init__.py``, the public names it exports lazily)
+sits at the top beside the command line: no module of the package imports names from it, only its submodules.
+CONTRIBUTING.md ("Interfaces between modules", Layers) lists the same order.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "uldp"
+
+#: Low to high. A module belongs to the entry that is its own name or its longest package prefix; command-line
+#: modules (``uldp.cli``, any ``*.cli`` or ``*_cli``) and the package ``uldp`` itself form the top layer.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    # foundations: validation, files, threads, the byte formats, method names, the paper's settings table
+    ("uldp.checks", "uldp.atomic", "uldp.threads", "uldp.persist", "uldp.method_names", "uldp.paper_settings",
+     "uldp.paper_items"),
+    ("uldp.data", "uldp.accounting", "uldp.models"),
+    ("uldp.training",),
+    ("uldp.methods",),
+    ("uldp.secure",),
+    ("uldp.fitting",),
+    ("uldp.simulation",),
+    # experiments and what reads their results
+    ("uldp.experiments", "uldp.audit", "uldp.verdicts", "uldp.plots", "uldp.scorecard", "uldp.scorecard_runtime",
+     "uldp.beyond", "uldp.errata", "uldp.chapters"),
+    ("uldp.deploy", "uldp.flower"),
+)
+TOP_LAYER = len(LAYERS)
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    """``uldp/deploy/wire.py`` -> ``uldp.deploy.wire``; a package's ``__init__.py`` is the package."""
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(source: str, module: str, is_package: bool, known: set[str]) -> set[str]:
+    """The ``uldp`` modules that ``source`` imports anywhere (module level, functions, ``TYPE_CHECKING`` blocks).
+
+    ``from package import name`` is an import of ``package.name`` when that is a module, else of ``package``.
+    """
+    package = module if is_package else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                found.add(f"{target}.{alias.name}" if f"{target}.{alias.name}" in known else target)
+    return {name for name in found if name == "uldp" or name.startswith("uldp.")}
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Every module of the package and the ``uldp`` modules it imports."""
+    paths = {module_name(path, root): path for path in sorted(root.rglob("*.py"))}
+    known = set(paths)
+    return {name: imported_modules(path.read_text(encoding="utf-8"), name, path.name == "__init__.py", known)
+            for name, path in paths.items()}
+
+
+def layer_of(module: str) -> int:
+    """The index of ``module``'s layer in :data:`LAYERS` (:data:`TOP_LAYER` for the CLI and the package itself).
+
+    Raises:
+        ValueError: for a module no layer names (add it to :data:`LAYERS` and to CONTRIBUTING.md).
+    """
+    last = module.rpartition(".")[2]
+    if module in ("uldp", "uldp.cli") or last == "cli" or last.endswith("_cli"):
+        return TOP_LAYER
+    matches = [(len(entry), index) for index, entries in enumerate(LAYERS) for entry in entries
+               if module == entry or module.startswith(entry + ".")]
+    if not matches:
+        raise ValueError(f"module {module} belongs to no layer; add it to tests/test_layers.py LAYERS")
+    return max(matches)[1]
+
+
+def violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every import from a lower layer to a higher one, as ``"importer (layer) -> imported (layer)"``."""
+    return [f"{module} (layer {layer_of(module)}) -> {target} (layer {layer_of(target)})"
+            for module, targets in sorted(graph.items()) for target in sorted(targets)
+            if layer_of(target) > layer_of(module)]
+
+
+def test_every_module_has_a_layer() -> None:
+    graph = import_graph()
+    assert len(graph) > 50  # the whole package was read
+    unplaced = []
+    for module in graph:
+        try:
+            layer_of(module)
+        except ValueError:
+            unplaced.append(module)
+    assert unplaced == []
+
+
+def test_no_import_points_up() -> None:
+    assert violations(import_graph()) == []
+
+
+def test_the_simulation_and_fitting_import_nothing_from_deploy_flower_or_experiments() -> None:
+    """The issue's own goal, spelled out (the layers imply it)."""
+    graph = import_graph()
+    above = ("uldp.deploy", "uldp.flower", "uldp.experiments")
+    for module in ("uldp.simulation", "uldp.fitting"):
+        assert not {target for target in graph[module] if target.startswith(above) or layer_of(target) == TOP_LAYER}
+
+
+def test_the_graph_sees_imports_in_functions_type_checking_blocks_and_relative_ones() -> None:
+    source = ("from typing import TYPE_CHECKING\n"
+              "import numpy\n"
+              "from . import wire\n"
+              "if TYPE_CHECKING:\n    from uldp.simulation import RunConfig\n"
+              "def f():\n    import uldp.flower.app\n    from uldp.deploy.server import serve\n")
+    known = {"uldp.deploy.wire", "uldp.deploy.server", "uldp.simulation", "uldp.flower.app"}
+    assert imported_modules(source, "uldp.deploy.silo", False, known) == known
+
+
+def test_an_upward_import_is_reported(tmp_path: Path) -> None:
+    """A small package where the simulation imports deploy and a method imports the simulation in a function."""
+    package = tmp_path / "uldp"
+    (package / "deploy").mkdir(parents=True)
+    (package / "methods").mkdir()
+    for path, text in {"__init__.py": "", "simulation.py": "from uldp.deploy import wire\n",
+                       "deploy/__init__.py": "", "deploy/wire.py": "from uldp.simulation import run\n",
+                       "methods/__init__.py": "", "methods/base.py": "def f():\n    from .. import simulation\n",
+                       "checks.py": "import uldp.data\n", "data.py": ""}.items():
+        (package / path).write_text(text)
+    assert violations(import_graph(package)) == [
+        "uldp.checks (layer 0) -> uldp.data (layer 1)",
+        "uldp.methods.base (layer 3) -> uldp.simulation (layer 6)",
+        "uldp.simulation (layer 6) -> uldp.deploy.wire (layer 8)",
+    ]
+
+
+@pytest.mark.parametrize(("module", "layer"), [
+    ("uldp", TOP_LAYER), ("uldp.persist", 0), ("uldp.data.allocation", 1), ("uldp.methods.base", 3),
+    ("uldp.experiments.store", 7), ("uldp.deploy.wire", 8), ("uldp.deploy.cli", TOP_LAYER),
+    ("uldp.simulation_cli", TOP_LAYER), ("uldp.cli", TOP_LAYER),
+])
+def test_modules_fall_in_their_layer(module: str, layer: int) -> None:
+    assert layer_of(module) == layer
+
+
+def test_a_module_of_no_layer_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"uldp\.unplaced belongs to no layer"):
+        layer_of("uldp.unplaced")
+
+
+def test_contributing_lists_the_same_layers() -> None:
+    """CONTRIBUTING.md's "Layers" bullet names the layers of :data:`LAYERS` in the same order."""
+    text = (ROOT.parent / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    bullet = text[text.index("- Layers ("):]
+    bullet = " ".join(bullet[: bullet.index("\n- ")].split())
+    bullet = bullet.split("low to high:", 1)[1].split(". A module", 1)[0]
+    written = [re.findall(r"`([a-z_.*]+)`", group) for group in bullet.split(" < ")]
+    expected = [[name.removeprefix("uldp.") for name in layer] for layer in LAYERS]
+    assert written == [*expected, ["uldp.cli", "*.cli", "*_cli"]]

@@ -108,9 +108,11 @@ print("secure:", secure, "\nplain: ", plain, "\nmax |difference|:", np.abs(secur
 # ## What the server sees is uniformly random
 #
 # Take many users who all have exactly one record. Without blinding the server would see "1" for each; with it, the
-# values $r_u \cdot 1 \bmod n$ are uniform. Likewise one silo's masked update, decrypted on its own (which only the
-# server could try, by forging the other silos' updates as encryptions of zero), is uniform: the pairwise masks hide it. The Kolmogorov-Smirnov test against the uniform law on
-# $[0, 1)$ (values divided by $n$) finds nothing.
+# values $r_u \cdot 1 \bmod n$ are uniform. Likewise one silo's masked update, decrypted on its own, is uniform: the
+# pairwise masks hide it. Only the holder of the Paillier secret key could try that, and the protocol never does (it
+# decrypts the product of all silos' updates); here the chapter acts as the key holder through `Server.decrypt`, the
+# server role's public method for its own inspection. The Kolmogorov-Smirnov test against the uniform law on $[0, 1)$
+# (values divided by $n$) finds nothing.
 
 # %%
 many_users = 300 if SMOKE else 1000

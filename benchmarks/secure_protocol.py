@@ -22,8 +22,7 @@ import gmpy2
 import numpy as np
 from phe import paillier
 
-from uldp.secure import encoding, fast, masks
-from uldp.secure import ProtocolParameters, SecureSession
+from uldp.secure import ProtocolParameters, SecureSession, encoding, fast, masks
 
 
 def make_inputs(rng, *, n_silos, n_users, dim, clip=0.1, sigma=5.0, full_dim=None):

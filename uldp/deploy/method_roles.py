@@ -67,10 +67,6 @@ from uldp.deploy import wire
 
 LOGGER = logging.getLogger("uldp.deploy")
 
-#: Relative headroom of Protocol 1's bound on a clipped delta coordinate over C: a float32 coordinate of a vector
-#: clipped to norm C can exceed the float64 C by rounding (float32(0.1) > 0.1).
-CLIP_HEADROOM = 1e-5
-
 
 @dataclass(frozen=True)
 class DeployConfig:
@@ -196,12 +192,13 @@ class _MethodRole:
         return seed_stream(self._secret_root, ROUNDS_STREAM, round_index - 1)
 
     def protocol_config(self) -> Any:
-        """Protocol 1's parameters: bounds C (with :data:`CLIP_HEADROOM`) and sigma C / sqrt(|S|) noise."""
-        from uldp.secure import ProtocolConfig
+        """Protocol 1's session: :meth:`uldp.secure.ProtocolConfig.for_training` with the run's C, sigma and
+        parameters."""
+        from uldp.secure.config import ProtocolConfig
 
         run = self.config.run
-        return ProtocolConfig(n_silos=self.n_silos, n_users=self.n_users, clip=run.clip * (1 + CLIP_HEADROOM),
-                              sigma=run.sigma, parameters=run.protocol)
+        return ProtocolConfig.for_training(self.n_silos, self.n_users, clip=run.clip, sigma=run.sigma,
+                                           parameters=run.protocol)
 
 
 class MethodServer(_MethodRole):

@@ -33,6 +33,10 @@ from uldp.secure import encoding
 DEFAULT_KEY_BITS = 3072
 MIN_KEY_BITS = 2048
 
+#: Relative headroom of the bound on a clipped delta coordinate over C that a training run gives the protocol: a
+#: float32 coordinate of a vector clipped to norm C can exceed the float64 C by rounding (float32(0.1) > 0.1).
+CLIP_HEADROOM = 1e-5
+
 #: Largest Paillier modulus a configuration may ask for (key generation grows with the cube of its size).
 MAX_KEY_BITS = 16384
 
@@ -147,6 +151,14 @@ class ProtocolConfig:
             n_users=self.n_users,
             n_silos=self.n_silos,
         )
+
+    @classmethod
+    def for_training(cls, n_silos: int, n_users: int, *, clip: float, sigma: float,
+                     parameters: ProtocolParameters) -> ProtocolConfig:
+        """The session of a training run with clipping bound C and noise multiplier sigma (Algorithm 3): C with
+        :data:`CLIP_HEADROOM` bounds the deltas, sigma C / sqrt(|S|) Gaussian noise (a 2^-128 tail) the noise."""
+        return cls(n_silos=n_silos, n_users=n_users, clip=clip * (1 + CLIP_HEADROOM), sigma=sigma,
+                   parameters=parameters)
 
     @property
     def resolution_bits(self) -> int:

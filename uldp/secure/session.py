@@ -190,8 +190,8 @@ class SecureAggregator:
             or (not fixed_bounds and noise_bound > session.config.effective_noise_bound)
         ):
             bounds: dict[str, Any] = (
-                dict(clip=self._clip, sigma=self._sigma or 0.0) if fixed_bounds
-                else dict(clip=max(1.0, 2 * delta_bound), noise_bound=max(1.0, 2 * noise_bound))
+                {"clip": self._clip, "sigma": self._sigma or 0.0} if fixed_bounds
+                else {"clip": max(1.0, 2 * delta_bound), "noise_bound": max(1.0, 2 * noise_bound)}
             )
             session = SecureSession(table, self.parameters, **bounds)
             self.session, self._counts = session, table.copy()

@@ -33,11 +33,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
+
+if TYPE_CHECKING:
+    from uldp.secure.protocol import Silo
 
 #: node_config key that lets a silo accept keys under 2048 bits (tests and smoke builds only).
 TEST_KEYS_KEY = "uldp-insecure-test-keys"
@@ -140,7 +143,7 @@ class ServerSide:
         return self.server.finish_round([MaskedUpdateMessage.from_bytes(bytes(u)) for u in updates])
 
 
-def _silo(context: Any):  # -> uldp.secure.protocol.Silo
+def _silo(context: Any) -> Silo:
     from uldp.secure.protocol import Silo
 
     if STATE_KEY not in context.state:
@@ -149,7 +152,7 @@ def _silo(context: Any):  # -> uldp.secure.protocol.Silo
     return Silo.restore(bytes(state["silo"]), _config_from(state))
 
 
-def _keep(context: Any, silo: Any, public: dict) -> None:
+def _keep(context: Any, silo: Silo, public: dict) -> None:
     from flwr.app import ConfigRecord
 
     context.state[STATE_KEY] = ConfigRecord({**public, "silo": silo.export_state()})

@@ -22,8 +22,7 @@ import gmpy2
 import numpy as np
 from phe import paillier
 
-from uldp.secure import encoding, fast, masks
-from uldp.secure.protocol import SecureSession
+from uldp.secure import ProtocolParameters, SecureSession, encoding, fast, masks
 
 
 def make_inputs(rng, *, n_silos, n_users, dim, clip=0.1, sigma=5.0, full_dim=None):
@@ -122,7 +121,7 @@ def artificial(args, rng):
     """The paper's artificial default: the naive phe round once, ours ``args.repeats`` times (median), same inputs."""
     n_silos, n_users, dim = 3, (10 if args.quick else 20), (8 if args.quick else 16)
     counts, deltas, noise = make_inputs(rng, n_silos=n_silos, n_users=n_users, dim=dim)
-    session = SecureSession(counts, clip=0.1, sigma=5.0, key_bits=3072, processes=args.processes)
+    session = SecureSession(counts, ProtocolParameters(processes=args.processes), clip=0.1, sigma=5.0)
     ours_runs = []
     for _ in range(args.repeats):
         weights = session.server.start_round(1, np.ones(n_users, bool))
@@ -155,7 +154,8 @@ def _silo_zero_round(args, rng, slice_users, full_dim, n_users, n_silos):
     counts = np.minimum(counts, 2000 // n_silos // 5)
     # the encoding resolution of the full round: (|U| + |S|) 2^-f / 2 <= P with |U| = 100, not the slice's users
     precision = 1e-10 * (slice_users + n_silos) / (n_users + n_silos)
-    session = SecureSession(counts, clip=0.1, sigma=5.0, key_bits=3072, precision=precision, processes=args.processes)
+    session = SecureSession(counts, ProtocolParameters(precision=precision, processes=args.processes), clip=0.1,
+                            sigma=5.0)
     assert session.config.resolution_bits == encoding.resolution_bits_for(1e-10, n_users + n_silos)
     server, silos = session.server, session.silos
     weights = server.start_round(1, np.ones(slice_users, bool))
@@ -198,7 +198,7 @@ def mnist_slice(args, rng):
     server, n = session.server, session.server.public_key.n
     sample = [int(c) for c in rng.choice(np.array(weights.ciphertexts, dtype=object), 32 * args.processes)]
     _, decrypt_s, decrypt_cpu, load_decrypt = timed(
-        lambda: fast.crt_decrypt(server._private_key, sample, processes=args.processes))
+        lambda: server.decrypt(sample))
     n_square = gmpy2.mpz(n) ** 2
     start = time.perf_counter()
     for c in sample:

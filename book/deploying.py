@@ -117,7 +117,7 @@ import pandas as pd
 from IPython.display import display
 
 from uldp.deploy.method_roles import DeployConfig
-from uldp.secure import make_secure_aggregate
+from uldp.secure import SecureAggregator
 from uldp.simulation import run
 
 os.environ["FLWR_TELEMETRY_ENABLED"] = "0"
@@ -179,7 +179,7 @@ for record in deployed["history"]:
 # ## The same run in one process
 #
 # `uldp.simulation.run` with the same configuration, its enhanced-weight aggregation done by
-# {ref}`Protocol 1 <paper-protocol-1>` with the same key size (`uldp.secure.make_secure_aggregate`: the server and the
+# {ref}`Protocol 1 <paper-protocol-1>` with the same key size (`uldp.secure.SecureAggregator`: the server and the
 # silos as objects in one process, every message still through its byte form). Both start from the same model and the
 # same allocation; the deployed silos' noise comes from their own secrets, so the test losses agree in distribution, not
 # draw for draw, and the accountant's $\varepsilon$ is the same. (With `insecure_reproducible_noise` the two runs agree
@@ -187,9 +187,7 @@ for record in deployed["history"]:
 # {ref}`Theorem 4 <paper-theorem-4>`; `tests/test_deploy.py` checks it with real processes.)
 
 # %%
-protocol = config.protocol
-local = run(config.run, aggregate_fn=make_secure_aggregate(
-    key_bits=protocol.key_bits, n_max=protocol.n_max, insecure_test_key=protocol.insecure_test_key))
+local = run(config.run, aggregate_fn=SecureAggregator(config.protocol))
 deployed_loss = np.array([record["loss"] for record in deployed["history"]])
 display(pd.DataFrame({"deployed": deployed_loss, "in-process": local.test_loss},
                      index=pd.RangeIndex(1, len(deployed_loss) + 1, name="round")).round(6).T)

@@ -33,7 +33,7 @@ from uldp import data as uldp_data
 from uldp.accounting import epsilon_naive, epsilon_uldp, group_privacy_table
 from uldp.accounting.group import AUTHORS_DP_ORDERS
 from uldp.secure import encoding
-from uldp.secure.protocol import SecureSession
+from uldp.secure import ProtocolParameters, SecureSession
 from uldp.simulation import RunConfig, run
 
 SMOKE = profile == "smoke"
@@ -150,8 +150,8 @@ deltas = rng.uniform(-0.1, 0.1, size=(n_silos, n_users, n_params))
 noise = rng.normal(scale=0.3, size=(n_silos, n_params))
 weights = counts / counts.sum(axis=0)
 plain = np.einsum("su,sud->d", weights, deltas) + noise.sum(axis=0)
-session = SecureSession(counts, clip=0.1, sigma=SIGMA, key_bits=1024, n_max=300, precision=precision,
-                        insecure_test_key=True)
+session = SecureSession(counts, ProtocolParameters(key_bits=1024, n_max=300, precision=precision,
+                                                  insecure_test_key=True), clip=0.1, sigma=SIGMA)
 secure = session.aggregate(deltas, noise, np.ones(n_users, bool))
 bits = encoding.resolution_bits_for(precision, n_users + n_silos)
 

@@ -26,8 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from uldp.secure import protocol
-from uldp.secure.protocol import SecureSession
+from uldp.secure import ProtocolConfig, ProtocolParameters, SecureSession, Server, Silo
 
 SMOKE = profile == "smoke"
 rng = np.random.default_rng(0)
@@ -38,13 +37,16 @@ rng = np.random.default_rng(0)
 # Three silos and four users; user 3 has records in silo 2 only. The tiny example uses a 1024-bit key with
 # $N_{\max} = 300$ so that it runs instantly: such keys are refused unless the test-only flag is given
 # (`insecure_test_key=True`); the protocol itself defaults to 3072 bits and $N_{\max} = 2000$, the paper's values.
+# All of the protocol's own parameters are one object, `ProtocolParameters`, which every entry point takes
+# (`SecureSession`, `RunConfig(protocol=...)`, a deployment's `"protocol"` and the Flower strategy); a session adds
+# the federation's shape and the public bounds $C$ and $\sigma$ (`ProtocolConfig`).
 
 # %%
 counts = np.array([[3, 0, 5, 0], [1, 2, 0, 0], [4, 0, 1, 7]])
-config = protocol.ProtocolConfig(n_silos=3, n_users=4, clip=1.0, sigma=1.0, key_bits=1024, n_max=300,
-                                  insecure_test_key=True)
-server = protocol.Server(config)
-silos = [protocol.Silo(s, counts[s], config) for s in range(3)]
+test_keys = ProtocolParameters(key_bits=1024, n_max=300, insecure_test_key=True)  # tests and this chapter only
+config = ProtocolConfig(n_silos=3, n_users=4, clip=1.0, sigma=1.0, parameters=test_keys)
+server = Server(config)
+silos = [Silo(s, counts[s], config) for s in range(3)]
 log = []
 
 
@@ -107,25 +109,23 @@ print("secure:", secure, "\nplain: ", plain, "\nmax |difference|:", np.abs(secur
 # ## What the server sees is uniformly random
 #
 # Take many users who all have exactly one record. Without blinding the server would see "1" for each; with it, the
-# values $r_u \cdot 1 \bmod n$ are uniform. Likewise one silo's masked update, decrypted on its own (which only the
-# server could try, by forging the other silos' updates as encryptions of zero), is uniform: the pairwise masks hide it. The Kolmogorov-Smirnov test against the uniform law on
-# $[0, 1)$ (values divided by $n$) finds nothing.
+# values $r_u \cdot 1 \bmod n$ are uniform. Likewise one silo's masked update, decrypted on its own, is uniform: the
+# pairwise masks hide it. Only the holder of the Paillier secret key could try that, and the protocol never does (it
+# decrypts the product of all silos' updates); here the chapter acts as the key holder through `Server.decrypt`, the
+# server role's public method for its own inspection. The Kolmogorov-Smirnov test against the uniform law on $[0, 1)$
+# (values divided by $n$) finds nothing.
 
 # %%
 many_users = 300 if SMOKE else 1000
 same_counts = np.zeros((3, many_users), dtype=int)
 same_counts[0] = 1
-session = SecureSession(same_counts, clip=1.0, sigma=1.0, key_bits=1024, n_max=300, insecure_test_key=True)
+session = SecureSession(same_counts, test_keys, clip=1.0, sigma=1.0)
 n_big = session.server.public_key.n
 blinded = np.array([b / n_big for b in session.server.blinded_totals])
 weights = session.server.start_round(1, np.ones(many_users, bool))
 shares = session.server.relay([m for s in session.silos for m in s.share_weight_powers(weights)])
 alone = session.silos[0].masked_update(weights, shares[0], np.zeros((many_users, 50)), np.zeros(50))
-# A server that forges the other silos' updates as Enc(0) (the ciphertext 1) decrypts silo 0's update alone.
-forged = [protocol.MaskedUpdateMessage(alone.round_index, silo, (1,) * 50) for silo in (1, 2)]
-config = session.server.config
-scale = config.c_lcm << config.resolution_bits
-one_silo = np.array([value / (n_big / scale) % 1.0 for value in session.server.finish_round([alone, *forged])])
+one_silo = np.array([value / n_big for value in session.server.decrypt(alone.ciphertexts)])  # the key holder only
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.2))
 for ax, values, title in [(axes[0], blinded, "B(N_u) / n, all N_u = 1"), (axes[1], one_silo, "one silo's masked update / n")]:
     ax.hist(values, bins=20, range=(0, 1), color="tab:blue", edgecolor="white")
@@ -156,8 +156,7 @@ for _ in range(trials):
     deltas_t[counts_t == 0] = 0
     noise_t = rng.normal(scale=0.25, size=(n_silos, dim))
     sampled_t = rng.random(n_users) < 0.5
-    secure_t = protocol.run_secure_round(counts_t, deltas_t, noise_t, sampled_t, clip=0.1, sigma=5.0, key_bits=1024,
-                                         n_max=300, insecure_test_key=True)
+    secure_t = SecureSession(counts_t, test_keys, clip=0.1, sigma=5.0).aggregate(deltas_t, noise_t, sampled_t)
     plain_t = np.einsum("su,sud->d", np.where(sampled_t, counts_t / counts_t.sum(axis=0), 0.0), deltas_t) + noise_t.sum(0)
     errors.append(np.abs(secure_t - plain_t).max())
 print(f"{trials} random rounds: largest |secure - plain| = {max(errors):.2e} (P = 1e-10)")
@@ -192,8 +191,8 @@ for axis, values in axes_grid.items():
         counts_r = rng.integers(1, n_max // s_ // 2, size=(s_, u_))
         deltas_r = rng.uniform(-0.1, 0.1, size=(s_, u_, d_)) / np.sqrt(d_)
         noise_r = rng.normal(scale=0.5 / np.sqrt(s_), size=(s_, d_))
-        session = SecureSession(counts_r, clip=0.1, sigma=5.0, key_bits=key_bits, n_max=n_max,
-                                insecure_test_key=key_bits < 2048)
+        session = SecureSession(counts_r, ProtocolParameters(key_bits=key_bits, n_max=n_max,
+                                                             insecure_test_key=key_bits < 2048), clip=0.1, sigma=5.0)
         session.aggregate(deltas_r, noise_r, np.ones(u_, bool))
         t = session.last_round_timings
         rows.append({"axis": axis, "value": value, "paillier keygen": session.timings["paillier_keygen"],
@@ -285,9 +284,10 @@ for dataset in ("heart_disease", "tcga_brca"):
     for n_users in (10, 100):
         medical_config = RunConfig(dataset=dataset, method="ULDP-AVG-w", n_users=n_users, rounds=medical_rounds,
                                    seed=0, distribution="zipf", global_lr=10.0, clip=0.1, local_lr=0.001,
-                                   local_epochs=medical_epochs, secure=True, secure_key_bits=medical_keys,
-                                   secure_n_max=medical_n_max)
-        medical = run(medical_config, insecure_test_key=medical_keys < 2048)
+                                   local_epochs=medical_epochs, secure=True,
+                                   protocol=ProtocolParameters(key_bits=medical_keys, n_max=medical_n_max,
+                                                               insecure_test_key=medical_keys < 2048))
+        medical = run(medical_config)
         setup, rounds = medical.info["secure_timings"]["setup"], medical.info["secure_timings"]["rounds"]
         n_silos = medical.info["n_silos"]
         # the first round also ran the set-up (the hook sets up on its first call)

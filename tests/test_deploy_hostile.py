@@ -18,7 +18,7 @@ import pytest
 
 from uldp import persist
 from uldp.deploy import keys, wire
-from uldp.deploy.method_roles import DeployConfig, MethodServer, MethodSilo, ProtocolSettings
+from uldp.deploy.method_roles import DeployConfig, MethodServer, MethodSilo
 from uldp.deploy.server import Coordinator, ServerSettings
 from uldp.deploy.silo import SiloSettings, _make_client
 
@@ -37,8 +37,8 @@ def _config(secure: bool) -> DeployConfig:
     from uldp.simulation import RunConfig
 
     run = RunConfig(dataset="synthetic", method="ULDP-AVG-w", n_users=8, rounds=2, seed=3, max_train_records=120,
-                    local_epochs=1, secure=secure)
-    return DeployConfig(run, ProtocolSettings(key_bits=512, insecure_test_key=True, n_max=200))
+                    local_epochs=1, secure=secure, protocol={"key_bits": 512, "insecure_test_key": True, "n_max": 200})
+    return DeployConfig(run)
 
 
 class Proxy:

@@ -14,7 +14,7 @@ import os
 import numpy as np
 import pytest
 
-from uldp.deploy.method_roles import DeployConfig, MethodServer, MethodSilo, ProtocolSettings
+from uldp.deploy.method_roles import DeployConfig, MethodServer, MethodSilo
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 NOISY = ["ULDP-NAIVE", "ULDP-SGD", "ULDP-SGD-w", "ULDP-AVG", "ULDP-AVG-w"]
@@ -89,15 +89,13 @@ def test_the_server_cannot_remove_the_noise_on_the_secure_path(synthetic) -> Non
     """Protocol 1 (512-bit test keys) on the silos' secure inputs: the decoded aggregate minus the server's rebuilt
     noise differs from the clean weighted sum by noise of std sqrt(2) sigma C (before the fix: within P = 1e-10)."""
     from uldp.methods import enhanced_weights
-    from uldp.secure import make_secure_aggregate
+    from uldp.secure import SecureAggregator
 
-    config = DeployConfig(_config("ULDP-AVG-w", secure=True).run,
-                          ProtocolSettings(key_bits=512, insecure_test_key=True, n_max=200))
+    config = _config("ULDP-AVG-w", secure=True, protocol={"key_bits": 512, "insecure_test_key": True, "n_max": 200})
     server = MethodServer(config, synthetic)
     silos = [MethodSilo(config, s, synthetic) for s in range(server.n_silos)]
     protocol = server.protocol_config()
-    aggregate = make_secure_aggregate(key_bits=512, insecure_test_key=True, n_max=200, clip=protocol.clip,
-                                      sigma=protocol.sigma)
+    aggregate = SecureAggregator(protocol.parameters, clip=protocol.clip, sigma=protocol.sigma)
     params, errors = server.initial_params(), []
     for round_index in (1, 2):
         sampled = server.sampled_users(round_index)

@@ -55,28 +55,105 @@ def in_process(files: pathlib.Path, net: nn.Module, **arguments) -> tuple[nn.Mod
                     silo_ids=silos, loss=nn.CrossEntropyLoss(), **arguments)
 
 
-def flower_run(files: pathlib.Path, net: nn.Module, **arguments) -> tuple[np.ndarray, uf.UldpStrategy]:
+def flower_run(files: pathlib.Path, net: nn.Module, node_config: dict | None = None,
+               **arguments) -> tuple[np.ndarray, uf.UldpStrategy, LocalGrid]:
     from flwr.app import ArrayRecord
 
     app = uf.silo_client_app(load, model, nn.CrossEntropyLoss())
-    grid = LocalGrid(app, [{"silo": h, "uldp-key-file": str(files / "key"), "data": str(files / f"{h}.csv")}
-                           for h in HOSPITALS])
+    grid = LocalGrid(app, [{"silo": h, "uldp-key-file": str(files / "key"), "data": str(files / f"{h}.csv"),
+                            **(node_config or {})} for h in HOSPITALS])
     rounds = arguments.pop("rounds")
     strategy = uf.UldpStrategy(**arguments)
     result = strategy.start(grid, ArrayRecord([uldp.flat_parameters(net).numpy()]), num_rounds=rounds)
-    return result.arrays.to_numpy_ndarrays()[0], strategy
+    return result.arrays.to_numpy_ndarrays()[0], strategy, grid
 
 
 @pytest.mark.parametrize("method", ["ULDP-AVG-w", "ULDP-AVG"])
 def test_the_flower_federation_ends_at_the_in_process_model(hospital_files, method):
     net = model()
     settings = dict(method=method, sigma=1.0, q=0.8, local_epochs=2, batch_size=8, seed=5, rounds=2)
-    flower, strategy = flower_run(hospital_files, net, insecure_reproducible_noise=True, **settings)
+    flower, strategy, _ = flower_run(hospital_files, net, insecure_reproducible_noise=True, **settings)
     trained, history = in_process(hospital_files, net, **settings)
     np.testing.assert_array_equal(flower, uldp.flat_parameters(trained).numpy())
     assert strategy.epsilons == history.column("epsilon")
-    noisy, _ = flower_run(hospital_files, net, **settings)  # the silos' own CSPRNG: other noise
+    noisy, _, _ = flower_run(hospital_files, net, **settings)  # the silos' own CSPRNG: other noise
     assert not np.array_equal(noisy, flower)
+
+
+TEST_KEYS = {"key_bits": 1024, "n_max": 300, "insecure_test_key": True}
+ALLOW_TEST_KEYS = {"uldp-insecure-test-keys": "true"}
+
+
+def exact_counts(files: pathlib.Path) -> np.ndarray:
+    """n[s, u] from the files (silos and users in sorted order of names and pseudonyms), not through uldp.flower."""
+    parts = [pd.read_csv(files / f"{h}.csv") for h in sorted(HOSPITALS)]
+    key = uf.read_key_file(files / "key")
+    per_silo = [pd.Series(uf.pseudonymize(part["patient"], key)).value_counts() for part in parts]
+    users = sorted(set().union(*(set(c.index) for c in per_silo)))
+    return np.array([[int(c.get(u, 0)) for u in users] for c in per_silo])
+
+
+def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(hospital_files, monkeypatch):
+    """Set-up and every round's weighting through Protocol 1 as Flower messages: each decoded aggregate is within
+    P = 1e-10 of sum_s (sum_u n_su / N_u delta_su + z_s) computed in float64 from what the silos put in (Theorem 4),
+    and the model is the plain federation's to float32 rounding. Each silo keeps only its own n_su and its secrets
+    as SiloState bytes in its context state."""
+    from uldp.secure import ProtocolConfig, protocol
+
+    inputs, sampled_rounds, decoded = [], [], []
+    masked_update, start_round, finish_round = (protocol.Silo.masked_update, protocol.Server.start_round,
+                                                protocol.Server.finish_round)
+
+    def record_inputs(self, message, shared, deltas, noise):
+        inputs.append((self.silo_id, np.array(deltas), np.array(noise)))
+        return masked_update(self, message, shared, deltas, noise)
+
+    def record_sampled(self, round_index, sampled):
+        sampled_rounds.append(np.array(sampled))
+        return start_round(self, round_index, sampled)
+
+    def record_decoded(self, messages):
+        decoded.append(finish_round(self, messages))
+        return decoded[-1]
+
+    monkeypatch.setattr(protocol.Silo, "masked_update", record_inputs)
+    monkeypatch.setattr(protocol.Server, "start_round", record_sampled)
+    monkeypatch.setattr(protocol.Server, "finish_round", record_decoded)
+    net = model()
+    settings = {"method": "ULDP-AVG-w", "sigma": 1.0, "q": 0.8, "local_epochs": 2, "batch_size": 8, "seed": 5,
+                "rounds": 2}
+    secure, strategy, grid = flower_run(hospital_files, net, ALLOW_TEST_KEYS, secure=True, protocol=TEST_KEYS,
+                                        insecure_reproducible_noise=True, **settings)
+    counts = exact_counts(hospital_files)
+    assert strategy.n_users == counts.shape[1] and len(decoded) == len(sampled_rounds) == 2
+    for t in range(2):
+        weights = np.where(sampled_rounds[t], counts / counts.sum(axis=0), 0.0)
+        exact = sum(weights[s] @ deltas + noise for s, deltas, noise in sorted(inputs[3 * t:3 * t + 3],
+                                                                               key=lambda item: item[0]))
+        assert np.max(np.abs(decoded[t] - exact)) <= 1e-10
+    plain, plain_strategy, _ = flower_run(hospital_files, net, insecure_reproducible_noise=True, **settings)
+    np.testing.assert_allclose(secure, plain, rtol=1e-5, atol=1e-6)
+    assert not np.array_equal(secure, plain)  # the protocol's float64 sum, not the silos' float32 updates
+    assert strategy.epsilons == plain_strategy.epsilons
+    for context in grid.contexts.values():
+        s = int(context.state["uldp"]["index"])  # silos are numbered in sorted order of their names
+        held = context.state["uldp_arrays"].to_numpy_ndarrays()[0]
+        np.testing.assert_array_equal(held[s], counts[s])
+        assert not np.delete(held, s, axis=0).any()  # no other silo's n_su
+        state = bytes(context.state["uldp_protocol_1"]["silo"])
+        config = ProtocolConfig.for_training(3, strategy.n_users, clip=strategy.hp.clip, sigma=1.0,
+                                             parameters=strategy.protocol)
+        assert state.startswith(b"ULDP") and protocol.Silo.restore(state, config).silo_id == s
+
+
+def test_protocol_1_test_keys_need_the_silos_consent_and_ulpd_avg_needs_no_protocol(hospital_files):
+    net = model()
+    with pytest.raises(RuntimeError, match="insecure test key"):
+        flower_run(hospital_files, net, secure=True, protocol=TEST_KEYS, sigma=1.0, local_epochs=1, rounds=1)
+    with pytest.raises(ValueError, match="ULDP-AVG-w"):
+        uf.UldpStrategy(method="ULDP-AVG", sigma=1.0, secure=True)
+    with pytest.raises(ValueError, match="at least 2048"):
+        uf.UldpStrategy(sigma=1.0, secure=True, protocol={"key_bits": 1024})
 
 
 def test_silos_refuse_less_noise_than_their_floor(hospital_files):

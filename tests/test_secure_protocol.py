@@ -1,6 +1,7 @@
 """Tests of Protocol 1 end to end (uldp.secure.protocol and the aggregation hook): Theorem 4, aborts, views."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -9,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from uldp.secure import fast, keys, make_secure_aggregate, protocol
+from uldp.secure import ProtocolParameters, SecureAggregator, SecureSession, fast, keys, protocol
 from uldp.secure.messages import MaskedUpdateMessage, SealedMessage
 
-TEST_KEY = dict(key_bits=1024, n_max=300, insecure_test_key=True)
+TEST_KEY = ProtocolParameters(key_bits=1024, n_max=300, insecure_test_key=True)
 P = 1e-10
 
 
@@ -44,12 +45,13 @@ def instances(draw):
 @settings(max_examples=25, deadline=None)
 def test_secure_round_equals_plain_round_within_precision(instance):
     counts, deltas, noise, sampled, clip = instance
-    result = protocol.run_secure_round(counts, deltas, noise, sampled, clip=clip, noise_bound=3.0, precision=P, **TEST_KEY)
+    session = SecureSession(counts, replace(TEST_KEY, precision=P), clip=clip, noise_bound=3.0)
+    result = session.aggregate(deltas, noise, sampled)
     assert np.max(np.abs(result - plain_round(counts, deltas, noise, sampled))) <= P
 
 
 def _session(counts, **kwargs):
-    return protocol.SecureSession(counts, clip=1.0, sigma=1.0, **TEST_KEY, **kwargs)
+    return SecureSession(counts, TEST_KEY, clip=1.0, sigma=1.0, **kwargs)
 
 
 def test_several_rounds_reuse_the_setup_and_stay_exact():
@@ -124,13 +126,13 @@ def test_checks_before_anything_is_sent(monkeypatch):
 
     monkeypatch.setattr(keys, "generate_paillier_keypair", no_keys)
     with pytest.raises(ValueError, match="N_u > N_max=300"):
-        protocol.SecureSession(np.array([[200], [150]]), clip=1.0, **TEST_KEY)
+        SecureSession(np.array([[200], [150]]), TEST_KEY, clip=1.0)
     with pytest.raises(ValueError, match="wrap around"):
-        protocol.SecureSession(np.array([[1]]), clip=1.0, key_bits=1024, n_max=800, insecure_test_key=True)
+        SecureSession(np.array([[1]]), replace(TEST_KEY, n_max=800), clip=1.0)
     with pytest.raises(ValueError, match="wrap around"):
-        protocol.SecureSession(np.array([[1]]), clip=1.0, sigma=1e180, **TEST_KEY)
+        SecureSession(np.array([[1]]), TEST_KEY, clip=1.0, sigma=1e180)
     with pytest.raises(ValueError, match="at least 2048"):
-        protocol.SecureSession(np.array([[1]]), clip=1.0, key_bits=1024, n_max=300)
+        replace(TEST_KEY, insecure_test_key=False)
 
 
 def test_sampled_user_without_records_and_out_of_bound_values_are_refused():
@@ -161,12 +163,12 @@ def test_blinds_are_shared_units_and_server_view_is_uniform():
     # One silo's masked update, decrypted alone, is uniform on Z_n as well (the masks hide it).
     deltas, noise = np.zeros((3, n_users, 200)), np.zeros((3, 200))
     _, updates, _, _ = _stages_until_updates(session, deltas, noise, np.ones(n_users, bool))
-    alone = fast.crt_decrypt(session.server._private_key, updates[0].ciphertexts)
+    alone = session.server.decrypt(updates[0].ciphertexts)
     assert stats.kstest(np.array(alone, dtype=float) / n, "uniform").pvalue > 1e-6
 
 
 def test_hook_has_plain_signature_and_result():
-    aggregate = make_secure_aggregate(**TEST_KEY)
+    aggregate = SecureAggregator(TEST_KEY)
     rng = np.random.default_rng(11)
     counts = rng.integers(0, 10, size=(3, 5))
     counts[:, 4] = 0  # a user without records: zero deltas, weight 0
@@ -182,7 +184,7 @@ def test_hook_has_plain_signature_and_result():
 
 
 def test_hook_with_run_bounds_keeps_its_setup_and_refuses_larger_deltas():
-    aggregate = make_secure_aggregate(clip=0.5, sigma=1.0, **TEST_KEY)
+    aggregate = SecureAggregator(TEST_KEY, clip=0.5, sigma=1.0)
     counts = np.array([[1, 2], [3, 0]])
     noise = [torch.zeros(2), torch.zeros(2)]
     small = [torch.full((2, 2), 0.25), torch.tensor([[0.5, -0.5], [0.0, 0.0]])]
@@ -193,3 +195,69 @@ def test_hook_with_run_bounds_keeps_its_setup_and_refuses_larger_deltas():
     assert torch.equal(first, second) and len(aggregate.round_timings) == 2
     with pytest.raises(ValueError, match="clip bound"):
         aggregate([torch.full((2, 2), 0.75), small[1]], counts, np.array([True, True]), noise)
+
+
+@pytest.mark.parametrize("change, detail", [
+    ({"key_bits": 1001, "insecure_test_key": True, "n_max": 300}, "multiple of 8"),
+    ({"key_bits": 20000}, "key_bits"),
+    ({"insecure_test_key": 1}, "insecure_test_key must be true or false"),
+    ({"precision": 1.0}, "precision"),
+    ({"precision": 0.0}, "precision"),
+    ({"n_max": 0}, "n_max"),
+    ({"n_max": 3072}, "n_max"),
+    ({"n_max": 2.5}, "n_max"),
+    ({"processes": 0}, "processes"),
+])
+def test_protocol_parameters_refuse_bad_values_by_name(change, detail):
+    with pytest.raises(ValueError, match=detail):
+        ProtocolParameters(**change)
+    with pytest.raises(ValueError, match="fields among"):
+        ProtocolParameters.from_mapping({"bits": 512})
+    assert ProtocolParameters.from_mapping({"key_bits": 4096}) == ProtocolParameters(key_bits=4096)
+
+
+def test_a_silo_restored_from_its_state_bytes_between_every_message_computes_the_same_round():
+    """Each silo leaves through Silo.export_state after every message and comes back by Silo.restore (as a Flower
+    ClientApp in a fresh process would): the round is still within P of the plain one."""
+    rng = np.random.default_rng(5)
+    counts = rng.integers(0, 20, size=(3, 7))
+    counts[:, 0] = [0, 0, 4]
+    config = protocol.ProtocolConfig(n_silos=3, n_users=7, clip=1.0, sigma=1.0, parameters=TEST_KEY)
+    server = protocol.Server(config)
+    states = [protocol.Silo(s, counts[s], config).export_state() for s in range(3)]
+
+    def step(s, action):
+        silo = protocol.Silo.restore(states[s], config)
+        answer = action(silo)
+        states[s] = silo.export_state()
+        return answer
+
+    public = server.public_key_message()
+    directory = server.relay_dh_keys([step(s, lambda silo: silo.receive_public_key(public)) for s in range(3)])
+    inbox = server.relay([m for s in range(3) for m in step(s, lambda silo: silo.receive_dh_directory(directory))])
+    for s in range(3):
+        step(s, lambda silo: silo.receive_seed(inbox[silo.silo_id]))
+    server.receive_histograms([step(s, lambda silo: silo.blinded_histogram()) for s in range(3)])
+    deltas = rng.uniform(-1, 1, size=(3, 7, 4))
+    deltas[counts == 0] = 0
+    noise = rng.normal(size=(3, 4))
+    sampled = (counts.sum(axis=0) > 0) & (rng.random(7) < 0.8)
+    weights = server.start_round(1, sampled)
+    shares = server.relay([m for s in range(3) for m in step(s, lambda silo: silo.share_weight_powers(weights))])
+    updates = [step(s, lambda silo: silo.masked_update(weights, shares[silo.silo_id], deltas[silo.silo_id],
+                                                       noise[silo.silo_id])) for s in range(3)]
+    assert np.max(np.abs(server.finish_round(updates) - plain_round(counts, deltas, noise, sampled))) <= P
+    restored = protocol.Silo.restore(states[1], config)
+    assert restored.export_state() == states[1]
+    with pytest.raises(ValueError, match="digest"):
+        protocol.Silo.restore(states[1][:-1] + bytes([states[1][-1] ^ 1]), config)
+    with pytest.raises(ValueError, match="expected a SiloState"):
+        protocol.Silo.restore(updates[0].to_bytes(), config)
+
+
+def test_only_the_key_holder_decrypts_and_only_ciphertexts_of_its_key():
+    session = _session(np.array([[1, 2], [3, 1]]))
+    n = session.server.public_key.n
+    assert session.server.decrypt([1, (1 + 5 * n) % (n * n)]) == [0, 5]  # Enc(m) with r = 1 is 1 + m n
+    with pytest.raises(ValueError, match=r"\[0, n\^2\)"):
+        session.server.decrypt([n * n])

@@ -1,7 +1,8 @@
 """``uldp run --secure`` end to end: a secure ULDP-AVG-w run equals the plain run with the same seed.
 
-The secure runs use small test keys (1024 bits, N_max = 300) through ``run``'s test-only flag; the CLI test swaps
-the same small keys in under the CLI, which otherwise runs at the paper's 3072 bits.
+The secure runs use small test keys (1024 bits, N_max = 300, with the test-only flag of
+:class:`~uldp.secure.ProtocolParameters`); the CLI test swaps the same small keys in under the CLI, which otherwise
+runs at the paper's 3072 bits.
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ import pytest
 
 import uldp.simulation
 from uldp.methods import uldp_avg
-from uldp.secure import protocol
+from uldp.secure import ProtocolParameters, SecureSession
 from uldp.simulation import RunConfig, run
 
 DATA = os.environ.get("ULDP_DATA_DIR") or str(Path(__file__).resolve().parents[2] / "shared" / "data")
 pytestmark = pytest.mark.skipif(not os.path.isdir(os.path.join(DATA, "heart_disease")),
                                 reason="HeartDisease files not available")
-TEST_KEYS = dict(secure_key_bits=1024, secure_n_max=300)
+TEST_KEYS = dict(protocol=ProtocolParameters(key_bits=1024, n_max=300, insecure_test_key=True))
 
 
 @pytest.fixture(autouse=True)
@@ -54,7 +55,7 @@ def _recorded_plain_run(monkeypatch, config):
 def _recorded_secure_run(monkeypatch, config):
     """The secure run through ``run``'s own secure path, recording each protocol round's inputs and output."""
     calls = []
-    aggregate = protocol.SecureSession.aggregate
+    aggregate = SecureSession.aggregate
 
     def recording(self, deltas, noise, sampled):
         total = aggregate(self, deltas, noise, sampled)
@@ -62,8 +63,8 @@ def _recorded_secure_run(monkeypatch, config):
                       "total": total})
         return total
 
-    monkeypatch.setattr(protocol.SecureSession, "aggregate", recording)
-    return run(config, insecure_test_key=True), calls
+    monkeypatch.setattr(SecureSession, "aggregate", recording)
+    return run(config), calls
 
 
 @pytest.mark.parametrize("q", [1.0, 0.5])
@@ -92,11 +93,12 @@ def test_secure_run_equals_plain_run(monkeypatch, q):
 
 
 def test_small_keys_need_the_test_flag():
-    config = _config(secure=True, **TEST_KEYS)
     with pytest.raises(ValueError, match="at least 2048"):
-        run(config)
+        _config(secure=True, protocol={"key_bits": 1024, "n_max": 300})
     with pytest.raises(ValueError, match="multiple of 8"):
-        _config(secure=True, secure_key_bits=1025)
+        _config(secure=True, protocol={"key_bits": 1025, "insecure_test_key": True, "n_max": 300})
+    with pytest.raises(ValueError, match="fields among"):
+        _config(secure=True, protocol={"secure_key_bits": 1024})
 
 
 def test_cli_secure_flag_runs_the_protocol(monkeypatch, capsys):
@@ -105,14 +107,14 @@ def test_cli_secure_flag_runs_the_protocol(monkeypatch, capsys):
     original = uldp.simulation.secure_aggregator
     used = []
 
-    def small_keys(config, *, insecure_test_key=False):
+    def small_keys(config):
         used.append(config)
-        return original(RunConfig(**{**config.__dict__, **TEST_KEYS}), insecure_test_key=True)
+        return original(RunConfig(**{**config.__dict__, **TEST_KEYS}))
 
     monkeypatch.setattr(uldp.simulation, "secure_aggregator", small_keys)
     assert main(["run", "--dataset", "heart_disease", "--method", "ULDP-AVG-w", "--users", "8", "--rounds", "1",
                  "--local-epochs", "1", "--seed", "0", "--secure", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert payload["config"]["secure"] is True and payload["config"]["secure_key_bits"] == 3072
+    assert payload["config"]["secure"] is True and payload["config"]["protocol"]["key_bits"] == 3072
     assert len(payload["rounds"]) == 1 and np.isfinite(payload["rounds"][0]["loss"])
     assert len(used) == 1 and used[0].secure

@@ -206,9 +206,19 @@ def test_new_fields_at_their_defaults_leave_checkpoint_fingerprints_unchanged():
 
     config = RunConfig(dataset="heart_disease", method="ULDP-AVG", n_users=2, rounds=1)
     data = SimpleNamespace(x_train=torch.zeros(5, 1), x_test=torch.zeros(3, 1))
-    before = {name: value for name, value in asdict(config).items() if name not in LATER_FIELDS}
+    # Protocol 1's parameters were the two fields secure_key_bits and secure_n_max when checkpoints were first written
+    before = {name: value for name, value in asdict(config).items() if name not in LATER_FIELDS and name != "protocol"}
+    before.update(secure_key_bits=3072, secure_n_max=2000)
     assert _checkpoint_fingerprint(config, data) == fingerprint(
         {"config": before, "train_records": 5, "test_records": 3})
+    # the fingerprints that the code before ProtocolParameters wrote, pinned
+    assert _checkpoint_fingerprint(config, data) == "80371c0996bf794a9fc7c89ae068e7bcf6a0f860cd32f82aea41b33be6ba6172"
+    secure = RunConfig(dataset="heart_disease", method="ULDP-AVG-w", n_users=2, rounds=1, secure=True,
+                       protocol={"key_bits": 4096})
+    assert _checkpoint_fingerprint(secure, data) == "562d70c9bd7497067041a271c24a341f389078a0c0ad1ae90be8e2df64f43c02"
+    precise = RunConfig(dataset="heart_disease", method="ULDP-AVG-w", n_users=2, rounds=1, secure=True,
+                        protocol={"key_bits": 4096, "precision": 1e-6})
+    assert _checkpoint_fingerprint(precise, data) != _checkpoint_fingerprint(secure, data)
     pld = RunConfig(dataset="heart_disease", method="ULDP-AVG", n_users=2, rounds=1, accountant="pld")
     assert _checkpoint_fingerprint(pld, data) != _checkpoint_fingerprint(config, data)
 

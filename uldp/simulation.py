@@ -31,9 +31,9 @@ from uldp.methods.base import Hyperparameters, parse_method, seed_stream
 from uldp.models import build_model, evaluate, loss_function
 from uldp.persist import fingerprint
 from uldp.secure import SecureAggregator
-from uldp.secure.keys import check_key_bits
 from uldp.threads import torch_threads
 from uldp.training.per_user import flat_parameters, load_flat_parameters
+from uldp.secure.config import ProtocolParameters
 
 #: Per dataset and method family: (global lr, clip C, local lr, local epochs Q) of settings.md's privacy-utility
 #: table. ``None`` = not used by the method. MNIST's ULDP-AVG uses global lr 100 with 10000 users (see
@@ -104,8 +104,8 @@ class RunConfig:
         batch_size: Local batch size.
         user_weights: Optional fixed ULDP-SGD/AVG weights ``[S][U]``, each user's column summing to 1.
         secure: Aggregate with the private weighting protocol (ULDP-AVG-w / ULDP-SGD-w only).
-        secure_key_bits: Paillier key size of the protocol (3072; under 2048 only with ``run``'s test-only flag).
-        secure_n_max: N_max of the protocol, the most records of one user (2000, the paper's).
+        protocol: Protocol 1's :class:`~uldp.secure.config.ProtocolParameters` for ``secure`` runs (the paper's
+            3072-bit key and N_max = 2000 by default; a mapping of its fields is accepted, as JSON gives it).
         max_train_records: Use a stratified random subset of at most this many training records (smaller runs).
         n_labels: Labels per user for ``zipf-noniid`` (2, as in the paper).
         test_scoring: How the test set is prepared (:data:`uldp.data.TEST_SCORINGS`): ``"pooled"``, the authors'
@@ -138,8 +138,7 @@ class RunConfig:
     batch_size: int | None = None
     user_weights: tuple[tuple[float, ...], ...] | None = None
     secure: bool = False
-    secure_key_bits: int = 3072
-    secure_n_max: int = 2000
+    protocol: ProtocolParameters = field(default_factory=ProtocolParameters)
     max_train_records: int | None = None
     n_labels: int = PAPER_N_LABELS
     test_scoring: str = "pooled"
@@ -164,9 +163,7 @@ class RunConfig:
             raise ValueError(f"distribution must be 'uniform', 'zipf' or 'zipf-noniid', got {self.distribution!r}")
         if self.secure and spec.name not in SECURE_METHODS:
             raise ValueError(f"secure aggregation needs {' or '.join(SECURE_METHODS)}, not {spec.name}")
-        if self.secure:
-            check_key_bits(self.secure_key_bits, insecure_test_key=True)  # form here; size when the run starts
-            check_integer("secure_n_max", self.secure_n_max)
+        object.__setattr__(self, "protocol", ProtocolParameters.from_mapping(self.protocol))
         if self.max_train_records is not None:
             check_integer("max_train_records", self.max_train_records)
         check_test_scoring(self.test_scoring)
@@ -273,22 +270,16 @@ def build_federation(config: RunConfig, dataset: FederatedDataset | None = None)
     return federation, data
 
 
-def secure_aggregator(config: RunConfig, *, insecure_test_key: bool = False) -> SecureAggregator:
-    """The Protocol 1 aggregation hook of a secure run: its key size and N_max, and C and sigma as public bounds.
+def secure_aggregator(config: RunConfig) -> SecureAggregator:
+    """The Protocol 1 aggregation hook of a secure run: ``config.protocol``, and C and sigma as public bounds.
 
     Args:
         config: A run with ``secure=True``.
-        insecure_test_key: Allow ``secure_key_bits`` under 2048 (tests only; never set by the CLI).
 
     Returns:
         A :class:`uldp.secure.SecureAggregator`.
-
-    Raises:
-        ValueError: Keys under 2048 bits without the test flag.
     """
-    check_key_bits(config.secure_key_bits, insecure_test_key=insecure_test_key)
-    return SecureAggregator(key_bits=config.secure_key_bits, n_max=config.secure_n_max, clip=config.clip,
-                            sigma=config.sigma, insecure_test_key=insecure_test_key)
+    return SecureAggregator(config.protocol, clip=config.clip, sigma=config.sigma)
 
 
 def _prepared(config: RunConfig, dataset: FederatedDataset | None = None
@@ -369,12 +360,17 @@ def _checkpoint_fingerprint(config: RunConfig, data: Any) -> str:
     (a grid may evaluate on a subset of the test set)."""
     resolved = {name: value for name, value in asdict(config).items()
                 if name not in LATER_FIELDS or value != LATER_FIELDS[name]}
+    # Protocol 1's key size and N_max were two fields before its parameters became one object: checkpoints written
+    # then still resume; its other parameters enter only when set otherwise
+    protocol, defaults = resolved.pop("protocol"), asdict(ProtocolParameters())
+    resolved["secure_key_bits"], resolved["secure_n_max"] = protocol.pop("key_bits"), protocol.pop("n_max")
+    resolved.update({f"protocol.{name}": value for name, value in protocol.items() if value != defaults[name]})
     return fingerprint({"config": resolved, "train_records": int(data.x_train.shape[0]),
                         "test_records": int(data.x_test.shape[0])})
 
 
 def run(config: RunConfig, *, progress: bool = False, dataset: FederatedDataset | None = None, aggregate_fn: Any = None,
-        insecure_test_key: bool = False, checkpoint: str | Path | None = None,
+        checkpoint: str | Path | None = None,
         checkpoint_seconds: float = 60.0, threads: int | None = None) -> RunResult:
     """Run federated training and return per-round test metrics, epsilon and wall time.
 
@@ -384,7 +380,6 @@ def run(config: RunConfig, *, progress: bool = False, dataset: FederatedDataset 
         dataset: An already loaded :class:`~uldp.data.base.FederatedDataset` (default: ``load(config.dataset)``).
         aggregate_fn: Override of the enhanced-weight aggregation (default: plain, or the secure protocol of
             :func:`secure_aggregator` when ``config.secure``).
-        insecure_test_key: Secure runs only: allow ``config.secure_key_bits`` under 2048 (tests only).
         checkpoint: A file to resume from and save progress to: the global model and the per-round results after
             the last completed round (:mod:`uldp.persist`'s atomic format, tied to this configuration and
             data by a fingerprint). Every random draw of round ``t`` derives from ``config.seed`` and ``t`` alone,
@@ -411,11 +406,11 @@ def run(config: RunConfig, *, progress: bool = False, dataset: FederatedDataset 
                          "in this process); run without checkpoint")
     check_number("checkpoint_seconds", checkpoint_seconds, at_least=0)
     with torch_threads(threads):
-        return _run(config, progress, dataset, aggregate_fn, insecure_test_key, checkpoint, checkpoint_seconds)
+        return _run(config, progress, dataset, aggregate_fn, checkpoint, checkpoint_seconds)
 
 
 def _run(config: RunConfig, progress: bool, dataset: FederatedDataset | None, aggregate_fn: Any,
-         insecure_test_key: bool, checkpoint: str | Path | None, checkpoint_seconds: float) -> RunResult:
+         checkpoint: str | Path | None, checkpoint_seconds: float) -> RunResult:
     """:func:`run` once its arguments are checked and its threads set."""
     start = time.perf_counter()
     root = np.random.SeedSequence(config.seed)
@@ -426,7 +421,7 @@ def _run(config: RunConfig, progress: bool, dataset: FederatedDataset | None, ag
         raise ValueError(f"target_epsilon={config.target_epsilon!r} is exceeded by the first round at "
                          f"sigma={config.sigma!r} ({config.accountant}); raise sigma or leave it unset to calibrate")
     if aggregate_fn is None and config.secure:
-        aggregate_fn = secure_aggregator(config, insecure_test_key=insecure_test_key)
+        aggregate_fn = secure_aggregator(config)
     params = flat_parameters(federation.model)
     evaluation_model = federation.model
     result = RunResult(config=config, info={

@@ -41,9 +41,10 @@ brings back the shared-seed draws so that a deployed run equals the in-process r
 the privacy guarantee, is logged as a warning by every party and is recorded in the server's result. The in-process
 simulation (:func:`uldp.simulation.run`) is always seeded: it models the computation, not the trust boundary.
 
-Configuration file (JSON): the fields of :class:`~uldp.simulation.RunConfig`, plus optionally
-``"protocol": {"key_bits": ..., "precision": ..., "n_max": ..., "insecure_test_key": ...}`` for Protocol 1
-(``"secure": true``) and ``"insecure_reproducible_noise"``; e.g. ``{"dataset": "creditcard", "method": "ULDP-AVG-w",
+Configuration file (JSON): the fields of :class:`~uldp.simulation.RunConfig`, among them
+``"protocol": {"key_bits": ..., "precision": ..., "n_max": ..., "insecure_test_key": ..., "processes": ...}``,
+Protocol 1's :class:`~uldp.secure.config.ProtocolParameters` (``"secure": true``), plus optionally
+``"insecure_reproducible_noise"``; e.g. ``{"dataset": "creditcard", "method": "ULDP-AVG-w",
 "n_users": 100, "rounds": 5, "seed": 0, "secure": true}``.
 
 >>> config = DeployConfig.from_json({"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 4, "rounds": 1,
@@ -56,13 +57,13 @@ from __future__ import annotations
 
 import logging
 import secrets
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import numpy as np
 import torch
 
-from uldp.checks import check_integer, check_number
+from uldp.checks import check_integer
 from uldp.fitting import PREPARE_STREAM, ROUNDS_STREAM
 from uldp.methods import check_weights, make_method
 from uldp.methods.base import seed_stream
@@ -73,58 +74,20 @@ from uldp.training.per_user import flat_parameters, load_flat_parameters
 
 LOGGER = logging.getLogger("uldp.deploy")
 
-#: Largest Paillier modulus a configuration may ask for (key generation grows with the cube of its size).
-MAX_KEY_BITS = 16384
-
-#: Relative headroom of Protocol 1's bound on a clipped delta coordinate over C: a float32 coordinate of a vector
-#: clipped to norm C can exceed the float64 C by rounding (float32(0.1) > 0.1).
-CLIP_HEADROOM = 1e-5
-
-
-@dataclass(frozen=True)
-class ProtocolSettings:
-    """Protocol 1's public parameters that a run configuration does not fix (see :class:`uldp.secure.ProtocolConfig`).
-
-    Attributes:
-        key_bits: Paillier modulus size (3072 as in the paper; below 2048 only with ``insecure_test_key``).
-        precision: P of Theorem 4.
-        n_max: N_max, the public bound on one user's records over all silos.
-        insecure_test_key: Allow keys under 2048 bits (tests and smoke runs only).
-    """
-
-    key_bits: int = 3072
-    precision: float = 1e-10
-    n_max: int = 2000
-    insecure_test_key: bool = False
-
-    def __post_init__(self) -> None:
-        from uldp.secure.keys import check_key_bits
-
-        if not isinstance(self.insecure_test_key, bool):
-            raise ValueError(f"protocol.insecure_test_key must be true or false, got {self.insecure_test_key!r}")
-        check_key_bits(self.key_bits, insecure_test_key=self.insecure_test_key)
-        check_integer("protocol.key_bits", self.key_bits, maximum=MAX_KEY_BITS)
-        check_number("protocol.precision", self.precision, above=0, below=1)
-        # lcm(1..N) >= 2^N (N >= 7): a larger N_max could never pass Theorem 4's no-wrap-around check, and C_LCM's
-        # computation grows quadratically with it
-        check_integer("protocol.n_max (below key_bits: C_LCM = lcm(1..N_max) must stay below the modulus)",
-                      self.n_max, maximum=self.key_bits - 1)
-
 
 @dataclass(frozen=True)
 class DeployConfig:
     """What every party of a deployed federation must agree on.
 
     Attributes:
-        run: The run (dataset, method, users, rounds, seed, hyperparameters, ``secure``).
-        protocol: Protocol 1's parameters (used when ``run.secure``).
+        run: The run (dataset, method, users, rounds, seed, hyperparameters, ``secure`` and Protocol 1's
+            parameters ``protocol``).
         insecure_reproducible_noise: INSECURE, tests only: every party draws its secret randomness (the silos'
             noise, the server's user sampling) from the shared seed, so the run equals the in-process one, and the
             server can remove every silo's noise. Never in a deployment that promises privacy.
     """
 
     run: RunConfig
-    protocol: ProtocolSettings = field(default_factory=ProtocolSettings)
     insecure_reproducible_noise: bool = False
 
     def __post_init__(self) -> None:
@@ -132,9 +95,14 @@ class DeployConfig:
             raise ValueError(f"insecure_reproducible_noise must be true or false, "
                              f"got {self.insecure_reproducible_noise!r}")
 
+    @property
+    def protocol(self) -> Any:
+        """Protocol 1's :class:`~uldp.secure.config.ProtocolParameters` (the run's; used when ``run.secure``)."""
+        return self.run.protocol
+
     @classmethod
     def from_json(cls, data: Any) -> DeployConfig:
-        """Parse ``{RunConfig fields..., "protocol": {...}}``.
+        """Parse ``{RunConfig fields..., "protocol": {...}, "insecure_reproducible_noise": ...}``.
 
         Raises:
             ValueError: if it is not an object, a field is unknown (the message lists the allowed ones) or a value
@@ -143,17 +111,12 @@ class DeployConfig:
         if not isinstance(data, dict):
             raise ValueError(f"a run configuration is a JSON object of RunConfig fields, got {type(data).__name__}")
         data = dict(data)
-        protocol = data.pop("protocol", {})
         insecure = data.pop("insecure_reproducible_noise", False)
         run_fields = {f.name for f in fields(RunConfig)}
-        protocol_fields = {f.name for f in fields(ProtocolSettings)}
         unknown = sorted(set(data) - run_fields)
         if unknown:
-            raise ValueError(f"unknown run configuration field(s) {unknown}; allowed: {sorted(run_fields)}, "
-                             f"'protocol' and 'insecure_reproducible_noise'")
-        if not isinstance(protocol, dict) or set(protocol) - protocol_fields:
-            raise ValueError(f"'protocol' must be an object with fields among {sorted(protocol_fields)}, "
-                             f"got {protocol!r}")
+            raise ValueError(f"unknown run configuration field(s) {unknown}; allowed: {sorted(run_fields)} "
+                             f"and 'insecure_reproducible_noise'")
         weights = data.get("user_weights")
         if weights is not None:
             if not isinstance(weights, list) or not all(isinstance(row, list) for row in weights):
@@ -163,12 +126,11 @@ class DeployConfig:
             run = RunConfig(**data)
         except TypeError as error:  # a missing required field, or a value of the wrong kind
             raise ValueError(f"bad run configuration: {error}") from error
-        return cls(run, ProtocolSettings(**protocol), insecure)
+        return cls(run, insecure)
 
     def to_json(self) -> dict:
         """The resolved configuration as JSON-ready data (what :meth:`from_json` reads back)."""
-        return {**asdict(self.run), "protocol": asdict(self.protocol),
-                "insecure_reproducible_noise": self.insecure_reproducible_noise}
+        return {**asdict(self.run), "insecure_reproducible_noise": self.insecure_reproducible_noise}
 
     @property
     def fingerprint(self) -> str:
@@ -218,7 +180,7 @@ class _MethodRole:
         if weights is not None:
             check_weights(weights, self.counts)
         if self.secure:
-            self.protocol_config().validate()
+            self.protocol_config()  # its checks (Theorem 4's no-wrap-around) before any party joins
 
     def secret_round_seed(self, round_index: int) -> np.random.SeedSequence:
         """This party's secret stream of round ``round_index`` (1-based); with ``insecure_reproducible_noise`` the
@@ -226,15 +188,13 @@ class _MethodRole:
         return seed_stream(self._secret_root, ROUNDS_STREAM, round_index - 1)
 
     def protocol_config(self) -> Any:
-        """Protocol 1's parameters: bounds C (with :data:`CLIP_HEADROOM`) and sigma C / sqrt(|S|) noise."""
-        from uldp.secure import ProtocolConfig
+        """Protocol 1's session: :meth:`uldp.secure.ProtocolConfig.for_training` with the run's C, sigma and
+        parameters."""
+        from uldp.secure.config import ProtocolConfig
 
-        run, protocol = self.config.run, self.config.protocol
-        return ProtocolConfig(
-            n_silos=self.n_silos, n_users=self.n_users, clip=run.clip * (1 + CLIP_HEADROOM), sigma=run.sigma,
-            key_bits=protocol.key_bits, precision=protocol.precision, n_max=protocol.n_max,
-            insecure_test_key=protocol.insecure_test_key,
-        )
+        run = self.config.run
+        return ProtocolConfig.for_training(self.n_silos, self.n_users, clip=run.clip, sigma=run.sigma,
+                                           parameters=run.protocol)
 
 
 class MethodServer(_MethodRole):

@@ -4,9 +4,13 @@
 Each silo loads only its own records and patient ids from its own files; users are matched across silos by keyed
 pseudonyms (:mod:`uldp.flower.pseudonyms`: HMAC-SHA256 under a key the silos share and the server never sees).
 
-What this does not do: Protocol 1 (the paper's private weighting). Here the per-user counts ``n_su`` that the
-enhanced weights need are sealed for the other silos and relayed by the server, which cannot read them, but the
-other silos can. Use ``uldp deploy`` with ``secure=True`` when ``n_su`` must stay hidden from the other silos too.
+The per-user counts ``n_su`` that the enhanced weights of ULDP-AVG-w need: by default they are sealed for the other
+silos and relayed by the server, which cannot read them, but the other silos can. With
+``UldpStrategy(secure=True)`` the weights are computed by Protocol 1 (:mod:`uldp.flower.secure`): no party learns
+another silo's ``n_su`` or any ``N_u``; each silo keeps its protocol secrets between messages in its node-local
+context state as bytes (no pickle), and the aggregate is within the protocol's precision P of the plain one. What
+the silos still learn is which pseudonyms the others hold (the user set must be agreed on; Protocol 1 assumes it is
+public). ``uldp deploy`` remains for the paper's registered datasets with their seed-derived allocation.
 """
 
 from uldp.flower.app import SiloData, UldpStrategy, silo_client_app

@@ -19,6 +19,11 @@ Stages (all messages of type ``query.uldp`` except the rounds, ``train``):
 So the run equals :func:`uldp.fit` on the concatenation of the silos' records (silos in sorted name order) with
 the pseudonyms as user ids and the strategy's seed -- exactly when ``insecure_reproducible_noise`` makes the silos
 draw from that seed too (tests and the book only: whoever knows the seed can subtract the noise).
+
+With ``secure=True`` (ULDP-AVG-w) the enhanced weights go through Protocol 1 (:mod:`uldp.flower.secure`): stage 1
+seals only each silo's pseudonyms (no counts), stage 2 keeps only the silo's own ``n_su``, Protocol 1's set-up runs
+as three more ``query.uldp`` exchanges, and each round adds one (``p1-shares``) before ``train``, whose answers are
+masked updates; the server decodes their sum, within P of the plain one (Theorem 4).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from uldp.secure.config import ProtocolParameters
 
 #: The message type of the setup stages (a ``ClientApp`` query action).
 SETUP_ACTION = "uldp"
@@ -94,17 +101,27 @@ class UldpStrategy(_strategy_base()):  # type: ignore[misc]
         delta: Target delta of the reported epsilon.
         global_lr, local_lr, clip, local_epochs, batch_size: As in :func:`uldp.fit` (the same defaults).
         seed: The seed of the server's user sampling (``None``: from the OS CSPRNG).
+        secure: Compute the enhanced weights with Protocol 1 (ULDP-AVG-w only; :mod:`uldp.flower.secure`).
+        protocol: Protocol 1's :class:`~uldp.secure.ProtocolParameters` (or a mapping of its fields; the paper's
+            3072-bit key and N_max = 2000 by default).
         insecure_reproducible_noise: Tests and book only: send ``seed`` to the silos so that their noise and
             record order come from it, making the run equal :func:`uldp.fit`'s. Whoever knows the seed can remove
             the noise: never in a real federation.
 
+    Attributes:
+        epsilons: The user-level epsilon after each round (Theorem 3).
+        round_seconds: Each round's seconds, from sending the model to the new model (Protocol 1's share
+            exchange included).
+        setup_seconds: The set-up's seconds (stages 1-2 and, with ``secure``, Protocol 1's set-up).
+
     Raises:
-        ValueError: Another method or bad hyperparameters.
+        ValueError: Another method, bad hyperparameters or protocol parameters, or ``secure`` with ULDP-AVG.
     """
 
     def __init__(self, *, method: str = "ULDP-AVG-w", sigma: float, q: float = 1.0, delta: float = 1e-5,
                  global_lr: float | None = None, local_lr: float | None = None, clip: float | None = None,
                  local_epochs: int | None = None, batch_size: int | None = None, seed: int | None = None,
+                 secure: bool = False, protocol: ProtocolParameters | dict | None = None,
                  insecure_reproducible_noise: bool = False) -> None:
         from uldp.checks import check_integer
         from uldp.fitting import DEFAULTS
@@ -120,6 +137,14 @@ class UldpStrategy(_strategy_base()):  # type: ignore[misc]
         self.method = make_method(spec.name, self.hp)
         self.seed = secrets.randbits(63) if seed is None else check_integer("seed", seed, minimum=0)
         self.insecure_reproducible_noise = bool(insecure_reproducible_noise)
+        if not isinstance(secure, bool):
+            raise ValueError(f"secure must be True or False, got {secure!r}")
+        if secure and spec.name != "ULDP-AVG-w":
+            raise ValueError(f"Protocol 1 computes the enhanced weights of ULDP-AVG-w; {spec.name} needs no counts")
+        self.secure = secure
+        self.protocol = ProtocolParameters.from_mapping(protocol or {})
+        self._protocol: Any = None  # uldp.flower.secure.ServerSide of a secure run, after the set-up
+        self.setup_seconds = 0.0
         self.nodes: list[int] = []
         self.n_users = 0
         self.epsilons: list[float] = []
@@ -132,8 +157,9 @@ class UldpStrategy(_strategy_base()):  # type: ignore[misc]
         Raises:
             RuntimeError: A silo failed, two silos share a name, or the silos disagree on the users.
         """
+        start = time.perf_counter()
         nodes = list(grid.get_node_ids())
-        replies = self._ask(grid, {node: {"stage": "hello"} for node in nodes}, timeout)
+        replies = self._ask(grid, {node: {"stage": "hello", "secure": self.secure} for node in nodes}, timeout)
         silos = {node: _config(reply) for node, reply in replies.items()}
         names = [silos[node]["silo"] for node in nodes]
         if len(set(names)) != len(names):
@@ -141,7 +167,7 @@ class UldpStrategy(_strategy_base()):  # type: ignore[misc]
         self.nodes = sorted(nodes, key=lambda node: silos[node]["silo"])
         counts = [int(silos[node]["records"]) for node in self.nodes]
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
-        shared = {"stage": "federation", "names": [silos[n]["silo"] for n in self.nodes],
+        shared = {"stage": "federation", "secure": self.secure, "names": [silos[n]["silo"] for n in self.nodes],
                   "sealed": [silos[n]["sealed"] for n in self.nodes], "total_records": int(sum(counts))}
         replies = self._ask(grid, {node: {**shared, "index": s, "offset": int(offsets[s])}
                                    for s, node in enumerate(self.nodes)}, timeout)
@@ -149,6 +175,19 @@ class UldpStrategy(_strategy_base()):  # type: ignore[misc]
         if len(agreed) != 1:
             raise RuntimeError("the silos disagree on the users (another key, or a tampered relay)")
         self.n_users = agreed.pop()[0]
+        if self.secure:
+            from uldp.flower.secure import ServerSide
+            from uldp.secure import ProtocolConfig
+
+            def ask(contents: dict[int, dict]) -> dict[int, dict]:
+                replies = self._ask(grid, {self.nodes[s]: content for s, content in contents.items()}, timeout)
+                return {s: _config(replies[self.nodes[s]]) for s in contents}
+
+            config = ProtocolConfig.for_training(len(self.nodes), self.n_users, clip=self.hp.clip, sigma=self.hp.sigma,
+                                                 parameters=self.protocol)
+            self._protocol = ServerSide(config, ask)
+            self._protocol.setup()
+        self.setup_seconds = time.perf_counter() - start
 
     def _ask(self, grid: Any, contents: dict[int, dict], timeout: float) -> dict[int, Any]:
         messages = [grid.create_message(_records(content), f"query.{SETUP_ACTION}", node, "setup")
@@ -179,8 +218,11 @@ class UldpStrategy(_strategy_base()):  # type: ignore[misc]
             settings["insecure_seed"] = self.seed
         self._params = arrays.to_numpy_ndarrays()[0]
         self._tick = time.perf_counter()
-        return [grid.create_message(RecordDict({"arrays": ArrayRecord([self._params]), **_records(settings)}),
-                                    "train", node, str(server_round)) for node in self.nodes]
+        extra = (self._protocol.round_settings(server_round, sampled) if self.secure
+                 else [{} for _ in self.nodes])
+        return [grid.create_message(RecordDict({"arrays": ArrayRecord([self._params]),
+                                                **_records({**settings, **extra[s]})}),
+                                    "train", node, str(server_round)) for s, node in enumerate(self.nodes)]
 
     def aggregate_train(self, server_round: int, replies: Iterable[Any]) -> tuple[Any, Any]:
         """``x + eta_g / (q |U| |S|) * sum_s update_s`` in silo order (Algorithm 3 line 6); epsilon (Theorem 3)."""
@@ -190,15 +232,19 @@ class UldpStrategy(_strategy_base()):  # type: ignore[misc]
         answers = {}
         for reply in replies:
             _check_reply(reply)
-            answers[reply.metadata.src_node_id] = reply.content["arrays"].to_numpy_ndarrays()[0]
+            answers[reply.metadata.src_node_id] = reply.content
         if set(answers) != set(self.nodes):
             raise RuntimeError(f"round {server_round}: silo nodes {sorted(set(self.nodes) - set(answers))} missing")
-        total = torch.zeros(self._params.size, dtype=torch.float32)
-        for node in self.nodes:
-            update = answers[node]
-            if update.shape != self._params.shape or not np.isfinite(update).all():
-                raise RuntimeError(f"round {server_round}: silo node {node} sent a bad update {update.shape}")
-            total += torch.from_numpy(update)
+        if self.secure:  # Protocol 1, step 2(c): every silo's masked update or nothing is decrypted
+            total = torch.from_numpy(self._protocol.aggregate([bytes(answers[node]["uldp"]["update"])
+                                                               for node in self.nodes]))
+        else:
+            total = torch.zeros(self._params.size, dtype=torch.float32)
+            for node in self.nodes:
+                update = answers[node]["arrays"].to_numpy_ndarrays()[0]
+                if update.shape != self._params.shape or not np.isfinite(update).all():
+                    raise RuntimeError(f"round {server_round}: silo node {node} sent a bad update {update.shape}")
+                total += torch.from_numpy(update)
         params = self.method.server_step(torch.from_numpy(self._params), total, n_users=self.n_users,
                                          n_silos=len(self.nodes))
         epsilon = self.method.epsilon(None, server_round)
@@ -218,8 +264,9 @@ class UldpStrategy(_strategy_base()):  # type: ignore[misc]
         """Log the method and its settings."""
         from flwr.common.logger import log
 
-        log(20, "%s: sigma=%s q=%s delta=%s %s", self.method.spec.name, self.hp.sigma, self.hp.q, self.hp.delta,
-            "(INSECURE reproducible noise)" if self.insecure_reproducible_noise else "")
+        log(20, "%s: sigma=%s q=%s delta=%s%s%s", self.method.spec.name, self.hp.sigma, self.hp.q, self.hp.delta,
+            f" with Protocol 1 ({self.protocol.key_bits}-bit key)" if self.secure else "",
+            " (INSECURE reproducible noise)" if self.insecure_reproducible_noise else "")
 
 
 # ------------------------------------------------------------------------------------------------- the silo --
@@ -251,16 +298,19 @@ def _silo_view(load: Callable[[Any], SiloData], model: Callable[[], Any], loss: 
             "pseudonyms": pseudonyms, "key": read_key_file(context.node_config[KEY_FILE_KEY])}
 
 
-def _hello(view: dict) -> dict:
+def _hello(view: dict, secure: bool) -> dict:
+    """Stage 1: name, record count and the sealed histogram (with Protocol 1: the pseudonyms only, each count 1)."""
     from uldp.flower.pseudonyms import seal_histogram
 
     names, counts = np.unique(view["pseudonyms"], return_counts=True)
+    shown = np.ones_like(counts) if secure else counts
     return {"silo": view["name"], "records": int(view["x"].shape[0]),
-            "sealed": seal_histogram(names, counts, view["key"], silo=view["name"])}
+            "sealed": seal_histogram(names, shown, view["key"], silo=view["name"])}
 
 
 def _federation(view: dict, settings: dict, context: Any) -> dict:
-    """Open every silo's histogram, number the users, keep ``n[s, u]`` in the node-local context state."""
+    """Open every silo's histogram, number the users, keep ``n[s, u]`` in the node-local context state (with
+    Protocol 1 only this silo's row: the others' histograms carry no counts)."""
     from flwr.app import ArrayRecord, ConfigRecord
 
     from uldp.flower.pseudonyms import open_histogram
@@ -275,9 +325,16 @@ def _federation(view: dict, settings: dict, context: Any) -> dict:
     for s, (pseudonyms, n) in enumerate(histograms):
         counts[s, np.searchsorted(users, pseudonyms)] = n
     own = np.unique(view["pseudonyms"], return_counts=True)
-    if not np.array_equal(counts[index, np.searchsorted(users, own[0])], own[1]):
+    secure = bool(settings["secure"])
+    if not np.array_equal(counts[index, np.searchsorted(users, own[0])], np.ones_like(own[1]) if secure else own[1]):
         raise ValueError("the relayed histogram of this silo is not the one it sent")
+    if secure:
+        row = counts[index].copy()
+        row[np.searchsorted(users, own[0])] = own[1]
+        counts = np.zeros_like(counts)
+        counts[index] = row
     context.state["uldp"] = ConfigRecord({"index": index, "n_silos": len(names), "offset": int(settings["offset"]),
+                                          "secure": secure,
                                           "total_records": int(settings["total_records"]), "n_users": int(users.size)})
     # the user list as raw bytes [U, 32] (a numpy "S" array would drop a digest's trailing zero bytes)
     digests = np.frombuffer(b"".join(bytes.fromhex(u) for u in users), dtype=np.uint8).reshape(users.size, -1)
@@ -286,8 +343,9 @@ def _federation(view: dict, settings: dict, context: Any) -> dict:
     return {"n_users": int(users.size), "users_digest": digest}
 
 
-def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> np.ndarray:
-    """This silo's ``sum_u w_su clip(Delta_su) + z_s`` for the round (Algorithm 3 lines 8-19)."""
+def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> np.ndarray | bytes:
+    """This silo's ``sum_u w_su clip(Delta_su) + z_s`` for the round (Algorithm 3 lines 8-19), or with Protocol 1
+    its masked update (the bytes of a :class:`~uldp.secure.messages.MaskedUpdateMessage`)."""
     import torch
 
     from uldp.data.base import Allocation
@@ -321,9 +379,27 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> np.n
     else:  # the silo's own randomness: the server never learns what seeds the noise (see issue 25)
         round_seed = np.random.SeedSequence(secrets.randbits(128))
     view["model"].train()
-    update = method.silo_update(torch.from_numpy(params.copy()), federation, round_seed, index, sampled=sampled,
-                                counts=counts)
+    if bool(state.get("secure", False)) != ("weights" in settings):
+        raise ValueError("a round without Protocol 1 in a federation set up with it, or the reverse")
+    tensor = torch.from_numpy(params.copy())
+    if "weights" in settings:  # Protocol 1: clipped per-user deltas and noise go into the masked update
+        from uldp.flower.secure import silo_masked_update
+
+        deltas = method.silo_user_deltas(tensor, federation, round_seed, sampled, index)
+        noise = method.silo_noise(tensor.numel(), int(state["n_silos"]), round_seed, index)
+        return silo_masked_update(settings, context, deltas.detach().numpy().astype(np.float64),
+                                  noise.detach().numpy().astype(np.float64))
+    update = method.silo_update(tensor, federation, round_seed, index, sampled=sampled, counts=counts)
     return update.detach().numpy().astype(params.dtype)
+
+
+def _protocol_inputs(context: Any) -> dict:
+    """What this silo's Protocol 1 stages need from the federation stage: its number, |U| and its own n_su."""
+    if "uldp" not in context.state or not context.state["uldp"].get("secure", False):
+        raise ValueError("a Protocol 1 stage before a federation stage set up for it (the strategy sends secure=True)")
+    state = dict(context.state["uldp"])
+    counts = context.state["uldp_arrays"].to_numpy_ndarrays()[0]
+    return {"index": int(state["index"]), "n_users": int(state["n_users"]), "own_counts": counts[int(state["index"])]}
 
 
 def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], loss: Any) -> Any:
@@ -331,7 +407,8 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
 
     The SuperNode of each silo runs with ``--node-config 'silo="<its name>" uldp-key-file="<path>"'`` (the key
     from :func:`uldp.flower.pseudonyms.write_key_file`, the same file content at every silo, never at the server)
-    and optionally ``uldp-min-sigma=<floor>``.
+    and optionally ``uldp-min-sigma=<floor>`` and, for tests only, ``uldp-insecure-test-keys=true`` (accept
+    Protocol 1 keys under 2048 bits).
 
     Args:
         load: ``context -> SiloData``: this silo's own records and raw patient ids, from its own files (read
@@ -340,7 +417,8 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
         loss: As in :func:`uldp.fit`.
 
     Returns:
-        The ``ClientApp``; its state (silo number, ``n[s, u]``, the user list) lives in the node's context state.
+        The ``ClientApp``; its state (silo number, ``n[s, u]``, the user list, and with Protocol 1 the silo's
+        secrets as :class:`~uldp.secure.messages.SiloState` bytes) lives in the node's context state.
     """
     from flwr.app import ArrayRecord, Message, RecordDict
     from flwr.clientapp import ClientApp
@@ -350,8 +428,13 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
     @app.query(SETUP_ACTION)
     def setup(message: Any, context: Any) -> Any:
         settings = _config(message)
+        if settings["stage"] not in ("hello", "federation"):  # Protocol 1's stages need the state, not the records
+            from uldp.flower.secure import silo_setup
+
+            return Message(_records(silo_setup(settings, context, **_protocol_inputs(context))), reply_to=message)
         view = _silo_view(load, model, loss, context)
-        answer = _hello(view) if settings["stage"] == "hello" else _federation(view, settings, context)
+        answer = (_hello(view, bool(settings["secure"])) if settings["stage"] == "hello"
+                  else _federation(view, settings, context))
         return Message(_records(answer), reply_to=message)
 
     @app.train()
@@ -359,6 +442,8 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
         view = _silo_view(load, model, loss, context)
         params = message.content["arrays"].to_numpy_ndarrays()[0]
         update = _train(view, _config(message), params, context)
+        if isinstance(update, bytes):  # Protocol 1's masked update
+            return Message(_records({"update": update}), reply_to=message)
         return Message(RecordDict({"arrays": ArrayRecord([update])}), reply_to=message)
 
     return app

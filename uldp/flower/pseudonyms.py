@@ -9,9 +9,9 @@ guessed patient id against it.
 The users' ``n[s, u]`` (each silo's records per pseudonym, which the enhanced weights ``w_su = n_su / N_u`` of Eq. (3)
 need) travel to the other silos *through* the server sealed with AES-256-GCM under a key derived from ``K``
 (:func:`seal_histogram`): the server relays them and learns only their sizes (the number of distinct users of each
-silo) and the number of users |U| that the silos report back. Protocol 1 of the paper hides ``n_su`` from the other
-silos as well; this relay does not (each silo learns how many records each pseudonym has elsewhere). See
-:mod:`uldp.flower` for when to use ``uldp deploy`` (Protocol 1) instead.
+silo) and the number of users |U| that the silos report back. This relay does not hide ``n_su`` from the other
+silos; with Protocol 1 (:mod:`uldp.flower.secure`) the sealed histograms carry only the pseudonyms (every count 1)
+and the weights come from the protocol, so no silo learns another's ``n_su``.
 """
 
 from __future__ import annotations

@@ -22,29 +22,12 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from phe import paillier
 
-from uldp.checks import check_integer
+from uldp.secure.config import DEFAULT_KEY_BITS, MIN_KEY_BITS, check_key_bits
 
-DEFAULT_KEY_BITS = 3072
-MIN_KEY_BITS = 2048
+__all__ = ["DEFAULT_KEY_BITS", "MIN_KEY_BITS", "check_key_bits"]  # re-exported: the key-size rule lives in config
+
 AEAD_NONCE_BYTES = 12
 X25519_PUBLIC_BYTES = 32
-
-
-def check_key_bits(key_bits: int, *, insecure_test_key: bool = False) -> int:
-    """Return ``key_bits`` if allowed: >= 2048 (or >= 256 with the test-only flag), a multiple of 8.
-
-    Raises:
-        ValueError: for smaller keys without the flag, or malformed sizes.
-    """
-    if check_integer("key_bits", key_bits) % 8:
-        raise ValueError(f"key_bits must be an integer multiple of 8, got {key_bits!r}")
-    floor = 256 if insecure_test_key else MIN_KEY_BITS
-    if key_bits < floor:
-        raise ValueError(
-            f"Paillier keys of {key_bits} bits are insecure; use at least {MIN_KEY_BITS} (default {DEFAULT_KEY_BITS})"
-            + ("" if insecure_test_key else "; smaller keys are only for tests (insecure_test_key=True)")
-        )
-    return key_bits
 
 
 def generate_paillier_keypair(

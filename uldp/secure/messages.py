@@ -1,9 +1,9 @@
 """Typed messages of Protocol 1 with an explicit byte format (no pickle) and validation.
 
 Wire format of every message: ``b"ULDP"`` | version (1 byte) | type tag (1 byte) | fields | SHA-256 digest of
-everything before it (32 bytes). Fields are, by kind: ``u32`` (4 bytes big-endian), ``bytes`` (u32 length + data),
-``int`` (u32 length + big-endian magnitude), ``ints`` (u32 count + that many ``int``), ``bytes_list`` (u32 count +
-that many ``bytes``). Parsing checks the magic, version, tag, every length, the digest and that nothing trails.
+everything before it (32 bytes). A field's kind is its annotation: ``U32`` (4 bytes big-endian), ``bytes`` (u32
+length + data), ``BigInt`` (u32 length + big-endian magnitude), ``Ints`` (u32 count + that many ``BigInt``),
+``ByteList`` (u32 count + that many ``bytes``). Parsing checks the magic, version, tag, every length, the digest and that nothing trails.
 The digest catches corruption and truncation; authenticity of the server links is the transport's job (TLS),
 while silo-to-silo payloads relayed by the server are sealed with ChaCha20-Poly1305 (:mod:`uldp.secure.keys`).
 Receivers further check ranges against the key (:meth:`Message.check_elements`).
@@ -18,12 +18,28 @@ from __future__ import annotations
 import hashlib
 import struct
 from dataclasses import dataclass, fields
-from typing import ClassVar
+from functools import cache
+from typing import Any, ClassVar
 
 MAGIC = b"ULDP"
 VERSION = 1
 _DIGEST_BYTES = 32
 _U32 = struct.Struct(">I")
+
+#: Field annotations and their wire kinds (the aliases say how an ``int`` or a tuple travels).
+U32 = int
+BigInt = int
+Ints = tuple[int, ...]
+ByteList = tuple[bytes, ...]
+_KIND_OF = {"U32": "u32", "bytes": "bytes", "BigInt": "int", "Ints": "ints", "ByteList": "bytes_list"}
+
+#: Every message class by its type tag (filled as the classes are defined).
+MESSAGE_TYPES: dict[int, type[Message]] = {}
+
+
+@cache
+def _kinds(cls: type) -> tuple[str, ...]:
+    return tuple(_KIND_OF[str(f.type)] for f in fields(cls))
 
 
 class _Reader:
@@ -84,15 +100,29 @@ def _read(kind: str, reader: _Reader) -> object:
 
 @dataclass(frozen=True)
 class Message:
-    """Base of all protocol messages: serialisation from the per-class field kinds ``KINDS``."""
+    """Base of all protocol messages: serialisation from the field annotations (see the module docstring).
+
+    A subclass names its type tag, ``class PublicKeyMessage(Message, tag=1)``, and is registered under it.
+    """
 
     TAG: ClassVar[int] = 0
-    KINDS: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, *, tag: int, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if tag in MESSAGE_TYPES:
+            raise ValueError(f"message tag {tag} is taken by {MESSAGE_TYPES[tag].__name__}")
+        cls.TAG = tag
+        MESSAGE_TYPES[tag] = cls
+
+    @classmethod
+    def kinds(cls) -> tuple[str, ...]:
+        """The wire kind of each field, in order."""
+        return _kinds(cls)
 
     def to_bytes(self) -> bytes:
         """Serialise to the wire format (header, fields, digest)."""
         body = MAGIC + bytes([VERSION, self.TAG])
-        body += b"".join(_write(kind, getattr(self, f.name)) for kind, f in zip(self.KINDS, fields(self)))
+        body += b"".join(_write(kind, getattr(self, f.name)) for kind, f in zip(self.kinds(), fields(self)))
         return body + hashlib.sha256(body).digest()
 
     @classmethod
@@ -122,46 +152,47 @@ class Message:
 
 
 @dataclass(frozen=True)
-class PublicKeyMessage(Message):
-    """Step 1(a), server -> silos: the Paillier public modulus n (g = n + 1 as in phe)."""
+class PublicKeyMessage(Message, tag=1):
+    """Step 1(a), server -> silos: the Paillier public modulus n (g = n + 1 as in phe).
 
-    TAG: ClassVar[int] = 1
-    KINDS: ClassVar[tuple[str, ...]] = ("int",)
-    modulus: int
+    Attributes:
+        modulus: n, of ``key_bits`` bits (the silos check its size).
+    """
+
+    modulus: BigInt
 
 
 @dataclass(frozen=True)
-class DhPublicKeyMessage(Message):
-    """Step 1(a), silo -> server: the silo's X25519 public key."""
+class DhPublicKeyMessage(Message, tag=2):
+    """Step 1(a), silo -> server: the silo's X25519 public key.
 
-    TAG: ClassVar[int] = 2
-    KINDS: ClassVar[tuple[str, ...]] = ("u32", "bytes")
-    silo: int
+    Attributes:
+        silo: The sending silo's id.
+        public_key: Its 32 raw bytes.
+    """
+
+    silo: U32
     public_key: bytes
 
 
 @dataclass(frozen=True)
-class DhDirectoryMessage(Message):
+class DhDirectoryMessage(Message, tag=3):
     """Step 1(b), server -> silos: every silo's X25519 public key, indexed by silo id."""
 
-    TAG: ClassVar[int] = 3
-    KINDS: ClassVar[tuple[str, ...]] = ("bytes_list",)
-    public_keys: tuple[bytes, ...]
+    public_keys: ByteList
 
 
 @dataclass(frozen=True)
-class SealedMessage(Message):
+class SealedMessage(Message, tag=4):
     """Silo -> silo through the server, ChaCha20-Poly1305 under their pairwise key (step 1(c) and round shares).
 
     The header fields are authenticated as associated data, so re-routing or replaying into another round fails.
     """
 
-    TAG: ClassVar[int] = 4
-    KINDS: ClassVar[tuple[str, ...]] = ("u32", "u32", "u32", "u32", "bytes", "bytes")
-    sender: int
-    recipient: int
-    round_index: int
-    purpose: int
+    sender: U32
+    recipient: U32
+    round_index: U32
+    purpose: U32
     nonce: bytes
     ciphertext: bytes
 
@@ -171,48 +202,65 @@ class SealedMessage(Message):
 
 
 @dataclass(frozen=True)
-class BlindedHistogramMessage(Message):
-    """Step 1(e), silo -> server: doubly blinded counts B'(n_su) in Z_n, one per user."""
+class BlindedHistogramMessage(Message, tag=5):
+    """Step 1(e), silo -> server: doubly blinded counts B'(n_su) in Z_n, one per user.
 
-    TAG: ClassVar[int] = 5
-    KINDS: ClassVar[tuple[str, ...]] = ("u32", "ints")
-    silo: int
-    values: tuple[int, ...]
+    Attributes:
+        silo: The sending silo's id s.
+        values: B'(n_su) = r_u n_su + the silo's net pairwise masks mod n, for u = 0..|U|-1.
+    """
 
-
-@dataclass(frozen=True)
-class EncryptedWeightsMessage(Message):
-    """Step 2(a), server -> silos: Enc(B_inv(N_u)) for sampled users, Enc(0) for the others."""
-
-    TAG: ClassVar[int] = 6
-    KINDS: ClassVar[tuple[str, ...]] = ("u32", "ints")
-    round_index: int
-    ciphertexts: tuple[int, ...]
+    silo: U32
+    values: Ints
 
 
 @dataclass(frozen=True)
-class MaskedUpdateMessage(Message):
-    """Step 2(c), silo -> server: Enc(Delta_s + pairwise masks), one ciphertext per model parameter."""
+class EncryptedWeightsMessage(Message, tag=6):
+    """Step 2(a), server -> silos: Enc(B_inv(N_u)) for sampled users, Enc(0) for the others.
 
-    TAG: ClassVar[int] = 7
-    KINDS: ClassVar[tuple[str, ...]] = ("u32", "u32", "ints")
-    round_index: int
-    silo: int
-    ciphertexts: tuple[int, ...]
+    Attributes:
+        round_index: t, from 1.
+        ciphertexts: One Paillier ciphertext (below n^2) per user.
+    """
+
+    round_index: U32
+    ciphertexts: Ints
 
 
-MESSAGE_TYPES: dict[int, type[Message]] = {
-    cls.TAG: cls
-    for cls in (
-        PublicKeyMessage,
-        DhPublicKeyMessage,
-        DhDirectoryMessage,
-        SealedMessage,
-        BlindedHistogramMessage,
-        EncryptedWeightsMessage,
-        MaskedUpdateMessage,
-    )
-}
+@dataclass(frozen=True)
+class MaskedUpdateMessage(Message, tag=7):
+    """Step 2(c), silo -> server: Enc(Delta_s + pairwise masks), one ciphertext per model parameter.
+
+    Attributes:
+        round_index: t, the round of the encrypted weights it answers.
+        silo: The sending silo's id.
+        ciphertexts: In Z*_(n^2), one per model parameter; only their product over all silos is decrypted.
+    """
+
+    round_index: U32
+    silo: U32
+    ciphertexts: Ints
+
+
+@dataclass(frozen=True)
+class SiloState(Message, tag=8):
+    """Not sent: one silo's secrets and progress between two messages, where it keeps them (for example a Flower
+    ClientApp's node-local context state; see :meth:`uldp.secure.protocol.Silo.export_state`).
+
+    Empty bytes, 0 or an empty tuple mean "not yet": no modulus before step 1(a), no pairwise keys before step 1(b),
+    no seed before 1(c), no round (0) outside step 2(b). ``aead_keys`` and ``mask_keys`` are per peer, in the order
+    of the peers' ids; ``own_powers`` are the round's shared weight powers of the users ``silo mod |S|``.
+    """
+
+    silo: U32
+    counts: Ints
+    dh_private: bytes
+    modulus: BigInt
+    aead_keys: ByteList
+    mask_keys: ByteList
+    seed: bytes
+    round_index: U32
+    own_powers: Ints
 
 
 def parse_message(data: bytes) -> Message:
@@ -232,7 +280,7 @@ def parse_message(data: bytes) -> Message:
     if cls is None:
         raise ValueError(f"malformed message: unknown type tag {data[5]}")
     reader = _Reader(body[6:])
-    values = [_read(kind, reader) for kind in cls.KINDS]
+    values = [_read(kind, reader) for kind in cls.kinds()]
     reader.done()
     return cls(*values)
 

@@ -1,7 +1,7 @@
 """Protocol 1 of the paper (private weighting) as explicit roles: a :class:`Server` and |S| :class:`Silo` objects.
 
 Each stage is one method taking and returning typed messages (:mod:`uldp.secure.messages`); the driver
-(:class:`SecureSession`) passes every message through its byte form, as a network would. Stages:
+(:class:`uldp.secure.SecureSession`) passes every message through its byte form, as a network would. Stages:
 
 Setup (once):
   1(a) ``Server.public_key_message`` -> ``Silo.receive_public_key`` -> X25519 public keys;
@@ -20,31 +20,22 @@ it for user u and sends it to the other silos sealed with ChaCha20-Poly1305 unde
 only relays ciphertexts it cannot open). Any silo could compute it itself, so silos learn nothing new, and each
 silo does |U|/|S| full-size exponentiations per round instead of |U|.
 
->>> import numpy as np
->>> counts = np.array([[2, 0, 1], [1, 3, 0]])
->>> deltas = np.array([[[0.1], [0.0], [-0.2]], [[0.4], [0.3], [0.0]]])
->>> noise = np.array([[0.01], [-0.02]])
->>> sampled = np.array([True, True, False])
->>> result = run_secure_round(counts, deltas, noise, sampled, key_bits=512, n_max=6, clip=1.0, sigma=1.0,
-...                           insecure_test_key=True)
->>> expected = (2/3 * 0.1 + 1/3 * 0.4) + 0.3 + 0.01 - 0.02
->>> bool(abs(result[0] - expected) <= 1e-10)
-True
+The roles keep their secrets in memory; :meth:`Silo.export_state` and :meth:`Silo.restore` carry a silo's between
+processes (a Flower ClientApp may run each message in a fresh one) as bytes of :class:`~uldp.secure.messages.SiloState`.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import time
-from dataclasses import dataclass
 from typing import Callable, Sequence, TypeVar
 
 import gmpy2
 import numpy as np
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from uldp.checks import check_integer, check_number
 from uldp.secure import encoding, fast, keys, masks
+from uldp.secure.config import ProtocolConfig
 from uldp.secure.messages import (
     BlindedHistogramMessage,
     DhDirectoryMessage,
@@ -54,6 +45,7 @@ from uldp.secure.messages import (
     Message,
     PublicKeyMessage,
     SealedMessage,
+    SiloState,
     pack_ints,
     unpack_ints,
 )
@@ -63,76 +55,6 @@ SEALED_SEED = 1
 SEALED_WEIGHT_POWERS = 2
 
 M = TypeVar("M", bound=Message)
-
-
-@dataclass(frozen=True)
-class ProtocolConfig:
-    """Public parameters of Protocol 1 (known to the server and all silos).
-
-    Attributes:
-        n_silos: |S|.
-        n_users: |U|.
-        clip: C, the clipping bound; every coordinate of a clipped delta is at most C in magnitude.
-        sigma: noise multiplier; each silo adds N(0, sigma^2 C^2 / |S|) noise (Algorithm 3).
-        key_bits: Paillier modulus size (3072 by default).
-        precision: P of Theorem 4: the decoded aggregate is within P of the plain computation.
-        n_max: N_max, the largest number of records of one user over all silos.
-        noise_bound: bound on |noise coordinate|; None derives it from sigma, C and a 2^-128 Gaussian tail.
-        insecure_test_key: allow keys under 2048 bits (tests only).
-        processes: worker processes for the silo's weighted sum and the server's decryption.
-    """
-
-    n_silos: int
-    n_users: int
-    clip: float
-    sigma: float = 0.0
-    key_bits: int = keys.DEFAULT_KEY_BITS
-    precision: float = 1e-10
-    n_max: int = 2000
-    noise_bound: float | None = None
-    insecure_test_key: bool = False
-    processes: int = 1
-
-    @property
-    def resolution_bits(self) -> int:
-        """Fractional bits f of the encoding: (|U| + |S|) 2^-f / 2 <= P."""
-        return encoding.resolution_bits_for(self.precision, self.n_users + self.n_silos)
-
-    @property
-    def c_lcm(self) -> int:
-        """C_LCM = lcm(1, ..., N_max)."""
-        return encoding.lcm_up_to(self.n_max)
-
-    @property
-    def effective_noise_bound(self) -> float:
-        """Bound on any noise coordinate used by the no-wrap-around check."""
-        if self.noise_bound is not None:
-            return self.noise_bound
-        return encoding.noise_tail_bound(sigma=self.sigma, clip=self.clip, n_silos=self.n_silos)
-
-    def validate(self) -> None:
-        """All checks that can be made before any message is sent (key size, sizes, Theorem 4's condition 2).
-
-        Raises:
-            ValueError: naming the bad parameter and what to change.
-        """
-        keys.check_key_bits(self.key_bits, insecure_test_key=self.insecure_test_key)
-        check_integer("n_silos", self.n_silos)
-        check_integer("n_users", self.n_users)
-        check_number("clip", self.clip, at_least=0, finite=True)
-        check_number("sigma", self.sigma, at_least=0, finite=True)
-        if self.noise_bound is not None:
-            check_number("noise_bound", self.noise_bound, at_least=0, finite=True)
-        check_integer("processes", self.processes)
-        encoding.check_no_wraparound(
-            key_bits=self.key_bits,
-            n_max=self.n_max,
-            resolution_bits=self.resolution_bits,
-            delta_bound=self.clip,
-            noise_bound=self.effective_noise_bound,
-            n_users=self.n_users,
-            n_silos=self.n_silos,
-        )
 
 
 def _one_per_silo(messages: Sequence[M], n_silos: int, *, what: str, silo_of: Callable[[M], int]) -> list[M]:
@@ -158,10 +80,9 @@ class Server:
     """The aggregation server of Protocol 1: holds the Paillier secret key, sees only blinded or masked values."""
 
     def __init__(self, config: ProtocolConfig) -> None:
-        config.validate()
         self.config = config
         self.public_key, self._private_key = keys.generate_paillier_keypair(
-            config.key_bits, insecure_test_key=config.insecure_test_key
+            config.parameters.key_bits, insecure_test_key=config.parameters.insecure_test_key
         )
         self._n = int(self.public_key.n)
         self._blinded_totals: list[int] | None = None
@@ -231,6 +152,21 @@ class Server:
             if value == 0 or gmpy2.gcd(value, self._n) != 1:
                 raise ValueError(f"{type(message).__name__}: ciphertexts #{index} is not in Z*_(n^2)")
 
+    def decrypt(self, ciphertexts: Sequence[int]) -> list[int]:
+        """Paillier decryption with the server's secret key (CRT): what only the key holder can do.
+
+        The protocol decrypts only the product of every silo's masked update (:meth:`finish_round`); this is for
+        the key holder's own inspection, e.g. to see that one silo's update alone decrypts to a uniform value of
+        Z_n (the masks hide it; Theorem 5).
+
+        Raises:
+            ValueError: a value outside [0, n^2).
+        """
+        square = self._n * self._n
+        if any(not 0 <= int(c) < square for c in ciphertexts):
+            raise ValueError("ciphertexts must lie in [0, n^2) of this server's key")
+        return fast.crt_decrypt(self._private_key, list(ciphertexts), processes=self.config.parameters.processes)
+
     @property
     def blinded_totals(self) -> list[int]:
         """B(N_u) = r_u N_u mod n for every user: all the server learns about the counts (for inspection)."""
@@ -278,7 +214,7 @@ class Server:
         totals = [gmpy2.mpz(c) for c in ordered[0].ciphertexts]
         for message in ordered[1:]:
             totals = [t * c % modulus for t, c in zip(totals, message.ciphertexts)]
-        plaintexts = fast.crt_decrypt(self._private_key, totals, processes=self.config.processes)
+        plaintexts = fast.crt_decrypt(self._private_key, totals, processes=self.config.parameters.processes)
         self._round = None
         return np.array(
             [
@@ -292,16 +228,15 @@ class Silo:
     """One silo of Protocol 1: knows its own counts n_su and, after setup, the shared blinds r_u."""
 
     def __init__(self, silo_id: int, counts: np.ndarray, config: ProtocolConfig) -> None:
-        config.validate()
         row = np.asarray(counts)
         if row.shape != (config.n_users,):
             raise ValueError(f"silo {silo_id}: counts must have shape ({config.n_users},), got {row.shape}")
-        encoding.check_counts(row[None, :], n_max=config.n_max)  # own part of condition (1)
+        encoding.check_counts(row[None, :], n_max=config.parameters.n_max)  # own part of condition (1)
         if not 0 <= silo_id < config.n_silos:
             raise ValueError(f"silo id {silo_id} outside 0..{config.n_silos - 1}")
         self.silo_id, self.config = silo_id, config
         self._counts = [int(c) for c in row]
-        self._dh_key = keys.new_dh_private_key()
+        self._dh_key: X25519PrivateKey = keys.new_dh_private_key()
         self._n: int | None = None
         self._pair_keys: dict[int, keys.PairwiseKeys] = {}
         self._seed: bytes | None = None
@@ -318,9 +253,9 @@ class Silo:
     def receive_public_key(self, message: PublicKeyMessage) -> DhPublicKeyMessage:
         """Step 1(a): store the Paillier modulus (checking its size) and answer with an X25519 public key."""
         bits = int(message.modulus).bit_length()
-        keys.check_key_bits(bits, insecure_test_key=self.config.insecure_test_key)
-        if bits != self.config.key_bits or message.modulus % 2 == 0:
-            raise ValueError(f"silo {self.silo_id}: expected an odd {self.config.key_bits}-bit modulus, got {bits} bits")
+        keys.check_key_bits(bits, insecure_test_key=self.config.parameters.insecure_test_key)
+        if bits != self.config.parameters.key_bits or message.modulus % 2 == 0:
+            raise ValueError(f"silo {self.silo_id}: expected an odd {self.config.parameters.key_bits}-bit modulus, got {bits} bits")
         self._n = int(message.modulus)
         self._session = keys.session_id(self._n)
         return DhPublicKeyMessage(silo=self.silo_id, public_key=keys.dh_public_bytes(self._dh_key))
@@ -364,6 +299,54 @@ class Silo:
             keys.derive_key(seed, label=b"blinds" + self._session), modulus=self._modulus, count=self.config.n_users
         )
 
+    def _users_of(self, silo: int) -> range:
+        """The users whose shared weight power silo ``silo`` computes in step 2(b): u = silo mod |S|."""
+        return range(silo, self.config.n_users, self.config.n_silos)
+
+    def export_state(self) -> bytes:
+        """This silo's secrets and progress as bytes (:class:`~uldp.secure.messages.SiloState`; no pickle).
+
+        For a silo whose process may end between two messages: keep the bytes where the silo lives (a Flower
+        ClientApp's node-local context state) and :meth:`restore` them for the next message. They hold the pairwise
+        keys, the seed R and n_su: keep them as private as the silo's records, never send them.
+        """
+        peers = sorted(self._pair_keys)
+        return SiloState(
+            silo=self.silo_id, counts=tuple(self._counts), dh_private=self._dh_key.private_bytes_raw(),
+            modulus=self._n or 0, aead_keys=tuple(self._pair_keys[p].aead for p in peers),
+            mask_keys=tuple(self._pair_keys[p].masks for p in peers), seed=self._seed or b"",
+            round_index=self._round or 0,
+            own_powers=tuple(int(self._own_powers[u]) for u in self._users_of(self.silo_id)) if self._round else (),
+        ).to_bytes()
+
+    @classmethod
+    def restore(cls, state: bytes, config: ProtocolConfig) -> Silo:
+        """The silo that :meth:`export_state` wrote, under the session's public ``config``.
+
+        Raises:
+            ValueError: the bytes are no silo state (or corrupted), or they do not fit ``config``.
+        """
+        record = SiloState.from_bytes(state)
+        silo = cls(record.silo, np.array(record.counts, dtype=np.int64), config)
+        silo._dh_key = X25519PrivateKey.from_private_bytes(record.dh_private)
+        if record.modulus:
+            silo._n, silo._session = record.modulus, keys.session_id(record.modulus)
+        peers = [peer for peer in range(config.n_silos) if peer != record.silo]
+        if record.aead_keys or record.mask_keys:
+            if not len(record.aead_keys) == len(record.mask_keys) == len(peers):
+                raise ValueError(f"silo state has keys for {len(record.aead_keys)} peers, expected {len(peers)}")
+            silo._pair_keys = {peer: keys.PairwiseKeys(aead=a, masks=m)
+                               for peer, a, m in zip(peers, record.aead_keys, record.mask_keys)}
+        if record.seed:
+            silo._set_seed(record.seed)
+        if record.round_index:
+            users = silo._users_of(record.silo)
+            if len(record.own_powers) != len(users):
+                raise ValueError(f"silo state has {len(record.own_powers)} weight powers, expected {len(users)}")
+            silo._round = record.round_index
+            silo._own_powers = dict(zip(users, (gmpy2.mpz(v) for v in record.own_powers)))
+        return silo
+
     def _seal(self, peer: int, round_index: int, purpose: int, payload: bytes) -> SealedMessage:
         header = SealedMessage(self.silo_id, peer, round_index, purpose, b"", b"")
         nonce, ciphertext = keys.seal(self._pair_keys[peer].aead, payload, associated_data=header.associated_data())
@@ -406,10 +389,10 @@ class Silo:
         self._check_weights(message)
         n = self._modulus
         n_square = n * n
-        mine = range(self.silo_id, self.config.n_users, self.config.n_silos)
+        mine = self._users_of(self.silo_id)
         powers = fast.raise_each(
             [message.ciphertexts[u] for u in mine], [self._blind_values[u] * self.config.c_lcm % n for u in mine],
-            n_square, processes=self.config.processes,
+            n_square, processes=self.config.parameters.processes,
         )
         self._own_powers = dict(zip(mine, powers))
         self._round = message.round_index
@@ -465,14 +448,14 @@ class Silo:
             raise ValueError(f"silo {self.silo_id}: weight-power shares missing from silo(s) {missing} or duplicated")
         for sealed in (by_sender[peer] for peer in peers):
             values = unpack_ints(self._open(sealed, round_index=message.round_index, purpose=SEALED_WEIGHT_POWERS))
-            users = range(sealed.sender, self.config.n_users, self.config.n_silos)
+            users = self._users_of(sealed.sender)
             if len(values) != len(users):
                 raise ValueError(f"share of silo {sealed.sender} has {len(values)} values, expected {len(users)}")
             powers.update(zip(users, (gmpy2.mpz(v) for v in values)))
         bits = self.config.resolution_bits
         bases = [gmpy2.powmod(powers[u], self._counts[u], n_square) for u in active]  # Enc(n_su C_LCM / N_u)
         exponents = encoding.encode(deltas[active], resolution_bits=bits) if active else np.zeros((0, deltas.shape[1]), np.int64)
-        sums = fast.weighted_ciphertext_sum(bases, exponents, n_square, processes=self.config.processes)
+        sums = fast.weighted_ciphertext_sum(bases, exponents, n_square, processes=self.config.parameters.processes)
         encoded_noise = encoding.encode(noise, resolution_bits=bits).tolist()
         net_masks = masks.signed_mask_sum(
             {peer: k.masks for peer, k in self._pair_keys.items()}, own_id=self.silo_id, modulus=n,
@@ -485,143 +468,3 @@ class Silo:
         )
         self._round = None
         return MaskedUpdateMessage(round_index=message.round_index, silo=self.silo_id, ciphertexts=ciphertexts)
-
-
-def _wire(message: M) -> M:
-    """Send a message through its byte form (what a network transport would carry)."""
-    return type(message).from_bytes(message.to_bytes())  # type: ignore[return-value]
-
-
-class SecureSession:
-    """Runs the server and all silos in-process: setup once, then one :meth:`aggregate` call per round.
-
-    Args:
-        counts: n[s, u], shape (|S|, |U|).
-        clip: C (bound on every delta coordinate).
-        sigma: noise multiplier (the noise bound is derived from it), or give ``noise_bound``.
-        noise_bound: explicit bound on any noise coordinate (overrides sigma).
-        key_bits, precision, n_max, insecure_test_key, processes: see :class:`ProtocolConfig`.
-
-    Raises:
-        ValueError: before anything is sent, on N_u > N_max, a possible wrap-around, or a bad key size.
-    """
-
-    def __init__(
-        self,
-        counts: np.ndarray,
-        *,
-        clip: float,
-        sigma: float = 0.0,
-        noise_bound: float | None = None,
-        key_bits: int = keys.DEFAULT_KEY_BITS,
-        precision: float = 1e-10,
-        n_max: int = 2000,
-        insecure_test_key: bool = False,
-        processes: int = 1,
-    ) -> None:
-        table = np.asarray(counts)
-        self.totals = encoding.check_counts(table, n_max=n_max)
-        self.config = ProtocolConfig(
-            n_silos=table.shape[0], n_users=table.shape[1], clip=clip, sigma=sigma, key_bits=key_bits,
-            precision=precision, n_max=n_max, noise_bound=noise_bound, insecure_test_key=insecure_test_key,
-            processes=processes,
-        )
-        self.config.validate()
-        self.timings: dict[str, float] = {}
-        self._round = 0
-        start = time.perf_counter()
-        self.server = Server(self.config)
-        self.silos = [Silo(s, table[s], self.config) for s in range(self.config.n_silos)]
-        self._tick("paillier_keygen", start)
-        start = time.perf_counter()
-        public = _wire(self.server.public_key_message())
-        directory = _wire(self.server.relay_dh_keys([_wire(s.receive_public_key(public)) for s in self.silos]))
-        sealed = [_wire(m) for silo in self.silos for m in silo.receive_dh_directory(directory)]
-        inbox = self.server.relay(sealed)
-        for silo in self.silos:
-            silo.receive_seed(inbox[silo.silo_id])
-        self._tick("key_exchange", start)
-        start = time.perf_counter()
-        self.server.receive_histograms([_wire(s.blinded_histogram()) for s in self.silos])
-        self._tick("blinded_histogram", start)
-
-    def _tick(self, name: str, start: float) -> None:
-        self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - start
-
-    def aggregate(self, deltas: np.ndarray, noise: np.ndarray, sampled: np.ndarray) -> np.ndarray:
-        """One round (steps 2(a)-(c)): the decoded sum_s (sum_u w_su delta_su + z_s), w_su = n_su / N_u if sampled.
-
-        Args:
-            deltas: clipped deltas, shape (|S|, |U|, d).
-            noise: per-silo noise, shape (|S|, d).
-            sampled: bool (|U|,), the users sampled this round.
-
-        Returns:
-            float64 array (d,), within P of the plain computation (Theorem 4).
-
-        Raises:
-            ValueError: on a sampled user with N_u = 0, bad shapes, or values beyond the configured bounds.
-        """
-        deltas, noise = np.asarray(deltas, dtype=np.float64), np.asarray(noise, dtype=np.float64)
-        shape = (self.config.n_silos, self.config.n_users)
-        if deltas.ndim != 3 or deltas.shape[:2] != shape or noise.shape != (shape[0], deltas.shape[2]):
-            raise ValueError(f"deltas must be {shape + ('d',)} and noise ({shape[0]}, d); got {deltas.shape}, {noise.shape}")
-        chosen = np.asarray(sampled, dtype=bool)
-        empty = np.flatnonzero(chosen & (self.totals == 0))
-        if empty.size:
-            raise ValueError(f"user(s) {empty[:10].tolist()} are sampled but have N_u = 0 records; their weight n_su/N_u is undefined")
-        self._round += 1
-        timings: dict[str, float] = {}
-        start = time.perf_counter()
-        weights = _wire(self.server.start_round(self._round, chosen))
-        timings["encrypt_weights"] = time.perf_counter() - start
-        start = time.perf_counter()
-        shares = self.server.relay([_wire(m) for silo in self.silos for m in silo.share_weight_powers(weights)])
-        updates = [
-            _wire(silo.masked_update(weights, shares[silo.silo_id], deltas[silo.silo_id], noise[silo.silo_id]))
-            for silo in self.silos
-        ]
-        timings["silo_weighting"] = time.perf_counter() - start
-        start = time.perf_counter()
-        result = self.server.finish_round(updates)
-        timings["aggregation"] = time.perf_counter() - start
-        self.last_round_timings = timings
-        return result
-
-
-def run_secure_round(
-    counts: np.ndarray,
-    deltas: np.ndarray,
-    noise: np.ndarray,
-    sampled: np.ndarray,
-    *,
-    clip: float,
-    sigma: float = 0.0,
-    noise_bound: float | None = None,
-    key_bits: int = keys.DEFAULT_KEY_BITS,
-    precision: float = 1e-10,
-    n_max: int = 2000,
-    insecure_test_key: bool = False,
-    processes: int = 1,
-) -> np.ndarray:
-    """Set up Protocol 1 and run one round in-process; the entry point for ``uldp run --secure``.
-
-    Args:
-        counts: n[s, u], shape (|S|, |U|).
-        deltas: clipped per-user deltas per silo, shape (|S|, |U|, d).
-        noise: per-silo Gaussian noise, shape (|S|, d).
-        sampled: bool (|U|,), users sampled this round.
-        clip, sigma, noise_bound, key_bits, precision, n_max, insecure_test_key, processes: see
-            :class:`SecureSession`.
-
-    Returns:
-        The decoded aggregate sum_s (sum_u n_su / N_u * delta_su + z_s) over sampled users, float64 (d,).
-
-    Raises:
-        ValueError: see :class:`SecureSession` and :meth:`SecureSession.aggregate`.
-    """
-    session = SecureSession(
-        counts, clip=clip, sigma=sigma, noise_bound=noise_bound, key_bits=key_bits, precision=precision,
-        n_max=n_max, insecure_test_key=insecure_test_key, processes=processes,
-    )
-    return session.aggregate(deltas, noise, sampled)

@@ -1,0 +1,178 @@
+"""Protocol 1's parameters (Section 4): one frozen object, :class:`ProtocolParameters`, passed everywhere.
+
+:class:`ProtocolParameters` holds what a run chooses about the protocol itself (key size, the precision P of
+Theorem 4, N_max, worker processes, the test-only small-key flag). It is the same object in every place that runs
+the protocol: :class:`uldp.secure.SecureSession`, :class:`uldp.secure.SecureAggregator`,
+``uldp.simulation.RunConfig.protocol`` (hence ``uldp run --secure`` and the experiment grids), the ``"protocol"``
+object of a ``uldp deploy`` configuration and :class:`uldp.flower.UldpStrategy`.
+
+:class:`ProtocolConfig` is what the server and every silo of one session agree on: those parameters plus the
+federation's shape (|S|, |U|, from the counts) and the public bounds of the no-wrap-around check (C, and sigma or
+an explicit noise bound), which come from the training run.
+
+This module needs only numpy (no Paillier or cryptography packages), so a run configuration can carry the
+parameters without the ``secure`` extra installed.
+
+>>> ProtocolParameters(key_bits=1024, n_max=300, insecure_test_key=True).key_bits
+1024
+>>> ProtocolParameters(key_bits=1024)
+Traceback (most recent call last):
+...
+ValueError: Paillier keys of 1024 bits are insecure; use at least 2048 (default 3072); smaller keys are only for tests (insecure_test_key=True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from uldp.checks import check_integer, check_number
+from uldp.secure import encoding
+
+DEFAULT_KEY_BITS = 3072
+MIN_KEY_BITS = 2048
+
+#: Relative headroom of the bound on a clipped delta coordinate over C that a training run gives the protocol: a
+#: float32 coordinate of a vector clipped to norm C can exceed the float64 C by rounding (float32(0.1) > 0.1).
+CLIP_HEADROOM = 1e-5
+
+#: Largest Paillier modulus a configuration may ask for (key generation grows with the cube of its size).
+MAX_KEY_BITS = 16384
+
+
+def check_key_bits(key_bits: int, *, insecure_test_key: bool = False) -> int:
+    """Return ``key_bits`` if allowed: >= 2048 (or >= 256 with the test-only flag), a multiple of 8.
+
+    Raises:
+        ValueError: for smaller keys without the flag, or malformed sizes.
+    """
+    if check_integer("key_bits", key_bits) % 8:
+        raise ValueError(f"key_bits must be an integer multiple of 8, got {key_bits!r}")
+    floor = 256 if insecure_test_key else MIN_KEY_BITS
+    if key_bits < floor:
+        raise ValueError(
+            f"Paillier keys of {key_bits} bits are insecure; use at least {MIN_KEY_BITS} (default {DEFAULT_KEY_BITS})"
+            + ("" if insecure_test_key else "; smaller keys are only for tests (insecure_test_key=True)")
+        )
+    return key_bits
+
+
+@dataclass(frozen=True)
+class ProtocolParameters:
+    """Protocol 1's own parameters, known to the server and all silos.
+
+    Attributes:
+        key_bits: Paillier modulus size (3072 by default, about 128-bit security; below 2048 only with
+            ``insecure_test_key``; at most :data:`MAX_KEY_BITS`).
+        precision: P of Theorem 4: the decoded aggregate is within P of the plain computation, in (0, 1).
+        n_max: N_max, the public bound on one user's records over all silos (2000, the paper's); below
+            ``key_bits`` (C_LCM = lcm(1..N_max) must stay below the modulus).
+        insecure_test_key: Allow keys under 2048 bits (tests and smoke runs only).
+        processes: Worker processes for a silo's weighted sum and the server's decryption (results do not depend
+            on it).
+
+    Raises:
+        ValueError: naming the bad value and what is allowed.
+    """
+
+    key_bits: int = DEFAULT_KEY_BITS
+    precision: float = 1e-10
+    n_max: int = 2000
+    insecure_test_key: bool = False
+    processes: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.insecure_test_key, bool):
+            raise ValueError(f"insecure_test_key must be true or false, got {self.insecure_test_key!r}")
+        check_key_bits(self.key_bits, insecure_test_key=self.insecure_test_key)
+        check_integer("key_bits", self.key_bits, maximum=MAX_KEY_BITS)
+        check_number("precision", self.precision, above=0, below=1)
+        # lcm(1..N) >= 2^N (N >= 7): a larger N_max could never pass Theorem 4's no-wrap-around check, and C_LCM's
+        # computation grows quadratically with it
+        check_integer("n_max (below key_bits: C_LCM = lcm(1..N_max) must stay below the modulus)", self.n_max,
+                      maximum=self.key_bits - 1)
+        check_integer("processes", self.processes)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any] | ProtocolParameters) -> ProtocolParameters:
+        """The parameters from a JSON object (``{"key_bits": 512, ...}``), or ``values`` itself if it is one.
+
+        Raises:
+            ValueError: not an object, an unknown field (the message lists the allowed ones) or a bad value.
+        """
+        if isinstance(values, ProtocolParameters):
+            return values
+        allowed = sorted(f.name for f in fields(cls))
+        if not isinstance(values, Mapping) or set(values) - set(allowed):
+            raise ValueError(f"'protocol' must be an object with fields among {allowed}, got {values!r:.200}")
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class ProtocolConfig:
+    """Everything public about one session of Protocol 1: its parameters, the federation's shape and the bounds.
+
+    Attributes:
+        n_silos: |S|.
+        n_users: |U|.
+        clip: C, the bound on every coordinate of a clipped delta.
+        sigma: Noise multiplier; each silo adds N(0, sigma^2 C^2 / |S|) noise (Algorithm 3).
+        noise_bound: Bound on |noise coordinate|; None derives it from sigma, C and a 2^-128 Gaussian tail.
+        parameters: The protocol's :class:`ProtocolParameters`.
+
+    Raises:
+        ValueError: before any message is sent: a bad size or bound, a bad key size, or a possible wrap-around
+            (Theorem 4's condition 2), naming what to change.
+    """
+
+    n_silos: int
+    n_users: int
+    clip: float
+    sigma: float = 0.0
+    noise_bound: float | None = None
+    parameters: ProtocolParameters = field(default_factory=ProtocolParameters)
+
+    def __post_init__(self) -> None:
+        check_integer("n_silos", self.n_silos)
+        check_integer("n_users", self.n_users)
+        check_number("clip", self.clip, at_least=0, finite=True)
+        check_number("sigma", self.sigma, at_least=0, finite=True)
+        if self.noise_bound is not None:
+            check_number("noise_bound", self.noise_bound, at_least=0, finite=True)
+        if not isinstance(self.parameters, ProtocolParameters):
+            raise ValueError(f"parameters must be a ProtocolParameters, got {type(self.parameters).__name__}")
+        encoding.check_no_wraparound(
+            key_bits=self.parameters.key_bits,
+            n_max=self.parameters.n_max,
+            resolution_bits=self.resolution_bits,
+            delta_bound=self.clip,
+            noise_bound=self.effective_noise_bound,
+            n_users=self.n_users,
+            n_silos=self.n_silos,
+        )
+
+    @classmethod
+    def for_training(cls, n_silos: int, n_users: int, *, clip: float, sigma: float,
+                     parameters: ProtocolParameters) -> ProtocolConfig:
+        """The session of a training run with clipping bound C and noise multiplier sigma (Algorithm 3): C with
+        :data:`CLIP_HEADROOM` bounds the deltas, sigma C / sqrt(|S|) Gaussian noise (a 2^-128 tail) the noise."""
+        return cls(n_silos=n_silos, n_users=n_users, clip=clip * (1 + CLIP_HEADROOM), sigma=sigma,
+                   parameters=parameters)
+
+    @property
+    def resolution_bits(self) -> int:
+        """Fractional bits f of the encoding: (|U| + |S|) 2^-f / 2 <= P."""
+        return encoding.resolution_bits_for(self.parameters.precision, self.n_users + self.n_silos)
+
+    @property
+    def c_lcm(self) -> int:
+        """C_LCM = lcm(1, ..., N_max)."""
+        return encoding.lcm_up_to(self.parameters.n_max)
+
+    @property
+    def effective_noise_bound(self) -> float:
+        """Bound on any noise coordinate used by the no-wrap-around check."""
+        if self.noise_bound is not None:
+            return self.noise_bound
+        return encoding.noise_tail_bound(sigma=self.sigma, clip=self.clip, n_silos=self.n_silos)

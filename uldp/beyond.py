@@ -20,8 +20,7 @@ PLD_RERUNS: tuple[tuple[str, float], ...] = (("heart_disease", 7.0773), ("credit
 
 
 def _only(results: ResultSet, method: str) -> ResultSet:
-    runs = tuple(run for run in results.runs if run["series"] == method)
-    return ResultSet(results.grid, results.profile, runs, (), results.root)
+    return results.restricted(run for run in results.runs if run["series"] == method)
 
 
 def pld_equal_epsilon(grid: str, *, target_epsilon: float, method: str = "ULDP-AVG-w",
@@ -47,8 +46,7 @@ def pld_equal_epsilon(grid: str, *, target_epsilon: float, method: str = "ULDP-A
     pld = _only(load_results(grid, "paper", root=root, accountant="pld", target_epsilon=target_epsilon), method)
     # compare on the same seeds (paired: the same allocation and initial model), whatever the PLD grid has run yet
     paired = {(run["panel"], run["seed"]) for run in pld.runs}
-    rdp = ResultSet(rdp.grid, rdp.profile, tuple(run for run in rdp.runs if (run["panel"], run["seed"]) in paired), (),
-                    rdp.root)
+    rdp = rdp.restricted(run for run in rdp.runs if (run["panel"], run["seed"]) in paired)
     if not pld.runs or not rdp.runs:
         raise NotMeasured(f"no stored {method} runs of {grid} at epsilon {target_epsilon:g} by PLD; run "
                           f"`uldp grid {grid} --profile paper --methods {method} --accountant pld "

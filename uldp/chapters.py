@@ -22,10 +22,7 @@ from matplotlib.figure import Figure
 
 from uldp import experiments, plots, scorecard, simulation
 from uldp.data import DATASETS
-from uldp.experiments import ChapterResults, ResultSet
-from uldp.experiments import (
-    _duration as duration,  # one wording of run times in the book
-)
+from uldp.experiments import ChapterResults, ResultSet, duration
 from uldp.models import build_model
 from uldp.simulation import RunConfig
 from uldp.verdicts import HOLDS, MISSING, NotMeasured, per_setting, profile_label
@@ -170,8 +167,7 @@ def trivial_runs(results: ResultSet) -> list[str]:
 
 def _of_dataset(results: ResultSet, dataset: str) -> ResultSet:
     """The runs of ``results`` on one dataset (the user-sampling and weighting grids mix two)."""
-    return ResultSet(results.grid, results.profile, tuple(run for run in results.runs
-                                                          if run["params"]["dataset"] == dataset), (), results.root)
+    return results.restricted(run for run in results.runs if run["params"]["dataset"] == dataset)
 
 
 def spread_runs(results: ResultSet, metric: str) -> list[str]:

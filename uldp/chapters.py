@@ -463,6 +463,26 @@ def show_runtime(chapter: ExperimentChapter) -> None:
                     plots.runtime_table(results).round(3))
 
 
+def show_stored_runtime() -> None:
+    """Display the committed paper-profile protocol-runtime runs (Figure 10's grid): the seconds per part of the
+    protocol (:func:`uldp.plots.runtime_table`), then per dataset and user count the encrypted weighting against the
+    local training, and the server's round against a silo's; or say that none are committed."""
+    stored = experiments.load_results("protocol_runtime", "paper")
+    if not stored.runs:
+        print("no committed protocol_runtime results in this checkout")
+        return
+    table = plots.runtime_table(stored)
+    display(table[["parameters", "local training per silo", "encrypted weighting per silo", "aggregation",
+                   "key set-up", "blinded histogram"]].round(3))
+    lines = [f"- {dataset}, {users} users: local training {row['local training per silo']:.2f} s and encrypted "
+             f"weighting {row['encrypted weighting per silo']:.2f} s per silo (the weighting "
+             f"{row['encrypted weighting per silo'] / row['local training per silo']:.1f}x the training); the server "
+             f"{row['aggregation']:.2f} s per round "
+             f"({'more' if row['aggregation'] > row['training per silo'] else 'less'} than a silo's "
+             f"{row['training per silo']:.2f} s)" for (dataset, users), row in table.iterrows()]
+    display(Markdown("\n".join(lines)))
+
+
 def show_grid_settings(grid_name: str, profile: str) -> None:
     """Display the run arguments every run of a grid shares at ``profile``, its settings (panels) and seeds, as a
     Markdown list, then each line's run arguments that differ between lines (:func:`uldp.experiments.grid_table`; a

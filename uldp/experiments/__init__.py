@@ -32,7 +32,7 @@ profiles' reductions, built from :mod:`uldp.paper_settings`), :mod:`~uldp.experi
 """
 
 from uldp.experiments.backend import SIMULATION, WRAPPER_ARGUMENTS, Backend, loaded_dataset, split_arguments
-from uldp.experiments.chapter import ChapterResults, chapter_results, grid_table
+from uldp.experiments.chapter import ChapterResults, chapter_results, grid_table, stored_runs_table
 from uldp.experiments.grids import (
     GRIDS, PROFILES, UTILITY_METRIC, Entry, Grid, Reduction, check_profile, get_grid,
 )
@@ -58,5 +58,5 @@ __all__ = [
     "accounted_results", "canonical", "chapter_results", "check_profile", "config_hash", "duration",
     "effective_arguments", "expand", "expected_seconds", "get_grid", "grid_table", "load_results", "loaded_dataset",
     "now", "pending_runs", "provenance", "read_result", "result_path", "results_root", "run_grid", "split_arguments",
-    "stored_result", "summarise", "write_json_atomic",
+    "stored_result", "stored_runs_table", "summarise", "write_json_atomic",
 ]

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from uldp.experiments.backend import SIMULATION, Backend
-from uldp.experiments.grids import check_profile, get_grid
+from uldp.experiments.grids import GRIDS, check_profile, get_grid
 from uldp.experiments.keys import expand
 from uldp.experiments.results import ResultSet, duration, load_results
 from uldp.experiments.runner import run_grid
@@ -77,6 +77,25 @@ def chapter_results(grid_name: str, profile: str, *, backend: Backend = SIMULATI
     note += (f" The committed paper-profile results do cover every line of {len(covered)} panel(s) "
              f"({'; '.join(covered)}); they are shown after the {profile}-profile figure. " + paper_panels.describe())
     return ChapterResults(results, note, paper_panels)
+
+
+def stored_runs_table(*, jobs: int = 2) -> pd.DataFrame:
+    """Every grid: its figure, what it shows, how many of its runs are stored at each profile in this checkout
+    ("-" where the grid has no such profile: only some define ``short``), and the command that re-runs it at paper
+    scale with ``jobs`` worker processes."""
+    rows = []
+    for name, grid in GRIDS.items():
+        row: dict[str, Any] = {"grid": name, "figure": grid.figure, "what it shows": grid.title}
+        for profile in ("paper", "short", "default", "smoke"):
+            try:
+                stored = load_results(name, profile)
+            except ValueError:  # a grid without this profile
+                row[f"stored at {profile}"] = "-"
+                continue
+            row[f"stored at {profile}"] = f"{len(stored.runs)} of {len(stored.runs) + len(stored.missing)}"
+        row["re-run (paper scale)"] = f"uldp grid {name} --profile paper --jobs {jobs}"
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("grid")
 
 
 def grid_table(grid_name: str, profile: str) -> Any:

@@ -174,3 +174,23 @@ def test_a_ten_class_run_at_one_tenth_is_trivial_and_one_at_a_half_is_not() -> N
                  for method, value in (("ULDP-AVG", 0.5), ("ULDP-NAIVE", 0.1)))
     sentences = chapters.trivial_runs(ResultSet("mnist", "paper", runs, (), "memory"))
     assert len(sentences) == 1 and sentences[0].startswith("**ULDP-NAIVE**")
+
+
+def test_stored_runtime_shows_the_runtime_table_and_one_line_per_dataset_and_user_count(monkeypatch, capsys):
+    from uldp import experiments, plots
+
+    shown = []
+    monkeypatch.setattr(chapters, "display", lambda *objects: shown.extend(objects))
+    chapters.show_stored_runtime()
+    stored = experiments.load_results("protocol_runtime", "paper")
+    if not stored.runs:
+        assert "no committed protocol_runtime results" in capsys.readouterr().out and not shown
+        return
+    table, lines = shown
+    expected = plots.runtime_table(stored)
+    assert list(table.index) == list(expected.index) and "encrypted weighting per silo" in table
+    rows = lines.data.splitlines()
+    assert len(rows) == len(expected)
+    for row, ((dataset, users), values) in zip(rows, expected.iterrows(), strict=True):
+        ratio = values["encrypted weighting per silo"] / values["local training per silo"]
+        assert row.startswith(f"- {dataset}, {users} users:") and f"(the weighting {ratio:.1f}x the training)" in row

@@ -733,3 +733,20 @@ def test_accounted_results_by_pld_re_account_the_paper_runs(monkeypatch):
         if by_pld["series"] == "ULDP-AVG-w":
             assert by_pld["result"]["epsilon"][0] == epsilon_for_method(
                 "ULDP-AVG-w", sigma=5.0, rounds=50, delta=1e-5, accountant="pld").epsilon
+
+
+def test_stored_runs_table_counts_the_files_of_each_grid_and_profile():
+    """Counted independently: the places (panel, line, seed) of a grid whose key has a file in any grid's folder."""
+    table = experiments.stored_runs_table(jobs=3)
+    assert list(table.index) == list(GRIDS)
+    for name, grid in GRIDS.items():
+        assert (table.loc[name, "figure"], table.loc[name, "re-run (paper scale)"]) == (
+            grid.figure, f"uldp grid {name} --profile paper --jobs 3")
+        for profile in ("paper", "short", "default", "smoke"):
+            if profile != "paper" and profile not in grid.reductions:
+                assert table.loc[name, f"stored at {profile}"] == "-"
+                continue
+            root = experiments.results_root(profile)
+            places = {(spec.panel, spec.series, spec.seed): spec.key for spec in expand(name, profile)}
+            found = sum(1 for key in places.values() if any(root.glob(f"*/{key}.json")))
+            assert table.loc[name, f"stored at {profile}"] == f"{found} of {len(places)}", (name, profile)

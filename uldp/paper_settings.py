@@ -11,15 +11,18 @@ Hyperparameters are given per method *family* (the ``family`` of :func:`uldp.met
 ``"ULDP-NAIVE"``, ``"ULDP-GROUP"``, ``"ULDP-SGD"``, ``"ULDP-AVG"``): every ULDP-GROUP-k shares its row, and the
 enhanced-weighting variants (``-w``) share their family's.
 
->>> PAPER["mnist"].hyper("ULDP-AVG").params(10000)["global_lr"], PAPER["mnist"].hyper("ULDP-AVG").params(100)["global_lr"]
-(100.0, 10.0)
+>>> avg = PAPER["mnist"].hyper("ULDP-AVG")
+>>> avg.params(100)["global_lr"], avg.params(10000)["global_lr"]
+(10.0, 100.0)
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 #: Noise multiplier and delta of every run of the paper.
 SIGMA, DELTA = 5.0, 1e-5

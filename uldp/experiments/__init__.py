@@ -13,10 +13,10 @@ Every run is a plain mapping of :class:`uldp.simulation.RunConfig` arguments (pl
 this package applies: the smaller profiles evaluate MNIST on a fixed part of its test set). Its file is
 ``<root>/<grid>/<key>.json`` where ``key`` is :func:`config_hash` of that mapping; the file, a :class:`StoredRun`,
 holds the arguments, the resolved configuration, the per-round results and provenance (command, git commit, package
-versions, the dataset variant that ran, date, wall time). Files are written atomically (temporary file + ``os.replace``), and a run whose
-file exists is skipped, so an interrupted grid resumes where it stopped. Paper-profile results go to ``results/``
-and short-profile ones to ``results/short/`` (both committed); smoke and default ones to ``_build/results/``
-(git-ignored).
+versions, the dataset variant that ran, date, wall time). Files are written atomically (temporary file +
+``os.replace``), and a run whose file exists is skipped, so an interrupted grid resumes where it stopped.
+Paper-profile results go to ``results/`` and short-profile ones to ``results/short/`` (both committed); smoke and
+default ones to ``_build/results/`` (git-ignored).
 
 The package's modules, each one job: :mod:`~uldp.experiments.grids` (the catalogue :data:`GRIDS` and the
 profiles' reductions, built from :mod:`uldp.paper_settings`), :mod:`~uldp.experiments.keys` (run keys,

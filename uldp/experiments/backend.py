@@ -7,14 +7,17 @@ import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from uldp.checks import check_integer
-from uldp.data import FederatedDataset, load
+from uldp.data import load
 from uldp.experiments.keys import canonical
 from uldp.simulation import RunConfig, run
+
+if TYPE_CHECKING:
+    from uldp.data import FederatedDataset
 
 
 @dataclass(frozen=True)

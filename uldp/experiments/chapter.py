@@ -4,16 +4,21 @@ the run arguments of its lines (:func:`grid_table`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from uldp.experiments.backend import SIMULATION, Backend
+from uldp.experiments.backend import SIMULATION
 from uldp.experiments.grids import GRIDS, check_profile, get_grid
 from uldp.experiments.keys import expand
-from uldp.experiments.results import ResultSet, duration, load_results
+from uldp.experiments.results import duration, load_results
 from uldp.experiments.runner import run_grid
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from uldp.experiments.backend import Backend
+    from uldp.experiments.results import ResultSet
 
 
 @dataclass(frozen=True)

@@ -7,16 +7,19 @@ The paper-profile runs are built from :mod:`uldp.paper_settings` (settings.md); 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uldp.data import DATASETS
 from uldp.methods import parse_method
 from uldp.paper_settings import (
-    DELTA, PRIVACY_UTILITY, PRIVACY_UTILITY_METHODS, PROTOCOL_RUNTIME, SIGMA, USER_SAMPLING, WEIGHTING, FigureSetting,
-    Hyper,
+    DELTA, PRIVACY_UTILITY, PRIVACY_UTILITY_METHODS, PROTOCOL_RUNTIME, SIGMA, USER_SAMPLING, WEIGHTING,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from uldp.paper_settings import FigureSetting, Hyper
 
 #: Profiles, smallest first. ``paper`` is the authors' settings with 5 seeds; ``short`` is the paper's federation
 #: with fewer rounds and local epochs, for the grids that have it (:attr:`Grid.reductions`).

@@ -56,4 +56,4 @@ def provenance(command: str) -> dict[str, Any]:
 
 def now() -> str:
     """The UTC date and time of a stored run, to the second."""
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")

@@ -4,18 +4,22 @@ accounting alone (:func:`accounted_results`), and their summaries."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
 from uldp.experiments.backend import loaded_dataset, split_arguments
-from uldp.experiments.keys import RunSpec, expand
+from uldp.experiments.keys import expand
 from uldp.experiments.provenance import now, provenance
 from uldp.experiments.store import results_root, stored_result
 from uldp.simulation import RunConfig, accounted_epsilon
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from uldp.experiments.keys import RunSpec
 
 #: Where a :class:`ResultSet`'s runs come from: ``"stored"`` (trained runs read from a results root) or
 #: ``"accounting"`` (epsilons from accounting alone, nothing trained: :func:`accounted_results`).

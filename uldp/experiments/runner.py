@@ -11,23 +11,29 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
 from uldp.checks import check_integer
-from uldp.experiments.backend import SIMULATION, Backend
-from uldp.experiments.keys import RunSpec, canonical, expand
+from uldp.experiments.backend import SIMULATION
+from uldp.experiments.keys import canonical, expand
 from uldp.experiments.provenance import now, provenance
 from uldp.experiments.results import duration
 from uldp.experiments.store import (
     StoredRun, expected_seconds, pending_runs, result_path, results_root, stored_result,
     write_json_atomic,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    from uldp.experiments.backend import Backend
+    from uldp.experiments.keys import RunSpec
 
 
 @dataclass(frozen=True)

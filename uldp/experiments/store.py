@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uldp.atomic import write_bytes_atomic
 from uldp.experiments.grids import check_profile
-from uldp.experiments.keys import RunSpec, config_hash, effective_arguments
+from uldp.experiments.keys import config_hash, effective_arguments
 from uldp.experiments.provenance import REPO_ROOT
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from uldp.experiments.keys import RunSpec
 
 #: Version of the result-file layout; bumped when the layout changes.
 SCHEMA_VERSION = 1

@@ -8,8 +8,10 @@ import os
 import fake_backend
 import pytest
 
+from uldp.accounting import epsilon_naive, epsilon_uldp
 from uldp.beyond import group_epsilons, pld_claim, pld_equal_epsilon, user_level_epsilons
 from uldp.experiments import REPO_ROOT, accounted_results, expand, result_path, run_grid
+from uldp.paper_settings import DELTA, PRIVACY_UTILITY, PROTOCOL_RUNTIME, SIGMA, USER_SAMPLING
 from uldp.verdicts import FAILS, HOLDS, MISSING, NotMeasured
 
 TARGET = 7.0
@@ -79,10 +81,8 @@ def test_the_paper_runs_are_compared_on_the_seeds_the_pld_runs_have(tmp_path):
 
 def test_user_level_epsilons_cover_every_user_level_setting_of_the_paper_by_both_accountants():
     """The settings are those of the paper's figures (ULDP-NAIVE at each dataset's T; ULDP-SGD/AVG at each T, each
-    user-sampling q and the protocol runtime's T = 3), and each RDP epsilon is the theorem's (epsilon_naive, epsilon_uldp), PLD's smaller."""
-    from uldp.accounting import epsilon_naive, epsilon_uldp
-    from uldp.paper_settings import DELTA, PRIVACY_UTILITY, PROTOCOL_RUNTIME, SIGMA, USER_SAMPLING
-
+    user-sampling q and the protocol runtime's T = 3), and each RDP epsilon is the theorem's (epsilon_naive,
+    epsilon_uldp), PLD's smaller."""
     table = user_level_epsilons()
     rounds = {settings.rounds for settings in PRIVACY_UTILITY.values()}
     expected = {("ULDP-NAIVE", t, 1.0) for t in rounds} | {("ULDP-SGD/AVG", t, 1.0) for t in rounds}

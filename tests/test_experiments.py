@@ -504,6 +504,14 @@ def test_sigterm_to_the_grid_alone_stops_its_workers_and_leaves_no_partial_file(
     assert len(list(folder.glob("*.ckpt"))) == 2  # each stopped run keeps its checkpoint to resume from
 
 
+def test_a_result_set_says_where_its_runs_come_from_and_keeps_it_when_restricted():
+    accounted = experiments.ResultSet("g", "paper", ({"panel": "A", "series": "x"},), (), None, "accounting")
+    assert accounted.restricted([]).source == "accounting" and accounted.only_panels(["A"]).source == "accounting"
+    assert experiments.ResultSet("g", "paper", (), (), "results").source == "stored"
+    with pytest.raises(ValueError, match="source must be one of stored, accounting, got 'trained'"):
+        experiments.ResultSet("g", "paper", (), (), None, "trained")
+
+
 def test_loaded_results_frame_and_description(tmp_path):
     run_grid("user_sampling", "smoke", root=tmp_path, backend=fake_backend.FAKE, progress=False, command="pytest")
     results = load_results("user_sampling", "smoke", root=tmp_path)
@@ -636,6 +644,7 @@ def test_accounted_results_equal_the_trained_paper_runs_epsilon(monkeypatch):
     methods = ("DEFAULT", "ULDP-GROUP-median", "ULDP-GROUP-2", "ULDP-AVG-w")
     accounted = experiments.accounted_results("heart_disease", methods=methods)
     assert accounted.profile == "paper" and accounted.describe().startswith("epsilons from accounting alone")
+    assert (accounted.source, accounted.root, trained.source) == ("accounting", None, "stored")
     final = {(run["panel"], run["series"]): run["result"]["epsilon"][-1] for run in trained.runs}
     assert {run["series"] for run in accounted.runs} == set(methods)
     for run in accounted.runs:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import pandas as pd
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 #: Where a :class:`ResultSet`'s runs come from: ``"stored"`` (trained runs read from a results root) or
 #: ``"accounting"`` (epsilons from accounting alone, nothing trained: :func:`accounted_results`).
 ResultSource = Literal["stored", "accounting"]
-RESULT_SOURCES: tuple[str, ...] = ("stored", "accounting")
+RESULT_SOURCES: tuple[str, ...] = get_args(ResultSource)
 
 
 @dataclass(frozen=True)

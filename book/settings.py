@@ -30,14 +30,15 @@ import inspect
 
 from IPython.display import Markdown
 
-from uldp import chapters, data, paper_settings
+from uldp import chapters, data
+from uldp.paper_settings import DELTA, PAPER_SEEDS, SIGMA
 
 allocation = inspect.signature(data.allocate).parameters
 Markdown(f"""## Shared by all runs
 
-- noise multiplier $\\sigma$ = {paper_settings.SIGMA:g}, $\\delta$ = {paper_settings.DELTA:g};
-  {len(paper_settings.PAPER_SEEDS)} repetitions (seeds {', '.join(map(str, paper_settings.PAPER_SEEDS))}) per
-  configuration, shown as mean and a one-standard-deviation band;
+- noise multiplier $\\sigma$ = {SIGMA:g}, $\\delta$ = {DELTA:g}; {len(PAPER_SEEDS)}
+  repetitions (seeds {', '.join(map(str, PAPER_SEEDS))}) per configuration, shown as mean and a
+  one-standard-deviation band;
 - every silo joins every round; local optimiser plain SGD (no momentum, no weight decay);
 - allocation: records per user follow a Zipf law of exponent {allocation['user_alpha'].default:g}, a user's records
   over silos a Zipf law of exponent {allocation['silo_alpha'].default:g}; MNIST's non-iid allocation gives each user

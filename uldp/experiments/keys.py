@@ -19,7 +19,14 @@ from uldp.paper_settings import PAPER_SEEDS
 
 
 def canonical(value: Any) -> Any:
-    """A JSON-ready copy with dict keys sorted and tuples as lists (so equal configs serialise equally)."""
+    """A JSON-ready copy with dict keys sorted and tuples as lists (so equal configs serialise equally).
+
+    Raises:
+        ValueError: A value that JSON cannot represent exactly (a non-finite float, another object).
+
+    >>> canonical({"b": (1, 2.5), "a": None})
+    {'a': None, 'b': [1, 2.5]}
+    """
     if isinstance(value, Mapping):
         return {str(key): canonical(value[key]) for key in sorted(value, key=str)}
     if isinstance(value, (list, tuple)):

@@ -47,19 +47,7 @@ pd.DataFrame({"version": versions}).rename_axis("package")
 # The table counts the runs stored for each grid at each profile in this checkout.
 
 # %%
-rows = []
-for name, grid in experiments.GRIDS.items():
-    row = {"grid": name, "figure": grid.figure, "what it shows": grid.title}
-    for stored_profile in ("paper", "short", "default", "smoke"):
-        try:
-            stored = experiments.load_results(name, stored_profile)
-        except ValueError:  # a grid without this profile (only some grids define `short`)
-            row[f"stored at {stored_profile}"] = "-"
-            continue
-        row[f"stored at {stored_profile}"] = f"{len(stored.runs)} of {len(stored.runs) + len(stored.missing)}"
-    row["re-run (paper scale)"] = f"uldp grid {name} --profile paper --jobs 2"
-    rows.append(row)
-pd.DataFrame(rows).set_index("grid")
+experiments.stored_runs_table()
 
 # %% [markdown]
 # To re-run one figure at the book's scale and rebuild its chapter:

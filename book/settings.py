@@ -16,7 +16,8 @@
 # The paper gives no table of hyperparameters. The values below are the settings the authors used for every figure,
 # collected from their published experiment scripts; where the paper's text differs, this page says so. They are
 # the `paper` profile of this book's experiments. Every table here is generated from the library's own definitions
-# (the grids of `uldp/experiments.py`: `PRIVACY_UTILITY`, `GRIDS`, `SIGMA`, `DELTA`; and
+# (the table of `uldp/paper_settings.py`: `SIGMA`, `DELTA`, `PAPER_SEEDS`, `PRIVACY_UTILITY`, and the grids built
+# from it, `uldp.experiments.GRIDS`; and
 # the registries of `uldp.data` and `uldp.models`): the very objects the experiments run, so this page cannot drift
 # from what ran. The `smoke`, `default` and `short` profiles shrink these grids; each experiment chapter shows the
 # settings of the runs it shows.
@@ -29,13 +30,14 @@ import inspect
 
 from IPython.display import Markdown
 
-from uldp import chapters, data, experiments
+from uldp import chapters, data
+from uldp.paper_settings import DELTA, PAPER_SEEDS, SIGMA
 
 allocation = inspect.signature(data.allocate).parameters
 Markdown(f"""## Shared by all runs
 
-- noise multiplier $\\sigma$ = {experiments.SIGMA:g}, $\\delta$ = {experiments.DELTA:g}; {len(experiments.PAPER_SEEDS)}
-  repetitions (seeds {', '.join(map(str, experiments.PAPER_SEEDS))}) per configuration, shown as mean and a
+- noise multiplier $\\sigma$ = {SIGMA:g}, $\\delta$ = {DELTA:g}; {len(PAPER_SEEDS)}
+  repetitions (seeds {', '.join(map(str, PAPER_SEEDS))}) per configuration, shown as mean and a
   one-standard-deviation band;
 - every silo joins every round; local optimiser plain SGD (no momentum, no weight decay);
 - allocation: records per user follow a Zipf law of exponent {allocation['user_alpha'].default:g}, a user's records

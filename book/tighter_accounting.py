@@ -30,7 +30,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from uldp.accounting import epsilon_for_method, group_privacy_table, mixture_group_curve, sigma_for_epsilon
-from uldp.experiments import GRIDS, accounted_results, expand
+from uldp.beyond import group_epsilons, user_level_epsilons
 from uldp.plots import group_privacy_figure
 
 warnings.simplefilter("ignore", RuntimeWarning)  # RDP grid-edge notes at extreme settings; the values stand
@@ -45,23 +45,7 @@ started = time.perf_counter()
 # without sampling). Every distinct setting of the paper's grids, read from `uldp.experiments`:
 
 # %%
-settings = {}
-for grid in GRIDS:
-    for spec in expand(grid, "paper", seeds=[0]):
-        params = spec.kwargs
-        if params["sigma"] is None or params["method"].startswith("ULDP-GROUP"):
-            continue
-        family = "ULDP-NAIVE" if params["method"] == "ULDP-NAIVE" else "ULDP-SGD/AVG"
-        key = (family, params["rounds"], params["q"], params["sigma"], params["delta"])
-        settings.setdefault(key, set()).add(f"{grid}")
-rows = []
-for (family, rounds, q, sigma, delta), grids in sorted(settings.items()):
-    method = "ULDP-NAIVE" if family == "ULDP-NAIVE" else "ULDP-AVG-w"
-    by = {acc: epsilon_for_method(method, sigma=sigma, rounds=rounds, delta=delta, q=q, accountant=acc).epsilon
-          for acc in ("rdp", "pld")}
-    rows.append({"methods": family, "T": rounds, "q": q, "sigma": sigma, "grids": ", ".join(sorted(grids)),
-                 "epsilon RDP": by["rdp"], "epsilon PLD": by["pld"], "PLD / RDP": by["pld"] / by["rdp"]})
-user_level = pd.DataFrame(rows)
+user_level = user_level_epsilons()
 user_level.round(3)
 
 # %% [markdown]
@@ -81,14 +65,7 @@ user_level.round(3)
 group_grids = {"heart_disease": ("ULDP-GROUP-8",)} if SMOKE else {
     "heart_disease": ("ULDP-GROUP-2", "ULDP-GROUP-8", "ULDP-GROUP-median"),
     "tcga_brca": ("ULDP-GROUP-2", "ULDP-GROUP-8", "ULDP-GROUP-median")}
-group_rows = []
-for grid, methods in group_grids.items():
-    accounted = {acc: accounted_results(grid, methods=methods, accountant=acc) for acc in ("rdp", "pld")}
-    for by_rdp, by_pld in zip(accounted["rdp"].runs, accounted["pld"].runs, strict=True):
-        rdp, pld = by_rdp["result"]["epsilon"][0], by_pld["result"]["epsilon"][0]
-        group_rows.append({"dataset": grid, "setting": by_rdp["panel"], "method": by_rdp["series"],
-                           "epsilon RDP": rdp, "epsilon PLD (mixture)": pld, "PLD / RDP": pld / rdp})
-group_table = pd.DataFrame(group_rows)
+group_table = group_epsilons(group_grids)
 group_table.round(2)
 
 # %%

@@ -341,24 +341,9 @@ plt.show()
 # sum.
 
 # %%
-from IPython.display import Markdown, display
+from uldp import chapters, scorecard
 
-from uldp import experiments, plots, scorecard
-
-stored_runtime = experiments.load_results("protocol_runtime", "paper")
-if stored_runtime.runs:
-    committed = plots.runtime_table(stored_runtime)
-    display(committed[["parameters", "local training per silo", "encrypted weighting per silo", "aggregation",
-                       "key set-up", "blinded histogram"]].round(3))
-    lines = [f"- {dataset}, {users} users: local training {row['local training per silo']:.2f} s and encrypted "
-             f"weighting {row['encrypted weighting per silo']:.2f} s per silo (the weighting "
-             f"{row['encrypted weighting per silo'] / row['local training per silo']:.1f}x the training); the server "
-             f"{row['aggregation']:.2f} s per round "
-             f"({'more' if row['aggregation'] > row['training per silo'] else 'less'} than a silo's "
-             f"{row['training per silo']:.2f} s)" for (dataset, users), row in committed.iterrows()]
-    display(Markdown("\n".join(lines)))
-else:
-    print("no committed protocol_runtime results in this checkout")
+chapters.show_stored_runtime()
 
 # %% [markdown]
 # The paper reads its medical figure as "the execution time of local training is dominant and it increases with a

@@ -182,7 +182,7 @@ def check_result(payload: Any) -> None:
     except ValueError as error:
         assert str(path) in str(error)
         return
-    assert stored is None or stored["key"] == _SPEC.key
+    assert stored is None or stored.key == _SPEC.key
 
 
 # --- the server's handshake ---------------------------------------------------------------------------------------

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 
 import fake_backend
 import pytest
 
-from uldp.beyond import pld_claim, pld_equal_epsilon
-from uldp.experiments import REPO_ROOT, expand, result_path, run_grid
+from uldp.accounting import epsilon_naive, epsilon_uldp
+from uldp.beyond import group_epsilons, pld_claim, pld_equal_epsilon, user_level_epsilons
+from uldp.experiments import REPO_ROOT, accounted_results, expand, result_path, run_grid
+from uldp.paper_settings import DELTA, PRIVACY_UTILITY, PROTOCOL_RUNTIME, SIGMA, USER_SAMPLING
 from uldp.verdicts import FAILS, HOLDS, MISSING, NotMeasured
 
 TARGET = 7.0
@@ -74,3 +77,32 @@ def test_the_paper_runs_are_compared_on_the_seeds_the_pld_runs_have(tmp_path):
             path.write_text(json.dumps(stored))
     table = pld_equal_epsilon("heart_disease", target_epsilon=TARGET, root=str(tmp_path))
     assert (table["gain"] == 0).all() and (table["seeds_rdp"] == 1).all()
+
+
+def test_user_level_epsilons_cover_every_user_level_setting_of_the_paper_by_both_accountants():
+    """The settings are those of the paper's figures (ULDP-NAIVE at each dataset's T; ULDP-SGD/AVG at each T, each
+    user-sampling q and the protocol runtime's T = 3), and each RDP epsilon is the theorem's (epsilon_naive,
+    epsilon_uldp), PLD's smaller."""
+    table = user_level_epsilons()
+    rounds = {settings.rounds for settings in PRIVACY_UTILITY.values()}
+    expected = {("ULDP-NAIVE", t, 1.0) for t in rounds} | {("ULDP-SGD/AVG", t, 1.0) for t in rounds}
+    expected |= {("ULDP-SGD/AVG", row.rounds, q) for row in USER_SAMPLING + PROTOCOL_RUNTIME for q in row.q}
+    assert set(zip(table["methods"], table["T"], table["q"])) == expected
+    assert len(table) == len(expected) and set(table["sigma"]) == {SIGMA}
+    for row in table.itertuples():
+        theorem = (epsilon_naive(sigma=SIGMA, rounds=row.T, delta=DELTA) if row.methods == "ULDP-NAIVE"
+                   else epsilon_uldp(sigma=SIGMA, rounds=row.T, delta=DELTA, q=row.q))
+        assert row._6 == pytest.approx(theorem.epsilon)  # the column "epsilon RDP"
+    assert (table["epsilon PLD"] < table["epsilon RDP"]).all()
+    assert table["PLD / RDP"].tolist() == pytest.approx((table["epsilon PLD"] / table["epsilon RDP"]).tolist())
+
+
+@pytest.mark.skipif(not (REPO_ROOT.parent / "shared" / "data" / "heart_disease").exists()
+                    and not os.environ.get("ULDP_DATA_DIR"), reason="no dataset files (set ULDP_DATA_DIR)")
+def test_group_epsilons_are_the_accounted_runs_by_rdp_and_the_smaller_mixture_by_pld():
+    table = group_epsilons({"heart_disease": ("ULDP-GROUP-8",)})
+    rdp = accounted_results("heart_disease", methods=("ULDP-GROUP-8",))
+    assert list(zip(table["setting"], table["epsilon RDP"])) == [
+        (run["panel"], run["result"]["epsilon"][0]) for run in rdp.runs]
+    assert set(table["method"]) == {"ULDP-GROUP-8"} and set(table["dataset"]) == {"heart_disease"}
+    assert (table["epsilon PLD (mixture)"] < table["epsilon RDP"]).all()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from uldp import chapters
+from uldp import chapters, experiments, plots
 from uldp.experiments import ResultSet
 
 BOOK = Path(__file__).resolve().parent.parent / "book"
@@ -23,7 +23,8 @@ def _run(panel: str, series: str, seed: int, values: list[float], *, key: str | 
 
 
 def _private_names(source: str) -> list[str]:
-    """Names with a single leading underscore (not dunders) read as attributes or imported, in ``source``."""
+    """Names with a single leading underscore (not dunders) read as attributes (``x._name``, ``getattr(x, "_name")``)
+    or imported, in ``source``."""
     def private(name: str) -> bool:
         return name.startswith("_") and not name.startswith("__")
 
@@ -31,6 +32,10 @@ def _private_names(source: str) -> list[str]:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Attribute) and private(node.attr):
             found.append(node.attr)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "setattr")
+              and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
+              and private(node.args[1].value)):
+            found.append(node.args[1].value)  # the same attribute, read by name
         elif isinstance(node, ast.ImportFrom):
             found += [part for part in (node.module or "").split(".") if private(part)]
             found += [alias.name for alias in node.names if private(alias.name)]
@@ -40,8 +45,9 @@ def _private_names(source: str) -> list[str]:
 
 
 def test_private_name_finder_sees_attributes_and_imports() -> None:
-    source = "from uldp.x import _hidden\nimport uldp._inner\nkey = server._private_key\nname = obj.__class__\n"
-    assert sorted(_private_names(source)) == ["_hidden", "_inner", "_private_key"]
+    source = ("from uldp.x import _hidden\nimport uldp._inner\nkey = server._private_key\nname = obj.__class__\n"
+              "duration = experiments._duration(5)\nsecret = getattr(server, '_secret')\npublic = getattr(x, 'name')\n")
+    assert sorted(_private_names(source)) == ["_duration", "_hidden", "_inner", "_private_key", "_secret"]
 
 
 @pytest.mark.parametrize("chapter", sorted(BOOK.glob("*.py")), ids=lambda path: path.name)
@@ -174,3 +180,21 @@ def test_a_ten_class_run_at_one_tenth_is_trivial_and_one_at_a_half_is_not() -> N
                  for method, value in (("ULDP-AVG", 0.5), ("ULDP-NAIVE", 0.1)))
     sentences = chapters.trivial_runs(ResultSet("mnist", "paper", runs, (), "memory"))
     assert len(sentences) == 1 and sentences[0].startswith("**ULDP-NAIVE**")
+
+
+def test_stored_runtime_shows_the_runtime_table_and_one_line_per_dataset_and_user_count(monkeypatch, capsys):
+    shown = []
+    monkeypatch.setattr(chapters, "display", lambda *objects: shown.extend(objects))
+    chapters.show_stored_runtime()
+    stored = experiments.load_results("protocol_runtime", "paper")
+    if not stored.runs:
+        assert "no committed protocol_runtime results" in capsys.readouterr().out and not shown
+        return
+    table, lines = shown
+    expected = plots.runtime_table(stored)
+    assert list(table.index) == list(expected.index) and "encrypted weighting per silo" in table
+    rows = lines.data.splitlines()
+    assert len(rows) == len(expected)
+    for row, ((dataset, users), values) in zip(rows, expected.iterrows(), strict=True):
+        ratio = values["encrypted weighting per silo"] / values["local training per silo"]
+        assert row.startswith(f"- {dataset}, {users} users:") and f"(the weighting {ratio:.1f}x the training)" in row

@@ -22,6 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from uldp import cli, experiments
+from uldp.experiments import runner
 from uldp.experiments import (
     GRIDS, Entry, Grid, Reduction, config_hash, effective_arguments, expand, load_results, result_path, run_grid,
 )
@@ -270,7 +271,7 @@ def test_atomic_write_leaves_old_file_or_none(tmp_path, monkeypatch):
     def broken_replace(source, destination):
         raise OSError("disk gone")
 
-    monkeypatch.setattr(experiments.os, "replace", broken_replace)
+    monkeypatch.setattr(os, "replace", broken_replace)
     with pytest.raises(OSError, match="disk gone"):
         experiments.write_json_atomic(target, {"v": 2})
     assert json.loads(target.read_text()) == {"v": 1}
@@ -322,7 +323,7 @@ def test_a_tampered_stored_result_is_a_value_error_naming_the_file(change, detai
     spec = expand("user_sampling", "paper", seeds=[0])[0]
     path = result_path(tmp_path, spec)
     experiments.write_json_atomic(path, _stored_payload(spec))
-    assert experiments.read_result(path)["seed"] == spec.seed
+    assert experiments.read_result(path).to_json() == _stored_payload(spec)
     experiments.write_json_atomic(path, {**_stored_payload(spec), **change})
     with pytest.raises(ValueError, match=f"stored result {re.escape(str(path))} is malformed: .*{detail}"):
         experiments.read_result(path)
@@ -503,6 +504,14 @@ def test_sigterm_to_the_grid_alone_stops_its_workers_and_leaves_no_partial_file(
     assert len(list(folder.glob("*.ckpt"))) == 2  # each stopped run keeps its checkpoint to resume from
 
 
+def test_a_result_set_says_where_its_runs_come_from_and_keeps_it_when_restricted():
+    accounted = experiments.ResultSet("g", "paper", ({"panel": "A", "series": "x"},), (), None, "accounting")
+    assert accounted.restricted([]).source == "accounting" and accounted.only_panels(["A"]).source == "accounting"
+    assert experiments.ResultSet("g", "paper", (), (), "results").source == "stored"
+    with pytest.raises(ValueError, match="source must be one of stored, accounting, got 'trained'"):
+        experiments.ResultSet("g", "paper", (), (), None, "trained")
+
+
 def test_loaded_results_frame_and_description(tmp_path):
     run_grid("user_sampling", "smoke", root=tmp_path, backend=fake_backend.FAKE, progress=False, command="pytest")
     results = load_results("user_sampling", "smoke", root=tmp_path)
@@ -600,7 +609,7 @@ def test_a_run_stored_by_one_grid_is_not_run_again_by_another(tmp_path, monkeypa
     shared = [s for s in weighting if s.kwargs["method"] == "ULDP-AVG-w"]
     assert experiments.pending_runs(weighting, tmp_path) == [s for s in weighting if s not in shared]
     stored = experiments.stored_result(tmp_path, shared[0])
-    assert stored is not None and stored["grid"] == "tcga_brca"
+    assert stored is not None and stored.grid == "tcga_brca"
 
 
 def test_two_processes_on_one_grid_do_not_redo_each_others_runs(tmp_path, monkeypatch):
@@ -609,14 +618,14 @@ def test_two_processes_on_one_grid_do_not_redo_each_others_runs(tmp_path, monkey
     monkeypatch.setenv("ULDP_FAKE_LOG", str(log))
     specs = {s.key: s for s in expand("tcga_brca", "smoke")}
     later = sorted(specs.values(), key=lambda spec: spec.seed)[-1]
-    original = experiments.pending_runs
+    original = runner.pending_runs
 
     def pending_then_other_process_stores(listed, root):
         todo = original(listed, root)
-        experiments._execute_one(fake_backend.FAKE, later, str(experiments.result_path(root, later)), {})
+        runner._execute_one(fake_backend.FAKE, later, str(experiments.result_path(root, later)), {})
         return todo
 
-    monkeypatch.setattr(experiments, "pending_runs", pending_then_other_process_stores)
+    monkeypatch.setattr(runner, "pending_runs", pending_then_other_process_stores)
     log.write_text("")
     report = run_grid("tcga_brca", "smoke", root=tmp_path, backend=fake_backend.FAKE, progress=False)
     executed = log.read_text().splitlines()
@@ -635,6 +644,7 @@ def test_accounted_results_equal_the_trained_paper_runs_epsilon(monkeypatch):
     methods = ("DEFAULT", "ULDP-GROUP-median", "ULDP-GROUP-2", "ULDP-AVG-w")
     accounted = experiments.accounted_results("heart_disease", methods=methods)
     assert accounted.profile == "paper" and accounted.describe().startswith("epsilons from accounting alone")
+    assert (accounted.source, accounted.root, trained.source) == ("accounting", None, "stored")
     final = {(run["panel"], run["series"]): run["result"]["epsilon"][-1] for run in trained.runs}
     assert {run["series"] for run in accounted.runs} == set(methods)
     for run in accounted.runs:
@@ -670,10 +680,11 @@ def test_every_committed_result_is_a_run_of_its_grid_stored_under_its_key(profil
         assert stored is not None, f"{path} is not a complete result"
         spec = specs[path.parent.name].get(path.stem)
         assert spec is not None, f"{path} is no run of grid {path.parent.name!r} at the {profile} profile"
-        assert (stored["key"], stored["grid"], stored["seed"]) == (spec.key, spec.grid, spec.seed), path
-        assert config_hash(experiments.effective_arguments(stored["params"])) == path.stem, path
-        assert (stored["panel"], stored["series"]) in places[spec.key], path
-        provenance = stored["provenance"]
+        assert (stored.key, stored.grid, stored.seed) == (spec.key, spec.grid, spec.seed), path
+        assert config_hash(experiments.effective_arguments(stored.params)) == path.stem, path
+        assert (stored.panel, stored.series) in places[spec.key], path
+        assert json.dumps(stored.to_json(), indent=1) == path.read_text(), path  # written back byte for byte
+        provenance = stored.provenance
         assert provenance["command"] and provenance["date"] and provenance["wall_seconds"] > 0, path
         assert len(provenance["git_commit"]) == 40 and not provenance["git_dirty"], path
 
@@ -731,3 +742,20 @@ def test_accounted_results_by_pld_re_account_the_paper_runs(monkeypatch):
         if by_pld["series"] == "ULDP-AVG-w":
             assert by_pld["result"]["epsilon"][0] == epsilon_for_method(
                 "ULDP-AVG-w", sigma=5.0, rounds=50, delta=1e-5, accountant="pld").epsilon
+
+
+def test_stored_runs_table_counts_the_files_of_each_grid_and_profile():
+    """Counted independently: the places (panel, line, seed) of a grid whose key has a file in any grid's folder."""
+    table = experiments.stored_runs_table(jobs=3)
+    assert list(table.index) == list(GRIDS)
+    for name, grid in GRIDS.items():
+        assert (table.loc[name, "figure"], table.loc[name, "re-run (paper scale)"]) == (
+            grid.figure, f"uldp grid {name} --profile paper --jobs 3")
+        for profile in ("paper", "short", "default", "smoke"):
+            if profile != "paper" and profile not in grid.reductions:
+                assert table.loc[name, f"stored at {profile}"] == "-"
+                continue
+            root = experiments.results_root(profile)
+            places = {(spec.panel, spec.series, spec.seed): spec.key for spec in expand(name, profile)}
+            found = sum(1 for key in places.values() if any(root.glob(f"*/{key}.json")))
+            assert table.loc[name, f"stored at {profile}"] == f"{found} of {len(places)}", (name, profile)

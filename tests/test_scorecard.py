@@ -127,10 +127,10 @@ def test_stored_results_use_paper_panels_covered_whole(tmp_path):
 
 
 def test_mnist_epsilon_claim_says_not_measured_without_the_mnist_files(tmp_path, monkeypatch):
-    from uldp import experiments
+    from uldp.experiments import loaded_dataset
 
     monkeypatch.setenv("ULDP_DATA_DIR", str(tmp_path / "no-data"))
-    experiments._dataset.cache_clear()  # a dataset loaded by an earlier test would hide the missing files
+    loaded_dataset.cache_clear()  # a dataset loaded by an earlier test would hide the missing files
     data = sc.stored_results("smoke", paper_root=tmp_path / "paper", root=tmp_path / "build")
     assert sc.MNIST_ACCOUNTING not in data
     row = sc.scorecard(data).set_index("key").loc["group2-mnist"]

@@ -9,9 +9,12 @@ ULDP-AVG-w --accountant pld --target-epsilon EPS``: sigma calibrated by PLD, eve
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import pandas as pd
 
-from uldp.experiments import UTILITY_METRIC, ResultSet, expand, load_results
+from uldp.accounting import epsilon_for_method
+from uldp.experiments import GRIDS, UTILITY_METRIC, ResultSet, accounted_results, expand, load_results
 from uldp.verdicts import FAILS, HOLDS, MISSING, PARTLY, NotMeasured, per_setting
 
 #: The settings re-run at the paper's epsilon with PLD's smaller sigma: (grid, target epsilon) where the target is
@@ -20,8 +23,7 @@ PLD_RERUNS: tuple[tuple[str, float], ...] = (("heart_disease", 7.0773), ("credit
 
 
 def _only(results: ResultSet, method: str) -> ResultSet:
-    runs = tuple(run for run in results.runs if run["series"] == method)
-    return ResultSet(results.grid, results.profile, runs, (), results.root)
+    return results.restricted(run for run in results.runs if run["series"] == method)
 
 
 def pld_equal_epsilon(grid: str, *, target_epsilon: float, method: str = "ULDP-AVG-w",
@@ -47,8 +49,7 @@ def pld_equal_epsilon(grid: str, *, target_epsilon: float, method: str = "ULDP-A
     pld = _only(load_results(grid, "paper", root=root, accountant="pld", target_epsilon=target_epsilon), method)
     # compare on the same seeds (paired: the same allocation and initial model), whatever the PLD grid has run yet
     paired = {(run["panel"], run["seed"]) for run in pld.runs}
-    rdp = ResultSet(rdp.grid, rdp.profile, tuple(run for run in rdp.runs if (run["panel"], run["seed"]) in paired), (),
-                    rdp.root)
+    rdp = rdp.restricted(run for run in rdp.runs if (run["panel"], run["seed"]) in paired)
     if not pld.runs or not rdp.runs:
         raise NotMeasured(f"no stored {method} runs of {grid} at epsilon {target_epsilon:g} by PLD; run "
                           f"`uldp grid {grid} --profile paper --methods {method} --accountant pld "
@@ -68,6 +69,55 @@ def pld_equal_epsilon(grid: str, *, target_epsilon: float, method: str = "ULDP-A
     table["gain"] = table["utility_pld"] - table["utility_rdp"]
     table.index.name = "panel"
     return table
+
+
+def user_level_epsilons() -> pd.DataFrame:
+    """Every distinct user-level setting of the paper's grids (ULDP-NAIVE, and ULDP-SGD/AVG with their ``q``; the
+    guarantee depends only on sigma, T, q and delta: Theorems 1 and 3) with its epsilon by RDP and by PLD.
+
+    Returns:
+        One row per setting: ``methods``, ``T``, ``q``, ``sigma``, the ``grids`` that run it, ``epsilon RDP``,
+        ``epsilon PLD`` and ``PLD / RDP``.
+    """
+    settings: dict[tuple, set[str]] = {}
+    for grid in GRIDS:
+        for spec in expand(grid, "paper", seeds=[0]):
+            params = spec.kwargs
+            if params["sigma"] is None or params["method"].startswith("ULDP-GROUP"):
+                continue
+            family = "ULDP-NAIVE" if params["method"] == "ULDP-NAIVE" else "ULDP-SGD/AVG"
+            settings.setdefault((family, params["rounds"], params["q"], params["sigma"], params["delta"]),
+                                set()).add(grid)
+    rows = []
+    for (family, rounds, q, sigma, delta), grids in sorted(settings.items()):
+        method = "ULDP-NAIVE" if family == "ULDP-NAIVE" else "ULDP-AVG-w"
+        by = {accountant: epsilon_for_method(method, sigma=sigma, rounds=rounds, delta=delta, q=q,
+                                             accountant=accountant).epsilon for accountant in ("rdp", "pld")}
+        rows.append({"methods": family, "T": rounds, "q": q, "sigma": sigma, "grids": ", ".join(sorted(grids)),
+                     "epsilon RDP": by["rdp"], "epsilon PLD": by["pld"], "PLD / RDP": by["pld"] / by["rdp"]})
+    return pd.DataFrame(rows)
+
+
+def group_epsilons(methods: Mapping[str, Sequence[str]]) -> pd.DataFrame:
+    """ULDP-GROUP-k's epsilon after the last round of the paper's runs (seed 0), by RDP (what the runs report) and
+    by PLD's mixture accountant, from the prepared federations without training
+    (:func:`uldp.experiments.accounted_results`).
+
+    Args:
+        methods: Grid name -> the ULDP-GROUP-k methods to account.
+
+    Returns:
+        One row per run: ``dataset`` (the grid), ``setting`` (panel), ``method``, ``epsilon RDP``,
+        ``epsilon PLD (mixture)`` and ``PLD / RDP``.
+    """
+    rows = []
+    for grid, chosen in methods.items():
+        rdp, pld = (accounted_results(grid, methods=chosen, accountant=accountant) for accountant in ("rdp", "pld"))
+        for by_rdp, by_pld in zip(rdp.runs, pld.runs, strict=True):
+            low, high = by_pld["result"]["epsilon"][0], by_rdp["result"]["epsilon"][0]
+            rows.append({"dataset": grid, "setting": by_rdp["panel"], "method": by_rdp["series"],
+                         "epsilon RDP": high, "epsilon PLD (mixture)": low, "PLD / RDP": low / high})
+    return pd.DataFrame(rows)
 
 
 def _sigma(value: float | None) -> str:

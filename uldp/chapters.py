@@ -22,10 +22,7 @@ from matplotlib.figure import Figure
 
 from uldp import experiments, plots, scorecard, simulation
 from uldp.data import DATASETS
-from uldp.experiments import ChapterResults, ResultSet
-from uldp.experiments import (
-    _duration as duration,  # one wording of run times in the book
-)
+from uldp.experiments import ChapterResults, ResultSet, duration
 from uldp.models import build_model
 from uldp.simulation import RunConfig
 from uldp.verdicts import HOLDS, MISSING, NotMeasured, per_setting, profile_label
@@ -170,8 +167,7 @@ def trivial_runs(results: ResultSet) -> list[str]:
 
 def _of_dataset(results: ResultSet, dataset: str) -> ResultSet:
     """The runs of ``results`` on one dataset (the user-sampling and weighting grids mix two)."""
-    return ResultSet(results.grid, results.profile, tuple(run for run in results.runs
-                                                          if run["params"]["dataset"] == dataset), (), results.root)
+    return results.restricted(run for run in results.runs if run["params"]["dataset"] == dataset)
 
 
 def spread_runs(results: ResultSet, metric: str) -> list[str]:
@@ -465,6 +461,26 @@ def show_runtime(chapter: ExperimentChapter) -> None:
         if results.runs:
             display(Markdown(f"Seconds per part of the protocol, scale {profile_label(results)}:"),
                     plots.runtime_table(results).round(3))
+
+
+def show_stored_runtime() -> None:
+    """Display the committed paper-profile protocol-runtime runs (Figure 10's grid): the seconds per part of the
+    protocol (:func:`uldp.plots.runtime_table`), then per dataset and user count the encrypted weighting against the
+    local training, and the server's round against a silo's; or say that none are committed."""
+    stored = experiments.load_results("protocol_runtime", "paper")
+    if not stored.runs:
+        print("no committed protocol_runtime results in this checkout")
+        return
+    table = plots.runtime_table(stored)
+    display(table[["parameters", "local training per silo", "encrypted weighting per silo", "aggregation",
+                   "key set-up", "blinded histogram"]].round(3))
+    lines = [f"- {dataset}, {users} users: local training {row['local training per silo']:.2f} s and encrypted "
+             f"weighting {row['encrypted weighting per silo']:.2f} s per silo (the weighting "
+             f"{row['encrypted weighting per silo'] / row['local training per silo']:.1f}x the training); the server "
+             f"{row['aggregation']:.2f} s per round "
+             f"({'more' if row['aggregation'] > row['training per silo'] else 'less'} than a silo's "
+             f"{row['training per silo']:.2f} s)" for (dataset, users), row in table.iterrows()]
+    display(Markdown("\n".join(lines)))
 
 
 def show_grid_settings(grid_name: str, profile: str) -> None:

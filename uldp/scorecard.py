@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from uldp.experiments import (
-    ACCOUNTING_ROOT, GRIDS, PROFILES, UTILITY_METRIC, ResultSet, accounted_results, expand, load_results,
+    GRIDS, PROFILES, UTILITY_METRIC, ResultSet, accounted_results, expand, load_results,
 )
 from uldp.scorecard_runtime import runtime_dominant, runtime_grows, runtime_linear, runtime_practical
 from uldp.verdicts import (  # per_setting is part of this module's interface too
@@ -498,7 +498,7 @@ def _source(results: ResultSet) -> str:
     """Which results a verdict rests on: grid, profile (:func:`uldp.verdicts.profile_label`: "paper settings on the
     Creditcard subset" where that ran), seeds, runs and panels when not all."""
     text = f"{results.grid}: {profile_label(results)}, {len({run['seed'] for run in results.runs})} seed(s)"
-    if results.root == ACCOUNTING_ROOT:
+    if results.source == "accounting":
         text += ", epsilon from accounting alone (nothing trained)"
     if not results.complete:
         text += f", {len(results.runs)}/{len(results.runs) + len(results.missing)} runs"

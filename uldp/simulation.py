@@ -7,7 +7,7 @@ GROUP flags, user sampling, record order, dropout, noise) derives from ``config.
 ``numpy.random.SeedSequence``: the simulation is seeded on purpose (it models the computation, not the trust
 boundary); a deployment draws every silo's noise from that silo's own secret instead (:mod:`uldp.deploy.method_roles`).
 Unset hyperparameters take the paper's values for the dataset and method
-(the paper's settings.md, collected in :data:`PAPER_SETTINGS`).
+(the paper's settings.md, collected in :data:`uldp.paper_settings.PAPER`).
 """
 
 from __future__ import annotations
@@ -29,57 +29,31 @@ from uldp.fitting import ALLOCATION_STREAM, INIT_STREAM, PREPARE_STREAM, SUBSET_
 from uldp.methods import Federation, make_method
 from uldp.methods.base import Hyperparameters, parse_method, seed_stream
 from uldp.models import build_model, evaluate, loss_function
+from uldp.paper_settings import DELTA, PAPER, SIGMA
 from uldp.persist import fingerprint
 from uldp.secure import SecureAggregator
+from uldp.secure.config import ProtocolParameters
 from uldp.threads import torch_threads
 from uldp.training.per_user import flat_parameters, load_flat_parameters
-from uldp.secure.config import ProtocolParameters
 
-#: Per dataset and method family: (global lr, clip C, local lr, local epochs Q) of settings.md's privacy-utility
-#: table. ``None`` = not used by the method. MNIST's ULDP-AVG uses global lr 100 with 10000 users (see
-#: :func:`paper_hyperparameters`); MNIST's ULDP-NAIVE uses the Creditcard shape with C = 1 (settings.md).
-PAPER_SETTINGS: dict[str, dict[str, tuple[float, float | None, float | None, int | None]]] = {
-    "creditcard": {"DEFAULT": (1.0, None, 0.01, 50), "ULDP-NAIVE": (1.0, 0.1, 0.01, 50),
-                   "ULDP-GROUP": (1.0, 0.1, 0.01, 50), "ULDP-SGD": (10.0, 0.1, None, None),
-                   "ULDP-AVG": (10.0, 0.1, 0.01, 30)},
-    "heart_disease": {"DEFAULT": (1.0, None, 0.001, 50), "ULDP-NAIVE": (1.0, 0.1, 0.001, 50),
-                      "ULDP-GROUP": (1.0, 0.1, 0.001, 50), "ULDP-SGD": (10.0, 0.1, None, None),
-                      "ULDP-AVG": (10.0, 0.1, 0.001, 50)},
-    "tcga_brca": {"DEFAULT": (1.0, None, 0.001, 50), "ULDP-NAIVE": (1.0, 0.1, 0.001, 50),
-                  "ULDP-GROUP": (0.1, 100.0, 0.001, 50), "ULDP-SGD": (10.0, 0.1, None, None),
-                  "ULDP-AVG": (10.0, 0.1, 0.001, 50)},
-    "mnist": {"DEFAULT": (1.0, None, 0.01, 50), "ULDP-NAIVE": (1.0, 1.0, 0.01, 50),
-              "ULDP-GROUP": (1.0, 1.0, 0.01, 50), "ULDP-SGD": (10.0, 0.1, None, None),
-              "ULDP-AVG": (10.0, 0.1, 0.01, 50)},
-    # the protocol-runtime setting of settings.md (no privacy-utility figure uses the synthetic data)
-    "synthetic": {"DEFAULT": (1.0, None, 0.001, 50), "ULDP-NAIVE": (1.0, 0.1, 0.001, 50),
-                  "ULDP-GROUP": (1.0, 0.1, 0.001, 50), "ULDP-SGD": (10.0, 0.1, None, None),
-                  "ULDP-AVG": (10.0, 0.1, 0.001, 50)},
-}
-#: Local batch size, default silo count (datasets whose silos are not fixed) and the rounds T of settings.md.
-BATCH_SIZE = {"creditcard": 64, "mnist": 64, "heart_disease": 4, "tcga_brca": 8, "synthetic": 64}
-DEFAULT_SILOS = {"creditcard": 5, "mnist": 5, "synthetic": 3, "heart_disease": 4, "tcga_brca": 6}
-PAPER_ROUNDS = {"creditcard": 100, "mnist": 200, "heart_disease": 50, "tcga_brca": 50, "synthetic": 3}
-#: Noise multiplier and delta of every run of the paper.
-SIGMA, DELTA = 5.0, 1e-5
 #: Methods that may use the secure aggregation (Protocol 1 computes enhanced weights).
 SECURE_METHODS = ("ULDP-AVG-w", "ULDP-SGD-w")
 
 
 def paper_hyperparameters(dataset: str, method: str, n_users: int) -> dict[str, Any]:
-    """The paper's ``global_lr``, ``clip``, ``local_lr``, ``local_epochs`` for a dataset, method and user count.
+    """The paper's ``global_lr``, ``clip``, ``local_lr``, ``local_epochs`` for a dataset, method and user count
+    (the method family's row of :data:`uldp.paper_settings.PAPER`).
+
+    Raises:
+        ValueError: Unknown dataset or method (the message lists the known ones).
 
     Example:
         >>> paper_hyperparameters("mnist", "ULDP-AVG-w", 10000)["global_lr"]
         100.0
     """
-    if dataset not in PAPER_SETTINGS:
-        raise ValueError(f"unknown dataset {dataset!r}; known datasets: {', '.join(PAPER_SETTINGS)}")
-    spec = parse_method(method)
-    global_lr, clip, local_lr, epochs = PAPER_SETTINGS[dataset][spec.family]
-    if dataset == "mnist" and spec.family == "ULDP-AVG" and n_users >= 10000:
-        global_lr = 100.0
-    return {"global_lr": global_lr, "clip": clip, "local_lr": local_lr, "local_epochs": epochs}
+    if dataset not in PAPER:
+        raise ValueError(f"unknown dataset {dataset!r}; known datasets: {', '.join(PAPER)}")
+    return PAPER[dataset].hyper(parse_method(method).family).params(n_users)
 
 
 @dataclass(frozen=True)
@@ -152,8 +126,8 @@ class RunConfig:
             check_positive("target_epsilon", self.target_epsilon)
             if not spec.private:
                 raise ValueError(f"target_epsilon needs a private method; {spec.name} has no privacy guarantee")
-        if self.dataset not in PAPER_SETTINGS:
-            raise ValueError(f"unknown dataset {self.dataset!r}; known datasets: {', '.join(PAPER_SETTINGS)}")
+        if self.dataset not in PAPER:
+            raise ValueError(f"unknown dataset {self.dataset!r}; known datasets: {', '.join(PAPER)}")
         check_integer("n_users", self.n_users, maximum=MAX_USERS)
         check_integer("rounds", self.rounds)
         check_integer("seed", self.seed, minimum=0)
@@ -182,12 +156,12 @@ class RunConfig:
         unused = {"ULDP-SGD": ("local_lr", "local_epochs"), "DEFAULT": ("clip", "sigma")}.get(spec.family, ())
         calibrate = self.target_epsilon is not None and self.sigma is None  # sigma stays None until prepared
         defaults = {**paper, "sigma": None if spec.family == "DEFAULT" or calibrate else SIGMA,
-                    "batch_size": BATCH_SIZE[self.dataset]}
+                    "batch_size": PAPER[self.dataset].batch_size}
         for name, value in defaults.items():
             if getattr(self, name) is None and name not in unused:
                 object.__setattr__(self, name, value)
         if self.n_silos is None:
-            object.__setattr__(self, "n_silos", DEFAULT_SILOS[self.dataset])
+            object.__setattr__(self, "n_silos", PAPER[self.dataset].n_silos)
         # validates learning rates, C, sigma, q, delta, Q, batch size for this method (any sigma while calibrating)
         (replace(self, sigma=SIGMA) if calibrate else self).hyperparameters()
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from uldp.data.allocation import SCHEMES, allocate
 from uldp.data.base import TEST_SCORINGS, Allocation, FederatedDataset, check_test_scoring
+from uldp.paper_settings import PAPER
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,8 @@ class DatasetSpec:
     Attributes:
         name: Registry name.
         module: Module whose ``load(data_dir)`` builds it.
-        default_silos: Number of silos the paper uses (fixed by FLamby for the medical datasets).
+        default_silos: Number of silos the paper uses (:data:`uldp.paper_settings.PAPER`; fixed by FLamby for the
+            medical datasets).
         description: One line for listings.
         fixed_silos: Whether the silo of every record is fixed by the data (FLamby's centres), so that the
             allocation only draws users; such a loader takes ``test_scoring`` (:data:`TEST_SCORINGS`).
@@ -40,13 +42,16 @@ class DatasetSpec:
 DATASETS: dict[str, DatasetSpec] = {
     spec.name: spec
     for spec in (
-        DatasetSpec("creditcard", "uldp.data.creditcard", 5, "Credit Card Fraud (Kaggle), 30 features, 2 classes"),
-        DatasetSpec("mnist", "uldp.data.mnist", 5, "MNIST digits, 28x28, 10 classes"),
-        DatasetSpec("heart_disease", "uldp.data.heart_disease", 4, "FLamby Fed-Heart-Disease, 13 features, 4 centres",
-                    fixed_silos=True, scoring_changes_test_set=True),
-        DatasetSpec("tcga_brca", "uldp.data.tcga_brca", 6, "FLamby Fed-TCGA-BRCA survival, 39 features, 6 regions",
-                    fixed_silos=True),
-        DatasetSpec("synthetic", "uldp.data.synthetic", 3, "make_classification, 10,000 records, 15 features"),
+        DatasetSpec("creditcard", "uldp.data.creditcard", PAPER["creditcard"].n_silos,
+                    "Credit Card Fraud (Kaggle), 30 features, 2 classes"),
+        DatasetSpec("mnist", "uldp.data.mnist", PAPER["mnist"].n_silos, "MNIST digits, 28x28, 10 classes"),
+        DatasetSpec("heart_disease", "uldp.data.heart_disease", PAPER["heart_disease"].n_silos,
+                    "FLamby Fed-Heart-Disease, 13 features, 4 centres", fixed_silos=True,
+                    scoring_changes_test_set=True),
+        DatasetSpec("tcga_brca", "uldp.data.tcga_brca", PAPER["tcga_brca"].n_silos,
+                    "FLamby Fed-TCGA-BRCA survival, 39 features, 6 regions", fixed_silos=True),
+        DatasetSpec("synthetic", "uldp.data.synthetic", PAPER["synthetic"].n_silos,
+                    "make_classification, 10,000 records, 15 features"),
     )
 }
 

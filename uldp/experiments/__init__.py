@@ -1,0 +1,62 @@
+"""The paper's experiments (Section 5) as named grids of runs, stored one JSON file per run, resumable.
+
+A *grid* is one figure of the paper: the privacy-utility trade-offs of each dataset (Figures 4-7), the enhanced
+weighting figure (Figure 8), user-level sub-sampling (Figure 9) and the private weighting protocol's runtime on the
+medical datasets (Figure 10). Its paper-profile runs are exactly the settings of ``settings.md`` (the authors'
+hyperparameters, 5 seeds). The ``default`` and ``smoke`` profiles shrink a grid (fewer rounds, epochs, users, seeds
+or methods) for the book and for CI; what each profile keeps is written in :data:`GRIDS`. The ``short`` profile,
+defined only where the paper profile is out of a CPU's reach (MNIST), keeps the paper's federation whole (every
+record, user and silo, the paper's allocations and hyperparameters) and cuts only the rounds and local epochs, so that
+a claim comparing settings of that federation can be checked at a known, smaller scale.
+
+Every run is a plain mapping of :class:`uldp.simulation.RunConfig` arguments (plus ``max_test_records``, which
+this package applies: the smaller profiles evaluate MNIST on a fixed part of its test set). Its file is
+``<root>/<grid>/<key>.json`` where ``key`` is :func:`config_hash` of that mapping; the file, a :class:`StoredRun`,
+holds the arguments, the resolved configuration, the per-round results and provenance (command, git commit, package
+versions, the dataset variant that ran, date, wall time). Files are written atomically (temporary file +
+``os.replace``), and a run whose file exists is skipped, so an interrupted grid resumes where it stopped.
+Paper-profile results go to ``results/`` and short-profile ones to ``results/short/`` (both committed); smoke and
+default ones to ``_build/results/`` (git-ignored).
+
+The package's modules, each one job: :mod:`~uldp.experiments.grids` (the catalogue :data:`GRIDS` and the
+profiles' reductions, built from :mod:`uldp.paper_settings`), :mod:`~uldp.experiments.keys` (run keys,
+:func:`expand`), :mod:`~uldp.experiments.store` (:class:`StoredRun` files), :mod:`~uldp.experiments.provenance`,
+:mod:`~uldp.experiments.backend` (what executes a run), :mod:`~uldp.experiments.runner` (:func:`run_grid`),
+:mod:`~uldp.experiments.results` (:class:`ResultSet`, stored or computed by accounting) and
+:mod:`~uldp.experiments.chapter` (what the chapters show).
+
+>>> [spec.series for spec in expand("heart_disease", "paper") if spec.seed == 0][:3]
+['DEFAULT', 'ULDP-NAIVE', 'ULDP-GROUP-max']
+>>> len(expand("heart_disease", "paper"))  # 4 settings x 9 methods x 5 seeds
+180
+"""
+
+from uldp.experiments.backend import SIMULATION, WRAPPER_ARGUMENTS, Backend, loaded_dataset, split_arguments
+from uldp.experiments.chapter import ChapterResults, chapter_results, grid_table, stored_runs_table
+from uldp.experiments.grids import (
+    GRIDS, PROFILES, UTILITY_METRIC, Entry, Grid, Reduction, check_profile, get_grid,
+)
+from uldp.experiments.keys import ALLOCATION_ARGUMENTS, RunSpec, canonical, config_hash, effective_arguments, expand
+from uldp.experiments.provenance import PROVENANCE_PACKAGES, REPO_ROOT, now, provenance
+from uldp.experiments.results import (
+    RESULT_SOURCES, ResultSet, ResultSource, accounted_results, duration, load_results, summarise,
+)
+from uldp.experiments.runner import GridReport, run_grid
+from uldp.experiments.store import (
+    SCHEMA_VERSION, StoredRun, expected_seconds, pending_runs, read_result, result_path, results_root, stored_result,
+    write_json_atomic,
+)
+from uldp.paper_settings import (
+    DELTA, GROUP_METHODS, PAPER_SEEDS, PRIVACY_UTILITY, PRIVACY_UTILITY_METHODS, SIGMA, DatasetSettings, Hyper,
+)
+
+__all__ = [
+    "ALLOCATION_ARGUMENTS", "DELTA", "GRIDS", "GROUP_METHODS", "PAPER_SEEDS", "PRIVACY_UTILITY",
+    "PRIVACY_UTILITY_METHODS", "PROFILES", "PROVENANCE_PACKAGES", "REPO_ROOT", "RESULT_SOURCES", "SCHEMA_VERSION",
+    "SIGMA", "SIMULATION", "UTILITY_METRIC", "WRAPPER_ARGUMENTS", "Backend", "ChapterResults", "DatasetSettings",
+    "Entry", "Grid", "GridReport", "Hyper", "Reduction", "ResultSet", "ResultSource", "RunSpec", "StoredRun",
+    "accounted_results", "canonical", "chapter_results", "check_profile", "config_hash", "duration",
+    "effective_arguments", "expand", "expected_seconds", "get_grid", "grid_table", "load_results", "loaded_dataset",
+    "now", "pending_runs", "provenance", "read_result", "result_path", "results_root", "run_grid", "split_arguments",
+    "stored_result", "stored_runs_table", "summarise", "write_json_atomic",
+]

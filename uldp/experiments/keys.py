@@ -1,0 +1,210 @@
+"""Run keys: the arguments that identify a run (:func:`effective_arguments`), their hash (:func:`config_hash`), and
+the runs of a grid at a profile (:func:`expand`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from uldp.accounting import check_accountant
+from uldp.checks import check_integer, check_positive
+from uldp.data import DATASETS
+from uldp.experiments.grids import GRIDS, Entry, check_profile, get_grid
+from uldp.methods import parse_method
+from uldp.paper_settings import PAPER_SEEDS
+
+
+def canonical(value: Any) -> Any:
+    """A JSON-ready copy with dict keys sorted and tuples as lists (so equal configs serialise equally).
+
+    Raises:
+        ValueError: A value that JSON cannot represent exactly (a non-finite float, another object).
+
+    >>> canonical({"b": (1, 2.5), "a": None})
+    {'a': None, 'b': [1, 2.5]}
+    """
+    if isinstance(value, Mapping):
+        return {str(key): canonical(value[key]) for key in sorted(value, key=str)}
+    if isinstance(value, (list, tuple)):
+        return [canonical(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"config values must be finite, got {value!r}")
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise ValueError(f"config values must be JSON scalars, lists or mappings, got {type(value).__name__} {value!r}")
+
+
+def config_hash(config: Mapping[str, Any]) -> str:
+    """The storage key of a run: the first 16 hex digits of SHA-256 of its canonical JSON.
+
+    The canonical JSON sorts keys and uses no spaces, so the key depends only on the values, not on their order,
+    the Python process or ``PYTHONHASHSEED``. ``1`` and ``1.0`` are different values (JSON writes them differently).
+
+    Args:
+        config: Run arguments (JSON scalars, lists and mappings).
+
+    Returns:
+        16 lowercase hex digits.
+
+    Raises:
+        ValueError: A value that JSON cannot represent exactly (non-finite float, other object).
+
+    >>> config_hash({"b": 2, "a": 1}) == config_hash({"a": 1, "b": 2})
+    True
+    """
+    text = json.dumps(canonical(config), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a grid at a profile: its run arguments (``RunConfig`` keyword arguments, seed included).
+
+    Attributes:
+        grid: Grid name.
+        panel: Panel label (see :meth:`Grid.panel_label`).
+        series: Line label (see :meth:`Grid.series_label`).
+        seed: The run's seed.
+        params: ``RunConfig`` keyword arguments, sorted by name.
+    """
+
+    grid: str
+    panel: str
+    series: str
+    seed: int
+    params: tuple[tuple[str, Any], ...]
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        """The run arguments as a dict."""
+        return dict(self.params)
+
+    @property
+    def key(self) -> str:
+        """The run's storage key, :func:`config_hash` of its :func:`effective_arguments`."""
+        return config_hash(effective_arguments(self.kwargs))
+
+
+#: Run arguments that only say how records are allocated to users (and, without fixed silos, to silos).
+ALLOCATION_ARGUMENTS: tuple[str, ...] = ("n_users", "distribution", "n_labels")
+
+
+def effective_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The run arguments that can change a run's result: those that identify its stored file.
+
+    A user-blind method (DEFAULT, ULDP-NAIVE: :attr:`~uldp.methods.MethodSpec.reads_users` is false) trains on every
+    record of each silo alike, so only the silos of the records matter:
+
+    - on a dataset whose silos are fixed (HeartDisease, TcgaBrca) the allocation draws only users, and the run is the
+      same whatever the number of users or the distribution;
+    - under the ``uniform`` allocation of the other datasets the silos are a balanced permutation drawn after the
+      users' one, which takes the same draws whatever the number of users, so the run is the same for every ``|U|``.
+
+    Both are checked bit for bit in ``tests/test_experiments.py``; those arguments are dropped, and one stored run
+    serves every panel it appears in. Likewise ``test_scoring`` is dropped on a dataset whose scorings give the
+    same test set (:attr:`~uldp.data.DatasetSpec.scoring_changes_test_set` false: TcgaBrca, also checked bit for
+    bit), so its runs made before the scoring was a run argument keep their keys.
+
+    >>> effective_arguments({"dataset": "tcga_brca", "method": "DEFAULT", "n_users": 50, "distribution": "zipf"})
+    {'dataset': 'tcga_brca', 'method': 'DEFAULT'}
+    >>> effective_arguments({"dataset": "creditcard", "method": "ULDP-NAIVE", "n_users": 10, "distribution": "uniform"})
+    {'dataset': 'creditcard', 'method': 'ULDP-NAIVE', 'distribution': 'uniform'}
+    """
+    dataset = DATASETS.get(params.get("dataset"))
+    if dataset is not None and not dataset.scoring_changes_test_set:
+        params = {name: value for name, value in params.items() if name != "test_scoring"}
+    try:
+        user_blind = not parse_method(params["method"]).reads_users
+    except ValueError:  # an unknown method fails when it runs, with the registry's message
+        user_blind = False
+    if dataset is None or not user_blind:
+        return dict(params)
+    if dataset.fixed_silos:
+        return {name: value for name, value in params.items() if name not in ALLOCATION_ARGUMENTS}
+    if params.get("distribution", "uniform") == "uniform":
+        return {name: value for name, value in params.items() if name != "n_users"}
+    return dict(params)
+
+
+def expand(grid_name: str, profile: str, *, seeds: Sequence[int] | None = None,
+           methods: Sequence[str] | None = None, datasets: Sequence[str] | None = None, accountant: str = "rdp",
+           target_epsilon: float | None = None) -> list[RunSpec]:
+    """Every run of a grid at a profile, seeds innermost.
+
+    ``accountant`` and ``target_epsilon`` enter a private run's arguments only when they differ from the paper's
+    (RDP, sigma 5), so the paper's runs keep their keys and a run trained to a budget gets its own.
+
+    Args:
+        grid_name: A key of :data:`GRIDS`.
+        profile: One of :data:`PROFILES`.
+        seeds: Seeds to run instead of the profile's (paper: 0-4; smaller profiles: their reduction's).
+        methods: Only the runs of these methods (default: all of the grid's).
+        datasets: Only the runs on these datasets (default: all of the grid's; the weighting and user-sampling
+            figures have a panel per dataset).
+        accountant: The accountant of the private runs (``"rdp"``, the paper's, or ``"pld"``).
+        target_epsilon: Train every private run to this budget (sigma calibrated by ``accountant``; see
+            :class:`uldp.simulation.RunConfig`) instead of the paper's sigma. DEFAULT runs are unchanged.
+
+    Returns:
+        The runs, in the order of the paper's grid (settings, then methods, then seeds).
+
+    Raises:
+        ValueError: Unknown grid or profile, a negative or repeated seed, or a method or dataset the grid does not
+            run.
+    """
+    grid = get_grid(grid_name)
+    check_profile(profile)
+    entries = grid.entries()
+    if profile == "paper":
+        profile_seeds = PAPER_SEEDS
+    else:
+        if profile not in grid.reductions:
+            having = [name for name, other in GRIDS.items() if profile in other.reductions]
+            raise ValueError(f"grid {grid_name!r} has no {profile} profile; grids with one: {', '.join(having)}")
+        reduction = grid.reductions[profile]
+        entries = [shrunk for shrunk in (reduction.apply(entry) for entry in entries) if shrunk is not None]
+        profile_seeds = reduction.seeds
+    entries = _only(entries, "method", methods, grid_name)
+    entries = _only(entries, "dataset", datasets, grid_name)
+    entries = [_with_privacy(entry, accountant, target_epsilon) for entry in entries]
+    chosen = tuple(check_integer("seed", seed, minimum=0) for seed in (profile_seeds if seeds is None else seeds))
+    if not chosen or len(set(chosen)) != len(chosen):
+        raise ValueError(f"seeds must be distinct and at least one, got {list(chosen)!r}")
+    specs = []
+    for entry in entries:
+        params = entry.kwargs
+        for seed in chosen:
+            specs.append(RunSpec(grid.name, grid.panel_label(params), grid.series_label(params), seed,
+                                 tuple(sorted({**params, "seed": seed}.items()))))
+    return specs
+
+
+def _with_privacy(entry: Entry, accountant: str, target_epsilon: float | None) -> Entry:
+    """``entry`` with a non-default accountant or a budget (sigma then calibrated) when its method is private."""
+    check_accountant(accountant)
+    params = entry.kwargs
+    if params.get("sigma") is None:  # DEFAULT: no guarantee, nothing to account
+        return entry
+    if accountant != "rdp":
+        params["accountant"] = accountant
+    if target_epsilon is not None:
+        params.update(target_epsilon=check_positive("target_epsilon", target_epsilon), sigma=None)
+    return Entry.of(**params)
+
+
+def _only(entries: list[Entry], field: str, wanted: Sequence[str] | None, grid_name: str) -> list[Entry]:
+    """The entries whose ``field`` is one of ``wanted`` (all when ``None``).
+
+    Raises:
+        ValueError: ``wanted`` is empty or names a value no entry of the grid has (the error lists those it has).
+    """
+    if wanted is None:
+        return entries
+    known = list(dict.fromkeys(entry.kwargs[field] for entry in entries))
+    if not wanted or any(value not in known for value in wanted):
+        raise ValueError(f"{field}s {list(wanted)!r} not all in grid {grid_name!r}; its {field}s: {', '.join(known)}")
+    return [entry for entry in entries if entry.kwargs[field] in wanted]

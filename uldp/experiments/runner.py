@@ -1,0 +1,277 @@
+"""Running a grid: every run not stored yet, in this process or in worker processes, each stored as it finishes;
+resumable, and stopped cleanly (workers included) by Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tqdm import tqdm
+
+from uldp.checks import check_integer
+from uldp.experiments.backend import SIMULATION
+from uldp.experiments.keys import canonical, expand
+from uldp.experiments.provenance import now, provenance
+from uldp.experiments.results import duration
+from uldp.experiments.store import (
+    StoredRun, expected_seconds, pending_runs, result_path, results_root, stored_result,
+    write_json_atomic,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    from uldp.experiments.backend import Backend
+    from uldp.experiments.keys import RunSpec
+
+
+@dataclass(frozen=True)
+class GridReport:
+    """What :func:`run_grid` did.
+
+    Attributes:
+        grid: Grid name.
+        profile: Profile.
+        root: Results root.
+        total: Runs in the grid.
+        skipped: Runs already stored.
+        executed: Runs executed now.
+        failed: ``(key, error)`` of runs that raised.
+        wall_seconds: Time spent.
+    """
+
+    grid: str
+    profile: str
+    root: str
+    total: int
+    skipped: int
+    executed: int
+    failed: tuple[tuple[str, str], ...]
+    wall_seconds: float
+
+
+def _execute_one(backend: Backend, spec: RunSpec, path: str, base_provenance: dict) -> float:
+    """Run one spec and store its file; return its wall time (runs in a worker process with ``--jobs``).
+
+    The run saves its progress to ``<key>.ckpt`` beside its result (at most every minute), so a grid interrupted in
+    the middle of a long run resumes that run from its last saved round; the file goes once the result is stored.
+    The stored wall time includes the rounds run before an interruption (``info["resumed_seconds"]``).
+    """
+    params = spec.kwargs
+    config = backend.resolve(params)
+    checkpoint = Path(path).with_suffix(".ckpt")
+    started = time.perf_counter()
+    result = backend.execute(params, str(checkpoint))
+    info = result.get("info") or {}
+    wall = time.perf_counter() - started + info.get("resumed_seconds", 0.0)
+    # what the data was (for example the Creditcard subset rather than the full file) belongs to provenance
+    variant = {"dataset_variant": info.pop("dataset_variant")} if "dataset_variant" in info else {}
+    stored = StoredRun(spec.key, spec.grid, spec.panel, spec.series, spec.seed, canonical(params), config, result,
+                       {**base_provenance, **variant, "date": now(), "wall_seconds": round(wall, 3)})
+    write_json_atomic(Path(path), stored.to_json())
+    checkpoint.unlink(missing_ok=True)
+    return wall
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """Signal handler: turn a termination request into ``KeyboardInterrupt``, so ``finally`` blocks run (an atomic
+    write in progress removes its temporary file) before the process goes."""
+    raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """While the block runs, SIGTERM (``kill``, a scheduler's stop) stops the grid the way Ctrl-C does (only the
+    main thread may set handlers; elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _start_worker(threads: int, worker_pids: multiprocessing.Queue) -> None:
+    """Worker initializer: share the CPU cores between the worker processes (torch reads the variables when the
+    backend first imports it), let SIGTERM stop the worker cleanly (see :func:`_stop_workers`), and report this
+    process's id on ``worker_pids`` (the grid stops its workers by it)."""
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+    signal.signal(signal.SIGTERM, _interrupt)
+    worker_pids.put(os.getpid())
+
+
+def _execute_in_worker(backend: Backend, spec: RunSpec, path: str, base_provenance: dict) -> float:
+    """:func:`_execute_one` in a worker process; an interrupt ends the process once the run's cleanup has run (the
+    pool would otherwise hand the worker its next run; the parent is stopping the grid)."""
+    try:
+        return _execute_one(backend, spec, path, base_provenance)
+    except KeyboardInterrupt:
+        os._exit(128 + signal.SIGINT)
+
+
+def _stop_workers(pool: ProcessPoolExecutor, worker_pids: multiprocessing.Queue, *,
+                  grace_seconds: float = 10.0) -> None:
+    """Stop a grid's pool now: cancel the runs not started, send each worker SIGTERM (its run stops where it is,
+    its last checkpoint kept, no temporary file left), and SIGKILL one still alive after ``grace_seconds``.
+
+    The workers are this process's children whose ids they reported on ``worker_pids`` (:func:`_start_worker`), found
+    by :func:`multiprocessing.active_children`; a worker that has not reported yet has no run to stop, and the
+    pool's shutdown ends it.
+    """
+    pids = set()
+    while True:
+        try:
+            pids.add(worker_pids.get_nowait())
+        except queue.Empty:
+            break
+    workers = [child for child in multiprocessing.active_children() if child.pid in pids]
+    pool.shutdown(wait=False, cancel_futures=True)
+    for worker in workers:
+        if worker.is_alive():
+            worker.terminate()
+    deadline = time.monotonic() + grace_seconds
+    for worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()))
+        if worker.is_alive():
+            worker.kill()
+            worker.join()
+
+
+def run_grid(
+    grid_name: str,
+    profile: str,
+    *,
+    seeds: Sequence[int] | None = None,
+    methods: Sequence[str] | None = None,
+    datasets: Sequence[str] | None = None,
+    jobs: int = 1,
+    root: Path | str | None = None,
+    backend: Backend = SIMULATION,
+    progress: bool = True,
+    command: str | None = None,
+    accountant: str = "rdp",
+    target_epsilon: float | None = None,
+) -> GridReport:
+    """Run every run of a grid that is not stored yet, storing each as it finishes.
+
+    Already stored runs are skipped, so calling this again after an interruption resumes the grid, and several
+    processes may work on one grid (each skips what another stored while it ran; nothing claims a run while it runs,
+    so processes started together do the same runs twice, harmlessly: use ``jobs`` to split one grid). A run that
+    raises an ``Exception`` is reported in :attr:`GridReport.failed` and the others go on. Ctrl-C
+    (``KeyboardInterrupt``) or SIGTERM stops the grid and, with ``jobs > 1``, its worker processes (each run in
+    progress stops at its last checkpoint; the finished runs stay stored; no temporary file is left). Only SIGKILL of
+    this process leaves workers behind: each ends with its current run.
+
+    Args:
+        grid_name: A key of :data:`GRIDS`.
+        profile: One of :data:`PROFILES`.
+        seeds: Seeds instead of the profile's.
+        methods: Only the runs of these methods.
+        datasets: Only the runs on these datasets.
+        jobs: Runs at once (``> 1``: worker processes started with ``spawn``, CPU threads shared between them).
+        root: Results root (default :func:`results_root` of the profile).
+        backend: What executes a run (default the simulation).
+        progress: Show a tqdm bar with the remaining-time estimate (on stderr).
+        command: Recorded in the provenance (default: this call).
+        accountant, target_epsilon: As in :func:`expand` (the paper's runs when left at their defaults).
+
+    Returns:
+        A :class:`GridReport`.
+
+    Raises:
+        ValueError: Unknown grid or profile, bad seeds or ``jobs < 1``.
+        KeyboardInterrupt: Ctrl-C or SIGTERM (the message names the signal).
+    """
+    check_integer("jobs", jobs)
+    specs = expand(grid_name, profile, seeds=seeds, methods=methods, datasets=datasets, accountant=accountant,
+                   target_epsilon=target_epsilon)
+    root = Path(root) if root is not None else results_root(profile)
+    started = time.perf_counter()
+    # Seed-major order: an interrupted paper grid has whole figures with fewer seeds rather than half a figure.
+    # Within a seed, longest first (by the same run's time at other seeds; unknown counts as longest): the last runs
+    # are then the short ones, so with several jobs no worker waits long on another at the end.
+    todo = pending_runs(specs, root)
+    expected = expected_seconds(todo, root)
+    todo.sort(key=lambda spec: (spec.seed, -expected.get(spec.key, math.inf)))
+    n_distinct = len({spec.key for spec in specs})
+    base = provenance(command or f"uldp.experiments.run_grid({grid_name!r}, {profile!r}, seeds={seeds!r}, jobs={jobs})")
+    failed: list[tuple[str, str]] = []
+    raced = 0
+    bar = tqdm(total=len(todo), desc=f"{grid_name} [{profile}]", unit="run", disable=not progress or not todo,
+               file=sys.stderr, dynamic_ncols=True)
+    unfinished = {spec.key for spec in todo}
+
+    def show_time_left() -> None:
+        """With stored times of other seeds, show the time left by them (runs differ in length by 100x, so the
+        bar's own estimate, per run, is far off; a run without one counts as the mean of those known)."""
+        if expected:
+            typical = sum(expected.values()) / len(expected)
+            seconds = sum(expected.get(key, typical) for key in unfinished) / max(1, min(jobs, len(unfinished)))
+            bar.set_postfix_str(f"about {duration(seconds)} left by other seeds' times" if unfinished else "",
+                                refresh=False)
+
+    def advance(spec: RunSpec) -> None:
+        unfinished.discard(spec.key)
+        show_time_left()
+        bar.update(1)
+
+    show_time_left()
+    bar.refresh()
+    with bar, _sigterm_interrupts():
+        if jobs == 1 or len(todo) <= 1:
+            for spec in todo:
+                if stored_result(root, spec) is not None:  # stored meanwhile by another process on this folder
+                    raced += 1
+                    advance(spec)
+                    continue
+                try:
+                    _execute_one(backend, spec, str(result_path(root, spec)), base)
+                except Exception as error:  # noqa: BLE001 - one bad run must not lose the others
+                    failed.append((spec.key, f"{spec.panel} / {spec.series} / seed {spec.seed}: {error!r}"))
+                advance(spec)
+        else:
+            threads = max(1, (os.cpu_count() or 1) // jobs)
+            context = multiprocessing.get_context("spawn")
+            worker_pids = context.Queue()
+            pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_start_worker,
+                                       initargs=(threads, worker_pids))
+            try:
+                waiting: dict[Future, RunSpec] = {}
+                queue = list(todo)
+                while queue or waiting:
+                    while queue and len(waiting) < jobs:
+                        spec = queue.pop(0)
+                        if stored_result(root, spec) is not None:  # stored meanwhile by another process
+                            raced += 1
+                            advance(spec)
+                            continue
+                        waiting[pool.submit(_execute_in_worker, backend, spec, str(result_path(root, spec)),
+                                            base)] = spec
+                    done, _ = wait(waiting, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        spec = waiting.pop(future)
+                        if future.exception() is not None:
+                            failed.append((spec.key, f"{spec.panel} / {spec.series} / seed {spec.seed}: "
+                                                     f"{future.exception()!r}"))
+                        advance(spec)
+            except BaseException:  # Ctrl-C or SIGTERM: the workers stop too, not only this process
+                _stop_workers(pool, worker_pids)
+                raise
+            pool.shutdown()
+    return GridReport(grid_name, profile, str(root), n_distinct, n_distinct - len(todo) + raced,
+                      len(todo) - len(failed) - raced, tuple(failed), time.perf_counter() - started)

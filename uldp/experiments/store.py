@@ -1,0 +1,204 @@
+"""Storage of runs: one JSON file per run, ``<root>/<grid>/<key>.json``, read and written as a :class:`StoredRun`
+(atomically: a temporary file, then ``os.replace``), and the roots of each profile."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from uldp.atomic import write_bytes_atomic
+from uldp.experiments.grids import check_profile
+from uldp.experiments.keys import config_hash, effective_arguments
+from uldp.experiments.provenance import REPO_ROOT
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from uldp.experiments.keys import RunSpec
+
+#: Version of the result-file layout; bumped when the layout changes.
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """One stored run: the JSON file ``<root>/<grid>/<key>.json``, field for field and in the file's order.
+
+    Attributes:
+        key: :func:`~uldp.experiments.keys.config_hash` of the run's effective arguments (the file's name).
+        grid: The grid that ran it (another grid may show it: runs are shared by key).
+        panel: Its panel label in that grid.
+        series: Its line label in that grid.
+        seed: Its seed.
+        params: The run arguments (``RunConfig`` keyword arguments plus ``max_test_records``), seed included.
+        config: The resolved configuration (every default filled in).
+        result: Per-round results (``test_loss``, ``epsilon``, ...) and ``info``.
+        provenance: Command, git commit, packages, machine, date, ``wall_seconds`` (and ``dataset_variant``).
+        schema: The layout's version, :data:`SCHEMA_VERSION`.
+    """
+
+    key: str
+    grid: str
+    panel: str
+    series: str
+    seed: int
+    params: dict[str, Any]
+    config: dict[str, Any]
+    result: dict[str, Any]
+    provenance: dict[str, Any]
+    schema: int = SCHEMA_VERSION
+
+    @classmethod
+    def from_json(cls, payload: Mapping[str, Any], *, stem: str | None = None) -> StoredRun:
+        """Read a stored run from its parsed JSON.
+
+        Args:
+            payload: The parsed file.
+            stem: The file's name without ``.json`` (default: the payload's own key).
+
+        Raises:
+            ValueError: Not a complete result of this schema, or malformed fields, or run arguments that do not
+                match the key and the file name (the message says which).
+        """
+        if payload.get("schema") != SCHEMA_VERSION or "result" not in payload:
+            raise ValueError(f"not a result of schema {SCHEMA_VERSION} (schema {str(payload.get('schema'))[:20]}, "
+                             f"{'with' if 'result' in payload else 'no'} result)")
+        problem = _result_problem(payload, str(payload.get("key")) if stem is None else stem)
+        if problem:
+            raise ValueError(problem)
+        return cls(payload["key"], payload["grid"], payload["panel"], payload["series"], payload["seed"],
+                   payload["params"], payload["config"], payload["result"], payload["provenance"])
+
+    def to_json(self) -> dict[str, Any]:
+        """The file's JSON object (keys in the order every stored file has them)."""
+        return {"schema": self.schema, "key": self.key, "grid": self.grid, "panel": self.panel,
+                "series": self.series, "seed": self.seed, "params": self.params, "config": self.config,
+                "result": self.result, "provenance": self.provenance}
+
+
+def results_root(profile: str) -> Path:
+    """Where a profile's results live: ``results/`` for paper and ``results/short/`` for short (committed),
+    ``_build/results/`` otherwise."""
+    check_profile(profile)
+    if profile == "paper":
+        return REPO_ROOT / "results"
+    if profile == "short":
+        return REPO_ROOT / "results" / "short"
+    return REPO_ROOT / "_build" / "results"
+
+
+def result_path(root: Path, spec: RunSpec) -> Path:
+    """The file of one run: ``<root>/<grid>/<key>.json``."""
+    return Path(root) / spec.grid / f"{spec.key}.json"
+
+
+def write_json_atomic(path: Path, payload: Any) -> None:
+    """Write ``payload`` as JSON to ``path`` atomically: a temporary file in the same folder, then ``os.replace``.
+
+    A reader never sees a half-written file, and a crash leaves either the old file or none (the temporary file
+    is removed on any error).
+
+    Raises:
+        ValueError: ``payload`` is not JSON-serialisable (nothing is written).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        text = json.dumps(payload, indent=1, allow_nan=False)
+    except TypeError as error:
+        raise ValueError(f"cannot store {path.name}: {error}") from error
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def read_result(path: Path) -> StoredRun | None:
+    """The stored run at ``path``, or ``None`` if there is none or it is not a complete result file.
+
+    Raises:
+        ValueError: A result file (this schema, with a ``result``) whose fields are malformed or whose run
+            arguments do not match its key and file name; the message names the file.
+    """
+    try:
+        payload = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(payload, dict) or payload.get("schema") != SCHEMA_VERSION or "result" not in payload:
+        return None
+    try:
+        return StoredRun.from_json(payload, stem=Path(path).stem)
+    except ValueError as error:
+        raise ValueError(f"stored result {path} is malformed: {error}; delete it to run it again") from None
+
+
+def _result_problem(payload: dict, stem: str) -> str:
+    """What is wrong with a stored result's fields, or "" (see :func:`read_result`)."""
+    result, provenance, params, seed = (payload.get(name) for name in ("result", "provenance", "params", "seed"))
+    if not isinstance(result, dict) or not result:
+        return f"result must be a non-empty object, got {str(result)[:60]}"
+    if not isinstance(provenance, dict):
+        return f"provenance must be an object, got {str(provenance)[:60]}"
+    wall = provenance.get("wall_seconds")
+    if isinstance(wall, bool) or not isinstance(wall, (int, float)) or not 0 <= wall < math.inf:
+        return f"provenance.wall_seconds must be a number >= 0, got {wall!r:.40}"
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        return f"seed must be an integer >= 0, got {seed!r:.40}"
+    if not isinstance(params, dict) or not isinstance(payload.get("config"), dict):
+        return "params and config must be objects"
+    if params.get("seed", seed) != seed:
+        return f"seed {seed} differs from the run arguments' {params.get('seed')!r:.40}"
+    try:
+        key = config_hash(effective_arguments(params))
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        return f"run arguments cannot be keyed ({error})"
+    if not payload.get("key") == stem == key:
+        return f"its key {str(payload.get('key'))[:20]!r}, file name {stem!r} and run arguments (key {key}) disagree"
+    return ""
+
+
+def stored_result(root: Path, spec: RunSpec) -> StoredRun | None:
+    """The stored result of ``spec``: its grid's file, else the same run stored by another grid under ``root``.
+
+    Grids share runs (the weighting figure's TcgaBrca runs are TcgaBrca privacy-utility runs): a key identifies
+    the run's arguments, so a file of that key in any grid's folder is that run, and it is not run again.
+    """
+    own = read_result(result_path(root, spec))
+    if own is not None:
+        return own
+    for path in sorted(Path(root).glob(f"*/{spec.key}.json")):
+        stored = read_result(path)
+        if stored is not None:
+            return stored
+    return None
+
+
+def pending_runs(specs: Iterable[RunSpec], root: Path) -> list[RunSpec]:
+    """The runs of ``specs`` that have no stored result under ``root`` (each distinct key once)."""
+    seen: set[str] = set()
+    pending = []
+    for spec in specs:
+        if spec.key in seen:
+            continue
+        seen.add(spec.key)
+        if stored_result(root, spec) is None:
+            pending.append(spec)
+    return pending
+
+
+def expected_seconds(specs: Iterable[RunSpec], root: Path | str) -> dict[str, float]:
+    """Per run, the mean stored wall time of the same run at other seeds under ``root`` (any grid's folder).
+
+    Returns:
+        ``{key: seconds}`` for the runs of ``specs`` that have such a stored sibling; the others are left out.
+    """
+    def without_seed(params: Mapping[str, Any]) -> str:
+        return config_hash({name: value for name, value in effective_arguments(params).items() if name != "seed"})
+
+    walls: dict[str, list[float]] = {}
+    for path in Path(root).glob("*/*.json"):
+        stored = read_result(path)
+        if stored is not None:
+            walls.setdefault(without_seed(stored.params), []).append(stored.provenance["wall_seconds"])
+    found = {spec.key: walls.get(without_seed(spec.kwargs)) for spec in specs}
+    return {key: sum(seconds) / len(seconds) for key, seconds in found.items() if seconds}

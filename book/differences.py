@@ -32,8 +32,7 @@ from IPython.display import Markdown, display
 from uldp import data as uldp_data
 from uldp.accounting import epsilon_naive, epsilon_uldp, group_privacy_table
 from uldp.accounting.group import AUTHORS_DP_ORDERS
-from uldp.secure import encoding
-from uldp.secure import ProtocolParameters, SecureSession
+from uldp.secure import ProtocolParameters, SecureSession, encoding
 from uldp.simulation import RunConfig, run
 
 SMOKE = profile == "smoke"

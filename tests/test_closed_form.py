@@ -5,11 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
+from recorded_uniforms import cnn_reference_logits, copies, mlp_reference_logits, recording
 
 from uldp.models import CreditcardMLP, MnistCNN, cross_entropy_loss
 from uldp.training import closed_form
-
-from recorded_uniforms import cnn_reference_logits, copies, mlp_reference_logits, recording
 
 #: Per network: the model, its reference forward pass, one record's shape, the classes, how far the parameter copies
 #: spread, the dropout layers, and the largest copies and batch to draw (the CNN is slower).

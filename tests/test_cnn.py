@@ -6,13 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from per_user_checks import assert_fast_path_equals_loop
 
 from uldp.models import MnistCNN, cross_entropy_loss
 from uldp.training import closed_form
 from uldp.training.dpsgd import dpsgd_train
 from uldp.training.per_user import flat_parameters, user_gradients
-
-from per_user_checks import assert_fast_path_equals_loop
 
 
 def problem(n_records: int, n_users: int, seed: int, dtype: torch.dtype):

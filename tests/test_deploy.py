@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 import socket
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest

@@ -18,13 +18,21 @@ import time
 import fake_backend
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from uldp import cli, experiments
-from uldp.experiments import runner
 from uldp.experiments import (
-    GRIDS, Entry, Grid, Reduction, config_hash, effective_arguments, expand, load_results, result_path, run_grid,
+    GRIDS,
+    Entry,
+    Grid,
+    Reduction,
+    config_hash,
+    effective_arguments,
+    expand,
+    load_results,
+    result_path,
+    run_grid,
+    runner,
 )
 
 SETTINGS_MD = experiments.REPO_ROOT.parent / "shared" / "paper" / "settings.md"

@@ -14,10 +14,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from test_flower import FEATURES, HOSPITALS, hospital_files, in_process, model  # noqa: F401  (fixture)
 
 import uldp
-
-from test_flower import FEATURES, HOSPITALS, hospital_files, in_process, model  # noqa: F401  (fixture)
 
 APP = '''
 import json

@@ -14,8 +14,19 @@ from torch import nn
 from uldp.data.base import Allocation
 from uldp.method_names import FAMILIES
 from uldp.methods import (
-    KNOWN_METHODS, METHOD_CLASSES, Federation, Hyperparameters, Method, aggregate, heavy_user_federation,
-    enhanced_weights, make_method, parse_method, required_hyperparameters, uniform_weights, weighted_sum,
+    KNOWN_METHODS,
+    METHOD_CLASSES,
+    Federation,
+    Hyperparameters,
+    Method,
+    aggregate,
+    enhanced_weights,
+    heavy_user_federation,
+    make_method,
+    parse_method,
+    required_hyperparameters,
+    uniform_weights,
+    weighted_sum,
 )
 from uldp.methods.group import contribution_flags, resolve_group_size
 from uldp.models import bce_loss

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from per_user_checks import assert_fast_path_equals_loop
+from recorded_uniforms import copies, mlp_reference_logits, recording
 
 from uldp.data.base import Allocation
 from uldp.methods import Federation, Hyperparameters, make_method
@@ -12,9 +14,6 @@ from uldp.models import CreditcardMLP, cross_entropy_loss
 from uldp.training import closed_form, mlp
 from uldp.training.dpsgd import dpsgd_train, dpsgd_train_silos
 from uldp.training.per_user import flat_parameters, train_users
-
-from per_user_checks import assert_fast_path_equals_loop
-from recorded_uniforms import copies, mlp_reference_logits, recording
 
 
 def test_clipped_sum_equals_per_record_autograd_clipping():

@@ -61,8 +61,8 @@ def test_shared_settings_are_those_of_settings_md():
     text = _text()
     sigma, delta, seeds = re.search(r"noise multiplier sigma = ([\d.]+), delta = ([\de.-]+), (\d+) repetitions",
                                     text).groups()
-    assert (paper_settings.SIGMA, paper_settings.DELTA) == (float(sigma), float(delta))
-    assert paper_settings.PAPER_SEEDS == tuple(range(int(seeds)))
+    assert (float(sigma), float(delta)) == (paper_settings.SIGMA, paper_settings.DELTA)
+    assert tuple(range(int(seeds))) == paper_settings.PAPER_SEEDS
     silos = re.search(r"Creditcard and MNIST (\d+) silos; HeartDisease (\d+), TcgaBrca (\d+)", text).groups()
     batch = re.search(r"Local batch size (\d+) \(Creditcard, MNIST\), (\d+) \(HeartDisease\), (\d+) \(TcgaBrca\)",
                       text).groups()

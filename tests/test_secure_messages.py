@@ -3,8 +3,7 @@
 import hashlib
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from uldp.secure import messages as msg
 

@@ -6,8 +6,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from scipy import stats
 
 from uldp.secure import ProtocolParameters, SecureAggregator, SecureSession, fast, keys, protocol

@@ -24,13 +24,28 @@ import numpy as np
 import pandas as pd
 
 from uldp.experiments import (
-    GRIDS, PROFILES, UTILITY_METRIC, ResultSet, accounted_results, expand, load_results,
+    GRIDS,
+    PROFILES,
+    UTILITY_METRIC,
+    ResultSet,
+    accounted_results,
+    expand,
+    load_results,
 )
 from uldp.scorecard_runtime import runtime_dominant, runtime_grows, runtime_linear, runtime_practical
 from uldp.verdicts import (  # per_setting is part of this module's interface too
-    FAILS, HOLDS, MISSING, PARTLY, Finding, NotMeasured, fraction_verdict, per_setting, profile_label, stored_grid,
+    FAILS,
+    HOLDS,
+    MISSING,
+    PARTLY,
+    Finding,
+    NotMeasured,
+    fraction_verdict,
+    per_setting,
+    profile_label,
+    stored_grid,
+    value as _value,
 )
-from uldp.verdicts import value as _value
 
 PRIVACY_UTILITY_GRIDS = tuple(name for name, grid in GRIDS.items() if grid.kind == "privacy_utility")
 #: The key of the MNIST paper-profile epsilons from accounting alone (:func:`uldp.experiments.accounted_results`):

@@ -181,7 +181,7 @@ class Coordinator:
         request = {"stage": wire.STAGE_HELLO, "nonce": nonce, "wire_version": wire.WIRE_VERSION}
         try:
             answer = dict(proxy.get_properties(GetPropertiesIns(request), timeout=timeout, group_id=None).properties)
-        except Exception as error:  # noqa: BLE001 - a silo that vanishes or never answers is simply not admitted
+        except Exception as error:
             with self._lock:
                 self.refused.append(f"a connection did not answer the handshake within {timeout:.0f} s "
                                     f"({type(error).__name__})")
@@ -189,7 +189,7 @@ class Coordinator:
             return
         try:
             reason = self._check_hello(answer, nonce)
-        except Exception as error:  # noqa: BLE001 - whatever a stranger sends, it is refused, never a crash
+        except Exception as error:
             reason = f"a connection sent a malformed handshake ({type(error).__name__}: {error})"
         with self._lock:
             if not reason and answer["silo_id"] in self.silos:
@@ -231,7 +231,7 @@ class Coordinator:
     def _send_quietly(self, proxy: Any, instruction: wire.Instruction) -> None:
         try:
             proxy.fit(instruction.to_flower(), timeout=30.0, group_id=None)
-        except Exception:  # noqa: BLE001 - best effort: the silo may already be gone
+        except Exception:
             pass
 
     def _disconnect(self, proxy: Any) -> None:
@@ -239,7 +239,7 @@ class Coordinator:
 
         try:
             proxy.reconnect(ReconnectIns(seconds=None), timeout=10.0, group_id=None)
-        except Exception:  # noqa: BLE001 - best effort
+        except Exception:
             pass
 
     def exchange(self, instructions: dict[int, wire.Instruction], *, what: str) -> dict[int, wire.Reply]:
@@ -254,7 +254,7 @@ class Coordinator:
             try:
                 res = proxy.fit(instructions[silo_id].to_flower(), timeout=self.settings.round_timeout, group_id=None)
                 reply = wire.Reply.from_flower(res)
-            except Exception as error:  # noqa: BLE001 - Flower raises its own types for a closed stream
+            except Exception as error:
                 detail = f"{type(error).__name__}: {error}".rstrip(": ")
                 raise RoundAborted(
                     f"{what}: silo {silo_id} dropped out (connection closed, or no answer within "
@@ -281,7 +281,7 @@ class Coordinator:
 
     def broadcast(self, instruction: wire.Instruction, *, what: str) -> dict[int, wire.Reply]:
         """:meth:`exchange` with the same instruction for every silo."""
-        return self.exchange({silo_id: instruction for silo_id in self.silos}, what=what)
+        return self.exchange(dict.fromkeys(self.silos, instruction), what=what)
 
     # --- Protocol 1 and the rounds ----------------------------------------------------------------------------
     def secure_setup(self) -> None:
@@ -461,7 +461,7 @@ class Coordinator:
                 wire.Instruction(wire.STAGE_FINISH, self.role.rounds, payloads=(array_to_bytes(params),)),
                 what="finish",
             )
-        except Exception as error:  # noqa: BLE001 - the server ends every federation with a message, never hangs
+        except Exception as error:
             round_index = result.rounds_done + 1
             kind = "admission" if isinstance(error, AdmissionFailed) else f"round {round_index} aborted"
             if not isinstance(error, (RoundAborted, AdmissionFailed)):

@@ -34,20 +34,47 @@ profiles' reductions, built from :mod:`uldp.paper_settings`), :mod:`~uldp.experi
 from uldp.experiments.backend import SIMULATION, WRAPPER_ARGUMENTS, Backend, loaded_dataset, split_arguments
 from uldp.experiments.chapter import ChapterResults, chapter_results, grid_table, stored_runs_table
 from uldp.experiments.grids import (
-    GRIDS, PROFILES, UTILITY_METRIC, Entry, Grid, Reduction, check_profile, get_grid,
+    GRIDS,
+    PROFILES,
+    UTILITY_METRIC,
+    Entry,
+    Grid,
+    Reduction,
+    check_profile,
+    get_grid,
 )
 from uldp.experiments.keys import ALLOCATION_ARGUMENTS, RunSpec, canonical, config_hash, effective_arguments, expand
 from uldp.experiments.provenance import PROVENANCE_PACKAGES, REPO_ROOT, now, provenance
 from uldp.experiments.results import (
-    RESULT_SOURCES, ResultSet, ResultSource, accounted_results, duration, load_results, summarise,
+    RESULT_SOURCES,
+    ResultSet,
+    ResultSource,
+    accounted_results,
+    duration,
+    load_results,
+    summarise,
 )
 from uldp.experiments.runner import GridReport, run_grid
 from uldp.experiments.store import (
-    SCHEMA_VERSION, StoredRun, expected_seconds, pending_runs, read_result, result_path, results_root, stored_result,
+    SCHEMA_VERSION,
+    StoredRun,
+    expected_seconds,
+    pending_runs,
+    read_result,
+    result_path,
+    results_root,
+    stored_result,
     write_json_atomic,
 )
 from uldp.paper_settings import (
-    DELTA, GROUP_METHODS, PAPER_SEEDS, PRIVACY_UTILITY, PRIVACY_UTILITY_METHODS, SIGMA, DatasetSettings, Hyper,
+    DELTA,
+    GROUP_METHODS,
+    PAPER_SEEDS,
+    PRIVACY_UTILITY,
+    PRIVACY_UTILITY_METHODS,
+    SIGMA,
+    DatasetSettings,
+    Hyper,
 )
 
 __all__ = [

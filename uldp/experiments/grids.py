@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any
 from uldp.data import DATASETS
 from uldp.methods import parse_method
 from uldp.paper_settings import (
-    DELTA, PRIVACY_UTILITY, PRIVACY_UTILITY_METHODS, PROTOCOL_RUNTIME, SIGMA, USER_SAMPLING, WEIGHTING,
+    DELTA,
+    PRIVACY_UTILITY,
+    PRIVACY_UTILITY_METHODS,
+    PROTOCOL_RUNTIME,
+    SIGMA,
+    USER_SAMPLING,
+    WEIGHTING,
 )
 
 if TYPE_CHECKING:

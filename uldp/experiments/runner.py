@@ -25,7 +25,12 @@ from uldp.experiments.keys import canonical, expand
 from uldp.experiments.provenance import now, provenance
 from uldp.experiments.results import duration
 from uldp.experiments.store import (
-    StoredRun, expected_seconds, pending_runs, result_path, results_root, stored_result,
+    StoredRun,
+    expected_seconds,
+    pending_runs,
+    result_path,
+    results_root,
+    stored_result,
     write_json_atomic,
 )
 
@@ -241,7 +246,7 @@ def run_grid(
                     continue
                 try:
                     _execute_one(backend, spec, str(result_path(root, spec)), base)
-                except Exception as error:  # noqa: BLE001 - one bad run must not lose the others
+                except Exception as error:
                     failed.append((spec.key, f"{spec.panel} / {spec.series} / seed {spec.seed}: {error!r}"))
                 advance(spec)
         else:

@@ -107,7 +107,7 @@ class ServerSide:
         silos = range(self.config.n_silos)
         public = {"stage": SETUP_STAGES[0], "public_key": self.server.public_key_message().to_bytes(),
                   **_public(self.config)}
-        answers = self._ask({s: public for s in silos})
+        answers = self._ask(dict.fromkeys(silos, public))
         directory = self.server.relay_dh_keys(
             [DhPublicKeyMessage.from_bytes(bytes(answers[s]["message"])) for s in silos])
         answers = self._ask({s: {"stage": SETUP_STAGES[1], "directory": directory.to_bytes()} for s in silos})

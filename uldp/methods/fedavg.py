@@ -23,7 +23,12 @@ from torch import Tensor
 
 from uldp.accounting import check_accountant, epsilon_for_method
 from uldp.methods.base import (
-    KEYS_STREAM, TRAIN_STREAM, EveryRecordSiloNoise, global_torch_seed, seed_stream, torch_generator,
+    KEYS_STREAM,
+    TRAIN_STREAM,
+    EveryRecordSiloNoise,
+    global_torch_seed,
+    seed_stream,
+    torch_generator,
 )
 from uldp.training import closed_form
 from uldp.training.per_user import clip_rows, record_keys, train_users

@@ -23,9 +23,9 @@ Decode reads values above n // 2 as negative).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from fractions import Fraction
 from functools import lru_cache
-from typing import Iterable
 
 import numpy as np
 

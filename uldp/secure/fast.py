@@ -26,8 +26,8 @@ import functools
 import math
 import multiprocessing
 import secrets
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from typing import Sequence
 
 import gmpy2
 import numpy as np

@@ -16,7 +16,7 @@ True
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from collections.abc import Iterator
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 

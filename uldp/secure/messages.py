@@ -126,7 +126,7 @@ class Message:
         return body + hashlib.sha256(body).digest()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "Message":
+    def from_bytes(cls, data: bytes) -> Message:
         """Parse and check a message of this class.
 
         Raises:

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Callable, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import gmpy2
 import numpy as np

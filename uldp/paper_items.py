@@ -183,7 +183,7 @@ ITEMS: tuple[PaperItem, ...] = (
               ("book/differences", "book/weighting_protocol")),
     PaperItem("protocol", "1", "Private Weighting Protocol",
               "Silos learn blinded user histograms and aggregate enhanced-weighted updates under Paillier and masks.",
-              ("uldp.secure.protocol.run_secure_round", "uldp.secure.make_secure_aggregate", "uldp.deploy"),
+              ("uldp.secure.SecureSession", "uldp.secure.SecureAggregator", "uldp.flower.UldpStrategy", "uldp.deploy"),
               ("book/deploying", "book/exp_weighting", "book/introduction", "book/weighting_protocol",
                "book/your_own_silos")),
     PaperItem("equation", "3", "the enhanced weights",

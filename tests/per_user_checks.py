@@ -4,6 +4,7 @@ oracle, the plain per-user loop :func:`~uldp.training.per_user.train_users_loop`
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -14,7 +15,7 @@ from uldp.training.per_user import flat_parameters, record_keys, train_users, tr
 def assert_fast_path_equals_loop(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
                                  groups: Sequence[np.ndarray], *, loss_fn: Callable, local_lr: float, epochs: int,
                                  batch_size: int, key_seed: int, atol: float, moved: float | None = None,
-                                 fast_model: torch.nn.Module | None = None, **fast_options: object) -> None:
+                                 fast_model: torch.nn.Module | None = None, **fast_options: Any) -> None:
     """Train ``groups`` from ``model``'s parameters both ways and compare the deltas to ``atol``.
 
     Args:
@@ -28,7 +29,7 @@ def assert_fast_path_equals_loop(model: torch.nn.Module, x: torch.Tensor, y: tor
         fast_options: More arguments of the fast path (``chunk_floats``).
     """
     params = flat_parameters(model)
-    kwargs = dict(loss_fn=loss_fn, local_lr=local_lr, epochs=epochs, batch_size=batch_size,
+    kwargs: dict[str, Any] = dict(loss_fn=loss_fn, local_lr=local_lr, epochs=epochs, batch_size=batch_size,
                   keys=record_keys(x.shape[0], epochs, torch.Generator().manual_seed(key_seed)))
     fast = train_users(model if fast_model is None else fast_model, params, x, y, groups, **kwargs, **fast_options)
     slow = train_users_loop(model, params, x, y, groups, **kwargs)

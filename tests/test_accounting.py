@@ -60,7 +60,8 @@ def test_vectorised_integer_orders_equal_opacus_over_the_default_grid(q, sigma):
 
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
-        reference = np.asarray(opacus_rdp.compute_rdp(q=q, noise_multiplier=sigma, steps=1, orders=list(DEFAULT_ORDERS)))
+        reference = np.asarray(
+            opacus_rdp.compute_rdp(q=q, noise_multiplier=sigma, steps=1, orders=list(DEFAULT_ORDERS)))
     ours = rdp_subsampled_gaussian(sigma=sigma, q=q, steps=1)
     assert np.array_equal(np.isnan(ours), np.isnan(reference)) and np.isnan(ours).sum() > 0
     np.testing.assert_allclose(ours[~np.isnan(ours)], reference[~np.isnan(reference)], rtol=1e-10)
@@ -87,7 +88,8 @@ def test_gaussian_closed_form_at_q_one():
     np.testing.assert_allclose(rdp, rounds * DEFAULT_ORDERS / (2 * sigma**2), rtol=1e-12)
 
     def continuous(alpha):
-        return rounds * alpha / (2 * sigma**2) + math.log((alpha - 1) / alpha) - (math.log(delta) + math.log(alpha)) / (alpha - 1)
+        return (rounds * alpha / (2 * sigma**2) + math.log((alpha - 1) / alpha)
+                - (math.log(delta) + math.log(alpha)) / (alpha - 1))
 
     best = optimize.minimize_scalar(continuous, bounds=(1.01, 1000), method="bounded")
     ours = epsilon_uldp(sigma=sigma, rounds=rounds, delta=delta).epsilon
@@ -161,7 +163,7 @@ def slow_group_dp_oracle(curve, k, delta, orders):
         rho = float(curve(np.array([alpha]))[0])
         if not math.isfinite(rho):
             continue
-        def record_eps(log_d):
+        def record_eps(log_d, rho=rho, alpha=alpha):  # this iteration's order and RDP, bound at definition
             return rho + math.log((alpha - 1) / alpha) - (log_d + math.log(alpha)) / (alpha - 1)
         def gap(log_d):
             return math.log(k) + (k - 1) * record_eps(log_d) + log_d - math.log(delta)

@@ -34,10 +34,12 @@ def test_weighted_gradient_equals_autograd(network, data, seed, train):
     y = torch.randint(0, n_classes, (n_copies, batch), generator=gen)
     weight = (torch.rand((n_copies, batch), generator=gen) < 0.7).double()
     draws, uniforms = recording(seed + 1)
-    got = closed_form.for_model(model, cross_entropy_loss).weighted_gradient(params, x, y, weight, uniforms)
+    found = closed_form.for_model(model, cross_entropy_loss)
+    assert found is not None
+    got = found.weighted_gradient(params, x, y, weight, uniforms)
     assert len(draws) == (dropouts if train else 0)
     for g in range(n_copies):
         own = {name: value[g].clone().requires_grad_() for name, value in params.items()}
         loss = cross_entropy_loss(reference_logits(model, own, x[g], draws, g), y[g], weight[g])
-        for name, value in zip(own, torch.autograd.grad(loss, list(own.values()))):
+        for name, value in zip(own, torch.autograd.grad(loss, list(own.values())), strict=True):
             torch.testing.assert_close(got[name][g], value, atol=1e-12, rtol=1e-10)

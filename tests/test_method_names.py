@@ -39,7 +39,7 @@ def test_leading_zeros_give_the_canonical_group_name(k, zeros):
 def test_the_properties_of_each_family():
     """Who is private (all but DEFAULT), who clips per user (Algorithms 3-4) and whose training reads the users."""
     specs = {family: parse_method(name) for family, name in zip(FAMILIES, ("DEFAULT", "ULDP-NAIVE", "ULDP-GROUP-2",
-                                                                            "ULDP-SGD", "ULDP-AVG"))}
+                                                                            "ULDP-SGD", "ULDP-AVG"), strict=True)}
     assert [f for f, s in specs.items() if s.private] == ["ULDP-NAIVE", "ULDP-GROUP", "ULDP-SGD", "ULDP-AVG"]
     assert [f for f, s in specs.items() if s.per_user] == ["ULDP-SGD", "ULDP-AVG"]
     assert [f for f, s in specs.items() if s.reads_users] == ["ULDP-GROUP", "ULDP-SGD", "ULDP-AVG"]
@@ -53,5 +53,5 @@ def test_unknown_names_list_the_known_ones(bad):
 
 
 def test_a_bad_group_suffix_says_what_is_allowed():
-    with pytest.raises(ValueError, match="'ULDP-GROUP-0'.*positive integer"):
+    with pytest.raises(ValueError, match=r"'ULDP-GROUP-0'.*positive integer"):
         parse_group_size("ULDP-GROUP-0")

@@ -105,7 +105,7 @@ def test_naive_user_sensitivity_bound(seed, n_silos):
     full = method.silo_deltas(params, fed, round_seed)
     for user in (0, 1):
         without = method.silo_deltas(params, fed.without_user(user), round_seed)
-        per_silo = [(a - b).norm() for a, b in zip(full, without)]
+        per_silo = [(a - b).norm() for a, b in zip(full, without, strict=True)]
         # each silo's clipped delta lies in the C-ball: it moves by at most 2C (add/remove), so the sum by 2|S|C
         assert max(per_silo) <= 2 * HP.clip * (1 + 1e-6)
         assert sum(per_silo) <= 2 * n_silos * HP.clip * (1 + 1e-6)
@@ -126,8 +126,8 @@ def test_naive_silo_change_can_exceed_c():
     assert change.norm() > 1.9 * 0.1
 
 
-@pytest.mark.parametrize("name, sum_std_over_sigma", [("ULDP-NAIVE", lambda s, c: 2 * s * c), ("ULDP-AVG", lambda s, c: c),
-                                                       ("ULDP-SGD-w", lambda s, c: c)])
+@pytest.mark.parametrize("name, sum_std_over_sigma", [("ULDP-NAIVE", lambda s, c: 2 * s * c),
+                                                       ("ULDP-AVG", lambda s, c: c), ("ULDP-SGD-w", lambda s, c: c)])
 def test_noise_has_the_theorems_std(name, sum_std_over_sigma):
     n_silos, size = 4, 200_000
     method = make_method(name, HP)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
@@ -36,9 +38,9 @@ def test_clipped_sum_equals_per_record_autograd_clipping():
         for i in range(5):
             logits = mlp_reference_logits(model, own, x[g], draws, g)[i : i + 1]
             grads = torch.autograd.grad(cross_entropy_loss(logits, y[g, i : i + 1]), list(own.values()))
-            norm = torch.sqrt(sum(grad.square().sum() for grad in grads))
+            norm = torch.sqrt(sum((grad.square().sum() for grad in grads), torch.zeros((), dtype=torch.float64)))
             norms.append(float(norm))
-            for name, grad in zip(own, grads):
+            for name, grad in zip(own, grads, strict=True):
                 total[name] += member[g, i] * min(1.0, clip / float(norm)) * grad
         for name in own:
             torch.testing.assert_close(got[name][g], total[name], atol=1e-12, rtol=1e-10)
@@ -55,7 +57,8 @@ def test_closed_form_dpsgd_equals_opacus_with_the_same_draws():
             module.p = 0.0
     x, y = torch.randn((150, 30), generator=gen), torch.randint(0, 2, (150,), generator=gen)
     params = flat_parameters(model)
-    kwargs = dict(loss_fn=cross_entropy_loss, local_lr=0.5, epochs=2, batch_size=16, clip=0.3, sigma=0.7)
+    kwargs: dict[str, Any] = dict(loss_fn=cross_entropy_loss, local_lr=0.5, epochs=2, batch_size=16, clip=0.3,
+                                  sigma=0.7)
     closed = dpsgd_train(model, params, x, y, generator=torch.Generator().manual_seed(3), engine="closed-form",
                          **kwargs)
     reference = dpsgd_train(model, params, x, y, generator=torch.Generator().manual_seed(3), engine="opacus", **kwargs)
@@ -104,7 +107,8 @@ def test_dropout_generators_are_used_and_checked():
     model = CreditcardMLP().train()
     x, y = torch.randn((40, 30)), torch.randint(0, 2, (40,))
     groups = [np.arange(20), np.arange(20, 40)]
-    kwargs = dict(loss_fn=cross_entropy_loss, local_lr=0.5, epochs=1, batch_size=8, keys=torch.rand(1, 40))
+    kwargs: dict[str, Any] = dict(loss_fn=cross_entropy_loss, local_lr=0.5, epochs=1, batch_size=8,
+                                  keys=torch.rand(1, 40))
     params = flat_parameters(model)
     first = train_users(model, params, x, y, groups, dropout_generators=[torch.Generator().manual_seed(s)
                                                                          for s in (1, 2)], **kwargs)
@@ -117,7 +121,7 @@ def test_dropout_generators_are_used_and_checked():
     assert not torch.allclose(first[1], other[1])
     with pytest.raises(ValueError, match="one generator per group; got 1 for 2 groups of a CreditcardMLP"):
         train_users(model, params, x, y, groups, dropout_generators=[torch.Generator()], **kwargs)
-    with pytest.raises(ValueError, match="clip must be a finite number > 0, got -1.0"):
+    with pytest.raises(ValueError, match=r"clip must be a finite number > 0, got -1\.0"):
         dpsgd_train_silos(model, params, [(x, y)], loss_fn=cross_entropy_loss, local_lr=0.1, epochs=1,
                           batch_size=8, clip=-1.0, sigma=1.0, generators=[torch.Generator()])
     with pytest.raises(ValueError, match="sigma must be a finite number > 0, got nan"):
@@ -130,8 +134,10 @@ def test_dropout_generators_are_used_and_checked():
 
 def test_which_models_have_closed_forms():
     assert mlp.supports(CreditcardMLP(), cross_entropy_loss)
-    assert closed_form.for_model(CreditcardMLP().train(), cross_entropy_loss).random
-    assert not closed_form.for_model(CreditcardMLP().eval(), cross_entropy_loss).random
+    trained = closed_form.for_model(CreditcardMLP().train(), cross_entropy_loss)
+    evaluated = closed_form.for_model(CreditcardMLP().eval(), cross_entropy_loss)
+    assert trained is not None and trained.random
+    assert evaluated is not None and not evaluated.random
     assert closed_form.for_model(torch.nn.Linear(3, 2), cross_entropy_loss) is None
     with pytest.raises(ValueError, match=r"'1' \(GroupNorm\(2, 8.*supported: Linear, ReLU, GroupNorm\(1, C\)"):
         mlp.layers_of(torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.GroupNorm(2, 8)))

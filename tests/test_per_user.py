@@ -61,7 +61,8 @@ def test_fast_path_equals_loop_on_mlp(batch_size, chunk_floats, dtype, tolerance
     x, y, groups = problem(200, 30, (5,), seed=1)
     x = x.to(dtype)
     assert_fast_path_equals_loop(model, x, y, groups, loss_fn=cross_entropy, local_lr=0.2, epochs=3,
-                                 batch_size=batch_size, key_seed=2, atol=tolerance, moved=1e-3, chunk_floats=chunk_floats)
+                                 batch_size=batch_size, key_seed=2, atol=tolerance, moved=1e-3,
+                                 chunk_floats=chunk_floats)
 
 
 @pytest.mark.parametrize("convert", [False, True])

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,13 +28,15 @@ from uldp.method_names import parse_method
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from numpy.typing import ArrayLike
+
 #: The noise multipliers :func:`sigma_for_budget` searches, and where it starts (the paper's sigma).
 SIGMA_RANGE: tuple[float, float] = (1e-3, 1e4)
 SIGMA_START = 5.0
 
 
 def epsilon_naive(
-    *, sigma: float, rounds: int, delta: float, orders: Sequence[float] = DEFAULT_ORDERS
+    *, sigma: float, rounds: int, delta: float, orders: ArrayLike = DEFAULT_ORDERS
 ) -> PrivacySpent:
     """User-level (epsilon, delta) of ULDP-NAIVE after ``rounds`` rounds (paper Theorem 1).
 
@@ -58,7 +60,7 @@ def epsilon_naive(
 
 
 def epsilon_uldp(
-    *, sigma: float, rounds: int, delta: float, q: float = 1.0, orders: Sequence[float] = DEFAULT_ORDERS
+    *, sigma: float, rounds: int, delta: float, q: float = 1.0, orders: ArrayLike = DEFAULT_ORDERS
 ) -> PrivacySpent:
     """User-level (epsilon, delta) of ULDP-SGD / ULDP-AVG (any weights) after ``rounds`` rounds.
 
@@ -96,10 +98,11 @@ def max_silo_rdp(
     if counts.size == 1 and rates.size > 1:
         counts = np.full(rates.size, counts[0])
     if rates.size != counts.size:
-        raise ValueError(f"sample_rates and steps must be per silo with equal lengths, got {rates.size} and {counts.size}")
+        raise ValueError(
+            f"sample_rates and steps must be per silo with equal lengths, got {rates.size} and {counts.size}")
     curves = [
         rdp_subsampled_gaussian(sigma=sigma, q=float(rate), steps=int(count), orders=orders)
-        for rate, count in zip(rates, counts)
+        for rate, count in zip(rates, counts, strict=True)
     ]
     return np.max(curves, axis=0)
 
@@ -287,7 +290,7 @@ def sigma_for_epsilon(method: str, *, epsilon: float, rounds: int, delta: float,
         raise ValueError("DEFAULT has no privacy guarantee; there is no sigma for it")
     if check_integer("rounds", rounds, minimum=0) == 0:
         raise ValueError("rounds must be >= 1 to calibrate sigma")
-    arguments = {"rounds": rounds, "delta": delta, "q": q, "k": k, "sample_rates": sample_rates,
+    arguments: dict[str, Any] = {"rounds": rounds, "delta": delta, "q": q, "k": k, "sample_rates": sample_rates,
                  "steps_per_round": steps_per_round}
     if check_accountant(accountant) == "rdp":
         def epsilon_at(sigma: float) -> float:

@@ -7,7 +7,8 @@ round_seed, aggregate_fn)``, ``group_size(federation)`` and ``epsilon(federation
 
 - ``"DEFAULT"``: FedAvg with global and local learning rates (no privacy), :mod:`uldp.methods.fedavg`.
 - ``"ULDP-NAIVE"``: Algorithm 1 / Theorem 1, :mod:`uldp.methods.fedavg`.
-- ``"ULDP-GROUP-<k>"``, ``"ULDP-GROUP-max"``, ``"ULDP-GROUP-median"``: Algorithm 2 / Theorem 2, :mod:`uldp.methods.group`.
+- ``"ULDP-GROUP-<k>"``, ``"ULDP-GROUP-max"``, ``"ULDP-GROUP-median"``: Algorithm 2 / Theorem 2,
+  :mod:`uldp.methods.group`.
 - ``"ULDP-SGD"``, ``"ULDP-SGD-w"``, ``"ULDP-AVG"``, ``"ULDP-AVG-w"``: Algorithms 3-4 / Theorem 3 with user-level
   sampling rate ``q``, :mod:`uldp.methods.uldp_avg`.
 
@@ -38,4 +39,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'uldp.methods' has no attribute {name!r}")
 
 
-__all__ = sorted(_LAZY)
+__all__ = sorted(_LAZY)  # noqa: PLE0605 - a list of the keys of _LAZY (strings); ruff cannot see through sorted()

@@ -13,7 +13,7 @@ import abc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import torch
@@ -27,6 +27,21 @@ from uldp.models import bce_loss
 if TYPE_CHECKING:
     from uldp.method_names import MethodSpec
     from uldp.training.per_user import LossFunction
+
+
+_T = TypeVar("_T")
+
+
+def needed(value: _T | None, name: str) -> _T:
+    """``value``, a hyperparameter the method needs; raise ``ValueError`` naming ``name`` if it is ``None``.
+
+    Example:
+        >>> needed(0.5, "clip")
+        0.5
+    """
+    if value is None:
+        raise ValueError(f"{name} is needed by this method (got None)")
+    return value
 
 
 @dataclass(frozen=True)
@@ -83,9 +98,9 @@ class Federation:
         x: All training records.
         y: Their targets.
         allocation: User and silo of every record.
-        record_ids: Stable id of every record (``None``: ``0..n-1``); removing records keeps the others' ids, so
-            their random draws (record order) stay the same in a neighbouring federation.
-        n_ids: Size of the id space (``None``: ``n``).
+        record_ids: Stable id of every record (``None``: ``0..n-1``, see :attr:`ids`); removing records keeps the
+            others' ids, so their random draws (record order) stay the same in a neighbouring federation.
+        n_ids: Size of the id space (``None``: ``n``, see :attr:`id_space`).
     """
 
     model: nn.Module
@@ -96,11 +111,15 @@ class Federation:
     record_ids: np.ndarray | None = None
     n_ids: int | None = None
 
-    def __post_init__(self) -> None:
-        if self.record_ids is None:
-            object.__setattr__(self, "record_ids", np.arange(self.x.shape[0]))
-        if self.n_ids is None:
-            object.__setattr__(self, "n_ids", int(self.x.shape[0]))
+    @property
+    def ids(self) -> np.ndarray:
+        """The stable id of every record: ``record_ids``, or ``0..n-1`` when it is ``None``."""
+        return np.arange(self.x.shape[0]) if self.record_ids is None else self.record_ids
+
+    @property
+    def id_space(self) -> int:
+        """The size of the id space: ``n_ids``, or ``n`` when it is ``None``."""
+        return int(self.x.shape[0]) if self.n_ids is None else self.n_ids
 
     @property
     def n_users(self) -> int:
@@ -135,15 +154,15 @@ class Federation:
         order = np.argsort(owners, kind="stable")
         starts = np.searchsorted(owners[order], present)
         ends = np.searchsorted(owners[order], present, side="right")
-        return present, [records[order[a:b]] for a, b in zip(starts, ends)]
+        return present, [records[order[a:b]] for a, b in zip(starts, ends, strict=True)]
 
     def keep(self, mask: np.ndarray) -> Federation:
         """The federation restricted to the records where ``mask`` is true (users and silos keep their ids)."""
         mask = np.asarray(mask, dtype=bool)
         allocation = replace(self.allocation, user=self.allocation.user[mask], silo=self.allocation.silo[mask])
         index = torch.from_numpy(np.flatnonzero(mask))
-        return replace(self, x=self.x[index], y=self.y[index], allocation=allocation,
-                       record_ids=self.record_ids[mask])
+        return replace(self, x=self.x[index], y=self.y[index], allocation=allocation, record_ids=self.ids[mask],
+                       n_ids=self.id_space)
 
     def without_user(self, user: int) -> Federation:
         """The neighbouring federation with every record of ``user`` removed (user-level adjacency)."""
@@ -227,8 +246,14 @@ class Method(Protocol):
     """
 
     REQUIRED: ClassVar[dict[str, tuple[str, ...]]]
-    spec: MethodSpec
-    hp: Hyperparameters
+
+    @property
+    def spec(self) -> MethodSpec:
+        """The parsed registry name."""
+
+    @property
+    def hp(self) -> Hyperparameters:
+        """The hyperparameters."""
 
     def group_size(self, federation: Federation) -> int | None:
         """The records kept per user (ULDP-GROUP-k's ``k``, Algorithm 2) on ``federation``; ``None``: all of them."""

@@ -27,6 +27,7 @@ from uldp.methods.base import (
     TRAIN_STREAM,
     EveryRecordSiloNoise,
     global_torch_seed,
+    needed,
     seed_stream,
     torch_generator,
 )
@@ -45,8 +46,8 @@ def round_keys(federation: Federation, epochs: int, round_seed: np.random.SeedSe
 
     Drawn over the stable record ids, so removing one user's records leaves every other record's key unchanged.
     """
-    keys = record_keys(federation.n_ids, epochs, torch_generator(seed_stream(round_seed, KEYS_STREAM)))
-    return keys[:, torch.from_numpy(federation.record_ids)]
+    keys = record_keys(federation.id_space, epochs, torch_generator(seed_stream(round_seed, KEYS_STREAM)))
+    return keys[:, torch.from_numpy(federation.ids)]
 
 
 def silo_training(federation: Federation, params: Tensor, groups: list[np.ndarray], hp: Hyperparameters,
@@ -54,8 +55,8 @@ def silo_training(federation: Federation, params: Tensor, groups: list[np.ndarra
     """Local SGD of one model per record group (deltas ``[len(groups), d]``); dropout draws come from ``seed``."""
     with global_torch_seed(seed):
         return train_users(federation.model, params, federation.x, federation.y, groups,
-                           loss_fn=federation.loss_fn, local_lr=hp.local_lr, epochs=hp.local_epochs,
-                           batch_size=hp.batch_size, keys=keys)
+                           loss_fn=federation.loss_fn, local_lr=needed(hp.local_lr, "local_lr"),
+                           epochs=needed(hp.local_epochs, "local_epochs"), batch_size=hp.batch_size, keys=keys)
 
 
 @dataclass(frozen=True)
@@ -73,12 +74,15 @@ class FedAvgMethod(EveryRecordSiloNoise):
     hp: Hyperparameters
 
     def noise_std(self, n_silos: int) -> float:
-        """Per-silo noise std ``2 sigma C sqrt(|S|)``: sum std ``sigma`` times the sensitivity ``2|S|C`` (Theorem 1, corrected).
+        """Per-silo noise std ``2 sigma C sqrt(|S|)``: sum std ``sigma`` times the sensitivity ``2|S|C`` (Theorem 1,
+        corrected).
 
         Algorithm 1 line 14 writes ``sigma C sqrt(|S|)``, calibrated to a sensitivity of ``|S|C`` that does not hold
         (see the module docstring).
         """
-        return 2.0 * self.hp.sigma * self.hp.clip * math.sqrt(n_silos) if self.spec.private else 0.0
+        if not self.spec.private:
+            return 0.0
+        return 2.0 * needed(self.hp.sigma, "sigma") * needed(self.hp.clip, "clip") * math.sqrt(n_silos)
 
     def silo_delta(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence, silo: int,
                    keys: Tensor | None = None) -> Tensor:
@@ -90,9 +94,10 @@ class FedAvgMethod(EveryRecordSiloNoise):
         records = federation.silo_records(silo)
         if records.size == 0:
             return torch.zeros_like(params)
-        keys = round_keys(federation, self.hp.local_epochs, round_seed) if keys is None else keys
+        if keys is None:
+            keys = round_keys(federation, needed(self.hp.local_epochs, "local_epochs"), round_seed)
         delta = silo_training(federation, params, [records], self.hp, keys, seed_stream(round_seed, TRAIN_STREAM, silo))
-        return clip_rows(delta, self.hp.clip)[0] if self.spec.private else delta[0]
+        return clip_rows(delta, needed(self.hp.clip, "clip"))[0] if self.spec.private else delta[0]
 
     def silo_deltas(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence) -> list[Tensor]:
         """Each silo's :meth:`silo_delta`.
@@ -102,15 +107,17 @@ class FedAvgMethod(EveryRecordSiloNoise):
         masks from the generator :meth:`silo_delta` seeds, so the result equals training them one by one
         (``tests/test_methods.py``).
         """
-        keys = round_keys(federation, self.hp.local_epochs, round_seed)
+        epochs = needed(self.hp.local_epochs, "local_epochs")
+        keys = round_keys(federation, epochs, round_seed)
         silos = [federation.silo_records(silo) for silo in range(federation.n_silos)]
         if closed_form.for_model(federation.model, federation.loss_fn) is None or any(r.size == 0 for r in silos):
             return [self.silo_delta(params, federation, round_seed, silo, keys) for silo in range(federation.n_silos)]
         deltas = train_users(federation.model, params, federation.x, federation.y, silos, loss_fn=federation.loss_fn,
-                             local_lr=self.hp.local_lr, epochs=self.hp.local_epochs, batch_size=self.hp.batch_size,
-                             keys=keys, dropout_generators=[torch_generator(seed_stream(round_seed, TRAIN_STREAM, s))
-                                                            for s in range(len(silos))])
-        return list(clip_rows(deltas, self.hp.clip) if self.spec.private else deltas)
+                             local_lr=needed(self.hp.local_lr, "local_lr"), epochs=epochs,
+                             batch_size=self.hp.batch_size, keys=keys,
+                             dropout_generators=[torch_generator(seed_stream(round_seed, TRAIN_STREAM, s))
+                                                 for s in range(len(silos))])
+        return list(clip_rows(deltas, needed(self.hp.clip, "clip")) if self.spec.private else deltas)
 
     def clean_update(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence) -> Tensor:
         """The pre-noise aggregate ``sum_s Delta_s`` (user-level sensitivity: see the chapter and tests)."""
@@ -151,5 +158,5 @@ class FedAvgMethod(EveryRecordSiloNoise):
         if not self.spec.private:
             check_accountant(accountant)
             return None
-        return epsilon_for_method(self.spec.name, sigma=self.hp.sigma, rounds=rounds, delta=self.hp.delta,
-                                  accountant=accountant).epsilon
+        return epsilon_for_method(self.spec.name, sigma=needed(self.hp.sigma, "sigma"), rounds=rounds,
+                                  delta=self.hp.delta, accountant=accountant).epsilon

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from uldp.accounting import epsilon_for_method
-from uldp.methods.base import TRAIN_STREAM, global_torch_seed, seed_stream, torch_generator
+from uldp.methods.base import TRAIN_STREAM, global_torch_seed, needed, seed_stream, torch_generator
 from uldp.training import closed_form
 from uldp.training.dpsgd import dpsgd_schedule, dpsgd_train, dpsgd_train_silos
 
@@ -79,6 +79,8 @@ class GroupMethod:
 
     def group_size(self, federation: Federation) -> int:
         """``k`` for this federation (resolves ``max`` / ``median`` on the records per user)."""
+        if self.spec.group_size is None:
+            raise ValueError(f"{self.spec.name} has no group size k; GroupMethod needs a ULDP-GROUP-<k> name")
         return resolve_group_size(self.spec.group_size, federation.counts.sum(axis=0))
 
     def keep_mask(self, federation: Federation, seed: np.random.SeedSequence) -> np.ndarray:
@@ -99,8 +101,8 @@ class GroupMethod:
         with global_torch_seed(seed_stream(round_seed, TRAIN_STREAM, silo, DROPOUT_STREAM)):
             return dpsgd_train(
                 federation.model, params, federation.x[records], federation.y[records], loss_fn=federation.loss_fn,
-                local_lr=self.hp.local_lr, epochs=self.hp.local_epochs, batch_size=self.hp.batch_size,
-                clip=self.hp.clip, sigma=self.hp.sigma,
+                local_lr=needed(self.hp.local_lr, "local_lr"), epochs=needed(self.hp.local_epochs, "local_epochs"),
+                batch_size=self.hp.batch_size, clip=needed(self.hp.clip, "clip"), sigma=needed(self.hp.sigma, "sigma"),
                 generator=torch_generator(seed_stream(round_seed, TRAIN_STREAM, silo)))
 
     def silo_update(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence, silo: int,
@@ -120,8 +122,8 @@ class GroupMethod:
             return [self.silo_delta(params, federation, round_seed, silo) for silo in range(federation.n_silos)]
         deltas = dpsgd_train_silos(
             federation.model, params, [(federation.x[r], federation.y[r]) for r in silos], loss_fn=federation.loss_fn,
-            local_lr=self.hp.local_lr, epochs=self.hp.local_epochs, batch_size=self.hp.batch_size, clip=self.hp.clip,
-            sigma=self.hp.sigma,
+            local_lr=needed(self.hp.local_lr, "local_lr"), epochs=needed(self.hp.local_epochs, "local_epochs"),
+            batch_size=self.hp.batch_size, clip=needed(self.hp.clip, "clip"), sigma=needed(self.hp.sigma, "sigma"),
             generators=[torch_generator(seed_stream(round_seed, TRAIN_STREAM, silo)) for silo in range(len(silos))],
             dropout_generators=[torch_generator(seed_stream(round_seed, TRAIN_STREAM, silo, DROPOUT_STREAM))
                                 for silo in range(len(silos))])
@@ -145,7 +147,8 @@ class GroupMethod:
         ``federation`` is the prepared (flag-filtered) one: its silo sizes set each silo's DP-SGD schedule.
         """
         sizes = [federation.silo_records(s).size for s in range(federation.n_silos)]
-        schedules = [dpsgd_schedule(n, batch_size=self.hp.batch_size, epochs=self.hp.local_epochs)
+        epochs = needed(self.hp.local_epochs, "local_epochs")
+        schedules = [dpsgd_schedule(n, batch_size=self.hp.batch_size, epochs=epochs)
                      for n in sizes if n > 0]
         return {"k": self.group_size(federation), "sample_rates": [s.sample_rate for s in schedules],
                 "steps_per_round": [s.steps for s in schedules]}
@@ -154,5 +157,6 @@ class GroupMethod:
         """Theorem 2's user-level epsilon after ``rounds`` rounds by the accountant named ``accountant``: ``"rdp"``
         (valid orders, next power of two for ``k``) or ``"pld"`` (the mixture of Gaussians of a ``k``-record
         group, :mod:`uldp.accounting.pld`)."""
-        return epsilon_for_method(self.spec.name, sigma=self.hp.sigma, rounds=rounds, delta=self.hp.delta,
-                                  accountant=accountant, **self.accounting_arguments(federation)).epsilon
+        return epsilon_for_method(self.spec.name, sigma=needed(self.hp.sigma, "sigma"), rounds=rounds,
+                                  delta=self.hp.delta, accountant=accountant,
+                                  **self.accounting_arguments(federation)).epsilon

@@ -25,7 +25,14 @@ import torch
 from torch import Tensor
 
 from uldp.accounting import epsilon_for_method
-from uldp.methods.base import SAMPLING_STREAM, TRAIN_STREAM, EveryRecordSiloNoise, global_torch_seed, seed_stream
+from uldp.methods.base import (
+    SAMPLING_STREAM,
+    TRAIN_STREAM,
+    EveryRecordSiloNoise,
+    global_torch_seed,
+    needed,
+    seed_stream,
+)
 from uldp.methods.fedavg import round_keys, silo_training
 from uldp.training.per_user import clip_rows, user_gradients
 
@@ -76,14 +83,17 @@ def check_weights(weights: np.ndarray, counts: np.ndarray) -> None:
 
 
 def silo_weighted_sum(deltas: Tensor, weights: np.ndarray, noise: Tensor) -> Tensor:
-    """One silo's ``sum_u w_su * deltas[u] + noise`` (Algorithm 3 line 18): ``deltas`` ``[U, d]``, ``weights`` ``[U]``."""
+    """One silo's ``sum_u w_su * deltas[u] + noise`` (Algorithm 3 line 18).
+
+    ``deltas`` is ``[U, d]``, ``weights`` ``[U]``.
+    """
     return torch.as_tensor(weights, dtype=deltas.dtype) @ deltas + noise
 
 
 def weighted_sum(deltas: list[Tensor], weights: np.ndarray, noise: list[Tensor]) -> Tensor:
     """``sum_s (sum_u w_su * deltas[s][u] + noise[s])`` (Algorithm 3 lines 18 and 6, in the clear)."""
     total = torch.zeros_like(noise[0])
-    for silo, (delta, z) in enumerate(zip(deltas, noise)):
+    for silo, (delta, z) in enumerate(zip(deltas, noise, strict=True)):
         total += silo_weighted_sum(delta, weights[silo], z)
     return total
 
@@ -131,7 +141,7 @@ class UserLevelMethod(EveryRecordSiloNoise):
 
     def noise_std(self, n_silos: int) -> float:
         """Per-silo noise std ``sigma C / sqrt(|S|)`` (Algorithm 3 line 18; sum std ``sigma C``, Theorem 3)."""
-        return self.hp.sigma * self.hp.clip / math.sqrt(n_silos)
+        return needed(self.hp.sigma, "sigma") * needed(self.hp.clip, "clip") / math.sqrt(n_silos)
 
     def sample_users(self, n_users: int, round_seed: np.random.SeedSequence) -> np.ndarray:
         """Poisson sampling of users with rate ``q`` (Algorithm 4 line 4): ``[U]`` booleans (all when q = 1)."""
@@ -153,7 +163,9 @@ class UserLevelMethod(EveryRecordSiloNoise):
         ULDP-AVG: ``clip(x_su - x_t)`` after ``Q`` local epochs (lines 10-16). ULDP-SGD: ``clip(-g_su)`` for the
         full-batch gradient ``g_su`` (lines 21-23, as a descent direction so both share the server step).
         """
-        keys = round_keys(federation, self.hp.local_epochs, round_seed) if self.spec.family == "ULDP-AVG" else None
+        keys = None
+        if self.spec.family == "ULDP-AVG":
+            keys = round_keys(federation, needed(self.hp.local_epochs, "local_epochs"), round_seed)
         return [self.silo_user_deltas(params, federation, round_seed, sampled, silo, keys)
                 for silo in range(federation.n_silos)]
 
@@ -168,14 +180,15 @@ class UserLevelMethod(EveryRecordSiloNoise):
         users, groups = federation.user_groups(silo, users=np.flatnonzero(sampled))
         if users.size:
             if self.spec.family == "ULDP-AVG":
-                keys = round_keys(federation, self.hp.local_epochs, round_seed) if keys is None else keys
+                if keys is None:
+                    keys = round_keys(federation, needed(self.hp.local_epochs, "local_epochs"), round_seed)
                 update = silo_training(federation, params, groups, self.hp, keys,
                                        seed_stream(round_seed, TRAIN_STREAM, silo))
             else:
                 with global_torch_seed(seed_stream(round_seed, TRAIN_STREAM, silo)):  # dropout, if the model has it
                     update = -user_gradients(federation.model, params, federation.x, federation.y, groups,
                                              loss_fn=federation.loss_fn)
-            deltas[torch.from_numpy(users)] = clip_rows(update, self.hp.clip)
+            deltas[torch.from_numpy(users)] = clip_rows(update, needed(self.hp.clip, "clip"))
         return deltas
 
     def silo_update(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence, silo: int,
@@ -239,5 +252,6 @@ class UserLevelMethod(EveryRecordSiloNoise):
     def epsilon(self, federation: Federation, rounds: int, *, accountant: str = "rdp") -> float:
         """Theorem 3's user-level epsilon (sub-sampled with rate ``q``, Algorithm 4) after ``rounds`` rounds, by the
         accountant named ``accountant`` (``"rdp"`` or ``"pld"``, :mod:`uldp.accounting`)."""
-        return epsilon_for_method(self.spec.name, sigma=self.hp.sigma, rounds=rounds, delta=self.hp.delta,
-                                  accountant=accountant, **self.accounting_arguments(federation)).epsilon
+        return epsilon_for_method(self.spec.name, sigma=needed(self.hp.sigma, "sigma"), rounds=rounds,
+                                  delta=self.hp.delta, accountant=accountant,
+                                  **self.accounting_arguments(federation)).epsilon

@@ -141,7 +141,8 @@ def dpsgd_train(
     _check_arguments(local_lr=local_lr, clip=clip, sigma=sigma, epochs=epochs, batch_size=batch_size)
     closed_form = closed_forms.for_dpsgd(model, loss_fn) is not None
     if engine == "closed-form" and not closed_form:
-        raise ValueError(f"no closed-form DP-SGD for {type(model).__name__} with {getattr(loss_fn, '__name__', loss_fn)}")
+        raise ValueError(
+            f"no closed-form DP-SGD for {type(model).__name__} with {getattr(loss_fn, '__name__', loss_fn)}")
     if closed_form and engine != "opacus":  # one silo of the batched closed-form engine; dropout from the global RNG
         return dpsgd_train_silos(model, params, [(x, y)], loss_fn=loss_fn, local_lr=local_lr, epochs=epochs,
                                  batch_size=batch_size, clip=clip, sigma=sigma, generators=[generator],
@@ -173,12 +174,12 @@ def _opacus_steps(model: nn.Module, flat: Tensor, x: Tensor, y: Tensor, *, loss_
         warnings.filterwarnings("ignore", message="Full backward hook is firing")
         for _ in range(epochs):
             draws = epoch_draws(x.shape[0], schedule, layout, sigma * clip, epochs=epochs, generator=generator)
-            for batch, noise in zip(draws.batches, draws.noise):
+            for batch, noise in zip(draws.batches, draws.noise, strict=True):
                 optimizer.zero_grad()
                 loss_fn(private(x[batch]), y[batch], None).backward()
                 optimizer.step()  # an empty batch still takes a pure-noise step, as accounted
                 with torch.no_grad():
-                    for param, piece in zip(trainable, layout.unflatten(noise).values()):
+                    for param, piece in zip(trainable, layout.unflatten(noise).values(), strict=True):
                         param.sub_(step_size * piece)
     return flat_parameters(private._module)
 
@@ -215,29 +216,32 @@ def dpsgd_train_silos(model: nn.Module, params: Tensor, silos: list[tuple[Tensor
     """
     _check_arguments(local_lr=local_lr, clip=clip, sigma=sigma, epochs=epochs, batch_size=batch_size)
     closed_form = closed_forms.for_dpsgd(model, loss_fn)
-    if closed_form is None:
-        raise ValueError(f"no closed-form DP-SGD for {type(model).__name__} with {getattr(loss_fn, '__name__', loss_fn)}")
+    if closed_form is None or closed_form.clipped_gradient_sum is None:
+        raise ValueError(
+            f"no closed-form DP-SGD for {type(model).__name__} with {getattr(loss_fn, '__name__', loss_fn)}")
+    clipped_gradient_sum = closed_form.clipped_gradient_sum
     if (len(generators) != len(silos) or any(x.shape[0] == 0 for x, _ in silos)
             or (dropout_generators is not None and len(dropout_generators) != len(silos))):
+        silo_sizes = [int(x.shape[0]) for x, _ in silos]
         raise ValueError(f"need one generator (and one dropout generator, if given) per silo and records in every "
-                         f"silo; got {len(generators)} generators for silos of sizes {[int(x.shape[0]) for x, _ in silos]}")
+                         f"silo; got {len(generators)} generators for silos of sizes {silo_sizes}")
     layout = ParameterLayout.of(model)
     schedules = [dpsgd_schedule(int(x.shape[0]), batch_size=batch_size, epochs=epochs) for x, _ in silos]
     step_sizes = torch.tensor([local_lr / max(1, round(s.sample_rate * x.shape[0]))
-                               for s, (x, _) in zip(schedules, silos)], dtype=params.dtype)[:, None]
+                               for s, (x, _) in zip(schedules, silos, strict=True)], dtype=params.dtype)[:, None]
     records, targets = torch.cat([x for x, _ in silos]), torch.cat([y for _, y in silos])  # silo s from offsets[s]
     offsets = np.cumsum([0] + [int(x.shape[0]) for x, _ in silos[:-1]]).tolist()
     flat = params.detach().expand(len(silos), -1).clone()
     for _ in range(epochs):
         draws = [epoch_draws(x.shape[0], schedule, layout, sigma * clip, epochs=epochs, generator=generator)
-                 for (x, _), schedule, generator in zip(silos, schedules, generators)]
+                 for (x, _), schedule, generator in zip(silos, schedules, generators, strict=True)]
         index, member, sizes, noise = _stack_draws(draws, offsets, flat.shape[1], flat.dtype)
         for step in range(index.shape[0]):
             uniforms = None
             if closed_form.random and dropout_generators is not None:
                 batch_sizes = sizes[step, :, 0].long()
                 uniforms = closed_forms.copy_uniforms(dropout_generators, batch_sizes, active=batch_sizes > 0)
-            clipped = closed_form.clipped_gradient_sum(layout.unflatten(flat), records[index[step]],
+            clipped = clipped_gradient_sum(layout.unflatten(flat), records[index[step]],
                                                        targets[index[step]], member[step], clip, uniforms)
             flat = flat - step_sizes * (layout.flatten(clipped, batch_dims=1) + noise[step])
     return flat - params.detach()
@@ -263,7 +267,7 @@ def _stack_draws(draws: list[EpochDraws], offsets: list[int], d: int,
     width = max(1, int(sizes.max()))
     index = torch.zeros((n_steps, n_silos, width), dtype=torch.int64)
     noise = torch.zeros((n_steps, n_silos, d), dtype=dtype)
-    for s, (draw, offset) in enumerate(zip(draws, offsets)):
+    for s, (draw, offset) in enumerate(zip(draws, offsets, strict=True)):
         counts = sizes[: len(draw.batches), s]
         step_of = torch.repeat_interleave(torch.arange(len(draw.batches)), counts)
         slot = torch.arange(step_of.numel()) - (torch.cumsum(counts, 0) - counts)[step_of]

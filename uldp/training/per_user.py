@@ -28,6 +28,7 @@ import copy
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -81,7 +82,8 @@ class ParameterLayout:
             raise ValueError(f"flat vector has {flat.shape[-1]} entries, the layout needs {self.size}")
         pieces = torch.split(flat, [math.prod(shape) for shape in self.shapes], dim=-1)
         lead = tuple(flat.shape[:-1])
-        return {name: piece.reshape(lead + shape) for name, piece, shape in zip(self.names, pieces, self.shapes)}
+        return {name: piece.reshape(lead + shape)
+                for name, piece, shape in zip(self.names, pieces, self.shapes, strict=True)}
 
 
 def flat_parameters(model: nn.Module) -> Tensor:
@@ -146,13 +148,13 @@ class _Im2Col(torch.autograd.Function):
         return patches.permute(1, 4, 5, 0, 2, 3).reshape(channels * kernel[0] * kernel[1], n * out_h * out_w)
 
     @staticmethod
-    def setup_context(ctx: object, inputs: tuple, output: Tensor) -> None:
+    def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:  # ctx: torch's FunctionCtx, given attributes
         x, kernel, stride = inputs
         ctx.shape, ctx.kernel, ctx.stride = tuple(x.shape), kernel, stride
 
     @staticmethod
-    def backward(ctx: object, grad_columns: Tensor) -> tuple[Tensor, None, None]:
-        n, channels, height, width = ctx.shape
+    def backward(ctx: Any, grad_columns: Tensor) -> tuple[Tensor, None, None]:
+        n, _, height, width = ctx.shape
         blocks = grad_columns.reshape(grad_columns.shape[0], n, -1).transpose(0, 1)  # [n, C*kh*kw, L]
         return F.fold(blocks, (height, width), ctx.kernel, stride=ctx.stride), None, None
 
@@ -161,7 +163,7 @@ class _Im2Col(torch.autograd.Function):
 def _without_onednn() -> Iterator[None]:
     """Use PyTorch's native CPU kernels instead of oneDNN's inside the block (restored afterwards)."""
     previous = torch.backends.mkldnn.enabled
-    torch.backends.mkldnn.enabled = False
+    torch.backends.mkldnn.enabled = False  # type: ignore[assignment]  # torch's stubs type the flag as its ContextProp
     try:
         yield
     finally:
@@ -174,7 +176,7 @@ def vmap_friendly(model: nn.Module) -> nn.Module:
     Parameter names and values are unchanged, so flat vectors and ``functional_call`` work on both.
     """
     clone = copy.deepcopy(model)
-    for name, child in list(clone.named_modules()):
+    for child in list(clone.modules()):
         for child_name, grandchild in list(child.named_children()):
             if isinstance(grandchild, nn.Conv2d):
                 setattr(child, child_name, UnfoldConv2d(grandchild))
@@ -309,14 +311,17 @@ def train_users(
                                 batch_size=batch_size, keys=keys)
     layout = ParameterLayout.of(model)
     global_params = layout.unflatten(params.detach())
+    sgd_step_: Callable[[dict[str, Tensor], Tensor, Tensor, Tensor, float, closed_forms.Uniforms | None], None]
     if closed_form is not None:
         sgd_step_ = closed_form.sgd_step_
     else:
         user_grad = _make_user_grad(model, loss_fn, params_batched=True)
 
-        def sgd_step_(params: dict[str, Tensor], x: Tensor, y: Tensor, weight: Tensor, lr: float,
-                      uniforms: None) -> None:
+        def autograd_step_(params: dict[str, Tensor], x: Tensor, y: Tensor, weight: Tensor, lr: float,
+                           uniforms: closed_forms.Uniforms | None) -> None:  # uniforms: always None (no closed form)
             closed_forms.descend_(params, user_grad(params, x, y, weight), lr)
+
+        sgd_step_ = autograd_step_
 
     per_record = _per_record_floats(model, x)
     width = lambda n: min(batch_size, n)  # noqa: E731 - the batch width a chunk with n_max records needs
@@ -335,8 +340,10 @@ def train_users(
             batch = width(n_max)
             n_batches = -(-n_max // batch)
             positions = torch.arange(n_batches * batch).reshape(n_batches, batch)
-            local = {name: value.expand((n_users,) + value.shape).clone() for name, value in global_params.items()}
-            generators = None if dropout_generators is None or not closed_form.random else [dropout_generators[m] for m in members]
+            local = {name: value.expand((n_users, *value.shape)).clone() for name, value in global_params.items()}
+            generators = None
+            if dropout_generators is not None and closed_form is not None and closed_form.random:
+                generators = [dropout_generators[m] for m in members]
             for epoch in range(epochs):
                 order = torch.where(valid, keys[epoch][index], 2.0).argsort(dim=1, stable=True)
                 order = F.pad(order, (0, n_batches * batch - n_max))  # padding slots point at record 0, masked below
@@ -400,16 +407,15 @@ def user_gradients(model: nn.Module, params: Tensor, x: Tensor, y: Tensor, group
     layout = ParameterLayout.of(model)
     global_params = layout.unflatten(params.detach())
     closed_form = closed_forms.for_model(model, loss_fn)
-    user_grad = None if closed_form else _make_user_grad(model, loss_fn, params_batched=False)
     per_record = _per_record_floats(model, x) + x[0].numel()
     gradients = torch.zeros((len(groups), layout.size), dtype=params.dtype)
     for members in _chunks(groups, lambda n: layout.size + n * per_record, chunk_floats):
         index, counts = _padded(groups, members)
         mask = (torch.arange(index.shape[1])[None, :] < counts[:, None]).to(params.dtype)
         if closed_form is None:
-            grads = user_grad(global_params, x[index], y[index], mask)
+            grads = _make_user_grad(model, loss_fn, params_batched=False)(global_params, x[index], y[index], mask)
         else:  # every user starts from the global model: one shared copy, broadcast over users
-            shared = {name: value.expand((len(members),) + value.shape) for name, value in global_params.items()}
+            shared = {name: value.expand((len(members), *value.shape)) for name, value in global_params.items()}
             grads = closed_form.weighted_gradient(shared, x[index], y[index], mask)
         gradients[torch.from_numpy(members)] = layout.flatten(grads, batch_dims=1)
     return gradients

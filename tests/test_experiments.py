@@ -439,8 +439,8 @@ def test_parallel_jobs_match_serial_results_and_failures_are_reported(tmp_path, 
     log = tmp_path / "calls.log"
     monkeypatch.setenv("ULDP_FAKE_LOG", str(log))
     failing = Grid("failing", "t", "-", "privacy_utility",
-                   lambda: [e for e in GRIDS["heart_disease"].entries()[:3]]
-                   + [Entry.of(**{**GRIDS["heart_disease"].entries()[0].kwargs, "method": "FAIL"})],
+                   lambda: [*GRIDS["heart_disease"].entries()[:3],
+                            Entry.of(**{**GRIDS["heart_disease"].entries()[0].kwargs, "method": "FAIL"})],
                    ("n_users",), ("method",), {"smoke": Reduction(rounds=2)})
     monkeypatch.setitem(GRIDS, "failing", failing)
     serial = run_grid("failing", "smoke", root=tmp_path / "serial", backend=fake_backend.FAKE, progress=False)
@@ -704,7 +704,7 @@ def test_accountant_and_budget_change_only_the_private_runs_and_leave_the_paper_
     for changes in ({"accountant": "pld"}, {"target_epsilon": 2.0}, {"accountant": "pld", "target_epsilon": 2.0}):
         other = expand("heart_disease", "paper", seeds=[0], **changes)
         assert [(s.panel, s.series, s.seed) for s in other] == [(s.panel, s.series, s.seed) for s in paper]
-        for before, after in zip(paper, other):
+        for before, after in zip(paper, other, strict=True):
             if before.kwargs["method"] == "DEFAULT":
                 assert after == before
                 continue
@@ -745,7 +745,7 @@ def test_accounted_results_by_pld_re_account_the_paper_runs(monkeypatch):
     rdp = experiments.accounted_results("heart_disease", methods=methods)
     pld = experiments.accounted_results("heart_disease", methods=methods, accountant="pld")
     assert [run["key"] for run in pld.runs] == [run["key"] for run in rdp.runs]  # the paper's runs, no retraining
-    for by_rdp, by_pld in zip(rdp.runs, pld.runs):
+    for by_rdp, by_pld in zip(rdp.runs, pld.runs, strict=True):
         assert by_pld["result"]["epsilon"][0] < by_rdp["result"]["epsilon"][0]
         if by_pld["series"] == "ULDP-AVG-w":
             assert by_pld["result"]["epsilon"][0] == epsilon_for_method(

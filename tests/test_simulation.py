@@ -231,7 +231,7 @@ def test_pld_run_reports_what_the_accountant_says_and_no_more_than_rdp(method):
     result = run(config)
     assert result.epsilon == [accounted_epsilon(config, rounds=t) for t in (1, 2)]
     assert all(pld <= accounted_epsilon(config, rounds=t, accountant="rdp")
-               for t, pld in zip((1, 2), result.epsilon))
+               for t, pld in zip((1, 2), result.epsilon, strict=True))
 
 
 @needs_data

@@ -87,7 +87,7 @@ def test_user_level_epsilons_cover_every_user_level_setting_of_the_paper_by_both
     rounds = {settings.rounds for settings in PRIVACY_UTILITY.values()}
     expected = {("ULDP-NAIVE", t, 1.0) for t in rounds} | {("ULDP-SGD/AVG", t, 1.0) for t in rounds}
     expected |= {("ULDP-SGD/AVG", row.rounds, q) for row in USER_SAMPLING + PROTOCOL_RUNTIME for q in row.q}
-    assert set(zip(table["methods"], table["T"], table["q"])) == expected
+    assert set(zip(table["methods"], table["T"], table["q"], strict=True)) == expected
     assert len(table) == len(expected) and set(table["sigma"]) == {SIGMA}
     for row in table.itertuples():
         theorem = (epsilon_naive(sigma=SIGMA, rounds=row.T, delta=DELTA) if row.methods == "ULDP-NAIVE"
@@ -102,7 +102,7 @@ def test_user_level_epsilons_cover_every_user_level_setting_of_the_paper_by_both
 def test_group_epsilons_are_the_accounted_runs_by_rdp_and_the_smaller_mixture_by_pld():
     table = group_epsilons({"heart_disease": ("ULDP-GROUP-8",)})
     rdp = accounted_results("heart_disease", methods=("ULDP-GROUP-8",))
-    assert list(zip(table["setting"], table["epsilon RDP"])) == [
+    assert list(zip(table["setting"], table["epsilon RDP"], strict=True)) == [
         (run["panel"], run["result"]["epsilon"][0]) for run in rdp.runs]
     assert set(table["method"]) == {"ULDP-GROUP-8"} and set(table["dataset"]) == {"heart_disease"}
     assert (table["epsilon PLD (mixture)"] < table["epsilon RDP"]).all()

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
 import fake_backend
 import numpy as np
@@ -26,6 +27,7 @@ from uldp.experiments import (
     Entry,
     Grid,
     Reduction,
+    RunSpec,
     config_hash,
     effective_arguments,
     expand,
@@ -77,11 +79,12 @@ needs_settings = pytest.mark.skipif(not SETTINGS_MD.exists(), reason="settings.m
 @needs_settings
 def test_privacy_utility_grids_are_the_settings_md_table():
     text = SETTINGS_MD.read_text()
-    expected: dict[tuple[str, str], dict] = {}
+    expected: dict[tuple[str, str, int], dict] = {}
     dataset = users = rounds = None
     for row in _table(text, "## Privacy-utility figures"):
         if row[0]:
             dataset, users, rounds = DATASET_NAMES[row[0]], [int(u) for u in row[1].split(",")], int(row[2])
+        assert dataset is not None and users is not None, "the table's first row names its dataset"
         lr_by_users = dict(re.findall(r"([\d.]+) \((\d+) users\)", row[4]))
         for method in _methods(row[3]):
             for n_users in users:
@@ -118,7 +121,7 @@ def test_privacy_utility_grids_are_the_settings_md_table():
 @needs_settings
 def test_weighting_and_user_sampling_grids_are_the_settings_md_tables():
     text = SETTINGS_MD.read_text()
-    expected = set()
+    expected: set[tuple[Any, ...]] = set()
     for row in _table(text, "## Enhanced weighting figure"):
         for n_silos in row[2].split(","):
             for dist in row[3].split(","):
@@ -168,10 +171,10 @@ def test_smaller_profiles_only_shrink_the_paper_grid(name, profile):
     fixed = ("dataset", "method", "distribution", "global_lr", "clip", "local_lr", "batch_size", "sigma", "delta", "q")
     for spec in small:
         params = spec.kwargs
-        twins = [p for p in paper if all(p[f] == params[f] for f in fixed)]
-        assert twins, params
-        assert params["rounds"] <= twins[0]["rounds"]
-        assert params["n_users"] <= max(p["n_users"] for p in twins)
+        paper_twins = [p for p in paper if all(p[f] == params[f] for f in fixed)]
+        assert paper_twins, params
+        assert params["rounds"] <= paper_twins[0]["rounds"]
+        assert params["n_users"] <= max(p["n_users"] for p in paper_twins)
     if profile == "smoke":
         assert max(spec.kwargs["rounds"] for spec in small) <= 3 and {s.seed for s in small} == {0}
     methods = {spec.kwargs["method"] for spec in small}
@@ -216,10 +219,12 @@ def test_unknown_names_give_clear_errors():
         expand("mnist", "smoke", seeds=[1, 1])
     with pytest.raises(ValueError, match=re.escape("seeds must be distinct and at least one, got []")):
         expand("mnist", "smoke", seeds=[])
+    bad: Any  # not a seed, on purpose
     for bad in (True, -1, 1.0):  # True used to be taken as seed 1
         with pytest.raises(ValueError, match=f"seed must be an integer >= 0, got {bad!r}"):
             expand("mnist", "smoke", seeds=[0, bad])
-    numpy_seed = [spec.key for spec in expand("heart_disease", "smoke", seeds=[np.int64(3)])]
+    numpy_seeds: list[Any] = [np.int64(3)]
+    numpy_seed = [spec.key for spec in expand("heart_disease", "smoke", seeds=numpy_seeds)]
     assert numpy_seed == [spec.key for spec in expand("heart_disease", "smoke", seeds=[3])]
     with pytest.raises(ValueError, match="jobs must be an integer >= 1, got 0"):
         run_grid("mnist", "smoke", jobs=0, backend=fake_backend.FAKE)
@@ -331,7 +336,8 @@ def test_a_tampered_stored_result_is_a_value_error_naming_the_file(change, detai
     spec = expand("user_sampling", "paper", seeds=[0])[0]
     path = result_path(tmp_path, spec)
     experiments.write_json_atomic(path, _stored_payload(spec))
-    assert experiments.read_result(path).to_json() == _stored_payload(spec)
+    stored = experiments.read_result(path)
+    assert stored is not None and stored.to_json() == _stored_payload(spec)
     experiments.write_json_atomic(path, {**_stored_payload(spec), **change})
     with pytest.raises(ValueError, match=f"stored result {re.escape(str(path))} is malformed: .*{detail}"):
         experiments.read_result(path)
@@ -385,7 +391,7 @@ def test_within_a_seed_the_runs_longest_at_other_seeds_go_first_and_unknown_ones
 def test_run_grid_stores_one_file_per_run_with_provenance_and_skips_them_later(tmp_path, monkeypatch):
     log = tmp_path / "calls.log"
     monkeypatch.setenv("ULDP_FAKE_LOG", str(log))
-    specs = {}
+    specs: dict[str, RunSpec] = {}
     for spec in expand("heart_disease", "smoke"):
         specs.setdefault(spec.key, spec)  # the first place of a run shared by panels is the one that runs it
     report = run_grid("heart_disease", "smoke", root=tmp_path, backend=fake_backend.FAKE, progress=False,
@@ -439,8 +445,8 @@ def test_parallel_jobs_match_serial_results_and_failures_are_reported(tmp_path, 
     log = tmp_path / "calls.log"
     monkeypatch.setenv("ULDP_FAKE_LOG", str(log))
     failing = Grid("failing", "t", "-", "privacy_utility",
-                   lambda: [e for e in GRIDS["heart_disease"].entries()[:3]]
-                   + [Entry.of(**{**GRIDS["heart_disease"].entries()[0].kwargs, "method": "FAIL"})],
+                   lambda: [*GRIDS["heart_disease"].entries()[:3],
+                            Entry.of(**{**GRIDS["heart_disease"].entries()[0].kwargs, "method": "FAIL"})],
                    ("n_users",), ("method",), {"smoke": Reduction(rounds=2)})
     monkeypatch.setitem(GRIDS, "failing", failing)
     serial = run_grid("failing", "smoke", root=tmp_path / "serial", backend=fake_backend.FAKE, progress=False)
@@ -517,7 +523,8 @@ def test_a_result_set_says_where_its_runs_come_from_and_keeps_it_when_restricted
     assert accounted.restricted([]).source == "accounting" and accounted.only_panels(["A"]).source == "accounting"
     assert experiments.ResultSet("g", "paper", (), (), "results").source == "stored"
     with pytest.raises(ValueError, match="source must be one of stored, accounting, got 'trained'"):
-        experiments.ResultSet("g", "paper", (), (), None, "trained")
+        bad_source: Any = "trained"  # not a source, on purpose
+        experiments.ResultSet("g", "paper", (), (), None, bad_source)
 
 
 def test_loaded_results_frame_and_description(tmp_path):
@@ -553,7 +560,8 @@ def test_chapter_results_show_paper_results_only_when_they_cover_every_line(tmp_
                                        "provenance": {"date": "2026-01-01T00:00", "command": "c", "wall_seconds": 1}})
     one_panel = experiments.chapter_results("user_sampling", "default", backend=fake_backend.FAKE,
                                             paper_root=paper_root, root=build_root)
-    assert one_panel.paper_panels.covered_panels() == (creditcard[0].panel,) != ()
+    assert one_panel.paper_panels is not None
+    assert one_panel.paper_panels.covered_panels() == (creditcard[0].panel,)
     assert {run["panel"] for run in one_panel.paper_panels.runs} == {creditcard[0].panel}
     assert "cover every line of 1 panel(s)" in one_panel.note
     run_grid("user_sampling", "paper", seeds=[0], root=paper_root, backend=fake_backend.FAKE, progress=False,
@@ -576,8 +584,8 @@ def test_user_blind_runs_on_fixed_silos_do_not_depend_on_the_allocation(monkeypa
 
     if not os.environ.get("ULDP_DATA_DIR"):
         monkeypatch.setenv("ULDP_DATA_DIR", str(DATA))
-    base = dict(dataset="tcga_brca", rounds=2, seed=3, local_lr=0.01, global_lr=1.0, local_epochs=2, batch_size=8,
-                clip=0.1, sigma=1.0)
+    base: dict[str, Any] = dict(dataset="tcga_brca", rounds=2, seed=3, local_lr=0.01, global_lr=1.0, local_epochs=2,
+                                batch_size=8, clip=0.1, sigma=1.0)
     for method in ("DEFAULT", "ULDP-NAIVE"):
         runs = [run(RunConfig(method=method, n_users=n_users, distribution=distribution, **base))
                 for n_users, distribution in ((50, "uniform"), (200, "zipf"))]
@@ -592,7 +600,7 @@ def test_user_blind_runs_under_the_uniform_allocation_do_not_depend_on_the_numbe
 
     if not os.environ.get("ULDP_DATA_DIR"):
         monkeypatch.setenv("ULDP_DATA_DIR", str(DATA))
-    base = dict(dataset="creditcard", rounds=2, seed=3, local_epochs=1, max_train_records=600)
+    base: dict[str, Any] = dict(dataset="creditcard", rounds=2, seed=3, local_epochs=1, max_train_records=600)
     for method in ("DEFAULT", "ULDP-NAIVE"):
         runs = [run(RunConfig(method=method, n_users=n_users, distribution="uniform", **base)) for n_users in (7, 90)]
         assert runs[0].test_loss == runs[1].test_loss and runs[0].accuracy == runs[1].accuracy
@@ -675,14 +683,16 @@ def test_every_committed_result_is_a_run_of_its_grid_stored_under_its_key(profil
     files = sorted(root.glob("*/*.json"))
     if not files:
         pytest.skip(f"no committed {profile} results")
-    specs, places = {}, {}
-    variants = {grid: [{}, {"accountant": "pld", "target_epsilon": epsilon}] for grid, epsilon in PLD_RERUNS}
+    specs: dict[str, dict[str, RunSpec]] = {}
+    places: dict[str, set[tuple[str, str]]] = {}
+    variants: dict[str, list[dict[str, Any]]] = {
+        grid: [{}, {"accountant": "pld", "target_epsilon": epsilon}] for grid, epsilon in PLD_RERUNS}
     for name in {path.parent.name for path in files}:
         grid_specs = [spec for privacy in variants.get(name, [{}])  # any seed up to 9
                       for spec in expand(name, profile, seeds=list(range(10)), **privacy)]
         specs[name] = {spec.key: spec for spec in grid_specs}
-        for spec in grid_specs:  # a shared run has a place in more than one panel
-            places.setdefault(spec.key, set()).add((spec.panel, spec.series))
+        for grid_spec in grid_specs:  # a shared run has a place in more than one panel
+            places.setdefault(grid_spec.key, set()).add((grid_spec.panel, grid_spec.series))
     for path in files:
         stored = experiments.read_result(path)
         assert stored is not None, f"{path} is not a complete result"
@@ -704,7 +714,7 @@ def test_accountant_and_budget_change_only_the_private_runs_and_leave_the_paper_
     for changes in ({"accountant": "pld"}, {"target_epsilon": 2.0}, {"accountant": "pld", "target_epsilon": 2.0}):
         other = expand("heart_disease", "paper", seeds=[0], **changes)
         assert [(s.panel, s.series, s.seed) for s in other] == [(s.panel, s.series, s.seed) for s in paper]
-        for before, after in zip(paper, other):
+        for before, after in zip(paper, other, strict=True):
             if before.kwargs["method"] == "DEFAULT":
                 assert after == before
                 continue
@@ -745,7 +755,7 @@ def test_accounted_results_by_pld_re_account_the_paper_runs(monkeypatch):
     rdp = experiments.accounted_results("heart_disease", methods=methods)
     pld = experiments.accounted_results("heart_disease", methods=methods, accountant="pld")
     assert [run["key"] for run in pld.runs] == [run["key"] for run in rdp.runs]  # the paper's runs, no retraining
-    for by_rdp, by_pld in zip(rdp.runs, pld.runs):
+    for by_rdp, by_pld in zip(rdp.runs, pld.runs, strict=True):
         assert by_pld["result"]["epsilon"][0] < by_rdp["result"]["epsilon"][0]
         if by_pld["series"] == "ULDP-AVG-w":
             assert by_pld["result"]["epsilon"][0] == epsilon_for_method(

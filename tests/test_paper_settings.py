@@ -53,19 +53,26 @@ def _number(cell: str) -> float | None:
     return None if cell == "-" else float(cell)
 
 
+def _search(pattern: str, text: str) -> re.Match[str]:
+    """``re.search``, failing the test where the text has nothing matching ``pattern``."""
+    match = re.search(pattern, text)
+    assert match is not None, f"settings.md has nothing matching {pattern!r}"
+    return match
+
+
 def _numbers(cell: str) -> tuple[float, ...]:
     return tuple(float(part) for part in cell.split(","))
 
 
 def test_shared_settings_are_those_of_settings_md():
     text = _text()
-    sigma, delta, seeds = re.search(r"noise multiplier sigma = ([\d.]+), delta = ([\de.-]+), (\d+) repetitions",
-                                    text).groups()
+    sigma, delta, seeds = _search(r"noise multiplier sigma = ([\d.]+), delta = ([\de.-]+), (\d+) repetitions",
+                                  text).groups()
     assert (float(sigma), float(delta)) == (paper_settings.SIGMA, paper_settings.DELTA)
     assert tuple(range(int(seeds))) == paper_settings.PAPER_SEEDS
-    silos = re.search(r"Creditcard and MNIST (\d+) silos; HeartDisease (\d+), TcgaBrca (\d+)", text).groups()
-    batch = re.search(r"Local batch size (\d+) \(Creditcard, MNIST\), (\d+) \(HeartDisease\), (\d+) \(TcgaBrca\)",
-                      text).groups()
+    silos = _search(r"Creditcard and MNIST (\d+) silos; HeartDisease (\d+), TcgaBrca (\d+)", text).groups()
+    batch = _search(r"Local batch size (\d+) \(Creditcard, MNIST\), (\d+) \(HeartDisease\), (\d+) \(TcgaBrca\)",
+                    text).groups()
     for names, n_silos, batch_size in zip((("creditcard", "mnist"), ("heart_disease",), ("tcga_brca",)),
                                           silos[:1] + silos[1:2] + silos[2:], batch, strict=True):
         for name in names:
@@ -74,8 +81,8 @@ def test_shared_settings_are_those_of_settings_md():
     assert "`uniform/uniform` and `zipf/zipf` (iid); MNIST also `zipf-noniid/zipf`" in text
     for name, settings in PRIVACY_UTILITY.items():
         extra = ("zipf-noniid",) if name == "mnist" else ()
-        assert settings.distributions == ("uniform", "zipf") + extra
-    synthetic = re.search(r"Artificial: .*?(\d+) users, (\d+) silos", text).groups()
+        assert settings.distributions == ("uniform", "zipf", *extra)
+    synthetic = _search(r"Artificial: .*?(\d+) users, (\d+) silos", text).groups()
     assert (PAPER["synthetic"].users, PAPER["synthetic"].n_silos) == ((int(synthetic[0]),), int(synthetic[1]))
 
 
@@ -86,6 +93,7 @@ def _privacy_utility_rows() -> dict[tuple[str, str, int], dict]:
     for row in _table("## Privacy-utility figures"):
         if row[0]:
             dataset, users, rounds = NAMES[row[0]], tuple(int(u) for u in row[1].split(",")), int(row[2])
+        assert dataset is not None and users is not None, "the table's first row names its dataset"
         by_users = {int(count): float(lr) for lr, count in re.findall(r"([\d.]+) \((\d+) users\)", row[4])}
         for method in _methods(row[3]):
             for n_users in users:
@@ -94,7 +102,7 @@ def _privacy_utility_rows() -> dict[tuple[str, str, int], dict]:
                     "clip": _number(row[5]), "local_lr": _number(row[6]),
                     "local_epochs": None if row[7] == "-" else int(row[7])}
     # The sentence under the table: ULDP-NAIVE on MNIST at the Creditcard shape with C = 1.0.
-    shape = re.search(r"global lr ([\d.]+), C ([\d.]+), local lr ([\d.]+), Q (\d+)\)", _text()).groups()
+    shape = _search(r"global lr ([\d.]+), C ([\d.]+), local lr ([\d.]+), Q (\d+)\)", _text()).groups()
     for n_users in (100, 10000):
         expected[("mnist", "ULDP-NAIVE", n_users)] = {
             "users": (100, 10000), "rounds": 200, "global_lr": float(shape[0]), "clip": float(shape[1]),
@@ -130,6 +138,9 @@ def test_mnist_global_learning_rate_is_100_only_for_the_10000_users_of_settings_
 def test_weighting_and_user_sampling_tables_are_settings_md(heading, figure):
     rows = _table(heading)
     assert len(rows) == len(figure)
+    distributions: tuple[str, ...]
+    q: tuple[float, ...]
+    methods: tuple[str, ...]
     for row, settings in zip(rows, figure, strict=True):
         if heading.startswith("## Enhanced"):
             silos, distributions, q, rest = row[2], tuple(d.strip() for d in row[3].split(",")), (1.0,), row[4:]
@@ -147,10 +158,12 @@ def test_weighting_and_user_sampling_tables_are_settings_md(heading, figure):
 
 
 def test_protocol_runtime_settings_are_settings_md():
-    line = re.search(r"- Medical: (.*)", _text())[1]
-    datasets, users, distribution, method, rounds, glr, clip, llr, epochs = re.fullmatch(
+    line = _search(r"- Medical: (.*)", _text())[1]
+    match = re.fullmatch(
         r"(\w+ and \w+), (\d+ and \d+) users, (\w+), ([\w-]+), T=(\d+), global lr ([\d.]+), C ([\d.]+), "
-        r"local lr ([\d.]+), Q (\d+)\.", line).groups()
+        r"local lr ([\d.]+), Q (\d+)\.", line)
+    assert match is not None, line
+    datasets, users, distribution, method, rounds, glr, clip, llr, epochs = match.groups()
     assert tuple(s.dataset for s in PROTOCOL_RUNTIME) == tuple(NAMES[d] for d in datasets.split(" and "))
     for settings in PROTOCOL_RUNTIME:
         assert settings.users == tuple(int(u) for u in users.split(" and "))

@@ -11,9 +11,10 @@ from uldp import scorecard as sc
 from uldp.experiments import GRIDS, ResultSet, expand
 
 
-def world(profile: str = "paper", seeds=(0, 1), grids=None, **kwargs) -> dict[str, ResultSet]:
+def world(profile: str = "paper", seeds=(0, 1), grids=None,
+          swap: tuple[str, str] | None = None) -> dict[str, ResultSet]:
     """In-memory results of every grid, curves from :func:`fake_backend.paper_like`."""
-    execute = functools.partial(fake_backend.paper_like, **kwargs)
+    execute = functools.partial(fake_backend.paper_like, swap=swap)
     data = {}
     for name in grids or GRIDS:
         runs = tuple({"panel": s.panel, "series": s.series, "seed": s.seed, "params": s.kwargs,
@@ -32,7 +33,8 @@ def paper_world():
 
 def test_every_claim_holds_in_a_world_built_to_satisfy_them(paper_world):
     table = sc.scorecard(paper_world)
-    assert list(table["key"]) == [claim.key for claim in sc.CLAIMS] and table["key"].is_unique  # the tests look up by key
+    # the tests look up by key
+    assert list(table["key"]) == [claim.key for claim in sc.CLAIMS] and table["key"].is_unique
     assert list(table["verdict"]) == [sc.HOLDS] * len(sc.CLAIMS), table[table["verdict"] != sc.HOLDS].to_dict("records")
     assert all("paper" in source and "seed(s)" in source for source in table["source"])
     by_key = table.set_index("key")
@@ -99,7 +101,7 @@ def test_final_table_and_weighting_gaps_show_the_measured_values(paper_world):
     mean = (run["result"]["accuracy"][-1] + twin["result"]["accuracy"][-1]) / 2
     assert table.loc[run["panel"], "ULDP-AVG"].startswith(f"{mean:.3f} ± ")
     assert f"| ε {run['result']['epsilon'][-1]:.3g}" in table.loc[run["panel"], "ULDP-AVG"]
-    assert "ε" not in table.loc[run["panel"], "DEFAULT"] and list(table.columns)[0] == "DEFAULT"
+    assert "ε" not in table.loc[run["panel"], "DEFAULT"] and next(iter(table.columns)) == "DEFAULT"
     assert list(table.index) == list(dict.fromkeys(r["panel"] for r in results.runs))  # the figure's order
     gaps = sc.weighting_gaps(paper_world)
     row = gaps[(gaps["dataset"] == "creditcard") & (gaps["n_silos"] == 50) & (gaps["distribution"] == "zipf")]

@@ -540,7 +540,7 @@ def compare_runs(configs: Mapping[str, RunConfig], *, title: str) -> pd.DataFram
         axes[1].plot(result.round, result.accuracy, **style)
         if result.epsilon and result.epsilon[0] is not None:
             axes[2].semilogy(result.round, result.epsilon, **style)
-    for ax, label in zip(axes, ("test loss", "test accuracy", "user-level epsilon")):
+    for ax, label in zip(axes, ("test loss", "test accuracy", "user-level epsilon"), strict=True):
         ax.set_xlabel("round")
         ax.set_ylabel(label)
     axes[0].legend(fontsize=8)

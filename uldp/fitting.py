@@ -56,7 +56,7 @@ ALLOCATION_STREAM, INIT_STREAM, PREPARE_STREAM, ROUNDS_STREAM, SUBSET_STREAM = r
 DEFAULTS = {"global_lr": 10.0, "local_lr": 0.01, "clip": 0.1, "local_epochs": 5, "batch_size": 64}
 
 LossFunction = Callable[[Tensor, Tensor, "Tensor | None"], Tensor]
-Metric = Callable[[Tensor, Tensor], float]
+Metric = Callable[[Tensor, Tensor], "float | Tensor"]
 
 
 class UnsupportedModuleError(ValueError):
@@ -181,9 +181,9 @@ def weighted_loss(loss: Any) -> WeightedLoss:
 #: Layers per-user training cannot run, and what to use instead (checked before training, like Opacus'
 #: ``ModuleValidator``). Training vmaps every user's copy of the model over a batch of that user's records alone.
 _REPLACEMENTS: tuple[tuple[type, str], ...] = (
-    (nn.modules.batchnorm._BatchNorm, "batch normalisation mixes records of a batch and updates running statistics "
-     "in place, which per-user training (torch.func.vmap over users) cannot keep per user; use nn.GroupNorm("
-     "num_groups, num_channels) or nn.LayerNorm instead"),
+    (nn.modules.batchnorm._BatchNorm, ("batch normalisation mixes records of a batch and updates running statistics "
+                                       "in place, which per-user training (torch.func.vmap over users) cannot keep "
+                                       "per user; use nn.GroupNorm(num_groups, num_channels) or nn.LayerNorm instead")),
 )
 
 
@@ -442,7 +442,7 @@ def _resolve_sigma(method: str, *, epsilon: float | None, sigma: float | None, r
     if (epsilon is None) == (sigma is None):
         raise ValueError(f"{spec.name} needs exactly one of epsilon (a target) or sigma (a noise multiplier); got "
                          f"epsilon={epsilon!r}, sigma={sigma!r}")
-    if sigma is not None:
+    if epsilon is None:  # exactly one of them is given: sigma
         return check_positive("sigma", sigma)
     if spec.family == "ULDP-GROUP":
         raise ValueError(f"a target epsilon for {spec.name} depends on each silo's DP-SGD sampling; give sigma "
@@ -487,7 +487,8 @@ def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss:
         delta: Target delta.
         rounds: Rounds ``T``.
         q: User-level Poisson sampling rate per round (ULDP-SGD/AVG, Algorithm 4).
-        metrics: ``{name: fn(outputs, y_test) -> float}`` computed on the test set after every round.
+        metrics: ``{name: fn(outputs, y_test) -> float}`` (or a one-element tensor) computed on the test set after
+            every round.
         test: Optional held-out ``(x_test, y_test)``; without it the history has no loss (a loss on the training
             records would be a release that the privacy guarantee does not cover).
         seed: The one seed of every random draw (user sampling, record order, dropout, noise).
@@ -547,7 +548,8 @@ def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss:
     sigma = _resolve_sigma(spec.name, epsilon=epsilon, sigma=sigma, rounds=rounds, delta=delta, q=q)
     chosen = {"local_lr": local_lr, "global_lr": global_lr, "clip": clip, "local_epochs": local_epochs,
               "batch_size": batch_size}
-    values = {name: DEFAULTS[name] if value is None else value for name, value in chosen.items()}
+    # Hyperparameters checks each value's type and range
+    values: dict[str, Any] = {name: DEFAULTS[name] if value is None else value for name, value in chosen.items()}
     unused = {"ULDP-SGD": ("local_lr", "local_epochs"), "DEFAULT": ("clip",)}.get(spec.family, ())
     hp = Hyperparameters(global_lr=values["global_lr"], local_lr=None if "local_lr" in unused else values["local_lr"],
                          local_epochs=None if "local_epochs" in unused else values["local_epochs"],

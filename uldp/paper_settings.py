@@ -32,7 +32,7 @@ PAPER_SEEDS: tuple[int, ...] = (0, 1, 2, 3, 4)
 GROUP_METHODS: tuple[str, ...] = ("ULDP-GROUP-max", "ULDP-GROUP-median", "ULDP-GROUP-2", "ULDP-GROUP-8")
 #: The methods of the privacy-utility figures, in the paper's legend order.
 PRIVACY_UTILITY_METHODS: tuple[str, ...] = (
-    ("DEFAULT", "ULDP-NAIVE") + GROUP_METHODS + ("ULDP-SGD", "ULDP-AVG", "ULDP-AVG-w")
+    "DEFAULT", "ULDP-NAIVE", *GROUP_METHODS, "ULDP-SGD", "ULDP-AVG", "ULDP-AVG-w"
 )
 #: Method families, in the order of settings.md's rows.
 FAMILIES: tuple[str, ...] = ("DEFAULT", "ULDP-NAIVE", "ULDP-GROUP", "ULDP-SGD", "ULDP-AVG")

@@ -97,7 +97,7 @@ def _utility(results: ResultSet) -> str:
 def _privacy_utility_panels(data: Mapping[str, ResultSet], how: str = "final",
                             metric: str | None = None) -> list[tuple[str, str, pd.DataFrame]]:
     """``(grid, panel, table)`` for every stored privacy-utility panel (utility unless ``metric`` is given)."""
-    found = []
+    found: list[tuple[str, str, pd.DataFrame]] = []
     for name in PRIVACY_UTILITY_GRIDS:
         results = data.get(name)
         if results is None or not results.runs:
@@ -122,7 +122,7 @@ def _pairwise(data: Mapping[str, ResultSet], better: str, worse: str, how: str, 
     """Claim that ``better`` has higher utility than ``worse``, by more than ``by``, in every privacy-utility
     setting."""
     hits, gaps = 0, []
-    for name, panel, table in _privacy_utility_panels(data, how):
+    for _grid, panel, table in _privacy_utility_panels(data, how):
         high, low = _value(table, panel, better), _value(table, panel, worse)
         if high is None or low is None:
             continue
@@ -159,7 +159,7 @@ def _proposed_tradeoff(data: Mapping[str, ResultSet]) -> Finding:
 
 def _naive_low(data: Mapping[str, ResultSet]) -> Finding:
     hits, gaps = 0, []
-    for name, panel, table in _privacy_utility_panels(data):
+    for _grid, panel, table in _privacy_utility_panels(data):
         naive = _value(table, panel, "ULDP-NAIVE")
         others = [v for s in ("ULDP-AVG", "ULDP-AVG-w") if (v := _value(table, panel, s)) is not None]
         if naive is None or not others:
@@ -201,8 +201,8 @@ def _group_beats_avg_small_n(data: Mapping[str, ResultSet]) -> Finding:
         raise NotMeasured("no Creditcard setting with 1000 users, uniform")
     panel = panels[0]
     avg = _value(table, panel, "ULDP-AVG")
-    groups = {s: _value(table, panel, s) for s in ("ULDP-GROUP-max", "ULDP-GROUP-median")}
-    groups = {s: v for s, v in groups.items() if v is not None}
+    measured_groups = {s: _value(table, panel, s) for s in ("ULDP-GROUP-max", "ULDP-GROUP-median")}
+    groups = {s: v for s, v in measured_groups.items() if v is not None}
     if avg is None or not groups:
         raise NotMeasured("ULDP-AVG or ULDP-GROUP-max/median missing in that setting")
     above = [s for s, v in groups.items() if v > avg]
@@ -224,7 +224,8 @@ def _spread(table: pd.DataFrame, panel: str, series: list[str]) -> str:
 
 
 def _group2_mnist(data: Mapping[str, ResultSet]) -> Finding:
-    results = stored_grid(data, MNIST_ACCOUNTING, "no MNIST epsilons (accounting at the paper's settings needs the data)")
+    results = stored_grid(data, MNIST_ACCOUNTING,
+                          "no MNIST epsilons (accounting at the paper's settings needs the data)")
     table = per_setting(results, "epsilon")
     rows = table[table["series"] == "ULDP-GROUP-2"]
     if rows.empty or rows["n_users"].nunique() < 2:
@@ -278,7 +279,7 @@ def _group_utility(data: Mapping[str, ResultSet]) -> Finding:
         gaps[(name, row.get("distribution"), int(row["n_users"]))] = best[1] - avg
     if not total:
         raise NotMeasured("no setting has ULDP-AVG and a ULDP-GROUP-k")
-    pairs = {}
+    pairs: dict[tuple[str, str | None], dict[int, float]] = {}
     for (name, distribution, n_users), gap in gaps.items():
         pairs.setdefault((name, distribution), {})[n_users] = gap
     pairs = {key: users for key, users in pairs.items() if len(users) >= 2}
@@ -380,7 +381,7 @@ def _weighting_silos(data: Mapping[str, ResultSet]) -> Finding:
         raise NotMeasured("Creditcard zipf weighting results with at least two silo counts are missing")
     values = zipf["gap"].to_numpy()
     verdict = HOLDS if np.all(np.diff(values) > 0) else PARTLY if values[-1] > values[0] else FAILS
-    shown = ", ".join(f"|S|={s}: {g:+.4f}" for s, g in zip(zipf["n_silos"], values))
+    shown = ", ".join(f"|S|={s}: {g:+.4f}" for s, g in zip(zipf["n_silos"], values, strict=True))
     return Finding(f"Creditcard zipf, loss gap AVG minus AVG-w by silos: {shown}", verdict)
 
 
@@ -418,7 +419,7 @@ def _sampling_q07(data: Mapping[str, ResultSet]) -> Finding:
 
 
 def _sampling_mnist(data: Mapping[str, ResultSet]) -> Finding:
-    utility, epsilon = _sampling_table(data)
+    utility, _ = _sampling_table(data)
     drops = {}
     for dataset in ("creditcard", "mnist"):
         u = utility[utility["dataset"] == dataset].sort_values("q")

@@ -167,6 +167,9 @@ class RunConfig:
 
     def hyperparameters(self) -> Hyperparameters:
         """The method's :class:`~uldp.methods.Hyperparameters` (raises ``ValueError`` on bad values)."""
+        if self.global_lr is None or self.batch_size is None:  # __post_init__ fills both for every method
+            raise ValueError(f"a run needs global_lr and batch_size; got global_lr={self.global_lr!r}, "
+                             f"batch_size={self.batch_size!r}")
         hp = Hyperparameters(global_lr=self.global_lr, local_lr=self.local_lr, local_epochs=self.local_epochs,
                              batch_size=self.batch_size, clip=self.clip, sigma=self.sigma, delta=self.delta, q=self.q)
         make_method(self.method, hp, user_weights=None if self.user_weights is None else np.asarray(self.user_weights))
@@ -204,7 +207,7 @@ class RunResult:
         metric = "c_index" if self.c_index else "accuracy"
         return [{"round": r, "loss": loss, metric: value, "epsilon": eps, "seconds": sec}
                 for r, loss, value, eps, sec in zip(self.round, self.test_loss, getattr(self, metric),
-                                                    self.epsilon, self.seconds)]
+                                                    self.epsilon, self.seconds, strict=True)]
 
     def to_json(self) -> dict:
         """``{"config": {...}, "rounds": [...], "info": {...}}`` (the ``uldp run --json`` payload)."""
@@ -218,7 +221,7 @@ def _stratified_subset(labels: np.ndarray | None, n_records: int, size: int, rng
     chosen = []
     classes, counts = np.unique(labels, return_counts=True)
     quotas = np.maximum(1, np.round(counts * size / n_records)).astype(int)
-    for label, quota in zip(classes, quotas):
+    for label, quota in zip(classes, quotas, strict=True):
         members = np.flatnonzero(labels == label)
         chosen.append(rng.choice(members, min(quota, members.size), replace=False))
     return np.sort(np.concatenate(chosen))
@@ -236,7 +239,8 @@ def build_federation(config: RunConfig, dataset: FederatedDataset | None = None)
                        train_silo=None if data.train_silo is None else data.train_silo[keep])
     allocation_seed = int(seed_stream(root, ALLOCATION_STREAM).generate_state(1)[0])
     allocation = allocate(data, n_users=config.n_users, n_silos=config.n_silos, scheme=config.distribution,
-                          seed=allocation_seed, n_labels=config.n_labels if config.distribution == "zipf-noniid" else None)
+                          seed=allocation_seed,
+                          n_labels=config.n_labels if config.distribution == "zipf-noniid" else None)
     init_seed = int(seed_stream(root, INIT_STREAM).generate_state(1)[0])
     model = build_model(config.dataset, seed=init_seed)
     federation = Federation(model=model, loss_fn=loss_function(config.dataset), x=data.x_train, y=data.y_train,
@@ -283,7 +287,12 @@ def calibrated_sigma(config: RunConfig, accounting_arguments: dict) -> float:
 
     Returns:
         The noise multiplier.
+
+    Raises:
+        ValueError: ``config.target_epsilon`` is not set.
     """
+    if config.target_epsilon is None:
+        raise ValueError(f"calibrating sigma needs a run with target_epsilon set; {config.method} has none")
     return sigma_for_epsilon(config.method, epsilon=config.target_epsilon, rounds=config.rounds, delta=config.delta,
                              accountant=config.accountant, **accounting_arguments)
 

@@ -92,7 +92,7 @@ def _user_sampling_entries() -> list[Entry]:
 
 
 def _protocol_runtime_entries() -> list[Entry]:
-    return [Entry(entry.params + (("secure", True),))
+    return [Entry((*entry.params, ("secure", True)))
             for settings in PROTOCOL_RUNTIME for entry in _figure_entries(settings)]
 
 

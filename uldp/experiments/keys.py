@@ -114,7 +114,8 @@ def effective_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
     >>> effective_arguments({"dataset": "creditcard", "method": "ULDP-NAIVE", "n_users": 10, "distribution": "uniform"})
     {'dataset': 'creditcard', 'method': 'ULDP-NAIVE', 'distribution': 'uniform'}
     """
-    dataset = DATASETS.get(params.get("dataset"))
+    dataset_name = params.get("dataset")
+    dataset = DATASETS.get(dataset_name) if isinstance(dataset_name, str) else None
     if dataset is not None and not dataset.scoring_changes_test_set:
         params = {name: value for name, value in params.items() if name != "test_scoring"}
     try:

@@ -35,7 +35,7 @@ def provenance(command: str) -> dict[str, Any]:
     Returns:
         A JSON-ready dict; the date and wall time are added per run.
     """
-    packages = {}
+    packages: dict[str, str | None] = {}
     for name in PROVENANCE_PACKAGES:
         try:
             packages[name] = metadata.version(name)

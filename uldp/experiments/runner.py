@@ -271,8 +271,8 @@ def run_grid(
                     for future in done:
                         spec = waiting.pop(future)
                         if future.exception() is not None:
-                            failed.append((spec.key, f"{spec.panel} / {spec.series} / seed {spec.seed}: "
-                                                     f"{future.exception()!r}"))
+                            failed.append((spec.key, (f"{spec.panel} / {spec.series} / seed {spec.seed}: "
+                                                      f"{future.exception()!r}")))
                         advance(spec)
             except BaseException:  # Ctrl-C or SIGTERM: the workers stop too, not only this process
                 _stop_workers(pool, worker_pids)

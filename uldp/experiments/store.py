@@ -132,7 +132,7 @@ def read_result(path: Path) -> StoredRun | None:
         raise ValueError(f"stored result {path} is malformed: {error}; delete it to run it again") from None
 
 
-def _result_problem(payload: dict, stem: str) -> str:
+def _result_problem(payload: Mapping[str, Any], stem: str) -> str:
     """What is wrong with a stored result's fields, or "" (see :func:`read_result`)."""
     result, provenance, params, seed = (payload.get(name) for name in ("result", "provenance", "params", "seed"))
     if not isinstance(result, dict) or not result:

@@ -121,8 +121,8 @@ def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(hosp
     monkeypatch.setattr(protocol.Server, "start_round", record_sampled)
     monkeypatch.setattr(protocol.Server, "finish_round", record_decoded)
     net = model()
-    settings: dict[str, Any] = {"method": "ULDP-AVG-w", "sigma": 1.0, "q": 0.8, "local_epochs": 2, "batch_size": 8, "seed": 5,
-                "rounds": 2}
+    settings: dict[str, Any] = {"method": "ULDP-AVG-w", "sigma": 1.0, "q": 0.8, "local_epochs": 2, "batch_size": 8,
+                                "seed": 5, "rounds": 2}
     secure, strategy, grid = flower_run(hospital_files, net, ALLOW_TEST_KEYS, secure=True, protocol=TEST_KEYS,
                                         insecure_reproducible_noise=True, **settings)
     counts = exact_counts(hospital_files)

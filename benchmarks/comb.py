@@ -51,7 +51,8 @@ def main() -> int:
     parser.add_argument("--bases", type=int, default=4, help="bases of the comb (default 4)")
     parser.add_argument("--rounds", type=int, default=3, help="turns of each implementation (default 3)")
     args = parser.parse_args()
-    if not fast.c_comb_available():
+    comb = fast._comb
+    if comb is None or not fast.c_comb_available():
         print("uldp.secure._comb is not built (pip install -e . builds it); nothing to compare")
         return 1
     print(f"load average at start: {os.getloadavg()} on {os.cpu_count()} CPUs")
@@ -74,7 +75,7 @@ def main() -> int:
         for j in range(chunk):
             accumulators[j] = accumulators[j] * factor % modulus
 
-    times = chunk_times({"gmpy2": gmpy2_products, "C": lambda: fast._comb.multiply_in_base(montgomery, *arguments)},
+    times = chunk_times({"gmpy2": gmpy2_products, "C": lambda: comb.multiply_in_base(montgomery, *arguments)},
                         20 * args.rounds)
     report(f"one modular multiplication mod a 6144-bit n^2 ({chunk} per chunk):", times, chunk, "per multiplication")
 

@@ -29,6 +29,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -75,7 +76,8 @@ def main() -> None:
     def model() -> nn.Module:
         return nn.Sequential(nn.Linear(len(FEATURES), args.hidden), nn.ReLU(), nn.Linear(args.hidden, 2))
 
-    settings = {"method": "ULDP-AVG-w", "sigma": 1.0, "q": 1.0, "local_epochs": 1, "batch_size": 16, "seed": 0}
+    settings: dict[str, Any] = {"method": "ULDP-AVG-w", "sigma": 1.0, "q": 1.0, "local_epochs": 1, "batch_size": 16,
+                                "seed": 0}
     protocol = {"key_bits": args.key_bits, "n_max": args.n_max, "insecure_test_key": args.key_bits < 2048}
     with tempfile.TemporaryDirectory() as tmp:
         folder = write_hospitals(Path(tmp), args.records, args.patients)
@@ -83,22 +85,27 @@ def main() -> None:
         frame = pd.concat([pd.read_csv(folder / f"{h}.csv") for h in HOSPITALS])
         silos = [h for h in HOSPITALS for _ in range(len(pd.read_csv(folder / f"{h}.csv")))]
         for rounds in (1, args.rounds):  # the first call warms torch up (its one-time costs are not a round's)
-            cpu = time.process_time()
+            cpu_start = time.process_time()
             _, history = uldp.fit(model(), frame[FEATURES].to_numpy(np.float32), frame["label"].to_numpy(),
                                   user_ids=frame["patient"], silo_ids=silos, loss=nn.CrossEntropyLoss(),
                                   rounds=rounds, **settings)
         app = uf.silo_client_app(load, model, nn.CrossEntropyLoss())
-        measured = {"in process": {"round_seconds": list(history.column("seconds")), "setup_seconds": None,
-                                   "cpu_seconds": time.process_time() - cpu}}
-        for name, extra in (("Flower", {}), ("Flower + Protocol 1", {"secure": True, "protocol": protocol})):
+        measured: dict[str, dict[str, Any]] = {
+            "in process": {"round_seconds": list(history.column("seconds")), "setup_seconds": None,
+                           "cpu_seconds": time.process_time() - cpu_start}
+        }
+        variants: tuple[tuple[str, dict[str, Any]], ...] = (
+            ("Flower", {}), ("Flower + Protocol 1", {"secure": True, "protocol": protocol})
+        )
+        for name, extra in variants:
             grid = uf.LocalGrid(app, [{"silo": h, "data": str(folder / f"{h}.csv"),
                                        "uldp-key-file": str(folder / "key"),
                                        "uldp-insecure-test-keys": args.key_bits < 2048} for h in HOSPITALS])
             strategy = uf.UldpStrategy(**settings, **extra)
-            cpu = time.process_time()
+            cpu_start = time.process_time()
             strategy.start(grid, ArrayRecord([uldp.flat_parameters(net).numpy()]), num_rounds=args.rounds)
             measured[name] = {"round_seconds": strategy.round_seconds, "setup_seconds": strategy.setup_seconds,
-                              "cpu_seconds": time.process_time() - cpu}
+                              "cpu_seconds": time.process_time() - cpu_start}
     median = {name: statistics.median(m["round_seconds"]) for name, m in measured.items()}
     cpu = {name: m["cpu_seconds"] for name, m in measured.items()}
     pairs = (("Flower", "in process"), ("Flower + Protocol 1", "Flower"), ("Flower + Protocol 1", "in process"))

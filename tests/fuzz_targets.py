@@ -17,7 +17,7 @@ import struct
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from hypothesis import strategies as st
@@ -25,6 +25,9 @@ from hypothesis import strategies as st
 from uldp import experiments, persist
 from uldp.deploy.method_roles import DeployConfig
 from uldp.secure import messages
+
+if TYPE_CHECKING:
+    from uldp.deploy.roles import ServerRole
 
 DIGEST = 32
 JSON = st.recursive(
@@ -65,10 +68,14 @@ def mutated(draw: Any, valid: st.SearchStrategy[bytes]) -> bytes:
 
 
 # --- wire arrays --------------------------------------------------------------------------------------------------
+def _array_bytes(dtype: type, shape: tuple[int, ...], seed: int) -> bytes:
+    rng = np.random.default_rng(seed)
+    values = rng.normal(size=shape).astype(dtype) if dtype != np.bool_ else rng.random(shape) < 0.5
+    return persist.array_to_bytes(values)
+
+
 VALID_ARRAYS = st.builds(
-    lambda dtype, shape, seed: persist.array_to_bytes(
-        np.random.default_rng(seed).normal(size=shape).astype(dtype) if dtype != np.bool_
-        else np.random.default_rng(seed).random(shape) < 0.5),
+    _array_bytes,
     st.sampled_from([np.float32, np.float64, np.int64, np.bool_]),
     st.lists(st.integers(0, 4), max_size=3).map(tuple), st.integers(0, 9))
 ARRAYS = mutated(VALID_ARRAYS) | st.binary(max_size=80)
@@ -126,6 +133,7 @@ def check_checkpoint(data: bytes) -> None:
         loaded = persist.load_checkpoint(path, config_fingerprint="f", like=np.zeros(3, np.float32))
     except ValueError:
         return
+    assert loaded is not None  # the file exists
     assert loaded.rounds_done == len(loaded.history) and loaded.params.shape == (3,)
 
 
@@ -197,7 +205,8 @@ HELLOS = st.dictionaries(st.sampled_from(["silo_id", "fingerprint", "wire_versio
 def check_hello(answer: dict) -> None:
     from uldp.deploy.server import Coordinator, ServerSettings
 
-    coordinator = Coordinator(_Role(), ServerSettings(master_key=bytes(32)), client_manager=None)
+    role = cast("ServerRole", _Role())  # a stand-in with what the handshake check reads, not a full ServerRole
+    coordinator = Coordinator(role, ServerSettings(master_key=bytes(32)), client_manager=None)
     reason = coordinator._check_hello(answer, b"n" * 32)
     assert isinstance(reason, str) and (reason or isinstance(answer.get("tag"), bytes))
 

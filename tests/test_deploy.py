@@ -128,10 +128,10 @@ def test_server_and_silo_roles_compute_the_simulation(method, creditcard, monkey
     """Server role + one role per silo (each holding only its own records) give run()'s model, metrics, epsilon."""
     from uldp.simulation import RunConfig
 
-    config = RunConfig(dataset="creditcard", method=method, n_users=6, n_silos=3, rounds=2, seed=3, local_epochs=1,
-                       max_train_records=150, q=0.6 if method.startswith(("ULDP-SGD", "ULDP-AVG")) else 1.0)
-    expected, result = _simulated(config, creditcard, monkeypatch)
-    config = DeployConfig(config, insecure_reproducible_noise=True)  # the simulation's draws (tests only)
+    run = RunConfig(dataset="creditcard", method=method, n_users=6, n_silos=3, rounds=2, seed=3, local_epochs=1,
+                    max_train_records=150, q=0.6 if method.startswith(("ULDP-SGD", "ULDP-AVG")) else 1.0)
+    expected, result = _simulated(run, creditcard, monkeypatch)
+    config = DeployConfig(run, insecure_reproducible_noise=True)  # the simulation's draws (tests only)
     server = MethodServer(config, creditcard)
     silos = [MethodSilo(config, silo_id, creditcard) for silo_id in range(3)]
     for silo in silos:
@@ -218,6 +218,7 @@ def test_three_silo_processes_with_protocol_1_compute_the_in_process_run(tmp_pat
         code, answer, stderr = _finish(silo)
         assert code == 0 and answer["silo_id"] == silo_id, stderr[-2000:]
     final = persist.load_checkpoint(ckpt, config_fingerprint=config.fingerprint)
+    assert final is not None
     assert final.params.dtype == np.float32 and final.rounds_done == 2
     np.testing.assert_allclose(final.params, expected, rtol=0, atol=1e-6)
     assert not np.array_equal(final.params, MethodServer(config).initial_params())  # it trained
@@ -241,7 +242,8 @@ def test_a_dying_silo_aborts_the_round_impostors_are_refused_and_a_restart_resum
     for silo in silos[:2]:
         code, _, stderr = _finish(silo)
         assert code == 1 and "ended the federation early" in stderr
-    assert persist.load_checkpoint(ckpt, config_fingerprint=config.fingerprint).rounds_done == 1
+    checkpoint = persist.load_checkpoint(ckpt, config_fingerprint=config.fingerprint)
+    assert checkpoint is not None and checkpoint.rounds_done == 1
 
     paths = keys.write_keys(tmp_path / "keys", n_silos=3)
     other = _config_file(tmp_path, {**RUN, "seed": 6}, "other.json")
@@ -259,4 +261,5 @@ def test_a_dying_silo_aborts_the_round_impostors_are_refused_and_a_restart_resum
     assert len(resumed["refused"]) == 2
     assert all(_finish(silo)[0] == 0 for silo in [good, *late])
     final = persist.load_checkpoint(ckpt, config_fingerprint=config.fingerprint)
+    assert final is not None
     np.testing.assert_allclose(final.params, expected, rtol=0, atol=1e-6)

@@ -34,10 +34,12 @@ def synthetic():
 
 
 def _config(secure: bool) -> DeployConfig:
+    from uldp.secure.config import ProtocolParameters
     from uldp.simulation import RunConfig
 
+    protocol = ProtocolParameters(key_bits=512, insecure_test_key=True, n_max=200)
     run = RunConfig(dataset="synthetic", method="ULDP-AVG-w", n_users=8, rounds=2, seed=3, max_train_records=120,
-                    local_epochs=1, secure=secure, protocol={"key_bits": 512, "insecure_test_key": True, "n_max": 200})
+                    local_epochs=1, secure=secure, protocol=protocol)
     return DeployConfig(run)
 
 
@@ -68,7 +70,8 @@ class IdleProxy:
     """A connection that never answers the handshake (it waits at most ``limit`` s, then times out)."""
 
     def __init__(self, admitted: threading.Event, limit: float = 10.0) -> None:
-        self.admitted, self.limit, self.saw_admission = admitted, limit, None
+        self.admitted, self.limit = admitted, limit
+        self.saw_admission: bool | None = None
 
     def get_properties(self, ins, timeout, group_id):
         self.saw_admission = self.admitted.wait(min(timeout, self.limit))
@@ -164,7 +167,7 @@ PLAIN = {
     "NaN": (_contribution(lambda r: (persist.array_to_bytes(_first(r) * np.nan),)), "NaN or infinite"),
     "inf": (_contribution(lambda r: (persist.array_to_bytes(_first(r) + np.inf),)), "NaN or infinite"),
     "shape (1,)": (_contribution(lambda r: (persist.array_to_bytes(_first(r)[:1]),)), "the model is float32"),
-    "shape ()": (_contribution(lambda r: (persist.array_to_bytes(np.float32(1.0)),)), "the model is float32"),
+    "shape ()": (_contribution(lambda r: (persist.array_to_bytes(np.array(1.0, np.float32)),)), "the model is float32"),
     "2-d": (_contribution(lambda r: (persist.array_to_bytes(_first(r)[None, :]),)), "the model is float32"),
     "float64": (_contribution(lambda r: (persist.array_to_bytes(_first(r).astype(np.float64)),)), "float64"),
     "no payload": (_contribution(lambda r: ()), "0 payloads"),
@@ -217,7 +220,7 @@ SECURE = {
     "seed sealed to silo 7": (0, _rewrite(wire.STAGE_SECURE_DIRECTORY, "SealedMessage",
                                           lambda m, n: dataclasses.replace(m, recipient=7)), "addressed to silo 7"),
     "histogram value n": (1, _rewrite(wire.STAGE_SECURE_SEED, "BlindedHistogramMessage",
-                                      lambda m, n: dataclasses.replace(m, values=(n,) + m.values[1:])), "out of range"),
+                                      lambda m, n: dataclasses.replace(m, values=(n, *m.values[1:]))), "out of range"),
     "histogram too short": (1, _rewrite(wire.STAGE_SECURE_SEED, "BlindedHistogramMessage",
                                         lambda m, n: dataclasses.replace(m, values=m.values[1:])), "expected 8"),
     "histogram of silo 2": (1, _rewrite(wire.STAGE_SECURE_SEED, "BlindedHistogramMessage",
@@ -225,13 +228,13 @@ SECURE = {
     "share from silo 0": (1, _rewrite(wire.STAGE_TRAIN, "SealedMessage",
                                       lambda m, n: dataclasses.replace(m, sender=0)), "claims to come from silo 0"),
     "ciphertext 0": (1, _rewrite(wire.STAGE_SECURE_UPDATE, "MaskedUpdateMessage",
-                                 lambda m, n: dataclasses.replace(m, ciphertexts=(0,) + m.ciphertexts[1:])),
+                                 lambda m, n: dataclasses.replace(m, ciphertexts=(0, *m.ciphertexts[1:]))),
                      "not in Z*_(n^2)"),
     "ciphertext n": (1, _rewrite(wire.STAGE_SECURE_UPDATE, "MaskedUpdateMessage",
-                                 lambda m, n: dataclasses.replace(m, ciphertexts=(n,) + m.ciphertexts[1:])),
+                                 lambda m, n: dataclasses.replace(m, ciphertexts=(n, *m.ciphertexts[1:]))),
                      "not in Z*_(n^2)"),
     "ciphertext n^2": (1, _rewrite(wire.STAGE_SECURE_UPDATE, "MaskedUpdateMessage",
-                                   lambda m, n: dataclasses.replace(m, ciphertexts=(n * n,) + m.ciphertexts[1:])),
+                                   lambda m, n: dataclasses.replace(m, ciphertexts=(n * n, *m.ciphertexts[1:]))),
                        "out of range"),
     "update too short": (1, _rewrite(wire.STAGE_SECURE_UPDATE, "MaskedUpdateMessage",
                                      lambda m, n: dataclasses.replace(m, ciphertexts=m.ciphertexts[1:])),
@@ -252,10 +255,14 @@ def test_a_malformed_protocol_message_aborts_naming_the_silo_that_sent_it(case, 
 
 
 # --- hostile files: checkpoints, wire arrays, keys, configurations -----------------------------------------------
-def _forged_checkpoint(path, header: bytes, params: np.ndarray = np.zeros(3, np.float32)) -> None:
-    """A checkpoint file with a valid digest around any header (what an attacker with write access could make)."""
+def _forged_checkpoint(path, header: bytes, params: np.ndarray | None = None) -> None:
+    """A checkpoint file with a valid digest around any header (what an attacker with write access could make);
+    ``params`` defaults to three float32 zeros."""
     import hashlib
     import struct
+
+    if params is None:
+        params = np.zeros(3, np.float32)
 
     body = persist.MAGIC + struct.pack("<I", len(header)) + header + persist.array_to_bytes(params)
     path.write_bytes(body + hashlib.sha256(body).digest())
@@ -283,13 +290,17 @@ def test_a_malformed_checkpoint_header_is_a_value_error(header, detail, tmp_path
 def test_a_checkpoint_of_another_model_or_not_finite_is_refused(tmp_path) -> None:
     path, header = tmp_path / "model.ckpt", b'{"rounds_done": 0, "config_fingerprint": "f", "history": []}'
     like = np.zeros(3, np.float32)
-    for params, detail in [(np.zeros(3, np.float64), "float64"), (np.zeros(4, np.float32), r"\(4,\)"),
-                           (np.array([0, np.nan, 0], np.float32), "NaN")]:
+    cases: list[tuple[np.ndarray, str]] = [
+        (np.zeros(3, np.float64), "float64"), (np.zeros(4, np.float32), r"\(4,\)"),
+        (np.array([0, np.nan, 0], np.float32), "NaN"),
+    ]
+    for params, detail in cases:
         _forged_checkpoint(path, header, params)
         with pytest.raises(ValueError, match=detail):
             persist.load_checkpoint(path, config_fingerprint="f", like=like)
     _forged_checkpoint(path, header, like)
-    assert persist.load_checkpoint(path, config_fingerprint="f", like=like).rounds_done == 0
+    checkpoint = persist.load_checkpoint(path, config_fingerprint="f", like=like)
+    assert checkpoint is not None and checkpoint.rounds_done == 0
 
 
 def test_leftover_temporary_files_are_cleaned_on_the_next_start(tmp_path) -> None:

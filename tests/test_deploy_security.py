@@ -53,7 +53,7 @@ def _plain_residuals(config: DeployConfig, dataset) -> tuple[np.ndarray, float]:
         sampled = server.sampled_users(round_index)
         received = [silo.contribution(params, round_index, sampled) for silo in silos]
         rebuilt = _server_rebuilt_noise(server, params.size, round_index)
-        residuals += [r.astype(np.float64) - z for r, z in zip(received, rebuilt)]
+        residuals += [r.astype(np.float64) - z for r, z in zip(received, rebuilt, strict=True)]
         params = server.combine(params, received, round_index)
     return np.concatenate(residuals), server.method.noise_std(server.n_silos)
 
@@ -99,7 +99,7 @@ def test_the_server_cannot_remove_the_noise_on_the_secure_path(synthetic) -> Non
     params, errors = server.initial_params(), []
     for round_index in (1, 2):
         sampled = server.sampled_users(round_index)
-        deltas, noise = zip(*(silo.secure_inputs(params, round_index, sampled) for silo in silos))
+        deltas, noise = zip(*(silo.secure_inputs(params, round_index, sampled) for silo in silos), strict=True)
         decoded = aggregate(list(deltas), server.counts, sampled, list(noise)).numpy().astype(np.float64)
         weights = enhanced_weights(server.counts, sampled)
         clean = sum(weights[s] @ deltas[s].astype(np.float64) for s in range(server.n_silos))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -49,7 +50,7 @@ def in_process(files: pathlib.Path, net: nn.Module, **arguments) -> tuple[nn.Mod
     """uldp.fit on the silos' files concatenated in sorted name order, the pseudonyms as user ids."""
     parts = [pd.read_csv(files / f"{h}.csv") for h in sorted(HOSPITALS)]
     frame = pd.concat(parts)
-    silos = [h for h, part in zip(sorted(HOSPITALS), parts) for _ in range(len(part))]
+    silos = [h for h, part in zip(sorted(HOSPITALS), parts, strict=True) for _ in range(len(part))]
     users = uf.pseudonymize(frame["patient"], uf.read_key_file(files / "key"))
     return uldp.fit(net, frame[FEATURES].to_numpy(np.float32), frame["label"].to_numpy(), user_ids=users,
                     silo_ids=silos, loss=nn.CrossEntropyLoss(), **arguments)
@@ -120,8 +121,8 @@ def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(hosp
     monkeypatch.setattr(protocol.Server, "start_round", record_sampled)
     monkeypatch.setattr(protocol.Server, "finish_round", record_decoded)
     net = model()
-    settings = {"method": "ULDP-AVG-w", "sigma": 1.0, "q": 0.8, "local_epochs": 2, "batch_size": 8, "seed": 5,
-                "rounds": 2}
+    settings: dict[str, Any] = {"method": "ULDP-AVG-w", "sigma": 1.0, "q": 0.8, "local_epochs": 2, "batch_size": 8,
+                                "seed": 5, "rounds": 2}
     secure, strategy, grid = flower_run(hospital_files, net, ALLOW_TEST_KEYS, secure=True, protocol=TEST_KEYS,
                                         insecure_reproducible_noise=True, **settings)
     counts = exact_counts(hospital_files)
@@ -136,11 +137,13 @@ def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(hosp
     assert not np.array_equal(secure, plain)  # the protocol's float64 sum, not the silos' float32 updates
     assert strategy.epsilons == plain_strategy.epsilons
     for context in grid.contexts.values():
-        s = int(context.state["uldp"]["index"])  # silos are numbered in sorted order of their names
-        held = context.state["uldp_arrays"].to_numpy_ndarrays()[0]
+        s = context.state.config_records["uldp"]["index"]  # silos are numbered in sorted order of their names
+        assert isinstance(s, int)
+        held = context.state.array_records["uldp_arrays"].to_numpy_ndarrays()[0]
         np.testing.assert_array_equal(held[s], counts[s])
         assert not np.delete(held, s, axis=0).any()  # no other silo's n_su
-        state = bytes(context.state["uldp_protocol_1"]["silo"])
+        state = context.state.config_records["uldp_protocol_1"]["silo"]
+        assert isinstance(state, bytes)
         config = ProtocolConfig.for_training(3, strategy.n_users, clip=strategy.hp.clip, sigma=1.0,
                                              parameters=strategy.protocol)
         assert state.startswith(b"ULDP") and protocol.Silo.restore(state, config).silo_id == s

@@ -113,8 +113,9 @@ def test_superlink_and_supernodes_on_loopback_end_at_the_in_process_model(hospit
     processes = []
 
     def start(*command: str, log: str) -> None:
-        processes.append(subprocess.Popen(command, env=env, cwd=tmp_path, start_new_session=True,
-                                          stdout=open(tmp_path / log, "w"), stderr=subprocess.STDOUT))
+        with open(tmp_path / log, "w") as output:  # the child keeps its own copy of the descriptor
+            processes.append(subprocess.Popen(command, env=env, cwd=tmp_path, start_new_session=True, stdout=output,
+                                              stderr=subprocess.STDOUT))
 
     try:
         start(str(bin_dir / "flower-superlink"), "--insecure", "--disable-runtime-dependency-installation",

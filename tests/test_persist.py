@@ -75,6 +75,7 @@ def test_checkpoint_round_trip(tmp_path) -> None:
     assert persist.load_checkpoint(path, config_fingerprint="f" * 64) is None
     persist.save_checkpoint(path, _checkpoint())
     loaded = persist.load_checkpoint(path, config_fingerprint="f" * 64)
+    assert loaded is not None
     assert loaded.rounds_done == 2 and loaded.history == ({"round": 1}, {"round": 2})
     assert loaded.params.dtype == np.float32 and np.array_equal(loaded.params, _checkpoint().params)
 
@@ -114,7 +115,8 @@ def test_a_crash_while_writing_keeps_the_previous_checkpoint(tmp_path, monkeypat
     with pytest.raises(OSError, match="power cut"):
         persist.save_checkpoint(path, _checkpoint(2))
     monkeypatch.undo()
-    assert persist.load_checkpoint(path, config_fingerprint="f" * 64).rounds_done == 1
+    loaded = persist.load_checkpoint(path, config_fingerprint="f" * 64)
+    assert loaded is not None and loaded.rounds_done == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.ckpt"]  # no temporary file left behind
 
 

@@ -2,6 +2,7 @@
 
 import math
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ def test_lcm_matches_prime_power_closed_form(n_max):
     # lcm(1..N) = prod over primes p <= N of the largest power of p not above N.
     expected = 1
     for p in _primes_up_to(n_max):
-        expected *= p ** int(math.floor(math.log(n_max, p) + 1e-12))
+        expected *= p ** math.floor(math.log(n_max, p) + 1e-12)
     assert encoding.lcm_up_to(n_max) == expected
 
 
@@ -43,9 +44,11 @@ def test_encode_decode_round_trip_within_half_resolution(values, bits):
     modulus = 2**127 - 1
     c_lcm = encoding.lcm_up_to(12)
     codes = encoding.encode(values, resolution_bits=bits)
-    for value, code in zip(values, codes.tolist()):
-        decoded = encoding.decode(encoding.to_field(code * c_lcm, modulus), resolution_bits=bits, c_lcm=c_lcm, modulus=modulus)
-        assert abs(Fraction(decoded) - Fraction(value)) <= Fraction(1, 2 ** (bits + 1)) * (1 + Fraction(1, 2**40)) + Fraction(abs(value)) / 2**52
+    for value, code in zip(values, codes.tolist(), strict=True):
+        field = encoding.to_field(code * c_lcm, modulus)
+        decoded = encoding.decode(field, resolution_bits=bits, c_lcm=c_lcm, modulus=modulus)
+        tolerance = Fraction(1, 2 ** (bits + 1)) * (1 + Fraction(1, 2**40)) + Fraction(abs(value)) / 2**52
+        assert abs(Fraction(decoded) - Fraction(value)) <= tolerance
 
 
 def test_decode_reads_upper_half_as_negative():
@@ -72,7 +75,9 @@ def test_check_counts_names_users_over_n_max():
 
 
 def test_wraparound_check_rejects_2048_bit_keys_at_paper_n_max_and_accepts_3072():
-    kwargs = dict(n_max=2000, resolution_bits=39, delta_bound=0.1, noise_bound=10.0, n_users=100, n_silos=5)
+    kwargs: dict[str, Any] = dict(
+        n_max=2000, resolution_bits=39, delta_bound=0.1, noise_bound=10.0, n_users=100, n_silos=5
+    )
     encoding.check_no_wraparound(key_bits=3072, **kwargs)
     with pytest.raises(ValueError, match="wrap around"):
         encoding.check_no_wraparound(key_bits=2048, **kwargs)
@@ -84,16 +89,21 @@ def test_magnitude_bound_dominates_worst_case_aggregate(n_users, n_silos, data):
     # Exact integer aggregate of the proof of Theorem 4 for an adversarial instance never exceeds the bound.
     n_max, bits, bound_value = 12, 8, 0.75
     c_lcm = encoding.lcm_up_to(n_max)
-    counts = np.array(data.draw(st.lists(st.lists(st.integers(0, n_max // n_silos), min_size=n_users, max_size=n_users), min_size=n_silos, max_size=n_silos)))
+    row = st.lists(st.integers(0, n_max // n_silos), min_size=n_users, max_size=n_users)
+    counts = np.array(data.draw(st.lists(row, min_size=n_silos, max_size=n_silos)))
     signs = data.draw(st.sampled_from([-1, 1]))
     totals = counts.sum(axis=0)
+    code = int(encoding.encode([signs * bound_value], resolution_bits=bits)[0])
     exact = 0
     for s in range(n_silos):
         for u in range(n_users):
             if totals[u]:
-                exact += int(encoding.encode([signs * bound_value], resolution_bits=bits)[0]) * int(counts[s, u]) * (c_lcm // int(totals[u]))
-        exact += int(encoding.encode([signs * bound_value], resolution_bits=bits)[0]) * c_lcm
-    bound = encoding.aggregate_magnitude_bound(c_lcm=c_lcm, resolution_bits=bits, delta_bound=bound_value, noise_bound=bound_value, n_users=n_users, n_silos=n_silos)
+                exact += code * int(counts[s, u]) * (c_lcm // int(totals[u]))
+        exact += code * c_lcm
+    bound = encoding.aggregate_magnitude_bound(
+        c_lcm=c_lcm, resolution_bits=bits, delta_bound=bound_value, noise_bound=bound_value, n_users=n_users,
+        n_silos=n_silos,
+    )
     assert abs(exact) <= bound
 
 

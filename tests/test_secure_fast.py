@@ -19,10 +19,11 @@ N, N2 = PUBLIC.n, PUBLIC.nsquare
 def test_weighted_sum_decrypts_to_integer_combination(data, n_users, n_params, window, strategy):
     plaintexts = data.draw(st.lists(st.integers(0, N - 1), min_size=n_users, max_size=n_users))
     entries = st.one_of(st.integers(-(2**60), 2**60), st.sampled_from([0, 1, -1, 2**60, -(2**60)]))
-    exponents = np.array(data.draw(st.lists(st.lists(entries, min_size=n_params, max_size=n_params), min_size=n_users, max_size=n_users)), dtype=np.int64)
+    rows = st.lists(st.lists(entries, min_size=n_params, max_size=n_params), min_size=n_users, max_size=n_users)
+    exponents = np.array(data.draw(rows), dtype=np.int64)
     bases = [PUBLIC.raw_encrypt(m) for m in plaintexts]
     result = fast.weighted_ciphertext_sum(bases, exponents, N2, window=window, strategy=strategy)
-    expected = [sum(m * int(e) for m, e in zip(plaintexts, exponents[:, j])) % N for j in range(n_params)]
+    expected = [sum(m * int(e) for m, e in zip(plaintexts, exponents[:, j], strict=True)) % N for j in range(n_params)]
     assert [PRIVATE.raw_decrypt(int(c)) for c in result] == expected
 
 
@@ -54,7 +55,7 @@ def test_bad_shapes_rejected():
         fast.weighted_ciphertext_sum([1], np.zeros((1, 2)), N2)
     with pytest.raises(ValueError, match="strategy must be one of"):
         fast.weighted_ciphertext_sum([1], np.zeros((1, 2), np.int64), N2, strategy="pippenger")
-    with pytest.raises(ValueError, match="odd modulus >= 3 .* got an even number of 71 bits"):
+    with pytest.raises(ValueError, match=r"odd modulus >= 3 .* got an even number of 71 bits"):
         fast.weighted_ciphertext_sum([1], np.zeros((1, 2), np.int64), 2**70)
 
 
@@ -64,7 +65,7 @@ def test_crt_encryption_decrypts_and_uses_nth_residues():
     ciphertexts = fast.crt_encrypt(PRIVATE, plaintexts)
     assert [PRIVATE.raw_decrypt(c) for c in ciphertexts] == plaintexts
     assert ciphertexts[0] != ciphertexts[4]  # fresh randomness
-    for m, c in zip(plaintexts, ciphertexts):
+    for m, c in zip(plaintexts, ciphertexts, strict=True):
         # rho^n has order dividing lambda, so c^lambda = (1 + n)^(m lambda) = 1 + m lambda n (mod n^2)
         assert pow(c, lam, N2) == (1 + m * lam * N) % N2
         assert math.gcd(c, N) == 1 and c % N != 1  # a real randomizer, not rho = 1
@@ -79,7 +80,7 @@ needs_c_comb = pytest.mark.skipif(
 
 def _pow_products(bases, exponents, modulus):
     """prod_u bases[u] ** exponents[u, j] mod modulus with Python's pow (negative exponents use the inverse)."""
-    return [math.prod(pow(int(b), int(e), modulus) for b, e in zip(bases, exponents[:, j])) % modulus
+    return [math.prod(pow(int(b), int(e), modulus) for b, e in zip(bases, exponents[:, j], strict=True)) % modulus
             for j in range(exponents.shape[1])]
 
 
@@ -128,6 +129,7 @@ def test_c_comb_rejects_bad_input_by_name():
     one = fast._limbs(2**128 % modulus, count)
     accumulators = np.tile(one, (3, 1))
     digits = np.ones((1, 3), np.int32)
+    assert fast._comb is not None  # needs_c_comb
     with pytest.raises(ValueError, match="odd modulus"):
         fast._comb_partial_c([3], np.ones((1, 2), np.int64), 2**128, 4)
     with pytest.raises(ValueError, match="modulus must be odd"):

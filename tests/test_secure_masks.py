@@ -16,7 +16,11 @@ def _pair_keys(n_silos):
     private = [keys.new_dh_private_key() for _ in range(n_silos)]
     public = [keys.dh_public_bytes(k) for k in private]
     return [
-        {p: keys.derive_pairwise_keys(private[s], public[p], own_id=s, peer_id=p, session=session) for p in range(n_silos) if p != s}
+        {
+            p: keys.derive_pairwise_keys(private[s], public[p], own_id=s, peer_id=p, session=session)
+            for p in range(n_silos)
+            if p != s
+        }
         for s in range(n_silos)
     ]
 
@@ -33,13 +37,16 @@ def test_pairwise_masks_cancel_and_are_nonzero(n_silos):
                               round_index=3, purpose=masks.PURPOSE_UPDATE)
         for s in range(n_silos)
     ]
-    assert [sum(col) % modulus for col in zip(*nets)] == [0] * 7
+    assert [sum(col) % modulus for col in zip(*nets, strict=True)] == [0] * 7
     assert all(v != 0 for v in nets[0])
 
 
 def test_streams_differ_by_round_purpose_and_key():
     key, other = os.urandom(32), os.urandom(32)
-    draw = lambda k, r, p: masks.uniform_elements(k, modulus=2**61 - 1, count=4, round_index=r, purpose=p)
+
+    def draw(k: bytes, r: int, p: int) -> list[int]:
+        return masks.uniform_elements(k, modulus=2**61 - 1, count=4, round_index=r, purpose=p)
+
     base = draw(key, 1, masks.PURPOSE_UPDATE)
     assert base == draw(key, 1, masks.PURPOSE_UPDATE)
     assert base != draw(key, 2, masks.PURPOSE_UPDATE)
@@ -66,8 +73,9 @@ def test_blinds_are_units_and_shared_by_key():
 def test_keys_do_not_come_from_seeded_simulation_rngs():
     def fresh():
         random.seed(0)
-        np.random.seed(0)
-        return keys.dh_public_bytes(keys.new_dh_private_key()), keys.generate_paillier_keypair(512, insecure_test_key=True)[0].n
+        np.random.seed(0)  # noqa: NPY002 -- the legacy global RNG on purpose: keys must not depend on it
+        dh_public = keys.dh_public_bytes(keys.new_dh_private_key())
+        return dh_public, keys.generate_paillier_keypair(512, insecure_test_key=True)[0].n
 
     assert fresh() != fresh()
 

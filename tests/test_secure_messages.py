@@ -45,7 +45,7 @@ def _redigest(body: bytes) -> bytes:
 
 def test_malformed_messages_give_clear_errors():
     good = msg.BlindedHistogramMessage(silo=1, values=(1, 2)).to_bytes()
-    with pytest.raises(ValueError, match="truncated|not a ULDP"):
+    with pytest.raises(ValueError, match=r"truncated|not a ULDP"):
         msg.parse_message(good[:10])
     with pytest.raises(ValueError, match="digest"):
         msg.parse_message(good[:-33] + good[-32:])

@@ -27,15 +27,23 @@ def plain_round(counts, deltas, noise, sampled):
 def instances(draw):
     n_silos, n_users, dim = draw(st.integers(1, 4)), draw(st.integers(1, 6)), draw(st.integers(1, 4))
     count = st.one_of(st.just(0), st.integers(1, 5), st.integers(50, 300 // n_silos))  # zeros and large counts
-    counts = np.array(draw(st.lists(st.lists(count, min_size=n_users, max_size=n_users), min_size=n_silos, max_size=n_silos)))
+    def table(item, width):
+        """[n_silos, n_users, width] (or [n_silos, n_users] without ``width``) arrays of ``item``."""
+        if width is not None:
+            item = st.lists(item, min_size=width, max_size=width)
+        return np.array(draw(st.lists(st.lists(item, min_size=n_users, max_size=n_users), min_size=n_silos,
+                                      max_size=n_silos)))
+
+    counts = table(count, None)
     lonely = draw(st.integers(0, n_users - 1))  # a user present in one silo only
     counts[:, lonely] = 0
     counts[draw(st.integers(0, n_silos - 1)), lonely] = draw(st.integers(1, 300))
     clip = 0.5
     value = st.floats(-clip, clip, allow_nan=False)
-    deltas = np.array(draw(st.lists(st.lists(st.lists(value, min_size=dim, max_size=dim), min_size=n_users, max_size=n_users), min_size=n_silos, max_size=n_silos)))
+    deltas = table(value, dim)
     deltas[counts == 0] = 0.0
-    noise = np.array(draw(st.lists(st.lists(st.floats(-3, 3), min_size=dim, max_size=dim), min_size=n_silos, max_size=n_silos)))
+    noise = np.array(draw(st.lists(st.lists(st.floats(-3, 3), min_size=dim, max_size=dim), min_size=n_silos,
+                                   max_size=n_silos)))
     sampled = np.array(draw(st.lists(st.booleans(), min_size=n_users, max_size=n_users))) & (counts.sum(axis=0) > 0)
     return counts, deltas, noise, sampled, clip
 
@@ -62,14 +70,17 @@ def test_several_rounds_reuse_the_setup_and_stay_exact():
         deltas[counts == 0] = 0
         noise = rng.normal(size=(3, 5))
         sampled = (rng.random(8) < 0.6) & (counts.sum(axis=0) > 0)
-        assert np.max(np.abs(session.aggregate(deltas, noise, sampled) - plain_round(counts, deltas, noise, sampled))) <= P
+        error = session.aggregate(deltas, noise, sampled) - plain_round(counts, deltas, noise, sampled)
+        assert np.max(np.abs(error)) <= P
 
 
 def _stages_until_updates(session, deltas, noise, sampled):
     server, silos = session.server, session.silos
     weights = server.start_round(1, sampled)
     shares = server.relay([m for silo in silos for m in silo.share_weight_powers(weights)])
-    updates = [silo.masked_update(weights, shares[silo.silo_id], deltas[silo.silo_id], noise[silo.silo_id]) for silo in silos]
+    updates = [
+        silo.masked_update(weights, shares[silo.silo_id], deltas[silo.silo_id], noise[silo.silo_id]) for silo in silos
+    ]
     return server, updates, weights, shares
 
 
@@ -189,6 +200,7 @@ def test_hook_with_run_bounds_keeps_its_setup_and_refuses_larger_deltas():
     small = [torch.full((2, 2), 0.25), torch.tensor([[0.5, -0.5], [0.0, 0.0]])]
     first = aggregate(small, counts, np.array([True, True]), noise)
     session = aggregate.session
+    assert session is not None
     second = aggregate(small, counts, np.array([True, True]), noise)
     assert aggregate.session is session and session.config.clip == 0.5  # C and sigma are the public bounds
     assert torch.equal(first, second) and len(aggregate.round_timings) == 2

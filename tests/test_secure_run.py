@@ -73,7 +73,7 @@ def test_secure_run_equals_plain_run(monkeypatch, q):
     secure, secure_calls = _recorded_secure_run(monkeypatch, _config(q=q, secure=True, **TEST_KEYS))
     counts = uldp.simulation.build_federation(secure.config)[0].counts
     assert len(secure_calls) == len(plain_calls) == 2  # every round went through Protocol 1
-    for p, s in zip(plain_calls, secure_calls):
+    for p, s in zip(plain_calls, secure_calls, strict=True):
         # the same noise and sampling in both runs (the protocol leaves out users without records: weight 0)
         np.testing.assert_array_equal(s["noise"], p["noise"].astype(np.float64))
         np.testing.assert_array_equal(s["sampled"], p["sampled"] & (counts.sum(axis=0) > 0))

@@ -89,6 +89,6 @@ def write_keys(directory: str | Path, *, n_silos: int, force: bool = False) -> l
                          f"another --out")
     master = secrets.token_bytes(32)
     contents = [master] + [silo_key(master, s) for s in range(n_silos)]
-    for path, key in zip(paths, contents):
+    for path, key in zip(paths, contents, strict=True):
         write_bytes_atomic(path, key.hex().encode() + b"\n", private=True)
     return paths

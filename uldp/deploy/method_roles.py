@@ -16,22 +16,20 @@ deployed run follows the in-process computation of :func:`uldp.simulation.run` i
 
 Every random draw of a deployed round (who draws it, from what, who may know it):
 
-=====================================================  ==========  ===========================================  ==================
-draw                                                   who         from                                         who may know it
-=====================================================  ==========  ===========================================  ==================
-initial model, allocation, ULDP-GROUP-k flags B        every party the shared ``config.seed``                   everyone (public)
-users sampled in round t (Algorithm 4)                 server      the server's own secret (OS CSPRNG)          server; the silos
-                                                                                                                 receive it
-silo s's noise z_s (Algorithms 1, 3: ULDP-NAIVE,       silo s      silo s's own secret (OS CSPRNG)              silo s only
-ULDP-SGD/AVG[-w]); its DP-SGD sampling and noise
-(ULDP-GROUP-k); its batch order and dropout masks
-Paillier key pair (Protocol 1 step 1(a))               server      OS CSPRNG (phe's primes)                     public key: all
-X25519 key pair of silo s (step 1(b))                  silo s      OS CSPRNG (``cryptography``)                 public key: all
-seed R (step 1(c)), hence blinds and mask keys         silo 0      ``os.urandom``                               the silos, never
-                                                                                                                 the server
-AEAD nonces, Paillier randomizers (steps 1-2)          sender      ``os.urandom`` / ``secrets``                 public
-handshake nonce                                        server      ``secrets.token_bytes``                      public
-=====================================================  ==========  ===========================================  ==================
+- initial model, allocation, ULDP-GROUP-k flags B: drawn by every party from the shared ``config.seed``; everyone
+  may know them (public).
+- users sampled in round t (Algorithm 4): drawn by the server from its own secret (OS CSPRNG); the server knows
+  them, and the silos receive them.
+- silo s's noise z_s (Algorithms 1, 3: ULDP-NAIVE, ULDP-SGD/AVG[-w]); its DP-SGD sampling and noise
+  (ULDP-GROUP-k); its batch order and dropout masks: drawn by silo s from its own secret (OS CSPRNG); silo s only.
+- Paillier key pair (Protocol 1 step 1(a)): drawn by the server with the OS CSPRNG (phe's primes); the public key
+  is known to all.
+- X25519 key pair of silo s (step 1(b)): drawn by silo s with the OS CSPRNG (``cryptography``); the public key is
+  known to all.
+- seed R (step 1(c)), hence blinds and mask keys: drawn by silo 0 from ``os.urandom``; known to the silos, never
+  to the server.
+- AEAD nonces, Paillier randomizers (steps 1-2): drawn by the sender from ``os.urandom`` / ``secrets``; public.
+- handshake nonce: drawn by the server from ``secrets.token_bytes``; public.
 
 A silo's secret is ``secrets.randbits(128)`` drawn when its role is built (a :class:`numpy.random.SeedSequence` of it
 seeds the method's per-round streams: the noise is a torch generator keyed by 63 bits of that secret stream).
@@ -189,10 +187,17 @@ class _MethodRole:
 
     def protocol_config(self) -> Any:
         """Protocol 1's session: :meth:`uldp.secure.ProtocolConfig.for_training` with the run's C, sigma and
-        parameters."""
+        parameters.
+
+        Raises:
+            ValueError: if the run has no clip bound C or no sigma (Protocol 1's no-wrap-around check needs both).
+        """
         from uldp.secure.config import ProtocolConfig
 
         run = self.config.run
+        if run.clip is None or run.sigma is None:
+            raise ValueError(f"Protocol 1 needs the run's clip C and sigma, got clip={run.clip}, sigma={run.sigma} "
+                             f"(method {run.method!r})")
         return ProtocolConfig.for_training(self.n_silos, self.n_users, clip=run.clip, sigma=run.sigma,
                                            parameters=run.protocol)
 

@@ -34,9 +34,10 @@ import secrets
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -46,7 +47,18 @@ from uldp.deploy import keys, quiet_flower_deprecation, wire
 from uldp.deploy.roles import ServerRole
 from uldp.persist import Checkpoint, array_from_bytes, array_to_bytes, load_checkpoint, save_checkpoint
 from uldp.secure import Server as ProtocolServer
-from uldp.secure.messages import BlindedHistogramMessage, DhPublicKeyMessage, MaskedUpdateMessage, SealedMessage
+from uldp.secure.messages import (
+    BlindedHistogramMessage,
+    DhPublicKeyMessage,
+    MaskedUpdateMessage,
+    Message,
+    SealedMessage,
+)
+
+if TYPE_CHECKING:
+    from flwr.common import Scalar
+
+M = TypeVar("M", bound=Message)
 
 # Flower is imported inside the functions that use it: serve() sets FLWR_TELEMETRY_ENABLED before Flower reads it.
 
@@ -178,7 +190,7 @@ class Coordinator:
         from flwr.common import GetPropertiesIns
 
         nonce = secrets.token_bytes(32)
-        request = {"stage": wire.STAGE_HELLO, "nonce": nonce, "wire_version": wire.WIRE_VERSION}
+        request: dict[str, Scalar] = {"stage": wire.STAGE_HELLO, "nonce": nonce, "wire_version": wire.WIRE_VERSION}
         try:
             answer = dict(proxy.get_properties(GetPropertiesIns(request), timeout=timeout, group_id=None).properties)
         except Exception as error:
@@ -229,18 +241,14 @@ class Coordinator:
 
     # --- exchanges -------------------------------------------------------------------------------------------
     def _send_quietly(self, proxy: Any, instruction: wire.Instruction) -> None:
-        try:
+        with suppress(Exception):
             proxy.fit(instruction.to_flower(), timeout=30.0, group_id=None)
-        except Exception:
-            pass
 
     def _disconnect(self, proxy: Any) -> None:
         from flwr.common import ReconnectIns
 
-        try:
+        with suppress(Exception):
             proxy.reconnect(ReconnectIns(seconds=None), timeout=10.0, group_id=None)
-        except Exception:
-            pass
 
     def exchange(self, instructions: dict[int, wire.Instruction], *, what: str) -> dict[int, wire.Reply]:
         """Send one instruction to each silo in parallel and collect every reply.
@@ -309,15 +317,15 @@ class Coordinator:
         except ValueError as error:  # the sum of valid histograms is not invertible: no silo to blame
             raise RoundAborted(f"{what}: {error}") from error
 
-    def _parse(self, replies: dict[int, wire.Reply], kind: type, what: str, *, one: bool = False,
-               size: int = 0) -> list[Any]:
+    def _parse(self, replies: dict[int, wire.Reply], kind: type[M], what: str, *, one: bool = False,
+               size: int = 0) -> list[M]:
         """Every silo's Protocol 1 messages of type ``kind``, each checked against the silo that sent it.
 
         Raises:
             RoundAborted: naming the silo and what it sent (a malformed message, one claiming another silo, values
                 out of range, or not exactly one message when ``one``).
         """
-        messages = []
+        messages: list[M] = []
         for silo_id in sorted(replies):
             payloads = replies[silo_id].payloads
             try:
@@ -338,7 +346,9 @@ class Coordinator:
             raise ValueError(f"it claims to come from silo {claimed}")
         if isinstance(message, SealedMessage) and not (0 <= message.recipient < self.role.n_silos
                                                        and message.recipient != silo_id):
-            raise ValueError(f"it is addressed to silo {message.recipient} (another silo in 0..{self.role.n_silos - 1})")
+            raise ValueError(
+                f"it is addressed to silo {message.recipient} (another silo in 0..{self.role.n_silos - 1})"
+            )
         if isinstance(message, BlindedHistogramMessage):
             self._protocol.check_histogram(message)
         if isinstance(message, MaskedUpdateMessage):
@@ -358,7 +368,9 @@ class Coordinator:
                     raise ValueError(f"{len(payloads)} payloads instead of one")
                 values = array_from_bytes(payloads[0])
                 if values.dtype != like.dtype or values.shape != like.shape:
-                    raise ValueError(f"an array of {values.dtype} {values.shape}, the model is {like.dtype} {like.shape}")
+                    raise ValueError(
+                        f"an array of {values.dtype} {values.shape}, the model is {like.dtype} {like.shape}"
+                    )
                 if not np.isfinite(values).all():
                     raise ValueError(f"{int((~np.isfinite(values)).sum())} NaN or infinite values")
             except ValueError as error:
@@ -391,12 +403,15 @@ class Coordinator:
             timings["encrypt_weights"] = time.perf_counter() - start
             start = time.perf_counter()
             replies = self.broadcast(
-                wire.Instruction(wire.STAGE_TRAIN, round_index, payloads=payloads + (weights,)), what=what
+                wire.Instruction(wire.STAGE_TRAIN, round_index, payloads=(*payloads, weights)), what=what
             )
             compute = _slowest(replies)
             inbox = self._protocol.relay(self._parse(replies, SealedMessage, what))
             replies = self.exchange(
-                {s: wire.Instruction(wire.STAGE_SECURE_UPDATE, round_index, payloads=_to_bytes(inbox[s])) for s in self.silos},
+                {
+                    s: wire.Instruction(wire.STAGE_SECURE_UPDATE, round_index, payloads=_to_bytes(inbox[s]))
+                    for s in self.silos
+                },
                 what=what,
             )
             timings["silos"] = time.perf_counter() - start
@@ -464,10 +479,11 @@ class Coordinator:
         except Exception as error:
             round_index = result.rounds_done + 1
             kind = "admission" if isinstance(error, AdmissionFailed) else f"round {round_index} aborted"
+            detail = str(error)
             if not isinstance(error, (RoundAborted, AdmissionFailed)):
                 LOGGER.debug("unexpected failure", exc_info=True)
-                error = f"{type(error).__name__}: {error}"
-            result.error = f"{kind}: {error}"
+                detail = f"{type(error).__name__}: {error}"
+            result.error = f"{kind}: {detail}"
             LOGGER.error("%s; the last good model (after round %d) is kept", result.error, result.rounds_done)
         finally:
             with self._lock:

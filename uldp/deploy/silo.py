@@ -96,7 +96,9 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
             try:
                 instruction = wire.Instruction.from_flower(ins)
                 if settings.exit_at_round is not None and instruction.round_index == settings.exit_at_round:
-                    LOGGER.error("silo %d: exiting abruptly in round %d (test fault)", role.silo_id, instruction.round_index)
+                    LOGGER.error(
+                        "silo %d: exiting abruptly in round %d (test fault)", role.silo_id, instruction.round_index
+                    )
                     os._exit(17)
                 start = time.perf_counter()
                 reply = self._handle(instruction)

@@ -92,7 +92,8 @@ class Reply:
         metrics = dict(self.values)
         if self.error:
             metrics["error"] = self.error
-        return FitRes(Status(Code.OK, ""), Parameters(tensors=list(self.payloads), tensor_type="uldp"), n_records, metrics)
+        parameters = Parameters(tensors=list(self.payloads), tensor_type="uldp")
+        return FitRes(Status(Code.OK, ""), parameters, n_records, metrics)
 
     @classmethod
     def from_flower(cls, res: Any) -> Reply:

@@ -319,7 +319,9 @@ def _federation(view: dict, settings: dict, context: Any) -> dict:
     index = int(settings["index"])
     if names[index] != view["name"] or sorted(names) != names:
         raise ValueError(f"the server placed silo {view['name']!r} at {index} of {names}")
-    histograms = [open_histogram(sealed, view["key"], silo=name) for name, sealed in zip(names, settings["sealed"])]
+    histograms = [
+        open_histogram(sealed, view["key"], silo=name) for name, sealed in zip(names, settings["sealed"], strict=True)
+    ]
     users = np.array(sorted(set().union(*(set(h[0]) for h in histograms))))
     counts = np.zeros((len(names), users.size), dtype=np.int64)
     for s, (pseudonyms, n) in enumerate(histograms):

@@ -12,6 +12,7 @@ from typing import Any
 
 from flwr.app import Context, Error, Message, RecordDict
 from flwr.serverapp import Grid
+from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
 
 
@@ -29,7 +30,7 @@ class LocalGrid(Grid):
         self.contexts = {node: Context(run_id=1, node_id=node, node_config=config, state=RecordDict(), run_config={})
                          for node, config in enumerate(node_configs, start=101)}
 
-    def set_run(self, run_id: int) -> None:
+    def set_run(self, run: Run) -> None:
         """Nothing to set: one run."""
 
     @property

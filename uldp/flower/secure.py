@@ -33,14 +33,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
 
 if TYPE_CHECKING:
+    from uldp.secure.messages import Message
     from uldp.secure.protocol import Silo
+
+M = TypeVar("M", bound="Message")
 
 #: node_config key that lets a silo accept keys under 2048 bits (tests and smoke builds only).
 TEST_KEYS_KEY = "uldp-insecure-test-keys"
@@ -64,7 +67,7 @@ def _config_from(values: dict) -> ProtocolConfig:
                           sigma=float(values["sigma"]), parameters=parameters)
 
 
-def _messages(values: Any, cls: type) -> list:
+def _messages(values: Any, cls: type[M]) -> list[M]:
     return [cls.from_bytes(bytes(value)) for value in values]
 
 
@@ -193,8 +196,8 @@ def silo_setup(settings: dict, context: Any, *, index: int, n_users: int, own_co
             raise ValueError(f"the server asks for an insecure test key ({config.parameters.key_bits} bits); this "
                              f"silo accepts one only with --node-config '{TEST_KEYS_KEY}=true' (tests only)")
         silo = Silo(index, own_counts, config)
-        answer = {"message": silo.receive_public_key(PublicKeyMessage.from_bytes(bytes(settings["public_key"])))
-                  .to_bytes()}
+        key_message = PublicKeyMessage.from_bytes(bytes(settings["public_key"]))
+        answer: dict[str, bytes | list[bytes]] = {"message": silo.receive_public_key(key_message).to_bytes()}
         _keep(context, silo, public)
         return answer
     public = {name: value for name, value in dict(context.state[STATE_KEY]).items() if name != "silo"}

@@ -15,10 +15,10 @@ parameters without the ``secure`` extra installed.
 
 >>> ProtocolParameters(key_bits=1024, n_max=300, insecure_test_key=True).key_bits
 1024
->>> ProtocolParameters(key_bits=1024)
+>>> ProtocolParameters(key_bits=1024)  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-ValueError: Paillier keys of 1024 bits are insecure; use at least 2048 (default 3072); smaller keys are only for tests (insecure_test_key=True)
+ValueError: Paillier keys of 1024 bits are insecure; use at least 2048 (default 3072); smaller keys are only for ...
 """
 
 from __future__ import annotations

@@ -28,12 +28,14 @@ import multiprocessing
 import secrets
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from types import ModuleType
 
 import gmpy2
 import numpy as np
 
 from uldp.checks import check_integer
 
+_comb: ModuleType | None
 try:
     from uldp.secure import _comb
 except ImportError:  # the C extension is not built (see setup.py): the gmpy2 comb serves
@@ -48,11 +50,19 @@ def raise_to(ciphertext: int, exponent: int, n_square: int) -> gmpy2.mpz:
 
 
 def _raise_chunk(ciphertexts: Sequence[int], exponents: Sequence[int], n_square: int) -> list[gmpy2.mpz]:
-    return [raise_to(c, e, n_square) for c, e in zip(ciphertexts, exponents)]
+    return [raise_to(c, e, n_square) for c, e in zip(ciphertexts, exponents, strict=True)]
 
 
-def raise_each(ciphertexts: Sequence[int], exponents: Sequence[int], n_square: int, *, processes: int = 1) -> list[gmpy2.mpz]:
-    """``[c ** e mod n^2 for c, e in zip(ciphertexts, exponents)]``, split over ``processes`` worker processes."""
+def raise_each(
+    ciphertexts: Sequence[int], exponents: Sequence[int], n_square: int, *, processes: int = 1
+) -> list[gmpy2.mpz]:
+    """``[c ** e mod n^2 for c, e in zip(ciphertexts, exponents)]``, split over ``processes`` worker processes.
+
+    Raises:
+        ValueError: if ``ciphertexts`` and ``exponents`` differ in length.
+    """
+    if len(ciphertexts) != len(exponents):
+        raise ValueError(f"got {len(ciphertexts)} ciphertexts but {len(exponents)} exponents; they must pair up")
     chunks = [c.tolist() for c in np.array_split(np.arange(len(ciphertexts)), max(1, processes)) if c.size]
     if len(chunks) <= 1:
         return _raise_chunk(ciphertexts, exponents, n_square)
@@ -123,7 +133,7 @@ def _signed_tables(base: gmpy2.mpz, digits: np.ndarray, modulus: gmpy2.mpz) -> t
 def _multiply_in(accumulator: list, digits: np.ndarray, positive: list, negative: list, modulus: gmpy2.mpz) -> None:
     """``accumulator[j] *= base^digits[j]`` from the signed tables, for the non-zero digits."""
     nonzero = np.flatnonzero(digits)
-    for j, digit in zip(nonzero.tolist(), digits[nonzero].tolist()):
+    for j, digit in zip(nonzero.tolist(), digits[nonzero].tolist(), strict=True):
         accumulator[j] = accumulator[j] * (positive[digit] if digit > 0 else negative[-digit]) % modulus
 
 
@@ -132,7 +142,7 @@ def _comb_partial_gmpy2(bases: Sequence[int], exponents: np.ndarray, n_square: i
     output costs one multiplication per base and non-zero digit and no squaring (best for many outputs)."""
     modulus = gmpy2.mpz(n_square)
     accumulator = [_ONE] * exponents.shape[1]
-    for base, row in zip(bases, exponents):
+    for base, row in zip(bases, exponents, strict=True):
         power = gmpy2.mpz(base)  # base^(2^(window * position))
         digits = signed_digits(row, window)
         for position, digit_row in enumerate(digits):
@@ -155,7 +165,10 @@ def _comb_partial_c(bases: Sequence[int], exponents: np.ndarray, n_square: int, 
 
     Raises:
         ValueError: if ``n_square`` is even or < 3 (Montgomery arithmetic needs an odd modulus).
+        RuntimeError: if the extension is not built.
     """
+    if _comb is None:
+        raise RuntimeError("uldp.secure._comb is not built (pip install -e . builds it); use _comb_partial_gmpy2")
     modulus = _odd_modulus(n_square)
     count = -(-modulus.bit_length() // 64)
     shift = 64 * count  # R = 2^shift
@@ -163,7 +176,7 @@ def _comb_partial_c(bases: Sequence[int], exponents: np.ndarray, n_square: int, 
     inverse_limbs = _limbs(gmpy2.invert(modulus, _ONE << shift), count)
     accumulators = np.tile(_limbs((_ONE << shift) % modulus, count), (exponents.shape[1], 1))
     if accumulators.size:
-        for base, row in zip(bases, exponents):
+        for base, row in zip(bases, exponents, strict=True):
             digits = signed_digits(row, window)
             if not digits:
                 continue
@@ -219,7 +232,7 @@ def _straus_partial(bases: Sequence[int], exponents: np.ndarray, n_square: int, 
     for step, position in enumerate(reversed(digits)):
         if step:
             accumulator = [gmpy2.powmod(a, 1 << window, modulus) for a in accumulator]
-        for digit_row, (positive, negative) in zip(position, tables):
+        for digit_row, (positive, negative) in zip(position, tables, strict=True):
             _multiply_in(accumulator, digit_row, positive, negative, modulus)
     return accumulator
 
@@ -314,7 +327,7 @@ def weighted_ciphertext_sum(
     modulus = gmpy2.mpz(n_square)
     total = partials[0]
     for partial in partials[1:]:
-        total = [a * b % modulus for a, b in zip(total, partial)]
+        total = [a * b % modulus for a, b in zip(total, partial, strict=True)]
     return total
 
 
@@ -372,7 +385,7 @@ def crt_decrypt(private_key, ciphertexts: Sequence[int], *, processes: int = 1) 
     Returns:
         The plaintexts in [0, n).
     """
-    key = tuple(int(v) for v in (private_key.p, private_key.q, private_key.hp, private_key.hq, private_key.p_inverse))
+    key = (int(private_key.p), int(private_key.q), int(private_key.hp), int(private_key.hq), int(private_key.p_inverse))
     chunks = [c.tolist() for c in np.array_split(np.array(list(ciphertexts), dtype=object), processes) if c.size]
     if len(chunks) <= 1:
         return _decrypt_chunk(key, list(ciphertexts))

@@ -127,5 +127,5 @@ def signed_mask_sum(
     for peer_id, key in sorted(pair_keys.items()):
         sign = 1 if own_id < peer_id else -1
         stream = uniform_elements(key, modulus=modulus, count=count, round_index=round_index, purpose=purpose)
-        total = [(acc + sign * value) % modulus for acc, value in zip(total, stream)]
+        total = [(acc + sign * value) % modulus for acc, value in zip(total, stream, strict=True)]
     return total

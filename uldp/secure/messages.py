@@ -3,7 +3,8 @@
 Wire format of every message: ``b"ULDP"`` | version (1 byte) | type tag (1 byte) | fields | SHA-256 digest of
 everything before it (32 bytes). A field's kind is its annotation: ``U32`` (4 bytes big-endian), ``bytes`` (u32
 length + data), ``BigInt`` (u32 length + big-endian magnitude), ``Ints`` (u32 count + that many ``BigInt``),
-``ByteList`` (u32 count + that many ``bytes``). Parsing checks the magic, version, tag, every length, the digest and that nothing trails.
+``ByteList`` (u32 count + that many ``bytes``). Parsing checks the magic, version, tag, every length, the digest and
+that nothing trails.
 The digest catches corruption and truncation; authenticity of the server links is the transport's job (TLS),
 while silo-to-silo payloads relayed by the server are sealed with ChaCha20-Poly1305 (:mod:`uldp.secure.keys`).
 Receivers further check ranges against the key (:meth:`Message.check_elements`).
@@ -17,9 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from collections.abc import Collection
 from dataclasses import dataclass, fields
-from functools import cache
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self, SupportsInt
 
 MAGIC = b"ULDP"
 VERSION = 1
@@ -37,9 +38,14 @@ _KIND_OF = {"U32": "u32", "bytes": "bytes", "BigInt": "int", "Ints": "ints", "By
 MESSAGE_TYPES: dict[int, type[Message]] = {}
 
 
-@cache
-def _kinds(cls: type) -> tuple[str, ...]:
-    return tuple(_KIND_OF[str(f.type)] for f in fields(cls))
+#: The wire kinds of each message class's fields, computed on first use.
+_KINDS: dict[type[Message], tuple[str, ...]] = {}
+
+
+def _kinds(cls: type[Message]) -> tuple[str, ...]:
+    if cls not in _KINDS:
+        _KINDS[cls] = tuple(_KIND_OF[str(f.type)] for f in fields(cls))
+    return _KINDS[cls]
 
 
 class _Reader:
@@ -70,17 +76,22 @@ def _write(kind: str, value: object) -> bytes:
             raise ValueError(f"u32 field out of range: {value!r}")
         return _U32.pack(value)
     if kind == "bytes":
-        return _U32.pack(len(value)) + bytes(value)  # type: ignore[arg-type]
+        if not isinstance(value, bytes | bytearray | memoryview):
+            raise ValueError(f"bytes field must hold bytes, got {type(value).__name__}")
+        return _U32.pack(len(value)) + bytes(value)
     if kind == "int":
-        number = int(value)  # type: ignore[call-overload]
+        if not isinstance(value, SupportsInt):
+            raise ValueError(f"int field must hold an integer, got {type(value).__name__}")
+        number = int(value)
         if number < 0:
             raise ValueError("int fields carry non-negative integers")
         raw = number.to_bytes((number.bit_length() + 7) // 8, "big")
         return _U32.pack(len(raw)) + raw
-    if kind == "ints":
-        return _U32.pack(len(value)) + b"".join(_write("int", v) for v in value)  # type: ignore[arg-type]
-    if kind == "bytes_list":
-        return _U32.pack(len(value)) + b"".join(_write("bytes", v) for v in value)  # type: ignore[arg-type]
+    if kind in ("ints", "bytes_list"):
+        if not isinstance(value, Collection):
+            raise ValueError(f"{kind} field must hold a sequence, got {type(value).__name__}")
+        item = "int" if kind == "ints" else "bytes"
+        return _U32.pack(len(value)) + b"".join(_write(item, v) for v in value)
     raise AssertionError(kind)
 
 
@@ -122,11 +133,12 @@ class Message:
     def to_bytes(self) -> bytes:
         """Serialise to the wire format (header, fields, digest)."""
         body = MAGIC + bytes([VERSION, self.TAG])
-        body += b"".join(_write(kind, getattr(self, f.name)) for kind, f in zip(self.kinds(), fields(self)))
+        pairs = zip(self.kinds(), fields(self), strict=True)
+        body += b"".join(_write(kind, getattr(self, f.name)) for kind, f in pairs)
         return body + hashlib.sha256(body).digest()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> Message:
+    def from_bytes(cls, data: bytes) -> Self:
         """Parse and check a message of this class.
 
         Raises:
@@ -148,7 +160,9 @@ class Message:
             raise ValueError(f"{type(self).__name__}: expected {count} {what}, got {len(values)}")
         for index, value in enumerate(values):
             if not 0 <= value < bound:
-                raise ValueError(f"{type(self).__name__}: {what} #{index} is out of range [0, {bound.bit_length()}-bit bound)")
+                raise ValueError(
+                    f"{type(self).__name__}: {what} #{index} is out of range [0, {bound.bit_length()}-bit bound)"
+                )
 
 
 @dataclass(frozen=True)
@@ -198,7 +212,8 @@ class SealedMessage(Message, tag=4):
 
     def associated_data(self) -> bytes:
         """The authenticated header: sender, recipient, round and purpose."""
-        return _U32.pack(self.sender) + _U32.pack(self.recipient) + _U32.pack(self.round_index) + _U32.pack(self.purpose)
+        header = (self.sender, self.recipient, self.round_index, self.purpose)
+        return b"".join(_U32.pack(value) for value in header)
 
 
 @dataclass(frozen=True)

@@ -118,7 +118,7 @@ class Server:
         ordered = _one_per_silo(messages, self.config.n_silos, what="blinded histogram", silo_of=lambda m: m.silo)
         for message in ordered:
             self.check_histogram(message)
-        totals = [sum(column) % self._n for column in zip(*(m.values for m in ordered))]
+        totals = [sum(column) % self._n for column in zip(*(m.values for m in ordered), strict=True)]
         inverses: list[int | None] = []
         for user, total in enumerate(totals):
             if total == 0:
@@ -147,7 +147,9 @@ class Server:
             ValueError: naming the problem.
         """
         if message.round_index != self._round:
-            raise ValueError(f"masked update of silo {message.silo} is for round {message.round_index}, expected {self._round}")
+            raise ValueError(
+                f"masked update of silo {message.silo} is for round {message.round_index}, expected {self._round}"
+            )
         message.check_elements(message.ciphertexts, bound=self._n * self._n, count=size, what="ciphertexts")
         for index, value in enumerate(message.ciphertexts):
             if value == 0 or gmpy2.gcd(value, self._n) != 1:
@@ -185,13 +187,20 @@ class Server:
             raise ValueError("the setup has not run: call receive_histograms first")
         chosen = np.asarray(sampled)
         if chosen.dtype != bool or chosen.shape != (self.config.n_users,):
-            raise ValueError(f"sampled must be a bool array of shape ({self.config.n_users},), got {chosen.dtype} {chosen.shape}")
-        empty = [int(u) for u in np.flatnonzero(chosen) if self._inverse_blinded[u] is None]
+            raise ValueError(
+                f"sampled must be a bool array of shape ({self.config.n_users},), got {chosen.dtype} {chosen.shape}"
+            )
+        weights: list[int] = []  # B_inv(N_u) for sampled users, 0 for the others
+        empty: list[int] = []
+        for u in range(self.config.n_users):
+            inverse = self._inverse_blinded[u] if chosen[u] else 0
+            if inverse is None:
+                empty.append(u)
+            else:
+                weights.append(inverse)
         if empty:
             raise ValueError(f"user(s) {empty[:10]} are sampled but have N_u = 0 records; do not sample them")
-        ciphertexts = tuple(fast.crt_encrypt(
-            self._private_key, [self._inverse_blinded[u] if chosen[u] else 0 for u in range(self.config.n_users)]
-        ))
+        ciphertexts = tuple(fast.crt_encrypt(self._private_key, weights))
         self._round = round_index
         return EncryptedWeightsMessage(round_index=round_index, ciphertexts=ciphertexts)
 
@@ -214,12 +223,14 @@ class Server:
         modulus = gmpy2.mpz(self._n * self._n)
         totals = [gmpy2.mpz(c) for c in ordered[0].ciphertexts]
         for message in ordered[1:]:
-            totals = [t * c % modulus for t, c in zip(totals, message.ciphertexts)]
+            totals = [t * c % modulus for t, c in zip(totals, message.ciphertexts, strict=True)]
         plaintexts = fast.crt_decrypt(self._private_key, totals, processes=self.config.parameters.processes)
         self._round = None
         return np.array(
             [
-                encoding.decode(m, resolution_bits=self.config.resolution_bits, c_lcm=self.config.c_lcm, modulus=self._n)
+                encoding.decode(
+                    m, resolution_bits=self.config.resolution_bits, c_lcm=self.config.c_lcm, modulus=self._n
+                )
                 for m in plaintexts
             ]
         )
@@ -256,7 +267,9 @@ class Silo:
         bits = int(message.modulus).bit_length()
         keys.check_key_bits(bits, insecure_test_key=self.config.parameters.insecure_test_key)
         if bits != self.config.parameters.key_bits or message.modulus % 2 == 0:
-            raise ValueError(f"silo {self.silo_id}: expected an odd {self.config.parameters.key_bits}-bit modulus, got {bits} bits")
+            raise ValueError(
+                f"silo {self.silo_id}: expected an odd {self.config.parameters.key_bits}-bit modulus, got {bits} bits"
+            )
         self._n = int(message.modulus)
         self._session = keys.session_id(self._n)
         return DhPublicKeyMessage(silo=self.silo_id, public_key=keys.dh_public_bytes(self._dh_key))
@@ -337,7 +350,7 @@ class Silo:
             if not len(record.aead_keys) == len(record.mask_keys) == len(peers):
                 raise ValueError(f"silo state has keys for {len(record.aead_keys)} peers, expected {len(peers)}")
             silo._pair_keys = {peer: keys.PairwiseKeys(aead=a, masks=m)
-                               for peer, a, m in zip(peers, record.aead_keys, record.mask_keys)}
+                               for peer, a, m in zip(peers, record.aead_keys, record.mask_keys, strict=True)}
         if record.seed:
             silo._set_seed(record.seed)
         if record.round_index:
@@ -345,7 +358,7 @@ class Silo:
             if len(record.own_powers) != len(users):
                 raise ValueError(f"silo state has {len(record.own_powers)} weight powers, expected {len(users)}")
             silo._round = record.round_index
-            silo._own_powers = dict(zip(users, (gmpy2.mpz(v) for v in record.own_powers)))
+            silo._own_powers = dict(zip(users, (gmpy2.mpz(v) for v in record.own_powers), strict=True))
         return silo
 
     def _seal(self, peer: int, round_index: int, purpose: int, payload: bytes) -> SealedMessage:
@@ -358,7 +371,8 @@ class Silo:
             raise ValueError(f"silo {self.silo_id} got a sealed message for {message.recipient} from {message.sender}")
         if message.round_index != round_index or message.purpose != purpose:
             raise ValueError(
-                f"sealed message is for round {message.round_index} purpose {message.purpose}, expected {round_index}/{purpose}"
+                f"sealed message is for round {message.round_index} purpose {message.purpose}, "
+                f"expected {round_index}/{purpose}"
             )
         return keys.open_sealed(
             self._pair_keys[message.sender].aead, message.nonce, message.ciphertext,
@@ -378,7 +392,7 @@ class Silo:
             {peer: k.masks for peer, k in self._pair_keys.items()}, own_id=self.silo_id, modulus=n,
             count=self.config.n_users, round_index=0, purpose=masks.PURPOSE_HISTOGRAM,
         )
-        values = tuple((r * c + m) % n for r, c, m in zip(self._blind_values, self._counts, net_masks))
+        values = tuple((r * c + m) % n for r, c, m in zip(self._blind_values, self._counts, net_masks, strict=True))
         return BlindedHistogramMessage(silo=self.silo_id, values=values)
 
     def _check_weights(self, message: EncryptedWeightsMessage) -> None:
@@ -395,7 +409,7 @@ class Silo:
             [message.ciphertexts[u] for u in mine], [self._blind_values[u] * self.config.c_lcm % n for u in mine],
             n_square, processes=self.config.parameters.processes,
         )
-        self._own_powers = dict(zip(mine, powers))
+        self._own_powers = dict(zip(mine, powers, strict=True))
         self._round = message.round_index
         payload = pack_ints([self._own_powers[u] for u in mine])
         return [self._seal(peer, message.round_index, SEALED_WEIGHT_POWERS, payload) for peer in self._pair_keys]
@@ -429,7 +443,9 @@ class Silo:
         n_square = n * n
         deltas, noise = np.asarray(deltas, dtype=np.float64), np.asarray(noise, dtype=np.float64)
         if deltas.ndim != 2 or deltas.shape[0] != self.config.n_users or noise.shape != (deltas.shape[1],):
-            raise ValueError(f"silo {self.silo_id}: deltas must be (|U|, d) and noise (d,), got {deltas.shape}, {noise.shape}")
+            raise ValueError(
+                f"silo {self.silo_id}: deltas must be (|U|, d) and noise (d,), got {deltas.shape}, {noise.shape}"
+            )
         active = [u for u, c in enumerate(self._counts) if c > 0]
         if active and np.abs(deltas[active]).max(initial=0.0) > self.config.clip:
             raise ValueError(
@@ -452,10 +468,14 @@ class Silo:
             users = self._users_of(sealed.sender)
             if len(values) != len(users):
                 raise ValueError(f"share of silo {sealed.sender} has {len(values)} values, expected {len(users)}")
-            powers.update(zip(users, (gmpy2.mpz(v) for v in values)))
+            powers.update(zip(users, (gmpy2.mpz(v) for v in values), strict=True))
         bits = self.config.resolution_bits
         bases = [gmpy2.powmod(powers[u], self._counts[u], n_square) for u in active]  # Enc(n_su C_LCM / N_u)
-        exponents = encoding.encode(deltas[active], resolution_bits=bits) if active else np.zeros((0, deltas.shape[1]), np.int64)
+        exponents = (
+            encoding.encode(deltas[active], resolution_bits=bits)
+            if active
+            else np.zeros((0, deltas.shape[1]), np.int64)
+        )
         sums = fast.weighted_ciphertext_sum(bases, exponents, n_square, processes=self.config.parameters.processes)
         encoded_noise = encoding.encode(noise, resolution_bits=bits).tolist()
         net_masks = masks.signed_mask_sum(
@@ -465,7 +485,8 @@ class Silo:
         c_lcm = self.config.c_lcm
         # Adding a plaintext t is multiplying by g^t = 1 + t n (mod n^2) since g = n + 1.
         ciphertexts = tuple(
-            int(s * (1 + n * ((z * c_lcm + m) % n)) % n_square) for s, z, m in zip(sums, encoded_noise, net_masks)
+            int(s * (1 + n * ((z * c_lcm + m) % n)) % n_square)
+            for s, z, m in zip(sums, encoded_noise, net_masks, strict=True)
         )
         self._round = None
         return MaskedUpdateMessage(round_index=message.round_index, silo=self.silo_id, ciphertexts=ciphertexts)

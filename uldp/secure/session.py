@@ -31,7 +31,7 @@ M = TypeVar("M", bound=Message)
 
 def _wire(message: M) -> M:
     """Send a message through its byte form (what a network transport would carry)."""
-    return type(message).from_bytes(message.to_bytes())  # type: ignore[return-value]
+    return type(message).from_bytes(message.to_bytes())
 
 
 class SecureSession:
@@ -101,11 +101,16 @@ class SecureSession:
         deltas, noise = np.asarray(deltas, dtype=np.float64), np.asarray(noise, dtype=np.float64)
         shape = (self.config.n_silos, self.config.n_users)
         if deltas.ndim != 3 or deltas.shape[:2] != shape or noise.shape != (shape[0], deltas.shape[2]):
-            raise ValueError(f"deltas must be {shape + ('d',)} and noise ({shape[0]}, d); got {deltas.shape}, {noise.shape}")
+            raise ValueError(
+                f"deltas must be {(*shape, 'd')} and noise ({shape[0]}, d); got {deltas.shape}, {noise.shape}"
+            )
         chosen = np.asarray(sampled, dtype=bool)
         empty = np.flatnonzero(chosen & (self.totals == 0))
         if empty.size:
-            raise ValueError(f"user(s) {empty[:10].tolist()} are sampled but have N_u = 0 records; their weight n_su/N_u is undefined")
+            raise ValueError(
+                f"user(s) {empty[:10].tolist()} are sampled but have N_u = 0 records; "
+                "their weight n_su/N_u is undefined"
+            )
         self._round += 1
         timings: dict[str, float] = {}
         start = time.perf_counter()
@@ -185,6 +190,7 @@ class SecureAggregator:
         session = self.session
         if (
             session is None
+            or self._counts is None
             or not np.array_equal(self._counts, table)
             or (not fixed_bounds and delta_bound > session.config.clip)
             or (not fixed_bounds and noise_bound > session.config.effective_noise_bound)

@@ -253,12 +253,14 @@ def _numeric_tensor(name: str, value: Any) -> Tensor:
     return tensor
 
 
-def _features(name: str, value: Any, dtype: torch.dtype) -> Tensor:
+def features_tensor(name: str, value: Any, dtype: torch.dtype) -> Tensor:
+    """Records ``x`` as a tensor: floating point in ``dtype``, integer inputs (token ids) kept; NaN refused."""
     tensor = _numeric_tensor(name, value)
     return tensor.to(dtype) if tensor.dtype.is_floating_point else tensor  # integer inputs (token ids) stay
 
 
-def _targets(name: str, value: Any, n: int, loss_fn: WeightedLoss, outputs: Tensor, dtype: torch.dtype) -> Tensor:
+def targets_tensor(name: str, value: Any, n: int, loss_fn: WeightedLoss, outputs: Tensor,
+                   dtype: torch.dtype) -> Tensor:
     """``y`` checked against the loss: class labels in ``0..C-1``, 0/1 targets, or regression targets."""
     y = _numeric_tensor(name, value)
     if y.shape[0] != n:
@@ -529,18 +531,18 @@ def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss:
     loss_fn = weighted_loss(loss)
     model = copy.deepcopy(model)
     dtype = next(p.dtype for p in model.parameters() if p.requires_grad)
-    x = _features("x", x, dtype)
+    x = features_tensor("x", x, dtype)
     n = int(x.shape[0])
     with torch.no_grad(), torch.random.fork_rng(devices=[]):
         outputs = model.eval()(x[:2])
-    y = _targets("y", y, n, loss_fn, outputs, dtype)
+    y = targets_tensor("y", y, n, loss_fn, outputs, dtype)
     users, user_labels = index_ids("user_ids", user_ids, n)
     silos, silo_labels = index_ids("silo_ids", silo_ids, n)
     if test is not None:
         if not isinstance(test, (tuple, list)) or len(test) != 2:
             raise ValueError("test must be a pair (x_test, y_test)")
-        x_test = _features("x_test", test[0], dtype)
-        y_test = _targets("y_test", test[1], int(x_test.shape[0]), loss_fn, outputs, dtype)
+        x_test = features_tensor("x_test", test[0], dtype)
+        y_test = targets_tensor("y_test", test[1], int(x_test.shape[0]), loss_fn, outputs, dtype)
     metrics = dict(metrics or {})
     if metrics and test is None:
         raise ValueError(f"metrics {sorted(metrics)} need a test set: pass test=(x_test, y_test)")

@@ -36,8 +36,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.common.logger import log
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Result, Strategy
 
-from uldp.secure.config import ProtocolParameters
+from uldp.checks import check_integer
+from uldp.data.base import Allocation
+from uldp.fitting import DEFAULTS, ROUNDS_STREAM, check_module, features_tensor, targets_tensor, weighted_loss
+from uldp.flower.pseudonyms import open_histogram, pseudonymize, read_key_file, seal_histogram
+from uldp.flower.secure import ServerSide, silo_masked_update, silo_setup
+from uldp.methods import Federation, Hyperparameters, make_method, parse_method
+from uldp.methods.base import seed_stream
+from uldp.secure.config import ProtocolConfig, ProtocolParameters
 
 #: The message type of the setup stages (a ``ClientApp`` query action).
 SETUP_ACTION = "uldp"
@@ -64,8 +77,6 @@ class SiloData:
 
 
 def _records(values: dict) -> Any:
-    from flwr.app import ConfigRecord, RecordDict
-
     return RecordDict({"uldp": ConfigRecord(values)})
 
 
@@ -74,9 +85,6 @@ def _config(message: Any) -> dict:
 
 
 def _round_seed(seed: int, server_round: int) -> np.random.SeedSequence:
-    from uldp.fitting import ROUNDS_STREAM
-    from uldp.methods.base import seed_stream
-
     return seed_stream(np.random.SeedSequence(seed), ROUNDS_STREAM, server_round - 1)
 
 
@@ -85,13 +93,7 @@ def _check_reply(reply: Any) -> None:
         raise RuntimeError(f"silo node {reply.metadata.src_node_id} failed: {reply.error.reason}")
 
 
-def _strategy_base() -> type:
-    from flwr.serverapp.strategy import Strategy
-
-    return Strategy
-
-
-class UldpStrategy(_strategy_base()):  # type: ignore[misc]
+class UldpStrategy(Strategy):
     """The server side of ULDP-AVG / ULDP-AVG-w (Algorithms 3-4) as a Flower ``Strategy``.
 
     Args:
@@ -123,10 +125,6 @@ class UldpStrategy(_strategy_base()):  # type: ignore[misc]
                  local_epochs: int | None = None, batch_size: int | None = None, seed: int | None = None,
                  secure: bool = False, protocol: ProtocolParameters | dict | None = None,
                  insecure_reproducible_noise: bool = False) -> None:
-        from uldp.checks import check_integer
-        from uldp.fitting import DEFAULTS
-        from uldp.methods import Hyperparameters, make_method, parse_method
-
         spec = parse_method(method)
         if spec.name not in SUPPORTED:
             raise ValueError(f"UldpStrategy runs {' or '.join(SUPPORTED)}, not {spec.name}")
@@ -176,9 +174,6 @@ class UldpStrategy(_strategy_base()):  # type: ignore[misc]
             raise RuntimeError("the silos disagree on the users (another key, or a tampered relay)")
         self.n_users = agreed.pop()[0]
         if self.secure:
-            from uldp.flower.secure import ServerSide
-            from uldp.secure import ProtocolConfig
-
             def ask(contents: dict[int, dict]) -> dict[int, dict]:
                 replies = self._ask(grid, {self.nodes[s]: content for s, content in contents.items()}, timeout)
                 return {s: _config(replies[self.nodes[s]]) for s in contents}
@@ -199,17 +194,18 @@ class UldpStrategy(_strategy_base()):  # type: ignore[misc]
             raise RuntimeError(f"silo nodes {sorted(set(contents) - set(replies))} did not answer in {timeout} s")
         return replies
 
-    def start(self, grid: Any, initial_arrays: Any, num_rounds: int = 3, timeout: float = 3600, **kwargs: Any) -> Any:
+    def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int = 3, timeout: float = 3600,
+              train_config: ConfigRecord | None = None, evaluate_config: ConfigRecord | None = None,
+              evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None) -> Result:
         """Set up the federation (stages 1-2), then Flower's round loop (stage 3); returns Flower's ``Result``
         with the final model in ``result.arrays`` and each round's epsilon in ``result.train_metrics_clientapp``."""
         self.setup(grid, timeout=timeout)
-        return super().start(grid, initial_arrays, num_rounds, timeout, **kwargs)
+        return super().start(grid, initial_arrays, num_rounds, timeout, train_config=train_config,
+                             evaluate_config=evaluate_config, evaluate_fn=evaluate_fn)
 
     # --------------------------------------------------------------------------------------------- rounds --
     def configure_train(self, server_round: int, arrays: Any, config: Any, grid: Any) -> Iterable[Any]:
         """Sample users (Algorithm 4 line 4) and send the model, the sampled users and the settings to every silo."""
-        from flwr.app import ArrayRecord, RecordDict
-
         sampled = self.method.sample_users(self.n_users, _round_seed(self.seed, server_round))
         settings = {"round": server_round, "sampled": np.packbits(sampled).tobytes(), "method": self.method.spec.name,
                     "local_lr": self.hp.local_lr, "local_epochs": self.hp.local_epochs,
@@ -226,9 +222,6 @@ class UldpStrategy(_strategy_base()):  # type: ignore[misc]
 
     def aggregate_train(self, server_round: int, replies: Iterable[Any]) -> tuple[Any, Any]:
         """``x + eta_g / (q |U| |S|) * sum_s update_s`` in silo order (Algorithm 3 line 6); epsilon (Theorem 3)."""
-        import torch
-        from flwr.app import ArrayRecord, MetricRecord
-
         answers = {}
         for reply in replies:
             _check_reply(reply)
@@ -262,8 +255,6 @@ class UldpStrategy(_strategy_base()):  # type: ignore[misc]
 
     def summary(self) -> None:
         """Log the method and its settings."""
-        from flwr.common.logger import log
-
         log(20, "%s: sigma=%s q=%s delta=%s%s%s", self.method.spec.name, self.hp.sigma, self.hp.q, self.hp.delta,
             f" with Protocol 1 ({self.protocol.key_bits}-bit key)" if self.secure else "",
             " (INSECURE reproducible noise)" if self.insecure_reproducible_noise else "")
@@ -272,11 +263,6 @@ class UldpStrategy(_strategy_base()):  # type: ignore[misc]
 # ------------------------------------------------------------------------------------------------- the silo --
 def _silo_view(load: Callable[[Any], SiloData], model: Callable[[], Any], loss: Any, context: Any) -> dict:
     """Load this silo's records, check them as :func:`uldp.fit` does, and pseudonymize its patient ids."""
-    import torch
-
-    from uldp.fitting import _features, _targets, check_module, weighted_loss
-    from uldp.flower.pseudonyms import pseudonymize, read_key_file
-
     if SILO_KEY not in context.node_config or KEY_FILE_KEY not in context.node_config:
         raise ValueError(f"the SuperNode needs --node-config '{SILO_KEY}=\"<name>\" {KEY_FILE_KEY}=\"<path>\"'")
     data = load(context)
@@ -286,10 +272,10 @@ def _silo_view(load: Callable[[Any], SiloData], model: Callable[[], Any], loss: 
     check_module(net)
     loss_fn = weighted_loss(loss)
     dtype = next(p.dtype for p in net.parameters() if p.requires_grad)
-    x = _features("x", data.x, dtype)
+    x = features_tensor("x", data.x, dtype)
     with torch.no_grad(), torch.random.fork_rng(devices=[]):
         outputs = net.eval()(x[:2])
-    y = _targets("y", data.y, int(x.shape[0]), loss_fn, outputs, dtype)
+    y = targets_tensor("y", data.y, int(x.shape[0]), loss_fn, outputs, dtype)
     ids = list(data.patient_ids.tolist() if hasattr(data.patient_ids, "tolist") else data.patient_ids)
     if len(ids) != x.shape[0]:
         raise ValueError(f"patient_ids has {len(ids)} ids, x has {x.shape[0]} records")
@@ -300,8 +286,6 @@ def _silo_view(load: Callable[[Any], SiloData], model: Callable[[], Any], loss: 
 
 def _hello(view: dict, secure: bool) -> dict:
     """Stage 1: name, record count and the sealed histogram (with Protocol 1: the pseudonyms only, each count 1)."""
-    from uldp.flower.pseudonyms import seal_histogram
-
     names, counts = np.unique(view["pseudonyms"], return_counts=True)
     shown = np.ones_like(counts) if secure else counts
     return {"silo": view["name"], "records": int(view["x"].shape[0]),
@@ -311,10 +295,6 @@ def _hello(view: dict, secure: bool) -> dict:
 def _federation(view: dict, settings: dict, context: Any) -> dict:
     """Open every silo's histogram, number the users, keep ``n[s, u]`` in the node-local context state (with
     Protocol 1 only this silo's row: the others' histograms carry no counts)."""
-    from flwr.app import ArrayRecord, ConfigRecord
-
-    from uldp.flower.pseudonyms import open_histogram
-
     names = list(settings["names"])
     index = int(settings["index"])
     if names[index] != view["name"] or sorted(names) != names:
@@ -348,11 +328,6 @@ def _federation(view: dict, settings: dict, context: Any) -> dict:
 def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> np.ndarray | bytes:
     """This silo's ``sum_u w_su clip(Delta_su) + z_s`` for the round (Algorithm 3 lines 8-19), or with Protocol 1
     its masked update (the bytes of a :class:`~uldp.secure.messages.MaskedUpdateMessage`)."""
-    import torch
-
-    from uldp.data.base import Allocation
-    from uldp.methods import Federation, Hyperparameters, make_method
-
     if "uldp" not in context.state:
         raise ValueError("a training round before the federation stage (the strategy runs setup first)")
     state = dict(context.state["uldp"])
@@ -385,8 +360,6 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> np.n
         raise ValueError("a round without Protocol 1 in a federation set up with it, or the reverse")
     tensor = torch.from_numpy(params.copy())
     if "weights" in settings:  # Protocol 1: clipped per-user deltas and noise go into the masked update
-        from uldp.flower.secure import silo_masked_update
-
         deltas = method.silo_user_deltas(tensor, federation, round_seed, sampled, index)
         noise = method.silo_noise(tensor.numel(), int(state["n_silos"]), round_seed, index)
         return silo_masked_update(settings, context, deltas.detach().numpy().astype(np.float64),
@@ -422,17 +395,12 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
         The ``ClientApp``; its state (silo number, ``n[s, u]``, the user list, and with Protocol 1 the silo's
         secrets as :class:`~uldp.secure.messages.SiloState` bytes) lives in the node's context state.
     """
-    from flwr.app import ArrayRecord, Message, RecordDict
-    from flwr.clientapp import ClientApp
-
     app = ClientApp()
 
     @app.query(SETUP_ACTION)
     def setup(message: Any, context: Any) -> Any:
         settings = _config(message)
         if settings["stage"] not in ("hello", "federation"):  # Protocol 1's stages need the state, not the records
-            from uldp.flower.secure import silo_setup
-
             return Message(_records(silo_setup(settings, context, **_protocol_inputs(context))), reply_to=message)
         view = _silo_view(load, model, loss, context)
         answer = (_hello(view, bool(settings["secure"])) if settings["stage"] == "hello"

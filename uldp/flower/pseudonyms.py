@@ -21,8 +21,13 @@ import hmac
 import os
 import secrets
 from collections.abc import Hashable, Iterable
+from pathlib import Path
 
 import numpy as np
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from uldp.atomic import write_bytes_atomic
 
 #: Bytes of a silo key (256 bits) and of a pseudonym (SHA-256).
 KEY_BYTES, PSEUDONYM_BYTES = 32, 32
@@ -84,8 +89,6 @@ def seal_histogram(pseudonyms: np.ndarray, counts: np.ndarray, key: bytes, *, si
     Returns:
         nonce | ciphertext (nonces from ``os.urandom``).
     """
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
     body = b"".join(bytes.fromhex(p) for p in pseudonyms) + np.asarray(counts, dtype="<i8").tobytes()
     nonce = os.urandom(_NONCE_BYTES)
     return nonce + AESGCM(_seal_key(key)).encrypt(nonce, body, silo.encode())
@@ -97,9 +100,6 @@ def open_histogram(sealed: bytes, key: bytes, *, silo: str) -> tuple[list[str], 
     Raises:
         ValueError: Tampered, sealed under another key or for another silo name, or malformed.
     """
-    from cryptography.exceptions import InvalidTag
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
     try:
         body = AESGCM(_seal_key(key)).decrypt(sealed[:_NONCE_BYTES], sealed[_NONCE_BYTES:], silo.encode())
     except (InvalidTag, ValueError) as error:
@@ -122,10 +122,6 @@ def write_key_file(path: str | os.PathLike) -> bytes:
     Raises:
         ValueError: ``path`` exists already (a key is never overwritten).
     """
-    from pathlib import Path
-
-    from uldp.atomic import write_bytes_atomic
-
     path = Path(path)
     if path.exists():
         raise ValueError(f"key file {path} exists already; a key is never overwritten")
@@ -140,8 +136,6 @@ def read_key_file(path: str | os.PathLike) -> bytes:
     Raises:
         ValueError: Not hex, or shorter than 32 bytes.
     """
-    from pathlib import Path
-
     text = Path(path).read_text().strip()
     try:
         key = bytes.fromhex(text)

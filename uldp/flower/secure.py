@@ -31,11 +31,13 @@ Keys under 2048 bits (tests, the book's smoke builds) are refused by a silo unle
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
+from flwr.app import ConfigRecord
 
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
 
@@ -83,8 +85,6 @@ class ServerSide:
     """
 
     def __init__(self, config: ProtocolConfig, ask: Callable[[dict[int, dict]], dict[int, dict]]) -> None:
-        import time
-
         from uldp.secure.protocol import Server
 
         self.config, self._ask = config, ask
@@ -98,8 +98,6 @@ class ServerSide:
         Raises:
             ValueError: a silo's answer is missing, malformed or fails the protocol's checks.
         """
-        import time
-
         from uldp.secure.messages import (
             BlindedHistogramMessage,
             DhPublicKeyMessage,
@@ -156,8 +154,6 @@ def _silo(context: Any) -> Silo:
 
 
 def _keep(context: Any, silo: Silo, public: dict) -> None:
-    from flwr.app import ConfigRecord
-
     context.state[STATE_KEY] = ConfigRecord({**public, "silo": silo.export_state()})
 
 

@@ -21,9 +21,8 @@ import os
 import statistics
 import time
 import warnings
-from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uldp.accounting import (
     epsilon_for_method,
@@ -32,6 +31,9 @@ from uldp.accounting import (
     pld as pld_module,
     rdp as rdp_module,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def clear_caches() -> None:

@@ -166,8 +166,8 @@ except ValueError as error:
 #    from its own CSPRNG-seeded stream.
 #
 # Here each hospital learns how many records each pseudonym has at the other hospitals (the server does not). When
-# that must stay hidden too, the strategy runs {ref}`Protocol 1 <paper-protocol-1>` (`secure=True`, below): then no party learns another
-# hospital's counts.
+# that must stay hidden too, the strategy runs {ref}`Protocol 1 <paper-protocol-1>` (`secure=True`, below): then no
+# party learns another hospital's counts.
 #
 # The hospital's side is the `load` function and one call:
 
@@ -250,16 +250,16 @@ print("same model as with the shared seed:",
 # %% [markdown]
 # ## The enhanced weights through Protocol 1
 #
-# ULDP-AVG-w weighs patient $u$'s update at hospital $s$ by $w_{su} = n_{su}/N_u$ (Eq. (3)), which needs each
-# patient's record count over all hospitals. With `secure=True` the strategy computes it with the paper's private
-# weighting protocol (Protocol 1, {doc}`weighting_protocol`) as Flower messages: its set-up is three more
-# exchanges after stage 2 (the server's Paillier public key, the hospitals' X25519 keys, the sealed seed and the
-# blinded histograms $r_u n_{su}$), and each round adds one (the encrypted weights and the hospitals' sealed weight
-# powers) before the hospitals answer with *masked, encrypted* updates. The server decrypts only their product,
-# $\sum_s (\sum_u w_{su}\,\mathrm{clip}(\Delta_{su}) + z_s)$, within the precision $P = 10^{-10}$ of the plain sum
-# (Theorem 4). Stage 1 then carries only each hospital's pseudonyms (to agree on the patients), not its counts: a
-# hospital learns which pseudonyms the others hold, never how many records (hiding that too would need a private set
-# union, which Protocol 1 does not provide).
+# ULDP-AVG-w weighs patient $u$'s update at hospital $s$ by $w_{su} = n_{su}/N_u$ ({ref}`Eq. (3) <paper-equation-3>`),
+# which needs each patient's record count over all hospitals. With `secure=True` the strategy computes it with the
+# paper's private weighting protocol ({ref}`Protocol 1 <paper-protocol-1>`, {doc}`weighting_protocol`) as Flower
+# messages: its set-up is three more exchanges after stage 2 (the server's Paillier public key, the hospitals' X25519
+# keys, the sealed seed and the blinded histograms $r_u n_{su}$), and each round adds one (the encrypted weights and the
+# hospitals' sealed weight powers) before the hospitals answer with *masked, encrypted* updates. The server decrypts
+# only their product, $\sum_s (\sum_u w_{su}\,\mathrm{clip}(\Delta_{su}) + z_s)$, within the precision $P = 10^{-10}$ of
+# the plain sum ({ref}`Theorem 4 <paper-theorem-4>`). Stage 1 then carries only each hospital's pseudonyms (to agree on
+# the patients), not its counts: a hospital learns which pseudonyms the others hold, never how many records (hiding that
+# too would need a private set union, which {ref}`Protocol 1 <paper-protocol-1>` does not provide).
 #
 # Flower may run each message in a fresh `ClientApp` process, so a hospital's secrets (its X25519 key, pairwise keys,
 # the seed $R$, its counts) live between messages in its SuperNode's `context.state`, as bytes of the protocol's own

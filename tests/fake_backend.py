@@ -9,11 +9,13 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uldp.atomic import write_bytes_atomic
 from uldp.experiments import Backend
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 #: Calls of ``execute`` in this process after which ``interrupting`` raises KeyboardInterrupt (tests set it).
 INTERRUPT_AFTER: list[int] = []

@@ -15,7 +15,6 @@ import hashlib
 import json
 import struct
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -27,6 +26,8 @@ from uldp.deploy.method_roles import DeployConfig
 from uldp.secure import messages
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from uldp.deploy.roles import ServerRole
 
 DIGEST = 32

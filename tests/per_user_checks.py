@@ -3,13 +3,16 @@ oracle, the plain per-user loop :func:`~uldp.training.per_user.train_users_loop`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 
 from uldp.training.per_user import flat_parameters, record_keys, train_users, train_users_loop
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    import numpy as np
 
 
 def assert_fast_path_equals_loop(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,

@@ -4,11 +4,14 @@ autograd that apply exactly the masks the hand-written gradients used (tests of 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def recording(seed: int) -> tuple[list[torch.Tensor], Callable[[tuple[int, ...]], torch.Tensor]]:

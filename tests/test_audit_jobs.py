@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from uldp.audit import jobs
 from uldp.audit.jobs import job, profile_jobs, read_stored, run_jobs
 from uldp.experiments import config_hash
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def test_job_validates_its_values() -> None:

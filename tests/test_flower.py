@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import os
-import pathlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -15,6 +14,9 @@ import uldp
 import uldp.flower as uf
 from uldp.flower.local import LocalGrid
 from uldp.flower.pseudonyms import open_histogram, seal_histogram
+
+if TYPE_CHECKING:
+    import pathlib
 
 HOSPITALS = ["Royal", "St Mary", "General"]
 FEATURES = ["a", "b", "c"]

@@ -9,13 +9,16 @@ ULDP-AVG-w --accountant pld --target-epsilon EPS``: sigma calibrated by PLD, eve
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from uldp.accounting import epsilon_for_method
 from uldp.experiments import GRIDS, UTILITY_METRIC, ResultSet, accounted_results, expand, load_results
 from uldp.verdicts import FAILS, HOLDS, MISSING, PARTLY, NotMeasured, per_setting
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
 #: The settings re-run at the paper's epsilon with PLD's smaller sigma: (grid, target epsilon) where the target is
 #: RDP's epsilon of the paper's ULDP-AVG-w runs (sigma 5, delta 1e-5; HeartDisease T = 50, Creditcard T = 100).

@@ -11,21 +11,25 @@ the Scorecard chapter: a chapter shows the Scorecard's rows for its grid, not ve
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
-from matplotlib.figure import Figure
 
 from uldp import experiments, plots, scorecard, simulation
 from uldp.data import DATASETS
 from uldp.experiments import ChapterResults, ResultSet, duration
 from uldp.models import build_model
-from uldp.simulation import RunConfig
 from uldp.verdicts import HOLDS, MISSING, NotMeasured, per_setting, profile_label
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from matplotlib.figure import Figure
+
+    from uldp.simulation import RunConfig
 
 #: A final utility within this distance of a trivial predictor's (:func:`chance_level`) is "trivial".
 TRIVIAL_MARGIN = 0.02

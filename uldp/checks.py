@@ -92,7 +92,7 @@ def check_number(
     kind = "a finite number" if finite else "a number"
     # numbers.Real compares with floats, but its ABC declares no operators to a type checker: cast, not convert, so
     # that a huge int is compared exactly
-    real = cast(float, value)
+    real = cast("float", value)
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(real):
         ok = False
     else:

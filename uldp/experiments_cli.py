@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import sys
+from typing import TYPE_CHECKING
 
 from uldp.cli import add_progress_option
+
+if TYPE_CHECKING:
+    import argparse
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

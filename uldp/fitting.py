@@ -30,8 +30,7 @@ import math
 import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -47,6 +46,9 @@ from uldp.methods import make_method
 from uldp.methods.base import Federation, Hyperparameters, parse_method, seed_stream
 from uldp.persist import Checkpoint, load_checkpoint, save_checkpoint
 from uldp.training.per_user import flat_parameters, load_flat_parameters, record_keys, train_users
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 #: Top-level random streams of a run, children of its root seed: the subset of the training records, the
 #: allocation and the initial model (:func:`uldp.simulation.run`), the method's preparation and the rounds (both).

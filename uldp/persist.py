@@ -36,15 +36,17 @@ import hmac
 import json
 import math
 import struct
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from uldp.atomic import remove_leftovers, write_bytes_atomic
 from uldp.checks import check_integer
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 ARRAY_MAGIC = b"ULDA"
 _DTYPES: dict[str, int] = {"<f4": 1, "<f8": 2, "<i8": 3, "|b1": 4}

@@ -12,17 +12,20 @@ Every curve is the mean over seeds with a band of one standard deviation, agains
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from uldp.experiments import UTILITY_METRIC, ChapterResults, ResultSet, summarise
 from uldp.verdicts import profile_label
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from matplotlib.figure import Figure
 
 #: Axis labels of the per-round columns.
 LABELS: dict[str, str] = {"test_loss": "test loss", "accuracy": "test accuracy", "c_index": "C-index",

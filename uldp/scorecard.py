@@ -16,9 +16,8 @@ curve, so a method that gets high sooner scores higher).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -46,6 +45,9 @@ from uldp.verdicts import (  # per_setting is part of this module's interface to
     stored_grid,
     value as _value,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 PRIVACY_UTILITY_GRIDS = tuple(name for name, grid in GRIDS.items() if grid.kind == "privacy_utility")
 #: The key of the MNIST paper-profile epsilons from accounting alone (:func:`uldp.experiments.accounted_results`):

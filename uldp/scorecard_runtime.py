@@ -4,14 +4,17 @@ from the ``protocol_runtime`` grid's stored runs (HeartDisease and TcgaBrca, 10 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from uldp.experiments import ResultSet
 from uldp.plots import runtime_table
 from uldp.verdicts import Finding, NotMeasured, fraction_verdict, stored_grid
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    import pandas as pd
+
+    from uldp.experiments import ResultSet
 
 #: "practical" time: one protocol round (a silo's local training and encrypted weighting plus the server's work)
 #: within this many seconds at 3072-bit keys.

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -35,6 +34,9 @@ from uldp.secure import SecureAggregator
 from uldp.secure.config import ProtocolParameters
 from uldp.threads import torch_threads
 from uldp.training.per_user import flat_parameters, load_flat_parameters
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 #: Methods that may use the secure aggregation (Protocol 1 computes enhanced weights).
 SECURE_METHODS = ("ULDP-AVG-w", "ULDP-SGD-w")

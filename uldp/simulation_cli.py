@@ -8,11 +8,14 @@ Example::
 
 from __future__ import annotations
 
-import argparse
+from typing import TYPE_CHECKING
 
 from uldp.cli import add_progress_option, print_json, show_progress
 from uldp.data import load
 from uldp.data.allocation import PAPER_N_LABELS
+
+if TYPE_CHECKING:
+    import argparse
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

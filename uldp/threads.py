@@ -13,12 +13,15 @@ convolutions (MNIST) may gain from more threads on a machine of their own: set `
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import torch
 
 from uldp.checks import check_integer
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 #: Torch intra-op threads of a run when neither an argument nor ``$ULDP_THREADS`` says otherwise.
 DEFAULT_THREADS = 1

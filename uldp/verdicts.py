@@ -7,12 +7,15 @@ hold otherwise; ``not measured`` when the results it needs are missing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
-from uldp.experiments import ResultSet
+    import pandas as pd
+
+    from uldp.experiments import ResultSet
 
 HOLDS, PARTLY, FAILS, MISSING = "holds", "partly", "does not hold", "not measured"
 #: The start of the dataset variant of a Creditcard run on the shipped 5,412-row subset (provenance

@@ -22,9 +22,9 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from numpy.typing import ArrayLike
 
 from uldp.accounting.rdp import (
     DEFAULT_ORDERS,
@@ -35,6 +35,9 @@ from uldp.accounting.rdp import (
     rdp_subsampled_gaussian,
 )
 from uldp.checks import check_delta, check_integer, check_positive, check_rate
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 #: The RDP orders of the authors' (epsilon, delta) group-privacy route (``get_privacy_spent`` in their
 #: ``noise_utils.py``, opacus' default alphas): 1.1 to 10.9 by 0.1, then the integers 12 to 63.

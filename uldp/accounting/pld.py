@@ -208,8 +208,8 @@ def epsilon_uldp_pld(*, sigma: float, rounds: int, delta: float, q: float = 1.0,
         The guarantee (``order`` is ``nan``: no RDP order is involved; ``epsilon = 0`` after zero rounds).
 
     At ``q = 1``, ``T`` rounds are one Gaussian mechanism with ``mu = sqrt(T) / sigma``, whose exact
-    ``delta(epsilon) = Phi(mu / 2 - epsilon / mu) - e^epsilon Phi(-mu / 2 - epsilon / mu)`` (Balle and Wang 2018,
-    Theorem 8): the PLD's epsilon meets the target delta, and 0.1% less epsilon would not.
+    ``delta(epsilon) = Phi(mu / 2 - epsilon / mu) - e^epsilon Phi(-mu / 2 - epsilon / mu)``
+    (Theorem 8 of Balle and Wang 2018): the PLD's epsilon meets the target delta, and 0.1% less epsilon would not.
 
     >>> from statistics import NormalDist
     >>> mu, phi = math.sqrt(100) / 5.0, NormalDist().cdf

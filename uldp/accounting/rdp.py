@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from numpy.typing import ArrayLike
 
 from uldp.checks import check_delta, check_integer, check_positive, check_rate
 
 if TYPE_CHECKING:
-    pass
+    from numpy.typing import ArrayLike
 
 #: The order grid over which epsilon is minimised: 1.1 to 10.9 in steps of 0.1 (where small-epsilon optima lie),
 #: every integer from 11 to 63, then 40 geometrically spaced integers from 64 to 4096 (needed by large groups and

@@ -24,13 +24,16 @@ bound", holding with probability at least ``confidence`` over the audit's random
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import stats
 
 from uldp.checks import check_delta, check_integer, check_number
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 #: Thresholds :func:`many_run_bound` tries at most (taken at geometrically spaced ranks of both tails).
 MAX_THRESHOLDS = 2000

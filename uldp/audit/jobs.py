@@ -27,10 +27,9 @@ import datetime
 import json
 import math
 import time
-from collections.abc import Iterable, Mapping
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -48,6 +47,9 @@ from uldp.checks import check_delta, check_integer, check_number
 from uldp.experiments import REPO_ROOT, config_hash, provenance, write_json_atomic
 from uldp.methods import Hyperparameters, make_method
 from uldp.methods.base import seed_stream
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
 
 #: Version of the audit result layout.
 SCHEMA_VERSION = 1

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from uldp.data.allocation import SCHEMES, allocate
 from uldp.data.base import TEST_SCORINGS, Allocation, FederatedDataset, check_test_scoring
 from uldp.paper_settings import PAPER
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
+from typing import TYPE_CHECKING
 
 from uldp.cli import print_json
 from uldp.data import DATASETS, SCHEMES, allocate, load
 from uldp.data.allocation import labels_per_user, summary
+
+if TYPE_CHECKING:
+    import argparse
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

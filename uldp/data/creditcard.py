@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -12,6 +12,9 @@ from sklearn.preprocessing import StandardScaler
 
 from uldp.data.base import FederatedDataset
 from uldp.data.paths import KNOWN_FILES, data_file, resolve_data_dir
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 FULL_FILE = "creditcard/creditcard.csv"
 SUBSET_FILE = "creditcard/creditcard_sample.csv.gz"

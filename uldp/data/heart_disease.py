@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -11,6 +11,9 @@ from sklearn.model_selection import train_test_split
 
 from uldp.data.base import TEST_SCORING_VARIANTS, FederatedDataset, check_test_scoring
 from uldp.data.paths import data_file
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 CENTRES: tuple[str, ...] = ("cleveland", "hungarian", "switzerland", "va")
 TRAIN_FRACTION = 0.66

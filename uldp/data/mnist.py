@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import gzip
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from uldp.data.base import FederatedDataset
 from uldp.data.paths import data_file
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 MEAN = 0.1307
 STD = 0.3081

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from sklearn.datasets import make_classification
 
 from uldp.data.base import FederatedDataset
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 N_TRAIN = 10_000
 N_TEST = 2_000

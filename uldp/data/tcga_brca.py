@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -10,6 +10,9 @@ import torch
 
 from uldp.data.base import FederatedDataset, check_test_scoring
 from uldp.data.paths import data_file
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 N_CENTRES = 6
 REGIONS: tuple[str, ...] = ("Northeast", "South", "West", "Midwest", "Europe", "Canada")

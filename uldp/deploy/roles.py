@@ -8,9 +8,10 @@ sampling) from their own randomness; a silo role sees only its own records.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class ServerRole(Protocol):

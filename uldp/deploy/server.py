@@ -36,7 +36,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -44,7 +43,6 @@ import numpy as np
 from uldp.atomic import check_writable
 from uldp.checks import check_number
 from uldp.deploy import keys, quiet_flower_deprecation, wire
-from uldp.deploy.roles import ServerRole
 from uldp.persist import Checkpoint, array_from_bytes, array_to_bytes, load_checkpoint, save_checkpoint
 from uldp.secure import Server as ProtocolServer
 from uldp.secure.messages import (
@@ -56,7 +54,11 @@ from uldp.secure.messages import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from flwr.common import Scalar
+
+    from uldp.deploy.roles import ServerRole
 
 M = TypeVar("M", bound=Message)
 

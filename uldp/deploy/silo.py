@@ -14,17 +14,19 @@ import logging
 import os
 import time
 from dataclasses import dataclass, replace
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from uldp.checks import check_number
 from uldp.deploy import keys, quiet_flower_deprecation, wire
-from uldp.deploy.roles import SiloRole
 from uldp.deploy.server import MAX_TIMEOUT
 from uldp.persist import array_from_bytes, array_to_bytes
 from uldp.secure import Silo as ProtocolSilo
 from uldp.secure.messages import DhDirectoryMessage, EncryptedWeightsMessage, PublicKeyMessage, SealedMessage
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from uldp.deploy.roles import SiloRole
 
 # Flower (and grpc) are imported inside the functions that use them: run_silo() sets FLWR_TELEMETRY_ENABLED first.
 

@@ -16,9 +16,11 @@ server and the silo set ``FLWR_TELEMETRY_ENABLED`` before Flower reads it on imp
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 #: Version of the deployment's wire protocol; a silo speaking another version is refused at the handshake.
 WIRE_VERSION = 1

@@ -31,16 +31,14 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.common.logger import log
-from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 
 from uldp.checks import check_integer
@@ -51,6 +49,11 @@ from uldp.flower.secure import ServerSide, silo_masked_update, silo_setup
 from uldp.methods import Federation, Hyperparameters, make_method, parse_method
 from uldp.methods.base import seed_stream
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from flwr.serverapp import Grid
 
 #: The message type of the setup stages (a ``ClientApp`` query action).
 SETUP_ACTION = "uldp"

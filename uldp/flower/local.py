@@ -7,13 +7,16 @@ in a notebook or a test before deploying it (``tests/test_flower_loopback.py`` r
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flwr.app import Context, Error, Message, RecordDict
 from flwr.serverapp import Grid
-from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from flwr.supercore.run import Run
 
 
 class LocalGrid(Grid):

@@ -20,14 +20,17 @@ import hashlib
 import hmac
 import os
 import secrets
-from collections.abc import Hashable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from uldp.atomic import write_bytes_atomic
+
+if TYPE_CHECKING:
+    from collections.abc import Hashable, Iterable
 
 #: Bytes of a silo key (256 bits) and of a pseudonym (SHA-256).
 KEY_BYTES, PSEUDONYM_BYTES = 32, 32

@@ -32,7 +32,6 @@ Keys under 2048 bits (tests, the book's smoke builds) are refused by a silo unle
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -42,6 +41,8 @@ from flwr.app import ConfigRecord
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from uldp.secure.messages import Message
     from uldp.secure.protocol import Silo
 

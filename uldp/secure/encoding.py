@@ -23,13 +23,16 @@ Decode reads values above n // 2 as negative).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from fractions import Fraction
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from uldp.checks import check_integer, check_number
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 #: Gaussian tail multiplier t with 2 exp(-t^2 / 2) <= 2^-128: a noise coordinate exceeds t standard deviations
 #: with probability below 2^-128 (Chernoff bound), so the no-wrap-around check fails only negligibly often.

@@ -26,14 +26,17 @@ import functools
 import math
 import multiprocessing
 import secrets
-from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from types import ModuleType
+from typing import TYPE_CHECKING
 
 import gmpy2
 import numpy as np
 
 from uldp.checks import check_integer
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from types import ModuleType
 
 _comb: ModuleType | None
 try:

@@ -16,11 +16,14 @@ True
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
 from uldp.checks import check_integer
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 #: Purposes of mask streams (part of the ChaCha20 nonce): one per place masks are used.
 PURPOSE_HISTOGRAM = 1

@@ -28,15 +28,13 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import gmpy2
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from uldp.secure import encoding, fast, keys, masks
-from uldp.secure.config import ProtocolConfig
 from uldp.secure.messages import (
     BlindedHistogramMessage,
     DhDirectoryMessage,
@@ -50,6 +48,11 @@ from uldp.secure.messages import (
     pack_ints,
     unpack_ints,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from uldp.secure.config import ProtocolConfig
 
 #: Purposes of sealed silo-to-silo payloads (authenticated in the AEAD header).
 SEALED_SEED = 1

@@ -12,13 +12,16 @@ against autograd and opacus (``tests/test_linear.py``, ``tests/test_mlp.py``, ``
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 
 from uldp.training import cnn, linear, mlp
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 #: ``shape -> uniforms in [0, 1)``: the draws behind dropout masks (see :data:`uldp.training.mlp.Uniforms`).
 Uniforms = mlp.Uniforms

@@ -17,15 +17,18 @@ MLP. :func:`weighted_gradient` is checked against autograd in ``tests/test_cnn.p
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeGuard
+from typing import TYPE_CHECKING, TypeGuard
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from uldp.models import MnistCNN, cross_entropy_loss
-from uldp.training.mlp import Uniforms
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from uldp.training.mlp import Uniforms
 
 _aten = torch.ops.aten
 _POOL = [2, 2]

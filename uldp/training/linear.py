@@ -11,12 +11,15 @@ training engines that use it against the autograd ones (``tests/test_per_user.py
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 
 from uldp.models import LinearScore, bce_loss, cox_loss
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 #: Parameter names of :class:`~uldp.models.LinearScore` in layout order (weight ``[1, F]``, bias ``[1]``).
 WEIGHT, BIAS = "linear.weight", "linear.bias"

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 from scipy import stats
 
-from uldp.secure import ProtocolParameters, SecureAggregator, SecureSession, fast, keys, protocol
+from uldp.secure import ProtocolConfig, ProtocolParameters, SecureAggregator, SecureSession, fast, keys, protocol
 from uldp.secure.messages import MaskedUpdateMessage, SealedMessage
 
 TEST_KEY = ProtocolParameters(key_bits=1024, n_max=300, insecure_test_key=True)
@@ -233,7 +233,7 @@ def test_a_silo_restored_from_its_state_bytes_between_every_message_computes_the
     rng = np.random.default_rng(5)
     counts = rng.integers(0, 20, size=(3, 7))
     counts[:, 0] = [0, 0, 4]
-    config = protocol.ProtocolConfig(n_silos=3, n_users=7, clip=1.0, sigma=1.0, parameters=TEST_KEY)
+    config = ProtocolConfig(n_silos=3, n_users=7, clip=1.0, sigma=1.0, parameters=TEST_KEY)
     server = protocol.Server(config)
     states = [protocol.Silo(s, counts[s], config).export_state() for s in range(3)]
 

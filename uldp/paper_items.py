@@ -152,7 +152,7 @@ ITEMS: tuple[PaperItem, ...] = (
     PaperItem("theorem", "4", "Correctness of Protocol 1",
               "The securely aggregated update equals the plain one to within the precision P, with high probability.",
               ("uldp.secure.encoding.resolution_bits_for", "uldp.secure.encoding.check_no_wraparound"),
-              ("book/deploying", "book/differences", "book/weighting_protocol")),
+              ("book/deploying", "book/differences", "book/weighting_protocol", "book/your_own_silos")),
     PaperItem("theorem", "5", "Privacy of Protocol 1",
               "No party learns another silo's per-user record counts from the protocol's messages.",
               ("uldp.secure.protocol", "uldp.secure.masks")),

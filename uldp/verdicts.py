@@ -102,6 +102,7 @@ def profile_label(results: ResultSet) -> str:
     runs among them ran on the 5,412-row subset instead of the paper's file (said of the Creditcard panels only when
     the grid has others).
 
+    >>> from uldp.experiments import ResultSet
     >>> runs = ({"params": {"dataset": "creditcard"}, "provenance": {}},)
     >>> profile_label(ResultSet("creditcard", "paper", runs, (), "memory"))
     'paper settings on the Creditcard subset'

@@ -97,6 +97,12 @@ class WeightedLoss:
                              "use reduction='none'")
         return _weighted_mean(per_record.reshape(per_record.shape[0], -1).mean(dim=-1), weight)
 
+    @property
+    def trained(self) -> Callable[..., Tensor]:
+        """What the methods train with: a library-interface loss as it is (so :mod:`uldp.training`'s closed-form
+        gradients know the paper's losses, :func:`uldp.models.loss_function`), else this adapter."""
+        return self.function if self.weighted else self
+
 
 def _cross_entropy(label_smoothing: float) -> Callable[[Tensor, Tensor], Tensor]:
     def per_record(outputs: Tensor, targets: Tensor) -> Tensor:
@@ -560,7 +566,7 @@ def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss:
                          batch_size=values["batch_size"], clip=None if "clip" in unused else values["clip"],
                          sigma=sigma, delta=delta, q=q)
     allocation = Allocation(users, silos, len(user_labels), len(silo_labels), scheme="given", seed=seed)
-    federation = Federation(model=model, loss_fn=loss_fn, x=x, y=y, allocation=allocation)
+    federation = Federation(model=model, loss_fn=loss_fn.trained, x=x, y=y, allocation=allocation)
     root = np.random.SeedSequence(seed)
     made = make_method(spec.name, hp)
     federation = made.prepare(federation, seed_stream(root, PREPARE_STREAM))

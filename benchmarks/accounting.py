@@ -71,14 +71,13 @@ def heart_disease_group_arguments() -> dict | None:
         return None
     import numpy as np
 
-    from uldp.methods import make_method
-    from uldp.methods.base import seed_stream
-    from uldp.simulation import PREPARE_STREAM, RunConfig, build_federation
+    from uldp.fitting import prepare_method
+    from uldp.simulation import RunConfig, build_federation
 
     config = RunConfig(dataset="heart_disease", method="ULDP-GROUP-8", n_users=50, rounds=50, distribution="zipf")
     federation, _ = build_federation(config)
-    method = make_method(config.method, config.hyperparameters())
-    prepared = method.prepare(federation, seed_stream(np.random.SeedSequence(config.seed), PREPARE_STREAM))
+    _, method, prepared = prepare_method(config.method, config.hyperparameters(), federation,
+                                         np.random.SeedSequence(config.seed))
     return method.accounting_arguments(prepared)
 
 

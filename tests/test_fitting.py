@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,6 +20,10 @@ from uldp.data.base import Allocation
 from uldp.fitting import UnsupportedModuleError, check_module, fit, index_ids, weighted_loss
 from uldp.methods import Federation, Hyperparameters, make_method
 from uldp.methods.base import seed_stream
+from uldp.models import build_model, loss_function
+from uldp.persist import load_checkpoint
+from uldp.simulation import RunConfig, _checkpoint_fingerprint, build_federation, run
+from uldp.training.per_user import flat_parameters
 
 
 def records(n: int = 120, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, list[str], list[str]]:
@@ -232,3 +238,36 @@ def test_ids_map_to_their_rank_among_the_distinct_ids(ids):
     codes, labels = index_ids("user_ids", ids, len(ids))
     assert list(labels) == sorted(set(ids))
     assert [labels[c] for c in codes] == ids
+
+
+# ------------------------------------------------------------------ a registered dataset is one use of fit --
+HEART = Path(os.environ.get("ULDP_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data")
+
+
+@pytest.mark.skipif(not (HEART / "heart_disease").is_dir(), reason="HeartDisease files not available")
+@pytest.mark.parametrize("method", ["ULDP-AVG-w", "ULDP-AVG", "ULDP-SGD-w", "ULDP-NAIVE", "ULDP-GROUP-2", "DEFAULT"])
+def test_a_registered_dataset_is_one_call_of_fit(method: str, tmp_path: Path, monkeypatch) -> None:
+    """uldp.fit on HeartDisease's records, the allocation's user and silo ids, the paper's model, loss and
+    hyperparameters ends at simulation.run's model bit for bit, with the same test losses and epsilons."""
+    monkeypatch.setenv("ULDP_DATA_DIR", str(HEART))
+    config = RunConfig(dataset="heart_disease", method=method, n_users=20, rounds=2, seed=3, q=0.5
+                       if method.startswith("ULDP-SGD") else 1.0, local_epochs=None if "SGD" in method else 2)
+    federation, data = build_federation(config)
+    allocation = federation.allocation
+    assert (allocation.counts.sum(axis=0) > 0).all()  # every user holds records: fit numbers the same users
+    model = build_model("heart_disease", seed=0)
+    model.load_state_dict(federation.model.state_dict())  # the paper's model with the run's initial weights
+    trained, history = uldp.fit(
+        model, data.x_train, data.y_train, user_ids=[f"user {u:02d}" for u in allocation.user],
+        silo_ids=[f"centre {s}" for s in allocation.silo], loss=loss_function("heart_disease"), method=method,
+        sigma=config.sigma, delta=config.delta, rounds=config.rounds, q=config.q, seed=config.seed,
+        test=(data.x_test, data.y_test), local_lr=config.local_lr, global_lr=config.global_lr, clip=config.clip,
+        local_epochs=config.local_epochs, batch_size=config.batch_size)
+
+    checkpoint = tmp_path / "run.ckpt"
+    result = run(config, checkpoint=checkpoint)
+    stored = load_checkpoint(checkpoint, config_fingerprint=_checkpoint_fingerprint(config, data))
+    assert stored is not None
+    assert torch.equal(flat_parameters(trained), torch.from_numpy(stored.params))
+    assert history.column("loss") == result.test_loss
+    assert history.column("epsilon") == result.epsilon

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from uldp.accounting import check_accountant, sigma_for_epsilon
+from uldp.accounting import check_accountant
 from uldp.checks import check_integer, check_number, check_positive
 from uldp.data import DATASETS, allocate, load
 from uldp.data.allocation import MAX_SILOS, MAX_USERS, PAPER_N_LABELS
 from uldp.data.base import FederatedDataset, check_test_scoring
-from uldp.fitting import ALLOCATION_STREAM, INIT_STREAM, PREPARE_STREAM, SUBSET_STREAM, train_rounds
+from uldp.fitting import ALLOCATION_STREAM, INIT_STREAM, SUBSET_STREAM, prepare_method, train_rounds
 from uldp.methods import Federation, make_method
 from uldp.methods.base import Hyperparameters, parse_method, seed_stream
 from uldp.models import build_model, evaluate, loss_function
@@ -265,38 +265,15 @@ def secure_aggregator(config: RunConfig) -> SecureAggregator:
 def _prepared(config: RunConfig, dataset: FederatedDataset | None = None
               ) -> tuple[RunConfig, Any, Federation, FederatedDataset]:
     """The run's configuration (sigma calibrated to ``target_epsilon`` where it was unset), its method, its prepared
-    federation (ULDP-GROUP-k's records kept) and the dataset."""
+    federation (ULDP-GROUP-k's records kept) and the dataset (:func:`uldp.fitting.prepare_method`)."""
     federation, data = build_federation(config, dataset)
-    weights = None if config.user_weights is None else np.asarray(config.user_weights)
     calibrate = config.sigma is None and config.target_epsilon is not None
-    # preparing (ULDP-GROUP-k's flags) does not read sigma: any value serves until it is calibrated
-    method = make_method(config.method, (replace(config, sigma=SIGMA) if calibrate else config).hyperparameters(),
-                         user_weights=weights)
-    federation = method.prepare(federation, seed_stream(np.random.SeedSequence(config.seed), PREPARE_STREAM))
-    if calibrate:
-        config = replace(config, sigma=calibrated_sigma(config, method.accounting_arguments(federation)))
-        method = make_method(config.method, config.hyperparameters(), user_weights=weights)
-    return config, method, federation, data
-
-
-def calibrated_sigma(config: RunConfig, accounting_arguments: dict) -> float:
-    """The smallest sigma whose user-level epsilon after ``config.rounds`` rounds, by ``config.accountant``, is at
-    most ``config.target_epsilon`` (:func:`uldp.accounting.sigma_for_epsilon`).
-
-    Args:
-        config: A run with ``target_epsilon`` set.
-        accounting_arguments: The method's :meth:`accounting_arguments` on the prepared federation.
-
-    Returns:
-        The noise multiplier.
-
-    Raises:
-        ValueError: ``config.target_epsilon`` is not set.
-    """
-    if config.target_epsilon is None:
-        raise ValueError(f"calibrating sigma needs a run with target_epsilon set; {config.method} has none")
-    return sigma_for_epsilon(config.method, epsilon=config.target_epsilon, rounds=config.rounds, delta=config.delta,
-                             accountant=config.accountant, **accounting_arguments)
+    hp, method, federation = prepare_method(
+        config.method, (replace(config, sigma=SIGMA) if calibrate else config).hyperparameters(), federation,
+        np.random.SeedSequence(config.seed), user_weights=None if config.user_weights is None
+        else np.asarray(config.user_weights), target_epsilon=config.target_epsilon if calibrate else None,
+        rounds=config.rounds, accountant=config.accountant)
+    return replace(config, sigma=hp.sigma) if calibrate else config, method, federation, data
 
 
 def accounted_epsilon(config: RunConfig, *, rounds: int | None = None, dataset: FederatedDataset | None = None,

@@ -283,7 +283,7 @@ def _silo_view(load: Callable[[Any], SiloData], model: Callable[[], Any], loss: 
     if len(ids) != x.shape[0]:
         raise ValueError(f"patient_ids has {len(ids)} ids, x has {x.shape[0]} records")
     pseudonyms = np.array(pseudonymize(ids, read_key_file(context.node_config[KEY_FILE_KEY])))
-    return {"name": str(context.node_config[SILO_KEY]), "model": net, "loss": loss_fn, "x": x, "y": y,
+    return {"name": str(context.node_config[SILO_KEY]), "model": net, "loss": loss_fn.trained, "x": x, "y": y,
             "pseudonyms": pseudonyms, "key": read_key_file(context.node_config[KEY_FILE_KEY])}
 
 

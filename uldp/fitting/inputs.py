@@ -1,0 +1,303 @@
+"""What :func:`uldp.fit` makes of your inputs: torch losses in the library's weighted-loss interface, the model check
+before training, records as checked tensors and raw ids numbered ``0..K-1``.
+
+Standard torch losses are adapted to the library's weighted-loss interface ``(outputs, targets, weight)`` by
+:func:`weighted_loss`; modules that per-user training (``torch.func.vmap`` over users) cannot run are refused
+before training by :func:`check_module`, naming the layer and what to use instead.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from uldp.training.per_user import flat_parameters, record_keys, train_users
+
+LossFunction = Callable[[Tensor, Tensor, "Tensor | None"], Tensor]
+Metric = Callable[[Tensor, Tensor], "float | Tensor"]
+
+
+class UnsupportedModuleError(ValueError):
+    """The model has a layer that per-user training cannot run; the message names it and the replacement."""
+
+
+# ---------------------------------------------------------------------------------------------------- losses --
+def _weighted_mean(per_record: Tensor, weight: Tensor | None) -> Tensor:
+    """``sum_i w_i l_i / max(sum_i w_i, 1)`` (the library's weighted mean; 0 when every weight is 0)."""
+    if weight is None:
+        weight = torch.ones_like(per_record)
+    return (per_record * weight).sum() / weight.sum().clamp_min(1.0)
+
+
+@dataclass(frozen=True)
+class WeightedLoss:
+    """A loss in the library's interface ``(outputs, targets, weight) -> weighted mean`` (vmap-safe).
+
+    Attributes:
+        function: ``(outputs, targets) -> [n]`` per-record losses, or with ``weighted`` the library-interface
+            loss ``(outputs, targets, weight)`` itself; pure tensor ops either way.
+        kind: ``"cross_entropy"``, ``"bce"``, ``"mse"`` or ``"custom"`` (selects the checks on ``y``).
+        weighted: Whether ``function`` already takes the weight and returns the weighted mean.
+    """
+
+    function: Callable[..., Tensor]
+    kind: str
+    weighted: bool = False
+
+    def __call__(self, outputs: Tensor, targets: Tensor, weight: Tensor | None = None) -> Tensor:
+        if self.weighted:
+            return self.function(outputs, targets, weight)
+        per_record = self.function(outputs, targets)
+        if per_record.ndim == 0:
+            raise ValueError("a loss callable (outputs, targets) must return per-record losses [n], got a scalar; "
+                             "use reduction='none'")
+        return _weighted_mean(per_record.reshape(per_record.shape[0], -1).mean(dim=-1), weight)
+
+    @property
+    def trained(self) -> Callable[..., Tensor]:
+        """What the methods train with: a library-interface loss as it is (so :mod:`uldp.training`'s closed-form
+        gradients know the paper's losses, :func:`uldp.models.loss_function`), else this adapter."""
+        return self.function if self.weighted else self
+
+
+def _cross_entropy(label_smoothing: float) -> Callable[[Tensor, Tensor], Tensor]:
+    def per_record(outputs: Tensor, targets: Tensor) -> Tensor:
+        log_p = torch.log_softmax(outputs, dim=-1)
+        picked = -log_p.gather(-1, targets.long().unsqueeze(-1)).squeeze(-1)
+        return (1 - label_smoothing) * picked - label_smoothing * log_p.mean(dim=-1)
+    return per_record
+
+
+def _bce(pos_weight: Tensor | None) -> Callable[[Tensor, Tensor], Tensor]:
+    def per_record(outputs: Tensor, targets: Tensor) -> Tensor:
+        logits = outputs.reshape(targets.shape)
+        if pos_weight is None:
+            return F.softplus(logits) - targets * logits
+        # torch's form: (1 - y) z + (1 + (p - 1) y) softplus(-z)
+        return (1 - targets) * logits + (1 + (pos_weight - 1) * targets) * F.softplus(-logits)
+    return per_record
+
+
+def _mse(outputs: Tensor, targets: Tensor) -> Tensor:
+    difference = outputs.reshape(targets.shape) - targets
+    return difference * difference
+
+
+def weighted_loss(loss: Any) -> WeightedLoss:
+    """Adapt a torch loss to the library's weighted-mean interface (``uldp.models.loss_function``'s contract).
+
+    Args:
+        loss: ``nn.CrossEntropyLoss()`` (``label_smoothing`` allowed), ``nn.BCEWithLogitsLoss()`` (``pos_weight``
+            allowed), ``nn.MSELoss()``, the functions ``F.cross_entropy`` / ``F.binary_cross_entropy_with_logits`` /
+            ``F.mse_loss``, a callable ``(outputs, targets) -> [n]`` per-record losses, or a callable
+            ``(outputs, targets, weight) -> weighted mean`` (three positional parameters, or a third one named
+            ``weight``: the library's own interface, used as it is).
+
+    Returns:
+        The :class:`WeightedLoss`; a loss of the reduction ``"mean"`` over the records with weight 1.
+
+    Raises:
+        ValueError: A loss with class weights or ``ignore_index`` (not per-record losses), another reduction
+            than ``"mean"``, or a callable of another arity.
+
+    Example:
+        >>> round(float(weighted_loss(nn.CrossEntropyLoss())(torch.zeros(2, 2), torch.tensor([0, 1]))), 4)
+        0.6931
+    """
+    if isinstance(loss, WeightedLoss):
+        return loss
+    functions = {F.cross_entropy: nn.CrossEntropyLoss, F.binary_cross_entropy_with_logits: nn.BCEWithLogitsLoss,
+                 F.mse_loss: nn.MSELoss}
+    if loss in functions:
+        loss = functions[loss]()
+    if isinstance(loss, nn.modules.loss._Loss):
+        if loss.reduction != "mean":
+            raise ValueError(f"loss reduction must be 'mean' (the library averages over each user's records), "
+                             f"got {loss.reduction!r}")
+        if isinstance(loss, nn.CrossEntropyLoss):
+            if loss.weight is not None or loss.ignore_index != -100:
+                raise ValueError("nn.CrossEntropyLoss with class weights or ignore_index is not supported; "
+                                 "use nn.CrossEntropyLoss() or a per-record callable (outputs, targets) -> [n]")
+            return WeightedLoss(_cross_entropy(float(loss.label_smoothing)), "cross_entropy")
+        if isinstance(loss, nn.BCEWithLogitsLoss):
+            if loss.weight is not None:
+                raise ValueError("nn.BCEWithLogitsLoss with weight is not supported (pos_weight is); "
+                                 "use a per-record callable (outputs, targets) -> [n]")
+            return WeightedLoss(_bce(loss.pos_weight), "bce")
+        if isinstance(loss, nn.MSELoss):
+            return WeightedLoss(_mse, "mse")
+        raise ValueError(f"loss {type(loss).__name__} is not adapted automatically; use nn.CrossEntropyLoss, "
+                         "nn.BCEWithLogitsLoss, nn.MSELoss or a callable (outputs, targets) -> [n] per-record losses")
+    if not callable(loss):
+        raise ValueError(f"loss must be a torch loss or a callable, got {type(loss).__name__}")
+    positional = [p for p in inspect.signature(loss).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is inspect.Parameter.empty]
+    if len(required) == 3 or (len(required) == 2 and len(positional) >= 3 and positional[2].name == "weight"):
+        return WeightedLoss(loss, "custom", weighted=True)
+    if len(required) == 2:
+        return WeightedLoss(loss, "custom")
+    raise ValueError(f"a loss callable takes (outputs, targets) -> [n] per-record losses or (outputs, targets, "
+                     f"weight) -> weighted mean; {getattr(loss, '__name__', loss)!r} takes {len(required)} arguments")
+
+
+# ---------------------------------------------------------------------------------------------------- module --
+#: Layers per-user training cannot run, and what to use instead (checked before training, like Opacus'
+#: ``ModuleValidator``). Training vmaps every user's copy of the model over a batch of that user's records alone.
+_REPLACEMENTS: tuple[tuple[type, str], ...] = (
+    (nn.modules.batchnorm._BatchNorm, ("batch normalisation mixes records of a batch and updates running statistics "
+                                       "in place, which per-user training (torch.func.vmap over users) cannot keep "
+                                       "per user; use nn.GroupNorm(num_groups, num_channels) or nn.LayerNorm instead")),
+)
+
+
+def check_module(model: nn.Module) -> None:
+    """Refuse a model that per-user training cannot run, naming each bad layer and its replacement.
+
+    Per-user training (Algorithm 3, lines 9-17, for every user at once: :func:`uldp.training.per_user.train_users`)
+    runs ``torch.func.vmap`` over users of ``torch.func.grad`` of the model. Layers that update buffers in place
+    (BatchNorm, InstanceNorm with ``track_running_stats``) cannot run there.
+
+    Args:
+        model: The model.
+
+    Raises:
+        UnsupportedModuleError: Naming every bad layer (``'net.1' (BatchNorm1d)``) and what to use instead, or a
+            model without trainable parameters.
+
+    Example:
+        >>> check_module(nn.Sequential(nn.Linear(3, 4), nn.GroupNorm(1, 4), nn.Linear(4, 1)))
+    """
+    problems = []
+    for name, module in model.named_modules():
+        for kind, advice in _REPLACEMENTS:
+            if isinstance(module, kind):
+                problems.append(f"layer {name or '<model>'!r} ({type(module).__name__}): {advice}")
+        if isinstance(module, nn.modules.instancenorm._InstanceNorm) and module.track_running_stats:
+            problems.append(f"layer {name!r} ({type(module).__name__}): track_running_stats=True updates running "
+                            "statistics in place; set track_running_stats=False or use nn.GroupNorm")
+    if problems:
+        raise UnsupportedModuleError("the model cannot be trained per user: " + "; ".join(problems))
+    if not any(p.requires_grad for p in model.parameters()):
+        raise UnsupportedModuleError("the model has no trainable parameter (requires_grad=True)")
+
+
+def trial_step(model: nn.Module, loss_fn: WeightedLoss, x: Tensor, y: Tensor) -> None:
+    """One per-user step of two users on the first records: any other layer vmap cannot run fails here, by name."""
+    take = min(2, x.shape[0])
+    try:
+        with torch.random.fork_rng(devices=[]):  # leave every draw of training to the run's seed
+            train_users(model, flat_parameters(model), x[:take], y[:take], [np.array([i]) for i in range(take)],
+                        loss_fn=loss_fn, local_lr=1e-3, epochs=1, batch_size=1,
+                        keys=record_keys(take, 1, torch.Generator().manual_seed(0)))
+    except (RuntimeError, TypeError, NotImplementedError, IndexError) as error:
+        raise UnsupportedModuleError(
+            f"the model or loss fails per-user training (torch.func.vmap over users of torch.func.grad): "
+            f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''} -- layers must not update "
+            "buffers in place or call .item(); losses must use pure tensor ops") from error
+
+
+# ------------------------------------------------------------------------------------------------------ data --
+def _numeric_tensor(name: str, value: Any) -> Tensor:
+    """``value`` (tensor, array, DataFrame, list) as a tensor; refuses non-numeric dtypes by name."""
+    if isinstance(value, Tensor):
+        tensor = value.detach().cpu()
+    else:
+        array = np.asarray(value)
+        if array.dtype.kind not in "biuf":
+            raise ValueError(f"{name} must be numeric (float or integer), got dtype {array.dtype}")
+        tensor = torch.from_numpy(np.ascontiguousarray(array))
+    if tensor.dtype.is_complex or tensor.dtype == torch.bool:
+        raise ValueError(f"{name} must be float or integer, got {tensor.dtype}")
+    if tensor.ndim == 0:
+        raise ValueError(f"{name} must have one row per record, got a scalar")
+    if tensor.dtype.is_floating_point and not bool(torch.isfinite(tensor).all()):
+        raise ValueError(f"{name} holds NaN or infinite values (first at flat index "
+                         f"{int((~torch.isfinite(tensor)).flatten().nonzero()[0])})")
+    return tensor
+
+
+def features_tensor(name: str, value: Any, dtype: torch.dtype) -> Tensor:
+    """Records ``x`` as a tensor: floating point in ``dtype``, integer inputs (token ids) kept; NaN refused."""
+    tensor = _numeric_tensor(name, value)
+    return tensor.to(dtype) if tensor.dtype.is_floating_point else tensor  # integer inputs (token ids) stay
+
+
+def targets_tensor(name: str, value: Any, n: int, loss_fn: WeightedLoss, outputs: Tensor,
+                   dtype: torch.dtype) -> Tensor:
+    """``y`` checked against the loss: class labels in ``0..C-1``, 0/1 targets, or regression targets."""
+    y = _numeric_tensor(name, value)
+    if y.shape[0] != n:
+        raise ValueError(f"{name} has {y.shape[0]} rows, x has {n}")
+    if loss_fn.kind == "cross_entropy":
+        if y.dtype.is_floating_point or y.ndim != 1:
+            raise ValueError(f"{name} must be a 1-D tensor of integer class labels for CrossEntropyLoss, got "
+                             f"dtype {y.dtype} and shape {tuple(y.shape)}")
+        n_classes = outputs.shape[-1]
+        if int(y.min()) < 0 or int(y.max()) >= n_classes:
+            raise ValueError(f"{name} labels must lie in 0..{n_classes - 1} (the model outputs {n_classes} "
+                             f"logits), got {int(y.min())}..{int(y.max())}")
+        return y.long()
+    if loss_fn.kind == "bce":
+        y = y.to(dtype)
+        if outputs[0].numel() != 1 or y[0].numel() != 1:
+            raise ValueError(f"BCEWithLogitsLoss needs one logit and one target per record; the model gives "
+                             f"{outputs[0].numel()} and {name} has {y[0].numel()}")
+        if bool((y < 0).any() or (y > 1).any()):
+            raise ValueError(f"{name} must hold 0/1 targets (probabilities in [0, 1]) for BCEWithLogitsLoss, got "
+                             f"{float(y.min())}..{float(y.max())}")
+        return y.reshape(n)
+    if loss_fn.kind == "mse":
+        y = y.to(dtype)
+        if outputs[0].numel() != y[0].numel():
+            raise ValueError(f"MSELoss needs as many outputs as targets per record: the model gives "
+                             f"{outputs[0].numel()}, {name} has {y[0].numel()}")
+        return y
+    return y.to(dtype) if y.dtype.is_floating_point else y
+
+
+def index_ids(name: str, ids: Any, n: int) -> tuple[np.ndarray, tuple[Hashable, ...]]:
+    """Map hashable ids to ``0..K-1`` in sorted order of the distinct ids.
+
+    Args:
+        name: The argument's name (for errors).
+        ids: One id per record (list, array, tensor, Series): strings, ints, bytes or tuples, of one kind.
+        n: The number of records.
+
+    Returns:
+        ``(codes int64 [n], the distinct ids in index order)``.
+
+    Raises:
+        ValueError: Not one id per record, a missing id (None or NaN), unhashable ids, or ids that cannot be
+            ordered together (for example str and int mixed).
+
+    Example:
+        >>> index_ids("user_ids", ["bob", "ann", "bob"], 3)[0].tolist()
+        [1, 0, 1]
+    """
+    values = ids.tolist() if hasattr(ids, "tolist") else list(ids)
+    if np.ndim(values) > 1 and not all(isinstance(v, tuple) for v in values):
+        raise ValueError(f"{name} must be one id per record (1-D), got shape {np.shape(values)}")
+    if len(values) != n:
+        raise ValueError(f"{name} has {len(values)} ids, x has {n} records")
+    try:
+        distinct = set(values)
+    except TypeError as error:
+        raise ValueError(f"{name} must be hashable values (str, int, bytes, tuple): {error}") from error
+    if None in distinct or any(isinstance(v, float) and math.isnan(v) for v in distinct):
+        raise ValueError(f"{name} holds a missing id (None or NaN); every record needs its {name[:-4]}")
+    try:
+        labels = tuple(sorted(distinct))
+    except TypeError as error:
+        kinds = sorted({type(v).__name__ for v in distinct})
+        raise ValueError(f"{name} mixes id types that cannot be ordered ({', '.join(kinds)}); use one type") from error
+    position = {label: i for i, label in enumerate(labels)}
+    return np.fromiter((position[v] for v in values), dtype=np.int64, count=n), labels

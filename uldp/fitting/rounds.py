@@ -1,0 +1,129 @@
+"""The rounds of every in-process run, :func:`uldp.fit` and :func:`uldp.simulation.run` alike: the run's random
+streams, the method prepared on a federation (sigma calibrated to a target epsilon), and the round loop."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import torch
+from tqdm import tqdm
+
+from uldp.accounting import sigma_for_epsilon
+from uldp.atomic import check_writable
+from uldp.methods import make_method
+from uldp.methods.base import seed_stream
+from uldp.paper_settings import SIGMA
+from uldp.persist import Checkpoint, load_checkpoint, save_checkpoint
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    import numpy as np
+    from torch import Tensor
+
+    from uldp.methods.base import Federation, Hyperparameters
+
+#: Top-level random streams of a run, children of its root seed: the subset of the training records, the
+#: allocation and the initial model (:func:`uldp.simulation.run`), the method's preparation and the rounds (both).
+ALLOCATION_STREAM, INIT_STREAM, PREPARE_STREAM, ROUNDS_STREAM, SUBSET_STREAM = range(5)
+
+
+def prepare_method(name: str, hp: Hyperparameters, federation: Federation, root: np.random.SeedSequence, *,
+                   user_weights: np.ndarray | None = None, target_epsilon: float | None = None, rounds: int = 1,
+                   accountant: str = "rdp") -> tuple[Hyperparameters, Any, Federation]:
+    """The method of the registry, prepared on ``federation`` (ULDP-GROUP-k's flags, from ``PREPARE_STREAM``).
+
+    With ``target_epsilon``, ``hp.sigma`` is ignored: sigma becomes the smallest whose user-level epsilon after
+    ``rounds`` rounds (by ``accountant``) is at most ``target_epsilon`` (:func:`uldp.accounting.sigma_for_epsilon`
+    on the prepared federation: ULDP-GROUP-k's silo sizes are known only then; preparing reads no sigma).
+
+    Args:
+        name: A registry name (:func:`uldp.methods.make_method`).
+        hp: The hyperparameters (``sigma`` may be ``None`` with ``target_epsilon``).
+        federation: The records, allocation and model.
+        root: The run's root seed.
+        user_weights: Fixed ULDP-SGD/AVG weights ``[S][U]``, or ``None``.
+        target_epsilon: A target epsilon to calibrate sigma to, or ``None``: ``hp.sigma`` as it is.
+        rounds: The rounds ``T`` of the target.
+        accountant: ``"rdp"`` or ``"pld"``.
+
+    Returns:
+        ``(hyperparameters with the sigma used, method, prepared federation)``.
+
+    Raises:
+        ValueError: Bad hyperparameters for the method, or a target no sigma reaches.
+    """
+    method = make_method(name, hp if target_epsilon is None else replace(hp, sigma=SIGMA), user_weights=user_weights)
+    federation = method.prepare(federation, seed_stream(root, PREPARE_STREAM))
+    if target_epsilon is not None:
+        hp = replace(hp, sigma=sigma_for_epsilon(name, epsilon=target_epsilon, rounds=rounds, delta=hp.delta,
+                                                 accountant=accountant, **method.accounting_arguments(federation)))
+        method = make_method(name, hp, user_weights=user_weights)
+    return hp, method, federation
+
+
+# ------------------------------------------------------------------------------------------------ the rounds --
+def train_rounds(method: Any, federation: Federation, params: Tensor, *, rounds: int, root: np.random.SeedSequence,
+                 evaluate: Callable[[Tensor], dict], aggregate_fn: Any = None, checkpoint: str | Path | None = None,
+                 fingerprint: str = "", checkpoint_seconds: float = 60.0, progress: bool = False,
+                 description: str = "training", accountant: str = "rdp",
+                 epsilon_budget: float | None = None) -> tuple[Tensor, list[dict], int]:
+    """The round loop of every in-process run: :func:`fit` and :func:`uldp.simulation.run` (one core).
+
+    Round ``t`` (0-based) is ``method.round`` with the random stream ``seed_stream(root, ROUNDS_STREAM, t)``
+    (Algorithms 1-4), then ``evaluate(params)`` and the method's accountant (Theorems 1-3) for epsilon after
+    ``t + 1`` rounds. Each round's draws depend on ``root`` and ``t`` alone, so a run resumed from its checkpoint
+    (:mod:`uldp.persist`'s atomic format) ends exactly as an uninterrupted one.
+
+    Args:
+        method: A method of :func:`uldp.methods.make_method`, prepared on ``federation``.
+        federation: The records.
+        params: The initial flat model.
+        rounds: Rounds ``T`` in all (those of a resumed checkpoint included).
+        root: The run's root seed.
+        evaluate: ``params -> {name: float}`` after each round (its names go first in each row).
+        aggregate_fn: The enhanced-weight aggregation hook (``None``: plain).
+        checkpoint: File to resume from and save to, or ``None``.
+        fingerprint: What a checkpoint must match (the run's configuration and data).
+        checkpoint_seconds: Save at most this often, and always after the last round.
+        progress: Show a tqdm bar on stderr.
+        description: The bar's label.
+        accountant: The accountant of each round's epsilon (``"rdp"`` or ``"pld"``).
+        epsilon_budget: Stop before the first round whose epsilon would exceed it (``None``: no budget).
+
+    Returns:
+        ``(final params, rows, rounds resumed from the checkpoint)``; a row is ``{"round", **evaluate(params),
+        "epsilon", "seconds"}``. Fewer rows than ``rounds`` means the budget stopped the run.
+
+    Raises:
+        ValueError: A corrupted checkpoint or one of another configuration.
+    """
+    if checkpoint is not None:
+        check_writable(checkpoint, "checkpoint")  # before any training, not after it
+    history: list[dict] = []
+    restored = None if checkpoint is None else load_checkpoint(checkpoint, config_fingerprint=fingerprint,
+                                                                   like=params.detach().numpy())
+    if restored is not None:
+        params = torch.from_numpy(restored.params)
+        history = list(restored.history)
+    resumed = len(history)
+    saved = time.perf_counter()
+    federation.model.train()
+    for t in tqdm(range(resumed, rounds), desc=description, disable=not progress, unit="round", initial=resumed,
+                  total=rounds):
+        tick = time.perf_counter()
+        epsilon = method.epsilon(federation, t + 1, accountant=accountant)  # known before the round is run
+        if epsilon_budget is not None and epsilon is not None and epsilon > epsilon_budget:
+            break
+        params = method.round(params, federation, seed_stream(root, ROUNDS_STREAM, t), aggregate_fn)
+        row = {"round": t + 1, **evaluate(params)}
+        row.update(epsilon=None if epsilon is None else float(epsilon), seconds=round(time.perf_counter() - tick, 4))
+        history.append(row)
+        if checkpoint is not None and (t + 1 == rounds or time.perf_counter() - saved >= checkpoint_seconds):
+            save_checkpoint(checkpoint, Checkpoint(rounds_done=t + 1, params=params.detach().numpy().copy(),
+                                                   config_fingerprint=fingerprint, history=tuple(history)))
+            saved = time.perf_counter()
+    return params, history, resumed

@@ -245,24 +245,29 @@ HEART = Path(os.environ.get("ULDP_DATA_DIR") or Path(__file__).resolve().parents
 
 
 @pytest.mark.skipif(not (HEART / "heart_disease").is_dir(), reason="HeartDisease files not available")
-@pytest.mark.parametrize("method", ["ULDP-AVG-w", "ULDP-AVG", "ULDP-SGD-w", "ULDP-NAIVE", "ULDP-GROUP-2", "DEFAULT"])
-def test_a_registered_dataset_is_one_call_of_fit(method: str, tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.parametrize(("method", "n_users"), [
+    ("ULDP-AVG-w", 20), ("ULDP-AVG", 20), ("ULDP-SGD-w", 20), ("ULDP-NAIVE", 20), ("ULDP-GROUP-2", 20),
+    ("DEFAULT", 20), ("ULDP-AVG-w", 1000), ("ULDP-SGD", 1000)])
+def test_a_registered_dataset_is_one_call_of_fit(method: str, n_users: int, tmp_path: Path, monkeypatch) -> None:
     """uldp.fit on HeartDisease's records, the allocation's user and silo ids, the paper's model, loss and
-    hyperparameters ends at simulation.run's model bit for bit, with the same test losses and epsilons."""
+    hyperparameters ends at simulation.run's model bit for bit, with the same test losses and epsilons; with 1000
+    users some hold no record, and fit counts them through all_user_ids."""
     monkeypatch.setenv("ULDP_DATA_DIR", str(HEART))
-    config = RunConfig(dataset="heart_disease", method=method, n_users=20, rounds=2, seed=3, q=0.5
+    config = RunConfig(dataset="heart_disease", method=method, n_users=n_users, rounds=2, seed=3, q=0.5
                        if method.startswith("ULDP-SGD") else 1.0, local_epochs=None if "SGD" in method else 2)
     federation, data = build_federation(config)
     allocation = federation.allocation
-    assert (allocation.counts.sum(axis=0) > 0).all()  # every user holds records: fit numbers the same users
+    empty_users = int((allocation.counts.sum(axis=0) == 0).sum())
+    assert (empty_users > 0) == (n_users == 1000)  # both cases are exercised
     model = build_model("heart_disease", seed=0)
     model.load_state_dict(federation.model.state_dict())  # the paper's model with the run's initial weights
     trained, history = uldp.fit(
-        model, data.x_train, data.y_train, user_ids=[f"user {u:02d}" for u in allocation.user],
+        model, data.x_train, data.y_train, user_ids=[f"user {u:04d}" for u in allocation.user],
         silo_ids=[f"centre {s}" for s in allocation.silo], loss=loss_function("heart_disease"), method=method,
         sigma=config.sigma, delta=config.delta, rounds=config.rounds, q=config.q, seed=config.seed,
         test=(data.x_test, data.y_test), local_lr=config.local_lr, global_lr=config.global_lr, clip=config.clip,
-        local_epochs=config.local_epochs, batch_size=config.batch_size)
+        local_epochs=config.local_epochs, batch_size=config.batch_size,
+        all_user_ids=[f"user {u:04d}" for u in range(allocation.n_users)])
 
     checkpoint = tmp_path / "run.ckpt"
     result = run(config, checkpoint=checkpoint)
@@ -271,3 +276,14 @@ def test_a_registered_dataset_is_one_call_of_fit(method: str, tmp_path: Path, mo
     assert torch.equal(flat_parameters(trained), torch.from_numpy(stored.params))
     assert history.column("loss") == result.test_loss
     assert history.column("epsilon") == result.epsilon
+    assert len(history.users) == n_users
+
+
+def test_all_user_ids_must_hold_every_user_of_the_records():
+    x, y, users, silos = records()
+    with pytest.raises(ValueError, match=r"user_ids holds \d+ id\(s\) missing from the list of every id"):
+        fit(nn.Linear(4, 3), x, y, user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(),
+            all_user_ids=sorted(set(users))[1:], **SMALL)
+    _, history = fit(nn.Linear(4, 3), x, y, user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(),
+                     all_user_ids=[*set(users), "nobody"], **SMALL)
+    assert "nobody" in history.users and len(history.users) == len(set(users)) + 1

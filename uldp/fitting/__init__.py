@@ -61,7 +61,7 @@ from uldp.methods.base import Federation, Hyperparameters, parse_method
 from uldp.training.per_user import flat_parameters, load_flat_parameters
 
 if TYPE_CHECKING:
-    from collections.abc import Hashable, Mapping
+    from collections.abc import Hashable, Iterable, Mapping
     from pathlib import Path
 
 __all__ = ["ALLOCATION_STREAM", "DEFAULTS", "INIT_STREAM", "PREPARE_STREAM", "ROUNDS_STREAM", "SUBSET_STREAM",
@@ -145,7 +145,8 @@ def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss:
         test: tuple[Any, Any] | None = None, seed: int = 0, checkpoint: str | Path | None = None,
         progress: bool = False, local_lr: float | None = None, global_lr: float | None = None,
         clip: float | None = None, local_epochs: int | None = None, batch_size: int | None = None,
-        checkpoint_seconds: float = 60.0) -> tuple[nn.Module, History]:
+        checkpoint_seconds: float = 60.0, all_user_ids: Iterable[Hashable] | None = None
+        ) -> tuple[nn.Module, History]:
     """Train ``model`` on your own records across silos with user-level DP (the paper's Algorithms 1-4).
 
     A user may hold records in several silos; ULDP-AVG(-w) bounds each user's total contribution per round by the
@@ -159,6 +160,10 @@ def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss:
         y: Targets ``[n, ...]``: integer labels (cross-entropy), 0/1 (BCE), values (MSE or your own loss).
         user_ids: The user (patient) of each record: any hashable values of one type.
         silo_ids: The silo (hospital) holding each record: any hashable values of one type.
+        all_user_ids: Every user of the federation, including users with no record here (a registry of
+            patients, or an allocation in which some users drew no record). They count in ``|U|``: the user
+            sampling draws one value per user and ULDP-AVG's step divides by ``q |U| |S|`` (Algorithm 3, line 6).
+            ``None``: the users of ``user_ids``.
         loss: ``nn.CrossEntropyLoss()``, ``nn.BCEWithLogitsLoss()``, ``nn.MSELoss()`` or a callable (see
             :func:`weighted_loss`; a ``(outputs, targets, weight)`` one, as the paper's, is trained as it is).
         method: A registry name (:mod:`uldp.methods`): ``"ULDP-AVG-w"`` (default), ``"ULDP-AVG"``, ``"ULDP-SGD"``,
@@ -215,7 +220,7 @@ def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss:
     with torch.no_grad(), torch.random.fork_rng(devices=[]):
         outputs = model.eval()(x[:2])
     y = targets_tensor("y", y, n, loss_fn, outputs, dtype)
-    users, user_labels = index_ids("user_ids", user_ids, n)
+    users, user_labels = index_ids("user_ids", user_ids, n, known=all_user_ids)
     silos, silo_labels = index_ids("silo_ids", silo_ids, n)
     if test is not None:
         if not isinstance(test, (tuple, list)) or len(test) != 2:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -264,20 +264,23 @@ def targets_tensor(name: str, value: Any, n: int, loss_fn: WeightedLoss, outputs
     return y.to(dtype) if y.dtype.is_floating_point else y
 
 
-def index_ids(name: str, ids: Any, n: int) -> tuple[np.ndarray, tuple[Hashable, ...]]:
-    """Map hashable ids to ``0..K-1`` in sorted order of the distinct ids.
+def index_ids(name: str, ids: Any, n: int, *, known: Iterable[Hashable] | None = None
+              ) -> tuple[np.ndarray, tuple[Hashable, ...]]:
+    """Map hashable ids to ``0..K-1`` in sorted order of the distinct ids (or of ``known``).
 
     Args:
         name: The argument's name (for errors).
         ids: One id per record (list, array, tensor, Series): strings, ints, bytes or tuples, of one kind.
         n: The number of records.
+        known: Every id of the federation, including ids that hold no record here (they are numbered too);
+            ``None``: the distinct ids of ``ids``.
 
     Returns:
         ``(codes int64 [n], the distinct ids in index order)``.
 
     Raises:
-        ValueError: Not one id per record, a missing id (None or NaN), unhashable ids, or ids that cannot be
-            ordered together (for example str and int mixed).
+        ValueError: Not one id per record, a missing id (None or NaN), unhashable ids, ids that cannot be
+            ordered together (for example str and int mixed), or an id missing from ``known``.
 
     Example:
         >>> index_ids("user_ids", ["bob", "ann", "bob"], 3)[0].tolist()
@@ -290,8 +293,15 @@ def index_ids(name: str, ids: Any, n: int) -> tuple[np.ndarray, tuple[Hashable, 
         raise ValueError(f"{name} has {len(values)} ids, x has {n} records")
     try:
         distinct = set(values)
+        every = distinct if known is None else set(known.tolist() if hasattr(known, "tolist") else known)
     except TypeError as error:
         raise ValueError(f"{name} must be hashable values (str, int, bytes, tuple): {error}") from error
+    unknown = distinct - every
+    if unknown:
+        shown = sorted(map(repr, unknown))[:5]
+        raise ValueError(f"{name} holds {len(unknown)} id(s) missing from the list of every id, "
+                         f"e.g. {', '.join(shown)}")
+    distinct = every
     if None in distinct or any(isinstance(v, float) and math.isnan(v) for v in distinct):
         raise ValueError(f"{name} holds a missing id (None or NaN); every record needs its {name[:-4]}")
     try:

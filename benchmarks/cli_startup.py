@@ -5,16 +5,18 @@ Each command runs ``--repeats`` times as a fresh process, the commands taking tu
 machine slows them alike; the script prints the minimum and median wall seconds of each, their ratio to the bare
 interpreter, and which heavy modules (torch, scipy, flwr) the command imported (read from ``-X importtime``).
 
-Usage: python benchmarks/cli_startup.py [--repeats N]
+Usage: python benchmarks/cli_startup.py [--repeats N] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
 import sys
 import time
+from typing import Any
 
 COMMANDS = {
     "python -c pass (bare interpreter)": ["-c", "pass"],
@@ -36,6 +38,7 @@ def imported_heavy(arguments: list[str]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--json", action="store_true", help="write one JSON document of the results to stdout")
     args = parser.parse_args()
     times: dict[str, list[float]] = {name: [] for name in COMMANDS}
     for _ in range(args.repeats):
@@ -44,11 +47,19 @@ def main() -> None:
             subprocess.run([sys.executable, *arguments], check=True, capture_output=True)
             times[name].append(time.perf_counter() - start)
     bare = statistics.median(times["python -c pass (bare interpreter)"])
-    print(f"{'command':52s} {'min s':>7s} {'median s':>9s} {'x bare':>7s}  imports")
+    rows: dict[str, dict[str, Any]] = {}
     for name, arguments in COMMANDS.items():
         median = statistics.median(times[name])
-        heavy = ", ".join(imported_heavy(arguments)) or "none of " + "/".join(HEAVY)
-        print(f"{name:52s} {min(times[name]):7.3f} {median:9.3f} {median / bare:7.1f}  {heavy}")
+        rows[name] = {"min_seconds": min(times[name]), "median_seconds": median, "median_over_bare": median / bare,
+                      "heavy_imports": imported_heavy(arguments)}
+    if args.json:
+        print(json.dumps({"repeats": args.repeats, "goal_seconds": 0.5, "commands": rows}))
+        return
+    print(f"{'command':52s} {'min s':>7s} {'median s':>9s} {'x bare':>7s}  imports")
+    for name, row in rows.items():
+        heavy = ", ".join(row["heavy_imports"]) or "none of " + "/".join(HEAVY)
+        print(f"{name:52s} {row['min_seconds']:7.3f} {row['median_seconds']:9.3f} {row['median_over_bare']:7.1f}  "
+              f"{heavy}")
 
 
 if __name__ == "__main__":

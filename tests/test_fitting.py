@@ -281,9 +281,15 @@ def test_a_registered_dataset_is_one_call_of_fit(method: str, n_users: int, tmp_
 
 def test_all_user_ids_must_hold_every_user_of_the_records():
     x, y, users, silos = records()
-    with pytest.raises(ValueError, match=r"user_ids holds \d+ id\(s\) missing from the list of every id"):
+    with pytest.raises(ValueError, match=r"user_ids holds 1 id\(s\) missing from the list of every user id, e.g. 'pat"):
         fit(nn.Linear(4, 3), x, y, user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(),
             all_user_ids=sorted(set(users))[1:], **SMALL)
     _, history = fit(nn.Linear(4, 3), x, y, user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(),
                      all_user_ids=[*set(users), "nobody"], **SMALL)
     assert "nobody" in history.users and len(history.users) == len(set(users)) + 1
+    with pytest.raises(ValueError, match=r"a collection of ids, not one str \('patient-001'\)"):
+        fit(nn.Linear(4, 3), x, y, user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(),
+            all_user_ids="patient-001", **SMALL)
+    with pytest.raises(ValueError, match=r"the list of every user id holds a missing id \(None or NaN\)"):
+        fit(nn.Linear(4, 3), x, y, user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(),
+            all_user_ids=[*set(users), None], **SMALL)

@@ -291,16 +291,20 @@ def index_ids(name: str, ids: Any, n: int, *, known: Iterable[Hashable] | None =
         raise ValueError(f"{name} must be one id per record (1-D), got shape {np.shape(values)}")
     if len(values) != n:
         raise ValueError(f"{name} has {len(values)} ids, x has {n} records")
+    every_name = f"the list of every {name[:-4]} id"
+    if isinstance(known, (str, bytes)):
+        raise ValueError(f"{every_name} must be a collection of ids, not one {type(known).__name__} ({known!r})")
     try:
         distinct = set(values)
         every = distinct if known is None else set(known.tolist() if hasattr(known, "tolist") else known)
     except TypeError as error:
         raise ValueError(f"{name} must be hashable values (str, int, bytes, tuple): {error}") from error
+    if known is not None and any(v is None or (isinstance(v, float) and math.isnan(v)) for v in every):
+        raise ValueError(f"{every_name} holds a missing id (None or NaN)")
     unknown = distinct - every
     if unknown:
         shown = sorted(map(repr, unknown))[:5]
-        raise ValueError(f"{name} holds {len(unknown)} id(s) missing from the list of every id, "
-                         f"e.g. {', '.join(shown)}")
+        raise ValueError(f"{name} holds {len(unknown)} id(s) missing from {every_name}, e.g. {', '.join(shown)}")
     distinct = every
     if None in distinct or any(isinstance(v, float) and math.isnan(v) for v in distinct):
         raise ValueError(f"{name} holds a missing id (None or NaN); every record needs its {name[:-4]}")

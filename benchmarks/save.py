@@ -1,0 +1,41 @@
+"""Run one benchmark with ``--json`` and store its document under ``benchmarks/results/<name>.json`` with the
+command, the git commit and the date (``uldp.experiments.provenance``), written atomically.
+
+The committed result files are made by this script alone, so that no number in them is copied by hand.
+
+Usage: ``python benchmarks/save.py NAME [benchmark options]``, e.g.
+``python benchmarks/save.py threads --rounds 8 --repeats 2``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from uldp.experiments import now, provenance, write_json_atomic
+
+HERE = Path(__file__).resolve().parent
+
+
+def main() -> None:
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__, file=sys.stderr)
+        raise SystemExit(2)
+    name, options = sys.argv[1], sys.argv[2:]
+    script = HERE / f"{name}.py"
+    known = sorted(path.stem for path in HERE.glob("*.py") if path.stem != "save")
+    if not script.is_file() or name == "save":
+        raise SystemExit(f"unknown benchmark {name!r}; known: {', '.join(known)}")
+    command = ["python", f"benchmarks/{name}.py", *options, "--json"]
+    started = now()
+    done = subprocess.run([sys.executable, str(script), *options, "--json"], check=True, stdout=subprocess.PIPE,
+                          text=True)
+    document = {"provenance": {**provenance(" ".join(command)), "date": started}, "results": json.loads(done.stdout)}
+    write_json_atomic(HERE / "results" / f"{name}.json", document)
+    print(f"wrote benchmarks/results/{name}.json", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

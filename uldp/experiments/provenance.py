@@ -41,8 +41,10 @@ def provenance(command: str) -> dict[str, Any]:
             packages[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             packages[name] = None
-    # stored results are not code: a grid that is writing results/ does not make the code "locally changed"
-    status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results")
+    # stored results are not code: a grid writing results/ (or benchmarks/save.py writing benchmarks/results/) does
+    # not make the code "locally changed"
+    status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results",
+                  ":(exclude)benchmarks/results")
     return {
         "command": command,
         "git_commit": _git("rev-parse", "HEAD"),

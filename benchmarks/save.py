@@ -1,5 +1,5 @@
 """Run one benchmark with ``--json`` and store its document under ``benchmarks/results/<name>.json`` with the
-command, the git commit and the date (``uldp.experiments.provenance``), written atomically.
+command, the git commit and the date (``uldp.provenance``), written atomically.
 
 The committed result files are made by this script alone, so that no number in them is copied by hand.
 
@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from uldp.experiments import now, provenance, write_json_atomic
+from uldp.paper.experiments import now, provenance, write_json_atomic
 
 HERE = Path(__file__).resolve().parent
 

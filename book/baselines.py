@@ -39,10 +39,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from uldp import chapters
 from uldp.data.base import Allocation
 from uldp.methods import Federation, Hyperparameters, heavy_user_federation, make_method
 from uldp.models import bce_loss
+from uldp.paper import chapters
 from uldp.simulation import RunConfig
 
 SCALE = {"smoke": {"users": 20, "rounds": 3, "epochs": 2}, "default": {"users": 50, "rounds": 10, "epochs": 5},

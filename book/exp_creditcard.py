@@ -31,7 +31,7 @@
 profile = "default"
 
 # %%
-from uldp import chapters, plots
+from uldp.paper import chapters, plots
 
 chapter = chapters.ExperimentChapter.load("creditcard", profile)
 chapter.introduction()

@@ -26,7 +26,7 @@
 profile = "default"
 
 # %%
-from uldp import chapters, plots
+from uldp.paper import chapters, plots
 
 heart = chapters.ExperimentChapter.load("heart_disease", profile)
 heart.introduction()

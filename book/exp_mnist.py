@@ -29,7 +29,7 @@
 profile = "default"
 
 # %%
-from uldp import chapters, experiments, plots, scorecard
+from uldp.paper import chapters, experiments, plots, scorecard
 
 mnist = chapters.ExperimentChapter.load("mnist", profile)
 mnist.introduction()
@@ -80,7 +80,7 @@ mnist.claims(scorecard.MNIST_SHORT)
 # and seed) is not in the committed results: the estimate above, from the short runs' own timings, says why. Its
 # privacy half needs no training: a method's accountant reads only the shape of the federation (silos, records per
 # silo after ULDP-GROUP-$k$'s filtering, the group size, $q$, $\sigma$, $\delta$), so
-# `uldp.experiments.accounted_results` gives, exactly, the $\epsilon$ after $T = 200$ rounds that every
+# `uldp.paper.experiments.accounted_results` gives, exactly, the $\epsilon$ after $T = 200$ rounds that every
 # paper-profile run would report (checked against trained runs in `tests/test_experiments.py`), for the allocation
 # of seed 0. This is the right-hand column of {ref}`Figure 5 <paper-figure-5>` at its end point.
 

@@ -25,8 +25,8 @@
 profile = "default"
 
 # %%
-from uldp.chapters import ExperimentChapter
-from uldp.plots import privacy_utility_figure
+from uldp.paper.chapters import ExperimentChapter
+from uldp.paper.plots import privacy_utility_figure
 
 tcga = ExperimentChapter.load("tcga_brca", profile)
 tcga.introduction()

@@ -26,7 +26,7 @@
 profile = "default"
 
 # %%
-from uldp import chapters, plots
+from uldp.paper import chapters, plots
 
 sampling = chapters.ExperimentChapter.load("user_sampling", profile)
 sampling.introduction()

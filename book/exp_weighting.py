@@ -27,7 +27,7 @@
 profile = "default"
 
 # %%
-from uldp import chapters, plots
+from uldp.paper import chapters, plots
 
 weighting = chapters.ExperimentChapter.load("weighting", profile)
 weighting.introduction()

@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from uldp.accounting import group_privacy_table
-from uldp.plots import group_privacy_figure
+from uldp.paper.plots import group_privacy_figure
 
 SIGMA, SAMPLE_RATE, ITERATIONS, DELTA = 5.0, 0.01, 100_000, 1e-5
 GROUP_SIZES = [1, 2, 4, 8, 16, 32, 64]

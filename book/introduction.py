@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from uldp import errata, plots, scorecard
+from uldp.paper import errata, plots, scorecard
 
 pd.set_option("display.max_colwidth", None)
 data = scorecard.stored_results(profile)
@@ -37,7 +37,7 @@ display(Markdown(f"Of the paper's {len(claims)} claims, " + ", ".join(
 claims.loc[["tradeoff", "avg-w-faster", "avg-vs-sgd"], ["where", "claim", "measured", "verdict", "source"]]
 
 # %% [markdown]
-# The errata of the paper that the library corrects (each chapter named explains one; `uldp.errata` lists them):
+# The errata of the paper that the library corrects (each chapter named explains one; `uldp.paper.errata` lists them):
 
 # %%
 display(Markdown("\n".join(

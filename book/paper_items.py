@@ -4,7 +4,7 @@
 # Every section, definition, lemma, theorem, algorithm, equation, figure and table of the paper that this book
 # discusses, in the paper's own numbering: its name as the paper gives it, what it says in a line, the `uldp` code
 # that implements or computes it, and the chapters that treat it. The chapters link here wherever they name one of
-# these items. The list is `uldp.paper_items.ITEMS`, and the tests check it against the paper's source: every
+# these items. The list is `uldp.paper.items.ITEMS`, and the tests check it against the paper's source: every
 # number and name, every function named, and every chapter's links.
 
 # %% tags=["parameters"]
@@ -13,7 +13,7 @@ profile = "default"
 # %% tags=["remove-input"]
 from IPython.display import Markdown
 
-from uldp.paper_items import markdown
+from uldp.paper.items import markdown
 
 # %% [markdown]
 # ## Sections

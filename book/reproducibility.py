@@ -16,7 +16,7 @@ from importlib import metadata
 
 import pandas as pd
 
-from uldp import experiments
+from uldp.paper import experiments
 
 built = experiments.provenance(f"tools/build_book.py --profile {profile}")
 commit = built["git_commit"] or "unknown (not a git checkout)"

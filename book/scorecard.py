@@ -16,7 +16,7 @@
 # Every claim of the paper's results section ({ref}`Section 5.2 <paper-section-5-2>`) about the privacy-utility
 # experiments, the enhanced weighting, user-level sub-sampling and the private weighting protocol's overhead, one row
 # each, with what our runs measured and a verdict: **holds**, **partly** or **does not hold** (**not measured** when the
-# runs it needs are not stored). The verdicts are computed by `uldp.scorecard.scorecard` from the stored results;
+# runs it needs are not stored). The verdicts are computed by `uldp.paper.scorecard.scorecard` from the stored results;
 # nothing in this table is typed by hand. The rules:
 #
 # - a claim about several settings (the panels of a figure) holds when it holds in every setting, partly when in at
@@ -50,8 +50,8 @@ profile = "default"
 import pandas as pd
 from IPython.display import Markdown, display
 
-from uldp import scorecard
-from uldp.verdicts import profile_label
+from uldp.paper import scorecard
+from uldp.paper.verdicts import profile_label
 
 pd.set_option("display.max_colwidth", None)
 data = scorecard.stored_results(profile)
@@ -61,10 +61,10 @@ display(Markdown(", ".join(f"**{verdict}**: {count}" for verdict, count in count
 table[["where", "claim", "measured", "verdict", "source"]]
 
 # %% [markdown]
-# The thresholds, as `uldp.scorecard` and `uldp.scorecard_runtime` define them:
+# The thresholds, as `uldp.paper.scorecard` and `uldp.paper.scorecard_runtime` define them:
 
 # %%
-from uldp import scorecard_runtime
+from uldp.paper import scorecard_runtime
 
 Markdown(f"""- "much larger" privacy budget: at least {scorecard.MUCH_LARGER:g}x ULDP-AVG's epsilon
 - "much lower", "noticeable", "competitive" (within), "much faster" (mean utility over rounds):
@@ -80,7 +80,7 @@ Markdown(f"""- "much larger" privacy budget: at least {scorecard.MUCH_LARGER:g}x
 # buys at equal epsilon (chapter "Tighter accounting"; paper-profile runs, read as stored).
 
 # %%
-from uldp.beyond import pld_claim
+from uldp.paper.beyond import pld_claim
 
 pd.DataFrame([pld_claim()])[["where", "claim", "measured", "verdict", "source"]]
 

@@ -16,8 +16,8 @@
 # The paper gives no table of hyperparameters. The values below are the settings the authors used for every figure,
 # collected from their published experiment scripts; where the paper's text differs, this page says so. They are
 # the `paper` profile of this book's experiments. Every table here is generated from the library's own definitions
-# (the table of `uldp/paper_settings.py`: `SIGMA`, `DELTA`, `PAPER_SEEDS`, `PRIVACY_UTILITY`, and the grids built
-# from it, `uldp.experiments.GRIDS`; and
+# (the table of `uldp/paper/settings.py`: `SIGMA`, `DELTA`, `PAPER_SEEDS`, `PRIVACY_UTILITY`, and the grids built
+# from it, `uldp.paper.experiments.GRIDS`; and
 # the registries of `uldp.data` and `uldp.models`): the very objects the experiments run, so this page cannot drift
 # from what ran. The `smoke`, `default` and `short` profiles shrink these grids; each experiment chapter shows the
 # settings of the runs it shows.
@@ -30,8 +30,10 @@ import inspect
 
 from IPython.display import Markdown
 
-from uldp import chapters, data
-from uldp.paper_settings import DELTA, PAPER_SEEDS, SIGMA
+from uldp import data
+from uldp.defaults import DELTA, SIGMA
+from uldp.paper import chapters
+from uldp.paper.settings import PAPER_SEEDS
 
 allocation = inspect.signature(data.allocate).parameters
 Markdown(f"""## Shared by all runs
@@ -48,7 +50,7 @@ Markdown(f"""## Shared by all runs
 # %% [markdown]
 # ## The figures and their grids
 #
-# Each figure of the paper's {ref}`Section 5 <paper-section-5>` is one grid of `uldp.experiments` (run it with
+# Each figure of the paper's {ref}`Section 5 <paper-section-5>` is one grid of `uldp.paper.experiments` (run it with
 # `uldp grid NAME --profile paper`):
 
 # %%

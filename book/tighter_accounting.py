@@ -30,8 +30,8 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from uldp.accounting import epsilon_for_method, group_privacy_table, mixture_group_curve, sigma_for_epsilon
-from uldp.beyond import group_epsilons, user_level_epsilons
-from uldp.plots import group_privacy_figure
+from uldp.paper.beyond import group_epsilons, user_level_epsilons
+from uldp.paper.plots import group_privacy_figure
 
 warnings.simplefilter("ignore", RuntimeWarning)  # RDP grid-edge notes at extreme settings; the values stand
 SMOKE = profile == "smoke"
@@ -42,7 +42,7 @@ started = time.perf_counter()
 #
 # The user-level methods' guarantee depends only on $\sigma$, $T$, $q$ and $\delta$ ({ref}`Theorem 1 <paper-theorem-1>`
 # and {ref}`Theorem 3 <paper-theorem-3>`; ULDP-NAIVE is a Gaussian of multiplier $\sigma$ per round like ULDP-SGD/AVG
-# without sampling). Every distinct setting of the paper's grids, read from `uldp.experiments`:
+# without sampling). Every distinct setting of the paper's grids, read from `uldp.paper.experiments`:
 
 # %%
 user_level = user_level_epsilons()
@@ -167,8 +167,8 @@ Markdown(f"PLD needs {sigmas['noise saved'].min():.0%} to {sigmas['noise saved']
 # --target-epsilon EPS`). They are read as stored, whatever this page's profile.
 
 # %%
-from uldp.beyond import PLD_RERUNS, pld_claim, pld_equal_epsilon
-from uldp.verdicts import NotMeasured
+from uldp.paper.beyond import PLD_RERUNS, pld_claim, pld_equal_epsilon
+from uldp.paper.verdicts import NotMeasured
 
 compared = []
 for grid, target in PLD_RERUNS:

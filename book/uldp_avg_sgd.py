@@ -30,8 +30,8 @@ profile = "default"
 import numpy as np
 import torch
 
-from uldp import chapters
 from uldp.methods import Hyperparameters, heavy_user_federation, make_method
+from uldp.paper import chapters
 from uldp.simulation import RunConfig
 
 SCALE = {"smoke": {"users": 20, "rounds": 3, "epochs": 2}, "default": {"users": 50, "rounds": 10, "epochs": 5},

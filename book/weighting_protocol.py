@@ -336,12 +336,12 @@ plt.show()
 #
 # The grid `protocol_runtime` (`results/protocol_runtime/`, 5 seeds of $T = 3$ rounds each, 3072-bit keys, run
 # with `uldp grid protocol_runtime --profile paper` on the 2-core reference machine) stores the same split for every
-# run; `uldp.plots.runtime_table` averages it over rounds and seeds. A silo's round is its local training plus its
+# run; `uldp.paper.plots.runtime_table` averages it over rounds and seeds. A silo's round is its local training plus its
 # share of the encrypted weighting; the server's round is encrypting the weights, then decrypting and decoding the
 # sum.
 
 # %%
-from uldp import chapters, scorecard
+from uldp.paper import chapters, scorecard
 
 chapters.show_stored_runtime()
 

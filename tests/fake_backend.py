@@ -1,4 +1,5 @@
-"""A fast stand-in for the simulation, for the tests of uldp.experiments, uldp.plots and uldp.scorecard.
+"""A fast stand-in for the simulation, for the tests of uldp.paper.experiments, uldp.paper.plots and
+uldp.paper.scorecard.
 
 Its functions live at module level so that spawned worker processes can unpickle them. Each execution appends a
 line to ``$ULDP_FAKE_LOG`` (when set), so a test can count runs across processes.
@@ -12,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from uldp.atomic import write_bytes_atomic
-from uldp.experiments import Backend
+from uldp.paper.experiments import Backend
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

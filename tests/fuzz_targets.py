@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 from hypothesis import strategies as st
 
-from uldp import experiments, persist
+from uldp import persist
 from uldp.deploy.method_roles import DeployConfig
+from uldp.paper import experiments
 from uldp.secure import messages
 
 if TYPE_CHECKING:

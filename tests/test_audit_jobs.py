@@ -9,7 +9,7 @@ import pytest
 
 from uldp.audit import jobs
 from uldp.audit.jobs import job, profile_jobs, read_stored, run_jobs
-from uldp.experiments import config_hash
+from uldp.paper.experiments import config_hash
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -1,4 +1,4 @@
-"""uldp.beyond: the utility that PLD's smaller sigma buys at equal epsilon, read from stored runs."""
+"""uldp.paper.beyond: the utility that PLD's smaller sigma buys at equal epsilon, read from stored runs."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import fake_backend
 import pytest
 
 from uldp.accounting import epsilon_naive, epsilon_uldp
-from uldp.beyond import group_epsilons, pld_claim, pld_equal_epsilon, user_level_epsilons
-from uldp.experiments import REPO_ROOT, accounted_results, expand, result_path, run_grid
-from uldp.paper_settings import DELTA, PRIVACY_UTILITY, PROTOCOL_RUNTIME, SIGMA, USER_SAMPLING
-from uldp.verdicts import FAILS, HOLDS, MISSING, NotMeasured
+from uldp.defaults import DELTA, SIGMA
+from uldp.paper.beyond import group_epsilons, pld_claim, pld_equal_epsilon, user_level_epsilons
+from uldp.paper.experiments import REPO_ROOT, accounted_results, expand, result_path, run_grid
+from uldp.paper.settings import PRIVACY_UTILITY, PROTOCOL_RUNTIME, USER_SAMPLING
+from uldp.paper.verdicts import FAILS, HOLDS, MISSING, NotMeasured
 
 TARGET = 7.0
 

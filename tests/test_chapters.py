@@ -1,4 +1,5 @@
-"""Tests of uldp.chapters: the computed findings of the experiment chapters, and that the book reads no private name
+"""Tests of uldp.paper.chapters: the computed findings of the experiment chapters, and that the book reads no private
+name
 of the library."""
 
 from __future__ import annotations
@@ -8,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from uldp import chapters, experiments, plots
-from uldp.experiments import ResultSet
+from uldp.paper import chapters, experiments, plots
+from uldp.paper.experiments import ResultSet
 
 BOOK = Path(__file__).resolve().parent.parent / "book"
 
@@ -124,7 +125,7 @@ def test_short_profile_note_gives_the_share_of_the_papers_work() -> None:
 
 
 def test_claims_are_the_scorecards_rows() -> None:
-    from uldp import scorecard
+    from uldp.paper import scorecard
 
     data = {"heart_disease": ResultSet("heart_disease", "paper", (), (), "memory")}
     chapter = chapters.ExperimentChapter("heart_disease", "smoke", None, data)  # type: ignore[arg-type]

@@ -1,4 +1,5 @@
-"""uldp.errata: every erratum points at a real module and chapter; Figure 2's numbers are the paper's and larger."""
+"""uldp.paper.errata: every erratum points at a real module and chapter; Figure 2's numbers are the paper's and
+larger."""
 
 import importlib
 from pathlib import Path
@@ -6,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from uldp.errata import ERRATA, figure2_erratum
+from uldp.paper.errata import ERRATA, figure2_erratum
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""Experiment grids, result storage and resumption (uldp.experiments), with a fast fake backend.
+"""Experiment grids, result storage and resumption (uldp.paper.experiments), with a fast fake backend.
 
 The paper-profile grids are checked against the tables of settings.md, parsed here independently of the module.
 """
@@ -21,8 +21,9 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from uldp import cli, experiments
-from uldp.experiments import (
+from uldp import cli
+from uldp.paper import experiments
+from uldp.paper.experiments import (
     GRIDS,
     Entry,
     Grid,
@@ -259,7 +260,7 @@ def test_config_hash_is_sha256_of_sorted_compact_json(config):
 
 def test_config_hash_is_stable_across_processes_and_distinguishes_values():
     spec = expand("weighting", "paper")[7]
-    code = ("from uldp.experiments import expand; print(expand('weighting', 'paper')[7].key)")
+    code = ("from uldp.paper.experiments import expand; print(expand('weighting', 'paper')[7].key)")
     for seed in ("1", "12345"):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                              env={**os.environ, "PYTHONHASHSEED": seed})
@@ -492,7 +493,7 @@ def test_sigterm_stops_a_serial_grid_like_ctrl_c_and_the_old_handler_comes_back(
 def test_sigterm_to_the_grid_alone_stops_its_workers_and_leaves_no_partial_file(tmp_path):
     log = tmp_path / "calls.log"
     tests = os.path.dirname(os.path.abspath(fake_backend.__file__))
-    script = ("import sys, fake_backend, uldp.experiments as e; from uldp import cli; "
+    script = ("import sys, fake_backend, uldp.paper.experiments as e; from uldp import cli; "
               "e.run_grid.__kwdefaults__['backend'] = fake_backend.SLOW; "
               f"sys.exit(cli.main(['grid', 'tcga_brca', '--profile', 'smoke', '--root', {str(tmp_path)!r}, "
               "'--jobs', '2']))")
@@ -675,9 +676,9 @@ def test_accounted_results_equal_the_trained_paper_runs_epsilon(monkeypatch):
 def test_every_committed_result_is_a_run_of_its_grid_stored_under_its_key(profile):
     """The committed results/ (paper) and results/short/ files: each is a complete result named by the hash of its
     arguments, labelled with its grid's panel and series, with provenance of a clean commit: a run of the paper's
-    settings, or of the same settings trained to the paper's epsilon by PLD (uldp.beyond.PLD_RERUNS). (Checkpoints
+    settings, or of the same settings trained to the paper's epsilon by PLD (uldp.paper.beyond.PLD_RERUNS). (Checkpoints
     of runs in progress are ignored by git.)"""
-    from uldp.beyond import PLD_RERUNS
+    from uldp.paper.beyond import PLD_RERUNS
 
     root = experiments.results_root(profile)
     files = sorted(root.glob("*/*.json"))

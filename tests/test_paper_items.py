@@ -1,4 +1,4 @@
-"""The book's list of the paper's numbered items (``uldp.paper_items``) and the chapters' links to it.
+"""The book's list of the paper's numbered items (``uldp.paper.items``) and the chapters' links to it.
 
 Every item exists in the paper's tex with that kind and number and carries the paper's name for it (read by
 ``test_paper_numbering.parse_paper``, which numbers the tex as LaTeX does); every function it names exists; every
@@ -18,8 +18,8 @@ import pytest
 import yaml
 from test_paper_numbering import CITATION, EXTERNAL, KINDS, TEX, _clause, _expand, parse_paper
 
-from uldp import paper_items
-from uldp.paper_items import ITEMS, PaperItem
+from uldp.paper import items as paper_items
+from uldp.paper.items import ITEMS, PaperItem
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = "book/paper_items"
@@ -102,7 +102,7 @@ def test_the_list_holds_every_definition_lemma_theorem_algorithm_figure_table_an
     required = {key for key in paper if key[0] in ("definition", "proposition", "lemma", "theorem", "algorithm",
                                                    "protocol", "figure", "table")}
     required |= {key for key in paper if key[0] == "section" and re.fullmatch(r"\d", key[1])}
-    assert required <= listed, f"missing from uldp.paper_items.ITEMS: {sorted(required - listed)}"
+    assert required <= listed, f"missing from uldp.paper.items.ITEMS: {sorted(required - listed)}"
 
 
 def test_the_check_catches_a_wrong_number_or_name(paper):
@@ -174,7 +174,7 @@ def test_each_chapter_links_to_items_that_exist_and_names_them_right(chapter):
     assert found, f"{chapter} links to none of the paper's items"
     for match in found:
         item = by_label.get(match["label"])
-        assert item is not None, f"{chapter}: {match[0]} points to no item of uldp.paper_items"
+        assert item is not None, f"{chapter}: {match[0]} points to no item of uldp.paper.items"
         text = " ".join(match["text"].split())
         if text == item.number:  # the end of a range: "{ref}`Figures 4 <...>` to {ref}`7 <paper-figure-7>`"
             continue

@@ -1,4 +1,4 @@
-"""The paper's settings (uldp.paper_settings), checked whole against settings.md, whose tables are parsed here
+"""The paper's settings (uldp.paper.settings), checked whole against settings.md, whose tables are parsed here
 independently of the module; and RunConfig's defaults, which must be that table."""
 
 from __future__ import annotations
@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from uldp import paper_settings
+from uldp import defaults
 from uldp.data import DATASETS
-from uldp.paper_settings import PAPER, PRIVACY_UTILITY, PROTOCOL_RUNTIME, USER_SAMPLING, WEIGHTING
+from uldp.defaults import DATASET_DEFAULTS
+from uldp.paper import settings as paper_settings
+from uldp.paper.settings import PRIVACY_UTILITY, PROTOCOL_RUNTIME, USER_SAMPLING, WEIGHTING
 from uldp.simulation import RunConfig
 
 SETTINGS_MD = Path(__file__).resolve().parent.parent.parent / "shared" / "paper" / "settings.md"
@@ -68,7 +70,7 @@ def test_shared_settings_are_those_of_settings_md():
     text = _text()
     sigma, delta, seeds = _search(r"noise multiplier sigma = ([\d.]+), delta = ([\de.-]+), (\d+) repetitions",
                                   text).groups()
-    assert (float(sigma), float(delta)) == (paper_settings.SIGMA, paper_settings.DELTA)
+    assert (float(sigma), float(delta)) == (defaults.SIGMA, defaults.DELTA)
     assert tuple(range(int(seeds))) == paper_settings.PAPER_SEEDS
     silos = _search(r"Creditcard and MNIST (\d+) silos; HeartDisease (\d+), TcgaBrca (\d+)", text).groups()
     batch = _search(r"Local batch size (\d+) \(Creditcard, MNIST\), (\d+) \(HeartDisease\), (\d+) \(TcgaBrca\)",
@@ -76,14 +78,16 @@ def test_shared_settings_are_those_of_settings_md():
     for names, n_silos, batch_size in zip((("creditcard", "mnist"), ("heart_disease",), ("tcga_brca",)),
                                           silos[:1] + silos[1:2] + silos[2:], batch, strict=True):
         for name in names:
-            assert (PAPER[name].n_silos, PAPER[name].batch_size) == (int(n_silos), int(batch_size)), name
+            row = DATASET_DEFAULTS[name]
+            assert (row.n_silos, row.batch_size) == (int(n_silos), int(batch_size)), name
             assert DATASETS[name].default_silos == int(n_silos)  # the data registry reads the same table
     assert "`uniform/uniform` and `zipf/zipf` (iid); MNIST also `zipf-noniid/zipf`" in text
     for name, settings in PRIVACY_UTILITY.items():
         extra = ("zipf-noniid",) if name == "mnist" else ()
         assert settings.distributions == ("uniform", "zipf", *extra)
     synthetic = _search(r"Artificial: .*?(\d+) users, (\d+) silos", text).groups()
-    assert (PAPER["synthetic"].users, PAPER["synthetic"].n_silos) == ((int(synthetic[0]),), int(synthetic[1]))
+    synthetic_row = DATASET_DEFAULTS["synthetic"]
+    assert (synthetic_row.users, synthetic_row.n_silos) == ((int(synthetic[0]),), int(synthetic[1]))
 
 
 def _privacy_utility_rows() -> dict[tuple[str, str, int], dict]:
@@ -128,7 +132,7 @@ def test_mnist_global_learning_rate_is_100_only_for_the_10000_users_of_settings_
     """settings.md: "10.0 (100 users), 100.0 (10000 users)". The table is read as it is written, per user count; a
     count it does not list takes the row's first value."""
     assert "| 10.0 (100 users), 100.0 (10000 users) |" in _text()
-    avg = PAPER["mnist"].hyper("ULDP-AVG")
+    avg = DATASET_DEFAULTS["mnist"].hyper("ULDP-AVG")
     counts = (1, 100, 1000, 9999, 10000, 10001, 20000, 60000)
     assert [avg.params(n)["global_lr"] for n in counts] == [100.0 if n == 10000 else 10.0 for n in counts]
 
@@ -147,7 +151,8 @@ def test_weighting_and_user_sampling_tables_are_settings_md(heading, figure):
             methods = ("ULDP-AVG", "ULDP-AVG-w")
         else:
             assert row[2] == "zipf/zipf"
-            silos, distributions, q, rest = str(PAPER[settings.dataset].n_silos), ("zipf",), _numbers(row[3]), row[4:]
+            silos = str(DATASET_DEFAULTS[settings.dataset].n_silos)
+            distributions, q, rest = ("zipf",), _numbers(row[3]), row[4:]
             methods = ("ULDP-AVG-w",)
         assert (settings.dataset, settings.users) == (NAMES[row[0]], (int(row[1]),))
         assert settings.silos == tuple(int(s) for s in silos.split(","))
@@ -168,7 +173,7 @@ def test_protocol_runtime_settings_are_settings_md():
     for settings in PROTOCOL_RUNTIME:
         assert settings.users == tuple(int(u) for u in users.split(" and "))
         assert (settings.distributions, settings.methods, settings.rounds) == ((distribution,), (method,), int(rounds))
-        assert settings.silos == (PAPER[settings.dataset].n_silos,)
+        assert settings.silos == (DATASET_DEFAULTS[settings.dataset].n_silos,)
         assert settings.hyper.params(10) == {"global_lr": float(glr), "clip": float(clip), "local_lr": float(llr),
                                              "local_epochs": int(epochs)}
 
@@ -184,6 +189,7 @@ def test_run_config_defaults_are_the_table():
             config = RunConfig(name, method, n_users, rounds=1)
             for key in ("global_lr", "clip", "local_lr", "local_epochs"):
                 assert getattr(config, key) == (None if key in unused.get(family, ()) else want[key]), (config, key)
-            assert (config.n_silos, config.batch_size) == (PAPER[name].n_silos, PAPER[name].batch_size)
-            assert config.sigma == (None if family == "DEFAULT" else paper_settings.SIGMA)
-            assert config.delta == paper_settings.DELTA
+            defaults_row = DATASET_DEFAULTS[name]
+            assert (config.n_silos, config.batch_size) == (defaults_row.n_silos, defaults_row.batch_size)
+            assert config.sigma == (None if family == "DEFAULT" else defaults.SIGMA)
+            assert config.delta == defaults.DELTA

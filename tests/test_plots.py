@@ -1,4 +1,4 @@
-"""The paper-like figures (uldp.plots): layout, and curves equal to the mean and std over seeds computed here."""
+"""The paper-like figures (uldp.paper.plots): layout, and curves equal to the mean and std over seeds computed here."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from test_scorecard import world
 
-from uldp import plots
-from uldp.experiments import ResultSet
+from uldp.paper import plots
+from uldp.paper.experiments import ResultSet
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,7 @@ def test_a_figure_of_one_covered_panel(data, grid, draw):
 
 
 def test_chapter_figures_add_the_covered_paper_panels_only_when_there_are_some(data):
-    from uldp.experiments import ChapterResults
+    from uldp.paper.experiments import ChapterResults
 
     results = data["weighting"]
     alone = plots.chapter_figures(ChapterResults(results, "note"), plots.weighting_figure)
@@ -196,7 +196,7 @@ def test_figures_fit_a_page_at_a_sharp_resolution(data):
 def test_group_privacy_figure_draws_each_route_under_its_label():
     import pandas as pd
 
-    from uldp.plots import group_privacy_figure
+    from uldp.paper.plots import group_privacy_figure
 
     table = pd.DataFrame({"a": [1.0, 4.0, 16.0], "b": [2.0, 3.0, 5.0]}, index=pd.Index([2, 4, 8], name="k"))
     fig = group_privacy_figure(table, [("b", "s-", "route b"), ("a", "o-", "route a")], title="t")

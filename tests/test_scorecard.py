@@ -1,4 +1,5 @@
-"""The scorecard (uldp.scorecard): verdicts computed from results of a world designed to satisfy, or break, claims."""
+"""The scorecard (uldp.paper.scorecard): verdicts computed from results of a world designed to satisfy, or break,
+claims."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import functools
 import fake_backend
 import pytest
 
-from uldp import scorecard as sc
-from uldp.experiments import GRIDS, ResultSet, expand
+from uldp.paper import scorecard as sc
+from uldp.paper.experiments import GRIDS, ResultSet, expand
 
 
 def world(profile: str = "paper", seeds=(0, 1), grids=None,
@@ -112,7 +113,7 @@ def test_final_table_and_weighting_gaps_show_the_measured_values(paper_world):
 
 def test_stored_results_use_paper_panels_covered_whole(tmp_path):
     """Weighting: TcgaBrca's panel is covered at paper scale (by TcgaBrca runs), Creditcard's is not."""
-    from uldp.experiments import run_grid
+    from uldp.paper.experiments import run_grid
 
     paper, build = tmp_path / "paper", tmp_path / "build"
     run_grid("tcga_brca", "paper", seeds=[0], methods=["ULDP-AVG", "ULDP-AVG-w"], root=paper,
@@ -129,7 +130,7 @@ def test_stored_results_use_paper_panels_covered_whole(tmp_path):
 
 
 def test_mnist_epsilon_claim_says_not_measured_without_the_mnist_files(tmp_path, monkeypatch):
-    from uldp.experiments import loaded_dataset
+    from uldp.paper.experiments import loaded_dataset
 
     monkeypatch.setenv("ULDP_DATA_DIR", str(tmp_path / "no-data"))
     loaded_dataset.cache_clear()  # a dataset loaded by an earlier test would hide the missing files
@@ -191,7 +192,7 @@ def test_claims_over_several_grids_leave_out_the_grids_at_a_smaller_profile():
 def test_stored_results_read_the_committed_short_profile(tmp_path):
     """The fake backend's curves ignore the allocation, so iid and non-iid end equal: the claim is measured on the
     short runs read from ``short_root`` and does not hold."""
-    from uldp.experiments import run_grid
+    from uldp.paper.experiments import run_grid
 
     short = tmp_path / "short"
     run_grid("mnist", "short", seeds=[0], root=short, backend=fake_backend.FAKE, progress=False)
@@ -264,7 +265,7 @@ def test_noniid_silo_methods_needs_default_and_group_on_mnist():
 def test_protocol_claims_read_the_runtime_table():
     """The protocol-overhead rows quote runtime_table's seconds; a world where the encrypted weighting outweighs the
     training breaks "local training dominates" only."""
-    from uldp import plots
+    from uldp.paper import plots
 
     data = world(seeds=(0,), grids=("protocol_runtime",))
     table = sc.scorecard(data, grid="protocol_runtime").set_index("key")

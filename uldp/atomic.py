@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from pathlib import Path
+from typing import Any
 
 
 def write_bytes_atomic(path: str | Path, data: bytes, *, private: bool = False) -> None:
@@ -86,3 +88,21 @@ def check_writable(path: str | Path, what: str) -> Path:
     except OSError as error:
         raise ValueError(f"{what} {path} cannot be written ({error.strerror or error})") from error
     return path
+
+
+def write_json_atomic(path: Path, payload: Any) -> None:
+    """Write ``payload`` as JSON to ``path`` atomically: a temporary file in the same folder, then ``os.replace``.
+
+    A reader never sees a half-written file, and a crash leaves either the old file or none (the temporary file
+    is removed on any error).
+
+    Raises:
+        ValueError: ``payload`` is not JSON-serialisable (nothing is written).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        text = json.dumps(payload, indent=1, allow_nan=False)
+    except TypeError as error:
+        raise ValueError(f"cannot store {path.name}: {error}") from error
+    write_bytes_atomic(path, text.encode("utf-8"))

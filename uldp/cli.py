@@ -16,7 +16,7 @@ from typing import Any
 COMMAND_MODULES: tuple[str, ...] = (
     "uldp.accounting.cli",
     "uldp.data.cli",
-    "uldp.experiments_cli",
+    "uldp.paper.experiments_cli",
     "uldp.deploy.cli",
     "uldp.simulation_cli",
 )

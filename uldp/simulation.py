@@ -7,7 +7,7 @@ GROUP flags, user sampling, record order, dropout, noise) derives from ``config.
 ``numpy.random.SeedSequence``: the simulation is seeded on purpose (it models the computation, not the trust
 boundary); a deployment draws every silo's noise from that silo's own secret instead (:mod:`uldp.deploy.method_roles`).
 Unset hyperparameters take the paper's values for the dataset and method
-(the paper's settings.md, collected in :data:`uldp.paper_settings.PAPER`).
+(the paper's settings.md, collected in :data:`uldp.defaults.DATASET_DEFAULTS`).
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from uldp.checks import check_integer, check_number, check_positive
 from uldp.data import DATASETS, allocate, load
 from uldp.data.allocation import MAX_SILOS, MAX_USERS, PAPER_N_LABELS
 from uldp.data.base import FederatedDataset, check_test_scoring
+from uldp.defaults import DATASET_DEFAULTS, DELTA, SIGMA
 from uldp.fitting import ALLOCATION_STREAM, INIT_STREAM, SUBSET_STREAM, prepare_method, train_rounds
 from uldp.methods import Federation, make_method
 from uldp.methods.base import Hyperparameters, parse_method, seed_stream
 from uldp.models import build_model, evaluate, loss_function
-from uldp.paper_settings import DELTA, PAPER, SIGMA
 from uldp.persist import fingerprint
 from uldp.secure import SecureAggregator
 from uldp.secure.config import ProtocolParameters
@@ -44,7 +44,7 @@ SECURE_METHODS = ("ULDP-AVG-w", "ULDP-SGD-w")
 
 def paper_hyperparameters(dataset: str, method: str, n_users: int) -> dict[str, Any]:
     """The paper's ``global_lr``, ``clip``, ``local_lr``, ``local_epochs`` for a dataset, method and user count
-    (the method family's row of :data:`uldp.paper_settings.PAPER`).
+    (the method family's row of :data:`uldp.defaults.DATASET_DEFAULTS`).
 
     Raises:
         ValueError: Unknown dataset or method (the message lists the known ones).
@@ -53,9 +53,9 @@ def paper_hyperparameters(dataset: str, method: str, n_users: int) -> dict[str, 
         >>> paper_hyperparameters("mnist", "ULDP-AVG-w", 10000)["global_lr"]
         100.0
     """
-    if dataset not in PAPER:
-        raise ValueError(f"unknown dataset {dataset!r}; known datasets: {', '.join(PAPER)}")
-    return PAPER[dataset].hyper(parse_method(method).family).params(n_users)
+    if dataset not in DATASET_DEFAULTS:
+        raise ValueError(f"unknown dataset {dataset!r}; known datasets: {', '.join(DATASET_DEFAULTS)}")
+    return DATASET_DEFAULTS[dataset].hyper(parse_method(method).family).params(n_users)
 
 
 @dataclass(frozen=True)
@@ -128,8 +128,8 @@ class RunConfig:
             check_positive("target_epsilon", self.target_epsilon)
             if not spec.private:
                 raise ValueError(f"target_epsilon needs a private method; {spec.name} has no privacy guarantee")
-        if self.dataset not in PAPER:
-            raise ValueError(f"unknown dataset {self.dataset!r}; known datasets: {', '.join(PAPER)}")
+        if self.dataset not in DATASET_DEFAULTS:
+            raise ValueError(f"unknown dataset {self.dataset!r}; known datasets: {', '.join(DATASET_DEFAULTS)}")
         check_integer("n_users", self.n_users, maximum=MAX_USERS)
         check_integer("rounds", self.rounds)
         check_integer("seed", self.seed, minimum=0)
@@ -158,12 +158,12 @@ class RunConfig:
         unused = {"ULDP-SGD": ("local_lr", "local_epochs"), "DEFAULT": ("clip", "sigma")}.get(spec.family, ())
         calibrate = self.target_epsilon is not None and self.sigma is None  # sigma stays None until prepared
         defaults = {**paper, "sigma": None if spec.family == "DEFAULT" or calibrate else SIGMA,
-                    "batch_size": PAPER[self.dataset].batch_size}
+                    "batch_size": DATASET_DEFAULTS[self.dataset].batch_size}
         for name, value in defaults.items():
             if getattr(self, name) is None and name not in unused:
                 object.__setattr__(self, name, value)
         if self.n_silos is None:
-            object.__setattr__(self, "n_silos", PAPER[self.dataset].n_silos)
+            object.__setattr__(self, "n_silos", DATASET_DEFAULTS[self.dataset].n_silos)
         # validates learning rates, C, sigma, q, delta, Q, batch size for this method (any sigma while calibrating)
         (replace(self, sigma=SIGMA) if calibrate else self).hyperparameters()
 

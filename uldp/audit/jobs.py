@@ -1,8 +1,8 @@
 """Audit jobs: one method, one claimed epsilon, one kind of canary and one estimator, stored as one JSON file each.
 
 A job is a plain mapping of JSON values (:func:`job`); its file is ``<root>/<key>.json`` with ``key`` the
-:func:`uldp.experiments.config_hash` of that mapping, written atomically with the job, its result and provenance
-(:func:`uldp.experiments.provenance`: command, git commit, packages; plus date and wall time), so that an interrupted
+:func:`uldp.provenance.config_hash` of that mapping, written atomically with the job, its result and provenance
+(:func:`uldp.provenance`: command, git commit, packages; plus date and wall time), so that an interrupted
 set of audits resumes where it stopped and a stored result says where it comes from. Every random draw derives
 from the job's ``seed``. The ``default`` profile's results are committed under ``results/audit/default/``; the
 ``smoke`` profile (CI) writes under ``_build/results/audit/smoke/``.
@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from uldp.atomic import write_json_atomic
 from uldp.audit.crafted import (
     PREPARE_STREAM,
     CraftedSetting,
@@ -44,9 +45,9 @@ from uldp.audit.crafted import (
 from uldp.audit.estimators import many_run_bound, one_run_bound, roc_curve
 from uldp.audit.natural import NaturalSetting, natural_federation, natural_scores, standardised
 from uldp.checks import check_delta, check_integer, check_number
-from uldp.experiments import REPO_ROOT, config_hash, provenance, write_json_atomic
 from uldp.methods import Hyperparameters, make_method
 from uldp.methods.base import seed_stream
+from uldp.provenance import REPO_ROOT, config_hash, provenance
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from uldp.data.allocation import SCHEMES, allocate
 from uldp.data.base import TEST_SCORINGS, Allocation, FederatedDataset, check_test_scoring
-from uldp.paper_settings import PAPER
+from uldp.defaults import DATASET_DEFAULTS
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -25,7 +25,7 @@ class DatasetSpec:
     Attributes:
         name: Registry name.
         module: Module whose ``load(data_dir)`` builds it.
-        default_silos: Number of silos the paper uses (:data:`uldp.paper_settings.PAPER`; fixed by FLamby for the
+        default_silos: Number of silos the paper uses (:data:`uldp.defaults.DATASET_DEFAULTS`; fixed by FLamby for the
             medical datasets).
         description: One line for listings.
         fixed_silos: Whether the silo of every record is fixed by the data (FLamby's centres), so that the
@@ -45,15 +45,15 @@ class DatasetSpec:
 DATASETS: dict[str, DatasetSpec] = {
     spec.name: spec
     for spec in (
-        DatasetSpec("creditcard", "uldp.data.creditcard", PAPER["creditcard"].n_silos,
+        DatasetSpec("creditcard", "uldp.data.creditcard", DATASET_DEFAULTS["creditcard"].n_silos,
                     "Credit Card Fraud (Kaggle), 30 features, 2 classes"),
-        DatasetSpec("mnist", "uldp.data.mnist", PAPER["mnist"].n_silos, "MNIST digits, 28x28, 10 classes"),
-        DatasetSpec("heart_disease", "uldp.data.heart_disease", PAPER["heart_disease"].n_silos,
+        DatasetSpec("mnist", "uldp.data.mnist", DATASET_DEFAULTS["mnist"].n_silos, "MNIST digits, 28x28, 10 classes"),
+        DatasetSpec("heart_disease", "uldp.data.heart_disease", DATASET_DEFAULTS["heart_disease"].n_silos,
                     "FLamby Fed-Heart-Disease, 13 features, 4 centres", fixed_silos=True,
                     scoring_changes_test_set=True),
-        DatasetSpec("tcga_brca", "uldp.data.tcga_brca", PAPER["tcga_brca"].n_silos,
+        DatasetSpec("tcga_brca", "uldp.data.tcga_brca", DATASET_DEFAULTS["tcga_brca"].n_silos,
                     "FLamby Fed-TCGA-BRCA survival, 39 features, 6 regions", fixed_silos=True),
-        DatasetSpec("synthetic", "uldp.data.synthetic", PAPER["synthetic"].n_silos,
+        DatasetSpec("synthetic", "uldp.data.synthetic", DATASET_DEFAULTS["synthetic"].n_silos,
                     "make_classification, 10,000 records, 15 features"),
     )
 }

@@ -12,9 +12,9 @@ from tqdm import tqdm
 
 from uldp.accounting import sigma_for_epsilon
 from uldp.atomic import check_writable
+from uldp.defaults import SIGMA
 from uldp.methods import make_method
 from uldp.methods.base import seed_stream
-from uldp.paper_settings import SIGMA
 from uldp.persist import Checkpoint, load_checkpoint, save_checkpoint
 
 if TYPE_CHECKING:

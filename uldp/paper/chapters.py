@@ -5,7 +5,8 @@ come from, what ran, the figure, the final values, the paper's claims judged on 
 conclude. :class:`ExperimentChapter` computes each of these from stored results, so that a chapter only narrates and
 every profile-dependent sentence, timing and verdict is computed, never typed.
 
-The verdicts come from :func:`uldp.scorecard.stored_results` and :func:`uldp.scorecard.scorecard`, the very calls of
+The verdicts come from :func:`uldp.paper.scorecard.stored_results` and :func:`uldp.paper.scorecard.scorecard`, the
+very calls of
 the Scorecard chapter: a chapter shows the Scorecard's rows for its grid, not verdicts of its own.
 """
 
@@ -18,11 +19,12 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from uldp import experiments, plots, scorecard, simulation
+from uldp import simulation
 from uldp.data import DATASETS
-from uldp.experiments import ChapterResults, ResultSet, duration
 from uldp.models import build_model
-from uldp.verdicts import HOLDS, MISSING, NotMeasured, per_setting, profile_label
+from uldp.paper import experiments, plots, scorecard
+from uldp.paper.experiments import ChapterResults, ResultSet, duration
+from uldp.paper.verdicts import HOLDS, MISSING, NotMeasured, per_setting, profile_label
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -201,7 +203,8 @@ def spread_runs(results: ResultSet, metric: str) -> list[str]:
 
 def shared_runs(results: ResultSet) -> list[str]:
     """The lines whose runs are the same in every panel (one stored run shown several times): methods whose result
-    cannot depend on the users, on a dataset whose silos are fixed (:func:`uldp.experiments.effective_arguments`)."""
+    cannot depend on the users, on a dataset whose silos are fixed
+    (:func:`uldp.paper.experiments.effective_arguments`)."""
     panels_of: dict[tuple[str, str], set[str]] = {}
     for run in results.runs:
         panels_of.setdefault((run["series"], run["key"]), set()).add(run["panel"])
@@ -247,10 +250,10 @@ class ExperimentChapter:
     """The results of one experiment chapter and everything it shows from them.
 
     Attributes:
-        grid: The grid of the chapter's figure (a key of :data:`uldp.experiments.GRIDS`).
+        grid: The grid of the chapter's figure (a key of :data:`uldp.paper.experiments.GRIDS`).
         profile: The chapter's profile (its papermill parameter).
-        shown: What :func:`uldp.experiments.chapter_results` gave: the results shown and where they come from.
-        verdict_data: The Scorecard's results, :func:`uldp.scorecard.stored_results` at ``profile``.
+        shown: What :func:`uldp.paper.experiments.chapter_results` gave: the results shown and where they come from.
+        verdict_data: The Scorecard's results, :func:`uldp.paper.scorecard.stored_results` at ``profile``.
     """
 
     grid: str
@@ -263,10 +266,10 @@ class ExperimentChapter:
         """Produce (or read) the chapter's results, then read the Scorecard's.
 
         Args:
-            grid: A key of :data:`uldp.experiments.GRIDS`.
+            grid: A key of :data:`uldp.paper.experiments.GRIDS`.
             profile: ``smoke``, ``default`` or ``paper``.
-            **roots: ``paper_root`` and ``root`` for :func:`uldp.experiments.chapter_results`, and ``short_root``
-                for :func:`uldp.scorecard.stored_results` (tests point them at temporary folders).
+            **roots: ``paper_root`` and ``root`` for :func:`uldp.paper.experiments.chapter_results`, and ``short_root``
+                for :func:`uldp.paper.scorecard.stored_results` (tests point them at temporary folders).
 
         Raises:
             ValueError: Unknown grid or profile.
@@ -363,7 +366,7 @@ def _conclude_utility(results: ResultSet) -> list[str]:
     if shared:
         parts.append(f"The same numbers in every setting for {', '.join(shared)}: their result cannot depend on the "
                      "users (training is per silo on silos fixed by the dataset), so one stored run per seed serves "
-                     "every panel (`uldp.experiments.effective_arguments`).")
+                     "every panel (`uldp.paper.experiments.effective_arguments`).")
     return parts
 
 
@@ -380,7 +383,7 @@ def show_figure(results: ResultSet, draw: Callable[[ResultSet], Figure], figure:
 
     Args:
         results: Stored results.
-        draw: A figure function of :mod:`uldp.plots` (or :func:`balanced_accuracy_figure`).
+        draw: A figure function of :mod:`uldp.paper.plots` (or :func:`balanced_accuracy_figure`).
         figure: The paper's figure, e.g. ``"Figure 4"``.
     """
     if not results.runs:
@@ -396,7 +399,7 @@ def show_figure(results: ResultSet, draw: Callable[[ResultSet], Figure], figure:
 
 def show_final_table(results: ResultSet, metric: str | None = None) -> None:
     """Display the final values (mean ± std over seeds, and epsilon) of ``results``, one row per line and one
-    column per setting (:func:`uldp.scorecard.final_table`, transposed so that it fits the page)."""
+    column per setting (:func:`uldp.paper.scorecard.final_table`, transposed so that it fits the page)."""
     if results.runs:
         display(Markdown(f"Final {_metric_label(metric or scorecard_metric(results))} (mean ± std over seeds) "
                          f"and user-level ε, scale {profile_label(results)}:"),
@@ -413,7 +416,7 @@ def balanced_accuracy_figure(results: ResultSet) -> Figure:
 
 def final_epsilon_table(results: ResultSet) -> Any:
     """The mean final epsilon of each line (columns) per setting (rows), e.g. of
-    :func:`uldp.experiments.accounted_results`."""
+    :func:`uldp.paper.experiments.accounted_results`."""
     final = per_setting(results, "epsilon")
     order = list(dict.fromkeys(final["series"]))
     return final.pivot(index="panel", columns="series", values="mean")[order].style.format("{:.4g}")
@@ -446,7 +449,7 @@ def short_profile_note(results: ResultSet) -> Markdown:
 
 
 def weighting_gap_table(data: Mapping[str, ResultSet]) -> pd.DataFrame:
-    """Final test loss of ULDP-AVG minus that of ULDP-AVG-w (:func:`uldp.scorecard.weighting_gaps`), one row per
+    """Final test loss of ULDP-AVG minus that of ULDP-AVG-w (:func:`uldp.paper.scorecard.weighting_gaps`), one row per
     dataset and silo count, one column per allocation.
 
     Raises:
@@ -457,8 +460,10 @@ def weighting_gap_table(data: Mapping[str, ResultSet]) -> pd.DataFrame:
 
 
 def show_runtime(chapter: ExperimentChapter) -> None:
-    """Display, for each of the chapter's result sets, Figure 10 (:func:`uldp.plots.runtime_figure`) under a caption
-    naming its profile, then the seconds per part of the private weighting protocol (:func:`uldp.plots.runtime_table`)
+    """Display, for each of the chapter's result sets, Figure 10 (:func:`uldp.paper.plots.runtime_figure`) under a
+    caption
+    naming its profile, then the seconds per part of the private weighting protocol
+    (:func:`uldp.paper.plots.runtime_table`)
     computed from the runs' own timings."""
     for results in chapter.result_sets():
         show_figure(results, plots.runtime_figure, "Figure 10")
@@ -469,7 +474,8 @@ def show_runtime(chapter: ExperimentChapter) -> None:
 
 def show_stored_runtime() -> None:
     """Display the committed paper-profile protocol-runtime runs (Figure 10's grid): the seconds per part of the
-    protocol (:func:`uldp.plots.runtime_table`), then per dataset and user count the encrypted weighting against the
+    protocol (:func:`uldp.paper.plots.runtime_table`), then per dataset and user count the encrypted weighting against
+    the
     local training, and the server's round against a silo's; or say that none are committed."""
     stored = experiments.load_results("protocol_runtime", "paper")
     if not stored.runs:
@@ -489,7 +495,8 @@ def show_stored_runtime() -> None:
 
 def show_grid_settings(grid_name: str, profile: str) -> None:
     """Display the run arguments every run of a grid shares at ``profile``, its settings (panels) and seeds, as a
-    Markdown list, then each line's run arguments that differ between lines (:func:`uldp.experiments.grid_table`; a
+    Markdown list, then each line's run arguments that differ between lines
+    (:func:`uldp.paper.experiments.grid_table`; a
     cell "a / b" lists the values of different settings).
 
     Raises:

@@ -18,12 +18,12 @@ versions, the dataset variant that ran, date, wall time). Files are written atom
 Paper-profile results go to ``results/`` and short-profile ones to ``results/short/`` (both committed); smoke and
 default ones to ``_build/results/`` (git-ignored).
 
-The package's modules, each one job: :mod:`~uldp.experiments.grids` (the catalogue :data:`GRIDS` and the
-profiles' reductions, built from :mod:`uldp.paper_settings`), :mod:`~uldp.experiments.keys` (run keys,
-:func:`expand`), :mod:`~uldp.experiments.store` (:class:`StoredRun` files), :mod:`~uldp.experiments.provenance`,
-:mod:`~uldp.experiments.backend` (what executes a run), :mod:`~uldp.experiments.runner` (:func:`run_grid`),
-:mod:`~uldp.experiments.results` (:class:`ResultSet`, stored or computed by accounting) and
-:mod:`~uldp.experiments.chapter` (what the chapters show).
+The package's modules, each one job: :mod:`~uldp.paper.experiments.grids` (the catalogue :data:`GRIDS` and the
+profiles' reductions, built from :mod:`uldp.paper.settings`), :mod:`~uldp.paper.experiments.keys` (run keys,
+:func:`expand`), :mod:`~uldp.paper.experiments.store` (:class:`StoredRun` files), :mod:`~uldp.provenance`,
+:mod:`~uldp.paper.experiments.backend` (what executes a run), :mod:`~uldp.paper.experiments.runner` (:func:`run_grid`),
+:mod:`~uldp.paper.experiments.results` (:class:`ResultSet`, stored or computed by accounting) and
+:mod:`~uldp.paper.experiments.chapter` (what the chapters show).
 
 >>> [spec.series for spec in expand("heart_disease", "paper") if spec.seed == 0][:3]
 ['DEFAULT', 'ULDP-NAIVE', 'ULDP-GROUP-max']
@@ -31,9 +31,11 @@ profiles' reductions, built from :mod:`uldp.paper_settings`), :mod:`~uldp.experi
 180
 """
 
-from uldp.experiments.backend import SIMULATION, WRAPPER_ARGUMENTS, Backend, loaded_dataset, split_arguments
-from uldp.experiments.chapter import ChapterResults, chapter_results, grid_table, stored_runs_table
-from uldp.experiments.grids import (
+from uldp.atomic import write_json_atomic
+from uldp.defaults import DELTA, SIGMA, DatasetSettings, Hyper
+from uldp.paper.experiments.backend import SIMULATION, WRAPPER_ARGUMENTS, Backend, loaded_dataset, split_arguments
+from uldp.paper.experiments.chapter import ChapterResults, chapter_results, grid_table, stored_runs_table
+from uldp.paper.experiments.grids import (
     GRIDS,
     PROFILES,
     UTILITY_METRIC,
@@ -43,9 +45,8 @@ from uldp.experiments.grids import (
     check_profile,
     get_grid,
 )
-from uldp.experiments.keys import ALLOCATION_ARGUMENTS, RunSpec, canonical, config_hash, effective_arguments, expand
-from uldp.experiments.provenance import PROVENANCE_PACKAGES, REPO_ROOT, now, provenance
-from uldp.experiments.results import (
+from uldp.paper.experiments.keys import ALLOCATION_ARGUMENTS, RunSpec, effective_arguments, expand
+from uldp.paper.experiments.results import (
     RESULT_SOURCES,
     ResultSet,
     ResultSource,
@@ -54,8 +55,8 @@ from uldp.experiments.results import (
     load_results,
     summarise,
 )
-from uldp.experiments.runner import GridReport, run_grid
-from uldp.experiments.store import (
+from uldp.paper.experiments.runner import GridReport, run_grid
+from uldp.paper.experiments.store import (
     SCHEMA_VERSION,
     StoredRun,
     expected_seconds,
@@ -64,18 +65,14 @@ from uldp.experiments.store import (
     result_path,
     results_root,
     stored_result,
-    write_json_atomic,
 )
-from uldp.paper_settings import (
-    DELTA,
+from uldp.paper.settings import (
     GROUP_METHODS,
     PAPER_SEEDS,
     PRIVACY_UTILITY,
     PRIVACY_UTILITY_METHODS,
-    SIGMA,
-    DatasetSettings,
-    Hyper,
 )
+from uldp.provenance import PROVENANCE_PACKAGES, REPO_ROOT, canonical, config_hash, now, provenance
 
 __all__ = [
     "ALLOCATION_ARGUMENTS", "DELTA", "GRIDS", "GROUP_METHODS", "PAPER_SEEDS", "PRIVACY_UTILITY",

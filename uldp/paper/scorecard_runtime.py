@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from uldp.plots import runtime_table
-from uldp.verdicts import Finding, NotMeasured, fraction_verdict, stored_grid
+from uldp.paper.plots import runtime_table
+from uldp.paper.verdicts import Finding, NotMeasured, fraction_verdict, stored_grid
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     import pandas as pd
 
-    from uldp.experiments import ResultSet
+    from uldp.paper.experiments import ResultSet
 
 #: "practical" time: one protocol round (a silo's local training and encrypted weighting plus the server's work)
 #: within this many seconds at 3072-bit keys.
@@ -26,7 +26,7 @@ LINEAR_AT_10X = 11.0
 
 def runtime_parts(data: Mapping[str, ResultSet]) -> pd.DataFrame:
     """Seconds per part of the private weighting protocol per dataset and user count, from the ``protocol_runtime``
-    grid (:func:`uldp.plots.runtime_table`), with ``round`` = a silo's training and weighting plus the server's
+    grid (:func:`uldp.paper.plots.runtime_table`), with ``round`` = a silo's training and weighting plus the server's
     per-round work (the silos run in parallel when deployed).
 
     Raises:

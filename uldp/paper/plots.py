@@ -1,4 +1,4 @@
-"""The paper's experiment figures, drawn from stored results (:class:`uldp.experiments.ResultSet`).
+"""The paper's experiment figures, drawn from stored results (:class:`uldp.paper.experiments.ResultSet`).
 
 Every curve is the mean over seeds with a band of one standard deviation, against the round, as in the paper.
 
@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from uldp.experiments import UTILITY_METRIC, ChapterResults, ResultSet, summarise
-from uldp.verdicts import profile_label
+from uldp.paper.experiments import UTILITY_METRIC, ChapterResults, ResultSet, summarise
+from uldp.paper.verdicts import profile_label
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -78,7 +78,7 @@ def draw_curves(ax: Any, summary: Any, panel: str, *, log: bool = False, series_
 
     Args:
         ax: Matplotlib axes.
-        summary: Output of :func:`uldp.experiments.summarise`.
+        summary: Output of :func:`uldp.paper.experiments.summarise`.
         panel: Which panel to draw.
         log: Logarithmic y axis.
         series_order: Series in legend order (others follow in order of appearance); a series keeps its place,
@@ -278,7 +278,8 @@ def runtime_figure(results: ResultSet) -> Figure:
 
 def chapter_figures(shown: ChapterResults, draw: Callable[[ResultSet], Figure]) -> list[Figure]:
     """The figures an experiment chapter shows: ``draw`` of its results, then, when paper-profile results cover only
-    some panels of the figure whole (:func:`uldp.experiments.chapter_results`), ``draw`` of those panels (its title
+    some panels of the figure whole (:func:`uldp.paper.experiments.chapter_results`), ``draw`` of those panels (its
+    title
     says "paper profile")."""
     return [draw(shown.results)] + ([draw(shown.paper_panels)] if shown.paper_panels is not None else [])
 

@@ -3,61 +3,19 @@ the runs of a grid at a profile (:func:`expand`)."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uldp.accounting import check_accountant
 from uldp.checks import check_integer, check_positive
 from uldp.data import DATASETS
-from uldp.experiments.grids import GRIDS, Entry, check_profile, get_grid
 from uldp.methods import parse_method
-from uldp.paper_settings import PAPER_SEEDS
+from uldp.paper.experiments.grids import GRIDS, Entry, check_profile, get_grid
+from uldp.paper.settings import PAPER_SEEDS
+from uldp.provenance import config_hash
 
-
-def canonical(value: Any) -> Any:
-    """A JSON-ready copy with dict keys sorted and tuples as lists (so equal configs serialise equally).
-
-    Raises:
-        ValueError: A value that JSON cannot represent exactly (a non-finite float, another object).
-
-    >>> canonical({"b": (1, 2.5), "a": None})
-    {'a': None, 'b': [1, 2.5]}
-    """
-    if isinstance(value, Mapping):
-        return {str(key): canonical(value[key]) for key in sorted(value, key=str)}
-    if isinstance(value, (list, tuple)):
-        return [canonical(item) for item in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"config values must be finite, got {value!r}")
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    raise ValueError(f"config values must be JSON scalars, lists or mappings, got {type(value).__name__} {value!r}")
-
-
-def config_hash(config: Mapping[str, Any]) -> str:
-    """The storage key of a run: the first 16 hex digits of SHA-256 of its canonical JSON.
-
-    The canonical JSON sorts keys and uses no spaces, so the key depends only on the values, not on their order,
-    the Python process or ``PYTHONHASHSEED``. ``1`` and ``1.0`` are different values (JSON writes them differently).
-
-    Args:
-        config: Run arguments (JSON scalars, lists and mappings).
-
-    Returns:
-        16 lowercase hex digits.
-
-    Raises:
-        ValueError: A value that JSON cannot represent exactly (non-finite float, other object).
-
-    >>> config_hash({"b": 2, "a": 1}) == config_hash({"a": 1, "b": 2})
-    True
-    """
-    text = json.dumps(canonical(config), sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
 
 @dataclass(frozen=True)

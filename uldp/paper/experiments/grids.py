@@ -1,7 +1,7 @@
 """The grid catalogue: each figure of the paper's Section 5 as a named grid of runs, and how the smaller profiles
 shrink it.
 
-The paper-profile runs are built from :mod:`uldp.paper_settings` (settings.md); the ``smoke``, ``default`` and
+The paper-profile runs are built from :mod:`uldp.paper.settings` (settings.md); the ``smoke``, ``default`` and
 ``short`` profiles are :class:`Reduction` s of them, written in :data:`GRIDS`.
 """
 
@@ -11,13 +11,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from uldp.data import DATASETS
+from uldp.defaults import DELTA, SIGMA
 from uldp.methods import parse_method
-from uldp.paper_settings import (
-    DELTA,
+from uldp.paper.settings import (
     PRIVACY_UTILITY,
     PRIVACY_UTILITY_METHODS,
     PROTOCOL_RUNTIME,
-    SIGMA,
     USER_SAMPLING,
     WEIGHTING,
 )
@@ -25,7 +24,8 @@ from uldp.paper_settings import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from uldp.paper_settings import FigureSetting, Hyper
+    from uldp.defaults import Hyper
+    from uldp.paper.settings import FigureSetting
 
 #: Profiles, smallest first. ``paper`` is the authors' settings with 5 seeds; ``short`` is the paper's federation
 #: with fewer rounds and local epochs, for the grids that have it (:attr:`Grid.reductions`).

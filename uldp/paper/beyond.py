@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from uldp.accounting import epsilon_for_method
-from uldp.experiments import GRIDS, UTILITY_METRIC, ResultSet, accounted_results, expand, load_results
-from uldp.verdicts import FAILS, HOLDS, MISSING, PARTLY, NotMeasured, per_setting
+from uldp.paper.experiments import GRIDS, UTILITY_METRIC, ResultSet, accounted_results, expand, load_results
+from uldp.paper.verdicts import FAILS, HOLDS, MISSING, PARTLY, NotMeasured, per_setting
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -104,7 +104,7 @@ def user_level_epsilons() -> pd.DataFrame:
 def group_epsilons(methods: Mapping[str, Sequence[str]]) -> pd.DataFrame:
     """ULDP-GROUP-k's epsilon after the last round of the paper's runs (seed 0), by RDP (what the runs report) and
     by PLD's mixture accountant, from the prepared federations without training
-    (:func:`uldp.experiments.accounted_results`).
+    (:func:`uldp.paper.experiments.accounted_results`).
 
     Args:
         methods: Grid name -> the ULDP-GROUP-k methods to account.
@@ -132,7 +132,7 @@ def pld_claim(reruns: tuple[tuple[str, float], ...] = PLD_RERUNS, *, root: str |
     utility. It holds when the mean gain is positive in every setting re-run, partly in at least half.
 
     Returns:
-        ``{"key", "claim", "where", "measured", "verdict", "source"}`` as :func:`uldp.scorecard.scorecard`'s rows.
+        ``{"key", "claim", "where", "measured", "verdict", "source"}`` as :func:`uldp.paper.scorecard.scorecard`'s rows.
     """
     found, missing = [], []
     for grid, epsilon in reruns:

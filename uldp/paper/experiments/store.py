@@ -9,15 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from uldp.atomic import write_bytes_atomic
-from uldp.experiments.grids import check_profile
-from uldp.experiments.keys import config_hash, effective_arguments
-from uldp.experiments.provenance import REPO_ROOT
+from uldp.paper.experiments.grids import check_profile
+from uldp.paper.experiments.keys import effective_arguments
+from uldp.provenance import REPO_ROOT, config_hash
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-    from uldp.experiments.keys import RunSpec
+    from uldp.paper.experiments.keys import RunSpec
 
 #: Version of the result-file layout; bumped when the layout changes.
 SCHEMA_VERSION = 1
@@ -28,7 +27,7 @@ class StoredRun:
     """One stored run: the JSON file ``<root>/<grid>/<key>.json``, field for field and in the file's order.
 
     Attributes:
-        key: :func:`~uldp.experiments.keys.config_hash` of the run's effective arguments (the file's name).
+        key: :func:`~uldp.provenance.config_hash` of the run's effective arguments (the file's name).
         grid: The grid that ran it (another grid may show it: runs are shared by key).
         panel: Its panel label in that grid.
         series: Its line label in that grid.
@@ -93,24 +92,6 @@ def results_root(profile: str) -> Path:
 def result_path(root: Path, spec: RunSpec) -> Path:
     """The file of one run: ``<root>/<grid>/<key>.json``."""
     return Path(root) / spec.grid / f"{spec.key}.json"
-
-
-def write_json_atomic(path: Path, payload: Any) -> None:
-    """Write ``payload`` as JSON to ``path`` atomically: a temporary file in the same folder, then ``os.replace``.
-
-    A reader never sees a half-written file, and a crash leaves either the old file or none (the temporary file
-    is removed on any error).
-
-    Raises:
-        ValueError: ``payload`` is not JSON-serialisable (nothing is written).
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        text = json.dumps(payload, indent=1, allow_nan=False)
-    except TypeError as error:
-        raise ValueError(f"cannot store {path.name}: {error}") from error
-    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def read_result(path: Path) -> StoredRun | None:

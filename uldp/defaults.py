@@ -1,17 +1,16 @@
-"""The paper's experimental settings (the authors' values, collected in the paper's ``settings.md``), written once.
+"""Default hyperparameters of the registered datasets: the paper's values (its ``settings.md``), as data.
 
-The paper (Section 5) gives no hyperparameter table; ``settings.md`` collects the authors' values for every figure.
-This module holds them as data and nothing else (no torch, no I/O): :class:`uldp.simulation.RunConfig` fills its
-unset hyperparameters, silos and batch size from :data:`PAPER`, and the experiment grids
-(:mod:`uldp.experiments.grids`) build their paper-profile runs from :data:`PRIVACY_UTILITY`, :data:`WEIGHTING`,
-:data:`USER_SAMPLING` and :data:`PROTOCOL_RUNTIME`. ``tests/test_paper_settings.py`` checks the whole of it against
-the tables of ``settings.md``.
+The paper (Section 5) gives no hyperparameter table; ``settings.md`` collects the authors' values. They are the
+library's defaults for the datasets it ships loaders for: :class:`uldp.simulation.RunConfig` fills its unset
+hyperparameters, silos and batch size from :data:`DATASET_DEFAULTS`, and :class:`uldp.data.DatasetSpec` its default
+silo count. The reproduction's own figure settings (seeds, method lists, the other figures' rows) are in
+:mod:`uldp.paper.settings`, and ``tests/test_paper_settings.py`` checks both against the tables of ``settings.md``.
+No torch and no I/O here.
 
-Hyperparameters are given per method *family* (the ``family`` of :func:`uldp.methods.parse_method`: ``"DEFAULT"``,
-``"ULDP-NAIVE"``, ``"ULDP-GROUP"``, ``"ULDP-SGD"``, ``"ULDP-AVG"``): every ULDP-GROUP-k shares its row, and the
-enhanced-weighting variants (``-w``) share their family's.
+Hyperparameters are given per method *family* (:data:`uldp.method_names.FAMILIES`): every ULDP-GROUP-k shares its
+row, and the enhanced-weighting variants (``-w``) share their family's.
 
->>> avg = PAPER["mnist"].hyper("ULDP-AVG")
+>>> avg = DATASET_DEFAULTS["mnist"].hyper("ULDP-AVG")
 >>> avg.params(100)["global_lr"], avg.params(10000)["global_lr"]
 (10.0, 100.0)
 """
@@ -21,21 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from uldp.method_names import FAMILIES
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-#: Noise multiplier and delta of every run of the paper.
+#: Noise multiplier and delta of every run of the paper (the defaults of a registered dataset's runs).
 SIGMA, DELTA = 5.0, 1e-5
-#: Seeds of the paper profile (the paper averages 5 runs).
-PAPER_SEEDS: tuple[int, ...] = (0, 1, 2, 3, 4)
-#: The ULDP-GROUP-k variants of the privacy-utility figures.
-GROUP_METHODS: tuple[str, ...] = ("ULDP-GROUP-max", "ULDP-GROUP-median", "ULDP-GROUP-2", "ULDP-GROUP-8")
-#: The methods of the privacy-utility figures, in the paper's legend order.
-PRIVACY_UTILITY_METHODS: tuple[str, ...] = (
-    "DEFAULT", "ULDP-NAIVE", *GROUP_METHODS, "ULDP-SGD", "ULDP-AVG", "ULDP-AVG-w"
-)
-#: Method families, in the order of settings.md's rows.
-FAMILIES: tuple[str, ...] = ("DEFAULT", "ULDP-NAIVE", "ULDP-GROUP", "ULDP-SGD", "ULDP-AVG")
 
 
 @dataclass(frozen=True)
@@ -105,10 +96,11 @@ def _families(default: Hyper, naive: Hyper, group: Hyper, sgd: Hyper, avg: Hyper
 
 
 _SGD = Hyper(10.0, 0.1, None, None)
-#: Every dataset's settings. The four of the privacy-utility figures are :data:`PRIVACY_UTILITY`; the synthetic
+#: Every registered dataset's settings. The four of the paper's privacy-utility figures are
+#: :data:`uldp.paper.settings.PRIVACY_UTILITY`; the synthetic
 #: dataset has no such figure: its row is the defaults of its runs (the protocol-runtime figure's 20 users and 3
 #: silos, T = 3, and the medical datasets' hyperparameters).
-PAPER: dict[str, DatasetSettings] = {
+DATASET_DEFAULTS: dict[str, DatasetSettings] = {
     settings.dataset: settings
     for settings in (
         DatasetSettings("creditcard", (100, 1000), 5, 100, 64, ("uniform", "zipf"),
@@ -129,60 +121,3 @@ PAPER: dict[str, DatasetSettings] = {
                                   Hyper(1.0, 0.1, 0.001, 50), _SGD, Hyper(10.0, 0.1, 0.001, 50))),
     )
 }
-#: The datasets of the privacy-utility figures (Figures 4-7), in the paper's order.
-PRIVACY_UTILITY: dict[str, DatasetSettings] = {
-    name: PAPER[name] for name in ("creditcard", "mnist", "heart_disease", "tcga_brca")
-}
-
-
-@dataclass(frozen=True)
-class FigureSetting:
-    """One dataset's runs in one of the other figures (a row of settings.md's tables; silos and batch size are the
-    dataset's unless given).
-
-    Attributes:
-        dataset: Registry name.
-        users: The user counts |U|.
-        silos: The silo counts |S|.
-        distributions: Allocation schemes.
-        rounds: Rounds T.
-        hyper: The hyperparameters of its methods.
-        methods: The methods compared.
-        q: User-level Poisson sampling rates.
-    """
-
-    dataset: str
-    users: tuple[int, ...]
-    silos: tuple[int, ...]
-    distributions: tuple[str, ...]
-    rounds: int
-    hyper: Hyper
-    methods: tuple[str, ...]
-    q: tuple[float, ...] = (1.0,)
-
-    @property
-    def batch_size(self) -> int:
-        """The dataset's local batch size (settings.md, "Shared by all runs")."""
-        return PAPER[self.dataset].batch_size
-
-
-#: Figure 8, enhanced weighting (test loss, ULDP-AVG vs ULDP-AVG-w).
-WEIGHTING: tuple[FigureSetting, ...] = (
-    FigureSetting("creditcard", (1000,), (5, 20, 50), ("uniform", "zipf"), 100, Hyper(10.0, 1.0, 0.01, 30),
-                  ("ULDP-AVG", "ULDP-AVG-w")),
-    FigureSetting("tcga_brca", (200,), (6,), ("uniform", "zipf"), 50, Hyper(10.0, 0.1, 0.001, 50),
-                  ("ULDP-AVG", "ULDP-AVG-w")),
-)
-#: Figure 9, user-level sub-sampling (ULDP-AVG-w with Poisson user sampling rate q).
-USER_SAMPLING: tuple[FigureSetting, ...] = (
-    FigureSetting("creditcard", (1000,), (5,), ("zipf",), 100, Hyper(10.0, 1.0, 0.01, 30), ("ULDP-AVG-w",),
-                  q=(0.1, 0.3, 0.5, 0.7, 1.0)),
-    FigureSetting("mnist", (10000,), (5,), ("zipf",), 200, Hyper(100.0, 0.1, 0.01, 50), ("ULDP-AVG-w",),
-                  q=(0.1, 0.3, 0.5, 1.0)),
-)
-#: Figure 10, the private weighting protocol's runtime on the medical datasets (secure aggregation).
-PROTOCOL_RUNTIME: tuple[FigureSetting, ...] = tuple(
-    FigureSetting(dataset, (10, 100), (PAPER[dataset].n_silos,), ("zipf",), 3, Hyper(10.0, 0.1, 0.001, 50),
-                  ("ULDP-AVG-w",))
-    for dataset in ("heart_disease", "tcga_brca")
-)

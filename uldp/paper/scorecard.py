@@ -1,14 +1,15 @@
 """The claims of the paper's results section (Section 5.2), each checked against our stored results.
 
-Every claim is a function of the stored results of the grids (:mod:`uldp.experiments`) that returns what we measured
+Every claim is a function of the stored results of the grids (:mod:`uldp.paper.experiments`) that returns what we
+measured
 and a verdict: ``holds``, ``partly`` or ``does not hold`` (``not measured`` when the results it needs are missing).
 A claim made over several settings (panels) holds when it holds in every one, partly when in at least half, and
-does not hold otherwise (:mod:`uldp.verdicts`); every size word ("much larger", "much faster", "reasonably high",
+does not hold otherwise (:mod:`uldp.paper.verdicts`); every size word ("much larger", "much faster", "reasonably high",
 "competitive", "practical") has a threshold stated here and in the row. A claim is judged on its grids' results at
 the largest profile stored, never on a mix of scales. The protocol-overhead claims live in
-:mod:`uldp.scorecard_runtime`.
+:mod:`uldp.paper.scorecard_runtime`.
 
-Utility is the dataset's metric of :data:`uldp.experiments.UTILITY_METRIC` (higher is better); "final" means the
+Utility is the dataset's metric of :data:`uldp.paper.experiments.UTILITY_METRIC` (higher is better); "final" means the
 mean over seeds at the last round; "convergence speed" is the mean utility over all rounds (the area under the
 curve, so a method that gets high sooner scores higher).
 """
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from uldp.experiments import (
+from uldp.paper.experiments import (
     GRIDS,
     PROFILES,
     UTILITY_METRIC,
@@ -31,8 +32,8 @@ from uldp.experiments import (
     expand,
     load_results,
 )
-from uldp.scorecard_runtime import runtime_dominant, runtime_grows, runtime_linear, runtime_practical
-from uldp.verdicts import (  # per_setting is part of this module's interface too
+from uldp.paper.scorecard_runtime import runtime_dominant, runtime_grows, runtime_linear, runtime_practical
+from uldp.paper.verdicts import (  # per_setting is part of this module's interface too
     FAILS,
     HOLDS,
     MISSING,
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
 PRIVACY_UTILITY_GRIDS = tuple(name for name, grid in GRIDS.items() if grid.kind == "privacy_utility")
-#: The key of the MNIST paper-profile epsilons from accounting alone (:func:`uldp.experiments.accounted_results`):
+#: The key of the MNIST paper-profile epsilons from accounting alone (:func:`uldp.paper.experiments.accounted_results`):
 #: a claim about epsilon alone is judged at the paper's scale though MNIST's training at that scale does not run here.
 MNIST_ACCOUNTING = "mnist-accounting"
 #: The methods of the MNIST epsilon claim.
@@ -513,7 +514,8 @@ def stored_results(profile: str, *, paper_root: Any = None, root: Any = None,
 
 
 def _source(results: ResultSet) -> str:
-    """Which results a verdict rests on: grid, profile (:func:`uldp.verdicts.profile_label`: "paper settings on the
+    """Which results a verdict rests on: grid, profile (:func:`uldp.paper.verdicts.profile_label`: "paper settings on
+    the
     Creditcard subset" where that ran), seeds, runs and panels when not all."""
     text = f"{results.grid}: {profile_label(results)}, {len({run['seed'] for run in results.runs})} seed(s)"
     if results.source == "accounting":
@@ -532,7 +534,7 @@ def at_largest_profile(data: Mapping[str, ResultSet], names: tuple[str, ...]) ->
     smoke): a verdict rests on one scale, the largest stored. A grid stored only at a smaller profile is left out;
     for instance the book's own small runs of MNIST beside the paper-profile runs of the other datasets.
 
-    >>> from uldp.experiments import ResultSet
+    >>> from uldp.paper.experiments import ResultSet
     >>> data = {name: ResultSet(name, profile, ({},), (), "memory")
     ...         for name, profile in (("creditcard", "paper"), ("mnist", "default"), ("tcga_brca", "paper"))}
     >>> list(at_largest_profile(data, ("creditcard", "mnist", "tcga_brca", "heart_disease")))

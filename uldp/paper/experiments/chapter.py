@@ -8,17 +8,17 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from uldp.experiments.backend import SIMULATION
-from uldp.experiments.grids import GRIDS, check_profile, get_grid
-from uldp.experiments.keys import expand
-from uldp.experiments.results import duration, load_results
-from uldp.experiments.runner import run_grid
+from uldp.paper.experiments.backend import SIMULATION
+from uldp.paper.experiments.grids import GRIDS, check_profile, get_grid
+from uldp.paper.experiments.keys import expand
+from uldp.paper.experiments.results import duration, load_results
+from uldp.paper.experiments.runner import run_grid
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from uldp.experiments.backend import Backend
-    from uldp.experiments.results import ResultSet
+    from uldp.paper.experiments.backend import Backend
+    from uldp.paper.experiments.results import ResultSet
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import numpy as np
 
 from uldp.checks import check_integer
 from uldp.data import load
-from uldp.experiments.keys import canonical
+from uldp.provenance import canonical
 from uldp.simulation import RunConfig, run
 
 if TYPE_CHECKING:

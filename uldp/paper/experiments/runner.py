@@ -19,26 +19,26 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
+from uldp.atomic import write_json_atomic
 from uldp.checks import check_integer
-from uldp.experiments.backend import SIMULATION
-from uldp.experiments.keys import canonical, expand
-from uldp.experiments.provenance import now, provenance
-from uldp.experiments.results import duration
-from uldp.experiments.store import (
+from uldp.paper.experiments.backend import SIMULATION
+from uldp.paper.experiments.keys import expand
+from uldp.paper.experiments.results import duration
+from uldp.paper.experiments.store import (
     StoredRun,
     expected_seconds,
     pending_runs,
     result_path,
     results_root,
     stored_result,
-    write_json_atomic,
 )
+from uldp.provenance import canonical, now, provenance
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-    from uldp.experiments.backend import Backend
-    from uldp.experiments.keys import RunSpec
+    from uldp.paper.experiments.backend import Backend
+    from uldp.paper.experiments.keys import RunSpec
 
 
 @dataclass(frozen=True)
@@ -214,7 +214,8 @@ def run_grid(
     expected = expected_seconds(todo, root)
     todo.sort(key=lambda spec: (spec.seed, -expected.get(spec.key, math.inf)))
     n_distinct = len({spec.key for spec in specs})
-    base = provenance(command or f"uldp.experiments.run_grid({grid_name!r}, {profile!r}, seeds={seeds!r}, jobs={jobs})")
+    base = provenance(command
+                      or f"uldp.paper.experiments.run_grid({grid_name!r}, {profile!r}, seeds={seeds!r}, jobs={jobs})")
     failed: list[tuple[str, str]] = []
     raced = 0
     bar = tqdm(total=len(todo), desc=f"{grid_name} [{profile}]", unit="run", disable=not progress or not todo,

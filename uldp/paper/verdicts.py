@@ -1,4 +1,4 @@
-"""Verdicts of the Scorecard (:mod:`uldp.scorecard`): what a claim check returns, the shared rules, and the
+"""Verdicts of the Scorecard (:mod:`uldp.paper.scorecard`): what a claim check returns, the shared rules, and the
 per-setting summary of stored results the checks read.
 
 A claim made over several settings holds when it holds in every one, partly when in at least half, and does not
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
-    from uldp.experiments import ResultSet
+    from uldp.paper.experiments import ResultSet
 
 HOLDS, PARTLY, FAILS, MISSING = "holds", "partly", "does not hold", "not measured"
 #: The start of the dataset variant of a Creditcard run on the shipped 5,412-row subset (provenance
@@ -102,7 +102,7 @@ def profile_label(results: ResultSet) -> str:
     runs among them ran on the 5,412-row subset instead of the paper's file (said of the Creditcard panels only when
     the grid has others).
 
-    >>> from uldp.experiments import ResultSet
+    >>> from uldp.paper.experiments import ResultSet
     >>> runs = ({"params": {"dataset": "creditcard"}, "provenance": {}},)
     >>> profile_label(ResultSet("creditcard", "paper", runs, (), "memory"))
     'paper settings on the Creditcard subset'

@@ -45,8 +45,8 @@ def handle(args: argparse.Namespace) -> int:
     from dataclasses import asdict
     from pathlib import Path
 
-    from uldp import experiments
     from uldp.cli import print_json, show_progress
+    from uldp.paper import experiments
 
     if args.name == "list":
         grids = [{"name": grid.name, "figure": grid.figure, "title": grid.title}

@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import pandas as pd
 
-from uldp.experiments.backend import loaded_dataset, split_arguments
-from uldp.experiments.keys import expand
-from uldp.experiments.provenance import now, provenance
-from uldp.experiments.store import results_root, stored_result
+from uldp.paper.experiments.backend import loaded_dataset, split_arguments
+from uldp.paper.experiments.keys import expand
+from uldp.paper.experiments.store import results_root, stored_result
+from uldp.provenance import now, provenance
 from uldp.simulation import RunConfig, accounted_epsilon
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from uldp.experiments.keys import RunSpec
+    from uldp.paper.experiments.keys import RunSpec
 
 #: Where a :class:`ResultSet`'s runs come from: ``"stored"`` (trained runs read from a results root) or
 #: ``"accounting"`` (epsilons from accounting alone, nothing trained: :func:`accounted_results`).
@@ -34,7 +34,8 @@ class ResultSet:
     Attributes:
         grid: Grid name.
         profile: The profile the runs belong to.
-        runs: Stored runs in grid order: each the JSON object of its :class:`~uldp.experiments.store.StoredRun`, with
+        runs: Stored runs in grid order: each the JSON object of its :class:`~uldp.paper.experiments.store.StoredRun`,
+        with
             ``panel``, ``series`` and ``params`` as this grid labels it (a run shared by panels appears in each).
         missing: Specs with no stored result.
         root: Where they were read from (``None`` for results computed by accounting).
@@ -201,7 +202,7 @@ def accounted_results(grid_name: str, *, seeds: Sequence[int] = (0,), methods: S
             raise ValueError(f"methods {sorted(set(methods) - known)!r} are not run by grid {grid_name!r}; "
                              f"its methods: {', '.join(sorted(known))}")
         specs = [spec for spec in specs if spec.kwargs["method"] in methods]
-    base = provenance(f"uldp.experiments.accounted_results({grid_name!r}, accountant={accountant!r})")
+    base = provenance(f"uldp.paper.experiments.accounted_results({grid_name!r}, accountant={accountant!r})")
     accounted: dict[str, tuple[float | None, dict]] = {}  # a run shared by several panels is accounted once
     runs = []
     for spec in specs:

@@ -195,6 +195,18 @@ def test_default_takes_no_noise_and_other_methods_run_through_the_registry():
     assert history.epsilon is not None and history.epsilon > 0
 
 
+def test_the_method_class_alone_decides_which_hyperparameters_fit_leaves_unset(monkeypatch):
+    from uldp.methods.uldp_avg import UserLevelMethod
+
+    x, y, users, silos = records()
+    arguments: dict[str, Any] = dict(user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), method="ULDP-SGD",
+                                     sigma=1.0, rounds=1, local_lr=0.5, local_epochs=3)
+    assert fit(mlp(), x, y, **arguments)[1].info["hyperparameters"].local_lr is None
+    monkeypatch.setitem(UserLevelMethod.REQUIRED, "ULDP-SGD", ("local_lr", "clip", "sigma"))
+    hp = fit(mlp(), x, y, **arguments)[1].info["hyperparameters"]
+    assert (hp.local_lr, hp.local_epochs) == (0.5, None)
+
+
 @pytest.mark.parametrize("change, message", [
     (dict(user_ids=["a"] * 5), "user_ids has 5 ids, x has 120 records"),
     (dict(user_ids=[None] + ["a"] * 119), "missing id"),

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 from tqdm import tqdm
 
 from uldp.accounting import sigma_for_epsilon
 from uldp.atomic import check_writable
+from uldp.checks import check_integer
 from uldp.defaults import SIGMA
 from uldp.methods import make_method
 from uldp.methods.base import seed_stream
@@ -24,16 +25,35 @@ if TYPE_CHECKING:
     import numpy as np
     from torch import Tensor
 
-    from uldp.methods.base import Federation, Hyperparameters
+    from uldp.methods.base import AggregateFn, Federation, Hyperparameters, Method
 
 #: Top-level random streams of a run, children of its root seed: the subset of the training records, the
 #: allocation and the initial model (:func:`uldp.simulation.run`), the method's preparation and the rounds (both).
 ALLOCATION_STREAM, INIT_STREAM, PREPARE_STREAM, ROUNDS_STREAM, SUBSET_STREAM = range(5)
 
 
+def round_seed(root: np.random.SeedSequence, t: int) -> np.random.SeedSequence:
+    """The random stream of round ``t`` of the run seeded by ``root``; rounds count from 0 here, so the server's
+    round ``r`` (1-based, as Flower and the deployment number them) is ``round_seed(root, r - 1)``.
+
+    Every draw of a round (user sampling, record order, dropout, noise) derives from this stream
+    (:mod:`uldp.methods.base`'s sub-streams), so a round's draws depend on ``root`` and ``t`` alone.
+
+    Raises:
+        ValueError: ``t`` is not an integer >= 0.
+
+    Example:
+        >>> import numpy as np
+        >>> root = np.random.SeedSequence(7)
+        >>> round_seed(root, 2).spawn_key == (ROUNDS_STREAM, 2)
+        True
+    """
+    return seed_stream(root, ROUNDS_STREAM, check_integer("t", t, minimum=0))
+
+
 def prepare_method(name: str, hp: Hyperparameters, federation: Federation, root: np.random.SeedSequence, *,
                    user_weights: np.ndarray | None = None, target_epsilon: float | None = None, rounds: int = 1,
-                   accountant: str = "rdp") -> tuple[Hyperparameters, Any, Federation]:
+                   accountant: str = "rdp") -> tuple[Hyperparameters, Method, Federation]:
     """The method of the registry, prepared on ``federation`` (ULDP-GROUP-k's flags, from ``PREPARE_STREAM``).
 
     With ``target_epsilon``, ``hp.sigma`` is ignored: sigma becomes the smallest whose user-level epsilon after
@@ -66,14 +86,15 @@ def prepare_method(name: str, hp: Hyperparameters, federation: Federation, root:
 
 
 # ------------------------------------------------------------------------------------------------ the rounds --
-def train_rounds(method: Any, federation: Federation, params: Tensor, *, rounds: int, root: np.random.SeedSequence,
-                 evaluate: Callable[[Tensor], dict], aggregate_fn: Any = None, checkpoint: str | Path | None = None,
+def train_rounds(method: Method, federation: Federation, params: Tensor, *, rounds: int, root: np.random.SeedSequence,
+                 evaluate: Callable[[Tensor], dict], aggregate_fn: AggregateFn | None = None,
+                 checkpoint: str | Path | None = None,
                  fingerprint: str = "", checkpoint_seconds: float = 60.0, progress: bool = False,
                  description: str = "training", accountant: str = "rdp",
                  epsilon_budget: float | None = None) -> tuple[Tensor, list[dict], int]:
     """The round loop of every in-process run: :func:`fit` and :func:`uldp.simulation.run` (one core).
 
-    Round ``t`` (0-based) is ``method.round`` with the random stream ``seed_stream(root, ROUNDS_STREAM, t)``
+    Round ``t`` (0-based) is ``method.round`` with the random stream :func:`round_seed` ``(root, t)``
     (Algorithms 1-4), then ``evaluate(params)`` and the method's accountant (Theorems 1-3) for epsilon after
     ``t + 1`` rounds. Each round's draws depend on ``root`` and ``t`` alone, so a run resumed from its checkpoint
     (:mod:`uldp.persist`'s atomic format) ends exactly as an uninterrupted one.
@@ -118,7 +139,7 @@ def train_rounds(method: Any, federation: Federation, params: Tensor, *, rounds:
         epsilon = method.epsilon(federation, t + 1, accountant=accountant)  # known before the round is run
         if epsilon_budget is not None and epsilon is not None and epsilon > epsilon_budget:
             break
-        params = method.round(params, federation, seed_stream(root, ROUNDS_STREAM, t), aggregate_fn)
+        params = method.round(params, federation, round_seed(root, t), aggregate_fn)
         row = {"round": t + 1, **evaluate(params)}
         row.update(epsilon=None if epsilon is None else float(epsilon), seconds=round(time.perf_counter() - tick, 4))
         history.append(row)

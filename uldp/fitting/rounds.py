@@ -3,6 +3,7 @@ streams, the method prepared on a federation (sigma calibrated to a target epsil
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -12,14 +13,14 @@ from tqdm import tqdm
 
 from uldp.accounting import sigma_for_epsilon
 from uldp.atomic import check_writable
-from uldp.checks import check_integer
+from uldp.checks import check_integer, check_number
 from uldp.defaults import SIGMA
 from uldp.methods import make_method
 from uldp.methods.base import seed_stream
 from uldp.persist import Checkpoint, load_checkpoint, save_checkpoint
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from pathlib import Path
 
     import numpy as np
@@ -86,6 +87,49 @@ def prepare_method(name: str, hp: Hyperparameters, federation: Federation, root:
 
 
 # ------------------------------------------------------------------------------------------------ the rounds --
+def restored_history(rows: Sequence[dict], method: Method, federation: Federation, *,
+                     accountant: str) -> list[dict]:
+    """The rows of a checkpoint, checked field by field, with each round's epsilon recomputed by the accountant.
+
+    A checkpoint's digest detects corruption, not a forged file: the epsilon a resumed run reports is recomputed
+    from the method, the federation and ``accountant`` (Theorems 1-3), never read from the file; a stored value
+    that disagrees with the recomputation is refused, as is a row of another layout.
+
+    Args:
+        rows: The checkpoint's history (one dict per completed round, as :func:`train_rounds` writes them).
+        method: The run's method, prepared on ``federation``.
+        federation: The records.
+        accountant: The run's accountant.
+
+    Returns:
+        The rows, with the recomputed epsilons.
+
+    Raises:
+        ValueError: A round number out of sequence, rows of different keys, a missing ``epsilon`` or ``seconds``,
+            a value that is not a number, or an epsilon other than the accountant's.
+    """
+    checked: list[dict] = []
+    for t, row in enumerate(rows):
+        if not isinstance(row, dict) or type(row.get("round")) is not int or row["round"] != t + 1:
+            raise ValueError(f"checkpoint row {t} must be an object with round {t + 1}, got {str(row)[:80]}")
+        if set(row) != set(rows[0]) or not {"epsilon", "seconds"} <= set(row):
+            raise ValueError(f"checkpoint row {t} must hold epsilon, seconds and the keys of the first row "
+                             f"{sorted(rows[0])[:8]}, got {sorted(row)[:8]}")
+        for name, value in row.items():
+            if name != "epsilon" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise ValueError(f"checkpoint round {t + 1}: {str(name)[:40]} must be a number, got {value!r:.40}")
+        check_number("seconds", row["seconds"], at_least=0, finite=True)
+        spent = method.epsilon(federation, t + 1, accountant=accountant)
+        epsilon = None if spent is None else float(spent)
+        stored = row["epsilon"]
+        if (epsilon is None) != (stored is None) or (epsilon is not None and not (
+                type(stored) is float and math.isclose(stored, epsilon, rel_tol=1e-9))):
+            raise ValueError(f"checkpoint round {t + 1} says epsilon {stored!r:.40}; the method and the {accountant} "
+                             f"accountant give {epsilon!r}: the file was altered or belongs to another run")
+        checked.append({**row, "epsilon": epsilon})
+    return checked
+
+
 def train_rounds(method: Method, federation: Federation, params: Tensor, *, rounds: int, root: np.random.SeedSequence,
                  evaluate: Callable[[Tensor], dict], aggregate_fn: AggregateFn | None = None,
                  checkpoint: str | Path | None = None,
@@ -120,7 +164,8 @@ def train_rounds(method: Method, federation: Federation, params: Tensor, *, roun
         "epsilon", "seconds"}``. Fewer rows than ``rounds`` means the budget stopped the run.
 
     Raises:
-        ValueError: A corrupted checkpoint or one of another configuration.
+        ValueError: A corrupted checkpoint, one of another configuration or of more rounds, or one whose rows
+            are not what this run writes (:func:`restored_history`).
     """
     if checkpoint is not None:
         check_writable(checkpoint, "checkpoint")  # before any training, not after it
@@ -128,8 +173,11 @@ def train_rounds(method: Method, federation: Federation, params: Tensor, *, roun
     restored = None if checkpoint is None else load_checkpoint(checkpoint, config_fingerprint=fingerprint,
                                                                    like=params.detach().numpy())
     if restored is not None:
+        if restored.rounds_done > rounds:
+            raise ValueError(f"checkpoint {checkpoint} holds {restored.rounds_done} rounds, more than this run's "
+                             f"{rounds}; use another checkpoint path or more rounds")
         params = torch.from_numpy(restored.params)
-        history = list(restored.history)
+        history = restored_history(restored.history, method, federation, accountant=accountant)
     resumed = len(history)
     saved = time.perf_counter()
     federation.model.train()

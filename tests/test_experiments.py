@@ -361,7 +361,8 @@ def test_a_stored_result_missing_a_field_is_a_value_error_naming_it(missing, tmp
     path = result_path(tmp_path, spec)
     experiments.write_json_atomic(path, {name: value for name, value in _stored_payload(spec).items()
                                          if name != missing})
-    with pytest.raises(ValueError, match=f"malformed: the file must hold exactly schema, key, grid.*got (?!.*{missing})"):
+    expected = f"malformed: the file must hold exactly schema, key, grid.*got (?!.*{missing})"
+    with pytest.raises(ValueError, match=expected):
         experiments.read_result(path)
 
 

@@ -207,15 +207,14 @@ assert [record["epsilon"] for record in deployed["history"]] == local.epsilon
 # %%
 from uldp.data import load
 from uldp.deploy.method_roles import MethodServer, MethodSilo
-from uldp.fitting import ROUNDS_STREAM
-from uldp.methods.base import seed_stream
+from uldp.fitting import round_seed
 
 dataset = load(config.run.dataset)
 for insecure in (False, True):
     attacked = DeployConfig.from_json({**RUN, "secure": False, "insecure_reproducible_noise": insecure})
     server = MethodServer(attacked, dataset)
     params, sampled = server.initial_params(), server.sampled_users(1)
-    shared = seed_stream(np.random.SeedSequence(attacked.run.seed), ROUNDS_STREAM, 0)
+    shared = round_seed(np.random.SeedSequence(attacked.run.seed), 0)  # round 1
     residual = np.concatenate([
         MethodSilo(attacked, s, dataset).contribution(params, 1, sampled)
         - server.method.silo_noise(params.size, server.n_silos, shared, s).numpy()

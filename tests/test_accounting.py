@@ -3,6 +3,7 @@
 import json
 import math
 import warnings
+from statistics import NormalDist
 
 import dp_accounting
 import mpmath
@@ -13,7 +14,11 @@ from hypothesis import given, settings, strategies as st
 from scipy import optimize
 
 from uldp.accounting import (
+    ACCOUNTANTS,
     DEFAULT_ORDERS,
+    Accountant,
+    PrivacySpent,
+    check_accountant,
     epsilon_for_method,
     epsilon_group,
     epsilon_naive,
@@ -291,6 +296,44 @@ def test_cli_group_epsilon_json(capsys):
     assert [row["k"] for row in rows] == [1, 2, 3]
     assert rows[0]["epsilon_rdp"] == pytest.approx(rows[0]["epsilon_dp"])
     assert rows[2]["epsilon_rdp"] >= rows[1]["epsilon_rdp"]  # k=3 is certified through k=4
+
+
+class ExactGaussian(Accountant):
+    """An accountant written for the test from an independent source: the exact (epsilon, delta) of ``T`` Gaussian
+    rounds, one Gaussian with ``mu = sqrt(T) / sigma`` (Balle and Wang 2018, Theorem 8); ``q = 1`` only."""
+
+    name = "exact-gaussian"
+
+    def gaussian(self, *, sigma, rounds, delta, q, value_discretization_interval):
+        assert q == 1.0 and value_discretization_interval is None
+        mu, phi = math.sqrt(rounds) / sigma, NormalDist().cdf
+
+        def gap(epsilon: float) -> float:
+            return phi(mu / 2 - epsilon / mu) - math.exp(epsilon) * phi(-mu / 2 - epsilon / mu) - delta
+
+        return PrivacySpent(epsilon=optimize.brentq(gap, 0.0, 100.0, xtol=1e-12), order=math.nan, delta=delta)
+
+    def group(self, **arguments):
+        raise NotImplementedError
+
+
+def test_a_registered_accountant_is_what_the_guarantees_the_sigma_search_and_every_command_use(monkeypatch, capsys):
+    monkeypatch.setitem(ACCOUNTANTS, ExactGaussian.name, ExactGaussian())
+    exact = epsilon_for_method("ULDP-NAIVE", sigma=5.0, rounds=100, delta=1e-5, accountant="exact-gaussian").epsilon
+    pld = epsilon_for_method("ULDP-NAIVE", sigma=5.0, rounds=100, delta=1e-5, accountant="pld").epsilon
+    assert exact <= pld <= exact * 1.01  # the PLD's pessimistic discretisation is within 1% of the exact value
+    sigma = sigma_for_epsilon("ULDP-AVG", epsilon=2.0, rounds=50, delta=1e-5, accountant="exact-gaussian")
+    spent = epsilon_for_method("ULDP-AVG", sigma=sigma, rounds=50, delta=1e-5, accountant="exact-gaussian").epsilon
+    assert 2.0 * 0.9999 <= spent <= 2.0
+    assert main(["epsilon", "--method", "ULDP-NAIVE", "--sigma", "5", "--rounds", "100", "--delta", "1e-5",
+                 "--accountant", "exact-gaussian", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["epsilon"] == exact
+    for command in ("run", "grid"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        assert "exact-gaussian" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="known accountants: rdp, pld, exact-gaussian"):
+        check_accountant("prv")
 
 
 def test_cli_bad_method_exits_2(capsys):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING
 
 import pytest
@@ -67,3 +68,35 @@ def test_profile_jobs_are_distinct_and_cover_the_chapter() -> None:
         assert {"DEFAULT", "ULDP-GROUP-max", "ULDP-NAIVE", "ULDP-AVG", "ULDP-AVG-w"} <= methods
     with pytest.raises(ValueError, match="profile"):
         profile_jobs("paper")
+
+
+def _committed(estimator: str) -> dict:
+    """A stored audit of the default profile (committed), as the honest file the attacks below alter."""
+    spec = next(spec for spec in profile_jobs("default") if spec["estimator"] == estimator and spec["claim"])
+    return json.loads((jobs.audit_root("default") / f"{config_hash(spec)}.json").read_text())
+
+
+@pytest.mark.parametrize("estimator, change, message", [
+    ("many", lambda p: {**p, "result": "junk"}, "result must be an object of sigma"),
+    ("many", lambda p: {**p, "result": {**p["result"], "epsilon_lb": "high"}}, "result.epsilon_lb must be"),
+    ("many", lambda p: {**p, "result": {**p["result"], "sigma": None}}, "result.sigma must be"),
+    ("many", lambda p: {**p, "result": {**p["result"], "tpr": 1.5}}, r"result.tpr must be a number in \[0, 1\]"),
+    ("many", lambda p: {**p, "result": {**p["result"], "direction": "up"}}, "result.direction must be 'high' or 'low'"),
+    ("many", lambda p: {**p, "result": {**p["result"], "roc_tpr": [0.5]}}, "result.roc_tpr must be a list of 61"),
+    ("many", lambda p: {**p, "result": {**p["result"], "n_in": -1}}, "result.n_in must be"),
+    ("many", lambda p: {**p, "result": {key: v for key, v in p["result"].items() if key != "fpr"}}, "result must be"),
+    ("many", lambda p: {**p, "params": {**p["params"], "runs": 0}}, "runs must be an integer"),
+    ("many", lambda p: {**p, "params": {**p["params"], "extra": 1}}, "params must be a job's arguments"),
+    ("many", lambda p: {**p, "params": {**p["params"], "seed": 1}}, "its key .* disagree"),
+    ("many", lambda p: {**p, "provenance": {}}, "provenance.wall_seconds must be"),
+    ("one", lambda p: {**p, "result": {**p["result"], "correct": p["result"]["guesses"] + 1}}, "result.correct"),
+    ("one", lambda p: {**p, "result": {**p["result"], "guess_candidates": []}}, "result.guess_candidates must be"),
+])
+def test_a_tampered_stored_audit_is_a_value_error_naming_the_file(tmp_path, estimator, change, message) -> None:
+    honest = _committed(estimator)
+    path = tmp_path / f"{honest['key']}.json"
+    path.write_text(json.dumps(honest))
+    assert read_stored(path) == honest
+    path.write_text(json.dumps(change(honest)))
+    with pytest.raises(ValueError, match=f"stored audit {re.escape(str(path))} is malformed: {message}"):
+        read_stored(path)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from uldp.deploy.method_roles import DeployConfig, MethodServer, MethodSilo
+from uldp.methods import EveryRecordSiloNoise
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 NOISY = ["ULDP-NAIVE", "ULDP-SGD", "ULDP-SGD-w", "ULDP-AVG", "ULDP-AVG-w"]
@@ -37,11 +38,12 @@ def _config(method: str, *, insecure: bool = False, **fields) -> DeployConfig:
 
 def _server_rebuilt_noise(server: MethodServer, size: int, round_index: int) -> list[np.ndarray]:
     """The attack: every silo's noise rebuilt from the shared configuration alone (the server's own objects)."""
-    from uldp.fitting import ROUNDS_STREAM
-    from uldp.methods.base import seed_stream
+    from uldp.fitting import round_seed
 
-    shared = seed_stream(np.random.SeedSequence(server.config.run.seed), ROUNDS_STREAM, round_index - 1)
-    return [server.method.silo_noise(size, server.n_silos, shared, s).numpy() for s in range(server.n_silos)]
+    shared = round_seed(np.random.SeedSequence(server.config.run.seed), round_index - 1)
+    method = server.method
+    assert isinstance(method, EveryRecordSiloNoise)
+    return [method.silo_noise(size, server.n_silos, shared, s).numpy() for s in range(server.n_silos)]
 
 
 def _plain_residuals(config: DeployConfig, dataset) -> tuple[np.ndarray, float]:
@@ -55,6 +57,7 @@ def _plain_residuals(config: DeployConfig, dataset) -> tuple[np.ndarray, float]:
         rebuilt = _server_rebuilt_noise(server, params.size, round_index)
         residuals += [r.astype(np.float64) - z for r, z in zip(received, rebuilt, strict=True)]
         params = server.combine(params, received, round_index)
+    assert isinstance(server.method, EveryRecordSiloNoise)
     return np.concatenate(residuals), server.method.noise_std(server.n_silos)
 
 

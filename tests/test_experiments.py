@@ -330,6 +330,15 @@ def _stored_payload(spec) -> dict:
     ({"config": "x"}, "params and config must be objects"),
     ({"params": {"method": "ULDP-AVG-w", "seed": 0, "n_users": 11}}, "disagree"),
     ({"key": "0" * 16}, "disagree"),
+    ({"grid": 5}, "grid must be a non-empty string, got 5"),
+    ({"series": None}, "series must be a non-empty string"),
+    ({"extra": 1}, "must hold exactly schema, key, grid"),
+    ({"result": {"test_loss": ["low"]}}, "result.test_loss must be a list of numbers or nulls"),
+    ({"result": {"test_loss": [True]}}, "result.test_loss must be a list of numbers or nulls"),
+    ({"result": {"test_loss": 1.0}}, "result.test_loss must be a list"),
+    ({"result": {"test_loss": [1.0], "epsilon": [1.0, 2.0]}}, "one length"),
+    ({"result": {"round": [2], "test_loss": [1.0]}}, "result.round must count"),
+    ({"result": {"test_loss": [1.0], "info": []}}, "result.info must be an object"),
 ])
 def test_a_tampered_stored_result_is_a_value_error_naming_the_file(change, detail, tmp_path):
     """Issue 25: a stored result whose fields are malformed or whose run arguments do not match its key is refused
@@ -344,6 +353,17 @@ def test_a_tampered_stored_result_is_a_value_error_naming_the_file(change, detai
         experiments.read_result(path)
     with pytest.raises(ValueError, match=detail):
         load_results("user_sampling", "paper", seeds=[0], root=tmp_path)
+
+
+@pytest.mark.parametrize("missing", ["key", "grid", "panel", "series", "seed", "params", "config", "provenance"])
+def test_a_stored_result_missing_a_field_is_a_value_error_naming_it(missing, tmp_path):
+    spec = expand("user_sampling", "paper", seeds=[0])[0]
+    path = result_path(tmp_path, spec)
+    experiments.write_json_atomic(path, {name: value for name, value in _stored_payload(spec).items()
+                                         if name != missing})
+    expected = f"malformed: the file must hold exactly schema, key, grid.*got (?!.*{missing})"
+    with pytest.raises(ValueError, match=expected):
+        experiments.read_result(path)
 
 
 def test_a_grid_run_resumes_from_its_checkpoint_beside_the_result_and_removes_it_once_stored(tmp_path):

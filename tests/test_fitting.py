@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from uldp.fitting import UnsupportedModuleError, check_module, fit, index_ids, w
 from uldp.methods import Federation, Hyperparameters, make_method
 from uldp.methods.base import seed_stream
 from uldp.models import build_model, loss_function
-from uldp.persist import load_checkpoint
+from uldp.persist import MAGIC, Checkpoint, array_from_bytes, load_checkpoint, save_checkpoint
 from uldp.simulation import RunConfig, _checkpoint_fingerprint, build_federation, run
 from uldp.training.per_user import flat_parameters
 
@@ -185,6 +187,46 @@ def test_a_run_resumed_from_its_checkpoint_continues_exactly(tmp_path, capsys):
         fit(mlp(), x, y, rounds=4, checkpoint=path, **{**arguments, "sigma": 2.0})
 
 
+def _reseal(path: Path, change) -> None:
+    """The attack: rewrite a checkpoint's history and seal it again with a fresh digest (the digest is unkeyed)."""
+    data = path.read_bytes()[:-32]
+    (length,) = struct.unpack_from("<I", data, len(MAGIC))
+    header = json.loads(data[len(MAGIC) + 4:len(MAGIC) + 4 + length])
+    params = array_from_bytes(data[len(MAGIC) + 4 + length:])
+    save_checkpoint(path, Checkpoint(header["rounds_done"], params, header["config_fingerprint"],
+                                     tuple(change(header["history"]))))
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda rows: [{**row, "epsilon": 0.001} for row in rows], "round 1 says epsilon 0.001"),
+    (lambda rows: [rows[0], {**rows[1], "epsilon": None}], "round 2 says epsilon None"),
+    (lambda rows: [{"junk": 1}, {"junk": 2}], "row 0 must be an object with round 1"),
+    (lambda rows: [rows[1], rows[0]], "row 0 must be an object with round 1"),
+    (lambda rows: [rows[0], {key: value for key, value in rows[1].items() if key != "seconds"}], "row 1 must hold"),
+    (lambda rows: [rows[0], {**rows[1], "seconds": -1.0}], "seconds must be"),
+    (lambda rows: [rows[0], {**rows[1], "seconds": "fast"}], "seconds must be a number"),
+])
+def test_a_resealed_checkpoint_is_refused_unless_its_rows_are_what_the_run_writes(tmp_path, change, message):
+    x, y, users, silos = records()
+    arguments: dict[str, Any] = dict(user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), sigma=1.0,
+                                     local_epochs=1, batch_size=8, rounds=2, checkpoint=tmp_path / "fit.ckpt")
+    _, honest = fit(mlp(), x, y, **arguments)
+    _reseal(tmp_path / "fit.ckpt", lambda rows: rows)
+    assert fit(mlp(), x, y, **arguments)[1].rows == honest.rows  # resealed as it was: resumed as it was
+    _reseal(tmp_path / "fit.ckpt", change)
+    with pytest.raises(ValueError, match=message):
+        fit(mlp(), x, y, **arguments)
+
+
+def test_a_checkpoint_of_more_rounds_than_the_run_is_refused(tmp_path):
+    x, y, users, silos = records()
+    arguments: dict[str, Any] = dict(user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), sigma=1.0,
+                                     local_epochs=1, batch_size=8, checkpoint=tmp_path / "fit.ckpt")
+    fit(mlp(), x, y, rounds=2, **arguments)
+    with pytest.raises(ValueError, match="holds 2 rounds, more than this run's 1"):
+        fit(mlp(), x, y, rounds=1, **arguments)
+
+
 def test_default_takes_no_noise_and_other_methods_run_through_the_registry():
     x, y, users, silos = records()
     _, history = fit(mlp(), x, y, user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), method="DEFAULT",
@@ -193,6 +235,18 @@ def test_default_takes_no_noise_and_other_methods_run_through_the_registry():
     _, history = fit(mlp(), x, y, user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), method="ULDP-NAIVE",
                      **SMALL)
     assert history.epsilon is not None and history.epsilon > 0
+
+
+def test_the_method_class_alone_decides_which_hyperparameters_fit_leaves_unset(monkeypatch):
+    from uldp.methods.uldp_avg import UserLevelMethod
+
+    x, y, users, silos = records()
+    arguments: dict[str, Any] = dict(user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), method="ULDP-SGD",
+                                     sigma=1.0, rounds=1, local_lr=0.5, local_epochs=3)
+    assert fit(mlp(), x, y, **arguments)[1].info["hyperparameters"].local_lr is None
+    monkeypatch.setitem(UserLevelMethod.REQUIRED, "ULDP-SGD", ("local_lr", "clip", "sigma"))
+    hp = fit(mlp(), x, y, **arguments)[1].info["hyperparameters"]
+    assert (hp.local_lr, hp.local_epochs) == (0.5, None)
 
 
 @pytest.mark.parametrize("change, message", [

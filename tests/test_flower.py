@@ -146,6 +146,7 @@ def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(hosp
         assert not np.delete(held, s, axis=0).any()  # no other silo's n_su
         state = context.state.config_records["uldp_protocol_1"]["silo"]
         assert isinstance(state, bytes)
+        assert strategy.hp.clip is not None
         config = ProtocolConfig.for_training(3, strategy.n_users, clip=strategy.hp.clip, sigma=1.0,
                                              parameters=strategy.protocol)
         assert state.startswith(b"ULDP") and protocol.Silo.restore(state, config).silo_id == s

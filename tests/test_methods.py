@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,9 +17,12 @@ from uldp.method_names import FAMILIES
 from uldp.methods import (
     KNOWN_METHODS,
     METHOD_CLASSES,
+    EveryRecordSiloNoise,
+    FedAvgMethod,
     Federation,
     Hyperparameters,
     Method,
+    UserLevelMethod,
     aggregate,
     enhanced_weights,
     heavy_user_federation,
@@ -31,7 +35,8 @@ from uldp.methods import (
 from uldp.methods.group import contribution_flags, resolve_group_size
 from uldp.models import bce_loss
 
-HP = Hyperparameters(global_lr=10.0, local_lr=0.5, local_epochs=2, batch_size=4, clip=0.3, sigma=5.0)
+CLIP, SIGMA = 0.3, 5.0
+HP = Hyperparameters(global_lr=10.0, local_lr=0.5, local_epochs=2, batch_size=4, clip=CLIP, sigma=SIGMA)
 
 
 def params_of(fed: Federation) -> torch.Tensor:
@@ -61,7 +66,8 @@ def test_registry_builds_every_family_from_exactly_its_required_hyperparameters(
     required = required_hyperparameters(family)
     optional = ("local_lr", "local_epochs", "clip", "sigma")
     assert set(required) <= set(optional)
-    bare = replace(HP, **{field: None for field in optional if field not in required})
+    left_out: dict[str, Any] = {field: None for field in optional if field not in required}
+    bare = replace(HP, **left_out)
     method = make_method(name, bare)
     assert isinstance(method, Method) and isinstance(method, METHOD_CLASSES[family])
     fed = heavy_user_federation(n_users=5, n_silos=2, seed=0, heavy=6)
@@ -71,8 +77,9 @@ def test_registry_builds_every_family_from_exactly_its_required_hyperparameters(
     assert torch.isfinite(method.round(params_of(fed), prepared, seed)).all()
     assert (method.epsilon(prepared, 2) is None) == (family == "DEFAULT")
     for field in required:
+        missing: dict[str, Any] = {field: None}
         with pytest.raises(ValueError, match=f"{name} needs {field}"):
-            make_method(name, replace(HP, **{field: None}))
+            make_method(name, replace(HP, **missing))
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -85,14 +92,15 @@ def test_uldp_sgd_avg_user_sensitivity_is_at_most_c(seed, n_silos, family, weigh
         weights = np.random.default_rng(seed).dirichlet(np.full(n_silos, 0.5), size=12).T
     name = family + ("-w" if weighting == "enhanced" else "")
     method = make_method(name, HP, user_weights=weights)
+    assert isinstance(method, UserLevelMethod)
     round_seed = np.random.SeedSequence(seed)
     params = params_of(fed)
     full = method.clean_update(params, fed, round_seed)
     for user in (0, 1, 2):  # the heavy user and two light ones
         change = (full - method.clean_update(params, fed.without_user(user), round_seed)).norm()
-        assert change <= HP.clip * (1 + 1e-5)
+        assert change <= CLIP * (1 + 1e-5)
     heavy_change = (full - method.clean_update(params, fed.without_user(0), round_seed)).norm()
-    assert heavy_change > 0.5 * HP.clip  # the bound is nearly reached: the heavy user's deltas are clipped
+    assert heavy_change > 0.5 * CLIP  # the bound is nearly reached: the heavy user's deltas are clipped
 
 
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -100,6 +108,7 @@ def test_uldp_sgd_avg_user_sensitivity_is_at_most_c(seed, n_silos, family, weigh
 def test_naive_user_sensitivity_bound(seed, n_silos):
     fed = heavy_user_federation(n_users=12, n_silos=n_silos, seed=seed)
     method = make_method("ULDP-NAIVE", HP)
+    assert isinstance(method, FedAvgMethod)
     round_seed = np.random.SeedSequence(seed)
     params = params_of(fed)
     full = method.silo_deltas(params, fed, round_seed)
@@ -107,9 +116,9 @@ def test_naive_user_sensitivity_bound(seed, n_silos):
         without = method.silo_deltas(params, fed.without_user(user), round_seed)
         per_silo = [(a - b).norm() for a, b in zip(full, without, strict=True)]
         # each silo's clipped delta lies in the C-ball: it moves by at most 2C (add/remove), so the sum by 2|S|C
-        assert max(per_silo) <= 2 * HP.clip * (1 + 1e-6)
-        assert sum(per_silo) <= 2 * n_silos * HP.clip * (1 + 1e-6)
-        assert (torch.stack(full).sum(0) - torch.stack(without).sum(0)).norm() <= 2 * n_silos * HP.clip * (1 + 1e-6)
+        assert max(per_silo) <= 2 * CLIP * (1 + 1e-6)
+        assert sum(per_silo) <= 2 * n_silos * CLIP * (1 + 1e-6)
+        assert (torch.stack(full).sum(0) - torch.stack(without).sum(0)).norm() <= 2 * n_silos * CLIP * (1 + 1e-6)
 
 
 def test_naive_silo_change_can_exceed_c():
@@ -120,6 +129,7 @@ def test_naive_silo_change_can_exceed_c():
     model = nn.Linear(1, 1, bias=False)
     fed = Federation(model, bce_loss, x, y, Allocation(user, np.zeros(16, dtype=int), 2, 1, "test", 0))
     method = make_method("ULDP-NAIVE", Hyperparameters(1.0, 1.0, 20, 16, 0.1, 5.0))
+    assert isinstance(method, FedAvgMethod)
     params = torch.zeros(1)
     seed = np.random.SeedSequence(0)
     change = (method.silo_deltas(params, fed, seed)[0] - method.silo_deltas(params, fed.without_user(1), seed)[0])
@@ -131,10 +141,11 @@ def test_naive_silo_change_can_exceed_c():
 def test_noise_has_the_theorems_std(name, sum_std_over_sigma):
     n_silos, size = 4, 200_000
     method = make_method(name, HP)
+    assert isinstance(method, EveryRecordSiloNoise)
     noise = method.noise(size, n_silos, np.random.SeedSequence(7))
     # Theorem 1 / 3: the summed noise is N(0, (sigma * sensitivity)^2), sensitivity 2|S|C (NAIVE, corrected) or C
     total_std = float(torch.stack(noise).sum(0).std())
-    expected = HP.sigma * sum_std_over_sigma(n_silos, HP.clip)
+    expected = SIGMA * sum_std_over_sigma(n_silos, CLIP)
     assert abs(total_std / expected - 1) < 0.01  # sd of the estimate ~ 0.16 %: 6 sigma away
     for z in noise:
         assert abs(float(z.std()) / (expected / math.sqrt(n_silos)) - 1) < 0.01
@@ -147,6 +158,7 @@ def test_noise_has_the_theorems_std(name, sum_std_over_sigma):
 def test_round_adds_exactly_the_noise_and_scales_the_step(name):
     fed = heavy_user_federation(n_users=6, n_silos=3, seed=1, heavy=20)
     method = make_method(name, HP)
+    assert isinstance(method, (FedAvgMethod, UserLevelMethod))
     seed = np.random.SeedSequence(3)
     params = params_of(fed)
     new = method.round(params, fed, seed)
@@ -192,6 +204,7 @@ def test_weights_sum_to_one_and_aggregate_matches_loop():
 def test_user_sampling_rate_and_zero_weights_of_unsampled_users():
     q = 0.3
     method = make_method("ULDP-AVG", Hyperparameters(1.0, 0.1, 1, 4, 0.1, 5.0, q=q))
+    assert isinstance(method, UserLevelMethod)
     sampled = np.stack([method.sample_users(1000, np.random.SeedSequence(0, spawn_key=(t,))) for t in range(20)])
     n = sampled.size
     assert abs(sampled.mean() - q) < 6 * math.sqrt(q * (1 - q) / n)

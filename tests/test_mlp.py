@@ -11,7 +11,7 @@ from per_user_checks import assert_fast_path_equals_loop
 from recorded_uniforms import copies, mlp_reference_logits, recording
 
 from uldp.data.base import Allocation
-from uldp.methods import Federation, Hyperparameters, make_method
+from uldp.methods import FedAvgMethod, Federation, GroupMethod, Hyperparameters, make_method
 from uldp.models import CreditcardMLP, cross_entropy_loss
 from uldp.training import closed_form, mlp
 from uldp.training.dpsgd import dpsgd_train, dpsgd_train_silos
@@ -93,6 +93,7 @@ def test_silos_trained_together_equal_silos_trained_alone_with_dropout(method):
     trains alone (the deployed path), so the deltas are the same."""
     hp = Hyperparameters(global_lr=1.0, local_lr=0.2, local_epochs=2, batch_size=16, clip=0.5, sigma=0.5)
     algorithm = make_method(method, hp)
+    assert isinstance(algorithm, (FedAvgMethod, GroupMethod))
     fed = algorithm.prepare(creditcard_like_federation(), np.random.SeedSequence(1))
     params = flat_parameters(fed.model)
     round_seed = np.random.SeedSequence(5)

@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from scipy import stats
 
 from uldp.secure import ProtocolConfig, ProtocolParameters, SecureAggregator, SecureSession, fast, keys, protocol
-from uldp.secure.messages import MaskedUpdateMessage, SealedMessage
+from uldp.secure.messages import MaskedUpdateMessage, SealedMessage, SiloState
 
 TEST_KEY = ProtocolParameters(key_bits=1024, n_max=300, insecure_test_key=True)
 P = 1e-10
@@ -264,6 +264,30 @@ def test_a_silo_restored_from_its_state_bytes_between_every_message_computes_the
         protocol.Silo.restore(states[1][:-1] + bytes([states[1][-1] ^ 1]), config)
     with pytest.raises(ValueError, match="expected a SiloState"):
         protocol.Silo.restore(updates[0].to_bytes(), config)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(modulus=1), "expected an odd 1024-bit modulus, got 1 bits"),  # before: accepted; with a seed, a loop
+    (dict(modulus=9), "expected an odd 1024-bit modulus, got 4 bits"),  # before: accepted
+    (dict(modulus=2**1024 - 2), "expected an odd 1024-bit modulus"),
+    (dict(counts=(2**70, 0, 0)), r"counts must be 3 counts in 0..300"),  # before: OverflowError
+    (dict(counts=(1, 2)), r"counts must be 3 counts"),
+    (dict(counts=(301, 0, 0)), r"counts must be 3 counts in 0..300"),
+    (dict(seed=b"short"), "seed that is not 32 bytes"),
+    (dict(aead_keys=(b"k" * 31, b"k" * 32)), "aead key that is not 32 bytes"),
+    (dict(round_index=1, own_powers=(0,)), "weight power outside"),
+    (dict(silo=7), "silo id 7 outside 0..2"),
+])
+def test_a_silo_state_is_refused_field_by_field(change, message):
+    """Issue 30 item 8: a state's fields are checked as the steps that set them check them, before any array or
+    loop is made of them."""
+    config = ProtocolConfig(n_silos=3, n_users=3, clip=1.0, sigma=1.0, parameters=TEST_KEY)
+    silo = protocol.Silo(1, np.array([1, 2, 0]), config)
+    silo.receive_public_key(protocol.Server(config).public_key_message())
+    state = SiloState.from_bytes(silo.export_state())
+    assert protocol.Silo.restore(state.to_bytes(), config).export_state() == state.to_bytes()
+    with pytest.raises(ValueError, match=message):
+        protocol.Silo.restore(replace(state, **change).to_bytes(), config)
 
 
 def test_only_the_key_holder_decrypts_and_only_ciphertexts_of_its_key():

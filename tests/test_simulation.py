@@ -43,6 +43,14 @@ def test_defaults_come_from_the_paper_settings():
     assert RunConfig(dataset="heart_disease", method="DEFAULT", n_users=5, rounds=1).sigma is None
 
 
+def test_the_method_class_alone_decides_which_paper_hyperparameters_a_run_leaves_unset(monkeypatch):
+    from uldp.methods.fedavg import FedAvgMethod
+
+    assert RunConfig(dataset="heart_disease", method="ULDP-NAIVE", n_users=5, rounds=1).local_epochs == 50
+    monkeypatch.setitem(FedAvgMethod.REQUIRED, "ULDP-NAIVE", ("local_lr", "clip", "sigma"))
+    assert RunConfig(dataset="heart_disease", method="ULDP-NAIVE", n_users=5, rounds=1).local_epochs is None
+
+
 @pytest.mark.parametrize("changes, message", [
     ({"method": "FEDPROX"}, "known methods: DEFAULT, ULDP-NAIVE, ULDP-GROUP-k"),
     ({"clip": 0.0}, "clip must be a finite number > 0"),

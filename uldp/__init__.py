@@ -16,7 +16,18 @@ from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-if TYPE_CHECKING:  # the names of _LAZY, for type checkers and editors (the redundant aliases mark re-exports)
+if TYPE_CHECKING:  # the names of _LAZY and _SUBPACKAGES, for type checkers and editors (aliases mark re-exports)
+    from uldp import (
+        accounting as accounting,
+        data as data,
+        fitting as fitting,
+        flower as flower,
+        methods as methods,
+        models as models,
+        secure as secure,
+        simulation as simulation,
+        training as training,
+    )
     from uldp.fitting import (
         History as History,
         UnsupportedModuleError as UnsupportedModuleError,
@@ -24,7 +35,6 @@ if TYPE_CHECKING:  # the names of _LAZY, for type checkers and editors (the redu
         fit as fit,
         weighted_loss as weighted_loss,
     )
-    from uldp.methods.base import seed_stream as seed_stream
     from uldp.training.per_user import (
         flat_parameters as flat_parameters,
         load_flat_parameters as load_flat_parameters,
@@ -34,15 +44,19 @@ if TYPE_CHECKING:  # the names of _LAZY, for type checkers and editors (the redu
 #: free of torch: ``uldp.fit(model, x, y, user_ids=..., silo_ids=..., loss=..., epsilon=...)``.
 _LAZY = {
     "fit": "uldp.fitting", "History": "uldp.fitting", "check_module": "uldp.fitting", "weighted_loss": "uldp.fitting",
-    "UnsupportedModuleError": "uldp.fitting", "seed_stream": "uldp.methods.base",
+    "UnsupportedModuleError": "uldp.fitting",
     "flat_parameters": "uldp.training.per_user", "load_flat_parameters": "uldp.training.per_user",
 }
+#: The sub-packages the docstring above lists, imported on first use too (``import uldp; uldp.accounting``).
+_SUBPACKAGES = ("accounting", "data", "fitting", "flower", "methods", "models", "secure", "simulation", "training")
 __all__ = ["__version__", *_LAZY]  # noqa: PLE0604 - the keys of _LAZY are strings; ruff cannot see through the unpacking
 
 
 def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        import importlib
+    import importlib
 
+    if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"uldp.{name}")
     raise AttributeError(f"module 'uldp' has no attribute {name!r}")

@@ -28,6 +28,7 @@ from uldp.defaults import DATASET_DEFAULTS, DELTA, SIGMA
 from uldp.fitting import ALLOCATION_STREAM, INIT_STREAM, SUBSET_STREAM, prepare_method, train_rounds
 from uldp.methods import Federation, make_method
 from uldp.methods.base import Hyperparameters, parse_method, seed_stream
+from uldp.methods.registry import unused_hyperparameters
 from uldp.models import build_model, evaluate, loss_function
 from uldp.persist import fingerprint
 from uldp.secure import SecureAggregator
@@ -155,7 +156,7 @@ class RunConfig:
             object.__setattr__(self, "user_weights", tuple(tuple(float(v) for v in row) for row in weights))
         object.__setattr__(self, "method", spec.name)
         paper = paper_hyperparameters(self.dataset, spec.name, self.n_users)
-        unused = {"ULDP-SGD": ("local_lr", "local_epochs"), "DEFAULT": ("clip", "sigma")}.get(spec.family, ())
+        unused = unused_hyperparameters(spec.family)
         calibrate = self.target_epsilon is not None and self.sigma is None  # sigma stays None until prepared
         defaults = {**paper, "sigma": None if spec.family == "DEFAULT" or calibrate else SIGMA,
                     "batch_size": DATASET_DEFAULTS[self.dataset].batch_size}

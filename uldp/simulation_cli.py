@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from uldp.accounting import ACCOUNTANTS
 from uldp.cli import add_progress_option, print_json, show_progress
 from uldp.data import load
 from uldp.data.allocation import PAPER_N_LABELS
@@ -39,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--clip", type=float, default=None, help="clipping bound C")
     parser.add_argument("--sigma", type=float, default=None, help="noise multiplier (default 5.0)")
     parser.add_argument("--q", type=float, default=1.0, help="user-level sampling rate (ULDP-SGD/AVG)")
-    parser.add_argument("--accountant", choices=("rdp", "pld"), default="rdp",
+    parser.add_argument("--accountant", choices=tuple(ACCOUNTANTS), default="rdp",
                         help="privacy accountant of the reported epsilon and of the budget (default rdp, the paper's)")
     parser.add_argument("--target-epsilon", type=float, default=None,
                         help="privacy budget: without --sigma, sigma is calibrated to it; with --sigma, the run "

@@ -1,9 +1,9 @@
 """Privacy accounting: RDP of the (sub-sampled) Gaussian, conversions, group privacy, each method's guarantee.
 
-Pure functions with keyword-only privacy arguments. Two accountants, selected by name (:data:`ACCOUNTANTS`):
-``"rdp"``, the paper's (opacus' analysis; dp-accounting cross-checks it in the tests), and ``"pld"``, the tighter
-privacy-loss distribution of dp-accounting, with ULDP-GROUP-k accounted as a mixture of Gaussians. See
-:mod:`uldp.accounting.rdp`, :mod:`uldp.accounting.pld`, :mod:`uldp.accounting.group` and
+Pure functions with keyword-only privacy arguments. Two accountants, registered by name (:data:`ACCOUNTANTS`, each an
+:class:`Accountant`): ``"rdp"``, the paper's (opacus' analysis; dp-accounting cross-checks it in the tests), and
+``"pld"``, the tighter privacy-loss distribution of dp-accounting, with ULDP-GROUP-k accounted as a mixture of
+Gaussians. See :mod:`uldp.accounting.rdp`, :mod:`uldp.accounting.pld`, :mod:`uldp.accounting.group` and
 :mod:`uldp.accounting.methods`.
 """
 
@@ -18,6 +18,11 @@ from uldp.accounting.group import (
     power_of_two_bounds,
 )
 from uldp.accounting.methods import (
+    ACCOUNTANTS,
+    Accountant,
+    PldAccountant,
+    RdpAccountant,
+    check_accountant,
     epsilon_for_method,
     epsilon_group,
     epsilon_naive,
@@ -26,8 +31,6 @@ from uldp.accounting.methods import (
     sigma_for_epsilon,
 )
 from uldp.accounting.pld import (
-    ACCOUNTANTS,
-    check_accountant,
     epsilon_group_pld,
     epsilon_uldp_pld,
     mixture_group_curve,
@@ -44,8 +47,11 @@ from uldp.accounting.rdp import (
 __all__ = [
     "ACCOUNTANTS",
     "DEFAULT_ORDERS",
+    "Accountant",
     "GroupPrivacySpent",
+    "PldAccountant",
     "PrivacySpent",
+    "RdpAccountant",
     "check_accountant",
     "dp_epsilons",
     "epsilon_for_method",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from uldp.accounting.methods import ACCOUNTANTS
 from uldp.checks import check_number
 from uldp.cli import print_json
 from uldp.method_names import parse_method
@@ -30,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     epsilon.add_argument("--q", type=float, default=1.0,
                          help="ULDP-SGD/AVG: user-level sampling rate; ULDP-GROUP: record-level DP-SGD rate")
     epsilon.add_argument("--steps-per-round", type=int, default=None, help="ULDP-GROUP: DP-SGD steps per round")
-    epsilon.add_argument("--accountant", choices=("rdp", "pld"), default="rdp",
+    epsilon.add_argument("--accountant", choices=tuple(ACCOUNTANTS), default="rdp",
                          help="rdp (the paper's) or pld (privacy-loss distribution; ULDP-GROUP as a mixture)")
     epsilon.add_argument("--json", action="store_true", help="print one JSON document repeating the inputs")
     epsilon.set_defaults(handler=run_epsilon)

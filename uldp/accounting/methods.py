@@ -9,18 +9,23 @@
   with user-level Poisson sampling at rate ``q`` (Algorithm 4) the sub-sampled Gaussian (Lemma 4).
 - ULDP-GROUP-k (Theorem 2): each silo runs DP-SGD with record-level Poisson rate ``gamma_s`` for ``steps_s``
   steps; the record-level RDP is the maximum over silos, converted to groups of ``k`` records.
+
+Each guarantee is computed by an :class:`Accountant` chosen by name from :data:`ACCOUNTANTS` (as Opacus' accountants
+are): adding one is a subclass and one line there; :func:`epsilon_for_method`, :func:`sigma_for_epsilon` and the
+command-line options read the registry.
 """
 
 from __future__ import annotations
 
+import abc
 import math
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from uldp.accounting.group import GroupPrivacySpent, group_dp_epsilon, group_epsilon_bounds
-from uldp.accounting.pld import COARSE_INTERVAL, check_accountant, epsilon_group_pld, epsilon_uldp_pld
+from uldp.accounting.pld import COARSE_INTERVAL, epsilon_group_pld, epsilon_uldp_pld
 from uldp.accounting.rdp import DEFAULT_ORDERS, PrivacySpent, rdp_subsampled_gaussian, rdp_to_dp
 from uldp.checks import check_delta, check_integer, check_number, check_positive, check_rate
 from uldp.method_names import parse_method
@@ -174,28 +179,29 @@ def epsilon_for_method(
         k: Group size for ULDP-GROUP (overrides a numeric suffix; needed for ``-max`` / ``-median``).
         sample_rates: ULDP-GROUP: per-silo DP-SGD record sampling rate.
         steps_per_round: ULDP-GROUP: per-silo DP-SGD steps in one round.
-        accountant: ``"rdp"`` (the paper's) or ``"pld"`` (:mod:`uldp.accounting.pld`; for ULDP-GROUP the
-            mixture-of-Gaussians group accountant, no group-privacy conversion).
+        accountant: A name of :data:`ACCOUNTANTS`: ``"rdp"`` (the paper's) or ``"pld"``
+            (:mod:`uldp.accounting.pld`; for ULDP-GROUP the mixture-of-Gaussians group accountant, no group-privacy
+            conversion).
         value_discretization_interval: PLD only: the discretisation step (``None``: chosen by
             :func:`uldp.accounting.pld.pld_epsilon`).
 
     Returns:
         The guarantee (for ULDP-GROUP by RDP, the valid upper bound of :func:`epsilon_group`).
 
+    Raises:
+        ValueError: An unknown accountant (the message lists the registered ones) or bad arguments.
+
     >>> spent = epsilon_for_method("ULDP-AVG-w", sigma=5.0, rounds=100, delta=1e-5, accountant="pld")
     >>> spent.epsilon < epsilon_for_method("ULDP-AVG-w", sigma=5.0, rounds=100, delta=1e-5).epsilon
     True
     """
     spec = parse_method(method)
-    pld = check_accountant(accountant) == "pld"
+    chosen = ACCOUNTANTS[check_accountant(accountant)]
     if not spec.private:
         return PrivacySpent(epsilon=math.inf, order=math.nan, delta=check_delta(delta))
     if spec.family != "ULDP-GROUP":  # ULDP-NAIVE (Theorem 1) or ULDP-SGD/AVG (Theorem 3, Lemma 4 for q < 1)
-        rate = q if spec.per_user else 1.0
-        if pld:
-            return epsilon_uldp_pld(sigma=sigma, rounds=rounds, delta=delta, q=rate,
-                                    value_discretization_interval=value_discretization_interval)
-        return epsilon_uldp(sigma=sigma, rounds=rounds, delta=delta, q=rate)
+        return chosen.gaussian(sigma=sigma, rounds=rounds, delta=delta, q=q if spec.per_user else 1.0,
+                               value_discretization_interval=value_discretization_interval)
     group_size = k if k is not None else spec.group_size
     if not isinstance(group_size, (int, np.integer)):
         raise ValueError(f"{method} needs the numeric group size k (got {group_size!r})")
@@ -205,13 +211,8 @@ def epsilon_for_method(
     total_steps = np.atleast_1d(np.asarray(steps_per_round, dtype=np.int64)) * rounds
     if rounds == 0:
         return PrivacySpent(epsilon=0.0, order=math.nan, delta=check_delta(delta))
-    if pld:
-        return epsilon_group_pld(sigma=sigma, sample_rates=sample_rates, steps=total_steps.tolist(),
-                                 k=int(group_size), delta=delta,
-                                 value_discretization_interval=value_discretization_interval)
-    spent = epsilon_group(sigma=sigma, sample_rates=sample_rates, steps=total_steps.tolist(), k=int(group_size),
-                          delta=delta)
-    return PrivacySpent(epsilon=spent.epsilon, order=spent.order, delta=spent.delta)
+    return chosen.group(sigma=sigma, sample_rates=sample_rates, steps=total_steps.tolist(), k=int(group_size),
+                        delta=delta, value_discretization_interval=value_discretization_interval)
 
 
 def sigma_for_budget(epsilon_at: Callable[[float], float], *, epsilon: float, start: float = SIGMA_START,
@@ -267,8 +268,7 @@ def sigma_for_epsilon(method: str, *, epsilon: float, rounds: int, delta: float,
                       tolerance: float = 1e-6) -> float:
     """The smallest noise multiplier ``sigma`` for which ``method`` reaches ``epsilon`` after ``rounds`` rounds.
 
-    Solved by :func:`sigma_for_budget` on :func:`epsilon_for_method`. The PLD search solves first at the coarse
-    PLD step (fast; pessimistic, so its sigma is at least the fine one) and then at the default step from there.
+    Solved by the accountant's :meth:`Accountant.solve_sigma` on :func:`epsilon_for_method`.
 
     Args:
         method: A registry name other than ``"DEFAULT"``.
@@ -276,7 +276,7 @@ def sigma_for_epsilon(method: str, *, epsilon: float, rounds: int, delta: float,
         rounds: Number of rounds (>= 1).
         delta: Target delta.
         q, k, sample_rates, steps_per_round: As in :func:`epsilon_for_method`.
-        accountant: ``"rdp"`` or ``"pld"``.
+        accountant: A name of :data:`ACCOUNTANTS`.
         tolerance: Relative tolerance on sigma.
 
     Returns:
@@ -291,17 +291,106 @@ def sigma_for_epsilon(method: str, *, epsilon: float, rounds: int, delta: float,
     if check_integer("rounds", rounds, minimum=0) == 0:
         raise ValueError("rounds must be >= 1 to calibrate sigma")
     arguments: dict[str, Any] = {"rounds": rounds, "delta": delta, "q": q, "k": k, "sample_rates": sample_rates,
-                 "steps_per_round": steps_per_round}
-    if check_accountant(accountant) == "rdp":
-        def epsilon_at(sigma: float) -> float:
-            return epsilon_for_method(method, sigma=sigma, **arguments).epsilon
+                                 "steps_per_round": steps_per_round}
 
-        return sigma_for_budget(epsilon_at, epsilon=epsilon, tolerance=tolerance)
-    start = SIGMA_START
-    for interval, factor in ((COARSE_INTERVAL, 2.0), (None, 1.02)):
-        def epsilon_pld(sigma: float, interval: float | None = interval) -> float:
-            return epsilon_for_method(method, sigma=sigma, accountant="pld", value_discretization_interval=interval,
-                                      **arguments).epsilon
+    def epsilon_at(sigma: float, interval: float | None = None) -> float:
+        return epsilon_for_method(method, sigma=sigma, accountant=accountant, value_discretization_interval=interval,
+                                  **arguments).epsilon
 
-        start = sigma_for_budget(epsilon_pld, epsilon=epsilon, start=start, factor=factor, tolerance=tolerance)
-    return start
+    return ACCOUNTANTS[check_accountant(accountant)].solve_sigma(epsilon_at, epsilon=epsilon, tolerance=tolerance)
+
+
+class Accountant(abc.ABC):
+    """A privacy accountant of the two mechanisms behind every method's guarantee, registered by :attr:`name` in
+    :data:`ACCOUNTANTS` (Opacus' ``IAccountant`` and its registry play this part there).
+
+    :meth:`gaussian` accounts ULDP-NAIVE (Theorem 1) and ULDP-SGD/AVG (Theorem 3; Lemma 4 with user sampling),
+    :meth:`group` ULDP-GROUP-k (Theorem 2), and :meth:`solve_sigma` inverts either for :func:`sigma_for_epsilon`.
+    """
+
+    #: The registry name (``--accountant`` on the command line).
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    def gaussian(self, *, sigma: float, rounds: int, delta: float, q: float,
+                 value_discretization_interval: float | None) -> PrivacySpent:
+        """``rounds`` rounds of the Gaussian with multiplier ``sigma``, Poisson-sub-sampled at rate ``q``."""
+
+    @abc.abstractmethod
+    def group(self, *, sigma: float, sample_rates: float | Sequence[float], steps: list[int], k: int, delta: float,
+              value_discretization_interval: float | None) -> PrivacySpent:
+        """Per-silo DP-SGD (``steps[s]`` steps at record rate ``sample_rates[s]``) for a group of ``k`` records."""
+
+    def solve_sigma(self, epsilon_at: Callable[[float, float | None], float], *, epsilon: float,
+                    tolerance: float) -> float:
+        """The smallest sigma with ``epsilon_at(sigma, None) <= epsilon`` (:func:`sigma_for_budget`); the second
+        argument of ``epsilon_at`` is the PLD discretisation step (``None``: the accountant's own)."""
+        return sigma_for_budget(lambda sigma: epsilon_at(sigma, None), epsilon=epsilon, tolerance=tolerance)
+
+
+class RdpAccountant(Accountant):
+    """The paper's: RDP of the (sub-sampled) Gaussian (Lemmas 2 and 4), group privacy by RDP (Lemma 6, valid
+    orders); ``value_discretization_interval`` does not apply and is ignored."""
+
+    name = "rdp"
+
+    def gaussian(self, *, sigma: float, rounds: int, delta: float, q: float,
+                 value_discretization_interval: float | None) -> PrivacySpent:
+        """:func:`epsilon_uldp`."""
+        return epsilon_uldp(sigma=sigma, rounds=rounds, delta=delta, q=q)
+
+    def group(self, *, sigma: float, sample_rates: float | Sequence[float], steps: list[int], k: int, delta: float,
+              value_discretization_interval: float | None) -> PrivacySpent:
+        """The valid upper bound of :func:`epsilon_group`."""
+        spent = epsilon_group(sigma=sigma, sample_rates=sample_rates, steps=steps, k=k, delta=delta)
+        return PrivacySpent(epsilon=spent.epsilon, order=spent.order, delta=spent.delta)
+
+
+class PldAccountant(Accountant):
+    """The privacy-loss distribution of dp-accounting (:mod:`uldp.accounting.pld`; ULDP-GROUP-k as a mixture of
+    Gaussians)."""
+
+    name = "pld"
+
+    def gaussian(self, *, sigma: float, rounds: int, delta: float, q: float,
+                 value_discretization_interval: float | None) -> PrivacySpent:
+        """:func:`uldp.accounting.pld.epsilon_uldp_pld`."""
+        return epsilon_uldp_pld(sigma=sigma, rounds=rounds, delta=delta, q=q,
+                                value_discretization_interval=value_discretization_interval)
+
+    def group(self, *, sigma: float, sample_rates: float | Sequence[float], steps: list[int], k: int, delta: float,
+              value_discretization_interval: float | None) -> PrivacySpent:
+        """:func:`uldp.accounting.pld.epsilon_group_pld`."""
+        return epsilon_group_pld(sigma=sigma, sample_rates=sample_rates, steps=steps, k=k, delta=delta,
+                                 value_discretization_interval=value_discretization_interval)
+
+    def solve_sigma(self, epsilon_at: Callable[[float, float | None], float], *, epsilon: float,
+                    tolerance: float) -> float:
+        """Solved first at the coarse PLD step (fast; pessimistic, so its sigma is at least the fine one), then at
+        the default step from there."""
+        start = SIGMA_START
+        for interval, factor in ((COARSE_INTERVAL, 2.0), (None, 1.02)):
+            def at_interval(sigma: float, interval: float | None = interval) -> float:
+                return epsilon_at(sigma, interval)
+
+            start = sigma_for_budget(at_interval, epsilon=epsilon, start=start, factor=factor, tolerance=tolerance)
+        return start
+
+
+#: The accountants by name: ``"rdp"`` (the paper's and the default) and ``"pld"``. A new accountant is a subclass
+#: of :class:`Accountant` and one entry here.
+ACCOUNTANTS: dict[str, Accountant] = {accountant.name: accountant for accountant in (RdpAccountant(), PldAccountant())}
+
+
+def check_accountant(accountant: str) -> str:
+    """Return ``accountant`` if it names one of :data:`ACCOUNTANTS`.
+
+    Raises:
+        ValueError: Unknown name (the message lists the registered ones).
+
+    >>> check_accountant("pld")
+    'pld'
+    """
+    if not isinstance(accountant, str) or accountant not in ACCOUNTANTS:
+        raise ValueError(f"unknown accountant {accountant!r}; known accountants: {', '.join(ACCOUNTANTS)}")
+    return accountant

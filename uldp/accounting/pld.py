@@ -43,9 +43,6 @@ from uldp.checks import check_delta, check_integer, check_positive, check_rate
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-#: Accountants by name: ``"rdp"`` (the paper's, :mod:`uldp.accounting.rdp`) and ``"pld"`` (this module).
-ACCOUNTANTS: tuple[str, ...] = ("rdp", "pld")
-
 #: The discretisation steps of :func:`pld_epsilon`: the first one, the finest one (the larger of FINE_INTERVAL and
 #: RELATIVE_INTERVAL times epsilon) and the relative move of epsilon under which refining stops.
 COARSE_INTERVAL = 3e-2
@@ -54,20 +51,6 @@ RELATIVE_INTERVAL = 3e-5
 REFINE_TOLERANCE = 0.01
 #: Binomial masses below this are dropped from a group's sensitivity distribution (delta pays for them).
 MASS_TRUNCATION = 1e-30
-
-
-def check_accountant(accountant: str) -> str:
-    """Return ``accountant`` if it is one of :data:`ACCOUNTANTS`.
-
-    Raises:
-        ValueError: Unknown name (the message lists the known ones).
-
-    >>> check_accountant("pld")
-    'pld'
-    """
-    if accountant not in ACCOUNTANTS:
-        raise ValueError(f"unknown accountant {accountant!r}; known accountants: {', '.join(ACCOUNTANTS)}")
-    return accountant
 
 
 def _pld_module():

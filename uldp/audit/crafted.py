@@ -39,14 +39,23 @@ from torch import nn
 
 from uldp.checks import check_integer, check_positive
 from uldp.data.base import Allocation
-from uldp.methods import Federation, GroupMethod, Hyperparameters, UserLevelMethod, aggregate, make_method, weighted_sum
+from uldp.methods import (
+    FedAvgMethod,
+    Federation,
+    GroupMethod,
+    Hyperparameters,
+    UserLevelMethod,
+    aggregate,
+    make_method,
+    weighted_sum,
+)
 from uldp.methods.base import seed_stream
 from uldp.models import bce_loss
 from uldp.training.dpsgd import dpsgd_schedule
 from uldp.training.per_user import clip_rows
 
 if TYPE_CHECKING:
-    from uldp.methods import FedAvgMethod, Method
+    from uldp.methods import Method
 
 #: Coordinates that only the background users' updates use (beside one coordinate per canary).
 BACKGROUND_DIMS = 2
@@ -260,7 +269,9 @@ def _one_round(method: Method, federation: Federation, included: torch.Tensor, d
         return _user_level_round(method, federation, included, dims, norm, rng)
     if isinstance(method, GroupMethod):
         return _dpsgd_round(method, federation, included, dims, norm, rng)
-    return _silo_level_round(method, federation, included, dims, norm, rng)
+    if isinstance(method, FedAvgMethod):
+        return _silo_level_round(method, federation, included, dims, norm, rng)
+    raise ValueError(f"no crafted round for {type(method).__name__}; the registry's classes have one")
 
 
 def crafted_scores(method: Method, setting: CraftedSetting, included: np.ndarray, *, seed: int,

@@ -205,14 +205,100 @@ def audit_root(profile: str) -> Path:
 
 
 def read_stored(path: Path) -> dict | None:
-    """The stored audit at ``path``, or ``None`` when there is none or it is incomplete."""
+    """The stored audit at ``path``, or ``None`` when there is none or it is incomplete (no ``result``).
+
+    Raises:
+        ValueError: A complete file whose fields are not what :func:`run_jobs` writes (:func:`check_stored`); the
+            message names the file.
+    """
     try:
         payload = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(payload, dict) or payload.get("schema") != SCHEMA_VERSION or "result" not in payload:
         return None
+    try:
+        check_stored(payload, key=Path(path).stem)
+    except ValueError as error:
+        raise ValueError(f"stored audit {path} is malformed: {error}; delete it to run it again") from None
     return payload
+
+
+#: The result fields of every audit, and those of each estimator (:func:`run_job`).
+RESULT_FIELDS = ("sigma", "claimed_epsilon", "setting", "n_in", "n_out", "epsilon_lb", "estimate", "roc_fpr",
+                 "roc_tpr", "seconds", "runs_per_minute")
+ESTIMATOR_FIELDS = {"many": ("threshold", "direction", "tpr", "fpr"), "one": ("guesses", "correct", "guess_candidates")}
+
+
+def check_stored(payload: Mapping[str, Any], *, key: str) -> None:
+    """Check every field of a stored audit (what :func:`run_jobs` writes) against its type and range.
+
+    Args:
+        payload: The parsed file.
+        key: Its file name without ``.json``: the :func:`uldp.provenance.config_hash` of its job.
+
+    Raises:
+        ValueError: Naming the first field that is missing, extra, of the wrong type or out of range, or a job, key
+            and file name that disagree.
+    """
+    if set(payload) != {"schema", "key", "params", "result", "provenance"}:
+        raise ValueError(f"the file must hold schema, key, params, result and provenance, got "
+                         f"{', '.join(sorted(map(str, payload)))[:120]}")
+    params, result, provenance = payload["params"], payload["result"], payload["provenance"]
+    try:
+        valid = isinstance(params, dict) and job(**params) == params
+    except TypeError:
+        valid = False
+    if not valid:
+        raise ValueError(f"params must be a job's arguments, got {str(params)[:80]}")
+    if not payload["key"] == key == config_hash(params):
+        raise ValueError(f"its key {str(payload['key'])[:20]!r}, file name {key!r} and job (key {config_hash(params)}) "
+                         f"disagree")
+    if not isinstance(provenance, dict):
+        raise ValueError(f"provenance must be an object, got {str(provenance)[:40]}")
+    check_number("provenance.wall_seconds", provenance.get("wall_seconds"), at_least=0, finite=True)
+    expected = (*RESULT_FIELDS, *ESTIMATOR_FIELDS[params["estimator"]])
+    if not isinstance(result, dict) or set(result) != set(expected):
+        raise ValueError(f"result must be an object of {', '.join(expected)}, got {str(result)[:80]}")
+    for name in ("sigma", "claimed_epsilon"):  # both exactly when the job has a claim
+        if params["claim"] is None and result[name] is not None:
+            raise ValueError(f"result.{name} must be null for a job without a claim, got {result[name]!r:.40}")
+        if params["claim"] is not None:
+            check_number(f"result.{name}", result[name], above=0 if name == "sigma" else None,
+                         at_least=None if name == "sigma" else 0, finite=True)
+    setting = result["setting"]
+    if not isinstance(setting, dict) or not all(
+            value is None or isinstance(value, (str, int, float)) for value in setting.values()):
+        raise ValueError(f"result.setting must be an object of numbers and strings, got {str(setting)[:80]}")
+    for name in ("n_in", "n_out"):
+        check_integer(f"result.{name}", result[name], minimum=0)
+    check_number("result.epsilon_lb", result["epsilon_lb"], finite=True)
+    if result["estimate"] not in (None, "inf", "-inf"):
+        check_number("result.estimate", result["estimate"], finite=True)
+    if result["roc_fpr"] != list(ROC_FPR):
+        raise ValueError(f"result.roc_fpr must be the {len(ROC_FPR)} stored rates ROC_FPR, got "
+                         f"{str(result['roc_fpr'])[:60]}")
+    tpr = result["roc_tpr"]
+    if not isinstance(tpr, list) or len(tpr) != len(ROC_FPR):
+        raise ValueError(f"result.roc_tpr must be a list of {len(ROC_FPR)} rates, got {str(tpr)[:60]}")
+    for rate in tpr:
+        check_number("result.roc_tpr", rate, at_least=0, at_most=1)
+    for name in ("seconds", "runs_per_minute"):
+        check_number(f"result.{name}", result[name], at_least=0, finite=True)
+    if params["estimator"] == "many":
+        check_number("result.threshold", result["threshold"])
+        if result["direction"] not in ("high", "low"):
+            raise ValueError(f"result.direction must be 'high' or 'low', got {result['direction']!r:.40}")
+        for name in ("tpr", "fpr"):
+            check_number(f"result.{name}", result[name], at_least=0, at_most=1)
+        return
+    guesses = check_integer("result.guesses", result["guesses"], minimum=0)
+    check_integer("result.correct", result["correct"], minimum=0, maximum=guesses)
+    candidates = result["guess_candidates"]
+    if not isinstance(candidates, list) or not candidates:
+        raise ValueError(f"result.guess_candidates must be a non-empty list, got {str(candidates)[:60]}")
+    for candidate in candidates:
+        check_integer("result.guess_candidates", candidate)
 
 
 def run_jobs(jobs: Iterable[Mapping[str, Any]], root: Path | str, *, command: str,

@@ -24,7 +24,7 @@ import torch
 from uldp.checks import check_integer, check_positive
 from uldp.data import load
 from uldp.data.base import Allocation, FederatedDataset
-from uldp.fitting import PREPARE_STREAM, ROUNDS_STREAM
+from uldp.fitting import PREPARE_STREAM, round_seed
 from uldp.methods import Federation, make_method
 from uldp.methods.base import seed_stream
 from uldp.simulation import RunConfig, build_federation
@@ -148,7 +148,7 @@ def natural_run(method_name: str, setting: NaturalSetting, included: np.ndarray,
     params = flat_parameters(federation.model)
     federation.model.train()
     for t in range(config.rounds):
-        params = method.round(params, federation, seed_stream(root, ROUNDS_STREAM, t))
+        params = method.round(params, federation, round_seed(root, t))
     model = federation.model
     load_flat_parameters(model, params)
     model.eval()

@@ -17,7 +17,7 @@ per-user training cannot run are refused before training by :func:`check_module`
 :func:`uldp.models.loss_function` end at ``run``'s model bit for bit, for every method (``tests/test_fitting.py``).
 
 Every random draw (user sampling, record order, dropout, noise) derives from ``seed`` through one
-``numpy.random.SeedSequence`` (:func:`uldp.methods.base.seed_stream`), never from torch's global generator, so two
+``numpy.random.SeedSequence`` (round ``t``'s stream is :func:`round_seed`), never from torch's global generator, so two
 calls with the same arguments give the same model whatever ``torch.manual_seed`` was set to in between. The model
 you pass is not modified; a trained copy is returned. (Its initial weights are yours: build it under a fixed
 ``torch.random.fork_rng()`` / ``torch.manual_seed`` if those should be reproducible too.)
@@ -55,9 +55,11 @@ from uldp.fitting.rounds import (
     ROUNDS_STREAM,
     SUBSET_STREAM,
     prepare_method,
+    round_seed,
     train_rounds,
 )
 from uldp.methods.base import Federation, Hyperparameters, parse_method
+from uldp.methods.registry import unused_hyperparameters
 from uldp.training.per_user import flat_parameters, load_flat_parameters
 
 if TYPE_CHECKING:
@@ -66,7 +68,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ALLOCATION_STREAM", "DEFAULTS", "INIT_STREAM", "PREPARE_STREAM", "ROUNDS_STREAM", "SUBSET_STREAM",
            "History", "LossFunction", "Metric", "UnsupportedModuleError", "WeightedLoss", "check_module",
-           "features_tensor", "fit", "index_ids", "prepare_method", "targets_tensor", "train_rounds", "weighted_loss"]
+           "features_tensor", "fit", "index_ids", "prepare_method", "round_seed", "targets_tensor", "train_rounds",
+           "weighted_loss"]
 
 #: Defaults of :func:`fit`: the paper's ULDP-AVG setting for its tabular MLP (Creditcard, settings.md).
 DEFAULTS = {"global_lr": 10.0, "local_lr": 0.01, "clip": 0.1, "local_epochs": 5, "batch_size": 64}
@@ -234,13 +237,10 @@ def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss:
     sigma = _check_sigma(spec.name, epsilon=epsilon, sigma=sigma)
     chosen = {"local_lr": local_lr, "global_lr": global_lr, "clip": clip, "local_epochs": local_epochs,
               "batch_size": batch_size}
-    # Hyperparameters checks each value's type and range
-    values: dict[str, Any] = {name: DEFAULTS[name] if value is None else value for name, value in chosen.items()}
-    unused = {"ULDP-SGD": ("local_lr", "local_epochs"), "DEFAULT": ("clip",)}.get(spec.family, ())
-    hp = Hyperparameters(global_lr=values["global_lr"], local_lr=None if "local_lr" in unused else values["local_lr"],
-                         local_epochs=None if "local_epochs" in unused else values["local_epochs"],
-                         batch_size=values["batch_size"], clip=None if "clip" in unused else values["clip"],
-                         sigma=sigma, delta=delta, q=q)
+    unused = unused_hyperparameters(spec.family)  # None whatever is passed; Hyperparameters checks the others
+    values: dict[str, Any] = {name: None if name in unused else DEFAULTS[name] if value is None else value
+                              for name, value in chosen.items()}
+    hp = Hyperparameters(**values, sigma=sigma, delta=delta, q=q)  # sigma is None for DEFAULT (_check_sigma)
     allocation = Allocation(users, silos, len(user_labels), len(silo_labels), scheme="given", seed=seed)
     federation = Federation(model=model, loss_fn=loss_fn.trained, x=x, y=y, allocation=allocation)
     root = np.random.SeedSequence(seed)

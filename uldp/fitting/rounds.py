@@ -3,37 +3,58 @@ streams, the method prepared on a federation (sigma calibrated to a target epsil
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 from tqdm import tqdm
 
 from uldp.accounting import sigma_for_epsilon
 from uldp.atomic import check_writable
+from uldp.checks import check_integer, check_number
 from uldp.defaults import SIGMA
 from uldp.methods import make_method
 from uldp.methods.base import seed_stream
 from uldp.persist import Checkpoint, load_checkpoint, save_checkpoint
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from pathlib import Path
 
     import numpy as np
     from torch import Tensor
 
-    from uldp.methods.base import Federation, Hyperparameters
+    from uldp.methods.base import AggregateFn, Federation, Hyperparameters, Method
 
 #: Top-level random streams of a run, children of its root seed: the subset of the training records, the
 #: allocation and the initial model (:func:`uldp.simulation.run`), the method's preparation and the rounds (both).
 ALLOCATION_STREAM, INIT_STREAM, PREPARE_STREAM, ROUNDS_STREAM, SUBSET_STREAM = range(5)
 
 
+def round_seed(root: np.random.SeedSequence, t: int) -> np.random.SeedSequence:
+    """The random stream of round ``t`` of the run seeded by ``root``; rounds count from 0 here, so the server's
+    round ``r`` (1-based, as Flower and the deployment number them) is ``round_seed(root, r - 1)``.
+
+    Every draw of a round (user sampling, record order, dropout, noise) derives from this stream
+    (:mod:`uldp.methods.base`'s sub-streams), so a round's draws depend on ``root`` and ``t`` alone.
+
+    Raises:
+        ValueError: ``t`` is not an integer >= 0.
+
+    Example:
+        >>> import numpy as np
+        >>> root = np.random.SeedSequence(7)
+        >>> round_seed(root, 2).spawn_key == (ROUNDS_STREAM, 2)
+        True
+    """
+    return seed_stream(root, ROUNDS_STREAM, check_integer("t", t, minimum=0))
+
+
 def prepare_method(name: str, hp: Hyperparameters, federation: Federation, root: np.random.SeedSequence, *,
                    user_weights: np.ndarray | None = None, target_epsilon: float | None = None, rounds: int = 1,
-                   accountant: str = "rdp") -> tuple[Hyperparameters, Any, Federation]:
+                   accountant: str = "rdp") -> tuple[Hyperparameters, Method, Federation]:
     """The method of the registry, prepared on ``federation`` (ULDP-GROUP-k's flags, from ``PREPARE_STREAM``).
 
     With ``target_epsilon``, ``hp.sigma`` is ignored: sigma becomes the smallest whose user-level epsilon after
@@ -66,14 +87,58 @@ def prepare_method(name: str, hp: Hyperparameters, federation: Federation, root:
 
 
 # ------------------------------------------------------------------------------------------------ the rounds --
-def train_rounds(method: Any, federation: Federation, params: Tensor, *, rounds: int, root: np.random.SeedSequence,
-                 evaluate: Callable[[Tensor], dict], aggregate_fn: Any = None, checkpoint: str | Path | None = None,
+def restored_history(rows: Sequence[dict], method: Method, federation: Federation, *,
+                     accountant: str) -> list[dict]:
+    """The rows of a checkpoint, checked field by field, with each round's epsilon recomputed by the accountant.
+
+    A checkpoint's digest detects corruption, not a forged file: the epsilon a resumed run reports is recomputed
+    from the method, the federation and ``accountant`` (Theorems 1-3), never read from the file; a stored value
+    that disagrees with the recomputation is refused, as is a row of another layout.
+
+    Args:
+        rows: The checkpoint's history (one dict per completed round, as :func:`train_rounds` writes them).
+        method: The run's method, prepared on ``federation``.
+        federation: The records.
+        accountant: The run's accountant.
+
+    Returns:
+        The rows, with the recomputed epsilons.
+
+    Raises:
+        ValueError: A round number out of sequence, rows of different keys, a missing ``epsilon`` or ``seconds``,
+            a value that is not a number, or an epsilon other than the accountant's.
+    """
+    checked: list[dict] = []
+    for t, row in enumerate(rows):
+        if not isinstance(row, dict) or type(row.get("round")) is not int or row["round"] != t + 1:
+            raise ValueError(f"checkpoint row {t} must be an object with round {t + 1}, got {str(row)[:80]}")
+        if set(row) != set(rows[0]) or not {"epsilon", "seconds"} <= set(row):
+            raise ValueError(f"checkpoint row {t} must hold epsilon, seconds and the keys of the first row "
+                             f"{sorted(rows[0])[:8]}, got {sorted(row)[:8]}")
+        for name, value in row.items():
+            if name != "epsilon" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise ValueError(f"checkpoint round {t + 1}: {str(name)[:40]} must be a number, got {value!r:.40}")
+        check_number("seconds", row["seconds"], at_least=0, finite=True)
+        spent = method.epsilon(federation, t + 1, accountant=accountant)
+        epsilon = None if spent is None else float(spent)
+        stored = row["epsilon"]
+        if (epsilon is None) != (stored is None) or (epsilon is not None and not (
+                type(stored) is float and math.isclose(stored, epsilon, rel_tol=1e-9))):
+            raise ValueError(f"checkpoint round {t + 1} says epsilon {stored!r:.40}; the method and the {accountant} "
+                             f"accountant give {epsilon!r}: the file was altered or belongs to another run")
+        checked.append({**row, "epsilon": epsilon})
+    return checked
+
+
+def train_rounds(method: Method, federation: Federation, params: Tensor, *, rounds: int, root: np.random.SeedSequence,
+                 evaluate: Callable[[Tensor], dict], aggregate_fn: AggregateFn | None = None,
+                 checkpoint: str | Path | None = None,
                  fingerprint: str = "", checkpoint_seconds: float = 60.0, progress: bool = False,
                  description: str = "training", accountant: str = "rdp",
                  epsilon_budget: float | None = None) -> tuple[Tensor, list[dict], int]:
     """The round loop of every in-process run: :func:`fit` and :func:`uldp.simulation.run` (one core).
 
-    Round ``t`` (0-based) is ``method.round`` with the random stream ``seed_stream(root, ROUNDS_STREAM, t)``
+    Round ``t`` (0-based) is ``method.round`` with the random stream :func:`round_seed` ``(root, t)``
     (Algorithms 1-4), then ``evaluate(params)`` and the method's accountant (Theorems 1-3) for epsilon after
     ``t + 1`` rounds. Each round's draws depend on ``root`` and ``t`` alone, so a run resumed from its checkpoint
     (:mod:`uldp.persist`'s atomic format) ends exactly as an uninterrupted one.
@@ -99,7 +164,8 @@ def train_rounds(method: Any, federation: Federation, params: Tensor, *, rounds:
         "epsilon", "seconds"}``. Fewer rows than ``rounds`` means the budget stopped the run.
 
     Raises:
-        ValueError: A corrupted checkpoint or one of another configuration.
+        ValueError: A corrupted checkpoint, one of another configuration or of more rounds, or one whose rows
+            are not what this run writes (:func:`restored_history`).
     """
     if checkpoint is not None:
         check_writable(checkpoint, "checkpoint")  # before any training, not after it
@@ -107,8 +173,11 @@ def train_rounds(method: Any, federation: Federation, params: Tensor, *, rounds:
     restored = None if checkpoint is None else load_checkpoint(checkpoint, config_fingerprint=fingerprint,
                                                                    like=params.detach().numpy())
     if restored is not None:
+        if restored.rounds_done > rounds:
+            raise ValueError(f"checkpoint {checkpoint} holds {restored.rounds_done} rounds, more than this run's "
+                             f"{rounds}; use another checkpoint path or more rounds")
         params = torch.from_numpy(restored.params)
-        history = list(restored.history)
+        history = restored_history(restored.history, method, federation, accountant=accountant)
     resumed = len(history)
     saved = time.perf_counter()
     federation.model.train()
@@ -118,7 +187,7 @@ def train_rounds(method: Any, federation: Federation, params: Tensor, *, rounds:
         epsilon = method.epsilon(federation, t + 1, accountant=accountant)  # known before the round is run
         if epsilon_budget is not None and epsilon is not None and epsilon > epsilon_budget:
             break
-        params = method.round(params, federation, seed_stream(root, ROUNDS_STREAM, t), aggregate_fn)
+        params = method.round(params, federation, round_seed(root, t), aggregate_fn)
         row = {"round": t + 1, **evaluate(params)}
         row.update(epsilon=None if epsilon is None else float(epsilon), seconds=round(time.perf_counter() - tick, 4))
         history.append(row)

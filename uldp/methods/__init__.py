@@ -18,7 +18,39 @@ round_seed, aggregate_fn)``, ``group_size(federation)`` and ``epsilon(federation
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names of _LAZY, for type checkers and editors (the redundant aliases mark re-exports)
+    from uldp.method_names import (
+        FAMILIES as FAMILIES,
+        KNOWN_METHODS as KNOWN_METHODS,
+        MethodSpec as MethodSpec,
+        parse_method as parse_method,
+    )
+    from uldp.methods.base import (
+        AggregateFn as AggregateFn,
+        EveryRecordSiloNoise as EveryRecordSiloNoise,
+        Federation as Federation,
+        Hyperparameters as Hyperparameters,
+        Method as Method,
+        heavy_user_federation as heavy_user_federation,
+    )
+    from uldp.methods.fedavg import FedAvgMethod as FedAvgMethod
+    from uldp.methods.group import GroupMethod as GroupMethod
+    from uldp.methods.registry import (
+        METHOD_CLASSES as METHOD_CLASSES,
+        make_method as make_method,
+        required_hyperparameters as required_hyperparameters,
+        unused_hyperparameters as unused_hyperparameters,
+    )
+    from uldp.methods.uldp_avg import (
+        UserLevelMethod as UserLevelMethod,
+        aggregate as aggregate,
+        check_weights as check_weights,
+        enhanced_weights as enhanced_weights,
+        uniform_weights as uniform_weights,
+        weighted_sum as weighted_sum,
+    )
 
 #: Where each public name lives; imported on first use, so that importing ``uldp.methods`` (``uldp --help``) does not
 #: import torch.
@@ -27,7 +59,8 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("AggregateFn", "EveryRecordSiloNoise", "Federation", "Hyperparameters", "Method",
                      "heavy_user_federation"), "uldp.methods.base"),
     "FedAvgMethod": "uldp.methods.fedavg", "GroupMethod": "uldp.methods.group",
-    **dict.fromkeys(("METHOD_CLASSES", "make_method", "required_hyperparameters"), "uldp.methods.registry"),
+    **dict.fromkeys(("METHOD_CLASSES", "make_method", "required_hyperparameters", "unused_hyperparameters"),
+                   "uldp.methods.registry"),
     **dict.fromkeys(("UserLevelMethod", "aggregate", "check_weights", "enhanced_weights", "uniform_weights",
                      "weighted_sum"), "uldp.methods.uldp_avg"),
 }

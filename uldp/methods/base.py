@@ -68,6 +68,10 @@ class Hyperparameters:
     delta: float = 1e-5
     q: float = 1.0
 
+    #: The fields that may be ``None``: a method family's class requires some of them (its ``REQUIRED``) and leaves
+    #: the others unused (:func:`uldp.methods.registry.unused_hyperparameters`).
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("local_lr", "local_epochs", "clip", "sigma")
+
     def __post_init__(self) -> None:
         """Raise ``ValueError`` naming the first bad value (see :meth:`require` for what a method needs)."""
         check_positive("global_lr", self.global_lr)

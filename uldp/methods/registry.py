@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from uldp.method_names import parse_method
+from uldp.methods.base import Hyperparameters
 from uldp.methods.fedavg import FedAvgMethod
 from uldp.methods.group import GroupMethod
 from uldp.methods.uldp_avg import UserLevelMethod
@@ -17,7 +18,7 @@ from uldp.methods.uldp_avg import UserLevelMethod
 if TYPE_CHECKING:
     import numpy as np
 
-    from uldp.methods.base import Hyperparameters, Method
+    from uldp.methods.base import Method
 
 #: The class of every family of :data:`uldp.method_names.FAMILIES` (Algorithms 1, 2 and 3-4).
 METHOD_CLASSES: dict[str, type[FedAvgMethod] | type[GroupMethod] | type[UserLevelMethod]] = {
@@ -34,6 +35,18 @@ def required_hyperparameters(family: str) -> tuple[str, ...]:
         ('clip', 'sigma')
     """
     return METHOD_CLASSES[family].REQUIRED[family]
+
+
+def unused_hyperparameters(family: str) -> tuple[str, ...]:
+    """The hyperparameters ``family`` leaves unused: those :class:`Hyperparameters` lets be ``None`` that its class's
+    ``REQUIRED`` does not list (a run sets them to ``None`` whatever is passed).
+
+    Example:
+        >>> unused_hyperparameters("ULDP-SGD"), unused_hyperparameters("DEFAULT"), unused_hyperparameters("ULDP-AVG")
+        (('local_lr', 'local_epochs'), ('clip', 'sigma'), ())
+    """
+    required = required_hyperparameters(family)
+    return tuple(name for name in Hyperparameters.OPTIONAL if name not in required)
 
 
 def make_method(name: str, hp: Hyperparameters, *, user_weights: np.ndarray | None = None) -> Method:

@@ -6,6 +6,7 @@ import shlex
 import sys
 from typing import TYPE_CHECKING
 
+from uldp.accounting import ACCOUNTANTS
 from uldp.cli import add_progress_option
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--methods", nargs="+", default=None, help="only the runs of these methods")
     parser.add_argument("--datasets", nargs="+", default=None, help="only the runs on these datasets")
     parser.add_argument("--root", default=None, help="results root instead of the profile's")
-    parser.add_argument("--accountant", choices=("rdp", "pld"), default="rdp",
+    parser.add_argument("--accountant", choices=tuple(ACCOUNTANTS), default="rdp",
                         help="accountant of the private runs (default rdp, the paper's; pld runs are stored apart)")
     parser.add_argument("--target-epsilon", type=float, default=None,
                         help="train every private run to this budget (sigma calibrated by the accountant) instead of "

@@ -239,6 +239,10 @@ class Server:
         )
 
 
+#: The length of a silo's symmetric secrets: the pairwise AEAD and mask keys (step 1(b)) and the seed R (step 1(c)).
+SECRET_BYTES = 32
+
+
 class Silo:
     """One silo of Protocol 1: knows its own counts n_su and, after setup, the shared blinds r_u."""
 
@@ -267,13 +271,7 @@ class Silo:
 
     def receive_public_key(self, message: PublicKeyMessage) -> DhPublicKeyMessage:
         """Step 1(a): store the Paillier modulus (checking its size) and answer with an X25519 public key."""
-        bits = int(message.modulus).bit_length()
-        keys.check_key_bits(bits, insecure_test_key=self.config.parameters.insecure_test_key)
-        if bits != self.config.parameters.key_bits or message.modulus % 2 == 0:
-            raise ValueError(
-                f"silo {self.silo_id}: expected an odd {self.config.parameters.key_bits}-bit modulus, got {bits} bits"
-            )
-        self._n = int(message.modulus)
+        self._n = self._checked_modulus(int(message.modulus))
         self._session = keys.session_id(self._n)
         return DhPublicKeyMessage(silo=self.silo_id, public_key=keys.dh_public_bytes(self._dh_key))
 
@@ -305,8 +303,8 @@ class Silo:
         if len(seeds) != 1:
             raise ValueError(f"silo {self.silo_id} expected exactly one seed message from silo 0, got {len(seeds)}")
         seed = self._open(seeds[0], round_index=0, purpose=SEALED_SEED)
-        if len(seed) != 32:
-            raise ValueError(f"the seed R has 32 bytes, got {len(seed)}")
+        if len(seed) != SECRET_BYTES:
+            raise ValueError(f"the seed R has {SECRET_BYTES} bytes, got {len(seed)}")
         self._set_seed(seed)
 
     def _set_seed(self, seed: bytes) -> None:
@@ -336,19 +334,45 @@ class Silo:
             own_powers=tuple(int(self._own_powers[u]) for u in self._users_of(self.silo_id)) if self._round else (),
         ).to_bytes()
 
+    def _checked_modulus(self, modulus: int) -> int:
+        """``modulus`` if it is an odd number of exactly the session's key size (step 1(a)), else ``ValueError``."""
+        bits = modulus.bit_length()
+        if bits != self.config.parameters.key_bits or modulus % 2 == 0:
+            raise ValueError(
+                f"silo {self.silo_id}: expected an odd {self.config.parameters.key_bits}-bit modulus, got {bits} bits"
+            )
+        keys.check_key_bits(bits, insecure_test_key=self.config.parameters.insecure_test_key)
+        return modulus
+
     @classmethod
     def restore(cls, state: bytes, config: ProtocolConfig) -> Silo:
         """The silo that :meth:`export_state` wrote, under the session's public ``config``.
 
+        Every field is checked as the step that first set it checks it: the counts (length |U|, each at most
+        N_max, before any array is made of them), the modulus (odd, of the session's key size: step 1(a)), 32-byte
+        keys and seed, and weight powers in Z_(n^2).
+
         Raises:
-            ValueError: the bytes are no silo state (or corrupted), or they do not fit ``config``.
+            ValueError: the bytes are no silo state (or corrupted), or a field does not fit ``config``.
         """
         record = SiloState.from_bytes(state)
+        n_max = config.parameters.n_max
+        if len(record.counts) != config.n_users or any(count > n_max for count in record.counts):
+            raise ValueError(f"silo state counts must be {config.n_users} counts in 0..{n_max} (N_max), got "
+                             f"{len(record.counts)} up to {max(record.counts, default=0)}")
         silo = cls(record.silo, np.array(record.counts, dtype=np.int64), config)
         silo._dh_key = X25519PrivateKey.from_private_bytes(record.dh_private)
         if record.modulus:
-            silo._n, silo._session = record.modulus, keys.session_id(record.modulus)
+            silo._n = silo._checked_modulus(record.modulus)
+            silo._session = keys.session_id(silo._n)
         peers = [peer for peer in range(config.n_silos) if peer != record.silo]
+        secrets = {"seed": [record.seed] if record.seed else [], "aead key": record.aead_keys,
+                   "mask key": record.mask_keys}
+        for name, values in secrets.items():
+            if any(len(value) != SECRET_BYTES for value in values):
+                raise ValueError(f"silo state holds a {name} that is not {SECRET_BYTES} bytes long")
+        if record.own_powers and not all(0 < power < silo._modulus ** 2 for power in record.own_powers):
+            raise ValueError("silo state holds a weight power outside Z_(n^2)")
         if record.aead_keys or record.mask_keys:
             if not len(record.aead_keys) == len(record.mask_keys) == len(peers):
                 raise ValueError(f"silo state has keys for {len(record.aead_keys)} peers, expected {len(peers)}")

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 #: Version of the result-file layout; bumped when the layout changes.
 SCHEMA_VERSION = 1
+#: The fields of a result file, in the order every stored file has them (:meth:`StoredRun.to_json`).
+FIELDS = ("schema", "key", "grid", "panel", "series", "seed", "params", "config", "result", "provenance")
 
 
 @dataclass(frozen=True)
@@ -115,9 +117,17 @@ def read_result(path: Path) -> StoredRun | None:
 
 def _result_problem(payload: Mapping[str, Any], stem: str) -> str:
     """What is wrong with a stored result's fields, or "" (see :func:`read_result`)."""
+    if set(payload) != set(FIELDS):
+        return f"the file must hold exactly {', '.join(FIELDS)}; got {', '.join(sorted(map(str, payload)))[:120]}"
+    for name in ("key", "grid", "panel", "series"):
+        if not isinstance(payload[name], str) or not payload[name]:
+            return f"{name} must be a non-empty string, got {payload[name]!r:.40}"
     result, provenance, params, seed = (payload.get(name) for name in ("result", "provenance", "params", "seed"))
     if not isinstance(result, dict) or not result:
         return f"result must be a non-empty object, got {str(result)[:60]}"
+    problem = _curves_problem(result)
+    if problem:
+        return problem
     if not isinstance(provenance, dict):
         return f"provenance must be an object, got {str(provenance)[:60]}"
     wall = provenance.get("wall_seconds")
@@ -135,6 +145,26 @@ def _result_problem(payload: Mapping[str, Any], stem: str) -> str:
         return f"run arguments cannot be keyed ({error})"
     if not payload.get("key") == stem == key:
         return f"its key {str(payload.get('key'))[:20]!r}, file name {stem!r} and run arguments (key {key}) disagree"
+    return ""
+
+
+def _curves_problem(result: Mapping[str, Any]) -> str:
+    """What is wrong with a result's per-round curves, or "": each entry but ``info`` (an object) is a list of
+    numbers or nulls, all of one length or empty (a metric the dataset has not), and ``round``, if there, counts
+    1, 2, ... ."""
+    if not isinstance(result.get("info", {}), dict):
+        return f"result.info must be an object, got {str(result['info'])[:40]}"
+    curves = {name: values for name, values in result.items() if name != "info"}
+    for name, values in curves.items():
+        if not isinstance(values, list) or not all(
+                value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)) for value in values):
+            return f"result.{str(name)[:40]} must be a list of numbers or nulls, got {str(values)[:60]}"
+    lengths = {len(values) for values in curves.values()} - {0}
+    if len(lengths) > 1:
+        return f"result's curves must have one length (or none), got lengths {sorted(lengths)[:8]}"
+    rounds = curves.get("round")
+    if rounds is not None and rounds != list(range(1, len(rounds) + 1)):
+        return f"result.round must count 1, 2, ..., got {str(rounds)[:60]}"
     return ""
 
 

@@ -20,8 +20,15 @@ from uldp.checks import check_number
 from uldp.deploy import keys, quiet_flower_deprecation, wire
 from uldp.deploy.server import MAX_TIMEOUT
 from uldp.persist import array_from_bytes, array_to_bytes
-from uldp.secure import Silo as ProtocolSilo
-from uldp.secure.messages import DhDirectoryMessage, EncryptedWeightsMessage, PublicKeyMessage, SealedMessage
+from uldp.secure.driver import (
+    STAGE_DIRECTORY,
+    STAGE_KEY,
+    STAGE_SEED,
+    STAGE_SHARES,
+    STAGE_UPDATE,
+    SiloDriver,
+    SiloProgress,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -31,6 +38,9 @@ if TYPE_CHECKING:
 # Flower (and grpc) are imported inside the functions that use them: run_silo() sets FLWR_TELEMETRY_ENABLED first.
 
 LOGGER = logging.getLogger("uldp.deploy")
+#: The deployment's wire stages of Protocol 1's set-up (:mod:`uldp.secure.driver` keeps their order and checks).
+SETUP_STAGES = {wire.STAGE_SECURE_KEYS: STAGE_KEY, wire.STAGE_SECURE_DIRECTORY: STAGE_DIRECTORY,
+                wire.STAGE_SECURE_SEED: STAGE_SEED}
 
 
 class SiloRefused(RuntimeError):
@@ -80,8 +90,8 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
             self.refused = ""
             self.final_params: np.ndarray | None = None
             self.rounds_seen: list[int] = []
-            self._protocol: Any = None  # the Protocol 1 silo role
-            self._pending: tuple[Any, np.ndarray, np.ndarray] | None = None  # weights, deltas, noise of the round
+            self._protocol: SiloDriver | None = None  # Protocol 1's silo driver
+            self._pending: tuple[np.ndarray, np.ndarray] | None = None  # the round's model and sampled users
 
         def get_properties(self, ins: Any) -> Any:
             nonce = ins.config.get("nonce", b"")
@@ -115,41 +125,36 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
             if stage == wire.STAGE_REFUSE:
                 self.refused = str(instruction.values.get("reason", "no reason given"))
                 return wire.Reply()
-            if stage == wire.STAGE_SECURE_KEYS:
-                self._protocol = ProtocolSilo(role.silo_id, role.counts_row, role.protocol_config())
-                public = self._protocol.receive_public_key(PublicKeyMessage.from_bytes(payloads[0]))
-                return wire.Reply(payloads=(public.to_bytes(),))
-            if stage == wire.STAGE_SECURE_DIRECTORY:
-                sealed = self._secure().receive_dh_directory(DhDirectoryMessage.from_bytes(payloads[0]))
-                return wire.Reply(payloads=tuple(m.to_bytes() for m in sealed))
-            if stage == wire.STAGE_SECURE_SEED:
-                self._secure().receive_seed([SealedMessage.from_bytes(p) for p in payloads])
-                return wire.Reply(payloads=(self._secure().blinded_histogram().to_bytes(),))
+            if stage in SETUP_STAGES:
+                if stage == wire.STAGE_SECURE_KEYS:  # a new session; the rounds it answered stay answered
+                    answered = self._protocol.progress.answered_round if self._protocol else 0
+                    self._protocol = SiloDriver(role.silo_id, role.counts_row, role.protocol_config(),
+                                                progress=SiloProgress(answered_round=answered))
+                return wire.Reply(payloads=self._secure().answer(SETUP_STAGES[stage], 0, payloads))
             if stage == wire.STAGE_TRAIN:
                 self.rounds_seen.append(instruction.round_index)
                 params, sampled = array_from_bytes(payloads[0]), array_from_bytes(payloads[1])
                 if len(payloads) == 2:
                     contribution = role.contribution(params, instruction.round_index, sampled)
                     return wire.Reply(payloads=(array_to_bytes(contribution),))
-                weights = EncryptedWeightsMessage.from_bytes(payloads[2])
-                deltas, noise = role.secure_inputs(params, instruction.round_index, sampled)
-                shares = self._secure().share_weight_powers(weights)
-                self._pending = (weights, deltas, noise)
-                return wire.Reply(payloads=tuple(m.to_bytes() for m in shares))
+                shares = self._secure().answer(STAGE_SHARES, instruction.round_index, payloads[2:])
+                self._pending = (params, sampled)
+                return wire.Reply(payloads=shares)
             if stage == wire.STAGE_SECURE_UPDATE:
                 if self._pending is None:
-                    raise ValueError(f"round {instruction.round_index}: shares arrived before the round's weights")
-                weights, deltas, noise = self._pending
+                    raise ValueError(f"round {instruction.round_index}: an update stage before the round's model")
+                params, sampled = self._pending
                 self._pending = None
-                shared = [SealedMessage.from_bytes(p) for p in payloads]
-                update = self._secure().masked_update(weights, shared, deltas, noise)
-                return wire.Reply(payloads=(update.to_bytes(),))
+                round_index = instruction.round_index
+                return wire.Reply(payloads=self._secure().answer(
+                    STAGE_UPDATE, round_index, payloads,
+                    inputs=lambda: role.secure_inputs(params, round_index, sampled)))
             if stage == wire.STAGE_FINISH:
                 self.final_params = array_from_bytes(payloads[0])
                 return wire.Reply()
             raise ValueError(f"unknown stage {stage!r}")
 
-        def _secure(self) -> Any:
+        def _secure(self) -> SiloDriver:
             if self._protocol is None:
                 raise ValueError("a Protocol 1 stage arrived before the setup's first step")
             return self._protocol

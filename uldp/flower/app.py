@@ -45,7 +45,7 @@ from uldp.checks import check_integer
 from uldp.data.base import Allocation
 from uldp.fitting import DEFAULTS, ROUNDS_STREAM, check_module, features_tensor, targets_tensor, weighted_loss
 from uldp.flower.pseudonyms import open_histogram, pseudonymize, read_key_file, seal_histogram
-from uldp.flower.secure import ServerSide, silo_masked_update, silo_setup
+from uldp.flower.secure import round_settings, server_driver, silo_masked_update, silo_setup
 from uldp.methods import Federation, Hyperparameters, make_method, parse_method
 from uldp.methods.base import seed_stream
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
@@ -144,7 +144,7 @@ class UldpStrategy(Strategy):
             raise ValueError(f"Protocol 1 computes the enhanced weights of ULDP-AVG-w; {spec.name} needs no counts")
         self.secure = secure
         self.protocol = ProtocolParameters.from_mapping(protocol or {})
-        self._protocol: Any = None  # uldp.flower.secure.ServerSide of a secure run, after the set-up
+        self._protocol: Any = None  # the uldp.secure.driver.ServerDriver of a secure run, after the set-up
         self.setup_seconds = 0.0
         self.nodes: list[int] = []
         self.n_users = 0
@@ -183,7 +183,7 @@ class UldpStrategy(Strategy):
 
             config = ProtocolConfig.for_training(len(self.nodes), self.n_users, clip=self.hp.clip, sigma=self.hp.sigma,
                                                  parameters=self.protocol)
-            self._protocol = ServerSide(config, ask)
+            self._protocol = server_driver(config, ask)
             self._protocol.setup()
         self.setup_seconds = time.perf_counter() - start
 
@@ -217,8 +217,11 @@ class UldpStrategy(Strategy):
             settings["insecure_seed"] = self.seed
         self._params = arrays.to_numpy_ndarrays()[0]
         self._tick = time.perf_counter()
-        extra = (self._protocol.round_settings(server_round, sampled) if self.secure
-                 else [{} for _ in self.nodes])
+        if self.secure:
+            payloads = self._protocol.begin_round(server_round, sampled)
+            extra = [round_settings(payloads[s]) for s in range(len(self.nodes))]
+        else:
+            extra = [{} for _ in self.nodes]
         return [grid.create_message(RecordDict({"arrays": ArrayRecord([self._params]),
                                                 **_records({**settings, **extra[s]})}),
                                     "train", node, str(server_round)) for s, node in enumerate(self.nodes)]
@@ -232,8 +235,8 @@ class UldpStrategy(Strategy):
         if set(answers) != set(self.nodes):
             raise RuntimeError(f"round {server_round}: silo nodes {sorted(set(self.nodes) - set(answers))} missing")
         if self.secure:  # Protocol 1, step 2(c): every silo's masked update or nothing is decrypted
-            total = torch.from_numpy(self._protocol.aggregate([bytes(answers[node]["uldp"]["update"])
-                                                               for node in self.nodes]))
+            updates = {s: (bytes(answers[node]["uldp"]["update"]),) for s, node in enumerate(self.nodes)}
+            total = torch.from_numpy(self._protocol.finish_round(updates, self._params.size))
         else:
             total = torch.zeros(self._params.size, dtype=torch.float32)
             for node in self.nodes:
@@ -359,14 +362,16 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> np.n
     else:  # the silo's own randomness: the server never learns what seeds the noise (see issue 25)
         round_seed = np.random.SeedSequence(secrets.randbits(128))
     view["model"].train()
-    if bool(state.get("secure", False)) != ("weights" in settings):
+    if bool(state.get("secure", False)) != ("p1" in settings):
         raise ValueError("a round without Protocol 1 in a federation set up with it, or the reverse")
     tensor = torch.from_numpy(params.copy())
-    if "weights" in settings:  # Protocol 1: clipped per-user deltas and noise go into the masked update
-        deltas = method.silo_user_deltas(tensor, federation, round_seed, sampled, index)
-        noise = method.silo_noise(tensor.numel(), int(state["n_silos"]), round_seed, index)
-        return silo_masked_update(settings, context, deltas.detach().numpy().astype(np.float64),
-                                  noise.detach().numpy().astype(np.float64))
+    if "p1" in settings:  # Protocol 1: clipped per-user deltas and noise go into the masked update
+        def inputs() -> tuple[np.ndarray, np.ndarray]:
+            deltas = method.silo_user_deltas(tensor, federation, round_seed, sampled, index)
+            noise = method.silo_noise(tensor.numel(), int(state["n_silos"]), round_seed, index)
+            return deltas.detach().numpy().astype(np.float64), noise.detach().numpy().astype(np.float64)
+
+        return silo_masked_update(settings, context, inputs)
     update = method.silo_update(tensor, federation, round_seed, index, sampled=sampled, counts=counts)
     return update.detach().numpy().astype(params.dtype)
 

@@ -16,7 +16,7 @@
 # $C_{\text{LCM}} = \operatorname{lcm}(1, \dots, N_{\max})$ makes $C_{\text{LCM}} / N_u$ an integer, so the decrypted
 # integer decodes exactly ({ref}`Algorithm 5 <paper-algorithm-5>`). Everything here runs the real protocol of
 # `uldp.secure`: a `Server` and `Silo` objects exchanging typed messages in their byte form, driven stage by stage by
-`uldp.secure.driver` (the same driver runs the protocol in-process, on Flower and in `uldp deploy`).
+# `uldp.secure.driver` (the same driver runs the protocol in-process, on Flower and in `uldp deploy`).
 
 # %% tags=["parameters"]
 profile = "default"

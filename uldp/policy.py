@@ -244,7 +244,7 @@ class SiloLedger:
         releases = self.releases + ([extra] if extra else [])
         return epsilon_of_releases(releases=releases, delta=self.policy.delta, accountant=self.policy.accountant)
 
-    def admit(self, run: str, round_index: int, *, multiplier: float, q: float) -> float:
+    def admit(self, run: str, round_index: int, *, multiplier: float | None, q: float) -> float:
         """Record that this silo answers round ``round_index`` of run ``run``, or refuse.
 
         Called before the answer is computed; the record is on disk before it returns (a crash afterwards costs
@@ -253,7 +253,8 @@ class SiloLedger:
         Args:
             run: The run's identifier (deploy: the configuration's fingerprint; Flower: the run id).
             round_index: The round (1, 2, ...).
-            multiplier: The answer's noise multiplier as the server sees it (:func:`release_multiplier`).
+            multiplier: The answer's noise multiplier as the server sees it (:func:`release_multiplier`), or None
+                for a release this ledger does not account (ULDP-GROUP's DP-SGD): the round is recorded only.
             q: The user sampling rate the release is accounted at.
 
         Returns:
@@ -270,16 +271,18 @@ class SiloLedger:
                                 f"noise away)")
         if round_index > self.policy.max_rounds:
             raise PolicyRefusal(f"round {round_index} is past this silo's max_rounds {self.policy.max_rounds}")
-        release = (check_positive("multiplier", multiplier), check_number("q", q, above=0, at_most=1))
+        release = (None if multiplier is None
+                   else (check_positive("multiplier", multiplier), check_number("q", q, above=0, at_most=1)))
         spent = self.spent(release)
-        if spent.epsilon > self.policy.epsilon:
+        if release is not None and spent.epsilon > self.policy.epsilon:
             before = self.spent().epsilon
             raise PolicyRefusal(
                 f"round {round_index} would bring this silo's user-level epsilon from {before:.3g} to "
-                f"{spent.epsilon:.3g} (noise multiplier {multiplier:.3g} as the server sees it, q={q:g}), past its "
+                f"{spent.epsilon:.3g} (noise multiplier {release[0]:.3g} as the server sees it, q={q:g}), past its "
                 f"policy's epsilon {self.policy.epsilon:g} at delta {self.policy.delta:g}")
         self.runs[run] = round_index
-        self.releases.append(release)
+        if release is not None:
+            self.releases.append(release)
         if self.path is not None:
             write_json_atomic(self.path, self.state())
         LOGGER.info("answering round %d of run %s: user-level epsilon spent %.4g of %g", round_index, run[:12],

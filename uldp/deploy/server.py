@@ -363,6 +363,13 @@ class Coordinator:
             timings["silos"] = time.perf_counter() - start
             timings["silo_compute"] = _slowest(replies)
             contributions = self._contributions(replies, params, what)
+            bounds = self.role.contribution_bound(sampled, params.size)
+            for silo_id, (contribution, bound) in enumerate(zip(contributions, bounds or [], strict=False)):
+                norm = float(np.linalg.norm(contribution.astype(np.float64)))
+                if not norm <= bound:
+                    raise RoundAborted(f"{what}: silo {silo_id} sent a contribution of norm {norm:.3g}, past the "
+                                       f"bound {bound:.3g} its method implies (clip times its weights plus the "
+                                       f"noise's 2^-40 tail); nothing is applied")
             start = time.perf_counter()
             new = self.role.combine(params, contributions, round_index)
         else:  # Protocol 1 (steps 2(a)-(c)); users without records (B(N_u) = 0) are never sampled
@@ -378,6 +385,12 @@ class Coordinator:
             timings["silos"] = exchanges
             timings["silo_compute"] = sum(compute for _, _, compute in self._protocol_seconds)
             timings["server"] = time.perf_counter() - start - exchanges
+            bounds = self.role.contribution_bound(sampled, params.size)
+            norm = float(np.linalg.norm(aggregate))
+            if bounds is not None and not norm <= sum(bounds):
+                raise RoundAborted(f"{what}: Protocol 1's decoded aggregate has norm {norm:.3g}, past the bound "
+                                   f"{sum(bounds):.3g} of the silos' clipped, noised updates: a silo sent more (the "
+                                   f"masks hide which); nothing is applied")
             start = time.perf_counter()
             new = self.role.apply_aggregate(params, aggregate, round_index)
         if new.dtype != params.dtype or new.shape != params.shape or not np.isfinite(new).all():

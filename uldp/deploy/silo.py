@@ -13,13 +13,14 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from uldp.checks import check_number
 from uldp.deploy import keys, quiet_flower_deprecation, wire
 from uldp.deploy.server import MAX_TIMEOUT
 from uldp.persist import array_from_bytes, array_to_bytes
+from uldp.policy import SiloLedger, SiloPolicy
 from uldp.secure.driver import (
     STAGE_DIRECTORY,
     STAGE_KEY,
@@ -31,6 +32,8 @@ from uldp.secure.driver import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import numpy as np
 
     from uldp.deploy.roles import SiloRole
@@ -61,6 +64,10 @@ class SiloSettings:
         root_certificates: PEM bytes of the CA that signed the server's certificate (TLS), or None for insecure.
         max_wait: Seconds to keep retrying to reach the server.
         exit_at_round: Test only: end the process abruptly on receiving this round (a crash mid-round).
+        policy: This silo's own privacy policy (:class:`uldp.policy.SiloPolicy`; its policy file), never the
+            server's.
+        ledger: This silo's ledger file (:class:`uldp.policy.SiloLedger`: the rounds it answered and the noise it
+            released, across restarts), or None to keep it in memory.
 
     Raises:
         ValueError: ``max_wait`` not a finite number of seconds in (0, a week], or a key shorter than 16 bytes.
@@ -71,6 +78,8 @@ class SiloSettings:
     root_certificates: bytes | None = None
     max_wait: float = 120.0
     exit_at_round: int | None = None
+    policy: SiloPolicy = field(default_factory=SiloPolicy)
+    ledger: Path | None = None
 
     def __post_init__(self) -> None:
         check_number("--max-wait", self.max_wait, above=0, at_most=MAX_TIMEOUT)
@@ -82,6 +91,9 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
     """Build the Flower client (a subclass of ``flwr.client.Client``) for this silo."""
     from flwr.client import Client
     from flwr.common import Code, GetPropertiesRes, Status
+
+    ledger = SiloLedger(settings.policy, settings.ledger)
+    role.check_policy(settings.policy)
 
     class SiloClient(Client):
         """Answers the server's stages for one silo (state kept in this long-lived process)."""
@@ -134,7 +146,9 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
             if stage == wire.STAGE_TRAIN:
                 self.rounds_seen.append(instruction.round_index)
                 params, sampled = array_from_bytes(payloads[0]), array_from_bytes(payloads[1])
+                role.check_policy(settings.policy, sampled)
                 if len(payloads) == 2:
+                    self._admit(instruction.round_index, sampled)
                     contribution = role.contribution(params, instruction.round_index, sampled)
                     return wire.Reply(payloads=(array_to_bytes(contribution),))
                 shares = self._secure().answer(STAGE_SHARES, instruction.round_index, payloads[2:])
@@ -146,13 +160,21 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
                 params, sampled = self._pending
                 self._pending = None
                 round_index = instruction.round_index
-                return wire.Reply(payloads=self._secure().answer(
-                    STAGE_UPDATE, round_index, payloads,
-                    inputs=lambda: role.secure_inputs(params, round_index, sampled)))
+
+                def inputs() -> tuple[np.ndarray, np.ndarray]:
+                    self._admit(round_index, sampled)
+                    return role.secure_inputs(params, round_index, sampled)
+
+                return wire.Reply(payloads=self._secure().answer(STAGE_UPDATE, round_index, payloads, inputs=inputs))
             if stage == wire.STAGE_FINISH:
                 self.final_params = array_from_bytes(payloads[0])
                 return wire.Reply()
             raise ValueError(f"unknown stage {stage!r}")
+
+        def _admit(self, round_index: int, sampled: np.ndarray) -> None:
+            """Into the ledger (on disk) before anything of the round is computed, or a PolicyRefusal."""
+            multiplier, q = role.release(sampled)
+            ledger.admit(role.fingerprint, round_index, multiplier=multiplier, q=q)
 
         def _secure(self) -> SiloDriver:
             if self._protocol is None:

@@ -321,26 +321,23 @@ class MethodSilo(_MethodRole):
         size of a round's user sample (methods with user sampling).
 
         Raises:
-            PolicyRefusal: naming the value and the policy's bound.
+            PolicyRefusal: naming the value and the policy's bound, or a method without noise (DEFAULT: a silo
+                releases nothing without DP).
         """
         spec = self.method.spec
+        if not spec.private:
+            raise PolicyRefusal(f"method {spec.name} adds no noise; this silo answers only private methods")
         if sampled is None:
-            policy.check(sigma=self.config.run.sigma if spec.private else None,
-                         local_epochs=self.config.run.local_epochs)
+            policy.check(sigma=self.config.run.sigma, local_epochs=self.config.run.local_epochs)
         elif spec.per_user:
             policy.check(sampled_users=int(np.count_nonzero(sampled)))
 
     def release(self, sampled: np.ndarray) -> tuple[float | None, float]:
         """What one answer of this silo releases, for its ledger (:class:`uldp.policy.SiloLedger`): the noise
         multiplier the server sees (:func:`uldp.policy.release_multiplier`; None for ULDP-GROUP's DP-SGD, whose
-        rounds are recorded but not accounted here) and the sampling rate.
-
-        Raises:
-            PolicyRefusal: a method without noise (DEFAULT): a silo does not release a model without DP.
-        """
+        rounds are recorded but not accounted here) and the sampling rate (a private method: :meth:`check_policy`
+        refuses the others)."""
         spec, hp = self.method.spec, self.method.hp
-        if not spec.private:
-            raise PolicyRefusal(f"method {spec.name} adds no noise; this silo answers only private methods")
         if spec.family == "ULDP-GROUP":
             return None, 1.0
         uniform = not spec.enhanced_weights and self.config.run.user_weights is None

@@ -137,6 +137,36 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
+# ## Who learns what, and who enforces the guarantee
+#
+# The protocol assumes a public user set $U$ ({ref}`Section 3.1 <paper-section-3-1>`); a federation has to agree on one.
+# What each party of `uldp.flower` and `uldp deploy` learns, with secure aggregation (the default for ULDP-AVG-w):
+#
+# - **The server** learns $|S|$, $|U|$, each silo's number of records and of distinct users (the sizes of what it
+#   relays), the users it samples, $B(N_u) = r_u N_u$ (uniform on $\mathbb{Z}_n^*$ when $N_u > 0$, $0$ otherwise: so it
+#   learns which users have no record at all) and the decoded noisy sum. It never sees a patient id, a pseudonym in
+#   the clear (the silos' lists travel sealed under a key it lacks) or any $n_{s,u}$.
+# - **A silo** learns its own records, the protocol's blinds $r_u$ (shared by all silos), the encrypted weights and
+#   the weight powers (which any silo could compute itself) and, to agree on $U$ on Flower, **the pseudonym list of
+#   every other silo**: which pseudonyms each holds, never how many records (except in a plain ULDP-AVG-w run, the
+#   explicit opt-out, where the enhanced weights need every $n_{s,u}$). The pseudonyms are HMAC-SHA256 under a key
+#   that all silos share, so **a silo can test a guessed patient id against another silo's list**: a dictionary over
+#   guessable ids (consecutive record numbers) recovers which of them another hospital treats. This is acceptable only
+#   where patient ids are not guessable (random study ids of 128 bits, which a silo maps its records to before the
+#   federation) or where membership among the consortium's hospitals is not itself sensitive; a DH-based private set
+#   union (commutative blinding, each silo raising the others' hashed ids to its secret exponent) would remove it and
+#   is not implemented. In `uldp deploy` the users and their allocation come from the shared configuration: public to
+#   every party by construction (a dress rehearsal on registered datasets).
+#
+# Nothing the server sends changes a silo's randomness, budget or answers: each silo holds its own privacy policy
+# (`uldp.policy.SiloPolicy`: accountant, target $\epsilon$ and $\delta$, minimum $\sigma$, most rounds, local epochs
+# and records, smallest user sample), refuses by name whatever exceeds it, answers each round index once (a ledger
+# written before the answer leaves; the protocol's masks are a function of the round index, so a second masked update of
+# one round would let the key holder subtract the masks) and accounts for what the server really sees: without
+# secure aggregation each silo's update carries noise $\sigma C / \sqrt{|S|}$ against a weight up to 1 under the
+# enhanced weights (`uldp.accounting.epsilon_server_view`).
+
+# %% [markdown]
 # ## Correctness (Theorem 4)
 #
 # {ref}`Theorem 4 <paper-theorem-4>` states that the secure aggregate is within the precision $P$ of the plain one. With

@@ -350,3 +350,23 @@ def test_without_counts_in_the_method_no_silo_learns_anothers_counts(hospital_fi
             np.testing.assert_array_equal(held[s], counts[s])
             assert np.array_equal(np.delete(held, s, axis=0), np.delete(counts, s, axis=0)) == shared
             assert shared or not np.delete(held, s, axis=0).any()
+
+
+def test_an_update_past_its_methods_bound_aborts_the_round_naming_the_silo(hospital_files):
+    """Attack 6 on Flower: a silo's finite 3e38 update was applied. Now each update is checked against
+    clip * (its weights' sum) + the noise's 2^-40 norm tail, and the round stops naming the node."""
+    from flwr.app import ArrayRecord
+
+    class Inflating(LocalGrid):
+        def send_and_receive(self, messages, *, timeout=None):
+            replies = list(super().send_and_receive(messages, timeout=timeout))
+            for reply in replies:
+                if reply.metadata.message_type == "train" and reply.metadata.src_node_id == 102:
+                    update = reply.content["arrays"].to_numpy_ndarrays()[0]
+                    reply.content["arrays"] = ArrayRecord([update * np.float32(1e30)])
+            return replies
+
+    grid = Inflating(uf.silo_client_app(load, model, nn.CrossEntropyLoss()), node_configs(hospital_files, LAX))
+    strategy = uf.UldpStrategy(method="ULDP-AVG", sigma=5.0, local_epochs=1)
+    with pytest.raises(RuntimeError, match=r"silo node 102 sent an update of norm .* past the bound"):
+        strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)

@@ -188,6 +188,30 @@ def release_multiplier(sigma: float, *, n_silos: int, secure: bool, uniform_weig
     return sigma if secure or uniform_weights else sigma / math.sqrt(n_silos)
 
 
+#: t of the noise's norm bound ``std (sqrt(d) + t)``: P(||z|| > std (sqrt(d) + t)) <= exp(-t^2 / 2) = 2^-40.
+NOISE_TAIL = math.sqrt(2 * 40 * math.log(2))
+
+
+def update_norm_bound(*, clip: float, weight_sum: float, noise_std: float, size: int) -> float:
+    """The largest l2 norm an honest silo's update ``sum_u w_su clip(Delta_su) + z_s`` may have (issue 30, attack 6).
+
+    The clipped part has norm at most ``C sum_u w_su``; the noise ``z_s ~ N(0, std^2 I_d)`` has norm above
+    ``std (sqrt(d) + t)`` with probability at most ``exp(-t^2 / 2)`` (Gaussian concentration of the norm, a
+    1-Lipschitz function, around a mean below ``std sqrt(d)``), ``t`` = :data:`NOISE_TAIL`: a server that aborts past
+    this bound wrongly blames an honest silo with probability below ``2^-40`` per round.
+
+    Args:
+        clip: C.
+        weight_sum: ``sum_u w_su`` over the round's users (an upper bound will do).
+        noise_std: The silo's noise std per coordinate.
+        size: d.
+
+    Returns:
+        The bound.
+    """
+    return clip * weight_sum + noise_std * (math.sqrt(size) + NOISE_TAIL)
+
+
 class SiloLedger:
     """The silo's persistent record of the rounds it answered and the noise it released; it enforces the policy.
 

@@ -54,7 +54,6 @@ Protocol 1's :class:`~uldp.secure.config.ProtocolParameters` (``"secure": true``
 from __future__ import annotations
 
 import logging
-import math
 import secrets
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
@@ -69,13 +68,11 @@ from uldp.methods import check_weights, make_method
 from uldp.methods.base import seed_stream
 from uldp.models import evaluate as evaluate_model
 from uldp.persist import fingerprint
-from uldp.policy import PolicyRefusal, SiloPolicy, release_multiplier
+from uldp.policy import PolicyRefusal, SiloPolicy, release_multiplier, update_norm_bound
 from uldp.simulation import SECURE_METHODS, RunConfig, build_federation
 from uldp.training.per_user import flat_parameters, load_flat_parameters
 
 LOGGER = logging.getLogger("uldp.deploy")
-#: t of the noise's norm bound ``sqrt(d) + t``: P(||z|| > std (sqrt(d) + t)) <= exp(-t^2 / 2) = 2^-40.
-NOISE_TAIL = math.sqrt(2 * 40 * math.log(2))
 
 
 @dataclass(frozen=True)
@@ -281,17 +278,16 @@ class MethodServer(_MethodRole):
     def contribution_bound(self, sampled: np.ndarray, size: int) -> list[float] | None:
         """Per silo, the largest l2 norm its contribution may have (issue 30, attack 6): its clipped signal
         ``C sum_u w_su`` (``C`` for ULDP-NAIVE's clipped delta) plus the noise's norm bound
-        ``noise_std (sqrt(d) + t)``, exceeded with probability below ``exp(-t^2 / 2) = 2^-40`` (Gaussian
-        concentration of the norm, a 1-Lipschitz function). None for a method without such a bound (DEFAULT,
-        ULDP-GROUP)."""
+        (:func:`uldp.policy.update_norm_bound`). None for a method without such a bound (DEFAULT, ULDP-GROUP)."""
         spec, hp = self.method.spec, self.method.hp
         if not spec.private or spec.family == "ULDP-GROUP" or hp.clip is None:
             return None
-        noise = self.method.noise_std(self.n_silos) * (math.sqrt(size) + NOISE_TAIL)
+        noise_std = self.method.noise_std(self.n_silos)
         if not spec.per_user:
-            return [hp.clip + noise] * self.n_silos
+            return [update_norm_bound(clip=hp.clip, weight_sum=1.0, noise_std=noise_std, size=size)] * self.n_silos
         weights = self.method.weights(self.counts, np.asarray(sampled, dtype=bool))
-        return [hp.clip * float(row.sum()) + noise for row in weights]
+        return [update_norm_bound(clip=hp.clip, weight_sum=float(row.sum()), noise_std=noise_std, size=size)
+                for row in weights]
 
 
 class MethodSilo(_MethodRole):

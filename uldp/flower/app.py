@@ -56,7 +56,7 @@ from uldp.flower.pseudonyms import open_histogram, pseudonymize, read_key_file, 
 from uldp.flower.secure import round_settings, server_driver, silo_masked_update, silo_setup
 from uldp.methods import Federation, Hyperparameters, make_method, parse_method
 from uldp.methods.base import seed_stream
-from uldp.policy import SiloLedger, SiloPolicy, release_multiplier
+from uldp.policy import SiloLedger, SiloPolicy, release_multiplier, update_norm_bound
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
 
 if TYPE_CHECKING:
@@ -244,7 +244,7 @@ class UldpStrategy(Strategy):
         settings = {"round": server_round, "sampled": np.packbits(sampled).tobytes(), "method": self.method.spec.name,
                     "local_lr": self.hp.local_lr, "local_epochs": self.hp.local_epochs,
                     "batch_size": self.hp.batch_size, "clip": self.hp.clip, "sigma": self.hp.sigma, "q": self.hp.q}
-        self._params = arrays.to_numpy_ndarrays()[0]
+        self._params, self._sampled = arrays.to_numpy_ndarrays()[0], sampled
         self._tick = time.perf_counter()
         if self.secure:
             payloads = self._protocol.begin_round(server_round, sampled)
@@ -266,12 +266,22 @@ class UldpStrategy(Strategy):
         if self.secure:  # Protocol 1, step 2(c): every silo's masked update or nothing is decrypted
             updates = {s: (bytes(answers[node]["uldp"]["update"]),) for s, node in enumerate(self.nodes)}
             total = torch.from_numpy(self._protocol.finish_round(updates, self._params.size))
+            bound = len(self.nodes) * self._update_bound()
+            if not float(total.norm()) <= bound:
+                raise RuntimeError(f"round {server_round}: Protocol 1's decoded aggregate has norm "
+                                   f"{float(total.norm()):.3g}, past the bound {bound:.3g} of the silos' clipped, "
+                                   f"noised updates: a silo sent more (the masks hide which); nothing is applied")
         else:
             total = torch.zeros(self._params.size, dtype=torch.float32)
             for node in self.nodes:
                 update = answers[node]["arrays"].to_numpy_ndarrays()[0]
                 if update.shape != self._params.shape or not np.isfinite(update).all():
                     raise RuntimeError(f"round {server_round}: silo node {node} sent a bad update {update.shape}")
+                norm = float(np.linalg.norm(update.astype(np.float64)))
+                if not norm <= self._update_bound():
+                    raise RuntimeError(f"round {server_round}: silo node {node} sent an update of norm {norm:.3g}, "
+                                       f"past the bound {self._update_bound():.3g} its method implies; nothing is "
+                                       f"applied")
                 total += torch.from_numpy(update)
         if any(bool(answers[node]["silo"]["insecure_reproducible_noise"]) for node in self.nodes):
             if not self.insecure_reproducible_noise:
@@ -287,6 +297,14 @@ class UldpStrategy(Strategy):
         self.server_view_epsilons.append(view)
         self.round_seconds.append(time.perf_counter() - self._tick)
         return ArrayRecord([params.numpy()]), MetricRecord({"epsilon": epsilon, "server_view_epsilon": view})
+
+    def _update_bound(self) -> float:
+        """The largest norm of one silo's honest update this round (:func:`uldp.policy.update_norm_bound`), its
+        weights' sum bounded by the number of sampled users (enhanced weights) or that over |S| (uniform)."""
+        sampled = float(self._sampled.sum())
+        weight_sum = sampled if self.method.spec.enhanced_weights else sampled / len(self.nodes)
+        return update_norm_bound(clip=self.hp.clip, weight_sum=weight_sum,
+                                 noise_std=self.method.noise_std(len(self.nodes)), size=int(self._params.size))
 
     def configure_evaluate(self, server_round: int, arrays: Any, config: Any, grid: Any) -> Iterable[Any]:
         """No federated evaluation (a test set at the silos would be a release the budget does not cover)."""

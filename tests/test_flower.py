@@ -362,7 +362,7 @@ def test_an_update_past_its_methods_bound_aborts_the_round_naming_the_silo(hospi
             replies = list(super().send_and_receive(messages, timeout=timeout))
             for reply in replies:
                 if reply.metadata.message_type == "train" and reply.metadata.src_node_id == 102:
-                    update = reply.content["arrays"].to_numpy_ndarrays()[0]
+                    update = reply.content.array_records["arrays"].to_numpy_ndarrays()[0]
                     reply.content["arrays"] = ArrayRecord([update * np.float32(1e30)])
             return replies
 

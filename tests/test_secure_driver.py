@@ -83,10 +83,15 @@ def test_a_replayed_round_gets_no_second_masked_update() -> None:
     federation.server.setup()
     federation.server.round(2, np.ones(3, bool), 2)
     shares_stage, update_stage = federation.sent[-2], federation.sent[-1]
-    drawn = []
+    drawn: list[int] = []
+
+    def draw() -> tuple[np.ndarray, np.ndarray]:
+        drawn.append(1)
+        return federation.inputs[1]
+
     for stage, round_index, payloads in (shares_stage, update_stage, (STAGE_SHARES, 1, shares_stage[2])):
         with pytest.raises(ProtocolAbort, match=f"round {round_index}: it expects p1-shares of a round after 2"):
-            federation.silos[1].answer(stage, round_index, payloads[1], inputs=lambda: drawn.append(1))
+            federation.silos[1].answer(stage, round_index, payloads[1], inputs=draw)
     assert not drawn
     with pytest.raises(ProtocolAbort, match="each round index is used once"):
         federation.server.begin_round(2, np.ones(3, bool))

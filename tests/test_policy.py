@@ -37,11 +37,13 @@ def test_the_policy_comes_from_the_silos_own_node_config_or_file() -> None:
     ({"local_epochs": 0}, "local_epochs=0 is outside"),
     ({"records": 10**12}, "total_records=1000000000000 is outside this silo's 1..100000000"),
     ({"sampled_users": 1}, r"samples 1 user\(s\) is below this silo's min_sampled_users 2"),
+    ({"sampled_users": 100, "n_users": 100, "q": 0.1}, r"samples 100 of 100 users is no Poisson sample at q=0\.1"),
 ])
 def test_requests_past_the_default_policy_are_refused_by_name(request_, refusal) -> None:
     with pytest.raises(PolicyRefusal, match=refusal):
         SiloPolicy().check(**request_)
     SiloPolicy().check(sigma=0.5, local_epochs=100, records=10**8, sampled_users=2)
+    SiloPolicy().check(sampled_users=20, n_users=100, q=0.1)  # within 2^-40 of a Poisson sample at q = 0.1
 
 
 def test_the_ledger_refuses_a_repeated_or_older_round_and_survives_a_restart(tmp_path) -> None:

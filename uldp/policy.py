@@ -122,7 +122,7 @@ class SiloPolicy:
         return asdict(self)
 
     def check(self, *, sigma: float | None = None, local_epochs: int | None = None, records: int | None = None,
-              sampled_users: int | None = None) -> None:
+              sampled_users: int | None = None, n_users: int | None = None, q: float | None = None) -> None:
         """Refuse a request past this policy (each argument None when the request does not set it).
 
         Args:
@@ -130,10 +130,20 @@ class SiloPolicy:
             local_epochs: The local epochs it asks for.
             records: The records it says the federation holds.
             sampled_users: The users it sampled this round (over the federation).
+            n_users: |U|, with ``q``: the sample must be one Poisson sampling at rate ``q`` could draw, since the
+                silo accounts the round at that rate (Lemma 4): more than ``q |U| + sqrt(|U| 40 ln 2 / 2)`` users
+                (Hoeffding: probability below 2^-40) is refused.
+            q: The sampling rate the request claims.
 
         Raises:
             PolicyRefusal: naming the bad value and the policy's bound.
         """
+        if sampled_users is not None and n_users is not None and q is not None:
+            most = q * n_users + math.sqrt(n_users * 40 * math.log(2) / 2)
+            if sampled_users > most:
+                raise PolicyRefusal(f"a round that samples {sampled_users} of {n_users} users is no Poisson sample "
+                                    f"at q={q:g}, the rate it claims (at most {most:.1f} but with probability "
+                                    f"2^-40); the silo accounts its rounds at that rate")
         if sigma is not None and (isinstance(sigma, bool) or not isinstance(sigma, (int, float))
                                   or not sigma >= self.min_sigma):
             raise PolicyRefusal(f"sigma={sigma!r} is below this silo's min_sigma {self.min_sigma}")

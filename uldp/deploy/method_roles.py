@@ -326,7 +326,7 @@ class MethodSilo(_MethodRole):
         if sampled is None:
             policy.check(sigma=self.config.run.sigma, local_epochs=self.config.run.local_epochs)
         elif spec.per_user:
-            policy.check(sampled_users=int(np.count_nonzero(sampled)))
+            policy.check(sampled_users=int(np.count_nonzero(sampled)), n_users=self.n_users, q=self.method.hp.q)
 
     def release(self, sampled: np.ndarray) -> tuple[float | None, float]:
         """What one answer of this silo releases, for its ledger (:class:`uldp.policy.SiloLedger`): the noise

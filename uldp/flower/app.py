@@ -404,7 +404,8 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> np.n
         raise ValueError(f"method {settings['method']!r} is not one of {SUPPORTED}")
     sampled = np.unpackbits(np.frombuffer(settings["sampled"], dtype=np.uint8))[: int(state["n_users"])].astype(bool)
     policy = SiloPolicy.from_node_config(context.node_config)
-    policy.check(sigma=settings["sigma"], local_epochs=settings["local_epochs"], sampled_users=int(sampled.sum()))
+    policy.check(sigma=settings["sigma"], local_epochs=settings["local_epochs"], sampled_users=int(sampled.sum()),
+                 n_users=int(state["n_users"]), q=float(settings["q"]))
     secure = bool(state.get("secure", False))
     if secure != ("p1" in settings):
         raise ValueError("a round without Protocol 1 in a federation set up with it, or the reverse")

@@ -14,6 +14,7 @@ import uldp
 import uldp.flower as uf
 from uldp.flower.local import LocalGrid
 from uldp.flower.pseudonyms import open_histogram, seal_histogram
+from uldp.secure.driver import ProtocolAbort
 
 if TYPE_CHECKING:
     import pathlib
@@ -370,3 +371,27 @@ def test_an_update_past_its_methods_bound_aborts_the_round_naming_the_silo(hospi
     strategy = uf.UldpStrategy(method="ULDP-AVG", sigma=5.0, local_epochs=1)
     with pytest.raises(RuntimeError, match=r"silo node 102 sent an update of norm .* past the bound"):
         strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
+
+
+def test_protocol_1_never_answers_a_round_twice(hospital_files):
+    """Attack 2 on Protocol 1: a silo answering round 1 twice used the same pairwise masks, so the key holder's
+    Dec(A / B) was the silo's clean weighted update (to 1e-19). Now every silo's driver refuses the replayed update
+    stage (the train message with the round's weights and shares): no second masked update exists to divide by; and
+    the server's driver never starts round 1 again."""
+    from flwr.app import ArrayRecord, Message as FlowerMessage
+
+    class Replay(uf.UldpStrategy):
+        def configure_train(self, server_round, arrays, config, grid):
+            self.sent = list(super().configure_train(server_round, arrays, config, grid))
+            return self.sent
+
+    grid = LocalGrid(uf.silo_client_app(load, model, nn.CrossEntropyLoss()),
+                     node_configs(hospital_files, ALLOW_TEST_KEYS))
+    strategy = Replay(sigma=5.0, local_epochs=1, protocol=TEST_KEYS)
+    strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
+    copies = [FlowerMessage(m.content, dst_node_id=m.metadata.dst_node_id, message_type="train", group_id="1")
+              for m in strategy.sent]
+    replies = list(grid.send_and_receive(copies))
+    assert all(r.has_error() and "refuses p1-update of round 1" in str(r.error.reason) for r in replies)
+    with pytest.raises(ProtocolAbort, match="each round index is used once"):
+        strategy._protocol.begin_round(1, np.ones(strategy.n_users, bool))

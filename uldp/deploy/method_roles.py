@@ -41,7 +41,9 @@ simulation (:func:`uldp.simulation.run`) is always seeded: it models the computa
 
 Configuration file (JSON): the fields of :class:`~uldp.simulation.RunConfig`, among them
 ``"protocol": {"key_bits": ..., "precision": ..., "n_max": ..., "insecure_test_key": ..., "processes": ...}``,
-Protocol 1's :class:`~uldp.secure.config.ProtocolParameters` (``"secure": true``), plus optionally
+Protocol 1's :class:`~uldp.secure.config.ProtocolParameters` (``"secure"``: true by default for ULDP-AVG-w and
+ULDP-SGD-w, whose plain rounds show each silo's weighted update; ``"secure": false`` is the explicit opt-out, and
+the history then reports ``server_view_epsilon``), plus optionally
 ``"insecure_reproducible_noise"``; e.g. ``{"dataset": "creditcard", "method": "ULDP-AVG-w",
 "n_users": 100, "rounds": 5, "seed": 0, "secure": true}``.
 

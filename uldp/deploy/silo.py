@@ -6,6 +6,12 @@ runs the same configuration (and, with a key, that it is who it claims to be), t
 pairwise keys, blinds and masks never leave the process). Every answer says how many seconds the silo computed
 (``seconds``), so the server can tell computation from transport. A failure inside a stage is answered as an
 error, which makes the server abort the round; the silo keeps running.
+
+The silo enforces differential privacy itself (:mod:`uldp.policy`): before joining it checks the run against its own
+:class:`~uldp.policy.SiloPolicy` (its policy file, never the server's), each round it refuses a user sample past the
+policy and any round index it has answered (its :class:`~uldp.policy.SiloLedger`, on disk before the answer leaves),
+and it keeps the user-level epsilon of what the server sees within its target. Protocol 1's stages run through
+:class:`uldp.secure.driver.SiloDriver`, which refuses them out of order.
 """
 
 from __future__ import annotations

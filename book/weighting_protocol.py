@@ -15,7 +15,8 @@
 #
 # $C_{\text{LCM}} = \operatorname{lcm}(1, \dots, N_{\max})$ makes $C_{\text{LCM}} / N_u$ an integer, so the decrypted
 # integer decodes exactly ({ref}`Algorithm 5 <paper-algorithm-5>`). Everything here runs the real protocol of
-# `uldp.secure`: a `Server` and `Silo` objects exchanging typed messages in their byte form.
+# `uldp.secure`: a `Server` and `Silo` objects exchanging typed messages in their byte form, driven stage by stage by
+# `uldp.secure.driver` (the same driver runs the protocol in-process, on Flower and in `uldp deploy`).
 
 # %% tags=["parameters"]
 profile = "default"
@@ -26,7 +27,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from uldp.secure import ProtocolConfig, ProtocolParameters, SecureSession, Server, Silo
+from uldp.secure import ProtocolConfig, ProtocolParameters, SecureSession
+from uldp.secure.driver import STAGE_UPDATE, ServerDriver, SiloDriver
+from uldp.secure.messages import parse_message
 
 SMOKE = profile == "smoke"
 rng = np.random.default_rng(0)
@@ -45,28 +48,31 @@ rng = np.random.default_rng(0)
 counts = np.array([[3, 0, 5, 0], [1, 2, 0, 0], [4, 0, 1, 7]])
 test_keys = ProtocolParameters(key_bits=1024, n_max=300, insecure_test_key=True)  # tests and this chapter only
 config = ProtocolConfig(n_silos=3, n_users=4, clip=1.0, sigma=1.0, parameters=test_keys)
-server = Server(config)
-silos = [Silo(s, counts[s], config) for s in range(3)]
-log = []
+silo_drivers = [SiloDriver(s, counts[s], config) for s in range(3)]
+log, round_inputs = [], {}
 
 
-def send(sender, receiver, message):
-    """Deliver a message through its bytes, as a network would, and note who sent what."""
-    data = message.to_bytes()
-    log.append({"from": sender, "to": receiver, "message": type(message).__name__, "bytes": len(data)})
-    return type(message).from_bytes(data)
+def note(sender, receiver, stage, payloads):
+    """Note who sent which message (each payload is a message's bytes, as a network would carry it)."""
+    for data in payloads:
+        log.append({"from": sender, "to": receiver, "stage": stage,
+                    "message": type(parse_message(data)).__name__, "bytes": len(data)})
 
 
-public = server.public_key_message()                                                     # 1(a)
-dh_keys = [send(f"silo {s.silo_id}", "server", s.receive_public_key(send("server", f"silo {s.silo_id}", public)))
-           for s in silos]
-directory = server.relay_dh_keys(dh_keys)                                                # 1(b)
-sealed_seeds = [send(f"silo {m.sender}", "server", m) for s in silos
-                for m in s.receive_dh_directory(send("server", f"silo {s.silo_id}", directory))]
-inbox = server.relay(sealed_seeds)                                                       # 1(c)
-for s in silos:
-    s.receive_seed([send("server", f"silo {s.silo_id}", m) for m in inbox[s.silo_id]])
-server.receive_histograms([send(f"silo {s.silo_id}", "server", s.blinded_histogram()) for s in silos])  # 1(d-f)
+def exchange(stage, round_index, payloads):
+    """The transport: each silo's message to its driver, its answer back, all as bytes."""
+    answers = {}
+    for s, message in payloads.items():
+        note("server", f"silo {s}", stage, message)
+        inputs = (lambda s=s: round_inputs[s]) if stage == STAGE_UPDATE else None
+        answers[s] = silo_drivers[s].answer(stage, round_index, message, inputs=inputs)
+        note(f"silo {s}", "server", stage, answers[s])
+    return answers
+
+
+driver = ServerDriver(config, exchange)  # stage order and checks: uldp.secure.driver, the one driver of every transport
+server, silos = driver.server, [d.role for d in silo_drivers]
+driver.setup()                                                                           # 1(a)-(f)
 pd.DataFrame(log)
 
 # %% [markdown]
@@ -94,15 +100,11 @@ deltas[counts == 0] = 0.0
 noise = rng.normal(scale=0.5, size=(3, dim))
 sampled = np.array([True, False, True, True])
 log.clear()
-weights = server.start_round(1, sampled)                                                 # 2(a)
-shares = server.relay([send(f"silo {m.sender}", "server", m) for s in silos
-                       for m in s.share_weight_powers(send("server", f"silo {s.silo_id}", weights))])
-updates = [send(f"silo {s.silo_id}", "server",
-                s.masked_update(weights, shares[s.silo_id], deltas[s.silo_id], noise[s.silo_id])) for s in silos]  # 2(b)
-secure = server.finish_round(updates)                                                    # 2(c)
+round_inputs = {s: (deltas[s], noise[s]) for s in range(3)}
+secure = driver.round(1, sampled, dim)                                                   # 2(a)-(c)
 totals = counts.sum(axis=0)
 plain = np.einsum("su,sud->d", np.where(sampled, counts / totals, 0.0), deltas) + noise.sum(axis=0)
-print(pd.DataFrame(log).groupby(["from", "to", "message"]).size().to_string())
+print(pd.DataFrame(log).groupby(["stage", "from", "to", "message"]).size().to_string())
 print("secure:", secure, "\nplain: ", plain, "\nmax |difference|:", np.abs(secure - plain).max())
 
 # %% [markdown]
@@ -133,6 +135,36 @@ for ax, values, title in [(axes[0], blinded, "B(N_u) / n, all N_u = 1"), (axes[1
     ax.set_xlabel("value / n")
 plt.tight_layout()
 plt.show()
+
+# %% [markdown]
+# ## Who learns what, and who enforces the guarantee
+#
+# The protocol assumes a public user set $U$ ({ref}`Section 3.1 <paper-section-3-1>`); a federation has to agree on one.
+# What each party of `uldp.flower` and `uldp deploy` learns, with secure aggregation (the default for ULDP-AVG-w):
+#
+# - **The server** learns $|S|$, $|U|$, each silo's number of records and of distinct users (the sizes of what it
+#   relays), the users it samples, $B(N_u) = r_u N_u$ (uniform on $\mathbb{Z}_n^*$ when $N_u > 0$, $0$ otherwise: so it
+#   learns which users have no record at all) and the decoded noisy sum. It never sees a patient id, a pseudonym in
+#   the clear (the silos' lists travel sealed under a key it lacks) or any $n_{s,u}$.
+# - **A silo** learns its own records, the protocol's blinds $r_u$ (shared by all silos), the encrypted weights and
+#   the weight powers (which any silo could compute itself) and, to agree on $U$ on Flower, **the pseudonym list of
+#   every other silo**: which pseudonyms each holds, never how many records (except in a plain ULDP-AVG-w run, the
+#   explicit opt-out, where the enhanced weights need every $n_{s,u}$). The pseudonyms are HMAC-SHA256 under a key
+#   that all silos share, so **a silo can test a guessed patient id against another silo's list**: a dictionary over
+#   guessable ids (consecutive record numbers) recovers which of them another hospital treats. This is acceptable only
+#   where patient ids are not guessable (random study ids of 128 bits, which a silo maps its records to before the
+#   federation) or where membership among the consortium's hospitals is not itself sensitive; a DH-based private set
+#   union (commutative blinding, each silo raising the others' hashed ids to its secret exponent) would remove it and
+#   is not implemented. In `uldp deploy` the users and their allocation come from the shared configuration: public to
+#   every party by construction (a dress rehearsal on registered datasets).
+#
+# Nothing the server sends changes a silo's randomness, budget or answers: each silo holds its own privacy policy
+# (`uldp.policy.SiloPolicy`: accountant, target $\epsilon$ and $\delta$, minimum $\sigma$, most rounds, local epochs
+# and records, smallest user sample), refuses by name whatever exceeds it, answers each round index once (a ledger
+# written before the answer leaves; the protocol's masks are a function of the round index, so a second masked update of
+# one round would let the key holder subtract the masks) and accounts for what the server really sees: without
+# secure aggregation each silo's update carries noise $\sigma C / \sqrt{|S|}$ against a weight up to 1 under the
+# enhanced weights (`uldp.accounting.epsilon_server_view`).
 
 # %% [markdown]
 # ## Correctness (Theorem 4)

@@ -165,9 +165,9 @@ except ValueError as error:
 #    $\sum_u w_{su}\,\mathrm{clip}(\Delta_{su}) + z_s$ ({ref}`Algorithm 3 <paper-algorithm-3>`), its noise $z_s$ drawn
 #    from its own CSPRNG-seeded stream.
 #
-# Here each hospital learns how many records each pseudonym has at the other hospitals (the server does not). When
-# that must stay hidden too, the strategy runs {ref}`Protocol 1 <paper-protocol-1>` (`secure=True`, below): then no
-# party learns another hospital's counts.
+# Here each hospital learns how many records each pseudonym has at the other hospitals (the server does not). That is
+# why ULDP-AVG-w runs {ref}`Protocol 1 <paper-protocol-1>` by default (`secure=True`, below): then no party learns
+# another hospital's counts. The first runs below opt out (`secure=False`) to compare with `uldp.fit`.
 #
 # The hospital's side is the `load` function and one call:
 
@@ -187,10 +187,14 @@ client_app = uldp.flower.silo_client_app(load, model=lambda: nn.Sequential(nn.Li
 #
 # ```text
 # flower-supernode --superlink server.example.org:9093 --node-config \
-#     'silo="St Mary'"'"'s" data="/data/visits.csv" uldp-key-file="/secure/hospitals.key" uldp-min-sigma=1.0'
+#     'silo="St Mary'"'"'s" data="/data/visits.csv" uldp-key-file="/secure/hospitals.key"
+#      uldp-ledger="/secure/uldp-ledger.json" uldp-policy-epsilon=8 uldp-policy-min-sigma=1.0'
 # ```
 #
-# (`uldp-min-sigma` makes a hospital refuse rounds with less noise than it allows), the server runs
+# (the hospital's own privacy policy, `uldp.policy.SiloPolicy`: it refuses rounds with less noise than it allows, more
+# local epochs or records than it accepts, a sample of fewer than two patients, a round it has answered already, and
+# any round that would take the user-level $\epsilon$ of everything it released, as the server sees it, past its
+# target; the ledger file keeps what it released across restarts), the server runs
 # `flower-superlink`, and `flwr run` submits the app whose `ServerApp` calls `strategy.start(grid, ...)`.
 # `tests/test_flower_loopback.py` does exactly this on loopback: a SuperLink and three SuperNodes as separate
 # processes, no Ray, telemetry off, TLS off in Flower's insecure local mode.
@@ -199,11 +203,16 @@ client_app = uldp.flower.silo_client_app(load, model=lambda: nn.Sequential(nn.Li
 # in this process, one context (node config and state) per hospital.
 #
 # ```{warning}
-# To end at *the same model* as `uldp.fit`, the hospitals must draw their noise from the strategy's seed:
-# `insecure_reproducible_noise=True`. **That is for tests and this demonstration only**: whoever knows the seed
-# (here, the server) can subtract every hospital's noise and the privacy guarantee is void. A real federation leaves
-# it off, and each hospital draws its noise from its own CSPRNG.
+# To end at *the same model* as `uldp.fit`, each hospital must draw its noise from `fit`'s seed, which only its own
+# node config can ask for: `uldp-insecure-reproducible-noise=0`. **That is for tests and this demonstration only**:
+# whoever knows the seed can subtract the hospital's noise and the privacy guarantee is void. A real federation
+# leaves it off, and each hospital draws its noise from its own CSPRNG; nothing the server sends changes that.
 # ```
+#
+# This first run also goes without secure aggregation (`secure=False`, ULDP-AVG-w's explicit opt-out): the server then
+# sees each hospital's update, whose noise is $\sigma C / \sqrt{|S|}$ against a patient whose visits all sit in that
+# hospital (weight 1), so its view spends more than the released model; the strategy reports both, and each hospital's
+# policy accounts for the larger one (here the demonstration raises the hospitals' target to 20).
 
 # %%
 import logging
@@ -214,12 +223,12 @@ logging.getLogger("flwr").setLevel(logging.WARNING)  # Flower logs every stage; 
 
 torch_model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 1))
 uldp.load_flat_parameters(torch_model, uldp.flat_parameters(model))  # the same initial weights as above
+TEST_ONLY = {"uldp-insecure-reproducible-noise": 0}  # the hospitals' own option, see the warning above
 grid = uldp.flower.LocalGrid(client_app, [
-    {"silo": hospital, "data": str(folder / f"{hospital}.csv"), "uldp-key-file": str(key_file)}
-    for hospital in HOSPITALS])
+    {"silo": hospital, "data": str(folder / f"{hospital}.csv"), "uldp-key-file": str(key_file),
+     "uldp-policy-epsilon": 20, **TEST_ONLY} for hospital in HOSPITALS])
 strategy = uldp.flower.UldpStrategy(method="ULDP-AVG-w", sigma=history.sigma, q=0.5,
-                                    local_epochs=SIZES["local_epochs"], batch_size=16, seed=0,
-                                    insecure_reproducible_noise=True)  # TEST ONLY, see the warning above
+                                    local_epochs=SIZES["local_epochs"], batch_size=16, seed=0, secure=False)
 result = strategy.start(grid, ArrayRecord([uldp.flat_parameters(torch_model).numpy()]),
                         num_rounds=SIZES["rounds"])
 on_flower = result.arrays.to_numpy_ndarrays()[0]
@@ -227,6 +236,7 @@ difference = np.abs(on_flower - uldp.flat_parameters(trained).numpy()).max()
 print(f"largest difference between the Flower model and uldp.fit's: {difference}")
 print(f"epsilon after each round, Flower: {np.round(strategy.epsilons, 4).tolist()}")
 print(f"epsilon after each round, fit:    {np.round(history.column('epsilon'), 4).tolist()}")
+print(f"epsilon of the server's view without secure aggregation: {np.round(strategy.server_view_epsilons, 4).tolist()}")
 assert difference == 0.0 and strategy.epsilons == history.column("epsilon")
 
 # %% [markdown]
@@ -239,10 +249,10 @@ assert difference == 0.0 and strategy.epsilons == history.column("epsilon")
 
 # %%
 private = uldp.flower.UldpStrategy(method="ULDP-AVG-w", sigma=history.sigma, q=0.5,
-                                   local_epochs=SIZES["local_epochs"], batch_size=16, seed=0)
+                                   local_epochs=SIZES["local_epochs"], batch_size=16, seed=0, secure=False)
 grid = uldp.flower.LocalGrid(client_app, [
-    {"silo": hospital, "data": str(folder / f"{hospital}.csv"), "uldp-key-file": str(key_file)}
-    for hospital in HOSPITALS])
+    {"silo": hospital, "data": str(folder / f"{hospital}.csv"), "uldp-key-file": str(key_file),
+     "uldp-policy-epsilon": 20} for hospital in HOSPITALS])
 noisy = private.start(grid, ArrayRecord([uldp.flat_parameters(torch_model).numpy()]), num_rounds=SIZES["rounds"])
 print("same model as with the shared seed:",
       np.array_equal(noisy.arrays.to_numpy_ndarrays()[0], on_flower))
@@ -251,8 +261,8 @@ print("same model as with the shared seed:",
 # ## The enhanced weights through Protocol 1
 #
 # ULDP-AVG-w weighs patient $u$'s update at hospital $s$ by $w_{su} = n_{su}/N_u$ ({ref}`Eq. (3) <paper-equation-3>`),
-# which needs each patient's record count over all hospitals. With `secure=True` the strategy computes it with the
-# paper's private weighting protocol ({ref}`Protocol 1 <paper-protocol-1>`, {doc}`weighting_protocol`) as Flower
+# which needs each patient's record count over all hospitals. By default (`secure=True`) the strategy computes it with
+# the paper's private weighting protocol ({ref}`Protocol 1 <paper-protocol-1>`, {doc}`weighting_protocol`) as Flower
 # messages: its set-up is three more exchanges after stage 2 (the server's Paillier public key, the hospitals' X25519
 # keys, the sealed seed and the blinded histograms $r_u n_{su}$), and each round adds one (the encrypted weights and the
 # hospitals' sealed weight powers) before the hospitals answer with *masked, encrypted* updates. The server decrypts
@@ -275,10 +285,9 @@ keys = (ProtocolParameters(key_bits=1024, n_max=300, insecure_test_key=True) if 
         else ProtocolParameters())
 grid = uldp.flower.LocalGrid(client_app, [
     {"silo": hospital, "data": str(folder / f"{hospital}.csv"), "uldp-key-file": str(key_file),
-     "uldp-insecure-test-keys": profile == "smoke"} for hospital in HOSPITALS])
+     "uldp-insecure-test-keys": profile == "smoke", **TEST_ONLY} for hospital in HOSPITALS])
 secure = uldp.flower.UldpStrategy(method="ULDP-AVG-w", sigma=history.sigma, q=0.5,
-                                  local_epochs=SIZES["local_epochs"], batch_size=16, seed=0, secure=True,
-                                  protocol=keys, insecure_reproducible_noise=True)  # TEST ONLY, as above
+                                  local_epochs=SIZES["local_epochs"], batch_size=16, seed=0, protocol=keys)
 result = secure.start(grid, ArrayRecord([uldp.flat_parameters(torch_model).numpy()]), num_rounds=SIZES["rounds"])
 with_protocol = result.arrays.to_numpy_ndarrays()[0]
 print(f"largest difference between the model with Protocol 1 and without: "

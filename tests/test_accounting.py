@@ -371,3 +371,65 @@ def test_paper_dp_route_is_the_exact_solve_on_orders_up_to_63(k):
     assert paper == pytest.approx(authors_bisection(figure2_curve, k, 1e-5), rel=1e-3)
     wide = group_dp_epsilon(figure2_curve, k=min(k, 62), delta=1e-5).epsilon
     assert paper > 10 * wide if k >= 62 else paper == pytest.approx(wide, rel=1e-9)
+
+
+# --- the server's view without secure aggregation; a silo's own releases (issue 30, attack 4) ----------------------
+def _exact_gaussian_epsilon(mu: float, delta: float) -> float:
+    """The exact epsilon of a Gaussian mechanism with mu = sensitivity / std (Balle and Wang 2018, Theorem 8), by
+    bisection in 60-digit arithmetic (at epsilon ~ 30 the two terms cancel beyond float64)."""
+    with mpmath.workdps(60):
+        def excess(epsilon: float) -> mpmath.mpf:
+            e = mpmath.mpf(epsilon)
+            return (mpmath.ncdf(mu / 2 - e / mu) - mpmath.exp(e) * mpmath.ncdf(-mu / 2 - e / mu)) - delta
+
+        return float(optimize.brentq(lambda e: float(excess(e) / delta), 0.0, 200.0, xtol=1e-12))
+
+
+@settings(max_examples=15, deadline=None)
+@given(sigma=st.floats(1.0, 20.0), rounds=st.integers(1, 50), n_silos=st.integers(2, 8), one_silo=st.booleans())
+def test_the_server_view_is_the_gaussian_of_the_silos_vector(sigma, rounds, n_silos, one_silo) -> None:
+    """Closed form: the server sees |S| releases with noise sigma C / sqrt(|S|); a user with weight 1 in one silo
+    moves them by C, so T rounds are one Gaussian with mu = sqrt(T |S|) / sigma (exact epsilon by Balle and Wang);
+    with uniform weights 1/|S| (norm 1/sqrt(|S|)) mu = sqrt(T) / sigma, the released model's own. The PLD accountant
+    meets the exact epsilon within 1%, and RDP bounds it from above (to the root finder's precision)."""
+    from uldp.accounting import epsilon_server_view
+
+    norm = 1.0 if one_silo else 1 / math.sqrt(n_silos)
+    mu = math.sqrt(rounds) * (math.sqrt(n_silos) if one_silo else 1.0) / sigma
+    exact = _exact_gaussian_epsilon(mu, 1e-5)
+    arguments = dict(sigma=sigma, rounds=rounds, delta=1e-5, n_silos=n_silos, weight_norm=norm)
+    pld = epsilon_server_view(**arguments, accountant="pld").epsilon
+    assert pld == pytest.approx(exact, rel=0.01)
+    assert epsilon_server_view(**arguments).epsilon >= 0.999 * exact
+
+
+def test_the_server_view_of_issue_30_spends_more_than_the_released_model() -> None:
+    """The issue's measurement: sigma 5, T = 10, delta 1e-5 reports 2.81; the server's view spends 5.25 (|S| = 3) and
+    7.08 (|S| = 5) under ULDP-AVG-w; a weight norm outside [1/sqrt(|S|), 1] is refused by name."""
+    from uldp.accounting import epsilon_server_view, epsilon_uldp
+
+    assert round(epsilon_uldp(sigma=5.0, rounds=10, delta=1e-5).epsilon, 2) == 2.81
+    views = [epsilon_server_view(sigma=5.0, rounds=10, delta=1e-5, n_silos=s).epsilon for s in (3, 5)]
+    assert [round(v, 2) for v in views] == [5.25, 7.08]
+    with pytest.raises(ValueError, match="weight_norm"):
+        epsilon_server_view(sigma=5.0, rounds=10, delta=1e-5, n_silos=4, weight_norm=0.4)
+
+
+def test_releases_of_several_multipliers_compose() -> None:
+    """RDP: the sum of the rounds' curves (checked against dp-accounting's RDP accountant composing the same events);
+    PLD: within 1% of dp-accounting's PLD accountant on the same events."""
+    from uldp.accounting import epsilon_of_releases
+
+    releases = [(4.0, 0.5)] * 5 + [(2.0, 1.0)] * 2 + [(8.0, 0.25)]
+    events = [dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)) for sigma, q in releases]
+    rdp_accountant = dpa_rdp.RdpAccountant()
+    for event in events:
+        rdp_accountant.compose(event)
+    ours = epsilon_of_releases(releases=releases, delta=1e-5).epsilon
+    assert ours == pytest.approx(rdp_accountant.get_epsilon(1e-5), rel=0.05)
+    pld_accountant = dp_accounting.pld.PLDAccountant()
+    for event in events:
+        pld_accountant.compose(event)
+    assert epsilon_of_releases(releases=releases, delta=1e-5, accountant="pld").epsilon == pytest.approx(
+        pld_accountant.get_epsilon(1e-5), rel=0.01)
+    assert epsilon_of_releases(releases=[], delta=1e-5).epsilon == 0.0

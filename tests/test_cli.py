@@ -110,7 +110,7 @@ def _free_port() -> int:
 
 def test_deploy_roles_write_one_document_each(tmp_path):
     config = tmp_path / "run.json"
-    config.write_text(json.dumps({"dataset": "synthetic", "method": "DEFAULT", "n_users": 6, "n_silos": 2,
+    config.write_text(json.dumps({"dataset": "synthetic", "method": "ULDP-NAIVE", "n_users": 6, "n_silos": 2,
                                   "rounds": 1, "local_epochs": 1, "seed": 0}))
     port = _free_port()
     env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}

@@ -91,14 +91,16 @@ class Manager:
         return {f"client-{i}": proxy for i, proxy in enumerate(self.proxies)}
 
 
-def _federation(synthetic, *, secure=False, tamper=None, victim=1, extra=(), settings=None):
-    """A coordinator over 3 real silo clients (silo ``victim``'s replies go through ``tamper``) and ``extra``."""
+def _federation(synthetic, *, secure=False, tamper=None, victim=1, extra=(), settings=None, silo=None):
+    """A coordinator over 3 real silo clients (silo ``victim``'s replies go through ``tamper``) and ``extra``;
+    ``silo(silo_id)`` gives a silo's own SiloSettings fields (policy, ledger)."""
     config = _config(secure)
     server = MethodServer(config, synthetic)
     proxies = list(extra)
     for silo_id in range(3):
+        own = silo(silo_id) if silo else {}
         client = _make_client(MethodSilo(config, silo_id, synthetic),
-                              SiloSettings(key=keys.silo_key(MASTER, silo_id)))
+                              SiloSettings(key=keys.silo_key(MASTER, silo_id), **own))
         proxies.append(Proxy(client, tamper if silo_id == victim else None))
     settings = settings or ServerSettings(master_key=MASTER, join_timeout=60, round_timeout=60)
     return Coordinator(server, settings, Manager(proxies))
@@ -418,3 +420,101 @@ def test_a_silo_without_a_server_or_data_reports_one_line(tmp_path, capsys, monk
     config.write_text('{"dataset": "creditcard", "method": "ULDP-AVG-w", "n_users": 8, "rounds": 1}')
     assert main(["silo", "--config", str(config), "--silo-id", "0"]) == 2
     assert "cannot load dataset 'creditcard': no data directory" in capsys.readouterr().err
+
+
+# --- issue 30: the silos enforce their own policy; the server bounds what it applies -----------------------------
+def _train_instruction(server: MethodServer, round_index: int) -> wire.Instruction:
+    params, sampled = server.initial_params(), server.sampled_users(round_index)
+    return wire.Instruction(wire.STAGE_TRAIN, round_index,
+                            payloads=(persist.array_to_bytes(params), persist.array_to_bytes(sampled)))
+
+
+def test_a_replayed_round_is_refused_even_by_a_restarted_silo(synthetic, tmp_path) -> None:
+    """Attack 2, plain path: a deploy silo asked for round 1 twice answered twice (the second answer minus the first
+    was its clean update's difference, max 0 with reproducible noise). Now the second request is refused, naming the
+    round, and a silo restarted on the same ledger file refuses it too; nothing is computed for it."""
+    config = _config(False)
+    server = MethodServer(config, synthetic)
+    ledger = tmp_path / "silo-0.ledger.json"
+    client = _make_client(MethodSilo(config, 0, synthetic), SiloSettings(ledger=ledger))
+    first = wire.Reply.from_flower(client.fit(_train_instruction(server, 1).to_flower()))
+    assert not first.error and len(first.payloads) == 1
+    restarted = _make_client(MethodSilo(config, 0, synthetic), SiloSettings(ledger=ledger))
+    for silo in (client, restarted):
+        again = wire.Reply.from_flower(silo.fit(_train_instruction(server, 1).to_flower()))
+        assert "PolicyRefusal: round 1 is not after round 1" in again.error and not again.payloads
+    assert not wire.Reply.from_flower(restarted.fit(_train_instruction(server, 2).to_flower())).error
+
+
+def test_a_one_user_sample_and_too_little_noise_are_refused_by_the_silos(synthetic, monkeypatch) -> None:
+    """Attack 5 in deploy: a round that samples one user was answered; a silo whose policy asks for more noise
+    than the run's sigma (5) took part anyway. Both are refused by name; a DEFAULT run (no noise) too."""
+    from uldp.policy import PolicyRefusal, SiloPolicy
+
+    coordinator = _federation(synthetic)
+    one = np.zeros(coordinator.role.n_users, dtype=bool)
+    one[0] = True
+    monkeypatch.setattr(coordinator.role, "sampled_users", lambda round_index: one)
+    result = coordinator.run()
+    assert result.rounds_done == 0
+    assert "failed: PolicyRefusal: a round that samples 1 user(s) is below this silo's min_sampled_users 2" in \
+        result.error
+    with pytest.raises(PolicyRefusal, match=r"sigma=5\.0 is below this silo's min_sigma 10"):
+        _federation(synthetic, silo=lambda s: {"policy": SiloPolicy(min_sigma=10.0)})
+    from uldp.simulation import RunConfig
+
+    plain = DeployConfig(RunConfig(dataset="synthetic", method="DEFAULT", n_users=8, rounds=1, seed=3,
+                                   max_train_records=120, local_epochs=1))
+    with pytest.raises(PolicyRefusal, match="method DEFAULT adds no noise"):
+        _make_client(MethodSilo(plain, 0, synthetic), SiloSettings())
+
+
+def test_a_huge_contribution_aborts_the_round_naming_the_silo(synthetic) -> None:
+    """Attack 6, plain path: a finite 1e30-scaled contribution moved the parameters by 5.6e29. Now it is past the
+    bound clip * sum_u w_su + noise tail, and the round aborts naming silo 1, with nothing applied."""
+    tamper = _contribution(lambda r: (persist.array_to_bytes(_first(r) * np.float32(1e30)),))
+    result = _federation(synthetic, tamper=tamper).run()
+    assert result.rounds_done == 0
+    assert "silo 1 sent a contribution of norm" in result.error and "past the bound" in result.error, result.error
+
+
+def test_a_homomorphically_inflated_masked_update_aborts_the_round(synthetic) -> None:
+    """Attack 6, Protocol 1: a silo multiplying its masked update by Enc(1.4e4) (the protocol's bound is ~12) had it
+    applied. Now the decoded aggregate is checked against the silos' bound and the round aborts (the masks hide
+    which silo; nothing is applied)."""
+    from uldp.secure import encoding, messages
+
+    protocol = MethodServer(_config(True), synthetic).protocol_config()
+    seen = {}
+
+    def inflate(instruction, reply):
+        if instruction.stage == wire.STAGE_SECURE_KEYS:
+            seen["n"] = messages.PublicKeyMessage.from_bytes(instruction.payloads[0]).modulus
+        if instruction.stage != wire.STAGE_SECURE_UPDATE:
+            return None
+        n = seen["n"]
+        update = messages.MaskedUpdateMessage.from_bytes(reply.payloads[0])
+        extra = int(encoding.encode(np.array([1.4e4]), resolution_bits=protocol.resolution_bits)[0]) * protocol.c_lcm
+        first = update.ciphertexts[0] * (1 + n * (extra % n)) % (n * n)
+        changed = dataclasses.replace(update, ciphertexts=(first, *update.ciphertexts[1:]))
+        return dataclasses.replace(reply, payloads=(changed.to_bytes(),))
+
+    result = _federation(synthetic, secure=True, tamper=inflate).run()
+    assert result.rounds_done == 0 and "Protocol 1's decoded aggregate has norm" in result.error, result.error
+
+
+def test_the_history_reports_the_servers_view_beside_the_model(synthetic) -> None:
+    """Attack 4 in deploy: a plain ULDP-AVG-w run reports the epsilon of what the server saw (each silo's update,
+    weight up to 1) beside the model's; with Protocol 1 they are equal. A JSON configuration of ULDP-AVG-w is secure
+    unless it says "secure": false."""
+    from uldp.accounting import epsilon_server_view
+
+    plain = _federation(synthetic).run()
+    assert plain.error == "" and all(r["server_view_epsilon"] > r["epsilon"] for r in plain.history)
+    expected = epsilon_server_view(sigma=5.0, rounds=2, delta=1e-5, n_silos=3, q=1.0)
+    assert plain.history[-1]["server_view_epsilon"] <= expected.epsilon * (1 + 1e-9)
+    secure = _federation(synthetic, secure=True).run()
+    assert secure.error == "" and all(r["server_view_epsilon"] == r["epsilon"] for r in secure.history)
+    minimal = {"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 4, "rounds": 1}
+    assert DeployConfig.from_json(minimal).run.secure
+    assert not DeployConfig.from_json({**minimal, "secure": False}).run.secure

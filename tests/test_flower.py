@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -14,6 +14,7 @@ import uldp
 import uldp.flower as uf
 from uldp.flower.local import LocalGrid
 from uldp.flower.pseudonyms import open_histogram, seal_histogram
+from uldp.secure.driver import ProtocolAbort
 
 if TYPE_CHECKING:
     import pathlib
@@ -58,15 +59,25 @@ def in_process(files: pathlib.Path, net: nn.Module, **arguments) -> tuple[nn.Mod
                     silo_ids=silos, loss=nn.CrossEntropyLoss(), **arguments)
 
 
-def flower_run(files: pathlib.Path, net: nn.Module, node_config: dict | None = None,
+#: A policy that lets the plain ULDP-AVG-w runs of these tests spend what the server sees (epsilon ~ 13).
+LAX = {"uldp-policy-epsilon": 100.0}
+
+
+def node_configs(files: pathlib.Path, node_config: dict | None = None) -> list[dict]:
+    return [{"silo": h, "uldp-key-file": str(files / "key"), "data": str(files / f"{h}.csv"), **(node_config or {})}
+            for h in HOSPITALS]
+
+
+def flower_run(files: pathlib.Path, net: nn.Module, node_config: dict | None = None, *,
+               strategy_class: type[uf.UldpStrategy] | None = None,
                **arguments) -> tuple[np.ndarray, uf.UldpStrategy, LocalGrid]:
+    """A Flower run on LocalGrid; ``node_config`` is every silo's own (policy, test options)."""
     from flwr.app import ArrayRecord
 
     app = uf.silo_client_app(load, model, nn.CrossEntropyLoss())
-    grid = LocalGrid(app, [{"silo": h, "uldp-key-file": str(files / "key"), "data": str(files / f"{h}.csv"),
-                            **(node_config or {})} for h in HOSPITALS])
+    grid = LocalGrid(app, node_configs(files, {**LAX, **(node_config or {})}))
     rounds = arguments.pop("rounds")
-    strategy = uf.UldpStrategy(**arguments)
+    strategy = (strategy_class or uf.UldpStrategy)(**arguments)
     result = strategy.start(grid, ArrayRecord([uldp.flat_parameters(net).numpy()]), num_rounds=rounds)
     return result.arrays.to_numpy_ndarrays()[0], strategy, grid
 
@@ -75,16 +86,18 @@ def flower_run(files: pathlib.Path, net: nn.Module, node_config: dict | None = N
 def test_the_flower_federation_ends_at_the_in_process_model(hospital_files, method):
     net = model()
     settings = dict(method=method, sigma=1.0, q=0.8, local_epochs=2, batch_size=8, seed=5, rounds=2)
-    flower, strategy, _ = flower_run(hospital_files, net, insecure_reproducible_noise=True, **settings)
+    flower, strategy, _ = flower_run(hospital_files, net, INSECURE_SEED_5, secure=False, **settings)
     trained, history = in_process(hospital_files, net, **settings)
     np.testing.assert_array_equal(flower, uldp.flat_parameters(trained).numpy())
-    assert strategy.epsilons == history.column("epsilon")
-    noisy, _, _ = flower_run(hospital_files, net, **settings)  # the silos' own CSPRNG: other noise
-    assert not np.array_equal(noisy, flower)
+    assert strategy.epsilons == history.column("epsilon") and strategy.insecure_reproducible_noise
+    noisy, private, _ = flower_run(hospital_files, net, secure=False, **settings)  # the silos' own CSPRNG
+    assert not np.array_equal(noisy, flower) and not private.insecure_reproducible_noise
 
 
 TEST_KEYS = {"key_bits": 1024, "n_max": 300, "insecure_test_key": True}
 ALLOW_TEST_KEYS = {"uldp-insecure-test-keys": "true"}
+#: The silos' own INSECURE test option: noise from seed 5, as uldp.fit(seed=5) (the strategy's seed samples users).
+INSECURE_SEED_5 = {"uldp-insecure-reproducible-noise": 5}
 
 
 def exact_counts(files: pathlib.Path) -> np.ndarray:
@@ -125,8 +138,8 @@ def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(hosp
     net = model()
     settings: dict[str, Any] = {"method": "ULDP-AVG-w", "sigma": 1.0, "q": 0.8, "local_epochs": 2, "batch_size": 8,
                                 "seed": 5, "rounds": 2}
-    secure, strategy, grid = flower_run(hospital_files, net, ALLOW_TEST_KEYS, secure=True, protocol=TEST_KEYS,
-                                        insecure_reproducible_noise=True, **settings)
+    secure, strategy, grid = flower_run(hospital_files, net, {**ALLOW_TEST_KEYS, **INSECURE_SEED_5}, secure=True,
+                                        protocol=TEST_KEYS, **settings)
     counts = exact_counts(hospital_files)
     assert strategy.n_users == counts.shape[1] and len(decoded) == len(sampled_rounds) == 2
     for t in range(2):
@@ -134,10 +147,12 @@ def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(hosp
         exact = sum(weights[s] @ deltas + noise for s, deltas, noise in sorted(inputs[3 * t:3 * t + 3],
                                                                                key=lambda item: item[0]))
         assert np.max(np.abs(decoded[t] - exact)) <= 1e-10
-    plain, plain_strategy, _ = flower_run(hospital_files, net, insecure_reproducible_noise=True, **settings)
+    plain, plain_strategy, _ = flower_run(hospital_files, net, INSECURE_SEED_5, secure=False, **settings)
     np.testing.assert_allclose(secure, plain, rtol=1e-5, atol=1e-6)
     assert not np.array_equal(secure, plain)  # the protocol's float64 sum, not the silos' float32 updates
-    assert strategy.epsilons == plain_strategy.epsilons
+    assert strategy.epsilons == plain_strategy.epsilons == strategy.server_view_epsilons
+    assert all(view > epsilon for view, epsilon in zip(plain_strategy.server_view_epsilons, plain_strategy.epsilons,
+                                                       strict=True))
     for context in grid.contexts.values():
         s = context.state.config_records["uldp"]["index"]  # silos are numbered in sorted order of their names
         assert isinstance(s, int)
@@ -155,7 +170,7 @@ def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(hosp
 def test_protocol_1_test_keys_need_the_silos_consent_and_ulpd_avg_needs_no_protocol(hospital_files):
     net = model()
     with pytest.raises(RuntimeError, match="insecure test key"):
-        flower_run(hospital_files, net, secure=True, protocol=TEST_KEYS, sigma=1.0, local_epochs=1, rounds=1)
+        flower_run(hospital_files, net, protocol=TEST_KEYS, sigma=1.0, local_epochs=1, rounds=1)  # secure: default
     with pytest.raises(ValueError, match="ULDP-AVG-w"):
         uf.UldpStrategy(method="ULDP-AVG", sigma=1.0, secure=True)
     with pytest.raises(ValueError, match="at least 2048"):
@@ -163,14 +178,9 @@ def test_protocol_1_test_keys_need_the_silos_consent_and_ulpd_avg_needs_no_proto
 
 
 def test_silos_refuse_less_noise_than_their_floor(hospital_files):
-    from flwr.app import ArrayRecord
-
-    app = uf.silo_client_app(load, model, nn.CrossEntropyLoss())
-    grid = LocalGrid(app, [{"silo": h, "uldp-key-file": str(hospital_files / "key"),
-                            "data": str(hospital_files / f"{h}.csv"), "uldp-min-sigma": 2.0} for h in HOSPITALS])
-    strategy = uf.UldpStrategy(sigma=1.0, local_epochs=1)
-    with pytest.raises(RuntimeError, match="below this silo's floor"):
-        strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
+    with pytest.raises(RuntimeError, match=r"sigma=1\.0 is below this silo's min_sigma 2\.0"):
+        flower_run(hospital_files, model(), {"uldp-policy-min-sigma": 2.0}, secure=False, sigma=1.0, local_epochs=1,
+                   rounds=1)
 
 
 def test_pseudonyms_are_hmac_sha256_of_the_id_under_the_silo_key():
@@ -203,3 +213,186 @@ def test_key_files_are_private_and_never_overwritten(tmp_path):
     assert os.stat(tmp_path / "key").st_mode & 0o077 == 0
     with pytest.raises(ValueError, match="exists already"):
         uf.write_key_file(tmp_path / "key")
+
+
+# --- issue 30: a hostile server against the silos' own policy ---------------------------------------------------
+class Hostile(uf.UldpStrategy):
+    """A server that rewrites its train settings (``self.rewrite``) and keeps every silo's plain update."""
+
+    rewrite: ClassVar[dict] = {}
+    updates: list
+
+    def configure_train(self, server_round, arrays, config, grid):
+        messages = list(super().configure_train(server_round, arrays, config, grid))
+        for message in messages:
+            for name, value in self.rewrite.items():
+                message.content["uldp"][name] = value
+        return messages
+
+    def aggregate_train(self, server_round, replies):
+        replies = list(replies)
+        self.updates = [r.content["arrays"].to_numpy_ndarrays()[0] for r in replies if not r.has_error()]
+        return super().aggregate_train(server_round, replies)
+
+
+def _rebuilt_noise(strategy: uf.UldpStrategy, size: int, server_round: int) -> list[np.ndarray]:
+    """Attack 1: every silo's noise as the server would rebuild it from the seed it sent."""
+    from uldp.flower.app import _round_seed
+
+    stream = _round_seed(strategy.seed, server_round)
+    return [strategy.method.silo_noise(size, 3, stream, s).numpy() for s in range(3)]
+
+
+@pytest.mark.parametrize("own_option", [False, True])
+def test_a_server_sent_seed_is_ignored_and_only_the_silos_own_option_reproduces(hospital_files, own_option):
+    """Attack 1: the strategy used to send ``insecure_seed`` (with its own flag, or a subclass's), and every silo drew
+    its noise from it: the update minus the rebuilt noise was the clean update (residual 0 on the noise's scale).
+    Now a silo ignores it: the residual is two independent noises, std sqrt(2) sigma C / sqrt(|S|). Only the silo's
+    own node config reproduces the noise (then the residual is the clean update, well below the noise), and the
+    strategy records that a silo used it."""
+    settings = dict(method="ULDP-AVG", sigma=20.0, q=1.0, local_epochs=1, batch_size=8, seed=5, rounds=1)
+    Hostile.rewrite = {"insecure_seed": 5, "insecure_reproducible_noise": True}
+    params, strategy, _ = flower_run(hospital_files, model(), INSECURE_SEED_5 if own_option else {},
+                                     strategy_class=Hostile, **settings)
+    assert isinstance(strategy, Hostile) and len(strategy.updates) == 3
+    residual = np.concatenate([u - z for u, z in zip(strategy.updates, _rebuilt_noise(strategy, params.size, 1),
+                                                     strict=True)])
+    noise_std = settings["sigma"] * strategy.hp.clip / np.sqrt(3)
+    if own_option:
+        assert residual.std() < 0.2 * noise_std and strategy.insecure_reproducible_noise
+    else:
+        assert 0.5 * np.sqrt(2) * noise_std < residual.std() < 2 * np.sqrt(2) * noise_std
+        assert not strategy.insecure_reproducible_noise
+
+
+def test_a_replayed_round_is_refused_even_after_a_restart(hospital_files, tmp_path):
+    """Attack 2: round 1 sent again (100 times at 09fdb4c, averaging the noise's std from 0.289 to 0.030) is refused
+    by every silo, naming the round; the ledger file survives a restart of the silo (a fresh context)."""
+    from flwr.app import Message as FlowerMessage
+
+    class Replay(uf.UldpStrategy):
+        def configure_train(self, server_round, arrays, config, grid):
+            self.sent = list(super().configure_train(server_round, arrays, config, grid))
+            return self.sent
+
+    app = uf.silo_client_app(load, model, nn.CrossEntropyLoss())
+    configs = [{**c, "uldp-ledger": str(tmp_path / f"ledger-{c['silo']}.json")}
+               for c in node_configs(hospital_files, LAX)]
+    grid = LocalGrid(app, configs)
+    strategy = Replay(method="ULDP-AVG", sigma=5.0, local_epochs=1, batch_size=8, seed=1)
+    from flwr.app import ArrayRecord
+
+    strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
+    for _ in range(3):
+        copies = [FlowerMessage(m.content, dst_node_id=m.metadata.dst_node_id, message_type="train",
+                                group_id="1") for m in strategy.sent]
+        replies = list(grid.send_and_receive(copies))
+        assert all(r.has_error() and "round 1 is not after round 1" in str(r.error.reason) for r in replies)
+    restarted = LocalGrid(app, configs)  # new contexts: only the ledger files remember
+    strategy.setup(restarted)
+    copies = [FlowerMessage(m.content, dst_node_id=m.metadata.dst_node_id, message_type="train", group_id="1")
+              for m in strategy.sent]
+    assert all("round 1 is not after round 1" in str(r.error.reason) for r in restarted.send_and_receive(copies))
+    assert {p.name for p in tmp_path.glob("ledger-*.json")} == {f"ledger-{h}.json" for h in HOSPITALS}
+
+
+@pytest.mark.parametrize("rewrite, refusal", [
+    ({"sigma": 1e-12}, "sigma=1e-12 is below this silo's min_sigma 0.5"),
+    ({"local_epochs": 10**7}, "local_epochs=10000000 is outside this silo's 1..100"),
+    ({"sampled": np.packbits(np.eye(1, 40, 0, dtype=bool)[0]).tobytes()},
+     r"samples 1 user\(s\) is below this silo.s min_sampled_users 2"),
+])
+def test_a_hostile_request_is_refused_by_name(hospital_files, rewrite, refusal):
+    """Attack 5: a tiny sigma, a huge local_epochs (6 GB at 09fdb4c), a one-user sample: refused by the silo's
+    default policy before anything is trained, the reason returned to the server."""
+    Hostile.rewrite = rewrite
+    with pytest.raises(RuntimeError, match=refusal):
+        flower_run(hospital_files, model(), strategy_class=Hostile, method="ULDP-AVG", sigma=5.0, local_epochs=1,
+                   rounds=1)
+
+
+def test_huge_total_records_are_refused_at_the_federation_stage(hospital_files):
+    """Attack 5: total_records = 10**12 (4 TB at 09fdb4c) is past the default max_records."""
+
+    class Inflate(uf.UldpStrategy):
+        def _ask(self, grid, contents, timeout):
+            for content in contents.values():
+                if content.get("stage") == "federation":
+                    content["total_records"] = 10**12
+            return super()._ask(grid, contents, timeout)
+
+    with pytest.raises(RuntimeError, match=r"total_records=1000000000000 is outside this silo's 1\.\.100000000"):
+        flower_run(hospital_files, model(), strategy_class=Inflate, method="ULDP-AVG", sigma=5.0, rounds=1)
+
+
+def test_without_secure_aggregation_the_silos_account_for_the_servers_view(hospital_files):
+    """Attack 4: ULDP-AVG-w is secure by default; secure=False is explicit, the run reports the server's view
+    (sigma / sqrt(|S|): epsilon 1.45 where the model's is 0.79 after one round at sigma 5), and a silo whose policy
+    allows 1.0 refuses it, while ULDP-AVG (uniform weights: the view costs what the model costs) is answered."""
+    assert uf.UldpStrategy(sigma=5.0).secure and not uf.UldpStrategy(method="ULDP-AVG", sigma=5.0).secure
+    tight = {"uldp-policy-epsilon": 1.0}
+    with pytest.raises(RuntimeError, match=r"from 0 to 1\.45 .* past its policy's epsilon 1 "):
+        flower_run(hospital_files, model(), tight, secure=False, sigma=5.0, local_epochs=1, rounds=1)
+    _, strategy, _ = flower_run(hospital_files, model(), tight, method="ULDP-AVG", sigma=5.0, local_epochs=1,
+                                rounds=1)
+    assert strategy.server_view_epsilons == strategy.epsilons and round(strategy.epsilons[0], 2) == 0.79
+
+
+def test_without_counts_in_the_method_no_silo_learns_anothers_counts(hospital_files):
+    """Attack 7: with secure=False every silo received every other silo's exact n_su, even for ULDP-AVG, which needs
+    none. Now the sealed histograms carry pseudonyms only (each count 1) unless plain ULDP-AVG-w needs the counts."""
+    counts = exact_counts(hospital_files)
+    for method, shared in (("ULDP-AVG", False), ("ULDP-AVG-w", True)):
+        _, _, grid = flower_run(hospital_files, model(), method=method, secure=False, sigma=5.0, local_epochs=1,
+                                rounds=1)
+        for context in grid.contexts.values():
+            s = context.state.config_records["uldp"]["index"]
+            assert isinstance(s, int)
+            held = context.state.array_records["uldp_arrays"].to_numpy_ndarrays()[0]
+            np.testing.assert_array_equal(held[s], counts[s])
+            assert np.array_equal(np.delete(held, s, axis=0), np.delete(counts, s, axis=0)) == shared
+            assert shared or not np.delete(held, s, axis=0).any()
+
+
+def test_an_update_past_its_methods_bound_aborts_the_round_naming_the_silo(hospital_files):
+    """Attack 6 on Flower: a silo's finite 3e38 update was applied. Now each update is checked against
+    clip * (its weights' sum) + the noise's 2^-40 norm tail, and the round stops naming the node."""
+    from flwr.app import ArrayRecord
+
+    class Inflating(LocalGrid):
+        def send_and_receive(self, messages, *, timeout=None):
+            replies = list(super().send_and_receive(messages, timeout=timeout))
+            for reply in replies:
+                if reply.metadata.message_type == "train" and reply.metadata.src_node_id == 102:
+                    update = reply.content.array_records["arrays"].to_numpy_ndarrays()[0]
+                    reply.content["arrays"] = ArrayRecord([update * np.float32(1e30)])
+            return replies
+
+    grid = Inflating(uf.silo_client_app(load, model, nn.CrossEntropyLoss()), node_configs(hospital_files, LAX))
+    strategy = uf.UldpStrategy(method="ULDP-AVG", sigma=5.0, local_epochs=1)
+    with pytest.raises(RuntimeError, match=r"silo node 102 sent an update of norm .* past the bound"):
+        strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
+
+
+def test_protocol_1_never_answers_a_round_twice(hospital_files):
+    """Attack 2 on Protocol 1: a silo answering round 1 twice used the same pairwise masks, so the key holder's
+    Dec(A / B) was the silo's clean weighted update (to 1e-19). Now every silo's driver refuses the replayed update
+    stage (the train message with the round's weights and shares): no second masked update exists to divide by; and
+    the server's driver never starts round 1 again."""
+    from flwr.app import ArrayRecord, Message as FlowerMessage
+
+    class Replay(uf.UldpStrategy):
+        def configure_train(self, server_round, arrays, config, grid):
+            self.sent = list(super().configure_train(server_round, arrays, config, grid))
+            return self.sent
+
+    grid = LocalGrid(uf.silo_client_app(load, model, nn.CrossEntropyLoss()),
+                     node_configs(hospital_files, ALLOW_TEST_KEYS))
+    strategy = Replay(sigma=5.0, local_epochs=1, protocol=TEST_KEYS)
+    strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
+    copies = [FlowerMessage(m.content, dst_node_id=m.metadata.dst_node_id, message_type="train", group_id="1")
+              for m in strategy.sent]
+    replies = list(grid.send_and_receive(copies))
+    assert all(r.has_error() and "refuses p1-update of round 1" in str(r.error.reason) for r in replies)
+    with pytest.raises(ProtocolAbort, match="each round index is used once"):
+        strategy._protocol.begin_round(1, np.ones(strategy.n_users, bool))

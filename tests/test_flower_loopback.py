@@ -1,6 +1,7 @@
 """The Flower deployment engine on loopback: a SuperLink and three SuperNodes as separate processes (no Ray,
 telemetry off, insecure local mode without TLS), each SuperNode a silo reading its own CSV file; `flwr run` submits
-the app. With the test-only reproducible noise, the model equals uldp.fit's on the same records."""
+the app. With the silos' own test-only reproducible noise (their node config), the model equals uldp.fit's on the
+same records."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ server = ServerApp()
 def main(grid, context):
     settings = json.loads(context.run_config["settings"])
     initial = np.load(context.run_config["initial"])
-    strategy = uf.UldpStrategy(insecure_reproducible_noise=True, **settings)
+    strategy = uf.UldpStrategy(secure=False, **settings)
     result = strategy.start(grid, ArrayRecord([initial]), num_rounds=context.run_config["rounds"])
     np.save(context.run_config["out"], result.arrays.to_numpy_ndarrays()[0])
     with open(context.run_config["out"] + ".json", "w") as file:
@@ -122,7 +123,8 @@ def test_superlink_and_supernodes_on_loopback_end_at_the_in_process_model(hospit
               "--host", "127.0.0.1", "--port", str(link), log="superlink.log")
         for number, hospital in enumerate(HOSPITALS):
             config = (f'silo="{hospital}" data="{hospital_files / (hospital + ".csv")}" '
-                      f'uldp-key-file="{hospital_files / "key"}"')
+                      f'uldp-key-file="{hospital_files / "key"}" uldp-policy-epsilon=100 '
+                      f'uldp-insecure-reproducible-noise={settings["seed"]}')
             start(str(bin_dir / "flower-supernode"), "--insecure", "--superlink", f"127.0.0.1:{link}", "--host",
                   "127.0.0.1", "--port", str(free_port()), "--node-config", config, log=f"supernode{number}.log")
         out = tmp_path / "out.npy"

@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # foundations: validation, files, threads, the byte formats, provenance, method names, the datasets' defaults
     ("uldp.checks", "uldp.atomic", "uldp.threads", "uldp.persist", "uldp.provenance", "uldp.method_names",
      "uldp.defaults"),
-    ("uldp.data", "uldp.accounting", "uldp.models"),
+    ("uldp.data", "uldp.accounting", "uldp.models", "uldp.policy"),
     ("uldp.training",),
     ("uldp.methods",),
     ("uldp.secure",),

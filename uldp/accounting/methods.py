@@ -92,6 +92,94 @@ def epsilon_uldp(
     return rdp_to_dp(orders=orders, rdp=rdp, delta=delta)
 
 
+def epsilon_server_view(*, sigma: float, rounds: int, delta: float, n_silos: int, weight_norm: float = 1.0,
+                        q: float = 1.0, accountant: str = "rdp") -> PrivacySpent:
+    """User-level (epsilon, delta) of what the server sees WITHOUT secure aggregation: every silo's noisy update.
+
+    Adapts Theorem 3 (and Lemma 4 for ``q < 1``) from the sum to the vector of the |S| silos' releases. Silo s sends
+    ``sum_u w_su clip(Delta_su) + N(0, sigma^2 C^2 / |S|)``; user u moves that vector by at most ``C ||w_u||_2``
+    (the l2 norm of the user's weights over silos), so each round is a Gaussian mechanism with noise multiplier
+    ``sigma / (sqrt(|S|) ||w_u||_2)``. With uniform weights (ULDP-AVG, ``w_su = 1 / |S|``) ``||w_u||_2 =
+    1 / sqrt(|S|)`` and the view costs what the released model costs; with enhanced weights (ULDP-AVG-w) a user whose
+    records all sit in one silo has ``w_su = 1`` there, ``||w_u||_2 = 1``, and the multiplier drops to
+    ``sigma / sqrt(|S|)``.
+
+    Args:
+        sigma: The run's noise multiplier (of the summed noise, std ``sigma C``).
+        rounds: Rounds ``T`` (>= 0).
+        delta: Target delta in (0, 1).
+        n_silos: |S|.
+        weight_norm: ``max_u ||w_u||_2`` in ``[1 / sqrt(|S|), 1]`` (1, the worst case, by default).
+        q: User-level sampling rate in (0, 1].
+        accountant: A name of :data:`~uldp.accounting.ACCOUNTANTS`.
+
+    Returns:
+        The guarantee against the server's view.
+
+    Raises:
+        ValueError: ``weight_norm`` outside ``[1 / sqrt(|S|), 1]``, or bad privacy arguments.
+
+    >>> view = epsilon_server_view(sigma=5.0, rounds=10, delta=1e-5, n_silos=3).epsilon
+    >>> released = epsilon_uldp(sigma=5.0, rounds=10, delta=1e-5).epsilon
+    >>> round(view, 2), round(released, 2)
+    (5.25, 2.81)
+    """
+    n_silos = check_integer("n_silos", n_silos, minimum=1)
+    weight_norm = check_number("weight_norm", weight_norm, at_least=1 / math.sqrt(n_silos) * (1 - 1e-12),
+                               at_most=1.0)
+    effective = check_positive("sigma", sigma) / (math.sqrt(n_silos) * weight_norm)
+    if check_accountant(accountant) == "pld":
+        return epsilon_uldp_pld(sigma=effective, rounds=rounds, delta=delta, q=q)
+    return epsilon_uldp(sigma=effective, rounds=rounds, delta=delta, q=q)
+
+
+def epsilon_of_releases(*, releases: Sequence[tuple[float, float]], delta: float,
+                        accountant: str = "rdp") -> PrivacySpent:
+    """User-level (epsilon, delta) of a sequence of (sub-sampled) Gaussian releases, each with its own multiplier.
+
+    What a silo has actually released (:mod:`uldp.policy`): round t is the Gaussian mechanism of Theorem 3 with
+    noise multiplier ``sigma_t`` (user-level sensitivity 1 after scaling), Poisson-sub-sampled at rate ``q_t``
+    (Lemma 4). Rounds compose: RDP curves add (Mironov 2017, Proposition 1), PLDs convolve.
+
+    Args:
+        releases: ``(sigma_t, q_t)`` per release.
+        delta: Target delta in (0, 1).
+        accountant: A name of :data:`~uldp.accounting.ACCOUNTANTS`.
+
+    Returns:
+        The guarantee (epsilon 0 without releases).
+
+    Rounds of one multiplier and rate are :func:`epsilon_uldp`'s:
+
+    >>> a = epsilon_of_releases(releases=[(5.0, 0.5)] * 20, delta=1e-5).epsilon
+    >>> math.isclose(a, epsilon_uldp(sigma=5.0, rounds=20, delta=1e-5, q=0.5).epsilon, rel_tol=1e-12)
+    True
+    """
+    delta = check_delta(delta)
+    pld = check_accountant(accountant) == "pld"
+    groups: dict[tuple[float, float], int] = {}
+    for sigma, q in releases:
+        key = (check_positive("sigma", sigma), check_rate("q", q))
+        groups[key] = groups.get(key, 0) + 1
+    if not groups:
+        return PrivacySpent(epsilon=0.0, order=math.nan, delta=delta)
+    if pld:
+        from uldp.accounting.pld import gaussian_pld, pld_epsilon
+
+        def epsilon_at(interval: float) -> float:
+            plds = [gaussian_pld(sigma=sigma, q=q, steps=count, value_discretization_interval=interval)
+                    for (sigma, q), count in groups.items()]
+            total = plds[0]
+            for other in plds[1:]:
+                total = total.compose(other)
+            return float(total.get_epsilon_for_delta(delta))
+
+        return PrivacySpent(epsilon=pld_epsilon(epsilon_at), order=math.nan, delta=delta)
+    rdp = sum(rdp_subsampled_gaussian(sigma=sigma, q=q, steps=count, orders=DEFAULT_ORDERS)
+              for (sigma, q), count in groups.items())
+    return rdp_to_dp(orders=DEFAULT_ORDERS, rdp=rdp, delta=delta)
+
+
 def max_silo_rdp(
     *, sigma: float, sample_rates: float | Sequence[float], steps: int | Sequence[int], orders: np.ndarray
 ) -> np.ndarray:

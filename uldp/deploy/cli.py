@@ -23,6 +23,7 @@ from uldp.deploy.keys import check_master_key, write_keys
 if TYPE_CHECKING:
     from uldp.data.base import FederatedDataset
     from uldp.deploy.method_roles import DeployConfig
+    from uldp.policy import SiloPolicy
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -52,6 +53,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     silo.add_argument("--root-certificates", type=Path, default=None,
                       help="TLS: CA certificate that signed the server's certificate (PEM); without it, insecure")
     silo.add_argument("--max-wait", type=float, default=120.0, help="seconds to keep trying to reach the server")
+    silo.add_argument("--policy", type=Path, default=None,
+                      help="this silo's own privacy policy (JSON: fields of uldp.policy.SiloPolicy; default: its "
+                           "defaults)")
+    silo.add_argument("--ledger", type=Path, default=None,
+                      help="this silo's ledger of answered rounds and released noise, kept across restarts "
+                           "(default: <config>.silo-<id>.ledger.json beside the configuration)")
     silo.add_argument("--exit-at-round", type=int, default=None, help=argparse.SUPPRESS)  # tests: crash mid-round
     silo.set_defaults(handler=_silo)
 
@@ -139,7 +146,8 @@ def _silo(args: argparse.Namespace) -> int:
     settings = SiloSettings(
         server_address=args.server, key=_read_key(args.key_file),
         root_certificates=_read_file(args.root_certificates) if args.root_certificates else None,
-        max_wait=args.max_wait, exit_at_round=args.exit_at_round,
+        max_wait=args.max_wait, exit_at_round=args.exit_at_round, policy=_policy(args.policy),
+        ledger=args.ledger or args.config.with_name(f"{args.config.stem}.silo-{args.silo_id}.ledger.json"),
     )
     config, dataset = _config_and_dataset(args)
     role = MethodSilo(config, args.silo_id, dataset)
@@ -154,6 +162,18 @@ def _silo(args: argparse.Namespace) -> int:
         print_json({"silo_id": args.silo_id, "n_records": role.n_records, "final_model_size": int(params.size)},
                    args)
     return 0
+
+
+def _policy(path: Path | None) -> SiloPolicy:
+    """The silo's policy file (JSON), or the defaults without one."""
+    from uldp.policy import SiloPolicy
+
+    if path is None:
+        return SiloPolicy()
+    try:
+        return SiloPolicy.from_json(json.loads(path.read_text()))
+    except (OSError, json.JSONDecodeError, TypeError, ValueError) as error:
+        raise ValueError(f"cannot read the silo policy {path}: {error}") from error
 
 
 def _keys(args: argparse.Namespace) -> int:

@@ -41,7 +41,9 @@ simulation (:func:`uldp.simulation.run`) is always seeded: it models the computa
 
 Configuration file (JSON): the fields of :class:`~uldp.simulation.RunConfig`, among them
 ``"protocol": {"key_bits": ..., "precision": ..., "n_max": ..., "insecure_test_key": ..., "processes": ...}``,
-Protocol 1's :class:`~uldp.secure.config.ProtocolParameters` (``"secure": true``), plus optionally
+Protocol 1's :class:`~uldp.secure.config.ProtocolParameters` (``"secure"``: true by default for ULDP-AVG-w and
+ULDP-SGD-w, whose plain rounds show each silo's weighted update; ``"secure": false`` is the explicit opt-out, and
+the history then reports ``server_view_epsilon``), plus optionally
 ``"insecure_reproducible_noise"``; e.g. ``{"dataset": "creditcard", "method": "ULDP-AVG-w",
 "n_users": 100, "rounds": 5, "seed": 0, "secure": true}``.
 
@@ -61,13 +63,15 @@ from typing import Any
 import numpy as np
 import torch
 
+from uldp.accounting import epsilon_server_view
 from uldp.checks import check_integer
 from uldp.fitting import PREPARE_STREAM, ROUNDS_STREAM
 from uldp.methods import check_weights, make_method
 from uldp.methods.base import seed_stream
 from uldp.models import evaluate as evaluate_model
 from uldp.persist import fingerprint
-from uldp.simulation import RunConfig, build_federation
+from uldp.policy import PolicyRefusal, SiloPolicy, release_multiplier, update_norm_bound
+from uldp.simulation import SECURE_METHODS, RunConfig, build_federation
 from uldp.training.per_user import flat_parameters, load_flat_parameters
 
 LOGGER = logging.getLogger("uldp.deploy")
@@ -110,6 +114,8 @@ class DeployConfig:
             raise ValueError(f"a run configuration is a JSON object of RunConfig fields, got {type(data).__name__}")
         data = dict(data)
         insecure = data.pop("insecure_reproducible_noise", False)
+        if "secure" not in data and isinstance(data.get("method"), str) and data["method"] in SECURE_METHODS:
+            data["secure"] = True  # secure aggregation by default; "secure": false is the explicit opt-out
         run_fields = {f.name for f in fields(RunConfig)}
         unknown = sorted(set(data) - run_fields)
         if unknown:
@@ -243,12 +249,47 @@ class MethodServer(_MethodRole):
         return new.numpy()
 
     def evaluate(self, params: np.ndarray, round_index: int) -> dict:
-        """Test metrics of the global model and the user-level epsilon after ``round_index`` rounds."""
+        """Test metrics of the global model, the user-level epsilon after ``round_index`` rounds and the epsilon of
+        what the server saw (``server_view_epsilon``: the same with secure aggregation or uniform weights, else
+        :func:`uldp.accounting.epsilon_server_view` with the users' largest weight norm)."""
         load_flat_parameters(self._model, torch.from_numpy(params))
         metrics = evaluate_model(self._model, self.data.x_test, self.data.y_test, self.config.run.dataset)
         epsilon = self.method.epsilon(self._accounted, round_index, accountant=self.config.run.accountant)
+        view = epsilon
+        if epsilon is not None and self.weights_show():
+            view = epsilon_server_view(sigma=float(self.config.run.sigma or 0.0), rounds=round_index,
+                                       delta=self.method.hp.delta, n_silos=self.n_silos,
+                                       weight_norm=self._weight_norm(), q=self.method.hp.q,
+                                       accountant=self.config.run.accountant).epsilon
         return {**{name: float(value) for name, value in metrics.items()},
-                "epsilon": None if epsilon is None else float(epsilon)}
+                "epsilon": None if epsilon is None else float(epsilon),
+                "server_view_epsilon": None if view is None else float(view)}
+
+    def weights_show(self) -> bool:
+        """Whether the server's view of each silo spends more than the released model: plain rounds of a method
+        whose weights are not uniform (enhanced or fixed ``user_weights``)."""
+        spec = self.method.spec
+        return not self.secure and spec.per_user and (spec.enhanced_weights or self.config.run.user_weights is not None)
+
+    def _weight_norm(self) -> float:
+        """``max_u ||w_u||_2`` over the users with records (the weights of every user sampled)."""
+        weights = self.method.weights(self.counts, np.ones(self.n_users, dtype=bool))
+        active = self.counts.sum(axis=0) > 0
+        return float(min(1.0, np.sqrt((weights[:, active] ** 2).sum(axis=0)).max(initial=0.0)))
+
+    def contribution_bound(self, sampled: np.ndarray, size: int) -> list[float] | None:
+        """Per silo, the largest l2 norm its contribution may have (issue 30, attack 6): its clipped signal
+        ``C sum_u w_su`` (``C`` for ULDP-NAIVE's clipped delta) plus the noise's norm bound
+        (:func:`uldp.policy.update_norm_bound`). None for a method without such a bound (DEFAULT, ULDP-GROUP)."""
+        spec, hp = self.method.spec, self.method.hp
+        if not spec.private or spec.family == "ULDP-GROUP" or hp.clip is None:
+            return None
+        noise_std = self.method.noise_std(self.n_silos)
+        if not spec.per_user:
+            return [update_norm_bound(clip=hp.clip, weight_sum=1.0, noise_std=noise_std, size=size)] * self.n_silos
+        weights = self.method.weights(self.counts, np.asarray(sampled, dtype=bool))
+        return [update_norm_bound(clip=hp.clip, weight_sum=float(row.sum()), noise_std=noise_std, size=size)
+                for row in weights]
 
 
 class MethodSilo(_MethodRole):
@@ -272,6 +313,35 @@ class MethodSilo(_MethodRole):
         self.federation.model.train()
         self.n_records = int(own.sum())
         self.counts_row = self.counts[silo_id]
+
+    def check_policy(self, policy: SiloPolicy, sampled: np.ndarray | None = None) -> None:
+        """The run's request against this silo's own policy: its sigma and local epochs (``sampled`` None), or the
+        size of a round's user sample (methods with user sampling).
+
+        Raises:
+            PolicyRefusal: naming the value and the policy's bound, or a method without noise (DEFAULT: a silo
+                releases nothing without DP).
+        """
+        spec = self.method.spec
+        if not spec.private:
+            raise PolicyRefusal(f"method {spec.name} adds no noise; this silo answers only private methods")
+        if sampled is None:
+            policy.check(sigma=self.config.run.sigma, local_epochs=self.config.run.local_epochs)
+        elif spec.per_user:
+            policy.check(sampled_users=int(np.count_nonzero(sampled)), n_users=self.n_users, q=self.method.hp.q)
+
+    def release(self, sampled: np.ndarray) -> tuple[float | None, float]:
+        """What one answer of this silo releases, for its ledger (:class:`uldp.policy.SiloLedger`): the noise
+        multiplier the server sees (:func:`uldp.policy.release_multiplier`; None for ULDP-GROUP's DP-SGD, whose
+        rounds are recorded but not accounted here) and the sampling rate (a private method: :meth:`check_policy`
+        refuses the others)."""
+        spec, hp = self.method.spec, self.method.hp
+        if spec.family == "ULDP-GROUP":
+            return None, 1.0
+        uniform = not spec.enhanced_weights and self.config.run.user_weights is None
+        multiplier = release_multiplier(float(self.config.run.sigma or 0.0), n_silos=self.n_silos, secure=self.secure,
+                                        uniform_weights=uniform or not spec.per_user)
+        return multiplier, hp.q if spec.per_user else 1.0
 
     def contribution(self, params: np.ndarray, round_index: int, sampled: np.ndarray) -> np.ndarray:
         """The method's ``silo_update``: what this silo sends in a plain round (noise from this silo's secret)."""

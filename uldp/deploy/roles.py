@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import numpy as np
 
+    from uldp.policy import SiloPolicy
+
 
 class ServerRole(Protocol):
     """The server's side of a method.
@@ -49,7 +51,11 @@ class ServerRole(Protocol):
         """The next global model from Protocol 1's decoded aggregate sum_s (sum_u w_su delta_su + z_s)."""
 
     def evaluate(self, params: np.ndarray, round_index: int) -> dict:
-        """JSON-ready facts about the model after round ``round_index`` (test metrics, epsilon), for the history."""
+        """JSON-ready facts about the model after round ``round_index`` (test metrics, epsilon, the epsilon of the
+        server's view), for the history."""
+
+    def contribution_bound(self, sampled: np.ndarray, size: int) -> list[float] | None:
+        """Per silo, the largest l2 norm its contribution (of ``size`` parameters) may have, or None for none."""
 
 
 class SiloRole(Protocol):
@@ -75,3 +81,9 @@ class SiloRole(Protocol):
 
     def secure_inputs(self, params: np.ndarray, round_index: int, sampled: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(clipped per-user deltas [|U|, d], this silo's noise [d]) for Protocol 1's masked update."""
+
+    def check_policy(self, policy: SiloPolicy, sampled: np.ndarray | None = None) -> None:
+        """Refuse (:class:`uldp.policy.PolicyRefusal`) a run, or a round's user sample, past this silo's policy."""
+
+    def release(self, sampled: np.ndarray) -> tuple[float | None, float]:
+        """(noise multiplier the server sees or None, sampling rate) of one answer, for the silo's ledger."""

@@ -36,7 +36,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -44,13 +44,13 @@ from uldp.atomic import check_writable
 from uldp.checks import check_number
 from uldp.deploy import keys, quiet_flower_deprecation, wire
 from uldp.persist import Checkpoint, array_from_bytes, array_to_bytes, load_checkpoint, save_checkpoint
-from uldp.secure import Server as ProtocolServer
-from uldp.secure.messages import (
-    BlindedHistogramMessage,
-    DhPublicKeyMessage,
-    MaskedUpdateMessage,
-    Message,
-    SealedMessage,
+from uldp.secure.driver import (
+    STAGE_DIRECTORY,
+    STAGE_KEY,
+    STAGE_SEED,
+    STAGE_SHARES,
+    STAGE_UPDATE,
+    ServerDriver,
 )
 
 if TYPE_CHECKING:
@@ -60,8 +60,10 @@ if TYPE_CHECKING:
 
     from uldp.deploy.roles import ServerRole
 
-M = TypeVar("M", bound=Message)
-
+#: Protocol 1's stages (:mod:`uldp.secure.driver`) as the deployment's wire stages.
+PROTOCOL_STAGES = {STAGE_KEY: wire.STAGE_SECURE_KEYS, STAGE_DIRECTORY: wire.STAGE_SECURE_DIRECTORY,
+                   STAGE_SEED: wire.STAGE_SECURE_SEED, STAGE_SHARES: wire.STAGE_TRAIN,
+                   STAGE_UPDATE: wire.STAGE_SECURE_UPDATE}
 # Flower is imported inside the functions that use it: serve() sets FLWR_TELEMETRY_ENABLED before Flower reads it.
 
 LOGGER = logging.getLogger("uldp.deploy")
@@ -157,7 +159,9 @@ class Coordinator:
         self.refused: list[str] = []
         self._seen: set[str] = set()
         self._lock = threading.Lock()  # guards silos and refused (handshakes run in their own threads)
-        self._protocol: Any = None  # the Protocol 1 server role once set up
+        self._protocol: ServerDriver | None = None  # Protocol 1's server driver once set up
+        self._round_payloads: tuple[bytes, ...] = ()  # the model and sampled users of the round being run
+        self._protocol_seconds: list[tuple[float, float, float]] = []  # per exchange: start, wall, slowest silo
 
     # --- admission -------------------------------------------------------------------------------------------
     def admit(self) -> None:
@@ -294,67 +298,30 @@ class Coordinator:
         return self.exchange(dict.fromkeys(self.silos, instruction), what=what)
 
     # --- Protocol 1 and the rounds ----------------------------------------------------------------------------
+    def _protocol_exchange(self, stage: str, round_index: int,
+                           payloads: dict[int, tuple[bytes, ...]]) -> dict[int, tuple[bytes, ...]]:
+        """One Protocol 1 stage as wire instructions (:data:`PROTOCOL_STAGES`); a round's shares stage is its
+        ``train`` instruction, with the model and the sampled users before the protocol's payloads."""
+        first = self._round_payloads if stage == STAGE_SHARES else ()
+        what = f"round {round_index}" if round_index else f"secure setup {stage}"
+        start = time.perf_counter()
+        replies = self.exchange({s: wire.Instruction(PROTOCOL_STAGES[stage], round_index, payloads=(*first, *p))
+                                 for s, p in payloads.items()}, what=what)
+        self._protocol_seconds.append((start, time.perf_counter() - start, _slowest(replies)))
+        return {s: reply.payloads for s, reply in replies.items()}
+
     def secure_setup(self) -> None:
-        """Protocol 1 steps 1(a)-(f) with the admitted silos: keys, pairwise keys, seed R, blinded histograms.
+        """Protocol 1 steps 1(a)-(f) with the admitted silos (:class:`~uldp.secure.driver.ServerDriver`): keys,
+        pairwise keys, seed R, blinded histograms.
 
         Raises:
             RoundAborted: if a silo fails or sends anything malformed (named in the message).
         """
-        self._protocol = ProtocolServer(self.role.protocol_config())
-        public = self._protocol.public_key_message().to_bytes()
-        what = "secure setup 1(a)"
-        replies = self.broadcast(wire.Instruction(wire.STAGE_SECURE_KEYS, payloads=(public,)), what=what)
-        directory = self._protocol.relay_dh_keys(self._parse(replies, DhPublicKeyMessage, what, one=True))
-        what = "secure setup 1(b)"
-        replies = self.broadcast(wire.Instruction(wire.STAGE_SECURE_DIRECTORY, payloads=(directory.to_bytes(),)),
-                                 what=what)
-        inbox = self._protocol.relay(self._parse(replies, SealedMessage, what))
-        what = "secure setup 1(c)-(e)"
-        replies = self.exchange(
-            {s: wire.Instruction(wire.STAGE_SECURE_SEED, payloads=_to_bytes(inbox[s])) for s in self.silos}, what=what
-        )
-        histograms = self._parse(replies, BlindedHistogramMessage, what, one=True)
+        self._protocol = ServerDriver(self.role.protocol_config(), self._protocol_exchange)
         try:
-            self._protocol.receive_histograms(histograms)
-        except ValueError as error:  # the sum of valid histograms is not invertible: no silo to blame
-            raise RoundAborted(f"{what}: {error}") from error
-
-    def _parse(self, replies: dict[int, wire.Reply], kind: type[M], what: str, *, one: bool = False,
-               size: int = 0) -> list[M]:
-        """Every silo's Protocol 1 messages of type ``kind``, each checked against the silo that sent it.
-
-        Raises:
-            RoundAborted: naming the silo and what it sent (a malformed message, one claiming another silo, values
-                out of range, or not exactly one message when ``one``).
-        """
-        messages: list[M] = []
-        for silo_id in sorted(replies):
-            payloads = replies[silo_id].payloads
-            try:
-                if one and len(payloads) != 1:
-                    raise ValueError(f"{len(payloads)} payloads instead of one")
-                for payload in payloads:
-                    message = kind.from_bytes(payload)
-                    self._check_sender(message, silo_id, size)
-                    messages.append(message)
-            except ValueError as error:
-                raise RoundAborted(f"{what}: silo {silo_id} sent a bad {kind.__name__}: {error}") from error
-        return messages
-
-    def _check_sender(self, message: Any, silo_id: int, size: int) -> None:
-        """Refuse a Protocol 1 message that does not come from ``silo_id`` or whose values are out of range."""
-        claimed = message.sender if isinstance(message, SealedMessage) else message.silo
-        if claimed != silo_id:
-            raise ValueError(f"it claims to come from silo {claimed}")
-        if isinstance(message, SealedMessage) and not (0 <= message.recipient < self.role.n_silos
-                                                       and message.recipient != silo_id):
-            raise ValueError(
-                f"it is addressed to silo {message.recipient} (another silo in 0..{self.role.n_silos - 1})"
-            )
-        if isinstance(message, BlindedHistogramMessage):
-            self._protocol.check_histogram(message)
-        if isinstance(message, MaskedUpdateMessage):
-            self._protocol.check_masked_update(message, size)
+            self._protocol.setup()
+        except ValueError as error:  # ProtocolAbort names the silo; a non-invertible sum blames no silo
+            raise RoundAborted(str(error)) from error
 
     def _contributions(self, replies: dict[int, wire.Reply], like: np.ndarray, what: str) -> list[np.ndarray]:
         """Every silo's plain contribution: one array of exactly ``like``'s dtype and shape, finite.
@@ -388,8 +355,6 @@ class Coordinator:
                 the round is applied.
         """
         sampled = self.role.sampled_users(round_index)
-        if self._protocol is not None:  # users without records (B(N_u) = 0) have no weight n_su / N_u: never sampled
-            sampled = sampled & np.array([total != 0 for total in self._protocol.blinded_totals])
         payloads = (array_to_bytes(params), array_to_bytes(sampled))
         what = f"round {round_index}"
         start = time.perf_counter()
@@ -398,34 +363,40 @@ class Coordinator:
             timings["silos"] = time.perf_counter() - start
             timings["silo_compute"] = _slowest(replies)
             contributions = self._contributions(replies, params, what)
+            bounds = self.role.contribution_bound(sampled, params.size)
+            for silo_id, (contribution, bound) in enumerate(zip(contributions, bounds or [], strict=False)):
+                norm = float(np.linalg.norm(contribution.astype(np.float64)))
+                if not norm <= bound:
+                    raise RoundAborted(f"{what}: silo {silo_id} sent a contribution of norm {norm:.3g}, past the "
+                                       f"bound {bound:.3g} its method implies (clip times its weights plus the "
+                                       f"noise's 2^-40 tail); nothing is applied")
             start = time.perf_counter()
             new = self.role.combine(params, contributions, round_index)
-        else:
-            weights = self._protocol.start_round(round_index, sampled).to_bytes()
-            timings["encrypt_weights"] = time.perf_counter() - start
+        else:  # Protocol 1 (steps 2(a)-(c)); users without records (B(N_u) = 0) are never sampled
+            self._round_payloads, self._protocol_seconds = payloads, []
+            try:
+                aggregate = self._protocol.round(round_index, sampled, params.size)
+            except ValueError as error:
+                raise RoundAborted(f"{what}: {error}") from error
+            finally:
+                self._round_payloads = ()
+            exchanges = sum(seconds for _, seconds, _ in self._protocol_seconds)
+            timings["encrypt_weights"] = self._protocol_seconds[0][0] - start
+            timings["silos"] = exchanges
+            timings["silo_compute"] = sum(compute for _, _, compute in self._protocol_seconds)
+            timings["server"] = time.perf_counter() - start - exchanges
+            bounds = self.role.contribution_bound(sampled, params.size)
+            norm = float(np.linalg.norm(aggregate))
+            if bounds is not None and not norm <= sum(bounds):
+                raise RoundAborted(f"{what}: Protocol 1's decoded aggregate has norm {norm:.3g}, past the bound "
+                                   f"{sum(bounds):.3g} of the silos' clipped, noised updates: a silo sent more (the "
+                                   f"masks hide which); nothing is applied")
             start = time.perf_counter()
-            replies = self.broadcast(
-                wire.Instruction(wire.STAGE_TRAIN, round_index, payloads=(*payloads, weights)), what=what
-            )
-            compute = _slowest(replies)
-            inbox = self._protocol.relay(self._parse(replies, SealedMessage, what))
-            replies = self.exchange(
-                {
-                    s: wire.Instruction(wire.STAGE_SECURE_UPDATE, round_index, payloads=_to_bytes(inbox[s]))
-                    for s in self.silos
-                },
-                what=what,
-            )
-            timings["silos"] = time.perf_counter() - start
-            timings["silo_compute"] = compute + _slowest(replies)
-            start = time.perf_counter()
-            updates = self._parse(replies, MaskedUpdateMessage, what, one=True, size=params.size)
-            aggregate = self._protocol.finish_round(updates)
             new = self.role.apply_aggregate(params, aggregate, round_index)
         if new.dtype != params.dtype or new.shape != params.shape or not np.isfinite(new).all():
             raise RoundAborted(f"{what}: the updated model is not a finite {params.dtype} {params.shape} array; "
                                f"it is not applied")
-        timings["server"] = time.perf_counter() - start
+        timings["server"] = timings.get("server", 0.0) + time.perf_counter() - start
         return new
 
     # --- the run ---------------------------------------------------------------------------------------------
@@ -499,10 +470,6 @@ class Coordinator:
 def _slowest(replies: dict[int, wire.Reply]) -> float:
     """The longest computation any silo reported for one exchange (the rest of the exchange's time is transport)."""
     return max(float(reply.values.get("seconds", 0.0)) for reply in replies.values())
-
-
-def _to_bytes(messages: list[Any]) -> tuple[bytes, ...]:
-    return tuple(message.to_bytes() for message in messages)
 
 
 def serve(role: ServerRole, settings: ServerSettings) -> FederationResult:

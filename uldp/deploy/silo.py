@@ -6,6 +6,12 @@ runs the same configuration (and, with a key, that it is who it claims to be), t
 pairwise keys, blinds and masks never leave the process). Every answer says how many seconds the silo computed
 (``seconds``), so the server can tell computation from transport. A failure inside a stage is answered as an
 error, which makes the server abort the round; the silo keeps running.
+
+The silo enforces differential privacy itself (:mod:`uldp.policy`): before joining it checks the run against its own
+:class:`~uldp.policy.SiloPolicy` (its policy file, never the server's), each round it refuses a user sample past the
+policy and any round index it has answered (its :class:`~uldp.policy.SiloLedger`, on disk before the answer leaves),
+and it keeps the user-level epsilon of what the server sees within its target. Protocol 1's stages run through
+:class:`uldp.secure.driver.SiloDriver`, which refuses them out of order.
 """
 
 from __future__ import annotations
@@ -13,17 +19,27 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from uldp.checks import check_number
 from uldp.deploy import keys, quiet_flower_deprecation, wire
 from uldp.deploy.server import MAX_TIMEOUT
 from uldp.persist import array_from_bytes, array_to_bytes
-from uldp.secure import Silo as ProtocolSilo
-from uldp.secure.messages import DhDirectoryMessage, EncryptedWeightsMessage, PublicKeyMessage, SealedMessage
+from uldp.policy import SiloLedger, SiloPolicy
+from uldp.secure.driver import (
+    STAGE_DIRECTORY,
+    STAGE_KEY,
+    STAGE_SEED,
+    STAGE_SHARES,
+    STAGE_UPDATE,
+    SiloDriver,
+    SiloProgress,
+)
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import numpy as np
 
     from uldp.deploy.roles import SiloRole
@@ -31,6 +47,9 @@ if TYPE_CHECKING:
 # Flower (and grpc) are imported inside the functions that use them: run_silo() sets FLWR_TELEMETRY_ENABLED first.
 
 LOGGER = logging.getLogger("uldp.deploy")
+#: The deployment's wire stages of Protocol 1's set-up (:mod:`uldp.secure.driver` keeps their order and checks).
+SETUP_STAGES = {wire.STAGE_SECURE_KEYS: STAGE_KEY, wire.STAGE_SECURE_DIRECTORY: STAGE_DIRECTORY,
+                wire.STAGE_SECURE_SEED: STAGE_SEED}
 
 
 class SiloRefused(RuntimeError):
@@ -51,6 +70,10 @@ class SiloSettings:
         root_certificates: PEM bytes of the CA that signed the server's certificate (TLS), or None for insecure.
         max_wait: Seconds to keep retrying to reach the server.
         exit_at_round: Test only: end the process abruptly on receiving this round (a crash mid-round).
+        policy: This silo's own privacy policy (:class:`uldp.policy.SiloPolicy`; its policy file), never the
+            server's.
+        ledger: This silo's ledger file (:class:`uldp.policy.SiloLedger`: the rounds it answered and the noise it
+            released, across restarts), or None to keep it in memory.
 
     Raises:
         ValueError: ``max_wait`` not a finite number of seconds in (0, a week], or a key shorter than 16 bytes.
@@ -61,6 +84,8 @@ class SiloSettings:
     root_certificates: bytes | None = None
     max_wait: float = 120.0
     exit_at_round: int | None = None
+    policy: SiloPolicy = field(default_factory=SiloPolicy)
+    ledger: Path | None = None
 
     def __post_init__(self) -> None:
         check_number("--max-wait", self.max_wait, above=0, at_most=MAX_TIMEOUT)
@@ -73,6 +98,9 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
     from flwr.client import Client
     from flwr.common import Code, GetPropertiesRes, Status
 
+    ledger = SiloLedger(settings.policy, settings.ledger)
+    role.check_policy(settings.policy)
+
     class SiloClient(Client):
         """Answers the server's stages for one silo (state kept in this long-lived process)."""
 
@@ -80,8 +108,8 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
             self.refused = ""
             self.final_params: np.ndarray | None = None
             self.rounds_seen: list[int] = []
-            self._protocol: Any = None  # the Protocol 1 silo role
-            self._pending: tuple[Any, np.ndarray, np.ndarray] | None = None  # weights, deltas, noise of the round
+            self._protocol: SiloDriver | None = None  # Protocol 1's silo driver
+            self._pending: tuple[np.ndarray, np.ndarray] | None = None  # the round's model and sampled users
 
         def get_properties(self, ins: Any) -> Any:
             nonce = ins.config.get("nonce", b"")
@@ -115,41 +143,46 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
             if stage == wire.STAGE_REFUSE:
                 self.refused = str(instruction.values.get("reason", "no reason given"))
                 return wire.Reply()
-            if stage == wire.STAGE_SECURE_KEYS:
-                self._protocol = ProtocolSilo(role.silo_id, role.counts_row, role.protocol_config())
-                public = self._protocol.receive_public_key(PublicKeyMessage.from_bytes(payloads[0]))
-                return wire.Reply(payloads=(public.to_bytes(),))
-            if stage == wire.STAGE_SECURE_DIRECTORY:
-                sealed = self._secure().receive_dh_directory(DhDirectoryMessage.from_bytes(payloads[0]))
-                return wire.Reply(payloads=tuple(m.to_bytes() for m in sealed))
-            if stage == wire.STAGE_SECURE_SEED:
-                self._secure().receive_seed([SealedMessage.from_bytes(p) for p in payloads])
-                return wire.Reply(payloads=(self._secure().blinded_histogram().to_bytes(),))
+            if stage in SETUP_STAGES:
+                if stage == wire.STAGE_SECURE_KEYS:  # a new session; the rounds it answered stay answered
+                    answered = self._protocol.progress.answered_round if self._protocol else 0
+                    self._protocol = SiloDriver(role.silo_id, role.counts_row, role.protocol_config(),
+                                                progress=SiloProgress(answered_round=answered))
+                return wire.Reply(payloads=self._secure().answer(SETUP_STAGES[stage], 0, payloads))
             if stage == wire.STAGE_TRAIN:
                 self.rounds_seen.append(instruction.round_index)
                 params, sampled = array_from_bytes(payloads[0]), array_from_bytes(payloads[1])
+                role.check_policy(settings.policy, sampled)
                 if len(payloads) == 2:
+                    self._admit(instruction.round_index, sampled)
                     contribution = role.contribution(params, instruction.round_index, sampled)
                     return wire.Reply(payloads=(array_to_bytes(contribution),))
-                weights = EncryptedWeightsMessage.from_bytes(payloads[2])
-                deltas, noise = role.secure_inputs(params, instruction.round_index, sampled)
-                shares = self._secure().share_weight_powers(weights)
-                self._pending = (weights, deltas, noise)
-                return wire.Reply(payloads=tuple(m.to_bytes() for m in shares))
+                shares = self._secure().answer(STAGE_SHARES, instruction.round_index, payloads[2:])
+                self._pending = (params, sampled)
+                return wire.Reply(payloads=shares)
             if stage == wire.STAGE_SECURE_UPDATE:
                 if self._pending is None:
-                    raise ValueError(f"round {instruction.round_index}: shares arrived before the round's weights")
-                weights, deltas, noise = self._pending
+                    raise ValueError(f"round {instruction.round_index}: an update stage before the round's model")
+                params, sampled = self._pending
                 self._pending = None
-                shared = [SealedMessage.from_bytes(p) for p in payloads]
-                update = self._secure().masked_update(weights, shared, deltas, noise)
-                return wire.Reply(payloads=(update.to_bytes(),))
+                round_index = instruction.round_index
+
+                def inputs() -> tuple[np.ndarray, np.ndarray]:
+                    self._admit(round_index, sampled)
+                    return role.secure_inputs(params, round_index, sampled)
+
+                return wire.Reply(payloads=self._secure().answer(STAGE_UPDATE, round_index, payloads, inputs=inputs))
             if stage == wire.STAGE_FINISH:
                 self.final_params = array_from_bytes(payloads[0])
                 return wire.Reply()
             raise ValueError(f"unknown stage {stage!r}")
 
-        def _secure(self) -> Any:
+        def _admit(self, round_index: int, sampled: np.ndarray) -> None:
+            """Into the ledger (on disk) before anything of the round is computed, or a PolicyRefusal."""
+            multiplier, q = role.release(sampled)
+            ledger.admit(role.fingerprint, round_index, multiplier=multiplier, q=q)
+
+        def _secure(self) -> SiloDriver:
             if self._protocol is None:
                 raise ValueError("a Protocol 1 stage arrived before the setup's first step")
             return self._protocol

@@ -17,8 +17,13 @@ Stages (all messages of type ``query.uldp`` except the rounds, ``train``):
    Lemma 4) after each round is in the strategy's result.
 
 So the run equals :func:`uldp.fit` on the concatenation of the silos' records (silos in sorted name order) with
-the pseudonyms as user ids and the strategy's seed -- exactly when ``insecure_reproducible_noise`` makes the silos
-draw from that seed too (tests and the book only: whoever knows the seed can subtract the noise).
+the pseudonyms as user ids and the strategy's seed -- exactly when every silo's own node config sets
+``uldp-insecure-reproducible-noise`` to that seed (tests and the book only: whoever knows the seed can subtract the
+noise; the server never sends a seed, and a silo ignores anything it sends about its randomness).
+
+Each silo enforces its own privacy policy (:mod:`uldp.policy`, from its node config): it refuses a request past it
+(sigma, local epochs, records, the user sample), answers each round index once, and keeps the user-level epsilon of
+everything it released, as the server sees it, within its target.
 
 With ``secure=True`` (ULDP-AVG-w) the enhanced weights go through Protocol 1 (:mod:`uldp.flower.secure`): stage 1
 seals only each silo's pseudonyms (no counts), stage 2 keeps only the silo's own ``n_su``, Protocol 1's set-up runs
@@ -29,6 +34,8 @@ masked updates; the server decodes their sum, within P of the plain one (Theorem
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import secrets
 import time
 from dataclasses import dataclass
@@ -41,13 +48,15 @@ from flwr.clientapp import ClientApp
 from flwr.common.logger import log
 from flwr.serverapp.strategy import Result, Strategy
 
+from uldp.accounting import epsilon_server_view
 from uldp.checks import check_integer
 from uldp.data.base import Allocation
 from uldp.fitting import DEFAULTS, ROUNDS_STREAM, check_module, features_tensor, targets_tensor, weighted_loss
 from uldp.flower.pseudonyms import open_histogram, pseudonymize, read_key_file, seal_histogram
-from uldp.flower.secure import ServerSide, silo_masked_update, silo_setup
+from uldp.flower.secure import round_settings, server_driver, silo_masked_update, silo_setup
 from uldp.methods import Federation, Hyperparameters, make_method, parse_method
 from uldp.methods.base import seed_stream
+from uldp.policy import SiloLedger, SiloPolicy, release_multiplier, update_norm_bound
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
 
 if TYPE_CHECKING:
@@ -59,9 +68,15 @@ if TYPE_CHECKING:
 SETUP_ACTION = "uldp"
 #: The node_config keys a SuperNode sets: ``--node-config 'silo="Hospital A" uldp-key-file="/secure/key"'``.
 SILO_KEY, KEY_FILE_KEY = "silo", "uldp-key-file"
-#: Optional node_config floor on sigma (a silo refuses rounds with less noise than its operator allows).
-MIN_SIGMA_KEY = "uldp-min-sigma"
+#: The node_config key of the silo's ledger file (:class:`uldp.policy.SiloLedger`; without it, the SuperNode's memory).
+LEDGER_KEY = "uldp-ledger"
+#: INSECURE, tests and the book only: the node_config key whose value seeds this silo's noise and record order, so
+#: that the run equals :func:`uldp.fit` with that seed (whoever knows it can remove the noise). Only the silo's own
+#: configuration sets it; whatever the server sends is ignored.
+INSECURE_NOISE_KEY = "uldp-insecure-reproducible-noise"
 SUPPORTED = ("ULDP-AVG", "ULDP-AVG-w")
+LOGGER = logging.getLogger("uldp.flower")
+_LEDGER_STATE = "uldp_ledger"
 
 
 @dataclass(frozen=True)
@@ -105,16 +120,23 @@ class UldpStrategy(Strategy):
         q: User-level Poisson sampling rate (Algorithm 4).
         delta: Target delta of the reported epsilon.
         global_lr, local_lr, clip, local_epochs, batch_size: As in :func:`uldp.fit` (the same defaults).
-        seed: The seed of the server's user sampling (``None``: from the OS CSPRNG).
-        secure: Compute the enhanced weights with Protocol 1 (ULDP-AVG-w only; :mod:`uldp.flower.secure`).
+        seed: The seed of the server's user sampling (``None``: from the OS CSPRNG). It never reaches the silos:
+            their noise comes from their own CSPRNG (or, tests only, from their own node config's
+            ``uldp-insecure-reproducible-noise``).
+        secure: Compute the enhanced weights with Protocol 1 (ULDP-AVG-w; :mod:`uldp.flower.secure`); the default
+            for ULDP-AVG-w. ``secure=False`` with ULDP-AVG-w is the explicit option to run without secure
+            aggregation: each silo's update is then seen with noise ``sigma C / sqrt(|S|)`` against a weight up to 1,
+            and the silos share their exact ``n_su`` with each other; ``server_view_epsilons`` reports what that view
+            spends, and each silo's policy accounts for it. ULDP-AVG (uniform weights ``1 / |S|``) needs no counts
+            and its per-silo view spends what the released model spends.
         protocol: Protocol 1's :class:`~uldp.secure.ProtocolParameters` (or a mapping of its fields; the paper's
             3072-bit key and N_max = 2000 by default).
-        insecure_reproducible_noise: Tests and book only: send ``seed`` to the silos so that their noise and
-            record order come from it, making the run equal :func:`uldp.fit`'s. Whoever knows the seed can remove
-            the noise: never in a real federation.
 
     Attributes:
-        epsilons: The user-level epsilon after each round (Theorem 3).
+        epsilons: The user-level epsilon of the released model after each round (Theorem 3).
+        server_view_epsilons: The user-level epsilon of what the server sees after each round: ``epsilons`` with
+            secure aggregation or uniform weights, :func:`uldp.accounting.epsilon_server_view` otherwise.
+        insecure_reproducible_noise: Whether any silo reported drawing its noise from its INSECURE test seed.
         round_seconds: Each round's seconds, from sending the model to the new model (Protocol 1's share
             exchange included).
         setup_seconds: The set-up's seconds (stages 1-2 and, with ``secure``, Protocol 1's set-up).
@@ -126,8 +148,7 @@ class UldpStrategy(Strategy):
     def __init__(self, *, method: str = "ULDP-AVG-w", sigma: float, q: float = 1.0, delta: float = 1e-5,
                  global_lr: float | None = None, local_lr: float | None = None, clip: float | None = None,
                  local_epochs: int | None = None, batch_size: int | None = None, seed: int | None = None,
-                 secure: bool = False, protocol: ProtocolParameters | dict | None = None,
-                 insecure_reproducible_noise: bool = False) -> None:
+                 secure: bool | None = None, protocol: ProtocolParameters | dict | None = None) -> None:
         spec = parse_method(method)
         if spec.name not in SUPPORTED:
             raise ValueError(f"UldpStrategy runs {' or '.join(SUPPORTED)}, not {spec.name}")
@@ -137,19 +158,27 @@ class UldpStrategy(Strategy):
         self.hp = Hyperparameters(**values, sigma=sigma, delta=delta, q=q)
         self.method = make_method(spec.name, self.hp)
         self.seed = secrets.randbits(63) if seed is None else check_integer("seed", seed, minimum=0)
-        self.insecure_reproducible_noise = bool(insecure_reproducible_noise)
+        self.insecure_reproducible_noise = False
+        if secure is None:
+            secure = spec.name == "ULDP-AVG-w"
         if not isinstance(secure, bool):
-            raise ValueError(f"secure must be True or False, got {secure!r}")
+            raise ValueError(f"secure must be True, False or None (the method's default), got {secure!r}")
         if secure and spec.name != "ULDP-AVG-w":
             raise ValueError(f"Protocol 1 computes the enhanced weights of ULDP-AVG-w; {spec.name} needs no counts")
         self.secure = secure
         self.protocol = ProtocolParameters.from_mapping(protocol or {})
-        self._protocol: Any = None  # uldp.flower.secure.ServerSide of a secure run, after the set-up
+        self._protocol: Any = None  # the uldp.secure.driver.ServerDriver of a secure run, after the set-up
         self.setup_seconds = 0.0
         self.nodes: list[int] = []
         self.n_users = 0
         self.epsilons: list[float] = []
+        self.server_view_epsilons: list[float] = []
         self.round_seconds: list[float] = []
+
+    @property
+    def _shares_counts(self) -> bool:
+        """Whether the silos share their exact n_su with each other: only plain ULDP-AVG-w needs them."""
+        return not self.secure and self.method.spec.enhanced_weights
 
     # ---------------------------------------------------------------------------------------------- setup --
     def setup(self, grid: Any, *, timeout: float = 600.0) -> None:
@@ -160,7 +189,8 @@ class UldpStrategy(Strategy):
         """
         start = time.perf_counter()
         nodes = list(grid.get_node_ids())
-        replies = self._ask(grid, {node: {"stage": "hello", "secure": self.secure} for node in nodes}, timeout)
+        share_counts = self._shares_counts
+        replies = self._ask(grid, {node: {"stage": "hello", "counts": share_counts} for node in nodes}, timeout)
         silos = {node: _config(reply) for node, reply in replies.items()}
         names = [silos[node]["silo"] for node in nodes]
         if len(set(names)) != len(names):
@@ -168,7 +198,8 @@ class UldpStrategy(Strategy):
         self.nodes = sorted(nodes, key=lambda node: silos[node]["silo"])
         counts = [int(silos[node]["records"]) for node in self.nodes]
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
-        shared = {"stage": "federation", "secure": self.secure, "names": [silos[n]["silo"] for n in self.nodes],
+        shared = {"stage": "federation", "secure": self.secure, "counts": share_counts,
+                  "names": [silos[n]["silo"] for n in self.nodes],
                   "sealed": [silos[n]["sealed"] for n in self.nodes], "total_records": int(sum(counts))}
         replies = self._ask(grid, {node: {**shared, "index": s, "offset": int(offsets[s])}
                                    for s, node in enumerate(self.nodes)}, timeout)
@@ -183,7 +214,7 @@ class UldpStrategy(Strategy):
 
             config = ProtocolConfig.for_training(len(self.nodes), self.n_users, clip=self.hp.clip, sigma=self.hp.sigma,
                                                  parameters=self.protocol)
-            self._protocol = ServerSide(config, ask)
+            self._protocol = server_driver(config, ask)
             self._protocol.setup()
         self.setup_seconds = time.perf_counter() - start
 
@@ -213,12 +244,13 @@ class UldpStrategy(Strategy):
         settings = {"round": server_round, "sampled": np.packbits(sampled).tobytes(), "method": self.method.spec.name,
                     "local_lr": self.hp.local_lr, "local_epochs": self.hp.local_epochs,
                     "batch_size": self.hp.batch_size, "clip": self.hp.clip, "sigma": self.hp.sigma, "q": self.hp.q}
-        if self.insecure_reproducible_noise:
-            settings["insecure_seed"] = self.seed
-        self._params = arrays.to_numpy_ndarrays()[0]
+        self._params, self._sampled = arrays.to_numpy_ndarrays()[0], sampled
         self._tick = time.perf_counter()
-        extra = (self._protocol.round_settings(server_round, sampled) if self.secure
-                 else [{} for _ in self.nodes])
+        if self.secure:
+            payloads = self._protocol.begin_round(server_round, sampled)
+            extra = [round_settings(payloads[s]) for s in range(len(self.nodes))]
+        else:
+            extra = [{} for _ in self.nodes]
         return [grid.create_message(RecordDict({"arrays": ArrayRecord([self._params]),
                                                 **_records({**settings, **extra[s]})}),
                                     "train", node, str(server_round)) for s, node in enumerate(self.nodes)]
@@ -232,21 +264,47 @@ class UldpStrategy(Strategy):
         if set(answers) != set(self.nodes):
             raise RuntimeError(f"round {server_round}: silo nodes {sorted(set(self.nodes) - set(answers))} missing")
         if self.secure:  # Protocol 1, step 2(c): every silo's masked update or nothing is decrypted
-            total = torch.from_numpy(self._protocol.aggregate([bytes(answers[node]["uldp"]["update"])
-                                                               for node in self.nodes]))
+            updates = {s: (bytes(answers[node]["uldp"]["update"]),) for s, node in enumerate(self.nodes)}
+            total = torch.from_numpy(self._protocol.finish_round(updates, self._params.size))
+            bound = len(self.nodes) * self._update_bound()
+            if not float(total.norm()) <= bound:
+                raise RuntimeError(f"round {server_round}: Protocol 1's decoded aggregate has norm "
+                                   f"{float(total.norm()):.3g}, past the bound {bound:.3g} of the silos' clipped, "
+                                   f"noised updates: a silo sent more (the masks hide which); nothing is applied")
         else:
             total = torch.zeros(self._params.size, dtype=torch.float32)
             for node in self.nodes:
                 update = answers[node]["arrays"].to_numpy_ndarrays()[0]
                 if update.shape != self._params.shape or not np.isfinite(update).all():
                     raise RuntimeError(f"round {server_round}: silo node {node} sent a bad update {update.shape}")
+                norm = float(np.linalg.norm(update.astype(np.float64)))
+                if not norm <= self._update_bound():
+                    raise RuntimeError(f"round {server_round}: silo node {node} sent an update of norm {norm:.3g}, "
+                                       f"past the bound {self._update_bound():.3g} its method implies; nothing is "
+                                       f"applied")
                 total += torch.from_numpy(update)
+        if any(bool(answers[node]["silo"]["insecure_reproducible_noise"]) for node in self.nodes):
+            if not self.insecure_reproducible_noise:
+                log(30, "INSECURE: silos draw their noise from their test seed (uldp-insecure-reproducible-noise)")
+            self.insecure_reproducible_noise = True
         params = self.method.server_step(torch.from_numpy(self._params), total, n_users=self.n_users,
                                          n_silos=len(self.nodes))
         epsilon = self.method.epsilon(None, server_round)
+        view = (epsilon if not self._shares_counts else
+                epsilon_server_view(sigma=self.hp.sigma, rounds=server_round, delta=self.hp.delta,
+                                    n_silos=len(self.nodes), q=self.hp.q).epsilon)
         self.epsilons.append(epsilon)
+        self.server_view_epsilons.append(view)
         self.round_seconds.append(time.perf_counter() - self._tick)
-        return ArrayRecord([params.numpy()]), MetricRecord({"epsilon": epsilon})
+        return ArrayRecord([params.numpy()]), MetricRecord({"epsilon": epsilon, "server_view_epsilon": view})
+
+    def _update_bound(self) -> float:
+        """The largest norm of one silo's honest update this round (:func:`uldp.policy.update_norm_bound`), its
+        weights' sum bounded by the number of sampled users (enhanced weights) or that over |S| (uniform)."""
+        sampled = float(self._sampled.sum())
+        weight_sum = sampled if self.method.spec.enhanced_weights else sampled / len(self.nodes)
+        return update_norm_bound(clip=self.hp.clip, weight_sum=weight_sum,
+                                 noise_std=self.method.noise_std(len(self.nodes)), size=int(self._params.size))
 
     def configure_evaluate(self, server_round: int, arrays: Any, config: Any, grid: Any) -> Iterable[Any]:
         """No federated evaluation (a test set at the silos would be a release the budget does not cover)."""
@@ -258,9 +316,9 @@ class UldpStrategy(Strategy):
 
     def summary(self) -> None:
         """Log the method and its settings."""
-        log(20, "%s: sigma=%s q=%s delta=%s%s%s", self.method.spec.name, self.hp.sigma, self.hp.q, self.hp.delta,
-            f" with Protocol 1 ({self.protocol.key_bits}-bit key)" if self.secure else "",
-            " (INSECURE reproducible noise)" if self.insecure_reproducible_noise else "")
+        log(20, "%s: sigma=%s q=%s delta=%s%s", self.method.spec.name, self.hp.sigma, self.hp.q, self.hp.delta,
+            f" with Protocol 1 ({self.protocol.key_bits}-bit key)" if self.secure
+            else " WITHOUT secure aggregation (see server_view_epsilons)" if self._shares_counts else "")
 
 
 # ------------------------------------------------------------------------------------------------- the silo --
@@ -287,17 +345,19 @@ def _silo_view(load: Callable[[Any], SiloData], model: Callable[[], Any], loss: 
             "pseudonyms": pseudonyms, "key": read_key_file(context.node_config[KEY_FILE_KEY])}
 
 
-def _hello(view: dict, secure: bool) -> dict:
-    """Stage 1: name, record count and the sealed histogram (with Protocol 1: the pseudonyms only, each count 1)."""
+def _hello(view: dict, share_counts: bool) -> dict:
+    """Stage 1: name, record count and the sealed histogram: the pseudonyms only (each count 1) unless the method
+    needs every silo's exact n_su in the clear (plain ULDP-AVG-w, the explicitly insecure option)."""
     names, counts = np.unique(view["pseudonyms"], return_counts=True)
-    shown = np.ones_like(counts) if secure else counts
+    shown = counts if share_counts else np.ones_like(counts)
     return {"silo": view["name"], "records": int(view["x"].shape[0]),
             "sealed": seal_histogram(names, shown, view["key"], silo=view["name"])}
 
 
 def _federation(view: dict, settings: dict, context: Any) -> dict:
-    """Open every silo's histogram, number the users, keep ``n[s, u]`` in the node-local context state (with
-    Protocol 1 only this silo's row: the others' histograms carry no counts)."""
+    """Open every silo's histogram, number the users, keep ``n[s, u]`` in the node-local context state (only this
+    silo's row unless counts were shared: the others' histograms carry none)."""
+    SiloPolicy.from_node_config(context.node_config).check(records=settings["total_records"])
     names = list(settings["names"])
     index = int(settings["index"])
     if names[index] != view["name"] or sorted(names) != names:
@@ -310,10 +370,10 @@ def _federation(view: dict, settings: dict, context: Any) -> dict:
     for s, (pseudonyms, n) in enumerate(histograms):
         counts[s, np.searchsorted(users, pseudonyms)] = n
     own = np.unique(view["pseudonyms"], return_counts=True)
-    secure = bool(settings["secure"])
-    if not np.array_equal(counts[index, np.searchsorted(users, own[0])], np.ones_like(own[1]) if secure else own[1]):
+    secure, shared = bool(settings["secure"]), bool(settings["counts"])
+    if not np.array_equal(counts[index, np.searchsorted(users, own[0])], own[1] if shared else np.ones_like(own[1])):
         raise ValueError("the relayed histogram of this silo is not the one it sent")
-    if secure:
+    if not shared:
         row = counts[index].copy()
         row[np.searchsorted(users, own[0])] = own[1]
         counts = np.zeros_like(counts)
@@ -340,11 +400,17 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> np.n
     if not np.array_equal(users[np.minimum(codes, users.size - 1)], view["pseudonyms"]):
         raise ValueError("this silo's patients are not all in the federation's user list (its files changed since "
                          "the federation stage?)")
-    floor = context.node_config.get(MIN_SIGMA_KEY)
-    if floor is not None and float(settings["sigma"]) < float(floor):
-        raise ValueError(f"sigma={settings['sigma']} is below this silo's floor {floor} ({MIN_SIGMA_KEY})")
     if settings["method"] not in SUPPORTED:
         raise ValueError(f"method {settings['method']!r} is not one of {SUPPORTED}")
+    sampled = np.unpackbits(np.frombuffer(settings["sampled"], dtype=np.uint8))[: int(state["n_users"])].astype(bool)
+    policy = SiloPolicy.from_node_config(context.node_config)
+    policy.check(sigma=settings["sigma"], local_epochs=settings["local_epochs"], sampled_users=int(sampled.sum()),
+                 n_users=int(state["n_users"]), q=float(settings["q"]))
+    secure = bool(state.get("secure", False))
+    if secure != ("p1" in settings):
+        raise ValueError("a round without Protocol 1 in a federation set up with it, or the reverse")
+    multiplier = release_multiplier(float(settings["sigma"]), n_silos=int(state["n_silos"]), secure=secure,
+                                    uniform_weights=settings["method"] == "ULDP-AVG")
     hp = Hyperparameters(global_lr=1.0, local_lr=settings["local_lr"], local_epochs=settings["local_epochs"],
                          batch_size=settings["batch_size"], clip=settings["clip"], sigma=settings["sigma"],
                          q=settings["q"])
@@ -353,22 +419,52 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> np.n
     allocation = Allocation(codes, np.full(n, index), int(state["n_users"]), int(state["n_silos"]), "flower", 0)
     federation = Federation(view["model"], view["loss"], view["x"], view["y"], allocation,
                             record_ids=state["offset"] + np.arange(n), n_ids=int(state["total_records"]))
-    sampled = np.unpackbits(np.frombuffer(settings["sampled"], dtype=np.uint8))[: int(state["n_users"])].astype(bool)
-    if "insecure_seed" in settings:  # tests and book only: noise the server can recompute
-        round_seed = _round_seed(int(settings["insecure_seed"]), int(settings["round"]))
-    else:  # the silo's own randomness: the server never learns what seeds the noise (see issue 25)
-        round_seed = np.random.SeedSequence(secrets.randbits(128))
+    round_index = int(settings["round"])
+    round_seed = _silo_round_seed(context, round_index)
     view["model"].train()
-    if bool(state.get("secure", False)) != ("weights" in settings):
-        raise ValueError("a round without Protocol 1 in a federation set up with it, or the reverse")
     tensor = torch.from_numpy(params.copy())
-    if "weights" in settings:  # Protocol 1: clipped per-user deltas and noise go into the masked update
-        deltas = method.silo_user_deltas(tensor, federation, round_seed, sampled, index)
-        noise = method.silo_noise(tensor.numel(), int(state["n_silos"]), round_seed, index)
-        return silo_masked_update(settings, context, deltas.detach().numpy().astype(np.float64),
-                                  noise.detach().numpy().astype(np.float64))
+
+    def admit() -> None:  # the round goes into the silo's ledger (on disk) before anything is computed
+        ledger = _ledger(context, policy)
+        ledger.admit(str(context.run_id), round_index, multiplier=multiplier, q=float(settings["q"]))
+        _keep_ledger(context, ledger)
+
+    if secure:  # Protocol 1: clipped per-user deltas and noise go into the masked update
+        def inputs() -> tuple[np.ndarray, np.ndarray]:
+            admit()
+            deltas = method.silo_user_deltas(tensor, federation, round_seed, sampled, index)
+            noise = method.silo_noise(tensor.numel(), int(state["n_silos"]), round_seed, index)
+            return deltas.detach().numpy().astype(np.float64), noise.detach().numpy().astype(np.float64)
+
+        return silo_masked_update(settings, context, inputs)
+    admit()
     update = method.silo_update(tensor, federation, round_seed, index, sampled=sampled, counts=counts)
     return update.detach().numpy().astype(params.dtype)
+
+
+def _silo_round_seed(context: Any, round_index: int) -> np.random.SeedSequence:
+    """The seed of this silo's noise and record order in a round: its own CSPRNG, whatever the server sends; with
+    the silo's own INSECURE test option (:data:`INSECURE_NOISE_KEY`) the stream of :func:`uldp.fit`'s round."""
+    insecure = context.node_config.get(INSECURE_NOISE_KEY)
+    if insecure is None:  # the server never learns what seeds the noise (issues 25 and 30)
+        return np.random.SeedSequence(secrets.randbits(128))
+    LOGGER.warning("INSECURE: silo %s draws its noise from its test seed (%s): whoever knows the seed can remove "
+                   "it; for tests only", context.node_config.get(SILO_KEY), INSECURE_NOISE_KEY)
+    return _round_seed(check_integer(INSECURE_NOISE_KEY, int(insecure), minimum=0), round_index)
+
+
+def _ledger(context: Any, policy: SiloPolicy) -> SiloLedger:
+    """The silo's ledger: the file its node config names (:data:`LEDGER_KEY`), else the SuperNode's memory."""
+    path = context.node_config.get(LEDGER_KEY)
+    ledger = SiloLedger(policy, path)
+    if path is None and _LEDGER_STATE in context.state:
+        ledger.load(json.loads(str(context.state[_LEDGER_STATE]["json"])))
+    return ledger
+
+
+def _keep_ledger(context: Any, ledger: SiloLedger) -> None:
+    if ledger.path is None:
+        context.state[_LEDGER_STATE] = ConfigRecord({"json": json.dumps(ledger.state())})
 
 
 def _protocol_inputs(context: Any) -> dict:
@@ -385,8 +481,13 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
 
     The SuperNode of each silo runs with ``--node-config 'silo="<its name>" uldp-key-file="<path>"'`` (the key
     from :func:`uldp.flower.pseudonyms.write_key_file`, the same file content at every silo, never at the server)
-    and optionally ``uldp-min-sigma=<floor>`` and, for tests only, ``uldp-insecure-test-keys=true`` (accept
-    Protocol 1 keys under 2048 bits).
+    and optionally its privacy policy (:class:`uldp.policy.SiloPolicy`, ``uldp-policy-<field>=<value>``, e.g.
+    ``uldp-policy-epsilon=4 uldp-policy-min-sigma=1``; the defaults otherwise) and its ledger file
+    (``uldp-ledger=<path>``: the rounds it answered and the noise it released, kept across restarts; without it,
+    in the SuperNode's memory). Nothing the server sends changes the policy, the ledger or the silo's randomness;
+    a request past the policy is refused, logged at the silo and returned to the server as the error. For tests
+    only: ``uldp-insecure-test-keys=true`` (accept Protocol 1 keys under 2048 bits) and
+    ``uldp-insecure-reproducible-noise=<seed>`` (noise from that seed, as :func:`uldp.fit` with it).
 
     Args:
         load: ``context -> SiloData``: this silo's own records and raw patient ids, from its own files (read
@@ -406,7 +507,7 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
         if settings["stage"] not in ("hello", "federation"):  # Protocol 1's stages need the state, not the records
             return Message(_records(silo_setup(settings, context, **_protocol_inputs(context))), reply_to=message)
         view = _silo_view(load, model, loss, context)
-        answer = (_hello(view, bool(settings["secure"])) if settings["stage"] == "hello"
+        answer = (_hello(view, bool(settings["counts"])) if settings["stage"] == "hello"
                   else _federation(view, settings, context))
         return Message(_records(answer), reply_to=message)
 
@@ -414,9 +515,14 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
     def train(message: Any, context: Any) -> Any:
         view = _silo_view(load, model, loss, context)
         params = message.content["arrays"].to_numpy_ndarrays()[0]
-        update = _train(view, _config(message), params, context)
+        try:
+            update = _train(view, _config(message), params, context)
+        except ValueError as error:  # a refusal (the policy, the ledger, Protocol 1's order): the operator sees it
+            LOGGER.warning("silo %s refuses: %s", view["name"], error)
+            raise
+        silo = ConfigRecord({"insecure_reproducible_noise": INSECURE_NOISE_KEY in context.node_config})
         if isinstance(update, bytes):  # Protocol 1's masked update
-            return Message(_records({"update": update}), reply_to=message)
-        return Message(RecordDict({"arrays": ArrayRecord([update])}), reply_to=message)
+            return Message(RecordDict({"uldp": ConfigRecord({"update": update}), "silo": silo}), reply_to=message)
+        return Message(RecordDict({"arrays": ArrayRecord([update]), "silo": silo}), reply_to=message)
 
     return app

@@ -5,13 +5,15 @@ so no party learns another silo's ``n_su`` nor any ``N_u``: the server holds the
 counts and the decoded aggregate; the silos see only which pseudonyms exist (to agree on the users, see below) and
 encrypted weights. What runs where:
 
-- Set-up, after the federation stage (three ``query.uldp`` exchanges of :class:`~uldp.flower.UldpStrategy`):
-  ``p1-key`` (1(a): the Paillier public key and the session's public parameters -> each silo's X25519 public key),
-  ``p1-directory`` (1(b): the key directory -> silo 0's sealed seed R), ``p1-seed`` (1(c)-(e): the relayed seed ->
-  each silo's blinded histogram B'(n_su)); the server then holds B(N_u) = r_u N_u (step 1(f)).
-- Each round t: ``p1-shares`` (2(a)-(b): Enc(B_inv(N_u)) for the sampled users -> each silo's sealed weight powers),
-  then the ``train`` message carries the encrypted weights and the relayed shares, and each silo answers its masked
-  update (2(b)-(c)) instead of its update in the clear. The server multiplies them, decrypts and decodes
+Protocol 1's stages, their order and their checks are :mod:`uldp.secure.driver`'s (one driver for every transport);
+here each stage is one Flower message:
+
+- Set-up, after the federation stage: three ``query.uldp`` exchanges of :class:`~uldp.flower.UldpStrategy`,
+  ``p1-key`` (1(a), with the session's public parameters), ``p1-directory`` (1(b)) and ``p1-seed`` (1(c)-(e)); the
+  server then holds B(N_u) = r_u N_u (step 1(f)).
+- Each round t: ``p1-shares`` (2(a)-(b)) as a ``query.uldp`` exchange, then the ``train`` message carries the update
+  stage's payloads (the encrypted weights and the relayed shares), and each silo answers its masked update
+  (2(b)-(c)) instead of its update in the clear. The server multiplies them, decrypts and decodes
   sum_s (sum_u w_su clip(Delta_su) + z_s), within P of the plain sum (Theorem 4), and takes the server step.
 
 A silo's secrets (its X25519 key, the pairwise keys, the seed R, its ``n_su`` and a round's weight powers) live
@@ -31,9 +33,8 @@ Keys under 2048 bits (tests, the book's smoke builds) are refused by a silo unle
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from flwr.app import ConfigRecord
@@ -43,18 +44,13 @@ from uldp.secure.config import ProtocolConfig, ProtocolParameters
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from uldp.secure.messages import Message
-    from uldp.secure.protocol import Silo
-
-M = TypeVar("M", bound="Message")
+    from uldp.secure.driver import Payloads, ServerDriver, SiloDriver
 
 #: node_config key that lets a silo accept keys under 2048 bits (tests and smoke builds only).
 TEST_KEYS_KEY = "uldp-insecure-test-keys"
 #: Where a silo keeps its Protocol 1 state in ``context.state``.
 STATE_KEY = "uldp_protocol_1"
-#: The set-up stages of Protocol 1, in order, and the stage of a round's weight powers.
-SETUP_STAGES = ("p1-key", "p1-directory", "p1-seed")
-SHARES_STAGE = "p1-shares"
+_PROGRESS = ("setup_done", "shares_round", "answered_round")
 
 
 def _public(config: ProtocolConfig) -> dict:
@@ -70,96 +66,65 @@ def _config_from(values: dict) -> ProtocolConfig:
                           sigma=float(values["sigma"]), parameters=parameters)
 
 
-def _messages(values: Any, cls: type[M]) -> list[M]:
-    return [cls.from_bytes(bytes(value)) for value in values]
-
-
-class ServerSide:
-    """The server's part of Protocol 1 in a Flower run (held by :class:`~uldp.flower.UldpStrategy`).
+def server_driver(config: ProtocolConfig, ask: Callable[[dict[int, dict]], dict[int, dict]]) -> ServerDriver:
+    """The server's Protocol 1 driver (:class:`~uldp.secure.driver.ServerDriver`) over ``query.uldp`` exchanges.
 
     Args:
         config: The session's public parameters (:meth:`~uldp.secure.ProtocolConfig.for_training`).
         ask: ``{silo index: settings} -> {silo index: answer}``, one ``query.uldp`` exchange with the silos.
 
-    Attributes:
-        timings: Seconds of the set-up's parts (``paillier_keygen`` and ``setup_messages``).
+    Returns:
+        The driver; its ``setup()`` runs steps 1(a)-(f), and each round's ``begin_round`` the shares stage (the
+        ``train`` message then carries the update stage's payloads, see :func:`round_settings`).
     """
+    from uldp.secure.driver import STAGE_KEY, ServerDriver
 
-    def __init__(self, config: ProtocolConfig, ask: Callable[[dict[int, dict]], dict[int, dict]]) -> None:
-        from uldp.secure.protocol import Server
+    def exchange(stage: str, round_index: int, payloads: dict[int, Payloads]) -> dict[int, Payloads]:
+        extra = _public(config) if stage == STAGE_KEY else {}
+        answers = ask({s: {"stage": stage, "round": round_index, "payloads": list(p), **extra}
+                       for s, p in payloads.items()})
+        return {s: tuple(bytes(p) for p in answer.get("payloads", [])) for s, answer in answers.items()}
 
-        self.config, self._ask = config, ask
-        start = time.perf_counter()
-        self.server = Server(config)
-        self.timings = {"paillier_keygen": time.perf_counter() - start}
-
-    def setup(self) -> None:
-        """Steps 1(a)-(f) as three message exchanges (see the module docstring).
-
-        Raises:
-            ValueError: a silo's answer is missing, malformed or fails the protocol's checks.
-        """
-        from uldp.secure.messages import (
-            BlindedHistogramMessage,
-            DhPublicKeyMessage,
-            SealedMessage,
-        )
-
-        start = time.perf_counter()
-        silos = range(self.config.n_silos)
-        public = {"stage": SETUP_STAGES[0], "public_key": self.server.public_key_message().to_bytes(),
-                  **_public(self.config)}
-        answers = self._ask(dict.fromkeys(silos, public))
-        directory = self.server.relay_dh_keys(
-            [DhPublicKeyMessage.from_bytes(bytes(answers[s]["message"])) for s in silos])
-        answers = self._ask({s: {"stage": SETUP_STAGES[1], "directory": directory.to_bytes()} for s in silos})
-        inbox = self.server.relay([m for s in silos for m in _messages(answers[s]["sealed"], SealedMessage)])
-        answers = self._ask({s: {"stage": SETUP_STAGES[2], "sealed": [m.to_bytes() for m in inbox[s]]}
-                             for s in silos})
-        self.server.receive_histograms(
-            [BlindedHistogramMessage.from_bytes(bytes(answers[s]["message"])) for s in silos])
-        self.timings["setup_messages"] = time.perf_counter() - start
-
-    def round_settings(self, round_index: int, sampled: np.ndarray) -> list[dict]:
-        """Steps 2(a)-(b)'s first half: encrypt the weights, collect and relay the silos' sealed weight powers.
-
-        Returns:
-            Per silo, what its ``train`` message adds: the encrypted weights and the shares sealed for it.
-        """
-        from uldp.secure.messages import SealedMessage
-
-        weights = self.server.start_round(round_index, np.asarray(sampled, dtype=bool)).to_bytes()
-        silos = range(self.config.n_silos)
-        answers = self._ask({s: {"stage": SHARES_STAGE, "weights": weights} for s in silos})
-        inbox = self.server.relay([m for s in silos for m in _messages(answers[s]["sealed"], SealedMessage)])
-        return [{"weights": weights, "shares": [m.to_bytes() for m in inbox[s]]} for s in silos]
-
-    def aggregate(self, updates: list[bytes]) -> np.ndarray:
-        """Step 2(c): the decoded sum_s (sum_u w_su clip(Delta_su) + z_s), float64, from every silo's masked update.
-
-        Raises:
-            ValueError: a silo's update is missing or malformed (nothing is decrypted then).
-        """
-        from uldp.secure.messages import MaskedUpdateMessage
-
-        return self.server.finish_round([MaskedUpdateMessage.from_bytes(bytes(u)) for u in updates])
+    return ServerDriver(config, exchange)
 
 
-def _silo(context: Any) -> Silo:
+def round_settings(payloads: Payloads) -> dict:
+    """What a ``train`` message adds for Protocol 1's update stage (2(b)-(c)): the weights and relayed shares."""
+    return {"p1": list(payloads)}
+
+
+def _load(context: Any) -> SiloDriver:
+    from uldp.secure.driver import SiloDriver, SiloProgress
     from uldp.secure.protocol import Silo
 
     if STATE_KEY not in context.state:
         raise ValueError("a Protocol 1 message before its set-up (the strategy sends p1-key first)")
     state = dict(context.state[STATE_KEY])
-    return Silo.restore(bytes(state["silo"]), _config_from(state))
+    config = _config_from(state)
+    role = Silo.restore(bytes(state["silo"]), config)
+    progress = SiloProgress(**{name: int(state[name]) for name in _PROGRESS})
+    return SiloDriver(role.silo_id, np.zeros(config.n_users), config, role=role, progress=progress)
 
 
-def _keep(context: Any, silo: Silo, public: dict) -> None:
-    context.state[STATE_KEY] = ConfigRecord({**public, "silo": silo.export_state()})
+def _keep(context: Any, driver: SiloDriver, public: dict) -> None:
+    context.state[STATE_KEY] = ConfigRecord({**public, "silo": driver.role.export_state(),
+                                             **asdict(driver.progress)})
+
+
+def _answer(driver: SiloDriver, settings: dict, context: Any, public: dict, **options: Any) -> dict:
+    try:
+        payloads = driver.answer(str(settings["stage"]), int(settings["round"]),
+                                 tuple(bytes(p) for p in settings.get("payloads", settings.get("p1", []))), **options)
+    finally:  # a refused or failed stage still keeps what it spent (a round index is answered at most once)
+        _keep(context, driver, public)
+    return {"payloads": list(payloads)}
 
 
 def silo_setup(settings: dict, context: Any, *, index: int, n_users: int, own_counts: np.ndarray) -> dict:
     """A silo's answer to one Protocol 1 set-up or share stage (``settings["stage"]``), its state kept in ``context``.
+
+    The stage order, and one answer per round index, are :class:`~uldp.secure.driver.SiloDriver`'s; a new set-up
+    (``p1-key`` again) keeps the last answered round, so no round is answered twice under fresh keys either.
 
     Args:
         settings: The server's message (its ``uldp`` ConfigRecord).
@@ -170,61 +135,47 @@ def silo_setup(settings: dict, context: Any, *, index: int, n_users: int, own_co
         The answer's ConfigRecord values.
 
     Raises:
-        ValueError: public parameters that do not fit this silo's federation, test keys the node did not allow, or
-            a message that fails the protocol's checks.
+        ValueError: public parameters that do not fit this silo's federation, test keys the node did not allow, a
+            stage out of order or a round answered already, or a message that fails the protocol's checks.
     """
-    from uldp.secure.messages import (
-        DhDirectoryMessage,
-        EncryptedWeightsMessage,
-        PublicKeyMessage,
-        SealedMessage,
-    )
-    from uldp.secure.protocol import Silo
+    from uldp.secure.driver import STAGE_KEY, SiloDriver, SiloProgress
 
-    stage = settings["stage"]
-    if stage == SETUP_STAGES[0]:
-        public = {name: value for name, value in settings.items() if name not in ("stage", "public_key")}
-        config = _config_from(public)
-        if (config.n_silos, config.n_users) != (int(context.state["uldp"]["n_silos"]), n_users):
-            raise ValueError(f"Protocol 1's parameters name {config.n_silos} silos and {config.n_users} users, this "
-                             f"federation has {context.state['uldp']['n_silos']} and {n_users}")
-        allowed = str(context.node_config.get(TEST_KEYS_KEY, "false")).lower() == "true"
-        if config.parameters.insecure_test_key and not allowed:
-            raise ValueError(f"the server asks for an insecure test key ({config.parameters.key_bits} bits); this "
-                             f"silo accepts one only with --node-config '{TEST_KEYS_KEY}=true' (tests only)")
-        silo = Silo(index, own_counts, config)
-        key_message = PublicKeyMessage.from_bytes(bytes(settings["public_key"]))
-        answer: dict[str, bytes | list[bytes]] = {"message": silo.receive_public_key(key_message).to_bytes()}
-        _keep(context, silo, public)
-        return answer
-    public = {name: value for name, value in dict(context.state[STATE_KEY]).items() if name != "silo"}
-    silo = _silo(context)
-    if stage == SETUP_STAGES[1]:
-        sealed = silo.receive_dh_directory(DhDirectoryMessage.from_bytes(bytes(settings["directory"])))
-        answer = {"sealed": [m.to_bytes() for m in sealed]}
-    elif stage == SETUP_STAGES[2]:
-        silo.receive_seed(_messages(settings["sealed"], SealedMessage))
-        answer = {"message": silo.blinded_histogram().to_bytes()}
-    elif stage == SHARES_STAGE:
-        shares = silo.share_weight_powers(EncryptedWeightsMessage.from_bytes(bytes(settings["weights"])))
-        answer = {"sealed": [m.to_bytes() for m in shares]}
-    else:
-        raise ValueError(f"unknown Protocol 1 stage {stage!r}")
-    _keep(context, silo, public)
-    return answer
+    if settings["stage"] != STAGE_KEY:
+        driver = _load(context)
+        public = {name: value for name, value in dict(context.state[STATE_KEY]).items()
+                  if name != "silo" and name not in _PROGRESS}
+        return _answer(driver, settings, context, public)
+    public = {name: value for name, value in settings.items() if name not in ("stage", "round", "payloads")}
+    config = _config_from(public)
+    if (config.n_silos, config.n_users) != (int(context.state["uldp"]["n_silos"]), n_users):
+        raise ValueError(f"Protocol 1's parameters name {config.n_silos} silos and {config.n_users} users, this "
+                         f"federation has {context.state['uldp']['n_silos']} and {n_users}")
+    allowed = str(context.node_config.get(TEST_KEYS_KEY, "false")).lower() == "true"
+    if config.parameters.insecure_test_key and not allowed:
+        raise ValueError(f"the server asks for an insecure test key ({config.parameters.key_bits} bits); this "
+                         f"silo accepts one only with --node-config '{TEST_KEYS_KEY}=true' (tests only)")
+    answered = _load(context).progress.answered_round if STATE_KEY in context.state else 0
+    driver = SiloDriver(index, own_counts, config, progress=SiloProgress(answered_round=answered))
+    return _answer(driver, settings, context, public)
 
 
-def silo_masked_update(settings: dict, context: Any, deltas: np.ndarray, noise: np.ndarray) -> bytes:
+def silo_masked_update(settings: dict, context: Any,
+                       inputs: Callable[[], tuple[np.ndarray, np.ndarray]]) -> bytes:
     """Steps 2(b)-(c) in the silo: the masked update of its clipped per-user deltas ``[|U|, d]`` and noise ``[d]``.
 
-    Raises:
-        ValueError: see :meth:`uldp.secure.protocol.Silo.masked_update`.
-    """
-    from uldp.secure.messages import EncryptedWeightsMessage, SealedMessage
+    Args:
+        settings: The ``train`` message's settings (``round`` and ``p1``, :func:`round_settings`).
+        context: The ClientApp's context.
+        inputs: ``() -> (deltas, noise)``, called only when the round may be answered.
 
-    public = {name: value for name, value in dict(context.state[STATE_KEY]).items() if name != "silo"}
-    silo = _silo(context)
-    update = silo.masked_update(EncryptedWeightsMessage.from_bytes(bytes(settings["weights"])),
-                                _messages(settings["shares"], SealedMessage), deltas, noise)
-    _keep(context, silo, public)
-    return update.to_bytes()
+    Raises:
+        ValueError: a round not announced by its shares stage, answered already, or see
+            :meth:`uldp.secure.protocol.Silo.masked_update`.
+    """
+    from uldp.secure.driver import STAGE_UPDATE
+
+    driver = _load(context)
+    public = {name: value for name, value in dict(context.state[STATE_KEY]).items()
+              if name != "silo" and name not in _PROGRESS}
+    answer = _answer(driver, {**settings, "stage": STAGE_UPDATE}, context, public, inputs=inputs)
+    return bytes(answer["payloads"][0])

@@ -74,7 +74,7 @@ ITEMS: tuple[PaperItem, ...] = (
               ("uldp.methods",), ("book/introduction",)),
     PaperItem("section", "3.1", "Trust model and Assumptions",
               "Silos and server are honest but curious; the silos share users' identities privately.",
-              ("uldp.deploy",), ("book/deploying",)),
+              ("uldp.deploy",), ("book/deploying", "book/weighting_protocol")),
     PaperItem("section", "3.2", "Privacy definition",
               "Neighbouring federations differ in all of one user's records, in every silo.",
               ("uldp.audit",), ("book/auditing",)),

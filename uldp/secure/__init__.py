@@ -7,6 +7,8 @@
 - :mod:`uldp.secure.masks`: keyed ChaCha20 streams -> pairwise additive masks and blinds r_u in Z_n^*.
 - :mod:`uldp.secure.messages`: typed messages with an explicit byte format.
 - :mod:`uldp.secure.protocol`: the ``Server`` and ``Silo`` roles.
+- :mod:`uldp.secure.driver`: Protocol 1's one driver, ``ServerDriver`` (over an exchange callable) and
+  ``SiloDriver`` (one stage at a time, in order, each round index at most once), which every transport runs.
 - :mod:`uldp.secure.session`: :class:`SecureSession` (all roles in one process) and :class:`SecureAggregator`.
 - :mod:`uldp.secure.fast`: the fast encrypted weighted sum and CRT decryption.
 

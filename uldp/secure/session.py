@@ -17,25 +17,22 @@ True
 from __future__ import annotations
 
 import time
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from uldp.secure import encoding
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
-from uldp.secure.messages import Message
-from uldp.secure.protocol import Server, Silo
+from uldp.secure.driver import STAGE_SEED, STAGE_SHARES, STAGE_UPDATE, Payloads, ServerDriver, SiloDriver
 
-M = TypeVar("M", bound=Message)
-
-
-def _wire(message: M) -> M:
-    """Send a message through its byte form (what a network transport would carry)."""
-    return type(message).from_bytes(message.to_bytes())
-
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 class SecureSession:
     """Runs the server and all silos in-process: setup once, then one :meth:`aggregate` call per round.
+
+    The roles talk through Protocol 1's one driver (:class:`~uldp.secure.driver.ServerDriver` and one
+    :class:`~uldp.secure.driver.SiloDriver` per silo), every message as bytes, as a network would carry it.
 
     Args:
         counts: n[s, u], shape (|S|, |U|).
@@ -43,6 +40,12 @@ class SecureSession:
         sigma: noise multiplier (the noise bound is derived from it), or give ``noise_bound``.
         noise_bound: explicit bound on any noise coordinate (overrides sigma).
         parameters: Protocol 1's :class:`~uldp.secure.config.ProtocolParameters` (key size, P, N_max, ...).
+
+    Attributes:
+        server: The :class:`~uldp.secure.protocol.Server` role; silos: the :class:`~uldp.secure.protocol.Silo` roles.
+        timings: Seconds of the set-up's parts (``paillier_keygen``, ``key_exchange``, ``blinded_histogram``).
+        last_round_timings: Seconds of the latest round's parts (``encrypt_weights``, ``silo_weighting``,
+            ``aggregation``).
 
     Raises:
         ValueError: before anything is sent, on N_u > N_max, a possible wrap-around, or a bad key size.
@@ -64,25 +67,43 @@ class SecureSession:
         self.config = ProtocolConfig(n_silos=table.shape[0], n_users=table.shape[1], clip=clip, sigma=sigma,
                                      noise_bound=noise_bound, parameters=parameters)
         self.timings: dict[str, float] = {}
+        self.last_round_timings: dict[str, float] = {}
         self._round = 0
+        self._marks: dict[str, tuple[float, float]] = {}
+        self._inputs: tuple[np.ndarray, np.ndarray] | None = None
         start = time.perf_counter()
-        self.server = Server(self.config)
-        self.silos = [Silo(s, table[s], self.config) for s in range(self.config.n_silos)]
-        self._tick("paillier_keygen", start)
+        self.driver = ServerDriver(self.config, self._exchange)
+        self.silo_drivers = [SiloDriver(s, table[s], self.config) for s in range(self.config.n_silos)]
+        self.server = self.driver.server
+        self.silos = [driver.role for driver in self.silo_drivers]
+        self.timings["paillier_keygen"] = time.perf_counter() - start
         start = time.perf_counter()
-        public = _wire(self.server.public_key_message())
-        directory = _wire(self.server.relay_dh_keys([_wire(s.receive_public_key(public)) for s in self.silos]))
-        sealed = [_wire(m) for silo in self.silos for m in silo.receive_dh_directory(directory)]
-        inbox = self.server.relay(sealed)
-        for silo in self.silos:
-            silo.receive_seed(inbox[silo.silo_id])
-        self._tick("key_exchange", start)
-        start = time.perf_counter()
-        self.server.receive_histograms([_wire(s.blinded_histogram()) for s in self.silos])
-        self._tick("blinded_histogram", start)
+        self.driver.setup()
+        end = time.perf_counter()
+        seed_start = self._marks[STAGE_SEED][0]
+        self.timings["key_exchange"] = seed_start - start
+        self.timings["blinded_histogram"] = end - seed_start
 
-    def _tick(self, name: str, start: float) -> None:
-        self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - start
+    def _exchange(self, stage: str, round_index: int, payloads: dict[int, Payloads]) -> dict[int, Payloads]:
+        """Deliver each silo's message (bytes) to its driver and collect the answers (bytes)."""
+        start = time.perf_counter()
+        answers = {}
+        for silo, message in payloads.items():
+            inputs = self._silo_inputs(silo) if stage == STAGE_UPDATE else None
+            answers[silo] = self.silo_drivers[silo].answer(stage, round_index, message, inputs=inputs)
+        self._marks[stage] = (start, time.perf_counter())
+        return answers
+
+    def _silo_inputs(self, silo: int) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
+        """Silo ``silo``'s clipped deltas and noise of the round :meth:`aggregate` runs."""
+
+        def inputs() -> tuple[np.ndarray, np.ndarray]:
+            if self._inputs is None:
+                raise ValueError("a round's update outside aggregate()")
+            deltas, noise = self._inputs
+            return deltas[silo], noise[silo]
+
+        return inputs
 
     def aggregate(self, deltas: np.ndarray, noise: np.ndarray, sampled: np.ndarray) -> np.ndarray:
         """One round (steps 2(a)-(c)): the decoded sum_s (sum_u w_su delta_su + z_s), w_su = n_su / N_u if sampled.
@@ -112,23 +133,17 @@ class SecureSession:
                 "their weight n_su/N_u is undefined"
             )
         self._round += 1
-        timings: dict[str, float] = {}
+        self._inputs = (deltas, noise)
         start = time.perf_counter()
-        weights = _wire(self.server.start_round(self._round, chosen))
-        timings["encrypt_weights"] = time.perf_counter() - start
-        start = time.perf_counter()
-        shares = self.server.relay([_wire(m) for silo in self.silos for m in silo.share_weight_powers(weights)])
-        updates = [
-            _wire(silo.masked_update(weights, shares[silo.silo_id], deltas[silo.silo_id], noise[silo.silo_id]))
-            for silo in self.silos
-        ]
-        timings["silo_weighting"] = time.perf_counter() - start
-        start = time.perf_counter()
-        result = self.server.finish_round(updates)
-        timings["aggregation"] = time.perf_counter() - start
-        self.last_round_timings = timings
+        try:
+            result = self.driver.round(self._round, chosen, deltas.shape[2])
+        finally:
+            self._inputs = None
+        end = time.perf_counter()
+        shares, update = self._marks[STAGE_SHARES], self._marks[STAGE_UPDATE]
+        self.last_round_timings = {"encrypt_weights": shares[0] - start, "silo_weighting": update[1] - shares[0],
+                                   "aggregation": end - update[1]}
         return result
-
 
 
 def _to_numpy(values: Any) -> np.ndarray:

@@ -1,0 +1,324 @@
+"""The silo is where differential privacy is enforced: its own privacy policy and its record of what it released.
+
+A silo (a hospital) holds a :class:`SiloPolicy` in its own configuration (a Flower SuperNode's ``--node-config``,
+:meth:`SiloPolicy.from_node_config`; a deployed silo's policy file, :meth:`SiloPolicy.from_json`), never taken from
+the server. Before answering a round it checks the server's request against the policy (:meth:`SiloPolicy.check`:
+sigma, local epochs, records, the size of the user sample) and against its :class:`SiloLedger`, the persistent
+record of the rounds it answered and of the noise it released: each round index is answered at most once (so the
+server can never average two noisy answers of one round, nor subtract two masked updates under the same masks), and
+the user-level epsilon of everything released stays within the policy's target. A refusal is a
+:class:`PolicyRefusal` whose message names the request's bad value and the policy's bound; the silo logs it and
+sends it to the server as its answer's error.
+
+What a release costs (Theorem 3, Lemma 4; :func:`uldp.accounting.epsilon_of_releases`): with secure aggregation the
+server sees only the sum, whose noise has multiplier sigma; without it the server sees this silo's update, whose
+noise has std ``sigma C / sqrt(|S|)`` against a user's weight ``w_su`` there, up to 1 for a user whose records all
+sit in this silo under enhanced weights: multiplier ``sigma / sqrt(|S|)``
+(:func:`uldp.accounting.epsilon_server_view`). With uniform weights (``w_su = 1 / |S|``) the view costs what the
+released model costs.
+
+The ledger is a JSON file written atomically before the answer leaves the silo (a crash after writing costs budget,
+never privacy); without a file it lives in memory and is lost with the process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from uldp.accounting import ACCOUNTANTS, epsilon_of_releases
+from uldp.atomic import write_json_atomic
+from uldp.checks import check_delta, check_integer, check_number, check_positive
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from uldp.accounting import PrivacySpent
+
+LOGGER = logging.getLogger("uldp.policy")
+#: The prefix of a policy's keys in a Flower node config: ``--node-config 'uldp-policy-epsilon=4'``.
+NODE_CONFIG_PREFIX = "uldp-policy-"
+_LEDGER_VERSION = 1
+
+
+class PolicyRefusal(ValueError):
+    """A silo refuses a request past its policy (the message says which value and which bound)."""
+
+
+@dataclass(frozen=True)
+class SiloPolicy:
+    """What one silo accepts, from its own configuration (never from the server).
+
+    Attributes:
+        accountant: The accountant of its budget (a name of :data:`uldp.accounting.ACCOUNTANTS`).
+        epsilon: The user-level epsilon it will not exceed over everything it released (its ledger's lifetime).
+        delta: The delta of that epsilon.
+        min_sigma: The smallest noise multiplier it answers with.
+        max_rounds: The most rounds it answers in one run.
+        max_local_epochs: The most local epochs a round may ask for.
+        max_records: The most records a request may say the federation holds (it sizes what the silo allocates).
+        min_sampled_users: The smallest user sample (users sampled in a round, over the federation) it answers.
+
+    Raises:
+        ValueError: A value of the wrong type or out of range, naming it.
+    """
+
+    accountant: str = "rdp"
+    epsilon: float = 10.0
+    delta: float = 1e-5
+    min_sigma: float = 0.5
+    max_rounds: int = 1000
+    max_local_epochs: int = 100
+    max_records: int = 100_000_000
+    min_sampled_users: int = 2
+
+    def __post_init__(self) -> None:
+        if self.accountant not in ACCOUNTANTS:
+            raise ValueError(f"policy accountant {self.accountant!r} is not one of {ACCOUNTANTS}")
+        check_positive("policy epsilon", self.epsilon)
+        check_delta(self.delta)
+        check_positive("policy min_sigma", self.min_sigma)
+        for name in ("max_rounds", "max_local_epochs", "max_records", "min_sampled_users"):
+            check_integer(f"policy {name}", getattr(self, name), minimum=1)
+
+    @classmethod
+    def from_json(cls, data: Any) -> SiloPolicy:
+        """A policy from a JSON object of its fields (a deployed silo's policy file); missing fields keep defaults.
+
+        Raises:
+            ValueError: not an object, an unknown field (the allowed ones listed) or a bad value.
+        """
+        if not isinstance(data, dict):
+            raise ValueError(f"a silo policy is a JSON object of {sorted(_FIELDS)}, got {type(data).__name__}")
+        unknown = sorted(set(data) - set(_FIELDS))
+        if unknown:
+            raise ValueError(f"unknown silo policy field(s) {unknown}; allowed: {sorted(_FIELDS)}")
+        return cls(**data)
+
+    @classmethod
+    def from_node_config(cls, node_config: Mapping[str, Any]) -> SiloPolicy:
+        """A policy from a Flower node config's ``uldp-policy-<field>`` keys (``-`` for ``_``; text is parsed).
+
+        Raises:
+            ValueError: a bad value, naming its key.
+        """
+        values: dict[str, Any] = {}
+        for key, value in node_config.items():
+            if not str(key).startswith(NODE_CONFIG_PREFIX):
+                continue
+            name = str(key)[len(NODE_CONFIG_PREFIX):].replace("-", "_")
+            if name not in _FIELDS:
+                raise ValueError(f"unknown node config key {key!r}; the policy's keys are "
+                                 f"{sorted(NODE_CONFIG_PREFIX + n.replace('_', '-') for n in _FIELDS)}")
+            values[name] = _parse(_FIELDS[name], value, key)
+        return cls(**values)
+
+    def to_json(self) -> dict:
+        """The policy as JSON-ready data."""
+        return asdict(self)
+
+    def check(self, *, sigma: float | None = None, local_epochs: int | None = None, records: int | None = None,
+              sampled_users: int | None = None, n_users: int | None = None, q: float | None = None) -> None:
+        """Refuse a request past this policy (each argument None when the request does not set it).
+
+        Args:
+            sigma: The noise multiplier the request asks this silo to use.
+            local_epochs: The local epochs it asks for.
+            records: The records it says the federation holds.
+            sampled_users: The users it sampled this round (over the federation).
+            n_users: |U|, with ``q``: the sample must be one Poisson sampling at rate ``q`` could draw, since the
+                silo accounts the round at that rate (Lemma 4): more than ``q |U| + sqrt(|U| 40 ln 2 / 2)`` users
+                (Hoeffding: probability below 2^-40) is refused.
+            q: The sampling rate the request claims.
+
+        Raises:
+            PolicyRefusal: naming the bad value and the policy's bound.
+        """
+        if sampled_users is not None and n_users is not None and q is not None:
+            most = q * n_users + math.sqrt(n_users * 40 * math.log(2) / 2)
+            if sampled_users > most:
+                raise PolicyRefusal(f"a round that samples {sampled_users} of {n_users} users is no Poisson sample "
+                                    f"at q={q:g}, the rate it claims (at most {most:.1f} but with probability "
+                                    f"2^-40); the silo accounts its rounds at that rate")
+        if sigma is not None and (isinstance(sigma, bool) or not isinstance(sigma, (int, float))
+                                  or not sigma >= self.min_sigma):
+            raise PolicyRefusal(f"sigma={sigma!r} is below this silo's min_sigma {self.min_sigma}")
+        if local_epochs is not None and not _within(local_epochs, 1, self.max_local_epochs):
+            raise PolicyRefusal(f"local_epochs={local_epochs!r} is outside this silo's 1..{self.max_local_epochs} "
+                                f"(max_local_epochs)")
+        if records is not None and not _within(records, 1, self.max_records):
+            raise PolicyRefusal(f"total_records={records!r} is outside this silo's 1..{self.max_records} "
+                                f"(max_records)")
+        if sampled_users is not None and not _within(sampled_users, self.min_sampled_users, math.inf):
+            raise PolicyRefusal(f"a round that samples {sampled_users!r} user(s) is below this silo's "
+                                f"min_sampled_users {self.min_sampled_users}")
+
+
+_FIELDS = {f.name: f.type for f in fields(SiloPolicy)}
+
+
+def _within(value: object, low: float, high: float) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and low <= value <= high
+
+
+def _parse(kind: object, value: Any, key: str) -> Any:
+    """A node config value (text or a scalar) as the field's type."""
+    if kind == "str":
+        return str(value)
+    try:
+        number = float(value)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{key} must be a number, got {value!r}") from error
+    if kind == "int":
+        if not number.is_integer():
+            raise ValueError(f"{key} must be an integer, got {value!r}")
+        return int(number)
+    return number
+
+
+def release_multiplier(sigma: float, *, n_silos: int, secure: bool, uniform_weights: bool) -> float:
+    """The noise multiplier of what the server sees of this silo's answer (see the module docstring).
+
+    Args:
+        sigma: The run's noise multiplier (summed noise std sigma C).
+        n_silos: |S|.
+        secure: Whether the answer goes through secure aggregation (the server sees only the sum).
+        uniform_weights: Whether the method weighs every silo's update of a user by 1 / |S| (ULDP-AVG, ULDP-SGD).
+
+    Returns:
+        sigma with secure aggregation or uniform weights; ``sigma / sqrt(|S|)`` otherwise (Theorem 3 adapted:
+        :func:`uldp.accounting.epsilon_server_view` with weight norm 1).
+    """
+    sigma = check_positive("sigma", sigma)
+    n_silos = check_integer("n_silos", n_silos, minimum=1)
+    return sigma if secure or uniform_weights else sigma / math.sqrt(n_silos)
+
+
+#: t of the noise's norm bound ``std (sqrt(d) + t)``: P(||z|| > std (sqrt(d) + t)) <= exp(-t^2 / 2) = 2^-40.
+NOISE_TAIL = math.sqrt(2 * 40 * math.log(2))
+
+
+def update_norm_bound(*, clip: float, weight_sum: float, noise_std: float, size: int) -> float:
+    """The largest l2 norm an honest silo's update ``sum_u w_su clip(Delta_su) + z_s`` may have (issue 30, attack 6).
+
+    The clipped part has norm at most ``C sum_u w_su``; the noise ``z_s ~ N(0, std^2 I_d)`` has norm above
+    ``std (sqrt(d) + t)`` with probability at most ``exp(-t^2 / 2)`` (Gaussian concentration of the norm, a
+    1-Lipschitz function, around a mean below ``std sqrt(d)``), ``t`` = :data:`NOISE_TAIL`: a server that aborts past
+    this bound wrongly blames an honest silo with probability below ``2^-40`` per round.
+
+    Args:
+        clip: C.
+        weight_sum: ``sum_u w_su`` over the round's users (an upper bound will do).
+        noise_std: The silo's noise std per coordinate.
+        size: d.
+
+    Returns:
+        The bound.
+    """
+    return clip * weight_sum + noise_std * (math.sqrt(size) + NOISE_TAIL)
+
+
+class SiloLedger:
+    """The silo's persistent record of the rounds it answered and the noise it released; it enforces the policy.
+
+    Args:
+        policy: The silo's policy.
+        path: The JSON file (created on the first release, replaced atomically), or None to keep it in memory.
+
+    Raises:
+        ValueError: the file exists but is no ledger (its content checked field by field).
+    """
+
+    def __init__(self, policy: SiloPolicy, path: str | Path | None = None) -> None:
+        self.policy = policy
+        self.path = None if path is None else Path(path)
+        self.runs: dict[str, int] = {}
+        self.releases: list[tuple[float, float]] = []
+        if self.path is not None and self.path.exists():
+            try:
+                data = json.loads(self.path.read_text())
+            except (OSError, ValueError) as error:
+                raise ValueError(f"silo ledger {self.path} is unreadable: {error}") from error
+            self.load(data)
+
+    def load(self, data: Any) -> None:
+        """Take the record ``data`` (what :meth:`state` returned), checking every field.
+
+        Raises:
+            ValueError: it is no ledger.
+        """
+        path = self.path or "in memory"
+        if not isinstance(data, dict) or data.get("version") != _LEDGER_VERSION:
+            raise ValueError(f"silo ledger {path} is not a version {_LEDGER_VERSION} ledger")
+        runs, releases = data.get("runs"), data.get("releases")
+        if not isinstance(runs, dict) or not all(isinstance(k, str) and _within(v, 1, 2**62)
+                                                 for k, v in runs.items()):
+            raise ValueError(f"silo ledger {path}: 'runs' must map run ids to answered rounds >= 1")
+        if not isinstance(releases, list) or not all(
+                isinstance(r, list) and len(r) == 2 and all(isinstance(x, (int, float)) for x in r)
+                and r[0] > 0 and 0 < r[1] <= 1 for r in releases):
+            raise ValueError(f"silo ledger {path}: 'releases' must be [sigma > 0, 0 < q <= 1] pairs")
+        self.runs = dict(runs)
+        self.releases = [(float(s), float(q)) for s, q in releases]
+
+    def state(self) -> dict:
+        """The record as JSON-ready data (what the file holds)."""
+        return {"version": _LEDGER_VERSION, "runs": dict(self.runs), "releases": [list(r) for r in self.releases]}
+
+    def last_round(self, run: str) -> int:
+        """The last round index this silo answered in run ``run`` (0: none)."""
+        return self.runs.get(run, 0)
+
+    def spent(self, extra: tuple[float, float] | None = None) -> PrivacySpent:
+        """The user-level guarantee of every release (and ``extra``, a release not yet made)."""
+        releases = self.releases + ([extra] if extra else [])
+        return epsilon_of_releases(releases=releases, delta=self.policy.delta, accountant=self.policy.accountant)
+
+    def admit(self, run: str, round_index: int, *, multiplier: float | None, q: float) -> float:
+        """Record that this silo answers round ``round_index`` of run ``run``, or refuse.
+
+        Called before the answer is computed; the record is on disk before it returns (a crash afterwards costs
+        budget, never privacy).
+
+        Args:
+            run: The run's identifier (deploy: the configuration's fingerprint; Flower: the run id).
+            round_index: The round (1, 2, ...).
+            multiplier: The answer's noise multiplier as the server sees it (:func:`release_multiplier`), or None
+                for a release this ledger does not account (ULDP-GROUP's DP-SGD): the round is recorded only.
+            q: The user sampling rate the release is accounted at.
+
+        Returns:
+            The user-level epsilon spent once this round is released.
+
+        Raises:
+            PolicyRefusal: a round index already answered or older, more than ``max_rounds`` rounds, or a release
+                past the policy's epsilon (the message says which).
+        """
+        last = self.last_round(run)
+        if isinstance(round_index, bool) or not isinstance(round_index, int) or round_index <= last:
+            raise PolicyRefusal(f"round {round_index!r} is not after round {last}, the last this silo answered; a "
+                                f"silo answers each round once (a repeated answer would let the server average its "
+                                f"noise away)")
+        if round_index > self.policy.max_rounds:
+            raise PolicyRefusal(f"round {round_index} is past this silo's max_rounds {self.policy.max_rounds}")
+        release = (None if multiplier is None
+                   else (check_positive("multiplier", multiplier), check_number("q", q, above=0, at_most=1)))
+        spent = self.spent(release)
+        if release is not None and spent.epsilon > self.policy.epsilon:
+            before = self.spent().epsilon
+            raise PolicyRefusal(
+                f"round {round_index} would bring this silo's user-level epsilon from {before:.3g} to "
+                f"{spent.epsilon:.3g} (noise multiplier {release[0]:.3g} as the server sees it, q={q:g}), past its "
+                f"policy's epsilon {self.policy.epsilon:g} at delta {self.policy.delta:g}")
+        self.runs[run] = round_index
+        if release is not None:
+            self.releases.append(release)
+        if self.path is not None:
+            write_json_atomic(self.path, self.state())
+        LOGGER.info("answering round %d of run %s: user-level epsilon spent %.4g of %g", round_index, run[:12],
+                    spent.epsilon, self.policy.epsilon)
+        return spent.epsilon

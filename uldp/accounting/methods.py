@@ -175,7 +175,8 @@ def epsilon_for_method(
         sample_rates: ULDP-GROUP: per-silo DP-SGD record sampling rate.
         steps_per_round: ULDP-GROUP: per-silo DP-SGD steps in one round.
         accountant: ``"rdp"`` (the paper's) or ``"pld"`` (:mod:`uldp.accounting.pld`; for ULDP-GROUP the
-            mixture-of-Gaussians group accountant, no group-privacy conversion).
+            mixture-of-Gaussians group accountant, no group-privacy conversion), never above ``"rdp"``: it reports
+            the smaller of the two, both valid.
         value_discretization_interval: PLD only: the discretisation step (``None``: chosen by
             :func:`uldp.accounting.pld.pld_epsilon`).
 
@@ -192,10 +193,11 @@ def epsilon_for_method(
         return PrivacySpent(epsilon=math.inf, order=math.nan, delta=check_delta(delta))
     if spec.family != "ULDP-GROUP":  # ULDP-NAIVE (Theorem 1) or ULDP-SGD/AVG (Theorem 3, Lemma 4 for q < 1)
         rate = q if spec.per_user else 1.0
+        rdp = epsilon_uldp(sigma=sigma, rounds=rounds, delta=delta, q=rate)
         if pld:
-            return epsilon_uldp_pld(sigma=sigma, rounds=rounds, delta=delta, q=rate,
-                                    value_discretization_interval=value_discretization_interval)
-        return epsilon_uldp(sigma=sigma, rounds=rounds, delta=delta, q=rate)
+            return _tighter(epsilon_uldp_pld(sigma=sigma, rounds=rounds, delta=delta, q=rate,
+                                             value_discretization_interval=value_discretization_interval), rdp)
+        return rdp
     group_size = k if k is not None else spec.group_size
     if not isinstance(group_size, (int, np.integer)):
         raise ValueError(f"{method} needs the numeric group size k (got {group_size!r})")
@@ -205,13 +207,24 @@ def epsilon_for_method(
     total_steps = np.atleast_1d(np.asarray(steps_per_round, dtype=np.int64)) * rounds
     if rounds == 0:
         return PrivacySpent(epsilon=0.0, order=math.nan, delta=check_delta(delta))
-    if pld:
-        return epsilon_group_pld(sigma=sigma, sample_rates=sample_rates, steps=total_steps.tolist(),
-                                 k=int(group_size), delta=delta,
-                                 value_discretization_interval=value_discretization_interval)
     spent = epsilon_group(sigma=sigma, sample_rates=sample_rates, steps=total_steps.tolist(), k=int(group_size),
                           delta=delta)
-    return PrivacySpent(epsilon=spent.epsilon, order=spent.order, delta=spent.delta)
+    rdp = PrivacySpent(epsilon=spent.epsilon, order=spent.order, delta=spent.delta)
+    if pld:
+        return _tighter(epsilon_group_pld(sigma=sigma, sample_rates=sample_rates, steps=total_steps.tolist(),
+                                          k=int(group_size), delta=delta,
+                                          value_discretization_interval=value_discretization_interval), rdp)
+    return rdp
+
+
+def _tighter(pld: PrivacySpent, rdp: PrivacySpent) -> PrivacySpent:
+    """The smaller of two valid guarantees of one mechanism at one delta: the PLD's, unless RDP's is below it.
+
+    Both are upper bounds on the same mechanism's epsilon, so their minimum is one too. The PLD's is the tighter
+    in every case measured, once its step follows epsilon (:func:`uldp.accounting.pld.pld_epsilon`); this is the
+    last guard that the ``"pld"`` accountant never reports more than the paper's.
+    """
+    return rdp if rdp.epsilon < pld.epsilon else pld
 
 
 def sigma_for_budget(epsilon_at: Callable[[float], float], *, epsilon: float, start: float = SIGMA_START,

@@ -5,6 +5,7 @@ the RDP accountant it must never exceed."""
 import json
 import math
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -169,7 +170,7 @@ def test_small_epsilons_are_accurate_and_below_rdp(sigma, rounds):
 
 def test_method_epsilon_is_the_smaller_of_pld_and_rdp():
     # a step of 1e-4 is too coarse here (PLD 0.0105 > RDP 0.0101): the method's "pld" guarantee falls back to RDP
-    arguments = {"sigma": 150.0, "rounds": 3000, "delta": 1e-5, "q": 0.01}
+    arguments: dict[str, Any] = {"sigma": 150.0, "rounds": 3000, "delta": 1e-5, "q": 0.01}
     coarse = epsilon_uldp_pld(**arguments, value_discretization_interval=1e-4).epsilon
     rdp = epsilon_for_method("ULDP-AVG-w", **arguments)
     guarded = epsilon_for_method("ULDP-AVG-w", **arguments, accountant="pld", value_discretization_interval=1e-4)

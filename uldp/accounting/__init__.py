@@ -30,6 +30,7 @@ from uldp.accounting.pld import (
     check_accountant,
     epsilon_group_pld,
     epsilon_uldp_pld,
+    gaussian_epsilon,
     mixture_group_curve,
 )
 from uldp.accounting.rdp import (
@@ -54,6 +55,7 @@ __all__ = [
     "epsilon_naive",
     "epsilon_uldp",
     "epsilon_uldp_pld",
+    "gaussian_epsilon",
     "group_dp_epsilon",
     "group_epsilon_bounds",
     "group_privacy_table",

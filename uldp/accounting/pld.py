@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from uldp.accounting.rdp import PrivacySpent
-from uldp.checks import check_delta, check_integer, check_positive, check_rate
+from uldp.checks import check_delta, check_integer, check_number, check_positive, check_rate
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -79,6 +79,47 @@ def _pld_module():
     from dp_accounting.pld import privacy_loss_distribution
 
     return privacy_loss_distribution
+
+
+def gaussian_epsilon(*, mu: float, delta: float) -> float:
+    """The exact epsilon at ``delta`` of the Gaussian mechanism with ``mu = sensitivity / noise std``.
+
+    Its privacy profile is ``delta(eps) = Phi(mu / 2 - eps / mu) - e^eps Phi(-mu / 2 - eps / mu)`` (Balle and Wang
+    2018, Theorem 8), decreasing in ``eps``; this solves ``delta(eps) = delta`` (Brent). It is the tightest valid
+    epsilon of ULDP-NAIVE and ULDP-SGD/AVG without sampling (``mu = sqrt(T) / sigma``, Theorems 1 and 3), and the
+    epsilon of mu-GDP (Dong, Roth and Su 2022), which the audits use (:mod:`uldp.audit.estimators`).
+
+    Args:
+        mu: Sensitivity over noise standard deviation (>= 0).
+        delta: Target delta in (0, 1).
+
+    Returns:
+        Epsilon (0 when ``delta(0) <= delta``).
+
+    Raises:
+        ValueError: Negative or non-finite ``mu``, or a bad ``delta``.
+
+    >>> round(gaussian_epsilon(mu=1.0, delta=1e-5), 4) == round(epsilon_uldp_pld(sigma=1.0, rounds=1,
+    ...                                                                       delta=1e-5).epsilon, 4)
+    True
+    """
+    mu = check_number("mu", mu, at_least=0, finite=True)
+    delta = check_delta(delta)
+
+    def phi(x: float) -> float:  # the normal cdf through erfc: accurate in the lower tail, where 1 + erf is not
+        return 0.5 * math.erfc(-x / math.sqrt(2))
+
+    def profile(eps: float) -> float:
+        return phi(mu / 2 - eps / mu) - math.exp(eps) * phi(-mu / 2 - eps / mu) - delta
+
+    if mu == 0 or profile(0.0) <= 0:
+        return 0.0
+    high = 1.0
+    while profile(high) > 0:
+        high *= 2
+    from scipy import optimize  # here, not at the top: ``uldp epsilon`` stays free of scipy
+
+    return float(optimize.brentq(profile, 0.0, high, xtol=1e-12))
 
 
 def gaussian_pld(*, sigma: float, q: float = 1.0, steps: int, value_discretization_interval: float = FINE_INTERVAL):

@@ -17,7 +17,7 @@ import pytest
 
 from uldp.audit.crafted import CraftedSetting, audit_federation, calibrate_sigma, claimed_epsilon, crafted_scores
 from uldp.audit.estimators import many_run_bound
-from uldp.methods import Hyperparameters, UserLevelMethod, make_method
+from uldp.methods import Federation, Hyperparameters, UserLevelMethod, make_method
 from uldp.training.dpsgd import dpsgd_schedule
 
 if TYPE_CHECKING:
@@ -149,8 +149,8 @@ def test_record_level_dpsgd_leaks_users_past_its_record_level_epsilon() -> None:
 
 
 def test_no_noise_gives_a_large_bound() -> None:
-    # perfect separation of 5000 + 5000 runs: log(0.9996 / 0.0007), all that this many runs can show
-    assert audit(make_method("DEFAULT", HP), CraftedSetting(rounds=2)) > 7
+    # perfect separation of the 4000 + 4000 bounding runs: log(0.9991 / 0.0009), all that this many runs can show
+    assert audit(make_method("DEFAULT", HP), CraftedSetting(rounds=2)) > 6.9
 
 
 def test_crafted_scores_refuse_bad_input_and_reproduce() -> None:
@@ -189,9 +189,8 @@ def test_simulated_round_is_the_methods_own_clean_update(name: str, monkeypatch:
     included = torch.tensor([[True, False]])
     dims = 2 + crafted.BACKGROUND_DIMS
     simulated = crafted._user_level_round(method, federation, included, dims, setting.canary_norm,
-                                          torch.Generator().manual_seed(5))
-    replay = torch.Generator().manual_seed(5)
-    torch.rand((1, federation.n_users), generator=replay)  # the user-sampling draw comes first
+                                          torch.Generator().manual_seed(5), np.random.SeedSequence(1))
+    replay = torch.Generator().manual_seed(5)  # at q = 1 the method's sampling draws nothing
     background = federation.n_users - 2
     updates = [torch.cat([crafted._background_updates(replay, 1, background, dims, CLIP),
                           crafted._canary_updates(included, dims, setting.canary_norm * CLIP)], dim=1)[0]
@@ -206,3 +205,86 @@ def test_simulated_round_is_the_methods_own_clean_update(name: str, monkeypatch:
     federation = federation.keep(~np.isin(federation.allocation.user, [federation.n_users - 1]))  # canary 1 out
     library = method.clean_update(torch.zeros(dims, dtype=torch.float32), federation, np.random.SeedSequence(0))
     torch.testing.assert_close(simulated, library, atol=1e-5, rtol=1e-5)
+
+
+@dataclass(frozen=True)
+class IgnoresRate(UserLevelMethod):
+    """Broken: every user takes part in every round, while the accountant counts sampling at rate ``q``."""
+
+    def sample_users(self, n_users: int, round_seed: np.random.SeedSequence) -> np.ndarray:
+        return np.ones(n_users, dtype=bool)
+
+
+@dataclass(frozen=True)
+class AssumedSampling(UserLevelMethod):
+    """Broken: the run samples nobody out (``q = 1``), and the accountant assumes sampling at ``assumed_q``."""
+
+    assumed_q: float = 0.1
+
+    def accounting_arguments(self, federation: Federation) -> dict:
+        return {"q": self.assumed_q}
+
+
+def sampled_audit(method: Method, runs: int = 10_000, seed: int = 1) -> float:
+    included = np.random.default_rng(seed).random((runs, 1)) < 0.5
+    scores, _ = crafted_scores(method, POWER, included, seed=seed, score="likelihood")
+    return many_run_bound(scores[included], scores[~included], delta=DELTA).epsilon
+
+
+def test_likelihood_score_without_sampling_is_the_sum_score_rescaled() -> None:
+    """At q = 1: sum_t (mu x_t - mu^2 / 2) with x_t = total_t / (sigma C), and the sum score is the sum of the
+    server's steps eta_g / (|U| |S|) total_t over C: the same runs give one as an affine map of the other."""
+    method = make_method("ULDP-AVG-w", replace(HP, sigma=1.7, global_lr=2.0))
+    included = np.arange(400)[:, None] % 2 == 0
+    summed, federation = crafted_scores(method, POWER, included, seed=9)
+    likelihood, _ = crafted_scores(method, POWER, included, seed=9, score="likelihood")
+    step = 2.0 / (federation.n_users * federation.n_silos)
+    mu = 1 / 1.7
+    np.testing.assert_allclose(likelihood, mu * summed / (step * 1.7) - POWER.rounds * mu**2 / 2, rtol=1e-4,
+                               atol=1e-4)
+
+
+@pytest.mark.parametrize("q", [0.1, 0.3])
+def test_likelihood_scores_follow_the_subsampled_gaussian(q: float) -> None:
+    """Sampling at rate q by the method's own sample_users: the canary's score has the law of the sub-sampled
+    Gaussian's log-likelihood ratio, simulated independently here (x_t ~ N(b_t mu, 1), b_t ~ Bernoulli(q))."""
+    from scipy import stats
+
+    sigma, runs = 0.8, 6000
+    method = make_method("ULDP-AVG-w", replace(HP, sigma=sigma, q=q))
+    scores, _ = crafted_scores(method, POWER, np.ones((runs, 1), dtype=bool), seed=2, score="likelihood")
+    rng = np.random.default_rng(3)
+    mu = 1 / sigma
+    observed = rng.normal(mu * (rng.random((runs, POWER.rounds)) < q), 1.0)
+    expected = np.log(1 - q + q * np.exp(mu * observed - mu**2 / 2)).sum(axis=1)
+    assert stats.ks_2samp(scores[:, 0], expected).pvalue > 1e-3
+    everyone = np.log(1 - q + q * np.exp(mu * rng.normal(mu, 1.0, (runs, POWER.rounds)) - mu**2 / 2)).sum(axis=1)
+    assert stats.ks_2samp(scores[:, 0], everyone).pvalue < 1e-6  # the test tells sampling from no sampling
+
+
+def test_sampled_method_stays_below_its_claim_and_broken_sampling_is_caught() -> None:
+    """At q = 0.1 the claim is bought with less noise (sigma 1.14 for epsilon 2 in 3 rounds): a run that takes the
+    canary every round is the Gaussian mechanism of mu = sqrt(3) / 1.14, epsilon 7.2."""
+    q = 0.1
+    correct = calibrated_at(q)
+    assert sampled_audit(correct) <= CLAIM
+    for broken in (IgnoresRate(correct.spec, correct.hp),
+                   AssumedSampling(correct.spec, replace(correct.hp, q=1.0), assumed_q=q)):
+        claimed = broken.epsilon(audit_federation(POWER, 1, 0), POWER.rounds)
+        assert claimed == pytest.approx(CLAIM, rel=1e-4)  # it claims the same epsilon
+        assert sampled_audit(broken) > CLAIM
+
+
+def calibrated_at(q: float) -> UserLevelMethod:
+    hp = replace(HP, q=q)
+    sigma = calibrate_sigma("ULDP-AVG-w", hp, audit_federation(POWER, 1, 0), rounds=POWER.rounds, epsilon=CLAIM)
+    method = make_method("ULDP-AVG-w", replace(hp, sigma=sigma))
+    assert isinstance(method, UserLevelMethod)
+    return method
+
+
+def test_likelihood_score_refuses_methods_without_a_gaussian_claim() -> None:
+    with pytest.raises(ValueError, match="likelihood score"):
+        crafted_scores(make_method("DEFAULT", HP), POWER, np.ones((2, 1), dtype=bool), seed=0, score="likelihood")
+    with pytest.raises(ValueError, match="score must be"):
+        crafted_scores(make_method("ULDP-AVG", HP), POWER, np.ones((2, 1), dtype=bool), seed=0, score="max")

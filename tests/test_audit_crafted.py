@@ -14,14 +14,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
+import torch
 
 from uldp.audit.crafted import CraftedSetting, audit_federation, calibrate_sigma, claimed_epsilon, crafted_scores
-from uldp.audit.estimators import many_run_bound
+from uldp.audit.estimators import gaussian_dp_bound, many_run_bound
 from uldp.methods import Federation, Hyperparameters, UserLevelMethod, make_method
 from uldp.training.dpsgd import dpsgd_schedule
 
 if TYPE_CHECKING:
-    from uldp.methods import Method
+    from uldp.methods import AggregateFn, Method
 
 DELTA = 1e-5
 LOCAL_LR, LOCAL_EPOCHS, CLIP = 0.1, 1, 1.0
@@ -177,8 +178,6 @@ def test_every_other_registered_method_stays_below_its_user_level_claim(name: st
 def test_simulated_round_is_the_methods_own_clean_update(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """With local training replaced by the simulation's own updates, ``method.clean_update`` (the library's
     Algorithm 3: per-user deltas, clip_rows, weights, weighted sum) gives the simulated round's aggregate."""
-    import torch
-
     from uldp.audit import crafted
     from uldp.methods import uldp_avg
 
@@ -288,3 +287,31 @@ def test_likelihood_score_refuses_methods_without_a_gaussian_claim() -> None:
         crafted_scores(make_method("DEFAULT", HP), POWER, np.ones((2, 1), dtype=bool), seed=0, score="likelihood")
     with pytest.raises(ValueError, match="score must be"):
         crafted_scores(make_method("ULDP-AVG", HP), POWER, np.ones((2, 1), dtype=bool), seed=0, score="max")
+
+
+class NoiseOverSilosInProtocol:
+    """Broken: Protocol 1's aggregation divides each silo's noise by |S| before it is encrypted."""
+
+    def __init__(self, inner: AggregateFn) -> None:
+        self.inner = inner
+
+    def __call__(self, deltas: list, counts: np.ndarray, sampled: np.ndarray, noise: list) -> torch.Tensor:
+        return self.inner(deltas, counts, sampled, [z / len(noise) for z in noise])
+
+
+def test_protocol_1_adds_the_noise_the_accountant_assumes_and_a_broken_protocol_is_caught() -> None:
+    """One run, 100 canaries (independent coordinates, so 100 draws of the Gaussian mechanism), through the real
+    SecureSession with test-size keys: the server's decrypted aggregate equals the plain aggregation's (within
+    P), so the audit of the secure path stays below the claim; a protocol that divides the noise by |S| is caught."""
+    from uldp.audit.jobs import protocol_aggregator
+
+    setting = CraftedSetting(rounds=3, background_users=4)
+    method = calibrated("ULDP-AVG-w", setting)
+    included = np.random.default_rng(0).random((1, 100)) < 0.5
+    plain, _ = crafted_scores(method, setting, included, seed=4)
+    secure, _ = crafted_scores(method, setting, included, seed=4, aggregate_fn=protocol_aggregator(method))
+    np.testing.assert_allclose(secure, plain, rtol=1e-5, atol=1e-6)
+    assert gaussian_dp_bound(secure[included], secure[~included], delta=DELTA).epsilon <= CLAIM
+    broken, _ = crafted_scores(method, setting, included, seed=4,
+                               aggregate_fn=NoiseOverSilosInProtocol(protocol_aggregator(method)))
+    assert gaussian_dp_bound(broken[included], broken[~included], delta=DELTA).epsilon > CLAIM

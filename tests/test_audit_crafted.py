@@ -206,6 +206,10 @@ def test_simulated_round_is_the_methods_own_clean_update(name: str, monkeypatch:
     torch.testing.assert_close(simulated, library, atol=1e-5, rtol=1e-5)
 
 
+#: The sampling audits: three silos (the broken sampling is a factor in mu whatever |S|), three rounds.
+SAMPLING = CraftedSetting(background_users=4, rounds=3)
+
+
 @dataclass(frozen=True)
 class IgnoresRate(UserLevelMethod):
     """Broken: every user takes part in every round, while the accountant counts sampling at rate ``q``."""
@@ -224,9 +228,9 @@ class AssumedSampling(UserLevelMethod):
         return {"q": self.assumed_q}
 
 
-def sampled_audit(method: Method, runs: int = 10_000, seed: int = 1) -> float:
+def sampled_audit(method: Method, runs: int = 8000, seed: int = 1) -> float:
     included = np.random.default_rng(seed).random((runs, 1)) < 0.5
-    scores, _ = crafted_scores(method, POWER, included, seed=seed, score="likelihood")
+    scores, _ = crafted_scores(method, SAMPLING, included, seed=seed, score="likelihood")
     return many_run_bound(scores[included], scores[~included], delta=DELTA).epsilon
 
 
@@ -235,11 +239,11 @@ def test_likelihood_score_without_sampling_is_the_sum_score_rescaled() -> None:
     server's steps eta_g / (|U| |S|) total_t over C: the same runs give one as an affine map of the other."""
     method = make_method("ULDP-AVG-w", replace(HP, sigma=1.7, global_lr=2.0))
     included = np.arange(400)[:, None] % 2 == 0
-    summed, federation = crafted_scores(method, POWER, included, seed=9)
-    likelihood, _ = crafted_scores(method, POWER, included, seed=9, score="likelihood")
+    summed, federation = crafted_scores(method, SAMPLING, included, seed=9)
+    likelihood, _ = crafted_scores(method, SAMPLING, included, seed=9, score="likelihood")
     step = 2.0 / (federation.n_users * federation.n_silos)
     mu = 1 / 1.7
-    np.testing.assert_allclose(likelihood, mu * summed / (step * 1.7) - POWER.rounds * mu**2 / 2, rtol=1e-4,
+    np.testing.assert_allclose(likelihood, mu * summed / (step * 1.7) - SAMPLING.rounds * mu**2 / 2, rtol=1e-4,
                                atol=1e-4)
 
 
@@ -251,42 +255,35 @@ def test_likelihood_scores_follow_the_subsampled_gaussian(q: float) -> None:
 
     sigma, runs = 0.8, 6000
     method = make_method("ULDP-AVG-w", replace(HP, sigma=sigma, q=q))
-    scores, _ = crafted_scores(method, POWER, np.ones((runs, 1), dtype=bool), seed=2, score="likelihood")
+    scores, _ = crafted_scores(method, SAMPLING, np.ones((runs, 1), dtype=bool), seed=2, score="likelihood")
     rng = np.random.default_rng(3)
     mu = 1 / sigma
-    observed = rng.normal(mu * (rng.random((runs, POWER.rounds)) < q), 1.0)
+    observed = rng.normal(mu * (rng.random((runs, SAMPLING.rounds)) < q), 1.0)
     expected = np.log(1 - q + q * np.exp(mu * observed - mu**2 / 2)).sum(axis=1)
     assert stats.ks_2samp(scores[:, 0], expected).pvalue > 1e-3
-    everyone = np.log(1 - q + q * np.exp(mu * rng.normal(mu, 1.0, (runs, POWER.rounds)) - mu**2 / 2)).sum(axis=1)
+    everyone = np.log(1 - q + q * np.exp(mu * rng.normal(mu, 1.0, (runs, SAMPLING.rounds)) - mu**2 / 2)).sum(axis=1)
     assert stats.ks_2samp(scores[:, 0], everyone).pvalue < 1e-6  # the test tells sampling from no sampling
 
 
 def test_sampled_method_stays_below_its_claim_and_broken_sampling_is_caught() -> None:
-    """At q = 0.1 the claim is bought with less noise (sigma 1.14 for epsilon 2 in 3 rounds): a run that takes the
-    canary every round is the Gaussian mechanism of mu = sqrt(3) / 1.14, epsilon 7.2."""
-    q = 0.1
-    correct = calibrated_at(q)
-    assert sampled_audit(correct) <= CLAIM
+    """At q = 0.1 and sigma 1.2 the claim is 1.8 after 3 rounds; a run that takes the canary every round is the
+    Gaussian mechanism of mu = sqrt(3) / 1.2, epsilon 6.7."""
+    correct = make_method("ULDP-AVG-w", replace(HP, sigma=1.2, q=0.1))
+    assert isinstance(correct, UserLevelMethod)
+    federation = audit_federation(SAMPLING, 1, 0)
+    claim = correct.epsilon(federation, SAMPLING.rounds)
+    assert sampled_audit(correct) <= claim
     for broken in (IgnoresRate(correct.spec, correct.hp),
-                   AssumedSampling(correct.spec, replace(correct.hp, q=1.0), assumed_q=q)):
-        claimed = broken.epsilon(audit_federation(POWER, 1, 0), POWER.rounds)
-        assert claimed == pytest.approx(CLAIM, rel=1e-4)  # it claims the same epsilon
-        assert sampled_audit(broken) > CLAIM
-
-
-def calibrated_at(q: float) -> UserLevelMethod:
-    hp = replace(HP, q=q)
-    sigma = calibrate_sigma("ULDP-AVG-w", hp, audit_federation(POWER, 1, 0), rounds=POWER.rounds, epsilon=CLAIM)
-    method = make_method("ULDP-AVG-w", replace(hp, sigma=sigma))
-    assert isinstance(method, UserLevelMethod)
-    return method
+                   AssumedSampling(correct.spec, replace(correct.hp, q=1.0), assumed_q=0.1)):
+        assert broken.epsilon(federation, SAMPLING.rounds) == pytest.approx(claim)  # it claims the same epsilon
+        assert sampled_audit(broken) > claim
 
 
 def test_likelihood_score_refuses_methods_without_a_gaussian_claim() -> None:
     with pytest.raises(ValueError, match="likelihood score"):
-        crafted_scores(make_method("DEFAULT", HP), POWER, np.ones((2, 1), dtype=bool), seed=0, score="likelihood")
+        crafted_scores(make_method("DEFAULT", HP), SAMPLING, np.ones((2, 1), dtype=bool), seed=0, score="likelihood")
     with pytest.raises(ValueError, match="score must be"):
-        crafted_scores(make_method("ULDP-AVG", HP), POWER, np.ones((2, 1), dtype=bool), seed=0, score="max")
+        crafted_scores(make_method("ULDP-AVG", HP), SAMPLING, np.ones((2, 1), dtype=bool), seed=0, score="max")
 
 
 class NoiseOverSilosInProtocol:

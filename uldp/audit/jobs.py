@@ -311,29 +311,28 @@ def profile_jobs(profile: str) -> list[dict[str, Any]]:
     """The jobs the chapter shows at ``profile``.
 
     ``default``: crafted user canaries, many-run estimator, for each audited method at claimed epsilon 1, 2, 4, 8
-    (ULDP-AVG with 200,000 runs, the others 100,000) and DEFAULT; ULDP-AVG-w with user sampling at each of
-    :data:`SAMPLING_RATES` and each claim (100,000 runs); ULDP-AVG-w through Protocol 1 at 4 (one run, 300
-    canaries); the one-run estimator (2000 canaries, one run) for each at epsilon 4; single-record canaries for
-    record-level DP-SGD and ULDP-AVG at 4; ULDP-AVG and ULDP-AVG-w with the canary in 2 of the 3 silos at 4; natural
-    canaries (100 runs of 8) for each at 4 and DEFAULT. ``smoke``: the same shape at epsilon 4 only, far fewer runs.
+    (ULDP-AVG with 100,000 runs, the others 50,000) and DEFAULT; ULDP-AVG-w with user sampling at each of
+    :data:`SAMPLING_RATES` at 4; ULDP-AVG-w through Protocol 1 at 4 (one run, 200 canaries); the one-run estimator
+    (2000 canaries, one run) for each at epsilon 4; single-record canaries for record-level DP-SGD and ULDP-AVG at 4;
+    ULDP-AVG and ULDP-AVG-w with the canary in 2 of the 3 silos at 4; natural canaries (10 runs of 8) for each at 4
+    and DEFAULT. ``smoke``: the same shape at epsilon 4 only, far fewer runs.
     """
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
     smoke = profile == "smoke"
     epsilons = (4.0,) if smoke else (1.0, 2.0, 4.0, 8.0)
-    many = 3000 if smoke else 100_000
+    many = 3000 if smoke else 50_000
     jobs = []
     claim: str | None  # a claim, or None for DEFAULT (the last jobs)
     for method, claim in AUDITED:
         for epsilon in epsilons:
-            runs = many if smoke or method != "ULDP-AVG" else 200_000
+            runs = many if smoke or method != "ULDP-AVG" else 100_000
             jobs.append(job(method, claim=claim, epsilon=epsilon, runs=runs))
     jobs.append(job("DEFAULT", claim=None, epsilon=None, runs=many))
     for q in SAMPLING_RATES:
-        for epsilon in epsilons:
-            jobs.append(job("ULDP-AVG-w", claim="user", epsilon=epsilon, runs=many, q=q))
+        jobs.append(job("ULDP-AVG-w", claim="user", epsilon=4.0, runs=many, q=q))
     jobs.append(job("ULDP-AVG-w", claim="user", epsilon=4.0, estimator="one", runs=1,
-                    canaries=40 if smoke else 300, aggregation="protocol1"))
+                    canaries=40 if smoke else 200, aggregation="protocol1"))
     for method, claim in AUDITED:
         jobs.append(job(method, claim=claim, epsilon=4.0, estimator="one", runs=1, canaries=300 if smoke else 2000))
     for method, claim in (("ULDP-GROUP-max", "record"), ("ULDP-AVG", "user")):
@@ -342,7 +341,7 @@ def profile_jobs(profile: str) -> list[dict[str, Any]]:
         jobs.append(job(method, claim="user", epsilon=4.0, level="user-2", runs=many))
     for method, claim in (*AUDITED, ("DEFAULT", None)):
         jobs.append(job(method, claim=claim, epsilon=None if claim is None else 4.0, canary="natural",
-                        estimator="one", runs=1 if smoke else 100, canaries=8))
+                        estimator="one", runs=1 if smoke else 10, canaries=8))
     return jobs
 
 

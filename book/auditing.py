@@ -281,7 +281,7 @@ print("ULDP-NAIVE's Gaussian bound over ULDP-AVG's, per claim:",
 #   that ignores the sampling rate, or an accountant that counts sampling the run did not do, is caught
 #   (`tests/test_audit_crafted.py`). The bounds sit further below the tight epsilon than without sampling: a mixture
 #   has no Gaussian shortcut, and its leakage lives in rare rounds.
-# - **Protocol 1 adds the noise the accountant assumes.** The server's decrypted aggregate gives the estimate of
+# - **The weighting protocol adds the noise the accountant assumes.** The server's decrypted aggregate gives the estimate of
 #   $\mu$ above, beside the accountant's $\sqrt{T}/\sigma$. The tests check that the protocol's scores equal the plain
 #   aggregation's, and that a protocol dividing the noise by $|S|$ is caught.
 # - **ULDP-NAIVE's audit reaches a fraction of ULDP-AVG's** at the same claim (the ratio above). Its noise is
@@ -299,6 +299,6 @@ print("ULDP-NAIVE's Gaussian bound over ULDP-AVG's, per claim:",
 #     - user clipping skipped;
 #     - weights summing to $|S|$;
 #     - sampling that ignores $q$, or accounting for sampling that did not happen;
-#     - Protocol 1 dividing the noise by $|S|$.
+#     - the weighting protocol dividing the noise by $|S|$.
 #
 #   An audit that had never flagged anything would prove nothing.

@@ -1,6 +1,6 @@
 """Empirical lower bounds on epsilon from a membership attack's scores, at a stated confidence.
 
-Two estimators, both one-sided statements "the mechanism is *not* (epsilon, delta)-DP for any epsilon below the
+Three estimators, all one-sided statements "the mechanism is *not* (epsilon, delta)-DP for any epsilon below the
 bound", holding with probability at least ``confidence`` over the audit's randomness:
 
 - **Many runs, one canary** (Jagielski, Ullman and Oprea 2020, "Auditing differentially private machine learning:
@@ -8,8 +8,12 @@ bound", holding with probability at least ``confidence`` over the audit's random
   the attack thresholds a score. (epsilon, delta)-DP forces ``TPR <= e^eps FPR + delta`` and
   ``TNR <= e^eps FNR + delta`` for every threshold, so with a Clopper-Pearson lower bound ``TPR_lo`` and upper bound
   ``FPR_hi`` (each at level ``(1 - confidence) / 2``, jointly at ``confidence``)
-  ``eps >= log((TPR_lo - delta) / FPR_hi)``, and symmetrically. :func:`many_run_bound` maximises this over
-  thresholds, as those papers do.
+  ``eps >= log((TPR_lo - delta) / FPR_hi)``, and symmetrically. Those papers maximise this over thresholds on
+  the runs they bound, which voids the stated confidence; :func:`many_run_bound` chooses the threshold and the
+  direction on held-out runs and bounds on the others, so its bound holds at ``confidence``.
+- **Many runs, Gaussian scores** (Nasr et al. 2023, "Tight auditing of differentially private machine learning"):
+  where the mechanism is Gaussian so are the scores, and a confidence bound on ``mu`` of mu-GDP gives a near-tight
+  epsilon from far fewer runs (:func:`gaussian_dp_bound`).
 - **One run, many canaries** (Steinke, Nasr and Jagielski 2023, "Privacy auditing with one (1) training run",
   NeurIPS, arXiv:2305.08846): ``m`` canaries, each included independently with probability 1/2; the auditor guesses
   "in" for the ``k+`` highest scores, "out" for the ``k-`` lowest and abstains on the rest. Their main theorem: for an

@@ -251,9 +251,11 @@ for _, row in secure.iterrows():
     print(f"Protocol 1, {row.canaries} canaries: mu estimated {row.mu_estimate:.3f} against the assumed "
           f"{row['assumed mu']:.3f}; Gaussian bound {row.gaussian_lb:.3f} under the claim {row.claimed_epsilon:.3f}: "
           f"{bool(row.gaussian_lb <= row.claimed_epsilon)}")
-dpsgd = crafted[crafted.label == "record-level DP-SGD"]
-print("record-level DP-SGD leaks the user past its record-level epsilon at every claim:",
-      bool((dpsgd["epsilon_lb"] > dpsgd["claimed_epsilon"]).all()))
+dpsgd = crafted[crafted.label == "record-level DP-SGD"].sort_values("epsilon")
+past = dpsgd[dpsgd["epsilon_lb"] > dpsgd["claimed_epsilon"]]["epsilon"].tolist()
+print(f"record-level DP-SGD leaks the user past its record-level epsilon at claims {past} of "
+      f"{dpsgd['epsilon'].tolist()}; its bound over its claim:",
+      (dpsgd.set_index("epsilon")["epsilon_lb"] / dpsgd.set_index("epsilon")["claimed_epsilon"]).round(2).to_dict())
 naive = crafted[crafted.label == "ULDP-NAIVE"].set_index("epsilon")["gaussian_lb"]
 print("ULDP-NAIVE's Gaussian bound over ULDP-AVG's, per claim:",
       (naive / avg.set_index("epsilon")["gaussian_lb"]).round(2).to_dict())
@@ -262,9 +264,10 @@ print("ULDP-NAIVE's Gaussian bound over ULDP-AVG's, per claim:",
 # ## What to conclude
 #
 # - **Record-level DP does not protect users whose records span silos.** DP-SGD is calibrated to a record-level
-#   epsilon. Against a canary with 6 records in 3 silos, its measured user-level leakage is above that epsilon. A
-#   lower bound above a claim cannot be explained by loose accounting, because the claim has to hold for every
-#   attack. The claim simply does not cover this user. Against a single-record canary, the same DP-SGD stays under
+#   epsilon. Against a canary with 6 records in 3 silos, its measured user-level leakage is above that epsilon at
+#   the claims listed above (at a large claim, the runs' tail cannot certify that much). A lower bound above a claim
+#   cannot be explained by loose accounting, because the claim has to hold for every attack. The claim simply does
+#   not cover this user. Against a single-record canary, the same DP-SGD stays under
 #   its claim (the table of other audits): the promise is right about records, but a user is not a record. Group
 #   privacy ({ref}`Theorem 2 <paper-theorem-2>`) covers the user, at the cost the chapter on group privacy shows.
 # - **User-level DP keeps its promise.** ULDP-NAIVE, ULDP-AVG and ULDP-AVG-w stay under their claimed epsilon, and

@@ -312,7 +312,7 @@ def profile_jobs(profile: str) -> list[dict[str, Any]]:
 
     ``default``: crafted user canaries, many-run estimator, for each audited method at claimed epsilon 1, 2, 4, 8
     (ULDP-AVG with 100,000 runs, the others 50,000) and DEFAULT; ULDP-AVG-w with user sampling at each of
-    :data:`SAMPLING_RATES` at 4; ULDP-AVG-w through Protocol 1 at 4 (one run, 200 canaries); the one-run estimator
+    :data:`SAMPLING_RATES` at 4; ULDP-AVG-w through Protocol 1 at 4 (one run, 600 canaries); the one-run estimator
     (2000 canaries, one run) for each at epsilon 4; single-record canaries for record-level DP-SGD and ULDP-AVG at 4;
     ULDP-AVG and ULDP-AVG-w with the canary in 2 of the 3 silos at 4; natural canaries (10 runs of 8) for each at 4
     and DEFAULT. ``smoke``: the same shape at epsilon 4 only, far fewer runs.
@@ -332,7 +332,7 @@ def profile_jobs(profile: str) -> list[dict[str, Any]]:
     for q in SAMPLING_RATES:
         jobs.append(job("ULDP-AVG-w", claim="user", epsilon=4.0, runs=many, q=q))
     jobs.append(job("ULDP-AVG-w", claim="user", epsilon=4.0, estimator="one", runs=1,
-                    canaries=40 if smoke else 200, aggregation="protocol1"))
+                    canaries=40 if smoke else 600, aggregation="protocol1"))
     for method, claim in AUDITED:
         jobs.append(job(method, claim=claim, epsilon=4.0, estimator="one", runs=1, canaries=300 if smoke else 2000))
     for method, claim in (("ULDP-GROUP-max", "record"), ("ULDP-AVG", "user")):

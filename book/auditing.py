@@ -282,8 +282,8 @@ print("ULDP-NAIVE's Gaussian bound over ULDP-AVG's, per claim:",
 #       uses every run and comes close to the tight epsilon at every claim (the lines above).
 # - **User sampling is audited as sampled.** The likelihood-ratio score tests the sub-sampled mechanism itself. A run
 #   that ignores the sampling rate, or an accountant that counts sampling the run did not do, is caught
-#   (`tests/test_audit_crafted.py`). The bounds sit further below the tight epsilon than without sampling: a mixture
-#   has no Gaussian shortcut, and its leakage lives in rare rounds.
+#   (`tests/test_audit_crafted.py`). Its bounds sit further below the tight epsilon than the Gaussian bound without
+#   sampling: a mixture has no Gaussian shortcut, so only the many-run bound applies, with its tail threshold.
 # - **The weighting protocol adds the noise the accountant assumes.** The server's decrypted aggregate gives the estimate of
 #   $\mu$ above, beside the accountant's $\sqrt{T}/\sigma$. The tests check that the protocol's scores equal the plain
 #   aggregation's, and that a protocol dividing the noise by $|S|$ is caught.

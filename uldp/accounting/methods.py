@@ -187,17 +187,29 @@ def epsilon_for_method(
     >>> spent.epsilon < epsilon_for_method("ULDP-AVG-w", sigma=5.0, rounds=100, delta=1e-5).epsilon
     True
     """
+    arguments: dict[str, Any] = {"sigma": sigma, "rounds": rounds, "delta": delta, "q": q, "k": k,
+                                 "sample_rates": sample_rates, "steps_per_round": steps_per_round}
+    spent = _accounted(method, accountant=accountant, value_discretization_interval=value_discretization_interval,
+                       **arguments)
+    if accountant == "pld":
+        return _tighter(spent, _accounted(method, accountant="rdp", **arguments))
+    return spent
+
+
+def _accounted(method: str, *, sigma: float, rounds: int, delta: float, q: float, k: int | None,
+               sample_rates: float | Sequence[float] | None, steps_per_round: int | Sequence[int] | None,
+               accountant: str, value_discretization_interval: float | None = None) -> PrivacySpent:
+    """The guarantee of :func:`epsilon_for_method` by one accountant alone (``"pld"`` without the RDP guard)."""
     spec = parse_method(method)
     pld = check_accountant(accountant) == "pld"
     if not spec.private:
         return PrivacySpent(epsilon=math.inf, order=math.nan, delta=check_delta(delta))
     if spec.family != "ULDP-GROUP":  # ULDP-NAIVE (Theorem 1) or ULDP-SGD/AVG (Theorem 3, Lemma 4 for q < 1)
         rate = q if spec.per_user else 1.0
-        rdp = epsilon_uldp(sigma=sigma, rounds=rounds, delta=delta, q=rate)
         if pld:
-            return _tighter(epsilon_uldp_pld(sigma=sigma, rounds=rounds, delta=delta, q=rate,
-                                             value_discretization_interval=value_discretization_interval), rdp)
-        return rdp
+            return epsilon_uldp_pld(sigma=sigma, rounds=rounds, delta=delta, q=rate,
+                                    value_discretization_interval=value_discretization_interval)
+        return epsilon_uldp(sigma=sigma, rounds=rounds, delta=delta, q=rate)
     group_size = k if k is not None else spec.group_size
     if not isinstance(group_size, (int, np.integer)):
         raise ValueError(f"{method} needs the numeric group size k (got {group_size!r})")
@@ -207,14 +219,13 @@ def epsilon_for_method(
     total_steps = np.atleast_1d(np.asarray(steps_per_round, dtype=np.int64)) * rounds
     if rounds == 0:
         return PrivacySpent(epsilon=0.0, order=math.nan, delta=check_delta(delta))
+    if pld:
+        return epsilon_group_pld(sigma=sigma, sample_rates=sample_rates, steps=total_steps.tolist(),
+                                 k=int(group_size), delta=delta,
+                                 value_discretization_interval=value_discretization_interval)
     spent = epsilon_group(sigma=sigma, sample_rates=sample_rates, steps=total_steps.tolist(), k=int(group_size),
                           delta=delta)
-    rdp = PrivacySpent(epsilon=spent.epsilon, order=spent.order, delta=spent.delta)
-    if pld:
-        return _tighter(epsilon_group_pld(sigma=sigma, sample_rates=sample_rates, steps=total_steps.tolist(),
-                                          k=int(group_size), delta=delta,
-                                          value_discretization_interval=value_discretization_interval), rdp)
-    return rdp
+    return PrivacySpent(epsilon=spent.epsilon, order=spent.order, delta=spent.delta)
 
 
 def _tighter(pld: PrivacySpent, rdp: PrivacySpent) -> PrivacySpent:
@@ -281,7 +292,9 @@ def sigma_for_epsilon(method: str, *, epsilon: float, rounds: int, delta: float,
     """The smallest noise multiplier ``sigma`` for which ``method`` reaches ``epsilon`` after ``rounds`` rounds.
 
     Solved by :func:`sigma_for_budget` on :func:`epsilon_for_method`. The PLD search solves first at the coarse
-    PLD step (fast; pessimistic, so its sigma is at least the fine one) and then at the default step from there.
+    PLD step (fast; pessimistic, so its sigma is at least the fine one) and then at the default step from there,
+    on the PLD alone: the guard of :func:`epsilon_for_method` (the smaller of PLD and RDP) can only lower epsilon,
+    so the guarantee at the sigma found still meets the target, and the search skips RDP's cost.
 
     Args:
         method: A registry name other than ``"DEFAULT"``.
@@ -313,8 +326,8 @@ def sigma_for_epsilon(method: str, *, epsilon: float, rounds: int, delta: float,
     start = SIGMA_START
     for interval, factor in ((COARSE_INTERVAL, 2.0), (None, 1.02)):
         def epsilon_pld(sigma: float, interval: float | None = interval) -> float:
-            return epsilon_for_method(method, sigma=sigma, accountant="pld", value_discretization_interval=interval,
-                                      **arguments).epsilon
+            return _accounted(method, sigma=sigma, accountant="pld", value_discretization_interval=interval,
+                              **arguments).epsilon
 
         start = sigma_for_budget(epsilon_pld, epsilon=epsilon, start=start, factor=factor, tolerance=tolerance)
     return start

@@ -5,6 +5,7 @@ the RDP accountant it must never exceed."""
 import json
 import math
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -145,7 +146,35 @@ def test_mixture_is_far_below_both_group_privacy_routes_at_k_64():
 def test_pld_never_exceeds_rdp_for_the_user_level_methods(method, sigma, rounds, q):
     rdp = epsilon_for_method(method, sigma=sigma, rounds=rounds, delta=1e-5, q=q).epsilon
     pld = epsilon_for_method(method, sigma=sigma, rounds=rounds, delta=1e-5, q=q, accountant="pld").epsilon
-    assert pld <= rdp
+    rate = 1.0 if method == "ULDP-NAIVE" else q
+    alone = epsilon_uldp_pld(sigma=sigma, rounds=rounds, delta=1e-5, q=rate).epsilon  # without the min(PLD, RDP)
+    assert pld <= rdp and alone <= rdp
+
+
+def dp_accounting_epsilon(*, sigma: float, q: float, steps: int, delta: float, interval: float) -> float:
+    """dp-accounting's own PLD of the sub-sampled Gaussian at an explicit step (an independent construction)."""
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    one = pld.from_gaussian_mechanism(sigma, sampling_prob=q, value_discretization_interval=interval)
+    return float(one.self_compose(steps).get_epsilon_for_delta(delta))
+
+
+@pytest.mark.parametrize("sigma, rounds", [(150.0, 3000), (200.0, 1000)])
+def test_small_epsilons_are_accurate_and_below_rdp(sigma, rounds):
+    # the settings where an absolute floor of 1e-4 on the step put PLD above RDP (0.0111 > 0.0101, 0.00485 > 0.00478)
+    finer = dp_accounting_epsilon(sigma=sigma, q=0.01, steps=rounds, delta=1e-5, interval=1e-6)
+    rdp = epsilon_uldp(sigma=sigma, rounds=rounds, delta=1e-5, q=0.01).epsilon
+    alone = epsilon_uldp_pld(sigma=sigma, rounds=rounds, delta=1e-5, q=0.01).epsilon
+    assert finer * (1 - 1e-3) <= alone <= finer * 1.01 and alone < rdp
+
+
+def test_method_epsilon_is_the_smaller_of_pld_and_rdp():
+    # a step of 1e-4 is too coarse here (PLD 0.0105 > RDP 0.0101): the method's "pld" guarantee falls back to RDP
+    arguments: dict[str, Any] = {"sigma": 150.0, "rounds": 3000, "delta": 1e-5, "q": 0.01}
+    coarse = epsilon_uldp_pld(**arguments, value_discretization_interval=1e-4).epsilon
+    rdp = epsilon_for_method("ULDP-AVG-w", **arguments)
+    guarded = epsilon_for_method("ULDP-AVG-w", **arguments, accountant="pld", value_discretization_interval=1e-4)
+    assert coarse > rdp.epsilon and guarded == rdp
 
 
 # few values of sigma and of the rates: the RDP curves (the slow part) are cached between examples
@@ -157,7 +186,8 @@ def test_pld_never_exceeds_rdp_for_group(sigma, k, silo_rates, steps):
                  "rounds": 1, "delta": 1e-5, "k": k}
     rdp = epsilon_for_method("ULDP-GROUP-8", **arguments).epsilon
     pld = epsilon_for_method("ULDP-GROUP-8", accountant="pld", **arguments).epsilon
-    assert pld <= rdp
+    alone = epsilon_group_pld(sigma=sigma, sample_rates=silo_rates, steps=steps, k=k, delta=1e-5).epsilon
+    assert pld <= rdp and alone <= rdp
 
 
 def test_group_takes_the_worst_silo():

@@ -14,14 +14,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
+import torch
 
 from uldp.audit.crafted import CraftedSetting, audit_federation, calibrate_sigma, claimed_epsilon, crafted_scores
-from uldp.audit.estimators import many_run_bound
-from uldp.methods import Hyperparameters, UserLevelMethod, make_method
+from uldp.audit.estimators import gaussian_dp_bound, many_run_bound
+from uldp.methods import Federation, Hyperparameters, UserLevelMethod, make_method
 from uldp.training.dpsgd import dpsgd_schedule
 
 if TYPE_CHECKING:
-    from uldp.methods import Method
+    from uldp.methods import AggregateFn, Method
 
 DELTA = 1e-5
 LOCAL_LR, LOCAL_EPOCHS, CLIP = 0.1, 1, 1.0
@@ -149,8 +150,8 @@ def test_record_level_dpsgd_leaks_users_past_its_record_level_epsilon() -> None:
 
 
 def test_no_noise_gives_a_large_bound() -> None:
-    # perfect separation of 5000 + 5000 runs: log(0.9996 / 0.0007), all that this many runs can show
-    assert audit(make_method("DEFAULT", HP), CraftedSetting(rounds=2)) > 7
+    # perfect separation of the 4000 + 4000 bounding runs: log(0.9991 / 0.0009), all that this many runs can show
+    assert audit(make_method("DEFAULT", HP), CraftedSetting(rounds=2)) > 6.9
 
 
 def test_crafted_scores_refuse_bad_input_and_reproduce() -> None:
@@ -177,8 +178,6 @@ def test_every_other_registered_method_stays_below_its_user_level_claim(name: st
 def test_simulated_round_is_the_methods_own_clean_update(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """With local training replaced by the simulation's own updates, ``method.clean_update`` (the library's
     Algorithm 3: per-user deltas, clip_rows, weights, weighted sum) gives the simulated round's aggregate."""
-    import torch
-
     from uldp.audit import crafted
     from uldp.methods import uldp_avg
 
@@ -189,9 +188,8 @@ def test_simulated_round_is_the_methods_own_clean_update(name: str, monkeypatch:
     included = torch.tensor([[True, False]])
     dims = 2 + crafted.BACKGROUND_DIMS
     simulated = crafted._user_level_round(method, federation, included, dims, setting.canary_norm,
-                                          torch.Generator().manual_seed(5))
-    replay = torch.Generator().manual_seed(5)
-    torch.rand((1, federation.n_users), generator=replay)  # the user-sampling draw comes first
+                                          torch.Generator().manual_seed(5), np.random.SeedSequence(1))
+    replay = torch.Generator().manual_seed(5)  # at q = 1 the method's sampling draws nothing
     background = federation.n_users - 2
     updates = [torch.cat([crafted._background_updates(replay, 1, background, dims, CLIP),
                           crafted._canary_updates(included, dims, setting.canary_norm * CLIP)], dim=1)[0]
@@ -206,3 +204,111 @@ def test_simulated_round_is_the_methods_own_clean_update(name: str, monkeypatch:
     federation = federation.keep(~np.isin(federation.allocation.user, [federation.n_users - 1]))  # canary 1 out
     library = method.clean_update(torch.zeros(dims, dtype=torch.float32), federation, np.random.SeedSequence(0))
     torch.testing.assert_close(simulated, library, atol=1e-5, rtol=1e-5)
+
+
+#: The sampling audits: three silos (the broken sampling is a factor in mu whatever |S|), three rounds.
+SAMPLING = CraftedSetting(background_users=4, rounds=3)
+
+
+@dataclass(frozen=True)
+class IgnoresRate(UserLevelMethod):
+    """Broken: every user takes part in every round, while the accountant counts sampling at rate ``q``."""
+
+    def sample_users(self, n_users: int, round_seed: np.random.SeedSequence) -> np.ndarray:
+        return np.ones(n_users, dtype=bool)
+
+
+@dataclass(frozen=True)
+class AssumedSampling(UserLevelMethod):
+    """Broken: the run samples nobody out (``q = 1``), and the accountant assumes sampling at ``assumed_q``."""
+
+    assumed_q: float = 0.1
+
+    def accounting_arguments(self, federation: Federation) -> dict:
+        return {"q": self.assumed_q}
+
+
+def sampled_audit(method: Method, runs: int = 8000, seed: int = 1) -> float:
+    included = np.random.default_rng(seed).random((runs, 1)) < 0.5
+    scores, _ = crafted_scores(method, SAMPLING, included, seed=seed, score="likelihood")
+    return many_run_bound(scores[included], scores[~included], delta=DELTA).epsilon
+
+
+def test_likelihood_score_without_sampling_is_the_sum_score_rescaled() -> None:
+    """At q = 1: sum_t (mu x_t - mu^2 / 2) with x_t = total_t / (sigma C), and the sum score is the sum of the
+    server's steps eta_g / (|U| |S|) total_t over C: the same runs give one as an affine map of the other."""
+    method = make_method("ULDP-AVG-w", replace(HP, sigma=1.7, global_lr=2.0))
+    included = np.arange(400)[:, None] % 2 == 0
+    summed, federation = crafted_scores(method, SAMPLING, included, seed=9)
+    likelihood, _ = crafted_scores(method, SAMPLING, included, seed=9, score="likelihood")
+    step = 2.0 / (federation.n_users * federation.n_silos)
+    mu = 1 / 1.7
+    np.testing.assert_allclose(likelihood, mu * summed / (step * 1.7) - SAMPLING.rounds * mu**2 / 2, rtol=1e-4,
+                               atol=1e-4)
+
+
+@pytest.mark.parametrize("q", [0.1, 0.3])
+def test_likelihood_scores_follow_the_subsampled_gaussian(q: float) -> None:
+    """Sampling at rate q by the method's own sample_users: the canary's score has the law of the sub-sampled
+    Gaussian's log-likelihood ratio, simulated independently here (x_t ~ N(b_t mu, 1), b_t ~ Bernoulli(q))."""
+    from scipy import stats
+
+    sigma, runs = 0.8, 6000
+    method = make_method("ULDP-AVG-w", replace(HP, sigma=sigma, q=q))
+    scores, _ = crafted_scores(method, SAMPLING, np.ones((runs, 1), dtype=bool), seed=2, score="likelihood")
+    rng = np.random.default_rng(3)
+    mu = 1 / sigma
+    observed = rng.normal(mu * (rng.random((runs, SAMPLING.rounds)) < q), 1.0)
+    expected = np.log(1 - q + q * np.exp(mu * observed - mu**2 / 2)).sum(axis=1)
+    assert stats.ks_2samp(scores[:, 0], expected).pvalue > 1e-3
+    everyone = np.log(1 - q + q * np.exp(mu * rng.normal(mu, 1.0, (runs, SAMPLING.rounds)) - mu**2 / 2)).sum(axis=1)
+    assert stats.ks_2samp(scores[:, 0], everyone).pvalue < 1e-6  # the test tells sampling from no sampling
+
+
+def test_sampled_method_stays_below_its_claim_and_broken_sampling_is_caught() -> None:
+    """At q = 0.1 and sigma 1.2 the claim is 1.8 after 3 rounds; a run that takes the canary every round is the
+    Gaussian mechanism of mu = sqrt(3) / 1.2, epsilon 6.7."""
+    correct = make_method("ULDP-AVG-w", replace(HP, sigma=1.2, q=0.1))
+    assert isinstance(correct, UserLevelMethod)
+    federation = audit_federation(SAMPLING, 1, 0)
+    claim = correct.epsilon(federation, SAMPLING.rounds)
+    assert sampled_audit(correct) <= claim
+    for broken in (IgnoresRate(correct.spec, correct.hp),
+                   AssumedSampling(correct.spec, replace(correct.hp, q=1.0), assumed_q=0.1)):
+        assert broken.epsilon(federation, SAMPLING.rounds) == pytest.approx(claim)  # it claims the same epsilon
+        assert sampled_audit(broken) > claim
+
+
+def test_likelihood_score_refuses_methods_without_a_gaussian_claim() -> None:
+    with pytest.raises(ValueError, match="likelihood score"):
+        crafted_scores(make_method("DEFAULT", HP), SAMPLING, np.ones((2, 1), dtype=bool), seed=0, score="likelihood")
+    with pytest.raises(ValueError, match="score must be"):
+        crafted_scores(make_method("ULDP-AVG", HP), SAMPLING, np.ones((2, 1), dtype=bool), seed=0, score="max")
+
+
+class NoiseOverSilosInProtocol:
+    """Broken: Protocol 1's aggregation divides each silo's noise by |S| before it is encrypted."""
+
+    def __init__(self, inner: AggregateFn) -> None:
+        self.inner = inner
+
+    def __call__(self, deltas: list, counts: np.ndarray, sampled: np.ndarray, noise: list) -> torch.Tensor:
+        return self.inner(deltas, counts, sampled, [z / len(noise) for z in noise])
+
+
+def test_protocol_1_adds_the_noise_the_accountant_assumes_and_a_broken_protocol_is_caught() -> None:
+    """One run, 100 canaries (independent coordinates, so 100 draws of the Gaussian mechanism), through the real
+    SecureSession with test-size keys: the server's decrypted aggregate equals the plain aggregation's (within
+    P), so the audit of the secure path stays below the claim; a protocol that divides the noise by |S| is caught."""
+    from uldp.audit.jobs import protocol_aggregator
+
+    setting = CraftedSetting(rounds=3, background_users=4)
+    method = calibrated("ULDP-AVG-w", setting)
+    included = np.random.default_rng(0).random((1, 100)) < 0.5
+    plain, _ = crafted_scores(method, setting, included, seed=4)
+    secure, _ = crafted_scores(method, setting, included, seed=4, aggregate_fn=protocol_aggregator(method))
+    np.testing.assert_allclose(secure, plain, rtol=1e-5, atol=1e-6)
+    assert gaussian_dp_bound(secure[included], secure[~included], delta=DELTA).epsilon <= CLAIM
+    broken, _ = crafted_scores(method, setting, included, seed=4,
+                               aggregate_fn=NoiseOverSilosInProtocol(protocol_aggregator(method)))
+    assert gaussian_dp_bound(broken[included], broken[~included], delta=DELTA).epsilon > CLAIM

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import TYPE_CHECKING
 
 import pytest
 
+from uldp.accounting import gaussian_epsilon
 from uldp.audit import jobs
 from uldp.audit.jobs import job, profile_jobs, read_stored, run_jobs
-from uldp.paper.experiments import config_hash
+from uldp.provenance import config_hash
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -31,6 +33,12 @@ def test_job_validates_its_values() -> None:
         job("ULDP-AVG", claim="user", epsilon=1.0, runs=0)
     with pytest.raises(ValueError, match="confidence"):
         job("ULDP-AVG", claim="user", epsilon=1.0, runs=10, confidence=1.5)
+    with pytest.raises(ValueError, match=r"q=0\.5 is only defined"):
+        job("ULDP-NAIVE", claim="user", epsilon=1.0, runs=10, q=0.5)
+    with pytest.raises(ValueError, match="Protocol 1 aggregates enhanced weights"):
+        job("ULDP-AVG", claim="user", epsilon=1.0, runs=10, aggregation="protocol1")
+    with pytest.raises(ValueError, match="natural canaries are audited without"):
+        job("ULDP-AVG", claim="user", epsilon=1.0, runs=1, canary="natural", estimator="one", canaries=8, q=0.5)
 
 
 def test_run_jobs_stores_with_provenance_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -39,8 +47,13 @@ def test_run_jobs_stores_with_provenance_and_resumes(tmp_path: Path, monkeypatch
     path = tmp_path / f"{config_hash(spec)}.json"
     stored = json.loads(path.read_text())
     assert stored == first and stored["params"] == spec
-    assert stored["result"]["claimed_epsilon"] == pytest.approx(2.0, rel=1e-4)
-    assert 0 <= stored["result"]["epsilon_lb"] <= 2.0
+    result = stored["result"]
+    assert result["claimed_epsilon"] == pytest.approx(2.0, rel=1e-4)
+    # q = 1: the tightest valid epsilon is the exact Gaussian of mu = sqrt(T) / sigma (Theorem 3)
+    exact = gaussian_epsilon(mu=math.sqrt(result["setting"]["rounds"]) / result["sigma"], delta=spec["delta"])
+    assert result["tight_epsilon"] == pytest.approx(exact, rel=2e-3) and result["tight_epsilon"] < 2.0
+    assert 0 <= result["epsilon_lb"] <= 2.0 and 0 <= result["gaussian_lb"] <= 2.0
+    assert result["n_in"] + result["n_out"] == 400 and result["selection_runs"] == pytest.approx(0.2 * 400, abs=1)
     assert {"command", "git_commit", "packages", "date", "wall_seconds"} <= set(stored["provenance"])
 
     def refuse(params: dict) -> dict:
@@ -50,6 +63,16 @@ def test_run_jobs_stores_with_provenance_and_resumes(tmp_path: Path, monkeypatch
     assert run_jobs([spec], tmp_path, command="again")[0] == first
     path.write_text('{"schema": 1}')  # an incomplete file is not a result
     assert read_stored(path) is None
+
+
+def test_sampling_and_protocol_jobs_store_their_bounds(tmp_path: Path) -> None:
+    sampled, secure = (job("ULDP-AVG-w", claim="user", epsilon=2.0, runs=400, q=0.3),
+                       job("ULDP-AVG-w", claim="user", epsilon=2.0, runs=1, estimator="one", canaries=20,
+                           aggregation="protocol1"))
+    first, second = (payload["result"] for payload in run_jobs([sampled, secure], tmp_path, command="test"))
+    assert first["tight_epsilon"] < first["claimed_epsilon"] == pytest.approx(2.0, rel=1e-4)
+    assert "gaussian_lb" not in first  # the likelihood-ratio scores of a sub-sampled Gaussian are not Gaussian
+    assert 0 <= second["gaussian_lb"] <= 2.0 and second["n_in"] + second["n_out"] == 20
 
 
 def test_one_run_job_reports_its_guesses(tmp_path: Path) -> None:
@@ -66,6 +89,8 @@ def test_profile_jobs_are_distinct_and_cover_the_chapter() -> None:
         assert len({config_hash(spec) for spec in specs}) == len(specs)
         methods = {spec["method"] for spec in specs}
         assert {"DEFAULT", "ULDP-GROUP-max", "ULDP-NAIVE", "ULDP-AVG", "ULDP-AVG-w"} <= methods
+        assert {spec["q"] for spec in specs} == {0.1, 0.3, 1.0}
+        assert any(spec["aggregation"] == "protocol1" for spec in specs)
     with pytest.raises(ValueError, match="profile"):
         profile_jobs("paper")
 

@@ -35,6 +35,7 @@ from uldp.accounting.methods import (
 from uldp.accounting.pld import (
     epsilon_group_pld,
     epsilon_uldp_pld,
+    gaussian_epsilon,
     mixture_group_curve,
 )
 from uldp.accounting.rdp import (
@@ -64,6 +65,7 @@ __all__ = [
     "epsilon_server_view",
     "epsilon_uldp",
     "epsilon_uldp_pld",
+    "gaussian_epsilon",
     "group_dp_epsilon",
     "group_epsilon_bounds",
     "group_privacy_table",

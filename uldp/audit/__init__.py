@@ -6,8 +6,9 @@ on the epsilon a method actually spends, against the strongest adversary its tru
 every round's aggregate, Section 3.2). A lower bound above the claim means a bug.
 
 - :mod:`uldp.audit.estimators`: lower bounds at a stated confidence, from many runs with one canary
-  (Clopper-Pearson, Jagielski et al. 2020 / Nasr et al. 2021) or from one run with many canaries (Steinke, Nasr
-  and Jagielski 2023).
+  (Clopper-Pearson at a threshold chosen on held-out runs, after Jagielski et al. 2020 / Nasr et al. 2021; or, for
+  Gaussian scores, a confidence bound on mu of mu-GDP, Nasr et al. 2023) or from one run with many canaries
+  (Steinke, Nasr and Jagielski 2023).
 - :mod:`uldp.audit.crafted`: crafted canaries, every round observed, simulated from the methods' own clipping,
   weights, noise calibration and server step, many runs batched in one tensor.
 - :mod:`uldp.audit.natural`: natural canaries (real-looking records), real training, final-model loss.
@@ -16,9 +17,11 @@ every round's aggregate, Section 3.2). A lower bound above the claim means a bug
 
 from uldp.audit.crafted import CraftedSetting, calibrate_sigma, claimed_epsilon, crafted_scores
 from uldp.audit.estimators import (
+    GaussianBound,
     ManyRunBound,
     OneRunBound,
     clopper_pearson,
+    gaussian_dp_bound,
     many_run_bound,
     one_run_bound,
     one_run_epsilon,
@@ -29,8 +32,8 @@ from uldp.audit.jobs import audit_root, job, profile_jobs, profile_results, run_
 from uldp.audit.natural import NaturalSetting, natural_scores
 
 __all__ = [
-    "CraftedSetting", "ManyRunBound", "NaturalSetting", "OneRunBound", "audit_root", "calibrate_sigma",
-    "claimed_epsilon", "clopper_pearson", "crafted_scores", "job", "many_run_bound", "natural_scores",
-    "one_run_bound", "one_run_epsilon", "one_run_p_value", "profile_jobs", "profile_results", "roc_curve",
-    "run_job", "run_jobs",
+    "CraftedSetting", "GaussianBound", "ManyRunBound", "NaturalSetting", "OneRunBound", "audit_root",
+    "calibrate_sigma", "claimed_epsilon", "clopper_pearson", "crafted_scores", "gaussian_dp_bound", "job",
+    "many_run_bound", "natural_scores", "one_run_bound", "one_run_epsilon", "one_run_p_value", "profile_jobs",
+    "profile_results", "roc_curve", "run_job", "run_jobs",
 ]

@@ -13,7 +13,10 @@ model), and everything after it is the library's own code, so that a bug there c
   :func:`uldp.training.per_user.clip_rows` to the method's ``hp.clip``, weighted and summed by the method's
   aggregation (:func:`uldp.methods.aggregate` for enhanced weights, else :func:`uldp.methods.weighted_sum` with the
   method's :meth:`weights`), each silo adds Gaussian noise of the method's :meth:`noise_std`, and the method's
-  :meth:`server_step` applies the sum; users not sampled (rate ``hp.q``, Algorithm 4) contribute nothing.
+  :meth:`server_step` applies the sum; users not sampled by the method's own :meth:`sample_users` (rate ``hp.q``,
+  Algorithm 4, drawn for every run at once) contribute nothing. Enhanced weights go through an aggregation hook
+  (``aggregate_fn``, :func:`uldp.methods.aggregate` by default), so the same audit runs through Protocol 1's
+  :class:`uldp.secure.SecureAggregator` (the server's decrypted aggregate).
 - ULDP-NAIVE and DEFAULT (Algorithm 1): a silo's delta is the sum of its users' updates, clipped as a whole when
   the method is private, plus the method's noise.
 - ULDP-GROUP-k (Algorithm 2): the method's own flags (:meth:`prepare`) keep at most ``k`` records per user; each
@@ -23,6 +26,13 @@ model), and everything after it is the library's own code, so that a bug there c
 
 Runs are independent and batched: the runs' copies of the model sit side by side in one flat vector, so one call of
 the method's aggregation serves thousands of runs (the aggregation is linear per coordinate).
+
+Two scores (:data:`SCORES`): ``"sum"``, the sum over rounds of the update along the canary's coordinate (the
+likelihood-ratio test when every round includes the canary), and ``"likelihood"``, the log-likelihood ratio of the
+claimed mechanism when user sampling (Algorithm 4) includes the canary in each round with probability ``q``: with
+``x_t`` the round's aggregate along the canary's coordinate over the sum's noise std ``sigma C`` and ``mu = 1 /
+sigma`` (sensitivity ``C``, Theorem 3), ``sum_t log(1 - q + q exp(mu x_t - mu^2 / 2))``, the Neyman-Pearson test
+of the sub-sampled Gaussian pair of Lemma 4 composed over rounds. At ``q = 1`` the two are the same test.
 """
 
 from __future__ import annotations
@@ -55,7 +65,7 @@ from uldp.training.dpsgd import dpsgd_schedule
 from uldp.training.per_user import clip_rows
 
 if TYPE_CHECKING:
-    from uldp.methods import Method
+    from uldp.methods import AggregateFn, Method
 
 #: Coordinates that only the background users' updates use (beside one coordinate per canary).
 BACKGROUND_DIMS = 2
@@ -65,6 +75,8 @@ FEDERATION_STREAM, RUNS_STREAM, PREPARE_STREAM = 0, 1, 2
 CLAIMS = ("user", "record")
 #: Float type of the simulated updates (single precision: scores are sums of a few dozen terms).
 DTYPE = torch.float32
+#: Scores of a crafted canary (see the module docstring).
+SCORES = ("sum", "likelihood")
 
 
 @dataclass(frozen=True)
@@ -120,11 +132,14 @@ def audit_federation(setting: CraftedSetting, n_canaries: int, seed: int) -> Fed
     return Federation(nn.Linear(1, 1), bce_loss, torch.zeros(n, 1), torch.zeros(n), allocation)
 
 
-def claimed_epsilon(method: Method, federation: Federation, rounds: int, claim: str = "user") -> float | None:
+def claimed_epsilon(method: Method, federation: Federation, rounds: int, claim: str = "user", *,
+                    accountant: str = "rdp") -> float | None:
     """The epsilon the method claims after ``rounds`` rounds on ``federation`` (already prepared).
 
     ``claim="record"`` (ULDP-GROUP-k only) is its record-level epsilon: Theorem 2's accountant without the group
-    conversion (``k = 1``), the guarantee of plain record-level DP-SGD.
+    conversion (``k = 1``), the guarantee of plain record-level DP-SGD. ``accountant="pld"`` gives the tightest
+    valid epsilon of the same mechanism that the library computes (:mod:`uldp.accounting.pld`: the exact Gaussian
+    without sampling, never above RDP), against which an audit's gap is measured.
     """
     if claim not in CLAIMS:
         raise ValueError(f"claim must be one of {CLAIMS}, got {claim!r}")
@@ -132,7 +147,7 @@ def claimed_epsilon(method: Method, federation: Federation, rounds: int, claim: 
         if not isinstance(method, GroupMethod):
             raise ValueError(f"a record-level claim needs a ULDP-GROUP-k method, got {method.spec.name}")
         method = replace(method, spec=replace(method.spec, group_size=1))
-    return method.epsilon(federation, rounds)
+    return method.epsilon(federation, rounds, accountant=accountant)
 
 
 def calibrate_sigma(name: str, hp: Hyperparameters, federation: Federation, *, rounds: int, epsilon: float,
@@ -190,13 +205,18 @@ def _noise(rng: torch.Generator, size: int, std: float) -> torch.Tensor:
 
 
 def _user_level_round(method: UserLevelMethod, federation: Federation, included: torch.Tensor, dims: int,
-                      norm: float, rng: torch.Generator) -> torch.Tensor:
-    """One round of Algorithm 3 for every run: the aggregated sum ``[runs * dims]``, by the method's own code."""
+                      norm: float, rng: torch.Generator, round_seed: np.random.SeedSequence,
+                      aggregate_fn: AggregateFn = aggregate) -> torch.Tensor:
+    """One round of Algorithm 3 for every run: the aggregated sum ``[runs * dims]``, by the method's own code.
+
+    Users are sampled by the method's :meth:`sample_users` (Algorithm 4), one draw per user and run; enhanced
+    weights aggregate through ``aggregate_fn`` (the plain :func:`uldp.methods.aggregate` or Protocol 1's).
+    """
     runs = included.shape[0]
     counts = federation.counts
     n_silos, n_users = counts.shape
     clip = check_positive("clip", method.hp.clip)
-    sampled = torch.rand((runs, n_users), generator=rng) < method.hp.q
+    sampled = torch.from_numpy(method.sample_users(runs * n_users, round_seed).reshape(runs, n_users))
     deltas = []
     for silo in range(n_silos):
         updates = torch.cat([_background_updates(rng, runs, n_users - included.shape[1], dims, clip),
@@ -207,7 +227,7 @@ def _user_level_round(method: UserLevelMethod, federation: Federation, included:
     noise = [_noise(rng, runs * dims, method.noise_std(n_silos)) for _ in range(n_silos)]
     everyone = np.ones(n_users, dtype=bool)  # sampling is applied to the updates above, per run
     if method.spec.enhanced_weights and method.user_weights is None:
-        return aggregate(deltas, counts, everyone, noise)
+        return aggregate_fn(deltas, counts, everyone, noise)
     return weighted_sum(deltas, method.weights(counts, everyone), noise)
 
 
@@ -263,10 +283,10 @@ def _dpsgd_round(method: GroupMethod, federation: Federation, included: torch.Te
 
 
 def _one_round(method: Method, federation: Federation, included: torch.Tensor, dims: int, norm: float,
-               rng: torch.Generator) -> torch.Tensor:
+               rng: torch.Generator, round_seed: np.random.SeedSequence, aggregate_fn: AggregateFn) -> torch.Tensor:
     """One round of the method's own algorithm: 3 (ULDP-SGD/AVG), 2 (ULDP-GROUP-k) or 1 (ULDP-NAIVE, DEFAULT)."""
     if isinstance(method, UserLevelMethod):
-        return _user_level_round(method, federation, included, dims, norm, rng)
+        return _user_level_round(method, federation, included, dims, norm, rng, round_seed, aggregate_fn)
     if isinstance(method, GroupMethod):
         return _dpsgd_round(method, federation, included, dims, norm, rng)
     if isinstance(method, FedAvgMethod):
@@ -274,8 +294,20 @@ def _one_round(method: Method, federation: Federation, included: torch.Tensor, d
     raise ValueError(f"no crafted round for {type(method).__name__}; the registry's classes have one")
 
 
+def _likelihood_terms(method: Method, federation: Federation) -> tuple[float, float, float]:
+    """``(scale, mu, q)`` of the likelihood-ratio score: a round's aggregate over ``scale`` has unit noise, and the
+    claimed mechanism moves it by ``mu`` in a round that samples the canary (probability ``q``)."""
+    if not method.spec.private or isinstance(method, GroupMethod):
+        raise ValueError(f"the likelihood score needs a Gaussian user-level method (ULDP-NAIVE, -SGD, -AVG), got "
+                         f"{method.spec.name}")
+    sigma = check_positive("sigma", method.hp.sigma)
+    scale = math.sqrt(federation.n_silos) * method.noise_std(federation.n_silos)  # sigma times the sensitivity
+    return scale, 1.0 / sigma, float(method.accounting_arguments(federation).get("q", 1.0))
+
+
 def crafted_scores(method: Method, setting: CraftedSetting, included: np.ndarray, *, seed: int,
-                   chunk_runs: int = 20_000) -> tuple[np.ndarray, Federation]:
+                   chunk_runs: int = 20_000, score: str = "sum", aggregate_fn: AggregateFn = aggregate
+                   ) -> tuple[np.ndarray, Federation]:
     """Scores of crafted canaries in independent runs of ``method`` (the server's view, every round).
 
     Args:
@@ -285,28 +317,47 @@ def crafted_scores(method: Method, setting: CraftedSetting, included: np.ndarray
         seed: The audit's seed (federation, flags, every run's draws).
         chunk_runs: Runs simulated together (bounds memory; each chunk draws from its own stream, so the scores
             depend on it: keep it fixed to reproduce them).
+        score: One of :data:`SCORES`; ``"likelihood"`` uses the rate ``q`` the method's accountant assumes
+            (ULDP-NAIVE, ULDP-SGD/AVG only).
+        aggregate_fn: The aggregation of enhanced-weight methods (``aggregate(deltas, counts, sampled, noise)``,
+            the methods' hook; e.g. a :class:`uldp.secure.SecureAggregator` to audit through Protocol 1).
 
     Returns:
-        ``([runs, m] scores, the prepared federation)``; score ``[i, j]`` is the sum over rounds of run ``i``'s
-        server update along canary ``j``'s direction, divided by ``C``.
+        ``([runs, m] scores, the prepared federation)``; with ``"sum"``, score ``[i, j]`` is the sum over rounds of
+        run ``i``'s server update along canary ``j``'s direction, divided by ``C``.
+
+    Raises:
+        ValueError: Bad ``included``, ``chunk_runs`` or ``score``, or the likelihood score of another method.
     """
     included = np.asarray(included, dtype=bool)
     if included.ndim != 2 or included.size == 0:
         raise ValueError(f"included must be a non-empty [runs, canaries] boolean array, got shape {included.shape}")
     check_integer("chunk_runs", chunk_runs)
+    if score not in SCORES:
+        raise ValueError(f"score must be one of {SCORES}, got {score!r}")
     runs, m = included.shape
     root = np.random.SeedSequence(seed)
     federation = method.prepare(audit_federation(setting, m, seed), seed_stream(root, PREPARE_STREAM))
+    likelihood = _likelihood_terms(method, federation) if score == "likelihood" else None
     dims = m + BACKGROUND_DIMS
     scores = np.zeros((runs, m))
     clip = method.hp.clip or 1.0
     for start in range(0, runs, chunk_runs):
         block = torch.from_numpy(included[start:start + chunk_runs])
-        rng = torch.Generator().manual_seed(int(seed_stream(root, RUNS_STREAM, start).generate_state(1)[0]))
+        stream = seed_stream(root, RUNS_STREAM, start)
+        rng = torch.Generator().manual_seed(int(stream.generate_state(1)[0]))
         params = torch.zeros(block.shape[0] * dims, dtype=DTYPE)
-        for _ in range(setting.rounds):
-            total = _one_round(method, federation, block, dims, setting.canary_norm, rng)
+        for round_index in range(setting.rounds):
+            total = _one_round(method, federation, block, dims, setting.canary_norm, rng,
+                               seed_stream(stream, round_index), aggregate_fn)
             params = method.server_step(params, total, n_users=federation.n_users, n_silos=federation.n_silos)
-        scores[start:start + block.shape[0]] = params.reshape(-1, dims)[:, :m].numpy() / clip
+            if likelihood is not None:
+                scale, mu, q = likelihood
+                observed = total.reshape(-1, dims)[:, :m].double().numpy() / scale
+                ratio = mu * observed - mu**2 / 2  # log N(mu, 1) / N(0, 1) at the observation
+                scores[start:start + block.shape[0]] += ratio if q >= 1 else np.logaddexp(
+                    math.log1p(-q), math.log(q) + ratio)
+        if likelihood is None:
+            scores[start:start + block.shape[0]] = params.reshape(-1, dims)[:, :m].numpy() / clip
     return scores, federation
 

@@ -10,8 +10,15 @@ from the job's ``seed``. The ``default`` profile's results are committed under `
 Kinds of job:
 
 - ``canary="crafted"`` (:mod:`uldp.audit.crafted`): the server's every-round view; ``estimator="many"`` runs
-  ``runs`` independent runs with one canary each, included with probability 1/2 (Clopper-Pearson bound);
-  ``estimator="one"`` is Steinke et al.'s one-run audit with ``canaries`` canaries in ``runs`` run(s).
+  ``runs`` independent runs with one canary each, included with probability 1/2 (Clopper-Pearson bound at a
+  threshold chosen on held-out runs); ``estimator="one"`` is Steinke et al.'s one-run audit with ``canaries``
+  canaries in ``runs`` run(s). Where the scores are Gaussian by construction (a private method other than
+  ULDP-GROUP-k, without user sampling; with several canaries per run, a user-level method, whose canaries are
+  independent users on independent coordinates) the f-DP bound of Nasr et al. 2023 is stored beside it
+  (``gaussian_lb``). ``q < 1`` audits ULDP-SGD/AVG's user sampling with the likelihood-ratio score;
+  ``aggregation="protocol1"`` sends enhanced weights through Protocol 1 (:func:`protocol_aggregator`).
+  Every job with a claim stores ``tight_epsilon``, the tightest valid epsilon of the same mechanism
+  (the PLD accountant: the exact Gaussian without sampling), beside the claimed (RDP) one.
 - ``canary="natural"`` (:mod:`uldp.audit.natural`): real training, final-model loss; one-run estimator on the
   standardised scores of ``canaries`` canaries in each of ``runs`` runs.
 
@@ -42,18 +49,26 @@ from uldp.audit.crafted import (
     claimed_epsilon,
     crafted_scores,
 )
-from uldp.audit.estimators import many_run_bound, one_run_bound, roc_curve
+from uldp.audit.estimators import gaussian_dp_bound, many_run_bound, one_run_bound, roc_curve
 from uldp.audit.natural import NaturalSetting, natural_federation, natural_scores, standardised
-from uldp.checks import check_delta, check_integer, check_number
-from uldp.methods import Hyperparameters, make_method
+from uldp.checks import check_delta, check_integer, check_number, check_rate
+from uldp.methods import GroupMethod, Hyperparameters, UserLevelMethod, aggregate, make_method
 from uldp.methods.base import seed_stream
 from uldp.provenance import REPO_ROOT, config_hash, provenance
+from uldp.secure import ProtocolParameters
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-#: Version of the audit result layout.
-SCHEMA_VERSION = 1
+    from uldp.methods import AggregateFn, Method
+
+#: Version of the audit result layout (2: held-out thresholds, the Gaussian bound, sampling and Protocol 1).
+SCHEMA_VERSION = 2
+#: How a crafted audit aggregates enhanced weights: the plain sum, or Protocol 1 (:func:`protocol_aggregator`).
+AGGREGATIONS = ("plain", "protocol1")
+#: Protocol 1's parameters in audits through it: test-size keys (the audit tests the noise the protocol adds, not
+#: the keys' strength) and N_max above any user's records in the crafted federation.
+AUDIT_PROTOCOL = ProtocolParameters(key_bits=512, insecure_test_key=True, n_max=64)
 #: Canary levels: a user with 2 records in each of the 3 silos, the same in 2 of the 3 silos, or a single record.
 LEVELS = ("user", "user-2", "record")
 #: Profiles of the audit jobs (the chapter's parameter).
@@ -70,7 +85,7 @@ AUDITED: tuple[tuple[str, str], ...] = (("ULDP-GROUP-max", "record"), ("ULDP-NAI
 
 def job(method: str, *, claim: str | None, epsilon: float | None, canary: str = "crafted", level: str = "user",
         estimator: str = "many", runs: int, canaries: int = 1, seed: int = 0, delta: float = 1e-5,
-        confidence: float = 0.95) -> dict[str, Any]:
+        confidence: float = 0.95, q: float = 1.0, aggregation: str = "plain") -> dict[str, Any]:
     """The JSON mapping of one audit job (validated).
 
     Args:
@@ -85,13 +100,16 @@ def job(method: str, *, claim: str | None, epsilon: float | None, canary: str = 
         seed: The job's seed.
         delta: The delta of the claim and of the bound.
         confidence: Of the lower bound.
+        q: User-level sampling rate (ULDP-SGD/AVG only; crafted canaries, scored by the likelihood ratio).
+        aggregation: One of :data:`AGGREGATIONS` (``"protocol1"``: crafted canaries of an enhanced-weight method).
 
     Raises:
         ValueError: A value out of its allowed set, or a claim without epsilon (or the reverse).
     """
-    make_method(method, CRAFTED_HP)  # the name must be in the registry
+    spec = make_method(method, replace(CRAFTED_HP, q=check_rate("q", q))).spec  # in the registry, q allowed
     for name, value, allowed in (("claim", claim, ("user", "record", None)), ("canary", canary, ("crafted", "natural")),
-                                 ("level", level, LEVELS), ("estimator", estimator, ("many", "one"))):
+                                 ("level", level, LEVELS), ("estimator", estimator, ("many", "one")),
+                                 ("aggregation", aggregation, AGGREGATIONS)):
         if value not in allowed:
             raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
     if (claim is None) != (epsilon is None):
@@ -100,6 +118,11 @@ def job(method: str, *, claim: str | None, epsilon: float | None, canary: str = 
         raise ValueError("natural canaries use the one-run estimator (estimator='one')")
     if estimator == "many" and canaries != 1:
         raise ValueError(f"the many-run estimator audits one canary per run, got canaries={canaries!r}")
+    if canary == "natural" and (q != 1 or aggregation != "plain"):
+        raise ValueError(f"natural canaries are audited without sampling or Protocol 1, got q={q!r}, "
+                         f"aggregation={aggregation!r}")
+    if aggregation == "protocol1" and not spec.enhanced_weights:
+        raise ValueError(f"Protocol 1 aggregates enhanced weights (ULDP-SGD-w, ULDP-AVG-w), not {method}")
     check_integer("runs", runs)
     check_integer("canaries", canaries)
     check_integer("seed", seed, minimum=0)
@@ -107,7 +130,25 @@ def job(method: str, *, claim: str | None, epsilon: float | None, canary: str = 
     check_number("confidence", confidence, above=0, below=1)
     return {"method": method, "claim": claim, "epsilon": epsilon, "canary": canary, "level": level,
             "estimator": estimator, "runs": runs, "canaries": canaries, "seed": seed, "delta": delta,
-            "confidence": confidence}
+            "confidence": confidence, "q": q, "aggregation": aggregation}
+
+
+def protocol_aggregator(method: Method) -> AggregateFn:
+    """Protocol 1 (:class:`uldp.secure.SecureAggregator`, test-size keys :data:`AUDIT_PROTOCOL`) with the method's
+    public bounds C and sigma: the aggregation an audit through the protocol uses (the server's decrypted sum)."""
+    from uldp.secure import SecureAggregator  # the ``secure`` extra (phe, gmpy2), needed on this path only
+
+    return SecureAggregator(AUDIT_PROTOCOL, clip=method.hp.clip, sigma=method.hp.sigma)
+
+
+def gaussian_scores(method: Method, params: Mapping[str, Any]) -> bool:
+    """Whether a crafted job's scores are Gaussian by construction, so that :func:`gaussian_dp_bound` applies: a
+    private method whose noise is one Gaussian per round (not ULDP-GROUP-k's DP-SGD sampling), without user
+    sampling, and with several canaries per run only for user-level methods (ULDP-NAIVE clips a silo's summed
+    delta, which couples the canaries)."""
+    return (params["canary"] == "crafted" and params["claim"] is not None and params["q"] == 1
+            and not isinstance(method, GroupMethod)
+            and (params["canaries"] == 1 or isinstance(method, UserLevelMethod)))
 
 
 def crafted_setting(level: str) -> CraftedSetting:
@@ -133,9 +174,11 @@ def run_job(params: Mapping[str, Any]) -> dict[str, Any]:
     """Run one audit job (a :func:`job` mapping) and return its JSON-ready result.
 
     Returns:
-        ``sigma``, ``claimed_epsilon`` (the method's accountant), the bound (``epsilon_lb``, ``estimate`` and the
-        estimator's details), the ROC at :data:`ROC_FPR` (pooled scores), ``seconds`` and ``runs_per_minute``
-        (both including the calibration of sigma; ``benchmarks/audit.py`` times the runs alone).
+        ``sigma``, ``claimed_epsilon`` (the method's accountant), ``tight_epsilon`` (the PLD accountant), the bound
+        (``epsilon_lb``, ``estimate`` and the estimator's details; ``gaussian_lb``, ``mu_lower``, ``mu_estimate``
+        and ``gaussian_estimate`` where :func:`gaussian_scores`), the ROC at :data:`ROC_FPR` (pooled scores),
+        ``seconds`` and ``runs_per_minute`` (both including the calibration of sigma; ``benchmarks/audit.py`` times
+        the runs alone).
     """
     params = job(**params)
     started = time.perf_counter()
@@ -146,7 +189,7 @@ def run_job(params: Mapping[str, Any]) -> dict[str, Any]:
     if params["canary"] == "crafted":
         setting = crafted_setting(level)
         federation = audit_federation(setting, params["canaries"], seed)
-        hp = replace(CRAFTED_HP, delta=params["delta"])
+        hp = replace(CRAFTED_HP, delta=params["delta"], q=params["q"])
         rounds = setting.rounds
     else:
         setting = natural_setting(level)
@@ -162,19 +205,28 @@ def run_job(params: Mapping[str, Any]) -> dict[str, Any]:
     method = make_method(method_name, hp)
     if isinstance(setting, CraftedSetting):
         included = rng.random((params["runs"], params["canaries"])) < 0.5
-        scores, prepared = crafted_scores(method, setting, included, seed=seed)
+        aggregate_fn = protocol_aggregator(method) if params["aggregation"] == "protocol1" else aggregate
+        scores, prepared = crafted_scores(method, setting, included, seed=seed, aggregate_fn=aggregate_fn,
+                                          score="likelihood" if params["q"] < 1 else "sum")
     else:
         scores, included = natural_scores(method_name, setting, runs=params["runs"], sigma=sigma, seed=seed)
         scores = standardised(scores)
         prepared = method.prepare(federation, seed_stream(np.random.SeedSequence(seed), PREPARE_STREAM))
-    claimed = None if claim is None else claimed_epsilon(method, prepared, rounds, claim)
+    claimed = tight = None
+    if claim is not None:
+        claimed = claimed_epsilon(method, prepared, rounds, claim)
+        tight = claimed_epsilon(method, prepared, rounds, claim, accountant="pld")
     inside, outside = scores[included], scores[~included]
-    result: dict[str, Any] = {"sigma": sigma, "claimed_epsilon": claimed, "setting": asdict(setting),
-                              "n_in": int(inside.size), "n_out": int(outside.size)}
+    result: dict[str, Any] = {"sigma": sigma, "claimed_epsilon": claimed, "tight_epsilon": tight,
+                              "setting": asdict(setting), "n_in": int(inside.size), "n_out": int(outside.size)}
+    if gaussian_scores(method, params):
+        gaussian = gaussian_dp_bound(inside, outside, delta=params["delta"], confidence=params["confidence"])
+        result.update(gaussian_lb=gaussian.epsilon, mu_lower=gaussian.mu_lower, mu_estimate=gaussian.mu_estimate,
+                      gaussian_estimate=gaussian.estimate)
     if params["estimator"] == "many":
         many = many_run_bound(inside, outside, delta=params["delta"], confidence=params["confidence"])
         result.update(epsilon_lb=many.epsilon, estimate=many.estimate, threshold=many.threshold,
-                      direction=many.direction, tpr=many.tpr, fpr=many.fpr)
+                      direction=many.direction, tpr=many.tpr, fpr=many.fpr, selection_runs=many.selection_runs)
     else:
         slots = scores.size
         candidates = sorted({max(1, slots // d) for d in (100, 20, 6)})
@@ -338,27 +390,36 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
+#: User-sampling rates of the sampling audits of ULDP-AVG-w (``q = 1`` is its audit without sampling).
+SAMPLING_RATES = (0.1, 0.3)
+
+
 def profile_jobs(profile: str) -> list[dict[str, Any]]:
     """The jobs the chapter shows at ``profile``.
 
     ``default``: crafted user canaries, many-run estimator, for each audited method at claimed epsilon 1, 2, 4, 8
-    (ULDP-AVG with 600,000 runs, the others 100,000) and DEFAULT; the one-run estimator (2000 canaries, one run)
-    for each at epsilon 4; single-record canaries for record-level DP-SGD and ULDP-AVG at 4; ULDP-AVG and
-    ULDP-AVG-w with the canary in 2 of the 3 silos at 4; natural canaries
-    (100 runs of 8) for each at 4 and DEFAULT. ``smoke``: the same shape at epsilon 4 only, far fewer runs.
+    (ULDP-AVG with 100,000 runs, the others 50,000) and DEFAULT; ULDP-AVG-w with user sampling at each of
+    :data:`SAMPLING_RATES` at 4; ULDP-AVG-w through Protocol 1 at 4 (one run, 600 canaries); the one-run estimator
+    (2000 canaries, one run) for each at epsilon 4; single-record canaries for record-level DP-SGD and ULDP-AVG at 4;
+    ULDP-AVG and ULDP-AVG-w with the canary in 2 of the 3 silos at 4; natural canaries (10 runs of 8) for each at 4
+    and DEFAULT. ``smoke``: the same shape at epsilon 4 only, far fewer runs.
     """
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
     smoke = profile == "smoke"
     epsilons = (4.0,) if smoke else (1.0, 2.0, 4.0, 8.0)
-    many = 3000 if smoke else 100_000
+    many = 3000 if smoke else 50_000
     jobs = []
     claim: str | None  # a claim, or None for DEFAULT (the last jobs)
     for method, claim in AUDITED:
         for epsilon in epsilons:
-            runs = many if smoke or method != "ULDP-AVG" else 600_000
+            runs = many if smoke or method != "ULDP-AVG" else 100_000
             jobs.append(job(method, claim=claim, epsilon=epsilon, runs=runs))
     jobs.append(job("DEFAULT", claim=None, epsilon=None, runs=many))
+    for q in SAMPLING_RATES:
+        jobs.append(job("ULDP-AVG-w", claim="user", epsilon=4.0, runs=many, q=q))
+    jobs.append(job("ULDP-AVG-w", claim="user", epsilon=4.0, estimator="one", runs=1,
+                    canaries=40 if smoke else 600, aggregation="protocol1"))
     for method, claim in AUDITED:
         jobs.append(job(method, claim=claim, epsilon=4.0, estimator="one", runs=1, canaries=300 if smoke else 2000))
     for method, claim in (("ULDP-GROUP-max", "record"), ("ULDP-AVG", "user")):
@@ -367,7 +428,7 @@ def profile_jobs(profile: str) -> list[dict[str, Any]]:
         jobs.append(job(method, claim="user", epsilon=4.0, level="user-2", runs=many))
     for method, claim in (*AUDITED, ("DEFAULT", None)):
         jobs.append(job(method, claim=claim, epsilon=None if claim is None else 4.0, canary="natural",
-                        estimator="one", runs=1 if smoke else 100, canaries=8))
+                        estimator="one", runs=1 if smoke else 10, canaries=8))
     return jobs
 
 

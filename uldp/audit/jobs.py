@@ -277,9 +277,12 @@ def read_stored(path: Path) -> dict | None:
 
 
 #: The result fields of every audit, and those of each estimator (:func:`run_job`).
-RESULT_FIELDS = ("sigma", "claimed_epsilon", "setting", "n_in", "n_out", "epsilon_lb", "estimate", "roc_fpr",
-                 "roc_tpr", "seconds", "runs_per_minute")
-ESTIMATOR_FIELDS = {"many": ("threshold", "direction", "tpr", "fpr"), "one": ("guesses", "correct", "guess_candidates")}
+RESULT_FIELDS = ("sigma", "claimed_epsilon", "tight_epsilon", "setting", "n_in", "n_out", "epsilon_lb", "estimate",
+                 "roc_fpr", "roc_tpr", "seconds", "runs_per_minute")
+ESTIMATOR_FIELDS = {"many": ("threshold", "direction", "tpr", "fpr", "selection_runs"),
+                    "one": ("guesses", "correct", "guess_candidates")}
+#: The fields of the Gaussian-DP bound, all present where the audit's scores are Gaussian (:func:`gaussian_scores`).
+GAUSSIAN_FIELDS = ("gaussian_lb", "mu_lower", "mu_estimate", "gaussian_estimate")
 
 
 def check_stored(payload: Mapping[str, Any], *, key: str) -> None:
@@ -310,9 +313,15 @@ def check_stored(payload: Mapping[str, Any], *, key: str) -> None:
         raise ValueError(f"provenance must be an object, got {str(provenance)[:40]}")
     check_number("provenance.wall_seconds", provenance.get("wall_seconds"), at_least=0, finite=True)
     expected = (*RESULT_FIELDS, *ESTIMATOR_FIELDS[params["estimator"]])
-    if not isinstance(result, dict) or set(result) != set(expected):
+    if not isinstance(result, dict) or set(result) - set(GAUSSIAN_FIELDS) != set(expected):
         raise ValueError(f"result must be an object of {', '.join(expected)}, got {str(result)[:80]}")
-    for name in ("sigma", "claimed_epsilon"):  # both exactly when the job has a claim
+    gaussian = set(result) & set(GAUSSIAN_FIELDS)
+    if gaussian and gaussian != set(GAUSSIAN_FIELDS):
+        raise ValueError(f"result must hold all of {', '.join(GAUSSIAN_FIELDS)} or none, got {', '.join(gaussian)}")
+    for name in gaussian:
+        if result[name] not in ("inf", "-inf"):
+            check_number(f"result.{name}", result[name])
+    for name in ("sigma", "claimed_epsilon", "tight_epsilon"):  # each exactly when the job has a claim
         if params["claim"] is None and result[name] is not None:
             raise ValueError(f"result.{name} must be null for a job without a claim, got {result[name]!r:.40}")
         if params["claim"] is not None:
@@ -343,6 +352,7 @@ def check_stored(payload: Mapping[str, Any], *, key: str) -> None:
             raise ValueError(f"result.direction must be 'high' or 'low', got {result['direction']!r:.40}")
         for name in ("tpr", "fpr"):
             check_number(f"result.{name}", result[name], at_least=0, at_most=1)
+        check_integer("result.selection_runs", result["selection_runs"], minimum=0)
         return
     guesses = check_integer("result.guesses", result["guesses"], minimum=0)
     check_integer("result.correct", result["correct"], minimum=0, maximum=guesses)

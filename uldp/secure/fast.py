@@ -334,6 +334,47 @@ def weighted_ciphertext_sum(
     return total
 
 
+def _pack_chunk(groups: Sequence[Sequence[int]], shift: int, n_square: int) -> list[gmpy2.mpz]:
+    modulus = gmpy2.mpz(n_square)
+    out = []
+    for group in groups:
+        packed = gmpy2.mpz(group[-1])
+        for ciphertext in reversed(group[:-1]):
+            packed = gmpy2.powmod(packed, 1 << shift, modulus) * ciphertext % modulus
+        out.append(packed)
+    return out
+
+
+def pack_ciphertexts(
+    ciphertexts: Sequence[int], *, slots: int, slot_bits: int, n_square: int, processes: int = 1
+) -> list[gmpy2.mpz]:
+    """Packed Paillier ciphertexts: ``prod_k c_(iK+k)^(2^(b k)) = Enc(sum_k m_(iK+k) 2^(b k))`` for each group i.
+
+    Horner's rule, ``(((c_(K-1))^(2^b) c_(K-2))^(2^b) ...) c_0``, costs b squarings per packed parameter; the groups
+    are split over ``processes`` worker processes (:mod:`uldp.secure.packing`, step 3).
+
+    Args:
+        ciphertexts: d ciphertexts (elements of Z*_{n^2}).
+        slots: K, ciphertexts per group (the last group may be shorter).
+        slot_bits: b.
+        n_square: n^2.
+        processes: worker processes.
+
+    Returns:
+        ceil(d / K) ciphertexts.
+    """
+    check_integer("slots", slots)
+    check_integer("slot_bits", slot_bits)
+    check_integer("processes", processes)
+    groups = [list(ciphertexts[i:i + slots]) for i in range(0, len(ciphertexts), slots)]
+    chunks = [c.tolist() for c in np.array_split(np.arange(len(groups)), processes) if c.size]
+    if len(chunks) <= 1:
+        return _pack_chunk(groups, slot_bits, n_square)
+    futures = [_pool(len(chunks)).submit(_pack_chunk, [[int(c) for c in groups[i]] for i in chunk], slot_bits,
+                                         n_square) for chunk in chunks]
+    return [packed for future in futures for packed in future.result()]
+
+
 def crt_encrypt(private_key, plaintexts: Sequence[int]) -> list[int]:
     """Paillier encryptions ``(1 + m n) * rho^n mod n^2`` by the key's owner, the randomizer computed with the CRT.
 

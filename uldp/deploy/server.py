@@ -408,7 +408,8 @@ class Coordinator:
                 wire.Instruction(wire.STAGE_TRAIN, round_index, payloads=(*payloads, weights)), what=what
             )
             compute = _slowest(replies)
-            inbox = self._protocol.relay(self._parse(replies, SealedMessage, what))
+            # sealed shares, or the packed backend's rescale requests (answered by the relay)
+            inbox = self._protocol.relay(self._parse(replies, Message, what))
             replies = self.exchange(
                 {
                     s: wire.Instruction(wire.STAGE_SECURE_UPDATE, round_index, payloads=_to_bytes(inbox[s]))

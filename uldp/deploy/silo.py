@@ -21,7 +21,13 @@ from uldp.deploy import keys, quiet_flower_deprecation, wire
 from uldp.deploy.server import MAX_TIMEOUT
 from uldp.persist import array_from_bytes, array_to_bytes
 from uldp.secure import Silo as ProtocolSilo
-from uldp.secure.messages import DhDirectoryMessage, EncryptedWeightsMessage, PublicKeyMessage, SealedMessage
+from uldp.secure.messages import (
+    DhDirectoryMessage,
+    EncryptedWeightsMessage,
+    PublicKeyMessage,
+    SealedMessage,
+    parse_message,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -141,7 +147,7 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
                     raise ValueError(f"round {instruction.round_index}: shares arrived before the round's weights")
                 weights, deltas, noise = self._pending
                 self._pending = None
-                shared = [SealedMessage.from_bytes(p) for p in payloads]
+                shared = [parse_message(p) for p in payloads]  # sealed shares or the packed backend's weights
                 update = self._secure().masked_update(weights, shared, deltas, noise)
                 return wire.Reply(payloads=(update.to_bytes(),))
             if stage == wire.STAGE_FINISH:

@@ -126,12 +126,13 @@ class ServerSide:
         Returns:
             Per silo, what its ``train`` message adds: the encrypted weights and the shares sealed for it.
         """
-        from uldp.secure.messages import SealedMessage
+        from uldp.secure.messages import Message
 
         weights = self.server.start_round(round_index, np.asarray(sampled, dtype=bool)).to_bytes()
         silos = range(self.config.n_silos)
         answers = self._ask({s: {"stage": SHARES_STAGE, "weights": weights} for s in silos})
-        inbox = self.server.relay([m for s in silos for m in _messages(answers[s]["sealed"], SealedMessage)])
+        # sealed shares, or the packed backend's rescale requests (answered by the relay)
+        inbox = self.server.relay([m for s in silos for m in _messages(answers[s]["sealed"], Message)])
         return [{"weights": weights, "shares": [m.to_bytes() for m in inbox[s]]} for s in silos]
 
     def aggregate(self, updates: list[bytes]) -> np.ndarray:
@@ -220,11 +221,11 @@ def silo_masked_update(settings: dict, context: Any, deltas: np.ndarray, noise: 
     Raises:
         ValueError: see :meth:`uldp.secure.protocol.Silo.masked_update`.
     """
-    from uldp.secure.messages import EncryptedWeightsMessage, SealedMessage
+    from uldp.secure.messages import EncryptedWeightsMessage, Message
 
     public = {name: value for name, value in dict(context.state[STATE_KEY]).items() if name != "silo"}
     silo = _silo(context)
     update = silo.masked_update(EncryptedWeightsMessage.from_bytes(bytes(settings["weights"])),
-                                _messages(settings["shares"], SealedMessage), deltas, noise)
+                                _messages(settings["shares"], Message), deltas, noise)
     _keep(context, silo, public)
     return update.to_bytes()

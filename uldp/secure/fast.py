@@ -375,22 +375,10 @@ def pack_ciphertexts(
     return [packed for future in futures for packed in future.result()]
 
 
-def crt_encrypt(private_key, plaintexts: Sequence[int]) -> list[int]:
-    """Paillier encryptions ``(1 + m n) * rho^n mod n^2`` by the key's owner, the randomizer computed with the CRT.
-
-    ``rho^n mod p^2`` only depends on ``rho mod p`` (``(a + b p)^p = a^p mod p^2``, and q is a unit mod p(p - 1)), so
-    a uniform n-th residue is ``a^p mod p^2`` and ``b^q mod q^2`` for uniform a in Z_p^*, b in Z_q^* (OS CSPRNG),
-    joined by the CRT: two half-size exponentiations with half-length exponents instead of one full one, the same
-    distribution as phe's ``raw_encrypt`` (used by the server in Protocol 1, step 2(a)).
-
-    Args:
-        private_key: a ``phe.paillier.PaillierPrivateKey``.
-        plaintexts: elements of Z_n.
-
-    Returns:
-        The ciphertexts, elements of Z*_{n^2}.
-    """
-    p, q = gmpy2.mpz(private_key.p), gmpy2.mpz(private_key.q)
+def _encrypt_chunk(key: tuple[int, int], plaintexts: Sequence[int]) -> list[int]:
+    """Paillier encryptions ``(1 + m n) * rho^n mod n^2`` with the randomizer computed by the CRT (see
+    :func:`crt_encrypt`); ``key`` is (p, q). The randomness comes from the OS CSPRNG in whichever process runs it."""
+    p, q = gmpy2.mpz(key[0]), gmpy2.mpz(key[1])
     n, p_square, q_square = p * q, p * p, q * q
     n_square = n * n
     p_square_inverse = gmpy2.invert(p_square, q_square)
@@ -401,6 +389,31 @@ def crt_encrypt(private_key, plaintexts: Sequence[int]) -> list[int]:
         residue = residue_p + p_square * ((residue_q - residue_p) * p_square_inverse % q_square)
         out.append(int((1 + int(m) % n * n) * residue % n_square))
     return out
+
+
+def crt_encrypt(private_key, plaintexts: Sequence[int], *, processes: int = 1) -> list[int]:
+    """Paillier encryptions ``(1 + m n) * rho^n mod n^2`` by the key's owner, the randomizer computed with the CRT.
+
+    ``rho^n mod p^2`` only depends on ``rho mod p`` (``(a + b p)^p = a^p mod p^2``, and q is a unit mod p(p - 1)), so
+    a uniform n-th residue is ``a^p mod p^2`` and ``b^q mod q^2`` for uniform a in Z_p^*, b in Z_q^* (OS CSPRNG),
+    joined by the CRT: two half-size exponentiations with half-length exponents instead of one full one, the same
+    distribution as phe's ``raw_encrypt`` (used by the server in Protocol 1, step 2(a)).
+
+    Args:
+        private_key: a ``phe.paillier.PaillierPrivateKey``.
+        plaintexts: elements of Z_n.
+        processes: worker processes (forked workers draw from the OS CSPRNG too).
+
+    Returns:
+        The ciphertexts, elements of Z*_{n^2}.
+    """
+    key = (int(private_key.p), int(private_key.q))
+    values = [int(m) for m in plaintexts]
+    chunks = [c.tolist() for c in np.array_split(np.arange(len(values)), processes) if c.size]
+    if len(chunks) <= 1:
+        return _encrypt_chunk(key, values)
+    parts = _pool(len(chunks)).map(_encrypt_chunk, [key] * len(chunks), [[values[i] for i in c] for c in chunks])
+    return [c for part in parts for c in part]
 
 
 def _decrypt_chunk(key: tuple[int, int, int, int, int], ciphertexts: Sequence[int]) -> list[int]:

@@ -185,7 +185,8 @@ class Server:
         g, c_lcm = self.config.packed_layout.weight_bits, self.config.c_lcm
         weights = [packing.rescaled(z, c_lcm=c_lcm, weight=g) for z in blinded]
         return RescaledWeightsMessage(round_index=self._round or 0,
-                                      ciphertexts=tuple(fast.crt_encrypt(self._private_key, weights)))
+                                      ciphertexts=tuple(fast.crt_encrypt(self._private_key, weights,
+                                                                          processes=self.config.parameters.processes)))
 
     def _check_ciphertexts(self, message: Message, ciphertexts: tuple[int, ...], count: int) -> None:
         """``count`` ciphertexts, each in Z*_{n^2} (0, n and any multiple of p or q are no Paillier ciphertext)."""
@@ -259,7 +260,7 @@ class Server:
                 weights.append(inverse)
         if empty:
             raise ValueError(f"user(s) {empty[:10]} are sampled but have N_u = 0 records; do not sample them")
-        ciphertexts = tuple(fast.crt_encrypt(self._private_key, weights))
+        ciphertexts = tuple(fast.crt_encrypt(self._private_key, weights, processes=self.config.parameters.processes))
         self._round = round_index
         return EncryptedWeightsMessage(round_index=round_index, ciphertexts=ciphertexts)
 

@@ -11,6 +11,7 @@ the Scorecard chapter: a chapter shows the Scorecard's rows for its grid, not ve
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -556,3 +557,92 @@ def compare_runs(configs: Mapping[str, RunConfig], *, title: str) -> pd.DataFram
                           "epsilon": result.epsilon[-1], "k": result.info.get("group_size"),
                           "records used": result.info.get("train_records"), "seconds": sum(result.seconds)}
                          for label, result in results.items()]).set_index("run")
+
+
+#: Where ``benchmarks/save.py secure_protocol`` writes Protocol 1's measurements per backend, round and side.
+PROTOCOL_BENCHMARK = experiments.REPO_ROOT / "benchmarks" / "results" / "secure_protocol.json"
+#: Bytes of one float32 parameter: what a plain (unprotected) update sends per parameter.
+FLOAT32_BYTES = 4
+
+
+def protocol_scale_table(document: Mapping[str, Any]) -> pd.DataFrame:
+    """Per setting (the paper's artificial default, the MNIST CNN, 10^6 parameters) and way of computing it, the
+    seconds of a round per side, wall and CPU, and the bytes each silo uploads (from the benchmark's document)."""
+    rows = []
+    default = document["results"]["default"]
+    rows.append({"setting": f"artificial default ({default['parameters']} parameters)", "backend": "phe",
+                 "silo s": default["phe"]["silo_s"], "server s": default["phe"]["server_s"]})
+    settings = [("default", f"artificial default ({default['parameters']} parameters)"),
+                ("mnist", "MNIST CNN (21840 parameters, projected silo)"),
+                ("million", "10^6 parameters (projected)")]
+    for key, label in settings:
+        for backend in ("paillier", "packed-paillier"):
+            part = document["results"][key][backend]
+            rows.append({"setting": label, "backend": backend, "silo s": part["silo_s"],
+                         "silo CPU s": part.get("silo_cpu_s"), "server s": part["server_s"],
+                         "server CPU s": part.get("server_cpu_s"),
+                         "update bytes per parameter": part["update_bytes"] / (
+                             document["results"][key]["parameters"] if key != "default" else default["parameters"])})
+    return pd.DataFrame(rows)
+
+
+def protocol_scale_figure(document: Mapping[str, Any]) -> Figure:
+    """The paper's artificial grid per backend: the slowest silo's and the server's seconds of one round."""
+    grid = pd.DataFrame(document["results"]["grid"])
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.6), sharey=True)
+    for ax, axis in zip(axes, ("parameters", "users", "silos"), strict=True):
+        for (backend, side), style in zip([(b, s) for b in ("paillier", "packed-paillier")
+                                           for s in ("silo_s", "server_s")], ("o-", "o--", "s-", "s--"), strict=True):
+            rows = grid[(grid.axis == axis) & (grid.backend == backend)]
+            ax.plot(rows.value, rows[side], style, label=f"{backend}, {side.split('_')[0]}")
+        ax.set_xlabel(f"number of {axis}")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("seconds per round")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def protocol_scale_sentences(document: Mapping[str, Any]) -> str:
+    """What the measurements say about the paper's open problem, every number computed from the document."""
+    results, source = document["results"], document["provenance"]
+    mnist, million = results["mnist"], results["million"]
+    packed, plain = mnist["packed-paillier"], mnist["paillier"]
+    check = million["packed-paillier"]["check"]
+    lines = [
+        (f"Measured by `{source['command']}` at commit `{source['git_commit'][:10]}` on {source['date'][:10]}, on a "
+        f"machine with {source['cpu_count']} CPUs shared with other work (load average {results['load_at_start']:.1f} "
+        f"at the start), with {results['processes']} worker processes per side; wall seconds move with the load, CPU "
+        f"seconds much less."),
+        (f"- **MNIST CNN round.** The packed backend's server takes {packed['server_s']:.1f} s "
+        f"({packed['server_cpu_s']:.1f} s CPU) against {plain['server_s']:.1f} s ({plain['server_cpu_s']:.1f} s CPU) "
+        f"for one ciphertext per parameter, {mnist['server_ratio_paillier_over_packed']:.1f}x less; each silo uploads "
+        f"{packed['ciphertext_bytes_per_parameter']:.1f} bytes per parameter ({packed['ratio_to_float32']:.1f}x a "
+        f"float32) instead of {plain['ciphertext_bytes_per_parameter']:.0f}. A silo's round is "
+        f"{packed['silo_s']:.1f} s ({packed['silo_cpu_s']:.1f} s CPU) against {plain['silo_s']:.1f} s: packing costs "
+        f"the silo b squarings per parameter."),
+        (f"- **10^6 parameters, projected.** Silo {million['packed-paillier']['silo_s'] / 60:.1f} min, server "
+        f"{million['packed-paillier']['server_s'] / 60:.1f} min per round with packing; "
+        f"{million['paillier']['silo_s'] / 60:.1f} min and {million['paillier']['server_s'] / 60:.1f} min without. "
+        f"The projection's check: a silo round of {check['users']} users and {check['parameters']} parameters took "
+        f"{check['measured_silo_s']:.1f} s, {check['measured_over_projected']:.2f}x the projected "
+        f"{check['projected_silo_s']:.1f} s."),
+        (f"- **Exact within P everywhere:** {'yes' if results['exact_within_p'] else 'NO'} (every measured round of "
+        f"both backends decodes within P = {results['precision']:g} of the plain weighted sum; the straightforward "
+        f"phe sequence and the paillier backend decode to equal floats: {results['default']['phe_equals_paillier']})."),
+    ]
+    return "\n\n".join(lines)
+
+
+def show_protocol_scale() -> None:
+    """Display the committed measurements of ``benchmarks/secure_protocol.py`` (per backend, round and side): the
+    table, the artificial grid and the sentences; or say that none are committed."""
+    if not PROTOCOL_BENCHMARK.is_file():
+        print(f"no committed {PROTOCOL_BENCHMARK.name} in this checkout")
+        return
+    document = json.loads(PROTOCOL_BENCHMARK.read_text())
+    display(protocol_scale_table(document).round(3))
+    protocol_scale_figure(document)
+    plt.show()
+    display(Markdown(protocol_scale_sentences(document)))

@@ -95,7 +95,7 @@ ITEMS: tuple[PaperItem, ...] = (
               ("uldp.data.allocation.allocate", "uldp.experiments.PRIVACY_UTILITY"), ("book/users_across_silos",)),
     PaperItem("section", "5.2", "Results",
               "The experimental claims that the Scorecard chapter checks one by one.",
-              ("uldp.scorecard.CLAIMS",), ("book/introduction", "book/scorecard")),
+              ("uldp.scorecard.CLAIMS",), ("book/introduction", "book/scorecard", "book/weighting_protocol")),
     PaperItem("section", "6", "Conclusion",
               "Summary of the contributions and the open questions the authors leave.",
               (), ("book/auditing",)),

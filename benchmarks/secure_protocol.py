@@ -246,22 +246,26 @@ def _slice(args, rng, backend, users, dim, shape):
                    parameters=replace(session.config.parameters, precision=P))
     assert session.config.resolution_bits == full.resolution_bits
     _, parts = backend_round(session, deltas, noise, silos=[0])
-    if full.packed:  # the slice's weights may be a bit shorter (fewer users): its slots are listed beside the full's
+    # the slice's weights may be a bit shorter (fewer users), so its slots more: the full round's count is kept
+    parts["full_ciphertexts"] = full.packed_layout.ciphertexts_for(dim) if full.packed else dim
+    if full.packed:
         parts["slots"] = {"slice": session.config.packed_layout.slots, "full": full.packed_layout.slots}
     return parts
 
 
 def silo_projection(small, large, users, dim, shape):
-    """Silo round for ``shape`` from two slices (users ``users[0] < users[1]``, ``dim`` parameters): per-user work
-    (the difference over the difference of users) times |U| plus the per-call work (the small slice minus its users'
-    share), both linear in the parameters (scaled by shape["parameters"] / dim)."""
-    out = {}
-    for key in ("silo_s", "silo_cpu_s"):
-        per_user = (large[key] - small[key]) / (users[1] - users[0])
-        per_call = small[key] - users[0] * per_user
-        out[key] = (per_user * shape["users"] + per_call) * shape["parameters"] / dim
-        out[key.replace("_s", "_per_user_s")] = per_user
-    return out
+    """Silo round for ``shape`` from two slices (users ``users[0] < users[1]``, ``dim`` parameters), in CPU seconds
+    (on a shared machine the wall seconds of two slices can differ by more than their work): per-user work (the
+    difference over the difference of users) times |U| plus the per-call work (the small slice minus its users'
+    share), both linear in the parameters (scaled by shape["parameters"] / dim). The wall seconds are the projected
+    CPU seconds times the large slice's wall / CPU ratio (its parallelism and the machine's load at the time).
+    """
+    per_user = (large["silo_cpu_s"] - small["silo_cpu_s"]) / (users[1] - users[0])
+    per_call = small["silo_cpu_s"] - users[0] * per_user
+    cpu = (per_user * shape["users"] + per_call) * shape["parameters"] / dim
+    wall_per_cpu = large["silo_s"] / large["silo_cpu_s"]
+    return {"silo_cpu_s": cpu, "silo_s": cpu * wall_per_cpu, "silo_cpu_per_user_s": per_user,
+            "silo_cpu_per_call_s": per_call, "wall_per_cpu": wall_per_cpu}
 
 
 def mnist_and_million(args, rng):
@@ -281,17 +285,18 @@ def mnist_and_million(args, rng):
         per_user = server["users_s"] / slices[1]
         mnist = {
             "silo_s": silo["silo_s"], "silo_cpu_s": silo["silo_cpu_s"],
-            "silo_per_user_s": silo["silo_per_user_s"],
+            "silo_cpu_per_user_s": silo["silo_cpu_per_user_s"], "silo_wall_per_cpu": silo["wall_per_cpu"],
             "server_s": server["finish_s"] + per_user * MNIST["users"],
             "server_cpu_s": server["finish_cpu_s"] + server["users_cpu_s"] / slices[1] * MNIST["users"],
             "server_finish_measured_on": server["measured_on"],
-            "update_bytes": large["update_bytes"], "update_ciphertexts": large["update_ciphertexts"],
-            "slots": large.get("slots"),
-            "ciphertext_bytes_per_parameter": large["update_bytes"] / MNIST["parameters"],
-            "ratio_to_float32": large["update_bytes"] / MNIST["parameters"] / FLOAT32_BYTES,
-            "silo_sent_bytes": large["update_bytes"] + (large["silo_sent_bytes"] - large["update_bytes"])
-            * MNIST["users"] / slices[1],
+            "update_ciphertexts": large["full_ciphertexts"], "slots": large.get("slots"),
+            # the slice's update scaled to the full round's ciphertexts (the same size each)
+            "update_bytes": large["update_bytes"] * large["full_ciphertexts"] / large["update_ciphertexts"],
+            "silo_sent_bytes": large["update_bytes"] * large["full_ciphertexts"] / large["update_ciphertexts"]
+            + (large["silo_sent_bytes"] - large["update_bytes"]) * MNIST["users"] / slices[1],
         }
+        mnist["ciphertext_bytes_per_parameter"] = mnist["update_bytes"] / MNIST["parameters"]
+        mnist["ratio_to_float32"] = mnist["ciphertext_bytes_per_parameter"] / FLOAT32_BYTES
         out["mnist"][backend] = mnist
         scale = MILLION["parameters"] / MNIST["parameters"]
         out["million"][backend] = {
@@ -303,11 +308,12 @@ def mnist_and_million(args, rng):
         }
         say(f"  check on {check_users} users x {check_dim} parameters ...")
         measured = _slice(args, rng, backend, check_users, check_dim, MILLION)
-        per_call = small["silo_s"] - slices[0] * silo["silo_per_user_s"]
-        projected = (silo["silo_per_user_s"] * check_users + per_call) * check_dim / MNIST["parameters"]
+        projected = ((silo["silo_cpu_per_user_s"] * check_users + silo["silo_cpu_per_call_s"]) * check_dim
+                     / MNIST["parameters"])
         out["million"][backend]["check"] = {"users": check_users, "parameters": check_dim,
-                                            "measured_silo_s": measured["silo_s"], "projected_silo_s": projected,
-                                            "measured_over_projected": measured["silo_s"] / projected}
+                                            "measured_silo_cpu_s": measured["silo_cpu_s"],
+                                            "projected_silo_cpu_s": projected,
+                                            "measured_over_projected": measured["silo_cpu_s"] / projected}
         fast.shutdown_pools()
     for key in ("mnist", "million"):
         for side in ("silo_s", "server_s"):
@@ -327,7 +333,8 @@ def _server_round(args, rng, backend, users, shape):
     weights = clock.run("users", server.start_round, 1, np.ones(users, bool))
     shares = [m for silo in session.silos for m in silo.share_weight_powers(weights)]
     clock.run("users", server.relay, shares)
-    layout = session.config.packed_layout if session.config.packed else None
+    full = replace(session.config, n_users=shape["users"])
+    layout = full.packed_layout if full.packed else None  # the full round's slots (more users: longer weights)
     count = layout.ciphertexts_for(shape["parameters"]) if layout else shape["parameters"]
     sample = count if layout else min(count, 48 * args.processes)
     n = server.public_key.n

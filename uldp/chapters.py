@@ -612,25 +612,29 @@ def protocol_scale_sentences(document: Mapping[str, Any]) -> str:
     check = million["packed-paillier"]["check"]
     lines = [
         (f"Measured by `{source['command']}` at commit `{source['git_commit'][:10]}` on {source['date'][:10]}, on a "
-        f"machine with {source['cpu_count']} CPUs shared with other work (load average {results['load_at_start']:.1f} "
-        f"at the start), with {results['processes']} worker processes per side; wall seconds move with the load, CPU "
-        f"seconds much less."),
-        (f"- **MNIST CNN round.** The packed backend's server takes {packed['server_s']:.1f} s "
-        f"({packed['server_cpu_s']:.1f} s CPU) against {plain['server_s']:.1f} s ({plain['server_cpu_s']:.1f} s CPU) "
-        f"for one ciphertext per parameter, {mnist['server_ratio_paillier_over_packed']:.1f}x less; each silo uploads "
-        f"{packed['ciphertext_bytes_per_parameter']:.1f} bytes per parameter ({packed['ratio_to_float32']:.1f}x a "
-        f"float32) instead of {plain['ciphertext_bytes_per_parameter']:.0f}. A silo's round is "
-        f"{packed['silo_s']:.1f} s ({packed['silo_cpu_s']:.1f} s CPU) against {plain['silo_s']:.1f} s: packing costs "
-        f"the silo b squarings per parameter."),
-        (f"- **10^6 parameters, projected.** Silo {million['packed-paillier']['silo_s'] / 60:.1f} min, server "
-        f"{million['packed-paillier']['server_s'] / 60:.1f} min per round with packing; "
-        f"{million['paillier']['silo_s'] / 60:.1f} min and {million['paillier']['server_s'] / 60:.1f} min without. "
-        f"The projection's check: a silo round of {check['users']} users and {check['parameters']} parameters took "
-        f"{check['measured_silo_s']:.1f} s, {check['measured_over_projected']:.2f}x the projected "
-        f"{check['projected_silo_s']:.1f} s."),
+         f"machine with {source['cpu_count']} CPUs shared with other work (load average "
+         f"{results['load_at_start']:.1f} at the start), with {results['processes']} worker processes per side. The "
+         f"wall seconds move with the load; the CPU seconds (this process and its workers) are the work itself, and "
+         f"on an otherwise idle machine a side's wall time is at most its CPU time plus starting the workers."),
+        (f"- **MNIST CNN round.** The packed backend's server does {packed['server_cpu_s']:.1f} s of CPU work "
+         f"({packed['server_s']:.1f} s wall here) against {plain['server_cpu_s']:.1f} s CPU "
+         f"({plain['server_s']:.1f} s wall) for one ciphertext per parameter, "
+         f"{plain['server_cpu_s'] / packed['server_cpu_s']:.1f}x less; each silo uploads "
+         f"{packed['ciphertext_bytes_per_parameter']:.1f} bytes per parameter ({packed['ratio_to_float32']:.1f}x a "
+         f"float32) instead of {plain['ciphertext_bytes_per_parameter']:.0f}. A silo's round is "
+         f"{packed['silo_cpu_s']:.1f} s CPU against {plain['silo_cpu_s']:.1f} s: packing costs the silo b squarings "
+         f"per parameter."),
+        (f"- **10^6 parameters, projected.** With packing a silo does "
+         f"{million['packed-paillier']['silo_cpu_s'] / 60:.1f} min and the server "
+         f"{million['packed-paillier']['server_cpu_s'] / 60:.1f} min of CPU work per round; "
+         f"without, {million['paillier']['silo_cpu_s'] / 60:.1f} min and "
+         f"{million['paillier']['server_cpu_s'] / 60:.1f} min. The projection's check: a silo round of "
+         f"{check['users']} users and {check['parameters']} parameters took {check['measured_silo_cpu_s']:.1f} s CPU, "
+         f"{check['measured_over_projected']:.2f}x the projected {check['projected_silo_cpu_s']:.1f} s."),
         (f"- **Exact within P everywhere:** {'yes' if results['exact_within_p'] else 'NO'} (every measured round of "
-        f"both backends decodes within P = {results['precision']:g} of the plain weighted sum; the straightforward "
-        f"phe sequence and the paillier backend decode to equal floats: {results['default']['phe_equals_paillier']})."),
+         f"both backends decodes within P = {results['precision']:g} of the plain weighted sum; the straightforward "
+         f"phe sequence and the paillier backend decode to equal floats: "
+         f"{results['default']['phe_equals_paillier']})."),
     ]
     return "\n\n".join(lines)
 

@@ -40,7 +40,8 @@ the privacy guarantee, is logged as a warning by every party and is recorded in 
 simulation (:func:`uldp.simulation.run`) is always seeded: it models the computation, not the trust boundary.
 
 Configuration file (JSON): the fields of :class:`~uldp.simulation.RunConfig`, among them
-``"protocol": {"key_bits": ..., "precision": ..., "n_max": ..., "insecure_test_key": ..., "processes": ...}``,
+``"protocol": {"key_bits": ..., "precision": ..., "n_max": ..., "insecure_test_key": ..., "processes": ...,
+"backend": ...}``,
 Protocol 1's :class:`~uldp.secure.config.ProtocolParameters` (``"secure": true``), plus optionally
 ``"insecure_reproducible_noise"``; e.g. ``{"dataset": "creditcard", "method": "ULDP-AVG-w",
 "n_users": 100, "rounds": 5, "seed": 0, "secure": true}``.

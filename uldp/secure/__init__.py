@@ -8,7 +8,9 @@
 - :mod:`uldp.secure.messages`: typed messages with an explicit byte format.
 - :mod:`uldp.secure.protocol`: the ``Server`` and ``Silo`` roles.
 - :mod:`uldp.secure.session`: :class:`SecureSession` (all roles in one process) and :class:`SecureAggregator`.
-- :mod:`uldp.secure.fast`: the fast encrypted weighted sum and CRT decryption.
+- :mod:`uldp.secure.fast`: the fast encrypted weighted sum, packing of ciphertexts, CRT encryption and decryption.
+- :mod:`uldp.secure.packing`: the packed backend (``ProtocolParameters(backend="packed-paillier")``): fixed-point
+  weights rescaled with the server's help, K parameters per plaintext, and the bounds that keep it exact within P.
 
 :class:`SecureAggregator` is the protocol-backed version of the methods' aggregation hook (same signature and, to
 within P, the same result as the plain one); ``uldp.simulation.run`` uses it for ``secure=True`` runs with the run's

@@ -195,3 +195,21 @@ def test_the_server_sees_blinded_rescale_values():
     assert len(set(seen)) == 40 and all(z != c_lcm for z in seen)
     h = packing.rescale_blind_bits(key_bits=1024, n_max=300)
     assert max(seen).bit_length() > h - 8  # the blind dominates: values spread over [0, 2^h)
+
+
+def test_rounds_do_not_depend_on_the_process_count():
+    """Both sides in ProtocolParameters.processes workers: the per-parameter backend decodes to the same floats
+    (its decoding is exact), the packed one within P of the plain sum (its weights' rounding is random)."""
+    rng = np.random.default_rng(3)
+    counts = rng.integers(1, 40, size=(3, 7))
+    deltas, noise = rng.uniform(-0.5, 0.5, size=(3, 7, 50)), rng.uniform(-1, 1, size=(3, 50))
+    sampled = np.ones(7, bool)
+    plain = plain_round(counts, deltas, noise, sampled)
+    for backend in ("paillier", "packed-paillier"):
+        results = [SecureSession(counts, replace(PACKED, backend=backend, processes=k), clip=0.5,
+                                 noise_bound=1.0).aggregate(deltas, noise, sampled) for k in (1, 2)]
+        for result in results:
+            assert np.max(np.abs(result - plain)) <= PACKED.precision
+        if backend == "paillier":
+            np.testing.assert_array_equal(results[0], results[1])
+    fast.shutdown_pools()

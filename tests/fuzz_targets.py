@@ -106,7 +106,9 @@ VALID_MESSAGES = st.one_of(
     st.builds(messages.SealedMessage, _U32, _U32, _U32, _U32, st.binary(max_size=12), st.binary(max_size=20)),
     st.builds(messages.BlindedHistogramMessage, _U32, _INTS),
     st.builds(messages.EncryptedWeightsMessage, _U32, _INTS),
-    st.builds(messages.MaskedUpdateMessage, _U32, _U32, _INTS),
+    st.builds(messages.MaskedUpdateMessage, _U32, _U32, _U32, _INTS),
+    st.builds(messages.RescaleRequestMessage, _U32, _U32, _INTS),
+    st.builds(messages.RescaledWeightsMessage, _U32, _INTS),
 ).map(lambda message: message.to_bytes())
 MESSAGES = mutated(VALID_MESSAGES) | st.binary(max_size=80)
 

@@ -5,6 +5,7 @@ of the library."""
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import pytest
@@ -199,3 +200,19 @@ def test_stored_runtime_shows_the_runtime_table_and_one_line_per_dataset_and_use
     for row, ((dataset, users), values) in zip(rows, expected.iterrows(), strict=True):
         ratio = values["encrypted weighting per silo"] / values["local training per silo"]
         assert row.startswith(f"- {dataset}, {users} users:") and f"(the weighting {ratio:.1f}x the training)" in row
+
+
+def test_protocol_scale_reads_the_committed_benchmark_and_computes_its_sentences():
+    """The protocol chapter's numbers come from benchmarks/results/secure_protocol.json: the sentences carry the
+    ratios computed from it (server CPU of one ciphertext per parameter over packed, bytes per parameter over a
+    float32), and the table one row per setting and backend."""
+    document = json.loads(chapters.PROTOCOL_BENCHMARK.read_text())
+    mnist = document["results"]["mnist"]
+    sentences = chapters.protocol_scale_sentences(document)
+    ratio = mnist["paillier"]["server_cpu_s"] / mnist["packed-paillier"]["server_cpu_s"]
+    assert f"{ratio:.1f}x less" in sentences
+    bytes_per_parameter = mnist["packed-paillier"]["update_bytes"] / mnist["parameters"]
+    assert f"{bytes_per_parameter:.1f} bytes per parameter ({bytes_per_parameter / 4:.1f}x a float32)" in sentences
+    assert document["provenance"]["git_commit"][:10] in sentences
+    table = chapters.protocol_scale_table(document)
+    assert list(table["backend"]) == ["phe"] + ["paillier", "packed-paillier"] * 3

@@ -109,7 +109,8 @@ def exact_counts(files: pathlib.Path) -> np.ndarray:
     return np.array([[int(c.get(u, 0)) for u in users] for c in per_silo])
 
 
-def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(hospital_files, monkeypatch):
+@pytest.mark.parametrize("backend", ["paillier", "packed-paillier"])
+def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(hospital_files, monkeypatch, backend):
     """Set-up and every round's weighting through Protocol 1 as Flower messages: each decoded aggregate is within
     P = 1e-10 of sum_s (sum_u n_su / N_u delta_su + z_s) computed in float64 from what the silos put in (Theorem 4),
     and the model is the plain federation's to float32 rounding. Each silo keeps only its own n_su and its secrets
@@ -139,7 +140,8 @@ def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(hosp
     settings: dict[str, Any] = {"method": "ULDP-AVG-w", "sigma": 1.0, "q": 0.8, "local_epochs": 2, "batch_size": 8,
                                 "seed": 5, "rounds": 2}
     secure, strategy, grid = flower_run(hospital_files, net, {**ALLOW_TEST_KEYS, **INSECURE_SEED_5}, secure=True,
-                                        protocol=TEST_KEYS, **settings)
+                                        protocol={**TEST_KEYS, "backend": backend}, **settings)
+    assert strategy.protocol.backend == backend
     counts = exact_counts(hospital_files)
     assert strategy.n_users == counts.shape[1] and len(decoded) == len(sampled_rounds) == 2
     for t in range(2):

@@ -59,12 +59,13 @@ def test_bad_shapes_rejected():
         fast.weighted_ciphertext_sum([1], np.zeros((1, 2), np.int64), 2**70)
 
 
-def test_crt_encryption_decrypts_and_uses_nth_residues():
+@pytest.mark.parametrize("processes", [1, 2])
+def test_crt_encryption_decrypts_and_uses_nth_residues(processes):
     lam = (PRIVATE.p - 1) * (PRIVATE.q - 1) // math.gcd(PRIVATE.p - 1, PRIVATE.q - 1)
     plaintexts = [0, 1, 12345, N - 1, 0]
-    ciphertexts = fast.crt_encrypt(PRIVATE, plaintexts)
+    ciphertexts = fast.crt_encrypt(PRIVATE, plaintexts, processes=processes)
     assert [PRIVATE.raw_decrypt(c) for c in ciphertexts] == plaintexts
-    assert ciphertexts[0] != ciphertexts[4]  # fresh randomness
+    assert len(set(ciphertexts)) == len(ciphertexts)  # fresh randomness, also across forked workers
     for m, c in zip(plaintexts, ciphertexts, strict=True):
         # rho^n has order dividing lambda, so c^lambda = (1 + n)^(m lambda) = 1 + m lambda n (mod n^2)
         assert pow(c, lam, N2) == (1 + m * lam * N) % N2

@@ -16,7 +16,10 @@ _any_message = st.one_of(
     st.builds(msg.SealedMessage, *[st.integers(0, 2**32 - 1)] * 4, st.binary(max_size=12), st.binary(max_size=64)),
     st.builds(msg.BlindedHistogramMessage, st.integers(0, 9), st.lists(_big, max_size=6).map(tuple)),
     st.builds(msg.EncryptedWeightsMessage, st.integers(0, 9), st.lists(_big, max_size=6).map(tuple)),
-    st.builds(msg.MaskedUpdateMessage, st.integers(0, 9), st.integers(0, 9), st.lists(_big, max_size=6).map(tuple)),
+    st.builds(msg.MaskedUpdateMessage, st.integers(0, 9), st.integers(0, 9), st.integers(0, 2**32 - 1),
+              st.lists(_big, max_size=6).map(tuple)),
+    st.builds(msg.RescaleRequestMessage, st.integers(0, 9), st.integers(0, 9), st.lists(_big, max_size=6).map(tuple)),
+    st.builds(msg.RescaledWeightsMessage, st.integers(0, 9), st.lists(_big, max_size=6).map(tuple)),
 )
 
 

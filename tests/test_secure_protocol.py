@@ -125,7 +125,8 @@ def test_tampered_update_and_share_are_rejected():
     with pytest.raises(ValueError, match="authentication"):
         silo.masked_update(weights, [forged], deltas[1], noise[1])
     # An update from a different round is refused before decryption.
-    stale = MaskedUpdateMessage(round_index=7, silo=1, ciphertexts=updates[1].ciphertexts)
+    stale = MaskedUpdateMessage(round_index=7, silo=1, parameters=updates[1].parameters,
+                                 ciphertexts=updates[1].ciphertexts)
     with pytest.raises(ValueError, match="round 7"):
         server.finish_round([updates[0], stale])
 

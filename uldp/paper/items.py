@@ -96,7 +96,7 @@ ITEMS: tuple[PaperItem, ...] = (
               ("book/users_across_silos",)),
     PaperItem("section", "5.2", "Results",
               "The experimental claims that the Scorecard chapter checks one by one.",
-              ("uldp.paper.scorecard.CLAIMS",), ("book/introduction", "book/scorecard")),
+              ("uldp.paper.scorecard.CLAIMS",), ("book/introduction", "book/scorecard", "book/weighting_protocol")),
     PaperItem("section", "6", "Conclusion",
               "Summary of the contributions and the open questions the authors leave.",
               (), ("book/auditing",)),

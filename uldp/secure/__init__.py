@@ -10,7 +10,9 @@
 - :mod:`uldp.secure.driver`: Protocol 1's one driver, ``ServerDriver`` (over an exchange callable) and
   ``SiloDriver`` (one stage at a time, in order, each round index at most once), which every transport runs.
 - :mod:`uldp.secure.session`: :class:`SecureSession` (all roles in one process) and :class:`SecureAggregator`.
-- :mod:`uldp.secure.fast`: the fast encrypted weighted sum and CRT decryption.
+- :mod:`uldp.secure.fast`: the fast encrypted weighted sum, packing of ciphertexts, CRT encryption and decryption.
+- :mod:`uldp.secure.packing`: the packed backend (``ProtocolParameters(backend="packed-paillier")``): fixed-point
+  weights rescaled with the server's help, K parameters per plaintext, and the bounds that keep it exact within P.
 
 :class:`SecureAggregator` is the protocol-backed version of the methods' aggregation hook (same signature and, to
 within P, the same result as the plain one); ``uldp.simulation.run`` uses it for ``secure=True`` runs with the run's

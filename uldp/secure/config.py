@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from uldp.checks import check_integer, check_number
-from uldp.secure import encoding
+from uldp.secure import encoding, packing
 
 DEFAULT_KEY_BITS = 3072
 MIN_KEY_BITS = 2048
@@ -39,6 +39,12 @@ CLIP_HEADROOM = 1e-5
 
 #: Largest Paillier modulus a configuration may ask for (key generation grows with the cube of its size).
 MAX_KEY_BITS = 16384
+
+#: How a round's weighted sum is encrypted and aggregated, by name (:attr:`ProtocolParameters.backend`):
+#: ``"paillier"`` is Protocol 1 as the paper writes it (one ciphertext per parameter, weights n_su C_LCM / N_u);
+#: ``"packed-paillier"`` rescales the weights to fixed point and packs many parameters per ciphertext
+#: (:mod:`uldp.secure.packing`).
+BACKENDS = ("paillier", "packed-paillier")
 
 
 def check_key_bits(key_bits: int, *, insecure_test_key: bool = False) -> int:
@@ -69,8 +75,9 @@ class ProtocolParameters:
         n_max: N_max, the public bound on one user's records over all silos (2000, the paper's); below
             ``key_bits`` (C_LCM = lcm(1..N_max) must stay below the modulus).
         insecure_test_key: Allow keys under 2048 bits (tests and smoke runs only).
-        processes: Worker processes for a silo's weighted sum and the server's decryption (results do not depend
-            on it).
+        processes: Worker processes for a silo's exponentiations and the server's decryptions (results do not
+            depend on it).
+        backend: One of :data:`BACKENDS` (``"paillier"``, the paper's; ``"packed-paillier"``).
 
     Raises:
         ValueError: naming the bad value and what is allowed.
@@ -81,6 +88,7 @@ class ProtocolParameters:
     n_max: int = 2000
     insecure_test_key: bool = False
     processes: int = 1
+    backend: str = "paillier"
 
     def __post_init__(self) -> None:
         if not isinstance(self.insecure_test_key, bool):
@@ -93,6 +101,8 @@ class ProtocolParameters:
         check_integer("n_max (below key_bits: C_LCM = lcm(1..N_max) must stay below the modulus)", self.n_max,
                       maximum=self.key_bits - 1)
         check_integer("processes", self.processes)
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {list(BACKENDS)}, got {self.backend!r}")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | ProtocolParameters) -> ProtocolParameters:
@@ -142,6 +152,9 @@ class ProtocolConfig:
             check_number("noise_bound", self.noise_bound, at_least=0, finite=True)
         if not isinstance(self.parameters, ProtocolParameters):
             raise ValueError(f"parameters must be a ProtocolParameters, got {type(self.parameters).__name__}")
+        if self.packed:
+            _ = self.packed_layout  # raises ValueError when the slots or the rescale blind do not fit the key
+            return
         encoding.check_no_wraparound(
             key_bits=self.parameters.key_bits,
             n_max=self.parameters.n_max,
@@ -161,8 +174,29 @@ class ProtocolConfig:
                    parameters=parameters)
 
     @property
+    def packed(self) -> bool:
+        """Whether the session uses the packed backend (:mod:`uldp.secure.packing`)."""
+        return self.parameters.backend == "packed-paillier"
+
+    @property
+    def packed_layout(self) -> packing.PackedLayout:
+        """The packed backend's sizes f, g, b and K (:func:`uldp.secure.packing.layout_for`).
+
+        Raises:
+            ValueError: if the slots or the rescale blind do not fit the key.
+        """
+        return packing.layout_for(
+            key_bits=self.parameters.key_bits, precision=self.parameters.precision, n_users=self.n_users,
+            n_silos=self.n_silos, n_max=self.parameters.n_max, delta_bound=self.clip,
+            noise_bound=self.effective_noise_bound,
+        )
+
+    @property
     def resolution_bits(self) -> int:
-        """Fractional bits f of the encoding: (|U| + |S|) 2^-f / 2 <= P."""
+        """Fractional bits f of the encoding: (|U| + |S|) 2^-f / 2 <= P (P / 2 for the packed backend, whose
+        fixed-point weights take the other half)."""
+        if self.packed:
+            return packing.resolution_bits(self.parameters.precision, n_users=self.n_users, n_silos=self.n_silos)
         return encoding.resolution_bits_for(self.parameters.precision, self.n_users + self.n_silos)
 
     @property

@@ -39,6 +39,7 @@ from uldp.secure.messages import (
     Message,
     PublicKeyMessage,
     SealedMessage,
+    parse_message,
 )
 from uldp.secure.protocol import Server, Silo
 
@@ -148,7 +149,11 @@ class ServerDriver:
         self._weights = self.server.start_round(round_index, chosen).to_bytes()
         self._round = round_index
         answers = self._ask(STAGE_SHARES, round_index, dict.fromkeys(self.silos, (self._weights,)))
-        inbox = self.server.relay(self._parse(answers, SealedMessage, STAGE_SHARES))
+        # sealed shares, or the packed backend's rescale requests (which the relay answers)
+        try:
+            inbox = self.server.relay(self._parse(answers, Message, STAGE_SHARES))
+        except ValueError as error:
+            raise ProtocolAbort(f"{STAGE_SHARES}: {error}") from error
         return {s: (self._weights, *_to_bytes(inbox[s])) for s in self.silos}
 
     def finish_round(self, answers: Mapping[int, Payloads], size: int) -> np.ndarray:
@@ -300,7 +305,7 @@ class SiloDriver:
         if not payloads:
             raise ValueError(f"{STAGE_UPDATE} carries the round's encrypted weights and the relayed shares")
         weights = _one(payloads[:1], EncryptedWeightsMessage, round_index)
-        shared = [SealedMessage.from_bytes(p) for p in payloads[1:]]
+        shared = [parse_message(p) for p in payloads[1:]]  # sealed shares, or the packed backend's weights
         # Spent before the update is computed: whatever happens next, this round index is never answered again.
         self.progress = replace(progress, shares_round=0, answered_round=round_index)
         deltas, noise = inputs()

@@ -334,22 +334,51 @@ def weighted_ciphertext_sum(
     return total
 
 
-def crt_encrypt(private_key, plaintexts: Sequence[int]) -> list[int]:
-    """Paillier encryptions ``(1 + m n) * rho^n mod n^2`` by the key's owner, the randomizer computed with the CRT.
+def _pack_chunk(groups: Sequence[Sequence[int]], shift: int, n_square: int) -> list[gmpy2.mpz]:
+    modulus = gmpy2.mpz(n_square)
+    out = []
+    for group in groups:
+        packed = gmpy2.mpz(group[-1])
+        for ciphertext in reversed(group[:-1]):
+            packed = gmpy2.powmod(packed, 1 << shift, modulus) * ciphertext % modulus
+        out.append(packed)
+    return out
 
-    ``rho^n mod p^2`` only depends on ``rho mod p`` (``(a + b p)^p = a^p mod p^2``, and q is a unit mod p(p - 1)), so
-    a uniform n-th residue is ``a^p mod p^2`` and ``b^q mod q^2`` for uniform a in Z_p^*, b in Z_q^* (OS CSPRNG),
-    joined by the CRT: two half-size exponentiations with half-length exponents instead of one full one, the same
-    distribution as phe's ``raw_encrypt`` (used by the server in Protocol 1, step 2(a)).
+
+def pack_ciphertexts(
+    ciphertexts: Sequence[int], *, slots: int, slot_bits: int, n_square: int, processes: int = 1
+) -> list[gmpy2.mpz]:
+    """Packed Paillier ciphertexts: ``prod_k c_(iK+k)^(2^(b k)) = Enc(sum_k m_(iK+k) 2^(b k))`` for each group i.
+
+    Horner's rule, ``(((c_(K-1))^(2^b) c_(K-2))^(2^b) ...) c_0``, costs b squarings per packed parameter; the groups
+    are split over ``processes`` worker processes (:mod:`uldp.secure.packing`, step 3).
 
     Args:
-        private_key: a ``phe.paillier.PaillierPrivateKey``.
-        plaintexts: elements of Z_n.
+        ciphertexts: d ciphertexts (elements of Z*_{n^2}).
+        slots: K, ciphertexts per group (the last group may be shorter).
+        slot_bits: b.
+        n_square: n^2.
+        processes: worker processes.
 
     Returns:
-        The ciphertexts, elements of Z*_{n^2}.
+        ceil(d / K) ciphertexts.
     """
-    p, q = gmpy2.mpz(private_key.p), gmpy2.mpz(private_key.q)
+    check_integer("slots", slots)
+    check_integer("slot_bits", slot_bits)
+    check_integer("processes", processes)
+    groups = [list(ciphertexts[i:i + slots]) for i in range(0, len(ciphertexts), slots)]
+    chunks = [c.tolist() for c in np.array_split(np.arange(len(groups)), processes) if c.size]
+    if len(chunks) <= 1:
+        return _pack_chunk(groups, slot_bits, n_square)
+    futures = [_pool(len(chunks)).submit(_pack_chunk, [[int(c) for c in groups[i]] for i in chunk], slot_bits,
+                                         n_square) for chunk in chunks]
+    return [packed for future in futures for packed in future.result()]
+
+
+def _encrypt_chunk(key: tuple[int, int], plaintexts: Sequence[int]) -> list[int]:
+    """Paillier encryptions ``(1 + m n) * rho^n mod n^2`` with the randomizer computed by the CRT (see
+    :func:`crt_encrypt`); ``key`` is (p, q). The randomness comes from the OS CSPRNG in whichever process runs it."""
+    p, q = gmpy2.mpz(key[0]), gmpy2.mpz(key[1])
     n, p_square, q_square = p * q, p * p, q * q
     n_square = n * n
     p_square_inverse = gmpy2.invert(p_square, q_square)
@@ -360,6 +389,31 @@ def crt_encrypt(private_key, plaintexts: Sequence[int]) -> list[int]:
         residue = residue_p + p_square * ((residue_q - residue_p) * p_square_inverse % q_square)
         out.append(int((1 + int(m) % n * n) * residue % n_square))
     return out
+
+
+def crt_encrypt(private_key, plaintexts: Sequence[int], *, processes: int = 1) -> list[int]:
+    """Paillier encryptions ``(1 + m n) * rho^n mod n^2`` by the key's owner, the randomizer computed with the CRT.
+
+    ``rho^n mod p^2`` only depends on ``rho mod p`` (``(a + b p)^p = a^p mod p^2``, and q is a unit mod p(p - 1)), so
+    a uniform n-th residue is ``a^p mod p^2`` and ``b^q mod q^2`` for uniform a in Z_p^*, b in Z_q^* (OS CSPRNG),
+    joined by the CRT: two half-size exponentiations with half-length exponents instead of one full one, the same
+    distribution as phe's ``raw_encrypt`` (used by the server in Protocol 1, step 2(a)).
+
+    Args:
+        private_key: a ``phe.paillier.PaillierPrivateKey``.
+        plaintexts: elements of Z_n.
+        processes: worker processes (forked workers draw from the OS CSPRNG too).
+
+    Returns:
+        The ciphertexts, elements of Z*_{n^2}.
+    """
+    key = (int(private_key.p), int(private_key.q))
+    values = [int(m) for m in plaintexts]
+    chunks = [c.tolist() for c in np.array_split(np.arange(len(values)), processes) if c.size]
+    if len(chunks) <= 1:
+        return _encrypt_chunk(key, values)
+    parts = _pool(len(chunks)).map(_encrypt_chunk, [key] * len(chunks), [[values[i] for i in c] for c in chunks])
+    return [c for part in parts for c in part]
 
 
 def _decrypt_chunk(key: tuple[int, int, int, int, int], ciphertexts: Sequence[int]) -> list[int]:

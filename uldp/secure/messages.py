@@ -249,11 +249,44 @@ class MaskedUpdateMessage(Message, tag=7):
     Attributes:
         round_index: t, the round of the encrypted weights it answers.
         silo: The sending silo's id.
-        ciphertexts: In Z*_(n^2), one per model parameter; only their product over all silos is decrypted.
+        parameters: d, the number of model parameters.
+        ciphertexts: In Z*_(n^2), one per model parameter (backend ``"paillier"``) or one per K parameters
+            (``"packed-paillier"``); only their product over all silos is decrypted.
     """
 
     round_index: U32
     silo: U32
+    parameters: U32
+    ciphertexts: Ints
+
+
+@dataclass(frozen=True)
+class RescaleRequestMessage(Message, tag=9):
+    """Packed backend, step 2(b), silo -> server: ``Enc(b_u C_LCM / N_u + rho_u)`` for the users u = silo mod |S|
+    (:mod:`uldp.secure.packing`, step 1; the blind rho_u hides N_u from the server).
+
+    Attributes:
+        round_index: t.
+        silo: The sending silo's id.
+        ciphertexts: One per user u = silo, silo + |S|, ... (below n^2).
+    """
+
+    round_index: U32
+    silo: U32
+    ciphertexts: Ints
+
+
+@dataclass(frozen=True)
+class RescaledWeightsMessage(Message, tag=10):
+    """Packed backend, step 2(b), server -> every silo: fresh ``Enc(floor(z_u 2^g / C_LCM))`` for every user
+    (:mod:`uldp.secure.packing`, step 2).
+
+    Attributes:
+        round_index: t.
+        ciphertexts: One per user (below n^2).
+    """
+
+    round_index: U32
     ciphertexts: Ints
 
 

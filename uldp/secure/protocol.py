@@ -15,6 +15,11 @@ Every round t:
        encoded clipped deltas, plus encoded noise, plus pairwise masks);
   2(c) ``Server.finish_round`` (all silos or abort; multiply, CRT-decrypt, Decode).
 
+With ``ProtocolParameters(backend="packed-paillier")`` the same stages carry the packed backend
+(:mod:`uldp.secure.packing`): ``share_weight_powers`` sends the server a blinded rescale request instead of sealed
+shares, ``Server.relay`` answers every silo with the rescaled fixed-point weights, ``masked_update`` packs K
+parameters per ciphertext and ``finish_round`` unpacks them.
+
 Work sharing in 2(b): ``Enc(B_inv(N_u))^(r_u C_LCM)`` is the same for every silo, so silo ``u mod |S|`` computes
 it for user u and sends it to the other silos sealed with ChaCha20-Poly1305 under their pairwise key (the server
 only relays ciphertexts it cannot open). Any silo could compute it itself, so silos learn nothing new, and each
@@ -34,7 +39,7 @@ import gmpy2
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from uldp.secure import encoding, fast, keys, masks
+from uldp.secure import encoding, fast, keys, masks, packing
 from uldp.secure.messages import (
     BlindedHistogramMessage,
     DhDirectoryMessage,
@@ -43,6 +48,8 @@ from uldp.secure.messages import (
     MaskedUpdateMessage,
     Message,
     PublicKeyMessage,
+    RescaledWeightsMessage,
+    RescaleRequestMessage,
     SealedMessage,
     SiloState,
     pack_ints,
@@ -103,10 +110,24 @@ class Server:
         ordered = _one_per_silo(messages, self.config.n_silos, what="DH public key", silo_of=lambda m: m.silo)
         return DhDirectoryMessage(public_keys=tuple(m.public_key for m in ordered))
 
-    def relay(self, messages: Sequence[SealedMessage]) -> dict[int, list[SealedMessage]]:
-        """Forward sealed silo-to-silo messages (step 1(c) and the round's shares) by recipient, unopened."""
-        inbox: dict[int, list[SealedMessage]] = {s: [] for s in range(self.config.n_silos)}
+    def relay(self, messages: Sequence[Message]) -> dict[int, list[Message]]:
+        """Forward sealed silo-to-silo messages (step 1(c) and the round's shares) by recipient, unopened; with the
+        packed backend, answer the round's rescale requests (:meth:`rescale`) with one message for every silo.
+
+        Raises:
+            ValueError: a message is neither sealed nor a rescale request, sealed messages and rescale requests are
+                mixed, or a sealed message is mis-addressed.
+        """
+        inbox: dict[int, list[Message]] = {s: [] for s in range(self.config.n_silos)}
+        requests = [m for m in messages if isinstance(m, RescaleRequestMessage)]
+        if requests:
+            if len(requests) != len(messages):
+                raise ValueError("a relay carries either sealed messages or the round's rescale requests, not both")
+            answer = self.rescale(requests)
+            return {s: [answer] for s in inbox}
         for message in messages:
+            if not isinstance(message, SealedMessage):
+                raise ValueError(f"the server relays sealed messages, got a {type(message).__name__}")
             if message.recipient not in inbox or message.sender not in inbox or message.sender == message.recipient:
                 raise ValueError(f"cannot relay a sealed message from silo {message.sender} to {message.recipient}")
             inbox[message.recipient].append(message)
@@ -140,8 +161,43 @@ class Server:
         """
         message.check_elements(message.values, bound=self._n, count=self.config.n_users, what="blinded counts")
 
+    def rescale(self, messages: Sequence[RescaleRequestMessage]) -> RescaledWeightsMessage:
+        """Packed backend, step 2 (:mod:`uldp.secure.packing`): decrypt every ``z_u = b_u C_LCM / N_u + rho_u``
+        (statistically independent of N_u), and encrypt ``floor(z_u 2^g / C_LCM)`` afresh for every user.
+
+        Raises:
+            ValueError: not the packed backend, a silo missing or duplicated, a request of another round, or a wrong
+                count or range of ciphertexts.
+        """
+        if not self.config.packed:
+            raise ValueError("rescale requests belong to the packed-paillier backend, this session is 'paillier'")
+        ordered = _one_per_silo(messages, self.config.n_silos, what="rescale request", silo_of=lambda m: m.silo)
+        blinded: list[int] = [0] * self.config.n_users
+        for message in ordered:
+            if message.round_index != self._round:
+                raise ValueError(
+                    f"rescale request of silo {message.silo} is for round {message.round_index}, expected {self._round}"
+                )
+            users = range(message.silo, self.config.n_users, self.config.n_silos)
+            self._check_ciphertexts(message, message.ciphertexts, len(users))
+            for user, value in zip(users, self.decrypt(message.ciphertexts), strict=True):
+                blinded[user] = value
+        g, c_lcm = self.config.packed_layout.weight_bits, self.config.c_lcm
+        weights = [packing.rescaled(z, c_lcm=c_lcm, weight=g) for z in blinded]
+        return RescaledWeightsMessage(round_index=self._round or 0,
+                                      ciphertexts=tuple(fast.crt_encrypt(self._private_key, weights,
+                                                                          processes=self.config.parameters.processes)))
+
+    def _check_ciphertexts(self, message: Message, ciphertexts: tuple[int, ...], count: int) -> None:
+        """``count`` ciphertexts, each in Z*_{n^2} (0, n and any multiple of p or q are no Paillier ciphertext)."""
+        message.check_elements(ciphertexts, bound=self._n * self._n, count=count, what="ciphertexts")
+        for index, value in enumerate(ciphertexts):
+            if value == 0 or gmpy2.gcd(value, self._n) != 1:
+                raise ValueError(f"{type(message).__name__}: ciphertexts #{index} is not in Z*_(n^2)")
+
     def check_masked_update(self, message: MaskedUpdateMessage, size: int) -> None:
-        """Step 2(c)'s checks on one silo's masked update: this round's, ``size`` ciphertexts, each in Z*_{n^2}.
+        """Step 2(c)'s checks on one silo's masked update: this round's, for ``size`` model parameters, with one
+        ciphertext per parameter (per K parameters with the packed backend), each in Z*_{n^2}.
 
         A value outside Z*_{n^2} (0, n, any multiple of p or q) is no Paillier ciphertext and would turn the product
         of the updates into garbage (ciphertext 0 decrypts to -1.4e53), so it is refused before anything is decrypted.
@@ -153,10 +209,11 @@ class Server:
             raise ValueError(
                 f"masked update of silo {message.silo} is for round {message.round_index}, expected {self._round}"
             )
-        message.check_elements(message.ciphertexts, bound=self._n * self._n, count=size, what="ciphertexts")
-        for index, value in enumerate(message.ciphertexts):
-            if value == 0 or gmpy2.gcd(value, self._n) != 1:
-                raise ValueError(f"{type(message).__name__}: ciphertexts #{index} is not in Z*_(n^2)")
+        if message.parameters != size:
+            raise ValueError(f"masked update of silo {message.silo} is for {message.parameters} parameters, "
+                             f"expected {size}")
+        count = self.config.packed_layout.ciphertexts_for(size) if self.config.packed else size
+        self._check_ciphertexts(message, message.ciphertexts, count)
 
     def decrypt(self, ciphertexts: Sequence[int]) -> list[int]:
         """Paillier decryption with the server's secret key (CRT): what only the key holder can do.
@@ -203,7 +260,7 @@ class Server:
                 weights.append(inverse)
         if empty:
             raise ValueError(f"user(s) {empty[:10]} are sampled but have N_u = 0 records; do not sample them")
-        ciphertexts = tuple(fast.crt_encrypt(self._private_key, weights))
+        ciphertexts = tuple(fast.crt_encrypt(self._private_key, weights, processes=self.config.parameters.processes))
         self._round = round_index
         return EncryptedWeightsMessage(round_index=round_index, ciphertexts=ciphertexts)
 
@@ -220,7 +277,7 @@ class Server:
         ordered = _one_per_silo(messages, self.config.n_silos, what="masked update", silo_of=lambda m: m.silo)
         if self._round is None:
             raise ValueError("no round was started")
-        size = len(ordered[0].ciphertexts)
+        size = ordered[0].parameters
         for message in ordered:
             self.check_masked_update(message, size)
         modulus = gmpy2.mpz(self._n * self._n)
@@ -229,6 +286,11 @@ class Server:
             totals = [t * c % modulus for t, c in zip(totals, message.ciphertexts, strict=True)]
         plaintexts = fast.crt_decrypt(self._private_key, totals, processes=self.config.parameters.processes)
         self._round = None
+        if self.config.packed:
+            layout = self.config.packed_layout
+            signed = [m - self._n if m > self._n // 2 else m for m in plaintexts]
+            return np.array([packing.decode(a, layout) for a in packing.unpack_integers(signed, size, layout)],
+                            dtype=np.float64)
         return np.array(
             [
                 encoding.decode(
@@ -293,13 +355,13 @@ class Silo:
         self._set_seed(os.urandom(32))
         return [self._seal(peer, 0, SEALED_SEED, self._seed) for peer in self._pair_keys]  # type: ignore[arg-type]
 
-    def receive_seed(self, messages: Sequence[SealedMessage]) -> None:
+    def receive_seed(self, messages: Sequence[Message]) -> None:
         """Step 1(c): open the seed R sealed by silo 0 (silo 0 already has it)."""
         if self.silo_id == 0:
             if messages:
                 raise ValueError("silo 0 draws the seed and expects no seed message")
             return
-        seeds = [m for m in messages if m.purpose == SEALED_SEED and m.sender == 0]
+        seeds = [m for m in messages if isinstance(m, SealedMessage) and m.purpose == SEALED_SEED and m.sender == 0]
         if len(seeds) != 1:
             raise ValueError(f"silo {self.silo_id} expected exactly one seed message from silo 0, got {len(seeds)}")
         seed = self._open(seeds[0], round_index=0, purpose=SEALED_SEED)
@@ -426,8 +488,10 @@ class Silo:
         n = self._modulus
         message.check_elements(message.ciphertexts, bound=n * n, count=self.config.n_users, what="encrypted weights")
 
-    def share_weight_powers(self, message: EncryptedWeightsMessage) -> list[SealedMessage]:
-        """Step 2(b), shared part: Enc(B_inv(N_u))^(r_u C_LCM) for the users u = silo_id mod |S|, sealed to peers."""
+    def share_weight_powers(self, message: EncryptedWeightsMessage) -> list[Message]:
+        """Step 2(b), shared part: Enc(B_inv(N_u))^(r_u C_LCM) for the users u = silo_id mod |S|, sealed to peers
+        (with the packed backend: blinded by rho_u, in one rescale request to the server, :mod:`uldp.secure.packing`).
+        """
         self._check_weights(message)
         n = self._modulus
         n_square = n * n
@@ -438,13 +502,64 @@ class Silo:
         )
         self._own_powers = dict(zip(mine, powers, strict=True))
         self._round = message.round_index
+        if self.config.packed:  # Enc(b_u C_LCM / N_u + rho_u): adding a plaintext t multiplies by 1 + t n
+            blinds = self._rescale_blinds(message.round_index)
+            request = tuple(int(p * (1 + n * blinds[u]) % n_square) for u, p in zip(mine, powers, strict=True))
+            return [RescaleRequestMessage(round_index=message.round_index, silo=self.silo_id, ciphertexts=request)]
         payload = pack_ints([self._own_powers[u] for u in mine])
         return [self._seal(peer, message.round_index, SEALED_WEIGHT_POWERS, payload) for peer in self._pair_keys]
+
+    def _rescale_blinds(self, round_index: int) -> list[int]:
+        """The round's rescale blinds rho_u, uniform on [0, 2^h) (:func:`uldp.secure.packing.rescale_blind_bits`),
+        the same in every silo (keyed by the seed R, which the server does not know)."""
+        if self._seed is None:
+            raise ValueError(f"silo {self.silo_id} has no seed R yet: finish steps 1(b)-(c) first")
+        bits = packing.rescale_blind_bits(key_bits=self.config.parameters.key_bits, n_max=self.config.parameters.n_max)
+        return masks.uniform_elements(keys.derive_key(self._seed, label=b"rescale" + self._session),
+                                      modulus=1 << bits, count=self.config.n_users, round_index=round_index,
+                                      purpose=masks.PURPOSE_RESCALE)
+
+    def _weight_bases(self, message: EncryptedWeightsMessage, shared: Sequence[Message],
+                      active: list[int]) -> list[gmpy2.mpz]:
+        """Per active user, ``Enc(n_su C_LCM / N_u)`` (Protocol 1, from the shared weight powers) or, with the packed
+        backend, ``Enc(n_su w_u)`` (the rescaled weights minus the blinds' share, :mod:`uldp.secure.packing`)."""
+        n = self._modulus
+        n_square = n * n
+        if self.config.packed:
+            answers = [m for m in shared if isinstance(m, RescaledWeightsMessage)]
+            if len(answers) != 1 or len(shared) != 1:
+                raise ValueError(f"silo {self.silo_id}: expected the server's rescaled weights alone, got "
+                                 f"{[type(m).__name__ for m in shared]}")
+            answer = answers[0]
+            if answer.round_index != message.round_index:
+                raise ValueError(f"silo {self.silo_id}: rescaled weights of round {answer.round_index}, expected "
+                                 f"{message.round_index}")
+            answer.check_elements(answer.ciphertexts, bound=n_square, count=self.config.n_users,
+                                  what="rescaled weights")
+            blinds = self._rescale_blinds(message.round_index)
+            g, c_lcm = self.config.packed_layout.weight_bits, self.config.c_lcm
+            return [gmpy2.powmod(answer.ciphertexts[u] * (1 + n * (-packing.rescaled(blinds[u], c_lcm=c_lcm,
+                                                                                        weight=g) % n)),
+                                 self._counts[u], n_square) for u in active]
+        powers = dict(self._own_powers)
+        peers = sorted(self._pair_keys)
+        sealed_shares = [m for m in shared if isinstance(m, SealedMessage) and m.purpose == SEALED_WEIGHT_POWERS]
+        by_sender = {m.sender: m for m in sealed_shares}
+        missing = [peer for peer in peers if peer not in by_sender]
+        if missing or len(by_sender) != len(sealed_shares):
+            raise ValueError(f"silo {self.silo_id}: weight-power shares missing from silo(s) {missing} or duplicated")
+        for sealed in (by_sender[peer] for peer in peers):
+            values = unpack_ints(self._open(sealed, round_index=message.round_index, purpose=SEALED_WEIGHT_POWERS))
+            users = self._users_of(sealed.sender)
+            if len(values) != len(users):
+                raise ValueError(f"share of silo {sealed.sender} has {len(values)} values, expected {len(users)}")
+            powers.update(zip(users, (gmpy2.mpz(v) for v in values), strict=True))
+        return [gmpy2.powmod(powers[u], self._counts[u], n_square) for u in active]  # Enc(n_su C_LCM / N_u)
 
     def masked_update(
         self,
         message: EncryptedWeightsMessage,
-        shared: Sequence[SealedMessage],
+        shared: Sequence[Message],
         deltas: np.ndarray,
         noise: np.ndarray,
     ) -> MaskedUpdateMessage:
@@ -452,12 +567,14 @@ class Silo:
 
         Args:
             message: the round's encrypted weights (the same message given to share_weight_powers).
-            shared: the sealed weight powers from every other silo.
+            shared: the sealed weight powers from every other silo (backend ``"paillier"``), or the server's
+                rescaled weights (``"packed-paillier"``), as :meth:`Server.relay` delivered them.
             deltas: clipped deltas of this silo's users, shape (|U|, d) (rows of users without records are ignored).
             noise: this silo's Gaussian noise, shape (d,).
 
         Returns:
-            One ciphertext per parameter, masked with the round's pairwise masks.
+            One ciphertext per parameter (per K parameters with the packed backend), masked with the round's
+            pairwise masks.
 
         Raises:
             ValueError: if shapes are wrong, a value exceeds the bounds the no-wrap-around check assumed, shares are
@@ -484,36 +601,32 @@ class Silo:
                 f"silo {self.silo_id}: a noise coordinate exceeds the bound {self.config.effective_noise_bound:.3g} "
                 f"assumed by the no-wrap-around check"
             )
-        powers = dict(self._own_powers)
-        peers = sorted(self._pair_keys)
-        by_sender = {m.sender: m for m in shared if m.purpose == SEALED_WEIGHT_POWERS}
-        missing = [peer for peer in peers if peer not in by_sender]
-        if missing or len(by_sender) != len([m for m in shared if m.purpose == SEALED_WEIGHT_POWERS]):
-            raise ValueError(f"silo {self.silo_id}: weight-power shares missing from silo(s) {missing} or duplicated")
-        for sealed in (by_sender[peer] for peer in peers):
-            values = unpack_ints(self._open(sealed, round_index=message.round_index, purpose=SEALED_WEIGHT_POWERS))
-            users = self._users_of(sealed.sender)
-            if len(values) != len(users):
-                raise ValueError(f"share of silo {sealed.sender} has {len(values)} values, expected {len(users)}")
-            powers.update(zip(users, (gmpy2.mpz(v) for v in values), strict=True))
+        bases = self._weight_bases(message, shared, active)
         bits = self.config.resolution_bits
-        bases = [gmpy2.powmod(powers[u], self._counts[u], n_square) for u in active]  # Enc(n_su C_LCM / N_u)
         exponents = (
             encoding.encode(deltas[active], resolution_bits=bits)
             if active
             else np.zeros((0, deltas.shape[1]), np.int64)
         )
-        sums = fast.weighted_ciphertext_sum(bases, exponents, n_square, processes=self.config.parameters.processes)
+        processes = self.config.parameters.processes
+        sums = fast.weighted_ciphertext_sum(bases, exponents, n_square, processes=processes)
         encoded_noise = encoding.encode(noise, resolution_bits=bits).tolist()
+        scale = self.config.c_lcm
+        if self.config.packed:  # K parameters per ciphertext; the noise enters scaled by 2^g and packed likewise
+            layout = self.config.packed_layout
+            sums = fast.pack_ciphertexts(sums, slots=layout.slots, slot_bits=layout.slot_bits, n_square=n_square,
+                                         processes=processes)
+            encoded_noise = packing.pack_integers([z << layout.weight_bits for z in encoded_noise], layout)
+            scale = 1
         net_masks = masks.signed_mask_sum(
             {peer: k.masks for peer, k in self._pair_keys.items()}, own_id=self.silo_id, modulus=n,
             count=len(encoded_noise), round_index=message.round_index, purpose=masks.PURPOSE_UPDATE,
         )
-        c_lcm = self.config.c_lcm
         # Adding a plaintext t is multiplying by g^t = 1 + t n (mod n^2) since g = n + 1.
         ciphertexts = tuple(
-            int(s * (1 + n * ((z * c_lcm + m) % n)) % n_square)
+            int(s * (1 + n * ((z * scale + m) % n)) % n_square)
             for s, z, m in zip(sums, encoded_noise, net_masks, strict=True)
         )
         self._round = None
-        return MaskedUpdateMessage(round_index=message.round_index, silo=self.silo_id, ciphertexts=ciphertexts)
+        return MaskedUpdateMessage(round_index=message.round_index, silo=self.silo_id, parameters=deltas.shape[1],
+                                   ciphertexts=ciphertexts)

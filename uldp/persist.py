@@ -124,7 +124,9 @@ class Checkpoint:
     """The global model after ``rounds_done`` completed rounds of one configuration.
 
     Attributes:
-        rounds_done: Completed rounds (the next round to run is ``rounds_done + 1``).
+        rounds_done: Rounds accounted (the next round to run is ``rounds_done + 1``). In a deployment
+            (:mod:`uldp.deploy.server`) every round index asked, completed or aborted: ``history`` says which, and
+            ``params`` is the model after the last completed one.
         params: The flat global model.
         config_fingerprint: :func:`fingerprint` of the run configuration it belongs to.
         history: Per-round records (JSON-serialisable dicts), for reporting.

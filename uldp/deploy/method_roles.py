@@ -242,13 +242,18 @@ class MethodServer(_MethodRole):
         new = self.method.server_step(torch.from_numpy(params), total, n_users=self.n_users, n_silos=self.n_silos)
         return new.numpy()
 
+    def epsilon(self, releases: int) -> float | None:
+        """The user-level epsilon after ``releases`` rounds released (the method's accountant; completed and
+        aborted rounds alike, each one composition); None for a method without a guarantee."""
+        epsilon = self.method.epsilon(self._accounted, releases, accountant=self.config.run.accountant)
+        return None if epsilon is None else float(epsilon)
+
     def evaluate(self, params: np.ndarray, round_index: int) -> dict:
-        """Test metrics of the global model and the user-level epsilon after ``round_index`` rounds."""
+        """Test metrics of the global model and the user-level epsilon after round ``round_index`` (every round index
+        up to it is a release, see :mod:`uldp.deploy.server`)."""
         load_flat_parameters(self._model, torch.from_numpy(params))
         metrics = evaluate_model(self._model, self.data.x_test, self.data.y_test, self.config.run.dataset)
-        epsilon = self.method.epsilon(self._accounted, round_index, accountant=self.config.run.accountant)
-        return {**{name: float(value) for name, value in metrics.items()},
-                "epsilon": None if epsilon is None else float(epsilon)}
+        return {**{name: float(value) for name, value in metrics.items()}, "epsilon": self.epsilon(round_index)}
 
 
 class MethodSilo(_MethodRole):

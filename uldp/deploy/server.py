@@ -562,9 +562,8 @@ class Coordinator:
                 LOGGER.debug("unexpected failure", exc_info=True)
                 detail = f"{type(error).__name__}: {error}"
             result.error = f"{kind}: {detail}"
-            LOGGER.error("%s; the last good model (%d completed round(s)) is kept, and %d round index(es) are "
-                         "accounted: a restart continues at round %d", result.error, result.rounds_done,
-                         len(history), len(history) + 1)
+            LOGGER.error("%s; %d round index(es) are accounted, a restart continues at round %d from the last "
+                         "model the checkpoint holds", result.error, len(history), len(history) + 1)
         finally:
             with self._lock:
                 result.refused = list(self.refused)

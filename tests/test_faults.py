@@ -26,7 +26,8 @@ from uldp import persist
 from uldp.accounting import epsilon_uldp
 from uldp.deploy import server as server_module, silo as silo_module, wire
 from uldp.deploy.method_roles import MethodServer
-from uldp.deploy.server import IN_FLIGHT, Coordinator, ServerSettings
+from uldp.deploy.server import Coordinator, ServerSettings
+from uldp.persist import IN_FLIGHT
 
 
 @pytest.fixture(scope="module")
@@ -157,9 +158,9 @@ def test_a_full_disk_names_the_path_and_loses_no_release(failing_write, accounte
         real_save(path, checkpoint)
 
     federation = Federation(synthetic, tmp_path)
-    monkeypatch.setattr(server_module, "save_checkpoint", save)
+    monkeypatch.setattr(persist, "save_checkpoint", save)
     _, full = federation.serve()
-    monkeypatch.setattr(server_module, "save_checkpoint", real_save)
+    monkeypatch.setattr(persist, "save_checkpoint", real_save)
     assert f"cannot write the checkpoint {federation.checkpoint}: No space left on device" in full.error, full.error
     saved = federation.saved()
     assert saved.rounds_done == accounted and sum("aborted" not in r for r in saved.history) == 1

@@ -25,15 +25,15 @@ Lifecycle (:class:`Coordinator`):
 
 Accounting of releases (every release is one more adaptive composition of the method's mechanism, Theorems 1-3
 and Lemma 4 of the paper, by the composition theorem of RDP): a round index counts as a release from the moment
-it is asked, whether or not the round completes. Before the first instruction of round t goes out, the checkpoint
-records round t as aborted ("in flight") with the epsilon of t releases; a completed round then replaces that
-record (with the new model), an aborted one records why and which silos answered. So after a silo crash, a
-network cut, a server crash or a checkpoint write that fails after every silo answered, the checkpoint still
-counts round t, and a resumed server continues at round t + 1: a round index is never asked twice, and a retried
-round (fresh noise, fresh user sample) is one more composition in the epsilon history, never a free repeat. The
-run goes on until ``rounds`` rounds have completed, so each abort costs one release more than an undisturbed
-run (logged with the epsilon it reaches); the silo's own policy bounds what it answers. A round that was asked
-but that no silo answered is counted too: after a crash the server cannot know, and counting it is the safe side.
+it is asked, whether or not the round completes (:class:`uldp.persist.ReleaseLedger`). Before the first
+instruction of round t goes out, the checkpoint records round t as in flight with the epsilon of t releases; a
+completed round then replaces that record (with the new model), an aborted one records why and which silos
+answered. So after a silo crash, a network cut, a server crash or a checkpoint write that fails after every silo
+answered, the checkpoint still counts round t, and a resumed server continues at round t + 1: a round index is
+never asked twice, and a retried round (fresh noise, fresh user sample) is one more composition in the epsilon
+history, never a free repeat. The run goes on until ``rounds`` rounds have completed, so each abort costs one
+release more than an undisturbed run (logged with the epsilon it reaches); the silo's own policy bounds what it
+answers.
 
 Every wait is bounded: admission by ``join_timeout``, each handshake by ``handshake_timeout``, each stage by
 ``round_timeout``, refusals and disconnections by a few seconds. While a stage waits, the server logs every
@@ -58,7 +58,7 @@ import numpy as np
 from uldp.atomic import check_writable
 from uldp.checks import check_number
 from uldp.deploy import keys, quiet_flower_deprecation, wire
-from uldp.persist import Checkpoint, array_from_bytes, array_to_bytes, load_checkpoint, save_checkpoint
+from uldp.persist import CheckpointFailed, ReleaseLedger, array_from_bytes, array_to_bytes
 from uldp.secure import Server as ProtocolServer
 from uldp.secure.messages import (
     BlindedHistogramMessage,
@@ -86,10 +86,6 @@ MAX_TIMEOUT = 7 * 24 * 3600.0
 
 class RoundAborted(RuntimeError):
     """A round could not complete (a silo died, timed out or failed); the last good model is kept."""
-
-
-class CheckpointFailed(RuntimeError):
-    """The checkpoint could not be written (a full disk, a removed folder); the message names the path."""
 
 
 class AdmissionFailed(RuntimeError):
@@ -168,10 +164,6 @@ class FederationResult:
     def last_round(self) -> int:
         """The last round index asked (every index up to it is a release counted in ``history``)."""
         return len(self.history)
-
-
-#: The reason recorded for a round before it is asked; replaced when the round completes or aborts in a known way.
-IN_FLIGHT = "in flight: the server stopped before the round completed (its answers may have been released)"
 
 
 class Coordinator:
@@ -484,9 +476,8 @@ class Coordinator:
     def run(self) -> FederationResult:
         """Admit, resume, set up and run rounds until ``rounds`` have completed; never raises for a silo's failure.
 
-        Every round index asked is accounted before it is asked (see the module docstring, "Accounting of
-        releases"): the checkpoint first records it as in flight with the epsilon of that many releases, then as
-        completed or aborted.
+        Every round index asked is accounted before it is asked (:class:`uldp.persist.ReleaseLedger`; the module
+        docstring's "Accounting of releases").
 
         Returns:
             The result; ``error`` says why it stopped early (the checkpoint then holds the last good model and
@@ -495,75 +486,59 @@ class Coordinator:
         Raises:
             ValueError: the checkpoint belongs to another run or is corrupted or malformed.
         """
-        fingerprint = self.role.fingerprint
-        initial = self.role.initial_params()
-        checkpoint = (
-            load_checkpoint(self.settings.checkpoint, config_fingerprint=fingerprint, like=initial)
-            if self.settings.checkpoint else None
-        )
-        history = list(checkpoint.history) if checkpoint else []
-        params = checkpoint.params if checkpoint else initial
-        result = FederationResult(params=params, rounds_done=sum("aborted" not in r for r in history),
-                                  resumed_from=len(history), history=history,
+        ledger = ReleaseLedger(self.settings.checkpoint, config_fingerprint=self.role.fingerprint,
+                               initial=self.role.initial_params())
+        result = FederationResult(params=ledger.params, rounds_done=ledger.completed, resumed_from=ledger.resumed_from,
+                                  history=ledger.history,
                                   insecure_reproducible_noise=self.role.insecure_reproducible_noise)
-        if result.rounds_done > self.role.rounds:
-            raise ValueError(f"checkpoint {self.settings.checkpoint} has {result.rounds_done} rounds done, the run "
+        if ledger.completed > self.role.rounds:
+            raise ValueError(f"checkpoint {self.settings.checkpoint} has {ledger.completed} rounds done, the run "
                              f"only {self.role.rounds}")
-        if checkpoint:
+        if ledger.history:
             LOGGER.info("resuming from checkpoint %s: %d round(s) completed, %d aborted; the next round is %d",
-                        self.settings.checkpoint, result.rounds_done, len(history) - result.rounds_done,
-                        len(history) + 1)
+                        self.settings.checkpoint, ledger.completed, len(ledger.history) - ledger.completed,
+                        ledger.next_round)
         try:
             self.admit()
-            if result.rounds_done < self.role.rounds and self.role.secure:
+            if ledger.completed < self.role.rounds and self.role.secure:
                 start = time.perf_counter()
                 self.secure_setup()
                 result.setup_seconds = time.perf_counter() - start
-            while result.rounds_done < self.role.rounds:
-                round_index = len(history) + 1
-                history.append({"round": round_index, "aborted": IN_FLIGHT,
-                                "epsilon": self.role.epsilon(round_index)})
-                try:  # before anything goes out: the release is counted even if the server dies
-                    self._save(result)
-                except CheckpointFailed:
-                    history.pop()  # nothing was asked
-                    raise
+            while ledger.completed < self.role.rounds:
+                round_index = ledger.begin(self.role.epsilon(ledger.next_round))  # before anything goes out
                 start = time.perf_counter()
                 stages: dict[str, float] = {}
                 self.answered = set()
                 try:
-                    params = self.run_round(result.params, round_index, stages)
+                    params = self.run_round(ledger.params, round_index, stages)
                 except RoundAborted as error:
-                    history[-1] = {**history[-1], "aborted": str(error), "answered": sorted(self.answered)}
-                    with suppress(CheckpointFailed):  # the in-flight record already counts the release
-                        self._save(result)
+                    ledger.abort(str(error), sorted(self.answered))
                     raise
                 tick = time.perf_counter()
                 metrics = self.role.evaluate(params, round_index)
                 stages["evaluate"] = time.perf_counter() - tick
-                history[-1] = {"round": round_index, "seconds": time.perf_counter() - start, "stages": stages,
-                               **metrics}
-                result.params, result.rounds_done = params, result.rounds_done + 1
-                self._save(result)
+                seconds = time.perf_counter() - start
+                result.params, result.rounds_done = params, ledger.completed + 1
+                ledger.complete(params, {"seconds": seconds, "stages": stages, **metrics})
                 if round_index > self.role.rounds:
-                    LOGGER.warning("round %d done: %d release(s) for %d completed round(s) after aborts; epsilon "
-                                   "%s", round_index, round_index, result.rounds_done, history[-1].get("epsilon"))
-                LOGGER.info("round %d done in %.2f s", round_index, history[-1]["seconds"])
+                    LOGGER.warning("round %d done: %d releases for %d completed rounds after aborts; epsilon %s",
+                                   round_index, round_index, ledger.completed, metrics.get("epsilon"))
+                LOGGER.info("round %d done in %.2f s", round_index, seconds)
             self.broadcast(
-                wire.Instruction(wire.STAGE_FINISH, len(history), payloads=(array_to_bytes(result.params),)),
+                wire.Instruction(wire.STAGE_FINISH, len(ledger.history), payloads=(array_to_bytes(ledger.params),)),
                 what="finish",
             )
         except Exception as error:
-            in_round = bool(history) and "aborted" in history[-1]
             kind = ("admission" if isinstance(error, AdmissionFailed)
-                    else f"round {len(history)} aborted" if in_round else f"after round {len(history)}")
+                    else f"round {len(ledger.history)} aborted" if ledger.in_round
+                    else f"after round {len(ledger.history)}")
             detail = str(error)
             if not isinstance(error, (RoundAborted, AdmissionFailed, CheckpointFailed)):
                 LOGGER.debug("unexpected failure", exc_info=True)
                 detail = f"{type(error).__name__}: {error}"
             result.error = f"{kind}: {detail}"
             LOGGER.error("%s; %d round index(es) are accounted, a restart continues at round %d from the last "
-                         "model the checkpoint holds", result.error, len(history), len(history) + 1)
+                         "model the checkpoint holds", result.error, len(ledger.history), ledger.next_round)
         finally:
             with self._lock:
                 result.refused = list(self.refused)
@@ -571,22 +546,6 @@ class Coordinator:
             for proxy in admitted:
                 self._disconnect(proxy)
         return result
-
-    def _save(self, result: FederationResult) -> None:
-        """Replace the checkpoint atomically with the last good model and every round index asked so far.
-
-        Raises:
-            CheckpointFailed: naming the path and the operating system's reason (a full disk, say).
-        """
-        path = self.settings.checkpoint
-        if path is None:
-            return
-        checkpoint = Checkpoint(rounds_done=len(result.history), params=result.params,
-                                config_fingerprint=self.role.fingerprint, history=tuple(result.history))
-        try:
-            save_checkpoint(path, checkpoint)
-        except OSError as error:
-            raise CheckpointFailed(f"cannot write the checkpoint {path}: {error.strerror or error}") from error
 
 
 def _slowest(replies: dict[int, wire.Reply]) -> float:

@@ -41,17 +41,20 @@ from flwr.clientapp import ClientApp
 from flwr.common.logger import log
 from flwr.serverapp.strategy import Result, Strategy
 
-from uldp.checks import check_integer
+from uldp.atomic import check_writable
+from uldp.checks import check_integer, check_number
 from uldp.data.base import Allocation
 from uldp.fitting import DEFAULTS, ROUNDS_STREAM, check_module, features_tensor, targets_tensor, weighted_loss
 from uldp.flower.pseudonyms import open_histogram, pseudonymize, read_key_file, seal_histogram
+from uldp.flower.recovery import LOGGER, SiloFault, discover_silos, run_rounds
 from uldp.flower.secure import ServerSide, silo_masked_update, silo_setup
 from uldp.methods import Federation, Hyperparameters, make_method, parse_method
 from uldp.methods.base import seed_stream
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Sequence
+    from pathlib import Path
 
     from flwr.serverapp import Grid
 
@@ -91,9 +94,10 @@ def _round_seed(seed: int, server_round: int) -> np.random.SeedSequence:
     return seed_stream(np.random.SeedSequence(seed), ROUNDS_STREAM, server_round - 1)
 
 
-def _check_reply(reply: Any) -> None:
+def _check_reply(reply: Any, names: dict[int, str]) -> None:
     if reply.has_error():
-        raise RuntimeError(f"silo node {reply.metadata.src_node_id} failed: {reply.error.reason}")
+        node = reply.metadata.src_node_id
+        raise SiloFault(f"silo {names.get(node, '?')!r} (node {node}) failed: {reply.error.reason}")
 
 
 class UldpStrategy(Strategy):
@@ -112,22 +116,34 @@ class UldpStrategy(Strategy):
         insecure_reproducible_noise: Tests and book only: send ``seed`` to the silos so that their noise and
             record order come from it, making the run equal :func:`uldp.fit`'s. Whoever knows the seed can remove
             the noise: never in a real federation.
+        silos: The names of the silos the run expects (their SuperNodes' ``silo`` node config); the run waits
+            ``join_timeout`` for them and refuses to run short of them. None takes the silos connected at the
+            start (and, after a fault, the same ones again). See :mod:`uldp.flower.recovery`.
+        checkpoint: File of the strategy's state (model, round index, every release's record), written atomically
+            before and after each round; a run started again with it resumes at the next round index.
+        join_timeout: Seconds to wait for the silos at the start and after a fault.
+        max_aborted_rounds: Aborted rounds (each accounted as a release) after which the run stops instead of
+            taking its silos back and going on.
 
     Attributes:
-        epsilons: The user-level epsilon after each round (Theorem 3).
+        epsilons: The user-level epsilon after each release (Theorem 3): one per round index asked, completed or
+            aborted, a resumed run's earlier ones included.
         round_seconds: Each round's seconds, from sending the model to the new model (Protocol 1's share
             exchange included).
         setup_seconds: The set-up's seconds (stages 1-2 and, with ``secure``, Protocol 1's set-up).
 
     Raises:
-        ValueError: Another method, bad hyperparameters or protocol parameters, or ``secure`` with ULDP-AVG.
+        ValueError: Another method, bad hyperparameters or protocol parameters, ``secure`` with ULDP-AVG, silo names
+            that are not distinct non-empty strings, a checkpoint path that cannot be written, or a bad timeout.
     """
 
     def __init__(self, *, method: str = "ULDP-AVG-w", sigma: float, q: float = 1.0, delta: float = 1e-5,
                  global_lr: float | None = None, local_lr: float | None = None, clip: float | None = None,
                  local_epochs: int | None = None, batch_size: int | None = None, seed: int | None = None,
                  secure: bool = False, protocol: ProtocolParameters | dict | None = None,
-                 insecure_reproducible_noise: bool = False) -> None:
+                 insecure_reproducible_noise: bool = False, silos: Sequence[str] | None = None,
+                 checkpoint: str | Path | None = None, join_timeout: float = 120.0,
+                 max_aborted_rounds: int = 3) -> None:
         spec = parse_method(method)
         if spec.name not in SUPPORTED:
             raise ValueError(f"UldpStrategy runs {' or '.join(SUPPORTED)}, not {spec.name}")
@@ -150,6 +166,15 @@ class UldpStrategy(Strategy):
         self.n_users = 0
         self.epsilons: list[float] = []
         self.round_seconds: list[float] = []
+        if silos is not None and (isinstance(silos, str) or len(set(silos)) != len(silos)
+                                  or not all(isinstance(name, str) and name for name in silos)):
+            raise ValueError(f"silos must be distinct non-empty names, got {silos!r}")
+        self.silos = None if silos is None else tuple(silos)
+        self.checkpoint = None if checkpoint is None else check_writable(checkpoint, "checkpoint")
+        self.join_timeout = check_number("join_timeout", join_timeout, above=0)
+        self.max_aborted_rounds = check_integer("max_aborted_rounds", max_aborted_rounds, minimum=0)
+        self.silo_names: dict[int, str] = {}  # node id -> silo name, as of the last set-up
+        self.users_digest = ""
 
     # ---------------------------------------------------------------------------------------------- setup --
     def setup(self, grid: Any, *, timeout: float = 600.0) -> None:
@@ -159,13 +184,16 @@ class UldpStrategy(Strategy):
             RuntimeError: A silo failed, two silos share a name, or the silos disagree on the users.
         """
         start = time.perf_counter()
-        nodes = list(grid.get_node_ids())
-        replies = self._ask(grid, {node: {"stage": "hello", "secure": self.secure} for node in nodes}, timeout)
-        silos = {node: _config(reply) for node, reply in replies.items()}
-        names = [silos[node]["silo"] for node in nodes]
-        if len(set(names)) != len(names):
-            raise RuntimeError(f"two SuperNodes claim the same silo name: {sorted(names)}")
-        self.nodes = sorted(nodes, key=lambda node: silos[node]["silo"])
+
+        def hello(nodes: list[int]) -> dict[int, dict]:
+            contents = {node: {"stage": "hello", "secure": self.secure} for node in nodes}
+            return {node: _config(reply) for node, reply in
+                    self._ask(grid, contents, min(timeout, self.join_timeout), answered_only=True).items()}
+
+        expected = self.silos if self.silos is not None or not self.silo_names else list(self.silo_names.values())
+        silos = discover_silos(hello, grid.get_node_ids, expected=expected, join_timeout=self.join_timeout)
+        self.silo_names = {node: str(answer["silo"]) for node, answer in silos.items()}
+        self.nodes = sorted(silos, key=lambda node: silos[node]["silo"])
         counts = [int(silos[node]["records"]) for node in self.nodes]
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
         shared = {"stage": "federation", "secure": self.secure, "names": [silos[n]["silo"] for n in self.nodes],
@@ -175,7 +203,7 @@ class UldpStrategy(Strategy):
         agreed = {(int(_config(r)["n_users"]), _config(r)["users_digest"]) for r in replies.values()}
         if len(agreed) != 1:
             raise RuntimeError("the silos disagree on the users (another key, or a tampered relay)")
-        self.n_users = agreed.pop()[0]
+        self.n_users, self.users_digest = agreed.pop()
         if self.secure:
             def ask(contents: dict[int, dict]) -> dict[int, dict]:
                 replies = self._ask(grid, {self.nodes[s]: content for s, content in contents.items()}, timeout)
@@ -187,12 +215,19 @@ class UldpStrategy(Strategy):
             self._protocol.setup()
         self.setup_seconds = time.perf_counter() - start
 
-    def _ask(self, grid: Any, contents: dict[int, dict], timeout: float) -> dict[int, Any]:
+    def _ask(self, grid: Any, contents: dict[int, dict], timeout: float, *,
+             answered_only: bool = False) -> dict[int, Any]:
+        """Every node's reply; with ``answered_only`` those that answered without error (the others are logged)."""
         messages = [grid.create_message(_records(content), f"query.{SETUP_ACTION}", node, "setup")
                     for node, content in contents.items()]
         replies = {reply.metadata.src_node_id: reply for reply in grid.send_and_receive(messages, timeout=timeout)}
+        if answered_only:
+            for node in sorted(set(contents) - {n for n, r in replies.items() if not r.has_error()}):
+                reason = replies[node].error.reason if node in replies else f"no answer within {timeout:g} s"
+                LOGGER.warning("node %d left out of the set-up: %s", node, reason)
+            return {node: reply for node, reply in replies.items() if not reply.has_error()}
         for reply in replies.values():
-            _check_reply(reply)
+            _check_reply(reply, self.silo_names)
         if set(replies) != set(contents):
             raise RuntimeError(f"silo nodes {sorted(set(contents) - set(replies))} did not answer in {timeout} s")
         return replies
@@ -200,11 +235,12 @@ class UldpStrategy(Strategy):
     def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int = 3, timeout: float = 3600,
               train_config: ConfigRecord | None = None, evaluate_config: ConfigRecord | None = None,
               evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None) -> Result:
-        """Set up the federation (stages 1-2), then Flower's round loop (stage 3); returns Flower's ``Result``
-        with the final model in ``result.arrays`` and each round's epsilon in ``result.train_metrics_clientapp``."""
-        self.setup(grid, timeout=timeout)
-        return super().start(grid, initial_arrays, num_rounds, timeout, train_config=train_config,
-                             evaluate_config=evaluate_config, evaluate_fn=evaluate_fn)
+        """Set up the federation (stages 1-2), resume from the checkpoint and run rounds (stage 3) until
+        ``num_rounds`` have completed, each accounted before it is asked (:func:`uldp.flower.recovery.run_rounds`);
+        returns Flower's ``Result`` with the final model in ``result.arrays`` and each completed round's epsilon in
+        ``result.train_metrics_clientapp``. ``evaluate_config`` is unused (no federated evaluation)."""
+        return run_rounds(self, grid, initial_arrays.to_numpy_ndarrays()[0], num_rounds=num_rounds, timeout=timeout,
+                          train_config=train_config, evaluate_fn=evaluate_fn)
 
     # --------------------------------------------------------------------------------------------- rounds --
     def configure_train(self, server_round: int, arrays: Any, config: Any, grid: Any) -> Iterable[Any]:
@@ -225,12 +261,19 @@ class UldpStrategy(Strategy):
 
     def aggregate_train(self, server_round: int, replies: Iterable[Any]) -> tuple[Any, Any]:
         """``x + eta_g / (q |U| |S|) * sum_s update_s`` in silo order (Algorithm 3 line 6); epsilon (Theorem 3)."""
-        answers = {}
+        answers, failed = {}, []
+        replies = list(replies)
         for reply in replies:
-            _check_reply(reply)
-            answers[reply.metadata.src_node_id] = reply.content
-        if set(answers) != set(self.nodes):
-            raise RuntimeError(f"round {server_round}: silo nodes {sorted(set(self.nodes) - set(answers))} missing")
+            node = reply.metadata.src_node_id
+            if reply.has_error():
+                failed.append(f"{self.silo_names.get(node, '?')!r} failed: {reply.error.reason}")
+            else:
+                answers[node] = reply.content
+        silent = [f"{self.silo_names[node]!r} did not answer" for node in self.nodes
+                  if node not in answers and not any(reply.metadata.src_node_id == node for reply in replies)]
+        if failed or silent:
+            raise SiloFault(f"round {server_round}: silo {'; silo '.join(failed + silent)}",
+                            answered=[self.silo_names[node] for node in answers])
         if self.secure:  # Protocol 1, step 2(c): every silo's masked update or nothing is decrypted
             total = torch.from_numpy(self._protocol.aggregate([bytes(answers[node]["uldp"]["update"])
                                                                for node in self.nodes]))
@@ -244,7 +287,6 @@ class UldpStrategy(Strategy):
         params = self.method.server_step(torch.from_numpy(self._params), total, n_users=self.n_users,
                                          n_silos=len(self.nodes))
         epsilon = self.method.epsilon(None, server_round)
-        self.epsilons.append(epsilon)
         self.round_seconds.append(time.perf_counter() - self._tick)
         return ArrayRecord([params.numpy()]), MetricRecord({"epsilon": epsilon})
 

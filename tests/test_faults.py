@@ -5,7 +5,8 @@ asked is in the epsilon history, aborted or not, and never asked again).
 
 The server and the silos are the real ones (:class:`uldp.deploy.server.Coordinator` and the silo's Flower client)
 in one process, joined by the stand-in proxies of ``deploy_harness``; ``benchmarks/faults.py`` injects the same
-faults into real processes.
+faults into real processes. The Flower strategy meets the same faults on a LocalGrid: a SuperNode killed and
+back under a new node id, a resubmitted run, silos missing at the start.
 """
 
 from __future__ import annotations
@@ -16,17 +17,24 @@ import shutil
 import threading
 import time
 from types import SimpleNamespace
+from typing import Any
 
 import grpc
 import numpy as np
 import pytest
 from deploy_harness import MASTER, Manager, Proxy, make_config, silo_clients
+from test_flower import HOSPITALS, hospital_files, load as flower_load, model as flower_model  # noqa: F401  (a fixture)
+from torch import nn
 
+import uldp
+import uldp.flower as uf
 from uldp import persist
 from uldp.accounting import epsilon_uldp
 from uldp.deploy import server as server_module, silo as silo_module, wire
 from uldp.deploy.method_roles import MethodServer
 from uldp.deploy.server import Coordinator, ServerSettings
+from uldp.flower.local import LocalGrid
+from uldp.flower.recovery import strategy_fingerprint
 from uldp.persist import IN_FLIGHT
 
 
@@ -258,3 +266,98 @@ def test_a_silo_gives_up_after_max_wait_saying_how_long_it_waited(synthetic, mon
     with pytest.raises(FederationIncomplete, match=r"no server at 127.0.0.1:8080 for 20 s \(--max-wait 20 s"):
         run_silo(MethodSilo(make_config(False), 1, synthetic), SiloSettings(max_wait=20.0))
     assert clock[0] == pytest.approx(20.5)  # a last attempt at the deadline
+
+
+# --- the Flower strategy (uldp.flower.recovery), on LocalGrid ------------------------------------------------------
+FLOWER: dict[str, Any] = {"method": "ULDP-AVG-w", "sigma": 1.0, "q": 0.8, "local_epochs": 1, "batch_size": 8, "seed": 5}
+
+
+class Hospitals:
+    """The three hospitals' SuperNodes on a LocalGrid; ``kill`` = {(silo name, round): new node id} makes that
+    silo's ClientApp fail in that round and its SuperNode come back under the new id (an empty context)."""
+
+    def __init__(self, files, *, kill: dict | None = None, first_node: int = 101, names=HOSPITALS) -> None:
+        from flwr.app import Context, RecordDict
+
+        self.context_type, self.records_type = Context, RecordDict
+        self.app = uf.silo_client_app(flower_load, flower_model, nn.CrossEntropyLoss())
+        self.configs = {name: {"silo": name, "uldp-key-file": str(files / "key"), "data": str(files / f"{name}.csv")}
+                        for name in names}
+        self.grid = LocalGrid(self._answer, list(self.configs.values()))
+        self.grid.contexts = {first_node + i: self._context(first_node + i, name) for i, name in enumerate(names)}
+        self.kill = dict(kill or {})
+        self.asked: list[tuple[str, int]] = []  # (silo, round) of every train message a ClientApp received
+
+    def _context(self, node: int, name: str):
+        return self.context_type(run_id=1, node_id=node, node_config=self.configs[name], state=self.records_type(),
+                                 run_config={})
+
+    def _answer(self, message, context):
+        name = context.node_config["silo"]
+        if message.metadata.message_type == "train":
+            round_index = int(message.metadata.group_id)
+            self.asked.append((name, round_index))
+            new_node = self.kill.pop((name, round_index), None)
+            if new_node is not None:
+                del self.grid.contexts[message.metadata.dst_node_id]
+                self.grid.contexts[new_node] = self._context(new_node, name)
+                raise RuntimeError("SuperNode killed")
+        return self.app(message, context)
+
+    def run(self, rounds: int = 2, **arguments):
+        from flwr.app import ArrayRecord
+
+        strategy = uf.UldpStrategy(**FLOWER, **arguments)
+        initial = ArrayRecord([uldp.flat_parameters(flower_model()).numpy()])
+        return strategy, strategy.start(self.grid, initial, num_rounds=rounds)
+
+
+def _flower_epsilons(releases: int) -> list[float]:
+    return [epsilon_uldp(sigma=FLOWER["sigma"], rounds=t, delta=1e-5, q=FLOWER["q"]).epsilon
+            for t in range(1, releases + 1)]
+
+
+def test_a_killed_supernode_is_taken_back_under_its_new_node_id_and_its_round_counts(
+        hospital_files, tmp_path) -> None:  # noqa: F811  (the fixture imported from test_flower)
+    """St Mary's SuperNode dies in round 2 and comes back as node 202: the strategy records round 2 as an aborted
+    release (Royal and General answered), takes St Mary back by name and completes rounds 3, without asking round 2
+    again; the epsilon history counts 3 releases."""
+    hospitals = Hospitals(hospital_files, kill={("St Mary", 2): 202})
+    strategy, result = hospitals.run(checkpoint=tmp_path / "flower.ckpt", silos=HOSPITALS)
+    assert strategy.silo_names[202] == "St Mary" and 102 not in strategy.nodes
+    assert strategy.epsilons == pytest.approx(_flower_epsilons(3), rel=1e-12)
+    assert sorted(result.train_metrics_clientapp) == [1, 3]
+    asked = {name: [t for silo, t in hospitals.asked if silo == name] for name in HOSPITALS}
+    assert asked == {name: [1, 2, 3] for name in HOSPITALS}  # each round index once per silo
+    saved = persist.load_checkpoint(tmp_path / "flower.ckpt", config_fingerprint=strategy_fingerprint(strategy))
+    assert saved is not None and saved.rounds_done == 3
+    assert saved.history[1]["answered"] == ["General", "Royal"] and "'St Mary'" in saved.history[1]["aborted"]
+    np.testing.assert_array_equal(saved.params, result.arrays.to_numpy_ndarrays()[0])
+
+
+def test_a_resubmitted_flower_run_resumes_at_the_next_round_index(
+        hospital_files, tmp_path) -> None:  # noqa: F811  (the fixture imported from test_flower)
+    """With no recovery allowed, a failed round 2 stops the run (it says where it will resume); the run submitted
+    again, its SuperNodes under other node ids, resumes at round 3 from the checkpoint with every release counted."""
+    checkpoint = tmp_path / "flower.ckpt"
+    first = Hospitals(hospital_files, kill={("General", 2): 999})
+    with pytest.raises(RuntimeError, match=r"1 rounds aborted .*run again to resume at round 3"):
+        first.run(checkpoint=checkpoint, max_aborted_rounds=0)
+    again = Hospitals(hospital_files, first_node=301)
+    strategy, result = again.run(checkpoint=checkpoint)
+    assert sorted(again.asked) == sorted((name, 3) for name in HOSPITALS)
+    assert strategy.epsilons == pytest.approx(_flower_epsilons(3), rel=1e-12)
+    assert sorted(result.train_metrics_clientapp) == [3]
+
+
+@pytest.mark.parametrize("connected, message", [
+    (HOSPITALS[:2], (r"silo\(s\) \['General'\] did not join within join_timeout 1 s "
+                    r"\(connected: \['Royal', 'St Mary'\]")),
+    ([], "no SuperNode is connected to the SuperLink"),
+])
+def test_a_flower_run_refuses_to_start_short_of_its_silos(
+        connected, message, hospital_files) -> None:  # noqa: F811  (the fixture imported from test_flower)
+    """Declared silos that do not all connect: the run stops naming the missing ones (not as a 2-silo federation,
+    and not blaming another key or a tampered relay when there is no one)."""
+    with pytest.raises(RuntimeError, match=message):
+        Hospitals(hospital_files, names=connected).run(silos=HOSPITALS, join_timeout=1.0)

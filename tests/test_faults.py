@@ -12,8 +12,10 @@ back under a new node id, a resubmitted run, silos missing at the start.
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import shutil
+import sys
 import threading
 import time
 from types import SimpleNamespace
@@ -361,3 +363,50 @@ def test_a_flower_run_refuses_to_start_short_of_its_silos(
     and not blaming another key or a tampered relay when there is no one)."""
     with pytest.raises(RuntimeError, match=message):
         Hospitals(hospital_files, names=connected).run(silos=HOSPITALS, join_timeout=1.0)
+
+
+# --- uldp flower-run: flwr run's outcome as an exit status ---------------------------------------------------------
+FAKE_FLWR = '''#!{python}
+"""A stand-in for the flwr command: `run` starts run 7, `ls` walks through the statuses in {statuses}."""
+import json, sys
+from pathlib import Path
+
+states = Path({statuses!r})
+if sys.argv[1] == "run":
+    print(json.dumps({{"success": True, "run-id": "7", "argv": sys.argv[2:]}}))
+elif sys.argv[1] == "ls":
+    pending = json.loads(states.read_text())
+    status, details = pending.pop(0) if len(pending) > 1 else pending[0]
+    states.write_text(json.dumps(pending))
+    print(json.dumps({{"success": True, "runs": [{{"run-id": "7", "status": status, "status-details": details}}]}}))
+'''
+
+
+@pytest.mark.parametrize("statuses, code, said", [
+    ([["running", ""], ["finished:failed", "ServerApp raised RuntimeError: silo(s) ['General'] did not join"]], 1,
+     "run 7 finished:failed: ServerApp raised RuntimeError: silo(s) ['General'] did not join; its log: "),
+    ([["pending", ""], ["running", ""], ["finished:completed", ""]], 0, "run 7 is finished:completed after"),
+])
+def test_flower_run_exits_with_the_status_of_the_run(statuses, code, said, tmp_path, capsys) -> None:
+    """`flwr run` exits 0 once the run is submitted; `uldp flower-run` waits for the run and fails with it."""
+    from uldp.cli import main
+
+    (tmp_path / "statuses.json").write_text(json.dumps(statuses))
+    fake = tmp_path / "flwr"
+    fake.write_text(FAKE_FLWR.format(python=sys.executable, statuses=str(tmp_path / "statuses.json")))
+    fake.chmod(0o755)
+    assert main(["flower-run", str(tmp_path), "local", "--poll", "0.01", "--flwr", str(fake)]) == code
+    error = capsys.readouterr().err
+    assert said in error, error
+    assert "run 7 is running after" in error
+
+
+def test_flower_run_says_why_flwr_failed(tmp_path, capsys) -> None:
+    from uldp.cli import main
+
+    fake = tmp_path / "flwr"
+    fake.write_text(f"#!{sys.executable}\nimport sys\nprint('SuperLink unavailable at 127.0.0.1:9093', "
+                    f"file=sys.stderr)\nsys.exit(1)\n")
+    fake.chmod(0o755)
+    assert main(["flower-run", str(tmp_path), "--flwr", str(fake)]) == 1
+    assert "exited with status 1: SuperLink unavailable at 127.0.0.1:9093" in capsys.readouterr().err

@@ -6,7 +6,8 @@ on loopback, from the checkout given by ``--root`` (so the same script measures 
 - ``silo-killed``: silo 2 exits abruptly when round 2 arrives; the server is restarted with every silo. Counted:
   the rounds each server run asked (each one a release: silos answered it, or may have) against the records of the
   final epsilon history, and whether a round index was asked twice.
-- ``silo-stalled``: silo 1 is stopped (SIGSTOP) once admitted; the server's ``--round-timeout`` is 12 s. Measured:
+- ``silo-stalled``: silo 1 is stopped (SIGSTOP) once admitted; the server's ``--round-timeout`` is 12 s (and
+  ``--stall-log-seconds`` 4 where the checkout has it). Measured:
   the seconds until the round aborts, whether the server said while it waited which silo it waited for, and
   whether the abort names the timeout; then the silo is resumed and everyone restarted (accounted as above).
 - ``late-silo``: silo 0 starts with ``--max-wait 90`` while no server listens; the server and the other silos start
@@ -153,7 +154,8 @@ def silo_killed(processes: Federation, delay: float) -> dict:
 
 
 def silo_stalled(processes: Federation, delay: float) -> dict:
-    server = processes.server("--round-timeout", "12")
+    says_stalls = "--stall-log-seconds" in (processes.root / "uldp" / "deploy" / "cli.py").read_text()
+    server = processes.server("--round-timeout", "12", *(["--stall-log-seconds", "4"] if says_stalls else []))
     silos = [processes.silo(s) for s in range(N_SILOS)]
     admitted = wait_for(server[2], "all 3 silos admitted")
     os.killpg(silos[1][0].pid, signal.SIGSTOP)

@@ -306,12 +306,12 @@ class Hospitals:
                 raise RuntimeError("SuperNode killed")
         return self.app(message, context)
 
-    def run(self, rounds: int = 2, **arguments):
+    def run(self, rounds: int = 2, timeout: float = 600.0, **arguments):
         from flwr.app import ArrayRecord
 
         strategy = uf.UldpStrategy(**FLOWER, **arguments)
         initial = ArrayRecord([uldp.flat_parameters(flower_model()).numpy()])
-        return strategy, strategy.start(self.grid, initial, num_rounds=rounds)
+        return strategy, strategy.start(self.grid, initial, num_rounds=rounds, timeout=timeout)
 
 
 def _flower_epsilons(releases: int) -> list[float]:
@@ -350,6 +350,48 @@ def test_a_resubmitted_flower_run_resumes_at_the_next_round_index(
     assert sorted(again.asked) == sorted((name, 3) for name in HOSPITALS)
     assert strategy.epsilons == pytest.approx(_flower_epsilons(3), rel=1e-12)
     assert sorted(result.train_metrics_clientapp) == [3]
+
+
+class PullingGrid(LocalGrid):
+    """A LocalGrid that pushes and pulls as a SuperLink's grid does; the replies of ``withheld`` (silo, round) never
+    come (a stalled SuperNode)."""
+
+    def __init__(self, app, node_configs, withheld) -> None:
+        super().__init__(app, node_configs)
+        self.withheld, self.replies = set(withheld), dict[str, Any]()
+
+    def push_messages(self, messages):
+        ids = []
+        for message in messages:
+            message.metadata.__dict__["_message_id"] = message.object_id  # as Flower's grid does on push
+            context = self.contexts[message.metadata.dst_node_id]
+            if (context.node_config["silo"], message.metadata.group_id) not in self.withheld:
+                self.replies[message.object_id] = next(iter(super().send_and_receive([message])))
+            ids.append(message.object_id)
+        return ids
+
+    def pull_messages(self, message_ids):
+        return [self.replies.pop(i) for i in message_ids if i in self.replies]
+
+
+def test_a_stalled_supernode_is_named_while_it_stalls_and_its_round_counts(
+        hospital_files, monkeypatch, caplog) -> None:  # noqa: F811  (the fixture imported from test_flower)
+    """General never answers round 1: the strategy says who it waits for while it waits, aborts the round naming
+    General and the timeout (Royal and St Mary answered: a release), and goes on with General at round 2."""
+    from uldp.flower import recovery
+
+    monkeypatch.setattr(recovery, "LOG_EVERY", 0.3)
+    monkeypatch.setattr(recovery, "POLL", 0.1)
+    hospitals = Hospitals(hospital_files)
+    grid = PullingGrid(hospitals.app, list(hospitals.configs.values()), withheld={("General", "1")})
+    hospitals.grid = grid
+    with caplog.at_level(logging.WARNING, logger="uldp.flower"):
+        strategy, result = hospitals.run(timeout=1.5)
+    waits = [r.getMessage() for r in caplog.records if "still waiting" in r.getMessage()]
+    assert waits and all(m.startswith("round 1: still waiting for silo(s) ['General'] after") for m in waits), waits
+    assert "round 1: silo(s) ['General'] did not answer within timeout 1.5 s" in caplog.text
+    assert strategy.epsilons == pytest.approx(_flower_epsilons(3), rel=1e-12)
+    assert sorted(result.train_metrics_clientapp) == [2, 3]
 
 
 @pytest.mark.parametrize("connected, message", [

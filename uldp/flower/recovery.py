@@ -4,7 +4,8 @@ the strategy's state checkpointed so that a resubmitted run resumes.
 - Silos are known by their identity, not their node id: each SuperNode's ClientApp answers the ``hello`` stage with
   the name its operator gave it (``--node-config 'silo="..."'``) and the pseudonyms sealed under the silos' shared
   key. :func:`discover_silos` waits (up to ``join_timeout``, saying every :data:`LOG_EVERY` seconds who is missing)
-  until every expected silo answered, whatever node ids they now have; nodes that do not answer (a SuperNode that
+  until every expected silo answered, whatever node ids they now have (and while a round waits for answers,
+  :func:`send_and_receive` says as often which silos it waits for); nodes that do not answer (a SuperNode that
   died and was restarted under a new id leaves its old id behind for a while) are passed over. A run refuses to
   start short of its silos: the noise of ULDP-AVG is split over the silos that take part, so a 2-silo round is a
   2-silo federation's guarantee, and a run that declared 3 does not silently become one. With no SuperNode
@@ -41,8 +42,10 @@ if TYPE_CHECKING:
     import numpy as np
 
 LOGGER = logging.getLogger("uldp.flower")
-#: While waiting for silos to connect, say every this many seconds who is still missing.
+#: While waiting for silos (to connect, or to answer), say every this many seconds who is still missing.
 LOG_EVERY = 10.0
+#: Seconds between two queries for replies.
+POLL = 1.0
 
 
 class SiloFault(RuntimeError):
@@ -103,6 +106,40 @@ def discover_silos(ask_hello: Callable[[list[int]], dict[int, dict]], node_ids: 
         time.sleep(min(1.0, max(0.0, join_timeout - waited)))
 
 
+def send_and_receive(grid: Any, messages: list, *, timeout: float, names: dict[int, str], what: str) -> list:
+    """Flower's ``send_and_receive``, saying every :data:`LOG_EVERY` seconds which silos it still waits for.
+
+    A grid that delivers at once (:class:`~uldp.flower.LocalGrid` has no ``push_messages``) is asked directly.
+
+    Raises:
+        SiloFault: some silos did not answer within ``timeout`` (named, with the timeout).
+    """
+    try:
+        ids = list(grid.push_messages(messages))
+    except NotImplementedError:
+        return list(grid.send_and_receive(messages, timeout=timeout))
+    awaited = {message_id: message.metadata.dst_node_id for message_id, message in zip(ids, messages, strict=True)}
+    replies: list = []
+    start = said = time.monotonic()
+    while awaited:
+        for reply in grid.pull_messages(list(awaited)):
+            awaited.pop(reply.metadata.reply_to_message_id, None)
+            replies.append(reply)
+        waited = time.monotonic() - start
+        if not awaited or waited >= timeout:
+            break
+        if time.monotonic() - said >= LOG_EVERY:
+            said = time.monotonic()
+            LOGGER.warning("%s: still waiting for silo(s) %s after %.0f s (timeout %g s)", what,
+                           sorted(names.get(node, str(node)) for node in awaited.values()), waited, timeout)
+        time.sleep(min(POLL, max(0.0, timeout - waited)))
+    if awaited:
+        answered = [names[reply.metadata.src_node_id] for reply in replies if not reply.has_error()]
+        raise SiloFault(f"{what}: silo(s) {sorted(names.get(node, str(node)) for node in awaited.values())} did not "
+                        f"answer within timeout {timeout:g} s", answered=answered)
+    return replies
+
+
 def strategy_fingerprint(strategy: Any) -> str:
     """What a checkpoint must belong to: the method and its hyperparameters, Protocol 1's parameters, the silos'
     names and the digest of the federation's user list (another silo, key or record set is another run)."""
@@ -151,8 +188,9 @@ def run_rounds(strategy: Any, grid: Any, initial: np.ndarray, *, num_rounds: int
         start = time.perf_counter()
         try:
             messages = strategy.configure_train(round_index, result.arrays, train_config or ConfigRecord(), grid)
-            arrays, metrics = strategy.aggregate_train(round_index,
-                                                       grid.send_and_receive(messages, timeout=timeout))
+            replies = send_and_receive(grid, list(messages), timeout=timeout, names=strategy.silo_names,
+                                       what=f"round {round_index}")
+            arrays, metrics = strategy.aggregate_train(round_index, replies)
         except SiloFault as error:
             ledger.abort(str(error), error.answered)
             aborted += 1

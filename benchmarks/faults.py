@@ -13,6 +13,13 @@ on loopback, from the checkout given by ``--root`` (so the same script measures 
 - ``late-silo``: silo 0 starts with ``--max-wait 90`` while no server listens; the server and the other silos start
   ``--delay`` seconds later. Measured: whether silo 0 was still waiting, and how the federation ended.
 
+- ``flower-supernode-killed``: Flower's own runtime (a SuperLink, 3 SuperNodes, ``flwr run``; the app of
+  ``tests/test_flower_loopback.py`` with :class:`uldp.flower.UldpStrategy`, 3 rounds, a 20 s round timeout). The
+  SuperNode of "General" is killed once round 2 is in flight and started again (a new node id). Measured: how the
+  run ended (``flwr ls``'s status, ``flwr run``'s exit status), the releases in the strategy's epsilon history and
+  the rounds it completed. Where the checkout has :mod:`uldp.flower.recovery`, the strategy declares its silos and a
+  checkpoint.
+
 It prints one line per scenario (``--json``: one JSON document). Every process is killed at the end, whatever
 happens; each wait is bounded.
 
@@ -186,8 +193,159 @@ def late_silo(processes: Federation, delay: float) -> dict:
             "early_silo_said": [line[-160:] for line in silo_log.splitlines() if "no server" in line][:2]}
 
 
+FLOWER_APP = """
+import json
+import numpy as np, pandas as pd
+from torch import nn
+import uldp, uldp.flower as uf
+from flwr.app import ArrayRecord
+from flwr.serverapp import ServerApp
+
+def model():
+    return nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+
+def load(context):
+    frame = pd.read_csv(context.node_config["data"])
+    return uf.SiloData(frame[["a", "b", "c"]].to_numpy(np.float32), frame["label"].to_numpy(), frame["patient"])
+
+client = uf.silo_client_app(load, model, nn.CrossEntropyLoss())
+server = ServerApp()
+
+@server.main()
+def main(grid, context):
+    settings = json.loads(context.run_config["settings"])
+    strategy = uf.UldpStrategy(**settings)
+    initial = ArrayRecord([uldp.flat_parameters(model()).numpy()])
+    result = strategy.start(grid, initial, num_rounds=3, timeout=20)
+    with open(context.run_config["out"], "w") as file:
+        json.dump({"epsilons": strategy.epsilons, "completed": sorted(result.train_metrics_clientapp)}, file)
+"""
+FLOWER_PROJECT = """
+[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "hospitalapp"
+version = "1.0.0"
+description = "uldp fault benchmark"
+license = "MIT"
+dependencies = []
+
+[tool.flwr.app]
+publisher = "uldp"
+
+[tool.flwr.app.components]
+serverapp = "hospital_app:server"
+clientapp = "hospital_app:client"
+
+[tool.flwr.app.config]
+settings = ""
+out = ""
+"""
+HOSPITALS = ("General", "Royal", "St Mary")
+FLOWER_COMMANDS = (("flwr", "flwr.cli.app", "app"), ("flower-superlink", "flwr.superlink.cli", "flower_superlink"),
+                   ("flower-supernode", "flwr.supernode.cli", "flower_supernode"),
+                   ("flower-superexec", "flwr.supercore.cli", "flower_superexec"),
+                   ("flwr-serverapp", "flwr.superlink.cli", "flwr_serverapp"),
+                   ("flwr-clientapp", "flwr.supernode.cli", "flwr_clientapp"))
+
+
+def _checkpoint_rounds(path: Path) -> int:
+    """``rounds_done`` of a checkpoint file (0 while there is none): the round index in flight or last done."""
+    data = path.read_bytes() if path.exists() else b""
+    if len(data) < 12:
+        return 0
+    length = int.from_bytes(data[8:12], "little")
+    return int(json.loads(data[12:12 + length])["rounds_done"])
+
+
+def flower_supernode_killed(processes: Federation, delay: float) -> dict:
+    import numpy as np
+    import pandas as pd
+
+    folder, root = processes.folder, processes.root
+    bin_dir, app_dir, home = folder / "bin", folder / "app", folder / "flwr-home"
+    for path in (bin_dir, app_dir, home):
+        path.mkdir()
+    for name, module, function in FLOWER_COMMANDS:  # the SuperLink and SuperNodes start these from PATH
+        (bin_dir / name).write_text(f"#!/bin/sh\nexec {sys.executable} -c \"import sys; from {module} import "
+                                    f"{function}; sys.argv[0] = '{name}'; {function}()\" \"$@\"\n")
+        (bin_dir / name).chmod(0o755)
+    (app_dir / "hospital_app.py").write_text(FLOWER_APP)
+    (app_dir / "pyproject.toml").write_text(FLOWER_PROJECT)
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(150, 3)), columns=["a", "b", "c"])
+    frame["label"] = (frame.a > 0).astype(int)
+    frame["patient"] = [f"P{u}" for u in rng.integers(0, 20, 150)]
+    frame["hospital"] = rng.choice(HOSPITALS, 150)
+    key = folder / "key"
+    key.write_text(os.urandom(32).hex())
+    for hospital, part in frame.groupby("hospital"):
+        part.drop(columns="hospital").to_csv(folder / f"{hospital}.csv", index=False)
+    link = processes.port
+    (home / "config.toml").write_text(f'[superlink]\ndefault = "local"\n[superlink.local]\n'
+                                      f'address = "127.0.0.1:{link}"\ninsecure = true\n')
+    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "FLWR_HOME": str(home), "PYTHONPATH": str(root),
+           "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+    def start(log: str, *command: str) -> subprocess.Popen:
+        with (folder / log).open("w") as output:
+            process = subprocess.Popen(command, env=env, cwd=folder, stdout=output, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+        processes.processes.append(process)
+        return process
+
+    def supernode(hospital: str) -> subprocess.Popen:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        config = f'silo="{hospital}" data="{folder / (hospital + ".csv")}" uldp-key-file="{key}"'
+        return start(f"supernode-{hospital}.log", str(bin_dir / "flower-supernode"), "--insecure", "--superlink",
+                     f"127.0.0.1:{link}", "--host", "127.0.0.1", "--port", str(port), "--node-config", config)
+
+    start("superlink.log", str(bin_dir / "flower-superlink"), "--insecure", "--disable-runtime-dependency-installation",
+          "--host", "127.0.0.1", "--port", str(link))
+    nodes = {hospital: supernode(hospital) for hospital in HOSPITALS}
+    checkpoint, out = folder / "strategy.ckpt", folder / "out.json"
+    recovery = (root / "uldp" / "flower" / "recovery.py").exists()
+    settings = {"method": "ULDP-AVG-w", "sigma": 1.0, "q": 0.8, "local_epochs": 1, "batch_size": 8,
+                **({"silos": list(HOSPITALS), "checkpoint": str(checkpoint), "join_timeout": 60} if recovery else {})}
+    overrides = folder / "run-config.toml"
+    overrides.write_text(f"settings = '{json.dumps(settings)}'\nout = '{out}'\n")
+    deadline = time.monotonic() + 60
+    while True:  # the SuperLink takes a few seconds to listen
+        submitted = subprocess.run([str(bin_dir / "flwr"), "run", str(app_dir), "local", "--run-config",
+                                    str(overrides), "--format", "json"], env=env, cwd=folder, capture_output=True,
+                                   text=True, timeout=300)
+        if submitted.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    run_id = json.loads([line for line in submitted.stdout.splitlines() if line.startswith("{")][-1])["run-id"]
+    start_time, killed_at = time.monotonic(), None
+    status = ""
+    while time.monotonic() - start_time < WAIT:
+        if killed_at is None and (_checkpoint_rounds(checkpoint) >= 2 if recovery
+                                  else time.monotonic() - start_time > 60):
+            os.killpg(nodes["General"].pid, signal.SIGKILL)
+            killed_at = round(time.monotonic() - start_time)
+            nodes["General"] = supernode("General")
+        listed = subprocess.run([str(bin_dir / "flwr"), "ls", "local", "--run-id", str(run_id), "--format", "json"],
+                                env=env, cwd=folder, capture_output=True, text=True, timeout=300)
+        lines = [line for line in listed.stdout.splitlines() if line.startswith("{")]
+        status = json.loads(lines[-1])["runs"][0]["status"] if lines else status
+        if status.startswith("finished"):
+            break
+        time.sleep(2)
+    report = json.loads(out.read_text()) if out.exists() else {}
+    return {"run_status": status, "flwr_run_exit": submitted.returncode, "general_killed_after_s": killed_at,
+            "releases_accounted": len(report.get("epsilons", [])), "completed_rounds": report.get("completed"),
+            "epsilons": [round(e, 4) for e in report.get("epsilons", [])]}
+
+
 SCENARIOS: dict[str, Callable[[Federation, float], dict]] = {
     "silo-killed": silo_killed, "silo-stalled": silo_stalled, "late-silo": late_silo,
+    "flower-supernode-killed": flower_supernode_killed,
 }
 
 

@@ -23,7 +23,7 @@ on loopback, from the checkout given by ``--root`` (so the same script measures 
 It prints one line per scenario (``--json``: one JSON document). Every process is killed at the end, whatever
 happens; each wait is bounded.
 
-Usage: python benchmarks/faults.py [--root CHECKOUT] [--only NAME ...] [--delay S] [--json]
+Usage: python benchmarks/faults.py [--root CHECKOUT] [--only NAME ...] [--delay S] [--keep FOLDER] [--json]
 """
 
 from __future__ import annotations
@@ -92,9 +92,11 @@ class Federation:
 
 
 @contextlib.contextmanager
-def federation(root: Path) -> Iterator[Federation]:
-    with tempfile.TemporaryDirectory(prefix="uldp-faults-") as folder:
-        processes = Federation(root, Path(folder))
+def federation(root: Path, keep: Path | None = None) -> Iterator[Federation]:
+    """The processes of one scenario, in a temporary folder (or a new folder under ``keep``, left for reading)."""
+    with tempfile.TemporaryDirectory(prefix="uldp-faults-", dir=keep) as temporary:
+        folder = Path(tempfile.mkdtemp(prefix="uldp-faults-", dir=keep)) if keep else Path(temporary)
+        processes = Federation(root, folder)
         try:
             yield processes
         finally:
@@ -356,11 +358,12 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", choices=sorted(SCENARIOS), default=sorted(SCENARIOS))
     parser.add_argument("--delay", type=float, default=12.0, help="seconds the late silo waits for its server")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--keep", type=Path, default=None, help="keep each scenario's logs in a folder under this")
     args = parser.parse_args()
     results: dict[str, Any] = {}
     for name in args.only:
         start = time.perf_counter()
-        with federation(args.root.resolve()) as processes:
+        with federation(args.root.resolve(), args.keep) as processes:
             results[name] = {**SCENARIOS[name](processes, args.delay), "seconds": round(time.perf_counter() - start)}
         if not args.json:
             print(f"{name}: {json.dumps(results[name])}", flush=True)

@@ -16,6 +16,11 @@ Stages (all messages of type ``query.uldp`` except the rounds, ``train``):
    and steps ``x + eta_g / (q |U| |S|) * sum`` (Algorithm 3 line 6). The epsilon of Theorem 3 (sub-sampled,
    Lemma 4) after each round is in the strategy's result.
 
+Faults (:mod:`uldp.flower.recovery`): silos are known by their names, not their node ids; the run waits for the
+silos it declares (``silos=``) and refuses to run short of them; every round index is accounted as a release before
+it is asked, and never asked again; after a failed round the strategy takes its silos back by name and goes on at
+the next index; with ``checkpoint=`` a run started again resumes there.
+
 So the run equals :func:`uldp.fit` on the concatenation of the silos' records (silos in sorted name order) with
 the pseudonyms as user ids and the strategy's seed -- exactly when ``insecure_reproducible_noise`` makes the silos
 draw from that seed too (tests and the book only: whoever knows the seed can subtract the noise).

@@ -62,10 +62,13 @@ class Federation:
         self.clients = silo_clients(synthetic, self.config)
         self.checkpoint = tmp_path / "model.ckpt"
 
-    def serve(self, faults: dict | None = None, **settings) -> tuple[Coordinator, server_module.FederationResult]:
-        """One server start: a coordinator whose silo ``s`` meets ``faults[s]`` before each instruction."""
+    def serve(self, faults: dict | None = None, absent: tuple[int, ...] = (),
+              **settings) -> tuple[Coordinator, server_module.FederationResult]:
+        """One server start: a coordinator whose silo ``s`` meets ``faults[s]`` before each instruction (the silos
+        in ``absent`` never connect)."""
         faults = faults or {}
-        proxies = [Proxy(client, fault=faults.get(silo_id)) for silo_id, client in enumerate(self.clients)]
+        proxies = [Proxy(client, fault=faults.get(silo_id)) for silo_id, client in enumerate(self.clients)
+                   if silo_id not in absent]
         options = {"master_key": MASTER, "join_timeout": 60, "round_timeout": 60, "checkpoint": self.checkpoint,
                    **settings}
         coordinator = Coordinator(MethodServer(self.config, self.synthetic), ServerSettings(**options),
@@ -137,6 +140,18 @@ def test_a_stalled_silo_is_named_with_its_timeout_and_logged_while_it_stalls(syn
     assert result.rounds_done == 0
     _assert_accounted(result.history, {1: [0, 2]})
     assert federation.saved().history == tuple(result.history)
+
+
+def test_a_silo_that_never_joins_is_named_while_the_server_waits(synthetic, tmp_path, caplog) -> None:
+    """Silo 2 never connects: the server says whom it waits for while it waits, then stops naming silo 2 and the
+    join timeout; nothing was asked, so nothing is accounted."""
+    federation = Federation(synthetic, tmp_path)
+    with caplog.at_level(logging.WARNING, logger="uldp.deploy"):
+        _, result = federation.serve(absent=(2,), join_timeout=1.0, stall_log_seconds=0.3)
+    assert result.error.startswith("admission: silo(s) [2] did not join within 1 s"), result.error
+    waits = [r.getMessage() for r in caplog.records if "to join" in r.getMessage()]
+    assert waits and all(m.startswith("waiting for silo(s) [2] to join: ") for m in waits), waits
+    assert result.history == [] and not federation.checkpoint.exists()
 
 
 def test_a_network_cut_in_protocol_1_costs_one_release_and_the_restart_sets_up_afresh(synthetic, tmp_path) -> None:

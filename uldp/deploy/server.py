@@ -193,11 +193,17 @@ class Coordinator:
         Raises:
             AdmissionFailed: when ``join_timeout`` passes first (the message lists missing and refused silos).
         """
-        deadline = time.monotonic() + self.settings.join_timeout
+        start = said = time.monotonic()
+        deadline = start + self.settings.join_timeout
         while True:
             with self._lock:
                 if len(self.silos) == self.role.n_silos:
                     break
+                missing = sorted(set(range(self.role.n_silos)) - set(self.silos))
+            if time.monotonic() - said >= self.settings.stall_log_seconds:
+                said = time.monotonic()
+                LOGGER.warning("waiting for silo(s) %s to join: %.0f s of --join-timeout %g s", missing,
+                               said - start, self.settings.join_timeout)
             new = [(cid, proxy) for cid, proxy in self.client_manager.all().items() if cid not in self._seen]
             for cid, proxy in new:
                 self._seen.add(cid)
@@ -206,7 +212,6 @@ class Coordinator:
                                  name=f"uldp-handshake-{cid}").start()
             if time.monotonic() > deadline:
                 with self._lock:
-                    missing = sorted(set(range(self.role.n_silos)) - set(self.silos))
                     refused = "; ".join(self.refused) or "none"
                 raise AdmissionFailed(
                     f"silo(s) {missing} did not join within {self.settings.join_timeout:.0f} s (refused: {refused})"

@@ -23,7 +23,7 @@ on loopback, from the checkout given by ``--root`` (so the same script measures 
 It prints one line per scenario (``--json``: one JSON document). Every process is killed at the end, whatever
 happens; each wait is bounded.
 
-Usage: python benchmarks/faults.py [--root CHECKOUT] [--only NAME ...] [--delay S] [--keep FOLDER] [--json]
+Usage: PYTHONPATH=. python benchmarks/faults.py [--root CHECKOUT] [--only NAME ...] [--delay S] [--keep FOLDER] [--json]
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from uldp.flower_cli import json_output  # run with PYTHONPATH set to this checkout
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -323,7 +325,9 @@ def flower_supernode_killed(processes: Federation, delay: float) -> dict:
         if submitted.returncode == 0 or time.monotonic() > deadline:
             break
         time.sleep(2)
-    run_id = json.loads([line for line in submitted.stdout.splitlines() if line.startswith("{")][-1])["run-id"]
+    run_id = (json_output(submitted.stdout) or {}).get("run-id")
+    if run_id is None:
+        return {"error": f"flwr run started no run: {submitted.stdout[-500:]} {submitted.stderr[-500:]}"}
     start_time, killed_at = time.monotonic(), None
     status = ""
     while time.monotonic() - start_time < WAIT:
@@ -334,8 +338,8 @@ def flower_supernode_killed(processes: Federation, delay: float) -> dict:
             nodes["General"] = supernode("General")
         listed = subprocess.run([str(bin_dir / "flwr"), "ls", "local", "--run-id", str(run_id), "--format", "json"],
                                 env=env, cwd=folder, capture_output=True, text=True, timeout=300)
-        lines = [line for line in listed.stdout.splitlines() if line.startswith("{")]
-        status = json.loads(lines[-1])["runs"][0]["status"] if lines else status
+        runs = (json_output(listed.stdout) or {}).get("runs") or [{"status": status}]
+        status = runs[0]["status"]
         if status.startswith("finished"):
             break
         time.sleep(2)

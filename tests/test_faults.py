@@ -430,12 +430,13 @@ from pathlib import Path
 
 states = Path({statuses!r})
 if sys.argv[1] == "run":
-    print(json.dumps({{"success": True, "run-id": "7", "argv": sys.argv[2:]}}))
+    print(json.dumps({{"success": True, "run-id": "7", "argv": sys.argv[2:]}}, indent=2))  # as rich prints it
 elif sys.argv[1] == "ls":
     pending = json.loads(states.read_text())
     status, details = pending.pop(0) if len(pending) > 1 else pending[0]
     states.write_text(json.dumps(pending))
-    print(json.dumps({{"success": True, "runs": [{{"run-id": "7", "status": status, "status-details": details}}]}}))
+    print(json.dumps({{"success": True, "runs": [{{"run-id": "7", "status": status, "status-details": details}}]}},
+                     indent=2))
 '''
 
 

@@ -44,6 +44,18 @@ class FlowerCommandFailed(RuntimeError):
     """A ``flwr`` command exited with an error or printed no JSON; the message has its output's end."""
 
 
+def json_output(text: str) -> dict | None:
+    """The JSON document a ``flwr ... --format json`` command printed (over several lines), or None."""
+    start = next((i for i, line in enumerate(text.splitlines(keepends=True)) if line.startswith("{")), None)
+    if start is None:
+        return None
+    try:
+        document = json.JSONDecoder().raw_decode("".join(text.splitlines(keepends=True)[start:]))[0]
+    except json.JSONDecodeError:
+        return None
+    return document if isinstance(document, dict) else None
+
+
 def _flwr_json(command: list[str]) -> dict:
     """Run one ``flwr`` command and parse its JSON output.
 
@@ -51,11 +63,11 @@ def _flwr_json(command: list[str]) -> dict:
         FlowerCommandFailed: a non-zero exit, or no JSON document on stdout.
     """
     done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
+    document = json_output(done.stdout)
+    if done.returncode != 0 or document is None:
         output = (done.stderr.strip() or done.stdout.strip())[-1000:]
         raise FlowerCommandFailed(f"`{' '.join(command)}` exited with status {done.returncode}: {output}")
-    return json.loads(lines[-1])
+    return document
 
 
 def submit(app: Path, superlink: str | None, *, run_config: list[str], flwr: str = "flwr") -> int:

@@ -322,10 +322,10 @@ def flower_supernode_killed(processes: Federation, delay: float) -> dict:
         submitted = subprocess.run([str(bin_dir / "flwr"), "run", str(app_dir), "local", "--run-config",
                                     str(overrides), "--format", "json"], env=env, cwd=folder, capture_output=True,
                                    text=True, timeout=300)
-        if submitted.returncode == 0 or time.monotonic() > deadline:
+        run_id = (json_output(submitted.stdout) or {}).get("run-id")
+        if run_id is not None or time.monotonic() > deadline:  # flwr run exits 0 even when it reached no SuperLink
             break
         time.sleep(2)
-    run_id = (json_output(submitted.stdout) or {}).get("run-id")
     if run_id is None:
         return {"error": f"flwr run started no run: {submitted.stdout[-500:]} {submitted.stderr[-500:]}"}
     start_time, killed_at = time.monotonic(), None

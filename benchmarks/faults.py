@@ -14,7 +14,7 @@ on loopback, from the checkout given by ``--root`` (so the same script measures 
   ``--delay`` seconds later. Measured: whether silo 0 was still waiting, and how the federation ended.
 
 - ``flower-supernode-killed``: Flower's own runtime (a SuperLink, 3 SuperNodes, ``flwr run``; the app of
-  ``tests/test_flower_loopback.py`` with :class:`uldp.flower.UldpStrategy`, 3 rounds, a 20 s round timeout). The
+  ``tests/test_flower_loopback.py`` with :class:`uldp.flower.UldpStrategy`, 3 rounds, a 90 s timeout). The
   SuperNode of "General" is killed once round 2 is in flight and started again (a new node id). Measured: how the
   run ended (``flwr ls``'s status, ``flwr run``'s exit status), the releases in the strategy's epsilon history and
   the rounds it completed. Where the checkout has :mod:`uldp.flower.recovery`, the strategy declares its silos and a
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 RUN = {"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 8, "rounds": 3, "seed": 3, "max_train_records": 120,
        "local_epochs": 1}
 N_SILOS = 3
-WAIT = 400.0  # the longest any process may take (seconds)
+WAIT = 600.0  # the longest any process may take (seconds)
 
 
 class Federation:
@@ -220,7 +220,7 @@ def main(grid, context):
     settings = json.loads(context.run_config["settings"])
     strategy = uf.UldpStrategy(**settings)
     initial = ArrayRecord([uldp.flat_parameters(model()).numpy()])
-    result = strategy.start(grid, initial, num_rounds=3, timeout=20)
+    result = strategy.start(grid, initial, num_rounds=3, timeout=90)
     with open(context.run_config["out"], "w") as file:
         json.dump({"epsilons": strategy.epsilons, "completed": sorted(result.train_metrics_clientapp)}, file)
 """

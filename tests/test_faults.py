@@ -468,3 +468,16 @@ def test_flower_run_says_why_flwr_failed(tmp_path, capsys) -> None:
     fake.chmod(0o755)
     assert main(["flower-run", str(tmp_path), "--flwr", str(fake)]) == 1
     assert "exited with status 1: SuperLink unavailable at 127.0.0.1:9093" in capsys.readouterr().err
+
+
+def test_supernodes_whose_clientapps_fail_are_said_to_be_connected(
+        hospital_files) -> None:  # noqa: F811  (the fixture imported from test_flower)
+    """SuperNodes that are connected but whose ClientApps fail: the error says so (not that none is connected)."""
+    hospitals = Hospitals(hospital_files)
+
+    def broken(message, context):
+        raise ValueError("the SuperNode needs --node-config 'silo=...'")
+
+    hospitals.app = broken
+    with pytest.raises(RuntimeError, match=r"3 SuperNode\(s\) connected, none answered the hello stage"):
+        hospitals.run(silos=HOSPITALS, join_timeout=1.0)

@@ -193,7 +193,7 @@ class UldpStrategy(Strategy):
         def hello(nodes: list[int]) -> dict[int, dict]:
             contents = {node: {"stage": "hello", "secure": self.secure} for node in nodes}
             return {node: _config(reply) for node, reply in
-                    self._ask(grid, contents, min(timeout, self.join_timeout), answered_only=True).items()}
+                    self._ask(grid, contents, timeout, answered_only=True).items()}
 
         expected = self.silos if self.silos is not None or not self.silo_names else list(self.silo_names.values())
         silos = discover_silos(hello, grid.get_node_ids, expected=expected, join_timeout=self.join_timeout)

@@ -68,7 +68,7 @@ def discover_silos(ask_hello: Callable[[list[int]], dict[int, dict]], node_ids: 
         ask_hello: Sends ``hello`` to the given nodes; returns the answers of those that answered without error.
         node_ids: The nodes connected now.
         expected: The silos' names; None takes the silos connected at the first answer (at least one).
-        join_timeout: Seconds to wait for them.
+        join_timeout: Seconds to wait for them (each ``hello`` may take its own timeout on top).
 
     Returns:
         node id -> its ``hello`` answer, for the expected silos only (a node answering another name is left out,
@@ -81,7 +81,8 @@ def discover_silos(ask_hello: Callable[[list[int]], dict[int, dict]], node_ids: 
     start = time.monotonic()
     said = start
     while True:
-        answers = ask_hello(list(node_ids()))
+        nodes = list(node_ids())
+        answers = ask_hello(nodes)
         names = [answer["silo"] for answer in answers.values()]
         if len(set(names)) != len(names):
             raise RuntimeError(f"two SuperNodes claim the same silo name: {sorted(names)}")
@@ -94,9 +95,13 @@ def discover_silos(ask_hello: Callable[[list[int]], dict[int, dict]], node_ids: 
                                sorted(expected or ()))
             return {node: answer for node, answer in answers.items() if answer["silo"] not in strangers}
         if waited >= join_timeout:
-            if not names:
+            if not nodes:
                 raise RuntimeError(f"no SuperNode is connected to the SuperLink (waited {waited:.0f} s, "
                                    f"join_timeout {join_timeout:g} s); expected silos: {expected or 'any'}")
+            if not names:
+                raise RuntimeError(f"{len(nodes)} SuperNode(s) connected, none answered the hello stage (waited "
+                                   f"{waited:.0f} s, join_timeout {join_timeout:g} s; their ClientApps failed, see "
+                                   f"the SuperNodes' logs); expected silos: {expected or 'any'}")
             raise RuntimeError(f"silo(s) {missing} did not join within join_timeout {join_timeout:g} s "
                                f"(connected: {sorted(names)}); the run refuses to go on short of its silos")
         if time.monotonic() - said >= LOG_EVERY:

@@ -96,8 +96,9 @@ class Federation:
 @contextlib.contextmanager
 def federation(root: Path, keep: Path | None = None) -> Iterator[Federation]:
     """The processes of one scenario, in a temporary folder (or a new folder under ``keep``, left for reading)."""
-    with tempfile.TemporaryDirectory(prefix="uldp-faults-", dir=keep) as temporary:
-        folder = Path(tempfile.mkdtemp(prefix="uldp-faults-", dir=keep)) if keep else Path(temporary)
+    with contextlib.ExitStack() as stack:
+        folder = (Path(tempfile.mkdtemp(prefix="uldp-faults-", dir=keep)) if keep
+                  else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="uldp-faults-"))))
         processes = Federation(root, folder)
         try:
             yield processes

@@ -117,13 +117,15 @@ def send_and_receive(grid: Any, messages: list, *, timeout: float, names: dict[i
     A grid that delivers at once (:class:`~uldp.flower.LocalGrid` has no ``push_messages``) is asked directly.
 
     Raises:
-        SiloFault: some silos did not answer within ``timeout`` (named, with the timeout).
+        SiloFault: some silos answered with an error (a SuperNode that missed its heartbeats is answered for by the
+            SuperLink, under no node id of its own) or did not answer within ``timeout``; each named.
     """
     try:
         ids = list(grid.push_messages(messages))
     except NotImplementedError:
         return list(grid.send_and_receive(messages, timeout=timeout))
-    awaited = {message_id: message.metadata.dst_node_id for message_id, message in zip(ids, messages, strict=True)}
+    node_of = {message_id: message.metadata.dst_node_id for message_id, message in zip(ids, messages, strict=True)}
+    awaited = dict(node_of)
     replies: list = []
     start = said = time.monotonic()
     while awaited:
@@ -138,10 +140,16 @@ def send_and_receive(grid: Any, messages: list, *, timeout: float, names: dict[i
             LOGGER.warning("%s: still waiting for silo(s) %s after %.0f s (timeout %g s)", what,
                            sorted(names.get(node, str(node)) for node in awaited.values()), waited, timeout)
         time.sleep(min(POLL, max(0.0, timeout - waited)))
+    def name(node: int) -> str:
+        return names.get(node, f"node {node}")
+
+    failed = [f"{name(node_of[r.metadata.reply_to_message_id])!r} failed: {r.error.reason}" for r in replies
+              if r.has_error()]
     if awaited:
-        answered = [names[reply.metadata.src_node_id] for reply in replies if not reply.has_error()]
-        raise SiloFault(f"{what}: silo(s) {sorted(names.get(node, str(node)) for node in awaited.values())} did not "
-                        f"answer within timeout {timeout:g} s", answered=answered)
+        failed.append(f"{sorted(name(node) for node in awaited.values())} did not answer within timeout {timeout:g} s")
+    if failed:
+        answered = [name(node_of[r.metadata.reply_to_message_id]) for r in replies if not r.has_error()]
+        raise SiloFault(f"{what}: silo {'; silo '.join(failed)}", answered=answered)
     return replies
 
 

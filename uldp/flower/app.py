@@ -186,7 +186,9 @@ class UldpStrategy(Strategy):
         """Stages 1-2: learn the silos, relay the sealed histograms, agree on |U| (see the module docstring).
 
         Raises:
-            RuntimeError: A silo failed, two silos share a name, or the silos disagree on the users.
+            RuntimeError: A silo failed, two silos share a name, the silos disagree on the users, or the expected
+                silos (``silos``, or after a fault those of the first set-up) did not all answer within
+                ``join_timeout`` (:func:`uldp.flower.recovery.discover_silos`).
         """
         start = time.perf_counter()
 

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from deploy_harness import MASTER, Proxy, federation, make_config
 
 from uldp import persist
 from uldp.deploy import keys, wire
 from uldp.deploy.method_roles import DeployConfig, MethodServer, MethodSilo
-from uldp.deploy.server import Coordinator, ServerSettings
+from uldp.deploy.server import ServerSettings
 from uldp.deploy.silo import SiloSettings, _make_client
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
-MASTER = bytes(range(32))
 
 
 @pytest.fixture(scope="module")
@@ -31,39 +31,6 @@ def synthetic():
     from uldp.data import load
 
     return load("synthetic")
-
-
-def _config(secure: bool) -> DeployConfig:
-    from uldp.secure.config import ProtocolParameters
-    from uldp.simulation import RunConfig
-
-    protocol = ProtocolParameters(key_bits=512, insecure_test_key=True, n_max=200)
-    run = RunConfig(dataset="synthetic", method="ULDP-AVG-w", n_users=8, rounds=2, seed=3, max_train_records=120,
-                    local_epochs=1, secure=secure, protocol=protocol)
-    return DeployConfig(run)
-
-
-class Proxy:
-    """Flower's client proxy for one in-process silo client; ``tamper(instruction, reply)`` may rewrite replies."""
-
-    def __init__(self, client, tamper=None, hello=None) -> None:
-        self.client, self.tamper, self.hello = client, tamper, hello or {}
-
-    def get_properties(self, ins, timeout, group_id):
-        answer = self.client.get_properties(ins)
-        answer.properties.update(self.hello)
-        return answer
-
-    def fit(self, ins, timeout, group_id):
-        answer = self.client.fit(ins)
-        if self.tamper is None:
-            return answer
-        instruction = wire.Instruction.from_flower(ins)
-        reply = self.tamper(instruction, wire.Reply.from_flower(answer))
-        return answer if reply is None else reply.to_flower()
-
-    def reconnect(self, ins, timeout, group_id):
-        return None
 
 
 class IdleProxy:
@@ -83,36 +50,13 @@ class IdleProxy:
     reconnect = fit
 
 
-class Manager:
-    def __init__(self, proxies) -> None:
-        self.proxies = proxies
-
-    def all(self):
-        return {f"client-{i}": proxy for i, proxy in enumerate(self.proxies)}
-
-
-def _federation(synthetic, *, secure=False, tamper=None, victim=1, extra=(), settings=None, silo=None):
-    """A coordinator over 3 real silo clients (silo ``victim``'s replies go through ``tamper``) and ``extra``;
-    ``silo(silo_id)`` gives a silo's own SiloSettings fields (policy, ledger)."""
-    config = _config(secure)
-    server = MethodServer(config, synthetic)
-    proxies = list(extra)
-    for silo_id in range(3):
-        own = silo(silo_id) if silo else {}
-        client = _make_client(MethodSilo(config, silo_id, synthetic),
-                              SiloSettings(key=keys.silo_key(MASTER, silo_id), **own))
-        proxies.append(Proxy(client, tamper if silo_id == victim else None))
-    settings = settings or ServerSettings(master_key=MASTER, join_timeout=60, round_timeout=60)
-    return Coordinator(server, settings, Manager(proxies))
-
-
 @pytest.mark.parametrize("silo_id", [True, False, 2**70, "0", None, -1, 1.0])
 def test_a_bad_silo_id_is_refused_and_the_real_silos_still_run(silo_id, synthetic) -> None:
     """A stranger answering the handshake with a bool (True is an int to Python), huge, negative or non-integer id
     is refused; the three real silos are admitted and the federation completes."""
-    client = _make_client(MethodSilo(_config(False), 0, synthetic), SiloSettings(key=keys.silo_key(MASTER, 0)))
+    client = _make_client(MethodSilo(make_config(False), 0, synthetic), SiloSettings(key=keys.silo_key(MASTER, 0)))
     stranger = Proxy(client, hello={"silo_id": silo_id})
-    result = _federation(synthetic, extra=[stranger]).run()
+    result = federation(synthetic, extra=[stranger]).run()
     assert result.error == "" and result.rounds_done == 2
     assert len(result.refused) == 1 and "silo id must be an integer" in result.refused[0]
 
@@ -122,7 +66,7 @@ def test_idle_connections_block_no_one(synthetic) -> None:
     (handshakes run concurrently, each bounded), and the federation completes."""
     admitted = threading.Event()
     idle = [IdleProxy(admitted) for _ in range(4)]
-    coordinator = _federation(synthetic, extra=idle)
+    coordinator = federation(synthetic, extra=idle)
     coordinator.admit()
     admitted.set()
     assert sorted(coordinator.silos) == [0, 1, 2]
@@ -190,13 +134,18 @@ def _forged_dimensions() -> bytes:
 
 @pytest.mark.parametrize("case", sorted(PLAIN))
 def test_a_malformed_contribution_aborts_the_round_naming_the_silo(case, synthetic, tmp_path) -> None:
-    """Nothing is applied or saved; the server stops with an error naming silo 1 and what it sent."""
+    """Nothing is applied: the server stops with an error naming silo 1 and what it sent, and the checkpoint keeps
+    the initial model with round 1 accounted as an aborted release (the honest silos' answers were released)."""
     tamper, detail = PLAIN[case]
     checkpoint = tmp_path / "model.ckpt"
     settings = ServerSettings(master_key=MASTER, join_timeout=60, round_timeout=60, checkpoint=checkpoint)
-    result = _federation(synthetic, tamper=tamper, settings=settings).run()
-    assert result.rounds_done == 0 and not checkpoint.exists()
+    coordinator = federation(synthetic, tamper=tamper, settings=settings)
+    result = coordinator.run()
+    assert result.rounds_done == 0 and result.last_round == 1
     assert result.error.startswith("round 1 aborted: round 1: silo 1 sent") and detail in result.error, result.error
+    saved = persist.load_checkpoint(checkpoint, config_fingerprint=coordinator.role.fingerprint)
+    assert saved is not None and saved.rounds_done == 1 and saved.history[0]["aborted"] in result.error
+    np.testing.assert_array_equal(saved.params, coordinator.role.initial_params())
 
 
 def _rewrite(stage, kind_name, change):
@@ -251,7 +200,7 @@ def test_a_malformed_protocol_message_aborts_naming_the_silo_that_sent_it(case, 
     """Protocol 1 (512-bit test keys): a message claiming another silo, addressed to no silo, or with values out of
     range (a ciphertext outside Z*_{n^2}) stops the server with the sender named, before anything is decrypted."""
     victim, tamper, detail = SECURE[case]
-    result = _federation(synthetic, secure=True, tamper=tamper, victim=victim).run()
+    result = federation(synthetic, secure=True, tamper=tamper, victim=victim).run()
     assert result.rounds_done == 0
     assert f"silo {victim} sent a bad" in result.error and detail in result.error, result.error
 
@@ -415,7 +364,8 @@ def test_a_silo_without_a_server_or_data_reports_one_line(tmp_path, capsys, monk
                       '"max_train_records": 120}')
     assert main(["silo", "--config", str(config), "--silo-id", "0", "--server", "127.0.0.1:1", "--max-wait", "1",
                  "--quiet"]) == 1
-    assert "lost the server at 127.0.0.1:1 within --max-wait 1 s" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert "no server at 127.0.0.1:1 for 1 s (--max-wait 1 s; UNAVAILABLE; no round seen yet)" in error
     monkeypatch.delenv("ULDP_DATA_DIR", raising=False)
     config.write_text('{"dataset": "creditcard", "method": "ULDP-AVG-w", "n_users": 8, "rounds": 1}')
     assert main(["silo", "--config", str(config), "--silo-id", "0"]) == 2
@@ -433,7 +383,7 @@ def test_a_replayed_round_is_refused_even_by_a_restarted_silo(synthetic, tmp_pat
     """Attack 2, plain path: a deploy silo asked for round 1 twice answered twice (the second answer minus the first
     was its clean update's difference, max 0 with reproducible noise). Now the second request is refused, naming the
     round, and a silo restarted on the same ledger file refuses it too; nothing is computed for it."""
-    config = _config(False)
+    config = make_config(False)
     server = MethodServer(config, synthetic)
     ledger = tmp_path / "silo-0.ledger.json"
     client = _make_client(MethodSilo(config, 0, synthetic), SiloSettings(ledger=ledger))
@@ -451,7 +401,7 @@ def test_a_one_user_sample_and_too_little_noise_are_refused_by_the_silos(synthet
     than the run's sigma (5) took part anyway. Both are refused by name; a DEFAULT run (no noise) too."""
     from uldp.policy import PolicyRefusal, SiloPolicy
 
-    coordinator = _federation(synthetic)
+    coordinator = federation(synthetic)
     one = np.zeros(coordinator.role.n_users, dtype=bool)
     one[0] = True
     monkeypatch.setattr(coordinator.role, "sampled_users", lambda round_index: one)
@@ -460,7 +410,7 @@ def test_a_one_user_sample_and_too_little_noise_are_refused_by_the_silos(synthet
     assert "failed: PolicyRefusal: a round that samples 1 user(s) is below this silo's min_sampled_users 2" in \
         result.error
     with pytest.raises(PolicyRefusal, match=r"sigma=5\.0 is below this silo's min_sigma 10"):
-        _federation(synthetic, silo=lambda s: {"policy": SiloPolicy(min_sigma=10.0)})
+        federation(synthetic, silo=lambda s: {"policy": SiloPolicy(min_sigma=10.0)})
     from uldp.simulation import RunConfig
 
     plain = DeployConfig(RunConfig(dataset="synthetic", method="DEFAULT", n_users=8, rounds=1, seed=3,
@@ -473,7 +423,7 @@ def test_a_huge_contribution_aborts_the_round_naming_the_silo(synthetic) -> None
     """Attack 6, plain path: a finite 1e30-scaled contribution moved the parameters by 5.6e29. Now it is past the
     bound clip * sum_u w_su + noise tail, and the round aborts naming silo 1, with nothing applied."""
     tamper = _contribution(lambda r: (persist.array_to_bytes(_first(r) * np.float32(1e30)),))
-    result = _federation(synthetic, tamper=tamper).run()
+    result = federation(synthetic, tamper=tamper).run()
     assert result.rounds_done == 0
     assert "silo 1 sent a contribution of norm" in result.error and "past the bound" in result.error, result.error
 
@@ -484,7 +434,7 @@ def test_a_homomorphically_inflated_masked_update_aborts_the_round(synthetic) ->
     which silo; nothing is applied)."""
     from uldp.secure import encoding, messages
 
-    protocol = MethodServer(_config(True), synthetic).protocol_config()
+    protocol = MethodServer(make_config(True), synthetic).protocol_config()
     seen = {}
 
     def inflate(instruction, reply):
@@ -499,7 +449,7 @@ def test_a_homomorphically_inflated_masked_update_aborts_the_round(synthetic) ->
         changed = dataclasses.replace(update, ciphertexts=(first, *update.ciphertexts[1:]))
         return dataclasses.replace(reply, payloads=(changed.to_bytes(),))
 
-    result = _federation(synthetic, secure=True, tamper=inflate).run()
+    result = federation(synthetic, secure=True, tamper=inflate).run()
     assert result.rounds_done == 0 and "Protocol 1's decoded aggregate has norm" in result.error, result.error
 
 
@@ -509,11 +459,11 @@ def test_the_history_reports_the_servers_view_beside_the_model(synthetic) -> Non
     unless it says "secure": false."""
     from uldp.accounting import epsilon_server_view
 
-    plain = _federation(synthetic).run()
+    plain = federation(synthetic).run()
     assert plain.error == "" and all(r["server_view_epsilon"] > r["epsilon"] for r in plain.history)
     expected = epsilon_server_view(sigma=5.0, rounds=2, delta=1e-5, n_silos=3, q=1.0)
     assert plain.history[-1]["server_view_epsilon"] <= expected.epsilon * (1 + 1e-9)
-    secure = _federation(synthetic, secure=True).run()
+    secure = federation(synthetic, secure=True).run()
     assert secure.error == "" and all(r["server_view_epsilon"] == r["epsilon"] for r in secure.history)
     minimal = {"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 4, "rounds": 1}
     assert DeployConfig.from_json(minimal).run.secure

@@ -36,6 +36,7 @@ import hmac
 import json
 import math
 import struct
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -124,7 +125,9 @@ class Checkpoint:
     """The global model after ``rounds_done`` completed rounds of one configuration.
 
     Attributes:
-        rounds_done: Completed rounds (the next round to run is ``rounds_done + 1``).
+        rounds_done: Rounds accounted (the next round to run is ``rounds_done + 1``). In a deployment
+            (:mod:`uldp.deploy.server`) every round index asked, completed or aborted: ``history`` says which, and
+            ``params`` is the model after the last completed one.
         params: The flat global model.
         config_fingerprint: :func:`fingerprint` of the run configuration it belongs to.
         history: Per-round records (JSON-serialisable dicts), for reporting.
@@ -212,3 +215,111 @@ def _check_header(header: object) -> None:
     history = header["history"]
     if not isinstance(history, list) or len(history) != rounds or not all(isinstance(r, dict) for r in history):
         raise ValueError(f"history must be a list of {rounds} per-round objects, got {str(history)[:80]}")
+
+
+#: The reason a ledger records for a round before it is asked; replaced when the round completes or aborts.
+IN_FLIGHT = "in flight: the run stopped before the round completed (its answers may have been released)"
+
+
+class CheckpointFailed(RuntimeError):
+    """A checkpoint could not be written (a full disk, a removed folder); the message names the path."""
+
+
+class ReleaseLedger:
+    """Every round index a federation asked, each accounted *before* it is asked, with the last good model.
+
+    The accounting of retried rounds (the deployed server, :mod:`uldp.deploy.server`, and the Flower strategy,
+    :mod:`uldp.flower.recovery`): each round asked is one release of the method's Gaussian mechanism (Theorems 1-3,
+    Lemma 4), and a round asked again after a fault, with fresh noise and a fresh user sample, is one more adaptive
+    composition, never a free repeat. So a round index is never reused: :meth:`begin` records round t as in flight
+    (:data:`IN_FLIGHT`) with the epsilon of t releases and writes the checkpoint before anything goes out; then
+    :meth:`complete` replaces the record and the model, or :meth:`abort` says why and who answered. A crash, a
+    network cut or a checkpoint write that fails after the silos answered leaves round t counted, and a run resumed
+    from the checkpoint continues at :attr:`next_round`. A round asked but answered by no one is counted too: after
+    a crash the server cannot know, and counting it is the safe side.
+
+    The file is a :class:`Checkpoint` whose ``rounds_done`` is the last round index asked and whose history holds
+    one record per index: a completed round (any JSON fields and ``epsilon``), or an aborted one (``aborted``: why,
+    ``answered``: who had answered, when known, ``epsilon``). ``params`` is the model after the last completed round.
+
+    Args:
+        path: The checkpoint file, or None to keep the ledger in memory only.
+        config_fingerprint: :func:`fingerprint` of the run; a checkpoint of another run is refused.
+        initial: The initial model (a checkpoint must hold one of its dtype and shape).
+
+    Raises:
+        ValueError: the checkpoint belongs to another run, or is corrupted or malformed (see :func:`load_checkpoint`).
+    """
+
+    def __init__(self, path: str | Path | None, *, config_fingerprint: str, initial: np.ndarray) -> None:
+        self.path = None if path is None else Path(path)
+        self.config_fingerprint = config_fingerprint
+        loaded = (load_checkpoint(self.path, config_fingerprint=config_fingerprint, like=initial)
+                  if self.path is not None else None)
+        self.params: np.ndarray = loaded.params if loaded else initial
+        self.history: list[dict] = list(loaded.history) if loaded else []
+        self.resumed_from = len(self.history)
+
+    @property
+    def next_round(self) -> int:
+        """The next round index to ask (one more than every index asked so far)."""
+        return len(self.history) + 1
+
+    @property
+    def completed(self) -> int:
+        """Completed rounds (model updates)."""
+        return sum("aborted" not in record for record in self.history)
+
+    @property
+    def in_round(self) -> bool:
+        """Whether the last round asked has not completed (in flight or aborted)."""
+        return bool(self.history) and "aborted" in self.history[-1]
+
+    def begin(self, epsilon: float | None) -> int:
+        """Account the next round as in flight, with ``epsilon`` after its release, and write the checkpoint.
+
+        Returns:
+            The round index, to be asked only now.
+
+        Raises:
+            CheckpointFailed: nothing is accounted, and the round must not be asked.
+        """
+        self.history.append({"round": self.next_round, "aborted": IN_FLIGHT, "epsilon": epsilon})
+        try:
+            self.save()
+        except CheckpointFailed:
+            self.history.pop()
+            raise
+        return len(self.history)
+
+    def complete(self, params: np.ndarray, record: dict) -> None:
+        """The round in flight completed: ``params`` is the new model, ``record`` its history record.
+
+        Raises:
+            CheckpointFailed: the file still counts the round as in flight (a resume continues after it).
+        """
+        self.params = params
+        self.history[-1] = {"round": len(self.history), **record, "epsilon": self.history[-1]["epsilon"]}
+        self.save()
+
+    def abort(self, reason: str, answered: list) -> None:
+        """The round in flight aborted: record why and who answered (best effort: the in-flight record already
+        counts the release)."""
+        self.history[-1] = {**self.history[-1], "aborted": reason, "answered": answered}
+        with suppress(CheckpointFailed):
+            self.save()
+
+    def save(self) -> None:
+        """Replace the checkpoint atomically (nothing without a path).
+
+        Raises:
+            CheckpointFailed: naming the path and the operating system's reason (a full disk, say).
+        """
+        if self.path is None:
+            return
+        checkpoint = Checkpoint(rounds_done=len(self.history), params=self.params,
+                                config_fingerprint=self.config_fingerprint, history=tuple(self.history))
+        try:
+            save_checkpoint(self.path, checkpoint)
+        except OSError as error:
+            raise CheckpointFailed(f"cannot write the checkpoint {self.path}: {error.strerror or error}") from error

@@ -38,6 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="file of the last good model; resumed from when it exists")
     server.add_argument("--join-timeout", type=float, default=120.0, help="seconds to wait for all silos")
     server.add_argument("--round-timeout", type=float, default=3600.0, help="seconds one silo may take for one stage")
+    server.add_argument("--stall-log-seconds", type=float, default=30.0,
+                        help="while waiting for silos, say every this many seconds which and for how long")
     server.add_argument("--master-key-file", type=Path, default=None,
                         help="server key from `uldp deploy keys`; silos must then prove their own keys")
     server.add_argument("--ssl-ca-certfile", type=Path, default=None, help="TLS: CA certificate (PEM)")
@@ -52,7 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     silo.add_argument("--key-file", type=Path, default=None, help="this silo's key from `uldp deploy keys`")
     silo.add_argument("--root-certificates", type=Path, default=None,
                       help="TLS: CA certificate that signed the server's certificate (PEM); without it, insecure")
-    silo.add_argument("--max-wait", type=float, default=120.0, help="seconds to keep trying to reach the server")
+    silo.add_argument("--max-wait", type=float, default=120.0,
+                      help="seconds to keep trying to reach the server, at the start and after losing it")
     silo.add_argument("--policy", type=Path, default=None,
                       help="this silo's own privacy policy (JSON: fields of uldp.policy.SiloPolicy; default: its "
                            "defaults)")
@@ -122,13 +125,15 @@ def _server(args: argparse.Namespace) -> int:
         raise ValueError("TLS needs all three of --ssl-ca-certfile, --ssl-certfile and --ssl-keyfile")
     settings = ServerSettings(
         address=args.address, checkpoint=args.checkpoint, join_timeout=args.join_timeout,
-        round_timeout=args.round_timeout, master_key=_read_key(args.master_key_file),
+        round_timeout=args.round_timeout, stall_log_seconds=args.stall_log_seconds,
+        master_key=_read_key(args.master_key_file),
         certificates=tuple(_read_file(p) for p in tls) if all(tls) else None,  # type: ignore[arg-type]
     )
     result = serve(MethodServer(*_config_and_dataset(args)), settings)
     if args.json:
         print_json({
-            "rounds_done": result.rounds_done, "resumed_from": result.resumed_from, "error": result.error,
+            "rounds_done": result.rounds_done, "last_round": result.last_round, "resumed_from": result.resumed_from,
+            "error": result.error,
             "refused": result.refused, "setup_seconds": result.setup_seconds, "history": result.history,
             "insecure_reproducible_noise": result.insecure_reproducible_noise,
         }, args)

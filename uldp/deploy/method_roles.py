@@ -248,13 +248,20 @@ class MethodServer(_MethodRole):
         new = self.method.server_step(torch.from_numpy(params), total, n_users=self.n_users, n_silos=self.n_silos)
         return new.numpy()
 
+    def epsilon(self, releases: int) -> float | None:
+        """The user-level epsilon after ``releases`` rounds released (the method's accountant; completed and
+        aborted rounds alike, each one composition); None for a method without a guarantee."""
+        epsilon = self.method.epsilon(self._accounted, releases, accountant=self.config.run.accountant)
+        return None if epsilon is None else float(epsilon)
+
     def evaluate(self, params: np.ndarray, round_index: int) -> dict:
-        """Test metrics of the global model, the user-level epsilon after ``round_index`` rounds and the epsilon of
-        what the server saw (``server_view_epsilon``: the same with secure aggregation or uniform weights, else
+        """Test metrics of the global model, the user-level epsilon after round ``round_index`` (every round index up
+        to it is a release, see :mod:`uldp.deploy.server`) and the epsilon of what the server saw
+        (``server_view_epsilon``: the same with secure aggregation or uniform weights, else
         :func:`uldp.accounting.epsilon_server_view` with the users' largest weight norm)."""
         load_flat_parameters(self._model, torch.from_numpy(params))
         metrics = evaluate_model(self._model, self.data.x_test, self.data.y_test, self.config.run.dataset)
-        epsilon = self.method.epsilon(self._accounted, round_index, accountant=self.config.run.accountant)
+        epsilon = self.epsilon(round_index)
         view = epsilon
         if epsilon is not None and self.weights_show():
             view = epsilon_server_view(sigma=float(self.config.run.sigma or 0.0), rounds=round_index,
@@ -262,7 +269,7 @@ class MethodServer(_MethodRole):
                                        weight_norm=self._weight_norm(), q=self.method.hp.q,
                                        accountant=self.config.run.accountant).epsilon
         return {**{name: float(value) for name, value in metrics.items()},
-                "epsilon": None if epsilon is None else float(epsilon),
+                "epsilon": epsilon,
                 "server_view_epsilon": None if view is None else float(view)}
 
     def weights_show(self) -> bool:

@@ -50,6 +50,9 @@ class ServerRole(Protocol):
     def apply_aggregate(self, params: np.ndarray, aggregate: np.ndarray, round_index: int) -> np.ndarray:
         """The next global model from Protocol 1's decoded aggregate sum_s (sum_u w_su delta_su + z_s)."""
 
+    def epsilon(self, releases: int) -> float | None:
+        """The user-level epsilon after ``releases`` rounds released (completed or aborted), None without one."""
+
     def evaluate(self, params: np.ndarray, round_index: int) -> dict:
         """JSON-ready facts about the model after round ``round_index`` (test metrics, epsilon, the epsilon of the
         server's view), for the history."""

@@ -12,17 +12,32 @@ Lifecycle (:class:`Coordinator`):
    own key. Handshakes run concurrently, each bounded by ``handshake_timeout`` (a connection that never answers
    blocks no one). A silo with another configuration, an unknown, duplicate or non-integer id or a bad tag is
    refused (it is told why and disconnected) and the server keeps waiting for the right one until ``join_timeout``.
-2. Resume: the last good checkpoint of the same configuration, if any, gives the model and the next round.
+2. Resume: the checkpoint of the same configuration, if any, gives the last good model, the epsilon history of
+   every round index asked so far (completed or aborted) and the next round index.
 3. Secure setup (ULDP-AVG-w with ``secure=True``): Protocol 1 steps 1(a)-(f), once per server start.
 4. Rounds: the global model (and the round's sampled users) go out; each silo answers with its contribution, or
    with Protocol 1 shares and then its masked update. The server applies the update and evaluates the model.
    A silo that disconnects, times out, reports an error or sends anything malformed (a message claiming another
    silo, a value out of range, a contribution of another dtype or shape, or not finite) aborts the round
-   (:class:`RoundAborted`, naming the silo and what it sent): nothing of that round is applied, the server exits
-   and the checkpoint stays the last good one. After every completed round the checkpoint is replaced atomically.
+   (:class:`RoundAborted`, naming the silo and what it sent, or which timeout ran out or how long after the
+   connection was lost): nothing of that round is applied and the server exits; the checkpoint keeps the last good
+   model.
+
+Accounting of releases (every release is one more adaptive composition of the method's mechanism, Theorems 1-3
+and Lemma 4 of the paper, by the composition theorem of RDP): a round index counts as a release from the moment
+it is asked, whether or not the round completes (:class:`uldp.persist.ReleaseLedger`). Before the first
+instruction of round t goes out, the checkpoint records round t as in flight with the epsilon of t releases; a
+completed round then replaces that record (with the new model), an aborted one records why and which silos
+answered. So after a silo crash, a network cut, a server crash or a checkpoint write that fails after every silo
+answered, the checkpoint still counts round t, and a resumed server continues at round t + 1: a round index is
+never asked twice, and a retried round (fresh noise, fresh user sample) is one more composition in the epsilon
+history, never a free repeat. The run goes on until ``rounds`` rounds have completed, so each abort costs one
+release more than an undisturbed run (logged with the epsilon it reaches); the silo's own policy bounds what it
+answers.
 
 Every wait is bounded: admission by ``join_timeout``, each handshake by ``handshake_timeout``, each stage by
-``round_timeout``, refusals and disconnections by a few seconds.
+``round_timeout``, refusals and disconnections by a few seconds. While a stage waits, the server logs every
+``stall_log_seconds`` which silos it is still waiting for and for how long.
 """
 
 from __future__ import annotations
@@ -33,7 +48,7 @@ import os
 import secrets
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -43,7 +58,7 @@ import numpy as np
 from uldp.atomic import check_writable
 from uldp.checks import check_number
 from uldp.deploy import keys, quiet_flower_deprecation, wire
-from uldp.persist import Checkpoint, array_from_bytes, array_to_bytes, load_checkpoint, save_checkpoint
+from uldp.persist import CheckpointFailed, ReleaseLedger, array_from_bytes, array_to_bytes
 from uldp.secure.driver import (
     STAGE_DIRECTORY,
     STAGE_KEY,
@@ -72,7 +87,7 @@ MAX_TIMEOUT = 7 * 24 * 3600.0
 
 
 class RoundAborted(RuntimeError):
-    """A round could not complete (a silo died, timed out or failed); the last good checkpoint is kept."""
+    """A round could not complete (a silo died, timed out or failed); the last good model is kept."""
 
 
 class AdmissionFailed(RuntimeError):
@@ -91,6 +106,8 @@ class ServerSettings:
         master_key: Server's master authentication key (silo keys are derived from it), or None for none.
         certificates: ``(CA certificate, server certificate, server private key)`` PEM bytes for TLS, or None.
         handshake_timeout: Seconds one connection may take to answer the handshake.
+        stall_log_seconds: While a stage waits for silos, log every this many seconds which silos it still waits
+            for and for how long.
 
     Raises:
         ValueError: a timeout that is not a finite number in (0, :data:`MAX_TIMEOUT`], a master key that
@@ -104,9 +121,10 @@ class ServerSettings:
     master_key: bytes | None = None
     certificates: tuple[bytes, bytes, bytes] | None = None
     handshake_timeout: float = 30.0
+    stall_log_seconds: float = 30.0
 
     def __post_init__(self) -> None:
-        for name in ("join_timeout", "round_timeout", "handshake_timeout"):
+        for name in ("join_timeout", "round_timeout", "handshake_timeout", "stall_log_seconds"):
             check_number(f"--{name.replace('_', '-')}", getattr(self, name), above=0, at_most=MAX_TIMEOUT)
         if self.master_key is not None:
             keys.check_master_key(self.master_key)
@@ -120,11 +138,14 @@ class FederationResult:
 
     Attributes:
         params: The last good global model.
-        rounds_done: Completed rounds (including those of a resumed checkpoint).
-        resumed_from: Rounds already done in the checkpoint the run started from.
-        history: Per-round records (round, seconds, per-stage seconds, the role's metrics and epsilon). Stage
+        rounds_done: Completed rounds, i.e. model updates (including those of a resumed checkpoint).
+        resumed_from: The last round index of the checkpoint the run started from (0 without one).
+        history: One record per round index asked, in order (the epsilon of record t counts t releases).
+            A completed round: round, seconds, per-stage seconds, the role's metrics and epsilon. Stage
             ``silos`` is the wall time of the round's exchanges with the silos, ``silo_compute`` the part the
             slowest silo spent computing in each; the difference is transport (serialisation, gRPC, Flower).
+            An aborted round: round, ``aborted`` (why), ``answered`` (the silos whose answers had arrived) and
+            epsilon.
         setup_seconds: Seconds spent on Protocol 1's setup (0 without the secure protocol).
         error: Why the run stopped early, or "".
         refused: One line per refused silo.
@@ -140,6 +161,11 @@ class FederationResult:
     error: str = ""
     refused: list[str] = field(default_factory=list)
     insecure_reproducible_noise: bool = False
+
+    @property
+    def last_round(self) -> int:
+        """The last round index asked (every index up to it is a release counted in ``history``)."""
+        return len(self.history)
 
 
 class Coordinator:
@@ -162,6 +188,7 @@ class Coordinator:
         self._protocol: ServerDriver | None = None  # Protocol 1's server driver once set up
         self._round_payloads: tuple[bytes, ...] = ()  # the model and sampled users of the round being run
         self._protocol_seconds: list[tuple[float, float, float]] = []  # per exchange: start, wall, slowest silo
+        self.answered: set[int] = set()  # the silos that answered an exchange of the current round
 
     # --- admission -------------------------------------------------------------------------------------------
     def admit(self) -> None:
@@ -170,11 +197,17 @@ class Coordinator:
         Raises:
             AdmissionFailed: when ``join_timeout`` passes first (the message lists missing and refused silos).
         """
-        deadline = time.monotonic() + self.settings.join_timeout
+        start = said = time.monotonic()
+        deadline = start + self.settings.join_timeout
         while True:
             with self._lock:
                 if len(self.silos) == self.role.n_silos:
                     break
+                missing = sorted(set(range(self.role.n_silos)) - set(self.silos))
+            if time.monotonic() - said >= self.settings.stall_log_seconds:
+                said = time.monotonic()
+                LOGGER.warning("waiting for silo(s) %s to join: %.0f s of --join-timeout %g s", missing,
+                               said - start, self.settings.join_timeout)
             new = [(cid, proxy) for cid, proxy in self.client_manager.all().items() if cid not in self._seen]
             for cid, proxy in new:
                 self._seen.add(cid)
@@ -183,7 +216,6 @@ class Coordinator:
                                  name=f"uldp-handshake-{cid}").start()
             if time.monotonic() > deadline:
                 with self._lock:
-                    missing = sorted(set(range(self.role.n_silos)) - set(self.silos))
                     refused = "; ".join(self.refused) or "none"
                 raise AdmissionFailed(
                     f"silo(s) {missing} did not join within {self.settings.join_timeout:.0f} s (refused: {refused})"
@@ -263,19 +295,24 @@ class Coordinator:
             RoundAborted: if any silo disconnects, exceeds ``round_timeout`` or reports an error.
         """
 
+        timeout = self.settings.round_timeout
+
         def ask(silo_id: int) -> wire.Reply:
             proxy = self.silos[silo_id]
+            start = time.monotonic()
             try:
-                res = proxy.fit(instructions[silo_id].to_flower(), timeout=self.settings.round_timeout, group_id=None)
+                res = proxy.fit(instructions[silo_id].to_flower(), timeout=timeout, group_id=None)
                 reply = wire.Reply.from_flower(res)
             except Exception as error:
+                waited = time.monotonic() - start
                 detail = f"{type(error).__name__}: {error}".rstrip(": ")
-                raise RoundAborted(
-                    f"{what}: silo {silo_id} dropped out (connection closed, or no answer within "
-                    f"{self.settings.round_timeout:.0f} s; {detail})"
-                ) from error
-            if reply.error:
+                cause = (f"no answer within --round-timeout {timeout:g} s" if waited >= 0.99 * timeout
+                         else f"connection lost after {waited:.1f} s")
+                raise RoundAborted(f"{what}: silo {silo_id} dropped out ({cause}; {detail})") from error
+            if reply.error:  # the silo released nothing
                 raise RoundAborted(f"{what}: silo {silo_id} failed: {reply.error[:500]}")
+            with self._lock:
+                self.answered.add(silo_id)
             seconds = reply.values.get("seconds", 0.0)
             if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < math.inf:
                 raise RoundAborted(f"{what}: silo {silo_id} sent seconds={seconds!r:.40}, not a finite number >= 0")
@@ -283,6 +320,7 @@ class Coordinator:
 
         with ThreadPoolExecutor(max_workers=len(instructions)) as pool:
             futures = {silo_id: pool.submit(ask, silo_id) for silo_id in sorted(instructions)}
+            self._wait_logging_stalls(futures, what)
             replies, errors = {}, []
             for silo_id, future in futures.items():
                 try:
@@ -292,6 +330,17 @@ class Coordinator:
         if errors:
             raise RoundAborted("; ".join(errors))
         return replies
+
+    def _wait_logging_stalls(self, futures: dict[int, Future], what: str) -> None:
+        """Wait for every answer; every ``stall_log_seconds`` log the silos still awaited and for how long."""
+        start = time.monotonic()
+        pending = set(futures.values())
+        while pending:
+            _, pending = wait(pending, timeout=self.settings.stall_log_seconds)
+            if pending:
+                waiting = sorted(silo_id for silo_id, future in futures.items() if future in pending)
+                LOGGER.warning("%s: still waiting for silo(s) %s after %.0f s (--round-timeout %g s)", what,
+                               waiting, time.monotonic() - start, self.settings.round_timeout)
 
     def broadcast(self, instruction: wire.Instruction, *, what: str) -> dict[int, wire.Reply]:
         """:meth:`exchange` with the same instruction for every silo."""
@@ -401,63 +450,71 @@ class Coordinator:
 
     # --- the run ---------------------------------------------------------------------------------------------
     def run(self) -> FederationResult:
-        """Admit, resume, set up and run the remaining rounds; never raises for a silo's failure.
+        """Admit, resume, set up and run rounds until ``rounds`` have completed; never raises for a silo's failure.
+
+        Every round index asked is accounted before it is asked (:class:`uldp.persist.ReleaseLedger`; the module
+        docstring's "Accounting of releases").
 
         Returns:
-            The result; ``error`` says why it stopped early (the checkpoint then holds the last good model).
+            The result; ``error`` says why it stopped early (the checkpoint then holds the last good model and
+            every round index asked, so a restarted server continues at the next one).
+
+        Raises:
+            ValueError: the checkpoint belongs to another run or is corrupted or malformed.
         """
-        fingerprint = self.role.fingerprint
-        initial = self.role.initial_params()
-        checkpoint = (
-            load_checkpoint(self.settings.checkpoint, config_fingerprint=fingerprint, like=initial)
-            if self.settings.checkpoint else None
-        )
-        if checkpoint and checkpoint.rounds_done > self.role.rounds:
-            raise ValueError(f"checkpoint {self.settings.checkpoint} has {checkpoint.rounds_done} rounds done, the run "
-                             f"only {self.role.rounds}")
-        params = checkpoint.params if checkpoint else initial
-        done = checkpoint.rounds_done if checkpoint else 0
-        history = list(checkpoint.history) if checkpoint else []
-        result = FederationResult(params=params, rounds_done=done, resumed_from=done, history=history,
+        ledger = ReleaseLedger(self.settings.checkpoint, config_fingerprint=self.role.fingerprint,
+                               initial=self.role.initial_params())
+        result = FederationResult(params=ledger.params, rounds_done=ledger.completed, resumed_from=ledger.resumed_from,
+                                  history=ledger.history,
                                   insecure_reproducible_noise=self.role.insecure_reproducible_noise)
-        if checkpoint:
-            LOGGER.info("resuming from checkpoint %s after round %d", self.settings.checkpoint, done)
+        if ledger.completed > self.role.rounds:
+            raise ValueError(f"checkpoint {self.settings.checkpoint} has {ledger.completed} rounds done, the run "
+                             f"only {self.role.rounds}")
+        if ledger.history:
+            LOGGER.info("resuming from checkpoint %s: %d round(s) completed, %d aborted; the next round is %d",
+                        self.settings.checkpoint, ledger.completed, len(ledger.history) - ledger.completed,
+                        ledger.next_round)
         try:
             self.admit()
-            if done < self.role.rounds and self.role.secure:
+            if ledger.completed < self.role.rounds and self.role.secure:
                 start = time.perf_counter()
                 self.secure_setup()
                 result.setup_seconds = time.perf_counter() - start
-            for round_index in range(done + 1, self.role.rounds + 1):
+            while ledger.completed < self.role.rounds:
+                round_index = ledger.begin(self.role.epsilon(ledger.next_round))  # before anything goes out
                 start = time.perf_counter()
                 stages: dict[str, float] = {}
-                params = self.run_round(params, round_index, stages)
+                self.answered = set()
+                try:
+                    params = self.run_round(ledger.params, round_index, stages)
+                except RoundAborted as error:
+                    ledger.abort(str(error), sorted(self.answered))
+                    raise
                 tick = time.perf_counter()
                 metrics = self.role.evaluate(params, round_index)
                 stages["evaluate"] = time.perf_counter() - tick
-                record = {"round": round_index, "seconds": time.perf_counter() - start, "stages": stages, **metrics}
-                history.append(record)
-                if self.settings.checkpoint:
-                    save_checkpoint(
-                        self.settings.checkpoint,
-                        Checkpoint(rounds_done=round_index, params=params, config_fingerprint=fingerprint,
-                                   history=tuple(history)),
-                    )
-                result.params, result.rounds_done = params, round_index
-                LOGGER.info("round %d done in %.2f s", round_index, record["seconds"])
+                seconds = time.perf_counter() - start
+                result.params, result.rounds_done = params, ledger.completed + 1
+                ledger.complete(params, {"seconds": seconds, "stages": stages, **metrics})
+                if round_index > self.role.rounds:
+                    LOGGER.warning("round %d done: %d releases for %d completed rounds after aborts; epsilon %s",
+                                   round_index, round_index, ledger.completed, metrics.get("epsilon"))
+                LOGGER.info("round %d done in %.2f s", round_index, seconds)
             self.broadcast(
-                wire.Instruction(wire.STAGE_FINISH, self.role.rounds, payloads=(array_to_bytes(params),)),
+                wire.Instruction(wire.STAGE_FINISH, len(ledger.history), payloads=(array_to_bytes(ledger.params),)),
                 what="finish",
             )
         except Exception as error:
-            round_index = result.rounds_done + 1
-            kind = "admission" if isinstance(error, AdmissionFailed) else f"round {round_index} aborted"
+            kind = ("admission" if isinstance(error, AdmissionFailed)
+                    else f"round {len(ledger.history)} aborted" if ledger.in_round
+                    else f"after round {len(ledger.history)}")
             detail = str(error)
-            if not isinstance(error, (RoundAborted, AdmissionFailed)):
+            if not isinstance(error, (RoundAborted, AdmissionFailed, CheckpointFailed)):
                 LOGGER.debug("unexpected failure", exc_info=True)
                 detail = f"{type(error).__name__}: {error}"
             result.error = f"{kind}: {detail}"
-            LOGGER.error("%s; the last good model (after round %d) is kept", result.error, result.rounds_done)
+            LOGGER.error("%s; %d round index(es) are accounted, a restart continues at round %d from the last "
+                         "model the checkpoint holds", result.error, len(ledger.history), ledger.next_round)
         finally:
             with self._lock:
                 result.refused = list(self.refused)

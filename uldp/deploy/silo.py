@@ -1,6 +1,6 @@
 """The silo process of a deployed federation: a Flower client that holds one silo's records and secrets.
 
-The silo connects to the server (``flwr.client.start_client``, gRPC, retrying until the server is up), proves it
+The silo connects to the server (``flwr.client.start_client``, gRPC), proves it
 runs the same configuration (and, with a key, that it is who it claims to be), then answers each stage of
 :mod:`uldp.deploy.wire`: local training on its own partition only, and its part of Protocol 1 (its X25519 key,
 pairwise keys, blinds and masks never leave the process). Every answer says how many seconds the silo computed
@@ -12,6 +12,12 @@ The silo enforces differential privacy itself (:mod:`uldp.policy`): before joini
 policy and any round index it has answered (its :class:`~uldp.policy.SiloLedger`, on disk before the answer leaves),
 and it keeps the user-level epsilon of what the server sees within its target. Protocol 1's stages run through
 :class:`uldp.secure.driver.SiloDriver`, which refuses them out of order.
+
+Waiting for the server: a silo started before its server, or one whose server went away before the federation
+finished (an aborted round, a crash, a network cut), keeps trying to connect for ``max_wait`` seconds, with an
+exponential backoff (1 s doubling to at most :data:`MAX_BACKOFF`), saying each time how long it has waited. A
+restarted server admits it again and continues at its next round index; answering that round is this silo's
+decision (its own record of answered rounds), the server never asks a round index twice.
 """
 
 from __future__ import annotations
@@ -50,6 +56,8 @@ LOGGER = logging.getLogger("uldp.deploy")
 #: The deployment's wire stages of Protocol 1's set-up (:mod:`uldp.secure.driver` keeps their order and checks).
 SETUP_STAGES = {wire.STAGE_SECURE_KEYS: STAGE_KEY, wire.STAGE_SECURE_DIRECTORY: STAGE_DIRECTORY,
                 wire.STAGE_SECURE_SEED: STAGE_SEED}
+#: The longest pause (seconds) between two attempts to reach the server.
+MAX_BACKOFF = 10.0
 
 
 class SiloRefused(RuntimeError):
@@ -68,7 +76,7 @@ class SiloSettings:
         server_address: ``host:port`` of the server.
         key: This silo's authentication key (from ``uldp deploy keys``), or None when the server uses none.
         root_certificates: PEM bytes of the CA that signed the server's certificate (TLS), or None for insecure.
-        max_wait: Seconds to keep retrying to reach the server.
+        max_wait: Seconds to keep trying to reach the server, at the start and after losing it.
         exit_at_round: Test only: end the process abruptly on receiving this round (a crash mid-round).
         policy: This silo's own privacy policy (:class:`uldp.policy.SiloPolicy`; its policy file), never the
             server's.
@@ -106,12 +114,14 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
 
         def __init__(self) -> None:
             self.refused = ""
+            self.handshakes = 0
             self.final_params: np.ndarray | None = None
             self.rounds_seen: list[int] = []
             self._protocol: SiloDriver | None = None  # Protocol 1's silo driver
             self._pending: tuple[np.ndarray, np.ndarray] | None = None  # the round's model and sampled users
 
         def get_properties(self, ins: Any) -> Any:
+            self.handshakes += 1
             nonce = ins.config.get("nonce", b"")
             answer: dict[str, Any] = {
                 "silo_id": role.silo_id, "fingerprint": role.fingerprint, "wire_version": wire.WIRE_VERSION,
@@ -191,19 +201,19 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
 
 
 def run_silo(role: SiloRole, settings: SiloSettings) -> np.ndarray:
-    """Connect to the server and take part in the federation until it finishes.
+    """Connect to the server and take part in the federation until it finishes, reconnecting while it is away.
 
     Args:
         role: This silo's side of the method (its partition only).
-        settings: Server address, key, TLS root certificate, retry budget.
+        settings: Server address, key, TLS root certificate, how long to wait for the server.
 
     Returns:
         The final global model sent by the server.
 
     Raises:
         SiloRefused: if the server refused this silo (the reason is the message).
-        FederationIncomplete: if the server could not be reached within ``max_wait``, or closed the connection
-            (or went away) before the last round.
+        FederationIncomplete: if no server answered for ``max_wait`` seconds, at the start or after the server
+            ended the connection before the last round (the message says which, and the last round seen).
     """
     os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
     import grpc
@@ -211,28 +221,36 @@ def run_silo(role: SiloRole, settings: SiloSettings) -> np.ndarray:
 
     quiet_flower_deprecation()
     client = _make_client(role, settings)
-    try:
-        start_client(
-            server_address=settings.server_address,
-            client=client,
-            insecure=settings.root_certificates is None,
-            root_certificates=settings.root_certificates,
-            max_wait_time=settings.max_wait,
-        )
-    except grpc.RpcError as error:  # unreachable, or gone: one line, not gRPC's traceback
-        code = error.code().name if callable(getattr(error, "code", None)) else type(error).__name__
-        seen = (f"after round {client.rounds_seen[-1]}" if client.rounds_seen
-                else f"within --max-wait {settings.max_wait:g} s")
-        raise FederationIncomplete(
-            f"silo {role.silo_id}: lost the server at {settings.server_address} {seen} ({code}); check the address, "
-            f"that the server runs, and the server's log"
-        ) from error
-    if client.refused:
-        raise SiloRefused(f"silo {role.silo_id} was refused by the server: {client.refused}")
-    if client.final_params is None:
-        last = client.rounds_seen[-1] if client.rounds_seen else 0
-        raise FederationIncomplete(
-            f"silo {role.silo_id}: the server ended the federation early (last round seen: {last}); "
-            f"see the server's log for why"
-        )
-    return client.final_params
+    since, delay, cause = time.monotonic(), 1.0, ""
+    while True:
+        handshakes = client.handshakes
+        try:
+            start_client(
+                server_address=settings.server_address,
+                client=client,
+                insecure=settings.root_certificates is None,
+                root_certificates=settings.root_certificates,
+                max_wait_time=settings.max_wait,
+            )
+            cause = "the server ended the connection"
+        except grpc.RpcError as error:  # unreachable, or gone: one line, not gRPC's traceback
+            cause = error.code().name if callable(getattr(error, "code", None)) else type(error).__name__
+        if client.refused:
+            raise SiloRefused(f"silo {role.silo_id} was refused by the server: {client.refused}")
+        if client.final_params is not None:
+            return client.final_params
+        if client.handshakes > handshakes:  # it was admitted, then lost the server: wait for it afresh
+            since, delay = time.monotonic(), 1.0
+        waited = time.monotonic() - since
+        last = f"last round seen: {client.rounds_seen[-1]}" if client.rounds_seen else "no round seen yet"
+        if waited >= settings.max_wait:
+            raise FederationIncomplete(
+                f"silo {role.silo_id}: no server at {settings.server_address} for {waited:.0f} s "
+                f"(--max-wait {settings.max_wait:g} s; {cause}; {last}); check the address, that the server runs, "
+                f"and the server's log"
+            )
+        pause = min(delay, settings.max_wait - waited)
+        LOGGER.warning("silo %d: no server at %s (%s; %s); retrying in %.1f s, %.0f s waited of --max-wait %g s",
+                       role.silo_id, settings.server_address, cause, last, pause, waited, settings.max_wait)
+        time.sleep(pause)
+        delay = min(2 * delay, MAX_BACKOFF)

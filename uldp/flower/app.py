@@ -16,6 +16,11 @@ Stages (all messages of type ``query.uldp`` except the rounds, ``train``):
    and steps ``x + eta_g / (q |U| |S|) * sum`` (Algorithm 3 line 6). The epsilon of Theorem 3 (sub-sampled,
    Lemma 4) after each round is in the strategy's result.
 
+Faults (:mod:`uldp.flower.recovery`): silos are known by their names, not their node ids; the run waits for the
+silos it declares (``silos=``) and refuses to run short of them; every round index is accounted as a release before
+it is asked, and never asked again; after a failed round the strategy takes its silos back by name and goes on at
+the next index; with ``checkpoint=`` a run started again resumes there.
+
 So the run equals :func:`uldp.fit` on the concatenation of the silos' records (silos in sorted name order) with
 the pseudonyms as user ids and the strategy's seed -- exactly when every silo's own node config sets
 ``uldp-insecure-reproducible-noise`` to that seed (tests and the book only: whoever knows the seed can subtract the
@@ -49,18 +54,21 @@ from flwr.common.logger import log
 from flwr.serverapp.strategy import Result, Strategy
 
 from uldp.accounting import epsilon_server_view
-from uldp.checks import check_integer
+from uldp.atomic import check_writable
+from uldp.checks import check_integer, check_number
 from uldp.data.base import Allocation
 from uldp.fitting import DEFAULTS, ROUNDS_STREAM, check_module, features_tensor, targets_tensor, weighted_loss
 from uldp.flower.pseudonyms import open_histogram, pseudonymize, read_key_file, seal_histogram
+from uldp.flower.recovery import SiloFault, discover_silos, run_rounds
 from uldp.flower.secure import round_settings, server_driver, silo_masked_update, silo_setup
 from uldp.methods import Federation, Hyperparameters, make_method, parse_method
-from uldp.methods.base import seed_stream
+from uldp.methods.base import needed, seed_stream
 from uldp.policy import SiloLedger, SiloPolicy, release_multiplier, update_norm_bound
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Sequence
+    from pathlib import Path
 
     from flwr.serverapp import Grid
 
@@ -106,9 +114,10 @@ def _round_seed(seed: int, server_round: int) -> np.random.SeedSequence:
     return seed_stream(np.random.SeedSequence(seed), ROUNDS_STREAM, server_round - 1)
 
 
-def _check_reply(reply: Any) -> None:
+def _check_reply(reply: Any, names: dict[int, str]) -> None:
     if reply.has_error():
-        raise RuntimeError(f"silo node {reply.metadata.src_node_id} failed: {reply.error.reason}")
+        node = reply.metadata.src_node_id
+        raise SiloFault(f"silo {names.get(node, '?')!r} (node {node}) failed: {reply.error.reason}")
 
 
 class UldpStrategy(Strategy):
@@ -131,10 +140,19 @@ class UldpStrategy(Strategy):
             and its per-silo view spends what the released model spends.
         protocol: Protocol 1's :class:`~uldp.secure.ProtocolParameters` (or a mapping of its fields; the paper's
             3072-bit key and N_max = 2000 by default).
+        silos: The names of the silos the run expects (their SuperNodes' ``silo`` node config); the run waits
+            ``join_timeout`` for them and refuses to run short of them. None takes the silos connected at the
+            start (and, after a fault, the same ones again). See :mod:`uldp.flower.recovery`.
+        checkpoint: File of the strategy's state (model, round index, every release's record), written atomically
+            before and after each round; a run started again with it resumes at the next round index.
+        join_timeout: Seconds to wait for the silos at the start and after a fault.
+        max_aborted_rounds: Aborted rounds (each accounted as a release) after which the run stops instead of
+            taking its silos back and going on.
 
     Attributes:
-        epsilons: The user-level epsilon of the released model after each round (Theorem 3).
-        server_view_epsilons: The user-level epsilon of what the server sees after each round: ``epsilons`` with
+        epsilons: The user-level epsilon of the released model after each release (Theorem 3): one per round index
+            asked, completed or aborted, a resumed run's earlier ones included.
+        server_view_epsilons: The user-level epsilon of what the server sees after each release: ``epsilons`` with
             secure aggregation or uniform weights, :func:`uldp.accounting.epsilon_server_view` otherwise.
         insecure_reproducible_noise: Whether any silo reported drawing its noise from its INSECURE test seed.
         round_seconds: Each round's seconds, from sending the model to the new model (Protocol 1's share
@@ -142,13 +160,16 @@ class UldpStrategy(Strategy):
         setup_seconds: The set-up's seconds (stages 1-2 and, with ``secure``, Protocol 1's set-up).
 
     Raises:
-        ValueError: Another method, bad hyperparameters or protocol parameters, or ``secure`` with ULDP-AVG.
+        ValueError: Another method, bad hyperparameters or protocol parameters, ``secure`` with ULDP-AVG, silo names
+            that are not distinct non-empty strings, a checkpoint path that cannot be written, or a bad timeout.
     """
 
     def __init__(self, *, method: str = "ULDP-AVG-w", sigma: float, q: float = 1.0, delta: float = 1e-5,
                  global_lr: float | None = None, local_lr: float | None = None, clip: float | None = None,
                  local_epochs: int | None = None, batch_size: int | None = None, seed: int | None = None,
-                 secure: bool | None = None, protocol: ProtocolParameters | dict | None = None) -> None:
+                 secure: bool | None = None, protocol: ProtocolParameters | dict | None = None,
+                 silos: Sequence[str] | None = None, checkpoint: str | Path | None = None,
+                 join_timeout: float = 120.0, max_aborted_rounds: int = 3) -> None:
         spec = parse_method(method)
         if spec.name not in SUPPORTED:
             raise ValueError(f"UldpStrategy runs {' or '.join(SUPPORTED)}, not {spec.name}")
@@ -174,6 +195,15 @@ class UldpStrategy(Strategy):
         self.epsilons: list[float] = []
         self.server_view_epsilons: list[float] = []
         self.round_seconds: list[float] = []
+        if silos is not None and (isinstance(silos, str) or len(set(silos)) != len(silos)
+                                  or not all(isinstance(name, str) and name for name in silos)):
+            raise ValueError(f"silos must be distinct non-empty names, got {silos!r}")
+        self.silos = None if silos is None else tuple(silos)
+        self.checkpoint = None if checkpoint is None else check_writable(checkpoint, "checkpoint")
+        self.join_timeout = check_number("join_timeout", join_timeout, above=0)
+        self.max_aborted_rounds = check_integer("max_aborted_rounds", max_aborted_rounds, minimum=0)
+        self.silo_names: dict[int, str] = {}  # node id -> silo name, as of the last set-up
+        self.users_digest = ""
 
     @property
     def _shares_counts(self) -> bool:
@@ -185,17 +215,22 @@ class UldpStrategy(Strategy):
         """Stages 1-2: learn the silos, relay the sealed histograms, agree on |U| (see the module docstring).
 
         Raises:
-            RuntimeError: A silo failed, two silos share a name, or the silos disagree on the users.
+            RuntimeError: A silo failed, two silos share a name, the silos disagree on the users, or the expected
+                silos (``silos``, or after a fault those of the first set-up) did not all answer within
+                ``join_timeout`` (:func:`uldp.flower.recovery.discover_silos`).
         """
         start = time.perf_counter()
-        nodes = list(grid.get_node_ids())
         share_counts = self._shares_counts
-        replies = self._ask(grid, {node: {"stage": "hello", "counts": share_counts} for node in nodes}, timeout)
-        silos = {node: _config(reply) for node, reply in replies.items()}
-        names = [silos[node]["silo"] for node in nodes]
-        if len(set(names)) != len(names):
-            raise RuntimeError(f"two SuperNodes claim the same silo name: {sorted(names)}")
-        self.nodes = sorted(nodes, key=lambda node: silos[node]["silo"])
+
+        def hello(nodes: list[int]) -> dict[int, dict]:
+            contents = {node: {"stage": "hello", "counts": share_counts} for node in nodes}
+            return {node: _config(reply) for node, reply in
+                    self._ask(grid, contents, timeout, answered_only=True).items()}
+
+        expected = self.silos if self.silos is not None or not self.silo_names else list(self.silo_names.values())
+        silos = discover_silos(hello, grid.get_node_ids, expected=expected, join_timeout=self.join_timeout)
+        self.silo_names = {node: str(answer["silo"]) for node, answer in silos.items()}
+        self.nodes = sorted(silos, key=lambda node: silos[node]["silo"])
         counts = [int(silos[node]["records"]) for node in self.nodes]
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
         shared = {"stage": "federation", "secure": self.secure, "counts": share_counts,
@@ -206,7 +241,7 @@ class UldpStrategy(Strategy):
         agreed = {(int(_config(r)["n_users"]), _config(r)["users_digest"]) for r in replies.values()}
         if len(agreed) != 1:
             raise RuntimeError("the silos disagree on the users (another key, or a tampered relay)")
-        self.n_users = agreed.pop()[0]
+        self.n_users, self.users_digest = agreed.pop()
         if self.secure:
             def ask(contents: dict[int, dict]) -> dict[int, dict]:
                 replies = self._ask(grid, {self.nodes[s]: content for s, content in contents.items()}, timeout)
@@ -218,12 +253,19 @@ class UldpStrategy(Strategy):
             self._protocol.setup()
         self.setup_seconds = time.perf_counter() - start
 
-    def _ask(self, grid: Any, contents: dict[int, dict], timeout: float) -> dict[int, Any]:
+    def _ask(self, grid: Any, contents: dict[int, dict], timeout: float, *,
+             answered_only: bool = False) -> dict[int, Any]:
+        """Every node's reply; with ``answered_only`` those that answered without error (the others are logged)."""
         messages = [grid.create_message(_records(content), f"query.{SETUP_ACTION}", node, "setup")
                     for node, content in contents.items()]
         replies = {reply.metadata.src_node_id: reply for reply in grid.send_and_receive(messages, timeout=timeout)}
+        if answered_only:
+            for node in sorted(set(contents) - {n for n, r in replies.items() if not r.has_error()}):
+                reason = replies[node].error.reason if node in replies else f"no answer within {timeout:g} s"
+                LOGGER.warning("node %d left out of the set-up: %s", node, reason)
+            return {node: reply for node, reply in replies.items() if not reply.has_error()}
         for reply in replies.values():
-            _check_reply(reply)
+            _check_reply(reply, self.silo_names)
         if set(replies) != set(contents):
             raise RuntimeError(f"silo nodes {sorted(set(contents) - set(replies))} did not answer in {timeout} s")
         return replies
@@ -231,11 +273,12 @@ class UldpStrategy(Strategy):
     def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int = 3, timeout: float = 3600,
               train_config: ConfigRecord | None = None, evaluate_config: ConfigRecord | None = None,
               evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None) -> Result:
-        """Set up the federation (stages 1-2), then Flower's round loop (stage 3); returns Flower's ``Result``
-        with the final model in ``result.arrays`` and each round's epsilon in ``result.train_metrics_clientapp``."""
-        self.setup(grid, timeout=timeout)
-        return super().start(grid, initial_arrays, num_rounds, timeout, train_config=train_config,
-                             evaluate_config=evaluate_config, evaluate_fn=evaluate_fn)
+        """Set up the federation (stages 1-2), resume from the checkpoint and run rounds (stage 3) until
+        ``num_rounds`` have completed, each accounted before it is asked (:func:`uldp.flower.recovery.run_rounds`);
+        returns Flower's ``Result`` with the final model in ``result.arrays`` and each completed round's epsilon in
+        ``result.train_metrics_clientapp``. ``evaluate_config`` is unused (no federated evaluation)."""
+        return run_rounds(self, grid, initial_arrays.to_numpy_ndarrays()[0], num_rounds=num_rounds, timeout=timeout,
+                          train_config=train_config, evaluate_fn=evaluate_fn)
 
     # --------------------------------------------------------------------------------------------- rounds --
     def configure_train(self, server_round: int, arrays: Any, config: Any, grid: Any) -> Iterable[Any]:
@@ -257,12 +300,19 @@ class UldpStrategy(Strategy):
 
     def aggregate_train(self, server_round: int, replies: Iterable[Any]) -> tuple[Any, Any]:
         """``x + eta_g / (q |U| |S|) * sum_s update_s`` in silo order (Algorithm 3 line 6); epsilon (Theorem 3)."""
-        answers = {}
+        answers, failed = {}, []
+        replies = list(replies)
         for reply in replies:
-            _check_reply(reply)
-            answers[reply.metadata.src_node_id] = reply.content
-        if set(answers) != set(self.nodes):
-            raise RuntimeError(f"round {server_round}: silo nodes {sorted(set(self.nodes) - set(answers))} missing")
+            node = reply.metadata.src_node_id
+            if reply.has_error():
+                failed.append(f"{self.silo_names.get(node, '?')!r} failed: {reply.error.reason}")
+            else:
+                answers[node] = reply.content
+        silent = [f"{self.silo_names[node]!r} did not answer" for node in self.nodes
+                  if node not in answers and not any(reply.metadata.src_node_id == node for reply in replies)]
+        if failed or silent:
+            raise SiloFault(f"round {server_round}: silo {'; silo '.join(failed + silent)}",
+                            answered=[self.silo_names[node] for node in answers])
         if self.secure:  # Protocol 1, step 2(c): every silo's masked update or nothing is decrypted
             updates = {s: (bytes(answers[node]["uldp"]["update"]),) for s, node in enumerate(self.nodes)}
             total = torch.from_numpy(self._protocol.finish_round(updates, self._params.size))
@@ -290,13 +340,19 @@ class UldpStrategy(Strategy):
         params = self.method.server_step(torch.from_numpy(self._params), total, n_users=self.n_users,
                                          n_silos=len(self.nodes))
         epsilon = self.method.epsilon(None, server_round)
-        view = (epsilon if not self._shares_counts else
-                epsilon_server_view(sigma=self.hp.sigma, rounds=server_round, delta=self.hp.delta,
-                                    n_silos=len(self.nodes), q=self.hp.q).epsilon)
-        self.epsilons.append(epsilon)
-        self.server_view_epsilons.append(view)
+        view = self.server_view_epsilon(server_round)
         self.round_seconds.append(time.perf_counter() - self._tick)
         return ArrayRecord([params.numpy()]), MetricRecord({"epsilon": epsilon, "server_view_epsilon": view})
+
+    def server_view_epsilon(self, releases: int) -> float:
+        """The user-level epsilon of what the server has seen after ``releases`` releases: the released model's with
+        secure aggregation or uniform weights, :func:`uldp.accounting.epsilon_server_view` (each silo's own
+        release, Theorem 3 per silo) when plain silos share their counts for ULDP-AVG-w."""
+        epsilon = needed(self.method.epsilon(None, releases), "epsilon")
+        if not self._shares_counts:
+            return epsilon
+        return epsilon_server_view(sigma=needed(self.hp.sigma, "sigma"), rounds=releases, delta=self.hp.delta,
+                                   n_silos=len(self.nodes), q=self.hp.q).epsilon
 
     def _update_bound(self) -> float:
         """The largest norm of one silo's honest update this round (:func:`uldp.policy.update_norm_bound`), its

@@ -1,0 +1,380 @@
+"""Faults injected into real ``uldp deploy`` processes (the long version of ``tests/test_faults.py``, issue 36).
+
+A server and 3 silos (ULDP-AVG-w on the synthetic dataset, 3 rounds, plain aggregation) run as separate processes
+on loopback, from the checkout given by ``--root`` (so the same script measures an older commit too), and meet:
+
+- ``silo-killed``: silo 2 exits abruptly when round 2 arrives; the server is restarted with every silo. Counted:
+  the rounds each server run asked (each one a release: silos answered it, or may have) against the records of the
+  final epsilon history, and whether a round index was asked twice.
+- ``silo-stalled``: silo 1 is stopped (SIGSTOP) once admitted; the server's ``--round-timeout`` is 12 s (and
+  ``--stall-log-seconds`` 4 where the checkout has it). Measured:
+  the seconds until the round aborts, whether the server said while it waited which silo it waited for, and
+  whether the abort names the timeout; then the silo is resumed and everyone restarted (accounted as above).
+- ``late-silo``: silo 0 starts with ``--max-wait 90`` while no server listens; the server and the other silos start
+  ``--delay`` seconds later. Measured: whether silo 0 was still waiting, and how the federation ended.
+
+- ``flower-supernode-killed``: Flower's own runtime (a SuperLink, 3 SuperNodes, ``flwr run``; the app of
+  ``tests/test_flower_loopback.py`` with :class:`uldp.flower.UldpStrategy`, 3 rounds, a 90 s timeout). The
+  SuperNode of "General" is killed once round 2 is in flight and started again (a new node id). Measured: how the
+  run ended (``flwr ls``'s status, ``flwr run``'s exit status), the releases in the strategy's epsilon history and
+  the rounds it completed. Where the checkout has :mod:`uldp.flower.recovery`, the strategy declares its silos and a
+  checkpoint.
+
+It prints one line per scenario (``--json``: one JSON document). Every process is killed at the end, whatever
+happens; each wait is bounded.
+
+Usage: PYTHONPATH=. python benchmarks/faults.py [--root CHECKOUT] [--only NAME ...] [--delay S] [--keep FOLDER] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from uldp.flower_cli import json_output  # run with PYTHONPATH set to this checkout
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+RUN = {"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 8, "rounds": 3, "seed": 3, "max_train_records": 120,
+       "local_epochs": 1}
+N_SILOS = 3
+WAIT = 600.0  # the longest any process may take (seconds)
+
+
+class Federation:
+    """Processes of one scenario, from the checkout ``root``, with their logs in ``folder``."""
+
+    def __init__(self, root: Path, folder: Path) -> None:
+        self.root, self.folder = root, folder
+        self.config = folder / "run.json"
+        self.config.write_text(json.dumps(RUN))
+        self.checkpoint = folder / "model.ckpt"
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.processes: list[subprocess.Popen] = []
+        self.count = 0
+
+    def start(self, *args: str) -> tuple[subprocess.Popen, Path, Path]:
+        """``python -m uldp.deploy.cli ARGS`` from the checkout; stdout and stderr go to files."""
+        self.count += 1
+        out, err = self.folder / f"{self.count}.out", self.folder / f"{self.count}.err"
+        env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "PYTHONPATH": str(self.root)}
+        with out.open("w") as stdout, err.open("w") as stderr:
+            process = subprocess.Popen([sys.executable, "-m", "uldp.deploy.cli", *args], cwd=self.root, env=env,
+                                       stdout=stdout, stderr=stderr, start_new_session=True)
+        self.processes.append(process)
+        return process, out, err
+
+    def server(self, *extra: str) -> tuple[subprocess.Popen, Path, Path]:
+        return self.start("server", "--config", str(self.config), "--address", f"127.0.0.1:{self.port}",
+                          "--checkpoint", str(self.checkpoint), "--join-timeout", "60", "--round-timeout", "120",
+                          "--json", *extra)
+
+    def silo(self, silo_id: int, *extra: str) -> tuple[subprocess.Popen, Path, Path]:
+        return self.start("silo", "--config", str(self.config), "--server", f"127.0.0.1:{self.port}", "--silo-id",
+                          str(silo_id), "--max-wait", "10", "--quiet", *extra)
+
+    def close(self) -> None:
+        for process in self.processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@contextlib.contextmanager
+def federation(root: Path, keep: Path | None = None) -> Iterator[Federation]:
+    """The processes of one scenario, in a temporary folder (or a new folder under ``keep``, left for reading)."""
+    with contextlib.ExitStack() as stack:
+        folder = (Path(tempfile.mkdtemp(prefix="uldp-faults-", dir=keep)) if keep
+                  else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="uldp-faults-"))))
+        processes = Federation(root, folder)
+        try:
+            yield processes
+        finally:
+            processes.close()
+
+
+def finish(started: tuple[subprocess.Popen, Path, Path]) -> tuple[int, dict, str]:
+    """Exit status, the last JSON line of stdout (or {}), stderr."""
+    process, out, err = started
+    try:
+        process.wait(timeout=WAIT)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    lines = [line for line in out.read_text().splitlines() if line.startswith("{")]
+    return process.returncode, json.loads(lines[-1]) if lines else {}, err.read_text()
+
+
+def wait_for(path: Path, text: str, limit: float = WAIT) -> bool:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if text in path.read_text():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def asked(result: dict) -> list[int]:
+    """The round indices one server run asked: those it added to the history, and the one it aborted."""
+    history = result.get("history", [])
+    new = [record["round"] for record in history[result.get("resumed_from", 0):]]
+    error = result.get("error", "")
+    if "aborted" in error and not any("aborted" in r for r in history[result.get("resumed_from", 0):]):
+        new.append(int(error.split("round ")[1].split(" ")[0]))  # an older server: the aborted round is not recorded
+    return new
+
+
+def accounting(runs: list[dict]) -> dict:
+    """Releases made (rounds asked over every server run) against the records of the last run's history."""
+    made = [t for run in runs for t in asked(run)]
+    history = runs[-1].get("history", [])
+    return {"rounds_asked": made, "history_rounds": [r["round"] for r in history],
+            "epsilons": [round(r["epsilon"], 4) for r in history], "releases_made": len(made),
+            "releases_accounted": len(history), "index_asked_twice": len(made) != len(set(made)),
+            "completed": runs[-1].get("rounds_done"), "error": runs[-1].get("error", "")}
+
+
+def restart_everyone(processes: Federation) -> dict:
+    server = processes.server()
+    silos = [processes.silo(s, "--max-wait", "60") for s in range(N_SILOS)]
+    result = finish(server)[1]
+    for silo in silos:
+        finish(silo)
+    return result
+
+
+def silo_killed(processes: Federation, delay: float) -> dict:
+    server = processes.server()
+    silos = [processes.silo(s, *(["--exit-at-round", "2"] if s == 2 else [])) for s in range(N_SILOS)]
+    first = finish(server)[1]
+    for silo in silos:
+        finish(silo)
+    return {"first_error": first.get("error", ""), **accounting([first, restart_everyone(processes)])}
+
+
+def silo_stalled(processes: Federation, delay: float) -> dict:
+    says_stalls = "--stall-log-seconds" in (processes.root / "uldp" / "deploy" / "cli.py").read_text()
+    server = processes.server("--round-timeout", "12", *(["--stall-log-seconds", "4"] if says_stalls else []))
+    silos = [processes.silo(s) for s in range(N_SILOS)]
+    admitted = wait_for(server[2], "all 3 silos admitted")
+    os.killpg(silos[1][0].pid, signal.SIGSTOP)
+    start = time.monotonic()
+    _, first, log = finish(server)
+    stalled_for = time.monotonic() - start
+    os.killpg(silos[1][0].pid, signal.SIGCONT)
+    for silo in silos:
+        finish(silo)
+    waits = [line for line in log.splitlines() if "still waiting" in line]
+    return {"admitted": admitted, "seconds_to_abort": round(stalled_for, 1), "first_error": first.get("error", ""),
+            "said_while_waiting": waits[:2], "names_the_timeout": "--round-timeout 12" in first.get("error", ""),
+            **accounting([first, restart_everyone(processes)])}
+
+
+def late_silo(processes: Federation, delay: float) -> dict:
+    early = processes.silo(0, "--max-wait", "90")
+    time.sleep(delay)
+    early_alive = early[0].poll() is None
+    server = processes.server()
+    silos = [processes.silo(s) for s in range(1, N_SILOS)]
+    code, result, _ = finish(server)
+    silo_code, _, silo_log = finish(early)
+    for silo in silos:
+        finish(silo)
+    return {"early_silo_waiting_after_s": delay if early_alive else None, "server_exit": code,
+            "early_silo_exit": silo_code, "completed": result.get("rounds_done"), "error": result.get("error", ""),
+            "early_silo_said": [line[-160:] for line in silo_log.splitlines() if "no server" in line][:2]}
+
+
+FLOWER_APP = """
+import json
+import numpy as np, pandas as pd
+from torch import nn
+import uldp, uldp.flower as uf
+from flwr.app import ArrayRecord
+from flwr.serverapp import ServerApp
+
+def model():
+    return nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+
+def load(context):
+    frame = pd.read_csv(context.node_config["data"])
+    return uf.SiloData(frame[["a", "b", "c"]].to_numpy(np.float32), frame["label"].to_numpy(), frame["patient"])
+
+client = uf.silo_client_app(load, model, nn.CrossEntropyLoss())
+server = ServerApp()
+
+@server.main()
+def main(grid, context):
+    settings = json.loads(context.run_config["settings"])
+    strategy = uf.UldpStrategy(**settings)
+    initial = ArrayRecord([uldp.flat_parameters(model()).numpy()])
+    result = strategy.start(grid, initial, num_rounds=3, timeout=90)
+    with open(context.run_config["out"], "w") as file:
+        json.dump({"epsilons": strategy.epsilons, "completed": sorted(result.train_metrics_clientapp)}, file)
+"""
+FLOWER_PROJECT = """
+[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "hospitalapp"
+version = "1.0.0"
+description = "uldp fault benchmark"
+license = "MIT"
+dependencies = []
+
+[tool.flwr.app]
+publisher = "uldp"
+
+[tool.flwr.app.components]
+serverapp = "hospital_app:server"
+clientapp = "hospital_app:client"
+
+[tool.flwr.app.config]
+settings = ""
+out = ""
+"""
+HOSPITALS = ("General", "Royal", "St Mary")
+FLOWER_COMMANDS = (("flwr", "flwr.cli.app", "app"), ("flower-superlink", "flwr.superlink.cli", "flower_superlink"),
+                   ("flower-supernode", "flwr.supernode.cli", "flower_supernode"),
+                   ("flower-superexec", "flwr.supercore.cli", "flower_superexec"),
+                   ("flwr-serverapp", "flwr.superlink.cli", "flwr_serverapp"),
+                   ("flwr-clientapp", "flwr.supernode.cli", "flwr_clientapp"))
+
+
+def _checkpoint_rounds(path: Path) -> int:
+    """``rounds_done`` of a checkpoint file (0 while there is none): the round index in flight or last done."""
+    data = path.read_bytes() if path.exists() else b""
+    if len(data) < 12:
+        return 0
+    length = int.from_bytes(data[8:12], "little")
+    return int(json.loads(data[12:12 + length])["rounds_done"])
+
+
+def flower_supernode_killed(processes: Federation, delay: float) -> dict:
+    import numpy as np
+    import pandas as pd
+
+    folder, root = processes.folder, processes.root
+    bin_dir, app_dir, home = folder / "bin", folder / "app", folder / "flwr-home"
+    for path in (bin_dir, app_dir, home):
+        path.mkdir()
+    for name, module, function in FLOWER_COMMANDS:  # the SuperLink and SuperNodes start these from PATH
+        (bin_dir / name).write_text(f"#!/bin/sh\nexec {sys.executable} -c \"import sys; from {module} import "
+                                    f"{function}; sys.argv[0] = '{name}'; {function}()\" \"$@\"\n")
+        (bin_dir / name).chmod(0o755)
+    (app_dir / "hospital_app.py").write_text(FLOWER_APP)
+    (app_dir / "pyproject.toml").write_text(FLOWER_PROJECT)
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(150, 3)), columns=["a", "b", "c"])
+    frame["label"] = (frame.a > 0).astype(int)
+    frame["patient"] = [f"P{u}" for u in rng.integers(0, 20, 150)]
+    frame["hospital"] = rng.choice(HOSPITALS, 150)
+    key = folder / "key"
+    key.write_text(os.urandom(32).hex())
+    for hospital, part in frame.groupby("hospital"):
+        part.drop(columns="hospital").to_csv(folder / f"{hospital}.csv", index=False)
+    link = processes.port
+    (home / "config.toml").write_text(f'[superlink]\ndefault = "local"\n[superlink.local]\n'
+                                      f'address = "127.0.0.1:{link}"\ninsecure = true\n')
+    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "FLWR_HOME": str(home), "PYTHONPATH": str(root),
+           "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+    def start(log: str, *command: str) -> subprocess.Popen:
+        with (folder / log).open("w") as output:
+            process = subprocess.Popen(command, env=env, cwd=folder, stdout=output, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+        processes.processes.append(process)
+        return process
+
+    def supernode(hospital: str) -> subprocess.Popen:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        config = f'silo="{hospital}" data="{folder / (hospital + ".csv")}" uldp-key-file="{key}"'
+        return start(f"supernode-{hospital}.log", str(bin_dir / "flower-supernode"), "--insecure", "--superlink",
+                     f"127.0.0.1:{link}", "--host", "127.0.0.1", "--port", str(port), "--node-config", config)
+
+    start("superlink.log", str(bin_dir / "flower-superlink"), "--insecure", "--disable-runtime-dependency-installation",
+          "--host", "127.0.0.1", "--port", str(link))
+    nodes = {hospital: supernode(hospital) for hospital in HOSPITALS}
+    checkpoint, out = folder / "strategy.ckpt", folder / "out.json"
+    recovery = (root / "uldp" / "flower" / "recovery.py").exists()
+    settings = {"method": "ULDP-AVG-w", "sigma": 1.0, "q": 0.8, "local_epochs": 1, "batch_size": 8,
+                **({"silos": list(HOSPITALS), "checkpoint": str(checkpoint), "join_timeout": 60} if recovery else {})}
+    overrides = folder / "run-config.toml"
+    overrides.write_text(f"settings = '{json.dumps(settings)}'\nout = '{out}'\n")
+    deadline = time.monotonic() + 60
+    while True:  # the SuperLink takes a few seconds to listen
+        submitted = subprocess.run([str(bin_dir / "flwr"), "run", str(app_dir), "local", "--run-config",
+                                    str(overrides), "--format", "json"], env=env, cwd=folder, capture_output=True,
+                                   text=True, timeout=300)
+        run_id = (json_output(submitted.stdout) or {}).get("run-id")
+        if run_id is not None or time.monotonic() > deadline:  # flwr run exits 0 even when it reached no SuperLink
+            break
+        time.sleep(2)
+    if run_id is None:
+        return {"error": f"flwr run started no run: {submitted.stdout[-500:]} {submitted.stderr[-500:]}"}
+    start_time, killed_at = time.monotonic(), None
+    status = ""
+    while time.monotonic() - start_time < WAIT:
+        if killed_at is None and (_checkpoint_rounds(checkpoint) >= 2 if recovery
+                                  else time.monotonic() - start_time > 60):
+            os.killpg(nodes["General"].pid, signal.SIGKILL)
+            killed_at = round(time.monotonic() - start_time)
+            nodes["General"] = supernode("General")
+        listed = subprocess.run([str(bin_dir / "flwr"), "ls", "local", "--run-id", str(run_id), "--format", "json"],
+                                env=env, cwd=folder, capture_output=True, text=True, timeout=300)
+        runs = (json_output(listed.stdout) or {}).get("runs") or [{"status": status}]
+        status = runs[0]["status"]
+        if status.startswith("finished"):
+            break
+        time.sleep(2)
+    report = json.loads(out.read_text()) if out.exists() else {}
+    return {"run_status": status, "flwr_run_exit": submitted.returncode, "general_killed_after_s": killed_at,
+            "releases_accounted": len(report.get("epsilons", [])), "completed_rounds": report.get("completed"),
+            "epsilons": [round(e, 4) for e in report.get("epsilons", [])]}
+
+
+SCENARIOS: dict[str, Callable[[Federation, float], dict]] = {
+    "silo-killed": silo_killed, "silo-stalled": silo_stalled, "late-silo": late_silo,
+    "flower-supernode-killed": flower_supernode_killed,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1],
+                        help="the checkout whose uldp runs (default: this one)")
+    parser.add_argument("--only", nargs="+", choices=sorted(SCENARIOS), default=sorted(SCENARIOS))
+    parser.add_argument("--delay", type=float, default=12.0, help="seconds the late silo waits for its server")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--keep", type=Path, default=None, help="keep each scenario's logs in a folder under this")
+    args = parser.parse_args()
+    results: dict[str, Any] = {}
+    for name in args.only:
+        start = time.perf_counter()
+        with federation(args.root.resolve(), args.keep) as processes:
+            results[name] = {**SCENARIOS[name](processes, args.delay), "seconds": round(time.perf_counter() - start)}
+        if not args.json:
+            print(f"{name}: {json.dumps(results[name])}", flush=True)
+    if args.json:
+        print(json.dumps({"root": str(args.root), "scenarios": results}))
+
+
+if __name__ == "__main__":
+    main()

@@ -316,11 +316,11 @@ def test_huge_total_records_are_refused_at_the_federation_stage(hospital_files):
     """Attack 5: total_records = 10**12 (4 TB at 09fdb4c) is past the default max_records."""
 
     class Inflate(uf.UldpStrategy):
-        def _ask(self, grid, contents, timeout):
+        def _ask(self, grid, contents, timeout, **options):
             for content in contents.values():
                 if content.get("stage") == "federation":
                     content["total_records"] = 10**12
-            return super()._ask(grid, contents, timeout)
+            return super()._ask(grid, contents, timeout, **options)
 
     with pytest.raises(RuntimeError, match=r"total_records=1000000000000 is outside this silo's 1\.\.100000000"):
         flower_run(hospital_files, model(), strategy_class=Inflate, method="ULDP-AVG", sigma=5.0, rounds=1)

@@ -547,7 +547,8 @@ CLAIMS: tuple[Claim, ...] = (
           "Figure 9b", ("user_sampling",), _sampling_mnist),
     Claim("runtime-dominant", "The execution time of local training is dominant in the private weighting protocol "
           "(HeartDisease, TcgaBrca).", "Figure 10", ("protocol_runtime",), runtime_dominant),
-    Claim("runtime-users", "The protocol's execution time increases with the number of users.", "Figure 11",
+    Claim("runtime-users", "On the artificial model, the protocol's execution time increases with the number of "
+          "users.", "Figure 11",
           (), runtime_users),
     Claim("runtime-parameters", "The protocol's execution time (the server's aggregation as well) increases with the "
           "parameter size.", "Figure 11", (), runtime_parameters),

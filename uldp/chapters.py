@@ -11,6 +11,7 @@ the Scorecard chapter: a chapter shows the Scorecard's rows for its grid, not ve
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -499,6 +500,20 @@ def show_grid_settings(grid_name: str, profile: str) -> None:
     shared = ", ".join(f"`{name}` = {_markdown_value(value)}" for name, value in table.attrs["constant"].items())
     display(Markdown(f"- every run: {shared}\n- settings (panels): {'; '.join(table.attrs['panels'])}\n"
                      f"- seeds: {', '.join(map(str, table.attrs['seeds']))}"), table)
+
+
+def benchmark_result(name: str) -> dict[str, Any]:
+    """The committed result of ``benchmarks/<name>.py`` (``benchmarks/results/<name>.json``, written with its
+    provenance by ``benchmarks/save.py``): ``{"provenance": ..., "results": ...}``.
+
+    Raises:
+        FileNotFoundError: No committed result of that name (the message says how to make it).
+    """
+    path = experiments.REPO_ROOT / "benchmarks" / "results" / f"{name}.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no committed benchmark result {path}; run `python benchmarks/save.py {name}`")
+    with open(path, encoding="utf-8") as handle:
+        return dict(json.load(handle))
 
 
 def datasets_table() -> pd.DataFrame:

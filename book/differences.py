@@ -191,7 +191,7 @@ display(Markdown(f"With resolution $P$ the aggregate is off by {paper_error / pr
 # `uldp` does the same by default (run argument `test_scoring="pooled"`). Until issue 19 it scored each centre's
 # test set standardised per centre, which stays available as `test_scoring="per-centre"` and is recorded in every
 # result. TcgaBrca's test set is the same under both scorings (FLamby does not standardise it). The number it
-# changes: every HeartDisease accuracy and test loss in Figure 6. Computed here with ULDP-AVG on the paper's setting
+# changes: every HeartDisease accuracy and test loss in {ref}`Figure 6 <paper-figure-6>`. Computed here with ULDP-AVG on the paper's setting
 # ($|U| = 50$, uniform), one seed, scored both ways:
 
 # %%
@@ -218,7 +218,7 @@ display(Markdown(f"Scored per centre, the same model's final accuracy is {accura
 #
 # ### Medical "uniform" allocation
 #
-# The paper (Section 5.1) assigns "every record to a user with equal probability", and the authors' code draws each
+# The paper ({ref}`Section 5.1 <paper-section-5-1>`) assigns "every record to a user with equal probability", and the authors' code draws each
 # record's user (each pair of records, for TcgaBrca's Cox loss) independently, with replacement. `uldp`'s `uniform`
 # balances the users instead (every user gets the same number of records, to within one); the authors' draws are
 # the scheme `uniform-with-replacement`, recorded like every scheme in each result's arguments. The number it changes
@@ -290,7 +290,7 @@ display(Markdown(f"Of the re-shuffled test set, {test_origin.mean():.1%} are ima
 #
 # The authors' ULDP-SGD cuts a user's records in a silo into batches of the local batch size, takes each batch's
 # gradient of the mean loss and divides it by the batch size once more before summing (`user_avg_grad += grad /
-# len(x)`); `uldp` takes one gradient of the mean loss over the user's records in the silo (Algorithm 3, line 21).
+# len(x)`); `uldp` takes one gradient of the mean loss over the user's records in the silo ({ref}`Algorithm 3 <paper-algorithm-3>`, line 21).
 # Dividing twice shrinks each user's gradient by its batch size, so fewer users are clipped and the clipped sum is
 # smaller, against the same noise. One noiseless round from the same model, and the final C-index with only this
 # choice switched back to `uldp`'s:

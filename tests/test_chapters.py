@@ -198,3 +198,16 @@ def test_stored_runtime_shows_the_runtime_table_and_one_line_per_dataset_and_use
     for row, ((dataset, users), values) in zip(rows, expected.iterrows(), strict=True):
         ratio = values["encrypted weighting per silo"] / values["local training per silo"]
         assert row.startswith(f"- {dataset}, {users} users:") and f"(the weighting {ratio:.1f}x the training)" in row
+
+
+def test_benchmark_result_reads_the_committed_file_and_names_the_command_when_missing():
+    import json
+    import re
+
+    from uldp.experiments import REPO_ROOT
+
+    stored = chapters.benchmark_result("protocol_scan")
+    with open(REPO_ROOT / "benchmarks" / "results" / "protocol_scan.json", encoding="utf-8") as handle:
+        assert stored == json.load(handle)
+    with pytest.raises(FileNotFoundError, match=re.escape("python benchmarks/save.py no_such_benchmark")):
+        chapters.benchmark_result("no_such_benchmark")

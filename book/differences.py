@@ -35,6 +35,7 @@ from uldp import data as uldp_data
 from uldp.accounting import epsilon_naive, epsilon_uldp, group_privacy_table
 from uldp.accounting.group import AUTHORS_DP_ORDERS
 from uldp.chapters import benchmark_result
+from uldp.experiments import load_results
 from uldp.paper_settings import PAPER, PAPER_SEEDS
 from uldp.secure import ProtocolParameters, SecureSession, encoding
 from uldp.simulation import RunConfig, accounted_epsilon, build_federation, run
@@ -263,6 +264,29 @@ display(Markdown(
     f"and {span('uniform-with-replacement', 'largest user')} under the authors' draws, so ULDP-GROUP-max's "
     f"$\\epsilon$ is {span('uniform', 'GROUP-max epsilon')} against "
     f"{span('uniform-with-replacement', 'GROUP-max epsilon')}."))
+
+# %% [markdown]
+# On ULDP-GROUP-max's utility where the group size moves most, HeartDisease with 200 users:
+# `benchmarks/allocation_utility.py` (committed) under the authors' draws, beside the committed paper-profile runs
+# under `uniform` of the same seeds:
+
+# %%
+drawn = benchmark_result("allocation_utility")
+balanced = {run["seed"]: run for run in load_results("heart_disease", "paper").runs
+            if run["params"]["method"] == "ULDP-GROUP-max" and run["params"]["n_users"] == 200
+            and run["params"]["distribution"] == "uniform"}
+group_rows = pd.DataFrame([
+    {"seed": row["seed"], "accuracy, uniform": balanced[row["seed"]]["result"]["accuracy"][-1],
+     "accuracy, with replacement": row["final"], "epsilon, uniform": balanced[row["seed"]]["result"]["epsilon"][-1],
+     "epsilon, with replacement": row["epsilon"]}
+    for row in drawn["results"]["rows"] if row["method"] == "ULDP-GROUP-max" and row["seed"] in balanced])
+display(group_rows.set_index("seed").round(3))
+group_gap = difference(dict(zip(group_rows["seed"], group_rows["accuracy, with replacement"], strict=True)),
+                       dict(zip(group_rows["seed"], group_rows["accuracy, uniform"], strict=True)))
+display(Markdown(f"Under the authors' draws ULDP-GROUP-max's final accuracy moves by {group_gap.text()} (paired over "
+                 f"{group_gap.seeds} seeds) while its $\\epsilon$ grows "
+                 f"{(group_rows['epsilon, with replacement'] / group_rows['epsilon, uniform']).min():.1f} to "
+                 f"{(group_rows['epsilon, with replacement'] / group_rows['epsilon, uniform']).max():.1f} times."))
 
 # %% [markdown]
 # Its effect on utility, measured on TcgaBrca's ULDP-SGD (final C-index over the seeds of `tcga_tail`: the library's

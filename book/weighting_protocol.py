@@ -208,32 +208,21 @@ assert max(errors) <= 1e-10
 # CRT decryption, decoding).
 
 # %%
-if SMOKE:
-    key_bits, n_max = 1024, 300  # small test keys so that the smoke build stays fast; not the paper's setting
-    axes_grid = {"parameters": [16, 107], "users": [10, 40], "silos": [3, 9]}
-else:
-    key_bits, n_max = 3072, 2000
-    axes_grid = {"parameters": [16, 30, 58, 107], "users": [10, 20, 30, 40], "silos": [3, 5, 7, 9]}
-default = {"parameters": 16, "users": 20, "silos": 3}
-rows = []
-for axis, values in axes_grid.items():
-    for value in values:
-        shape = dict(default, **{axis: value})
-        s_, u_, d_ = shape["silos"], shape["users"], shape["parameters"]
-        counts_r = rng.integers(1, n_max // s_ // 2, size=(s_, u_))
-        deltas_r = rng.uniform(-0.1, 0.1, size=(s_, u_, d_)) / np.sqrt(d_)
-        noise_r = rng.normal(scale=0.5 / np.sqrt(s_), size=(s_, d_))
-        session = SecureSession(counts_r, ProtocolParameters(key_bits=key_bits, n_max=n_max,
-                                                             insecure_test_key=key_bits < 2048), clip=0.1, sigma=5.0)
-        session.aggregate(deltas_r, noise_r, np.ones(u_, bool))
-        t = session.last_round_timings
-        rows.append({"axis": axis, "value": value, "paillier keygen": session.timings["paillier_keygen"],
-                     "key exchange": session.timings["key_exchange"],
-                     "blinded histogram": session.timings["blinded_histogram"],
-                     "weighting per silo": t["silo_weighting"] / s_,
-                     "encrypted weights": t["encrypt_weights"], "aggregation": t["aggregation"]})
-runtime = pd.DataFrame(rows)
-print(f"{key_bits}-bit keys, N_max = {n_max}" + (" (smoke profile: small test keys, two points per axis)" if SMOKE else ""))
+from uldp.paper.chapters import benchmark_result
+from uldp.secure.scan import SCAN_PARTS, protocol_scan
+
+if SMOKE:  # small test keys, two points per axis, so that the smoke build stays fast; not the paper's setting
+    axes_grid = {"parameters": (16, 107), "users": (10, 40), "silos": (3, 9)}
+    scan_rows = [point.as_row() for point in protocol_scan(protocol=test_keys, axes=axes_grid, seed=0)]
+    print("smoke profile: 1024-bit test keys, N_max = 300, two points per axis")
+else:  # the committed scan at the paper's settings (benchmarks/protocol_scan.py; 3072-bit keys, several repeats)
+    committed = benchmark_result("protocol_scan")
+    scan_rows = committed["results"]["rows"]
+    axes_grid = committed["results"]["axes"]
+    print(f"{committed['results']['key_bits']}-bit keys, N_max = {committed['results']['n_max']}, median of "
+          f"{committed['results']['repeats']} repeats; {committed['provenance']['command']} at "
+          f"{committed['provenance']['git_commit'][:7]} on {committed['provenance']['date'][:10]}")
+runtime = pd.DataFrame(scan_rows).groupby(["axis", "value"], sort=False)[list(SCAN_PARTS)].median().reset_index()
 runtime.round(3)
 
 # %% [markdown]
@@ -334,7 +323,7 @@ assert np.abs(packed_result - plain).max() <= packed_keys.precision
 # committed with its provenance by `benchmarks/save.py`:
 
 # %%
-from uldp import chapters
+from uldp.paper import chapters
 
 chapters.show_protocol_scale()
 
@@ -460,9 +449,11 @@ chapters.show_stored_runtime()
 # What the paper's figure measures as "local training" includes the encrypted weighting (its own text says the
 # time is the Paillier computation), so its claim is about the silo side as a whole; read that way, compare a silo's
 # whole round with the server's in the lines above. The Scorecard judges each protocol-overhead claim on the results
-# it reads (the same rows as in the Scorecard chapter):
+# it reads (the same rows as in the Scorecard chapter): {ref}`Figure 10 <paper-figure-10>`'s on the medical runs,
+# {ref}`Figure 11 <paper-figure-11>`'s on the committed artificial scan, by least-squares fits of each part's time on
+# the parameters and on the users:
 
 # %%
 pd.set_option("display.max_colwidth", None)
-scorecard.scorecard(scorecard.stored_results(profile), grid="protocol_runtime")[["claim", "measured", "verdict",
-                                                                             "source"]]
+protocol_rows = scorecard.scorecard(scorecard.stored_results(profile))
+protocol_rows[protocol_rows["key"].str.startswith("runtime-")][["where", "claim", "measured", "verdict", "source"]]

@@ -46,7 +46,7 @@ def tcga():
     n_records=st.integers(1, 400),
     n_users=st.integers(1, 60),
     n_silos=st.integers(1, 8),
-    scheme=st.sampled_from(["uniform", "zipf"]),
+    scheme=st.sampled_from(["uniform", "zipf", "uniform-with-replacement"]),
     seed=st.integers(0, 2**32 - 1),
 )
 def test_every_record_gets_one_user_and_one_silo_in_range(n_records, n_users, n_silos, scheme, seed):
@@ -81,6 +81,34 @@ def test_uniform_user_of_a_record_is_uniform():
 
     firsts = [allocate(toy(23), n_users=5, n_silos=2, scheme="uniform", seed=s).user[0] for s in range(1000)]
     assert chisquare(np.bincount(firsts, minlength=5)).pvalue > 1e-4
+
+
+def test_with_replacement_draws_each_records_user_independently():
+    """The authors' uniform: each record's user is uniform (chi-square over many seeds) and independent of the
+    others, so users' sizes are binomial(n, 1/|U|) (their variance, against the balanced scheme's at most 1/4)."""
+    from scipy.stats import chisquare
+
+    firsts = [allocate(toy(23), n_users=5, n_silos=2, scheme="uniform-with-replacement", seed=s).user[0]
+              for s in range(1000)]
+    assert chisquare(np.bincount(firsts, minlength=5)).pvalue > 1e-4
+    sizes = np.concatenate([allocate(toy(400), n_users=20, n_silos=3, scheme="uniform-with-replacement",
+                                     seed=s).counts.sum(axis=0) for s in range(50)])
+    assert sizes.mean() == 20 and abs(sizes.var() - 400 * (1 / 20) * (19 / 20)) < 3.0
+
+
+def test_with_replacement_silos_do_not_depend_on_the_number_of_users():
+    """Run keys drop |U| for user-blind methods under this scheme: the silos must take the same draws."""
+    few, many = (allocate(toy(300), n_users=n, n_silos=4, scheme="uniform-with-replacement", seed=9).silo
+                 for n in (3, 70))
+    assert np.array_equal(few, many)
+
+
+@needs_data
+def test_with_replacement_makes_larger_users_than_uniform_on_heart_disease(heart):
+    """HeartDisease |U| = 200: balanced users hold at most 3 records; drawn with replacement, the largest holds more."""
+    largest = {scheme: max(int(allocate(heart, n_users=200, scheme=scheme, seed=s).counts.sum(axis=0).max())
+                           for s in range(5)) for scheme in ("uniform", "uniform-with-replacement")}
+    assert largest["uniform"] == 3 and largest["uniform-with-replacement"] > 3
 
 
 def test_zipf_records_per_user_follow_zipf_over_ranks():
@@ -151,7 +179,8 @@ def test_noniid_keeps_zipf_sizes_roughly():
 
 @needs_data
 @settings(max_examples=40, deadline=None)
-@given(n_users=st.integers(1, 432), scheme=st.sampled_from(["uniform", "zipf"]), seed=st.integers(0, 2**32 - 1))
+@given(n_users=st.integers(1, 432), scheme=st.sampled_from(["uniform", "zipf", "uniform-with-replacement"]),
+       seed=st.integers(0, 2**32 - 1))
 def test_tcga_every_user_silo_pair_with_records_has_at_least_two(tcga, n_users, scheme, seed):
     allocation = allocate(tcga, n_users=n_users, scheme=scheme, seed=seed)
     counts = allocation.counts
@@ -164,7 +193,8 @@ def test_tcga_every_user_silo_pair_with_records_has_at_least_two(tcga, n_users, 
 
 @needs_data
 @settings(max_examples=30, deadline=None)
-@given(n_users=st.integers(1, 486), scheme=st.sampled_from(["uniform", "zipf"]), seed=st.integers(0, 10**6))
+@given(n_users=st.integers(1, 486), scheme=st.sampled_from(["uniform", "zipf", "uniform-with-replacement"]),
+       seed=st.integers(0, 10**6))
 def test_heart_disease_keeps_flamby_silos(heart, n_users, scheme, seed):
     allocation = allocate(heart, n_users=n_users, scheme=scheme, seed=seed)
     assert np.array_equal(allocation.silo, heart.train_silo) and allocation.n_silos == 4
@@ -172,8 +202,8 @@ def test_heart_disease_keeps_flamby_silos(heart, n_users, scheme, seed):
     assert per_user.sum() == heart.n_train
     if scheme == "uniform":
         assert per_user.max() - per_user.min() <= 1
-    else:
-        assert per_user.min() >= 1
+    elif scheme == "zipf":
+        assert per_user.min() >= 1  # drawn with replacement, a user may get no record
 
 
 @needs_data

@@ -216,3 +216,16 @@ def test_protocol_scale_reads_the_committed_benchmark_and_computes_its_sentences
     assert document["provenance"]["git_commit"][:10] in sentences
     table = chapters.protocol_scale_table(document)
     assert list(table["backend"]) == ["phe"] + ["paillier", "packed-paillier"] * 3
+
+
+def test_benchmark_result_reads_the_committed_file_and_names_the_command_when_missing():
+    import json
+    import re
+
+    from uldp.provenance import REPO_ROOT
+
+    stored = chapters.benchmark_result("protocol_scan")
+    with open(REPO_ROOT / "benchmarks" / "results" / "protocol_scan.json", encoding="utf-8") as handle:
+        assert stored == json.load(handle)
+    with pytest.raises(FileNotFoundError, match=re.escape("python benchmarks/save.py no_such_benchmark")):
+        chapters.benchmark_result("no_such_benchmark")

@@ -622,11 +622,13 @@ def test_user_blind_runs_under_the_uniform_allocation_do_not_depend_on_the_numbe
     if not os.environ.get("ULDP_DATA_DIR"):
         monkeypatch.setenv("ULDP_DATA_DIR", str(DATA))
     base: dict[str, Any] = dict(dataset="creditcard", rounds=2, seed=3, local_epochs=1, max_train_records=600)
-    for method in ("DEFAULT", "ULDP-NAIVE"):
-        runs = [run(RunConfig(method=method, n_users=n_users, distribution="uniform", **base)) for n_users in (7, 90)]
+    for method, distribution in (("DEFAULT", "uniform"), ("ULDP-NAIVE", "uniform"),
+                                 ("DEFAULT", "uniform-with-replacement")):
+        runs = [run(RunConfig(method=method, n_users=n_users, distribution=distribution, **base))
+                for n_users in (7, 90)]
         assert runs[0].test_loss == runs[1].test_loss and runs[0].accuracy == runs[1].accuracy
         keys = {config_hash(experiments.effective_arguments({**base, "method": method, "n_users": n_users,
-                                                             "distribution": "uniform"})) for n_users in (7, 90)}
+                                                             "distribution": distribution})) for n_users in (7, 90)}
         assert len(keys) == 1
     zipf = [run(RunConfig(method="DEFAULT", n_users=n_users, distribution="zipf", **base)) for n_users in (7, 90)]
     assert zipf[0].test_loss != zipf[1].test_loss  # under zipf a user's records choose their silos: no sharing

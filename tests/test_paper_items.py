@@ -180,7 +180,7 @@ def test_each_chapter_links_to_items_that_exist_and_names_them_right(chapter):
             continue
         cited = CITATION.fullmatch(text.rstrip(")").replace("(", ""))
         assert cited, f"{chapter}: the text of {match[0]} cites no item"
-        kind, (number, _) = KINDS[cited["kind"]], _expand(cited["items"])[0]
+        kind, (number, _, _) = KINDS[cited["kind"]], _expand(cited["items"])[0]
         assert (kind, number) == (item.kind, item.number), f"{chapter}: {match[0]} says {text!r} but links {item.name}"
 
 
@@ -208,7 +208,7 @@ def treated(chapter: str) -> set[tuple[str, str]]:
             found |= {(kind, str(n)) for n in range(int(start), int(last.split("-")[1]))}
         for heading in re.findall(r"(?m)^#+ .*", source):
             found |= {(KINDS[m["kind"]], number) for m in CITATION.finditer(heading)
-                      for number, _ in _expand(m["items"])}
+                      for number, _, _ in _expand(m["items"])}
     return {(kind, number.replace("-", ".")) for kind, number in found}
 
 

@@ -218,6 +218,7 @@ class Citation:
     number: str
     sub: str
     sentence: str
+    range_with: str = ""  # the other end, for either end of a range ("4-7": 4 with 7, 7 with 4)
 
 
 def _sentence(text: str, start: int, end: int) -> str:
@@ -241,9 +242,10 @@ def _clause(text: str, start: int, end: int) -> str:
     return text[left + 1:right]
 
 
-def _expand(items: str) -> list[tuple[str, str]]:
-    """``"5-8"`` -> 5, 6, 7, 8; ``"6c, 6f"`` -> (6, c), (6, f); ``"6d-f"`` -> (6, d-f)."""
-    found = []
+def _expand(items: str) -> list[tuple[str, str, str]]:
+    """``"5-8"`` -> 5, 6, 7, 8; ``"6c, 6f"`` -> (6, c), (6, f); ``"6d-f"`` -> (6, d-f). The third field is, for an end
+    of a range, the other end (``"5-8"``: 8 for 5 and 5 for 8), else empty."""
+    found: list[tuple[str, str, str]] = []
     parts = re.findall(ITEM + r"|-|–|to", items)
     previous = None
     for index, part in enumerate(parts):
@@ -252,9 +254,13 @@ def _expand(items: str) -> list[tuple[str, str]]:
         match = re.fullmatch(r"(\d+(?:\.\d+)*)([a-h](?:-[a-h])?)?", part)
         assert match, part  # findall above matched ITEM
         number, sub = match.groups()
-        if previous is not None and index >= 2 and parts[index - 1] in ("-", "–", "to") and "." not in number:
-            found.extend((str(n), "") for n in range(int(previous) + 1, int(number)))
-        found.append((number, sub or ""))
+        other = ""
+        if previous is not None and index >= 2 and parts[index - 1] in ("-", "–", "to"):
+            found[-1] = (*found[-1][:2], number)
+            other = previous
+            if "." not in number:
+                found.extend((str(n), "", "") for n in range(int(previous) + 1, int(number)))
+        found.append((number, sub or "", other))
         previous = number
     return found
 
@@ -282,10 +288,48 @@ def citations() -> list[Citation]:
                 KINDS[other["kind"]] == KINDS[match["kind"]]
                 and LIST_JOIN.fullmatch(text, matches[first].end(), matches[second].start())
                 for other, first, second in neighbours)
-            for number, sub in numbers:  # a list or range of items is only checked to exist
+            for number, sub, other_end in numbers:  # a list or range: each item exists, a range's ends agree
                 found.append(Citation(str(path.relative_to(ROOT)), line, KINDS[match["kind"]], number, sub,
-                                      "" if listed else sentence))
+                                      "" if listed else sentence, other_end))
     return found
+
+
+def _alternatives(pattern: str) -> list[str]:
+    """The top-level alternatives of a keyword pattern: ``"creditcard|privacy-utility"`` -> both."""
+    alternatives, depth, start = [], 0, 0
+    for index, char in enumerate(pattern):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "|" and depth == 0:
+            alternatives.append(pattern[start:index])
+            start = index + 1
+    return [*alternatives, pattern[start:]]
+
+
+def _shared(kind: str, numbers: range) -> set[str]:
+    """The keyword alternatives that every item of ``numbers`` has (empty when one has no keywords)."""
+    patterns = [KEYWORDS.get((kind, str(n))) for n in numbers]
+    if not patterns or any(p is None for p in patterns):
+        return set()
+    return set.intersection(*(set(_alternatives(p)) for p in patterns if p is not None))
+
+
+def _family(kind: str, end: str, other: str) -> str:
+    """What the items of the range from ``other`` to ``end``, less ``end``, share."""
+    low, high = sorted((int(end), int(other)))
+    inner = range(low + 1, high + 1) if int(end) == low else range(low, high)
+    return "|".join(sorted(_shared(kind, inner)))
+
+
+def _overrun(kind: str, end: str, other: str) -> str | None:
+    """``end`` when the range from ``other`` to it runs one item past a family: the items without ``end`` (two or
+    more) share a keyword that ``end`` lacks ("Figures 4-8" of the privacy-utility Figures 4-7); else None."""
+    if not (end.isdigit() and other.isdigit()):
+        return None
+    low, high = sorted((int(end), int(other)))
+    inner = range(low + 1, high + 1) if int(end) == low else range(low, high)
+    if len(inner) >= 2 and _shared(kind, inner) and not _shared(kind, range(low, high + 1)):
+        return end
+    return None
 
 
 def mismatches(paper: dict[tuple[str, str], Item], cited: list[Citation]) -> list[str]:
@@ -301,6 +345,9 @@ def mismatches(paper: dict[tuple[str, str], Item], cited: list[Citation]) -> lis
             if string.ascii_lowercase.index(letter) >= len(item.subfigures):
                 wrong.append(f"{where}: {c.kind} {c.number} has no sub-figure ({letter})")
         own = KEYWORDS.get((c.kind, c.number))
+        if c.range_with and _overrun(c.kind, c.number, c.range_with) == c.number:
+            wrong.append(f"{where}: the range to {c.kind} {c.range_with} runs one item past the items it "
+                         f"otherwise spans, which are all about {_family(c.kind, c.number, c.range_with)!r}")
         others = [pattern for (kind, number), pattern in KEYWORDS.items() if kind == c.kind and number != c.number]
         if own and any(re.search(p, c.sentence, re.I) for p in others) and not re.search(own, c.sentence, re.I):
             wrong.append(f"{where}: the sentence names another {c.kind} of the paper, not this one "
@@ -330,3 +377,17 @@ def test_the_check_catches_the_old_numbering(paper):
         Citation("old", 10, "lemma", "3", "", "(epsilon, delta) group privacy (the paper's Lemma 3)"),
     ]
     assert len(mismatches(paper, old)) == len(old), mismatches(paper, old)
+
+
+def test_the_check_catches_a_wrong_end_of_a_range(paper):
+    """Both ends of a range are checked: "Figures 4-7" (the privacy-utility figures) passes; with its end changed to
+    the weighting Figure 8, or its start to the sensitivity Figure 3, it fails, at the end that moved."""
+    def cite(items: str) -> list[Citation]:
+        return [Citation("range", 1, "figure", number, sub, "", other) for number, sub, other in _expand(items)]
+
+    assert [(c.number, c.range_with) for c in cite("4-7")] == [("4", "7"), ("5", ""), ("6", ""), ("7", "4")]
+    assert not mismatches(paper, cite("4-7"))
+    assert [m.split(":")[2].strip() for m in mismatches(paper, cite("4-8"))] == ["figure 8"]
+    assert [m.split(":")[2].strip() for m in mismatches(paper, cite("3-7"))] == ["figure 3"]
+    assert not mismatches(paper, cite("4-11"))  # every experiment figure: no family to run past
+    assert "range:1: figure 40: the paper has no figure 40" in mismatches(paper, cite("4-40"))

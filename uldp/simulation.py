@@ -21,7 +21,7 @@ import torch
 
 from uldp.accounting import check_accountant
 from uldp.checks import check_integer, check_number, check_positive
-from uldp.data import DATASETS, allocate, load
+from uldp.data import DATASETS, SCHEMES, allocate, load
 from uldp.data.allocation import MAX_SILOS, MAX_USERS, PAPER_N_LABELS
 from uldp.data.base import FederatedDataset, check_test_scoring
 from uldp.defaults import DATASET_DEFAULTS, DELTA, SIGMA
@@ -70,7 +70,8 @@ class RunConfig:
         rounds: Number of rounds ``T`` >= 1.
         seed: The one seed of every random draw.
         n_silos: Number of silos (``None``: 5 for Creditcard/MNIST, 3 synthetic, FLamby's 4 and 6 for the medical sets).
-        distribution: Allocation scheme ``"uniform"``, ``"zipf"`` or ``"zipf-noniid"``.
+        distribution: Allocation scheme, one of :data:`uldp.data.SCHEMES` (``"uniform"``, ``"zipf"``,
+            ``"zipf-noniid"``, ``"uniform-with-replacement"``).
         local_epochs: ``Q`` (``None``: the paper's; stays ``None`` for ULDP-SGD).
         global_lr: ``eta_g`` > 0.
         local_lr: ``eta_l`` > 0 (stays ``None`` for ULDP-SGD).
@@ -136,8 +137,8 @@ class RunConfig:
         check_integer("seed", self.seed, minimum=0)
         if self.n_silos is not None:
             check_integer("n_silos", self.n_silos, maximum=MAX_SILOS)
-        if self.distribution not in ("uniform", "zipf", "zipf-noniid"):
-            raise ValueError(f"distribution must be 'uniform', 'zipf' or 'zipf-noniid', got {self.distribution!r}")
+        if self.distribution not in SCHEMES:
+            raise ValueError(f"distribution must be one of {', '.join(SCHEMES)}, got {self.distribution!r}")
         if self.secure and spec.name not in SECURE_METHODS:
             raise ValueError(f"secure aggregation needs {' or '.join(SECURE_METHODS)}, not {spec.name}")
         object.__setattr__(self, "protocol", ProtocolParameters.from_mapping(self.protocol))

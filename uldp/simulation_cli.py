@@ -30,7 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="DEFAULT, ULDP-NAIVE, ULDP-GROUP-<k|max|median>, ULDP-SGD[-w], ULDP-AVG[-w]")
     parser.add_argument("--users", type=int, required=True, help="number of users |U|")
     parser.add_argument("--silos", type=int, default=None, help="number of silos (fixed for medical datasets)")
-    parser.add_argument("--dist", default="uniform", help="allocation: uniform, zipf or zipf-noniid")
+    parser.add_argument("--dist", default="uniform",
+                        help="allocation: uniform, zipf, zipf-noniid, uniform-with-replacement (the authors' uniform)")
     parser.add_argument("--n-labels", type=int, default=PAPER_N_LABELS,
                         help=f"labels per user under zipf-noniid (default: the paper's {PAPER_N_LABELS})")
     parser.add_argument("--rounds", type=int, required=True, help="number of rounds T")

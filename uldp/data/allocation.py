@@ -7,6 +7,9 @@ Datasets without fixed silos (Creditcard, MNIST, synthetic):
 
 * ``uniform``: users and silos are both assigned by a uniformly random permutation of a balanced list, so each
   record's user (silo) is uniform and every user (silo) gets ``floor`` or ``ceil`` of ``n / |U|`` (``n / |S|``).
+* ``uniform-with-replacement``: each record draws its silo, then its user, uniformly at random and independently
+  (with replacement, as the authors' code draws them): users' sizes follow a multinomial, some users may get no
+  record.
 * ``zipf``: each record draws its user from a bounded Zipf(``user_alpha``) over user ranks (user 0 is the
   largest); for each user a random permutation of the silos gets bounded Zipf(``silo_alpha``) probabilities and
   each of its records draws its silo from them. Users may end up with no record.
@@ -22,6 +25,9 @@ join one of its units. A unit always belongs to a single user, so every (user, s
 ``m`` of them by construction.
 
 * ``uniform``: units go to users by a uniformly random balanced permutation.
+* ``uniform-with-replacement``: each unit draws its user uniformly at random, independently (the authors' code:
+  ``random_state.choice(n_users, size=n_units, replace=True)`` over the pairs of TcgaBrca); users' sizes follow a
+  multinomial, so the largest user holds more records than under ``uniform``, and some users may hold none.
 * ``zipf``: every user gets one unit, the remaining units are drawn from a bounded Zipf(``user_alpha``) over users;
   each user (in rank order) picks a primary silo uniformly, each of its units goes to the primary silo with
   probability 0.8 and to each other silo with probability 0.2 / (|S| - 1); when the chosen silo has no unit left,
@@ -35,7 +41,9 @@ import numpy as np
 from uldp.checks import check_integer, check_positive
 from uldp.data.base import Allocation, FederatedDataset
 
-SCHEMES: tuple[str, ...] = ("uniform", "zipf", "zipf-noniid")
+#: The allocation schemes; ``uniform-with-replacement`` is the authors' uniform (every draw independent).
+SCHEMES: tuple[str, ...] = ("uniform", "zipf", "zipf-noniid", "uniform-with-replacement")
+WITH_REPLACEMENT = "uniform-with-replacement"
 #: Labels per user of the paper's non-iid allocation (Section 5.1, MNIST): the default of ``allocate``,
 #: ``RunConfig`` and the command line alike.
 PAPER_N_LABELS = 2
@@ -152,8 +160,9 @@ def _fixed_silo_users(
     n_units = int(units_per_silo.sum())
     user = np.empty(dataset.n_train, dtype=np.int64)
 
-    if scheme == "uniform":
-        owners = _balanced_assignment(rng, n_units, n_users)
+    if scheme in ("uniform", WITH_REPLACEMENT):
+        owners = (_balanced_assignment(rng, n_units, n_users) if scheme == "uniform"
+                  else rng.integers(n_users, size=n_units))
         for owner, records in zip(owners, (r for silo_units in units for r in silo_units), strict=True):
             user[records] = owner
         return user
@@ -236,7 +245,7 @@ def allocate(
         dataset: The dataset whose training records are allocated.
         n_users: Number of users ``|U|``.
         n_silos: Number of silos ``|S|``; for datasets with fixed silos ``None`` or that fixed number.
-        scheme: ``"uniform"``, ``"zipf"`` or ``"zipf-noniid"`` (the latter needs class labels).
+        scheme: ``"uniform"``, ``"zipf"``, ``"zipf-noniid"`` (needs class labels) or ``"uniform-with-replacement"``.
         seed: Seed of the allocation (same seed, same allocation).
         n_labels: Maximum number of labels per user, for ``zipf-noniid`` only (None: the paper's
             :data:`PAPER_N_LABELS`).
@@ -267,6 +276,9 @@ def allocate(
     elif scheme == "uniform":
         user = _balanced_assignment(rng, n_records, n_users)
         silo = _balanced_assignment(rng, n_records, n_silos)
+    elif scheme == WITH_REPLACEMENT:  # silos first: they take the same draws whatever |U| (run keys rely on it)
+        silo = rng.integers(n_silos, size=n_records)
+        user = rng.integers(n_users, size=n_records)
     else:
         user = _zipf_users(rng, n_records, n_users, user_alpha)
         if scheme == "zipf-noniid":

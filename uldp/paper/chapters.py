@@ -509,6 +509,20 @@ def show_grid_settings(grid_name: str, profile: str) -> None:
                      f"- seeds: {', '.join(map(str, table.attrs['seeds']))}"), table)
 
 
+def benchmark_result(name: str) -> dict[str, Any]:
+    """The committed result of ``benchmarks/<name>.py`` (``benchmarks/results/<name>.json``, written with its
+    provenance by ``benchmarks/save.py``): ``{"provenance": ..., "results": ...}``.
+
+    Raises:
+        FileNotFoundError: No committed result of that name (the message says how to make it).
+    """
+    path = experiments.REPO_ROOT / "benchmarks" / "results" / f"{name}.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no committed benchmark result {path}; run `python benchmarks/save.py {name}`")
+    with open(path, encoding="utf-8") as handle:
+        return dict(json.load(handle))
+
+
 def datasets_table() -> pd.DataFrame:
     """The datasets of the paper's experiments as :mod:`uldp.data` registers them and :mod:`uldp.models` builds
     their models: silos, whether the silos are fixed by the data, the model's parameter count and the utility

@@ -206,7 +206,7 @@ def user_sampling_figure(results: ResultSet) -> Figure:
                        title=f"User-level sub-sampling, ULDP-AVG-w ({_scale(results)})")
 
 
-def runtime_table(results: ResultSet) -> Any:
+def runtime_table(results: ResultSet, *, by_run: bool = False) -> Any:
     """Seconds per part of the private weighting protocol for each run of the ``protocol_runtime`` grid (mean over
     seeds and rounds), from the timings the secure aggregation records in each run's ``info``.
 
@@ -218,7 +218,8 @@ def runtime_table(results: ResultSet) -> Any:
         A DataFrame indexed by (dataset, users) with columns ``training per silo`` (local training and the encrypted
         weighting, per silo: the paper's left panel), its two parts ``local training per silo`` and ``encrypted
         weighting per silo``, ``key set-up``, ``blinded histogram`` and ``aggregation`` (the server's per-round
-        work: encrypting the weights, then decrypting the sum), plus ``parameters``.
+        work: encrypting the weights, then decrypting the sum), plus ``parameters``. With ``by_run``, one row per
+        run instead (mean over its rounds), with its ``seed``, not indexed.
 
     Raises:
         ValueError: No run carries secure-aggregation timings.
@@ -236,7 +237,7 @@ def runtime_table(results: ResultSet) -> Any:
                      for t, (total, part) in enumerate(zip(run["result"]["seconds"], server, strict=True))]
         weighting = [r["silo_weighting"] / silos for r in rounds]
         rows.append({
-            "dataset": run["params"]["dataset"], "users": run["params"]["n_users"],
+            "dataset": run["params"]["dataset"], "users": run["params"]["n_users"], "seed": run["seed"],
             "parameters": run["result"]["info"].get("parameters", np.nan),
             "training per silo": float(np.mean(silo_side)),
             "local training per silo": float(np.mean(silo_side) - np.mean(weighting)),
@@ -247,7 +248,8 @@ def runtime_table(results: ResultSet) -> Any:
         })
     if not rows:
         raise ValueError(f"no run of grid {results.grid!r} has secure-aggregation timings")
-    return pd.DataFrame(rows).groupby(["dataset", "users"]).mean()
+    table = pd.DataFrame(rows)
+    return table if by_run else table.drop(columns="seed").groupby(["dataset", "users"]).mean()
 
 
 def runtime_figure(results: ResultSet) -> Figure:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from uldp.accounting import check_accountant
 from uldp.checks import check_integer, check_positive
 from uldp.data import DATASETS
+from uldp.data.allocation import WITH_REPLACEMENT
 from uldp.methods import parse_method
 from uldp.paper.experiments.grids import GRIDS, Entry, check_profile, get_grid
 from uldp.paper.settings import PAPER_SEEDS
@@ -60,7 +61,8 @@ def effective_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
     - on a dataset whose silos are fixed (HeartDisease, TcgaBrca) the allocation draws only users, and the run is the
       same whatever the number of users or the distribution;
     - under the ``uniform`` allocation of the other datasets the silos are a balanced permutation drawn after the
-      users' one, which takes the same draws whatever the number of users, so the run is the same for every ``|U|``.
+      users' one, which takes the same draws whatever the number of users, so the run is the same for every ``|U|``;
+      under ``uniform-with-replacement`` the silos are drawn first, with the same effect.
 
     Both are checked bit for bit in ``tests/test_experiments.py``; those arguments are dropped, and one stored run
     serves every panel it appears in. Likewise ``test_scoring`` is dropped on a dataset whose scorings give the
@@ -84,7 +86,7 @@ def effective_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
         return dict(params)
     if dataset.fixed_silos:
         return {name: value for name, value in params.items() if name not in ALLOCATION_ARGUMENTS}
-    if params.get("distribution", "uniform") == "uniform":
+    if params.get("distribution", "uniform") in ("uniform", WITH_REPLACEMENT):  # silos drawn alike whatever |U|
         return {name: value for name, value in params.items() if name != "n_users"}
     return dict(params)
 

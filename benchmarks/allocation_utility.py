@@ -28,7 +28,8 @@ def main() -> None:
         dataset, users, method = text.split(":")
         metric = UTILITY_METRIC[dataset]
         for seed in PAPER_SEEDS[:args.seeds]:
-            result = run(RunConfig(dataset=dataset, method=method, n_users=int(users), rounds=DATASET_DEFAULTS[dataset].rounds,
+            rounds = DATASET_DEFAULTS[dataset].rounds
+            result = run(RunConfig(dataset=dataset, method=method, n_users=int(users), rounds=rounds,
                                    seed=seed, distribution="uniform-with-replacement"))
             rows.append({"dataset": dataset, "users": int(users), "method": method, "seed": seed,
                          "metric": metric, "final": getattr(result, metric)[-1], "epsilon": result.epsilon[-1],

@@ -156,11 +156,11 @@ def loop_run(config: RunConfig, variant: Variant) -> float:
 
 def round_agreement(config: RunConfig, variant: Variant) -> dict[str, float]:
     """One noiseless round: the loop's descent direction against the library's ULDP-SGD round from the same model."""
-    from uldp.methods import make_method
+    from uldp.methods import make_method, user_level
 
     federation, _ = build_federation(config)
     params = torch.nn.utils.parameters_to_vector(federation.model.parameters()).detach()
-    method = make_method("ULDP-SGD", config.hyperparameters())
+    method = user_level(make_method("ULDP-SGD", config.hyperparameters()))
     library = method.clean_update(params, federation, seed_stream(np.random.SeedSequence(config.seed),
                                                                    ROUNDS_STREAM, 0)).double()
     rng = np.random.RandomState(config.seed + 1)

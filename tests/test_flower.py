@@ -14,6 +14,7 @@ import uldp
 import uldp.flower as uf
 from uldp.flower.local import LocalGrid
 from uldp.flower.pseudonyms import open_histogram, seal_histogram
+from uldp.methods.base import needed
 from uldp.secure.driver import ProtocolAbort
 
 if TYPE_CHECKING:
@@ -251,14 +252,15 @@ def test_a_server_sent_seed_is_ignored_and_only_the_silos_own_option_reproduces(
     Now a silo ignores it: the residual is two independent noises, std sqrt(2) sigma C / sqrt(|S|). Only the silo's
     own node config reproduces the noise (then the residual is the clean update, well below the noise), and the
     strategy records that a silo used it."""
-    settings = dict(method="ULDP-AVG", sigma=20.0, q=1.0, local_epochs=1, batch_size=8, seed=5, rounds=1)
+    settings: dict[str, Any] = dict(method="ULDP-AVG", sigma=20.0, q=1.0, local_epochs=1, batch_size=8, seed=5,
+                                    rounds=1)
     Hostile.rewrite = {"insecure_seed": 5, "insecure_reproducible_noise": True}
     params, strategy, _ = flower_run(hospital_files, model(), INSECURE_SEED_5 if own_option else {},
                                      strategy_class=Hostile, **settings)
     assert isinstance(strategy, Hostile) and len(strategy.updates) == 3
     residual = np.concatenate([u - z for u, z in zip(strategy.updates, _rebuilt_noise(strategy, params.size, 1),
                                                      strict=True)])
-    noise_std = settings["sigma"] * strategy.hp.clip / np.sqrt(3)
+    noise_std = settings["sigma"] * needed(strategy.hp.clip, "clip") / np.sqrt(3)
     if own_option:
         assert residual.std() < 0.2 * noise_std and strategy.insecure_reproducible_noise
     else:

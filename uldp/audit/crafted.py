@@ -50,6 +50,7 @@ from torch import nn
 from uldp.checks import check_integer, check_positive
 from uldp.data.base import Allocation
 from uldp.methods import (
+    EveryRecordSiloNoise,
     FedAvgMethod,
     Federation,
     GroupMethod,
@@ -297,7 +298,7 @@ def _one_round(method: Method, federation: Federation, included: torch.Tensor, d
 def _likelihood_terms(method: Method, federation: Federation) -> tuple[float, float, float]:
     """``(scale, mu, q)`` of the likelihood-ratio score: a round's aggregate over ``scale`` has unit noise, and the
     claimed mechanism moves it by ``mu`` in a round that samples the canary (probability ``q``)."""
-    if not method.spec.private or isinstance(method, GroupMethod):
+    if not method.spec.private or not isinstance(method, EveryRecordSiloNoise):
         raise ValueError(f"the likelihood score needs a Gaussian user-level method (ULDP-NAIVE, -SGD, -AVG), got "
                          f"{method.spec.name}")
     sigma = check_positive("sigma", method.hp.sigma)

@@ -66,7 +66,7 @@ import torch
 from uldp.accounting import epsilon_server_view
 from uldp.checks import check_integer
 from uldp.fitting import PREPARE_STREAM, ROUNDS_STREAM
-from uldp.methods import check_weights, make_method
+from uldp.methods import EveryRecordSiloNoise, check_weights, make_method, user_level
 from uldp.methods.base import seed_stream
 from uldp.models import evaluate as evaluate_model
 from uldp.persist import fingerprint
@@ -231,7 +231,7 @@ class MethodServer(_MethodRole):
         methods without sampling."""
         if not self.method.spec.per_user:
             return np.ones(self.n_users, dtype=bool)
-        return self.method.sample_users(self.n_users, self.secret_round_seed(round_index))
+        return user_level(self.method).sample_users(self.n_users, self.secret_round_seed(round_index))
 
     def combine(self, params: np.ndarray, contributions: list[np.ndarray], round_index: int) -> np.ndarray:
         """Plain rounds: the method's server step on ``sum_s`` of the silos' contributions (in silo order)."""
@@ -280,7 +280,7 @@ class MethodServer(_MethodRole):
 
     def _weight_norm(self) -> float:
         """``max_u ||w_u||_2`` over the users with records (the weights of every user sampled)."""
-        weights = self.method.weights(self.counts, np.ones(self.n_users, dtype=bool))
+        weights = user_level(self.method).weights(self.counts, np.ones(self.n_users, dtype=bool))
         active = self.counts.sum(axis=0) > 0
         return float(min(1.0, np.sqrt((weights[:, active] ** 2).sum(axis=0)).max(initial=0.0)))
 
@@ -289,12 +289,12 @@ class MethodServer(_MethodRole):
         ``C sum_u w_su`` (``C`` for ULDP-NAIVE's clipped delta) plus the noise's norm bound
         (:func:`uldp.policy.update_norm_bound`). None for a method without such a bound (DEFAULT, ULDP-GROUP)."""
         spec, hp = self.method.spec, self.method.hp
-        if not spec.private or spec.family == "ULDP-GROUP" or hp.clip is None:
+        if not spec.private or not isinstance(self.method, EveryRecordSiloNoise) or hp.clip is None:
             return None
         noise_std = self.method.noise_std(self.n_silos)
         if not spec.per_user:
             return [update_norm_bound(clip=hp.clip, weight_sum=1.0, noise_std=noise_std, size=size)] * self.n_silos
-        weights = self.method.weights(self.counts, np.asarray(sampled, dtype=bool))
+        weights = user_level(self.method).weights(self.counts, np.asarray(sampled, dtype=bool))
         return [update_norm_bound(clip=hp.clip, weight_sum=float(row.sum()), noise_std=noise_std, size=size)
                 for row in weights]
 
@@ -366,6 +366,7 @@ class MethodSilo(_MethodRole):
             raise ValueError(f"Protocol 1 computes the enhanced weights of ULDP-SGD-w / ULDP-AVG-w, "
                              f"not {self.method.spec.name}")
         round_seed, tensor = self.secret_round_seed(round_index), torch.from_numpy(params)
-        deltas = self.method.silo_user_deltas(tensor, self.federation, round_seed, sampled, self.silo_id)
-        noise = self.method.silo_noise(tensor.numel(), self.n_silos, round_seed, self.silo_id)
+        method = user_level(self.method)
+        deltas = method.silo_user_deltas(tensor, self.federation, round_seed, sampled, self.silo_id)
+        noise = method.silo_noise(tensor.numel(), self.n_silos, round_seed, self.silo_id)
         return deltas.numpy(), noise.numpy()

@@ -61,7 +61,7 @@ from uldp.fitting import DEFAULTS, ROUNDS_STREAM, check_module, features_tensor,
 from uldp.flower.pseudonyms import open_histogram, pseudonymize, read_key_file, seal_histogram
 from uldp.flower.recovery import SiloFault, discover_silos, run_rounds
 from uldp.flower.secure import round_settings, server_driver, silo_masked_update, silo_setup
-from uldp.methods import Federation, Hyperparameters, make_method, parse_method
+from uldp.methods import Federation, Hyperparameters, make_method, parse_method, user_level
 from uldp.methods.base import needed, seed_stream
 from uldp.policy import SiloLedger, SiloPolicy, release_multiplier, update_norm_bound
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
@@ -175,9 +175,9 @@ class UldpStrategy(Strategy):
             raise ValueError(f"UldpStrategy runs {' or '.join(SUPPORTED)}, not {spec.name}")
         chosen = {"global_lr": global_lr, "local_lr": local_lr, "clip": clip, "local_epochs": local_epochs,
                   "batch_size": batch_size}
-        values = {name: DEFAULTS[name] if value is None else value for name, value in chosen.items()}
+        values: dict[str, Any] = {name: DEFAULTS[name] if value is None else value for name, value in chosen.items()}
         self.hp = Hyperparameters(**values, sigma=sigma, delta=delta, q=q)
-        self.method = make_method(spec.name, self.hp)
+        self.method = user_level(make_method(spec.name, self.hp))
         self.seed = secrets.randbits(63) if seed is None else check_integer("seed", seed, minimum=0)
         self.insecure_reproducible_noise = False
         if secure is None:
@@ -247,7 +247,8 @@ class UldpStrategy(Strategy):
                 replies = self._ask(grid, {self.nodes[s]: content for s, content in contents.items()}, timeout)
                 return {s: _config(replies[self.nodes[s]]) for s in contents}
 
-            config = ProtocolConfig.for_training(len(self.nodes), self.n_users, clip=self.hp.clip, sigma=self.hp.sigma,
+            config = ProtocolConfig.for_training(len(self.nodes), self.n_users, clip=needed(self.hp.clip, "clip"),
+                                                 sigma=needed(self.hp.sigma, "sigma"),
                                                  parameters=self.protocol)
             self._protocol = server_driver(config, ask)
             self._protocol.setup()
@@ -359,7 +360,7 @@ class UldpStrategy(Strategy):
         weights' sum bounded by the number of sampled users (enhanced weights) or that over |S| (uniform)."""
         sampled = float(self._sampled.sum())
         weight_sum = sampled if self.method.spec.enhanced_weights else sampled / len(self.nodes)
-        return update_norm_bound(clip=self.hp.clip, weight_sum=weight_sum,
+        return update_norm_bound(clip=needed(self.hp.clip, "clip"), weight_sum=weight_sum,
                                  noise_std=self.method.noise_std(len(self.nodes)), size=int(self._params.size))
 
     def configure_evaluate(self, server_round: int, arrays: Any, config: Any, grid: Any) -> Iterable[Any]:
@@ -470,7 +471,7 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> np.n
     hp = Hyperparameters(global_lr=1.0, local_lr=settings["local_lr"], local_epochs=settings["local_epochs"],
                          batch_size=settings["batch_size"], clip=settings["clip"], sigma=settings["sigma"],
                          q=settings["q"])
-    method = make_method(settings["method"], hp)
+    method = user_level(make_method(settings["method"], hp))
     n, index = int(view["x"].shape[0]), int(state["index"])
     allocation = Allocation(codes, np.full(n, index), int(state["n_users"]), int(state["n_silos"]), "flower", 0)
     federation = Federation(view["model"], view["loss"], view["x"], view["y"], allocation,

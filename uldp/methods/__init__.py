@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # the names of _LAZY, for type checkers and editors (the redu
         check_weights as check_weights,
         enhanced_weights as enhanced_weights,
         uniform_weights as uniform_weights,
+        user_level as user_level,
         weighted_sum as weighted_sum,
     )
 
@@ -61,8 +62,8 @@ _LAZY: dict[str, str] = {
     "FedAvgMethod": "uldp.methods.fedavg", "GroupMethod": "uldp.methods.group",
     **dict.fromkeys(("METHOD_CLASSES", "make_method", "required_hyperparameters", "unused_hyperparameters"),
                    "uldp.methods.registry"),
-    **dict.fromkeys(("UserLevelMethod", "aggregate", "check_weights", "enhanced_weights", "uniform_weights",
-                     "weighted_sum"), "uldp.methods.uldp_avg"),
+    **dict.fromkeys(("UserLevelMethod", "user_level", "aggregate", "check_weights", "enhanced_weights",
+                     "uniform_weights", "weighted_sum"), "uldp.methods.uldp_avg"),
 }
 
 

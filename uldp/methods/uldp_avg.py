@@ -38,7 +38,7 @@ from uldp.training.per_user import clip_rows, user_gradients
 
 if TYPE_CHECKING:
     from uldp.method_names import MethodSpec
-    from uldp.methods.base import AggregateFn, Federation, Hyperparameters
+    from uldp.methods.base import AggregateFn, Federation, Hyperparameters, Method
 
 
 def uniform_weights(counts: np.ndarray, sampled: np.ndarray) -> np.ndarray:
@@ -249,9 +249,22 @@ class UserLevelMethod(EveryRecordSiloNoise):
         """What :func:`uldp.accounting.epsilon_for_method` needs besides sigma, rounds and delta: the rate ``q``."""
         return {"q": self.hp.q}
 
-    def epsilon(self, federation: Federation, rounds: int, *, accountant: str = "rdp") -> float:
+    def epsilon(self, federation: Federation | None, rounds: int, *, accountant: str = "rdp") -> float:
         """Theorem 3's user-level epsilon (sub-sampled with rate ``q``, Algorithm 4) after ``rounds`` rounds, by the
-        accountant named ``accountant`` (``"rdp"`` or ``"pld"``, :mod:`uldp.accounting`)."""
+        accountant named ``accountant`` (``"rdp"`` or ``"pld"``, :mod:`uldp.accounting`); it does not depend on
+        the federation, which may be None (a Flower server holds none)."""
         return epsilon_for_method(self.spec.name, sigma=needed(self.hp.sigma, "sigma"), rounds=rounds,
                                   delta=self.hp.delta, accountant=accountant,
-                                  **self.accounting_arguments(federation)).epsilon
+                                  q=self.hp.q).epsilon
+
+
+def user_level(method: Method) -> UserLevelMethod:
+    """``method`` as ULDP-SGD/AVG (Algorithms 3-4): the calls only they have (user sampling, weights, per-user
+    deltas), which the roles make on their ``per_user`` paths.
+
+    Raises:
+        ValueError: ``method`` is not one of them.
+    """
+    if not isinstance(method, UserLevelMethod):
+        raise ValueError(f"{method.spec.name} samples and weights no users (not ULDP-SGD/AVG)")
+    return method

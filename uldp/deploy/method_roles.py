@@ -65,7 +65,7 @@ import torch
 
 from uldp.accounting import epsilon_server_view
 from uldp.checks import check_integer
-from uldp.fitting import PREPARE_STREAM, ROUNDS_STREAM
+from uldp.fitting import PREPARE_STREAM, round_seed
 from uldp.methods import EveryRecordSiloNoise, check_weights, make_method, user_level
 from uldp.methods.base import seed_stream
 from uldp.models import evaluate as evaluate_model
@@ -189,7 +189,7 @@ class _MethodRole:
     def secret_round_seed(self, round_index: int) -> np.random.SeedSequence:
         """This party's secret stream of round ``round_index`` (1-based); with ``insecure_reproducible_noise`` the
         shared stream of :func:`uldp.simulation.run`'s round instead."""
-        return seed_stream(self._secret_root, ROUNDS_STREAM, round_index - 1)
+        return round_seed(self._secret_root, round_index - 1)
 
     def protocol_config(self) -> Any:
         """Protocol 1's session: :meth:`uldp.secure.ProtocolConfig.for_training` with the run's C, sigma and

@@ -57,12 +57,19 @@ from uldp.accounting import epsilon_server_view
 from uldp.atomic import check_writable
 from uldp.checks import check_integer, check_number
 from uldp.data.base import Allocation
-from uldp.fitting import DEFAULTS, ROUNDS_STREAM, check_module, features_tensor, targets_tensor, weighted_loss
+from uldp.fitting import (
+    DEFAULTS,
+    check_module,
+    features_tensor,
+    round_seed,
+    targets_tensor,
+    weighted_loss,
+)
 from uldp.flower.pseudonyms import open_histogram, pseudonymize, read_key_file, seal_histogram
 from uldp.flower.recovery import SiloFault, discover_silos, run_rounds
 from uldp.flower.secure import round_settings, server_driver, silo_masked_update, silo_setup
 from uldp.methods import Federation, Hyperparameters, make_method, parse_method, user_level
-from uldp.methods.base import needed, seed_stream
+from uldp.methods.base import needed
 from uldp.policy import SiloLedger, SiloPolicy, release_multiplier, update_norm_bound
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
 
@@ -111,7 +118,7 @@ def _config(message: Any) -> dict:
 
 
 def _round_seed(seed: int, server_round: int) -> np.random.SeedSequence:
-    return seed_stream(np.random.SeedSequence(seed), ROUNDS_STREAM, server_round - 1)
+    return round_seed(np.random.SeedSequence(seed), server_round - 1)
 
 
 def _check_reply(reply: Any, names: dict[int, str]) -> None:

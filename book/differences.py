@@ -43,7 +43,7 @@ SIGMA, DELTA = 5.0, 1e-5
 # ## 1. Creditcard: a 5,412-row subset of the Kaggle file
 #
 # The paper splits the full Kaggle file (284,807 rows) 85/15 and undersamples the training part to all frauds and
-# 10% of the normal rows (about 24.6K rows, settings.md). The only Creditcard file in the offline data is a subset
+# 10% of the normal rows (about 24.6K rows, {doc}`settings`). The only Creditcard file in the offline data is a subset
 # of 5,412 rows (all 492 frauds and 4,920 normal rows); `uldp` gives it the same stratified split and
 # standardisation without the undersampling. Every Creditcard result records which file it ran on (provenance
 # `dataset_variant`), and the Scorecard and the chapters call these results "paper settings on the Creditcard
@@ -219,6 +219,6 @@ display(Markdown(f"Scored per centre, the same model's final accuracy is {accura
 #   protocol rows).
 # - **Creditcard's metric.** The paper's {ref}`Figure 4 <paper-figure-4>` plots accuracy; the authors' code computes the
 #   ROC-AUC of hard labels, which is the balanced accuracy. The Creditcard chapter shows both.
-# - **Errata of the pseudo-code** (settings.md): ULDP-NAIVE's delta ({ref}`Algorithm 1 <paper-algorithm-1>`) is local
+# - **Errata of the pseudo-code** ({doc}`settings`): ULDP-NAIVE's delta ({ref}`Algorithm 1 <paper-algorithm-1>`) is local
 #   minus global, and {ref}`Algorithm 4 <paper-algorithm-4>` zeroes the weights of the users *not* sampled. `uldp`
 #   follows the authors' code in both; no number changes.

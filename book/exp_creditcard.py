@@ -20,7 +20,7 @@
 # than ULDP-SGD; a gap to the non-private DEFAULT remains; and with 1000 users (few records each) and uniform
 # allocation, ULDP-GROUP-max/median beat ULDP-AVG in accuracy.
 #
-# The offline Creditcard copy is a 5,412-row subset (all 492 frauds and 4,920 normal rows, see settings.md), so a user
+# The offline Creditcard copy is a 5,412-row subset (all 492 frauds and 4,920 normal rows, see {doc}`settings`), so a user
 # here has fewer records than the paper's $n \approx 246$ and $25$. {ref}`Figure 4 <paper-figure-4>` plots accuracy, as
 # the paper's caption says; the authors' code computes the ROC-AUC of hard labels, which is the balanced accuracy, shown
 # after it.

@@ -14,7 +14,7 @@
 # # User-level sub-sampling
 #
 # With Poisson sampling of users at rate $q$ in every round ({ref}`Algorithm 4 <paper-algorithm-4>`; the loop zeroes the
-# weights of the users *not* sampled, see the errata in settings.md), ULDP-AVG-w's guarantee is that of the sub-sampled
+# weights of the users *not* sampled, see the errata on the {doc}`settings page <settings>`), ULDP-AVG-w's guarantee is that of the sub-sampled
 # Gaussian mechanism: a smaller $q$ gives a smaller $\epsilon$, while each round uses fewer users. The paper's
 # {ref}`Figure 9 <paper-figure-9>` shows the sub-sampling trade-off on Creditcard (1000 users, zipf,
 # $q \in \{0.1, 0.3, 0.5, 0.7, 1\}$) and MNIST (10000 users, zipf, $q \in \{0.1, 0.3, 0.5, 1\}$): the utility loss is

@@ -19,7 +19,7 @@
 # {ref}`Figure 8 <paper-figure-8>` compares the two weightings' test loss on Creditcard (1000 users; 5, 20 and 50 silos;
 # uniform and zipf) and states that equal weights waste signal when a user's records are skewed across silos (zipf), and
 # more so with more silos, since every weight $1/|S|$ gets smaller. We add TcgaBrca (200 users, 6 silos), as in
-# settings.md.
+# {doc}`settings`.
 #
 # The paper's settings for this figure and every other: {doc}`settings`.
 

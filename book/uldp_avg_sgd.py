@@ -21,7 +21,7 @@
 # sum by at most $C$, wherever its records are, so the summed noise $\sigma C$ gives noise multiplier $\sigma$ per round
 # ({ref}`Theorem 3 <paper-theorem-3>`). The weights are uniform $1/|S|$ or the enhanced $w_{s,u} = n_{s,u} / N_u$
 # ({ref}`Eq. (3) <paper-equation-3>`, "-w"); with user-level Poisson sampling ({ref}`Algorithm 4 <paper-algorithm-4>`)
-# the users *not* sampled get weight 0 (the pseudo-code's loop variable is a typo, settings.md).
+# the users *not* sampled get weight 0 (the pseudo-code's loop variable is a typo, {doc}`settings`).
 
 # %% tags=["parameters"]
 profile = "default"

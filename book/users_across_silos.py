@@ -21,7 +21,7 @@
 #
 # The paper does not ship user identities with its datasets: it *allocates* records to users and silos with a uniform or
 # a Zipf distribution ({ref}`Section 5.1 <paper-section-5-1>`). This chapter shows the datasets, the allocations that
-# `uldp.data.allocation` produces, and the models of `uldp.models`. The details the paper leaves open (settings.md,
+# `uldp.data.allocation` produces, and the models of `uldp.models`. The details the paper leaves open ({doc}`settings`,
 # "Allocation details") are in the module's docstring; in short:
 #
 # - **uniform**: each record's user and silo are uniformly random (balanced: every user gets $\lfloor n/|U|\rfloor$

@@ -206,7 +206,7 @@ runtime.round(3)
 
 # %% [markdown]
 # The authors' published timings (their notebook, Apple M1 Max, 3072-bit keys, one ULDP-AVG-w round with $Q = 10$,
-# from `settings.md`) include the local training in "training per silo":
+# from {doc}`settings`) include the local training in "training per silo":
 
 # %%
 published = pd.DataFrame([
@@ -264,7 +264,7 @@ plt.show()
 #
 # The paper's first runtime figure runs ULDP-AVG-w with the protocol on HeartDisease and TcgaBrca (FLamby's silos,
 # 4 and 6) with 10 and 100 users, zipf allocation, $T = 3$, global learning rate 10, $C = 0.1$, local learning rate
-# 0.001 and $Q = 50$ (`settings.md`). We run exactly that through `uldp.simulation.run` with `secure=True`: the
+# 0.001 and $Q = 50$ ({doc}`settings`). We run exactly that through `uldp.simulation.run` with `secure=True`: the
 # deltas and the noise of every round go through the real protocol (the test-suite checks that such a run equals the
 # plain one to float precision), and we split each round into its parts. Local training runs all silos one after
 # the other in this process, so "local training per silo" is the round's time minus the protocol's, divided by

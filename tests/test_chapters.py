@@ -108,9 +108,44 @@ def test_a_smoke_figure_is_never_captioned_as_the_papers(monkeypatch: pytest.Mon
     for profile in ("smoke", "paper"):
         chapters.show_figure(ResultSet("heart_disease", profile, (run,), (), "memory"), lambda _: plt.figure(),
                              "Figure 6")
-    captions = [item.data for item in shown if isinstance(item, chapters.Markdown)]
+    captions = [item.data.split("\n", 3)[3] for item in shown if isinstance(item, chapters.Markdown)]
     assert "stand-in for Figure 6" in captions[0] and "not its figure" in captions[0]
     assert captions[1].startswith("Figure 6, reproduced at the scale **paper**")
+
+
+def test_a_figure_is_a_numbered_myst_figure_with_its_caption_and_a_label_of_its_own() -> None:
+    import base64
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    first = chapters.captioned(plt.figure(figsize=(1, 1)), "Look at the left panel.").data
+    head, label, _, caption, end = first.split("\n")
+    assert head.startswith("````{figure} data:image/png;base64,") and end == "````"
+    assert base64.b64decode(head.split(",", 1)[1]).startswith(b"\x89PNG")
+    assert caption == "Look at the left panel." and label.startswith(":name: fig-")
+    again = chapters.captioned(plt.figure(figsize=(1, 1)), "Look at the left panel.").data
+    other = chapters.captioned(plt.figure(figsize=(1, 1)), "Look at the right panel.").data
+    assert again.split("\n")[1] == label != other.split("\n")[1]
+
+
+def test_figures_are_drawn_one_per_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown: list = []
+    monkeypatch.setattr(chapters, "display", lambda *items: shown.extend(items))
+    drawn: list = []
+    runs = tuple(_run(panel, "ULDP-AVG", 0, [0.8]) for panel in ("|U|=50, uniform", "|U|=50, zipf"))
+    chapters.show_figure(ResultSet("heart_disease", "paper", runs, (), "memory"),
+                         lambda results: drawn.append(results) or plt.figure(), "Figure 6", "Look.")
+    assert [[run["panel"] for run in results.runs] for results in drawn] == [["|U|=50, uniform"], ["|U|=50, zipf"]]
+    assert [item.data.endswith(f"{panel}. Look.\n````") for item, panel in
+            zip(shown, ("|U|=50, uniform", "|U|=50, zipf"), strict=True)] == [True, True]
 
 
 def test_short_profile_note_gives_the_share_of_the_papers_work() -> None:

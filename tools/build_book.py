@@ -186,7 +186,7 @@ def stage_config(staged: Path, profile: str, only: list[str] | None = None) -> N
     for extra in ("references.bib",):
         if (ROOT / extra).exists():
             shutil.copy(ROOT / extra, staged / extra)
-    for asset_dir in ("book/images",):
+    for asset_dir in ("book/images", "_static"):
         if (ROOT / asset_dir).exists():
             shutil.copytree(ROOT / asset_dir, staged / asset_dir, dirs_exist_ok=True)
 

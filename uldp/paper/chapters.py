@@ -12,6 +12,9 @@ the Scorecard chapter: a chapter shows the Scorecard's rows for its grid, not ve
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import io
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -303,12 +306,13 @@ class ExperimentChapter:
         """Display the settings of the runs shown (:func:`show_grid_settings` at their profile)."""
         show_grid_settings(self.grid, self.results.profile)
 
-    def show_figures(self, draw: Callable[[ResultSet], Figure], figure: str, metric: str | None = None) -> None:
-        """Display ``draw`` of each result set (:meth:`result_sets`) under a caption naming its profile
-        (:func:`show_figure`), each followed by its final values (:func:`show_final_table` of ``metric``, default
-        the dataset's utility metric)."""
+    def show_figures(self, draw: Callable[[ResultSet], Figure], figure: str, metric: str | None = None,
+                     look: str = "", *, per_panel: bool = True) -> None:
+        """Display ``draw`` of each result set (:meth:`result_sets`) as captioned figures (:func:`show_figure`, with
+        ``look`` and ``per_panel``), each followed by its final values (:func:`show_final_table` of ``metric``,
+        default the dataset's utility metric)."""
         for results in self.result_sets():
-            show_figure(results, draw, figure)
+            show_figure(results, draw, figure, look, per_panel=per_panel)
             show_final_table(results, metric)
 
     def final_tables(self, metric: str | None = None) -> None:
@@ -377,14 +381,44 @@ def scorecard_metric(results: ResultSet) -> str:
     return metrics.pop() if len(metrics) == 1 else "accuracy"
 
 
-def show_figure(results: ResultSet, draw: Callable[[ResultSet], Figure], figure: str) -> None:
-    """Display ``draw(results)`` under a caption that names the profile it shows: the paper's figure only for
-    paper-profile results, "a stand-in" otherwise, then where the results come from.
+def captioned(fig: Figure, caption: str) -> Markdown:
+    """``fig`` as a numbered figure of the page with ``caption`` below it (MyST: maths and links render), closed.
+
+    The image is embedded as a PNG data address, so the page needs no file beside it. The figure's label is
+    ``fig-`` and a hash of image and caption: the same in every build of the same figure, and distinct between
+    figures, as Sphinx needs of labels.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> captioned(plt.figure(figsize=(1, 1)), "Look at $\\epsilon$.").data.startswith("````{figure} data:image/png")
+        True
+    """
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", bbox_inches="tight")
+    plt.close(fig)
+    image = base64.b64encode(buffer.getvalue()).decode("ascii")
+    name = "fig-" + hashlib.sha256(f"{image}{caption}".encode()).hexdigest()[:12]
+    return Markdown(f"````{{figure}} data:image/png;base64,{image}\n:name: {name}\n\n{caption}\n````")
+
+
+def show_captioned(fig: Figure, caption: str) -> None:
+    """Display ``fig`` as a numbered figure with ``caption`` (:func:`captioned`)."""
+    display(captioned(fig, caption))
+
+
+def show_figure(results: ResultSet, draw: Callable[[ResultSet], Figure], figure: str, look: str = "",
+                *, per_panel: bool = True) -> None:
+    """Display ``draw`` of ``results`` as numbered figures, one per setting (panel) unless ``per_panel`` is false,
+    each captioned with the setting, the scale (the paper's figure only for paper-profile results, "a stand-in"
+    otherwise) and ``look``, what to look at.
 
     Args:
         results: Stored results.
         draw: A figure function of :mod:`uldp.paper.plots` (or :func:`balanced_accuracy_figure`).
         figure: The paper's figure, e.g. ``"Figure 4"``.
+        look: What the reader should look at (MyST markdown), the same for every setting.
+        per_panel: One figure per setting (the figures of :func:`uldp.paper.plots.metric_grid`, a row each);
+            false for a figure whose panels are drawn side by side.
     """
     if not results.runs:
         display(Markdown(f"No stored {results.profile}-profile runs to draw for {figure}."))
@@ -392,9 +426,10 @@ def show_figure(results: ResultSet, draw: Callable[[ResultSet], Figure], figure:
     label = profile_label(results)
     what = (f"{figure}, reproduced at the scale **{label}**" if results.profile == "paper"
             else f"A **{label}**-profile stand-in for {figure}: far smaller runs than the paper's, not its figure")
-    drawn = draw(results)
-    display(Markdown(f"{what}. {results.describe()}"), drawn)
-    plt.close(drawn)
+    panels = list(dict.fromkeys(run["panel"] for run in results.runs))
+    for group in ([panel] for panel in panels) if per_panel and len(panels) > 1 else [panels]:
+        where = f", {group[0]}" if len(group) == 1 and len(panels) > 1 else ""
+        show_captioned(draw(results.only_panels(group)), f"{what}{where}. {look}".strip())
 
 
 def show_final_table(results: ResultSet, metric: str | None = None) -> None:
@@ -466,7 +501,9 @@ def show_runtime(chapter: ExperimentChapter) -> None:
     (:func:`uldp.paper.plots.runtime_table`)
     computed from the runs' own timings."""
     for results in chapter.result_sets():
-        show_figure(results, plots.runtime_figure, "Figure 10")
+        show_figure(results, plots.runtime_figure, "Figure 10",
+                    "The left panel is a silo's round; the right, what the protocol adds once and per round.",
+                    per_panel=False)
         if results.runs:
             display(Markdown(f"Seconds per part of the protocol, scale {profile_label(results)}:"),
                     plots.runtime_table(results).round(3))

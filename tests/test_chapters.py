@@ -234,3 +234,39 @@ def test_stored_runtime_shows_the_runtime_table_and_one_line_per_dataset_and_use
     for row, ((dataset, users), values) in zip(rows, expected.iterrows(), strict=True):
         ratio = values["encrypted weighting per silo"] / values["local training per silo"]
         assert row.startswith(f"- {dataset}, {users} users:") and f"(the weighting {ratio:.1f}x the training)" in row
+
+
+def _pair(grid: str, better: str, worse: str) -> ResultSet:
+    runs = []
+    for series, values in ((better, [0.6, 0.9]), (worse, [0.5, 0.8])):
+        run = _run("|U|=100, uniform", series, 0, values, metric="accuracy")
+        run["params"] = {"dataset": grid, "method": series, "n_users": 100, "distribution": "uniform"}
+        runs.append(run)
+    return ResultSet(grid, "paper", tuple(runs), (), "memory")
+
+
+def test_a_claim_is_judged_per_dataset_and_said_where_it_holds_and_where_not() -> None:
+    data = {"creditcard": _pair("creditcard", "ULDP-AVG", "ULDP-SGD"),
+            "heart_disease": _pair("heart_disease", "ULDP-SGD", "ULDP-AVG")}
+    verdicts = chapters.Verdicts.judge(data)
+    overall = verdicts.overall.set_index("key").loc["avg-vs-sgd", "verdict"]
+    by_view = {view.title: rows.set_index("key").loc["avg-vs-sgd", "verdict"] for view, rows in verdicts.views.items()
+               if "avg-vs-sgd" in set(rows["key"])}
+    assert overall == chapters.scorecard.PARTLY
+    assert by_view["Creditcard"] == chapters.HOLDS and by_view["HeartDisease"] == chapters.scorecard.FAILS
+    text = chapters.claim_findings(verdicts, "avg-vs-sgd")
+    assert "**holds** on {doc}`Creditcard <exp_creditcard>`" in text
+    assert "**does not hold** on {doc}`HeartDisease <exp_heart_disease>`" in text
+    assert "MNIST" not in text  # not measured there: not a place where it holds or fails
+    with pytest.raises(ValueError, match="unknown claim 'nope'"):
+        chapters.claim_findings(verdicts, "nope")
+
+
+def test_scorecard_tables_escape_pipes_and_link_each_claim_to_its_chapters() -> None:
+    links = chapters.claim_chapters()
+    assert links["avg-vs-sgd"].count("{doc}") == 4 and "{doc}`Creditcard <exp_creditcard>`" in links["avg-vs-sgd"]
+    assert links["weighting"] == "{doc}`Enhanced weighting <exp_weighting>`"
+    rows = chapters.scorecard.scorecard({})  # every claim "not measured"
+    table = chapters.scorecard_markdown(rows.assign(measured="|U|=100"), links).splitlines()
+    assert len(table) == 2 + len(rows) and all(line.count(" | ") == 3 for line in table[2:])
+    assert "\\|U\\|=100" in table[2]

@@ -41,8 +41,9 @@ sampling.introduction()
 sampling.show_figures(plots.user_sampling_figure, "Figure 9")
 
 # %% [markdown]
-# About 9% of Creditcard's rows are frauds, so an accuracy near 0.909 can mean a model that finds none; the balanced
-# accuracy (the authors' ROC-AUC of hard labels, see the Creditcard chapter) shows what each rate still finds.
+# Frauds are a small share of Creditcard's rows, so an accuracy near the share of normal rows can mean a model that
+# finds none; the balanced accuracy (the authors' ROC-AUC of hard labels, see the {doc}`exp_creditcard` chapter) shows
+# what each rate still finds.
 
 # %%
 sampling.final_tables("balanced_accuracy")
@@ -57,9 +58,9 @@ sampling.claims()
 # ## What to conclude
 #
 # Sub-sampling trades utility for privacy in one direction only: a smaller $q$ always gives a smaller $\epsilon$
-# (the accountant's bound falls with $q$ whatever the data), while the utility cost depends on how many users each
-# round still sees. With few users per round the noise, whose scale does not depend on $q$, dominates the step, so
-# the smallest rates are where accuracy falls and spreads over seeds. The computed findings:
+# (the accountant's bound falls with $q$ whatever the data), while the utility cost depends on the data. A rate whose
+# runs end at the accuracy of always answering "normal" has learnt nothing, however close that accuracy looks to the
+# others: the balanced accuracy above and the list below say which. The computed findings:
 
 # %%
 sampling.conclusions()

@@ -62,7 +62,16 @@ def test_trivial_runs_name_the_seed_at_chance_level() -> None:
     sentences = chapters.trivial_runs(ResultSet("g", "paper", runs, (), "memory"))
     assert len(sentences) == 1
     assert "ULDP-NAIVE" in sentences[0] and "seed 0" in sentences[0] and "1 of 2" in sentences[0]
-    assert chapters.reason("ULDP-NAIVE") in sentences[0]
+    assert "noise" not in sentences[0]  # no cause that the results do not show
+
+
+def test_a_noiseless_default_at_chance_level_is_said_to_explain_the_others() -> None:
+    runs = tuple(_run("A", series, seed, [0.5, 0.5]) for series in ("DEFAULT", "ULDP-GROUP-2") for seed in (0, 1))
+    sentences = chapters.trivial_runs(ResultSet("g", "default", runs, (), "memory"))
+    assert any(s.startswith("In A, DEFAULT, which adds no noise") for s in sentences)
+    half = (*runs[:1], _run("A", "DEFAULT", 1, [0.5, 0.9]), *runs[2:])
+    assert not any("DEFAULT, which adds no noise" in s for s in
+                   chapters.trivial_runs(ResultSet("g", "default", half, (), "memory")))
 
 
 def test_spread_runs_find_a_large_standard_deviation_only() -> None:
@@ -90,10 +99,6 @@ def test_scale_sentence_of_a_small_profile_warns_against_reading_numbers() -> No
     runs[0]["params"].update(rounds=2, n_users=10)
     text = chapters.scale_sentence(ResultSet("heart_disease", "smoke", runs, (), "memory"))
     assert "smoke" in text and "instead of the paper's 50" in text and "not what the paper's figure shows" in text
-
-
-def test_reason_is_empty_for_an_unknown_series() -> None:
-    assert chapters.reason("SOMETHING-ELSE") == ""
 
 
 def test_a_smoke_figure_is_never_captioned_as_the_papers(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -65,6 +65,7 @@ import numpy as np
 import pandas as pd
 
 from uldp.audit import audit_root, profile_results
+from uldp.paper.chapters import show_captioned
 
 audit_profile = "smoke" if profile == "smoke" else "default"  # the paper profile shows the committed default audits
 stored_before = {path.stem for path in audit_root(audit_profile).glob("*.json")}
@@ -119,7 +120,9 @@ ax.set_xticks(np.arange(len(claims)), [f"claimed $\\epsilon$ = {c:g}" for c in c
 ax.set_ylabel("empirical lower bound on $\\epsilon$ (95%)")
 ax.set_title("Crafted user canary, 2 records in each of 3 silos (dashed: the claim)")
 ax.legend(fontsize=7)
-plt.show()
+show_captioned(plt.gcf(), "Empirical lower bounds on the user-level $\\epsilon$ (bars, 95% confidence; the "
+               "whisker reaches the point estimate) against each claim (dashed): a bar above its dashed line would "
+               "break the claim.")
 
 # %% [markdown]
 # ## The attack's ROC curve at low false-positive rates
@@ -147,7 +150,9 @@ ax.set_xlabel("false-positive rate")
 ax.set_ylabel("true-positive rate")
 ax.set_title(f"Crafted user canary, claimed $\\epsilon$ = {reference:g} (DEFAULT: no noise)")
 ax.legend(fontsize=8)
-plt.show()
+show_captioned(plt.gcf(), "True- against false-positive rate of the attack on the crafted canary (log-log): "
+               "the further a curve above the dotted chance line, the more the attack tells; DEFAULT, without "
+               "noise, shows what any attack could reach.")
 
 # %% [markdown]
 # ## The other audits: one run, single records, natural canaries
@@ -197,8 +202,7 @@ print("record-level DP-SGD leaks the user past its record-level epsilon at every
 # - **The strongest audit comes close to the claim.** In the committed default-profile audits, the crafted
 #   every-round audit of ULDP-AVG reaches two thirds to three quarters of the claimed epsilon at claims 1 to 8,
 #   with 600,000 runs each (the lines above print the numbers of this build). The rest of the gap has two causes:
-#     - the accountant's RDP-to-DP conversion: here the exact epsilon of the Gaussian mechanism is about 8% below
-#       the claim;
+#     - the accountant's RDP-to-DP conversion: here the exact epsilon of the Gaussian mechanism is below the claim;
 #     - at a small $\delta$ the tightest threshold sits at false-positive rates that finitely many runs can only
 #       bound loosely. More runs close the gap slowly (see `tests/test_audit_estimators.py`).
 # - **ULDP-NAIVE's audit reaches about a third of ULDP-AVG's** at the same claim. Its noise is calibrated to the

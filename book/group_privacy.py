@@ -25,6 +25,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from uldp.accounting import group_privacy_table
+from uldp.paper.chapters import show_captioned
 from uldp.paper.plots import group_privacy_figure
 
 SIGMA, SAMPLE_RATE, ITERATIONS, DELTA = 5.0, 0.01, 100_000, 1e-5
@@ -49,7 +50,9 @@ group_privacy_figure(table, [
     ("epsilon_dp", "s-", "$(\\epsilon, \\delta)$ group privacy (Lemma 5, exact solve)"),
     ("epsilon_dp_paper", "+:", "$(\\epsilon, \\delta)$ group privacy, paper's orders ($\\leq 63$)"),
 ], title="Figure 2: group-privacy conversion ($\\sigma=5$, $q=0.01$, $10^5$ iterations)")
-plt.show()
+show_captioned(plt.gcf(), "The paper's {ref}`Figure 2 <paper-figure-2>` recomputed: $\\epsilon$ against the group size "
+               "$k$ (log-log). Look at where the paper's grid of orders (dashed) leaves the valid curve (solid): "
+               "there its orders lie outside the lemma's domain $\\alpha \\ge 2k$.")
 
 # %% [markdown]
 # ## The erratum

@@ -45,6 +45,7 @@ from IPython.display import display
 from uldp.data import DATASETS, allocate, load
 from uldp.data.allocation import labels_per_user, summary
 from uldp.models import build_model, count_parameters
+from uldp.paper.chapters import show_captioned
 
 SEED = 0
 # (dataset, number of users): Creditcard with 100 users, the medical datasets with the paper's smaller user count.
@@ -111,7 +112,8 @@ for row, (name, n_users) in enumerate(CASES):
         ax.set_ylabel("records")
     axes[row, -1].legend(fontsize="small", ncol=2, loc="upper right")
 fig.tight_layout()
-plt.show()
+show_captioned(fig, "Records per user, stacked by silo, users sorted by their records: compare the flat uniform "
+               "allocations with the zipf ones, where a few users hold most records, each mostly in one silo.")
 
 # %% [markdown]
 # ## Records per user and the top silo's share

@@ -5,8 +5,10 @@ of the library."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
+import jupytext
 import pytest
 
 from uldp.paper import chapters, experiments, plots
@@ -275,3 +277,42 @@ def test_scorecard_tables_escape_pipes_and_link_each_claim_to_its_chapters() -> 
     table = chapters.scorecard_markdown(rows.assign(measured="|U|=100"), links).splitlines()
     assert len(table) == 2 + len(rows) and all(line.count(" | ") == 3 for line in table[2:])
     assert "\\|U\\|=100" in table[2]
+
+
+#: Where a chapter's prose may write numbers freely: maths, code, roles ({ref}, {doc}, {cite}) and link addresses.
+_NOT_PROSE = re.compile(r"\$\$.*?\$\$|\$[^$]+\$|``.*?``|`[^`]*`|\{[a-z:]+\}`[^`]*`|\]\([^)]*\)", re.S)
+#: What a typed result looks like in prose (see the test's docstring).
+_TYPED_RESULT = re.compile(
+    r"(?<![\w.])(?<!Flower )\d+\.\d{2,}(?![\w.])"  # two or more decimals (powers of ten are let through below)
+    r"|(?<![\w.])\d+(?:\.\d+)?x\b"  # a ratio, "44x"
+    r"|\d+(?:\.\d+)?\s?%\s+(?:below|above|higher|lower|faster|slower|more|less|smaller|larger)\b"
+    r"|\bby\s+(?:about\s+)?\d+(?:\.\d+)?(?:\s+to\s+\d+(?:\.\d+)?)?\s?%")
+
+
+def typed_results(markdown: str) -> list[str]:
+    """The typed results in a chapter's markdown (outside maths, code, roles and link addresses)."""
+    return [match.group(0) for match in _TYPED_RESULT.finditer(_NOT_PROSE.sub(" ", markdown))
+            if not re.fullmatch(r"0\.0*1", match.group(0))]
+
+
+@pytest.mark.parametrize("text, found", [
+    ("accuracy 0.909 at q = 0.1", ["0.909"]), ("ends at 0.70-0.71", ["0.70", "0.71"]), ("44x larger", ["44x"]),
+    ("by 6 to 9% (the column)", ["by 6 to 9%"]), ("17% below the route", ["17% below"]),
+    ("by at most 0.00%", ["0.00"]),
+    ("$\\sigma = 6.08$ and `0.123` and {ref}`Figure 4 <paper-figure-4>`", []),
+    ("local learning rate 0.001, global 0.1, Flower 1.41, in 2017, 80% of its records, Figures 4-7", []),
+])
+def test_typed_results_are_the_numbers_a_result_would_give(text: str, found: list[str]) -> None:
+    assert typed_results(text) == found
+
+
+@pytest.mark.parametrize("chapter", sorted(BOOK.glob("*.py")), ids=lambda path: path.stem)
+def test_no_chapter_types_a_result_in_its_prose(chapter: Path) -> None:
+    """A number that a run, a profile or a timing produces is computed in a code cell, never typed in a markdown
+    cell (it would go stale when the results change). The rule: outside maths, code, roles and link addresses, a
+    chapter's prose has no decimal with two or more digits after the point other than a power of ten (0.909 is a
+    result; 0.001 is a setting), no ratio like "44x", and no comparison in per cent ("17% below", "by 6 to 9%").
+    Allowed: the paper's item numbers, years of citations, settings (0.1, 0.001, 80% of a user's records), counts,
+    and version numbers after "Flower"."""
+    cells = [cell.source for cell in jupytext.read(chapter).cells if cell.cell_type == "markdown"]
+    assert [found for source in cells for found in typed_results(source)] == []

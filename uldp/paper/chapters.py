@@ -576,8 +576,8 @@ def compare_runs(configs: Mapping[str, RunConfig], *, title: str) -> pd.DataFram
     axes[0].legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
-    display(fig)
-    plt.close(fig)
+    show_captioned(fig, f"{title}. Test loss, accuracy and user-level $\\epsilon$ (log scale) per round of each run; "
+                   "the final values follow.")
     return pd.DataFrame([{"run": label, "test loss": result.test_loss[-1], "accuracy": result.accuracy[-1],
                           "epsilon": result.epsilon[-1], "k": result.info.get("group_size"),
                           "records used": result.info.get("train_records"), "seconds": sum(result.seconds)}

@@ -32,8 +32,8 @@
 #
 # - **many runs, one canary**: each run includes the canary or not, at random. The bound is the maximum over
 #   thresholds of $\log((\mathrm{TPR}_{lo} - \delta) / \mathrm{FPR}_{hi})$ with Clopper-Pearson intervals, as in
-#   Jagielski et al. 2020 and Nasr et al. 2021;
-# - **one run, many canaries** (Steinke, Nasr and Jagielski 2023): each canary is included with probability 1/2.
+#   {cite:t}`jagielski2020auditing` and {cite:t}`nasr2021adversary`;
+# - **one run, many canaries** ({cite:t}`steinke2023privacy`): each canary is included with probability 1/2.
 #   The auditor guesses "in" for the top scores and "out" for the bottom ones. Under $\epsilon$-DP the number of
 #   correct guesses is dominated by $\mathrm{Binomial}(r, e^\epsilon/(1+e^\epsilon))$, with their correction for
 #   $\delta$.

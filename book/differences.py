@@ -96,7 +96,7 @@ pd.DataFrame(naive_rows).round(3)
 #
 # Two changes to the orders over which RDP is converted, both in the group-privacy chapter:
 #
-# - RDP group privacy holds only for orders $\alpha \ge 2k$ (Mironov 2017, Prop. 2; the paper's
+# - RDP group privacy holds only for orders $\alpha \ge 2k$ ({cite:t}`mironov2017renyi`, Proposition 2; the paper's
 #   {ref}`Lemma 6 <paper-lemma-6>` has a typo). The authors' grid reaches below $2k$ for $k \ge 16$, which gave their
 #   {ref}`Figure 2 <paper-figure-2>` values; `uldp` keeps only valid orders, and for a $k$ that is not a power of two it
 #   certifies the next power of two (the paper reports the power of two below, which is not a guarantee). This changes

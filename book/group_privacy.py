@@ -8,7 +8,7 @@
 #
 # Two conversions exist:
 #
-# - **RDP group privacy** (Mironov 2017, Proposition 2): for $k = 2^c$ and any order $\alpha \ge 2k$, an
+# - **RDP group privacy** ({cite:t}`mironov2017renyi`, Proposition 2): for $k = 2^c$ and any order $\alpha \ge 2k$, an
 #   $(\alpha, \rho)$-RDP mechanism is $(\alpha / k, 3^c \rho)$-RDP for groups of $k$; then RDP is converted to
 #   $(\epsilon, \delta)$-DP (the paper's {ref}`Lemma 2 <paper-lemma-2>`).
 # - **$(\epsilon, \delta)$ group privacy** (the paper's {ref}`Lemma 5 <paper-lemma-5>`): $(\epsilon, \delta)$-DP gives
@@ -58,7 +58,7 @@ show_captioned(plt.gcf(), "The paper's {ref}`Figure 2 <paper-figure-2>` recomput
 # ## The erratum
 #
 # The paper states its {ref}`Lemma 6 <paper-lemma-6>` as "$\alpha \ge 2^{k+1}$ gives $(\alpha / 2^k, 3^k \rho)$" with
-# $k$ the group size; the correct statement (Mironov 2017, Prop. 2) is for $k = 2^c$: $\alpha \ge 2^{c+1} = 2k$ gives
+# $k$ the group size; the correct statement ({cite:t}`mironov2017renyi`, Proposition 2) is for $k = 2^c$: $\alpha \ge 2^{c+1} = 2k$ gives
 # $(\alpha / 2^c, 3^c \rho)$. `uldp` uses only group orders $\beta = \alpha / k \ge 2$: see
 # `uldp.accounting.group.group_rdp_epsilon` in `uldp/accounting/group.py`: for a group of $k = 2^c$ records, the group
 # RDP at order $\beta \ge 2$ is $3^c \rho(k\beta)$, that is base orders $\alpha = k\beta \ge 2k$, the lemma's domain.

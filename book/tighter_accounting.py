@@ -11,7 +11,7 @@
 # guarantee ({ref}`Lemma 6 <paper-lemma-6>` or {ref}`Lemma 5 <paper-lemma-5>`, see the group-privacy chapter). A group
 # of $k$ records under Poisson sampling at rate $q$ is itself a mechanism that can be accounted directly: the number of
 # the group's records in a batch is $J \sim \mathrm{Binomial}(k, q)$, and one DP-SGD step is the mixture of Gaussians
-# $\sum_j P(J = j)\, \mathcal{N}(j, \sigma^2)$ against $\mathcal{N}(0, \sigma^2)$ (Ganesh 2024). Its PLD needs no
+# $\sum_j P(J = j)\, \mathcal{N}(j, \sigma^2)$ against $\mathcal{N}(0, \sigma^2)$ ({cite:t}`ganesh2024tight`). Its PLD needs no
 # group-privacy conversion at all.
 #
 # The accountant is chosen by name everywhere: `accountant="rdp"` (the paper's, the default) or `"pld"` in

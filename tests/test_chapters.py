@@ -322,3 +322,15 @@ def test_no_chapter_types_a_result_in_its_prose(chapter: Path) -> None:
     and version numbers after "Flower"."""
     cells = [cell.source for cell in jupytext.read(chapter).cells if cell.cell_type == "markdown"]
     assert [found for source in cells for found in typed_results(source)] == []
+
+
+def test_the_settings_file_is_found_beside_the_data_folder_and_shown_verbatim(tmp_path: Path) -> None:
+    (tmp_path / "paper").mkdir()
+    (tmp_path / "paper" / "settings.md").write_text("# Settings\n| a | b |\n```\ncode\n```\n")
+    checkout = tmp_path / "checkout"  # no shared/ beside it: the file beside the data folder is the one found
+    assert chapters.settings_file(tmp_path / "data", checkout) == tmp_path / "paper" / "settings.md"
+    assert chapters.settings_file(tmp_path / "elsewhere" / "data", checkout) is None
+    shown = chapters.settings_source(tmp_path / "paper" / "settings.md").data
+    assert shown.startswith(":::{dropdown}") and "````text\n# Settings\n| a | b |\n```\ncode\n```\n````" in shown
+    missing = chapters.settings_source(None).data
+    assert "is not in this checkout" in missing and str(tmp_path) not in missing and "/" + "work" not in missing

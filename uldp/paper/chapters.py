@@ -15,7 +15,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import os
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
@@ -766,3 +769,37 @@ def limits(data: Mapping[str, ResultSet], creditcard: FederatedDataset) -> Markd
 def class_labels(dataset: FederatedDataset) -> np.ndarray:
     """The class labels of a classification dataset, training and test records together, as a NumPy array."""
     return np.concatenate([dataset.y_train.numpy().reshape(-1), dataset.y_test.numpy().reshape(-1)])
+
+
+# ------------------------------------------------------------------------------------------ the settings file
+
+#: Where the paper's settings file is looked for: ``paper/settings.md`` in the ``shared`` folder beside the checkout,
+#: then beside the data folder (``$ULDP_DATA_DIR/../paper``).
+SETTINGS_FILE = Path("paper") / "settings.md"
+
+
+def settings_file(data_dir: str | Path | None = None, checkout: Path | None = None) -> Path | None:
+    """The paper's settings file (:data:`SETTINGS_FILE`) beside the checkout or the data folder, or ``None``.
+
+    Args:
+        data_dir: The data folder (default: ``$ULDP_DATA_DIR``, if set).
+        checkout: The repository's root (default: this one's).
+    """
+    checkout = checkout or Path(__file__).resolve().parents[2]
+    data_dir = data_dir if data_dir is not None else os.environ.get("ULDP_DATA_DIR")
+    candidates = [checkout.parent / "shared" / SETTINGS_FILE]
+    candidates += [Path(data_dir).parent / SETTINGS_FILE] if data_dir else []
+    return next((path for path in candidates if path.is_file()), None)
+
+
+def settings_source(path: Path | None) -> Markdown:
+    """The settings file verbatim, folded (a dropdown the reader opens), or a message saying where it was looked
+    for when ``path`` is ``None`` (no local path is printed)."""
+    if path is None:
+        return Markdown(f"The paper's settings file (`{SETTINGS_FILE.name}`) is not in this checkout: it is looked for "
+                        f"as `shared/{SETTINGS_FILE.as_posix()}` beside the checkout and beside the data folder "
+                        "(`ULDP_DATA_DIR`). The tables above come from the library and do not need it.")
+    text = path.read_text(encoding="utf-8")
+    fence = "`" * max(4, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    return Markdown(f":::{{dropdown}} The settings file `{SETTINGS_FILE.name}`, verbatim\n"
+                    f"{fence}text\n{text.rstrip()}\n{fence}\n:::")

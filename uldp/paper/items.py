@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 #: Item kinds, in the order of the book's page.
@@ -246,6 +247,18 @@ ITEMS: tuple[PaperItem, ...] = (
 )
 
 
+def shown_name(name: str) -> str:
+    """An item's name as the book prints it: the paper's TeX text commands (``\\textsc{...}``, ``\\textit{...}``)
+    dropped around their words, which MyST would print raw; maths between dollars stays for MathJax.
+
+    >>> shown_name(r"\\textsc{Encode} and \\textsc{Decode}")
+    'Encode and Decode'
+    >>> shown_name(r"$(\\epsilon, \\delta)$-DP")
+    '$(\\\\epsilon, \\\\delta)$-DP'
+    """
+    return re.sub(r"\\text(?:sc|it|bf|rm|tt)\{([^{}]*)\}", r"\1", name)
+
+
 def markdown(*kinds: str) -> str:
     """MyST markdown for the items of ``kinds``: per item its target, number, name, summary, code and chapters.
 
@@ -267,6 +280,6 @@ def markdown(*kinds: str) -> str:
             continue
         code = ", ".join(f"`{name}`" for name in item.implemented_by) or "nothing to compute"
         chapters = ", ".join(f"{{doc}}`/{chapter}`" for chapter in item.chapters) or "none"
-        blocks.append(f"({item.label})=\n**{item.name}** ({item.title}). {item.summary}  \n"
+        blocks.append(f"({item.label})=\n**{shown_name(item.name)}** ({item.title}). {item.summary}  \n"
                       f"In `uldp`: {code}. Chapters: {chapters}.")
     return "\n\n".join(blocks)

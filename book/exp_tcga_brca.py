@@ -38,7 +38,9 @@ tcga.introduction()
 # 0.5. The final values follow the figure.
 
 # %%
-tcga.show_figures(privacy_utility_figure, "Figure 7")
+tcga.show_figures(privacy_utility_figure, "Figure 7",
+                  look="C-index (left; a random score gives one half) and the user-level $\\epsilon$ (right, log "
+                  "scale) against the round; the bands show how far the seeds spread.")
 
 # %% [markdown]
 # ## The paper's claims on TcgaBrca

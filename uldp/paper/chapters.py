@@ -273,8 +273,9 @@ class ExperimentChapter:
         return self.shown.results
 
     def result_sets(self) -> list[ResultSet]:
-        """The main results, then the paper-profile panels shown beside them when there are any."""
-        return [self.results] + ([self.shown.paper_panels] if self.shown.paper_panels is not None else [])
+        """The results to show, the paper's scale first: the paper-profile panels when only some are stored, then the
+        chapter's own results."""
+        return ([self.shown.paper_panels] if self.shown.paper_panels is not None else []) + [self.results]
 
     def introduction(self, *, what_ran: bool = True) -> None:
         """Display where the results come from, their scale and the profile the chapter was built at, then, unless
@@ -296,7 +297,9 @@ class ExperimentChapter:
         """Display ``draw`` of each result set (:meth:`result_sets`) as captioned figures (:func:`show_figure`, with
         ``look`` and ``per_panel``), each followed by its final values (:func:`show_final_table` of ``metric``,
         default the dataset's utility metric)."""
-        for results in self.result_sets():
+        for index, results in enumerate(self.result_sets()):
+            if index and results.profile != "paper":
+                display(Markdown(own_runs_note(results)))
             show_figure(results, draw, figure, look, per_panel=per_panel)
             show_final_table(results, metric)
 
@@ -319,7 +322,8 @@ class ExperimentChapter:
             also: Other results the chapter shows (MNIST's short profile), concluded on in the same way.
         """
         parts = []
-        for results in [*self.result_sets(), *also]:
+        shown = [*self.result_sets(), *also]
+        for results in sorted(shown, key=lambda results: -experiments.PROFILES.index(results.profile)):
             if not results.runs:
                 continue
             parts.append(f"**{results.grid}, {profile_label(results)}.** " + scale_sentence(results))
@@ -364,6 +368,13 @@ def scorecard_metric(results: ResultSet) -> str:
     datasets = {run["params"]["dataset"] for run in results.runs}
     metrics = {experiments.UTILITY_METRIC.get(dataset, "accuracy") for dataset in datasets}
     return metrics.pop() if len(metrics) == 1 else "accuracy"
+
+
+def own_runs_note(results: ResultSet) -> str:
+    """What a chapter's own small runs, shown after the paper-scale ones, are for."""
+    return (f"**This build's own runs, at the {results.profile} profile.** They check that the chapter runs end to "
+            "end on every setting of the figure, including those not stored at the paper's scale; they are far "
+            "smaller than the paper's runs, so read their shapes, not their numbers or verdicts.")
 
 
 def captioned(fig: Figure, caption: str) -> Markdown:

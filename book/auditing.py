@@ -59,6 +59,7 @@ profile = "default"
 
 # %%
 import math
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -66,6 +67,7 @@ import pandas as pd
 
 from uldp.audit import audit_root, profile_results
 from uldp.paper.chapters import show_captioned
+from uldp.paper.verdicts import readable_number
 
 audit_profile = "smoke" if profile == "smoke" else "default"  # the paper profile shows the committed default audits
 stored_before = {path.stem for path in audit_root(audit_profile).glob("*.json")}
@@ -79,7 +81,8 @@ for payload in payloads:
 audits = pd.DataFrame(rows)
 audits["label"] = np.where(audits["claim"] == "record", "record-level DP-SGD", audits["method"])
 read = sum(payload["key"] in stored_before for payload in payloads)
-print(f"{len(audits)} audits at the {audit_profile} profile: {read} read from {audit_root(audit_profile)}, "
+print(f"{len(audits)} audits at the {audit_profile} profile: {read} read from "
+      f"{audit_root(audit_profile).resolve().relative_to(Path.cwd().resolve())}, "
       f"the rest run now; code commits {sorted(set(audits['commit']))}")
 
 # %% [markdown]
@@ -96,7 +99,7 @@ crafted["lb / claim"] = crafted["epsilon_lb"] / crafted["claimed_epsilon"]
 columns = {"claimed_epsilon": "claimed eps", "epsilon_lb": "lower bound (95%)"}
 table = crafted[["label", "claimed_epsilon", "epsilon_lb", "estimate", "lb / claim", "sigma", "runs",
                  "runs_per_minute"]].rename(columns=columns)
-table.round(3).reset_index(drop=True)
+table.reset_index(drop=True).style.format(readable_number, subset=list(table.select_dtypes("number").columns))
 
 # %%
 labels = ["record-level DP-SGD", "ULDP-NAIVE", "ULDP-AVG", "ULDP-AVG-w"]
@@ -169,8 +172,9 @@ show_captioned(plt.gcf(), "True- against false-positive rate of the attack on th
 others = audits[~audits.index.isin(crafted.index)].copy()
 others["audit"] = (others["canary"] + " " + others["level"] + " canary, "
                    + np.where(others["estimator"] == "one", "one-run", "many runs"))
-others[["audit", "label", "claimed_epsilon", "epsilon_lb", "runs", "canaries", "n_in", "n_out"]].rename(
-    columns=columns).round(3).reset_index(drop=True)
+shown = others[["audit", "label", "claimed_epsilon", "epsilon_lb", "runs", "canaries", "n_in", "n_out"]].rename(
+    columns=columns).reset_index(drop=True)
+shown.style.format(readable_number, subset=list(shown.select_dtypes("number").columns))
 
 # %% [markdown]
 # ## The goals, checked on these numbers

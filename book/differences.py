@@ -32,6 +32,7 @@ from IPython.display import Markdown, display
 from uldp import data as uldp_data
 from uldp.accounting import epsilon_naive, epsilon_uldp, group_privacy_table
 from uldp.accounting.group import AUTHORS_DP_ORDERS
+from uldp.paper.verdicts import readable_number
 from uldp.secure import ProtocolParameters, SecureSession, encoding
 from uldp.simulation import RunConfig, run
 
@@ -115,7 +116,8 @@ figure2 = figure2.set_index("k")[["epsilon_rdp_lower", "epsilon_rdp_paper", "eps
                                   "epsilon_dp"]]
 figure2.columns = ["RDP, power of two below (paper)", "RDP, authors' orders (paper)", "RDP, valid (uldp)",
                    "(eps, delta), orders <= 63 (paper)", "(eps, delta), orders <= 4096 (uldp)"]
-figure2.round(1)
+# the authors' grid is defined for powers of two only: a blank cell says so
+figure2.style.format(lambda value: readable_number(value, missing="(k not a power of two)"))
 
 # %% [markdown]
 # For ULDP-AVG with user sampling the wider grid could only lower $\epsilon$; on the authors' orders (up to 63) and
@@ -128,7 +130,9 @@ sampling_epsilons = pd.DataFrame([
     for q in (0.1, 0.3, 1.0)])
 display(sampling_epsilons.round(4))
 largest = float((1 - sampling_epsilons["orders <= 4096 (uldp)"] / sampling_epsilons["orders <= 63"]).max())
-display(Markdown(f"The wide grid lowers these $\\epsilon$ by at most {largest:.2%}: the optimal orders lie below 63."))
+display(Markdown(("The wide grid lowers these $\\epsilon$ by at most " + (f"{largest:.2%}" if largest >= 1e-4 else
+                  "less than 0.01%") if largest > 0 else "The wide grid leaves these $\\epsilon$ unchanged")
+                 + ": the optimal orders lie below 63."))
 
 # %% [markdown]
 # ## 4. The protocol's encoding resolution
@@ -173,7 +177,7 @@ encodings = pd.DataFrame([
     {"encoding": "uldp's protocol, one real round", "guaranteed within": precision,
      "rounding error, these inputs": float(np.max(np.abs(secure - plain)))},
 ]).set_index("encoding")
-display(encodings)
+display(encodings.style.format(readable_number))
 paper_error = encodings["rounding error, these inputs"].iloc[0]
 display(Markdown(f"With resolution $P$ the aggregate is off by {paper_error / precision:.2f} $P$ on these inputs "
                  f"({'beyond' if paper_error > precision else 'within'} Theorem 4's $P$); `uldp`'s protocol by "

@@ -31,7 +31,7 @@ from uldp.data import DATASETS
 from uldp.models import build_model
 from uldp.paper import experiments, plots, scorecard
 from uldp.paper.experiments import ChapterResults, ResultSet, duration
-from uldp.paper.verdicts import HOLDS, MISSING, NotMeasured, per_setting, profile_label
+from uldp.paper.verdicts import HOLDS, MISSING, NotMeasured, per_setting, profile_label, readable_number
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -450,7 +450,7 @@ def final_epsilon_table(results: ResultSet) -> Any:
     :func:`uldp.paper.experiments.accounted_results`."""
     final = per_setting(results, "epsilon")
     order = list(dict.fromkeys(final["series"]))
-    return final.pivot(index="panel", columns="series", values="mean")[order].style.format("{:.4g}")
+    return final.pivot(index="panel", columns="series", values="mean")[order].style.format(readable_number)
 
 
 def short_profile_note(results: ResultSet) -> Markdown:

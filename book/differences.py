@@ -116,7 +116,7 @@ figure2 = figure2.set_index("k")[["epsilon_rdp_lower", "epsilon_rdp_paper", "eps
                                   "epsilon_dp"]]
 figure2.columns = ["RDP, power of two below (paper)", "RDP, authors' orders (paper)", "RDP, valid (uldp)",
                    "(eps, delta), orders <= 63 (paper)", "(eps, delta), orders <= 4096 (uldp)"]
-# the authors' grid is defined for powers of two only: a blank cell says so
+# the authors' grid is defined for powers of two only: the cell says so
 figure2.style.format(lambda value: readable_number(value, missing="(k not a power of two)"))
 
 # %% [markdown]

@@ -334,3 +334,13 @@ def test_the_settings_file_is_found_beside_the_data_folder_and_shown_verbatim(tm
     assert shown.startswith(":::{dropdown}") and "````text\n# Settings\n| a | b |\n```\ncode\n```\n````" in shown
     missing = chapters.settings_source(None).data
     assert "is not in this checkout" in missing and str(tmp_path) not in missing and "/" + "work" not in missing
+
+
+def test_a_line_at_chance_level_is_not_listed_again_for_its_spread() -> None:
+    runs = (_run("A", "ULDP-NAIVE", 0, [0.5, 0.5]), _run("A", "ULDP-NAIVE", 1, [0.5, 0.9]),
+            _run("A", "ULDP-AVG", 0, [0.5, 0.6]), _run("A", "ULDP-AVG", 1, [0.5, 0.9]))
+    results = ResultSet("g", "paper", runs, (), "memory")
+    assert [s.split(":")[0] for s in chapters.spread_runs(results, "accuracy")] == ["**ULDP-NAIVE** (A)",
+                                                                                  "**ULDP-AVG** (A)"]
+    text = "\n".join(chapters._conclude_utility(results))
+    assert text.count("**ULDP-NAIVE** (A)") == 1 and text.count("**ULDP-AVG** (A)") == 1

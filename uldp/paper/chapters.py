@@ -347,11 +347,12 @@ def _conclude_utility(results: ResultSet) -> list[str]:
     parts = []
     trivial = trivial_runs(results)
     if trivial:
-        parts.append("Runs at the level of a trivial predictor:\n\n" + "\n".join(f"- {s}" for s in trivial) +
-                     "\n\nWhere only some seeds end there, the mean over seeds hides it: those seeds pull the "
-                     "mean down and the std up.")
+        parts.append("Runs at the level of a trivial predictor (where only some seeds end there, the mean over seeds "
+                     "hides it: those seeds pull the mean down and the std up):\n\n"
+                     + "\n".join(f"- {s}" for s in trivial))
     metric = scorecard_metric(results)
-    spread = spread_runs(results, metric)
+    told = {sentence.split(":")[0] for sentence in trivial}  # "**series** (panel)": said once, in the list above
+    spread = [sentence for sentence in spread_runs(results, metric) if sentence.split(":")[0] not in told]
     if spread:
         parts.append(f"Large spread over seeds (std of the final {_metric_label(metric)} at least "
                      f"{LARGE_SPREAD}):\n\n" + "\n".join(f"- {s}" for s in spread))

@@ -170,15 +170,16 @@ def test_short_profile_note_gives_the_share_of_the_papers_work() -> None:
     assert "about 3 min" in text  # 100 x 2 s per run
 
 
-def test_claims_are_the_scorecards_rows() -> None:
-    from uldp.paper import scorecard
-
-    data = {"heart_disease": ResultSet("heart_disease", "paper", (), (), "memory")}
-    chapter = chapters.ExperimentChapter("heart_disease", "smoke", None, data)  # type: ignore[arg-type]
-    expected = scorecard.scorecard(data, grid="heart_disease")
-    shown = chapter.claims().data
-    assert shown["claim"].tolist() == expected["claim"].tolist()
-    assert shown["verdict"].tolist() == expected["verdict"].tolist()
+def test_claims_are_the_scorecards_rows_on_this_dataset_beside_all_results() -> None:
+    data = {"creditcard": _pair("creditcard", "ULDP-AVG", "ULDP-SGD"),
+            "heart_disease": _pair("heart_disease", "ULDP-SGD", "ULDP-AVG")}
+    chapter = chapters.ExperimentChapter("creditcard", "smoke", None, data)  # type: ignore[arg-type]
+    shown = chapter.claims().data.set_index("claim")
+    expected = chapters.scorecard.scorecard(data, grid="creditcard")
+    assert shown.index.tolist() == expected["claim"].tolist()
+    avg_vs_sgd = expected.set_index("key").loc["avg-vs-sgd", "claim"]
+    assert shown.loc[avg_vs_sgd, "verdict on Creditcard"] == chapters.HOLDS
+    assert shown.loc[avg_vs_sgd, "verdict over all results"] == chapters.scorecard.PARTLY
 
 
 def test_compare_runs_tabulates_the_final_values_of_each_run(monkeypatch: pytest.MonkeyPatch) -> None:

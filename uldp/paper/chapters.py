@@ -309,10 +309,17 @@ class ExperimentChapter:
             show_final_table(results, metric)
 
     def claims(self, grid: str | None = None) -> Any:
-        """The Scorecard's rows for the claims that read ``grid`` (default: this chapter's): the same verdicts on
-        the same results as the Scorecard chapter, as a table that shows each text whole."""
-        rows = scorecard.scorecard(self.verdict_data, grid=grid or self.grid)
-        return rows[["where", "claim", "measured", "verdict", "source"]].style.hide(axis="index")
+        """The Scorecard's rows for the claims that read ``grid`` (default: this chapter's), as the Scorecard's tab
+        of this dataset judges them (:func:`view_scorecard`: a claim about several figures on this one alone),
+        beside the verdict over all results; a table that shows each text whole."""
+        grid = grid or self.grid
+        view = next(view for view in SCORECARD_VIEWS if grid in view.grids)
+        overall = scorecard.scorecard(self.verdict_data, grid=grid).set_index("key")["verdict"]
+        rows = view_scorecard(self.verdict_data, view)
+        rows = rows[rows["key"].isin(overall.index)].assign(overall=lambda frame: frame["key"].map(overall))
+        shown = rows[["where", "claim", "measured", "verdict", "overall", "source"]].rename(
+            columns={"verdict": f"verdict on {view.title}", "overall": "verdict over all results"})
+        return shown.style.hide(axis="index")
 
     def conclusions(self, also: Sequence[ResultSet] = ()) -> Markdown:
         """"What to conclude": the scale of the results, every trivial-level run, large seed spread and shared run,

@@ -44,7 +44,8 @@ window.addEventListener("load", () => setTimeout(() => {
   const found = [];
   if (document.documentElement.scrollWidth > window.innerWidth + 1) found.push("page");
   for (const el of document.querySelectorAll("article *")) {
-    if (el.closest(".cell_input")) continue;  // folded code: a reader who opens it may scroll it
+    // code a reader opens (a folded cell) or copies whole (a code block of the prose) may scroll; outputs may not
+    if (el.closest(".cell_input") || (el.closest("div[class*='highlight-']") && !el.closest(".cell_output"))) continue;
     const style = getComputedStyle(el);
     if (["auto", "scroll"].includes(style.overflowX) && el.scrollWidth > el.clientWidth + 1)
       found.push(el.tagName.toLowerCase() + "." + [...el.classList].join(".") + ": "

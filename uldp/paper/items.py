@@ -250,7 +250,7 @@ ITEMS: tuple[PaperItem, ...] = (
 
 
 def shown_name(name: str) -> str:
-    """An item's name as the book prints it: the paper's TeX text commands (``\\textsc{...}``, ``\\textit{...}``)
+    """An item's title as the book prints it: the paper's TeX text commands (``\\textsc{...}``, ``\\textit{...}``)
     dropped around their words, which MyST would print raw; maths between dollars stays for MathJax.
 
     >>> shown_name(r"\\textsc{Encode} and \\textsc{Decode}")
@@ -282,6 +282,6 @@ def markdown(*kinds: str) -> str:
             continue
         code = ", ".join(f"`{name}`" for name in item.implemented_by) or "nothing to compute"
         chapters = ", ".join(f"{{doc}}`/{chapter}`" for chapter in item.chapters) or "none"
-        blocks.append(f"({item.label})=\n**{shown_name(item.name)}** ({item.title}). {item.summary}  \n"
+        blocks.append(f"({item.label})=\n**{item.name}** ({shown_name(item.title)}). {item.summary}  \n"
                       f"In `uldp`: {code}. Chapters: {chapters}.")
     return "\n\n".join(blocks)

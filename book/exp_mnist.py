@@ -88,9 +88,9 @@ mnist.show_figures(plots.privacy_utility_figure, "Figure 5",
                    look="Test loss, accuracy and the user-level $\\epsilon$ (log scale) against the round.")
 
 # %% [markdown]
-# The Scorecard's rows for {ref}`Figure 5 <paper-figure-5>`. A claim about {ref}`Figures 4 <paper-figure-4>` to
-# {ref}`7 <paper-figure-7>` is judged on the datasets stored at the largest profile; where MNIST has only this build's
-# small runs, those claims rest on the other datasets (see `source`).
+# The Scorecard's rows for {ref}`Figure 5 <paper-figure-5>`. A claim about the privacy-utility
+# {ref}`Figures 4 <paper-figure-4>` to {ref}`7 <paper-figure-7>` is judged on the datasets stored at the largest
+# profile; where MNIST has only this build's small runs, those claims rest on the other datasets (see `source`).
 
 # %%
 mnist.claims()

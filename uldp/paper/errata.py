@@ -36,8 +36,9 @@ class Erratum:
 ERRATA: tuple[Erratum, ...] = (
     Erratum("Lemma 6 and Theorem 2 (RDP group privacy)",
             r"an order $\alpha \ge 2^{k+1}$ gives $(\alpha / 2^k, 3^k \rho)$-RDP for groups of $k$ records",
-            r"for $k = 2^c$ and orders $\alpha \ge 2k$: $(\alpha / 2^c, 3^c \rho)$-RDP ({cite:t}`mironov2017renyi`, "
-            r"Proposition 2); only orders $\alpha \ge 2k$ are valid", "uldp.accounting.group", "book/group_privacy"),
+            r"for $k = 2^c$ and orders $\alpha \ge 2k$: $(\alpha / 2^c, 3^c \rho)$-RDP "
+            r"({cite:t}`mironov2017renyi`, Proposition 2); only orders $\alpha \ge 2k$ are valid",
+            "uldp.accounting.group", "book/group_privacy"),
     Erratum("Figure 2 (group privacy of DP-SGD)",
             r"$\epsilon$ of about 2100 at $k = 32$ and 11400 at $k = 64$",
             r"those values use RDP orders below $2k$, outside the lemma's domain; a valid computation gives larger "

@@ -120,7 +120,7 @@ print(f"constructed silo: clipped delta {float(with_user):+.3f} with the user, {
 # user-level guarantee of each method's accountant (DEFAULT has none).
 
 # %%
-chapters.compare_runs(
+final = chapters.compare_runs(
     {method: RunConfig(dataset="heart_disease", method=method, n_users=SCALE["users"], rounds=SCALE["rounds"],
                        local_epochs=SCALE["epochs"], seed=0)
      for method in ("DEFAULT", "ULDP-NAIVE", "ULDP-GROUP-2", "ULDP-GROUP-median")},

@@ -125,7 +125,7 @@ for n_users in (50, 1000):
 # %%
 runs = {"DEFAULT": {}, "ULDP-NAIVE": {}, "ULDP-SGD": {"local_epochs": None}, "ULDP-AVG": {}, "ULDP-AVG-w": {},
         "ULDP-AVG-w, q=0.5": {"q": 0.5}}
-chapters.compare_runs(
+final = chapters.compare_runs(
     {label: RunConfig(**{"dataset": "heart_disease", "method": label.split(",")[0], "n_users": SCALE["users"],
                          "rounds": SCALE["rounds"], "local_epochs": SCALE["epochs"], "distribution": "zipf",
                          "seed": 0, **extra}) for label, extra in runs.items()},

@@ -18,6 +18,7 @@ import io
 import os
 import re
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -570,9 +571,14 @@ def figures_table() -> pd.DataFrame:
                          for name, grid in experiments.GRIDS.items()]).set_index("grid")
 
 
+#: What a missing value of :func:`compare_runs`'s table means, per column.
+COMPARE_MISSING = {"epsilon": "no guarantee", "k": "no group", "records used": "all"}
+
+
 def compare_runs(configs: Mapping[str, RunConfig], *, title: str) -> pd.DataFrame:
     """Run each configuration (:func:`uldp.simulation.run`), display their test loss, accuracy and user-level
-    epsilon per round side by side, and return the final values: one short comparison for the method chapters.
+    epsilon per round side by side, then their final values (missing ones in words), and return those: one short
+    comparison for the method chapters.
 
     Args:
         configs: ``{label: RunConfig}``, in legend order.
@@ -600,10 +606,13 @@ def compare_runs(configs: Mapping[str, RunConfig], *, title: str) -> pd.DataFram
     fig.tight_layout()
     show_captioned(fig, f"{title}. Test loss, accuracy and user-level $\\epsilon$ (log scale) per round of each run; "
                    "the final values follow.")
-    return pd.DataFrame([{"run": label, "test loss": result.test_loss[-1], "accuracy": result.accuracy[-1],
-                          "epsilon": result.epsilon[-1], "k": result.info.get("group_size"),
-                          "records used": result.info.get("train_records"), "seconds": sum(result.seconds)}
-                         for label, result in results.items()]).set_index("run")
+    table = pd.DataFrame([{"run": label, "test loss": result.test_loss[-1], "accuracy": result.accuracy[-1],
+                           "epsilon": result.epsilon[-1], "k": result.info.get("group_size"),
+                           "records used": result.info.get("train_records"), "seconds": sum(result.seconds)}
+                          for label, result in results.items()]).set_index("run")
+    display(table.style.format({column: partial(readable_number, missing=COMPARE_MISSING.get(column, "-"))
+                                for column in table.columns}))
+    return table
 
 
 # ------------------------------------------------------------------------------------- the Scorecard, per dataset

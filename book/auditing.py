@@ -31,18 +31,18 @@
 # Three ways to turn scores into a bound at 95% confidence (`uldp.audit.estimators`):
 #
 # - **many runs, one canary**: each run includes the canary or not, at random. At a threshold, Clopper-Pearson
-#   intervals give $\log((\mathrm{TPR}_{lo} - \delta) / \mathrm{FPR}_{hi})$ (Jagielski et al. 2020, Nasr et al.
-#   2021). Those papers take the maximum over thresholds on the runs they bound. That maximum is not a 95% bound:
+#   intervals give $\log((\mathrm{TPR}_{lo} - \delta) / \mathrm{FPR}_{hi})$ ({cite:t}`jagielski2020auditing`,
+#   {cite:t}`nasr2021adversary`). Those papers take the maximum over thresholds on the runs they bound. That maximum is not a 95% bound:
 #   with no leakage at all it is positive far more often than in 5% of audits (`tests/test_audit_estimators.py`
 #   simulates it). Here the threshold and its direction are chosen on a held-out fifth of the runs, and the other
 #   runs bound $\epsilon$ at that one threshold.
-# - **the Gaussian route** (Nasr et al. 2023, "Tight auditing of differentially private machine learning"): without
+# - **the Gaussian route** ({cite:t}`nasr2023tight`): without
 #   user sampling the crafted scores are Gaussian, $N(\mu, 1)$ with the canary against $N(0, 1)$ without, in units of
 #   their spread, and that pair is exactly the Gaussian mechanism of parameter $\mu$. An exact confidence bound on
 #   $\mu$ (noncentral $t$) then gives the exact $\epsilon$ of that Gaussian mechanism. The whole sample estimates
 #   $\mu$, not the few runs beyond a tail threshold, so far fewer runs reach a near-tight bound. The bound holds
 #   only where the scores are Gaussian by construction, and the audits use it only there.
-# - **one run, many canaries** (Steinke, Nasr and Jagielski 2023): each canary is included with probability 1/2.
+# - **one run, many canaries** ({cite:t}`steinke2023privacy`): each canary is included with probability 1/2.
 #   The auditor guesses "in" for the top scores and "out" for the bottom ones. Under $\epsilon$-DP the number of
 #   correct guesses is dominated by $\mathrm{Binomial}(r, e^\epsilon/(1+e^\epsilon))$, with their correction for
 #   $\delta$.
@@ -77,12 +77,15 @@ profile = "default"
 
 # %%
 import math
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from uldp.audit import audit_root, profile_results
+from uldp.paper.chapters import show_captioned
+from uldp.paper.verdicts import readable_number
 
 audit_profile = "smoke" if profile == "smoke" else "default"  # the paper profile shows the committed default audits
 stored_before = {path.stem for path in audit_root(audit_profile).glob("*.json")}
@@ -98,7 +101,8 @@ for column in ("gaussian_lb", "mu_estimate", "tight_epsilon", "claimed_epsilon")
     audits[column] = pd.to_numeric(audits.get(column), errors="coerce")
 audits["label"] = np.where(audits["claim"] == "record", "record-level DP-SGD", audits["method"])
 read = sum(payload["key"] in stored_before for payload in payloads)
-print(f"{len(audits)} audits at the {audit_profile} profile: {read} read from {audit_root(audit_profile)}, "
+print(f"{len(audits)} audits at the {audit_profile} profile: {read} read from "
+      f"{audit_root(audit_profile).resolve().relative_to(Path.cwd().resolve())}, "
       f"the rest run now; code commits {sorted(set(audits['commit']))}")
 
 # %% [markdown]
@@ -117,7 +121,7 @@ columns = {"claimed_epsilon": "claimed eps (RDP)", "tight_epsilon": "tight eps",
            "gaussian_lb": "Gaussian bound"}
 table = crafted[["label", "claimed_epsilon", "tight_epsilon", "epsilon_lb", "gaussian_lb", "many / tight",
                  "gaussian / tight", "sigma", "runs", "runs_per_minute"]].rename(columns=columns)
-table.round(3).reset_index(drop=True)
+table.reset_index(drop=True).style.format(readable_number, subset=list(table.select_dtypes("number").columns))
 
 # %%
 labels = ["record-level DP-SGD", "ULDP-NAIVE", "ULDP-AVG", "ULDP-AVG-w"]
@@ -143,7 +147,9 @@ ax.set_xticks(np.arange(len(claims)), [f"claimed $\\epsilon$ = {c:g}" for c in c
 ax.set_ylabel("empirical lower bound on $\\epsilon$ (95%)")
 ax.set_title("Crafted user canary in 3 silos (dashed: the claim; dotted: the tight epsilon)")
 ax.legend(fontsize=6, ncol=2)
-plt.show()
+show_captioned(plt.gcf(), "Empirical lower bounds on the user-level $\\epsilon$ (95% confidence) against each claim "
+               "(dashed) and the tight epsilon of the same runs (dotted): a bound above its dotted line would "
+               "break the guarantee.")
 
 # %% [markdown]
 # ## The attack's ROC curve at low false-positive rates
@@ -171,7 +177,9 @@ ax.set_xlabel("false-positive rate")
 ax.set_ylabel("true-positive rate")
 ax.set_title(f"Crafted user canary, claimed $\\epsilon$ = {reference:g} (DEFAULT: no noise)")
 ax.legend(fontsize=8)
-plt.show()
+show_captioned(plt.gcf(), "True- against false-positive rate of the attack on the crafted canary (log-log): "
+               "the further a curve above the dotted chance line, the more the attack tells; DEFAULT, without "
+               "noise, shows what any attack could reach.")
 
 # %% [markdown]
 # ## User sampling
@@ -213,7 +221,7 @@ secure[["label", "canaries", "claimed_epsilon", "tight_epsilon", "epsilon_lb", "
 # %% [markdown]
 # ## The other audits: one run, single records, natural canaries
 #
-# - **One run, many canaries** (Steinke et al.) replaces the many runs by one. It pays for this with a looser bound.
+# - **One run, many canaries** ({cite:t}`steinke2023privacy`) replaces the many runs by one. It pays for this with a looser bound.
 # - **A single-record canary** is the record-level view. It is the "user" that record-level DP protects.
 # - **A canary in 2 of the 3 silos** separates the weightings. Uniform weights (ULDP-AVG) give it
 #   $2/3$ of the sensitivity $C$. Enhanced weights (ULDP-AVG-w) sum to 1 over its silos and give it all of $C$.
@@ -226,9 +234,9 @@ others = audits[~audits.index.isin(crafted.index) & ~audits.index.isin(sampling.
                 & ~audits.index.isin(secure.index)].copy()
 others["audit"] = (others["canary"] + " " + others["level"] + " canary, "
                    + np.where(others["estimator"] == "one", "one-run", "many runs"))
-others[["audit", "label", "claimed_epsilon", "tight_epsilon", "epsilon_lb", "gaussian_lb", "runs", "canaries",
-        "n_in", "n_out"]].rename(
-    columns=columns).round(3).reset_index(drop=True)
+shown = others[["audit", "label", "claimed_epsilon", "tight_epsilon", "epsilon_lb", "gaussian_lb", "runs",
+                 "canaries", "n_in", "n_out"]].rename(columns=columns).reset_index(drop=True)
+shown.style.format(readable_number, subset=list(shown.select_dtypes("number").columns))
 
 # %% [markdown]
 # ## The goals, checked on these numbers
@@ -293,8 +301,8 @@ print("ULDP-NAIVE's Gaussian bound over ULDP-AVG's, per claim:",
 # - **Weaker adversaries see much less.** The one-run estimator and natural canaries scored by the final loss give
 #   far smaller bounds. The final model leaks little about one user even without noise (DEFAULT), and one run cannot
 #   certify much. With many canaries in one run, ULDP-NAIVE clips each silo's whole delta, so all the canaries of a
-#   silo share one $C$ and each one shows almost nothing: this is the interference between canaries that Steinke et
-#   al. warn about. An audit with a small bound says little about the guarantee. Only the crafted, every-round audit
+#   silo share one $C$ and each one shows almost nothing: this is the interference between canaries that
+#   {cite:t}`steinke2023privacy` warn about. An audit with a small bound says little about the guarantee. Only the crafted, every-round audit
 #   tests it.
 # - **The audit has power.** Each broken variant in the tests would pass a utility check unnoticed, and each one is
 #   caught:

@@ -28,7 +28,7 @@
 # **ULDP-GROUP-k ({ref}`Algorithm 2 <paper-algorithm-2>`).** Keep at most $k$ records per user over all silos (flags
 # $\mathbf{B}$, fixed for all rounds), run record-level DP-SGD in each silo, and turn the record-level RDP into a
 # user-level guarantee with group privacy for groups of $k$ records ({ref}`Theorem 2 <paper-theorem-2>`, with the errata
-# of settings.md: only orders $\alpha \ge 2k$ are valid, and a $k$ that is not a power of two is accounted at the next
+# of the {doc}`settings page <settings>`: only orders $\alpha \ge 2k$ are valid, and a $k$ that is not a power of two is accounted at the next
 # power of two).
 
 # %% tags=["parameters"]
@@ -120,7 +120,7 @@ print(f"constructed silo: clipped delta {float(with_user):+.3f} with the user, {
 # user-level guarantee of each method's accountant (DEFAULT has none).
 
 # %%
-chapters.compare_runs(
+final = chapters.compare_runs(
     {method: RunConfig(dataset="heart_disease", method=method, n_users=SCALE["users"], rounds=SCALE["rounds"],
                        local_epochs=SCALE["epochs"], seed=0)
      for method in ("DEFAULT", "ULDP-NAIVE", "ULDP-GROUP-2", "ULDP-GROUP-median")},

@@ -38,7 +38,7 @@ from uldp.defaults import DATASET_DEFAULTS
 from uldp.paper.chapters import benchmark_result
 from uldp.paper.experiments import load_results
 from uldp.paper.settings import PAPER_SEEDS
-from uldp.paper.verdicts import difference
+from uldp.paper.verdicts import difference, readable_number
 from uldp.secure import ProtocolParameters, SecureSession, encoding
 from uldp.simulation import RunConfig, accounted_epsilon, build_federation, run
 
@@ -50,7 +50,7 @@ SIGMA, DELTA = 5.0, 1e-5
 # ## 1. Creditcard: a 5,412-row subset of the Kaggle file
 #
 # The paper splits the full Kaggle file (284,807 rows) 85/15 and undersamples the training part to all frauds and
-# 10% of the normal rows (about 24.6K rows, settings.md). The only Creditcard file in the offline data is a subset
+# 10% of the normal rows (about 24.6K rows, {doc}`settings`). The only Creditcard file in the offline data is a subset
 # of 5,412 rows (all 492 frauds and 4,920 normal rows); `uldp` gives it the same stratified split and
 # standardisation without the undersampling. Every Creditcard result records which file it ran on (provenance
 # `dataset_variant`), and the Scorecard and the chapters call these results "paper settings on the Creditcard
@@ -103,7 +103,7 @@ pd.DataFrame(naive_rows).round(3)
 #
 # Two changes to the orders over which RDP is converted, both in the group-privacy chapter:
 #
-# - RDP group privacy holds only for orders $\alpha \ge 2k$ (Mironov 2017, Prop. 2; the paper's
+# - RDP group privacy holds only for orders $\alpha \ge 2k$ ({cite:t}`mironov2017renyi`, Proposition 2; the paper's
 #   {ref}`Lemma 6 <paper-lemma-6>` has a typo). The authors' grid reaches below $2k$ for $k \ge 16$, which gave their
 #   {ref}`Figure 2 <paper-figure-2>` values; `uldp` keeps only valid orders, and for a $k$ that is not a power of two it
 #   certifies the next power of two (the paper reports the power of two below, which is not a guarantee). This changes
@@ -122,7 +122,8 @@ figure2 = figure2.set_index("k")[["epsilon_rdp_lower", "epsilon_rdp_paper", "eps
                                   "epsilon_dp"]]
 figure2.columns = ["RDP, power of two below (paper)", "RDP, authors' orders (paper)", "RDP, valid (uldp)",
                    "(eps, delta), orders <= 63 (paper)", "(eps, delta), orders <= 4096 (uldp)"]
-figure2.round(1)
+# the authors' grid is defined for powers of two only: the cell says so
+figure2.style.format(lambda value: readable_number(value, missing="(k not a power of two)"))
 
 # %% [markdown]
 # For ULDP-AVG with user sampling the wider grid could only lower $\epsilon$; on the authors' orders (up to 63) and
@@ -135,7 +136,9 @@ sampling_epsilons = pd.DataFrame([
     for q in (0.1, 0.3, 1.0)])
 display(sampling_epsilons.round(4))
 largest = float((1 - sampling_epsilons["orders <= 4096 (uldp)"] / sampling_epsilons["orders <= 63"]).max())
-display(Markdown(f"The wide grid lowers these $\\epsilon$ by at most {largest:.2%}: the optimal orders lie below 63."))
+display(Markdown(("The wide grid lowers these $\\epsilon$ by at most " + (f"{largest:.2%}" if largest >= 1e-4 else
+                  "less than 0.01%") if largest > 0 else "The wide grid leaves these $\\epsilon$ unchanged")
+                 + ": the optimal orders lie below 63."))
 
 # %% [markdown]
 # ## 4. The protocol's encoding resolution
@@ -180,7 +183,7 @@ encodings = pd.DataFrame([
     {"encoding": "uldp's protocol, one real round", "guaranteed within": precision,
      "rounding error, these inputs": float(np.max(np.abs(secure - plain)))},
 ]).set_index("encoding")
-display(encodings)
+display(encodings.style.format(readable_number))
 paper_error = encodings["rounding error, these inputs"].iloc[0]
 display(Markdown(f"With resolution $P$ the aggregate is off by {paper_error / precision:.2f} $P$ on these inputs "
                  f"({'beyond' if paper_error > precision else 'within'} Theorem 4's $P$); `uldp`'s protocol by "
@@ -402,6 +405,6 @@ tail_summary.loc[["authors' procedure", "authors' procedure, Breslow ties"]].rou
 #   protocol rows).
 # - **Creditcard's metric.** The paper's {ref}`Figure 4 <paper-figure-4>` plots accuracy; the authors' code computes the
 #   ROC-AUC of hard labels, which is the balanced accuracy. The Creditcard chapter shows both.
-# - **Errata of the pseudo-code** (settings.md): ULDP-NAIVE's delta ({ref}`Algorithm 1 <paper-algorithm-1>`) is local
+# - **Errata of the pseudo-code** ({doc}`settings`): ULDP-NAIVE's delta ({ref}`Algorithm 1 <paper-algorithm-1>`) is local
 #   minus global, and {ref}`Algorithm 4 <paper-algorithm-4>` zeroes the weights of the users *not* sampled. `uldp`
 #   follows the authors' code in both; no number changes.

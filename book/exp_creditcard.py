@@ -20,7 +20,7 @@
 # than ULDP-SGD; a gap to the non-private DEFAULT remains; and with 1000 users (few records each) and uniform
 # allocation, ULDP-GROUP-max/median beat ULDP-AVG in accuracy.
 #
-# The offline Creditcard copy is a 5,412-row subset (all 492 frauds and 4,920 normal rows, see settings.md), so a user
+# The offline Creditcard copy is a 5,412-row subset (all 492 frauds and 4,920 normal rows, see {doc}`settings`), so a user
 # here has fewer records than the paper's $n \approx 246$ and $25$. {ref}`Figure 4 <paper-figure-4>` plots accuracy, as
 # the paper's caption says; the authors' code computes the ROC-AUC of hard labels, which is the balanced accuracy, shown
 # after it.
@@ -44,17 +44,22 @@ chapter.introduction()
 # bound (the power of two above $k$, see the group-privacy chapter). The final values (last round) follow it.
 
 # %%
-chapter.show_figures(plots.privacy_utility_figure, "Figure 4")
+chapter.show_figures(plots.privacy_utility_figure, "Figure 4",
+                     look="Accuracy (left) and the user-level $\\epsilon$ (right, log scale) against the round: "
+                     "compare ULDP-AVG, ULDP-AVG-w and ULDP-SGD with the baselines, and the $\\epsilon$ each "
+                     "reaches.")
 
 # %% [markdown]
 # ## Balanced accuracy
 #
-# About 9% of the rows are frauds, so a model that always answers "normal" has accuracy 0.909 and balanced accuracy
-# (the mean of the recalls of both classes) 0.5. Accuracy then hides whether a method finds frauds at all;
+# Frauds are a small share of the rows (the {doc}`introduction` gives it), so a model that always answers "normal"
+# has an accuracy equal to the share of normal rows, and a balanced accuracy (the mean of the recalls of both classes)
+# of one half. Accuracy then hides whether a method finds frauds at all;
 # balanced accuracy, what the authors' code computes (the ROC-AUC of hard labels), shows it.
 
 # %%
-chapter.show_figures(chapters.balanced_accuracy_figure, "Figure 4 (balanced accuracy)", "balanced_accuracy")
+chapter.show_figures(chapters.balanced_accuracy_figure, "Figure 4 (balanced accuracy)", "balanced_accuracy",
+                     look="Balanced accuracy against the round: a line at one half finds no frauds.")
 
 # %% [markdown]
 # ## The paper's claims on Creditcard
@@ -69,12 +74,12 @@ chapter.claims()
 # %% [markdown]
 # ## What to conclude
 #
-# Creditcard's surprises are about the metric and the noise. A mean accuracy below 0.909, the accuracy of always
-# answering "normal", means that at some seeds a method ends at a trivial classifier and at others it learns: the
-# list below names every run whose balanced accuracy is at that trivial level, and every line whose seeds spread
-# widely. ULDP-GROUP-2 and -8 suffer most where users have many records (100 users: a few dozen records each, most
-# of them filtered out, and the group conversion multiplies the noise), and least with 1000 users (a few records
-# each). Computed from the results shown and the Scorecard's rows:
+# Creditcard's surprises are about the metric. A mean accuracy near the share of normal rows, the accuracy of always
+# answering "normal", can mean that at some seeds a method ends at that trivial classifier and at others it learns:
+# the list below names every run whose balanced accuracy is at the trivial level, and every line whose seeds spread
+# widely. ULDP-GROUP-$k$ keeps at most $k$ records per user, so with 100 users (many records each) it trains on a
+# small part of the data; its group conversion raises its $\epsilon$, not its noise. Computed from the results shown
+# and the Scorecard's rows:
 
 # %%
 chapter.conclusions()

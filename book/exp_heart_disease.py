@@ -37,17 +37,17 @@ heart.introduction()
 # One row per setting (users, allocation); mean over seeds with a one-std band, then the final values.
 
 # %%
-heart.show_figures(plots.privacy_utility_figure, "Figure 6")
+heart.show_figures(plots.privacy_utility_figure, "Figure 6",
+                   look="Accuracy (left) and the user-level $\\epsilon$ (right, log scale) against the round: "
+                   "compare the methods' accuracy at the end with the $\\epsilon$ each reaches.")
 
 # %% [markdown]
 # ## What to conclude
 #
-# HeartDisease has 486 training records and a 14-parameter model, so most methods end close together, near the
-# non-private DEFAULT, and ULDP-GROUP-$k$ can end close to it or above it: with $n \approx 2.5$ to 10 records per user
-# its filtering removes little, and its clipping bound is large against the small gradients. DEFAULT and ULDP-NAIVE do
-# not read the users, so their numbers repeat in every setting (one run per seed serves all four). First the findings
-# computed from the results above, then the paper's claims that read {ref}`Figure 6 <paper-figure-6>`, as the Scorecard
-# judges them on the same stored results.
+# HeartDisease is small: FLamby's pooled training records over four hospitals and a 14-parameter model. DEFAULT and
+# ULDP-NAIVE do not read the users, so their numbers repeat in every setting (one run per seed serves all four).
+# First the findings computed from the results above, then the paper's claims that read
+# {ref}`Figure 6 <paper-figure-6>`, as the Scorecard judges them on the same stored results.
 
 # %%
 heart.conclusions()

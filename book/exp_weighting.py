@@ -19,7 +19,7 @@
 # {ref}`Figure 8 <paper-figure-8>` compares the two weightings' test loss on Creditcard (1000 users; 5, 20 and 50 silos;
 # uniform and zipf) and states that equal weights waste signal when a user's records are skewed across silos (zipf), and
 # more so with more silos, since every weight $1/|S|$ gets smaller. We add TcgaBrca (200 users, 6 silos), as in
-# settings.md.
+# {doc}`settings`.
 #
 # The paper's settings for this figure and every other: {doc}`settings`.
 
@@ -39,7 +39,10 @@ weighting.introduction()
 # seeds with a one-std band, then the final test loss of each line.
 
 # %%
-weighting.show_figures(plots.weighting_figure, "Figure 8", "test_loss")
+weighting.show_figures(plots.weighting_figure, "Figure 8", "test_loss",
+                       look="Test loss of ULDP-AVG and ULDP-AVG-w against the round, one panel per dataset and silo "
+                       "count (solid: uniform, dashed: zipf): the gap between the two methods is the weighting's "
+                       "gain.", per_panel=False)
 
 # %% [markdown]
 # The gain of the weighting: final test loss of ULDP-AVG minus that of ULDP-AVG-w (positive means ULDP-AVG-w is

@@ -8,7 +8,7 @@
 #
 # Two conversions exist:
 #
-# - **RDP group privacy** (Mironov 2017, Proposition 2): for $k = 2^c$ and any order $\alpha \ge 2k$, an
+# - **RDP group privacy** ({cite:t}`mironov2017renyi`, Proposition 2): for $k = 2^c$ and any order $\alpha \ge 2k$, an
 #   $(\alpha, \rho)$-RDP mechanism is $(\alpha / k, 3^c \rho)$-RDP for groups of $k$; then RDP is converted to
 #   $(\epsilon, \delta)$-DP (the paper's {ref}`Lemma 2 <paper-lemma-2>`).
 # - **$(\epsilon, \delta)$ group privacy** (the paper's {ref}`Lemma 5 <paper-lemma-5>`): $(\epsilon, \delta)$-DP gives
@@ -25,6 +25,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from uldp.accounting import group_privacy_table
+from uldp.paper.chapters import show_captioned
 from uldp.paper.plots import group_privacy_figure
 
 SIGMA, SAMPLE_RATE, ITERATIONS, DELTA = 5.0, 0.01, 100_000, 1e-5
@@ -49,13 +50,15 @@ group_privacy_figure(table, [
     ("epsilon_dp", "s-", "$(\\epsilon, \\delta)$ group privacy (Lemma 5, exact solve)"),
     ("epsilon_dp_paper", "+:", "$(\\epsilon, \\delta)$ group privacy, paper's orders ($\\leq 63$)"),
 ], title="Figure 2: group-privacy conversion ($\\sigma=5$, $q=0.01$, $10^5$ iterations)")
-plt.show()
+show_captioned(plt.gcf(), "The paper's {ref}`Figure 2 <paper-figure-2>` recomputed: $\\epsilon$ against the group size "
+               "$k$ (log-log). Look at where the paper's grid of orders (dashed) leaves the valid curve (solid): "
+               "there its orders lie outside the lemma's domain $\\alpha \\ge 2k$.")
 
 # %% [markdown]
 # ## The erratum
 #
 # The paper states its {ref}`Lemma 6 <paper-lemma-6>` as "$\alpha \ge 2^{k+1}$ gives $(\alpha / 2^k, 3^k \rho)$" with
-# $k$ the group size; the correct statement (Mironov 2017, Prop. 2) is for $k = 2^c$: $\alpha \ge 2^{c+1} = 2k$ gives
+# $k$ the group size; the correct statement ({cite:t}`mironov2017renyi`, Proposition 2) is for $k = 2^c$: $\alpha \ge 2^{c+1} = 2k$ gives
 # $(\alpha / 2^c, 3^c \rho)$. `uldp` uses only group orders $\beta = \alpha / k \ge 2$: see
 # `uldp.accounting.group.group_rdp_epsilon` in `uldp/accounting/group.py`: for a group of $k = 2^c$ records, the group
 # RDP at order $\beta \ge 2$ is $3^c \rho(k\beta)$, that is base orders $\alpha = k\beta \ge 2k$, the lemma's domain.

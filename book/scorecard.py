@@ -46,19 +46,23 @@
 # %% tags=["parameters"]
 profile = "default"
 
+# %% [markdown]
+# The first tab judges every claim on all the results stored at its largest scale; each of the others judges the
+# claims that read one dataset or figure on that one alone, so that a claim about {ref}`Figures 4 <paper-figure-4>`
+# to {ref}`7 <paper-figure-7>` shows where it holds and where not. Each claim links the chapters that show its
+# results.
+
 # %%
 import pandas as pd
 from IPython.display import Markdown, display
 
-from uldp.paper import scorecard
+from uldp.paper import chapters, scorecard
 from uldp.paper.verdicts import profile_label
 
-pd.set_option("display.max_colwidth", None)
 data = scorecard.stored_results(profile)
-table = scorecard.scorecard(data)
-counts = table["verdict"].value_counts()
-display(Markdown(", ".join(f"**{verdict}**: {count}" for verdict, count in counts.items())))
-table[["where", "claim", "measured", "verdict", "source"]]
+verdicts = chapters.Verdicts.judge(data)
+display(Markdown(chapters.verdict_counts(list(verdicts.overall["verdict"]))))
+chapters.scorecard_tabs(verdicts)
 
 # %% [markdown]
 # The thresholds, as `uldp.paper.scorecard` and `uldp.paper.scorecard_runtime` define them:
@@ -87,7 +91,7 @@ Markdown(f"""- every comparison: the difference must clear its threshold by {sco
 # %%
 from uldp.paper.beyond import pld_claim
 
-pd.DataFrame([pld_claim()])[["where", "claim", "measured", "verdict", "source"]]
+Markdown(chapters.scorecard_markdown(pd.DataFrame([pld_claim()]), {"pld-utility": "{doc}`tighter_accounting`"}))
 
 # %% [markdown]
 # ## Where the results come from

@@ -151,7 +151,7 @@ chapters.datasets_table()
 # ## Errata and traps in the paper
 #
 # - **Group privacy of RDP** ({ref}`Lemma 6 <paper-lemma-6>`, used by {ref}`Theorem 2 <paper-theorem-2>`): the correct
-#   statement (Mironov 2017, Proposition 2) is for a group of size $k = 2^c$: an order $\alpha \ge 2^{c+1} = 2k$ gives
+#   statement ({cite:t}`mironov2017renyi`, Proposition 2) is for a group of size $k = 2^c$: an order $\alpha \ge 2^{c+1} = 2k$ gives
 #   $(\alpha / 2^c, 3^c \rho)$-RDP. The paper writes $2^k$ and $3^k$. Only orders $\alpha \ge 2k$ are valid; the paper's
 #   {ref}`Figure 2 <paper-figure-2>` values for $k = 32$ and $64$ were computed with orders below $2k$, and a valid
 #   computation gives larger numbers (the group-privacy chapter).
@@ -163,3 +163,12 @@ chapters.datasets_table()
 #   it with a robust root finder over a wide grid of orders.
 # - **ULDP-NAIVE's noise**: its true user-level sensitivity needs twice the noise the authors' code adds
 #   ($2\sigma C\sqrt{|S|}$ per silo); this book runs the corrected noise (the chapter "How this reproduction differs").
+
+# %% [markdown]
+# ## The settings file
+#
+# The authors' values above were collected in a settings file kept beside the paper; the chapters that cite "the
+# settings" mean this page and that file. Open it below, as it is (its wording is the collector's, not the book's).
+
+# %%
+chapters.settings_source(chapters.settings_file())

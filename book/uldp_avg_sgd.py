@@ -21,7 +21,7 @@
 # sum by at most $C$, wherever its records are, so the summed noise $\sigma C$ gives noise multiplier $\sigma$ per round
 # ({ref}`Theorem 3 <paper-theorem-3>`). The weights are uniform $1/|S|$ or the enhanced $w_{s,u} = n_{s,u} / N_u$
 # ({ref}`Eq. (3) <paper-equation-3>`, "-w"); with user-level Poisson sampling ({ref}`Algorithm 4 <paper-algorithm-4>`)
-# the users *not* sampled get weight 0 (the pseudo-code's loop variable is a typo, settings.md).
+# the users *not* sampled get weight 0 (the pseudo-code's loop variable is a typo, {doc}`settings`).
 
 # %% tags=["parameters"]
 profile = "default"
@@ -125,7 +125,7 @@ for n_users in (50, 1000):
 # %%
 runs = {"DEFAULT": {}, "ULDP-NAIVE": {}, "ULDP-SGD": {"local_epochs": None}, "ULDP-AVG": {}, "ULDP-AVG-w": {},
         "ULDP-AVG-w, q=0.5": {"q": 0.5}}
-chapters.compare_runs(
+final = chapters.compare_runs(
     {label: RunConfig(**{"dataset": "heart_disease", "method": label.split(",")[0], "n_users": SCALE["users"],
                          "rounds": SCALE["rounds"], "local_epochs": SCALE["epochs"], "distribution": "zipf",
                          "seed": 0, **extra}) for label, extra in runs.items()},

@@ -21,7 +21,7 @@
 #
 # The paper does not ship user identities with its datasets: it *allocates* records to users and silos with a uniform or
 # a Zipf distribution ({ref}`Section 5.1 <paper-section-5-1>`). This chapter shows the datasets, the allocations that
-# `uldp.data.allocation` produces, and the models of `uldp.models`. The details the paper leaves open (settings.md,
+# `uldp.data.allocation` produces, and the models of `uldp.models`. The details the paper leaves open ({doc}`settings`,
 # "Allocation details") are in the module's docstring; in short:
 #
 # - **uniform**: each record's user and silo are uniformly random (balanced: every user gets $\lfloor n/|U|\rfloor$
@@ -45,6 +45,7 @@ from IPython.display import display
 from uldp.data import DATASETS, allocate, load
 from uldp.data.allocation import labels_per_user, summary
 from uldp.models import build_model, count_parameters
+from uldp.paper.chapters import show_captioned
 
 SEED = 0
 # (dataset, number of users): Creditcard with 100 users, the medical datasets with the paper's smaller user count.
@@ -111,7 +112,8 @@ for row, (name, n_users) in enumerate(CASES):
         ax.set_ylabel("records")
     axes[row, -1].legend(fontsize="small", ncol=2, loc="upper right")
 fig.tight_layout()
-plt.show()
+show_captioned(fig, "Records per user, stacked by silo, users sorted by their records: compare the flat uniform "
+               "allocations with the zipf ones, where a few users hold most records, each mostly in one silo.")
 
 # %% [markdown]
 # ## Records per user and the top silo's share

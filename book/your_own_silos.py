@@ -42,6 +42,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from uldp.paper.chapters import show_captioned
+
 SIZES = {"smoke": dict(patients=150, rounds=3, local_epochs=2),
          "default": dict(patients=600, rounds=10, local_epochs=5),
          "paper": dict(patients=2000, rounds=30, local_epochs=5)}[profile]
@@ -132,7 +134,8 @@ for axis, name in zip(axes, ("loss", "accuracy", "epsilon"), strict=True):
 axes[2].axhline(4.0, color="grey", linestyle="--", label="target")
 axes[2].legend()
 plt.tight_layout()
-plt.show()
+show_captioned(fig, "The federation's test loss, accuracy and user-level $\\epsilon$ per round; the dashed line is "
+               "the target $\\epsilon$ the noise was calibrated to.")
 print(f"sigma = {history.sigma:.3f} for epsilon = {history.epsilon:.4f} at delta = {history.delta:g}; "
       f"{len(history.users)} patients, silos {history.silos}")
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 
+import jupytext
 import pytest
 
 from uldp.paper import chapters, experiments, plots
@@ -63,7 +65,16 @@ def test_trivial_runs_name_the_seed_at_chance_level() -> None:
     sentences = chapters.trivial_runs(ResultSet("g", "paper", runs, (), "memory"))
     assert len(sentences) == 1
     assert "ULDP-NAIVE" in sentences[0] and "seed 0" in sentences[0] and "1 of 2" in sentences[0]
-    assert chapters.reason("ULDP-NAIVE") in sentences[0]
+    assert "noise" not in sentences[0]  # no cause that the results do not show
+
+
+def test_a_noiseless_default_at_chance_level_is_said_to_explain_the_others() -> None:
+    runs = tuple(_run("A", series, seed, [0.5, 0.5]) for series in ("DEFAULT", "ULDP-GROUP-2") for seed in (0, 1))
+    sentences = chapters.trivial_runs(ResultSet("g", "default", runs, (), "memory"))
+    assert any(s.startswith("In A, DEFAULT, which adds no noise") for s in sentences)
+    half = (*runs[:1], _run("A", "DEFAULT", 1, [0.5, 0.9]), *runs[2:])
+    assert not any("DEFAULT, which adds no noise" in s for s in
+                   chapters.trivial_runs(ResultSet("g", "default", half, (), "memory")))
 
 
 def test_spread_runs_find_a_large_standard_deviation_only() -> None:
@@ -93,10 +104,6 @@ def test_scale_sentence_of_a_small_profile_warns_against_reading_numbers() -> No
     assert "smoke" in text and "instead of the paper's 50" in text and "not what the paper's figure shows" in text
 
 
-def test_reason_is_empty_for_an_unknown_series() -> None:
-    assert chapters.reason("SOMETHING-ELSE") == ""
-
-
 def test_a_smoke_figure_is_never_captioned_as_the_papers(monkeypatch: pytest.MonkeyPatch) -> None:
     import matplotlib
 
@@ -109,9 +116,48 @@ def test_a_smoke_figure_is_never_captioned_as_the_papers(monkeypatch: pytest.Mon
     for profile in ("smoke", "paper"):
         chapters.show_figure(ResultSet("heart_disease", profile, (run,), (), "memory"), lambda _: plt.figure(),
                              "Figure 6")
-    captions = [item.data for item in shown if isinstance(item, chapters.Markdown)]
+    captions = [item.data.split("\n", 3)[3] for item in shown if isinstance(item, chapters.Markdown)]
     assert "stand-in for Figure 6" in captions[0] and "not its figure" in captions[0]
     assert captions[1].startswith("Figure 6, reproduced at the scale **paper**")
+
+
+def test_a_figure_is_a_numbered_myst_figure_with_its_caption_and_a_label_of_its_own() -> None:
+    import base64
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    first = chapters.captioned(plt.figure(figsize=(1, 1)), "Look at the left panel.").data
+    head, label, _, caption, end = first.split("\n")
+    assert head.startswith("````{figure} data:image/png;base64,") and end == "````"
+    assert base64.b64decode(head.split(",", 1)[1]).startswith(b"\x89PNG")
+    assert caption == "Look at the left panel." and label.startswith(":name: fig-")
+    again = chapters.captioned(plt.figure(figsize=(1, 1)), "Look at the left panel.").data
+    other = chapters.captioned(plt.figure(figsize=(1, 1)), "Look at the right panel.").data
+    assert again.split("\n")[1] == label != other.split("\n")[1]
+
+
+def test_figures_are_drawn_one_per_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown: list = []
+    monkeypatch.setattr(chapters, "display", lambda *items: shown.extend(items))
+    drawn: list = []
+
+    def draw(results: ResultSet) -> plt.Figure:
+        drawn.append(results)
+        return plt.figure()
+
+    runs = tuple(_run(panel, "ULDP-AVG", 0, [0.8]) for panel in ("|U|=50, uniform", "|U|=50, zipf"))
+    chapters.show_figure(ResultSet("heart_disease", "paper", runs, (), "memory"), draw, "Figure 6", "Look.")
+    assert [[run["panel"] for run in results.runs] for results in drawn] == [["|U|=50, uniform"], ["|U|=50, zipf"]]
+    assert [item.data.endswith(f"{panel}. Look.\n````") for item, panel in
+            zip(shown, ("|U|=50, uniform", "|U|=50, zipf"), strict=True)] == [True, True]
 
 
 def test_short_profile_note_gives_the_share_of_the_papers_work() -> None:
@@ -125,15 +171,16 @@ def test_short_profile_note_gives_the_share_of_the_papers_work() -> None:
     assert "about 3 min" in text  # 100 x 2 s per run
 
 
-def test_claims_are_the_scorecards_rows() -> None:
-    from uldp.paper import scorecard
-
-    data = {"heart_disease": ResultSet("heart_disease", "paper", (), (), "memory")}
-    chapter = chapters.ExperimentChapter("heart_disease", "smoke", None, data)  # type: ignore[arg-type]
-    expected = scorecard.scorecard(data, grid="heart_disease")
-    shown = chapter.claims().data
-    assert shown["claim"].tolist() == expected["claim"].tolist()
-    assert shown["verdict"].tolist() == expected["verdict"].tolist()
+def test_claims_are_the_scorecards_rows_on_this_dataset_beside_all_results() -> None:
+    data = {"creditcard": _pair("creditcard", "ULDP-AVG", "ULDP-SGD"),
+            "heart_disease": _pair("heart_disease", "ULDP-SGD", "ULDP-AVG")}
+    chapter = chapters.ExperimentChapter("creditcard", "smoke", None, data)  # type: ignore[arg-type]
+    shown = chapter.claims().data.set_index("claim")
+    expected = chapters.scorecard.scorecard(data, grid="creditcard")
+    assert shown.index.tolist() == expected["claim"].tolist()
+    avg_vs_sgd = expected.set_index("key").loc["avg-vs-sgd", "claim"]
+    assert shown.loc[avg_vs_sgd, "verdict on Creditcard"] == chapters.HOLDS
+    assert shown.loc[avg_vs_sgd, "verdict over all results"] == chapters.scorecard.PARTLY
 
 
 def test_compare_runs_tabulates_the_final_values_of_each_run(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -143,7 +190,7 @@ def test_compare_runs_tabulates_the_final_values_of_each_run(monkeypatch: pytest
     from uldp.simulation import RunConfig, run
 
     shown: list = []
-    monkeypatch.setattr(chapters, "display", lambda *items: shown.extend(items))
+    monkeypatch.setattr(chapters, "show_captioned", lambda fig, caption: shown.append(fig))
     configs = {method: RunConfig(dataset="synthetic", method=method, n_users=10, n_silos=3, rounds=2, local_epochs=1,
                                  seed=0) for method in ("DEFAULT", "ULDP-AVG")}
     table = chapters.compare_runs(configs, title="test")
@@ -229,3 +276,102 @@ def test_benchmark_result_reads_the_committed_file_and_names_the_command_when_mi
         assert stored == json.load(handle)
     with pytest.raises(FileNotFoundError, match=re.escape("python benchmarks/save.py no_such_benchmark")):
         chapters.benchmark_result("no_such_benchmark")
+
+
+def _pair(grid: str, better: str, worse: str) -> ResultSet:
+    runs = []
+    for series, values in ((better, [0.6, 0.9]), (worse, [0.5, 0.8])):
+        run = _run("|U|=100, uniform", series, 0, values, metric="accuracy")
+        run["params"] = {"dataset": grid, "method": series, "n_users": 100, "distribution": "uniform"}
+        runs.append(run)
+    return ResultSet(grid, "paper", tuple(runs), (), "memory")
+
+
+def test_a_claim_is_judged_per_dataset_and_said_where_it_holds_and_where_not() -> None:
+    data = {"creditcard": _pair("creditcard", "ULDP-AVG", "ULDP-SGD"),
+            "heart_disease": _pair("heart_disease", "ULDP-SGD", "ULDP-AVG")}
+    verdicts = chapters.Verdicts.judge(data)
+    overall = verdicts.overall.set_index("key").loc["avg-vs-sgd", "verdict"]
+    by_view = {view.title: rows.set_index("key").loc["avg-vs-sgd", "verdict"] for view, rows in verdicts.views.items()
+               if "avg-vs-sgd" in set(rows["key"])}
+    assert overall == chapters.scorecard.PARTLY
+    assert by_view["Creditcard"] == chapters.HOLDS and by_view["HeartDisease"] == chapters.scorecard.FAILS
+    text = chapters.claim_findings(verdicts, "avg-vs-sgd")
+    assert "**holds** on {doc}`Creditcard <exp_creditcard>`" in text
+    assert "**does not hold** on {doc}`HeartDisease <exp_heart_disease>`" in text
+    assert "MNIST" not in text  # not measured there: not a place where it holds or fails
+    with pytest.raises(ValueError, match="unknown claim 'nope'"):
+        chapters.claim_findings(verdicts, "nope")
+
+
+def test_scorecard_tables_escape_pipes_and_link_each_claim_to_its_chapters() -> None:
+    links = chapters.claim_chapters()
+    assert links["avg-vs-sgd"].count("{doc}") == 4 and "{doc}`Creditcard <exp_creditcard>`" in links["avg-vs-sgd"]
+    assert links["weighting"] == "{doc}`Enhanced weighting <exp_weighting>`"
+    rows = chapters.scorecard.scorecard({})  # every claim "not measured"
+    table = chapters.scorecard_markdown(rows.assign(measured="|U|=100"), links).splitlines()
+    assert len(table) == 2 + len(rows) and all(line.count(" | ") == 3 for line in table[2:])
+    assert "\\|U\\|=100" in table[2]
+
+
+#: Where a chapter's prose may write numbers freely: maths, code, roles ({ref}, {doc}, {cite}) and link addresses.
+_NOT_PROSE = re.compile(r"\$\$.*?\$\$|\$[^$]+\$|``.*?``|`[^`]*`|\{[a-z:]+\}`[^`]*`|\]\([^)]*\)", re.S)
+#: What a typed result looks like in prose (see the test's docstring).
+_TYPED_RESULT = re.compile(
+    r"(?<![\w.])\d+\.\d{2,}(?![\w.])"  # two or more decimals (powers of ten and versions are let through below)
+    r"|(?<![\w.])\d+(?:\.\d+)?x\b"  # a ratio, "44x"
+    r"|\d+(?:\.\d+)?\s?%\s+(?:below|above|higher|lower|faster|slower|more|less|smaller|larger)\b"
+    r"|\bby\s+(?:about\s+)?\d+(?:\.\d+)?(?:\s+to\s+\d+(?:\.\d+)?)?\s?%")
+
+
+def typed_results(markdown: str) -> list[str]:
+    """The typed results in a chapter's markdown (outside maths, code, roles and link addresses)."""
+    prose = _NOT_PROSE.sub(" ", markdown)
+    return [match.group(0) for match in _TYPED_RESULT.finditer(prose)
+            if not re.fullmatch(r"0\.0*1", match.group(0)) and "Flower" not in prose[max(0, match.start() - 12):]
+            [:12]]
+
+
+@pytest.mark.parametrize("text, found", [
+    ("accuracy 0.909 at q = 0.1", ["0.909"]), ("ends at 0.70-0.71", ["0.70", "0.71"]), ("44x larger", ["44x"]),
+    ("by 6 to 9% (the column)", ["by 6 to 9%"]), ("17% below the route", ["17% below"]),
+    ("by at most 0.00%", ["0.00"]),
+    ("$\\sigma = 6.08$ and `0.123` and {ref}`Figure 4 <paper-figure-4>`", []),
+    ("local learning rate 0.001, global 0.1, Flower 1.41, in 2017, 80% of its records, Figures 4-7", []),
+])
+def test_typed_results_are_the_numbers_a_result_would_give(text: str, found: list[str]) -> None:
+    assert typed_results(text) == found
+
+
+@pytest.mark.parametrize("chapter", sorted(BOOK.glob("*.py")), ids=lambda path: path.stem)
+def test_no_chapter_types_a_result_in_its_prose(chapter: Path) -> None:
+    """A number that a run, a profile or a timing produces is computed in a code cell, never typed in a markdown
+    cell (it would go stale when the results change). The rule: outside maths, code, roles and link addresses, a
+    chapter's prose has no decimal with two or more digits after the point other than a power of ten (0.909 is a
+    result; 0.001 is a setting), no ratio like "44x", and no comparison in per cent ("17% below", "by 6 to 9%").
+    Allowed: the paper's item numbers, years of citations, settings (0.1, 0.001, 80% of a user's records), counts,
+    and version numbers after "Flower"."""
+    cells = [cell.source for cell in jupytext.read(chapter).cells if cell.cell_type == "markdown"]
+    assert [found for source in cells for found in typed_results(source)] == []
+
+
+def test_the_settings_file_is_found_beside_the_data_folder_and_shown_verbatim(tmp_path: Path) -> None:
+    (tmp_path / "paper").mkdir()
+    (tmp_path / "paper" / "settings.md").write_text("# Settings\n| a | b |\n```\ncode\n```\n")
+    checkout = tmp_path / "checkout"  # no shared/ beside it: the file beside the data folder is the one found
+    assert chapters.settings_file(tmp_path / "data", checkout) == tmp_path / "paper" / "settings.md"
+    assert chapters.settings_file(tmp_path / "elsewhere" / "data", checkout) is None
+    shown = chapters.settings_source(tmp_path / "paper" / "settings.md").data
+    assert shown.startswith(":::{dropdown}") and "````text\n# Settings\n| a | b |\n```\ncode\n```\n````" in shown
+    missing = chapters.settings_source(None).data
+    assert "is not in this checkout" in missing and str(tmp_path) not in missing and "/" + "work" not in missing
+
+
+def test_a_line_at_chance_level_is_not_listed_again_for_its_spread() -> None:
+    runs = (_run("A", "ULDP-NAIVE", 0, [0.5, 0.5]), _run("A", "ULDP-NAIVE", 1, [0.5, 0.9]),
+            _run("A", "ULDP-AVG", 0, [0.5, 0.6]), _run("A", "ULDP-AVG", 1, [0.5, 0.9]))
+    results = ResultSet("g", "paper", runs, (), "memory")
+    assert [s.split(":")[0] for s in chapters.spread_runs(results, "accuracy")] == ["**ULDP-NAIVE** (A)",
+                                                                                  "**ULDP-AVG** (A)"]
+    text = "\n".join(chapters._conclude_utility(results))
+    assert text.count("**ULDP-NAIVE** (A)") == 1 and text.count("**ULDP-AVG** (A)") == 1

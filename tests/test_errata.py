@@ -2,19 +2,15 @@
 larger."""
 
 import importlib
-from pathlib import Path
 
 import pytest
-import yaml
+from book_toc import toc_chapters
 
 from uldp.paper.errata import ERRATA, figure2_erratum
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 def test_every_erratum_names_a_module_and_a_chapter_of_the_book():
-    toc = (ROOT / "_toc.yml").read_text()
-    chapters = {entry["file"] for entry in yaml.safe_load(toc)["chapters"]}
+    chapters = set(toc_chapters())
     for erratum in ERRATA:
         importlib.import_module(erratum.library)
         assert erratum.chapter in chapters, erratum.chapter

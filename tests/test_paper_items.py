@@ -15,7 +15,7 @@ from pathlib import Path
 
 import jupytext
 import pytest
-import yaml
+from book_toc import toc_chapters
 from test_paper_numbering import CITATION, EXTERNAL, KINDS, TEX, _clause, _expand, parse_paper
 
 from uldp.paper import items as paper_items
@@ -60,14 +60,6 @@ def mismatches(paper, items) -> list[str]:
         if item.kind != "equation" and theirs and not theirs.startswith(ours):
             wrong.append(f"{item.name}: the paper calls it {theirs!r}, the list {ours!r}")
     return wrong
-
-
-def toc_chapters() -> list[str]:
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    found = [toc["root"]]
-    for part in (toc.get("chapters") or []):
-        found.append(part["file"])
-    return found
 
 
 def markdown_cells(chapter: str) -> list[str]:

@@ -32,8 +32,10 @@ KINDS = {"Figure": "figure", "Figures": "figure", "Fig.": "figure", "Figs.": "fi
 ITEM = r"\d+(?:\.\d+)*(?:[a-h](?:-[a-h])?)?(?![\w.]\w)"
 CITATION = re.compile(r"(?<![\w.])(?P<kind>" + "|".join(re.escape(k) for k in sorted(KINDS, key=len, reverse=True))
                       + r")\s+\(?(?P<items>" + ITEM + r"(?:\)?(?:\s*(?:-|–|,|/|and|or|to)\s*)\(?" + ITEM + r")*)")
-#: A clause with one of these cites another paper (Balle et al. 2020, Theorem 21; Mironov 2017, Proposition 2; ...).
-EXTERNAL = re.compile(r"et al\.|Mironov|Balle|Abadi|Paillier|Zhang|Talwar|opacus|Dwork|Bonawitz|FLamby")
+#: A clause with one of these cites another paper (Balle et al. 2020, Theorem 21; {cite:t}`mironov2017renyi`,
+#: Proposition 2; ...).
+EXTERNAL = re.compile(r"et al\.|Mironov|Balle|Abadi|Paillier|Zhang|Talwar|opacus|Dwork|Bonawitz|FLamby"
+                      r"|\{cite(?::\w+)?\}")
 
 #: What each cited item is about, as the paper's caption or statement says it: a sentence that names an item of the
 #: same kind must name the cited one (regular expressions, case-insensitive). Items without keywords are only

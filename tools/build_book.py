@@ -175,8 +175,10 @@ def stage_config(staged: Path, profile: str, only: list[str] | None = None) -> N
         config.setdefault("repository", {})["url"] = url
     sphinx_config = config.setdefault("sphinx", {}).setdefault("config", {})
     sphinx_config.pop("nb_custom_formats", None)
-    if only is not None:  # links to the pages a partial book leaves out cannot resolve; the full build checks them
-        sphinx_config["suppress_warnings"] = [*sphinx_config.get("suppress_warnings", []), "ref.ref", "ref.doc"]
+    if only is not None:  # links to the pages (and citations to the bibliography) a partial book leaves out cannot
+        # resolve; the full build checks them
+        sphinx_config["suppress_warnings"] = [*sphinx_config.get("suppress_warnings", []), "ref.ref", "ref.doc",
+                                              "bibtex.key_not_found"]
     (staged / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     if only is None:
         shutil.copy(ROOT / "_toc.yml", staged / "_toc.yml")
@@ -186,7 +188,7 @@ def stage_config(staged: Path, profile: str, only: list[str] | None = None) -> N
     for extra in ("references.bib",):
         if (ROOT / extra).exists():
             shutil.copy(ROOT / extra, staged / extra)
-    for asset_dir in ("book/images",):
+    for asset_dir in ("book/images", "_static"):
         if (ROOT / asset_dir).exists():
             shutil.copytree(ROOT / asset_dir, staged / asset_dir, dirs_exist_ok=True)
 

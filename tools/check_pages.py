@@ -1,9 +1,17 @@
-"""Check in a headless browser that every page of the built book renders its maths offline.
+"""Check every page of the built book: what it renders in a headless browser, and what its text must not contain.
 
-For each page of ``_build/html`` (after ``make book`` or ``tools/build_book.py``), Chromium loads the file with
-background networking off, runs its scripts, and dumps the resulting DOM; the page passes when every maths element
-that Sphinx wrote (``class="math ..."``) became a MathJax container and MathJax reported no error. Not part of
-``make test``: it needs Chromium (``chromium`` or ``chromium-browser`` on the PATH, or ``--browser``).
+In a headless browser (Chromium, background networking off, a 1280 px wide window), for each page of
+``_build/html`` (after ``make book`` or ``tools/build_book.py``):
+
+- every maths element that Sphinx wrote (``class="math ..."``) became a MathJax container, with no MathJax error;
+- nothing scrolls sideways: neither the page nor a block inside it (a table, an output, a displayed equation) is
+  wider than the space it has (:data:`SCROLL_PROBE` measures it after the page's scripts ran).
+
+In the HTML itself (:func:`page_faults`): every figure has a numbered caption; no output shows raw maths
+(``$...$`` or a ``\\command``), a local absolute path, text written to stderr or a raw NaN/None/inf in a table;
+no prose cites an entry of ``references.bib`` as plain text ("Mironov 2017") instead of through ``{cite}``.
+
+Not part of ``make test``: it needs Chromium (``chromium`` or ``chromium-browser`` on the PATH, or ``--browser``).
 
 Usage: ``python tools/check_pages.py [--html _build/html] [--browser PATH]``; exit status 1 when a page fails.
 """
@@ -11,15 +19,47 @@ Usage: ``python tools/check_pages.py [--html _build/html] [--browser PATH]``; ex
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bs4 import BeautifulSoup
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
+WINDOW_WIDTH = 1280
 BROWSER_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--virtual-time-budget=20000", "--dump-dom")
+                 "--disable-component-update", "--disable-sync", "--virtual-time-budget=20000",
+                 f"--window-size={WINDOW_WIDTH},900", "--dump-dom")
+#: Run in the page after its own scripts (MathJax included): writes into ``body[data-scrolls]`` every element that
+#: scrolls sideways (the page itself as ``page``), so that ``--dump-dom`` carries the measurement out.
+SCROLL_PROBE = """<script>
+window.addEventListener("load", () => setTimeout(() => {
+  const found = [];
+  if (document.documentElement.scrollWidth > window.innerWidth + 1) found.push("page");
+  for (const el of document.querySelectorAll("article *")) {
+    // code a reader opens (a folded cell) or copies whole (a code block of the prose) may scroll; outputs may not
+    if (el.closest(".cell_input") || (el.closest("div[class*='highlight-']") && !el.closest(".cell_output"))) continue;
+    const style = getComputedStyle(el);
+    if (["auto", "scroll"].includes(style.overflowX) && el.scrollWidth > el.clientWidth + 1)
+      found.push(el.tagName.toLowerCase() + "." + [...el.classList].join(".") + ": "
+                 + el.textContent.trim().replace(/\\s+/g, " ").slice(0, 60));
+  }
+  document.body.setAttribute("data-scrolls", JSON.stringify(found));
+}, 5000));
+</script>"""
+#: Raw maths left in an output: an inline ``$...$`` or a LaTeX command (``\\sigma``, ``\\textsc``).
+RAW_MATHS = re.compile(r"\$[^$\s][^$]*\$|\\[A-Za-z]{2,}")
+#: A table cell that prints a raw value instead of saying what it means: NaN, None, inf, or 5.7e+11.
+RAW_CELL = re.compile(r"(?i)^-?(?:nan|none|inf|infinity)$|\d[eE][+-]?\d+\b")
+#: A local absolute path (a checkout, a home or temporary folder).
+LOCAL_PATH = re.compile(r"(?<![\w.:/])/(?:work|home|tmp|Users|root|mnt|private|var/folders)/[\w.+-]+")
 
 
 def rendered_maths(dom: str) -> dict[str, int]:
@@ -34,6 +74,77 @@ def rendered_maths(dom: str) -> dict[str, int]:
             "errors": len(re.findall(r"<mjx-merror", dom))}
 
 
+def sideways_scrolls(dom: str) -> list[str]:
+    """What :data:`SCROLL_PROBE` found scrolling sideways in a page's DOM (``["?"]`` when it did not run).
+
+    Example:
+        >>> sideways_scrolls('<body data-scrolls="[&quot;page&quot;]">')
+        ['page']
+    """
+    found = BeautifulSoup(dom, "html.parser").body
+    value = found.get("data-scrolls") if found is not None else None
+    return ["? the measurement did not run"] if not isinstance(value, str) else json.loads(value)
+
+
+def bibliography_citations(bib: str) -> list[re.Pattern[str]]:
+    """One pattern per entry of a BibTeX text matching it cited as plain text: the first author's surname, an
+    optional "et al." or "and X", then the year ("Mironov 2017", "Abadi et al. (2016)", "Balle and Wang, 2018").
+
+    Example:
+        >>> [p.pattern for p in bibliography_citations("@a{k, author = {Mironov, Ilya}, year = {2017}}")]
+        ['\\\\bMironov(?:\\\\s+et\\\\s+al\\\\.?|\\\\s+and\\\\s+[A-Z][\\\\w-]+)?,?\\\\s*[(\\\\[]?2017\\\\b']
+    """
+    patterns = []
+    for entry in re.split(r"\n\s*@|^\s*@", bib):
+        author, year = re.search(r"author\s*=\s*\{([^,}]+)", entry), re.search(r"year\s*=\s*\{?(\d{4})", entry)
+        if author and year:
+            surname = re.escape(author.group(1).split()[-1])
+            patterns.append(re.compile(rf"\b{surname}(?:\s+et\s+al\.?|\s+and\s+[A-Z][\w-]+)?,?\s*[(\[]?"
+                                       rf"{year.group(1)}\b"))
+    return patterns
+
+
+def _text(node: object) -> str:
+    return re.sub(r"\s+", " ", node.get_text(" ")) if hasattr(node, "get_text") else ""
+
+
+def page_faults(page: str, citations: Sequence[re.Pattern[str]] = ()) -> list[str]:
+    """What a built page's HTML shows that a reader must not see (an empty list when it is clean).
+
+    - a figure without a numbered caption (an image of the article outside ``<figure>`` with its
+      ``caption-number``);
+    - in an output: raw maths (:data:`RAW_MATHS`, outside the maths that MathJax renders), text written to stderr,
+      or a table cell with a raw NaN, None, inf or exponent (:data:`RAW_CELL`);
+    - anywhere but the code: a local absolute path (:data:`LOCAL_PATH`), or a plain-text citation of a bibliography
+      entry (``citations``, :func:`bibliography_citations`; a ``{cite}`` link is not plain text).
+
+    Example:
+        >>> page_faults('<article><div class="cell_output"><p>$\\\\sigma$</p><img src="a.png"></div></article>')
+        ['raw maths in an output: $\\\\sigma$', 'a figure without a numbered caption: a.png']
+    """
+    soup = BeautifulSoup(page, "html.parser")
+    article = soup.find("article") or soup
+    for node in article.select(".math, .cell_input, mjx-container"):
+        node.decompose()
+    faults = []
+    for output in article.select(".cell_output"):
+        faults += [f"raw maths in an output: {found}" for found in RAW_MATHS.findall(_text(output))]
+        faults += [f"stderr in an output: {_text(node)[:80]}" for node in output.select(".stderr")]
+        faults += [f"a raw value in a table: {_text(cell).strip()}" for cell in output.select("td, th")
+                   if RAW_CELL.search(_text(cell).strip())]
+    for image in article.find_all("img"):
+        figure = image.find_parent("figure")
+        if figure is None or figure.select_one(".caption-number") is None:
+            faults.append(f"a figure without a numbered caption: {str(image.get('src', ''))[:60]}")
+    faults += [f"a local path: {found}" for found in LOCAL_PATH.findall(_text(article))]
+    for node in article.select("pre, code, a"):
+        node.decompose()
+    prose = _text(article)
+    faults += [f"a plain-text citation: {match.group(0)}" for pattern in citations
+               for match in pattern.finditer(prose)]
+    return faults
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--html", type=Path, default=ROOT / "_build" / "html")
@@ -42,17 +153,31 @@ def main() -> int:
     if not args.browser:
         raise SystemExit("no Chromium found: install it (e.g. apt-get install chromium) or pass --browser")
     pages = sorted(page for page in args.html.rglob("*.html")
-                   if "_static" not in page.parts and page.name not in ("genindex.html", "search.html"))
+                   if "_static" not in page.parts and page.name not in ("genindex.html", "search.html")
+                   and not page.name.startswith(".probe-"))
     if not pages:
         raise SystemExit(f"no pages under {args.html}: build the book first")
+    citations = bibliography_citations((ROOT / "references.bib").read_text(encoding="utf-8"))
     failed = []
     for page in pages:
-        dom = subprocess.run([args.browser, *BROWSER_FLAGS, page.resolve().as_uri()], capture_output=True,
-                             text=True, timeout=180).stdout
+        text = page.read_text(encoding="utf-8")
+        if "<article" not in text:  # the index page only redirects to the opening page
+            continue
+        probe = page.with_name(f".probe-{page.name}")  # beside the page, so that its relative addresses resolve
+        probe.write_text(text.replace("</body>", SCROLL_PROBE + "</body>"), encoding="utf-8")
+        try:
+            dom = subprocess.run([args.browser, *BROWSER_FLAGS, probe.resolve().as_uri()], capture_output=True,
+                                 text=True, timeout=180).stdout
+        finally:
+            probe.unlink()
         counts = rendered_maths(dom)
-        ok = bool(dom) and counts["rendered"] == counts["maths"] and not counts["errors"]
+        faults = [f"scrolls sideways at {WINDOW_WIDTH} px: {found}" for found in sideways_scrolls(dom)]
+        faults += page_faults(text, citations)
+        ok = bool(dom) and counts["rendered"] == counts["maths"] and not counts["errors"] and not faults
         print(f"{'ok    ' if ok else 'FAILED'} {page.relative_to(args.html)}: {counts['maths']} maths, "
-              f"{counts['rendered']} rendered by MathJax, {counts['errors']} MathJax errors")
+              f"{counts['rendered']} rendered by MathJax, {counts['errors']} MathJax errors, {len(faults)} faults")
+        for fault in faults:
+            print(f"    {fault}")
         if not ok:
             failed.append(page)
     return 1 if failed else 0

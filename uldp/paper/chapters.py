@@ -12,11 +12,19 @@ the Scorecard chapter: a chapter shows the Scorecard's rows for its grid, not ve
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import io
 import json
+import os
+import re
 from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
@@ -25,13 +33,14 @@ from uldp.data import DATASETS
 from uldp.models import build_model
 from uldp.paper import experiments, plots, scorecard
 from uldp.paper.experiments import ChapterResults, ResultSet, duration
-from uldp.paper.verdicts import HOLDS, MISSING, NotMeasured, per_setting, profile_label
+from uldp.paper.verdicts import HOLDS, MISSING, NotMeasured, per_setting, profile_label, readable_number
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from matplotlib.figure import Figure
 
+    from uldp.data import FederatedDataset
     from uldp.simulation import RunConfig
 
 #: A final utility within this distance of a trivial predictor's (:func:`chance_level`) is "trivial".
@@ -40,34 +49,6 @@ TRIVIAL_MARGIN = 0.02
 LARGE_SPREAD = 0.05
 #: Per-round metrics whose chance level does not depend on the classes' shares: balanced accuracy, the C-index.
 CHANCE_METRICS = ("balanced_accuracy", "c_index")
-
-
-_NOISE_PER_USER = ("its noise has a fixed scale per round while the clipped signal sums over the users, so with few "
-                   "users each run follows its own noise draw")
-#: Why a method's final utility can be low or vary over seeds, by the start of its series name.
-REASONS: tuple[tuple[str, str], ...] = (
-    ("ULDP-NAIVE", ("its noise is sized for every silo's whole clipped update (Algorithm 1 with the corrected "
-                    "sensitivity), so a round's signal is small beside it and a run can drift to a constant answer")),
-    ("ULDP-GROUP", ("it keeps at most k records per user, and the group conversion multiplies its noise; which "
-                    "records survive the filtering depends on the allocation seed")),
-    ("ULDP-SGD", _NOISE_PER_USER),
-    ("ULDP-AVG", _NOISE_PER_USER),
-    ("q=", "with few users sampled in a round, the noise, whose scale does not depend on q, dominates the step"),
-    ("DEFAULT", "it has no noise: the spread comes from the allocation and the batches drawn"),
-)
-
-
-def reason(series: str) -> str:
-    """Why ``series`` (a method, or a sampling rate ``q=...``) can end low or spread over seeds (:data:`REASONS`).
-
-    >>> reason("ULDP-GROUP-8").startswith("it keeps at most k records")
-    True
-    """
-    return next((why for start, why in REASONS if series.startswith(start)), "")
-
-
-def _why(series: str) -> str:
-    return f" Why: {reason(series)}." if reason(series) else ""
 
 
 def _markdown_value(value: Any) -> str:
@@ -159,7 +140,12 @@ def trivial_runs(results: ResultSet) -> list[str]:
                 f"at {len(rows)} of {len(seeds)} seeds (seed {', '.join(map(str, rows['seed']))})")
         best = "" if len(rows) == len(seeds) else f"; its best seed reaches {seeds['value'].max():.3f}"
         sentences.append(f"**{series}** ({where}): final {_metric_label(metric)} down to {lowest:.3f} {when}, "
-                         f"{level}{best}.{_why(series)}")
+                         f"{level}{best}.")
+    for panel, rows in low[low["series"] == "DEFAULT"].groupby("panel", sort=False):
+        if len(rows) == len(finals[(finals["series"] == "DEFAULT") & (finals["panel"] == panel)]):
+            sentences.append(f"In {panel}, DEFAULT, which adds no noise, ends at the trivial level at every seed: "
+                             "these runs train too little for any method to learn, so no method's noise explains "
+                             "its own trivial result here.")
     for (panel, seed), rows in low.groupby(["panel", "seed"], sort=False):
         if rows["series"].nunique() >= 3:
             blind = [series for series in rows["series"] if series in shared]
@@ -198,7 +184,7 @@ def spread_runs(results: ResultSet, metric: str) -> list[str]:
         sentences.append(f"**{row.series}** ({row.panel}): std {row.std:.3f} over {row.seeds} seeds, from "
                          f"{values.min():.3f} to {values.max():.3f}"
                          + (" (the same runs in every setting)" if row.series in shared
-                            else f" (std elsewhere: {elsewhere})" if elsewhere else "") + f".{_why(row.series)}")
+                            else f" (std elsewhere: {elsewhere})" if elsewhere else "") + ".")
     return sentences
 
 
@@ -229,8 +215,11 @@ def scale_sentence(results: ResultSet) -> str:
     seeds = sorted({run["seed"] for run in results.runs})
     label = profile_label(results)
     if results.profile == "paper":
+        readable = ("so the numbers can be read against its figure" if label == "paper" else
+                    "on data other than the paper's (the Creditcard subset, richer in frauds): compare the methods "
+                    "with one another, not the numbers with the paper's figure")
         return (f"These results ran at the paper's settings (scale: **{label}**), {len(seeds)} seed(s) of the "
-                f"paper's {len(experiments.PAPER_SEEDS)}, so the numbers can be read against its figure.")
+                f"paper's {len(experiments.PAPER_SEEDS)}, {readable}.")
     if results.profile == "short":
         return ("These are **short**-profile results: the paper's federations whole (users, silos, allocations, "
                 "hyperparameters, test set) with fewer rounds and local epochs. They show the start of the paper's "
@@ -286,8 +275,9 @@ class ExperimentChapter:
         return self.shown.results
 
     def result_sets(self) -> list[ResultSet]:
-        """The main results, then the paper-profile panels shown beside them when there are any."""
-        return [self.results] + ([self.shown.paper_panels] if self.shown.paper_panels is not None else [])
+        """The results to show, the paper's scale first: the paper-profile panels when only some are stored, then the
+        chapter's own results."""
+        return ([self.shown.paper_panels] if self.shown.paper_panels is not None else []) + [self.results]
 
     def introduction(self, *, what_ran: bool = True) -> None:
         """Display where the results come from, their scale and the profile the chapter was built at, then, unless
@@ -304,12 +294,15 @@ class ExperimentChapter:
         """Display the settings of the runs shown (:func:`show_grid_settings` at their profile)."""
         show_grid_settings(self.grid, self.results.profile)
 
-    def show_figures(self, draw: Callable[[ResultSet], Figure], figure: str, metric: str | None = None) -> None:
-        """Display ``draw`` of each result set (:meth:`result_sets`) under a caption naming its profile
-        (:func:`show_figure`), each followed by its final values (:func:`show_final_table` of ``metric``, default
-        the dataset's utility metric)."""
-        for results in self.result_sets():
-            show_figure(results, draw, figure)
+    def show_figures(self, draw: Callable[[ResultSet], Figure], figure: str, metric: str | None = None,
+                     look: str = "", *, per_panel: bool = True) -> None:
+        """Display ``draw`` of each result set (:meth:`result_sets`) as captioned figures (:func:`show_figure`, with
+        ``look`` and ``per_panel``), each followed by its final values (:func:`show_final_table` of ``metric``,
+        default the dataset's utility metric)."""
+        for index, results in enumerate(self.result_sets()):
+            if index and results.profile != "paper":
+                display(Markdown(own_runs_note(results)))
+            show_figure(results, draw, figure, look, per_panel=per_panel)
             show_final_table(results, metric)
 
     def final_tables(self, metric: str | None = None) -> None:
@@ -318,10 +311,17 @@ class ExperimentChapter:
             show_final_table(results, metric)
 
     def claims(self, grid: str | None = None) -> Any:
-        """The Scorecard's rows for the claims that read ``grid`` (default: this chapter's): the same verdicts on
-        the same results as the Scorecard chapter, as a table that shows each text whole."""
-        rows = scorecard.scorecard(self.verdict_data, grid=grid or self.grid)
-        return rows[["where", "claim", "measured", "verdict", "source"]].style.hide(axis="index")
+        """The Scorecard's rows for the claims that read ``grid`` (default: this chapter's), as the Scorecard's tab
+        of this dataset judges them (:func:`view_scorecard`: a claim about several figures on this one alone),
+        beside the verdict over all results; a table that shows each text whole."""
+        grid = grid or self.grid
+        view = next(view for view in SCORECARD_VIEWS if grid in view.grids)
+        overall = scorecard.scorecard(self.verdict_data, grid=grid).set_index("key")["verdict"]
+        rows = view_scorecard(self.verdict_data, view)
+        rows = rows[rows["key"].isin(overall.index)].assign(overall=lambda frame: frame["key"].map(overall))
+        shown = rows[["where", "claim", "measured", "verdict", "overall", "source"]].rename(
+            columns={"verdict": f"verdict on {view.title}", "overall": "verdict over all results"})
+        return shown.style.hide(axis="index")
 
     def conclusions(self, also: Sequence[ResultSet] = ()) -> Markdown:
         """"What to conclude": the scale of the results, every trivial-level run, large seed spread and shared run,
@@ -331,7 +331,8 @@ class ExperimentChapter:
             also: Other results the chapter shows (MNIST's short profile), concluded on in the same way.
         """
         parts = []
-        for results in [*self.result_sets(), *also]:
+        shown = [*self.result_sets(), *also]
+        for results in sorted(shown, key=lambda results: -experiments.PROFILES.index(results.profile)):
             if not results.runs:
                 continue
             parts.append(f"**{results.grid}, {profile_label(results)}.** " + scale_sentence(results))
@@ -355,11 +356,12 @@ def _conclude_utility(results: ResultSet) -> list[str]:
     parts = []
     trivial = trivial_runs(results)
     if trivial:
-        parts.append("Runs at the level of a trivial predictor:\n\n" + "\n".join(f"- {s}" for s in trivial) +
-                     "\n\nWhere only some seeds end there, the mean over seeds hides it: those seeds pull the "
-                     "mean down and the std up.")
+        parts.append("Runs at the level of a trivial predictor (where only some seeds end there, the mean over seeds "
+                     "hides it: those seeds pull the mean down and the std up):\n\n"
+                     + "\n".join(f"- {s}" for s in trivial))
     metric = scorecard_metric(results)
-    spread = spread_runs(results, metric)
+    told = {sentence.split(":")[0] for sentence in trivial}  # "**series** (panel)": said once, in the list above
+    spread = [sentence for sentence in spread_runs(results, metric) if sentence.split(":")[0] not in told]
     if spread:
         parts.append(f"Large spread over seeds (std of the final {_metric_label(metric)} at least "
                      f"{LARGE_SPREAD}):\n\n" + "\n".join(f"- {s}" for s in spread))
@@ -378,14 +380,51 @@ def scorecard_metric(results: ResultSet) -> str:
     return metrics.pop() if len(metrics) == 1 else "accuracy"
 
 
-def show_figure(results: ResultSet, draw: Callable[[ResultSet], Figure], figure: str) -> None:
-    """Display ``draw(results)`` under a caption that names the profile it shows: the paper's figure only for
-    paper-profile results, "a stand-in" otherwise, then where the results come from.
+def own_runs_note(results: ResultSet) -> str:
+    """What a chapter's own small runs, shown after the paper-scale ones, are for."""
+    return (f"**This build's own runs, at the {results.profile} profile.** They check that the chapter runs end to "
+            "end on every setting of the figure, including those not stored at the paper's scale; they are far "
+            "smaller than the paper's runs, so read their shapes, not their numbers or verdicts.")
+
+
+def captioned(fig: Figure, caption: str) -> Markdown:
+    """``fig`` as a numbered figure of the page with ``caption`` below it (MyST: maths and links render), closed.
+
+    The image is embedded as a PNG data address, so the page needs no file beside it. The figure's label is
+    ``fig-`` and a hash of image and caption: the same in every build of the same figure, and distinct between
+    figures, as Sphinx needs of labels.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> captioned(plt.figure(figsize=(1, 1)), "Look at $\\epsilon$.").data.startswith("````{figure} data:image/png")
+        True
+    """
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", bbox_inches="tight")
+    plt.close(fig)
+    image = base64.b64encode(buffer.getvalue()).decode("ascii")
+    name = "fig-" + hashlib.sha256(f"{image}{caption}".encode()).hexdigest()[:12]
+    return Markdown(f"````{{figure}} data:image/png;base64,{image}\n:name: {name}\n\n{caption}\n````")
+
+
+def show_captioned(fig: Figure, caption: str) -> None:
+    """Display ``fig`` as a numbered figure with ``caption`` (:func:`captioned`)."""
+    display(captioned(fig, caption))
+
+
+def show_figure(results: ResultSet, draw: Callable[[ResultSet], Figure], figure: str, look: str = "",
+                *, per_panel: bool = True) -> None:
+    """Display ``draw`` of ``results`` as numbered figures, one per setting (panel) unless ``per_panel`` is false,
+    each captioned with the setting, the scale (the paper's figure only for paper-profile results, "a stand-in"
+    otherwise) and ``look``, what to look at.
 
     Args:
         results: Stored results.
         draw: A figure function of :mod:`uldp.paper.plots` (or :func:`balanced_accuracy_figure`).
         figure: The paper's figure, e.g. ``"Figure 4"``.
+        look: What the reader should look at (MyST markdown), the same for every setting.
+        per_panel: One figure per setting (the figures of :func:`uldp.paper.plots.metric_grid`, a row each);
+            false for a figure whose panels are drawn side by side.
     """
     if not results.runs:
         display(Markdown(f"No stored {results.profile}-profile runs to draw for {figure}."))
@@ -393,9 +432,10 @@ def show_figure(results: ResultSet, draw: Callable[[ResultSet], Figure], figure:
     label = profile_label(results)
     what = (f"{figure}, reproduced at the scale **{label}**" if results.profile == "paper"
             else f"A **{label}**-profile stand-in for {figure}: far smaller runs than the paper's, not its figure")
-    drawn = draw(results)
-    display(Markdown(f"{what}. {results.describe()}"), drawn)
-    plt.close(drawn)
+    panels = list(dict.fromkeys(run["panel"] for run in results.runs))
+    for group in ([panel] for panel in panels) if per_panel and len(panels) > 1 else [panels]:
+        where = f", {group[0]}" if len(group) == 1 and len(panels) > 1 else ""
+        show_captioned(draw(results.only_panels(group)), f"{what}{where}. {look}".strip())
 
 
 def show_final_table(results: ResultSet, metric: str | None = None) -> None:
@@ -420,7 +460,7 @@ def final_epsilon_table(results: ResultSet) -> Any:
     :func:`uldp.paper.experiments.accounted_results`."""
     final = per_setting(results, "epsilon")
     order = list(dict.fromkeys(final["series"]))
-    return final.pivot(index="panel", columns="series", values="mean")[order].style.format("{:.4g}")
+    return final.pivot(index="panel", columns="series", values="mean")[order].style.format(readable_number)
 
 
 def short_profile_note(results: ResultSet) -> Markdown:
@@ -467,7 +507,9 @@ def show_runtime(chapter: ExperimentChapter) -> None:
     (:func:`uldp.paper.plots.runtime_table`)
     computed from the runs' own timings."""
     for results in chapter.result_sets():
-        show_figure(results, plots.runtime_figure, "Figure 10")
+        show_figure(results, plots.runtime_figure, "Figure 10",
+                    "The left panel is a silo's round; the right, what the protocol adds once and per round.",
+                    per_panel=False)
         if results.runs:
             display(Markdown(f"Seconds per part of the protocol, scale {profile_label(results)}:"),
                     plots.runtime_table(results).round(3))
@@ -544,9 +586,14 @@ def figures_table() -> pd.DataFrame:
                          for name, grid in experiments.GRIDS.items()]).set_index("grid")
 
 
+#: What a missing value of :func:`compare_runs`'s table means, per column.
+COMPARE_MISSING = {"epsilon": "no guarantee", "k": "no group", "records used": "all"}
+
+
 def compare_runs(configs: Mapping[str, RunConfig], *, title: str) -> pd.DataFrame:
     """Run each configuration (:func:`uldp.simulation.run`), display their test loss, accuracy and user-level
-    epsilon per round side by side, and return the final values: one short comparison for the method chapters.
+    epsilon per round side by side, then their final values (missing ones in words), and return those: one short
+    comparison for the method chapters.
 
     Args:
         configs: ``{label: RunConfig}``, in legend order.
@@ -572,12 +619,15 @@ def compare_runs(configs: Mapping[str, RunConfig], *, title: str) -> pd.DataFram
     axes[0].legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
-    display(fig)
-    plt.close(fig)
-    return pd.DataFrame([{"run": label, "test loss": result.test_loss[-1], "accuracy": result.accuracy[-1],
-                          "epsilon": result.epsilon[-1], "k": result.info.get("group_size"),
-                          "records used": result.info.get("train_records"), "seconds": sum(result.seconds)}
-                         for label, result in results.items()]).set_index("run")
+    show_captioned(fig, f"{title}. Test loss, accuracy and user-level $\\epsilon$ (log scale) per round of each run; "
+                   "the final values follow.")
+    table = pd.DataFrame([{"run": label, "test loss": result.test_loss[-1], "accuracy": result.accuracy[-1],
+                           "epsilon": result.epsilon[-1], "k": result.info.get("group_size"),
+                           "records used": result.info.get("train_records"), "seconds": sum(result.seconds)}
+                          for label, result in results.items()]).set_index("run")
+    display(table.style.format({column: partial(readable_number, missing=COMPARE_MISSING.get(column, "-"))
+                                for column in table.columns}))
+    return table
 
 
 #: Where ``benchmarks/save.py secure_protocol`` writes Protocol 1's measurements per backend, round and side.
@@ -678,6 +728,225 @@ def show_protocol_scale() -> None:
         return
     document = json.loads(PROTOCOL_BENCHMARK.read_text())
     display(protocol_scale_table(document).round(3))
-    protocol_scale_figure(document)
-    plt.show()
+    show_captioned(protocol_scale_figure(document),
+                   "Protocol 1's seconds per round on the paper's artificial grid (parameters, users, silos), per "
+                   "backend and side (log scale): compare the two backends' server lines along each axis.")
     display(Markdown(protocol_scale_sentences(document)))
+
+
+# ------------------------------------------------------------------------------------- the Scorecard, per dataset
+
+
+@dataclass(frozen=True)
+class ScorecardView:
+    """One view of the Scorecard: the claims that read some grids, judged on those grids' results alone.
+
+    Attributes:
+        title: The dataset or figure, as a tab of the Scorecard and a name in the opening page's findings.
+        chapter: The chapter that shows those results (a document of ``_toc.yml``, relative to ``book/``).
+        grids: The grids (keys of :func:`uldp.paper.scorecard.stored_results`) of this view.
+    """
+
+    title: str
+    chapter: str
+    grids: tuple[str, ...]
+
+
+#: The Scorecard's views: the four privacy-utility datasets, then the other figures of Section 5.
+SCORECARD_VIEWS: tuple[ScorecardView, ...] = (
+    ScorecardView("Creditcard", "exp_creditcard", ("creditcard",)),
+    ScorecardView("MNIST", "exp_mnist", ("mnist", scorecard.MNIST_SHORT, scorecard.MNIST_ACCOUNTING)),
+    ScorecardView("HeartDisease", "exp_heart_disease", ("heart_disease",)),
+    ScorecardView("TcgaBrca", "exp_tcga_brca", ("tcga_brca",)),
+    ScorecardView("Enhanced weighting", "exp_weighting", ("weighting",)),
+    ScorecardView("User sub-sampling", "exp_user_sampling", ("user_sampling",)),
+    ScorecardView("Protocol runtime", "exp_weighting", ("protocol_runtime",)),
+)
+#: The claims that carry the paper, in the order the opening page states them.
+MAIN_CLAIMS = ("tradeoff", "avg-w-faster", "avg-vs-sgd")
+
+
+def view_scorecard(data: Mapping[str, ResultSet], view: ScorecardView) -> pd.DataFrame:
+    """The Scorecard's rows (:func:`uldp.paper.scorecard.scorecard`) for the claims that read any grid of ``view``,
+    each judged on ``view``'s grids alone: a claim about Figures 4-7 is judged on this dataset's settings only."""
+    subset = {name: results for name, results in data.items() if name in view.grids}
+    keys = [claim.key for claim in scorecard.CLAIMS if set(claim.grids) & set(view.grids)]
+    rows = scorecard.scorecard(subset)
+    return rows[rows["key"].isin(keys)].reset_index(drop=True)
+
+
+def _cell(text: str) -> str:
+    """``text`` for a cell of a Markdown table (a ``|`` would end the cell)."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def scorecard_markdown(rows: pd.DataFrame, chapters: Mapping[str, str]) -> str:
+    """A Markdown table of Scorecard rows: the claim (its figures linked to the chapters that show them), what was
+    measured, the verdict in bold and the results it rests on.
+
+    Args:
+        rows: Rows of :func:`uldp.paper.scorecard.scorecard` or :func:`view_scorecard`.
+        chapters: Per claim key, the chapters to link (``{key: "[Creditcard](exp_creditcard), ..."}`` is built by
+            :func:`claim_chapters`).
+    """
+    lines = ["| claim | measured | verdict | results |", "|---|---|---|---|"]
+    lines += [f"| {_cell(row.where)}: {_cell(row.claim)} ({chapters.get(row.key, '')}) | {_cell(row.measured)} | "
+              f"**{row.verdict}** | {_cell(row.source)} |" for row in rows.itertuples()]
+    return "\n".join(lines)
+
+
+def claim_chapters(views: Sequence[ScorecardView] = SCORECARD_VIEWS) -> dict[str, str]:
+    """Per claim key, links to the chapters of the views whose grids it reads (``{doc}`` links named by view)."""
+    found: dict[str, dict[str, str]] = {}
+    for claim in scorecard.CLAIMS:
+        for view in views:
+            if set(claim.grids) & set(view.grids):
+                found.setdefault(claim.key, {})[view.chapter] = view.title
+    return {key: ", ".join(f"{{doc}}`{title} <{chapter}>`" for chapter, title in links.items())
+            for key, links in found.items()}
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """The Scorecard judged once for a page: over all results, and per view.
+
+    Attributes:
+        overall: :func:`uldp.paper.scorecard.scorecard` of all the results.
+        views: Per view of :data:`SCORECARD_VIEWS`, its :func:`view_scorecard`.
+    """
+
+    overall: pd.DataFrame
+    views: dict[ScorecardView, pd.DataFrame]
+
+    @classmethod
+    def judge(cls, data: Mapping[str, ResultSet]) -> Verdicts:
+        """Judge every claim on ``data`` (:func:`uldp.paper.scorecard.stored_results`), then per view."""
+        return cls(scorecard.scorecard(data), {view: view_scorecard(data, view) for view in SCORECARD_VIEWS})
+
+
+def scorecard_tabs(verdicts: Verdicts) -> Markdown:
+    """The Scorecard as tabs: every claim over all results first, then one tab per :data:`SCORECARD_VIEWS` view,
+    each a table of :func:`scorecard_markdown`, the claims linked to their chapters."""
+    links = claim_chapters()
+    tabs = [("All results", verdicts.overall)] + [(view.title, rows) for view, rows in verdicts.views.items()]
+    body = "\n".join(f":::{{tab-item}} {title}\n{scorecard_markdown(rows, links)}\n:::" for title, rows in tabs)
+    return Markdown(f"::::{{tab-set}}\n{body}\n::::")
+
+
+def _joined(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def claim_findings(verdicts: Verdicts, key: str) -> str:
+    """One claim in words: its verdict over all results, then where it holds and where not, dataset by dataset
+    (:func:`view_scorecard`), each with what was measured and the scale of the results it rests on.
+
+    Raises:
+        ValueError: ``key`` is not a claim of :data:`uldp.paper.scorecard.CLAIMS`.
+    """
+    claims = {claim.key: claim for claim in scorecard.CLAIMS}
+    if key not in claims:
+        raise ValueError(f"unknown claim {key!r}; claims: {', '.join(claims)}")
+    overall = verdicts.overall.set_index("key").loc[key]
+    judged = []
+    for view, rows in verdicts.views.items():
+        if set(claims[key].grids) & set(view.grids):
+            row = rows.set_index("key").loc[key]
+            if row["verdict"] != MISSING:
+                judged.append((view, row))
+    found = dict.fromkeys(row["verdict"] for _, row in judged)
+    where = "; ".join(f"**{verdict}** on " + _joined([f"{{doc}}`{view.title} <{view.chapter}>`"
+                                                      for view, row in judged if row["verdict"] == verdict])
+                      for verdict in found)
+    details = "\n".join(f"  - {view.title} ({row['source']}): {row['measured']}" for view, row in judged)
+    return (f"- *{overall['claim']}* Over all results: **{overall['verdict']}**; dataset by dataset: {where}.\n"
+            f"{details}")
+
+
+# ------------------------------------------------------------------------------------------- the opening page
+
+#: How the opening page says a number of claims with each verdict: (one claim, several claims).
+_VERDICT_WORDS = {HOLDS: ("holds", "hold"), scorecard.PARTLY: ("holds partly", "hold partly"),
+                  scorecard.FAILS: ("does not hold", "do not hold"), MISSING: ("is not measured", "are not measured")}
+
+
+def verdict_counts(verdicts: Sequence[str]) -> str:
+    """The Scorecard's verdicts counted in a sentence.
+
+    >>> verdict_counts(["holds", "holds", "does not hold", "not measured"])
+    "Of the paper's 4 claims, 2 hold, 1 does not hold and 1 is not measured."
+    """
+    counts = pd.Series(list(verdicts), dtype=object).value_counts()
+    parts = [f"{count} {_VERDICT_WORDS[verdict][count > 1]}" for verdict, count in counts.items()]
+    return f"Of the paper's {len(verdicts)} claims, {_joined(parts)}."
+
+
+def main_findings(verdicts: Verdicts) -> Markdown:
+    """The claims that carry the paper (:data:`MAIN_CLAIMS`) in words, each where it holds and where not
+    (:func:`claim_findings`), ULDP-NAIVE's corrected noise said once."""
+    text = "\n".join(claim_findings(verdicts, key) for key in MAIN_CLAIMS)
+    naive = f"; {scorecard.NAIVE_NOISE}"
+    if naive in text:
+        text = text.replace(naive, "") + f"\n\nIn these comparisons {scorecard.NAIVE_NOISE}."
+    return Markdown(text)
+
+
+def limits(data: Mapping[str, ResultSet], creditcard: FederatedDataset) -> Markdown:
+    """What the results cannot show, computed: the scale of MNIST's largest stored results
+    (:func:`scale_sentence`, :func:`short_profile_note`), and the Creditcard records this book ran on with their
+    fraud share (``creditcard``, the dataset as :func:`uldp.data.load` gives it).
+    """
+    parts = []
+    mnist = max((results for name, results in data.items() if name in ("mnist", scorecard.MNIST_SHORT)
+                 and results.runs), key=lambda results: experiments.PROFILES.index(results.profile), default=None)
+    if mnist is None:
+        parts.append("- **MNIST** has no stored training results: only its $\\epsilon$, from accounting alone.")
+    else:
+        parts.append(f"- **MNIST** is the one privacy-utility figure not trained at the paper's scale. "
+                     f"{scale_sentence(mnist)}"
+                     + (f" {short_profile_note(mnist).data}" if mnist.profile == "short" else ""))
+    labels = class_labels(creditcard)
+    parts.append(f"- **Creditcard** ran on the data this book has offline ({creditcard.variant}): "
+                 f"{len(labels):,} records, {labels.mean():.0%} of them frauds, far more than in the full file, "
+                 "so its accuracies and balanced accuracies are not the paper's numbers: compare the methods with "
+                 "one another, not with the paper's figure.")
+    return Markdown("\n".join(parts))
+
+
+def class_labels(dataset: FederatedDataset) -> np.ndarray:
+    """The class labels of a classification dataset, training and test records together, as a NumPy array."""
+    return np.concatenate([dataset.y_train.numpy().reshape(-1), dataset.y_test.numpy().reshape(-1)])
+
+
+# ------------------------------------------------------------------------------------------ the settings file
+
+#: Where the paper's settings file is looked for: ``paper/settings.md`` in the ``shared`` folder beside the checkout,
+#: then beside the data folder (``$ULDP_DATA_DIR/../paper``).
+SETTINGS_FILE = Path("paper") / "settings.md"
+
+
+def settings_file(data_dir: str | Path | None = None, checkout: Path | None = None) -> Path | None:
+    """The paper's settings file (:data:`SETTINGS_FILE`) beside the checkout or the data folder, or ``None``.
+
+    Args:
+        data_dir: The data folder (default: ``$ULDP_DATA_DIR``, if set).
+        checkout: The repository's root (default: this one's).
+    """
+    checkout = checkout or Path(__file__).resolve().parents[2]
+    data_dir = data_dir if data_dir is not None else os.environ.get("ULDP_DATA_DIR")
+    candidates = [checkout.parent / "shared" / SETTINGS_FILE]
+    candidates += [Path(data_dir).parent / SETTINGS_FILE] if data_dir else []
+    return next((path for path in candidates if path.is_file()), None)
+
+
+def settings_source(path: Path | None) -> Markdown:
+    """The settings file verbatim, folded (a dropdown the reader opens), or a message saying where it was looked
+    for when ``path`` is ``None`` (no local path is printed)."""
+    if path is None:
+        return Markdown(f"The paper's settings file (`{SETTINGS_FILE.name}`) is not in this checkout: it is looked for "
+                        f"as `shared/{SETTINGS_FILE.as_posix()}` beside the checkout and beside the data folder "
+                        "(`ULDP_DATA_DIR`). The tables above come from the library and do not need it.")
+    text = path.read_text(encoding="utf-8")
+    fence = "`" * max(4, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    return Markdown(f":::{{dropdown}} The settings file `{SETTINGS_FILE.name}`, verbatim\n"
+                    f"{fence}text\n{text.rstrip()}\n{fence}\n:::")

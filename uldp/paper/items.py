@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 #: Item kinds, in the order of the book's page.
@@ -203,21 +204,23 @@ ITEMS: tuple[PaperItem, ...] = (
     PaperItem("figure", "4", "Privacy-utility trade-offs on Creditcard dataset",
               "Accuracy and user-level epsilon per round for every method on Creditcard.",
               _FIGURES,
-              ("book/differences", "book/exp_creditcard", "book/exp_mnist", "book/reproducibility", "book/settings")),
+              ("book/differences", "book/exp_creditcard", "book/exp_mnist", "book/reproducibility", "book/scorecard",
+               "book/settings")),
     PaperItem("figure", "5", "Privacy-utility trade-offs on MNIST dataset",
               "Loss, accuracy and epsilon per round on MNIST, with 100 and 10,000 users.",
               _FIGURES,
-              ("book/differences", "book/exp_creditcard", "book/exp_mnist", "book/reproducibility", "book/settings")),
+              ("book/differences", "book/exp_creditcard", "book/exp_mnist", "book/reproducibility", "book/scorecard",
+               "book/settings")),
     PaperItem("figure", "6", "HeartDisease",
               "The same trade-off on FLamby's HeartDisease, four hospitals.",
               _FIGURES,
               ("book/differences", "book/exp_creditcard", "book/exp_heart_disease", "book/exp_mnist",
-               "book/introduction", "book/reproducibility", "book/settings")),
+               "book/introduction", "book/reproducibility", "book/scorecard", "book/settings")),
     PaperItem("figure", "7", "TcgaBrca",
               "The same trade-off on FLamby's TCGA-BRCA survival data, scored by the C-index.",
               _FIGURES,
               ("book/differences", "book/exp_creditcard", "book/exp_mnist", "book/exp_tcga_brca",
-               "book/reproducibility", "book/settings")),
+               "book/reproducibility", "book/scorecard", "book/settings")),
     PaperItem("figure", "8", "Test loss of Creditcard: Weighting method is effective",
               "Enhanced weights against uniform ones, most useful when users are spread unevenly over many silos.",
               ("uldp.paper.plots.weighting_figure", "uldp.paper.scorecard.weighting_gaps"),
@@ -248,6 +251,18 @@ ITEMS: tuple[PaperItem, ...] = (
 )
 
 
+def shown_name(name: str) -> str:
+    """An item's title as the book prints it: the paper's TeX text commands (``\\textsc{...}``, ``\\textit{...}``)
+    dropped around their words, which MyST would print raw; maths between dollars stays for MathJax.
+
+    >>> shown_name(r"\\textsc{Encode} and \\textsc{Decode}")
+    'Encode and Decode'
+    >>> shown_name(r"$(\\epsilon, \\delta)$-DP")
+    '$(\\\\epsilon, \\\\delta)$-DP'
+    """
+    return re.sub(r"\\text(?:sc|it|bf|rm|tt)\{([^{}]*)\}", r"\1", name)
+
+
 def markdown(*kinds: str) -> str:
     """MyST markdown for the items of ``kinds``: per item its target, number, name, summary, code and chapters.
 
@@ -269,6 +284,6 @@ def markdown(*kinds: str) -> str:
             continue
         code = ", ".join(f"`{name}`" for name in item.implemented_by) or "nothing to compute"
         chapters = ", ".join(f"{{doc}}`/{chapter}`" for chapter in item.chapters) or "none"
-        blocks.append(f"({item.label})=\n**{item.name}** ({item.title}). {item.summary}  \n"
+        blocks.append(f"({item.label})=\n**{item.name}** ({shown_name(item.title)}). {item.summary}  \n"
                       f"In `uldp`: {code}. Chapters: {chapters}.")
     return "\n\n".join(blocks)

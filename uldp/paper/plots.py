@@ -153,8 +153,8 @@ def _legend(fig: Figure, axes: np.ndarray) -> None:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, handle)
     columns = min(5, max(1, len(handles)))
-    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=columns, fontsize=8, frameon=False)
-    legend_inches = 0.25 * -(-len(handles) // columns) + 0.2  # rows of the legend, plus a margin
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=columns, fontsize=9, frameon=False)
+    legend_inches = 0.28 * -(-len(handles) // columns) + 0.2  # rows of the legend, plus a margin
     fig.tight_layout(rect=(0, legend_inches / fig.get_figheight(), 1, 1 - 0.35 / fig.get_figheight()))
 
 

@@ -57,6 +57,7 @@ from uldp.paper.verdicts import (  # per_setting is part of this module's interf
     margin_verdict,
     per_setting,
     profile_label,
+    readable_number,
     stored_grid,
     value as _value,
     values as _values,
@@ -662,9 +663,9 @@ def final_table(results: ResultSet, metric: str | None = None) -> pd.DataFrame:
         value is not None for run in results.runs for value in run["result"].get("epsilon", [])) else None
     cells = {}
     for row in utility.itertuples():
-        text = f"{row.mean:.3f} ± {row.std:.3f}"
+        text = f"{row.mean:.3f}" + (f" ± {row.std:.3f}" if row.std == row.std else "")  # no std from one seed
         if epsilon is not None and (eps := _value(epsilon, row.panel, row.series)) is not None:
-            text += f" | ε {eps:.3g}"
+            text += f" | ε {readable_number(eps)}"
         cells[(row.panel, row.series)] = text
     table = pd.Series(cells).unstack()
     order = list(dict.fromkeys(run["series"] for run in results.runs))

@@ -230,3 +230,26 @@ def profile_label(results: ResultSet) -> str:
         return results.profile
     label = f"{results.profile} settings on the Creditcard subset"
     return label if len(creditcard) == len(results.runs) else f"{results.profile} (Creditcard panels: {label})"
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+#: The multiplication sign of a power of ten in :func:`readable_number`.
+TIMES = "\u00d7"
+
+
+def readable_number(value: float | None, *, missing: str = "-") -> str:
+    """``value`` as a table shows it to a reader: three significant digits, a power of ten written out (no
+    ``e+11``), "unbounded" for infinity and ``missing`` for None or NaN.
+
+    >>> [readable_number(v).replace(TIMES, " x ")
+    ...  for v in (3.2109, 1.62e10, 1.15e-9, float("inf"), float("nan"), None, 2950.4)]
+    ['3.21', '1.62 x 10¹⁰', '1.15 x 10⁻⁹', 'unbounded', '-', '-', '2,950']
+    """
+    if value is None or value != value:
+        return missing
+    if abs(value) == float("inf"):
+        return "unbounded" if value > 0 else "-unbounded"
+    if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-3):
+        mantissa, exponent = f"{value:.2e}".split("e")
+        return f"{mantissa}{TIMES}10{str(int(exponent)).translate(_SUPERSCRIPT)}"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"

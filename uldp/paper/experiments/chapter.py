@@ -80,7 +80,8 @@ def chapter_results(grid_name: str, profile: str, *, backend: Backend = SIMULATI
         return ChapterResults(results, note)
     paper_panels = paper.only_panels(covered)
     note += (f" The committed paper-profile results do cover every line of {len(covered)} panel(s) "
-             f"({'; '.join(covered)}); they are shown after the {profile}-profile figure. " + paper_panels.describe())
+             f"({'; '.join(covered)}); they are shown first, then this build's {profile}-profile runs. "
+             + paper_panels.describe())
     return ChapterResults(results, note, paper_panels)
 
 

@@ -286,7 +286,7 @@ show_captioned(plt.gcf(), "The protocol's parts against the parameters, users an
 #
 # ## Deep models: the paper's open problem
 #
-# The paper closes its runtime study ({ref}`Section 5.2 <paper-section-5-2>`) with the protocol's cost growing
+# The paper closes its runtime results ({ref}`Section 5.2 <paper-section-5-2>`) with the protocol's cost growing
 # linearly with the parameters, and calls deep models with millions of parameters a future challenge. Two costs grow
 # with the parameters in {ref}`Protocol 1 <paper-protocol-1>` as written: every parameter is one 3072-bit Paillier
 # plaintext, so each silo sends one 6144-bit ciphertext per parameter and the server decrypts one per parameter; and

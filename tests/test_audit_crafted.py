@@ -224,7 +224,7 @@ class AssumedSampling(UserLevelMethod):
 
     assumed_q: float = 0.1
 
-    def accounting_arguments(self, federation: Federation) -> dict:
+    def accounting_arguments(self, federation: Federation | None) -> dict:
         return {"q": self.assumed_q}
 
 

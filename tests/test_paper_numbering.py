@@ -34,7 +34,7 @@ CITATION = re.compile(r"(?<![\w.])(?P<kind>" + "|".join(re.escape(k) for k in so
                       + r")\s+\(?(?P<items>" + ITEM + r"(?:\)?(?:\s*(?:-|–|,|/|and|or|to)\s*)\(?" + ITEM + r")*)")
 #: A clause with one of these cites another paper (Balle et al. 2020, Theorem 21; {cite:t}`mironov2017renyi`,
 #: Proposition 2; ...).
-EXTERNAL = re.compile(r"et al\.|Mironov|Balle|Abadi|Paillier|Zhang|Talwar|opacus|Dwork|Bonawitz|FLamby"
+EXTERNAL = re.compile(r"et al\.|CGGMP|Mironov|Balle|Abadi|Paillier|Zhang|Talwar|opacus|Dwork|Bonawitz|FLamby"
                       r"|\{cite(?::\w+)?\}")
 
 #: What each cited item is about, as the paper's caption or statement says it: a sentence that names an item of the

@@ -229,8 +229,9 @@ class ReleaseLedger:
     """Every round index a federation asked, each accounted *before* it is asked, with the last good model.
 
     The accounting of retried rounds (the deployed server, :mod:`uldp.deploy.server`, and the Flower strategy,
-    :mod:`uldp.flower.recovery`): each round asked is one release of the method's Gaussian mechanism (Theorems 1-3,
-    Lemma 4), and a round asked again after a fault, with fresh noise and a fresh user sample, is one more adaptive
+    :mod:`uldp.flower.recovery`): each round asked is one release of the method's Gaussian mechanism (Theorems 1-3;
+    Lemma 4 for the sub-sampled Gaussian), and a round asked again after a fault, with fresh noise and a fresh user
+    sample, is one more adaptive
     composition, never a free repeat. So a round index is never reused: :meth:`begin` records round t as in flight
     (:data:`IN_FLIGHT`) with the epsilon of t releases and writes the checkpoint before anything goes out; then
     :meth:`complete` replaces the record and the model, or :meth:`abort` says why and who answered. A crash, a

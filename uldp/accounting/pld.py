@@ -67,8 +67,9 @@ def _pld_module():
 def gaussian_epsilon(*, mu: float, delta: float) -> float:
     """The exact epsilon at ``delta`` of the Gaussian mechanism with ``mu = sensitivity / noise std``.
 
-    Its privacy profile is ``delta(eps) = Phi(mu / 2 - eps / mu) - e^eps Phi(-mu / 2 - eps / mu)`` (Balle and Wang
-    2018, Theorem 8), decreasing in ``eps``; this solves ``delta(eps) = delta`` (Brent). It is the tightest valid
+    Its privacy profile is ``delta(eps) = Phi(mu / 2 - eps / mu) - e^eps Phi(-mu / 2 - eps / mu)`` (Theorem 8 of Balle
+    and
+    Wang 2018), decreasing in ``eps``; this solves ``delta(eps) = delta`` (Brent). It is the tightest valid
     epsilon of ULDP-NAIVE and ULDP-SGD/AVG without sampling (``mu = sqrt(T) / sigma``, Theorems 1 and 3), and the
     epsilon of mu-GDP (Dong, Roth and Su 2022), which the audits use (:mod:`uldp.audit.estimators`).
 

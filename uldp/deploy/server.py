@@ -24,7 +24,8 @@ Lifecycle (:class:`Coordinator`):
    model.
 
 Accounting of releases (every release is one more adaptive composition of the method's mechanism, Theorems 1-3
-and Lemma 4 of the paper, by the composition theorem of RDP): a round index counts as a release from the moment
+and Lemma 4, the sub-sampled Gaussian's RDP, by the composition theorem of RDP): a round index counts as a release
+from the moment
 it is asked, whether or not the round completes (:class:`uldp.persist.ReleaseLedger`). Before the first
 instruction of round t goes out, the checkpoint records round t as in flight with the epsilon of t releases; a
 completed round then replaces that record (with the new model), an aborted one records why and which silos

@@ -13,7 +13,8 @@ the strategy's state checkpointed so that a resubmitted run resumes.
 - :func:`run_rounds` is the strategy's round loop. Every round index is accounted before it is asked
   (:class:`uldp.persist.ReleaseLedger`: in flight with the epsilon of that many releases, then completed or
   aborted), so a round that a silo failed, or that the ServerApp did not live to finish, counts as a release
-  (Theorem 3 and Lemma 4 by RDP composition: a retried round, with fresh noise and a fresh user sample, is one more
+  (Theorem 3 and Lemma 4, the sub-sampled Gaussian's RDP, by composition: a retried round, with fresh noise and a
+  fresh user sample, is one more
   adaptive composition) and is never asked again. After an aborted round the strategy runs the set-up again (the
   silos taken back by name; a silo with another key, or other records, changes the federation's digest and is
   refused) and continues at the next index, at most ``max_aborted_rounds`` times.

@@ -245,8 +245,9 @@ class UserLevelMethod(EveryRecordSiloNoise):
             total = weighted_sum(deltas, self.weights(federation.counts, sampled), noise)
         return self.server_step(params, total, n_users=federation.n_users, n_silos=federation.n_silos)
 
-    def accounting_arguments(self, federation: Federation) -> dict:
-        """What :func:`uldp.accounting.epsilon_for_method` needs besides sigma, rounds and delta: the rate ``q``."""
+    def accounting_arguments(self, federation: Federation | None) -> dict:
+        """What :func:`uldp.accounting.epsilon_for_method` needs besides sigma, rounds and delta: the rate ``q`` (no
+        fact of the federation, which may be None)."""
         return {"q": self.hp.q}
 
     def epsilon(self, federation: Federation | None, rounds: int, *, accountant: str = "rdp") -> float:
@@ -255,7 +256,7 @@ class UserLevelMethod(EveryRecordSiloNoise):
         the federation, which may be None (a Flower server holds none)."""
         return epsilon_for_method(self.spec.name, sigma=needed(self.hp.sigma, "sigma"), rounds=rounds,
                                   delta=self.hp.delta, accountant=accountant,
-                                  q=self.hp.q).epsilon
+                                  **self.accounting_arguments(federation)).epsilon
 
 
 def user_level(method: Method) -> UserLevelMethod:

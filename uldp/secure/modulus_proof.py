@@ -7,11 +7,11 @@ Protocol 1 (step 1(a)) has each silo encrypt under the server's Paillier modulus
 (Fiat-Shamir with SHA-256) of the two statements of Canetti, Gennaro, Goldfeder, Makriyannis and Peled 2020 ("UC
 non-interactive, proactive, threshold ECDSA with identifiable aborts", CCS 2020; eprint 2021/060):
 
-- **Paillier-Blum modulus** (their Figure 16, :func:`prove_paillier_blum`): ``n`` is odd and composite, every
+- **Paillier-Blum modulus** (CGGMP20's Figure 16, :func:`prove_paillier_blum`): ``n`` is odd and composite, every
   challenge ``y`` has an ``n``-th root (so ``gcd(n, phi(n)) = 1``: ``n`` is square-free) and one of ``y, -y, wy,
   -wy`` has a fourth root (so ``n`` has at most two prime factors). A modulus that is not a product of two distinct
   primes passes each of the :data:`BLUM_CHALLENGES` challenges with probability at most 1/2.
-- **No small factor** (their Figure 28, :func:`prove_no_small_factor`): in the silo's own ring-Pedersen group
+- **No small factor** (CGGMP20's Figure 28, :func:`prove_no_small_factor`): in the silo's own ring-Pedersen group
   (:class:`RingPedersen`, a modulus whose factors only the silo knew, then forgot), the server commits to ``p`` and
   ``q`` and shows ``|p|, |q| <= 2^(l + e + 2) sqrt(n)`` for the challenge bits ``l`` (:data:`CHALLENGE_BITS`) and
   slack ``e`` (:data:`SLACK_BITS`), so both factors exceed ``sqrt(n) / 2^(l + e + 2)`` (:func:`smallest_factor_bits`).
@@ -20,7 +20,8 @@ non-interactive, proactive, threshold ECDSA with identifiable aborts", CCS 2020;
 
 What it buys: the server's ``n`` is a product of two primes of at least ``smallest_factor_bits(n)`` bits each (1277
 for a 3072-bit key), so ``gcd`` with any value a silo sends reveals nothing, the blinds ``r_u`` are uniform on a
-group with no small factors, and Theorem 4's decoding, which assumes such an ``n``, holds. The proof is
+group with no small factors, and Theorem 4's correctness (decoding within the precision P), which assumes such an
+``n``, holds. The proof is
 zero-knowledge: it reveals nothing about ``p`` and ``q``.
 
 What a malicious server can still do: everything a malicious server can do with a well-formed key. It can decrypt

@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:  # the names of _LAZY, for type checkers and editors (the redundant aliases mark re-exports)
     from uldp.fitting import (
         History as History,
+        SeedWarning as SeedWarning,
         UnsupportedModuleError as UnsupportedModuleError,
         check_module as check_module,
         fit as fit,
@@ -33,7 +34,7 @@ if TYPE_CHECKING:  # the names of _LAZY, for type checkers and editors (the redu
 #: The public training call and its helpers, imported on first use so that ``import uldp`` (and the CLI) stays
 #: free of torch: ``uldp.fit(model, x, y, user_ids=..., silo_ids=..., loss=..., epsilon=...)``.
 _LAZY = {
-    "fit": "uldp.fitting", "History": "uldp.fitting", "check_module": "uldp.fitting", "weighted_loss": "uldp.fitting",
+    "fit": "uldp.fitting", "History": "uldp.fitting", "SeedWarning": "uldp.fitting", "check_module": "uldp.fitting", "weighted_loss": "uldp.fitting",
     "UnsupportedModuleError": "uldp.fitting", "seed_stream": "uldp.methods.base",
     "flat_parameters": "uldp.training.per_user", "load_flat_parameters": "uldp.training.per_user",
 }

@@ -43,7 +43,7 @@ from flwr.serverapp.strategy import Result, Strategy
 
 from uldp.checks import check_integer
 from uldp.data.base import Allocation
-from uldp.fitting import DEFAULTS, ROUNDS_STREAM, check_module, features_tensor, targets_tensor, weighted_loss
+from uldp.fitting import ROUNDS_STREAM, resolve_hyperparameters, resolve_records
 from uldp.flower.pseudonyms import open_histogram, pseudonymize, read_key_file, seal_histogram
 from uldp.flower.secure import ServerSide, silo_masked_update, silo_setup
 from uldp.methods import Federation, Hyperparameters, make_method, parse_method
@@ -131,11 +131,10 @@ class UldpStrategy(Strategy):
         spec = parse_method(method)
         if spec.name not in SUPPORTED:
             raise ValueError(f"UldpStrategy runs {' or '.join(SUPPORTED)}, not {spec.name}")
-        chosen = {"global_lr": global_lr, "local_lr": local_lr, "clip": clip, "local_epochs": local_epochs,
-                  "batch_size": batch_size}
-        values = {name: DEFAULTS[name] if value is None else value for name, value in chosen.items()}
-        self.hp = Hyperparameters(**values, sigma=sigma, delta=delta, q=q)
-        self.method = make_method(spec.name, self.hp)
+        self._spec_name = spec.name
+        self._chosen = {"global_lr": global_lr, "local_lr": local_lr, "clip": clip, "local_epochs": local_epochs,
+                        "batch_size": batch_size, "sigma": sigma, "delta": delta, "q": q}
+        self._resolve(1)  # checks every value now; the method's per-silo defaults are set once |S| is known
         self.seed = secrets.randbits(63) if seed is None else check_integer("seed", seed, minimum=0)
         self.insecure_reproducible_noise = bool(insecure_reproducible_noise)
         if not isinstance(secure, bool):
@@ -150,6 +149,11 @@ class UldpStrategy(Strategy):
         self.n_users = 0
         self.epsilons: list[float] = []
         self.round_seconds: list[float] = []
+
+    def _resolve(self, n_silos: int) -> None:
+        """The hyperparameters (given, or the method's defaults for ``n_silos`` silos, as :func:`uldp.fit`)."""
+        self.hp = resolve_hyperparameters(self._spec_name, n_silos, **self._chosen)
+        self.method = make_method(self._spec_name, self.hp)
 
     # ---------------------------------------------------------------------------------------------- setup --
     def setup(self, grid: Any, *, timeout: float = 600.0) -> None:
@@ -166,6 +170,7 @@ class UldpStrategy(Strategy):
         if len(set(names)) != len(names):
             raise RuntimeError(f"two SuperNodes claim the same silo name: {sorted(names)}")
         self.nodes = sorted(nodes, key=lambda node: silos[node]["silo"])
+        self._resolve(len(self.nodes))
         counts = [int(silos[node]["records"]) for node in self.nodes]
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
         shared = {"stage": "federation", "secure": self.secure, "names": [silos[n]["silo"] for n in self.nodes],
@@ -272,13 +277,8 @@ def _silo_view(load: Callable[[Any], SiloData], model: Callable[[], Any], loss: 
     if not isinstance(data, SiloData):
         raise ValueError(f"load(context) must return uldp.flower.SiloData, got {type(data).__name__}")
     net = model()
-    check_module(net)
-    loss_fn = weighted_loss(loss)
-    dtype = next(p.dtype for p in net.parameters() if p.requires_grad)
-    x = features_tensor("x", data.x, dtype)
-    with torch.no_grad(), torch.random.fork_rng(devices=[]):
-        outputs = net.eval()(x[:2])
-    y = targets_tensor("y", data.y, int(x.shape[0]), loss_fn, outputs, dtype)
+    records = resolve_records(net, loss, data.x, data.y)
+    x, y, loss_fn = records.x, records.y, records.loss
     ids = list(data.patient_ids.tolist() if hasattr(data.patient_ids, "tolist") else data.patient_ids)
     if len(ids) != x.shape[0]:
         raise ValueError(f"patient_ids has {len(ids)} ids, x has {x.shape[0]} records")

@@ -24,10 +24,11 @@ from typing import Any
 #: import torch.
 _LAZY: dict[str, str] = {
     **dict.fromkeys(("FAMILIES", "KNOWN_METHODS", "MethodSpec", "parse_method"), "uldp.method_names"),
-    **dict.fromkeys(("AggregateFn", "EveryRecordSiloNoise", "Federation", "Hyperparameters", "Method",
+    **dict.fromkeys(("AggregateFn", "EveryRecordSiloNoise", "Federation", "FitDefaults", "Hyperparameters", "Method",
                      "heavy_user_federation"), "uldp.methods.base"),
     "FedAvgMethod": "uldp.methods.fedavg", "GroupMethod": "uldp.methods.group",
-    **dict.fromkeys(("METHOD_CLASSES", "make_method", "required_hyperparameters"), "uldp.methods.registry"),
+    **dict.fromkeys(("METHOD_CLASSES", "make_method", "method_defaults", "required_hyperparameters"),
+                    "uldp.methods.registry"),
     **dict.fromkeys(("UserLevelMethod", "aggregate", "check_weights", "enhanced_weights", "uniform_weights",
                      "weighted_sum"), "uldp.methods.uldp_avg"),
 }

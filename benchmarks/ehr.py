@@ -116,7 +116,7 @@ def train(data: dict, method: str, *, rounds: int, epsilon: float, **hyper: Any)
 #: The tuning grid of each method: each hyperparameter in turn multiplied by these factors, the others at the
 #: method's defaults (a cross around the defaults, what a 2-core machine can run).
 FACTORS: dict[str, dict[str, tuple[float, ...]]] = {
-    "DEFAULT": {"global_lr": (0.5, 2.0), "local_lr": (3.0,)},
+    "DEFAULT": {"global_lr": (0.5, 2.0)},
     "ULDP-AVG-w": {"global_lr": (1 / 3, 3.0), "clip": (0.3, 3.0), "local_lr": (0.3, 3.0)},
     "ULDP-AVG": {"global_lr": (1 / 3, 3.0), "clip": (0.3, 3.0), "local_lr": (0.3, 3.0)},
 }

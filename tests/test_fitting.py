@@ -17,6 +17,7 @@ from torch import nn
 from torch.func import grad, vmap
 
 import uldp
+import uldp.fitting
 from uldp.accounting import epsilon_uldp
 from uldp.data.base import Allocation
 from uldp.fitting import SeedWarning, UnsupportedModuleError, check_module, fit, index_ids, weighted_loss
@@ -177,6 +178,54 @@ def test_each_method_trains_a_model_that_is_not_the_papers_with_its_own_defaults
     losses = history.column("loss")
     assert losses[-1] < losses[0] < initial and all(math.isfinite(loss) for loss in losses)
     assert history.column("accuracy")[-1] > 0.7
+
+
+def test_the_record_level_baseline_runs_in_one_call_and_reports_both_levels():
+    """DP-SGD in each silo on every record: its record-level epsilon is Opacus' RDP accountant's, maximised over
+    silos, and hits the target; the user-level one (group privacy over the most records of a user) is larger."""
+    from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
+
+    x, y, users, silos = records()
+    _, history = fit(mlp(), x, y, user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), method="DP-SGD",
+                     epsilon=4.0, rounds=2, batch_size=8)
+    record = history.column("record_epsilon")
+    assert record[-1] == pytest.approx(4.0, rel=1e-3) and record[-1] <= 4.0 + 1e-9
+    orders = np.concatenate([np.linspace(1.01, 8, 100), np.arange(8, 257)])
+    per_silo = []
+    for silo in sorted(set(silos)):
+        n = sum(s == silo for s in silos)
+        batches = math.ceil(n / 8)
+        rdp = compute_rdp(q=1 / batches, noise_multiplier=history.sigma, steps=2 * batches, orders=orders)
+        per_silo.append(get_privacy_spent(orders=orders, rdp=rdp, delta=1e-5)[0])
+    assert record[-1] == pytest.approx(max(per_silo), rel=0.02)
+    assert all(user > rec for user, rec in zip(history.column("epsilon"), record, strict=True))
+
+
+def test_every_private_method_takes_epsilon_and_an_unreachable_target_says_why():
+    x, y, users, silos = records()
+    arguments: dict[str, Any] = dict(user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), rounds=1,
+                                     batch_size=8)
+    _, history = fit(mlp(), x, y, method="ULDP-GROUP-2", epsilon=6.0, **arguments)
+    assert history.epsilon == pytest.approx(6.0, rel=1e-3) and history.epsilon <= 6.0 + 1e-9
+    _, history = fit(mlp(), x, y, method="ULDP-GROUP-2", epsilon=6.0, accountant="pld", **arguments)
+    assert history.epsilon == pytest.approx(6.0, rel=1e-2)
+    with pytest.raises(ValueError, match=r"cannot reach epsilon=0.01.*k=\d+ records it keeps per user"):
+        fit(mlp(), x, y, method="ULDP-GROUP-max", epsilon=0.01, **{**arguments, "rounds": 50})
+
+
+def test_a_clip_far_from_the_update_norms_warns_and_says_how_to_choose_it_for_free():
+    x, y, users, silos = records()
+    arguments: dict[str, Any] = dict(user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), rounds=1,
+                                     sigma=1.0, local_epochs=1, batch_size=8)
+    with pytest.warns(uldp.fitting.ClipWarning, match="times off the median per-user update norm.*public or proxy"):
+        _, history = fit(mlp(), x, y, clip=1000.0, **arguments)
+    median = history.info["update_norms"]["50%"]
+    assert history.info["update_norms"]["10%"] <= median <= history.info["update_norms"]["90%"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", uldp.fitting.ClipWarning)
+        fit(mlp(), x, y, clip=median, **arguments)
+    with pytest.warns(uldp.fitting.ClipWarning, match="shrinks most updates"):
+        fit(mlp(), x, y, clip=median / 100, **arguments)
 
 
 def test_fit_is_the_registry_method_on_the_ids_numbered_in_sorted_order():

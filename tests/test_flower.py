@@ -202,3 +202,60 @@ def test_key_files_are_private_and_never_overwritten(tmp_path):
     assert os.stat(tmp_path / "key").st_mode & 0o077 == 0
     with pytest.raises(ValueError, match="exists already"):
         uf.write_key_file(tmp_path / "key")
+
+
+def test_start_takes_the_model_or_its_state_dict_and_returns_a_model(hospital_files):
+    """Issue 33: start needed a flat vector; a state_dict surfaced at a hospital as a size mismatch."""
+    from flwr.app import ArrayRecord
+
+    net = model()
+    settings: dict[str, Any] = dict(sigma=1.0, local_epochs=1, batch_size=8, seed=5, insecure_reproducible_noise=True)
+    finals = []
+    for initial in (net, net.state_dict(), ArrayRecord(net.state_dict())):
+        app = uf.silo_client_app(load, model, nn.CrossEntropyLoss())
+        grid = LocalGrid(app, [{"silo": h, "uldp-key-file": str(hospital_files / "key"),
+                                "data": str(hospital_files / f"{h}.csv")} for h in HOSPITALS])
+        strategy = uf.UldpStrategy(model=model(), **settings)
+        result = strategy.start(grid, initial, num_rounds=1)
+        finals.append(uldp.flat_parameters(strategy.trained_model(result)).numpy())
+    flat, _, _ = flower_run(hospital_files, net, rounds=1, **settings)
+    for final in finals:
+        np.testing.assert_array_equal(final, flat)
+    strategy = uf.UldpStrategy(model=model(), **settings)
+    with pytest.raises(ValueError, match=r"missing \['2.bias', '2.weight'\]"):
+        strategy.start(None, {k: v for k, v in net.state_dict().items() if not k.startswith("2.")})
+    with pytest.raises(ValueError, match="needs the architecture"):
+        uf.UldpStrategy(**settings).start(None, net.state_dict())
+    with pytest.raises(ValueError, match="flat vector of 26 parameters"):
+        strategy.start(None, ArrayRecord([np.zeros(30, np.float32)]))
+
+
+def test_a_silo_error_names_the_hospital_not_the_flower_node(hospital_files):
+    def bad_load(context) -> uf.SiloData:
+        data = load(context)
+        if context.node_config["silo"] == "St Mary":
+            return uf.SiloData(data.x, np.array(["x"] * len(data.x)), data.patient_ids)
+        return data
+
+    from flwr.app import ArrayRecord
+
+    app = uf.silo_client_app(bad_load, model, nn.CrossEntropyLoss())
+    grid = LocalGrid(app, [{"silo": h, "uldp-key-file": str(hospital_files / "key"),
+                            "data": str(hospital_files / f"{h}.csv")} for h in HOSPITALS])
+    with pytest.raises(RuntimeError, match=r"silo 'St Mary' failed: ValueError: y must be numeric"):
+        uf.UldpStrategy(sigma=1.0).start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
+
+
+def test_without_flower_the_import_says_what_to_install():
+    import subprocess
+    import sys
+
+    blocked = ("import sys, importlib.abc\n"
+               "class Block(importlib.abc.MetaPathFinder):\n"
+               "    def find_spec(self, name, path=None, target=None):\n"
+               "        if name == 'flwr' or name.startswith('flwr.'):\n"
+               "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+               "sys.meta_path.insert(0, Block())\n"
+               "import uldp.flower\n")
+    done = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True)
+    assert done.returncode == 1 and "pip install 'uldp[deploy]'" in done.stderr

@@ -42,6 +42,7 @@ from torch import Tensor, nn
 from uldp.accounting import epsilon_for_method
 from uldp.checks import check_integer, check_number, check_positive
 from uldp.data.base import Allocation
+from uldp.fitting.clipping import CLIPPED, ClipWarning, clip_advice, update_norms
 from uldp.fitting.inputs import (
     LossFunction,
     Metric,
@@ -59,6 +60,7 @@ from uldp.fitting.inputs import (
 )
 from uldp.fitting.rounds import (
     ALLOCATION_STREAM,
+    CLIP_ADVICE_STREAM,
     INIT_STREAM,
     PREPARE_STREAM,
     ROUNDS_STREAM,
@@ -66,7 +68,7 @@ from uldp.fitting.rounds import (
     prepare_method,
     train_rounds,
 )
-from uldp.methods.base import Federation, parse_method
+from uldp.methods.base import Federation, parse_method, seed_stream
 from uldp.persist import fields_fingerprint
 from uldp.training.per_user import flat_parameters, load_flat_parameters
 
@@ -80,6 +82,7 @@ __all__ = [
     "RECORD_LEVEL",
     "ROUNDS_STREAM",
     "SUBSET_STREAM",
+    "ClipWarning",
     "History",
     "LossFunction",
     "Metric",
@@ -127,6 +130,9 @@ class History:
         users: The user ids in index order (index ``u`` of the method's ``n[s, u]``).
         silos: The silo ids in index order.
         resumed_from: Rounds taken from the checkpoint.
+        info: ``parameters``, ``records``, ``hyperparameters`` (those used, defaults filled in) and
+            ``update_norms``: the 10/50/90% quantiles of the norms the clipping bound met at the initial model
+            (:mod:`uldp.fitting.clipping`; run on public or proxy records, they choose ``clip`` for free).
 
     Its ``repr`` counts users and silos but never shows their ids (ids can be protected health information).
     """
@@ -300,6 +306,10 @@ def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss:
     hp, made, federation = prepare_method(spec.name, hp, federation, root, target_epsilon=epsilon, rounds=rounds,
                                           accountant=accountant, record_level=record_level)
     params = flat_parameters(model)
+    norms = update_norms(made, federation, params, seed_stream(root, CLIP_ADVICE_STREAM))
+    advice = clip_advice(hp.clip, norms, what=CLIPPED.get(spec.family, ""))
+    if advice is not None:
+        warnings.warn(advice, ClipWarning, stacklevel=2)
 
     def evaluate(flat: Tensor) -> dict:
         if test is None:
@@ -337,4 +347,6 @@ def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss:
     model.train()
     return model, History(rows=rows, sigma=hp.sigma, delta=delta, users=user_labels, silos=silo_labels,
                           resumed_from=resumed, info={"parameters": int(params.numel()), "records": n,
-                                                      "hyperparameters": hp})
+                                                      "hyperparameters": hp,
+                                                      "update_norms": {f"{p}%": float(np.percentile(norms, p))
+                                                                       for p in (10, 50, 90)} if norms.size else {}})

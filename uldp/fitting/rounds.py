@@ -28,8 +28,9 @@ if TYPE_CHECKING:
     from uldp.methods.base import Federation, Hyperparameters
 
 #: Top-level random streams of a run, children of its root seed: the subset of the training records, the
-#: allocation and the initial model (:func:`uldp.simulation.run`), the method's preparation and the rounds (both).
-ALLOCATION_STREAM, INIT_STREAM, PREPARE_STREAM, ROUNDS_STREAM, SUBSET_STREAM = range(5)
+#: allocation and the initial model (:func:`uldp.simulation.run`), the method's preparation and the rounds (both),
+#: and :func:`uldp.fit`'s look at the norms the clipping bound meets (:mod:`uldp.fitting.clipping`).
+ALLOCATION_STREAM, INIT_STREAM, PREPARE_STREAM, ROUNDS_STREAM, SUBSET_STREAM, CLIP_ADVICE_STREAM = range(6)
 
 
 def prepare_method(name: str, hp: Hyperparameters, federation: Federation, root: np.random.SeedSequence, *,

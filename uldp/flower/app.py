@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,10 +41,12 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDic
 from flwr.clientapp import ClientApp
 from flwr.common.logger import log
 from flwr.serverapp.strategy import Result, Strategy
+from torch import nn
 
 from uldp.checks import check_integer
 from uldp.data.base import Allocation
 from uldp.fitting import ROUNDS_STREAM, resolve_hyperparameters, resolve_records
+from uldp.flower.arrays import flat_model, trained_model
 from uldp.flower.pseudonyms import open_histogram, pseudonymize, read_key_file, seal_histogram
 from uldp.flower.secure import ServerSide, silo_masked_update, silo_setup
 from uldp.methods import Federation, Hyperparameters, make_method, parse_method
@@ -51,7 +54,7 @@ from uldp.methods.base import seed_stream
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Iterator, Mapping
 
     from flwr.serverapp import Grid
 
@@ -92,8 +95,23 @@ def _round_seed(seed: int, server_round: int) -> np.random.SeedSequence:
 
 
 def _check_reply(reply: Any) -> None:
+    """A silo's error reply as an exception: the silo names itself in it (:func:`_naming`); Flower's node id last."""
     if reply.has_error():
-        raise RuntimeError(f"silo node {reply.metadata.src_node_id} failed: {reply.error.reason}")
+        raise RuntimeError(f"{reply.error.reason} (Flower node {reply.metadata.src_node_id})")
+
+
+class SiloFailure(RuntimeError):
+    """A silo's ClientApp failed; the message starts with the silo's own name (its node config's ``silo``)."""
+
+
+@contextmanager
+def _naming(context: Any) -> Iterator[None]:
+    """Re-raise anything a silo's handler raises with the silo's own name, so the server's error names it."""
+    try:
+        yield
+    except Exception as error:
+        name = context.node_config.get(SILO_KEY, "<no silo name in the node config>")
+        raise SiloFailure(f"silo {name!r} failed: {type(error).__name__}: {error}") from error
 
 
 class UldpStrategy(Strategy):
@@ -105,6 +123,8 @@ class UldpStrategy(Strategy):
         q: User-level Poisson sampling rate (Algorithm 4).
         delta: Target delta of the reported epsilon.
         global_lr, local_lr, clip, local_epochs, batch_size: As in :func:`uldp.fit` (the same defaults).
+        model: The architecture (optional): with it, :meth:`start` takes the initial model as a ``state_dict`` too
+            and checks its size before any message, and :meth:`trained_model` loads the result into a copy.
         seed: The seed of the server's user sampling (``None``: from the OS CSPRNG).
         secure: Compute the enhanced weights with Protocol 1 (ULDP-AVG-w only; :mod:`uldp.flower.secure`).
         protocol: Protocol 1's :class:`~uldp.secure.ProtocolParameters` (or a mapping of its fields; the paper's
@@ -127,11 +147,12 @@ class UldpStrategy(Strategy):
                  global_lr: float | None = None, local_lr: float | None = None, clip: float | None = None,
                  local_epochs: int | None = None, batch_size: int | None = None, seed: int | None = None,
                  secure: bool = False, protocol: ProtocolParameters | dict | None = None,
-                 insecure_reproducible_noise: bool = False) -> None:
+                 insecure_reproducible_noise: bool = False, model: nn.Module | None = None) -> None:
         spec = parse_method(method)
         if spec.name not in SUPPORTED:
             raise ValueError(f"UldpStrategy runs {' or '.join(SUPPORTED)}, not {spec.name}")
         self._spec_name = spec.name
+        self.model = model
         self._chosen = {"global_lr": global_lr, "local_lr": local_lr, "clip": clip, "local_epochs": local_epochs,
                         "batch_size": batch_size, "sigma": sigma, "delta": delta, "q": q}
         self._resolve(1)  # checks every value now; the method's per-silo defaults are set once |S| is known
@@ -146,6 +167,7 @@ class UldpStrategy(Strategy):
         self._protocol: Any = None  # uldp.flower.secure.ServerSide of a secure run, after the set-up
         self.setup_seconds = 0.0
         self.nodes: list[int] = []
+        self.names: dict[int, str] = {}  # node id -> the silo's own name (stage 1)
         self.n_users = 0
         self.epsilons: list[float] = []
         self.round_seconds: list[float] = []
@@ -170,6 +192,7 @@ class UldpStrategy(Strategy):
         if len(set(names)) != len(names):
             raise RuntimeError(f"two SuperNodes claim the same silo name: {sorted(names)}")
         self.nodes = sorted(nodes, key=lambda node: silos[node]["silo"])
+        self.names = {node: str(silos[node]["silo"]) for node in nodes}
         self._resolve(len(self.nodes))
         counts = [int(silos[node]["records"]) for node in self.nodes]
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
@@ -192,6 +215,11 @@ class UldpStrategy(Strategy):
             self._protocol.setup()
         self.setup_seconds = time.perf_counter() - start
 
+    def _who(self, nodes: Iterable[int]) -> str:
+        """The silos of ``nodes`` by their own names (Flower node ids only before the names are known)."""
+        return ", ".join(f"silo {self.names[node]!r}" if node in self.names else f"Flower node {node}"
+                         for node in sorted(nodes))
+
     def _ask(self, grid: Any, contents: dict[int, dict], timeout: float) -> dict[int, Any]:
         messages = [grid.create_message(_records(content), f"query.{SETUP_ACTION}", node, "setup")
                     for node, content in contents.items()]
@@ -199,17 +227,30 @@ class UldpStrategy(Strategy):
         for reply in replies.values():
             _check_reply(reply)
         if set(replies) != set(contents):
-            raise RuntimeError(f"silo nodes {sorted(set(contents) - set(replies))} did not answer in {timeout} s")
+            raise RuntimeError(f"{self._who(set(contents) - set(replies))} did not answer in {timeout} s")
         return replies
 
-    def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int = 3, timeout: float = 3600,
-              train_config: ConfigRecord | None = None, evaluate_config: ConfigRecord | None = None,
+    def start(self, grid: Grid, initial_arrays: ArrayRecord | nn.Module | Mapping[str, Any], num_rounds: int = 3,
+              timeout: float = 3600, train_config: ConfigRecord | None = None,
+              evaluate_config: ConfigRecord | None = None,
               evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None) -> Result:
         """Set up the federation (stages 1-2), then Flower's round loop (stage 3); returns Flower's ``Result``
-        with the final model in ``result.arrays`` and each round's epsilon in ``result.train_metrics_clientapp``."""
+        with the final model in ``result.arrays`` (flat: :meth:`trained_model` loads it) and each round's epsilon
+        in ``result.train_metrics_clientapp``.
+
+        ``initial_arrays`` is the model (``nn.Module``), its ``state_dict`` (with the strategy's ``model``), an
+        ``ArrayRecord`` of a state dict, or one of the flat vector (:func:`uldp.flower.arrays.flat_model`).
+        """
+        initial = flat_model(initial_arrays, self.model)
         self.setup(grid, timeout=timeout)
-        return super().start(grid, initial_arrays, num_rounds, timeout, train_config=train_config,
+        return super().start(grid, initial, num_rounds, timeout, train_config=train_config,
                              evaluate_config=evaluate_config, evaluate_fn=evaluate_fn)
+
+    def trained_model(self, result: Result) -> nn.Module:
+        """A copy of the strategy's ``model`` holding ``result``'s parameters."""
+        if self.model is None:
+            raise ValueError("trained_model needs the architecture: UldpStrategy(model=...)")
+        return trained_model(result.arrays, self.model)
 
     # --------------------------------------------------------------------------------------------- rounds --
     def configure_train(self, server_round: int, arrays: Any, config: Any, grid: Any) -> Iterable[Any]:
@@ -235,7 +276,7 @@ class UldpStrategy(Strategy):
             _check_reply(reply)
             answers[reply.metadata.src_node_id] = reply.content
         if set(answers) != set(self.nodes):
-            raise RuntimeError(f"round {server_round}: silo nodes {sorted(set(self.nodes) - set(answers))} missing")
+            raise RuntimeError(f"round {server_round}: no answer from {self._who(set(self.nodes) - set(answers))}")
         if self.secure:  # Protocol 1, step 2(c): every silo's masked update or nothing is decrypted
             total = torch.from_numpy(self._protocol.aggregate([bytes(answers[node]["uldp"]["update"])
                                                                for node in self.nodes]))
@@ -244,7 +285,7 @@ class UldpStrategy(Strategy):
             for node in self.nodes:
                 update = answers[node]["arrays"].to_numpy_ndarrays()[0]
                 if update.shape != self._params.shape or not np.isfinite(update).all():
-                    raise RuntimeError(f"round {server_round}: silo node {node} sent a bad update {update.shape}")
+                    raise RuntimeError(f"round {server_round}: {self._who([node])} sent a bad update {update.shape}")
                 total += torch.from_numpy(update)
         params = self.method.server_step(torch.from_numpy(self._params), total, n_users=self.n_users,
                                          n_silos=len(self.nodes))
@@ -402,21 +443,23 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
 
     @app.query(SETUP_ACTION)
     def setup(message: Any, context: Any) -> Any:
-        settings = _config(message)
-        if settings["stage"] not in ("hello", "federation"):  # Protocol 1's stages need the state, not the records
-            return Message(_records(silo_setup(settings, context, **_protocol_inputs(context))), reply_to=message)
-        view = _silo_view(load, model, loss, context)
-        answer = (_hello(view, bool(settings["secure"])) if settings["stage"] == "hello"
-                  else _federation(view, settings, context))
-        return Message(_records(answer), reply_to=message)
+        with _naming(context):
+            settings = _config(message)
+            if settings["stage"] not in ("hello", "federation"):  # Protocol 1's stages need the state only
+                return Message(_records(silo_setup(settings, context, **_protocol_inputs(context))), reply_to=message)
+            view = _silo_view(load, model, loss, context)
+            answer = (_hello(view, bool(settings["secure"])) if settings["stage"] == "hello"
+                      else _federation(view, settings, context))
+            return Message(_records(answer), reply_to=message)
 
     @app.train()
     def train(message: Any, context: Any) -> Any:
-        view = _silo_view(load, model, loss, context)
-        params = message.content["arrays"].to_numpy_ndarrays()[0]
-        update = _train(view, _config(message), params, context)
-        if isinstance(update, bytes):  # Protocol 1's masked update
-            return Message(_records({"update": update}), reply_to=message)
-        return Message(RecordDict({"arrays": ArrayRecord([update])}), reply_to=message)
+        with _naming(context):
+            view = _silo_view(load, model, loss, context)
+            params = message.content["arrays"].to_numpy_ndarrays()[0]
+            update = _train(view, _config(message), params, context)
+            if isinstance(update, bytes):  # Protocol 1's masked update
+                return Message(_records({"update": update}), reply_to=message)
+            return Message(RecordDict({"arrays": ArrayRecord([update])}), reply_to=message)
 
     return app

@@ -124,7 +124,8 @@ FACTORS: dict[str, dict[str, tuple[float, ...]]] = {
 
 def grid_points(method: str, defaults: dict[str, Any]) -> list[dict[str, float]]:
     """The grid of ``method`` around its ``defaults`` (:data:`FACTORS`)."""
-    return [{name: round(defaults[name] * factor, 6)} for name, factors in FACTORS[method].items() for factor in factors]
+    return [{name: round(defaults[name] * factor, 6)}
+            for name, factors in FACTORS[method].items() for factor in factors]
 
 
 def _train_point(rounds: int, epsilon: float, task: tuple[str, dict]) -> dict:

@@ -151,6 +151,22 @@ except ValueError as error:
     print(f"{type(error).__name__}: {error}")
 
 # %% [markdown]
+# ## Choosing the hyperparameters without spending the budget
+#
+# Every choice made by looking at the private records' results is a release that $\epsilon$ does not count: running
+# `fit` ten times with ten clipping bounds and keeping the best spends about ten budgets. Each method starts from its
+# own defaults (`uldp.methods.method_defaults`: for ULDP-AVG-w $\eta_g = 3|S|$, so that the server step is three mean
+# clipped patient updates, $\eta_l = 0.1$, $C = 1$, $Q = 5$), and `fit` warns (`uldp.fitting.ClipWarning`) when
+# $C$ is more than four times off the median norm of what it clips, at the initial model. Two ways to tune without
+# an uncounted release:
+#
+# - on **public or proxy records** of the same kind (a public dataset, synthetic records, a cohort that is already
+#   public): run `uldp.fit` there, read `history.info["update_norms"]` for $C$ and compare learning rates freely;
+# - on the private records, with the tuning's **privacy cost added** to the reported $\epsilon$: the random-stopping
+#   tuning of {cite}`papernot2022tuning` runs a random number of trials (e.g. truncated negative binomial or
+#   Poisson) and releases only the best, at a Rényi-DP cost of a few times one run's rather than one budget per trial.
+
+# %% [markdown]
 # ## User-level against record-level, at the same epsilon
 #
 # The first question of an engineer who knows DP-SGD: what does the user-level guarantee cost against record-level

@@ -29,13 +29,13 @@ from uldp.simulation import RunConfig, _checkpoint_fingerprint, build_federation
 from uldp.training.per_user import flat_parameters
 
 
-def records(n: int = 120, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, list[str], list[str]]:
+def records(n: int = 120, seed: int = 0, users: int = 15) -> tuple[torch.Tensor, torch.Tensor, list[str], list[str]]:
     rng = np.random.default_rng(seed)
     x = torch.from_numpy(rng.normal(size=(n, 4))).float()
     y = (x[:, 0] + 0.5 * x[:, 1] > 0).long()
-    users = [f"patient-{u:03d}" for u in rng.integers(0, 15, n)]
+    patients = [f"patient-{u:03d}" for u in rng.integers(0, users, n)]
     silos = [["Hospital North", "Hospital South", "Clinic East"][s] for s in rng.integers(0, 3, n)]
-    return x, y, users, silos
+    return x, y, patients, silos
 
 
 def mlp() -> nn.Module:
@@ -166,7 +166,7 @@ def test_history_shows_no_ids():
 @pytest.mark.parametrize("method", ["DEFAULT", "ULDP-AVG-w"])
 def test_each_method_trains_a_model_that_is_not_the_papers_with_its_own_defaults(method):
     """Issue 33: DEFAULT took ULDP-AVG's eta_g = 10 and diverged; each method now has its own defaults."""
-    x, y, users, silos = records(n=600)
+    x, y, users, silos = records(n=600, users=300)  # user-level noise shrinks with |U| (Theorem 3)
     x_test, y_test, _, _ = records(n=400, seed=1)
     net = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 2))
     privacy = {} if method == "DEFAULT" else {"epsilon": 8.0}

@@ -34,8 +34,8 @@ if TYPE_CHECKING:  # the names of _LAZY, for type checkers and editors (the redu
 #: The public training call and its helpers, imported on first use so that ``import uldp`` (and the CLI) stays
 #: free of torch: ``uldp.fit(model, x, y, user_ids=..., silo_ids=..., loss=..., epsilon=...)``.
 _LAZY = {
-    "fit": "uldp.fitting", "History": "uldp.fitting", "SeedWarning": "uldp.fitting", "check_module": "uldp.fitting", "weighted_loss": "uldp.fitting",
-    "UnsupportedModuleError": "uldp.fitting", "seed_stream": "uldp.methods.base",
+    "fit": "uldp.fitting", "History": "uldp.fitting", "check_module": "uldp.fitting", "weighted_loss": "uldp.fitting",
+    "SeedWarning": "uldp.fitting", "UnsupportedModuleError": "uldp.fitting", "seed_stream": "uldp.methods.base",
     "flat_parameters": "uldp.training.per_user", "load_flat_parameters": "uldp.training.per_user",
 }
 __all__ = ["__version__", *_LAZY]  # noqa: PLE0604 - the keys of _LAZY are strings; ruff cannot see through the unpacking

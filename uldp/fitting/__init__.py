@@ -283,6 +283,9 @@ def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss:
     rounds = check_integer("rounds", rounds)
     root = _root_seed(seed)
     check_number("checkpoint_seconds", checkpoint_seconds, at_least=0)
+    if checkpoint is not None and not Path(checkpoint).parent.is_dir():
+        raise ValueError(f"checkpoint={str(checkpoint)!r}: its directory {str(Path(checkpoint).parent)!r} does not "
+                         "exist; create it or give another path")
     model = copy.deepcopy(model)
     records = resolve_records(model, loss, x, y)
     loss_fn, x, y = records.loss, records.x, records.y
@@ -331,9 +334,6 @@ def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss:
         "silo_ids": (silo_labels, _digest(silos)), "model": _digest(params),
         "test": None if test is None else _digest(x_test, y_test), "metrics": sorted(metrics),
         "accountant": accountant})
-    if checkpoint is not None and not Path(checkpoint).parent.is_dir():
-        raise ValueError(f"checkpoint={str(checkpoint)!r}: its directory {str(Path(checkpoint).parent)!r} does not "
-                         "exist; create it or give another path")
     params, rows, resumed = train_rounds(made, federation, params, rounds=rounds, root=root, evaluate=evaluate,
                                          checkpoint=checkpoint, fingerprint=fingerprint,
                                          checkpoint_seconds=checkpoint_seconds, progress=progress,

@@ -127,7 +127,8 @@ def fields_fingerprint(fields: Mapping[str, Any]) -> str:
     """A fingerprint that keeps one short digest per field, so that a mismatch can name the fields that differ.
 
     Each field's value is digested alone (its ``repr``, or the hex digest a caller computed for data); the result is
-    ``"fields:"`` and the canonical JSON of ``{name: digest}``. It reveals no value, only which ones are equal.
+    ``"fields:"`` and the canonical JSON of ``{name: digest}``. A value of few possibilities (a learning rate) can be
+    guessed from its digest: a secret (a seed) goes in together with something a guesser lacks (the data's digest).
 
     >>> a, b = fields_fingerprint({"sigma": 1.0, "q": 0.5}), fields_fingerprint({"sigma": 2.0, "q": 0.5})
     >>> differing_fields(a, b)

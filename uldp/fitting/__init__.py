@@ -330,7 +330,9 @@ def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss:
     fingerprint = fields_fingerprint({
         "method": spec.name, **{name: getattr(hp, name) for name in ("global_lr", "local_lr", "clip", "local_epochs",
                                                                       "batch_size", "sigma", "delta", "q")},
-        "seed": seed, "x": _digest(x), "y": _digest(y), "user_ids": (user_labels, _digest(users)),
+        # the seed with the records: a small integer alone could be found from its digest in the file
+        "seed": (seed, _digest(x, y, users)), "x": _digest(x), "y": _digest(y),
+        "user_ids": (user_labels, _digest(users)),
         "silo_ids": (silo_labels, _digest(silos)), "model": _digest(params),
         "test": None if test is None else _digest(x_test, y_test), "metrics": sorted(metrics),
         "accountant": accountant})

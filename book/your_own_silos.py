@@ -155,7 +155,7 @@ except ValueError as error:
 #
 # Every choice made by looking at the private records' results is a release that $\epsilon$ does not count: running
 # `fit` ten times with ten clipping bounds and keeping the best spends about ten budgets. Each method starts from its
-# own defaults (`uldp.methods.method_defaults`: for ULDP-AVG-w $\eta_g = 3|S|$, so that the server step is three mean
+# own defaults (`uldp.methods.method_defaults`: for ULDP-AVG-w $\eta_g = 9|S|$, so that the server step is nine mean
 # clipped patient updates, $\eta_l = 0.1$, $C = 1$, $Q = 5$), and `fit` warns (`uldp.fitting.ClipWarning`) when
 # $C$ is more than four times off the median norm of what it clips, at the initial model. Two ways to tune without
 # an uncounted release:

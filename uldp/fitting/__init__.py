@@ -253,7 +253,7 @@ def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss:
         batch_size: Local mini-batch size.
 
             Unset, each takes the method's own default (:func:`uldp.methods.method_defaults`: for ULDP-AVG(-w)
-            ``eta_g = 3 |S|``, ``eta_l = 0.1``, ``C = 1``, ``Q = 5``; for DEFAULT ``eta_g = 1``, ``eta_l = 0.01``,
+            ``eta_g = 9 |S|``, ``eta_l = 0.1``, ``C = 1``, ``Q = 5``; for DEFAULT ``eta_g = 1``, ``eta_l = 0.01``,
             ``Q = 5``; batches of 64), not the paper's per-dataset values (:mod:`uldp.defaults`).
         checkpoint_seconds: Save the checkpoint at most this often (and after the last round).
         accountant: ``"rdp"`` (the paper's) or ``"pld"`` (for ULDP-GROUP-k the mixture-of-Gaussians accountant

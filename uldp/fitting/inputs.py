@@ -345,7 +345,7 @@ def resolve_hyperparameters(method: str, n_silos: int, *, sigma: float | None, d
     Example:
         >>> hp = resolve_hyperparameters("ULDP-AVG-w", 4, sigma=1.0, delta=1e-5, q=1.0, clip=0.5)
         >>> hp.global_lr, hp.clip
-        (12.0, 0.5)
+        (36.0, 0.5)
     """
     defaults = method_defaults(method).values(n_silos)
     unknown = sorted(set(chosen) - set(defaults))

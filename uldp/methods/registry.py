@@ -41,7 +41,7 @@ def method_defaults(name: str) -> FitDefaults:
 
     Example:
         >>> method_defaults("ULDP-AVG-w").global_lr_for(4), method_defaults("DEFAULT").global_lr_for(4)
-        (12.0, 1.0)
+        (36.0, 1.0)
     """
     family = parse_method(name).family
     return METHOD_CLASSES[family].DEFAULTS[family]

@@ -100,12 +100,13 @@ def accuracy(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def train(data: dict, method: str, *, rounds: int, epsilon: float, **hyper: Any) -> dict:
     """One :func:`uldp.fit` run: its final test accuracy and loss, seconds, and the hyperparameters it used."""
     start = time.perf_counter()
+    privacy: dict[str, Any] = {} if method == "DEFAULT" else {"epsilon": epsilon}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the seed warning and the clip advice: this is a measurement
         _, history = uldp.fit(mlp(), data["x"], data["y"], user_ids=data["patient_ids"], silo_ids=data["hospitals"],
                               loss=nn.BCEWithLogitsLoss(), method=method, rounds=rounds, seed=0,
                               test=data["test"], metrics={"accuracy": accuracy},
-                              **({} if method == "DEFAULT" else {"epsilon": epsilon}), **hyper)
+                              **privacy, **hyper)
     used = history.info["hyperparameters"]
     return {"hyper": hyper, "used": {name: getattr(used, name) for name in ("global_lr", "local_lr", "clip",
                                                                              "local_epochs", "batch_size")},

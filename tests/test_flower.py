@@ -146,6 +146,7 @@ def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(hosp
         assert not np.delete(held, s, axis=0).any()  # no other silo's n_su
         state = context.state.config_records["uldp_protocol_1"]["silo"]
         assert isinstance(state, bytes)
+        assert strategy.hp.clip is not None
         config = ProtocolConfig.for_training(3, strategy.n_users, clip=strategy.hp.clip, sigma=1.0,
                                              parameters=strategy.protocol)
         assert state.startswith(b"ULDP") and protocol.Silo.restore(state, config).silo_id == s
@@ -204,6 +205,10 @@ def test_key_files_are_private_and_never_overwritten(tmp_path):
         uf.write_key_file(tmp_path / "key")
 
 
+#: The initial model is checked before the grid is used: these calls fail before any message.
+NO_GRID: Any = None
+
+
 def test_start_takes_the_model_or_its_state_dict_and_returns_a_model(hospital_files):
     """Issue 33: start needed a flat vector; a state_dict surfaced at a hospital as a size mismatch."""
     from flwr.app import ArrayRecord
@@ -223,11 +228,11 @@ def test_start_takes_the_model_or_its_state_dict_and_returns_a_model(hospital_fi
         np.testing.assert_array_equal(final, flat)
     strategy = uf.UldpStrategy(model=model(), **settings)
     with pytest.raises(ValueError, match=r"missing \['2.bias', '2.weight'\]"):
-        strategy.start(None, {k: v for k, v in net.state_dict().items() if not k.startswith("2.")})
+        strategy.start(NO_GRID, {k: v for k, v in net.state_dict().items() if not k.startswith("2.")})
     with pytest.raises(ValueError, match="needs the architecture"):
-        uf.UldpStrategy(**settings).start(None, net.state_dict())
+        uf.UldpStrategy(**settings).start(NO_GRID, net.state_dict())
     with pytest.raises(ValueError, match="flat vector of 26 parameters"):
-        strategy.start(None, ArrayRecord([np.zeros(30, np.float32)]))
+        strategy.start(NO_GRID, ArrayRecord([np.zeros(30, np.float32)]))
 
 
 def test_a_silo_error_names_the_hospital_not_the_flower_node(hospital_files):

@@ -68,7 +68,7 @@ from uldp.fitting.rounds import (
     prepare_method,
     train_rounds,
 )
-from uldp.methods.base import Federation, parse_method, seed_stream
+from uldp.methods.base import Federation, needed, parse_method, seed_stream
 from uldp.persist import fields_fingerprint
 from uldp.training.per_user import flat_parameters, load_flat_parameters
 
@@ -343,8 +343,8 @@ def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss:
     if spec.family == "ULDP-GROUP":  # DP-SGD's own record-level guarantee beside the user-level one
         arguments = {**made.accounting_arguments(federation), "k": 1}
         rows = [{**row, "record_epsilon": float(epsilon_for_method(
-            spec.name, sigma=hp.sigma, rounds=row["round"], delta=delta, accountant=accountant, **arguments).epsilon)}
-            for row in rows]
+            spec.name, sigma=needed(hp.sigma, "sigma"), rounds=row["round"], delta=delta, accountant=accountant,
+            **arguments).epsilon)} for row in rows]
     load_flat_parameters(model, params)
     model.train()
     return model, History(rows=rows, sigma=hp.sigma, delta=delta, users=user_labels, silos=silo_labels,

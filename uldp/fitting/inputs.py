@@ -351,8 +351,8 @@ def resolve_hyperparameters(method: str, n_silos: int, *, sigma: float | None, d
     unknown = sorted(set(chosen) - set(defaults))
     if unknown:
         raise ValueError(f"unknown hyperparameters {unknown}; allowed: {', '.join(defaults)}")
-    values = {name: chosen.get(name) if chosen.get(name) is not None else default
-              for name, default in defaults.items()}
+    values: dict[str, Any] = {name: chosen.get(name) if chosen.get(name) is not None else default
+                              for name, default in defaults.items()}
     # a value the method does not use (its default is None, e.g. DEFAULT's clip) stays None
     values = {name: None if defaults[name] is None else value for name, value in values.items()}
     return Hyperparameters(global_lr=values["global_lr"], local_lr=values["local_lr"],

@@ -50,7 +50,7 @@ from uldp.flower.arrays import flat_model, trained_model
 from uldp.flower.pseudonyms import open_histogram, pseudonymize, read_key_file, seal_histogram
 from uldp.flower.secure import ServerSide, silo_masked_update, silo_setup
 from uldp.methods import Federation, Hyperparameters, make_method, parse_method
-from uldp.methods.base import seed_stream
+from uldp.methods.base import needed, seed_stream
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
 
 if TYPE_CHECKING:
@@ -153,8 +153,9 @@ class UldpStrategy(Strategy):
             raise ValueError(f"UldpStrategy runs {' or '.join(SUPPORTED)}, not {spec.name}")
         self._spec_name = spec.name
         self.model = model
-        self._chosen = {"global_lr": global_lr, "local_lr": local_lr, "clip": clip, "local_epochs": local_epochs,
-                        "batch_size": batch_size, "sigma": sigma, "delta": delta, "q": q}
+        self._chosen: dict[str, Any] = {"global_lr": global_lr, "local_lr": local_lr, "clip": clip,
+                                        "local_epochs": local_epochs, "batch_size": batch_size, "sigma": sigma,
+                                        "delta": delta, "q": q}
         self._resolve(1)  # checks every value now; the method's per-silo defaults are set once |S| is known
         self.seed = secrets.randbits(63) if seed is None else check_integer("seed", seed, minimum=0)
         self.insecure_reproducible_noise = bool(insecure_reproducible_noise)
@@ -209,7 +210,8 @@ class UldpStrategy(Strategy):
                 replies = self._ask(grid, {self.nodes[s]: content for s, content in contents.items()}, timeout)
                 return {s: _config(replies[self.nodes[s]]) for s in contents}
 
-            config = ProtocolConfig.for_training(len(self.nodes), self.n_users, clip=self.hp.clip, sigma=self.hp.sigma,
+            config = ProtocolConfig.for_training(len(self.nodes), self.n_users, clip=needed(self.hp.clip, "clip"),
+                                                 sigma=needed(self.hp.sigma, "sigma"),
                                                  parameters=self.protocol)
             self._protocol = ServerSide(config, ask)
             self._protocol.setup()

@@ -57,8 +57,8 @@ def flat_model(initial: Any, model: nn.Module | None) -> ArrayRecord:
         loaded = copy.deepcopy(model)
         state = {name: torch.as_tensor(np.asarray(value)) if not isinstance(value, torch.Tensor) else value
                  for name, value in initial.items()}
-        expected = set(loaded.state_dict())
-        missing, unexpected = sorted(expected - set(state)), sorted(set(state) - expected)
+        names = set(loaded.state_dict())
+        missing, unexpected = sorted(names - set(state)), sorted(set(state) - names)
         if missing or unexpected:
             raise ValueError(f"the state_dict does not fit the strategy's model: missing {missing}, "
                              f"unexpected {unexpected}")

@@ -12,7 +12,7 @@ export ULDP_DATA_DIR := $(abspath ../shared/data)
 endif
 endif
 
-.PHONY: setup lab-setup lab lint test pytest chapters book clean
+.PHONY: setup lab-setup lab lint test pytest chapters wheel book clean
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml setup.py uldp/secure/_comb.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,7 +43,7 @@ lab: lab-setup
 
 # Lint: ruff with the rule set of pyproject.toml's [tool.ruff], then mypy on the files of its [tool.mypy].
 lint: setup
-	$(PY) -m ruff check uldp tests book tools benchmarks
+	$(PY) -m ruff check uldp tests book tools benchmarks examples
 	$(PY) -m mypy
 
 # Lint first, then the tests.
@@ -54,7 +54,11 @@ pytest: lint
 chapters: setup
 	$(PY) tools/build_book.py --profile smoke
 
-test: pytest chapters
+# Build the wheel and install it into a fresh venv with the exact pins (what `pip install uldp` meets).
+wheel: setup
+	$(PY) tools/check_wheel.py
+
+test: pytest chapters wheel
 
 # Execute every chapter at the default profile and build the HTML book into _build/html; set up JupyterLab too.
 book: setup lab-setup

@@ -399,3 +399,65 @@ def test_protocol_1_never_answers_a_round_twice(hospital_files):
     assert all(r.has_error() and "refuses p1-update of round 1" in str(r.error.reason) for r in replies)
     with pytest.raises(ProtocolAbort, match="each round index is used once"):
         strategy._protocol.begin_round(1, np.ones(strategy.n_users, bool))
+
+
+#: The initial model is checked before the grid is used: these calls fail before any message.
+NO_GRID: Any = None
+
+
+def test_start_takes_the_model_or_its_state_dict_and_returns_a_model(hospital_files):
+    """Issue 33: start needed a flat vector; a state_dict surfaced at a hospital as a size mismatch."""
+    from flwr.app import ArrayRecord
+
+    net = model()
+    settings: dict[str, Any] = dict(method="ULDP-AVG", sigma=1.0, local_epochs=1, batch_size=8, seed=5)
+    finals = []
+    for initial in (net, net.state_dict(), ArrayRecord(net.state_dict())):
+        app = uf.silo_client_app(load, model, nn.CrossEntropyLoss())
+        grid = LocalGrid(app, node_configs(hospital_files, {**LAX, **INSECURE_SEED_5}))
+        strategy = uf.UldpStrategy(model=model(), **settings)
+        result = strategy.start(grid, initial, num_rounds=1)
+        finals.append(uldp.flat_parameters(strategy.trained_model(result)).numpy())
+    flat, _, _ = flower_run(hospital_files, net, INSECURE_SEED_5, rounds=1, **settings)
+    for final in finals:
+        np.testing.assert_array_equal(final, flat)
+    strategy = uf.UldpStrategy(model=model(), **settings)
+    with pytest.raises(ValueError, match=r"missing \['2.bias', '2.weight'\]"):
+        strategy.start(NO_GRID, {k: v for k, v in net.state_dict().items() if not k.startswith("2.")})
+    with pytest.raises(ValueError, match="needs the architecture"):
+        uf.UldpStrategy(**settings).start(NO_GRID, net.state_dict())
+    with pytest.raises(ValueError, match="flat vector of 26 parameters"):
+        strategy.start(NO_GRID, ArrayRecord([np.zeros(30, np.float32)]))
+
+
+def test_a_silo_error_names_the_hospital_not_the_flower_node(hospital_files, caplog):
+    """The failing silo's own error names it (in the server's log), and the run stops naming the silo it lacks."""
+    def bad_load(context) -> uf.SiloData:
+        data = load(context)
+        if context.node_config["silo"] == "St Mary":
+            return uf.SiloData(data.x, np.array(["x"] * len(data.x)), data.patient_ids)
+        return data
+
+    from flwr.app import ArrayRecord
+
+    app = uf.silo_client_app(bad_load, model, nn.CrossEntropyLoss())
+    grid = LocalGrid(app, node_configs(hospital_files, LAX))
+    with pytest.raises(RuntimeError, match=r"\['St Mary'\] did not join"):
+        strategy = uf.UldpStrategy(method="ULDP-AVG", sigma=1.0, silos=HOSPITALS, join_timeout=1)
+        strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
+    assert "silo 'St Mary' failed: ValueError: y must be numeric" in caplog.text
+
+
+def test_without_flower_the_import_says_what_to_install():
+    import subprocess
+    import sys
+
+    blocked = ("import sys, importlib.abc\n"
+               "class Block(importlib.abc.MetaPathFinder):\n"
+               "    def find_spec(self, name, path=None, target=None):\n"
+               "        if name == 'flwr' or name.startswith('flwr.'):\n"
+               "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+               "sys.meta_path.insert(0, Block())\n"
+               "import uldp.flower\n")
+    done = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True)
+    assert done.returncode == 1 and "pip install 'uldp[deploy]'" in done.stderr

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1] / "uldp"
 LAYERS: tuple[tuple[str, ...], ...] = (
     # foundations: validation, files, threads, the byte formats, provenance, method names, the datasets' defaults
     ("uldp.checks", "uldp.atomic", "uldp.threads", "uldp.persist", "uldp.provenance", "uldp.method_names",
-     "uldp.defaults"),
+     "uldp.defaults", "uldp.logs"),
     ("uldp.data", "uldp.accounting", "uldp.models", "uldp.policy"),
     ("uldp.training",),
     ("uldp.methods",),

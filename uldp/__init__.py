@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # the names of _LAZY and _SUBPACKAGES, for type checkers and 
     )
     from uldp.fitting import (
         History as History,
+        SeedWarning as SeedWarning,
         UnsupportedModuleError as UnsupportedModuleError,
         check_module as check_module,
         fit as fit,
@@ -44,7 +45,7 @@ if TYPE_CHECKING:  # the names of _LAZY and _SUBPACKAGES, for type checkers and 
 #: free of torch: ``uldp.fit(model, x, y, user_ids=..., silo_ids=..., loss=..., epsilon=...)``.
 _LAZY = {
     "fit": "uldp.fitting", "History": "uldp.fitting", "check_module": "uldp.fitting", "weighted_loss": "uldp.fitting",
-    "UnsupportedModuleError": "uldp.fitting",
+    "SeedWarning": "uldp.fitting", "UnsupportedModuleError": "uldp.fitting",
     "flat_parameters": "uldp.training.per_user", "load_flat_parameters": "uldp.training.per_user",
 }
 #: The sub-packages the docstring above lists, imported on first use too (``import uldp; uldp.accounting``).

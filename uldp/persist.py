@@ -120,6 +120,38 @@ def fingerprint(config: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+#: The prefix of a :func:`fields_fingerprint` (a fingerprint that can name the fields in which two differ).
+FIELDS_PREFIX = "fields:"
+
+
+def fields_fingerprint(fields: Mapping[str, Any]) -> str:
+    """A fingerprint that keeps one short digest per field, so that a mismatch can name the fields that differ.
+
+    Each field's value is digested alone (its ``repr``, or the hex digest a caller computed for data); the result is
+    ``"fields:"`` and the canonical JSON of ``{name: digest}``. A value of few possibilities (a learning rate) can be
+    guessed from its digest: a secret (a seed) goes in together with something a guesser lacks (the data's digest).
+
+    >>> a, b = fields_fingerprint({"sigma": 1.0, "q": 0.5}), fields_fingerprint({"sigma": 2.0, "q": 0.5})
+    >>> differing_fields(a, b)
+    ['sigma']
+    """
+    digests = {name: hashlib.sha256(repr(value).encode()).hexdigest()[:16] for name, value in fields.items()}
+    return FIELDS_PREFIX + json.dumps(digests, sort_keys=True, separators=(",", ":"))
+
+
+def differing_fields(saved: str, current: str) -> list[str] | None:
+    """The names of the fields in which two :func:`fields_fingerprint` differ (``None``: not both of that kind)."""
+    if not (saved.startswith(FIELDS_PREFIX) and current.startswith(FIELDS_PREFIX)):
+        return None
+    try:
+        old, new = json.loads(saved[len(FIELDS_PREFIX):]), json.loads(current[len(FIELDS_PREFIX):])
+    except ValueError:
+        return None
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return None
+    return sorted(name for name in set(old) | set(new) if old.get(name) != new.get(name))
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     """The global model after ``rounds_done`` completed rounds of one configuration.
@@ -157,7 +189,8 @@ def save_checkpoint(path: str | Path, checkpoint: Checkpoint) -> None:
     write_bytes_atomic(path, body + hashlib.sha256(body).digest())
 
 
-def load_checkpoint(path: str | Path, *, config_fingerprint: str, like: np.ndarray | None = None) -> Checkpoint | None:
+def load_checkpoint(path: str | Path, *, config_fingerprint: str, like: np.ndarray | None = None,
+                    option: str = "--checkpoint") -> Checkpoint | None:
     """Read the checkpoint at ``path`` if there is one (and delete temporary files a killed writer left beside it).
 
     Args:
@@ -165,6 +198,7 @@ def load_checkpoint(path: str | Path, *, config_fingerprint: str, like: np.ndarr
         config_fingerprint: The fingerprint of the configuration about to run; a checkpoint of another
             configuration is refused rather than silently continued.
         like: The model it must match (dtype and shape), e.g. the initial model; None checks neither.
+        option: How the caller names the checkpoint's path in messages (``"--checkpoint"``, ``"checkpoint="``).
 
     Returns:
         The checkpoint, or ``None`` when the file does not exist.
@@ -192,10 +226,11 @@ def load_checkpoint(path: str | Path, *, config_fingerprint: str, like: np.ndarr
     except (ValueError, struct.error, RecursionError) as error:  # UnicodeDecodeError is a ValueError
         raise ValueError(f"checkpoint {path} is malformed ({error}); delete it to start afresh") from error
     if header["config_fingerprint"] != config_fingerprint:
-        raise ValueError(
-            f"checkpoint {path} belongs to another configuration (fingerprint {header['config_fingerprint'][:12]}, "
-            f"this run {config_fingerprint[:12]}); use another --checkpoint path or the original configuration"
-        )
+        differing = differing_fields(header["config_fingerprint"], config_fingerprint)
+        what = (f"fingerprint {header['config_fingerprint'][:12]}, this run {config_fingerprint[:12]}"
+                if differing is None else f"these differ: {', '.join(differing)}")
+        raise ValueError(f"checkpoint {path} belongs to another configuration ({what}); use another {option} path "
+                         "or the original configuration")
     if like is not None and (params.dtype != like.dtype or params.shape != like.shape):
         raise ValueError(f"checkpoint {path} holds a model of {params.dtype} {params.shape}, this run's is "
                          f"{like.dtype} {like.shape}; delete it to start afresh")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from uldp.checks import check_delta, check_integer, check_positive, check_rate
+from uldp.logs import import_quietly
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -103,7 +104,7 @@ def _rdp_one_step(q: float, sigma: float, orders: tuple[float, ...]) -> np.ndarr
         return np.asarray(orders, dtype=float) / (2 * sigma**2)
     # Imported here: importing opacus pulls in torch and its privacy engine (seconds), which the CLI's start-up
     # and the closed-form paths do not need.
-    from opacus.accountants.analysis import rdp as opacus_rdp
+    opacus_rdp = import_quietly("opacus.accountants.analysis.rdp")  # opacus configures the root logger
 
     values = []
     with warnings.catch_warnings(), np.errstate(all="ignore"):

@@ -16,10 +16,14 @@ per-user training cannot run are refused before training by :func:`check_module`
 :func:`fit`: its records, its allocation's user and silo ids, :func:`uldp.models.build_model` and
 :func:`uldp.models.loss_function` end at ``run``'s model bit for bit, for every method (``tests/test_fitting.py``).
 
-Every random draw (user sampling, record order, dropout, noise) derives from ``seed`` through one
-``numpy.random.SeedSequence`` (round ``t``'s stream is :func:`round_seed`), never from torch's global generator, so two
-calls with the same arguments give the same model whatever ``torch.manual_seed`` was set to in between. The model
-you pass is not modified; a trained copy is returned. (Its initial weights are yours: build it under a fixed
+Every random draw (user sampling, record order, dropout, noise) derives from one ``numpy.random.SeedSequence``
+(round ``t``'s stream is :func:`round_seed`), never from torch's global generator. By default (``seed=None``) its
+entropy
+comes from the operating system, so nobody can recompute the noise: the guarantee of Theorems 1-3 needs the noise to
+be unknown to the adversary, who in differential privacy may know every record but the target's and re-run this very
+call on both neighbours. With ``seed=<int>`` two calls with the same arguments give the same model (research,
+tests), and :class:`SeedWarning` says that the guarantee then holds only while the seed stays secret. The model you
+pass is not modified; a trained copy is returned. (Its initial weights are yours: build it under a fixed
 ``torch.random.fork_rng()`` / ``torch.manual_seed`` if those should be reproducible too.)
 """
 
@@ -27,29 +31,37 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
+from uldp.accounting import epsilon_for_method
 from uldp.checks import check_integer, check_number, check_positive
 from uldp.data.base import Allocation
+from uldp.fitting.clipping import CLIPPED, ClipWarning, clip_advice, update_norms
 from uldp.fitting.inputs import (
     LossFunction,
     Metric,
+    Records,
     UnsupportedModuleError,
     WeightedLoss,
     check_module,
     features_tensor,
     index_ids,
+    resolve_hyperparameters,
+    resolve_records,
     targets_tensor,
     trial_step,
     weighted_loss,
 )
 from uldp.fitting.rounds import (
     ALLOCATION_STREAM,
+    CLIP_ADVICE_STREAM,
     INIT_STREAM,
     PREPARE_STREAM,
     ROUNDS_STREAM,
@@ -58,24 +70,58 @@ from uldp.fitting.rounds import (
     round_seed,
     train_rounds,
 )
-from uldp.methods.base import Federation, Hyperparameters, parse_method
-from uldp.methods.registry import unused_hyperparameters
+from uldp.methods.base import Federation, needed, parse_method, seed_stream
+from uldp.persist import fields_fingerprint
 from uldp.training.per_user import flat_parameters, load_flat_parameters
 
 if TYPE_CHECKING:
     from collections.abc import Hashable, Iterable, Mapping
-    from pathlib import Path
 
-__all__ = ["ALLOCATION_STREAM", "DEFAULTS", "INIT_STREAM", "PREPARE_STREAM", "ROUNDS_STREAM", "SUBSET_STREAM",
-           "History", "LossFunction", "Metric", "UnsupportedModuleError", "WeightedLoss", "check_module",
-           "features_tensor", "fit", "index_ids", "prepare_method", "round_seed", "targets_tensor", "train_rounds",
-           "weighted_loss"]
+__all__ = [
+    "ALLOCATION_STREAM",
+    "INIT_STREAM",
+    "PREPARE_STREAM",
+    "RECORD_LEVEL",
+    "ROUNDS_STREAM",
+    "SUBSET_STREAM",
+    "ClipWarning",
+    "History",
+    "LossFunction",
+    "Metric",
+    "Records",
+    "SeedWarning",
+    "UnsupportedModuleError",
+    "WeightedLoss",
+    "check_module",
+    "features_tensor",
+    "fit",
+    "index_ids",
+    "prepare_method",
+    "resolve_hyperparameters",
+    "resolve_records",
+    "round_seed",
+    "targets_tensor",
+    "train_rounds",
+    "weighted_loss",
+]
 
-#: Defaults of :func:`fit`: the paper's ULDP-AVG setting for its tabular MLP (Creditcard, settings.md).
-DEFAULTS = {"global_lr": 10.0, "local_lr": 0.01, "clip": 0.1, "local_epochs": 5, "batch_size": 64}
+
+class SeedWarning(UserWarning):
+    """:func:`fit` was given a seed: its noise is reproducible, so the guarantee assumes the seed stays secret."""
 
 
-@dataclass(frozen=True)
+def _root_seed(seed: int | None) -> np.random.SeedSequence:
+    """The run's root: OS entropy (``seed=None``), or ``seed`` with a :class:`SeedWarning` (research and tests)."""
+    if seed is None:
+        return np.random.SeedSequence()  # entropy from the OS (secrets.randbits(128))
+    seed = check_integer("seed", seed, minimum=0)
+    warnings.warn(f"seed={seed} makes the noise reproducible: the user-level guarantee then holds only while the seed "
+                  "stays secret (whoever knows it and the other users' records can re-run fit with and without a "
+                  "user and compare exactly). Leave seed=None for a model you release.", SeedWarning, stacklevel=3)
+    return np.random.SeedSequence(seed)
+
+
+@dataclass(frozen=True, repr=False)
 class History:
     """What :func:`fit` reports.
 
@@ -87,6 +133,11 @@ class History:
         users: The user ids in index order (index ``u`` of the method's ``n[s, u]``).
         silos: The silo ids in index order.
         resumed_from: Rounds taken from the checkpoint.
+        info: ``parameters``, ``records``, ``hyperparameters`` (those used, defaults filled in) and
+            ``update_norms``: the 10/50/90% quantiles of the norms the clipping bound met at the initial model
+            (:mod:`uldp.fitting.clipping`; run on public or proxy records, they choose ``clip`` for free).
+
+    Its ``repr`` counts users and silos but never shows their ids (ids can be protected health information).
     """
 
     rows: list[dict]
@@ -96,6 +147,10 @@ class History:
     silos: tuple[Hashable, ...]
     resumed_from: int = 0
     info: dict = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return (f"History({len(self.rows)} rounds, epsilon={self.epsilon}, sigma={self.sigma}, delta={self.delta}, "
+                f"{len(self.users)} users, {len(self.silos)} silos, resumed_from={self.resumed_from})")
 
     def column(self, name: str) -> list:
         """Per round, the value named ``name`` (``"loss"``, ``"epsilon"``, a metric, ``"seconds"``).
@@ -125,11 +180,13 @@ def _check_sigma(method: str, *, epsilon: float | None, sigma: float | None) -> 
                          f"epsilon={epsilon!r}, sigma={sigma!r}")
     if epsilon is None:  # exactly one of them is given: sigma
         return check_positive("sigma", sigma)
-    if spec.family == "ULDP-GROUP":
-        raise ValueError(f"a target epsilon for {spec.name} depends on each silo's DP-SGD sampling; give sigma "
-                         "(uldp.accounting.epsilon_group computes its epsilon)")
     check_positive("epsilon", epsilon)
     return None
+
+
+#: The record-level baseline of :func:`fit`: DP-SGD in each silo on every record (ULDP-GROUP-max: ``k`` is the most
+#: records of any user, so no record is dropped), its target epsilon record-level.
+RECORD_LEVEL = "DP-SGD"
 
 
 def _digest(*arrays: Any) -> str:
@@ -145,10 +202,10 @@ def _digest(*arrays: Any) -> str:
 def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss: Any,
         method: str = "ULDP-AVG-w", epsilon: float | None = None, sigma: float | None = None, delta: float = 1e-5,
         rounds: int = 10, q: float = 1.0, metrics: Mapping[str, Metric] | None = None,
-        test: tuple[Any, Any] | None = None, seed: int = 0, checkpoint: str | Path | None = None,
+        test: tuple[Any, Any] | None = None, seed: int | None = None, checkpoint: str | Path | None = None,
         progress: bool = False, local_lr: float | None = None, global_lr: float | None = None,
         clip: float | None = None, local_epochs: int | None = None, batch_size: int | None = None,
-        checkpoint_seconds: float = 60.0, all_user_ids: Iterable[Hashable] | None = None
+        checkpoint_seconds: float = 60.0, all_user_ids: Iterable[Hashable] | None = None, accountant: str = "rdp"
         ) -> tuple[nn.Module, History]:
     """Train ``model`` on your own records across silos with user-level DP (the paper's Algorithms 1-4).
 
@@ -170,8 +227,14 @@ def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss:
         loss: ``nn.CrossEntropyLoss()``, ``nn.BCEWithLogitsLoss()``, ``nn.MSELoss()`` or a callable (see
             :func:`weighted_loss`; a ``(outputs, targets, weight)`` one, as the paper's, is trained as it is).
         method: A registry name (:mod:`uldp.methods`): ``"ULDP-AVG-w"`` (default), ``"ULDP-AVG"``, ``"ULDP-SGD"``,
-            ``"ULDP-NAIVE"``, ``"ULDP-GROUP-<k>"``, ``"DEFAULT"`` (no privacy) ...
-        epsilon: Target user-level epsilon after ``rounds`` rounds (RDP accountant); or give ``sigma``.
+            ``"ULDP-NAIVE"``, ``"ULDP-GROUP-<k>"``, ``"DEFAULT"`` (no privacy) ...; or ``"DP-SGD"``
+            (:data:`RECORD_LEVEL`), the record-level baseline: DP-SGD in each silo on every record (ULDP-GROUP
+            without filtering), its ``epsilon`` target record-level. For every ULDP-GROUP method each row also
+            has ``record_epsilon`` (DP-SGD's own guarantee) beside the user-level ``epsilon`` (group privacy over
+            the ``k`` records kept per user, Theorem 2).
+        epsilon: Target epsilon after ``rounds`` rounds (user-level; record-level for ``"DP-SGD"``), solved for
+            sigma with the method's accountant; a target no sigma reaches is refused before training, saying why.
+            Or give ``sigma``.
         sigma: Noise multiplier; or give ``epsilon``.
         delta: Target delta.
         rounds: Rounds ``T``.
@@ -180,16 +243,24 @@ def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss:
             every round.
         test: Optional held-out ``(x_test, y_test)``; without it the history has no loss (a loss on the training
             records would be a release that the privacy guarantee does not cover).
-        seed: The one seed of every random draw (user sampling, record order, dropout, noise).
+        seed: ``None`` (the default): every random draw (user sampling, record order, dropout, noise) comes from
+            OS entropy. An integer makes the run reproducible (research, tests) and warns (:class:`SeedWarning`):
+            the guarantee then assumes the seed stays secret.
         checkpoint: File to resume from and save to after rounds (atomic; tied to these arguments and data, but not
             to ``rounds``: with the same ``sigma`` a finished run's checkpoint continues into a longer one).
         progress: Show a progress bar (tqdm, stderr).
-        local_lr: ``eta_l`` (default 0.01).
-        global_lr: ``eta_g`` (default 10.0, the paper's ULDP-AVG; its step divides by ``q |U| |S|``).
-        clip: ``C`` (default 0.1).
-        local_epochs: ``Q`` (default 5).
-        batch_size: Local mini-batch size (default 64).
+        local_lr: ``eta_l``.
+        global_lr: ``eta_g`` (ULDP-AVG's step divides by ``q |U| |S|``, FedAvg's by ``|S|``).
+        clip: ``C`` (see :mod:`uldp.fitting.clipping` for choosing it without spending the budget).
+        local_epochs: ``Q``.
+        batch_size: Local mini-batch size.
+
+            Unset, each takes the method's own default (:func:`uldp.methods.method_defaults`: for ULDP-AVG(-w)
+            ``eta_g = 9 |S|``, ``eta_l = 0.1``, ``C = 1``, ``Q = 5``; for DEFAULT ``eta_g = 1``, ``eta_l = 0.01``,
+            ``Q = 5``; batches of 64), not the paper's per-dataset values (:mod:`uldp.defaults`).
         checkpoint_seconds: Save the checkpoint at most this often (and after the last round).
+        accountant: ``"rdp"`` (the paper's) or ``"pld"`` (for ULDP-GROUP-k the mixture-of-Gaussians accountant
+            of a k-record group, tighter than RDP's group conversion: :mod:`uldp.accounting.pld`).
 
     Returns:
         ``(trained copy of model, History)``.
@@ -210,42 +281,41 @@ def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss:
     """
     if not isinstance(model, nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    spec = parse_method(method)
+    record_level = method == RECORD_LEVEL
+    spec = parse_method("ULDP-GROUP-max" if record_level else method)
     rounds = check_integer("rounds", rounds)
-    seed = check_integer("seed", seed, minimum=0)
+    root = _root_seed(seed)
     check_number("checkpoint_seconds", checkpoint_seconds, at_least=0)
-    check_module(model)
-    loss_fn = weighted_loss(loss)
+    if checkpoint is not None and not Path(checkpoint).parent.is_dir():
+        raise ValueError(f"checkpoint={str(checkpoint)!r}: its directory {str(Path(checkpoint).parent)!r} does not "
+                         "exist; create it or give another path")
     model = copy.deepcopy(model)
-    dtype = next(p.dtype for p in model.parameters() if p.requires_grad)
-    x = features_tensor("x", x, dtype)
+    records = resolve_records(model, loss, x, y)
+    loss_fn, x, y = records.loss, records.x, records.y
     n = int(x.shape[0])
-    with torch.no_grad(), torch.random.fork_rng(devices=[]):
-        outputs = model.eval()(x[:2])
-    y = targets_tensor("y", y, n, loss_fn, outputs, dtype)
     users, user_labels = index_ids("user_ids", user_ids, n, known=all_user_ids)
     silos, silo_labels = index_ids("silo_ids", silo_ids, n)
     if test is not None:
         if not isinstance(test, (tuple, list)) or len(test) != 2:
             raise ValueError("test must be a pair (x_test, y_test)")
-        x_test = features_tensor("x_test", test[0], dtype)
-        y_test = targets_tensor("y_test", test[1], int(x_test.shape[0]), loss_fn, outputs, dtype)
+        x_test, y_test = records.held_out(*test)
     metrics = dict(metrics or {})
     if metrics and test is None:
         raise ValueError(f"metrics {sorted(metrics)} need a test set: pass test=(x_test, y_test)")
     trial_step(model, loss_fn, x, y)
     sigma = _check_sigma(spec.name, epsilon=epsilon, sigma=sigma)
-    chosen = {"local_lr": local_lr, "global_lr": global_lr, "clip": clip, "local_epochs": local_epochs,
-              "batch_size": batch_size}
-    unused = unused_hyperparameters(spec.family)  # None whatever is passed; Hyperparameters checks the others
-    values: dict[str, Any] = {name: None if name in unused else DEFAULTS[name] if value is None else value
-                              for name, value in chosen.items()}
-    hp = Hyperparameters(**values, sigma=sigma, delta=delta, q=q)  # sigma is None for DEFAULT (_check_sigma)
-    allocation = Allocation(users, silos, len(user_labels), len(silo_labels), scheme="given", seed=seed)
+    hp = resolve_hyperparameters(spec.name, len(silo_labels), sigma=sigma, delta=delta, q=q, local_lr=local_lr,
+                                 global_lr=global_lr, clip=clip, local_epochs=local_epochs, batch_size=batch_size)
+    # the caller gives the allocation: no seed reproduces it (-1)
+    allocation = Allocation(users, silos, len(user_labels), len(silo_labels), scheme="given", seed=-1)
     federation = Federation(model=model, loss_fn=loss_fn.trained, x=x, y=y, allocation=allocation)
-    root = np.random.SeedSequence(seed)
-    hp, made, federation = prepare_method(spec.name, hp, federation, root, target_epsilon=epsilon, rounds=rounds)
+    hp, made, federation = prepare_method(spec.name, hp, federation, root, target_epsilon=epsilon, rounds=rounds,
+                                          accountant=accountant, record_level=record_level)
     params = flat_parameters(model)
+    norms = update_norms(made, federation, params, seed_stream(root, CLIP_ADVICE_STREAM))
+    advice = clip_advice(hp.clip, norms, what=CLIPPED.get(spec.family, ""))
+    if advice is not None:
+        warnings.warn(advice, ClipWarning, stacklevel=2)
 
     def evaluate(flat: Tensor) -> dict:
         if test is None:
@@ -258,16 +328,30 @@ def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss:
         model.train(was_training)
         return {"loss": float(loss_fn(out, y_test)), **{name: float(fn(out, y_test)) for name, fn in metrics.items()}}
 
-    fingerprint = _digest(x, y, users, silos, params, *(() if test is None else (x_test, y_test)))
-    # rounds stay out: a checkpoint of a shorter run with the same sigma continues into a longer one
-    fingerprint = hashlib.sha256(repr((spec.name, hp, seed, user_labels, silo_labels, sorted(metrics),
-                                       fingerprint)).encode()).hexdigest()
+    # one digest per argument, so that a mismatched resume names them; rounds stay out: a checkpoint of a shorter
+    # run with the same sigma continues into a longer one
+    fingerprint = fields_fingerprint({
+        "method": spec.name, **{name: getattr(hp, name) for name in ("global_lr", "local_lr", "clip", "local_epochs",
+                                                                      "batch_size", "sigma", "delta", "q")},
+        # the seed with the records: a small integer alone could be found from its digest in the file
+        "seed": (seed, _digest(x, y, users)), "x": _digest(x), "y": _digest(y),
+        "user_ids": (user_labels, _digest(users)),
+        "silo_ids": (silo_labels, _digest(silos)), "model": _digest(params),
+        "test": None if test is None else _digest(x_test, y_test), "metrics": sorted(metrics),
+        "accountant": accountant})
     params, rows, resumed = train_rounds(made, federation, params, rounds=rounds, root=root, evaluate=evaluate,
                                          checkpoint=checkpoint, fingerprint=fingerprint,
                                          checkpoint_seconds=checkpoint_seconds, progress=progress,
-                                         description=f"{spec.name}")
+                                         description=method, checkpoint_option="checkpoint=", accountant=accountant)
+    if spec.family == "ULDP-GROUP":  # DP-SGD's own record-level guarantee beside the user-level one
+        arguments = {**made.accounting_arguments(federation), "k": 1}
+        rows = [{**row, "record_epsilon": float(epsilon_for_method(
+            spec.name, sigma=needed(hp.sigma, "sigma"), rounds=row["round"], delta=delta, accountant=accountant,
+            **arguments).epsilon)} for row in rows]
     load_flat_parameters(model, params)
     model.train()
     return model, History(rows=rows, sigma=hp.sigma, delta=delta, users=user_labels, silos=silo_labels,
                           resumed_from=resumed, info={"parameters": int(params.numel()), "records": n,
-                                                      "hyperparameters": hp})
+                                                      "hyperparameters": hp,
+                                                      "update_norms": {f"{p}%": float(np.percentile(norms, p))
+                                                                       for p in (10, 50, 90)} if norms.size else {}})

@@ -1,5 +1,7 @@
-"""What :func:`uldp.fit` makes of your inputs: torch losses in the library's weighted-loss interface, the model check
-before training, records as checked tensors and raw ids numbered ``0..K-1``.
+"""What :func:`uldp.fit` and a Flower silo (:mod:`uldp.flower`) make of your inputs: torch losses in the library's
+weighted-loss interface, the model check before training, records as checked tensors (:func:`resolve_records`, the
+one place both resolve them), raw ids numbered ``0..K-1``, and the hyperparameters a method takes by default
+(:func:`resolve_hyperparameters`).
 
 Standard torch losses are adapted to the library's weighted-loss interface ``(outputs, targets, weight)`` by
 :func:`weighted_loss`; modules that per-user training (``torch.func.vmap`` over users) cannot run are refused
@@ -19,6 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from uldp.method_names import parse_method
+from uldp.methods.base import Hyperparameters
+from uldp.methods.registry import method_defaults, unused_hyperparameters
 from uldp.training.per_user import flat_parameters, record_keys, train_users
 
 LossFunction = Callable[[Tensor, Tensor, "Tensor | None"], Tensor]
@@ -264,6 +269,99 @@ def targets_tensor(name: str, value: Any, n: int, loss_fn: WeightedLoss, outputs
     return y.to(dtype) if y.dtype.is_floating_point else y
 
 
+@dataclass(frozen=True)
+class Records:
+    """Training records checked against the model and the loss (:func:`resolve_records`).
+
+    Attributes:
+        x: Records ``[n, ...]``: floating point in the model's dtype (integer inputs, token ids, kept).
+        y: Targets checked against the loss.
+        loss: The loss in the library's interface.
+        dtype: The model's parameter dtype.
+        outputs: The model's outputs on the first records (what targets are checked against).
+    """
+
+    x: Tensor
+    y: Tensor
+    loss: WeightedLoss
+    dtype: torch.dtype
+    outputs: Tensor
+
+    def held_out(self, x: Any, y: Any, *, names: tuple[str, str] = ("x_test", "y_test")) -> tuple[Tensor, Tensor]:
+        """Another set of records (a test set) checked as these were."""
+        x_checked = features_tensor(names[0], x, self.dtype)
+        return x_checked, targets_tensor(names[1], y, int(x_checked.shape[0]), self.loss, self.outputs, self.dtype)
+
+
+def resolve_records(model: nn.Module, loss: Any, x: Any, y: Any) -> Records:
+    """Check ``model``, ``loss`` and the records ``x, y`` as :func:`uldp.fit` and every Flower silo do.
+
+    Args:
+        model: The model (:func:`check_module`; run once in eval mode on two records, torch's generator untouched).
+        loss: As :func:`weighted_loss` takes it.
+        x: Records (tensor, array or DataFrame).
+        y: Targets.
+
+    Returns:
+        The checked :class:`Records`.
+
+    Raises:
+        ValueError: A layer per-user training cannot run, a loss that cannot be weighted per record, no records,
+            non-numeric or non-finite values, or targets the loss cannot take (each by name).
+    """
+    check_module(model)
+    loss_fn = weighted_loss(loss)
+    dtype = next(p.dtype for p in model.parameters() if p.requires_grad)
+    x_checked = features_tensor("x", x, dtype)
+    if x_checked.shape[0] == 0:
+        raise ValueError("x has no records (0 rows); training needs at least one record")
+    was_training = model.training
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        outputs = model.eval()(x_checked[:2])
+    model.train(was_training)
+    y_checked = targets_tensor("y", y, int(x_checked.shape[0]), loss_fn, outputs, dtype)
+    return Records(x_checked, y_checked, loss_fn, dtype, outputs)
+
+
+def resolve_hyperparameters(method: str, n_silos: int, *, sigma: float | None, delta: float, q: float,
+                            **chosen: float | int | None) -> Hyperparameters:
+    """The hyperparameters of ``method``: those given in ``chosen``, the method's own defaults for the rest
+    (:func:`uldp.methods.method_defaults`), ``None`` for what the method does not use.
+
+    Args:
+        method: A registry name.
+        n_silos: ``|S|`` (ULDP-AVG's default ``eta_g`` is per silo).
+        sigma: The noise multiplier (``None``: not known yet, or DEFAULT).
+        delta: Target delta.
+        q: User-level sampling rate.
+        chosen: ``global_lr``, ``local_lr``, ``clip``, ``local_epochs``, ``batch_size``: a value, or ``None`` for
+            the default.
+
+    Returns:
+        The checked :class:`~uldp.methods.base.Hyperparameters`.
+
+    Raises:
+        ValueError: An unknown name in ``chosen``, or a bad value (by name).
+
+    Example:
+        >>> hp = resolve_hyperparameters("ULDP-AVG-w", 4, sigma=1.0, delta=1e-5, q=1.0, clip=0.5)
+        >>> hp.global_lr, hp.clip
+        (36.0, 0.5)
+    """
+    defaults = method_defaults(method).values(n_silos)
+    unknown = sorted(set(chosen) - set(defaults))
+    if unknown:
+        raise ValueError(f"unknown hyperparameters {unknown}; allowed: {', '.join(defaults)}")
+    values: dict[str, Any] = {name: chosen.get(name) if chosen.get(name) is not None else default
+                              for name, default in defaults.items()}
+    # a value the method does not use (not in its class's REQUIRED, e.g. DEFAULT's clip) stays None
+    unused = unused_hyperparameters(parse_method(method).family)
+    values = {name: None if name in unused else value for name, value in values.items()}
+    return Hyperparameters(global_lr=values["global_lr"], local_lr=values["local_lr"],
+                           local_epochs=values["local_epochs"], batch_size=values["batch_size"], clip=values["clip"],
+                           sigma=sigma, delta=delta, q=q)
+
+
 def index_ids(name: str, ids: Any, n: int, *, known: Iterable[Hashable] | None = None
               ) -> tuple[np.ndarray, tuple[Hashable, ...]]:
     """Map hashable ids to ``0..K-1`` in sorted order of the distinct ids (or of ``known``).
@@ -308,6 +406,8 @@ def index_ids(name: str, ids: Any, n: int, *, known: Iterable[Hashable] | None =
     distinct = every
     if None in distinct or any(isinstance(v, float) and math.isnan(v) for v in distinct):
         raise ValueError(f"{name} holds a missing id (None or NaN); every record needs its {name[:-4]}")
+    if any(isinstance(v, (str, bytes)) and not v.strip() for v in distinct):
+        raise ValueError(f"{name} holds an empty or blank id; every record needs its {name[:-4]}'s id")
     try:
         labels = tuple(sorted(distinct))
     except TypeError as error:

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 import torch
 from tqdm import tqdm
 
-from uldp.accounting import sigma_for_epsilon
+from uldp.accounting import epsilon_for_method, sigma_for_epsilon
+from uldp.accounting.methods import SIGMA_RANGE
 from uldp.atomic import check_writable
 from uldp.checks import check_integer, check_number
 from uldp.defaults import SIGMA
@@ -29,8 +30,9 @@ if TYPE_CHECKING:
     from uldp.methods.base import AggregateFn, Federation, Hyperparameters, Method
 
 #: Top-level random streams of a run, children of its root seed: the subset of the training records, the
-#: allocation and the initial model (:func:`uldp.simulation.run`), the method's preparation and the rounds (both).
-ALLOCATION_STREAM, INIT_STREAM, PREPARE_STREAM, ROUNDS_STREAM, SUBSET_STREAM = range(5)
+#: allocation and the initial model (:func:`uldp.simulation.run`), the method's preparation and the rounds (both),
+#: and :func:`uldp.fit`'s look at the norms the clipping bound meets (:mod:`uldp.fitting.clipping`).
+ALLOCATION_STREAM, INIT_STREAM, PREPARE_STREAM, ROUNDS_STREAM, SUBSET_STREAM, CLIP_ADVICE_STREAM = range(6)
 
 
 def round_seed(root: np.random.SeedSequence, t: int) -> np.random.SeedSequence:
@@ -54,7 +56,7 @@ def round_seed(root: np.random.SeedSequence, t: int) -> np.random.SeedSequence:
 
 def prepare_method(name: str, hp: Hyperparameters, federation: Federation, root: np.random.SeedSequence, *,
                    user_weights: np.ndarray | None = None, target_epsilon: float | None = None, rounds: int = 1,
-                   accountant: str = "rdp") -> tuple[Hyperparameters, Method, Federation]:
+                   accountant: str = "rdp", record_level: bool = False) -> tuple[Hyperparameters, Method, Federation]:
     """The method of the registry, prepared on ``federation`` (ULDP-GROUP-k's flags, from ``PREPARE_STREAM``).
 
     With ``target_epsilon``, ``hp.sigma`` is ignored: sigma becomes the smallest whose user-level epsilon after
@@ -69,21 +71,47 @@ def prepare_method(name: str, hp: Hyperparameters, federation: Federation, root:
         user_weights: Fixed ULDP-SGD/AVG weights ``[S][U]``, or ``None``.
         target_epsilon: A target epsilon to calibrate sigma to, or ``None``: ``hp.sigma`` as it is.
         rounds: The rounds ``T`` of the target.
-        accountant: ``"rdp"`` or ``"pld"``.
+        accountant: ``"rdp"`` or ``"pld"`` (for ULDP-GROUP-k the mixture-of-Gaussians group accountant).
+        record_level: ULDP-GROUP only: the target is record-level (DP-SGD's own guarantee, ``k = 1``).
 
     Returns:
         ``(hyperparameters with the sigma used, method, prepared federation)``.
 
     Raises:
-        ValueError: Bad hyperparameters for the method, or a target no sigma reaches.
+        ValueError: Bad hyperparameters for the method, or a target no sigma reaches (saying why, before any
+            training).
     """
     method = make_method(name, hp if target_epsilon is None else replace(hp, sigma=SIGMA), user_weights=user_weights)
     federation = method.prepare(federation, seed_stream(root, PREPARE_STREAM))
     if target_epsilon is not None:
-        hp = replace(hp, sigma=sigma_for_epsilon(name, epsilon=target_epsilon, rounds=rounds, delta=hp.delta,
-                                                 accountant=accountant, **method.accounting_arguments(federation)))
+        arguments = {**method.accounting_arguments(federation), **({"k": 1} if record_level else {})}
+        try:
+            sigma = sigma_for_epsilon(name, epsilon=target_epsilon, rounds=rounds, delta=hp.delta,
+                                      accountant=accountant, **arguments)
+        except ValueError as error:
+            if "not reachable" not in str(error):
+                raise
+            raise ValueError(unreachable(name, target_epsilon, rounds=rounds, delta=hp.delta, accountant=accountant,
+                                         arguments=arguments)) from error
+        hp = replace(hp, sigma=sigma)
         method = make_method(name, hp, user_weights=user_weights)
     return hp, method, federation
+
+
+def unreachable(name: str, epsilon: float, *, rounds: int, delta: float, accountant: str, arguments: dict) -> str:
+    """Why no noise multiplier reaches ``epsilon``: the epsilon at the largest sigma searched, and for ULDP-GROUP-k
+    the group size ``k`` whose group privacy (Theorem 2) sets the floor."""
+    sigma = SIGMA_RANGE[1]
+    floor = epsilon_for_method(name, sigma=sigma, rounds=rounds, delta=delta, accountant=accountant,
+                               **arguments).epsilon
+    message = (f"{name} cannot reach epsilon={epsilon:g} at delta={delta:g} in {rounds} rounds: even sigma={sigma:g} "
+               f"gives epsilon={floor:.4g}")
+    k = arguments.get("k")
+    if k is not None and k > 1:
+        message += (f". Its user-level guarantee is group privacy over the k={k} records it keeps per user, which "
+                    "grows with k; keep fewer records per user (ULDP-GROUP-<k> with a smaller k), or use "
+                    "ULDP-AVG-w, whose noise bounds a user's whole contribution whatever their number of records")
+    return message
 
 
 # ------------------------------------------------------------------------------------------------ the rounds --
@@ -135,7 +163,8 @@ def train_rounds(method: Method, federation: Federation, params: Tensor, *, roun
                  checkpoint: str | Path | None = None,
                  fingerprint: str = "", checkpoint_seconds: float = 60.0, progress: bool = False,
                  description: str = "training", accountant: str = "rdp",
-                 epsilon_budget: float | None = None) -> tuple[Tensor, list[dict], int]:
+                 epsilon_budget: float | None = None, checkpoint_option: str = "--checkpoint"
+                 ) -> tuple[Tensor, list[dict], int]:
     """The round loop of every in-process run: :func:`fit` and :func:`uldp.simulation.run` (one core).
 
     Round ``t`` (0-based) is ``method.round`` with the random stream :func:`round_seed` ``(root, t)``
@@ -158,20 +187,27 @@ def train_rounds(method: Method, federation: Federation, params: Tensor, *, roun
         description: The bar's label.
         accountant: The accountant of each round's epsilon (``"rdp"`` or ``"pld"``).
         epsilon_budget: Stop before the first round whose epsilon would exceed it (``None``: no budget).
+        checkpoint_option: How the caller names ``checkpoint`` in messages (``"--checkpoint"``, ``"checkpoint="``).
 
     Returns:
         ``(final params, rows, rounds resumed from the checkpoint)``; a row is ``{"round", **evaluate(params),
         "epsilon", "seconds"}``. Fewer rows than ``rounds`` means the budget stopped the run.
 
     Raises:
-        ValueError: A corrupted checkpoint, one of another configuration or of more rounds, or one whose rows
-            are not what this run writes (:func:`restored_history`).
+        ValueError: A corrupted checkpoint, one of another configuration, one with more rounds than ``rounds`` (its
+            model has trained longer than asked), or one whose rows are not what this run writes
+            (:func:`restored_history`).
     """
     if checkpoint is not None:
         check_writable(checkpoint, "checkpoint")  # before any training, not after it
     history: list[dict] = []
     restored = None if checkpoint is None else load_checkpoint(checkpoint, config_fingerprint=fingerprint,
-                                                                   like=params.detach().numpy())
+                                                                   like=params.detach().numpy(),
+                                                                   option=checkpoint_option)
+    if restored is not None and restored.rounds_done > rounds:
+        raise ValueError(f"checkpoint {checkpoint} holds {restored.rounds_done} rounds, more than the {rounds} asked "
+                         f"(its model has trained longer and spent more budget); ask for rounds >= "
+                         f"{restored.rounds_done} or use another {checkpoint_option} path")
     if restored is not None:
         if restored.rounds_done > rounds:
             raise ValueError(f"checkpoint {checkpoint} holds {restored.rounds_done} rounds, more than this run's "

@@ -11,7 +11,17 @@ another silo's ``n_su`` or any ``N_u``; each silo keeps its protocol secrets bet
 context state as bytes (no pickle), and the aggregate is within the protocol's precision P of the plain one. What
 the silos still learn is which pseudonyms the others hold (the user set must be agreed on; Protocol 1 assumes it is
 public). ``uldp deploy`` remains for the paper's registered datasets with their seed-derived allocation.
+
+Flower is an optional dependency: ``pip install 'uldp[deploy]'``.
 """
+
+try:
+    import flwr  # noqa: F401 - only to say what to install when it is missing
+except ModuleNotFoundError as error:
+    if error.name != "flwr":
+        raise
+    raise ModuleNotFoundError("uldp.flower needs Flower (flwr 1.41), an optional dependency of uldp: "
+                              "pip install 'uldp[deploy]' (or 'uldp[all]')", name="flwr") from error
 
 from uldp.flower.app import SiloData, UldpStrategy, silo_client_app
 from uldp.flower.local import LocalGrid

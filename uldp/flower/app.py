@@ -43,6 +43,7 @@ import json
 import logging
 import secrets
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -52,19 +53,14 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDic
 from flwr.clientapp import ClientApp
 from flwr.common.logger import log
 from flwr.serverapp.strategy import Result, Strategy
+from torch import nn
 
 from uldp.accounting import epsilon_server_view
 from uldp.atomic import check_writable
 from uldp.checks import check_integer, check_number
 from uldp.data.base import Allocation
-from uldp.fitting import (
-    DEFAULTS,
-    check_module,
-    features_tensor,
-    round_seed,
-    targets_tensor,
-    weighted_loss,
-)
+from uldp.fitting import resolve_hyperparameters, resolve_records, round_seed
+from uldp.flower.arrays import flat_model, trained_model
 from uldp.flower.pseudonyms import open_histogram, pseudonymize, read_key_file, seal_histogram
 from uldp.flower.recovery import SiloFault, discover_silos, run_rounds
 from uldp.flower.secure import round_settings, server_driver, silo_masked_update, silo_setup
@@ -74,7 +70,7 @@ from uldp.policy import SiloLedger, SiloPolicy, release_multiplier, update_norm_
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
     from pathlib import Path
 
     from flwr.serverapp import Grid
@@ -127,6 +123,20 @@ def _check_reply(reply: Any, names: dict[int, str]) -> None:
         raise SiloFault(f"silo {names.get(node, '?')!r} (node {node}) failed: {reply.error.reason}")
 
 
+class SiloFailure(RuntimeError):
+    """A silo's ClientApp failed; the message starts with the silo's own name (its node config's ``silo``)."""
+
+
+@contextmanager
+def _naming(context: Any) -> Iterator[None]:
+    """Re-raise anything a silo's handler raises with the silo's own name, so the server's error names it."""
+    try:
+        yield
+    except Exception as error:
+        name = context.node_config.get(SILO_KEY, "<no silo name in the node config>")
+        raise SiloFailure(f"silo {name!r} failed: {type(error).__name__}: {error}") from error
+
+
 class UldpStrategy(Strategy):
     """The server side of ULDP-AVG / ULDP-AVG-w (Algorithms 3-4) as a Flower ``Strategy``.
 
@@ -136,6 +146,8 @@ class UldpStrategy(Strategy):
         q: User-level Poisson sampling rate (Algorithm 4).
         delta: Target delta of the reported epsilon.
         global_lr, local_lr, clip, local_epochs, batch_size: As in :func:`uldp.fit` (the same defaults).
+        model: The architecture (optional): with it, :meth:`start` takes the initial model as a ``state_dict`` too
+            and checks its size before any message, and :meth:`trained_model` loads the result into a copy.
         seed: The seed of the server's user sampling (``None``: from the OS CSPRNG). It never reaches the silos:
             their noise comes from their own CSPRNG (or, tests only, from their own node config's
             ``uldp-insecure-reproducible-noise``).
@@ -176,15 +188,16 @@ class UldpStrategy(Strategy):
                  local_epochs: int | None = None, batch_size: int | None = None, seed: int | None = None,
                  secure: bool | None = None, protocol: ProtocolParameters | dict | None = None,
                  silos: Sequence[str] | None = None, checkpoint: str | Path | None = None,
-                 join_timeout: float = 120.0, max_aborted_rounds: int = 3) -> None:
+                 join_timeout: float = 120.0, max_aborted_rounds: int = 3, model: nn.Module | None = None) -> None:
         spec = parse_method(method)
         if spec.name not in SUPPORTED:
             raise ValueError(f"UldpStrategy runs {' or '.join(SUPPORTED)}, not {spec.name}")
-        chosen = {"global_lr": global_lr, "local_lr": local_lr, "clip": clip, "local_epochs": local_epochs,
-                  "batch_size": batch_size}
-        values: dict[str, Any] = {name: DEFAULTS[name] if value is None else value for name, value in chosen.items()}
-        self.hp = Hyperparameters(**values, sigma=sigma, delta=delta, q=q)
-        self.method = user_level(make_method(spec.name, self.hp))
+        self._spec_name = spec.name
+        self.model = model
+        self._chosen: dict[str, Any] = {"global_lr": global_lr, "local_lr": local_lr, "clip": clip,
+                                        "local_epochs": local_epochs, "batch_size": batch_size, "sigma": sigma,
+                                        "delta": delta, "q": q}
+        self._resolve(1)  # checks every value now; the method's per-silo defaults are set once |S| is known
         self.seed = secrets.randbits(63) if seed is None else check_integer("seed", seed, minimum=0)
         self.insecure_reproducible_noise = False
         if secure is None:
@@ -212,6 +225,11 @@ class UldpStrategy(Strategy):
         self.silo_names: dict[int, str] = {}  # node id -> silo name, as of the last set-up
         self.users_digest = ""
 
+    def _resolve(self, n_silos: int) -> None:
+        """The hyperparameters (given, or the method's defaults for ``n_silos`` silos, as :func:`uldp.fit`)."""
+        self.hp = resolve_hyperparameters(self._spec_name, n_silos, **self._chosen)
+        self.method = user_level(make_method(self._spec_name, self.hp))
+
     @property
     def _shares_counts(self) -> bool:
         """Whether the silos share their exact n_su with each other: only plain ULDP-AVG-w needs them."""
@@ -238,6 +256,7 @@ class UldpStrategy(Strategy):
         silos = discover_silos(hello, grid.get_node_ids, expected=expected, join_timeout=self.join_timeout)
         self.silo_names = {node: str(answer["silo"]) for node, answer in silos.items()}
         self.nodes = sorted(silos, key=lambda node: silos[node]["silo"])
+        self._resolve(len(self.nodes))
         counts = [int(silos[node]["records"]) for node in self.nodes]
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
         shared = {"stage": "federation", "secure": self.secure, "counts": share_counts,
@@ -278,15 +297,28 @@ class UldpStrategy(Strategy):
             raise RuntimeError(f"silo nodes {sorted(set(contents) - set(replies))} did not answer in {timeout} s")
         return replies
 
-    def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int = 3, timeout: float = 3600,
-              train_config: ConfigRecord | None = None, evaluate_config: ConfigRecord | None = None,
+    def start(self, grid: Grid, initial_arrays: ArrayRecord | nn.Module | Mapping[str, Any], num_rounds: int = 3,
+              timeout: float = 3600, train_config: ConfigRecord | None = None,
+              evaluate_config: ConfigRecord | None = None,
               evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None) -> Result:
         """Set up the federation (stages 1-2), resume from the checkpoint and run rounds (stage 3) until
         ``num_rounds`` have completed, each accounted before it is asked (:func:`uldp.flower.recovery.run_rounds`);
         returns Flower's ``Result`` with the final model in ``result.arrays`` and each completed round's epsilon in
-        ``result.train_metrics_clientapp``. ``evaluate_config`` is unused (no federated evaluation)."""
-        return run_rounds(self, grid, initial_arrays.to_numpy_ndarrays()[0], num_rounds=num_rounds, timeout=timeout,
+        ``result.train_metrics_clientapp``. ``evaluate_config`` is unused (no federated evaluation).
+
+        ``initial_arrays`` is the model (``nn.Module``), its ``state_dict`` (with the strategy's ``model``), an
+        ``ArrayRecord`` of a state dict, or one of the flat vector (:func:`uldp.flower.arrays.flat_model`);
+        :meth:`trained_model` loads the result.
+        """
+        initial = flat_model(initial_arrays, self.model)
+        return run_rounds(self, grid, initial.to_numpy_ndarrays()[0], num_rounds=num_rounds, timeout=timeout,
                           train_config=train_config, evaluate_fn=evaluate_fn)
+
+    def trained_model(self, result: Result) -> nn.Module:
+        """A copy of the strategy's ``model`` holding ``result``'s parameters."""
+        if self.model is None:
+            raise ValueError("trained_model needs the architecture: UldpStrategy(model=...)")
+        return trained_model(result.arrays, self.model)
 
     # --------------------------------------------------------------------------------------------- rounds --
     def configure_train(self, server_round: int, arrays: Any, config: Any, grid: Any) -> Iterable[Any]:
@@ -394,13 +426,8 @@ def _silo_view(load: Callable[[Any], SiloData], model: Callable[[], Any], loss: 
     if not isinstance(data, SiloData):
         raise ValueError(f"load(context) must return uldp.flower.SiloData, got {type(data).__name__}")
     net = model()
-    check_module(net)
-    loss_fn = weighted_loss(loss)
-    dtype = next(p.dtype for p in net.parameters() if p.requires_grad)
-    x = features_tensor("x", data.x, dtype)
-    with torch.no_grad(), torch.random.fork_rng(devices=[]):
-        outputs = net.eval()(x[:2])
-    y = targets_tensor("y", data.y, int(x.shape[0]), loss_fn, outputs, dtype)
+    records = resolve_records(net, loss, data.x, data.y)
+    x, y, loss_fn = records.x, records.y, records.loss
     ids = list(data.patient_ids.tolist() if hasattr(data.patient_ids, "tolist") else data.patient_ids)
     if len(ids) != x.shape[0]:
         raise ValueError(f"patient_ids has {len(ids)} ids, x has {x.shape[0]} records")
@@ -567,22 +594,25 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
 
     @app.query(SETUP_ACTION)
     def setup(message: Any, context: Any) -> Any:
-        settings = _config(message)
-        if settings["stage"] not in ("hello", "federation"):  # Protocol 1's stages need the state, not the records
-            return Message(_records(silo_setup(settings, context, **_protocol_inputs(context))), reply_to=message)
-        view = _silo_view(load, model, loss, context)
-        answer = (_hello(view, bool(settings["counts"])) if settings["stage"] == "hello"
-                  else _federation(view, settings, context))
-        return Message(_records(answer), reply_to=message)
+        with _naming(context):
+            settings = _config(message)
+            if settings["stage"] not in ("hello", "federation"):  # Protocol 1's stages need the state only
+                return Message(_records(silo_setup(settings, context, **_protocol_inputs(context))), reply_to=message)
+            view = _silo_view(load, model, loss, context)
+            answer = (_hello(view, bool(settings["counts"])) if settings["stage"] == "hello"
+                      else _federation(view, settings, context))
+            return Message(_records(answer), reply_to=message)
 
     @app.train()
     def train(message: Any, context: Any) -> Any:
-        view = _silo_view(load, model, loss, context)
+        with _naming(context):
+            view = _silo_view(load, model, loss, context)
         params = message.content["arrays"].to_numpy_ndarrays()[0]
         try:
-            update = _train(view, _config(message), params, context)
-        except ValueError as error:  # a refusal (the policy, the ledger, Protocol 1's order): the operator sees it
-            LOGGER.warning("silo %s refuses: %s", view["name"], error)
+            with _naming(context):
+                update = _train(view, _config(message), params, context)
+        except SiloFailure as error:  # a refusal (the policy, the ledger, Protocol 1's order): the operator sees it
+            LOGGER.warning("%s", error)
             raise
         silo = ConfigRecord({"insecure_reproducible_noise": INSECURE_NOISE_KEY in context.node_config})
         if isinstance(update, bytes):  # Protocol 1's masked update

@@ -57,11 +57,11 @@ if TYPE_CHECKING:  # the names of _LAZY, for type checkers and editors (the redu
 #: import torch.
 _LAZY: dict[str, str] = {
     **dict.fromkeys(("FAMILIES", "KNOWN_METHODS", "MethodSpec", "parse_method"), "uldp.method_names"),
-    **dict.fromkeys(("AggregateFn", "EveryRecordSiloNoise", "Federation", "Hyperparameters", "Method",
+    **dict.fromkeys(("AggregateFn", "EveryRecordSiloNoise", "Federation", "FitDefaults", "Hyperparameters", "Method",
                      "heavy_user_federation"), "uldp.methods.base"),
     "FedAvgMethod": "uldp.methods.fedavg", "GroupMethod": "uldp.methods.group",
-    **dict.fromkeys(("METHOD_CLASSES", "make_method", "required_hyperparameters", "unused_hyperparameters"),
-                   "uldp.methods.registry"),
+    **dict.fromkeys(("METHOD_CLASSES", "make_method", "method_defaults", "required_hyperparameters",
+                     "unused_hyperparameters"), "uldp.methods.registry"),
     **dict.fromkeys(("UserLevelMethod", "user_level", "aggregate", "check_weights", "enhanced_weights",
                      "uniform_weights", "weighted_sum"), "uldp.methods.uldp_avg"),
 }

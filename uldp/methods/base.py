@@ -93,6 +93,43 @@ class Hyperparameters:
 
 
 @dataclass(frozen=True)
+class FitDefaults:
+    """A method family's defaults for a model and records of your own (:func:`uldp.fit`, :mod:`uldp.flower`).
+
+    The paper tunes its hyperparameters per dataset (settings.md, :mod:`uldp.defaults`); these are what a method
+    uses when nothing is known of the model, chosen so that each family's server step moves the model by about one
+    mean local update: FedAvg's ``x + eta_g / |S| sum_s Delta_s`` (Algorithms 1 and 2) with ``eta_g = 1``;
+    ULDP-AVG's ``x + eta_g / (q |U| |S|) sum_s sum_u w_su Delta_su`` (Algorithm 3 line 6) is ``eta_g / |S|``
+    times the mean clipped user update, so its ``global_lr`` is per silo (:meth:`global_lr_for`).
+    ``benchmarks/ehr.py`` measures them against a tuned grid on a federation that is not the paper's.
+
+    Attributes:
+        global_lr: ``eta_g`` (per silo where ``per_silo``).
+        local_lr: ``eta_l`` (``None`` where unused).
+        clip: ``C`` (``None`` where unused).
+        local_epochs: ``Q`` (``None`` where unused).
+        batch_size: Local mini-batch size.
+        per_silo: ``eta_g`` is ``global_lr * |S|``.
+    """
+
+    global_lr: float
+    local_lr: float | None
+    clip: float | None
+    local_epochs: int | None
+    batch_size: int = 64
+    per_silo: bool = False
+
+    def global_lr_for(self, n_silos: int) -> float:
+        """``eta_g`` for a federation of ``n_silos`` silos."""
+        return self.global_lr * n_silos if self.per_silo else self.global_lr
+
+    def values(self, n_silos: int) -> dict[str, float | int | None]:
+        """The defaults as keyword arguments of :func:`uldp.fit` for ``n_silos`` silos."""
+        return {"global_lr": self.global_lr_for(n_silos), "local_lr": self.local_lr, "clip": self.clip,
+                "local_epochs": self.local_epochs, "batch_size": self.batch_size}
+
+
+@dataclass(frozen=True)
 class Federation:
     """The training records of a federation: who holds them (silo), whose they are (user), and the model.
 
@@ -245,11 +282,13 @@ class Method(Protocol):
 
     Attributes:
         REQUIRED: Per family this class implements, the :class:`Hyperparameters` that must not be ``None``.
+        DEFAULTS: Per family this class implements, its :class:`FitDefaults`.
         spec: The parsed registry name.
         hp: The hyperparameters.
     """
 
     REQUIRED: ClassVar[dict[str, tuple[str, ...]]]
+    DEFAULTS: ClassVar[dict[str, FitDefaults]]
 
     @property
     def spec(self) -> MethodSpec:

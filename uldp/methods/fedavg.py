@@ -26,6 +26,7 @@ from uldp.methods.base import (
     KEYS_STREAM,
     TRAIN_STREAM,
     EveryRecordSiloNoise,
+    FitDefaults,
     global_torch_seed,
     needed,
     seed_stream,
@@ -70,6 +71,10 @@ class FedAvgMethod(EveryRecordSiloNoise):
 
     REQUIRED: ClassVar[dict[str, tuple[str, ...]]] = {
         "DEFAULT": ("local_lr", "local_epochs"), "ULDP-NAIVE": ("local_lr", "local_epochs", "clip", "sigma")}
+    #: FedAvg's step (eta_g = 1: the mean silo update); ULDP-NAIVE clips a silo's whole delta.
+    DEFAULTS: ClassVar[dict[str, FitDefaults]] = {
+        "DEFAULT": FitDefaults(global_lr=1.0, local_lr=0.01, clip=None, local_epochs=5),
+        "ULDP-NAIVE": FitDefaults(global_lr=1.0, local_lr=0.01, clip=1.0, local_epochs=5)}
     spec: MethodSpec
     hp: Hyperparameters
 

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from uldp.accounting import epsilon_for_method
-from uldp.methods.base import TRAIN_STREAM, global_torch_seed, needed, seed_stream, torch_generator
+from uldp.methods.base import TRAIN_STREAM, FitDefaults, global_torch_seed, needed, seed_stream, torch_generator
 from uldp.training import closed_form
 from uldp.training.dpsgd import dpsgd_schedule, dpsgd_train, dpsgd_train_silos
 
@@ -74,6 +74,9 @@ class GroupMethod:
     """
 
     REQUIRED: ClassVar[dict[str, tuple[str, ...]]] = {"ULDP-GROUP": ("local_lr", "local_epochs", "clip", "sigma")}
+    #: DP-SGD's usual start (per-record clip 1, one epoch a round) under FedAvg's step.
+    DEFAULTS: ClassVar[dict[str, FitDefaults]] = {
+        "ULDP-GROUP": FitDefaults(global_lr=1.0, local_lr=0.1, clip=1.0, local_epochs=1)}
     spec: MethodSpec
     hp: Hyperparameters
 

@@ -18,7 +18,7 @@ from uldp.methods.uldp_avg import UserLevelMethod
 if TYPE_CHECKING:
     import numpy as np
 
-    from uldp.methods.base import Method
+    from uldp.methods.base import FitDefaults, Method
 
 #: The class of every family of :data:`uldp.method_names.FAMILIES` (Algorithms 1, 2 and 3-4).
 METHOD_CLASSES: dict[str, type[FedAvgMethod] | type[GroupMethod] | type[UserLevelMethod]] = {
@@ -47,6 +47,17 @@ def unused_hyperparameters(family: str) -> tuple[str, ...]:
     """
     required = required_hyperparameters(family)
     return tuple(name for name in Hyperparameters.OPTIONAL if name not in required)
+
+
+def method_defaults(name: str) -> FitDefaults:
+    """The defaults of the method registered under ``name`` (its class's ``DEFAULTS`` for its family).
+
+    Example:
+        >>> method_defaults("ULDP-AVG-w").global_lr_for(4), method_defaults("DEFAULT").global_lr_for(4)
+        (36.0, 1.0)
+    """
+    family = parse_method(name).family
+    return METHOD_CLASSES[family].DEFAULTS[family]
 
 
 def make_method(name: str, hp: Hyperparameters, *, user_weights: np.ndarray | None = None) -> Method:

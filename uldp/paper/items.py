@@ -146,7 +146,7 @@ ITEMS: tuple[PaperItem, ...] = (
     PaperItem("theorem", "2", "Privacy of ULDP-GROUP-k",
               "ULDP-GROUP-k's user-level epsilon: silo-level DP-SGD turned into group privacy for k records.",
               (f"{_METHODS}.epsilon_group", "uldp.methods.group.GroupMethod"),
-              ("book/auditing", "book/baselines", "book/settings", "book/tighter_accounting")),
+              ("book/auditing", "book/baselines", "book/settings", "book/tighter_accounting", "book/your_own_silos")),
     PaperItem("theorem", "3", "Privacy of ULDP-AVG and ULDP-SGD",
               "The proposed methods cost what one Gaussian mechanism per round costs, whatever a user's records.",
               (f"{_METHODS}.epsilon_uldp", "uldp.methods.uldp_avg.UserLevelMethod"),

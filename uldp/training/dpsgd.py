@@ -34,6 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from uldp.checks import check_integer, check_positive
+from uldp.logs import import_quietly
 from uldp.training import closed_form as closed_forms
 from uldp.training.per_user import LossFunction, ParameterLayout, flat_parameters, load_flat_parameters
 
@@ -158,17 +159,17 @@ def dpsgd_train(
 def _opacus_steps(model: nn.Module, flat: Tensor, x: Tensor, y: Tensor, *, loss_fn: LossFunction, local_lr: float,
                   schedule: DPSGDSchedule, expected_batch: int, clip: float, sigma: float, epochs: int,
                   generator: torch.Generator) -> Tensor:
-    from opacus import GradSampleModule  # slow to import: only when this engine runs
-    from opacus.optimizers import DPOptimizer
+    # slow to import: only when this engine runs; opacus' import configures the root logger, undone here
+    opacus, optimizers = import_quietly("opacus"), import_quietly("opacus.optimizers")
 
     local = copy.deepcopy(model)
     load_flat_parameters(local, flat)
     layout = ParameterLayout.of(local)
-    private = GradSampleModule(local, loss_reduction="mean")
+    private = opacus.GradSampleModule(local, loss_reduction="mean")
     trainable = [p for p in private.parameters() if p.requires_grad]
     # opacus clips, sums and divides by the expected batch; the noise is the pre-drawn one, added below
-    optimizer = DPOptimizer(torch.optim.SGD(trainable, lr=local_lr), noise_multiplier=0.0, max_grad_norm=clip,
-                            expected_batch_size=expected_batch, loss_reduction="mean")
+    optimizer = optimizers.DPOptimizer(torch.optim.SGD(trainable, lr=local_lr), noise_multiplier=0.0,
+                                       max_grad_norm=clip, expected_batch_size=expected_batch, loss_reduction="mean")
     step_size = local_lr / expected_batch
     with warnings.catch_warnings():  # inputs never need gradients
         warnings.filterwarnings("ignore", message="Full backward hook is firing")

@@ -106,3 +106,17 @@ def write_json_atomic(path: Path, payload: Any) -> None:
     except TypeError as error:
         raise ValueError(f"cannot store {path.name}: {error}") from error
     write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def read_complete_json(path: str | Path, *, schema: int) -> dict[str, Any] | None:
+    """The JSON object stored at ``path`` by :func:`write_json_atomic` if it is a complete result of ``schema``: an
+    object whose ``schema`` is ``schema`` and that holds a ``result``; ``None`` for a missing, unreadable, older or
+    incomplete file (a run to do again). The caller checks the content.
+    """
+    try:
+        payload = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(payload, dict) or payload.get("schema") != schema or "result" not in payload:
+        return None
+    return payload

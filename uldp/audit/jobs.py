@@ -31,7 +31,6 @@ record-level DP-SGD with its record-level promise.
 from __future__ import annotations
 
 import datetime
-import json
 import math
 import time
 from dataclasses import asdict, replace
@@ -40,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uldp.atomic import write_json_atomic
+from uldp.atomic import read_complete_json, write_json_atomic
 from uldp.audit.crafted import (
     PREPARE_STREAM,
     CraftedSetting,
@@ -263,11 +262,8 @@ def read_stored(path: Path) -> dict | None:
         ValueError: A complete file whose fields are not what :func:`run_jobs` writes (:func:`check_stored`); the
             message names the file.
     """
-    try:
-        payload = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    if not isinstance(payload, dict) or payload.get("schema") != SCHEMA_VERSION or "result" not in payload:
+    payload = read_complete_json(path, schema=SCHEMA_VERSION)
+    if payload is None:
         return None
     try:
         check_stored(payload, key=Path(path).stem)

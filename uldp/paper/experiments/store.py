@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from uldp.atomic import read_complete_json
 from uldp.paper.experiments.grids import check_profile
 from uldp.paper.experiments.keys import effective_arguments
 from uldp.provenance import REPO_ROOT, config_hash
@@ -103,11 +103,8 @@ def read_result(path: Path) -> StoredRun | None:
         ValueError: A result file (this schema, with a ``result``) whose fields are malformed or whose run
             arguments do not match its key and file name; the message names the file.
     """
-    try:
-        payload = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    if not isinstance(payload, dict) or payload.get("schema") != SCHEMA_VERSION or "result" not in payload:
+    payload = read_complete_json(path, schema=SCHEMA_VERSION)
+    if payload is None:
         return None
     try:
         return StoredRun.from_json(payload, stem=Path(path).stem)

@@ -121,7 +121,9 @@ columns = {"claimed_epsilon": "claimed eps (RDP)", "tight_epsilon": "tight eps",
            "gaussian_lb": "Gaussian bound"}
 table = crafted[["label", "claimed_epsilon", "tight_epsilon", "epsilon_lb", "gaussian_lb", "many / tight",
                  "gaussian / tight", "sigma", "runs", "runs_per_minute"]].rename(columns=columns)
-table.reset_index(drop=True).style.format(readable_number, subset=list(table.select_dtypes("number").columns))
+# a Gaussian bound exists only where the scores are Gaussian by construction (no user sampling): "n/a" elsewhere
+table.reset_index(drop=True).style.format(readable_number, subset=list(table.select_dtypes("number").columns),
+                                          na_rep="n/a")
 
 # %%
 labels = ["record-level DP-SGD", "ULDP-NAIVE", "ULDP-AVG", "ULDP-AVG-w"]
@@ -197,9 +199,10 @@ sampling = audits[(audits.method == "ULDP-AVG-w") & (audits.canary == "crafted")
                   & (audits.level == "user") & (audits.aggregation == "plain")].copy()
 sampling["bound / tight"] = sampling["epsilon_lb"] / sampling["tight_epsilon"]
 sampling["tight / claim"] = sampling["tight_epsilon"] / sampling["claimed_epsilon"]
-sampling.sort_values(["q", "epsilon"])[["q", "claimed_epsilon", "tight_epsilon", "epsilon_lb", "gaussian_lb",
-                                        "bound / tight", "tight / claim", "sigma", "runs"]].rename(
-    columns=columns).round(3).reset_index(drop=True)
+sampled = sampling.sort_values(["q", "epsilon"])[["q", "claimed_epsilon", "tight_epsilon", "epsilon_lb", "gaussian_lb",
+                                                  "bound / tight", "tight / claim", "sigma", "runs"]].rename(
+    columns=columns).reset_index(drop=True)
+sampled.style.format(readable_number, subset=list(sampled.select_dtypes("number").columns), na_rep="n/a")
 
 # %% [markdown]
 # ## Through Protocol 1
@@ -236,7 +239,7 @@ others["audit"] = (others["canary"] + " " + others["level"] + " canary, "
                    + np.where(others["estimator"] == "one", "one-run", "many runs"))
 shown = others[["audit", "label", "claimed_epsilon", "tight_epsilon", "epsilon_lb", "gaussian_lb", "runs",
                  "canaries", "n_in", "n_out"]].rename(columns=columns).reset_index(drop=True)
-shown.style.format(readable_number, subset=list(shown.select_dtypes("number").columns))
+shown.style.format(readable_number, subset=list(shown.select_dtypes("number").columns), na_rep="n/a")
 
 # %% [markdown]
 # ## The goals, checked on these numbers

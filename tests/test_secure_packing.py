@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 from phe import paillier
+from test_secure_protocol import plain_round  # the same plain ULDP-AVG-w oracle
 
 from uldp.secure import ProtocolConfig, ProtocolParameters, SecureSession, encoding, fast, packing
 from uldp.secure.messages import MaskedUpdateMessage, RescaleRequestMessage
@@ -76,12 +77,6 @@ def test_packing_ciphertexts_decrypts_to_the_packed_integers_in_any_number_of_pr
     assert outputs[0] == outputs[1] == outputs[2]
     assert [private.raw_decrypt(int(c)) for c in outputs[0]] == expected
     fast.shutdown_pools()
-
-
-def plain_round(counts, deltas, noise, sampled):
-    totals = counts.sum(axis=0)
-    weights = np.where(sampled & (totals > 0), counts / np.maximum(totals, 1), 0.0)
-    return np.einsum("su,sud->d", weights, deltas) + noise.sum(axis=0)
 
 
 @st.composite

@@ -52,7 +52,7 @@ METHOD_STYLES: dict[str, dict[str, str]] = {
 }
 METHOD_COLORS: dict[str, str] = {method: style["color"] for method, style in METHOD_STYLES.items()}
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
-_DASHES = {"uniform": "-", "zipf": "--", "zipf-noniid": ":"}
+_DASHES = {"uniform": "-", "uniform-with-replacement": "-", "zipf": "--", "zipf-noniid": ":"}
 
 
 def _style(series: str, index: int) -> dict[str, Any]:

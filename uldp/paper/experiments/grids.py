@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from uldp.data import DATASETS
+from uldp.data.allocation import WITH_REPLACEMENT
 from uldp.defaults import DELTA, SIGMA
 from uldp.methods import parse_method
 from uldp.paper.settings import (
+    AUTHORS_UNIFORM_DATASETS,
     PRIVACY_UTILITY,
     PRIVACY_UTILITY_METHODS,
     PROTOCOL_RUNTIME,
@@ -56,6 +58,8 @@ def _common(dataset: str, *, n_users: int, n_silos: int, distribution: str, roun
             method: str, hyper: Hyper, q: float = 1.0) -> Entry:
     # The medical datasets are scored as the authors scored them, and their runs say so (issue 19).
     scoring = {"test_scoring": "pooled"} if DATASETS[dataset].fixed_silos else {}
+    if distribution == "uniform" and dataset in AUTHORS_UNIFORM_DATASETS:
+        distribution = WITH_REPLACEMENT
     return Entry.of(dataset=dataset, method=method, n_users=n_users, n_silos=n_silos, distribution=distribution,
                     rounds=rounds, batch_size=batch_size, sigma=None if method == "DEFAULT" else SIGMA, delta=DELTA,
                     q=q, **scoring, **hyper.params(n_users))

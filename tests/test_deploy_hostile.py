@@ -450,7 +450,7 @@ def test_a_homomorphically_inflated_masked_update_aborts_the_round(synthetic) ->
         return dataclasses.replace(reply, payloads=(changed.to_bytes(),))
 
     result = federation(synthetic, secure=True, tamper=inflate).run()
-    assert result.rounds_done == 0 and "Protocol 1's decoded aggregate has norm" in result.error, result.error
+    assert result.rounds_done == 0 and "the securely aggregated sum has norm" in result.error, result.error
 
 
 def test_the_history_reports_the_servers_view_beside_the_model(synthetic) -> None:

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from deploy_harness import MASTER, Proxy, federation, make_config
+from deploy_harness import MASTER, Manager, Proxy, federation, make_config, silo_clients
 
 from uldp import persist
 from uldp.deploy import keys, wire
 from uldp.deploy.method_roles import DeployConfig, MethodServer, MethodSilo
-from uldp.deploy.server import ServerSettings
+from uldp.deploy.server import Coordinator, FederationResult, ServerSettings
 from uldp.deploy.silo import SiloSettings, _make_client
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
@@ -450,7 +450,7 @@ def test_a_homomorphically_inflated_masked_update_aborts_the_round(synthetic) ->
         return dataclasses.replace(reply, payloads=(changed.to_bytes(),))
 
     result = federation(synthetic, secure=True, tamper=inflate).run()
-    assert result.rounds_done == 0 and "Protocol 1's decoded aggregate has norm" in result.error, result.error
+    assert result.rounds_done == 0 and "the securely aggregated sum has norm" in result.error, result.error
 
 
 def test_the_history_reports_the_servers_view_beside_the_model(synthetic) -> None:
@@ -468,3 +468,36 @@ def test_the_history_reports_the_servers_view_beside_the_model(synthetic) -> Non
     minimal = {"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 4, "rounds": 1}
     assert DeployConfig.from_json(minimal).run.secure
     assert not DeployConfig.from_json({**minimal, "secure": False}).run.secure
+
+
+def _uldp_avg(synthetic, **fields) -> tuple[FederationResult, dict]:
+    """A ULDP-AVG deployment (3 real silo clients, shared-seed test noise) whose server keeps every train answer."""
+    config = DeployConfig.from_json({"dataset": "synthetic", "method": "ULDP-AVG", "n_users": 8, "rounds": 2,
+                                     "seed": 3, "max_train_records": 120, "local_epochs": 1,
+                                     "insecure_reproducible_noise": True, **fields})
+    received: dict = {}
+
+    def keep(instruction, reply):
+        if instruction.stage == wire.STAGE_TRAIN:
+            received.setdefault(instruction.round_index, []).append(reply.payloads)
+
+    proxies = [Proxy(client, keep) for client in silo_clients(synthetic, config)]
+    settings = ServerSettings(master_key=MASTER, join_timeout=60, round_timeout=60)
+    return Coordinator(MethodServer(config, synthetic), settings, Manager(proxies)).run(), received
+
+
+def test_a_default_uldp_avg_deployment_sends_only_masked_contributions(synthetic):
+    """Item 5 in deploy: ULDP-AVG is secure by default (the masked sum); every train answer the server gets is one
+    MaskedSumMessage, and the model is the explicit secure=false run's to float32 rounding, with the same epsilon
+    for the model and the server's view."""
+    from uldp.secure.messages import MaskedSumMessage
+
+    masked, received = _uldp_avg(synthetic)
+    plain, plain_received = _uldp_avg(synthetic, secure=False)
+    assert not masked.error and not plain.error, (masked.error, plain.error)
+    for payloads in (p for answers in received.values() for p in answers):
+        assert len(payloads) == 1 and MaskedSumMessage.from_bytes(payloads[0]).parameters == masked.params.size
+    assert all(len(p) == 1 and not p[0].startswith(b"ULDP") for a in plain_received.values() for p in a)
+    np.testing.assert_allclose(masked.params, plain.params, rtol=1e-5, atol=1e-6)
+    for row in masked.history + plain.history:
+        assert row["server_view_epsilon"] == row["epsilon"]

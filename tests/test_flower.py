@@ -169,12 +169,12 @@ def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(hosp
         assert state.startswith(b"ULDP") and protocol.Silo.restore(state, config).silo_id == s
 
 
-def test_protocol_1_test_keys_need_the_silos_consent_and_ulpd_avg_needs_no_protocol(hospital_files):
+def test_protocol_1_test_keys_need_the_silos_consent(hospital_files):
     net = model()
     with pytest.raises(RuntimeError, match="insecure test key"):
         flower_run(hospital_files, net, protocol=TEST_KEYS, sigma=1.0, local_epochs=1, rounds=1)  # secure: default
-    with pytest.raises(ValueError, match="ULDP-AVG-w"):
-        uf.UldpStrategy(method="ULDP-AVG", sigma=1.0, secure=True)
+    with pytest.raises(ValueError, match="secure must be True, False or None"):
+        uf.UldpStrategy(method="ULDP-AVG", sigma=1.0, secure="yes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="at least 2048"):
         uf.UldpStrategy(sigma=1.0, secure=True, protocol={"key_bits": 1024})
 
@@ -253,7 +253,7 @@ def test_a_server_sent_seed_is_ignored_and_only_the_silos_own_option_reproduces(
     own node config reproduces the noise (then the residual is the clean update, well below the noise), and the
     strategy records that a silo used it."""
     settings: dict[str, Any] = dict(method="ULDP-AVG", sigma=20.0, q=1.0, local_epochs=1, batch_size=8, seed=5,
-                                    rounds=1)
+                                    rounds=1, secure=False)  # the server sees each silo's update (explicit)
     Hostile.rewrite = {"insecure_seed": 5, "insecure_reproducible_noise": True}
     params, strategy, _ = flower_run(hospital_files, model(), INSECURE_SEED_5 if own_option else {},
                                      strategy_class=Hostile, **settings)
@@ -270,7 +270,8 @@ def test_a_server_sent_seed_is_ignored_and_only_the_silos_own_option_reproduces(
 
 def test_a_replayed_round_is_refused_even_after_a_restart(hospital_files, tmp_path):
     """Attack 2: round 1 sent again (100 times at 09fdb4c, averaging the noise's std from 0.289 to 0.030) is refused
-    by every silo, naming the round; the ledger file survives a restart of the silo (a fresh context)."""
+    by every silo, naming the round (its masked sum's state, then after a restart of the silo, a fresh context with a
+    fresh masked-sum session, its ledger file)."""
     from flwr.app import Message as FlowerMessage
 
     class Replay(uf.UldpStrategy):
@@ -290,7 +291,7 @@ def test_a_replayed_round_is_refused_even_after_a_restart(hospital_files, tmp_pa
         copies = [FlowerMessage(m.content, dst_node_id=m.metadata.dst_node_id, message_type="train",
                                 group_id="1") for m in strategy.sent]
         replies = list(grid.send_and_receive(copies))
-        assert all(r.has_error() and "round 1 is not after round 1" in str(r.error.reason) for r in replies)
+        assert all(r.has_error() and "refuses round 1: it answered round 1" in str(r.error.reason) for r in replies)
     restarted = LocalGrid(app, configs)  # new contexts: only the ledger files remember
     strategy.setup(restarted)
     copies = [FlowerMessage(m.content, dst_node_id=m.metadata.dst_node_id, message_type="train", group_id="1")
@@ -331,8 +332,9 @@ def test_huge_total_records_are_refused_at_the_federation_stage(hospital_files):
 def test_without_secure_aggregation_the_silos_account_for_the_servers_view(hospital_files):
     """Attack 4: ULDP-AVG-w is secure by default; secure=False is explicit, the run reports the server's view
     (sigma / sqrt(|S|): epsilon 1.45 where the model's is 0.79 after one round at sigma 5), and a silo whose policy
-    allows 1.0 refuses it, while ULDP-AVG (uniform weights: the view costs what the model costs) is answered."""
-    assert uf.UldpStrategy(sigma=5.0).secure and not uf.UldpStrategy(method="ULDP-AVG", sigma=5.0).secure
+    allows 1.0 refuses it, while ULDP-AVG (secure by default too; uniform weights: even a plain view costs what the
+    model costs) is answered."""
+    assert uf.UldpStrategy(sigma=5.0).secure and uf.UldpStrategy(method="ULDP-AVG", sigma=5.0).secure
     tight = {"uldp-policy-epsilon": 1.0}
     with pytest.raises(RuntimeError, match=r"from 0 to 1\.45 .* past its policy's epsilon 1 "):
         flower_run(hospital_files, model(), tight, secure=False, sigma=5.0, local_epochs=1, rounds=1)
@@ -372,9 +374,86 @@ def test_an_update_past_its_methods_bound_aborts_the_round_naming_the_silo(hospi
             return replies
 
     grid = Inflating(uf.silo_client_app(load, model, nn.CrossEntropyLoss()), node_configs(hospital_files, LAX))
-    strategy = uf.UldpStrategy(method="ULDP-AVG", sigma=5.0, local_epochs=1)
+    strategy = uf.UldpStrategy(method="ULDP-AVG", sigma=5.0, local_epochs=1, secure=False)
     with pytest.raises(RuntimeError, match=r"silo node 102 sent an update of norm .* past the bound"):
         strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
+
+
+class TrainSpy(LocalGrid):
+    """LocalGrid that keeps every ``train`` reply the server receives, by round (what the server-side object holds)."""
+
+    received: dict[str, list]
+
+    def send_and_receive(self, messages, *, timeout=None):
+        replies = list(super().send_and_receive(messages, timeout=timeout))
+        for reply in replies:
+            if reply.metadata.message_type == "train":
+                self.received.setdefault(reply.metadata.group_id, []).append(reply)
+        return replies
+
+
+def spied_run(files: pathlib.Path, net: nn.Module, **arguments) -> tuple[np.ndarray, uf.UldpStrategy, TrainSpy]:
+    from flwr.app import ArrayRecord
+
+    grid = TrainSpy(uf.silo_client_app(load, model, nn.CrossEntropyLoss()),
+                    node_configs(files, {**LAX, **INSECURE_SEED_5}))
+    grid.received = {}
+    rounds = arguments.pop("rounds")
+    strategy = uf.UldpStrategy(**arguments)
+    result = strategy.start(grid, ArrayRecord([uldp.flat_parameters(net).numpy()]), num_rounds=rounds)
+    return result.arrays.to_numpy_ndarrays()[0], strategy, grid
+
+
+def test_a_default_ulpd_avg_run_is_securely_aggregated(hospital_files):
+    """Item 5: ULDP-AVG is secure by default (Protocol 1's pairwise masks, uldp.secure.masked_sum). Every train
+    reply the server receives is a masked sum message, uniform on the ring: decoded alone it is nowhere near that
+    silo's update (the same silos' plain updates, with the same test noise, from the explicit secure=False run); the
+    model is the plain run's to float32 rounding, and the server's view spends the model's epsilon."""
+    from uldp.secure.masked_sum import RESOLUTION_BITS
+
+    net = model()
+    settings = dict(method="ULDP-AVG", sigma=1.0, q=0.8, local_epochs=2, batch_size=8, seed=5, rounds=2)
+    secure, strategy, grid = spied_run(hospital_files, net, **settings)
+    plain, plain_strategy, plain_grid = spied_run(hospital_files, net, secure=False, **settings)
+    assert strategy.secure and not plain_strategy.secure
+    np.testing.assert_allclose(secure, plain, rtol=1e-5, atol=1e-6)
+    for round_index in ("1", "2"):
+        assert not any("arrays" in r.content.array_records for r in grid.received[round_index])
+        assert [m.round_index for m in messages_of(grid, round_index)] == [int(round_index)] * 3
+    first = sorted(plain_grid.received["1"], key=lambda r: r.metadata.src_node_id)
+    for reply, message in zip(first, messages_of(grid, "1"), strict=True):
+        update = reply.content["arrays"].to_numpy_ndarrays()[0]
+        alone = np.ldexp(np.frombuffer(message.values, "<u8").view(np.int64).astype(np.float64), -RESOLUTION_BITS)
+        assert np.abs(alone - update).min() > 1e3
+    assert strategy.server_view_epsilons == strategy.epsilons == plain_strategy.server_view_epsilons
+
+
+def messages_of(grid: TrainSpy, round_index: str) -> list:
+    """The masked sum messages of a round's train replies, in node order (each reply must carry one)."""
+    from uldp.secure.messages import MaskedSumMessage
+
+    replies = sorted(grid.received[round_index], key=lambda r: r.metadata.src_node_id)
+    return [MaskedSumMessage.from_bytes(bytes(r.content["uldp"]["update"])) for r in replies]
+
+
+def test_an_inflated_update_under_the_masked_sum_aborts_the_round(hospital_files, monkeypatch):
+    """Item 5 with attack 6: the masks hide which silo sent more, so the decoded sum is checked against the sum of
+    the silos' bounds and the round stops (no silo named) before anything is applied."""
+    from uldp.methods.uldp_avg import UserLevelMethod
+
+    honest = UserLevelMethod.silo_update
+    inflated = {"done": False}
+
+    def inflate(self, *args, **kwargs):
+        update = honest(self, *args, **kwargs)
+        if inflated["done"]:
+            return update
+        inflated["done"] = True  # one silo of the round
+        return update * 1e4
+
+    monkeypatch.setattr(UserLevelMethod, "silo_update", inflate)
+    with pytest.raises(RuntimeError, match=r"securely aggregated sum has norm .* past the bound"):
+        flower_run(hospital_files, model(), method="ULDP-AVG", sigma=5.0, local_epochs=1, rounds=1)
 
 
 def test_protocol_1_never_answers_a_round_twice(hospital_files):

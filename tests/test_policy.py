@@ -106,3 +106,23 @@ def test_a_silo_answers_only_increasing_rounds(requests) -> None:
             pass
     assert admitted == sorted(set(admitted)) and all(r >= 1 for r in admitted)
     assert len(ledger.releases) == len(admitted)
+
+
+def test_uldp_group_rounds_are_counted_at_their_group_privacy_epsilon_and_refused_past_the_cap():
+    """Item 2: ULDP-GROUP-k's rounds were recorded but not counted. Each is now its DP-SGD release at this silo: T of
+    them spend the method's accountant's epsilon for this silo's schedule (T times its steps), the cap refuses the
+    round past it, and the ledger keeps them across a reload."""
+    from uldp.accounting import epsilon_group
+    from uldp.policy import GroupRelease
+
+    release = GroupRelease(sigma=1.0, sample_rate=0.05, steps=20, k=2)
+    expected = [epsilon_group(sigma=1.0, sample_rates=[0.05], steps=[20 * t], k=2, delta=1e-5).epsilon
+                for t in (1, 2, 3)]
+    ledger = SiloLedger(SiloPolicy(epsilon=(expected[1] + expected[2]) / 2))
+    spent = [ledger.admit("group", t, multiplier=release, q=1.0) for t in (1, 2)]
+    assert spent == pytest.approx(expected[:2], rel=1e-9)
+    with pytest.raises(PolicyRefusal, match=r"ULDP-GROUP-2's DP-SGD, sigma 1, 20 steps .* past its policy's epsilon"):
+        ledger.admit("group", 3, multiplier=release, q=1.0)
+    reloaded = SiloLedger(ledger.policy)
+    reloaded.load(ledger.state())
+    assert reloaded.group_releases == [release] * 2 and reloaded.spent().epsilon == pytest.approx(expected[1])

@@ -17,6 +17,12 @@ sit in this silo under enhanced weights: multiplier ``sigma / sqrt(|S|)``
 (:func:`uldp.accounting.epsilon_server_view`). With uniform weights (``w_su = 1 / |S|``) the view costs what the
 released model costs.
 
+ULDP-GROUP-k's rounds are record-level DP-SGD at each silo (Algorithm 2); the silo accounts each as a
+:class:`GroupRelease` at the group-privacy epsilon of its own DP-SGD (Theorem 2 for this silo: its record-level RDP
+curves add over rounds, then RDP group privacy for k, :func:`uldp.accounting.group.group_epsilon_bounds`), what the
+method's accountant reports with this silo's schedule. A ledger that holds both kinds of release adds their epsilons,
+each at half the policy's delta (basic composition).
+
 The ledger is a JSON file written atomically before the answer leaves the silo (a crash after writing costs budget,
 never privacy); without a file it lives in memory and is lost with the process.
 """
@@ -30,19 +36,58 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from uldp.accounting import ACCOUNTANTS, epsilon_of_releases
+from uldp.accounting import ACCOUNTANTS, PrivacySpent, epsilon_of_releases
 from uldp.atomic import write_json_atomic
 from uldp.checks import check_delta, check_integer, check_number, check_positive
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from uldp.accounting import PrivacySpent
-
 LOGGER = logging.getLogger("uldp.policy")
 #: The prefix of a policy's keys in a Flower node config: ``--node-config 'uldp-policy-epsilon=4'``.
 NODE_CONFIG_PREFIX = "uldp-policy-"
 _LEDGER_VERSION = 1
+
+
+@dataclass(frozen=True)
+class GroupRelease:
+    """One round of ULDP-GROUP-k at one silo: record-level DP-SGD (Algorithm 2), as the silo's ledger accounts it.
+
+    Attributes:
+        sigma: The DP-SGD noise multiplier.
+        sample_rate: The record-level Poisson rate of its batches.
+        steps: Its DP-SGD steps in the round.
+        k: The group size (records kept per user).
+
+    Raises:
+        ValueError: A value out of range, naming it.
+    """
+
+    sigma: float
+    sample_rate: float
+    steps: int
+    k: int
+
+    def __post_init__(self) -> None:
+        check_positive("sigma", self.sigma)
+        check_number("sample_rate", self.sample_rate, above=0, at_most=1)
+        check_integer("steps", self.steps, minimum=0)
+        check_integer("k", self.k, minimum=1)
+
+
+def epsilon_of_group_releases(releases: list[GroupRelease], *, delta: float) -> float:
+    """The user-level epsilon of one silo's ULDP-GROUP rounds: the record-level RDP of its DP-SGD steps (they add),
+    then RDP group privacy for the largest k (Theorem 2 with settings.md's valid conversion; 0 without releases)."""
+    if not releases:
+        return 0.0
+    from uldp.accounting.group import group_epsilon_bounds
+    from uldp.accounting.rdp import rdp_subsampled_gaussian
+
+    def curve(orders: Any) -> Any:
+        return sum(rdp_subsampled_gaussian(sigma=r.sigma, q=r.sample_rate, steps=r.steps, orders=orders)
+                   for r in releases)
+
+    return float(group_epsilon_bounds(curve, k=max(r.k for r in releases), delta=delta).epsilon)
 
 
 class PolicyRefusal(ValueError):
@@ -238,6 +283,7 @@ class SiloLedger:
         self.path = None if path is None else Path(path)
         self.runs: dict[str, int] = {}
         self.releases: list[tuple[float, float]] = []
+        self.group_releases: list[GroupRelease] = []
         if self.path is not None and self.path.exists():
             try:
                 data = json.loads(self.path.read_text())
@@ -262,23 +308,40 @@ class SiloLedger:
                 isinstance(r, list) and len(r) == 2 and all(isinstance(x, (int, float)) for x in r)
                 and r[0] > 0 and 0 < r[1] <= 1 for r in releases):
             raise ValueError(f"silo ledger {path}: 'releases' must be [sigma > 0, 0 < q <= 1] pairs")
+        groups = data.get("group_releases", [])
+        try:
+            if not isinstance(groups, list) or not all(isinstance(g, list) and len(g) == 4 for g in groups):
+                raise ValueError("not a list of [sigma, sample_rate, steps, k] rows")
+            group_releases = [GroupRelease(*g) for g in groups]
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"silo ledger {path}: 'group_releases' must be [sigma > 0, 0 < rate <= 1, steps >= 0, "
+                             f"k >= 1] rows ({error})") from error
         self.runs = dict(runs)
         self.releases = [(float(s), float(q)) for s, q in releases]
+        self.group_releases = group_releases
 
     def state(self) -> dict:
         """The record as JSON-ready data (what the file holds)."""
-        return {"version": _LEDGER_VERSION, "runs": dict(self.runs), "releases": [list(r) for r in self.releases]}
+        return {"version": _LEDGER_VERSION, "runs": dict(self.runs), "releases": [list(r) for r in self.releases],
+                "group_releases": [[g.sigma, g.sample_rate, g.steps, g.k] for g in self.group_releases]}
 
     def last_round(self, run: str) -> int:
         """The last round index this silo answered in run ``run`` (0: none)."""
         return self.runs.get(run, 0)
 
-    def spent(self, extra: tuple[float, float] | None = None) -> PrivacySpent:
-        """The user-level guarantee of every release (and ``extra``, a release not yet made)."""
-        releases = self.releases + ([extra] if extra else [])
-        return epsilon_of_releases(releases=releases, delta=self.policy.delta, accountant=self.policy.accountant)
+    def spent(self, extra: tuple[float, float] | GroupRelease | None = None) -> PrivacySpent:
+        """The user-level guarantee of every release (and ``extra``, a release not yet made); Gaussian releases and
+        ULDP-GROUP's each at half the delta when the ledger holds both (see the module docstring)."""
+        releases = self.releases + ([extra] if isinstance(extra, tuple) else [])
+        groups = self.group_releases + ([extra] if isinstance(extra, GroupRelease) else [])
+        delta = self.policy.delta / 2 if releases and groups else self.policy.delta
+        spent = epsilon_of_releases(releases=releases, delta=delta, accountant=self.policy.accountant)
+        if not groups:
+            return spent
+        epsilon = epsilon_of_group_releases(groups, delta=delta) + (spent.epsilon if releases else 0.0)
+        return PrivacySpent(epsilon=epsilon, order=math.nan, delta=self.policy.delta)
 
-    def admit(self, run: str, round_index: int, *, multiplier: float | None, q: float) -> float:
+    def admit(self, run: str, round_index: int, *, multiplier: float | GroupRelease, q: float) -> float:
         """Record that this silo answers round ``round_index`` of run ``run``, or refuse.
 
         Called before the answer is computed; the record is on disk before it returns (a crash afterwards costs
@@ -287,9 +350,9 @@ class SiloLedger:
         Args:
             run: The run's identifier (deploy: the configuration's fingerprint; Flower: the run id).
             round_index: The round (1, 2, ...).
-            multiplier: The answer's noise multiplier as the server sees it (:func:`release_multiplier`), or None
-                for a release this ledger does not account (ULDP-GROUP's DP-SGD): the round is recorded only.
-            q: The user sampling rate the release is accounted at.
+            multiplier: The answer's noise multiplier as the server sees it (:func:`release_multiplier`), or
+                ULDP-GROUP's round of DP-SGD (:class:`GroupRelease`).
+            q: The user sampling rate the release is accounted at (unused for a :class:`GroupRelease`).
 
         Returns:
             The user-level epsilon spent once this round is released.
@@ -305,17 +368,22 @@ class SiloLedger:
                                 f"noise away)")
         if round_index > self.policy.max_rounds:
             raise PolicyRefusal(f"round {round_index} is past this silo's max_rounds {self.policy.max_rounds}")
-        release = (None if multiplier is None
+        release = (multiplier if isinstance(multiplier, GroupRelease)
                    else (check_positive("multiplier", multiplier), check_number("q", q, above=0, at_most=1)))
         spent = self.spent(release)
-        if release is not None and spent.epsilon > self.policy.epsilon:
+        if spent.epsilon > self.policy.epsilon:
             before = self.spent().epsilon
+            what = (f"ULDP-GROUP-{release.k}'s DP-SGD, sigma {release.sigma:g}, {release.steps} steps at rate "
+                    f"{release.sample_rate:.3g}" if isinstance(release, GroupRelease)
+                    else f"noise multiplier {release[0]:.3g} as the server sees it, q={q:g}")
             raise PolicyRefusal(
                 f"round {round_index} would bring this silo's user-level epsilon from {before:.3g} to "
-                f"{spent.epsilon:.3g} (noise multiplier {release[0]:.3g} as the server sees it, q={q:g}), past its "
-                f"policy's epsilon {self.policy.epsilon:g} at delta {self.policy.delta:g}")
+                f"{spent.epsilon:.3g} ({what}), past its policy's epsilon {self.policy.epsilon:g} at delta "
+                f"{self.policy.delta:g}")
         self.runs[run] = round_index
-        if release is not None:
+        if isinstance(release, GroupRelease):
+            self.group_releases.append(release)
+        else:
             self.releases.append(release)
         if self.path is not None:
             write_json_atomic(self.path, self.state())

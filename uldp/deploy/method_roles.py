@@ -41,9 +41,10 @@ simulation (:func:`uldp.simulation.run`) is always seeded: it models the computa
 
 Configuration file (JSON): the fields of :class:`~uldp.simulation.RunConfig`, among them
 ``"protocol": {"key_bits": ..., "precision": ..., "n_max": ..., "insecure_test_key": ..., "processes": ...}``,
-Protocol 1's :class:`~uldp.secure.config.ProtocolParameters` (``"secure"``: true by default for ULDP-AVG-w and
-ULDP-SGD-w, whose plain rounds show each silo's weighted update; ``"secure": false`` is the explicit opt-out, and
-the history then reports ``server_view_epsilon``), plus optionally
+Protocol 1's :class:`~uldp.secure.config.ProtocolParameters` (``"secure"``: secure aggregation, true by default for
+every method: Protocol 1 for ULDP-AVG-w and ULDP-SGD-w, Protocol 1's pairwise masks alone for the others,
+:mod:`uldp.secure.masked_sum`; ``"secure": false`` is the explicit opt-out, and the history then reports
+``server_view_epsilon``, larger than ``epsilon`` where the weights are not uniform), plus optionally
 ``"insecure_reproducible_noise"``; e.g. ``{"dataset": "creditcard", "method": "ULDP-AVG-w",
 "n_users": 100, "rounds": 5, "seed": 0, "secure": true}``.
 
@@ -67,11 +68,13 @@ from uldp.accounting import epsilon_server_view
 from uldp.checks import check_integer
 from uldp.fitting import PREPARE_STREAM, round_seed
 from uldp.methods import EveryRecordSiloNoise, check_weights, make_method, user_level
-from uldp.methods.base import seed_stream
+from uldp.methods.base import needed, seed_stream
+from uldp.methods.group import GroupMethod
 from uldp.models import evaluate as evaluate_model
 from uldp.persist import fingerprint
-from uldp.policy import PolicyRefusal, SiloPolicy, release_multiplier, update_norm_bound
+from uldp.policy import GroupRelease, PolicyRefusal, SiloPolicy, release_multiplier, update_norm_bound
 from uldp.simulation import SECURE_METHODS, RunConfig, build_federation
+from uldp.training.dpsgd import dpsgd_schedule
 from uldp.training.per_user import flat_parameters, load_flat_parameters
 
 LOGGER = logging.getLogger("uldp.deploy")
@@ -87,15 +90,31 @@ class DeployConfig:
         insecure_reproducible_noise: INSECURE, tests only: every party draws its secret randomness (the silos'
             noise, the server's user sampling) from the shared seed, so the run equals the in-process one, and the
             server can remove every silo's noise. Never in a deployment that promises privacy.
+        mask_updates: Secure aggregation of the methods Protocol 1 does not run (all but ULDP-AVG-w and ULDP-SGD-w):
+            each silo's contribution leaves masked with Protocol 1's pairwise masks (:mod:`uldp.secure.masked_sum`),
+            the default; False (JSON ``"secure": false``) is the explicit opt-out. Those two methods take
+            ``run.secure`` (Protocol 1) instead.
     """
 
     run: RunConfig
     insecure_reproducible_noise: bool = False
+    mask_updates: bool = True
 
     def __post_init__(self) -> None:
-        if not isinstance(self.insecure_reproducible_noise, bool):
-            raise ValueError(f"insecure_reproducible_noise must be true or false, "
-                             f"got {self.insecure_reproducible_noise!r}")
+        for name in ("insecure_reproducible_noise", "mask_updates"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+
+    @property
+    def masked(self) -> bool:
+        """Whether the silos' plain contributions are secure-aggregated by the masked sum (every method but the two
+        that run Protocol 1, unless ``mask_updates`` is False)."""
+        return self.mask_updates and self.run.method not in SECURE_METHODS
+
+    @property
+    def secure_aggregation(self) -> bool:
+        """Whether the server sees only the sum of the silos' contributions (Protocol 1 or the masked sum)."""
+        return bool(self.run.secure) or self.masked
 
     @property
     def protocol(self) -> Any:
@@ -114,8 +133,14 @@ class DeployConfig:
             raise ValueError(f"a run configuration is a JSON object of RunConfig fields, got {type(data).__name__}")
         data = dict(data)
         insecure = data.pop("insecure_reproducible_noise", False)
-        if "secure" not in data and isinstance(data.get("method"), str) and data["method"] in SECURE_METHODS:
-            data["secure"] = True  # secure aggregation by default; "secure": false is the explicit opt-out
+        secure = data.get("secure", True)  # secure aggregation by default; "secure": false is the explicit opt-out
+        if not isinstance(secure, bool):
+            raise ValueError(f"secure must be true or false, got {secure!r}")
+        protocol_1 = isinstance(data.get("method"), str) and data["method"] in SECURE_METHODS
+        if protocol_1:
+            data["secure"] = secure
+        else:  # the masked sum (RunConfig.secure is Protocol 1's)
+            data.pop("secure", None)
         run_fields = {f.name for f in fields(RunConfig)}
         unknown = sorted(set(data) - run_fields)
         if unknown:
@@ -130,11 +155,12 @@ class DeployConfig:
             run = RunConfig(**data)
         except TypeError as error:  # a missing required field, or a value of the wrong kind
             raise ValueError(f"bad run configuration: {error}") from error
-        return cls(run, insecure)
+        return cls(run, insecure) if protocol_1 else cls(run, insecure, mask_updates=secure)
 
     def to_json(self) -> dict:
         """The resolved configuration as JSON-ready data (what :meth:`from_json` reads back)."""
-        return {**asdict(self.run), "insecure_reproducible_noise": self.insecure_reproducible_noise}
+        return {**asdict(self.run), "secure": self.secure_aggregation,
+                "insecure_reproducible_noise": self.insecure_reproducible_noise}
 
     @property
     def fingerprint(self) -> str:
@@ -174,7 +200,7 @@ class _MethodRole:
                            "the server can remove it (no privacy). For tests only.")
         self._secret_root = self._root if self.insecure_reproducible_noise else secret_seed()
         self.fingerprint = self.config.fingerprint
-        self.rounds, self.secure = run.rounds, bool(run.secure)
+        self.rounds, self.secure, self.masked = run.rounds, bool(run.secure), self.config.masked
         federation, self.data = build_federation(run, dataset)
         self.n_users, self.n_silos = federation.n_users, federation.n_silos
         self._mask = self.method.keep_mask(federation, seed_stream(self._root, PREPARE_STREAM))
@@ -276,7 +302,8 @@ class MethodServer(_MethodRole):
         """Whether the server's view of each silo spends more than the released model: plain rounds of a method
         whose weights are not uniform (enhanced or fixed ``user_weights``)."""
         spec = self.method.spec
-        return not self.secure and spec.per_user and (spec.enhanced_weights or self.config.run.user_weights is not None)
+        return (not self.config.secure_aggregation and spec.per_user
+                and (spec.enhanced_weights or self.config.run.user_weights is not None))
 
     def _weight_norm(self) -> float:
         """``max_u ||w_u||_2`` over the users with records (the weights of every user sampled)."""
@@ -315,6 +342,8 @@ class MethodSilo(_MethodRole):
         super().__init__(config, dataset)
         self.silo_id = check_integer("--silo-id", silo_id, minimum=0, maximum=self.n_silos - 1)
         own = self._mask & (self._federation.allocation.silo == silo_id)
+        self._group_size = (self.method.group_size(self._federation.keep(self._mask))
+                            if isinstance(self.method, GroupMethod) else 0)  # public: the shared allocation's
         self.federation = self._federation.keep(own)  # this silo's records only; the rest is dropped here
         del self._federation, self.data
         self.federation.model.train()
@@ -337,16 +366,20 @@ class MethodSilo(_MethodRole):
         elif spec.per_user:
             policy.check(sampled_users=int(np.count_nonzero(sampled)), n_users=self.n_users, q=self.method.hp.q)
 
-    def release(self, sampled: np.ndarray) -> tuple[float | None, float]:
+    def release(self, sampled: np.ndarray) -> tuple[float | GroupRelease, float]:
         """What one answer of this silo releases, for its ledger (:class:`uldp.policy.SiloLedger`): the noise
-        multiplier the server sees (:func:`uldp.policy.release_multiplier`; None for ULDP-GROUP's DP-SGD, whose
-        rounds are recorded but not accounted here) and the sampling rate (a private method: :meth:`check_policy`
-        refuses the others)."""
+        multiplier the server sees (:func:`uldp.policy.release_multiplier`), or for ULDP-GROUP-k this silo's round
+        of DP-SGD (:class:`uldp.policy.GroupRelease`: its record rate and steps, the run's sigma and k), and the
+        sampling rate (a private method: :meth:`check_policy` refuses the others)."""
         spec, hp = self.method.spec, self.method.hp
         if spec.family == "ULDP-GROUP":
-            return None, 1.0
+            schedule = dpsgd_schedule(self.n_records, batch_size=needed(hp.batch_size, "batch_size"),
+                                      epochs=needed(hp.local_epochs, "local_epochs"))
+            return GroupRelease(sigma=float(needed(hp.sigma, "sigma")), sample_rate=schedule.sample_rate,
+                                steps=schedule.steps, k=self._group_size), 1.0
         uniform = not spec.enhanced_weights and self.config.run.user_weights is None
-        multiplier = release_multiplier(float(self.config.run.sigma or 0.0), n_silos=self.n_silos, secure=self.secure,
+        multiplier = release_multiplier(float(self.config.run.sigma or 0.0), n_silos=self.n_silos,
+                                        secure=self.config.secure_aggregation,
                                         uniform_weights=uniform or not spec.per_user)
         return multiplier, hp.q if spec.per_user else 1.0
 

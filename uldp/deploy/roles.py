@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import numpy as np
 
-    from uldp.policy import SiloPolicy
+    from uldp.policy import GroupRelease, SiloPolicy
 
 
 class ServerRole(Protocol):
@@ -23,7 +23,9 @@ class ServerRole(Protocol):
         n_silos: |S|.
         n_users: |U|.
         rounds: T.
-        secure: Whether the aggregation runs Protocol 1 (ULDP-AVG-w only).
+        secure: Whether the aggregation runs Protocol 1 (ULDP-AVG-w and ULDP-SGD-w).
+        masked: Whether the silos' plain contributions are secure-aggregated with Protocol 1's pairwise masks
+            (:mod:`uldp.secure.masked_sum`; the other methods).
         fingerprint: :func:`uldp.persist.fingerprint` of the run configuration.
         insecure_reproducible_noise: Whether the silos' noise comes from the shared seed (INSECURE, tests only).
     """
@@ -32,6 +34,7 @@ class ServerRole(Protocol):
     n_users: int
     rounds: int
     secure: bool
+    masked: bool
     fingerprint: str
     insecure_reproducible_noise: bool
 
@@ -66,12 +69,18 @@ class SiloRole(Protocol):
 
     Attributes:
         silo_id: This silo's id.
+        n_silos: |S|.
+        secure: Whether its rounds run Protocol 1 (it then never sends a contribution in the clear).
+        masked: Whether its contributions leave only masked (:mod:`uldp.secure.masked_sum`).
         fingerprint: Fingerprint of the run configuration.
         n_records: Number of records this silo holds.
         counts_row: int64 [|U|]: n_su, this silo's records per user (Protocol 1's input).
     """
 
     silo_id: int
+    n_silos: int
+    secure: bool
+    masked: bool
     fingerprint: str
     n_records: int
     counts_row: np.ndarray
@@ -88,5 +97,6 @@ class SiloRole(Protocol):
     def check_policy(self, policy: SiloPolicy, sampled: np.ndarray | None = None) -> None:
         """Refuse (:class:`uldp.policy.PolicyRefusal`) a run, or a round's user sample, past this silo's policy."""
 
-    def release(self, sampled: np.ndarray) -> tuple[float | None, float]:
-        """(noise multiplier the server sees or None, sampling rate) of one answer, for the silo's ledger."""
+    def release(self, sampled: np.ndarray) -> tuple[float | GroupRelease, float]:
+        """(noise multiplier the server sees, or ULDP-GROUP's DP-SGD release; sampling rate) of one answer, for the
+        silo's ledger."""

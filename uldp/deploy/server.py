@@ -14,9 +14,11 @@ Lifecycle (:class:`Coordinator`):
    refused (it is told why and disconnected) and the server keeps waiting for the right one until ``join_timeout``.
 2. Resume: the checkpoint of the same configuration, if any, gives the last good model, the epsilon history of
    every round index asked so far (completed or aborted) and the next round index.
-3. Secure setup (ULDP-AVG-w with ``secure=True``): Protocol 1 steps 1(a)-(f), once per server start.
-4. Rounds: the global model (and the round's sampled users) go out; each silo answers with its contribution, or
-   with Protocol 1 shares and then its masked update. The server applies the update and evaluates the model.
+3. Secure setup (secure aggregation, the default): Protocol 1 steps 1(a)-(f) for ULDP-AVG-w and ULDP-SGD-w, the
+   masked sum's key agreement (:mod:`uldp.secure.masked_sum`) for the other methods; once per server start.
+4. Rounds: the global model (and the round's sampled users) go out; each silo answers with its contribution
+   (masked in a secure run: the server decodes only the sum), or with Protocol 1 shares and then its masked update.
+   The server applies the update and evaluates the model.
    A silo that disconnects, times out, reports an error or sends anything malformed (a message claiming another
    silo, a value out of range, a contribution of another dtype or shape, or not finite) aborts the round
    (:class:`RoundAborted`, naming the silo and what it sent, or which timeout ran out or how long after the
@@ -60,6 +62,7 @@ from uldp.atomic import check_writable
 from uldp.checks import check_number
 from uldp.deploy import keys, quiet_flower_deprecation, wire
 from uldp.persist import CheckpointFailed, ReleaseLedger, array_from_bytes, array_to_bytes
+from uldp.secure import masked_sum
 from uldp.secure.driver import (
     STAGE_DIRECTORY,
     STAGE_KEY,
@@ -79,7 +82,8 @@ if TYPE_CHECKING:
 #: Protocol 1's stages (:mod:`uldp.secure.driver`) as the deployment's wire stages.
 PROTOCOL_STAGES = {STAGE_KEY: wire.STAGE_SECURE_KEYS, STAGE_DIRECTORY: wire.STAGE_SECURE_DIRECTORY,
                    STAGE_SEED: wire.STAGE_SECURE_SEED, STAGE_SHARES: wire.STAGE_TRAIN,
-                   STAGE_UPDATE: wire.STAGE_SECURE_UPDATE}
+                   STAGE_UPDATE: wire.STAGE_SECURE_UPDATE,
+                   masked_sum.STAGE_KEY: wire.STAGE_SUM_KEYS, masked_sum.STAGE_DIRECTORY: wire.STAGE_SUM_DIRECTORY}
 # Flower is imported inside the functions that use it: serve() sets FLWR_TELEMETRY_ENABLED before Flower reads it.
 
 LOGGER = logging.getLogger("uldp.deploy")
@@ -187,6 +191,7 @@ class Coordinator:
         self._seen: set[str] = set()
         self._lock = threading.Lock()  # guards silos and refused (handshakes run in their own threads)
         self._protocol: ServerDriver | None = None  # Protocol 1's server driver once set up
+        self._masked: masked_sum.MaskedSumServer | None = None  # the masked sum's server side once set up
         self._round_payloads: tuple[bytes, ...] = ()  # the model and sampled users of the round being run
         self._protocol_seconds: list[tuple[float, float, float]] = []  # per exchange: start, wall, slowest silo
         self.answered: set[int] = set()  # the silos that answered an exchange of the current round
@@ -373,6 +378,32 @@ class Coordinator:
         except ValueError as error:  # ProtocolAbort names the silo; a non-invertible sum blames no silo
             raise RoundAborted(str(error)) from error
 
+    def masked_setup(self) -> None:
+        """The masked sum's set-up (:class:`~uldp.secure.masked_sum.MaskedSumServer`): the silos' X25519 keys and the
+        directory; each round's contributions then arrive masked.
+
+        Raises:
+            RoundAborted: if a silo fails or sends anything malformed (named in the message).
+        """
+        self._masked = masked_sum.MaskedSumServer(self.role.n_silos, self._protocol_exchange)
+        try:
+            self._masked.setup()
+        except ValueError as error:
+            raise RoundAborted(str(error)) from error
+
+    def _check_aggregate(self, aggregate: np.ndarray, sampled: np.ndarray, what: str) -> None:
+        """The securely aggregated sum against the sum of the silos' bounds (the masks hide which silo sent more).
+
+        Raises:
+            RoundAborted: past the bound; nothing is applied.
+        """
+        bounds = self.role.contribution_bound(sampled, aggregate.size)
+        norm = float(np.linalg.norm(aggregate))
+        if bounds is not None and not norm <= sum(bounds):
+            raise RoundAborted(f"{what}: the securely aggregated sum has norm {norm:.3g}, past the bound "
+                               f"{sum(bounds):.3g} of the silos' clipped, noised updates: a silo sent more (the "
+                               f"masks hide which); nothing is applied")
+
     def _contributions(self, replies: dict[int, wire.Reply], like: np.ndarray, what: str) -> list[np.ndarray]:
         """Every silo's plain contribution: one array of exactly ``like``'s dtype and shape, finite.
 
@@ -412,6 +443,16 @@ class Coordinator:
             replies = self.broadcast(wire.Instruction(wire.STAGE_TRAIN, round_index, payloads=payloads), what=what)
             timings["silos"] = time.perf_counter() - start
             timings["silo_compute"] = _slowest(replies)
+            if self._masked is not None:  # only the sum is decoded (uldp.secure.masked_sum)
+                try:
+                    aggregate = self._masked.finish_round(round_index, {s: r.payloads for s, r in replies.items()},
+                                                          params.size)
+                except ValueError as error:
+                    raise RoundAborted(f"{what}: {error}") from error
+                self._check_aggregate(aggregate, sampled, what)
+                start = time.perf_counter()
+                return self._checked(self.role.apply_aggregate(params, aggregate, round_index), params, what,
+                                     timings, start)
             contributions = self._contributions(replies, params, what)
             bounds = self.role.contribution_bound(sampled, params.size)
             for silo_id, (contribution, bound) in enumerate(zip(contributions, bounds or [], strict=False)):
@@ -435,14 +476,18 @@ class Coordinator:
             timings["silos"] = exchanges
             timings["silo_compute"] = sum(compute for _, _, compute in self._protocol_seconds)
             timings["server"] = time.perf_counter() - start - exchanges
-            bounds = self.role.contribution_bound(sampled, params.size)
-            norm = float(np.linalg.norm(aggregate))
-            if bounds is not None and not norm <= sum(bounds):
-                raise RoundAborted(f"{what}: Protocol 1's decoded aggregate has norm {norm:.3g}, past the bound "
-                                   f"{sum(bounds):.3g} of the silos' clipped, noised updates: a silo sent more (the "
-                                   f"masks hide which); nothing is applied")
+            self._check_aggregate(aggregate, sampled, what)
             start = time.perf_counter()
             new = self.role.apply_aggregate(params, aggregate, round_index)
+        return self._checked(new, params, what, timings, start)
+
+    @staticmethod
+    def _checked(new: np.ndarray, params: np.ndarray, what: str, timings: dict[str, float], start: float) -> np.ndarray:
+        """The new model if it is a finite array like ``params`` (the server step's time added to ``timings``).
+
+        Raises:
+            RoundAborted: otherwise; it is not applied.
+        """
         if new.dtype != params.dtype or new.shape != params.shape or not np.isfinite(new).all():
             raise RoundAborted(f"{what}: the updated model is not a finite {params.dtype} {params.shape} array; "
                                f"it is not applied")
@@ -477,9 +522,9 @@ class Coordinator:
                         ledger.next_round)
         try:
             self.admit()
-            if ledger.completed < self.role.rounds and self.role.secure:
+            if ledger.completed < self.role.rounds and (self.role.secure or self.role.masked):
                 start = time.perf_counter()
-                self.secure_setup()
+                self.secure_setup() if self.role.secure else self.masked_setup()
                 result.setup_seconds = time.perf_counter() - start
             while ledger.completed < self.role.rounds:
                 round_index = ledger.begin(self.role.epsilon(ledger.next_round))  # before anything goes out

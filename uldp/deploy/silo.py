@@ -11,7 +11,9 @@ The silo enforces differential privacy itself (:mod:`uldp.policy`): before joini
 :class:`~uldp.policy.SiloPolicy` (its policy file, never the server's), each round it refuses a user sample past the
 policy and any round index it has answered (its :class:`~uldp.policy.SiloLedger`, on disk before the answer leaves),
 and it keeps the user-level epsilon of what the server sees within its target. Protocol 1's stages run through
-:class:`uldp.secure.driver.SiloDriver`, which refuses them out of order.
+:class:`uldp.secure.driver.SiloDriver`, which refuses them out of order. In a secure run its contribution never
+leaves in the clear: Protocol 1's masked update, or (the methods Protocol 1 does not run) its contribution masked
+with Protocol 1's pairwise masks (:class:`uldp.secure.masked_sum.MaskedSumSilo`).
 
 Waiting for the server: a silo started before its server, or one whose server went away before the federation
 finished (an aborted round, a crash, a network cut), keeps trying to connect for ``max_wait`` seconds, with an
@@ -42,6 +44,12 @@ from uldp.secure.driver import (
     SiloDriver,
     SiloProgress,
 )
+from uldp.secure.masked_sum import (
+    STAGE_DIRECTORY as STAGE_SUM_DIRECTORY,
+    STAGE_KEY as STAGE_SUM_KEY,
+    STAGE_UPDATE as STAGE_SUM_UPDATE,
+    MaskedSumSilo,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -56,6 +64,8 @@ LOGGER = logging.getLogger("uldp.deploy")
 #: The deployment's wire stages of Protocol 1's set-up (:mod:`uldp.secure.driver` keeps their order and checks).
 SETUP_STAGES = {wire.STAGE_SECURE_KEYS: STAGE_KEY, wire.STAGE_SECURE_DIRECTORY: STAGE_DIRECTORY,
                 wire.STAGE_SECURE_SEED: STAGE_SEED}
+#: The deployment's wire stages of the masked sum's set-up (:mod:`uldp.secure.masked_sum`).
+MASKED_SUM_STAGES = {wire.STAGE_SUM_KEYS: STAGE_SUM_KEY, wire.STAGE_SUM_DIRECTORY: STAGE_SUM_DIRECTORY}
 #: The longest pause (seconds) between two attempts to reach the server.
 MAX_BACKOFF = 10.0
 
@@ -118,6 +128,7 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
             self.final_params: np.ndarray | None = None
             self.rounds_seen: list[int] = []
             self._protocol: SiloDriver | None = None  # Protocol 1's silo driver
+            self._masked: MaskedSumSilo | None = None  # the masked sum's silo side
             self._pending: tuple[np.ndarray, np.ndarray] | None = None  # the round's model and sampled users
 
         def get_properties(self, ins: Any) -> Any:
@@ -159,14 +170,29 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
                     self._protocol = SiloDriver(role.silo_id, role.counts_row, role.protocol_config(),
                                                 progress=SiloProgress(answered_round=answered))
                 return wire.Reply(payloads=self._secure().answer(SETUP_STAGES[stage], 0, payloads))
+            if stage in MASKED_SUM_STAGES:
+                if stage == wire.STAGE_SUM_KEYS:  # a new session; the rounds it answered stay answered
+                    answered = self._masked.answered_round if self._masked else 0
+                    self._masked = MaskedSumSilo(role.silo_id, role.n_silos, answered_round=answered)
+                return wire.Reply(payloads=self._masked_sum().answer(MASKED_SUM_STAGES[stage], 0, payloads))
             if stage == wire.STAGE_TRAIN:
                 self.rounds_seen.append(instruction.round_index)
                 params, sampled = array_from_bytes(payloads[0]), array_from_bytes(payloads[1])
                 role.check_policy(settings.policy, sampled)
                 if len(payloads) == 2:
-                    self._admit(instruction.round_index, sampled)
-                    contribution = role.contribution(params, instruction.round_index, sampled)
-                    return wire.Reply(payloads=(array_to_bytes(contribution),))
+                    if role.secure:
+                        raise ValueError(f"round {instruction.round_index} without Protocol 1's payloads: this "
+                                         f"silo's run is secure, it never sends its contribution in the clear")
+                    round_index = instruction.round_index
+
+                    def contribution() -> np.ndarray:
+                        self._admit(round_index, sampled)
+                        return role.contribution(params, round_index, sampled)
+
+                    if role.masked:  # only the masked contribution leaves (uldp.secure.masked_sum)
+                        return wire.Reply(payloads=self._masked_sum().answer(STAGE_SUM_UPDATE, round_index, (),
+                                                                            update=contribution))
+                    return wire.Reply(payloads=(array_to_bytes(contribution()),))
                 shares = self._secure().answer(STAGE_SHARES, instruction.round_index, payloads[2:])
                 self._pending = (params, sampled)
                 return wire.Reply(payloads=shares)
@@ -191,6 +217,12 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
             """Into the ledger (on disk) before anything of the round is computed, or a PolicyRefusal."""
             multiplier, q = role.release(sampled)
             ledger.admit(role.fingerprint, round_index, multiplier=multiplier, q=q)
+
+        def _masked_sum(self) -> MaskedSumSilo:
+            if not role.masked or self._masked is None:
+                raise ValueError("a round before the masked sum's set-up, or a masked sum in a run without it: this "
+                                 "silo never sends its contribution unmasked in a secure run")
+            return self._masked
 
         def _secure(self) -> SiloDriver:
             if self._protocol is None:

@@ -30,10 +30,13 @@ Each silo enforces its own privacy policy (:mod:`uldp.policy`, from its node con
 (sigma, local epochs, records, the user sample), answers each round index once, and keeps the user-level epsilon of
 everything it released, as the server sees it, within its target.
 
-With ``secure=True`` (ULDP-AVG-w) the enhanced weights go through Protocol 1 (:mod:`uldp.flower.secure`): stage 1
-seals only each silo's pseudonyms (no counts), stage 2 keeps only the silo's own ``n_su``, Protocol 1's set-up runs
-as three more ``query.uldp`` exchanges, and each round adds one (``p1-shares``) before ``train``, whose answers are
-masked updates; the server decodes their sum, within P of the plain one (Theorem 4).
+Secure aggregation is the default (``secure=True``; :mod:`uldp.flower.secure`), so the server sees only the sum of
+the silos' updates. ULDP-AVG-w's enhanced weights go through Protocol 1: stage 1 seals only each silo's pseudonyms
+(no counts), stage 2 keeps only the silo's own ``n_su``, Protocol 1's set-up runs as three more ``query.uldp``
+exchanges, and each round adds one (``p1-shares``) before ``train``, whose answers are masked updates; the server
+decodes their sum, within P of the plain one (Theorem 4). ULDP-AVG's updates go through Protocol 1's pairwise masks
+alone (:mod:`uldp.secure.masked_sum`: two more set-up exchanges, and each ``train`` answer is masked), decoded within
+``|S| 2^-37`` of the plain sum.
 """
 
 from __future__ import annotations
@@ -63,7 +66,14 @@ from uldp.fitting import resolve_hyperparameters, resolve_records, round_seed
 from uldp.flower.arrays import flat_model, trained_model
 from uldp.flower.pseudonyms import open_histogram, pseudonymize, read_key_file, seal_histogram
 from uldp.flower.recovery import SiloFault, discover_silos, run_rounds
-from uldp.flower.secure import round_settings, server_driver, silo_masked_update, silo_setup
+from uldp.flower.secure import (
+    masked_sum_server,
+    round_settings,
+    server_driver,
+    silo_masked_sum,
+    silo_masked_update,
+    silo_setup,
+)
 from uldp.methods import Federation, Hyperparameters, make_method, parse_method, user_level
 from uldp.methods.base import needed
 from uldp.policy import SiloLedger, SiloPolicy, release_multiplier, update_norm_bound
@@ -151,12 +161,13 @@ class UldpStrategy(Strategy):
         seed: The seed of the server's user sampling (``None``: from the OS CSPRNG). It never reaches the silos:
             their noise comes from their own CSPRNG (or, tests only, from their own node config's
             ``uldp-insecure-reproducible-noise``).
-        secure: Compute the enhanced weights with Protocol 1 (ULDP-AVG-w; :mod:`uldp.flower.secure`); the default
-            for ULDP-AVG-w. ``secure=False`` with ULDP-AVG-w is the explicit option to run without secure
-            aggregation: each silo's update is then seen with noise ``sigma C / sqrt(|S|)`` against a weight up to 1,
-            and the silos share their exact ``n_su`` with each other; ``server_view_epsilons`` reports what that view
-            spends, and each silo's policy accounts for it. ULDP-AVG (uniform weights ``1 / |S|``) needs no counts
-            and its per-silo view spends what the released model spends.
+        secure: Secure aggregation, the default (None or True): Protocol 1 for ULDP-AVG-w, Protocol 1's pairwise
+            masks alone for ULDP-AVG (:mod:`uldp.flower.secure`); the server never holds one silo's update.
+            ``secure=False`` is the explicit option to run without it: each silo's update is then seen with noise
+            ``sigma C / sqrt(|S|)``; under ULDP-AVG-w against a weight up to 1 (and the silos share their exact
+            ``n_su`` with each other), so ``server_view_epsilons`` reports the larger epsilon that view spends, and
+            each silo's policy accounts for it; under ULDP-AVG (uniform weights ``1 / |S|``, no counts) the silos'
+            views together spend what the released model spends.
         protocol: Protocol 1's :class:`~uldp.secure.ProtocolParameters` (or a mapping of its fields; the paper's
             3072-bit key and N_max = 2000 by default).
         silos: The names of the silos the run expects (their SuperNodes' ``silo`` node config); the run waits
@@ -179,7 +190,7 @@ class UldpStrategy(Strategy):
         setup_seconds: The set-up's seconds (stages 1-2 and, with ``secure``, Protocol 1's set-up).
 
     Raises:
-        ValueError: Another method, bad hyperparameters or protocol parameters, ``secure`` with ULDP-AVG, silo names
+        ValueError: Another method, bad hyperparameters or protocol parameters, a ``secure`` not a bool, silo names
             that are not distinct non-empty strings, a checkpoint path that cannot be written, or a bad timeout.
     """
 
@@ -201,14 +212,12 @@ class UldpStrategy(Strategy):
         self.seed = secrets.randbits(63) if seed is None else check_integer("seed", seed, minimum=0)
         self.insecure_reproducible_noise = False
         if secure is None:
-            secure = spec.name == "ULDP-AVG-w"
+            secure = True
         if not isinstance(secure, bool):
-            raise ValueError(f"secure must be True, False or None (the method's default), got {secure!r}")
-        if secure and spec.name != "ULDP-AVG-w":
-            raise ValueError(f"Protocol 1 computes the enhanced weights of ULDP-AVG-w; {spec.name} needs no counts")
+            raise ValueError(f"secure must be True, False or None (the default: secure), got {secure!r}")
         self.secure = secure
         self.protocol = ProtocolParameters.from_mapping(protocol or {})
-        self._protocol: Any = None  # the uldp.secure.driver.ServerDriver of a secure run, after the set-up
+        self._protocol: Any = None  # Protocol 1's ServerDriver or the MaskedSumServer of a secure run, after set-up
         self.setup_seconds = 0.0
         self.nodes: list[int] = []
         self.n_users = 0
@@ -229,6 +238,11 @@ class UldpStrategy(Strategy):
         """The hyperparameters (given, or the method's defaults for ``n_silos`` silos, as :func:`uldp.fit`)."""
         self.hp = resolve_hyperparameters(self._spec_name, n_silos, **self._chosen)
         self.method = user_level(make_method(self._spec_name, self.hp))
+
+    @property
+    def _protocol_1(self) -> bool:
+        """Whether the rounds run Protocol 1 (secure ULDP-AVG-w); secure ULDP-AVG runs the masked sum instead."""
+        return self.secure and self.method.spec.enhanced_weights
 
     @property
     def _shares_counts(self) -> bool:
@@ -268,11 +282,14 @@ class UldpStrategy(Strategy):
         if len(agreed) != 1:
             raise RuntimeError("the silos disagree on the users (another key, or a tampered relay)")
         self.n_users, self.users_digest = agreed.pop()
-        if self.secure:
-            def ask(contents: dict[int, dict]) -> dict[int, dict]:
-                replies = self._ask(grid, {self.nodes[s]: content for s, content in contents.items()}, timeout)
-                return {s: _config(replies[self.nodes[s]]) for s in contents}
+        def ask(contents: dict[int, dict]) -> dict[int, dict]:  # one query.uldp exchange, by silo index
+            replies = self._ask(grid, {self.nodes[s]: content for s, content in contents.items()}, timeout)
+            return {s: _config(replies[self.nodes[s]]) for s in contents}
 
+        if self.secure and not self._protocol_1:
+            self._protocol = masked_sum_server(len(self.nodes), ask)
+            self._protocol.setup()
+        elif self.secure:
             config = ProtocolConfig.for_training(len(self.nodes), self.n_users, clip=needed(self.hp.clip, "clip"),
                                                  sigma=needed(self.hp.sigma, "sigma"),
                                                  parameters=self.protocol)
@@ -329,7 +346,7 @@ class UldpStrategy(Strategy):
                     "batch_size": self.hp.batch_size, "clip": self.hp.clip, "sigma": self.hp.sigma, "q": self.hp.q}
         self._params, self._sampled = arrays.to_numpy_ndarrays()[0], sampled
         self._tick = time.perf_counter()
-        if self.secure:
+        if self._protocol_1:
             payloads = self._protocol.begin_round(server_round, sampled)
             extra = [round_settings(payloads[s]) for s in range(len(self.nodes))]
         else:
@@ -353,12 +370,13 @@ class UldpStrategy(Strategy):
         if failed or silent:
             raise SiloFault(f"round {server_round}: silo {'; silo '.join(failed + silent)}",
                             answered=[self.silo_names[node] for node in answers])
-        if self.secure:  # Protocol 1, step 2(c): every silo's masked update or nothing is decrypted
+        if self.secure:  # Protocol 1's step 2(c) or the masked sum: every silo's masked update or nothing is decoded
             updates = {s: (bytes(answers[node]["uldp"]["update"]),) for s, node in enumerate(self.nodes)}
-            total = torch.from_numpy(self._protocol.finish_round(updates, self._params.size))
+            total = torch.from_numpy(self._protocol.finish_round(updates, self._params.size) if self._protocol_1
+                                     else self._protocol.finish_round(server_round, updates, self._params.size))
             bound = len(self.nodes) * self._update_bound()
             if not float(total.norm()) <= bound:
-                raise RuntimeError(f"round {server_round}: Protocol 1's decoded aggregate has norm "
+                raise RuntimeError(f"round {server_round}: the securely aggregated sum has norm "
                                    f"{float(total.norm()):.3g}, past the bound {bound:.3g} of the silos' clipped, "
                                    f"noised updates: a silo sent more (the masks hide which); nothing is applied")
         else:
@@ -413,7 +431,8 @@ class UldpStrategy(Strategy):
     def summary(self) -> None:
         """Log the method and its settings."""
         log(20, "%s: sigma=%s q=%s delta=%s%s", self.method.spec.name, self.hp.sigma, self.hp.q, self.hp.delta,
-            f" with Protocol 1 ({self.protocol.key_bits}-bit key)" if self.secure
+            f" with Protocol 1 ({self.protocol.key_bits}-bit key)" if self._protocol_1
+            else " with the masked sum (Protocol 1's pairwise masks)" if self.secure
             else " WITHOUT secure aggregation (see server_view_epsilons)" if self._shares_counts else "")
 
 
@@ -480,8 +499,9 @@ def _federation(view: dict, settings: dict, context: Any) -> dict:
 
 
 def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> np.ndarray | bytes:
-    """This silo's ``sum_u w_su clip(Delta_su) + z_s`` for the round (Algorithm 3 lines 8-19), or with Protocol 1
-    its masked update (the bytes of a :class:`~uldp.secure.messages.MaskedUpdateMessage`)."""
+    """This silo's ``sum_u w_su clip(Delta_su) + z_s`` for the round (Algorithm 3 lines 8-19); in a secure federation
+    only masked: Protocol 1's masked update (ULDP-AVG-w, :class:`~uldp.secure.messages.MaskedUpdateMessage` bytes)
+    or the masked sum's (ULDP-AVG, :class:`~uldp.secure.messages.MaskedSumMessage` bytes)."""
     if "uldp" not in context.state:
         raise ValueError("a training round before the federation stage (the strategy runs setup first)")
     state = dict(context.state["uldp"])
@@ -498,7 +518,8 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> np.n
     policy.check(sigma=settings["sigma"], local_epochs=settings["local_epochs"], sampled_users=int(sampled.sum()),
                  n_users=int(state["n_users"]), q=float(settings["q"]))
     secure = bool(state.get("secure", False))
-    if secure != ("p1" in settings):
+    protocol_1 = secure and settings["method"] == "ULDP-AVG-w"
+    if protocol_1 != ("p1" in settings):
         raise ValueError("a round without Protocol 1 in a federation set up with it, or the reverse")
     multiplier = release_multiplier(float(settings["sigma"]), n_silos=int(state["n_silos"]), secure=secure,
                                     uniform_weights=settings["method"] == "ULDP-AVG")
@@ -520,7 +541,7 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> np.n
         ledger.admit(str(context.run_id), round_index, multiplier=multiplier, q=float(settings["q"]))
         _keep_ledger(context, ledger)
 
-    if secure:  # Protocol 1: clipped per-user deltas and noise go into the masked update
+    if protocol_1:  # Protocol 1: clipped per-user deltas and noise go into the masked update
         def inputs() -> tuple[np.ndarray, np.ndarray]:
             admit()
             deltas = method.silo_user_deltas(tensor, federation, round_seed, sampled, index)
@@ -528,9 +549,13 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> np.n
             return deltas.detach().numpy().astype(np.float64), noise.detach().numpy().astype(np.float64)
 
         return silo_masked_update(settings, context, inputs)
-    admit()
-    update = method.silo_update(tensor, federation, round_seed, index, sampled=sampled, counts=counts)
-    return update.detach().numpy().astype(params.dtype)
+
+    def update() -> np.ndarray:
+        admit()
+        plain = method.silo_update(tensor, federation, round_seed, index, sampled=sampled, counts=counts)
+        return plain.detach().numpy().astype(params.dtype)
+
+    return silo_masked_sum(settings, context, update) if secure else update()  # secure: only masked leaves
 
 
 def _silo_round_seed(context: Any, round_index: int) -> np.random.SeedSequence:

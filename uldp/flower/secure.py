@@ -29,6 +29,11 @@ assumes a public U); in ``uldp deploy`` U and the allocation come from the share
 
 Keys under 2048 bits (tests, the book's smoke builds) are refused by a silo unless its SuperNode is started with
 ``--node-config 'uldp-insecure-test-keys=true'``.
+
+ULDP-AVG (uniform weights, no counts) is secure-aggregated with Protocol 1's pairwise masks alone
+(:mod:`uldp.secure.masked_sum`): two more ``query.uldp`` exchanges after the federation stage (``sum-key``,
+``sum-directory``), and each ``train`` answer is the silo's update encoded and masked; the server decodes only the
+sum (:func:`masked_sum_server`, :func:`silo_masked_sum`).
 """
 
 from __future__ import annotations
@@ -45,11 +50,14 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from uldp.secure.driver import Payloads, ServerDriver, SiloDriver
+    from uldp.secure.masked_sum import MaskedSumServer, MaskedSumSilo
 
 #: node_config key that lets a silo accept keys under 2048 bits (tests and smoke builds only).
 TEST_KEYS_KEY = "uldp-insecure-test-keys"
 #: Where a silo keeps its Protocol 1 state in ``context.state``.
 STATE_KEY = "uldp_protocol_1"
+#: Where a silo keeps its masked-sum state (:class:`~uldp.secure.messages.MaskedSumState` bytes).
+MASKED_SUM_KEY = "uldp_masked_sum"
 _PROGRESS = ("setup_done", "shares_round", "answered_round")
 
 
@@ -88,6 +96,54 @@ def server_driver(config: ProtocolConfig, ask: Callable[[dict[int, dict]], dict[
     return ServerDriver(config, exchange)
 
 
+def masked_sum_server(n_silos: int, ask: Callable[[dict[int, dict]], dict[int, dict]]) -> MaskedSumServer:
+    """The server's masked sum (:class:`~uldp.secure.masked_sum.MaskedSumServer`) over ``query.uldp`` exchanges.
+
+    Args:
+        n_silos: |S|.
+        ask: ``{silo index: settings} -> {silo index: answer}``, one ``query.uldp`` exchange with the silos.
+    """
+    from uldp.secure.masked_sum import MaskedSumServer
+
+    def exchange(stage: str, round_index: int, payloads: dict[int, Payloads]) -> dict[int, Payloads]:
+        answers = ask({s: {"stage": stage, "round": round_index, "payloads": list(p)} for s, p in payloads.items()})
+        return {s: tuple(bytes(p) for p in answer.get("payloads", [])) for s, answer in answers.items()}
+
+    return MaskedSumServer(n_silos, exchange)
+
+
+def _masked_silo(context: Any) -> MaskedSumSilo:
+    from uldp.secure.masked_sum import MaskedSumSilo
+
+    if MASKED_SUM_KEY not in context.state:
+        raise ValueError("a masked update before the masked sum's set-up: a secure silo never sends its update "
+                         "unmasked (the strategy sends sum-key first)")
+    return MaskedSumSilo.restore(bytes(context.state[MASKED_SUM_KEY]["silo"]))
+
+
+def _masked_answer(silo: MaskedSumSilo, settings: dict, context: Any, **options: Any) -> dict:
+    try:
+        payloads = silo.answer(str(settings["stage"]), int(settings["round"]),
+                               tuple(bytes(p) for p in settings.get("payloads", [])), **options)
+    finally:  # a refused or failed stage still keeps what it spent (a round index is answered at most once)
+        context.state[MASKED_SUM_KEY] = ConfigRecord({"silo": silo.export_state()})
+    return {"payloads": list(payloads)}
+
+
+def silo_masked_sum(settings: dict, context: Any, update: Callable[[], np.ndarray]) -> bytes:
+    """A silo's masked update of round ``settings["round"]`` (the bytes of a
+    :class:`~uldp.secure.messages.MaskedSumMessage`); ``update`` is called only when the round may be answered.
+
+    Raises:
+        ValueError: before the set-up, a round answered already, or see
+            :meth:`uldp.secure.masked_sum.MaskedSumSilo.masked_update`.
+    """
+    from uldp.secure.masked_sum import STAGE_UPDATE
+
+    answer = _masked_answer(_masked_silo(context), {**settings, "stage": STAGE_UPDATE}, context, update=update)
+    return bytes(answer["payloads"][0])
+
+
 def round_settings(payloads: Payloads) -> dict:
     """What a ``train`` message adds for Protocol 1's update stage (2(b)-(c)): the weights and relayed shares."""
     return {"p1": list(payloads)}
@@ -121,7 +177,8 @@ def _answer(driver: SiloDriver, settings: dict, context: Any, public: dict, **op
 
 
 def silo_setup(settings: dict, context: Any, *, index: int, n_users: int, own_counts: np.ndarray) -> dict:
-    """A silo's answer to one Protocol 1 set-up or share stage (``settings["stage"]``), its state kept in ``context``.
+    """A silo's answer to one Protocol 1 set-up or share stage, or a set-up stage of the masked sum (ULDP-AVG's
+    ``sum-key``, ``sum-directory``; :mod:`uldp.secure.masked_sum`), its state kept in ``context``.
 
     The stage order, and one answer per round index, are :class:`~uldp.secure.driver.SiloDriver`'s; a new set-up
     (``p1-key`` again) keeps the last answered round, so no round is answered twice under fresh keys either.
@@ -139,7 +196,15 @@ def silo_setup(settings: dict, context: Any, *, index: int, n_users: int, own_co
             stage out of order or a round answered already, or a message that fails the protocol's checks.
     """
     from uldp.secure.driver import STAGE_KEY, SiloDriver, SiloProgress
+    from uldp.secure.masked_sum import SETUP_STAGES as MASKED_SUM_STAGES, MaskedSumSilo
 
+    if settings["stage"] in MASKED_SUM_STAGES:  # the masked sum of plain updates (ULDP-AVG)
+        if settings["stage"] == MASKED_SUM_STAGES[0]:  # a new session; the rounds it answered stay answered
+            answered = _masked_silo(context).answered_round if MASKED_SUM_KEY in context.state else 0
+            silo = MaskedSumSilo(index, int(context.state["uldp"]["n_silos"]), answered_round=answered)
+        else:
+            silo = _masked_silo(context)
+        return _masked_answer(silo, settings, context)
     if settings["stage"] != STAGE_KEY:
         driver = _load(context)
         public = {name: value for name, value in dict(context.state[STATE_KEY]).items()

@@ -30,6 +30,8 @@ PURPOSE_HISTOGRAM = 1
 PURPOSE_UPDATE = 2
 PURPOSE_BLINDS = 3
 PURPOSE_RESCALE = 4
+#: The masks of the masked sum of plain updates (:mod:`uldp.secure.masked_sum`), in Z_(2^64).
+PURPOSE_SUM = 5
 
 _BLOCK = 1 << 16
 

@@ -311,6 +311,42 @@ class SiloState(Message, tag=8):
     own_powers: Ints
 
 
+@dataclass(frozen=True)
+class MaskedSumMessage(Message, tag=11):
+    """Silo -> server, the masked sum of plain updates (:mod:`uldp.secure.masked_sum`, step 3): the silo's encoded
+    update plus its net pairwise masks in Z_(2^64).
+
+    Attributes:
+        round_index: t.
+        silo: The sending silo's id.
+        parameters: d.
+        values: d little-endian 64-bit ring elements (8 d bytes); uniform on the ring, whatever the update.
+    """
+
+    round_index: U32
+    silo: U32
+    parameters: U32
+    values: bytes
+
+
+@dataclass(frozen=True)
+class MaskedSumState(Message, tag=12):
+    """Not sent: one silo's secrets and progress in the masked sum (:class:`uldp.secure.masked_sum.MaskedSumSilo`),
+    where it keeps them between messages (a Flower ClientApp's node-local context state).
+
+    ``session``, ``peers`` and ``mask_keys`` are empty before the set-up's directory; the keys are in the peers'
+    order.
+    """
+
+    silo: U32
+    n_silos: U32
+    dh_private: bytes
+    session: bytes
+    peers: Ints
+    mask_keys: ByteList
+    answered_round: U32
+
+
 def parse_message(data: bytes) -> Message:
     """Parse any protocol message from its bytes.
 

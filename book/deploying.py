@@ -24,10 +24,12 @@
 # (and ULDP-GROUP-k's flags) and keeps only its own records: it trains on those alone and sends the method's silo update
 # ($\Delta_s + z_s$ for ULDP-NAIVE, a DP-SGD delta for ULDP-GROUP-k, $\sum_u w_{su}\Delta_{su} + z_s$ for ULDP-SGD/AVG).
 # The server holds the global model, samples the users ({ref}`Algorithm 4 <paper-algorithm-4>`), sums the updates,
-# applies the server step, evaluates the model and runs the accountant. With `"secure": true` (ULDP-AVG-w, ULDP-SGD-w)
-# the silo's clipped per-user deltas and noise only ever leave it inside {ref}`Protocol 1 <paper-protocol-1>`'s masked
-# update, and the server learns the noisy weighted sum $\sum_s (\sum_u w_{su}\Delta_{su} + z_s)$ alone, whose noise it
-# cannot remove (below).
+# applies the server step, evaluates the model and runs the accountant. Aggregation is secure by default for every
+# method (`"secure": false` opts out, and the run then reports the $\epsilon$ of the server's view): under ULDP-AVG-w
+# and ULDP-SGD-w the silo's clipped per-user deltas and noise only ever leave it inside
+# {ref}`Protocol 1 <paper-protocol-1>`'s masked update; under the other methods its update leaves it under Protocol 1's
+# pairwise masks alone (`uldp.secure.masked_sum`). Either way the server learns the noisy sum over the silos alone,
+# never one silo's update, and cannot remove its noise (below).
 #
 # **Who knows which random draw.** The server is the adversary of the paper's trust model (semi-honest,
 # {ref}`Section 3.1 <paper-section-3-1>`), and it holds the configuration file, seed included. A draw whose secrecy the

@@ -18,8 +18,13 @@ def context(run_id: int = 1, node_id: int = 101, **node_config) -> SimpleNamespa
 
 
 def test_a_view_is_read_once_per_run_node_and_node_config():
-    reads = []
-    views = SiloViews(lambda ctx: reads.append(ctx) or {"name": ctx.node_config["silo"], "read": len(reads)})
+    reads: list = []
+
+    def read(ctx):
+        reads.append(ctx)
+        return {"name": ctx.node_config["silo"], "read": len(reads)}
+
+    views = SiloViews(read)
     first = views.get(context())
     assert views.get(context()) is first and len(reads) == 1
     assert views.get(context(node_id=102))["read"] == 2  # another node

@@ -361,8 +361,20 @@ class FlowerRuntime:
                 return run_id, submitted
             time.sleep(2)
 
+    def listening(self) -> bool:
+        """Wait (up to a minute) until the SuperLink listens."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.link)) == 0:
+                    return True
+            time.sleep(0.2)
+        return False
+
     def flower_run(self) -> subprocess.Popen:
-        """``uldp flower-run`` of the app, in the background (its exit status is the run's)."""
+        """``uldp flower-run`` of the app once the SuperLink listens, in the background (its exit status is the
+        run's)."""
+        self.listening()
         self.count += 1
         with (self.folder / f"flower-run-{self.count}.err").open("w") as err:
             process = subprocess.Popen([sys.executable, "-m", "uldp.cli", "flower-run", str(self.app_dir), "local",

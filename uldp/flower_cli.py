@@ -116,7 +116,9 @@ def wait_for_run(run_id: int, superlink: str | None, *, flwr: str = "flwr", poll
     while True:
         runs = [run for run in _flwr_json(command).get("runs", []) if str(run.get("run-id")) == str(run_id)]
         if not runs:
-            raise FlowerCommandFailed(f"`{' '.join(command)}` does not list run {run_id}")
+            raise FlowerCommandFailed(f"`{' '.join(command)}` does not list run {run_id}: the SuperLink no longer "
+                                      f"knows it (restarted?); submit the app again (a UldpStrategy with "
+                                      f"checkpoint= resumes at its next round)")
         status, details = str(runs[0].get("status", "")), str(runs[0].get("status-details") or "")
         waited = time.monotonic() - start
         if status != last:

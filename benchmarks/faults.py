@@ -19,6 +19,12 @@ on loopback, from the checkout given by ``--root`` (so the same script measures 
   run ended (``flwr ls``'s status, ``flwr run``'s exit status), the releases in the strategy's epsilon history and
   the rounds it completed. Where the checkout has :mod:`uldp.flower.recovery`, the strategy declares its silos and a
   checkpoint.
+- ``flower-superlink-restarted``: the same runtime, each SuperNode with ``--isolation process`` and its
+  ``uldp flower-worker``, the SuperLink with ``--database``; the app is submitted with ``uldp flower-run``. The
+  SuperLink (and the ServerApp it runs) is killed once round 2 is in flight and started again ``--delay`` seconds
+  later with its database; the app is then submitted again with the same checkpoint. Measured: what the first
+  ``uldp flower-run`` said and its exit status, the resubmitted run's, the round indices in the checkpoint's
+  history (aborted ones named) and whether the epsilon history has one release per index asked.
 
 It prints one line per scenario (``--json``: one JSON document). Every process is killed at the end, whatever
 happens; each wait is bounded.
@@ -256,103 +262,211 @@ FLOWER_COMMANDS = (("flwr", "flwr.cli.app", "app"), ("flower-superlink", "flwr.s
                    ("flwr-clientapp", "flwr.supernode.cli", "flwr_clientapp"))
 
 
-def _checkpoint_rounds(path: Path) -> int:
-    """``rounds_done`` of a checkpoint file (0 while there is none): the round index in flight or last done."""
+def _checkpoint_header(path: Path) -> dict:
+    """The header of a strategy checkpoint (``rounds_done``: the round index in flight or last done; ``history``:
+    every release's record), {} while there is none."""
     data = path.read_bytes() if path.exists() else b""
     if len(data) < 12:
-        return 0
+        return {}
     length = int.from_bytes(data[8:12], "little")
-    return int(json.loads(data[12:12 + length])["rounds_done"])
+    return dict(json.loads(data[12:12 + length]))
 
 
-def flower_supernode_killed(processes: Federation, delay: float) -> dict:
-    import numpy as np
-    import pandas as pd
+def _checkpoint_rounds(path: Path) -> int:
+    return int(_checkpoint_header(path).get("rounds_done", 0))
 
-    folder, root = processes.folder, processes.root
-    bin_dir, app_dir, home = folder / "bin", folder / "app", folder / "flwr-home"
-    for path in (bin_dir, app_dir, home):
-        path.mkdir()
-    for name, module, function in FLOWER_COMMANDS:  # the SuperLink and SuperNodes start these from PATH
-        (bin_dir / name).write_text(f"#!/bin/sh\nexec {sys.executable} -c \"import sys; from {module} import "
-                                    f"{function}; sys.argv[0] = '{name}'; {function}()\" \"$@\"\n")
-        (bin_dir / name).chmod(0o755)
-    (app_dir / "hospital_app.py").write_text(FLOWER_APP)
-    (app_dir / "pyproject.toml").write_text(FLOWER_PROJECT)
-    rng = np.random.default_rng(0)
-    frame = pd.DataFrame(rng.normal(size=(150, 3)), columns=["a", "b", "c"])
-    frame["label"] = (frame.a > 0).astype(int)
-    frame["patient"] = [f"P{u}" for u in rng.integers(0, 20, 150)]
-    frame["hospital"] = rng.choice(HOSPITALS, 150)
-    key = folder / "key"
-    key.write_text(os.urandom(32).hex())
-    for hospital, part in frame.groupby("hospital"):
-        part.drop(columns="hospital").to_csv(folder / f"{hospital}.csv", index=False)
-    link = processes.port
-    (home / "config.toml").write_text(f'[superlink]\ndefault = "local"\n[superlink.local]\n'
-                                      f'address = "127.0.0.1:{link}"\ninsecure = true\n')
-    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "FLWR_HOME": str(home), "PYTHONPATH": str(root),
-           "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
 
-    def start(log: str, *command: str) -> subprocess.Popen:
-        with (folder / log).open("w") as output:
-            process = subprocess.Popen(command, env=env, cwd=folder, stdout=output, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
-        processes.processes.append(process)
+class FlowerRuntime:
+    """Flower's own runtime for one scenario: a SuperLink, a SuperNode per hospital, the app of
+    ``tests/test_flower_loopback.py`` (:data:`FLOWER_APP`) and its files, in the scenario's folder."""
+
+    def __init__(self, processes: Federation) -> None:
+        import numpy as np
+        import pandas as pd
+
+        self.processes, self.folder = processes, processes.folder
+        self.bin_dir, self.app_dir, home = self.folder / "bin", self.folder / "app", self.folder / "flwr-home"
+        for path in (self.bin_dir, self.app_dir, home):
+            path.mkdir()
+        for name, module, function in FLOWER_COMMANDS:  # the SuperLink and SuperNodes start these from PATH
+            (self.bin_dir / name).write_text(f"#!/bin/sh\nexec {sys.executable} -c \"import sys; from {module} "
+                                             f"import {function}; sys.argv[0] = '{name}'; {function}()\" \"$@\"\n")
+            (self.bin_dir / name).chmod(0o755)
+        (self.app_dir / "hospital_app.py").write_text(FLOWER_APP)
+        (self.app_dir / "pyproject.toml").write_text(FLOWER_PROJECT)
+        rng = np.random.default_rng(0)
+        frame = pd.DataFrame(rng.normal(size=(150, 3)), columns=["a", "b", "c"])
+        frame["label"] = (frame.a > 0).astype(int)
+        frame["patient"] = [f"P{u}" for u in rng.integers(0, 20, 150)]
+        frame["hospital"] = rng.choice(HOSPITALS, 150)
+        self.key = self.folder / "key"
+        self.key.write_text(os.urandom(32).hex())
+        for hospital, part in frame.groupby("hospital"):
+            part.drop(columns="hospital").to_csv(self.folder / f"{hospital}.csv", index=False)
+        self.link = processes.port
+        (home / "config.toml").write_text(f'[superlink]\ndefault = "local"\n[superlink.local]\n'
+                                          f'address = "127.0.0.1:{self.link}"\ninsecure = true\n')
+        self.env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "FLWR_HOME": str(home),
+                    "PYTHONPATH": str(processes.root), "PATH": f"{self.bin_dir}{os.pathsep}{os.environ['PATH']}"}
+        self.checkpoint, self.out = self.folder / "strategy.ckpt", self.folder / "out.json"
+        self.count = 0
+
+    def start(self, log: str, *command: str) -> subprocess.Popen:
+        with (self.folder / log).open("a") as output:
+            process = subprocess.Popen(command, env=self.env, cwd=self.folder, stdout=output,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
+        self.processes.processes.append(process)
         return process
 
-    def supernode(hospital: str) -> subprocess.Popen:
+    def superlink(self, *extra: str) -> subprocess.Popen:
+        return self.start("superlink.log", str(self.bin_dir / "flower-superlink"), "--insecure",
+                          "--disable-runtime-dependency-installation", "--host", "127.0.0.1", "--port",
+                          str(self.link), *extra)
+
+    def supernode(self, hospital: str, *, worker: bool = False) -> subprocess.Popen:
+        """The hospital's SuperNode; with ``worker``, ``--isolation process`` and its ``uldp flower-worker``."""
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
-        config = f'silo="{hospital}" data="{folder / (hospital + ".csv")}" uldp-key-file="{key}"'
-        return start(f"supernode-{hospital}.log", str(bin_dir / "flower-supernode"), "--insecure", "--superlink",
-                     f"127.0.0.1:{link}", "--host", "127.0.0.1", "--port", str(port), "--node-config", config)
+        config = f'silo="{hospital}" data="{self.folder / (hospital + ".csv")}" uldp-key-file="{self.key}"'
+        node = self.start(f"supernode-{hospital}.log", str(self.bin_dir / "flower-supernode"), "--insecure",
+                          "--superlink", f"127.0.0.1:{self.link}", "--host", "127.0.0.1", "--port", str(port),
+                          "--node-config", config, *(["--isolation", "process"] if worker else []))
+        if worker:
+            self.start(f"worker-{hospital}.log", sys.executable, "-m", "uldp.cli", "flower-worker",
+                       "--runtime-api-address", f"127.0.0.1:{port}", "--insecure")
+        return node
 
-    start("superlink.log", str(bin_dir / "flower-superlink"), "--insecure", "--disable-runtime-dependency-installation",
-          "--host", "127.0.0.1", "--port", str(link))
-    nodes = {hospital: supernode(hospital) for hospital in HOSPITALS}
-    checkpoint, out = folder / "strategy.ckpt", folder / "out.json"
-    recovery = (root / "uldp" / "flower" / "recovery.py").exists()
-    settings = {"method": "ULDP-AVG-w", "sigma": 1.0, "q": 0.8, "local_epochs": 1, "batch_size": 8,
-                **({"silos": list(HOSPITALS), "checkpoint": str(checkpoint), "join_timeout": 60} if recovery else {})}
-    overrides = folder / "run-config.toml"
-    overrides.write_text(f"settings = '{json.dumps(settings)}'\nout = '{out}'\n")
-    deadline = time.monotonic() + 60
-    while True:  # the SuperLink takes a few seconds to listen
-        submitted = subprocess.run([str(bin_dir / "flwr"), "run", str(app_dir), "local", "--run-config",
-                                    str(overrides), "--format", "json"], env=env, cwd=folder, capture_output=True,
-                                   text=True, timeout=300)
-        run_id = (json_output(submitted.stdout) or {}).get("run-id")
-        if run_id is not None or time.monotonic() > deadline:  # flwr run exits 0 even when it reached no SuperLink
-            break
-        time.sleep(2)
+    def run_config(self) -> Path:
+        recovery = (self.processes.root / "uldp" / "flower" / "recovery.py").exists()
+        settings = {"method": "ULDP-AVG-w", "sigma": 1.0, "q": 0.8, "local_epochs": 1, "batch_size": 8,
+                    **({"silos": list(HOSPITALS), "checkpoint": str(self.checkpoint), "join_timeout": 60}
+                       if recovery else {})}
+        overrides = self.folder / "run-config.toml"
+        overrides.write_text(f"settings = '{json.dumps(settings)}'\nout = '{self.out}'\n")
+        return overrides
+
+    def flwr(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(self.bin_dir / "flwr"), *args], env=self.env, cwd=self.folder,
+                              capture_output=True, text=True, timeout=300)
+
+    def submit(self) -> tuple[int | None, subprocess.CompletedProcess]:
+        """``flwr run`` (retried while the SuperLink is not listening yet): the run id, and flwr's answer."""
+        deadline = time.monotonic() + 60
+        while True:
+            submitted = self.flwr("run", str(self.app_dir), "local", "--run-config", str(self.run_config()),
+                                  "--format", "json")
+            run_id = (json_output(submitted.stdout) or {}).get("run-id")
+            if run_id is not None or time.monotonic() > deadline:  # flwr run exits 0 even when it reached nothing
+                return run_id, submitted
+            time.sleep(2)
+
+    def listening(self) -> bool:
+        """Wait (up to a minute) until the SuperLink listens."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.link)) == 0:
+                    return True
+            time.sleep(0.2)
+        return False
+
+    def flower_run(self) -> subprocess.Popen:
+        """``uldp flower-run`` of the app once the SuperLink listens, in the background (its exit status is the
+        run's)."""
+        self.listening()
+        self.count += 1
+        with (self.folder / f"flower-run-{self.count}.err").open("w") as err:
+            process = subprocess.Popen([sys.executable, "-m", "uldp.cli", "flower-run", str(self.app_dir), "local",
+                                        "--run-config", str(self.run_config()), "--poll", "1", "--flwr",
+                                        str(self.bin_dir / "flwr")], env=self.env, cwd=self.folder,
+                                       stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        self.processes.processes.append(process)
+        return process
+
+    def report(self) -> dict:
+        return json.loads(self.out.read_text()) if self.out.exists() else {}
+
+
+def flower_supernode_killed(processes: Federation, delay: float) -> dict:
+    flower = FlowerRuntime(processes)
+    flower.superlink()
+    nodes = {hospital: flower.supernode(hospital) for hospital in HOSPITALS}
+    recovery = (processes.root / "uldp" / "flower" / "recovery.py").exists()
+    run_id, submitted = flower.submit()
     if run_id is None:
         return {"error": f"flwr run started no run: {submitted.stdout[-500:]} {submitted.stderr[-500:]}"}
     start_time, killed_at = time.monotonic(), None
     status = ""
     while time.monotonic() - start_time < WAIT:
-        if killed_at is None and (_checkpoint_rounds(checkpoint) >= 2 if recovery
+        if killed_at is None and (_checkpoint_rounds(flower.checkpoint) >= 2 if recovery
                                   else time.monotonic() - start_time > 60):
             os.killpg(nodes["General"].pid, signal.SIGKILL)
             killed_at = round(time.monotonic() - start_time)
-            nodes["General"] = supernode("General")
-        listed = subprocess.run([str(bin_dir / "flwr"), "ls", "local", "--run-id", str(run_id), "--format", "json"],
-                                env=env, cwd=folder, capture_output=True, text=True, timeout=300)
+            nodes["General"] = flower.supernode("General")
+        listed = flower.flwr("ls", "local", "--run-id", str(run_id), "--format", "json")
         runs = (json_output(listed.stdout) or {}).get("runs") or [{"status": status}]
         status = runs[0]["status"]
         if status.startswith("finished"):
             break
         time.sleep(2)
-    report = json.loads(out.read_text()) if out.exists() else {}
+    report = flower.report()
     return {"run_status": status, "flwr_run_exit": submitted.returncode, "general_killed_after_s": killed_at,
             "releases_accounted": len(report.get("epsilons", [])), "completed_rounds": report.get("completed"),
             "epsilons": [round(e, 4) for e in report.get("epsilons", [])]}
 
 
+def _last_line(path: Path) -> str:
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    return lines[-1][-300:] if lines else ""
+
+
+def flower_superlink_restarted(processes: Federation, delay: float) -> dict:
+    """The SuperLink (and the ServerApp it runs) killed while round 2 is in flight, started again ``delay`` s later
+    with its ``--database``; the SuperNodes and their workers stay. The first ``uldp flower-run`` says how its run
+    ended; the app is submitted again with the same checkpoint, and the releases are counted."""
+    flower = FlowerRuntime(processes)
+    database = str(processes.folder / "superlink.db")
+    superlink = flower.superlink("--database", database)
+    for hospital in HOSPITALS:
+        flower.supernode(hospital, worker=True)
+    first = flower.flower_run()
+    start = time.monotonic()
+    while _checkpoint_rounds(flower.checkpoint) < 2 and first.poll() is None and time.monotonic() - start < WAIT:
+        time.sleep(0.2)
+    os.killpg(superlink.pid, signal.SIGKILL)  # the SuperLink's session: its SuperExec and the ServerApp too
+    superlink.wait()
+    killed_at = round(time.monotonic() - start)
+    in_checkpoint = _checkpoint_header(flower.checkpoint).get("history", [])
+    time.sleep(delay)
+    flower.superlink("--database", database)
+    try:
+        first_exit = first.wait(timeout=WAIT)
+    except subprocess.TimeoutExpired:
+        first_exit = None
+    second = flower.flower_run()
+    try:
+        second_exit = second.wait(timeout=WAIT)
+    except subprocess.TimeoutExpired:
+        second_exit = None
+    history = _checkpoint_header(flower.checkpoint).get("history", [])
+    report = flower.report()
+    asked = [record["round"] for record in history]
+    return {"superlink_killed_after_s": killed_at, "restarted_after_s": delay,
+            "releases_in_checkpoint_when_killed": [record["round"] for record in in_checkpoint],
+            "first_flower_run_exit": first_exit, "first_flower_run_said": _last_line(processes.folder /
+                                                                                     "flower-run-1.err"),
+            "resubmitted_flower_run_exit": second_exit,
+            "resubmitted_flower_run_said": _last_line(processes.folder / "flower-run-2.err"),
+            "rounds_asked": asked, "aborted": [record["round"] for record in history if "aborted" in record],
+            "releases_accounted": len(report.get("epsilons", [])), "completed_rounds": report.get("completed"),
+            "epsilons": [round(e, 4) for e in report.get("epsilons", [])],
+            "every_release_accounted": len(report.get("epsilons", [])) == len(asked) == len(set(asked))}
+
+
 SCENARIOS: dict[str, Callable[[Federation, float], dict]] = {
     "silo-killed": silo_killed, "silo-stalled": silo_stalled, "late-silo": late_silo,
-    "flower-supernode-killed": flower_supernode_killed,
+    "flower-supernode-killed": flower_supernode_killed, "flower-superlink-restarted": flower_superlink_restarted,
 }
 
 

@@ -1,7 +1,9 @@
 """The Flower deployment engine on loopback: a SuperLink and three SuperNodes as separate processes (no Ray,
-telemetry off, insecure local mode without TLS), each SuperNode a silo reading its own CSV file; `flwr run` submits
-the app. With the silos' own test-only reproducible noise (their node config), the model equals uldp.fit's on the
-same records."""
+telemetry off, insecure local mode without TLS), each SuperNode a silo reading its own CSV file, with
+``--isolation process`` and its long-lived ClientApp process (``uldp flower-worker``); ``uldp flower-run`` submits
+the app (``flwr run``) and exits 0 with the completed run. With the silos' own test-only reproducible noise
+(their node config), the model equals uldp.fit's on the same records, and each worker read its silo's records
+once for the whole run."""
 
 from __future__ import annotations
 
@@ -125,21 +127,26 @@ def test_superlink_and_supernodes_on_loopback_end_at_the_in_process_model(hospit
             config = (f'silo="{hospital}" data="{hospital_files / (hospital + ".csv")}" '
                       f'uldp-key-file="{hospital_files / "key"}" uldp-policy-epsilon=100 '
                       f'uldp-insecure-reproducible-noise={settings["seed"]}')
+            port = free_port()
             start(str(bin_dir / "flower-supernode"), "--insecure", "--superlink", f"127.0.0.1:{link}", "--host",
-                  "127.0.0.1", "--port", str(free_port()), "--node-config", config, log=f"supernode{number}.log")
+                  "127.0.0.1", "--port", str(port), "--isolation", "process", "--node-config", config,
+                  log=f"supernode{number}.log")
+            start(sys.executable, "-m", "uldp.cli", "flower-worker", "--runtime-api-address", f"127.0.0.1:{port}",
+                  "--insecure", log=f"worker{number}.log")
         out = tmp_path / "out.npy"
         overrides = tmp_path / "run-config.toml"
         overrides.write_text(f"rounds = 1\nsettings = '{json.dumps(settings)}'\n"
                              f"initial = '{tmp_path / 'initial.npy'}'\nout = '{out}'\n")
-        deadline = time.monotonic() + 60
-        while True:  # the SuperLink takes a few seconds to listen
-            run = subprocess.run([str(bin_dir / "flwr"), "run", str(app_dir), "local", "--run-config", str(overrides),
-                                  "--stream"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=540)
-            if "unavailable" not in run.stdout + run.stderr or time.monotonic() > deadline:
-                break
-            time.sleep(2)
+        deadline = time.monotonic() + 120
+        while socket.socket().connect_ex(("127.0.0.1", link)) != 0:  # the SuperLink takes a few seconds to listen
+            assert time.monotonic() < deadline, (tmp_path / "superlink.log").read_text()
+            time.sleep(0.2)
+        run = subprocess.run([sys.executable, "-m", "uldp.cli", "flower-run", str(app_dir), "local", "--run-config",
+                              str(overrides), "--poll", "1", "--flwr", str(bin_dir / "flwr")], env=env, cwd=tmp_path,
+                             capture_output=True, text=True, timeout=540)
         logs = run.stdout[-3000:] + run.stderr[-3000:]
-        assert out.exists(), f"the ServerApp wrote no model; flwr run said:\n{logs}"
+        assert run.returncode == 0 and "is finished:completed after" in run.stderr, logs
+        assert out.exists(), f"the ServerApp wrote no model; uldp flower-run said:\n{logs}"
     finally:
         for process in processes:
             os.killpg(process.pid, signal.SIGKILL)  # the session each Popen started: its SuperExec children too
@@ -148,4 +155,7 @@ def test_superlink_and_supernodes_on_loopback_end_at_the_in_process_model(hospit
     np.testing.assert_array_equal(np.load(out), uldp.flat_parameters(trained).numpy())
     report = json.loads(Path(str(out) + ".json").read_text())
     assert report["epsilon"] == history.column("epsilon")
+    for number in range(len(HOSPITALS)):  # hello, federation and the round: one process, the records read once
+        log = (tmp_path / f"worker{number}.log").read_text()
+        assert log.count("read its records") == 1 and log.count(") completed in") == 3, log
     print(f"loopback Flower round: {report['round_seconds'][0]:.2f} s; in process: {history.rows[0]['seconds']:.2f} s")

@@ -1,4 +1,6 @@
-"""``uldp flower-run``: submit a Flower app with ``flwr run`` and exit with the status of its run.
+"""``uldp flower-run``: submit a Flower app with ``flwr run`` and exit with the status of its run; ``uldp
+flower-worker``: a long-lived ClientApp process for a SuperNode started with ``--isolation process``
+(:mod:`uldp.flower.worker`).
 
 ``flwr run`` returns as soon as the SuperLink accepted the run, and exits 0 even when the ServerApp then fails
 (a silo missing, a round aborted more often than the strategy allows, a checkpoint that cannot be written). This
@@ -38,6 +40,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="seconds to wait for the run to finish (default a week)")
     parser.add_argument("--flwr", default="flwr", help="the flwr command (default: flwr on PATH)")
     parser.set_defaults(handler=_flower_run)
+    worker = subparsers.add_parser("flower-worker", help="run a SuperNode's ClientApp tasks in one long-lived process "
+                                   "(flower-supernode --isolation process)")
+    worker.add_argument("--runtime-api-address", required=True,
+                        help="the SuperNode's Runtime API, HOST:PORT (flower-supernode --host/--port)")
+    tls = worker.add_mutually_exclusive_group(required=True)
+    tls.add_argument("--insecure", action="store_true", help="no TLS (the SuperNode on this machine, loopback)")
+    tls.add_argument("--root-certificates", type=Path,
+                     help="CA certificate of the SuperNode's --ssl-certfile (PEM)")
+    worker.add_argument("--poll", type=float, default=0.05,
+                        help="seconds between two requests for a task when none is waiting (default 0.05)")
+    worker.set_defaults(handler=_flower_worker)
 
 
 class FlowerCommandFailed(RuntimeError):
@@ -103,7 +116,9 @@ def wait_for_run(run_id: int, superlink: str | None, *, flwr: str = "flwr", poll
     while True:
         runs = [run for run in _flwr_json(command).get("runs", []) if str(run.get("run-id")) == str(run_id)]
         if not runs:
-            raise FlowerCommandFailed(f"`{' '.join(command)}` does not list run {run_id}")
+            raise FlowerCommandFailed(f"`{' '.join(command)}` does not list run {run_id}: the SuperLink no longer "
+                                      f"knows it (restarted?); submit the app again (a UldpStrategy with "
+                                      f"checkpoint= resumes at its next round)")
         status, details = str(runs[0].get("status", "")), str(runs[0].get("status-details") or "")
         waited = time.monotonic() - start
         if status != last:
@@ -129,3 +144,15 @@ def _flower_run(args: argparse.Namespace) -> int:
     print(f"uldp flower-run: run {run_id} {status}{': ' + details if details else ''}; its log: "
           f"{args.flwr} log {run_id}{where}", file=sys.stderr)
     return 1
+
+
+def _flower_worker(args: argparse.Namespace) -> int:
+    import logging
+
+    from uldp.flower.worker import serve  # imports Flower and the app's dependencies only here
+
+    logging.getLogger("uldp.flower").addHandler(logging.StreamHandler(sys.stderr))
+    logging.getLogger("uldp.flower").setLevel(logging.INFO)
+    certificates = args.root_certificates.read_bytes() if args.root_certificates else None
+    serve(args.runtime_api_address, insecure=args.insecure, root_certificates=certificates, poll=args.poll)
+    return 0

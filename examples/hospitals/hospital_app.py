@@ -40,14 +40,19 @@ client = uf.silo_client_app(load, model, nn.BCEWithLogitsLoss())
 server = ServerApp()
 
 
+def make_strategy(config: dict) -> uf.UldpStrategy:
+    """ULDP-AVG-w at noise ``sigma`` and user sampling rate ``q``, with Protocol 1 unless ``secure`` is false."""
+    return uf.UldpStrategy(method="ULDP-AVG-w", sigma=float(config["sigma"]), q=float(config["q"]),
+                           secure=bool(config["secure"]), model=model())
+
+
 @server.main()
 def main(grid: Grid, context: Context) -> None:
-    """Train ULDP-AVG-w for ``rounds`` rounds at noise ``sigma`` and save the model's state_dict and the epsilons."""
+    """Train for ``rounds`` rounds and save the model's state_dict and the epsilons."""
     import torch
 
     config = context.run_config
-    strategy = uf.UldpStrategy(method="ULDP-AVG-w", sigma=float(config["sigma"]), q=float(config["q"]),
-                               model=model())
+    strategy = make_strategy(config)
     result = strategy.start(grid, model().state_dict(), num_rounds=int(config["rounds"]))
     torch.save(strategy.trained_model(result).state_dict(), str(config["out"]))
     with open(f"{config['out']}.json", "w") as file:

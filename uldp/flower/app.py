@@ -74,6 +74,7 @@ from uldp.flower.secure import (
     silo_masked_update,
     silo_setup,
 )
+from uldp.flower.silo_views import SiloViews
 from uldp.methods import Federation, Hyperparameters, make_method, parse_method, user_level
 from uldp.methods.base import needed
 from uldp.policy import SiloLedger, SiloPolicy, release_multiplier, update_norm_bound
@@ -611,11 +612,15 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
         model: Builds the architecture (its weights come from the server each round).
         loss: As in :func:`uldp.fit`.
 
+    The records, pseudonyms and model are read once per run and node and kept while the ClientApp's process lives
+    (:class:`uldp.flower.silo_views.SiloViews`; a long-lived process: :mod:`uldp.flower.worker`).
+
     Returns:
         The ``ClientApp``; its state (silo number, ``n[s, u]``, the user list, and with Protocol 1 the silo's
         secrets as :class:`~uldp.secure.messages.SiloState` bytes) lives in the node's context state.
     """
     app = ClientApp()
+    views = SiloViews(lambda context: _silo_view(load, model, loss, context))  # kept while this process lives
 
     @app.query(SETUP_ACTION)
     def setup(message: Any, context: Any) -> Any:
@@ -623,7 +628,7 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
             settings = _config(message)
             if settings["stage"] not in ("hello", "federation"):  # Protocol 1's stages need the state only
                 return Message(_records(silo_setup(settings, context, **_protocol_inputs(context))), reply_to=message)
-            view = _silo_view(load, model, loss, context)
+            view = views.get(context)
             answer = (_hello(view, bool(settings["counts"])) if settings["stage"] == "hello"
                       else _federation(view, settings, context))
             return Message(_records(answer), reply_to=message)
@@ -631,7 +636,7 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
     @app.train()
     def train(message: Any, context: Any) -> Any:
         with _naming(context):
-            view = _silo_view(load, model, loss, context)
+            view = views.get(context)
         params = message.content["arrays"].to_numpy_ndarrays()[0]
         try:
             with _naming(context):

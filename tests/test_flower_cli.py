@@ -1,0 +1,88 @@
+"""uldp.flower_cli with the real Flower on loopback: ``uldp flower-run`` exits 1 when the ServerApp of the run that
+``flwr run`` submitted to a real SuperLink fails (``flwr run`` itself exits 0 once the run is accepted). The
+SuperLink runs the ServerApp of a two-line app; no SuperNode is needed. (tests/test_faults.py tests the launcher
+with a fake ``flwr``; tests/test_flower_loopback.py submits with it a run that completes, with ``uldp
+flower-worker`` behind real SuperNodes.)"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+APP = '''
+from flwr.serverapp import ServerApp
+from flwr.clientapp import ClientApp
+
+server = ServerApp()
+client = ClientApp()
+
+
+@server.main()
+def main(grid, context):
+    if context.run_config["fail"]:
+        raise RuntimeError("this ServerApp fails on purpose")
+'''
+
+PYPROJECT = '''
+[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "exitapp"
+version = "1.0.0"
+description = "uldp flower-run test"
+license = "MIT"
+dependencies = []
+
+[tool.flwr.app]
+publisher = "uldp"
+
+[tool.flwr.app.components]
+serverapp = "exit_app:server"
+clientapp = "exit_app:client"
+
+[tool.flwr.app.config]
+fail = false
+'''
+
+
+def test_flower_run_exits_1_when_a_real_superlinks_run_fails(tmp_path, monkeypatch, capsys):
+    from uldp.cli import main
+
+    app, home = tmp_path / "app", tmp_path / "flwr-home"
+    app.mkdir()
+    home.mkdir()
+    (app / "exit_app.py").write_text(APP)
+    (app / "pyproject.toml").write_text(PYPROJECT)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    (home / "config.toml").write_text(f'[superlink]\ndefault = "local"\n[superlink.local]\n'
+                                      f'address = "127.0.0.1:{port}"\ninsecure = true\n')
+    bin_dir = Path(sys.executable).parent  # flower-superlink starts flwr-serverapp from PATH
+    monkeypatch.setenv("FLWR_TELEMETRY_ENABLED", "0")
+    monkeypatch.setenv("FLWR_HOME", str(home))
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    with open(tmp_path / "superlink.log", "w") as log:
+        superlink = subprocess.Popen([str(bin_dir / "flower-superlink"), "--insecure",
+                                      "--disable-runtime-dependency-installation", "--host", "127.0.0.1", "--port",
+                                      str(port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+            assert time.monotonic() < deadline, (tmp_path / "superlink.log").read_text()
+            time.sleep(0.2)
+        flwr = str(bin_dir / "flwr")
+        assert main(["flower-run", str(app), "local", "--poll", "0.5", "--flwr", flwr, "--run-config",
+                     "fail=true"]) == 1
+        said = capsys.readouterr().err
+        assert "finished:failed" in said and f"{flwr} log " in said, said
+    finally:
+        os.killpg(superlink.pid, signal.SIGKILL)  # its session: the ServerApp processes it started too
+        superlink.wait()

@@ -16,9 +16,9 @@
 
 5. ``--lattice-only``: the lattice (BFV) round of :mod:`uldp.secure.lattice` on the MNIST CNN round (silo 0 in full,
    the server's weights and its sum and decryption of |S| updates of that size), exactness on a small federation
-   against the plain sum, and 10^6 parameters projected from a one-chunk slice (100 users) and checked on a
-   three-chunk slice; merged into an existing results file under ``"lattice"`` (``--merge PATH``), the other
-   entries kept.
+   against the plain sum, and 10^6 parameters projected from one- and two-chunk slices (100 users: fixed plus
+   per-chunk cost) and checked on a four-chunk slice; merged into an existing results file under ``"lattice"``
+   (``--merge PATH``), the other entries kept.
 
 Keys are generated once per size and reused by every session (the benchmark times rounds, not key generation).
 Wall and CPU seconds (this process and its workers) are given with the load average: the machine may be shared,
@@ -360,6 +360,31 @@ def _server_round(args, rng, backend, users, shape):
             "measured_on": f"{sample} of {count} ciphertexts"}
 
 
+def lattice_projection(slices, *, server_weights_s, server_weights_cpu_s, chunks):
+    """A lattice round of ``chunks`` chunks from slices of 1 and 2 chunks (``slices[k]``), checked on 4 chunks.
+
+    Each side's CPU seconds are fitted as ``fixed + chunks * per_chunk`` on the 1- and 2-chunk slices (the silo's
+    fixed part: loading and correcting the |U| weight ciphertexts; the server's finish is linear), the 4-chunk
+    slice checks the fit (measured / projected), and the wall seconds are the projected CPU seconds times the
+    4-chunk slice's wall / CPU ratio (the machine may be shared). The server's weights do not depend on d.
+    """
+    out: dict[str, Any] = {"chunks": chunks, "check": {"chunks": 4}}
+    for side in ("silo", "server_finish"):
+        one, two, four = (slices[k][f"{side}_cpu_s"] for k in (1, 2, 4))
+        per_chunk = two - one
+        fixed = one - per_chunk
+        wall_per_cpu = slices[4][f"{side}_s"] / max(four, 1e-9)
+        out[f"{side}_cpu_fixed_s"], out[f"{side}_cpu_per_chunk_s"] = fixed, per_chunk
+        out[f"{side}_cpu_s"] = fixed + chunks * per_chunk
+        out[f"{side}_s"] = out[f"{side}_cpu_s"] * wall_per_cpu
+        out["check"][f"{side}_measured_cpu_s"], out["check"][f"{side}_projected_cpu_s"] = four, fixed + 4 * per_chunk
+        out["check"][f"{side}_measured_over_projected"] = four / (fixed + 4 * per_chunk)
+    out["server_s"] = server_weights_s + out["server_finish_s"]
+    out["server_cpu_s"] = server_weights_cpu_s + out["server_finish_cpu_s"]
+    out["update_bytes"] = slices[1]["update_bytes"] * chunks
+    return out
+
+
 def lattice_rounds(rng):
     """Part 5: the lattice round (silo 0 in full, the server), exactness, and the 10^6-parameter projection."""
     from uldp.secure import lattice
@@ -417,24 +442,29 @@ def lattice_rounds(rng):
     mnist["ciphertext_bytes_per_parameter"] = mnist["update_bytes"] / MNIST["parameters"]
     mnist["ratio_to_float32"] = mnist["ciphertext_bytes_per_parameter"] / FLOAT32_BYTES
     say(f"  silo {mnist['silo_s']:.2f} s ({mnist['silo_cpu_s']:.2f} CPU), server {mnist['server_s']:.2f} s")
-    say("lattice: 10^6 parameters from a one-chunk slice, checked on three chunks ...")
-    one = silo_round(MILLION["users"], lattice.RING_DEGREE, MILLION)
-    chunks = -(-MILLION["parameters"] // lattice.RING_DEGREE)
-    check = silo_round(MILLION["users"], 3 * lattice.RING_DEGREE, MILLION)
-    # per chunk: the slice's silo and finish time; the weights are per user (the same at any d)
-    projected_silo = one["silo_s"] * chunks
-    out["million"] = {
-        "silo_s": projected_silo, "silo_cpu_s": one["silo_cpu_s"] * chunks,
-        "server_s": one["server_weights_s"] + one["server_finish_s"] * chunks,
-        "server_cpu_s": one["server_weights_cpu_s"] + one["server_finish_cpu_s"] * chunks,
-        "update_bytes": one["update_bytes"] * chunks, "slice": one,
-        "check": {"parameters": check["parameters"], "measured_silo_s": check["silo_s"],
-                  "projected_silo_s": one["silo_s"] * 3,
-                  "measured_over_projected": check["silo_s"] / (one["silo_s"] * 3),
-                  "measured_server_finish_s": check["server_finish_s"],
-                  "projected_server_finish_s": one["server_finish_s"] * 3}}
-    say(f"  silo {out['million']['silo_s']:.1f} s, server {out['million']['server_s']:.1f} s; check measured/projected "
-        f"{out['million']['check']['measured_over_projected']:.2f}")
+    say("lattice: 10^6 parameters from one- and two-chunk slices, checked on four chunks ...")
+    counts, deltas, noise = make_inputs(rng, n_silos=MILLION["silos"], n_users=MILLION["users"],
+                                        dim=4 * lattice.RING_DEGREE, full_dim=MILLION["parameters"])
+    _, server, silos = session(counts)
+    weights, weights_s, weights_cpu = timed(server.encrypt_weights, [1] * MILLION["users"],
+                                            np.ones(MILLION["users"], dtype=bool))
+    slices = {}
+    for round_index, chunks in enumerate((1, 2, 4), start=1):
+        dim = chunks * lattice.RING_DEGREE
+        update, silo_s, silo_cpu = timed(silos[0].masked_update, round_index, weights, deltas[0][:, :dim],
+                                         noise[0][:dim])
+        _, finish_s, finish_cpu = timed(server.finish, [update] * MILLION["silos"], dim)
+        slices[chunks] = {"parameters": dim, "silo_s": silo_s, "silo_cpu_s": silo_cpu, "server_finish_s": finish_s,
+                          "server_finish_cpu_s": finish_cpu, "update_bytes": sum(len(c) for p in update for c in p)}
+    out["million"] = {"slices": list(slices.values()), "server_weights_s": weights_s,
+                      "server_weights_cpu_s": weights_cpu,
+                      "silo_received_bytes": sum(len(c) for prime in weights for c in prime),
+                      **lattice_projection(slices, server_weights_cpu_s=weights_cpu, server_weights_s=weights_s,
+                                           chunks=-(-MILLION["parameters"] // lattice.RING_DEGREE))}
+    check = out["million"]["check"]
+    say(f"  silo {out['million']['silo_s']:.1f} s, server {out['million']['server_s']:.1f} s; four-chunk check "
+        f"measured/projected CPU: silo {check['silo_measured_over_projected']:.2f}, server finish "
+        f"{check['server_finish_measured_over_projected']:.2f}")
     out["load"] = os.getloadavg()[0]
     return out
 

@@ -374,6 +374,10 @@ else:
     print(pd.DataFrame(lattice_rows).T.round(2).to_string())
     print(f"max |error| against the plain sum: {lattice_results['max_abs_error_vs_plain']:.1e} (P = 1e-10); "
           f"load average {lattice_results['load']:.1f} on 2 CPUs (the machine was shared)")
+    million_check = lattice_results["million"]["check"]
+    print(f"10^6 parameters: fixed plus per-chunk CPU fitted on 1- and 2-chunk slices; measured / projected on "
+          f"{million_check['chunks']} chunks: silo {million_check['silo_measured_over_projected']:.2f}, "
+          f"server {million_check['server_finish_measured_over_projected']:.2f}")
 
 # %% [markdown]
 # Limits of the lattice path: it assumes Ring-LWE rather than Paillier's composite residuosity, and its masks hide

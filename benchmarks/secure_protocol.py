@@ -395,8 +395,7 @@ def lattice_rounds(rng):
                                     noise_bound=encoding.noise_tail_bound(sigma=SIGMA, clip=CLIP, n_silos=n_silos))
         server = lattice.LatticeServer(layout)
         mask_keys = {(a, b): os.urandom(32) for a in range(n_silos) for b in range(a + 1, n_silos)}
-        blinds = [int.from_bytes(os.urandom(8), "little") for _ in range(n_users)]  # timing only: any c_u
-        silos = [lattice.LatticeSilo(s, counts[s], layout, public_keys=server.public_keys(), corrections=blinds,
+        silos = [lattice.LatticeSilo(s, counts[s], layout, public_keys=server.public_keys(),
                                      mask_keys={p: mask_keys[min(s, p), max(s, p)] for p in range(n_silos) if p != s})
                  for s in range(n_silos)]
         return layout, server, silos
@@ -409,9 +408,9 @@ def lattice_rounds(rng):
     def silo_round(users, dim, shape):
         counts, deltas, noise = make_inputs(rng, n_silos=shape["silos"], n_users=users, dim=dim)
         layout, server, silos = session(counts)
-        sampled = np.ones(users, dtype=bool)
-        weights, enc_s, enc_cpu = timed(server.encrypt_weights, [1] * users, sampled)
-        update, silo_s, silo_cpu = timed(silos[0].masked_update, 1, weights, deltas[0], noise[0])
+        corrections = [int.from_bytes(os.urandom(8), "little") for _ in range(users)]  # timing only: any c_u
+        weights, enc_s, enc_cpu = timed(server.encrypt_weights, corrections)
+        update, silo_s, silo_cpu = timed(silos[0].masked_update, 1, weights, corrections, deltas[0], noise[0])
         sizes = [len(c) for prime in update for c in prime]
         _, finish_s, finish_cpu = timed(server.finish, [update] * shape["silos"], dim)
         return {"users": users, "parameters": dim, "silo_s": silo_s, "silo_cpu_s": silo_cpu,
@@ -420,7 +419,8 @@ def lattice_rounds(rng):
                 "update_bytes": sum(sizes), "update_ciphertexts": len(sizes),
                 "silo_received_bytes": sum(len(c) for prime in weights for c in prime),
                 "plain_primes": len(layout.plain_moduli), "ring_degree": lattice.RING_DEGREE,
-                "coefficient_modulus_bits": lattice.coefficient_modulus_bits(), "flood_bits": layout.flood_bits}
+                "coefficient_modulus_bits": lattice.coefficient_modulus_bits(layout.coefficient_bits),
+                "flood_bits": layout.flood_bits}
 
     out: dict[str, Any] = {}
     counts, deltas, noise = make_inputs(rng, n_silos=3, n_users=10, dim=2000)
@@ -430,11 +430,10 @@ def lattice_rounds(rng):
     blinds = [int.from_bytes(os.urandom(blind_bits // 8), "little") for _ in range(10)]
     rescaled = [packing.rescaled(c_lcm // int(n) + r, c_lcm=c_lcm, weight=g)
                 for n, r in zip(counts.sum(axis=0), blinds, strict=True)]
-    for silo in silos:
-        silo._corrections = [packing.rescaled(r, c_lcm=c_lcm, weight=g) for r in blinds]
-    sampled = np.ones(10, dtype=bool)
-    weights = server.encrypt_weights(rescaled, sampled)
-    result = server.finish([s.masked_update(1, weights, deltas[i], noise[i]) for i, s in enumerate(silos)], 2000)
+    corrections = [packing.rescaled(r, c_lcm=c_lcm, weight=g) for r in blinds]
+    weights = server.encrypt_weights(rescaled)
+    result = server.finish([s.masked_update(1, weights, corrections, deltas[i], noise[i])
+                            for i, s in enumerate(silos)], 2000)
     out["max_abs_error_vs_plain"] = float(np.max(np.abs(result - plain_round(counts, deltas, noise))))
     say(f"lattice: exactness on 3 silos x 10 users x 2000 parameters: {out['max_abs_error_vs_plain']:.1e}")
     say("lattice: MNIST round (silo 0 in full, the server) ...")
@@ -446,13 +445,13 @@ def lattice_rounds(rng):
     counts, deltas, noise = make_inputs(rng, n_silos=MILLION["silos"], n_users=MILLION["users"],
                                         dim=4 * lattice.RING_DEGREE, full_dim=MILLION["parameters"])
     _, server, silos = session(counts)
-    weights, weights_s, weights_cpu = timed(server.encrypt_weights, [1] * MILLION["users"],
-                                            np.ones(MILLION["users"], dtype=bool))
+    corrections = [int.from_bytes(os.urandom(8), "little") for _ in range(MILLION["users"])]  # timing: any c_u
+    weights, weights_s, weights_cpu = timed(server.encrypt_weights, corrections)
     slices = {}
     for round_index, chunks in enumerate((1, 2, 4), start=1):
         dim = chunks * lattice.RING_DEGREE
-        update, silo_s, silo_cpu = timed(silos[0].masked_update, round_index, weights, deltas[0][:, :dim],
-                                         noise[0][:dim])
+        update, silo_s, silo_cpu = timed(silos[0].masked_update, round_index, weights, corrections,
+                                         deltas[0][:, :dim], noise[0][:dim])
         _, finish_s, finish_cpu = timed(server.finish, [update] * MILLION["silos"], dim)
         slices[chunks] = {"parameters": dim, "silo_s": silo_s, "silo_cpu_s": silo_cpu, "server_finish_s": finish_s,
                           "server_finish_cpu_s": finish_cpu, "update_bytes": sum(len(c) for p in update for c in p)}

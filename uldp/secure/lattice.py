@@ -2,39 +2,46 @@
 
 What it computes. The round of Protocol 1 (steps 2(a)-(c)) with the packed backend's fixed-point weights
 (:mod:`uldp.secure.packing`): the server decodes ``A_j / 2^(g+f)`` with
-``A_j = sum_s (sum_u b_u n_su w_u E_suj + 2^g Ez_sj)``, ``w_u`` within 1 of ``2^g / N_u``, ``E = rint(x 2^f)``; it is
-within P of ``sum_s (sum_u b_u n_su / N_u delta_suj + z_sj)`` (:func:`uldp.secure.packing.error_bound`, unchanged).
+``A_j = sum_s (sum_u n_su w_u E_suj + 2^g Ez_sj)``, ``w_u`` within 1 of ``b_u 2^g / N_u`` (0 when u is not
+sampled), ``E = rint(x 2^f)``; it is within P of ``sum_s (sum_u b_u n_su / N_u delta_suj + z_sj)``
+(:func:`uldp.secure.packing.error_bound`, unchanged).
 
-Parties and what they learn (as Protocol 1, Theorem 5):
+Parties and what they learn (as Protocol 1, Theorem 5, with the packed backend's rescale):
 
-- the weights. The packed backend's rescale (:mod:`uldp.secure.packing`, Paillier, run once per session for every
-  user with ``b_u = 1``) leaves the server ``y_u = floor((C_LCM / N_u + rho_u) 2^g / C_LCM)`` (within 2^-128 of a
-  value independent of N_u) and every silo the correction ``c_u = floor(rho_u 2^g / C_LCM)``, ``w_u = y_u - c_u``
-  (:func:`uldp.secure.packing.unblinded_weight`). This module takes ``y_u`` (server) and ``c_u`` (silos) as given.
-- step 2(a), every round: the server encrypts, per user and plaintext prime t_i, ``V_u = Enc(b_u y_u)`` and
-  ``B_u = Enc(b_u)`` in all N slots (secret-key BFV encryption; fresh each round, so silos cannot tell sampled users
-  from the others, IND-CPA).
-- step 2(b), silo s: ``W_u = V_u - c_u B_u`` (``= Enc(b_u w_u)``), then per chunk of N parameters
-  ``sum_u W_u * (n_su E_su)`` (a plaintext-ciphertext product: one user's weight times N parameters), plus the encoded
-  noise ``2^g Ez_s``; then it **re-randomises** (adds a fresh public-key ``Enc(0)``), **floods** (adds a uniform
-  integer polynomial in ``[-F, F]`` to the first component) and **masks** (adds, for every peer, a pairwise mask
-  ciphertext uniform on ``R_q^2``, with opposite signs in the two silos, from the pairwise mask keys of step 1(b)).
+- step 2(a)-(b), first half, as the packed backend (Paillier, every round): silo ``u mod |S|`` sends
+  ``Enc_Paillier(b_u C_LCM / N_u + rho_u)``; the server decrypts ``z_u`` (within 2^-128 of a value independent of
+  N_u and b_u, :func:`uldp.secure.packing.rescale_blind_bits`) and computes ``y_u = floor(z_u 2^g / C_LCM)``; every
+  silo knows ``c_u = floor(rho_u 2^g / C_LCM)`` and ``w_u = y_u - c_u`` (:func:`uldp.secure.packing.unblinded_weight`).
+- the server then encrypts, per user and plaintext prime t_i, ``V_u = Enc(y_u mod t_i)`` (a constant polynomial,
+  secret-key BFV encryption, **seeded**: the uniform half of the ciphertext is sent as SEAL's 64-byte PRNG seed)
+  and sends the *same* |U| ciphertexts to every silo (:meth:`LatticeServer.encrypt_weights`). Broadcasting them is
+  safe: they are IND-CPA encryptions under the server's key of values the server may know, so any set of silos
+  learns nothing from them (not even which users were sampled), and the server learns nothing from having sent
+  them: what it later sees is only the masked, flooded sum (points 2 and 3 below).
+- step 2(b), silo s: ``W_u = V_u - c_u`` (a plaintext subtraction: ``Enc(w_u)``), then per chunk of N parameters
+  ``sum_u W_u * (n_su E_su)`` (a plaintext-ciphertext product: one user's weight times N parameters), plus the
+  encoded noise ``2^g Ez_s``; then it **re-randomises** (adds a fresh public-key ``Enc(0)``), **floods** (adds a
+  uniform integer polynomial in ``[-F, F]`` to the first component) and **masks** (adds, for every peer, a pairwise
+  mask ciphertext uniform on ``R_q^2``, with opposite signs in the two silos, from the pairwise mask keys of
+  step 1(b)).
 - step 2(c): the server adds the |S| updates (masks cancel exactly in ``R_q``), decrypts the sum, reads every slot
   modulo every t_i and recovers ``A_j`` by the Chinese remainder theorem (``prod t_i > 2B + 1``, B the packed
   backend's :func:`~uldp.secure.packing.slot_bound`).
 
 Security argument (semi-honest, as Theorem 5):
 
-1. *IND-CPA, 128 bits.* Ring dimension N = 16384 and a coefficient modulus of :data:`COEFFICIENT_BITS` (sum
-   :func:`coefficient_modulus_bits`) at most the HE standard's bound for 128-bit classical security with ternary
-   secrets and error sigma 3.2 (Albrecht et al., Homomorphic Encryption Standard, 2018, Table 1: 438 bits at
-   N = 16384; :data:`HE_STANDARD_MAX_BITS`, which SEAL enforces as ``sec_level_type.tc128``). A silo's view of
-   step 2(a) is ciphertexts under the server's key: indistinguishable from encryptions of 0.
+1. *IND-CPA, 128 bits.* Ring dimension N = 16384 and a coefficient modulus of at most
+   :data:`MAX_COEFFICIENT_PRIMES` 60-bit primes (:attr:`LatticeLayout.coefficient_bits`, chosen as small as the
+   noise allows) is at most the HE standard's bound for 128-bit classical security with ternary secrets and error
+   sigma 3.2 (Albrecht et al., Homomorphic Encryption Standard, 2018, Table 1: 438 bits at N = 16384;
+   :data:`HE_STANDARD_MAX_BITS`, which SEAL enforces as ``sec_level_type.tc128``). A silo's view of step 2(a) is
+   ciphertexts under the server's key: indistinguishable from encryptions of 0 (the seed of a seeded ciphertext is
+   the public randomness a of an RLWE sample, as in SEAL's own serialisation).
 2. *One silo's update hides its inputs from the key holder.* The pairwise masks are uniform on ``R_q^2`` and cancel in
    the sum (the argument of Theorem 5 with ``Z_n`` replaced by ``R_q^2``): any |S| - 1 silos' updates are uniform and
    independent, the last is fixed by the sum. So the server's view is the *sum* ciphertext (c0, c1) alone.
-3. *Circuit privacy of the sum (decryption leaks only the sum).* The sum's c1 is ``sum_u (P_u) c1(W_u)`` plus the
-   silos' ``a r_s + e_s`` of their fresh ``Enc(0)``: pseudorandom under Ring-LWE with the silos' secrets r_s (the
+3. *Circuit privacy of the sum (decryption leaks only the sum).* The sum's c1 is ``sum_u P_u c1(V_u)`` plus the
+   silos' ``p1 r_s + e_s`` of their fresh ``Enc(0)``: pseudorandom under Ring-LWE with the silos' secrets r_s (the
    server's key s is independent of them), whatever the plaintexts P_u. With s, the server computes
    ``c0 + c1 s = Delta A + e_circuit + sum_s (F_s + e_fresh,s)``: e_circuit depends on the silos' inputs, but each
    silo's flood F_s is uniform on ``[-F, F]`` with ``F >= 2^lambda N n_ct ||e_circuit + e_fresh||_inf``
@@ -43,8 +50,8 @@ Security argument (semi-honest, as Theorem 5):
    (the sum Protocol 1 reveals) and nothing else. This is the flooding remedy to the decryption-noise leakage that
    Li and Micciancio (EUROCRYPT 2021) show for CKKS; BFV decryption rounds the noise away, but the key holder can
    still compute it, hence the same flood. One honest silo's flood suffices.
-4. Correctness: every noise term is bounded (:func:`LatticeLayout.noise_bits`: SEAL's errors are clipped at 6 sigma,
-   ternary secrets) and ``|S| (F + noise) < Delta / 2 = q / (2 t)`` is checked when the layout is made; the masks
+4. Correctness: every noise term is bounded (:func:`noise_bits`: SEAL's errors are clipped at 6 sigma, ternary
+   secrets) and ``|S| (F + noise) < Delta / 2 = q / (2 t)`` is checked when the layout is made; the masks
    cancel exactly; hence the decrypted ``A_j mod t_i`` are exact and the result is within P (packed Theorem 4).
 
 Why BFV and not CKKS: CKKS is approximate, so its result would be within P only with high probability and its
@@ -53,7 +60,12 @@ they cancel exactly, and the paper's precision P carries over with the packed ba
 SEAL's plaintext modulus has at most 60 bits, so a slot of b > 59 bits is split over several plaintext primes (CRT).
 
 Assumption that differs from Paillier: Ring-LWE (a lattice problem, believed post-quantum) instead of decisional
-composite residuosity; the statistical flooding bound instead of perfect re-randomisation.
+composite residuosity; the statistical flooding bound instead of perfect re-randomisation. The per-round rescale
+still uses Paillier (as the packed backend).
+
+Wire format: SEAL's own serialisation (TenSEAL's bindings save and load through a path only, so through a file in
+``/dev/shm``, which is memory): the weights seeded (half the bytes), the updates uncompressed (the masks make them
+uniform, so compression would not shrink them).
 """
 
 from __future__ import annotations
@@ -74,22 +86,27 @@ if TYPE_CHECKING:
 
 #: Ring dimension N (BFV batching gives N slots).
 RING_DEGREE = 16384
-#: Bit sizes of the RNS primes of q (SEAL makes the last one the key-switching prime, unused here): 420 <= 438.
-COEFFICIENT_BITS = (60, 60, 60, 60, 60, 60, 60)
+#: Bits of every RNS prime of q (SEAL's last prime is the key-switching prime, unused here but counted by the
+#: HE standard).
+COEFFICIENT_PRIME_BITS = 60
+#: At most 7 primes of 60 bits: 420 <= 438 bits, the HE standard's 128-bit bound at N = 16384.
+MAX_COEFFICIENT_PRIMES = 7
 #: HE standard (2018), Table 1: largest log2 q for 128-bit classical security, ternary secret, sigma 3.2.
 HE_STANDARD_MAX_BITS = {4096: 109, 8192: 218, 16384: 438, 32768: 881}
 #: Bits of each plaintext (batching) prime t_i (below the 60-bit coefficient primes: SEAL needs them coprime).
 PLAIN_PRIME_BITS = 59
 #: lambda of the smudging lemma: the decrypted noise is within 2^-lambda of one independent of the inputs.
 STATISTICAL_BITS = 40
+#: log2 of the most ciphertexts one silo's round may hold (2^20 chunks: d <= 2^34 parameters), for the smudging.
+CIPHERTEXT_BITS = 20
 #: SEAL's error bound: a clipped normal of sigma 3.2, at most 6 sigma.
 ERROR_BOUND = 20
 #: ChaCha20 purpose of the ciphertext masks (beside :mod:`uldp.secure.masks`' purposes).
 PURPOSE_LATTICE_UPDATE = 5
 
 
-def coefficient_modulus_bits(bits: Sequence[int] = COEFFICIENT_BITS) -> int:
-    """Total bits of the coefficient modulus (with the special prime), as the HE standard counts them."""
+def coefficient_modulus_bits(bits: Sequence[int]) -> int:
+    """Total bits of a coefficient modulus (with the special prime), as the HE standard counts them."""
     return sum(bits)
 
 
@@ -110,6 +127,7 @@ class LatticeLayout:
         packed: f, g and the slot bound's width of the packed backend (the same fixed-point encoding).
         slot_bound: B, every aggregate lies in [-B, B].
         plain_moduli: the batching primes t_i (prod t_i > 2B + 1).
+        coefficient_bits: the bit sizes of q's RNS primes (the last is SEAL's special prime).
         flood_bits: log2 F of each silo's flood.
         n_users, n_silos, n_max: the federation's shape and N_max.
         clip, noise_bound: C and the noise bound the slot bound assumes.
@@ -118,6 +136,7 @@ class LatticeLayout:
     packed: packing.PackedLayout
     slot_bound: int
     plain_moduli: tuple[int, ...]
+    coefficient_bits: tuple[int, ...]
     flood_bits: int
     n_users: int
     n_silos: int
@@ -135,34 +154,39 @@ class LatticeLayout:
         return -(-parameters // RING_DEGREE)
 
 
-def noise_bits(*, n_users: int, plain_bits: int) -> int:
+def noise_bits(*, n_users: int, weight_bits: int, plain_bits: int = PLAIN_PRIME_BITS) -> int:
     """A bound (log2) on one silo's circuit noise before the flood, with the proof.
 
-    Fresh secret-key encryptions have noise <= E (:data:`ERROR_BOUND`). ``c_u B_u`` with ``0 <= c_u < t``: noise
-    <= t E plus the BFV rounding term ``r_t(q) floor(c_u b_u / t) = 0``; so W_u has noise <= (t + 1) E. A product
-    with a plaintext of N coefficients in [0, t): noise <= N t (t + 1) E + N t r_t(q) <= N t^2 (E + 2) (the second
-    term is BFV's ``Delta t = q - r_t(q)`` carry). Summed over |U| users, plus the noise of the encoded DP noise's
-    addition (none: add_plain is exact) and of the fresh public-key Enc(0) (<= 2 N E + E): the result.
+    BFV's invariant: ``c0 + c1 s = Delta m + v (mod q)``, ``Delta = floor(q / t)``, ``Delta t = q - r_t(q)``.
+    ``V_u`` is a fresh secret-key encryption: ``||v|| <= E`` (:data:`ERROR_BOUND`). Subtracting the plaintext c_u
+    adds ``-Delta c_u`` exactly, so ``W_u = V_u - c_u`` has ``||v|| <= E`` and plaintext ``m_u = w_u`` with
+    ``0 <= w_u < 2^g + 1`` (the reduction mod t is exact as w_u < t). The product with a plaintext X (coefficients
+    in [0, t)) is ``Delta w_u X + v X``: ``w_u X = (w_u X mod t) + t k`` with ``||k|| <= w_u`` (a constant times
+    each coefficient), and ``Delta t k = -r_t(q) k (mod q)``, so the new noise is ``v X - r_t(q) k`` with norm
+    ``<= N t E + t (2^g + 1)``. Summed over |U| users, plus the encoded noise's ``add_plain`` (``<= t``) and the
+    fresh public-key Enc(0) (``<= 2 N E + E``): at most ``|U| (N t E + t 2^(g+1)) + t + 3 N E``.
     """
     degree_bits = int(math.log2(RING_DEGREE))
-    product = degree_bits + 2 * plain_bits + math.ceil(math.log2(ERROR_BOUND + 2))
-    return max(product + math.ceil(math.log2(max(n_users, 1))), degree_bits + 6) + 1
+    per_user = max(degree_bits + math.ceil(math.log2(ERROR_BOUND)), weight_bits + 1) + plain_bits + 1
+    return per_user + math.ceil(math.log2(max(n_users, 1))) + 1
 
 
 def layout_for(*, precision: float, n_users: int, n_silos: int, n_max: int, delta_bound: float,
-               noise_bound: float, parameters: int = 1) -> LatticeLayout:
+               noise_bound: float) -> LatticeLayout:
     """The lattice session's sizes, checked for exactness (within P) and correct decryption.
+
+    The coefficient modulus is the fewest 60-bit primes (plus SEAL's special prime) whose product q leaves room for
+    |S| flooded noises below ``Delta / 2 = q / (2t)``: fewer primes make every operation and every byte cheaper.
 
     Args:
         precision: P.
         n_users, n_silos, n_max: |U|, |S| and N_max.
         delta_bound, noise_bound: C and the noise bound (as the packed backend's).
-        parameters: not used for the sizes (any d fits: chunks of N); kept for symmetry with the packed layout.
 
     Raises:
-        ValueError: if the flooded noise of |S| silos does not fit below Delta / 2 (naming the sizes).
+        ValueError: if the flooded noise of |S| silos does not fit even :data:`MAX_COEFFICIENT_PRIMES` primes
+            (naming the sizes).
     """
-    del parameters
     sealapi = _seal()
     f = packing.resolution_bits(precision, n_users=n_users, n_silos=n_silos)
     g = packing.weight_bits(precision, n_users=n_users, n_max=n_max, delta_bound=delta_bound, resolution=f)
@@ -172,27 +196,50 @@ def layout_for(*, precision: float, n_users: int, n_silos: int, n_max: int, delt
     while (1 << ((PLAIN_PRIME_BITS - 1) * primes)) <= 2 * bound + 1:
         primes += 1
     moduli = tuple(m.value() for m in sealapi.PlainModulus.Batching(RING_DEGREE, [PLAIN_PRIME_BITS] * primes))
-    circuit = noise_bits(n_users=n_users, plain_bits=PLAIN_PRIME_BITS)
-    ciphertext_bits = 20  # a round of up to 2^20 ciphertexts per silo (d <= 2^34 parameters)
-    flood = circuit + STATISTICAL_BITS + int(math.log2(RING_DEGREE)) + ciphertext_bits
-    data_bits = sum(COEFFICIENT_BITS[:-1]) - 1  # q >= 2^(sum - #primes) roughly; SEAL's primes are just below 2^60
-    needed = flood + 2 + math.ceil(math.log2(n_silos)) + PLAIN_PRIME_BITS + 1
-    if needed > data_bits - len(COEFFICIENT_BITS):
+    circuit = noise_bits(n_users=n_users, weight_bits=g)
+    flood = circuit + STATISTICAL_BITS + int(math.log2(RING_DEGREE)) + CIPHERTEXT_BITS
+    # |S| (F + noise) < 2^(flood + 1 + log|S|) must stay below Delta / 2 >= 2^(log2 q - PLAIN_PRIME_BITS - 2), and
+    # SEAL's 60-bit primes are above 2^59: log2 q >= 59 (#data primes)
+    needed = flood + 1 + math.ceil(math.log2(n_silos)) + PLAIN_PRIME_BITS + 2
+    data_primes = -(-needed // (COEFFICIENT_PRIME_BITS - 1))
+    if data_primes + 1 > MAX_COEFFICIENT_PRIMES:
         raise ValueError(f"the lattice backend needs a {needed}-bit q for {n_users} users and {n_silos} silos "
-                         f"(flood 2^{flood}) but has {data_bits - len(COEFFICIENT_BITS)}; use fewer users per session")
+                         f"(flood 2^{flood}) but 128-bit security allows {MAX_COEFFICIENT_PRIMES - 1} data primes "
+                         f"of {COEFFICIENT_PRIME_BITS} bits; use fewer users per session or a coarser precision")
     layout = packing.PackedLayout(weight_bits=g, resolution_bits=f, slot_bits=(2 * bound + 1).bit_length(), slots=1)
-    return LatticeLayout(packed=layout, slot_bound=bound, plain_moduli=moduli, flood_bits=flood, n_users=n_users,
-                         n_silos=n_silos, n_max=n_max, clip=delta_bound, noise_bound=noise_bound)
+    return LatticeLayout(packed=layout, slot_bound=bound, plain_moduli=moduli,
+                         coefficient_bits=(COEFFICIENT_PRIME_BITS,) * (data_primes + 1), flood_bits=flood,
+                         n_users=n_users, n_silos=n_silos, n_max=n_max, clip=delta_bound, noise_bound=noise_bound)
+
+
+def _scratch() -> str:
+    """A RAM-backed directory for SEAL's path-based serialisation when there is one."""
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+
+
+def to_bytes(sealed_object: Any) -> bytes:
+    """SEAL's serialisation of a ciphertext, a seeded ciphertext or a key (its ``save(path)``) as bytes."""
+    with tempfile.NamedTemporaryFile(dir=_scratch()) as handle:
+        sealed_object.save(handle.name)
+        return handle.read()
+
+
+def _load(sealed_object: Any, context: Any, data: bytes) -> None:
+    """SEAL's ``load(context, path)`` of ``data`` into ``sealed_object`` (SEAL checks sizes and residues)."""
+    with tempfile.NamedTemporaryFile(dir=_scratch()) as handle:
+        handle.write(data)
+        handle.flush()
+        sealed_object.load(context, handle.name)
 
 
 class _Context:
     """One BFV context (plaintext prime t) with the objects a party uses."""
 
-    def __init__(self, plain_modulus: int) -> None:
+    def __init__(self, plain_modulus: int, coefficient_bits: Sequence[int]) -> None:
         sealapi = _seal()
         params = sealapi.EncryptionParameters(sealapi.SCHEME_TYPE.BFV)
         params.set_poly_modulus_degree(RING_DEGREE)
-        params.set_coeff_modulus(sealapi.CoeffModulus.Create(RING_DEGREE, list(COEFFICIENT_BITS)))
+        params.set_coeff_modulus(sealapi.CoeffModulus.Create(RING_DEGREE, list(coefficient_bits)))
         params.set_plain_modulus(plain_modulus)
         # tc128 makes SEAL itself refuse parameters beyond the HE standard's 128-bit bound
         self.context = sealapi.SEALContext(params, True, sealapi.SEC_LEVEL_TYPE.TC128)
@@ -206,17 +253,15 @@ class _Context:
         self.encoder = sealapi.BatchEncoder(self.context)
 
     def constant(self, value: int) -> Any:
-        """The plaintext polynomial ``value mod t`` (every slot holds it)."""
-        plain = _seal().Plaintext()
-        self.encoder.encode([int(value) % self.t] * RING_DEGREE, plain)
-        return plain
+        """The constant plaintext polynomial ``value mod t`` (in every slot; no encoding needed)."""
+        return _seal().Plaintext(format(int(value) % self.t, "X"))
 
     def vector(self, values: np.ndarray) -> Any:
         """The plaintext whose slots hold ``values mod t`` (int64, at most N of them; zeros after)."""
         plain = _seal().Plaintext()
         row = np.zeros(RING_DEGREE, dtype=np.int64)
-        row[: len(values)] = values
-        self.encoder.encode(np.mod(row, self.t).tolist(), plain)
+        row[: len(values)] = np.mod(values, self.t)
+        self.encoder.encode(row.tolist(), plain)
         return plain
 
     def raw_ciphertext(self, polys: np.ndarray) -> Any:
@@ -224,35 +269,19 @@ class _Context:
         return self.load(_raw_ciphertext_bytes(polys, self.parms_id))
 
     def load(self, data: bytes) -> Any:
-        """A ciphertext of this context from its SEAL bytes (SEAL checks sizes and that residues are below q_i).
+        """A ciphertext of this context from its SEAL bytes (seeded or not).
 
         Raises:
-            ValueError: bytes that are no valid ciphertext of this context.
+            ValueError: bytes that are no valid fresh two-component ciphertext of this context.
         """
-        sealapi = _seal()
-        ciphertext = sealapi.Ciphertext()
-        with tempfile.NamedTemporaryFile(dir=_scratch()) as handle:
-            handle.write(data)
-            handle.flush()
-            try:
-                ciphertext.load(self.context, handle.name)
-            except (RuntimeError, ValueError) as error:
-                raise ValueError(f"not a ciphertext of this lattice session: {error}") from error
+        ciphertext = _seal().Ciphertext()
+        try:
+            _load(ciphertext, self.context, data)
+        except (RuntimeError, ValueError) as error:
+            raise ValueError(f"not a ciphertext of this lattice session: {error}") from error
         if ciphertext.size() != 2 or ciphertext.is_ntt_form() or list(ciphertext.parms_id()) != list(self.parms_id):
             raise ValueError("not a fresh two-component ciphertext of this lattice session")
         return ciphertext
-
-
-def _scratch() -> str:
-    """A RAM-backed directory for SEAL's path-based serialisation when there is one."""
-    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
-
-
-def to_bytes(sealed_object: Any) -> bytes:
-    """SEAL's serialisation of a ciphertext or key (its ``save(path)``) as bytes."""
-    with tempfile.NamedTemporaryFile(dir=_scratch()) as handle:
-        sealed_object.save(handle.name)
-        return handle.read()
 
 
 _SEAL_VERSION = (4, 3)
@@ -309,7 +338,7 @@ class LatticeServer:
     def __init__(self, layout: LatticeLayout) -> None:
         sealapi = _seal()
         self.layout = layout
-        self._contexts = [_Context(t) for t in layout.plain_moduli]
+        self._contexts = [_Context(t, layout.coefficient_bits) for t in layout.plain_moduli]
         self._encryptors, self._decryptors, self._public = [], [], []
         for context in self._contexts:
             generator = sealapi.KeyGenerator(context.context)
@@ -325,30 +354,35 @@ class LatticeServer:
         """The public keys, one per plaintext prime (silos re-randomise with them); no evaluation keys are needed."""
         return tuple(self._public)
 
-    def encrypt_weights(self, rescaled: Sequence[int], sampled: np.ndarray) -> tuple[tuple[bytes, ...], ...]:
-        """Step 2(a): per plaintext prime, ``Enc(b_u y_u)`` then ``Enc(b_u)`` for every user u (fresh each round).
+    def encrypt_weights(self, rescaled: Sequence[int]) -> tuple[tuple[bytes, ...], ...]:
+        """Step 2(a)-(b), the rescale's answer: per plaintext prime, a fresh seeded ``Enc(y_u)`` for every user u.
+
+        The same ciphertexts go to every silo (see the module docstring: broadcasting them is safe).
 
         Args:
-            rescaled: y_u from the session's rescale (:func:`uldp.secure.packing.rescaled`).
-            sampled: b_u, bool [|U|].
+            rescaled: y_u = floor(z_u 2^g / C_LCM) of this round's rescale (:func:`uldp.secure.packing.rescaled`),
+                which holds b_u (``w_u = y_u - c_u = 0`` for users not sampled).
 
         Raises:
-            ValueError: on a wrong number of users.
+            ValueError: on a wrong number of users or a negative y_u.
         """
-        chosen = np.asarray(sampled, dtype=bool)
-        if chosen.shape != (self.layout.n_users,) or len(rescaled) != self.layout.n_users:
-            raise ValueError(f"weights for {self.layout.n_users} users, got {len(rescaled)} and {chosen.shape}")
-        sealapi = _seal()
-        out = []
-        for context, encryptor in zip(self._contexts, self._encryptors, strict=True):
-            prime = []
-            for y, b in zip(rescaled, chosen, strict=True):
-                for value in (int(y) if b else 0, int(b)):
-                    ciphertext = sealapi.Ciphertext()
-                    encryptor.encrypt_symmetric(context.constant(value), ciphertext)
-                    prime.append(to_bytes(ciphertext))
-            out.append(tuple(prime))
-        return tuple(out)
+        if len(rescaled) != self.layout.n_users or any(int(y) < 0 for y in rescaled):
+            raise ValueError(f"rescaled weights must be {self.layout.n_users} non-negative integers, got "
+                             f"{len(rescaled)}")
+        return tuple(tuple(to_bytes(encryptor.encrypt_symmetric(context.constant(int(y)))) for y in rescaled)
+                     for context, encryptor in zip(self._contexts, self._encryptors, strict=True))
+
+    def check_update(self, update: Sequence[Sequence[bytes]], parameters: int) -> list[list[Any]]:
+        """One silo's update parsed: per plaintext prime, ``ceil(d / N)`` ciphertexts of this session.
+
+        Raises:
+            ValueError: a wrong count of ciphertexts or bytes that are no ciphertext of the session.
+        """
+        chunks = self.layout.chunks_for(parameters)
+        if len(update) != len(self._contexts) or any(len(p) != chunks for p in update):
+            raise ValueError(f"an update must hold {chunks} ciphertexts per plaintext prime "
+                             f"({len(self._contexts)} primes) for {parameters} parameters")
+        return [[context.load(c) for c in prime] for context, prime in zip(self._contexts, update, strict=True)]
 
     def finish(self, updates: Sequence[Sequence[Sequence[bytes]]], parameters: int) -> np.ndarray:
         """Step 2(c): add every silo's update (masks cancel), decrypt, CRT-combine and decode.
@@ -361,28 +395,29 @@ class LatticeServer:
             float64 [d], within P of the plain aggregate.
 
         Raises:
-            ValueError: a silo missing, a wrong count of ciphertexts or bytes that are no ciphertext of the session.
+            ValueError: a silo missing, a wrong count of ciphertexts or bytes that are no ciphertext of the session
+                (the silo named); nothing is decrypted then.
         """
         layout = self.layout
         if len(updates) != layout.n_silos:
             raise ValueError(f"aborted: {len(updates)} updates for {layout.n_silos} silos; nothing is decrypted")
-        chunks = layout.chunks_for(parameters)
+        parsed = []
         for silo, update in enumerate(updates):
-            if len(update) != len(self._contexts) or any(len(p) != chunks for p in update):
-                raise ValueError(f"update of silo {silo} must hold {chunks} ciphertexts per plaintext prime "
-                                 f"({len(self._contexts)} primes) for {parameters} parameters")
+            try:
+                parsed.append(self.check_update(update, parameters))
+            except ValueError as error:
+                raise ValueError(f"update of silo {silo}: {error}") from error
         sealapi = _seal()
         residues = []
         for index, (context, decryptor) in enumerate(zip(self._contexts, self._decryptors, strict=True)):
             per_chunk = []
-            for chunk in range(chunks):
-                ciphertexts = [context.load(update[index][chunk]) for update in updates]
-                total = ciphertexts[0]
-                for ciphertext in ciphertexts[1:]:
-                    context.evaluator.add_inplace(total, ciphertext)
+            for chunk in range(layout.chunks_for(parameters)):
+                total = parsed[0][index][chunk]
+                for update in parsed[1:]:
+                    context.evaluator.add_inplace(total, update[index][chunk])
                 plain = sealapi.Plaintext()
                 decryptor.decrypt(total, plain)
-                per_chunk.append(np.array(context.encoder.decode_uint64(plain), dtype=object))
+                per_chunk.append(np.array(context.encoder.decode_uint64(plain), dtype=np.uint64))
             residues.append(np.concatenate(per_chunk)[:parameters])
         return decode_crt(residues, layout)
 
@@ -393,52 +428,57 @@ def decode_crt(residues: Sequence[np.ndarray], layout: LatticeLayout) -> np.ndar
     combined = np.zeros(len(residues[0]), dtype=object)
     for t, values in zip(layout.plain_moduli, residues, strict=True):
         cofactor = modulus // t
-        combined = (combined + values * (cofactor * pow(cofactor, -1, t))) % modulus
+        combined = (combined + values.astype(object) * (cofactor * pow(cofactor, -1, t))) % modulus
     centred = np.where(combined > modulus // 2, combined - modulus, combined)
     return np.array([packing.decode(int(a), layout.packed) for a in centred], dtype=np.float64)
 
 
 class LatticeSilo:
-    """Silo s of the lattice round: its counts, its corrections c_u, the server's public keys, its mask keys.
+    """Silo s of the lattice round: its counts, the server's public keys, its pairwise mask keys.
 
     Args:
         silo_id: s.
         counts: n_su, [|U|].
         layout: the session's :class:`LatticeLayout`.
         public_keys: the server's, one per plaintext prime.
-        corrections: c_u = floor(rho_u 2^g / C_LCM) of the session's rescale (the same in every silo).
         mask_keys: per peer silo, the 32-byte pairwise mask key of step 1(b).
+
+    Raises:
+        ValueError: counts of the wrong shape, or public keys that are not this session's (naming the silo).
     """
 
     def __init__(self, silo_id: int, counts: np.ndarray, layout: LatticeLayout, *, public_keys: Sequence[bytes],
-                 corrections: Sequence[int], mask_keys: Mapping[int, bytes]) -> None:
+                 mask_keys: Mapping[int, bytes]) -> None:
         sealapi = _seal()
         row = np.asarray(counts, dtype=np.int64)
-        if row.shape != (layout.n_users,) or len(corrections) != layout.n_users:
-            raise ValueError(f"silo {silo_id}: counts and corrections for {layout.n_users} users, got {row.shape}, "
-                             f"{len(corrections)}")
+        if row.shape != (layout.n_users,):
+            raise ValueError(f"silo {silo_id}: counts for {layout.n_users} users, got shape {row.shape}")
         if len(public_keys) != len(layout.plain_moduli):
             raise ValueError(f"silo {silo_id}: {len(public_keys)} public keys for {len(layout.plain_moduli)} primes")
         self.silo_id, self.layout, self._counts = silo_id, layout, row
-        self._corrections = [int(c) for c in corrections]
         self._mask_keys = dict(mask_keys)
-        self._contexts = [_Context(t) for t in layout.plain_moduli]
+        self._contexts = [_Context(t, layout.coefficient_bits) for t in layout.plain_moduli]
         self._encryptors = []
         for context, key in zip(self._contexts, public_keys, strict=True):
             public = sealapi.PublicKey()
-            with tempfile.NamedTemporaryFile(dir=_scratch()) as handle:
-                handle.write(key)
-                handle.flush()
-                try:
-                    public.load(context.context, handle.name)
-                except (RuntimeError, ValueError) as error:
-                    raise ValueError(f"silo {silo_id}: not a public key of this lattice session: {error}") from error
+            try:
+                _load(public, context.context, key)
+            except (RuntimeError, ValueError) as error:
+                raise ValueError(f"silo {silo_id}: not a public key of this lattice session: {error}") from error
             self._encryptors.append(sealapi.Encryptor(context.context, public))
         self._answered = 0
 
-    def masked_update(self, round_index: int, weights: Sequence[Sequence[bytes]], deltas: np.ndarray,
-                      noise: np.ndarray) -> tuple[tuple[bytes, ...], ...]:
+    def masked_update(self, round_index: int, weights: Sequence[Sequence[bytes]], corrections: Sequence[int],
+                      deltas: np.ndarray, noise: np.ndarray) -> tuple[tuple[bytes, ...], ...]:
         """Step 2(b): per plaintext prime and chunk of N parameters, the masked, flooded weighted sum.
+
+        Args:
+            round_index: t (each at most once, increasing).
+            weights: the server's ``Enc(y_u)``, per plaintext prime |U| ciphertexts
+                (:meth:`LatticeServer.encrypt_weights`).
+            corrections: c_u = floor(rho_u 2^g / C_LCM) of this round's rescale blinds (the same in every silo).
+            deltas: clipped deltas of this silo's users, (|U|, d) (rows of users without records are ignored).
+            noise: this silo's noise, (d,).
 
         Raises:
             ValueError: a round index not above the last answered one (a second update of a round would let the
@@ -453,18 +493,21 @@ class LatticeSilo:
         if deltas.ndim != 2 or deltas.shape[0] != layout.n_users or noise.shape != (deltas.shape[1],):
             raise ValueError(f"silo {self.silo_id}: deltas must be (|U|, d) and noise (d,), got {deltas.shape}, "
                              f"{noise.shape}")
-        if len(weights) != len(self._contexts) or any(len(w) != 2 * layout.n_users for w in weights):
-            raise ValueError(f"silo {self.silo_id}: weights must hold 2 |U| ciphertexts per plaintext prime")
+        if len(weights) != len(self._contexts) or any(len(w) != layout.n_users for w in weights):
+            raise ValueError(f"silo {self.silo_id}: weights must hold |U| = {layout.n_users} ciphertexts per "
+                             f"plaintext prime ({len(self._contexts)} primes)")
+        if len(corrections) != layout.n_users:
+            raise ValueError(f"silo {self.silo_id}: {len(corrections)} corrections for {layout.n_users} users")
         f, g = layout.packed.resolution_bits, layout.packed.weight_bits
         active = [u for u in range(layout.n_users) if self._counts[u] > 0]
-        scale = float(1 << f)
         if np.abs(deltas[active]).max(initial=0.0) > layout.clip or np.abs(noise).max(initial=0.0) > layout.noise_bound:
             raise ValueError(f"silo {self.silo_id}: a delta beyond C={layout.clip} or a noise coordinate beyond "
                              f"{layout.noise_bound:.3g}, the bounds the slot bound assumed; clip the deltas")
         self._answered = round_index
+        scale = float(1 << f)
         encoded = np.rint(deltas[active] * scale).astype(np.int64) * self._counts[active][:, None]
         encoded_noise = np.rint(noise * scale).astype(object) * (1 << g)
-        parameters, chunks = deltas.shape[1], layout.chunks_for(deltas.shape[1])
+        parameters = deltas.shape[1]
         peers = sorted(self._mask_keys)
         streams = {peer: masks.KeyStream(self._mask_keys[peer], round_index=round_index,
                                          purpose=PURPOSE_LATTICE_UPDATE) for peer in peers}
@@ -473,38 +516,33 @@ class LatticeSilo:
         for context, encryptor, prime in zip(self._contexts, self._encryptors, weights, strict=True):
             evaluator = context.evaluator
             user_weights = []
-            for u in active:  # W_u = V_u - c_u B_u = Enc(b_u w_u), in NTT form for the products
-                value, indicator = context.load(prime[2 * u]), context.load(prime[2 * u + 1])
-                evaluator.multiply_plain_inplace(indicator, context.constant(self._corrections[u]))
-                evaluator.sub_inplace(value, indicator)
-                evaluator.transform_to_ntt_inplace(value)
-                user_weights.append(value)
+            for u in active:  # W_u = V_u - c_u = Enc(w_u), in NTT form for the products
+                weight = context.load(prime[u])
+                evaluator.sub_plain_inplace(weight, context.constant(int(corrections[u])))
+                evaluator.transform_to_ntt_inplace(weight)
+                user_weights.append(weight)
+            moduli = np.array(context.moduli, dtype=np.uint64)[None, :, None]
             ciphertexts = []
-            for chunk in range(chunks):
-                products = None
+            for chunk in range(layout.chunks_for(parameters)):
                 span = slice(chunk * RING_DEGREE, min((chunk + 1) * RING_DEGREE, parameters))
                 total = sealapi.Ciphertext()
                 encryptor.encrypt_zero(total)  # re-randomisation: a fresh public-key Enc(0)
-                for weight, row in zip(user_weights, encoded[:, span], strict=True):
-                    plain = context.vector(row)
-                    evaluator.transform_to_ntt_inplace(plain, context.parms_id)
-                    product = sealapi.Ciphertext()
-                    evaluator.multiply_plain(weight, plain, product)
-                    if products is None:
-                        products = product
-                    else:
-                        evaluator.add_inplace(products, product)
-                if products is not None:  # back from NTT form once per chunk
-                    evaluator.transform_from_ntt_inplace(products)
+                if user_weights:
+                    products, product = sealapi.Ciphertext(), sealapi.Ciphertext()
+                    for index, (weight, row) in enumerate(zip(user_weights, encoded[:, span], strict=True)):
+                        plain = context.vector(row)
+                        evaluator.transform_to_ntt_inplace(plain, context.parms_id)
+                        evaluator.multiply_plain(weight, plain, products if index == 0 else product)
+                        if index:
+                            evaluator.add_inplace(products, product)
+                    evaluator.transform_from_ntt_inplace(products)  # back from NTT form once per chunk
                     evaluator.add_inplace(total, products)
-                noise_plain = context.vector(np.array([int(v) % context.t for v in encoded_noise[span]],
-                                                      dtype=np.uint64).astype(np.int64))
-                evaluator.add_plain_inplace(total, noise_plain)
+                evaluator.add_plain_inplace(total, context.vector(np.array(
+                    [int(v) % context.t for v in encoded_noise[span]], dtype=np.uint64).astype(np.int64)))
                 extra = np.zeros((2, len(context.moduli), RING_DEGREE), dtype=np.uint64)
                 extra[0] = flood_residues(layout.flood_bits, context.moduli)
                 for peer in peers:
                     mask = uniform_residues(streams[peer], context.moduli, (2,))
-                    moduli = np.array(context.moduli, dtype=np.uint64)[None, :, None]
                     signed = mask if self.silo_id < peer else (moduli - mask) % moduli
                     extra = (extra + signed) % moduli
                 evaluator.add_inplace(total, context.raw_ciphertext(extra))

@@ -9,7 +9,8 @@ pytest.importorskip("tenseal")
 
 from test_secure_protocol import plain_round  # the same plain ULDP-AVG-w oracle
 
-from uldp.secure import encoding, lattice, packing
+from uldp.secure import ProtocolParameters, SecureSession, encoding, lattice, packing
+from uldp.secure.messages import LatticeUpdateMessage, MaskedUpdateMessage
 
 P = 1e-10
 N_MAX = 300
@@ -112,3 +113,53 @@ def test_misuse_is_refused_by_name():
         server.finish(updates, 2 * lattice.RING_DEGREE)
     with pytest.raises(ValueError, match="public key"):
         lattice.LatticeSilo(0, counts[0], silos[0].layout, public_keys=(b"x", b"y"), mask_keys={})
+
+
+def test_ciphertexts_of_another_key_decrypt_to_garbage_and_of_other_parameters_are_refused():
+    counts, deltas, noise, sampled = _instance(4)
+    layout, server, silos = _setup(counts)
+    intruder = lattice.LatticeServer(layout)  # the same public parameters, another secret key
+    rescaled, corrections = _rescale(counts, sampled, layout)
+    weights = server.encrypt_weights(rescaled)
+    updates = [silo.masked_update(1, weights, corrections, deltas[s], noise[s]) for s, silo in enumerate(silos)]
+    plain = plain_round(counts, deltas, noise, sampled)
+    assert np.max(np.abs(server.finish(updates, deltas.shape[2]) - plain)) <= P
+    assert np.min(np.abs(intruder.finish(updates, deltas.shape[2]) - plain)) > 1.0  # only the key holder decrypts
+    # a silo re-randomising under another key spoils the sum (it cannot pass for the key holder's encryption)
+    stranger = lattice.LatticeSilo(0, counts[0], layout, public_keys=intruder.public_keys(),
+                                   mask_keys=silos[0]._mask_keys)
+    spoiled = [stranger.masked_update(2, weights, corrections, deltas[0], noise[0])]
+    spoiled += [silo.masked_update(2, weights, corrections, deltas[s], noise[s]) for s, silo in enumerate(silos)
+                if s]
+    assert np.min(np.abs(server.finish(spoiled, deltas.shape[2]) - plain)) > 1.0
+    other = lattice.layout_for(precision=1e-3, n_users=4, n_silos=3, n_max=N_MAX, delta_bound=0.5, noise_bound=3.0)
+    assert other.coefficient_bits != layout.coefficient_bits or other.plain_moduli != layout.plain_moduli
+    foreign = lattice.LatticeServer(other).encrypt_weights([1, 2, 3, 4])
+    with pytest.raises(ValueError, match="lattice session"):
+        silos[0].masked_update(3, [foreign[0]] * len(weights), corrections, deltas[0], noise[0])
+
+
+def test_lattice_backend_through_the_protocol_equals_the_plain_round_and_refuses_forged_updates():
+    counts, deltas, noise, sampled = _instance(5)
+    parameters = ProtocolParameters(key_bits=1024, n_max=N_MAX, insecure_test_key=True, backend="lattice")
+    session = SecureSession(counts, parameters, clip=0.5, noise_bound=3.0)
+    for _ in range(2):  # the setup is reused, each round draws new blinds and masks
+        result = session.aggregate(deltas, noise, sampled)
+        assert np.max(np.abs(result - plain_round(counts, deltas, noise, sampled))) <= P
+    server, size = session.server, deltas.shape[2]
+    server._round = 3
+    genuine = LatticeUpdateMessage(round_index=3, silo=0, parameters=size, ciphertexts=(b"x",) * 2)
+    raw = bytearray(genuine.to_bytes())
+    raw[-40] ^= 1
+    with pytest.raises(ValueError, match="digest"):
+        LatticeUpdateMessage.from_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="lattice update of 2 ciphertexts"):
+        server.check_masked_update(LatticeUpdateMessage(3, 0, size, (b"x",)), size)
+    with pytest.raises(ValueError, match="round 2"):
+        server.check_masked_update(LatticeUpdateMessage(2, 0, size, (b"x",) * 2), size)
+    with pytest.raises(ValueError, match="lattice update"):
+        server.check_masked_update(MaskedUpdateMessage(3, 0, size, (1, 2)), size)
+    with pytest.raises(ValueError, match="update of silo 0: not a ciphertext"):
+        server.finish_round([LatticeUpdateMessage(3, s, size, (b"x",) * 2) for s in range(3)])
+    with pytest.raises(ValueError, match="in process"):
+        session.silos[0].export_state()

@@ -527,9 +527,11 @@ class LatticeSilo:
                 span = slice(chunk * RING_DEGREE, min((chunk + 1) * RING_DEGREE, parameters))
                 total = sealapi.Ciphertext()
                 encryptor.encrypt_zero(total)  # re-randomisation: a fresh public-key Enc(0)
-                if user_weights:
+                # a row of zeros adds nothing (and SEAL refuses its product, a transparent ciphertext)
+                rows = [(weight, row) for weight, row in zip(user_weights, encoded[:, span], strict=True) if row.any()]
+                if rows:
                     products, product = sealapi.Ciphertext(), sealapi.Ciphertext()
-                    for index, (weight, row) in enumerate(zip(user_weights, encoded[:, span], strict=True)):
+                    for index, (weight, row) in enumerate(rows):
                         plain = context.vector(row)
                         evaluator.transform_to_ntt_inplace(plain, context.parms_id)
                         evaluator.multiply_plain(weight, plain, products if index == 0 else product)

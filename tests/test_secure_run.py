@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -67,10 +68,14 @@ def _recorded_secure_run(monkeypatch, config):
     return run(config), calls
 
 
-@pytest.mark.parametrize("q", [1.0, 0.5])
-def test_secure_run_equals_plain_run(monkeypatch, q):
+@pytest.mark.parametrize(("q", "backend"), [(1.0, "paillier"), (0.5, "paillier"),
+                                            pytest.param(0.5, "lattice", id="0.5-lattice")])
+def test_secure_run_equals_plain_run(monkeypatch, q, backend):
+    if backend == "lattice":
+        pytest.importorskip("tenseal")
     plain, plain_calls = _recorded_plain_run(monkeypatch, _config(q=q))
-    secure, secure_calls = _recorded_secure_run(monkeypatch, _config(q=q, secure=True, **TEST_KEYS))
+    keys = {"protocol": replace(TEST_KEYS["protocol"], backend=backend)}
+    secure, secure_calls = _recorded_secure_run(monkeypatch, _config(q=q, secure=True, **keys))
     counts = uldp.simulation.build_federation(secure.config)[0].counts
     assert len(secure_calls) == len(plain_calls) == 2  # every round went through Protocol 1
     for p, s in zip(plain_calls, secure_calls, strict=True):

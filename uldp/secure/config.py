@@ -43,8 +43,10 @@ MAX_KEY_BITS = 16384
 #: How a round's weighted sum is encrypted and aggregated, by name (:attr:`ProtocolParameters.backend`):
 #: ``"paillier"`` is Protocol 1 as the paper writes it (one ciphertext per parameter, weights n_su C_LCM / N_u);
 #: ``"packed-paillier"`` rescales the weights to fixed point and packs many parameters per ciphertext
-#: (:mod:`uldp.secure.packing`).
-BACKENDS = ("paillier", "packed-paillier")
+#: (:mod:`uldp.secure.packing`); ``"lattice"`` uses the packed backend's per-round rescale (Paillier) and runs the
+#: weighted sum in BFV, one user's weight times 16384 parameters per operation (:mod:`uldp.secure.lattice`, needs the
+#: ``lattice`` extra).
+BACKENDS = ("paillier", "packed-paillier", "lattice")
 
 
 def check_key_bits(key_bits: int, *, insecure_test_key: bool = False) -> int:
@@ -77,7 +79,7 @@ class ProtocolParameters:
         insecure_test_key: Allow keys under 2048 bits (tests and smoke runs only).
         processes: Worker processes for a silo's exponentiations and the server's decryptions (results do not
             depend on it).
-        backend: One of :data:`BACKENDS` (``"paillier"``, the paper's; ``"packed-paillier"``).
+        backend: One of :data:`BACKENDS` (``"paillier"``, the paper's; ``"packed-paillier"``; ``"lattice"``).
 
     Raises:
         ValueError: naming the bad value and what is allowed.
@@ -155,6 +157,10 @@ class ProtocolConfig:
         if self.packed:
             _ = self.packed_layout  # raises ValueError when the slots or the rescale blind do not fit the key
             return
+        if self.lattice:
+            packing.rescale_blind_bits(key_bits=self.parameters.key_bits, n_max=self.parameters.n_max)
+            _ = self.lattice_layout  # raises ValueError when the flooded noise does not fit 128-bit parameters
+            return
         encoding.check_no_wraparound(
             key_bits=self.parameters.key_bits,
             n_max=self.parameters.n_max,
@@ -179,6 +185,37 @@ class ProtocolConfig:
         return self.parameters.backend == "packed-paillier"
 
     @property
+    def lattice(self) -> bool:
+        """Whether the session uses the lattice backend (:mod:`uldp.secure.lattice`)."""
+        return self.parameters.backend == "lattice"
+
+    @property
+    def rescales(self) -> bool:
+        """Whether the round turns the weights into fixed point first (the packed rescale: packed and lattice)."""
+        return self.packed or self.lattice
+
+    @property
+    def weight_bits(self) -> int:
+        """g of the rescaled fixed-point weights (packed and lattice backends)."""
+        f = packing.resolution_bits(self.parameters.precision, n_users=self.n_users, n_silos=self.n_silos)
+        return packing.weight_bits(self.parameters.precision, n_users=self.n_users, n_max=self.parameters.n_max,
+                                   delta_bound=self.clip, resolution=f)
+
+    @property
+    def lattice_layout(self) -> Any:
+        """The lattice backend's sizes (:func:`uldp.secure.lattice.layout_for`, a ``LatticeLayout``).
+
+        Raises:
+            ValueError: if the flooded noise does not fit 128-bit parameters; ImportError without tenseal.
+        """
+        from uldp.secure import lattice
+
+        return lattice.layout_for(
+            precision=self.parameters.precision, n_users=self.n_users, n_silos=self.n_silos,
+            n_max=self.parameters.n_max, delta_bound=self.clip, noise_bound=self.effective_noise_bound,
+        )
+
+    @property
     def packed_layout(self) -> packing.PackedLayout:
         """The packed backend's sizes f, g, b and K (:func:`uldp.secure.packing.layout_for`).
 
@@ -195,7 +232,7 @@ class ProtocolConfig:
     def resolution_bits(self) -> int:
         """Fractional bits f of the encoding: (|U| + |S|) 2^-f / 2 <= P (P / 2 for the packed backend, whose
         fixed-point weights take the other half)."""
-        if self.packed:
+        if self.rescales:
             return packing.resolution_bits(self.parameters.precision, n_users=self.n_users, n_silos=self.n_silos)
         return encoding.resolution_bits_for(self.parameters.precision, self.n_users + self.n_silos)
 

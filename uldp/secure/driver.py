@@ -14,7 +14,8 @@ through these two classes; they differ only in how bytes travel:
 
 Stages, each one exchange (server -> every silo -> server):
 
-- :data:`STAGE_KEY` (1(a)): the Paillier public key -> each silo's X25519 public key;
+- :data:`STAGE_KEY` (1(a)): the Paillier public key (and the BFV public keys with the lattice backend) -> each silo's
+  X25519 public key;
 - :data:`STAGE_DIRECTORY` (1(b)): the directory of X25519 keys -> silo 0's sealed seed R;
 - :data:`STAGE_SEED` (1(c)-(e)): the relayed sealed seed -> each silo's blinded histogram;
 - :data:`STAGE_SHARES` (2(a)-(b), shared part): the round's Enc(B_inv(N_u)) -> each silo's sealed weight powers;
@@ -35,6 +36,8 @@ from uldp.secure.messages import (
     DhDirectoryMessage,
     DhPublicKeyMessage,
     EncryptedWeightsMessage,
+    LatticeKeysMessage,
+    LatticeUpdateMessage,
     MaskedUpdateMessage,
     Message,
     PublicKeyMessage,
@@ -117,8 +120,10 @@ class ServerDriver:
         """
         if self._ready:
             raise ProtocolAbort("Protocol 1's set-up has run already; start a new session for new keys")
-        public = self.server.public_key_message().to_bytes()
-        answers = self._ask(STAGE_KEY, 0, dict.fromkeys(self.silos, (public,)))
+        public: Payloads = (self.server.public_key_message().to_bytes(),)
+        if self.config.lattice:
+            public += (self.server.lattice_keys_message().to_bytes(),)
+        answers = self._ask(STAGE_KEY, 0, dict.fromkeys(self.silos, public))
         directory = self.server.relay_dh_keys(self._parse(answers, DhPublicKeyMessage, STAGE_KEY, one=True))
         answers = self._ask(STAGE_DIRECTORY, 0, dict.fromkeys(self.silos, (directory.to_bytes(),)))
         inbox = self.server.relay(self._parse(answers, SealedMessage, STAGE_DIRECTORY))
@@ -172,8 +177,9 @@ class ServerDriver:
         if missing:
             raise ProtocolAbort(f"{STAGE_UPDATE}: no masked update from silo(s) {missing}; nothing is decrypted",
                                 silo=missing[0])
-        updates = self._parse({s: tuple(answers[s]) for s in self.silos}, MaskedUpdateMessage, STAGE_UPDATE,
-                              one=True, size=size)
+        kind: type[MaskedUpdateMessage | LatticeUpdateMessage] = (
+            LatticeUpdateMessage if self.config.lattice else MaskedUpdateMessage)
+        updates = self._parse({s: tuple(answers[s]) for s in self.silos}, kind, STAGE_UPDATE, one=True, size=size)
         return self.server.finish_round(updates)
 
     def round(self, round_index: int, sampled: np.ndarray, size: int) -> np.ndarray:
@@ -213,7 +219,7 @@ class ServerDriver:
                              f"0..{self.config.n_silos - 1})")
         if isinstance(message, BlindedHistogramMessage):
             self.server.check_histogram(message)
-        if isinstance(message, MaskedUpdateMessage):
+        if isinstance(message, MaskedUpdateMessage | LatticeUpdateMessage):
             self.server.check_masked_update(message, size)
 
 
@@ -309,10 +315,16 @@ class SiloDriver:
         # Spent before the update is computed: whatever happens next, this round index is never answered again.
         self.progress = replace(progress, shares_round=0, answered_round=round_index)
         deltas, noise = inputs()
-        return (self.role.masked_update(weights, shared, deltas, noise).to_bytes(),)
+        update = self.role.lattice_update if self.config.lattice else self.role.masked_update
+        return (update(weights, shared, deltas, noise).to_bytes(),)
 
     def _setup(self, stage: str, payloads: Payloads) -> Payloads:
         if stage == STAGE_KEY:
+            if self.config.lattice:  # the Paillier key, then the BFV keys
+                if len(payloads) != 2:
+                    raise ValueError(f"{STAGE_KEY} of the lattice backend carries the Paillier and the BFV keys")
+                self.role.receive_lattice_keys(_one(payloads[1:], LatticeKeysMessage))
+                payloads = payloads[:1]
             return (self.role.receive_public_key(_one(payloads, PublicKeyMessage)).to_bytes(),)
         if stage == STAGE_DIRECTORY:
             return _to_bytes(self.role.receive_dh_directory(_one(payloads, DhDirectoryMessage)))

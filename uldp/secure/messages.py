@@ -291,6 +291,50 @@ class RescaledWeightsMessage(Message, tag=10):
 
 
 @dataclass(frozen=True)
+class LatticeKeysMessage(Message, tag=11):
+    """Lattice backend, step 1(a), server -> silos: the BFV public keys, one per plaintext prime, in SEAL's format
+    (:mod:`uldp.secure.lattice`; the silos re-randomise their updates with them).
+
+    Attributes:
+        public_keys: SEAL's bytes of each public key.
+    """
+
+    public_keys: ByteList
+
+
+@dataclass(frozen=True)
+class LatticeWeightsMessage(Message, tag=12):
+    """Lattice backend, step 2(b), server -> every silo: the rescale's answer, seeded BFV ``Enc(y_u)`` per plaintext
+    prime and user (prime-major; :meth:`uldp.secure.lattice.LatticeServer.encrypt_weights`).
+
+    Attributes:
+        round_index: t.
+        ciphertexts: SEAL's bytes, |U| per plaintext prime.
+    """
+
+    round_index: U32
+    ciphertexts: ByteList
+
+
+@dataclass(frozen=True)
+class LatticeUpdateMessage(Message, tag=13):
+    """Lattice backend, step 2(c), silo -> server: the masked, flooded BFV update (prime-major, ceil(d / N)
+    ciphertexts per plaintext prime; :meth:`uldp.secure.lattice.LatticeSilo.masked_update`).
+
+    Attributes:
+        round_index: t.
+        silo: The sending silo's id.
+        parameters: d.
+        ciphertexts: SEAL's bytes; only their sum over all silos is decrypted.
+    """
+
+    round_index: U32
+    silo: U32
+    parameters: U32
+    ciphertexts: ByteList
+
+
+@dataclass(frozen=True)
 class SiloState(Message, tag=8):
     """Not sent: one silo's secrets and progress between two messages, where it keeps them (for example a Flower
     ClientApp's node-local context state; see :meth:`uldp.secure.protocol.Silo.export_state`).

@@ -18,7 +18,9 @@ Every round t:
 With ``ProtocolParameters(backend="packed-paillier")`` the same stages carry the packed backend
 (:mod:`uldp.secure.packing`): ``share_weight_powers`` sends the server a blinded rescale request instead of sealed
 shares, ``Server.relay`` answers every silo with the rescaled fixed-point weights, ``masked_update`` packs K
-parameters per ciphertext and ``finish_round`` unpacks them.
+parameters per ciphertext and ``finish_round`` unpacks them. With ``backend="lattice"`` the rescale is the same, its
+answer is the BFV ``Enc(y_u)`` of :mod:`uldp.secure.lattice` (the BFV public keys travel beside the Paillier key in
+step 1(a)), and the masked update is the lattice one (in-process only: :meth:`Silo.export_state` refuses it).
 
 Work sharing in 2(b): ``Enc(B_inv(N_u))^(r_u C_LCM)`` is the same for every silo, so silo ``u mod |S|`` computes
 it for user u and sends it to the other silos sealed with ChaCha20-Poly1305 under their pairwise key (the server
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import gmpy2
 import numpy as np
@@ -45,6 +47,9 @@ from uldp.secure.messages import (
     DhDirectoryMessage,
     DhPublicKeyMessage,
     EncryptedWeightsMessage,
+    LatticeKeysMessage,
+    LatticeUpdateMessage,
+    LatticeWeightsMessage,
     MaskedUpdateMessage,
     Message,
     PublicKeyMessage,
@@ -100,6 +105,22 @@ class Server:
         self._inverse_blinded: list[int | None] | None = None
         self._round: int | None = None
         self._n_parameters: int | None = None
+        self._lattice: Any = None
+        if config.lattice:
+            from uldp.secure import lattice
+
+            self._lattice = lattice.LatticeServer(config.lattice_layout)
+
+    def lattice_keys_message(self) -> LatticeKeysMessage:
+        """Step 1(a), lattice backend: the BFV public keys for all silos.
+
+        Raises:
+            ValueError: not the lattice backend.
+        """
+        if self._lattice is None:
+            raise ValueError(f"BFV keys belong to the lattice backend, this session is "
+                             f"{self.config.parameters.backend!r}")
+        return LatticeKeysMessage(public_keys=self._lattice.public_keys())
 
     def public_key_message(self) -> PublicKeyMessage:
         """Step 1(a): the public key for all silos."""
@@ -161,16 +182,18 @@ class Server:
         """
         message.check_elements(message.values, bound=self._n, count=self.config.n_users, what="blinded counts")
 
-    def rescale(self, messages: Sequence[RescaleRequestMessage]) -> RescaledWeightsMessage:
+    def rescale(self, messages: Sequence[RescaleRequestMessage]) -> RescaledWeightsMessage | LatticeWeightsMessage:
         """Packed backend, step 2 (:mod:`uldp.secure.packing`): decrypt every ``z_u = b_u C_LCM / N_u + rho_u``
-        (statistically independent of N_u), and encrypt ``floor(z_u 2^g / C_LCM)`` afresh for every user.
+        (statistically independent of N_u), and encrypt ``floor(z_u 2^g / C_LCM)`` afresh for every user (in BFV
+        with the lattice backend: the same ciphertexts for every silo).
 
         Raises:
             ValueError: not the packed backend, a silo missing or duplicated, a request of another round, or a wrong
                 count or range of ciphertexts.
         """
-        if not self.config.packed:
-            raise ValueError("rescale requests belong to the packed-paillier backend, this session is 'paillier'")
+        if not self.config.rescales:
+            raise ValueError("rescale requests belong to the packed-paillier backend (and the lattice one), this "
+                             "session is 'paillier'")
         ordered = _one_per_silo(messages, self.config.n_silos, what="rescale request", silo_of=lambda m: m.silo)
         blinded: list[int] = [0] * self.config.n_users
         for message in ordered:
@@ -182,8 +205,11 @@ class Server:
             self._check_ciphertexts(message, message.ciphertexts, len(users))
             for user, value in zip(users, self.decrypt(message.ciphertexts), strict=True):
                 blinded[user] = value
-        g, c_lcm = self.config.packed_layout.weight_bits, self.config.c_lcm
+        g, c_lcm = self.config.weight_bits, self.config.c_lcm
         weights = [packing.rescaled(z, c_lcm=c_lcm, weight=g) for z in blinded]
+        if self._lattice is not None:
+            return LatticeWeightsMessage(round_index=self._round or 0, ciphertexts=tuple(
+                c for prime in self._lattice.encrypt_weights(weights) for c in prime))
         return RescaledWeightsMessage(round_index=self._round or 0,
                                       ciphertexts=tuple(fast.crt_encrypt(self._private_key, weights,
                                                                           processes=self.config.parameters.processes)))
@@ -195,7 +221,7 @@ class Server:
             if value == 0 or gmpy2.gcd(value, self._n) != 1:
                 raise ValueError(f"{type(message).__name__}: ciphertexts #{index} is not in Z*_(n^2)")
 
-    def check_masked_update(self, message: MaskedUpdateMessage, size: int) -> None:
+    def check_masked_update(self, message: MaskedUpdateMessage | LatticeUpdateMessage, size: int) -> None:
         """Step 2(c)'s checks on one silo's masked update: this round's, for ``size`` model parameters, with one
         ciphertext per parameter (per K parameters with the packed backend), each in Z*_{n^2}.
 
@@ -212,6 +238,15 @@ class Server:
         if message.parameters != size:
             raise ValueError(f"masked update of silo {message.silo} is for {message.parameters} parameters, "
                              f"expected {size}")
+        if self._lattice is not None:
+            layout = self._lattice.layout
+            count = len(layout.plain_moduli) * layout.chunks_for(size)
+            if not isinstance(message, LatticeUpdateMessage) or len(message.ciphertexts) != count:
+                raise ValueError(f"masked update of silo {message.silo} must be a lattice update of {count} "
+                                 f"ciphertexts for {size} parameters")
+            return
+        if not isinstance(message, MaskedUpdateMessage):
+            raise ValueError(f"masked update of silo {message.silo} is a {type(message).__name__}, not Paillier's")
         count = self.config.packed_layout.ciphertexts_for(size) if self.config.packed else size
         self._check_ciphertexts(message, message.ciphertexts, count)
 
@@ -264,7 +299,7 @@ class Server:
         self._round = round_index
         return EncryptedWeightsMessage(round_index=round_index, ciphertexts=ciphertexts)
 
-    def finish_round(self, messages: Sequence[MaskedUpdateMessage]) -> np.ndarray:
+    def finish_round(self, messages: Sequence[MaskedUpdateMessage | LatticeUpdateMessage]) -> np.ndarray:
         """Step 2(c): with every silo's masked update, multiply (masks cancel), CRT-decrypt and Decode.
 
         Returns:
@@ -280,6 +315,12 @@ class Server:
         size = ordered[0].parameters
         for message in ordered:
             self.check_masked_update(message, size)
+        if self._lattice is not None:
+            self._round = None
+            primes = len(self._lattice.layout.plain_moduli)
+            chunks = len(ordered[0].ciphertexts) // primes
+            return self._lattice.finish([[m.ciphertexts[i * chunks:(i + 1) * chunks] for i in range(primes)]
+                                         for m in ordered], size)
         modulus = gmpy2.mpz(self._n * self._n)
         totals = [gmpy2.mpz(c) for c in ordered[0].ciphertexts]
         for message in ordered[1:]:
@@ -324,6 +365,8 @@ class Silo:
         self._blinds: list[int] | None = None
         self._own_powers: dict[int, gmpy2.mpz] = {}
         self._round: int | None = None
+        self._lattice_keys: tuple[bytes, ...] = ()
+        self._lattice: Any = None
 
     @property
     def _modulus(self) -> int:
@@ -336,6 +379,17 @@ class Silo:
         self._n = self._checked_modulus(int(message.modulus))
         self._session = keys.session_id(self._n)
         return DhPublicKeyMessage(silo=self.silo_id, public_key=keys.dh_public_bytes(self._dh_key))
+
+    def receive_lattice_keys(self, message: LatticeKeysMessage) -> None:
+        """Step 1(a), lattice backend: keep the server's BFV public keys (checked when the first update loads them).
+
+        Raises:
+            ValueError: not the lattice backend.
+        """
+        if not self.config.lattice:
+            raise ValueError(f"silo {self.silo_id}: BFV keys belong to the lattice backend, this session is "
+                             f"{self.config.parameters.backend!r}")
+        self._lattice_keys = tuple(message.public_keys)
 
     def receive_dh_directory(self, message: DhDirectoryMessage) -> list[SealedMessage]:
         """Step 1(b)-(c): derive the pairwise keys; silo 0 draws the seed R and seals it for every other silo."""
@@ -386,7 +440,12 @@ class Silo:
         For a silo whose process may end between two messages: keep the bytes where the silo lives (a Flower
         ClientApp's node-local context state) and :meth:`restore` them for the next message. They hold the pairwise
         keys, the seed R and n_su: keep them as private as the silo's records, never send them.
+
+        Raises:
+            ValueError: with the lattice backend, which runs in-process only for now.
         """
+        if self.config.lattice:
+            raise ValueError("the lattice backend keeps its silos in process (no exported state yet)")
         peers = sorted(self._pair_keys)
         return SiloState(
             silo=self.silo_id, counts=tuple(self._counts), dh_private=self._dh_key.private_bytes_raw(),
@@ -502,7 +561,7 @@ class Silo:
         )
         self._own_powers = dict(zip(mine, powers, strict=True))
         self._round = message.round_index
-        if self.config.packed:  # Enc(b_u C_LCM / N_u + rho_u): adding a plaintext t multiplies by 1 + t n
+        if self.config.rescales:  # Enc(b_u C_LCM / N_u + rho_u): adding a plaintext t multiplies by 1 + t n
             blinds = self._rescale_blinds(message.round_index)
             request = tuple(int(p * (1 + n * blinds[u]) % n_square) for u, p in zip(mine, powers, strict=True))
             return [RescaleRequestMessage(round_index=message.round_index, silo=self.silo_id, ciphertexts=request)]
@@ -537,7 +596,7 @@ class Silo:
             answer.check_elements(answer.ciphertexts, bound=n_square, count=self.config.n_users,
                                   what="rescaled weights")
             blinds = self._rescale_blinds(message.round_index)
-            g, c_lcm = self.config.packed_layout.weight_bits, self.config.c_lcm
+            g, c_lcm = self.config.weight_bits, self.config.c_lcm
             return [gmpy2.powmod(answer.ciphertexts[u] * (1 + n * (-packing.rescaled(blinds[u], c_lcm=c_lcm,
                                                                                         weight=g) % n)),
                                  self._counts[u], n_square) for u in active]
@@ -555,6 +614,74 @@ class Silo:
                 raise ValueError(f"share of silo {sealed.sender} has {len(values)} values, expected {len(users)}")
             powers.update(zip(users, (gmpy2.mpz(v) for v in values), strict=True))
         return [gmpy2.powmod(powers[u], self._counts[u], n_square) for u in active]  # Enc(n_su C_LCM / N_u)
+
+    def _round_inputs(self, message: EncryptedWeightsMessage, deltas: np.ndarray,
+                      noise: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        """Step 2(b)'s checks on the round and the silo's inputs: float64 deltas, noise and the users with records.
+
+        Raises:
+            ValueError: another round's weights, wrong shapes or values beyond the bounds the session assumed.
+        """
+        self._check_weights(message)
+        if self._round != message.round_index:
+            raise ValueError(f"silo {self.silo_id}: call share_weight_powers for round {message.round_index} first")
+        deltas, noise = np.asarray(deltas, dtype=np.float64), np.asarray(noise, dtype=np.float64)
+        if deltas.ndim != 2 or deltas.shape[0] != self.config.n_users or noise.shape != (deltas.shape[1],):
+            raise ValueError(
+                f"silo {self.silo_id}: deltas must be (|U|, d) and noise (d,), got {deltas.shape}, {noise.shape}"
+            )
+        active = [u for u, c in enumerate(self._counts) if c > 0]
+        if active and np.abs(deltas[active]).max(initial=0.0) > self.config.clip:
+            raise ValueError(
+                f"silo {self.silo_id}: a delta coordinate {np.abs(deltas[active]).max():.3g} exceeds the clip bound "
+                f"C={self.config.clip} assumed by the no-wrap-around check; clip the deltas"
+            )
+        if np.abs(noise).max(initial=0.0) > self.config.effective_noise_bound:
+            raise ValueError(
+                f"silo {self.silo_id}: a noise coordinate exceeds the bound {self.config.effective_noise_bound:.3g} "
+                f"assumed by the no-wrap-around check"
+            )
+        return deltas, noise, active
+
+    def lattice_update(self, message: EncryptedWeightsMessage, shared: Sequence[Message], deltas: np.ndarray,
+                       noise: np.ndarray) -> LatticeUpdateMessage:
+        """Lattice backend, steps 2(b)-(c) in the silo (:meth:`masked_update`'s counterpart): the server's BFV
+        weights (``shared``), the rescale corrections c_u = floor(rho_u 2^g / C_LCM) from the seed R, and
+        :meth:`uldp.secure.lattice.LatticeSilo.masked_update`.
+
+        Raises:
+            ValueError: not the lattice backend, the checks of :meth:`masked_update`, or weights that are not the
+                server's BFV weights of this round.
+        """
+        from uldp.secure import lattice
+
+        if not self.config.lattice:
+            raise ValueError(f"silo {self.silo_id}: lattice updates belong to the lattice backend, this session is "
+                             f"{self.config.parameters.backend!r}")
+        deltas, noise, _ = self._round_inputs(message, deltas, noise)
+        round_index = message.round_index
+
+        answers = [m for m in shared if isinstance(m, LatticeWeightsMessage)]
+        if len(answers) != 1 or len(shared) != 1 or answers[0].round_index != round_index:
+            raise ValueError(f"silo {self.silo_id}: expected the server's BFV weights of round {round_index} alone, "
+                             f"got {[type(m).__name__ for m in shared]}")
+        if self._lattice is None:
+            if not self._lattice_keys:
+                raise ValueError(f"silo {self.silo_id} has no BFV public keys: step 1(a) of the lattice backend")
+            self._lattice = lattice.LatticeSilo(
+                self.silo_id, np.array(self._counts, dtype=np.int64), self.config.lattice_layout,
+                public_keys=self._lattice_keys, mask_keys={p: k.masks for p, k in self._pair_keys.items()})
+        ciphertexts = answers[0].ciphertexts
+        users, primes = self.config.n_users, len(self._lattice.layout.plain_moduli)
+        if len(ciphertexts) != users * primes:
+            raise ValueError(f"silo {self.silo_id}: {len(ciphertexts)} BFV weights, expected |U| x {primes} primes")
+        g, c_lcm = self.config.weight_bits, self.config.c_lcm
+        corrections = [packing.rescaled(r, c_lcm=c_lcm, weight=g) for r in self._rescale_blinds(round_index)]
+        update = self._lattice.masked_update(
+            round_index, [ciphertexts[i * users:(i + 1) * users] for i in range(primes)], corrections, deltas, noise)
+        self._round = None
+        return LatticeUpdateMessage(round_index=round_index, silo=self.silo_id, parameters=deltas.shape[1],
+                                    ciphertexts=tuple(c for prime in update for c in prime))
 
     def masked_update(
         self,
@@ -580,27 +707,9 @@ class Silo:
             ValueError: if shapes are wrong, a value exceeds the bounds the no-wrap-around check assumed, shares are
                 missing or fail authentication.
         """
-        self._check_weights(message)
-        if self._round != message.round_index:
-            raise ValueError(f"silo {self.silo_id}: call share_weight_powers for round {message.round_index} first")
+        deltas, noise, active = self._round_inputs(message, deltas, noise)
         n = self._modulus
         n_square = n * n
-        deltas, noise = np.asarray(deltas, dtype=np.float64), np.asarray(noise, dtype=np.float64)
-        if deltas.ndim != 2 or deltas.shape[0] != self.config.n_users or noise.shape != (deltas.shape[1],):
-            raise ValueError(
-                f"silo {self.silo_id}: deltas must be (|U|, d) and noise (d,), got {deltas.shape}, {noise.shape}"
-            )
-        active = [u for u, c in enumerate(self._counts) if c > 0]
-        if active and np.abs(deltas[active]).max(initial=0.0) > self.config.clip:
-            raise ValueError(
-                f"silo {self.silo_id}: a delta coordinate {np.abs(deltas[active]).max():.3g} exceeds the clip bound "
-                f"C={self.config.clip} assumed by the no-wrap-around check; clip the deltas"
-            )
-        if np.abs(noise).max(initial=0.0) > self.config.effective_noise_bound:
-            raise ValueError(
-                f"silo {self.silo_id}: a noise coordinate exceeds the bound {self.config.effective_noise_bound:.3g} "
-                f"assumed by the no-wrap-around check"
-            )
         bases = self._weight_bases(message, shared, active)
         bits = self.config.resolution_bits
         exponents = (

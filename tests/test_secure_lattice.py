@@ -1,0 +1,165 @@
+"""Tests of the lattice (BFV) round of Protocol 1 (uldp.secure.lattice): exactness within P, misuse, views."""
+
+import secrets
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tenseal")
+
+from test_secure_protocol import plain_round  # the same plain ULDP-AVG-w oracle
+
+from uldp.secure import ProtocolParameters, SecureSession, encoding, lattice, packing
+from uldp.secure.messages import LatticeUpdateMessage, MaskedUpdateMessage
+
+P = 1e-10
+N_MAX = 300
+
+
+def _setup(counts, *, clip=0.5, noise_bound=3.0, precision=P):
+    """The layout, the server and the silos (the per-round rescale, Paillier in the protocol, is :func:`_rescale`)."""
+    n_silos, n_users = counts.shape
+    layout = lattice.layout_for(precision=precision, n_users=n_users, n_silos=n_silos, n_max=N_MAX,
+                                delta_bound=clip, noise_bound=noise_bound)
+    keys = {(a, b): secrets.token_bytes(32) for a in range(n_silos) for b in range(a + 1, n_silos)}
+    server = lattice.LatticeServer(layout)
+    silos = [lattice.LatticeSilo(s, counts[s], layout, public_keys=server.public_keys(),
+                                 mask_keys={p: keys[min(s, p), max(s, p)] for p in range(n_silos) if p != s})
+             for s in range(n_silos)]
+    return layout, server, silos
+
+
+def _rescale(counts, sampled, layout):
+    """One round's rescale in the clear: the server's y_u and the silos' c_u (:mod:`uldp.secure.packing`)."""
+    c_lcm, g = encoding.lcm_up_to(N_MAX), layout.packed.weight_bits
+    blind_bits = packing.rescale_blind_bits(key_bits=1024, n_max=N_MAX)
+    blinds = [secrets.randbelow(1 << blind_bits) for _ in range(layout.n_users)]
+    rescaled = [packing.rescaled((c_lcm // int(n) if b else 0) + r, c_lcm=c_lcm, weight=g)
+                for n, b, r in zip(counts.sum(axis=0), sampled, blinds, strict=True)]
+    return rescaled, [packing.rescaled(r, c_lcm=c_lcm, weight=g) for r in blinds]
+
+
+def _round(server, silos, counts, deltas, noise, sampled, round_index=1):
+    rescaled, corrections = _rescale(counts, sampled, server.layout)
+    weights = server.encrypt_weights(rescaled)
+    return weights, corrections, [silo.masked_update(round_index, weights, corrections, deltas[s], noise[s])
+                                  for s, silo in enumerate(silos)]
+
+
+def _instance(seed, n_silos=3, n_users=4, dim=5, clip=0.5):
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(0, N_MAX // n_silos, (n_silos, n_users))
+    counts[:, 0] = 0
+    counts[1, 0] = N_MAX  # a user with N_max records, all in one silo
+    deltas = rng.uniform(-clip, clip, (n_silos, n_users, dim))
+    deltas[..., 0] = clip  # the largest delta
+    deltas[counts == 0] = 0.0
+    noise = rng.uniform(-3, 3, (n_silos, dim))
+    sampled = rng.random(n_users) < 0.7
+    sampled[0] = True
+    return counts, deltas, noise, sampled & (counts.sum(axis=0) > 0)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_lattice_round_equals_plain_round_within_precision(seed):
+    counts, deltas, noise, sampled = _instance(seed)
+    layout, server, silos = _setup(counts)
+    _, _, updates = _round(server, silos, counts, deltas, noise, sampled)
+    result = server.finish(updates, deltas.shape[2])
+    assert np.max(np.abs(result - plain_round(counts, deltas, noise, sampled))) <= P
+    assert len(layout.plain_moduli) == 2  # P = 1e-10 needs slots wider than one 60-bit prime
+
+
+def test_security_parameters_are_within_the_he_standard():
+    largest = lattice.layout_for(precision=1e-12, n_users=10_000, n_silos=100, n_max=2000, delta_bound=10.0,
+                                 noise_bound=1e4)
+    bits = lattice.coefficient_modulus_bits(largest.coefficient_bits)
+    assert bits <= lattice.HE_STANDARD_MAX_BITS[lattice.RING_DEGREE]
+    with pytest.raises(ValueError, match="128-bit security allows"):
+        lattice.layout_for(precision=1e-12, n_users=2**100, n_silos=100, n_max=2000, delta_bound=10.0, noise_bound=1e4)
+
+
+def test_one_silos_update_alone_decrypts_to_noise_and_replays_are_refused():
+    counts, deltas, noise, sampled = _instance(2)
+    _, server, silos = _setup(counts)
+    weights, corrections, updates = _round(server, silos, counts, deltas, noise, sampled)
+    alone = server.finish([updates[0]] * 3, deltas.shape[2])  # the masks do not cancel: garbage, not silo 0's sum
+    assert np.min(np.abs(alone - 3 * plain_round(counts[:1], deltas[:1], noise[:1], sampled))) > 1.0
+    with pytest.raises(ValueError, match="refuses round 1"):
+        silos[0].masked_update(1, weights, corrections, deltas[0], noise[0])
+
+
+def test_misuse_is_refused_by_name():
+    counts, deltas, noise, sampled = _instance(3)
+    _, server, silos = _setup(counts)
+    rescaled, corrections = _rescale(counts, sampled, server.layout)
+    weights = server.encrypt_weights(rescaled)
+    with pytest.raises(ValueError, match="\\|U\\| = 4 ciphertexts"):
+        silos[0].masked_update(1, [w[:-1] for w in weights], corrections, deltas[0], noise[0])
+    with pytest.raises(ValueError, match="3 corrections"):
+        silos[0].masked_update(1, weights, corrections[:-1], deltas[0], noise[0])
+    with pytest.raises(ValueError, match="deltas must be"):
+        silos[0].masked_update(2, weights, corrections, deltas[0][:, :2], noise[0])
+    with pytest.raises(ValueError, match="beyond C="):
+        silos[0].masked_update(3, weights, corrections, deltas[0] * 0 + 0.9, noise[0])
+    with pytest.raises(ValueError, match="not a ciphertext of this lattice session"):
+        silos[0].masked_update(4, [(b"garbage",) * len(w) for w in weights], corrections, deltas[0], noise[0])
+    with pytest.raises(ValueError, match="non-negative integers"):
+        server.encrypt_weights(rescaled[:-1])
+    updates = [silo.masked_update(5, weights, corrections, deltas[s], noise[s]) for s, silo in enumerate(silos)]
+    with pytest.raises(ValueError, match="aborted"):
+        server.finish(updates[:-1], deltas.shape[2])
+    with pytest.raises(ValueError, match=r"update of silo 0: .*ciphertexts per plaintext prime"):
+        server.finish(updates, 2 * lattice.RING_DEGREE)
+    with pytest.raises(ValueError, match="public key"):
+        lattice.LatticeSilo(0, counts[0], silos[0].layout, public_keys=(b"x", b"y"), mask_keys={})
+
+
+def test_ciphertexts_of_another_key_decrypt_to_garbage_and_of_other_parameters_are_refused():
+    counts, deltas, noise, sampled = _instance(4)
+    layout, server, silos = _setup(counts)
+    intruder = lattice.LatticeServer(layout)  # the same public parameters, another secret key
+    rescaled, corrections = _rescale(counts, sampled, layout)
+    weights = server.encrypt_weights(rescaled)
+    updates = [silo.masked_update(1, weights, corrections, deltas[s], noise[s]) for s, silo in enumerate(silos)]
+    plain = plain_round(counts, deltas, noise, sampled)
+    assert np.max(np.abs(server.finish(updates, deltas.shape[2]) - plain)) <= P
+    assert np.min(np.abs(intruder.finish(updates, deltas.shape[2]) - plain)) > 1.0  # only the key holder decrypts
+    # a silo re-randomising under another key spoils the sum (it cannot pass for the key holder's encryption)
+    stranger = lattice.LatticeSilo(0, counts[0], layout, public_keys=intruder.public_keys(),
+                                   mask_keys=silos[0]._mask_keys)
+    spoiled = [stranger.masked_update(2, weights, corrections, deltas[0], noise[0])]
+    spoiled += [silo.masked_update(2, weights, corrections, deltas[s], noise[s]) for s, silo in enumerate(silos)
+                if s]
+    assert np.min(np.abs(server.finish(spoiled, deltas.shape[2]) - plain)) > 1.0
+    other = lattice.layout_for(precision=1e-3, n_users=4, n_silos=3, n_max=N_MAX, delta_bound=0.5, noise_bound=3.0)
+    assert other.coefficient_bits != layout.coefficient_bits or other.plain_moduli != layout.plain_moduli
+    foreign = lattice.LatticeServer(other).encrypt_weights([1, 2, 3, 4])
+    with pytest.raises(ValueError, match="lattice session"):
+        silos[0].masked_update(3, [foreign[0]] * len(weights), corrections, deltas[0], noise[0])
+
+
+def test_lattice_backend_through_the_protocol_equals_the_plain_round_and_refuses_forged_updates():
+    counts, deltas, noise, sampled = _instance(5)
+    parameters = ProtocolParameters(key_bits=1024, n_max=N_MAX, insecure_test_key=True, backend="lattice")
+    session = SecureSession(counts, parameters, clip=0.5, noise_bound=3.0)
+    for _ in range(2):  # the setup is reused, each round draws new blinds and masks
+        result = session.aggregate(deltas, noise, sampled)
+        assert np.max(np.abs(result - plain_round(counts, deltas, noise, sampled))) <= P
+    server, size = session.server, deltas.shape[2]
+    server._round = 3
+    genuine = LatticeUpdateMessage(round_index=3, silo=0, parameters=size, ciphertexts=(b"x",) * 2)
+    raw = bytearray(genuine.to_bytes())
+    raw[-40] ^= 1
+    with pytest.raises(ValueError, match="digest"):
+        LatticeUpdateMessage.from_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="lattice update of 2 ciphertexts"):
+        server.check_masked_update(LatticeUpdateMessage(3, 0, size, (b"x",)), size)
+    with pytest.raises(ValueError, match="round 2"):
+        server.check_masked_update(LatticeUpdateMessage(2, 0, size, (b"x",) * 2), size)
+    with pytest.raises(ValueError, match="lattice update"):
+        server.check_masked_update(MaskedUpdateMessage(3, 0, size, (1, 2)), size)
+    with pytest.raises(ValueError, match="update of silo 0: not a ciphertext"):
+        server.finish_round([LatticeUpdateMessage(3, s, size, (b"x",) * 2) for s in range(3)])
+    with pytest.raises(ValueError, match="in process"):
+        session.silos[0].export_state()

@@ -1,0 +1,553 @@
+"""A lattice (Ring-LWE, BFV) backend for the round of Protocol 1: one user's weight times N parameters per operation.
+
+What it computes. The round of Protocol 1 (steps 2(a)-(c)) with the packed backend's fixed-point weights
+(:mod:`uldp.secure.packing`): the server decodes ``A_j / 2^(g+f)`` with
+``A_j = sum_s (sum_u n_su w_u E_suj + 2^g Ez_sj)``, ``w_u`` within 1 of ``b_u 2^g / N_u`` (0 when u is not
+sampled), ``E = rint(x 2^f)``; it is within P of ``sum_s (sum_u b_u n_su / N_u delta_suj + z_sj)``
+(:func:`uldp.secure.packing.error_bound`, unchanged).
+
+Parties and what they learn (as Protocol 1, Theorem 5, with the packed backend's rescale):
+
+- step 2(a)-(b), first half, as the packed backend (Paillier, every round): silo ``u mod |S|`` sends
+  ``Enc_Paillier(b_u C_LCM / N_u + rho_u)``; the server decrypts ``z_u`` (within 2^-128 of a value independent of
+  N_u and b_u, :func:`uldp.secure.packing.rescale_blind_bits`) and computes ``y_u = floor(z_u 2^g / C_LCM)``; every
+  silo knows ``c_u = floor(rho_u 2^g / C_LCM)`` and ``w_u = y_u - c_u`` (:func:`uldp.secure.packing.unblinded_weight`).
+- the server then encrypts, per user and plaintext prime t_i, ``V_u = Enc(y_u mod t_i)`` (a constant polynomial,
+  secret-key BFV encryption, **seeded**: the uniform half of the ciphertext is sent as SEAL's 64-byte PRNG seed)
+  and sends the *same* |U| ciphertexts to every silo (:meth:`LatticeServer.encrypt_weights`). Broadcasting them is
+  safe: they are IND-CPA encryptions under the server's key of values the server may know, so any set of silos
+  learns nothing from them (not even which users were sampled), and the server learns nothing from having sent
+  them: what it later sees is only the masked, flooded sum (points 2 and 3 below).
+- step 2(b), silo s: ``W_u = V_u - c_u`` (a plaintext subtraction: ``Enc(w_u)``), then per chunk of N parameters
+  ``sum_u W_u * (n_su E_su)`` (a plaintext-ciphertext product: one user's weight times N parameters), plus the
+  encoded noise ``2^g Ez_s``; then it **re-randomises** (adds a fresh public-key ``Enc(0)``), **floods** (adds a
+  uniform integer polynomial in ``[-F, F]`` to the first component) and **masks** (adds, for every peer, a pairwise
+  mask ciphertext uniform on ``R_q^2``, with opposite signs in the two silos, from the pairwise mask keys of
+  step 1(b)).
+- step 2(c): the server adds the |S| updates (masks cancel exactly in ``R_q``), decrypts the sum, reads every slot
+  modulo every t_i and recovers ``A_j`` by the Chinese remainder theorem (``prod t_i > 2B + 1``, B the packed
+  backend's :func:`~uldp.secure.packing.slot_bound`).
+
+Security argument (semi-honest, as Theorem 5):
+
+1. *IND-CPA, 128 bits.* Ring dimension N = 16384 and a coefficient modulus of at most
+   :data:`MAX_COEFFICIENT_PRIMES` 60-bit primes (:attr:`LatticeLayout.coefficient_bits`, chosen as small as the
+   noise allows) is at most the HE standard's bound for 128-bit classical security with ternary secrets and error
+   sigma 3.2 (Albrecht et al., Homomorphic Encryption Standard, 2018, Table 1: 438 bits at N = 16384;
+   :data:`HE_STANDARD_MAX_BITS`, which SEAL enforces as ``sec_level_type.tc128``). A silo's view of step 2(a) is
+   ciphertexts under the server's key: indistinguishable from encryptions of 0 (the seed of a seeded ciphertext is
+   the public randomness a of an RLWE sample, as in SEAL's own serialisation).
+2. *One silo's update hides its inputs from the key holder.* The pairwise masks are uniform on ``R_q^2`` and cancel in
+   the sum (the argument of Theorem 5 with ``Z_n`` replaced by ``R_q^2``): any |S| - 1 silos' updates are uniform and
+   independent, the last is fixed by the sum. So the server's view is the *sum* ciphertext (c0, c1) alone.
+3. *Circuit privacy of the sum (decryption leaks only the sum).* The sum's c1 is ``sum_u P_u c1(V_u)`` plus the
+   silos' ``p1 r_s + e_s`` of their fresh ``Enc(0)``: pseudorandom under Ring-LWE with the silos' secrets r_s (the
+   server's key s is independent of them), whatever the plaintexts P_u. With s, the server computes
+   ``c0 + c1 s = Delta A + e_circuit + sum_s (F_s + e_fresh,s)``: e_circuit depends on the silos' inputs, but each
+   silo's flood F_s is uniform on ``[-F, F]`` with ``F >= 2^lambda N n_ct ||e_circuit + e_fresh||_inf``
+   (:attr:`LatticeLayout.flood_bits`), so by the smudging lemma the decrypted noise is within
+   ``2^-lambda`` (lambda = :data:`STATISTICAL_BITS`) of one independent of the inputs: decryption reveals ``A_j``
+   (the sum Protocol 1 reveals) and nothing else. This is the flooding remedy to the decryption-noise leakage that
+   Li and Micciancio (EUROCRYPT 2021) show for CKKS; BFV decryption rounds the noise away, but the key holder can
+   still compute it, hence the same flood. One honest silo's flood suffices.
+4. Correctness: every noise term is bounded (:func:`noise_bits`: SEAL's errors are clipped at 6 sigma, ternary
+   secrets) and ``|S| (F + noise) < Delta / 2 = q / (2 t)`` is checked when the layout is made; the masks
+   cancel exactly; hence the decrypted ``A_j mod t_i`` are exact and the result is within P (packed Theorem 4).
+
+Why BFV and not CKKS: CKKS is approximate, so its result would be within P only with high probability and its
+masks, added to real slots, would hide by smudging only; BFV is exact in ``Z_t``, the masks live in ``R_q`` where
+they cancel exactly, and the paper's precision P carries over with the packed backend's proofs. The price is that
+SEAL's plaintext modulus has at most 60 bits, so a slot of b > 59 bits is split over several plaintext primes (CRT).
+
+Assumption that differs from Paillier: Ring-LWE (a lattice problem, believed post-quantum) instead of decisional
+composite residuosity; the statistical flooding bound instead of perfect re-randomisation. The per-round rescale
+still uses Paillier (as the packed backend).
+
+Wire format: SEAL's own serialisation (TenSEAL's bindings save and load through a path only, so through a file in
+``/dev/shm``, which is memory): the weights seeded (half the bytes), the updates uncompressed (the masks make them
+uniform, so compression would not shrink them).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import struct
+import tempfile
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from uldp.secure import masks, packing
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+#: Ring dimension N (BFV batching gives N slots).
+RING_DEGREE = 16384
+#: Bits of every RNS prime of q (SEAL's last prime is the key-switching prime, unused here but counted by the
+#: HE standard).
+COEFFICIENT_PRIME_BITS = 60
+#: At most 7 primes of 60 bits: 420 <= 438 bits, the HE standard's 128-bit bound at N = 16384.
+MAX_COEFFICIENT_PRIMES = 7
+#: HE standard (2018), Table 1: largest log2 q for 128-bit classical security, ternary secret, sigma 3.2.
+HE_STANDARD_MAX_BITS = {4096: 109, 8192: 218, 16384: 438, 32768: 881}
+#: Bits of each plaintext (batching) prime t_i (below the 60-bit coefficient primes: SEAL needs them coprime).
+PLAIN_PRIME_BITS = 59
+#: lambda of the smudging lemma: the decrypted noise is within 2^-lambda of one independent of the inputs.
+STATISTICAL_BITS = 40
+#: log2 of the most ciphertexts one silo's round may hold (2^20 chunks: d <= 2^34 parameters), for the smudging.
+CIPHERTEXT_BITS = 20
+#: SEAL's error bound: a clipped normal of sigma 3.2, at most 6 sigma.
+ERROR_BOUND = 20
+#: ChaCha20 purpose of the ciphertext masks (beside :mod:`uldp.secure.masks`' purposes).
+PURPOSE_LATTICE_UPDATE = 5
+
+
+def coefficient_modulus_bits(bits: Sequence[int]) -> int:
+    """Total bits of a coefficient modulus (with the special prime), as the HE standard counts them."""
+    return sum(bits)
+
+
+def _seal() -> Any:
+    """TenSEAL's SEAL bindings (the ``lattice`` extra), with an install hint when missing."""
+    try:
+        import tenseal.sealapi as sealapi
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        raise ImportError("the lattice backend needs tenseal: pip install 'uldp[lattice]'") from error
+    return sealapi
+
+
+@dataclass(frozen=True)
+class LatticeLayout:
+    """The public sizes of one lattice session (derived by :func:`layout_for`).
+
+    Attributes:
+        packed: f, g and the slot bound's width of the packed backend (the same fixed-point encoding).
+        slot_bound: B, every aggregate lies in [-B, B].
+        plain_moduli: the batching primes t_i (prod t_i > 2B + 1).
+        coefficient_bits: the bit sizes of q's RNS primes (the last is SEAL's special prime).
+        flood_bits: log2 F of each silo's flood.
+        n_users, n_silos, n_max: the federation's shape and N_max.
+        clip, noise_bound: C and the noise bound the slot bound assumes.
+    """
+
+    packed: packing.PackedLayout
+    slot_bound: int
+    plain_moduli: tuple[int, ...]
+    coefficient_bits: tuple[int, ...]
+    flood_bits: int
+    n_users: int
+    n_silos: int
+    n_max: int
+    clip: float
+    noise_bound: float
+
+    @property
+    def slots(self) -> int:
+        """Parameters per ciphertext: N."""
+        return RING_DEGREE
+
+    def chunks_for(self, parameters: int) -> int:
+        """Ciphertexts per plaintext prime for ``parameters`` parameters: ceil(d / N)."""
+        return -(-parameters // RING_DEGREE)
+
+
+def noise_bits(*, n_users: int, weight_bits: int, plain_bits: int = PLAIN_PRIME_BITS) -> int:
+    """A bound (log2) on one silo's circuit noise before the flood, with the proof.
+
+    BFV's invariant: ``c0 + c1 s = Delta m + v (mod q)``, ``Delta = floor(q / t)``, ``Delta t = q - r_t(q)``.
+    ``V_u`` is a fresh secret-key encryption: ``||v|| <= E`` (:data:`ERROR_BOUND`). Subtracting the plaintext c_u
+    adds ``-Delta c_u`` exactly, so ``W_u = V_u - c_u`` has ``||v|| <= E`` and plaintext ``m_u = w_u`` with
+    ``0 <= w_u < 2^g + 1`` (the reduction mod t is exact as w_u < t). The product with a plaintext X (coefficients
+    in [0, t)) is ``Delta w_u X + v X``: ``w_u X = (w_u X mod t) + t k`` with ``||k|| <= w_u`` (a constant times
+    each coefficient), and ``Delta t k = -r_t(q) k (mod q)``, so the new noise is ``v X - r_t(q) k`` with norm
+    ``<= N t E + t (2^g + 1)``. Summed over |U| users, plus the encoded noise's ``add_plain`` (``<= t``) and the
+    fresh public-key Enc(0) (``<= 2 N E + E``): at most ``|U| (N t E + t 2^(g+1)) + t + 3 N E``.
+    """
+    degree_bits = int(math.log2(RING_DEGREE))
+    per_user = max(degree_bits + math.ceil(math.log2(ERROR_BOUND)), weight_bits + 1) + plain_bits + 1
+    return per_user + math.ceil(math.log2(max(n_users, 1))) + 1
+
+
+def layout_for(*, precision: float, n_users: int, n_silos: int, n_max: int, delta_bound: float,
+               noise_bound: float) -> LatticeLayout:
+    """The lattice session's sizes, checked for exactness (within P) and correct decryption.
+
+    The coefficient modulus is the fewest 60-bit primes (plus SEAL's special prime) whose product q leaves room for
+    |S| flooded noises below ``Delta / 2 = q / (2t)``: fewer primes make every operation and every byte cheaper.
+
+    Args:
+        precision: P.
+        n_users, n_silos, n_max: |U|, |S| and N_max.
+        delta_bound, noise_bound: C and the noise bound (as the packed backend's).
+
+    Raises:
+        ValueError: if the flooded noise of |S| silos does not fit even :data:`MAX_COEFFICIENT_PRIMES` primes
+            (naming the sizes).
+    """
+    sealapi = _seal()
+    f = packing.resolution_bits(precision, n_users=n_users, n_silos=n_silos)
+    g = packing.weight_bits(precision, n_users=n_users, n_max=n_max, delta_bound=delta_bound, resolution=f)
+    bound = packing.slot_bound(weight=g, resolution=f, delta_bound=delta_bound, noise_bound=noise_bound,
+                               n_users=n_users, n_silos=n_silos, n_max=n_max)
+    primes = 1
+    while (1 << ((PLAIN_PRIME_BITS - 1) * primes)) <= 2 * bound + 1:
+        primes += 1
+    moduli = tuple(m.value() for m in sealapi.PlainModulus.Batching(RING_DEGREE, [PLAIN_PRIME_BITS] * primes))
+    circuit = noise_bits(n_users=n_users, weight_bits=g)
+    flood = circuit + STATISTICAL_BITS + int(math.log2(RING_DEGREE)) + CIPHERTEXT_BITS
+    # |S| (F + noise) < 2^(flood + 1 + log|S|) must stay below Delta / 2 >= 2^(log2 q - PLAIN_PRIME_BITS - 2), and
+    # SEAL's 60-bit primes are above 2^59: log2 q >= 59 (#data primes)
+    needed = flood + 1 + math.ceil(math.log2(n_silos)) + PLAIN_PRIME_BITS + 2
+    data_primes = -(-needed // (COEFFICIENT_PRIME_BITS - 1))
+    if data_primes + 1 > MAX_COEFFICIENT_PRIMES:
+        raise ValueError(f"the lattice backend needs a {needed}-bit q for {n_users} users and {n_silos} silos "
+                         f"(flood 2^{flood}) but 128-bit security allows {MAX_COEFFICIENT_PRIMES - 1} data primes "
+                         f"of {COEFFICIENT_PRIME_BITS} bits; use fewer users per session or a coarser precision")
+    layout = packing.PackedLayout(weight_bits=g, resolution_bits=f, slot_bits=(2 * bound + 1).bit_length(), slots=1)
+    return LatticeLayout(packed=layout, slot_bound=bound, plain_moduli=moduli,
+                         coefficient_bits=(COEFFICIENT_PRIME_BITS,) * (data_primes + 1), flood_bits=flood,
+                         n_users=n_users, n_silos=n_silos, n_max=n_max, clip=delta_bound, noise_bound=noise_bound)
+
+
+def _scratch() -> str:
+    """A RAM-backed directory for SEAL's path-based serialisation when there is one."""
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+
+
+def to_bytes(sealed_object: Any) -> bytes:
+    """SEAL's serialisation of a ciphertext, a seeded ciphertext or a key (its ``save(path)``) as bytes."""
+    with tempfile.NamedTemporaryFile(dir=_scratch()) as handle:
+        sealed_object.save(handle.name)
+        return handle.read()
+
+
+def _load(sealed_object: Any, context: Any, data: bytes) -> None:
+    """SEAL's ``load(context, path)`` of ``data`` into ``sealed_object`` (SEAL checks sizes and residues)."""
+    with tempfile.NamedTemporaryFile(dir=_scratch()) as handle:
+        handle.write(data)
+        handle.flush()
+        sealed_object.load(context, handle.name)
+
+
+class _Context:
+    """One BFV context (plaintext prime t) with the objects a party uses."""
+
+    def __init__(self, plain_modulus: int, coefficient_bits: Sequence[int]) -> None:
+        sealapi = _seal()
+        params = sealapi.EncryptionParameters(sealapi.SCHEME_TYPE.BFV)
+        params.set_poly_modulus_degree(RING_DEGREE)
+        params.set_coeff_modulus(sealapi.CoeffModulus.Create(RING_DEGREE, list(coefficient_bits)))
+        params.set_plain_modulus(plain_modulus)
+        # tc128 makes SEAL itself refuse parameters beyond the HE standard's 128-bit bound
+        self.context = sealapi.SEALContext(params, True, sealapi.SEC_LEVEL_TYPE.TC128)
+        if not self.context.parameters_set():
+            raise ValueError(f"SEAL refuses the lattice parameters: {self.context.parameters_error_message()}")
+        data = self.context.first_context_data()
+        self.moduli = [m.value() for m in data.parms().coeff_modulus()]
+        self.parms_id = self.context.first_parms_id()
+        self.t = plain_modulus
+        self.evaluator = sealapi.Evaluator(self.context)
+        self.encoder = sealapi.BatchEncoder(self.context)
+
+    def constant(self, value: int) -> Any:
+        """The constant plaintext polynomial ``value mod t`` (in every slot; no encoding needed)."""
+        return _seal().Plaintext(format(int(value) % self.t, "X"))
+
+    def vector(self, values: np.ndarray) -> Any:
+        """The plaintext whose slots hold ``values mod t`` (int64, at most N of them; zeros after)."""
+        plain = _seal().Plaintext()
+        row = np.zeros(RING_DEGREE, dtype=np.int64)
+        row[: len(values)] = np.mod(values, self.t)
+        self.encoder.encode(row.tolist(), plain)
+        return plain
+
+    def raw_ciphertext(self, polys: np.ndarray) -> Any:
+        """The ciphertext whose components are ``polys`` [2, #primes, N] (residues), in coefficient form."""
+        return self.load(_raw_ciphertext_bytes(polys, self.parms_id))
+
+    def load(self, data: bytes) -> Any:
+        """A ciphertext of this context from its SEAL bytes (seeded or not).
+
+        Raises:
+            ValueError: bytes that are no valid fresh two-component ciphertext of this context.
+        """
+        ciphertext = _seal().Ciphertext()
+        try:
+            _load(ciphertext, self.context, data)
+        except (RuntimeError, ValueError) as error:
+            raise ValueError(f"not a ciphertext of this lattice session: {error}") from error
+        if ciphertext.size() != 2 or ciphertext.is_ntt_form() or list(ciphertext.parms_id()) != list(self.parms_id):
+            raise ValueError("not a fresh two-component ciphertext of this lattice session")
+        return ciphertext
+
+
+_SEAL_VERSION = (4, 3)
+
+
+def _header(total: int) -> bytes:
+    """SEAL's 16-byte serialisation header (magic 0xA15E, no compression)."""
+    return struct.pack("<HBBBBHQ", 0xA15E, 16, *_SEAL_VERSION, 0, 0, total)
+
+
+def _raw_ciphertext_bytes(polys: np.ndarray, parms_id: Sequence[int]) -> bytes:
+    """SEAL's uncompressed bytes of a coefficient-form ciphertext with the residues ``polys`` [size, #primes, N]."""
+    size, primes, degree = polys.shape
+    data = polys.astype("<u8").tobytes()
+    array = _header(16 + 8 + len(data)) + struct.pack("<Q", polys.size) + data
+    body = (struct.pack("<4Q", *parms_id) + struct.pack("<B", 0) + struct.pack("<3Q", size, degree, primes)
+            + struct.pack("<d", 1.0) + struct.pack("<Q", 1) + array)
+    return _header(16 + len(body)) + body
+
+
+def uniform_residues(stream: masks.KeyStream, moduli: Sequence[int], shape: tuple[int, ...]) -> np.ndarray:
+    """Residues uniform on Z_(q_i) for every q_i (rejection sampling on 60-bit candidates), shape (*shape, #q, N).
+
+    The moduli are SEAL's primes just below 2^60, so one candidate in 2^60 / q_i is rejected.
+    """
+    out = np.empty((*shape, len(moduli), RING_DEGREE), dtype=np.uint64)
+    view = out.reshape(-1, len(moduli), RING_DEGREE)
+    for index, q in enumerate(moduli):
+        if q >= 1 << 60:
+            raise ValueError(f"coefficient prime {q} has more than 60 bits")
+        need = view.shape[0] * RING_DEGREE
+        values = np.empty(0, dtype=np.uint64)
+        while values.size < need:
+            candidates = np.frombuffer(stream.read(8 * (need - values.size + 64)), dtype="<u8") & np.uint64(2**60 - 1)
+            values = np.concatenate([values, candidates[candidates < np.uint64(q)]])
+        view[:, index, :] = values[:need].reshape(-1, RING_DEGREE)
+    return out
+
+
+def flood_residues(bits: int, moduli: Sequence[int]) -> np.ndarray:
+    """A polynomial with coefficients uniform on [-2^bits, 2^bits) from the OS CSPRNG, as residues [#q, N]."""
+    width = bits + 1
+    words = -(-width // 8)
+    raw = os.urandom(words * RING_DEGREE)
+    values = [int.from_bytes(raw[i * words:(i + 1) * words], "little") % (1 << width) - (1 << bits)
+              for i in range(RING_DEGREE)]
+    column = np.array(values, dtype=object)
+    return np.stack([(column % q).astype(np.uint64) for q in moduli])
+
+
+class LatticeServer:
+    """The key holder: BFV secret keys (one per plaintext prime), step 2(a)'s weights and step 2(c)'s decryption."""
+
+    def __init__(self, layout: LatticeLayout) -> None:
+        sealapi = _seal()
+        self.layout = layout
+        self._contexts = [_Context(t, layout.coefficient_bits) for t in layout.plain_moduli]
+        self._encryptors, self._decryptors, self._public = [], [], []
+        for context in self._contexts:
+            generator = sealapi.KeyGenerator(context.context)
+            public = sealapi.PublicKey()
+            generator.create_public_key(public)
+            encryptor = sealapi.Encryptor(context.context, public)
+            encryptor.set_secret_key(generator.secret_key())
+            self._encryptors.append(encryptor)
+            self._decryptors.append(sealapi.Decryptor(context.context, generator.secret_key()))
+            self._public.append(to_bytes(public))
+
+    def public_keys(self) -> tuple[bytes, ...]:
+        """The public keys, one per plaintext prime (silos re-randomise with them); no evaluation keys are needed."""
+        return tuple(self._public)
+
+    def encrypt_weights(self, rescaled: Sequence[int]) -> tuple[tuple[bytes, ...], ...]:
+        """Step 2(a)-(b), the rescale's answer: per plaintext prime, a fresh seeded ``Enc(y_u)`` for every user u.
+
+        The same ciphertexts go to every silo (see the module docstring: broadcasting them is safe).
+
+        Args:
+            rescaled: y_u = floor(z_u 2^g / C_LCM) of this round's rescale (:func:`uldp.secure.packing.rescaled`),
+                which holds b_u (``w_u = y_u - c_u = 0`` for users not sampled).
+
+        Raises:
+            ValueError: on a wrong number of users or a negative y_u.
+        """
+        if len(rescaled) != self.layout.n_users or any(int(y) < 0 for y in rescaled):
+            raise ValueError(f"rescaled weights must be {self.layout.n_users} non-negative integers, got "
+                             f"{len(rescaled)}")
+        return tuple(tuple(to_bytes(encryptor.encrypt_symmetric(context.constant(int(y)))) for y in rescaled)
+                     for context, encryptor in zip(self._contexts, self._encryptors, strict=True))
+
+    def check_update(self, update: Sequence[Sequence[bytes]], parameters: int) -> list[list[Any]]:
+        """One silo's update parsed: per plaintext prime, ``ceil(d / N)`` ciphertexts of this session.
+
+        Raises:
+            ValueError: a wrong count of ciphertexts or bytes that are no ciphertext of the session.
+        """
+        chunks = self.layout.chunks_for(parameters)
+        if len(update) != len(self._contexts) or any(len(p) != chunks for p in update):
+            raise ValueError(f"an update must hold {chunks} ciphertexts per plaintext prime "
+                             f"({len(self._contexts)} primes) for {parameters} parameters")
+        return [[context.load(c) for c in prime] for context, prime in zip(self._contexts, update, strict=True)]
+
+    def finish(self, updates: Sequence[Sequence[Sequence[bytes]]], parameters: int) -> np.ndarray:
+        """Step 2(c): add every silo's update (masks cancel), decrypt, CRT-combine and decode.
+
+        Args:
+            updates: per silo, per plaintext prime, ``ceil(d / N)`` ciphertexts.
+            parameters: d.
+
+        Returns:
+            float64 [d], within P of the plain aggregate.
+
+        Raises:
+            ValueError: a silo missing, a wrong count of ciphertexts or bytes that are no ciphertext of the session
+                (the silo named); nothing is decrypted then.
+        """
+        layout = self.layout
+        if len(updates) != layout.n_silos:
+            raise ValueError(f"aborted: {len(updates)} updates for {layout.n_silos} silos; nothing is decrypted")
+        parsed = []
+        for silo, update in enumerate(updates):
+            try:
+                parsed.append(self.check_update(update, parameters))
+            except ValueError as error:
+                raise ValueError(f"update of silo {silo}: {error}") from error
+        sealapi = _seal()
+        residues = []
+        for index, (context, decryptor) in enumerate(zip(self._contexts, self._decryptors, strict=True)):
+            per_chunk = []
+            for chunk in range(layout.chunks_for(parameters)):
+                total = parsed[0][index][chunk]
+                for update in parsed[1:]:
+                    context.evaluator.add_inplace(total, update[index][chunk])
+                plain = sealapi.Plaintext()
+                decryptor.decrypt(total, plain)
+                per_chunk.append(np.array(context.encoder.decode_uint64(plain), dtype=np.uint64))
+            residues.append(np.concatenate(per_chunk)[:parameters])
+        return decode_crt(residues, layout)
+
+
+def decode_crt(residues: Sequence[np.ndarray], layout: LatticeLayout) -> np.ndarray:
+    """The real aggregates from their residues modulo every t_i: CRT, the centred representative, ``/ 2^(g+f)``."""
+    modulus = math.prod(layout.plain_moduli)
+    combined = np.zeros(len(residues[0]), dtype=object)
+    for t, values in zip(layout.plain_moduli, residues, strict=True):
+        cofactor = modulus // t
+        combined = (combined + values.astype(object) * (cofactor * pow(cofactor, -1, t))) % modulus
+    centred = np.where(combined > modulus // 2, combined - modulus, combined)
+    return np.array([packing.decode(int(a), layout.packed) for a in centred], dtype=np.float64)
+
+
+class LatticeSilo:
+    """Silo s of the lattice round: its counts, the server's public keys, its pairwise mask keys.
+
+    Args:
+        silo_id: s.
+        counts: n_su, [|U|].
+        layout: the session's :class:`LatticeLayout`.
+        public_keys: the server's, one per plaintext prime.
+        mask_keys: per peer silo, the 32-byte pairwise mask key of step 1(b).
+
+    Raises:
+        ValueError: counts of the wrong shape, or public keys that are not this session's (naming the silo).
+    """
+
+    def __init__(self, silo_id: int, counts: np.ndarray, layout: LatticeLayout, *, public_keys: Sequence[bytes],
+                 mask_keys: Mapping[int, bytes]) -> None:
+        sealapi = _seal()
+        row = np.asarray(counts, dtype=np.int64)
+        if row.shape != (layout.n_users,):
+            raise ValueError(f"silo {silo_id}: counts for {layout.n_users} users, got shape {row.shape}")
+        if len(public_keys) != len(layout.plain_moduli):
+            raise ValueError(f"silo {silo_id}: {len(public_keys)} public keys for {len(layout.plain_moduli)} primes")
+        self.silo_id, self.layout, self._counts = silo_id, layout, row
+        self._mask_keys = dict(mask_keys)
+        self._contexts = [_Context(t, layout.coefficient_bits) for t in layout.plain_moduli]
+        self._encryptors = []
+        for context, key in zip(self._contexts, public_keys, strict=True):
+            public = sealapi.PublicKey()
+            try:
+                _load(public, context.context, key)
+            except (RuntimeError, ValueError) as error:
+                raise ValueError(f"silo {silo_id}: not a public key of this lattice session: {error}") from error
+            self._encryptors.append(sealapi.Encryptor(context.context, public))
+        self._answered = 0
+
+    def masked_update(self, round_index: int, weights: Sequence[Sequence[bytes]], corrections: Sequence[int],
+                      deltas: np.ndarray, noise: np.ndarray) -> tuple[tuple[bytes, ...], ...]:
+        """Step 2(b): per plaintext prime and chunk of N parameters, the masked, flooded weighted sum.
+
+        Args:
+            round_index: t (each at most once, increasing).
+            weights: the server's ``Enc(y_u)``, per plaintext prime |U| ciphertexts
+                (:meth:`LatticeServer.encrypt_weights`).
+            corrections: c_u = floor(rho_u 2^g / C_LCM) of this round's rescale blinds (the same in every silo).
+            deltas: clipped deltas of this silo's users, (|U|, d) (rows of users without records are ignored).
+            noise: this silo's noise, (d,).
+
+        Raises:
+            ValueError: a round index not above the last answered one (a second update of a round would let the
+                key holder subtract the masks), wrong shapes, values beyond the bounds, or weights that are no
+                ciphertexts of the session.
+        """
+        if round_index <= self._answered:
+            raise ValueError(f"silo {self.silo_id} refuses round {round_index}: it answered round {self._answered} "
+                             f"(each round index at most once, in increasing order)")
+        layout = self.layout
+        deltas, noise = np.asarray(deltas, dtype=np.float64), np.asarray(noise, dtype=np.float64)
+        if deltas.ndim != 2 or deltas.shape[0] != layout.n_users or noise.shape != (deltas.shape[1],):
+            raise ValueError(f"silo {self.silo_id}: deltas must be (|U|, d) and noise (d,), got {deltas.shape}, "
+                             f"{noise.shape}")
+        if len(weights) != len(self._contexts) or any(len(w) != layout.n_users for w in weights):
+            raise ValueError(f"silo {self.silo_id}: weights must hold |U| = {layout.n_users} ciphertexts per "
+                             f"plaintext prime ({len(self._contexts)} primes)")
+        if len(corrections) != layout.n_users:
+            raise ValueError(f"silo {self.silo_id}: {len(corrections)} corrections for {layout.n_users} users")
+        f, g = layout.packed.resolution_bits, layout.packed.weight_bits
+        active = [u for u in range(layout.n_users) if self._counts[u] > 0]
+        if np.abs(deltas[active]).max(initial=0.0) > layout.clip or np.abs(noise).max(initial=0.0) > layout.noise_bound:
+            raise ValueError(f"silo {self.silo_id}: a delta beyond C={layout.clip} or a noise coordinate beyond "
+                             f"{layout.noise_bound:.3g}, the bounds the slot bound assumed; clip the deltas")
+        self._answered = round_index
+        scale = float(1 << f)
+        encoded = np.rint(deltas[active] * scale).astype(np.int64) * self._counts[active][:, None]
+        encoded_noise = np.rint(noise * scale).astype(object) * (1 << g)
+        parameters = deltas.shape[1]
+        peers = sorted(self._mask_keys)
+        streams = {peer: masks.KeyStream(self._mask_keys[peer], round_index=round_index,
+                                         purpose=PURPOSE_LATTICE_UPDATE) for peer in peers}
+        sealapi = _seal()
+        out = []
+        for context, encryptor, prime in zip(self._contexts, self._encryptors, weights, strict=True):
+            evaluator = context.evaluator
+            user_weights = []
+            for u in active:  # W_u = V_u - c_u = Enc(w_u), in NTT form for the products
+                weight = context.load(prime[u])
+                evaluator.sub_plain_inplace(weight, context.constant(int(corrections[u])))
+                evaluator.transform_to_ntt_inplace(weight)
+                user_weights.append(weight)
+            moduli = np.array(context.moduli, dtype=np.uint64)[None, :, None]
+            ciphertexts = []
+            for chunk in range(layout.chunks_for(parameters)):
+                span = slice(chunk * RING_DEGREE, min((chunk + 1) * RING_DEGREE, parameters))
+                total = sealapi.Ciphertext()
+                encryptor.encrypt_zero(total)  # re-randomisation: a fresh public-key Enc(0)
+                # a row of zeros adds nothing (and SEAL refuses its product, a transparent ciphertext)
+                rows = [(weight, row) for weight, row in zip(user_weights, encoded[:, span], strict=True) if row.any()]
+                if rows:
+                    products, product = sealapi.Ciphertext(), sealapi.Ciphertext()
+                    for index, (weight, row) in enumerate(rows):
+                        plain = context.vector(row)
+                        evaluator.transform_to_ntt_inplace(plain, context.parms_id)
+                        evaluator.multiply_plain(weight, plain, products if index == 0 else product)
+                        if index:
+                            evaluator.add_inplace(products, product)
+                    evaluator.transform_from_ntt_inplace(products)  # back from NTT form once per chunk
+                    evaluator.add_inplace(total, products)
+                evaluator.add_plain_inplace(total, context.vector(np.array(
+                    [int(v) % context.t for v in encoded_noise[span]], dtype=np.uint64).astype(np.int64)))
+                extra = np.zeros((2, len(context.moduli), RING_DEGREE), dtype=np.uint64)
+                extra[0] = flood_residues(layout.flood_bits, context.moduli)
+                for peer in peers:
+                    mask = uniform_residues(streams[peer], context.moduli, (2,))
+                    signed = mask if self.silo_id < peer else (moduli - mask) % moduli
+                    extra = (extra + signed) % moduli
+                evaluator.add_inplace(total, context.raw_ciphertext(extra))
+                ciphertexts.append(to_bytes(total))
+            out.append(tuple(ciphertexts))
+        return tuple(out)

@@ -62,8 +62,8 @@ def test_test_and_tool_dependencies_are_not_runtime_and_the_extras_exist():
     assert not runtime & NOT_RUNTIME
     assert {"flwr", "phe", "gmpy2"}.isdisjoint(runtime)
     extras = PYPROJECT["optional-dependencies"]
-    assert set(extras) == {"secure", "deploy", "book", "test", "lab", "all"}
-    assert extras["all"] == ["uldp[secure,deploy,book,lab]"]
+    assert set(extras) == {"secure", "lattice", "deploy", "book", "test", "lab", "all"}
+    assert extras["all"] == ["uldp[secure,lattice,deploy,book,lab]"]
 
 
 def test_license_file_matches_the_metadata_and_the_package_is_typed():

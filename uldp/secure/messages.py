@@ -356,7 +356,7 @@ class SiloState(Message, tag=8):
 
 
 @dataclass(frozen=True)
-class MaskedSumMessage(Message, tag=11):
+class MaskedSumMessage(Message, tag=14):
     """Silo -> server, the masked sum of plain updates (:mod:`uldp.secure.masked_sum`, step 3): the silo's encoded
     update plus its net pairwise masks in Z_(2^64).
 
@@ -374,7 +374,7 @@ class MaskedSumMessage(Message, tag=11):
 
 
 @dataclass(frozen=True)
-class MaskedSumState(Message, tag=12):
+class MaskedSumState(Message, tag=15):
     """Not sent: one silo's secrets and progress in the masked sum (:class:`uldp.secure.masked_sum.MaskedSumSilo`),
     where it keeps them between messages (a Flower ClientApp's node-local context state).
 

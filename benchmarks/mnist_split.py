@@ -14,15 +14,17 @@ import argparse
 import json
 import sys
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from sklearn.model_selection import train_test_split
 
 from uldp import data as uldp_data
-from uldp.data.base import FederatedDataset
 from uldp.simulation import RunConfig, run
+
+if TYPE_CHECKING:
+    from uldp.data.base import FederatedDataset
 
 
 def authors_split(standard: FederatedDataset, *, seed: int) -> FederatedDataset:

@@ -15,7 +15,8 @@
 #
 # The paper's {ref}`Figure 6 <paper-figure-6>`: accuracy (left) and user-level $\epsilon$ (right) on FLamby's
 # Fed-Heart-Disease, whose 4 silos (hospitals) are fixed, with 50 or 200 users ($n \approx 10$ and $2.5$ records per
-# user) and the uniform or zipf (80% in a primary silo) allocation; logistic regression with 14 parameters, $T = 50$
+# user) and the uniform (the authors' independent draws, `uniform-with-replacement`: {doc}`differences`) or zipf (80%
+# in a primary silo) allocation; logistic regression with 14 parameters, $T = 50$
 # rounds, local batch size 4. The paper's reading, common to the small medical datasets: ULDP-AVG is competitive,
 # ULDP-AVG-w converges much faster, ULDP-SGD slower; ULDP-NAIVE's $\epsilon$ is small but its utility low;
 # ULDP-GROUP-$k$ has good utility when $n$ is small but a very large $\epsilon$.

@@ -14,7 +14,8 @@
 # # TcgaBrca: privacy-utility trade-offs
 #
 # The paper's {ref}`Figure 7 <paper-figure-7>`: C-index (left) and user-level $\epsilon$ (right) on FLamby's
-# Fed-TCGA-BRCA survival data, 6 fixed silos (regions), 50 or 200 users ($n \approx 17$ and $4$), a linear Cox model
+# Fed-TCGA-BRCA survival data, 6 fixed silos (regions), 50 or 200 users ($n \approx 17$ and $4$) allocated uniformly (the
+# authors' independent draws, `uniform-with-replacement`: {doc}`differences`) or by zipf, a linear Cox model
 # with 40 parameters trained with the Cox partial likelihood, $T = 50$ rounds, local batch size 8. ULDP-GROUP-$k$ uses
 # the authors' global learning rate 0.1 and clipping bound 100 on this dataset. Every (user, silo) pair with records has
 # at least two (the Cox loss of one record is undefined), as the paper requires for ULDP-AVG's per-user clipping.

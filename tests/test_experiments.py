@@ -104,7 +104,9 @@ def test_privacy_utility_grids_are_the_settings_md_table():
     assert "Local batch size 64 (Creditcard, MNIST), 4 (HeartDisease), 8 (TcgaBrca)" in text
     assert "Creditcard and MNIST 5 silos; HeartDisease 4, TcgaBrca 6" in text
     for name in ("creditcard", "mnist", "heart_disease", "tcga_brca"):
-        schemes = {"uniform", "zipf", "zipf-noniid"} if name == "mnist" else {"uniform", "zipf"}
+        # the medical datasets' uniform is the authors' independent draws (issue 32); the others' stays balanced
+        uniform = "uniform-with-replacement" if name in ("heart_disease", "tcga_brca") else "uniform"
+        schemes = {uniform, "zipf", "zipf-noniid"} if name == "mnist" else {uniform, "zipf"}
         runs = _paper_params(name)
         got = {(p["dataset"], p["method"], p["n_users"]) for p in runs}
         assert got == {key for key in expected if key[0] == name}
@@ -149,7 +151,7 @@ def test_paper_spot_checks_transcribed_from_settings_md():
     assert runs[("mnist", "ULDP-AVG-w", 100, "uniform")]["global_lr"] == 10.0
     tcga = {(p["method"], p["n_users"], p["distribution"]): p for p in _paper_params("tcga_brca")}
     assert (tcga[("ULDP-GROUP-8", 50, "zipf")]["global_lr"], tcga[("ULDP-GROUP-8", 50, "zipf")]["clip"]) == (0.1, 100.0)
-    assert tcga[("ULDP-SGD", 200, "uniform")]["local_epochs"] is None
+    assert tcga[("ULDP-SGD", 200, "uniform-with-replacement")]["local_epochs"] is None
     runtime = _paper_params("protocol_runtime")
     assert {(p["dataset"], p["n_users"]) for p in runtime} == {(d, u) for d in ("heart_disease", "tcga_brca")
                                                                 for u in (10, 100)}
@@ -182,6 +184,27 @@ def test_smaller_profiles_only_shrink_the_paper_grid(name, profile):
     if GRIDS[name].kind == "privacy_utility":  # the method families the figure compares keep a representative
         assert {"DEFAULT", "ULDP-AVG", "ULDP-AVG-w"} | ({"ULDP-SGD"} if profile == "smoke" else set()) <= methods
         assert any(m.startswith("ULDP-GROUP") for m in methods)
+
+
+def test_uniform_allocation_swaps_only_the_authors_draws_and_rejects_other_schemes():
+    drawn = experiments.expand("heart_disease", "paper")
+    balanced = experiments.expand("heart_disease", "paper", uniform_allocation="uniform")
+    assert len(drawn) == len(balanced)
+    for one, other in zip(drawn, balanced, strict=True):
+        params, swapped = one.kwargs, other.kwargs
+        if params["distribution"] == "uniform-with-replacement":
+            assert swapped == {**params, "distribution": "uniform"}
+            assert "uniform" in other.panel and "with-replacement" not in other.panel
+        else:
+            assert swapped == params and one.key == other.key
+    # user-blind runs (DEFAULT, ULDP-NAIVE) ignore the allocation on fixed silos: one stored run serves both
+    blind = [(a.key, b.key) for a, b in zip(drawn, balanced, strict=True) if a.kwargs["method"] == "DEFAULT"]
+    assert blind and all(a == b for a, b in blind)
+    assert experiments.expand("creditcard", "paper", uniform_allocation="uniform") == experiments.expand(
+        "creditcard", "paper")
+    with pytest.raises(ValueError, match="uniform_allocation must be one of uniform, uniform-with-replacement, "
+                                         "got 'zipf'"):
+        experiments.expand("heart_disease", "paper", uniform_allocation="zipf")
 
 
 def test_method_filter_keeps_exactly_those_runs():
@@ -711,8 +734,10 @@ def test_every_committed_result_is_a_run_of_its_grid_stored_under_its_key(profil
     variants: dict[str, list[dict[str, Any]]] = {
         grid: [{}, {"accountant": "pld", "target_epsilon": epsilon}] for grid, epsilon in PLD_RERUNS}
     for name in {path.parent.name for path in files}:
-        grid_specs = [spec for privacy in variants.get(name, [{}])  # any seed up to 9
-                      for spec in expand(name, profile, seeds=list(range(10)), **privacy)]
+        # the medical uniform panels' balanced runs: the paper profile's until issue 32, kept to compare allocations
+        grid_specs = [spec for privacy in variants.get(name, [{}]) for uniform in ("uniform", None)
+                      for spec in expand(name, profile, seeds=list(range(10)), uniform_allocation=uniform,
+                                         **privacy)]  # any seed up to 9
         specs[name] = {spec.key: spec for spec in grid_specs}
         for grid_spec in grid_specs:  # a shared run has a place in more than one panel
             places.setdefault(grid_spec.key, set()).add((grid_spec.panel, grid_spec.series))

@@ -34,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--target-epsilon", type=float, default=None,
                         help="train every private run to this budget (sigma calibrated by the accountant) instead of "
                              "the paper's sigma 5; stored apart from the paper's runs")
+    parser.add_argument("--uniform-allocation", choices=("uniform", "uniform-with-replacement"), default=None,
+                        help="scheme of HeartDisease's and TcgaBrca's uniform panels (default the authors', "
+                             "uniform-with-replacement; uniform: balanced users)")
     parser.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
     parser.add_argument("--json", action="store_true",
                         help="write one JSON document (inputs and report) to stdout, nothing else")
@@ -63,7 +66,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.dry_run:
         specs = experiments.expand(args.name, args.profile, seeds=args.seeds, methods=args.methods,
                                    datasets=args.datasets, accountant=args.accountant,
-                                   target_epsilon=args.target_epsilon)
+                                   target_epsilon=args.target_epsilon, uniform_allocation=args.uniform_allocation)
         root = Path(args.root) if args.root else experiments.results_root(args.profile)
         todo = experiments.pending_runs(specs, root)
         expected = experiments.expected_seconds(todo, root)
@@ -88,12 +91,13 @@ def handle(args: argparse.Namespace) -> int:
                          + (["--datasets", *args.datasets] if args.datasets else [])
                          + (["--root", args.root] if args.root else [])
                          + (["--accountant", args.accountant] if args.accountant != "rdp" else [])
-                         + (["--target-epsilon", repr(args.target_epsilon)] if args.target_epsilon is not None else []))
+                         + (["--target-epsilon", repr(args.target_epsilon)] if args.target_epsilon is not None else [])
+                         + (["--uniform-allocation", args.uniform_allocation] if args.uniform_allocation else []))
     try:
         report = experiments.run_grid(args.name, args.profile, seeds=args.seeds, methods=args.methods,
                                       datasets=args.datasets, jobs=args.jobs, root=args.root, command=command,
                                       progress=show_progress(args), accountant=args.accountant,
-                                      target_epsilon=args.target_epsilon)
+                                      target_epsilon=args.target_epsilon, uniform_allocation=args.uniform_allocation)
     except KeyboardInterrupt as stop:
         print(f"uldp grid: {stop or 'stopped'}; the finished runs are stored and the same command resumes the grid",
               file=sys.stderr)

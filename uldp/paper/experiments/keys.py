@@ -48,6 +48,8 @@ class RunSpec:
         return config_hash(effective_arguments(self.kwargs))
 
 
+#: The two readings of the paper's uniform allocation: balanced users, and the authors' independent draws.
+UNIFORM_SCHEMES: tuple[str, ...] = ("uniform", WITH_REPLACEMENT)
 #: Run arguments that only say how records are allocated to users (and, without fixed silos, to silos).
 ALLOCATION_ARGUMENTS: tuple[str, ...] = ("n_users", "distribution", "n_labels")
 
@@ -86,14 +88,14 @@ def effective_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
         return dict(params)
     if dataset.fixed_silos:
         return {name: value for name, value in params.items() if name not in ALLOCATION_ARGUMENTS}
-    if params.get("distribution", "uniform") in ("uniform", WITH_REPLACEMENT):  # silos drawn alike whatever |U|
+    if params.get("distribution", "uniform") in UNIFORM_SCHEMES:  # silos drawn alike whatever |U|
         return {name: value for name, value in params.items() if name != "n_users"}
     return dict(params)
 
 
 def expand(grid_name: str, profile: str, *, seeds: Sequence[int] | None = None,
            methods: Sequence[str] | None = None, datasets: Sequence[str] | None = None, accountant: str = "rdp",
-           target_epsilon: float | None = None) -> list[RunSpec]:
+           target_epsilon: float | None = None, uniform_allocation: str | None = None) -> list[RunSpec]:
     """Every run of a grid at a profile, seeds innermost.
 
     ``accountant`` and ``target_epsilon`` enter a private run's arguments only when they differ from the paper's
@@ -109,13 +111,16 @@ def expand(grid_name: str, profile: str, *, seeds: Sequence[int] | None = None,
         accountant: The accountant of the private runs (``"rdp"``, the paper's, or ``"pld"``).
         target_epsilon: Train every private run to this budget (sigma calibrated by ``accountant``; see
             :class:`uldp.simulation.RunConfig`) instead of the paper's sigma. DEFAULT runs are unchanged.
+        uniform_allocation: The scheme of the panels the paper calls uniform on the datasets of
+            :data:`~uldp.paper.settings.AUTHORS_UNIFORM_DATASETS` (default theirs, ``uniform-with-replacement``;
+            ``"uniform"`` gives the balanced runs, the paper profile's before issue 32, to compare the two).
 
     Returns:
         The runs, in the order of the paper's grid (settings, then methods, then seeds).
 
     Raises:
-        ValueError: Unknown grid or profile, a negative or repeated seed, or a method or dataset the grid does not
-            run.
+        ValueError: Unknown grid or profile, a negative or repeated seed, a method or dataset the grid does not
+            run, or a ``uniform_allocation`` other than the two uniform schemes.
     """
     grid = get_grid(grid_name)
     check_profile(profile)
@@ -132,6 +137,8 @@ def expand(grid_name: str, profile: str, *, seeds: Sequence[int] | None = None,
     entries = _only(entries, "method", methods, grid_name)
     entries = _only(entries, "dataset", datasets, grid_name)
     entries = [_with_privacy(entry, accountant, target_epsilon) for entry in entries]
+    if uniform_allocation is not None:
+        entries = [_with_uniform(entry, uniform_allocation) for entry in entries]
     chosen = tuple(check_integer("seed", seed, minimum=0) for seed in (profile_seeds if seeds is None else seeds))
     if not chosen or len(set(chosen)) != len(chosen):
         raise ValueError(f"seeds must be distinct and at least one, got {list(chosen)!r}")
@@ -155,6 +162,16 @@ def _with_privacy(entry: Entry, accountant: str, target_epsilon: float | None) -
     if target_epsilon is not None:
         params.update(target_epsilon=check_positive("target_epsilon", target_epsilon), sigma=None)
     return Entry.of(**params)
+
+
+def _with_uniform(entry: Entry, scheme: str) -> Entry:
+    """``entry`` with ``scheme`` for the authors' uniform draws (``uniform-with-replacement``), unchanged otherwise."""
+    if scheme not in UNIFORM_SCHEMES:
+        raise ValueError(f"uniform_allocation must be one of {', '.join(UNIFORM_SCHEMES)}, got {scheme!r}")
+    params = entry.kwargs
+    if params.get("distribution") != WITH_REPLACEMENT:
+        return entry
+    return Entry.of(**{**params, "distribution": scheme})
 
 
 def _only(entries: list[Entry], field: str, wanted: Sequence[str] | None, grid_name: str) -> list[Entry]:

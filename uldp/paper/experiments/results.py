@@ -143,7 +143,7 @@ def duration(seconds: float) -> str:
 
 def load_results(grid_name: str, profile: str, *, seeds: Sequence[int] | None = None,
                  root: Path | str | None = None, accountant: str = "rdp",
-                 target_epsilon: float | None = None) -> ResultSet:
+                 target_epsilon: float | None = None, uniform_allocation: str | None = None) -> ResultSet:
     """Read the stored results of a grid at a profile (nothing runs).
 
     Args:
@@ -151,7 +151,8 @@ def load_results(grid_name: str, profile: str, *, seeds: Sequence[int] | None = 
         profile: One of :data:`PROFILES`.
         seeds: Seeds instead of the profile's.
         root: Results root (default :func:`results_root` of the profile).
-        accountant, target_epsilon: The runs made with these (see :func:`expand`; default: the paper's runs).
+        accountant, target_epsilon, uniform_allocation: The runs made with these (see :func:`expand`; default:
+            the paper's runs).
 
     Returns:
         The stored runs and the missing ones.
@@ -161,7 +162,8 @@ def load_results(grid_name: str, profile: str, *, seeds: Sequence[int] | None = 
     """
     root = Path(root) if root is not None else results_root(profile)
     runs, missing, seen = [], [], set()
-    for spec in expand(grid_name, profile, seeds=seeds, accountant=accountant, target_epsilon=target_epsilon):
+    for spec in expand(grid_name, profile, seeds=seeds, accountant=accountant, target_epsilon=target_epsilon,
+                       uniform_allocation=uniform_allocation):
         place = (spec.panel, spec.series, spec.seed)
         if place in seen:
             continue

@@ -171,6 +171,7 @@ def run_grid(
     command: str | None = None,
     accountant: str = "rdp",
     target_epsilon: float | None = None,
+    uniform_allocation: str | None = None,
 ) -> GridReport:
     """Run every run of a grid that is not stored yet, storing each as it finishes.
 
@@ -193,7 +194,8 @@ def run_grid(
         backend: What executes a run (default the simulation).
         progress: Show a tqdm bar with the remaining-time estimate (on stderr).
         command: Recorded in the provenance (default: this call).
-        accountant, target_epsilon: As in :func:`expand` (the paper's runs when left at their defaults).
+        accountant, target_epsilon, uniform_allocation: As in :func:`expand` (the paper's runs when left at their
+            defaults).
 
     Returns:
         A :class:`GridReport`.
@@ -204,7 +206,7 @@ def run_grid(
     """
     check_integer("jobs", jobs)
     specs = expand(grid_name, profile, seeds=seeds, methods=methods, datasets=datasets, accountant=accountant,
-                   target_epsilon=target_epsilon)
+                   target_epsilon=target_epsilon, uniform_allocation=uniform_allocation)
     root = Path(root) if root is not None else results_root(profile)
     started = time.perf_counter()
     # Seed-major order: an interrupted paper grid has whole figures with fewer seeds rather than half a figure.

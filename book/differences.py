@@ -323,8 +323,8 @@ else:
     changed_methods = sorted(set(allocation_effects.loc[changed.index, "method"]))
     display(Markdown(
         f"Of the {len(allocation_effects)} settings, {len(moved)} "
-        + ("moves" if len(moved) == 1 else "move")
-        + " its utility by more than two standard errors under the authors' draws"
+        + ("moves its" if len(moved) == 1 else "move their")
+        + " utility by more than two standard errors under the authors' draws"
         + (" (" + "; ".join(f"{row['dataset']} |U| = {row['|U|']} {row['method']}: {row['paired difference']}"
                             for _, row in moved.iterrows()) + ")" if len(moved) else "")
         + (f". $\\epsilon$ changes by a factor of {changed.min():.2g} to {changed.max():.1f} in "

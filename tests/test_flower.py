@@ -383,6 +383,20 @@ def test_protocol_1_never_answers_a_round_twice(hospital_files):
 
 
 #: The initial model is checked before the grid is used: these calls fail before any message.
+def test_a_repeated_union_step_is_refused_by_name(hospital_files):
+    """Issue 30, item 7: the server sends a silo the same relayed list twice; the silo answers each step once."""
+
+    class Repeating(uf.UldpStrategy):
+        def _ask(self, grid, contents, timeout, **options):
+            replies = super()._ask(grid, contents, timeout, **options)
+            if any(content.get("stage") == "psu-relay" for content in contents.values()):
+                return super()._ask(grid, contents, timeout, **options)
+            return replies
+
+    with pytest.raises(RuntimeError, match=r"refuses a relay message of step 0: step 2 is due"):
+        flower_run(hospital_files, model(), strategy_class=Repeating, method="ULDP-AVG", sigma=5.0, rounds=1)
+
+
 NO_GRID: Any = None
 
 

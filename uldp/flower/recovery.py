@@ -2,8 +2,8 @@
 the strategy's state checkpointed so that a resubmitted run resumes.
 
 - Silos are known by their identity, not their node id: each SuperNode's ClientApp answers the ``hello`` stage with
-  the name its operator gave it (``--node-config 'silo="..."'``) and the pseudonyms sealed under the silos' shared
-  key. :func:`discover_silos` waits (up to ``join_timeout``, saying every :data:`LOG_EVERY` seconds who is missing)
+  the name its operator gave it (``--node-config 'silo="..."'``) and its hello to the private set union (nonce,
+  size). :func:`discover_silos` waits (up to ``join_timeout``, saying every :data:`LOG_EVERY` seconds who is missing)
   until every expected silo answered, whatever node ids they now have (and while a round waits for answers,
   :func:`send_and_receive` says as often which silos it waits for); nodes that do not answer (a SuperNode that
   died and was restarted under a new id leaves its old id behind for a while) are passed over. A run refuses to

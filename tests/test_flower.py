@@ -56,12 +56,14 @@ def union_numbers(files: pathlib.Path, grid: LocalGrid) -> list[np.ndarray]:
     return [uf.user_numbers(contexts[h], pd.read_csv(files / f"{h}.csv")["patient"]) for h in sorted(HOSPITALS)]
 
 
-def in_process(files: pathlib.Path, net: nn.Module, grid: LocalGrid, **arguments) -> tuple[nn.Module, uldp.History]:
-    """uldp.fit on the silos' files concatenated in sorted name order, the union's user numbers as user ids."""
+def in_process(files: pathlib.Path, net: nn.Module, numbers: list[np.ndarray],
+               **arguments) -> tuple[nn.Module, uldp.History]:
+    """uldp.fit on the silos' files concatenated in sorted name order, the union's user numbers (per silo, as
+    :func:`union_numbers` reads them) as user ids."""
     parts = [pd.read_csv(files / f"{h}.csv") for h in sorted(HOSPITALS)]
     frame = pd.concat(parts)
     silos = [h for h, part in zip(sorted(HOSPITALS), parts, strict=True) for _ in range(len(part))]
-    users = np.concatenate(union_numbers(files, grid))
+    users = np.concatenate(numbers)
     return uldp.fit(net, frame[FEATURES].to_numpy(np.float32), frame["label"].to_numpy(), user_ids=users,
                     silo_ids=silos, loss=nn.CrossEntropyLoss(), **arguments)
 
@@ -94,7 +96,7 @@ def test_the_flower_federation_ends_at_the_in_process_model(hospital_files, meth
     net = model()
     settings = dict(method=method, sigma=1.0, q=0.8, local_epochs=2, batch_size=8, seed=5, rounds=2)
     flower, strategy, grid = flower_run(hospital_files, net, INSECURE_SEED_5, secure=False, **settings)
-    trained, history = in_process(hospital_files, net, grid, **settings)
+    trained, history = in_process(hospital_files, net, union_numbers(hospital_files, grid), **settings)
     np.testing.assert_array_equal(flower, uldp.flat_parameters(trained).numpy())
     assert strategy.epsilons == history.column("epsilon") and strategy.insecure_reproducible_noise
     noisy, private, _ = flower_run(hospital_files, net, secure=False, **settings)  # the silos' own CSPRNG
@@ -154,7 +156,8 @@ def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(hosp
         exact = sum(weights[s] @ deltas + noise for s, deltas, noise in sorted(inputs[3 * t:3 * t + 3],
                                                                                key=lambda item: item[0]))
         assert np.max(np.abs(decoded[t] - exact)) <= 1e-10
-    trained, _ = in_process(hospital_files, net, grid, **settings)  # the plain federation, the same user numbers
+    # the plain federation, the same user numbers
+    trained, _ = in_process(hospital_files, net, union_numbers(hospital_files, grid), **settings)
     np.testing.assert_allclose(secure, uldp.flat_parameters(trained).numpy(), rtol=1e-5, atol=1e-6)
     _, plain_strategy, _ = flower_run(hospital_files, net, INSECURE_SEED_5, secure=False, **settings)
     assert strategy.epsilons == plain_strategy.epsilons == strategy.server_view_epsilons

@@ -3,7 +3,7 @@ loopback (no TLS: Flower's insecure local mode, for a demonstration only), then 
 
 Usage: python launch.py [--data DIR] [--rounds 2] [--sigma 1.0] [--work DIR]
 
-``--data`` is a folder with one ``<hospital>.csv`` per hospital and the hospitals' shared pseudonym key ``key``
+``--data`` is a folder with one ``<hospital>.csv`` per hospital and the hospitals' shared relay key ``key``
 (``uldp.flower.write_key_file``); without it the launcher writes a small synthetic one. On real machines each
 hospital starts only its own SuperNode (``flower-supernode --superlink <server>:9092 --root-certificates ca.crt
 --node-config 'silo="..." data="..." uldp-key-file="..."'``) and the server its SuperLink with TLS.

@@ -371,6 +371,7 @@ class UnionSilo:
         self._roster: Roster | None = None
         self._index = -1
         self._share_counts = False
+        self._order = np.zeros(0, dtype=np.int64)  # the order of self._users in this silo's list
         self._own_final = np.zeros(0, dtype=object)  # F of each of self._users, after step |S|
         self._sent_share = b""
 
@@ -421,14 +422,14 @@ class UnionSilo:
         owner = (self._index - step) % n
         self._check_header(message, step - 1, sender=(self._index - 1) % n, recipient=self._index, owner=owner)
         elements = self._open_list(message, owner)
-        self._next = step + 1
         if step < n:
+            self._next = step + 1
             return self._seal(step, self._successor, owner, self._raise(elements))
+        if len(set(elements)) != len(elements):
+            raise RelayRefused("this silo's own list came back with repeated values (altered by a silo)")
         final = np.empty(self._users.size, dtype=object)
         final[self._order] = elements
-        if len(set(elements)) != len(elements):
-            raise RelayRefused("this silo's own list came back with repeated values (tampered by a silo)")
-        self._own_final = final
+        self._own_final, self._next = final, step + 1
         order = sorted(range(final.size), key=lambda j: final[j])
         counts = self._counts[order] if self._share_counts else np.ones(len(order), dtype=np.int64)
         share = self._encode([final[j] for j in order]) + counts.astype(_COUNT).tobytes()
@@ -557,7 +558,7 @@ class UnionSilo:
             "name": self.name, "group": self.group.name, "exponent": format(self._exponent, "x"),
             "nonce": self._nonce.hex(), "next": self._next, "index": self._index, "share_counts": self._share_counts,
             "roster": None if self._roster is None else self._roster.to_bytes().decode(),
-            "order": [int(j) for j in getattr(self, "_order", [])],
+            "order": [int(j) for j in self._order],
             "own_final": [format(int(v), "x") for v in self._own_final], "sent_share": self._sent_share.hex(),
             "users": hashlib.sha256("\n".join(self._users).encode()).hexdigest()}).encode()
 
@@ -580,7 +581,7 @@ class UnionSilo:
             silo._next, silo._index, silo._share_counts = int(raw["next"]), int(raw["index"]), bool(raw["share_counts"])
             silo._roster = None if raw["roster"] is None else Roster.from_bytes(raw["roster"].encode())
             silo._order = np.array(raw["order"], dtype=np.int64)
-            silo._own_final = np.array([int(v, 16) for v in raw["own_final"]] or [], dtype=object)
+            silo._own_final = np.array([int(v, 16) for v in raw["own_final"]], dtype=object)
             silo._sent_share = bytes.fromhex(raw["sent_share"])
         except (KeyError, TypeError, json.JSONDecodeError) as error:
             raise ValueError(f"a union state that does not parse: {error!r}") from error

@@ -174,6 +174,13 @@ def test_values_outside_the_group_and_foreign_rosters_are_refused():
         stranger.start(roster, share_counts=False)  # the roster of a session this silo did not say hello to
     with pytest.raises(RelayRefused, match="sorted order"):
         Roster.from_bytes(Roster("g", ("b", "a"), roster.hellos).to_bytes())
+    with pytest.raises(RelayRefused, match="roster is malformed"):
+        Roster.from_bytes(b'{"group": "g", "names": ["a"], "hellos": ["zz"]}')
+    with pytest.raises(RelayRefused, match="a union hello has 20 bytes, got 3 bytes"):
+        psu.Hello.from_bytes(b"abc")
+    with pytest.raises(RelayRefused, match="roster's group is 'modp2048'"):
+        UnionSilo("a", ["x"], relay_key=KEY, **TEST).start(Roster("modp2048", ("a",), roster.hellos[:1]),
+                                                            share_counts=False)
 
 
 def test_groups_are_rfc_3526_safe_primes_and_the_test_group_needs_consent():

@@ -146,20 +146,51 @@ show_captioned(plt.gcf(), "What the server sees, as a share of the Paillier modu
 #
 # - **The server** learns $|S|$, $|U|$, each silo's number of records and of distinct users (the sizes of what it
 #   relays), the users it samples, $B(N_u) = r_u N_u$ (uniform on $\mathbb{Z}_n^*$ when $N_u > 0$, $0$ otherwise: so it
-#   learns which users have no record at all) and the decoded noisy sum. It never sees a patient id, a pseudonym in
-#   the clear (the silos' lists travel sealed under a key it lacks) or any $n_{s,u}$.
+#   learns which users have no record at all) and the decoded noisy sum. It never sees a patient id, a blinded value
+#   (the silos' lists travel sealed under a key it lacks) or any $n_{s,u}$, so not which silo holds which user.
 # - **A silo** learns its own records, the protocol's blinds $r_u$ (shared by all silos), the encrypted weights and
-#   the weight powers (which any silo could compute itself) and, to agree on $U$ on Flower, **the pseudonym list of
-#   every other silo**: which pseudonyms each holds, never how many records (except in a plain ULDP-AVG-w run, the
-#   explicit opt-out, where the enhanced weights need every $n_{s,u}$). The pseudonyms are HMAC-SHA256 under a key
-#   that all silos share, so **a silo can test a guessed patient id against another silo's list**: a dictionary over
-#   guessable ids (consecutive record numbers) recovers which of them another hospital treats. This is acceptable only
-#   where patient ids are not guessable (random study ids of 128 bits, which a silo maps its records to before the
-#   federation) or where membership among the consortium's hospitals is not itself sensitive; a DH-based private set
-#   union (commutative blinding, each silo raising the others' hashed ids to its secret exponent) would remove it and
-#   is not implemented. In `uldp deploy` the users and their allocation come from the shared configuration: public to
-#   every party by construction (a dress rehearsal on registered datasets).
-#
+#   the weight powers (which any silo could compute itself) and, from agreeing on $U$ on Flower, $|U|$, every other
+#   silo's number of patients, **which of its own patients each other silo also holds**, and how many pseudorandom
+#   users any two other silos share (never how many records, except in a plain ULDP-AVG-w run, the explicit opt-out,
+#   where the enhanced weights need every $n_{s,u}$). It **cannot test a guessed patient id** against another silo's
+#   patients. The silos agree on $U$ by a private set union with commutative Diffie-Hellman blinding (Meadows 1986;
+#   Huberman, Franklin and Hogg 1999; `uldp.secure.psu`): every silo hashes its ids into the quadratic residues of
+#   RFC 3526's 2048-bit safe-prime group and raises them to a secret exponent drawn for this run; the lists go round
+#   the silos through the server, sealed, until every element carries every silo's exponent,
+#   $F(x) = H(x)^{a_1 \cdots a_{|S|}}$, and the sorted union of the $F$ values numbers the users. A silo can raise
+#   $H(\text{guess})$ to its own exponent only, so under the decisional Diffie-Hellman assumption another silo's $F$
+#   values are pseudorandom to it; what remains is what the enhanced weights need (a patient's records at the other
+#   hospitals count in $N_u$): a hospital learns that a patient it treats was treated elsewhere, nothing about a
+#   patient it does not treat. (A silo that departs from the protocol and enters guessed ids as its own learns
+#   which of them others hold, as with any set union.) Each silo answers each step of one session once and in order,
+#   so a server that repeats, reorders or drops messages is refused by name and learns nothing more; a new set-up
+#   draws new exponents. The shared-key HMAC pseudonyms used before let any silo run a dictionary over guessable ids
+#   against another hospital's list (20 of 20 of its patients recovered, `tests/test_psu.py`).
+#   In `uldp deploy` the users and their allocation come from the shared configuration's seed: public to every
+#   party, the server included, by construction (a dress rehearsal on registered datasets), so there are no private
+#   ids to hide and no union to run.
+
+# %%
+from uldp.paper.chapters import benchmark_result
+from uldp.secure.psu import DEFAULT_GROUP, private_set_union
+
+consortium = [[f"P-{i:03d}" for i in range(30)], [f"P-{i:03d}" for i in range(20, 45)],
+              [f"P-{i:03d}" for i in range(40, 50)]]
+numbered = private_set_union(consortium)  # three silos, the default group, fresh exponents
+patients = sorted(set().union(*map(set, consortium)))
+numbers = {p: {int(r.index_of([p])[0]) for r, ids in zip(numbered, consortium, strict=True) if p in ids}
+           for p in patients}
+assert numbered[0].n_users == len(patients) and all(len(n) == 1 for n in numbers.values())
+cost = benchmark_result("psu")["results"]
+print(f"{DEFAULT_GROUP.name} ({DEFAULT_GROUP.p.bit_length()}-bit): |U| = {numbered[0].n_users}; each patient held "
+      f"by several silos has the same number at each of them. Set-up at |U| = {cost['users']}, {cost['silos']} "
+      f"silos (benchmarks/psu.py): {cost['exponentiations_per_silo']} exponentiations per silo, "
+      f"{cost['slowest_silo_seconds']:.0f} s for the slowest silo "
+      f"({cost['slowest_silo_seconds_per_element'] * 1e3:.1f} ms per element and hop), "
+      f"{cost['seconds_all_silos_in_one_process']:.0f} s for all silos in one process, on {cost['cores']} cores "
+      f"shared with other work (load average {cost['load_average']['before']:.0f})")
+
+# %% [markdown]
 # Nothing the server sends changes a silo's randomness, budget or answers: each silo holds its own privacy policy
 # (`uldp.policy.SiloPolicy`: accountant, target $\epsilon$ and $\delta$, minimum $\sigma$, most rounds, local epochs
 # and records, smallest user sample), refuses by name whatever exceeds it, answers each round index once (a ledger

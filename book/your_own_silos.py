@@ -78,11 +78,13 @@ print(f"{len(visits)} visits of {visits.patient_id.nunique()} patients in {len(H
 visits.head()
 
 # %% [markdown]
-# ## The hospitals' shared key
+# ## The hospitals' relay key
 #
-# Patients are matched across hospitals by a **keyed pseudonym** of their id, `HMAC-SHA256(K, id)`, under a key
-# `K` that the hospitals share and the server never gets: equal ids give equal pseudonyms everywhere, and without
-# `K` nobody can test a guessed id against a pseudonym. `uldp.flower.write_key_file` draws `K` from the operating
+# On Flower, the hospitals match their patients by a **private set union** (`uldp.secure.psu`, {doc}`weighting_protocol`):
+# each hospital blinds its patient ids with a secret exponent of its own, the blinded lists go round the hospitals
+# through the server, and the sorted union numbers the patients; no hospital can test a guessed id against another's
+# patients. What the hospitals send each other through the server is sealed under a key `K` that they share and the
+# server never gets (it only seals; no id goes through it). `uldp.flower.write_key_file` draws `K` from the operating
 # system's CSPRNG into a file readable by its owner only; each hospital gets a copy out of band.
 
 # %%
@@ -94,7 +96,7 @@ _ = uldp.flower.write_key_file(key_file)  # returns the key; never print it
 # %% [markdown]
 # ## Training in process, at a target epsilon
 #
-# This is the whole script a new user writes: read the files, pseudonymize the ids, describe the model, call `uldp.fit`
+# This is the whole script a new user writes: read the files, describe the model, call `uldp.fit`
 # with a target $\epsilon$. Patient and hospital ids may be any hashable values (they are numbered in sorted order); the
 # loss is a standard torch loss; the method is ULDP-AVG-w (enhanced weights $w_{su} = n_{su}/N_u$,
 # {ref}`Eq. (3) <paper-equation-3>`) with user sampling at rate $q$ ({ref}`Algorithm 4 <paper-algorithm-4>`); $\sigma$
@@ -114,7 +116,7 @@ import uldp.flower
 files = sorted(folder.glob("*.csv"))
 frame = pd.concat([pd.read_csv(f).assign(hospital=f.stem) for f in files if f.stem != "test"])
 test = pd.read_csv(folder / "test.csv")
-patients = uldp.flower.pseudonymize(frame["patient_id"], uldp.flower.read_key_file(key_file))
+patients = frame["patient_id"]  # in one process the raw ids serve; the Flower run below never pools them
 model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 1))
 trained, history = uldp.fit(
     model, frame[FEATURES].to_numpy(np.float32), frame["outcome"], user_ids=patients, silo_ids=frame["hospital"],
@@ -209,18 +211,18 @@ pd.DataFrame(comparison).T
 # server runs a **ServerApp** with `uldp.flower.UldpStrategy`. The strategy and the hospitals' `ClientApp` talk in
 # three stages:
 #
-# 1. each hospital loads its own records, pseudonymizes its patient ids and answers with its name, its record count
-#    and its per-patient record counts *sealed* with a key derived from `K` (AES-256-GCM): the server relays them
-#    and cannot read them;
-# 2. every hospital opens the others' counts (the enhanced weights need $N_u = \sum_s n_{su}$), numbers the
-#    patients in sorted order of their pseudonyms and keeps $n_{su}$ in its node-local context state; the server
-#    checks that all agree on the number of patients;
+# 1. each hospital loads its own records and answers with its name and record count; then the hospitals run the
+#    private set union of their patient ids through the server, every list sealed under `K` (the server relays
+#    them and cannot read them), each hospital's share carrying its per-patient record counts;
+# 2. every hospital takes the union (the enhanced weights need $N_u = \sum_s n_{su}$), numbers the patients in
+#    sorted order of their blinded values and keeps $n_{su}$ in its node-local context state; the server checks
+#    that all agree on the number of patients;
 # 3. each round the server samples patients ({ref}`Algorithm 4 <paper-algorithm-4>`) and each hospital answers
 #    $\sum_u w_{su}\,\mathrm{clip}(\Delta_{su}) + z_s$ ({ref}`Algorithm 3 <paper-algorithm-3>`), its noise $z_s$ drawn
 #    from its own CSPRNG-seeded stream.
 #
-# Here each hospital learns how many records each pseudonym has at the other hospitals (the server does not). That is
-# why ULDP-AVG-w runs {ref}`Protocol 1 <paper-protocol-1>` by default (`secure=True`, below): then no party learns
+# Here each hospital learns how many records each of its patients has at the other hospitals (the server does not).
+# That is why ULDP-AVG-w runs {ref}`Protocol 1 <paper-protocol-1>` by default (`secure=True`, below): then no party learns
 # another hospital's counts. ULDP-AVG, which needs no counts, sums the hospitals' updates under Protocol 1's pairwise
 # masks by default (`uldp.secure.masked_sum`), so the server never sees one hospital's update. The first runs below opt
 # out (`secure=False`) to compare with `uldp.fit`.
@@ -288,18 +290,34 @@ strategy = uldp.flower.UldpStrategy(method="ULDP-AVG-w", sigma=history.sigma, q=
 result = strategy.start(grid, ArrayRecord([uldp.flat_parameters(torch_model).numpy()]),
                         num_rounds=SIZES["rounds"])
 on_flower = result.arrays.to_numpy_ndarrays()[0]
-difference = np.abs(on_flower - uldp.flat_parameters(trained).numpy()).max()
+
+
+def fit_as_numbered(grid: uldp.flower.LocalGrid) -> tuple[nn.Module, uldp.History]:
+    """uldp.fit on the pooled table, the patients numbered as the union of ``grid``'s run numbered them (each run's
+    union draws fresh secrets, hence fresh numbers; the user sample follows the numbers). For this check only."""
+    numbers = np.empty(len(frame), dtype=np.int64)
+    for context in grid.contexts.values():
+        rows = (frame["hospital"] == context.node_config["silo"]).to_numpy()
+        numbers[rows] = uldp.flower.user_numbers(context, frame.loc[rows, "patient_id"])
+    return uldp.fit(model, frame[FEATURES].to_numpy(np.float32), frame["outcome"], user_ids=numbers,
+                    silo_ids=frame["hospital"], loss=nn.BCEWithLogitsLoss(), method="ULDP-AVG-w", epsilon=4.0,
+                    delta=1e-5, q=0.5, rounds=SIZES["rounds"], local_epochs=SIZES["local_epochs"], batch_size=16,
+                    seed=0)
+
+
+pooled, pooled_history = fit_as_numbered(grid)
+difference = np.abs(on_flower - uldp.flat_parameters(pooled).numpy()).max()
 print(f"largest difference between the Flower model and uldp.fit's: {difference}")
 print(f"epsilon after each round, Flower: {np.round(strategy.epsilons, 4).tolist()}")
-print(f"epsilon after each round, fit:    {np.round(history.column('epsilon'), 4).tolist()}")
+print(f"epsilon after each round, fit:    {np.round(pooled_history.column('epsilon'), 4).tolist()}")
 print(f"epsilon of the server's view without secure aggregation: {np.round(strategy.server_view_epsilons, 4).tolist()}")
-assert difference == 0.0 and strategy.epsilons == history.column("epsilon")
+assert difference == 0.0 and strategy.epsilons == pooled_history.column("epsilon")
 
 # %% [markdown]
 # The two runs agree bit for bit: the hospitals read their own files and the server never saw a patient id, a
 # record or a per-patient count, yet the model is the one `uldp.fit` trained on the pooled table. (The pooled table
-# read the files in sorted order of the hospitals' names and used the same pseudonyms: that is the order in which
-# the strategy numbers hospitals, their records and the patients.)
+# read the files in sorted order of the hospitals' names, the order in which the strategy numbers hospitals and their
+# records, and numbered the patients as the union did: `uldp.flower.user_numbers` reads that at each hospital.)
 #
 # Without the test-only option the hospitals' noise comes from their own CSPRNGs, and the model differs:
 
@@ -323,9 +341,9 @@ print("same model as with the shared seed:",
 # keys, the sealed seed and the blinded histograms $r_u n_{su}$), and each round adds one (the encrypted weights and the
 # hospitals' sealed weight powers) before the hospitals answer with *masked, encrypted* updates. The server decrypts
 # only their product, $\sum_s (\sum_u w_{su}\,\mathrm{clip}(\Delta_{su}) + z_s)$, within the precision $P = 10^{-10}$ of
-# the plain sum ({ref}`Theorem 4 <paper-theorem-4>`). Stage 1 then carries only each hospital's pseudonyms (to agree on
-# the patients), not its counts: a hospital learns which pseudonyms the others hold, never how many records (hiding that
-# too would need a private set union, which {ref}`Protocol 1 <paper-protocol-1>` does not provide).
+# the plain sum ({ref}`Theorem 4 <paper-theorem-4>`). The union's shares then carry no counts: a hospital learns
+# which of its own patients the others also treat, never how many records, and nothing about a patient it does not
+# treat.
 #
 # Flower may run each message in a fresh `ClientApp` process, so a hospital's secrets (its X25519 key, pairwise keys,
 # the seed $R$, its counts) live between messages in its SuperNode's `context.state`, as bytes of the protocol's own
@@ -346,12 +364,13 @@ secure = uldp.flower.UldpStrategy(method="ULDP-AVG-w", sigma=history.sigma, q=0.
                                   local_epochs=SIZES["local_epochs"], batch_size=16, seed=0, protocol=keys)
 result = secure.start(grid, ArrayRecord([uldp.flat_parameters(torch_model).numpy()]), num_rounds=SIZES["rounds"])
 with_protocol = result.arrays.to_numpy_ndarrays()[0]
+without = uldp.flat_parameters(fit_as_numbered(grid)[0]).numpy()
 print(f"largest difference between the model with Protocol 1 and without: "
-      f"{np.abs(with_protocol - on_flower).max():.2e} (float32 rounding: the protocol sums in float64)")
+      f"{np.abs(with_protocol - without).max():.2e} (float32 rounding: the protocol sums in float64)")
 held = {int(c.state["uldp"]["index"]): c.state["uldp_arrays"].to_numpy_ndarrays()[0] for c in grid.contexts.values()}
 print("each hospital holds only its own counts n_su:",
       all(not np.delete(counts, s, axis=0).any() and counts[s].any() for s, counts in held.items()))
-assert np.allclose(with_protocol, on_flower, rtol=1e-5, atol=1e-6)
+assert np.allclose(with_protocol, without, rtol=1e-5, atol=1e-6)
 
 # %% [markdown]
 # What the protocol costs per round, against the round without it and the round in this process (the Flower runs

@@ -1,7 +1,8 @@
-"""uldp.flower: the Message-API strategy and silo ClientApp equal uldp.fit; pseudonyms and sealed histograms."""
+"""uldp.flower: the Message-API strategy and silo ClientApp equal uldp.fit under the private set union's numbers."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -13,7 +14,6 @@ from torch import nn
 import uldp
 import uldp.flower as uf
 from uldp.flower.local import LocalGrid
-from uldp.flower.pseudonyms import open_histogram, seal_histogram
 from uldp.methods.base import needed
 from uldp.secure.driver import ProtocolAbort
 
@@ -41,21 +41,29 @@ def hospital_files(tmp_path: pathlib.Path) -> pathlib.Path:
     frame["label"] = (frame.a > 0).astype(int)
     frame["patient"] = [f"P{u}" for u in rng.integers(0, 20, n)]
     frame["hospital"] = rng.choice(HOSPITALS, n)
-    key = uf.write_key_file(tmp_path / "key")
-    # a patient whose pseudonym ends in a zero byte (a numpy bytes array would silently drop it)
-    trailing_zero = next(f"Z{i}" for i in range(100000) if uf.pseudonymize([f"Z{i}"], key)[0].endswith("00"))
+    uf.write_key_file(tmp_path / "key")
+    # a patient whose key at its silo (SHA-256) ends in a zero byte (a numpy bytes array would silently drop it)
+    trailing_zero = next(f"Z{i}" for i in range(100000) if hashlib.sha256(f"Z{i}".encode()).hexdigest().endswith("00"))
     frame.loc[frame["patient"] == "P0", "patient"] = trailing_zero
     for hospital, part in frame.groupby("hospital"):
         part.drop(columns="hospital").to_csv(tmp_path / f"{hospital}.csv", index=False)
     return tmp_path
 
 
-def in_process(files: pathlib.Path, net: nn.Module, **arguments) -> tuple[nn.Module, uldp.History]:
-    """uldp.fit on the silos' files concatenated in sorted name order, the pseudonyms as user ids."""
+def union_numbers(files: pathlib.Path, grid: LocalGrid) -> list[np.ndarray]:
+    """Per hospital (sorted names), the user number the union gave each record's patient, read at each silo."""
+    contexts = {context.node_config["silo"]: context for context in grid.contexts.values()}
+    return [uf.user_numbers(contexts[h], pd.read_csv(files / f"{h}.csv")["patient"]) for h in sorted(HOSPITALS)]
+
+
+def in_process(files: pathlib.Path, net: nn.Module, numbers: list[np.ndarray],
+               **arguments) -> tuple[nn.Module, uldp.History]:
+    """uldp.fit on the silos' files concatenated in sorted name order, the union's user numbers (per silo, as
+    :func:`union_numbers` reads them) as user ids."""
     parts = [pd.read_csv(files / f"{h}.csv") for h in sorted(HOSPITALS)]
     frame = pd.concat(parts)
     silos = [h for h, part in zip(sorted(HOSPITALS), parts, strict=True) for _ in range(len(part))]
-    users = uf.pseudonymize(frame["patient"], uf.read_key_file(files / "key"))
+    users = np.concatenate(numbers)
     return uldp.fit(net, frame[FEATURES].to_numpy(np.float32), frame["label"].to_numpy(), user_ids=users,
                     silo_ids=silos, loss=nn.CrossEntropyLoss(), **arguments)
 
@@ -87,8 +95,8 @@ def flower_run(files: pathlib.Path, net: nn.Module, node_config: dict | None = N
 def test_the_flower_federation_ends_at_the_in_process_model(hospital_files, method):
     net = model()
     settings = dict(method=method, sigma=1.0, q=0.8, local_epochs=2, batch_size=8, seed=5, rounds=2)
-    flower, strategy, _ = flower_run(hospital_files, net, INSECURE_SEED_5, secure=False, **settings)
-    trained, history = in_process(hospital_files, net, **settings)
+    flower, strategy, grid = flower_run(hospital_files, net, INSECURE_SEED_5, secure=False, **settings)
+    trained, history = in_process(hospital_files, net, union_numbers(hospital_files, grid), **settings)
     np.testing.assert_array_equal(flower, uldp.flat_parameters(trained).numpy())
     assert strategy.epsilons == history.column("epsilon") and strategy.insecure_reproducible_noise
     noisy, private, _ = flower_run(hospital_files, net, secure=False, **settings)  # the silos' own CSPRNG
@@ -101,13 +109,11 @@ ALLOW_TEST_KEYS = {"uldp-insecure-test-keys": "true"}
 INSECURE_SEED_5 = {"uldp-insecure-reproducible-noise": 5}
 
 
-def exact_counts(files: pathlib.Path) -> np.ndarray:
-    """n[s, u] from the files (silos and users in sorted order of names and pseudonyms), not through uldp.flower."""
-    parts = [pd.read_csv(files / f"{h}.csv") for h in sorted(HOSPITALS)]
-    key = uf.read_key_file(files / "key")
-    per_silo = [pd.Series(uf.pseudonymize(part["patient"], key)).value_counts() for part in parts]
-    users = sorted(set().union(*(set(c.index) for c in per_silo)))
-    return np.array([[int(c.get(u, 0)) for u in users] for c in per_silo])
+def exact_counts(files: pathlib.Path, grid: LocalGrid) -> np.ndarray:
+    """n[s, u] counted from the files (silos in sorted name order, users as the union numbered them)."""
+    numbers = union_numbers(files, grid)
+    n_users = 1 + max(int(n.max()) for n in numbers)
+    return np.stack([np.bincount(n, minlength=n_users) for n in numbers])
 
 
 @pytest.mark.parametrize("backend", ["paillier", "packed-paillier"])
@@ -143,15 +149,17 @@ def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(hosp
     secure, strategy, grid = flower_run(hospital_files, net, {**ALLOW_TEST_KEYS, **INSECURE_SEED_5}, secure=True,
                                         protocol={**TEST_KEYS, "backend": backend}, **settings)
     assert strategy.protocol.backend == backend
-    counts = exact_counts(hospital_files)
+    counts = exact_counts(hospital_files, grid)
     assert strategy.n_users == counts.shape[1] and len(decoded) == len(sampled_rounds) == 2
     for t in range(2):
         weights = np.where(sampled_rounds[t], counts / counts.sum(axis=0), 0.0)
         exact = sum(weights[s] @ deltas + noise for s, deltas, noise in sorted(inputs[3 * t:3 * t + 3],
                                                                                key=lambda item: item[0]))
         assert np.max(np.abs(decoded[t] - exact)) <= 1e-10
-    plain, plain_strategy, _ = flower_run(hospital_files, net, INSECURE_SEED_5, secure=False, **settings)
-    np.testing.assert_allclose(secure, plain, rtol=1e-5, atol=1e-6)
+    # the plain federation, the same user numbers
+    trained, _ = in_process(hospital_files, net, union_numbers(hospital_files, grid), **settings)
+    np.testing.assert_allclose(secure, uldp.flat_parameters(trained).numpy(), rtol=1e-5, atol=1e-6)
+    _, plain_strategy, _ = flower_run(hospital_files, net, INSECURE_SEED_5, secure=False, **settings)
     assert strategy.epsilons == plain_strategy.epsilons == strategy.server_view_epsilons
     assert all(view > epsilon for view, epsilon in zip(plain_strategy.server_view_epsilons, plain_strategy.epsilons,
                                                        strict=True))
@@ -183,30 +191,6 @@ def test_silos_refuse_less_noise_than_their_floor(hospital_files):
     with pytest.raises(RuntimeError, match=r"sigma=1\.0 is below this silo's min_sigma 2\.0"):
         flower_run(hospital_files, model(), {"uldp-policy-min-sigma": 2.0}, secure=False, sigma=1.0, local_epochs=1,
                    rounds=1)
-
-
-def test_pseudonyms_are_hmac_sha256_of_the_id_under_the_silo_key():
-    import hashlib
-    import hmac
-
-    key = bytes(range(32))
-    assert uf.pseudonymize(["P-7", 12], key) == [hmac.new(key, b"P-7", hashlib.sha256).hexdigest(),
-                                                 hmac.new(key, b"12", hashlib.sha256).hexdigest()]
-    assert uf.pseudonymize(["P-7"], key) != uf.pseudonymize(["P-7"], bytes(32))
-    with pytest.raises(ValueError, match="at least 32 random bytes"):
-        uf.pseudonymize(["P-7"], b"short")
-
-
-def test_sealed_histograms_open_only_under_the_key_and_for_the_silo_they_name():
-    key = uf.new_silo_key()
-    names = np.array(uf.pseudonymize(["a", "b"], key))
-    sealed = seal_histogram(names, np.array([3, 1]), key, silo="Royal")
-    opened = open_histogram(sealed, key, silo="Royal")
-    assert opened[0] == list(names) and opened[1].tolist() == [3, 1]
-    for other_key, silo, data in ((uf.new_silo_key(), "Royal", sealed), (key, "General", sealed),
-                                  (key, "Royal", sealed[:-1] + bytes([sealed[-1] ^ 1]))):
-        with pytest.raises(ValueError, match="does not open"):
-            open_histogram(data, other_key, silo=silo)
 
 
 def test_key_files_are_private_and_never_overwritten(tmp_path):
@@ -345,11 +329,11 @@ def test_without_secure_aggregation_the_silos_account_for_the_servers_view(hospi
 
 def test_without_counts_in_the_method_no_silo_learns_anothers_counts(hospital_files):
     """Attack 7: with secure=False every silo received every other silo's exact n_su, even for ULDP-AVG, which needs
-    none. Now the sealed histograms carry pseudonyms only (each count 1) unless plain ULDP-AVG-w needs the counts."""
-    counts = exact_counts(hospital_files)
+    none. Now the union's shares carry no counts (each count 1) unless plain ULDP-AVG-w needs them."""
     for method, shared in (("ULDP-AVG", False), ("ULDP-AVG-w", True)):
         _, _, grid = flower_run(hospital_files, model(), method=method, secure=False, sigma=5.0, local_epochs=1,
                                 rounds=1)
+        counts = exact_counts(hospital_files, grid)
         for context in grid.contexts.values():
             s = context.state.config_records["uldp"]["index"]
             assert isinstance(s, int)
@@ -481,6 +465,20 @@ def test_protocol_1_never_answers_a_round_twice(hospital_files):
 
 
 #: The initial model is checked before the grid is used: these calls fail before any message.
+def test_a_repeated_union_step_is_refused_by_name(hospital_files):
+    """Issue 30, item 7: the server sends a silo the same relayed list twice; the silo answers each step once."""
+
+    class Repeating(uf.UldpStrategy):
+        def _ask(self, grid, contents, timeout, **options):
+            replies = super()._ask(grid, contents, timeout, **options)
+            if any(content.get("stage") == "psu-relay" for content in contents.values()):
+                return super()._ask(grid, contents, timeout, **options)
+            return replies
+
+    with pytest.raises(RuntimeError, match=r"refuses a relay message of step 0: step 2 is due"):
+        flower_run(hospital_files, model(), strategy_class=Repeating, method="ULDP-AVG", sigma=5.0, rounds=1)
+
+
 NO_GRID: Any = None
 
 
@@ -498,8 +496,8 @@ def test_start_takes_the_model_or_its_state_dict_and_returns_a_model(hospital_fi
         result = strategy.start(grid, initial, num_rounds=1)
         finals.append(uldp.flat_parameters(strategy.trained_model(result)).numpy())
     flat, _, _ = flower_run(hospital_files, net, INSECURE_SEED_5, rounds=1, **settings)
-    for final in finals:
-        np.testing.assert_array_equal(final, flat)
+    for final in finals:  # each run's union numbers the users afresh: float32 sums in another order
+        np.testing.assert_allclose(final, flat, rtol=1e-6, atol=1e-7)
     strategy = uf.UldpStrategy(model=model(), **settings)
     with pytest.raises(ValueError, match=r"missing \['2.bias', '2.weight'\]"):
         strategy.start(NO_GRID, {k: v for k, v in net.state_dict().items() if not k.startswith("2.")})

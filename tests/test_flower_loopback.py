@@ -2,8 +2,8 @@
 telemetry off, insecure local mode without TLS), each SuperNode a silo reading its own CSV file, with
 ``--isolation process`` and its long-lived ClientApp process (``uldp flower-worker``); ``uldp flower-run`` submits
 the app (``flwr run``) and exits 0 with the completed run. With the silos' own test-only reproducible noise
-(their node config), the model equals uldp.fit's on the same records, and each worker read its silo's records
-once for the whole run."""
+(their node config), the model equals uldp.fit's on the same records, the patients numbered as the silos' private
+set union numbered them, and each worker read its silo's records once for the whole run."""
 
 from __future__ import annotations
 
@@ -34,6 +34,8 @@ def model():
 
 def load(context):
     frame = pd.read_csv(context.node_config["data"])
+    if "uldp_arrays" in context.state:  # test only: the union's user numbers, for the comparison with uldp.fit
+        np.save(context.node_config["data"] + ".numbers.npy", uf.user_numbers(context, frame["patient"]))
     return uf.SiloData(frame[["a", "b", "c"]].to_numpy(np.float32), frame["label"].to_numpy(), frame["patient"])
 
 client = uf.silo_client_app(load, model, nn.CrossEntropyLoss())
@@ -151,7 +153,8 @@ def test_superlink_and_supernodes_on_loopback_end_at_the_in_process_model(hospit
         for process in processes:
             os.killpg(process.pid, signal.SIGKILL)  # the session each Popen started: its SuperExec children too
             process.wait()
-    trained, history = in_process(hospital_files, net, rounds=1, **settings)
+    numbers = [np.load(hospital_files / f"{h}.csv.numbers.npy") for h in sorted(HOSPITALS)]
+    trained, history = in_process(hospital_files, net, numbers, rounds=1, **settings)
     np.testing.assert_array_equal(np.load(out), uldp.flat_parameters(trained).numpy())
     report = json.loads(Path(str(out) + ".json").read_text())
     assert report["epsilon"] == history.column("epsilon")

@@ -4,7 +4,7 @@ mode, for a demonstration only); ``uldp flower-run`` submits the app and exits w
 
 Usage: python launch.py [--data DIR] [--rounds 2] [--sigma 5.0] [--q 1.0] [--no-secure] [--work DIR]
 
-``--data`` is a folder with one ``<hospital>.csv`` per hospital and the hospitals' shared pseudonym key ``key``
+``--data`` is a folder with one ``<hospital>.csv`` per hospital and the hospitals' shared relay key ``key``
 (``uldp.flower.write_key_file``); without it the launcher writes a small synthetic one. On real machines each
 hospital starts only its own SuperNode and worker::
 

@@ -1,16 +1,18 @@
 """Flower-native pieces for flwr's Message API: :class:`UldpStrategy` (ServerApp side) and
 :func:`silo_client_app` (ClientApp side) for ULDP-AVG and ULDP-AVG-w with user sampling (Algorithms 3-4).
 
-Each silo loads only its own records and patient ids from its own files; users are matched across silos by keyed
-pseudonyms (:mod:`uldp.flower.pseudonyms`: HMAC-SHA256 under a key the silos share and the server never sees).
+Each silo loads only its own records and patient ids from its own files; the silos agree on the users by a
+private set union with commutative Diffie-Hellman blinding (:mod:`uldp.flower.psu`, :mod:`uldp.secure.psu`), its
+lists sealed under a relay key the silos share and the server never sees (:mod:`uldp.flower.pseudonyms`).
 
 The per-user counts ``n_su`` that the enhanced weights of ULDP-AVG-w need: by default they are sealed for the other
 silos and relayed by the server, which cannot read them, but the other silos can. With
 ``UldpStrategy(secure=True)`` the weights are computed by Protocol 1 (:mod:`uldp.flower.secure`): no party learns
 another silo's ``n_su`` or any ``N_u``; each silo keeps its protocol secrets between messages in its node-local
 context state as bytes (no pickle), and the aggregate is within the protocol's precision P of the plain one. What
-the silos still learn is which pseudonyms the others hold (the user set must be agreed on; Protocol 1 assumes it is
-public). ``uldp deploy`` remains for the paper's registered datasets with their seed-derived allocation.
+the silos still learn from the union is |U|, each other silo's number of patients and which of their own patients
+the others also hold (:mod:`uldp.secure.psu` says exactly what, and why), never a patient they do not hold.
+``uldp deploy`` remains for the paper's registered datasets with their seed-derived allocation.
 
 Flower is an optional dependency: ``pip install 'uldp[deploy]'``.
 """
@@ -23,9 +25,9 @@ except ModuleNotFoundError as error:
     raise ModuleNotFoundError("uldp.flower needs Flower (flwr 1.41), an optional dependency of uldp: "
                               "pip install 'uldp[deploy]' (or 'uldp[all]')", name="flwr") from error
 
-from uldp.flower.app import SiloData, UldpStrategy, silo_client_app
+from uldp.flower.app import SiloData, UldpStrategy, silo_client_app, user_numbers
 from uldp.flower.local import LocalGrid
-from uldp.flower.pseudonyms import new_silo_key, pseudonymize, read_key_file, write_key_file
+from uldp.flower.pseudonyms import new_silo_key, read_key_file, write_key_file
 
-__all__ = ["LocalGrid", "SiloData", "UldpStrategy", "new_silo_key", "pseudonymize", "read_key_file", "silo_client_app",
+__all__ = ["LocalGrid", "SiloData", "UldpStrategy", "new_silo_key", "read_key_file", "silo_client_app", "user_numbers",
            "write_key_file"]

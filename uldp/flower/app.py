@@ -3,13 +3,14 @@
 Stages (all messages of type ``query.uldp`` except the rounds, ``train``):
 
 1. ``hello`` (server -> every SuperNode): each silo loads *its own* records and patient ids from its own files
-   (``load(context)``), replaces the ids by keyed pseudonyms (:func:`uldp.flower.pseudonyms.pseudonymize`) and
-   answers with its name, its record count and its ``(pseudonym, n_su)`` histogram sealed for the other silos.
+   (``load(context)``), starts a private set union of the ids (:mod:`uldp.flower.psu`, fresh secrets) and answers
+   with its name, its record count and its union hello (a nonce, its number of patients).
+   Then ``psu-start`` and |S| ``psu-relay`` exchanges: the server relays the silos' sealed, blinded lists.
 2. ``federation`` (server -> every silo): silos are numbered in sorted order of their names; silo ``s``'s records
    get the ids ``offset_s + i`` (offsets: the record counts of the silos before it); the server relays every sealed
-   histogram. Each silo opens them, numbers the users in sorted order of their pseudonyms (|U| of them), keeps
-   ``n[s, u]`` in its context state (node-local) and answers |U| and a digest of the user list; the server checks
-   that all silos agree.
+   share of the union. Each silo takes the union (|U| users, numbered in sorted order of their blinded values),
+   keeps ``n[s, u]`` and its own patients' numbers in its context state (node-local) and answers |U| and a digest
+   of the union; the server checks that all silos agree.
 3. Rounds ``t = 1..T`` (``train``): the server samples users (Poisson, rate ``q``, Algorithm 4 line 4) and sends
    the model and the sampled users; each silo answers ``sum_u w_su clip(Delta_su) + z_s`` (Algorithm 3 lines 8-19)
    with its noise ``z_s`` and record order drawn from its own CSPRNG-seeded stream; the server sums the answers
@@ -22,26 +23,26 @@ it is asked, and never asked again; after a failed round the strategy takes its 
 the next index; with ``checkpoint=`` a run started again resumes there.
 
 So the run equals :func:`uldp.fit` on the concatenation of the silos' records (silos in sorted name order) with
-the pseudonyms as user ids and the strategy's seed -- exactly when every silo's own node config sets
-``uldp-insecure-reproducible-noise`` to that seed (tests and the book only: whoever knows the seed can subtract the
-noise; the server never sends a seed, and a silo ignores anything it sends about its randomness).
+the union's user numbers as user ids (:func:`user_numbers`) and the strategy's seed -- exactly when every silo's
+own node config sets ``uldp-insecure-reproducible-noise`` to that seed (tests and the book only: whoever knows the
+seed can subtract the noise; the server never sends a seed, and a silo ignores anything it sends about its
+randomness).
 
 Each silo enforces its own privacy policy (:mod:`uldp.policy`, from its node config): it refuses a request past it
 (sigma, local epochs, records, the user sample), answers each round index once, and keeps the user-level epsilon of
 everything it released, as the server sees it, within its target.
 
 Secure aggregation is the default (``secure=True``; :mod:`uldp.flower.secure`), so the server sees only the sum of
-the silos' updates. ULDP-AVG-w's enhanced weights go through Protocol 1: stage 1 seals only each silo's pseudonyms
-(no counts), stage 2 keeps only the silo's own ``n_su``, Protocol 1's set-up runs as three more ``query.uldp``
-exchanges, and each round adds one (``p1-shares``) before ``train``, whose answers are masked updates; the server
-decodes their sum, within P of the plain one (Theorem 4). ULDP-AVG's updates go through Protocol 1's pairwise masks
-alone (:mod:`uldp.secure.masked_sum`: two more set-up exchanges, and each ``train`` answer is masked), decoded within
+the silos' updates. ULDP-AVG-w's enhanced weights go through Protocol 1: stage 1 shares carry no counts, stage 2
+keeps only the silo's own ``n_su``, Protocol 1's set-up runs as three more ``query.uldp`` exchanges, and each round
+adds one (``p1-shares``) before ``train``, whose answers are masked updates; the server decodes their sum, within P of
+the plain one (Theorem 4). ULDP-AVG's updates go through Protocol 1's pairwise masks alone
+(:mod:`uldp.secure.masked_sum`: two more set-up exchanges, and each ``train`` answer is masked), decoded within
 ``|S| 2^-37`` of the plain sum.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import secrets
@@ -63,8 +64,9 @@ from uldp.atomic import check_writable
 from uldp.checks import check_integer, check_number
 from uldp.data.base import Allocation
 from uldp.fitting import resolve_hyperparameters, resolve_records, round_seed
+from uldp.flower import psu
 from uldp.flower.arrays import flat_model, trained_model
-from uldp.flower.pseudonyms import open_histogram, pseudonymize, read_key_file, seal_histogram
+from uldp.flower.pseudonyms import read_key_file
 from uldp.flower.recovery import SiloFault, discover_silos, run_rounds
 from uldp.flower.secure import (
     masked_sum_server,
@@ -79,6 +81,7 @@ from uldp.methods import Federation, Hyperparameters, make_method, parse_method,
 from uldp.methods.base import needed
 from uldp.policy import SiloLedger, SiloPolicy, release_multiplier, update_norm_bound
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
+from uldp.secure.psu import lookup
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -108,7 +111,7 @@ class SiloData:
     Attributes:
         x: Records ``[n, ...]`` (tensor, array or DataFrame).
         y: Targets ``[n, ...]``.
-        patient_ids: The raw patient id of each record (pseudonymized inside the silo, never sent).
+        patient_ids: The raw patient id of each record (blinded inside the silo for the union, never sent).
     """
 
     x: Any
@@ -263,7 +266,7 @@ class UldpStrategy(Strategy):
         share_counts = self._shares_counts
 
         def hello(nodes: list[int]) -> dict[int, dict]:
-            contents = {node: {"stage": "hello", "counts": share_counts} for node in nodes}
+            contents = {node: {"stage": "hello"} for node in nodes}
             return {node: _config(reply) for node, reply in
                     self._ask(grid, contents, timeout, answered_only=True).items()}
 
@@ -274,9 +277,15 @@ class UldpStrategy(Strategy):
         self._resolve(len(self.nodes))
         counts = [int(silos[node]["records"]) for node in self.nodes]
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
-        shared = {"stage": "federation", "secure": self.secure, "counts": share_counts,
-                  "names": [silos[n]["silo"] for n in self.nodes],
-                  "sealed": [silos[n]["sealed"] for n in self.nodes], "total_records": int(sum(counts))}
+        names = [silos[n]["silo"] for n in self.nodes]
+
+        def ask_silos(contents: dict[int, dict]) -> dict[int, dict]:
+            replies = self._ask(grid, {self.nodes[s]: content for s, content in contents.items()}, timeout)
+            return {s: _config(replies[self.nodes[s]]) for s in contents}
+
+        shares = psu.server_union(ask_silos, names, [silos[n]["psu"] for n in self.nodes], share_counts=share_counts)
+        shared = {"stage": "federation", "secure": self.secure, "counts": share_counts, "names": names,
+                  "shares": shares, "total_records": int(sum(counts))}
         replies = self._ask(grid, {node: {**shared, "index": s, "offset": int(offsets[s])}
                                    for s, node in enumerate(self.nodes)}, timeout)
         agreed = {(int(_config(r)["n_users"]), _config(r)["users_digest"]) for r in replies.values()}
@@ -294,7 +303,7 @@ class UldpStrategy(Strategy):
             config = ProtocolConfig.for_training(len(self.nodes), self.n_users, clip=needed(self.hp.clip, "clip"),
                                                  sigma=needed(self.hp.sigma, "sigma"),
                                                  parameters=self.protocol)
-            self._protocol = server_driver(config, ask)
+            self._protocol = server_driver(config, ask_silos)
             self._protocol.setup()
         self.setup_seconds = time.perf_counter() - start
 
@@ -439,7 +448,7 @@ class UldpStrategy(Strategy):
 
 # ------------------------------------------------------------------------------------------------- the silo --
 def _silo_view(load: Callable[[Any], SiloData], model: Callable[[], Any], loss: Any, context: Any) -> dict:
-    """Load this silo's records, check them as :func:`uldp.fit` does, and pseudonymize its patient ids."""
+    """Load this silo's records and patient ids (as text), check them as :func:`uldp.fit` does."""
     if SILO_KEY not in context.node_config or KEY_FILE_KEY not in context.node_config:
         raise ValueError(f"the SuperNode needs --node-config '{SILO_KEY}=\"<name>\" {KEY_FILE_KEY}=\"<path>\"'")
     data = load(context)
@@ -451,52 +460,52 @@ def _silo_view(load: Callable[[Any], SiloData], model: Callable[[], Any], loss: 
     ids = list(data.patient_ids.tolist() if hasattr(data.patient_ids, "tolist") else data.patient_ids)
     if len(ids) != x.shape[0]:
         raise ValueError(f"patient_ids has {len(ids)} ids, x has {x.shape[0]} records")
-    pseudonyms = np.array(pseudonymize(ids, read_key_file(context.node_config[KEY_FILE_KEY])))
     return {"name": str(context.node_config[SILO_KEY]), "model": net, "loss": loss_fn.trained, "x": x, "y": y,
-            "pseudonyms": pseudonyms, "key": read_key_file(context.node_config[KEY_FILE_KEY])}
+            "ids": [str(i) for i in ids], "key": read_key_file(context.node_config[KEY_FILE_KEY])}
 
 
-def _hello(view: dict, share_counts: bool) -> dict:
-    """Stage 1: name, record count and the sealed histogram: the pseudonyms only (each count 1) unless the method
-    needs every silo's exact n_su in the clear (plain ULDP-AVG-w, the explicitly insecure option)."""
-    names, counts = np.unique(view["pseudonyms"], return_counts=True)
-    shown = counts if share_counts else np.ones_like(counts)
+def _hello(view: dict, context: Any) -> dict:
+    """Stage 1: name, record count and the hello of a new union session (:func:`uldp.flower.psu.hello`)."""
     return {"silo": view["name"], "records": int(view["x"].shape[0]),
-            "sealed": seal_histogram(names, shown, view["key"], silo=view["name"])}
+            "psu": psu.hello(context, view["name"], view["ids"], view["key"])}
 
 
 def _federation(view: dict, settings: dict, context: Any) -> dict:
-    """Open every silo's histogram, number the users, keep ``n[s, u]`` in the node-local context state (only this
-    silo's row unless counts were shared: the others' histograms carry none)."""
+    """The union of every silo's share: keep ``n[s, u]`` (only this silo's row unless counts were shared) and this
+    silo's patients' user numbers in the node-local context state."""
     SiloPolicy.from_node_config(context.node_config).check(records=settings["total_records"])
     names = list(settings["names"])
     index = int(settings["index"])
     if names[index] != view["name"] or sorted(names) != names:
         raise ValueError(f"the server placed silo {view['name']!r} at {index} of {names}")
-    histograms = [
-        open_histogram(sealed, view["key"], silo=name) for name, sealed in zip(names, settings["sealed"], strict=True)
-    ]
-    users = np.array(sorted(set().union(*(set(h[0]) for h in histograms))))
-    counts = np.zeros((len(names), users.size), dtype=np.int64)
-    for s, (pseudonyms, n) in enumerate(histograms):
-        counts[s, np.searchsorted(users, pseudonyms)] = n
-    own = np.unique(view["pseudonyms"], return_counts=True)
-    secure, shared = bool(settings["secure"]), bool(settings["counts"])
-    if not np.array_equal(counts[index, np.searchsorted(users, own[0])], own[1] if shared else np.ones_like(own[1])):
-        raise ValueError("the relayed histogram of this silo is not the one it sent")
-    if not shared:
-        row = counts[index].copy()
-        row[np.searchsorted(users, own[0])] = own[1]
+    union = psu.finish(list(settings["shares"]), context, view["ids"], view["key"])
+    if union.index != index:
+        raise ValueError(f"the union numbers silo {view['name']!r} {union.index}, the server {index}")
+    counts = union.counts
+    if not bool(settings["counts"]):
         counts = np.zeros_like(counts)
-        counts[index] = row
+        counts[index] = union.counts[index]
     context.state["uldp"] = ConfigRecord({"index": index, "n_silos": len(names), "offset": int(settings["offset"]),
-                                          "secure": secure,
-                                          "total_records": int(settings["total_records"]), "n_users": int(users.size)})
-    # the user list as raw bytes [U, 32] (a numpy "S" array would drop a digest's trailing zero bytes)
-    digests = np.frombuffer(b"".join(bytes.fromhex(u) for u in users), dtype=np.uint8).reshape(users.size, -1)
-    context.state["uldp_arrays"] = ArrayRecord([counts, digests])
-    digest = hashlib.sha256(b"".join(bytes.fromhex(u) for u in users)).hexdigest()
-    return {"n_users": int(users.size), "users_digest": digest}
+                                          "secure": bool(settings["secure"]),
+                                          "total_records": int(settings["total_records"]), "n_users": union.n_users})
+    # this silo's patients as raw SHA-256 bytes [k, 32] (a numpy "S" array would drop trailing zero bytes)
+    keys = np.frombuffer(b"".join(bytes.fromhex(k) for k in union.own_keys), dtype=np.uint8).reshape(-1, 32)
+    context.state["uldp_arrays"] = ArrayRecord([counts, keys, union.own_indices])
+    return {"n_users": union.n_users, "users_digest": union.digest}
+
+
+def user_numbers(context: Any, patient_ids: Any) -> np.ndarray:
+    """The federation's user number of each of this silo's patient ids (one per record), after the federation
+    stage: the user ids under which :func:`uldp.fit` on the pooled records equals the Flower run (tests, the book).
+
+    Raises:
+        ValueError: Before the federation stage, or an id this silo did not hold then.
+    """
+    if "uldp_arrays" not in context.state:
+        raise ValueError("no user numbers before the federation stage")
+    _, keys, indices = context.state["uldp_arrays"].to_numpy_ndarrays()
+    ids = patient_ids.tolist() if hasattr(patient_ids, "tolist") else list(patient_ids)
+    return lookup(np.array([row.tobytes().hex() for row in keys], dtype="U64"), indices, ids)
 
 
 def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> np.ndarray | bytes:
@@ -506,12 +515,8 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> np.n
     if "uldp" not in context.state:
         raise ValueError("a training round before the federation stage (the strategy runs setup first)")
     state = dict(context.state["uldp"])
-    counts, digests = context.state["uldp_arrays"].to_numpy_ndarrays()
-    users = np.array([row.tobytes().hex() for row in digests])
-    codes = np.searchsorted(users, view["pseudonyms"])
-    if not np.array_equal(users[np.minimum(codes, users.size - 1)], view["pseudonyms"]):
-        raise ValueError("this silo's patients are not all in the federation's user list (its files changed since "
-                         "the federation stage?)")
+    counts = context.state["uldp_arrays"].to_numpy_ndarrays()[0]
+    codes = user_numbers(context, view["ids"])
     if settings["method"] not in SUPPORTED:
         raise ValueError(f"method {settings['method']!r} is not one of {SUPPORTED}")
     sampled = np.unpackbits(np.frombuffer(settings["sampled"], dtype=np.uint8))[: int(state["n_users"])].astype(bool)
@@ -596,8 +601,9 @@ def _protocol_inputs(context: Any) -> dict:
 def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], loss: Any) -> Any:
     """A Flower ``ClientApp`` for one silo of a ULDP-AVG(-w) federation (the partner of :class:`UldpStrategy`).
 
-    The SuperNode of each silo runs with ``--node-config 'silo="<its name>" uldp-key-file="<path>"'`` (the key
-    from :func:`uldp.flower.pseudonyms.write_key_file`, the same file content at every silo, never at the server)
+    The SuperNode of each silo runs with ``--node-config 'silo="<its name>" uldp-key-file="<path>"'`` (the relay
+    key from :func:`uldp.flower.pseudonyms.write_key_file`, the same file content at every silo, never at the
+    server: it seals what the silos send each other through the server, :mod:`uldp.flower.psu`)
     and optionally its privacy policy (:class:`uldp.policy.SiloPolicy`, ``uldp-policy-<field>=<value>``, e.g.
     ``uldp-policy-epsilon=4 uldp-policy-min-sigma=1``; the defaults otherwise) and its ledger file
     (``uldp-ledger=<path>``: the rounds it answered and the noise it released, kept across restarts; without it,
@@ -626,10 +632,11 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
     def setup(message: Any, context: Any) -> Any:
         with _naming(context):
             settings = _config(message)
-            if settings["stage"] not in ("hello", "federation"):  # Protocol 1's stages need the state only
+            if settings["stage"] not in ("hello", "federation", *psu.STAGES):  # Protocol 1's need the state only
                 return Message(_records(silo_setup(settings, context, **_protocol_inputs(context))), reply_to=message)
             view = views.get(context)
-            answer = (_hello(view, bool(settings["counts"])) if settings["stage"] == "hello"
+            answer = (_hello(view, context) if settings["stage"] == "hello"
+                      else psu.step(settings, context, view["ids"], view["key"]) if settings["stage"] in psu.STAGES
                       else _federation(view, settings, context))
             return Message(_records(answer), reply_to=message)
 

@@ -2,8 +2,8 @@
 the strategy's state checkpointed so that a resubmitted run resumes.
 
 - Silos are known by their identity, not their node id: each SuperNode's ClientApp answers the ``hello`` stage with
-  the name its operator gave it (``--node-config 'silo="..."'``) and the pseudonyms sealed under the silos' shared
-  key. :func:`discover_silos` waits (up to ``join_timeout``, saying every :data:`LOG_EVERY` seconds who is missing)
+  the name its operator gave it (``--node-config 'silo="..."'``) and its hello to the private set union (nonce,
+  size). :func:`discover_silos` waits (up to ``join_timeout``, saying every :data:`LOG_EVERY` seconds who is missing)
   until every expected silo answered, whatever node ids they now have (and while a round waits for answers,
   :func:`send_and_receive` says as often which silos it waits for); nodes that do not answer (a SuperNode that
   died and was restarted under a new id leaves its old id behind for a while) are passed over. A run refuses to
@@ -16,8 +16,9 @@ the strategy's state checkpointed so that a resubmitted run resumes.
   (Theorem 3 and Lemma 4, the sub-sampled Gaussian's RDP, by composition: a retried round, with fresh noise and a
   fresh user sample, is one more
   adaptive composition) and is never asked again. After an aborted round the strategy runs the set-up again (the
-  silos taken back by name; a silo with another key, or other records, changes the federation's digest and is
-  refused) and continues at the next index, at most ``max_aborted_rounds`` times.
+  silos taken back by name; a silo with another key fails the union, and another number of users is
+  refused; the union draws fresh secrets, so the users' numbers differ from the last set-up's) and continues at
+  the next index, at most ``max_aborted_rounds`` times.
 - The checkpoint (``UldpStrategy(checkpoint=path)``, written atomically after every change) holds the model, the
   round index and every release's record (the accountant's history). A ServerApp started again with the same
   strategy settings and silos resumes from it at the next round index. Protocol 1's state is not kept: its keys
@@ -156,10 +157,10 @@ def send_and_receive(grid: Any, messages: list, *, timeout: float, names: dict[i
 
 def strategy_fingerprint(strategy: Any) -> str:
     """What a checkpoint must belong to: the method and its hyperparameters, Protocol 1's parameters, the silos'
-    names and the digest of the federation's user list (another silo, key or record set is another run)."""
+    names and |U| (each set-up's private set union numbers the users afresh, so its digest is not kept)."""
     return fingerprint({"method": strategy.method.spec.name, "hyperparameters": asdict(strategy.hp),
                         "secure": strategy.secure, "protocol": asdict(strategy.protocol),
-                        "silos": sorted(strategy.silo_names.values()), "users": strategy.users_digest})
+                        "silos": sorted(strategy.silo_names.values()), "users": strategy.n_users})
 
 
 def run_rounds(strategy: Any, grid: Any, initial: np.ndarray, *, num_rounds: int, timeout: float,

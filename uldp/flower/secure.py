@@ -2,7 +2,7 @@
 
 With ``UldpStrategy(secure=True)`` the enhanced weights ``w_su = n_su / N_u`` (Eq. (3)) are computed by Protocol 1,
 so no party learns another silo's ``n_su`` nor any ``N_u``: the server holds the Paillier key and sees only blinded
-counts and the decoded aggregate; the silos see only which pseudonyms exist (to agree on the users, see below) and
+counts and the decoded aggregate; the silos see only the union's blinded users (to agree on them, see below) and
 encrypted weights. What runs where:
 
 Protocol 1's stages, their order and their checks are :mod:`uldp.secure.driver`'s (one driver for every transport);
@@ -22,10 +22,11 @@ between messages in its node-local ``context.state`` as the bytes of :class:`uld
 process, and the SuperNode keeps the context in its own memory, never sending it to the SuperLink. The server's
 Paillier key lives in the ServerApp process (the strategy object) for the run.
 
-What the silos still share: to agree on the user set U, each silo sends the other silos (sealed, through the
-server) the list of pseudonyms it holds, without counts. So silos learn which pseudonyms the others hold (n_su > 0),
-not how many records. Hiding membership too would need a private set union, which Protocol 1 does not provide (it
-assumes a public U); in ``uldp deploy`` U and the allocation come from the shared seed, public to every party.
+What the silos still share: to agree on the user set U they run a private set union (:mod:`uldp.flower.psu`,
+:mod:`uldp.secure.psu`) whose shares carry no counts here. So a silo learns which of its own patients the others also
+hold (n_su > 0), not how many records, and cannot test a guessed id against another silo's patients; the server
+sees only sealed lists and their sizes. In ``uldp deploy`` U and the allocation come from the shared seed, public to
+every party.
 
 Keys under 2048 bits (tests, the book's smoke builds) are refused by a silo unless its SuperNode is started with
 ``--node-config 'uldp-insecure-test-keys=true'``.

@@ -9,6 +9,8 @@
 - :mod:`uldp.secure.protocol`: the ``Server`` and ``Silo`` roles.
 - :mod:`uldp.secure.driver`: Protocol 1's one driver, ``ServerDriver`` (over an exchange callable) and
   ``SiloDriver`` (one stage at a time, in order, each round index at most once), which every transport runs.
+- :mod:`uldp.secure.psu`: the silos' private set union of patient ids (commutative Diffie-Hellman blinding),
+  which numbers the users U that the protocol assumes agreed on.
 - :mod:`uldp.secure.session`: :class:`SecureSession` (all roles in one process) and :class:`SecureAggregator`.
 - :mod:`uldp.secure.fast`: the fast encrypted weighted sum, packing of ciphertexts, CRT encryption and decryption.
 - :mod:`uldp.secure.packing`: the packed backend (``ProtocolParameters(backend="packed-paillier")``): fixed-point

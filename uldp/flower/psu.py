@@ -1,0 +1,102 @@
+"""The private set union (:mod:`uldp.secure.psu`) as Flower messages: how the silos agree on the users' numbers.
+
+Stages of :class:`~uldp.flower.UldpStrategy`'s set-up (all ``query.uldp``), between ``hello`` and ``federation``:
+
+- ``hello``: each silo starts a :class:`~uldp.secure.psu.UnionSilo` over its raw patient ids (fresh exponent and
+  nonce from ``secrets``) and answers its :class:`~uldp.secure.psu.Hello` (a nonce and its number of patients).
+- ``psu-start`` (the roster: the silos' names and hellos) and |S| times ``psu-relay`` (one sealed list each): the
+  server routes each silo's answer to the silo it names (:func:`uldp.secure.psu.relay_union`).
+- ``federation``: the server hands every silo the |S| sealed shares; each silo takes their union and numbers its own
+  patients (:func:`finish`).
+
+Between messages the silo's exponent and progress live in its node-local ``context.state`` (JSON bytes,
+:meth:`~uldp.secure.psu.UnionSilo.export_state`; Flower may run each message in a fresh ClientApp process, and the
+SuperNode never sends its context to the SuperLink). A second ``hello`` starts a new session with new secrets;
+within one, each step is answered once and in order, anything else is refused by name
+(:class:`~uldp.secure.psu.RelayRefused`). What each party learns is in :mod:`uldp.secure.psu`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from flwr.app import ConfigRecord
+
+from uldp.secure.psu import DEFAULT_GROUP, Hello, RelayMessage, Roster, UnionSilo, relay_union
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Hashable, Sequence
+
+    from uldp.secure.psu import UnionResult
+
+#: Where a silo keeps its union state in ``context.state``.
+STATE_KEY = "uldp_psu"
+#: The stages :func:`step` answers.
+STAGES = ("psu-start", "psu-relay")
+
+
+def _keep(context: Any, silo: UnionSilo) -> None:
+    context.state[STATE_KEY] = ConfigRecord({"state": silo.export_state()})
+
+
+def _silo(context: Any, patient_ids: Sequence[Hashable], relay_key: bytes) -> UnionSilo:
+    if STATE_KEY not in context.state:
+        raise ValueError("a union step before this silo's hello (the strategy sends hello first)")
+    return UnionSilo.restore(bytes(context.state[STATE_KEY]["state"]), patient_ids, relay_key=relay_key)
+
+
+def hello(context: Any, name: str, patient_ids: Sequence[Hashable], relay_key: bytes) -> bytes:
+    """The silo's ``hello``: a new union session (fresh secrets, any earlier session forgotten); its hello's bytes."""
+    silo = UnionSilo(name, patient_ids, relay_key=relay_key)
+    _keep(context, silo)
+    return silo.hello.to_bytes()
+
+
+def step(settings: dict, context: Any, patient_ids: Sequence[Hashable], relay_key: bytes) -> dict:
+    """The silo's answer to ``psu-start`` (``settings["psu"]``: the roster, ``settings["counts"]``: share its
+    ``n_su``) or ``psu-relay`` (a sealed list): ``{"psu": the sealed list it sends on}``.
+
+    Raises:
+        RelayRefused: Anything out of order, repeated, of another session or malformed.
+    """
+    silo = _silo(context, patient_ids, relay_key)
+    if settings["stage"] == "psu-start":
+        message = silo.start(Roster.from_bytes(bytes(settings["psu"])), share_counts=bool(settings["counts"]))
+    else:
+        message = silo.relay(RelayMessage.from_bytes(bytes(settings["psu"])))
+    _keep(context, silo)
+    return {"psu": message.to_bytes()}
+
+
+def finish(shares: Sequence[bytes], context: Any, patient_ids: Sequence[Hashable], relay_key: bytes) -> UnionResult:
+    """The silo's union of the |S| shares (the ``federation`` stage).
+
+    Raises:
+        RelayRefused: A share missing, repeated, changed or of another session, or a second union.
+    """
+    silo = _silo(context, patient_ids, relay_key)
+    result = silo.finish([RelayMessage.from_bytes(bytes(share)) for share in shares])
+    _keep(context, silo)
+    return result
+
+
+def server_union(ask: Callable[[dict[int, dict]], dict[int, dict]], names: Sequence[str], hellos: Sequence[bytes],
+                 *, share_counts: bool) -> list[bytes]:
+    """The server's relay: the roster out, |S| routings, the shares back (:func:`uldp.secure.psu.relay_union`).
+
+    Args:
+        ask: ``{silo number: message content} -> {silo number: reply content}`` (one ``query.uldp`` exchange).
+        names: The silos' names in sorted order.
+        hellos: Their hellos' bytes, in that order.
+        share_counts: Whether the silos put their ``n_su`` in their shares (plain ULDP-AVG-w only).
+
+    Returns:
+        The |S| shares' bytes, for the ``federation`` stage.
+    """
+    roster = Roster(DEFAULT_GROUP.name, tuple(names), tuple(Hello.from_bytes(bytes(h)) for h in hellos))
+
+    def exchange(stage: str, requests: dict[int, bytes]) -> dict[int, bytes]:
+        replies = ask({s: {"stage": stage, "psu": request, "counts": share_counts} for s, request in requests.items()})
+        return {s: bytes(reply["psu"]) for s, reply in replies.items()}
+
+    return list(relay_union(exchange, roster))

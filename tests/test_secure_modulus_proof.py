@@ -23,8 +23,8 @@ from uldp.secure.modulus_proof import (
     verify_ring_pedersen,
 )
 
-SIZES = proof_parameters(1024)  # the test keys' sizes (l = 64, e = 128, a 256-bit ring-Pedersen modulus)
-SILO, SILO_PROOF = ring_pedersen(SIZES.pedersen_bits)
+SIZES = proof_parameters(1024)  # the test keys' sizes (m = 16, l = 64, e = 128, a 256-bit ring-Pedersen modulus)
+SILO, SILO_PROOF = ring_pedersen(SIZES.pedersen_bits, rounds=SIZES.blum_challenges)
 PUBLIC, PRIVATE = blum_paillier_keypair(1024, insecure_test_key=True)
 PROOF = prove_modulus(PRIVATE.p, PRIVATE.q, SILO, context=b"session", parameters=SIZES)
 
@@ -77,7 +77,7 @@ def test_a_silos_ring_pedersen_parameters_are_checked_before_the_server_proves()
         verify_ring_pedersen(outside, SILO_PROOF, parameters=SIZES)
     with pytest.raises(ValueError, match="odd 2048-bit modulus"):
         verify_ring_pedersen(SILO, SILO_PROOF)  # the default sizes want a 2048-bit N^
-    with pytest.raises(ValueError, match="80 values"):
+    with pytest.raises(ValueError, match="16 values"):
         verify_ring_pedersen(SILO, replace(SILO_PROOF, responses=SILO_PROOF.responses[1:]), parameters=SIZES)
 
 
@@ -108,7 +108,7 @@ def test_an_unbalanced_blum_modulus_passes_the_first_proof_and_fails_the_second(
 
 @pytest.mark.parametrize("change, message", [
     (lambda p: replace(p, blum=replace(p.blum, a=(2, *p.blum.a[1:]))), "a and b must be 0 or 1"),
-    (lambda p: replace(p, blum=replace(p.blum, x=p.blum.x[:-1])), "must hold 80 values"),
+    (lambda p: replace(p, blum=replace(p.blum, x=p.blum.x[:-1])), "must hold 16 values"),
     (lambda p: replace(p, blum=replace(p.blum, z=(1, *p.blum.z[1:]))), "challenge 0 has no n-th root"),
     (lambda p: replace(p, blum=replace(p.blum, w=PUBLIC.n)), "w must be a unit"),
     (lambda p: replace(p, factors=replace(p.factors, v=p.factors.v * 2**10_000)), "v must be an integer in"),

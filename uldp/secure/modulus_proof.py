@@ -41,7 +41,7 @@ Key generation for the prover: :func:`blum_paillier_keypair` (primes ``p = q = 3
 Secrets and blinding values come from the OS CSPRNG (:mod:`secrets`).
 
 >>> test_sizes = proof_parameters(1024)
->>> silo, silo_proof = ring_pedersen(test_sizes.pedersen_bits)
+>>> silo, silo_proof = ring_pedersen(test_sizes.pedersen_bits, rounds=test_sizes.blum_challenges)
 >>> verify_ring_pedersen(silo, silo_proof, parameters=test_sizes)  # the server, before it proves
 >>> public, private = blum_paillier_keypair(1024, insecure_test_key=True)
 >>> proof = prove_modulus(private.p, private.q, silo, context=b"session 1", parameters=test_sizes)
@@ -95,8 +95,9 @@ CGGMP20 = ProofParameters()
 
 def proof_parameters(key_bits: int) -> ProofParameters:
     """The proof sizes for a Paillier key of ``key_bits`` bits: :data:`CGGMP20` for every key of 2048 bits or more
-    (all that a run allows without ``insecure_test_key``); smaller test keys get sizes scaled to them (``l =
-    key_bits / 16``, ``e = 2 l``, a 256-bit ring-Pedersen modulus, factors of at least 64 bits), so tests stay fast.
+    (all that a run allows without ``insecure_test_key``); smaller test keys get sizes scaled to them (16
+    challenges, ``l = key_bits / 16``, ``e = 2 l``, a 256-bit ring-Pedersen modulus, factors of at least 64 bits),
+    so tests stay fast.
     Both the server and each silo derive them from the session's key size, so a server cannot weaken them without
     asking for a test key, which a silo refuses unless its operator allowed test keys.
 
@@ -105,8 +106,8 @@ def proof_parameters(key_bits: int) -> ProofParameters:
     """
     if key_bits >= MIN_KEY_BITS:
         return CGGMP20
-    return ProofParameters(challenge_bits=key_bits // 16, slack_bits=key_bits // 8, pedersen_bits=256,
-                           min_factor_bits=64)
+    return ProofParameters(blum_challenges=16, challenge_bits=key_bits // 16, slack_bits=key_bits // 8,
+                           pedersen_bits=256, min_factor_bits=64)
 
 
 _DOMAIN = b"uldp/modulus-proof/v1"

@@ -109,6 +109,9 @@ VALID_MESSAGES = st.one_of(
     st.builds(messages.MaskedUpdateMessage, _U32, _U32, _U32, _INTS),
     st.builds(messages.RescaleRequestMessage, _U32, _U32, _INTS),
     st.builds(messages.RescaledWeightsMessage, _U32, _INTS),
+    st.builds(messages.RingPedersenMessage, _U32, st.binary(max_size=32), *[st.integers(0, 2**80)] * 3, _INTS, _INTS),
+    st.builds(messages.ModulusProofMessage, _U32, st.integers(0, 2**80), st.integers(0, 2**80), *[_INTS] * 4,
+              *[st.integers(0, 2**80)] * 5, *[st.integers(-(2**80), 2**80)] * 6),
 ).map(lambda message: message.to_bytes())
 MESSAGES = mutated(VALID_MESSAGES) | st.binary(max_size=80)
 

@@ -149,7 +149,8 @@ def test_a_malformed_contribution_aborts_the_round_naming_the_silo(case, synthet
 
 
 def _rewrite(stage, kind_name, change):
-    """A tamper that rewrites every Protocol 1 message of a stage's reply with ``change(message, n)``."""
+    """A tamper that rewrites every Protocol 1 message of kind ``kind_name`` in a stage's reply with
+    ``change(message, n)`` (and leaves the others, such as the ring-Pedersen parameters beside the DH key)."""
     from uldp.secure import messages
 
     seen = {}
@@ -160,7 +161,8 @@ def _rewrite(stage, kind_name, change):
         if instruction.stage != stage:
             return None
         kind = getattr(messages, kind_name)
-        changed = [change(kind.from_bytes(p), seen["n"]).to_bytes() for p in reply.payloads]
+        parsed = [messages.parse_message(p) for p in reply.payloads]
+        changed = [change(m, seen["n"]).to_bytes() if isinstance(m, kind) else m.to_bytes() for m in parsed]
         return dataclasses.replace(reply, payloads=tuple(changed))
     return tamper
 

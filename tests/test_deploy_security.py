@@ -111,3 +111,32 @@ def test_the_server_cannot_remove_the_noise_on_the_secure_path(synthetic) -> Non
         params = server.apply_aggregate(params, decoded, round_index)
     error, expected = np.concatenate(errors), np.sqrt(2) * config.run.sigma * config.run.clip
     assert 0.5 * expected < error.std() < 2 * expected
+
+
+def test_a_deployed_silo_uses_the_servers_key_only_with_its_proof(synthetic) -> None:
+    """Issue 30 item 9 on the wire (Flower's FitIns/FitRes bytes): the real deploy silo refuses a smooth modulus of
+    the right length, sent with the proof of the server's real key, by name at step 1(b); the real key passes."""
+    from deploy_harness import make_config, silo_clients
+    from hostile_keys import smooth_modulus, swapped_modulus
+
+    from uldp.deploy import wire
+    from uldp.deploy.method_roles import MethodSilo
+    from uldp.secure import protocol
+    from uldp.secure.messages import DhDirectoryMessage, DhPublicKeyMessage, PublicKeyMessage, RingPedersenMessage
+
+    deploy_config = make_config(secure=True)
+    server = protocol.Server(MethodSilo(deploy_config, 0, synthetic).protocol_config())
+    smooth = smooth_modulus(deploy_config.protocol.key_bits, deploy_config.protocol.n_max)
+    client = silo_clients(synthetic, deploy_config)[0]
+
+    def send(stage, *payloads):
+        return wire.Reply.from_flower(client.fit(wire.Instruction(stage, 0, payloads=payloads).to_flower()))
+
+    for modulus, error in ((smooth, "ProtocolAbort: silo 0 refuses the server's Paillier key: modulus proof: "),
+                           (server.public_key.n, "")):
+        dh_key, request = send(wire.STAGE_SECURE_KEYS, PublicKeyMessage(modulus).to_bytes()).payloads
+        proof = swapped_modulus(server.prove_modulus(RingPedersenMessage.from_bytes(request)), modulus)
+        own = DhPublicKeyMessage.from_bytes(dh_key).public_key
+        directory = DhDirectoryMessage((own, b"k" * 32, b"k" * 32))
+        reply = send(wire.STAGE_SECURE_DIRECTORY, directory.to_bytes(), proof.to_bytes())
+        assert reply.error.startswith(error) if error else reply.error == "", reply.error

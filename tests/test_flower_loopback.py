@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from test_flower import FEATURES, HOSPITALS, hospital_files, in_process, model  # noqa: F401  (fixture)
 
 import uldp
@@ -34,8 +35,6 @@ def model():
 
 def load(context):
     frame = pd.read_csv(context.node_config["data"])
-    if "uldp_arrays" in context.state:  # test only: the union's user numbers, for the comparison with uldp.fit
-        np.save(context.node_config["data"] + ".numbers.npy", uf.user_numbers(context, frame["patient"]))
     return uf.SiloData(frame[["a", "b", "c"]].to_numpy(np.float32), frame["label"].to_numpy(), frame["patient"])
 
 client = uf.silo_client_app(load, model, nn.CrossEntropyLoss())
@@ -114,7 +113,9 @@ def test_superlink_and_supernodes_on_loopback_end_at_the_in_process_model(hospit
            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     net = model()
     np.save(tmp_path / "initial.npy", uldp.flat_parameters(net).numpy())
-    settings = dict(method="ULDP-AVG-w", sigma=1.0, q=0.8, local_epochs=2, batch_size=8, seed=5)
+    # q = 1: every user trains, so the union's numbering (fresh each run, and read by no test hook here: the worker
+    # loads a silo's records once, before the union) changes the model only by float32 summation order
+    settings = dict(method="ULDP-AVG-w", sigma=1.0, q=1.0, local_epochs=2, batch_size=8, seed=5)
     processes = []
 
     def start(*command: str, log: str) -> None:
@@ -153,12 +154,18 @@ def test_superlink_and_supernodes_on_loopback_end_at_the_in_process_model(hospit
         for process in processes:
             os.killpg(process.pid, signal.SIGKILL)  # the session each Popen started: its SuperExec children too
             process.wait()
-    numbers = [np.load(hospital_files / f"{h}.csv.numbers.npy") for h in sorted(HOSPITALS)]
+    patients = [pd.read_csv(hospital_files / f"{h}.csv")["patient"].astype(str) for h in sorted(HOSPITALS)]
+    numbering = {patient: number for number, patient in enumerate(sorted(set(pd.concat(patients))))}
+    numbers = [part.map(numbering).to_numpy() for part in patients]
     trained, history = in_process(hospital_files, net, numbers, rounds=1, **settings)
-    np.testing.assert_array_equal(np.load(out), uldp.flat_parameters(trained).numpy())
+    np.testing.assert_allclose(np.load(out), uldp.flat_parameters(trained).numpy(), rtol=1e-5, atol=1e-6)
     report = json.loads(Path(str(out) + ".json").read_text())
     assert report["epsilon"] == history.column("epsilon")
-    for number in range(len(HOSPITALS)):  # hello, federation and the round: one process, the records read once
+    # every set-up exchange (hello, the private set union's steps, federation) and the round: one process, which
+    # read the silo's records once
+    for number in range(len(HOSPITALS)):
         log = (tmp_path / f"worker{number}.log").read_text()
-        assert log.count("read its records") == 1 and log.count(") completed in") == 3, log
+        setups = log.count("query.uldp (setup) completed in")
+        assert setups >= 3 and log.count("train (1) completed in") == 1, log
+        assert log.count("read its records") == 1 and log.count(") completed in") == setups + 1, log
     print(f"loopback Flower round: {report['round_seconds'][0]:.2f} s; in process: {history.rows[0]['seconds']:.2f} s")

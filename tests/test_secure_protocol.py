@@ -245,7 +245,11 @@ def test_a_silo_restored_from_its_state_bytes_between_every_message_computes_the
         return answer
 
     public = server.public_key_message()
-    directory = server.relay_dh_keys([step(s, lambda silo: silo.receive_public_key(public)) for s in range(3)])
+    answers = [step(s, lambda silo: silo.receive_public_key(public)) for s in range(3)]
+    directory = server.relay_dh_keys([dh for dh, _ in answers])
+    proofs = [server.prove_modulus(request) for _, request in answers]  # each silo's nonce survives its restore
+    for s in range(3):
+        step(s, lambda silo: silo.accept_modulus(proofs[silo.silo_id]))
     inbox = server.relay([m for s in range(3) for m in step(s, lambda silo: silo.receive_dh_directory(directory))])
     for s in range(3):
         step(s, lambda silo: silo.receive_seed(inbox[silo.silo_id]))

@@ -167,8 +167,9 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
             if stage in SETUP_STAGES:
                 if stage == wire.STAGE_SECURE_KEYS:  # a new session; the rounds it answered stay answered
                     answered = self._protocol.progress.answered_round if self._protocol else 0
+                    verifier = self._protocol.role.verifier if self._protocol else None  # kept across sessions
                     self._protocol = SiloDriver(role.silo_id, role.counts_row, role.protocol_config(),
-                                                progress=SiloProgress(answered_round=answered))
+                                                progress=SiloProgress(answered_round=answered), verifier=verifier)
                 return wire.Reply(payloads=self._secure().answer(SETUP_STAGES[stage], 0, payloads))
             if stage in MASKED_SUM_STAGES:
                 if stage == wire.STAGE_SUM_KEYS:  # a new session; the rounds it answered stay answered

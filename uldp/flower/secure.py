@@ -220,8 +220,9 @@ def silo_setup(settings: dict, context: Any, *, index: int, n_users: int, own_co
     if config.parameters.insecure_test_key and not allowed:
         raise ValueError(f"the server asks for an insecure test key ({config.parameters.key_bits} bits); this "
                          f"silo accepts one only with --node-config '{TEST_KEYS_KEY}=true' (tests only)")
-    answered = _load(context).progress.answered_round if STATE_KEY in context.state else 0
-    driver = SiloDriver(index, own_counts, config, progress=SiloProgress(answered_round=answered))
+    earlier = _load(context) if STATE_KEY in context.state else None  # its answered rounds and its verifier stay
+    driver = SiloDriver(index, own_counts, config, verifier=earlier.role.verifier if earlier else None,
+                        progress=SiloProgress(answered_round=earlier.progress.answered_round if earlier else 0))
     return _answer(driver, settings, context, public)
 
 

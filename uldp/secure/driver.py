@@ -15,8 +15,10 @@ through these two classes; they differ only in how bytes travel:
 Stages, each one exchange (server -> every silo -> server):
 
 - :data:`STAGE_KEY` (1(a)): the Paillier public key (and the BFV public keys with the lattice backend) -> each silo's
-  X25519 public key;
-- :data:`STAGE_DIRECTORY` (1(b)): the directory of X25519 keys -> silo 0's sealed seed R;
+  X25519 public key and (beyond the paper) its ring-Pedersen parameters with a fresh nonce;
+- :data:`STAGE_DIRECTORY` (1(b)): the directory of X25519 keys and the proof, for that silo, that the modulus is
+  well formed (:mod:`uldp.secure.modulus_proof`) -> silo 0's sealed seed R; a silo checks the proof before it uses
+  the modulus and refuses the key with a :class:`ProtocolAbort` that names the failed check;
 - :data:`STAGE_SEED` (1(c)-(e)): the relayed sealed seed -> each silo's blinded histogram;
 - :data:`STAGE_SHARES` (2(a)-(b), shared part): the round's Enc(B_inv(N_u)) -> each silo's sealed weight powers;
 - :data:`STAGE_UPDATE` (2(b)-(c)): the round's Enc(B_inv(N_u)) and relayed shares -> each silo's masked update.
@@ -40,7 +42,9 @@ from uldp.secure.messages import (
     LatticeUpdateMessage,
     MaskedUpdateMessage,
     Message,
+    ModulusProofMessage,
     PublicKeyMessage,
+    RingPedersenMessage,
     SealedMessage,
     parse_message,
 )
@@ -50,6 +54,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from uldp.secure.config import ProtocolConfig
+    from uldp.secure.modulus_proof import Verifier
 
 STAGE_KEY = "p1-key"
 STAGE_DIRECTORY = "p1-directory"
@@ -124,13 +129,28 @@ class ServerDriver:
         if self.config.lattice:
             public += (self.server.lattice_keys_message().to_bytes(),)
         answers = self._ask(STAGE_KEY, 0, dict.fromkeys(self.silos, public))
-        directory = self.server.relay_dh_keys(self._parse(answers, DhPublicKeyMessage, STAGE_KEY, one=True))
-        answers = self._ask(STAGE_DIRECTORY, 0, dict.fromkeys(self.silos, (directory.to_bytes(),)))
+        for silo, payloads in answers.items():
+            if len(payloads) != 2:
+                raise ProtocolAbort(f"{STAGE_KEY}: silo {silo} sent {len(payloads)} payloads instead of its DH key and "
+                                    f"its ring-Pedersen parameters", silo=silo)
+        dh_keys = self._parse({s: p[:1] for s, p in answers.items()}, DhPublicKeyMessage, STAGE_KEY, one=True)
+        requests = self._parse({s: p[1:] for s, p in answers.items()}, RingPedersenMessage, STAGE_KEY, one=True)
+        directory = self.server.relay_dh_keys(dh_keys).to_bytes()
+        proofs = {request.silo: self._prove(request) for request in requests}
+        answers = self._ask(STAGE_DIRECTORY, 0, {s: (directory, proofs[s]) for s in self.silos})
         inbox = self.server.relay(self._parse(answers, SealedMessage, STAGE_DIRECTORY))
         answers = self._ask(STAGE_SEED, 0, {s: _to_bytes(inbox[s]) for s in self.silos})
         histograms = self._parse(answers, BlindedHistogramMessage, STAGE_SEED, one=True)
         self.server.receive_histograms(histograms)  # a non-invertible sum of valid histograms: no silo to blame
         self._ready = True
+
+    def _prove(self, request: RingPedersenMessage) -> bytes:
+        """The modulus proof for the silo that sent ``request`` (beyond the paper), or a ProtocolAbort naming it."""
+        try:
+            return self.server.prove_modulus(request).to_bytes()
+        except ValueError as error:
+            raise ProtocolAbort(f"{STAGE_KEY}: silo {request.silo} sent ring-Pedersen parameters the server cannot "
+                                f"prove against: {error}", silo=request.silo) from error
 
     def begin_round(self, round_index: int, sampled: np.ndarray) -> dict[int, Payloads]:
         """Steps 2(a)-(b)'s first half: encrypt the weights, collect and relay the silos' sealed weight powers.
@@ -247,12 +267,14 @@ class SiloDriver:
         config: The session's public parameters (checked by the caller against the silo's own facts).
         role: A restored :class:`~uldp.secure.protocol.Silo` (with ``progress``), to continue a session.
         progress: Where that session stood.
+        verifier: For a new role: this silo's ring-Pedersen parameters from an earlier session (``role.verifier``),
+            against which the server proves its modulus; None draws new ones.
     """
 
     def __init__(self, silo_id: int, counts: np.ndarray, config: ProtocolConfig, *, role: Silo | None = None,
-                 progress: SiloProgress | None = None) -> None:
+                 progress: SiloProgress | None = None, verifier: Verifier | None = None) -> None:
         self.silo_id, self.config = silo_id, config
-        self.role = role if role is not None else Silo(silo_id, counts, config)
+        self.role = role if role is not None else Silo(silo_id, counts, config, verifier=verifier)
         self.progress = progress or SiloProgress()
 
     def expected(self) -> str:
@@ -325,9 +347,17 @@ class SiloDriver:
                     raise ValueError(f"{STAGE_KEY} of the lattice backend carries the Paillier and the BFV keys")
                 self.role.receive_lattice_keys(_one(payloads[1:], LatticeKeysMessage))
                 payloads = payloads[:1]
-            return (self.role.receive_public_key(_one(payloads, PublicKeyMessage)).to_bytes(),)
+            return _to_bytes(self.role.receive_public_key(_one(payloads, PublicKeyMessage)))
         if stage == STAGE_DIRECTORY:
-            return _to_bytes(self.role.receive_dh_directory(_one(payloads, DhDirectoryMessage)))
+            if len(payloads) != 2:
+                raise ValueError(f"{STAGE_DIRECTORY} carries the DH directory and the modulus proof, got "
+                                 f"{len(payloads)} payloads")
+            try:  # beyond the paper: the modulus is used only once its proof passed
+                self.role.accept_modulus(ModulusProofMessage.from_bytes(payloads[1]))
+            except ValueError as error:
+                raise ProtocolAbort(f"silo {self.silo_id} refuses the server's Paillier key: {error}",
+                                    silo=self.silo_id) from error
+            return _to_bytes(self.role.receive_dh_directory(_one(payloads[:1], DhDirectoryMessage)))
         self.role.receive_seed([SealedMessage.from_bytes(p) for p in payloads])
         return (self.role.blinded_histogram().to_bytes(),)
 

@@ -1,7 +1,8 @@
 """Keys of Protocol 1, step 1(a)-(c): Paillier (server), X25519 + HKDF pairwise keys (silos), AEAD for the seed R.
 
-- Paillier via ``phe`` (with gmpy2), 3072-bit by default (about 128-bit security). Keys under 2048 bits are
-  refused unless ``insecure_test_key=True`` is passed, which only the test-suite does.
+- Paillier via ``phe`` (with gmpy2), 3072-bit by default (about 128-bit security), its primes Blum (``p = q = 3 mod
+  4``) so that the server can prove the modulus well formed (:mod:`uldp.secure.modulus_proof`). Keys under 2048 bits
+  are refused unless ``insecure_test_key=True`` is passed, which only the test-suite does.
 - Each silo has an X25519 key pair; the public keys travel through the server (step 1(b)). The shared secret of a
   pair goes through HKDF-SHA256 bound to the session and the (ordered) pair of silo ids, giving independent keys
   for the AEAD channel and for the additive-mask stream.
@@ -14,15 +15,19 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from phe import paillier
 
 from uldp.secure.config import DEFAULT_KEY_BITS, MIN_KEY_BITS, check_key_bits
+from uldp.secure.modulus_proof import blum_paillier_keypair
+
+if TYPE_CHECKING:
+    from phe import paillier
 
 __all__ = ["DEFAULT_KEY_BITS", "MIN_KEY_BITS", "check_key_bits"]  # re-exported: the key-size rule lives in config
 
@@ -33,23 +38,21 @@ X25519_PUBLIC_BYTES = 32
 def generate_paillier_keypair(
     key_bits: int = DEFAULT_KEY_BITS, *, insecure_test_key: bool = False
 ) -> tuple[paillier.PaillierPublicKey, paillier.PaillierPrivateKey]:
-    """Protocol 1, step 1(a): the server's Paillier key pair (phe; primes from the OS CSPRNG).
+    """Protocol 1, step 1(a): the server's Paillier key pair, ``n = p q`` of exactly ``key_bits`` bits (Theorem 4's
+    bounds assume the full length) with Blum primes ``p = q = 3 mod 4`` from the OS CSPRNG, as the modulus proof
+    needs (:func:`uldp.secure.modulus_proof.blum_paillier_keypair`).
 
     Args:
         key_bits: bit length of n (3072 by default).
         insecure_test_key: allow keys under 2048 bits (tests only).
 
     Returns:
-        (public key, private key) of phe; the private key's p and q enable CRT decryption.
+        (public key, private key) of phe; the private key's p and q enable CRT decryption and the modulus proof.
 
     Raises:
         ValueError: see :func:`check_key_bits`.
     """
-    check_key_bits(key_bits, insecure_test_key=insecure_test_key)
-    while True:  # phe may return an n one bit short; Theorem 4's bounds assume the full length
-        public_key, private_key = paillier.generate_paillier_keypair(n_length=key_bits)
-        if public_key.n.bit_length() == key_bits:
-            return public_key, private_key
+    return blum_paillier_keypair(key_bits, insecure_test_key=insecure_test_key)
 
 
 def session_id(modulus: int) -> bytes:

@@ -3,8 +3,9 @@
 Wire format of every message: ``b"ULDP"`` | version (1 byte) | type tag (1 byte) | fields | SHA-256 digest of
 everything before it (32 bytes). A field's kind is its annotation: ``U32`` (4 bytes big-endian), ``bytes`` (u32
 length + data), ``BigInt`` (u32 length + big-endian magnitude), ``Ints`` (u32 count + that many ``BigInt``),
-``ByteList`` (u32 count + that many ``bytes``). Parsing checks the magic, version, tag, every length, the digest and
-that nothing trails.
+``ByteList`` (u32 count + that many ``bytes``), ``SignedInt`` (a sign byte, 0 for >= 0 and 1 for < 0, then a
+``BigInt`` of the magnitude; a negative zero is refused). Parsing checks the magic, version, tag, every length, the
+digest and that nothing trails.
 The digest catches corruption and truncation; authenticity of the server links is the transport's job (TLS),
 while silo-to-silo payloads relayed by the server are sealed with ChaCha20-Poly1305 (:mod:`uldp.secure.keys`).
 Receivers further check ranges against the key (:meth:`Message.check_elements`).
@@ -30,9 +31,11 @@ _U32 = struct.Struct(">I")
 #: Field annotations and their wire kinds (the aliases say how an ``int`` or a tuple travels).
 U32 = int
 BigInt = int
+SignedInt = int
 Ints = tuple[int, ...]
 ByteList = tuple[bytes, ...]
-_KIND_OF = {"U32": "u32", "bytes": "bytes", "BigInt": "int", "Ints": "ints", "ByteList": "bytes_list"}
+_KIND_OF = {"U32": "u32", "bytes": "bytes", "BigInt": "int", "Ints": "ints", "ByteList": "bytes_list",
+            "SignedInt": "signed"}
 
 #: Every message class by its type tag (filled as the classes are defined).
 MESSAGE_TYPES: dict[int, type[Message]] = {}
@@ -87,6 +90,10 @@ def _write(kind: str, value: object) -> bytes:
             raise ValueError("int fields carry non-negative integers")
         raw = number.to_bytes((number.bit_length() + 7) // 8, "big")
         return _U32.pack(len(raw)) + raw
+    if kind == "signed":
+        if not isinstance(value, SupportsInt):
+            raise ValueError(f"signed field must hold an integer, got {type(value).__name__}")
+        return bytes([int(value) < 0]) + _write("int", abs(int(value)))
     if kind in ("ints", "bytes_list"):
         if not isinstance(value, Collection):
             raise ValueError(f"{kind} field must hold a sequence, got {type(value).__name__}")
@@ -102,6 +109,12 @@ def _read(kind: str, reader: _Reader) -> object:
         return reader.take(reader.u32())
     if kind == "int":
         return int.from_bytes(reader.take(reader.u32()), "big")
+    if kind == "signed":
+        sign, magnitude = reader.take(1)[0], _read("int", reader)
+        if sign > 1 or (sign and not magnitude):
+            raise ValueError(f"malformed message: a signed field's sign byte must be 0, or 1 for a non-zero "
+                             f"magnitude, got {sign}")
+        return -magnitude if sign else magnitude  # type: ignore[operator]
     if kind in ("ints", "bytes_list"):
         count = reader.u32()
         item = "int" if kind == "ints" else "bytes"
@@ -335,13 +348,66 @@ class LatticeUpdateMessage(Message, tag=13):
 
 
 @dataclass(frozen=True)
+class RingPedersenMessage(Message, tag=16):
+    """Step 1(a), silo -> server (beyond the paper): the silo's own ring-Pedersen parameters with their proof
+    (CGGMP20 Figure 17) and a fresh nonce; the server proves its modulus against them, bound to the nonce
+    (:mod:`uldp.secure.modulus_proof`).
+
+    Attributes:
+        silo: The sending silo's id.
+        nonce: 32 bytes from the silo's OS CSPRNG, fresh for the session (empty where a silo keeps its parameters).
+        modulus, s, t: The ring-Pedersen parameters (N^, s, t).
+        commitments, responses: The ring-Pedersen proof (A_i, z_i).
+    """
+
+    silo: U32
+    nonce: bytes
+    modulus: BigInt
+    s: BigInt
+    t: BigInt
+    commitments: Ints
+    responses: Ints
+
+
+@dataclass(frozen=True)
+class ModulusProofMessage(Message, tag=17):
+    """Step 1(b), server -> one silo (beyond the paper): the Paillier modulus and the proof that it is well formed,
+    CGGMP20's Paillier-Blum proof (``w``, ``x``, ``a``, ``b``, ``z``; Figure 16) and no-small-factor proof against
+    that silo's ring-Pedersen parameters (``P`` .. ``v``; Figure 28), bound to the silo's id and nonce.
+
+    The silo checks it (:func:`uldp.secure.modulus_proof.verify_modulus`) before it uses the modulus.
+    """
+
+    silo: U32
+    modulus: BigInt
+    w: BigInt
+    x: Ints
+    a: Ints
+    b: Ints
+    z: Ints
+    P: BigInt
+    Q: BigInt
+    A: BigInt
+    B: BigInt
+    T: BigInt
+    sigma: SignedInt
+    z1: SignedInt
+    z2: SignedInt
+    w1: SignedInt
+    w2: SignedInt
+    v: SignedInt
+
+
+@dataclass(frozen=True)
 class SiloState(Message, tag=8):
     """Not sent: one silo's secrets and progress between two messages, where it keeps them (for example a Flower
     ClientApp's node-local context state; see :meth:`uldp.secure.protocol.Silo.export_state`).
 
-    Empty bytes, 0 or an empty tuple mean "not yet": no modulus before step 1(a), no pairwise keys before step 1(b),
-    no seed before 1(c), no round (0) outside step 2(b). ``aead_keys`` and ``mask_keys`` are per peer, in the order
-    of the peers' ids; ``own_powers`` are the round's shared weight powers of the users ``silo mod |S|``.
+    Empty bytes, 0 or an empty tuple mean "not yet": no modulus before its proof passed (step 1(b)), no pairwise keys
+    before step 1(b), no seed before 1(c), no round (0) outside step 2(b). ``proof_request`` is the
+    :class:`RingPedersenMessage` the silo sent at step 1(a) (its own ring-Pedersen parameters and nonce).
+    ``aead_keys`` and ``mask_keys`` are per peer, in the order of the peers' ids; ``own_powers`` are the round's
+    shared weight powers of the users ``silo mod |S|``.
     """
 
     silo: U32
@@ -353,6 +419,7 @@ class SiloState(Message, tag=8):
     seed: bytes
     round_index: U32
     own_powers: Ints
+    proof_request: bytes
 
 
 @dataclass(frozen=True)

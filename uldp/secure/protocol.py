@@ -4,8 +4,11 @@ Each stage is one method taking and returning typed messages (:mod:`uldp.secure.
 (:class:`uldp.secure.SecureSession`) passes every message through its byte form, as a network would. Stages:
 
 Setup (once):
-  1(a) ``Server.public_key_message`` -> ``Silo.receive_public_key`` -> X25519 public keys;
-  1(b) ``Server.relay_dh_keys`` -> ``Silo.receive_dh_directory`` (pairwise keys; silo 0 seals the seed R);
+  1(a) ``Server.public_key_message`` -> ``Silo.receive_public_key`` -> X25519 public keys and (beyond the paper)
+       each silo's ring-Pedersen parameters with a fresh nonce;
+  1(b) ``Server.prove_modulus`` -> ``Silo.accept_modulus`` (beyond the paper: the silo checks CGGMP20's proofs that
+       the modulus is well formed, :mod:`uldp.secure.modulus_proof`, before it uses it), then
+       ``Server.relay_dh_keys`` -> ``Silo.receive_dh_directory`` (pairwise keys; silo 0 seals the seed R);
   1(c) ``Server.relay`` -> ``Silo.receive_seed``;
   1(d-e) ``Silo.blinded_histogram`` (B'(n_su) = r_u n_su + pairwise masks);
   1(f) ``Server.receive_histograms`` (B(N_u) = r_u N_u, its inverse B_inv(N_u)).
@@ -41,7 +44,7 @@ import gmpy2
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from uldp.secure import encoding, fast, keys, masks, packing
+from uldp.secure import encoding, fast, keys, masks, modulus_proof, packing
 from uldp.secure.messages import (
     BlindedHistogramMessage,
     DhDirectoryMessage,
@@ -52,9 +55,11 @@ from uldp.secure.messages import (
     LatticeWeightsMessage,
     MaskedUpdateMessage,
     Message,
+    ModulusProofMessage,
     PublicKeyMessage,
     RescaledWeightsMessage,
     RescaleRequestMessage,
+    RingPedersenMessage,
     SealedMessage,
     SiloState,
     pack_ints,
@@ -71,6 +76,29 @@ SEALED_SEED = 1
 SEALED_WEIGHT_POWERS = 2
 
 M = TypeVar("M", bound=Message)
+#: Bytes of the nonce a silo draws for the modulus proof of one session.
+NONCE_BYTES = 32
+
+
+def modulus_proof_context(config: ProtocolConfig, silo_id: int, nonce: bytes) -> bytes:
+    """What the server's modulus proof for one silo is bound to (its Fiat-Shamir hashes): the silo's id, the
+    session's shape and key size, and the silo's fresh nonce, so a proof made for another silo or another session is
+    refused."""
+    shape = (silo_id, config.n_silos, config.n_users, config.parameters.key_bits)
+    return b"uldp/protocol-1/modulus/" + b"".join(value.to_bytes(4, "big") for value in shape) + nonce
+
+
+def _verifier_of(request: RingPedersenMessage) -> modulus_proof.Verifier:
+    return (modulus_proof.RingPedersen(n=request.modulus, s=request.s, t=request.t),
+            modulus_proof.RingPedersenProof(commitments=request.commitments, responses=request.responses))
+
+
+def _proof_of(message: ModulusProofMessage) -> modulus_proof.ModulusProof:
+    return modulus_proof.ModulusProof(
+        blum=modulus_proof.PaillierBlumProof(w=message.w, x=message.x, a=message.a, b=message.b, z=message.z),
+        factors=modulus_proof.NoSmallFactorProof(P=message.P, Q=message.Q, A=message.A, B=message.B, T=message.T,
+                                                 sigma=message.sigma, z1=message.z1, z2=message.z2, w1=message.w1,
+                                                 w2=message.w2, v=message.v))
 
 
 def _one_per_silo(messages: Sequence[M], n_silos: int, *, what: str, silo_of: Callable[[M], int]) -> list[M]:
@@ -125,6 +153,32 @@ class Server:
     def public_key_message(self) -> PublicKeyMessage:
         """Step 1(a): the public key for all silos."""
         return PublicKeyMessage(modulus=self._n)
+
+    def prove_modulus(self, request: RingPedersenMessage) -> ModulusProofMessage:
+        """Beyond the paper, step 1(b): CGGMP20's proofs that the modulus is well formed, for the silo that sent
+        ``request`` (against its ring-Pedersen parameters, bound to :func:`modulus_proof_context` with its nonce).
+
+        Raises:
+            ValueError: the silo's parameters fail their checks (an unknown silo, a nonce not of 32 bytes, a
+                ring-Pedersen modulus of another size, or a ring-Pedersen proof that fails): proving against them
+                could leak the key's factors.
+        """
+        if not 0 <= request.silo < self.config.n_silos:
+            raise ValueError(f"ring-Pedersen parameters from unknown silo {request.silo} (silos are "
+                             f"0..{self.config.n_silos - 1})")
+        if len(request.nonce) != NONCE_BYTES:
+            raise ValueError(f"the modulus proof's nonce has {NONCE_BYTES} bytes, got {len(request.nonce)}")
+        parameters = modulus_proof.proof_parameters(self.config.parameters.key_bits)
+        verifier, verifier_proof = _verifier_of(request)
+        modulus_proof.verify_ring_pedersen(verifier, verifier_proof, parameters=parameters)
+        proof = modulus_proof.prove_modulus(
+            int(self._private_key.p), int(self._private_key.q), verifier, parameters=parameters,
+            context=modulus_proof_context(self.config, request.silo, request.nonce))
+        blum, factors = proof.blum, proof.factors
+        return ModulusProofMessage(silo=request.silo, modulus=self._n, w=blum.w, x=blum.x, a=blum.a, b=blum.b,
+                                   z=blum.z, P=factors.P, Q=factors.Q, A=factors.A, B=factors.B, T=factors.T,
+                                   sigma=factors.sigma, z1=factors.z1, z2=factors.z2, w1=factors.w1, w2=factors.w2,
+                                   v=factors.v)
 
     def relay_dh_keys(self, messages: Sequence[DhPublicKeyMessage]) -> DhDirectoryMessage:
         """Step 1(b): collect every silo's X25519 public key and broadcast the directory."""
@@ -347,9 +401,19 @@ SECRET_BYTES = 32
 
 
 class Silo:
-    """One silo of Protocol 1: knows its own counts n_su and, after setup, the shared blinds r_u."""
+    """One silo of Protocol 1: knows its own counts n_su and, after setup, the shared blinds r_u.
 
-    def __init__(self, silo_id: int, counts: np.ndarray, config: ProtocolConfig) -> None:
+    Args:
+        silo_id: This silo's number.
+        counts: n_su of this silo, [|U|].
+        config: The session's public parameters.
+        verifier: This silo's ring-Pedersen parameters with their proof (:func:`uldp.secure.modulus_proof.
+            ring_pedersen`), kept from an earlier session; None draws new ones at step 1(a) (2048-bit safe primes
+            take about a minute at the default key sizes).
+    """
+
+    def __init__(self, silo_id: int, counts: np.ndarray, config: ProtocolConfig, *,
+                 verifier: modulus_proof.Verifier | None = None) -> None:
         row = np.asarray(counts)
         if row.shape != (config.n_users,):
             raise ValueError(f"silo {silo_id}: counts must have shape ({config.n_users},), got {row.shape}")
@@ -367,6 +431,14 @@ class Silo:
         self._round: int | None = None
         self._lattice_keys: tuple[bytes, ...] = ()
         self._lattice: Any = None
+        self._verifier = verifier
+        self._proof_request: RingPedersenMessage | None = None
+
+    @property
+    def verifier(self) -> modulus_proof.Verifier | None:
+        """This silo's ring-Pedersen parameters with their proof (public; None before step 1(a)), to keep for the
+        next session."""
+        return self._verifier
 
     @property
     def _modulus(self) -> int:
@@ -374,11 +446,40 @@ class Silo:
             raise ValueError(f"silo {self.silo_id} has no public key yet: call receive_public_key first")
         return self._n
 
-    def receive_public_key(self, message: PublicKeyMessage) -> DhPublicKeyMessage:
-        """Step 1(a): store the Paillier modulus (checking its size) and answer with an X25519 public key."""
-        self._n = self._checked_modulus(int(message.modulus))
-        self._session = keys.session_id(self._n)
-        return DhPublicKeyMessage(silo=self.silo_id, public_key=keys.dh_public_bytes(self._dh_key))
+    def receive_public_key(self, message: PublicKeyMessage) -> tuple[DhPublicKeyMessage, RingPedersenMessage]:
+        """Step 1(a): check the Paillier modulus's size and answer with an X25519 public key and (beyond the paper)
+        this silo's ring-Pedersen parameters with a fresh nonce, against which the server proves the modulus well
+        formed. The modulus is not kept: the silo takes the one whose proof passes (:meth:`accept_modulus`)."""
+        self._checked_modulus(int(message.modulus))
+        sizes = modulus_proof.proof_parameters(self.config.parameters.key_bits)
+        if self._verifier is None or self._verifier[0].n.bit_length() != sizes.pedersen_bits:
+            self._verifier = modulus_proof.ring_pedersen(sizes.pedersen_bits, rounds=sizes.blum_challenges)
+        verifier, proof = self._verifier
+        self._proof_request = RingPedersenMessage(silo=self.silo_id, nonce=os.urandom(NONCE_BYTES), modulus=verifier.n,
+                                                  s=verifier.s, t=verifier.t, commitments=proof.commitments,
+                                                  responses=proof.responses)
+        return DhPublicKeyMessage(silo=self.silo_id, public_key=keys.dh_public_bytes(self._dh_key)), self._proof_request
+
+    def accept_modulus(self, message: ModulusProofMessage) -> None:
+        """Beyond the paper, step 1(b), before anything uses the modulus: check the server's proofs that it is well
+        formed (CGGMP20's Paillier-Blum and no-small-factor proofs, :func:`uldp.secure.modulus_proof.verify_modulus`)
+        against this silo's own ring-Pedersen parameters and bound to this silo's nonce; only then keep it.
+
+        Raises:
+            ValueError: before step 1(a), a proof addressed to another silo, a modulus of the wrong size, or a proof
+                that fails (the message names the check).
+        """
+        request = self._proof_request
+        if request is None or self._verifier is None:
+            raise ValueError(f"silo {self.silo_id} got a modulus proof before step 1(a)")
+        if message.silo != self.silo_id:
+            raise ValueError(f"modulus proof: it is for silo {message.silo}, this is silo {self.silo_id}")
+        modulus = self._checked_modulus(int(message.modulus))
+        modulus_proof.verify_modulus(modulus, _proof_of(message), self._verifier[0],
+                                     context=modulus_proof_context(self.config, self.silo_id, request.nonce),
+                                     parameters=modulus_proof.proof_parameters(self.config.parameters.key_bits))
+        self._n = modulus
+        self._session = keys.session_id(modulus)
 
     def receive_lattice_keys(self, message: LatticeKeysMessage) -> None:
         """Step 1(a), lattice backend: keep the server's BFV public keys (checked when the first update loads them).
@@ -453,6 +554,7 @@ class Silo:
             mask_keys=tuple(self._pair_keys[p].masks for p in peers), seed=self._seed or b"",
             round_index=self._round or 0,
             own_powers=tuple(int(self._own_powers[u]) for u in self._users_of(self.silo_id)) if self._round else (),
+            proof_request=self._proof_request.to_bytes() if self._proof_request else b"",
         ).to_bytes()
 
     def _checked_modulus(self, modulus: int) -> int:
@@ -470,8 +572,9 @@ class Silo:
         """The silo that :meth:`export_state` wrote, under the session's public ``config``.
 
         Every field is checked as the step that first set it checks it: the counts (length |U|, each at most
-        N_max, before any array is made of them), the modulus (odd, of the session's key size: step 1(a)), 32-byte
-        keys and seed, and weight powers in Z_(n^2).
+        N_max, before any array is made of them), the modulus (odd, of the session's key size: step 1(a); kept only
+        once its proof passed), the ring-Pedersen parameters' sizes and nonce, 32-byte keys and seed, and weight
+        powers in Z_(n^2).
 
         Raises:
             ValueError: the bytes are no silo state (or corrupted), or a field does not fit ``config``.
@@ -483,6 +586,8 @@ class Silo:
                              f"{len(record.counts)} up to {max(record.counts, default=0)}")
         silo = cls(record.silo, np.array(record.counts, dtype=np.int64), config)
         silo._dh_key = X25519PrivateKey.from_private_bytes(record.dh_private)
+        if record.proof_request:
+            silo._restore_proof_request(record.proof_request)
         if record.modulus:
             silo._n = silo._checked_modulus(record.modulus)
             silo._session = keys.session_id(silo._n)
@@ -508,6 +613,20 @@ class Silo:
             silo._round = record.round_index
             silo._own_powers = dict(zip(users, (gmpy2.mpz(v) for v in record.own_powers), strict=True))
         return silo
+
+    def _restore_proof_request(self, data: bytes) -> None:
+        """The ring-Pedersen parameters and nonce this silo sent at step 1(a), with their sizes checked (the proof
+        was checked when the parameters were made; the server checks it again)."""
+        request = RingPedersenMessage.from_bytes(data)
+        sizes = modulus_proof.proof_parameters(self.config.parameters.key_bits)
+        big_n = request.modulus
+        if request.silo != self.silo_id or len(request.nonce) != NONCE_BYTES \
+                or big_n.bit_length() != sizes.pedersen_bits or not 0 < request.s < big_n or not 0 < request.t < big_n \
+                or not len(request.commitments) == len(request.responses) == sizes.blum_challenges:
+            raise ValueError(f"silo state holds ring-Pedersen parameters that are not this silo's of "
+                             f"{sizes.pedersen_bits} bits with a {NONCE_BYTES}-byte nonce and "
+                             f"{sizes.blum_challenges} proof rounds")
+        self._proof_request, self._verifier = request, _verifier_of(request)
 
     def _seal(self, peer: int, round_index: int, purpose: int, payload: bytes) -> SealedMessage:
         header = SealedMessage(self.silo_id, peer, round_index, purpose, b"", b"")

@@ -26,7 +26,9 @@ from uldp.secure.config import ProtocolConfig, ProtocolParameters
 from uldp.secure.driver import STAGE_SEED, STAGE_SHARES, STAGE_UPDATE, Payloads, ServerDriver, SiloDriver
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
+
+    from uldp.secure.modulus_proof import Verifier
 
 class SecureSession:
     """Runs the server and all silos in-process: setup once, then one :meth:`aggregate` call per round.
@@ -40,6 +42,9 @@ class SecureSession:
         sigma: noise multiplier (the noise bound is derived from it), or give ``noise_bound``.
         noise_bound: explicit bound on any noise coordinate (overrides sigma).
         parameters: Protocol 1's :class:`~uldp.secure.config.ProtocolParameters` (key size, P, N_max, ...).
+        verifiers: Per silo, its ring-Pedersen parameters from an earlier session (``silos[s].verifier``), against
+            which the server proves its modulus (beyond the paper, :mod:`uldp.secure.modulus_proof`); None: each silo
+            draws its own.
 
     Attributes:
         server: The :class:`~uldp.secure.protocol.Server` role; silos: the :class:`~uldp.secure.protocol.Silo` roles.
@@ -59,6 +64,7 @@ class SecureSession:
         clip: float,
         sigma: float = 0.0,
         noise_bound: float | None = None,
+        verifiers: Sequence[Verifier | None] | None = None,
     ) -> None:
         table = np.asarray(counts)
         if table.ndim != 2:
@@ -73,7 +79,10 @@ class SecureSession:
         self._inputs: tuple[np.ndarray, np.ndarray] | None = None
         start = time.perf_counter()
         self.driver = ServerDriver(self.config, self._exchange)
-        self.silo_drivers = [SiloDriver(s, table[s], self.config) for s in range(self.config.n_silos)]
+        kept = list(verifiers) if verifiers is not None else [None] * self.config.n_silos
+        if len(kept) != self.config.n_silos:
+            raise ValueError(f"verifiers must hold one entry per silo ({self.config.n_silos}), got {len(kept)}")
+        self.silo_drivers = [SiloDriver(s, table[s], self.config, verifier=kept[s]) for s in range(self.config.n_silos)]
         self.server = self.driver.server
         self.silos = [driver.role for driver in self.silo_drivers]
         self.timings["paillier_keygen"] = time.perf_counter() - start
@@ -214,7 +223,9 @@ class SecureAggregator:
                 {"clip": self._clip, "sigma": self._sigma or 0.0} if fixed_bounds
                 else {"clip": max(1.0, 2 * delta_bound), "noise_bound": max(1.0, 2 * noise_bound)}
             )
-            session = SecureSession(table, self.parameters, **bounds)
+            kept = ([silo.verifier for silo in session.silos]  # the silos keep their ring-Pedersen parameters
+                    if session is not None and session.config.n_silos == table.shape[0] else None)
+            session = SecureSession(table, self.parameters, verifiers=kept, **bounds)
             self.session, self._counts = session, table.copy()
         result = session.aggregate(delta_array, noise_array, chosen & ~empty)
         self.round_timings.append(dict(session.last_round_timings))

@@ -129,3 +129,29 @@ def test_bad_inputs_are_named():
         prove_paillier_blum(5, 7)
     with pytest.raises(ValueError, match="bits must be an even integer >= 64"):
         ring_pedersen(63)
+
+
+@pytest.mark.parametrize("bits", [32, 33, 96, 512])
+def test_safe_prime_is_a_safe_prime_of_exactly_the_bits_asked_with_its_top_two_bits_set(bits):
+    for _ in range(3):
+        p = modulus_proof.safe_prime(bits)
+        assert p.bit_length() == bits and p >> (bits - 2) == 3
+        assert gmpy2.is_prime(p, 50) and gmpy2.is_prime((p - 1) // 2, 50)
+
+
+def test_safe_prime_sieve_keeps_every_safe_prime_of_its_window(monkeypatch):
+    """The sieve drops only halves h where h or 2h + 1 has a factor below 2^16: from a fixed start of 39-bit halves
+    (all above the sieve's primes), the safe prime it finds is the first that a slow search finds."""
+    for raw in (12345, 987654321, 5):
+        monkeypatch.setattr(modulus_proof.secrets, "randbits", lambda bits, raw=raw: raw)
+        found = modulus_proof.safe_prime(40)
+        half = raw | (3 << 37) | 1
+        while not (gmpy2.is_prime(half, 50) and gmpy2.is_prime(2 * half + 1, 50)):
+            half += 2
+        assert found == 2 * half + 1
+
+
+@pytest.mark.parametrize("bits", [31, 3.0, True])
+def test_safe_prime_refuses_bad_sizes(bits):
+    with pytest.raises(ValueError, match="bits must be an integer >= 32"):
+        modulus_proof.safe_prime(bits)

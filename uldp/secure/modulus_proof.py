@@ -248,8 +248,8 @@ def ring_pedersen(bits: int, *, rounds: int = CGGMP20.blum_challenges) -> Verifi
     """A silo's ring-Pedersen parameters and their proof (CGGMP20 Figure 17, Fiat-Shamir): ``n`` of ``bits`` bits, the
     product of two safe primes, ``t`` a random square and ``s = t^lambda`` for a random ``lambda``; the factors and
     ``lambda`` are dropped once the proof is made (the silo only verifies). Public, and reusable across sessions (as
-    CGGMP20's auxiliary set-up is): each modulus proof binds the session's context. At 2048 bits the safe primes take
-    about a minute (benchmarks/modulus_proof.py); make them once per silo and keep them.
+    CGGMP20's auxiliary set-up is): each modulus proof binds the session's context. Its two safe primes come from
+    :func:`safe_prime` (about a second for a 2048-bit ``n`` here, benchmarks/modulus_proof.py).
 
     Raises:
         ValueError: ``bits`` not an even number >= 64, or ``rounds`` not a positive integer.

@@ -124,9 +124,20 @@ def naive_round(session, weights, deltas, noise):
 
 
 def cpu_seconds():
-    """CPU seconds of this process and its finished children (the workers are stopped before reading it)."""
+    """CPU seconds of this process, its finished children and the live workers of :mod:`uldp.secure.fast`'s kept
+    pools (read from ``/proc``: the lattice rounds time a session's later round, its workers already warm)."""
     times = os.times()
-    return times.user + times.system + times.children_user + times.children_system
+    live = 0
+    for pool in fast._POOLS.values():
+        for pid in list(getattr(pool, "_processes", None) or {}):
+            try:
+                with open(f"/proc/{pid}/stat") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+            except OSError:  # exited between the listing and the read: its time is in children_* once reaped
+                continue
+            live += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return (times.user + times.system + times.children_user + times.children_system
+            + live / os.sysconf("SC_CLK_TCK"))
 
 
 class Clock:
@@ -387,17 +398,22 @@ def lattice_projection(slices, *, server_weights_s, server_weights_cpu_s, chunks
     return out
 
 
-def lattice_rounds(rng):
-    """Part 5: the lattice round (silo 0 in full, the server), exactness, and the 10^6-parameter projection."""
+def lattice_rounds(rng, processes):
+    """Part 5: the lattice round (silo 0 in full, the server), exactness, and the 10^6-parameter projection.
+
+    Both sides run ``processes`` worker processes; every timed round is a session's second (its first, untimed,
+    lets the workers build their contexts and keys, a once-per-session cost). The MNIST round is also timed with
+    one process in the same run (``mnist["serial"]``), for the ratio.
+    """
     from uldp.secure import lattice
 
-    def session(counts):
+    def session(counts, workers=processes):
         n_silos, n_users = counts.shape
         layout = lattice.layout_for(precision=P, n_users=n_users, n_silos=n_silos, n_max=2000, delta_bound=CLIP,
                                     noise_bound=encoding.noise_tail_bound(sigma=SIGMA, clip=CLIP, n_silos=n_silos))
-        server = lattice.LatticeServer(layout)
+        server = lattice.LatticeServer(layout, processes=workers)
         mask_keys = {(a, b): os.urandom(32) for a in range(n_silos) for b in range(a + 1, n_silos)}
-        silos = [lattice.LatticeSilo(s, counts[s], layout, public_keys=server.public_keys(),
+        silos = [lattice.LatticeSilo(s, counts[s], layout, public_keys=server.public_keys(), processes=workers,
                                      mask_keys={p: mask_keys[min(s, p), max(s, p)] for p in range(n_silos) if p != s})
                  for s in range(n_silos)]
         return layout, server, silos
@@ -407,15 +423,16 @@ def lattice_rounds(rng):
         result = function(*args)
         return result, time.perf_counter() - wall, cpu_seconds() - cpu
 
-    def silo_round(users, dim, shape):
+    def silo_round(users, dim, shape, workers=processes):
         counts, deltas, noise = make_inputs(rng, n_silos=shape["silos"], n_users=users, dim=dim)
-        layout, server, silos = session(counts)
+        layout, server, silos = session(counts, workers)
         corrections = [int.from_bytes(os.urandom(8), "little") for _ in range(users)]  # timing only: any c_u
+        silos[0].masked_update(1, server.encrypt_weights(corrections), corrections, deltas[0], noise[0])  # warm-up
         weights, enc_s, enc_cpu = timed(server.encrypt_weights, corrections)
-        update, silo_s, silo_cpu = timed(silos[0].masked_update, 1, weights, corrections, deltas[0], noise[0])
+        update, silo_s, silo_cpu = timed(silos[0].masked_update, 2, weights, corrections, deltas[0], noise[0])
         sizes = [len(c) for prime in update for c in prime]
         _, finish_s, finish_cpu = timed(server.finish, [update] * shape["silos"], dim)
-        return {"users": users, "parameters": dim, "silo_s": silo_s, "silo_cpu_s": silo_cpu,
+        return {"users": users, "parameters": dim, "processes": workers, "silo_s": silo_s, "silo_cpu_s": silo_cpu,
                 "server_weights_s": enc_s, "server_weights_cpu_s": enc_cpu, "server_finish_s": finish_s,
                 "server_finish_cpu_s": finish_cpu, "server_s": enc_s + finish_s, "server_cpu_s": enc_cpu + finish_cpu,
                 "update_bytes": sum(sizes), "update_ciphertexts": len(sizes),
@@ -424,7 +441,7 @@ def lattice_rounds(rng):
                 "coefficient_modulus_bits": lattice.coefficient_modulus_bits(layout.coefficient_bits),
                 "flood_bits": layout.flood_bits}
 
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"processes": processes, "cpus": os.cpu_count(), "load_at_start": os.getloadavg()[0]}
     counts, deltas, noise = make_inputs(rng, n_silos=3, n_users=10, dim=2000)
     _, server, silos = session(counts)
     c_lcm, g = encoding.lcm_up_to(2000), server.layout.packed.weight_bits
@@ -442,15 +459,23 @@ def lattice_rounds(rng):
     mnist = out["mnist"] = silo_round(MNIST["users"], MNIST["parameters"], MNIST)
     mnist["ciphertext_bytes_per_parameter"] = mnist["update_bytes"] / MNIST["parameters"]
     mnist["ratio_to_float32"] = mnist["ciphertext_bytes_per_parameter"] / FLOAT32_BYTES
-    say(f"  silo {mnist['silo_s']:.2f} s ({mnist['silo_cpu_s']:.2f} CPU), server {mnist['server_s']:.2f} s")
+    say(f"  silo {mnist['silo_s']:.2f} s ({mnist['silo_cpu_s']:.2f} CPU), server {mnist['server_s']:.2f} s "
+        f"({mnist['server_cpu_s']:.2f} CPU) with {processes} processes; load {os.getloadavg()[0]:.1f}")
+    serial = mnist["serial"] = silo_round(MNIST["users"], MNIST["parameters"], MNIST, workers=1)
+    for side in ("silo_s", "server_s"):
+        mnist[f"{side.split('_')[0]}_ratio_serial_over_parallel"] = serial[side] / mnist[side]
+    say(f"  one process: silo {serial['silo_s']:.2f} s ({serial['silo_cpu_s']:.2f} CPU), server "
+        f"{serial['server_s']:.2f} s ({serial['server_cpu_s']:.2f} CPU)")
     say("lattice: 10^6 parameters from one- and two-chunk slices, checked on four chunks ...")
     counts, deltas, noise = make_inputs(rng, n_silos=MILLION["silos"], n_users=MILLION["users"],
                                         dim=4 * lattice.RING_DEGREE, full_dim=MILLION["parameters"])
     _, server, silos = session(counts)
     corrections = [int.from_bytes(os.urandom(8), "little") for _ in range(MILLION["users"])]  # timing: any c_u
+    weights = server.encrypt_weights(corrections)  # warm-up round 1 (the workers' contexts and keys)
+    silos[0].masked_update(1, weights, corrections, deltas[0][:, :1], noise[0][:1])
     weights, weights_s, weights_cpu = timed(server.encrypt_weights, corrections)
     slices = {}
-    for round_index, chunks in enumerate((1, 2, 4), start=1):
+    for round_index, chunks in enumerate((1, 2, 4), start=2):
         dim = chunks * lattice.RING_DEGREE
         update, silo_s, silo_cpu = timed(silos[0].masked_update, round_index, weights, corrections,
                                          deltas[0][:, :dim], noise[0][:dim])
@@ -477,7 +502,7 @@ def merge_lattice(path, rng, args):
     with open(path) as handle:
         document = json.load(handle)
     started = now()
-    part = lattice_rounds(rng)
+    part = lattice_rounds(rng, args.processes)
     say("lattice: the paper's artificial grid through the protocol (rescale included) ...")
     part["grid"] = artificial_grid(args, rng, backends=("lattice",))
     results = document["results"]
@@ -487,7 +512,8 @@ def merge_lattice(path, rng, args):
                 for side in ("silo_s", "server_s"):
                     part[key][f"{side.split('_')[0]}_ratio_{backend}_over_lattice"] = (
                         results[key][backend][side] / part[key][side])
-    part["provenance"] = {**provenance("python benchmarks/secure_protocol.py --lattice-only --merge " + str(path)),
+    part["provenance"] = {**provenance(f"python benchmarks/secure_protocol.py --lattice-only --processes "
+                                       f"{args.processes} --merge {path}"),
                           "date": started}
     results["lattice"] = part
     write_json_atomic(path, document)

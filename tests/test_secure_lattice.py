@@ -16,14 +16,14 @@ P = 1e-10
 N_MAX = 300
 
 
-def _setup(counts, *, clip=0.5, noise_bound=3.0, precision=P):
+def _setup(counts, *, clip=0.5, noise_bound=3.0, precision=P, processes=1):
     """The layout, the server and the silos (the per-round rescale, Paillier in the protocol, is :func:`_rescale`)."""
     n_silos, n_users = counts.shape
     layout = lattice.layout_for(precision=precision, n_users=n_users, n_silos=n_silos, n_max=N_MAX,
                                 delta_bound=clip, noise_bound=noise_bound)
     keys = {(a, b): secrets.token_bytes(32) for a in range(n_silos) for b in range(a + 1, n_silos)}
-    server = lattice.LatticeServer(layout)
-    silos = [lattice.LatticeSilo(s, counts[s], layout, public_keys=server.public_keys(),
+    server = lattice.LatticeServer(layout, processes=processes)
+    silos = [lattice.LatticeSilo(s, counts[s], layout, public_keys=server.public_keys(), processes=processes,
                                  mask_keys={p: keys[min(s, p), max(s, p)] for p in range(n_silos) if p != s})
              for s in range(n_silos)]
     return layout, server, silos
@@ -68,6 +68,28 @@ def test_lattice_round_equals_plain_round_within_precision(seed):
     result = server.finish(updates, deltas.shape[2])
     assert np.max(np.abs(result - plain_round(counts, deltas, noise, sampled))) <= P
     assert len(layout.plain_moduli) == 2  # P = 1e-10 needs slots wider than one 60-bit prime
+
+
+def test_results_do_not_depend_on_the_process_count():
+    counts, deltas, noise, sampled = _instance(6, n_users=5, dim=lattice.RING_DEGREE + 3)  # two chunks
+    counts[2, 4] = 7
+    deltas[2, 4] = 0.0  # records but a zero delta: its weight is skipped, the sum stays exact
+    deltas[0, :, lattice.RING_DEGREE:] = 0.0  # silo 0's second chunk has no products at all
+    layout, server, serial = _setup(counts, processes=2)  # the server encrypts in two workers
+    parallel = [lattice.LatticeSilo(s, counts[s], layout, public_keys=server.public_keys(), processes=2,
+                                    mask_keys=silo._mask_keys) for s, silo in enumerate(serial)]
+    for silo in serial:
+        silo.processes = 1
+    plain = plain_round(counts, deltas, noise, sampled)
+    for round_index in (1, 2):  # the workers keep their contexts between rounds
+        rescaled, corrections = _rescale(counts, sampled, layout)
+        weights = server.encrypt_weights(rescaled)
+        sums = [server.finish([silo.masked_update(round_index, weights, corrections, deltas[s], noise[s])
+                               for s, silo in enumerate(silos)], deltas.shape[2]) for silos in (serial, parallel)]
+        assert np.array_equal(sums[0], sums[1])
+        assert np.max(np.abs(sums[1] - plain)) <= P
+    with pytest.raises(ValueError, match="processes"):
+        lattice.LatticeServer(layout, processes=0)
 
 
 def test_security_parameters_are_within_the_he_standard():

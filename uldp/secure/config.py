@@ -77,8 +77,8 @@ class ProtocolParameters:
         n_max: N_max, the public bound on one user's records over all silos (2000, the paper's); below
             ``key_bits`` (C_LCM = lcm(1..N_max) must stay below the modulus).
         insecure_test_key: Allow keys under 2048 bits (tests and smoke runs only).
-        processes: Worker processes for a silo's exponentiations and the server's decryptions (results do not
-            depend on it).
+        processes: Worker processes for a silo's exponentiations and the server's decryptions, or with the
+            lattice backend a silo's products and the server's encryptions (results do not depend on it).
         backend: One of :data:`BACKENDS` (``"paillier"``, the paper's; ``"packed-paillier"``; ``"lattice"``).
 
     Raises:

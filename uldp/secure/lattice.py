@@ -70,6 +70,7 @@ uniform, so compression would not shrink them).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import struct
@@ -79,7 +80,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uldp.secure import masks, packing
+from uldp.checks import check_integer
+from uldp.secure import fast, masks, packing
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -268,20 +270,124 @@ class _Context:
         """The ciphertext whose components are ``polys`` [2, #primes, N] (residues), in coefficient form."""
         return self.load(_raw_ciphertext_bytes(polys, self.parms_id))
 
-    def load(self, data: bytes) -> Any:
+    def load(self, data: bytes, *, ntt_form: bool = False) -> Any:
         """A ciphertext of this context from its SEAL bytes (seeded or not).
 
+        Args:
+            data: SEAL's bytes.
+            ntt_form: whether the ciphertext must be in NTT form (a worker's partial sum) or not (every message).
+
         Raises:
-            ValueError: bytes that are no valid fresh two-component ciphertext of this context.
+            ValueError: bytes that are no valid two-component ciphertext of this context in the expected form.
         """
         ciphertext = _seal().Ciphertext()
         try:
             _load(ciphertext, self.context, data)
         except (RuntimeError, ValueError) as error:
             raise ValueError(f"not a ciphertext of this lattice session: {error}") from error
-        if ciphertext.size() != 2 or ciphertext.is_ntt_form() or list(ciphertext.parms_id()) != list(self.parms_id):
+        if (ciphertext.size() != 2 or ciphertext.is_ntt_form() != ntt_form
+                or list(ciphertext.parms_id()) != list(self.parms_id)):
             raise ValueError("not a fresh two-component ciphertext of this lattice session")
         return ciphertext
+
+
+_CONTEXTS: dict[tuple[tuple[int, ...], tuple[int, ...]], list[_Context]] = {}
+_SECRET_ENCRYPTORS: dict[bytes, list[Any]] = {}
+
+
+def _contexts(plain_moduli: Sequence[int], coefficient_bits: Sequence[int]) -> list[_Context]:
+    """The session's contexts (one per plaintext prime), built once per process: parameters are public, so worker
+    processes rebuild them from the layout alone and keep them for every later round of the session."""
+    key = (tuple(plain_moduli), tuple(coefficient_bits))
+    if key not in _CONTEXTS:
+        _CONTEXTS[key] = [_Context(t, coefficient_bits) for t in plain_moduli]
+    return _CONTEXTS[key]
+
+
+def _secret_encryptors(plain_moduli: Sequence[int], coefficient_bits: Sequence[int],
+                       secret_keys: Sequence[bytes]) -> list[Any]:
+    """Secret-key encryptors of the server's keys, built once per process and kept under a digest of the keys.
+
+    Only the server's own worker processes (forked from it) ever receive the key bytes.
+    """
+    digest = hashlib.sha256(repr((tuple(plain_moduli), tuple(coefficient_bits))).encode()
+                            + b"".join(hashlib.sha256(k).digest() for k in secret_keys)).digest()
+    if digest not in _SECRET_ENCRYPTORS:
+        sealapi = _seal()
+        encryptors = []
+        for context, data in zip(_contexts(plain_moduli, coefficient_bits), secret_keys, strict=True):
+            secret = sealapi.SecretKey()
+            _load(secret, context.context, data)
+            encryptors.append(sealapi.Encryptor(context.context, secret))
+        _SECRET_ENCRYPTORS[digest] = encryptors
+    return _SECRET_ENCRYPTORS[digest]
+
+
+def _encrypt_constants(plain_moduli: Sequence[int], coefficient_bits: Sequence[int], secret_keys: Sequence[bytes],
+                       values: Sequence[int]) -> list[list[bytes]]:
+    """Per plaintext prime, a fresh seeded secret-key ``Enc(v mod t_i)`` of every value (one worker's users).
+
+    SEAL draws every encryption's randomness from a PRNG it seeds from the OS (``std::random_device``) per
+    encryption, so forked workers never share randomness.
+    """
+    return [[to_bytes(encryptor.encrypt_symmetric(context.constant(int(v)))) for v in values]
+            for context, encryptor in zip(_contexts(plain_moduli, coefficient_bits),
+                                          _secret_encryptors(plain_moduli, coefficient_bits, secret_keys),
+                                          strict=True)]
+
+
+def _weighted_products(plain_moduli: Sequence[int], coefficient_bits: Sequence[int],
+                       weights: Sequence[Sequence[bytes]], corrections: Sequence[int],
+                       rows: np.ndarray) -> list[list[bytes | None]]:
+    """Step 2(b)'s products for a group of users: per plaintext prime and chunk, ``sum_u (V_u - c_u) * X_u``.
+
+    Args:
+        plain_moduli, coefficient_bits: the session's parameters (contexts are rebuilt once per process).
+        weights: per plaintext prime, the group's ``Enc(y_u)`` bytes.
+        corrections: the group's c_u.
+        rows: the group's ``n_su E_su``, (users, d) int64.
+
+    Returns:
+        Per prime and chunk, the NTT-form ciphertext bytes of the sum (None where every row of the chunk is 0).
+        Addition in R_q is exact, so the sum over groups does not depend on how users are split.
+
+    Raises:
+        ValueError: weights that are no ciphertexts of the session.
+    """
+    sealapi = _seal()
+    parameters = rows.shape[1]
+    out = []
+    for context, prime in zip(_contexts(plain_moduli, coefficient_bits), weights, strict=True):
+        evaluator = context.evaluator
+        user_weights = []
+        for weight_bytes, correction in zip(prime, corrections, strict=True):  # W_u = V_u - c_u, in NTT form
+            weight = context.load(weight_bytes)
+            evaluator.sub_plain_inplace(weight, context.constant(int(correction)))
+            evaluator.transform_to_ntt_inplace(weight)
+            user_weights.append(weight)
+        sums: list[bytes | None] = []
+        for start in range(0, parameters, RING_DEGREE):
+            block = rows[:, start:start + RING_DEGREE]
+            total, product = None, sealapi.Ciphertext()
+            for weight, row in zip(user_weights, block, strict=True):
+                if not row.any():  # a row of zeros adds nothing (and SEAL refuses its product, a transparent one)
+                    continue
+                plain = context.vector(row)
+                evaluator.transform_to_ntt_inplace(plain, context.parms_id)
+                if total is None:
+                    total = sealapi.Ciphertext()
+                    evaluator.multiply_plain(weight, plain, total)
+                else:
+                    evaluator.multiply_plain(weight, plain, product)
+                    evaluator.add_inplace(total, product)
+            sums.append(None if total is None else to_bytes(total))
+        out.append(sums)
+    return out
+
+
+def _split(count: int, processes: int) -> list[np.ndarray]:
+    """Indices 0..count-1 in at most ``processes`` non-empty contiguous groups."""
+    return [group for group in np.array_split(np.arange(count), max(1, min(processes, count))) if group.size]
 
 
 _SEAL_VERSION = (4, 3)
@@ -333,22 +439,29 @@ def flood_residues(bits: int, moduli: Sequence[int]) -> np.ndarray:
 
 
 class LatticeServer:
-    """The key holder: BFV secret keys (one per plaintext prime), step 2(a)'s weights and step 2(c)'s decryption."""
+    """The key holder: BFV secret keys (one per plaintext prime), step 2(a)'s weights and step 2(c)'s decryption.
 
-    def __init__(self, layout: LatticeLayout) -> None:
+    Args:
+        layout: the session's :class:`LatticeLayout`.
+        processes: worker processes for step 2(a)'s encryptions (users split between them); each builds its
+            encryptors once from the secret key bytes (sent only to the server's own forked workers) and keeps them
+            under the keys' digest for the session's later rounds.
+    """
+
+    def __init__(self, layout: LatticeLayout, *, processes: int = 1) -> None:
         sealapi = _seal()
-        self.layout = layout
-        self._contexts = [_Context(t, layout.coefficient_bits) for t in layout.plain_moduli]
-        self._encryptors, self._decryptors, self._public = [], [], []
+        check_integer("processes", processes)
+        self.layout, self.processes = layout, processes
+        self._contexts = _contexts(layout.plain_moduli, layout.coefficient_bits)
+        self._decryptors, self._public, secret = [], [], []
         for context in self._contexts:
             generator = sealapi.KeyGenerator(context.context)
             public = sealapi.PublicKey()
             generator.create_public_key(public)
-            encryptor = sealapi.Encryptor(context.context, public)
-            encryptor.set_secret_key(generator.secret_key())
-            self._encryptors.append(encryptor)
             self._decryptors.append(sealapi.Decryptor(context.context, generator.secret_key()))
             self._public.append(to_bytes(public))
+            secret.append(to_bytes(generator.secret_key()))
+        self._secret_keys = tuple(secret)  # the bytes its own worker processes build their encryptors from
 
     def public_keys(self) -> tuple[bytes, ...]:
         """The public keys, one per plaintext prime (silos re-randomise with them); no evaluation keys are needed."""
@@ -369,8 +482,16 @@ class LatticeServer:
         if len(rescaled) != self.layout.n_users or any(int(y) < 0 for y in rescaled):
             raise ValueError(f"rescaled weights must be {self.layout.n_users} non-negative integers, got "
                              f"{len(rescaled)}")
-        return tuple(tuple(to_bytes(encryptor.encrypt_symmetric(context.constant(int(y)))) for y in rescaled)
-                     for context, encryptor in zip(self._contexts, self._encryptors, strict=True))
+        layout, values = self.layout, [int(y) for y in rescaled]
+        groups = _split(len(values), self.processes)
+        arguments = (layout.plain_moduli, layout.coefficient_bits, self._secret_keys)
+        if len(groups) <= 1:
+            parts = [_encrypt_constants(*arguments, values)]
+        else:  # users split over worker processes, each keeping its encryptors between rounds
+            pool = fast._pool(len(groups))
+            futures = [pool.submit(_encrypt_constants, *arguments, [values[u] for u in group]) for group in groups]
+            parts = [future.result() for future in futures]
+        return tuple(tuple(c for part in parts for c in part[index]) for index in range(len(self._contexts)))
 
     def check_update(self, update: Sequence[Sequence[bytes]], parameters: int) -> list[list[Any]]:
         """One silo's update parsed: per plaintext prime, ``ceil(d / N)`` ciphertexts of this session.
@@ -442,14 +563,18 @@ class LatticeSilo:
         layout: the session's :class:`LatticeLayout`.
         public_keys: the server's, one per plaintext prime.
         mask_keys: per peer silo, the 32-byte pairwise mask key of step 1(b).
+        processes: worker processes for step 2(b)'s products (:class:`~uldp.secure.config.ProtocolParameters`'
+            ``processes``); they rebuild the session's contexts once from its public parameters and keep them.
 
     Raises:
         ValueError: counts of the wrong shape, or public keys that are not this session's (naming the silo).
     """
 
     def __init__(self, silo_id: int, counts: np.ndarray, layout: LatticeLayout, *, public_keys: Sequence[bytes],
-                 mask_keys: Mapping[int, bytes]) -> None:
+                 mask_keys: Mapping[int, bytes], processes: int = 1) -> None:
         sealapi = _seal()
+        check_integer("processes", processes)
+        self.processes = processes
         row = np.asarray(counts, dtype=np.int64)
         if row.shape != (layout.n_users,):
             raise ValueError(f"silo {silo_id}: counts for {layout.n_users} users, got shape {row.shape}")
@@ -457,7 +582,7 @@ class LatticeSilo:
             raise ValueError(f"silo {silo_id}: {len(public_keys)} public keys for {len(layout.plain_moduli)} primes")
         self.silo_id, self.layout, self._counts = silo_id, layout, row
         self._mask_keys = dict(mask_keys)
-        self._contexts = [_Context(t, layout.coefficient_bits) for t in layout.plain_moduli]
+        self._contexts = _contexts(layout.plain_moduli, layout.coefficient_bits)
         self._encryptors = []
         for context, key in zip(self._contexts, public_keys, strict=True):
             public = sealapi.PublicKey()
@@ -479,6 +604,11 @@ class LatticeSilo:
             corrections: c_u = floor(rho_u 2^g / C_LCM) of this round's rescale blinds (the same in every silo).
             deltas: clipped deltas of this silo's users, (|U|, d) (rows of users without records are ignored).
             noise: this silo's noise, (d,).
+
+        The products run in :attr:`processes` worker processes, the users split between them (each worker sums its
+        users' products in NTT form, exactly in R_q, so the update decrypts to the same sum for any process count),
+        while this process draws the re-randomisation, flood and masks. Users whose encoded rows are all zero add
+        nothing, so their weights are not even loaded.
 
         Raises:
             ValueError: a round index not above the last answered one (a second update of a round would let the
@@ -506,40 +636,28 @@ class LatticeSilo:
         self._answered = round_index
         scale = float(1 << f)
         encoded = np.rint(deltas[active] * scale).astype(np.int64) * self._counts[active][:, None]
-        encoded_noise = np.rint(noise * scale).astype(object) * (1 << g)
+        contributing = [i for i in range(len(active)) if encoded[i].any()]  # all-zero rows add nothing: not loaded
+        users, encoded = [active[i] for i in contributing], encoded[contributing]
         parameters = deltas.shape[1]
+        groups = _split(len(users), self.processes)
+        tasks = [(layout.plain_moduli, layout.coefficient_bits, [[prime[users[i]] for i in group] for prime in weights],
+                  [int(corrections[users[i]]) for i in group], encoded[group]) for group in groups]
+        pool = fast._pool(len(tasks)) if len(tasks) > 1 else None  # users split over worker processes
+        futures = [pool.submit(_weighted_products, *task) for task in tasks] if pool else []
+        encoded_noise = np.rint(noise * scale).astype(object) * (1 << g)
         peers = sorted(self._mask_keys)
         streams = {peer: masks.KeyStream(self._mask_keys[peer], round_index=round_index,
                                          purpose=PURPOSE_LATTICE_UPDATE) for peer in peers}
         sealapi = _seal()
-        out = []
-        for context, encryptor, prime in zip(self._contexts, self._encryptors, weights, strict=True):
-            evaluator = context.evaluator
-            user_weights = []
-            for u in active:  # W_u = V_u - c_u = Enc(w_u), in NTT form for the products
-                weight = context.load(prime[u])
-                evaluator.sub_plain_inplace(weight, context.constant(int(corrections[u])))
-                evaluator.transform_to_ntt_inplace(weight)
-                user_weights.append(weight)
+        blinded = []  # while the workers multiply: per prime and chunk, Enc(0) + noise + flood + masks
+        for context, encryptor in zip(self._contexts, self._encryptors, strict=True):
             moduli = np.array(context.moduli, dtype=np.uint64)[None, :, None]
-            ciphertexts = []
+            per_chunk = []
             for chunk in range(layout.chunks_for(parameters)):
                 span = slice(chunk * RING_DEGREE, min((chunk + 1) * RING_DEGREE, parameters))
                 total = sealapi.Ciphertext()
                 encryptor.encrypt_zero(total)  # re-randomisation: a fresh public-key Enc(0)
-                # a row of zeros adds nothing (and SEAL refuses its product, a transparent ciphertext)
-                rows = [(weight, row) for weight, row in zip(user_weights, encoded[:, span], strict=True) if row.any()]
-                if rows:
-                    products, product = sealapi.Ciphertext(), sealapi.Ciphertext()
-                    for index, (weight, row) in enumerate(rows):
-                        plain = context.vector(row)
-                        evaluator.transform_to_ntt_inplace(plain, context.parms_id)
-                        evaluator.multiply_plain(weight, plain, products if index == 0 else product)
-                        if index:
-                            evaluator.add_inplace(products, product)
-                    evaluator.transform_from_ntt_inplace(products)  # back from NTT form once per chunk
-                    evaluator.add_inplace(total, products)
-                evaluator.add_plain_inplace(total, context.vector(np.array(
+                context.evaluator.add_plain_inplace(total, context.vector(np.array(
                     [int(v) % context.t for v in encoded_noise[span]], dtype=np.uint64).astype(np.int64)))
                 extra = np.zeros((2, len(context.moduli), RING_DEGREE), dtype=np.uint64)
                 extra[0] = flood_residues(layout.flood_bits, context.moduli)
@@ -547,7 +665,20 @@ class LatticeSilo:
                     mask = uniform_residues(streams[peer], context.moduli, (2,))
                     signed = mask if self.silo_id < peer else (moduli - mask) % moduli
                     extra = (extra + signed) % moduli
-                evaluator.add_inplace(total, context.raw_ciphertext(extra))
+                context.evaluator.add_inplace(total, context.raw_ciphertext(extra))
+                per_chunk.append(total)
+            blinded.append(per_chunk)
+        partials = [future.result() for future in futures] if pool else [_weighted_products(*t) for t in tasks]
+        out = []
+        for index, (context, per_chunk) in enumerate(zip(self._contexts, blinded, strict=True)):
+            ciphertexts = []
+            for chunk, total in enumerate(per_chunk):
+                sums = [context.load(data, ntt_form=True) for p in partials if (data := p[index][chunk]) is not None]
+                for partial in sums[1:]:
+                    context.evaluator.add_inplace(sums[0], partial)
+                if sums:
+                    context.evaluator.transform_from_ntt_inplace(sums[0])  # back from NTT form once per chunk
+                    context.evaluator.add_inplace(total, sums[0])
                 ciphertexts.append(to_bytes(total))
             out.append(tuple(ciphertexts))
         return tuple(out)

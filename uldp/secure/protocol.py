@@ -137,7 +137,7 @@ class Server:
         if config.lattice:
             from uldp.secure import lattice
 
-            self._lattice = lattice.LatticeServer(config.lattice_layout)
+            self._lattice = lattice.LatticeServer(config.lattice_layout, processes=config.parameters.processes)
 
     def lattice_keys_message(self) -> LatticeKeysMessage:
         """Step 1(a), lattice backend: the BFV public keys for all silos.
@@ -789,7 +789,8 @@ class Silo:
                 raise ValueError(f"silo {self.silo_id} has no BFV public keys: step 1(a) of the lattice backend")
             self._lattice = lattice.LatticeSilo(
                 self.silo_id, np.array(self._counts, dtype=np.int64), self.config.lattice_layout,
-                public_keys=self._lattice_keys, mask_keys={p: k.masks for p, k in self._pair_keys.items()})
+                public_keys=self._lattice_keys, mask_keys={p: k.masks for p, k in self._pair_keys.items()},
+                processes=self.config.parameters.processes)
         ciphertexts = answers[0].ciphertexts
         users, primes = self.config.n_users, len(self._lattice.layout.plain_moduli)
         if len(ciphertexts) != users * primes:

@@ -27,8 +27,8 @@
 # applies the server step, evaluates the model and runs the accountant. Aggregation is secure by default for every
 # method (`"secure": false` opts out, and the run then reports the $\epsilon$ of the server's view): under ULDP-AVG-w
 # and ULDP-SGD-w the silo's clipped per-user deltas and noise only ever leave it inside
-# {ref}`Protocol 1 <paper-protocol-1>`'s masked update; under the other methods its update leaves it under Protocol 1's
-# pairwise masks alone (`uldp.secure.masked_sum`). Either way the server learns the noisy sum over the silos alone,
+# {ref}`Protocol 1 <paper-protocol-1>`'s masked update; under the other methods its update leaves it under
+# {ref}`Protocol 1 <paper-protocol-1>`'s pairwise masks alone (`uldp.secure.masked_sum`). Either way the server learns the noisy sum over the silos alone,
 # never one silo's update, and cannot remove its noise (below).
 #
 # **Who knows which random draw.** The server is the adversary of the paper's trust model (semi-honest,

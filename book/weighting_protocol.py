@@ -200,8 +200,8 @@ print(f"{DEFAULT_GROUP.name} ({DEFAULT_GROUP.p.bit_length()}-bit): |U| = {number
 # enhanced weights (`uldp.accounting.epsilon_server_view`).
 
 # %% [markdown]
-# **Beyond the semi-honest server: its key.** Protocol 1 blinds the counts with units of $\mathbb{Z}_n$ under the
-# server's Paillier modulus $n$. A malicious server could send an $n$ built of many small primes, and then
+# **Beyond the semi-honest server: its key.** {ref}`Protocol 1 <paper-protocol-1>` blinds the counts with units of
+# $\mathbb{Z}_n$ under the server's Paillier modulus $n$. A malicious server could send an $n$ built of many small primes, and then
 # $\gcd(B(N_u), n)$ would reveal the odd part of every user's record count. A silo therefore uses $n$ only once the
 # server has proved it well formed, non-interactively, with the two proofs of Canetti, Gennaro, Goldfeder,
 # Makriyannis and Peled 2020 (`uldp.secure.modulus_proof`): a Paillier-Blum modulus proof ($n$ is the product of two
@@ -412,7 +412,7 @@ chapters.show_protocol_scale()
 # `RunConfig(secure=True, protocol={"backend": "lattice"})`. The ring dimension is $N = 16384$ and the coefficient
 # modulus the fewest 60-bit primes the noise allows, at most the 438 bits of the HE standard's 128-bit table. One
 # plaintext-ciphertext product multiplies one user's weight by 16384 parameters. The parties and what they learn are
-# those of Protocol 1. Every round the packed backend's rescale (Paillier) gives the server $y_u$ and the silos
+# those of {ref}`Protocol 1 <paper-protocol-1>`. Every round the packed backend's rescale (Paillier) gives the server $y_u$ and the silos
 # $c_u$ with $w_u = y_u - c_u$ (zero for users not sampled). The server sends every silo the same seeded
 # $\mathrm{Enc}(y_u)$. A silo subtracts $c_u$, adds $\sum_u \mathrm{Enc}(w_u) \cdot n_{s,u} E_{s,u}$ and its encoded
 # noise, re-randomises with a public-key $\mathrm{Enc}(0)$, floods the noise (smudging, $2^{-40}$) and adds pairwise

@@ -223,9 +223,9 @@ pd.DataFrame(comparison).T
 #
 # Here each hospital learns how many records each of its patients has at the other hospitals (the server does not).
 # That is why ULDP-AVG-w runs {ref}`Protocol 1 <paper-protocol-1>` by default (`secure=True`, below): then no party learns
-# another hospital's counts. ULDP-AVG, which needs no counts, sums the hospitals' updates under Protocol 1's pairwise
-# masks by default (`uldp.secure.masked_sum`), so the server never sees one hospital's update. The first runs below opt
-# out (`secure=False`) to compare with `uldp.fit`.
+# another hospital's counts. ULDP-AVG, which needs no counts, sums the hospitals' updates under
+# {ref}`Protocol 1 <paper-protocol-1>`'s pairwise masks by default (`uldp.secure.masked_sum`), so the server never
+# sees one hospital's update. The first runs below opt out (`secure=False`) to compare with `uldp.fit`.
 #
 # The hospital's side is the `load` function and one call:
 

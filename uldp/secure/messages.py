@@ -372,8 +372,9 @@ class RingPedersenMessage(Message, tag=16):
 @dataclass(frozen=True)
 class ModulusProofMessage(Message, tag=17):
     """Step 1(b), server -> one silo (beyond the paper): the Paillier modulus and the proof that it is well formed,
-    CGGMP20's Paillier-Blum proof (``w``, ``x``, ``a``, ``b``, ``z``; Figure 16) and no-small-factor proof against
-    that silo's ring-Pedersen parameters (``P`` .. ``v``; Figure 28), bound to the silo's id and nonce.
+    CGGMP20's Paillier-Blum proof (``w``, ``x``, ``a``, ``b``, ``z``; CGGMP20 Figure 16) and no-small-factor proof
+    against that silo's ring-Pedersen parameters (``P`` .. ``v``; CGGMP20 Figure 28), bound to the silo's id and
+    nonce.
 
     The silo checks it (:func:`uldp.secure.modulus_proof.verify_modulus`) before it uses the modulus.
     """

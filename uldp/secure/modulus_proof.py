@@ -21,9 +21,9 @@ eprint 2021/060), :func:`verify_modulus`; :mod:`uldp.secure.protocol` wires it i
   them.
 
 The sizes are :class:`ProofParameters`; the defaults (:data:`CGGMP20`) are CGGMP20's security parameters: ``m = 80``
-challenges for Figures 16 and 17, ``l = 256`` challenge bits and ``e = 2 l = 512`` slack bits for Figure 28, with a
-2048-bit ring-Pedersen modulus of two safe primes. Keys under 2048 bits, which only tests may use, get smaller
-sizes (:func:`proof_parameters`).
+challenges for CGGMP20 Figures 16 and 17, ``l = 256`` challenge bits and ``e = 2 l = 512`` slack bits for
+CGGMP20 Figure 28, with a 2048-bit ring-Pedersen modulus of two safe primes. Keys under 2048 bits, which only tests
+may use, get smaller sizes (:func:`proof_parameters`).
 
 What it buys: the server's ``n`` is a product of two distinct primes of at least ``smallest_factor_bits(n)`` bits
 each (765 for a 3072-bit key), so ``gcd`` with any value a silo sends reveals nothing, the blinds ``r_u`` are
@@ -70,10 +70,12 @@ class ProofParameters:
     """The sizes of the proofs; the defaults are CGGMP20's security parameters (:data:`CGGMP20`).
 
     Attributes:
-        blum_challenges: ``m`` of the Paillier-Blum proof (Figure 16) and of the ring-Pedersen proof (Figure 17): a
+        blum_challenges: ``m`` of the Paillier-Blum proof (CGGMP20 Figure 16) and of the ring-Pedersen proof
+            (CGGMP20 Figure 17): a
             bad modulus, or an ``s`` outside ``<t>``, survives each challenge with probability at most 1/2
             (CGGMP20: m = 80).
-        challenge_bits: ``l`` of the no-small-factor proof (Figure 28): its challenge ``e`` lies in ``[-2^l, 2^l]``
+        challenge_bits: ``l`` of the no-small-factor proof (CGGMP20 Figure 28): its challenge ``e`` lies in
+            ``[-2^l, 2^l]``
             (soundness 2^-l; CGGMP20: l = 256, the size of their curve's order).
         slack_bits: ``e`` of Figure 28 (CGGMP20: e = 2 l = 512): the masks exceed what they hide by this many bits
             (zero-knowledge to within about 2^-l), and the factors are bounded by ``sqrt(n) / 2^(l + e + 2)``.
@@ -334,7 +336,7 @@ def _hash_below(bound: int, label: bytes, transcript: bytes) -> int:
 
 
 def _ring_pedersen_challenges(verifier: RingPedersen, commitments: tuple[int, ...]) -> list[int]:
-    """The challenge bits ``e_i`` of Figure 17."""
+    """The challenge bits ``e_i`` of CGGMP20 Figure 17."""
     value = _hash_below(2 ** len(commitments), b"ring-pedersen",
                         _encode(verifier.n, verifier.s, verifier.t, *commitments))
     return [(value >> i) & 1 for i in range(len(commitments))]
@@ -503,7 +505,8 @@ def verify_no_small_factor(n: int, proof: NoSmallFactorProof, verifier: RingPede
     """
     big_n, s, t = verifier.n, verifier.s, verifier.t
     commitments = tuple(_check_unit(name, getattr(proof, name), big_n) for name in ("P", "Q", "A", "B", "T"))
-    # the honest prover's ranges (Figure 28), one bit over: z = mask + e * factor exceeds the mask's range slightly
+    # the honest prover's ranges (CGGMP20 Figure 28), one bit over: z = mask + e * factor exceeds the mask's range a
+    # little
     challenge, spread = 2**parameters.challenge_bits, 2 ** (parameters.challenge_bits + parameters.slack_bits + 1)
     sigma = _check_signed("sigma", proof.sigma, challenge * n * big_n)
     z1, z2 = (_check_signed(name, getattr(proof, name), spread * math.isqrt(n)) for name in ("z1", "z2"))

@@ -447,8 +447,9 @@ else:
 # by a statistical flooding bound rather than perfectly. Its per-round rescale still uses Paillier. Each silo
 # receives $|U|$ seeded ciphertexts per plaintext prime every round (the "weights MB" column): far more bytes than the
 # Paillier weights, the price of one product per user and chunk. The wall seconds were measured on a shared machine
-# (the load average above), so the CPU seconds are the comparable figures. The Flower path does not select it yet:
-# a silo's BFV state is not exported between messages.
+# (the load average above), so the CPU seconds are the comparable figures. The Flower path selects it as well
+# (`UldpStrategy(protocol={"backend": "lattice"})`): a silo's exported state carries the server's BFV public keys, and
+# Flower sends each silo's weights as one message under its 2 GiB limit.
 
 # %% [markdown]
 # ## Runtime on the medical benchmarks

@@ -116,16 +116,17 @@ def exact_counts(files: pathlib.Path, grid: LocalGrid) -> np.ndarray:
     return np.stack([np.bincount(n, minlength=n_users) for n in numbers])
 
 
-@pytest.mark.parametrize("backend", ["paillier", "packed-paillier"])
+@pytest.mark.parametrize("backend", ["paillier", "packed-paillier", "lattice"])
 def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(hospital_files, monkeypatch, backend):
     """Set-up and every round's weighting through Protocol 1 as Flower messages: each decoded aggregate is within
     P = 1e-10 of sum_s (sum_u n_su / N_u delta_su + z_s) computed in float64 from what the silos put in (Theorem 4),
     and the model is the plain federation's to float32 rounding. Each silo keeps only its own n_su and its secrets
-    as SiloState bytes in its context state."""
+    as SiloState bytes in its context state (with the lattice backend also the server's BFV public keys)."""
     from uldp.secure import ProtocolConfig, protocol
 
     inputs, sampled_rounds, decoded = [], [], []
-    masked_update, start_round, finish_round = (protocol.Silo.masked_update, protocol.Server.start_round,
+    update_name = "lattice_update" if backend == "lattice" else "masked_update"
+    masked_update, start_round, finish_round = (getattr(protocol.Silo, update_name), protocol.Server.start_round,
                                                 protocol.Server.finish_round)
 
     def record_inputs(self, message, shared, deltas, noise):
@@ -140,7 +141,7 @@ def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(hosp
         decoded.append(finish_round(self, messages))
         return decoded[-1]
 
-    monkeypatch.setattr(protocol.Silo, "masked_update", record_inputs)
+    monkeypatch.setattr(protocol.Silo, update_name, record_inputs)
     monkeypatch.setattr(protocol.Server, "start_round", record_sampled)
     monkeypatch.setattr(protocol.Server, "finish_round", record_decoded)
     net = model()

@@ -1,6 +1,7 @@
 """Tests of the lattice (BFV) round of Protocol 1 (uldp.secure.lattice): exactness within P, misuse, views."""
 
 import secrets
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -9,8 +10,8 @@ pytest.importorskip("tenseal")
 
 from test_secure_protocol import plain_round  # the same plain ULDP-AVG-w oracle
 
-from uldp.secure import ProtocolParameters, SecureSession, encoding, lattice, packing
-from uldp.secure.messages import LatticeUpdateMessage, MaskedUpdateMessage
+from uldp.secure import ProtocolConfig, ProtocolParameters, SecureSession, encoding, lattice, packing, protocol
+from uldp.secure.messages import LatticeKeysMessage, LatticeUpdateMessage, MaskedUpdateMessage, SiloState
 
 P = 1e-10
 N_MAX = 300
@@ -183,5 +184,43 @@ def test_lattice_backend_through_the_protocol_equals_the_plain_round_and_refuses
         server.check_masked_update(MaskedUpdateMessage(3, 0, size, (1, 2)), size)
     with pytest.raises(ValueError, match="update of silo 0: not a ciphertext"):
         server.finish_round([LatticeUpdateMessage(3, s, size, (b"x",) * 2) for s in range(3)])
-    with pytest.raises(ValueError, match="in process"):
-        session.silos[0].export_state()
+    exported = SiloState.from_bytes(session.silos[0].export_state())  # what a Flower silo keeps between messages
+    assert exported.lattice_keys == server.lattice_keys_message().public_keys and exported.lattice_round == 2
+    assert protocol.Silo.restore(exported.to_bytes(), session.config).export_state() == exported.to_bytes()
+
+
+def _lattice_state() -> tuple[SiloState, ProtocolConfig]:
+    """Silo 1's state after step 1(a) of a lattice session (Paillier test key and BFV keys) and its config."""
+    parameters = ProtocolParameters(key_bits=1024, n_max=N_MAX, insecure_test_key=True, backend="lattice")
+    config = ProtocolConfig(n_silos=3, n_users=3, clip=0.5, sigma=1.0, noise_bound=3.0, parameters=parameters)
+    server, silo = protocol.Server(config), protocol.Silo(1, np.array([1, 2, 0]), config)
+    silo.receive_lattice_keys(server.lattice_keys_message())
+    silo.receive_public_key(server.public_key_message())
+    return SiloState.from_bytes(silo.export_state()), config
+
+
+def test_an_exported_lattice_state_is_refused_field_by_field():
+    """A lattice silo's exported state (the server's BFV public keys, its last lattice round) is checked on load as
+    step 1(a) checks the keys: one per plaintext prime, within the session's key size, loaded by SEAL against the
+    session's context; and a state of another backend holds none."""
+    state, config = _lattice_state()
+    first, second = state.lattice_keys
+    assert len(state.lattice_keys) == len(config.lattice_layout.plain_moduli) == 2
+    assert protocol.Silo.restore(state.to_bytes(), config).export_state() == state.to_bytes()
+    bound = lattice.public_key_bytes_bound(config.lattice_layout)
+    assert len(first) <= bound < len(first) + 2 * lattice.SERIALISATION_OVERHEAD
+    refused: dict[str, tuple[bytes, ...]] = {  # the error, the keys
+        "1 public keys for 2 primes": (first,),
+        f"a BFV public key of {bound + 1} bytes, over the {bound} bytes": (first + b"\0" * (bound + 1 - len(first)),
+                                                                           second),
+        "silo 1: not a public key of this lattice session": (first[:-1] + b"\xff", second),  # a residue above q_i
+    }
+    for message, public_keys in refused.items():
+        with pytest.raises(ValueError, match=message):
+            protocol.Silo.restore(replace(state, lattice_keys=public_keys).to_bytes(), config)
+    paillier = replace(config, parameters=replace(config.parameters, backend="paillier"))
+    for change in (dict(lattice_round=0), dict(lattice_keys=(), lattice_round=1)):  # keys, or a round, in Paillier
+        with pytest.raises(ValueError, match="BFV keys or a lattice round, but this session's backend is 'paillier'"):
+            protocol.Silo.restore(replace(state, **change).to_bytes(), paillier)
+    with pytest.raises(ValueError, match="1 public keys for 2 primes"):  # step 1(a) itself checks them too
+        protocol.Silo(1, np.array([1, 2, 0]), config).receive_lattice_keys(LatticeKeysMessage(public_keys=(first,)))

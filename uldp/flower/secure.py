@@ -22,6 +22,15 @@ between messages in its node-local ``context.state`` as the bytes of :class:`uld
 process, and the SuperNode keeps the context in its own memory, never sending it to the SuperLink. The server's
 Paillier key lives in the ServerApp process (the strategy object) for the run.
 
+Every backend of :class:`~uldp.secure.ProtocolParameters` runs here, ``protocol={"backend": "lattice"}``
+(:mod:`uldp.secure.lattice`) included: its messages are the driver's, and the silo's state then also holds the server's
+BFV public keys (one per plaintext prime, 1.57 MB each at six 60-bit primes) and its last answered lattice round. Its
+``train`` message is large: each silo receives |U| seeded BFV ciphertexts per plaintext prime (131 MB at 100 users
+and two primes, ``benchmarks/results/secure_protocol.json``) and answers ceil(d / 16384) per prime (5.2 MB for the
+MNIST CNN, 163 MB for 10^6 parameters). Flower 1.41 sends a ConfigRecord as one object of at most
+``flwr.common.GRPC_MAX_MESSAGE_LENGTH`` (2 GiB - 1) bytes (only ArrayRecords are chunked), so a round fits up to about
+1,600 users at two primes.
+
 What the silos still share: to agree on the user set U they run a private set union (:mod:`uldp.flower.psu`,
 :mod:`uldp.secure.psu`) whose shares carry no counts here. So a silo learns which of its own patients the others also
 hold (n_su > 0), not how many records, and cannot test a guessed id against another silo's patients; the server

@@ -234,6 +234,48 @@ def _load(sealed_object: Any, context: Any, data: bytes) -> None:
         sealed_object.load(context, handle.name)
 
 
+#: Bytes SEAL adds to a key's or ciphertext's coefficients when it saves one (its header and parms id; 161 measured).
+SERIALISATION_OVERHEAD = 1024
+
+
+def public_key_bytes_bound(layout: LatticeLayout) -> int:
+    """The most bytes one BFV public key of the session may have: SEAL saves it uncompressed as two polynomials
+    over every RNS prime of q (the special prime included), 8 bytes a coefficient, plus its header
+    (:data:`SERIALISATION_OVERHEAD`); 1.57 MB at six 60-bit primes."""
+    return 2 * RING_DEGREE * len(layout.coefficient_bits) * 8 + SERIALISATION_OVERHEAD
+
+
+def load_public_keys(layout: LatticeLayout, public_keys: Sequence[bytes], *, silo_id: int) -> list[Any]:
+    """The server's BFV public keys (step 1(a) of the lattice backend) as SEAL objects, each checked by size and by
+    SEAL's own load against the session's context before anything is made of it.
+
+    Args:
+        layout: the session's :class:`LatticeLayout`.
+        public_keys: SEAL's bytes of each key, one per plaintext prime.
+        silo_id: the silo that checks them (named in the errors).
+
+    Raises:
+        ValueError: a count other than one key per plaintext prime, a key over :func:`public_key_bytes_bound`, or
+            bytes that are no public key of this session (naming the silo).
+    """
+    sealapi = _seal()
+    if len(public_keys) != len(layout.plain_moduli):
+        raise ValueError(f"silo {silo_id}: {len(public_keys)} public keys for {len(layout.plain_moduli)} primes")
+    bound = public_key_bytes_bound(layout)
+    if any(len(key) > bound for key in public_keys):
+        raise ValueError(f"silo {silo_id}: a BFV public key of {max(len(key) for key in public_keys)} bytes, over "
+                         f"the {bound} bytes of one of this lattice session")
+    loaded = []
+    for context, key in zip(_contexts(layout.plain_moduli, layout.coefficient_bits), public_keys, strict=True):
+        public = sealapi.PublicKey()
+        try:
+            _load(public, context.context, key)
+        except (RuntimeError, ValueError) as error:
+            raise ValueError(f"silo {silo_id}: not a public key of this lattice session: {error}") from error
+        loaded.append(public)
+    return loaded
+
+
 class _Context:
     """One BFV context (plaintext prime t) with the objects a party uses."""
 
@@ -565,33 +607,33 @@ class LatticeSilo:
         mask_keys: per peer silo, the 32-byte pairwise mask key of step 1(b).
         processes: worker processes for step 2(b)'s products (:class:`~uldp.secure.config.ProtocolParameters`'
             ``processes``); they rebuild the session's contexts once from its public parameters and keep them.
+        answered_round: the last round this silo answered (0: none), for a silo restored between messages
+            (:attr:`answered_round`); it answers only later rounds.
 
     Raises:
         ValueError: counts of the wrong shape, or public keys that are not this session's (naming the silo).
     """
 
     def __init__(self, silo_id: int, counts: np.ndarray, layout: LatticeLayout, *, public_keys: Sequence[bytes],
-                 mask_keys: Mapping[int, bytes], processes: int = 1) -> None:
+                 mask_keys: Mapping[int, bytes], processes: int = 1, answered_round: int = 0) -> None:
         sealapi = _seal()
         check_integer("processes", processes)
+        check_integer("answered_round", answered_round, minimum=0)
         self.processes = processes
         row = np.asarray(counts, dtype=np.int64)
         if row.shape != (layout.n_users,):
             raise ValueError(f"silo {silo_id}: counts for {layout.n_users} users, got shape {row.shape}")
-        if len(public_keys) != len(layout.plain_moduli):
-            raise ValueError(f"silo {silo_id}: {len(public_keys)} public keys for {len(layout.plain_moduli)} primes")
         self.silo_id, self.layout, self._counts = silo_id, layout, row
         self._mask_keys = dict(mask_keys)
         self._contexts = _contexts(layout.plain_moduli, layout.coefficient_bits)
-        self._encryptors = []
-        for context, key in zip(self._contexts, public_keys, strict=True):
-            public = sealapi.PublicKey()
-            try:
-                _load(public, context.context, key)
-            except (RuntimeError, ValueError) as error:
-                raise ValueError(f"silo {silo_id}: not a public key of this lattice session: {error}") from error
-            self._encryptors.append(sealapi.Encryptor(context.context, public))
-        self._answered = 0
+        self._encryptors = [sealapi.Encryptor(context.context, public) for context, public in
+                            zip(self._contexts, load_public_keys(layout, public_keys, silo_id=silo_id), strict=True)]
+        self._answered = answered_round
+
+    @property
+    def answered_round(self) -> int:
+        """The last round whose update this silo computed (0: none): each round index at most once, increasing."""
+        return self._answered
 
     def masked_update(self, round_index: int, weights: Sequence[Sequence[bytes]], corrections: Sequence[int],
                       deltas: np.ndarray, noise: np.ndarray) -> tuple[tuple[bytes, ...], ...]:

@@ -23,7 +23,8 @@ With ``ProtocolParameters(backend="packed-paillier")`` the same stages carry the
 shares, ``Server.relay`` answers every silo with the rescaled fixed-point weights, ``masked_update`` packs K
 parameters per ciphertext and ``finish_round`` unpacks them. With ``backend="lattice"`` the rescale is the same, its
 answer is the BFV ``Enc(y_u)`` of :mod:`uldp.secure.lattice` (the BFV public keys travel beside the Paillier key in
-step 1(a)), and the masked update is the lattice one (in-process only: :meth:`Silo.export_state` refuses it).
+step 1(a)), and the masked update is the lattice one (a silo's exported state carries the BFV public keys and its
+last answered lattice round).
 
 Work sharing in 2(b): ``Enc(B_inv(N_u))^(r_u C_LCM)`` is the same for every silo, so silo ``u mod |S|`` computes
 it for user u and sends it to the other silos sealed with ChaCha20-Poly1305 under their pairwise key (the server
@@ -431,6 +432,7 @@ class Silo:
         self._round: int | None = None
         self._lattice_keys: tuple[bytes, ...] = ()
         self._lattice: Any = None
+        self._lattice_round = 0  # the last round a lattice update was computed for, until self._lattice exists
         self._verifier = verifier
         self._proof_request: RingPedersenMessage | None = None
 
@@ -482,15 +484,23 @@ class Silo:
         self._session = keys.session_id(modulus)
 
     def receive_lattice_keys(self, message: LatticeKeysMessage) -> None:
-        """Step 1(a), lattice backend: keep the server's BFV public keys (checked when the first update loads them).
+        """Step 1(a), lattice backend: check the server's BFV public keys (one per plaintext prime, each a public key
+        of the session, :func:`uldp.secure.lattice.load_public_keys`) and keep their bytes.
 
         Raises:
-            ValueError: not the lattice backend.
+            ValueError: not the lattice backend, or keys that are not the session's (wrong count, size or format).
         """
+        self._check_lattice_keys(message.public_keys)
+        self._lattice_keys = tuple(message.public_keys)
+
+    def _check_lattice_keys(self, public_keys: Sequence[bytes]) -> None:
+        """Step 1(a)'s checks on the BFV public keys (also run on a restored state's)."""
+        from uldp.secure import lattice
+
         if not self.config.lattice:
             raise ValueError(f"silo {self.silo_id}: BFV keys belong to the lattice backend, this session is "
                              f"{self.config.parameters.backend!r}")
-        self._lattice_keys = tuple(message.public_keys)
+        lattice.load_public_keys(self.config.lattice_layout, public_keys, silo_id=self.silo_id)
 
     def receive_dh_directory(self, message: DhDirectoryMessage) -> list[SealedMessage]:
         """Step 1(b)-(c): derive the pairwise keys; silo 0 draws the seed R and seals it for every other silo."""
@@ -540,13 +550,9 @@ class Silo:
 
         For a silo whose process may end between two messages: keep the bytes where the silo lives (a Flower
         ClientApp's node-local context state) and :meth:`restore` them for the next message. They hold the pairwise
-        keys, the seed R and n_su: keep them as private as the silo's records, never send them.
-
-        Raises:
-            ValueError: with the lattice backend, which runs in-process only for now.
+        keys, the seed R and n_su: keep them as private as the silo's records, never send them. With the lattice
+        backend they also hold the server's BFV public keys (about 1.6 MB each) and the last answered lattice round.
         """
-        if self.config.lattice:
-            raise ValueError("the lattice backend keeps its silos in process (no exported state yet)")
         peers = sorted(self._pair_keys)
         return SiloState(
             silo=self.silo_id, counts=tuple(self._counts), dh_private=self._dh_key.private_bytes_raw(),
@@ -555,6 +561,8 @@ class Silo:
             round_index=self._round or 0,
             own_powers=tuple(int(self._own_powers[u]) for u in self._users_of(self.silo_id)) if self._round else (),
             proof_request=self._proof_request.to_bytes() if self._proof_request else b"",
+            lattice_keys=self._lattice_keys,
+            lattice_round=self._lattice.answered_round if self._lattice is not None else self._lattice_round,
         ).to_bytes()
 
     def _checked_modulus(self, modulus: int) -> int:
@@ -573,8 +581,9 @@ class Silo:
 
         Every field is checked as the step that first set it checks it: the counts (length |U|, each at most
         N_max, before any array is made of them), the modulus (odd, of the session's key size: step 1(a); kept only
-        once its proof passed), the ring-Pedersen parameters' sizes and nonce, 32-byte keys and seed, and weight
-        powers in Z_(n^2).
+        once its proof passed), the ring-Pedersen parameters' sizes and nonce, 32-byte keys and seed, weight
+        powers in Z_(n^2), and BFV public keys (lattice backend only: one per plaintext prime, each within the
+        session's key size and loaded by SEAL against the session's context, as at step 1(a)).
 
         Raises:
             ValueError: the bytes are no silo state (or corrupted), or a field does not fit ``config``.
@@ -606,6 +615,13 @@ class Silo:
                                for peer, a, m in zip(peers, record.aead_keys, record.mask_keys, strict=True)}
         if record.seed:
             silo._set_seed(record.seed)
+        if (record.lattice_keys or record.lattice_round) and not config.lattice:
+            raise ValueError(f"silo state holds BFV keys or a lattice round, but this session's backend is "
+                             f"{config.parameters.backend!r}")
+        if record.lattice_keys:
+            silo._check_lattice_keys(record.lattice_keys)
+            silo._lattice_keys = tuple(record.lattice_keys)
+        silo._lattice_round = record.lattice_round
         if record.round_index:
             users = silo._users_of(record.silo)
             if len(record.own_powers) != len(users):
@@ -790,7 +806,7 @@ class Silo:
             self._lattice = lattice.LatticeSilo(
                 self.silo_id, np.array(self._counts, dtype=np.int64), self.config.lattice_layout,
                 public_keys=self._lattice_keys, mask_keys={p: k.masks for p, k in self._pair_keys.items()},
-                processes=self.config.parameters.processes)
+                processes=self.config.parameters.processes, answered_round=self._lattice_round)
         ciphertexts = answers[0].ciphertexts
         users, primes = self.config.n_users, len(self._lattice.layout.plain_moduli)
         if len(ciphertexts) != users * primes:

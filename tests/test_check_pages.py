@@ -25,6 +25,8 @@ def _output(html: str) -> str:
     (_output("<p>\\textsc{Encode}</p>"), "raw maths in an output: \\textsc"),
     (_output('<div class="output stderr"><pre>INSECURE: shared seed</pre></div>'), "stderr in an output: INSECURE"),
     (_output("<pre>results in /work/wt/x/results</pre>"), "a local path: /work/wt"),
+    (_output('<div class="output traceback highlight-ipythontb"><pre>KeyError: \'seed\'</pre></div>'),
+     "an error in an output: KeyError"),
     (_output("<table><tr><td>nan</td></tr></table>"), "a raw value in a table: nan"),
     (_output("<table><tr><td>5.7e+11</td></tr></table>"), "a raw value in a table: 5.7e+11"),
     (_output('<img src="a.png">'), "a figure without a numbered caption: a.png"),

@@ -8,8 +8,8 @@ In a headless browser (Chromium, background networking off, a 1280 px wide windo
   wider than the space it has (:data:`SCROLL_PROBE` measures it after the page's scripts ran).
 
 In the HTML itself (:func:`page_faults`): every figure has a numbered caption; no output shows raw maths
-(``$...$`` or a ``\\command``), a local absolute path, text written to stderr or a raw NaN/None/inf in a table;
-no prose cites an entry of ``references.bib`` as plain text ("Mironov 2017") instead of through ``{cite}``.
+(``$...$`` or a ``\\command``), a local absolute path, text written to stderr, a traceback or a raw NaN/None/inf in
+a table; no prose cites an entry of ``references.bib`` as plain text ("Mironov 2017") instead of through ``{cite}``.
 
 Not part of ``make test``: it needs Chromium (``chromium`` or ``chromium-browser`` on the PATH, or ``--browser``).
 
@@ -125,7 +125,8 @@ def page_faults(page: str, citations: Sequence[re.Pattern[str]] = ()) -> list[st
     - a figure without a numbered caption (an image of the article outside ``<figure>`` with its
       ``caption-number``);
     - in an output: raw maths (:data:`RAW_MATHS`, outside the maths that MathJax renders), text written to stderr,
-      or a table cell with a raw NaN, None, inf or exponent (:data:`RAW_CELL`);
+      an error's traceback (a chapter that failed, rendered from papermill's notebook), or a table cell with a raw
+      NaN, None, inf or exponent (:data:`RAW_CELL`);
     - anywhere but the code: a local absolute path (:data:`LOCAL_PATH`), or a plain-text citation of a bibliography
       entry (``citations``, :func:`bibliography_citations`; a ``{cite}`` link is not plain text).
 
@@ -141,6 +142,7 @@ def page_faults(page: str, citations: Sequence[re.Pattern[str]] = ()) -> list[st
     for output in article.select(".cell_output"):
         faults += [f"raw maths in an output: {found}" for found in RAW_MATHS.findall(_text(output))]
         faults += [f"stderr in an output: {_text(node)[:80]}" for node in output.select(".stderr")]
+        faults += [f"an error in an output: {_text(node).strip(' -')[:80]}" for node in output.select(".traceback")]
         faults += [f"a raw value in a table: {_text(cell).strip()}" for cell in output.select("td, th")
                    if RAW_CELL.search(_text(cell).strip())]
     for image in article.find_all("img"):

@@ -162,13 +162,17 @@ def deploy(data: dict, workdir: Path) -> tuple[dict, float]:
     start = time.perf_counter()
     server = subprocess.Popen([*command, "server", "--address", f"127.0.0.1:{port}", "--join-timeout", "300",
                                "--checkpoint", str(workdir / "model.ckpt"), *common],
-                              stdout=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # the processes' logs (a slow machine's "still waiting for silo(s)") stay out of the page; a silo that fails is
+    # named in the server's error, and a server that writes no result shows its log
     silos = [subprocess.Popen([*command, "silo", "--silo-id", str(s), "--server", f"127.0.0.1:{port}",
-                               "--max-wait", "300", *common], stdout=subprocess.DEVNULL)
+                               "--max-wait", "300", *common], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for s in range(config.run.n_silos)]
-    output, _ = server.communicate(timeout=3600)
+    output, log = server.communicate(timeout=3600)
     for silo in silos:
         silo.wait(timeout=120)
+    if not output.strip():
+        raise RuntimeError(f"the server wrote no result (exit status {server.returncode}); its log:\n{log}")
     return json.loads(output.strip().splitlines()[-1]), time.perf_counter() - start
 
 

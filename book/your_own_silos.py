@@ -106,6 +106,8 @@ _ = uldp.flower.write_key_file(key_file)  # returns the key; never print it
 # secret. In real use leave `seed` out: the noise then comes from the operating system's entropy.
 
 # %%
+import warnings
+
 import numpy as np
 import pandas as pd
 from torch import nn
@@ -118,12 +120,16 @@ frame = pd.concat([pd.read_csv(f).assign(hospital=f.stem) for f in files if f.st
 test = pd.read_csv(folder / "test.csv")
 patients = frame["patient_id"]  # in one process the raw ids serve; the Flower run below never pools them
 model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 1))
-trained, history = uldp.fit(
-    model, frame[FEATURES].to_numpy(np.float32), frame["outcome"], user_ids=patients, silo_ids=frame["hospital"],
-    loss=nn.BCEWithLogitsLoss(), method="ULDP-AVG-w", epsilon=4.0, delta=1e-5, q=0.5,
-    rounds=SIZES["rounds"], local_epochs=SIZES["local_epochs"], batch_size=16, seed=0,
-    test=(test[FEATURES].to_numpy(np.float32), test["outcome"]),
-    metrics={"accuracy": lambda out, y: ((out.squeeze(-1) > 0).float() == y).float().mean()})
+with warnings.catch_warnings(record=True) as warned:  # shown below as what fit said, not as stderr
+    warnings.simplefilter("always")
+    trained, history = uldp.fit(
+        model, frame[FEATURES].to_numpy(np.float32), frame["outcome"], user_ids=patients,
+        silo_ids=frame["hospital"], loss=nn.BCEWithLogitsLoss(), method="ULDP-AVG-w", epsilon=4.0, delta=1e-5, q=0.5,
+        rounds=SIZES["rounds"], local_epochs=SIZES["local_epochs"], batch_size=16, seed=0,
+        test=(test[FEATURES].to_numpy(np.float32), test["outcome"]),
+        metrics={"accuracy": lambda out, y: ((out.squeeze(-1) > 0).float() == y).float().mean()})
+for warning in warned:
+    print(f"uldp.fit warns ({warning.category.__name__}): {warning.message}")
 
 # %% [markdown]
 # `history` holds, per round, the test loss, our accuracy metric and the user-level $\epsilon$ spent so far.
@@ -182,7 +188,9 @@ except ValueError as error:
 # federation with the same target $\epsilon$ and rounds, each with its own method's defaults.
 
 # %%
-import warnings
+from functools import partial
+
+from uldp.paper.verdicts import readable_number
 
 comparison = {}
 for name in ("ULDP-AVG-w", "DP-SGD"):
@@ -195,14 +203,14 @@ for name in ("ULDP-AVG-w", "DP-SGD"):
             test=(test[FEATURES].to_numpy(np.float32), test["outcome"]),
             metrics={"accuracy": lambda out, y: ((out.squeeze(-1) > 0).float() == y).float().mean()})
     comparison[name] = {"test accuracy": run.column("accuracy")[-1], "user-level epsilon": run.epsilon,
-                        "record-level epsilon": run.rows[-1].get("record_epsilon", None), "sigma": run.sigma}
-pd.DataFrame(comparison).T
+                        "record-level epsilon": run.rows[-1].get("record_epsilon"), "sigma": run.sigma}
+pd.DataFrame(comparison).T.style.format(partial(readable_number, missing="at most the user-level ε"))
 
 # %% [markdown]
 # The table reads the trade directly: at the same target, the record-level run's user-level $\epsilon$ is the
 # guarantee a patient with many visits actually gets from it, and the accuracy columns are what each guarantee costs
 # on this federation. (ULDP-AVG-w's own record-level guarantee is at least as strong as its user-level one: a
-# record is part of a user, so its column is empty.)
+# record is part of a user, so its column says so.)
 
 # %% [markdown]
 # ## The same federation on Flower
@@ -273,11 +281,34 @@ client_app = uldp.flower.silo_client_app(load, model=lambda: nn.Sequential(nn.Li
 # policy accounts for the larger one (here the demonstration raises the hospitals' target to 20).
 
 # %%
+import contextlib
 import logging
+from collections import Counter
 
 from flwr.app import ArrayRecord
 
 logging.getLogger("flwr").setLevel(logging.WARNING)  # Flower logs every stage; the results below say enough
+
+
+@contextlib.contextmanager
+def warnings_said_once(*names: str):
+    """Keep what the loggers ``names`` warn while the block runs, then print each message once with its count (the
+    hospitals repeat theirs every round), instead of their lines on stderr."""
+    kept: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: kept.append(record.getMessage())
+    loggers = [logging.getLogger(name) for name in names]
+    saved = [(logger.handlers, logger.propagate) for logger in loggers]
+    for logger in loggers:
+        logger.handlers, logger.propagate = [handler], False
+    try:
+        yield
+    finally:
+        for logger, (handlers, propagate) in zip(loggers, saved, strict=True):
+            logger.handlers, logger.propagate = handlers, propagate
+        for message, count in Counter(kept).items():
+            print(f"logged {count} time{'s' * (count > 1)}: {message}")
+
 
 torch_model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 1))
 uldp.load_flat_parameters(torch_model, uldp.flat_parameters(model))  # the same initial weights as above
@@ -287,8 +318,9 @@ grid = uldp.flower.LocalGrid(client_app, [
      "uldp-policy-epsilon": 20, **TEST_ONLY} for hospital in HOSPITALS])
 strategy = uldp.flower.UldpStrategy(method="ULDP-AVG-w", sigma=history.sigma, q=0.5,
                                     local_epochs=SIZES["local_epochs"], batch_size=16, seed=0, secure=False)
-result = strategy.start(grid, ArrayRecord([uldp.flat_parameters(torch_model).numpy()]),
-                        num_rounds=SIZES["rounds"])
+with warnings_said_once("uldp.flower", "flwr"):
+    result = strategy.start(grid, ArrayRecord([uldp.flat_parameters(torch_model).numpy()]),
+                            num_rounds=SIZES["rounds"])
 on_flower = result.arrays.to_numpy_ndarrays()[0]
 
 
@@ -362,7 +394,8 @@ grid = uldp.flower.LocalGrid(client_app, [
      "uldp-insecure-test-keys": profile == "smoke", **TEST_ONLY} for hospital in HOSPITALS])
 secure = uldp.flower.UldpStrategy(method="ULDP-AVG-w", sigma=history.sigma, q=0.5,
                                   local_epochs=SIZES["local_epochs"], batch_size=16, seed=0, protocol=keys)
-result = secure.start(grid, ArrayRecord([uldp.flat_parameters(torch_model).numpy()]), num_rounds=SIZES["rounds"])
+with warnings_said_once("uldp.flower", "flwr"):
+    result = secure.start(grid, ArrayRecord([uldp.flat_parameters(torch_model).numpy()]), num_rounds=SIZES["rounds"])
 with_protocol = result.arrays.to_numpy_ndarrays()[0]
 without = uldp.flat_parameters(fit_as_numbered(grid)[0]).numpy()
 print(f"largest difference between the model with Protocol 1 and without: "

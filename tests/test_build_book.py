@@ -72,3 +72,34 @@ def test_only_a_partial_book_lets_links_to_pages_outside_it_go(tmp_path):
     build_book.stage_config(tmp_path, "smoke")
     full = yaml.safe_load((tmp_path / "_config.yml").read_text())["sphinx"]["config"]
     assert not {"ref.ref", "ref.doc"} & set(full.get("suppress_warnings", []))
+
+
+def _parsed_toc(path: Path):
+    """The table of contents as Jupyter Book reads it (its parser refuses what the build would refuse)."""
+    from sphinx_external_toc.parsing import parse_toc_yaml
+
+    return parse_toc_yaml(path)
+
+
+@pytest.mark.parametrize("only", [[entry] for entry in build_book.toc_entries(
+    yaml.safe_load((ROOT / "_toc.yml").read_text()))] + [["book/settings", "book/baselines"]])
+def test_a_partial_book_of_any_pages_has_a_table_of_contents_jupyter_book_accepts(tmp_path, only):
+    """`--only PAGE --html` staged an empty ``chapters`` list, which Jupyter Book refuses, for a single page."""
+    build_book.stage_config(tmp_path, "smoke", only)
+    site = _parsed_toc(tmp_path / "_toc.yml")
+    assert set(site) == set(only)
+
+
+def test_a_partial_book_keeps_the_parts_and_order_of_its_pages():
+    toc = {"format": "jb-book", "root": "intro",
+           "parts": [{"caption": "Method", "chapters": [{"file": "a", "sections": [{"file": "a1"}]}, {"file": "b"}]},
+                     {"caption": "Experiments", "chapters": [{"file": "c"}]},
+                     {"caption": "Reference", "chapters": [{"file": "d"}]}]}
+    assert build_book.partial_toc(toc, ["d", "a1", "intro", "b"]) == {
+        "format": "jb-book", "root": "intro",
+        "parts": [{"caption": "Method", "chapters": [{"file": "a1"}, {"file": "b"}]},
+                  {"caption": "Reference", "chapters": [{"file": "d"}]}]}
+    assert build_book.partial_toc(toc, ["c", "b"]) == {  # without the opening page the book's first one leads
+        "format": "jb-book", "root": "b", "parts": [{"caption": "Experiments", "chapters": [{"file": "c"}]}]}
+    with pytest.raises(ValueError, match="unknown: \\['e'\\]"):
+        build_book.partial_toc(toc, ["a", "e"])

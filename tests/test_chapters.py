@@ -249,7 +249,7 @@ def test_stored_runtime_shows_the_runtime_table_and_one_line_per_dataset_and_use
         assert row.startswith(f"- {dataset}, {users} users:") and f"(the weighting {ratio:.1f}x the training)" in row
 
 
-def test_protocol_scale_reads_the_committed_benchmark_and_computes_its_sentences():
+def test_protocol_scale_reads_the_committed_benchmark_and_computes_its_sentences(monkeypatch):
     """The protocol chapter's numbers come from benchmarks/results/secure_protocol.json: the sentences carry the
     ratios computed from it (server CPU of one ciphertext per parameter over packed, bytes per parameter over a
     float32), and the table one row per setting and backend."""
@@ -263,6 +263,11 @@ def test_protocol_scale_reads_the_committed_benchmark_and_computes_its_sentences
     assert document["provenance"]["git_commit"][:10] in sentences
     table = chapters.protocol_scale_table(document)
     assert list(table["backend"]) == ["phe"] + ["paillier", "packed-paillier"] * 3
+    shown: list = []
+    monkeypatch.setattr(chapters, "display", lambda *objects: shown.extend(objects))
+    chapters.show_protocol_scale()
+    html = next(item.to_html() for item in shown if hasattr(item, "to_html"))  # the table, as the page shows it
+    assert "not measured" in html and not re.search(r">\s*(nan|NaN|None)\s*<", html)
 
 
 def test_benchmark_result_reads_the_committed_file_and_names_the_command_when_missing():

@@ -1,6 +1,8 @@
 """tools/check_pages.py: what a built page must not show a reader (its HTML checks; the browser's are not run here)."""
 
+import contextlib
 import importlib.util
+import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,8 @@ def _output(html: str) -> str:
     (_output("<p>\\textsc{Encode}</p>"), "raw maths in an output: \\textsc"),
     (_output('<div class="output stderr"><pre>INSECURE: shared seed</pre></div>'), "stderr in an output: INSECURE"),
     (_output("<pre>results in /work/wt/x/results</pre>"), "a local path: /work/wt"),
+    (_output('<div class="output traceback highlight-ipythontb"><pre>KeyError: \'seed\'</pre></div>'),
+     "an error in an output: KeyError"),
     (_output("<table><tr><td>nan</td></tr></table>"), "a raw value in a table: nan"),
     (_output("<table><tr><td>5.7e+11</td></tr></table>"), "a raw value in a table: 5.7e+11"),
     (_output('<img src="a.png">'), "a figure without a numbered caption: a.png"),
@@ -42,3 +46,51 @@ def test_a_clean_page_has_no_fault() -> None:
             f'<div class="cell_output">{CAPTIONED}<table><tr><td>0.912 ± 0.004</td><td>-</td></tr></table>'
             "<pre>q=1.0: epsilon = 10.726</pre></div></article>")
     assert check_pages.page_faults(page, CITATIONS) == []
+
+
+def _fake_browser(tmp_path: Path, body: str) -> str:
+    """An executable standing in for Chromium: a shell script run with the browser's flags and the page's address."""
+    script = tmp_path / "fake-browser"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def _ended(pid: int) -> bool:
+    """Whether process ``pid`` has ended (gone or a zombie), waiting for it a while: SIGKILL takes effect a moment
+    after os.killpg returns, later on a loaded machine."""
+    status = Path(f"/proc/{pid}/status")
+    for _ in range(200):
+        with contextlib.suppress(FileNotFoundError):
+            if "\nState:\tZ" not in status.read_text():
+                time.sleep(0.05)
+                continue
+        return True
+    return False
+
+
+def test_the_dom_is_taken_when_complete_and_whatever_the_browser_started_is_ended(tmp_path: Path) -> None:
+    """Headless Chromium can hang after printing the page: the page still counts, and nothing is left running."""
+    pid_file = tmp_path / "child.pid"
+    browser = _fake_browser(tmp_path, f"sleep 300 &\necho $! > {pid_file}\necho '<html><body>x</body></html>'\nwait")
+    dom, complete = check_pages.browser_dom([browser], timeout=60)
+    assert complete and dom.strip() == "<html><body>x</body></html>"
+    assert _ended(int(pid_file.read_text()))
+
+
+def test_a_page_the_browser_does_not_finish_in_time_fails_and_says_so(tmp_path: Path, capsys) -> None:
+    (tmp_path / "book").mkdir()
+    page = "<html><body><article><p>Clean.</p></article></body></html>"
+    for name in ("slow", "fine"):
+        (tmp_path / "book" / f"{name}.html").write_text(page)
+    (tmp_path / "index.html").write_text('<meta http-equiv="Refresh" content="0; url=book/fine.html" />')
+    # the slow page prints half a DOM and stops; the other is complete, with the scroll probe's measurement
+    browser = _fake_browser(tmp_path, 'case "$*" in *slow*) echo "<html><body>"; sleep 300;; '
+                                      "*) echo '<html><body data-scrolls=\"[]\"></body></html>';; esac")
+    assert check_pages.main(["--html", str(tmp_path), "--browser", browser, "--timeout", "2"]) == 1
+    report = capsys.readouterr().out
+    assert "skip   index.html: no article" in report
+    assert "ok     book/fine.html" in report
+    assert "FAILED book/slow.html" in report and "no complete page within 2 s" in report
+    assert "2 pages checked, 1 failed: book/slow.html" in report
+    assert not list(tmp_path.rglob(".probe-*"))

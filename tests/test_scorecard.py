@@ -3,6 +3,7 @@ claims."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 
@@ -135,6 +136,16 @@ def test_final_table_and_weighting_gaps_show_the_measured_values(paper_world):
     runs = {r["series"]: r for r in paper_world["weighting"].runs if r["panel"] == "creditcard, |S|=50"}
     expected = runs["ULDP-AVG, zipf"]["result"]["test_loss"][-1] - runs["ULDP-AVG-w, zipf"]["result"]["test_loss"][-1]
     assert float(row["gap"].iloc[0]) == pytest.approx(expected)
+
+
+def test_final_table_says_where_a_series_has_no_run(paper_world):
+    """A reduced profile leaves a series out at some panels: the cell says so instead of NaN."""
+    results = paper_world["heart_disease"]
+    panel = results.runs[0]["panel"]
+    kept = [run for run in results.runs if not (run["panel"] == panel and run["series"] == "ULDP-AVG")]
+    table = sc.final_table(dataclasses.replace(results, runs=kept))
+    assert table.loc[panel, "ULDP-AVG"] == sc.NOT_RUN
+    assert not table.isna().any().any()
 
 
 def test_stored_results_use_paper_panels_covered_whole(tmp_path):

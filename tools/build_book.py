@@ -58,6 +58,51 @@ def toc_entries(toc: dict) -> list[str]:
     return found
 
 
+def partial_toc(toc: dict, only: list[str]) -> dict:
+    """The table of contents ``toc`` cut down to the pages ``only``, in its parts and order.
+
+    The book's root stays the opening page when ``only`` names it, else the first page of ``only`` in the book's
+    order takes its place; parts (and their captions) left without a page are dropped, and so is an empty
+    ``chapters`` list, which Jupyter Book refuses (a book of one page is its root alone).
+
+    Raises:
+        ValueError: ``only`` names a page that ``toc`` does not list, or no page at all.
+
+    Example:
+        >>> partial_toc({"format": "jb-book", "root": "intro",
+        ...              "parts": [{"caption": "A", "chapters": [{"file": "a"}, {"file": "b"}]}]}, ["b"])
+        {'format': 'jb-book', 'root': 'b'}
+    """
+    unknown = sorted(set(only) - set(toc_entries(toc)))
+    if unknown or not only:
+        raise ValueError(f"a partial book needs pages of _toc.yml, got {only}; unknown: {unknown}")
+    keep = set(only)
+    root = toc["root"] if toc["root"] in keep else next(entry for entry in toc_entries(toc) if entry in keep)
+
+    def cut(entries: list) -> list:
+        kept = []
+        for entry in entries:
+            inner = {key: cut(value) for key, value in entry.items() if key in ("sections", "chapters")}
+            inner = {key: value for key, value in inner.items() if value}
+            if entry.get("file") in keep and entry["file"] != root:
+                kept.append({key: value for key, value in entry.items()
+                             if key not in ("sections", "chapters")} | inner)
+            else:  # a page left out (or made the root) takes its kept sub-pages' place
+                kept += [page for value in inner.values() for page in value]
+        return kept
+
+    partial = {key: value for key, value in toc.items() if key not in ("root", "parts", "chapters")}
+    partial["root"] = root
+    if "parts" in toc:
+        parts = [{key: value for key, value in part.items() if key != "chapters"} | {"chapters": chapters}
+                 for part in toc["parts"] if (chapters := cut(part.get("chapters", [])))]
+        if parts:
+            partial["parts"] = parts
+    elif chapters := cut(toc.get("chapters", [])):
+        partial["chapters"] = chapters
+    return partial
+
+
 def execute_chapter(entry: str, profile: str, staged: Path) -> float:
     """Convert ``entry``.py to a notebook and execute it with papermill; return the seconds taken."""
     source = ROOT / f"{entry}.py"
@@ -161,8 +206,8 @@ def stage_config(staged: Path, profile: str, only: list[str] | None = None) -> N
     """Copy the book's configuration, switching execution off (papermill has run the chapters).
 
     Every page gets a banner naming ``profile``, and the repository button the checkout's own address. With
-    ``only``, the table of contents lists those pages alone (a partial build for checking them), and links to pages
-    outside it (``{ref}``, ``{doc}``) are not warnings.
+    ``only``, the table of contents lists those pages alone, in the book's parts (:func:`partial_toc`; a partial build
+    for checking them), and links to pages outside it (``{ref}``, ``{doc}``) are not warnings.
     """
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     config.setdefault("execute", {})["execute_notebooks"] = "off"
@@ -182,8 +227,8 @@ def stage_config(staged: Path, profile: str, only: list[str] | None = None) -> N
     (staged / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     if only is None:
         shutil.copy(ROOT / "_toc.yml", staged / "_toc.yml")
-    else:  # a book of these pages alone, the first of them its opening page
-        toc = {"format": "jb-book", "root": only[0], "chapters": [{"file": entry} for entry in only[1:]]}
+    else:
+        toc = partial_toc(yaml.safe_load((ROOT / "_toc.yml").read_text()), only)
         (staged / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
     for extra in ("references.bib",):
         if (ROOT / extra).exists():

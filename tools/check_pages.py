@@ -8,22 +8,33 @@ In a headless browser (Chromium, background networking off, a 1280 px wide windo
   wider than the space it has (:data:`SCROLL_PROBE` measures it after the page's scripts ran).
 
 In the HTML itself (:func:`page_faults`): every figure has a numbered caption; no output shows raw maths
-(``$...$`` or a ``\\command``), a local absolute path, text written to stderr or a raw NaN/None/inf in a table;
-no prose cites an entry of ``references.bib`` as plain text ("Mironov 2017") instead of through ``{cite}``.
+(``$...$`` or a ``\\command``), a local absolute path, text written to stderr, a traceback or a raw NaN/None/inf in
+a table; no prose cites an entry of ``references.bib`` as plain text ("Mironov 2017") instead of through ``{cite}``.
 
 Not part of ``make test``: it needs Chromium (``chromium`` or ``chromium-browser`` on the PATH, or ``--browser``).
 
-Usage: ``python tools/check_pages.py [--html _build/html] [--browser PATH]``; exit status 1 when a page fails.
+Each page gets its own browser, profile and time limit (``--timeout``); a page the browser does not finish in time
+fails and says so. Every page is reported (``ok``, ``FAILED`` with its faults, or ``skip`` for a page that only
+redirects), then the count checked and failed.
+
+Usage: ``python tools/check_pages.py [PAGE ...] [--html _build/html] [--browser PATH] [--timeout S]``; exit status 1
+when a page fails.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import re
+import selectors
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -114,7 +125,8 @@ def page_faults(page: str, citations: Sequence[re.Pattern[str]] = ()) -> list[st
     - a figure without a numbered caption (an image of the article outside ``<figure>`` with its
       ``caption-number``);
     - in an output: raw maths (:data:`RAW_MATHS`, outside the maths that MathJax renders), text written to stderr,
-      or a table cell with a raw NaN, None, inf or exponent (:data:`RAW_CELL`);
+      an error's traceback (a chapter that failed, rendered from papermill's notebook), or a table cell with a raw
+      NaN, None, inf or exponent (:data:`RAW_CELL`);
     - anywhere but the code: a local absolute path (:data:`LOCAL_PATH`), or a plain-text citation of a bibliography
       entry (``citations``, :func:`bibliography_citations`; a ``{cite}`` link is not plain text).
 
@@ -130,6 +142,7 @@ def page_faults(page: str, citations: Sequence[re.Pattern[str]] = ()) -> list[st
     for output in article.select(".cell_output"):
         faults += [f"raw maths in an output: {found}" for found in RAW_MATHS.findall(_text(output))]
         faults += [f"stderr in an output: {_text(node)[:80]}" for node in output.select(".stderr")]
+        faults += [f"an error in an output: {_text(node).strip(' -')[:80]}" for node in output.select(".traceback")]
         faults += [f"a raw value in a table: {_text(cell).strip()}" for cell in output.select("td, th")
                    if RAW_CELL.search(_text(cell).strip())]
     for image in article.find_all("img"):
@@ -145,41 +158,97 @@ def page_faults(page: str, citations: Sequence[re.Pattern[str]] = ()) -> list[st
     return faults
 
 
-def main() -> int:
+def browser_dom(command: Sequence[str], timeout: float) -> tuple[str, bool]:
+    """Run the headless browser ``command`` and read the DOM it dumps: ``(dom, complete)``.
+
+    The DOM is taken as soon as it is complete (it ends with ``</html>``): the browser is not waited for after that,
+    since headless Chromium can hang on its way out after printing the page (it did so, at random pages, under
+    load). Whatever the browser started is ended with it (its own process group), at the latest after ``timeout``
+    seconds, when ``complete`` is False unless the whole DOM came before.
+    """
+    deadline = time.monotonic() + timeout
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    assert process.stdout is not None
+    received = bytearray()
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stdout, selectors.EVENT_READ)
+            while not received.rstrip().endswith(b"</html>") and (left := deadline - time.monotonic()) > 0:
+                if not selector.select(left):
+                    continue
+                chunk = os.read(process.stdout.fileno(), 1 << 16)
+                if not chunk:  # the browser closed its output: it exited (or crashed) before the deadline
+                    break
+                received += chunk
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        process.stdout.close()
+    dom = received.decode("utf-8", errors="replace")
+    return dom, dom.rstrip().endswith("</html>")
+
+
+def check_page(page: Path, browser: str, citations: Sequence[re.Pattern[str]], timeout: float) -> list[str]:
+    """Every fault of one built page: what the browser measured (maths, sideways scrolling) and :func:`page_faults`."""
+    text = page.read_text(encoding="utf-8")
+    probe = page.with_name(f".probe-{page.name}")  # beside the page, so that its relative addresses resolve
+    probe.write_text(text.replace("</body>", SCROLL_PROBE + "</body>"), encoding="utf-8")
+    try:
+        with tempfile.TemporaryDirectory(prefix="check-pages-") as profile:  # no state shared with other browsers
+            dom, complete = browser_dom([browser, *BROWSER_FLAGS, f"--user-data-dir={profile}",
+                                         probe.resolve().as_uri()], timeout)
+    finally:
+        probe.unlink()
+    if not complete:
+        return [f"the browser gave no complete page within {timeout:.0f} s ({len(dom)} characters): not measured"]
+    counts = rendered_maths(dom)
+    faults = [f"scrolls sideways at {WINDOW_WIDTH} px: {found}" for found in sideways_scrolls(dom)]
+    if counts["rendered"] != counts["maths"] or counts["errors"]:
+        faults.append(f"maths: {counts['maths']} elements, {counts['rendered']} rendered by MathJax, "
+                      f"{counts['errors']} MathJax errors")
+    return faults + page_faults(text, citations)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("pages", nargs="*", type=Path,
+                        help="pages to check, relative to --html (e.g. book/auditing.html); all when none")
     parser.add_argument("--html", type=Path, default=ROOT / "_build" / "html")
     parser.add_argument("--browser", default=shutil.which("chromium") or shutil.which("chromium-browser"))
-    args = parser.parse_args()
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="seconds the browser has for one page (default 120)")
+    args = parser.parse_args(argv)
     if not args.browser:
         raise SystemExit("no Chromium found: install it (e.g. apt-get install chromium) or pass --browser")
-    pages = sorted(page for page in args.html.rglob("*.html")
-                   if "_static" not in page.parts and page.name not in ("genindex.html", "search.html")
-                   and not page.name.startswith(".probe-"))
+    if args.pages:
+        pages = [args.html / page for page in args.pages]
+        missing = [str(page) for page in pages if not page.is_file()]
+        if missing:
+            raise SystemExit(f"no such pages: {', '.join(missing)}")
+    else:
+        pages = sorted(page for page in args.html.rglob("*.html")
+                       if "_static" not in page.parts and page.name not in ("genindex.html", "search.html")
+                       and not page.name.startswith(".probe-"))
     if not pages:
         raise SystemExit(f"no pages under {args.html}: build the book first")
     citations = bibliography_citations((ROOT / "references.bib").read_text(encoding="utf-8"))
-    failed = []
+    checked, failed = 0, []
     for page in pages:
-        text = page.read_text(encoding="utf-8")
-        if "<article" not in text:  # the index page only redirects to the opening page
+        name = page.relative_to(args.html)
+        if "<article" not in page.read_text(encoding="utf-8"):
+            print(f"skip   {name}: no article (a page that only redirects)")
             continue
-        probe = page.with_name(f".probe-{page.name}")  # beside the page, so that its relative addresses resolve
-        probe.write_text(text.replace("</body>", SCROLL_PROBE + "</body>"), encoding="utf-8")
-        try:
-            dom = subprocess.run([args.browser, *BROWSER_FLAGS, probe.resolve().as_uri()], capture_output=True,
-                                 text=True, timeout=180).stdout
-        finally:
-            probe.unlink()
-        counts = rendered_maths(dom)
-        faults = [f"scrolls sideways at {WINDOW_WIDTH} px: {found}" for found in sideways_scrolls(dom)]
-        faults += page_faults(text, citations)
-        ok = bool(dom) and counts["rendered"] == counts["maths"] and not counts["errors"] and not faults
-        print(f"{'ok    ' if ok else 'FAILED'} {page.relative_to(args.html)}: {counts['maths']} maths, "
-              f"{counts['rendered']} rendered by MathJax, {counts['errors']} MathJax errors, {len(faults)} faults")
+        start = time.monotonic()
+        faults = check_page(page, args.browser, citations, args.timeout)
+        checked += 1
+        print(f"{'FAILED' if faults else 'ok    '} {name}: {len(faults)} faults "
+              f"({time.monotonic() - start:.0f} s)", flush=True)
         for fault in faults:
             print(f"    {fault}")
-        if not ok:
-            failed.append(page)
+        if faults:
+            failed.append(str(name))
+    print(f"{checked} pages checked, {len(failed)} failed{': ' if failed else ''}{', '.join(failed)}")
     return 1 if failed else 0
 
 

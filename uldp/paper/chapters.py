@@ -727,7 +727,10 @@ def show_protocol_scale() -> None:
         print(f"no committed {PROTOCOL_BENCHMARK.name} in this checkout")
         return
     document = json.loads(PROTOCOL_BENCHMARK.read_text())
-    display(protocol_scale_table(document).round(3))
+    table = protocol_scale_table(document)
+    numbers = [column for column in table.columns if column not in ("setting", "backend")]
+    # the phe backend's rows carry no CPU seconds: the benchmark did not measure them there
+    display(table.style.hide(axis="index").format(partial(readable_number, missing="not measured"), subset=numbers))
     show_captioned(protocol_scale_figure(document),
                    "Protocol 1's seconds per round on the paper's artificial grid (parameters, users, silos), per "
                    "backend and side (log scale): compare the two backends' server lines along each axis.")

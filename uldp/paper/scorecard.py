@@ -648,6 +648,10 @@ def scorecard(data: Mapping[str, ResultSet], *, grid: str | None = None) -> pd.D
     return pd.DataFrame(rows)
 
 
+#: What :func:`final_table` shows where a series has no stored run at a panel (a reduced profile leaves it out).
+NOT_RUN = "not run"
+
+
 def final_table(results: ResultSet, metric: str | None = None) -> pd.DataFrame:
     """Final utility and epsilon (mean +- std over seeds) per setting and series, as the chapters show them.
 
@@ -656,7 +660,8 @@ def final_table(results: ResultSet, metric: str | None = None) -> pd.DataFrame:
         metric: The per-round column to show (default: the dataset's utility metric).
 
     Returns:
-        Rows: panels; columns: series; cells ``"0.912 ± 0.004 | ε 3.21"`` (no epsilon for DEFAULT).
+        Rows: panels; columns: series; cells ``"0.912 ± 0.004 | ε 3.21"`` (no epsilon for DEFAULT), and
+        :data:`NOT_RUN` where a series has no run at a panel.
 
     Raises:
         NotMeasured: No stored runs, or the metric is absent.
@@ -670,6 +675,6 @@ def final_table(results: ResultSet, metric: str | None = None) -> pd.DataFrame:
         if epsilon is not None and (eps := _value(epsilon, row.panel, row.series)) is not None:
             text += f" | ε {readable_number(eps)}"
         cells[(row.panel, row.series)] = text
-    table = pd.Series(cells).unstack()
+    table = pd.Series(cells).unstack(fill_value=NOT_RUN)
     order = list(dict.fromkeys(run["series"] for run in results.runs))
     return table[[s for s in order if s in table.columns]].reindex(list(dict.fromkeys(utility["panel"])))

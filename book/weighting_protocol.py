@@ -436,7 +436,7 @@ else:
                     for key in ("mnist", "million") if key in lattice_results}
     print(pd.DataFrame(lattice_rows).T.round(2).to_string())
     print(f"max |error| against the plain sum: {lattice_results['max_abs_error_vs_plain']:.1e} (P = 1e-10); "
-          f"load average {lattice_results['load']:.1f} on 2 CPUs (the machine was shared)")
+          f"load average {lattice_results['load']:.1f} on {lattice_results['cpus']} CPUs during the run")
     million_check = lattice_results["million"]["check"]
     print(f"10^6 parameters: fixed plus per-chunk CPU fitted on 1- and 2-chunk slices; measured / projected on "
           f"{million_check['chunks']} chunks: silo {million_check['silo_measured_over_projected']:.2f}, "
@@ -446,8 +446,8 @@ else:
 # Limits of the lattice path: it assumes Ring-LWE rather than Paillier's composite residuosity, and its masks hide
 # by a statistical flooding bound rather than perfectly. Its per-round rescale still uses Paillier. Each silo
 # receives $|U|$ seeded ciphertexts per plaintext prime every round (the "weights MB" column): far more bytes than the
-# Paillier weights, the price of one product per user and chunk. The wall seconds were measured on a shared machine
-# (the load average above), so the CPU seconds are the comparable figures. The Flower path selects it as well
+# Paillier weights, the price of one product per user and chunk. Wall seconds depend on the machine's load (printed
+# above); the CPU seconds compare across runs. The Flower path selects it as well
 # (`UldpStrategy(protocol={"backend": "lattice"})`): a silo's exported state carries the server's BFV public keys, and
 # Flower sends each silo's weights as one message under its 2 GiB limit.
 

@@ -1,10 +1,10 @@
 """What a silo's ClientApp reads from its own files, kept between messages while its process lives.
 
-Stage 1 of :mod:`uldp.flower.app` loads the silo's records and pseudonymizes its patient ids; every later message
-(the federation stage, Protocol 1's stages, each round) needs the same records again. Where the ClientApp's process
-outlives a message (a long-lived :mod:`uldp.flower.worker` behind ``flower-supernode --isolation process``, or a
-:class:`~uldp.flower.LocalGrid` in this process), :class:`SiloViews` keeps them, so a round reads no file and
-imports nothing.
+Stage 1 of :mod:`uldp.flower.app` loads the silo's records and its patient ids; every later message (the private
+set union's steps, the federation stage, Protocol 1's stages, each round) needs the same records again. Where the
+ClientApp's process outlives a message (a long-lived :mod:`uldp.flower.worker` behind ``flower-supernode
+--isolation process``, or a :class:`~uldp.flower.LocalGrid` in this process), :class:`SiloViews` keeps them, so a
+round reads no file and imports nothing.
 
 Only what the silo derives from its own files and its own node config is kept: the records, the pseudonyms, the
 model template and the loss. Its state -- the federation's user list and ``n[s, u]``, Protocol 1's secrets, the

@@ -380,3 +380,16 @@ def test_a_line_at_chance_level_is_not_listed_again_for_its_spread() -> None:
                                                                                   "**ULDP-AVG** (A)"]
     text = "\n".join(chapters._conclude_utility(results))
     assert text.count("**ULDP-NAIVE** (A)") == 1 and text.count("**ULDP-AVG** (A)") == 1
+
+
+def test_weighting_gap_table_puts_the_authors_uniform_draws_in_the_uniform_column():
+    """The committed Figure 8 runs: Creditcard's balanced uniform and TcgaBrca's authors' draws share the figure's
+    uniform column, so no cell of the table is missing."""
+    results = experiments.load_results("weighting", "paper")
+    if results.missing:
+        pytest.skip("the committed weighting results are not complete")
+    schemes = {run["params"]["distribution"] for run in results.runs}
+    assert {"uniform", "uniform-with-replacement", "zipf"} <= schemes
+    table = chapters.weighting_gap_table({"weighting": results})
+    assert list(table.columns) == ["uniform", "zipf"]
+    assert not table.isna().any().any(), table

@@ -33,6 +33,7 @@ from uldp.data import DATASETS
 from uldp.models import build_model
 from uldp.paper import experiments, plots, scorecard
 from uldp.paper.experiments import ChapterResults, ResultSet, duration
+from uldp.paper.experiments.keys import UNIFORM_SCHEMES
 from uldp.paper.verdicts import HOLDS, MISSING, NotMeasured, per_setting, profile_label, readable_number
 
 if TYPE_CHECKING:
@@ -491,13 +492,15 @@ def short_profile_note(results: ResultSet) -> Markdown:
 
 def weighting_gap_table(data: Mapping[str, ResultSet]) -> pd.DataFrame:
     """Final test loss of ULDP-AVG minus that of ULDP-AVG-w (:func:`uldp.paper.scorecard.weighting_gaps`), one row per
-    dataset and silo count, one column per allocation.
+    dataset and silo count, one column per allocation of the figure (the authors' uniform draws of the medical
+    datasets, ``uniform-with-replacement``, in the uniform column, as the figure has them).
 
     Raises:
         NotMeasured: The weighting results are missing.
     """
-    return scorecard.weighting_gaps(data).pivot_table(index=["dataset", "n_silos"], columns="distribution",
-                                                      values="gap")
+    gaps = scorecard.weighting_gaps(data)
+    gaps["distribution"] = gaps["distribution"].where(~gaps["distribution"].isin(UNIFORM_SCHEMES), "uniform")
+    return gaps.pivot_table(index=["dataset", "n_silos"], columns="distribution", values="gap")
 
 
 def show_runtime(chapter: ExperimentChapter) -> None:

@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from flower_bundle import pyproject
+
 APP = '''
 from flwr.serverapp import ServerApp
 from flwr.clientapp import ClientApp
@@ -28,28 +30,7 @@ def main(grid, context):
         raise RuntimeError("this ServerApp fails on purpose")
 '''
 
-PYPROJECT = '''
-[build-system]
-requires = ["hatchling"]
-build-backend = "hatchling.build"
-
-[project]
-name = "exitapp"
-version = "1.0.0"
-description = "uldp flower-run test"
-license = "MIT"
-dependencies = []
-
-[tool.flwr.app]
-publisher = "uldp"
-
-[tool.flwr.app.components]
-serverapp = "exit_app:server"
-clientapp = "exit_app:client"
-
-[tool.flwr.app.config]
-fail = false
-'''
+PYPROJECT = pyproject("exitapp", "exit_app", "uldp flower-run test", "fail = false")
 
 
 def test_flower_run_exits_1_when_a_real_superlinks_run_fails(tmp_path, monkeypatch, capsys):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from flower_bundle import pyproject
 from test_flower import FEATURES, HOSPITALS, hospital_files, in_process, model  # noqa: F401  (fixture)
 
 import uldp
@@ -51,31 +52,8 @@ def main(grid, context):
         json.dump({"epsilon": strategy.epsilons, "round_seconds": strategy.round_seconds}, file)
 '''
 
-PYPROJECT = '''
-[build-system]
-requires = ["hatchling"]
-build-backend = "hatchling.build"
-
-[project]
-name = "hospitalapp"
-version = "1.0.0"
-description = "uldp loopback test"
-license = "MIT"
-dependencies = []
-
-[tool.flwr.app]
-publisher = "uldp"
-
-[tool.flwr.app.components]
-serverapp = "hospital_app:server"
-clientapp = "hospital_app:client"
-
-[tool.flwr.app.config]
-rounds = 1
-settings = ""
-initial = ""
-out = ""
-'''
+PYPROJECT = pyproject("hospitalapp", "hospital_app", "uldp loopback test",
+                      'rounds = 1\nsettings = ""\ninitial = ""\nout = ""')
 
 
 def free_port() -> int:

@@ -1,5 +1,5 @@
 """Run one benchmark with ``--json`` and store its document under ``benchmarks/results/<name>.json`` with the
-command, the git commit and the date (``uldp.provenance``), written atomically.
+command, the git commit and the date (``uldp.common.provenance``), written atomically.
 
 The committed result files are made by this script alone, so that no number in them is copied by hand.
 

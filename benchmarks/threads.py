@@ -2,7 +2,7 @@
 
 A HeartDisease ULDP-AVG-w run (50 users, the paper's hyperparameters; small tensor ops, the closed-form engine of
 the linear model) runs in a fresh process with torch's default intra-op threads (one per core) and with the
-library's default (:data:`uldp.threads.DEFAULT_THREADS`), first with no competitor of ours and then beside a
+library's default (:data:`uldp.common.threads.DEFAULT_THREADS`), first with no competitor of ours and then beside a
 competing process that keeps every core busy (a torch matmul loop with its default threads, as another training
 would). Each case reports the median seconds per round over its rounds (best median of ``--repeats`` runs) and the
 ratios: busy / idle for each setting (how much a busy machine slows it), and default threads / one thread.
@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="write one JSON document of the results to stdout")
     args = parser.parse_args()
 
-    from uldp.threads import DEFAULT_THREADS
+    from uldp.common.threads import DEFAULT_THREADS
 
     settings = {"torch default": None, f"{DEFAULT_THREADS} (uldp default)": DEFAULT_THREADS}
     results: dict[str, dict[str, float]] = {name: {} for name in settings}

@@ -67,7 +67,7 @@
 #
 # **What travels.** Every stage is one Flower `FitIns` to each silo, answered by one `FitRes`. The stage name and small
 # values ride in Flower's typed maps; model vectors, sampled users and {ref}`Protocol 1 <paper-protocol-1>`'s messages
-# ride as bytes in explicit formats (`uldp.persist`: dtype, shape, data and a SHA-256 digest; `uldp.secure.messages`
+# ride as bytes in explicit formats (`uldp.common.persist`: dtype, shape, data and a SHA-256 digest; `uldp.secure.messages`
 # for the protocol). Nothing is pickled.
 #
 # **Faults.** A silo that drops out (crash, network, timeout) or reports an error aborts the round: nothing of it

@@ -12,7 +12,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from uldp.atomic import write_bytes_atomic
+from uldp.common.atomic import write_bytes_atomic
 from uldp.paper.experiments import Backend
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 from hypothesis import strategies as st
 
-from uldp import persist
+from uldp.common import persist
 from uldp.deploy.method_roles import DeployConfig
 from uldp.paper import experiments
 from uldp.secure import messages

@@ -12,7 +12,7 @@ import pytest
 from uldp.accounting import gaussian_epsilon
 from uldp.audit import jobs
 from uldp.audit.jobs import job, profile_jobs, read_stored, run_jobs
-from uldp.provenance import config_hash
+from uldp.common.provenance import config_hash
 
 if TYPE_CHECKING:
     from pathlib import Path

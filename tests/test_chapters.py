@@ -274,7 +274,7 @@ def test_benchmark_result_reads_the_committed_file_and_names_the_command_when_mi
     import json
     import re
 
-    from uldp.provenance import REPO_ROOT
+    from uldp.common.provenance import REPO_ROOT
 
     stored = chapters.benchmark_result("protocol_scan")
     with open(REPO_ROOT / "benchmarks" / "results" / "protocol_scan.json", encoding="utf-8") as handle:

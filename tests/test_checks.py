@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given, strategies as st
 
 from uldp.accounting.rdp import rdp_gaussian
-from uldp.checks import check_delta, check_integer, check_number, check_positive, check_rate
+from uldp.common.checks import check_delta, check_integer, check_number, check_positive, check_rate
 from uldp.simulation import RunConfig
 
 

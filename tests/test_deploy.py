@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from uldp import persist
+from uldp.common import persist
 from uldp.deploy import keys, wire
 from uldp.deploy.method_roles import DeployConfig, MethodServer, MethodSilo
 

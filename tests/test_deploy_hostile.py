@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from deploy_harness import MASTER, Manager, Proxy, federation, make_config, silo_clients
 
-from uldp import persist
+from uldp.common import persist
 from uldp.deploy import keys, wire
 from uldp.deploy.method_roles import DeployConfig, MethodServer, MethodSilo
 from uldp.deploy.server import Coordinator, FederationResult, ServerSettings

@@ -30,14 +30,14 @@ from torch import nn
 
 import uldp
 import uldp.flower as uf
-from uldp import persist
 from uldp.accounting import epsilon_uldp
+from uldp.common import persist
+from uldp.common.persist import IN_FLIGHT
 from uldp.deploy import server as server_module, silo as silo_module, wire
 from uldp.deploy.method_roles import MethodServer
 from uldp.deploy.server import Coordinator, ServerSettings
 from uldp.flower.local import LocalGrid
 from uldp.flower.recovery import strategy_fingerprint
-from uldp.persist import IN_FLIGHT
 
 
 @pytest.fixture(scope="module")

@@ -21,12 +21,12 @@ from torch.func import grad, vmap
 import uldp
 import uldp.fitting
 from uldp.accounting import epsilon_uldp
+from uldp.common.persist import MAGIC, Checkpoint, array_from_bytes, load_checkpoint, save_checkpoint
 from uldp.data.base import Allocation
 from uldp.fitting import SeedWarning, UnsupportedModuleError, check_module, fit, index_ids, weighted_loss
 from uldp.methods import Federation, Hyperparameters, make_method
 from uldp.methods.base import seed_stream
 from uldp.models import build_model, loss_function
-from uldp.persist import MAGIC, Checkpoint, array_from_bytes, load_checkpoint, save_checkpoint
 from uldp.simulation import RunConfig, _checkpoint_fingerprint, build_federation, run
 from uldp.training.per_user import flat_parameters
 

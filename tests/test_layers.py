@@ -21,9 +21,8 @@ ROOT = Path(__file__).resolve().parents[1] / "uldp"
 #: Low to high. A module belongs to the entry that is its own name or its longest package prefix; command-line
 #: modules (``uldp.cli``, any ``*.cli`` or ``*_cli``) and the package ``uldp`` itself form the top layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # foundations: validation, files, threads, the byte formats, provenance, method names, the datasets' defaults
-    ("uldp.checks", "uldp.atomic", "uldp.threads", "uldp.persist", "uldp.provenance", "uldp.method_names",
-     "uldp.defaults", "uldp.logs"),
+    # foundations (validation, files, threads, the byte formats, provenance, logs), method names, the defaults
+    ("uldp.common", "uldp.method_names", "uldp.defaults"),
     ("uldp.data", "uldp.accounting", "uldp.models", "uldp.policy"),
     ("uldp.training",),
     ("uldp.methods",),
@@ -151,20 +150,21 @@ def test_an_upward_import_is_reported(tmp_path: Path) -> None:
     package = tmp_path / "uldp"
     (package / "deploy").mkdir(parents=True)
     (package / "methods").mkdir()
+    (package / "common").mkdir()
     for path, text in {"__init__.py": "", "simulation.py": "from uldp.deploy import wire\n",
                        "deploy/__init__.py": "", "deploy/wire.py": "from uldp.simulation import run\n",
                        "methods/__init__.py": "", "methods/base.py": "def f():\n    from .. import simulation\n",
-                       "checks.py": "import uldp.data\n", "data.py": ""}.items():
+                       "common/__init__.py": "", "common/checks.py": "import uldp.data\n", "data.py": ""}.items():
         (package / path).write_text(text)
     assert violations(import_graph(package)) == [
-        "uldp.checks (layer 0) -> uldp.data (layer 1)",
+        "uldp.common.checks (layer 0) -> uldp.data (layer 1)",
         "uldp.methods.base (layer 3) -> uldp.simulation (layer 6)",
         "uldp.simulation (layer 6) -> uldp.deploy.wire (layer 8)",
     ]
 
 
 @pytest.mark.parametrize(("module", "layer"), [
-    ("uldp", TOP_LAYER), ("uldp.persist", 0), ("uldp.data.allocation", 1), ("uldp.methods.base", 3),
+    ("uldp", TOP_LAYER), ("uldp.common.persist", 0), ("uldp.data.allocation", 1), ("uldp.methods.base", 3),
     ("uldp.paper.experiments.store", 10), ("uldp.deploy.wire", 8), ("uldp.audit.jobs", 7), ("uldp.paper.settings", 9),
     ("uldp.deploy.cli", TOP_LAYER),
     ("uldp.simulation_cli", TOP_LAYER), ("uldp.cli", TOP_LAYER),

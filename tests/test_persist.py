@@ -1,4 +1,4 @@
-"""Tests of uldp.persist: the array encoding, configuration fingerprints and checkpoints (atomic, resumable), the
+"""Tests of uldp.common.persist: the array encoding, configuration fingerprints and checkpoints (atomic, resumable), the
 formats that the simulation and the deployment share."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
-from uldp import atomic, persist
+from uldp.common import atomic, persist
 
 
 # --- array encoding ----------------------------------------------------------------------------------------------

@@ -220,7 +220,7 @@ def test_new_fields_at_their_defaults_leave_checkpoint_fingerprints_unchanged():
 
     import torch
 
-    from uldp.persist import fingerprint
+    from uldp.common.persist import fingerprint
     from uldp.simulation import LATER_FIELDS, _checkpoint_fingerprint
 
     config = RunConfig(dataset="heart_disease", method="ULDP-AVG", n_users=2, rounds=1)

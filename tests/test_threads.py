@@ -1,9 +1,9 @@
-"""uldp.threads: the number of torch threads a run trains with, and its restoration."""
+"""uldp.common.threads: the number of torch threads a run trains with, and its restoration."""
 
 import pytest
 import torch
 
-from uldp.threads import DEFAULT_THREADS, thread_count, torch_threads
+from uldp.common.threads import DEFAULT_THREADS, thread_count, torch_threads
 
 
 def test_argument_then_environment_then_default(monkeypatch):

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from uldp.checks import check_number
+from uldp.common.checks import check_number
 
 if TYPE_CHECKING:
     import argparse

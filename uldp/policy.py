@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from uldp.accounting import ACCOUNTANTS, PrivacySpent, epsilon_of_releases
-from uldp.atomic import write_json_atomic
-from uldp.checks import check_delta, check_integer, check_number, check_positive
+from uldp.common.atomic import write_json_atomic
+from uldp.common.checks import check_delta, check_integer, check_number, check_positive
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

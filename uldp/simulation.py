@@ -22,7 +22,9 @@ import numpy as np
 import torch
 
 from uldp.accounting import check_accountant
-from uldp.checks import check_integer, check_number, check_positive
+from uldp.common.checks import check_integer, check_number, check_positive
+from uldp.common.persist import fingerprint
+from uldp.common.threads import torch_threads
 from uldp.data import DATASETS, SCHEMES, allocate, load
 from uldp.data.allocation import MAX_SILOS, MAX_USERS, PAPER_N_LABELS
 from uldp.data.base import FederatedDataset, check_test_scoring
@@ -32,10 +34,8 @@ from uldp.methods import Federation, make_method
 from uldp.methods.base import Hyperparameters, parse_method, seed_stream
 from uldp.methods.registry import unused_hyperparameters
 from uldp.models import build_model, evaluate, loss_function
-from uldp.persist import fingerprint
 from uldp.secure import SecureAggregator
 from uldp.secure.config import ProtocolParameters
-from uldp.threads import torch_threads
 from uldp.training.per_user import flat_parameters, load_flat_parameters
 
 if TYPE_CHECKING:
@@ -347,7 +347,7 @@ def run(config: RunConfig, *, progress: bool = False, dataset: FederatedDataset 
         aggregate_fn: Override of the enhanced-weight aggregation (default: plain, or the secure protocol of
             :func:`secure_aggregator` when ``config.secure``).
         checkpoint: A file to resume from and save progress to: the global model and the per-round results after
-            the last completed round (:mod:`uldp.persist`'s atomic format, tied to this configuration and
+            the last completed round (:mod:`uldp.common.persist`'s atomic format, tied to this configuration and
             data by a fingerprint). Every random draw of round ``t`` derives from ``config.seed`` and ``t`` alone,
             so a run resumed from it ends exactly as an uninterrupted run (``tests/test_simulation.py``); it reports
             ``info["resumed_from_round"]`` and the rounds' earlier seconds in ``info["resumed_seconds"]``. The
@@ -355,7 +355,7 @@ def run(config: RunConfig, *, progress: bool = False, dataset: FederatedDataset 
             custom aggregation, whose state lives in the process.
         checkpoint_seconds: Save at most this often (seconds >= 0), and always after the last round.
         threads: Torch intra-op threads while the run trains (default ``$ULDP_THREADS``, else 1; see
-            :mod:`uldp.threads`); the previous number is restored afterwards. Results do not depend on it.
+            :mod:`uldp.common.threads`); the previous number is restored afterwards. Results do not depend on it.
 
     Returns:
         The :class:`RunResult` (its ``config`` with the calibrated sigma when ``target_epsilon`` chose it); secure

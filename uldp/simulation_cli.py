@@ -61,7 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="write one JSON document (inputs, configuration, per-round results) to stdout, nothing "
                              "else")
     parser.add_argument("--threads", type=int, default=None,
-                        help="torch threads while training (default: $ULDP_THREADS, else 1; see uldp.threads)")
+                        help="torch threads while training (default: $ULDP_THREADS, else 1; see uldp.common.threads)")
     add_progress_option(parser)
     parser.set_defaults(handler=handle)
 

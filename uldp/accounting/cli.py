@@ -6,8 +6,8 @@ import math
 from typing import TYPE_CHECKING
 
 from uldp.accounting.methods import ACCOUNTANTS
-from uldp.checks import check_number
 from uldp.cli import print_json
+from uldp.common.checks import check_number
 from uldp.method_names import parse_method
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ from uldp.accounting.rdp import (
     dp_epsilons,
     rdp_subsampled_gaussian,
 )
-from uldp.checks import check_delta, check_integer, check_positive, check_rate
+from uldp.common.checks import check_delta, check_integer, check_positive, check_rate
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike

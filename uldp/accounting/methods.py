@@ -27,7 +27,7 @@ import numpy as np
 from uldp.accounting.group import GroupPrivacySpent, group_dp_epsilon, group_epsilon_bounds
 from uldp.accounting.pld import COARSE_INTERVAL, epsilon_group_pld, epsilon_uldp_pld
 from uldp.accounting.rdp import DEFAULT_ORDERS, PrivacySpent, rdp_subsampled_gaussian, rdp_to_dp
-from uldp.checks import check_delta, check_integer, check_number, check_positive, check_rate
+from uldp.common.checks import check_delta, check_integer, check_number, check_positive, check_rate
 from uldp.method_names import parse_method
 
 if TYPE_CHECKING:

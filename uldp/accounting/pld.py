@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from uldp.accounting.rdp import PrivacySpent
-from uldp.checks import check_delta, check_integer, check_number, check_positive, check_rate
+from uldp.common.checks import check_delta, check_integer, check_number, check_positive, check_rate
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from uldp.checks import check_delta, check_integer, check_positive, check_rate
-from uldp.logs import import_quietly
+from uldp.common.checks import check_delta, check_integer, check_positive, check_rate
+from uldp.common.logs import import_quietly
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike

@@ -47,7 +47,7 @@ import torch
 from scipy import optimize
 from torch import nn
 
-from uldp.checks import check_integer, check_positive
+from uldp.common.checks import check_integer, check_positive
 from uldp.data.base import Allocation
 from uldp.methods import (
     EveryRecordSiloNoise,

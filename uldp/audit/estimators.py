@@ -35,7 +35,7 @@ import numpy as np
 from scipy import optimize, stats
 
 from uldp.accounting import gaussian_epsilon
-from uldp.checks import check_delta, check_integer, check_number
+from uldp.common.checks import check_delta, check_integer, check_number
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

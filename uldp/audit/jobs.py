@@ -1,8 +1,8 @@
 """Audit jobs: one method, one claimed epsilon, one kind of canary and one estimator, stored as one JSON file each.
 
 A job is a plain mapping of JSON values (:func:`job`); its file is ``<root>/<key>.json`` with ``key`` the
-:func:`uldp.provenance.config_hash` of that mapping, written atomically with the job, its result and provenance
-(:func:`uldp.provenance`: command, git commit, packages; plus date and wall time), so that an interrupted
+:func:`uldp.common.provenance.config_hash` of that mapping, written atomically with the job, its result and provenance
+(:func:`uldp.common.provenance`: command, git commit, packages; plus date and wall time), so that an interrupted
 set of audits resumes where it stopped and a stored result says where it comes from. Every random draw derives
 from the job's ``seed``. The ``default`` profile's results are committed under ``results/audit/default/``; the
 ``smoke`` profile (CI) writes under ``_build/results/audit/smoke/``.
@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uldp.atomic import read_complete_json, write_json_atomic
 from uldp.audit.crafted import (
     PREPARE_STREAM,
     CraftedSetting,
@@ -50,10 +49,11 @@ from uldp.audit.crafted import (
 )
 from uldp.audit.estimators import gaussian_dp_bound, many_run_bound, one_run_bound, roc_curve
 from uldp.audit.natural import NaturalSetting, natural_federation, natural_scores, standardised
-from uldp.checks import check_delta, check_integer, check_number, check_rate
+from uldp.common.atomic import read_complete_json, write_json_atomic
+from uldp.common.checks import check_delta, check_integer, check_number, check_rate
+from uldp.common.provenance import REPO_ROOT, config_hash, provenance
 from uldp.methods import GroupMethod, Hyperparameters, UserLevelMethod, aggregate, make_method
 from uldp.methods.base import seed_stream
-from uldp.provenance import REPO_ROOT, config_hash, provenance
 from uldp.secure import ProtocolParameters
 
 if TYPE_CHECKING:
@@ -286,7 +286,7 @@ def check_stored(payload: Mapping[str, Any], *, key: str) -> None:
 
     Args:
         payload: The parsed file.
-        key: Its file name without ``.json``: the :func:`uldp.provenance.config_hash` of its job.
+        key: Its file name without ``.json``: the :func:`uldp.common.provenance.config_hash` of its job.
 
     Raises:
         ValueError: Naming the first field that is missing, extra, of the wrong type or out of range, or a job, key

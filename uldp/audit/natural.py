@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from uldp.checks import check_integer, check_positive
+from uldp.common.checks import check_integer, check_positive
 from uldp.data import load
 from uldp.data.base import Allocation, FederatedDataset
 from uldp.fitting import PREPARE_STREAM, round_seed

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from uldp.checks import check_integer, check_positive
+from uldp.common.checks import check_integer, check_positive
 from uldp.data.base import Allocation, FederatedDataset
 
 #: The allocation schemes; ``uniform-with-replacement`` is the authors' uniform (every draw independent).

@@ -1,8 +1,8 @@
 """A real federation across processes and machines on Flower: one server process and one process per silo.
 
 - :mod:`uldp.deploy.wire`: what travels (explicit byte formats inside Flower messages, no pickle), handshake keys.
-- :mod:`uldp.persist` (below deploy and the simulation): the array encoding, the configuration fingerprint and the
-  checkpoint, the last good model written atomically after every round.
+- :mod:`uldp.common.persist` (below deploy and the simulation): the array encoding, the configuration fingerprint
+  and the checkpoint, the last good model written atomically after every round.
 - :mod:`uldp.deploy.keys`: the server master key, per-silo keys and the handshake HMAC.
 - :mod:`uldp.deploy.roles`: the interfaces of a method's server side and silo side.
 - :mod:`uldp.deploy.method_roles`: those sides for every method of :mod:`uldp.methods`, from a run configuration.

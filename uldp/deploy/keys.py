@@ -20,8 +20,8 @@ import secrets
 import struct
 from pathlib import Path
 
-from uldp.atomic import write_bytes_atomic
-from uldp.checks import check_integer
+from uldp.common.atomic import write_bytes_atomic
+from uldp.common.checks import check_integer
 
 MASTER_KEY_FILE = "master.key"
 

@@ -65,13 +65,13 @@ import numpy as np
 import torch
 
 from uldp.accounting import epsilon_server_view
-from uldp.checks import check_integer
+from uldp.common.checks import check_integer
+from uldp.common.persist import fingerprint
 from uldp.fitting import PREPARE_STREAM, round_seed
 from uldp.methods import EveryRecordSiloNoise, check_weights, make_method, user_level
 from uldp.methods.base import needed, seed_stream
 from uldp.methods.group import GroupMethod
 from uldp.models import evaluate as evaluate_model
-from uldp.persist import fingerprint
 from uldp.policy import GroupRelease, PolicyRefusal, SiloPolicy, release_multiplier, update_norm_bound
 from uldp.simulation import SECURE_METHODS, RunConfig, build_federation
 from uldp.training.dpsgd import dpsgd_schedule
@@ -164,7 +164,7 @@ class DeployConfig:
 
     @property
     def fingerprint(self) -> str:
-        """:func:`uldp.persist.fingerprint` of the resolved configuration (defaults filled in)."""
+        """:func:`uldp.common.persist.fingerprint` of the resolved configuration (defaults filled in)."""
         return fingerprint(self.to_json())
 
 

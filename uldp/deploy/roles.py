@@ -26,7 +26,7 @@ class ServerRole(Protocol):
         secure: Whether the aggregation runs Protocol 1 (ULDP-AVG-w and ULDP-SGD-w).
         masked: Whether the silos' plain contributions are secure-aggregated with Protocol 1's pairwise masks
             (:mod:`uldp.secure.masked_sum`; the other methods).
-        fingerprint: :func:`uldp.persist.fingerprint` of the run configuration.
+        fingerprint: :func:`uldp.common.persist.fingerprint` of the run configuration.
         insecure_reproducible_noise: Whether the silos' noise comes from the shared seed (INSECURE, tests only).
     """
 

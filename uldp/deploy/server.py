@@ -28,7 +28,7 @@ Lifecycle (:class:`Coordinator`):
 Accounting of releases (every release is one more adaptive composition of the method's mechanism, Theorems 1-3
 and Lemma 4, the sub-sampled Gaussian's RDP, by the composition theorem of RDP): a round index counts as a release
 from the moment
-it is asked, whether or not the round completes (:class:`uldp.persist.ReleaseLedger`). Before the first
+it is asked, whether or not the round completes (:class:`uldp.common.persist.ReleaseLedger`). Before the first
 instruction of round t goes out, the checkpoint records round t as in flight with the epsilon of t releases; a
 completed round then replaces that record (with the new model), an aborted one records why and which silos
 answered. So after a silo crash, a network cut, a server crash or a checkpoint write that fails after every silo
@@ -58,10 +58,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uldp.atomic import check_writable
-from uldp.checks import check_number
+from uldp.common.atomic import check_writable
+from uldp.common.checks import check_number
+from uldp.common.persist import CheckpointFailed, ReleaseLedger, array_from_bytes, array_to_bytes
 from uldp.deploy import keys, quiet_flower_deprecation, wire
-from uldp.persist import CheckpointFailed, ReleaseLedger, array_from_bytes, array_to_bytes
 from uldp.secure import masked_sum
 from uldp.secure.driver import (
     STAGE_DIRECTORY,
@@ -498,7 +498,7 @@ class Coordinator:
     def run(self) -> FederationResult:
         """Admit, resume, set up and run rounds until ``rounds`` have completed; never raises for a silo's failure.
 
-        Every round index asked is accounted before it is asked (:class:`uldp.persist.ReleaseLedger`; the module
+        Every round index asked is accounted before it is asked (:class:`uldp.common.persist.ReleaseLedger`; the module
         docstring's "Accounting of releases").
 
         Returns:

@@ -30,10 +30,10 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from uldp.checks import check_number
+from uldp.common.checks import check_number
+from uldp.common.persist import array_from_bytes, array_to_bytes
 from uldp.deploy import keys, quiet_flower_deprecation, wire
 from uldp.deploy.server import MAX_TIMEOUT
-from uldp.persist import array_from_bytes, array_to_bytes
 from uldp.policy import SiloLedger, SiloPolicy
 from uldp.secure.driver import (
     STAGE_DIRECTORY,

@@ -3,11 +3,11 @@
 Every exchange is one Flower ``FitIns`` (server to silo) answered by one ``FitRes`` (silo to server). The stage
 name, round index and small values ride in Flower's typed config/metrics maps (protobuf scalars); bulk payloads
 (model vectors, deltas, Protocol 1 messages) ride in ``Parameters.tensors`` as ``bytes``, each in one of two
-self-describing formats: arrays as written by :func:`uldp.persist.array_to_bytes` (the checkpoints' encoding too),
-and Protocol 1 messages as written by :meth:`uldp.secure.messages.Message.to_bytes`. Receivers parse with length
+self-describing formats: arrays as written by :func:`uldp.common.persist.array_to_bytes` (the checkpoints' encoding
+too), and Protocol 1 messages as written by :meth:`uldp.secure.messages.Message.to_bytes`. Receivers parse with length
 and digest checks and never unpickle.
 
-The arrays' SHA-256 digest is unkeyed on purpose (:mod:`uldp.persist`): authenticity of the link is TLS's job
+The arrays' SHA-256 digest is unkeyed on purpose (:mod:`uldp.common.persist`): authenticity of the link is TLS's job
 (``--ssl-*``), who is on the other end the handshake's (HMAC under the silo's own key, :mod:`uldp.deploy.keys`),
 and silo-to-silo secrets travel inside Protocol 1's AEAD. The server checks every array it receives for exact
 dtype, shape and finite values before using it. Flower is imported where a message is built, not here: the

@@ -41,7 +41,8 @@ import torch
 from torch import Tensor, nn
 
 from uldp.accounting import epsilon_for_method
-from uldp.checks import check_integer, check_number, check_positive
+from uldp.common.checks import check_integer, check_number, check_positive
+from uldp.common.persist import fields_fingerprint
 from uldp.data.base import Allocation
 from uldp.fitting.clipping import CLIPPED, ClipWarning, clip_advice, update_norms
 from uldp.fitting.inputs import (
@@ -71,7 +72,6 @@ from uldp.fitting.rounds import (
     train_rounds,
 )
 from uldp.methods.base import Federation, needed, parse_method, seed_stream
-from uldp.persist import fields_fingerprint
 from uldp.training.per_user import flat_parameters, load_flat_parameters
 
 if TYPE_CHECKING:

@@ -13,12 +13,12 @@ from tqdm import tqdm
 
 from uldp.accounting import epsilon_for_method, sigma_for_epsilon
 from uldp.accounting.methods import SIGMA_RANGE
-from uldp.atomic import check_writable
-from uldp.checks import check_integer, check_number
+from uldp.common.atomic import check_writable
+from uldp.common.checks import check_integer, check_number
+from uldp.common.persist import Checkpoint, load_checkpoint, save_checkpoint
 from uldp.defaults import SIGMA
 from uldp.methods import make_method
 from uldp.methods.base import seed_stream
-from uldp.persist import Checkpoint, load_checkpoint, save_checkpoint
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -170,7 +170,7 @@ def train_rounds(method: Method, federation: Federation, params: Tensor, *, roun
     Round ``t`` (0-based) is ``method.round`` with the random stream :func:`round_seed` ``(root, t)``
     (Algorithms 1-4), then ``evaluate(params)`` and the method's accountant (Theorems 1-3) for epsilon after
     ``t + 1`` rounds. Each round's draws depend on ``root`` and ``t`` alone, so a run resumed from its checkpoint
-    (:mod:`uldp.persist`'s atomic format) ends exactly as an uninterrupted one.
+    (:mod:`uldp.common.persist`'s atomic format) ends exactly as an uninterrupted one.
 
     Args:
         method: A method of :func:`uldp.methods.make_method`, prepared on ``federation``.

@@ -60,8 +60,8 @@ from flwr.serverapp.strategy import Result, Strategy
 from torch import nn
 
 from uldp.accounting import epsilon_server_view
-from uldp.atomic import check_writable
-from uldp.checks import check_integer, check_number
+from uldp.common.atomic import check_writable
+from uldp.common.checks import check_integer, check_number
 from uldp.data.base import Allocation
 from uldp.fitting import resolve_hyperparameters, resolve_records, round_seed
 from uldp.flower import psu

@@ -16,7 +16,7 @@ import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from uldp.atomic import write_bytes_atomic
+from uldp.common.atomic import write_bytes_atomic
 
 if TYPE_CHECKING:
     import os

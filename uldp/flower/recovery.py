@@ -11,7 +11,7 @@ the strategy's state checkpointed so that a resubmitted run resumes.
   2-silo federation's guarantee, and a run that declared 3 does not silently become one. With no SuperNode
   connected at all, the error says so.
 - :func:`run_rounds` is the strategy's round loop. Every round index is accounted before it is asked
-  (:class:`uldp.persist.ReleaseLedger`: in flight with the epsilon of that many releases, then completed or
+  (:class:`uldp.common.persist.ReleaseLedger`: in flight with the epsilon of that many releases, then completed or
   aborted), so a round that a silo failed, or that the ServerApp did not live to finish, counts as a release
   (Theorem 3 and Lemma 4, the sub-sampled Gaussian's RDP, by composition: a retried round, with fresh noise and a
   fresh user sample, is one more
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from flwr.app import ArrayRecord, ConfigRecord, MetricRecord
 from flwr.serverapp.strategy import Result
 
-from uldp.persist import ReleaseLedger, fingerprint
+from uldp.common.persist import ReleaseLedger, fingerprint
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

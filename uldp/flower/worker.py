@@ -44,7 +44,7 @@ from flwr.supercore.retry import make_simple_http_retry_invoker
 from flwr.supercore.runtime import RuntimeHttpClient
 from flwr.supernode.runtime.run_clientapp import pull_task_input, push_message, push_task_output
 
-from uldp.checks import check_number
+from uldp.common.checks import check_number
 
 if TYPE_CHECKING:
     from flwr.clientapp import ClientApp

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from uldp.checks import check_integer, check_number, check_positive, check_rate
+from uldp.common.checks import check_integer, check_number, check_positive, check_rate
 from uldp.data.base import Allocation
 from uldp.method_names import parse_method as parse_method  # where simulation and fitting import it from
 from uldp.models import bce_loss

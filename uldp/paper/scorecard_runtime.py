@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from uldp.common.provenance import REPO_ROOT
 from uldp.paper.plots import runtime_table
 from uldp.paper.verdicts import (
     SE_MULTIPLE,
@@ -28,7 +29,6 @@ from uldp.paper.verdicts import (
     fraction_verdict,
     stored_grid,
 )
-from uldp.provenance import REPO_ROOT
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

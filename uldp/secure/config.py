@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from uldp.checks import check_integer, check_number
+from uldp.common.checks import check_integer, check_number
 from uldp.secure import encoding, packing
 
 DEFAULT_KEY_BITS = 3072

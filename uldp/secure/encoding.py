@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from uldp.checks import check_integer, check_number
+from uldp.common.checks import check_integer, check_number
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import gmpy2
 import numpy as np
 
-from uldp.checks import check_integer
+from uldp.common.checks import check_integer
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -80,7 +80,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uldp.checks import check_integer
+from uldp.common.checks import check_integer
 from uldp.secure import fast, masks, packing
 
 if TYPE_CHECKING:

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from uldp.checks import check_integer
+from uldp.common.checks import check_integer
 from uldp.secure import encoding, keys
 from uldp.secure.driver import ProtocolAbort
 from uldp.secure.masks import PURPOSE_SUM, KeyStream

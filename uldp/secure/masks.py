@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
-from uldp.checks import check_integer
+from uldp.common.checks import check_integer
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

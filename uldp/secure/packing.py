@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from uldp.checks import check_integer
+from uldp.common.checks import check_integer
 from uldp.secure import encoding
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uldp.checks import check_integer
+from uldp.common.checks import check_integer
 
 if TYPE_CHECKING:
     from uldp.secure.config import ProtocolParameters

@@ -33,8 +33,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from uldp.checks import check_integer, check_positive
-from uldp.logs import import_quietly
+from uldp.common.checks import check_integer, check_positive
+from uldp.common.logs import import_quietly
 from uldp.training import closed_form as closed_forms
 from uldp.training.per_user import LossFunction, ParameterLayout, flat_parameters, load_flat_parameters
 

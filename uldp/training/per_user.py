@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
-from uldp.checks import check_integer, check_positive
+from uldp.common.checks import check_integer, check_positive
 from uldp.training import closed_form as closed_forms
 
 #: A loss ``(outputs, targets, weight) -> weighted mean loss`` (see :func:`uldp.models.loss_function`).

@@ -20,7 +20,7 @@ default ones to ``_build/results/`` (git-ignored).
 
 The package's modules, each one job: :mod:`~uldp.paper.experiments.grids` (the catalogue :data:`GRIDS` and the
 profiles' reductions, built from :mod:`uldp.paper.settings`), :mod:`~uldp.paper.experiments.keys` (run keys,
-:func:`expand`), :mod:`~uldp.paper.experiments.store` (:class:`StoredRun` files), :mod:`~uldp.provenance`,
+:func:`expand`), :mod:`~uldp.paper.experiments.store` (:class:`StoredRun` files), :mod:`~uldp.common.provenance`,
 :mod:`~uldp.paper.experiments.backend` (what executes a run), :mod:`~uldp.paper.experiments.runner` (:func:`run_grid`),
 :mod:`~uldp.paper.experiments.results` (:class:`ResultSet`, stored or computed by accounting) and
 :mod:`~uldp.paper.experiments.chapter` (what the chapters show).
@@ -31,7 +31,8 @@ profiles' reductions, built from :mod:`uldp.paper.settings`), :mod:`~uldp.paper.
 180
 """
 
-from uldp.atomic import write_json_atomic
+from uldp.common.atomic import write_json_atomic
+from uldp.common.provenance import PROVENANCE_PACKAGES, REPO_ROOT, canonical, config_hash, now, provenance
 from uldp.defaults import DELTA, SIGMA, DatasetSettings, Hyper
 from uldp.paper.experiments.backend import SIMULATION, WRAPPER_ARGUMENTS, Backend, loaded_dataset, split_arguments
 from uldp.paper.experiments.chapter import ChapterResults, chapter_results, grid_table, stored_runs_table
@@ -72,7 +73,6 @@ from uldp.paper.settings import (
     PRIVACY_UTILITY,
     PRIVACY_UTILITY_METHODS,
 )
-from uldp.provenance import PROVENANCE_PACKAGES, REPO_ROOT, canonical, config_hash, now, provenance
 
 __all__ = [
     "ALLOCATION_ARGUMENTS", "DELTA", "GRIDS", "GROUP_METHODS", "PAPER_SEEDS", "PRIVACY_UTILITY",

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uldp.checks import check_integer
+from uldp.common.checks import check_integer
+from uldp.common.provenance import canonical
 from uldp.data import load
-from uldp.provenance import canonical
 from uldp.simulation import RunConfig, run
 
 if TYPE_CHECKING:

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from uldp.accounting import check_accountant
-from uldp.checks import check_integer, check_positive
+from uldp.common.checks import check_integer, check_positive
+from uldp.common.provenance import config_hash
 from uldp.data import DATASETS
 from uldp.data.allocation import WITH_REPLACEMENT
 from uldp.methods import parse_method
 from uldp.paper.experiments.grids import GRIDS, Entry, check_profile, get_grid
 from uldp.paper.settings import PAPER_SEEDS
-from uldp.provenance import config_hash
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from uldp.atomic import write_json_atomic
-from uldp.checks import check_integer
+from uldp.common.atomic import write_json_atomic
+from uldp.common.checks import check_integer
+from uldp.common.provenance import canonical, now, provenance
 from uldp.paper.experiments.backend import SIMULATION
 from uldp.paper.experiments.keys import expand
 from uldp.paper.experiments.results import duration
@@ -32,7 +33,6 @@ from uldp.paper.experiments.store import (
     results_root,
     stored_result,
 )
-from uldp.provenance import canonical, now, provenance
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from uldp.atomic import read_complete_json
+from uldp.common.atomic import read_complete_json
+from uldp.common.provenance import REPO_ROOT, config_hash
 from uldp.paper.experiments.grids import check_profile
 from uldp.paper.experiments.keys import effective_arguments
-from uldp.provenance import REPO_ROOT, config_hash
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -29,7 +29,7 @@ class StoredRun:
     """One stored run: the JSON file ``<root>/<grid>/<key>.json``, field for field and in the file's order.
 
     Attributes:
-        key: :func:`~uldp.provenance.config_hash` of the run's effective arguments (the file's name).
+        key: :func:`~uldp.common.provenance.config_hash` of the run's effective arguments (the file's name).
         grid: The grid that ran it (another grid may show it: runs are shared by key).
         panel: Its panel label in that grid.
         series: Its line label in that grid.

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from uldp.checks import check_integer
+from uldp.common.checks import check_integer
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 #: The repository root (results/ and _build/ live here).
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Packages whose versions each result records.
 PROVENANCE_PACKAGES: tuple[str, ...] = ("uldp", "torch", "numpy", "scipy", "opacus", "phe")
 

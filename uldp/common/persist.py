@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uldp.atomic import remove_leftovers, write_bytes_atomic
-from uldp.checks import check_integer
+from uldp.common.atomic import remove_leftovers, write_bytes_atomic
+from uldp.common.checks import check_integer
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -41,14 +41,17 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: lab-setup
 	$(PY) -m jupyter lab --ServerApp.root_dir=$(CURDIR) $(ROOT_FLAG) $(LAB_ARGS) $(CHAPTER)
 
-# Lint: ruff with the rule set of pyproject.toml's [tool.ruff], then mypy on the files of its [tool.mypy].
+# Lint: ruff's formatter (checked, not applied: run `ruff format` to apply) and rule set of pyproject.toml's
+# [tool.ruff], then mypy on the files of its [tool.mypy].
+LINTED := uldp tests book tools benchmarks examples
 lint: setup
-	$(PY) -m ruff check uldp tests book tools benchmarks examples
+	$(PY) -m ruff format --check $(LINTED)
+	$(PY) -m ruff check $(LINTED)
 	$(PY) -m mypy
 
-# Lint first, then the tests.
+# Lint first, then the tests; the 25 slowest are listed at the end, so that what the suite costs stays visible.
 pytest: lint
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=25
 
 # Execute every chapter of _toc.yml at the smoke profile with papermill, then build the book with -W.
 chapters: setup

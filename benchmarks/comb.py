@@ -47,9 +47,13 @@ def report(title: str, times: dict[str, list[float]], per: int, unit: str) -> No
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--outputs", type=int, default=21840, help="outputs of the comb (default 21840)")
+    parser.add_argument(
+        "--outputs", type=int, default=21840, help="outputs of the comb (default 21840)"
+    )
     parser.add_argument("--bases", type=int, default=4, help="bases of the comb (default 4)")
-    parser.add_argument("--rounds", type=int, default=3, help="turns of each implementation (default 3)")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="turns of each implementation (default 3)"
+    )
     args = parser.parse_args()
     comb = fast._comb
     if comb is None or not fast.c_comb_available():
@@ -64,22 +68,38 @@ def main() -> int:
     bases = [b for b in units if gmpy2.gcd(b, modulus) == 1][: args.bases + 1]
 
     chunk = 500
-    accumulators = [gmpy2.mpz(int.from_bytes(rng.bytes(768), "little")) % modulus for _ in range(chunk)]
+    accumulators = [
+        gmpy2.mpz(int.from_bytes(rng.bytes(768), "little")) % modulus for _ in range(chunk)
+    ]
     factor = bases[-1]
     montgomery = np.stack([fast._limbs((a << shift) % modulus, count) for a in accumulators])
-    arguments = (np.ones((1, chunk), np.int32), fast._limbs((factor << shift) % modulus, count),
-                 fast._limbs((factor << shift) % modulus, count), fast._limbs(modulus, count),
-                 fast._limbs(gmpy2.invert(modulus, gmpy2.mpz(1) << shift), count), 11)
+    arguments = (
+        np.ones((1, chunk), np.int32),
+        fast._limbs((factor << shift) % modulus, count),
+        fast._limbs((factor << shift) % modulus, count),
+        fast._limbs(modulus, count),
+        fast._limbs(gmpy2.invert(modulus, gmpy2.mpz(1) << shift), count),
+        11,
+    )
 
     def gmpy2_products():
         for j in range(chunk):
             accumulators[j] = accumulators[j] * factor % modulus
 
-    times = chunk_times({"gmpy2": gmpy2_products, "C": lambda: comb.multiply_in_base(montgomery, *arguments)},
-                        20 * args.rounds)
-    report(f"one modular multiplication mod a 6144-bit n^2 ({chunk} per chunk):", times, chunk, "per multiplication")
+    times = chunk_times(
+        {"gmpy2": gmpy2_products, "C": lambda: comb.multiply_in_base(montgomery, *arguments)},
+        20 * args.rounds,
+    )
+    report(
+        f"one modular multiplication mod a 6144-bit n^2 ({chunk} per chunk):",
+        times,
+        chunk,
+        "per multiplication",
+    )
 
-    exponents = np.clip(np.round(rng.normal(scale=2.0**30, size=(args.bases, args.outputs))), -(2**33), 2**33)
+    exponents = np.clip(
+        np.round(rng.normal(scale=2.0**30, size=(args.bases, args.outputs))), -(2**33), 2**33
+    )
     exponents = exponents.astype(np.int64)
     _, window = fast.choose_plan(args.bases, args.outputs, 34, strategy="comb")
     results = {}
@@ -87,9 +107,19 @@ def main() -> int:
     def run(name, partial):
         results[name] = partial(bases[: args.bases], exponents, modulus, window)
 
-    times = chunk_times({"gmpy2": lambda: run("gmpy2", fast._comb_partial_gmpy2),
-                         "C": lambda: run("C", fast._comb_partial_c)}, args.rounds)
-    report(f"comb, {args.bases} bases x {args.outputs} outputs, w={window}:", times, args.bases, "per base")
+    times = chunk_times(
+        {
+            "gmpy2": lambda: run("gmpy2", fast._comb_partial_gmpy2),
+            "C": lambda: run("C", fast._comb_partial_c),
+        },
+        args.rounds,
+    )
+    report(
+        f"comb, {args.bases} bases x {args.outputs} outputs, w={window}:",
+        times,
+        args.bases,
+        "per base",
+    )
     print(f"  equal: {results['gmpy2'] == results['C']}; load average at end: {os.getloadavg()}")
     return 0 if results["gmpy2"] == results["C"] else 1
 

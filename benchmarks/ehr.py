@@ -47,8 +47,14 @@ def _record_counts(rng: np.random.Generator, patients: int, records: int, most: 
     return counts
 
 
-def ehr_federation(seed: int = 0, *, patients: int = PATIENTS, records: int = RECORDS, shared: int = SHARED,
-                   test_patients: int = 400) -> dict[str, Any]:
+def ehr_federation(
+    seed: int = 0,
+    *,
+    patients: int = PATIENTS,
+    records: int = RECORDS,
+    shared: int = SHARED,
+    test_patients: int = 400,
+) -> dict[str, Any]:
     """The synthetic EHR federation: ``x``, ``y``, ``patient_ids`` (``MRN-00123``), ``hospitals``, a test set.
 
     Each patient has a latent health state; their records scatter around it, and the outcome of a record is drawn
@@ -59,7 +65,9 @@ def ehr_federation(seed: int = 0, *, patients: int = PATIENTS, records: int = RE
     teacher_in = rng.normal(size=(FEATURES, 16)) / np.sqrt(FEATURES)
     teacher_out = rng.normal(size=16)
 
-    def draw(n_patients: int, n_records: int, first: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def draw(
+        n_patients: int, n_records: int, first: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         counts = _record_counts(rng, n_patients, n_records, MOST_RECORDS)
         owner = np.repeat(np.arange(n_patients), counts)
         state = rng.normal(size=(n_patients, FEATURES))
@@ -68,13 +76,21 @@ def ehr_federation(seed: int = 0, *, patients: int = PATIENTS, records: int = RE
         y = (score + 0.5 * rng.normal(size=owner.size) > 0).astype(np.float32)
         home = rng.choice(HOSPITALS, size=n_patients, p=[0.4, 0.3, 0.2, 0.1])
         hospital = home[owner].copy()
-        several = rng.choice(np.flatnonzero(counts >= 2), size=min(shared, int((counts >= 2).sum())), replace=False)
+        several = rng.choice(
+            np.flatnonzero(counts >= 2), size=min(shared, int((counts >= 2).sum())), replace=False
+        )
         for patient in several:
             rows = np.flatnonzero(owner == patient)
-            others = rng.choice([h for h in range(HOSPITALS) if h != home[patient]], size=rng.integers(1, HOSPITALS),
-                                replace=False)
-            hospital[rows[1:]] = np.where(rng.random(rows.size - 1) < 0.5, home[patient],
-                                          rng.choice(others, size=rows.size - 1))
+            others = rng.choice(
+                [h for h in range(HOSPITALS) if h != home[patient]],
+                size=rng.integers(1, HOSPITALS),
+                replace=False,
+            )
+            hospital[rows[1:]] = np.where(
+                rng.random(rows.size - 1) < 0.5,
+                home[patient],
+                rng.choice(others, size=rows.size - 1),
+            )
             hospital[rows[1]] = others[0]  # at least two hospitals
         ids = np.array([f"MRN-{first + p:05d}" for p in owner])
         names = np.array([f"Hospital {chr(ord('A') + h)}" for h in hospital])
@@ -89,7 +105,9 @@ def mlp() -> nn.Module:
     """The 30-32-32-1 MLP, with initial weights fixed by seed 0."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        return nn.Sequential(nn.Linear(FEATURES, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 1))
+        return nn.Sequential(
+            nn.Linear(FEATURES, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 1)
+        )
 
 
 def accuracy(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -102,16 +120,35 @@ def train(data: dict, method: str, *, rounds: int, epsilon: float, **hyper: Any)
     start = time.perf_counter()
     privacy: dict[str, Any] = {} if method == "DEFAULT" else {"epsilon": epsilon}
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the seed warning and the clip advice: this is a measurement
-        _, history = uldp.fit(mlp(), data["x"], data["y"], user_ids=data["patient_ids"], silo_ids=data["hospitals"],
-                              loss=nn.BCEWithLogitsLoss(), method=method, rounds=rounds, seed=0,
-                              test=data["test"], metrics={"accuracy": accuracy},
-                              **privacy, **hyper)
+        warnings.simplefilter(
+            "ignore"
+        )  # the seed warning and the clip advice: this is a measurement
+        _, history = uldp.fit(
+            mlp(),
+            data["x"],
+            data["y"],
+            user_ids=data["patient_ids"],
+            silo_ids=data["hospitals"],
+            loss=nn.BCEWithLogitsLoss(),
+            method=method,
+            rounds=rounds,
+            seed=0,
+            test=data["test"],
+            metrics={"accuracy": accuracy},
+            **privacy,
+            **hyper,
+        )
     used = history.info["hyperparameters"]
-    return {"hyper": hyper, "used": {name: getattr(used, name) for name in ("global_lr", "local_lr", "clip",
-                                                                             "local_epochs", "batch_size")},
-            "accuracy": history.column("accuracy")[-1], "loss": history.column("loss")[-1],
-            "seconds": round(time.perf_counter() - start, 1)}
+    return {
+        "hyper": hyper,
+        "used": {
+            name: getattr(used, name)
+            for name in ("global_lr", "local_lr", "clip", "local_epochs", "batch_size")
+        },
+        "accuracy": history.column("accuracy")[-1],
+        "loss": history.column("loss")[-1],
+        "seconds": round(time.perf_counter() - start, 1),
+    }
 
 
 #: The tuning grid of each method: each hyperparameter in turn multiplied by these factors, the others at the
@@ -125,8 +162,11 @@ FACTORS: dict[str, dict[str, tuple[float, ...]]] = {
 
 def grid_points(method: str, defaults: dict[str, Any]) -> list[dict[str, float]]:
     """The grid of ``method`` around its ``defaults`` (:data:`FACTORS`)."""
-    return [{name: round(defaults[name] * factor, 6)}
-            for name, factors in FACTORS[method].items() for factor in factors]
+    return [
+        {name: round(defaults[name] * factor, 6)}
+        for name, factors in FACTORS[method].items()
+        for factor in factors
+    ]
 
 
 def _train_point(rounds: int, epsilon: float, task: tuple[str, dict]) -> dict:
@@ -139,34 +179,59 @@ def _train_point(rounds: int, epsilon: float, task: tuple[str, dict]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--methods", nargs="+", default=["DEFAULT", "ULDP-AVG-w"], choices=sorted(FACTORS))
+    parser.add_argument(
+        "--methods", nargs="+", default=["DEFAULT", "ULDP-AVG-w"], choices=sorted(FACTORS)
+    )
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--epsilon", type=float, default=8.0)
-    parser.add_argument("--jobs", type=int, default=3, help="grid points trained at once (processes)")
-    parser.add_argument("--json", action="store_true", help="one JSON document on stdout instead of text")
+    parser.add_argument(
+        "--jobs", type=int, default=3, help="grid points trained at once (processes)"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="one JSON document on stdout instead of text"
+    )
     args = parser.parse_args()
     data = ehr_federation()
-    tasks = [(method, hyper) for method in args.methods
-             for hyper in [{}, *grid_points(method, method_defaults(method).values(HOSPITALS))]]
-    with ProcessPoolExecutor(args.jobs) as pool:  # every run of every method at once: the longest go first
+    tasks = [
+        (method, hyper)
+        for method in args.methods
+        for hyper in [{}, *grid_points(method, method_defaults(method).values(HOSPITALS))]
+    ]
+    with ProcessPoolExecutor(
+        args.jobs
+    ) as pool:  # every run of every method at once: the longest go first
         runs = list(pool.map(partial(_train_point, args.rounds, args.epsilon), tasks))
     results: dict[str, Any] = {}
     for method in args.methods:
-        defaults, *grid = [run for (name, _), run in zip(tasks, runs, strict=True) if name == method]
+        defaults, *grid = [
+            run for (name, _), run in zip(tasks, runs, strict=True) if name == method
+        ]
         best = max([defaults, *grid], key=lambda run: run["accuracy"])
-        results[method] = {"defaults": defaults, "grid": grid, "best": best,
-                           "gap": best["accuracy"] - defaults["accuracy"]}
+        results[method] = {
+            "defaults": defaults,
+            "grid": grid,
+            "best": best,
+            "gap": best["accuracy"] - defaults["accuracy"],
+        }
     pairs = np.unique(np.stack([data["patient_ids"], data["hospitals"]], axis=1), axis=0)
     several = int((np.unique(pairs[:, 0], return_counts=True)[1] > 1).sum())
-    document = {"records": int(data["x"].shape[0]), "patients": int(np.unique(data["patient_ids"]).size),
-                "hospitals": int(np.unique(data["hospitals"]).size), "patients_in_several_hospitals": several,
-                "rounds": args.rounds, "epsilon": args.epsilon, "results": results}
+    document = {
+        "records": int(data["x"].shape[0]),
+        "patients": int(np.unique(data["patient_ids"]).size),
+        "hospitals": int(np.unique(data["hospitals"]).size),
+        "patients_in_several_hospitals": several,
+        "rounds": args.rounds,
+        "epsilon": args.epsilon,
+        "results": results,
+    }
     if args.json:
         print(json.dumps(document))
         return
     for method, result in results.items():
-        print(f"{method}: defaults {result['defaults']['accuracy']:.4f}, best tuned {result['best']['accuracy']:.4f} "
-              f"at {result['best']['hyper']}, gap {result['gap']:+.4f}")
+        print(
+            f"{method}: defaults {result['defaults']['accuracy']:.4f}, best tuned {result['best']['accuracy']:.4f} "
+            f"at {result['best']['hyper']}, gap {result['gap']:+.4f}"
+        )
 
 
 if __name__ == "__main__":

@@ -52,8 +52,15 @@ from uldp.flower_cli import json_output  # run with PYTHONPATH set to this check
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-RUN = {"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 8, "rounds": 3, "seed": 3, "max_train_records": 120,
-       "local_epochs": 1}
+RUN = {
+    "dataset": "synthetic",
+    "method": "ULDP-AVG-w",
+    "n_users": 8,
+    "rounds": 3,
+    "seed": 3,
+    "max_train_records": 120,
+    "local_epochs": 1,
+}
 N_SILOS = 3
 WAIT = 600.0  # the longest any process may take (seconds)
 
@@ -78,19 +85,48 @@ class Federation:
         out, err = self.folder / f"{self.count}.out", self.folder / f"{self.count}.err"
         env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "PYTHONPATH": str(self.root)}
         with out.open("w") as stdout, err.open("w") as stderr:
-            process = subprocess.Popen([sys.executable, "-m", "uldp.deploy.cli", *args], cwd=self.root, env=env,
-                                       stdout=stdout, stderr=stderr, start_new_session=True)
+            process = subprocess.Popen(
+                [sys.executable, "-m", "uldp.deploy.cli", *args],
+                cwd=self.root,
+                env=env,
+                stdout=stdout,
+                stderr=stderr,
+                start_new_session=True,
+            )
         self.processes.append(process)
         return process, out, err
 
     def server(self, *extra: str) -> tuple[subprocess.Popen, Path, Path]:
-        return self.start("server", "--config", str(self.config), "--address", f"127.0.0.1:{self.port}",
-                          "--checkpoint", str(self.checkpoint), "--join-timeout", "60", "--round-timeout", "120",
-                          "--json", *extra)
+        return self.start(
+            "server",
+            "--config",
+            str(self.config),
+            "--address",
+            f"127.0.0.1:{self.port}",
+            "--checkpoint",
+            str(self.checkpoint),
+            "--join-timeout",
+            "60",
+            "--round-timeout",
+            "120",
+            "--json",
+            *extra,
+        )
 
     def silo(self, silo_id: int, *extra: str) -> tuple[subprocess.Popen, Path, Path]:
-        return self.start("silo", "--config", str(self.config), "--server", f"127.0.0.1:{self.port}", "--silo-id",
-                          str(silo_id), "--max-wait", "10", "--quiet", *extra)
+        return self.start(
+            "silo",
+            "--config",
+            str(self.config),
+            "--server",
+            f"127.0.0.1:{self.port}",
+            "--silo-id",
+            str(silo_id),
+            "--max-wait",
+            "10",
+            "--quiet",
+            *extra,
+        )
 
     def close(self) -> None:
         for process in self.processes:
@@ -103,8 +139,11 @@ class Federation:
 def federation(root: Path, keep: Path | None = None) -> Iterator[Federation]:
     """The processes of one scenario, in a temporary folder (or a new folder under ``keep``, left for reading)."""
     with contextlib.ExitStack() as stack:
-        folder = (Path(tempfile.mkdtemp(prefix="uldp-faults-", dir=keep)) if keep
-                  else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="uldp-faults-"))))
+        folder = (
+            Path(tempfile.mkdtemp(prefix="uldp-faults-", dir=keep))
+            if keep
+            else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="uldp-faults-")))
+        )
         processes = Federation(root, folder)
         try:
             yield processes
@@ -136,10 +175,14 @@ def wait_for(path: Path, text: str, limit: float = WAIT) -> bool:
 def asked(result: dict) -> list[int]:
     """The round indices one server run asked: those it added to the history, and the one it aborted."""
     history = result.get("history", [])
-    new = [record["round"] for record in history[result.get("resumed_from", 0):]]
+    new = [record["round"] for record in history[result.get("resumed_from", 0) :]]
     error = result.get("error", "")
-    if "aborted" in error and not any("aborted" in r for r in history[result.get("resumed_from", 0):]):
-        new.append(int(error.split("round ")[1].split(" ")[0]))  # an older server: the aborted round is not recorded
+    if "aborted" in error and not any(
+        "aborted" in r for r in history[result.get("resumed_from", 0) :]
+    ):
+        new.append(
+            int(error.split("round ")[1].split(" ")[0])
+        )  # an older server: the aborted round is not recorded
     return new
 
 
@@ -147,10 +190,16 @@ def accounting(runs: list[dict]) -> dict:
     """Releases made (rounds asked over every server run) against the records of the last run's history."""
     made = [t for run in runs for t in asked(run)]
     history = runs[-1].get("history", [])
-    return {"rounds_asked": made, "history_rounds": [r["round"] for r in history],
-            "epsilons": [round(r["epsilon"], 4) for r in history], "releases_made": len(made),
-            "releases_accounted": len(history), "index_asked_twice": len(made) != len(set(made)),
-            "completed": runs[-1].get("rounds_done"), "error": runs[-1].get("error", "")}
+    return {
+        "rounds_asked": made,
+        "history_rounds": [r["round"] for r in history],
+        "epsilons": [round(r["epsilon"], 4) for r in history],
+        "releases_made": len(made),
+        "releases_accounted": len(history),
+        "index_asked_twice": len(made) != len(set(made)),
+        "completed": runs[-1].get("rounds_done"),
+        "error": runs[-1].get("error", ""),
+    }
 
 
 def restart_everyone(processes: Federation) -> dict:
@@ -164,16 +213,25 @@ def restart_everyone(processes: Federation) -> dict:
 
 def silo_killed(processes: Federation, delay: float) -> dict:
     server = processes.server()
-    silos = [processes.silo(s, *(["--exit-at-round", "2"] if s == 2 else [])) for s in range(N_SILOS)]
+    silos = [
+        processes.silo(s, *(["--exit-at-round", "2"] if s == 2 else [])) for s in range(N_SILOS)
+    ]
     first = finish(server)[1]
     for silo in silos:
         finish(silo)
-    return {"first_error": first.get("error", ""), **accounting([first, restart_everyone(processes)])}
+    return {
+        "first_error": first.get("error", ""),
+        **accounting([first, restart_everyone(processes)]),
+    }
 
 
 def silo_stalled(processes: Federation, delay: float) -> dict:
-    says_stalls = "--stall-log-seconds" in (processes.root / "uldp" / "deploy" / "cli.py").read_text()
-    server = processes.server("--round-timeout", "12", *(["--stall-log-seconds", "4"] if says_stalls else []))
+    says_stalls = (
+        "--stall-log-seconds" in (processes.root / "uldp" / "deploy" / "cli.py").read_text()
+    )
+    server = processes.server(
+        "--round-timeout", "12", *(["--stall-log-seconds", "4"] if says_stalls else [])
+    )
     silos = [processes.silo(s) for s in range(N_SILOS)]
     admitted = wait_for(server[2], "all 3 silos admitted")
     os.killpg(silos[1][0].pid, signal.SIGSTOP)
@@ -184,9 +242,14 @@ def silo_stalled(processes: Federation, delay: float) -> dict:
     for silo in silos:
         finish(silo)
     waits = [line for line in log.splitlines() if "still waiting" in line]
-    return {"admitted": admitted, "seconds_to_abort": round(stalled_for, 1), "first_error": first.get("error", ""),
-            "said_while_waiting": waits[:2], "names_the_timeout": "--round-timeout 12" in first.get("error", ""),
-            **accounting([first, restart_everyone(processes)])}
+    return {
+        "admitted": admitted,
+        "seconds_to_abort": round(stalled_for, 1),
+        "first_error": first.get("error", ""),
+        "said_while_waiting": waits[:2],
+        "names_the_timeout": "--round-timeout 12" in first.get("error", ""),
+        **accounting([first, restart_everyone(processes)]),
+    }
 
 
 def late_silo(processes: Federation, delay: float) -> dict:
@@ -199,9 +262,16 @@ def late_silo(processes: Federation, delay: float) -> dict:
     silo_code, _, silo_log = finish(early)
     for silo in silos:
         finish(silo)
-    return {"early_silo_waiting_after_s": delay if early_alive else None, "server_exit": code,
-            "early_silo_exit": silo_code, "completed": result.get("rounds_done"), "error": result.get("error", ""),
-            "early_silo_said": [line[-160:] for line in silo_log.splitlines() if "no server" in line][:2]}
+    return {
+        "early_silo_waiting_after_s": delay if early_alive else None,
+        "server_exit": code,
+        "early_silo_exit": silo_code,
+        "completed": result.get("rounds_done"),
+        "error": result.get("error", ""),
+        "early_silo_said": [line[-160:] for line in silo_log.splitlines() if "no server" in line][
+            :2
+        ],
+    }
 
 
 FLOWER_APP = """
@@ -255,11 +325,14 @@ settings = ""
 out = ""
 """
 HOSPITALS = ("General", "Royal", "St Mary")
-FLOWER_COMMANDS = (("flwr", "flwr.cli.app", "app"), ("flower-superlink", "flwr.superlink.cli", "flower_superlink"),
-                   ("flower-supernode", "flwr.supernode.cli", "flower_supernode"),
-                   ("flower-superexec", "flwr.supercore.cli", "flower_superexec"),
-                   ("flwr-serverapp", "flwr.superlink.cli", "flwr_serverapp"),
-                   ("flwr-clientapp", "flwr.supernode.cli", "flwr_clientapp"))
+FLOWER_COMMANDS = (
+    ("flwr", "flwr.cli.app", "app"),
+    ("flower-superlink", "flwr.superlink.cli", "flower_superlink"),
+    ("flower-supernode", "flwr.supernode.cli", "flower_supernode"),
+    ("flower-superexec", "flwr.supercore.cli", "flower_superexec"),
+    ("flwr-serverapp", "flwr.superlink.cli", "flwr_serverapp"),
+    ("flwr-clientapp", "flwr.supernode.cli", "flwr_clientapp"),
+)
 
 
 def _checkpoint_header(path: Path) -> dict:
@@ -269,7 +342,7 @@ def _checkpoint_header(path: Path) -> dict:
     if len(data) < 12:
         return {}
     length = int.from_bytes(data[8:12], "little")
-    return dict(json.loads(data[12:12 + length]))
+    return dict(json.loads(data[12 : 12 + length]))
 
 
 def _checkpoint_rounds(path: Path) -> int:
@@ -285,12 +358,22 @@ class FlowerRuntime:
         import pandas as pd
 
         self.processes, self.folder = processes, processes.folder
-        self.bin_dir, self.app_dir, home = self.folder / "bin", self.folder / "app", self.folder / "flwr-home"
+        self.bin_dir, self.app_dir, home = (
+            self.folder / "bin",
+            self.folder / "app",
+            self.folder / "flwr-home",
+        )
         for path in (self.bin_dir, self.app_dir, home):
             path.mkdir()
-        for name, module, function in FLOWER_COMMANDS:  # the SuperLink and SuperNodes start these from PATH
-            (self.bin_dir / name).write_text(f"#!/bin/sh\nexec {sys.executable} -c \"import sys; from {module} "
-                                             f"import {function}; sys.argv[0] = '{name}'; {function}()\" \"$@\"\n")
+        for (
+            name,
+            module,
+            function,
+        ) in FLOWER_COMMANDS:  # the SuperLink and SuperNodes start these from PATH
+            (self.bin_dir / name).write_text(
+                f'#!/bin/sh\nexec {sys.executable} -c "import sys; from {module} '
+                f'import {function}; sys.argv[0] = \'{name}\'; {function}()" "$@"\n'
+            )
             (self.bin_dir / name).chmod(0o755)
         (self.app_dir / "hospital_app.py").write_text(FLOWER_APP)
         (self.app_dir / "pyproject.toml").write_text(FLOWER_PROJECT)
@@ -304,24 +387,45 @@ class FlowerRuntime:
         for hospital, part in frame.groupby("hospital"):
             part.drop(columns="hospital").to_csv(self.folder / f"{hospital}.csv", index=False)
         self.link = processes.port
-        (home / "config.toml").write_text(f'[superlink]\ndefault = "local"\n[superlink.local]\n'
-                                          f'address = "127.0.0.1:{self.link}"\ninsecure = true\n')
-        self.env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "FLWR_HOME": str(home),
-                    "PYTHONPATH": str(processes.root), "PATH": f"{self.bin_dir}{os.pathsep}{os.environ['PATH']}"}
+        (home / "config.toml").write_text(
+            f'[superlink]\ndefault = "local"\n[superlink.local]\n'
+            f'address = "127.0.0.1:{self.link}"\ninsecure = true\n'
+        )
+        self.env = {
+            **os.environ,
+            "FLWR_TELEMETRY_ENABLED": "0",
+            "FLWR_HOME": str(home),
+            "PYTHONPATH": str(processes.root),
+            "PATH": f"{self.bin_dir}{os.pathsep}{os.environ['PATH']}",
+        }
         self.checkpoint, self.out = self.folder / "strategy.ckpt", self.folder / "out.json"
         self.count = 0
 
     def start(self, log: str, *command: str) -> subprocess.Popen:
         with (self.folder / log).open("a") as output:
-            process = subprocess.Popen(command, env=self.env, cwd=self.folder, stdout=output,
-                                       stderr=subprocess.STDOUT, start_new_session=True)
+            process = subprocess.Popen(
+                command,
+                env=self.env,
+                cwd=self.folder,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.processes.processes.append(process)
         return process
 
     def superlink(self, *extra: str) -> subprocess.Popen:
-        return self.start("superlink.log", str(self.bin_dir / "flower-superlink"), "--insecure",
-                          "--disable-runtime-dependency-installation", "--host", "127.0.0.1", "--port",
-                          str(self.link), *extra)
+        return self.start(
+            "superlink.log",
+            str(self.bin_dir / "flower-superlink"),
+            "--insecure",
+            "--disable-runtime-dependency-installation",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.link),
+            *extra,
+        )
 
     def supernode(self, hospital: str, *, worker: bool = False) -> subprocess.Popen:
         """The hospital's SuperNode; with ``worker``, ``--isolation process`` and its ``uldp flower-worker``."""
@@ -329,35 +433,78 @@ class FlowerRuntime:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
         config = f'silo="{hospital}" data="{self.folder / (hospital + ".csv")}" uldp-key-file="{self.key}"'
-        node = self.start(f"supernode-{hospital}.log", str(self.bin_dir / "flower-supernode"), "--insecure",
-                          "--superlink", f"127.0.0.1:{self.link}", "--host", "127.0.0.1", "--port", str(port),
-                          "--node-config", config, *(["--isolation", "process"] if worker else []))
+        node = self.start(
+            f"supernode-{hospital}.log",
+            str(self.bin_dir / "flower-supernode"),
+            "--insecure",
+            "--superlink",
+            f"127.0.0.1:{self.link}",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--node-config",
+            config,
+            *(["--isolation", "process"] if worker else []),
+        )
         if worker:
-            self.start(f"worker-{hospital}.log", sys.executable, "-m", "uldp.cli", "flower-worker",
-                       "--runtime-api-address", f"127.0.0.1:{port}", "--insecure")
+            self.start(
+                f"worker-{hospital}.log",
+                sys.executable,
+                "-m",
+                "uldp.cli",
+                "flower-worker",
+                "--runtime-api-address",
+                f"127.0.0.1:{port}",
+                "--insecure",
+            )
         return node
 
     def run_config(self) -> Path:
         recovery = (self.processes.root / "uldp" / "flower" / "recovery.py").exists()
-        settings = {"method": "ULDP-AVG-w", "sigma": 1.0, "q": 0.8, "local_epochs": 1, "batch_size": 8,
-                    **({"silos": list(HOSPITALS), "checkpoint": str(self.checkpoint), "join_timeout": 60}
-                       if recovery else {})}
+        settings = {
+            "method": "ULDP-AVG-w",
+            "sigma": 1.0,
+            "q": 0.8,
+            "local_epochs": 1,
+            "batch_size": 8,
+            **(
+                {"silos": list(HOSPITALS), "checkpoint": str(self.checkpoint), "join_timeout": 60}
+                if recovery
+                else {}
+            ),
+        }
         overrides = self.folder / "run-config.toml"
         overrides.write_text(f"settings = '{json.dumps(settings)}'\nout = '{self.out}'\n")
         return overrides
 
     def flwr(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(self.bin_dir / "flwr"), *args], env=self.env, cwd=self.folder,
-                              capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [str(self.bin_dir / "flwr"), *args],
+            env=self.env,
+            cwd=self.folder,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     def submit(self) -> tuple[int | None, subprocess.CompletedProcess]:
         """``flwr run`` (retried while the SuperLink is not listening yet): the run id, and flwr's answer."""
         deadline = time.monotonic() + 60
         while True:
-            submitted = self.flwr("run", str(self.app_dir), "local", "--run-config", str(self.run_config()),
-                                  "--format", "json")
+            submitted = self.flwr(
+                "run",
+                str(self.app_dir),
+                "local",
+                "--run-config",
+                str(self.run_config()),
+                "--format",
+                "json",
+            )
             run_id = (json_output(submitted.stdout) or {}).get("run-id")
-            if run_id is not None or time.monotonic() > deadline:  # flwr run exits 0 even when it reached nothing
+            if (
+                run_id is not None or time.monotonic() > deadline
+            ):  # flwr run exits 0 even when it reached nothing
                 return run_id, submitted
             time.sleep(2)
 
@@ -377,10 +524,27 @@ class FlowerRuntime:
         self.listening()
         self.count += 1
         with (self.folder / f"flower-run-{self.count}.err").open("w") as err:
-            process = subprocess.Popen([sys.executable, "-m", "uldp.cli", "flower-run", str(self.app_dir), "local",
-                                        "--run-config", str(self.run_config()), "--poll", "1", "--flwr",
-                                        str(self.bin_dir / "flwr")], env=self.env, cwd=self.folder,
-                                       stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+            process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "uldp.cli",
+                    "flower-run",
+                    str(self.app_dir),
+                    "local",
+                    "--run-config",
+                    str(self.run_config()),
+                    "--poll",
+                    "1",
+                    "--flwr",
+                    str(self.bin_dir / "flwr"),
+                ],
+                env=self.env,
+                cwd=self.folder,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                start_new_session=True,
+            )
         self.processes.processes.append(process)
         return process
 
@@ -395,12 +559,17 @@ def flower_supernode_killed(processes: Federation, delay: float) -> dict:
     recovery = (processes.root / "uldp" / "flower" / "recovery.py").exists()
     run_id, submitted = flower.submit()
     if run_id is None:
-        return {"error": f"flwr run started no run: {submitted.stdout[-500:]} {submitted.stderr[-500:]}"}
+        return {
+            "error": f"flwr run started no run: {submitted.stdout[-500:]} {submitted.stderr[-500:]}"
+        }
     start_time, killed_at = time.monotonic(), None
     status = ""
     while time.monotonic() - start_time < WAIT:
-        if killed_at is None and (_checkpoint_rounds(flower.checkpoint) >= 2 if recovery
-                                  else time.monotonic() - start_time > 60):
+        if killed_at is None and (
+            _checkpoint_rounds(flower.checkpoint) >= 2
+            if recovery
+            else time.monotonic() - start_time > 60
+        ):
             os.killpg(nodes["General"].pid, signal.SIGKILL)
             killed_at = round(time.monotonic() - start_time)
             nodes["General"] = flower.supernode("General")
@@ -411,9 +580,14 @@ def flower_supernode_killed(processes: Federation, delay: float) -> dict:
             break
         time.sleep(2)
     report = flower.report()
-    return {"run_status": status, "flwr_run_exit": submitted.returncode, "general_killed_after_s": killed_at,
-            "releases_accounted": len(report.get("epsilons", [])), "completed_rounds": report.get("completed"),
-            "epsilons": [round(e, 4) for e in report.get("epsilons", [])]}
+    return {
+        "run_status": status,
+        "flwr_run_exit": submitted.returncode,
+        "general_killed_after_s": killed_at,
+        "releases_accounted": len(report.get("epsilons", [])),
+        "completed_rounds": report.get("completed"),
+        "epsilons": [round(e, 4) for e in report.get("epsilons", [])],
+    }
 
 
 def _last_line(path: Path) -> str:
@@ -432,9 +606,15 @@ def flower_superlink_restarted(processes: Federation, delay: float) -> dict:
         flower.supernode(hospital, worker=True)
     first = flower.flower_run()
     start = time.monotonic()
-    while _checkpoint_rounds(flower.checkpoint) < 2 and first.poll() is None and time.monotonic() - start < WAIT:
+    while (
+        _checkpoint_rounds(flower.checkpoint) < 2
+        and first.poll() is None
+        and time.monotonic() - start < WAIT
+    ):
         time.sleep(0.2)
-    os.killpg(superlink.pid, signal.SIGKILL)  # the SuperLink's session: its SuperExec and the ServerApp too
+    os.killpg(
+        superlink.pid, signal.SIGKILL
+    )  # the SuperLink's session: its SuperExec and the ServerApp too
     superlink.wait()
     killed_at = round(time.monotonic() - start)
     in_checkpoint = _checkpoint_header(flower.checkpoint).get("history", [])
@@ -452,38 +632,57 @@ def flower_superlink_restarted(processes: Federation, delay: float) -> dict:
     history = _checkpoint_header(flower.checkpoint).get("history", [])
     report = flower.report()
     asked = [record["round"] for record in history]
-    return {"superlink_killed_after_s": killed_at, "restarted_after_s": delay,
-            "releases_in_checkpoint_when_killed": [record["round"] for record in in_checkpoint],
-            "first_flower_run_exit": first_exit, "first_flower_run_said": _last_line(processes.folder /
-                                                                                     "flower-run-1.err"),
-            "resubmitted_flower_run_exit": second_exit,
-            "resubmitted_flower_run_said": _last_line(processes.folder / "flower-run-2.err"),
-            "rounds_asked": asked, "aborted": [record["round"] for record in history if "aborted" in record],
-            "releases_accounted": len(report.get("epsilons", [])), "completed_rounds": report.get("completed"),
-            "epsilons": [round(e, 4) for e in report.get("epsilons", [])],
-            "every_release_accounted": len(report.get("epsilons", [])) == len(asked) == len(set(asked))}
+    return {
+        "superlink_killed_after_s": killed_at,
+        "restarted_after_s": delay,
+        "releases_in_checkpoint_when_killed": [record["round"] for record in in_checkpoint],
+        "first_flower_run_exit": first_exit,
+        "first_flower_run_said": _last_line(processes.folder / "flower-run-1.err"),
+        "resubmitted_flower_run_exit": second_exit,
+        "resubmitted_flower_run_said": _last_line(processes.folder / "flower-run-2.err"),
+        "rounds_asked": asked,
+        "aborted": [record["round"] for record in history if "aborted" in record],
+        "releases_accounted": len(report.get("epsilons", [])),
+        "completed_rounds": report.get("completed"),
+        "epsilons": [round(e, 4) for e in report.get("epsilons", [])],
+        "every_release_accounted": len(report.get("epsilons", [])) == len(asked) == len(set(asked)),
+    }
 
 
 SCENARIOS: dict[str, Callable[[Federation, float], dict]] = {
-    "silo-killed": silo_killed, "silo-stalled": silo_stalled, "late-silo": late_silo,
-    "flower-supernode-killed": flower_supernode_killed, "flower-superlink-restarted": flower_superlink_restarted,
+    "silo-killed": silo_killed,
+    "silo-stalled": silo_stalled,
+    "late-silo": late_silo,
+    "flower-supernode-killed": flower_supernode_killed,
+    "flower-superlink-restarted": flower_superlink_restarted,
 }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1],
-                        help="the checkout whose uldp runs (default: this one)")
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=Path(__file__).resolve().parents[1],
+        help="the checkout whose uldp runs (default: this one)",
+    )
     parser.add_argument("--only", nargs="+", choices=sorted(SCENARIOS), default=sorted(SCENARIOS))
-    parser.add_argument("--delay", type=float, default=12.0, help="seconds the late silo waits for its server")
+    parser.add_argument(
+        "--delay", type=float, default=12.0, help="seconds the late silo waits for its server"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
-    parser.add_argument("--keep", type=Path, default=None, help="keep each scenario's logs in a folder under this")
+    parser.add_argument(
+        "--keep", type=Path, default=None, help="keep each scenario's logs in a folder under this"
+    )
     args = parser.parse_args()
     results: dict[str, Any] = {}
     for name in args.only:
         start = time.perf_counter()
         with federation(args.root.resolve(), args.keep) as processes:
-            results[name] = {**SCENARIOS[name](processes, args.delay), "seconds": round(time.perf_counter() - start)}
+            results[name] = {
+                **SCENARIOS[name](processes, args.delay),
+                "seconds": round(time.perf_counter() - start),
+            }
         if not args.json:
             print(f"{name}: {json.dumps(results[name])}", flush=True)
     if args.json:

@@ -44,10 +44,14 @@ def polling_interval() -> float:
     from flwr.supernode import start_client_internal
 
     source = inspect.getsource(start_client_internal.start_client_internal)
-    found = re.search(r"If no message was received, wait for a while\s+time\.sleep\(([\d.]+)\)", source)
+    found = re.search(
+        r"If no message was received, wait for a while\s+time\.sleep\(([\d.]+)\)", source
+    )
     if found is None:
-        raise RuntimeError("Flower's SuperNode polling interval is no longer where this benchmark reads it "
-                           "(flwr.supernode.start_client_internal): read it again")
+        raise RuntimeError(
+            "Flower's SuperNode polling interval is no longer where this benchmark reads it "
+            "(flwr.supernode.start_client_internal): read it again"
+        )
     return float(found.group(1))
 
 
@@ -55,10 +59,16 @@ def in_process(data: Path, rounds: int) -> list[float]:
     """The example's ClientApp and strategy on LocalGrid: each round's seconds."""
     import hospital_app  # type: ignore[import-not-found]
 
-    configs = [{"silo": file.stem, "data": str(file), "uldp-key-file": str(data / "key")}
-               for file in sorted(data.glob("*.csv"))]
+    configs = [
+        {"silo": file.stem, "data": str(file), "uldp-key-file": str(data / "key")}
+        for file in sorted(data.glob("*.csv"))
+    ]
     strategy = hospital_app.make_strategy(SETTINGS)
-    strategy.start(uf.LocalGrid(hospital_app.client, configs), hospital_app.model().state_dict(), num_rounds=rounds)
+    strategy.start(
+        uf.LocalGrid(hospital_app.client, configs),
+        hospital_app.model().state_dict(),
+        num_rounds=rounds,
+    )
     return [round(seconds, 3) for seconds in strategy.round_seconds]
 
 
@@ -67,23 +77,40 @@ def deployed(data: Path, work: Path, rounds: int, isolation: str) -> dict[str, A
     import launch  # type: ignore[import-not-found]
 
     report = launch.run(data, work, rounds=rounds, isolation=isolation, **SETTINGS)
-    result: dict[str, Any] = {"round_seconds": [round(s, 3) for s in report["round_seconds"]],
-                              "median_round_seconds": round(statistics.median(report["round_seconds"]), 3),
-                              "setup_seconds": round(report["setup_seconds"], 3),
-                              "run_wall_seconds": round(report["wall_seconds"], 1)}
+    result: dict[str, Any] = {
+        "round_seconds": [round(s, 3) for s in report["round_seconds"]],
+        "median_round_seconds": round(statistics.median(report["round_seconds"]), 3),
+        "setup_seconds": round(report["setup_seconds"], 3),
+        "run_wall_seconds": round(report["wall_seconds"], 1),
+    }
     if isolation == "process":
-        logs = {path.stem.removeprefix("worker-"): path.read_text() for path in sorted(work.glob("worker-*.log"))}
-        result["records_read_per_hospital"] = {name: log.count("read its records") for name, log in logs.items()}
-        result["messages_per_worker"] = {name: len(re.findall(r"\) completed in", log)) for name, log in logs.items()}
+        logs = {
+            path.stem.removeprefix("worker-"): path.read_text()
+            for path in sorted(work.glob("worker-*.log"))
+        }
+        result["records_read_per_hospital"] = {
+            name: log.count("read its records") for name, log in logs.items()
+        }
+        result["messages_per_worker"] = {
+            name: len(re.findall(r"\) completed in", log)) for name, log in logs.items()
+        }
     return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=5, help="rounds in process and deployed (default 5)")
-    parser.add_argument("--baseline-rounds", type=int, default=2,
-                        help="rounds under subprocess isolation, the naive way (default 2; 0 skips it)")
-    parser.add_argument("--keep", type=Path, help="keep the processes' logs in a new folder under this one")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="rounds in process and deployed (default 5)"
+    )
+    parser.add_argument(
+        "--baseline-rounds",
+        type=int,
+        default=2,
+        help="rounds under subprocess isolation, the naive way (default 2; 0 skips it)",
+    )
+    parser.add_argument(
+        "--keep", type=Path, help="keep the processes' logs in a new folder under this one"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     args = parser.parse_args()
     sys.path.insert(0, str(EXAMPLE))
@@ -99,13 +126,23 @@ def main() -> None:
     inside_median = statistics.median(inside)
     poll = polling_interval()
     worker = deployed(data, root / "process", args.rounds, "process")
-    naive = deployed(data, root / "subprocess", args.baseline_rounds, "subprocess") if args.baseline_rounds else None
+    naive = (
+        deployed(data, root / "subprocess", args.baseline_rounds, "subprocess")
+        if args.baseline_rounds
+        else None
+    )
     bound = 3 * inside_median + poll
     files = sorted(data.glob("*.csv"))
     document = {
-        "federation": {"hospitals": len(files), "records": sum(len(f.read_text().splitlines()) - 1 for f in files),
-                       "features": len(launch.FEATURES), "model": "MLP 30-32-32-1 (examples/hospitals)",
-                       "method": "ULDP-AVG-w", **SETTINGS, "rounds": args.rounds},
+        "federation": {
+            "hospitals": len(files),
+            "records": sum(len(f.read_text().splitlines()) - 1 for f in files),
+            "features": len(launch.FEATURES),
+            "model": "MLP 30-32-32-1 (examples/hospitals)",
+            "method": "ULDP-AVG-w",
+            **SETTINGS,
+            "rounds": args.rounds,
+        },
         "in_process": {"round_seconds": inside, "median_round_seconds": round(inside_median, 3)},
         "deployed_process_isolation": worker,
         "deployed_subprocess_isolation": naive,
@@ -114,27 +151,40 @@ def main() -> None:
         "ratio_deployed_to_in_process": round(worker["median_round_seconds"] / inside_median, 2),
         "ratio_bound_to_in_process": round(bound / inside_median, 2),
         "meets_bound": worker["median_round_seconds"] <= bound,
-        "speedup_over_subprocess_isolation": (round(naive["median_round_seconds"] / worker["median_round_seconds"], 1)
-                                              if naive else None),
-        "machine": {"cpu_count": os.cpu_count(), "load_average_1_5_15_before": [round(v, 2) for v in load_before],
-                    "load_average_1_5_15_after": [round(v, 2) for v in os.getloadavg()],
-                    "note": "2 cores shared with other work while this ran (loaded): the medians over rounds are "
-                            "compared, and both paths ran in the same run"},
+        "speedup_over_subprocess_isolation": (
+            round(naive["median_round_seconds"] / worker["median_round_seconds"], 1)
+            if naive
+            else None
+        ),
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "load_average_1_5_15_before": [round(v, 2) for v in load_before],
+            "load_average_1_5_15_after": [round(v, 2) for v in os.getloadavg()],
+            "note": "2 cores shared with other work while this ran (loaded): the medians over rounds are "
+            "compared, and both paths ran in the same run",
+        },
         "seconds": round(time.perf_counter() - started, 1),
     }
     if args.json:
         print(json.dumps(document))
     else:
         print(f"in process: median round {inside_median:.2f} s {inside}")
-        print(f"deployed (--isolation process, uldp flower-worker): median round "
-              f"{worker['median_round_seconds']:.2f} s {worker['round_seconds']}; records read per hospital "
-              f"{worker['records_read_per_hospital']}")
+        print(
+            f"deployed (--isolation process, uldp flower-worker): median round "
+            f"{worker['median_round_seconds']:.2f} s {worker['round_seconds']}; records read per hospital "
+            f"{worker['records_read_per_hospital']}"
+        )
         if naive:
-            print(f"deployed (subprocess isolation): median round {naive['median_round_seconds']:.2f} s "
-                  f"{naive['round_seconds']}")
-        print(f"ratio {document['ratio_deployed_to_in_process']} x in process; bound 3 x {inside_median:.2f} + "
-              f"{poll:g} = {bound:.2f} s ({document['ratio_bound_to_in_process']} x): "
-              f"{'met' if document['meets_bound'] else 'NOT met'}")
+            print(
+                f"deployed (subprocess isolation): median round {naive['median_round_seconds']:.2f} s "
+                f"{naive['round_seconds']}"
+            )
+        print(
+            f"ratio {document['ratio_deployed_to_in_process']} x in process; bound 3 x {inside_median:.2f} + "
+            f"{poll:g} = {bound:.2f} s ({document['ratio_bound_to_in_process']} x): "
+            f"{'met' if document['meets_bound'] else 'NOT met'}"
+        )
+
 
 if __name__ == "__main__":
     main()

@@ -57,75 +57,141 @@ def write_hospitals(folder: Path, records: int, patients: int) -> Path:
 
 def load(context) -> uf.SiloData:
     frame = pd.read_csv(context.node_config["data"])
-    return uf.SiloData(frame[FEATURES].to_numpy(np.float32), frame["label"].to_numpy(), frame["patient"])
+    return uf.SiloData(
+        frame[FEATURES].to_numpy(np.float32), frame["label"].to_numpy(), frame["patient"]
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--key-bits", type=int, default=3072, help="Paillier key size (3072, the paper's)")
+    parser.add_argument(
+        "--key-bits", type=int, default=3072, help="Paillier key size (3072, the paper's)"
+    )
     parser.add_argument("--n-max", type=int, default=2000, help="N_max (2000, the paper's)")
     parser.add_argument("--records", type=int, default=300)
     parser.add_argument("--patients", type=int, default=40)
-    parser.add_argument("--hidden", type=int, default=16, help="hidden units of the MLP (its size sets d)")
-    parser.add_argument("--json", action="store_true", help="one JSON document on stdout instead of text")
+    parser.add_argument(
+        "--hidden", type=int, default=16, help="hidden units of the MLP (its size sets d)"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="one JSON document on stdout instead of text"
+    )
     args = parser.parse_args()
     logging.getLogger("flwr").setLevel(logging.WARNING)
     from flwr.app import ArrayRecord
 
     def model() -> nn.Module:
-        return nn.Sequential(nn.Linear(len(FEATURES), args.hidden), nn.ReLU(), nn.Linear(args.hidden, 2))
+        return nn.Sequential(
+            nn.Linear(len(FEATURES), args.hidden), nn.ReLU(), nn.Linear(args.hidden, 2)
+        )
 
-    settings: dict[str, Any] = {"method": "ULDP-AVG-w", "sigma": 1.0, "q": 1.0, "local_epochs": 1, "batch_size": 16,
-                                "seed": 0}
-    protocol = {"key_bits": args.key_bits, "n_max": args.n_max, "insecure_test_key": args.key_bits < 2048}
+    settings: dict[str, Any] = {
+        "method": "ULDP-AVG-w",
+        "sigma": 1.0,
+        "q": 1.0,
+        "local_epochs": 1,
+        "batch_size": 16,
+        "seed": 0,
+    }
+    protocol = {
+        "key_bits": args.key_bits,
+        "n_max": args.n_max,
+        "insecure_test_key": args.key_bits < 2048,
+    }
     with tempfile.TemporaryDirectory() as tmp:
         folder = write_hospitals(Path(tmp), args.records, args.patients)
         net = model()
         frame = pd.concat([pd.read_csv(folder / f"{h}.csv") for h in HOSPITALS])
         silos = [h for h in HOSPITALS for _ in range(len(pd.read_csv(folder / f"{h}.csv")))]
-        for rounds in (1, args.rounds):  # the first call warms torch up (its one-time costs are not a round's)
+        for rounds in (
+            1,
+            args.rounds,
+        ):  # the first call warms torch up (its one-time costs are not a round's)
             cpu_start = time.process_time()
-            _, history = uldp.fit(model(), frame[FEATURES].to_numpy(np.float32), frame["label"].to_numpy(),
-                                  user_ids=frame["patient"], silo_ids=silos, loss=nn.CrossEntropyLoss(),
-                                  rounds=rounds, **settings)
+            _, history = uldp.fit(
+                model(),
+                frame[FEATURES].to_numpy(np.float32),
+                frame["label"].to_numpy(),
+                user_ids=frame["patient"],
+                silo_ids=silos,
+                loss=nn.CrossEntropyLoss(),
+                rounds=rounds,
+                **settings,
+            )
         app = uf.silo_client_app(load, model, nn.CrossEntropyLoss())
         measured: dict[str, dict[str, Any]] = {
-            "in process": {"round_seconds": list(history.column("seconds")), "setup_seconds": None,
-                           "cpu_seconds": time.process_time() - cpu_start}
+            "in process": {
+                "round_seconds": list(history.column("seconds")),
+                "setup_seconds": None,
+                "cpu_seconds": time.process_time() - cpu_start,
+            }
         }
         variants: tuple[tuple[str, dict[str, Any]], ...] = (
-            ("Flower", {"secure": False}), ("Flower + Protocol 1", {"secure": True, "protocol": protocol})
+            ("Flower", {"secure": False}),
+            ("Flower + Protocol 1", {"secure": True, "protocol": protocol}),
         )
         for name, extra in variants:
-            grid = uf.LocalGrid(app, [{"silo": h, "data": str(folder / f"{h}.csv"),
-                                       "uldp-key-file": str(folder / "key"),
-                                       "uldp-insecure-test-keys": args.key_bits < 2048,
-                                       # a timing run: the plain round's server view (sigma / sqrt(|S|)) is allowed
-                                       "uldp-policy-epsilon": 1e6} for h in HOSPITALS])
+            grid = uf.LocalGrid(
+                app,
+                [
+                    {
+                        "silo": h,
+                        "data": str(folder / f"{h}.csv"),
+                        "uldp-key-file": str(folder / "key"),
+                        "uldp-insecure-test-keys": args.key_bits < 2048,
+                        # a timing run: the plain round's server view (sigma / sqrt(|S|)) is allowed
+                        "uldp-policy-epsilon": 1e6,
+                    }
+                    for h in HOSPITALS
+                ],
+            )
             strategy = uf.UldpStrategy(**settings, **extra)
             cpu_start = time.process_time()
-            strategy.start(grid, ArrayRecord([uldp.flat_parameters(net).numpy()]), num_rounds=args.rounds)
-            measured[name] = {"round_seconds": strategy.round_seconds, "setup_seconds": strategy.setup_seconds,
-                              "cpu_seconds": time.process_time() - cpu_start}
+            strategy.start(
+                grid, ArrayRecord([uldp.flat_parameters(net).numpy()]), num_rounds=args.rounds
+            )
+            measured[name] = {
+                "round_seconds": strategy.round_seconds,
+                "setup_seconds": strategy.setup_seconds,
+                "cpu_seconds": time.process_time() - cpu_start,
+            }
     median = {name: statistics.median(m["round_seconds"]) for name, m in measured.items()}
     cpu = {name: m["cpu_seconds"] for name, m in measured.items()}
-    pairs = (("Flower", "in process"), ("Flower + Protocol 1", "Flower"), ("Flower + Protocol 1", "in process"))
+    pairs = (
+        ("Flower", "in process"),
+        ("Flower + Protocol 1", "Flower"),
+        ("Flower + Protocol 1", "in process"),
+    )
     ratios = {f"{a} / {b}": median[a] / median[b] for a, b in pairs}
     cpu_ratios = {f"{a} / {b}": cpu[a] / cpu[b] for a, b in pairs}
-    document = {"parameters": int(uldp.flat_parameters(net).numel()), "silos": len(HOSPITALS),
-                "users": int(frame["patient"].nunique()), "records": args.records, "key_bits": args.key_bits,
-                "n_max": args.n_max, "rounds": args.rounds, "measured": measured, "median_round_seconds": median,
-                "ratios": ratios, "cpu_seconds": cpu, "cpu_ratios": cpu_ratios}
+    document = {
+        "parameters": int(uldp.flat_parameters(net).numel()),
+        "silos": len(HOSPITALS),
+        "users": int(frame["patient"].nunique()),
+        "records": args.records,
+        "key_bits": args.key_bits,
+        "n_max": args.n_max,
+        "rounds": args.rounds,
+        "measured": measured,
+        "median_round_seconds": median,
+        "ratios": ratios,
+        "cpu_seconds": cpu,
+        "cpu_ratios": cpu_ratios,
+    }
     if args.json:
         print(json.dumps(document))
         return
-    print(f"{document['parameters']} parameters, {document['users']} patients in {len(HOSPITALS)} hospitals, "
-          f"{args.key_bits}-bit keys, N_max = {args.n_max}, {args.rounds} rounds")
+    print(
+        f"{document['parameters']} parameters, {document['users']} patients in {len(HOSPITALS)} hospitals, "
+        f"{args.key_bits}-bit keys, N_max = {args.n_max}, {args.rounds} rounds"
+    )
     for name, seconds in median.items():
         setup = measured[name]["setup_seconds"]
-        print(f"  {name:22s} median round {seconds:8.3f} s wall   whole run {cpu[name]:7.2f} s CPU"
-              + ("" if setup is None else f"   set-up {setup:6.2f} s wall"))
+        print(
+            f"  {name:22s} median round {seconds:8.3f} s wall   whole run {cpu[name]:7.2f} s CPU"
+            + ("" if setup is None else f"   set-up {setup:6.2f} s wall")
+        )
     print("  ratios (per-round wall; whole-run CPU, set-up included):")
     for name, ratio in ratios.items():
         print(f"  {name:34s} {ratio:7.2f}x   {cpu_ratios[name]:7.2f}x")

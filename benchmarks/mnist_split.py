@@ -31,32 +31,69 @@ def authors_split(standard: FederatedDataset, *, seed: int) -> FederatedDataset:
     """The authors' MNIST split: train and test pooled, then a stratified split of the standard test size."""
     features = torch.cat([standard.x_train, standard.x_test])
     labels = torch.cat([standard.y_train, standard.y_test])
-    train, test = train_test_split(np.arange(len(labels)), test_size=len(standard.y_test), random_state=seed,
-                                   stratify=labels.numpy())
-    return replace(standard, x_train=features[train], y_train=labels[train], x_test=features[test],
-                   y_test=labels[test], variant=f"{standard.variant}, authors' re-shuffled split (seed {seed})")
+    train, test = train_test_split(
+        np.arange(len(labels)),
+        test_size=len(standard.y_test),
+        random_state=seed,
+        stratify=labels.numpy(),
+    )
+    return replace(
+        standard,
+        x_train=features[train],
+        y_train=labels[train],
+        x_test=features[test],
+        y_test=labels[test],
+        variant=f"{standard.variant}, authors' re-shuffled split (seed {seed})",
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..n-1, each both the split's and the run's")
+    parser.add_argument(
+        "--seeds", type=int, default=3, help="seeds 0..n-1, each both the split's and the run's"
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--local-epochs", type=int, default=1)
     parser.add_argument("--users", type=int, default=100)
-    parser.add_argument("--json", action="store_true", help="write one JSON document of the results to stdout")
+    parser.add_argument(
+        "--json", action="store_true", help="write one JSON document of the results to stdout"
+    )
     args = parser.parse_args()
     standard = uldp_data.load("mnist")
     rows: list[dict[str, Any]] = []
     for seed in range(args.seeds):
-        config = RunConfig(dataset="mnist", method="DEFAULT", n_users=args.users, rounds=args.rounds,
-                           local_epochs=args.local_epochs, seed=seed)
-        for split, dataset in (("standard", standard), ("authors", authors_split(standard, seed=seed))):
+        config = RunConfig(
+            dataset="mnist",
+            method="DEFAULT",
+            n_users=args.users,
+            rounds=args.rounds,
+            local_epochs=args.local_epochs,
+            seed=seed,
+        )
+        for split, dataset in (
+            ("standard", standard),
+            ("authors", authors_split(standard, seed=seed)),
+        ):
             result = run(config, dataset=dataset)
-            rows.append({"seed": seed, "split": split, "accuracy": result.accuracy[-1], "seconds": sum(result.seconds)})
+            rows.append(
+                {
+                    "seed": seed,
+                    "split": split,
+                    "accuracy": result.accuracy[-1],
+                    "seconds": sum(result.seconds),
+                }
+            )
             print(f"seed {seed} {split}: accuracy {result.accuracy[-1]:.4f}", file=sys.stderr)
     by_seed = {(row["seed"], row["split"]): row["accuracy"] for row in rows}
-    differences = [by_seed[(seed, "authors")] - by_seed[(seed, "standard")] for seed in range(args.seeds)]
-    settings = {"method": "DEFAULT", "users": args.users, "rounds": args.rounds, "local_epochs": args.local_epochs}
+    differences = [
+        by_seed[(seed, "authors")] - by_seed[(seed, "standard")] for seed in range(args.seeds)
+    ]
+    settings = {
+        "method": "DEFAULT",
+        "users": args.users,
+        "rounds": args.rounds,
+        "local_epochs": args.local_epochs,
+    }
     document = {"settings": settings, "rows": rows, "authors_minus_standard": differences}
     if args.json:
         print(json.dumps(document))

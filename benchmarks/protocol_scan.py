@@ -20,21 +20,40 @@ from uldp.secure.scan import SCAN_AXES, SCAN_DEFAULT, protocol_scan
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3, help="fresh sessions per setting (interleaved)")
-    parser.add_argument("--key-bits", type=int, default=3072, help="Paillier modulus size (the paper's 3072)")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="fresh sessions per setting (interleaved)"
+    )
+    parser.add_argument(
+        "--key-bits", type=int, default=3072, help="Paillier modulus size (the paper's 3072)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="draws the counts, deltas and noise")
-    parser.add_argument("--json", action="store_true", help="write one JSON document of the results to stdout")
+    parser.add_argument(
+        "--json", action="store_true", help="write one JSON document of the results to stdout"
+    )
     args = parser.parse_args()
-    protocol = ProtocolParameters(key_bits=args.key_bits, n_max=2000, insecure_test_key=args.key_bits < 2048)
+    protocol = ProtocolParameters(
+        key_bits=args.key_bits, n_max=2000, insecure_test_key=args.key_bits < 2048
+    )
     points = protocol_scan(protocol=protocol, repeats=args.repeats, seed=args.seed)
-    report = {"key_bits": args.key_bits, "n_max": protocol.n_max, "repeats": args.repeats, "default": SCAN_DEFAULT,
-              "axes": {axis: list(values) for axis, values in SCAN_AXES.items()},
-              "load_average": list(os.getloadavg()), "rows": [point.as_row() for point in points]}
+    report = {
+        "key_bits": args.key_bits,
+        "n_max": protocol.n_max,
+        "repeats": args.repeats,
+        "default": SCAN_DEFAULT,
+        "axes": {axis: list(values) for axis, values in SCAN_AXES.items()},
+        "load_average": list(os.getloadavg()),
+        "rows": [point.as_row() for point in points],
+    }
     if args.json:
         print(json.dumps(report))
         return
     for point in points:
-        print(point.axis, point.value, point.repeat, {k: round(v, 3) for k, v in point.seconds.items()})
+        print(
+            point.axis,
+            point.value,
+            point.repeat,
+            {k: round(v, 3) for k, v in point.seconds.items()},
+        )
 
 
 if __name__ == "__main__":

@@ -54,8 +54,11 @@ def run_union(id_sets: list[list[str]], group: psu.PsuGroup) -> dict:
         replies = {}
         for s, request in requests.items():
             tick = time.perf_counter()
-            message = (silos[s].start(psu.Roster.from_bytes(request), share_counts=False) if stage == "psu-start"
-                       else silos[s].relay(psu.RelayMessage.from_bytes(request)))
+            message = (
+                silos[s].start(psu.Roster.from_bytes(request), share_counts=False)
+                if stage == "psu-start"
+                else silos[s].relay(psu.RelayMessage.from_bytes(request))
+            )
             replies[s] = message.to_bytes()
             seconds[s] += time.perf_counter() - tick
         return replies
@@ -69,16 +72,25 @@ def run_union(id_sets: list[list[str]], group: psu.PsuGroup) -> dict:
     total = time.perf_counter() - start
     true_union = len(set().union(*map(set, id_sets)))
     if {r.n_users for r in results} != {true_union}:
-        raise AssertionError(f"the union has {[r.n_users for r in results]} users, the truth {true_union}")
-    return {"seconds_all_silos_in_one_process": total, "seconds_per_silo": [seconds[s] for s in range(len(silos))],
-            "n_users": true_union}
+        raise AssertionError(
+            f"the union has {[r.n_users for r in results]} users, the truth {true_union}"
+        )
+    return {
+        "seconds_all_silos_in_one_process": total,
+        "seconds_per_silo": [seconds[s] for s in range(len(silos))],
+        "n_users": true_union,
+    }
 
 
 def exponentiation_seconds(group: psu.PsuGroup, repeats: int = 200) -> float:
     """Seconds of one exponentiation by a full-size secret exponent (gmpy2)."""
     import gmpy2
 
-    base, exponent, p = gmpy2.mpz(group.hash_to_group(b"s", "x")), gmpy2.mpz(secrets.randbelow(group.q)), group.p
+    base, exponent, p = (
+        gmpy2.mpz(group.hash_to_group(b"s", "x")),
+        gmpy2.mpz(secrets.randbelow(group.q)),
+        group.p,
+    )
     tick = time.perf_counter()
     for _ in range(repeats):
         gmpy2.powmod(base, exponent, p)
@@ -90,7 +102,9 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=2000)
     parser.add_argument("--silos", type=int, default=4)
     parser.add_argument("--group", default=psu.DEFAULT_GROUP.name, choices=sorted(psu.GROUPS))
-    parser.add_argument("--json", action="store_true", help="write one JSON document of the results to stdout")
+    parser.add_argument(
+        "--json", action="store_true", help="write one JSON document of the results to stdout"
+    )
     args = parser.parse_args()
     group = psu.GROUPS[args.group]
     id_sets = layout(args.users, args.silos)
@@ -104,14 +118,21 @@ def main() -> None:
     hmac_seconds = time.perf_counter() - tick
     elements = sum(len(ids) for ids in id_sets)
     report = {
-        "group": group.name, "group_bits": group.p.bit_length(), "silos": args.silos, "users": union["n_users"],
-        "set_sizes": [len(ids) for ids in id_sets], "exponentiations_per_silo": elements,
-        "exponentiations_in_all": elements * args.silos, "seconds_per_exponentiation": one_exponentiation,
-        **union, "slowest_silo_seconds": max(union["seconds_per_silo"]),
+        "group": group.name,
+        "group_bits": group.p.bit_length(),
+        "silos": args.silos,
+        "users": union["n_users"],
+        "set_sizes": [len(ids) for ids in id_sets],
+        "exponentiations_per_silo": elements,
+        "exponentiations_in_all": elements * args.silos,
+        "seconds_per_exponentiation": one_exponentiation,
+        **union,
+        "slowest_silo_seconds": max(union["seconds_per_silo"]),
         "slowest_silo_seconds_per_element": max(union["seconds_per_silo"]) / elements,
         "hmac_pseudonyms_seconds": hmac_seconds,
         "ratio_union_to_hmac_pseudonyms": union["seconds_all_silos_in_one_process"] / hmac_seconds,
-        "exchanges": args.silos + 3, "cores": os.cpu_count(),
+        "exchanges": args.silos + 3,
+        "cores": os.cpu_count(),
         "load_average": {"before": load_before, "after": os.getloadavg()[0]},
     }
     if args.json:

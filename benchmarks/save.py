@@ -30,9 +30,16 @@ def main() -> None:
         raise SystemExit(f"unknown benchmark {name!r}; known: {', '.join(known)}")
     command = ["python", f"benchmarks/{name}.py", *options, "--json"]
     started = now()
-    done = subprocess.run([sys.executable, str(script), *options, "--json"], check=True, stdout=subprocess.PIPE,
-                          text=True)
-    document = {"provenance": {**provenance(" ".join(command)), "date": started}, "results": json.loads(done.stdout)}
+    done = subprocess.run(
+        [sys.executable, str(script), *options, "--json"],
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    document = {
+        "provenance": {**provenance(" ".join(command)), "date": started},
+        "results": json.loads(done.stdout),
+    }
     write_json_atomic(HERE / "results" / f"{name}.json", document)
     print(f"wrote benchmarks/results/{name}.json", file=sys.stderr)
 

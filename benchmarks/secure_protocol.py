@@ -59,7 +59,9 @@ def _cached_keypair(key_bits: int, *, insecure_test_key: bool = False):
 
 
 _generate = keys.generate_paillier_keypair
-keys.generate_paillier_keypair = _cached_keypair  # every session of this benchmark reuses one key pair per size
+keys.generate_paillier_keypair = (
+    _cached_keypair  # every session of this benchmark reuses one key pair per size
+)
 
 
 def say(*parts: object) -> None:
@@ -95,13 +97,19 @@ def naive_round(session, weights, deltas, noise):
         encrypted = [paillier.EncryptedNumber(public_key, c, 0) for c in weights.ciphertexts]
         codes = encoding.encode(deltas[silo.silo_id], resolution_bits=bits)
         net_masks = masks.signed_mask_sum(
-            {p: k.masks for p, k in silo._pair_keys.items()}, own_id=silo.silo_id, modulus=n,
-            count=codes.shape[1], round_index=weights.round_index, purpose=masks.PURPOSE_UPDATE,
+            {p: k.masks for p, k in silo._pair_keys.items()},
+            own_id=silo.silo_id,
+            modulus=n,
+            count=codes.shape[1],
+            round_index=weights.round_index,
+            purpose=masks.PURPOSE_UPDATE,
         )
         noise_codes = encoding.encode(noise[silo.silo_id], resolution_bits=bits).tolist()
         outputs = []
         for j in range(codes.shape[1]):
-            total = paillier.EncodedNumber(public_key, (noise_codes[j] * c_lcm + net_masks[j]) % n, 0)
+            total = paillier.EncodedNumber(
+                public_key, (noise_codes[j] * c_lcm + net_masks[j]) % n, 0
+            )
             acc = None
             for u in range(config.n_users):
                 if counts[u] == 0:
@@ -115,11 +123,17 @@ def naive_round(session, weights, deltas, noise):
     assert sums is not None  # at least one silo
     start = time.perf_counter()
     private_key = session.server._private_key
-    result = np.array([
-        encoding.decode(private_key.raw_decrypt(c.ciphertext(be_secure=False)), resolution_bits=bits, c_lcm=c_lcm,
-                        modulus=n)
-        for c in sums
-    ])
+    result = np.array(
+        [
+            encoding.decode(
+                private_key.raw_decrypt(c.ciphertext(be_secure=False)),
+                resolution_bits=bits,
+                c_lcm=c_lcm,
+                modulus=n,
+            )
+            for c in sums
+        ]
+    )
     return result, {"silo_s": max(per_silo), "server_s": time.perf_counter() - start}
 
 
@@ -133,11 +147,18 @@ def cpu_seconds():
             try:
                 with open(f"/proc/{pid}/stat") as handle:
                     fields = handle.read().rsplit(")", 1)[1].split()
-            except OSError:  # exited between the listing and the read: its time is in children_* once reaped
+            except (
+                OSError
+            ):  # exited between the listing and the read: its time is in children_* once reaped
                 continue
             live += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
-    return (times.user + times.system + times.children_user + times.children_system
-            + live / os.sysconf("SC_CLK_TCK"))
+    return (
+        times.user
+        + times.system
+        + times.children_user
+        + times.children_system
+        + live / os.sysconf("SC_CLK_TCK")
+    )
 
 
 class Clock:
@@ -179,25 +200,41 @@ def backend_round(session, deltas, noise, *, silos=None):
     for silo in session.silos if silos is None else [session.silos[s] for s in silos]:
         received[silo.silo_id] += sum(len(m.to_bytes()) for m in inbox[silo.silo_id])
         masked_update = silo.lattice_update if session.config.lattice else silo.masked_update
-        update = clock.run(f"silo {silo.silo_id}", masked_update, weights, inbox[silo.silo_id],
-                           deltas[silo.silo_id], noise[silo.silo_id])
+        update = clock.run(
+            f"silo {silo.silo_id}",
+            masked_update,
+            weights,
+            inbox[silo.silo_id],
+            deltas[silo.silo_id],
+            noise[silo.silo_id],
+        )
         sent[silo.silo_id] += len(update.to_bytes())
         updates.append(update)
     result = None if silos is not None else clock.run("server", server.finish_round, updates)
-    silo_names = [name for name in clock.wall if name.startswith("silo") and int(name.split()[1]) in
-                  (silos if silos is not None else range(session.config.n_silos))]
+    silo_names = [
+        name
+        for name in clock.wall
+        if name.startswith("silo")
+        and int(name.split()[1]) in (silos if silos is not None else range(session.config.n_silos))
+    ]
     slowest = max(silo_names, key=lambda name: clock.wall[name])
     return result, {
-        "silo_s": clock.wall[slowest], "silo_cpu_s": clock.cpu[slowest], "server_s": clock.wall["server"],
-        "server_cpu_s": clock.cpu["server"], "silo_sent_bytes": max(sent.values()),
-        "silo_received_bytes": max(received.values()), "update_bytes": len(updates[0].to_bytes()),
+        "silo_s": clock.wall[slowest],
+        "silo_cpu_s": clock.cpu[slowest],
+        "server_s": clock.wall["server"],
+        "server_cpu_s": clock.cpu["server"],
+        "silo_sent_bytes": max(sent.values()),
+        "silo_received_bytes": max(received.values()),
+        "update_bytes": len(updates[0].to_bytes()),
         "update_ciphertexts": len(updates[0].ciphertexts),
     }
 
 
 def session_for(counts, backend, args, *, precision=P, processes=None):
     """A session with 3072-bit keys (reused), N_max = 2000, C = 0.1, sigma = 5 and ``args.processes`` workers."""
-    parameters = ProtocolParameters(processes=processes or args.processes, backend=backend, precision=precision)
+    parameters = ProtocolParameters(
+        processes=processes or args.processes, backend=backend, precision=precision
+    )
     return SecureSession(counts, parameters, clip=CLIP, sigma=SIGMA)
 
 
@@ -211,21 +248,33 @@ def artificial_default(args, rng):
     sessions = {backend: session_for(counts, backend, args, processes=1) for backend in BACKENDS}
     for backend, session in sessions.items():
         runs = [backend_round(session, deltas, noise) for _ in range(args.repeats)]
-        result, median = sorted(runs, key=lambda run: run[1]["silo_s"] + run[1]["server_s"])[len(runs) // 2]
-        out[backend] = {**median, "round_s": [run[1]["silo_s"] + run[1]["server_s"] for run in runs],
-                        "max_abs_error_vs_plain": float(np.max(np.abs(result - plain))), "result": result}
+        result, median = sorted(runs, key=lambda run: run[1]["silo_s"] + run[1]["server_s"])[
+            len(runs) // 2
+        ]
+        out[backend] = {
+            **median,
+            "round_s": [run[1]["silo_s"] + run[1]["server_s"] for run in runs],
+            "max_abs_error_vs_plain": float(np.max(np.abs(result - plain))),
+            "result": result,
+        }
     session = sessions["paillier"]
     weights = session.server.start_round(1, np.ones(n_users, bool))
     fast.shutdown_pools()
     wall, cpu = time.perf_counter(), cpu_seconds()
     naive, parts = naive_round(session, weights, deltas, noise)
-    out["phe"] = {**parts, "wall_s": time.perf_counter() - wall, "cpu_s": cpu_seconds() - cpu,
-                  "max_abs_error_vs_plain": float(np.max(np.abs(naive - plain)))}
+    out["phe"] = {
+        **parts,
+        "wall_s": time.perf_counter() - wall,
+        "cpu_s": cpu_seconds() - cpu,
+        "max_abs_error_vs_plain": float(np.max(np.abs(naive - plain))),
+    }
     out["phe_equals_paillier"] = bool(np.array_equal(naive, out["paillier"].pop("result")))
     out["packed-paillier"].pop("result")
     for backend in BACKENDS:
         ours = out[backend]
-        ours["speedup_vs_phe"] = (out["phe"]["silo_s"] + out["phe"]["server_s"]) / (ours["silo_s"] + ours["server_s"])
+        ours["speedup_vs_phe"] = (out["phe"]["silo_s"] + out["phe"]["server_s"]) / (
+            ours["silo_s"] + ours["server_s"]
+        )
         ours["speedup_per_silo_vs_phe"] = out["phe"]["silo_s"] / ours["silo_s"]
     out["load"] = os.getloadavg()[0]
     return out
@@ -233,42 +282,65 @@ def artificial_default(args, rng):
 
 def artificial_grid(args, rng, backends=BACKENDS):
     """Each axis of the paper's artificial grid, the other two at the default; one round per backend and point."""
-    axes = {"parameters": [16, 107], "users": [10, 40], "silos": [3, 9]} if args.quick else {
-        "parameters": [16, 30, 58, 107], "users": [10, 20, 30, 40], "silos": [3, 5, 7, 9]}
+    axes = (
+        {"parameters": [16, 107], "users": [10, 40], "silos": [3, 9]}
+        if args.quick
+        else {"parameters": [16, 30, 58, 107], "users": [10, 20, 30, 40], "silos": [3, 5, 7, 9]}
+    )
     default = {"parameters": 16, "users": 20, "silos": 3}
     rows = []
     for axis, values in axes.items():
         for value in values:
             shape = dict(default, **{axis: value})
-            counts, deltas, noise = make_inputs(rng, n_silos=shape["silos"], n_users=shape["users"],
-                                                dim=shape["parameters"])
+            counts, deltas, noise = make_inputs(
+                rng, n_silos=shape["silos"], n_users=shape["users"], dim=shape["parameters"]
+            )
             plain = plain_round(counts, deltas, noise)
             for backend in backends:
-                result, parts = backend_round(session_for(counts, backend, args, processes=1), deltas, noise)
-                rows.append({"axis": axis, "value": value, **shape, "backend": backend, **parts,
-                             "max_abs_error_vs_plain": float(np.max(np.abs(result - plain)))})
-                say(f"  grid {axis}={value} {backend}: silo {parts['silo_s']:.3f} s, server {parts['server_s']:.3f} s, "
-                    f"sent {parts['silo_sent_bytes']} B")
+                result, parts = backend_round(
+                    session_for(counts, backend, args, processes=1), deltas, noise
+                )
+                rows.append(
+                    {
+                        "axis": axis,
+                        "value": value,
+                        **shape,
+                        "backend": backend,
+                        **parts,
+                        "max_abs_error_vs_plain": float(np.max(np.abs(result - plain))),
+                    }
+                )
+                say(
+                    f"  grid {axis}={value} {backend}: silo {parts['silo_s']:.3f} s, server {parts['server_s']:.3f} s, "
+                    f"sent {parts['silo_sent_bytes']} B"
+                )
     return rows
 
 
 def _slice(args, rng, backend, users, dim, shape):
     """Silo 0's round on a slice of ``users`` users (all in every silo) and ``dim`` parameters, with the encoding
     and the packed layout of the full round (the precision is scaled so that f and g are the full round's)."""
-    counts, deltas, noise = make_inputs(rng, n_silos=shape["silos"], n_users=users, dim=dim,
-                                        full_dim=shape["parameters"])
+    counts, deltas, noise = make_inputs(
+        rng, n_silos=shape["silos"], n_users=users, dim=dim, full_dim=shape["parameters"]
+    )
     counts = np.minimum(counts, 2000 // shape["silos"] // 5)
     # f: (|U| + |S|) 2^-f / 2 <= P; the slice's precision gives the full round's f (and g grows by <= 1 bit)
     precision = P * (users + shape["silos"]) / (shape["users"] + shape["silos"])
     session = session_for(counts, backend, args, precision=precision)
-    full = replace(session.config, n_users=shape["users"],
-                   parameters=replace(session.config.parameters, precision=P))
+    full = replace(
+        session.config,
+        n_users=shape["users"],
+        parameters=replace(session.config.parameters, precision=P),
+    )
     assert session.config.resolution_bits == full.resolution_bits
     _, parts = backend_round(session, deltas, noise, silos=[0])
     # the slice's weights may be a bit shorter (fewer users), so its slots more: the full round's count is kept
     parts["full_ciphertexts"] = full.packed_layout.ciphertexts_for(dim) if full.packed else dim
     if full.packed:
-        parts["slots"] = {"slice": session.config.packed_layout.slots, "full": full.packed_layout.slots}
+        parts["slots"] = {
+            "slice": session.config.packed_layout.slots,
+            "full": full.packed_layout.slots,
+        }
     return parts
 
 
@@ -283,15 +355,24 @@ def silo_projection(small, large, users, dim, shape):
     per_call = small["silo_cpu_s"] - users[0] * per_user
     cpu = (per_user * shape["users"] + per_call) * shape["parameters"] / dim
     wall_per_cpu = large["silo_s"] / large["silo_cpu_s"]
-    return {"silo_cpu_s": cpu, "silo_s": cpu * wall_per_cpu, "silo_cpu_per_user_s": per_user,
-            "silo_cpu_per_call_s": per_call, "wall_per_cpu": wall_per_cpu}
+    return {
+        "silo_cpu_s": cpu,
+        "silo_s": cpu * wall_per_cpu,
+        "silo_cpu_per_user_s": per_user,
+        "silo_cpu_per_call_s": per_call,
+        "wall_per_cpu": wall_per_cpu,
+    }
 
 
 def mnist_and_million(args, rng):
     """Parts 3 and 4: silo 0 on two user slices with all MNIST parameters, the server's product and decryption,
     projections to 100 users and to 10^6 parameters, and a check of the projection on a larger parameter slice."""
     slices = (2, 4) if args.quick else (4, 8)
-    out: dict[str, Any] = {"mnist": dict(MNIST), "million": dict(MILLION), "slice_users": list(slices)}
+    out: dict[str, Any] = {
+        "mnist": dict(MNIST),
+        "million": dict(MILLION),
+        "slice_users": list(slices),
+    }
     check_users, check_dim = (2, 30_000) if args.quick else (3, 50_000)
     for backend in BACKENDS:
         say(f"MNIST slices, {backend} ...")
@@ -303,15 +384,23 @@ def mnist_and_million(args, rng):
         per_param = server["finish_s"] / MNIST["parameters"]
         per_user = server["users_s"] / slices[1]
         mnist = {
-            "silo_s": silo["silo_s"], "silo_cpu_s": silo["silo_cpu_s"],
-            "silo_cpu_per_user_s": silo["silo_cpu_per_user_s"], "silo_wall_per_cpu": silo["wall_per_cpu"],
+            "silo_s": silo["silo_s"],
+            "silo_cpu_s": silo["silo_cpu_s"],
+            "silo_cpu_per_user_s": silo["silo_cpu_per_user_s"],
+            "silo_wall_per_cpu": silo["wall_per_cpu"],
             "server_s": server["finish_s"] + per_user * MNIST["users"],
-            "server_cpu_s": server["finish_cpu_s"] + server["users_cpu_s"] / slices[1] * MNIST["users"],
+            "server_cpu_s": server["finish_cpu_s"]
+            + server["users_cpu_s"] / slices[1] * MNIST["users"],
             "server_finish_measured_on": server["measured_on"],
-            "update_ciphertexts": large["full_ciphertexts"], "slots": large.get("slots"),
+            "update_ciphertexts": large["full_ciphertexts"],
+            "slots": large.get("slots"),
             # the slice's update scaled to the full round's ciphertexts (the same size each)
-            "update_bytes": large["update_bytes"] * large["full_ciphertexts"] / large["update_ciphertexts"],
-            "silo_sent_bytes": large["update_bytes"] * large["full_ciphertexts"] / large["update_ciphertexts"]
+            "update_bytes": large["update_bytes"]
+            * large["full_ciphertexts"]
+            / large["update_ciphertexts"],
+            "silo_sent_bytes": large["update_bytes"]
+            * large["full_ciphertexts"]
+            / large["update_ciphertexts"]
             + (large["silo_sent_bytes"] - large["update_bytes"]) * MNIST["users"] / slices[1],
         }
         mnist["ciphertext_bytes_per_parameter"] = mnist["update_bytes"] / MNIST["parameters"]
@@ -319,7 +408,8 @@ def mnist_and_million(args, rng):
         out["mnist"][backend] = mnist
         scale = MILLION["parameters"] / MNIST["parameters"]
         out["million"][backend] = {
-            "silo_s": mnist["silo_s"] * scale, "silo_cpu_s": mnist["silo_cpu_s"] * scale,
+            "silo_s": mnist["silo_s"] * scale,
+            "silo_cpu_s": mnist["silo_cpu_s"] * scale,
             "server_s": per_param * MILLION["parameters"] + per_user * MILLION["users"],
             "server_cpu_s": server["finish_cpu_s"] / MNIST["parameters"] * MILLION["parameters"]
             + server["users_cpu_s"] / slices[1] * MILLION["users"],
@@ -327,17 +417,24 @@ def mnist_and_million(args, rng):
         }
         say(f"  check on {check_users} users x {check_dim} parameters ...")
         measured = _slice(args, rng, backend, check_users, check_dim, MILLION)
-        projected = ((silo["silo_cpu_per_user_s"] * check_users + silo["silo_cpu_per_call_s"]) * check_dim
-                     / MNIST["parameters"])
-        out["million"][backend]["check"] = {"users": check_users, "parameters": check_dim,
-                                            "measured_silo_cpu_s": measured["silo_cpu_s"],
-                                            "projected_silo_cpu_s": projected,
-                                            "measured_over_projected": measured["silo_cpu_s"] / projected}
+        projected = (
+            (silo["silo_cpu_per_user_s"] * check_users + silo["silo_cpu_per_call_s"])
+            * check_dim
+            / MNIST["parameters"]
+        )
+        out["million"][backend]["check"] = {
+            "users": check_users,
+            "parameters": check_dim,
+            "measured_silo_cpu_s": measured["silo_cpu_s"],
+            "projected_silo_cpu_s": projected,
+            "measured_over_projected": measured["silo_cpu_s"] / projected,
+        }
         fast.shutdown_pools()
     for key in ("mnist", "million"):
         for side in ("silo_s", "server_s"):
             out[key][f"{side.split('_')[0]}_ratio_paillier_over_packed"] = (
-                out[key]["paillier"][side] / out[key]["packed-paillier"][side])
+                out[key]["paillier"][side] / out[key]["packed-paillier"][side]
+            )
     out["load"] = os.getloadavg()[0]
     return out
 
@@ -353,12 +450,18 @@ def _server_round(args, rng, backend, users, shape):
     shares = [m for silo in session.silos for m in silo.share_weight_powers(weights)]
     clock.run("users", server.relay, shares)
     full = replace(session.config, n_users=shape["users"])
-    layout = full.packed_layout if full.packed else None  # the full round's slots (more users: longer weights)
+    layout = (
+        full.packed_layout if full.packed else None
+    )  # the full round's slots (more users: longer weights)
     count = layout.ciphertexts_for(shape["parameters"]) if layout else shape["parameters"]
     sample = count if layout else min(count, 48 * args.processes)
     n = server.public_key.n
-    ciphertexts = [server.public_key.raw_encrypt(int(v)) for v in rng.integers(1, 2**62, size=min(sample, 64))]
-    updates = [[ciphertexts[i % len(ciphertexts)] for i in range(sample)] for _ in range(shape["silos"])]
+    ciphertexts = [
+        server.public_key.raw_encrypt(int(v)) for v in rng.integers(1, 2**62, size=min(sample, 64))
+    ]
+    updates = [
+        [ciphertexts[i % len(ciphertexts)] for i in range(sample)] for _ in range(shape["silos"])
+    ]
     square = gmpy2.mpz(n) * n
 
     def finish():  # Server.finish_round's product and CRT decryption (masks and decoding are negligible)
@@ -368,9 +471,13 @@ def _server_round(args, rng, backend, users, shape):
         return server.decrypt(totals)
 
     clock.run("finish", finish)
-    return {"users_s": clock.wall["users"], "users_cpu_s": clock.cpu["users"],
-            "finish_s": clock.wall["finish"] * count / sample, "finish_cpu_s": clock.cpu["finish"] * count / sample,
-            "measured_on": f"{sample} of {count} ciphertexts"}
+    return {
+        "users_s": clock.wall["users"],
+        "users_cpu_s": clock.cpu["users"],
+        "finish_s": clock.wall["finish"] * count / sample,
+        "finish_cpu_s": clock.cpu["finish"] * count / sample,
+        "measured_on": f"{sample} of {count} ciphertexts",
+    }
 
 
 def lattice_projection(slices, *, server_weights_s, server_weights_cpu_s, chunks):
@@ -390,7 +497,10 @@ def lattice_projection(slices, *, server_weights_s, server_weights_cpu_s, chunks
         out[f"{side}_cpu_fixed_s"], out[f"{side}_cpu_per_chunk_s"] = fixed, per_chunk
         out[f"{side}_cpu_s"] = fixed + chunks * per_chunk
         out[f"{side}_s"] = out[f"{side}_cpu_s"] * wall_per_cpu
-        out["check"][f"{side}_measured_cpu_s"], out["check"][f"{side}_projected_cpu_s"] = four, fixed + 4 * per_chunk
+        out["check"][f"{side}_measured_cpu_s"], out["check"][f"{side}_projected_cpu_s"] = (
+            four,
+            fixed + 4 * per_chunk,
+        )
         out["check"][f"{side}_measured_over_projected"] = four / (fixed + 4 * per_chunk)
     out["server_s"] = server_weights_s + out["server_finish_s"]
     out["server_cpu_s"] = server_weights_cpu_s + out["server_finish_cpu_s"]
@@ -409,13 +519,27 @@ def lattice_rounds(rng, processes):
 
     def session(counts, workers=processes):
         n_silos, n_users = counts.shape
-        layout = lattice.layout_for(precision=P, n_users=n_users, n_silos=n_silos, n_max=2000, delta_bound=CLIP,
-                                    noise_bound=encoding.noise_tail_bound(sigma=SIGMA, clip=CLIP, n_silos=n_silos))
+        layout = lattice.layout_for(
+            precision=P,
+            n_users=n_users,
+            n_silos=n_silos,
+            n_max=2000,
+            delta_bound=CLIP,
+            noise_bound=encoding.noise_tail_bound(sigma=SIGMA, clip=CLIP, n_silos=n_silos),
+        )
         server = lattice.LatticeServer(layout, processes=workers)
         mask_keys = {(a, b): os.urandom(32) for a in range(n_silos) for b in range(a + 1, n_silos)}
-        silos = [lattice.LatticeSilo(s, counts[s], layout, public_keys=server.public_keys(), processes=workers,
-                                     mask_keys={p: mask_keys[min(s, p), max(s, p)] for p in range(n_silos) if p != s})
-                 for s in range(n_silos)]
+        silos = [
+            lattice.LatticeSilo(
+                s,
+                counts[s],
+                layout,
+                public_keys=server.public_keys(),
+                processes=workers,
+                mask_keys={p: mask_keys[min(s, p), max(s, p)] for p in range(n_silos) if p != s},
+            )
+            for s in range(n_silos)
+        ]
         return layout, server, silos
 
     def timed(function, *args):
@@ -426,71 +550,138 @@ def lattice_rounds(rng, processes):
     def silo_round(users, dim, shape, workers=processes):
         counts, deltas, noise = make_inputs(rng, n_silos=shape["silos"], n_users=users, dim=dim)
         layout, server, silos = session(counts, workers)
-        corrections = [int.from_bytes(os.urandom(8), "little") for _ in range(users)]  # timing only: any c_u
-        silos[0].masked_update(1, server.encrypt_weights(corrections), corrections, deltas[0], noise[0])  # warm-up
+        corrections = [
+            int.from_bytes(os.urandom(8), "little") for _ in range(users)
+        ]  # timing only: any c_u
+        silos[0].masked_update(
+            1, server.encrypt_weights(corrections), corrections, deltas[0], noise[0]
+        )  # warm-up
         weights, enc_s, enc_cpu = timed(server.encrypt_weights, corrections)
-        update, silo_s, silo_cpu = timed(silos[0].masked_update, 2, weights, corrections, deltas[0], noise[0])
+        update, silo_s, silo_cpu = timed(
+            silos[0].masked_update, 2, weights, corrections, deltas[0], noise[0]
+        )
         sizes = [len(c) for prime in update for c in prime]
         _, finish_s, finish_cpu = timed(server.finish, [update] * shape["silos"], dim)
-        return {"users": users, "parameters": dim, "processes": workers, "silo_s": silo_s, "silo_cpu_s": silo_cpu,
-                "server_weights_s": enc_s, "server_weights_cpu_s": enc_cpu, "server_finish_s": finish_s,
-                "server_finish_cpu_s": finish_cpu, "server_s": enc_s + finish_s, "server_cpu_s": enc_cpu + finish_cpu,
-                "update_bytes": sum(sizes), "update_ciphertexts": len(sizes),
-                "silo_received_bytes": sum(len(c) for prime in weights for c in prime),
-                "plain_primes": len(layout.plain_moduli), "ring_degree": lattice.RING_DEGREE,
-                "coefficient_modulus_bits": lattice.coefficient_modulus_bits(layout.coefficient_bits),
-                "flood_bits": layout.flood_bits}
+        return {
+            "users": users,
+            "parameters": dim,
+            "processes": workers,
+            "silo_s": silo_s,
+            "silo_cpu_s": silo_cpu,
+            "server_weights_s": enc_s,
+            "server_weights_cpu_s": enc_cpu,
+            "server_finish_s": finish_s,
+            "server_finish_cpu_s": finish_cpu,
+            "server_s": enc_s + finish_s,
+            "server_cpu_s": enc_cpu + finish_cpu,
+            "update_bytes": sum(sizes),
+            "update_ciphertexts": len(sizes),
+            "silo_received_bytes": sum(len(c) for prime in weights for c in prime),
+            "plain_primes": len(layout.plain_moduli),
+            "ring_degree": lattice.RING_DEGREE,
+            "coefficient_modulus_bits": lattice.coefficient_modulus_bits(layout.coefficient_bits),
+            "flood_bits": layout.flood_bits,
+        }
 
-    out: dict[str, Any] = {"processes": processes, "cpus": os.cpu_count(), "load_at_start": os.getloadavg()[0]}
+    out: dict[str, Any] = {
+        "processes": processes,
+        "cpus": os.cpu_count(),
+        "load_at_start": os.getloadavg()[0],
+    }
     counts, deltas, noise = make_inputs(rng, n_silos=3, n_users=10, dim=2000)
     _, server, silos = session(counts)
     c_lcm, g = encoding.lcm_up_to(2000), server.layout.packed.weight_bits
     blind_bits = packing.rescale_blind_bits(key_bits=3072, n_max=2000)
     blinds = [int.from_bytes(os.urandom(blind_bits // 8), "little") for _ in range(10)]
-    rescaled = [packing.rescaled(c_lcm // int(n) + r, c_lcm=c_lcm, weight=g)
-                for n, r in zip(counts.sum(axis=0), blinds, strict=True)]
+    rescaled = [
+        packing.rescaled(c_lcm // int(n) + r, c_lcm=c_lcm, weight=g)
+        for n, r in zip(counts.sum(axis=0), blinds, strict=True)
+    ]
     corrections = [packing.rescaled(r, c_lcm=c_lcm, weight=g) for r in blinds]
     weights = server.encrypt_weights(rescaled)
-    result = server.finish([s.masked_update(1, weights, corrections, deltas[i], noise[i])
-                            for i, s in enumerate(silos)], 2000)
-    out["max_abs_error_vs_plain"] = float(np.max(np.abs(result - plain_round(counts, deltas, noise))))
-    say(f"lattice: exactness on 3 silos x 10 users x 2000 parameters: {out['max_abs_error_vs_plain']:.1e}")
+    result = server.finish(
+        [
+            s.masked_update(1, weights, corrections, deltas[i], noise[i])
+            for i, s in enumerate(silos)
+        ],
+        2000,
+    )
+    out["max_abs_error_vs_plain"] = float(
+        np.max(np.abs(result - plain_round(counts, deltas, noise)))
+    )
+    say(
+        f"lattice: exactness on 3 silos x 10 users x 2000 parameters: {out['max_abs_error_vs_plain']:.1e}"
+    )
     say("lattice: MNIST round (silo 0 in full, the server) ...")
     mnist = out["mnist"] = silo_round(MNIST["users"], MNIST["parameters"], MNIST)
     mnist["ciphertext_bytes_per_parameter"] = mnist["update_bytes"] / MNIST["parameters"]
     mnist["ratio_to_float32"] = mnist["ciphertext_bytes_per_parameter"] / FLOAT32_BYTES
-    say(f"  silo {mnist['silo_s']:.2f} s ({mnist['silo_cpu_s']:.2f} CPU), server {mnist['server_s']:.2f} s "
-        f"({mnist['server_cpu_s']:.2f} CPU) with {processes} processes; load {os.getloadavg()[0]:.1f}")
+    say(
+        f"  silo {mnist['silo_s']:.2f} s ({mnist['silo_cpu_s']:.2f} CPU), server {mnist['server_s']:.2f} s "
+        f"({mnist['server_cpu_s']:.2f} CPU) with {processes} processes; load {os.getloadavg()[0]:.1f}"
+    )
     serial = mnist["serial"] = silo_round(MNIST["users"], MNIST["parameters"], MNIST, workers=1)
     for side in ("silo_s", "server_s"):
         mnist[f"{side.split('_')[0]}_ratio_serial_over_parallel"] = serial[side] / mnist[side]
-    say(f"  one process: silo {serial['silo_s']:.2f} s ({serial['silo_cpu_s']:.2f} CPU), server "
-        f"{serial['server_s']:.2f} s ({serial['server_cpu_s']:.2f} CPU)")
+    say(
+        f"  one process: silo {serial['silo_s']:.2f} s ({serial['silo_cpu_s']:.2f} CPU), server "
+        f"{serial['server_s']:.2f} s ({serial['server_cpu_s']:.2f} CPU)"
+    )
     say("lattice: 10^6 parameters from one- and two-chunk slices, checked on four chunks ...")
-    counts, deltas, noise = make_inputs(rng, n_silos=MILLION["silos"], n_users=MILLION["users"],
-                                        dim=4 * lattice.RING_DEGREE, full_dim=MILLION["parameters"])
+    counts, deltas, noise = make_inputs(
+        rng,
+        n_silos=MILLION["silos"],
+        n_users=MILLION["users"],
+        dim=4 * lattice.RING_DEGREE,
+        full_dim=MILLION["parameters"],
+    )
     _, server, silos = session(counts)
-    corrections = [int.from_bytes(os.urandom(8), "little") for _ in range(MILLION["users"])]  # timing: any c_u
-    weights = server.encrypt_weights(corrections)  # warm-up round 1 (the workers' contexts and keys)
+    corrections = [
+        int.from_bytes(os.urandom(8), "little") for _ in range(MILLION["users"])
+    ]  # timing: any c_u
+    weights = server.encrypt_weights(
+        corrections
+    )  # warm-up round 1 (the workers' contexts and keys)
     silos[0].masked_update(1, weights, corrections, deltas[0][:, :1], noise[0][:1])
     weights, weights_s, weights_cpu = timed(server.encrypt_weights, corrections)
     slices = {}
     for round_index, chunks in enumerate((1, 2, 4), start=2):
         dim = chunks * lattice.RING_DEGREE
-        update, silo_s, silo_cpu = timed(silos[0].masked_update, round_index, weights, corrections,
-                                         deltas[0][:, :dim], noise[0][:dim])
+        update, silo_s, silo_cpu = timed(
+            silos[0].masked_update,
+            round_index,
+            weights,
+            corrections,
+            deltas[0][:, :dim],
+            noise[0][:dim],
+        )
         _, finish_s, finish_cpu = timed(server.finish, [update] * MILLION["silos"], dim)
-        slices[chunks] = {"parameters": dim, "silo_s": silo_s, "silo_cpu_s": silo_cpu, "server_finish_s": finish_s,
-                          "server_finish_cpu_s": finish_cpu, "update_bytes": sum(len(c) for p in update for c in p)}
-    out["million"] = {"slices": list(slices.values()), "server_weights_s": weights_s,
-                      "server_weights_cpu_s": weights_cpu,
-                      "silo_received_bytes": sum(len(c) for prime in weights for c in prime),
-                      **lattice_projection(slices, server_weights_cpu_s=weights_cpu, server_weights_s=weights_s,
-                                           chunks=-(-MILLION["parameters"] // lattice.RING_DEGREE))}
+        slices[chunks] = {
+            "parameters": dim,
+            "silo_s": silo_s,
+            "silo_cpu_s": silo_cpu,
+            "server_finish_s": finish_s,
+            "server_finish_cpu_s": finish_cpu,
+            "update_bytes": sum(len(c) for p in update for c in p),
+        }
+    out["million"] = {
+        "slices": list(slices.values()),
+        "server_weights_s": weights_s,
+        "server_weights_cpu_s": weights_cpu,
+        "silo_received_bytes": sum(len(c) for prime in weights for c in prime),
+        **lattice_projection(
+            slices,
+            server_weights_cpu_s=weights_cpu,
+            server_weights_s=weights_s,
+            chunks=-(-MILLION["parameters"] // lattice.RING_DEGREE),
+        ),
+    }
     check = out["million"]["check"]
-    say(f"  silo {out['million']['silo_s']:.1f} s, server {out['million']['server_s']:.1f} s; four-chunk check "
+    say(
+        f"  silo {out['million']['silo_s']:.1f} s, server {out['million']['server_s']:.1f} s; four-chunk check "
         f"measured/projected CPU: silo {check['silo_measured_over_projected']:.2f}, server finish "
-        f"{check['server_finish_measured_over_projected']:.2f}")
+        f"{check['server_finish_measured_over_projected']:.2f}"
+    )
     out["load"] = os.getloadavg()[0]
     return out
 
@@ -511,10 +702,15 @@ def merge_lattice(path, rng, args):
             if backend in results.get(key, {}):
                 for side in ("silo_s", "server_s"):
                     part[key][f"{side.split('_')[0]}_ratio_{backend}_over_lattice"] = (
-                        results[key][backend][side] / part[key][side])
-    part["provenance"] = {**provenance(f"python benchmarks/secure_protocol.py --lattice-only --processes "
-                                       f"{args.processes} --merge {path}"),
-                          "date": started}
+                        results[key][backend][side] / part[key][side]
+                    )
+    part["provenance"] = {
+        **provenance(
+            f"python benchmarks/secure_protocol.py --lattice-only --processes "
+            f"{args.processes} --merge {path}"
+        ),
+        "date": started,
+    }
     results["lattice"] = part
     write_json_atomic(path, document)
     return part
@@ -522,14 +718,28 @@ def merge_lattice(path, rng, args):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smaller instances (a few seconds of naive work)")
-    parser.add_argument("--json", action="store_true", help="one JSON document on stdout (the text on stderr)")
-    parser.add_argument("--processes", type=int, default=2, help="worker processes of both sides (default 2)")
-    parser.add_argument("--repeats", type=int, default=3, help="rounds of each backend at the default (median)")
+    parser.add_argument(
+        "--quick", action="store_true", help="smaller instances (a few seconds of naive work)"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="one JSON document on stdout (the text on stderr)"
+    )
+    parser.add_argument(
+        "--processes", type=int, default=2, help="worker processes of both sides (default 2)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="rounds of each backend at the default (median)"
+    )
     parser.add_argument("--skip-mnist", action="store_true", help="without parts 3 and 4")
     parser.add_argument("--skip-grid", action="store_true", help="without part 2")
-    parser.add_argument("--lattice-only", action="store_true", help="only part 5, merged into --merge's file")
-    parser.add_argument("--merge", default="benchmarks/results/secure_protocol.json", help="results file to merge into")
+    parser.add_argument(
+        "--lattice-only", action="store_true", help="only part 5, merged into --merge's file"
+    )
+    parser.add_argument(
+        "--merge",
+        default="benchmarks/results/secure_protocol.json",
+        help="results file to merge into",
+    )
     args = parser.parse_args()
     rng = np.random.default_rng(2024)
     if args.lattice_only:
@@ -537,16 +747,29 @@ def main() -> int:
         if args.json:
             print(json.dumps(part))
         return 0 if part["max_abs_error_vs_plain"] <= P else 1
-    document: dict[str, Any] = {"quick": args.quick, "processes": args.processes, "cpus": os.cpu_count(),
-                                "key_bits": 3072, "n_max": 2000, "precision": P, "load_at_start": os.getloadavg()[0]}
-    say(f"load average at start: {os.getloadavg()} on {os.cpu_count()} CPUs; processes: {args.processes}")
+    document: dict[str, Any] = {
+        "quick": args.quick,
+        "processes": args.processes,
+        "cpus": os.cpu_count(),
+        "key_bits": 3072,
+        "n_max": 2000,
+        "precision": P,
+        "load_at_start": os.getloadavg()[0],
+    }
+    say(
+        f"load average at start: {os.getloadavg()} on {os.cpu_count()} CPUs; processes: {args.processes}"
+    )
     default = document["default"] = artificial_default(args, rng)
-    say(f"artificial default ({default['parameters']} parameters, {default['users']} users, {default['silos']} silos):")
+    say(
+        f"artificial default ({default['parameters']} parameters, {default['users']} users, {default['silos']} silos):"
+    )
     say(f"  phe: silo {default['phe']['silo_s']:.2f} s, server {default['phe']['server_s']:.3f} s")
     for backend in BACKENDS:
         ours = default[backend]
-        say(f"  {backend}: silo {ours['silo_s']:.3f} s, server {ours['server_s']:.3f} s; "
-            f"{ours['speedup_vs_phe']:.1f}x phe; max |error| {ours['max_abs_error_vs_plain']:.1e}")
+        say(
+            f"  {backend}: silo {ours['silo_s']:.3f} s, server {ours['server_s']:.3f} s; "
+            f"{ours['speedup_vs_phe']:.1f}x phe; max |error| {ours['max_abs_error_vs_plain']:.1e}"
+        )
     if not args.skip_grid:
         say("artificial grid:")
         document["grid"] = artificial_grid(args, rng)
@@ -555,11 +778,15 @@ def main() -> int:
         for key in ("mnist", "million"):
             for backend in BACKENDS:
                 part = document[key][backend]
-                say(f"{key} {backend}: silo {part['silo_s']:.1f} s ({part['silo_cpu_s']:.1f} s CPU), server "
-                    f"{part['server_s']:.1f} s ({part['server_cpu_s']:.1f} s CPU), {part['update_bytes'] / 1e6:.2f} MB")
-    exact = default["phe_equals_paillier"] and all(
-        default[b]["max_abs_error_vs_plain"] <= P for b in BACKENDS) and all(
-        row["max_abs_error_vs_plain"] <= P for row in document.get("grid", []))
+                say(
+                    f"{key} {backend}: silo {part['silo_s']:.1f} s ({part['silo_cpu_s']:.1f} s CPU), server "
+                    f"{part['server_s']:.1f} s ({part['server_cpu_s']:.1f} s CPU), {part['update_bytes'] / 1e6:.2f} MB"
+                )
+    exact = (
+        default["phe_equals_paillier"]
+        and all(default[b]["max_abs_error_vs_plain"] <= P for b in BACKENDS)
+        and all(row["max_abs_error_vs_plain"] <= P for row in document.get("grid", []))
+    )
     document["exact_within_p"] = exact
     if args.json:
         print(json.dumps(document))

@@ -86,7 +86,9 @@ def score_gradient(scores: np.ndarray, targets: np.ndarray, ties: str) -> np.nda
     ordered, hits = scores[order], events[order]
     log_norm = np.logaddexp.accumulate(ordered)  # record i's risk set: the records sorted up to i
     later = np.where(hits > 0, -log_norm, -np.inf)[::-1]
-    log_events = np.logaddexp.accumulate(later)[::-1]  # log sum over events i >= j of exp(-log_norm_i)
+    log_events = np.logaddexp.accumulate(later)[
+        ::-1
+    ]  # log sum over events i >= j of exp(-log_norm_i)
     gradient = np.empty(n)
     gradient[order] = (np.exp(ordered + log_events) - hits) / n
     return gradient
@@ -96,23 +98,33 @@ def gradient_check(seed: int = 0) -> float:
     """Largest difference between :func:`score_gradient` and autograd of the two losses on a batch with ties."""
     rng = np.random.default_rng(seed)
     scores = rng.normal(size=9)
-    targets = np.c_[rng.integers(0, 2, 9), rng.integers(1, 4, 9)].astype(float)  # times 1-3: many ties
+    targets = np.c_[rng.integers(0, 2, 9), rng.integers(1, 4, 9)].astype(
+        float
+    )  # times 1-3: many ties
     largest = 0.0
     for ties, loss in (("flamby", flamby_cox_loss), ("breslow", breslow_cox_loss)):
         tensor = torch.tensor(scores, requires_grad=True)
         (reference,) = torch.autograd.grad(loss(tensor, torch.tensor(targets)), tensor)
-        largest = max(largest, float(np.abs(score_gradient(scores, targets, ties) - reference.numpy()).max()))
+        largest = max(
+            largest, float(np.abs(score_gradient(scores, targets, ties) - reference.numpy()).max())
+        )
     return largest
 
 
-def user_gradient(params: np.ndarray, x: np.ndarray, y: np.ndarray, variant: Variant, rng: np.random.RandomState,
-                  batch_size: int) -> np.ndarray:
+def user_gradient(
+    params: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray,
+    variant: Variant,
+    rng: np.random.RandomState,
+    batch_size: int,
+) -> np.ndarray:
     """One user's gradient in one silo (the linear Cox model ``x @ w + b``, flat ``[w, b]``)."""
     if variant.batches == "full":
         batches = [np.arange(len(x))]
     else:
         shuffled = rng.permutation(len(x))
-        batches = [shuffled[i:i + batch_size] for i in range(0, len(x), batch_size)]
+        batches = [shuffled[i : i + batch_size] for i in range(0, len(x), batch_size)]
     gradient = np.zeros_like(params)
     for batch in batches:
         ds = score_gradient(x[batch] @ params[:-1] + params[-1], y[batch], variant.ties)
@@ -121,15 +133,29 @@ def user_gradient(params: np.ndarray, x: np.ndarray, y: np.ndarray, variant: Var
     return gradient
 
 
-def silo_sum(params: np.ndarray, federation: Federation, silo: int, variant: Variant, rng: np.random.RandomState, *,
-             clip: float, batch_size: int, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def silo_sum(
+    params: np.ndarray,
+    federation: Federation,
+    silo: int,
+    variant: Variant,
+    rng: np.random.RandomState,
+    *,
+    clip: float,
+    batch_size: int,
+    x: np.ndarray,
+    y: np.ndarray,
+) -> np.ndarray:
     """Silo ``silo``'s clipped, 1/|S|-weighted sum of its users' gradients (before noise); ``x``, ``y``: the
     federation's records as float64 arrays."""
     total = np.zeros_like(params)
     users, groups = federation.user_groups(silo)
     for records in (groups[i] for i in rng.permutation(len(users))):
         gradient = user_gradient(params, x[records], y[records], variant, rng, batch_size)
-        total += gradient * min(1.0, clip / (float(np.linalg.norm(gradient)) + 1e-6)) / federation.n_silos
+        total += (
+            gradient
+            * min(1.0, clip / (float(np.linalg.norm(gradient)) + 1e-6))
+            / federation.n_silos
+        )
     return total
 
 
@@ -146,9 +172,20 @@ def loop_run(config: RunConfig, variant: Variant) -> float:
     for _ in range(config.rounds):
         total = np.zeros_like(params)
         for s in range(federation.n_silos):
-            total += silo_sum(params, federation, s, variant, rngs[s], clip=clip, batch_size=config.batch_size,
-                              x=x, y=y)
-            total += rngs[s].normal(0, sigma * clip / math.sqrt(federation.n_silos), size=params.shape)
+            total += silo_sum(
+                params,
+                federation,
+                s,
+                variant,
+                rngs[s],
+                clip=clip,
+                batch_size=config.batch_size,
+                x=x,
+                y=y,
+            )
+            total += rngs[s].normal(
+                0, sigma * clip / math.sqrt(federation.n_silos), size=params.shape
+            )
         params = params - lr * total / (federation.n_users * federation.n_silos)
     torch.nn.utils.vector_to_parameters(torch.from_numpy(params).float(), model.parameters())
     return float(evaluate(model, data.x_test, data.y_test, "tcga_brca")["c_index"])
@@ -161,17 +198,32 @@ def round_agreement(config: RunConfig, variant: Variant) -> dict[str, float]:
     federation, _ = build_federation(config)
     params = torch.nn.utils.parameters_to_vector(federation.model.parameters()).detach()
     method = user_level(make_method("ULDP-SGD", config.hyperparameters()))
-    library = method.clean_update(params, federation, seed_stream(np.random.SeedSequence(config.seed),
-                                                                   ROUNDS_STREAM, 0)).double()
+    library = method.clean_update(
+        params, federation, seed_stream(np.random.SeedSequence(config.seed), ROUNDS_STREAM, 0)
+    ).double()
     rng = np.random.RandomState(config.seed + 1)
-    assert config.clip is not None and config.batch_size is not None  # RunConfig fills them for ULDP-SGD
+    assert (
+        config.clip is not None and config.batch_size is not None
+    )  # RunConfig fills them for ULDP-SGD
     ours = torch.zeros_like(library)
     for s in range(federation.n_silos):
-        ours -= torch.from_numpy(silo_sum(params.double().numpy(), federation, s, variant, rng, clip=config.clip,
-                                          batch_size=config.batch_size, x=federation.x.double().numpy(),
-                                          y=federation.y.double().numpy()))
-    return {"cosine": float(torch.nn.functional.cosine_similarity(library, ours, dim=0)),
-            "relative_difference": float((library - ours).norm() / library.norm())}
+        ours -= torch.from_numpy(
+            silo_sum(
+                params.double().numpy(),
+                federation,
+                s,
+                variant,
+                rng,
+                clip=config.clip,
+                batch_size=config.batch_size,
+                x=federation.x.double().numpy(),
+                y=federation.y.double().numpy(),
+            )
+        )
+    return {
+        "cosine": float(torch.nn.functional.cosine_similarity(library, ours, dim=0)),
+        "relative_difference": float((library - ours).norm() / library.norm()),
+    }
 
 
 #: The loop with uldp's choices: one noiseless round of it is the library's round (checked), so its runs are the
@@ -180,43 +232,72 @@ ULDP_CHOICES = Variant("uldp's choices in the loop", "uniform", "breslow", "full
 VARIANTS = (
     Variant("authors' procedure", "uniform-with-replacement", "flamby", "authors"),
     Variant("authors' procedure, Breslow ties", "uniform-with-replacement", "breslow", "authors"),
-    Variant("authors' procedure, one full-batch gradient", "uniform-with-replacement", "flamby", "full"),
+    Variant(
+        "authors' procedure, one full-batch gradient", "uniform-with-replacement", "flamby", "full"
+    ),
     Variant("authors' procedure, balanced allocation", "uniform", "flamby", "authors"),
 )
 
 
 def summary(finals: list[float]) -> dict[str, float | int]:
     values = np.asarray(finals)
-    return {"mean": float(values.mean()), "std": float(values.std(ddof=1)), "min": float(values.min()),
-            "below_0.6": int((values < 0.6).sum()), "below_0.5": int((values < 0.5).sum()), "seeds": len(values)}
+    return {
+        "mean": float(values.mean()),
+        "std": float(values.std(ddof=1)),
+        "min": float(values.min()),
+        "below_0.6": int((values < 0.6).sum()),
+        "below_0.5": int((values < 0.5).sum()),
+        "seeds": len(values),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=15, help="seeds 0..n-1 of every variant")
     parser.add_argument("--rounds", type=int, default=50, help="rounds T (the paper's 50)")
-    parser.add_argument("--json", action="store_true", help="write one JSON document of the results to stdout")
+    parser.add_argument(
+        "--json", action="store_true", help="write one JSON document of the results to stdout"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     base = RunConfig(dataset="tcga_brca", method="ULDP-SGD", n_users=USERS, rounds=args.rounds)
-    agreement = {variant.name: round_agreement(base, replace(variant, allocation="uniform"))
-                 for variant in (ULDP_CHOICES, VARIANTS[0])}
+    agreement = {
+        variant.name: round_agreement(base, replace(variant, allocation="uniform"))
+        for variant in (ULDP_CHOICES, VARIANTS[0])
+    }
     per_seed: dict[str, list[float]] = {}
     for allocation in ("uniform", "uniform-with-replacement"):
         name = f"uldp (library), {allocation}"
-        per_seed[name] = [run(replace(base, seed=seed, distribution=allocation)).c_index[-1]
-                          for seed in range(args.seeds)]
+        per_seed[name] = [
+            run(replace(base, seed=seed, distribution=allocation)).c_index[-1]
+            for seed in range(args.seeds)
+        ]
         noiseless = replace(base, sigma=1e-9)
-        per_seed[f"{name}, noiseless"] = [run(replace(noiseless, seed=seed, distribution=allocation)).c_index[-1]
-                                          for seed in range(args.seeds)]
+        per_seed[f"{name}, noiseless"] = [
+            run(replace(noiseless, seed=seed, distribution=allocation)).c_index[-1]
+            for seed in range(args.seeds)
+        ]
     for variant in VARIANTS:
-        per_seed[variant.name] = [loop_run(replace(base, seed=seed), variant) for seed in range(args.seeds)]
+        per_seed[variant.name] = [
+            loop_run(replace(base, seed=seed), variant) for seed in range(args.seeds)
+        ]
     summary_table = {name: summary(values) for name, values in per_seed.items()}
-    settings = {"users": USERS, "rounds": args.rounds, "sigma": base.sigma, "clip": base.clip,
-                "global_lr": base.global_lr, "batch_size": base.batch_size, "seeds": args.seeds}
-    report: dict[str, object] = {"settings": settings,
-              "one_noiseless_round": agreement, "closed_form_gradient_error": gradient_check(),
-              "final_c_index": per_seed, "summary": summary_table}
+    settings = {
+        "users": USERS,
+        "rounds": args.rounds,
+        "sigma": base.sigma,
+        "clip": base.clip,
+        "global_lr": base.global_lr,
+        "batch_size": base.batch_size,
+        "seeds": args.seeds,
+    }
+    report: dict[str, object] = {
+        "settings": settings,
+        "one_noiseless_round": agreement,
+        "closed_form_gradient_error": gradient_check(),
+        "final_c_index": per_seed,
+        "summary": summary_table,
+    }
     if args.json:
         print(json.dumps(report))
         return

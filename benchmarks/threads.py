@@ -32,9 +32,13 @@ def one_run(threads: int | None, rounds: int) -> float:
 
     from uldp.simulation import RunConfig, run
 
-    config = RunConfig(dataset="heart_disease", method="ULDP-AVG-w", n_users=50, rounds=rounds, seed=0)
+    config = RunConfig(
+        dataset="heart_disease", method="ULDP-AVG-w", n_users=50, rounds=rounds, seed=0
+    )
     result = run(config, threads=threads if threads is not None else torch.get_num_threads())
-    return statistics.median(result.seconds[1:] or result.seconds)  # the first round warms caches up
+    return statistics.median(
+        result.seconds[1:] or result.seconds
+    )  # the first round warms caches up
 
 
 def measure(threads: int | None, rounds: int, repeats: int) -> float:
@@ -42,7 +46,9 @@ def measure(threads: int | None, rounds: int, repeats: int) -> float:
     code = f"import runpy; print(runpy.run_path({os.path.abspath(__file__)!r})['one_run']({threads!r}, {rounds}))"
     times = []
     for _ in range(repeats):
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        )
         times.append(float(done.stdout.strip().splitlines()[-1]))
     return min(times)
 
@@ -51,7 +57,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--json", action="store_true", help="write one JSON document of the results to stdout")
+    parser.add_argument(
+        "--json", action="store_true", help="write one JSON document of the results to stdout"
+    )
     args = parser.parse_args()
 
     from uldp.common.threads import DEFAULT_THREADS
@@ -70,16 +78,27 @@ def main() -> None:
     finally:
         competitor.kill()
         competitor.wait()
-    ratios = {f"{name}: busy / idle": values["busy"] / values["idle"] for name, values in results.items()}
+    ratios = {
+        f"{name}: busy / idle": values["busy"] / values["idle"] for name, values in results.items()
+    }
     default_name, ours = list(settings)
     for state in ("idle", "busy"):
-        ratios[f"{state}: torch default / {ours}"] = results[default_name][state] / results[ours][state]
-    report = {"cores": os.cpu_count(), "load_average": load, "seconds_per_round": results, "ratios": ratios}
+        ratios[f"{state}: torch default / {ours}"] = (
+            results[default_name][state] / results[ours][state]
+        )
+    report = {
+        "cores": os.cpu_count(),
+        "load_average": load,
+        "seconds_per_round": results,
+        "ratios": ratios,
+    }
     if args.json:
         print(json.dumps(report))
         return
-    print(f"{os.cpu_count()} cores; 1-min load average {load['before']:.1f} before, {load['busy']:.1f} with the "
-          f"competitor; median seconds per round, best of {args.repeats} runs of {args.rounds} rounds")
+    print(
+        f"{os.cpu_count()} cores; 1-min load average {load['before']:.1f} before, {load['busy']:.1f} with the "
+        f"competitor; median seconds per round, best of {args.repeats} runs of {args.rounds} rounds"
+    )
     for name, values in results.items():
         print(f"  threads {name:20s} idle {values['idle']:.4f} s   busy {values['busy']:.4f} s")
     for name, ratio in ratios.items():

@@ -87,23 +87,33 @@ from uldp.audit import audit_root, profile_results
 from uldp.paper.chapters import show_captioned
 from uldp.paper.verdicts import readable_number
 
-audit_profile = "smoke" if profile == "smoke" else "default"  # the paper profile shows the committed default audits
+audit_profile = (
+    "smoke" if profile == "smoke" else "default"
+)  # the paper profile shows the committed default audits
 stored_before = {path.stem for path in audit_root(audit_profile).glob("*.json")}
 payloads = profile_results(audit_profile, command=f"book/auditing.py, profile {profile}")
 rows = []
 for payload in payloads:
     params, result = payload["params"], payload["result"]
-    rows.append({**params, **{k: v for k, v in result.items() if not k.startswith("roc")},
-                 "roc_fpr": result["roc_fpr"], "roc_tpr": result["roc_tpr"],
-                 "commit": (payload["provenance"].get("git_commit") or "")[:10]})
+    rows.append(
+        {
+            **params,
+            **{k: v for k, v in result.items() if not k.startswith("roc")},
+            "roc_fpr": result["roc_fpr"],
+            "roc_tpr": result["roc_tpr"],
+            "commit": (payload["provenance"].get("git_commit") or "")[:10],
+        }
+    )
 audits = pd.DataFrame(rows)
 for column in ("gaussian_lb", "mu_estimate", "tight_epsilon", "claimed_epsilon"):
     audits[column] = pd.to_numeric(audits.get(column), errors="coerce")
 audits["label"] = np.where(audits["claim"] == "record", "record-level DP-SGD", audits["method"])
 read = sum(payload["key"] in stored_before for payload in payloads)
-print(f"{len(audits)} audits at the {audit_profile} profile: {read} read from "
-      f"{audit_root(audit_profile).resolve().relative_to(Path.cwd().resolve())}, "
-      f"the rest run now; code commits {sorted(set(audits['commit']))}")
+print(
+    f"{len(audits)} audits at the {audit_profile} profile: {read} read from "
+    f"{audit_root(audit_profile).resolve().relative_to(Path.cwd().resolve())}, "
+    f"the rest run now; code commits {sorted(set(audits['commit']))}"
+)
 
 # %% [markdown]
 # ## Lower bounds beside the claims
@@ -114,20 +124,41 @@ print(f"{len(audits)} audits at the {audit_profile} profile: {read} read from "
 # %%
 plain = (audits.canary == "crafted") & (audits.q == 1.0) & (audits.aggregation == "plain")
 crafted = audits[plain & (audits.estimator == "many") & (audits.level == "user")].copy()
-crafted["estimate"] = [math.inf if value == "inf" else float(value) for value in crafted["estimate"]]
+crafted["estimate"] = [
+    math.inf if value == "inf" else float(value) for value in crafted["estimate"]
+]
 crafted["many / tight"] = crafted["epsilon_lb"] / crafted["tight_epsilon"]
 crafted["gaussian / tight"] = crafted["gaussian_lb"] / crafted["tight_epsilon"]
-columns = {"claimed_epsilon": "claimed eps (RDP)", "tight_epsilon": "tight eps", "epsilon_lb": "many-run bound",
-           "gaussian_lb": "Gaussian bound"}
-table = crafted[["label", "claimed_epsilon", "tight_epsilon", "epsilon_lb", "gaussian_lb", "many / tight",
-                 "gaussian / tight", "sigma", "runs", "runs_per_minute"]].rename(columns=columns)
+columns = {
+    "claimed_epsilon": "claimed eps (RDP)",
+    "tight_epsilon": "tight eps",
+    "epsilon_lb": "many-run bound",
+    "gaussian_lb": "Gaussian bound",
+}
+table = crafted[
+    [
+        "label",
+        "claimed_epsilon",
+        "tight_epsilon",
+        "epsilon_lb",
+        "gaussian_lb",
+        "many / tight",
+        "gaussian / tight",
+        "sigma",
+        "runs",
+        "runs_per_minute",
+    ]
+].rename(columns=columns)
 # a Gaussian bound exists only where the scores are Gaussian by construction (no user sampling): "n/a" elsewhere
-table.reset_index(drop=True).style.format(readable_number, subset=list(table.select_dtypes("number").columns),
-                                          na_rep="n/a")
+table.reset_index(drop=True).style.format(
+    readable_number, subset=list(table.select_dtypes("number").columns), na_rep="n/a"
+)
 
 # %%
 labels = ["record-level DP-SGD", "ULDP-NAIVE", "ULDP-AVG", "ULDP-AVG-w"]
-claims = sorted(crafted["epsilon"].dropna().unique())  # the targets the methods' sigmas are calibrated to
+claims = sorted(
+    crafted["epsilon"].dropna().unique()
+)  # the targets the methods' sigmas are calibrated to
 fig, ax = plt.subplots(figsize=(7.5, 4.2))
 width = 0.8 / len(labels)
 for i, label in enumerate(labels):
@@ -135,23 +166,39 @@ for i, label in enumerate(labels):
     x = np.arange(len(claims)) + (i - (len(labels) - 1) / 2) * width
     bars = ax.bar(x, part["epsilon_lb"], width, label=f"{label}: many-run bound")
     if part["gaussian_lb"].notna().any():
-        ax.scatter(x, part["gaussian_lb"], marker="D", s=18, color=bars.patches[0].get_facecolor(),
-                   edgecolor="black", zorder=3, label=f"{label}: Gaussian bound")
+        ax.scatter(
+            x,
+            part["gaussian_lb"],
+            marker="D",
+            s=18,
+            color=bars.patches[0].get_facecolor(),
+            edgecolor="black",
+            zorder=3,
+            label=f"{label}: Gaussian bound",
+        )
 for j, claim in enumerate(claims):
     ax.hlines(claim, j - 0.45, j + 0.45, colors="black", linestyles="--", linewidth=1)
     tight = crafted[(crafted.epsilon == claim) & (crafted.claim == "user")]["tight_epsilon"].max()
     ax.hlines(tight, j - 0.45, j + 0.45, colors="grey", linestyles=":", linewidth=1.5)
 default = audits[(audits.method == "DEFAULT") & (audits.canary == "crafted")]
 if len(default):
-    ax.axhline(default["epsilon_lb"].iloc[0], color="grey", linestyle="-.", linewidth=0.8,
-               label=f"DEFAULT (no noise): {default['epsilon_lb'].iloc[0]:.1f}, all its runs can show")
+    ax.axhline(
+        default["epsilon_lb"].iloc[0],
+        color="grey",
+        linestyle="-.",
+        linewidth=0.8,
+        label=f"DEFAULT (no noise): {default['epsilon_lb'].iloc[0]:.1f}, all its runs can show",
+    )
 ax.set_xticks(np.arange(len(claims)), [f"claimed $\\epsilon$ = {c:g}" for c in claims])
 ax.set_ylabel("empirical lower bound on $\\epsilon$ (95%)")
 ax.set_title("Crafted user canary in 3 silos (dashed: the claim; dotted: the tight epsilon)")
 ax.legend(fontsize=6, ncol=2)
-show_captioned(plt.gcf(), "Empirical lower bounds on the user-level $\\epsilon$ (95% confidence) against each claim "
-               "(dashed) and the tight epsilon of the same runs (dotted): a bound above its dotted line would "
-               "break the guarantee.")
+show_captioned(
+    plt.gcf(),
+    "Empirical lower bounds on the user-level $\\epsilon$ (95% confidence) against each claim "
+    "(dashed) and the tight epsilon of the same runs (dotted): a bound above its dotted line would "
+    "break the guarantee.",
+)
 
 # %% [markdown]
 # ## The attack's ROC curve at low false-positive rates
@@ -163,7 +210,9 @@ show_captioned(plt.gcf(), "Empirical lower bounds on the user-level $\\epsilon$ 
 reference = 4.0 if 4.0 in claims else claims[-1]
 fig, ax = plt.subplots(figsize=(6, 4.5))
 for label in [*labels, "DEFAULT"]:
-    part = crafted[(crafted.label == label) & ((crafted.epsilon == reference) | crafted.claim.isna())]
+    part = crafted[
+        (crafted.label == label) & ((crafted.epsilon == reference) | crafted.claim.isna())
+    ]
     if len(part) == 0:
         part = default
     if len(part) == 0:
@@ -179,9 +228,12 @@ ax.set_xlabel("false-positive rate")
 ax.set_ylabel("true-positive rate")
 ax.set_title(f"Crafted user canary, claimed $\\epsilon$ = {reference:g} (DEFAULT: no noise)")
 ax.legend(fontsize=8)
-show_captioned(plt.gcf(), "True- against false-positive rate of the attack on the crafted canary (log-log): "
-               "the further a curve above the dotted chance line, the more the attack tells; DEFAULT, without "
-               "noise, shows what any attack could reach.")
+show_captioned(
+    plt.gcf(),
+    "True- against false-positive rate of the attack on the crafted canary (log-log): "
+    "the further a curve above the dotted chance line, the more the attack tells; DEFAULT, without "
+    "noise, shows what any attack could reach.",
+)
 
 # %% [markdown]
 # ## User sampling
@@ -195,14 +247,35 @@ show_captioned(plt.gcf(), "True- against false-positive rate of the attack on th
 # and $0.3$, beside its audit without sampling ($q = 1$, the table above). Here PLD and RDP differ most.
 
 # %%
-sampling = audits[(audits.method == "ULDP-AVG-w") & (audits.canary == "crafted") & (audits.estimator == "many")
-                  & (audits.level == "user") & (audits.aggregation == "plain")].copy()
+sampling = audits[
+    (audits.method == "ULDP-AVG-w")
+    & (audits.canary == "crafted")
+    & (audits.estimator == "many")
+    & (audits.level == "user")
+    & (audits.aggregation == "plain")
+].copy()
 sampling["bound / tight"] = sampling["epsilon_lb"] / sampling["tight_epsilon"]
 sampling["tight / claim"] = sampling["tight_epsilon"] / sampling["claimed_epsilon"]
-sampled = sampling.sort_values(["q", "epsilon"])[["q", "claimed_epsilon", "tight_epsilon", "epsilon_lb", "gaussian_lb",
-                                                  "bound / tight", "tight / claim", "sigma", "runs"]].rename(
-    columns=columns).reset_index(drop=True)
-sampled.style.format(readable_number, subset=list(sampled.select_dtypes("number").columns), na_rep="n/a")
+sampled = (
+    sampling.sort_values(["q", "epsilon"])[
+        [
+            "q",
+            "claimed_epsilon",
+            "tight_epsilon",
+            "epsilon_lb",
+            "gaussian_lb",
+            "bound / tight",
+            "tight / claim",
+            "sigma",
+            "runs",
+        ]
+    ]
+    .rename(columns=columns)
+    .reset_index(drop=True)
+)
+sampled.style.format(
+    readable_number, subset=list(sampled.select_dtypes("number").columns), na_rep="n/a"
+)
 
 # %% [markdown]
 # ## Through Protocol 1
@@ -216,10 +289,22 @@ sampled.style.format(readable_number, subset=list(sampled.select_dtypes("number"
 
 # %%
 secure = audits[audits.aggregation == "protocol1"].copy()
-secure["assumed mu"] = np.sqrt(secure["setting"].map(lambda setting: setting["rounds"])) / secure["sigma"]
-secure[["label", "canaries", "claimed_epsilon", "tight_epsilon", "epsilon_lb", "gaussian_lb", "mu_estimate",
-        "assumed mu", "seconds"]].rename(columns={**columns, "epsilon_lb": "one-run bound"}).round(3).reset_index(
-    drop=True)
+secure["assumed mu"] = (
+    np.sqrt(secure["setting"].map(lambda setting: setting["rounds"])) / secure["sigma"]
+)
+secure[
+    [
+        "label",
+        "canaries",
+        "claimed_epsilon",
+        "tight_epsilon",
+        "epsilon_lb",
+        "gaussian_lb",
+        "mu_estimate",
+        "assumed mu",
+        "seconds",
+    ]
+].rename(columns={**columns, "epsilon_lb": "one-run bound"}).round(3).reset_index(drop=True)
 
 # %% [markdown]
 # ## The other audits: one run, single records, natural canaries
@@ -233,13 +318,39 @@ secure[["label", "canaries", "claimed_epsilon", "tight_epsilon", "epsilon_lb", "
 #   crafting could mount.
 
 # %%
-others = audits[~audits.index.isin(crafted.index) & ~audits.index.isin(sampling.index)
-                & ~audits.index.isin(secure.index)].copy()
-others["audit"] = (others["canary"] + " " + others["level"] + " canary, "
-                   + np.where(others["estimator"] == "one", "one-run", "many runs"))
-shown = others[["audit", "label", "claimed_epsilon", "tight_epsilon", "epsilon_lb", "gaussian_lb", "runs",
-                 "canaries", "n_in", "n_out"]].rename(columns=columns).reset_index(drop=True)
-shown.style.format(readable_number, subset=list(shown.select_dtypes("number").columns), na_rep="n/a")
+others = audits[
+    ~audits.index.isin(crafted.index)
+    & ~audits.index.isin(sampling.index)
+    & ~audits.index.isin(secure.index)
+].copy()
+others["audit"] = (
+    others["canary"]
+    + " "
+    + others["level"]
+    + " canary, "
+    + np.where(others["estimator"] == "one", "one-run", "many runs")
+)
+shown = (
+    others[
+        [
+            "audit",
+            "label",
+            "claimed_epsilon",
+            "tight_epsilon",
+            "epsilon_lb",
+            "gaussian_lb",
+            "runs",
+            "canaries",
+            "n_in",
+            "n_out",
+        ]
+    ]
+    .rename(columns=columns)
+    .reset_index(drop=True)
+)
+shown.style.format(
+    readable_number, subset=list(shown.select_dtypes("number").columns), na_rep="n/a"
+)
 
 # %% [markdown]
 # ## The goals, checked on these numbers
@@ -247,29 +358,47 @@ shown.style.format(readable_number, subset=list(shown.select_dtypes("number").co
 # %%
 user_level = audits[audits.method.isin(["ULDP-NAIVE", "ULDP-AVG", "ULDP-AVG-w"])]
 best = user_level[["epsilon_lb", "gaussian_lb"]].max(axis=1)
-print("user-level methods under their claim in every audit:", bool((best <= user_level["claimed_epsilon"]).all()))
-print("... and under the tight epsilon of the same runs:", bool((best <= user_level["tight_epsilon"]).all()))
+print(
+    "user-level methods under their claim in every audit:",
+    bool((best <= user_level["claimed_epsilon"]).all()),
+)
+print(
+    "... and under the tight epsilon of the same runs:",
+    bool((best <= user_level["tight_epsilon"]).all()),
+)
 avg = crafted[crafted.label == "ULDP-AVG"].sort_values("epsilon")
 for _, row in avg.iterrows():
-    print(f"ULDP-AVG at claimed eps {row.epsilon:g} (tight {row.tight_epsilon:.3f}): Gaussian bound "
-          f"{row.gaussian_lb:.3f} = {row.gaussian_lb / row.tight_epsilon:.0%} of the tight epsilon, many-run bound "
-          f"{row.epsilon_lb:.3f} = {row.epsilon_lb / row.tight_epsilon:.0%} ({row.runs:,} runs)")
+    print(
+        f"ULDP-AVG at claimed eps {row.epsilon:g} (tight {row.tight_epsilon:.3f}): Gaussian bound "
+        f"{row.gaussian_lb:.3f} = {row.gaussian_lb / row.tight_epsilon:.0%} of the tight epsilon, many-run bound "
+        f"{row.epsilon_lb:.3f} = {row.epsilon_lb / row.tight_epsilon:.0%} ({row.runs:,} runs)"
+    )
 for _, row in sampling.sort_values(["q", "epsilon"]).iterrows():
-    print(f"ULDP-AVG-w, q = {row.q:g}, claimed eps {row.epsilon:g}: tight {row.tight_epsilon:.3f} "
-          f"({row.tight_epsilon / row.claimed_epsilon:.0%} of the claim), bound {row.epsilon_lb:.3f} "
-          f"= {row.epsilon_lb / row.tight_epsilon:.0%} of the tight epsilon")
+    print(
+        f"ULDP-AVG-w, q = {row.q:g}, claimed eps {row.epsilon:g}: tight {row.tight_epsilon:.3f} "
+        f"({row.tight_epsilon / row.claimed_epsilon:.0%} of the claim), bound {row.epsilon_lb:.3f} "
+        f"= {row.epsilon_lb / row.tight_epsilon:.0%} of the tight epsilon"
+    )
 for _, row in secure.iterrows():
-    print(f"Protocol 1, {row.canaries} canaries: mu estimated {row.mu_estimate:.3f} against the assumed "
-          f"{row['assumed mu']:.3f}; Gaussian bound {row.gaussian_lb:.3f} under the claim {row.claimed_epsilon:.3f}: "
-          f"{bool(row.gaussian_lb <= row.claimed_epsilon)}")
+    print(
+        f"Protocol 1, {row.canaries} canaries: mu estimated {row.mu_estimate:.3f} against the assumed "
+        f"{row['assumed mu']:.3f}; Gaussian bound {row.gaussian_lb:.3f} under the claim {row.claimed_epsilon:.3f}: "
+        f"{bool(row.gaussian_lb <= row.claimed_epsilon)}"
+    )
 dpsgd = crafted[crafted.label == "record-level DP-SGD"].sort_values("epsilon")
 past = dpsgd[dpsgd["epsilon_lb"] > dpsgd["claimed_epsilon"]]["epsilon"].tolist()
-print(f"record-level DP-SGD leaks the user past its record-level epsilon at claims {past} of "
-      f"{dpsgd['epsilon'].tolist()}; its bound over its claim:",
-      (dpsgd.set_index("epsilon")["epsilon_lb"] / dpsgd.set_index("epsilon")["claimed_epsilon"]).round(2).to_dict())
+print(
+    f"record-level DP-SGD leaks the user past its record-level epsilon at claims {past} of "
+    f"{dpsgd['epsilon'].tolist()}; its bound over its claim:",
+    (dpsgd.set_index("epsilon")["epsilon_lb"] / dpsgd.set_index("epsilon")["claimed_epsilon"])
+    .round(2)
+    .to_dict(),
+)
 naive = crafted[crafted.label == "ULDP-NAIVE"].set_index("epsilon")["gaussian_lb"]
-print("ULDP-NAIVE's Gaussian bound over ULDP-AVG's, per claim:",
-      (naive / avg.set_index("epsilon")["gaussian_lb"]).round(2).to_dict())
+print(
+    "ULDP-NAIVE's Gaussian bound over ULDP-AVG's, per claim:",
+    (naive / avg.set_index("epsilon")["gaussian_lb"]).round(2).to_dict(),
+)
 
 # %% [markdown]
 # ## What to conclude

@@ -45,8 +45,11 @@ from uldp.models import bce_loss
 from uldp.paper import chapters
 from uldp.simulation import RunConfig
 
-SCALE = {"smoke": {"users": 20, "rounds": 3, "epochs": 2}, "default": {"users": 50, "rounds": 10, "epochs": 5},
-         "paper": {"users": 50, "rounds": 50, "epochs": 50}}[profile]
+SCALE = {
+    "smoke": {"users": 20, "rounds": 3, "epochs": 2},
+    "default": {"users": 50, "rounds": 10, "epochs": 5},
+    "paper": {"users": 50, "rounds": 50, "epochs": 50},
+}[profile]
 
 # %% [markdown]
 # ## ULDP-NAIVE in the library
@@ -99,18 +102,27 @@ for seed in range(5):
     without = naive.silo_deltas(params, fed.without_user(0), np.random.SeedSequence(seed))
     changes.append([float((a - b).norm()) for a, b in zip(full, without, strict=True)])
 changes = np.array(changes)
-print(f"per-silo change / C: max {changes.max() / hp.clip:.3f}; sum over silos / (|S| C): "
-      f"max {changes.sum(1).max() / (4 * hp.clip):.3f}")
+print(
+    f"per-silo change / C: max {changes.max() / hp.clip:.3f}; sum over silos / (|S| C): "
+    f"max {changes.sum(1).max() / (4 * hp.clip):.3f}"
+)
 
 x = torch.tensor([[1.0]] * 4 + [[-1.0]] * 12)
-opposite = Federation(nn.Linear(1, 1, bias=False), bce_loss, x, torch.ones(16),
-                      Allocation(np.array([0] * 4 + [1] * 12), np.zeros(16, dtype=int), 2, 1, "toy", 0))
+opposite = Federation(
+    nn.Linear(1, 1, bias=False),
+    bce_loss,
+    x,
+    torch.ones(16),
+    Allocation(np.array([0] * 4 + [1] * 12), np.zeros(16, dtype=int), 2, 1, "toy", 0),
+)
 naive_one = make_method("ULDP-NAIVE", Hyperparameters(1.0, 1.0, 20, 16, 0.1, 5.0))
 seed = np.random.SeedSequence(0)
 with_user = naive_one.silo_deltas(torch.zeros(1), opposite, seed)[0]
 without_user = naive_one.silo_deltas(torch.zeros(1), opposite.without_user(1), seed)[0]
-print(f"constructed silo: clipped delta {float(with_user):+.3f} with the user, {float(without_user):+.3f} without: "
-      f"change {float((with_user - without_user).abs()) / 0.1:.2f} C")
+print(
+    f"constructed silo: clipped delta {float(with_user):+.3f} with the user, {float(without_user):+.3f} without: "
+    f"change {float((with_user - without_user).abs()) / 0.1:.2f} C"
+)
 
 # %% [markdown]
 # ## Smoke comparison on HeartDisease
@@ -121,10 +133,19 @@ print(f"constructed silo: clipped delta {float(with_user):+.3f} with the user, {
 
 # %%
 final = chapters.compare_runs(
-    {method: RunConfig(dataset="heart_disease", method=method, n_users=SCALE["users"], rounds=SCALE["rounds"],
-                       local_epochs=SCALE["epochs"], seed=0)
-     for method in ("DEFAULT", "ULDP-NAIVE", "ULDP-GROUP-2", "ULDP-GROUP-median")},
-    title=f"Baselines on HeartDisease, {SCALE['users']} users, {SCALE['rounds']} rounds ({profile} profile)")
+    {
+        method: RunConfig(
+            dataset="heart_disease",
+            method=method,
+            n_users=SCALE["users"],
+            rounds=SCALE["rounds"],
+            local_epochs=SCALE["epochs"],
+            seed=0,
+        )
+        for method in ("DEFAULT", "ULDP-NAIVE", "ULDP-GROUP-2", "ULDP-GROUP-median")
+    },
+    title=f"Baselines on HeartDisease, {SCALE['users']} users, {SCALE['rounds']} rounds ({profile} profile)",
+)
 
 # %% [markdown]
 # ULDP-GROUP pays twice: records above $k$ per user are dropped (fewer "records used"), and the group conversion

@@ -126,15 +126,37 @@ from uldp.simulation import run
 
 os.environ["FLWR_TELEMETRY_ENABLED"] = "0"
 SIZES = {
-    "smoke": dict(n_users=20, rounds=3, local_epochs=1, max_train_records=200,
-                  protocol={"key_bits": 512, "n_max": 40, "insecure_test_key": True}),
-    "default": dict(n_users=50, rounds=4, local_epochs=2, max_train_records=1000,
-                    protocol={"key_bits": 2048, "n_max": 100}),
-    "paper": dict(n_users=100, rounds=5, local_epochs=2, max_train_records=None,
-                  protocol={"key_bits": 3072, "n_max": 2000}),
+    "smoke": dict(
+        n_users=20,
+        rounds=3,
+        local_epochs=1,
+        max_train_records=200,
+        protocol={"key_bits": 512, "n_max": 40, "insecure_test_key": True},
+    ),
+    "default": dict(
+        n_users=50,
+        rounds=4,
+        local_epochs=2,
+        max_train_records=1000,
+        protocol={"key_bits": 2048, "n_max": 100},
+    ),
+    "paper": dict(
+        n_users=100,
+        rounds=5,
+        local_epochs=2,
+        max_train_records=None,
+        protocol={"key_bits": 3072, "n_max": 2000},
+    ),
 }
-RUN = {"dataset": "creditcard", "method": "ULDP-AVG-w", "n_silos": 3, "seed": 0, "q": 1.0, "secure": True,
-       **SIZES[profile]}
+RUN = {
+    "dataset": "creditcard",
+    "method": "ULDP-AVG-w",
+    "n_silos": 3,
+    "seed": 0,
+    "q": 1.0,
+    "secure": True,
+    **SIZES[profile],
+}
 config = DeployConfig.from_json(RUN)
 config.run
 
@@ -160,19 +182,49 @@ def deploy(data: dict, workdir: Path) -> tuple[dict, float]:
     port, common = free_port(), ["--config", str(path), "--json", "--quiet"]
     command = [sys.executable, "-m", "uldp.deploy.cli"]
     start = time.perf_counter()
-    server = subprocess.Popen([*command, "server", "--address", f"127.0.0.1:{port}", "--join-timeout", "300",
-                               "--checkpoint", str(workdir / "model.ckpt"), *common],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [
+            *command,
+            "server",
+            "--address",
+            f"127.0.0.1:{port}",
+            "--join-timeout",
+            "300",
+            "--checkpoint",
+            str(workdir / "model.ckpt"),
+            *common,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     # the processes' logs (a slow machine's "still waiting for silo(s)") stay out of the page; a silo that fails is
     # named in the server's error, and a server that writes no result shows its log
-    silos = [subprocess.Popen([*command, "silo", "--silo-id", str(s), "--server", f"127.0.0.1:{port}",
-                               "--max-wait", "300", *common], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-             for s in range(config.run.n_silos)]
+    silos = [
+        subprocess.Popen(
+            [
+                *command,
+                "silo",
+                "--silo-id",
+                str(s),
+                "--server",
+                f"127.0.0.1:{port}",
+                "--max-wait",
+                "300",
+                *common,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for s in range(config.run.n_silos)
+    ]
     output, log = server.communicate(timeout=3600)
     for silo in silos:
         silo.wait(timeout=120)
     if not output.strip():
-        raise RuntimeError(f"the server wrote no result (exit status {server.returncode}); its log:\n{log}")
+        raise RuntimeError(
+            f"the server wrote no result (exit status {server.returncode}); its log:\n{log}"
+        )
     return json.loads(output.strip().splitlines()[-1]), time.perf_counter() - start
 
 
@@ -180,8 +232,10 @@ deployed, deployed_wall = deploy(RUN, Path(tempfile.mkdtemp(prefix="uldp-deploy-
 assert deployed["error"] == "", deployed["error"]
 for record in deployed["history"]:
     stages = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in record["stages"].items())
-    print(f"round {record['round']}: {record['seconds']:.2f} s ({stages}); test loss {record['loss']:.4f}, "
-          f"epsilon {record['epsilon']:.3f}")
+    print(
+        f"round {record['round']}: {record['seconds']:.2f} s ({stages}); test loss {record['loss']:.4f}, "
+        f"epsilon {record['epsilon']:.3f}"
+    )
 
 # %% [markdown]
 # ## The same run in one process
@@ -197,8 +251,14 @@ for record in deployed["history"]:
 # %%
 local = run(config.run, aggregate_fn=SecureAggregator(config.protocol))
 deployed_loss = np.array([record["loss"] for record in deployed["history"]])
-display(pd.DataFrame({"deployed": deployed_loss, "in-process": local.test_loss},
-                     index=pd.RangeIndex(1, len(deployed_loss) + 1, name="round")).round(6).T)
+display(
+    pd.DataFrame(
+        {"deployed": deployed_loss, "in-process": local.test_loss},
+        index=pd.RangeIndex(1, len(deployed_loss) + 1, name="round"),
+    )
+    .round(6)
+    .T
+)
 assert not deployed["insecure_reproducible_noise"]
 assert [record["epsilon"] for record in deployed["history"]] == local.epsilon
 
@@ -221,17 +281,24 @@ dataset = load(config.run.dataset)
 # the insecure option is shown here on purpose: its warning to deployments (logged by uldp.deploy) is not for the page
 logging.getLogger("uldp.deploy").setLevel(logging.ERROR)
 for insecure in (False, True):
-    attacked = DeployConfig.from_json({**RUN, "secure": False, "insecure_reproducible_noise": insecure})
+    attacked = DeployConfig.from_json(
+        {**RUN, "secure": False, "insecure_reproducible_noise": insecure}
+    )
     server = MethodServer(attacked, dataset)
     params, sampled = server.initial_params(), server.sampled_users(1)
     shared = round_seed(np.random.SeedSequence(attacked.run.seed), 0)  # round 1
-    residual = np.concatenate([
-        MethodSilo(attacked, s, dataset).contribution(params, 1, sampled)
-        - server.method.silo_noise(params.size, server.n_silos, shared, s).numpy()
-        for s in range(server.n_silos)])
+    residual = np.concatenate(
+        [
+            MethodSilo(attacked, s, dataset).contribution(params, 1, sampled)
+            - server.method.silo_noise(params.size, server.n_silos, shared, s).numpy()
+            for s in range(server.n_silos)
+        ]
+    )
     noise_std = server.method.noise_std(server.n_silos)
-    print(f"insecure_reproducible_noise={insecure!s:5}: what the server is left with has std {residual.std():.2e} "
-          f"(per-silo noise std {noise_std:.2f}, ratio {residual.std() / noise_std:.3f})")
+    print(
+        f"insecure_reproducible_noise={insecure!s:5}: what the server is left with has std {residual.std():.2e} "
+        f"(per-silo noise std {noise_std:.2f}, ratio {residual.std() / noise_std:.3f})"
+    )
 
 # %% [markdown]
 # ## What the deployment costs per round
@@ -246,20 +313,32 @@ for insecure in (False, True):
 
 # %%
 deployed_rounds = np.array([record["seconds"] for record in deployed["history"]])
-transport = np.array([record["stages"]["silos"] - record["stages"]["silo_compute"] for record in deployed["history"]])
+transport = np.array(
+    [record["stages"]["silos"] - record["stages"]["silo_compute"] for record in deployed["history"]]
+)
 local_rounds = np.array(local.seconds)
-for index, (d, t, here) in enumerate(zip(deployed_rounds, transport, local_rounds, strict=True), start=1):
+for index, (d, t, here) in enumerate(
+    zip(deployed_rounds, transport, local_rounds, strict=True), start=1
+):
     note = " (in-process: with the protocol setup)" if index == 1 else ""
-    print(f"round {index}: deployed {d:7.3f} s (transport {t * 1000:5.0f} ms)   in-process {here:7.3f} s   "
-          f"difference {d - here:+.3f} s{note}")
-print(f"median transport per round: {np.median(transport) * 1000:.0f} ms "
-      f"({np.median(transport / deployed_rounds):.1%} of a deployed round)")
+    print(
+        f"round {index}: deployed {d:7.3f} s (transport {t * 1000:5.0f} ms)   in-process {here:7.3f} s   "
+        f"difference {d - here:+.3f} s{note}"
+    )
+print(
+    f"median transport per round: {np.median(transport) * 1000:.0f} ms "
+    f"({np.median(transport / deployed_rounds):.1%} of a deployed round)"
+)
 overhead = float(np.median(deployed_rounds[1:] - local_rounds[1:]))
-print(f"median deployed minus in-process round (rounds >= 2): {overhead * 1000:+.0f} ms "
-      f"({overhead / np.median(local_rounds[1:]):+.0%} of an in-process round)")
+print(
+    f"median deployed minus in-process round (rounds >= 2): {overhead * 1000:+.0f} ms "
+    f"({overhead / np.median(local_rounds[1:]):+.0%} of an in-process round)"
+)
 startup = deployed_wall - deployed_rounds.sum() - deployed["setup_seconds"]
-print(f"once per federation: protocol setup {deployed['setup_seconds']:.2f} s; process start-up, admission and "
-      f"shutdown {startup:.1f} s")
+print(
+    f"once per federation: protocol setup {deployed['setup_seconds']:.2f} s; process start-up, admission and "
+    f"shutdown {startup:.1f} s"
+)
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 3))
@@ -268,12 +347,17 @@ ax.bar(x - 0.2, deployed_rounds, 0.4, label=f"deployed ({config.run.n_silos + 1}
 ax.bar(x + 0.2, local_rounds, 0.4, label="in-process")
 ax.set_xticks(x, [f"round {i}" for i in x])
 ax.set_ylabel("seconds")
-ax.set_title(f"ULDP-AVG-w with Protocol 1 on Creditcard: {config.run.n_users} users, "
-             f"{config.protocol.key_bits}-bit keys")
+ax.set_title(
+    f"ULDP-AVG-w with Protocol 1 on Creditcard: {config.run.n_users} users, "
+    f"{config.protocol.key_bits}-bit keys"
+)
 ax.legend()
-show_captioned(fig, "Seconds per round of the same federation deployed (one process per silo, gRPC) and in one "
-               f"process, with {config.protocol.key_bits}-bit keys at the {profile} profile (the paper's keys are "
-               "3072-bit): round 1 of the in-process run includes the protocol's set-up.")
+show_captioned(
+    fig,
+    "Seconds per round of the same federation deployed (one process per silo, gRPC) and in one "
+    f"process, with {config.protocol.key_bits}-bit keys at the {profile} profile (the paper's keys are "
+    "3072-bit): round 1 of the in-process run includes the protocol's set-up.",
+)
 
 # %% [markdown]
 # The transport adds little to a round: the model and {ref}`Protocol 1 <paper-protocol-1>`'s messages travel as bytes

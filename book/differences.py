@@ -61,8 +61,12 @@ SIGMA, DELTA = 5.0, 1e-5
 creditcard = uldp_data.load("creditcard")
 train_records = len(creditcard.y_train)
 print(creditcard.variant)
-pd.DataFrame([{"users": users, "n (paper)": paper_n, "n (here)": round(train_records / users, 1)}
-              for users, paper_n in ((100, 246), (1000, 25))])
+pd.DataFrame(
+    [
+        {"users": users, "n (paper)": paper_n, "n (here)": round(train_records / users, 1)}
+        for users, paper_n in ((100, 246), (1000, 25))
+    ]
+)
 
 # %% [markdown]
 # With about a fifth of the paper's records per user, ULDP-AVG averages fewer records per user and ULDP-GROUP-$k$
@@ -82,21 +86,48 @@ pd.DataFrame([{"users": users, "n (paper)": paper_n, "n (here)": round(train_rec
 
 # %%
 naive_rounds = 2 if SMOKE else 50
-pd.DataFrame([
-    {"ULDP-NAIVE noise per silo": "2 sigma C sqrt(|S|) (uldp)",
-     f"epsilon after {naive_rounds} rounds": epsilon_naive(sigma=SIGMA, rounds=naive_rounds, delta=DELTA).epsilon},
-    {"ULDP-NAIVE noise per silo": "sigma C sqrt(|S|) (the paper's Algorithm 1): true epsilon",
-     f"epsilon after {naive_rounds} rounds": epsilon_naive(sigma=SIGMA / 2, rounds=naive_rounds, delta=DELTA).epsilon},
-]).round(3)
+pd.DataFrame(
+    [
+        {
+            "ULDP-NAIVE noise per silo": "2 sigma C sqrt(|S|) (uldp)",
+            f"epsilon after {naive_rounds} rounds": epsilon_naive(
+                sigma=SIGMA, rounds=naive_rounds, delta=DELTA
+            ).epsilon,
+        },
+        {
+            "ULDP-NAIVE noise per silo": "sigma C sqrt(|S|) (the paper's Algorithm 1): true epsilon",
+            f"epsilon after {naive_rounds} rounds": epsilon_naive(
+                sigma=SIGMA / 2, rounds=naive_rounds, delta=DELTA
+            ).epsilon,
+        },
+    ]
+).round(3)
 
 # %%
-heart = {"dataset": "heart_disease", "n_users": 50, "distribution": "uniform", "rounds": naive_rounds, "seed": 0}
+heart = {
+    "dataset": "heart_disease",
+    "n_users": 50,
+    "distribution": "uniform",
+    "rounds": naive_rounds,
+    "seed": 0,
+}
 naive_rows = []
-for label, sigma in (("uldp (corrected noise)", SIGMA), ("the paper's Algorithm 1 noise", SIGMA / 2)):
+for label, sigma in (
+    ("uldp (corrected noise)", SIGMA),
+    ("the paper's Algorithm 1 noise", SIGMA / 2),
+):
     result = run(RunConfig(method="ULDP-NAIVE", sigma=sigma, **heart))
-    naive_rows.append({"ULDP-NAIVE": label, "final accuracy": result.accuracy[-1],
-                       "final test loss": result.test_loss[-1]})
-print(f"HeartDisease, |U| = 50, uniform, T = {naive_rounds}, seed 0" + (" (smoke: 2 rounds)" if SMOKE else ""))
+    naive_rows.append(
+        {
+            "ULDP-NAIVE": label,
+            "final accuracy": result.accuracy[-1],
+            "final test loss": result.test_loss[-1],
+        }
+    )
+print(
+    f"HeartDisease, |U| = 50, uniform, T = {naive_rounds}, seed 0"
+    + (" (smoke: 2 rounds)" if SMOKE else "")
+)
 pd.DataFrame(naive_rows).round(3)
 
 # %% [markdown]
@@ -118,11 +149,19 @@ pd.DataFrame(naive_rows).round(3)
 # %%
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", RuntimeWarning)
-    figure2 = pd.DataFrame(group_privacy_table(sigma=SIGMA, q=0.01, steps=100_000, delta=DELTA, ks=[6, 32, 64]))
-figure2 = figure2.set_index("k")[["epsilon_rdp_lower", "epsilon_rdp_paper", "epsilon_rdp", "epsilon_dp_paper",
-                                  "epsilon_dp"]]
-figure2.columns = ["RDP, power of two below (paper)", "RDP, authors' orders (paper)", "RDP, valid (uldp)",
-                   "(eps, delta), orders <= 63 (paper)", "(eps, delta), orders <= 4096 (uldp)"]
+    figure2 = pd.DataFrame(
+        group_privacy_table(sigma=SIGMA, q=0.01, steps=100_000, delta=DELTA, ks=[6, 32, 64])
+    )
+figure2 = figure2.set_index("k")[
+    ["epsilon_rdp_lower", "epsilon_rdp_paper", "epsilon_rdp", "epsilon_dp_paper", "epsilon_dp"]
+]
+figure2.columns = [
+    "RDP, power of two below (paper)",
+    "RDP, authors' orders (paper)",
+    "RDP, valid (uldp)",
+    "(eps, delta), orders <= 63 (paper)",
+    "(eps, delta), orders <= 4096 (uldp)",
+]
 # the authors' grid is defined for powers of two only: the cell says so
 figure2.style.format(lambda value: readable_number(value, missing="(k not a power of two)"))
 
@@ -131,15 +170,35 @@ figure2.style.format(lambda value: readable_number(value, missing="(k not a powe
 # on ours, the $\epsilon$ of the MNIST sub-sampling figure ($\sigma = 5$, $T = 200$) is
 
 # %%
-sampling_epsilons = pd.DataFrame([
-    {"q": q, "orders <= 63": epsilon_uldp(sigma=SIGMA, rounds=200, q=q, delta=DELTA, orders=AUTHORS_DP_ORDERS).epsilon,
-     "orders <= 4096 (uldp)": epsilon_uldp(sigma=SIGMA, rounds=200, q=q, delta=DELTA).epsilon}
-    for q in (0.1, 0.3, 1.0)])
+sampling_epsilons = pd.DataFrame(
+    [
+        {
+            "q": q,
+            "orders <= 63": epsilon_uldp(
+                sigma=SIGMA, rounds=200, q=q, delta=DELTA, orders=AUTHORS_DP_ORDERS
+            ).epsilon,
+            "orders <= 4096 (uldp)": epsilon_uldp(
+                sigma=SIGMA, rounds=200, q=q, delta=DELTA
+            ).epsilon,
+        }
+        for q in (0.1, 0.3, 1.0)
+    ]
+)
 display(sampling_epsilons.round(4))
-largest = float((1 - sampling_epsilons["orders <= 4096 (uldp)"] / sampling_epsilons["orders <= 63"]).max())
-display(Markdown(("The wide grid lowers these $\\epsilon$ by at most " + (f"{largest:.2%}" if largest >= 1e-4 else
-                  "less than 0.01%") if largest > 0 else "The wide grid leaves these $\\epsilon$ unchanged")
-                 + ": the optimal orders lie below 63."))
+largest = float(
+    (1 - sampling_epsilons["orders <= 4096 (uldp)"] / sampling_epsilons["orders <= 63"]).max()
+)
+display(
+    Markdown(
+        (
+            "The wide grid lowers these $\\epsilon$ by at most "
+            + (f"{largest:.2%}" if largest >= 1e-4 else "less than 0.01%")
+            if largest > 0
+            else "The wide grid leaves these $\\epsilon$ unchanged"
+        )
+        + ": the optimal orders lie below 63."
+    )
+)
 
 # %% [markdown]
 # ## 4. The protocol's encoding resolution
@@ -160,15 +219,21 @@ deltas = rng.uniform(-0.1, 0.1, size=(n_silos, n_users, n_params))
 noise = rng.normal(scale=0.3, size=(n_silos, n_params))
 weights = counts / counts.sum(axis=0)
 plain = np.einsum("su,sud->d", weights, deltas) + noise.sum(axis=0)
-session = SecureSession(counts, ProtocolParameters(key_bits=1024, n_max=300, precision=precision,
-                                                  insecure_test_key=True), clip=0.1, sigma=SIGMA)
+session = SecureSession(
+    counts,
+    ProtocolParameters(key_bits=1024, n_max=300, precision=precision, insecure_test_key=True),
+    clip=0.1,
+    sigma=SIGMA,
+)
 secure = session.aggregate(deltas, noise, np.ones(n_users, bool))
 bits = encoding.resolution_bits_for(precision, n_users + n_silos)
 
 
 def rounding_error(resolution_error: np.ndarray, noise_error: np.ndarray) -> float:
     """Largest error of the aggregate from per-term rounding errors (exact weights, as the protocol's integers)."""
-    return float(np.max(np.abs(np.einsum("su,sud->d", weights, resolution_error) + noise_error.sum(axis=0))))
+    return float(
+        np.max(np.abs(np.einsum("su,sud->d", weights, resolution_error) + noise_error.sum(axis=0)))
+    )
 
 
 def grid_error(values: np.ndarray, step: float) -> np.ndarray:
@@ -176,20 +241,39 @@ def grid_error(values: np.ndarray, step: float) -> np.ndarray:
     return (np.rint(scaled) - scaled) * step
 
 
-encodings = pd.DataFrame([
-    {"encoding": "resolution P (Algorithm 5)", "guaranteed within": (n_users + n_silos) * precision / 2,
-     "rounding error, these inputs": rounding_error(grid_error(deltas, precision), grid_error(noise, precision))},
-    {"encoding": f"resolution 2^-{bits} (uldp)", "guaranteed within": precision,
-     "rounding error, these inputs": rounding_error(grid_error(deltas, 2.0**-bits), grid_error(noise, 2.0**-bits))},
-    {"encoding": "uldp's protocol, one real round", "guaranteed within": precision,
-     "rounding error, these inputs": float(np.max(np.abs(secure - plain)))},
-]).set_index("encoding")
+encodings = pd.DataFrame(
+    [
+        {
+            "encoding": "resolution P (Algorithm 5)",
+            "guaranteed within": (n_users + n_silos) * precision / 2,
+            "rounding error, these inputs": rounding_error(
+                grid_error(deltas, precision), grid_error(noise, precision)
+            ),
+        },
+        {
+            "encoding": f"resolution 2^-{bits} (uldp)",
+            "guaranteed within": precision,
+            "rounding error, these inputs": rounding_error(
+                grid_error(deltas, 2.0**-bits), grid_error(noise, 2.0**-bits)
+            ),
+        },
+        {
+            "encoding": "uldp's protocol, one real round",
+            "guaranteed within": precision,
+            "rounding error, these inputs": float(np.max(np.abs(secure - plain))),
+        },
+    ]
+).set_index("encoding")
 display(encodings.style.format(readable_number))
 paper_error = encodings["rounding error, these inputs"].iloc[0]
-display(Markdown(f"With resolution $P$ the aggregate is off by {paper_error / precision:.2f} $P$ on these inputs "
-                 f"({'beyond' if paper_error > precision else 'within'} Theorem 4's $P$); `uldp`'s protocol by "
-                 f"{encodings['rounding error, these inputs'].iloc[2] / precision:.2f} $P$. The guarantee of the "
-                 f"paper's encoding is {(n_users + n_silos) / 2:g} times weaker here, and it grows with the users."))
+display(
+    Markdown(
+        f"With resolution $P$ the aggregate is off by {paper_error / precision:.2f} $P$ on these inputs "
+        f"({'beyond' if paper_error > precision else 'within'} Theorem 4's $P$); `uldp`'s protocol by "
+        f"{encodings['rounding error, these inputs'].iloc[2] / precision:.2f} $P$. The guarantee of the "
+        f"paper's encoding is {(n_users + n_silos) / 2:g} times weaker here, and it grows with the users."
+    )
+)
 
 # %% [markdown]
 # ## 5. HeartDisease's test scoring
@@ -205,15 +289,24 @@ display(Markdown(f"With resolution $P$ the aggregate is off by {paper_error / pr
 scoring_rows = []
 for scoring in ("pooled", "per-centre"):
     result = run(RunConfig(method="ULDP-AVG", test_scoring=scoring, **heart))
-    scoring_rows.append({"test scoring": scoring, "final accuracy": result.accuracy[-1],
-                         "final test loss": result.test_loss[-1]})
+    scoring_rows.append(
+        {
+            "test scoring": scoring,
+            "final accuracy": result.accuracy[-1],
+            "final test loss": result.test_loss[-1],
+        }
+    )
 scoring = pd.DataFrame(scoring_rows).set_index("test scoring")
 display(scoring.round(3))
 accuracy_gap = scoring.loc["pooled", "final accuracy"] - scoring.loc["per-centre", "final accuracy"]
 loss_gap = scoring.loc["per-centre", "final test loss"] - scoring.loc["pooled", "final test loss"]
-display(Markdown(f"Scored per centre, the same model's final accuracy is {accuracy_gap:.3f} "
-                 f"{'lower' if accuracy_gap > 0 else 'higher'} and its test loss {abs(loss_gap):.3f} "
-                 f"{'higher' if loss_gap > 0 else 'lower'} than scored as the authors score (T = {naive_rounds})."))
+display(
+    Markdown(
+        f"Scored per centre, the same model's final accuracy is {accuracy_gap:.3f} "
+        f"{'lower' if accuracy_gap > 0 else 'higher'} and its test loss {abs(loss_gap):.3f} "
+        f"{'higher' if loss_gap > 0 else 'lower'} than scored as the authors score (T = {naive_rounds})."
+    )
+)
 
 # %% [markdown]
 # ## 6. Four choices of the authors' code that `uldp` makes differently
@@ -240,17 +333,32 @@ for dataset in ("heart_disease", "tcga_brca"):
     for users in DATASET_DEFAULTS[dataset].users:
         for scheme in ("uniform", "uniform-with-replacement"):
             for seed in allocation_seeds:
-                config = RunConfig(dataset=dataset, method="ULDP-GROUP-max", n_users=users,
-                                   rounds=DATASET_DEFAULTS[dataset].rounds, seed=seed, distribution=scheme)
+                config = RunConfig(
+                    dataset=dataset,
+                    method="ULDP-GROUP-max",
+                    n_users=users,
+                    rounds=DATASET_DEFAULTS[dataset].rounds,
+                    seed=seed,
+                    distribution=scheme,
+                )
                 federation, _ = build_federation(config, records)
-                allocation_rows.append({
-                    "dataset": dataset, "|U|": users, "allocation": scheme,
-                    "largest user": int(federation.allocation.counts.sum(axis=0).max()),
-                    "GROUP-max epsilon": accounted_epsilon(config, dataset=records),
-                    "GROUP-median epsilon": accounted_epsilon(replace(config, method="ULDP-GROUP-median"),
-                                                              dataset=records)})
-allocations = (pd.DataFrame(allocation_rows).groupby(["dataset", "|U|", "allocation"], sort=False)
-               .agg(["min", "max"]))
+                allocation_rows.append(
+                    {
+                        "dataset": dataset,
+                        "|U|": users,
+                        "allocation": scheme,
+                        "largest user": int(federation.allocation.counts.sum(axis=0).max()),
+                        "GROUP-max epsilon": accounted_epsilon(config, dataset=records),
+                        "GROUP-median epsilon": accounted_epsilon(
+                            replace(config, method="ULDP-GROUP-median"), dataset=records
+                        ),
+                    }
+                )
+allocations = (
+    pd.DataFrame(allocation_rows)
+    .groupby(["dataset", "|U|", "allocation"], sort=False)
+    .agg(["min", "max"])
+)
 print(f"seeds {list(allocation_seeds)}; min and max over the seeds")
 allocations.round(1)
 
@@ -264,11 +372,14 @@ def span(scheme: str, column: str) -> str:
     return f"{low:.0f}" if low == high else f"{low:.0f} to {high:.0f}"
 
 
-display(Markdown(
-    f"At HeartDisease $|U| = 200$ the largest user holds {span('uniform', 'largest user')} records under `uniform` "
-    f"and {span('uniform-with-replacement', 'largest user')} under the authors' draws, so ULDP-GROUP-max's "
-    f"$\\epsilon$ is {span('uniform', 'GROUP-max epsilon')} against "
-    f"{span('uniform-with-replacement', 'GROUP-max epsilon')}."))
+display(
+    Markdown(
+        f"At HeartDisease $|U| = 200$ the largest user holds {span('uniform', 'largest user')} records under `uniform` "
+        f"and {span('uniform-with-replacement', 'largest user')} under the authors' draws, so ULDP-GROUP-max's "
+        f"$\\epsilon$ is {span('uniform', 'GROUP-max epsilon')} against "
+        f"{span('uniform-with-replacement', 'GROUP-max epsilon')}."
+    )
+)
 
 # %% [markdown]
 # The paper profile of both medical figures uses the authors' draws; the balanced runs that it used before are kept
@@ -285,9 +396,14 @@ def finals(result_set) -> dict:
     found: dict = {}
     for stored in result_set.runs:
         params = stored["params"]
-        if params["distribution"] in UNIFORM_SCHEMES and params["method"] not in ("DEFAULT", "ULDP-NAIVE"):
+        if params["distribution"] in UNIFORM_SCHEMES and params["method"] not in (
+            "DEFAULT",
+            "ULDP-NAIVE",
+        ):
             found.setdefault((params["n_users"], params["method"]), {})[stored["seed"]] = (
-                stored["result"][metric][-1], stored["result"]["epsilon"][-1])
+                stored["result"][metric][-1],
+                stored["result"]["epsilon"][-1],
+            )
     return found
 
 
@@ -303,35 +419,66 @@ for dataset in ("heart_disease", "tcga_brca"):
         shared = sorted(set(drawn_seeds) & set(balanced_seeds))
         if not shared:
             continue
-        gap = difference({seed: drawn_seeds[seed][0] for seed in shared},
-                         {seed: balanced_seeds[seed][0] for seed in shared})
-        allocation_effects.append({
-            "dataset": dataset, "|U|": users, "method": method, "metric": UTILITY_METRIC[dataset],
-            "balanced": np.mean([balanced_seeds[seed][0] for seed in shared]),
-            "with replacement": np.mean([drawn_seeds[seed][0] for seed in shared]),
-            "paired difference": gap.text(), "beyond 2 SE": gap.clears(0.0) or gap.times(-1).clears(0.0),
-            "epsilon, balanced": np.mean([balanced_seeds[seed][1] for seed in shared]),
-            "epsilon, with replacement": np.mean([drawn_seeds[seed][1] for seed in shared]), "seeds": len(shared)})
+        gap = difference(
+            {seed: drawn_seeds[seed][0] for seed in shared},
+            {seed: balanced_seeds[seed][0] for seed in shared},
+        )
+        allocation_effects.append(
+            {
+                "dataset": dataset,
+                "|U|": users,
+                "method": method,
+                "metric": UTILITY_METRIC[dataset],
+                "balanced": np.mean([balanced_seeds[seed][0] for seed in shared]),
+                "with replacement": np.mean([drawn_seeds[seed][0] for seed in shared]),
+                "paired difference": gap.text(),
+                "beyond 2 SE": gap.clears(0.0) or gap.times(-1).clears(0.0),
+                "epsilon, balanced": np.mean([balanced_seeds[seed][1] for seed in shared]),
+                "epsilon, with replacement": np.mean([drawn_seeds[seed][1] for seed in shared]),
+                "seeds": len(shared),
+            }
+        )
 allocation_effects = pd.DataFrame(allocation_effects)
 if allocation_effects.empty:
-    display(Markdown("No medical paper-profile runs are stored under both allocations in this checkout."))
+    display(
+        Markdown(
+            "No medical paper-profile runs are stored under both allocations in this checkout."
+        )
+    )
 else:
     display(allocation_effects.set_index(["dataset", "|U|", "method"]).round(3))
     moved = allocation_effects[allocation_effects["beyond 2 SE"]]
-    eps_ratio = allocation_effects["epsilon, with replacement"] / allocation_effects["epsilon, balanced"]
+    eps_ratio = (
+        allocation_effects["epsilon, with replacement"] / allocation_effects["epsilon, balanced"]
+    )
     changed = eps_ratio[eps_ratio.round(6) != 1]
     changed_methods = sorted(set(allocation_effects.loc[changed.index, "method"]))
-    display(Markdown(
-        f"Of the {len(allocation_effects)} settings, {len(moved)} "
-        + ("moves its" if len(moved) == 1 else "move their")
-        + " utility by more than two standard errors under the authors' draws"
-        + (" (" + "; ".join(f"{row['dataset']} |U| = {row['|U|']} {row['method']}: {row['paired difference']}"
-                            for _, row in moved.iterrows()) + ")" if len(moved) else "")
-        + (f". $\\epsilon$ changes by a factor of {changed.min():.2g} to {changed.max():.1f} in "
-           f"{len(changed)} settings, all of {', '.join(changed_methods)}: the allocation sets ULDP-GROUP-max's and "
-           "-median's group size $k$ (the largest or the median user's record count) and the records that every "
-           "ULDP-GROUP-$k$ keeps after limiting each user to $k$, hence its sampling rate" if len(changed) else "")
-        + f", and stays the same in the other {len(eps_ratio) - len(changed)}."))
+    display(
+        Markdown(
+            f"Of the {len(allocation_effects)} settings, {len(moved)} "
+            + ("moves its" if len(moved) == 1 else "move their")
+            + " utility by more than two standard errors under the authors' draws"
+            + (
+                " ("
+                + "; ".join(
+                    f"{row['dataset']} |U| = {row['|U|']} {row['method']}: {row['paired difference']}"
+                    for _, row in moved.iterrows()
+                )
+                + ")"
+                if len(moved)
+                else ""
+            )
+            + (
+                f". $\\epsilon$ changes by a factor of {changed.min():.2g} to {changed.max():.1f} in "
+                f"{len(changed)} settings, all of {', '.join(changed_methods)}: the allocation sets ULDP-GROUP-max's and "
+                "-median's group size $k$ (the largest or the median user's record count) and the records that every "
+                "ULDP-GROUP-$k$ keeps after limiting each user to $k$, hence its sampling rate"
+                if len(changed)
+                else ""
+            )
+            + f", and stays the same in the other {len(eps_ratio) - len(changed)}."
+        )
+    )
 
 # %% [markdown]
 # Its effect on utility, measured on TcgaBrca's ULDP-SGD (final C-index over the seeds of `tcga_tail`: the library's
@@ -341,8 +488,12 @@ else:
 # %%
 tail = benchmark_result("tcga_tail")
 tail_summary = pd.DataFrame(tail["results"]["summary"]).T
-per_seed_tail = {name: dict(enumerate(values)) for name, values in tail["results"]["final_c_index"].items()}
-print(f"{tail['provenance']['command']} at {tail['provenance']['git_commit'][:7]}, {tail['provenance']['date']}")
+per_seed_tail = {
+    name: dict(enumerate(values)) for name, values in tail["results"]["final_c_index"].items()
+}
+print(
+    f"{tail['provenance']['command']} at {tail['provenance']['git_commit'][:7]}, {tail['provenance']['date']}"
+)
 tail_summary.round(3)
 
 # %%
@@ -352,25 +503,33 @@ tail_settings = tail["results"]["settings"]
 
 def tail_text(name: str) -> str:
     row = tail_summary.loc[name]
-    return (f"{row['mean']:.3f} ± {row['std']:.3f} (lowest {row['min']:.3f}, {int(row['below_0.5'])} of "
-            f"{int(row['seeds'])} seeds below 0.5)")
+    return (
+        f"{row['mean']:.3f} ± {row['std']:.3f} (lowest {row['min']:.3f}, {int(row['below_0.5'])} of "
+        f"{int(row['seeds'])} seeds below 0.5)"
+    )
 
 
 def paired(a: str, b: str) -> str:
     return difference(per_seed_tail[a], per_seed_tail[b]).text()
 
 
-display(Markdown(
-    f"`uldp`'s ULDP-SGD ends at {tail_text('uldp (library), uniform')} under `uniform` and at "
-    f"{tail_text('uldp (library), uniform-with-replacement')} under the authors' draws (paired difference "
-    f"{paired('uldp (library), uniform-with-replacement', 'uldp (library), uniform')}). The authors' procedure, "
-    f"re-implemented, ends at {tail_text(AUTHORS)}; without noise `uldp` ends at "
-    f"{tail_text('uldp (library), uniform, noiseless')}. "
-    + (f"The low tail of TcgaBrca's ULDP-SGD is therefore the noise's ($\\sigma$ = {tail_settings['sigma']:g} "
-       f"against {tail_settings['users']} users' gradients clipped at C = {tail_settings['clip']:g}), in the "
-       "authors' procedure as in `uldp`: none of the four choices of this section removes it."
-       if tail_summary.loc[AUTHORS, "below_0.5"] > 0 and tail_summary.loc["uldp (library), uniform, noiseless", "min"] >= 0.5
-       else "These runs do not settle where the low tail comes from.")))
+display(
+    Markdown(
+        f"`uldp`'s ULDP-SGD ends at {tail_text('uldp (library), uniform')} under `uniform` and at "
+        f"{tail_text('uldp (library), uniform-with-replacement')} under the authors' draws (paired difference "
+        f"{paired('uldp (library), uniform-with-replacement', 'uldp (library), uniform')}). The authors' procedure, "
+        f"re-implemented, ends at {tail_text(AUTHORS)}; without noise `uldp` ends at "
+        f"{tail_text('uldp (library), uniform, noiseless')}. "
+        + (
+            f"The low tail of TcgaBrca's ULDP-SGD is therefore the noise's ($\\sigma$ = {tail_settings['sigma']:g} "
+            f"against {tail_settings['users']} users' gradients clipped at C = {tail_settings['clip']:g}), in the "
+            "authors' procedure as in `uldp`: none of the four choices of this section removes it."
+            if tail_summary.loc[AUTHORS, "below_0.5"] > 0
+            and tail_summary.loc["uldp (library), uniform, noiseless", "min"] >= 0.5
+            else "These runs do not settle where the low tail comes from."
+        )
+    )
+)
 
 # %% [markdown]
 # **Which allocation the paper profile uses.** The paper's words and the authors' code agree on independent draws,
@@ -386,12 +545,24 @@ other_rows = []
 for dataset, users in (("creditcard", 100), ("creditcard", 1000), ("mnist", 10000)):
     records = uldp_data.load(dataset)
     for scheme in UNIFORM_SCHEMES:
-        config = RunConfig(dataset=dataset, method="ULDP-GROUP-max", n_users=users,
-                           rounds=DATASET_DEFAULTS[dataset].rounds, seed=0, distribution=scheme)
+        config = RunConfig(
+            dataset=dataset,
+            method="ULDP-GROUP-max",
+            n_users=users,
+            rounds=DATASET_DEFAULTS[dataset].rounds,
+            seed=0,
+            distribution=scheme,
+        )
         federation, _ = build_federation(config, records)
-        other_rows.append({"dataset": dataset, "|U|": users, "allocation": scheme,
-                           "largest user": int(federation.allocation.counts.sum(axis=0).max()),
-                           "GROUP-max epsilon": accounted_epsilon(config, dataset=records)})
+        other_rows.append(
+            {
+                "dataset": dataset,
+                "|U|": users,
+                "allocation": scheme,
+                "largest user": int(federation.allocation.counts.sum(axis=0).max()),
+                "GROUP-max epsilon": accounted_epsilon(config, dataset=records),
+            }
+        )
 pd.DataFrame(other_rows).set_index(["dataset", "|U|", "allocation"]).round(1)
 
 # %% [markdown]
@@ -405,11 +576,16 @@ pd.DataFrame(other_rows).set_index(["dataset", "|U|", "allocation"]).round(1)
 mnist = uldp_data.load("mnist")
 labels = np.concatenate([mnist.y_train.numpy(), mnist.y_test.numpy()])
 origin = np.r_[np.zeros(len(mnist.y_train), dtype=bool), np.ones(len(mnist.y_test), dtype=bool)]
-_, test_origin = train_test_split(origin, test_size=len(mnist.y_test) / len(labels), random_state=0,
-                                  stratify=labels)
-display(Markdown(f"Of the {len(test_origin):,} images of the re-shuffled test set, {int(test_origin.sum()):,} are "
-                 f"images of the standard test set and {int((~test_origin).sum()):,} come from the standard "
-                 "training set."))
+_, test_origin = train_test_split(
+    origin, test_size=len(mnist.y_test) / len(labels), random_state=0, stratify=labels
+)
+display(
+    Markdown(
+        f"Of the {len(test_origin):,} images of the re-shuffled test set, {int(test_origin.sum()):,} are "
+        f"images of the standard test set and {int((~test_origin).sum()):,} come from the standard "
+        "training set."
+    )
+)
 
 # %% [markdown]
 # Its effect on accuracy, measured by `benchmarks/mnist_split.py` (committed): the same non-private training
@@ -419,19 +595,29 @@ display(Markdown(f"Of the {len(test_origin):,} images of the re-shuffled test se
 # %%
 split = benchmark_result("mnist_split")
 split_settings = split["results"]["settings"]
-split_rows = pd.DataFrame(split["results"]["rows"]).pivot(index="seed", columns="split", values="accuracy")
-print(f"{split['provenance']['command']} at {split['provenance']['git_commit'][:7]}, {split['provenance']['date']}")
+split_rows = pd.DataFrame(split["results"]["rows"]).pivot(
+    index="seed", columns="split", values="accuracy"
+)
+print(
+    f"{split['provenance']['command']} at {split['provenance']['git_commit'][:7]}, {split['provenance']['date']}"
+)
 display(split_rows.round(4))
 split_gap = difference(split_rows["authors"].to_dict(), split_rows["standard"].to_dict())
-display(Markdown(
-    f"After {split_settings['rounds']} rounds of {split_settings['local_epochs']} local epoch(s) with "
-    f"{split_settings['users']} users, the authors' split changes the final accuracy by {split_gap.text(4)} (paired "
-    f"over {split_gap.seeds} seeds), against accuracies of {split_rows.min().min():.3f} to "
-    f"{split_rows.max().max():.3f}: " + ("a difference within two standard errors of zero, so no MNIST "
-                                          "comparison of this book turns on the split."
-                                          if not (split_gap.clears(0.0) or split_gap.times(-1).clears(0.0))
-                                          else "a difference beyond two standard errors, which the MNIST chapter's "
-                                               "comparisons with the paper's numbers must allow for.")))
+display(
+    Markdown(
+        f"After {split_settings['rounds']} rounds of {split_settings['local_epochs']} local epoch(s) with "
+        f"{split_settings['users']} users, the authors' split changes the final accuracy by {split_gap.text(4)} (paired "
+        f"over {split_gap.seeds} seeds), against accuracies of {split_rows.min().min():.3f} to "
+        f"{split_rows.max().max():.3f}: "
+        + (
+            "a difference within two standard errors of zero, so no MNIST "
+            "comparison of this book turns on the split."
+            if not (split_gap.clears(0.0) or split_gap.times(-1).clears(0.0))
+            else "a difference beyond two standard errors, which the MNIST chapter's "
+            "comparisons with the paper's numbers must allow for."
+        )
+    )
+)
 
 # %% [markdown]
 # ### ULDP-SGD's batch gradient
@@ -460,8 +646,12 @@ tcga = uldp_data.load("tcga_brca")
 times = tcga.y_train[:, 1].numpy()
 events = tcga.y_train[:, 0].numpy() == 1
 tied_events = int(np.sum([np.sum(times == t) > 1 for t in times[events]]))
-display(Markdown(f"{tied_events} of the {int(events.sum())} training events share their time with another record. "
-                 "The final C-index with only the ties switched to Breslow's:"))
+display(
+    Markdown(
+        f"{tied_events} of the {int(events.sum())} training events share their time with another record. "
+        "The final C-index with only the ties switched to Breslow's:"
+    )
+)
 tail_summary.loc[["authors' procedure", "authors' procedure, Breslow ties"]].round(3)
 
 # %% [markdown]

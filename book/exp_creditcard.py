@@ -44,10 +44,13 @@ chapter.introduction()
 # bound (the power of two above $k$, see the group-privacy chapter). The final values (last round) follow it.
 
 # %%
-chapter.show_figures(plots.privacy_utility_figure, "Figure 4",
-                     look="Accuracy (left) and the user-level $\\epsilon$ (right, log scale) against the round: "
-                     "compare ULDP-AVG, ULDP-AVG-w and ULDP-SGD with the baselines, and the $\\epsilon$ each "
-                     "reaches.")
+chapter.show_figures(
+    plots.privacy_utility_figure,
+    "Figure 4",
+    look="Accuracy (left) and the user-level $\\epsilon$ (right, log scale) against the round: "
+    "compare ULDP-AVG, ULDP-AVG-w and ULDP-SGD with the baselines, and the $\\epsilon$ each "
+    "reaches.",
+)
 
 # %% [markdown]
 # ## Balanced accuracy
@@ -58,8 +61,12 @@ chapter.show_figures(plots.privacy_utility_figure, "Figure 4",
 # balanced accuracy, what the authors' code computes (the ROC-AUC of hard labels), shows it.
 
 # %%
-chapter.show_figures(chapters.balanced_accuracy_figure, "Figure 4 (balanced accuracy)", "balanced_accuracy",
-                     look="Balanced accuracy against the round: a line at one half finds no frauds.")
+chapter.show_figures(
+    chapters.balanced_accuracy_figure,
+    "Figure 4 (balanced accuracy)",
+    "balanced_accuracy",
+    look="Balanced accuracy against the round: a line at one half finds no frauds.",
+)
 
 # %% [markdown]
 # ## The paper's claims on Creditcard

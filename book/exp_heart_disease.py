@@ -38,9 +38,12 @@ heart.introduction()
 # One row per setting (users, allocation); mean over seeds with a one-std band, then the final values.
 
 # %%
-heart.show_figures(plots.privacy_utility_figure, "Figure 6",
-                   look="Accuracy (left) and the user-level $\\epsilon$ (right, log scale) against the round: "
-                   "compare the methods' accuracy at the end with the $\\epsilon$ each reaches.")
+heart.show_figures(
+    plots.privacy_utility_figure,
+    "Figure 6",
+    look="Accuracy (left) and the user-level $\\epsilon$ (right, log scale) against the round: "
+    "compare the methods' accuracy at the end with the $\\epsilon$ each reaches.",
+)
 
 # %% [markdown]
 # ## What to conclude

@@ -49,9 +49,13 @@ short = mnist.verdict_data[scorecard.MNIST_SHORT]
 chapters.short_profile_note(short)
 
 # %%
-chapters.show_figure(short, plots.privacy_utility_figure, "Figure 5 (the paper's federations, short training)",
-                     "Test loss, accuracy and the user-level $\\epsilon$ (log scale) against the round: compare "
-                     "ULDP-AVG's accuracy under the zipf and zipf non-iid allocations at each user count.")
+chapters.show_figure(
+    short,
+    plots.privacy_utility_figure,
+    "Figure 5 (the paper's federations, short training)",
+    "Test loss, accuracy and the user-level $\\epsilon$ (log scale) against the round: compare "
+    "ULDP-AVG's accuracy under the zipf and zipf non-iid allocations at each user count.",
+)
 chapters.show_final_table(short)
 mnist.claims(scorecard.MNIST_SHORT)
 
@@ -84,8 +88,11 @@ mnist.claims(scorecard.MNIST_ACCOUNTING)
 # the findings below say so.
 
 # %%
-mnist.show_figures(plots.privacy_utility_figure, "Figure 5",
-                   look="Test loss, accuracy and the user-level $\\epsilon$ (log scale) against the round.")
+mnist.show_figures(
+    plots.privacy_utility_figure,
+    "Figure 5",
+    look="Test loss, accuracy and the user-level $\\epsilon$ (log scale) against the round.",
+)
 
 # %% [markdown]
 # The Scorecard's rows for {ref}`Figure 5 <paper-figure-5>`. A claim about the privacy-utility

@@ -39,9 +39,12 @@ tcga.introduction()
 # 0.5. The final values follow the figure.
 
 # %%
-tcga.show_figures(privacy_utility_figure, "Figure 7",
-                  look="C-index (left; a random score gives one half) and the user-level $\\epsilon$ (right, log "
-                  "scale) against the round; the bands show how far the seeds spread.")
+tcga.show_figures(
+    privacy_utility_figure,
+    "Figure 7",
+    look="C-index (left; a random score gives one half) and the user-level $\\epsilon$ (right, log "
+    "scale) against the round; the bands show how far the seeds spread.",
+)
 
 # %% [markdown]
 # ## The paper's claims on TcgaBrca
@@ -78,13 +81,22 @@ from IPython.display import Markdown, display
 from uldp.paper.chapters import benchmark_result
 
 tail = benchmark_result("tcga_tail")["results"]
-tail_rows = pd.DataFrame(tail["summary"]).T.loc[["uldp (library), uniform", "authors' procedure",
-                                                 "uldp (library), uniform, noiseless"]]
+tail_rows = pd.DataFrame(tail["summary"]).T.loc[
+    ["uldp (library), uniform", "authors' procedure", "uldp (library), uniform, noiseless"]
+]
 display(tail_rows[["mean", "std", "min", "below_0.5", "seeds"]].round(3))
 noisy, authors, quiet = (tail_rows.iloc[i] for i in range(3))
 noise_made_it = noisy["below_0.5"] > 0 and authors["below_0.5"] > 0 and quiet["min"] >= 0.5
-display(Markdown(f"With noise, seeds below 0.5: `uldp` {int(noisy['below_0.5'])}, the authors' procedure "
-                 f"{int(authors['below_0.5'])} of {int(noisy['seeds'])}; without noise the lowest seed ends at "
-                 f"{quiet['min']:.3f}. " + ("The low tail is the noise's at this number of users, in the authors' "
-                                            "procedure as in `uldp`." if noise_made_it else
-                                            "These runs do not settle where the low tail comes from.")))
+display(
+    Markdown(
+        f"With noise, seeds below 0.5: `uldp` {int(noisy['below_0.5'])}, the authors' procedure "
+        f"{int(authors['below_0.5'])} of {int(noisy['seeds'])}; without noise the lowest seed ends at "
+        f"{quiet['min']:.3f}. "
+        + (
+            "The low tail is the noise's at this number of users, in the authors' "
+            "procedure as in `uldp`."
+            if noise_made_it
+            else "These runs do not settle where the low tail comes from."
+        )
+    )
+)

@@ -38,9 +38,12 @@ sampling.introduction()
 # sampling rate follow.
 
 # %%
-sampling.show_figures(plots.user_sampling_figure, "Figure 9",
-                      look="User-level sub-sampling at each rate $q$: accuracy (left) and the user-level $\\epsilon$ "
-                      "(right, log scale); a smaller $q$ lowers $\\epsilon$, compare what it costs in accuracy.")
+sampling.show_figures(
+    plots.user_sampling_figure,
+    "Figure 9",
+    look="User-level sub-sampling at each rate $q$: accuracy (left) and the user-level $\\epsilon$ "
+    "(right, log scale); a smaller $q$ lowers $\\epsilon$, compare what it costs in accuracy.",
+)
 
 # %% [markdown]
 # Frauds are a small share of Creditcard's rows, so an accuracy near the share of normal rows can mean a model that

@@ -39,10 +39,15 @@ weighting.introduction()
 # seeds with a one-std band, then the final test loss of each line.
 
 # %%
-weighting.show_figures(plots.weighting_figure, "Figure 8", "test_loss",
-                       look="Test loss of ULDP-AVG and ULDP-AVG-w against the round, one panel per dataset and silo "
-                       "count (solid: uniform, dashed: zipf): the gap between the two methods is the weighting's "
-                       "gain.", per_panel=False)
+weighting.show_figures(
+    plots.weighting_figure,
+    "Figure 8",
+    "test_loss",
+    look="Test loss of ULDP-AVG and ULDP-AVG-w against the round, one panel per dataset and silo "
+    "count (solid: uniform, dashed: zipf): the gap between the two methods is the weighting's "
+    "gain.",
+    per_panel=False,
+)
 
 # %% [markdown]
 # The gain of the weighting: final test loss of ULDP-AVG minus that of ULDP-AVG-w (positive means ULDP-AVG-w is

@@ -31,10 +31,14 @@ from uldp.paper.plots import group_privacy_figure
 SIGMA, SAMPLE_RATE, ITERATIONS, DELTA = 5.0, 0.01, 100_000, 1e-5
 GROUP_SIZES = [1, 2, 4, 8, 16, 32, 64]
 
-rows = group_privacy_table(sigma=SIGMA, q=SAMPLE_RATE, steps=ITERATIONS, delta=DELTA, ks=GROUP_SIZES)
+rows = group_privacy_table(
+    sigma=SIGMA, q=SAMPLE_RATE, steps=ITERATIONS, delta=DELTA, ks=GROUP_SIZES
+)
 table = pd.DataFrame(rows).set_index("k")
 print(f"record-level epsilon (k = 1): {table.loc[1, 'epsilon_rdp']:.2f}")
-table[["epsilon_rdp", "epsilon_rdp_paper", "paper_grid_valid", "epsilon_dp", "epsilon_dp_paper"]].round(2)
+table[
+    ["epsilon_rdp", "epsilon_rdp_paper", "paper_grid_valid", "epsilon_dp", "epsilon_dp_paper"]
+].round(2)
 
 # %% [markdown]
 # The record-level value, $\epsilon = 2.85$, is the paper's. For the larger groups the paper writes "the value
@@ -44,15 +48,26 @@ table[["epsilon_rdp", "epsilon_rdp_paper", "paper_grid_valid", "epsilon_dp", "ep
 # code computes it: RDP orders up to 63 only (opacus' default grid) and $k$ capped at 62.
 
 # %%
-group_privacy_figure(table, [
-    ("epsilon_rdp", "o-", "RDP group privacy (valid orders, $\\alpha \\geq 2k$)"),
-    ("epsilon_rdp_paper", "x--", "RDP group privacy, paper's grid (invalid for $k \\geq 16$)"),
-    ("epsilon_dp", "s-", "$(\\epsilon, \\delta)$ group privacy (Lemma 5, exact solve)"),
-    ("epsilon_dp_paper", "+:", "$(\\epsilon, \\delta)$ group privacy, paper's orders ($\\leq 63$)"),
-], title="Figure 2: group-privacy conversion ($\\sigma=5$, $q=0.01$, $10^5$ iterations)")
-show_captioned(plt.gcf(), "The paper's {ref}`Figure 2 <paper-figure-2>` recomputed: $\\epsilon$ against the group size "
-               "$k$ (log-log). Look at where the paper's grid of orders (dashed) leaves the valid curve (solid): "
-               "there its orders lie outside the lemma's domain $\\alpha \\ge 2k$.")
+group_privacy_figure(
+    table,
+    [
+        ("epsilon_rdp", "o-", "RDP group privacy (valid orders, $\\alpha \\geq 2k$)"),
+        ("epsilon_rdp_paper", "x--", "RDP group privacy, paper's grid (invalid for $k \\geq 16$)"),
+        ("epsilon_dp", "s-", "$(\\epsilon, \\delta)$ group privacy (Lemma 5, exact solve)"),
+        (
+            "epsilon_dp_paper",
+            "+:",
+            "$(\\epsilon, \\delta)$ group privacy, paper's orders ($\\leq 63$)",
+        ),
+    ],
+    title="Figure 2: group-privacy conversion ($\\sigma=5$, $q=0.01$, $10^5$ iterations)",
+)
+show_captioned(
+    plt.gcf(),
+    "The paper's {ref}`Figure 2 <paper-figure-2>` recomputed: $\\epsilon$ against the group size "
+    "$k$ (log-log). Look at where the paper's grid of orders (dashed) leaves the valid curve (solid): "
+    "there its orders lie outside the lemma's domain $\\alpha \\ge 2k$.",
+)
 
 # %% [markdown]
 # ## The erratum
@@ -71,7 +86,9 @@ show_captioned(plt.gcf(), "The paper's {ref}`Figure 2 <paper-figure-2>` recomput
 # %%
 for k in (16, 32, 64):
     valid, paper = table.loc[k, "epsilon_rdp"], table.loc[k, "epsilon_rdp_paper"]
-    print(f"k = {k:>2}: paper-style {paper:9.1f} (invalid order), valid {valid:9.1f}  -> {valid / paper:.2f}x larger")
+    print(
+        f"k = {k:>2}: paper-style {paper:9.1f} (invalid order), valid {valid:9.1f}  -> {valid / paper:.2f}x larger"
+    )
 
 # %% [markdown]
 # The paper mentions only $k = 32$ and $64$, but its plotted $k = 16$ point comes from an invalid order too.
@@ -82,9 +99,14 @@ for k in (16, 32, 64):
 
 # %%
 ratio = table["epsilon_rdp"] / table["epsilon_dp"]
-print("valid RDP route / (epsilon, delta) route: " + ", ".join(f"k={k}: {r:.2f}x" for k, r in ratio.items()))
-print(f"at k = 64: {ratio[64]:.2f}x (the paper: roughly 3x at most); with the paper's own numbers, RDP "
-      f"{table.loc[64, 'epsilon_rdp_paper']:.0f} vs (epsilon, delta) {table.loc[64, 'epsilon_dp_paper']:.0f}")
+print(
+    "valid RDP route / (epsilon, delta) route: "
+    + ", ".join(f"k={k}: {r:.2f}x" for k, r in ratio.items())
+)
+print(
+    f"at k = 64: {ratio[64]:.2f}x (the paper: roughly 3x at most); with the paper's own numbers, RDP "
+    f"{table.loc[64, 'epsilon_rdp_paper']:.0f} vs (epsilon, delta) {table.loc[64, 'epsilon_dp_paper']:.0f}"
+)
 
 # %% [markdown]
 # The ratio reaches 5.7 at $k = 64$ (computed above), about twice the paper's "three times at most". Two more
@@ -103,9 +125,14 @@ print(f"at k = 64: {ratio[64]:.2f}x (the paper: roughly 3x at most); with the pa
 # reports the power of two below, which is a lower value, not a guarantee. Both are available:
 
 # %%
-bounds = pd.DataFrame(group_privacy_table(sigma=SIGMA, q=SAMPLE_RATE, steps=ITERATIONS, delta=DELTA, ks=[3, 6, 12]))
+bounds = pd.DataFrame(
+    group_privacy_table(sigma=SIGMA, q=SAMPLE_RATE, steps=ITERATIONS, delta=DELTA, ks=[3, 6, 12])
+)
 bounds[["k", "epsilon_rdp_lower", "epsilon_rdp", "epsilon_dp"]].rename(
-    columns={"epsilon_rdp_lower": "paper-style (power of two below)", "epsilon_rdp": "valid (power of two above)"}
+    columns={
+        "epsilon_rdp_lower": "paper-style (power of two below)",
+        "epsilon_rdp": "valid (power of two above)",
+    }
 ).round(2)
 
 # %%

@@ -28,8 +28,12 @@ from uldp.paper import chapters, errata, plots, scorecard
 data = scorecard.stored_results(profile)
 verdicts = chapters.Verdicts.judge(data)
 display(chapters.main_findings(verdicts))
-display(Markdown(chapters.verdict_counts(list(verdicts.overall["verdict"]))
-                 + " The {doc}`scorecard` shows each one, for all results and per dataset."))
+display(
+    Markdown(
+        chapters.verdict_counts(list(verdicts.overall["verdict"]))
+        + " The {doc}`scorecard` shows each one, for all results and per dataset."
+    )
+)
 
 # %% [markdown]
 # The main figure: the privacy-utility trade-off on HeartDisease (FLamby's four hospitals; the paper's
@@ -38,11 +42,14 @@ display(Markdown(chapters.verdict_counts(list(verdicts.overall["verdict"]))
 
 # %%
 main = data["heart_disease"]
-chapters.show_figure(main.only_panels(main.covered_panels()[:1]) if main.covered_panels() else main,
-                     plots.privacy_utility_figure, "Figure 6",
-                     "Accuracy (left) and the user-level $\\epsilon$ (right, log scale) against the round: compare "
-                     "ULDP-AVG-w and ULDP-SGD with the baselines at the end of training, and how far right each "
-                     "method's $\\epsilon$ climbs.")
+chapters.show_figure(
+    main.only_panels(main.covered_panels()[:1]) if main.covered_panels() else main,
+    plots.privacy_utility_figure,
+    "Figure 6",
+    "Accuracy (left) and the user-level $\\epsilon$ (right, log scale) against the round: compare "
+    "ULDP-AVG-w and ULDP-SGD with the baselines at the end of training, and how far right each "
+    "method's $\\epsilon$ climbs.",
+)
 
 # %% [markdown]
 # ## What is wrong in the paper
@@ -50,13 +57,26 @@ chapters.show_figure(main.only_panels(main.covered_panels()[:1]) if main.covered
 # The library does the correct thing in each case; the chapter named shows why.
 
 # %%
-display(Markdown("\n".join(
-    f"- **{erratum.where}**. The paper: {erratum.paper}. What holds: {erratum.correct} "
-    f"(`{erratum.library}`; {{doc}}`{erratum.chapter.removeprefix('book/')}`)." for erratum in errata.ERRATA)))
+display(
+    Markdown(
+        "\n".join(
+            f"- **{erratum.where}**. The paper: {erratum.paper}. What holds: {erratum.correct} "
+            f"(`{erratum.library}`; {{doc}}`{erratum.chapter.removeprefix('book/')}`)."
+            for erratum in errata.ERRATA
+        )
+    )
+)
 figure2 = errata.figure2_erratum()
-display(Markdown("Figure 2's group $\\epsilon$, recomputed: " + "; ".join(
-    f"at $k = {row['k']}$, {row['paper']:,.0f} with the paper's orders and {row['valid']:,.0f} with valid ones"
-    for row in figure2) + "."))
+display(
+    Markdown(
+        "Figure 2's group $\\epsilon$, recomputed: "
+        + "; ".join(
+            f"at $k = {row['k']}$, {row['paper']:,.0f} with the paper's orders and {row['valid']:,.0f} with valid ones"
+            for row in figure2
+        )
+        + "."
+    )
+)
 
 # %% [markdown]
 # ## What this project adds beyond the paper

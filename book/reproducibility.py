@@ -20,12 +20,25 @@ from uldp.paper import experiments
 
 built = experiments.provenance(f"tools/build_book.py --profile {profile}")
 commit = built["git_commit"] or "unknown (not a git checkout)"
-print(f"profile {profile!r}; commit {commit}"
-      + (" with local changes" if built["git_dirty"] else "")
-      + f"; Python {built['python']} on {built['platform']}, {built['cpu_count']} CPUs")
+print(
+    f"profile {profile!r}; commit {commit}"
+    + (" with local changes" if built["git_dirty"] else "")
+    + f"; Python {built['python']} on {built['platform']}, {built['cpu_count']} CPUs"
+)
 
-book_packages = ("jupyter-book", "sphinx-mathjax-offline", "sphinxcontrib-bibtex", "jupytext", "papermill",
-                 "matplotlib", "pandas", "scikit-learn", "lifelines", "dp-accounting", "flwr")
+book_packages = (
+    "jupyter-book",
+    "sphinx-mathjax-offline",
+    "sphinxcontrib-bibtex",
+    "jupytext",
+    "papermill",
+    "matplotlib",
+    "pandas",
+    "scikit-learn",
+    "lifelines",
+    "dp-accounting",
+    "flwr",
+)
 versions = dict(built["packages"])
 for name in book_packages:
     try:

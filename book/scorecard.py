@@ -91,12 +91,21 @@ Markdown(f"""- every comparison: the difference must clear its threshold by {sco
 # %%
 from uldp.paper.beyond import pld_claim
 
-Markdown(chapters.scorecard_markdown(pd.DataFrame([pld_claim()]), {"pld-utility": "{doc}`tighter_accounting`"}))
+Markdown(
+    chapters.scorecard_markdown(
+        pd.DataFrame([pld_claim()]), {"pld-utility": "{doc}`tighter_accounting`"}
+    )
+)
 
 # %% [markdown]
 # ## Where the results come from
 
 # %%
-Markdown("\n".join(f"- **{name}** [{profile_label(results)}]: {results.describe()}" if results.runs
-                   else f"- **{name}**: no stored results ({results.profile} profile)"
-                   for name, results in data.items()))
+Markdown(
+    "\n".join(
+        f"- **{name}** [{profile_label(results)}]: {results.describe()}"
+        if results.runs
+        else f"- **{name}**: no stored results ({results.profile} profile)"
+        for name, results in data.items()
+    )
+)

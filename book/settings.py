@@ -39,11 +39,11 @@ allocation = inspect.signature(data.allocate).parameters
 Markdown(f"""## Shared by all runs
 
 - noise multiplier $\\sigma$ = {SIGMA:g}, $\\delta$ = {DELTA:g}; {len(PAPER_SEEDS)}
-  repetitions (seeds {', '.join(map(str, PAPER_SEEDS))}) per configuration, shown as mean and a
+  repetitions (seeds {", ".join(map(str, PAPER_SEEDS))}) per configuration, shown as mean and a
   one-standard-deviation band;
 - every silo joins every round; local optimiser plain SGD (no momentum, no weight decay);
-- allocation: records per user follow a Zipf law of exponent {allocation['user_alpha'].default:g}, a user's records
-  over silos a Zipf law of exponent {allocation['silo_alpha'].default:g}; MNIST's non-iid allocation gives each user
+- allocation: records per user follow a Zipf law of exponent {allocation["user_alpha"].default:g}, a user's records
+  over silos a Zipf law of exponent {allocation["silo_alpha"].default:g}; MNIST's non-iid allocation gives each user
   at most 2 labels;
 - allocation pairs (users/silos): `uniform/uniform` and `zipf/zipf` (iid), and for MNIST `zipf-noniid/zipf`.""")
 

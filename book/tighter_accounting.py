@@ -29,12 +29,19 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from uldp.accounting import epsilon_for_method, group_privacy_table, mixture_group_curve, sigma_for_epsilon
+from uldp.accounting import (
+    epsilon_for_method,
+    group_privacy_table,
+    mixture_group_curve,
+    sigma_for_epsilon,
+)
 from uldp.paper.beyond import group_epsilons, user_level_epsilons
 from uldp.paper.chapters import show_captioned
 from uldp.paper.plots import group_privacy_figure
 
-warnings.simplefilter("ignore", RuntimeWarning)  # RDP grid-edge notes at extreme settings; the values stand
+warnings.simplefilter(
+    "ignore", RuntimeWarning
+)  # RDP grid-edge notes at extreme settings; the values stand
 SMOKE = profile == "smoke"
 started = time.perf_counter()
 
@@ -50,10 +57,12 @@ user_level = user_level_epsilons()
 user_level.round(3)
 
 # %%
-Markdown(f"PLD is below RDP in every setting, by {1 - user_level['PLD / RDP'].max():.0%} to "
-         f"{1 - user_level['PLD / RDP'].min():.0%} (the column PLD / RDP): the slack of the RDP-to-$(\\epsilon, "
-         "\\delta)$ conversion. The same runs, trained once, satisfy the smaller epsilon: the accountant changes "
-         "nothing about the training.")
+Markdown(
+    f"PLD is below RDP in every setting, by {1 - user_level['PLD / RDP'].max():.0%} to "
+    f"{1 - user_level['PLD / RDP'].min():.0%} (the column PLD / RDP): the slack of the RDP-to-$(\\epsilon, "
+    "\\delta)$ conversion. The same runs, trained once, satisfy the smaller epsilon: the accountant changes "
+    "nothing about the training."
+)
 
 # %% [markdown]
 # ULDP-GROUP-$k$'s guarantee depends on the silos' sizes after its records are filtered (each silo's DP-SGD runs at rate
@@ -65,9 +74,14 @@ Markdown(f"PLD is below RDP in every setting, by {1 - user_level['PLD / RDP'].ma
 # proof for split groups is given here (`uldp.accounting.pld`).
 
 # %%
-group_grids = {"heart_disease": ("ULDP-GROUP-8",)} if SMOKE else {
-    "heart_disease": ("ULDP-GROUP-2", "ULDP-GROUP-8", "ULDP-GROUP-median"),
-    "tcga_brca": ("ULDP-GROUP-2", "ULDP-GROUP-8", "ULDP-GROUP-median")}
+group_grids = (
+    {"heart_disease": ("ULDP-GROUP-8",)}
+    if SMOKE
+    else {
+        "heart_disease": ("ULDP-GROUP-2", "ULDP-GROUP-8", "ULDP-GROUP-median"),
+        "tcga_brca": ("ULDP-GROUP-2", "ULDP-GROUP-8", "ULDP-GROUP-median"),
+    }
+)
 group_table = group_epsilons(group_grids)
 group_table.round(2)
 
@@ -75,10 +89,12 @@ group_table.round(2)
 factors = (1 / group_table.groupby("method")["PLD / RDP"].agg(["max", "min"])).round(3)
 factors.columns = ["RDP / PLD, smallest", "RDP / PLD, largest"]
 display(factors)
-Markdown("The mixture accountant divides ULDP-GROUP-$k$'s epsilon by a factor that grows with the group (the table "
-         f"above, at the {profile} profile); its epsilons still range from {group_table['epsilon PLD (mixture)'].min():,.0f} to "
-         f"{group_table['epsilon PLD (mixture)'].max():,.0f}: the paper's conclusion that ULDP-GROUP-$k$ gives no useful "
-         "user-level guarantee stands.")
+Markdown(
+    "The mixture accountant divides ULDP-GROUP-$k$'s epsilon by a factor that grows with the group (the table "
+    f"above, at the {profile} profile); its epsilons still range from {group_table['epsilon PLD (mixture)'].min():,.0f} to "
+    f"{group_table['epsilon PLD (mixture)'].max():,.0f}: the paper's conclusion that ULDP-GROUP-$k$ gives no useful "
+    "user-level guarantee stands."
+)
 
 # %% [markdown]
 # HeartDisease and TcgaBrca are shown; Creditcard and MNIST need their large datasets loaded, and the same call
@@ -93,32 +109,51 @@ Markdown("The mixture accountant divides ULDP-GROUP-$k$'s epsilon by a factor th
 # %%
 SIGMA, SAMPLE_RATE, ITERATIONS, DELTA = 5.0, 0.01, 100_000, 1e-5
 GROUP_SIZES = [1, 2, 8, 64] if SMOKE else [1, 2, 4, 8, 16, 32, 64]
-curve = pd.DataFrame(group_privacy_table(sigma=SIGMA, q=SAMPLE_RATE, steps=ITERATIONS, delta=DELTA,
-                                         ks=GROUP_SIZES)).set_index("k")
-mixture = pd.DataFrame(mixture_group_curve(sigma=SIGMA, q=SAMPLE_RATE, steps=ITERATIONS, delta=DELTA,
-                                           ks=GROUP_SIZES)).set_index("k")
+curve = pd.DataFrame(
+    group_privacy_table(sigma=SIGMA, q=SAMPLE_RATE, steps=ITERATIONS, delta=DELTA, ks=GROUP_SIZES)
+).set_index("k")
+mixture = pd.DataFrame(
+    mixture_group_curve(sigma=SIGMA, q=SAMPLE_RATE, steps=ITERATIONS, delta=DELTA, ks=GROUP_SIZES)
+).set_index("k")
 curve = curve[["epsilon_rdp", "epsilon_dp"]].join(mixture)
-curve["best route / mixture"] = curve[["epsilon_rdp", "epsilon_dp"]].min(axis=1) / curve["epsilon_mixture"]
+curve["best route / mixture"] = (
+    curve[["epsilon_rdp", "epsilon_dp"]].min(axis=1) / curve["epsilon_mixture"]
+)
 curve.round(2)
 
 # %%
-group_privacy_figure(curve, [
-    ("epsilon_rdp", "o-", "RDP group privacy (valid orders)"),
-    ("epsilon_dp", "s-", "$(\\epsilon, \\delta)$ group privacy (Lemma 5)"),
-    ("epsilon_mixture", "^-", "mixture of Gaussians (PLD, no conversion)"),
-], title="Group privacy ($\\sigma=5$, $q=0.01$, $10^5$ steps)")
-show_captioned(plt.gcf(), "Group privacy of DP-SGD three ways, $\\epsilon$ against the group size $k$ (log-log): "
-               "compare the mixture accountant (triangles) with the two conversions at each $k$.")
+group_privacy_figure(
+    curve,
+    [
+        ("epsilon_rdp", "o-", "RDP group privacy (valid orders)"),
+        ("epsilon_dp", "s-", "$(\\epsilon, \\delta)$ group privacy (Lemma 5)"),
+        ("epsilon_mixture", "^-", "mixture of Gaussians (PLD, no conversion)"),
+    ],
+    title="Group privacy ($\\sigma=5$, $q=0.01$, $10^5$ steps)",
+)
+show_captioned(
+    plt.gcf(),
+    "Group privacy of DP-SGD three ways, $\\epsilon$ against the group size $k$ (log-log): "
+    "compare the mixture accountant (triangles) with the two conversions at each $k$.",
+)
 
 # %%
 k64 = curve.loc[64]
-print(f"k = 64: RDP route {k64['epsilon_rdp']:.0f}, (eps, delta) route {k64['epsilon_dp']:.0f}, "
-      f"mixture {k64['epsilon_mixture']:.0f}")
+print(
+    f"k = 64: RDP route {k64['epsilon_rdp']:.0f}, (eps, delta) route {k64['epsilon_dp']:.0f}, "
+    f"mixture {k64['epsilon_mixture']:.0f}"
+)
 
 # %%
-Markdown("The better of the two routes over the mixture accountant: " + "; ".join(
-    f"{curve.loc[k, 'best route / mixture']:.2f} times at $k = {k}$" for k in GROUP_SIZES if k > 1)
-    + ". At $k = 1$ all three agree up to the RDP conversion's slack: there is no group.")
+Markdown(
+    "The better of the two routes over the mixture accountant: "
+    + "; ".join(
+        f"{curve.loc[k, 'best route / mixture']:.2f} times at $k = {k}$"
+        for k in GROUP_SIZES
+        if k > 1
+    )
+    + ". At $k = 1$ all three agree up to the RDP conversion's slack: there is no group."
+)
 
 # %% [markdown]
 # Why not far below for small $k$? With $q = 0.01$ a group of two rarely has both records in one batch
@@ -143,27 +178,48 @@ Markdown("The better of the two routes over the mixture accountant: " + "; ".joi
 
 # %%
 TARGETS = [1, 2, 4, 8]
-budget_settings = {"HeartDisease ULDP-AVG (T=50, q=1)": {"rounds": 50, "q": 1.0},
-                   "ULDP-AVG-w (T=30, q=0.5)": {"rounds": 30, "q": 0.5}}
+budget_settings = {
+    "HeartDisease ULDP-AVG (T=50, q=1)": {"rounds": 50, "q": 1.0},
+    "ULDP-AVG-w (T=30, q=0.5)": {"rounds": 30, "q": 0.5},
+}
 sigma_rows = []
 for name, arguments in budget_settings.items():
-    for target in ([2] if SMOKE and arguments["q"] < 1 else TARGETS):  # RDP at q < 1 costs seconds per sigma
-        by = {acc: sigma_for_epsilon("ULDP-AVG-w", epsilon=target, delta=1e-5, accountant=acc, **arguments)
-              for acc in ("rdp", "pld")}
-        sigma_rows.append({"setting": name, "target epsilon": target, "sigma RDP": by["rdp"], "sigma PLD": by["pld"],
-                           "noise saved": 1 - by["pld"] / by["rdp"]})
+    for target in (
+        [2] if SMOKE and arguments["q"] < 1 else TARGETS
+    ):  # RDP at q < 1 costs seconds per sigma
+        by = {
+            acc: sigma_for_epsilon(
+                "ULDP-AVG-w", epsilon=target, delta=1e-5, accountant=acc, **arguments
+            )
+            for acc in ("rdp", "pld")
+        }
+        sigma_rows.append(
+            {
+                "setting": name,
+                "target epsilon": target,
+                "sigma RDP": by["rdp"],
+                "sigma PLD": by["pld"],
+                "noise saved": 1 - by["pld"] / by["rdp"],
+            }
+        )
 sigmas = pd.DataFrame(sigma_rows)
 sigmas.round(3)
 
 # %%
 rdp_sigma = sigma_for_epsilon("ULDP-AVG-w", epsilon=2.0, rounds=30, delta=1e-5, q=0.5)
-example_pld = epsilon_for_method("ULDP-AVG-w", sigma=rdp_sigma, rounds=30, delta=1e-5, q=0.5, accountant="pld").epsilon
-pld_sigma = sigma_for_epsilon("ULDP-AVG-w", epsilon=2.0, rounds=30, delta=1e-5, q=0.5, accountant="pld")
-Markdown(f"PLD needs {sigmas['noise saved'].min():.0%} to {sigmas['noise saved'].max():.0%} less noise for the same "
-         f"guarantee in these settings. In the second example (ULDP-AVG-w, $T = 30$, $q = 0.5$) RDP's "
-         f"$\\sigma = {rdp_sigma:.2f}$ for $\\epsilon = 2$ gives $\\epsilon = {example_pld:.2f}$ by PLD, and PLD reaches "
-         f"$\\epsilon = 2$ at $\\sigma = {pld_sigma:.2f}$ (opacus' PRV accountant, an independent implementation, "
-         "agrees within 1%: `tests/test_accounting_pld.py`).")
+example_pld = epsilon_for_method(
+    "ULDP-AVG-w", sigma=rdp_sigma, rounds=30, delta=1e-5, q=0.5, accountant="pld"
+).epsilon
+pld_sigma = sigma_for_epsilon(
+    "ULDP-AVG-w", epsilon=2.0, rounds=30, delta=1e-5, q=0.5, accountant="pld"
+)
+Markdown(
+    f"PLD needs {sigmas['noise saved'].min():.0%} to {sigmas['noise saved'].max():.0%} less noise for the same "
+    f"guarantee in these settings. In the second example (ULDP-AVG-w, $T = 30$, $q = 0.5$) RDP's "
+    f"$\\sigma = {rdp_sigma:.2f}$ for $\\epsilon = 2$ gives $\\epsilon = {example_pld:.2f}$ by PLD, and PLD reaches "
+    f"$\\epsilon = 2$ at $\\sigma = {pld_sigma:.2f}$ (opacus' PRV accountant, an independent implementation, "
+    "agrees within 1%: `tests/test_accounting_pld.py`)."
+)
 
 # %% [markdown]
 # ## Utility at equal epsilon
@@ -185,13 +241,23 @@ for grid, target in PLD_RERUNS:
         display(Markdown(f"**{grid}**: not measured ({reason})."))
         continue
     compared.append(table)
-    display(Markdown(f"**{grid}**, epsilon {target:g} at delta 1e-5:"),
-            table[["sigma_rdp", "sigma_pld", "utility_rdp", "std_rdp", "utility_pld", "std_pld", "gain"]].round(4))
+    display(
+        Markdown(f"**{grid}**, epsilon {target:g} at delta 1e-5:"),
+        table[
+            ["sigma_rdp", "sigma_pld", "utility_rdp", "std_rdp", "utility_pld", "std_pld", "gain"]
+        ].round(4),
+    )
 claim = pld_claim()
 within = [bool((t["gain"].abs() <= t[["std_rdp", "std_pld"]].max(axis=1)).all()) for t in compared]
-Markdown(f"Verdict (the Scorecard's row *beyond the paper*): **{claim['verdict']}**. {claim['measured']}. "
-         + ("Every gain is within one standard deviation over seeds: here the tighter accountant buys a guarantee "
-            "stated more exactly rather than a measurably better model." if compared and all(within) else ""))
+Markdown(
+    f"Verdict (the Scorecard's row *beyond the paper*): **{claim['verdict']}**. {claim['measured']}. "
+    + (
+        "Every gain is within one standard deviation over seeds: here the tighter accountant buys a guarantee "
+        "stated more exactly rather than a measurably better model."
+        if compared and all(within)
+        else ""
+    )
+)
 
 # %%
 assert user_level["PLD / RDP"].between(0.9, 0.95).all() and (group_table["PLD / RDP"] < 0.7).all()

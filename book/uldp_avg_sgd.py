@@ -34,8 +34,11 @@ from uldp.methods import Hyperparameters, heavy_user_federation, make_method
 from uldp.paper import chapters
 from uldp.simulation import RunConfig
 
-SCALE = {"smoke": {"users": 20, "rounds": 3, "epochs": 2}, "default": {"users": 50, "rounds": 10, "epochs": 5},
-         "paper": {"users": 50, "rounds": 50, "epochs": 50}}[profile]
+SCALE = {
+    "smoke": {"users": 20, "rounds": 3, "epochs": 2},
+    "default": {"users": 50, "rounds": 10, "epochs": 5},
+    "paper": {"users": 50, "rounds": 50, "epochs": 50},
+}[profile]
 
 # %% [markdown]
 # ## The silo side and the server side in the library
@@ -65,21 +68,29 @@ SCALE = {"smoke": {"users": 20, "rounds": 3, "epochs": 2}, "default": {"users": 
 # which its noise must cover even when, as here, a user moves it by less.
 
 # %%
-hp = Hyperparameters(global_lr=10.0, local_lr=0.5, local_epochs=2, batch_size=4, clip=0.3, sigma=5.0)
+hp = Hyperparameters(
+    global_lr=10.0, local_lr=0.5, local_epochs=2, batch_size=4, clip=0.3, sigma=5.0
+)
 n_silos = 4
 rows = []
 for seed in range(3):
     fed = heavy_user_federation(12, n_silos, seed)
     params = torch.full((4,), 0.5)
     random_weights = np.random.default_rng(seed).dirichlet(np.full(n_silos, 0.5), size=12).T
-    variants = {"ULDP-AVG": make_method("ULDP-AVG", hp), "ULDP-AVG-w": make_method("ULDP-AVG-w", hp),
-                "ULDP-AVG (random W)": make_method("ULDP-AVG", hp, user_weights=random_weights),
-                "ULDP-SGD": make_method("ULDP-SGD", hp), "ULDP-NAIVE": make_method("ULDP-NAIVE", hp)}
+    variants = {
+        "ULDP-AVG": make_method("ULDP-AVG", hp),
+        "ULDP-AVG-w": make_method("ULDP-AVG-w", hp),
+        "ULDP-AVG (random W)": make_method("ULDP-AVG", hp, user_weights=random_weights),
+        "ULDP-SGD": make_method("ULDP-SGD", hp),
+        "ULDP-NAIVE": make_method("ULDP-NAIVE", hp),
+    }
     for name, method in variants.items():
         round_seed = np.random.SeedSequence(seed)
         full = method.clean_update(params, fed, round_seed)
         for user in (0, 1, 2):
-            change = float((full - method.clean_update(params, fed.without_user(user), round_seed)).norm())
+            change = float(
+                (full - method.clean_update(params, fed.without_user(user), round_seed)).norm()
+            )
             rows.append((name, change / hp.clip))
 for name in dict(rows):
     values = [v for n, v in rows if n == name]
@@ -104,13 +115,21 @@ for n_users in (50, 1000):
         naive = make_method("ULDP-NAIVE", hp)
         avg = make_method("ULDP-AVG", hp)
         seed = np.random.SeedSequence(1)
-        naive_step_noise = float(torch.stack(naive.noise(size, n_silos, seed)).sum(0).std()) / n_silos
-        avg_step_noise = float(torch.stack(avg.noise(size, n_silos, seed)).sum(0).std()) / (n_users * n_silos)
+        naive_step_noise = (
+            float(torch.stack(naive.noise(size, n_silos, seed)).sum(0).std()) / n_silos
+        )
+        avg_step_noise = float(torch.stack(avg.noise(size, n_silos, seed)).sum(0).std()) / (
+            n_users * n_silos
+        )
         # largest clean step: NAIVE averages |S| deltas of norm <= C; AVG sums |U| contributions of norm <= C
         naive_signal, avg_signal = hp.clip, hp.clip / n_silos
-        print(f"|U|={n_users:>4} |S|={n_silos:>2}: noise/signal in the server step  NAIVE "
-              f"{naive_step_noise / naive_signal:7.2f}   ULDP-AVG {avg_step_noise / avg_signal:7.4f}")
-        assert abs(naive_step_noise / naive_signal - 2 * hp.sigma) < 0.05 * 2 * hp.sigma  # the corrected, doubled noise
+        print(
+            f"|U|={n_users:>4} |S|={n_silos:>2}: noise/signal in the server step  NAIVE "
+            f"{naive_step_noise / naive_signal:7.2f}   ULDP-AVG {avg_step_noise / avg_signal:7.4f}"
+        )
+        assert (
+            abs(naive_step_noise / naive_signal - 2 * hp.sigma) < 0.05 * 2 * hp.sigma
+        )  # the corrected, doubled noise
 
 # %% [markdown]
 # Per coordinate, ULDP-NAIVE's noise is $2\sigma$ times the largest clean step whatever $|U|$ (10 at $\sigma = 5$,
@@ -123,14 +142,33 @@ for n_users in (50, 1000):
 # with the paper's hyperparameters and fewer users, rounds and local epochs at this profile.
 
 # %%
-runs = {"DEFAULT": {}, "ULDP-NAIVE": {}, "ULDP-SGD": {"local_epochs": None}, "ULDP-AVG": {}, "ULDP-AVG-w": {},
-        "ULDP-AVG-w, q=0.5": {"q": 0.5}}
+runs = {
+    "DEFAULT": {},
+    "ULDP-NAIVE": {},
+    "ULDP-SGD": {"local_epochs": None},
+    "ULDP-AVG": {},
+    "ULDP-AVG-w": {},
+    "ULDP-AVG-w, q=0.5": {"q": 0.5},
+}
 final = chapters.compare_runs(
-    {label: RunConfig(**{"dataset": "heart_disease", "method": label.split(",")[0], "n_users": SCALE["users"],
-                         "rounds": SCALE["rounds"], "local_epochs": SCALE["epochs"], "distribution": "zipf",
-                         "seed": 0, **extra}) for label, extra in runs.items()},
+    {
+        label: RunConfig(
+            **{
+                "dataset": "heart_disease",
+                "method": label.split(",")[0],
+                "n_users": SCALE["users"],
+                "rounds": SCALE["rounds"],
+                "local_epochs": SCALE["epochs"],
+                "distribution": "zipf",
+                "seed": 0,
+                **extra,
+            }
+        )
+        for label, extra in runs.items()
+    },
     title=f"User-level methods on HeartDisease, zipf, {SCALE['users']} users, {SCALE['rounds']} rounds "
-          f"({profile} profile)")
+    f"({profile} profile)",
+)
 
 # %% [markdown]
 # ULDP-SGD/AVG share {ref}`Theorem 3 <paper-theorem-3>`'s epsilon, equal to ULDP-NAIVE's at the same $\sigma$ (both are

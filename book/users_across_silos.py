@@ -50,7 +50,9 @@ from uldp.paper.chapters import show_captioned
 SEED = 0
 # (dataset, number of users): Creditcard with 100 users, the medical datasets with the paper's smaller user count.
 CASES = [("creditcard", 100), ("heart_disease", 50), ("tcga_brca", 50)]
-EXTRA_CASES = [] if profile == "smoke" else [("creditcard", 1000), ("heart_disease", 200), ("tcga_brca", 200)]
+EXTRA_CASES = (
+    [] if profile == "smoke" else [("creditcard", 1000), ("heart_disease", 200), ("tcga_brca", 200)]
+)
 SCHEMES = ["uniform", "zipf"]
 
 datasets = {name: load(name) for name in sorted({name for name, _ in CASES + EXTRA_CASES})}
@@ -73,7 +75,9 @@ pd.DataFrame(
             "test records": int(data.x_test.shape[0]),
             "silos": data.n_fixed_silos or DATASETS[name].default_silos,
             "train records per silo": (
-                np.bincount(data.train_silo).tolist() if data.train_silo is not None else "allocated"
+                np.bincount(data.train_silo).tolist()
+                if data.train_silo is not None
+                else "allocated"
             ),
             "model parameters": count_parameters(build_model(name)),
             "variant": data.variant,
@@ -91,8 +95,13 @@ pd.DataFrame(
 
 # %%
 allocations = {
-    (name, n_users, scheme): allocate(datasets[name], n_users=n_users, n_silos=DATASETS[name].default_silos,
-                                      scheme=scheme, seed=SEED)
+    (name, n_users, scheme): allocate(
+        datasets[name],
+        n_users=n_users,
+        n_silos=DATASETS[name].default_silos,
+        scheme=scheme,
+        seed=SEED,
+    )
     for name, n_users in CASES + EXTRA_CASES
     for scheme in SCHEMES
 }
@@ -105,15 +114,25 @@ for row, (name, n_users) in enumerate(CASES):
         ax = axes[row, column]
         bottom = np.zeros(n_users)
         for silo, per_user in enumerate(counts[:, order]):
-            ax.bar(np.arange(n_users), per_user, bottom=bottom, width=1.0, label=f"silo {silo}", color=f"C{silo}")
+            ax.bar(
+                np.arange(n_users),
+                per_user,
+                bottom=bottom,
+                width=1.0,
+                label=f"silo {silo}",
+                color=f"C{silo}",
+            )
             bottom += per_user
         ax.set_title(f"{name}, {n_users} users, {scheme}")
         ax.set_xlabel("user (sorted by records)")
         ax.set_ylabel("records")
     axes[row, -1].legend(fontsize="small", ncol=2, loc="upper right")
 fig.tight_layout()
-show_captioned(fig, "Records per user, stacked by silo, users sorted by their records: compare the flat uniform "
-               "allocations with the zipf ones, where a few users hold most records, each mostly in one silo.")
+show_captioned(
+    fig,
+    "Records per user, stacked by silo, users sorted by their records: compare the flat uniform "
+    "allocations with the zipf ones, where a few users hold most records, each mostly in one silo.",
+)
 
 # %% [markdown]
 # ## Records per user and the top silo's share
@@ -145,7 +164,9 @@ table
 
 # %%
 tcga_rows = table.loc["tcga_brca"]
-assert (tcga_rows["smallest n_su > 0"] >= 2).all(), "every TcgaBrca (user, silo) pair must hold >= 2 records"
+assert (tcga_rows["smallest n_su > 0"] >= 2).all(), (
+    "every TcgaBrca (user, silo) pair must hold >= 2 records"
+)
 
 # %% [markdown]
 # ## Non-iid labels (MNIST)
@@ -159,12 +180,18 @@ if profile != "smoke":
     mnist = load("mnist")
     noniid = allocate(mnist, n_users=100, n_silos=5, scheme="zipf-noniid", n_labels=2, seed=SEED)
     iid = allocate(mnist, n_users=100, n_silos=5, scheme="zipf", seed=SEED)
-    display_frame = pd.DataFrame(
-        {
-            scheme: pd.Series(labels_per_user(allocation, mnist.labels)).value_counts().sort_index()
-            for scheme, allocation in (("zipf", iid), ("zipf-noniid", noniid))
-        }
-    ).fillna(0).astype(int)
+    display_frame = (
+        pd.DataFrame(
+            {
+                scheme: pd.Series(labels_per_user(allocation, mnist.labels))
+                .value_counts()
+                .sort_index()
+                for scheme, allocation in (("zipf", iid), ("zipf-noniid", noniid))
+            }
+        )
+        .fillna(0)
+        .astype(int)
+    )
     display_frame.index.name = "labels held by a user"
     display(display_frame)
 

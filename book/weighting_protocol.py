@@ -47,7 +47,9 @@ rng = np.random.default_rng(0)
 
 # %%
 counts = np.array([[3, 0, 5, 0], [1, 2, 0, 0], [4, 0, 1, 7]])
-test_keys = ProtocolParameters(key_bits=1024, n_max=300, insecure_test_key=True)  # tests and this chapter only
+test_keys = ProtocolParameters(
+    key_bits=1024, n_max=300, insecure_test_key=True
+)  # tests and this chapter only
 config = ProtocolConfig(n_silos=3, n_users=4, clip=1.0, sigma=1.0, parameters=test_keys)
 silo_drivers = [SiloDriver(s, counts[s], config) for s in range(3)]
 log, round_inputs = [], {}
@@ -56,8 +58,15 @@ log, round_inputs = [], {}
 def note(sender, receiver, stage, payloads):
     """Note who sent which message (each payload is a message's bytes, as a network would carry it)."""
     for data in payloads:
-        log.append({"from": sender, "to": receiver, "stage": stage,
-                    "message": type(parse_message(data)).__name__, "bytes": len(data)})
+        log.append(
+            {
+                "from": sender,
+                "to": receiver,
+                "stage": stage,
+                "message": type(parse_message(data)).__name__,
+                "bytes": len(data),
+            }
+        )
 
 
 def exchange(stage, round_index, payloads):
@@ -71,9 +80,11 @@ def exchange(stage, round_index, payloads):
     return answers
 
 
-driver = ServerDriver(config, exchange)  # stage order and checks: uldp.secure.driver, the one driver of every transport
+driver = ServerDriver(
+    config, exchange
+)  # stage order and checks: uldp.secure.driver, the one driver of every transport
 server, silos = driver.server, [d.role for d in silo_drivers]
-driver.setup()                                                                           # 1(a)-(f)
+driver.setup()  # 1(a)-(f)
 pd.DataFrame(log)
 
 # %% [markdown]
@@ -82,11 +93,15 @@ pd.DataFrame(log)
 
 # %%
 n = server.public_key.n
-view = pd.DataFrame({
-    "N_u (hidden)": counts.sum(axis=0),
-    "server sees B(N_u) = r_u N_u mod n (first digits)": [str(b)[:24] + "..." for b in server.blinded_totals],
-    "as a fraction of n": [b / n for b in server.blinded_totals],
-})
+view = pd.DataFrame(
+    {
+        "N_u (hidden)": counts.sum(axis=0),
+        "server sees B(N_u) = r_u N_u mod n (first digits)": [
+            str(b)[:24] + "..." for b in server.blinded_totals
+        ],
+        "as a fraction of n": [b / n for b in server.blinded_totals],
+    }
+)
 view
 
 # %% [markdown]
@@ -102,7 +117,7 @@ noise = rng.normal(scale=0.5, size=(3, dim))
 sampled = np.array([True, False, True, True])
 log.clear()
 round_inputs = {s: (deltas[s], noise[s]) for s in range(3)}
-secure = driver.round(1, sampled, dim)                                                   # 2(a)-(c)
+secure = driver.round(1, sampled, dim)  # 2(a)-(c)
 totals = counts.sum(axis=0)
 plain = np.einsum("su,sud->d", np.where(sampled, counts / totals, 0.0), deltas) + noise.sum(axis=0)
 print(pd.DataFrame(log).groupby(["stage", "from", "to", "message"]).size().to_string())
@@ -128,15 +143,23 @@ blinded = np.array([b / n_big for b in session.server.blinded_totals])
 weights = session.server.start_round(1, np.ones(many_users, bool))
 shares = session.server.relay([m for s in session.silos for m in s.share_weight_powers(weights)])
 alone = session.silos[0].masked_update(weights, shares[0], np.zeros((many_users, 50)), np.zeros(50))
-one_silo = np.array([value / n_big for value in session.server.decrypt(alone.ciphertexts)])  # the key holder only
+one_silo = np.array(
+    [value / n_big for value in session.server.decrypt(alone.ciphertexts)]
+)  # the key holder only
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.2))
-for ax, values, title in [(axes[0], blinded, "B(N_u) / n, all N_u = 1"), (axes[1], one_silo, "one silo's masked update / n")]:
+for ax, values, title in [
+    (axes[0], blinded, "B(N_u) / n, all N_u = 1"),
+    (axes[1], one_silo, "one silo's masked update / n"),
+]:
     ax.hist(values, bins=20, range=(0, 1), color="tab:blue", edgecolor="white")
     ax.set_title(f"{title}\nKS p-value {stats.kstest(values, 'uniform').pvalue:.2f}")
     ax.set_xlabel("value / n")
 plt.tight_layout()
-show_captioned(plt.gcf(), "What the server sees, as a share of the Paillier modulus $n$: the blinded counts (left) and one silo's "
-               "masked update (right) against the uniform law; a KS p-value that is not small finds nothing.")
+show_captioned(
+    plt.gcf(),
+    "What the server sees, as a share of the Paillier modulus $n$: the blinded counts (left) and one silo's "
+    "masked update (right) against the uniform law; a KS p-value that is not small finds nothing.",
+)
 
 # %% [markdown]
 # ## Who learns what, and who enforces the guarantee
@@ -174,21 +197,28 @@ show_captioned(plt.gcf(), "What the server sees, as a share of the Paillier modu
 from uldp.paper.chapters import benchmark_result
 from uldp.secure.psu import DEFAULT_GROUP, private_set_union
 
-consortium = [[f"P-{i:03d}" for i in range(30)], [f"P-{i:03d}" for i in range(20, 45)],
-              [f"P-{i:03d}" for i in range(40, 50)]]
+consortium = [
+    [f"P-{i:03d}" for i in range(30)],
+    [f"P-{i:03d}" for i in range(20, 45)],
+    [f"P-{i:03d}" for i in range(40, 50)],
+]
 numbered = private_set_union(consortium)  # three silos, the default group, fresh exponents
 patients = sorted(set().union(*map(set, consortium)))
-numbers = {p: {int(r.index_of([p])[0]) for r, ids in zip(numbered, consortium, strict=True) if p in ids}
-           for p in patients}
+numbers = {
+    p: {int(r.index_of([p])[0]) for r, ids in zip(numbered, consortium, strict=True) if p in ids}
+    for p in patients
+}
 assert numbered[0].n_users == len(patients) and all(len(n) == 1 for n in numbers.values())
 cost = benchmark_result("psu")["results"]
-print(f"{DEFAULT_GROUP.name} ({DEFAULT_GROUP.p.bit_length()}-bit): |U| = {numbered[0].n_users}; each patient held "
-      f"by several silos has the same number at each of them. Set-up at |U| = {cost['users']}, {cost['silos']} "
-      f"silos (benchmarks/psu.py): {cost['exponentiations_per_silo']} exponentiations per silo, "
-      f"{cost['slowest_silo_seconds']:.0f} s for the slowest silo "
-      f"({cost['slowest_silo_seconds_per_element'] * 1e3:.1f} ms per element and hop), "
-      f"{cost['seconds_all_silos_in_one_process']:.0f} s for all silos in one process, on {cost['cores']} cores "
-      f"shared with other work (load average {cost['load_average']['before']:.0f})")
+print(
+    f"{DEFAULT_GROUP.name} ({DEFAULT_GROUP.p.bit_length()}-bit): |U| = {numbered[0].n_users}; each patient held "
+    f"by several silos has the same number at each of them. Set-up at |U| = {cost['users']}, {cost['silos']} "
+    f"silos (benchmarks/psu.py): {cost['exponentiations_per_silo']} exponentiations per silo, "
+    f"{cost['slowest_silo_seconds']:.0f} s for the slowest silo "
+    f"({cost['slowest_silo_seconds_per_element'] * 1e3:.1f} ms per element and hop), "
+    f"{cost['seconds_all_silos_in_one_process']:.0f} s for all silos in one process, on {cost['cores']} cores "
+    f"shared with other work (load average {cost['load_average']['before']:.0f})"
+)
 
 # %% [markdown]
 # Nothing the server sends changes a silo's randomness, budget or answers: each silo holds its own privacy policy
@@ -216,15 +246,18 @@ from IPython.display import Markdown, display
 
 proof_cost = benchmark_result("modulus_proof")
 proof_median = proof_cost["results"]["median"]
-display(Markdown(
-    f"At {proof_cost['results']['key_bits']}-bit keys both factors of $n$ are proved to have at least "
-    f"{proof_cost['results']['smallest_factor_bits']} bits. A silo makes its ring-Pedersen parameters once "
-    f"({proof_cost['results']['silo_ring_pedersen_once_s']:.1f} s, public and kept across sessions); per silo and "
-    f"session the server proves in {proof_median['server_prove_s']:.1f} s "
-    f"({proof_cost['results']['prove_over_keygen']:.1f} times its key generation) and the silo verifies in "
-    f"{proof_median['silo_verify_s']:.1f} s, with {(proof_median['proof_bytes'] + proof_median['ring_pedersen_bytes']) / 1e3:.0f} kB "
-    f"on the wire (medians of {proof_cost['results']['repeats']} sessions; "
-    f"{proof_cost['provenance']['command']} at {proof_cost['provenance']['git_commit'][:7]})."))
+display(
+    Markdown(
+        f"At {proof_cost['results']['key_bits']}-bit keys both factors of $n$ are proved to have at least "
+        f"{proof_cost['results']['smallest_factor_bits']} bits. A silo makes its ring-Pedersen parameters once "
+        f"({proof_cost['results']['silo_ring_pedersen_once_s']:.1f} s, public and kept across sessions); per silo and "
+        f"session the server proves in {proof_median['server_prove_s']:.1f} s "
+        f"({proof_cost['results']['prove_over_keygen']:.1f} times its key generation) and the silo verifies in "
+        f"{proof_median['silo_verify_s']:.1f} s, with {(proof_median['proof_bytes'] + proof_median['ring_pedersen_bytes']) / 1e3:.0f} kB "
+        f"on the wire (medians of {proof_cost['results']['repeats']} sessions; "
+        f"{proof_cost['provenance']['command']} at {proof_cost['provenance']['git_commit'][:7]})."
+    )
+)
 
 # %% [markdown]
 # ## Correctness (Theorem 4)
@@ -242,14 +275,20 @@ trials = 5 if SMOKE else 30
 errors = []
 for _ in range(trials):
     n_silos, n_users, dim = rng.integers(2, 5), rng.integers(2, 12), rng.integers(1, 20)
-    counts_t = rng.integers(0, 300 // n_silos, size=(n_silos, n_users)) * (rng.random((n_silos, n_users)) < 0.7)
+    counts_t = rng.integers(0, 300 // n_silos, size=(n_silos, n_users)) * (
+        rng.random((n_silos, n_users)) < 0.7
+    )
     counts_t[0, counts_t.sum(axis=0) == 0] = 1
     deltas_t = rng.uniform(-0.1, 0.1, size=(n_silos, n_users, dim))
     deltas_t[counts_t == 0] = 0
     noise_t = rng.normal(scale=0.25, size=(n_silos, dim))
     sampled_t = rng.random(n_users) < 0.5
-    secure_t = SecureSession(counts_t, test_keys, clip=0.1, sigma=5.0).aggregate(deltas_t, noise_t, sampled_t)
-    plain_t = np.einsum("su,sud->d", np.where(sampled_t, counts_t / counts_t.sum(axis=0), 0.0), deltas_t) + noise_t.sum(0)
+    secure_t = SecureSession(counts_t, test_keys, clip=0.1, sigma=5.0).aggregate(
+        deltas_t, noise_t, sampled_t
+    )
+    plain_t = np.einsum(
+        "su,sud->d", np.where(sampled_t, counts_t / counts_t.sum(axis=0), 0.0), deltas_t
+    ) + noise_t.sum(0)
     errors.append(np.abs(secure_t - plain_t).max())
 print(f"{trials} random rounds: largest |secure - plain| = {max(errors):.2e} (P = 1e-10)")
 assert max(errors) <= 1e-10
@@ -273,16 +312,25 @@ from uldp.secure.scan import SCAN_PARTS, protocol_scan
 
 if SMOKE:  # small test keys, two points per axis, so that the smoke build stays fast; not the paper's setting
     axes_grid = {"parameters": (16, 107), "users": (10, 40), "silos": (3, 9)}
-    scan_rows = [point.as_row() for point in protocol_scan(protocol=test_keys, axes=axes_grid, seed=0)]
+    scan_rows = [
+        point.as_row() for point in protocol_scan(protocol=test_keys, axes=axes_grid, seed=0)
+    ]
     print("smoke profile: 1024-bit test keys, N_max = 300, two points per axis")
 else:  # the committed scan at the paper's settings (benchmarks/protocol_scan.py; 3072-bit keys, several repeats)
     committed = benchmark_result("protocol_scan")
     scan_rows = committed["results"]["rows"]
     axes_grid = committed["results"]["axes"]
-    print(f"{committed['results']['key_bits']}-bit keys, N_max = {committed['results']['n_max']}, median of "
-          f"{committed['results']['repeats']} repeats; {committed['provenance']['command']} at "
-          f"{committed['provenance']['git_commit'][:7]} on {committed['provenance']['date'][:10]}")
-runtime = pd.DataFrame(scan_rows).groupby(["axis", "value"], sort=False)[list(SCAN_PARTS)].median().reset_index()
+    print(
+        f"{committed['results']['key_bits']}-bit keys, N_max = {committed['results']['n_max']}, median of "
+        f"{committed['results']['repeats']} repeats; {committed['provenance']['command']} at "
+        f"{committed['provenance']['git_commit'][:7]} on {committed['provenance']['date'][:10]}"
+    )
+runtime = (
+    pd.DataFrame(scan_rows)
+    .groupby(["axis", "value"], sort=False)[list(SCAN_PARTS)]
+    .median()
+    .reset_index()
+)
 runtime.round(3)
 
 # %% [markdown]
@@ -290,29 +338,42 @@ runtime.round(3)
 # from {doc}`settings`) include the local training in "training per silo":
 
 # %%
-published = pd.DataFrame([
-    {"axis": "parameters", "value": 16, "training per silo": 85.0, "aggregation": 2.15},
-    {"axis": "parameters", "value": 30, "training per silo": 109.0, "aggregation": 3.63},
-    {"axis": "parameters", "value": 58, "training per silo": 179.5, "aggregation": 6.74},
-    {"axis": "parameters", "value": 107, "training per silo": 286.0, "aggregation": 11.99},
-    {"axis": "users", "value": 10, "training per silo": 85.0, "blinded histogram": 4.1},
-    {"axis": "users", "value": 20, "training per silo": 175.0, "blinded histogram": 8.14},
-    {"axis": "users", "value": 30, "training per silo": 238.5, "blinded histogram": 12.48},
-    {"axis": "users", "value": 40, "training per silo": 323.0, "blinded histogram": 16.49},
-    {"axis": "silos", "value": 3, "key exchange": 1.05},
-    {"axis": "silos", "value": 5, "key exchange": 2.94},
-    {"axis": "silos", "value": 7, "key exchange": 5.73},
-    {"axis": "silos", "value": 9, "key exchange": 9.48},
-])
-parts = ["paillier keygen", "key exchange", "blinded histogram", "encrypted weights", "weighting per silo", "aggregation"]
+published = pd.DataFrame(
+    [
+        {"axis": "parameters", "value": 16, "training per silo": 85.0, "aggregation": 2.15},
+        {"axis": "parameters", "value": 30, "training per silo": 109.0, "aggregation": 3.63},
+        {"axis": "parameters", "value": 58, "training per silo": 179.5, "aggregation": 6.74},
+        {"axis": "parameters", "value": 107, "training per silo": 286.0, "aggregation": 11.99},
+        {"axis": "users", "value": 10, "training per silo": 85.0, "blinded histogram": 4.1},
+        {"axis": "users", "value": 20, "training per silo": 175.0, "blinded histogram": 8.14},
+        {"axis": "users", "value": 30, "training per silo": 238.5, "blinded histogram": 12.48},
+        {"axis": "users", "value": 40, "training per silo": 323.0, "blinded histogram": 16.49},
+        {"axis": "silos", "value": 3, "key exchange": 1.05},
+        {"axis": "silos", "value": 5, "key exchange": 2.94},
+        {"axis": "silos", "value": 7, "key exchange": 5.73},
+        {"axis": "silos", "value": 9, "key exchange": 9.48},
+    ]
+)
+parts = [
+    "paillier keygen",
+    "key exchange",
+    "blinded histogram",
+    "encrypted weights",
+    "weighting per silo",
+    "aggregation",
+]
 fig, axes = plt.subplots(1, 3, figsize=(14, 3.8), sharey=True)
 for ax, axis in zip(axes, axes_grid, strict=True):
     ours = runtime[runtime.axis == axis]
     for part, color in zip(parts, plt.cm.tab10.colors, strict=False):
         ax.plot(ours.value, ours[part], "o-", color=color, label=f"{part} (ours)")
     theirs = published[published.axis == axis]
-    for part, color in [("training per silo", "black"), ("aggregation", plt.cm.tab10.colors[5]),
-                        ("blinded histogram", plt.cm.tab10.colors[2]), ("key exchange", plt.cm.tab10.colors[1])]:
+    for part, color in [
+        ("training per silo", "black"),
+        ("aggregation", plt.cm.tab10.colors[5]),
+        ("blinded histogram", plt.cm.tab10.colors[2]),
+        ("key exchange", plt.cm.tab10.colors[1]),
+    ]:
         if part in theirs and theirs[part].notna().any():
             sub = theirs[theirs[part].notna()]
             ax.plot(sub.value, sub[part], "s--", color=color, alpha=0.6, label=f"{part} (authors)")
@@ -328,9 +389,12 @@ for ax in axes[1:]:
             labels.append(label)
 fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=10, bbox_to_anchor=(0.5, -0.35))
 plt.tight_layout()
-show_captioned(plt.gcf(), "The protocol's parts against the parameters, users and silos of the artificial scan (log scale), beside "
-               "the authors' published timings (dashed, squares): compare the slopes, not the levels, since the "
-               "machines differ.")
+show_captioned(
+    plt.gcf(),
+    "The protocol's parts against the parameters, users and silos of the artificial scan (log scale), beside "
+    "the authors' published timings (dashed, squares): compare the slopes, not the levels, since the "
+    "machines differ.",
+)
 
 # %% [markdown]
 # The authors' silo time grows linearly with parameters times users because every weighted delta is one full-size
@@ -367,14 +431,27 @@ show_captioned(plt.gcf(), "The protocol's parts against the parameters, users an
 # of $P$ each). The tiny example once more, packed:
 
 # %%
-packed_keys = ProtocolParameters(key_bits=1024, n_max=300, insecure_test_key=True, backend="packed-paillier")
+packed_keys = ProtocolParameters(
+    key_bits=1024, n_max=300, insecure_test_key=True, backend="packed-paillier"
+)
 packed_session = SecureSession(counts, packed_keys, clip=1.0, sigma=1.0)
 packed_result = packed_session.aggregate(deltas, noise, sampled)
 layout = packed_session.config.packed_layout
-print(f"C_LCM for N_max = 2000 has {encoding.lcm_up_to(2000).bit_length()} bits of a 3072-bit key's plaintext")
-print(f"weights of g = {layout.weight_bits} bits, deltas at 2^-{layout.resolution_bits}, slots of "
-      f"b = {layout.slot_bits} bits, K = {layout.slots} parameters per ciphertext")
-print("packed:", packed_result, "\nplain: ", plain, "\nmax |difference|:", np.abs(packed_result - plain).max())
+print(
+    f"C_LCM for N_max = 2000 has {encoding.lcm_up_to(2000).bit_length()} bits of a 3072-bit key's plaintext"
+)
+print(
+    f"weights of g = {layout.weight_bits} bits, deltas at 2^-{layout.resolution_bits}, slots of "
+    f"b = {layout.slot_bits} bits, K = {layout.slots} parameters per ciphertext"
+)
+print(
+    "packed:",
+    packed_result,
+    "\nplain: ",
+    plain,
+    "\nmax |difference|:",
+    np.abs(packed_result - plain).max(),
+)
 assert np.abs(packed_result - plain).max() <= packed_keys.precision
 
 # %% [markdown]
@@ -426,21 +503,33 @@ chapters.show_protocol_scale()
 # %%
 lattice_results = benchmark_result("secure_protocol")["results"].get("lattice")
 if lattice_results is None:
-    print("no lattice measurement committed yet: run `python benchmarks/secure_protocol.py --lattice-only`")
+    print(
+        "no lattice measurement committed yet: run `python benchmarks/secure_protocol.py --lattice-only`"
+    )
 else:
-    lattice_rows = {key: {"silo s": lattice_results[key]["silo_s"], "silo CPU s": lattice_results[key]["silo_cpu_s"],
-                          "server s": lattice_results[key]["server_s"],
-                          "server CPU s": lattice_results[key]["server_cpu_s"],
-                          "update MB per silo": lattice_results[key]["update_bytes"] / 1e6,
-                          "weights MB per silo": lattice_results[key]["silo_received_bytes"] / 1e6}
-                    for key in ("mnist", "million") if key in lattice_results}
+    lattice_rows = {
+        key: {
+            "silo s": lattice_results[key]["silo_s"],
+            "silo CPU s": lattice_results[key]["silo_cpu_s"],
+            "server s": lattice_results[key]["server_s"],
+            "server CPU s": lattice_results[key]["server_cpu_s"],
+            "update MB per silo": lattice_results[key]["update_bytes"] / 1e6,
+            "weights MB per silo": lattice_results[key]["silo_received_bytes"] / 1e6,
+        }
+        for key in ("mnist", "million")
+        if key in lattice_results
+    }
     print(pd.DataFrame(lattice_rows).T.round(2).to_string())
-    print(f"max |error| against the plain sum: {lattice_results['max_abs_error_vs_plain']:.1e} (P = 1e-10); "
-          f"load average {lattice_results['load']:.1f} on {lattice_results['cpus']} CPUs during the run")
+    print(
+        f"max |error| against the plain sum: {lattice_results['max_abs_error_vs_plain']:.1e} (P = 1e-10); "
+        f"load average {lattice_results['load']:.1f} on {lattice_results['cpus']} CPUs during the run"
+    )
     million_check = lattice_results["million"]["check"]
-    print(f"10^6 parameters: fixed plus per-chunk CPU fitted on 1- and 2-chunk slices; measured / projected on "
-          f"{million_check['chunks']} chunks: silo {million_check['silo_measured_over_projected']:.2f}, "
-          f"server {million_check['server_finish_measured_over_projected']:.2f}")
+    print(
+        f"10^6 parameters: fixed plus per-chunk CPU fitted on 1- and 2-chunk slices; measured / projected on "
+        f"{million_check['chunks']} chunks: silo {million_check['silo_measured_over_projected']:.2f}, "
+        f"server {million_check['server_finish_measured_over_projected']:.2f}"
+    )
 
 # %% [markdown]
 # Limits of the lattice path: it assumes Ring-LWE rather than Paillier's composite residuosity, and its masks hide
@@ -465,53 +554,99 @@ else:
 # %%
 from uldp.simulation import RunConfig, run
 
-if SMOKE:  # small test keys and two local epochs: the smoke build must stay fast; not the paper's setting
+if (
+    SMOKE
+):  # small test keys and two local epochs: the smoke build must stay fast; not the paper's setting
     medical_keys, medical_n_max, medical_rounds, medical_epochs = 1024, 300, 1, 2
 else:  # 3072-bit keys and Q = 50 as the paper; one round at "default" (per-round times), T = 3 at "paper"
     medical_keys, medical_n_max, medical_epochs = 3072, 2000, 50
     medical_rounds = 3 if profile == "paper" else 1
-run(RunConfig(dataset="heart_disease", method="ULDP-AVG-w", n_users=10, rounds=1, local_epochs=1))  # warm-up
+run(
+    RunConfig(dataset="heart_disease", method="ULDP-AVG-w", n_users=10, rounds=1, local_epochs=1)
+)  # warm-up
 medical_rows = []
 for dataset in ("heart_disease", "tcga_brca"):
     for n_users in (10, 100):
-        medical_config = RunConfig(dataset=dataset, method="ULDP-AVG-w", n_users=n_users, rounds=medical_rounds,
-                                   seed=0, distribution="zipf", global_lr=10.0, clip=0.1, local_lr=0.001,
-                                   local_epochs=medical_epochs, secure=True,
-                                   protocol=ProtocolParameters(key_bits=medical_keys, n_max=medical_n_max,
-                                                               insecure_test_key=medical_keys < 2048))
+        medical_config = RunConfig(
+            dataset=dataset,
+            method="ULDP-AVG-w",
+            n_users=n_users,
+            rounds=medical_rounds,
+            seed=0,
+            distribution="zipf",
+            global_lr=10.0,
+            clip=0.1,
+            local_lr=0.001,
+            local_epochs=medical_epochs,
+            secure=True,
+            protocol=ProtocolParameters(
+                key_bits=medical_keys, n_max=medical_n_max, insecure_test_key=medical_keys < 2048
+            ),
+        )
         medical = run(medical_config)
-        setup, rounds = medical.info["secure_timings"]["setup"], medical.info["secure_timings"]["rounds"]
+        setup, rounds = (
+            medical.info["secure_timings"]["setup"],
+            medical.info["secure_timings"]["rounds"],
+        )
         n_silos = medical.info["n_silos"]
         # the first round also ran the set-up (the hook sets up on its first call)
-        protocol_seconds = [sum(parts.values()) + (sum(setup.values()) if t == 0 else 0.0)
-                            for t, parts in enumerate(rounds)]
-        medical_rows.append({
-            "dataset": dataset, "users": n_users, "silos": n_silos, "parameters": medical.info["parameters"],
-            "paillier keygen": setup["paillier_keygen"], "key exchange": setup["key_exchange"],
-            "blinded histogram": setup["blinded_histogram"],
-            "local training per silo": np.mean([(total - spent) / n_silos
-                                                for total, spent in zip(medical.seconds, protocol_seconds,
-                                                                        strict=True)]),
-            "encrypted weighting per silo": np.mean([parts["silo_weighting"] / n_silos for parts in rounds]),
-            "encrypt weights (server)": np.mean([parts["encrypt_weights"] for parts in rounds]),
-            "aggregation": np.mean([parts["aggregation"] for parts in rounds]),
-            "final loss": medical.test_loss[-1],
-        })
+        protocol_seconds = [
+            sum(parts.values()) + (sum(setup.values()) if t == 0 else 0.0)
+            for t, parts in enumerate(rounds)
+        ]
+        medical_rows.append(
+            {
+                "dataset": dataset,
+                "users": n_users,
+                "silos": n_silos,
+                "parameters": medical.info["parameters"],
+                "paillier keygen": setup["paillier_keygen"],
+                "key exchange": setup["key_exchange"],
+                "blinded histogram": setup["blinded_histogram"],
+                "local training per silo": np.mean(
+                    [
+                        (total - spent) / n_silos
+                        for total, spent in zip(medical.seconds, protocol_seconds, strict=True)
+                    ]
+                ),
+                "encrypted weighting per silo": np.mean(
+                    [parts["silo_weighting"] / n_silos for parts in rounds]
+                ),
+                "encrypt weights (server)": np.mean([parts["encrypt_weights"] for parts in rounds]),
+                "aggregation": np.mean([parts["aggregation"] for parts in rounds]),
+                "final loss": medical.test_loss[-1],
+            }
+        )
 medical_runtime = pd.DataFrame(medical_rows)
-print(f"{medical_keys}-bit keys, N_max = {medical_n_max}, Q = {medical_epochs}, {medical_rounds} round(s); seconds, "
-      "per-round parts averaged over rounds" + (" (smoke profile: test keys, Q = 2)" if SMOKE else ""))
+print(
+    f"{medical_keys}-bit keys, N_max = {medical_n_max}, Q = {medical_epochs}, {medical_rounds} round(s); seconds, "
+    "per-round parts averaged over rounds" + (" (smoke profile: test keys, Q = 2)" if SMOKE else "")
+)
 medical_runtime.round(3)
 
 # %%
-labels = [f"{'Heart' if d == 'heart_disease' else 'Tcga'} {u}"
-          for d, u in zip(medical_runtime.dataset, medical_runtime.users, strict=True)]
+labels = [
+    f"{'Heart' if d == 'heart_disease' else 'Tcga'} {u}"
+    for d, u in zip(medical_runtime.dataset, medical_runtime.users, strict=True)
+]
 fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.8))
 x = np.arange(len(labels))
 left.bar(x, medical_runtime["local training per silo"], color="tab:gray", label="local training")
-left.bar(x, medical_runtime["encrypted weighting per silo"], bottom=medical_runtime["local training per silo"],
-         color="tab:red", label="encrypted weighting")
+left.bar(
+    x,
+    medical_runtime["encrypted weighting per silo"],
+    bottom=medical_runtime["local training per silo"],
+    color="tab:red",
+    label="encrypted weighting",
+)
 left.set_title("one round, per silo")
-right_parts = ["paillier keygen", "key exchange", "blinded histogram", "encrypt weights (server)", "aggregation"]
+right_parts = [
+    "paillier keygen",
+    "key exchange",
+    "blinded histogram",
+    "encrypt weights (server)",
+    "aggregation",
+]
 for k, part in enumerate(right_parts):
     right.bar(x + (k - 2) * 0.16, medical_runtime[part], width=0.16, label=part)
 right.set_title("set-up (once) and server, per round")
@@ -521,8 +656,11 @@ for ax in (left, right):
     ax.set_ylabel("seconds")
     ax.legend(fontsize=8)
 plt.tight_layout()
-show_captioned(plt.gcf(), "One round on the medical datasets with the protocol: a silo's local training and encrypted weighting "
-               "(left), and the set-up (once) and the server's work per round (right, log scale).")
+show_captioned(
+    plt.gcf(),
+    "One round on the medical datasets with the protocol: a silo's local training and encrypted weighting "
+    "(left), and the set-up (once) and the server's work per round (right, log scale).",
+)
 
 # %% [markdown]
 # ## What the committed paper-profile runs measured
@@ -567,4 +705,6 @@ chapters.show_stored_runtime()
 # %%
 pd.set_option("display.max_colwidth", None)
 protocol_rows = scorecard.scorecard(scorecard.stored_results(profile))
-protocol_rows[protocol_rows["key"].str.startswith("runtime-")][["where", "claim", "measured", "verdict", "source"]]
+protocol_rows[protocol_rows["key"].str.startswith("runtime-")][
+    ["where", "claim", "measured", "verdict", "source"]
+]

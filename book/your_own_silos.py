@@ -44,9 +44,11 @@ import pandas as pd
 
 from uldp.paper.chapters import show_captioned
 
-SIZES = {"smoke": dict(patients=150, rounds=3, local_epochs=2),
-         "default": dict(patients=600, rounds=10, local_epochs=5),
-         "paper": dict(patients=2000, rounds=30, local_epochs=5)}[profile]
+SIZES = {
+    "smoke": dict(patients=150, rounds=3, local_epochs=2),
+    "default": dict(patients=600, rounds=10, local_epochs=5),
+    "paper": dict(patients=2000, rounds=30, local_epochs=5),
+}[profile]
 HOSPITALS = ["General Hospital", "Royal Infirmary", "St Mary's"]
 FEATURES = ["age", "systolic_bp", "cholesterol", "bmi", "glucose", "heart_rate"]
 
@@ -58,10 +60,18 @@ def make_visits(n_patients: int, rng: np.random.Generator, first_id: int) -> pd.
         risk = rng.normal()
         hospitals = rng.choice(HOSPITALS, size=rng.integers(1, 4), replace=False)
         for _ in range(rng.integers(1, 13)):
-            measures = rng.normal(size=len(FEATURES)) + 0.8 * risk * np.array([1, 1, 0.5, 0.5, 1, 0])
+            measures = rng.normal(size=len(FEATURES)) + 0.8 * risk * np.array(
+                [1, 1, 0.5, 0.5, 1, 0]
+            )
             outcome = int(measures[0] + measures[1] + measures[4] + rng.normal() > 0)
-            rows.append({"patient_id": f"MRN-{number:06d}", "hospital": rng.choice(hospitals),
-                         **dict(zip(FEATURES, measures.round(3), strict=True)), "outcome": outcome})
+            rows.append(
+                {
+                    "patient_id": f"MRN-{number:06d}",
+                    "hospital": rng.choice(hospitals),
+                    **dict(zip(FEATURES, measures.round(3), strict=True)),
+                    "outcome": outcome,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -73,8 +83,10 @@ for hospital, records in visits.groupby("hospital"):
     records.drop(columns="hospital").to_csv(folder / f"{hospital}.csv", index=False)
 held_out.drop(columns="hospital").to_csv(folder / "test.csv", index=False)
 shared = visits.groupby("patient_id")["hospital"].nunique()
-print(f"{len(visits)} visits of {visits.patient_id.nunique()} patients in {len(HOSPITALS)} files; "
-      f"{(shared > 1).mean():.0%} of the patients visited more than one hospital")
+print(
+    f"{len(visits)} visits of {visits.patient_id.nunique()} patients in {len(HOSPITALS)} files; "
+    f"{(shared > 1).mean():.0%} of the patients visited more than one hospital"
+)
 visits.head()
 
 # %% [markdown]
@@ -118,16 +130,30 @@ import uldp.flower
 files = sorted(folder.glob("*.csv"))
 frame = pd.concat([pd.read_csv(f).assign(hospital=f.stem) for f in files if f.stem != "test"])
 test = pd.read_csv(folder / "test.csv")
-patients = frame["patient_id"]  # in one process the raw ids serve; the Flower run below never pools them
+patients = frame[
+    "patient_id"
+]  # in one process the raw ids serve; the Flower run below never pools them
 model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 1))
 with warnings.catch_warnings(record=True) as warned:  # shown below as what fit said, not as stderr
     warnings.simplefilter("always")
     trained, history = uldp.fit(
-        model, frame[FEATURES].to_numpy(np.float32), frame["outcome"], user_ids=patients,
-        silo_ids=frame["hospital"], loss=nn.BCEWithLogitsLoss(), method="ULDP-AVG-w", epsilon=4.0, delta=1e-5, q=0.5,
-        rounds=SIZES["rounds"], local_epochs=SIZES["local_epochs"], batch_size=16, seed=0,
+        model,
+        frame[FEATURES].to_numpy(np.float32),
+        frame["outcome"],
+        user_ids=patients,
+        silo_ids=frame["hospital"],
+        loss=nn.BCEWithLogitsLoss(),
+        method="ULDP-AVG-w",
+        epsilon=4.0,
+        delta=1e-5,
+        q=0.5,
+        rounds=SIZES["rounds"],
+        local_epochs=SIZES["local_epochs"],
+        batch_size=16,
+        seed=0,
         test=(test[FEATURES].to_numpy(np.float32), test["outcome"]),
-        metrics={"accuracy": lambda out, y: ((out.squeeze(-1) > 0).float() == y).float().mean()})
+        metrics={"accuracy": lambda out, y: ((out.squeeze(-1) > 0).float() == y).float().mean()},
+    )
 for warning in warned:
     print(f"uldp.fit warns ({warning.category.__name__}): {warning.message}")
 
@@ -144,10 +170,15 @@ for axis, name in zip(axes, ("loss", "accuracy", "epsilon"), strict=True):
 axes[2].axhline(4.0, color="grey", linestyle="--", label="target")
 axes[2].legend()
 plt.tight_layout()
-show_captioned(fig, "The federation's test loss, accuracy and user-level $\\epsilon$ per round; the dashed line is "
-               "the target $\\epsilon$ the noise was calibrated to.")
-print(f"sigma = {history.sigma:.3f} for epsilon = {history.epsilon:.4f} at delta = {history.delta:g}; "
-      f"{len(history.users)} patients, silos {history.silos}")
+show_captioned(
+    fig,
+    "The federation's test loss, accuracy and user-level $\\epsilon$ per round; the dashed line is "
+    "the target $\\epsilon$ the noise was calibrated to.",
+)
+print(
+    f"sigma = {history.sigma:.3f} for epsilon = {history.epsilon:.4f} at delta = {history.delta:g}; "
+    f"{len(history.users)} patients, silos {history.silos}"
+)
 
 # %% [markdown]
 # A layer that per-user training cannot run is refused before any training, with the fix. Batch normalisation, for
@@ -155,9 +186,16 @@ print(f"sigma = {history.sigma:.3f} for epsilon = {history.epsilon:.4f} at delta
 
 # %%
 try:
-    uldp.fit(nn.Sequential(nn.Linear(6, 16), nn.BatchNorm1d(16), nn.Linear(16, 1)),
-             frame[FEATURES].to_numpy(np.float32), frame["outcome"], user_ids=patients,
-             silo_ids=frame["hospital"], loss=nn.BCEWithLogitsLoss(), epsilon=4.0, rounds=1)
+    uldp.fit(
+        nn.Sequential(nn.Linear(6, 16), nn.BatchNorm1d(16), nn.Linear(16, 1)),
+        frame[FEATURES].to_numpy(np.float32),
+        frame["outcome"],
+        user_ids=patients,
+        silo_ids=frame["hospital"],
+        loss=nn.BCEWithLogitsLoss(),
+        epsilon=4.0,
+        rounds=1,
+    )
 except ValueError as error:
     print(f"{type(error).__name__}: {error}")
 
@@ -195,16 +233,35 @@ from uldp.paper.verdicts import readable_number
 comparison = {}
 for name in ("ULDP-AVG-w", "DP-SGD"):
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", uldp.SeedWarning)  # seeded for a reproducible book, as above
+        warnings.simplefilter(
+            "ignore", uldp.SeedWarning
+        )  # seeded for a reproducible book, as above
         _, run = uldp.fit(
-            nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 1)), frame[FEATURES].to_numpy(np.float32),
-            frame["outcome"], user_ids=patients, silo_ids=frame["hospital"], loss=nn.BCEWithLogitsLoss(),
-            method=name, epsilon=4.0, rounds=SIZES["rounds"], batch_size=16, seed=0,
+            nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 1)),
+            frame[FEATURES].to_numpy(np.float32),
+            frame["outcome"],
+            user_ids=patients,
+            silo_ids=frame["hospital"],
+            loss=nn.BCEWithLogitsLoss(),
+            method=name,
+            epsilon=4.0,
+            rounds=SIZES["rounds"],
+            batch_size=16,
+            seed=0,
             test=(test[FEATURES].to_numpy(np.float32), test["outcome"]),
-            metrics={"accuracy": lambda out, y: ((out.squeeze(-1) > 0).float() == y).float().mean()})
-    comparison[name] = {"test accuracy": run.column("accuracy")[-1], "user-level epsilon": run.epsilon,
-                        "record-level epsilon": run.rows[-1].get("record_epsilon"), "sigma": run.sigma}
-pd.DataFrame(comparison).T.style.format(partial(readable_number, missing="at most the user-level ε"))
+            metrics={
+                "accuracy": lambda out, y: ((out.squeeze(-1) > 0).float() == y).float().mean()
+            },
+        )
+    comparison[name] = {
+        "test accuracy": run.column("accuracy")[-1],
+        "user-level epsilon": run.epsilon,
+        "record-level epsilon": run.rows[-1].get("record_epsilon"),
+        "sigma": run.sigma,
+    }
+pd.DataFrame(comparison).T.style.format(
+    partial(readable_number, missing="at most the user-level ε")
+)
 
 # %% [markdown]
 # The table reads the trade directly: at the same target, the record-level run's user-level $\epsilon$ is the
@@ -237,16 +294,21 @@ pd.DataFrame(comparison).T.style.format(partial(readable_number, missing="at mos
 #
 # The hospital's side is the `load` function and one call:
 
+
 # %%
 def load(context) -> uldp.flower.SiloData:
     """One hospital's own records and raw patient ids, from the file its SuperNode was given."""
     records = pd.read_csv(context.node_config["data"])
-    return uldp.flower.SiloData(records[FEATURES].to_numpy(np.float32), records["outcome"], records["patient_id"])
+    return uldp.flower.SiloData(
+        records[FEATURES].to_numpy(np.float32), records["outcome"], records["patient_id"]
+    )
 
 
-client_app = uldp.flower.silo_client_app(load, model=lambda: nn.Sequential(nn.Linear(6, 16), nn.ReLU(),
-                                                                         nn.Linear(16, 1)),
-                                         loss=nn.BCEWithLogitsLoss())
+client_app = uldp.flower.silo_client_app(
+    load,
+    model=lambda: nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 1)),
+    loss=nn.BCEWithLogitsLoss(),
+)
 
 # %% [markdown]
 # On real machines each hospital starts (the key file never goes to the server)
@@ -287,7 +349,9 @@ from collections import Counter
 
 from flwr.app import ArrayRecord
 
-logging.getLogger("flwr").setLevel(logging.WARNING)  # Flower logs every stage; the results below say enough
+logging.getLogger("flwr").setLevel(
+    logging.WARNING
+)  # Flower logs every stage; the results below say enough
 
 
 @contextlib.contextmanager
@@ -311,16 +375,38 @@ def warnings_said_once(*names: str):
 
 
 torch_model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 1))
-uldp.load_flat_parameters(torch_model, uldp.flat_parameters(model))  # the same initial weights as above
-TEST_ONLY = {"uldp-insecure-reproducible-noise": 0}  # the hospitals' own option, see the warning above
-grid = uldp.flower.LocalGrid(client_app, [
-    {"silo": hospital, "data": str(folder / f"{hospital}.csv"), "uldp-key-file": str(key_file),
-     "uldp-policy-epsilon": 20, **TEST_ONLY} for hospital in HOSPITALS])
-strategy = uldp.flower.UldpStrategy(method="ULDP-AVG-w", sigma=history.sigma, q=0.5,
-                                    local_epochs=SIZES["local_epochs"], batch_size=16, seed=0, secure=False)
+uldp.load_flat_parameters(
+    torch_model, uldp.flat_parameters(model)
+)  # the same initial weights as above
+TEST_ONLY = {
+    "uldp-insecure-reproducible-noise": 0
+}  # the hospitals' own option, see the warning above
+grid = uldp.flower.LocalGrid(
+    client_app,
+    [
+        {
+            "silo": hospital,
+            "data": str(folder / f"{hospital}.csv"),
+            "uldp-key-file": str(key_file),
+            "uldp-policy-epsilon": 20,
+            **TEST_ONLY,
+        }
+        for hospital in HOSPITALS
+    ],
+)
+strategy = uldp.flower.UldpStrategy(
+    method="ULDP-AVG-w",
+    sigma=history.sigma,
+    q=0.5,
+    local_epochs=SIZES["local_epochs"],
+    batch_size=16,
+    seed=0,
+    secure=False,
+)
 with warnings_said_once("uldp.flower", "flwr"):
-    result = strategy.start(grid, ArrayRecord([uldp.flat_parameters(torch_model).numpy()]),
-                            num_rounds=SIZES["rounds"])
+    result = strategy.start(
+        grid, ArrayRecord([uldp.flat_parameters(torch_model).numpy()]), num_rounds=SIZES["rounds"]
+    )
 on_flower = result.arrays.to_numpy_ndarrays()[0]
 
 
@@ -332,11 +418,25 @@ def fit_as_numbered(grid: uldp.flower.LocalGrid) -> tuple[nn.Module, uldp.Histor
         rows = (frame["hospital"] == context.node_config["silo"]).to_numpy()
         numbers[rows] = uldp.flower.user_numbers(context, frame.loc[rows, "patient_id"])
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", uldp.SeedWarning)  # seeded to match the hospitals' test seed, as above
-        return uldp.fit(model, frame[FEATURES].to_numpy(np.float32), frame["outcome"], user_ids=numbers,
-                        silo_ids=frame["hospital"], loss=nn.BCEWithLogitsLoss(), method="ULDP-AVG-w", epsilon=4.0,
-                        delta=1e-5, q=0.5, rounds=SIZES["rounds"], local_epochs=SIZES["local_epochs"],
-                        batch_size=16, seed=0)
+        warnings.simplefilter(
+            "ignore", uldp.SeedWarning
+        )  # seeded to match the hospitals' test seed, as above
+        return uldp.fit(
+            model,
+            frame[FEATURES].to_numpy(np.float32),
+            frame["outcome"],
+            user_ids=numbers,
+            silo_ids=frame["hospital"],
+            loss=nn.BCEWithLogitsLoss(),
+            method="ULDP-AVG-w",
+            epsilon=4.0,
+            delta=1e-5,
+            q=0.5,
+            rounds=SIZES["rounds"],
+            local_epochs=SIZES["local_epochs"],
+            batch_size=16,
+            seed=0,
+        )
 
 
 pooled, pooled_history = fit_as_numbered(grid)
@@ -344,7 +444,9 @@ difference = np.abs(on_flower - uldp.flat_parameters(pooled).numpy()).max()
 print(f"largest difference between the Flower model and uldp.fit's: {difference}")
 print(f"epsilon after each round, Flower: {np.round(strategy.epsilons, 4).tolist()}")
 print(f"epsilon after each round, fit:    {np.round(pooled_history.column('epsilon'), 4).tolist()}")
-print(f"epsilon of the server's view without secure aggregation: {np.round(strategy.server_view_epsilons, 4).tolist()}")
+print(
+    f"epsilon of the server's view without secure aggregation: {np.round(strategy.server_view_epsilons, 4).tolist()}"
+)
 assert difference == 0.0 and strategy.epsilons == pooled_history.column("epsilon")
 
 # %% [markdown]
@@ -356,14 +458,34 @@ assert difference == 0.0 and strategy.epsilons == pooled_history.column("epsilon
 # Without the test-only option the hospitals' noise comes from their own CSPRNGs, and the model differs:
 
 # %%
-private = uldp.flower.UldpStrategy(method="ULDP-AVG-w", sigma=history.sigma, q=0.5,
-                                   local_epochs=SIZES["local_epochs"], batch_size=16, seed=0, secure=False)
-grid = uldp.flower.LocalGrid(client_app, [
-    {"silo": hospital, "data": str(folder / f"{hospital}.csv"), "uldp-key-file": str(key_file),
-     "uldp-policy-epsilon": 20} for hospital in HOSPITALS])
-noisy = private.start(grid, ArrayRecord([uldp.flat_parameters(torch_model).numpy()]), num_rounds=SIZES["rounds"])
-print("same model as with the shared seed:",
-      np.array_equal(noisy.arrays.to_numpy_ndarrays()[0], on_flower))
+private = uldp.flower.UldpStrategy(
+    method="ULDP-AVG-w",
+    sigma=history.sigma,
+    q=0.5,
+    local_epochs=SIZES["local_epochs"],
+    batch_size=16,
+    seed=0,
+    secure=False,
+)
+grid = uldp.flower.LocalGrid(
+    client_app,
+    [
+        {
+            "silo": hospital,
+            "data": str(folder / f"{hospital}.csv"),
+            "uldp-key-file": str(key_file),
+            "uldp-policy-epsilon": 20,
+        }
+        for hospital in HOSPITALS
+    ],
+)
+noisy = private.start(
+    grid, ArrayRecord([uldp.flat_parameters(torch_model).numpy()]), num_rounds=SIZES["rounds"]
+)
+print(
+    "same model as with the shared seed:",
+    np.array_equal(noisy.arrays.to_numpy_ndarrays()[0], on_flower),
+)
 
 # %% [markdown]
 # ## The enhanced weights through Protocol 1
@@ -389,22 +511,51 @@ print("same model as with the shared seed:",
 # %%
 from uldp.secure import ProtocolParameters
 
-keys = (ProtocolParameters(key_bits=1024, n_max=300, insecure_test_key=True) if profile == "smoke"
-        else ProtocolParameters())
-grid = uldp.flower.LocalGrid(client_app, [
-    {"silo": hospital, "data": str(folder / f"{hospital}.csv"), "uldp-key-file": str(key_file),
-     "uldp-insecure-test-keys": profile == "smoke", **TEST_ONLY} for hospital in HOSPITALS])
-secure = uldp.flower.UldpStrategy(method="ULDP-AVG-w", sigma=history.sigma, q=0.5,
-                                  local_epochs=SIZES["local_epochs"], batch_size=16, seed=0, protocol=keys)
+keys = (
+    ProtocolParameters(key_bits=1024, n_max=300, insecure_test_key=True)
+    if profile == "smoke"
+    else ProtocolParameters()
+)
+grid = uldp.flower.LocalGrid(
+    client_app,
+    [
+        {
+            "silo": hospital,
+            "data": str(folder / f"{hospital}.csv"),
+            "uldp-key-file": str(key_file),
+            "uldp-insecure-test-keys": profile == "smoke",
+            **TEST_ONLY,
+        }
+        for hospital in HOSPITALS
+    ],
+)
+secure = uldp.flower.UldpStrategy(
+    method="ULDP-AVG-w",
+    sigma=history.sigma,
+    q=0.5,
+    local_epochs=SIZES["local_epochs"],
+    batch_size=16,
+    seed=0,
+    protocol=keys,
+)
 with warnings_said_once("uldp.flower", "flwr"):
-    result = secure.start(grid, ArrayRecord([uldp.flat_parameters(torch_model).numpy()]), num_rounds=SIZES["rounds"])
+    result = secure.start(
+        grid, ArrayRecord([uldp.flat_parameters(torch_model).numpy()]), num_rounds=SIZES["rounds"]
+    )
 with_protocol = result.arrays.to_numpy_ndarrays()[0]
 without = uldp.flat_parameters(fit_as_numbered(grid)[0]).numpy()
-print(f"largest difference between the model with Protocol 1 and without: "
-      f"{np.abs(with_protocol - without).max():.2e} (float32 rounding: the protocol sums in float64)")
-held = {int(c.state["uldp"]["index"]): c.state["uldp_arrays"].to_numpy_ndarrays()[0] for c in grid.contexts.values()}
-print("each hospital holds only its own counts n_su:",
-      all(not np.delete(counts, s, axis=0).any() and counts[s].any() for s, counts in held.items()))
+print(
+    f"largest difference between the model with Protocol 1 and without: "
+    f"{np.abs(with_protocol - without).max():.2e} (float32 rounding: the protocol sums in float64)"
+)
+held = {
+    int(c.state["uldp"]["index"]): c.state["uldp_arrays"].to_numpy_ndarrays()[0]
+    for c in grid.contexts.values()
+}
+print(
+    "each hospital holds only its own counts n_su:",
+    all(not np.delete(counts, s, axis=0).any() and counts[s].any() for s, counts in held.items()),
+)
 assert np.allclose(with_protocol, without, rtol=1e-5, atol=1e-6)
 
 # %% [markdown]
@@ -415,7 +566,11 @@ assert np.allclose(with_protocol, without, rtol=1e-5, atol=1e-6)
 # %%
 in_process = sum(history.column("seconds")) / len(rounds)
 plain_round, secure_round = np.median(strategy.round_seconds), np.median(secure.round_seconds)
-print(f"seconds per round: in process {in_process:.2f}; Flower {plain_round:.2f}; Flower with Protocol 1 "
-      f"({keys.key_bits}-bit key) {secure_round:.2f}, its set-up {secure.setup_seconds:.2f} once")
-print(f"Flower with Protocol 1 / Flower: {secure_round / plain_round:.1f}x; / in process: "
-      f"{secure_round / in_process:.1f}x")
+print(
+    f"seconds per round: in process {in_process:.2f}; Flower {plain_round:.2f}; Flower with Protocol 1 "
+    f"({keys.key_bits}-bit key) {secure_round:.2f}, its set-up {secure.setup_seconds:.2f} once"
+)
+print(
+    f"Flower with Protocol 1 / Flower: {secure_round / plain_round:.1f}x; / in process: "
+    f"{secure_round / in_process:.1f}x"
+)

@@ -25,8 +25,17 @@ def make_config(secure: bool, rounds: int = 2) -> DeployConfig:
     from uldp.simulation import RunConfig
 
     protocol = ProtocolParameters(key_bits=512, insecure_test_key=True, n_max=200)
-    run = RunConfig(dataset="synthetic", method="ULDP-AVG-w", n_users=8, rounds=rounds, seed=3, max_train_records=120,
-                    local_epochs=1, secure=secure, protocol=protocol)
+    run = RunConfig(
+        dataset="synthetic",
+        method="ULDP-AVG-w",
+        n_users=8,
+        rounds=rounds,
+        seed=3,
+        max_train_records=120,
+        local_epochs=1,
+        secure=secure,
+        protocol=protocol,
+    )
     return DeployConfig(run)
 
 
@@ -34,7 +43,9 @@ class Proxy:
     """Flower's client proxy for one in-process silo client; ``tamper(instruction, reply)`` may rewrite replies,
     ``fault(instruction, timeout)`` runs before the silo sees the instruction (it may sleep or raise)."""
 
-    def __init__(self, client: Any, tamper: Any = None, hello: dict | None = None, fault: Any = None) -> None:
+    def __init__(
+        self, client: Any, tamper: Any = None, hello: dict | None = None, fault: Any = None
+    ) -> None:
         self.client, self.tamper, self.hello, self.fault = client, tamper, hello or {}, fault
 
     def get_properties(self, ins: Any, timeout: float, group_id: Any) -> Any:
@@ -66,21 +77,38 @@ class Manager:
         return {f"client-{i}": proxy for i, proxy in enumerate(self.proxies)}
 
 
-def silo_clients(synthetic: Any, deploy_config: DeployConfig,
-                 silo: Callable[[int], dict[str, Any]] | None = None) -> list:
+def silo_clients(
+    synthetic: Any, deploy_config: DeployConfig, silo: Callable[[int], dict[str, Any]] | None = None
+) -> list:
     """The real silo clients of the 3 silos (each with its key under :data:`MASTER`; ``silo(silo_id)`` gives a
     silo's own SiloSettings fields, its policy and ledger)."""
-    return [_make_client(MethodSilo(deploy_config, silo_id, synthetic),
-                         SiloSettings(key=keys.silo_key(MASTER, silo_id), **(silo(silo_id) if silo else {})))
-            for silo_id in range(N_SILOS)]
+    return [
+        _make_client(
+            MethodSilo(deploy_config, silo_id, synthetic),
+            SiloSettings(key=keys.silo_key(MASTER, silo_id), **(silo(silo_id) if silo else {})),
+        )
+        for silo_id in range(N_SILOS)
+    ]
 
 
-def federation(synthetic: Any, *, secure: bool = False, tamper: Any = None, victim: int = 1, extra: Sequence = (),
-               settings: ServerSettings | None = None, silo: Callable[[int], dict[str, Any]] | None = None
-               ) -> Coordinator:
+def federation(
+    synthetic: Any,
+    *,
+    secure: bool = False,
+    tamper: Any = None,
+    victim: int = 1,
+    extra: Sequence = (),
+    settings: ServerSettings | None = None,
+    silo: Callable[[int], dict[str, Any]] | None = None,
+) -> Coordinator:
     """A coordinator over 3 real silo clients (silo ``victim``'s replies go through ``tamper``) and ``extra``."""
     deploy_config = make_config(secure)
-    proxies = [*extra, *(Proxy(client, tamper if silo_id == victim else None)
-                         for silo_id, client in enumerate(silo_clients(synthetic, deploy_config, silo)))]
+    proxies = [
+        *extra,
+        *(
+            Proxy(client, tamper if silo_id == victim else None)
+            for silo_id, client in enumerate(silo_clients(synthetic, deploy_config, silo))
+        ),
+    ]
     settings = settings or ServerSettings(master_key=MASTER, join_timeout=60, round_timeout=60)
     return Coordinator(MethodServer(deploy_config, synthetic), settings, Manager(proxies))

@@ -67,8 +67,14 @@ def resumed(params: Mapping[str, Any], checkpoint: str | None = None) -> dict:
     assert checkpoint is not None, "a resumed run needs its checkpoint"
     with open(checkpoint, encoding="utf-8"):
         pass
-    return {**execute(params), "info": {"resumed_seconds": 100.0, "checkpoint": checkpoint,
-                                        "dataset_variant": f"fake {params['dataset']}"}}
+    return {
+        **execute(params),
+        "info": {
+            "resumed_seconds": 100.0,
+            "checkpoint": checkpoint,
+            "dataset_variant": f"fake {params['dataset']}",
+        },
+    }
 
 
 def slow(params: Mapping[str, Any], checkpoint: str | None = None) -> dict:
@@ -94,7 +100,13 @@ def paper_like(params: Mapping[str, Any], *, swap: tuple[str, str] | None = None
     method, dataset = params["method"], params["dataset"]
     if swap and method in swap:
         method = swap[1 - swap.index(method)]
-    final = {"DEFAULT": 0.95, "ULDP-AVG-w": 0.9, "ULDP-AVG": 0.85, "ULDP-SGD": 0.8, "ULDP-NAIVE": 0.5}.get(method, 0.84)
+    final = {
+        "DEFAULT": 0.95,
+        "ULDP-AVG-w": 0.9,
+        "ULDP-AVG": 0.85,
+        "ULDP-SGD": 0.8,
+        "ULDP-NAIVE": 0.5,
+    }.get(method, 0.84)
     speed = {"ULDP-AVG-w": 0.5, "ULDP-AVG": 0.3, "ULDP-SGD": 0.1}.get(method, 0.3)
     if method.startswith("ULDP-GROUP"):  # reasonably high, more so with more users (smaller n)
         final = 0.78 + 0.017 * math.log10(params["n_users"])
@@ -112,7 +124,11 @@ def paper_like(params: Mapping[str, Any], *, swap: tuple[str, str] | None = None
     utility = [final * (1 - math.exp(-speed * t)) for t in rounds]
     scale = 0.5 * q
     if method.startswith("ULDP-GROUP"):
-        scale = 0.1 if (dataset == "mnist" and params["n_users"] >= 1000 and method == "ULDP-GROUP-2") else 100.0
+        scale = (
+            0.1
+            if (dataset == "mnist" and params["n_users"] >= 1000 and method == "ULDP-GROUP-2")
+            else 100.0
+        )
     metric = "c_index" if dataset == "tcga_brca" else "accuracy"
     return {
         "round": list(rounds),
@@ -128,10 +144,23 @@ def _protocol_timings(params: Mapping[str, Any]) -> dict:
     and the parameters (14 for HeartDisease, 40 for TcgaBrca)."""
     parameters = 40 if params["dataset"] == "tcga_brca" else 14
     silos, load = params["n_silos"], params["n_users"] * parameters
-    setup = {"paillier_keygen": 0.3, "key_exchange": 0.01, "blinded_histogram": 0.001 * params["n_users"]}
-    parts = {"encrypt_weights": 0.0005 * load, "aggregation": 0.0005 * load, "silo_weighting": 0.0005 * load * silos}
+    setup = {
+        "paillier_keygen": 0.3,
+        "key_exchange": 0.01,
+        "blinded_histogram": 0.001 * params["n_users"],
+    }
+    parts = {
+        "encrypt_weights": 0.0005 * load,
+        "aggregation": 0.0005 * load,
+        "silo_weighting": 0.0005 * load * silos,
+    }
     round_seconds = silos * 0.01 * load + sum(parts.values())
     rounds = range(1, params["rounds"] + 1)
-    return {"seconds": [round_seconds + (sum(setup.values()) if t == 1 else 0.0) for t in rounds],
-            "info": {"n_silos": silos, "parameters": parameters,
-                     "secure_timings": {"setup": setup, "rounds": [parts] * params["rounds"]}}}
+    return {
+        "seconds": [round_seconds + (sum(setup.values()) if t == 1 else 0.0) for t in rounds],
+        "info": {
+            "n_silos": silos,
+            "parameters": parameters,
+            "secure_timings": {"setup": setup, "rounds": [parts] * params["rounds"]},
+        },
+    }

@@ -33,8 +33,10 @@ if TYPE_CHECKING:
 
 DIGEST = 32
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=12),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=10,
 )
 _SCRATCH = Path(tempfile.mkdtemp(prefix="uldp-fuzz-"))
@@ -54,14 +56,16 @@ def mutated(draw: Any, valid: st.SearchStrategy[bytes]) -> bytes:
     body = bytearray(data[:-DIGEST])
     for _ in range(draw(st.integers(0, 4))):
         last = max(len(body) - 1, 0)
-        position = draw(st.integers(0, min(last, 16)) | st.integers(0, last))  # headers (type, sizes) half the time
+        position = draw(
+            st.integers(0, min(last, 16)) | st.integers(0, last)
+        )  # headers (type, sizes) half the time
         action = draw(st.sampled_from(["flip", "insert", "delete", "truncate", "set"]))
         if action == "flip" and body:
             body[position] ^= 1 << draw(st.integers(0, 7))
         elif action == "insert":
             body[position:position] = draw(st.binary(min_size=1, max_size=9))
         elif action == "delete" and body:
-            del body[position:position + draw(st.integers(1, 9))]
+            del body[position : position + draw(st.integers(1, 9))]
         elif action == "truncate":
             del body[position:]
         elif action == "set" and body:
@@ -79,7 +83,9 @@ def _array_bytes(dtype: type, shape: tuple[int, ...], seed: int) -> bytes:
 VALID_ARRAYS = st.builds(
     _array_bytes,
     st.sampled_from([np.float32, np.float64, np.int64, np.bool_]),
-    st.lists(st.integers(0, 4), max_size=3).map(tuple), st.integers(0, 9))
+    st.lists(st.integers(0, 4), max_size=3).map(tuple),
+    st.integers(0, 9),
+)
 ARRAYS = mutated(VALID_ARRAYS) | st.binary(max_size=80)
 
 
@@ -103,15 +109,37 @@ VALID_MESSAGES = st.one_of(
     st.builds(messages.PublicKeyMessage, st.integers(0, 2**600)),
     st.builds(messages.DhPublicKeyMessage, _U32, st.binary(max_size=32)),
     st.builds(messages.DhDirectoryMessage, st.lists(st.binary(max_size=8), max_size=3).map(tuple)),
-    st.builds(messages.SealedMessage, _U32, _U32, _U32, _U32, st.binary(max_size=12), st.binary(max_size=20)),
+    st.builds(
+        messages.SealedMessage,
+        _U32,
+        _U32,
+        _U32,
+        _U32,
+        st.binary(max_size=12),
+        st.binary(max_size=20),
+    ),
     st.builds(messages.BlindedHistogramMessage, _U32, _INTS),
     st.builds(messages.EncryptedWeightsMessage, _U32, _INTS),
     st.builds(messages.MaskedUpdateMessage, _U32, _U32, _U32, _INTS),
     st.builds(messages.RescaleRequestMessage, _U32, _U32, _INTS),
     st.builds(messages.RescaledWeightsMessage, _U32, _INTS),
-    st.builds(messages.RingPedersenMessage, _U32, st.binary(max_size=32), *[st.integers(0, 2**80)] * 3, _INTS, _INTS),
-    st.builds(messages.ModulusProofMessage, _U32, st.integers(0, 2**80), st.integers(0, 2**80), *[_INTS] * 4,
-              *[st.integers(0, 2**80)] * 5, *[st.integers(-(2**80), 2**80)] * 6),
+    st.builds(
+        messages.RingPedersenMessage,
+        _U32,
+        st.binary(max_size=32),
+        *[st.integers(0, 2**80)] * 3,
+        _INTS,
+        _INTS,
+    ),
+    st.builds(
+        messages.ModulusProofMessage,
+        _U32,
+        st.integers(0, 2**80),
+        st.integers(0, 2**80),
+        *[_INTS] * 4,
+        *[st.integers(0, 2**80)] * 5,
+        *[st.integers(-(2**80), 2**80)] * 6,
+    ),
 ).map(lambda message: message.to_bytes())
 MESSAGES = mutated(VALID_MESSAGES) | st.binary(max_size=80)
 
@@ -123,14 +151,27 @@ def check_message(data: bytes) -> None:
 # --- checkpoints --------------------------------------------------------------------------------------------------
 _HEADER = st.one_of(
     JSON.map(lambda value: json.dumps(value).encode()),
-    st.builds(lambda rounds, history: json.dumps({"rounds_done": rounds, "config_fingerprint": "f",
-                                                  "history": history}).encode(), JSON, JSON),
+    st.builds(
+        lambda rounds, history: json.dumps(
+            {"rounds_done": rounds, "config_fingerprint": "f", "history": history}
+        ).encode(),
+        JSON,
+        JSON,
+    ),
     st.binary(max_size=40),
 )
 CHECKPOINTS = st.builds(
     lambda header, length_delta, params, sealed: (lambda body: reseal(body) if sealed else body)(
-        persist.MAGIC + struct.pack("<I", max(0, len(header) + length_delta) % 2**32) + header + params),
-    _HEADER, st.sampled_from([0, 0, 0, -1, 1, 2**20]), mutated(VALID_ARRAYS), st.booleans()) | st.binary(max_size=80)
+        persist.MAGIC
+        + struct.pack("<I", max(0, len(header) + length_delta) % 2**32)
+        + header
+        + params
+    ),
+    _HEADER,
+    st.sampled_from([0, 0, 0, -1, 1, 2**20]),
+    mutated(VALID_ARRAYS),
+    st.booleans(),
+) | st.binary(max_size=80)
 
 
 def check_checkpoint(data: bytes) -> None:
@@ -145,8 +186,11 @@ def check_checkpoint(data: bytes) -> None:
 
 
 # --- key files ----------------------------------------------------------------------------------------------------
-KEY_FILES = st.one_of(st.binary(max_size=80), st.text(max_size=80).map(str.encode),
-                      st.binary(min_size=0, max_size=40).map(lambda key: key.hex().encode() + b"\n"))
+KEY_FILES = st.one_of(
+    st.binary(max_size=80),
+    st.text(max_size=80).map(str.encode),
+    st.binary(min_size=0, max_size=40).map(lambda key: key.hex().encode() + b"\n"),
+)
 
 
 def check_key_file(data: bytes) -> None:
@@ -163,12 +207,35 @@ def check_key_file(data: bytes) -> None:
 
 # --- deployment configurations ------------------------------------------------------------------------------------
 _BASE = {"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 8, "rounds": 2, "seed": 0}
-_FIELDS = sorted({*_BASE, "n_silos", "q", "sigma", "clip", "secure", "user_weights", "local_epochs", "protocol",
-                  "insecure_reproducible_noise", "max_train_records", "distribution", "bogus"})
-_PROTOCOL = st.dictionaries(st.sampled_from(["key_bits", "precision", "n_max", "insecure_test_key", "bits"]),
-                            JSON | st.integers(0, 5000), max_size=4)
-CONFIGS = st.builds(lambda changes: {**_BASE, **changes},
-                    st.dictionaries(st.sampled_from(_FIELDS), JSON | _PROTOCOL, max_size=4)) | JSON
+_FIELDS = sorted(
+    {
+        *_BASE,
+        "n_silos",
+        "q",
+        "sigma",
+        "clip",
+        "secure",
+        "user_weights",
+        "local_epochs",
+        "protocol",
+        "insecure_reproducible_noise",
+        "max_train_records",
+        "distribution",
+        "bogus",
+    }
+)
+_PROTOCOL = st.dictionaries(
+    st.sampled_from(["key_bits", "precision", "n_max", "insecure_test_key", "bits"]),
+    JSON | st.integers(0, 5000),
+    max_size=4,
+)
+CONFIGS = (
+    st.builds(
+        lambda changes: {**_BASE, **changes},
+        st.dictionaries(st.sampled_from(_FIELDS), JSON | _PROTOCOL, max_size=4),
+    )
+    | JSON
+)
 
 
 def check_config(data: Any) -> None:
@@ -181,11 +248,25 @@ def check_config(data: Any) -> None:
 
 # --- stored results -----------------------------------------------------------------------------------------------
 _SPEC = experiments.expand("user_sampling", "paper", seeds=[0])[0]
-_VALID_RESULT = {"schema": experiments.SCHEMA_VERSION, "key": _SPEC.key, "grid": _SPEC.grid, "panel": _SPEC.panel,
-                 "series": _SPEC.series, "seed": _SPEC.seed, "params": _SPEC.kwargs, "config": {},
-                 "result": {"test_loss": [1.0]}, "provenance": {"date": "2026-01-01", "wall_seconds": 1.0}}
-RESULTS = st.builds(lambda changes: {**_VALID_RESULT, **changes},
-                    st.dictionaries(st.sampled_from(sorted(_VALID_RESULT)), JSON, max_size=3)) | JSON
+_VALID_RESULT = {
+    "schema": experiments.SCHEMA_VERSION,
+    "key": _SPEC.key,
+    "grid": _SPEC.grid,
+    "panel": _SPEC.panel,
+    "series": _SPEC.series,
+    "seed": _SPEC.seed,
+    "params": _SPEC.kwargs,
+    "config": {},
+    "result": {"test_loss": [1.0]},
+    "provenance": {"date": "2026-01-01", "wall_seconds": 1.0},
+}
+RESULTS = (
+    st.builds(
+        lambda changes: {**_VALID_RESULT, **changes},
+        st.dictionaries(st.sampled_from(sorted(_VALID_RESULT)), JSON, max_size=3),
+    )
+    | JSON
+)
 
 
 def check_result(payload: Any) -> None:
@@ -205,14 +286,19 @@ class _Role:
     n_silos, fingerprint = 3, "f" * 64
 
 
-HELLOS = st.dictionaries(st.sampled_from(["silo_id", "fingerprint", "wire_version", "tag", "nonce"]),
-                         JSON | st.binary(max_size=40) | st.integers(-5, 5), max_size=5)
+HELLOS = st.dictionaries(
+    st.sampled_from(["silo_id", "fingerprint", "wire_version", "tag", "nonce"]),
+    JSON | st.binary(max_size=40) | st.integers(-5, 5),
+    max_size=5,
+)
 
 
 def check_hello(answer: dict) -> None:
     from uldp.deploy.server import Coordinator, ServerSettings
 
-    role = cast("ServerRole", _Role())  # a stand-in with what the handshake check reads, not a full ServerRole
+    role = cast(
+        "ServerRole", _Role()
+    )  # a stand-in with what the handshake check reads, not a full ServerRole
     coordinator = Coordinator(role, ServerSettings(master_key=bytes(32)), client_manager=None)
     reason = coordinator._check_hello(answer, b"n" * 32)
     assert isinstance(reason, str) and (reason or isinstance(answer.get("tag"), bytes))

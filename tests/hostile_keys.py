@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 def smooth_modulus(key_bits: int, n_max: int) -> int:
     """``n`` = every odd prime power up to ``n_max`` times one prime, exactly ``key_bits`` bits and odd: then
     ``gcd(r N_u, n)`` is the odd part of any ``N_u <= n_max`` for a unit ``r``."""
-    smooth = math.prod(p ** int(math.log(n_max, p)) for p in range(3, n_max + 1) if gmpy2.is_prime(p))
+    smooth = math.prod(
+        p ** int(math.log(n_max, p)) for p in range(3, n_max + 1) if gmpy2.is_prime(p)
+    )
     low, high = -(-(2 ** (key_bits - 1)) // smooth), (2**key_bits - 1) // smooth
     while True:
         n = smooth * int(gmpy2.next_prime(low + secrets.randbelow(high - low)))

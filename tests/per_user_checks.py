@@ -15,10 +15,22 @@ if TYPE_CHECKING:
     import numpy as np
 
 
-def assert_fast_path_equals_loop(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
-                                 groups: Sequence[np.ndarray], *, loss_fn: Callable, local_lr: float, epochs: int,
-                                 batch_size: int, key_seed: int, atol: float, moved: float | None = None,
-                                 fast_model: torch.nn.Module | None = None, **fast_options: Any) -> None:
+def assert_fast_path_equals_loop(
+    model: torch.nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    groups: Sequence[np.ndarray],
+    *,
+    loss_fn: Callable,
+    local_lr: float,
+    epochs: int,
+    batch_size: int,
+    key_seed: int,
+    atol: float,
+    moved: float | None = None,
+    fast_model: torch.nn.Module | None = None,
+    **fast_options: Any,
+) -> None:
     """Train ``groups`` from ``model``'s parameters both ways and compare the deltas to ``atol``.
 
     Args:
@@ -32,9 +44,16 @@ def assert_fast_path_equals_loop(model: torch.nn.Module, x: torch.Tensor, y: tor
         fast_options: More arguments of the fast path (``chunk_floats``).
     """
     params = flat_parameters(model)
-    kwargs: dict[str, Any] = dict(loss_fn=loss_fn, local_lr=local_lr, epochs=epochs, batch_size=batch_size,
-                  keys=record_keys(x.shape[0], epochs, torch.Generator().manual_seed(key_seed)))
-    fast = train_users(model if fast_model is None else fast_model, params, x, y, groups, **kwargs, **fast_options)
+    kwargs: dict[str, Any] = dict(
+        loss_fn=loss_fn,
+        local_lr=local_lr,
+        epochs=epochs,
+        batch_size=batch_size,
+        keys=record_keys(x.shape[0], epochs, torch.Generator().manual_seed(key_seed)),
+    )
+    fast = train_users(
+        model if fast_model is None else fast_model, params, x, y, groups, **kwargs, **fast_options
+    )
     slow = train_users_loop(model, params, x, y, groups, **kwargs)
     if moved is not None:
         assert slow.abs().max() > moved

@@ -25,11 +25,15 @@ def recording(seed: int) -> tuple[list[torch.Tensor], Callable[[tuple[int, ...]]
     return draws, uniforms
 
 
-def copies(model: torch.nn.Module, n_copies: int, gen: torch.Generator, spread: float) -> dict[str, torch.Tensor]:
+def copies(
+    model: torch.nn.Module, n_copies: int, gen: torch.Generator, spread: float
+) -> dict[str, torch.Tensor]:
     """``n_copies`` parameter sets (batched, float64) around the model's, perturbed by ``spread`` standard normals."""
-    return {name: value.detach()[None] + spread * torch.randn((n_copies, *value.shape), generator=gen,
-                                                              dtype=torch.float64)
-            for name, value in model.named_parameters()}
+    return {
+        name: value.detach()[None]
+        + spread * torch.randn((n_copies, *value.shape), generator=gen, dtype=torch.float64)
+        for name, value in model.named_parameters()
+    }
 
 
 def cnn_reference_logits(model, params, x, draws, copy):
@@ -56,6 +60,10 @@ def mlp_reference_logits(model, params, x, draws, copy):
                 a = a * (draws[used][copy] >= module.p).to(a.dtype) / (1 - module.p)
                 used += 1
         else:
-            own = {key[len(name) + 1:]: value for key, value in params.items() if key.startswith(name + ".")}
+            own = {
+                key[len(name) + 1 :]: value
+                for key, value in params.items()
+                if key.startswith(name + ".")
+            }
             a = functional_call(module, own, (a,))
     return a

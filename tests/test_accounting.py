@@ -44,7 +44,9 @@ def figure2_curve(alphas):
     return rdp_subsampled_gaussian(sigma=5.0, q=0.01, steps=100_000, orders=alphas)
 
 
-@pytest.mark.parametrize("q,sigma,steps", [(0.01, 5.0, 1000), (0.3, 1.1, 50), (1.0, 2.0, 10), (0.05, 0.8, 7)])
+@pytest.mark.parametrize(
+    "q,sigma,steps", [(0.01, 5.0, 1000), (0.3, 1.1, 50), (1.0, 2.0, 10), (0.05, 0.8, 7)]
+)
 def test_rdp_matches_dp_accounting_at_integer_orders(q, sigma, steps):
     orders = [2.0, 3.0, 8.0, 20.0, 64.0, 256.0]
     accountant = dpa_rdp.RdpAccountant(orders=orders)
@@ -66,7 +68,10 @@ def test_vectorised_integer_orders_equal_opacus_over_the_default_grid(q, sigma):
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
         reference = np.asarray(
-            opacus_rdp.compute_rdp(q=q, noise_multiplier=sigma, steps=1, orders=list(DEFAULT_ORDERS)))
+            opacus_rdp.compute_rdp(
+                q=q, noise_multiplier=sigma, steps=1, orders=list(DEFAULT_ORDERS)
+            )
+        )
     ours = rdp_subsampled_gaussian(sigma=sigma, q=q, steps=1)
     assert np.array_equal(np.isnan(ours), np.isnan(reference)) and np.isnan(ours).sum() > 0
     np.testing.assert_allclose(ours[~np.isnan(ours)], reference[~np.isnan(reference)], rtol=1e-10)
@@ -77,9 +82,16 @@ def test_fractional_orders_match_numerical_integration(alpha):
     """At fractional orders dp-accounting is only an upper bound; the exact value is an integral (mpmath)."""
     q, sigma = 0.01, 5.0
     mpmath.mp.dps = 30
+
     def integrand(z):
-        return mpmath.npdf(z, 0, sigma) * ((1 - q) + q * mpmath.e ** ((2 * z - 1) / (2 * sigma**2))) ** alpha
-    exact = float(mpmath.log(mpmath.quad(integrand, [-mpmath.inf, -50, 0, 50, 200, mpmath.inf])) / (alpha - 1))
+        return (
+            mpmath.npdf(z, 0, sigma)
+            * ((1 - q) + q * mpmath.e ** ((2 * z - 1) / (2 * sigma**2))) ** alpha
+        )
+
+    exact = float(
+        mpmath.log(mpmath.quad(integrand, [-mpmath.inf, -50, 0, 50, 200, mpmath.inf])) / (alpha - 1)
+    )
     ours = rdp_subsampled_gaussian(sigma=sigma, q=q, steps=1, orders=[alpha])[0]
     assert ours == pytest.approx(exact, rel=1e-6)
     accountant = dpa_rdp.RdpAccountant(orders=[alpha])
@@ -93,16 +105,20 @@ def test_gaussian_closed_form_at_q_one():
     np.testing.assert_allclose(rdp, rounds * DEFAULT_ORDERS / (2 * sigma**2), rtol=1e-12)
 
     def continuous(alpha):
-        return (rounds * alpha / (2 * sigma**2) + math.log((alpha - 1) / alpha)
-                - (math.log(delta) + math.log(alpha)) / (alpha - 1))
+        return (
+            rounds * alpha / (2 * sigma**2)
+            + math.log((alpha - 1) / alpha)
+            - (math.log(delta) + math.log(alpha)) / (alpha - 1)
+        )
 
     best = optimize.minimize_scalar(continuous, bounds=(1.01, 1000), method="bounded")
     ours = epsilon_uldp(sigma=sigma, rounds=rounds, delta=delta).epsilon
     assert best.fun <= ours <= best.fun * 1.01  # a grid can only be looser, and ours is within 1%
 
 
-@pytest.mark.parametrize("sigma, rounds, delta", [(5.0, 100, 1e-5), (1.3, 30, 1e-6), (0.8, 50, 1e-5),
-                                                  (10.0, 200, 1e-7)])
+@pytest.mark.parametrize(
+    "sigma, rounds, delta", [(5.0, 100, 1e-5), (1.3, 30, 1e-6), (0.8, 50, 1e-5), (10.0, 200, 1e-7)]
+)
 def test_naive_matches_opacus_rdp_accountant_of_the_gaussian(sigma, rounds, delta):
     """Theorem 1 (ULDP-NAIVE: the Gaussian mechanism composed T times), against an independent implementation:
     opacus' RDP accountant at sampling rate 1 (replaces a test of ``epsilon_naive == epsilon_uldp(q=1)``, which
@@ -112,7 +128,8 @@ def test_naive_matches_opacus_rdp_accountant_of_the_gaussian(sigma, rounds, delt
     accountant = RDPAccountant()
     accountant.history = [(sigma, 1.0, rounds)]
     assert epsilon_naive(sigma=sigma, rounds=rounds, delta=delta).epsilon == pytest.approx(
-        accountant.get_epsilon(delta=delta), rel=1e-9)
+        accountant.get_epsilon(delta=delta), rel=1e-9
+    )
 
 
 def test_naive_orders_beyond_opacus_grid_only_tighten():
@@ -121,7 +138,9 @@ def test_naive_orders_beyond_opacus_grid_only_tighten():
 
     accountant = RDPAccountant()
     accountant.history = [(20.0, 1.0, 1)]
-    assert epsilon_naive(sigma=20.0, rounds=1, delta=1e-5).epsilon < accountant.get_epsilon(delta=1e-5)
+    assert epsilon_naive(sigma=20.0, rounds=1, delta=1e-5).epsilon < accountant.get_epsilon(
+        delta=1e-5
+    )
 
 
 def test_figure2_record_level_and_paper_values():
@@ -152,9 +171,13 @@ def test_paper_grid_is_valid_for_small_k(k):
 def test_group_rdp_bounds_exact_gaussian_group(k):
     # A Gaussian mechanism with sensitivity 1 has, for groups of k, the exact RDP alpha k^2 / (2 sigma^2).
     sigma, delta = 4.0, 1e-5
+
     def curve(alphas):
         return rdp_subsampled_gaussian(sigma=sigma, q=1.0, steps=10, orders=alphas)
-    exact = rdp_to_dp(orders=DEFAULT_ORDERS, rdp=10 * DEFAULT_ORDERS * k**2 / (2 * sigma**2), delta=delta)
+
+    exact = rdp_to_dp(
+        orders=DEFAULT_ORDERS, rdp=10 * DEFAULT_ORDERS * k**2 / (2 * sigma**2), delta=delta
+    )
     assert group_rdp_epsilon(curve, k=k, delta=delta).epsilon >= exact.epsilon
     assert group_dp_epsilon(curve, k=k, delta=delta).epsilon >= exact.epsilon * 0.999
 
@@ -168,10 +191,15 @@ def slow_group_dp_oracle(curve, k, delta, orders):
         rho = float(curve(np.array([alpha]))[0])
         if not math.isfinite(rho):
             continue
-        def record_eps(log_d, rho=rho, alpha=alpha):  # this iteration's order and RDP, bound at definition
+
+        def record_eps(
+            log_d, rho=rho, alpha=alpha
+        ):  # this iteration's order and RDP, bound at definition
             return rho + math.log((alpha - 1) / alpha) - (log_d + math.log(alpha)) / (alpha - 1)
+
         def gap(log_d):
             return math.log(k) + (k - 1) * record_eps(log_d) + log_d - math.log(delta)
+
         low, high = -1e7, -1e-12
         if gap(high) < 0 or gap(low) > 0:
             continue
@@ -204,27 +232,41 @@ def test_non_power_of_two_reports_both_bounds():
 
 def test_group_uses_worst_silo():
     single = epsilon_group(sigma=1.0, sample_rates=0.2, steps=100, k=4, delta=1e-5)
-    mixed = epsilon_group(sigma=1.0, sample_rates=[0.05, 0.2, 0.1], steps=[100, 100, 100], k=4, delta=1e-5)
+    mixed = epsilon_group(
+        sigma=1.0, sample_rates=[0.05, 0.2, 0.1], steps=[100, 100, 100], k=4, delta=1e-5
+    )
     assert mixed.epsilon == pytest.approx(single.epsilon, rel=1e-12)
 
 
-@given(rounds=st.integers(1, 300), extra=st.integers(1, 300), sigma=st.floats(0.5, 20), q=st.floats(0.01, 1.0))
+@given(
+    rounds=st.integers(1, 300),
+    extra=st.integers(1, 300),
+    sigma=st.floats(0.5, 20),
+    q=st.floats(0.01, 1.0),
+)
 def test_uldp_epsilon_grows_with_rounds(rounds, extra, sigma, q):
     fewer = epsilon_uldp(sigma=sigma, rounds=rounds, delta=1e-5, q=q, orders=COARSE).epsilon
-    assert epsilon_uldp(sigma=sigma, rounds=rounds + extra, delta=1e-5, q=q, orders=COARSE).epsilon >= fewer
+    assert (
+        epsilon_uldp(sigma=sigma, rounds=rounds + extra, delta=1e-5, q=q, orders=COARSE).epsilon
+        >= fewer
+    )
 
 
 @given(sigma=st.floats(0.5, 20), factor=st.floats(1.01, 4), q=st.floats(0.01, 1.0))
 def test_uldp_epsilon_decreases_with_sigma(sigma, factor, q):
-    assert epsilon_uldp(sigma=sigma * factor, rounds=50, delta=1e-5, q=q, orders=COARSE).epsilon <= \
-        epsilon_uldp(sigma=sigma, rounds=50, delta=1e-5, q=q, orders=COARSE).epsilon
+    assert (
+        epsilon_uldp(sigma=sigma * factor, rounds=50, delta=1e-5, q=q, orders=COARSE).epsilon
+        <= epsilon_uldp(sigma=sigma, rounds=50, delta=1e-5, q=q, orders=COARSE).epsilon
+    )
 
 
 @given(q=st.floats(0.01, 0.99), factor=st.floats(1.01, 10))
 def test_uldp_epsilon_grows_with_q(q, factor):
     larger = min(1.0, q * factor)
-    assert epsilon_uldp(sigma=3.0, rounds=50, delta=1e-5, q=larger, orders=COARSE).epsilon >= \
-        epsilon_uldp(sigma=3.0, rounds=50, delta=1e-5, q=q, orders=COARSE).epsilon
+    assert (
+        epsilon_uldp(sigma=3.0, rounds=50, delta=1e-5, q=larger, orders=COARSE).epsilon
+        >= epsilon_uldp(sigma=3.0, rounds=50, delta=1e-5, q=q, orders=COARSE).epsilon
+    )
 
 
 @settings(max_examples=10)
@@ -232,38 +274,52 @@ def test_uldp_epsilon_grows_with_q(q, factor):
 def test_group_epsilon_grows_with_k(c, sigma):
     def curve(alphas):
         return rdp_subsampled_gaussian(sigma=sigma, q=0.05, steps=200, orders=alphas)
+
     k = 2**c
-    assert group_rdp_epsilon(curve, k=2 * k, delta=1e-5, group_orders=COARSE).epsilon >= \
-        group_rdp_epsilon(curve, k=k, delta=1e-5, group_orders=COARSE).epsilon
-    assert group_dp_epsilon(curve, k=k + 1, delta=1e-5, orders=COARSE).epsilon >= \
-        group_dp_epsilon(curve, k=k, delta=1e-5, orders=COARSE).epsilon
+    assert (
+        group_rdp_epsilon(curve, k=2 * k, delta=1e-5, group_orders=COARSE).epsilon
+        >= group_rdp_epsilon(curve, k=k, delta=1e-5, group_orders=COARSE).epsilon
+    )
+    assert (
+        group_dp_epsilon(curve, k=k + 1, delta=1e-5, orders=COARSE).epsilon
+        >= group_dp_epsilon(curve, k=k, delta=1e-5, orders=COARSE).epsilon
+    )
 
 
-@pytest.mark.parametrize("method,kwargs", [
-    ("ULDP-AVG", {"q": 0.3}),
-    ("ULDP-NAIVE", {}),
-    ("ULDP-GROUP-4", {"sample_rates": 0.05, "steps_per_round": 20}),
-])
+@pytest.mark.parametrize(
+    "method,kwargs",
+    [
+        ("ULDP-AVG", {"q": 0.3}),
+        ("ULDP-NAIVE", {}),
+        ("ULDP-GROUP-4", {"sample_rates": 0.05, "steps_per_round": 20}),
+    ],
+)
 def test_sigma_for_epsilon_inverts(method, kwargs):
     sigma = sigma_for_epsilon(method, epsilon=3.0, rounds=30, delta=1e-5, **kwargs)
     reached = epsilon_for_method(method, sigma=sigma, rounds=30, delta=1e-5, **kwargs).epsilon
     assert 3.0 * 0.999 <= reached <= 3.0
-    assert epsilon_for_method(method, sigma=sigma * 0.98, rounds=30, delta=1e-5, **kwargs).epsilon > 3.0
+    assert (
+        epsilon_for_method(method, sigma=sigma * 0.98, rounds=30, delta=1e-5, **kwargs).epsilon
+        > 3.0
+    )
 
 
-@pytest.mark.parametrize("call,match", [
-    (lambda: epsilon_uldp(sigma=0.0, rounds=1, delta=1e-5), "sigma"),
-    (lambda: epsilon_uldp(sigma=-2.0, rounds=1, delta=1e-5), "sigma"),
-    (lambda: epsilon_uldp(sigma=1.0, rounds=1, delta=1e-5, q=0.0), "q"),
-    (lambda: epsilon_uldp(sigma=1.0, rounds=1, delta=1e-5, q=1.5), "q"),
-    (lambda: epsilon_uldp(sigma=1.0, rounds=1, delta=1.0), "delta"),
-    (lambda: epsilon_uldp(sigma=1.0, rounds=1, delta=0.0), "delta"),
-    (lambda: epsilon_uldp(sigma=1.0, rounds=-1, delta=1e-5), "rounds"),
-    (lambda: rdp_subsampled_gaussian(sigma=1.0, q=0.1, steps=-3), "steps"),
-    (lambda: group_dp_epsilon(figure2_curve, k=0, delta=1e-5), "k"),
-    (lambda: epsilon_group(sigma=1.0, sample_rates=0.1, steps=10, k=0, delta=1e-5), "k"),
-    (lambda: epsilon_for_method("ULDP-FOO", sigma=1.0, rounds=1, delta=1e-5), "ULDP-FOO"),
-])
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda: epsilon_uldp(sigma=0.0, rounds=1, delta=1e-5), "sigma"),
+        (lambda: epsilon_uldp(sigma=-2.0, rounds=1, delta=1e-5), "sigma"),
+        (lambda: epsilon_uldp(sigma=1.0, rounds=1, delta=1e-5, q=0.0), "q"),
+        (lambda: epsilon_uldp(sigma=1.0, rounds=1, delta=1e-5, q=1.5), "q"),
+        (lambda: epsilon_uldp(sigma=1.0, rounds=1, delta=1.0), "delta"),
+        (lambda: epsilon_uldp(sigma=1.0, rounds=1, delta=0.0), "delta"),
+        (lambda: epsilon_uldp(sigma=1.0, rounds=-1, delta=1e-5), "rounds"),
+        (lambda: rdp_subsampled_gaussian(sigma=1.0, q=0.1, steps=-3), "steps"),
+        (lambda: group_dp_epsilon(figure2_curve, k=0, delta=1e-5), "k"),
+        (lambda: epsilon_group(sigma=1.0, sample_rates=0.1, steps=10, k=0, delta=1e-5), "k"),
+        (lambda: epsilon_for_method("ULDP-FOO", sigma=1.0, rounds=1, delta=1e-5), "ULDP-FOO"),
+    ],
+)
 def test_bad_input_names_the_value(call, match):
     with pytest.raises(ValueError, match=match):
         call()
@@ -281,17 +337,58 @@ def test_edge_of_grid_warns():
 
 
 def test_cli_epsilon_json(capsys):
-    assert main(["epsilon", "--method", "ULDP-AVG-w", "--sigma", "5", "--rounds", "100", "--q", "0.1",
-                 "--delta", "1e-5", "--json"]) == 0
+    assert (
+        main(
+            [
+                "epsilon",
+                "--method",
+                "ULDP-AVG-w",
+                "--sigma",
+                "5",
+                "--rounds",
+                "100",
+                "--q",
+                "0.1",
+                "--delta",
+                "1e-5",
+                "--json",
+            ]
+        )
+        == 0
+    )
     payload = json.loads(capsys.readouterr().out)  # exactly one JSON document, repeating the inputs
-    assert payload["epsilon"] == pytest.approx(epsilon_uldp(sigma=5, rounds=100, q=0.1, delta=1e-5).epsilon)
-    assert set(payload) == {"command", "inputs", "sigma", "epsilon", "order"} and payload["inputs"]["q"] == 0.1
+    assert payload["epsilon"] == pytest.approx(
+        epsilon_uldp(sigma=5, rounds=100, q=0.1, delta=1e-5).epsilon
+    )
+    assert (
+        set(payload) == {"command", "inputs", "sigma", "epsilon", "order"}
+        and payload["inputs"]["q"] == 0.1
+    )
     assert payload["inputs"]["accountant"] == "rdp" and payload["sigma"] == 5.0
 
 
 def test_cli_group_epsilon_json(capsys):
-    assert main(["group-epsilon", "--sigma", "5", "--q", "0.01", "--steps", "1000", "--delta", "1e-5",
-                 "--k", "1", "2", "3", "--json"]) == 0
+    assert (
+        main(
+            [
+                "group-epsilon",
+                "--sigma",
+                "5",
+                "--q",
+                "0.01",
+                "--steps",
+                "1000",
+                "--delta",
+                "1e-5",
+                "--k",
+                "1",
+                "2",
+                "3",
+                "--json",
+            ]
+        )
+        == 0
+    )
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert [row["k"] for row in rows] == [1, 2, 3]
     assert rows[0]["epsilon_rdp"] == pytest.approx(rows[0]["epsilon_dp"])
@@ -309,24 +406,57 @@ class ExactGaussian(Accountant):
         mu, phi = math.sqrt(rounds) / sigma, NormalDist().cdf
 
         def gap(epsilon: float) -> float:
-            return phi(mu / 2 - epsilon / mu) - math.exp(epsilon) * phi(-mu / 2 - epsilon / mu) - delta
+            return (
+                phi(mu / 2 - epsilon / mu) - math.exp(epsilon) * phi(-mu / 2 - epsilon / mu) - delta
+            )
 
-        return PrivacySpent(epsilon=optimize.brentq(gap, 0.0, 100.0, xtol=1e-12), order=math.nan, delta=delta)
+        return PrivacySpent(
+            epsilon=optimize.brentq(gap, 0.0, 100.0, xtol=1e-12), order=math.nan, delta=delta
+        )
 
     def group(self, **arguments):
         raise NotImplementedError
 
 
-def test_a_registered_accountant_is_what_the_guarantees_the_sigma_search_and_every_command_use(monkeypatch, capsys):
+def test_a_registered_accountant_is_what_the_guarantees_the_sigma_search_and_every_command_use(
+    monkeypatch, capsys
+):
     monkeypatch.setitem(ACCOUNTANTS, ExactGaussian.name, ExactGaussian())
-    exact = epsilon_for_method("ULDP-NAIVE", sigma=5.0, rounds=100, delta=1e-5, accountant="exact-gaussian").epsilon
-    pld = epsilon_for_method("ULDP-NAIVE", sigma=5.0, rounds=100, delta=1e-5, accountant="pld").epsilon
-    assert exact <= pld <= exact * 1.01  # the PLD's pessimistic discretisation is within 1% of the exact value
-    sigma = sigma_for_epsilon("ULDP-AVG", epsilon=2.0, rounds=50, delta=1e-5, accountant="exact-gaussian")
-    spent = epsilon_for_method("ULDP-AVG", sigma=sigma, rounds=50, delta=1e-5, accountant="exact-gaussian").epsilon
+    exact = epsilon_for_method(
+        "ULDP-NAIVE", sigma=5.0, rounds=100, delta=1e-5, accountant="exact-gaussian"
+    ).epsilon
+    pld = epsilon_for_method(
+        "ULDP-NAIVE", sigma=5.0, rounds=100, delta=1e-5, accountant="pld"
+    ).epsilon
+    assert (
+        exact <= pld <= exact * 1.01
+    )  # the PLD's pessimistic discretisation is within 1% of the exact value
+    sigma = sigma_for_epsilon(
+        "ULDP-AVG", epsilon=2.0, rounds=50, delta=1e-5, accountant="exact-gaussian"
+    )
+    spent = epsilon_for_method(
+        "ULDP-AVG", sigma=sigma, rounds=50, delta=1e-5, accountant="exact-gaussian"
+    ).epsilon
     assert 2.0 * 0.9999 <= spent <= 2.0
-    assert main(["epsilon", "--method", "ULDP-NAIVE", "--sigma", "5", "--rounds", "100", "--delta", "1e-5",
-                 "--accountant", "exact-gaussian", "--json"]) == 0
+    assert (
+        main(
+            [
+                "epsilon",
+                "--method",
+                "ULDP-NAIVE",
+                "--sigma",
+                "5",
+                "--rounds",
+                "100",
+                "--delta",
+                "1e-5",
+                "--accountant",
+                "exact-gaussian",
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["epsilon"] == exact
     for command in ("run", "grid"):
         with pytest.raises(SystemExit):
@@ -337,7 +467,10 @@ def test_a_registered_accountant_is_what_the_guarantees_the_sigma_search_and_eve
 
 
 def test_cli_bad_method_exits_2(capsys):
-    assert main(["epsilon", "--method", "NOPE", "--sigma", "1", "--rounds", "1", "--delta", "1e-5"]) == 2
+    assert (
+        main(["epsilon", "--method", "NOPE", "--sigma", "1", "--rounds", "1", "--delta", "1e-5"])
+        == 2
+    )
     assert "NOPE" in capsys.readouterr().err
 
 
@@ -353,7 +486,11 @@ def authors_bisection(curve, k, delta):
     upper, lower, group_delta = math.log(delta), -1e20, -1e20
     while abs(delta - group_delta) > delta / 1e3:
         middle = (upper + lower) / 2
-        eps = float(np.nanmin(rho - (middle + np.log(orders)) / (orders - 1) + np.log((orders - 1) / orders)))
+        eps = float(
+            np.nanmin(
+                rho - (middle + np.log(orders)) / (orders - 1) + np.log((orders - 1) / orders)
+            )
+        )
         group_eps, group_delta = k * eps, k * math.exp((k - 1) * eps + middle)
         upper = middle if group_delta > delta else upper
         lower = middle if group_delta < delta else lower
@@ -378,16 +515,26 @@ def _exact_gaussian_epsilon(mu: float, delta: float) -> float:
     """The exact epsilon of a Gaussian mechanism with mu = sensitivity / std (Balle and Wang 2018, Theorem 8), by
     bisection in 60-digit arithmetic (at epsilon ~ 30 the two terms cancel beyond float64)."""
     with mpmath.workdps(60):
+
         def excess(epsilon: float) -> mpmath.mpf:
             e = mpmath.mpf(epsilon)
-            return (mpmath.ncdf(mu / 2 - e / mu) - mpmath.exp(e) * mpmath.ncdf(-mu / 2 - e / mu)) - delta
+            return (
+                mpmath.ncdf(mu / 2 - e / mu) - mpmath.exp(e) * mpmath.ncdf(-mu / 2 - e / mu)
+            ) - delta
 
         return float(optimize.brentq(lambda e: float(excess(e) / delta), 0.0, 200.0, xtol=1e-12))
 
 
 @settings(max_examples=15, deadline=None)
-@given(sigma=st.floats(1.0, 20.0), rounds=st.integers(1, 50), n_silos=st.integers(2, 8), one_silo=st.booleans())
-def test_the_server_view_is_the_gaussian_of_the_silos_vector(sigma, rounds, n_silos, one_silo) -> None:
+@given(
+    sigma=st.floats(1.0, 20.0),
+    rounds=st.integers(1, 50),
+    n_silos=st.integers(2, 8),
+    one_silo=st.booleans(),
+)
+def test_the_server_view_is_the_gaussian_of_the_silos_vector(
+    sigma, rounds, n_silos, one_silo
+) -> None:
     """Closed form: the server sees |S| releases with noise sigma C / sqrt(|S|); a user with weight 1 in one silo
     moves them by C, so T rounds are one Gaussian with mu = sqrt(T |S|) / sigma (exact epsilon by Balle and Wang);
     with uniform weights 1/|S| (norm 1/sqrt(|S|)) mu = sqrt(T) / sigma, the released model's own. The PLD accountant
@@ -409,7 +556,9 @@ def test_the_server_view_of_issue_30_spends_more_than_the_released_model() -> No
     from uldp.accounting import epsilon_server_view, epsilon_uldp
 
     assert round(epsilon_uldp(sigma=5.0, rounds=10, delta=1e-5).epsilon, 2) == 2.81
-    views = [epsilon_server_view(sigma=5.0, rounds=10, delta=1e-5, n_silos=s).epsilon for s in (3, 5)]
+    views = [
+        epsilon_server_view(sigma=5.0, rounds=10, delta=1e-5, n_silos=s).epsilon for s in (3, 5)
+    ]
     assert [round(v, 2) for v in views] == [5.25, 7.08]
     with pytest.raises(ValueError, match="weight_norm"):
         epsilon_server_view(sigma=5.0, rounds=10, delta=1e-5, n_silos=4, weight_norm=0.4)
@@ -421,7 +570,10 @@ def test_releases_of_several_multipliers_compose() -> None:
     from uldp.accounting import epsilon_of_releases
 
     releases = [(4.0, 0.5)] * 5 + [(2.0, 1.0)] * 2 + [(8.0, 0.25)]
-    events = [dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)) for sigma, q in releases]
+    events = [
+        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma))
+        for sigma, q in releases
+    ]
     rdp_accountant = dpa_rdp.RdpAccountant()
     for event in events:
         rdp_accountant.compose(event)
@@ -430,6 +582,7 @@ def test_releases_of_several_multipliers_compose() -> None:
     pld_accountant = dp_accounting.pld.PLDAccountant()
     for event in events:
         pld_accountant.compose(event)
-    assert epsilon_of_releases(releases=releases, delta=1e-5, accountant="pld").epsilon == pytest.approx(
-        pld_accountant.get_epsilon(1e-5), rel=0.01)
+    assert epsilon_of_releases(
+        releases=releases, delta=1e-5, accountant="pld"
+    ).epsilon == pytest.approx(pld_accountant.get_epsilon(1e-5), rel=0.01)
     assert epsilon_of_releases(releases=[], delta=1e-5).epsilon == 0.0

@@ -15,13 +15,19 @@ from uldp.data import allocate, load
 from uldp.data.allocation import labels_per_user, summary, zipf_weights
 from uldp.data.base import FederatedDataset
 
-DATA = Path(os.environ.get("ULDP_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data"))
-needs_data = pytest.mark.skipif(not (DATA / "tcga_brca").is_dir(), reason=f"no dataset files in {DATA}")
+DATA = Path(
+    os.environ.get("ULDP_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data")
+)
+needs_data = pytest.mark.skipif(
+    not (DATA / "tcga_brca").is_dir(), reason=f"no dataset files in {DATA}"
+)
 
 
 def toy(n_records: int = 600, n_classes: int = 10, seed: int = 0) -> FederatedDataset:
     labels = torch.from_numpy(np.random.default_rng(seed).integers(n_classes, size=n_records))
-    return FederatedDataset("toy", "multiclass", torch.zeros(n_records, 1), labels, torch.zeros(0, 1), labels[:0])
+    return FederatedDataset(
+        "toy", "multiclass", torch.zeros(n_records, 1), labels, torch.zeros(0, 1), labels[:0]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +55,9 @@ def tcga():
     scheme=st.sampled_from(["uniform", "zipf", "uniform-with-replacement"]),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_every_record_gets_one_user_and_one_silo_in_range(n_records, n_users, n_silos, scheme, seed):
+def test_every_record_gets_one_user_and_one_silo_in_range(
+    n_records, n_users, n_silos, scheme, seed
+):
     data = toy(n_records)
     allocation = allocate(data, n_users=n_users, n_silos=n_silos, scheme=scheme, seed=seed)
     assert allocation.user.shape == allocation.silo.shape == (n_records,)
@@ -58,13 +66,22 @@ def test_every_record_gets_one_user_and_one_silo_in_range(n_records, n_users, n_
     counts = allocation.counts
     assert counts.shape == (n_silos, n_users) and counts.sum() == n_records
     again = allocate(data, n_users=n_users, n_silos=n_silos, scheme=scheme, seed=seed)
-    assert np.array_equal(again.user, allocation.user) and np.array_equal(again.silo, allocation.silo)
+    assert np.array_equal(again.user, allocation.user) and np.array_equal(
+        again.silo, allocation.silo
+    )
 
 
 @settings(max_examples=25, deadline=None)
-@given(n_records=st.integers(1, 500), n_users=st.integers(1, 80), n_silos=st.integers(1, 9), seed=st.integers(0, 10**6))
+@given(
+    n_records=st.integers(1, 500),
+    n_users=st.integers(1, 80),
+    n_silos=st.integers(1, 9),
+    seed=st.integers(0, 10**6),
+)
 def test_uniform_is_balanced_over_users_and_silos(n_records, n_users, n_silos, seed):
-    allocation = allocate(toy(n_records), n_users=n_users, n_silos=n_silos, scheme="uniform", seed=seed)
+    allocation = allocate(
+        toy(n_records), n_users=n_users, n_silos=n_silos, scheme="uniform", seed=seed
+    )
     per_user, per_silo = allocation.counts.sum(axis=0), allocation.counts.sum(axis=1)
     assert per_user.max() - per_user.min() <= 1 and per_silo.max() - per_silo.min() <= 1
 
@@ -79,7 +96,10 @@ def test_uniform_user_of_a_record_is_uniform():
     """Chi-square test of the marginal user of record 0 over many seeds (uniform over 5 users)."""
     from scipy.stats import chisquare
 
-    firsts = [allocate(toy(23), n_users=5, n_silos=2, scheme="uniform", seed=s).user[0] for s in range(1000)]
+    firsts = [
+        allocate(toy(23), n_users=5, n_silos=2, scheme="uniform", seed=s).user[0]
+        for s in range(1000)
+    ]
     assert chisquare(np.bincount(firsts, minlength=5)).pvalue > 1e-4
 
 
@@ -88,32 +108,49 @@ def test_with_replacement_draws_each_records_user_independently():
     others, so users' sizes are binomial(n, 1/|U|) (their variance, against the balanced scheme's at most 1/4)."""
     from scipy.stats import chisquare
 
-    firsts = [allocate(toy(23), n_users=5, n_silos=2, scheme="uniform-with-replacement", seed=s).user[0]
-              for s in range(1000)]
+    firsts = [
+        allocate(toy(23), n_users=5, n_silos=2, scheme="uniform-with-replacement", seed=s).user[0]
+        for s in range(1000)
+    ]
     assert chisquare(np.bincount(firsts, minlength=5)).pvalue > 1e-4
-    sizes = np.concatenate([allocate(toy(400), n_users=20, n_silos=3, scheme="uniform-with-replacement",
-                                     seed=s).counts.sum(axis=0) for s in range(50)])
+    sizes = np.concatenate(
+        [
+            allocate(
+                toy(400), n_users=20, n_silos=3, scheme="uniform-with-replacement", seed=s
+            ).counts.sum(axis=0)
+            for s in range(50)
+        ]
+    )
     assert sizes.mean() == 20 and abs(sizes.var() - 400 * (1 / 20) * (19 / 20)) < 3.0
 
 
 def test_with_replacement_silos_do_not_depend_on_the_number_of_users():
     """Run keys drop |U| for user-blind methods under this scheme: the silos must take the same draws."""
-    few, many = (allocate(toy(300), n_users=n, n_silos=4, scheme="uniform-with-replacement", seed=9).silo
-                 for n in (3, 70))
+    few, many = (
+        allocate(toy(300), n_users=n, n_silos=4, scheme="uniform-with-replacement", seed=9).silo
+        for n in (3, 70)
+    )
     assert np.array_equal(few, many)
 
 
 @needs_data
 def test_with_replacement_makes_larger_users_than_uniform_on_heart_disease(heart):
     """HeartDisease |U| = 200: balanced users hold at most 3 records; drawn with replacement, the largest holds more."""
-    largest = {scheme: max(int(allocate(heart, n_users=200, scheme=scheme, seed=s).counts.sum(axis=0).max())
-                           for s in range(5)) for scheme in ("uniform", "uniform-with-replacement")}
+    largest = {
+        scheme: max(
+            int(allocate(heart, n_users=200, scheme=scheme, seed=s).counts.sum(axis=0).max())
+            for s in range(5)
+        )
+        for scheme in ("uniform", "uniform-with-replacement")
+    }
     assert largest["uniform"] == 3 and largest["uniform-with-replacement"] > 3
 
 
 def test_zipf_records_per_user_follow_zipf_over_ranks():
     n_users, alpha = 10, 0.5
-    allocation = allocate(toy(60_000), n_users=n_users, n_silos=3, scheme="zipf", seed=7, user_alpha=alpha)
+    allocation = allocate(
+        toy(60_000), n_users=n_users, n_silos=3, scheme="zipf", seed=7, user_alpha=alpha
+    )
     shares = allocation.counts.sum(axis=0) / 60_000
     expected = np.arange(1, n_users + 1) ** -alpha
     np.testing.assert_allclose(shares, expected / expected.sum(), atol=0.01)
@@ -121,9 +158,13 @@ def test_zipf_records_per_user_follow_zipf_over_ranks():
 
 def test_zipf_silo_shares_follow_zipf_within_each_user():
     n_silos, alpha = 5, 2.0
-    allocation = allocate(toy(50_000), n_users=5, n_silos=n_silos, scheme="zipf", seed=3, silo_alpha=alpha)
+    allocation = allocate(
+        toy(50_000), n_users=5, n_silos=n_silos, scheme="zipf", seed=3, silo_alpha=alpha
+    )
     counts = allocation.counts
-    sorted_shares = np.sort(counts / counts.sum(axis=0), axis=0)[::-1]  # per user, silos by decreasing share
+    sorted_shares = np.sort(counts / counts.sum(axis=0), axis=0)[
+        ::-1
+    ]  # per user, silos by decreasing share
     expected = np.arange(1, n_silos + 1) ** -alpha
     np.testing.assert_allclose(sorted_shares.mean(axis=1), expected / expected.sum(), atol=0.02)
     # Each user's ranking of silos is its own random permutation: not all users share the same top silo.
@@ -131,7 +172,9 @@ def test_zipf_silo_shares_follow_zipf_within_each_user():
 
 
 def test_zipf_weights_match_closed_form():
-    np.testing.assert_allclose(zipf_weights(3, 2.0), np.array([1, 1 / 4, 1 / 9]) / (1 + 1 / 4 + 1 / 9))
+    np.testing.assert_allclose(
+        zipf_weights(3, 2.0), np.array([1, 1 / 4, 1 / 9]) / (1 + 1 / 4 + 1 / 9)
+    )
 
 
 # --- zipf-noniid ---------------------------------------------------------------------------------------------------
@@ -150,9 +193,13 @@ def test_noniid_users_hold_at_most_n_labels(n_users, n_labels, n_classes, seed):
     assert labels is not None
     if n_users * min(n_labels, n_classes) < len(np.unique(labels)):
         with pytest.raises(ValueError, match="cannot cover"):
-            allocate(data, n_users=n_users, n_silos=3, scheme="zipf-noniid", n_labels=n_labels, seed=seed)
+            allocate(
+                data, n_users=n_users, n_silos=3, scheme="zipf-noniid", n_labels=n_labels, seed=seed
+            )
         return
-    allocation = allocate(data, n_users=n_users, n_silos=3, scheme="zipf-noniid", n_labels=n_labels, seed=seed)
+    allocation = allocate(
+        data, n_users=n_users, n_silos=3, scheme="zipf-noniid", n_labels=n_labels, seed=seed
+    )
     held = labels_per_user(allocation, labels)
     assert held.max() <= n_labels
     assert allocation.counts.sum() == 800 and allocation.user.max() < n_users
@@ -164,14 +211,21 @@ def test_noniid_labels_counted_independently():
     labels = data.labels
     assert labels is not None
     for u in range(50):
-        assert len(set(labels[allocation.user == u].tolist())) == labels_per_user(allocation, labels)[u]
+        assert (
+            len(set(labels[allocation.user == u].tolist()))
+            == labels_per_user(allocation, labels)[u]
+        )
         assert len(set(labels[allocation.user == u].tolist())) <= 2
 
 
 def test_noniid_keeps_zipf_sizes_roughly():
-    allocation = allocate(toy(20_000), n_users=20, n_silos=5, scheme="zipf-noniid", n_labels=2, seed=1)
+    allocation = allocate(
+        toy(20_000), n_users=20, n_silos=5, scheme="zipf-noniid", n_labels=2, seed=1
+    )
     sizes = allocation.counts.sum(axis=0)
-    assert sizes[:3].mean() > 2 * sizes[-3:].mean()  # rank 1-3 users stay much larger than ranks 18-20
+    assert (
+        sizes[:3].mean() > 2 * sizes[-3:].mean()
+    )  # rank 1-3 users stay much larger than ranks 18-20
 
 
 # --- medical datasets (FLamby's fixed silos) --------------------------------------------------------------------
@@ -179,8 +233,11 @@ def test_noniid_keeps_zipf_sizes_roughly():
 
 @needs_data
 @settings(max_examples=40, deadline=None)
-@given(n_users=st.integers(1, 432), scheme=st.sampled_from(["uniform", "zipf", "uniform-with-replacement"]),
-       seed=st.integers(0, 2**32 - 1))
+@given(
+    n_users=st.integers(1, 432),
+    scheme=st.sampled_from(["uniform", "zipf", "uniform-with-replacement"]),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_tcga_every_user_silo_pair_with_records_has_at_least_two(tcga, n_users, scheme, seed):
     allocation = allocate(tcga, n_users=n_users, scheme=scheme, seed=seed)
     counts = allocation.counts
@@ -193,8 +250,11 @@ def test_tcga_every_user_silo_pair_with_records_has_at_least_two(tcga, n_users, 
 
 @needs_data
 @settings(max_examples=30, deadline=None)
-@given(n_users=st.integers(1, 486), scheme=st.sampled_from(["uniform", "zipf", "uniform-with-replacement"]),
-       seed=st.integers(0, 10**6))
+@given(
+    n_users=st.integers(1, 486),
+    scheme=st.sampled_from(["uniform", "zipf", "uniform-with-replacement"]),
+    seed=st.integers(0, 10**6),
+)
 def test_heart_disease_keeps_flamby_silos(heart, n_users, scheme, seed):
     allocation = allocate(heart, n_users=n_users, scheme=scheme, seed=seed)
     assert np.array_equal(allocation.silo, heart.train_silo) and allocation.n_silos == 4
@@ -218,7 +278,9 @@ def test_medical_zipf_puts_about_80_percent_in_the_primary_silo(name, heart, tcg
         shares.append(counts.max(axis=0)[large].sum() / per_user[large].sum())
     assert 0.72 < np.mean(shares) < 0.9
     uniform = allocate(data, n_users=20, scheme="uniform", seed=0).counts
-    assert (uniform.max(axis=0) / uniform.sum(axis=0)).mean() < 0.6  # the uniform scheme has no primary silo
+    assert (
+        uniform.max(axis=0) / uniform.sum(axis=0)
+    ).mean() < 0.6  # the uniform scheme has no primary silo
 
 
 @needs_data
@@ -268,8 +330,14 @@ def test_summary_reports_records_per_user_and_top_silo_share():
     allocation = allocate(data, n_users=3, n_silos=2, scheme="uniform", seed=0)
     stats = summary(allocation)
     per_user = np.bincount(allocation.user, minlength=3)
-    assert (stats["records_per_user_min"], stats["records_per_user_max"]) == (per_user.min(), per_user.max())
-    top = [np.bincount(allocation.silo[allocation.user == u], minlength=2).max() / per_user[u] for u in range(3)]
+    assert (stats["records_per_user_min"], stats["records_per_user_max"]) == (
+        per_user.min(),
+        per_user.max(),
+    )
+    top = [
+        np.bincount(allocation.silo[allocation.user == u], minlength=2).max() / per_user[u]
+        for u in range(3)
+    ]
     assert stats["top_silo_share_mean"] == pytest.approx(np.mean(top))
 
 
@@ -278,8 +346,20 @@ def test_cli_allocate_json(capsys):
     from uldp.cli import main
 
     status = main(
-        ["allocate", "--dataset", "heart_disease", "--users", "7", "--dist", "zipf", "--seed", "4", "--json",
-         "--data-dir", str(DATA)]
+        [
+            "allocate",
+            "--dataset",
+            "heart_disease",
+            "--users",
+            "7",
+            "--dist",
+            "zipf",
+            "--seed",
+            "4",
+            "--json",
+            "--data-dir",
+            str(DATA),
+        ]
     )
     assert status == 0
     payload = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -292,9 +372,34 @@ def test_cli_allocate_json(capsys):
 def test_cli_allocate_default_silos_and_bad_users(capsys):
     from uldp.cli import main
 
-    command = ["allocate", "--dataset", "synthetic", "--users", "4", "--dist", "uniform", "--seed", "0"]
+    command = [
+        "allocate",
+        "--dataset",
+        "synthetic",
+        "--users",
+        "4",
+        "--dist",
+        "uniform",
+        "--seed",
+        "0",
+    ]
     assert main([*command, "--json"]) == 0
     payload = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert np.array(payload["counts"]).shape == (3, 4)
-    assert main(["allocate", "--dataset", "synthetic", "--users", "0", "--dist", "uniform", "--seed", "0"]) == 2
+    assert (
+        main(
+            [
+                "allocate",
+                "--dataset",
+                "synthetic",
+                "--users",
+                "0",
+                "--dist",
+                "uniform",
+                "--seed",
+                "0",
+            ]
+        )
+        == 2
+    )
     assert "n_users must be an integer in 1..1000000, got 0" in capsys.readouterr().err

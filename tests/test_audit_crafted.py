@@ -16,7 +16,13 @@ import numpy as np
 import pytest
 import torch
 
-from uldp.audit.crafted import CraftedSetting, audit_federation, calibrate_sigma, claimed_epsilon, crafted_scores
+from uldp.audit.crafted import (
+    CraftedSetting,
+    audit_federation,
+    calibrate_sigma,
+    claimed_epsilon,
+    crafted_scores,
+)
 from uldp.audit.estimators import gaussian_dp_bound, many_run_bound
 from uldp.methods import Federation, Hyperparameters, UserLevelMethod, make_method
 from uldp.training.dpsgd import dpsgd_schedule
@@ -26,8 +32,15 @@ if TYPE_CHECKING:
 
 DELTA = 1e-5
 LOCAL_LR, LOCAL_EPOCHS, CLIP = 0.1, 1, 1.0
-HP = Hyperparameters(global_lr=1.0, local_lr=LOCAL_LR, local_epochs=LOCAL_EPOCHS, batch_size=16, clip=CLIP, sigma=1.0,
-                     delta=DELTA)
+HP = Hyperparameters(
+    global_lr=1.0,
+    local_lr=LOCAL_LR,
+    local_epochs=LOCAL_EPOCHS,
+    batch_size=16,
+    clip=CLIP,
+    sigma=1.0,
+    delta=DELTA,
+)
 #: Nine silos, the canary in all of them: a wrong noise calibration by sqrt(|S|) is a factor 3 in the leakage.
 POWER = CraftedSetting(n_silos=9, canary_silos=9, background_users=4, rounds=3)
 CLAIM = 2.0
@@ -62,9 +75,17 @@ class WeightsSumToSilos(UserLevelMethod):
         return np.ones(counts.shape) * np.asarray(sampled, dtype=float)[None, :]
 
 
-def calibrated(name: str, setting: CraftedSetting, epsilon: float = CLAIM, claim: str = "user") -> Method:
-    sigma = calibrate_sigma(name, HP, audit_federation(setting, 1, 0), rounds=setting.rounds, epsilon=epsilon,
-                            claim=claim)
+def calibrated(
+    name: str, setting: CraftedSetting, epsilon: float = CLAIM, claim: str = "user"
+) -> Method:
+    sigma = calibrate_sigma(
+        name,
+        HP,
+        audit_federation(setting, 1, 0),
+        rounds=setting.rounds,
+        epsilon=epsilon,
+        claim=claim,
+    )
     return make_method(name, replace(HP, sigma=sigma))
 
 
@@ -80,7 +101,9 @@ def test_calibrated_methods_claim_the_target_epsilon() -> None:
     for name, claim in (("ULDP-AVG", "user"), ("ULDP-NAIVE", "user"), ("ULDP-GROUP-max", "record")):
         method = calibrated(name, setting, 3.0, claim)
         prepared = method.prepare(federation, np.random.SeedSequence(0))
-        assert claimed_epsilon(method, prepared, setting.rounds, claim) == pytest.approx(3.0, rel=1e-4)
+        assert claimed_epsilon(method, prepared, setting.rounds, claim) == pytest.approx(
+            3.0, rel=1e-4
+        )
     with pytest.raises(ValueError, match="record-level claim"):
         claimed_epsilon(make_method("ULDP-AVG", HP), federation, 3, "record")
 
@@ -104,8 +127,12 @@ def test_user_level_scores_follow_algorithm_3_in_closed_form(name: str, weight: 
 def test_naive_scores_have_the_noise_of_theorem_1() -> None:
     """ULDP-NAIVE: per silo noise 2 sigma C sqrt(|S|), server step eta_g / |S|: score std sqrt(T) * 2 sigma."""
     setting = CraftedSetting(rounds=4)
-    scores, _ = crafted_scores(make_method("ULDP-NAIVE", replace(HP, sigma=1.5)), setting,
-                               np.zeros((20_000, 1), dtype=bool), seed=4)
+    scores, _ = crafted_scores(
+        make_method("ULDP-NAIVE", replace(HP, sigma=1.5)),
+        setting,
+        np.zeros((20_000, 1), dtype=bool),
+        seed=4,
+    )
     assert scores.std() == pytest.approx(math.sqrt(setting.rounds) * 2 * 1.5, rel=0.03)
 
 
@@ -123,8 +150,10 @@ def test_dpsgd_scores_follow_the_schedule_in_closed_form() -> None:
         factor = LOCAL_LR / max(1, round(schedule.sample_rate * n)) / setting.n_silos
         kept = federation.counts[silo, -1]
         mean += factor * kept * schedule.steps * schedule.sample_rate
-        variance += factor**2 * (kept * schedule.steps * schedule.sample_rate * (1 - schedule.sample_rate)
-                                 + schedule.steps * 0.8**2)
+        variance += factor**2 * (
+            kept * schedule.steps * schedule.sample_rate * (1 - schedule.sample_rate)
+            + schedule.steps * 0.8**2
+        )
     assert scores.mean() == pytest.approx(setting.rounds * mean, rel=0.03)
     assert scores.std() == pytest.approx(math.sqrt(setting.rounds * variance), rel=0.03)
 
@@ -175,7 +204,9 @@ def test_every_other_registered_method_stays_below_its_user_level_claim(name: st
 
 
 @pytest.mark.parametrize("name", ["ULDP-AVG", "ULDP-AVG-w"])
-def test_simulated_round_is_the_methods_own_clean_update(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_simulated_round_is_the_methods_own_clean_update(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With local training replaced by the simulation's own updates, ``method.clean_update`` (the library's
     Algorithm 3: per-user deltas, clip_rows, weights, weighted sum) gives the simulated round's aggregate."""
     from uldp.audit import crafted
@@ -187,22 +218,42 @@ def test_simulated_round_is_the_methods_own_clean_update(name: str, monkeypatch:
     federation = audit_federation(setting, 2, seed=0)
     included = torch.tensor([[True, False]])
     dims = 2 + crafted.BACKGROUND_DIMS
-    simulated = crafted._user_level_round(method, federation, included, dims, setting.canary_norm,
-                                          torch.Generator().manual_seed(5), np.random.SeedSequence(1))
+    simulated = crafted._user_level_round(
+        method,
+        federation,
+        included,
+        dims,
+        setting.canary_norm,
+        torch.Generator().manual_seed(5),
+        np.random.SeedSequence(1),
+    )
     replay = torch.Generator().manual_seed(5)  # at q = 1 the method's sampling draws nothing
     background = federation.n_users - 2
-    updates = [torch.cat([crafted._background_updates(replay, 1, background, dims, CLIP),
-                          crafted._canary_updates(included, dims, setting.canary_norm * CLIP)], dim=1)[0]
-               for _ in range(setting.n_silos)]
+    updates = [
+        torch.cat(
+            [
+                crafted._background_updates(replay, 1, background, dims, CLIP),
+                crafted._canary_updates(included, dims, setting.canary_norm * CLIP),
+            ],
+            dim=1,
+        )[0]
+        for _ in range(setting.n_silos)
+    ]
     silo_of_call = iter(range(setting.n_silos))
 
-    def crafted_training(fed, params, groups, hp, keys, seed):  # the updates of the users of this silo's groups
+    def crafted_training(
+        fed, params, groups, hp, keys, seed
+    ):  # the updates of the users of this silo's groups
         users = [int(fed.allocation.user[group[0]]) for group in groups]
         return updates[next(silo_of_call)][users].to(params.dtype)
 
     monkeypatch.setattr(uldp_avg, "silo_training", crafted_training)
-    federation = federation.keep(~np.isin(federation.allocation.user, [federation.n_users - 1]))  # canary 1 out
-    library = method.clean_update(torch.zeros(dims, dtype=torch.float32), federation, np.random.SeedSequence(0))
+    federation = federation.keep(
+        ~np.isin(federation.allocation.user, [federation.n_users - 1])
+    )  # canary 1 out
+    library = method.clean_update(
+        torch.zeros(dims, dtype=torch.float32), federation, np.random.SeedSequence(0)
+    )
     torch.testing.assert_close(simulated, library, atol=1e-5, rtol=1e-5)
 
 
@@ -243,8 +294,9 @@ def test_likelihood_score_without_sampling_is_the_sum_score_rescaled() -> None:
     likelihood, _ = crafted_scores(method, SAMPLING, included, seed=9, score="likelihood")
     step = 2.0 / (federation.n_users * federation.n_silos)
     mu = 1 / 1.7
-    np.testing.assert_allclose(likelihood, mu * summed / (step * 1.7) - SAMPLING.rounds * mu**2 / 2, rtol=1e-4,
-                               atol=1e-4)
+    np.testing.assert_allclose(
+        likelihood, mu * summed / (step * 1.7) - SAMPLING.rounds * mu**2 / 2, rtol=1e-4, atol=1e-4
+    )
 
 
 @pytest.mark.parametrize("q", [0.1, 0.3])
@@ -255,14 +307,20 @@ def test_likelihood_scores_follow_the_subsampled_gaussian(q: float) -> None:
 
     sigma, runs = 0.8, 6000
     method = make_method("ULDP-AVG-w", replace(HP, sigma=sigma, q=q))
-    scores, _ = crafted_scores(method, SAMPLING, np.ones((runs, 1), dtype=bool), seed=2, score="likelihood")
+    scores, _ = crafted_scores(
+        method, SAMPLING, np.ones((runs, 1), dtype=bool), seed=2, score="likelihood"
+    )
     rng = np.random.default_rng(3)
     mu = 1 / sigma
     observed = rng.normal(mu * (rng.random((runs, SAMPLING.rounds)) < q), 1.0)
     expected = np.log(1 - q + q * np.exp(mu * observed - mu**2 / 2)).sum(axis=1)
     assert stats.ks_2samp(scores[:, 0], expected).pvalue > 1e-3
-    everyone = np.log(1 - q + q * np.exp(mu * rng.normal(mu, 1.0, (runs, SAMPLING.rounds)) - mu**2 / 2)).sum(axis=1)
-    assert stats.ks_2samp(scores[:, 0], everyone).pvalue < 1e-6  # the test tells sampling from no sampling
+    everyone = np.log(
+        1 - q + q * np.exp(mu * rng.normal(mu, 1.0, (runs, SAMPLING.rounds)) - mu**2 / 2)
+    ).sum(axis=1)
+    assert (
+        stats.ks_2samp(scores[:, 0], everyone).pvalue < 1e-6
+    )  # the test tells sampling from no sampling
 
 
 def test_sampled_method_stays_below_its_claim_and_broken_sampling_is_caught() -> None:
@@ -273,17 +331,29 @@ def test_sampled_method_stays_below_its_claim_and_broken_sampling_is_caught() ->
     federation = audit_federation(SAMPLING, 1, 0)
     claim = correct.epsilon(federation, SAMPLING.rounds)
     assert sampled_audit(correct) <= claim
-    for broken in (IgnoresRate(correct.spec, correct.hp),
-                   AssumedSampling(correct.spec, replace(correct.hp, q=1.0), assumed_q=0.1)):
-        assert broken.epsilon(federation, SAMPLING.rounds) == pytest.approx(claim)  # it claims the same epsilon
+    for broken in (
+        IgnoresRate(correct.spec, correct.hp),
+        AssumedSampling(correct.spec, replace(correct.hp, q=1.0), assumed_q=0.1),
+    ):
+        assert broken.epsilon(federation, SAMPLING.rounds) == pytest.approx(
+            claim
+        )  # it claims the same epsilon
         assert sampled_audit(broken) > claim
 
 
 def test_likelihood_score_refuses_methods_without_a_gaussian_claim() -> None:
     with pytest.raises(ValueError, match="likelihood score"):
-        crafted_scores(make_method("DEFAULT", HP), SAMPLING, np.ones((2, 1), dtype=bool), seed=0, score="likelihood")
+        crafted_scores(
+            make_method("DEFAULT", HP),
+            SAMPLING,
+            np.ones((2, 1), dtype=bool),
+            seed=0,
+            score="likelihood",
+        )
     with pytest.raises(ValueError, match="score must be"):
-        crafted_scores(make_method("ULDP-AVG", HP), SAMPLING, np.ones((2, 1), dtype=bool), seed=0, score="max")
+        crafted_scores(
+            make_method("ULDP-AVG", HP), SAMPLING, np.ones((2, 1), dtype=bool), seed=0, score="max"
+        )
 
 
 class NoiseOverSilosInProtocol:
@@ -292,7 +362,9 @@ class NoiseOverSilosInProtocol:
     def __init__(self, inner: AggregateFn) -> None:
         self.inner = inner
 
-    def __call__(self, deltas: list, counts: np.ndarray, sampled: np.ndarray, noise: list) -> torch.Tensor:
+    def __call__(
+        self, deltas: list, counts: np.ndarray, sampled: np.ndarray, noise: list
+    ) -> torch.Tensor:
         return self.inner(deltas, counts, sampled, [z / len(noise) for z in noise])
 
 
@@ -306,9 +378,16 @@ def test_protocol_1_adds_the_noise_the_accountant_assumes_and_a_broken_protocol_
     method = calibrated("ULDP-AVG-w", setting)
     included = np.random.default_rng(0).random((1, 100)) < 0.5
     plain, _ = crafted_scores(method, setting, included, seed=4)
-    secure, _ = crafted_scores(method, setting, included, seed=4, aggregate_fn=protocol_aggregator(method))
+    secure, _ = crafted_scores(
+        method, setting, included, seed=4, aggregate_fn=protocol_aggregator(method)
+    )
     np.testing.assert_allclose(secure, plain, rtol=1e-5, atol=1e-6)
     assert gaussian_dp_bound(secure[included], secure[~included], delta=DELTA).epsilon <= CLAIM
-    broken, _ = crafted_scores(method, setting, included, seed=4,
-                               aggregate_fn=NoiseOverSilosInProtocol(protocol_aggregator(method)))
+    broken, _ = crafted_scores(
+        method,
+        setting,
+        included,
+        seed=4,
+        aggregate_fn=NoiseOverSilosInProtocol(protocol_aggregator(method)),
+    )
     assert gaussian_dp_bound(broken[included], broken[~included], delta=DELTA).epsilon > CLAIM

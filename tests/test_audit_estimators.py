@@ -31,8 +31,14 @@ DELTA = 1e-5
 
 def gaussian_epsilon(mu: float, delta: float) -> float:
     """The exact epsilon at ``delta`` of the Gaussian mechanism with ``mu = sensitivity / std`` (Balle-Wang)."""
+
     def profile(eps: float) -> float:
-        return stats.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2) - delta
+        return (
+            stats.norm.cdf(-eps / mu + mu / 2)
+            - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2)
+            - delta
+        )
+
     return optimize.brentq(profile, 0.0, 200.0)
 
 
@@ -72,11 +78,19 @@ def test_many_run_bound_covers_the_true_epsilon(mu: float, confidence: float) ->
     bounded runs themselves, as before, is positive in 42% of these audits without leakage at a stated 80%."""
     rng = np.random.default_rng(11)
     truth = gaussian_epsilon(mu, DELTA) if mu > 0 else 0.0
-    bounds = np.array([many_run_bound(*gaussian_scores(rng, mu, 500), delta=DELTA, confidence=confidence).epsilon
-                       for _ in range(AUDITS)])
+    bounds = np.array(
+        [
+            many_run_bound(
+                *gaussian_scores(rng, mu, 500), delta=DELTA, confidence=confidence
+            ).epsilon
+            for _ in range(AUDITS)
+        ]
+    )
     assert (bounds > truth).sum() <= allowed(confidence)
     if mu > 0:
-        assert np.median(bounds) > 1.0  # and it finds the leakage (500 runs a side certify little of 7.05)
+        assert (
+            np.median(bounds) > 1.0
+        )  # and it finds the leakage (500 runs a side certify little of 7.05)
 
 
 @pytest.mark.parametrize("mu", [0.0, 0.5, 2.0])
@@ -98,7 +112,9 @@ def test_gaussian_dp_bound_is_near_tight_with_few_runs() -> None:
     gaussian = gaussian_dp_bound(*gaussian_scores(rng, mu, 20_000), delta=DELTA)
     many = many_run_bound(*gaussian_scores(rng, mu, 20_000), delta=DELTA)
     assert many.epsilon < 0.9 * truth < gaussian.epsilon <= truth
-    assert gaussian.mu_lower < gaussian.mu_estimate and gaussian.estimate == pytest.approx(truth, rel=0.05)
+    assert gaussian.mu_lower < gaussian.mu_estimate and gaussian.estimate == pytest.approx(
+        truth, rel=0.05
+    )
 
 
 def test_gaussian_dp_bound_refuses_bad_input() -> None:
@@ -112,8 +128,12 @@ def test_library_gaussian_epsilon_matches_the_closed_form_and_dp_accounting() ->
     from dp_accounting.pld import privacy_loss_distribution as pld
 
     for mu in (0.1, 0.86, 3.0):
-        finer = pld.from_gaussian_mechanism(1 / mu, value_discretization_interval=1e-4).get_epsilon_for_delta(DELTA)
-        assert library_gaussian_epsilon(mu=mu, delta=DELTA) == pytest.approx(gaussian_epsilon(mu, DELTA), rel=1e-9)
+        finer = pld.from_gaussian_mechanism(
+            1 / mu, value_discretization_interval=1e-4
+        ).get_epsilon_for_delta(DELTA)
+        assert library_gaussian_epsilon(mu=mu, delta=DELTA) == pytest.approx(
+            gaussian_epsilon(mu, DELTA), rel=1e-9
+        )
         assert library_gaussian_epsilon(mu=mu, delta=DELTA) == pytest.approx(finer, rel=1e-3)
     assert library_gaussian_epsilon(mu=0.0, delta=DELTA) == 0.0
 
@@ -125,7 +145,9 @@ def test_many_run_bound_approaches_the_gaussian_epsilon_with_many_runs() -> None
     few = many_run_bound(*gaussian_scores(rng, mu, 10_000), delta=DELTA)
     many = many_run_bound(*gaussian_scores(rng, mu, 1_000_000), delta=DELTA)
     assert few.epsilon < many.epsilon <= truth
-    assert many.epsilon >= 0.65 * truth  # the threshold is chosen on a fifth of the runs, the rest bound
+    assert (
+        many.epsilon >= 0.65 * truth
+    )  # the threshold is chosen on a fifth of the runs, the rest bound
     assert many.n_in == many.n_out == 800_000 and many.selection_runs == 400_000
 
 
@@ -173,7 +195,9 @@ def test_roc_curve_is_monotone_and_ends_at_one() -> None:
 def test_one_run_p_value_without_delta_is_the_binomial_tail() -> None:
     for r, v, eps in ((10, 7, 0.5), (100, 80, 1.0), (50, 50, 3.0)):
         p = 1 / (1 + math.exp(-eps))
-        assert one_run_p_value(m=200, r=r, v=v, epsilon=eps, delta=0.0) == pytest.approx(stats.binom.sf(v - 1, r, p))
+        assert one_run_p_value(m=200, r=r, v=v, epsilon=eps, delta=0.0) == pytest.approx(
+            stats.binom.sf(v - 1, r, p)
+        )
 
 
 def test_one_run_p_value_matches_the_theorem_written_with_tails() -> None:
@@ -182,7 +206,9 @@ def test_one_run_p_value_matches_the_theorem_written_with_tails() -> None:
     p = 1 / (1 + math.exp(-eps))
     tail = lambda x: stats.binom.sf(x - 1, r, p)  # noqa: E731 - P[Bin >= x]
     expected = tail(v) + 2 * m * delta * max((tail(v - i) - tail(v)) / i for i in range(1, v + 1))
-    assert one_run_p_value(m=m, r=r, v=v, epsilon=eps, delta=delta) == pytest.approx(expected, rel=1e-9)
+    assert one_run_p_value(m=m, r=r, v=v, epsilon=eps, delta=delta) == pytest.approx(
+        expected, rel=1e-9
+    )
 
 
 def test_one_run_bound_holds_and_approaches_randomized_response() -> None:
@@ -192,8 +218,12 @@ def test_one_run_bound_holds_and_approaches_randomized_response() -> None:
 
     def audit(m: int) -> float:
         included = rng.random(m) < 0.5
-        reported = np.where(rng.random(m) < p, included, ~included)  # randomized response: exactly eps-DP
-        return one_run_bound(reported + 0.01 * rng.random(m), included, guesses=m // 2, delta=0.0).epsilon
+        reported = np.where(
+            rng.random(m) < p, included, ~included
+        )  # randomized response: exactly eps-DP
+        return one_run_bound(
+            reported + 0.01 * rng.random(m), included, guesses=m // 2, delta=0.0
+        ).epsilon
 
     small = [audit(1000) for _ in range(40)]
     assert np.mean(np.array(small) > epsilon) <= 0.05

@@ -38,10 +38,21 @@ def test_job_validates_its_values() -> None:
     with pytest.raises(ValueError, match="Protocol 1 aggregates enhanced weights"):
         job("ULDP-AVG", claim="user", epsilon=1.0, runs=10, aggregation="protocol1")
     with pytest.raises(ValueError, match="natural canaries are audited without"):
-        job("ULDP-AVG", claim="user", epsilon=1.0, runs=1, canary="natural", estimator="one", canaries=8, q=0.5)
+        job(
+            "ULDP-AVG",
+            claim="user",
+            epsilon=1.0,
+            runs=1,
+            canary="natural",
+            estimator="one",
+            canaries=8,
+            q=0.5,
+        )
 
 
-def test_run_jobs_stores_with_provenance_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_jobs_stores_with_provenance_and_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     spec = job("ULDP-AVG", claim="user", epsilon=2.0, runs=400)
     first = run_jobs([spec], tmp_path, command="test")[0]
     path = tmp_path / f"{config_hash(spec)}.json"
@@ -50,11 +61,19 @@ def test_run_jobs_stores_with_provenance_and_resumes(tmp_path: Path, monkeypatch
     result = stored["result"]
     assert result["claimed_epsilon"] == pytest.approx(2.0, rel=1e-4)
     # q = 1: the tightest valid epsilon is the exact Gaussian of mu = sqrt(T) / sigma (Theorem 3)
-    exact = gaussian_epsilon(mu=math.sqrt(result["setting"]["rounds"]) / result["sigma"], delta=spec["delta"])
-    assert result["tight_epsilon"] == pytest.approx(exact, rel=2e-3) and result["tight_epsilon"] < 2.0
+    exact = gaussian_epsilon(
+        mu=math.sqrt(result["setting"]["rounds"]) / result["sigma"], delta=spec["delta"]
+    )
+    assert (
+        result["tight_epsilon"] == pytest.approx(exact, rel=2e-3) and result["tight_epsilon"] < 2.0
+    )
     assert 0 <= result["epsilon_lb"] <= 2.0 and 0 <= result["gaussian_lb"] <= 2.0
-    assert result["n_in"] + result["n_out"] == 400 and result["selection_runs"] == pytest.approx(0.2 * 400, abs=1)
-    assert {"command", "git_commit", "packages", "date", "wall_seconds"} <= set(stored["provenance"])
+    assert result["n_in"] + result["n_out"] == 400 and result["selection_runs"] == pytest.approx(
+        0.2 * 400, abs=1
+    )
+    assert {"command", "git_commit", "packages", "date", "wall_seconds"} <= set(
+        stored["provenance"]
+    )
 
     def refuse(params: dict) -> dict:
         raise AssertionError("a stored job must not run again")
@@ -66,12 +85,25 @@ def test_run_jobs_stores_with_provenance_and_resumes(tmp_path: Path, monkeypatch
 
 
 def test_sampling_and_protocol_jobs_store_their_bounds(tmp_path: Path) -> None:
-    sampled, secure = (job("ULDP-AVG-w", claim="user", epsilon=2.0, runs=400, q=0.3),
-                       job("ULDP-AVG-w", claim="user", epsilon=2.0, runs=1, estimator="one", canaries=20,
-                           aggregation="protocol1"))
-    first, second = (payload["result"] for payload in run_jobs([sampled, secure], tmp_path, command="test"))
+    sampled, secure = (
+        job("ULDP-AVG-w", claim="user", epsilon=2.0, runs=400, q=0.3),
+        job(
+            "ULDP-AVG-w",
+            claim="user",
+            epsilon=2.0,
+            runs=1,
+            estimator="one",
+            canaries=20,
+            aggregation="protocol1",
+        ),
+    )
+    first, second = (
+        payload["result"] for payload in run_jobs([sampled, secure], tmp_path, command="test")
+    )
     assert first["tight_epsilon"] < first["claimed_epsilon"] == pytest.approx(2.0, rel=1e-4)
-    assert "gaussian_lb" not in first  # the likelihood-ratio scores of a sub-sampled Gaussian are not Gaussian
+    assert (
+        "gaussian_lb" not in first
+    )  # the likelihood-ratio scores of a sub-sampled Gaussian are not Gaussian
     assert 0 <= second["gaussian_lb"] <= 2.0 and second["n_in"] + second["n_out"] == 20
 
 
@@ -97,31 +129,72 @@ def test_profile_jobs_are_distinct_and_cover_the_chapter() -> None:
 
 def _committed(estimator: str) -> dict:
     """A stored audit of the default profile (committed), as the honest file the attacks below alter."""
-    spec = next(spec for spec in profile_jobs("default") if spec["estimator"] == estimator and spec["claim"])
+    spec = next(
+        spec for spec in profile_jobs("default") if spec["estimator"] == estimator and spec["claim"]
+    )
     return json.loads((jobs.audit_root("default") / f"{config_hash(spec)}.json").read_text())
 
 
-@pytest.mark.parametrize("estimator, change, message", [
-    ("many", lambda p: {**p, "result": "junk"}, "result must be an object of sigma"),
-    ("many", lambda p: {**p, "result": {**p["result"], "epsilon_lb": "high"}}, "result.epsilon_lb must be"),
-    ("many", lambda p: {**p, "result": {**p["result"], "sigma": None}}, "result.sigma must be"),
-    ("many", lambda p: {**p, "result": {**p["result"], "tpr": 1.5}}, r"result.tpr must be a number in \[0, 1\]"),
-    ("many", lambda p: {**p, "result": {**p["result"], "direction": "up"}}, "result.direction must be 'high' or 'low'"),
-    ("many", lambda p: {**p, "result": {**p["result"], "roc_tpr": [0.5]}}, "result.roc_tpr must be a list of 61"),
-    ("many", lambda p: {**p, "result": {**p["result"], "n_in": -1}}, "result.n_in must be"),
-    ("many", lambda p: {**p, "result": {key: v for key, v in p["result"].items() if key != "fpr"}}, "result must be"),
-    ("many", lambda p: {**p, "params": {**p["params"], "runs": 0}}, "runs must be an integer"),
-    ("many", lambda p: {**p, "params": {**p["params"], "extra": 1}}, "params must be a job's arguments"),
-    ("many", lambda p: {**p, "params": {**p["params"], "seed": 1}}, "its key .* disagree"),
-    ("many", lambda p: {**p, "provenance": {}}, "provenance.wall_seconds must be"),
-    ("one", lambda p: {**p, "result": {**p["result"], "correct": p["result"]["guesses"] + 1}}, "result.correct"),
-    ("one", lambda p: {**p, "result": {**p["result"], "guess_candidates": []}}, "result.guess_candidates must be"),
-])
-def test_a_tampered_stored_audit_is_a_value_error_naming_the_file(tmp_path, estimator, change, message) -> None:
+@pytest.mark.parametrize(
+    "estimator, change, message",
+    [
+        ("many", lambda p: {**p, "result": "junk"}, "result must be an object of sigma"),
+        (
+            "many",
+            lambda p: {**p, "result": {**p["result"], "epsilon_lb": "high"}},
+            "result.epsilon_lb must be",
+        ),
+        ("many", lambda p: {**p, "result": {**p["result"], "sigma": None}}, "result.sigma must be"),
+        (
+            "many",
+            lambda p: {**p, "result": {**p["result"], "tpr": 1.5}},
+            r"result.tpr must be a number in \[0, 1\]",
+        ),
+        (
+            "many",
+            lambda p: {**p, "result": {**p["result"], "direction": "up"}},
+            "result.direction must be 'high' or 'low'",
+        ),
+        (
+            "many",
+            lambda p: {**p, "result": {**p["result"], "roc_tpr": [0.5]}},
+            "result.roc_tpr must be a list of 61",
+        ),
+        ("many", lambda p: {**p, "result": {**p["result"], "n_in": -1}}, "result.n_in must be"),
+        (
+            "many",
+            lambda p: {**p, "result": {key: v for key, v in p["result"].items() if key != "fpr"}},
+            "result must be",
+        ),
+        ("many", lambda p: {**p, "params": {**p["params"], "runs": 0}}, "runs must be an integer"),
+        (
+            "many",
+            lambda p: {**p, "params": {**p["params"], "extra": 1}},
+            "params must be a job's arguments",
+        ),
+        ("many", lambda p: {**p, "params": {**p["params"], "seed": 1}}, "its key .* disagree"),
+        ("many", lambda p: {**p, "provenance": {}}, "provenance.wall_seconds must be"),
+        (
+            "one",
+            lambda p: {**p, "result": {**p["result"], "correct": p["result"]["guesses"] + 1}},
+            "result.correct",
+        ),
+        (
+            "one",
+            lambda p: {**p, "result": {**p["result"], "guess_candidates": []}},
+            "result.guess_candidates must be",
+        ),
+    ],
+)
+def test_a_tampered_stored_audit_is_a_value_error_naming_the_file(
+    tmp_path, estimator, change, message
+) -> None:
     honest = _committed(estimator)
     path = tmp_path / f"{honest['key']}.json"
     path.write_text(json.dumps(honest))
     assert read_stored(path) == honest
     path.write_text(json.dumps(change(honest)))
-    with pytest.raises(ValueError, match=f"stored audit {re.escape(str(path))} is malformed: {message}"):
+    with pytest.raises(
+        ValueError, match=f"stored audit {re.escape(str(path))} is malformed: {message}"
+    ):
         read_stored(path)

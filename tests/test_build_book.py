@@ -14,20 +14,34 @@ build_book = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(build_book)
 
 
-@pytest.mark.parametrize("page, expected", [
-    ('<script src="_static/mathjax/tex-chtml.js"></script>', []),
-    ('<script src="../_static/a.js"></script><link rel="stylesheet" href="_static/b.css">', []),
-    ('<script src="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js"></script>',
-     ["https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js"]),
-    ('<script defer="defer" src="http://example.org/x.js"></script>', ["http://example.org/x.js"]),
-    ('<SCRIPT SRC="//unpkg.com/thebe"></SCRIPT>', ["//unpkg.com/thebe"]),
-    ('<link href="https://fonts.example/f.css" rel="stylesheet"/>', ["https://fonts.example/f.css"]),
-    ('<link rel="preload" as="script" href="https://x.org/p.js">', ["https://x.org/p.js"]),
-    # links a reader follows are not loaded by the page
-    ('<a href="https://arxiv.org/abs/2308.12210">paper</a><link rel="canonical" href="https://x.org/">', []),
-    ('<script>var url = "https://x.org/not-loaded.js";</script>', []),
-    ('<img src="data:image/png;base64,AAAA">', []),
-])
+@pytest.mark.parametrize(
+    "page, expected",
+    [
+        ('<script src="_static/mathjax/tex-chtml.js"></script>', []),
+        ('<script src="../_static/a.js"></script><link rel="stylesheet" href="_static/b.css">', []),
+        (
+            '<script src="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js"></script>',
+            ["https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js"],
+        ),
+        (
+            '<script defer="defer" src="http://example.org/x.js"></script>',
+            ["http://example.org/x.js"],
+        ),
+        ('<SCRIPT SRC="//unpkg.com/thebe"></SCRIPT>', ["//unpkg.com/thebe"]),
+        (
+            '<link href="https://fonts.example/f.css" rel="stylesheet"/>',
+            ["https://fonts.example/f.css"],
+        ),
+        ('<link rel="preload" as="script" href="https://x.org/p.js">', ["https://x.org/p.js"]),
+        # links a reader follows are not loaded by the page
+        (
+            '<a href="https://arxiv.org/abs/2308.12210">paper</a><link rel="canonical" href="https://x.org/">',
+            [],
+        ),
+        ('<script>var url = "https://x.org/not-loaded.js";</script>', []),
+        ('<img src="data:image/png;base64,AAAA">', []),
+    ],
+)
 def test_external_assets_finds_exactly_the_outside_scripts_and_stylesheets(page, expected):
     assert build_book.external_assets(page) == expected
 
@@ -43,18 +57,26 @@ def test_check_offline_names_the_page_and_address(tmp_path):
 
 
 def test_cells_are_folded_except_those_shown_and_the_default_parameters_are_removed(tmp_path):
-    notebook = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_markdown_cell("# Title"),
-        nbformat.v4.new_code_cell('profile = "default"', metadata={"tags": ["parameters"]}),
-        nbformat.v4.new_code_cell("plot()"),
-        nbformat.v4.new_code_cell("api_call()", metadata={"tags": ["show-input"]}),
-        nbformat.v4.new_code_cell("hidden()", metadata={"tags": ["remove-cell"]}),
-    ])
+    notebook = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell("# Title"),
+            nbformat.v4.new_code_cell('profile = "default"', metadata={"tags": ["parameters"]}),
+            nbformat.v4.new_code_cell("plot()"),
+            nbformat.v4.new_code_cell("api_call()", metadata={"tags": ["show-input"]}),
+            nbformat.v4.new_code_cell("hidden()", metadata={"tags": ["remove-cell"]}),
+        ]
+    )
     path = tmp_path / "chapter.ipynb"
     nbformat.write(notebook, path)
     build_book.tag_cells_for_the_book(path)
     tags = [cell.metadata.get("tags", []) for cell in nbformat.read(path, as_version=4).cells]
-    assert tags == [[], ["parameters", "remove-cell"], ["hide-input"], ["show-input"], ["remove-cell"]]
+    assert tags == [
+        [],
+        ["parameters", "remove-cell"],
+        ["hide-input"],
+        ["show-input"],
+        ["remove-cell"],
+    ]
 
 
 def test_every_profile_has_a_banner_naming_it():
@@ -81,8 +103,11 @@ def _parsed_toc(path: Path):
     return parse_toc_yaml(path)
 
 
-@pytest.mark.parametrize("only", [[entry] for entry in build_book.toc_entries(
-    yaml.safe_load((ROOT / "_toc.yml").read_text()))] + [["book/settings", "book/baselines"]])
+@pytest.mark.parametrize(
+    "only",
+    [[entry] for entry in build_book.toc_entries(yaml.safe_load((ROOT / "_toc.yml").read_text()))]
+    + [["book/settings", "book/baselines"]],
+)
 def test_a_partial_book_of_any_pages_has_a_table_of_contents_jupyter_book_accepts(tmp_path, only):
     """`--only PAGE --html` staged an empty ``chapters`` list, which Jupyter Book refuses, for a single page."""
     build_book.stage_config(tmp_path, "smoke", only)
@@ -91,15 +116,32 @@ def test_a_partial_book_of_any_pages_has_a_table_of_contents_jupyter_book_accept
 
 
 def test_a_partial_book_keeps_the_parts_and_order_of_its_pages():
-    toc = {"format": "jb-book", "root": "intro",
-           "parts": [{"caption": "Method", "chapters": [{"file": "a", "sections": [{"file": "a1"}]}, {"file": "b"}]},
-                     {"caption": "Experiments", "chapters": [{"file": "c"}]},
-                     {"caption": "Reference", "chapters": [{"file": "d"}]}]}
+    toc = {
+        "format": "jb-book",
+        "root": "intro",
+        "parts": [
+            {
+                "caption": "Method",
+                "chapters": [{"file": "a", "sections": [{"file": "a1"}]}, {"file": "b"}],
+            },
+            {"caption": "Experiments", "chapters": [{"file": "c"}]},
+            {"caption": "Reference", "chapters": [{"file": "d"}]},
+        ],
+    }
     assert build_book.partial_toc(toc, ["d", "a1", "intro", "b"]) == {
-        "format": "jb-book", "root": "intro",
-        "parts": [{"caption": "Method", "chapters": [{"file": "a1"}, {"file": "b"}]},
-                  {"caption": "Reference", "chapters": [{"file": "d"}]}]}
-    assert build_book.partial_toc(toc, ["c", "b"]) == {  # without the opening page the book's first one leads
-        "format": "jb-book", "root": "b", "parts": [{"caption": "Experiments", "chapters": [{"file": "c"}]}]}
+        "format": "jb-book",
+        "root": "intro",
+        "parts": [
+            {"caption": "Method", "chapters": [{"file": "a1"}, {"file": "b"}]},
+            {"caption": "Reference", "chapters": [{"file": "d"}]},
+        ],
+    }
+    assert build_book.partial_toc(
+        toc, ["c", "b"]
+    ) == {  # without the opening page the book's first one leads
+        "format": "jb-book",
+        "root": "b",
+        "parts": [{"caption": "Experiments", "chapters": [{"file": "c"}]}],
+    }
     with pytest.raises(ValueError, match="unknown: \\['e'\\]"):
         build_book.partial_toc(toc, ["a", "e"])

@@ -18,17 +18,30 @@ from uldp.paper.experiments import ResultSet
 BOOK = Path(__file__).resolve().parent.parent / "book"
 
 
-def _run(panel: str, series: str, seed: int, values: list[float], *, key: str | None = None,
-         metric: str = "balanced_accuracy") -> dict:
-    return {"key": key or f"{panel}/{series}/{seed}", "panel": panel, "series": series, "seed": seed,
-            "params": {"dataset": "heart_disease", "method": series},
-            "result": {metric: values, "accuracy": values, "epsilon": [1.0] * len(values)},
-            "provenance": {"wall_seconds": 2.0, "date": "2026-01-01T00:00", "command": "test"}}
+def _run(
+    panel: str,
+    series: str,
+    seed: int,
+    values: list[float],
+    *,
+    key: str | None = None,
+    metric: str = "balanced_accuracy",
+) -> dict:
+    return {
+        "key": key or f"{panel}/{series}/{seed}",
+        "panel": panel,
+        "series": series,
+        "seed": seed,
+        "params": {"dataset": "heart_disease", "method": series},
+        "result": {metric: values, "accuracy": values, "epsilon": [1.0] * len(values)},
+        "provenance": {"wall_seconds": 2.0, "date": "2026-01-01T00:00", "command": "test"},
+    }
 
 
 def _private_names(source: str) -> list[str]:
     """Names with a single leading underscore (not dunders) read as attributes (``x._name``, ``getattr(x, "_name")``)
     or imported, in ``source``."""
+
     def private(name: str) -> bool:
         return name.startswith("_") and not name.startswith("__")
 
@@ -36,22 +49,38 @@ def _private_names(source: str) -> list[str]:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Attribute) and private(node.attr):
             found.append(node.attr)
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "setattr")
-              and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
-              and private(node.args[1].value)):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr")
+            and len(node.args) > 1
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+            and private(node.args[1].value)
+        ):
             found.append(node.args[1].value)  # the same attribute, read by name
         elif isinstance(node, ast.ImportFrom):
             found += [part for part in (node.module or "").split(".") if private(part)]
             found += [alias.name for alias in node.names if private(alias.name)]
         elif isinstance(node, ast.Import):
-            found += [part for alias in node.names for part in alias.name.split(".") if private(part)]
+            found += [
+                part for alias in node.names for part in alias.name.split(".") if private(part)
+            ]
     return found
 
 
 def test_private_name_finder_sees_attributes_and_imports() -> None:
-    source = ("from uldp.x import _hidden\nimport uldp._inner\nkey = server._private_key\nname = obj.__class__\n"
-              "duration = experiments._duration(5)\nsecret = getattr(server, '_secret')\npublic = getattr(x, 'name')\n")
-    assert sorted(_private_names(source)) == ["_duration", "_hidden", "_inner", "_private_key", "_secret"]
+    source = (
+        "from uldp.x import _hidden\nimport uldp._inner\nkey = server._private_key\nname = obj.__class__\n"
+        "duration = experiments._duration(5)\nsecret = getattr(server, '_secret')\npublic = getattr(x, 'name')\n"
+    )
+    assert sorted(_private_names(source)) == [
+        "_duration",
+        "_hidden",
+        "_inner",
+        "_private_key",
+        "_secret",
+    ]
 
 
 @pytest.mark.parametrize("chapter", sorted(BOOK.glob("*.py")), ids=lambda path: path.name)
@@ -60,8 +89,11 @@ def test_no_chapter_reads_a_private_name(chapter: Path) -> None:
 
 
 def test_trivial_runs_name_the_seed_at_chance_level() -> None:
-    runs = (_run("A", "ULDP-NAIVE", 0, [0.6, 0.5]), _run("A", "ULDP-NAIVE", 1, [0.7, 0.9]),
-            _run("A", "ULDP-AVG", 0, [0.8, 0.9]))
+    runs = (
+        _run("A", "ULDP-NAIVE", 0, [0.6, 0.5]),
+        _run("A", "ULDP-NAIVE", 1, [0.7, 0.9]),
+        _run("A", "ULDP-AVG", 0, [0.8, 0.9]),
+    )
     sentences = chapters.trivial_runs(ResultSet("g", "paper", runs, (), "memory"))
     assert len(sentences) == 1
     assert "ULDP-NAIVE" in sentences[0] and "seed 0" in sentences[0] and "1 of 2" in sentences[0]
@@ -69,31 +101,48 @@ def test_trivial_runs_name_the_seed_at_chance_level() -> None:
 
 
 def test_a_noiseless_default_at_chance_level_is_said_to_explain_the_others() -> None:
-    runs = tuple(_run("A", series, seed, [0.5, 0.5]) for series in ("DEFAULT", "ULDP-GROUP-2") for seed in (0, 1))
+    runs = tuple(
+        _run("A", series, seed, [0.5, 0.5])
+        for series in ("DEFAULT", "ULDP-GROUP-2")
+        for seed in (0, 1)
+    )
     sentences = chapters.trivial_runs(ResultSet("g", "default", runs, (), "memory"))
     assert any(s.startswith("In A, DEFAULT, which adds no noise") for s in sentences)
     half = (*runs[:1], _run("A", "DEFAULT", 1, [0.5, 0.9]), *runs[2:])
-    assert not any("DEFAULT, which adds no noise" in s for s in
-                   chapters.trivial_runs(ResultSet("g", "default", half, (), "memory")))
+    assert not any(
+        "DEFAULT, which adds no noise" in s
+        for s in chapters.trivial_runs(ResultSet("g", "default", half, (), "memory"))
+    )
 
 
 def test_spread_runs_find_a_large_standard_deviation_only() -> None:
-    runs = (_run("A", "ULDP-AVG", 0, [0.5, 0.55]), _run("A", "ULDP-AVG", 1, [0.5, 0.75]),
-            _run("A", "ULDP-SGD", 0, [0.5, 0.70]), _run("A", "ULDP-SGD", 1, [0.5, 0.71]))
+    runs = (
+        _run("A", "ULDP-AVG", 0, [0.5, 0.55]),
+        _run("A", "ULDP-AVG", 1, [0.5, 0.75]),
+        _run("A", "ULDP-SGD", 0, [0.5, 0.70]),
+        _run("A", "ULDP-SGD", 1, [0.5, 0.71]),
+    )
     sentences = chapters.spread_runs(ResultSet("g", "paper", runs, (), "memory"), "accuracy")
     # std of (0.55, 0.75) is 0.141 (sample std), of (0.70, 0.71) 0.007
     assert len(sentences) == 1 and "ULDP-AVG" in sentences[0] and "0.141" in sentences[0]
 
 
 def test_shared_runs_are_the_series_with_one_run_in_every_panel() -> None:
-    runs = (_run("A", "DEFAULT", 0, [0.8], key="same"), _run("B", "DEFAULT", 0, [0.8], key="same"),
-            _run("A", "ULDP-AVG", 0, [0.8]), _run("B", "ULDP-AVG", 0, [0.8]))
+    runs = (
+        _run("A", "DEFAULT", 0, [0.8], key="same"),
+        _run("B", "DEFAULT", 0, [0.8], key="same"),
+        _run("A", "ULDP-AVG", 0, [0.8]),
+        _run("B", "ULDP-AVG", 0, [0.8]),
+    )
     assert chapters.shared_runs(ResultSet("g", "paper", runs, (), "memory")) == ["DEFAULT"]
 
 
 def test_run_time_counts_a_shared_run_once() -> None:
-    runs = (_run("A", "DEFAULT", 0, [0.8], key="same"), _run("B", "DEFAULT", 0, [0.8], key="same"),
-            _run("A", "ULDP-AVG", 0, [0.8]))
+    runs = (
+        _run("A", "DEFAULT", 0, [0.8], key="same"),
+        _run("B", "DEFAULT", 0, [0.8], key="same"),
+        _run("A", "ULDP-AVG", 0, [0.8]),
+    )
     assert chapters.run_time(ResultSet("g", "paper", runs, (), "memory")) == (4.0, 2.0, 2)
 
 
@@ -101,7 +150,11 @@ def test_scale_sentence_of_a_small_profile_warns_against_reading_numbers() -> No
     runs = (_run("|U|=50, uniform", "ULDP-AVG", 0, [0.8]),)
     runs[0]["params"].update(rounds=2, n_users=10)
     text = chapters.scale_sentence(ResultSet("heart_disease", "smoke", runs, (), "memory"))
-    assert "smoke" in text and "instead of the paper's 50" in text and "not what the paper's figure shows" in text
+    assert (
+        "smoke" in text
+        and "instead of the paper's 50" in text
+        and "not what the paper's figure shows" in text
+    )
 
 
 def test_a_smoke_figure_is_never_captioned_as_the_papers(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -114,9 +167,14 @@ def test_a_smoke_figure_is_never_captioned_as_the_papers(monkeypatch: pytest.Mon
     monkeypatch.setattr(chapters, "display", lambda *items: shown.extend(items))
     run = _run("|U|=50, uniform", "ULDP-AVG", 0, [0.8])
     for profile in ("smoke", "paper"):
-        chapters.show_figure(ResultSet("heart_disease", profile, (run,), (), "memory"), lambda _: plt.figure(),
-                             "Figure 6")
-    captions = [item.data.split("\n", 3)[3] for item in shown if isinstance(item, chapters.Markdown)]
+        chapters.show_figure(
+            ResultSet("heart_disease", profile, (run,), (), "memory"),
+            lambda _: plt.figure(),
+            "Figure 6",
+        )
+    captions = [
+        item.data.split("\n", 3)[3] for item in shown if isinstance(item, chapters.Markdown)
+    ]
     assert "stand-in for Figure 6" in captions[0] and "not its figure" in captions[0]
     assert captions[1].startswith("Figure 6, reproduced at the scale **paper**")
 
@@ -154,15 +212,27 @@ def test_figures_are_drawn_one_per_setting(monkeypatch: pytest.MonkeyPatch) -> N
         return plt.figure()
 
     runs = tuple(_run(panel, "ULDP-AVG", 0, [0.8]) for panel in ("|U|=50, uniform", "|U|=50, zipf"))
-    chapters.show_figure(ResultSet("heart_disease", "paper", runs, (), "memory"), draw, "Figure 6", "Look.")
-    assert [[run["panel"] for run in results.runs] for results in drawn] == [["|U|=50, uniform"], ["|U|=50, zipf"]]
-    assert [item.data.endswith(f"{panel}. Look.\n````") for item, panel in
-            zip(shown, ("|U|=50, uniform", "|U|=50, zipf"), strict=True)] == [True, True]
+    chapters.show_figure(
+        ResultSet("heart_disease", "paper", runs, (), "memory"), draw, "Figure 6", "Look."
+    )
+    assert [[run["panel"] for run in results.runs] for results in drawn] == [
+        ["|U|=50, uniform"],
+        ["|U|=50, zipf"],
+    ]
+    assert [
+        item.data.endswith(f"{panel}. Look.\n````")
+        for item, panel in zip(shown, ("|U|=50, uniform", "|U|=50, zipf"), strict=True)
+    ] == [True, True]
 
 
 def test_short_profile_note_gives_the_share_of_the_papers_work() -> None:
-    runs = tuple({**_run(panel, "ULDP-AVG", 0, [0.5]), "params": {"dataset": "mnist", "rounds": 20, "local_epochs": 5}}
-                 for panel in ("|U|=100, zipf", "|U|=10000, zipf-noniid"))
+    runs = tuple(
+        {
+            **_run(panel, "ULDP-AVG", 0, [0.5]),
+            "params": {"dataset": "mnist", "rounds": 20, "local_epochs": 5},
+        }
+        for panel in ("|U|=100, zipf", "|U|=10000, zipf-noniid")
+    )
     for run in runs:
         run["result"]["seconds"] = [1.0, 3.0]
     text = chapters.short_profile_note(ResultSet("mnist", "short", runs, (), "memory")).data
@@ -172,8 +242,10 @@ def test_short_profile_note_gives_the_share_of_the_papers_work() -> None:
 
 
 def test_claims_are_the_scorecards_rows_on_this_dataset_beside_all_results() -> None:
-    data = {"creditcard": _pair("creditcard", "ULDP-AVG", "ULDP-SGD"),
-            "heart_disease": _pair("heart_disease", "ULDP-SGD", "ULDP-AVG")}
+    data = {
+        "creditcard": _pair("creditcard", "ULDP-AVG", "ULDP-SGD"),
+        "heart_disease": _pair("heart_disease", "ULDP-SGD", "ULDP-AVG"),
+    }
     chapter = chapters.ExperimentChapter("creditcard", "smoke", None, data)  # type: ignore[arg-type]
     shown = chapter.claims().data.set_index("claim")
     expected = chapters.scorecard.scorecard(data, grid="creditcard")
@@ -183,7 +255,9 @@ def test_claims_are_the_scorecards_rows_on_this_dataset_beside_all_results() -> 
     assert shown.loc[avg_vs_sgd, "verdict over all results"] == chapters.scorecard.PARTLY
 
 
-def test_compare_runs_tabulates_the_final_values_of_each_run(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compare_runs_tabulates_the_final_values_of_each_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -191,8 +265,18 @@ def test_compare_runs_tabulates_the_final_values_of_each_run(monkeypatch: pytest
 
     shown: list = []
     monkeypatch.setattr(chapters, "show_captioned", lambda fig, caption: shown.append(fig))
-    configs = {method: RunConfig(dataset="synthetic", method=method, n_users=10, n_silos=3, rounds=2, local_epochs=1,
-                                 seed=0) for method in ("DEFAULT", "ULDP-AVG")}
+    configs = {
+        method: RunConfig(
+            dataset="synthetic",
+            method=method,
+            n_users=10,
+            n_silos=3,
+            rounds=2,
+            local_epochs=1,
+            seed=0,
+        )
+        for method in ("DEFAULT", "ULDP-AVG")
+    }
     table = chapters.compare_runs(configs, title="test")
     assert table.index.tolist() == ["DEFAULT", "ULDP-AVG"]
     alone = run(configs["ULDP-AVG"])  # the same seed gives the same run
@@ -202,21 +286,32 @@ def test_compare_runs_tabulates_the_final_values_of_each_run(monkeypatch: pytest
     figure = shown[0]
     assert [line.get_label() for line in figure.axes[0].lines] == ["DEFAULT", "ULDP-AVG"]
     colour = {line.get_label(): line.get_color() for line in figure.axes[0].lines}
-    for axis in figure.axes[1:]:  # the epsilon panel has no DEFAULT line: the others keep their colours
+    for axis in figure.axes[
+        1:
+    ]:  # the epsilon panel has no DEFAULT line: the others keep their colours
         assert all(line.get_color() == colour[line.get_label()] for line in axis.lines)
     assert [line.get_label() for line in figure.axes[2].lines] == ["ULDP-AVG"]
 
 
-@pytest.mark.parametrize(("dataset", "metric", "level"), [
-    ("mnist", "balanced_accuracy", 0.1),  # ten digits: the mean recall of a constant answer is 1/10
-    ("creditcard", "balanced_accuracy", 0.5),
-    ("heart_disease", "balanced_accuracy", 0.5),  # one logit: a binary classifier
-    ("tcga_brca", "c_index", 0.5),
-])
+@pytest.mark.parametrize(
+    ("dataset", "metric", "level"),
+    [
+        (
+            "mnist",
+            "balanced_accuracy",
+            0.1,
+        ),  # ten digits: the mean recall of a constant answer is 1/10
+        ("creditcard", "balanced_accuracy", 0.5),
+        ("heart_disease", "balanced_accuracy", 0.5),  # one logit: a binary classifier
+        ("tcga_brca", "c_index", 0.5),
+    ],
+)
 def test_chance_level_is_that_of_a_constant_answer(dataset: str, metric: str, level: float) -> None:
     run = _run("A", "DEFAULT", 0, [0.5], metric=metric)
     run["params"]["dataset"] = dataset
-    assert chapters.chance_level(ResultSet("g", "paper", (run,), (), "memory"), metric) == pytest.approx(level)
+    assert chapters.chance_level(
+        ResultSet("g", "paper", (run,), (), "memory"), metric
+    ) == pytest.approx(level)
 
 
 def test_chance_level_refuses_a_metric_without_one() -> None:
@@ -225,13 +320,17 @@ def test_chance_level_refuses_a_metric_without_one() -> None:
 
 
 def test_a_ten_class_run_at_one_tenth_is_trivial_and_one_at_a_half_is_not() -> None:
-    runs = tuple({**_run("A", method, 0, [value]), "params": {"dataset": "mnist", "method": method}}
-                 for method, value in (("ULDP-AVG", 0.5), ("ULDP-NAIVE", 0.1)))
+    runs = tuple(
+        {**_run("A", method, 0, [value]), "params": {"dataset": "mnist", "method": method}}
+        for method, value in (("ULDP-AVG", 0.5), ("ULDP-NAIVE", 0.1))
+    )
     sentences = chapters.trivial_runs(ResultSet("mnist", "paper", runs, (), "memory"))
     assert len(sentences) == 1 and sentences[0].startswith("**ULDP-NAIVE**")
 
 
-def test_stored_runtime_shows_the_runtime_table_and_one_line_per_dataset_and_user_count(monkeypatch, capsys):
+def test_stored_runtime_shows_the_runtime_table_and_one_line_per_dataset_and_user_count(
+    monkeypatch, capsys
+):
     shown = []
     monkeypatch.setattr(chapters, "display", lambda *objects: shown.extend(objects))
     chapters.show_stored_runtime()
@@ -246,7 +345,10 @@ def test_stored_runtime_shows_the_runtime_table_and_one_line_per_dataset_and_use
     assert len(rows) == len(expected)
     for row, ((dataset, users), values) in zip(rows, expected.iterrows(), strict=True):
         ratio = values["encrypted weighting per silo"] / values["local training per silo"]
-        assert row.startswith(f"- {dataset}, {users} users:") and f"(the weighting {ratio:.1f}x the training)" in row
+        assert (
+            row.startswith(f"- {dataset}, {users} users:")
+            and f"(the weighting {ratio:.1f}x the training)" in row
+        )
 
 
 def test_protocol_scale_reads_the_committed_benchmark_and_computes_its_sentences(monkeypatch):
@@ -259,14 +361,19 @@ def test_protocol_scale_reads_the_committed_benchmark_and_computes_its_sentences
     ratio = mnist["paillier"]["server_cpu_s"] / mnist["packed-paillier"]["server_cpu_s"]
     assert f"{ratio:.1f}x less" in sentences
     bytes_per_parameter = mnist["packed-paillier"]["update_bytes"] / mnist["parameters"]
-    assert f"{bytes_per_parameter:.1f} bytes per parameter ({bytes_per_parameter / 4:.1f}x a float32)" in sentences
+    assert (
+        f"{bytes_per_parameter:.1f} bytes per parameter ({bytes_per_parameter / 4:.1f}x a float32)"
+        in sentences
+    )
     assert document["provenance"]["git_commit"][:10] in sentences
     table = chapters.protocol_scale_table(document)
     assert list(table["backend"]) == ["phe"] + ["paillier", "packed-paillier"] * 3
     shown: list = []
     monkeypatch.setattr(chapters, "display", lambda *objects: shown.extend(objects))
     chapters.show_protocol_scale()
-    html = next(item.to_html() for item in shown if hasattr(item, "to_html"))  # the table, as the page shows it
+    html = next(
+        item.to_html() for item in shown if hasattr(item, "to_html")
+    )  # the table, as the page shows it
     assert "not measured" in html and not re.search(r">\s*(nan|NaN|None)\s*<", html)
 
 
@@ -277,9 +384,13 @@ def test_benchmark_result_reads_the_committed_file_and_names_the_command_when_mi
     from uldp.common.provenance import REPO_ROOT
 
     stored = chapters.benchmark_result("protocol_scan")
-    with open(REPO_ROOT / "benchmarks" / "results" / "protocol_scan.json", encoding="utf-8") as handle:
+    with open(
+        REPO_ROOT / "benchmarks" / "results" / "protocol_scan.json", encoding="utf-8"
+    ) as handle:
         assert stored == json.load(handle)
-    with pytest.raises(FileNotFoundError, match=re.escape("python benchmarks/save.py no_such_benchmark")):
+    with pytest.raises(
+        FileNotFoundError, match=re.escape("python benchmarks/save.py no_such_benchmark")
+    ):
         chapters.benchmark_result("no_such_benchmark")
 
 
@@ -287,20 +398,33 @@ def _pair(grid: str, better: str, worse: str) -> ResultSet:
     runs = []
     for series, values in ((better, [0.6, 0.9]), (worse, [0.5, 0.8])):
         run = _run("|U|=100, uniform", series, 0, values, metric="accuracy")
-        run["params"] = {"dataset": grid, "method": series, "n_users": 100, "distribution": "uniform"}
+        run["params"] = {
+            "dataset": grid,
+            "method": series,
+            "n_users": 100,
+            "distribution": "uniform",
+        }
         runs.append(run)
     return ResultSet(grid, "paper", tuple(runs), (), "memory")
 
 
 def test_a_claim_is_judged_per_dataset_and_said_where_it_holds_and_where_not() -> None:
-    data = {"creditcard": _pair("creditcard", "ULDP-AVG", "ULDP-SGD"),
-            "heart_disease": _pair("heart_disease", "ULDP-SGD", "ULDP-AVG")}
+    data = {
+        "creditcard": _pair("creditcard", "ULDP-AVG", "ULDP-SGD"),
+        "heart_disease": _pair("heart_disease", "ULDP-SGD", "ULDP-AVG"),
+    }
     verdicts = chapters.Verdicts.judge(data)
     overall = verdicts.overall.set_index("key").loc["avg-vs-sgd", "verdict"]
-    by_view = {view.title: rows.set_index("key").loc["avg-vs-sgd", "verdict"] for view, rows in verdicts.views.items()
-               if "avg-vs-sgd" in set(rows["key"])}
+    by_view = {
+        view.title: rows.set_index("key").loc["avg-vs-sgd", "verdict"]
+        for view, rows in verdicts.views.items()
+        if "avg-vs-sgd" in set(rows["key"])
+    }
     assert overall == chapters.scorecard.PARTLY
-    assert by_view["Creditcard"] == chapters.HOLDS and by_view["HeartDisease"] == chapters.scorecard.FAILS
+    assert (
+        by_view["Creditcard"] == chapters.HOLDS
+        and by_view["HeartDisease"] == chapters.scorecard.FAILS
+    )
     text = chapters.claim_findings(verdicts, "avg-vs-sgd")
     assert "**holds** on {doc}`Creditcard <exp_creditcard>`" in text
     assert "**does not hold** on {doc}`HeartDisease <exp_heart_disease>`" in text
@@ -311,7 +435,10 @@ def test_a_claim_is_judged_per_dataset_and_said_where_it_holds_and_where_not() -
 
 def test_scorecard_tables_escape_pipes_and_link_each_claim_to_its_chapters() -> None:
     links = chapters.claim_chapters()
-    assert links["avg-vs-sgd"].count("{doc}") == 4 and "{doc}`Creditcard <exp_creditcard>`" in links["avg-vs-sgd"]
+    assert (
+        links["avg-vs-sgd"].count("{doc}") == 4
+        and "{doc}`Creditcard <exp_creditcard>`" in links["avg-vs-sgd"]
+    )
     assert links["weighting"] == "{doc}`Enhanced weighting <exp_weighting>`"
     rows = chapters.scorecard.scorecard({})  # every claim "not measured"
     table = chapters.scorecard_markdown(rows.assign(measured="|U|=100"), links).splitlines()
@@ -320,30 +447,45 @@ def test_scorecard_tables_escape_pipes_and_link_each_claim_to_its_chapters() -> 
 
 
 #: Where a chapter's prose may write numbers freely: maths, code, roles ({ref}, {doc}, {cite}) and link addresses.
-_NOT_PROSE = re.compile(r"\$\$.*?\$\$|\$[^$]+\$|``.*?``|`[^`]*`|\{[a-z:]+\}`[^`]*`|\]\([^)]*\)", re.S)
+_NOT_PROSE = re.compile(
+    r"\$\$.*?\$\$|\$[^$]+\$|``.*?``|`[^`]*`|\{[a-z:]+\}`[^`]*`|\]\([^)]*\)", re.S
+)
 #: What a typed result looks like in prose (see the test's docstring).
 _TYPED_RESULT = re.compile(
     r"(?<![\w.])\d+\.\d{2,}(?![\w.])"  # two or more decimals (powers of ten and versions are let through below)
     r"|(?<![\w.])\d+(?:\.\d+)?x\b"  # a ratio, "44x"
     r"|\d+(?:\.\d+)?\s?%\s+(?:below|above|higher|lower|faster|slower|more|less|smaller|larger)\b"
-    r"|\bby\s+(?:about\s+)?\d+(?:\.\d+)?(?:\s+to\s+\d+(?:\.\d+)?)?\s?%")
+    r"|\bby\s+(?:about\s+)?\d+(?:\.\d+)?(?:\s+to\s+\d+(?:\.\d+)?)?\s?%"
+)
 
 
 def typed_results(markdown: str) -> list[str]:
     """The typed results in a chapter's markdown (outside maths, code, roles and link addresses)."""
     prose = _NOT_PROSE.sub(" ", markdown)
-    return [match.group(0) for match in _TYPED_RESULT.finditer(prose)
-            if not re.fullmatch(r"0\.0*1", match.group(0)) and "Flower" not in prose[max(0, match.start() - 12):]
-            [:12]]
+    return [
+        match.group(0)
+        for match in _TYPED_RESULT.finditer(prose)
+        if not re.fullmatch(r"0\.0*1", match.group(0))
+        and "Flower" not in prose[max(0, match.start() - 12) :][:12]
+    ]
 
 
-@pytest.mark.parametrize("text, found", [
-    ("accuracy 0.909 at q = 0.1", ["0.909"]), ("ends at 0.70-0.71", ["0.70", "0.71"]), ("44x larger", ["44x"]),
-    ("by 6 to 9% (the column)", ["by 6 to 9%"]), ("17% below the route", ["17% below"]),
-    ("by at most 0.00%", ["0.00"]),
-    ("$\\sigma = 6.08$ and `0.123` and {ref}`Figure 4 <paper-figure-4>`", []),
-    ("local learning rate 0.001, global 0.1, Flower 1.41, in 2017, 80% of its records, Figures 4-7", []),
-])
+@pytest.mark.parametrize(
+    "text, found",
+    [
+        ("accuracy 0.909 at q = 0.1", ["0.909"]),
+        ("ends at 0.70-0.71", ["0.70", "0.71"]),
+        ("44x larger", ["44x"]),
+        ("by 6 to 9% (the column)", ["by 6 to 9%"]),
+        ("17% below the route", ["17% below"]),
+        ("by at most 0.00%", ["0.00"]),
+        ("$\\sigma = 6.08$ and `0.123` and {ref}`Figure 4 <paper-figure-4>`", []),
+        (
+            "local learning rate 0.001, global 0.1, Flower 1.41, in 2017, 80% of its records, Figures 4-7",
+            [],
+        ),
+    ],
+)
 def test_typed_results_are_the_numbers_a_result_would_give(text: str, found: list[str]) -> None:
     assert typed_results(text) == found
 
@@ -360,24 +502,41 @@ def test_no_chapter_types_a_result_in_its_prose(chapter: Path) -> None:
     assert [found for source in cells for found in typed_results(source)] == []
 
 
-def test_the_settings_file_is_found_beside_the_data_folder_and_shown_verbatim(tmp_path: Path) -> None:
+def test_the_settings_file_is_found_beside_the_data_folder_and_shown_verbatim(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "paper").mkdir()
     (tmp_path / "paper" / "settings.md").write_text("# Settings\n| a | b |\n```\ncode\n```\n")
-    checkout = tmp_path / "checkout"  # no shared/ beside it: the file beside the data folder is the one found
+    checkout = (
+        tmp_path / "checkout"
+    )  # no shared/ beside it: the file beside the data folder is the one found
     assert chapters.settings_file(tmp_path / "data", checkout) == tmp_path / "paper" / "settings.md"
     assert chapters.settings_file(tmp_path / "elsewhere" / "data", checkout) is None
     shown = chapters.settings_source(tmp_path / "paper" / "settings.md").data
-    assert shown.startswith(":::{dropdown}") and "````text\n# Settings\n| a | b |\n```\ncode\n```\n````" in shown
+    assert (
+        shown.startswith(":::{dropdown}")
+        and "````text\n# Settings\n| a | b |\n```\ncode\n```\n````" in shown
+    )
     missing = chapters.settings_source(None).data
-    assert "is not in this checkout" in missing and str(tmp_path) not in missing and "/" + "work" not in missing
+    assert (
+        "is not in this checkout" in missing
+        and str(tmp_path) not in missing
+        and "/" + "work" not in missing
+    )
 
 
 def test_a_line_at_chance_level_is_not_listed_again_for_its_spread() -> None:
-    runs = (_run("A", "ULDP-NAIVE", 0, [0.5, 0.5]), _run("A", "ULDP-NAIVE", 1, [0.5, 0.9]),
-            _run("A", "ULDP-AVG", 0, [0.5, 0.6]), _run("A", "ULDP-AVG", 1, [0.5, 0.9]))
+    runs = (
+        _run("A", "ULDP-NAIVE", 0, [0.5, 0.5]),
+        _run("A", "ULDP-NAIVE", 1, [0.5, 0.9]),
+        _run("A", "ULDP-AVG", 0, [0.5, 0.6]),
+        _run("A", "ULDP-AVG", 1, [0.5, 0.9]),
+    )
     results = ResultSet("g", "paper", runs, (), "memory")
-    assert [s.split(":")[0] for s in chapters.spread_runs(results, "accuracy")] == ["**ULDP-NAIVE** (A)",
-                                                                                  "**ULDP-AVG** (A)"]
+    assert [s.split(":")[0] for s in chapters.spread_runs(results, "accuracy")] == [
+        "**ULDP-NAIVE** (A)",
+        "**ULDP-AVG** (A)",
+    ]
     text = "\n".join(chapters._conclude_utility(results))
     assert text.count("**ULDP-NAIVE** (A)") == 1 and text.count("**ULDP-AVG** (A)") == 1
 

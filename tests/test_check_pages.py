@@ -13,38 +13,60 @@ assert _spec is not None and _spec.loader is not None
 check_pages = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(check_pages)
 
-CITATIONS = check_pages.bibliography_citations((ROOT / "references.bib").read_text(encoding="utf-8"))
-CAPTIONED = ('<figure><img src="data:image/png;base64,AA"><figcaption><span class="caption-number">Fig. 1 </span>'
-             "<p>Look.</p></figcaption></figure>")
+CITATIONS = check_pages.bibliography_citations(
+    (ROOT / "references.bib").read_text(encoding="utf-8")
+)
+CAPTIONED = (
+    '<figure><img src="data:image/png;base64,AA"><figcaption><span class="caption-number">Fig. 1 </span>'
+    "<p>Look.</p></figcaption></figure>"
+)
 
 
 def _output(html: str) -> str:
     return f'<article><div class="cell_output">{html}</div></article>'
 
 
-@pytest.mark.parametrize("page, fault", [
-    (_output("<p>$\\sigma = 6.08$</p>"), "raw maths in an output: $\\sigma = 6.08$"),
-    (_output("<p>\\textsc{Encode}</p>"), "raw maths in an output: \\textsc"),
-    (_output('<div class="output stderr"><pre>INSECURE: shared seed</pre></div>'), "stderr in an output: INSECURE"),
-    (_output("<pre>results in /work/wt/x/results</pre>"), "a local path: /work/wt"),
-    (_output('<div class="output traceback highlight-ipythontb"><pre>KeyError: \'seed\'</pre></div>'),
-     "an error in an output: KeyError"),
-    (_output("<table><tr><td>nan</td></tr></table>"), "a raw value in a table: nan"),
-    (_output("<table><tr><td>5.7e+11</td></tr></table>"), "a raw value in a table: 5.7e+11"),
-    (_output('<img src="a.png">'), "a figure without a numbered caption: a.png"),
-    ("<article><p>as Mironov 2017, Proposition 2 shows</p></article>", "a plain-text citation: Mironov 2017"),
-    ("<article><p>see Balle and Wang (2018)</p></article>", "a plain-text citation: Balle and Wang (2018"),
-])
+@pytest.mark.parametrize(
+    "page, fault",
+    [
+        (_output("<p>$\\sigma = 6.08$</p>"), "raw maths in an output: $\\sigma = 6.08$"),
+        (_output("<p>\\textsc{Encode}</p>"), "raw maths in an output: \\textsc"),
+        (
+            _output('<div class="output stderr"><pre>INSECURE: shared seed</pre></div>'),
+            "stderr in an output: INSECURE",
+        ),
+        (_output("<pre>results in /work/wt/x/results</pre>"), "a local path: /work/wt"),
+        (
+            _output(
+                "<div class=\"output traceback highlight-ipythontb\"><pre>KeyError: 'seed'</pre></div>"
+            ),
+            "an error in an output: KeyError",
+        ),
+        (_output("<table><tr><td>nan</td></tr></table>"), "a raw value in a table: nan"),
+        (_output("<table><tr><td>5.7e+11</td></tr></table>"), "a raw value in a table: 5.7e+11"),
+        (_output('<img src="a.png">'), "a figure without a numbered caption: a.png"),
+        (
+            "<article><p>as Mironov 2017, Proposition 2 shows</p></article>",
+            "a plain-text citation: Mironov 2017",
+        ),
+        (
+            "<article><p>see Balle and Wang (2018)</p></article>",
+            "a plain-text citation: Balle and Wang (2018",
+        ),
+    ],
+)
 def test_each_leak_is_a_fault(page: str, fault: str) -> None:
     assert any(found.startswith(fault) for found in check_pages.page_faults(page, CITATIONS)), fault
 
 
 def test_a_clean_page_has_no_fault() -> None:
-    page = ('<article><p>By <a href="bibliography.html#id1">Mironov [2017]</a>, with '
-            '<span class="math notranslate nohighlight">\\(\\sigma\\)</span>.</p>'
-            '<div class="cell_input"><pre>path = "/tmp/x"  # code a reader opens</pre></div>'
-            f'<div class="cell_output">{CAPTIONED}<table><tr><td>0.912 ± 0.004</td><td>-</td></tr></table>'
-            "<pre>q=1.0: epsilon = 10.726</pre></div></article>")
+    page = (
+        '<article><p>By <a href="bibliography.html#id1">Mironov [2017]</a>, with '
+        '<span class="math notranslate nohighlight">\\(\\sigma\\)</span>.</p>'
+        '<div class="cell_input"><pre>path = "/tmp/x"  # code a reader opens</pre></div>'
+        f'<div class="cell_output">{CAPTIONED}<table><tr><td>0.912 ± 0.004</td><td>-</td></tr></table>'
+        "<pre>q=1.0: epsilon = 10.726</pre></div></article>"
+    )
     assert check_pages.page_faults(page, CITATIONS) == []
 
 
@@ -69,24 +91,35 @@ def _ended(pid: int) -> bool:
     return False
 
 
-def test_the_dom_is_taken_when_complete_and_whatever_the_browser_started_is_ended(tmp_path: Path) -> None:
+def test_the_dom_is_taken_when_complete_and_whatever_the_browser_started_is_ended(
+    tmp_path: Path,
+) -> None:
     """Headless Chromium can hang after printing the page: the page still counts, and nothing is left running."""
     pid_file = tmp_path / "child.pid"
-    browser = _fake_browser(tmp_path, f"sleep 300 &\necho $! > {pid_file}\necho '<html><body>x</body></html>'\nwait")
+    browser = _fake_browser(
+        tmp_path, f"sleep 300 &\necho $! > {pid_file}\necho '<html><body>x</body></html>'\nwait"
+    )
     dom, complete = check_pages.browser_dom([browser], timeout=60)
     assert complete and dom.strip() == "<html><body>x</body></html>"
     assert _ended(int(pid_file.read_text()))
 
 
-def test_a_page_the_browser_does_not_finish_in_time_fails_and_says_so(tmp_path: Path, capsys) -> None:
+def test_a_page_the_browser_does_not_finish_in_time_fails_and_says_so(
+    tmp_path: Path, capsys
+) -> None:
     (tmp_path / "book").mkdir()
     page = "<html><body><article><p>Clean.</p></article></body></html>"
     for name in ("slow", "fine"):
         (tmp_path / "book" / f"{name}.html").write_text(page)
-    (tmp_path / "index.html").write_text('<meta http-equiv="Refresh" content="0; url=book/fine.html" />')
+    (tmp_path / "index.html").write_text(
+        '<meta http-equiv="Refresh" content="0; url=book/fine.html" />'
+    )
     # the slow page prints half a DOM and stops; the other is complete, with the scroll probe's measurement
-    browser = _fake_browser(tmp_path, 'case "$*" in *slow*) echo "<html><body>"; sleep 300;; '
-                                      "*) echo '<html><body data-scrolls=\"[]\"></body></html>';; esac")
+    browser = _fake_browser(
+        tmp_path,
+        'case "$*" in *slow*) echo "<html><body>"; sleep 300;; '
+        "*) echo '<html><body data-scrolls=\"[]\"></body></html>';; esac",
+    )
     assert check_pages.main(["--html", str(tmp_path), "--browser", browser, "--timeout", "2"]) == 1
     report = capsys.readouterr().out
     assert "skip   index.html: no article" in report

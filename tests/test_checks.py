@@ -28,7 +28,9 @@ def test_integer_accepted_exactly_in_range(value, minimum, span):
 
 @pytest.mark.parametrize("bad", [True, False, np.bool_(True), 2.0, "3", None, np.float64(1.0)])
 def test_integer_refuses_bools_and_non_integers(bad):
-    with pytest.raises(ValueError, match=f"^{re.escape(f'rounds must be an integer >= 0, got {bad!r}')}$"):
+    with pytest.raises(
+        ValueError, match=f"^{re.escape(f'rounds must be an integer >= 0, got {bad!r}')}$"
+    ):
         check_integer("rounds", bad, minimum=0)
 
 
@@ -44,7 +46,11 @@ def test_integer_returns_a_python_int():
 def test_number_bounds_match_their_definition(value):
     """Each bound kind against a direct comparison: open and closed ends, finiteness, NaN refused."""
     cases: list[tuple[dict[str, Any], bool, str]] = [
-        ({"above": 0, "at_most": 1}, not math.isnan(value) and 0 < value <= 1, "a number in (0, 1]"),
+        (
+            {"above": 0, "at_most": 1},
+            not math.isnan(value) and 0 < value <= 1,
+            "a number in (0, 1]",
+        ),
         ({"above": 0, "below": 1}, not math.isnan(value) and 0 < value < 1, "a number in (0, 1)"),
         ({"at_least": 0}, not math.isnan(value) and value >= 0, "a number >= 0"),
         ({"above": 0, "finite": True}, math.isfinite(value) and value > 0, "a finite number > 0"),

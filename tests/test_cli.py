@@ -17,17 +17,65 @@ import pytest
 from uldp.cli import build_parser, main
 
 DATA = os.environ.get("ULDP_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
-needs_data = pytest.mark.skipif(not (Path(DATA) / "heart_disease").exists(), reason="HeartDisease data not found")
+needs_data = pytest.mark.skipif(
+    not (Path(DATA) / "heart_disease").exists(), reason="HeartDisease data not found"
+)
 
 #: Every in-process ``--json`` command on tiny inputs (the deploy roles are run by their own test below).
 COMMANDS = {
-    "epsilon": ["epsilon", "--method", "ULDP-AVG-w", "--sigma", "5", "--rounds", "10", "--q", "0.5",
-                "--delta", "1e-5"],
-    "group-epsilon": ["group-epsilon", "--sigma", "5", "--q", "0.01", "--steps", "100", "--delta", "1e-5",
-                      "--k", "1", "2"],
-    "allocate": ["allocate", "--dataset", "synthetic", "--users", "5", "--dist", "zipf-noniid", "--seed", "0"],
-    "run": ["run", "--dataset", "synthetic", "--method", "ULDP-AVG-w", "--users", "6", "--rounds", "2",
-            "--local-epochs", "1", "--seed", "0"],
+    "epsilon": [
+        "epsilon",
+        "--method",
+        "ULDP-AVG-w",
+        "--sigma",
+        "5",
+        "--rounds",
+        "10",
+        "--q",
+        "0.5",
+        "--delta",
+        "1e-5",
+    ],
+    "group-epsilon": [
+        "group-epsilon",
+        "--sigma",
+        "5",
+        "--q",
+        "0.01",
+        "--steps",
+        "100",
+        "--delta",
+        "1e-5",
+        "--k",
+        "1",
+        "2",
+    ],
+    "allocate": [
+        "allocate",
+        "--dataset",
+        "synthetic",
+        "--users",
+        "5",
+        "--dist",
+        "zipf-noniid",
+        "--seed",
+        "0",
+    ],
+    "run": [
+        "run",
+        "--dataset",
+        "synthetic",
+        "--method",
+        "ULDP-AVG-w",
+        "--users",
+        "6",
+        "--rounds",
+        "2",
+        "--local-epochs",
+        "1",
+        "--seed",
+        "0",
+    ],
     "grid": ["grid", "list"],
 }
 DEPLOY_ROLES = ("deploy server", "deploy silo")
@@ -64,15 +112,22 @@ def test_json_is_one_document_with_the_inputs(name, capsys):
     inputs = document["inputs"]
     options = {arg.removeprefix("--").replace("-", "_") for arg in argv if arg.startswith("--")}
     assert options <= set(inputs), f"inputs lack {options - set(inputs)}"
-    assert "%|" not in stderr  # no progress bar when stderr is not a terminal and --progress is not given
+    assert (
+        "%|" not in stderr
+    )  # no progress bar when stderr is not a terminal and --progress is not given
 
 
 def test_json_values_are_the_computed_outputs(capsys):
     from uldp.accounting import epsilon_uldp
 
     document, _ = run_json(COMMANDS["epsilon"], capsys)
-    assert document["inputs"] | {"sigma": 5.0, "rounds": 10, "q": 0.5, "delta": 1e-5} == document["inputs"]
-    assert document["epsilon"] == pytest.approx(epsilon_uldp(sigma=5, rounds=10, q=0.5, delta=1e-5).epsilon)
+    assert (
+        document["inputs"] | {"sigma": 5.0, "rounds": 10, "q": 0.5, "delta": 1e-5}
+        == document["inputs"]
+    )
+    assert document["epsilon"] == pytest.approx(
+        epsilon_uldp(sigma=5, rounds=10, q=0.5, delta=1e-5).epsilon
+    )
     document, _ = run_json(COMMANDS["run"], capsys)
     assert document["config"]["n_users"] == 6 and len(document["rounds"]) == 2
     document, _ = run_json(COMMANDS["group-epsilon"], capsys)
@@ -80,10 +135,23 @@ def test_json_values_are_the_computed_outputs(capsys):
 
 
 def test_grid_dry_run_and_run_write_one_document(tmp_path, capsys):
-    common = ["grid", "heart_disease", "--profile", "smoke", "--root", str(tmp_path), "--methods", "ULDP-SGD",
-              "--seeds", "0"]
+    common = [
+        "grid",
+        "heart_disease",
+        "--profile",
+        "smoke",
+        "--root",
+        str(tmp_path),
+        "--methods",
+        "ULDP-SGD",
+        "--seeds",
+        "0",
+    ]
     planned, _ = run_json([*common, "--dry-run"], capsys)
-    assert planned["inputs"]["dry_run"] is True and planned["pending"] == len(planned["pending_runs"]) >= 1
+    assert (
+        planned["inputs"]["dry_run"] is True
+        and planned["pending"] == len(planned["pending_runs"]) >= 1
+    )
     if not (Path(DATA) / "heart_disease").exists():
         pytest.skip("HeartDisease data not found")
     os.environ.setdefault("ULDP_DATA_DIR", DATA)
@@ -110,23 +178,62 @@ def _free_port() -> int:
 
 def test_deploy_roles_write_one_document_each(tmp_path):
     config = tmp_path / "run.json"
-    config.write_text(json.dumps({"dataset": "synthetic", "method": "ULDP-NAIVE", "n_users": 6, "n_silos": 2,
-                                  "rounds": 1, "local_epochs": 1, "seed": 0}))
+    config.write_text(
+        json.dumps(
+            {
+                "dataset": "synthetic",
+                "method": "ULDP-NAIVE",
+                "n_users": 6,
+                "n_silos": 2,
+                "rounds": 1,
+                "local_epochs": 1,
+                "seed": 0,
+            }
+        )
+    )
     port = _free_port()
     env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}
     command = [sys.executable, "-m", "uldp.deploy.cli"]
     common = ["--config", str(config), "--json"]
-    server = subprocess.Popen([*command, "server", "--address", f"127.0.0.1:{port}", "--join-timeout", "120", *common],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    silos = [subprocess.Popen([*command, "silo", "--silo-id", str(silo), "--server", f"127.0.0.1:{port}",
-                               "--max-wait", "120", *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=env) for silo in range(2)]
+    server = subprocess.Popen(
+        [*command, "server", "--address", f"127.0.0.1:{port}", "--join-timeout", "120", *common],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    silos = [
+        subprocess.Popen(
+            [
+                *command,
+                "silo",
+                "--silo-id",
+                str(silo),
+                "--server",
+                f"127.0.0.1:{port}",
+                "--max-wait",
+                "120",
+                *common,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for silo in range(2)
+    ]
     outputs = {}
-    for name, process in [("deploy server", server), *((f"deploy silo {i}", p) for i, p in enumerate(silos))]:
+    for name, process in [
+        ("deploy server", server),
+        *((f"deploy silo {i}", p) for i, p in enumerate(silos)),
+    ]:
         stdout, stderr = process.communicate(timeout=300)
         assert process.returncode == 0, stderr[-2000:]
         outputs[name] = json.loads(stdout)  # whole: the logs (not --quiet) went to stderr
-    assert outputs["deploy server"]["command"] == "deploy server" and outputs["deploy server"]["rounds_done"] == 1
+    assert (
+        outputs["deploy server"]["command"] == "deploy server"
+        and outputs["deploy server"]["rounds_done"] == 1
+    )
     assert outputs["deploy server"]["inputs"]["config"] == str(config)
     assert [outputs[f"deploy silo {i}"]["silo_id"] for i in range(2)] == [0, 1]
 
@@ -144,15 +251,29 @@ def subparser(name: str) -> argparse.ArgumentParser:
 
 def optional_defaults(parser: argparse.ArgumentParser) -> dict[str, object]:
     """``dest -> default`` of the optional, non-required options of ``parser`` (help excluded)."""
-    return {action.dest: action.default for action in parser._actions
-            if action.option_strings and not action.required and action.dest != "help"}
+    return {
+        action.dest: action.default
+        for action in parser._actions
+        if action.option_strings and not action.required and action.dest != "help"
+    }
 
 
 #: `uldp run` options and the RunConfig field each one sets; the other options are not part of the configuration.
-RUN_OPTION_FIELDS = {"silos": "n_silos", "dist": "distribution", "n_labels": "n_labels",
-                     "local_epochs": "local_epochs", "global_lr": "global_lr", "local_lr": "local_lr",
-                     "clip": "clip", "sigma": "sigma", "q": "q", "secure": "secure", "test_scoring": "test_scoring",
-                     "accountant": "accountant", "target_epsilon": "target_epsilon"}
+RUN_OPTION_FIELDS = {
+    "silos": "n_silos",
+    "dist": "distribution",
+    "n_labels": "n_labels",
+    "local_epochs": "local_epochs",
+    "global_lr": "global_lr",
+    "local_lr": "local_lr",
+    "clip": "clip",
+    "sigma": "sigma",
+    "q": "q",
+    "secure": "secure",
+    "test_scoring": "test_scoring",
+    "accountant": "accountant",
+    "target_epsilon": "target_epsilon",
+}
 RUN_OTHER_OPTIONS = {"k", "data_dir", "checkpoint", "json", "progress", "threads"}
 
 
@@ -163,10 +284,14 @@ def test_run_defaults_are_runconfigs():
 
     config_defaults = {field.name: field.default for field in fields(RunConfig)}
     defaults = optional_defaults(subparser("run"))
-    assert set(defaults) == set(RUN_OPTION_FIELDS) | RUN_OTHER_OPTIONS, "a new `uldp run` option: map it above"
+    assert set(defaults) == set(RUN_OPTION_FIELDS) | RUN_OTHER_OPTIONS, (
+        "a new `uldp run` option: map it above"
+    )
     for option, name in RUN_OPTION_FIELDS.items():
-        assert defaults[option] == config_defaults[name], (f"--{option} defaults to {defaults[option]!r}, "
-                                                           f"RunConfig.{name} to {config_defaults[name]!r}")
+        assert defaults[option] == config_defaults[name], (
+            f"--{option} defaults to {defaults[option]!r}, "
+            f"RunConfig.{name} to {config_defaults[name]!r}"
+        )
 
 
 def test_allocate_defaults_are_the_library_and_run_defaults(capsys):
@@ -179,11 +304,20 @@ def test_allocate_defaults_are_the_library_and_run_defaults(capsys):
 
     signature = inspect.signature(allocate).parameters
     defaults = optional_defaults(subparser("allocate"))
-    assert (defaults["silos"], defaults["n_labels"]) == (signature["n_silos"].default, signature["n_labels"].default)
+    assert (defaults["silos"], defaults["n_labels"]) == (
+        signature["n_silos"].default,
+        signature["n_labels"].default,
+    )
     # without --n-labels, zipf-noniid holds the paper's labels per user: the same allocation as RunConfig's default
     document, _ = run_json(COMMANDS["allocate"], capsys)
-    expected = allocate(load("synthetic"), n_users=5, n_silos=3, scheme="zipf-noniid", seed=0,
-                        n_labels=RunConfig(dataset="synthetic", method="DEFAULT", n_users=5, rounds=1).n_labels)
+    expected = allocate(
+        load("synthetic"),
+        n_users=5,
+        n_silos=3,
+        scheme="zipf-noniid",
+        seed=0,
+        n_labels=RunConfig(dataset="synthetic", method="DEFAULT", n_users=5, rounds=1).n_labels,
+    )
     np.testing.assert_array_equal(document["counts"], expected.counts)
     assert max(document["labels_per_user"]) <= 2
 
@@ -193,4 +327,7 @@ def test_epsilon_defaults_are_the_accountants():
 
     from uldp.accounting import epsilon_uldp
 
-    assert optional_defaults(subparser("epsilon"))["q"] == inspect.signature(epsilon_uldp).parameters["q"].default
+    assert (
+        optional_defaults(subparser("epsilon"))["q"]
+        == inspect.signature(epsilon_uldp).parameters["q"].default
+    )

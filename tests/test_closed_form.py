@@ -24,7 +24,9 @@ NETWORKS = {
 def test_weighted_gradient_equals_autograd(network, data, seed, train):
     """Per copy, float64, with 0/1 padding weights (all-zero rows included) and, in train mode, the same dropout
     masks as the reference forward pass."""
-    build, reference_logits, record_shape, n_classes, spread, dropouts, (max_copies, max_batch) = NETWORKS[network]
+    build, reference_logits, record_shape, n_classes, spread, dropouts, (max_copies, max_batch) = (
+        NETWORKS[network]
+    )
     n_copies, batch = data.draw(st.integers(1, max_copies)), data.draw(st.integers(1, max_batch))
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)

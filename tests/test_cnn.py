@@ -29,8 +29,19 @@ def test_per_user_training_equals_the_autograd_loop(dtype, tolerance):
     torch.manual_seed(0)
     model = MnistCNN().to(dtype).eval()
     x, y, groups = problem(60, 9, seed=1, dtype=dtype)
-    assert_fast_path_equals_loop(model, x, y, groups, loss_fn=cross_entropy_loss, local_lr=0.1, epochs=2, batch_size=4,
-                                 key_seed=2, atol=tolerance, moved=1e-3)
+    assert_fast_path_equals_loop(
+        model,
+        x,
+        y,
+        groups,
+        loss_fn=cross_entropy_loss,
+        local_lr=0.1,
+        epochs=2,
+        batch_size=4,
+        key_seed=2,
+        atol=tolerance,
+        moved=1e-3,
+    )
 
 
 def test_user_gradients_use_the_closed_form_from_the_shared_model():
@@ -40,7 +51,9 @@ def test_user_gradients_use_the_closed_form_from_the_shared_model():
     grads = user_gradients(model, flat_parameters(model), x, y, groups, loss_fn=cross_entropy_loss)
     for row, records in enumerate(groups):
         loss = cross_entropy_loss(model(x[records]), y[records])
-        expected = torch.cat([grad.flatten() for grad in torch.autograd.grad(loss, list(model.parameters()))])
+        expected = torch.cat(
+            [grad.flatten() for grad in torch.autograd.grad(loss, list(model.parameters()))]
+        )
         torch.testing.assert_close(grads[row], expected, atol=1e-12, rtol=1e-10)
 
 
@@ -50,7 +63,20 @@ def test_dpsgd_of_the_cnn_stays_with_opacus():
     found = closed_form.for_model(model, cross_entropy_loss)
     assert found is not None and found.random
     assert closed_form.for_dpsgd(model, cross_entropy_loss) is None
-    with pytest.raises(ValueError, match="no closed-form DP-SGD for MnistCNN with cross_entropy_loss"):
-        dpsgd_train(model, flat_parameters(model), torch.zeros(4, 1, 28, 28), torch.zeros(4, dtype=torch.long),
-                    loss_fn=cross_entropy_loss, local_lr=0.1, epochs=1, batch_size=2, clip=1.0, sigma=1.0,
-                    generator=torch.Generator(), engine="closed-form")
+    with pytest.raises(
+        ValueError, match="no closed-form DP-SGD for MnistCNN with cross_entropy_loss"
+    ):
+        dpsgd_train(
+            model,
+            flat_parameters(model),
+            torch.zeros(4, 1, 28, 28),
+            torch.zeros(4, dtype=torch.long),
+            loss_fn=cross_entropy_loss,
+            local_lr=0.1,
+            epochs=1,
+            batch_size=2,
+            clip=1.0,
+            sigma=1.0,
+            generator=torch.Generator(),
+            engine="closed-form",
+        )

@@ -87,7 +87,9 @@ def test_heart_disease_matches_flamby_split(heart, data_dir):
     # Independent count of positive labels among complete rows of the raw UCI files.
     positives = 0
     for name in ("cleveland", "hungarian", "switzerland", "va"):
-        raw = np.genfromtxt(data_dir / f"heart_disease/processed.{name}.data", delimiter=",", missing_values="?")
+        raw = np.genfromtxt(
+            data_dir / f"heart_disease/processed.{name}.data", delimiter=",", missing_values="?"
+        )
         complete = ~np.isnan(np.delete(raw, [10, 11, 12], axis=1)).any(axis=1)
         positives += int((raw[complete, 13] > 0).sum())
     assert int(heart.y_train.sum() + heart.y_test.sum()) == positives
@@ -109,13 +111,21 @@ def _raw_heart_disease(data_dir):
 
     rows, labels, centres, train = [], [], [], []
     for centre, name in enumerate(("cleveland", "hungarian", "switzerland", "va")):
-        raw = np.genfromtxt(data_dir / f"heart_disease/processed.{name}.data", delimiter=",", missing_values="?")
+        raw = np.genfromtxt(
+            data_dir / f"heart_disease/processed.{name}.data", delimiter=",", missing_values="?"
+        )
         raw = np.delete(raw, [10, 11, 12], axis=1)
         raw = raw[~np.isnan(raw).any(axis=1)]
         label = (raw[:, -1] > 0).astype(int)
         stratify = label if len(set(label)) > 1 and np.bincount(label).min() > 2 else None
-        _, test = train_test_split(np.arange(len(raw)), train_size=0.66, test_size=0.34, random_state=43,
-                                   shuffle=True, stratify=stratify)
+        _, test = train_test_split(
+            np.arange(len(raw)),
+            train_size=0.66,
+            test_size=0.34,
+            random_state=43,
+            shuffle=True,
+            stratify=stratify,
+        )
         rows.append(raw[:, :-1])
         labels.append(label)
         centres.append(np.full(len(raw), centre))
@@ -123,13 +133,15 @@ def _raw_heart_disease(data_dir):
     features = np.concatenate(rows)
     # one-hot of chest pain type (column 2: 1..4) and resting ECG (column 6: 0..2), first level dropped, appended
     kept = features[:, [0, 1, 3, 4, 5, 7, 8, 9]]
-    dummies = [features[:, [2]] == value for value in (2, 3, 4)] + [features[:, [6]] == value for value in (1, 2)]
+    dummies = [features[:, [2]] == value for value in (2, 3, 4)] + [
+        features[:, [6]] == value for value in (1, 2)
+    ]
     encoded = np.hstack([kept] + [d.astype(float) for d in dummies])
     return encoded, np.concatenate(labels), np.concatenate(centres), np.concatenate(train)
 
 
 def test_heart_disease_scorings_standardise_the_test_set_as_flamby(data_dir):
-    """"pooled" (the authors'): test records standardised with the pooled training mean and std (ddof 1) + 1e-9;
+    """ "pooled" (the authors'): test records standardised with the pooled training mean and std (ddof 1) + 1e-9;
     "per-centre": with their centre's; the training records are standardised per centre either way."""
     encoded, _, centre, train = _raw_heart_disease(data_dir)
     order = np.argsort(centre, kind="stable")  # the loader orders records by centre
@@ -143,11 +155,14 @@ def test_heart_disease_scorings_standardise_the_test_set_as_flamby(data_dir):
     expected_per_centre = np.empty_like(expected_pooled)
     for c in range(4):
         own = encoded[train & (centre == c)]
-        expected_per_centre[centre[~train] == c] = (encoded[~train & (centre == c)] - own.mean(0)) / (
-            own.std(0, ddof=1) + 1e-9)
+        expected_per_centre[centre[~train] == c] = (
+            encoded[~train & (centre == c)] - own.mean(0)
+        ) / (own.std(0, ddof=1) + 1e-9)
     np.testing.assert_allclose(per_centre.x_test.numpy(), expected_per_centre, atol=2e-5)
     assert not np.allclose(expected_pooled, expected_per_centre, atol=1e-3)
-    assert "pooled test set" in pooled.variant and "centre's training statistics" in per_centre.variant
+    assert (
+        "pooled test set" in pooled.variant and "centre's training statistics" in per_centre.variant
+    )
 
 
 def test_test_scoring_is_refused_where_a_dataset_has_no_such_variant(data_dir):
@@ -164,7 +179,9 @@ def test_tcga_brca_scorings_give_the_same_test_set(tcga, data_dir):
     """FLamby does not standardise TcgaBrca: its pooled test set is its per-centre test sets together, so the
     scoring cannot change a run (experiments.effective_arguments drops it from TcgaBrca's keys)."""
     per_centre = load("tcga_brca", data_dir, test_scoring="per-centre")
-    assert torch.equal(tcga.x_test, per_centre.x_test) and torch.equal(tcga.y_test, per_centre.y_test)
+    assert torch.equal(tcga.x_test, per_centre.x_test) and torch.equal(
+        tcga.y_test, per_centre.y_test
+    )
     # FLamby's pooled test set takes the patients whose "fold" is "test": the per-centre test sets together
     brca = pd.read_csv(data_dir / "tcga_brca/brca.csv")
     split = pd.read_csv(data_dir / "tcga_brca/train_test_split.csv")
@@ -195,8 +212,30 @@ def test_mnist_shapes_labels_and_normalisation(data_dir):
     mnist = load("mnist", data_dir)
     assert mnist.x_train.shape == (60000, 1, 28, 28) and mnist.x_test.shape == (10000, 1, 28, 28)
     assert mnist.labels is not None
-    assert np.bincount(mnist.labels).tolist() == [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
-    assert np.bincount(mnist.y_test.numpy()).tolist() == [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
+    assert np.bincount(mnist.labels).tolist() == [
+        5923,
+        6742,
+        5958,
+        6131,
+        5842,
+        5421,
+        5918,
+        6265,
+        5851,
+        5949,
+    ]
+    assert np.bincount(mnist.y_test.numpy()).tolist() == [
+        980,
+        1135,
+        1032,
+        1010,
+        982,
+        892,
+        958,
+        1028,
+        974,
+        1009,
+    ]
     assert abs(float(mnist.x_train.mean())) < 1e-3 and abs(float(mnist.x_train.std()) - 1.0) < 1e-3
     assert float(mnist.x_train.min()) == pytest.approx(-0.1307 / 0.3081, abs=1e-5)
 
@@ -217,7 +256,9 @@ def test_creditcard_full_file_gets_paper_undersampling(tmp_path, monkeypatch):
     """A stand-in 'full' file (row check scaled down) goes through the split + undersampling path."""
     rng = np.random.default_rng(0)
     n_rows, n_fraud = 4000, 100
-    frame = pd.DataFrame(rng.normal(size=(n_rows, 30)), columns=["Time", *[f"V{i}" for i in range(1, 29)], "Amount"])
+    frame = pd.DataFrame(
+        rng.normal(size=(n_rows, 30)), columns=["Time", *[f"V{i}" for i in range(1, 29)], "Amount"]
+    )
     frame["Class"] = 0
     frame.loc[rng.choice(n_rows, n_fraud, replace=False), "Class"] = 1
     (tmp_path / "creditcard").mkdir()
@@ -226,14 +267,19 @@ def test_creditcard_full_file_gets_paper_undersampling(tmp_path, monkeypatch):
     data = load("creditcard", tmp_path)
     assert data.variant.startswith("creditcard-full")
     assert data.x_test.shape[0] == 600  # ceil(0.15 * 4000)
-    train_fraud, train_normal = 85, 3400 - 85  # stratified 85% of 100 frauds and of 3900 normal rows
+    train_fraud, train_normal = (
+        85,
+        3400 - 85,
+    )  # stratified 85% of 100 frauds and of 3900 normal rows
     assert int(data.y_train.sum()) == train_fraud
     assert data.n_train == train_fraud + int(0.1 * train_normal)
 
 
 def test_creditcard_full_file_with_wrong_shape_is_rejected(tmp_path):
     (tmp_path / "creditcard").mkdir()
-    pd.DataFrame({"Time": [0.0], "Class": [0]}).to_csv(tmp_path / "creditcard/creditcard.csv", index=False)
+    pd.DataFrame({"Time": [0.0], "Class": [0]}).to_csv(
+        tmp_path / "creditcard/creditcard.csv", index=False
+    )
     with pytest.raises(ValueError, match="284807"):
         load("creditcard", tmp_path)
 

@@ -19,9 +19,12 @@ from uldp.deploy import keys, wire
 from uldp.deploy.method_roles import DeployConfig, MethodServer, MethodSilo
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
-DATA = os.environ.get("ULDP_DATA_DIR") or str(Path(__file__).resolve().parents[2] / "shared" / "data")
-needs_creditcard = pytest.mark.skipif(not os.path.isdir(os.path.join(DATA, "creditcard")),
-                                      reason="Creditcard files not available")
+DATA = os.environ.get("ULDP_DATA_DIR") or str(
+    Path(__file__).resolve().parents[2] / "shared" / "data"
+)
+needs_creditcard = pytest.mark.skipif(
+    not os.path.isdir(os.path.join(DATA, "creditcard")), reason="Creditcard files not available"
+)
 
 
 # --- byte formats ---------------------------------------------------------------------------------------------
@@ -62,7 +65,9 @@ def test_keys_files_are_private_and_match_an_independent_hmac(tmp_path) -> None:
 
 # --- configuration and CLI ---------------------------------------------------------------------------------------
 def test_deploy_config_reads_a_run_config_and_refuses_unknown_fields() -> None:
-    config = DeployConfig.from_json({"dataset": "synthetic", "method": "ULDP-GROUP-4", "n_users": 5, "rounds": 2})
+    config = DeployConfig.from_json(
+        {"dataset": "synthetic", "method": "ULDP-GROUP-4", "n_users": 5, "rounds": 2}
+    )
     assert config.run.method == "ULDP-GROUP-4" and config.protocol.key_bits == 3072
     assert DeployConfig.from_json(config.to_json()) == config
     # the fingerprint covers the resolved values: an explicit default is the same configuration, another value is not
@@ -81,17 +86,23 @@ def test_cli_reports_a_bad_config_in_one_line(tmp_path, capsys) -> None:
     from uldp.deploy.cli import main
 
     path = tmp_path / "run.json"
-    path.write_text(json.dumps({"dataset": "synthetic", "method": "FEDPROX", "n_users": 3, "rounds": 1}))
+    path.write_text(
+        json.dumps({"dataset": "synthetic", "method": "FEDPROX", "n_users": 3, "rounds": 1})
+    )
     assert main(["silo", "--config", str(path), "--silo-id", "0"]) == 2
     assert "unknown method 'FEDPROX'" in capsys.readouterr().err
 
 
 def test_registering_the_deploy_command_imports_nothing_heavy() -> None:
     """``uldp deploy --help`` must not pay for torch, Flower or the methods (they load inside the handlers)."""
-    code = ("import argparse, sys; import uldp.deploy.cli as cli; cli.register(argparse.ArgumentParser()"
-            ".add_subparsers()); print(sorted(m for m in ('torch', 'flwr', 'numpy', 'uldp.simulation', "
-            "'uldp.secure') if m in sys.modules))")
-    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    code = (
+        "import argparse, sys; import uldp.deploy.cli as cli; cli.register(argparse.ArgumentParser()"
+        ".add_subparsers()); print(sorted(m for m in ('torch', 'flwr', 'numpy', 'uldp.simulation', "
+        "'uldp.secure') if m in sys.modules))"
+    )
+    output = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert output.strip() == "[]"
 
 
@@ -122,22 +133,46 @@ def creditcard():
 
 
 @needs_creditcard
-@pytest.mark.parametrize("method", ["DEFAULT", "ULDP-NAIVE", "ULDP-GROUP-2", "ULDP-GROUP-median", "ULDP-SGD",
-                                    "ULDP-SGD-w", "ULDP-AVG", "ULDP-AVG-w"])
+@pytest.mark.parametrize(
+    "method",
+    [
+        "DEFAULT",
+        "ULDP-NAIVE",
+        "ULDP-GROUP-2",
+        "ULDP-GROUP-median",
+        "ULDP-SGD",
+        "ULDP-SGD-w",
+        "ULDP-AVG",
+        "ULDP-AVG-w",
+    ],
+)
 def test_server_and_silo_roles_compute_the_simulation(method, creditcard, monkeypatch) -> None:
     """Server role + one role per silo (each holding only its own records) give run()'s model, metrics, epsilon."""
     from uldp.simulation import RunConfig
 
-    run = RunConfig(dataset="creditcard", method=method, n_users=6, n_silos=3, rounds=2, seed=3, local_epochs=1,
-                    max_train_records=150, q=0.6 if method.startswith(("ULDP-SGD", "ULDP-AVG")) else 1.0)
+    run = RunConfig(
+        dataset="creditcard",
+        method=method,
+        n_users=6,
+        n_silos=3,
+        rounds=2,
+        seed=3,
+        local_epochs=1,
+        max_train_records=150,
+        q=0.6 if method.startswith(("ULDP-SGD", "ULDP-AVG")) else 1.0,
+    )
     expected, result = _simulated(run, creditcard, monkeypatch)
-    config = DeployConfig(run, insecure_reproducible_noise=True)  # the simulation's draws (tests only)
+    config = DeployConfig(
+        run, insecure_reproducible_noise=True
+    )  # the simulation's draws (tests only)
     server = MethodServer(config, creditcard)
     silos = [MethodSilo(config, silo_id, creditcard) for silo_id in range(3)]
     for silo in silos:
         assert set(silo.federation.allocation.silo.tolist()) == {silo.silo_id}
         assert silo.federation.x.shape[0] == silo.n_records == silo.counts_row.sum()
-    assert sum(silo.n_records for silo in silos) == result.info["train_records"]  # after GROUP's flags
+    assert (
+        sum(silo.n_records for silo in silos) == result.info["train_records"]
+    )  # after GROUP's flags
     params, history = server.initial_params(), []
     for round_index in (1, 2):
         sampled = server.sampled_users(round_index)
@@ -153,9 +188,20 @@ def test_server_and_silo_roles_compute_the_simulation(method, creditcard, monkey
 # Creditcard (an MLP of 5,012 parameters), 20 users over 3 silos, 200 training records, one local epoch, user sampling
 # q = 0.7, Protocol 1 with 512-bit test keys (N_max = 40 bounds every user's records here), and the INSECURE shared-seed
 # noise, so that the deployed model can be compared with the in-process one draw for draw.
-RUN = {"dataset": "creditcard", "method": "ULDP-AVG-w", "n_users": 20, "n_silos": 3, "rounds": 2, "seed": 5,
-       "q": 0.7, "local_epochs": 1, "max_train_records": 200, "secure": True,
-       "protocol": {"key_bits": 512, "insecure_test_key": True, "n_max": 40}, "insecure_reproducible_noise": True}
+RUN = {
+    "dataset": "creditcard",
+    "method": "ULDP-AVG-w",
+    "n_users": 20,
+    "n_silos": 3,
+    "rounds": 2,
+    "seed": 5,
+    "q": 0.7,
+    "local_epochs": 1,
+    "max_train_records": 200,
+    "secure": True,
+    "protocol": {"key_bits": 512, "insecure_test_key": True, "n_max": 40},
+    "insecure_reproducible_noise": True,
+}
 
 
 @pytest.fixture(scope="module")
@@ -177,18 +223,47 @@ def _free_port() -> int:
 
 def _uldp(*args: str) -> subprocess.Popen:
     env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "ULDP_DATA_DIR": DATA}
-    return subprocess.Popen([sys.executable, "-m", "uldp.deploy.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "uldp.deploy.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def _server(port: int, config, *extra: str) -> subprocess.Popen:
-    return _uldp("server", "--config", str(config), "--address", f"127.0.0.1:{port}", "--join-timeout", "180",
-                 "--round-timeout", "120", "--json", "--quiet", *extra)
+    return _uldp(
+        "server",
+        "--config",
+        str(config),
+        "--address",
+        f"127.0.0.1:{port}",
+        "--join-timeout",
+        "180",
+        "--round-timeout",
+        "120",
+        "--json",
+        "--quiet",
+        *extra,
+    )
 
 
 def _silo(port: int, config, silo_id: int, *extra: str) -> subprocess.Popen:
-    return _uldp("silo", "--config", str(config), "--server", f"127.0.0.1:{port}", "--silo-id", str(silo_id),
-                 "--max-wait", "120", "--json", "--quiet", *extra)
+    return _uldp(
+        "silo",
+        "--config",
+        str(config),
+        "--server",
+        f"127.0.0.1:{port}",
+        "--silo-id",
+        str(silo_id),
+        "--max-wait",
+        "120",
+        "--json",
+        "--quiet",
+        *extra,
+    )
 
 
 def _finish(process: subprocess.Popen, timeout: float = 300.0) -> tuple[int, dict, str]:
@@ -204,7 +279,9 @@ def _config_file(tmp_path, data: dict, name: str = "run.json"):
 
 
 @needs_creditcard
-def test_three_silo_processes_with_protocol_1_compute_the_in_process_run(tmp_path, secure_reference) -> None:
+def test_three_silo_processes_with_protocol_1_compute_the_in_process_run(
+    tmp_path, secure_reference
+) -> None:
     """The required check: a server and 3 silo processes run 2 secure rounds of ULDP-AVG-w over Flower; the final
     model is the in-process simulation's (Protocol 1 is within P = 1e-10 of the plain sum, float32 model)."""
     config, expected, result = secure_reference
@@ -227,7 +304,9 @@ def test_three_silo_processes_with_protocol_1_compute_the_in_process_run(tmp_pat
 
 
 @needs_creditcard
-def test_a_dying_silo_aborts_the_round_impostors_are_refused_and_a_restart_resumes(tmp_path, secure_reference) -> None:
+def test_a_dying_silo_aborts_the_round_impostors_are_refused_and_a_restart_resumes(
+    tmp_path, secure_reference
+) -> None:
     """Silo 2 crashes in round 2: the server aborts it, keeps round 1's model and counts round 2 as a release. The
     silos still up wait for a server (--max-wait) and give up; the restarted server (now with keys) refuses a silo
     with another silo's key and one with another configuration, admits the right silos and continues at round 3
@@ -235,16 +314,25 @@ def test_a_dying_silo_aborts_the_round_impostors_are_refused_and_a_restart_resum
     config, _, result = secure_reference
     port, path, ckpt = _free_port(), _config_file(tmp_path, RUN), tmp_path / "model.ckpt"
     server = _server(port, path, "--checkpoint", str(ckpt))
-    silos = [_silo(port, path, s, "--max-wait", "5", *(["--exit-at-round", "2"] if s == 2 else [])) for s in range(3)]
+    silos = [
+        _silo(port, path, s, "--max-wait", "5", *(["--exit-at-round", "2"] if s == 2 else []))
+        for s in range(3)
+    ]
     code, aborted, stderr = _finish(server)
     assert code == 1 and aborted["rounds_done"] == 1 and aborted["last_round"] == 2, stderr[-3000:]
     assert "round 2 aborted" in aborted["error"] and "silo 2 dropped out" in aborted["error"]
     assert _finish(silos[2])[0] == 17  # the simulated crash
     for silo in silos[:2]:
         code, _, stderr = _finish(silo)
-        assert code == 1 and "(--max-wait 5 s" in stderr and "last round seen: 2" in stderr, stderr[-2000:]
+        assert code == 1 and "(--max-wait 5 s" in stderr and "last round seen: 2" in stderr, stderr[
+            -2000:
+        ]
     checkpoint = persist.load_checkpoint(ckpt, config_fingerprint=config.fingerprint)
-    assert checkpoint is not None and checkpoint.rounds_done == 2 and "aborted" in checkpoint.history[1]
+    assert (
+        checkpoint is not None
+        and checkpoint.rounds_done == 2
+        and "aborted" in checkpoint.history[1]
+    )
     round_1 = checkpoint.params
 
     paths = keys.write_keys(tmp_path / "keys", n_silos=3)
@@ -259,10 +347,14 @@ def test_a_dying_silo_aborts_the_round_impostors_are_refused_and_a_restart_resum
     assert code == 2 and "runs another configuration" in stderr
     late = [_silo(port, path, s, "--key-file", str(paths[s + 1])) for s in (1, 2)]
     code, resumed, stderr = _finish(server)
-    assert code == 0 and resumed["resumed_from"] == 2 and resumed["rounds_done"] == 2, stderr[-3000:]
+    assert code == 0 and resumed["resumed_from"] == 2 and resumed["rounds_done"] == 2, stderr[
+        -3000:
+    ]
     assert resumed["last_round"] == 3 and [r["round"] for r in resumed["history"]] == [1, 2, 3]
     epsilons = [r["epsilon"] for r in resumed["history"]]
-    assert epsilons[:2] == result.epsilon and epsilons[2] > epsilons[1]  # 3 releases for 2 model updates
+    assert (
+        epsilons[:2] == result.epsilon and epsilons[2] > epsilons[1]
+    )  # 3 releases for 2 model updates
     assert len(resumed["refused"]) == 2
     assert all(_finish(silo)[0] == 0 for silo in [good, *late])
     final = persist.load_checkpoint(ckpt, config_fingerprint=config.fingerprint)

@@ -54,7 +54,9 @@ class IdleProxy:
 def test_a_bad_silo_id_is_refused_and_the_real_silos_still_run(silo_id, synthetic) -> None:
     """A stranger answering the handshake with a bool (True is an int to Python), huge, negative or non-integer id
     is refused; the three real silos are admitted and the federation completes."""
-    client = _make_client(MethodSilo(make_config(False), 0, synthetic), SiloSettings(key=keys.silo_key(MASTER, 0)))
+    client = _make_client(
+        MethodSilo(make_config(False), 0, synthetic), SiloSettings(key=keys.silo_key(MASTER, 0))
+    )
     stranger = Proxy(client, hello={"silo_id": silo_id})
     result = federation(synthetic, extra=[stranger]).run()
     assert result.error == "" and result.rounds_done == 2
@@ -73,17 +75,22 @@ def test_idle_connections_block_no_one(synthetic) -> None:
     for proxy in idle:
         while proxy.saw_admission is None:
             threading.Event().wait(0.05)
-    assert all(proxy.saw_admission for proxy in idle)  # every idle handshake was still waiting when all were admitted
+    assert all(
+        proxy.saw_admission for proxy in idle
+    )  # every idle handshake was still waiting when all were admitted
 
 
-@pytest.mark.parametrize("settings, message", [
-    (dict(master_key=b"1234"), "at least 16 bytes"),
-    (dict(master_key="00" * 32), "at least 16 bytes"),
-    (dict(join_timeout=float("nan")), "--join-timeout"),
-    (dict(round_timeout=float("inf")), "--round-timeout"),
-    (dict(join_timeout=-1.0), "--join-timeout"),
-    (dict(handshake_timeout=0.0), "--handshake-timeout"),
-])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        (dict(master_key=b"1234"), "at least 16 bytes"),
+        (dict(master_key="00" * 32), "at least 16 bytes"),
+        (dict(join_timeout=float("nan")), "--join-timeout"),
+        (dict(round_timeout=float("inf")), "--round-timeout"),
+        (dict(join_timeout=-1.0), "--join-timeout"),
+        (dict(handshake_timeout=0.0), "--handshake-timeout"),
+    ],
+)
 def test_server_settings_are_checked_at_start(settings, message) -> None:
     with pytest.raises(ValueError, match=message):
         ServerSettings(**settings)
@@ -102,6 +109,7 @@ def _contribution(values):
         if instruction.stage == wire.STAGE_TRAIN:
             return dataclasses.replace(reply, payloads=values(reply))
         return None
+
     return tamper
 
 
@@ -110,18 +118,42 @@ def _first(reply):
 
 
 PLAIN = {
-    "NaN": (_contribution(lambda r: (persist.array_to_bytes(_first(r) * np.nan),)), "NaN or infinite"),
-    "inf": (_contribution(lambda r: (persist.array_to_bytes(_first(r) + np.inf),)), "NaN or infinite"),
-    "shape (1,)": (_contribution(lambda r: (persist.array_to_bytes(_first(r)[:1]),)), "the model is float32"),
-    "shape ()": (_contribution(lambda r: (persist.array_to_bytes(np.array(1.0, np.float32)),)), "the model is float32"),
-    "2-d": (_contribution(lambda r: (persist.array_to_bytes(_first(r)[None, :]),)), "the model is float32"),
-    "float64": (_contribution(lambda r: (persist.array_to_bytes(_first(r).astype(np.float64)),)), "float64"),
+    "NaN": (
+        _contribution(lambda r: (persist.array_to_bytes(_first(r) * np.nan),)),
+        "NaN or infinite",
+    ),
+    "inf": (
+        _contribution(lambda r: (persist.array_to_bytes(_first(r) + np.inf),)),
+        "NaN or infinite",
+    ),
+    "shape (1,)": (
+        _contribution(lambda r: (persist.array_to_bytes(_first(r)[:1]),)),
+        "the model is float32",
+    ),
+    "shape ()": (
+        _contribution(lambda r: (persist.array_to_bytes(np.array(1.0, np.float32)),)),
+        "the model is float32",
+    ),
+    "2-d": (
+        _contribution(lambda r: (persist.array_to_bytes(_first(r)[None, :]),)),
+        "the model is float32",
+    ),
+    "float64": (
+        _contribution(lambda r: (persist.array_to_bytes(_first(r).astype(np.float64)),)),
+        "float64",
+    ),
     "no payload": (_contribution(lambda r: ()), "0 payloads"),
     "two payloads": (_contribution(lambda r: r.payloads * 2), "2 payloads"),
     "garbage": (_contribution(lambda r: (b"\x00" * 40,)), "malformed array"),
     "too many dimensions": (_contribution(lambda r: (_forged_dimensions(),)), "dimensions"),
-    "seconds": (lambda i, r: dataclasses.replace(r, values={**r.values, "seconds": "soon"}), "seconds='soon'"),
-    "seconds nan": (lambda i, r: dataclasses.replace(r, values={**r.values, "seconds": float("nan")}), "seconds=nan"),
+    "seconds": (
+        lambda i, r: dataclasses.replace(r, values={**r.values, "seconds": "soon"}),
+        "seconds='soon'",
+    ),
+    "seconds nan": (
+        lambda i, r: dataclasses.replace(r, values={**r.values, "seconds": float("nan")}),
+        "seconds=nan",
+    ),
 }
 
 
@@ -133,18 +165,26 @@ def _forged_dimensions() -> bytes:
 
 
 @pytest.mark.parametrize("case", sorted(PLAIN))
-def test_a_malformed_contribution_aborts_the_round_naming_the_silo(case, synthetic, tmp_path) -> None:
+def test_a_malformed_contribution_aborts_the_round_naming_the_silo(
+    case, synthetic, tmp_path
+) -> None:
     """Nothing is applied: the server stops with an error naming silo 1 and what it sent, and the checkpoint keeps
     the initial model with round 1 accounted as an aborted release (the honest silos' answers were released)."""
     tamper, detail = PLAIN[case]
     checkpoint = tmp_path / "model.ckpt"
-    settings = ServerSettings(master_key=MASTER, join_timeout=60, round_timeout=60, checkpoint=checkpoint)
+    settings = ServerSettings(
+        master_key=MASTER, join_timeout=60, round_timeout=60, checkpoint=checkpoint
+    )
     coordinator = federation(synthetic, tamper=tamper, settings=settings)
     result = coordinator.run()
     assert result.rounds_done == 0 and result.last_round == 1
-    assert result.error.startswith("round 1 aborted: round 1: silo 1 sent") and detail in result.error, result.error
+    assert (
+        result.error.startswith("round 1 aborted: round 1: silo 1 sent") and detail in result.error
+    ), result.error
     saved = persist.load_checkpoint(checkpoint, config_fingerprint=coordinator.role.fingerprint)
-    assert saved is not None and saved.rounds_done == 1 and saved.history[0]["aborted"] in result.error
+    assert (
+        saved is not None and saved.rounds_done == 1 and saved.history[0]["aborted"] in result.error
+    )
     np.testing.assert_array_equal(saved.params, coordinator.role.initial_params())
 
 
@@ -162,38 +202,110 @@ def _rewrite(stage, kind_name, change):
             return None
         kind = getattr(messages, kind_name)
         parsed = [messages.parse_message(p) for p in reply.payloads]
-        changed = [change(m, seen["n"]).to_bytes() if isinstance(m, kind) else m.to_bytes() for m in parsed]
+        changed = [
+            change(m, seen["n"]).to_bytes() if isinstance(m, kind) else m.to_bytes() for m in parsed
+        ]
         return dataclasses.replace(reply, payloads=tuple(changed))
+
     return tamper
 
 
 SECURE = {
-    "DH key claiming silo 0": (1, _rewrite(wire.STAGE_SECURE_KEYS, "DhPublicKeyMessage",
-                                           lambda m, n: dataclasses.replace(m, silo=0)), "claims to come from silo 0"),
-    "seed sealed to silo 7": (0, _rewrite(wire.STAGE_SECURE_DIRECTORY, "SealedMessage",
-                                          lambda m, n: dataclasses.replace(m, recipient=7)), "addressed to silo 7"),
-    "histogram value n": (1, _rewrite(wire.STAGE_SECURE_SEED, "BlindedHistogramMessage",
-                                      lambda m, n: dataclasses.replace(m, values=(n, *m.values[1:]))), "out of range"),
-    "histogram too short": (1, _rewrite(wire.STAGE_SECURE_SEED, "BlindedHistogramMessage",
-                                        lambda m, n: dataclasses.replace(m, values=m.values[1:])), "expected 8"),
-    "histogram of silo 2": (1, _rewrite(wire.STAGE_SECURE_SEED, "BlindedHistogramMessage",
-                                        lambda m, n: dataclasses.replace(m, silo=2)), "claims to come from silo 2"),
-    "share from silo 0": (1, _rewrite(wire.STAGE_TRAIN, "SealedMessage",
-                                      lambda m, n: dataclasses.replace(m, sender=0)), "claims to come from silo 0"),
-    "ciphertext 0": (1, _rewrite(wire.STAGE_SECURE_UPDATE, "MaskedUpdateMessage",
-                                 lambda m, n: dataclasses.replace(m, ciphertexts=(0, *m.ciphertexts[1:]))),
-                     "not in Z*_(n^2)"),
-    "ciphertext n": (1, _rewrite(wire.STAGE_SECURE_UPDATE, "MaskedUpdateMessage",
-                                 lambda m, n: dataclasses.replace(m, ciphertexts=(n, *m.ciphertexts[1:]))),
-                     "not in Z*_(n^2)"),
-    "ciphertext n^2": (1, _rewrite(wire.STAGE_SECURE_UPDATE, "MaskedUpdateMessage",
-                                   lambda m, n: dataclasses.replace(m, ciphertexts=(n * n, *m.ciphertexts[1:]))),
-                       "out of range"),
-    "update too short": (1, _rewrite(wire.STAGE_SECURE_UPDATE, "MaskedUpdateMessage",
-                                     lambda m, n: dataclasses.replace(m, ciphertexts=m.ciphertexts[1:])),
-                         "expected 16"),
-    "update of silo 0": (1, _rewrite(wire.STAGE_SECURE_UPDATE, "MaskedUpdateMessage",
-                                     lambda m, n: dataclasses.replace(m, silo=0)), "claims to come from silo 0"),
+    "DH key claiming silo 0": (
+        1,
+        _rewrite(
+            wire.STAGE_SECURE_KEYS,
+            "DhPublicKeyMessage",
+            lambda m, n: dataclasses.replace(m, silo=0),
+        ),
+        "claims to come from silo 0",
+    ),
+    "seed sealed to silo 7": (
+        0,
+        _rewrite(
+            wire.STAGE_SECURE_DIRECTORY,
+            "SealedMessage",
+            lambda m, n: dataclasses.replace(m, recipient=7),
+        ),
+        "addressed to silo 7",
+    ),
+    "histogram value n": (
+        1,
+        _rewrite(
+            wire.STAGE_SECURE_SEED,
+            "BlindedHistogramMessage",
+            lambda m, n: dataclasses.replace(m, values=(n, *m.values[1:])),
+        ),
+        "out of range",
+    ),
+    "histogram too short": (
+        1,
+        _rewrite(
+            wire.STAGE_SECURE_SEED,
+            "BlindedHistogramMessage",
+            lambda m, n: dataclasses.replace(m, values=m.values[1:]),
+        ),
+        "expected 8",
+    ),
+    "histogram of silo 2": (
+        1,
+        _rewrite(
+            wire.STAGE_SECURE_SEED,
+            "BlindedHistogramMessage",
+            lambda m, n: dataclasses.replace(m, silo=2),
+        ),
+        "claims to come from silo 2",
+    ),
+    "share from silo 0": (
+        1,
+        _rewrite(wire.STAGE_TRAIN, "SealedMessage", lambda m, n: dataclasses.replace(m, sender=0)),
+        "claims to come from silo 0",
+    ),
+    "ciphertext 0": (
+        1,
+        _rewrite(
+            wire.STAGE_SECURE_UPDATE,
+            "MaskedUpdateMessage",
+            lambda m, n: dataclasses.replace(m, ciphertexts=(0, *m.ciphertexts[1:])),
+        ),
+        "not in Z*_(n^2)",
+    ),
+    "ciphertext n": (
+        1,
+        _rewrite(
+            wire.STAGE_SECURE_UPDATE,
+            "MaskedUpdateMessage",
+            lambda m, n: dataclasses.replace(m, ciphertexts=(n, *m.ciphertexts[1:])),
+        ),
+        "not in Z*_(n^2)",
+    ),
+    "ciphertext n^2": (
+        1,
+        _rewrite(
+            wire.STAGE_SECURE_UPDATE,
+            "MaskedUpdateMessage",
+            lambda m, n: dataclasses.replace(m, ciphertexts=(n * n, *m.ciphertexts[1:])),
+        ),
+        "out of range",
+    ),
+    "update too short": (
+        1,
+        _rewrite(
+            wire.STAGE_SECURE_UPDATE,
+            "MaskedUpdateMessage",
+            lambda m, n: dataclasses.replace(m, ciphertexts=m.ciphertexts[1:]),
+        ),
+        "expected 16",
+    ),
+    "update of silo 0": (
+        1,
+        _rewrite(
+            wire.STAGE_SECURE_UPDATE,
+            "MaskedUpdateMessage",
+            lambda m, n: dataclasses.replace(m, silo=0),
+        ),
+        "claims to come from silo 0",
+    ),
 }
 
 
@@ -221,18 +333,21 @@ def _forged_checkpoint(path, header: bytes, params: np.ndarray | None = None) ->
     path.write_bytes(body + hashlib.sha256(body).digest())
 
 
-@pytest.mark.parametrize("header, detail", [
-    (b'{"rounds_done": -5, "config_fingerprint": "f", "history": []}', "rounds_done"),
-    (b'{"rounds_done": true, "config_fingerprint": "f", "history": []}', "rounds_done"),
-    (b'{"rounds_done": 1, "config_fingerprint": "f", "history": "abc"}', "history"),
-    (b'{"rounds_done": 2, "config_fingerprint": "f", "history": [{}]}', "history"),
-    (b'{"rounds_done": 0, "config_fingerprint": 7, "history": []}', "config_fingerprint"),
-    (b'{"rounds_done": 0, "history": []}', "must hold"),
-    (b'[1, 2]', "must hold"),
-    (b'{"rounds_done": 0', "malformed"),
-    (b'\xff\xfe', "malformed"),
-    (b'[' * 100_000, "malformed"),
-])
+@pytest.mark.parametrize(
+    "header, detail",
+    [
+        (b'{"rounds_done": -5, "config_fingerprint": "f", "history": []}', "rounds_done"),
+        (b'{"rounds_done": true, "config_fingerprint": "f", "history": []}', "rounds_done"),
+        (b'{"rounds_done": 1, "config_fingerprint": "f", "history": "abc"}', "history"),
+        (b'{"rounds_done": 2, "config_fingerprint": "f", "history": [{}]}', "history"),
+        (b'{"rounds_done": 0, "config_fingerprint": 7, "history": []}', "config_fingerprint"),
+        (b'{"rounds_done": 0, "history": []}', "must hold"),
+        (b"[1, 2]", "must hold"),
+        (b'{"rounds_done": 0', "malformed"),
+        (b"\xff\xfe", "malformed"),
+        (b"[" * 100_000, "malformed"),
+    ],
+)
 def test_a_malformed_checkpoint_header_is_a_value_error(header, detail, tmp_path) -> None:
     path = tmp_path / "model.ckpt"
     _forged_checkpoint(path, header)
@@ -241,10 +356,14 @@ def test_a_malformed_checkpoint_header_is_a_value_error(header, detail, tmp_path
 
 
 def test_a_checkpoint_of_another_model_or_not_finite_is_refused(tmp_path) -> None:
-    path, header = tmp_path / "model.ckpt", b'{"rounds_done": 0, "config_fingerprint": "f", "history": []}'
+    path, header = (
+        tmp_path / "model.ckpt",
+        b'{"rounds_done": 0, "config_fingerprint": "f", "history": []}',
+    )
     like = np.zeros(3, np.float32)
     cases: list[tuple[np.ndarray, str]] = [
-        (np.zeros(3, np.float64), "float64"), (np.zeros(4, np.float32), r"\(4,\)"),
+        (np.zeros(3, np.float64), "float64"),
+        (np.zeros(4, np.float32), r"\(4,\)"),
         (np.array([0, np.nan, 0], np.float32), "NaN"),
     ]
     for params, detail in cases:
@@ -284,24 +403,36 @@ def test_deploy_keys_refuses_to_overwrite_without_force(tmp_path) -> None:
     with pytest.raises(ValueError, match="--force"):
         keys.write_keys(tmp_path, n_silos=2)
     assert first[0].read_bytes() == master
-    assert keys.write_keys(tmp_path, n_silos=2, force=True) == first and first[0].read_bytes() != master
+    assert (
+        keys.write_keys(tmp_path, n_silos=2, force=True) == first
+        and first[0].read_bytes() != master
+    )
     with pytest.raises(ValueError, match="--silos"):
         keys.write_keys(tmp_path / "many", n_silos=10**6)
 
 
-@pytest.mark.parametrize("change, detail", [
-    ({"protocol": {"insecure_test_key": "no", "key_bits": 512}}, "insecure_test_key must be true or false"),
-    ({"protocol": {"key_bits": 512}}, "insecure"),
-    ({"protocol": {"key_bits": 4096, "precision": 0.0}}, "precision"),
-    ({"protocol": {"n_max": True}}, "n_max"),
-    ({"protocol": {"n_max": 0}}, "n_max"),
-    ({"protocol": []}, "'protocol' must be an object"),
-    ({"insecure_reproducible_noise": "yes"}, "insecure_reproducible_noise must be true or false"),
-    ({"user_weights": "abc"}, "user_weights must be a list of lists"),
-    ({"user_weights": [[1, 2], 3]}, "user_weights must be a list of lists"),
-    ({"n_users": "8"}, "n_users"),
-    ({"rounds": None}, "rounds"),
-])
+@pytest.mark.parametrize(
+    "change, detail",
+    [
+        (
+            {"protocol": {"insecure_test_key": "no", "key_bits": 512}},
+            "insecure_test_key must be true or false",
+        ),
+        ({"protocol": {"key_bits": 512}}, "insecure"),
+        ({"protocol": {"key_bits": 4096, "precision": 0.0}}, "precision"),
+        ({"protocol": {"n_max": True}}, "n_max"),
+        ({"protocol": {"n_max": 0}}, "n_max"),
+        ({"protocol": []}, "'protocol' must be an object"),
+        (
+            {"insecure_reproducible_noise": "yes"},
+            "insecure_reproducible_noise must be true or false",
+        ),
+        ({"user_weights": "abc"}, "user_weights must be a list of lists"),
+        ({"user_weights": [[1, 2], 3]}, "user_weights must be a list of lists"),
+        ({"n_users": "8"}, "n_users"),
+        ({"rounds": None}, "rounds"),
+    ],
+)
 def test_a_deployment_configuration_is_checked_completely(change, detail) -> None:
     base = {"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 8, "rounds": 1}
     with pytest.raises(ValueError, match=detail):
@@ -311,39 +442,164 @@ def test_a_deployment_configuration_is_checked_completely(change, detail) -> Non
 def test_user_weights_and_protocol_are_checked_before_admission(synthetic) -> None:
     """Weights for 2 silos in a federation of 3 are refused when the role is built, not after every silo has joined;
     so are Protocol 1's parameters (here N_max below a user's records: Theorem 4's no-wrap-around condition)."""
-    base = {"dataset": "synthetic", "method": "ULDP-AVG", "n_users": 8, "rounds": 1, "max_train_records": 120}
+    base = {
+        "dataset": "synthetic",
+        "method": "ULDP-AVG",
+        "n_users": 8,
+        "rounds": 1,
+        "max_train_records": 120,
+    }
     config = DeployConfig.from_json({**base, "user_weights": [[0.5] * 8, [0.5] * 8]})
     with pytest.raises(ValueError, match=r"shape \(3, 8\)"):
         MethodServer(config, synthetic)
-    config = DeployConfig.from_json({**base, "method": "ULDP-AVG-w", "secure": True, "protocol": {
-        "key_bits": 256, "insecure_test_key": True, "n_max": 200}})  # lcm(1..200) has 288 bits
+    config = DeployConfig.from_json(
+        {
+            **base,
+            "method": "ULDP-AVG-w",
+            "secure": True,
+            "protocol": {"key_bits": 256, "insecure_test_key": True, "n_max": 200},
+        }
+    )  # lcm(1..200) has 288 bits
     with pytest.raises(ValueError, match="key"):
         MethodServer(config, synthetic)
-    with pytest.raises(ValueError, match="n_max"):  # refused at once: a huge N_max would take hours to check
+    with pytest.raises(
+        ValueError, match="n_max"
+    ):  # refused at once: a huge N_max would take hours to check
         DeployConfig.from_json({**base, "protocol": {"n_max": 10**6}})
 
 
 # --- command lines: every number bounded, every failure one line ----------------------------------------------------
-@pytest.mark.parametrize("argv, detail", [
-    (["epsilon", "--method", "ULDP-AVG-w", "--sigma", "1e308", "--rounds", "10", "--delta", "1e-5"], "--sigma"),
-    (["epsilon", "--method", "ULDP-AVG-w", "--sigma", "1e-300", "--rounds", "10", "--delta", "1e-5", "--q", "0.1"],
-     "--sigma"),
-    (["group-epsilon", "--sigma", "1e308", "--q", "0.1", "--steps", "10", "--delta", "1e-5", "--k", "2"], "--sigma"),
-    (["run", "--dataset", "synthetic", "--method", "ULDP-AVG-w", "--users", "1000000000000", "--rounds", "1",
-      "--seed", "0"], "n_users must be an integer in 1..1000000"),
-    (["run", "--dataset", "synthetic", "--method", "ULDP-AVG-w", "--users", "5", "--silos", "1000000", "--rounds", "1",
-      "--seed", "0"], "n_silos must be an integer in 1..1000"),
-    (["allocate", "--dataset", "synthetic", "--users", "10000000000", "--dist", "uniform", "--seed", "0"],
-     "n_users must be an integer in 1..1000000"),
-    (["run", "--dataset", "synthetic", "--method", "ULDP-AVG-w", "--users", "5", "--rounds", "1", "--seed", "0",
-      "--checkpoint", "{tmp}"], "is a directory"),
-    (["deploy", "server", "--config", "{config}", "--join-timeout", "nan"], "--join-timeout"),
-    (["deploy", "server", "--config", "{config}", "--checkpoint", "{tmp}"], "is a directory"),
-    (["deploy", "server", "--config", "{config}", "--master-key-file", "{short_key}"], "at least 16 bytes"),
-    (["deploy", "silo", "--config", "{config}", "--silo-id", "0", "--max-wait", "inf"], "--max-wait"),
-    (["deploy", "keys", "--silos", "2", "--out", "{keys}"], "--force"),
-])
-def test_bad_command_line_numbers_and_paths_are_one_line_errors(argv, detail, tmp_path, capsys) -> None:
+@pytest.mark.parametrize(
+    "argv, detail",
+    [
+        (
+            [
+                "epsilon",
+                "--method",
+                "ULDP-AVG-w",
+                "--sigma",
+                "1e308",
+                "--rounds",
+                "10",
+                "--delta",
+                "1e-5",
+            ],
+            "--sigma",
+        ),
+        (
+            [
+                "epsilon",
+                "--method",
+                "ULDP-AVG-w",
+                "--sigma",
+                "1e-300",
+                "--rounds",
+                "10",
+                "--delta",
+                "1e-5",
+                "--q",
+                "0.1",
+            ],
+            "--sigma",
+        ),
+        (
+            [
+                "group-epsilon",
+                "--sigma",
+                "1e308",
+                "--q",
+                "0.1",
+                "--steps",
+                "10",
+                "--delta",
+                "1e-5",
+                "--k",
+                "2",
+            ],
+            "--sigma",
+        ),
+        (
+            [
+                "run",
+                "--dataset",
+                "synthetic",
+                "--method",
+                "ULDP-AVG-w",
+                "--users",
+                "1000000000000",
+                "--rounds",
+                "1",
+                "--seed",
+                "0",
+            ],
+            "n_users must be an integer in 1..1000000",
+        ),
+        (
+            [
+                "run",
+                "--dataset",
+                "synthetic",
+                "--method",
+                "ULDP-AVG-w",
+                "--users",
+                "5",
+                "--silos",
+                "1000000",
+                "--rounds",
+                "1",
+                "--seed",
+                "0",
+            ],
+            "n_silos must be an integer in 1..1000",
+        ),
+        (
+            [
+                "allocate",
+                "--dataset",
+                "synthetic",
+                "--users",
+                "10000000000",
+                "--dist",
+                "uniform",
+                "--seed",
+                "0",
+            ],
+            "n_users must be an integer in 1..1000000",
+        ),
+        (
+            [
+                "run",
+                "--dataset",
+                "synthetic",
+                "--method",
+                "ULDP-AVG-w",
+                "--users",
+                "5",
+                "--rounds",
+                "1",
+                "--seed",
+                "0",
+                "--checkpoint",
+                "{tmp}",
+            ],
+            "is a directory",
+        ),
+        (["deploy", "server", "--config", "{config}", "--join-timeout", "nan"], "--join-timeout"),
+        (["deploy", "server", "--config", "{config}", "--checkpoint", "{tmp}"], "is a directory"),
+        (
+            ["deploy", "server", "--config", "{config}", "--master-key-file", "{short_key}"],
+            "at least 16 bytes",
+        ),
+        (
+            ["deploy", "silo", "--config", "{config}", "--silo-id", "0", "--max-wait", "inf"],
+            "--max-wait",
+        ),
+        (["deploy", "keys", "--silos", "2", "--out", "{keys}"], "--force"),
+    ],
+)
+def test_bad_command_line_numbers_and_paths_are_one_line_errors(
+    argv, detail, tmp_path, capsys
+) -> None:
     """Refused before any work (no training, no allocation of terabytes), as one line and exit status 2."""
     from uldp.cli import main
     from uldp.deploy.keys import write_keys
@@ -352,7 +608,12 @@ def test_bad_command_line_numbers_and_paths_are_one_line_errors(argv, detail, tm
     config.write_text('{"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 8, "rounds": 1}')
     short_key.write_text("00112233\n")
     write_keys(tmp_path / "keys", n_silos=2)
-    places = {"tmp": str(tmp_path), "config": str(config), "short_key": str(short_key), "keys": str(tmp_path / "keys")}
+    places = {
+        "tmp": str(tmp_path),
+        "config": str(config),
+        "short_key": str(short_key),
+        "keys": str(tmp_path / "keys"),
+    }
     assert main([arg.format(**places) for arg in argv]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and ": error: " in error[0] and detail in error[0], error
@@ -362,14 +623,35 @@ def test_a_silo_without_a_server_or_data_reports_one_line(tmp_path, capsys, monk
     from uldp.deploy.cli import main
 
     config = tmp_path / "run.json"
-    config.write_text('{"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 8, "rounds": 1, '
-                      '"max_train_records": 120}')
-    assert main(["silo", "--config", str(config), "--silo-id", "0", "--server", "127.0.0.1:1", "--max-wait", "1",
-                 "--quiet"]) == 1
+    config.write_text(
+        '{"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 8, "rounds": 1, '
+        '"max_train_records": 120}'
+    )
+    assert (
+        main(
+            [
+                "silo",
+                "--config",
+                str(config),
+                "--silo-id",
+                "0",
+                "--server",
+                "127.0.0.1:1",
+                "--max-wait",
+                "1",
+                "--quiet",
+            ]
+        )
+        == 1
+    )
     error = capsys.readouterr().err
-    assert "no server at 127.0.0.1:1 for 1 s (--max-wait 1 s; UNAVAILABLE; no round seen yet)" in error
+    assert (
+        "no server at 127.0.0.1:1 for 1 s (--max-wait 1 s; UNAVAILABLE; no round seen yet)" in error
+    )
     monkeypatch.delenv("ULDP_DATA_DIR", raising=False)
-    config.write_text('{"dataset": "creditcard", "method": "ULDP-AVG-w", "n_users": 8, "rounds": 1}')
+    config.write_text(
+        '{"dataset": "creditcard", "method": "ULDP-AVG-w", "n_users": 8, "rounds": 1}'
+    )
     assert main(["silo", "--config", str(config), "--silo-id", "0"]) == 2
     assert "cannot load dataset 'creditcard': no data directory" in capsys.readouterr().err
 
@@ -377,8 +659,11 @@ def test_a_silo_without_a_server_or_data_reports_one_line(tmp_path, capsys, monk
 # --- issue 30: the silos enforce their own policy; the server bounds what it applies -----------------------------
 def _train_instruction(server: MethodServer, round_index: int) -> wire.Instruction:
     params, sampled = server.initial_params(), server.sampled_users(round_index)
-    return wire.Instruction(wire.STAGE_TRAIN, round_index,
-                            payloads=(persist.array_to_bytes(params), persist.array_to_bytes(sampled)))
+    return wire.Instruction(
+        wire.STAGE_TRAIN,
+        round_index,
+        payloads=(persist.array_to_bytes(params), persist.array_to_bytes(sampled)),
+    )
 
 
 def test_a_replayed_round_is_refused_even_by_a_restarted_silo(synthetic, tmp_path) -> None:
@@ -395,10 +680,14 @@ def test_a_replayed_round_is_refused_even_by_a_restarted_silo(synthetic, tmp_pat
     for silo in (client, restarted):
         again = wire.Reply.from_flower(silo.fit(_train_instruction(server, 1).to_flower()))
         assert "PolicyRefusal: round 1 is not after round 1" in again.error and not again.payloads
-    assert not wire.Reply.from_flower(restarted.fit(_train_instruction(server, 2).to_flower())).error
+    assert not wire.Reply.from_flower(
+        restarted.fit(_train_instruction(server, 2).to_flower())
+    ).error
 
 
-def test_a_one_user_sample_and_too_little_noise_are_refused_by_the_silos(synthetic, monkeypatch) -> None:
+def test_a_one_user_sample_and_too_little_noise_are_refused_by_the_silos(
+    synthetic, monkeypatch
+) -> None:
     """Attack 5 in deploy: a round that samples one user was answered; a silo whose policy asks for more noise
     than the run's sigma (5) took part anyway. Both are refused by name; a DEFAULT run (no noise) too."""
     from uldp.policy import PolicyRefusal, SiloPolicy
@@ -409,14 +698,25 @@ def test_a_one_user_sample_and_too_little_noise_are_refused_by_the_silos(synthet
     monkeypatch.setattr(coordinator.role, "sampled_users", lambda round_index: one)
     result = coordinator.run()
     assert result.rounds_done == 0
-    assert "failed: PolicyRefusal: a round that samples 1 user(s) is below this silo's min_sampled_users 2" in \
-        result.error
+    assert (
+        "failed: PolicyRefusal: a round that samples 1 user(s) is below this silo's min_sampled_users 2"
+        in result.error
+    )
     with pytest.raises(PolicyRefusal, match=r"sigma=5\.0 is below this silo's min_sigma 10"):
         federation(synthetic, silo=lambda s: {"policy": SiloPolicy(min_sigma=10.0)})
     from uldp.simulation import RunConfig
 
-    plain = DeployConfig(RunConfig(dataset="synthetic", method="DEFAULT", n_users=8, rounds=1, seed=3,
-                                   max_train_records=120, local_epochs=1))
+    plain = DeployConfig(
+        RunConfig(
+            dataset="synthetic",
+            method="DEFAULT",
+            n_users=8,
+            rounds=1,
+            seed=3,
+            max_train_records=120,
+            local_epochs=1,
+        )
+    )
     with pytest.raises(PolicyRefusal, match="method DEFAULT adds no noise"):
         _make_client(MethodSilo(plain, 0, synthetic), SiloSettings())
 
@@ -427,7 +727,9 @@ def test_a_huge_contribution_aborts_the_round_naming_the_silo(synthetic) -> None
     tamper = _contribution(lambda r: (persist.array_to_bytes(_first(r) * np.float32(1e30)),))
     result = federation(synthetic, tamper=tamper).run()
     assert result.rounds_done == 0
-    assert "silo 1 sent a contribution of norm" in result.error and "past the bound" in result.error, result.error
+    assert (
+        "silo 1 sent a contribution of norm" in result.error and "past the bound" in result.error
+    ), result.error
 
 
 def test_a_homomorphically_inflated_masked_update_aborts_the_round(synthetic) -> None:
@@ -446,13 +748,18 @@ def test_a_homomorphically_inflated_masked_update_aborts_the_round(synthetic) ->
             return None
         n = seen["n"]
         update = messages.MaskedUpdateMessage.from_bytes(reply.payloads[0])
-        extra = int(encoding.encode(np.array([1.4e4]), resolution_bits=protocol.resolution_bits)[0]) * protocol.c_lcm
+        extra = (
+            int(encoding.encode(np.array([1.4e4]), resolution_bits=protocol.resolution_bits)[0])
+            * protocol.c_lcm
+        )
         first = update.ciphertexts[0] * (1 + n * (extra % n)) % (n * n)
         changed = dataclasses.replace(update, ciphertexts=(first, *update.ciphertexts[1:]))
         return dataclasses.replace(reply, payloads=(changed.to_bytes(),))
 
     result = federation(synthetic, secure=True, tamper=inflate).run()
-    assert result.rounds_done == 0 and "the securely aggregated sum has norm" in result.error, result.error
+    assert result.rounds_done == 0 and "the securely aggregated sum has norm" in result.error, (
+        result.error
+    )
 
 
 def test_the_history_reports_the_servers_view_beside_the_model(synthetic) -> None:
@@ -466,7 +773,9 @@ def test_the_history_reports_the_servers_view_beside_the_model(synthetic) -> Non
     expected = epsilon_server_view(sigma=5.0, rounds=2, delta=1e-5, n_silos=3, q=1.0)
     assert plain.history[-1]["server_view_epsilon"] <= expected.epsilon * (1 + 1e-9)
     secure = federation(synthetic, secure=True).run()
-    assert secure.error == "" and all(r["server_view_epsilon"] == r["epsilon"] for r in secure.history)
+    assert secure.error == "" and all(
+        r["server_view_epsilon"] == r["epsilon"] for r in secure.history
+    )
     minimal = {"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 4, "rounds": 1}
     assert DeployConfig.from_json(minimal).run.secure
     assert not DeployConfig.from_json({**minimal, "secure": False}).run.secure
@@ -474,9 +783,19 @@ def test_the_history_reports_the_servers_view_beside_the_model(synthetic) -> Non
 
 def _uldp_avg(synthetic, **fields) -> tuple[FederationResult, dict]:
     """A ULDP-AVG deployment (3 real silo clients, shared-seed test noise) whose server keeps every train answer."""
-    config = DeployConfig.from_json({"dataset": "synthetic", "method": "ULDP-AVG", "n_users": 8, "rounds": 2,
-                                     "seed": 3, "max_train_records": 120, "local_epochs": 1,
-                                     "insecure_reproducible_noise": True, **fields})
+    config = DeployConfig.from_json(
+        {
+            "dataset": "synthetic",
+            "method": "ULDP-AVG",
+            "n_users": 8,
+            "rounds": 2,
+            "seed": 3,
+            "max_train_records": 120,
+            "local_epochs": 1,
+            "insecure_reproducible_noise": True,
+            **fields,
+        }
+    )
     received: dict = {}
 
     def keep(instruction, reply):
@@ -498,8 +817,13 @@ def test_a_default_uldp_avg_deployment_sends_only_masked_contributions(synthetic
     plain, plain_received = _uldp_avg(synthetic, secure=False)
     assert not masked.error and not plain.error, (masked.error, plain.error)
     for payloads in (p for answers in received.values() for p in answers):
-        assert len(payloads) == 1 and MaskedSumMessage.from_bytes(payloads[0]).parameters == masked.params.size
-    assert all(len(p) == 1 and not p[0].startswith(b"ULDP") for a in plain_received.values() for p in a)
+        assert (
+            len(payloads) == 1
+            and MaskedSumMessage.from_bytes(payloads[0]).parameters == masked.params.size
+        )
+    assert all(
+        len(p) == 1 and not p[0].startswith(b"ULDP") for a in plain_received.values() for p in a
+    )
     np.testing.assert_allclose(masked.params, plain.params, rtol=1e-5, atol=1e-6)
     for row in masked.history + plain.history:
         assert row["server_view_epsilon"] == row["epsilon"]

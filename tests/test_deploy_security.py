@@ -31,8 +31,16 @@ def synthetic():
 def _config(method: str, *, insecure: bool = False, **fields) -> DeployConfig:
     from uldp.simulation import RunConfig
 
-    run = RunConfig(dataset="synthetic", method=method, n_users=8, rounds=2, seed=3, max_train_records=200,
-                    local_epochs=None if method.startswith("ULDP-SGD") else 1, **fields)
+    run = RunConfig(
+        dataset="synthetic",
+        method=method,
+        n_users=8,
+        rounds=2,
+        seed=3,
+        max_train_records=200,
+        local_epochs=None if method.startswith("ULDP-SGD") else 1,
+        **fields,
+    )
     return DeployConfig(run, **({"insecure_reproducible_noise": True} if insecure else {}))
 
 
@@ -43,7 +51,9 @@ def _server_rebuilt_noise(server: MethodServer, size: int, round_index: int) -> 
     shared = round_seed(np.random.SeedSequence(server.config.run.seed), round_index - 1)
     method = server.method
     assert isinstance(method, EveryRecordSiloNoise)
-    return [method.silo_noise(size, server.n_silos, shared, s).numpy() for s in range(server.n_silos)]
+    return [
+        method.silo_noise(size, server.n_silos, shared, s).numpy() for s in range(server.n_silos)
+    ]
 
 
 def _plain_residuals(config: DeployConfig, dataset) -> tuple[np.ndarray, float]:
@@ -84,7 +94,9 @@ def test_a_silos_draws_are_not_a_function_of_the_shared_configuration(method, sy
         config = _config(method, insecure=insecure)
         server = MethodServer(config, synthetic)
         params, sampled = server.initial_params(), np.ones(server.n_users, dtype=bool)
-        first, second = (MethodSilo(config, 0, synthetic).contribution(params, 1, sampled) for _ in range(2))
+        first, second = (
+            MethodSilo(config, 0, synthetic).contribution(params, 1, sampled) for _ in range(2)
+        )
         assert np.array_equal(first, second) == insecure
 
 
@@ -94,7 +106,11 @@ def test_the_server_cannot_remove_the_noise_on_the_secure_path(synthetic) -> Non
     from uldp.methods import enhanced_weights
     from uldp.secure import SecureAggregator
 
-    config = _config("ULDP-AVG-w", secure=True, protocol={"key_bits": 512, "insecure_test_key": True, "n_max": 200})
+    config = _config(
+        "ULDP-AVG-w",
+        secure=True,
+        protocol={"key_bits": 512, "insecure_test_key": True, "n_max": 200},
+    )
     server = MethodServer(config, synthetic)
     silos = [MethodSilo(config, s, synthetic) for s in range(server.n_silos)]
     protocol = server.protocol_config()
@@ -102,8 +118,12 @@ def test_the_server_cannot_remove_the_noise_on_the_secure_path(synthetic) -> Non
     params, errors = server.initial_params(), []
     for round_index in (1, 2):
         sampled = server.sampled_users(round_index)
-        deltas, noise = zip(*(silo.secure_inputs(params, round_index, sampled) for silo in silos), strict=True)
-        decoded = aggregate(list(deltas), server.counts, sampled, list(noise)).numpy().astype(np.float64)
+        deltas, noise = zip(
+            *(silo.secure_inputs(params, round_index, sampled) for silo in silos), strict=True
+        )
+        decoded = (
+            aggregate(list(deltas), server.counts, sampled, list(noise)).numpy().astype(np.float64)
+        )
         weights = enhanced_weights(server.counts, sampled)
         clean = sum(weights[s] @ deltas[s].astype(np.float64) for s in range(server.n_silos))
         denoised = decoded - sum(_server_rebuilt_noise(server, params.size, round_index))
@@ -122,7 +142,12 @@ def test_a_deployed_silo_uses_the_servers_key_only_with_its_proof(synthetic) -> 
     from uldp.deploy import wire
     from uldp.deploy.method_roles import MethodSilo
     from uldp.secure import protocol
-    from uldp.secure.messages import DhDirectoryMessage, DhPublicKeyMessage, PublicKeyMessage, RingPedersenMessage
+    from uldp.secure.messages import (
+        DhDirectoryMessage,
+        DhPublicKeyMessage,
+        PublicKeyMessage,
+        RingPedersenMessage,
+    )
 
     deploy_config = make_config(secure=True)
     server = protocol.Server(MethodSilo(deploy_config, 0, synthetic).protocol_config())
@@ -130,12 +155,20 @@ def test_a_deployed_silo_uses_the_servers_key_only_with_its_proof(synthetic) -> 
     client = silo_clients(synthetic, deploy_config)[0]
 
     def send(stage, *payloads):
-        return wire.Reply.from_flower(client.fit(wire.Instruction(stage, 0, payloads=payloads).to_flower()))
+        return wire.Reply.from_flower(
+            client.fit(wire.Instruction(stage, 0, payloads=payloads).to_flower())
+        )
 
-    for modulus, error in ((smooth, "ProtocolAbort: silo 0 refuses the server's Paillier key: modulus proof: "),
-                           (server.public_key.n, "")):
-        dh_key, request = send(wire.STAGE_SECURE_KEYS, PublicKeyMessage(modulus).to_bytes()).payloads
-        proof = swapped_modulus(server.prove_modulus(RingPedersenMessage.from_bytes(request)), modulus)
+    for modulus, error in (
+        (smooth, "ProtocolAbort: silo 0 refuses the server's Paillier key: modulus proof: "),
+        (server.public_key.n, ""),
+    ):
+        dh_key, request = send(
+            wire.STAGE_SECURE_KEYS, PublicKeyMessage(modulus).to_bytes()
+        ).payloads
+        proof = swapped_modulus(
+            server.prove_modulus(RingPedersenMessage.from_bytes(request)), modulus
+        )
         own = DhPublicKeyMessage.from_bytes(dh_key).public_key
         directory = DhDirectoryMessage((own, b"k" * 32, b"k" * 32))
         reply = send(wire.STAGE_SECURE_DIRECTORY, directory.to_bytes(), proof.to_bytes())

@@ -19,6 +19,8 @@ def test_every_erratum_names_a_module_and_a_chapter_of_the_book():
 def test_figure2_reproduces_the_papers_values_and_the_valid_ones_are_larger():
     rows = {row["k"]: row for row in figure2_erratum()}
     # the paper's text: "the value reaches 2100 for only k=32, and 11400 at k=64" (Section 2.2)
-    assert rows[32]["paper"] == pytest.approx(2100, rel=0.05) and rows[64]["paper"] == pytest.approx(11400, rel=0.05)
+    assert rows[32]["paper"] == pytest.approx(2100, rel=0.05) and rows[64][
+        "paper"
+    ] == pytest.approx(11400, rel=0.05)
     for row in rows.values():
         assert row["valid"] > row["paper"] and row["paper_grid_valid"] is False

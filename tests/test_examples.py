@@ -28,12 +28,18 @@ def test_the_pyproject_names_the_apps_and_declares_every_run_config_key():
     components = project["tool"]["flwr"]["app"]["components"]
     assert isinstance(getattr(app, components["serverapp"].split(":")[1]), ServerApp)
     assert isinstance(getattr(app, components["clientapp"].split(":")[1]), ClientApp)
-    read = set(re.findall(r'(?<!node_)config\["(\w+)"\]', (EXAMPLE / "hospital_app.py").read_text()))
+    read = set(
+        re.findall(r'(?<!node_)config\["(\w+)"\]', (EXAMPLE / "hospital_app.py").read_text())
+    )
     assert read <= set(project["tool"]["flwr"]["app"]["config"])
     assert "uldp[deploy]" in project["project"]["dependencies"]
 
 
 def test_the_launcher_starts_and_explains_itself():
-    done = subprocess.run([sys.executable, str(EXAMPLE / "launch.py"), "--help"], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE / "launch.py"), "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "SuperLink" in done.stdout and "--rounds" in done.stdout

@@ -51,7 +51,10 @@ def _expected_epsilons(releases: int) -> list[float]:
     """Theorem 3's epsilon after 1, 2, ..., ``releases`` releases (the run's sigma, q and delta)."""
     run = make_config(False).run
     assert run.sigma is not None
-    return [epsilon_uldp(sigma=run.sigma, rounds=t, delta=run.delta, q=run.q).epsilon for t in range(1, releases + 1)]
+    return [
+        epsilon_uldp(sigma=run.sigma, rounds=t, delta=run.delta, q=run.q).epsilon
+        for t in range(1, releases + 1)
+    ]
 
 
 class Federation:
@@ -62,21 +65,33 @@ class Federation:
         self.clients = silo_clients(synthetic, self.config)
         self.checkpoint = tmp_path / "model.ckpt"
 
-    def serve(self, faults: dict | None = None, absent: tuple[int, ...] = (),
-              **settings) -> tuple[Coordinator, server_module.FederationResult]:
+    def serve(
+        self, faults: dict | None = None, absent: tuple[int, ...] = (), **settings
+    ) -> tuple[Coordinator, server_module.FederationResult]:
         """One server start: a coordinator whose silo ``s`` meets ``faults[s]`` before each instruction (the silos
         in ``absent`` never connect)."""
         faults = faults or {}
-        proxies = [Proxy(client, fault=faults.get(silo_id)) for silo_id, client in enumerate(self.clients)
-                   if silo_id not in absent]
-        options = {"master_key": MASTER, "join_timeout": 60, "round_timeout": 60, "checkpoint": self.checkpoint,
-                   **settings}
-        coordinator = Coordinator(MethodServer(self.config, self.synthetic), ServerSettings(**options),
-                                  Manager(proxies))
+        proxies = [
+            Proxy(client, fault=faults.get(silo_id))
+            for silo_id, client in enumerate(self.clients)
+            if silo_id not in absent
+        ]
+        options = {
+            "master_key": MASTER,
+            "join_timeout": 60,
+            "round_timeout": 60,
+            "checkpoint": self.checkpoint,
+            **settings,
+        }
+        coordinator = Coordinator(
+            MethodServer(self.config, self.synthetic), ServerSettings(**options), Manager(proxies)
+        )
         return coordinator, coordinator.run()
 
     def saved(self) -> persist.Checkpoint:
-        checkpoint = persist.load_checkpoint(self.checkpoint, config_fingerprint=self.config.fingerprint)
+        checkpoint = persist.load_checkpoint(
+            self.checkpoint, config_fingerprint=self.config.fingerprint
+        )
         assert checkpoint is not None
         return checkpoint
 
@@ -84,14 +99,18 @@ class Federation:
         """Each silo was asked rounds 1..last_round once each, in order (except those in ``missed[silo]``)."""
         for silo_id, client in enumerate(self.clients):
             skipped = (missed or {}).get(silo_id, ())
-            assert client.rounds_seen == [t for t in range(1, last_round + 1) if t not in skipped], silo_id
+            assert client.rounds_seen == [
+                t for t in range(1, last_round + 1) if t not in skipped
+            ], silo_id
 
 
 def _at(round_index: int, error: Exception, stage: str = wire.STAGE_TRAIN):
     """A fault that raises ``error`` when the instruction of ``stage`` in ``round_index`` arrives."""
+
     def fault(instruction, timeout):
         if instruction.stage == stage and instruction.round_index == round_index:
             raise error
+
     return fault
 
 
@@ -99,21 +118,31 @@ def _assert_accounted(history, aborted: dict) -> None:
     """One record per round index, in order, each with the epsilon of that many releases; ``aborted`` maps the
     aborted rounds to the silos known to have answered them (None for a round left in flight)."""
     assert [record["round"] for record in history] == list(range(1, len(history) + 1))
-    assert [record["epsilon"] for record in history] == pytest.approx(_expected_epsilons(len(history)), rel=1e-12)
+    assert [record["epsilon"] for record in history] == pytest.approx(
+        _expected_epsilons(len(history)), rel=1e-12
+    )
     assert {r["round"]: r.get("answered") for r in history if "aborted" in r} == aborted
 
 
-def test_a_killed_silo_costs_one_release_and_the_resumed_run_never_asks_its_round_again(synthetic, tmp_path) -> None:
+def test_a_killed_silo_costs_one_release_and_the_resumed_run_never_asks_its_round_again(
+    synthetic, tmp_path
+) -> None:
     """Silo 2 dies as round 2 starts, after silos 0 and 1 answered it: round 2 is recorded as an aborted release
     (epsilon of 2 rounds); the restarted server continues at round 3, and the history counts 3 releases."""
     federation = Federation(synthetic, tmp_path)
     _, aborted = federation.serve({2: _at(2, ConnectionError("killed"))})
-    assert aborted.error.startswith("round 2 aborted: round 2: silo 2 dropped out (connection lost after")
+    assert aborted.error.startswith(
+        "round 2 aborted: round 2: silo 2 dropped out (connection lost after"
+    )
     assert aborted.rounds_done == 1 and aborted.last_round == 2
     saved = federation.saved()
     assert saved.rounds_done == 2 and "silo 2 dropped out" in saved.history[1]["aborted"]
-    np.testing.assert_array_equal(saved.params, aborted.params)  # round 1's model, nothing of round 2 applied
-    assert not np.array_equal(saved.params, MethodServer(federation.config, synthetic).initial_params())
+    np.testing.assert_array_equal(
+        saved.params, aborted.params
+    )  # round 1's model, nothing of round 2 applied
+    assert not np.array_equal(
+        saved.params, MethodServer(federation.config, synthetic).initial_params()
+    )
 
     _, resumed = federation.serve()
     assert resumed.error == "" and resumed.resumed_from == 2 and resumed.rounds_done == 2
@@ -123,9 +152,12 @@ def test_a_killed_silo_costs_one_release_and_the_resumed_run_never_asks_its_roun
     assert federation.saved().history == tuple(resumed.history)
 
 
-def test_a_stalled_silo_is_named_with_its_timeout_and_logged_while_it_stalls(synthetic, tmp_path, caplog) -> None:
+def test_a_stalled_silo_is_named_with_its_timeout_and_logged_while_it_stalls(
+    synthetic, tmp_path, caplog
+) -> None:
     """Silo 1 does not answer round 1: the server logs the wait while it lasts, then aborts naming the silo and
     the timeout that ran out; round 1 counts as a release (silos 0 and 2 answered), the initial model is kept."""
+
     def stall(instruction, timeout):
         if instruction.stage == wire.STAGE_TRAIN:
             threading.Event().wait(timeout)  # as Flower's proxy: no answer until the timeout
@@ -134,15 +166,21 @@ def test_a_stalled_silo_is_named_with_its_timeout_and_logged_while_it_stalls(syn
     federation = Federation(synthetic, tmp_path)
     with caplog.at_level(logging.WARNING, logger="uldp.deploy"):
         _, result = federation.serve({1: stall}, round_timeout=1.5, stall_log_seconds=0.4)
-    assert "round 1: silo 1 dropped out (no answer within --round-timeout 1.5 s" in result.error, result.error
+    assert "round 1: silo 1 dropped out (no answer within --round-timeout 1.5 s" in result.error, (
+        result.error
+    )
     waits = [r.getMessage() for r in caplog.records if "still waiting" in r.getMessage()]
-    assert waits and all(m.startswith("round 1: still waiting for silo(s) [1] after") for m in waits), waits
+    assert waits and all(
+        m.startswith("round 1: still waiting for silo(s) [1] after") for m in waits
+    ), waits
     assert result.rounds_done == 0
     _assert_accounted(result.history, {1: [0, 2]})
     assert federation.saved().history == tuple(result.history)
 
 
-def test_a_silo_that_never_joins_is_named_while_the_server_waits(synthetic, tmp_path, caplog) -> None:
+def test_a_silo_that_never_joins_is_named_while_the_server_waits(
+    synthetic, tmp_path, caplog
+) -> None:
     """Silo 2 never connects: the server says whom it waits for while it waits, then stops naming silo 2 and the
     join timeout; nothing was asked, so nothing is accounted."""
     federation = Federation(synthetic, tmp_path)
@@ -154,7 +192,9 @@ def test_a_silo_that_never_joins_is_named_while_the_server_waits(synthetic, tmp_
     assert result.history == [] and not federation.checkpoint.exists()
 
 
-def test_a_network_cut_in_protocol_1_costs_one_release_and_the_restart_sets_up_afresh(synthetic, tmp_path) -> None:
+def test_a_network_cut_in_protocol_1_costs_one_release_and_the_restart_sets_up_afresh(
+    synthetic, tmp_path
+) -> None:
     """Protocol 1: silo 0's link is cut at the masked-update step of round 1, after every silo sent its shares.
     The round counts; the restarted server runs Protocol 1's set-up again and continues at round 2."""
     federation = Federation(synthetic, tmp_path, secure=True)
@@ -168,8 +208,9 @@ def test_a_network_cut_in_protocol_1_costs_one_release_and_the_restart_sets_up_a
 
 
 @pytest.mark.parametrize("failing_write, accounted", [(3, 1), (4, 2)])
-def test_a_full_disk_names_the_path_and_loses_no_release(failing_write, accounted, synthetic, tmp_path,
-                                                         monkeypatch) -> None:
+def test_a_full_disk_names_the_path_and_loses_no_release(
+    failing_write, accounted, synthetic, tmp_path, monkeypatch
+) -> None:
     """The checkpoint is written before each round (its in-flight record) and after it. The disk fills up at the
     write before round 2 (nothing of round 2 goes out) or after every silo answered round 2 (the in-flight record
     on disk already counts it). Either way the error names the path, and the restart continues after the last
@@ -179,14 +220,19 @@ def test_a_full_disk_names_the_path_and_loses_no_release(failing_write, accounte
     def save(path, checkpoint):
         writes.append(checkpoint.rounds_done)
         if len(writes) == failing_write:
-            raise OSError(errno.ENOSPC, "No space left on device", str(path.parent / ".model.ckpt.0.tmp"))
+            raise OSError(
+                errno.ENOSPC, "No space left on device", str(path.parent / ".model.ckpt.0.tmp")
+            )
         real_save(path, checkpoint)
 
     federation = Federation(synthetic, tmp_path)
     monkeypatch.setattr(persist, "save_checkpoint", save)
     _, full = federation.serve()
     monkeypatch.setattr(persist, "save_checkpoint", real_save)
-    assert f"cannot write the checkpoint {federation.checkpoint}: No space left on device" in full.error, full.error
+    assert (
+        f"cannot write the checkpoint {federation.checkpoint}: No space left on device"
+        in full.error
+    ), full.error
     saved = federation.saved()
     assert saved.rounds_done == accounted and sum("aborted" not in r for r in saved.history) == 1
     if accounted == 2:
@@ -211,13 +257,20 @@ def test_a_server_killed_mid_round_leaves_the_round_counted(synthetic, tmp_path)
 
     federation.serve({0: copy_checkpoint})
     shutil.copy(left, federation.checkpoint)
-    assert federation.saved().history[1] == {"round": 2, "aborted": IN_FLIGHT,
-                                             "epsilon": pytest.approx(_expected_epsilons(2)[1], rel=1e-12)}
+    assert federation.saved().history[1] == {
+        "round": 2,
+        "aborted": IN_FLIGHT,
+        "epsilon": pytest.approx(_expected_epsilons(2)[1], rel=1e-12),
+    }
     _, resumed = federation.serve()
     assert resumed.error == "" and resumed.resumed_from == 2 and resumed.last_round == 3
     assert [r["round"] for r in resumed.history] == [1, 2, 3] and "aborted" in resumed.history[1]
     for client in federation.clients:
-        assert client.rounds_seen == [1, 2, 3]  # round 2 once (in the run that was "killed"), then round 3
+        assert client.rounds_seen == [
+            1,
+            2,
+            3,
+        ]  # round 2 once (in the run that was "killed"), then round 3
 
 
 class _Unavailable(grpc.RpcError):
@@ -225,8 +278,9 @@ class _Unavailable(grpc.RpcError):
         return grpc.StatusCode.UNAVAILABLE
 
 
-def test_a_silo_waits_for_a_server_that_is_not_up_yet_and_for_one_that_comes_back(synthetic, monkeypatch,
-                                                                                 caplog) -> None:
+def test_a_silo_waits_for_a_server_that_is_not_up_yet_and_for_one_that_comes_back(
+    synthetic, monkeypatch, caplog
+) -> None:
     """``--max-wait``: the server is unreachable twice, then admits the silo and runs round 1, then goes away
     (a crash) and is unreachable once, then comes back and finishes. The silo waits through both, with backoff
     and a line each time, and ends with the final model."""
@@ -250,18 +304,29 @@ def test_a_silo_waits_for_a_server_that_is_not_up_yet_and_for_one_that_comes_bac
             payloads = (persist.array_to_bytes(final), persist.array_to_bytes(sampled))
             client.fit(wire.Instruction(wire.STAGE_TRAIN, 1, payloads=payloads).to_flower())
             raise _Unavailable()  # the server dies after the round
-        client.fit(wire.Instruction(wire.STAGE_FINISH, 1, payloads=(persist.array_to_bytes(final),)).to_flower())
+        client.fit(
+            wire.Instruction(
+                wire.STAGE_FINISH, 1, payloads=(persist.array_to_bytes(final),)
+            ).to_flower()
+        )
 
     pauses: list[float] = []
     monkeypatch.setattr(flwr.client, "start_client", start_client)
-    monkeypatch.setattr(silo_module, "time", SimpleNamespace(monotonic=time.monotonic, perf_counter=time.perf_counter,
-                                                             sleep=pauses.append))
+    monkeypatch.setattr(
+        silo_module,
+        "time",
+        SimpleNamespace(
+            monotonic=time.monotonic, perf_counter=time.perf_counter, sleep=pauses.append
+        ),
+    )
     with caplog.at_level(logging.WARNING, logger="uldp.deploy"):
         params = run_silo(role, SiloSettings(max_wait=30.0))
     np.testing.assert_array_equal(params, final)
     assert pauses == [1.0, 2.0, 1.0, 2.0]  # backoff, started afresh once the server had admitted it
     lines = [r.getMessage() for r in caplog.records if "no server at" in r.getMessage()]
-    assert len(lines) == 4 and "no round seen yet" in lines[1] and "last round seen: 1" in lines[2], lines
+    assert (
+        len(lines) == 4 and "no round seen yet" in lines[1] and "last round seen: 1" in lines[2]
+    ), lines
 
 
 def test_a_silo_gives_up_after_max_wait_saying_how_long_it_waited(synthetic, monkeypatch) -> None:
@@ -278,36 +343,69 @@ def test_a_silo_gives_up_after_max_wait_saying_how_long_it_waited(synthetic, mon
         raise _Unavailable()
 
     monkeypatch.setattr(flwr.client, "start_client", start_client)
-    monkeypatch.setattr(silo_module, "time", SimpleNamespace(monotonic=lambda: clock[0], perf_counter=time.perf_counter,
-                                                             sleep=lambda s: clock.__setitem__(0, clock[0] + s)))
-    with pytest.raises(FederationIncomplete, match=r"no server at 127.0.0.1:8080 for 20 s \(--max-wait 20 s"):
+    monkeypatch.setattr(
+        silo_module,
+        "time",
+        SimpleNamespace(
+            monotonic=lambda: clock[0],
+            perf_counter=time.perf_counter,
+            sleep=lambda s: clock.__setitem__(0, clock[0] + s),
+        ),
+    )
+    with pytest.raises(
+        FederationIncomplete, match=r"no server at 127.0.0.1:8080 for 20 s \(--max-wait 20 s"
+    ):
         run_silo(MethodSilo(make_config(False), 1, synthetic), SiloSettings(max_wait=20.0))
     assert clock[0] == pytest.approx(20.5)  # a last attempt at the deadline
 
 
 # --- the Flower strategy (uldp.flower.recovery), on LocalGrid ------------------------------------------------------
-FLOWER: dict[str, Any] = {"method": "ULDP-AVG-w", "sigma": 1.0, "q": 0.8, "local_epochs": 1, "batch_size": 8, "seed": 5}
+FLOWER: dict[str, Any] = {
+    "method": "ULDP-AVG-w",
+    "sigma": 1.0,
+    "q": 0.8,
+    "local_epochs": 1,
+    "batch_size": 8,
+    "seed": 5,
+}
 
 
 class Hospitals:
     """The three hospitals' SuperNodes on a LocalGrid; ``kill`` = {(silo name, round): new node id} makes that
     silo's ClientApp fail in that round and its SuperNode come back under the new id (an empty context)."""
 
-    def __init__(self, files, *, kill: dict | None = None, first_node: int = 101, names=HOSPITALS) -> None:
+    def __init__(
+        self, files, *, kill: dict | None = None, first_node: int = 101, names=HOSPITALS
+    ) -> None:
         from flwr.app import Context, RecordDict
 
         self.context_type, self.records_type = Context, RecordDict
         self.app = uf.silo_client_app(flower_load, flower_model, nn.CrossEntropyLoss())
-        self.configs = {name: {"silo": name, "uldp-key-file": str(files / "key"), "data": str(files / f"{name}.csv")}
-                        for name in names}
+        self.configs = {
+            name: {
+                "silo": name,
+                "uldp-key-file": str(files / "key"),
+                "data": str(files / f"{name}.csv"),
+            }
+            for name in names
+        }
         self.grid = LocalGrid(self._answer, list(self.configs.values()))
-        self.grid.contexts = {first_node + i: self._context(first_node + i, name) for i, name in enumerate(names)}
+        self.grid.contexts = {
+            first_node + i: self._context(first_node + i, name) for i, name in enumerate(names)
+        }
         self.kill = dict(kill or {})
-        self.asked: list[tuple[str, int]] = []  # (silo, round) of every train message a ClientApp received
+        self.asked: list[
+            tuple[str, int]
+        ] = []  # (silo, round) of every train message a ClientApp received
 
     def _context(self, node: int, name: str):
-        return self.context_type(run_id=1, node_id=node, node_config=self.configs[name], state=self.records_type(),
-                                 run_config={})
+        return self.context_type(
+            run_id=1,
+            node_id=node,
+            node_config=self.configs[name],
+            state=self.records_type(),
+            run_config={},
+        )
 
     def _answer(self, message, context):
         name = context.node_config["silo"]
@@ -330,12 +428,16 @@ class Hospitals:
 
 
 def _flower_epsilons(releases: int) -> list[float]:
-    return [epsilon_uldp(sigma=FLOWER["sigma"], rounds=t, delta=1e-5, q=FLOWER["q"]).epsilon
-            for t in range(1, releases + 1)]
+    return [
+        epsilon_uldp(sigma=FLOWER["sigma"], rounds=t, delta=1e-5, q=FLOWER["q"]).epsilon
+        for t in range(1, releases + 1)
+    ]
 
 
 def test_a_killed_supernode_is_taken_back_under_its_new_node_id_and_its_round_counts(
-        hospital_files, tmp_path) -> None:  # noqa: F811  (the fixture imported from test_flower)
+    hospital_files,
+    tmp_path,
+) -> None:
     """St Mary's SuperNode dies in round 2 and comes back as node 202: the strategy records round 2 as an aborted
     release (Royal and General answered), takes St Mary back by name and completes rounds 3, without asking round 2
     again; the epsilon history counts 3 releases."""
@@ -346,14 +448,18 @@ def test_a_killed_supernode_is_taken_back_under_its_new_node_id_and_its_round_co
     assert sorted(result.train_metrics_clientapp) == [1, 3]
     asked = {name: [t for silo, t in hospitals.asked if silo == name] for name in HOSPITALS}
     assert asked == {name: [1, 2, 3] for name in HOSPITALS}  # each round index once per silo
-    saved = persist.load_checkpoint(tmp_path / "flower.ckpt", config_fingerprint=strategy_fingerprint(strategy))
+    saved = persist.load_checkpoint(
+        tmp_path / "flower.ckpt", config_fingerprint=strategy_fingerprint(strategy)
+    )
     assert saved is not None and saved.rounds_done == 3
-    assert saved.history[1]["answered"] == ["General", "Royal"] and "'St Mary'" in saved.history[1]["aborted"]
+    assert (
+        saved.history[1]["answered"] == ["General", "Royal"]
+        and "'St Mary'" in saved.history[1]["aborted"]
+    )
     np.testing.assert_array_equal(saved.params, result.arrays.to_numpy_ndarrays()[0])
 
 
-def test_a_resubmitted_flower_run_resumes_at_the_next_round_index(
-        hospital_files, tmp_path) -> None:  # noqa: F811  (the fixture imported from test_flower)
+def test_a_resubmitted_flower_run_resumes_at_the_next_round_index(hospital_files, tmp_path) -> None:
     """With no recovery allowed, a failed round 2 stops the run (it says where it will resume); the run submitted
     again, its SuperNodes under other node ids, resumes at round 3 from the checkpoint with every release counted."""
     checkpoint = tmp_path / "flower.ckpt"
@@ -378,7 +484,9 @@ class PullingGrid(LocalGrid):
     def push_messages(self, messages):
         ids = []
         for message in messages:
-            message.metadata.__dict__["_message_id"] = message.object_id  # as Flower's grid does on push
+            message.metadata.__dict__["_message_id"] = (
+                message.object_id
+            )  # as Flower's grid does on push
             context = self.contexts[message.metadata.dst_node_id]
             if (context.node_config["silo"], message.metadata.group_id) not in self.withheld:
                 self.replies[message.object_id] = next(iter(super().send_and_receive([message])))
@@ -390,7 +498,10 @@ class PullingGrid(LocalGrid):
 
 
 def test_a_stalled_supernode_is_named_while_it_stalls_and_its_round_counts(
-        hospital_files, monkeypatch, caplog) -> None:  # noqa: F811  (the fixture imported from test_flower)
+    hospital_files,
+    monkeypatch,
+    caplog,
+) -> None:
     """General never answers round 1: the strategy says who it waits for while it waits, aborts the round naming
     General and the timeout (Royal and St Mary answered: a release), and goes on with General at round 2."""
     from uldp.flower import recovery
@@ -403,19 +514,32 @@ def test_a_stalled_supernode_is_named_while_it_stalls_and_its_round_counts(
     with caplog.at_level(logging.WARNING, logger="uldp.flower"):
         strategy, result = hospitals.run(timeout=1.5)
     waits = [r.getMessage() for r in caplog.records if "still waiting" in r.getMessage()]
-    assert waits and all(m.startswith("round 1: still waiting for silo(s) ['General'] after") for m in waits), waits
+    assert waits and all(
+        m.startswith("round 1: still waiting for silo(s) ['General'] after") for m in waits
+    ), waits
     assert "round 1: silo ['General'] did not answer within timeout 1.5 s" in caplog.text
     assert strategy.epsilons == pytest.approx(_flower_epsilons(3), rel=1e-12)
     assert sorted(result.train_metrics_clientapp) == [2, 3]
 
 
-@pytest.mark.parametrize("connected, message", [
-    (HOSPITALS[:2], (r"silo\(s\) \['General'\] did not join within join_timeout 1 s "
-                    r"\(connected: \['Royal', 'St Mary'\]")),
-    ([], "no SuperNode is connected to the SuperLink"),
-])
+@pytest.mark.parametrize(
+    "connected, message",
+    [
+        (
+            HOSPITALS[:2],
+            (
+                r"silo\(s\) \['General'\] did not join within join_timeout 1 s "
+                r"\(connected: \['Royal', 'St Mary'\]"
+            ),
+        ),
+        ([], "no SuperNode is connected to the SuperLink"),
+    ],
+)
 def test_a_flower_run_refuses_to_start_short_of_its_silos(
-        connected, message, hospital_files) -> None:  # noqa: F811  (the fixture imported from test_flower)
+    connected,
+    message,
+    hospital_files,
+) -> None:
     """Declared silos that do not all connect: the run stops naming the missing ones (not as a 2-silo federation,
     and not blaming another key or a tampered relay when there is no one)."""
     with pytest.raises(RuntimeError, match=message):
@@ -440,20 +564,42 @@ elif sys.argv[1] == "ls":
 '''
 
 
-@pytest.mark.parametrize("statuses, code, said", [
-    ([["running", ""], ["finished:failed", "ServerApp raised RuntimeError: silo(s) ['General'] did not join"]], 1,
-     "run 7 finished:failed: ServerApp raised RuntimeError: silo(s) ['General'] did not join; its log: "),
-    ([["pending", ""], ["running", ""], ["finished:completed", ""]], 0, "run 7 is finished:completed after"),
-])
-def test_flower_run_exits_with_the_status_of_the_run(statuses, code, said, tmp_path, capsys) -> None:
+@pytest.mark.parametrize(
+    "statuses, code, said",
+    [
+        (
+            [
+                ["running", ""],
+                [
+                    "finished:failed",
+                    "ServerApp raised RuntimeError: silo(s) ['General'] did not join",
+                ],
+            ],
+            1,
+            "run 7 finished:failed: ServerApp raised RuntimeError: silo(s) ['General'] did not join; its log: ",
+        ),
+        (
+            [["pending", ""], ["running", ""], ["finished:completed", ""]],
+            0,
+            "run 7 is finished:completed after",
+        ),
+    ],
+)
+def test_flower_run_exits_with_the_status_of_the_run(
+    statuses, code, said, tmp_path, capsys
+) -> None:
     """`flwr run` exits 0 once the run is submitted; `uldp flower-run` waits for the run and fails with it."""
     from uldp.cli import main
 
     (tmp_path / "statuses.json").write_text(json.dumps(statuses))
     fake = tmp_path / "flwr"
-    fake.write_text(FAKE_FLWR.format(python=sys.executable, statuses=str(tmp_path / "statuses.json")))
+    fake.write_text(
+        FAKE_FLWR.format(python=sys.executable, statuses=str(tmp_path / "statuses.json"))
+    )
     fake.chmod(0o755)
-    assert main(["flower-run", str(tmp_path), "local", "--poll", "0.01", "--flwr", str(fake)]) == code
+    assert (
+        main(["flower-run", str(tmp_path), "local", "--poll", "0.01", "--flwr", str(fake)]) == code
+    )
     error = capsys.readouterr().err
     assert said in error, error
     assert "run 7 is running after" in error
@@ -463,15 +609,18 @@ def test_flower_run_says_why_flwr_failed(tmp_path, capsys) -> None:
     from uldp.cli import main
 
     fake = tmp_path / "flwr"
-    fake.write_text(f"#!{sys.executable}\nimport sys\nprint('SuperLink unavailable at 127.0.0.1:9093', "
-                    f"file=sys.stderr)\nsys.exit(1)\n")
+    fake.write_text(
+        f"#!{sys.executable}\nimport sys\nprint('SuperLink unavailable at 127.0.0.1:9093', "
+        f"file=sys.stderr)\nsys.exit(1)\n"
+    )
     fake.chmod(0o755)
     assert main(["flower-run", str(tmp_path), "--flwr", str(fake)]) == 1
-    assert "exited with status 1: SuperLink unavailable at 127.0.0.1:9093" in capsys.readouterr().err
+    assert (
+        "exited with status 1: SuperLink unavailable at 127.0.0.1:9093" in capsys.readouterr().err
+    )
 
 
-def test_supernodes_whose_clientapps_fail_are_said_to_be_connected(
-        hospital_files) -> None:  # noqa: F811  (the fixture imported from test_flower)
+def test_supernodes_whose_clientapps_fail_are_said_to_be_connected(hospital_files) -> None:
     """SuperNodes that are connected but whose ClientApps fail: the error says so (not that none is connected)."""
     hospitals = Hospitals(hospital_files)
 
@@ -479,5 +628,7 @@ def test_supernodes_whose_clientapps_fail_are_said_to_be_connected(
         raise ValueError("the SuperNode needs --node-config 'silo=...'")
 
     hospitals.app = broken
-    with pytest.raises(RuntimeError, match=r"3 SuperNode\(s\) connected, none answered the hello stage"):
+    with pytest.raises(
+        RuntimeError, match=r"3 SuperNode\(s\) connected, none answered the hello stage"
+    ):
         hospitals.run(silos=HOSPITALS, join_timeout=1.0)

@@ -30,7 +30,9 @@ def model() -> nn.Module:
 
 def load(context) -> uf.SiloData:
     frame = pd.read_csv(context.node_config["data"])
-    return uf.SiloData(frame[FEATURES].to_numpy(np.float32), frame["label"].to_numpy(), frame["patient"])
+    return uf.SiloData(
+        frame[FEATURES].to_numpy(np.float32), frame["label"].to_numpy(), frame["patient"]
+    )
 
 
 @pytest.fixture()
@@ -43,7 +45,11 @@ def hospital_files(tmp_path: pathlib.Path) -> pathlib.Path:
     frame["hospital"] = rng.choice(HOSPITALS, n)
     uf.write_key_file(tmp_path / "key")
     # a patient whose key at its silo (SHA-256) ends in a zero byte (a numpy bytes array would silently drop it)
-    trailing_zero = next(f"Z{i}" for i in range(100000) if hashlib.sha256(f"Z{i}".encode()).hexdigest().endswith("00"))
+    trailing_zero = next(
+        f"Z{i}"
+        for i in range(100000)
+        if hashlib.sha256(f"Z{i}".encode()).hexdigest().endswith("00")
+    )
     frame.loc[frame["patient"] == "P0", "patient"] = trailing_zero
     for hospital, part in frame.groupby("hospital"):
         part.drop(columns="hospital").to_csv(tmp_path / f"{hospital}.csv", index=False)
@@ -53,19 +59,30 @@ def hospital_files(tmp_path: pathlib.Path) -> pathlib.Path:
 def union_numbers(files: pathlib.Path, grid: LocalGrid) -> list[np.ndarray]:
     """Per hospital (sorted names), the user number the union gave each record's patient, read at each silo."""
     contexts = {context.node_config["silo"]: context for context in grid.contexts.values()}
-    return [uf.user_numbers(contexts[h], pd.read_csv(files / f"{h}.csv")["patient"]) for h in sorted(HOSPITALS)]
+    return [
+        uf.user_numbers(contexts[h], pd.read_csv(files / f"{h}.csv")["patient"])
+        for h in sorted(HOSPITALS)
+    ]
 
 
-def in_process(files: pathlib.Path, net: nn.Module, numbers: list[np.ndarray],
-               **arguments) -> tuple[nn.Module, uldp.History]:
+def in_process(
+    files: pathlib.Path, net: nn.Module, numbers: list[np.ndarray], **arguments
+) -> tuple[nn.Module, uldp.History]:
     """uldp.fit on the silos' files concatenated in sorted name order, the union's user numbers (per silo, as
     :func:`union_numbers` reads them) as user ids."""
     parts = [pd.read_csv(files / f"{h}.csv") for h in sorted(HOSPITALS)]
     frame = pd.concat(parts)
     silos = [h for h, part in zip(sorted(HOSPITALS), parts, strict=True) for _ in range(len(part))]
     users = np.concatenate(numbers)
-    return uldp.fit(net, frame[FEATURES].to_numpy(np.float32), frame["label"].to_numpy(), user_ids=users,
-                    silo_ids=silos, loss=nn.CrossEntropyLoss(), **arguments)
+    return uldp.fit(
+        net,
+        frame[FEATURES].to_numpy(np.float32),
+        frame["label"].to_numpy(),
+        user_ids=users,
+        silo_ids=silos,
+        loss=nn.CrossEntropyLoss(),
+        **arguments,
+    )
 
 
 #: A policy that lets the plain ULDP-AVG-w runs of these tests spend what the server sees (epsilon ~ 13).
@@ -73,13 +90,25 @@ LAX = {"uldp-policy-epsilon": 100.0}
 
 
 def node_configs(files: pathlib.Path, node_config: dict | None = None) -> list[dict]:
-    return [{"silo": h, "uldp-key-file": str(files / "key"), "data": str(files / f"{h}.csv"), **(node_config or {})}
-            for h in HOSPITALS]
+    return [
+        {
+            "silo": h,
+            "uldp-key-file": str(files / "key"),
+            "data": str(files / f"{h}.csv"),
+            **(node_config or {}),
+        }
+        for h in HOSPITALS
+    ]
 
 
-def flower_run(files: pathlib.Path, net: nn.Module, node_config: dict | None = None, *,
-               strategy_class: type[uf.UldpStrategy] | None = None,
-               **arguments) -> tuple[np.ndarray, uf.UldpStrategy, LocalGrid]:
+def flower_run(
+    files: pathlib.Path,
+    net: nn.Module,
+    node_config: dict | None = None,
+    *,
+    strategy_class: type[uf.UldpStrategy] | None = None,
+    **arguments,
+) -> tuple[np.ndarray, uf.UldpStrategy, LocalGrid]:
     """A Flower run on LocalGrid; ``node_config`` is every silo's own (policy, test options)."""
     from flwr.app import ArrayRecord
 
@@ -87,7 +116,9 @@ def flower_run(files: pathlib.Path, net: nn.Module, node_config: dict | None = N
     grid = LocalGrid(app, node_configs(files, {**LAX, **(node_config or {})}))
     rounds = arguments.pop("rounds")
     strategy = (strategy_class or uf.UldpStrategy)(**arguments)
-    result = strategy.start(grid, ArrayRecord([uldp.flat_parameters(net).numpy()]), num_rounds=rounds)
+    result = strategy.start(
+        grid, ArrayRecord([uldp.flat_parameters(net).numpy()]), num_rounds=rounds
+    )
     return result.arrays.to_numpy_ndarrays()[0], strategy, grid
 
 
@@ -95,11 +126,17 @@ def flower_run(files: pathlib.Path, net: nn.Module, node_config: dict | None = N
 def test_the_flower_federation_ends_at_the_in_process_model(hospital_files, method):
     net = model()
     settings = dict(method=method, sigma=1.0, q=0.8, local_epochs=2, batch_size=8, seed=5, rounds=2)
-    flower, strategy, grid = flower_run(hospital_files, net, INSECURE_SEED_5, secure=False, **settings)
-    trained, history = in_process(hospital_files, net, union_numbers(hospital_files, grid), **settings)
+    flower, strategy, grid = flower_run(
+        hospital_files, net, INSECURE_SEED_5, secure=False, **settings
+    )
+    trained, history = in_process(
+        hospital_files, net, union_numbers(hospital_files, grid), **settings
+    )
     np.testing.assert_array_equal(flower, uldp.flat_parameters(trained).numpy())
     assert strategy.epsilons == history.column("epsilon") and strategy.insecure_reproducible_noise
-    noisy, private, _ = flower_run(hospital_files, net, secure=False, **settings)  # the silos' own CSPRNG
+    noisy, private, _ = flower_run(
+        hospital_files, net, secure=False, **settings
+    )  # the silos' own CSPRNG
     assert not np.array_equal(noisy, flower) and not private.insecure_reproducible_noise
 
 
@@ -117,7 +154,9 @@ def exact_counts(files: pathlib.Path, grid: LocalGrid) -> np.ndarray:
 
 
 @pytest.mark.parametrize("backend", ["paillier", "packed-paillier", "lattice"])
-def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(hospital_files, monkeypatch, backend):
+def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(
+    hospital_files, monkeypatch, backend
+):
     """Set-up and every round's weighting through Protocol 1 as Flower messages: each decoded aggregate is within
     P = 1e-10 of sum_s (sum_u n_su / N_u delta_su + z_s) computed in float64 from what the silos put in (Theorem 4),
     and the model is the plain federation's to float32 rounding. Each silo keeps only its own n_su and its secrets
@@ -126,8 +165,11 @@ def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(hosp
 
     inputs, sampled_rounds, decoded = [], [], []
     update_name = "lattice_update" if backend == "lattice" else "masked_update"
-    masked_update, start_round, finish_round = (getattr(protocol.Silo, update_name), protocol.Server.start_round,
-                                                protocol.Server.finish_round)
+    masked_update, start_round, finish_round = (
+        getattr(protocol.Silo, update_name),
+        protocol.Server.start_round,
+        protocol.Server.finish_round,
+    )
 
     def record_inputs(self, message, shared, deltas, noise):
         inputs.append((self.silo_id, np.array(deltas), np.array(noise)))
@@ -145,27 +187,50 @@ def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(hosp
     monkeypatch.setattr(protocol.Server, "start_round", record_sampled)
     monkeypatch.setattr(protocol.Server, "finish_round", record_decoded)
     net = model()
-    settings: dict[str, Any] = {"method": "ULDP-AVG-w", "sigma": 1.0, "q": 0.8, "local_epochs": 2, "batch_size": 8,
-                                "seed": 5, "rounds": 2}
-    secure, strategy, grid = flower_run(hospital_files, net, {**ALLOW_TEST_KEYS, **INSECURE_SEED_5}, secure=True,
-                                        protocol={**TEST_KEYS, "backend": backend}, **settings)
+    settings: dict[str, Any] = {
+        "method": "ULDP-AVG-w",
+        "sigma": 1.0,
+        "q": 0.8,
+        "local_epochs": 2,
+        "batch_size": 8,
+        "seed": 5,
+        "rounds": 2,
+    }
+    secure, strategy, grid = flower_run(
+        hospital_files,
+        net,
+        {**ALLOW_TEST_KEYS, **INSECURE_SEED_5},
+        secure=True,
+        protocol={**TEST_KEYS, "backend": backend},
+        **settings,
+    )
     assert strategy.protocol.backend == backend
     counts = exact_counts(hospital_files, grid)
     assert strategy.n_users == counts.shape[1] and len(decoded) == len(sampled_rounds) == 2
     for t in range(2):
         weights = np.where(sampled_rounds[t], counts / counts.sum(axis=0), 0.0)
-        exact = sum(weights[s] @ deltas + noise for s, deltas, noise in sorted(inputs[3 * t:3 * t + 3],
-                                                                               key=lambda item: item[0]))
+        exact = sum(
+            weights[s] @ deltas + noise
+            for s, deltas, noise in sorted(inputs[3 * t : 3 * t + 3], key=lambda item: item[0])
+        )
         assert np.max(np.abs(decoded[t] - exact)) <= 1e-10
     # the plain federation, the same user numbers
     trained, _ = in_process(hospital_files, net, union_numbers(hospital_files, grid), **settings)
     np.testing.assert_allclose(secure, uldp.flat_parameters(trained).numpy(), rtol=1e-5, atol=1e-6)
-    _, plain_strategy, _ = flower_run(hospital_files, net, INSECURE_SEED_5, secure=False, **settings)
+    _, plain_strategy, _ = flower_run(
+        hospital_files, net, INSECURE_SEED_5, secure=False, **settings
+    )
     assert strategy.epsilons == plain_strategy.epsilons == strategy.server_view_epsilons
-    assert all(view > epsilon for view, epsilon in zip(plain_strategy.server_view_epsilons, plain_strategy.epsilons,
-                                                       strict=True))
+    assert all(
+        view > epsilon
+        for view, epsilon in zip(
+            plain_strategy.server_view_epsilons, plain_strategy.epsilons, strict=True
+        )
+    )
     for context in grid.contexts.values():
-        s = context.state.config_records["uldp"]["index"]  # silos are numbered in sorted order of their names
+        s = context.state.config_records["uldp"][
+            "index"
+        ]  # silos are numbered in sorted order of their names
         assert isinstance(s, int)
         held = context.state.array_records["uldp_arrays"].to_numpy_ndarrays()[0]
         np.testing.assert_array_equal(held[s], counts[s])
@@ -173,15 +238,18 @@ def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(hosp
         state = context.state.config_records["uldp_protocol_1"]["silo"]
         assert isinstance(state, bytes)
         assert strategy.hp.clip is not None
-        config = ProtocolConfig.for_training(3, strategy.n_users, clip=strategy.hp.clip, sigma=1.0,
-                                             parameters=strategy.protocol)
+        config = ProtocolConfig.for_training(
+            3, strategy.n_users, clip=strategy.hp.clip, sigma=1.0, parameters=strategy.protocol
+        )
         assert state.startswith(b"ULDP") and protocol.Silo.restore(state, config).silo_id == s
 
 
 def test_protocol_1_test_keys_need_the_silos_consent(hospital_files):
     net = model()
     with pytest.raises(RuntimeError, match="insecure test key"):
-        flower_run(hospital_files, net, protocol=TEST_KEYS, sigma=1.0, local_epochs=1, rounds=1)  # secure: default
+        flower_run(
+            hospital_files, net, protocol=TEST_KEYS, sigma=1.0, local_epochs=1, rounds=1
+        )  # secure: default
     with pytest.raises(ValueError, match="secure must be True, False or None"):
         uf.UldpStrategy(method="ULDP-AVG", sigma=1.0, secure="yes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="at least 2048"):
@@ -190,8 +258,15 @@ def test_protocol_1_test_keys_need_the_silos_consent(hospital_files):
 
 def test_silos_refuse_less_noise_than_their_floor(hospital_files):
     with pytest.raises(RuntimeError, match=r"sigma=1\.0 is below this silo's min_sigma 2\.0"):
-        flower_run(hospital_files, model(), {"uldp-policy-min-sigma": 2.0}, secure=False, sigma=1.0, local_epochs=1,
-                   rounds=1)
+        flower_run(
+            hospital_files,
+            model(),
+            {"uldp-policy-min-sigma": 2.0},
+            secure=False,
+            sigma=1.0,
+            local_epochs=1,
+            rounds=1,
+        )
 
 
 def test_key_files_are_private_and_never_overwritten(tmp_path):
@@ -218,7 +293,9 @@ class Hostile(uf.UldpStrategy):
 
     def aggregate_train(self, server_round, replies):
         replies = list(replies)
-        self.updates = [r.content["arrays"].to_numpy_ndarrays()[0] for r in replies if not r.has_error()]
+        self.updates = [
+            r.content["arrays"].to_numpy_ndarrays()[0] for r in replies if not r.has_error()
+        ]
         return super().aggregate_train(server_round, replies)
 
 
@@ -231,20 +308,39 @@ def _rebuilt_noise(strategy: uf.UldpStrategy, size: int, server_round: int) -> l
 
 
 @pytest.mark.parametrize("own_option", [False, True])
-def test_a_server_sent_seed_is_ignored_and_only_the_silos_own_option_reproduces(hospital_files, own_option):
+def test_a_server_sent_seed_is_ignored_and_only_the_silos_own_option_reproduces(
+    hospital_files, own_option
+):
     """Attack 1: the strategy used to send ``insecure_seed`` (with its own flag, or a subclass's), and every silo drew
     its noise from it: the update minus the rebuilt noise was the clean update (residual 0 on the noise's scale).
     Now a silo ignores it: the residual is two independent noises, std sqrt(2) sigma C / sqrt(|S|). Only the silo's
     own node config reproduces the noise (then the residual is the clean update, well below the noise), and the
     strategy records that a silo used it."""
-    settings: dict[str, Any] = dict(method="ULDP-AVG", sigma=20.0, q=1.0, local_epochs=1, batch_size=8, seed=5,
-                                    rounds=1, secure=False)  # the server sees each silo's update (explicit)
+    settings: dict[str, Any] = dict(
+        method="ULDP-AVG",
+        sigma=20.0,
+        q=1.0,
+        local_epochs=1,
+        batch_size=8,
+        seed=5,
+        rounds=1,
+        secure=False,
+    )  # the server sees each silo's update (explicit)
     Hostile.rewrite = {"insecure_seed": 5, "insecure_reproducible_noise": True}
-    params, strategy, _ = flower_run(hospital_files, model(), INSECURE_SEED_5 if own_option else {},
-                                     strategy_class=Hostile, **settings)
+    params, strategy, _ = flower_run(
+        hospital_files,
+        model(),
+        INSECURE_SEED_5 if own_option else {},
+        strategy_class=Hostile,
+        **settings,
+    )
     assert isinstance(strategy, Hostile) and len(strategy.updates) == 3
-    residual = np.concatenate([u - z for u, z in zip(strategy.updates, _rebuilt_noise(strategy, params.size, 1),
-                                                     strict=True)])
+    residual = np.concatenate(
+        [
+            u - z
+            for u, z in zip(strategy.updates, _rebuilt_noise(strategy, params.size, 1), strict=True)
+        ]
+    )
     noise_std = settings["sigma"] * needed(strategy.hp.clip, "clip") / np.sqrt(3)
     if own_option:
         assert residual.std() < 0.2 * noise_std and strategy.insecure_reproducible_noise
@@ -265,39 +361,69 @@ def test_a_replayed_round_is_refused_even_after_a_restart(hospital_files, tmp_pa
             return self.sent
 
     app = uf.silo_client_app(load, model, nn.CrossEntropyLoss())
-    configs = [{**c, "uldp-ledger": str(tmp_path / f"ledger-{c['silo']}.json")}
-               for c in node_configs(hospital_files, LAX)]
+    configs = [
+        {**c, "uldp-ledger": str(tmp_path / f"ledger-{c['silo']}.json")}
+        for c in node_configs(hospital_files, LAX)
+    ]
     grid = LocalGrid(app, configs)
     strategy = Replay(method="ULDP-AVG", sigma=5.0, local_epochs=1, batch_size=8, seed=1)
     from flwr.app import ArrayRecord
 
     strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
     for _ in range(3):
-        copies = [FlowerMessage(m.content, dst_node_id=m.metadata.dst_node_id, message_type="train",
-                                group_id="1") for m in strategy.sent]
+        copies = [
+            FlowerMessage(
+                m.content, dst_node_id=m.metadata.dst_node_id, message_type="train", group_id="1"
+            )
+            for m in strategy.sent
+        ]
         replies = list(grid.send_and_receive(copies))
-        assert all(r.has_error() and "refuses round 1: it answered round 1" in str(r.error.reason) for r in replies)
+        assert all(
+            r.has_error() and "refuses round 1: it answered round 1" in str(r.error.reason)
+            for r in replies
+        )
     restarted = LocalGrid(app, configs)  # new contexts: only the ledger files remember
     strategy.setup(restarted)
-    copies = [FlowerMessage(m.content, dst_node_id=m.metadata.dst_node_id, message_type="train", group_id="1")
-              for m in strategy.sent]
-    assert all("round 1 is not after round 1" in str(r.error.reason) for r in restarted.send_and_receive(copies))
-    assert {p.name for p in tmp_path.glob("ledger-*.json")} == {f"ledger-{h}.json" for h in HOSPITALS}
+    copies = [
+        FlowerMessage(
+            m.content, dst_node_id=m.metadata.dst_node_id, message_type="train", group_id="1"
+        )
+        for m in strategy.sent
+    ]
+    assert all(
+        "round 1 is not after round 1" in str(r.error.reason)
+        for r in restarted.send_and_receive(copies)
+    )
+    assert {p.name for p in tmp_path.glob("ledger-*.json")} == {
+        f"ledger-{h}.json" for h in HOSPITALS
+    }
 
 
-@pytest.mark.parametrize("rewrite, refusal", [
-    ({"sigma": 1e-12}, "sigma=1e-12 is below this silo's min_sigma 0.5"),
-    ({"local_epochs": 10**7}, "local_epochs=10000000 is outside this silo's 1..100"),
-    ({"sampled": np.packbits(np.eye(1, 40, 0, dtype=bool)[0]).tobytes()},
-     r"samples 1 user\(s\) is below this silo.s min_sampled_users 2"),
-])
+@pytest.mark.parametrize(
+    "rewrite, refusal",
+    [
+        ({"sigma": 1e-12}, "sigma=1e-12 is below this silo's min_sigma 0.5"),
+        ({"local_epochs": 10**7}, "local_epochs=10000000 is outside this silo's 1..100"),
+        (
+            {"sampled": np.packbits(np.eye(1, 40, 0, dtype=bool)[0]).tobytes()},
+            r"samples 1 user\(s\) is below this silo.s min_sampled_users 2",
+        ),
+    ],
+)
 def test_a_hostile_request_is_refused_by_name(hospital_files, rewrite, refusal):
     """Attack 5: a tiny sigma, a huge local_epochs (6 GB at 09fdb4c), a one-user sample: refused by the silo's
     default policy before anything is trained, the reason returned to the server."""
     Hostile.rewrite = rewrite
     with pytest.raises(RuntimeError, match=refusal):
-        flower_run(hospital_files, model(), strategy_class=Hostile, method="ULDP-AVG", sigma=5.0, local_epochs=1,
-                   rounds=1)
+        flower_run(
+            hospital_files,
+            model(),
+            strategy_class=Hostile,
+            method="ULDP-AVG",
+            sigma=5.0,
+            local_epochs=1,
+            rounds=1,
+        )
 
 
 def test_huge_total_records_are_refused_at_the_federation_stage(hospital_files):
@@ -310,8 +436,12 @@ def test_huge_total_records_are_refused_at_the_federation_stage(hospital_files):
                     content["total_records"] = 10**12
             return super()._ask(grid, contents, timeout, **options)
 
-    with pytest.raises(RuntimeError, match=r"total_records=1000000000000 is outside this silo's 1\.\.100000000"):
-        flower_run(hospital_files, model(), strategy_class=Inflate, method="ULDP-AVG", sigma=5.0, rounds=1)
+    with pytest.raises(
+        RuntimeError, match=r"total_records=1000000000000 is outside this silo's 1\.\.100000000"
+    ):
+        flower_run(
+            hospital_files, model(), strategy_class=Inflate, method="ULDP-AVG", sigma=5.0, rounds=1
+        )
 
 
 def test_without_secure_aggregation_the_silos_account_for_the_servers_view(hospital_files):
@@ -319,28 +449,45 @@ def test_without_secure_aggregation_the_silos_account_for_the_servers_view(hospi
     (sigma / sqrt(|S|): epsilon 1.45 where the model's is 0.79 after one round at sigma 5), and a silo whose policy
     allows 1.0 refuses it, while ULDP-AVG (secure by default too; uniform weights: even a plain view costs what the
     model costs) is answered."""
-    assert uf.UldpStrategy(sigma=5.0).secure and uf.UldpStrategy(method="ULDP-AVG", sigma=5.0).secure
+    assert (
+        uf.UldpStrategy(sigma=5.0).secure and uf.UldpStrategy(method="ULDP-AVG", sigma=5.0).secure
+    )
     tight = {"uldp-policy-epsilon": 1.0}
     with pytest.raises(RuntimeError, match=r"from 0 to 1\.45 .* past its policy's epsilon 1 "):
-        flower_run(hospital_files, model(), tight, secure=False, sigma=5.0, local_epochs=1, rounds=1)
-    _, strategy, _ = flower_run(hospital_files, model(), tight, method="ULDP-AVG", sigma=5.0, local_epochs=1,
-                                rounds=1)
-    assert strategy.server_view_epsilons == strategy.epsilons and round(strategy.epsilons[0], 2) == 0.79
+        flower_run(
+            hospital_files, model(), tight, secure=False, sigma=5.0, local_epochs=1, rounds=1
+        )
+    _, strategy, _ = flower_run(
+        hospital_files, model(), tight, method="ULDP-AVG", sigma=5.0, local_epochs=1, rounds=1
+    )
+    assert (
+        strategy.server_view_epsilons == strategy.epsilons
+        and round(strategy.epsilons[0], 2) == 0.79
+    )
 
 
 def test_without_counts_in_the_method_no_silo_learns_anothers_counts(hospital_files):
     """Attack 7: with secure=False every silo received every other silo's exact n_su, even for ULDP-AVG, which needs
     none. Now the union's shares carry no counts (each count 1) unless plain ULDP-AVG-w needs them."""
     for method, shared in (("ULDP-AVG", False), ("ULDP-AVG-w", True)):
-        _, _, grid = flower_run(hospital_files, model(), method=method, secure=False, sigma=5.0, local_epochs=1,
-                                rounds=1)
+        _, _, grid = flower_run(
+            hospital_files,
+            model(),
+            method=method,
+            secure=False,
+            sigma=5.0,
+            local_epochs=1,
+            rounds=1,
+        )
         counts = exact_counts(hospital_files, grid)
         for context in grid.contexts.values():
             s = context.state.config_records["uldp"]["index"]
             assert isinstance(s, int)
             held = context.state.array_records["uldp_arrays"].to_numpy_ndarrays()[0]
             np.testing.assert_array_equal(held[s], counts[s])
-            assert np.array_equal(np.delete(held, s, axis=0), np.delete(counts, s, axis=0)) == shared
+            assert (
+                np.array_equal(np.delete(held, s, axis=0), np.delete(counts, s, axis=0)) == shared
+            )
             assert shared or not np.delete(held, s, axis=0).any()
 
 
@@ -358,9 +505,13 @@ def test_an_update_past_its_methods_bound_aborts_the_round_naming_the_silo(hospi
                     reply.content["arrays"] = ArrayRecord([update * np.float32(1e30)])
             return replies
 
-    grid = Inflating(uf.silo_client_app(load, model, nn.CrossEntropyLoss()), node_configs(hospital_files, LAX))
+    grid = Inflating(
+        uf.silo_client_app(load, model, nn.CrossEntropyLoss()), node_configs(hospital_files, LAX)
+    )
     strategy = uf.UldpStrategy(method="ULDP-AVG", sigma=5.0, local_epochs=1, secure=False)
-    with pytest.raises(RuntimeError, match=r"silo node 102 sent an update of norm .* past the bound"):
+    with pytest.raises(
+        RuntimeError, match=r"silo node 102 sent an update of norm .* past the bound"
+    ):
         strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
 
 
@@ -377,15 +528,21 @@ class TrainSpy(LocalGrid):
         return replies
 
 
-def spied_run(files: pathlib.Path, net: nn.Module, **arguments) -> tuple[np.ndarray, uf.UldpStrategy, TrainSpy]:
+def spied_run(
+    files: pathlib.Path, net: nn.Module, **arguments
+) -> tuple[np.ndarray, uf.UldpStrategy, TrainSpy]:
     from flwr.app import ArrayRecord
 
-    grid = TrainSpy(uf.silo_client_app(load, model, nn.CrossEntropyLoss()),
-                    node_configs(files, {**LAX, **INSECURE_SEED_5}))
+    grid = TrainSpy(
+        uf.silo_client_app(load, model, nn.CrossEntropyLoss()),
+        node_configs(files, {**LAX, **INSECURE_SEED_5}),
+    )
     grid.received = {}
     rounds = arguments.pop("rounds")
     strategy = uf.UldpStrategy(**arguments)
-    result = strategy.start(grid, ArrayRecord([uldp.flat_parameters(net).numpy()]), num_rounds=rounds)
+    result = strategy.start(
+        grid, ArrayRecord([uldp.flat_parameters(net).numpy()]), num_rounds=rounds
+    )
     return result.arrays.to_numpy_ndarrays()[0], strategy, grid
 
 
@@ -398,7 +555,9 @@ def test_a_default_ulpd_avg_run_is_securely_aggregated(hospital_files):
 
     net = model()
     # q = 1: the two runs' private set unions number the users differently, which would change a q < 1 sample
-    settings = dict(method="ULDP-AVG", sigma=1.0, q=1.0, local_epochs=2, batch_size=8, seed=5, rounds=2)
+    settings = dict(
+        method="ULDP-AVG", sigma=1.0, q=1.0, local_epochs=2, batch_size=8, seed=5, rounds=2
+    )
     secure, strategy, grid = spied_run(hospital_files, net, **settings)
     plain, plain_strategy, plain_grid = spied_run(hospital_files, net, secure=False, **settings)
     assert strategy.secure and not plain_strategy.secure
@@ -409,7 +568,9 @@ def test_a_default_ulpd_avg_run_is_securely_aggregated(hospital_files):
     first = sorted(plain_grid.received["1"], key=lambda r: r.metadata.src_node_id)
     for reply, message in zip(first, messages_of(grid, "1"), strict=True):
         update = reply.content["arrays"].to_numpy_ndarrays()[0]
-        alone = np.ldexp(np.frombuffer(message.values, "<u8").view(np.int64).astype(np.float64), -RESOLUTION_BITS)
+        alone = np.ldexp(
+            np.frombuffer(message.values, "<u8").view(np.int64).astype(np.float64), -RESOLUTION_BITS
+        )
         assert np.abs(alone - update).min() > 1e3
     assert strategy.server_view_epsilons == strategy.epsilons == plain_strategy.server_view_epsilons
 
@@ -454,14 +615,22 @@ def test_protocol_1_never_answers_a_round_twice(hospital_files):
             self.sent = list(super().configure_train(server_round, arrays, config, grid))
             return self.sent
 
-    grid = LocalGrid(uf.silo_client_app(load, model, nn.CrossEntropyLoss()),
-                     node_configs(hospital_files, ALLOW_TEST_KEYS))
+    grid = LocalGrid(
+        uf.silo_client_app(load, model, nn.CrossEntropyLoss()),
+        node_configs(hospital_files, ALLOW_TEST_KEYS),
+    )
     strategy = Replay(sigma=5.0, local_epochs=1, protocol=TEST_KEYS)
     strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
-    copies = [FlowerMessage(m.content, dst_node_id=m.metadata.dst_node_id, message_type="train", group_id="1")
-              for m in strategy.sent]
+    copies = [
+        FlowerMessage(
+            m.content, dst_node_id=m.metadata.dst_node_id, message_type="train", group_id="1"
+        )
+        for m in strategy.sent
+    ]
     replies = list(grid.send_and_receive(copies))
-    assert all(r.has_error() and "refuses p1-update of round 1" in str(r.error.reason) for r in replies)
+    assert all(
+        r.has_error() and "refuses p1-update of round 1" in str(r.error.reason) for r in replies
+    )
     with pytest.raises(ProtocolAbort, match="each round index is used once"):
         strategy._protocol.begin_round(1, np.ones(strategy.n_users, bool))
 
@@ -478,7 +647,14 @@ def test_a_repeated_union_step_is_refused_by_name(hospital_files):
             return replies
 
     with pytest.raises(RuntimeError, match=r"refuses a relay message of step 0: step 2 is due"):
-        flower_run(hospital_files, model(), strategy_class=Repeating, method="ULDP-AVG", sigma=5.0, rounds=1)
+        flower_run(
+            hospital_files,
+            model(),
+            strategy_class=Repeating,
+            method="ULDP-AVG",
+            sigma=5.0,
+            rounds=1,
+        )
 
 
 NO_GRID: Any = None
@@ -489,7 +665,9 @@ def test_start_takes_the_model_or_its_state_dict_and_returns_a_model(hospital_fi
     from flwr.app import ArrayRecord
 
     net = model()
-    settings: dict[str, Any] = dict(method="ULDP-AVG", sigma=1.0, local_epochs=1, batch_size=8, seed=5)
+    settings: dict[str, Any] = dict(
+        method="ULDP-AVG", sigma=1.0, local_epochs=1, batch_size=8, seed=5
+    )
     finals = []
     for initial in (net, net.state_dict(), ArrayRecord(net.state_dict())):
         app = uf.silo_client_app(load, model, nn.CrossEntropyLoss())
@@ -502,7 +680,9 @@ def test_start_takes_the_model_or_its_state_dict_and_returns_a_model(hospital_fi
         np.testing.assert_allclose(final, flat, rtol=1e-6, atol=1e-7)
     strategy = uf.UldpStrategy(model=model(), **settings)
     with pytest.raises(ValueError, match=r"missing \['2.bias', '2.weight'\]"):
-        strategy.start(NO_GRID, {k: v for k, v in net.state_dict().items() if not k.startswith("2.")})
+        strategy.start(
+            NO_GRID, {k: v for k, v in net.state_dict().items() if not k.startswith("2.")}
+        )
     with pytest.raises(ValueError, match="needs the architecture"):
         uf.UldpStrategy(**settings).start(NO_GRID, net.state_dict())
     with pytest.raises(ValueError, match="flat vector of 26 parameters"):
@@ -511,6 +691,7 @@ def test_start_takes_the_model_or_its_state_dict_and_returns_a_model(hospital_fi
 
 def test_a_silo_error_names_the_hospital_not_the_flower_node(hospital_files, caplog):
     """The failing silo's own error names it (in the server's log), and the run stops naming the silo it lacks."""
+
     def bad_load(context) -> uf.SiloData:
         data = load(context)
         if context.node_config["silo"] == "St Mary":
@@ -531,12 +712,14 @@ def test_without_flower_the_import_says_what_to_install():
     import subprocess
     import sys
 
-    blocked = ("import sys, importlib.abc\n"
-               "class Block(importlib.abc.MetaPathFinder):\n"
-               "    def find_spec(self, name, path=None, target=None):\n"
-               "        if name == 'flwr' or name.startswith('flwr.'):\n"
-               "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
-               "sys.meta_path.insert(0, Block())\n"
-               "import uldp.flower\n")
+    blocked = (
+        "import sys, importlib.abc\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'flwr' or name.startswith('flwr.'):\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import uldp.flower\n"
+    )
     done = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True)
     assert done.returncode == 1 and "pip install 'uldp[deploy]'" in done.stderr

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from flower_bundle import pyproject
 
-APP = '''
+APP = """
 from flwr.serverapp import ServerApp
 from flwr.clientapp import ClientApp
 
@@ -28,7 +28,7 @@ client = ClientApp()
 def main(grid, context):
     if context.run_config["fail"]:
         raise RuntimeError("this ServerApp fails on purpose")
-'''
+"""
 
 PYPROJECT = pyproject("exitapp", "exit_app", "uldp flower-run test", "fail = false")
 
@@ -44,26 +44,55 @@ def test_flower_run_exits_1_when_a_real_superlinks_run_fails(tmp_path, monkeypat
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    (home / "config.toml").write_text(f'[superlink]\ndefault = "local"\n[superlink.local]\n'
-                                      f'address = "127.0.0.1:{port}"\ninsecure = true\n')
+    (home / "config.toml").write_text(
+        f'[superlink]\ndefault = "local"\n[superlink.local]\n'
+        f'address = "127.0.0.1:{port}"\ninsecure = true\n'
+    )
     bin_dir = Path(sys.executable).parent  # flower-superlink starts flwr-serverapp from PATH
     monkeypatch.setenv("FLWR_TELEMETRY_ENABLED", "0")
     monkeypatch.setenv("FLWR_HOME", str(home))
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     with open(tmp_path / "superlink.log", "w") as log:
-        superlink = subprocess.Popen([str(bin_dir / "flower-superlink"), "--insecure",
-                                      "--disable-runtime-dependency-installation", "--host", "127.0.0.1", "--port",
-                                      str(port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        superlink = subprocess.Popen(
+            [
+                str(bin_dir / "flower-superlink"),
+                "--insecure",
+                "--disable-runtime-dependency-installation",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 120
         while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
             assert time.monotonic() < deadline, (tmp_path / "superlink.log").read_text()
             time.sleep(0.2)
         flwr = str(bin_dir / "flwr")
-        assert main(["flower-run", str(app), "local", "--poll", "0.5", "--flwr", flwr, "--run-config",
-                     "fail=true"]) == 1
+        assert (
+            main(
+                [
+                    "flower-run",
+                    str(app),
+                    "local",
+                    "--poll",
+                    "0.5",
+                    "--flwr",
+                    flwr,
+                    "--run-config",
+                    "fail=true",
+                ]
+            )
+            == 1
+        )
         said = capsys.readouterr().err
         assert "finished:failed" in said and f"{flwr} log " in said, said
     finally:
-        os.killpg(superlink.pid, signal.SIGKILL)  # its session: the ServerApp processes it started too
+        os.killpg(
+            superlink.pid, signal.SIGKILL
+        )  # its session: the ServerApp processes it started too
         superlink.wait()

@@ -23,7 +23,7 @@ from test_flower import FEATURES, HOSPITALS, hospital_files, in_process, model  
 
 import uldp
 
-APP = '''
+APP = """
 import json
 import numpy as np, pandas as pd
 from torch import nn
@@ -50,10 +50,14 @@ def main(grid, context):
     np.save(context.run_config["out"], result.arrays.to_numpy_ndarrays()[0])
     with open(context.run_config["out"] + ".json", "w") as file:
         json.dump({"epsilon": strategy.epsilons, "round_seconds": strategy.round_seconds}, file)
-'''
+"""
 
-PYPROJECT = pyproject("hospitalapp", "hospital_app", "uldp loopback test",
-                      'rounds = 1\nsettings = ""\ninitial = ""\nout = ""')
+PYPROJECT = pyproject(
+    "hospitalapp",
+    "hospital_app",
+    "uldp loopback test",
+    'rounds = 1\nsettings = ""\ninitial = ""\nout = ""',
+)
 
 
 def free_port() -> int:
@@ -66,8 +70,10 @@ def shim(folder: Path, name: str, module: str, function: str) -> None:
     """An executable ``name`` that runs flwr's entry point with this interpreter (SuperLink and SuperNodes start
     ``flower-superexec``, ``flwr-serverapp`` and ``flwr-clientapp`` from PATH)."""
     path = folder / name
-    path.write_text(f"#!/bin/sh\nexec {sys.executable} -c \"import sys; from {module} import {function}; "
-                    f"sys.argv[0] = '{name}'; {function}()\" \"$@\"\n")
+    path.write_text(
+        f'#!/bin/sh\nexec {sys.executable} -c "import sys; from {module} import {function}; '
+        f'sys.argv[0] = \'{name}\'; {function}()" "$@"\n'
+    )
     path.chmod(0o755)
 
 
@@ -75,20 +81,28 @@ def test_superlink_and_supernodes_on_loopback_end_at_the_in_process_model(hospit
     bin_dir, app_dir, home = tmp_path / "bin", tmp_path / "app", tmp_path / "flwr-home"
     for folder in (bin_dir, app_dir, home):
         folder.mkdir()
-    for name, module, function in (("flwr", "flwr.cli.app", "app"),
-                                   ("flower-superlink", "flwr.superlink.cli", "flower_superlink"),
-                                   ("flower-supernode", "flwr.supernode.cli", "flower_supernode"),
-                                   ("flower-superexec", "flwr.supercore.cli", "flower_superexec"),
-                                   ("flwr-serverapp", "flwr.superlink.cli", "flwr_serverapp"),
-                                   ("flwr-clientapp", "flwr.supernode.cli", "flwr_clientapp")):
+    for name, module, function in (
+        ("flwr", "flwr.cli.app", "app"),
+        ("flower-superlink", "flwr.superlink.cli", "flower_superlink"),
+        ("flower-supernode", "flwr.supernode.cli", "flower_supernode"),
+        ("flower-superexec", "flwr.supercore.cli", "flower_superexec"),
+        ("flwr-serverapp", "flwr.superlink.cli", "flwr_serverapp"),
+        ("flwr-clientapp", "flwr.supernode.cli", "flwr_clientapp"),
+    ):
         shim(bin_dir, name, module, function)
     (app_dir / "hospital_app.py").write_text(APP)
     (app_dir / "pyproject.toml").write_text(PYPROJECT)
     link = free_port()
-    (home / "config.toml").write_text(f'[superlink]\ndefault = "local"\n[superlink.local]\n'
-                                      f'address = "127.0.0.1:{link}"\ninsecure = true\n')
-    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "FLWR_HOME": str(home),
-           "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    (home / "config.toml").write_text(
+        f'[superlink]\ndefault = "local"\n[superlink.local]\n'
+        f'address = "127.0.0.1:{link}"\ninsecure = true\n'
+    )
+    env = {
+        **os.environ,
+        "FLWR_TELEMETRY_ENABLED": "0",
+        "FLWR_HOME": str(home),
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+    }
     net = model()
     np.save(tmp_path / "initial.npy", uldp.flat_parameters(net).numpy())
     # q = 1: every user trains, so the union's numbering (fresh each run, and read by no test hook here: the worker
@@ -98,45 +112,111 @@ def test_superlink_and_supernodes_on_loopback_end_at_the_in_process_model(hospit
 
     def start(*command: str, log: str) -> None:
         with open(tmp_path / log, "w") as output:  # the child keeps its own copy of the descriptor
-            processes.append(subprocess.Popen(command, env=env, cwd=tmp_path, start_new_session=True, stdout=output,
-                                              stderr=subprocess.STDOUT))
+            processes.append(
+                subprocess.Popen(
+                    command,
+                    env=env,
+                    cwd=tmp_path,
+                    start_new_session=True,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                )
+            )
 
     try:
-        start(str(bin_dir / "flower-superlink"), "--insecure", "--disable-runtime-dependency-installation",
-              "--host", "127.0.0.1", "--port", str(link), log="superlink.log")
+        start(
+            str(bin_dir / "flower-superlink"),
+            "--insecure",
+            "--disable-runtime-dependency-installation",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(link),
+            log="superlink.log",
+        )
         for number, hospital in enumerate(HOSPITALS):
-            config = (f'silo="{hospital}" data="{hospital_files / (hospital + ".csv")}" '
-                      f'uldp-key-file="{hospital_files / "key"}" uldp-policy-epsilon=100 '
-                      f'uldp-insecure-reproducible-noise={settings["seed"]}')
+            config = (
+                f'silo="{hospital}" data="{hospital_files / (hospital + ".csv")}" '
+                f'uldp-key-file="{hospital_files / "key"}" uldp-policy-epsilon=100 '
+                f"uldp-insecure-reproducible-noise={settings['seed']}"
+            )
             port = free_port()
-            start(str(bin_dir / "flower-supernode"), "--insecure", "--superlink", f"127.0.0.1:{link}", "--host",
-                  "127.0.0.1", "--port", str(port), "--isolation", "process", "--node-config", config,
-                  log=f"supernode{number}.log")
-            start(sys.executable, "-m", "uldp.cli", "flower-worker", "--runtime-api-address", f"127.0.0.1:{port}",
-                  "--insecure", log=f"worker{number}.log")
+            start(
+                str(bin_dir / "flower-supernode"),
+                "--insecure",
+                "--superlink",
+                f"127.0.0.1:{link}",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--isolation",
+                "process",
+                "--node-config",
+                config,
+                log=f"supernode{number}.log",
+            )
+            start(
+                sys.executable,
+                "-m",
+                "uldp.cli",
+                "flower-worker",
+                "--runtime-api-address",
+                f"127.0.0.1:{port}",
+                "--insecure",
+                log=f"worker{number}.log",
+            )
         out = tmp_path / "out.npy"
         overrides = tmp_path / "run-config.toml"
-        overrides.write_text(f"rounds = 1\nsettings = '{json.dumps(settings)}'\n"
-                             f"initial = '{tmp_path / 'initial.npy'}'\nout = '{out}'\n")
+        overrides.write_text(
+            f"rounds = 1\nsettings = '{json.dumps(settings)}'\n"
+            f"initial = '{tmp_path / 'initial.npy'}'\nout = '{out}'\n"
+        )
         deadline = time.monotonic() + 120
-        while socket.socket().connect_ex(("127.0.0.1", link)) != 0:  # the SuperLink takes a few seconds to listen
+        while (
+            socket.socket().connect_ex(("127.0.0.1", link)) != 0
+        ):  # the SuperLink takes a few seconds to listen
             assert time.monotonic() < deadline, (tmp_path / "superlink.log").read_text()
             time.sleep(0.2)
-        run = subprocess.run([sys.executable, "-m", "uldp.cli", "flower-run", str(app_dir), "local", "--run-config",
-                              str(overrides), "--poll", "1", "--flwr", str(bin_dir / "flwr")], env=env, cwd=tmp_path,
-                             capture_output=True, text=True, timeout=540)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "uldp.cli",
+                "flower-run",
+                str(app_dir),
+                "local",
+                "--run-config",
+                str(overrides),
+                "--poll",
+                "1",
+                "--flwr",
+                str(bin_dir / "flwr"),
+            ],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=540,
+        )
         logs = run.stdout[-3000:] + run.stderr[-3000:]
         assert run.returncode == 0 and "is finished:completed after" in run.stderr, logs
         assert out.exists(), f"the ServerApp wrote no model; uldp flower-run said:\n{logs}"
     finally:
         for process in processes:
-            os.killpg(process.pid, signal.SIGKILL)  # the session each Popen started: its SuperExec children too
+            os.killpg(
+                process.pid, signal.SIGKILL
+            )  # the session each Popen started: its SuperExec children too
             process.wait()
-    patients = [pd.read_csv(hospital_files / f"{h}.csv")["patient"].astype(str) for h in sorted(HOSPITALS)]
+    patients = [
+        pd.read_csv(hospital_files / f"{h}.csv")["patient"].astype(str) for h in sorted(HOSPITALS)
+    ]
     numbering = {patient: number for number, patient in enumerate(sorted(set(pd.concat(patients))))}
     numbers = [part.map(numbering).to_numpy() for part in patients]
     trained, history = in_process(hospital_files, net, numbers, rounds=1, **settings)
-    np.testing.assert_allclose(np.load(out), uldp.flat_parameters(trained).numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        np.load(out), uldp.flat_parameters(trained).numpy(), rtol=1e-5, atol=1e-6
+    )
     report = json.loads(Path(str(out) + ".json").read_text())
     assert report["epsilon"] == history.column("epsilon")
     # every set-up exchange (hello, the private set union's steps, federation) and the round: one process, which
@@ -146,4 +226,6 @@ def test_superlink_and_supernodes_on_loopback_end_at_the_in_process_model(hospit
         setups = log.count("query.uldp (setup) completed in")
         assert setups >= 3 and log.count("train (1) completed in") == 1, log
         assert log.count("read its records") == 1 and log.count(") completed in") == setups + 1, log
-    print(f"loopback Flower round: {report['round_seconds'][0]:.2f} s; in process: {history.rows[0]['seconds']:.2f} s")
+    print(
+        f"loopback Flower round: {report['round_seconds'][0]:.2f} s; in process: {history.rows[0]['seconds']:.2f} s"
+    )

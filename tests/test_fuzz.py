@@ -11,5 +11,7 @@ from hypothesis import HealthCheck, given, settings
 @pytest.mark.parametrize("name", sorted(TARGETS))
 def test_a_parser_returns_a_well_formed_result_or_a_value_error(name) -> None:
     strategy, check = TARGETS[name]
-    fuzz = settings(max_examples=150, suppress_health_check=list(HealthCheck))(given(strategy)(check))
+    fuzz = settings(max_examples=150, suppress_health_check=list(HealthCheck))(
+        given(strategy)(check)
+    )
     fuzz()

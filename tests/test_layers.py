@@ -34,8 +34,16 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # the paper's reproduction, above the whole library: its settings and numbered items, then the experiments and
     # what reads their results
     ("uldp.paper", "uldp.paper.settings", "uldp.paper.items"),
-    ("uldp.paper.experiments", "uldp.paper.verdicts", "uldp.paper.plots", "uldp.paper.scorecard",
-     "uldp.paper.scorecard_runtime", "uldp.paper.beyond", "uldp.paper.errata", "uldp.paper.chapters"),
+    (
+        "uldp.paper.experiments",
+        "uldp.paper.verdicts",
+        "uldp.paper.plots",
+        "uldp.paper.scorecard",
+        "uldp.paper.scorecard_runtime",
+        "uldp.paper.beyond",
+        "uldp.paper.errata",
+        "uldp.paper.chapters",
+    ),
 )
 #: The first layer of the reproduction (:mod:`uldp.paper`): no module below it imports it.
 PAPER_LAYER = next(index for index, entries in enumerate(LAYERS) if "uldp.paper" in entries)
@@ -73,8 +81,12 @@ def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
     """Every module of the package and the ``uldp`` modules it imports."""
     paths = {module_name(path, root): path for path in sorted(root.rglob("*.py"))}
     known = set(paths)
-    return {name: imported_modules(path.read_text(encoding="utf-8"), name, path.name == "__init__.py", known)
-            for name, path in paths.items()}
+    return {
+        name: imported_modules(
+            path.read_text(encoding="utf-8"), name, path.name == "__init__.py", known
+        )
+        for name, path in paths.items()
+    }
 
 
 def layer_of(module: str) -> int:
@@ -86,18 +98,27 @@ def layer_of(module: str) -> int:
     last = module.rpartition(".")[2]
     if module in ("uldp", "uldp.cli") or last == "cli" or last.endswith("_cli"):
         return TOP_LAYER
-    matches = [(len(entry), index) for index, entries in enumerate(LAYERS) for entry in entries
-               if module == entry or module.startswith(entry + ".")]
+    matches = [
+        (len(entry), index)
+        for index, entries in enumerate(LAYERS)
+        for entry in entries
+        if module == entry or module.startswith(entry + ".")
+    ]
     if not matches:
-        raise ValueError(f"module {module} belongs to no layer; add it to tests/test_layers.py LAYERS")
+        raise ValueError(
+            f"module {module} belongs to no layer; add it to tests/test_layers.py LAYERS"
+        )
     return max(matches)[1]
 
 
 def violations(graph: dict[str, set[str]]) -> list[str]:
     """Every import from a lower layer to a higher one, as ``"importer (layer) -> imported (layer)"``."""
-    return [f"{module} (layer {layer_of(module)}) -> {target} (layer {layer_of(target)})"
-            for module, targets in sorted(graph.items()) for target in sorted(targets)
-            if layer_of(target) > layer_of(module)]
+    return [
+        f"{module} (layer {layer_of(module)}) -> {target} (layer {layer_of(target)})"
+        for module, targets in sorted(graph.items())
+        for target in sorted(targets)
+        if layer_of(target) > layer_of(module)
+    ]
 
 
 def test_every_module_has_a_layer() -> None:
@@ -121,7 +142,11 @@ def test_the_simulation_and_fitting_import_nothing_from_deploy_flower_or_experim
     graph = import_graph()
     above = ("uldp.deploy", "uldp.flower", "uldp.paper.experiments")
     for module in ("uldp.simulation", "uldp.fitting"):
-        assert not {target for target in graph[module] if target.startswith(above) or layer_of(target) == TOP_LAYER}
+        assert not {
+            target
+            for target in graph[module]
+            if target.startswith(above) or layer_of(target) == TOP_LAYER
+        }
 
 
 def test_the_library_never_imports_the_reproduction() -> None:
@@ -130,17 +155,21 @@ def test_the_library_never_imports_the_reproduction() -> None:
     graph = import_graph()
     library = [module for module in graph if layer_of(module) < PAPER_LAYER]
     assert len(library) > 40
-    assert {module: sorted(target for target in graph[module] if target.startswith("uldp.paper"))
-            for module in library} == {module: [] for module in library}
+    assert {
+        module: sorted(target for target in graph[module] if target.startswith("uldp.paper"))
+        for module in library
+    } == {module: [] for module in library}
     assert "uldp.paper" not in (ROOT / "__init__.py").read_text(encoding="utf-8")
 
 
 def test_the_graph_sees_imports_in_functions_type_checking_blocks_and_relative_ones() -> None:
-    source = ("from typing import TYPE_CHECKING\n"
-              "import numpy\n"
-              "from . import wire\n"
-              "if TYPE_CHECKING:\n    from uldp.simulation import RunConfig\n"
-              "def f():\n    import uldp.flower.app\n    from uldp.deploy.server import serve\n")
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "import numpy\n"
+        "from . import wire\n"
+        "if TYPE_CHECKING:\n    from uldp.simulation import RunConfig\n"
+        "def f():\n    import uldp.flower.app\n    from uldp.deploy.server import serve\n"
+    )
     known = {"uldp.deploy.wire", "uldp.deploy.server", "uldp.simulation", "uldp.flower.app"}
     assert imported_modules(source, "uldp.deploy.silo", False, known) == known
 
@@ -151,10 +180,17 @@ def test_an_upward_import_is_reported(tmp_path: Path) -> None:
     (package / "deploy").mkdir(parents=True)
     (package / "methods").mkdir()
     (package / "common").mkdir()
-    for path, text in {"__init__.py": "", "simulation.py": "from uldp.deploy import wire\n",
-                       "deploy/__init__.py": "", "deploy/wire.py": "from uldp.simulation import run\n",
-                       "methods/__init__.py": "", "methods/base.py": "def f():\n    from .. import simulation\n",
-                       "common/__init__.py": "", "common/checks.py": "import uldp.data\n", "data.py": ""}.items():
+    for path, text in {
+        "__init__.py": "",
+        "simulation.py": "from uldp.deploy import wire\n",
+        "deploy/__init__.py": "",
+        "deploy/wire.py": "from uldp.simulation import run\n",
+        "methods/__init__.py": "",
+        "methods/base.py": "def f():\n    from .. import simulation\n",
+        "common/__init__.py": "",
+        "common/checks.py": "import uldp.data\n",
+        "data.py": "",
+    }.items():
         (package / path).write_text(text)
     assert violations(import_graph(package)) == [
         "uldp.common.checks (layer 0) -> uldp.data (layer 1)",
@@ -163,12 +199,22 @@ def test_an_upward_import_is_reported(tmp_path: Path) -> None:
     ]
 
 
-@pytest.mark.parametrize(("module", "layer"), [
-    ("uldp", TOP_LAYER), ("uldp.common.persist", 0), ("uldp.data.allocation", 1), ("uldp.methods.base", 3),
-    ("uldp.paper.experiments.store", 10), ("uldp.deploy.wire", 8), ("uldp.audit.jobs", 7), ("uldp.paper.settings", 9),
-    ("uldp.deploy.cli", TOP_LAYER),
-    ("uldp.simulation_cli", TOP_LAYER), ("uldp.cli", TOP_LAYER),
-])
+@pytest.mark.parametrize(
+    ("module", "layer"),
+    [
+        ("uldp", TOP_LAYER),
+        ("uldp.common.persist", 0),
+        ("uldp.data.allocation", 1),
+        ("uldp.methods.base", 3),
+        ("uldp.paper.experiments.store", 10),
+        ("uldp.deploy.wire", 8),
+        ("uldp.audit.jobs", 7),
+        ("uldp.paper.settings", 9),
+        ("uldp.deploy.cli", TOP_LAYER),
+        ("uldp.simulation_cli", TOP_LAYER),
+        ("uldp.cli", TOP_LAYER),
+    ],
+)
 def test_modules_fall_in_their_layer(module: str, layer: int) -> None:
     assert layer_of(module) == layer
 
@@ -181,7 +227,7 @@ def test_a_module_of_no_layer_is_refused() -> None:
 def test_contributing_lists_the_same_layers() -> None:
     """CONTRIBUTING.md's "Layers" bullet names the layers of :data:`LAYERS` in the same order."""
     text = (ROOT.parent / "CONTRIBUTING.md").read_text(encoding="utf-8")
-    bullet = text[text.index("- Layers ("):]
+    bullet = text[text.index("- Layers (") :]
     bullet = " ".join(bullet[: bullet.index("\n- ")].split())
     bullet = bullet.split("low to high:", 1)[1].split(". A module", 1)[0]
     written = [re.findall(r"`([a-z_.*]+)`", group) for group in bullet.split(" < ")]

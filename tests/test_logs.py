@@ -22,12 +22,18 @@ print(len(root.handlers), root.level)
 
 
 def test_solving_sigma_and_dp_sgd_leave_the_root_logger_unconfigured():
-    done = subprocess.run([sys.executable, "-c", SOLVE_SIGMA_AND_TRAIN], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", SOLVE_SIGMA_AND_TRAIN], capture_output=True, text=True, check=True
+    )
     assert done.stdout.split() == ["0", "30"]  # no handler, WARNING: Python's defaults
 
 
 def test_importing_opacus_directly_does_configure_it():
     """The premise: without uldp's guard, opacus' import adds a root handler (if opacus stops, this can go)."""
-    done = subprocess.run([sys.executable, "-c", "import logging, opacus; print(len(logging.getLogger().handlers))"],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", "import logging, opacus; print(len(logging.getLogger().handlers))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert done.stdout.split() == ["1"]

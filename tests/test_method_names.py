@@ -10,23 +10,40 @@ from hypothesis import given, settings, strategies as st
 
 from uldp.method_names import FAMILIES, KNOWN_METHODS, parse_group_size, parse_method
 
-NAMES = ["DEFAULT", "ULDP-NAIVE", "ULDP-GROUP-max", "ULDP-GROUP-median", "ULDP-SGD", "ULDP-SGD-w", "ULDP-AVG",
-         "ULDP-AVG-w"]
+NAMES = [
+    "DEFAULT",
+    "ULDP-NAIVE",
+    "ULDP-GROUP-max",
+    "ULDP-GROUP-median",
+    "ULDP-SGD",
+    "ULDP-SGD-w",
+    "ULDP-AVG",
+    "ULDP-AVG-w",
+]
 
 
 def test_importing_the_names_does_not_import_torch():
     """The accountant and the CLI parse names without paying for torch."""
     code = "import sys, uldp.method_names, uldp.accounting; print('torch' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
+    assert (
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout
+        == "False\n"
+    )
 
 
 @settings(max_examples=30, deadline=None)
-@given(name=st.one_of(st.sampled_from(NAMES), st.integers(1, 10**6).map(lambda k: f"ULDP-GROUP-{k}")))
+@given(
+    name=st.one_of(st.sampled_from(NAMES), st.integers(1, 10**6).map(lambda k: f"ULDP-GROUP-{k}"))
+)
 def test_a_canonical_name_parses_to_itself(name):
     spec = parse_method(name)
     assert spec.name == name and parse_method(spec.name) == spec
     assert spec.family in FAMILIES and name.startswith(spec.family)
-    assert spec.group_size == parse_group_size(name) and (spec.group_size is None) == (spec.family != "ULDP-GROUP")
+    assert spec.group_size == parse_group_size(name) and (spec.group_size is None) == (
+        spec.family != "ULDP-GROUP"
+    )
     assert spec.enhanced_weights == name.endswith("-w")
 
 
@@ -38,15 +55,26 @@ def test_leading_zeros_give_the_canonical_group_name(k, zeros):
 
 def test_the_properties_of_each_family():
     """Who is private (all but DEFAULT), who clips per user (Algorithms 3-4) and whose training reads the users."""
-    specs = {family: parse_method(name) for family, name in zip(FAMILIES, ("DEFAULT", "ULDP-NAIVE", "ULDP-GROUP-2",
-                                                                            "ULDP-SGD", "ULDP-AVG"), strict=True)}
-    assert [f for f, s in specs.items() if s.private] == ["ULDP-NAIVE", "ULDP-GROUP", "ULDP-SGD", "ULDP-AVG"]
+    specs = {
+        family: parse_method(name)
+        for family, name in zip(
+            FAMILIES, ("DEFAULT", "ULDP-NAIVE", "ULDP-GROUP-2", "ULDP-SGD", "ULDP-AVG"), strict=True
+        )
+    }
+    assert [f for f, s in specs.items() if s.private] == [
+        "ULDP-NAIVE",
+        "ULDP-GROUP",
+        "ULDP-SGD",
+        "ULDP-AVG",
+    ]
     assert [f for f, s in specs.items() if s.per_user] == ["ULDP-SGD", "ULDP-AVG"]
     assert [f for f, s in specs.items() if s.reads_users] == ["ULDP-GROUP", "ULDP-SGD", "ULDP-AVG"]
     assert len(KNOWN_METHODS) == 9
 
 
-@pytest.mark.parametrize("bad", ["FEDAVG", "ULDP-GROUP-0", "ULDP-GROUP-x", "ULDP-GROUP-", "uldp-avg", "ULDP-AVG-W"])
+@pytest.mark.parametrize(
+    "bad", ["FEDAVG", "ULDP-GROUP-0", "ULDP-GROUP-x", "ULDP-GROUP-", "uldp-avg", "ULDP-AVG-W"]
+)
 def test_unknown_names_list_the_known_ones(bad):
     with pytest.raises(ValueError, match="known methods: DEFAULT, ULDP-NAIVE"):
         parse_method(bad)

@@ -36,7 +36,9 @@ from uldp.methods.group import contribution_flags, resolve_group_size
 from uldp.models import bce_loss
 
 CLIP, SIGMA = 0.3, 5.0
-HP = Hyperparameters(global_lr=10.0, local_lr=0.5, local_epochs=2, batch_size=4, clip=CLIP, sigma=SIGMA)
+HP = Hyperparameters(
+    global_lr=10.0, local_lr=0.5, local_epochs=2, batch_size=4, clip=CLIP, sigma=SIGMA
+)
 
 
 def params_of(fed: Federation) -> torch.Tensor:
@@ -46,7 +48,10 @@ def params_of(fed: Federation) -> torch.Tensor:
 def test_registry_names_and_errors():
     assert parse_method("ULDP-GROUP-08").name == "ULDP-GROUP-8"
     assert parse_method("ULDP-GROUP-median").group_size == "median"
-    assert parse_method("ULDP-SGD-w").family == "ULDP-SGD" and parse_method("ULDP-SGD-w").enhanced_weights
+    assert (
+        parse_method("ULDP-SGD-w").family == "ULDP-SGD"
+        and parse_method("ULDP-SGD-w").enhanced_weights
+    )
     for bad in ("FEDAVG", "ULDP-GROUP-0", "ULDP-GROUP-x", "uldp-avg"):
         with pytest.raises(ValueError, match="known methods: DEFAULT, ULDP-NAIVE"):
             parse_method(bad)
@@ -57,7 +62,9 @@ def test_registry_names_and_errors():
     assert len(KNOWN_METHODS) == 9
 
 
-@pytest.mark.parametrize("name", ["DEFAULT", "ULDP-NAIVE", "ULDP-GROUP-3", "ULDP-SGD", "ULDP-AVG-w"])
+@pytest.mark.parametrize(
+    "name", ["DEFAULT", "ULDP-NAIVE", "ULDP-GROUP-3", "ULDP-SGD", "ULDP-AVG-w"]
+)
 def test_registry_builds_every_family_from_exactly_its_required_hyperparameters(name):
     """Each family has a class; it needs the hyperparameters its class lists (a missing one is named) and no
     others; what it builds follows the Method protocol and says its group size."""
@@ -72,7 +79,9 @@ def test_registry_builds_every_family_from_exactly_its_required_hyperparameters(
     assert isinstance(method, Method) and isinstance(method, METHOD_CLASSES[family])
     fed = heavy_user_federation(n_users=5, n_silos=2, seed=0, heavy=6)
     assert method.group_size(fed) == (3 if family == "ULDP-GROUP" else None)
-    seed = np.random.SeedSequence(1)  # a round and the accountant run without the hyperparameters left out
+    seed = np.random.SeedSequence(
+        1
+    )  # a round and the accountant run without the hyperparameters left out
     prepared = method.prepare(fed, seed)
     assert torch.isfinite(method.round(params_of(fed), prepared, seed)).all()
     assert (method.epsilon(prepared, 2) is None) == (family == "DEFAULT")
@@ -83,8 +92,12 @@ def test_registry_builds_every_family_from_exactly_its_required_hyperparameters(
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10_000), n_silos=st.integers(2, 5), family=st.sampled_from(["ULDP-AVG", "ULDP-SGD"]),
-       weighting=st.sampled_from(["uniform", "enhanced", "random"]))
+@given(
+    seed=st.integers(0, 10_000),
+    n_silos=st.integers(2, 5),
+    family=st.sampled_from(["ULDP-AVG", "ULDP-SGD"]),
+    weighting=st.sampled_from(["uniform", "enhanced", "random"]),
+)
 def test_uldp_sgd_avg_user_sensitivity_is_at_most_c(seed, n_silos, family, weighting):
     fed = heavy_user_federation(n_users=12, n_silos=n_silos, seed=seed)
     weights = None
@@ -100,7 +113,9 @@ def test_uldp_sgd_avg_user_sensitivity_is_at_most_c(seed, n_silos, family, weigh
         change = (full - method.clean_update(params, fed.without_user(user), round_seed)).norm()
         assert change <= CLIP * (1 + 1e-5)
     heavy_change = (full - method.clean_update(params, fed.without_user(0), round_seed)).norm()
-    assert heavy_change > 0.5 * CLIP  # the bound is nearly reached: the heavy user's deltas are clipped
+    assert (
+        heavy_change > 0.5 * CLIP
+    )  # the bound is nearly reached: the heavy user's deltas are clipped
 
 
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -118,7 +133,9 @@ def test_naive_user_sensitivity_bound(seed, n_silos):
         # each silo's clipped delta lies in the C-ball: it moves by at most 2C (add/remove), so the sum by 2|S|C
         assert max(per_silo) <= 2 * CLIP * (1 + 1e-6)
         assert sum(per_silo) <= 2 * n_silos * CLIP * (1 + 1e-6)
-        assert (torch.stack(full).sum(0) - torch.stack(without).sum(0)).norm() <= 2 * n_silos * CLIP * (1 + 1e-6)
+        assert (
+            torch.stack(full).sum(0) - torch.stack(without).sum(0)
+        ).norm() <= 2 * n_silos * CLIP * (1 + 1e-6)
 
 
 def test_naive_silo_change_can_exceed_c():
@@ -127,17 +144,28 @@ def test_naive_silo_change_can_exceed_c():
     y = torch.tensor([1.0] * 4 + [1.0] * 12)  # user 1 pulls the weight down, user 0 pulls it up
     user = np.array([0] * 4 + [1] * 12)
     model = nn.Linear(1, 1, bias=False)
-    fed = Federation(model, bce_loss, x, y, Allocation(user, np.zeros(16, dtype=int), 2, 1, "test", 0))
+    fed = Federation(
+        model, bce_loss, x, y, Allocation(user, np.zeros(16, dtype=int), 2, 1, "test", 0)
+    )
     method = make_method("ULDP-NAIVE", Hyperparameters(1.0, 1.0, 20, 16, 0.1, 5.0))
     assert isinstance(method, FedAvgMethod)
     params = torch.zeros(1)
     seed = np.random.SeedSequence(0)
-    change = (method.silo_deltas(params, fed, seed)[0] - method.silo_deltas(params, fed.without_user(1), seed)[0])
+    change = (
+        method.silo_deltas(params, fed, seed)[0]
+        - method.silo_deltas(params, fed.without_user(1), seed)[0]
+    )
     assert change.norm() > 1.9 * 0.1
 
 
-@pytest.mark.parametrize("name, sum_std_over_sigma", [("ULDP-NAIVE", lambda s, c: 2 * s * c),
-                                                       ("ULDP-AVG", lambda s, c: c), ("ULDP-SGD-w", lambda s, c: c)])
+@pytest.mark.parametrize(
+    "name, sum_std_over_sigma",
+    [
+        ("ULDP-NAIVE", lambda s, c: 2 * s * c),
+        ("ULDP-AVG", lambda s, c: c),
+        ("ULDP-SGD-w", lambda s, c: c),
+    ],
+)
 def test_noise_has_the_theorems_std(name, sum_std_over_sigma):
     n_silos, size = 4, 200_000
     method = make_method(name, HP)
@@ -164,7 +192,9 @@ def test_round_adds_exactly_the_noise_and_scales_the_step(name):
     new = method.round(params, fed, seed)
     noise = torch.stack(method.noise(params.numel(), 3, seed)).sum(0)
     scale = HP.global_lr / (3 if name == "ULDP-NAIVE" else HP.q * 6 * 3)
-    torch.testing.assert_close(new, params + scale * (method.clean_update(params, fed, seed) + noise))
+    torch.testing.assert_close(
+        new, params + scale * (method.clean_update(params, fed, seed) + noise)
+    )
 
 
 def test_enhanced_weights_call_the_pluggable_aggregation():
@@ -178,7 +208,9 @@ def test_enhanced_weights_call_the_pluggable_aggregation():
 
     params = params_of(fed)
     seed = np.random.SeedSequence(0)
-    torch.testing.assert_close(method.round(params, fed, seed, spy), method.round(params, fed, seed))
+    torch.testing.assert_close(
+        method.round(params, fed, seed, spy), method.round(params, fed, seed)
+    )
     assert calls == [(3, torch.Size([6, params.numel()]), (3, 6), (6,), 3)]
 
 
@@ -189,8 +221,13 @@ def test_weights_sum_to_one_and_aggregate_matches_loop():
     sampled = rng.random(7) < 0.6
     for weights in (enhanced_weights(counts, sampled), uniform_weights(counts, sampled)):
         sums = weights.sum(axis=0)
-        assert np.allclose(sums[sampled & (counts.sum(0) > 0)], 1.0) and np.allclose(sums[~sampled], 0.0)
-    deltas = [torch.randn(7, 5, dtype=torch.float64) * torch.from_numpy(counts[s] > 0)[:, None] for s in range(3)]
+        assert np.allclose(sums[sampled & (counts.sum(0) > 0)], 1.0) and np.allclose(
+            sums[~sampled], 0.0
+        )
+    deltas = [
+        torch.randn(7, 5, dtype=torch.float64) * torch.from_numpy(counts[s] > 0)[:, None]
+        for s in range(3)
+    ]
     noise = [torch.randn(5, dtype=torch.float64) for _ in range(3)]
     expected = sum(noise)
     for s in range(3):
@@ -198,14 +235,18 @@ def test_weights_sum_to_one_and_aggregate_matches_loop():
             if sampled[u] and counts[:, u].sum() > 0:
                 expected = expected + counts[s, u] / counts[:, u].sum() * deltas[s][u]
     torch.testing.assert_close(aggregate(deltas, counts, sampled, noise), expected)
-    torch.testing.assert_close(weighted_sum(deltas, enhanced_weights(counts, sampled), noise), expected)
+    torch.testing.assert_close(
+        weighted_sum(deltas, enhanced_weights(counts, sampled), noise), expected
+    )
 
 
 def test_user_sampling_rate_and_zero_weights_of_unsampled_users():
     q = 0.3
     method = make_method("ULDP-AVG", Hyperparameters(1.0, 0.1, 1, 4, 0.1, 5.0, q=q))
     assert isinstance(method, UserLevelMethod)
-    sampled = np.stack([method.sample_users(1000, np.random.SeedSequence(0, spawn_key=(t,))) for t in range(20)])
+    sampled = np.stack(
+        [method.sample_users(1000, np.random.SeedSequence(0, spawn_key=(t,))) for t in range(20)]
+    )
     n = sampled.size
     assert abs(sampled.mean() - q) < 6 * math.sqrt(q * (1 - q) / n)
     assert not np.array_equal(sampled[0], sampled[1])  # fresh draw each round

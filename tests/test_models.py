@@ -31,7 +31,11 @@ from uldp.models import (
 )
 
 INPUT_SHAPES = {
-    "creditcard": (30,), "mnist": (1, 28, 28), "heart_disease": (13,), "tcga_brca": (39,), "synthetic": (15,)
+    "creditcard": (30,),
+    "mnist": (1, 28, 28),
+    "heart_disease": (13,),
+    "tcga_brca": (39,),
+    "synthetic": (15,),
 }
 
 
@@ -50,7 +54,13 @@ def random_targets(name: str, n: int, generator: torch.Generator) -> torch.Tenso
 
 @pytest.mark.parametrize(
     ("name", "expected"),
-    [("creditcard", 5012), ("mnist", 21840), ("heart_disease", 14), ("tcga_brca", 40), ("synthetic", 16)],
+    [
+        ("creditcard", 5012),
+        ("mnist", 21840),
+        ("heart_disease", 14),
+        ("tcga_brca", 40),
+        ("synthetic", 16),
+    ],
 )
 def test_parameter_counts_and_output_shapes(name, expected):
     model = build_model(name)
@@ -63,7 +73,9 @@ def test_build_model_seed_is_reproducible_and_leaves_global_state():
     state = torch.random.get_rng_state()
     first, second = build_model("creditcard", seed=3), build_model("creditcard", seed=3)
     assert torch.equal(torch.random.get_rng_state(), state)
-    assert all(torch.equal(a, b) for a, b in zip(first.parameters(), second.parameters(), strict=True))
+    assert all(
+        torch.equal(a, b) for a, b in zip(first.parameters(), second.parameters(), strict=True)
+    )
     with pytest.raises(ValueError, match="'cifar'"):
         build_model("cifar")
 
@@ -73,16 +85,24 @@ def test_build_model_seed_is_reproducible_and_leaves_global_state():
 
 def test_cross_entropy_matches_torch_and_masks_padding():
     generator = torch.Generator().manual_seed(0)
-    logits, targets = torch.randn(9, 4, generator=generator), torch.randint(0, 4, (9,), generator=generator)
+    logits, targets = (
+        torch.randn(9, 4, generator=generator),
+        torch.randint(0, 4, (9,), generator=generator),
+    )
     assert torch.allclose(cross_entropy_loss(logits, targets), F.cross_entropy(logits, targets))
     weight = torch.tensor([1, 0, 1, 1, 0, 0, 1, 1, 1], dtype=torch.float32)
     real = weight.bool()
-    assert torch.allclose(cross_entropy_loss(logits, targets, weight), F.cross_entropy(logits[real], targets[real]))
+    assert torch.allclose(
+        cross_entropy_loss(logits, targets, weight), F.cross_entropy(logits[real], targets[real])
+    )
 
 
 def test_bce_matches_torch_and_masks_padding():
     generator = torch.Generator().manual_seed(1)
-    logits, targets = 5 * torch.randn(8, 1, generator=generator), torch.randint(0, 2, (8,), generator=generator).float()
+    logits, targets = (
+        5 * torch.randn(8, 1, generator=generator),
+        torch.randint(0, 2, (8,), generator=generator).float(),
+    )
     reference = F.binary_cross_entropy(torch.sigmoid(logits.squeeze(1)).double(), targets.double())
     assert torch.allclose(bce_loss(logits, targets).double(), reference, atol=1e-5)
     weight = torch.tensor([0, 1, 1, 0, 1, 1, 1, 0], dtype=torch.float32)
@@ -133,7 +153,9 @@ def test_cox_loss_matches_slow_oracle_with_ties_and_padding(n, seed, tie_range):
     weight = rng.integers(0, 2, n).astype(float)
     targets = torch.tensor(np.stack([events, times], axis=1), dtype=torch.float64)
     outputs = torch.tensor(scores).unsqueeze(1)
-    assert float(cox_loss(outputs, targets)) == pytest.approx(cox_oracle(scores, events, times), rel=1e-9, abs=1e-12)
+    assert float(cox_loss(outputs, targets)) == pytest.approx(
+        cox_oracle(scores, events, times), rel=1e-9, abs=1e-12
+    )
     masked = float(cox_loss(outputs, targets, torch.tensor(weight)))
     assert masked == pytest.approx(cox_oracle(scores, events, times, weight), rel=1e-9, abs=1e-12)
 
@@ -151,7 +173,9 @@ def test_cox_loss_equals_lifelines_log_likelihood():
     rng = np.random.default_rng(5)
     n = 80
     covariates = rng.normal(size=(n, 3))
-    times = rng.exponential(scale=np.exp(-covariates @ np.array([0.8, -0.5, 0.3]))) + 1e-6 * np.arange(n)
+    times = rng.exponential(
+        scale=np.exp(-covariates @ np.array([0.8, -0.5, 0.3]))
+    ) + 1e-6 * np.arange(n)
     events = (rng.uniform(size=n) < 0.7).astype(float)
     frame = pd.DataFrame(covariates, columns=["a", "b", "c"]).assign(T=times, E=events)
     fitter = CoxPHFitter().fit(frame, duration_col="T", event_col="E")
@@ -167,8 +191,9 @@ def harrell_c_index(times: np.ndarray, risk: np.ndarray, events: np.ndarray) -> 
     """Harrell's C-index by its definition over all pairs, O(n^2) (the library's hand-written code until it called
     lifelines): comparable when i had an event and T_i < T_j, or T_i = T_j with j censored; ties in risk count 1/2."""
     events = events.astype(bool)
-    comparable = events[:, None] & ((times[:, None] < times[None, :])
-                                    | ((times[:, None] == times[None, :]) & ~events[None, :]))
+    comparable = events[:, None] & (
+        (times[:, None] < times[None, :]) | ((times[:, None] == times[None, :]) & ~events[None, :])
+    )
     if comparable.sum() == 0:
         raise ZeroDivisionError
     score = (risk[:, None] > risk[None, :]) + 0.5 * (risk[:, None] == risk[None, :])
@@ -203,7 +228,9 @@ def test_accuracy_and_balanced_accuracy_are_their_definitions(n, n_classes, seed
     rng = np.random.default_rng(seed)
     y_true, y_pred = rng.integers(0, n_classes, n), rng.integers(0, n_classes, n)
     assert accuracy(y_true, y_pred) == pytest.approx(np.mean(y_true == y_pred), abs=1e-12)
-    recalls = [np.mean(y_pred[y_true == label] == label) for label in np.unique(y_true)]  # classes with a label
+    recalls = [
+        np.mean(y_pred[y_true == label] == label) for label in np.unique(y_true)
+    ]  # classes with a label
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no warning escapes for a predicted class that no label has
         assert balanced_accuracy(y_true, y_pred) == pytest.approx(np.mean(recalls), abs=1e-12)
@@ -217,14 +244,18 @@ def test_evaluate_classification_and_survival():
     assert model.training  # mode restored
     predicted = model.eval()(x).argmax(dim=1).numpy()
     assert metrics["accuracy"] == pytest.approx(accuracy_score(y.numpy(), predicted))
-    assert metrics["balanced_accuracy"] == pytest.approx(balanced_accuracy_score(y.numpy(), predicted))
+    assert metrics["balanced_accuracy"] == pytest.approx(
+        balanced_accuracy_score(y.numpy(), predicted)
+    )
     assert metrics["loss"] == pytest.approx(float(F.cross_entropy(model(x).detach(), y)), rel=1e-5)
 
     cox = build_model("tcga_brca", seed=2)
     x, y = torch.randn(40, 39, generator=generator), random_targets("tcga_brca", 40, generator)
     metrics = evaluate(cox, x, y, "tcga_brca")
     risk = cox(x).detach().squeeze(1).numpy()
-    assert metrics["c_index"] == pytest.approx(lifelines_concordance_index(y[:, 1].numpy(), -risk, y[:, 0].numpy()))
+    assert metrics["c_index"] == pytest.approx(
+        lifelines_concordance_index(y[:, 1].numpy(), -risk, y[:, 0].numpy())
+    )
     assert set(metrics) == {"loss", "c_index"}
 
 
@@ -247,7 +278,10 @@ def test_per_user_gradients_under_vmap_equal_unpadded_loop(name):
 
     batched = vmap(grad(user_loss), in_dims=(None, 0, 0, 0))(params, x, y, weight)
     for u, size in enumerate(sizes):
-        expected = torch.func.grad(lambda p, u=u, size=size: loss(functional_call(model, p, (x[u, :size],)),
-                                                                  y[u, :size], None))(params)
+        expected = torch.func.grad(
+            lambda p, u=u, size=size: loss(
+                functional_call(model, p, (x[u, :size],)), y[u, :size], None
+            )
+        )(params)
         for key in params:
             assert torch.allclose(batched[key][u], expected[key], atol=1e-6), (name, key, u)

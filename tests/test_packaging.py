@@ -16,14 +16,32 @@ from packaging.requirements import Requirement
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 #: Used only by the tests, the book build or other tools: never a runtime dependency.
-NOT_RUNTIME = {"pytest", "hypothesis", "ruff", "pyyaml", "jupyter-book", "jupytext", "papermill", "ipykernel",
-               "jupyterlab", "sphinx-mathjax-offline"}
+NOT_RUNTIME = {
+    "pytest",
+    "hypothesis",
+    "ruff",
+    "pyyaml",
+    "jupyter-book",
+    "jupytext",
+    "papermill",
+    "ipykernel",
+    "jupyterlab",
+    "sphinx-mathjax-offline",
+}
 
 
 def pins(*files: str) -> dict[str, Requirement]:
     """The exact pins of requirements files (default: requirements.txt, what `make setup` installs)."""
-    lines = [line.strip() for name in files or ("requirements.txt",) for line in (ROOT / name).read_text().splitlines()]
-    return {Requirement(line).name.lower(): Requirement(line) for line in lines if line and not line.startswith("#")}
+    lines = [
+        line.strip()
+        for name in files or ("requirements.txt",)
+        for line in (ROOT / name).read_text().splitlines()
+    ]
+    return {
+        Requirement(line).name.lower(): Requirement(line)
+        for line in lines
+        if line and not line.startswith("#")
+    }
 
 
 def declared() -> dict[str, list[Requirement]]:
@@ -47,14 +65,20 @@ def test_environment_yml_is_python_311_and_exactly_the_pins_of_requirements_txt(
 
 def test_metadata_gives_ranges_that_admit_every_pin_torch_included():
     exact, ranges = pins("requirements.txt", "requirements-lab.txt"), declared()
-    assert set(exact) == set(ranges), "every pinned package is declared (runtime or an extra) and nothing else"
+    assert set(exact) == set(ranges), (
+        "every pinned package is declared (runtime or an extra) and nothing else"
+    )
     for name, requirements in ranges.items():
         pinned = next(iter(exact[name].specifier)).version
         for requirement in requirements:
-            assert requirement.specifier.contains(pinned, prereleases=True), f"{requirement} excludes {pinned}"
+            assert requirement.specifier.contains(pinned, prereleases=True), (
+                f"{requirement} excludes {pinned}"
+            )
             operators = {spec.operator for spec in requirement.specifier}
             assert "==" not in operators, f"{requirement}: a range, not a pin"
-    assert exact["torch"].specifier == Requirement("torch==2.13.0").specifier  # make setup's CPU wheel
+    assert (
+        exact["torch"].specifier == Requirement("torch==2.13.0").specifier
+    )  # make setup's CPU wheel
 
 
 def test_test_and_tool_dependencies_are_not_runtime_and_the_extras_exist():
@@ -70,18 +94,24 @@ def test_license_file_matches_the_metadata_and_the_package_is_typed():
     assert PYPROJECT["license"] == "MIT" and PYPROJECT["license-files"] == ["LICENSE"]
     assert (ROOT / "LICENSE").read_text().startswith("MIT License")
     assert (ROOT / "uldp" / "py.typed").is_file()
-    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]
     assert "py.typed" in package_data["uldp"]
 
 
-@pytest.mark.skipif(not list((ROOT / "uldp" / "secure").glob("_comb*.so")), reason="C extension not built")
+@pytest.mark.skipif(
+    not list((ROOT / "uldp" / "secure").glob("_comb*.so")), reason="C extension not built"
+)
 def test_the_built_extension_carries_no_path_of_the_build_machine():
     (library,) = (ROOT / "uldp" / "secure").glob("_comb*.so")
     content = library.read_bytes()
     for path in {str(ROOT), sys.prefix, sys.base_prefix, str(Path.home())}:
         assert path.encode() not in content, f"{library.name} contains {path}"
     if shutil.which("readelf"):
-        dynamic = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True, check=True).stdout
+        dynamic = subprocess.run(
+            ["readelf", "-d", str(library)], capture_output=True, text=True, check=True
+        ).stdout
         assert "RPATH" not in dynamic and "RUNPATH" not in dynamic
     from uldp.secure import fast
 

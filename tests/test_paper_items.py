@@ -32,7 +32,9 @@ NOT_PROSE = re.compile(r"\{ref\}`[^`]*`|`[^`]*`|\$[^$]*\$")
 @pytest.fixture(scope="module")
 def paper():
     if not TEX.exists():
-        pytest.skip(f"the paper's tex is not at {TEX} (the shared folder beside the checkout is absent)")
+        pytest.skip(
+            f"the paper's tex is not at {TEX} (the shared folder beside the checkout is absent)"
+        )
     return parse_paper(TEX.read_text())
 
 
@@ -41,7 +43,11 @@ def plain(title: str, labels: dict[str, str]) -> str:
     macros unwrapped, ``$ { } [ ] \\`` removed, lower case, no final full stop."""
     title = re.sub(r"\\cite\{[^}]*\}", "", title)
     title = re.sub(r"\\ref\{([^}]*)\}", lambda m: labels.get(m[1], m[1]), title)
-    title = re.sub(r"\\textcolor\{\w+\}", "", title).replace("\\method", "ULDP-FL").replace("\\xspace", "")
+    title = (
+        re.sub(r"\\textcolor\{\w+\}", "", title)
+        .replace("\\method", "ULDP-FL")
+        .replace("\\xspace", "")
+    )
     title = re.sub(r"\\(textsc|textit|textbf|emph)\b", "", title).replace("\\&", "&")
     title = re.sub(r"[${}\[\]\\]", "", title)
     return " ".join(title.split()).lower().rstrip(".")
@@ -63,7 +69,11 @@ def mismatches(paper, items) -> list[str]:
 
 
 def markdown_cells(chapter: str) -> list[str]:
-    return [cell.source for cell in jupytext.read(ROOT / f"{chapter}.py").cells if cell.cell_type == "markdown"]
+    return [
+        cell.source
+        for cell in jupytext.read(ROOT / f"{chapter}.py").cells
+        if cell.cell_type == "markdown"
+    ]
 
 
 def references(chapter: str) -> list[re.Match]:
@@ -89,10 +99,25 @@ def test_every_item_is_the_papers_item_of_that_number_and_name(paper):
     assert not mismatches(paper, ITEMS), "\n".join(mismatches(paper, ITEMS))
 
 
-def test_the_list_holds_every_definition_lemma_theorem_algorithm_figure_table_and_main_section(paper):
+def test_the_list_holds_every_definition_lemma_theorem_algorithm_figure_table_and_main_section(
+    paper,
+):
     listed = {(item.kind, item.number) for item in ITEMS}
-    required = {key for key in paper if key[0] in ("definition", "proposition", "lemma", "theorem", "algorithm",
-                                                   "protocol", "figure", "table")}
+    required = {
+        key
+        for key in paper
+        if key[0]
+        in (
+            "definition",
+            "proposition",
+            "lemma",
+            "theorem",
+            "algorithm",
+            "protocol",
+            "figure",
+            "table",
+        )
+    }
     required |= {key for key in paper if key[0] == "section" and re.fullmatch(r"\d", key[1])}
     assert required <= listed, f"missing from uldp.paper.items.ITEMS: {sorted(required - listed)}"
 
@@ -156,7 +181,9 @@ def test_the_page_is_in_the_table_of_contents_and_renders_every_kind():
     for call in re.findall(r"Markdown\(markdown\(([^)]*)\)\)", source):
         rendered |= set(re.findall(r'"(\w+)"', call))
     assert rendered == set(paper_items.KINDS)
-    assert source.count('mystnb={"markdown_format": "myst"}') == len(re.findall(r"Markdown\(markdown\(", source))
+    assert source.count('mystnb={"markdown_format": "myst"}') == len(
+        re.findall(r"Markdown\(markdown\(", source)
+    )
 
 
 @pytest.mark.parametrize("chapter", [c for c in toc_chapters() if c != PAGE])
@@ -168,23 +195,33 @@ def test_each_chapter_links_to_items_that_exist_and_names_them_right(chapter):
         item = by_label.get(match["label"])
         assert item is not None, f"{chapter}: {match[0]} points to no item of uldp.paper.items"
         text = " ".join(match["text"].split())
-        if text == item.number:  # the end of a range: "{ref}`Figures 4 <...>` to {ref}`7 <paper-figure-7>`"
+        if (
+            text == item.number
+        ):  # the end of a range: "{ref}`Figures 4 <...>` to {ref}`7 <paper-figure-7>`"
             continue
         cited = CITATION.fullmatch(text.rstrip(")").replace("(", ""))
         assert cited, f"{chapter}: the text of {match[0]} cites no item"
         kind, (number, _, _) = KINDS[cited["kind"]], _expand(cited["items"])[0]
-        assert (kind, number) == (item.kind, item.number), f"{chapter}: {match[0]} says {text!r} but links {item.name}"
+        assert (kind, number) == (item.kind, item.number), (
+            f"{chapter}: {match[0]} says {text!r} but links {item.name}"
+        )
 
 
 @pytest.mark.parametrize("chapter", [c for c in toc_chapters() if c != PAGE])
 def test_the_prose_links_every_item_it_names(chapter):
-    unlinked = [mention for source in markdown_cells(chapter) for mention in unlinked_mentions(source)]
-    assert not unlinked, f"{chapter} names {unlinked} without a link ({{ref}}`Lemma 3 <paper-lemma-3>`)"
+    unlinked = [
+        mention for source in markdown_cells(chapter) for mention in unlinked_mentions(source)
+    ]
+    assert not unlinked, (
+        f"{chapter} names {unlinked} without a link ({{ref}}`Lemma 3 <paper-lemma-3>`)"
+    )
 
 
 def test_unlinked_mentions_skip_headings_code_maths_links_and_other_papers():
-    source = ("## Figure 4: accuracy\nSee Lemma 5 and `Theorem 1`, $Figure 2$, {ref}`Lemma 6 <paper-lemma-6>`,\n"
-              "(Mironov 2017, Proposition 2).\nThen Algorithm\n4.")
+    source = (
+        "## Figure 4: accuracy\nSee Lemma 5 and `Theorem 1`, $Figure 2$, {ref}`Lemma 6 <paper-lemma-6>`,\n"
+        "(Mironov 2017, Proposition 2).\nThen Algorithm\n4."
+    )
     assert unlinked_mentions(source) == ["Lemma 5", "Algorithm 4"]
 
 
@@ -195,12 +232,17 @@ def treated(chapter: str) -> set[tuple[str, str]]:
     for source in markdown_cells(chapter):
         for match in REFERENCE.finditer(source):
             found.add(tuple(match["label"].removeprefix("paper-").split("-", 1)))
-        for first, last in re.findall(r"<paper-(\w+-\d+)>`\s+to\s+\{ref\}`\d+\s*<paper-(\w+-\d+)>`", source):
+        for first, last in re.findall(
+            r"<paper-(\w+-\d+)>`\s+to\s+\{ref\}`\d+\s*<paper-(\w+-\d+)>`", source
+        ):
             kind, start = first.split("-")
             found |= {(kind, str(n)) for n in range(int(start), int(last.split("-")[1]))}
         for heading in re.findall(r"(?m)^#+ .*", source):
-            found |= {(KINDS[m["kind"]], number) for m in CITATION.finditer(heading)
-                      for number, _, _ in _expand(m["items"])}
+            found |= {
+                (KINDS[m["kind"]], number)
+                for m in CITATION.finditer(heading)
+                for number, _, _ in _expand(m["items"])
+            }
     return {(kind, number.replace("-", ".")) for kind, number in found}
 
 
@@ -214,4 +256,5 @@ def test_each_item_lists_the_chapters_that_treat_it():
         key = (item.kind, item.number)
         assert set(item.chapters) == treating.get(key, set()), (
             f"{item.name}: listed chapters {sorted(item.chapters)}, treated (linked or a heading) in "
-            f"{sorted(treating.get(key, set()))}")
+            f"{sorted(treating.get(key, set()))}"
+        )

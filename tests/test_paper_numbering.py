@@ -19,23 +19,59 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The paper beside the checkout (``../shared/paper``), else beside the data directory of ``ULDP_DATA_DIR``.
-TEX = next((path for path in (ROOT.parent / "shared" / "paper" / "uldp-fl.tex",
-                              Path(os.environ.get("ULDP_DATA_DIR", ROOT)).parent / "paper" / "uldp-fl.tex")
-            if path.exists()), ROOT.parent / "shared" / "paper" / "uldp-fl.tex")
+TEX = next(
+    (
+        path
+        for path in (
+            ROOT.parent / "shared" / "paper" / "uldp-fl.tex",
+            Path(os.environ.get("ULDP_DATA_DIR", ROOT)).parent / "paper" / "uldp-fl.tex",
+        )
+        if path.exists()
+    ),
+    ROOT.parent / "shared" / "paper" / "uldp-fl.tex",
+)
 
 #: Citation words and the paper item kind they cite.
-KINDS = {"Figure": "figure", "Figures": "figure", "Fig.": "figure", "Figs.": "figure", "Table": "table",
-         "Tables": "table", "Lemma": "lemma", "Lemmas": "lemma", "Theorem": "theorem", "Theorems": "theorem",
-         "Definition": "definition", "Definitions": "definition", "Proposition": "proposition",
-         "Algorithm": "algorithm", "Algorithms": "algorithm", "Protocol": "protocol", "Section": "section",
-         "Sections": "section", "Sec.": "section", "Eq.": "equation", "Eqs.": "equation", "Equation": "equation"}
+KINDS = {
+    "Figure": "figure",
+    "Figures": "figure",
+    "Fig.": "figure",
+    "Figs.": "figure",
+    "Table": "table",
+    "Tables": "table",
+    "Lemma": "lemma",
+    "Lemmas": "lemma",
+    "Theorem": "theorem",
+    "Theorems": "theorem",
+    "Definition": "definition",
+    "Definitions": "definition",
+    "Proposition": "proposition",
+    "Algorithm": "algorithm",
+    "Algorithms": "algorithm",
+    "Protocol": "protocol",
+    "Section": "section",
+    "Sections": "section",
+    "Sec.": "section",
+    "Eq.": "equation",
+    "Eqs.": "equation",
+    "Equation": "equation",
+}
 ITEM = r"\d+(?:\.\d+)*(?:[a-h](?:-[a-h])?)?(?![\w.]\w)"
-CITATION = re.compile(r"(?<![\w.])(?P<kind>" + "|".join(re.escape(k) for k in sorted(KINDS, key=len, reverse=True))
-                      + r")\s+\(?(?P<items>" + ITEM + r"(?:\)?(?:\s*(?:-|–|,|/|and|or|to)\s*)\(?" + ITEM + r")*)")
+CITATION = re.compile(
+    r"(?<![\w.])(?P<kind>"
+    + "|".join(re.escape(k) for k in sorted(KINDS, key=len, reverse=True))
+    + r")\s+\(?(?P<items>"
+    + ITEM
+    + r"(?:\)?(?:\s*(?:-|–|,|/|and|or|to)\s*)\(?"
+    + ITEM
+    + r")*)"
+)
 #: A clause with one of these cites another paper (Balle et al. 2020, Theorem 21; {cite:t}`mironov2017renyi`,
 #: Proposition 2; ...).
-EXTERNAL = re.compile(r"et al\.|CGGMP|Mironov|Balle|Abadi|Paillier|Zhang|Talwar|opacus|Dwork|Bonawitz|FLamby"
-                      r"|\{cite(?::\w+)?\}")
+EXTERNAL = re.compile(
+    r"et al\.|CGGMP|Mironov|Balle|Abadi|Paillier|Zhang|Talwar|opacus|Dwork|Bonawitz|FLamby"
+    r"|\{cite(?::\w+)?\}"
+)
 
 #: What each cited item is about, as the paper's caption or statement says it: a sentence that names an item of the
 #: same kind must name the cited one (regular expressions, case-insensitive). Items without keywords are only
@@ -99,7 +135,7 @@ def _braced(text: str, start: int) -> tuple[str, int]:
     for index in range(start, len(text)):
         depth += {"{": 1, "}": -1}.get(text[index], 0)
         if depth == 0:
-            return text[start + 1:index], index + 1
+            return text[start + 1 : index], index + 1
     raise ValueError(f"unbalanced braces at {start}")
 
 
@@ -116,8 +152,10 @@ def parse_paper(tex: str) -> dict[tuple[str, str], Item]:
     sections: list[int] = [0, 0, 0]
     appendix = False
     last: Item | None = None
-    token = re.compile(r"\\(begin|end)\{([\w*]+)\}|\\(section|subsection|subsubsection)\*?\{|\\(caption)\{|"
-                       r"\\label\{([^}]*)\}|\\(appendix)\b")
+    token = re.compile(
+        r"\\(begin|end)\{([\w*]+)\}|\\(section|subsection|subsubsection)\*?\{|\\(caption)\{|"
+        r"\\label\{([^}]*)\}|\\(appendix)\b"
+    )
 
     def step(kind: str, title: str) -> Item:
         counters[kind] = counters.get(kind, 0) + 1
@@ -134,7 +172,7 @@ def parse_paper(tex: str) -> dict[tuple[str, str], Item]:
             if env in ("figure", "figure*"):
                 figure = []
             elif env.rstrip("*") in theorems:
-                title = tex[position:position + 200].split("\n")[0]
+                title = tex[position : position + 200].split("\n")[0]
                 last = step(theorems[env.rstrip("*")].lower(), title)
             elif env == "protocol":
                 label_text, after = _braced(tex, position)
@@ -147,14 +185,17 @@ def parse_paper(tex: str) -> dict[tuple[str, str], Item]:
             title, position = _braced(tex, match.end() - 1)
             level = ("section", "subsection", "subsubsection").index(heading)
             sections[level] += 1
-            sections[level + 1:] = [0] * (2 - level)
+            sections[level + 1 :] = [0] * (2 - level)
             head = string.ascii_uppercase[sections[0] - 1] if appendix else str(sections[0])
-            number = ".".join([head] + [str(n) for n in sections[1:level + 1]])
+            number = ".".join([head] + [str(n) for n in sections[1 : level + 1]])
             last = items[("section", number)] = Item("section", number, title)
         elif caption:
             title, position = _braced(tex, match.end() - 1)
-            inner = [env for env in stack if env in ("figure", "figure*", "table", "table*", "algorithm",
-                                                      "subfigure")]
+            inner = [
+                env
+                for env in stack
+                if env in ("figure", "figure*", "table", "table*", "algorithm", "subfigure")
+            ]
             if inner and inner[-1] == "subfigure":
                 figure.append(title)
                 continue
@@ -164,7 +205,12 @@ def parse_paper(tex: str) -> dict[tuple[str, str], Item]:
             if kind == "figure":
                 last.subfigures = figure
         elif label is not None:
-            if last is not None and last.label is None and not label.startswith("eq:") and "subfigure" not in stack:
+            if (
+                last is not None
+                and last.label is None
+                and not label.startswith("eq:")
+                and "subfigure" not in stack
+            ):
                 last.label = label
         elif appendix_cmd:
             appendix, sections = True, [0, 0, 0]
@@ -178,7 +224,7 @@ def _equations(tex: str) -> list[tuple[str | None, str]]:
     ``align`` without one."""
     numbered = []
     for env, body in re.findall(r"\\begin\{(equation|align)\}(.*?)\\end\{\1\}", tex, re.S):
-        for line in ([body] if env == "equation" else body.split("\\\\")):
+        for line in [body] if env == "equation" else body.split("\\\\"):
             if not re.search(r"\\(nonumber|notag)\b", line):
                 label = re.search(r"\\label\{(eq:[^}]*)\}", line)
                 numbered.append((label[1] if label else None, line.strip()))
@@ -194,20 +240,38 @@ def paper() -> dict[tuple[str, str], Item]:
 
 def test_the_parser_numbers_the_paper_as_latex_does(paper):
     """Known numbers of the typeset paper, read off its structure by hand."""
-    def number(kind: str, label: str) -> str:
-        return next(item.number for item in paper.values() if item.kind == kind and item.label == label)
 
-    assert number("figure", "fig:problem") == "1" and number("figure", "fig:groupdp_comparison_sigma5") == "2"
+    def number(kind: str, label: str) -> str:
+        return next(
+            item.number for item in paper.values() if item.kind == kind and item.label == label
+        )
+
+    assert (
+        number("figure", "fig:problem") == "1"
+        and number("figure", "fig:groupdp_comparison_sigma5") == "2"
+    )
     assert number("figure", "fig:creditcard") == "4" and number("figure", "fig:tcga_brca") == "7"
-    assert paper[("figure", "9")].title.startswith("User-level sub-sampling")  # a figure without a label counts
+    assert paper[("figure", "9")].title.startswith(
+        "User-level sub-sampling"
+    )  # a figure without a label counts
     assert number("figure", "fig:private_weighting_artificial_runtime") == "11"
     mnist = paper[("figure", "5")].subfigures
     assert len(mnist) == 6 and mnist[5].startswith("$n \\approx 6$")
-    assert number("lemma", "lemma:rdp_subsampled") == "4" and number("lemma", "lemma:rdp_group_privacy") == "6"
-    assert number("theorem", "theo:correctness") == "4" and number("definition", "def:asuldp") == "4"
+    assert (
+        number("lemma", "lemma:rdp_subsampled") == "4"
+        and number("lemma", "lemma:rdp_group_privacy") == "6"
+    )
+    assert (
+        number("theorem", "theo:correctness") == "4" and number("definition", "def:asuldp") == "4"
+    )
     assert number("algorithm", "alg:encode_decode") == "5" and number("protocol", "proto:1") == "1"
-    assert number("table", "table:notation") == "1" and number("table", "table:dp_comparison") == "2"
-    assert paper[("section", "5.1")].title == "Settings" and paper[("section", "5.2")].title == "Results"
+    assert (
+        number("table", "table:notation") == "1" and number("table", "table:dp_comparison") == "2"
+    )
+    assert (
+        paper[("section", "5.1")].title == "Settings"
+        and paper[("section", "5.2")].title == "Results"
+    )
     assert paper[("section", "E")].title.startswith("Convergence") and ("section", "7") not in paper
     assert number("equation", "eq:optimal_weight") == "3"
 
@@ -225,8 +289,10 @@ class Citation:
 
 def _sentence(text: str, start: int, end: int) -> str:
     """The sentence around ``text[start:end]`` (abbreviations such as "et al." and "Sec." do not end one)."""
-    stop = re.compile(r'(?<!et al)(?<!e\.g)(?<!i\.e)(?<!\bSec)(?<!\bEq)(?<!\bFig)(?<!\bvs)\.\s|\n\s*\n|"""|\n\s*#\s*\n|'
-                      r"\n#: ")
+    stop = re.compile(
+        r'(?<!et al)(?<!e\.g)(?<!i\.e)(?<!\bSec)(?<!\bEq)(?<!\bFig)(?<!\bvs)\.\s|\n\s*\n|"""|\n\s*#\s*\n|'
+        r"\n#: "
+    )
     before = [m.end() for m in stop.finditer(text, max(0, start - 400), start)]
     after = stop.search(text, end)
     first = before[-1] if before else max(0, start - 400)
@@ -234,14 +300,14 @@ def _sentence(text: str, start: int, end: int) -> str:
     # code, not prose: no further than the lines next to the citation's
     first = max(first, text.rfind("\n", 0, max(0, text.rfind("\n", 0, start))) + 1)
     following = text.find("\n", text.find("\n", end) + 1)
-    return text[first:last if following < 0 else min(last, following)]
+    return text[first : last if following < 0 else min(last, following)]
 
 
 def _clause(text: str, start: int, end: int) -> str:
     """The clause around a citation: within its parentheses and semicolons."""
     left = max(text.rfind(c, max(0, start - 200), start) for c in "(;\n")
     right = min((i for i in (text.find(c, end, end + 200) for c in ");\n") if i >= 0), default=end)
-    return text[left + 1:right]
+    return text[left + 1 : right]
 
 
 def _expand(items: str) -> list[tuple[str, str, str]]:
@@ -278,21 +344,44 @@ def citations() -> list[Citation]:
     found = []
     for path in sorted([*ROOT.glob("uldp/**/*.py"), *ROOT.glob("book/*.py")]):
         text = LINK.sub(r"\1", path.read_text())
-        matches = [match for match in CITATION.finditer(text)
-                   if not EXTERNAL.search(_clause(text, match.start(), match.end()))]
+        matches = [
+            match
+            for match in CITATION.finditer(text)
+            if not EXTERNAL.search(_clause(text, match.start(), match.end()))
+        ]
         for index, match in enumerate(matches):
             line = text.count("\n", 0, match.start()) + 1
             sentence = _sentence(text, match.start(), match.end())
             numbers = _expand(match["items"])
-            neighbours = [(matches[i], first, second) for i, first, second in
-                          ((index - 1, index - 1, index), (index + 1, index, index + 1)) if 0 <= i < len(matches)]
+            neighbours = [
+                (matches[i], first, second)
+                for i, first, second in (
+                    (index - 1, index - 1, index),
+                    (index + 1, index, index + 1),
+                )
+                if 0 <= i < len(matches)
+            ]
             listed = len(numbers) > 1 or any(
                 KINDS[other["kind"]] == KINDS[match["kind"]]
                 and LIST_JOIN.fullmatch(text, matches[first].end(), matches[second].start())
-                for other, first, second in neighbours)
-            for number, sub, other_end in numbers:  # a list or range: each item exists, a range's ends agree
-                found.append(Citation(str(path.relative_to(ROOT)), line, KINDS[match["kind"]], number, sub,
-                                      "" if listed else sentence, other_end))
+                for other, first, second in neighbours
+            )
+            for (
+                number,
+                sub,
+                other_end,
+            ) in numbers:  # a list or range: each item exists, a range's ends agree
+                found.append(
+                    Citation(
+                        str(path.relative_to(ROOT)),
+                        line,
+                        KINDS[match["kind"]],
+                        number,
+                        sub,
+                        "" if listed else sentence,
+                        other_end,
+                    )
+                )
     return found
 
 
@@ -348,12 +437,24 @@ def mismatches(paper: dict[tuple[str, str], Item], cited: list[Citation]) -> lis
                 wrong.append(f"{where}: {c.kind} {c.number} has no sub-figure ({letter})")
         own = KEYWORDS.get((c.kind, c.number))
         if c.range_with and _overrun(c.kind, c.number, c.range_with) == c.number:
-            wrong.append(f"{where}: the range to {c.kind} {c.range_with} runs one item past the items it "
-                         f"otherwise spans, which are all about {_family(c.kind, c.number, c.range_with)!r}")
-        others = [pattern for (kind, number), pattern in KEYWORDS.items() if kind == c.kind and number != c.number]
-        if own and any(re.search(p, c.sentence, re.I) for p in others) and not re.search(own, c.sentence, re.I):
-            wrong.append(f"{where}: the sentence names another {c.kind} of the paper, not this one "
-                         f"({own!r}): {' '.join(c.sentence.split())[:160]!r}")
+            wrong.append(
+                f"{where}: the range to {c.kind} {c.range_with} runs one item past the items it "
+                f"otherwise spans, which are all about {_family(c.kind, c.number, c.range_with)!r}"
+            )
+        others = [
+            pattern
+            for (kind, number), pattern in KEYWORDS.items()
+            if kind == c.kind and number != c.number
+        ]
+        if (
+            own
+            and any(re.search(p, c.sentence, re.I) for p in others)
+            and not re.search(own, c.sentence, re.I)
+        ):
+            wrong.append(
+                f"{where}: the sentence names another {c.kind} of the paper, not this one "
+                f"({own!r}): {' '.join(c.sentence.split())[:160]!r}"
+            )
     return wrong
 
 
@@ -367,16 +468,29 @@ def test_the_check_catches_the_old_numbering(paper):
     """Citations as uldp wrote them before it took the tex's numbering: figures 5-11, Lemma 5 for the sub-sampled
     Gaussian, Lemma 7, Section 6.1, Table 3, Eq. 4."""
     old = [
-        Citation("old", 1, "figure", "11", "", "Figure 11: time per part of the protocol on the medical datasets."),
+        Citation(
+            "old",
+            1,
+            "figure",
+            "11",
+            "",
+            "Figure 11: time per part of the protocol on the medical datasets.",
+        ),
         Citation("old", 2, "figure", "5", "", "The paper's Figure 5: test accuracy on Creditcard."),
-        Citation("old", 3, "lemma", "5", "", "the sub-sampled Gaussian (Lemma 5) with user sampling"),
-        Citation("old", 4, "lemma", "7", "", "Theorem 3 and Lemma 7 for ULDP-SGD/AVG with user sampling"),
+        Citation(
+            "old", 3, "lemma", "5", "", "the sub-sampled Gaussian (Lemma 5) with user sampling"
+        ),
+        Citation(
+            "old", 4, "lemma", "7", "", "Theorem 3 and Lemma 7 for ULDP-SGD/AVG with user sampling"
+        ),
         Citation("old", 5, "section", "6", "", "The paper (Section 6.1) distributes records"),
         Citation("old", 6, "table", "3", "", "the Table 3 rounds T"),
         Citation("old", 7, "figure", "6", "d-h", "Figure 6d-h: MNIST with 10000 users"),
         Citation("old", 8, "table", "2", "", "the symbols of the paper's Table 2"),
         Citation("old", 9, "equation", "4", "", "enhanced weights (Eq. 4) and user-level sampling"),
-        Citation("old", 10, "lemma", "3", "", "(epsilon, delta) group privacy (the paper's Lemma 3)"),
+        Citation(
+            "old", 10, "lemma", "3", "", "(epsilon, delta) group privacy (the paper's Lemma 3)"
+        ),
     ]
     assert len(mismatches(paper, old)) == len(old), mismatches(paper, old)
 
@@ -384,10 +498,19 @@ def test_the_check_catches_the_old_numbering(paper):
 def test_the_check_catches_a_wrong_end_of_a_range(paper):
     """Both ends of a range are checked: "Figures 4-7" (the privacy-utility figures) passes; with its end changed to
     the weighting Figure 8, or its start to the sensitivity Figure 3, it fails, at the end that moved."""
-    def cite(items: str) -> list[Citation]:
-        return [Citation("range", 1, "figure", number, sub, "", other) for number, sub, other in _expand(items)]
 
-    assert [(c.number, c.range_with) for c in cite("4-7")] == [("4", "7"), ("5", ""), ("6", ""), ("7", "4")]
+    def cite(items: str) -> list[Citation]:
+        return [
+            Citation("range", 1, "figure", number, sub, "", other)
+            for number, sub, other in _expand(items)
+        ]
+
+    assert [(c.number, c.range_with) for c in cite("4-7")] == [
+        ("4", "7"),
+        ("5", ""),
+        ("6", ""),
+        ("7", "4"),
+    ]
     assert not mismatches(paper, cite("4-7"))
     assert [m.split(":")[2].strip() for m in mismatches(paper, cite("4-8"))] == ["figure 8"]
     assert [m.split(":")[2].strip() for m in mismatches(paper, cite("3-7"))] == ["figure 3"]

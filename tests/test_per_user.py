@@ -39,30 +39,56 @@ class TinyCNN(nn.Module):
 
 
 def mlp() -> nn.Module:
-    return nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.GroupNorm(2, 8), nn.Dropout(0.5), nn.Linear(8, 3))
+    return nn.Sequential(
+        nn.Linear(5, 8), nn.ReLU(), nn.GroupNorm(2, 8), nn.Dropout(0.5), nn.Linear(8, 3)
+    )
 
 
 def problem(n_records: int, n_users: int, shape: tuple[int, ...], seed: int):
     gen = torch.Generator().manual_seed(seed)
-    x, y = torch.randn((n_records, *shape), generator=gen), torch.randint(0, 3, (n_records,), generator=gen)
-    owner = np.random.default_rng(seed).zipf(1.5, n_records) % n_users  # skewed: some users hold many records
+    x, y = (
+        torch.randn((n_records, *shape), generator=gen),
+        torch.randint(0, 3, (n_records,), generator=gen),
+    )
+    owner = (
+        np.random.default_rng(seed).zipf(1.5, n_records) % n_users
+    )  # skewed: some users hold many records
     groups = [np.flatnonzero(owner == u) for u in np.unique(owner)]
     return x, y, groups
 
 
-@pytest.mark.parametrize("batch_size, chunk_floats, dtype, tolerance", [
-    (1000, 2**22, torch.float32, 1e-5),  # deterministic full-batch: the 1e-5 in float32
-    (3, 2**22, torch.float64, 1e-10),  # many mini-batch steps amplify float32 rounding; float64 shows equality
-    (3, 5000, torch.float64, 1e-10),  # and chunking changes nothing
-])
+@pytest.mark.parametrize(
+    "batch_size, chunk_floats, dtype, tolerance",
+    [
+        (1000, 2**22, torch.float32, 1e-5),  # deterministic full-batch: the 1e-5 in float32
+        (
+            3,
+            2**22,
+            torch.float64,
+            1e-10,
+        ),  # many mini-batch steps amplify float32 rounding; float64 shows equality
+        (3, 5000, torch.float64, 1e-10),  # and chunking changes nothing
+    ],
+)
 def test_fast_path_equals_loop_on_mlp(batch_size, chunk_floats, dtype, tolerance):
     torch.manual_seed(0)
     model = mlp().to(dtype).eval()  # deterministic: dropout off
     x, y, groups = problem(200, 30, (5,), seed=1)
     x = x.to(dtype)
-    assert_fast_path_equals_loop(model, x, y, groups, loss_fn=cross_entropy, local_lr=0.2, epochs=3,
-                                 batch_size=batch_size, key_seed=2, atol=tolerance, moved=1e-3,
-                                 chunk_floats=chunk_floats)
+    assert_fast_path_equals_loop(
+        model,
+        x,
+        y,
+        groups,
+        loss_fn=cross_entropy,
+        local_lr=0.2,
+        epochs=3,
+        batch_size=batch_size,
+        key_seed=2,
+        atol=tolerance,
+        moved=1e-3,
+        chunk_floats=chunk_floats,
+    )
 
 
 @pytest.mark.parametrize("convert", [False, True])
@@ -70,15 +96,28 @@ def test_fast_path_equals_loop_on_cnn(convert):
     torch.manual_seed(0)
     model = TinyCNN().eval()
     x, y, groups = problem(60, 10, (1, 12, 12), seed=3)
-    assert_fast_path_equals_loop(model, x, y, groups, loss_fn=cross_entropy, local_lr=0.1, epochs=2, batch_size=4,
-                                 key_seed=4, atol=1e-5, fast_model=vmap_friendly(model) if convert else None)
+    assert_fast_path_equals_loop(
+        model,
+        x,
+        y,
+        groups,
+        loss_fn=cross_entropy,
+        local_lr=0.1,
+        epochs=2,
+        batch_size=4,
+        key_seed=4,
+        atol=1e-5,
+        fast_model=vmap_friendly(model) if convert else None,
+    )
 
 
 def test_user_gradients_equal_autograd_per_user():
     torch.manual_seed(0)
     model = mlp().eval()
     x, y, groups = problem(80, 12, (5,), seed=5)
-    grads = user_gradients(model, flat_parameters(model), x, y, groups, loss_fn=cross_entropy, chunk_floats=3000)
+    grads = user_gradients(
+        model, flat_parameters(model), x, y, groups, loss_fn=cross_entropy, chunk_floats=3000
+    )
     for row, records in enumerate(groups):
         model.zero_grad()
         cross_entropy(model(x[records]), y[records], None).backward()
@@ -91,8 +130,18 @@ def test_dropout_draws_differ_between_users():
     x = torch.randn(4, 5).repeat(2, 1)
     y = torch.zeros(8, dtype=torch.long)
     groups = [np.arange(4), np.arange(4, 8)]  # two users with identical records
-    deltas = train_users(model, flat_parameters(model), x, y, groups, loss_fn=cross_entropy, local_lr=0.5,
-                         epochs=1, batch_size=4, keys=torch.zeros(1, 8))
+    deltas = train_users(
+        model,
+        flat_parameters(model),
+        x,
+        y,
+        groups,
+        loss_fn=cross_entropy,
+        local_lr=0.5,
+        epochs=1,
+        batch_size=4,
+        keys=torch.zeros(1, 8),
+    )
     assert not torch.allclose(deltas[0], deltas[1])
 
 
@@ -128,5 +177,15 @@ def test_layout_round_trip_and_errors():
     with pytest.raises(ValueError, match="layout needs"):
         layout.unflatten(flat[:-1])
     with pytest.raises(ValueError, match="local_lr"):
-        train_users(model, flat, torch.zeros(2, 1, 12, 12), torch.zeros(2, dtype=torch.long), [np.arange(2)],
-                    loss_fn=cross_entropy, local_lr=0.0, epochs=1, batch_size=1, keys=torch.zeros(1, 2))
+        train_users(
+            model,
+            flat,
+            torch.zeros(2, 1, 12, 12),
+            torch.zeros(2, dtype=torch.long),
+            [np.arange(2)],
+            loss_fn=cross_entropy,
+            local_lr=0.0,
+            epochs=1,
+            batch_size=1,
+            keys=torch.zeros(1, 2),
+        )

@@ -66,8 +66,12 @@ def test_fingerprint_changes_with_any_field() -> None:
 
 # --- checkpoints -----------------------------------------------------------------------------------------------
 def _checkpoint(rounds: int = 2) -> persist.Checkpoint:
-    return persist.Checkpoint(rounds, np.arange(6, dtype=np.float32) / 7, "f" * 64,
-                              tuple({"round": r} for r in range(1, rounds + 1)))
+    return persist.Checkpoint(
+        rounds,
+        np.arange(6, dtype=np.float32) / 7,
+        "f" * 64,
+        tuple({"round": r} for r in range(1, rounds + 1)),
+    )
 
 
 def test_checkpoint_round_trip(tmp_path) -> None:
@@ -84,11 +88,18 @@ def test_checkpoint_file_is_the_documented_layout(tmp_path) -> None:
     """b"ULDPCKPT", u32 header length, the JSON header, the model's array bytes, SHA-256 of all before it."""
     path = tmp_path / "model.ckpt"
     persist.save_checkpoint(path, _checkpoint())
-    header = json.dumps({"rounds_done": 2, "config_fingerprint": "f" * 64,
-                         "history": [{"round": 1}, {"round": 2}]}).encode()
+    header = json.dumps(
+        {"rounds_done": 2, "config_fingerprint": "f" * 64, "history": [{"round": 1}, {"round": 2}]}
+    ).encode()
     model = np.arange(6, dtype=np.float32) / 7
     array = b"ULDA" + bytes([1, 1]) + (6).to_bytes(8, "little") + model.astype("<f4").tobytes()
-    body = b"ULDPCKPT" + struct.pack("<I", len(header)) + header + array + hashlib.sha256(array).digest()
+    body = (
+        b"ULDPCKPT"
+        + struct.pack("<I", len(header))
+        + header
+        + array
+        + hashlib.sha256(array).digest()
+    )
     assert path.read_bytes() == body + hashlib.sha256(body).digest()
 
 
@@ -117,6 +128,6 @@ def test_a_crash_while_writing_keeps_the_previous_checkpoint(tmp_path, monkeypat
     monkeypatch.undo()
     loaded = persist.load_checkpoint(path, config_fingerprint="f" * 64)
     assert loaded is not None and loaded.rounds_done == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.ckpt"]  # no temporary file left behind
-
-
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "model.ckpt"
+    ]  # no temporary file left behind

@@ -41,17 +41,25 @@ def test_privacy_utility_figure_draws_mean_and_std_band_per_setting(data):
     curves = np.array([r["result"]["accuracy"] for r in runs])
     line = _line(axes[0, 0], "ULDP-AVG")
     np.testing.assert_allclose(line.get_ydata(), curves.mean(axis=0))
-    band = axes[0, 0].collections[[line.get_label() for line in axes[0, 0].get_lines()].index("ULDP-AVG")]
+    band = axes[0, 0].collections[
+        [line.get_label() for line in axes[0, 0].get_lines()].index("ULDP-AVG")
+    ]
     upper = band.get_paths()[0].vertices[:, 1].max()
     assert upper == pytest.approx((curves.mean(axis=0) + curves.std(axis=0, ddof=1)).max())
     assert "DEFAULT" in [line.get_label() for line in axes[0, 0].get_lines()]
-    assert "DEFAULT" not in [line.get_label() for line in axes[0, 1].get_lines()]  # no guarantee, no epsilon curve
+    assert "DEFAULT" not in [
+        line.get_label() for line in axes[0, 1].get_lines()
+    ]  # no guarantee, no epsilon curve
     assert plots.METHOD_COLORS["ULDP-AVG-w"] == _line(axes[0, 0], "ULDP-AVG-w").get_color()
 
 
 def test_mnist_shows_test_loss_then_accuracy_then_epsilon_and_tcga_the_c_index(data):
     fig = plots.privacy_utility_figure(data["mnist"])
-    assert [ax.get_ylabel() for ax in fig.axes[:3]] == ["test loss", "test accuracy", plots.LABELS["epsilon"]]
+    assert [ax.get_ylabel() for ax in fig.axes[:3]] == [
+        "test loss",
+        "test accuracy",
+        plots.LABELS["epsilon"],
+    ]
     fig = plots.privacy_utility_figure(data["tcga_brca"])
     assert fig.axes[0].get_ylabel() == "C-index"
 
@@ -59,7 +67,9 @@ def test_mnist_shows_test_loss_then_accuracy_then_epsilon_and_tcga_the_c_index(d
 def test_weighting_figure_has_a_panel_per_dataset_and_silo_count_with_zipf_dashed(data):
     results = data["weighting"]
     fig = plots.weighting_figure(results)
-    assert [ax.get_title() for ax in fig.axes] == list(dict.fromkeys(r["panel"] for r in results.runs))
+    assert [ax.get_title() for ax in fig.axes] == list(
+        dict.fromkeys(r["panel"] for r in results.runs)
+    )
     assert _line(fig.axes[0], "ULDP-AVG-w, zipf").get_linestyle() == "--"
     assert _line(fig.axes[0], "ULDP-AVG-w, uniform").get_linestyle() == "-"
 
@@ -67,8 +77,9 @@ def test_weighting_figure_has_a_panel_per_dataset_and_silo_count_with_zipf_dashe
 def test_user_sampling_figure_one_line_per_q(data):
     results = data["user_sampling"]
     fig = plots.user_sampling_figure(results)
-    assert {line.get_label() for line in fig.axes[0].get_lines()} == {r["series"] for r in results.runs
-                                                               if r["panel"] == results.runs[0]["panel"]}
+    assert {line.get_label() for line in fig.axes[0].get_lines()} == {
+        r["series"] for r in results.runs if r["panel"] == results.runs[0]["panel"]
+    }
 
 
 def test_empty_results_give_a_clear_error():
@@ -79,28 +90,52 @@ def test_empty_results_give_a_clear_error():
 
 
 def test_runtime_table_splits_each_round_into_silo_and_server_time():
-    timings = {"rounds": [{"aggregation": 1.0, "encrypt_weights": 0.5, "silo_weighting": 2.0}] * 2,
-               "setup": {"paillier_keygen": 3.0, "key_exchange": 0.25, "blinded_histogram": 0.125}}
-    runs = tuple({"panel": "heart_disease", "series": "|U|=10", "seed": seed,
-                  "params": {"dataset": "heart_disease", "n_users": 10},
-                  "result": {"seconds": [9.5, 5.5 + seed], "info": {"n_silos": 4, "secure_timings": timings}}}
-                 for seed in (0, 2))
+    timings = {
+        "rounds": [{"aggregation": 1.0, "encrypt_weights": 0.5, "silo_weighting": 2.0}] * 2,
+        "setup": {"paillier_keygen": 3.0, "key_exchange": 0.25, "blinded_histogram": 0.125},
+    }
+    runs = tuple(
+        {
+            "panel": "heart_disease",
+            "series": "|U|=10",
+            "seed": seed,
+            "params": {"dataset": "heart_disease", "n_users": 10},
+            "result": {
+                "seconds": [9.5, 5.5 + seed],
+                "info": {"n_silos": 4, "secure_timings": timings},
+            },
+        }
+        for seed in (0, 2)
+    )
     table = plots.runtime_table(ResultSet("protocol_runtime", "paper", runs, (), "memory"))
     row = table.loc[("heart_disease", 10)]
     # per silo: (round seconds - server's 1.5 s - the set-up's 3.375 s in round 1) / 4 silos, over rounds then seeds
     seed0 = np.mean([(9.5 - 1.5 - 3.375) / 4, (5.5 - 1.5) / 4])
     seed2 = np.mean([(9.5 - 1.5 - 3.375) / 4, (7.5 - 1.5) / 4])
     assert row["training per silo"] == pytest.approx((seed0 + seed2) / 2)
-    assert row["encrypted weighting per silo"] == pytest.approx(2.0 / 4)  # the silos' 2 s of weighting, per silo
+    assert row["encrypted weighting per silo"] == pytest.approx(
+        2.0 / 4
+    )  # the silos' 2 s of weighting, per silo
     assert row["local training per silo"] == pytest.approx((seed0 + seed2) / 2 - 2.0 / 4)
     assert (row["key set-up"], row["blinded histogram"], row["aggregation"]) == (3.25, 0.125, 1.5)
-    assert len(plots.runtime_figure(ResultSet("protocol_runtime", "paper", runs, (), "memory")).axes) == 2
-    with pytest.raises(ValueError, match="no run of grid 'protocol_runtime' has secure-aggregation timings"):
+    assert (
+        len(plots.runtime_figure(ResultSet("protocol_runtime", "paper", runs, (), "memory")).axes)
+        == 2
+    )
+    with pytest.raises(
+        ValueError, match="no run of grid 'protocol_runtime' has secure-aggregation timings"
+    ):
         plots.runtime_table(ResultSet("protocol_runtime", "paper", (), (), "memory"))
 
 
-@pytest.mark.parametrize("grid, draw", [("heart_disease", "privacy_utility_figure"), ("weighting", "weighting_figure"),
-                                        ("user_sampling", "user_sampling_figure")])
+@pytest.mark.parametrize(
+    "grid, draw",
+    [
+        ("heart_disease", "privacy_utility_figure"),
+        ("weighting", "weighting_figure"),
+        ("user_sampling", "user_sampling_figure"),
+    ],
+)
 def test_a_figure_of_one_covered_panel(data, grid, draw):
     """What a chapter draws when paper-profile results cover only some panels (ResultSet.only_panels)."""
     panel = data[grid].covered_panels()[0]
@@ -118,8 +153,9 @@ def test_chapter_figures_add_the_covered_paper_panels_only_when_there_are_some(d
     results = data["weighting"]
     alone = plots.chapter_figures(ChapterResults(results, "note"), plots.weighting_figure)
     panel = results.covered_panels()[0]
-    both = plots.chapter_figures(ChapterResults(results, "note", results.only_panels([panel])),
-                                 plots.weighting_figure)
+    both = plots.chapter_figures(
+        ChapterResults(results, "note", results.only_panels([panel])), plots.weighting_figure
+    )
     assert len(alone) == 1 and len(both) == 2
     assert {ax.get_title() for ax in both[1].axes if ax.get_title()} == {panel}
 
@@ -133,11 +169,14 @@ def _line_style(line) -> tuple:
     return to_rgba(line.get_color()), line.get_marker(), line.get_linestyle()
 
 
-@pytest.mark.parametrize("grid, draw, metrics", [
-    ("heart_disease", "privacy_utility_figure", ["accuracy", "epsilon"]),
-    ("user_sampling", "user_sampling_figure", ["accuracy", "epsilon"]),
-    ("weighting", "weighting_figure", ["test_loss"]),
-])
+@pytest.mark.parametrize(
+    "grid, draw, metrics",
+    [
+        ("heart_disease", "privacy_utility_figure", ["accuracy", "epsilon"]),
+        ("user_sampling", "user_sampling_figure", ["accuracy", "epsilon"]),
+        ("weighting", "weighting_figure", ["test_loss"]),
+    ],
+)
 def test_each_line_is_the_mean_of_the_series_its_label_names(data, grid, draw, metrics):
     results = data[grid]
     check_lines(results, getattr(plots, draw)(results), metrics)
@@ -148,9 +187,15 @@ def test_a_series_without_a_style_of_its_own_keeps_one_style_in_every_panel(data
     the whole figure, not in the panel: a panel lacking an earlier series must not recolour the later ones."""
     results = data["heart_disease"]
     first = results.runs[0]["panel"]
-    names = {series: f"method {index}" for index, series in enumerate(dict.fromkeys(r["series"] for r in results.runs))}
-    runs = tuple({**run, "series": names[run["series"]]} for run in results.runs
-                 if not (run["panel"] == first and names[run["series"]] == "method 2"))
+    names = {
+        series: f"method {index}"
+        for index, series in enumerate(dict.fromkeys(r["series"] for r in results.runs))
+    }
+    runs = tuple(
+        {**run, "series": names[run["series"]]}
+        for run in results.runs
+        if not (run["panel"] == first and names[run["series"]] == "method 2")
+    )
     relabelled = ResultSet(results.grid, results.profile, runs, (), "memory")
     check_lines(relabelled, plots.privacy_utility_figure(relabelled), ["accuracy", "epsilon"])
 
@@ -168,9 +213,17 @@ def check_lines(results, fig, metrics):
             assert lines
             for line in lines:
                 series = line.get_label()
-                runs = [r["result"][metric] for r in results.runs if r["panel"] == panel and r["series"] == series]
-                assert runs, f"a line labelled {series!r} in panel {panel!r}, but no such series there"
-                np.testing.assert_allclose(line.get_ydata(), np.mean(np.array(runs, dtype=float), axis=0))
+                runs = [
+                    r["result"][metric]
+                    for r in results.runs
+                    if r["panel"] == panel and r["series"] == series
+                ]
+                assert runs, (
+                    f"a line labelled {series!r} in panel {panel!r}, but no such series there"
+                )
+                np.testing.assert_allclose(
+                    line.get_ydata(), np.mean(np.array(runs, dtype=float), axis=0)
+                )
                 # one style per label in every panel: the figure's single legend shows each line's own style
                 assert styles.setdefault(series, _line_style(line)) == _line_style(line), series
             in_panel = [_line_style(line) for line in lines]
@@ -182,14 +235,19 @@ def check_lines(results, fig, metrics):
 
 def test_method_styles_differ_without_colour_and_in_colour():
     styles = plots.METHOD_STYLES.values()
-    assert len({(s["marker"], s["linestyle"]) for s in styles}) == len(plots.METHOD_STYLES)  # greyscale
+    assert len({(s["marker"], s["linestyle"]) for s in styles}) == len(
+        plots.METHOD_STYLES
+    )  # greyscale
     assert len({s["marker"] for s in styles}) == len(plots.METHOD_STYLES)
     assert len({s["color"] for s in styles}) == len(plots.METHOD_STYLES)
     assert {s["color"] for s in styles} <= set(plots.PALETTE)
 
 
 def test_figures_fit_a_page_at_a_sharp_resolution(data):
-    for fig in (plots.privacy_utility_figure(data["mnist"]), plots.weighting_figure(data["weighting"])):
+    for fig in (
+        plots.privacy_utility_figure(data["mnist"]),
+        plots.weighting_figure(data["weighting"]),
+    ):
         assert fig.get_figwidth() <= 10.0 and fig.dpi >= 150
 
 
@@ -198,7 +256,9 @@ def test_group_privacy_figure_draws_each_route_under_its_label():
 
     from uldp.paper.plots import group_privacy_figure
 
-    table = pd.DataFrame({"a": [1.0, 4.0, 16.0], "b": [2.0, 3.0, 5.0]}, index=pd.Index([2, 4, 8], name="k"))
+    table = pd.DataFrame(
+        {"a": [1.0, 4.0, 16.0], "b": [2.0, 3.0, 5.0]}, index=pd.Index([2, 4, 8], name="k")
+    )
     fig = group_privacy_figure(table, [("b", "s-", "route b"), ("a", "o-", "route a")], title="t")
     ax = fig.axes[0]
     drawn = {line.get_label(): np.asarray(line.get_ydata()).tolist() for line in ax.get_lines()}

@@ -33,14 +33,18 @@ def test_every_silo_numbers_a_shared_patient_alike_and_u_is_the_true_union(id_se
     number: dict[int, int] = {}
     for ids, result in zip(id_sets, results, strict=True):
         for patient, u in zip(ids, result.index_of(ids), strict=True):
-            assert number.setdefault(patient, int(u)) == int(u)  # the same number at every silo holding it
+            assert number.setdefault(patient, int(u)) == int(
+                u
+            )  # the same number at every silo holding it
     assert sorted(number.values()) == list(range(len(everyone)))  # a bijection onto [0, |U|)
     for s, result in enumerate(results):
         own = np.bincount([number[i] for i in id_sets[s]], minlength=len(everyone))
         np.testing.assert_array_equal(result.counts[s], own)  # its own n_su, always
         for t, ids in enumerate(id_sets):
             held = np.bincount([number[i] for i in ids], minlength=len(everyone))
-            np.testing.assert_array_equal(result.counts[t], held if share_counts or t == s else np.minimum(held, 1))
+            np.testing.assert_array_equal(
+                result.counts[t], held if share_counts or t == s else np.minimum(held, 1)
+            )
 
 
 def test_a_silo_cannot_find_a_guessed_patient_at_another_silo():
@@ -55,17 +59,26 @@ def test_a_silo_cannot_find_a_guessed_patient_at_another_silo():
         return {hmac.new(KEY, i.encode(), hashlib.sha256).hexdigest() for i in ids}
 
     received = old_scheme_view(hospital)  # silo 0's sealed histogram, opened under the shared key
-    assert sum(hmac.new(KEY, g.encode(), hashlib.sha256).hexdigest() in received for g in guesses) == 20
+    assert (
+        sum(hmac.new(KEY, g.encode(), hashlib.sha256).hexdigest() in received for g in guesses)
+        == 20
+    )
 
-    silos = [UnionSilo(name, ids, relay_key=KEY, **TEST) for name, ids in (("a", hospital), ("b", attacker_own))]
+    silos = [
+        UnionSilo(name, ids, relay_key=KEY, **TEST)
+        for name, ids in (("a", hospital), ("b", attacker_own))
+    ]
     roster = Roster(psu.TEST_GROUP.name, ("a", "b"), tuple(s.hello for s in silos))
     transcript: list[RelayMessage] = []
 
     def ask(stage, requests):
         replies = {}
         for s, request in requests.items():
-            message = (silos[s].start(Roster.from_bytes(request), share_counts=False) if stage == "psu-start"
-                       else silos[s].relay(RelayMessage.from_bytes(request)))
+            message = (
+                silos[s].start(Roster.from_bytes(request), share_counts=False)
+                if stage == "psu-start"
+                else silos[s].relay(RelayMessage.from_bytes(request))
+            )
             transcript.append(message)
             replies[s] = message.to_bytes()
         return replies
@@ -78,10 +91,12 @@ def test_a_silo_cannot_find_a_guessed_patient_at_another_silo():
         plain = attacker._open(message)
         width = group.element_bytes
         count = len(plain) // (width + (8 if message.step == len(silos) else 0))
-        seen |= {int.from_bytes(plain[i * width:(i + 1) * width], "big") for i in range(count)}
+        seen |= {int.from_bytes(plain[i * width : (i + 1) * width], "big") for i in range(count)}
     exponent = attacker._exponent
 
-    def candidates(guess):  # all the attacker can compute from a guess alone: H(g), and H(g) to its exponent
+    def candidates(
+        guess,
+    ):  # all the attacker can compute from a guess alone: H(g), and H(g) to its exponent
         h = group.hash_to_group(roster.session, guess)
         return {h, pow(h, exponent, group.p)}
 
@@ -92,13 +107,21 @@ def test_a_silo_cannot_find_a_guessed_patient_at_another_silo():
 
 def test_the_server_sees_sizes_only():
     """The server relays sealed lists: no blinded value of any silo appears in what it handles."""
-    silos = [UnionSilo(n, ids, relay_key=KEY, **TEST) for n, ids in (("a", ["x", "y"]), ("b", ["y"]))]
+    silos = [
+        UnionSilo(n, ids, relay_key=KEY, **TEST) for n, ids in (("a", ["x", "y"]), ("b", ["y"]))
+    ]
     roster = Roster(psu.TEST_GROUP.name, ("a", "b"), tuple(s.hello for s in silos))
     relayed: list[bytes] = []
 
     def ask(stage, requests):
-        replies = {s: (silos[s].start(Roster.from_bytes(r), share_counts=False) if stage == "psu-start"
-                       else silos[s].relay(RelayMessage.from_bytes(r))).to_bytes() for s, r in requests.items()}
+        replies = {
+            s: (
+                silos[s].start(Roster.from_bytes(r), share_counts=False)
+                if stage == "psu-start"
+                else silos[s].relay(RelayMessage.from_bytes(r))
+            ).to_bytes()
+            for s, r in requests.items()
+        }
         relayed.extend(replies.values())
         return replies
 
@@ -136,7 +159,10 @@ def test_replayed_reordered_and_altered_messages_are_refused_by_name():
     with pytest.raises(RelayRefused, match="refuses a relay message of step 0: step 2 is due"):
         a.relay(starts[1])  # the server repeats the step
     hop_b = b.relay(starts[0])
-    share_a, share_b = a.relay(hop_b), b.relay(hop_a)  # each silo's own list, fully raised: its share
+    share_a, share_b = (
+        a.relay(hop_b),
+        b.relay(hop_a),
+    )  # each silo's own list, fully raised: its share
     with pytest.raises(RelayRefused, match="step 3 is due"):
         a.relay(hop_b)
     with pytest.raises(RelayRefused, match="one share from each of the 2 silos"):
@@ -149,7 +175,9 @@ def test_replayed_reordered_and_altered_messages_are_refused_by_name():
 
 def test_a_restored_silo_keeps_its_progress_and_refuses_what_it_answered():
     silos, _, starts = _session()
-    a = UnionSilo.restore(silos[0].export_state(), ["y", "x", "x"], relay_key=KEY, insecure_test_group=True)
+    a = UnionSilo.restore(
+        silos[0].export_state(), ["y", "x", "x"], relay_key=KEY, insecure_test_group=True
+    )
     a.relay(starts[1])
     again = UnionSilo.restore(a.export_state(), ["x", "y"], relay_key=KEY, insecure_test_group=True)
     with pytest.raises(RelayRefused, match="step 2 is due"):
@@ -162,7 +190,10 @@ def test_values_outside_the_group_and_foreign_rosters_are_refused():
     _, roster, _ = _session()
     group = psu.TEST_GROUP
     non_residue = next(v for v in range(2, 100) if gmpy2.jacobi(v, group.p) == -1)
-    for value, refusal in ((1, "outside the quadratic residues"), (non_residue, "outside the quadratic residues")):
+    for value, refusal in (
+        (1, "outside the quadratic residues"),
+        (non_residue, "outside the quadratic residues"),
+    ):
         fresh, fresh_roster, _ = _session()
         header = RelayMessage(fresh_roster.session, 0, 1, 0, 1, b"", b"")
         plain = b"".join(int(v).to_bytes(group.element_bytes, "big") for v in (value, 4))
@@ -171,7 +202,9 @@ def test_values_outside_the_group_and_foreign_rosters_are_refused():
             fresh[0].relay(RelayMessage(header.session, 0, 1, 0, 1, nonce, ciphertext))
     stranger = UnionSilo("a", ["x", "y"], relay_key=KEY, **TEST)
     with pytest.raises(RelayRefused, match="not the one this silo sent"):
-        stranger.start(roster, share_counts=False)  # the roster of a session this silo did not say hello to
+        stranger.start(
+            roster, share_counts=False
+        )  # the roster of a session this silo did not say hello to
     with pytest.raises(RelayRefused, match="sorted order"):
         Roster.from_bytes(Roster("g", ("b", "a"), roster.hellos).to_bytes())
     with pytest.raises(RelayRefused, match="roster is malformed"):
@@ -179,8 +212,9 @@ def test_values_outside_the_group_and_foreign_rosters_are_refused():
     with pytest.raises(RelayRefused, match="a union hello has 20 bytes, got 3 bytes"):
         psu.Hello.from_bytes(b"abc")
     with pytest.raises(RelayRefused, match="roster's group is 'modp2048'"):
-        UnionSilo("a", ["x"], relay_key=KEY, **TEST).start(Roster("modp2048", ("a",), roster.hellos[:1]),
-                                                            share_counts=False)
+        UnionSilo("a", ["x"], relay_key=KEY, **TEST).start(
+            Roster("modp2048", ("a",), roster.hellos[:1]), share_counts=False
+        )
 
 
 def test_groups_are_rfc_3526_safe_primes_and_the_test_group_needs_consent():
@@ -188,7 +222,12 @@ def test_groups_are_rfc_3526_safe_primes_and_the_test_group_needs_consent():
 
     mpmath.mp.prec = 3200
     for name, (bits, constant) in {"modp2048": (2048, 124476), "modp3072": (3072, 1690314)}.items():
-        expected = 2**bits - 2**(bits - 64) - 1 + 2**64 * (int(mpmath.floor(2 ** (bits - 130) * mpmath.pi)) + constant)
+        expected = (
+            2**bits
+            - 2 ** (bits - 64)
+            - 1
+            + 2**64 * (int(mpmath.floor(2 ** (bits - 130) * mpmath.pi)) + constant)
+        )
         group = psu.GROUPS[name]
         assert group.p == expected and gmpy2.is_prime(group.q, 25)
     assert psu.DEFAULT_GROUP.p.bit_length() >= psu.MIN_GROUP_BITS

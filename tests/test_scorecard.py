@@ -18,31 +18,68 @@ from uldp.paper.experiments import GRIDS, ResultSet, expand
 def write_scan(path, seconds, repeats=3, seed=0):
     """A protocol scan file of ``seconds(axis, value)`` per part and repeat, with a little noise."""
     rng = np.random.default_rng(seed)
-    rows = [{"axis": axis, "value": value, "repeat": r,
-             **{part: seconds(axis, value) * (1 + 0.01 * rng.standard_normal())
-                for part in ("paillier keygen", "key exchange", "blinded histogram", *scorecard_runtime.ROUND_PARTS)}}
-            for r in range(repeats) for axis, values in (("parameters", (16, 30, 58, 107)), ("users", (10, 20, 30, 40)),
-                                                          ("silos", (3, 5, 7, 9))) for value in values]
-    path.write_text(json.dumps({"provenance": {"git_commit": "0" * 40},
-                                "results": {"key_bits": 3072, "repeats": repeats, "rows": rows}}))
+    rows = [
+        {
+            "axis": axis,
+            "value": value,
+            "repeat": r,
+            **{
+                part: seconds(axis, value) * (1 + 0.01 * rng.standard_normal())
+                for part in (
+                    "paillier keygen",
+                    "key exchange",
+                    "blinded histogram",
+                    *scorecard_runtime.ROUND_PARTS,
+                )
+            },
+        }
+        for r in range(repeats)
+        for axis, values in (
+            ("parameters", (16, 30, 58, 107)),
+            ("users", (10, 20, 30, 40)),
+            ("silos", (3, 5, 7, 9)),
+        )
+        for value in values
+    ]
+    path.write_text(
+        json.dumps(
+            {
+                "provenance": {"git_commit": "0" * 40},
+                "results": {"key_bits": 3072, "repeats": repeats, "rows": rows},
+            }
+        )
+    )
     return path
 
 
 @pytest.fixture(autouse=True)
 def linear_scan(tmp_path, monkeypatch):
     """Every test reads a scan where every part grows linearly (the committed one is the book's)."""
-    monkeypatch.setattr(scorecard_runtime, "SCAN_FILE", write_scan(tmp_path / "scan.json", lambda _, v: 0.1 + 0.01 * v))
+    monkeypatch.setattr(
+        scorecard_runtime,
+        "SCAN_FILE",
+        write_scan(tmp_path / "scan.json", lambda _, v: 0.1 + 0.01 * v),
+    )
 
 
-def world(profile: str = "paper", seeds=(0, 1), grids=None,
-          swap: tuple[str, str] | None = None) -> dict[str, ResultSet]:
+def world(
+    profile: str = "paper", seeds=(0, 1), grids=None, swap: tuple[str, str] | None = None
+) -> dict[str, ResultSet]:
     """In-memory results of every grid, curves from :func:`fake_backend.paper_like`."""
     execute = functools.partial(fake_backend.paper_like, swap=swap)
     data = {}
     for name in grids or GRIDS:
-        runs = tuple({"panel": s.panel, "series": s.series, "seed": s.seed, "params": s.kwargs,
-                      "result": execute(s.kwargs), "provenance": {}}
-                     for s in expand(name, profile, seeds=list(seeds)))
+        runs = tuple(
+            {
+                "panel": s.panel,
+                "series": s.series,
+                "seed": s.seed,
+                "params": s.kwargs,
+                "result": execute(s.kwargs),
+                "provenance": {},
+            }
+            for s in expand(name, profile, seeds=list(seeds))
+        )
         data[name] = ResultSet(name, profile, runs, (), "memory")
     return data
 
@@ -50,28 +87,43 @@ def world(profile: str = "paper", seeds=(0, 1), grids=None,
 @pytest.fixture(scope="module")
 def paper_world():
     data = world(seeds=(0, 1), grids=("heart_disease", "tcga_brca")) | world(
-        seeds=(0,), grids=("creditcard", "mnist", "weighting", "user_sampling", "protocol_runtime"))
-    return data | {sc.MNIST_ACCOUNTING: data["mnist"]}  # the epsilons of MNIST, as accounting alone gives them
+        seeds=(0,), grids=("creditcard", "mnist", "weighting", "user_sampling", "protocol_runtime")
+    )
+    return data | {
+        sc.MNIST_ACCOUNTING: data["mnist"]
+    }  # the epsilons of MNIST, as accounting alone gives them
 
 
 def test_every_claim_holds_in_a_world_built_to_satisfy_them(paper_world):
     table = sc.scorecard(paper_world)
     # the tests look up by key
     assert list(table["key"]) == [claim.key for claim in sc.CLAIMS] and table["key"].is_unique
-    assert list(table["verdict"]) == [sc.HOLDS] * len(sc.CLAIMS), table[table["verdict"] != sc.HOLDS].to_dict("records")
+    assert list(table["verdict"]) == [sc.HOLDS] * len(sc.CLAIMS), table[
+        table["verdict"] != sc.HOLDS
+    ].to_dict("records")
     on_scan = table["key"].isin(["runtime-users", "runtime-parameters", "runtime-linear"])
-    assert all("paper" in source and "seed(s)" in source for source in table.loc[~on_scan, "source"])
+    assert all(
+        "paper" in source and "seed(s)" in source for source in table.loc[~on_scan, "source"]
+    )
     assert all(source.startswith("protocol_scan") for source in table.loc[on_scan, "source"])
     by_key = table.set_index("key")
-    assert by_key.loc["group-small-n", "source"] == "creditcard: paper settings on the Creditcard subset, 1 seed(s)"
-    assert by_key.loc["weighting", "source"] == ("weighting: paper (Creditcard panels: paper settings on the "
-                                                 "Creditcard subset), 1 seed(s)")
-    assert by_key.loc["group-epsilon", "source"].startswith("creditcard: paper settings on the Creditcard subset, ")
+    assert (
+        by_key.loc["group-small-n", "source"]
+        == "creditcard: paper settings on the Creditcard subset, 1 seed(s)"
+    )
+    assert by_key.loc["weighting", "source"] == (
+        "weighting: paper (Creditcard panels: paper settings on the Creditcard subset), 1 seed(s)"
+    )
+    assert by_key.loc["group-epsilon", "source"].startswith(
+        "creditcard: paper settings on the Creditcard subset, "
+    )
     assert "tcga_brca: paper, 2 seed(s)" in by_key.loc["group-epsilon", "source"]
 
 
 def test_swapping_methods_breaks_exactly_the_claims_about_them():
-    table = sc.scorecard(world(swap=("ULDP-AVG", "ULDP-AVG-w"), grids=("heart_disease", "tcga_brca")))
+    table = sc.scorecard(
+        world(swap=("ULDP-AVG", "ULDP-AVG-w"), grids=("heart_disease", "tcga_brca"))
+    )
     by_key = table.set_index("key")["verdict"]
     assert by_key["avg-w-faster"] == sc.FAILS
     assert by_key["avg-vs-sgd"] == sc.HOLDS and by_key["naive-low"] == sc.HOLDS
@@ -89,7 +141,10 @@ def test_claims_without_results_say_not_measured(tmp_path, monkeypatch):
     monkeypatch.setattr(scorecard_runtime, "SCAN_FILE", tmp_path / "no_scan.json")
     table = sc.scorecard({})
     assert table["verdict"].eq(sc.MISSING).all()
-    assert "benchmarks/save.py protocol_scan" in table.set_index("key").loc["runtime-linear", "measured"]
+    assert (
+        "benchmarks/save.py protocol_scan"
+        in table.set_index("key").loc["runtime-linear", "measured"]
+    )
 
 
 def test_small_n_claim_shows_mean_and_std_over_seeds_and_the_balanced_accuracy():
@@ -101,8 +156,13 @@ def test_small_n_claim_shows_mean_and_std_over_seeds_and_the_balanced_accuracy()
     avg = sc.per_setting(data["creditcard"], "accuracy")
     avg = avg[(avg["panel"] == "|U|=1000, uniform") & (avg["series"] == "ULDP-AVG")].iloc[0]
     assert row["verdict"] == sc.HOLDS
-    assert row["measured"].startswith(f"|U|=1000, uniform: ULDP-AVG {avg['mean']:.3f} ± {avg['std']:.3f}, ULDP-GROUP")
-    assert f"; balanced accuracy ULDP-AVG {avg['mean'] - 0.1:.3f} ± {avg['std']:.3f}" in row["measured"]
+    assert row["measured"].startswith(
+        f"|U|=1000, uniform: ULDP-AVG {avg['mean']:.3f} ± {avg['std']:.3f}, ULDP-GROUP"
+    )
+    assert (
+        f"; balanced accuracy ULDP-AVG {avg['mean'] - 0.1:.3f} ± {avg['std']:.3f}"
+        in row["measured"]
+    )
 
 
 def test_per_setting_final_and_auc_match_a_direct_computation(paper_world):
@@ -110,9 +170,15 @@ def test_per_setting_final_and_auc_match_a_direct_computation(paper_world):
     final = sc.per_setting(results, "accuracy", "final")
     auc = sc.per_setting(results, "accuracy", "auc")
     run = next(r for r in results.runs if r["series"] == "ULDP-SGD" and r["seed"] == 0)
-    twin = next(r for r in results.runs if r["series"] == "ULDP-SGD" and r["seed"] == 1 and r["panel"] == run["panel"])
+    twin = next(
+        r
+        for r in results.runs
+        if r["series"] == "ULDP-SGD" and r["seed"] == 1 and r["panel"] == run["panel"]
+    )
     row = final[(final["panel"] == run["panel"]) & (final["series"] == "ULDP-SGD")].iloc[0]
-    assert row["mean"] == pytest.approx((run["result"]["accuracy"][-1] + twin["result"]["accuracy"][-1]) / 2)
+    assert row["mean"] == pytest.approx(
+        (run["result"]["accuracy"][-1] + twin["result"]["accuracy"][-1]) / 2
+    )
     assert row["seeds"] == 2 and row["n_users"] == run["params"]["n_users"]
     row = auc[(auc["panel"] == run["panel"]) & (auc["series"] == "ULDP-SGD")].iloc[0]
     values = run["result"]["accuracy"] + twin["result"]["accuracy"]
@@ -125,16 +191,31 @@ def test_final_table_and_weighting_gaps_show_the_measured_values(paper_world):
     results = paper_world["heart_disease"]
     table = sc.final_table(results)
     run = next(r for r in results.runs if r["series"] == "ULDP-AVG" and r["seed"] == 0)
-    twin = next(r for r in results.runs if r["series"] == "ULDP-AVG" and r["seed"] == 1 and r["panel"] == run["panel"])
+    twin = next(
+        r
+        for r in results.runs
+        if r["series"] == "ULDP-AVG" and r["seed"] == 1 and r["panel"] == run["panel"]
+    )
     mean = (run["result"]["accuracy"][-1] + twin["result"]["accuracy"][-1]) / 2
     assert table.loc[run["panel"], "ULDP-AVG"].startswith(f"{mean:.3f} ± ")
     assert f"| ε {run['result']['epsilon'][-1]:.3g}" in table.loc[run["panel"], "ULDP-AVG"]
     assert "ε" not in table.loc[run["panel"], "DEFAULT"] and next(iter(table.columns)) == "DEFAULT"
-    assert list(table.index) == list(dict.fromkeys(r["panel"] for r in results.runs))  # the figure's order
+    assert list(table.index) == list(
+        dict.fromkeys(r["panel"] for r in results.runs)
+    )  # the figure's order
     gaps = sc.weighting_gaps(paper_world)
-    row = gaps[(gaps["dataset"] == "creditcard") & (gaps["n_silos"] == 50) & (gaps["distribution"] == "zipf")]
-    runs = {r["series"]: r for r in paper_world["weighting"].runs if r["panel"] == "creditcard, |S|=50"}
-    expected = runs["ULDP-AVG, zipf"]["result"]["test_loss"][-1] - runs["ULDP-AVG-w, zipf"]["result"]["test_loss"][-1]
+    row = gaps[
+        (gaps["dataset"] == "creditcard")
+        & (gaps["n_silos"] == 50)
+        & (gaps["distribution"] == "zipf")
+    ]
+    runs = {
+        r["series"]: r for r in paper_world["weighting"].runs if r["panel"] == "creditcard, |S|=50"
+    }
+    expected = (
+        runs["ULDP-AVG, zipf"]["result"]["test_loss"][-1]
+        - runs["ULDP-AVG-w, zipf"]["result"]["test_loss"][-1]
+    )
     assert float(row["gap"].iloc[0]) == pytest.approx(expected)
 
 
@@ -142,7 +223,9 @@ def test_final_table_says_where_a_series_has_no_run(paper_world):
     """A reduced profile leaves a series out at some panels: the cell says so instead of NaN."""
     results = paper_world["heart_disease"]
     panel = results.runs[0]["panel"]
-    kept = [run for run in results.runs if not (run["panel"] == panel and run["series"] == "ULDP-AVG")]
+    kept = [
+        run for run in results.runs if not (run["panel"] == panel and run["series"] == "ULDP-AVG")
+    ]
     table = sc.final_table(dataclasses.replace(results, runs=kept))
     assert table.loc[panel, "ULDP-AVG"] == sc.NOT_RUN
     assert not table.isna().any().any()
@@ -153,12 +236,21 @@ def test_stored_results_use_paper_panels_covered_whole(tmp_path):
     from uldp.paper.experiments import run_grid
 
     paper, build = tmp_path / "paper", tmp_path / "build"
-    run_grid("tcga_brca", "paper", seeds=[0], methods=["ULDP-AVG", "ULDP-AVG-w"], root=paper,
-             backend=fake_backend.FAKE, progress=False)
+    run_grid(
+        "tcga_brca",
+        "paper",
+        seeds=[0],
+        methods=["ULDP-AVG", "ULDP-AVG-w"],
+        root=paper,
+        backend=fake_backend.FAKE,
+        progress=False,
+    )
     run_grid("weighting", "smoke", root=build, backend=fake_backend.FAKE, progress=False)
     data = sc.stored_results("smoke", paper_root=paper, root=build)
     weighting = data["weighting"]
-    assert weighting.profile == "paper" and {run["panel"] for run in weighting.runs} == {"tcga_brca, |S|=6"}
+    assert weighting.profile == "paper" and {run["panel"] for run in weighting.runs} == {
+        "tcga_brca, |S|=6"
+    }
     assert data["heart_disease"].profile == "smoke"  # nothing at paper scale there
     table = sc.scorecard(data, grid="weighting")
     assert table["source"].str.contains("only panel\\(s\\) tcga_brca, \\|S\\|=6").all()
@@ -174,7 +266,10 @@ def test_mnist_epsilon_claim_says_not_measured_without_the_mnist_files(tmp_path,
     data = sc.stored_results("smoke", paper_root=tmp_path / "paper", root=tmp_path / "build")
     assert sc.MNIST_ACCOUNTING not in data
     row = sc.scorecard(data).set_index("key").loc["group2-mnist"]
-    assert row["verdict"] == sc.MISSING and "accounting at the paper's settings needs the data" in row["measured"]
+    assert (
+        row["verdict"] == sc.MISSING
+        and "accounting at the paper's settings needs the data" in row["measured"]
+    )
 
 
 def _noniid_row(data: dict[str, ResultSet]) -> dict:
@@ -183,8 +278,11 @@ def _noniid_row(data: dict[str, ResultSet]) -> dict:
 
 def _noniid_drop(results: ResultSet, n_users: int) -> str:
     """ULDP-AVG's final accuracy, zipf minus zipf-noniid, at ``n_users`` (one seed), read off the runs directly."""
-    final = {run["params"]["distribution"]: run["result"]["accuracy"][-1] for run in results.runs
-             if run["series"] == "ULDP-AVG" and run["params"]["n_users"] == n_users}
+    final = {
+        run["params"]["distribution"]: run["result"]["accuracy"][-1]
+        for run in results.runs
+        if run["series"] == "ULDP-AVG" and run["params"]["n_users"] == n_users
+    }
     return f"{final['zipf'] - final['zipf-noniid']:+.3f}"
 
 
@@ -195,19 +293,25 @@ def test_noniid_claim_is_judged_on_the_largest_profile_stored():
     does not."""
     paper = world("paper", seeds=(0,), grids=("mnist",))["mnist"]
     short = world("short", seeds=(0,), grids=("mnist",))["mnist"]
-    short_swapped = world("short", seeds=(0,), grids=("mnist",), swap=("ULDP-AVG", "ULDP-AVG-w"))["mnist"]
+    short_swapped = world("short", seeds=(0,), grids=("mnist",), swap=("ULDP-AVG", "ULDP-AVG-w"))[
+        "mnist"
+    ]
     default = world("default", seeds=(0,), grids=("mnist",))["mnist"]
 
     row = _noniid_row({"mnist": default})
     assert row["verdict"] == sc.FAILS and row["source"] == "mnist: default, 1 seed(s)"
-    assert (f"{_noniid_drop(default, 100)}, one seed with 100 users, {_noniid_drop(default, 200)}, one seed with 200 "
-            "users, "
-            "default profile (T=4, Q=1)") in row["measured"]
+    assert (
+        f"{_noniid_drop(default, 100)}, one seed with 100 users, {_noniid_drop(default, 200)}, one seed with 200 "
+        "users, "
+        "default profile (T=4, Q=1)"
+    ) in row["measured"]
     row = _noniid_row({"mnist": default, sc.MNIST_SHORT: short})
     assert row["verdict"] == sc.HOLDS and row["source"] == "mnist: short, 1 seed(s)"
-    assert (f"{_noniid_drop(short, 100)}, one seed with 100 users, {_noniid_drop(short, 10000)}, one seed with 10000 "
-            "users, "
-            "short profile (T=20, Q=5)") in row["measured"]
+    assert (
+        f"{_noniid_drop(short, 100)}, one seed with 100 users, {_noniid_drop(short, 10000)}, one seed with 10000 "
+        "users, "
+        "short profile (T=20, Q=5)"
+    ) in row["measured"]
     row = _noniid_row({"mnist": default, sc.MNIST_SHORT: short_swapped})
     assert row["verdict"] == sc.FAILS and row["source"] == "mnist: short, 1 seed(s)"
     row = _noniid_row({"mnist": paper, sc.MNIST_SHORT: short_swapped})
@@ -218,14 +322,20 @@ def test_noniid_claim_is_judged_on_the_largest_profile_stored():
 def test_claims_over_several_grids_leave_out_the_grids_at_a_smaller_profile():
     """The book's default-profile MNIST runs beside paper-profile runs of HeartDisease and TcgaBrca: the claims about
     all privacy-utility figures are judged on the paper-profile grids alone (4 settings each)."""
-    data = world(seeds=(0,), grids=("heart_disease", "tcga_brca")) | world("default", seeds=(0,), grids=("mnist",))
+    data = world(seeds=(0,), grids=("heart_disease", "tcga_brca")) | world(
+        "default", seeds=(0,), grids=("mnist",)
+    )
     table = sc.scorecard(data).set_index("key")
     for claim in ("avg-vs-sgd", "avg-w-faster"):
         row = table.loc[claim]
         assert "in 8 of 8 settings" in row["measured"], row["measured"]
         assert row["source"] == "heart_disease: paper, 1 seed(s); tcga_brca: paper, 1 seed(s)"
-    alone = sc.scorecard(world("default", seeds=(0,), grids=("mnist",)), grid="mnist").set_index("where")
-    assert alone.loc["Figures 4-7", "source"].eq("mnist: default, 1 seed(s)").all()  # smaller scale when alone
+    alone = sc.scorecard(world("default", seeds=(0,), grids=("mnist",)), grid="mnist").set_index(
+        "where"
+    )
+    assert (
+        alone.loc["Figures 4-7", "source"].eq("mnist: default, 1 seed(s)").all()
+    )  # smaller scale when alone
 
 
 def test_stored_results_read_the_committed_short_profile(tmp_path):
@@ -235,14 +345,23 @@ def test_stored_results_read_the_committed_short_profile(tmp_path):
 
     short = tmp_path / "short"
     run_grid("mnist", "short", seeds=[0], root=short, backend=fake_backend.FAKE, progress=False)
-    data = sc.stored_results("smoke", paper_root=tmp_path / "paper", root=tmp_path / "build", short_root=short)
+    data = sc.stored_results(
+        "smoke", paper_root=tmp_path / "paper", root=tmp_path / "build", short_root=short
+    )
     results = data[sc.MNIST_SHORT]
-    assert (results.grid, results.profile, len(results.runs), len(results.missing)) == ("mnist", "short", 4, 8)
+    assert (results.grid, results.profile, len(results.runs), len(results.missing)) == (
+        "mnist",
+        "short",
+        4,
+        8,
+    )
     assert {run["params"]["n_users"] for run in results.runs} == {100, 10000}
     row = _noniid_row(data)
     assert row["source"] == "mnist: short, 1 seed(s), 4/12 runs" and row["verdict"] == sc.FAILS
-    assert ("+0.000, one seed with 100 users, +0.000, one seed with 10000 users, short profile (T=20, Q=5)"
-            in row["measured"])
+    assert (
+        "+0.000, one seed with 100 users, +0.000, one seed with 10000 users, short profile (T=20, Q=5)"
+        in row["measured"]
+    )
 
 
 def test_creditcard_source_says_paper_only_for_the_full_file():
@@ -253,7 +372,9 @@ def test_creditcard_source_says_paper_only_for_the_full_file():
         run["provenance"]["dataset_variant"] = "creditcard-full: paper split 85/15 stratified"
     row = sc.scorecard(data).set_index("key").loc["group-small-n"]
     assert row["source"] == "creditcard: paper, 1 seed(s)"
-    data["creditcard"].runs[0]["provenance"]["dataset_variant"] = "creditcard-subset: 5,412-row subset"
+    data["creditcard"].runs[0]["provenance"]["dataset_variant"] = (
+        "creditcard-subset: 5,412-row subset"
+    )
     row = sc.scorecard(data).set_index("key").loc["group-small-n"]
     assert row["source"] == "creditcard: paper settings on the Creditcard subset, 1 seed(s)"
 
@@ -261,10 +382,16 @@ def test_creditcard_source_says_paper_only_for_the_full_file():
 def test_new_section_5_2_claims_break_when_their_methods_swap():
     """Each claim added for Section 5.2 fails in a world where the methods it compares trade places."""
     grids = ("heart_disease", "tcga_brca")
-    verdicts = sc.scorecard(world(seeds=(0,), grids=grids, swap=("DEFAULT", "ULDP-AVG"))).set_index("key")["verdict"]
+    verdicts = sc.scorecard(world(seeds=(0,), grids=grids, swap=("DEFAULT", "ULDP-AVG"))).set_index(
+        "key"
+    )["verdict"]
     assert verdicts["default-gap-speed"] == sc.FAILS and verdicts["default-gap"] == sc.FAILS
-    verdicts = sc.scorecard(world(seeds=(0,), grids=grids, swap=("ULDP-NAIVE", "ULDP-AVG"))).set_index("key")["verdict"]
-    assert verdicts["avg-competitive"] == sc.FAILS  # ULDP-AVG with ULDP-NAIVE's utility is far below ULDP-SGD
+    verdicts = sc.scorecard(
+        world(seeds=(0,), grids=grids, swap=("ULDP-NAIVE", "ULDP-AVG"))
+    ).set_index("key")["verdict"]
+    assert (
+        verdicts["avg-competitive"] == sc.FAILS
+    )  # ULDP-AVG with ULDP-NAIVE's utility is far below ULDP-SGD
 
 
 def test_reasonably_high_has_its_threshold(monkeypatch):
@@ -275,32 +402,46 @@ def test_reasonably_high_has_its_threshold(monkeypatch):
     monkeypatch.setattr(sc, "REASONABLE", 0.0)
     row = sc.scorecard(data).set_index("key").loc["group-utility"]
     assert row["verdict"] == sc.PARTLY
-    assert ("minus 0.0 by more than 2 standard errors over seeds in 0 of 8 settings" in row["measured"]
-            and "(smaller n), by more than 2 standard errors over seeds, in 4 of 4" in row["measured"])
+    assert (
+        "minus 0.0 by more than 2 standard errors over seeds in 0 of 8 settings" in row["measured"]
+        and "(smaller n), by more than 2 standard errors over seeds, in 4 of 4" in row["measured"]
+    )
 
 
 def test_much_faster_has_its_threshold(monkeypatch):
-    """"Much faster" is a mean utility over rounds higher by more than NOTICEABLE: the paper-like world's gap passes
+    """ "Much faster" is a mean utility over rounds higher by more than NOTICEABLE: the paper-like world's gap passes
     0.02 and fails 0.5."""
     data = world(seeds=(0,), grids=("heart_disease",))
     assert sc.scorecard(data).set_index("key").loc["avg-w-faster", "verdict"] == sc.HOLDS
     monkeypatch.setattr(sc, "NOTICEABLE", 0.5)
     row = sc.scorecard(data).set_index("key").loc["avg-w-faster"]
     assert row["verdict"] == sc.FAILS
-    assert "more than 0.5 above ULDP-AVG by more than 2 standard errors over seeds in 0 of 4" in row["measured"]
+    assert (
+        "more than 0.5 above ULDP-AVG by more than 2 standard errors over seeds in 0 of 4"
+        in row["measured"]
+    )
 
 
 def test_noniid_silo_methods_needs_default_and_group_on_mnist():
     """Judged from MNIST at the largest profile stored: the committed short profile (ULDP-AVG only) says why it is
     not measured; paper-profile MNIST with every method holds; with DEFAULT's curves on ULDP-AVG's it fails."""
     short = world("short", seeds=(0,), grids=("mnist",))["mnist"]
-    row = sc.scorecard({sc.MNIST_SHORT: short}, grid="mnist").set_index("key").loc["non-iid-silo-methods"]
-    assert row["verdict"] == sc.MISSING and "(short) has zipf iid and non-iid runs of ULDP-AVG only" in row["measured"]
+    row = (
+        sc.scorecard({sc.MNIST_SHORT: short}, grid="mnist")
+        .set_index("key")
+        .loc["non-iid-silo-methods"]
+    )
+    assert (
+        row["verdict"] == sc.MISSING
+        and "(short) has zipf iid and non-iid runs of ULDP-AVG only" in row["measured"]
+    )
     paper = world("paper", seeds=(0,), grids=("mnist",))["mnist"]
     row = sc.scorecard({"mnist": paper}, grid="mnist").set_index("key").loc["non-iid-silo-methods"]
     assert row["verdict"] == sc.HOLDS, row["measured"]
     swapped = world("paper", seeds=(0,), grids=("mnist",), swap=("DEFAULT", "ULDP-AVG"))["mnist"]
-    row = sc.scorecard({"mnist": swapped}, grid="mnist").set_index("key").loc["non-iid-silo-methods"]
+    row = (
+        sc.scorecard({"mnist": swapped}, grid="mnist").set_index("key").loc["non-iid-silo-methods"]
+    )
     assert row["verdict"] != sc.HOLDS
 
 
@@ -313,12 +454,17 @@ def test_protocol_claims_read_the_runtime_table():
     table = sc.scorecard(data, grid="protocol_runtime").set_index("key")
     assert (table["verdict"] == sc.HOLDS).all(), table["measured"].to_dict()
     parts = plots.runtime_table(data["protocol_runtime"]).loc[("tcga_brca", 100)]
-    assert (f"tcga_brca |U|=100: training {parts['local training per silo']:.2f} s + encrypted weighting "
-            f"{parts['encrypted weighting per silo']:.2f} s per silo, server {parts['aggregation']:.2f} s"
-            ) in table.loc["runtime-dominant", "measured"]
-    assert f"tcga_brca |U|=100 {parts['training per silo'] + parts['aggregation']:.2f} s" in table.loc[
-        "runtime-practical", "measured"]
-    for run in data["protocol_runtime"].runs:  # the silos' weighting now takes ten times their training
+    assert (
+        f"tcga_brca |U|=100: training {parts['local training per silo']:.2f} s + encrypted weighting "
+        f"{parts['encrypted weighting per silo']:.2f} s per silo, server {parts['aggregation']:.2f} s"
+    ) in table.loc["runtime-dominant", "measured"]
+    assert (
+        f"tcga_brca |U|=100 {parts['training per silo'] + parts['aggregation']:.2f} s"
+        in table.loc["runtime-practical", "measured"]
+    )
+    for run in data[
+        "protocol_runtime"
+    ].runs:  # the silos' weighting now takes ten times their training
         for parts in run["result"]["info"]["secure_timings"]["rounds"]:
             parts["silo_weighting"] = 10 * (run["result"]["seconds"][-1] - sum(parts.values()))
     verdicts = sc.scorecard(data, grid="protocol_runtime").set_index("key")["verdict"]
@@ -341,8 +487,10 @@ def test_a_difference_inside_the_spread_over_seeds_does_not_count():
 
 def test_runtime_growth_is_fitted_on_the_scan(tmp_path, monkeypatch):
     """The slope is numpy.polyfit's; quadratic growth in the users is not linear, and no growth does not grow."""
-    path = write_scan(tmp_path / "quadratic.json",
-                      lambda axis, v: 0.1 + (0.002 * v * v if axis == "users" else 0.01 * v))
+    path = write_scan(
+        tmp_path / "quadratic.json",
+        lambda axis, v: 0.1 + (0.002 * v * v if axis == "users" else 0.01 * v),
+    )
     monkeypatch.setattr(scorecard_runtime, "SCAN_FILE", path)
     table = scorecard_runtime.scan_table()
     users = table[table["axis"] == "users"]
@@ -351,6 +499,8 @@ def test_runtime_growth_is_fitted_on_the_scan(tmp_path, monkeypatch):
     assert fit.curvature.mean == pytest.approx(np.polyfit(users["value"], users["round"], 2)[0])
     verdicts = sc.scorecard({}).set_index("key")["verdict"]
     assert verdicts["runtime-linear"] == sc.PARTLY and verdicts["runtime-users"] == sc.HOLDS
-    monkeypatch.setattr(scorecard_runtime, "SCAN_FILE", write_scan(tmp_path / "flat.json", lambda _, v: 1.0))
+    monkeypatch.setattr(
+        scorecard_runtime, "SCAN_FILE", write_scan(tmp_path / "flat.json", lambda _, v: 1.0)
+    )
     verdicts = sc.scorecard({}).set_index("key")["verdict"]
     assert verdicts["runtime-parameters"] == sc.FAILS and verdicts["runtime-linear"] == sc.FAILS

@@ -35,14 +35,18 @@ class Federation:
 
     def __init__(self) -> None:
         self.silos = [SiloDriver(s, COUNTS[s], CONFIG) for s in range(2)]
-        self.inputs = {s: (np.full((3, 2), 0.25 * (s + 1)), np.array([0.5, -0.5])) for s in range(2)}
+        self.inputs = {
+            s: (np.full((3, 2), 0.25 * (s + 1)), np.array([0.5, -0.5])) for s in range(2)
+        }
         self.sent: list[tuple[str, int, dict]] = []
         self.server = ServerDriver(CONFIG, self.exchange)
 
     def exchange(self, stage, round_index, payloads):
         self.sent.append((stage, round_index, payloads))
-        return {s: self.silos[s].answer(stage, round_index, p, inputs=lambda s=s: self.inputs[s])
-                for s, p in payloads.items()}
+        return {
+            s: self.silos[s].answer(stage, round_index, p, inputs=lambda s=s: self.inputs[s])
+            for s, p in payloads.items()
+        }
 
 
 def test_a_round_through_the_driver_is_the_weighted_sum_within_p() -> None:
@@ -53,16 +57,25 @@ def test_a_round_through_the_driver_is_the_weighted_sum_within_p() -> None:
     weights = np.where(sampled, COUNTS / COUNTS.sum(axis=0), 0.0)
     exact = sum(weights[s] @ federation.inputs[s][0] + federation.inputs[s][1] for s in range(2))
     assert np.max(np.abs(decoded - exact)) <= KEYS.precision
-    assert [stage for stage, _, _ in federation.sent] == ["p1-key", "p1-directory", "p1-seed", "p1-shares",
-                                                          "p1-update"]
+    assert [stage for stage, _, _ in federation.sent] == [
+        "p1-key",
+        "p1-directory",
+        "p1-seed",
+        "p1-shares",
+        "p1-update",
+    ]
 
 
 def test_stages_out_of_order_are_refused_by_name_not_attribute_errors() -> None:
     """Before the driver, a silo given the directory before the key failed with AttributeError (_session)."""
     silo = SiloDriver(0, COUNTS[0], CONFIG)
-    with pytest.raises(ProtocolAbort, match=f"refuses {STAGE_DIRECTORY} of round 0: it expects {STAGE_KEY}"):
+    with pytest.raises(
+        ProtocolAbort, match=f"refuses {STAGE_DIRECTORY} of round 0: it expects {STAGE_KEY}"
+    ):
         silo.answer(STAGE_DIRECTORY, 0, (b"",))
-    with pytest.raises(ProtocolAbort, match=f"refuses {STAGE_SHARES} of round 1: it expects {STAGE_KEY}"):
+    with pytest.raises(
+        ProtocolAbort, match=f"refuses {STAGE_SHARES} of round 1: it expects {STAGE_KEY}"
+    ):
         silo.answer(STAGE_SHARES, 1, (b"",))
     with pytest.raises(ProtocolAbort, match="unknown Protocol 1 stage 'p1-other'"):
         silo.answer("p1-other", 0, ())
@@ -97,8 +110,14 @@ def test_a_replayed_round_gets_no_second_masked_update() -> None:
         drawn.append(1)
         return federation.inputs[1]
 
-    for stage, round_index, payloads in (shares_stage, update_stage, (STAGE_SHARES, 1, shares_stage[2])):
-        with pytest.raises(ProtocolAbort, match=f"round {round_index}: it expects p1-shares of a round after 2"):
+    for stage, round_index, payloads in (
+        shares_stage,
+        update_stage,
+        (STAGE_SHARES, 1, shares_stage[2]),
+    ):
+        with pytest.raises(
+            ProtocolAbort, match=f"round {round_index}: it expects p1-shares of a round after 2"
+        ):
             federation.silos[1].answer(stage, round_index, payloads[1], inputs=draw)
     assert not drawn
     with pytest.raises(ProtocolAbort, match="each round index is used once"):
@@ -113,8 +132,10 @@ def test_a_silo_answer_claiming_another_silo_aborts_naming_the_sender() -> None:
         answers = federation.exchange(stage, round_index, payloads)
         return {0: answers[1], 1: answers[0]} if stage == STAGE_KEY else answers
 
-    with pytest.raises(ProtocolAbort, match="p1-key: silo 0 sent a bad DhPublicKeyMessage: it claims to come from "
-                                            "silo 1") as caught:
+    with pytest.raises(
+        ProtocolAbort,
+        match="p1-key: silo 0 sent a bad DhPublicKeyMessage: it claims to come from silo 1",
+    ) as caught:
         ServerDriver(CONFIG, swap).setup()
     assert caught.value.silo == 0
 
@@ -140,8 +161,12 @@ class SmoothKeyServer(Server):
         self.histograms.extend(messages)
 
 
-def _malicious_setup(counts: np.ndarray, modulus: int) -> tuple[ServerDriver, SmoothKeyServer, list[str]]:
-    config = ProtocolConfig(n_silos=counts.shape[0], n_users=counts.shape[1], clip=1.0, sigma=1.0, parameters=KEYS)
+def _malicious_setup(
+    counts: np.ndarray, modulus: int
+) -> tuple[ServerDriver, SmoothKeyServer, list[str]]:
+    config = ProtocolConfig(
+        n_silos=counts.shape[0], n_users=counts.shape[1], clip=1.0, sigma=1.0, parameters=KEYS
+    )
     silos = [SiloDriver(s, counts[s], config) for s in range(counts.shape[0])]
     stages: list[str] = []
 
@@ -154,7 +179,9 @@ def _malicious_setup(counts: np.ndarray, modulus: int) -> tuple[ServerDriver, Sm
     return driver, server, stages
 
 
-def test_a_smooth_modulus_reveals_every_users_odd_count_if_accepted_and_set_up_refuses_it(monkeypatch) -> None:
+def test_a_smooth_modulus_reveals_every_users_odd_count_if_accepted_and_set_up_refuses_it(
+    monkeypatch,
+) -> None:
     """Issue 30 item 9: with n smooth, gcd(B(N_u), n) = gcd(r_u N_u, n) is the odd part of N_u. A silo that took any
     odd number of the right length (09fdb4c; here the proof check switched off) leaks it for 12 of 12 users; with
     the check, silo 0 refuses the key at step 1(b) and no blinded count ever leaves a silo."""
@@ -162,14 +189,18 @@ def test_a_smooth_modulus_reveals_every_users_odd_count_if_accepted_and_set_up_r
     totals = counts.sum(axis=0)
     modulus = smooth_modulus(KEYS.key_bits, KEYS.n_max)
     with monkeypatch.context() as patch:
-        patch.setattr(modulus_proof, "verify_modulus", lambda *args, **kwargs: None)  # 09fdb4c's silo
+        patch.setattr(
+            modulus_proof, "verify_modulus", lambda *args, **kwargs: None
+        )  # 09fdb4c's silo
         driver, server, _ = _malicious_setup(counts, modulus)
         driver.setup()
     blinded = [sum(h.values[u] for h in server.histograms) % modulus for u in range(12)]
     assert [math.gcd(b, modulus) for b in blinded] == [odd_part(int(t)) for t in totals]  # 12 of 12
     assert sum(odd_part(int(t)) > 1 for t in totals) >= 10  # and most of them are not 1
     driver, server, stages = _malicious_setup(counts, modulus)
-    with pytest.raises(ProtocolAbort, match="silo 0 refuses the server's Paillier key: modulus proof: ") as refused:
+    with pytest.raises(
+        ProtocolAbort, match="silo 0 refuses the server's Paillier key: modulus proof: "
+    ) as refused:
         driver.setup()
     assert refused.value.silo == 0
     assert stages == [STAGE_KEY, STAGE_DIRECTORY] and server.histograms == []
@@ -177,33 +208,45 @@ def test_a_smooth_modulus_reveals_every_users_odd_count_if_accepted_and_set_up_r
 
 def test_a_modulus_proof_made_for_another_silo_or_session_is_refused() -> None:
     """The proof binds the silo's id, its own ring-Pedersen parameters and its fresh nonce (Fiat-Shamir)."""
+
     def deliver(change):
         federation = Federation()
         honest = federation.exchange
 
         def exchange(stage, round_index, payloads):
-            return honest(stage, round_index, change(payloads) if stage == STAGE_DIRECTORY else payloads)
+            return honest(
+                stage, round_index, change(payloads) if stage == STAGE_DIRECTORY else payloads
+            )
 
         federation.server._exchange = exchange
         return federation
 
     silo_0s = deliver(lambda payloads: {0: payloads[0], 1: payloads[0]})
-    with pytest.raises(ProtocolAbort, match="silo 1 refuses the server's Paillier key: modulus proof: it is for "
-                                            "silo 0, this is silo 1"):
+    with pytest.raises(
+        ProtocolAbort,
+        match="silo 1 refuses the server's Paillier key: modulus proof: it is for "
+        "silo 0, this is silo 1",
+    ):
         silo_0s.server.setup()
 
     def readdressed(payloads):
         proof = ModulusProofMessage.from_bytes(payloads[0][1])
         return {0: payloads[0], 1: (payloads[1][0], replace(proof, silo=1).to_bytes())}
 
-    with pytest.raises(ProtocolAbort, match="silo 1 refuses the server's Paillier key: modulus proof: challenge 0 "):
+    with pytest.raises(
+        ProtocolAbort, match="silo 1 refuses the server's Paillier key: modulus proof: challenge 0 "
+    ):
         deliver(readdressed).server.setup()
     earlier = Federation()
     earlier.server.setup()
     key_message, old_directory = earlier.sent[0][2][0], earlier.sent[1][2][0]
-    again = SiloDriver(0, COUNTS[0], CONFIG, verifier=earlier.silos[0].role.verifier)  # same group, new session
+    again = SiloDriver(
+        0, COUNTS[0], CONFIG, verifier=earlier.silos[0].role.verifier
+    )  # same group, new session
     again.answer(STAGE_KEY, 0, key_message)
-    with pytest.raises(ProtocolAbort, match="silo 0 refuses the server's Paillier key: modulus proof: challenge 0 "):
+    with pytest.raises(
+        ProtocolAbort, match="silo 0 refuses the server's Paillier key: modulus proof: challenge 0 "
+    ):
         again.answer(STAGE_DIRECTORY, 0, old_directory)
 
 
@@ -220,7 +263,10 @@ def test_the_server_refuses_to_prove_against_a_silos_parameters_that_fail_their_
         return answers
 
     federation.server._exchange = exchange
-    with pytest.raises(ProtocolAbort, match="silo 1 sent ring-Pedersen parameters the server cannot prove against: "
-                                            "ring-Pedersen proof: challenge") as refused:
+    with pytest.raises(
+        ProtocolAbort,
+        match="silo 1 sent ring-Pedersen parameters the server cannot prove against: "
+        "ring-Pedersen proof: challenge",
+    ) as refused:
         federation.server.setup()
     assert refused.value.silo == 1

@@ -47,7 +47,9 @@ def test_encode_decode_round_trip_within_half_resolution(values, bits):
     for value, code in zip(values, codes.tolist(), strict=True):
         field = encoding.to_field(code * c_lcm, modulus)
         decoded = encoding.decode(field, resolution_bits=bits, c_lcm=c_lcm, modulus=modulus)
-        tolerance = Fraction(1, 2 ** (bits + 1)) * (1 + Fraction(1, 2**40)) + Fraction(abs(value)) / 2**52
+        tolerance = (
+            Fraction(1, 2 ** (bits + 1)) * (1 + Fraction(1, 2**40)) + Fraction(abs(value)) / 2**52
+        )
         assert abs(Fraction(decoded) - Fraction(value)) <= tolerance
 
 
@@ -101,7 +103,11 @@ def test_magnitude_bound_dominates_worst_case_aggregate(n_users, n_silos, data):
                 exact += code * int(counts[s, u]) * (c_lcm // int(totals[u]))
         exact += code * c_lcm
     bound = encoding.aggregate_magnitude_bound(
-        c_lcm=c_lcm, resolution_bits=bits, delta_bound=bound_value, noise_bound=bound_value, n_users=n_users,
+        c_lcm=c_lcm,
+        resolution_bits=bits,
+        delta_bound=bound_value,
+        noise_bound=bound_value,
+        n_users=n_users,
         n_silos=n_silos,
     )
     assert abs(exact) <= bound

@@ -13,17 +13,27 @@ PUBLIC, PRIVATE = paillier.generate_paillier_keypair(n_length=512)
 N, N2 = PUBLIC.n, PUBLIC.nsquare
 
 
-@given(st.data(), st.integers(1, 6), st.integers(1, 12), st.sampled_from([None, 2, 3, 7, 16]),
-       st.sampled_from([None, "comb", "straus"]))
+@given(
+    st.data(),
+    st.integers(1, 6),
+    st.integers(1, 12),
+    st.sampled_from([None, 2, 3, 7, 16]),
+    st.sampled_from([None, "comb", "straus"]),
+)
 @settings(max_examples=40, deadline=None)
 def test_weighted_sum_decrypts_to_integer_combination(data, n_users, n_params, window, strategy):
     plaintexts = data.draw(st.lists(st.integers(0, N - 1), min_size=n_users, max_size=n_users))
     entries = st.one_of(st.integers(-(2**60), 2**60), st.sampled_from([0, 1, -1, 2**60, -(2**60)]))
-    rows = st.lists(st.lists(entries, min_size=n_params, max_size=n_params), min_size=n_users, max_size=n_users)
+    rows = st.lists(
+        st.lists(entries, min_size=n_params, max_size=n_params), min_size=n_users, max_size=n_users
+    )
     exponents = np.array(data.draw(rows), dtype=np.int64)
     bases = [PUBLIC.raw_encrypt(m) for m in plaintexts]
     result = fast.weighted_ciphertext_sum(bases, exponents, N2, window=window, strategy=strategy)
-    expected = [sum(m * int(e) for m, e in zip(plaintexts, exponents[:, j], strict=True)) % N for j in range(n_params)]
+    expected = [
+        sum(m * int(e) for m, e in zip(plaintexts, exponents[:, j], strict=True)) % N
+        for j in range(n_params)
+    ]
     assert [PRIVATE.raw_decrypt(int(c)) for c in result] == expected
 
 
@@ -35,7 +45,10 @@ def test_process_pool_and_crt_decryption_agree_with_phe():
     pooled = fast.weighted_ciphertext_sum(bases, exponents, N2, processes=2)
     assert pooled == fast.weighted_ciphertext_sum(bases, exponents, N2)
     for strategy in ("comb", "straus"):  # the two strategies give the very same ciphertexts
-        assert fast.weighted_ciphertext_sum(bases, exponents, N2, strategy=strategy, processes=2) == pooled
+        assert (
+            fast.weighted_ciphertext_sum(bases, exponents, N2, strategy=strategy, processes=2)
+            == pooled
+        )
     ours = fast.crt_decrypt(PRIVATE, pooled, processes=2)
     assert ours == [PRIVATE.raw_decrypt(int(c)) for c in pooled]
 
@@ -81,8 +94,11 @@ needs_c_comb = pytest.mark.skipif(
 
 def _pow_products(bases, exponents, modulus):
     """prod_u bases[u] ** exponents[u, j] mod modulus with Python's pow (negative exponents use the inverse)."""
-    return [math.prod(pow(int(b), int(e), modulus) for b, e in zip(bases, exponents[:, j], strict=True)) % modulus
-            for j in range(exponents.shape[1])]
+    return [
+        math.prod(pow(int(b), int(e), modulus) for b, e in zip(bases, exponents[:, j], strict=True))
+        % modulus
+        for j in range(exponents.shape[1])
+    ]
 
 
 @needs_c_comb
@@ -90,11 +106,25 @@ def _pow_products(bases, exponents, modulus):
 @settings(max_examples=60, deadline=None)
 def test_c_comb_equals_gmpy2_comb_and_pow_on_small_moduli(data, n_bases, n_outputs, window):
     modulus = data.draw(st.integers(3, 2**300).map(lambda m: m | 1), label="modulus")
-    bases = data.draw(st.lists(st.integers(1, modulus - 1).filter(lambda b: math.gcd(b, modulus) == 1),
-                               min_size=n_bases, max_size=n_bases), label="bases")
+    bases = data.draw(
+        st.lists(
+            st.integers(1, modulus - 1).filter(lambda b: math.gcd(b, modulus) == 1),
+            min_size=n_bases,
+            max_size=n_bases,
+        ),
+        label="bases",
+    )
     entries = st.one_of(st.integers(-(2**45), 2**45), st.sampled_from([0, 1, -1, 2**45, -(2**45)]))
-    exponents = np.array(data.draw(st.lists(st.lists(entries, min_size=n_outputs, max_size=n_outputs),
-                                            min_size=n_bases, max_size=n_bases)), dtype=np.int64)
+    exponents = np.array(
+        data.draw(
+            st.lists(
+                st.lists(entries, min_size=n_outputs, max_size=n_outputs),
+                min_size=n_bases,
+                max_size=n_bases,
+            )
+        ),
+        dtype=np.int64,
+    )
     ours = fast._comb_partial_c(bases, exponents, modulus, window)
     assert ours == fast._comb_partial_gmpy2(bases, exponents, modulus, window)
     assert ours == _pow_products(bases, exponents, modulus)
@@ -118,7 +148,10 @@ def test_c_comb_on_6144_bit_modulus_with_signed_zero_and_single_outputs():
         assert fast._comb_partial_gmpy2(bases, exponents, modulus, window) == expected
     single = exponents[:, 3:4]
     assert fast._comb_partial_c(bases, single, modulus, 11) == [expected[3]]
-    assert fast.weighted_ciphertext_sum(bases, exponents, modulus, strategy="comb", processes=2) == expected
+    assert (
+        fast.weighted_ciphertext_sum(bases, exponents, modulus, strategy="comb", processes=2)
+        == expected
+    )
 
 
 @needs_c_comb
@@ -134,17 +167,25 @@ def test_c_comb_rejects_bad_input_by_name():
     with pytest.raises(ValueError, match="odd modulus"):
         fast._comb_partial_c([3], np.ones((1, 2), np.int64), 2**128, 4)
     with pytest.raises(ValueError, match="modulus must be odd"):
-        fast._comb.multiply_in_base(accumulators, digits, one, one, fast._limbs(2**127, count), inverse, 4)
+        fast._comb.multiply_in_base(
+            accumulators, digits, one, one, fast._limbs(2**127, count), inverse, 4
+        )
     with pytest.raises(ValueError, match="modulus_inverse is not the inverse"):
         fast._comb.multiply_in_base(accumulators, digits, one, one, limbs, one, 4)
     with pytest.raises(ValueError, match="digits hold 4 int32 values"):
-        fast._comb.multiply_in_base(accumulators, np.ones((1, 4), np.int32), one, one, limbs, inverse, 4)
+        fast._comb.multiply_in_base(
+            accumulators, np.ones((1, 4), np.int32), one, one, limbs, inverse, 4
+        )
     with pytest.raises(ValueError, match="digits must have 4-byte items"):
-        fast._comb.multiply_in_base(accumulators, np.ones((1, 3), np.int64), one, one, limbs, inverse, 4)
+        fast._comb.multiply_in_base(
+            accumulators, np.ones((1, 3), np.int64), one, one, limbs, inverse, 4
+        )
     with pytest.raises(ValueError, match="base must have 2 limbs"):
         fast._comb.multiply_in_base(accumulators, digits, one[:1], one, limbs, inverse, 4)
     with pytest.raises(ValueError, match="digit 16 at position 0, output 1 is outside"):
-        fast._comb.multiply_in_base(accumulators, np.array([[1, 16, 0]], np.int32), one, one, limbs, inverse, 4)
+        fast._comb.multiply_in_base(
+            accumulators, np.array([[1, 16, 0]], np.int32), one, one, limbs, inverse, 4
+        )
     with pytest.raises(ValueError, match="window must be in"):
         fast._comb.multiply_in_base(accumulators, digits, one, one, limbs, inverse, 17)
     with pytest.raises(ValueError, match="not a positive whole number of 2-limb rows"):

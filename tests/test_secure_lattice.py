@@ -10,8 +10,21 @@ pytest.importorskip("tenseal")
 
 from test_secure_protocol import plain_round  # the same plain ULDP-AVG-w oracle
 
-from uldp.secure import ProtocolConfig, ProtocolParameters, SecureSession, encoding, lattice, packing, protocol
-from uldp.secure.messages import LatticeKeysMessage, LatticeUpdateMessage, MaskedUpdateMessage, SiloState
+from uldp.secure import (
+    ProtocolConfig,
+    ProtocolParameters,
+    SecureSession,
+    encoding,
+    lattice,
+    packing,
+    protocol,
+)
+from uldp.secure.messages import (
+    LatticeKeysMessage,
+    LatticeUpdateMessage,
+    MaskedUpdateMessage,
+    SiloState,
+)
 
 P = 1e-10
 N_MAX = 300
@@ -20,13 +33,27 @@ N_MAX = 300
 def _setup(counts, *, clip=0.5, noise_bound=3.0, precision=P, processes=1):
     """The layout, the server and the silos (the per-round rescale, Paillier in the protocol, is :func:`_rescale`)."""
     n_silos, n_users = counts.shape
-    layout = lattice.layout_for(precision=precision, n_users=n_users, n_silos=n_silos, n_max=N_MAX,
-                                delta_bound=clip, noise_bound=noise_bound)
+    layout = lattice.layout_for(
+        precision=precision,
+        n_users=n_users,
+        n_silos=n_silos,
+        n_max=N_MAX,
+        delta_bound=clip,
+        noise_bound=noise_bound,
+    )
     keys = {(a, b): secrets.token_bytes(32) for a in range(n_silos) for b in range(a + 1, n_silos)}
     server = lattice.LatticeServer(layout, processes=processes)
-    silos = [lattice.LatticeSilo(s, counts[s], layout, public_keys=server.public_keys(), processes=processes,
-                                 mask_keys={p: keys[min(s, p), max(s, p)] for p in range(n_silos) if p != s})
-             for s in range(n_silos)]
+    silos = [
+        lattice.LatticeSilo(
+            s,
+            counts[s],
+            layout,
+            public_keys=server.public_keys(),
+            processes=processes,
+            mask_keys={p: keys[min(s, p), max(s, p)] for p in range(n_silos) if p != s},
+        )
+        for s in range(n_silos)
+    ]
     return layout, server, silos
 
 
@@ -35,16 +62,24 @@ def _rescale(counts, sampled, layout):
     c_lcm, g = encoding.lcm_up_to(N_MAX), layout.packed.weight_bits
     blind_bits = packing.rescale_blind_bits(key_bits=1024, n_max=N_MAX)
     blinds = [secrets.randbelow(1 << blind_bits) for _ in range(layout.n_users)]
-    rescaled = [packing.rescaled((c_lcm // int(n) if b else 0) + r, c_lcm=c_lcm, weight=g)
-                for n, b, r in zip(counts.sum(axis=0), sampled, blinds, strict=True)]
+    rescaled = [
+        packing.rescaled((c_lcm // int(n) if b else 0) + r, c_lcm=c_lcm, weight=g)
+        for n, b, r in zip(counts.sum(axis=0), sampled, blinds, strict=True)
+    ]
     return rescaled, [packing.rescaled(r, c_lcm=c_lcm, weight=g) for r in blinds]
 
 
 def _round(server, silos, counts, deltas, noise, sampled, round_index=1):
     rescaled, corrections = _rescale(counts, sampled, server.layout)
     weights = server.encrypt_weights(rescaled)
-    return weights, corrections, [silo.masked_update(round_index, weights, corrections, deltas[s], noise[s])
-                                  for s, silo in enumerate(silos)]
+    return (
+        weights,
+        corrections,
+        [
+            silo.masked_update(round_index, weights, corrections, deltas[s], noise[s])
+            for s, silo in enumerate(silos)
+        ],
+    )
 
 
 def _instance(seed, n_silos=3, n_users=4, dim=5, clip=0.5):
@@ -72,21 +107,40 @@ def test_lattice_round_equals_plain_round_within_precision(seed):
 
 
 def test_results_do_not_depend_on_the_process_count():
-    counts, deltas, noise, sampled = _instance(6, n_users=5, dim=lattice.RING_DEGREE + 3)  # two chunks
+    counts, deltas, noise, sampled = _instance(
+        6, n_users=5, dim=lattice.RING_DEGREE + 3
+    )  # two chunks
     counts[2, 4] = 7
     deltas[2, 4] = 0.0  # records but a zero delta: its weight is skipped, the sum stays exact
-    deltas[0, :, lattice.RING_DEGREE:] = 0.0  # silo 0's second chunk has no products at all
+    deltas[0, :, lattice.RING_DEGREE :] = 0.0  # silo 0's second chunk has no products at all
     layout, server, serial = _setup(counts, processes=2)  # the server encrypts in two workers
-    parallel = [lattice.LatticeSilo(s, counts[s], layout, public_keys=server.public_keys(), processes=2,
-                                    mask_keys=silo._mask_keys) for s, silo in enumerate(serial)]
+    parallel = [
+        lattice.LatticeSilo(
+            s,
+            counts[s],
+            layout,
+            public_keys=server.public_keys(),
+            processes=2,
+            mask_keys=silo._mask_keys,
+        )
+        for s, silo in enumerate(serial)
+    ]
     for silo in serial:
         silo.processes = 1
     plain = plain_round(counts, deltas, noise, sampled)
     for round_index in (1, 2):  # the workers keep their contexts between rounds
         rescaled, corrections = _rescale(counts, sampled, layout)
         weights = server.encrypt_weights(rescaled)
-        sums = [server.finish([silo.masked_update(round_index, weights, corrections, deltas[s], noise[s])
-                               for s, silo in enumerate(silos)], deltas.shape[2]) for silos in (serial, parallel)]
+        sums = [
+            server.finish(
+                [
+                    silo.masked_update(round_index, weights, corrections, deltas[s], noise[s])
+                    for s, silo in enumerate(silos)
+                ],
+                deltas.shape[2],
+            )
+            for silos in (serial, parallel)
+        ]
         assert np.array_equal(sums[0], sums[1])
         assert np.max(np.abs(sums[1] - plain)) <= P
     with pytest.raises(ValueError, match="processes"):
@@ -94,19 +148,29 @@ def test_results_do_not_depend_on_the_process_count():
 
 
 def test_security_parameters_are_within_the_he_standard():
-    largest = lattice.layout_for(precision=1e-12, n_users=10_000, n_silos=100, n_max=2000, delta_bound=10.0,
-                                 noise_bound=1e4)
+    largest = lattice.layout_for(
+        precision=1e-12, n_users=10_000, n_silos=100, n_max=2000, delta_bound=10.0, noise_bound=1e4
+    )
     bits = lattice.coefficient_modulus_bits(largest.coefficient_bits)
     assert bits <= lattice.HE_STANDARD_MAX_BITS[lattice.RING_DEGREE]
     with pytest.raises(ValueError, match="128-bit security allows"):
-        lattice.layout_for(precision=1e-12, n_users=2**100, n_silos=100, n_max=2000, delta_bound=10.0, noise_bound=1e4)
+        lattice.layout_for(
+            precision=1e-12,
+            n_users=2**100,
+            n_silos=100,
+            n_max=2000,
+            delta_bound=10.0,
+            noise_bound=1e4,
+        )
 
 
 def test_one_silos_update_alone_decrypts_to_noise_and_replays_are_refused():
     counts, deltas, noise, sampled = _instance(2)
     _, server, silos = _setup(counts)
     weights, corrections, updates = _round(server, silos, counts, deltas, noise, sampled)
-    alone = server.finish([updates[0]] * 3, deltas.shape[2])  # the masks do not cancel: garbage, not silo 0's sum
+    alone = server.finish(
+        [updates[0]] * 3, deltas.shape[2]
+    )  # the masks do not cancel: garbage, not silo 0's sum
     assert np.min(np.abs(alone - 3 * plain_round(counts[:1], deltas[:1], noise[:1], sampled))) > 1.0
     with pytest.raises(ValueError, match="refuses round 1"):
         silos[0].masked_update(1, weights, corrections, deltas[0], noise[0])
@@ -126,10 +190,15 @@ def test_misuse_is_refused_by_name():
     with pytest.raises(ValueError, match="beyond C="):
         silos[0].masked_update(3, weights, corrections, deltas[0] * 0 + 0.9, noise[0])
     with pytest.raises(ValueError, match="not a ciphertext of this lattice session"):
-        silos[0].masked_update(4, [(b"garbage",) * len(w) for w in weights], corrections, deltas[0], noise[0])
+        silos[0].masked_update(
+            4, [(b"garbage",) * len(w) for w in weights], corrections, deltas[0], noise[0]
+        )
     with pytest.raises(ValueError, match="non-negative integers"):
         server.encrypt_weights(rescaled[:-1])
-    updates = [silo.masked_update(5, weights, corrections, deltas[s], noise[s]) for s, silo in enumerate(silos)]
+    updates = [
+        silo.masked_update(5, weights, corrections, deltas[s], noise[s])
+        for s, silo in enumerate(silos)
+    ]
     with pytest.raises(ValueError, match="aborted"):
         server.finish(updates[:-1], deltas.shape[2])
     with pytest.raises(ValueError, match=r"update of silo 0: .*ciphertexts per plaintext prime"):
@@ -144,19 +213,33 @@ def test_ciphertexts_of_another_key_decrypt_to_garbage_and_of_other_parameters_a
     intruder = lattice.LatticeServer(layout)  # the same public parameters, another secret key
     rescaled, corrections = _rescale(counts, sampled, layout)
     weights = server.encrypt_weights(rescaled)
-    updates = [silo.masked_update(1, weights, corrections, deltas[s], noise[s]) for s, silo in enumerate(silos)]
+    updates = [
+        silo.masked_update(1, weights, corrections, deltas[s], noise[s])
+        for s, silo in enumerate(silos)
+    ]
     plain = plain_round(counts, deltas, noise, sampled)
     assert np.max(np.abs(server.finish(updates, deltas.shape[2]) - plain)) <= P
-    assert np.min(np.abs(intruder.finish(updates, deltas.shape[2]) - plain)) > 1.0  # only the key holder decrypts
+    assert (
+        np.min(np.abs(intruder.finish(updates, deltas.shape[2]) - plain)) > 1.0
+    )  # only the key holder decrypts
     # a silo re-randomising under another key spoils the sum (it cannot pass for the key holder's encryption)
-    stranger = lattice.LatticeSilo(0, counts[0], layout, public_keys=intruder.public_keys(),
-                                   mask_keys=silos[0]._mask_keys)
+    stranger = lattice.LatticeSilo(
+        0, counts[0], layout, public_keys=intruder.public_keys(), mask_keys=silos[0]._mask_keys
+    )
     spoiled = [stranger.masked_update(2, weights, corrections, deltas[0], noise[0])]
-    spoiled += [silo.masked_update(2, weights, corrections, deltas[s], noise[s]) for s, silo in enumerate(silos)
-                if s]
+    spoiled += [
+        silo.masked_update(2, weights, corrections, deltas[s], noise[s])
+        for s, silo in enumerate(silos)
+        if s
+    ]
     assert np.min(np.abs(server.finish(spoiled, deltas.shape[2]) - plain)) > 1.0
-    other = lattice.layout_for(precision=1e-3, n_users=4, n_silos=3, n_max=N_MAX, delta_bound=0.5, noise_bound=3.0)
-    assert other.coefficient_bits != layout.coefficient_bits or other.plain_moduli != layout.plain_moduli
+    other = lattice.layout_for(
+        precision=1e-3, n_users=4, n_silos=3, n_max=N_MAX, delta_bound=0.5, noise_bound=3.0
+    )
+    assert (
+        other.coefficient_bits != layout.coefficient_bits
+        or other.plain_moduli != layout.plain_moduli
+    )
     foreign = lattice.LatticeServer(other).encrypt_weights([1, 2, 3, 4])
     with pytest.raises(ValueError, match="lattice session"):
         silos[0].masked_update(3, [foreign[0]] * len(weights), corrections, deltas[0], noise[0])
@@ -164,7 +247,9 @@ def test_ciphertexts_of_another_key_decrypt_to_garbage_and_of_other_parameters_a
 
 def test_lattice_backend_through_the_protocol_equals_the_plain_round_and_refuses_forged_updates():
     counts, deltas, noise, sampled = _instance(5)
-    parameters = ProtocolParameters(key_bits=1024, n_max=N_MAX, insecure_test_key=True, backend="lattice")
+    parameters = ProtocolParameters(
+        key_bits=1024, n_max=N_MAX, insecure_test_key=True, backend="lattice"
+    )
     session = SecureSession(counts, parameters, clip=0.5, noise_bound=3.0)
     for _ in range(2):  # the setup is reused, each round draws new blinds and masks
         result = session.aggregate(deltas, noise, sampled)
@@ -184,15 +269,27 @@ def test_lattice_backend_through_the_protocol_equals_the_plain_round_and_refuses
         server.check_masked_update(MaskedUpdateMessage(3, 0, size, (1, 2)), size)
     with pytest.raises(ValueError, match="update of silo 0: not a ciphertext"):
         server.finish_round([LatticeUpdateMessage(3, s, size, (b"x",) * 2) for s in range(3)])
-    exported = SiloState.from_bytes(session.silos[0].export_state())  # what a Flower silo keeps between messages
-    assert exported.lattice_keys == server.lattice_keys_message().public_keys and exported.lattice_round == 2
-    assert protocol.Silo.restore(exported.to_bytes(), session.config).export_state() == exported.to_bytes()
+    exported = SiloState.from_bytes(
+        session.silos[0].export_state()
+    )  # what a Flower silo keeps between messages
+    assert (
+        exported.lattice_keys == server.lattice_keys_message().public_keys
+        and exported.lattice_round == 2
+    )
+    assert (
+        protocol.Silo.restore(exported.to_bytes(), session.config).export_state()
+        == exported.to_bytes()
+    )
 
 
 def _lattice_state() -> tuple[SiloState, ProtocolConfig]:
     """Silo 1's state after step 1(a) of a lattice session (Paillier test key and BFV keys) and its config."""
-    parameters = ProtocolParameters(key_bits=1024, n_max=N_MAX, insecure_test_key=True, backend="lattice")
-    config = ProtocolConfig(n_silos=3, n_users=3, clip=0.5, sigma=1.0, noise_bound=3.0, parameters=parameters)
+    parameters = ProtocolParameters(
+        key_bits=1024, n_max=N_MAX, insecure_test_key=True, backend="lattice"
+    )
+    config = ProtocolConfig(
+        n_silos=3, n_users=3, clip=0.5, sigma=1.0, noise_bound=3.0, parameters=parameters
+    )
     server, silo = protocol.Server(config), protocol.Silo(1, np.array([1, 2, 0]), config)
     silo.receive_lattice_keys(server.lattice_keys_message())
     silo.receive_public_key(server.public_key_message())
@@ -211,16 +308,31 @@ def test_an_exported_lattice_state_is_refused_field_by_field():
     assert len(first) <= bound < len(first) + 2 * lattice.SERIALISATION_OVERHEAD
     refused: dict[str, tuple[bytes, ...]] = {  # the error, the keys
         "1 public keys for 2 primes": (first,),
-        f"a BFV public key of {bound + 1} bytes, over the {bound} bytes": (first + b"\0" * (bound + 1 - len(first)),
-                                                                           second),
-        "silo 1: not a public key of this lattice session": (first[:-1] + b"\xff", second),  # a residue above q_i
+        f"a BFV public key of {bound + 1} bytes, over the {bound} bytes": (
+            first + b"\0" * (bound + 1 - len(first)),
+            second,
+        ),
+        "silo 1: not a public key of this lattice session": (
+            first[:-1] + b"\xff",
+            second,
+        ),  # a residue above q_i
     }
     for message, public_keys in refused.items():
         with pytest.raises(ValueError, match=message):
             protocol.Silo.restore(replace(state, lattice_keys=public_keys).to_bytes(), config)
     paillier = replace(config, parameters=replace(config.parameters, backend="paillier"))
-    for change in (dict(lattice_round=0), dict(lattice_keys=(), lattice_round=1)):  # keys, or a round, in Paillier
-        with pytest.raises(ValueError, match="BFV keys or a lattice round, but this session's backend is 'paillier'"):
+    for change in (
+        dict(lattice_round=0),
+        dict(lattice_keys=(), lattice_round=1),
+    ):  # keys, or a round, in Paillier
+        with pytest.raises(
+            ValueError,
+            match="BFV keys or a lattice round, but this session's backend is 'paillier'",
+        ):
             protocol.Silo.restore(replace(state, **change).to_bytes(), paillier)
-    with pytest.raises(ValueError, match="1 public keys for 2 primes"):  # step 1(a) itself checks them too
-        protocol.Silo(1, np.array([1, 2, 0]), config).receive_lattice_keys(LatticeKeysMessage(public_keys=(first,)))
+    with pytest.raises(
+        ValueError, match="1 public keys for 2 primes"
+    ):  # step 1(a) itself checks them too
+        protocol.Silo(1, np.array([1, 2, 0]), config).receive_lattice_keys(
+            LatticeKeysMessage(public_keys=(first,))
+        )

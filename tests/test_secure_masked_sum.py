@@ -37,7 +37,9 @@ def session(n_silos: int) -> tuple[MaskedSumServer, list[MaskedSumSilo], list]:
 @given(n_silos=st.integers(2, 5), size=st.integers(1, 40), round_index=st.integers(1, 2**32 - 1))
 def test_the_pairwise_masks_cancel_exactly(n_silos, size, round_index):
     _, silos, _ = session(n_silos)
-    total = sum((silo.net_mask(round_index, size) for silo in silos), np.zeros(size, dtype=np.uint64))
+    total = sum(
+        (silo.net_mask(round_index, size) for silo in silos), np.zeros(size, dtype=np.uint64)
+    )
     assert not total.any()
     assert all(silo.net_mask(round_index, size).any() for silo in silos)
 
@@ -48,13 +50,24 @@ def test_the_masked_sum_is_the_plain_sum_within_the_encodings_precision(n_silos,
     size = data.draw(st.integers(1, 30))
     bound = value_limit(n_silos) / 2.0**RESOLUTION_BITS * 0.99
     values = st.floats(-bound, bound, allow_nan=False, allow_subnormal=False)
-    updates = [np.array(data.draw(st.lists(values, min_size=size, max_size=size))) for _ in range(n_silos)]
+    updates = [
+        np.array(data.draw(st.lists(values, min_size=size, max_size=size))) for _ in range(n_silos)
+    ]
     server, silos, _ = session(n_silos)
-    answers = {s: (silos[s].masked_update(7, update).to_bytes(),) for s, update in enumerate(updates)}
+    answers = {
+        s: (silos[s].masked_update(7, update).to_bytes(),) for s, update in enumerate(updates)
+    }
     decoded = server.finish_round(7, answers, size)
-    exact = np.sum([np.rint(np.ldexp(u, RESOLUTION_BITS)) for u in updates], axis=0)  # fixed point, summed exactly
-    assert np.abs(decoded - np.ldexp(exact, -RESOLUTION_BITS)).max() <= np.abs(exact).max() * 2.0**-52
-    assert np.abs(decoded - np.sum(updates, axis=0)).max() <= precision(n_silos) + np.abs(exact).max() * 2.0**-50
+    exact = np.sum(
+        [np.rint(np.ldexp(u, RESOLUTION_BITS)) for u in updates], axis=0
+    )  # fixed point, summed exactly
+    assert (
+        np.abs(decoded - np.ldexp(exact, -RESOLUTION_BITS)).max() <= np.abs(exact).max() * 2.0**-52
+    )
+    assert (
+        np.abs(decoded - np.sum(updates, axis=0)).max()
+        <= precision(n_silos) + np.abs(exact).max() * 2.0**-50
+    )
 
 
 def test_the_server_never_gets_a_silos_update():
@@ -64,11 +77,18 @@ def test_the_server_never_gets_a_silos_update():
     updates = [np.full(50, 0.25 * (s + 1)) for s in range(3)]
     messages = [silo.masked_update(1, update) for silo, update in zip(silos, updates, strict=True)]
     for message, update in zip(messages, updates, strict=True):
-        alone = np.ldexp(np.frombuffer(message.values, "<u8").view(np.int64).astype(np.float64), -RESOLUTION_BITS)
+        alone = np.ldexp(
+            np.frombuffer(message.values, "<u8").view(np.int64).astype(np.float64), -RESOLUTION_BITS
+        )
         assert np.abs(alone - update).min() > 1e3
-    assert len(received) == 2 and not any(received[1].values())  # keys, then the directory's empty answers
-    np.testing.assert_allclose(server.finish_round(1, {s: (m.to_bytes(),) for s, m in enumerate(messages)}, 50),
-                               np.full(50, 1.5), atol=precision(3))
+    assert len(received) == 2 and not any(
+        received[1].values()
+    )  # keys, then the directory's empty answers
+    np.testing.assert_allclose(
+        server.finish_round(1, {s: (m.to_bytes(),) for s, m in enumerate(messages)}, 50),
+        np.full(50, 1.5),
+        atol=precision(3),
+    )
 
 
 def test_a_round_is_answered_once_and_never_unmasked():
@@ -100,7 +120,9 @@ def test_bad_answers_name_the_silo():
         server.finish_round(1, {0: good[0], 1: good[1]}, 3)
     assert missing.value.silo == 2
     short = MaskedSumMessage(round_index=1, silo=1, parameters=3, values=bytes(16)).to_bytes()
-    with pytest.raises(ProtocolAbort, match="silo 1 sent a masked update of round 1 with 3 parameters in 16 bytes"):
+    with pytest.raises(
+        ProtocolAbort, match="silo 1 sent a masked update of round 1 with 3 parameters in 16 bytes"
+    ):
         server.finish_round(1, {**good, 1: (short,)}, 3)
     with pytest.raises(ProtocolAbort, match="silo 0 sent a masked update claiming silo 1"):
         server.finish_round(1, {**good, 0: good[1]}, 3)

@@ -17,7 +17,9 @@ def _pair_keys(n_silos):
     public = [keys.dh_public_bytes(k) for k in private]
     return [
         {
-            p: keys.derive_pairwise_keys(private[s], public[p], own_id=s, peer_id=p, session=session)
+            p: keys.derive_pairwise_keys(
+                private[s], public[p], own_id=s, peer_id=p, session=session
+            )
             for p in range(n_silos)
             if p != s
         }
@@ -33,8 +35,14 @@ def test_pairwise_masks_cancel_and_are_nonzero(n_silos):
         for p, k in pair_keys[s].items():
             assert k == pair_keys[p][s]  # both ends derive the same keys
     nets = [
-        masks.signed_mask_sum({p: k.masks for p, k in pair_keys[s].items()}, own_id=s, modulus=modulus, count=7,
-                              round_index=3, purpose=masks.PURPOSE_UPDATE)
+        masks.signed_mask_sum(
+            {p: k.masks for p, k in pair_keys[s].items()},
+            own_id=s,
+            modulus=modulus,
+            count=7,
+            round_index=3,
+            purpose=masks.PURPOSE_UPDATE,
+        )
         for s in range(n_silos)
     ]
     assert [sum(col) % modulus for col in zip(*nets, strict=True)] == [0] * 7
@@ -56,7 +64,9 @@ def test_streams_differ_by_round_purpose_and_key():
 
 def test_uniform_elements_are_unbiased():
     # 160 is not a power of two: reducing a byte mod 160 would make 0..95 twice as likely as 96..159.
-    values = masks.uniform_elements(os.urandom(32), modulus=160, count=32_000, round_index=0, purpose=1)
+    values = masks.uniform_elements(
+        os.urandom(32), modulus=160, count=32_000, round_index=0, purpose=1
+    )
     observed = np.bincount(values, minlength=160)
     assert stats.chisquare(observed).pvalue > 1e-6
 

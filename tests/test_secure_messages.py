@@ -14,17 +14,50 @@ _any_message = st.one_of(
     st.builds(msg.PublicKeyMessage, _big),
     st.builds(msg.DhPublicKeyMessage, st.integers(0, 2**32 - 1), st.binary(max_size=40)),
     st.builds(msg.DhDirectoryMessage, st.lists(st.binary(max_size=40), max_size=5).map(tuple)),
-    st.builds(msg.SealedMessage, *[st.integers(0, 2**32 - 1)] * 4, st.binary(max_size=12), st.binary(max_size=64)),
-    st.builds(msg.BlindedHistogramMessage, st.integers(0, 9), st.lists(_big, max_size=6).map(tuple)),
-    st.builds(msg.EncryptedWeightsMessage, st.integers(0, 9), st.lists(_big, max_size=6).map(tuple)),
-    st.builds(msg.MaskedUpdateMessage, st.integers(0, 9), st.integers(0, 9), st.integers(0, 2**32 - 1),
-              st.lists(_big, max_size=6).map(tuple)),
-    st.builds(msg.RescaleRequestMessage, st.integers(0, 9), st.integers(0, 9), st.lists(_big, max_size=6).map(tuple)),
+    st.builds(
+        msg.SealedMessage,
+        *[st.integers(0, 2**32 - 1)] * 4,
+        st.binary(max_size=12),
+        st.binary(max_size=64),
+    ),
+    st.builds(
+        msg.BlindedHistogramMessage, st.integers(0, 9), st.lists(_big, max_size=6).map(tuple)
+    ),
+    st.builds(
+        msg.EncryptedWeightsMessage, st.integers(0, 9), st.lists(_big, max_size=6).map(tuple)
+    ),
+    st.builds(
+        msg.MaskedUpdateMessage,
+        st.integers(0, 9),
+        st.integers(0, 9),
+        st.integers(0, 2**32 - 1),
+        st.lists(_big, max_size=6).map(tuple),
+    ),
+    st.builds(
+        msg.RescaleRequestMessage,
+        st.integers(0, 9),
+        st.integers(0, 9),
+        st.lists(_big, max_size=6).map(tuple),
+    ),
     st.builds(msg.RescaledWeightsMessage, st.integers(0, 9), st.lists(_big, max_size=6).map(tuple)),
-    st.builds(msg.RingPedersenMessage, st.integers(0, 9), st.binary(max_size=32), _big, _big, _big,
-              *[st.lists(_big, max_size=3).map(tuple)] * 2),
-    st.builds(msg.ModulusProofMessage, st.integers(0, 9), _big, _big, *[st.lists(_big, max_size=3).map(tuple)] * 4,
-              *[_big] * 5, *[_signed] * 6),
+    st.builds(
+        msg.RingPedersenMessage,
+        st.integers(0, 9),
+        st.binary(max_size=32),
+        _big,
+        _big,
+        _big,
+        *[st.lists(_big, max_size=3).map(tuple)] * 2,
+    ),
+    st.builds(
+        msg.ModulusProofMessage,
+        st.integers(0, 9),
+        _big,
+        _big,
+        *[st.lists(_big, max_size=3).map(tuple)] * 4,
+        *[_big] * 5,
+        *[_signed] * 6,
+    ),
 )
 
 
@@ -72,16 +105,24 @@ def test_malformed_messages_give_clear_errors():
 @given(_signed)
 def test_a_signed_field_carries_its_sign_and_refuses_a_negative_zero(value):
     """The modulus proof's responses are signed (beyond the paper, :class:`msg.ModulusProofMessage`)."""
-    message = msg.ModulusProofMessage(0, 1, 1, (), (), (), (), 1, 1, 1, 1, 1, value, 0, -1, 1, 2, value)
+    message = msg.ModulusProofMessage(
+        0, 1, 1, (), (), (), (), 1, 1, 1, 1, 1, value, 0, -1, 1, 2, value
+    )
     data = message.to_bytes()
     assert msg.parse_message(data) == message
-    zero = msg.ModulusProofMessage(0, 1, 1, (), (), (), (), 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0).to_bytes()
-    sigma = len(zero) - 32 - 6 * 5  # the first signed field's sign byte: six signed zeros of 5 bytes end the body
+    zero = msg.ModulusProofMessage(
+        0, 1, 1, (), (), (), (), 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0
+    ).to_bytes()
+    sigma = (
+        len(zero) - 32 - 6 * 5
+    )  # the first signed field's sign byte: six signed zeros of 5 bytes end the body
     assert zero[sigma] == 0
-    with pytest.raises(ValueError, match="sign byte must be 0, or 1 for a non-zero magnitude, got 1"):
-        msg.parse_message(_redigest(zero[:sigma] + b"\x01" + zero[sigma + 1:-32]))
+    with pytest.raises(
+        ValueError, match="sign byte must be 0, or 1 for a non-zero magnitude, got 1"
+    ):
+        msg.parse_message(_redigest(zero[:sigma] + b"\x01" + zero[sigma + 1 : -32]))
     with pytest.raises(ValueError, match="got 2"):
-        msg.parse_message(_redigest(zero[:sigma] + b"\x02" + zero[sigma + 1:-32]))
+        msg.parse_message(_redigest(zero[:sigma] + b"\x02" + zero[sigma + 1 : -32]))
 
 
 def test_range_checks_name_the_field():

@@ -23,7 +23,9 @@ from uldp.secure.modulus_proof import (
     verify_ring_pedersen,
 )
 
-SIZES = proof_parameters(1024)  # the test keys' sizes (m = 16, l = 64, e = 128, a 256-bit ring-Pedersen modulus)
+SIZES = proof_parameters(
+    1024
+)  # the test keys' sizes (m = 16, l = 64, e = 128, a 256-bit ring-Pedersen modulus)
 SILO, SILO_PROOF = ring_pedersen(SIZES.pedersen_bits, rounds=SIZES.blum_challenges)
 PUBLIC, PRIVATE = blum_paillier_keypair(1024, insecure_test_key=True)
 PROOF = prove_modulus(PRIVATE.p, PRIVATE.q, SILO, context=b"session", parameters=SIZES)
@@ -41,11 +43,17 @@ def cheating_blum_proof(primes: list[int], context: bytes) -> modulus_proof.Pail
     inverse = pow(n, -1, math.lcm(*(p - 1 for p in primes)))
     xs, as_, bs, zs = [], [], [], []
     for y in modulus_proof._blum_challenges(n, w, context, SIZES.blum_challenges):
-        a, b = max(((a, b) for a in (0, 1) for b in (0, 1)),
-                   key=lambda ab: sum(gmpy2.legendre((-1) ** ab[0] * w ** ab[1] * y, p) == 1 for p in primes))
+        a, b = max(
+            ((a, b) for a in (0, 1) for b in (0, 1)),
+            key=lambda ab: sum(
+                gmpy2.legendre((-1) ** ab[0] * w ** ab[1] * y, p) == 1 for p in primes
+            ),
+        )
         candidate = (-1) ** a * w**b * y % n
         roots = [pow(candidate, ((p + 1) // 4) ** 2, p) for p in primes]
-        crt = sum(root * (n // p) * pow(n // p, -1, p) for root, p in zip(roots, primes, strict=True))
+        crt = sum(
+            root * (n // p) * pow(n // p, -1, p) for root, p in zip(roots, primes, strict=True)
+        )
         xs.append(crt % n)
         as_.append(a)
         bs.append(b)
@@ -59,7 +67,13 @@ def test_an_honest_modulus_is_accepted_and_only_in_its_context():
     with pytest.raises(ValueError, match="modulus proof"):
         verify_modulus(PUBLIC.n, PROOF, SILO, context=b"another session", parameters=SIZES)
     with pytest.raises(ValueError, match="modulus proof"):  # another silo's group
-        verify_modulus(PUBLIC.n, PROOF, ring_pedersen(SIZES.pedersen_bits)[0], context=b"session", parameters=SIZES)
+        verify_modulus(
+            PUBLIC.n,
+            PROOF,
+            ring_pedersen(SIZES.pedersen_bits)[0],
+            context=b"session",
+            parameters=SIZES,
+        )
 
 
 def test_the_defaults_are_cggmp20s_and_only_test_keys_get_smaller_sizes():
@@ -78,7 +92,9 @@ def test_a_silos_ring_pedersen_parameters_are_checked_before_the_server_proves()
     with pytest.raises(ValueError, match="odd 2048-bit modulus"):
         verify_ring_pedersen(SILO, SILO_PROOF)  # the default sizes want a 2048-bit N^
     with pytest.raises(ValueError, match="16 values"):
-        verify_ring_pedersen(SILO, replace(SILO_PROOF, responses=SILO_PROOF.responses[1:]), parameters=SIZES)
+        verify_ring_pedersen(
+            SILO, replace(SILO_PROOF, responses=SILO_PROOF.responses[1:]), parameters=SIZES
+        )
 
 
 def test_the_gcd_attack_works_on_a_smooth_modulus_and_a_silo_refuses_that_modulus():
@@ -89,11 +105,15 @@ def test_the_gcd_attack_works_on_a_smooth_modulus_and_a_silo_refuses_that_modulu
     counts = [3 * 7, primes[0] * 2, 5]
     blinded = [modulus_proof._unit(smooth) * count % smooth for count in counts]
     assert [math.gcd(b, smooth) for b in blinded] == [math.gcd(c, smooth) for c in counts]
-    assert math.gcd(blinded[1], smooth) == primes[0]  # this user's count shares the server's chosen prime
+    assert (
+        math.gcd(blinded[1], smooth) == primes[0]
+    )  # this user's count shares the server's chosen prime
     forged = replace(PROOF, blum=cheating_blum_proof(primes, b"session"))
     with pytest.raises(ValueError, match="no fourth root"):
         verify_modulus(smooth, forged, SILO, context=b"session", parameters=SIZES)
-    assert all(math.gcd(b, PUBLIC.n) == 1 for b in (pow(3, 5, PUBLIC.n) * c % PUBLIC.n for c in counts))
+    assert all(
+        math.gcd(b, PUBLIC.n) == 1 for b in (pow(3, 5, PUBLIC.n) * c % PUBLIC.n for c in counts)
+    )
 
 
 def test_an_unbalanced_blum_modulus_passes_the_first_proof_and_fails_the_second():
@@ -106,15 +126,30 @@ def test_an_unbalanced_blum_modulus_passes_the_first_proof_and_fails_the_second(
         verify_modulus(small * large, prove, SILO, context=b"session", parameters=SIZES)
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda p: replace(p, blum=replace(p.blum, a=(2, *p.blum.a[1:]))), "a and b must be 0 or 1"),
-    (lambda p: replace(p, blum=replace(p.blum, x=p.blum.x[:-1])), "must hold 16 values"),
-    (lambda p: replace(p, blum=replace(p.blum, z=(1, *p.blum.z[1:]))), "challenge 0 has no n-th root"),
-    (lambda p: replace(p, blum=replace(p.blum, w=PUBLIC.n)), "w must be a unit"),
-    (lambda p: replace(p, factors=replace(p.factors, v=p.factors.v * 2**10_000)), "v must be an integer in"),
-    (lambda p: replace(p, factors=replace(p.factors, P=p.factors.P * 2 % SILO.n)), "do not open"),
-    (lambda p: replace(p, factors=replace(p.factors, T=0)), "T must be a unit"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            lambda p: replace(p, blum=replace(p.blum, a=(2, *p.blum.a[1:]))),
+            "a and b must be 0 or 1",
+        ),
+        (lambda p: replace(p, blum=replace(p.blum, x=p.blum.x[:-1])), "must hold 16 values"),
+        (
+            lambda p: replace(p, blum=replace(p.blum, z=(1, *p.blum.z[1:]))),
+            "challenge 0 has no n-th root",
+        ),
+        (lambda p: replace(p, blum=replace(p.blum, w=PUBLIC.n)), "w must be a unit"),
+        (
+            lambda p: replace(p, factors=replace(p.factors, v=p.factors.v * 2**10_000)),
+            "v must be an integer in",
+        ),
+        (
+            lambda p: replace(p, factors=replace(p.factors, P=p.factors.P * 2 % SILO.n)),
+            "do not open",
+        ),
+        (lambda p: replace(p, factors=replace(p.factors, T=0)), "T must be a unit"),
+    ],
+)
 def test_a_tampered_proof_is_refused_by_name(change, message):
     with pytest.raises(ValueError, match=message):
         verify_modulus(PUBLIC.n, change(PROOF), SILO, context=b"session", parameters=SIZES)
@@ -123,7 +158,9 @@ def test_a_tampered_proof_is_refused_by_name(change, message):
 def test_bad_inputs_are_named():
     with pytest.raises(ValueError, match="at least 517 bits"):
         verify_modulus(PUBLIC.n % 2**500 | 1, PROOF, SILO, parameters=SIZES)
-    with pytest.raises(ValueError, match="at least 1797 bits"):  # CGGMP20's sizes bound nothing on a 1024-bit key
+    with pytest.raises(
+        ValueError, match="at least 1797 bits"
+    ):  # CGGMP20's sizes bound nothing on a 1024-bit key
         verify_modulus(PUBLIC.n, PROOF, SILO)
     with pytest.raises(ValueError, match="p = q = 3 mod 4"):
         prove_paillier_blum(5, 7)

@@ -13,14 +13,18 @@ from test_secure_protocol import plain_round  # the same plain ULDP-AVG-w oracle
 from uldp.secure import ProtocolConfig, ProtocolParameters, SecureSession, encoding, fast, packing
 from uldp.secure.messages import MaskedUpdateMessage, RescaleRequestMessage
 
-PACKED = ProtocolParameters(key_bits=1024, n_max=300, insecure_test_key=True, backend="packed-paillier")
+PACKED = ProtocolParameters(
+    key_bits=1024, n_max=300, insecure_test_key=True, backend="packed-paillier"
+)
 P = 1e-10
 
 
 @st.composite
 def layouts_and_values(draw):
     width = draw(st.integers(2, 70))
-    layout = packing.PackedLayout(weight_bits=0, resolution_bits=0, slot_bits=width, slots=draw(st.integers(1, 9)))
+    layout = packing.PackedLayout(
+        weight_bits=0, resolution_bits=0, slot_bits=width, slots=draw(st.integers(1, 9))
+    )
     half = 1 << (width - 1)
     edge = st.sampled_from([-half, -half + 1, -1, 0, 1, half - 2, half - 1])
     values = draw(st.lists(st.one_of(edge, st.integers(-half, half - 1)), max_size=30))
@@ -36,13 +40,16 @@ def test_pack_unpack_round_trip_at_the_slot_edges(case):
     assert packing.unpack_integers(packed, len(values), layout) == values
     # the packed integer is the plain positional sum (independent oracle)
     for i, value in enumerate(packed):
-        group = values[i * layout.slots:(i + 1) * layout.slots]
+        group = values[i * layout.slots : (i + 1) * layout.slots]
         assert value == sum(v * 2 ** (layout.slot_bits * k) for k, v in enumerate(group))
 
 
 def test_a_value_outside_its_slot_is_refused():
     layout = packing.PackedLayout(weight_bits=0, resolution_bits=0, slot_bits=8, slots=3)
-    assert packing.unpack_integers(packing.pack_integers([127, -128], layout), 2, layout) == [127, -128]
+    assert packing.unpack_integers(packing.pack_integers([127, -128], layout), 2, layout) == [
+        127,
+        -128,
+    ]
     with pytest.raises(ValueError, match="slot of 8 bits"):
         packing.pack_integers([128], layout)
     with pytest.raises(ValueError, match="slot of 8 bits"):
@@ -72,8 +79,10 @@ def test_packing_ciphertexts_decrypts_to_the_packed_integers_in_any_number_of_pr
     values = [-(2**39), 2**39 - 1, 0, -1, 12345, 7, -99, 3, 1, -2, 2**38, 5, -5]
     ciphertexts = [public.raw_encrypt(v % n) for v in values]
     expected = [p % n for p in packing.pack_integers(values, layout)]
-    outputs = [fast.pack_ciphertexts(ciphertexts, slots=5, slot_bits=40, n_square=n * n, processes=k)
-               for k in (1, 2, 3)]
+    outputs = [
+        fast.pack_ciphertexts(ciphertexts, slots=5, slot_bits=40, n_square=n * n, processes=k)
+        for k in (1, 2, 3)
+    ]
     assert outputs[0] == outputs[1] == outputs[2]
     assert [private.raw_decrypt(int(c)) for c in outputs[0]] == expected
     fast.shutdown_pools()
@@ -81,10 +90,24 @@ def test_packing_ciphertexts_decrypts_to_the_packed_integers_in_any_number_of_pr
 
 @st.composite
 def instances(draw):
-    n_silos, n_users, dim = draw(st.integers(1, 4)), draw(st.integers(1, 6)), draw(st.integers(1, 30))
-    counts = np.array(draw(st.lists(st.lists(st.one_of(st.just(0), st.integers(1, 300 // n_silos)),
-                                             min_size=n_users, max_size=n_users), min_size=n_silos,
-                                    max_size=n_silos)))
+    n_silos, n_users, dim = (
+        draw(st.integers(1, 4)),
+        draw(st.integers(1, 6)),
+        draw(st.integers(1, 30)),
+    )
+    counts = np.array(
+        draw(
+            st.lists(
+                st.lists(
+                    st.one_of(st.just(0), st.integers(1, 300 // n_silos)),
+                    min_size=n_users,
+                    max_size=n_users,
+                ),
+                min_size=n_silos,
+                max_size=n_silos,
+            )
+        )
+    )
     counts[0, counts.sum(axis=0) == 0] = 1
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     deltas = rng.uniform(-0.5, 0.5, size=(n_silos, n_users, dim))
@@ -107,11 +130,19 @@ def test_packed_round_equals_plain_round_within_precision(instance):
 def test_no_slot_overflows_at_the_edges(sign):
     """Largest N_max the 1024-bit key allows, every user at N_max, deltas at +-C and noise at +-its bound: the
     aggregate sits at the slot bound, and decoding stays within P (an overflow would carry into the next slot)."""
-    n_max = max(m for m in range(1, 1000) if encoding.lcm_up_to(m).bit_length() + packing.RESCALE_HIDING_BITS + 2
-                <= 1024)
+    n_max = max(
+        m
+        for m in range(1, 1000)
+        if encoding.lcm_up_to(m).bit_length() + packing.RESCALE_HIDING_BITS + 2 <= 1024
+    )
     with pytest.raises(ValueError, match="rescale blind"):
-        ProtocolConfig(n_silos=2, n_users=2, clip=1.0, noise_bound=1.0,
-                       parameters=replace(PACKED, n_max=n_max + 1))
+        ProtocolConfig(
+            n_silos=2,
+            n_users=2,
+            clip=1.0,
+            noise_bound=1.0,
+            parameters=replace(PACKED, n_max=n_max + 1),
+        )
     n_silos, n_users, dim, clip, bound = 6, 12, 25, 2.0, 40.0
     counts = np.zeros((n_silos, n_users), dtype=int)
     counts[0] = n_max - (n_silos - 1)
@@ -123,21 +154,40 @@ def test_no_slot_overflows_at_the_edges(sign):
     deltas = np.full((n_silos, n_users, dim), sign * clip)
     noise = np.full((n_silos, dim), sign * bound)
     result = session.aggregate(deltas, noise, np.ones(n_users, bool))
-    assert np.max(np.abs(result - plain_round(counts, deltas, noise, np.ones(n_users, bool)))) <= parameters.precision
+    assert (
+        np.max(np.abs(result - plain_round(counts, deltas, noise, np.ones(n_users, bool))))
+        <= parameters.precision
+    )
     # the aggregate uses most of the slot: the bound is not loose by more than a few bits
     assert math.log2(abs(result[0]) * 2**layout.scale_bits) > layout.slot_bits - 6
 
 
 def test_layout_bounds_hold_and_a_key_without_room_for_one_slot_is_refused():
-    config = ProtocolConfig(n_silos=5, n_users=100, clip=0.1, sigma=5.0,
-                            parameters=ProtocolParameters(n_max=2000, backend="packed-paillier"))
+    config = ProtocolConfig(
+        n_silos=5,
+        n_users=100,
+        clip=0.1,
+        sigma=5.0,
+        parameters=ProtocolParameters(n_max=2000, backend="packed-paillier"),
+    )
     layout = config.packed_layout
     assert layout.slots * layout.slot_bits <= config.parameters.key_bits - 1
-    assert packing.error_bound(layout, n_users=100, n_silos=5, n_max=2000, delta_bound=0.1) <= Fraction(1e-10)
-    bound = packing.slot_bound(weight=layout.weight_bits, resolution=layout.resolution_bits, delta_bound=0.1,
-                               noise_bound=config.effective_noise_bound, n_users=100, n_silos=5, n_max=2000)
+    assert packing.error_bound(
+        layout, n_users=100, n_silos=5, n_max=2000, delta_bound=0.1
+    ) <= Fraction(1e-10)
+    bound = packing.slot_bound(
+        weight=layout.weight_bits,
+        resolution=layout.resolution_bits,
+        delta_bound=0.1,
+        noise_bound=config.effective_noise_bound,
+        n_users=100,
+        n_silos=5,
+        n_max=2000,
+    )
     assert 2 * bound + 1 < 2**layout.slot_bits
-    assert 8 * 2 * config.parameters.key_bits / 8 / layout.slots <= 10 * 4 * 8  # ciphertext bits per parameter
+    assert (
+        8 * 2 * config.parameters.key_bits / 8 / layout.slots <= 10 * 4 * 8
+    )  # ciphertext bits per parameter
     with pytest.raises(ValueError, match="packed slot needs"):
         ProtocolConfig(n_silos=2, n_users=2, clip=1e200, noise_bound=1.0, parameters=PACKED)
     with pytest.raises(ValueError, match="backend must be one of"):
@@ -157,19 +207,27 @@ def test_misuse_is_refused_by_name():
     assert all(isinstance(m, RescaleRequestMessage) for m in requests)
     with pytest.raises(ValueError, match="no rescale request from silo"):
         session.server.relay(requests[:1])
-    stale = RescaleRequestMessage(round_index=9, silo=requests[0].silo, ciphertexts=requests[0].ciphertexts)
+    stale = RescaleRequestMessage(
+        round_index=9, silo=requests[0].silo, ciphertexts=requests[0].ciphertexts
+    )
     with pytest.raises(ValueError, match="for round 9"):
         session.server.relay([stale, requests[1]])
     with pytest.raises(ValueError, match="not in Z"):
-        session.server.relay([RescaleRequestMessage(1, 0, (0, *requests[0].ciphertexts[1:])), requests[1]])
+        session.server.relay(
+            [RescaleRequestMessage(1, 0, (0, *requests[0].ciphertexts[1:])), requests[1]]
+        )
     inbox = session.server.relay(requests)
     deltas, noise = np.zeros((2, 3, 4)), np.zeros((2, 4))
     with pytest.raises(ValueError, match="rescaled weights alone"):
         session.silos[0].masked_update(weights, [], deltas[0], noise[0])
-    updates = [silo.masked_update(weights, inbox[silo.silo_id], deltas[silo.silo_id], noise[silo.silo_id])
-               for silo in session.silos]
+    updates = [
+        silo.masked_update(weights, inbox[silo.silo_id], deltas[silo.silo_id], noise[silo.silo_id])
+        for silo in session.silos
+    ]
     assert all(len(u.ciphertexts) == 1 and u.parameters == 4 for u in updates)
-    short = MaskedUpdateMessage(round_index=1, silo=1, parameters=40, ciphertexts=updates[1].ciphertexts)
+    short = MaskedUpdateMessage(
+        round_index=1, silo=1, parameters=40, ciphertexts=updates[1].ciphertexts
+    )
     with pytest.raises(ValueError, match="for 40 parameters"):
         session.server.finish_round([updates[0], short])
     np.testing.assert_array_equal(session.server.finish_round(updates), np.zeros(4))
@@ -201,8 +259,12 @@ def test_rounds_do_not_depend_on_the_process_count():
     sampled = np.ones(7, bool)
     plain = plain_round(counts, deltas, noise, sampled)
     for backend in ("paillier", "packed-paillier"):
-        results = [SecureSession(counts, replace(PACKED, backend=backend, processes=k), clip=0.5,
-                                 noise_bound=1.0).aggregate(deltas, noise, sampled) for k in (1, 2)]
+        results = [
+            SecureSession(
+                counts, replace(PACKED, backend=backend, processes=k), clip=0.5, noise_bound=1.0
+            ).aggregate(deltas, noise, sampled)
+            for k in (1, 2)
+        ]
         for result in results:
             assert np.max(np.abs(result - plain)) <= PACKED.precision
         if backend == "paillier":

@@ -9,7 +9,15 @@ import torch
 from hypothesis import given, settings, strategies as st
 from scipy import stats
 
-from uldp.secure import ProtocolConfig, ProtocolParameters, SecureAggregator, SecureSession, fast, keys, protocol
+from uldp.secure import (
+    ProtocolConfig,
+    ProtocolParameters,
+    SecureAggregator,
+    SecureSession,
+    fast,
+    keys,
+    protocol,
+)
 from uldp.secure.messages import MaskedUpdateMessage, SealedMessage, SiloState
 
 TEST_KEY = ProtocolParameters(key_bits=1024, n_max=300, insecure_test_key=True)
@@ -25,14 +33,28 @@ def plain_round(counts, deltas, noise, sampled):
 
 @st.composite
 def instances(draw):
-    n_silos, n_users, dim = draw(st.integers(1, 4)), draw(st.integers(1, 6)), draw(st.integers(1, 4))
-    count = st.one_of(st.just(0), st.integers(1, 5), st.integers(50, 300 // n_silos))  # zeros and large counts
+    n_silos, n_users, dim = (
+        draw(st.integers(1, 4)),
+        draw(st.integers(1, 6)),
+        draw(st.integers(1, 4)),
+    )
+    count = st.one_of(
+        st.just(0), st.integers(1, 5), st.integers(50, 300 // n_silos)
+    )  # zeros and large counts
+
     def table(item, width):
         """[n_silos, n_users, width] (or [n_silos, n_users] without ``width``) arrays of ``item``."""
         if width is not None:
             item = st.lists(item, min_size=width, max_size=width)
-        return np.array(draw(st.lists(st.lists(item, min_size=n_users, max_size=n_users), min_size=n_silos,
-                                      max_size=n_silos)))
+        return np.array(
+            draw(
+                st.lists(
+                    st.lists(item, min_size=n_users, max_size=n_users),
+                    min_size=n_silos,
+                    max_size=n_silos,
+                )
+            )
+        )
 
     counts = table(count, None)
     lonely = draw(st.integers(0, n_users - 1))  # a user present in one silo only
@@ -42,9 +64,18 @@ def instances(draw):
     value = st.floats(-clip, clip, allow_nan=False)
     deltas = table(value, dim)
     deltas[counts == 0] = 0.0
-    noise = np.array(draw(st.lists(st.lists(st.floats(-3, 3), min_size=dim, max_size=dim), min_size=n_silos,
-                                   max_size=n_silos)))
-    sampled = np.array(draw(st.lists(st.booleans(), min_size=n_users, max_size=n_users))) & (counts.sum(axis=0) > 0)
+    noise = np.array(
+        draw(
+            st.lists(
+                st.lists(st.floats(-3, 3), min_size=dim, max_size=dim),
+                min_size=n_silos,
+                max_size=n_silos,
+            )
+        )
+    )
+    sampled = np.array(draw(st.lists(st.booleans(), min_size=n_users, max_size=n_users))) & (
+        counts.sum(axis=0) > 0
+    )
     return counts, deltas, noise, sampled, clip
 
 
@@ -70,7 +101,9 @@ def test_several_rounds_reuse_the_setup_and_stay_exact():
         deltas[counts == 0] = 0
         noise = rng.normal(size=(3, 5))
         sampled = (rng.random(8) < 0.6) & (counts.sum(axis=0) > 0)
-        error = session.aggregate(deltas, noise, sampled) - plain_round(counts, deltas, noise, sampled)
+        error = session.aggregate(deltas, noise, sampled) - plain_round(
+            counts, deltas, noise, sampled
+        )
         assert np.max(np.abs(error)) <= P
 
 
@@ -79,7 +112,8 @@ def _stages_until_updates(session, deltas, noise, sampled):
     weights = server.start_round(1, sampled)
     shares = server.relay([m for silo in silos for m in silo.share_weight_powers(weights)])
     updates = [
-        silo.masked_update(weights, shares[silo.silo_id], deltas[silo.silo_id], noise[silo.silo_id]) for silo in silos
+        silo.masked_update(weights, shares[silo.silo_id], deltas[silo.silo_id], noise[silo.silo_id])
+        for silo in silos
     ]
     return server, updates, weights, shares
 
@@ -111,22 +145,31 @@ def test_tampered_update_and_share_are_rejected():
     counts = np.array([[1, 2], [3, 1]])
     session = _session(counts)
     deltas, noise = np.full((2, 2, 2), 0.1), np.zeros((2, 2))
-    server, updates, weights, shares = _stages_until_updates(session, deltas, noise, np.array([True, True]))
+    server, updates, weights, shares = _stages_until_updates(
+        session, deltas, noise, np.array([True, True])
+    )
     raw = bytearray(updates[1].to_bytes())
     raw[40] ^= 0x10
     with pytest.raises(ValueError, match="digest"):
         MaskedUpdateMessage.from_bytes(bytes(raw))
     # A relay that alters a sealed share (and fixes the digest) is caught by ChaCha20-Poly1305.
     share = shares[1][0]
-    forged = SealedMessage(share.sender, share.recipient, share.round_index, share.purpose, share.nonce,
-                           bytes([share.ciphertext[0] ^ 1]) + share.ciphertext[1:])
+    forged = SealedMessage(
+        share.sender,
+        share.recipient,
+        share.round_index,
+        share.purpose,
+        share.nonce,
+        bytes([share.ciphertext[0] ^ 1]) + share.ciphertext[1:],
+    )
     silo = session.silos[1]
     silo.share_weight_powers(weights)
     with pytest.raises(ValueError, match="authentication"):
         silo.masked_update(weights, [forged], deltas[1], noise[1])
     # An update from a different round is refused before decryption.
-    stale = MaskedUpdateMessage(round_index=7, silo=1, parameters=updates[1].parameters,
-                                 ciphertexts=updates[1].ciphertexts)
+    stale = MaskedUpdateMessage(
+        round_index=7, silo=1, parameters=updates[1].parameters, ciphertexts=updates[1].ciphertexts
+    )
     with pytest.raises(ValueError, match="round 7"):
         server.finish_round([updates[0], stale])
 
@@ -189,7 +232,9 @@ def test_hook_has_plain_signature_and_result():
     noise = [torch.tensor(rng.normal(size=4)) for _ in range(3)]
     sampled = np.array([True, False, True, True, True])
     result = aggregate(deltas, counts, sampled, noise)
-    expected = plain_round(counts, np.stack([d.numpy() for d in deltas]), np.stack([z.numpy() for z in noise]), sampled)
+    expected = plain_round(
+        counts, np.stack([d.numpy() for d in deltas]), np.stack([z.numpy() for z in noise]), sampled
+    )
     assert isinstance(result, torch.Tensor) and result.dtype == torch.float64
     assert np.max(np.abs(result.numpy() - expected)) <= P
 
@@ -203,23 +248,28 @@ def test_hook_with_run_bounds_keeps_its_setup_and_refuses_larger_deltas():
     session = aggregate.session
     assert session is not None
     second = aggregate(small, counts, np.array([True, True]), noise)
-    assert aggregate.session is session and session.config.clip == 0.5  # C and sigma are the public bounds
+    assert (
+        aggregate.session is session and session.config.clip == 0.5
+    )  # C and sigma are the public bounds
     assert torch.equal(first, second) and len(aggregate.round_timings) == 2
     with pytest.raises(ValueError, match="clip bound"):
         aggregate([torch.full((2, 2), 0.75), small[1]], counts, np.array([True, True]), noise)
 
 
-@pytest.mark.parametrize("change, detail", [
-    ({"key_bits": 1001, "insecure_test_key": True, "n_max": 300}, "multiple of 8"),
-    ({"key_bits": 20000}, "key_bits"),
-    ({"insecure_test_key": 1}, "insecure_test_key must be true or false"),
-    ({"precision": 1.0}, "precision"),
-    ({"precision": 0.0}, "precision"),
-    ({"n_max": 0}, "n_max"),
-    ({"n_max": 3072}, "n_max"),
-    ({"n_max": 2.5}, "n_max"),
-    ({"processes": 0}, "processes"),
-])
+@pytest.mark.parametrize(
+    "change, detail",
+    [
+        ({"key_bits": 1001, "insecure_test_key": True, "n_max": 300}, "multiple of 8"),
+        ({"key_bits": 20000}, "key_bits"),
+        ({"insecure_test_key": 1}, "insecure_test_key must be true or false"),
+        ({"precision": 1.0}, "precision"),
+        ({"precision": 0.0}, "precision"),
+        ({"n_max": 0}, "n_max"),
+        ({"n_max": 3072}, "n_max"),
+        ({"n_max": 2.5}, "n_max"),
+        ({"processes": 0}, "processes"),
+    ],
+)
 def test_protocol_parameters_refuse_bad_values_by_name(change, detail):
     with pytest.raises(ValueError, match=detail):
         ProtocolParameters(**change)
@@ -247,10 +297,14 @@ def test_a_silo_restored_from_its_state_bytes_between_every_message_computes_the
     public = server.public_key_message()
     answers = [step(s, lambda silo: silo.receive_public_key(public)) for s in range(3)]
     directory = server.relay_dh_keys([dh for dh, _ in answers])
-    proofs = [server.prove_modulus(request) for _, request in answers]  # each silo's nonce survives its restore
+    proofs = [
+        server.prove_modulus(request) for _, request in answers
+    ]  # each silo's nonce survives its restore
     for s in range(3):
         step(s, lambda silo: silo.accept_modulus(proofs[silo.silo_id]))
-    inbox = server.relay([m for s in range(3) for m in step(s, lambda silo: silo.receive_dh_directory(directory))])
+    inbox = server.relay(
+        [m for s in range(3) for m in step(s, lambda silo: silo.receive_dh_directory(directory))]
+    )
     for s in range(3):
         step(s, lambda silo: silo.receive_seed(inbox[silo.silo_id]))
     server.receive_histograms([step(s, lambda silo: silo.blinded_histogram()) for s in range(3)])
@@ -259,10 +313,22 @@ def test_a_silo_restored_from_its_state_bytes_between_every_message_computes_the
     noise = rng.normal(size=(3, 4))
     sampled = (counts.sum(axis=0) > 0) & (rng.random(7) < 0.8)
     weights = server.start_round(1, sampled)
-    shares = server.relay([m for s in range(3) for m in step(s, lambda silo: silo.share_weight_powers(weights))])
-    updates = [step(s, lambda silo: silo.masked_update(weights, shares[silo.silo_id], deltas[silo.silo_id],
-                                                       noise[silo.silo_id])) for s in range(3)]
-    assert np.max(np.abs(server.finish_round(updates) - plain_round(counts, deltas, noise, sampled))) <= P
+    shares = server.relay(
+        [m for s in range(3) for m in step(s, lambda silo: silo.share_weight_powers(weights))]
+    )
+    updates = [
+        step(
+            s,
+            lambda silo: silo.masked_update(
+                weights, shares[silo.silo_id], deltas[silo.silo_id], noise[silo.silo_id]
+            ),
+        )
+        for s in range(3)
+    ]
+    assert (
+        np.max(np.abs(server.finish_round(updates) - plain_round(counts, deltas, noise, sampled)))
+        <= P
+    )
     restored = protocol.Silo.restore(states[1], config)
     assert restored.export_state() == states[1]
     with pytest.raises(ValueError, match="digest"):
@@ -271,18 +337,24 @@ def test_a_silo_restored_from_its_state_bytes_between_every_message_computes_the
         protocol.Silo.restore(updates[0].to_bytes(), config)
 
 
-@pytest.mark.parametrize("change, message", [
-    (dict(modulus=1), "expected an odd 1024-bit modulus, got 1 bits"),  # before: accepted; with a seed, a loop
-    (dict(modulus=9), "expected an odd 1024-bit modulus, got 4 bits"),  # before: accepted
-    (dict(modulus=2**1024 - 2), "expected an odd 1024-bit modulus"),
-    (dict(counts=(2**70, 0, 0)), r"counts must be 3 counts in 0..300"),  # before: OverflowError
-    (dict(counts=(1, 2)), r"counts must be 3 counts"),
-    (dict(counts=(301, 0, 0)), r"counts must be 3 counts in 0..300"),
-    (dict(seed=b"short"), "seed that is not 32 bytes"),
-    (dict(aead_keys=(b"k" * 31, b"k" * 32)), "aead key that is not 32 bytes"),
-    (dict(round_index=1, own_powers=(0,)), "weight power outside"),
-    (dict(silo=7), "silo id 7 outside 0..2"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            dict(modulus=1),
+            "expected an odd 1024-bit modulus, got 1 bits",
+        ),  # before: accepted; with a seed, a loop
+        (dict(modulus=9), "expected an odd 1024-bit modulus, got 4 bits"),  # before: accepted
+        (dict(modulus=2**1024 - 2), "expected an odd 1024-bit modulus"),
+        (dict(counts=(2**70, 0, 0)), r"counts must be 3 counts in 0..300"),  # before: OverflowError
+        (dict(counts=(1, 2)), r"counts must be 3 counts"),
+        (dict(counts=(301, 0, 0)), r"counts must be 3 counts in 0..300"),
+        (dict(seed=b"short"), "seed that is not 32 bytes"),
+        (dict(aead_keys=(b"k" * 31, b"k" * 32)), "aead key that is not 32 bytes"),
+        (dict(round_index=1, own_powers=(0,)), "weight power outside"),
+        (dict(silo=7), "silo id 7 outside 0..2"),
+    ],
+)
 def test_a_silo_state_is_refused_field_by_field(change, message):
     """Issue 30 item 8: a state's fields are checked as the steps that set them check them, before any array or
     loop is made of them."""
@@ -298,6 +370,9 @@ def test_a_silo_state_is_refused_field_by_field(change, message):
 def test_only_the_key_holder_decrypts_and_only_ciphertexts_of_its_key():
     session = _session(np.array([[1, 2], [3, 1]]))
     n = session.server.public_key.n
-    assert session.server.decrypt([1, (1 + 5 * n) % (n * n)]) == [0, 5]  # Enc(m) with r = 1 is 1 + m n
+    assert session.server.decrypt([1, (1 + 5 * n) % (n * n)]) == [
+        0,
+        5,
+    ]  # Enc(m) with r = 1 is 1 + m n
     with pytest.raises(ValueError, match=r"\[0, n\^2\)"):
         session.server.decrypt([n * n])

@@ -20,9 +20,13 @@ from uldp.methods import uldp_avg
 from uldp.secure import ProtocolParameters, SecureSession
 from uldp.simulation import RunConfig, run
 
-DATA = os.environ.get("ULDP_DATA_DIR") or str(Path(__file__).resolve().parents[2] / "shared" / "data")
-pytestmark = pytest.mark.skipif(not os.path.isdir(os.path.join(DATA, "heart_disease")),
-                                reason="HeartDisease files not available")
+DATA = os.environ.get("ULDP_DATA_DIR") or str(
+    Path(__file__).resolve().parents[2] / "shared" / "data"
+)
+pytestmark = pytest.mark.skipif(
+    not os.path.isdir(os.path.join(DATA, "heart_disease")),
+    reason="HeartDisease files not available",
+)
 TEST_KEYS = dict(protocol=ProtocolParameters(key_bits=1024, n_max=300, insecure_test_key=True))
 
 
@@ -32,8 +36,16 @@ def data_dir(monkeypatch):
 
 
 def _config(**changes):
-    return RunConfig(dataset="heart_disease", method="ULDP-AVG-w", n_users=12, rounds=2, seed=3, distribution="zipf",
-                     local_epochs=1, **changes)
+    return RunConfig(
+        dataset="heart_disease",
+        method="ULDP-AVG-w",
+        n_users=12,
+        rounds=2,
+        seed=3,
+        distribution="zipf",
+        local_epochs=1,
+        **changes,
+    )
 
 
 def _recorded_plain_run(monkeypatch, config):
@@ -43,8 +55,14 @@ def _recorded_plain_run(monkeypatch, config):
 
     def recording(deltas, counts, sampled, noise):
         total = plain(deltas, counts, sampled, noise)
-        calls.append({"deltas": np.stack([d.numpy() for d in deltas]), "noise": np.stack([z.numpy() for z in noise]),
-                      "sampled": np.asarray(sampled).copy(), "total": total.numpy().astype(np.float64)})
+        calls.append(
+            {
+                "deltas": np.stack([d.numpy() for d in deltas]),
+                "noise": np.stack([z.numpy() for z in noise]),
+                "sampled": np.asarray(sampled).copy(),
+                "total": total.numpy().astype(np.float64),
+            }
+        )
         return total
 
     monkeypatch.setattr(uldp_avg, "aggregate", recording)
@@ -60,16 +78,24 @@ def _recorded_secure_run(monkeypatch, config):
 
     def recording(self, deltas, noise, sampled):
         total = aggregate(self, deltas, noise, sampled)
-        calls.append({"deltas": np.array(deltas), "noise": np.array(noise), "sampled": np.array(sampled),
-                      "total": total})
+        calls.append(
+            {
+                "deltas": np.array(deltas),
+                "noise": np.array(noise),
+                "sampled": np.array(sampled),
+                "total": total,
+            }
+        )
         return total
 
     monkeypatch.setattr(SecureSession, "aggregate", recording)
     return run(config), calls
 
 
-@pytest.mark.parametrize(("q", "backend"), [(1.0, "paillier"), (0.5, "paillier"),
-                                            pytest.param(0.5, "lattice", id="0.5-lattice")])
+@pytest.mark.parametrize(
+    ("q", "backend"),
+    [(1.0, "paillier"), (0.5, "paillier"), pytest.param(0.5, "lattice", id="0.5-lattice")],
+)
 def test_secure_run_equals_plain_run(monkeypatch, q, backend):
     if backend == "lattice":
         pytest.importorskip("tenseal")
@@ -88,13 +114,18 @@ def test_secure_run_equals_plain_run(monkeypatch, q, backend):
         assert np.max(np.abs(s["total"] - exact)) <= 1e-10
         # and within float32 rounding of the plain run's aggregate
         np.testing.assert_allclose(s["total"], p["total"], rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(secure_calls[0]["deltas"], plain_calls[0]["deltas"].astype(np.float64))
+    np.testing.assert_array_equal(
+        secure_calls[0]["deltas"], plain_calls[0]["deltas"].astype(np.float64)
+    )
     if q < 1:
         assert not plain_calls[0]["sampled"].all()  # sub-sampling really left users out
     np.testing.assert_allclose(secure.test_loss, plain.test_loss, rtol=1e-5)
     assert secure.accuracy == pytest.approx(plain.accuracy, abs=1e-9)
     timings = secure.info["secure_timings"]
-    assert set(timings["setup"]) >= {"key_exchange", "blinded_histogram"} and len(timings["rounds"]) == 2
+    assert (
+        set(timings["setup"]) >= {"key_exchange", "blinded_histogram"}
+        and len(timings["rounds"]) == 2
+    )
 
 
 def test_small_keys_need_the_test_flag():
@@ -117,8 +148,28 @@ def test_cli_secure_flag_runs_the_protocol(monkeypatch, capsys):
         return original(RunConfig(**{**config.__dict__, **TEST_KEYS}))
 
     monkeypatch.setattr(uldp.simulation, "secure_aggregator", small_keys)
-    assert main(["run", "--dataset", "heart_disease", "--method", "ULDP-AVG-w", "--users", "8", "--rounds", "1",
-                 "--local-epochs", "1", "--seed", "0", "--secure", "--json"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--dataset",
+                "heart_disease",
+                "--method",
+                "ULDP-AVG-w",
+                "--users",
+                "8",
+                "--rounds",
+                "1",
+                "--local-epochs",
+                "1",
+                "--seed",
+                "0",
+                "--secure",
+                "--json",
+            ]
+        )
+        == 0
+    )
     payload = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert payload["config"]["secure"] is True and payload["config"]["protocol"]["key_bits"] == 3072
     assert len(payload["rounds"]) == 1 and np.isfinite(payload["rounds"][0]["loss"])

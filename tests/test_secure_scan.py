@@ -13,7 +13,13 @@ SMALL = ProtocolParameters(key_bits=512, n_max=60, insecure_test_key=True)
 def test_every_setting_of_every_axis_is_measured_once_per_repeat():
     points = protocol_scan(protocol=SMALL, axes={"users": (2, 5), "silos": (2,)}, repeats=2)
     assert [(p.axis, p.value, p.repeat) for p in points] == [
-        ("users", 2, 0), ("users", 5, 0), ("silos", 2, 0), ("users", 2, 1), ("users", 5, 1), ("silos", 2, 1)]
+        ("users", 2, 0),
+        ("users", 5, 0),
+        ("silos", 2, 0),
+        ("users", 2, 1),
+        ("users", 5, 1),
+        ("silos", 2, 1),
+    ]
     for point in points:
         assert set(point.seconds) == set(SCAN_PARTS) and all(t >= 0 for t in point.seconds.values())
         assert point.as_row()["axis"] == point.axis

@@ -14,7 +14,9 @@ from uldp.policy import SiloPolicy
 
 
 def context(run_id: int = 1, node_id: int = 101, **node_config) -> SimpleNamespace:
-    return SimpleNamespace(run_id=run_id, node_id=node_id, node_config={"silo": "Royal", **node_config})
+    return SimpleNamespace(
+        run_id=run_id, node_id=node_id, node_config={"silo": "Royal", **node_config}
+    )
 
 
 def test_a_view_is_read_once_per_run_node_and_node_config():
@@ -48,8 +50,10 @@ def test_a_failed_read_is_not_kept():
     assert views.get(context()) == {"name": "Royal"}
 
 
-def test_a_flower_run_reads_each_silos_records_once_and_keeps_its_state_in_the_context(hospital_files,  # noqa: F811
-                                                                                      monkeypatch):
+def test_a_flower_run_reads_each_silos_records_once_and_keeps_its_state_in_the_context(
+    hospital_files,  # noqa: F811
+    monkeypatch,
+):
     calls = []
 
     def counting_load(ctx):
@@ -58,10 +62,24 @@ def test_a_flower_run_reads_each_silos_records_once_and_keeps_its_state_in_the_c
 
     monkeypatch.setattr("test_flower.load", counting_load)
     net = model()
-    params, strategy, grid = flower_run(hospital_files, net, method="ULDP-AVG-w", sigma=1.0, q=0.8, rounds=3,
-                                        local_epochs=1, batch_size=8, seed=5, secure=False)
-    assert sorted(calls) == sorted(set(calls)) and len(calls) == 3  # hello, federation, 3 rounds: one read each
-    for ctx in grid.contexts.values():  # the ledger and the federation stay in the node context, not the cache
+    params, strategy, grid = flower_run(
+        hospital_files,
+        net,
+        method="ULDP-AVG-w",
+        sigma=1.0,
+        q=0.8,
+        rounds=3,
+        local_epochs=1,
+        batch_size=8,
+        seed=5,
+        secure=False,
+    )
+    assert (
+        sorted(calls) == sorted(set(calls)) and len(calls) == 3
+    )  # hello, federation, 3 rounds: one read each
+    for ctx in (
+        grid.contexts.values()
+    ):  # the ledger and the federation stay in the node context, not the cache
         ledger = flower_app._ledger(ctx, SiloPolicy.from_node_config(ctx.node_config))
         assert "uldp" in ctx.state and ledger.last_round("1") == 3 and len(ledger.releases) == 3
     assert np.isfinite(params).all() and len(strategy.epsilons) == 3

@@ -39,6 +39,8 @@ def test_the_previous_setting_comes_back_even_after_an_error(monkeypatch):
 def test_a_run_does_not_depend_on_its_threads():
     from uldp.simulation import RunConfig, run
 
-    config = RunConfig(dataset="synthetic", method="ULDP-AVG-w", n_users=6, rounds=2, local_epochs=1, seed=0)
+    config = RunConfig(
+        dataset="synthetic", method="ULDP-AVG-w", n_users=6, rounds=2, local_epochs=1, seed=0
+    )
     one, two = run(config, threads=1), run(config, threads=2)
     assert one.test_loss == two.test_loss and one.accuracy == two.accuracy

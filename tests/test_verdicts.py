@@ -8,7 +8,16 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from uldp.paper.verdicts import FAILS, HOLDS, PARTLY, SE_MULTIPLE, Difference, difference, estimate, margin_verdict
+from uldp.paper.verdicts import (
+    FAILS,
+    HOLDS,
+    PARTLY,
+    SE_MULTIPLE,
+    Difference,
+    difference,
+    estimate,
+    margin_verdict,
+)
 
 
 def test_paired_difference_is_scipys_paired_t_test():
@@ -34,13 +43,21 @@ def test_one_seed_has_no_spread_and_the_mean_decides():
 
 def test_the_margin_is_se_multiple_standard_errors():
     gap = Difference(0.1, 0.04, 5, True)
-    assert gap.clears(0.1 - SE_MULTIPLE * 0.04 - 1e-9) and not gap.clears(0.1 - SE_MULTIPLE * 0.04 + 1e-9)
-    assert [margin_verdict(Difference(m, 0.04, 5, True), 0.0) for m in (0.2, 0.05, -0.05)] == [HOLDS, PARTLY, FAILS]
+    assert gap.clears(0.1 - SE_MULTIPLE * 0.04 - 1e-9) and not gap.clears(
+        0.1 - SE_MULTIPLE * 0.04 + 1e-9
+    )
+    assert [margin_verdict(Difference(m, 0.04, 5, True), 0.0) for m in (0.2, 0.05, -0.05)] == [
+        HOLDS,
+        PARTLY,
+        FAILS,
+    ]
 
 
 def test_differences_of_separate_settings_add_their_variances():
     combined = Difference(0.3, 0.03, 5, True).minus(Difference(0.1, 0.04, 5, True), scale=0.5)
-    assert combined.mean == pytest.approx(0.25) and combined.se == pytest.approx(math.hypot(0.03, 0.02))
+    assert combined.mean == pytest.approx(0.25) and combined.se == pytest.approx(
+        math.hypot(0.03, 0.02)
+    )
     assert estimate({0: 1.0, 1: 3.0}).se == pytest.approx(stats.sem([1.0, 3.0]))
 
 

@@ -33,9 +33,9 @@ BUILD = ROOT / "_build"
 PROFILES = ("smoke", "default", "paper")
 PROFILE_BANNERS = {
     "smoke": "Built at the smoke profile: tiny runs that check the code, not the paper's results; "
-             "figures stored at the paper profile are shown as stored.",
+    "figures stored at the paper profile are shown as stored.",
     "default": "Built at the default profile: reduced runs on a CPU; figures stored at the paper profile "
-               "are shown as stored.",
+    "are shown as stored.",
     "paper": "Built at the paper profile: the paper's settings.",
 }
 
@@ -77,16 +77,28 @@ def partial_toc(toc: dict, only: list[str]) -> dict:
     if unknown or not only:
         raise ValueError(f"a partial book needs pages of _toc.yml, got {only}; unknown: {unknown}")
     keep = set(only)
-    root = toc["root"] if toc["root"] in keep else next(entry for entry in toc_entries(toc) if entry in keep)
+    root = (
+        toc["root"]
+        if toc["root"] in keep
+        else next(entry for entry in toc_entries(toc) if entry in keep)
+    )
 
     def cut(entries: list) -> list:
         kept = []
         for entry in entries:
-            inner = {key: cut(value) for key, value in entry.items() if key in ("sections", "chapters")}
+            inner = {
+                key: cut(value) for key, value in entry.items() if key in ("sections", "chapters")
+            }
             inner = {key: value for key, value in inner.items() if value}
             if entry.get("file") in keep and entry["file"] != root:
-                kept.append({key: value for key, value in entry.items()
-                             if key not in ("sections", "chapters")} | inner)
+                kept.append(
+                    {
+                        key: value
+                        for key, value in entry.items()
+                        if key not in ("sections", "chapters")
+                    }
+                    | inner
+                )
             else:  # a page left out (or made the root) takes its kept sub-pages' place
                 kept += [page for value in inner.values() for page in value]
         return kept
@@ -94,8 +106,12 @@ def partial_toc(toc: dict, only: list[str]) -> dict:
     partial = {key: value for key, value in toc.items() if key not in ("root", "parts", "chapters")}
     partial["root"] = root
     if "parts" in toc:
-        parts = [{key: value for key, value in part.items() if key != "chapters"} | {"chapters": chapters}
-                 for part in toc["parts"] if (chapters := cut(part.get("chapters", [])))]
+        parts = [
+            {key: value for key, value in part.items() if key != "chapters"}
+            | {"chapters": chapters}
+            for part in toc["parts"]
+            if (chapters := cut(part.get("chapters", [])))
+        ]
         if parts:
             partial["parts"] = parts
     elif chapters := cut(toc.get("chapters", [])):
@@ -111,19 +127,38 @@ def execute_chapter(entry: str, profile: str, staged: Path) -> float:
     raw = BUILD / "notebooks" / f"{entry}.ipynb"
     raw.parent.mkdir(parents=True, exist_ok=True)
     notebook = jupytext.read(source)
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     notebook.metadata["language_info"] = {"name": "python"}
     jupytext.write(notebook, raw)
     executed = staged / f"{entry}.ipynb"
     executed.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     result = subprocess.run(
-        [sys.executable, "-m", "papermill", str(raw), str(executed), "-p", "profile", profile,
-         "--cwd", str(ROOT), "--kernel", "python3", "--no-progress-bar"],
+        [
+            sys.executable,
+            "-m",
+            "papermill",
+            str(raw),
+            str(executed),
+            "-p",
+            "profile",
+            profile,
+            "--cwd",
+            str(ROOT),
+            "--kernel",
+            "python3",
+            "--no-progress-bar",
+        ],
         cwd=ROOT,
     )
     if result.returncode != 0:
-        raise SystemExit(f"chapter {entry} failed at profile {profile!r} (see the cell error above)")
+        raise SystemExit(
+            f"chapter {entry} failed at profile {profile!r} (see the cell error above)"
+        )
     tag_cells_for_the_book(executed)
     return time.perf_counter() - start
 
@@ -140,7 +175,12 @@ def tag_cells_for_the_book(path: Path) -> None:
         tags = list(cell.metadata.get("tags", []))
         if "parameters" in tags:
             tags.append("remove-cell")
-        elif cell.cell_type == "code" and not {"show-input", "remove-cell", "remove-input", "hide-input"} & set(tags):
+        elif cell.cell_type == "code" and not {
+            "show-input",
+            "remove-cell",
+            "remove-input",
+            "hide-input",
+        } & set(tags):
             tags.append("hide-input")
         cell.metadata["tags"] = tags
     nbformat.write(notebook, path)
@@ -148,7 +188,9 @@ def tag_cells_for_the_book(path: Path) -> None:
 
 def repository_url() -> str | None:
     """The checkout's ``origin`` as an https address, or None (then the book shows no repository button)."""
-    found = subprocess.run(["git", "remote", "get-url", "origin"], cwd=ROOT, capture_output=True, text=True)
+    found = subprocess.run(
+        ["git", "remote", "get-url", "origin"], cwd=ROOT, capture_output=True, text=True
+    )
     url = found.stdout.strip()
     if found.returncode != 0 or not url:
         return None
@@ -189,17 +231,25 @@ def external_assets(page: str) -> list[str]:
     finder = _AssetFinder()
     finder.feed(page)
     finder.close()
-    return [address for address in finder.addresses
-            if address.strip().lower().startswith(("http:", "https:", "//", "ftp:"))]
+    return [
+        address
+        for address in finder.addresses
+        if address.strip().lower().startswith(("http:", "https:", "//", "ftp:"))
+    ]
 
 
 def check_offline(html_dir: Path) -> None:
     """Fail the build when a page of ``html_dir`` loads a script or stylesheet from outside the book."""
-    offending = {str(page.relative_to(html_dir)): found for page in sorted(html_dir.rglob("*.html"))
-                 if (found := external_assets(page.read_text(encoding="utf-8", errors="replace")))}
+    offending = {
+        str(page.relative_to(html_dir)): found
+        for page in sorted(html_dir.rglob("*.html"))
+        if (found := external_assets(page.read_text(encoding="utf-8", errors="replace")))
+    }
     if offending:
         lines = "\n".join(f"  {page}: {', '.join(found)}" for page, found in offending.items())
-        raise SystemExit(f"pages load scripts or stylesheets from outside the book (they fail offline):\n{lines}")
+        raise SystemExit(
+            f"pages load scripts or stylesheets from outside the book (they fail offline):\n{lines}"
+        )
 
 
 def stage_config(staged: Path, profile: str, only: list[str] | None = None) -> None:
@@ -220,10 +270,16 @@ def stage_config(staged: Path, profile: str, only: list[str] | None = None) -> N
         config.setdefault("repository", {})["url"] = url
     sphinx_config = config.setdefault("sphinx", {}).setdefault("config", {})
     sphinx_config.pop("nb_custom_formats", None)
-    if only is not None:  # links to the pages (and citations to the bibliography) a partial book leaves out cannot
+    if (
+        only is not None
+    ):  # links to the pages (and citations to the bibliography) a partial book leaves out cannot
         # resolve; the full build checks them
-        sphinx_config["suppress_warnings"] = [*sphinx_config.get("suppress_warnings", []), "ref.ref", "ref.doc",
-                                              "bibtex.key_not_found"]
+        sphinx_config["suppress_warnings"] = [
+            *sphinx_config.get("suppress_warnings", []),
+            "ref.ref",
+            "ref.doc",
+            "bibtex.key_not_found",
+        ]
     (staged / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     if only is None:
         shutil.copy(ROOT / "_toc.yml", staged / "_toc.yml")
@@ -242,8 +298,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", choices=PROFILES, default="default")
     parser.add_argument("--only", nargs="*", help="execute only these toc entries (no book build)")
-    parser.add_argument("--html", action="store_true",
-                        help="with --only: also build an HTML book of those pages alone (into _build/html)")
+    parser.add_argument(
+        "--html",
+        action="store_true",
+        help="with --only: also build an HTML book of those pages alone (into _build/html)",
+    )
     args = parser.parse_args(argv)
 
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
@@ -266,19 +325,33 @@ def main(argv: list[str] | None = None) -> int:
     if args.only and not args.html:
         return 0
     if args.only:
-        for stale in staged.rglob("*.ipynb"):  # earlier runs' notebooks would be rendered as orphan pages
+        for stale in staged.rglob(
+            "*.ipynb"
+        ):  # earlier runs' notebooks would be rendered as orphan pages
             if str(stale.relative_to(staged).with_suffix("")) not in entries:
                 stale.unlink()
 
     stage_config(staged, args.profile, entries if args.only else None)
     output = BUILD / "jupyter-book"
-    shutil.rmtree(output, ignore_errors=True)  # an earlier (partial) build's pages, or its index.html, must not stay
+    shutil.rmtree(
+        output, ignore_errors=True
+    )  # an earlier (partial) build's pages, or its index.html, must not stay
     subprocess.run(
         # jupyter-book's own entry point, run by this interpreter (a copied venv's script would name another one)
-        [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(staged),
-         "--path-output", str(output),
-         "-W", "-n", "--keep-going"],
-        cwd=ROOT, check=True,
+        [
+            sys.executable,
+            "-c",
+            "from jupyter_book.cli.main import main; main()",
+            "build",
+            str(staged),
+            "--path-output",
+            str(output),
+            "-W",
+            "-n",
+            "--keep-going",
+        ],
+        cwd=ROOT,
+        check=True,
     )
     html = BUILD / "html"
     shutil.rmtree(html, ignore_errors=True)

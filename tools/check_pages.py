@@ -45,9 +45,17 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parent.parent
 WINDOW_WIDTH = 1280
-BROWSER_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--virtual-time-budget=20000",
-                 f"--window-size={WINDOW_WIDTH},900", "--dump-dom")
+BROWSER_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--virtual-time-budget=20000",
+    f"--window-size={WINDOW_WIDTH},900",
+    "--dump-dom",
+)
 #: Run in the page after its own scripts (MathJax included): writes into ``body[data-scrolls]`` every element that
 #: scrolls sideways (the page itself as ``page``), so that ``--dump-dom`` carries the measurement out.
 SCROLL_PROBE = """<script>
@@ -70,7 +78,9 @@ RAW_MATHS = re.compile(r"\$[^$\s][^$]*\$|\\[A-Za-z]{2,}")
 #: A table cell that prints a raw value instead of saying what it means: NaN, None, inf, or 5.7e+11.
 RAW_CELL = re.compile(r"(?i)^-?(?:nan|none|inf|infinity)$|\d[eE][+-]?\d+\b")
 #: A local absolute path (a checkout, a home or temporary folder).
-LOCAL_PATH = re.compile(r"(?<![\w.:/])/(?:work|home|tmp|Users|root|mnt|private|var/folders)/[\w.+-]+")
+LOCAL_PATH = re.compile(
+    r"(?<![\w.:/])/(?:work|home|tmp|Users|root|mnt|private|var/folders)/[\w.+-]+"
+)
 
 
 def rendered_maths(dom: str) -> dict[str, int]:
@@ -80,9 +90,11 @@ def rendered_maths(dom: str) -> dict[str, int]:
         >>> rendered_maths('<span class="math notranslate nohighlight"><mjx-container></mjx-container></span>')
         {'maths': 1, 'rendered': 1, 'errors': 0}
     """
-    return {"maths": len(re.findall(r'class="math notranslate nohighlight"', dom)),
-            "rendered": len(re.findall(r"<mjx-container", dom)),
-            "errors": len(re.findall(r"<mjx-merror", dom))}
+    return {
+        "maths": len(re.findall(r'class="math notranslate nohighlight"', dom)),
+        "rendered": len(re.findall(r"<mjx-container", dom)),
+        "errors": len(re.findall(r"<mjx-merror", dom)),
+    }
 
 
 def sideways_scrolls(dom: str) -> list[str]:
@@ -107,11 +119,18 @@ def bibliography_citations(bib: str) -> list[re.Pattern[str]]:
     """
     patterns = []
     for entry in re.split(r"\n\s*@|^\s*@", bib):
-        author, year = re.search(r"author\s*=\s*\{([^,}]+)", entry), re.search(r"year\s*=\s*\{?(\d{4})", entry)
+        author, year = (
+            re.search(r"author\s*=\s*\{([^,}]+)", entry),
+            re.search(r"year\s*=\s*\{?(\d{4})", entry),
+        )
         if author and year:
             surname = re.escape(author.group(1).split()[-1])
-            patterns.append(re.compile(rf"\b{surname}(?:\s+et\s+al\.?|\s+and\s+[A-Z][\w-]+)?,?\s*[(\[]?"
-                                       rf"{year.group(1)}\b"))
+            patterns.append(
+                re.compile(
+                    rf"\b{surname}(?:\s+et\s+al\.?|\s+and\s+[A-Z][\w-]+)?,?\s*[(\[]?"
+                    rf"{year.group(1)}\b"
+                )
+            )
     return patterns
 
 
@@ -142,9 +161,15 @@ def page_faults(page: str, citations: Sequence[re.Pattern[str]] = ()) -> list[st
     for output in article.select(".cell_output"):
         faults += [f"raw maths in an output: {found}" for found in RAW_MATHS.findall(_text(output))]
         faults += [f"stderr in an output: {_text(node)[:80]}" for node in output.select(".stderr")]
-        faults += [f"an error in an output: {_text(node).strip(' -')[:80]}" for node in output.select(".traceback")]
-        faults += [f"a raw value in a table: {_text(cell).strip()}" for cell in output.select("td, th")
-                   if RAW_CELL.search(_text(cell).strip())]
+        faults += [
+            f"an error in an output: {_text(node).strip(' -')[:80]}"
+            for node in output.select(".traceback")
+        ]
+        faults += [
+            f"a raw value in a table: {_text(cell).strip()}"
+            for cell in output.select("td, th")
+            if RAW_CELL.search(_text(cell).strip())
+        ]
     for image in article.find_all("img"):
         figure = image.find_parent("figure")
         if figure is None or figure.select_one(".caption-number") is None:
@@ -153,8 +178,11 @@ def page_faults(page: str, citations: Sequence[re.Pattern[str]] = ()) -> list[st
     for node in article.select("pre, code, a"):
         node.decompose()
     prose = _text(article)
-    faults += [f"a plain-text citation: {match.group(0)}" for pattern in citations
-               for match in pattern.finditer(prose)]
+    faults += [
+        f"a plain-text citation: {match.group(0)}"
+        for pattern in citations
+        for match in pattern.finditer(prose)
+    ]
     return faults
 
 
@@ -167,17 +195,24 @@ def browser_dom(command: Sequence[str], timeout: float) -> tuple[str, bool]:
     seconds, when ``complete`` is False unless the whole DOM came before.
     """
     deadline = time.monotonic() + timeout
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     assert process.stdout is not None
     received = bytearray()
     try:
         with selectors.DefaultSelector() as selector:
             selector.register(process.stdout, selectors.EVENT_READ)
-            while not received.rstrip().endswith(b"</html>") and (left := deadline - time.monotonic()) > 0:
+            while (
+                not received.rstrip().endswith(b"</html>")
+                and (left := deadline - time.monotonic()) > 0
+            ):
                 if not selector.select(left):
                     continue
                 chunk = os.read(process.stdout.fileno(), 1 << 16)
-                if not chunk:  # the browser closed its output: it exited (or crashed) before the deadline
+                if (
+                    not chunk
+                ):  # the browser closed its output: it exited (or crashed) before the deadline
                     break
                 received += chunk
     finally:
@@ -189,47 +224,75 @@ def browser_dom(command: Sequence[str], timeout: float) -> tuple[str, bool]:
     return dom, dom.rstrip().endswith("</html>")
 
 
-def check_page(page: Path, browser: str, citations: Sequence[re.Pattern[str]], timeout: float) -> list[str]:
+def check_page(
+    page: Path, browser: str, citations: Sequence[re.Pattern[str]], timeout: float
+) -> list[str]:
     """Every fault of one built page: what the browser measured (maths, sideways scrolling) and :func:`page_faults`."""
     text = page.read_text(encoding="utf-8")
-    probe = page.with_name(f".probe-{page.name}")  # beside the page, so that its relative addresses resolve
+    probe = page.with_name(
+        f".probe-{page.name}"
+    )  # beside the page, so that its relative addresses resolve
     probe.write_text(text.replace("</body>", SCROLL_PROBE + "</body>"), encoding="utf-8")
     try:
-        with tempfile.TemporaryDirectory(prefix="check-pages-") as profile:  # no state shared with other browsers
-            dom, complete = browser_dom([browser, *BROWSER_FLAGS, f"--user-data-dir={profile}",
-                                         probe.resolve().as_uri()], timeout)
+        with tempfile.TemporaryDirectory(
+            prefix="check-pages-"
+        ) as profile:  # no state shared with other browsers
+            dom, complete = browser_dom(
+                [browser, *BROWSER_FLAGS, f"--user-data-dir={profile}", probe.resolve().as_uri()],
+                timeout,
+            )
     finally:
         probe.unlink()
     if not complete:
-        return [f"the browser gave no complete page within {timeout:.0f} s ({len(dom)} characters): not measured"]
+        return [
+            f"the browser gave no complete page within {timeout:.0f} s ({len(dom)} characters): not measured"
+        ]
     counts = rendered_maths(dom)
     faults = [f"scrolls sideways at {WINDOW_WIDTH} px: {found}" for found in sideways_scrolls(dom)]
     if counts["rendered"] != counts["maths"] or counts["errors"]:
-        faults.append(f"maths: {counts['maths']} elements, {counts['rendered']} rendered by MathJax, "
-                      f"{counts['errors']} MathJax errors")
+        faults.append(
+            f"maths: {counts['maths']} elements, {counts['rendered']} rendered by MathJax, "
+            f"{counts['errors']} MathJax errors"
+        )
     return faults + page_faults(text, citations)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("pages", nargs="*", type=Path,
-                        help="pages to check, relative to --html (e.g. book/auditing.html); all when none")
+    parser.add_argument(
+        "pages",
+        nargs="*",
+        type=Path,
+        help="pages to check, relative to --html (e.g. book/auditing.html); all when none",
+    )
     parser.add_argument("--html", type=Path, default=ROOT / "_build" / "html")
-    parser.add_argument("--browser", default=shutil.which("chromium") or shutil.which("chromium-browser"))
-    parser.add_argument("--timeout", type=float, default=120.0,
-                        help="seconds the browser has for one page (default 120)")
+    parser.add_argument(
+        "--browser", default=shutil.which("chromium") or shutil.which("chromium-browser")
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="seconds the browser has for one page (default 120)",
+    )
     args = parser.parse_args(argv)
     if not args.browser:
-        raise SystemExit("no Chromium found: install it (e.g. apt-get install chromium) or pass --browser")
+        raise SystemExit(
+            "no Chromium found: install it (e.g. apt-get install chromium) or pass --browser"
+        )
     if args.pages:
         pages = [args.html / page for page in args.pages]
         missing = [str(page) for page in pages if not page.is_file()]
         if missing:
             raise SystemExit(f"no such pages: {', '.join(missing)}")
     else:
-        pages = sorted(page for page in args.html.rglob("*.html")
-                       if "_static" not in page.parts and page.name not in ("genindex.html", "search.html")
-                       and not page.name.startswith(".probe-"))
+        pages = sorted(
+            page
+            for page in args.html.rglob("*.html")
+            if "_static" not in page.parts
+            and page.name not in ("genindex.html", "search.html")
+            and not page.name.startswith(".probe-")
+        )
     if not pages:
         raise SystemExit(f"no pages under {args.html}: build the book first")
     citations = bibliography_citations((ROOT / "references.bib").read_text(encoding="utf-8"))
@@ -242,13 +305,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         start = time.monotonic()
         faults = check_page(page, args.browser, citations, args.timeout)
         checked += 1
-        print(f"{'FAILED' if faults else 'ok    '} {name}: {len(faults)} faults "
-              f"({time.monotonic() - start:.0f} s)", flush=True)
+        print(
+            f"{'FAILED' if faults else 'ok    '} {name}: {len(faults)} faults "
+            f"({time.monotonic() - start:.0f} s)",
+            flush=True,
+        )
         for fault in faults:
             print(f"    {fault}")
         if faults:
             failed.append(str(name))
-    print(f"{checked} pages checked, {len(failed)} failed{': ' if failed else ''}{', '.join(failed)}")
+    print(
+        f"{checked} pages checked, {len(failed)} failed{': ' if failed else ''}{', '.join(failed)}"
+    )
     return 1 if failed else 0
 
 

@@ -47,15 +47,29 @@ def run(*command: str | Path, cwd: Path | None = None) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--keep", type=Path, help="build in this directory and keep it (default: a temporary one)")
-    parser.add_argument("--extras", default="", help="extras to install with the wheel, e.g. deploy,secure")
+    parser.add_argument(
+        "--keep", type=Path, help="build in this directory and keep it (default: a temporary one)"
+    )
+    parser.add_argument(
+        "--extras", default="", help="extras to install with the wheel, e.g. deploy,secure"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="uldp-wheel-") as temporary:
         work = args.keep or Path(temporary)
         work.mkdir(parents=True, exist_ok=True)
         # no build isolation: the build needs only setuptools, already here, and no index
-        run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w",
-            work / "dist", ROOT)
+        run(
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            work / "dist",
+            ROOT,
+        )
         (wheel,) = (work / "dist").glob("uldp-*.whl")
         venv.create(work / "venv", with_pip=True)
         python = work / "venv" / "bin" / "python"

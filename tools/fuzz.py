@@ -32,21 +32,41 @@ def fuzz(name: str, examples: int) -> dict:
         counts["inputs"] += 1
         check(value)
 
-    run = settings(max_examples=examples, deadline=None, database=None, derandomize=False,
-                   phases=[Phase.generate], suppress_health_check=list(HealthCheck))(given(strategy)(counted))
+    run = settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        derandomize=False,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )(given(strategy)(counted))
     start, failure = time.perf_counter(), ""
     try:
         run()
     except Exception as error:  # any failure is reported, and the other parsers go on
         failure = f"{type(error).__name__}: {error}"
-    return {"parser": name, "inputs": counts["inputs"], "seconds": round(time.perf_counter() - start, 1),
-            "failure": failure}
+    return {
+        "parser": name,
+        "inputs": counts["inputs"],
+        "seconds": round(time.perf_counter() - start, 1),
+        "failure": failure,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--examples", type=int, default=20000, help="inputs per parser (default 20000)")
-    parser.add_argument("--only", nargs="+", choices=sorted(TARGETS), default=sorted(TARGETS), help="parsers to fuzz")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--examples", type=int, default=20000, help="inputs per parser (default 20000)"
+    )
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=sorted(TARGETS),
+        default=sorted(TARGETS),
+        help="parsers to fuzz",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as one JSON document")
     args = parser.parse_args(argv)
     if not 1 <= args.examples <= 10**7:
@@ -56,8 +76,11 @@ def main(argv: list[str] | None = None) -> int:
         row = fuzz(name, args.examples)
         report.append(row)
         if not args.json:
-            print(f"{name:26} {row['inputs']:8d} inputs in {row['seconds']:7.1f} s  "
-                  f"{'FAILED: ' + row['failure'][:300] if row['failure'] else 'ok'}", flush=True)
+            print(
+                f"{name:26} {row['inputs']:8d} inputs in {row['seconds']:7.1f} s  "
+                f"{'FAILED: ' + row['failure'][:300] if row['failure'] else 'ok'}",
+                flush=True,
+            )
     if args.json:
         print(json.dumps(report))
     elif len(report) > 1:

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-if TYPE_CHECKING:  # the names of _LAZY and _SUBPACKAGES, for type checkers and editors (aliases mark re-exports)
+if (
+    TYPE_CHECKING
+):  # the names of _LAZY and _SUBPACKAGES, for type checkers and editors (aliases mark re-exports)
     from uldp import (
         accounting as accounting,
         data as data,
@@ -44,12 +46,27 @@ if TYPE_CHECKING:  # the names of _LAZY and _SUBPACKAGES, for type checkers and 
 #: The public training call and its helpers, imported on first use so that ``import uldp`` (and the CLI) stays
 #: free of torch: ``uldp.fit(model, x, y, user_ids=..., silo_ids=..., loss=..., epsilon=...)``.
 _LAZY = {
-    "fit": "uldp.fitting", "History": "uldp.fitting", "check_module": "uldp.fitting", "weighted_loss": "uldp.fitting",
-    "SeedWarning": "uldp.fitting", "UnsupportedModuleError": "uldp.fitting",
-    "flat_parameters": "uldp.training.per_user", "load_flat_parameters": "uldp.training.per_user",
+    "fit": "uldp.fitting",
+    "History": "uldp.fitting",
+    "check_module": "uldp.fitting",
+    "weighted_loss": "uldp.fitting",
+    "SeedWarning": "uldp.fitting",
+    "UnsupportedModuleError": "uldp.fitting",
+    "flat_parameters": "uldp.training.per_user",
+    "load_flat_parameters": "uldp.training.per_user",
 }
 #: The sub-packages the docstring above lists, imported on first use too (``import uldp; uldp.accounting``).
-_SUBPACKAGES = ("accounting", "data", "fitting", "flower", "methods", "models", "secure", "simulation", "training")
+_SUBPACKAGES = (
+    "accounting",
+    "data",
+    "fitting",
+    "flower",
+    "methods",
+    "models",
+    "secure",
+    "simulation",
+    "training",
+)
 __all__ = ["__version__", *_LAZY]  # noqa: PLE0604 - the keys of _LAZY are strings; ruff cannot see through the unpacking
 
 

@@ -51,8 +51,11 @@ def print_json(payload: dict[str, Any], args: argparse.Namespace) -> None:
 
 def add_progress_option(parser: argparse.ArgumentParser) -> None:
     """Add ``--progress`` to a sub-command that shows a progress bar."""
-    parser.add_argument("--progress", action="store_true",
-                        help="show the progress bar on stderr (shown by default only when stderr is a terminal)")
+    parser.add_argument(
+        "--progress",
+        action="store_true",
+        help="show the progress bar on stderr (shown by default only when stderr is a terminal)",
+    )
 
 
 def show_progress(args: argparse.Namespace) -> bool:
@@ -63,7 +66,8 @@ def show_progress(args: argparse.Namespace) -> bool:
 def build_parser() -> argparse.ArgumentParser:
     """Return the ``uldp`` argument parser with every registered sub-command."""
     parser = argparse.ArgumentParser(
-        prog="uldp", description="User-level differential privacy for cross-silo federated learning."
+        prog="uldp",
+        description="User-level differential privacy for cross-silo federated learning.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module_name in COMMAND_MODULES:
@@ -77,7 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
-    except (ValueError, FileNotFoundError) as error:  # bad input or missing data: one clear line, exit 2
+    except (
+        ValueError,
+        FileNotFoundError,
+    ) as error:  # bad input or missing data: one clear line, exit 2
         print(f"uldp {args.command}: error: {error}", file=sys.stderr)
         return 2
 

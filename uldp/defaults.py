@@ -87,11 +87,15 @@ class DatasetSettings:
             ValueError: Unknown family (the message lists the known ones).
         """
         if family not in self.families:
-            raise ValueError(f"unknown method family {family!r}; known families: {', '.join(self.families)}")
+            raise ValueError(
+                f"unknown method family {family!r}; known families: {', '.join(self.families)}"
+            )
         return self.families[family]
 
 
-def _families(default: Hyper, naive: Hyper, group: Hyper, sgd: Hyper, avg: Hyper) -> dict[str, Hyper]:
+def _families(
+    default: Hyper, naive: Hyper, group: Hyper, sgd: Hyper, avg: Hyper
+) -> dict[str, Hyper]:
     return dict(zip(FAMILIES, (default, naive, group, sgd, avg), strict=True))
 
 
@@ -103,21 +107,81 @@ _SGD = Hyper(10.0, 0.1, None, None)
 DATASET_DEFAULTS: dict[str, DatasetSettings] = {
     settings.dataset: settings
     for settings in (
-        DatasetSettings("creditcard", (100, 1000), 5, 100, 64, ("uniform", "zipf"),
-                        _families(Hyper(1.0, None, 0.01, 50), Hyper(1.0, 0.1, 0.01, 50), Hyper(1.0, 0.1, 0.01, 50),
-                                  _SGD, Hyper(10.0, 0.1, 0.01, 30))),
+        DatasetSettings(
+            "creditcard",
+            (100, 1000),
+            5,
+            100,
+            64,
+            ("uniform", "zipf"),
+            _families(
+                Hyper(1.0, None, 0.01, 50),
+                Hyper(1.0, 0.1, 0.01, 50),
+                Hyper(1.0, 0.1, 0.01, 50),
+                _SGD,
+                Hyper(10.0, 0.1, 0.01, 30),
+            ),
+        ),
         # ULDP-NAIVE was not run by the authors on MNIST; settings.md: the Creditcard row's shape with C = 1.0.
-        DatasetSettings("mnist", (100, 10000), 5, 200, 64, ("uniform", "zipf", "zipf-noniid"),
-                        _families(Hyper(1.0, None, 0.01, 50), Hyper(1.0, 1.0, 0.01, 50), Hyper(1.0, 1.0, 0.01, 50),
-                                  _SGD, Hyper(10.0, 0.1, 0.01, 50, global_lr_by_users=((10000, 100.0),)))),
-        DatasetSettings("heart_disease", (50, 200), 4, 50, 4, ("uniform", "zipf"),
-                        _families(Hyper(1.0, None, 0.001, 50), Hyper(1.0, 0.1, 0.001, 50),
-                                  Hyper(1.0, 0.1, 0.001, 50), _SGD, Hyper(10.0, 0.1, 0.001, 50))),
-        DatasetSettings("tcga_brca", (50, 200), 6, 50, 8, ("uniform", "zipf"),
-                        _families(Hyper(1.0, None, 0.001, 50), Hyper(1.0, 0.1, 0.001, 50),
-                                  Hyper(0.1, 100.0, 0.001, 50), _SGD, Hyper(10.0, 0.1, 0.001, 50))),
-        DatasetSettings("synthetic", (20,), 3, 3, 64, ("uniform",),
-                        _families(Hyper(1.0, None, 0.001, 50), Hyper(1.0, 0.1, 0.001, 50),
-                                  Hyper(1.0, 0.1, 0.001, 50), _SGD, Hyper(10.0, 0.1, 0.001, 50))),
+        DatasetSettings(
+            "mnist",
+            (100, 10000),
+            5,
+            200,
+            64,
+            ("uniform", "zipf", "zipf-noniid"),
+            _families(
+                Hyper(1.0, None, 0.01, 50),
+                Hyper(1.0, 1.0, 0.01, 50),
+                Hyper(1.0, 1.0, 0.01, 50),
+                _SGD,
+                Hyper(10.0, 0.1, 0.01, 50, global_lr_by_users=((10000, 100.0),)),
+            ),
+        ),
+        DatasetSettings(
+            "heart_disease",
+            (50, 200),
+            4,
+            50,
+            4,
+            ("uniform", "zipf"),
+            _families(
+                Hyper(1.0, None, 0.001, 50),
+                Hyper(1.0, 0.1, 0.001, 50),
+                Hyper(1.0, 0.1, 0.001, 50),
+                _SGD,
+                Hyper(10.0, 0.1, 0.001, 50),
+            ),
+        ),
+        DatasetSettings(
+            "tcga_brca",
+            (50, 200),
+            6,
+            50,
+            8,
+            ("uniform", "zipf"),
+            _families(
+                Hyper(1.0, None, 0.001, 50),
+                Hyper(1.0, 0.1, 0.001, 50),
+                Hyper(0.1, 100.0, 0.001, 50),
+                _SGD,
+                Hyper(10.0, 0.1, 0.001, 50),
+            ),
+        ),
+        DatasetSettings(
+            "synthetic",
+            (20,),
+            3,
+            3,
+            64,
+            ("uniform",),
+            _families(
+                Hyper(1.0, None, 0.001, 50),
+                Hyper(1.0, 0.1, 0.001, 50),
+                Hyper(1.0, 0.1, 0.001, 50),
+                _SGD,
+                Hyper(10.0, 0.1, 0.001, 50),
+            ),
+        ),
     )
 }

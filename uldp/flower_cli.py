@@ -31,25 +31,52 @@ COMPLETED = "finished:completed"
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``flower-run``."""
-    parser = subparsers.add_parser("flower-run", help="submit a Flower app (flwr run) and exit with its run's status")
+    parser = subparsers.add_parser(
+        "flower-run", help="submit a Flower app (flwr run) and exit with its run's status"
+    )
     parser.add_argument("app", type=Path, help="the Flower app's folder (its pyproject.toml)")
-    parser.add_argument("superlink", nargs="?", default=None, help="the SuperLink connection's name (flwr's config)")
-    parser.add_argument("--run-config", action="append", default=[], help="passed to flwr run (repeatable)")
-    parser.add_argument("--poll", type=float, default=5.0, help="seconds between two status queries (default 5)")
-    parser.add_argument("--timeout", type=float, default=7 * 24 * 3600.0,
-                        help="seconds to wait for the run to finish (default a week)")
+    parser.add_argument(
+        "superlink", nargs="?", default=None, help="the SuperLink connection's name (flwr's config)"
+    )
+    parser.add_argument(
+        "--run-config", action="append", default=[], help="passed to flwr run (repeatable)"
+    )
+    parser.add_argument(
+        "--poll", type=float, default=5.0, help="seconds between two status queries (default 5)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=7 * 24 * 3600.0,
+        help="seconds to wait for the run to finish (default a week)",
+    )
     parser.add_argument("--flwr", default="flwr", help="the flwr command (default: flwr on PATH)")
     parser.set_defaults(handler=_flower_run)
-    worker = subparsers.add_parser("flower-worker", help="run a SuperNode's ClientApp tasks in one long-lived process "
-                                   "(flower-supernode --isolation process)")
-    worker.add_argument("--runtime-api-address", required=True,
-                        help="the SuperNode's Runtime API, HOST:PORT (flower-supernode --host/--port)")
+    worker = subparsers.add_parser(
+        "flower-worker",
+        help="run a SuperNode's ClientApp tasks in one long-lived process "
+        "(flower-supernode --isolation process)",
+    )
+    worker.add_argument(
+        "--runtime-api-address",
+        required=True,
+        help="the SuperNode's Runtime API, HOST:PORT (flower-supernode --host/--port)",
+    )
     tls = worker.add_mutually_exclusive_group(required=True)
-    tls.add_argument("--insecure", action="store_true", help="no TLS (the SuperNode on this machine, loopback)")
-    tls.add_argument("--root-certificates", type=Path,
-                     help="CA certificate of the SuperNode's --ssl-certfile (PEM)")
-    worker.add_argument("--poll", type=float, default=0.05,
-                        help="seconds between two requests for a task when none is waiting (default 0.05)")
+    tls.add_argument(
+        "--insecure", action="store_true", help="no TLS (the SuperNode on this machine, loopback)"
+    )
+    tls.add_argument(
+        "--root-certificates",
+        type=Path,
+        help="CA certificate of the SuperNode's --ssl-certfile (PEM)",
+    )
+    worker.add_argument(
+        "--poll",
+        type=float,
+        default=0.05,
+        help="seconds between two requests for a task when none is waiting (default 0.05)",
+    )
     worker.set_defaults(handler=_flower_worker)
 
 
@@ -59,7 +86,9 @@ class FlowerCommandFailed(RuntimeError):
 
 def json_output(text: str) -> dict | None:
     """The JSON document a ``flwr ... --format json`` command printed (over several lines), or None."""
-    start = next((i for i, line in enumerate(text.splitlines(keepends=True)) if line.startswith("{")), None)
+    start = next(
+        (i for i, line in enumerate(text.splitlines(keepends=True)) if line.startswith("{")), None
+    )
     if start is None:
         return None
     try:
@@ -79,7 +108,9 @@ def _flwr_json(command: list[str]) -> dict:
     document = json_output(done.stdout)
     if done.returncode != 0 or document is None:
         output = (done.stderr.strip() or done.stdout.strip())[-1000:]
-        raise FlowerCommandFailed(f"`{' '.join(command)}` exited with status {done.returncode}: {output}")
+        raise FlowerCommandFailed(
+            f"`{' '.join(command)}` exited with status {done.returncode}: {output}"
+        )
     return document
 
 
@@ -94,12 +125,20 @@ def submit(app: Path, superlink: str | None, *, run_config: list[str], flwr: str
         command += ["--run-config", override]
     answer = _flwr_json(command)
     if not answer.get("success") or answer.get("run-id") is None:
-        raise FlowerCommandFailed(f"`{' '.join(command)}` started no run: {json.dumps(answer)[:500]}")
+        raise FlowerCommandFailed(
+            f"`{' '.join(command)}` started no run: {json.dumps(answer)[:500]}"
+        )
     return int(answer["run-id"])
 
 
-def wait_for_run(run_id: int, superlink: str | None, *, flwr: str = "flwr", poll: float = 5.0,
-                 timeout: float = 7 * 24 * 3600.0) -> tuple[str, str]:
+def wait_for_run(
+    run_id: int,
+    superlink: str | None,
+    *,
+    flwr: str = "flwr",
+    poll: float = 5.0,
+    timeout: float = 7 * 24 * 3600.0,
+) -> tuple[str, str]:
     """Ask for the run's status until it is finished; say each change on stderr.
 
     Returns:
@@ -111,18 +150,36 @@ def wait_for_run(run_id: int, superlink: str | None, *, flwr: str = "flwr", poll
     """
     check_number("--poll", poll, above=0)
     check_number("--timeout", timeout, above=0)
-    command = [flwr, "ls", *([superlink] if superlink else []), "--run-id", str(run_id), "--format", "json"]
+    command = [
+        flwr,
+        "ls",
+        *([superlink] if superlink else []),
+        "--run-id",
+        str(run_id),
+        "--format",
+        "json",
+    ]
     start, last = time.monotonic(), ""
     while True:
-        runs = [run for run in _flwr_json(command).get("runs", []) if str(run.get("run-id")) == str(run_id)]
+        runs = [
+            run
+            for run in _flwr_json(command).get("runs", [])
+            if str(run.get("run-id")) == str(run_id)
+        ]
         if not runs:
-            raise FlowerCommandFailed(f"`{' '.join(command)}` does not list run {run_id}: the SuperLink no longer "
-                                      f"knows it (restarted?); submit the app again (a UldpStrategy with "
-                                      f"checkpoint= resumes at its next round)")
+            raise FlowerCommandFailed(
+                f"`{' '.join(command)}` does not list run {run_id}: the SuperLink no longer "
+                f"knows it (restarted?); submit the app again (a UldpStrategy with "
+                f"checkpoint= resumes at its next round)"
+            )
         status, details = str(runs[0].get("status", "")), str(runs[0].get("status-details") or "")
         waited = time.monotonic() - start
         if status != last:
-            print(f"uldp flower-run: run {run_id} is {status} after {waited:.0f} s", file=sys.stderr, flush=True)
+            print(
+                f"uldp flower-run: run {run_id} is {status} after {waited:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
             last = status
         if status.startswith("finished"):
             return status, details
@@ -134,15 +191,20 @@ def wait_for_run(run_id: int, superlink: str | None, *, flwr: str = "flwr", poll
 def _flower_run(args: argparse.Namespace) -> int:
     try:
         run_id = submit(args.app, args.superlink, run_config=args.run_config, flwr=args.flwr)
-        status, details = wait_for_run(run_id, args.superlink, flwr=args.flwr, poll=args.poll, timeout=args.timeout)
+        status, details = wait_for_run(
+            run_id, args.superlink, flwr=args.flwr, poll=args.poll, timeout=args.timeout
+        )
     except (FlowerCommandFailed, subprocess.TimeoutExpired, OSError) as error:
         print(f"uldp flower-run: {error}", file=sys.stderr)
         return 1
     if status == COMPLETED:
         return 0
     where = f" {args.superlink}" if args.superlink else ""
-    print(f"uldp flower-run: run {run_id} {status}{': ' + details if details else ''}; its log: "
-          f"{args.flwr} log {run_id}{where}", file=sys.stderr)
+    print(
+        f"uldp flower-run: run {run_id} {status}{': ' + details if details else ''}; its log: "
+        f"{args.flwr} log {run_id}{where}",
+        file=sys.stderr,
+    )
     return 1
 
 
@@ -154,5 +216,10 @@ def _flower_worker(args: argparse.Namespace) -> int:
     logging.getLogger("uldp.flower").addHandler(logging.StreamHandler(sys.stderr))
     logging.getLogger("uldp.flower").setLevel(logging.INFO)
     certificates = args.root_certificates.read_bytes() if args.root_certificates else None
-    serve(args.runtime_api_address, insecure=args.insecure, root_certificates=certificates, poll=args.poll)
+    serve(
+        args.runtime_api_address,
+        insecure=args.insecure,
+        root_certificates=certificates,
+        poll=args.poll,
+    )
     return 0

@@ -14,8 +14,15 @@ from dataclasses import dataclass
 FAMILIES: tuple[str, ...] = ("DEFAULT", "ULDP-NAIVE", "ULDP-GROUP", "ULDP-SGD", "ULDP-AVG")
 #: The names of the registry (``k`` stands for a positive integer group size).
 KNOWN_METHODS: tuple[str, ...] = (
-    "DEFAULT", "ULDP-NAIVE", "ULDP-GROUP-k", "ULDP-GROUP-max", "ULDP-GROUP-median",
-    "ULDP-SGD", "ULDP-SGD-w", "ULDP-AVG", "ULDP-AVG-w",
+    "DEFAULT",
+    "ULDP-NAIVE",
+    "ULDP-GROUP-k",
+    "ULDP-GROUP-max",
+    "ULDP-GROUP-median",
+    "ULDP-SGD",
+    "ULDP-SGD-w",
+    "ULDP-AVG",
+    "ULDP-AVG-w",
 )
 GROUP_PREFIX = "ULDP-GROUP-"
 #: The group sizes of ULDP-GROUP resolved on the federation (records per user) rather than given.
@@ -67,13 +74,15 @@ def parse_group_size(method: str) -> int | str | None:
     """
     if not isinstance(method, str) or not method.startswith(GROUP_PREFIX):
         return None
-    suffix = method[len(GROUP_PREFIX):]
+    suffix = method[len(GROUP_PREFIX) :]
     if suffix in DATA_GROUP_SIZES:
         return suffix
     if suffix.isdigit() and int(suffix) >= 1:
         return int(suffix)
-    raise ValueError(f"unknown group size in method {method!r}: use ULDP-GROUP-<k> (k a positive integer), "
-                     f"-max or -median")
+    raise ValueError(
+        f"unknown group size in method {method!r}: use ULDP-GROUP-<k> (k a positive integer), "
+        f"-max or -median"
+    )
 
 
 def parse_method(name: str) -> MethodSpec:
@@ -105,4 +114,6 @@ def parse_method(name: str) -> MethodSpec:
         return MethodSpec(f"{GROUP_PREFIX}{group_size}", "ULDP-GROUP", group_size=group_size)
     if group_size is not None:
         return MethodSpec(name, "ULDP-GROUP", group_size=group_size)
-    raise ValueError(f"unknown method {name!r}; known methods: {', '.join(KNOWN_METHODS)} (k a positive integer)")
+    raise ValueError(
+        f"unknown method {name!r}; known methods: {', '.join(KNOWN_METHODS)} (k a positive integer)"
+    )

@@ -37,13 +37,20 @@ class CreditcardMLP(nn.Module):
     Dropout(0.5)``, then ``Linear(30, 2)``: 990 + 4 * 990 + 62 = 5012.
     """
 
-    def __init__(self, input_dim: int = 30, hidden_dim: int = 30, num_blocks: int = 4, num_classes: int = 2):
+    def __init__(
+        self, input_dim: int = 30, hidden_dim: int = 30, num_blocks: int = 4, num_classes: int = 2
+    ):
         super().__init__()
-        self.input = nn.Sequential(nn.Linear(input_dim, hidden_dim), nn.ReLU(), nn.GroupNorm(1, hidden_dim))
+        self.input = nn.Sequential(
+            nn.Linear(input_dim, hidden_dim), nn.ReLU(), nn.GroupNorm(1, hidden_dim)
+        )
         self.blocks = nn.Sequential(
             *(
                 nn.Sequential(
-                    nn.Linear(hidden_dim, hidden_dim), nn.ReLU(), nn.GroupNorm(1, hidden_dim), nn.Dropout(0.5)
+                    nn.Linear(hidden_dim, hidden_dim),
+                    nn.ReLU(),
+                    nn.GroupNorm(1, hidden_dim),
+                    nn.Dropout(0.5),
                 )
                 for _ in range(num_blocks)
             )
@@ -108,7 +115,9 @@ def cross_entropy_loss(outputs: Tensor, targets: Tensor, weight: Tensor | None =
         >>> round(float(cross_entropy_loss(torch.zeros(3, 2), torch.tensor([0, 1, 1]))), 4)  # log 2
         0.6931
     """
-    per_record = -torch.log_softmax(outputs, dim=-1).gather(-1, targets.long().unsqueeze(-1)).squeeze(-1)
+    per_record = (
+        -torch.log_softmax(outputs, dim=-1).gather(-1, targets.long().unsqueeze(-1)).squeeze(-1)
+    )
     return _weighted_mean(per_record, weight)
 
 
@@ -137,8 +146,12 @@ def cox_loss(outputs: Tensor, targets: Tensor, weight: Tensor | None = None) -> 
     scores = outputs.reshape(targets.shape[:-1])
     events, times = targets[..., 0], targets[..., 1]
     member = weight if weight is not None else torch.ones_like(scores)
-    at_risk = (times.unsqueeze(-2) >= times.unsqueeze(-1)) & (member.unsqueeze(-2) > 0)  # [i, j]: T_j >= T_i
-    outside = torch.finfo(scores.dtype).min / 4  # exp() of it is 0, yet it keeps logsumexp and gradients finite
+    at_risk = (times.unsqueeze(-2) >= times.unsqueeze(-1)) & (
+        member.unsqueeze(-2) > 0
+    )  # [i, j]: T_j >= T_i
+    outside = (
+        torch.finfo(scores.dtype).min / 4
+    )  # exp() of it is 0, yet it keeps logsumexp and gradients finite
     masked = torch.where(at_risk, scores.unsqueeze(-2), outside)
     per_record = events * (torch.logsumexp(masked, dim=-1) - scores)
     return _weighted_mean(per_record, weight)
@@ -146,7 +159,9 @@ def cox_loss(outputs: Tensor, targets: Tensor, weight: Tensor | None = None) -> 
 
 def accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     """Fraction of predictions equal to the labels (scikit-learn's ``accuracy_score``)."""
-    from sklearn.metrics import accuracy_score  # scikit-learn costs about a second: imported on first use
+    from sklearn.metrics import (
+        accuracy_score,
+    )  # scikit-learn costs about a second: imported on first use
 
     return float(accuracy_score(np.asarray(y_true), np.asarray(y_pred)))
 
@@ -194,7 +209,9 @@ def concordance_index(times: np.ndarray, risk: np.ndarray, events: np.ndarray) -
         >>> concordance_index(np.array([1.0, 2.0, 3.0]), np.array([3.0, 2.0, 1.0]), np.array([1, 1, 0]))
         1.0
     """
-    from lifelines.utils import concordance_index as lifelines_concordance_index  # survival only: on first use
+    from lifelines.utils import (
+        concordance_index as lifelines_concordance_index,
+    )  # survival only: on first use
 
     times, risk = np.asarray(times, dtype=np.float64), np.asarray(risk, dtype=np.float64)
     if not np.isfinite(risk).all():
@@ -202,7 +219,9 @@ def concordance_index(times: np.ndarray, risk: np.ndarray, events: np.ndarray) -
     try:
         return float(lifelines_concordance_index(times, -risk, np.asarray(events).astype(bool)))
     except ZeroDivisionError as error:  # lifelines: "No admissable pairs in the dataset."
-        raise ValueError("no comparable pair: the C-index needs an event before another record's time") from error
+        raise ValueError(
+            "no comparable pair: the C-index needs an event before another record's time"
+        ) from error
 
 
 @dataclass(frozen=True)
@@ -231,7 +250,9 @@ MODELS: dict[str, ModelSpec] = {
 
 def _spec(dataset_name: str) -> ModelSpec:
     if dataset_name not in MODELS:
-        raise ValueError(f"no model for dataset {dataset_name!r}; choose one of {', '.join(MODELS)}")
+        raise ValueError(
+            f"no model for dataset {dataset_name!r}; choose one of {', '.join(MODELS)}"
+        )
     return MODELS[dataset_name]
 
 
@@ -276,7 +297,9 @@ def loss_function(dataset_name: str) -> LossFunction:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, x: Tensor, y: Tensor, dataset_name: str, *, batch_size: int = 2048) -> dict:
+def evaluate(
+    model: nn.Module, x: Tensor, y: Tensor, dataset_name: str, *, batch_size: int = 2048
+) -> dict:
     """Evaluate a model on records ``(x, y)`` in evaluation mode (dropout off); the model's mode is restored.
 
     Args:
@@ -303,9 +326,15 @@ def evaluate(model: nn.Module, x: Tensor, y: Tensor, dataset_name: str, *, batch
     metrics = {"loss": float(spec.loss(outputs, y, None))}
     if spec.task == "survival":
         targets = y.numpy()
-        metrics["c_index"] = concordance_index(targets[:, 1], outputs.reshape(-1).numpy(), targets[:, 0])
+        metrics["c_index"] = concordance_index(
+            targets[:, 1], outputs.reshape(-1).numpy(), targets[:, 0]
+        )
         return metrics
-    predicted = (outputs.reshape(-1) > 0).long().numpy() if spec.task == "binary" else outputs.argmax(dim=-1).numpy()
+    predicted = (
+        (outputs.reshape(-1) > 0).long().numpy()
+        if spec.task == "binary"
+        else outputs.argmax(dim=-1).numpy()
+    )
     labels = y.long().numpy()
     metrics["accuracy"] = accuracy(labels, predicted)
     metrics["balanced_accuracy"] = balanced_accuracy(labels, predicted)

@@ -84,8 +84,10 @@ def epsilon_of_group_releases(releases: list[GroupRelease], *, delta: float) -> 
     from uldp.accounting.rdp import rdp_subsampled_gaussian
 
     def curve(orders: Any) -> Any:
-        return sum(rdp_subsampled_gaussian(sigma=r.sigma, q=r.sample_rate, steps=r.steps, orders=orders)
-                   for r in releases)
+        return sum(
+            rdp_subsampled_gaussian(sigma=r.sigma, q=r.sample_rate, steps=r.steps, orders=orders)
+            for r in releases
+        )
 
     return float(group_epsilon_bounds(curve, k=max(r.k for r in releases), delta=delta).epsilon)
 
@@ -138,7 +140,9 @@ class SiloPolicy:
             ValueError: not an object, an unknown field (the allowed ones listed) or a bad value.
         """
         if not isinstance(data, dict):
-            raise ValueError(f"a silo policy is a JSON object of {sorted(_FIELDS)}, got {type(data).__name__}")
+            raise ValueError(
+                f"a silo policy is a JSON object of {sorted(_FIELDS)}, got {type(data).__name__}"
+            )
         unknown = sorted(set(data) - set(_FIELDS))
         if unknown:
             raise ValueError(f"unknown silo policy field(s) {unknown}; allowed: {sorted(_FIELDS)}")
@@ -155,10 +159,12 @@ class SiloPolicy:
         for key, value in node_config.items():
             if not str(key).startswith(NODE_CONFIG_PREFIX):
                 continue
-            name = str(key)[len(NODE_CONFIG_PREFIX):].replace("-", "_")
+            name = str(key)[len(NODE_CONFIG_PREFIX) :].replace("-", "_")
             if name not in _FIELDS:
-                raise ValueError(f"unknown node config key {key!r}; the policy's keys are "
-                                 f"{sorted(NODE_CONFIG_PREFIX + n.replace('_', '-') for n in _FIELDS)}")
+                raise ValueError(
+                    f"unknown node config key {key!r}; the policy's keys are "
+                    f"{sorted(NODE_CONFIG_PREFIX + n.replace('_', '-') for n in _FIELDS)}"
+                )
             values[name] = _parse(_FIELDS[name], value, key)
         return cls(**values)
 
@@ -166,8 +172,16 @@ class SiloPolicy:
         """The policy as JSON-ready data."""
         return asdict(self)
 
-    def check(self, *, sigma: float | None = None, local_epochs: int | None = None, records: int | None = None,
-              sampled_users: int | None = None, n_users: int | None = None, q: float | None = None) -> None:
+    def check(
+        self,
+        *,
+        sigma: float | None = None,
+        local_epochs: int | None = None,
+        records: int | None = None,
+        sampled_users: int | None = None,
+        n_users: int | None = None,
+        q: float | None = None,
+    ) -> None:
         """Refuse a request past this policy (each argument None when the request does not set it).
 
         Args:
@@ -186,21 +200,34 @@ class SiloPolicy:
         if sampled_users is not None and n_users is not None and q is not None:
             most = q * n_users + math.sqrt(n_users * 40 * math.log(2) / 2)
             if sampled_users > most:
-                raise PolicyRefusal(f"a round that samples {sampled_users} of {n_users} users is no Poisson sample "
-                                    f"at q={q:g}, the rate it claims (at most {most:.1f} but with probability "
-                                    f"2^-40); the silo accounts its rounds at that rate")
-        if sigma is not None and (isinstance(sigma, bool) or not isinstance(sigma, (int, float))
-                                  or not sigma >= self.min_sigma):
+                raise PolicyRefusal(
+                    f"a round that samples {sampled_users} of {n_users} users is no Poisson sample "
+                    f"at q={q:g}, the rate it claims (at most {most:.1f} but with probability "
+                    f"2^-40); the silo accounts its rounds at that rate"
+                )
+        if sigma is not None and (
+            isinstance(sigma, bool)
+            or not isinstance(sigma, (int, float))
+            or not sigma >= self.min_sigma
+        ):
             raise PolicyRefusal(f"sigma={sigma!r} is below this silo's min_sigma {self.min_sigma}")
         if local_epochs is not None and not _within(local_epochs, 1, self.max_local_epochs):
-            raise PolicyRefusal(f"local_epochs={local_epochs!r} is outside this silo's 1..{self.max_local_epochs} "
-                                f"(max_local_epochs)")
+            raise PolicyRefusal(
+                f"local_epochs={local_epochs!r} is outside this silo's 1..{self.max_local_epochs} "
+                f"(max_local_epochs)"
+            )
         if records is not None and not _within(records, 1, self.max_records):
-            raise PolicyRefusal(f"total_records={records!r} is outside this silo's 1..{self.max_records} "
-                                f"(max_records)")
-        if sampled_users is not None and not _within(sampled_users, self.min_sampled_users, math.inf):
-            raise PolicyRefusal(f"a round that samples {sampled_users!r} user(s) is below this silo's "
-                                f"min_sampled_users {self.min_sampled_users}")
+            raise PolicyRefusal(
+                f"total_records={records!r} is outside this silo's 1..{self.max_records} "
+                f"(max_records)"
+            )
+        if sampled_users is not None and not _within(
+            sampled_users, self.min_sampled_users, math.inf
+        ):
+            raise PolicyRefusal(
+                f"a round that samples {sampled_users!r} user(s) is below this silo's "
+                f"min_sampled_users {self.min_sampled_users}"
+            )
 
 
 _FIELDS = {f.name: f.type for f in fields(SiloPolicy)}
@@ -301,29 +328,45 @@ class SiloLedger:
         if not isinstance(data, dict) or data.get("version") != _LEDGER_VERSION:
             raise ValueError(f"silo ledger {path} is not a version {_LEDGER_VERSION} ledger")
         runs, releases = data.get("runs"), data.get("releases")
-        if not isinstance(runs, dict) or not all(isinstance(k, str) and _within(v, 1, 2**62)
-                                                 for k, v in runs.items()):
+        if not isinstance(runs, dict) or not all(
+            isinstance(k, str) and _within(v, 1, 2**62) for k, v in runs.items()
+        ):
             raise ValueError(f"silo ledger {path}: 'runs' must map run ids to answered rounds >= 1")
         if not isinstance(releases, list) or not all(
-                isinstance(r, list) and len(r) == 2 and all(isinstance(x, (int, float)) for x in r)
-                and r[0] > 0 and 0 < r[1] <= 1 for r in releases):
-            raise ValueError(f"silo ledger {path}: 'releases' must be [sigma > 0, 0 < q <= 1] pairs")
+            isinstance(r, list)
+            and len(r) == 2
+            and all(isinstance(x, (int, float)) for x in r)
+            and r[0] > 0
+            and 0 < r[1] <= 1
+            for r in releases
+        ):
+            raise ValueError(
+                f"silo ledger {path}: 'releases' must be [sigma > 0, 0 < q <= 1] pairs"
+            )
         groups = data.get("group_releases", [])
         try:
-            if not isinstance(groups, list) or not all(isinstance(g, list) and len(g) == 4 for g in groups):
+            if not isinstance(groups, list) or not all(
+                isinstance(g, list) and len(g) == 4 for g in groups
+            ):
                 raise ValueError("not a list of [sigma, sample_rate, steps, k] rows")
             group_releases = [GroupRelease(*g) for g in groups]
         except (TypeError, ValueError) as error:
-            raise ValueError(f"silo ledger {path}: 'group_releases' must be [sigma > 0, 0 < rate <= 1, steps >= 0, "
-                             f"k >= 1] rows ({error})") from error
+            raise ValueError(
+                f"silo ledger {path}: 'group_releases' must be [sigma > 0, 0 < rate <= 1, steps >= 0, "
+                f"k >= 1] rows ({error})"
+            ) from error
         self.runs = dict(runs)
         self.releases = [(float(s), float(q)) for s, q in releases]
         self.group_releases = group_releases
 
     def state(self) -> dict:
         """The record as JSON-ready data (what the file holds)."""
-        return {"version": _LEDGER_VERSION, "runs": dict(self.runs), "releases": [list(r) for r in self.releases],
-                "group_releases": [[g.sigma, g.sample_rate, g.steps, g.k] for g in self.group_releases]}
+        return {
+            "version": _LEDGER_VERSION,
+            "runs": dict(self.runs),
+            "releases": [list(r) for r in self.releases],
+            "group_releases": [[g.sigma, g.sample_rate, g.steps, g.k] for g in self.group_releases],
+        }
 
     def last_round(self, run: str) -> int:
         """The last round index this silo answered in run ``run`` (0: none)."""
@@ -335,13 +378,19 @@ class SiloLedger:
         releases = self.releases + ([extra] if isinstance(extra, tuple) else [])
         groups = self.group_releases + ([extra] if isinstance(extra, GroupRelease) else [])
         delta = self.policy.delta / 2 if releases and groups else self.policy.delta
-        spent = epsilon_of_releases(releases=releases, delta=delta, accountant=self.policy.accountant)
+        spent = epsilon_of_releases(
+            releases=releases, delta=delta, accountant=self.policy.accountant
+        )
         if not groups:
             return spent
-        epsilon = epsilon_of_group_releases(groups, delta=delta) + (spent.epsilon if releases else 0.0)
+        epsilon = epsilon_of_group_releases(groups, delta=delta) + (
+            spent.epsilon if releases else 0.0
+        )
         return PrivacySpent(epsilon=epsilon, order=math.nan, delta=self.policy.delta)
 
-    def admit(self, run: str, round_index: int, *, multiplier: float | GroupRelease, q: float) -> float:
+    def admit(
+        self, run: str, round_index: int, *, multiplier: float | GroupRelease, q: float
+    ) -> float:
         """Record that this silo answers round ``round_index`` of run ``run``, or refuse.
 
         Called before the answer is computed; the record is on disk before it returns (a crash afterwards costs
@@ -363,23 +412,37 @@ class SiloLedger:
         """
         last = self.last_round(run)
         if isinstance(round_index, bool) or not isinstance(round_index, int) or round_index <= last:
-            raise PolicyRefusal(f"round {round_index!r} is not after round {last}, the last this silo answered; a "
-                                f"silo answers each round once (a repeated answer would let the server average its "
-                                f"noise away)")
+            raise PolicyRefusal(
+                f"round {round_index!r} is not after round {last}, the last this silo answered; a "
+                f"silo answers each round once (a repeated answer would let the server average its "
+                f"noise away)"
+            )
         if round_index > self.policy.max_rounds:
-            raise PolicyRefusal(f"round {round_index} is past this silo's max_rounds {self.policy.max_rounds}")
-        release = (multiplier if isinstance(multiplier, GroupRelease)
-                   else (check_positive("multiplier", multiplier), check_number("q", q, above=0, at_most=1)))
+            raise PolicyRefusal(
+                f"round {round_index} is past this silo's max_rounds {self.policy.max_rounds}"
+            )
+        release = (
+            multiplier
+            if isinstance(multiplier, GroupRelease)
+            else (
+                check_positive("multiplier", multiplier),
+                check_number("q", q, above=0, at_most=1),
+            )
+        )
         spent = self.spent(release)
         if spent.epsilon > self.policy.epsilon:
             before = self.spent().epsilon
-            what = (f"ULDP-GROUP-{release.k}'s DP-SGD, sigma {release.sigma:g}, {release.steps} steps at rate "
-                    f"{release.sample_rate:.3g}" if isinstance(release, GroupRelease)
-                    else f"noise multiplier {release[0]:.3g} as the server sees it, q={q:g}")
+            what = (
+                f"ULDP-GROUP-{release.k}'s DP-SGD, sigma {release.sigma:g}, {release.steps} steps at rate "
+                f"{release.sample_rate:.3g}"
+                if isinstance(release, GroupRelease)
+                else f"noise multiplier {release[0]:.3g} as the server sees it, q={q:g}"
+            )
             raise PolicyRefusal(
                 f"round {round_index} would bring this silo's user-level epsilon from {before:.3g} to "
                 f"{spent.epsilon:.3g} ({what}), past its policy's epsilon {self.policy.epsilon:g} at delta "
-                f"{self.policy.delta:g}")
+                f"{self.policy.delta:g}"
+            )
         self.runs[run] = round_index
         if isinstance(release, GroupRelease):
             self.group_releases.append(release)
@@ -387,6 +450,11 @@ class SiloLedger:
             self.releases.append(release)
         if self.path is not None:
             write_json_atomic(self.path, self.state())
-        LOGGER.info("answering round %d of run %s: user-level epsilon spent %.4g of %g", round_index, run[:12],
-                    spent.epsilon, self.policy.epsilon)
+        LOGGER.info(
+            "answering round %d of run %s: user-level epsilon spent %.4g of %g",
+            round_index,
+            run[:12],
+            spent.epsilon,
+            self.policy.epsilon,
+        )
         return spent.epsilon

@@ -57,7 +57,9 @@ def paper_hyperparameters(dataset: str, method: str, n_users: int) -> dict[str, 
         100.0
     """
     if dataset not in DATASET_DEFAULTS:
-        raise ValueError(f"unknown dataset {dataset!r}; known datasets: {', '.join(DATASET_DEFAULTS)}")
+        raise ValueError(
+            f"unknown dataset {dataset!r}; known datasets: {', '.join(DATASET_DEFAULTS)}"
+        )
     return DATASET_DEFAULTS[dataset].hyper(parse_method(method).family).params(n_users)
 
 
@@ -131,38 +133,61 @@ class RunConfig:
         if self.target_epsilon is not None:
             check_positive("target_epsilon", self.target_epsilon)
             if not spec.private:
-                raise ValueError(f"target_epsilon needs a private method; {spec.name} has no privacy guarantee")
+                raise ValueError(
+                    f"target_epsilon needs a private method; {spec.name} has no privacy guarantee"
+                )
         if self.dataset not in DATASET_DEFAULTS:
-            raise ValueError(f"unknown dataset {self.dataset!r}; known datasets: {', '.join(DATASET_DEFAULTS)}")
+            raise ValueError(
+                f"unknown dataset {self.dataset!r}; known datasets: {', '.join(DATASET_DEFAULTS)}"
+            )
         check_integer("n_users", self.n_users, maximum=MAX_USERS)
         check_integer("rounds", self.rounds)
         check_integer("seed", self.seed, minimum=0)
         if self.n_silos is not None:
             check_integer("n_silos", self.n_silos, maximum=MAX_SILOS)
         if self.distribution not in SCHEMES:
-            raise ValueError(f"distribution must be one of {', '.join(SCHEMES)}, got {self.distribution!r}")
+            raise ValueError(
+                f"distribution must be one of {', '.join(SCHEMES)}, got {self.distribution!r}"
+            )
         if self.secure and spec.name not in SECURE_METHODS:
-            raise ValueError(f"secure aggregation needs {' or '.join(SECURE_METHODS)}, not {spec.name}")
+            raise ValueError(
+                f"secure aggregation needs {' or '.join(SECURE_METHODS)}, not {spec.name}"
+            )
         object.__setattr__(self, "protocol", ProtocolParameters.from_mapping(self.protocol))
         if self.max_train_records is not None:
             check_integer("max_train_records", self.max_train_records)
         check_test_scoring(self.test_scoring)
         if self.test_scoring != "pooled" and not DATASETS[self.dataset].fixed_silos:
-            raise ValueError(f"dataset {self.dataset!r} has one test set; test_scoring must be 'pooled', "
-                             f"got {self.test_scoring!r}")
+            raise ValueError(
+                f"dataset {self.dataset!r} has one test set; test_scoring must be 'pooled', "
+                f"got {self.test_scoring!r}"
+            )
         if self.user_weights is not None:
             weights = np.asarray(self.user_weights, dtype=float)
-            if weights.ndim != 2 or (weights < 0).any() or not np.allclose(weights.sum(axis=0), 1.0, atol=1e-9):
+            if (
+                weights.ndim != 2
+                or (weights < 0).any()
+                or not np.allclose(weights.sum(axis=0), 1.0, atol=1e-9)
+            ):
                 sums = weights.sum(axis=0) if weights.ndim == 2 else weights
-                raise ValueError(f"user_weights must be [silos][users] >= 0 with each user's weights summing to 1 "
-                                 f"over silos; got column sums {np.round(sums, 6).tolist()[:8]}")
-            object.__setattr__(self, "user_weights", tuple(tuple(float(v) for v in row) for row in weights))
+                raise ValueError(
+                    f"user_weights must be [silos][users] >= 0 with each user's weights summing to 1 "
+                    f"over silos; got column sums {np.round(sums, 6).tolist()[:8]}"
+                )
+            object.__setattr__(
+                self, "user_weights", tuple(tuple(float(v) for v in row) for row in weights)
+            )
         object.__setattr__(self, "method", spec.name)
         paper = paper_hyperparameters(self.dataset, spec.name, self.n_users)
         unused = unused_hyperparameters(spec.family)
-        calibrate = self.target_epsilon is not None and self.sigma is None  # sigma stays None until prepared
-        defaults = {**paper, "sigma": None if spec.family == "DEFAULT" or calibrate else SIGMA,
-                    "batch_size": DATASET_DEFAULTS[self.dataset].batch_size}
+        calibrate = (
+            self.target_epsilon is not None and self.sigma is None
+        )  # sigma stays None until prepared
+        defaults = {
+            **paper,
+            "sigma": None if spec.family == "DEFAULT" or calibrate else SIGMA,
+            "batch_size": DATASET_DEFAULTS[self.dataset].batch_size,
+        }
         for name, value in defaults.items():
             if getattr(self, name) is None and name not in unused:
                 object.__setattr__(self, name, value)
@@ -173,12 +198,28 @@ class RunConfig:
 
     def hyperparameters(self) -> Hyperparameters:
         """The method's :class:`~uldp.methods.Hyperparameters` (raises ``ValueError`` on bad values)."""
-        if self.global_lr is None or self.batch_size is None:  # __post_init__ fills both for every method
-            raise ValueError(f"a run needs global_lr and batch_size; got global_lr={self.global_lr!r}, "
-                             f"batch_size={self.batch_size!r}")
-        hp = Hyperparameters(global_lr=self.global_lr, local_lr=self.local_lr, local_epochs=self.local_epochs,
-                             batch_size=self.batch_size, clip=self.clip, sigma=self.sigma, delta=self.delta, q=self.q)
-        make_method(self.method, hp, user_weights=None if self.user_weights is None else np.asarray(self.user_weights))
+        if (
+            self.global_lr is None or self.batch_size is None
+        ):  # __post_init__ fills both for every method
+            raise ValueError(
+                f"a run needs global_lr and batch_size; got global_lr={self.global_lr!r}, "
+                f"batch_size={self.batch_size!r}"
+            )
+        hp = Hyperparameters(
+            global_lr=self.global_lr,
+            local_lr=self.local_lr,
+            local_epochs=self.local_epochs,
+            batch_size=self.batch_size,
+            clip=self.clip,
+            sigma=self.sigma,
+            delta=self.delta,
+            q=self.q,
+        )
+        make_method(
+            self.method,
+            hp,
+            user_weights=None if self.user_weights is None else np.asarray(self.user_weights),
+        )
         return hp
 
 
@@ -211,16 +252,26 @@ class RunResult:
     def rounds_table(self) -> list[dict]:
         """One dict per round: ``round``, ``loss``, ``accuracy`` or ``c_index``, ``epsilon``, ``seconds``."""
         metric = "c_index" if self.c_index else "accuracy"
-        return [{"round": r, "loss": loss, metric: value, "epsilon": eps, "seconds": sec}
-                for r, loss, value, eps, sec in zip(self.round, self.test_loss, getattr(self, metric),
-                                                    self.epsilon, self.seconds, strict=True)]
+        return [
+            {"round": r, "loss": loss, metric: value, "epsilon": eps, "seconds": sec}
+            for r, loss, value, eps, sec in zip(
+                self.round,
+                self.test_loss,
+                getattr(self, metric),
+                self.epsilon,
+                self.seconds,
+                strict=True,
+            )
+        ]
 
     def to_json(self) -> dict:
         """``{"config": {...}, "rounds": [...], "info": {...}}`` (the ``uldp run --json`` payload)."""
         return {"config": asdict(self.config), "rounds": self.rounds_table(), "info": self.info}
 
 
-def _stratified_subset(labels: np.ndarray | None, n_records: int, size: int, rng: np.random.Generator) -> np.ndarray:
+def _stratified_subset(
+    labels: np.ndarray | None, n_records: int, size: int, rng: np.random.Generator
+) -> np.ndarray:
     """Sorted indices of a random subset of ``size`` records keeping class proportions (plain random if no labels)."""
     if labels is None:
         return np.sort(rng.choice(n_records, size, replace=False))
@@ -233,24 +284,42 @@ def _stratified_subset(labels: np.ndarray | None, n_records: int, size: int, rng
     return np.sort(np.concatenate(chosen))
 
 
-def build_federation(config: RunConfig, dataset: FederatedDataset | None = None) -> tuple[Federation, FederatedDataset]:
+def build_federation(
+    config: RunConfig, dataset: FederatedDataset | None = None
+) -> tuple[Federation, FederatedDataset]:
     """Load (or take), subset and allocate the dataset and build the model: ``(federation, dataset)``."""
     root = np.random.SeedSequence(config.seed)
-    data = dataset if dataset is not None else load(config.dataset, test_scoring=config.test_scoring)
+    data = (
+        dataset if dataset is not None else load(config.dataset, test_scoring=config.test_scoring)
+    )
     if config.max_train_records is not None and config.max_train_records < data.n_train:
         rng = np.random.default_rng(seed_stream(root, SUBSET_STREAM))
         keep = _stratified_subset(data.labels, data.n_train, config.max_train_records, rng)
         index = torch.from_numpy(keep)
-        data = replace(data, x_train=data.x_train[index], y_train=data.y_train[index],
-                       train_silo=None if data.train_silo is None else data.train_silo[keep])
+        data = replace(
+            data,
+            x_train=data.x_train[index],
+            y_train=data.y_train[index],
+            train_silo=None if data.train_silo is None else data.train_silo[keep],
+        )
     allocation_seed = int(seed_stream(root, ALLOCATION_STREAM).generate_state(1)[0])
-    allocation = allocate(data, n_users=config.n_users, n_silos=config.n_silos, scheme=config.distribution,
-                          seed=allocation_seed,
-                          n_labels=config.n_labels if config.distribution == "zipf-noniid" else None)
+    allocation = allocate(
+        data,
+        n_users=config.n_users,
+        n_silos=config.n_silos,
+        scheme=config.distribution,
+        seed=allocation_seed,
+        n_labels=config.n_labels if config.distribution == "zipf-noniid" else None,
+    )
     init_seed = int(seed_stream(root, INIT_STREAM).generate_state(1)[0])
     model = build_model(config.dataset, seed=init_seed)
-    federation = Federation(model=model, loss_fn=loss_function(config.dataset), x=data.x_train, y=data.y_train,
-                            allocation=allocation)
+    federation = Federation(
+        model=model,
+        loss_fn=loss_function(config.dataset),
+        x=data.x_train,
+        y=data.y_train,
+        allocation=allocation,
+    )
     return federation, data
 
 
@@ -266,22 +335,33 @@ def secure_aggregator(config: RunConfig) -> SecureAggregator:
     return SecureAggregator(config.protocol, clip=config.clip, sigma=config.sigma)
 
 
-def _prepared(config: RunConfig, dataset: FederatedDataset | None = None
-              ) -> tuple[RunConfig, Any, Federation, FederatedDataset]:
+def _prepared(
+    config: RunConfig, dataset: FederatedDataset | None = None
+) -> tuple[RunConfig, Any, Federation, FederatedDataset]:
     """The run's configuration (sigma calibrated to ``target_epsilon`` where it was unset), its method, its prepared
     federation (ULDP-GROUP-k's records kept) and the dataset (:func:`uldp.fitting.prepare_method`)."""
     federation, data = build_federation(config, dataset)
     calibrate = config.sigma is None and config.target_epsilon is not None
     hp, method, federation = prepare_method(
-        config.method, (replace(config, sigma=SIGMA) if calibrate else config).hyperparameters(), federation,
-        np.random.SeedSequence(config.seed), user_weights=None if config.user_weights is None
-        else np.asarray(config.user_weights), target_epsilon=config.target_epsilon if calibrate else None,
-        rounds=config.rounds, accountant=config.accountant)
+        config.method,
+        (replace(config, sigma=SIGMA) if calibrate else config).hyperparameters(),
+        federation,
+        np.random.SeedSequence(config.seed),
+        user_weights=None if config.user_weights is None else np.asarray(config.user_weights),
+        target_epsilon=config.target_epsilon if calibrate else None,
+        rounds=config.rounds,
+        accountant=config.accountant,
+    )
     return replace(config, sigma=hp.sigma) if calibrate else config, method, federation, data
 
 
-def accounted_epsilon(config: RunConfig, *, rounds: int | None = None, dataset: FederatedDataset | None = None,
-                      accountant: str | None = None) -> float | None:
+def accounted_epsilon(
+    config: RunConfig,
+    *,
+    rounds: int | None = None,
+    dataset: FederatedDataset | None = None,
+    accountant: str | None = None,
+) -> float | None:
     """The user-level epsilon a run of ``config`` reports after ``rounds`` rounds, without training it.
 
     A method's accountant (Theorem 1 for ULDP-NAIVE, Theorem 2 with group privacy for ULDP-GROUP-k, Theorem 3 and
@@ -306,7 +386,9 @@ def accounted_epsilon(config: RunConfig, *, rounds: int | None = None, dataset: 
     rounds = config.rounds if rounds is None else rounds
     rounds = check_integer("rounds", rounds, maximum=config.rounds)
     config, method, federation, _ = _prepared(config, dataset)
-    epsilon = method.epsilon(federation, rounds, accountant=config.accountant if accountant is None else accountant)
+    epsilon = method.epsilon(
+        federation, rounds, accountant=config.accountant if accountant is None else accountant
+    )
     return None if epsilon is None else float(epsilon)
 
 
@@ -324,20 +406,40 @@ LATER_FIELDS = {"accountant": "rdp", "target_epsilon": None}
 def _checkpoint_fingerprint(config: RunConfig, data: Any) -> str:
     """What a checkpoint must match to be resumed: the resolved configuration and the train and test set sizes
     (a grid may evaluate on a subset of the test set)."""
-    resolved = {name: value for name, value in asdict(config).items()
-                if name not in LATER_FIELDS or value != LATER_FIELDS[name]}
+    resolved = {
+        name: value
+        for name, value in asdict(config).items()
+        if name not in LATER_FIELDS or value != LATER_FIELDS[name]
+    }
     # Protocol 1's key size and N_max were two fields before its parameters became one object: checkpoints written
     # then still resume; its other parameters enter only when set otherwise
     protocol, defaults = resolved.pop("protocol"), asdict(ProtocolParameters())
-    resolved["secure_key_bits"], resolved["secure_n_max"] = protocol.pop("key_bits"), protocol.pop("n_max")
-    resolved.update({f"protocol.{name}": value for name, value in protocol.items() if value != defaults[name]})
-    return fingerprint({"config": resolved, "train_records": int(data.x_train.shape[0]),
-                        "test_records": int(data.x_test.shape[0])})
+    resolved["secure_key_bits"], resolved["secure_n_max"] = (
+        protocol.pop("key_bits"),
+        protocol.pop("n_max"),
+    )
+    resolved.update(
+        {f"protocol.{name}": value for name, value in protocol.items() if value != defaults[name]}
+    )
+    return fingerprint(
+        {
+            "config": resolved,
+            "train_records": int(data.x_train.shape[0]),
+            "test_records": int(data.x_test.shape[0]),
+        }
+    )
 
 
-def run(config: RunConfig, *, progress: bool = False, dataset: FederatedDataset | None = None, aggregate_fn: Any = None,
-        checkpoint: str | Path | None = None,
-        checkpoint_seconds: float = 60.0, threads: int | None = None) -> RunResult:
+def run(
+    config: RunConfig,
+    *,
+    progress: bool = False,
+    dataset: FederatedDataset | None = None,
+    aggregate_fn: Any = None,
+    checkpoint: str | Path | None = None,
+    checkpoint_seconds: float = 60.0,
+    threads: int | None = None,
+) -> RunResult:
     """Run federated training and return per-round test metrics, epsilon and wall time.
 
     Args:
@@ -368,51 +470,89 @@ def run(config: RunConfig, *, progress: bool = False, dataset: FederatedDataset 
             another configuration, or a ``target_epsilon`` that the first round already exceeds.
     """
     if checkpoint is not None and (config.secure or aggregate_fn is not None):
-        raise ValueError("checkpoint is not supported with a secure or custom aggregation (its keys and state live "
-                         "in this process); run without checkpoint")
+        raise ValueError(
+            "checkpoint is not supported with a secure or custom aggregation (its keys and state live "
+            "in this process); run without checkpoint"
+        )
     check_number("checkpoint_seconds", checkpoint_seconds, at_least=0)
     with torch_threads(threads):
         return _run(config, progress, dataset, aggregate_fn, checkpoint, checkpoint_seconds)
 
 
-def _run(config: RunConfig, progress: bool, dataset: FederatedDataset | None, aggregate_fn: Any,
-         checkpoint: str | Path | None, checkpoint_seconds: float) -> RunResult:
+def _run(
+    config: RunConfig,
+    progress: bool,
+    dataset: FederatedDataset | None,
+    aggregate_fn: Any,
+    checkpoint: str | Path | None,
+    checkpoint_seconds: float,
+) -> RunResult:
     """:func:`run` once its arguments are checked and its threads set."""
     start = time.perf_counter()
     root = np.random.SeedSequence(config.seed)
     calibrating = config.sigma is None and config.target_epsilon is not None
     config, method, federation, data = _prepared(config, dataset)
     budget_check = config.target_epsilon is not None
-    if budget_check and method.epsilon(federation, 1, accountant=config.accountant) > config.target_epsilon:
-        raise ValueError(f"target_epsilon={config.target_epsilon!r} is exceeded by the first round at "
-                         f"sigma={config.sigma!r} ({config.accountant}); raise sigma or leave it unset to calibrate")
+    if (
+        budget_check
+        and method.epsilon(federation, 1, accountant=config.accountant) > config.target_epsilon
+    ):
+        raise ValueError(
+            f"target_epsilon={config.target_epsilon!r} is exceeded by the first round at "
+            f"sigma={config.sigma!r} ({config.accountant}); raise sigma or leave it unset to calibrate"
+        )
     if aggregate_fn is None and config.secure:
         aggregate_fn = secure_aggregator(config)
     params = flat_parameters(federation.model)
     evaluation_model = federation.model
-    result = RunResult(config=config, info={
-        "parameters": int(params.numel()), "train_records": int(federation.x.shape[0]),
-        "n_silos": int(federation.n_silos), "dataset_variant": data.variant,
-        "group_size": method.group_size(federation),
-        "setup_seconds": round(time.perf_counter() - start, 3)})
+    result = RunResult(
+        config=config,
+        info={
+            "parameters": int(params.numel()),
+            "train_records": int(federation.x.shape[0]),
+            "n_silos": int(federation.n_silos),
+            "dataset_variant": data.variant,
+            "group_size": method.group_size(federation),
+            "setup_seconds": round(time.perf_counter() - start, 3),
+        },
+    )
     if calibrating:
         result.info["calibrated_sigma"] = config.sigma
 
     def test_metrics(flat: torch.Tensor) -> dict:
         load_flat_parameters(evaluation_model, flat)
         metrics = evaluate(evaluation_model, data.x_test, data.y_test, config.dataset)
-        return {"test_loss": float(metrics["loss"]),
-                **{name: float(metrics[name]) for name in ("accuracy", "balanced_accuracy", "c_index")
-                   if name in metrics}}
+        return {
+            "test_loss": float(metrics["loss"]),
+            **{
+                name: float(metrics[name])
+                for name in ("accuracy", "balanced_accuracy", "c_index")
+                if name in metrics
+            },
+        }
 
     _, history, resumed = train_rounds(
-        method, federation, params, rounds=config.rounds, root=root, evaluate=test_metrics,
-        aggregate_fn=aggregate_fn, checkpoint=checkpoint, fingerprint=_checkpoint_fingerprint(config, data),
-        checkpoint_seconds=checkpoint_seconds, progress=progress, description=f"{config.method} on {config.dataset}",
-        accountant=config.accountant, epsilon_budget=config.target_epsilon)
+        method,
+        federation,
+        params,
+        rounds=config.rounds,
+        root=root,
+        evaluate=test_metrics,
+        aggregate_fn=aggregate_fn,
+        checkpoint=checkpoint,
+        fingerprint=_checkpoint_fingerprint(config, data),
+        checkpoint_seconds=checkpoint_seconds,
+        progress=progress,
+        description=f"{config.method} on {config.dataset}",
+        accountant=config.accountant,
+        epsilon_budget=config.target_epsilon,
+    )
     if len(history) < config.rounds:  # the budget stopped it before the next round
         next_epsilon = method.epsilon(federation, len(history) + 1, accountant=config.accountant)
-        result.info["stopped_by_budget"] = {"rounds_done": len(history), "epsilon_next_round": float(next_epsilon)}
+        result.info["stopped_by_budget"] = {
+            "rounds_done": len(history),
+            "epsilon_next_round": float(next_epsilon),
+        }
     for row in history:
         _record_round(result, row)
     if resumed:
@@ -420,5 +560,8 @@ def _run(config: RunConfig, progress: bool, dataset: FederatedDataset | None, ag
         result.info["resumed_seconds"] = round(sum(result.seconds[:resumed]), 3)
     session = getattr(aggregate_fn, "session", None)
     if session is not None:
-        result.info["secure_timings"] = {"setup": dict(session.timings), "rounds": list(aggregate_fn.round_timings)}
+        result.info["secure_timings"] = {
+            "setup": dict(session.timings),
+            "rounds": list(aggregate_fn.round_timings),
+        }
     return result

@@ -22,46 +22,91 @@ if TYPE_CHECKING:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``run`` sub-command."""
     parser = subparsers.add_parser(
-        "run", help="run one federated training (DEFAULT, ULDP-NAIVE, ULDP-GROUP-k, ULDP-SGD/AVG[-w])",
+        "run",
+        help="run one federated training (DEFAULT, ULDP-NAIVE, ULDP-GROUP-k, ULDP-SGD/AVG[-w])",
         description="Run one federated training in process; unset hyperparameters take the paper's values "
-                    "for the dataset and method. Prints a per-round table, or with --json one JSON document.")
-    parser.add_argument("--dataset", required=True, help="creditcard, mnist, heart_disease, tcga_brca or synthetic")
-    parser.add_argument("--method", required=True,
-                        help="DEFAULT, ULDP-NAIVE, ULDP-GROUP-<k|max|median>, ULDP-SGD[-w], ULDP-AVG[-w]")
+        "for the dataset and method. Prints a per-round table, or with --json one JSON document.",
+    )
+    parser.add_argument(
+        "--dataset", required=True, help="creditcard, mnist, heart_disease, tcga_brca or synthetic"
+    )
+    parser.add_argument(
+        "--method",
+        required=True,
+        help="DEFAULT, ULDP-NAIVE, ULDP-GROUP-<k|max|median>, ULDP-SGD[-w], ULDP-AVG[-w]",
+    )
     parser.add_argument("--users", type=int, required=True, help="number of users |U|")
-    parser.add_argument("--silos", type=int, default=None, help="number of silos (fixed for medical datasets)")
-    parser.add_argument("--dist", default="uniform",
-                        help="allocation: uniform, zipf, zipf-noniid, uniform-with-replacement (the authors' uniform)")
-    parser.add_argument("--n-labels", type=int, default=PAPER_N_LABELS,
-                        help=f"labels per user under zipf-noniid (default: the paper's {PAPER_N_LABELS})")
+    parser.add_argument(
+        "--silos", type=int, default=None, help="number of silos (fixed for medical datasets)"
+    )
+    parser.add_argument(
+        "--dist",
+        default="uniform",
+        help="allocation: uniform, zipf, zipf-noniid, uniform-with-replacement (the authors' uniform)",
+    )
+    parser.add_argument(
+        "--n-labels",
+        type=int,
+        default=PAPER_N_LABELS,
+        help=f"labels per user under zipf-noniid (default: the paper's {PAPER_N_LABELS})",
+    )
     parser.add_argument("--rounds", type=int, required=True, help="number of rounds T")
     parser.add_argument("--local-epochs", type=int, default=None, help="local epochs Q")
     parser.add_argument("--global-lr", type=float, default=None, help="server learning rate")
     parser.add_argument("--local-lr", type=float, default=None, help="local learning rate")
     parser.add_argument("--clip", type=float, default=None, help="clipping bound C")
     parser.add_argument("--sigma", type=float, default=None, help="noise multiplier (default 5.0)")
-    parser.add_argument("--q", type=float, default=1.0, help="user-level sampling rate (ULDP-SGD/AVG)")
-    parser.add_argument("--accountant", choices=tuple(ACCOUNTANTS), default="rdp",
-                        help="privacy accountant of the reported epsilon and of the budget (default rdp, the paper's)")
-    parser.add_argument("--target-epsilon", type=float, default=None,
-                        help="privacy budget: without --sigma, sigma is calibrated to it; with --sigma, the run "
-                             "refuses to start or stops before a round that would exceed it")
-    parser.add_argument("--k", default=None, help="ULDP-GROUP group size: an integer, max or median")
-    parser.add_argument("--secure", action="store_true",
-                        help="aggregate with the private weighting protocol (ULDP-AVG-w / ULDP-SGD-w only; slow)")
+    parser.add_argument(
+        "--q", type=float, default=1.0, help="user-level sampling rate (ULDP-SGD/AVG)"
+    )
+    parser.add_argument(
+        "--accountant",
+        choices=tuple(ACCOUNTANTS),
+        default="rdp",
+        help="privacy accountant of the reported epsilon and of the budget (default rdp, the paper's)",
+    )
+    parser.add_argument(
+        "--target-epsilon",
+        type=float,
+        default=None,
+        help="privacy budget: without --sigma, sigma is calibrated to it; with --sigma, the run "
+        "refuses to start or stops before a round that would exceed it",
+    )
+    parser.add_argument(
+        "--k", default=None, help="ULDP-GROUP group size: an integer, max or median"
+    )
+    parser.add_argument(
+        "--secure",
+        action="store_true",
+        help="aggregate with the private weighting protocol (ULDP-AVG-w / ULDP-SGD-w only; slow)",
+    )
     parser.add_argument("--seed", type=int, required=True, help="the one seed of every random draw")
-    parser.add_argument("--test-scoring", default="pooled", choices=("pooled", "per-centre"),
-                        help="medical datasets: score on FLamby's pooled test set as the authors did (default), or "
-                             "standardise each centre's test records with its own training statistics")
+    parser.add_argument(
+        "--test-scoring",
+        default="pooled",
+        choices=("pooled", "per-centre"),
+        help="medical datasets: score on FLamby's pooled test set as the authors did (default), or "
+        "standardise each centre's test records with its own training statistics",
+    )
     parser.add_argument("--data-dir", default=None, help="data directory (default: $ULDP_DATA_DIR)")
-    parser.add_argument("--checkpoint", default=None,
-                        help="file to resume from and to save progress to (at most every minute and after the last "
-                             "round); a resumed run ends exactly as an uninterrupted one; not with --secure")
-    parser.add_argument("--json", action="store_true",
-                        help="write one JSON document (inputs, configuration, per-round results) to stdout, nothing "
-                             "else")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch threads while training (default: $ULDP_THREADS, else 1; see uldp.common.threads)")
+    parser.add_argument(
+        "--checkpoint",
+        default=None,
+        help="file to resume from and to save progress to (at most every minute and after the last "
+        "round); a resumed run ends exactly as an uninterrupted one; not with --secure",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="write one JSON document (inputs, configuration, per-round results) to stdout, nothing "
+        "else",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads while training (default: $ULDP_THREADS, else 1; see uldp.common.threads)",
+    )
     add_progress_option(parser)
     parser.set_defaults(handler=handle)
 
@@ -82,33 +127,62 @@ def method_name(method: str, k: str | None) -> str:
         return f"ULDP-GROUP-{k}"
     if method.startswith("ULDP-GROUP-") and method.removeprefix("ULDP-GROUP-") == str(k):
         return method
-    raise ValueError(f"--k {k} applies to ULDP-GROUP only (as ULDP-GROUP --k K or ULDP-GROUP-K), got {method!r}")
+    raise ValueError(
+        f"--k {k} applies to ULDP-GROUP only (as ULDP-GROUP --k K or ULDP-GROUP-K), got {method!r}"
+    )
 
 
 def handle(args: argparse.Namespace) -> int:
     """Run the configured training, print a per-round table (and the JSON result with ``--json``)."""
-    from uldp.simulation import RunConfig, run  # torch: imported on use, so `uldp --help` stays light
+    from uldp.simulation import (
+        RunConfig,
+        run,
+    )  # torch: imported on use, so `uldp --help` stays light
 
     config = RunConfig(
-        dataset=args.dataset, method=method_name(args.method, args.k), n_users=args.users, rounds=args.rounds,
-        seed=args.seed, n_silos=args.silos, distribution=args.dist, local_epochs=args.local_epochs,
-        global_lr=args.global_lr, local_lr=args.local_lr, clip=args.clip, sigma=args.sigma, q=args.q,
-        secure=args.secure, n_labels=args.n_labels, test_scoring=args.test_scoring, accountant=args.accountant,
-        target_epsilon=args.target_epsilon)
-    result = run(config, progress=show_progress(args),
-                 dataset=load(config.dataset, args.data_dir, test_scoring=config.test_scoring),
-                 checkpoint=args.checkpoint, threads=args.threads)
+        dataset=args.dataset,
+        method=method_name(args.method, args.k),
+        n_users=args.users,
+        rounds=args.rounds,
+        seed=args.seed,
+        n_silos=args.silos,
+        distribution=args.dist,
+        local_epochs=args.local_epochs,
+        global_lr=args.global_lr,
+        local_lr=args.local_lr,
+        clip=args.clip,
+        sigma=args.sigma,
+        q=args.q,
+        secure=args.secure,
+        n_labels=args.n_labels,
+        test_scoring=args.test_scoring,
+        accountant=args.accountant,
+        target_epsilon=args.target_epsilon,
+    )
+    result = run(
+        config,
+        progress=show_progress(args),
+        dataset=load(config.dataset, args.data_dir, test_scoring=config.test_scoring),
+        checkpoint=args.checkpoint,
+        threads=args.threads,
+    )
     if args.json:
         print_json(result.to_json(), args)
         return 0
     for row in result.rounds_table():
         metric = "c_index" if "c_index" in row else "accuracy"
         epsilon = "-" if row["epsilon"] is None else f"{row['epsilon']:.3f}"
-        print(f"round {row['round']:>4}  loss {row['loss']:.4f}  {metric} {row[metric]:.4f}  "
-              f"epsilon {epsilon}  {row['seconds']:.2f} s")
+        print(
+            f"round {row['round']:>4}  loss {row['loss']:.4f}  {metric} {row[metric]:.4f}  "
+            f"epsilon {epsilon}  {row['seconds']:.2f} s"
+        )
     if "calibrated_sigma" in result.info:
-        print(f"sigma {result.config.sigma:.6g} calibrated to epsilon {args.target_epsilon:g} ({args.accountant})")
+        print(
+            f"sigma {result.config.sigma:.6g} calibrated to epsilon {args.target_epsilon:g} ({args.accountant})"
+        )
     if "stopped_by_budget" in result.info:
-        print(f"stopped after round {result.info['stopped_by_budget']['rounds_done']}: the next would exceed epsilon "
-              f"{args.target_epsilon:g}")
+        print(
+            f"stopped after round {result.info['stopped_by_budget']['rounds_done']}: the next would exceed epsilon "
+            f"{args.target_epsilon:g}"
+        )
     return 0

@@ -27,13 +27,17 @@ TARGET, PATIENT = "outcome", "patient_id"
 
 def model() -> nn.Module:
     """The architecture; the server sends the weights every round."""
-    return nn.Sequential(nn.Linear(len(FEATURES), 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 1))
+    return nn.Sequential(
+        nn.Linear(len(FEATURES), 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 1)
+    )
 
 
 def load(context: Context) -> uf.SiloData:
     """This hospital's own records, from the file its SuperNode was given (``--node-config 'data="..."'``)."""
     frame = pd.read_csv(context.node_config["data"])
-    return uf.SiloData(frame[FEATURES].to_numpy(np.float32), frame[TARGET].to_numpy(np.float32), frame[PATIENT])
+    return uf.SiloData(
+        frame[FEATURES].to_numpy(np.float32), frame[TARGET].to_numpy(np.float32), frame[PATIENT]
+    )
 
 
 client = uf.silo_client_app(load, model, nn.BCEWithLogitsLoss())
@@ -42,8 +46,13 @@ server = ServerApp()
 
 def make_strategy(config: dict) -> uf.UldpStrategy:
     """ULDP-AVG-w at noise ``sigma`` and user sampling rate ``q``, with Protocol 1 unless ``secure`` is false."""
-    return uf.UldpStrategy(method="ULDP-AVG-w", sigma=float(config["sigma"]), q=float(config["q"]),
-                           secure=bool(config["secure"]), model=model())
+    return uf.UldpStrategy(
+        method="ULDP-AVG-w",
+        sigma=float(config["sigma"]),
+        q=float(config["q"]),
+        secure=bool(config["secure"]),
+        model=model(),
+    )
 
 
 @server.main()
@@ -56,5 +65,11 @@ def main(grid: Grid, context: Context) -> None:
     result = strategy.start(grid, model().state_dict(), num_rounds=int(config["rounds"]))
     torch.save(strategy.trained_model(result).state_dict(), str(config["out"]))
     with open(f"{config['out']}.json", "w") as file:
-        json.dump({"epsilon": strategy.epsilons, "round_seconds": strategy.round_seconds,
-                   "setup_seconds": strategy.setup_seconds}, file)
+        json.dump(
+            {
+                "epsilon": strategy.epsilons,
+                "round_seconds": strategy.round_seconds,
+                "setup_seconds": strategy.setup_seconds,
+            },
+            file,
+        )

@@ -47,7 +47,9 @@ def demo_data(folder: Path, hospitals: int = 4, patients: int = 300, records: in
     """Synthetic hospital files (patients with records in several hospitals) and the hospitals' key."""
     rng = np.random.default_rng()
     owner = rng.integers(0, patients, records)
-    x = rng.normal(size=(patients, len(FEATURES)))[owner] + rng.normal(size=(records, len(FEATURES)))
+    x = rng.normal(size=(patients, len(FEATURES)))[owner] + rng.normal(
+        size=(records, len(FEATURES))
+    )
     frame = pd.DataFrame(x.astype(np.float32), columns=FEATURES)
     frame["outcome"] = (x[:, 0] + x[:, 1] > 0).astype(int)
     frame["patient_id"] = [f"MRN-{p:05d}" for p in owner]
@@ -85,43 +87,103 @@ class Processes:
         self.home = work / "flwr-home"
         self.home.mkdir(parents=True, exist_ok=True)
         self.link = free_port()
-        (self.home / "config.toml").write_text(f'[superlink]\ndefault = "local"\n[superlink.local]\n'
-                                               f'address = "127.0.0.1:{self.link}"\ninsecure = true\n')
-        bin_dir = Path(sys.executable).parent  # flower-superlink, flower-supernode, flwr ... of this venv
-        self.env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "FLWR_HOME": str(self.home),
-                    "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+        (self.home / "config.toml").write_text(
+            f'[superlink]\ndefault = "local"\n[superlink.local]\n'
+            f'address = "127.0.0.1:{self.link}"\ninsecure = true\n'
+        )
+        bin_dir = Path(
+            sys.executable
+        ).parent  # flower-superlink, flower-supernode, flwr ... of this venv
+        self.env = {
+            **os.environ,
+            "FLWR_TELEMETRY_ENABLED": "0",
+            "FLWR_HOME": str(self.home),
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        }
         self.running: list[subprocess.Popen] = []
 
     def start(self, *command: str, log: str) -> subprocess.Popen:
         """Start a process in its own session (so that its children go with it), its output in ``log``."""
         with open(self.work / log, "w") as output:
-            process = subprocess.Popen(command, env=self.env, cwd=self.work, start_new_session=True, stdout=output,
-                                       stderr=subprocess.STDOUT)
+            process = subprocess.Popen(
+                command,
+                env=self.env,
+                cwd=self.work,
+                start_new_session=True,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+            )
         self.running.append(process)
         return process
 
     def superlink(self, *extra: str) -> subprocess.Popen:
         """The SuperLink on ``self.link`` (``extra``: ``--database FILE`` to keep its state across restarts)."""
-        return self.start("flower-superlink", "--insecure", "--disable-runtime-dependency-installation",
-                          "--host", "127.0.0.1", "--port", str(self.link), *extra, log="superlink.log")
+        return self.start(
+            "flower-superlink",
+            "--insecure",
+            "--disable-runtime-dependency-installation",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.link),
+            *extra,
+            log="superlink.log",
+        )
 
-    def hospital(self, file: Path, key: Path, node_config: str = "", *, isolation: str = "process") -> None:
+    def hospital(
+        self, file: Path, key: Path, node_config: str = "", *, isolation: str = "process"
+    ) -> None:
         """The hospital's SuperNode and, with ``isolation="process"``, the worker that runs its ClientApp
         (``"subprocess"``: Flower's default, a new ClientApp process per message)."""
         port = free_port()
         config = f'silo="{file.stem}" data="{file}" uldp-key-file="{key}" {node_config}'.strip()
-        self.start("flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{self.link}", "--isolation",
-                   isolation, "--host", "127.0.0.1", "--port", str(port), "--node-config", config,
-                   log=f"supernode-{file.stem}.log")
+        self.start(
+            "flower-supernode",
+            "--insecure",
+            "--superlink",
+            f"127.0.0.1:{self.link}",
+            "--isolation",
+            isolation,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--node-config",
+            config,
+            log=f"supernode-{file.stem}.log",
+        )
         if isolation == "process":
-            self.start(sys.executable, "-m", "uldp.cli", "flower-worker", "--runtime-api-address",
-                       f"127.0.0.1:{port}", "--insecure", log=f"worker-{file.stem}.log")
+            self.start(
+                sys.executable,
+                "-m",
+                "uldp.cli",
+                "flower-worker",
+                "--runtime-api-address",
+                f"127.0.0.1:{port}",
+                "--insecure",
+                log=f"worker-{file.stem}.log",
+            )
 
     def submit(self, run_config: Path, *, poll: float = 2.0) -> subprocess.CompletedProcess:
         """``uldp flower-run``: submit the app and wait for its run; its exit status is the run's."""
-        return subprocess.run([sys.executable, "-m", "uldp.cli", "flower-run", str(HERE), "local", "--run-config",
-                               str(run_config), "--poll", str(poll)], env=self.env, cwd=self.work,
-                              capture_output=True, text=True)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "uldp.cli",
+                "flower-run",
+                str(HERE),
+                "local",
+                "--run-config",
+                str(run_config),
+                "--poll",
+                str(poll),
+            ],
+            env=self.env,
+            cwd=self.work,
+            capture_output=True,
+            text=True,
+        )
 
     def stop(self, process: subprocess.Popen) -> None:
         """Kill a process and everything it started (its session)."""
@@ -131,7 +193,9 @@ class Processes:
 
 
 @contextlib.contextmanager
-def federation(work: Path, data: Path, node_config: str = "", *, isolation: str = "process") -> Iterator[Processes]:
+def federation(
+    work: Path, data: Path, node_config: str = "", *, isolation: str = "process"
+) -> Iterator[Processes]:
     """A SuperLink and every hospital's SuperNode and worker, killed on the way out."""
     processes = Processes(work)
     try:
@@ -145,38 +209,64 @@ def federation(work: Path, data: Path, node_config: str = "", *, isolation: str 
             processes.stop(process)
 
 
-def run(data: Path, work: Path, *, rounds: int, sigma: float, q: float, secure: bool, node_config: str = "",
-        isolation: str = "process") -> dict:
+def run(
+    data: Path,
+    work: Path,
+    *,
+    rounds: int,
+    sigma: float,
+    q: float,
+    secure: bool,
+    node_config: str = "",
+    isolation: str = "process",
+) -> dict:
     """Run the app on a fresh federation; the ServerApp's report (epsilons, seconds) and the run's wall seconds."""
     work.mkdir(parents=True, exist_ok=True)
     out = work / "model.pt"
     overrides = work / "run-config.toml"
-    overrides.write_text(f"rounds = {rounds}\nsigma = {sigma}\nq = {q}\nsecure = {str(secure).lower()}\n"
-                         f"out = '{out}'\n")
+    overrides.write_text(
+        f"rounds = {rounds}\nsigma = {sigma}\nq = {q}\nsecure = {str(secure).lower()}\n"
+        f"out = '{out}'\n"
+    )
     start = time.perf_counter()
     with federation(work, data, node_config, isolation=isolation) as processes:
         submitted = processes.submit(overrides)
     if submitted.returncode != 0 or not out.exists():
-        raise SystemExit(f"the run failed (logs in {work}); uldp flower-run said:\n{submitted.stderr[-3000:]}")
-    return {**json.loads(Path(f"{out}.json").read_text()), "model": str(out),
-            "wall_seconds": time.perf_counter() - start}
+        raise SystemExit(
+            f"the run failed (logs in {work}); uldp flower-run said:\n{submitted.stderr[-3000:]}"
+        )
+    return {
+        **json.loads(Path(f"{out}.json").read_text()),
+        "model": str(out),
+        "wall_seconds": time.perf_counter() - start,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--data", type=Path, help="folder of <hospital>.csv files and the key (default: synthetic)")
+    parser.add_argument(
+        "--data", type=Path, help="folder of <hospital>.csv files and the key (default: synthetic)"
+    )
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--sigma", type=float, default=5.0)
     parser.add_argument("--q", type=float, default=1.0)
-    parser.add_argument("--secure", action=argparse.BooleanOptionalAction, default=True,
-                        help="Protocol 1 for the enhanced weights (default); --no-secure: plain ULDP-AVG-w")
-    parser.add_argument("--work", type=Path, help="folder for logs and the model (default: a temporary one)")
+    parser.add_argument(
+        "--secure",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Protocol 1 for the enhanced weights (default); --no-secure: plain ULDP-AVG-w",
+    )
+    parser.add_argument(
+        "--work", type=Path, help="folder for logs and the model (default: a temporary one)"
+    )
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="hospitals-"))
     data = args.data or demo_data(Path(tempfile.mkdtemp(prefix="hospital-data-")))
     report = run(data, work, rounds=args.rounds, sigma=args.sigma, q=args.q, secure=args.secure)
-    print(f"model: {report['model']}; epsilon per round {report['epsilon']}; seconds per round "
-          f"{report['round_seconds']}; {report['wall_seconds']:.0f} s in all")
+    print(
+        f"model: {report['model']}; epsilon per round {report['epsilon']}; seconds per round "
+        f"{report['round_seconds']}; {report['wall_seconds']:.0f} s in all"
+    )
 
 
 if __name__ == "__main__":

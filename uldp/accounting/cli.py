@@ -21,22 +21,42 @@ SIGMA_RANGE = (1e-3, 1e6)
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``epsilon`` and ``group-epsilon`` sub-commands."""
     epsilon = subparsers.add_parser(
-        "epsilon", help="user-level (epsilon, delta) of a method after T rounds, or the sigma for a target epsilon")
-    epsilon.add_argument("--method", required=True, help="e.g. ULDP-AVG-w, ULDP-NAIVE, ULDP-GROUP-8")
+        "epsilon",
+        help="user-level (epsilon, delta) of a method after T rounds, or the sigma for a target epsilon",
+    )
+    epsilon.add_argument(
+        "--method", required=True, help="e.g. ULDP-AVG-w, ULDP-NAIVE, ULDP-GROUP-8"
+    )
     noise = epsilon.add_mutually_exclusive_group(required=True)
     noise.add_argument("--sigma", type=float, help="noise multiplier")
-    noise.add_argument("--target-epsilon", type=float, help="print the smallest sigma reaching this epsilon")
+    noise.add_argument(
+        "--target-epsilon", type=float, help="print the smallest sigma reaching this epsilon"
+    )
     epsilon.add_argument("--rounds", type=int, required=True, help="number of rounds T")
     epsilon.add_argument("--delta", type=float, required=True)
-    epsilon.add_argument("--q", type=float, default=1.0,
-                         help="ULDP-SGD/AVG: user-level sampling rate; ULDP-GROUP: record-level DP-SGD rate")
-    epsilon.add_argument("--steps-per-round", type=int, default=None, help="ULDP-GROUP: DP-SGD steps per round")
-    epsilon.add_argument("--accountant", choices=tuple(ACCOUNTANTS), default="rdp",
-                         help="rdp (the paper's) or pld (privacy-loss distribution; ULDP-GROUP as a mixture)")
-    epsilon.add_argument("--json", action="store_true", help="print one JSON document repeating the inputs")
+    epsilon.add_argument(
+        "--q",
+        type=float,
+        default=1.0,
+        help="ULDP-SGD/AVG: user-level sampling rate; ULDP-GROUP: record-level DP-SGD rate",
+    )
+    epsilon.add_argument(
+        "--steps-per-round", type=int, default=None, help="ULDP-GROUP: DP-SGD steps per round"
+    )
+    epsilon.add_argument(
+        "--accountant",
+        choices=tuple(ACCOUNTANTS),
+        default="rdp",
+        help="rdp (the paper's) or pld (privacy-loss distribution; ULDP-GROUP as a mixture)",
+    )
+    epsilon.add_argument(
+        "--json", action="store_true", help="print one JSON document repeating the inputs"
+    )
     epsilon.set_defaults(handler=run_epsilon)
 
-    group = subparsers.add_parser("group-epsilon", help="group privacy of a sub-sampled Gaussian (Figure 2)")
+    group = subparsers.add_parser(
+        "group-epsilon", help="group privacy of a sub-sampled Gaussian (Figure 2)"
+    )
     group.add_argument("--sigma", type=float, required=True)
     group.add_argument("--q", type=float, required=True, help="record-level sampling rate")
     group.add_argument("--steps", type=int, required=True, help="number of iterations")
@@ -62,22 +82,32 @@ def run_epsilon(args: argparse.Namespace) -> int:
     spec = parse_method(args.method)
     if args.sigma is not None:
         _check_sigma(args.sigma)
-    arguments = {"rounds": args.rounds, "delta": args.delta, "q": args.q if spec.per_user else 1.0,
-                 "accountant": args.accountant}
+    arguments = {
+        "rounds": args.rounds,
+        "delta": args.delta,
+        "q": args.q if spec.per_user else 1.0,
+        "accountant": args.accountant,
+    }
     if spec.family == "ULDP-GROUP":
         if args.steps_per_round is None:
-            raise ValueError(f"{args.method} needs --steps-per-round (DP-SGD steps per silo per round)")
+            raise ValueError(
+                f"{args.method} needs --steps-per-round (DP-SGD steps per silo per round)"
+            )
         arguments.update(sample_rates=args.q, steps_per_round=args.steps_per_round)
     sigma = args.sigma
     if args.target_epsilon is not None:
         sigma = sigma_for_epsilon(args.method, epsilon=args.target_epsilon, **arguments)
     spent = epsilon_for_method(args.method, sigma=sigma, **arguments)
     if args.json:
-        print_json({"sigma": sigma, "epsilon": _finite(spent.epsilon), "order": _finite(spent.order)}, args)
+        print_json(
+            {"sigma": sigma, "epsilon": _finite(spent.epsilon), "order": _finite(spent.order)}, args
+        )
         return 0
     order = f" (RDP order {spent.order:g})" if math.isfinite(spent.order) else ""
     chosen = "" if args.target_epsilon is None else f"sigma = {sigma:.6g} for the target; "
-    print(f"{args.method}: {chosen}epsilon = {spent.epsilon:.6g} at delta = {args.delta:g} by {args.accountant}{order}")
+    print(
+        f"{args.method}: {chosen}epsilon = {spent.epsilon:.6g} at delta = {args.delta:g} by {args.accountant}{order}"
+    )
     return 0
 
 
@@ -86,13 +116,23 @@ def run_group_epsilon(args: argparse.Namespace) -> int:
     from uldp.accounting.group import group_privacy_table
 
     _check_sigma(args.sigma)
-    table = group_privacy_table(sigma=args.sigma, q=args.q, steps=args.steps, delta=args.delta, ks=args.k)
-    rows = [{"k": row["k"], "epsilon_rdp": _finite(row["epsilon_rdp"]), "epsilon_dp": _finite(row["epsilon_dp"])}
-            for row in table]
+    table = group_privacy_table(
+        sigma=args.sigma, q=args.q, steps=args.steps, delta=args.delta, ks=args.k
+    )
+    rows = [
+        {
+            "k": row["k"],
+            "epsilon_rdp": _finite(row["epsilon_rdp"]),
+            "epsilon_dp": _finite(row["epsilon_dp"]),
+        }
+        for row in table
+    ]
     if args.json:
         print_json({"rows": rows}, args)
     else:
         for row in rows:
-            print(f"k={row['k']:>4}  epsilon (RDP group, valid orders) = {row['epsilon_rdp']:.6g}   "
-                  f"epsilon ((eps, delta) group) = {row['epsilon_dp']:.6g}")
+            print(
+                f"k={row['k']:>4}  epsilon (RDP group, valid orders) = {row['epsilon_rdp']:.6g}   "
+                f"epsilon ((eps, delta) group) = {row['epsilon_dp']:.6g}"
+            )
     return 0

@@ -41,7 +41,9 @@ if TYPE_CHECKING:
 
 #: The RDP orders of the authors' (epsilon, delta) group-privacy route (``get_privacy_spent`` in their
 #: ``noise_utils.py``, opacus' default alphas): 1.1 to 10.9 by 0.1, then the integers 12 to 63.
-AUTHORS_DP_ORDERS: tuple[float, ...] = tuple([1 + i / 10 for i in range(1, 100)] + list(range(12, 64)))
+AUTHORS_DP_ORDERS: tuple[float, ...] = tuple(
+    [1 + i / 10 for i in range(1, 100)] + list(range(12, 64))
+)
 #: The authors' code computes the (epsilon, delta) route for ``k = 62`` when asked for a larger ``k``.
 AUTHORS_DP_MAX_K = 62
 
@@ -106,18 +108,24 @@ def group_rdp_epsilon(
     k = check_integer("group size k", k)
     delta = check_delta(delta)
     if not is_power_of_two(k):
-        raise ValueError(f"RDP group privacy needs k a power of two, got k={k}; see group_epsilon_bounds")
+        raise ValueError(
+            f"RDP group privacy needs k a power of two, got k={k}; see group_epsilon_bounds"
+        )
     # Base orders above 64 are rounded to integers, which keeps the sub-sampled RDP on opacus' fast exact path.
     base = check_orders(group_orders) * k
     base = np.unique(np.where(base > 64, np.round(base), base))
     betas = base[(base >= 2 * k) & (base <= MAX_BASE_ORDER)] / k
     if betas.size == 0:
-        raise ValueError(f"no group order in {check_orders(group_orders).tolist()!r} satisfies "
-                         f"2 <= beta <= {MAX_BASE_ORDER / k}")
+        raise ValueError(
+            f"no group order in {check_orders(group_orders).tolist()!r} satisfies "
+            f"2 <= beta <= {MAX_BASE_ORDER / k}"
+        )
     c = k.bit_length() - 1
     group_rdp = 3.0**c * rdp_curve(betas * k)
     epsilons = dp_epsilons(orders=betas, rdp=group_rdp, delta=delta)
-    return best_of(epsilons, betas, delta=delta, hard_lower_edge=betas[0] == 2, what=f"group RDP (k={k})")
+    return best_of(
+        epsilons, betas, delta=delta, hard_lower_edge=betas[0] == 2, what=f"group RDP (k={k})"
+    )
 
 
 def paper_group_rdp_epsilon(rdp_curve: RdpCurve, *, k: int, delta: float) -> PrivacySpent:
@@ -186,12 +194,19 @@ def group_dp_epsilon(
     alphas = check_orders(orders)
     rho = rdp_curve(alphas)
     if k == 1:
-        return best_of(dp_epsilons(orders=alphas, rdp=rho, delta=delta), alphas, delta=delta, what="group DP (k=1)")
+        return best_of(
+            dp_epsilons(orders=alphas, rdp=rho, delta=delta),
+            alphas,
+            delta=delta,
+            what="group DP (k=1)",
+        )
     usable = alphas > k
     alphas, rho = alphas[usable], rho[usable]
     constant = rho + np.log((alphas - 1) / alphas) - np.log(alphas) / (alphas - 1)
     with np.errstate(invalid="ignore", over="ignore"):
-        log_input_delta = (math.log(delta) - math.log(k) - (k - 1) * constant) * (alphas - 1) / (alphas - k)
+        log_input_delta = (
+            (math.log(delta) - math.log(k) - (k - 1) * constant) * (alphas - 1) / (alphas - k)
+        )
         record_eps = constant - log_input_delta / (alphas - 1)
         epsilons = np.where((log_input_delta < 0) & np.isfinite(record_eps), k * record_eps, np.inf)
     return best_of(epsilons, alphas, delta=delta, what=f"group DP (k={k})")
@@ -210,9 +225,13 @@ def paper_group_dp_epsilon(rdp_curve: RdpCurve, *, k: int, delta: float) -> Priv
     True
     """
     k = check_integer("group size k", k)
-    with warnings.catch_warnings():  # the optimum on the grid's edge (63) is the point here, not a surprise
+    with (
+        warnings.catch_warnings()
+    ):  # the optimum on the grid's edge (63) is the point here, not a surprise
         warnings.simplefilter("ignore", RuntimeWarning)
-        return group_dp_epsilon(rdp_curve, k=min(k, AUTHORS_DP_MAX_K), delta=delta, orders=AUTHORS_DP_ORDERS)
+        return group_dp_epsilon(
+            rdp_curve, k=min(k, AUTHORS_DP_MAX_K), delta=delta, orders=AUTHORS_DP_ORDERS
+        )
 
 
 @dataclass(frozen=True)
@@ -255,12 +274,19 @@ def group_epsilon_bounds(
     """
     k_lower, k_upper = power_of_two_bounds(k)
     upper = group_rdp_epsilon(rdp_curve, k=k_upper, delta=delta, group_orders=group_orders)
-    lower = upper if k_lower == k_upper else group_rdp_epsilon(
-        rdp_curve, k=k_lower, delta=delta, group_orders=group_orders
+    lower = (
+        upper
+        if k_lower == k_upper
+        else group_rdp_epsilon(rdp_curve, k=k_lower, delta=delta, group_orders=group_orders)
     )
     return GroupPrivacySpent(
-        k=k, epsilon=upper.epsilon, order=upper.order, delta=upper.delta,
-        k_upper=k_upper, k_lower=k_lower, epsilon_lower=lower.epsilon,
+        k=k,
+        epsilon=upper.epsilon,
+        order=upper.order,
+        delta=upper.delta,
+        k_upper=k_upper,
+        k_lower=k_lower,
+        epsilon_lower=lower.epsilon,
     )
 
 
@@ -283,7 +309,11 @@ def group_privacy_table(
         to 63, ``k`` capped at 62: their plotted value), ``epsilon_rdp_paper`` (the authors' grid, for powers of
         two) and ``paper_grid_valid`` (whether that grid's optimum lies in the lemma's domain).
     """
-    sigma, q, steps = check_positive("sigma", sigma), check_rate("q", q), check_integer("steps", steps, minimum=0)
+    sigma, q, steps = (
+        check_positive("sigma", sigma),
+        check_rate("q", q),
+        check_integer("steps", steps, minimum=0),
+    )
 
     def curve(alphas: np.ndarray) -> np.ndarray:
         return rdp_subsampled_gaussian(sigma=sigma, q=q, steps=steps, orders=alphas)

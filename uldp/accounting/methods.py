@@ -92,8 +92,16 @@ def epsilon_uldp(
     return rdp_to_dp(orders=orders, rdp=rdp, delta=delta)
 
 
-def epsilon_server_view(*, sigma: float, rounds: int, delta: float, n_silos: int, weight_norm: float = 1.0,
-                        q: float = 1.0, accountant: str = "rdp") -> PrivacySpent:
+def epsilon_server_view(
+    *,
+    sigma: float,
+    rounds: int,
+    delta: float,
+    n_silos: int,
+    weight_norm: float = 1.0,
+    q: float = 1.0,
+    accountant: str = "rdp",
+) -> PrivacySpent:
     """User-level (epsilon, delta) of what the server sees WITHOUT secure aggregation: every silo's noisy update.
 
     Adapts Theorem 3 (and Lemma 4 for ``q < 1``) from the sum to the vector of the |S| silos' releases. Silo s sends
@@ -125,16 +133,18 @@ def epsilon_server_view(*, sigma: float, rounds: int, delta: float, n_silos: int
     (5.25, 2.81)
     """
     n_silos = check_integer("n_silos", n_silos, minimum=1)
-    weight_norm = check_number("weight_norm", weight_norm, at_least=1 / math.sqrt(n_silos) * (1 - 1e-12),
-                               at_most=1.0)
+    weight_norm = check_number(
+        "weight_norm", weight_norm, at_least=1 / math.sqrt(n_silos) * (1 - 1e-12), at_most=1.0
+    )
     effective = check_positive("sigma", sigma) / (math.sqrt(n_silos) * weight_norm)
     if check_accountant(accountant) == "pld":
         return epsilon_uldp_pld(sigma=effective, rounds=rounds, delta=delta, q=q)
     return epsilon_uldp(sigma=effective, rounds=rounds, delta=delta, q=q)
 
 
-def epsilon_of_releases(*, releases: Sequence[tuple[float, float]], delta: float,
-                        accountant: str = "rdp") -> PrivacySpent:
+def epsilon_of_releases(
+    *, releases: Sequence[tuple[float, float]], delta: float, accountant: str = "rdp"
+) -> PrivacySpent:
     """User-level (epsilon, delta) of a sequence of (sub-sampled) Gaussian releases, each with its own multiplier.
 
     What a silo has actually released (:mod:`uldp.policy`): round t is the Gaussian mechanism of Theorem 3 with
@@ -167,21 +177,29 @@ def epsilon_of_releases(*, releases: Sequence[tuple[float, float]], delta: float
         from uldp.accounting.pld import gaussian_pld, pld_epsilon
 
         def epsilon_at(interval: float) -> float:
-            plds = [gaussian_pld(sigma=sigma, q=q, steps=count, value_discretization_interval=interval)
-                    for (sigma, q), count in groups.items()]
+            plds = [
+                gaussian_pld(sigma=sigma, q=q, steps=count, value_discretization_interval=interval)
+                for (sigma, q), count in groups.items()
+            ]
             total = plds[0]
             for other in plds[1:]:
                 total = total.compose(other)
             return float(total.get_epsilon_for_delta(delta))
 
         return PrivacySpent(epsilon=pld_epsilon(epsilon_at), order=math.nan, delta=delta)
-    rdp = sum(rdp_subsampled_gaussian(sigma=sigma, q=q, steps=count, orders=DEFAULT_ORDERS)
-              for (sigma, q), count in groups.items())
+    rdp = sum(
+        rdp_subsampled_gaussian(sigma=sigma, q=q, steps=count, orders=DEFAULT_ORDERS)
+        for (sigma, q), count in groups.items()
+    )
     return rdp_to_dp(orders=DEFAULT_ORDERS, rdp=rdp, delta=delta)
 
 
 def max_silo_rdp(
-    *, sigma: float, sample_rates: float | Sequence[float], steps: int | Sequence[int], orders: np.ndarray
+    *,
+    sigma: float,
+    sample_rates: float | Sequence[float],
+    steps: int | Sequence[int],
+    orders: np.ndarray,
 ) -> np.ndarray:
     """Record-level RDP of per-silo DP-SGD, maximised over silos at each order (Theorem 2's ``max_s rho_s``)."""
     rates = np.atleast_1d(np.asarray(sample_rates, dtype=float))
@@ -192,7 +210,8 @@ def max_silo_rdp(
         counts = np.full(rates.size, counts[0])
     if rates.size != counts.size:
         raise ValueError(
-            f"sample_rates and steps must be per silo with equal lengths, got {rates.size} and {counts.size}")
+            f"sample_rates and steps must be per silo with equal lengths, got {rates.size} and {counts.size}"
+        )
     curves = [
         rdp_subsampled_gaussian(sigma=sigma, q=float(rate), steps=int(count), orders=orders)
         for rate, count in zip(rates, counts, strict=True)
@@ -200,8 +219,15 @@ def max_silo_rdp(
     return np.max(curves, axis=0)
 
 
-def epsilon_group(*, sigma: float, sample_rates: float | Sequence[float], steps: int | Sequence[int], k: int,
-                  delta: float, conversion: str = "rdp") -> GroupPrivacySpent:
+def epsilon_group(
+    *,
+    sigma: float,
+    sample_rates: float | Sequence[float],
+    steps: int | Sequence[int],
+    k: int,
+    delta: float,
+    conversion: str = "rdp",
+) -> GroupPrivacySpent:
     """User-level (epsilon, delta) of ULDP-GROUP-k (paper Theorem 2, with the errata of settings.md).
 
     Each silo ``s`` runs DP-SGD with record-level Poisson rate ``sample_rates[s]`` for ``steps[s]`` steps in
@@ -238,8 +264,15 @@ def epsilon_group(*, sigma: float, sample_rates: float | Sequence[float], steps:
         return group_epsilon_bounds(curve, k=k, delta=delta)
     if conversion == "dp":
         spent = group_dp_epsilon(curve, k=k, delta=delta)
-        return GroupPrivacySpent(k=k, epsilon=spent.epsilon, order=spent.order, delta=delta,
-                                 k_upper=k, k_lower=k, epsilon_lower=spent.epsilon)
+        return GroupPrivacySpent(
+            k=k,
+            epsilon=spent.epsilon,
+            order=spent.order,
+            delta=delta,
+            k_upper=k,
+            k_lower=k,
+            epsilon_lower=spent.epsilon,
+        )
     raise ValueError(f"conversion must be 'rdp' or 'dp', got {conversion!r}")
 
 
@@ -284,25 +317,57 @@ def epsilon_for_method(
     >>> spent.epsilon < epsilon_for_method("ULDP-AVG-w", sigma=5.0, rounds=100, delta=1e-5).epsilon
     True
     """
-    arguments: dict[str, Any] = {"sigma": sigma, "rounds": rounds, "delta": delta, "q": q, "k": k,
-                                 "sample_rates": sample_rates, "steps_per_round": steps_per_round}
-    spent = _accounted(method, accountant=accountant, value_discretization_interval=value_discretization_interval,
-                       **arguments)
+    arguments: dict[str, Any] = {
+        "sigma": sigma,
+        "rounds": rounds,
+        "delta": delta,
+        "q": q,
+        "k": k,
+        "sample_rates": sample_rates,
+        "steps_per_round": steps_per_round,
+    }
+    spent = _accounted(
+        method,
+        accountant=accountant,
+        value_discretization_interval=value_discretization_interval,
+        **arguments,
+    )
     guard = ACCOUNTANTS[check_accountant(accountant)].guard
-    return spent if guard is None else _tighter(spent, _accounted(method, accountant=guard, **arguments))
+    return (
+        spent
+        if guard is None
+        else _tighter(spent, _accounted(method, accountant=guard, **arguments))
+    )
 
 
-def _accounted(method: str, *, sigma: float, rounds: int, delta: float, q: float, k: int | None,
-               sample_rates: float | Sequence[float] | None, steps_per_round: int | Sequence[int] | None,
-               accountant: str, value_discretization_interval: float | None = None) -> PrivacySpent:
+def _accounted(
+    method: str,
+    *,
+    sigma: float,
+    rounds: int,
+    delta: float,
+    q: float,
+    k: int | None,
+    sample_rates: float | Sequence[float] | None,
+    steps_per_round: int | Sequence[int] | None,
+    accountant: str,
+    value_discretization_interval: float | None = None,
+) -> PrivacySpent:
     """The guarantee of :func:`epsilon_for_method` by one accountant alone (``"pld"`` without the RDP guard)."""
     spec = parse_method(method)
     chosen = ACCOUNTANTS[check_accountant(accountant)]
     if not spec.private:
         return PrivacySpent(epsilon=math.inf, order=math.nan, delta=check_delta(delta))
-    if spec.family != "ULDP-GROUP":  # ULDP-NAIVE (Theorem 1) or ULDP-SGD/AVG (Theorem 3, Lemma 4 for q < 1)
-        return chosen.gaussian(sigma=sigma, rounds=rounds, delta=delta, q=q if spec.per_user else 1.0,
-                               value_discretization_interval=value_discretization_interval)
+    if (
+        spec.family != "ULDP-GROUP"
+    ):  # ULDP-NAIVE (Theorem 1) or ULDP-SGD/AVG (Theorem 3, Lemma 4 for q < 1)
+        return chosen.gaussian(
+            sigma=sigma,
+            rounds=rounds,
+            delta=delta,
+            q=q if spec.per_user else 1.0,
+            value_discretization_interval=value_discretization_interval,
+        )
     group_size = k if k is not None else spec.group_size
     if not isinstance(group_size, (int, np.integer)):
         raise ValueError(f"{method} needs the numeric group size k (got {group_size!r})")
@@ -312,8 +377,14 @@ def _accounted(method: str, *, sigma: float, rounds: int, delta: float, q: float
     total_steps = np.atleast_1d(np.asarray(steps_per_round, dtype=np.int64)) * rounds
     if rounds == 0:
         return PrivacySpent(epsilon=0.0, order=math.nan, delta=check_delta(delta))
-    return chosen.group(sigma=sigma, sample_rates=sample_rates, steps=total_steps.tolist(), k=int(group_size),
-                        delta=delta, value_discretization_interval=value_discretization_interval)
+    return chosen.group(
+        sigma=sigma,
+        sample_rates=sample_rates,
+        steps=total_steps.tolist(),
+        k=int(group_size),
+        delta=delta,
+        value_discretization_interval=value_discretization_interval,
+    )
 
 
 def _tighter(pld: PrivacySpent, rdp: PrivacySpent) -> PrivacySpent:
@@ -326,8 +397,14 @@ def _tighter(pld: PrivacySpent, rdp: PrivacySpent) -> PrivacySpent:
     return rdp if rdp.epsilon < pld.epsilon else pld
 
 
-def sigma_for_budget(epsilon_at: Callable[[float], float], *, epsilon: float, start: float = SIGMA_START,
-                     factor: float = 2.0, tolerance: float = 1e-6) -> float:
+def sigma_for_budget(
+    epsilon_at: Callable[[float], float],
+    *,
+    epsilon: float,
+    start: float = SIGMA_START,
+    factor: float = 2.0,
+    tolerance: float = 1e-6,
+) -> float:
     """The smallest noise multiplier whose epsilon ``epsilon_at(sigma)`` is at most the target ``epsilon``.
 
     Epsilon decreases monotonically in sigma: the bracket grows from ``start`` by ``factor`` (within
@@ -354,18 +431,24 @@ def sigma_for_budget(epsilon_at: Callable[[float], float], *, epsilon: float, st
     step = math.log(check_number("factor", factor, above=1))
 
     def gap(log_sigma: float) -> float:
-        with warnings.catch_warnings():  # grid-edge warnings at the bracket's extreme sigmas are irrelevant here
+        with (
+            warnings.catch_warnings()
+        ):  # grid-edge warnings at the bracket's extreme sigmas are irrelevant here
             warnings.simplefilter("ignore", RuntimeWarning)
             return math.log(epsilon_at(math.exp(log_sigma))) - math.log(epsilon)
 
     low = high = min(max(math.log(check_positive("start", start)), low_limit), high_limit)
     while gap(high) > 0:
         if high >= high_limit:
-            raise ValueError(f"epsilon={epsilon!r} is not reachable with sigma in {list(SIGMA_RANGE)}")
+            raise ValueError(
+                f"epsilon={epsilon!r} is not reachable with sigma in {list(SIGMA_RANGE)}"
+            )
         low, high = high, min(high + step, high_limit)
     while low == high or gap(low) <= 0:
         if low <= low_limit:
-            raise ValueError(f"epsilon={epsilon!r} is not reachable with sigma in {list(SIGMA_RANGE)}")
+            raise ValueError(
+                f"epsilon={epsilon!r} is not reachable with sigma in {list(SIGMA_RANGE)}"
+            )
         high, low = low, max(low - step, low_limit)
     from scipy import optimize  # here, not at the top: ``uldp --help`` stays free of scipy
 
@@ -373,10 +456,19 @@ def sigma_for_budget(epsilon_at: Callable[[float], float], *, epsilon: float, st
     return math.exp(root) * (1 + tolerance)  # round up: never promise less privacy than asked
 
 
-def sigma_for_epsilon(method: str, *, epsilon: float, rounds: int, delta: float, q: float = 1.0, k: int | None = None,
-                      sample_rates: float | Sequence[float] | None = None,
-                      steps_per_round: int | Sequence[int] | None = None, accountant: str = "rdp",
-                      tolerance: float = 1e-6) -> float:
+def sigma_for_epsilon(
+    method: str,
+    *,
+    epsilon: float,
+    rounds: int,
+    delta: float,
+    q: float = 1.0,
+    k: int | None = None,
+    sample_rates: float | Sequence[float] | None = None,
+    steps_per_round: int | Sequence[int] | None = None,
+    accountant: str = "rdp",
+    tolerance: float = 1e-6,
+) -> float:
     """The smallest noise multiplier ``sigma`` for which ``method`` reaches ``epsilon`` after ``rounds`` rounds.
 
     Solved by the accountant's :meth:`Accountant.solve_sigma` on its own guarantee (:func:`_accounted`), without
@@ -403,14 +495,27 @@ def sigma_for_epsilon(method: str, *, epsilon: float, rounds: int, delta: float,
         raise ValueError("DEFAULT has no privacy guarantee; there is no sigma for it")
     if check_integer("rounds", rounds, minimum=0) == 0:
         raise ValueError("rounds must be >= 1 to calibrate sigma")
-    arguments: dict[str, Any] = {"rounds": rounds, "delta": delta, "q": q, "k": k, "sample_rates": sample_rates,
-                                 "steps_per_round": steps_per_round}
+    arguments: dict[str, Any] = {
+        "rounds": rounds,
+        "delta": delta,
+        "q": q,
+        "k": k,
+        "sample_rates": sample_rates,
+        "steps_per_round": steps_per_round,
+    }
 
     def epsilon_at(sigma: float, interval: float | None = None) -> float:
-        return _accounted(method, sigma=sigma, accountant=accountant, value_discretization_interval=interval,
-                          **arguments).epsilon
+        return _accounted(
+            method,
+            sigma=sigma,
+            accountant=accountant,
+            value_discretization_interval=interval,
+            **arguments,
+        ).epsilon
 
-    return ACCOUNTANTS[check_accountant(accountant)].solve_sigma(epsilon_at, epsilon=epsilon, tolerance=tolerance)
+    return ACCOUNTANTS[check_accountant(accountant)].solve_sigma(
+        epsilon_at, epsilon=epsilon, tolerance=tolerance
+    )
 
 
 class Accountant(abc.ABC):
@@ -428,20 +533,42 @@ class Accountant(abc.ABC):
     guard: ClassVar[str | None] = None
 
     @abc.abstractmethod
-    def gaussian(self, *, sigma: float, rounds: int, delta: float, q: float,
-                 value_discretization_interval: float | None) -> PrivacySpent:
+    def gaussian(
+        self,
+        *,
+        sigma: float,
+        rounds: int,
+        delta: float,
+        q: float,
+        value_discretization_interval: float | None,
+    ) -> PrivacySpent:
         """``rounds`` rounds of the Gaussian with multiplier ``sigma``, Poisson-sub-sampled at rate ``q``."""
 
     @abc.abstractmethod
-    def group(self, *, sigma: float, sample_rates: float | Sequence[float], steps: list[int], k: int, delta: float,
-              value_discretization_interval: float | None) -> PrivacySpent:
+    def group(
+        self,
+        *,
+        sigma: float,
+        sample_rates: float | Sequence[float],
+        steps: list[int],
+        k: int,
+        delta: float,
+        value_discretization_interval: float | None,
+    ) -> PrivacySpent:
         """Per-silo DP-SGD (``steps[s]`` steps at record rate ``sample_rates[s]``) for a group of ``k`` records."""
 
-    def solve_sigma(self, epsilon_at: Callable[[float, float | None], float], *, epsilon: float,
-                    tolerance: float) -> float:
+    def solve_sigma(
+        self,
+        epsilon_at: Callable[[float, float | None], float],
+        *,
+        epsilon: float,
+        tolerance: float,
+    ) -> float:
         """The smallest sigma with ``epsilon_at(sigma, None) <= epsilon`` (:func:`sigma_for_budget`); the second
         argument of ``epsilon_at`` is the PLD discretisation step (``None``: the accountant's own)."""
-        return sigma_for_budget(lambda sigma: epsilon_at(sigma, None), epsilon=epsilon, tolerance=tolerance)
+        return sigma_for_budget(
+            lambda sigma: epsilon_at(sigma, None), epsilon=epsilon, tolerance=tolerance
+        )
 
 
 class RdpAccountant(Accountant):
@@ -450,13 +577,28 @@ class RdpAccountant(Accountant):
 
     name = "rdp"
 
-    def gaussian(self, *, sigma: float, rounds: int, delta: float, q: float,
-                 value_discretization_interval: float | None) -> PrivacySpent:
+    def gaussian(
+        self,
+        *,
+        sigma: float,
+        rounds: int,
+        delta: float,
+        q: float,
+        value_discretization_interval: float | None,
+    ) -> PrivacySpent:
         """:func:`epsilon_uldp`."""
         return epsilon_uldp(sigma=sigma, rounds=rounds, delta=delta, q=q)
 
-    def group(self, *, sigma: float, sample_rates: float | Sequence[float], steps: list[int], k: int, delta: float,
-              value_discretization_interval: float | None) -> PrivacySpent:
+    def group(
+        self,
+        *,
+        sigma: float,
+        sample_rates: float | Sequence[float],
+        steps: list[int],
+        k: int,
+        delta: float,
+        value_discretization_interval: float | None,
+    ) -> PrivacySpent:
         """The valid upper bound of :func:`epsilon_group`."""
         spent = epsilon_group(sigma=sigma, sample_rates=sample_rates, steps=steps, k=k, delta=delta)
         return PrivacySpent(epsilon=spent.epsilon, order=spent.order, delta=spent.delta)
@@ -469,34 +611,70 @@ class PldAccountant(Accountant):
     name = "pld"
     guard = "rdp"
 
-    def gaussian(self, *, sigma: float, rounds: int, delta: float, q: float,
-                 value_discretization_interval: float | None) -> PrivacySpent:
+    def gaussian(
+        self,
+        *,
+        sigma: float,
+        rounds: int,
+        delta: float,
+        q: float,
+        value_discretization_interval: float | None,
+    ) -> PrivacySpent:
         """:func:`uldp.accounting.pld.epsilon_uldp_pld`."""
-        return epsilon_uldp_pld(sigma=sigma, rounds=rounds, delta=delta, q=q,
-                                value_discretization_interval=value_discretization_interval)
+        return epsilon_uldp_pld(
+            sigma=sigma,
+            rounds=rounds,
+            delta=delta,
+            q=q,
+            value_discretization_interval=value_discretization_interval,
+        )
 
-    def group(self, *, sigma: float, sample_rates: float | Sequence[float], steps: list[int], k: int, delta: float,
-              value_discretization_interval: float | None) -> PrivacySpent:
+    def group(
+        self,
+        *,
+        sigma: float,
+        sample_rates: float | Sequence[float],
+        steps: list[int],
+        k: int,
+        delta: float,
+        value_discretization_interval: float | None,
+    ) -> PrivacySpent:
         """:func:`uldp.accounting.pld.epsilon_group_pld`."""
-        return epsilon_group_pld(sigma=sigma, sample_rates=sample_rates, steps=steps, k=k, delta=delta,
-                                 value_discretization_interval=value_discretization_interval)
+        return epsilon_group_pld(
+            sigma=sigma,
+            sample_rates=sample_rates,
+            steps=steps,
+            k=k,
+            delta=delta,
+            value_discretization_interval=value_discretization_interval,
+        )
 
-    def solve_sigma(self, epsilon_at: Callable[[float, float | None], float], *, epsilon: float,
-                    tolerance: float) -> float:
+    def solve_sigma(
+        self,
+        epsilon_at: Callable[[float, float | None], float],
+        *,
+        epsilon: float,
+        tolerance: float,
+    ) -> float:
         """Solved first at the coarse PLD step (fast; pessimistic, so its sigma is at least the fine one), then at
         the default step from there."""
         start = SIGMA_START
         for interval, factor in ((COARSE_INTERVAL, 2.0), (None, 1.02)):
+
             def at_interval(sigma: float, interval: float | None = interval) -> float:
                 return epsilon_at(sigma, interval)
 
-            start = sigma_for_budget(at_interval, epsilon=epsilon, start=start, factor=factor, tolerance=tolerance)
+            start = sigma_for_budget(
+                at_interval, epsilon=epsilon, start=start, factor=factor, tolerance=tolerance
+            )
         return start
 
 
 #: The accountants by name: ``"rdp"`` (the paper's and the default) and ``"pld"``. A new accountant is a subclass
 #: of :class:`Accountant` and one entry here.
-ACCOUNTANTS: dict[str, Accountant] = {accountant.name: accountant for accountant in (RdpAccountant(), PldAccountant())}
+ACCOUNTANTS: dict[str, Accountant] = {
+    accountant.name: accountant for accountant in (RdpAccountant(), PldAccountant())
+}
 
 
 def check_accountant(accountant: str) -> str:
@@ -509,5 +687,7 @@ def check_accountant(accountant: str) -> str:
     'pld'
     """
     if not isinstance(accountant, str) or accountant not in ACCOUNTANTS:
-        raise ValueError(f"unknown accountant {accountant!r}; known accountants: {', '.join(ACCOUNTANTS)}")
+        raise ValueError(
+            f"unknown accountant {accountant!r}; known accountants: {', '.join(ACCOUNTANTS)}"
+        )
     return accountant

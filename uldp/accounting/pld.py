@@ -90,7 +90,9 @@ def gaussian_epsilon(*, mu: float, delta: float) -> float:
     mu = check_number("mu", mu, at_least=0, finite=True)
     delta = check_delta(delta)
 
-    def phi(x: float) -> float:  # the normal cdf through erfc: accurate in the lower tail, where 1 + erf is not
+    def phi(
+        x: float,
+    ) -> float:  # the normal cdf through erfc: accurate in the lower tail, where 1 + erf is not
         return 0.5 * math.erfc(-x / math.sqrt(2))
 
     def profile(eps: float) -> float:
@@ -106,7 +108,13 @@ def gaussian_epsilon(*, mu: float, delta: float) -> float:
     return float(optimize.brentq(profile, 0.0, high, xtol=1e-12))
 
 
-def gaussian_pld(*, sigma: float, q: float = 1.0, steps: int, value_discretization_interval: float = FINE_INTERVAL):
+def gaussian_pld(
+    *,
+    sigma: float,
+    q: float = 1.0,
+    steps: int,
+    value_discretization_interval: float = FINE_INTERVAL,
+):
     """PLD of ``steps`` compositions of the Poisson-sub-sampled Gaussian (Lemma 4; Theorems 1 and 3 at ``q = 1``).
 
     At ``q = 1`` the composition is exact: ``T`` Gaussians of multiplier ``sigma`` are one of ``sigma / sqrt(T)``.
@@ -122,10 +130,12 @@ def gaussian_pld(*, sigma: float, q: float = 1.0, steps: int, value_discretizati
     """
     pld = _pld_module()
     if q == 1.0:
-        return pld.from_gaussian_mechanism(sigma / math.sqrt(steps),
-                                           value_discretization_interval=value_discretization_interval)
-    one = pld.from_gaussian_mechanism(sigma, sampling_prob=q,
-                                      value_discretization_interval=value_discretization_interval)
+        return pld.from_gaussian_mechanism(
+            sigma / math.sqrt(steps), value_discretization_interval=value_discretization_interval
+        )
+    one = pld.from_gaussian_mechanism(
+        sigma, sampling_prob=q, value_discretization_interval=value_discretization_interval
+    )
     return one.self_compose(steps)
 
 
@@ -150,7 +160,14 @@ def group_sensitivities(*, k: int, q: float) -> tuple[np.ndarray, np.ndarray, fl
     return j[keep].astype(float), mass[keep] / mass[keep].sum(), dropped
 
 
-def group_pld(*, sigma: float, q: float, steps: int, k: int, value_discretization_interval: float = FINE_INTERVAL):
+def group_pld(
+    *,
+    sigma: float,
+    q: float,
+    steps: int,
+    k: int,
+    value_discretization_interval: float = FINE_INTERVAL,
+):
     """PLD of ``steps`` DP-SGD steps for a group of ``k`` records: the mixture of Gaussians (Ganesh 2024).
 
     One step releases ``N(J, sigma^2)`` with ``J ~ Binomial(k, q)`` against ``N(0, sigma^2)`` (sensitivity 1 per
@@ -158,15 +175,27 @@ def group_pld(*, sigma: float, q: float, steps: int, k: int, value_discretizatio
     """
     pld = _pld_module()
     if q == 1.0:
-        return gaussian_pld(sigma=sigma / k, steps=steps, value_discretization_interval=value_discretization_interval)
+        return gaussian_pld(
+            sigma=sigma / k,
+            steps=steps,
+            value_discretization_interval=value_discretization_interval,
+        )
     values, probs, _ = group_sensitivities(k=k, q=q)
-    one = pld.from_mixture_gaussian_mechanism(sigma, values.tolist(), probs.tolist(),
-                                              value_discretization_interval=value_discretization_interval)
+    one = pld.from_mixture_gaussian_mechanism(
+        sigma,
+        values.tolist(),
+        probs.tolist(),
+        value_discretization_interval=value_discretization_interval,
+    )
     return one.self_compose(steps)
 
 
-def pld_epsilon(epsilon_at: Callable[[float], float], *, value_discretization_interval: float | None = None,
-                coarse: float | None = None) -> float:
+def pld_epsilon(
+    epsilon_at: Callable[[float], float],
+    *,
+    value_discretization_interval: float | None = None,
+    coarse: float | None = None,
+) -> float:
     """The epsilon of a PLD whose value at a discretisation step is ``epsilon_at(interval)``, choosing the step.
 
     With an explicit ``value_discretization_interval`` it is used as is. With ``None`` (the default) the step
@@ -189,7 +218,9 @@ def pld_epsilon(epsilon_at: Callable[[float], float], *, value_discretization_in
         The epsilon (``inf`` where none exists at this delta).
     """
     if value_discretization_interval is not None:
-        return epsilon_at(check_positive("value_discretization_interval", value_discretization_interval))
+        return epsilon_at(
+            check_positive("value_discretization_interval", value_discretization_interval)
+        )
     interval = COARSE_INTERVAL
     epsilon = epsilon_at(interval) if coarse is None else coarse
     while math.isfinite(epsilon):
@@ -205,23 +236,39 @@ def pld_epsilon(epsilon_at: Callable[[float], float], *, value_discretization_in
 
 
 @functools.lru_cache(maxsize=4096)
-def _epsilon_at(kind: str, sigma: float, q: float, steps: int, k: int, delta: float, interval: float) -> float:
+def _epsilon_at(
+    kind: str, sigma: float, q: float, steps: int, k: int, delta: float, interval: float
+) -> float:
     """Epsilon of one mechanism at one step: a run asks for the same silo's value at every round and every silo,
     and the sigma search and the group's silo-by-silo refinement ask for the same coarse pass again."""
     if kind == "gaussian":
-        return float(gaussian_pld(sigma=sigma, q=q, steps=steps, value_discretization_interval=interval)
-                     .get_epsilon_for_delta(delta))
+        return float(
+            gaussian_pld(
+                sigma=sigma, q=q, steps=steps, value_discretization_interval=interval
+            ).get_epsilon_for_delta(delta)
+        )
     _, _, dropped = group_sensitivities(k=k, q=q)
     # a truncated mixture is within total variation `dropped` of the exact one at each step (union over steps)
     remaining = delta - steps * dropped
     if remaining <= 0:
-        raise ValueError(f"delta={delta!r} is below the truncated binomial mass {steps * dropped:.3g}")
-    return float(group_pld(sigma=sigma, q=q, steps=steps, k=k, value_discretization_interval=interval)
-                 .get_epsilon_for_delta(remaining))
+        raise ValueError(
+            f"delta={delta!r} is below the truncated binomial mass {steps * dropped:.3g}"
+        )
+    return float(
+        group_pld(
+            sigma=sigma, q=q, steps=steps, k=k, value_discretization_interval=interval
+        ).get_epsilon_for_delta(remaining)
+    )
 
 
-def epsilon_uldp_pld(*, sigma: float, rounds: int, delta: float, q: float = 1.0,
-                     value_discretization_interval: float | None = None) -> PrivacySpent:
+def epsilon_uldp_pld(
+    *,
+    sigma: float,
+    rounds: int,
+    delta: float,
+    q: float = 1.0,
+    value_discretization_interval: float | None = None,
+) -> PrivacySpent:
     """User-level (epsilon, delta) of ULDP-NAIVE (Theorem 1, ``q = 1``) or ULDP-SGD/AVG (Theorem 3; user
     sampling: Algorithm 4).
 
@@ -252,8 +299,10 @@ def epsilon_uldp_pld(*, sigma: float, rounds: int, delta: float, q: float = 1.0,
     rounds = check_integer("rounds", rounds, minimum=0)
     if rounds == 0:
         return PrivacySpent(epsilon=0.0, order=math.nan, delta=delta)
-    epsilon = pld_epsilon(functools.partial(_epsilon_at, "gaussian", sigma, q, rounds, 1, delta),
-                          value_discretization_interval=value_discretization_interval)
+    epsilon = pld_epsilon(
+        functools.partial(_epsilon_at, "gaussian", sigma, q, rounds, 1, delta),
+        value_discretization_interval=value_discretization_interval,
+    )
     return PrivacySpent(epsilon=epsilon, order=math.nan, delta=delta)
 
 
@@ -290,32 +339,55 @@ def epsilon_group_pld(
     Raises:
         ValueError: On invalid arguments or mismatched per-silo lengths.
     """
-    sigma, delta, k = check_positive("sigma", sigma), check_delta(delta), check_integer("group size k", k)
+    sigma, delta, k = (
+        check_positive("sigma", sigma),
+        check_delta(delta),
+        check_integer("group size k", k),
+    )
     rates = [check_rate("sample_rates", float(rate)) for rate in np.atleast_1d(sample_rates)]
-    counts = [check_integer("steps", int(count) if float(count).is_integer() else count, minimum=0)
-              for count in np.atleast_1d(steps)]
+    counts = [
+        check_integer("steps", int(count) if float(count).is_integer() else count, minimum=0)
+        for count in np.atleast_1d(steps)
+    ]
     if len(rates) == 1 and len(counts) > 1:
         rates = rates * len(counts)
     if len(counts) == 1 and len(rates) > 1:
         counts = counts * len(rates)
     if len(rates) != len(counts):
-        raise ValueError(f"sample_rates and steps must be per silo with equal lengths, got {len(rates)} and "
-                         f"{len(counts)}")
-    silos = [functools.partial(_epsilon_at, "group", sigma, rate, count, k, delta)
-             for rate, count in sorted(set(zip(rates, counts, strict=True))) if count > 0]
+        raise ValueError(
+            f"sample_rates and steps must be per silo with equal lengths, got {len(rates)} and "
+            f"{len(counts)}"
+        )
+    silos = [
+        functools.partial(_epsilon_at, "group", sigma, rate, count, k, delta)
+        for rate, count in sorted(set(zip(rates, counts, strict=True)))
+        if count > 0
+    ]
     if value_discretization_interval is not None:
-        epsilons = [pld_epsilon(silo, value_discretization_interval=value_discretization_interval) for silo in silos]
+        epsilons = [
+            pld_epsilon(silo, value_discretization_interval=value_discretization_interval)
+            for silo in silos
+        ]
         return PrivacySpent(epsilon=max(epsilons, default=0.0), order=math.nan, delta=delta)
     best = 0.0
-    for coarse, silo in sorted(((silo(COARSE_INTERVAL), silo) for silo in silos), key=lambda pair: -pair[0]):
+    for coarse, silo in sorted(
+        ((silo(COARSE_INTERVAL), silo) for silo in silos), key=lambda pair: -pair[0]
+    ):
         if coarse <= best:
             break  # this silo's refined epsilon is at most its coarse one: it cannot be the largest
         best = max(best, pld_epsilon(silo, coarse=coarse))
     return PrivacySpent(epsilon=best, order=math.nan, delta=delta)
 
 
-def mixture_group_curve(*, sigma: float, q: float, steps: int, delta: float, ks: Sequence[int],
-                        value_discretization_interval: float | None = None) -> list[dict[str, float | int]]:
+def mixture_group_curve(
+    *,
+    sigma: float,
+    q: float,
+    steps: int,
+    delta: float,
+    ks: Sequence[int],
+    value_discretization_interval: float | None = None,
+) -> list[dict[str, float | int]]:
     """The group-privacy curve of the paper's Figure 2 by the mixture accountant: epsilon for each ``k`` in ``ks``.
 
     Args:
@@ -329,6 +401,17 @@ def mixture_group_curve(*, sigma: float, q: float, steps: int, delta: float, ks:
     Returns:
         One row per ``k``: ``{"k": k, "epsilon_mixture": epsilon}``.
     """
-    return [{"k": int(k), "epsilon_mixture": epsilon_group_pld(
-        sigma=sigma, sample_rates=q, steps=steps, k=k, delta=delta,
-        value_discretization_interval=value_discretization_interval).epsilon} for k in ks]
+    return [
+        {
+            "k": int(k),
+            "epsilon_mixture": epsilon_group_pld(
+                sigma=sigma,
+                sample_rates=q,
+                steps=steps,
+                k=k,
+                delta=delta,
+                value_discretization_interval=value_discretization_interval,
+            ).epsilon,
+        }
+        for k in ks
+    ]

@@ -91,8 +91,12 @@ def _log_a_integer_order(q: float, sigma: float, alpha: int) -> float:
 
     i = np.arange(alpha + 1, dtype=float)
     with np.errstate(divide="ignore", over="ignore"):
-        terms = np.log(special.binom(alpha, i)) + i * math.log(q) + (alpha - i) * math.log1p(-q) \
+        terms = (
+            np.log(special.binom(alpha, i))
+            + i * math.log(q)
+            + (alpha - i) * math.log1p(-q)
             + (i * i - i) / (2 * sigma**2)
+        )
     if not np.all(np.isfinite(terms)):
         return math.nan
     return float(special.logsumexp(terms))
@@ -104,15 +108,20 @@ def _rdp_one_step(q: float, sigma: float, orders: tuple[float, ...]) -> np.ndarr
         return np.asarray(orders, dtype=float) / (2 * sigma**2)
     # Imported here: importing opacus pulls in torch and its privacy engine (seconds), which the CLI's start-up
     # and the closed-form paths do not need.
-    opacus_rdp = import_quietly("opacus.accountants.analysis.rdp")  # opacus configures the root logger
+    opacus_rdp = import_quietly(
+        "opacus.accountants.analysis.rdp"
+    )  # opacus configures the root logger
 
     values = []
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         # opacus' log-space helpers emit harmless overflow warnings at very large orders
         warnings.simplefilter("ignore", RuntimeWarning)
         for alpha in orders:
-            log_a = (_log_a_integer_order(q, sigma, int(alpha)) if float(alpha).is_integer()
-                     else opacus_rdp._compute_log_a_for_frac_alpha(q, sigma, alpha))
+            log_a = (
+                _log_a_integer_order(q, sigma, int(alpha))
+                if float(alpha).is_integer()
+                else opacus_rdp._compute_log_a_for_frac_alpha(q, sigma, alpha)
+            )
             values.append(log_a / (alpha - 1))
     return np.asarray(values, dtype=float)
 
@@ -164,12 +173,19 @@ def dp_epsilons(*, orders: ArrayLike, rdp: ArrayLike, delta: float) -> np.ndarra
     alphas = check_orders(orders)
     rhos = np.atleast_1d(np.asarray(rdp, dtype=float))
     if rhos.shape != alphas.shape:
-        raise ValueError(f"orders and rdp must have the same length, got {alphas.size} and {rhos.size}")
+        raise ValueError(
+            f"orders and rdp must have the same length, got {alphas.size} and {rhos.size}"
+        )
     return rhos + np.log((alphas - 1) / alphas) - (math.log(delta) + np.log(alphas)) / (alphas - 1)
 
 
 def best_of(
-    epsilons: np.ndarray, orders: np.ndarray, *, delta: float, hard_lower_edge: bool = False, what: str = "epsilon"
+    epsilons: np.ndarray,
+    orders: np.ndarray,
+    *,
+    delta: float,
+    hard_lower_edge: bool = False,
+    what: str = "epsilon",
 ) -> PrivacySpent:
     """Pick the smallest epsilon over orders, warning when the optimum is on a soft edge of the grid.
 
@@ -221,4 +237,6 @@ def rdp_to_dp(*, orders: ArrayLike, rdp: ArrayLike, delta: float) -> PrivacySpen
     (True, 3.0)
     """
     alphas = check_orders(orders)
-    return best_of(dp_epsilons(orders=alphas, rdp=rdp, delta=delta), alphas, delta=delta, what="rdp_to_dp")
+    return best_of(
+        dp_epsilons(orders=alphas, rdp=rdp, delta=delta), alphas, delta=delta, what="rdp_to_dp"
+    )

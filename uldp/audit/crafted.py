@@ -120,21 +120,38 @@ def audit_federation(setting: CraftedSetting, n_canaries: int, seed: int) -> Fed
     The records' values are never read (updates are crafted); the model is a placeholder for the methods' API.
     """
     rng = np.random.default_rng(seed_stream(np.random.SeedSequence(seed), FEDERATION_STREAM))
-    counts = rng.integers(0, setting.background_records + 1, (setting.n_silos, setting.background_users))
-    counts[rng.integers(0, setting.n_silos, setting.background_users), np.arange(setting.background_users)] += 1
+    counts = rng.integers(
+        0, setting.background_records + 1, (setting.n_silos, setting.background_users)
+    )
+    counts[
+        rng.integers(0, setting.n_silos, setting.background_users),
+        np.arange(setting.background_users),
+    ] += 1
     canary = np.zeros((setting.n_silos, n_canaries), dtype=np.int64)
     canary[: setting.canary_silos] = setting.canary_records
     counts = np.concatenate([counts, canary], axis=1)
     silo, user = np.nonzero(counts)
     repeats = counts[silo, user]
-    allocation = Allocation(np.repeat(user, repeats), np.repeat(silo, repeats), counts.shape[1], setting.n_silos,
-                            "audit", seed)
+    allocation = Allocation(
+        np.repeat(user, repeats),
+        np.repeat(silo, repeats),
+        counts.shape[1],
+        setting.n_silos,
+        "audit",
+        seed,
+    )
     n = int(repeats.sum())
     return Federation(nn.Linear(1, 1), bce_loss, torch.zeros(n, 1), torch.zeros(n), allocation)
 
 
-def claimed_epsilon(method: Method, federation: Federation, rounds: int, claim: str = "user", *,
-                    accountant: str = "rdp") -> float | None:
+def claimed_epsilon(
+    method: Method,
+    federation: Federation,
+    rounds: int,
+    claim: str = "user",
+    *,
+    accountant: str = "rdp",
+) -> float | None:
     """The epsilon the method claims after ``rounds`` rounds on ``federation`` (already prepared).
 
     ``claim="record"`` (ULDP-GROUP-k only) is its record-level epsilon: Theorem 2's accountant without the group
@@ -146,13 +163,23 @@ def claimed_epsilon(method: Method, federation: Federation, rounds: int, claim: 
         raise ValueError(f"claim must be one of {CLAIMS}, got {claim!r}")
     if claim == "record":
         if not isinstance(method, GroupMethod):
-            raise ValueError(f"a record-level claim needs a ULDP-GROUP-k method, got {method.spec.name}")
+            raise ValueError(
+                f"a record-level claim needs a ULDP-GROUP-k method, got {method.spec.name}"
+            )
         method = replace(method, spec=replace(method.spec, group_size=1))
     return method.epsilon(federation, rounds, accountant=accountant)
 
 
-def calibrate_sigma(name: str, hp: Hyperparameters, federation: Federation, *, rounds: int, epsilon: float,
-                    claim: str = "user", seed: int = 0) -> float:
+def calibrate_sigma(
+    name: str,
+    hp: Hyperparameters,
+    federation: Federation,
+    *,
+    rounds: int,
+    epsilon: float,
+    claim: str = "user",
+    seed: int = 0,
+) -> float:
     """The noise multiplier at which ``name`` claims ``epsilon`` after ``rounds`` rounds (matched claims).
 
     Solves ``claimed_epsilon(sigma) = epsilon`` with Brent's method on ``log sigma`` using the method's own
@@ -166,21 +193,29 @@ def calibrate_sigma(name: str, hp: Hyperparameters, federation: Federation, *, r
 
     def gap(log_sigma: float) -> float:
         method = make_method(name, replace(hp, sigma=math.exp(log_sigma)))
-        prepared = method.prepare(federation, seed_stream(np.random.SeedSequence(seed), PREPARE_STREAM))
+        prepared = method.prepare(
+            federation, seed_stream(np.random.SeedSequence(seed), PREPARE_STREAM)
+        )
         claimed = claimed_epsilon(method, prepared, rounds, claim)
         if claimed is None:
             raise ValueError(f"{name} claims no epsilon; there is no sigma to calibrate")
         return math.log(claimed / epsilon)
 
     low, high = math.log(0.05), math.log(1000.0)
-    with warnings.catch_warnings():  # the accountant warns at the bracket's extreme sigmas; irrelevant here
+    with (
+        warnings.catch_warnings()
+    ):  # the accountant warns at the bracket's extreme sigmas; irrelevant here
         warnings.simplefilter("ignore", RuntimeWarning)
         if gap(low) < 0 or gap(high) > 0:
-            raise ValueError(f"epsilon={epsilon!r} is out of reach of {name} for sigma in [0.05, 1000]")
+            raise ValueError(
+                f"epsilon={epsilon!r} is out of reach of {name} for sigma in [0.05, 1000]"
+            )
         return math.exp(optimize.brentq(gap, low, high, xtol=1e-9)) * (1 + 1e-6)
 
 
-def _background_updates(rng: torch.Generator, runs: int, users: int, dims: int, clip: float) -> torch.Tensor:
+def _background_updates(
+    rng: torch.Generator, runs: int, users: int, dims: int, clip: float
+) -> torch.Tensor:
     """``[runs, users, dims]`` updates on the background coordinates (the last ones), norms in [0.5, 2] C.
 
     The other users' data is the same in every run (the neighbouring datasets of DP differ only in the canary), so
@@ -189,7 +224,9 @@ def _background_updates(rng: torch.Generator, runs: int, users: int, dims: int, 
     directions = torch.randn((users, BACKGROUND_DIMS), generator=rng, dtype=DTYPE)
     norms = (0.5 + 1.5 * torch.rand((users, 1), generator=rng, dtype=DTYPE)) * clip
     updates = torch.zeros((runs, users, dims), dtype=DTYPE)
-    updates[..., dims - BACKGROUND_DIMS:] = directions / directions.norm(dim=-1, keepdim=True) * norms
+    updates[..., dims - BACKGROUND_DIMS :] = (
+        directions / directions.norm(dim=-1, keepdim=True) * norms
+    )
     return updates
 
 
@@ -205,9 +242,16 @@ def _noise(rng: torch.Generator, size: int, std: float) -> torch.Tensor:
     return torch.randn(size, generator=rng, dtype=DTYPE) * std
 
 
-def _user_level_round(method: UserLevelMethod, federation: Federation, included: torch.Tensor, dims: int,
-                      norm: float, rng: torch.Generator, round_seed: np.random.SeedSequence,
-                      aggregate_fn: AggregateFn = aggregate) -> torch.Tensor:
+def _user_level_round(
+    method: UserLevelMethod,
+    federation: Federation,
+    included: torch.Tensor,
+    dims: int,
+    norm: float,
+    rng: torch.Generator,
+    round_seed: np.random.SeedSequence,
+    aggregate_fn: AggregateFn = aggregate,
+) -> torch.Tensor:
     """One round of Algorithm 3 for every run: the aggregated sum ``[runs * dims]``, by the method's own code.
 
     Users are sampled by the method's :meth:`sample_users` (Algorithm 4), one draw per user and run; enhanced
@@ -217,14 +261,23 @@ def _user_level_round(method: UserLevelMethod, federation: Federation, included:
     counts = federation.counts
     n_silos, n_users = counts.shape
     clip = check_positive("clip", method.hp.clip)
-    sampled = torch.from_numpy(method.sample_users(runs * n_users, round_seed).reshape(runs, n_users))
+    sampled = torch.from_numpy(
+        method.sample_users(runs * n_users, round_seed).reshape(runs, n_users)
+    )
     deltas = []
     for silo in range(n_silos):
-        updates = torch.cat([_background_updates(rng, runs, n_users - included.shape[1], dims, clip),
-                             _canary_updates(included, dims, norm * clip)], dim=1)
+        updates = torch.cat(
+            [
+                _background_updates(rng, runs, n_users - included.shape[1], dims, clip),
+                _canary_updates(included, dims, norm * clip),
+            ],
+            dim=1,
+        )
         updates *= torch.from_numpy(counts[silo] > 0)[None, :, None] * sampled[:, :, None]
         clipped = clip_rows(updates.reshape(-1, dims), clip).reshape(runs, n_users, dims)
-        deltas.append(clipped.permute(1, 0, 2).reshape(n_users, runs * dims))  # runs side by side per user
+        deltas.append(
+            clipped.permute(1, 0, 2).reshape(n_users, runs * dims)
+        )  # runs side by side per user
     noise = [_noise(rng, runs * dims, method.noise_std(n_silos)) for _ in range(n_silos)]
     everyone = np.ones(n_users, dtype=bool)  # sampling is applied to the updates above, per run
     if method.spec.enhanced_weights and method.user_weights is None:
@@ -232,8 +285,14 @@ def _user_level_round(method: UserLevelMethod, federation: Federation, included:
     return weighted_sum(deltas, method.weights(counts, everyone), noise)
 
 
-def _silo_level_round(method: FedAvgMethod, federation: Federation, included: torch.Tensor, dims: int, norm: float,
-                      rng: torch.Generator) -> torch.Tensor:
+def _silo_level_round(
+    method: FedAvgMethod,
+    federation: Federation,
+    included: torch.Tensor,
+    dims: int,
+    norm: float,
+    rng: torch.Generator,
+) -> torch.Tensor:
     """One round of Algorithm 1 (ULDP-NAIVE, DEFAULT): each silo's summed delta, clipped if private, plus noise."""
     runs = included.shape[0]
     counts = federation.counts
@@ -241,8 +300,13 @@ def _silo_level_round(method: FedAvgMethod, federation: Federation, included: to
     clip = method.hp.clip or 1.0
     total = torch.zeros(runs * dims, dtype=DTYPE)
     for silo in range(n_silos):
-        updates = torch.cat([_background_updates(rng, runs, n_users - included.shape[1], dims, clip),
-                             _canary_updates(included, dims, norm * clip)], dim=1)
+        updates = torch.cat(
+            [
+                _background_updates(rng, runs, n_users - included.shape[1], dims, clip),
+                _canary_updates(included, dims, norm * clip),
+            ],
+            dim=1,
+        )
         delta = (updates * torch.from_numpy(counts[silo] > 0)[None, :, None]).sum(dim=1)
         if method.spec.private:  # then clip is the method's C
             delta = clip_rows(delta, clip)
@@ -250,8 +314,14 @@ def _silo_level_round(method: FedAvgMethod, federation: Federation, included: to
     return total
 
 
-def _dpsgd_round(method: GroupMethod, federation: Federation, included: torch.Tensor, dims: int, norm: float,
-                 rng: torch.Generator) -> torch.Tensor:
+def _dpsgd_round(
+    method: GroupMethod,
+    federation: Federation,
+    included: torch.Tensor,
+    dims: int,
+    norm: float,
+    rng: torch.Generator,
+) -> torch.Tensor:
     """One round of Algorithm 2: each silo's DP-SGD delta along the canaries' coordinates, summed over silos.
 
     Only the canary coordinates are simulated (the other records' gradients lie elsewhere). Per step a kept canary
@@ -262,7 +332,9 @@ def _dpsgd_round(method: GroupMethod, federation: Federation, included: torch.Te
     counts = federation.counts
     n_silos = counts.shape[0]
     hp = method.hp
-    clip, local_lr, sigma = (check_positive(name, getattr(hp, name)) for name in ("clip", "local_lr", "sigma"))
+    clip, local_lr, sigma = (
+        check_positive(name, getattr(hp, name)) for name in ("clip", "local_lr", "sigma")
+    )
     epochs = check_integer("local_epochs", hp.local_epochs)
     gradient = clip_rows(torch.full((1, 1), norm * clip, dtype=DTYPE), clip)[0, 0]
     total = torch.zeros((runs, dims), dtype=DTYPE)
@@ -274,8 +346,11 @@ def _dpsgd_round(method: GroupMethod, federation: Federation, included: torch.Te
         expected_batch = max(1, round(schedule.sample_rate * n_records))
         kept = torch.from_numpy(counts[silo, -m:]).to(DTYPE)
         # the sum over the round's steps of independent Binomial(kept, rate) draws is Binomial(kept * steps, rate)
-        sampled = torch.binomial((kept * schedule.steps).expand(runs, m).contiguous(),
-                                 torch.full((runs, m), schedule.sample_rate, dtype=DTYPE), generator=rng)
+        sampled = torch.binomial(
+            (kept * schedule.steps).expand(runs, m).contiguous(),
+            torch.full((runs, m), schedule.sample_rate, dtype=DTYPE),
+            generator=rng,
+        )
         signal = torch.zeros((runs, dims), dtype=DTYPE)
         signal[:, :m] = sampled * included * gradient
         noise = torch.randn((runs, dims), generator=rng, dtype=DTYPE) * sigma * clip
@@ -283,32 +358,55 @@ def _dpsgd_round(method: GroupMethod, federation: Federation, included: torch.Te
     return total.reshape(-1)
 
 
-def _one_round(method: Method, federation: Federation, included: torch.Tensor, dims: int, norm: float,
-               rng: torch.Generator, round_seed: np.random.SeedSequence, aggregate_fn: AggregateFn) -> torch.Tensor:
+def _one_round(
+    method: Method,
+    federation: Federation,
+    included: torch.Tensor,
+    dims: int,
+    norm: float,
+    rng: torch.Generator,
+    round_seed: np.random.SeedSequence,
+    aggregate_fn: AggregateFn,
+) -> torch.Tensor:
     """One round of the method's own algorithm: 3 (ULDP-SGD/AVG), 2 (ULDP-GROUP-k) or 1 (ULDP-NAIVE, DEFAULT)."""
     if isinstance(method, UserLevelMethod):
-        return _user_level_round(method, federation, included, dims, norm, rng, round_seed, aggregate_fn)
+        return _user_level_round(
+            method, federation, included, dims, norm, rng, round_seed, aggregate_fn
+        )
     if isinstance(method, GroupMethod):
         return _dpsgd_round(method, federation, included, dims, norm, rng)
     if isinstance(method, FedAvgMethod):
         return _silo_level_round(method, federation, included, dims, norm, rng)
-    raise ValueError(f"no crafted round for {type(method).__name__}; the registry's classes have one")
+    raise ValueError(
+        f"no crafted round for {type(method).__name__}; the registry's classes have one"
+    )
 
 
 def _likelihood_terms(method: Method, federation: Federation) -> tuple[float, float, float]:
     """``(scale, mu, q)`` of the likelihood-ratio score: a round's aggregate over ``scale`` has unit noise, and the
     claimed mechanism moves it by ``mu`` in a round that samples the canary (probability ``q``)."""
     if not method.spec.private or not isinstance(method, EveryRecordSiloNoise):
-        raise ValueError(f"the likelihood score needs a Gaussian user-level method (ULDP-NAIVE, -SGD, -AVG), got "
-                         f"{method.spec.name}")
+        raise ValueError(
+            f"the likelihood score needs a Gaussian user-level method (ULDP-NAIVE, -SGD, -AVG), got "
+            f"{method.spec.name}"
+        )
     sigma = check_positive("sigma", method.hp.sigma)
-    scale = math.sqrt(federation.n_silos) * method.noise_std(federation.n_silos)  # sigma times the sensitivity
+    scale = math.sqrt(federation.n_silos) * method.noise_std(
+        federation.n_silos
+    )  # sigma times the sensitivity
     return scale, 1.0 / sigma, float(method.accounting_arguments(federation).get("q", 1.0))
 
 
-def crafted_scores(method: Method, setting: CraftedSetting, included: np.ndarray, *, seed: int,
-                   chunk_runs: int = 20_000, score: str = "sum", aggregate_fn: AggregateFn = aggregate
-                   ) -> tuple[np.ndarray, Federation]:
+def crafted_scores(
+    method: Method,
+    setting: CraftedSetting,
+    included: np.ndarray,
+    *,
+    seed: int,
+    chunk_runs: int = 20_000,
+    score: str = "sum",
+    aggregate_fn: AggregateFn = aggregate,
+) -> tuple[np.ndarray, Federation]:
     """Scores of crafted canaries in independent runs of ``method`` (the server's view, every round).
 
     Args:
@@ -332,33 +430,47 @@ def crafted_scores(method: Method, setting: CraftedSetting, included: np.ndarray
     """
     included = np.asarray(included, dtype=bool)
     if included.ndim != 2 or included.size == 0:
-        raise ValueError(f"included must be a non-empty [runs, canaries] boolean array, got shape {included.shape}")
+        raise ValueError(
+            f"included must be a non-empty [runs, canaries] boolean array, got shape {included.shape}"
+        )
     check_integer("chunk_runs", chunk_runs)
     if score not in SCORES:
         raise ValueError(f"score must be one of {SCORES}, got {score!r}")
     runs, m = included.shape
     root = np.random.SeedSequence(seed)
-    federation = method.prepare(audit_federation(setting, m, seed), seed_stream(root, PREPARE_STREAM))
+    federation = method.prepare(
+        audit_federation(setting, m, seed), seed_stream(root, PREPARE_STREAM)
+    )
     likelihood = _likelihood_terms(method, federation) if score == "likelihood" else None
     dims = m + BACKGROUND_DIMS
     scores = np.zeros((runs, m))
     clip = method.hp.clip or 1.0
     for start in range(0, runs, chunk_runs):
-        block = torch.from_numpy(included[start:start + chunk_runs])
+        block = torch.from_numpy(included[start : start + chunk_runs])
         stream = seed_stream(root, RUNS_STREAM, start)
         rng = torch.Generator().manual_seed(int(stream.generate_state(1)[0]))
         params = torch.zeros(block.shape[0] * dims, dtype=DTYPE)
         for round_index in range(setting.rounds):
-            total = _one_round(method, federation, block, dims, setting.canary_norm, rng,
-                               seed_stream(stream, round_index), aggregate_fn)
-            params = method.server_step(params, total, n_users=federation.n_users, n_silos=federation.n_silos)
+            total = _one_round(
+                method,
+                federation,
+                block,
+                dims,
+                setting.canary_norm,
+                rng,
+                seed_stream(stream, round_index),
+                aggregate_fn,
+            )
+            params = method.server_step(
+                params, total, n_users=federation.n_users, n_silos=federation.n_silos
+            )
             if likelihood is not None:
                 scale, mu, q = likelihood
                 observed = total.reshape(-1, dims)[:, :m].double().numpy() / scale
                 ratio = mu * observed - mu**2 / 2  # log N(mu, 1) / N(0, 1) at the observation
-                scores[start:start + block.shape[0]] += ratio if q >= 1 else np.logaddexp(
-                    math.log1p(-q), math.log(q) + ratio)
+                scores[start : start + block.shape[0]] += (
+                    ratio if q >= 1 else np.logaddexp(math.log1p(-q), math.log(q) + ratio)
+                )
         if likelihood is None:
-            scores[start:start + block.shape[0]] = params.reshape(-1, dims)[:, :m].numpy() / clip
+            scores[start : start + block.shape[0]] = params.reshape(-1, dims)[:, :m].numpy() / clip
     return scores, federation
-

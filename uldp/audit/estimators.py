@@ -44,8 +44,9 @@ if TYPE_CHECKING:
 MAX_THRESHOLDS = 2000
 
 
-def clopper_pearson(successes: np.ndarray | int, trials: np.ndarray | int, *, level: float
-                    ) -> tuple[np.ndarray, np.ndarray]:
+def clopper_pearson(
+    successes: np.ndarray | int, trials: np.ndarray | int, *, level: float
+) -> tuple[np.ndarray, np.ndarray]:
     """One-sided Clopper-Pearson bounds on a binomial proportion, each holding with probability ``1 - level``.
 
     Args:
@@ -65,7 +66,9 @@ def clopper_pearson(successes: np.ndarray | int, trials: np.ndarray | int, *, le
     k = np.asarray(successes, dtype=float)
     n = np.asarray(trials, dtype=float)
     if (n < 1).any() or (k < 0).any() or (k > n).any():
-        raise ValueError(f"need 0 <= successes <= trials and trials >= 1, got {successes!r} of {trials!r}")
+        raise ValueError(
+            f"need 0 <= successes <= trials and trials >= 1, got {successes!r} of {trials!r}"
+        )
     with np.errstate(invalid="ignore"):
         lower = np.where(k > 0, stats.beta.ppf(level, k, n - k + 1), 0.0)
         upper = np.where(k < n, stats.beta.ppf(1 - level, k + 1, n - k), 1.0)
@@ -115,8 +118,9 @@ def _candidate_thresholds(scores_in: np.ndarray, scores_out: np.ndarray, limit: 
     return np.unique(np.concatenate(candidates))
 
 
-def _threshold_bounds(inside: np.ndarray, outside: np.ndarray, thresholds: np.ndarray, *, delta: float,
-                      level: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _threshold_bounds(
+    inside: np.ndarray, outside: np.ndarray, thresholds: np.ndarray, *, delta: float, level: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per direction (rows ``"high"``, ``"low"``) and threshold: the Clopper-Pearson bound on epsilon, the point
     estimate, and the threshold's TPR and FPR (guess "in" when the score is at least the threshold)."""
     n_in, n_out = inside.size, outside.size
@@ -130,8 +134,12 @@ def _threshold_bounds(inside: np.ndarray, outside: np.ndarray, thresholds: np.nd
     denominator = np.stack([fpr_hi, 1 - tpr_lo])
     point_num, point_den = np.stack([tpr - delta, (1 - fpr) - delta]), np.stack([fpr, 1 - tpr])
     with np.errstate(divide="ignore", invalid="ignore"):
-        bounds = np.where(numerator > 0, np.log(np.maximum(numerator, 1e-300) / denominator), -np.inf)
-        estimates = np.where(point_num > 0, np.log(np.maximum(point_num, 1e-300) / point_den), -np.inf)
+        bounds = np.where(
+            numerator > 0, np.log(np.maximum(numerator, 1e-300) / denominator), -np.inf
+        )
+        estimates = np.where(
+            point_num > 0, np.log(np.maximum(point_num, 1e-300) / point_den), -np.inf
+        )
     return bounds, estimates, tpr, fpr
 
 
@@ -140,9 +148,15 @@ def _threshold_bounds(inside: np.ndarray, outside: np.ndarray, thresholds: np.nd
 SELECTION_SHARE = 0.2
 
 
-def many_run_bound(scores_in: Sequence[float] | np.ndarray, scores_out: Sequence[float] | np.ndarray, *,
-                   delta: float, confidence: float = 0.95, max_thresholds: int = MAX_THRESHOLDS,
-                   selection_share: float = SELECTION_SHARE) -> ManyRunBound:
+def many_run_bound(
+    scores_in: Sequence[float] | np.ndarray,
+    scores_out: Sequence[float] | np.ndarray,
+    *,
+    delta: float,
+    confidence: float = 0.95,
+    max_thresholds: int = MAX_THRESHOLDS,
+    selection_share: float = SELECTION_SHARE,
+) -> ManyRunBound:
     """Lower bound on epsilon from runs with the canary (``scores_in``) and without it (``scores_out``).
 
     For a threshold ``t`` the attack guesses "in" when the score is at least ``t``. (epsilon, delta)-DP implies
@@ -189,19 +203,34 @@ def many_run_bound(scores_in: Sequence[float] | np.ndarray, scores_out: Sequence
     outside = np.asarray(scores_out, dtype=float).ravel()
     for name, sample in (("scores_in", inside), ("scores_out", outside)):
         if sample.size < 2 or not np.isfinite(sample).all():
-            raise ValueError(f"{name} must be an array of at least two finite scores, got {sample.size} values")
+            raise ValueError(
+                f"{name} must be an array of at least two finite scores, got {sample.size} values"
+            )
     level = (1 - confidence) / 2
     held_in = min(inside.size - 1, max(1, round(share * inside.size)))
     held_out = min(outside.size - 1, max(1, round(share * outside.size)))
     thresholds = _candidate_thresholds(inside[:held_in], outside[:held_out], max_thresholds)
-    chosen, _, _, _ = _threshold_bounds(inside[:held_in], outside[:held_out], thresholds, delta=delta, level=level)
+    chosen, _, _, _ = _threshold_bounds(
+        inside[:held_in], outside[:held_out], thresholds, delta=delta, level=level
+    )
     direction, index = np.unravel_index(int(np.argmax(chosen)), chosen.shape)
-    threshold = thresholds[index: index + 1]
-    bounds, estimates, tpr, fpr = _threshold_bounds(inside[held_in:], outside[held_out:], threshold, delta=delta,
-                                                    level=level)
-    return ManyRunBound(max(0.0, float(bounds[direction, 0])), float(estimates[direction, 0]), float(threshold[0]),
-                        ("high", "low")[direction], float(tpr[0]), float(fpr[0]), inside.size - held_in,
-                        outside.size - held_out, confidence, delta, held_in + held_out)
+    threshold = thresholds[index : index + 1]
+    bounds, estimates, tpr, fpr = _threshold_bounds(
+        inside[held_in:], outside[held_out:], threshold, delta=delta, level=level
+    )
+    return ManyRunBound(
+        max(0.0, float(bounds[direction, 0])),
+        float(estimates[direction, 0]),
+        float(threshold[0]),
+        ("high", "low")[direction],
+        float(tpr[0]),
+        float(fpr[0]),
+        inside.size - held_in,
+        outside.size - held_out,
+        confidence,
+        delta,
+        held_in + held_out,
+    )
 
 
 @dataclass(frozen=True)
@@ -230,8 +259,13 @@ class GaussianBound:
     delta: float
 
 
-def gaussian_dp_bound(scores_in: Sequence[float] | np.ndarray, scores_out: Sequence[float] | np.ndarray, *,
-                      delta: float, confidence: float = 0.95) -> GaussianBound:
+def gaussian_dp_bound(
+    scores_in: Sequence[float] | np.ndarray,
+    scores_out: Sequence[float] | np.ndarray,
+    *,
+    delta: float,
+    confidence: float = 0.95,
+) -> GaussianBound:
     """Lower bound on epsilon when the scores are Gaussian: a confidence bound on ``mu`` of mu-GDP, then its epsilon.
 
     The f-DP route of Nasr et al. 2023 ("Tight auditing of differentially private machine learning", USENIX
@@ -272,27 +306,46 @@ def gaussian_dp_bound(scores_in: Sequence[float] | np.ndarray, scores_out: Seque
     outside = np.asarray(scores_out, dtype=float).ravel()
     for name, sample in (("scores_in", inside), ("scores_out", outside)):
         if sample.size < 2 or not np.isfinite(sample).all():
-            raise ValueError(f"{name} must be an array of at least two finite scores, got {sample.size} values")
+            raise ValueError(
+                f"{name} must be an array of at least two finite scores, got {sample.size} values"
+            )
     n_in, n_out = inside.size, outside.size
     freedom = n_in + n_out - 2
-    spread = math.sqrt((inside.var(ddof=1) * (n_in - 1) + outside.var(ddof=1) * (n_out - 1)) / freedom)
+    spread = math.sqrt(
+        (inside.var(ddof=1) * (n_in - 1) + outside.var(ddof=1) * (n_out - 1)) / freedom
+    )
     if spread == 0:
-        raise ValueError("the scores have no spread: a Gaussian mechanism's scores vary; use many_run_bound")
+        raise ValueError(
+            "the scores have no spread: a Gaussian mechanism's scores vary; use many_run_bound"
+        )
     mu_hat = (inside.mean() - outside.mean()) / spread
     scale = math.sqrt(n_in * n_out / (n_in + n_out))
     observed, alpha = mu_hat * scale, 1 - confidence
     mu_lower = 0.0
     if stats.nct.sf(observed, freedom, 0.0) < alpha:  # else mu = 0 is not rejected: the bound is 0
         high = observed + 10 * (1 + abs(observed) / math.sqrt(2 * freedom))
-        noncentrality = optimize.brentq(lambda nc: stats.nct.sf(observed, freedom, nc) - alpha, 0.0, high,
-                                        xtol=1e-10 * max(1.0, observed))
+        noncentrality = optimize.brentq(
+            lambda nc: stats.nct.sf(observed, freedom, nc) - alpha,
+            0.0,
+            high,
+            xtol=1e-10 * max(1.0, observed),
+        )
         mu_lower = noncentrality / scale
-    return GaussianBound(gaussian_epsilon(mu=mu_lower, delta=delta), mu_lower, float(mu_hat),
-                         gaussian_epsilon(mu=max(0.0, float(mu_hat)), delta=delta), n_in, n_out, confidence, delta)
+    return GaussianBound(
+        gaussian_epsilon(mu=mu_lower, delta=delta),
+        mu_lower,
+        float(mu_hat),
+        gaussian_epsilon(mu=max(0.0, float(mu_hat)), delta=delta),
+        n_in,
+        n_out,
+        confidence,
+        delta,
+    )
 
 
-def roc_curve(scores_in: Sequence[float] | np.ndarray, scores_out: Sequence[float] | np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray]:
+def roc_curve(
+    scores_in: Sequence[float] | np.ndarray, scores_out: Sequence[float] | np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """The attack's ROC curve (guess "in" when the score is at least a threshold), every distinct threshold.
 
     Returns:
@@ -403,8 +456,14 @@ class OneRunBound:
     delta: float
 
 
-def one_run_bound(scores: Sequence[float] | np.ndarray, included: Sequence[bool] | np.ndarray, *,
-                  guesses: Sequence[int] | int, delta: float, confidence: float = 0.95) -> OneRunBound:
+def one_run_bound(
+    scores: Sequence[float] | np.ndarray,
+    included: Sequence[bool] | np.ndarray,
+    *,
+    guesses: Sequence[int] | int,
+    delta: float,
+    confidence: float = 0.95,
+) -> OneRunBound:
     """Steinke et al.'s one-run audit: guess "in" for the ``k`` highest scores and "out" for the ``k`` lowest.
 
     Each candidate ``k`` in ``guesses`` (fixed before looking at the scores) gives ``r = 2k`` guesses; the
@@ -427,9 +486,13 @@ def one_run_bound(scores: Sequence[float] | np.ndarray, included: Sequence[bool]
     scores = np.asarray(scores, dtype=float).ravel()
     included = np.asarray(included, dtype=bool).ravel()
     if scores.size != included.size or scores.size < 2 or not np.isfinite(scores).all():
-        raise ValueError(f"need finite scores and inclusion flags of one length >= 2, got {scores.size} and "
-                         f"{included.size}")
-    candidates = [check_integer("guesses", k, maximum=scores.size // 2) for k in np.atleast_1d(guesses)]
+        raise ValueError(
+            f"need finite scores and inclusion flags of one length >= 2, got {scores.size} and "
+            f"{included.size}"
+        )
+    candidates = [
+        check_integer("guesses", k, maximum=scores.size // 2) for k in np.atleast_1d(guesses)
+    ]
     confidence = check_number("confidence", confidence, above=0, below=1)
     each = 1 - (1 - confidence) / len(candidates)
     order = np.argsort(scores, kind="stable")

@@ -73,18 +73,37 @@ LEVELS = ("user", "user-2", "record")
 #: Profiles of the audit jobs (the chapter's parameter).
 PROFILES = ("smoke", "default")
 #: Hyperparameters of crafted audits (``sigma`` is calibrated per job to the claimed epsilon).
-CRAFTED_HP = Hyperparameters(global_lr=1.0, local_lr=0.1, local_epochs=1, batch_size=16, clip=1.0, sigma=1.0)
+CRAFTED_HP = Hyperparameters(
+    global_lr=1.0, local_lr=0.1, local_epochs=1, batch_size=16, clip=1.0, sigma=1.0
+)
 #: False-positive rates at which stored ROC curves keep their true-positive rate (log-spaced, for log axes).
 ROC_FPR = tuple(float(f) for f in np.geomspace(1e-6, 1.0, 61))
 #: (method, claim) audited by the chapter: record-level DP-SGD (ULDP-GROUP with every record kept, its
 #: record-level epsilon) and the three user-level methods; DEFAULT has no claim.
-AUDITED: tuple[tuple[str, str], ...] = (("ULDP-GROUP-max", "record"), ("ULDP-NAIVE", "user"), ("ULDP-AVG", "user"),
-                                        ("ULDP-AVG-w", "user"))
+AUDITED: tuple[tuple[str, str], ...] = (
+    ("ULDP-GROUP-max", "record"),
+    ("ULDP-NAIVE", "user"),
+    ("ULDP-AVG", "user"),
+    ("ULDP-AVG-w", "user"),
+)
 
 
-def job(method: str, *, claim: str | None, epsilon: float | None, canary: str = "crafted", level: str = "user",
-        estimator: str = "many", runs: int, canaries: int = 1, seed: int = 0, delta: float = 1e-5,
-        confidence: float = 0.95, q: float = 1.0, aggregation: str = "plain") -> dict[str, Any]:
+def job(
+    method: str,
+    *,
+    claim: str | None,
+    epsilon: float | None,
+    canary: str = "crafted",
+    level: str = "user",
+    estimator: str = "many",
+    runs: int,
+    canaries: int = 1,
+    seed: int = 0,
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+    q: float = 1.0,
+    aggregation: str = "plain",
+) -> dict[str, Any]:
     """The JSON mapping of one audit job (validated).
 
     Args:
@@ -105,37 +124,65 @@ def job(method: str, *, claim: str | None, epsilon: float | None, canary: str = 
     Raises:
         ValueError: A value out of its allowed set, or a claim without epsilon (or the reverse).
     """
-    spec = make_method(method, replace(CRAFTED_HP, q=check_rate("q", q))).spec  # in the registry, q allowed
-    for name, value, allowed in (("claim", claim, ("user", "record", None)), ("canary", canary, ("crafted", "natural")),
-                                 ("level", level, LEVELS), ("estimator", estimator, ("many", "one")),
-                                 ("aggregation", aggregation, AGGREGATIONS)):
+    spec = make_method(
+        method, replace(CRAFTED_HP, q=check_rate("q", q))
+    ).spec  # in the registry, q allowed
+    for name, value, allowed in (
+        ("claim", claim, ("user", "record", None)),
+        ("canary", canary, ("crafted", "natural")),
+        ("level", level, LEVELS),
+        ("estimator", estimator, ("many", "one")),
+        ("aggregation", aggregation, AGGREGATIONS),
+    ):
         if value not in allowed:
             raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
     if (claim is None) != (epsilon is None):
-        raise ValueError(f"give both claim and epsilon or neither, got claim={claim!r}, epsilon={epsilon!r}")
+        raise ValueError(
+            f"give both claim and epsilon or neither, got claim={claim!r}, epsilon={epsilon!r}"
+        )
     if canary == "natural" and estimator != "one":
         raise ValueError("natural canaries use the one-run estimator (estimator='one')")
     if estimator == "many" and canaries != 1:
-        raise ValueError(f"the many-run estimator audits one canary per run, got canaries={canaries!r}")
+        raise ValueError(
+            f"the many-run estimator audits one canary per run, got canaries={canaries!r}"
+        )
     if canary == "natural" and (q != 1 or aggregation != "plain"):
-        raise ValueError(f"natural canaries are audited without sampling or Protocol 1, got q={q!r}, "
-                         f"aggregation={aggregation!r}")
+        raise ValueError(
+            f"natural canaries are audited without sampling or Protocol 1, got q={q!r}, "
+            f"aggregation={aggregation!r}"
+        )
     if aggregation == "protocol1" and not spec.enhanced_weights:
-        raise ValueError(f"Protocol 1 aggregates enhanced weights (ULDP-SGD-w, ULDP-AVG-w), not {method}")
+        raise ValueError(
+            f"Protocol 1 aggregates enhanced weights (ULDP-SGD-w, ULDP-AVG-w), not {method}"
+        )
     check_integer("runs", runs)
     check_integer("canaries", canaries)
     check_integer("seed", seed, minimum=0)
     check_delta(delta)
     check_number("confidence", confidence, above=0, below=1)
-    return {"method": method, "claim": claim, "epsilon": epsilon, "canary": canary, "level": level,
-            "estimator": estimator, "runs": runs, "canaries": canaries, "seed": seed, "delta": delta,
-            "confidence": confidence, "q": q, "aggregation": aggregation}
+    return {
+        "method": method,
+        "claim": claim,
+        "epsilon": epsilon,
+        "canary": canary,
+        "level": level,
+        "estimator": estimator,
+        "runs": runs,
+        "canaries": canaries,
+        "seed": seed,
+        "delta": delta,
+        "confidence": confidence,
+        "q": q,
+        "aggregation": aggregation,
+    }
 
 
 def protocol_aggregator(method: Method) -> AggregateFn:
     """Protocol 1 (:class:`uldp.secure.SecureAggregator`, test-size keys :data:`AUDIT_PROTOCOL`) with the method's
     public bounds C and sigma: the aggregation an audit through the protocol uses (the server's decrypted sum)."""
-    from uldp.secure import SecureAggregator  # the ``secure`` extra (phe, gmpy2), needed on this path only
+    from uldp.secure import (
+        SecureAggregator,
+    )  # the ``secure`` extra (phe, gmpy2), needed on this path only
 
     return SecureAggregator(AUDIT_PROTOCOL, clip=method.hp.clip, sigma=method.hp.sigma)
 
@@ -145,21 +192,31 @@ def gaussian_scores(method: Method, params: Mapping[str, Any]) -> bool:
     private method whose noise is one Gaussian per round (not ULDP-GROUP-k's DP-SGD sampling), without user
     sampling, and with several canaries per run only for user-level methods (ULDP-NAIVE clips a silo's summed
     delta, which couples the canaries)."""
-    return (params["canary"] == "crafted" and params["claim"] is not None and params["q"] == 1
-            and not isinstance(method, GroupMethod)
-            and (params["canaries"] == 1 or isinstance(method, UserLevelMethod)))
+    return (
+        params["canary"] == "crafted"
+        and params["claim"] is not None
+        and params["q"] == 1
+        and not isinstance(method, GroupMethod)
+        and (params["canaries"] == 1 or isinstance(method, UserLevelMethod))
+    )
 
 
 def crafted_setting(level: str) -> CraftedSetting:
     """The crafted audit's federation (3 silos) and canary of ``level`` (one of :data:`LEVELS`)."""
-    return {"user": CraftedSetting(), "user-2": CraftedSetting(canary_silos=2),
-            "record": CraftedSetting(canary_records=1, canary_silos=1)}[level]
+    return {
+        "user": CraftedSetting(),
+        "user-2": CraftedSetting(canary_silos=2),
+        "record": CraftedSetting(canary_records=1, canary_silos=1),
+    }[level]
 
 
 def natural_setting(level: str) -> NaturalSetting:
     """The natural audit's federation (synthetic data, 3 silos) and canary of ``level`` (one of :data:`LEVELS`)."""
-    return {"user": NaturalSetting(), "user-2": NaturalSetting(canary_silos=2),
-            "record": NaturalSetting(canary_records=1, canary_silos=1)}[level]
+    return {
+        "user": NaturalSetting(),
+        "user-2": NaturalSetting(canary_silos=2),
+        "record": NaturalSetting(canary_records=1, canary_silos=1),
+    }[level]
 
 
 def _roc(scores_in: np.ndarray, scores_out: np.ndarray) -> list[float]:
@@ -193,50 +250,107 @@ def run_job(params: Mapping[str, Any]) -> dict[str, Any]:
     else:
         setting = natural_setting(level)
         federation = natural_federation(method_name, setting, seed)
-        hp = replace(setting.config(method_name, sigma=None if claim is None else 1.0, seed=seed).hyperparameters(),
-                     delta=params["delta"])
+        hp = replace(
+            setting.config(
+                method_name, sigma=None if claim is None else 1.0, seed=seed
+            ).hyperparameters(),
+            delta=params["delta"],
+        )
         rounds = setting.rounds
     sigma = None
     if claim is not None:
-        sigma = calibrate_sigma(method_name, hp, federation, rounds=rounds, epsilon=params["epsilon"], claim=claim,
-                                seed=seed)
+        sigma = calibrate_sigma(
+            method_name,
+            hp,
+            federation,
+            rounds=rounds,
+            epsilon=params["epsilon"],
+            claim=claim,
+            seed=seed,
+        )
         hp = replace(hp, sigma=sigma)
     method = make_method(method_name, hp)
     if isinstance(setting, CraftedSetting):
         included = rng.random((params["runs"], params["canaries"])) < 0.5
-        aggregate_fn = protocol_aggregator(method) if params["aggregation"] == "protocol1" else aggregate
-        scores, prepared = crafted_scores(method, setting, included, seed=seed, aggregate_fn=aggregate_fn,
-                                          score="likelihood" if params["q"] < 1 else "sum")
+        aggregate_fn = (
+            protocol_aggregator(method) if params["aggregation"] == "protocol1" else aggregate
+        )
+        scores, prepared = crafted_scores(
+            method,
+            setting,
+            included,
+            seed=seed,
+            aggregate_fn=aggregate_fn,
+            score="likelihood" if params["q"] < 1 else "sum",
+        )
     else:
-        scores, included = natural_scores(method_name, setting, runs=params["runs"], sigma=sigma, seed=seed)
+        scores, included = natural_scores(
+            method_name, setting, runs=params["runs"], sigma=sigma, seed=seed
+        )
         scores = standardised(scores)
-        prepared = method.prepare(federation, seed_stream(np.random.SeedSequence(seed), PREPARE_STREAM))
+        prepared = method.prepare(
+            federation, seed_stream(np.random.SeedSequence(seed), PREPARE_STREAM)
+        )
     claimed = tight = None
     if claim is not None:
         claimed = claimed_epsilon(method, prepared, rounds, claim)
         tight = claimed_epsilon(method, prepared, rounds, claim, accountant="pld")
     inside, outside = scores[included], scores[~included]
-    result: dict[str, Any] = {"sigma": sigma, "claimed_epsilon": claimed, "tight_epsilon": tight,
-                              "setting": asdict(setting), "n_in": int(inside.size), "n_out": int(outside.size)}
+    result: dict[str, Any] = {
+        "sigma": sigma,
+        "claimed_epsilon": claimed,
+        "tight_epsilon": tight,
+        "setting": asdict(setting),
+        "n_in": int(inside.size),
+        "n_out": int(outside.size),
+    }
     if gaussian_scores(method, params):
-        gaussian = gaussian_dp_bound(inside, outside, delta=params["delta"], confidence=params["confidence"])
-        result.update(gaussian_lb=gaussian.epsilon, mu_lower=gaussian.mu_lower, mu_estimate=gaussian.mu_estimate,
-                      gaussian_estimate=gaussian.estimate)
+        gaussian = gaussian_dp_bound(
+            inside, outside, delta=params["delta"], confidence=params["confidence"]
+        )
+        result.update(
+            gaussian_lb=gaussian.epsilon,
+            mu_lower=gaussian.mu_lower,
+            mu_estimate=gaussian.mu_estimate,
+            gaussian_estimate=gaussian.estimate,
+        )
     if params["estimator"] == "many":
-        many = many_run_bound(inside, outside, delta=params["delta"], confidence=params["confidence"])
-        result.update(epsilon_lb=many.epsilon, estimate=many.estimate, threshold=many.threshold,
-                      direction=many.direction, tpr=many.tpr, fpr=many.fpr, selection_runs=many.selection_runs)
+        many = many_run_bound(
+            inside, outside, delta=params["delta"], confidence=params["confidence"]
+        )
+        result.update(
+            epsilon_lb=many.epsilon,
+            estimate=many.estimate,
+            threshold=many.threshold,
+            direction=many.direction,
+            tpr=many.tpr,
+            fpr=many.fpr,
+            selection_runs=many.selection_runs,
+        )
     else:
         slots = scores.size
         candidates = sorted({max(1, slots // d) for d in (100, 20, 6)})
-        one = one_run_bound(scores.ravel(), included.ravel(), guesses=candidates, delta=params["delta"],
-                            confidence=params["confidence"])
-        result.update(epsilon_lb=one.epsilon, guesses=one.guesses, correct=one.correct,
-                      guess_candidates=candidates)
+        one = one_run_bound(
+            scores.ravel(),
+            included.ravel(),
+            guesses=candidates,
+            delta=params["delta"],
+            confidence=params["confidence"],
+        )
+        result.update(
+            epsilon_lb=one.epsilon,
+            guesses=one.guesses,
+            correct=one.correct,
+            guess_candidates=candidates,
+        )
     result["estimate"] = _finite(result.get("estimate"))
     seconds = time.perf_counter() - started
-    result.update(roc_fpr=list(ROC_FPR), roc_tpr=_roc(inside, outside), seconds=round(seconds, 3),
-                  runs_per_minute=round(60 * params["runs"] / seconds, 1))
+    result.update(
+        roc_fpr=list(ROC_FPR),
+        roc_tpr=_roc(inside, outside),
+        seconds=round(seconds, 3),
+        runs_per_minute=round(60 * params["runs"] / seconds, 1),
+    )
     return result
 
 
@@ -268,15 +382,31 @@ def read_stored(path: Path) -> dict | None:
     try:
         check_stored(payload, key=Path(path).stem)
     except ValueError as error:
-        raise ValueError(f"stored audit {path} is malformed: {error}; delete it to run it again") from None
+        raise ValueError(
+            f"stored audit {path} is malformed: {error}; delete it to run it again"
+        ) from None
     return payload
 
 
 #: The result fields of every audit, and those of each estimator (:func:`run_job`).
-RESULT_FIELDS = ("sigma", "claimed_epsilon", "tight_epsilon", "setting", "n_in", "n_out", "epsilon_lb", "estimate",
-                 "roc_fpr", "roc_tpr", "seconds", "runs_per_minute")
-ESTIMATOR_FIELDS = {"many": ("threshold", "direction", "tpr", "fpr", "selection_runs"),
-                    "one": ("guesses", "correct", "guess_candidates")}
+RESULT_FIELDS = (
+    "sigma",
+    "claimed_epsilon",
+    "tight_epsilon",
+    "setting",
+    "n_in",
+    "n_out",
+    "epsilon_lb",
+    "estimate",
+    "roc_fpr",
+    "roc_tpr",
+    "seconds",
+    "runs_per_minute",
+)
+ESTIMATOR_FIELDS = {
+    "many": ("threshold", "direction", "tpr", "fpr", "selection_runs"),
+    "one": ("guesses", "correct", "guess_candidates"),
+}
 #: The fields of the Gaussian-DP bound, all present where the audit's scores are Gaussian (:func:`gaussian_scores`).
 GAUSSIAN_FIELDS = ("gaussian_lb", "mu_lower", "mu_estimate", "gaussian_estimate")
 
@@ -293,8 +423,10 @@ def check_stored(payload: Mapping[str, Any], *, key: str) -> None:
             and file name that disagree.
     """
     if set(payload) != {"schema", "key", "params", "result", "provenance"}:
-        raise ValueError(f"the file must hold schema, key, params, result and provenance, got "
-                         f"{', '.join(sorted(map(str, payload)))[:120]}")
+        raise ValueError(
+            f"the file must hold schema, key, params, result and provenance, got "
+            f"{', '.join(sorted(map(str, payload)))[:120]}"
+        )
     params, result, provenance = payload["params"], payload["result"], payload["provenance"]
     try:
         valid = isinstance(params, dict) and job(**params) == params
@@ -303,41 +435,65 @@ def check_stored(payload: Mapping[str, Any], *, key: str) -> None:
     if not valid:
         raise ValueError(f"params must be a job's arguments, got {str(params)[:80]}")
     if not payload["key"] == key == config_hash(params):
-        raise ValueError(f"its key {str(payload['key'])[:20]!r}, file name {key!r} and job (key {config_hash(params)}) "
-                         f"disagree")
+        raise ValueError(
+            f"its key {str(payload['key'])[:20]!r}, file name {key!r} and job (key {config_hash(params)}) "
+            f"disagree"
+        )
     if not isinstance(provenance, dict):
         raise ValueError(f"provenance must be an object, got {str(provenance)[:40]}")
     check_number("provenance.wall_seconds", provenance.get("wall_seconds"), at_least=0, finite=True)
     expected = (*RESULT_FIELDS, *ESTIMATOR_FIELDS[params["estimator"]])
     if not isinstance(result, dict) or set(result) - set(GAUSSIAN_FIELDS) != set(expected):
-        raise ValueError(f"result must be an object of {', '.join(expected)}, got {str(result)[:80]}")
+        raise ValueError(
+            f"result must be an object of {', '.join(expected)}, got {str(result)[:80]}"
+        )
     gaussian = set(result) & set(GAUSSIAN_FIELDS)
     if gaussian and gaussian != set(GAUSSIAN_FIELDS):
-        raise ValueError(f"result must hold all of {', '.join(GAUSSIAN_FIELDS)} or none, got {', '.join(gaussian)}")
+        raise ValueError(
+            f"result must hold all of {', '.join(GAUSSIAN_FIELDS)} or none, got {', '.join(gaussian)}"
+        )
     for name in gaussian:
         if result[name] not in ("inf", "-inf"):
             check_number(f"result.{name}", result[name])
-    for name in ("sigma", "claimed_epsilon", "tight_epsilon"):  # each exactly when the job has a claim
+    for name in (
+        "sigma",
+        "claimed_epsilon",
+        "tight_epsilon",
+    ):  # each exactly when the job has a claim
         if params["claim"] is None and result[name] is not None:
-            raise ValueError(f"result.{name} must be null for a job without a claim, got {result[name]!r:.40}")
+            raise ValueError(
+                f"result.{name} must be null for a job without a claim, got {result[name]!r:.40}"
+            )
         if params["claim"] is not None:
-            check_number(f"result.{name}", result[name], above=0 if name == "sigma" else None,
-                         at_least=None if name == "sigma" else 0, finite=True)
+            check_number(
+                f"result.{name}",
+                result[name],
+                above=0 if name == "sigma" else None,
+                at_least=None if name == "sigma" else 0,
+                finite=True,
+            )
     setting = result["setting"]
     if not isinstance(setting, dict) or not all(
-            value is None or isinstance(value, (str, int, float)) for value in setting.values()):
-        raise ValueError(f"result.setting must be an object of numbers and strings, got {str(setting)[:80]}")
+        value is None or isinstance(value, (str, int, float)) for value in setting.values()
+    ):
+        raise ValueError(
+            f"result.setting must be an object of numbers and strings, got {str(setting)[:80]}"
+        )
     for name in ("n_in", "n_out"):
         check_integer(f"result.{name}", result[name], minimum=0)
     check_number("result.epsilon_lb", result["epsilon_lb"], finite=True)
     if result["estimate"] not in (None, "inf", "-inf"):
         check_number("result.estimate", result["estimate"], finite=True)
     if result["roc_fpr"] != list(ROC_FPR):
-        raise ValueError(f"result.roc_fpr must be the {len(ROC_FPR)} stored rates ROC_FPR, got "
-                         f"{str(result['roc_fpr'])[:60]}")
+        raise ValueError(
+            f"result.roc_fpr must be the {len(ROC_FPR)} stored rates ROC_FPR, got "
+            f"{str(result['roc_fpr'])[:60]}"
+        )
     tpr = result["roc_tpr"]
     if not isinstance(tpr, list) or len(tpr) != len(ROC_FPR):
-        raise ValueError(f"result.roc_tpr must be a list of {len(ROC_FPR)} rates, got {str(tpr)[:60]}")
+        raise ValueError(
+            f"result.roc_tpr must be a list of {len(ROC_FPR)} rates, got {str(tpr)[:60]}"
+        )
     for rate in tpr:
         check_number("result.roc_tpr", rate, at_least=0, at_most=1)
     for name in ("seconds", "runs_per_minute"):
@@ -345,7 +501,9 @@ def check_stored(payload: Mapping[str, Any], *, key: str) -> None:
     if params["estimator"] == "many":
         check_number("result.threshold", result["threshold"])
         if result["direction"] not in ("high", "low"):
-            raise ValueError(f"result.direction must be 'high' or 'low', got {result['direction']!r:.40}")
+            raise ValueError(
+                f"result.direction must be 'high' or 'low', got {result['direction']!r:.40}"
+            )
         for name in ("tpr", "fpr"):
             check_number(f"result.{name}", result[name], at_least=0, at_most=1)
         check_integer("result.selection_runs", result["selection_runs"], minimum=0)
@@ -354,13 +512,16 @@ def check_stored(payload: Mapping[str, Any], *, key: str) -> None:
     check_integer("result.correct", result["correct"], minimum=0, maximum=guesses)
     candidates = result["guess_candidates"]
     if not isinstance(candidates, list) or not candidates:
-        raise ValueError(f"result.guess_candidates must be a non-empty list, got {str(candidates)[:60]}")
+        raise ValueError(
+            f"result.guess_candidates must be a non-empty list, got {str(candidates)[:60]}"
+        )
     for candidate in candidates:
         check_integer("result.guess_candidates", candidate)
 
 
-def run_jobs(jobs: Iterable[Mapping[str, Any]], root: Path | str, *, command: str,
-             progress: bool = False) -> list[dict]:
+def run_jobs(
+    jobs: Iterable[Mapping[str, Any]], root: Path | str, *, command: str, progress: bool = False
+) -> list[dict]:
     """Run the jobs not yet stored under ``root`` (resuming), store each atomically, return every payload.
 
     Args:
@@ -382,12 +543,24 @@ def run_jobs(jobs: Iterable[Mapping[str, Any]], root: Path | str, *, command: st
         if payload is None:
             started = time.perf_counter()
             result = run_job(params)
-            payload = {"schema": SCHEMA_VERSION, "key": key, "params": params, "result": result,
-                       "provenance": {**base, "date": _now(), "wall_seconds": round(time.perf_counter() - started, 3)}}
+            payload = {
+                "schema": SCHEMA_VERSION,
+                "key": key,
+                "params": params,
+                "result": result,
+                "provenance": {
+                    **base,
+                    "date": _now(),
+                    "wall_seconds": round(time.perf_counter() - started, 3),
+                },
+            }
             write_json_atomic(path, payload)
             if progress:
-                print(f"{params['method']} {params['canary']} {params['estimator']} eps={params['epsilon']}: "
-                      f"lb {result['epsilon_lb']:.3f} ({result['seconds']:.0f} s)", flush=True)
+                print(
+                    f"{params['method']} {params['canary']} {params['estimator']} eps={params['epsilon']}: "
+                    f"lb {result['epsilon_lb']:.3f} ({result['seconds']:.0f} s)",
+                    flush=True,
+                )
         payloads.append(payload)
     return payloads
 
@@ -424,17 +597,44 @@ def profile_jobs(profile: str) -> list[dict[str, Any]]:
     jobs.append(job("DEFAULT", claim=None, epsilon=None, runs=many))
     for q in SAMPLING_RATES:
         jobs.append(job("ULDP-AVG-w", claim="user", epsilon=4.0, runs=many, q=q))
-    jobs.append(job("ULDP-AVG-w", claim="user", epsilon=4.0, estimator="one", runs=1,
-                    canaries=40 if smoke else 600, aggregation="protocol1"))
+    jobs.append(
+        job(
+            "ULDP-AVG-w",
+            claim="user",
+            epsilon=4.0,
+            estimator="one",
+            runs=1,
+            canaries=40 if smoke else 600,
+            aggregation="protocol1",
+        )
+    )
     for method, claim in AUDITED:
-        jobs.append(job(method, claim=claim, epsilon=4.0, estimator="one", runs=1, canaries=300 if smoke else 2000))
+        jobs.append(
+            job(
+                method,
+                claim=claim,
+                epsilon=4.0,
+                estimator="one",
+                runs=1,
+                canaries=300 if smoke else 2000,
+            )
+        )
     for method, claim in (("ULDP-GROUP-max", "record"), ("ULDP-AVG", "user")):
         jobs.append(job(method, claim=claim, epsilon=4.0, level="record", runs=many))
     for method in ("ULDP-AVG", "ULDP-AVG-w"):
         jobs.append(job(method, claim="user", epsilon=4.0, level="user-2", runs=many))
     for method, claim in (*AUDITED, ("DEFAULT", None)):
-        jobs.append(job(method, claim=claim, epsilon=None if claim is None else 4.0, canary="natural",
-                        estimator="one", runs=1 if smoke else 10, canaries=8))
+        jobs.append(
+            job(
+                method,
+                claim=claim,
+                epsilon=None if claim is None else 4.0,
+                canary="natural",
+                estimator="one",
+                runs=1 if smoke else 10,
+                canaries=8,
+            )
+        )
     return jobs
 
 

@@ -68,22 +68,44 @@ class NaturalSetting:
     canary_silos: int = 3
 
     def __post_init__(self) -> None:
-        for name in ("n_users", "n_silos", "rounds", "local_epochs", "max_train_records", "canaries",
-                     "canary_records"):
+        for name in (
+            "n_users",
+            "n_silos",
+            "rounds",
+            "local_epochs",
+            "max_train_records",
+            "canaries",
+            "canary_records",
+        ):
             check_integer(name, getattr(self, name))
         check_integer("canary_silos", self.canary_silos, maximum=self.n_silos)
         check_positive("local_lr", self.local_lr)
 
     def config(self, method: str, *, sigma: float | None, seed: int) -> RunConfig:
         """The :class:`~uldp.simulation.RunConfig` of one run (the paper's other hyperparameters)."""
-        return RunConfig(dataset=self.dataset, method=method, n_users=self.n_users, rounds=self.rounds, seed=seed,
-                         n_silos=self.n_silos, local_epochs=self.local_epochs, local_lr=self.local_lr,
-                         global_lr=self.global_lr, clip=self.clip, sigma=sigma,
-                         max_train_records=self.max_train_records)
+        return RunConfig(
+            dataset=self.dataset,
+            method=method,
+            n_users=self.n_users,
+            rounds=self.rounds,
+            seed=seed,
+            n_silos=self.n_silos,
+            local_epochs=self.local_epochs,
+            local_lr=self.local_lr,
+            global_lr=self.global_lr,
+            clip=self.clip,
+            sigma=sigma,
+            max_train_records=self.max_train_records,
+        )
 
 
-def with_canaries(federation: Federation, x: torch.Tensor, y: torch.Tensor, included: np.ndarray,
-                  setting: NaturalSetting) -> Federation:
+def with_canaries(
+    federation: Federation,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    included: np.ndarray,
+    setting: NaturalSetting,
+) -> Federation:
     """``federation`` plus the included canaries' records: canary ``j`` is user ``|U| + j``.
 
     ``x``, ``y``: ``[m, k, r, ...]`` every canary's records per silo. Excluded canaries keep their user id with no
@@ -95,14 +117,26 @@ def with_canaries(federation: Federation, x: torch.Tensor, y: torch.Tensor, incl
     silos = np.tile(np.repeat(np.arange(k), r), chosen.size)
     index = torch.from_numpy(chosen)
     allocation = federation.allocation
-    joined = Allocation(np.concatenate([allocation.user, users]), np.concatenate([allocation.silo, silos]),
-                        federation.n_users + m, federation.n_silos, allocation.scheme, allocation.seed)
-    return Federation(federation.model, federation.loss_fn,
-                      torch.cat([federation.x, x[index].reshape(-1, *x.shape[3:])]),
-                      torch.cat([federation.y, y[index].reshape(-1)]), joined)
+    joined = Allocation(
+        np.concatenate([allocation.user, users]),
+        np.concatenate([allocation.silo, silos]),
+        federation.n_users + m,
+        federation.n_silos,
+        allocation.scheme,
+        allocation.seed,
+    )
+    return Federation(
+        federation.model,
+        federation.loss_fn,
+        torch.cat([federation.x, x[index].reshape(-1, *x.shape[3:])]),
+        torch.cat([federation.y, y[index].reshape(-1)]),
+        joined,
+    )
 
 
-def canary_records(data: FederatedDataset, setting: NaturalSetting, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def canary_records(
+    data: FederatedDataset, setting: NaturalSetting, seed: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``[m, k, r, ...]`` test records with flipped labels, drawn without replacement from the run's seed among the
     test records farthest from the test set's mean (real records, but atypical ones: the most exposed)."""
     shape = (setting.canaries, setting.canary_silos, setting.canary_records)
@@ -111,16 +145,26 @@ def canary_records(data: FederatedDataset, setting: NaturalSetting, seed: int) -
     distance = (flat - flat.mean(dim=0)).norm(dim=1)
     pool = torch.argsort(distance, descending=True)[: 4 * needed].numpy()
     if needed > data.x_test.shape[0] // 4:
-        raise ValueError(f"{needed} canary records needed; the test set of {setting.dataset} has "
-                         f"{data.x_test.shape[0]} (at most a quarter may be canaries)")
+        raise ValueError(
+            f"{needed} canary records needed; the test set of {setting.dataset} has "
+            f"{data.x_test.shape[0]} (at most a quarter may be canaries)"
+        )
     rng = np.random.default_rng(seed_stream(np.random.SeedSequence(seed), CANARY_STREAM))
     index = torch.from_numpy(rng.choice(pool, needed, replace=False))
     x = data.x_test[index].reshape(*shape, *data.x_test.shape[1:])
     return x, (1 - data.y_test[index]).reshape(shape)
 
 
-def natural_run(method_name: str, setting: NaturalSetting, included: np.ndarray, *, sigma: float | None, seed: int,
-                canaries: tuple[torch.Tensor, torch.Tensor], dataset: FederatedDataset | None = None) -> np.ndarray:
+def natural_run(
+    method_name: str,
+    setting: NaturalSetting,
+    included: np.ndarray,
+    *,
+    sigma: float | None,
+    seed: int,
+    canaries: tuple[torch.Tensor, torch.Tensor],
+    dataset: FederatedDataset | None = None,
+) -> np.ndarray:
     """One training run with the included canaries; returns every canary's score (minus its loss), ``[m]``.
 
     Args:
@@ -155,11 +199,17 @@ def natural_run(method_name: str, setting: NaturalSetting, included: np.ndarray,
     with torch.no_grad():
         outputs = model(x.reshape(-1, *x.shape[3:])).reshape(setting.canaries, -1)
         targets = y.reshape(setting.canaries, -1)
-        return np.array([-float(federation.loss_fn(outputs[j], targets[j], None)) for j in range(setting.canaries)])
+        return np.array(
+            [
+                -float(federation.loss_fn(outputs[j], targets[j], None))
+                for j in range(setting.canaries)
+            ]
+        )
 
 
-def natural_scores(method_name: str, setting: NaturalSetting, *, runs: int, sigma: float | None, seed: int
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def natural_scores(
+    method_name: str, setting: NaturalSetting, *, runs: int, sigma: float | None, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Scores of ``runs`` independent runs with the same canaries, each included with probability 1/2 per run.
 
     Returns:
@@ -170,8 +220,18 @@ def natural_scores(method_name: str, setting: NaturalSetting, *, runs: int, sigm
     canaries = canary_records(dataset, setting, seed)
     rng = np.random.default_rng(seed_stream(np.random.SeedSequence(seed), CANARY_STREAM + 1))
     included = rng.random((runs, setting.canaries)) < 0.5
-    scores = [natural_run(method_name, setting, included[run], sigma=sigma, seed=seed * 100_003 + run,
-                          canaries=canaries, dataset=dataset) for run in range(runs)]
+    scores = [
+        natural_run(
+            method_name,
+            setting,
+            included[run],
+            sigma=sigma,
+            seed=seed * 100_003 + run,
+            canaries=canaries,
+            dataset=dataset,
+        )
+        for run in range(runs)
+    ]
     return np.stack(scores), included
 
 
@@ -192,4 +252,3 @@ def natural_federation(method_name: str, setting: NaturalSetting, seed: int) -> 
     federation, data = build_federation(config)
     x, y = canary_records(data, setting, seed)
     return with_canaries(federation, x, y, np.ones(setting.canaries, dtype=bool), setting)
-

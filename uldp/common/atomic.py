@@ -24,8 +24,12 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, private: bool = False) 
     # finds its name in the cleanup below.
     temporary = path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp"
     try:
-        handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
-        if not private and hasattr(os, "fchmod"):  # created owner-only; others may read checkpoints and results
+        handle = os.open(
+            temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600
+        )
+        if not private and hasattr(
+            os, "fchmod"
+        ):  # created owner-only; others may read checkpoints and results
             os.fchmod(handle, 0o644)
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)

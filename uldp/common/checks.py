@@ -39,7 +39,9 @@ def check_integer(name: str, value: object, *, minimum: int = 1, maximum: int | 
         ValueError: ``value`` is a bool, not an integer, or out of range; the message names it and what is allowed.
     """
     allowed = f">= {minimum}" if maximum is None else f"in {minimum}..{maximum}"
-    integer = int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else None
+    integer = (
+        int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else None
+    )
     if integer is None or integer < minimum or (maximum is not None and integer > maximum):
         raise ValueError(f"{name} must be an integer {allowed}, got {value!r}")
     return integer
@@ -78,7 +80,9 @@ def check_number(
         TypeError: Both bounds of one side are given.
     """
     if (above is not None and at_least is not None) or (below is not None and at_most is not None):
-        raise TypeError("give at most one lower bound (above or at_least) and one upper bound (below or at_most)")
+        raise TypeError(
+            "give at most one lower bound (above or at_least) and one upper bound (below or at_most)"
+        )
     low, low_open = (above, True) if above is not None else (at_least, False)
     high, high_open = (below, True) if below is not None else (at_most, False)
     if low is not None and high is not None:
@@ -96,9 +100,11 @@ def check_number(
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(real):
         ok = False
     else:
-        ok = ((not finite or math.isfinite(real))
-              and (low is None or (real > low if low_open else real >= low))
-              and (high is None or (real < high if high_open else real <= high)))
+        ok = (
+            (not finite or math.isfinite(real))
+            and (low is None or (real > low if low_open else real >= low))
+            and (high is None or (real < high if high_open else real <= high))
+        )
     if not ok:
         raise ValueError(f"{name} must be {kind}{' ' + allowed if allowed else ''}, got {value!r}")
     return float(real)

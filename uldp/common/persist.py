@@ -52,7 +52,9 @@ if TYPE_CHECKING:
 ARRAY_MAGIC = b"ULDA"
 _DTYPES: dict[str, int] = {"<f4": 1, "<f8": 2, "<i8": 3, "|b1": 4}
 _CODES = {code: np.dtype(name) for name, code in _DTYPES.items()}
-_BY_NAME = {np.dtype(name).name: name for name in _DTYPES}  # "float32" -> "<f4", whatever the byte order
+_BY_NAME = {
+    np.dtype(name).name: name for name in _DTYPES
+}  # "float32" -> "<f4", whatever the byte order
 _HEADER = struct.Struct("<4sBB")  # magic, dtype code, number of dimensions
 MAX_DIMENSIONS = 32  # NumPy's own limit is 64; no array of the deployment has more than 2
 _DIGEST_BYTES = 32
@@ -76,9 +78,13 @@ def array_to_bytes(values: np.ndarray) -> bytes:
     array = np.asarray(values)
     name = _BY_NAME.get(array.dtype.name)
     if name is None:
-        raise ValueError(f"cannot serialise dtype {array.dtype}; allowed: float32, float64, int64, bool")
+        raise ValueError(
+            f"cannot serialise dtype {array.dtype}; allowed: float32, float64, int64, bool"
+        )
     if array.ndim > MAX_DIMENSIONS:
-        raise ValueError(f"cannot serialise an array of {array.ndim} dimensions; at most {MAX_DIMENSIONS}")
+        raise ValueError(
+            f"cannot serialise an array of {array.ndim} dimensions; at most {MAX_DIMENSIONS}"
+        )
     body = _HEADER.pack(ARRAY_MAGIC, _DTYPES[name], array.ndim)
     body += struct.pack(f"<{array.ndim}Q", *array.shape)
     body += np.ascontiguousarray(array, dtype=np.dtype(name)).tobytes()
@@ -101,12 +107,16 @@ def array_from_bytes(data: bytes) -> np.ndarray:
         raise ValueError(f"malformed array: bad magic {magic!r} or dtype code {code}")
     shape_end = _HEADER.size + 8 * ndim
     if ndim > MAX_DIMENSIONS or shape_end > len(body):
-        raise ValueError(f"malformed array: {ndim} dimensions (at most {MAX_DIMENSIONS}) in {len(body)} bytes")
+        raise ValueError(
+            f"malformed array: {ndim} dimensions (at most {MAX_DIMENSIONS}) in {len(body)} bytes"
+        )
     shape = struct.unpack_from(f"<{ndim}Q", body, _HEADER.size)
     dtype = _CODES[code]
     expected = math.prod(shape) * dtype.itemsize  # Python integers: no overflow for forged sizes
     if len(body) - shape_end != expected:
-        raise ValueError(f"malformed array: {len(body) - shape_end} data bytes for shape {shape} of {dtype}")
+        raise ValueError(
+            f"malformed array: {len(body) - shape_end} data bytes for shape {shape} of {dtype}"
+        )
     return np.frombuffer(body, dtype=dtype, offset=shape_end).reshape(shape).copy()
 
 
@@ -135,7 +145,10 @@ def fields_fingerprint(fields: Mapping[str, Any]) -> str:
     >>> differing_fields(a, b)
     ['sigma']
     """
-    digests = {name: hashlib.sha256(repr(value).encode()).hexdigest()[:16] for name, value in fields.items()}
+    digests = {
+        name: hashlib.sha256(repr(value).encode()).hexdigest()[:16]
+        for name, value in fields.items()
+    }
     return FIELDS_PREFIX + json.dumps(digests, sort_keys=True, separators=(",", ":"))
 
 
@@ -144,7 +157,10 @@ def differing_fields(saved: str, current: str) -> list[str] | None:
     if not (saved.startswith(FIELDS_PREFIX) and current.startswith(FIELDS_PREFIX)):
         return None
     try:
-        old, new = json.loads(saved[len(FIELDS_PREFIX):]), json.loads(current[len(FIELDS_PREFIX):])
+        old, new = (
+            json.loads(saved[len(FIELDS_PREFIX) :]),
+            json.loads(current[len(FIELDS_PREFIX) :]),
+        )
     except ValueError:
         return None
     if not isinstance(old, dict) or not isinstance(new, dict):
@@ -189,8 +205,13 @@ def save_checkpoint(path: str | Path, checkpoint: Checkpoint) -> None:
     write_bytes_atomic(path, body + hashlib.sha256(body).digest())
 
 
-def load_checkpoint(path: str | Path, *, config_fingerprint: str, like: np.ndarray | None = None,
-                    option: str = "--checkpoint") -> Checkpoint | None:
+def load_checkpoint(
+    path: str | Path,
+    *,
+    config_fingerprint: str,
+    like: np.ndarray | None = None,
+    option: str = "--checkpoint",
+) -> Checkpoint | None:
     """Read the checkpoint at ``path`` if there is one (and delete temporary files a killed writer left beside it).
 
     Args:
@@ -214,7 +235,9 @@ def load_checkpoint(path: str | Path, *, config_fingerprint: str, like: np.ndarr
     data = path.read_bytes()
     body, digest = data[:-_DIGEST_BYTES], data[-_DIGEST_BYTES:]
     if not data.startswith(MAGIC) or not hmac.compare_digest(hashlib.sha256(body).digest(), digest):
-        raise ValueError(f"checkpoint {path} is corrupted (bad magic or digest); delete it to start afresh")
+        raise ValueError(
+            f"checkpoint {path} is corrupted (bad magic or digest); delete it to start afresh"
+        )
     try:
         (length,) = _LENGTH.unpack_from(body, len(MAGIC))
         start = len(MAGIC) + _LENGTH.size
@@ -223,37 +246,72 @@ def load_checkpoint(path: str | Path, *, config_fingerprint: str, like: np.ndarr
         header = json.loads(body[start : start + length])
         params = array_from_bytes(body[start + length :])
         _check_header(header)
-    except (ValueError, struct.error, RecursionError) as error:  # UnicodeDecodeError is a ValueError
-        raise ValueError(f"checkpoint {path} is malformed ({error}); delete it to start afresh") from error
+    except (
+        ValueError,
+        struct.error,
+        RecursionError,
+    ) as error:  # UnicodeDecodeError is a ValueError
+        raise ValueError(
+            f"checkpoint {path} is malformed ({error}); delete it to start afresh"
+        ) from error
     if header["config_fingerprint"] != config_fingerprint:
         differing = differing_fields(header["config_fingerprint"], config_fingerprint)
-        what = (f"fingerprint {header['config_fingerprint'][:12]}, this run {config_fingerprint[:12]}"
-                if differing is None else f"these differ: {', '.join(differing)}")
-        raise ValueError(f"checkpoint {path} belongs to another configuration ({what}); use another {option} path "
-                         "or the original configuration")
+        what = (
+            f"fingerprint {header['config_fingerprint'][:12]}, this run {config_fingerprint[:12]}"
+            if differing is None
+            else f"these differ: {', '.join(differing)}"
+        )
+        raise ValueError(
+            f"checkpoint {path} belongs to another configuration ({what}); use another {option} path "
+            "or the original configuration"
+        )
     if like is not None and (params.dtype != like.dtype or params.shape != like.shape):
-        raise ValueError(f"checkpoint {path} holds a model of {params.dtype} {params.shape}, this run's is "
-                         f"{like.dtype} {like.shape}; delete it to start afresh")
+        raise ValueError(
+            f"checkpoint {path} holds a model of {params.dtype} {params.shape}, this run's is "
+            f"{like.dtype} {like.shape}; delete it to start afresh"
+        )
     if params.dtype.kind == "f" and not np.isfinite(params).all():
-        raise ValueError(f"checkpoint {path} holds a model with NaN or infinite values; delete it to start afresh")
-    return Checkpoint(rounds_done=header["rounds_done"], params=params, config_fingerprint=header["config_fingerprint"],
-                      history=tuple(header["history"]))
+        raise ValueError(
+            f"checkpoint {path} holds a model with NaN or infinite values; delete it to start afresh"
+        )
+    return Checkpoint(
+        rounds_done=header["rounds_done"],
+        params=params,
+        config_fingerprint=header["config_fingerprint"],
+        history=tuple(header["history"]),
+    )
 
 
 def _check_header(header: object) -> None:
     """A checkpoint header: exactly rounds_done (int >= 0), config_fingerprint (str) and one history dict per round."""
-    if not isinstance(header, dict) or set(header) != {"rounds_done", "config_fingerprint", "history"}:
-        raise ValueError(f"the header must hold rounds_done, config_fingerprint and history, got {str(header)[:80]}")
+    if not isinstance(header, dict) or set(header) != {
+        "rounds_done",
+        "config_fingerprint",
+        "history",
+    }:
+        raise ValueError(
+            f"the header must hold rounds_done, config_fingerprint and history, got {str(header)[:80]}"
+        )
     rounds = check_integer("rounds_done", header["rounds_done"], minimum=0)
     if not isinstance(header["config_fingerprint"], str):
-        raise ValueError(f"config_fingerprint must be a string, got {header['config_fingerprint']!r:.40}")
+        raise ValueError(
+            f"config_fingerprint must be a string, got {header['config_fingerprint']!r:.40}"
+        )
     history = header["history"]
-    if not isinstance(history, list) or len(history) != rounds or not all(isinstance(r, dict) for r in history):
-        raise ValueError(f"history must be a list of {rounds} per-round objects, got {str(history)[:80]}")
+    if (
+        not isinstance(history, list)
+        or len(history) != rounds
+        or not all(isinstance(r, dict) for r in history)
+    ):
+        raise ValueError(
+            f"history must be a list of {rounds} per-round objects, got {str(history)[:80]}"
+        )
 
 
 #: The reason a ledger records for a round before it is asked; replaced when the round completes or aborts.
-IN_FLIGHT = "in flight: the run stopped before the round completed (its answers may have been released)"
+IN_FLIGHT = (
+    "in flight: the run stopped before the round completed (its answers may have been released)"
+)
 
 
 class CheckpointFailed(RuntimeError):
@@ -287,11 +345,16 @@ class ReleaseLedger:
         ValueError: the checkpoint belongs to another run, or is corrupted or malformed (see :func:`load_checkpoint`).
     """
 
-    def __init__(self, path: str | Path | None, *, config_fingerprint: str, initial: np.ndarray) -> None:
+    def __init__(
+        self, path: str | Path | None, *, config_fingerprint: str, initial: np.ndarray
+    ) -> None:
         self.path = None if path is None else Path(path)
         self.config_fingerprint = config_fingerprint
-        loaded = (load_checkpoint(self.path, config_fingerprint=config_fingerprint, like=initial)
-                  if self.path is not None else None)
+        loaded = (
+            load_checkpoint(self.path, config_fingerprint=config_fingerprint, like=initial)
+            if self.path is not None
+            else None
+        )
         self.params: np.ndarray = loaded.params if loaded else initial
         self.history: list[dict] = list(loaded.history) if loaded else []
         self.resumed_from = len(self.history)
@@ -335,7 +398,11 @@ class ReleaseLedger:
             CheckpointFailed: the file still counts the round as in flight (a resume continues after it).
         """
         self.params = params
-        self.history[-1] = {"round": len(self.history), **record, "epsilon": self.history[-1]["epsilon"]}
+        self.history[-1] = {
+            "round": len(self.history),
+            **record,
+            "epsilon": self.history[-1]["epsilon"],
+        }
         self.save()
 
     def abort(self, reason: str, answered: list) -> None:
@@ -353,9 +420,15 @@ class ReleaseLedger:
         """
         if self.path is None:
             return
-        checkpoint = Checkpoint(rounds_done=len(self.history), params=self.params,
-                                config_fingerprint=self.config_fingerprint, history=tuple(self.history))
+        checkpoint = Checkpoint(
+            rounds_done=len(self.history),
+            params=self.params,
+            config_fingerprint=self.config_fingerprint,
+            history=tuple(self.history),
+        )
         try:
             save_checkpoint(self.path, checkpoint)
         except OSError as error:
-            raise CheckpointFailed(f"cannot write the checkpoint {self.path}: {error.strerror or error}") from error
+            raise CheckpointFailed(
+                f"cannot write the checkpoint {self.path}: {error.strerror or error}"
+            ) from error

@@ -26,7 +26,9 @@ PROVENANCE_PACKAGES: tuple[str, ...] = ("uldp", "torch", "numpy", "scipy", "opac
 
 def _git(*args: str) -> str | None:
     try:
-        done = subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, timeout=10)
+        done = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout.strip() if done.returncode == 0 else None
@@ -50,8 +52,15 @@ def provenance(command: str) -> dict[str, Any]:
             packages[name] = None
     # stored results are not code: a grid writing results/ (or benchmarks/save.py writing benchmarks/results/) does
     # not make the code "locally changed"
-    status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results",
-                  ":(exclude)benchmarks/results")
+    status = _git(
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+        "--",
+        ".",
+        ":(exclude)results",
+        ":(exclude)benchmarks/results",
+    )
     return {
         "command": command,
         "git_commit": _git("rev-parse", "HEAD"),
@@ -85,7 +94,9 @@ def canonical(value: Any) -> Any:
         raise ValueError(f"config values must be finite, got {value!r}")
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    raise ValueError(f"config values must be JSON scalars, lists or mappings, got {type(value).__name__} {value!r}")
+    raise ValueError(
+        f"config values must be JSON scalars, lists or mappings, got {type(value).__name__} {value!r}"
+    )
 
 
 def config_hash(config: Mapping[str, Any]) -> str:

@@ -45,21 +45,46 @@ class DatasetSpec:
 DATASETS: dict[str, DatasetSpec] = {
     spec.name: spec
     for spec in (
-        DatasetSpec("creditcard", "uldp.data.creditcard", DATASET_DEFAULTS["creditcard"].n_silos,
-                    "Credit Card Fraud (Kaggle), 30 features, 2 classes"),
-        DatasetSpec("mnist", "uldp.data.mnist", DATASET_DEFAULTS["mnist"].n_silos, "MNIST digits, 28x28, 10 classes"),
-        DatasetSpec("heart_disease", "uldp.data.heart_disease", DATASET_DEFAULTS["heart_disease"].n_silos,
-                    "FLamby Fed-Heart-Disease, 13 features, 4 centres", fixed_silos=True,
-                    scoring_changes_test_set=True),
-        DatasetSpec("tcga_brca", "uldp.data.tcga_brca", DATASET_DEFAULTS["tcga_brca"].n_silos,
-                    "FLamby Fed-TCGA-BRCA survival, 39 features, 6 regions", fixed_silos=True),
-        DatasetSpec("synthetic", "uldp.data.synthetic", DATASET_DEFAULTS["synthetic"].n_silos,
-                    "make_classification, 10,000 records, 15 features"),
+        DatasetSpec(
+            "creditcard",
+            "uldp.data.creditcard",
+            DATASET_DEFAULTS["creditcard"].n_silos,
+            "Credit Card Fraud (Kaggle), 30 features, 2 classes",
+        ),
+        DatasetSpec(
+            "mnist",
+            "uldp.data.mnist",
+            DATASET_DEFAULTS["mnist"].n_silos,
+            "MNIST digits, 28x28, 10 classes",
+        ),
+        DatasetSpec(
+            "heart_disease",
+            "uldp.data.heart_disease",
+            DATASET_DEFAULTS["heart_disease"].n_silos,
+            "FLamby Fed-Heart-Disease, 13 features, 4 centres",
+            fixed_silos=True,
+            scoring_changes_test_set=True,
+        ),
+        DatasetSpec(
+            "tcga_brca",
+            "uldp.data.tcga_brca",
+            DATASET_DEFAULTS["tcga_brca"].n_silos,
+            "FLamby Fed-TCGA-BRCA survival, 39 features, 6 regions",
+            fixed_silos=True,
+        ),
+        DatasetSpec(
+            "synthetic",
+            "uldp.data.synthetic",
+            DATASET_DEFAULTS["synthetic"].n_silos,
+            "make_classification, 10,000 records, 15 features",
+        ),
     )
 }
 
 
-def load(name: str, data_dir: str | Path | None = None, *, test_scoring: str = "pooled") -> FederatedDataset:
+def load(
+    name: str, data_dir: str | Path | None = None, *, test_scoring: str = "pooled"
+) -> FederatedDataset:
     """Load a registered dataset by name.
 
     Args:
@@ -82,8 +107,19 @@ def load(name: str, data_dir: str | Path | None = None, *, test_scoring: str = "
     if DATASETS[name].fixed_silos:
         return module.load(data_dir, test_scoring=test_scoring)
     if test_scoring != "pooled":
-        raise ValueError(f"dataset {name!r} has one test set; test_scoring must be 'pooled', got {test_scoring!r}")
+        raise ValueError(
+            f"dataset {name!r} has one test set; test_scoring must be 'pooled', got {test_scoring!r}"
+        )
     return module.load(data_dir)
 
 
-__all__ = ["DATASETS", "SCHEMES", "TEST_SCORINGS", "Allocation", "DatasetSpec", "FederatedDataset", "allocate", "load"]
+__all__ = [
+    "DATASETS",
+    "SCHEMES",
+    "TEST_SCORINGS",
+    "Allocation",
+    "DatasetSpec",
+    "FederatedDataset",
+    "allocate",
+    "load",
+]

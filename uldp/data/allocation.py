@@ -88,14 +88,18 @@ def _zipf_users(rng: np.random.Generator, n_records: int, n_users: int, alpha: f
     return rng.choice(n_users, size=n_records, p=zipf_weights(n_users, alpha))
 
 
-def _zipf_silos(rng: np.random.Generator, user: np.ndarray, n_users: int, n_silos: int, alpha: float) -> np.ndarray:
+def _zipf_silos(
+    rng: np.random.Generator, user: np.ndarray, n_users: int, n_silos: int, alpha: float
+) -> np.ndarray:
     """Each user's silos in a random order get Zipf(alpha) probabilities; each record draws its silo from them."""
     silo_order = rng.permuted(np.tile(np.arange(n_silos), (n_users, 1)), axis=1)
     rank = rng.choice(n_silos, size=len(user), p=zipf_weights(n_silos, alpha))
     return silo_order[user, rank]
 
 
-def _label_sets(rng: np.random.Generator, n_users: int, n_classes: int, n_labels: int) -> np.ndarray:
+def _label_sets(
+    rng: np.random.Generator, n_users: int, n_classes: int, n_labels: int
+) -> np.ndarray:
     """Random ``[n_users, n_labels]`` label sets (distinct within a user) in which every class has a holder."""
     sets = np.stack([rng.choice(n_classes, size=n_labels, replace=False) for _ in range(n_users)])
     for missing in rng.permutation(n_classes):
@@ -131,8 +135,9 @@ def _noniid_users(
     return user
 
 
-def _silo_units(rng: np.random.Generator, silo_of_record: np.ndarray, n_silos: int, unit: int
-                ) -> list[list[np.ndarray]]:
+def _silo_units(
+    rng: np.random.Generator, silo_of_record: np.ndarray, n_silos: int, unit: int
+) -> list[list[np.ndarray]]:
     """Cut each silo's records (shuffled) into units of ``unit`` records; leftovers join the silo's last unit.
 
     Returns, for each silo, the list of its units (arrays of record indices).
@@ -142,28 +147,41 @@ def _silo_units(rng: np.random.Generator, silo_of_record: np.ndarray, n_silos: i
         records = rng.permutation(np.flatnonzero(silo_of_record == s))
         n_units = len(records) // unit
         if n_units == 0:
-            raise ValueError(f"silo {s} has {len(records)} records, fewer than the {unit} a user needs there")
+            raise ValueError(
+                f"silo {s} has {len(records)} records, fewer than the {unit} a user needs there"
+            )
         cuts = np.arange(1, n_units) * unit
         units.append(np.split(records, cuts))
     return units
 
 
 def _fixed_silo_users(
-    rng: np.random.Generator, dataset: FederatedDataset, n_users: int, scheme: str, user_alpha: float
+    rng: np.random.Generator,
+    dataset: FederatedDataset,
+    n_users: int,
+    scheme: str,
+    user_alpha: float,
 ) -> np.ndarray:
     """Users of records for datasets with FLamby's fixed silos (module docstring, second part)."""
     assert dataset.train_silo is not None and dataset.n_fixed_silos is not None
     n_silos = dataset.n_fixed_silos
-    unit = 2 if dataset.task == "survival" else 1  # Cox partial likelihood needs >= 2 records per (user, silo)
+    unit = (
+        2 if dataset.task == "survival" else 1
+    )  # Cox partial likelihood needs >= 2 records per (user, silo)
     units = _silo_units(rng, dataset.train_silo, n_silos, unit)
     units_per_silo = np.array([len(silo_units) for silo_units in units])
     n_units = int(units_per_silo.sum())
     user = np.empty(dataset.n_train, dtype=np.int64)
 
     if scheme in ("uniform", WITH_REPLACEMENT):
-        owners = (_balanced_assignment(rng, n_units, n_users) if scheme == "uniform"
-                  else rng.integers(n_users, size=n_units))
-        for owner, records in zip(owners, (r for silo_units in units for r in silo_units), strict=True):
+        owners = (
+            _balanced_assignment(rng, n_units, n_users)
+            if scheme == "uniform"
+            else rng.integers(n_users, size=n_units)
+        )
+        for owner, records in zip(
+            owners, (r for silo_units in units for r in silo_units), strict=True
+        ):
             user[records] = owner
         return user
 
@@ -172,7 +190,9 @@ def _fixed_silo_users(
             f"n_users={n_users} exceeds the {n_units} units of {unit} record(s) of {dataset.name}: "
             f"the zipf scheme gives every user at least {unit} record(s)"
         )
-    units_of_user = 1 + np.bincount(_zipf_users(rng, n_units - n_users, n_users, user_alpha), minlength=n_users)
+    units_of_user = 1 + np.bincount(
+        _zipf_users(rng, n_units - n_users, n_users, user_alpha), minlength=n_users
+    )
     free = units_per_silo.copy()
     for u in range(n_users):
         primary = rng.integers(n_silos)
@@ -204,27 +224,37 @@ def _check_arguments(
 ) -> int:
     """Validate ``allocate``'s arguments; return the number of silos."""
     if scheme not in SCHEMES:
-        raise ValueError(f"unknown allocation scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
+        raise ValueError(
+            f"unknown allocation scheme {scheme!r}; choose one of {', '.join(SCHEMES)}"
+        )
     check_integer("n_users", n_users, maximum=MAX_USERS)
     check_integer("seed", seed, minimum=0)
     check_positive("user_alpha", user_alpha)
     check_positive("silo_alpha", silo_alpha)
     if scheme.endswith("-noniid"):
         if dataset.labels is None:
-            raise ValueError(f"scheme {scheme!r} needs class labels; {dataset.name} is a {dataset.task} dataset")
+            raise ValueError(
+                f"scheme {scheme!r} needs class labels; {dataset.name} is a {dataset.task} dataset"
+            )
         check_integer("n_labels", PAPER_N_LABELS if n_labels is None else n_labels)
     elif n_labels is not None:
-        raise ValueError(f"n_labels={n_labels!r} applies only to the zipf-noniid scheme, not {scheme!r}")
+        raise ValueError(
+            f"n_labels={n_labels!r} applies only to the zipf-noniid scheme, not {scheme!r}"
+        )
     if dataset.n_fixed_silos is not None:
         if n_silos is not None and n_silos != dataset.n_fixed_silos:
             raise ValueError(
                 f"n_silos={n_silos} but {dataset.name} has {dataset.n_fixed_silos} fixed silos (FLamby's centres)"
             )
         if scheme.endswith("-noniid"):
-            raise ValueError(f"scheme {scheme!r} is not defined for {dataset.name}, whose silos are fixed")
+            raise ValueError(
+                f"scheme {scheme!r} is not defined for {dataset.name}, whose silos are fixed"
+            )
         return dataset.n_fixed_silos
     if n_silos is None:
-        raise ValueError(f"n_silos is needed for {dataset.name}: its silos are not fixed (got n_silos=None)")
+        raise ValueError(
+            f"n_silos is needed for {dataset.name}: its silos are not fixed (got n_silos=None)"
+        )
     return check_integer("n_silos", n_silos, maximum=MAX_SILOS)
 
 
@@ -267,7 +297,9 @@ def allocate(
         >>> allocate(data, n_users=5, n_silos=2, scheme="uniform", seed=0).counts.sum(axis=0).tolist()
         [2, 2, 2, 2, 2]
     """
-    n_silos = _check_arguments(dataset, n_users, n_silos, scheme, seed, n_labels, user_alpha, silo_alpha)
+    n_silos = _check_arguments(
+        dataset, n_users, n_silos, scheme, seed, n_labels, user_alpha, silo_alpha
+    )
     rng = np.random.default_rng(np.random.SeedSequence(seed))
     n_records = dataset.n_train
     if dataset.train_silo is not None:
@@ -276,19 +308,29 @@ def allocate(
     elif scheme == "uniform":
         user = _balanced_assignment(rng, n_records, n_users)
         silo = _balanced_assignment(rng, n_records, n_silos)
-    elif scheme == WITH_REPLACEMENT:  # silos first: they take the same draws whatever |U| (run keys rely on it)
+    elif (
+        scheme == WITH_REPLACEMENT
+    ):  # silos first: they take the same draws whatever |U| (run keys rely on it)
         silo = rng.integers(n_silos, size=n_records)
         user = rng.integers(n_users, size=n_records)
     else:
         user = _zipf_users(rng, n_records, n_users, user_alpha)
         if scheme == "zipf-noniid":
             assert dataset.labels is not None  # _check_arguments: zipf-noniid needs class labels
-            user = _noniid_users(rng, dataset.labels, np.bincount(user, minlength=n_users),
-                                 PAPER_N_LABELS if n_labels is None else n_labels)
+            user = _noniid_users(
+                rng,
+                dataset.labels,
+                np.bincount(user, minlength=n_users),
+                PAPER_N_LABELS if n_labels is None else n_labels,
+            )
         silo = _zipf_silos(rng, user, n_users, n_silos, silo_alpha)
     return Allocation(
-        user=user.astype(np.int64), silo=silo.astype(np.int64), n_users=int(n_users), n_silos=n_silos,
-        scheme=scheme, seed=int(seed),
+        user=user.astype(np.int64),
+        silo=silo.astype(np.int64),
+        n_users=int(n_users),
+        n_silos=n_silos,
+        scheme=scheme,
+        seed=int(seed),
     )
 
 

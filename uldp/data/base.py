@@ -29,7 +29,9 @@ def check_test_scoring(test_scoring: str) -> str:
         ValueError: Any other value (the message lists the allowed ones).
     """
     if test_scoring not in TEST_SCORINGS:
-        raise ValueError(f"test_scoring must be one of {', '.join(map(repr, TEST_SCORINGS))}, got {test_scoring!r}")
+        raise ValueError(
+            f"test_scoring must be one of {', '.join(map(repr, TEST_SCORINGS))}, got {test_scoring!r}"
+        )
     return test_scoring
 
 

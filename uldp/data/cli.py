@@ -21,10 +21,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--dataset", required=True, choices=sorted(DATASETS), help="dataset name")
     parser.add_argument("--users", required=True, type=int, help="number of users |U|")
-    parser.add_argument("--silos", type=int, default=None, help="number of silos |S| (default: the paper's)")
+    parser.add_argument(
+        "--silos", type=int, default=None, help="number of silos |S| (default: the paper's)"
+    )
     parser.add_argument("--dist", required=True, choices=SCHEMES, help="allocation scheme")
-    parser.add_argument("--n-labels", type=int, default=None,
-                        help="labels per user (zipf-noniid; default: the paper's 2)")
+    parser.add_argument(
+        "--n-labels",
+        type=int,
+        default=None,
+        help="labels per user (zipf-noniid; default: the paper's 2)",
+    )
     parser.add_argument("--seed", required=True, type=int, help="seed of the allocation")
     parser.add_argument("--data-dir", default=None, help="data directory (default: $ULDP_DATA_DIR)")
     parser.add_argument("--json", action="store_true", help="print one line of JSON")
@@ -34,9 +40,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     """Run ``uldp allocate``; return the exit status."""
     dataset = load(args.dataset, args.data_dir)
-    n_silos = args.silos if args.silos is not None or dataset.n_fixed_silos else DATASETS[args.dataset].default_silos
+    n_silos = (
+        args.silos
+        if args.silos is not None or dataset.n_fixed_silos
+        else DATASETS[args.dataset].default_silos
+    )
     allocation = allocate(
-        dataset, n_users=args.users, n_silos=n_silos, scheme=args.dist, seed=args.seed, n_labels=args.n_labels
+        dataset,
+        n_users=args.users,
+        n_silos=n_silos,
+        scheme=args.dist,
+        seed=args.seed,
+        n_labels=args.n_labels,
     )
     stats = {"dataset": dataset.name, "variant": dataset.variant, **summary(allocation)}
     payload: dict = {"counts": allocation.counts.tolist()}

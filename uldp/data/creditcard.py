@@ -54,7 +54,9 @@ def undersample_majority(labels: np.ndarray, *, keep_fraction: float, seed: int)
     if not 0.0 < keep_fraction <= 1.0:
         raise ValueError(f"keep_fraction={keep_fraction} must lie in (0, 1]")
     normal = np.flatnonzero(labels == 0)
-    kept_normal = np.random.default_rng(seed).choice(normal, size=int(len(normal) * keep_fraction), replace=False)
+    kept_normal = np.random.default_rng(seed).choice(
+        normal, size=int(len(normal) * keep_fraction), replace=False
+    )
     return np.concatenate([np.flatnonzero(labels != 0), kept_normal])
 
 
@@ -81,7 +83,11 @@ def load(data_dir: str | Path | None = None) -> FederatedDataset:
     full_path = resolve_data_dir(data_dir) / FULL_FILE
     if full_path.is_file():
         frame = pd.read_csv(data_file(FULL_FILE, data_dir))
-        if len(frame) != FULL_ROWS or frame.shape[1] != N_FEATURES + 1 or "Class" not in frame.columns:
+        if (
+            len(frame) != FULL_ROWS
+            or frame.shape[1] != N_FEATURES + 1
+            or "Class" not in frame.columns
+        ):
             raise ValueError(
                 f"{str(full_path)!r} has shape {frame.shape}, expected ({FULL_ROWS}, 31) with a Class column "
                 f"({KNOWN_FILES[FULL_FILE].source})"
@@ -93,7 +99,9 @@ def load(data_dir: str | Path | None = None) -> FederatedDataset:
     else:
         frame = pd.read_csv(data_file(SUBSET_FILE, data_dir))
         x_train, x_test, y_train, y_test = _split_and_scale(frame)
-        variant = "creditcard-subset: 5,412-row subset, 85/15 stratified split, no further undersampling"
+        variant = (
+            "creditcard-subset: 5,412-row subset, 85/15 stratified split, no further undersampling"
+        )
     return FederatedDataset(
         name="creditcard",
         task="multiclass",

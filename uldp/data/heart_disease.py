@@ -73,8 +73,15 @@ def load(data_dir: str | Path | None = None, *, test_scoring: str = "pooled") ->
     """
     features, labels, centres, is_train = [], [], [], []
     for code, name in enumerate(CENTRES):
-        frame = pd.read_csv(data_file(f"heart_disease/processed.{name}.data", data_dir), header=None)
-        frame = frame.replace("?", np.nan).drop(columns=_DROPPED_COLUMNS).dropna(axis=0).apply(pd.to_numeric)
+        frame = pd.read_csv(
+            data_file(f"heart_disease/processed.{name}.data", data_dir), header=None
+        )
+        frame = (
+            frame.replace("?", np.nan)
+            .drop(columns=_DROPPED_COLUMNS)
+            .dropna(axis=0)
+            .apply(pd.to_numeric)
+        )
         features.append(frame.iloc[:, :-1])
         labels.append(frame.iloc[:, -1])
         centres.append(np.full(len(frame), code, dtype=np.int64))

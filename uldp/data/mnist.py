@@ -36,12 +36,16 @@ def read_idx(path: Path) -> np.ndarray:
         raw = handle.read()
     magic = int.from_bytes(raw[0:4], "big")
     if magic not in (_IMAGE_MAGIC, _LABEL_MAGIC):
-        raise ValueError(f"{str(path)!r} has IDX magic {magic:#x}, expected 0x803 (images) or 0x801 (labels)")
+        raise ValueError(
+            f"{str(path)!r} has IDX magic {magic:#x}, expected 0x803 (images) or 0x801 (labels)"
+        )
     n_dims = magic & 0xFF
     shape = tuple(int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(n_dims))
     body = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * n_dims)
     if body.size != int(np.prod(shape)):
-        raise ValueError(f"{str(path)!r} holds {body.size} bytes of data, its header says shape {shape}")
+        raise ValueError(
+            f"{str(path)!r} holds {body.size} bytes of data, its header says shape {shape}"
+        )
     return body.reshape(shape)
 
 
@@ -63,9 +67,13 @@ def load(data_dir: str | Path | None = None) -> FederatedDataset:
         A ``multiclass`` dataset, ``x`` of shape ``[n, 1, 28, 28]`` float32, ``y`` int64 labels 0..9.
     """
     x_train = _images(data_file("mnist/train-images-idx3-ubyte.gz", data_dir))
-    y_train = torch.from_numpy(read_idx(data_file("mnist/train-labels-idx1-ubyte.gz", data_dir)).astype(np.int64))
+    y_train = torch.from_numpy(
+        read_idx(data_file("mnist/train-labels-idx1-ubyte.gz", data_dir)).astype(np.int64)
+    )
     x_test = _images(data_file("mnist/t10k-images-idx3-ubyte.gz", data_dir))
-    y_test = torch.from_numpy(read_idx(data_file("mnist/t10k-labels-idx1-ubyte.gz", data_dir)).astype(np.int64))
+    y_test = torch.from_numpy(
+        read_idx(data_file("mnist/t10k-labels-idx1-ubyte.gz", data_dir)).astype(np.int64)
+    )
     return FederatedDataset(
         name="mnist",
         task="multiclass",

@@ -127,7 +127,9 @@ def resolve_data_dir(data_dir: str | Path | None = None) -> Path:
         data_dir = from_env
     path = Path(data_dir).expanduser()
     if not path.is_dir():
-        raise FileNotFoundError(f"data directory {str(path)!r} does not exist (set {ENV_VAR} or pass data_dir)")
+        raise FileNotFoundError(
+            f"data directory {str(path)!r} does not exist (set {ENV_VAR} or pass data_dir)"
+        )
     return path
 
 
@@ -140,7 +142,9 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def data_file(relative_path: str, data_dir: str | Path | None = None, *, verify: bool = True) -> Path:
+def data_file(
+    relative_path: str, data_dir: str | Path | None = None, *, verify: bool = True
+) -> Path:
     """Return the path of a dataset file, checking that it exists and, if known, its sha256.
 
     Args:

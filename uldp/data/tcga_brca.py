@@ -46,11 +46,15 @@ def load(data_dir: str | Path | None = None, *, test_scoring: str = "pooled") ->
     records = pd.read_csv(data_file("tcga_brca/brca.csv", data_dir))
     split = pd.read_csv(data_file("tcga_brca/train_test_split.csv", data_dir))
     if list(records.columns[-2:]) != ["E", "T"] or records.shape[1] != N_FEATURES + 3:
-        raise ValueError(f"brca.csv has columns {list(records.columns)}, expected pid, 39 features, E, T")
+        raise ValueError(
+            f"brca.csv has columns {list(records.columns)}, expected pid, 39 features, E, T"
+        )
     side_centre = split["fold2"].str.extract(r"^(train|test)_(\d)$")
     if side_centre.isna().any().any():
         values = sorted(split["fold2"].unique())
-        raise ValueError(f"train_test_split.csv has fold2 values {values}, expected train_k / test_k")
+        raise ValueError(
+            f"train_test_split.csv has fold2 values {values}, expected train_k / test_k"
+        )
     split = split.assign(side=side_centre[0], centre=side_centre[1].astype(np.int64))
     merged = records.merge(split[["pid", "side", "centre"]], on="pid", how="inner")
     merged = merged.assign(row=np.arange(len(merged))).sort_values(["centre", "row"], kind="stable")

@@ -28,54 +28,115 @@ if TYPE_CHECKING:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``deploy`` with its ``server``, ``silo`` and ``keys`` sub-commands."""
-    deploy = subparsers.add_parser("deploy", help="run a federation across processes and machines (Flower)")
+    deploy = subparsers.add_parser(
+        "deploy", help="run a federation across processes and machines (Flower)"
+    )
     commands = deploy.add_subparsers(dest="deploy_command", required=True, metavar="ROLE")
 
     server = commands.add_parser("server", help="start the server and run the federation")
     _common(server)
-    server.add_argument("--address", default="0.0.0.0:8080", help="host:port to listen on (default 0.0.0.0:8080)")
-    server.add_argument("--checkpoint", type=Path, default=None,
-                        help="file of the last good model; resumed from when it exists")
-    server.add_argument("--join-timeout", type=float, default=120.0, help="seconds to wait for all silos")
-    server.add_argument("--round-timeout", type=float, default=3600.0, help="seconds one silo may take for one stage")
-    server.add_argument("--stall-log-seconds", type=float, default=30.0,
-                        help="while waiting for silos, say every this many seconds which and for how long")
-    server.add_argument("--master-key-file", type=Path, default=None,
-                        help="server key from `uldp deploy keys`; silos must then prove their own keys")
-    server.add_argument("--ssl-ca-certfile", type=Path, default=None, help="TLS: CA certificate (PEM)")
-    server.add_argument("--ssl-certfile", type=Path, default=None, help="TLS: server certificate (PEM)")
-    server.add_argument("--ssl-keyfile", type=Path, default=None, help="TLS: server private key (PEM)")
+    server.add_argument(
+        "--address", default="0.0.0.0:8080", help="host:port to listen on (default 0.0.0.0:8080)"
+    )
+    server.add_argument(
+        "--checkpoint",
+        type=Path,
+        default=None,
+        help="file of the last good model; resumed from when it exists",
+    )
+    server.add_argument(
+        "--join-timeout", type=float, default=120.0, help="seconds to wait for all silos"
+    )
+    server.add_argument(
+        "--round-timeout",
+        type=float,
+        default=3600.0,
+        help="seconds one silo may take for one stage",
+    )
+    server.add_argument(
+        "--stall-log-seconds",
+        type=float,
+        default=30.0,
+        help="while waiting for silos, say every this many seconds which and for how long",
+    )
+    server.add_argument(
+        "--master-key-file",
+        type=Path,
+        default=None,
+        help="server key from `uldp deploy keys`; silos must then prove their own keys",
+    )
+    server.add_argument(
+        "--ssl-ca-certfile", type=Path, default=None, help="TLS: CA certificate (PEM)"
+    )
+    server.add_argument(
+        "--ssl-certfile", type=Path, default=None, help="TLS: server certificate (PEM)"
+    )
+    server.add_argument(
+        "--ssl-keyfile", type=Path, default=None, help="TLS: server private key (PEM)"
+    )
     server.set_defaults(handler=_server)
 
     silo = commands.add_parser("silo", help="start one silo and take part in the federation")
     _common(silo)
     silo.add_argument("--silo-id", type=int, required=True, help="this silo's id, 0 .. n_silos - 1")
-    silo.add_argument("--server", default="127.0.0.1:8080", help="server host:port (default 127.0.0.1:8080)")
-    silo.add_argument("--key-file", type=Path, default=None, help="this silo's key from `uldp deploy keys`")
-    silo.add_argument("--root-certificates", type=Path, default=None,
-                      help="TLS: CA certificate that signed the server's certificate (PEM); without it, insecure")
-    silo.add_argument("--max-wait", type=float, default=120.0,
-                      help="seconds to keep trying to reach the server, at the start and after losing it")
-    silo.add_argument("--policy", type=Path, default=None,
-                      help="this silo's own privacy policy (JSON: fields of uldp.policy.SiloPolicy; default: its "
-                           "defaults)")
-    silo.add_argument("--ledger", type=Path, default=None,
-                      help="this silo's ledger of answered rounds and released noise, kept across restarts "
-                           "(default: <config>.silo-<id>.ledger.json beside the configuration)")
-    silo.add_argument("--exit-at-round", type=int, default=None, help=argparse.SUPPRESS)  # tests: crash mid-round
+    silo.add_argument(
+        "--server", default="127.0.0.1:8080", help="server host:port (default 127.0.0.1:8080)"
+    )
+    silo.add_argument(
+        "--key-file", type=Path, default=None, help="this silo's key from `uldp deploy keys`"
+    )
+    silo.add_argument(
+        "--root-certificates",
+        type=Path,
+        default=None,
+        help="TLS: CA certificate that signed the server's certificate (PEM); without it, insecure",
+    )
+    silo.add_argument(
+        "--max-wait",
+        type=float,
+        default=120.0,
+        help="seconds to keep trying to reach the server, at the start and after losing it",
+    )
+    silo.add_argument(
+        "--policy",
+        type=Path,
+        default=None,
+        help="this silo's own privacy policy (JSON: fields of uldp.policy.SiloPolicy; default: its "
+        "defaults)",
+    )
+    silo.add_argument(
+        "--ledger",
+        type=Path,
+        default=None,
+        help="this silo's ledger of answered rounds and released noise, kept across restarts "
+        "(default: <config>.silo-<id>.ledger.json beside the configuration)",
+    )
+    silo.add_argument(
+        "--exit-at-round", type=int, default=None, help=argparse.SUPPRESS
+    )  # tests: crash mid-round
     silo.set_defaults(handler=_silo)
 
-    keys = commands.add_parser("keys", help="make a server master key and one authentication key per silo")
+    keys = commands.add_parser(
+        "keys", help="make a server master key and one authentication key per silo"
+    )
     keys.add_argument("--silos", type=int, required=True, help="number of silos")
-    keys.add_argument("--out", type=Path, required=True, help="directory for master.key and silo-<id>.key")
-    keys.add_argument("--force", action="store_true", help="replace existing key files (invalidates the old keys)")
+    keys.add_argument(
+        "--out", type=Path, required=True, help="directory for master.key and silo-<id>.key"
+    )
+    keys.add_argument(
+        "--force", action="store_true", help="replace existing key files (invalidates the old keys)"
+    )
     keys.set_defaults(handler=_keys)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, required=True, help="run configuration (JSON), the same for all")
+    parser.add_argument(
+        "--config", type=Path, required=True, help="run configuration (JSON), the same for all"
+    )
     parser.add_argument("--data-dir", default=None, help="data directory (default $ULDP_DATA_DIR)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON on the last line")
+    parser.add_argument(
+        "--json", action="store_true", help="print the result as JSON on the last line"
+    )
     parser.add_argument("--quiet", action="store_true", help="log warnings and errors only")
 
 
@@ -91,7 +152,9 @@ def _read_key(path: Path | None) -> bytes | None:
     try:
         key = bytes.fromhex(path.read_text(encoding="ascii").strip())
     except (OSError, ValueError) as error:
-        raise ValueError(f"key file {path} must hold one hex string (from `uldp deploy keys`): {error}") from error
+        raise ValueError(
+            f"key file {path} must hold one hex string (from `uldp deploy keys`): {error}"
+        ) from error
     return check_master_key(key, f"the key in {path}")
 
 
@@ -122,21 +185,33 @@ def _server(args: argparse.Namespace) -> int:
     _setup_logging(args)
     tls = (args.ssl_ca_certfile, args.ssl_certfile, args.ssl_keyfile)
     if any(tls) and not all(tls):
-        raise ValueError("TLS needs all three of --ssl-ca-certfile, --ssl-certfile and --ssl-keyfile")
+        raise ValueError(
+            "TLS needs all three of --ssl-ca-certfile, --ssl-certfile and --ssl-keyfile"
+        )
     settings = ServerSettings(
-        address=args.address, checkpoint=args.checkpoint, join_timeout=args.join_timeout,
-        round_timeout=args.round_timeout, stall_log_seconds=args.stall_log_seconds,
+        address=args.address,
+        checkpoint=args.checkpoint,
+        join_timeout=args.join_timeout,
+        round_timeout=args.round_timeout,
+        stall_log_seconds=args.stall_log_seconds,
         master_key=_read_key(args.master_key_file),
         certificates=tuple(_read_file(p) for p in tls) if all(tls) else None,  # type: ignore[arg-type]
     )
     result = serve(MethodServer(*_config_and_dataset(args)), settings)
     if args.json:
-        print_json({
-            "rounds_done": result.rounds_done, "last_round": result.last_round, "resumed_from": result.resumed_from,
-            "error": result.error,
-            "refused": result.refused, "setup_seconds": result.setup_seconds, "history": result.history,
-            "insecure_reproducible_noise": result.insecure_reproducible_noise,
-        }, args)
+        print_json(
+            {
+                "rounds_done": result.rounds_done,
+                "last_round": result.last_round,
+                "resumed_from": result.resumed_from,
+                "error": result.error,
+                "refused": result.refused,
+                "setup_seconds": result.setup_seconds,
+                "history": result.history,
+                "insecure_reproducible_noise": result.insecure_reproducible_noise,
+            },
+            args,
+        )
     if result.error:
         print(f"uldp deploy server: {result.error}", file=sys.stderr)
         return 1
@@ -149,10 +224,14 @@ def _silo(args: argparse.Namespace) -> int:
 
     _setup_logging(args)
     settings = SiloSettings(
-        server_address=args.server, key=_read_key(args.key_file),
+        server_address=args.server,
+        key=_read_key(args.key_file),
         root_certificates=_read_file(args.root_certificates) if args.root_certificates else None,
-        max_wait=args.max_wait, exit_at_round=args.exit_at_round, policy=_policy(args.policy),
-        ledger=args.ledger or args.config.with_name(f"{args.config.stem}.silo-{args.silo_id}.ledger.json"),
+        max_wait=args.max_wait,
+        exit_at_round=args.exit_at_round,
+        policy=_policy(args.policy),
+        ledger=args.ledger
+        or args.config.with_name(f"{args.config.stem}.silo-{args.silo_id}.ledger.json"),
     )
     config, dataset = _config_and_dataset(args)
     role = MethodSilo(config, args.silo_id, dataset)
@@ -164,8 +243,14 @@ def _silo(args: argparse.Namespace) -> int:
         print(f"uldp deploy silo: {error}", file=sys.stderr)
         return 1
     if args.json:
-        print_json({"silo_id": args.silo_id, "n_records": role.n_records, "final_model_size": int(params.size)},
-                   args)
+        print_json(
+            {
+                "silo_id": args.silo_id,
+                "n_records": role.n_records,
+                "final_model_size": int(params.size),
+            },
+            args,
+        )
     return 0
 
 

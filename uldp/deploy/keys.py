@@ -38,7 +38,9 @@ def check_master_key(key: object, what: str = "the master key") -> bytes:
     """
     if not isinstance(key, bytes) or len(key) < MIN_KEY_BYTES:
         found = f"{len(key)} bytes" if isinstance(key, bytes) else type(key).__name__
-        raise ValueError(f"{what} must have at least {MIN_KEY_BYTES} bytes (from `uldp deploy keys`), got {found}")
+        raise ValueError(
+            f"{what} must have at least {MIN_KEY_BYTES} bytes (from `uldp deploy keys`), got {found}"
+        )
     return key
 
 
@@ -52,7 +54,9 @@ def silo_key(master_key: bytes, silo_id: int) -> bytes:
     """
     check_master_key(master_key)
     check_integer("silo id", silo_id, minimum=0, maximum=2**64 - 1)
-    return hmac.new(master_key, b"uldp-silo-key" + struct.pack("<Q", silo_id), hashlib.sha256).digest()
+    return hmac.new(
+        master_key, b"uldp-silo-key" + struct.pack("<Q", silo_id), hashlib.sha256
+    ).digest()
 
 
 def authentication_tag(key: bytes, *, nonce: bytes, silo_id: int, config_fingerprint: str) -> bytes:
@@ -84,9 +88,11 @@ def write_keys(directory: str | Path, *, n_silos: int, force: bool = False) -> l
     paths = [directory / MASTER_KEY_FILE] + [directory / f"silo-{s}.key" for s in range(n_silos)]
     existing = [path for path in paths if path.exists()]
     if existing and not force:
-        raise ValueError(f"{existing[0]} exists ({len(existing)} key file(s) in {directory}); replacing the master "
-                         f"key invalidates every silo key made from it: pass --force to replace them, or choose "
-                         f"another --out")
+        raise ValueError(
+            f"{existing[0]} exists ({len(existing)} key file(s) in {directory}); replacing the master "
+            f"key invalidates every silo key made from it: pass --force to replace them, or choose "
+            f"another --out"
+        )
     master = secrets.token_bytes(32)
     contents = [master] + [silo_key(master, s) for s in range(n_silos)]
     for path, key in zip(paths, contents, strict=True):

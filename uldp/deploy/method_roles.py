@@ -72,7 +72,13 @@ from uldp.methods import EveryRecordSiloNoise, check_weights, make_method, user_
 from uldp.methods.base import needed, seed_stream
 from uldp.methods.group import GroupMethod
 from uldp.models import evaluate as evaluate_model
-from uldp.policy import GroupRelease, PolicyRefusal, SiloPolicy, release_multiplier, update_norm_bound
+from uldp.policy import (
+    GroupRelease,
+    PolicyRefusal,
+    SiloPolicy,
+    release_multiplier,
+    update_norm_bound,
+)
 from uldp.simulation import SECURE_METHODS, RunConfig, build_federation
 from uldp.training.dpsgd import dpsgd_schedule
 from uldp.training.per_user import flat_parameters, load_flat_parameters
@@ -130,10 +136,14 @@ class DeployConfig:
                 is bad (RunConfig's own message).
         """
         if not isinstance(data, dict):
-            raise ValueError(f"a run configuration is a JSON object of RunConfig fields, got {type(data).__name__}")
+            raise ValueError(
+                f"a run configuration is a JSON object of RunConfig fields, got {type(data).__name__}"
+            )
         data = dict(data)
         insecure = data.pop("insecure_reproducible_noise", False)
-        secure = data.get("secure", True)  # secure aggregation by default; "secure": false is the explicit opt-out
+        secure = data.get(
+            "secure", True
+        )  # secure aggregation by default; "secure": false is the explicit opt-out
         if not isinstance(secure, bool):
             raise ValueError(f"secure must be true or false, got {secure!r}")
         protocol_1 = isinstance(data.get("method"), str) and data["method"] in SECURE_METHODS
@@ -144,12 +154,16 @@ class DeployConfig:
         run_fields = {f.name for f in fields(RunConfig)}
         unknown = sorted(set(data) - run_fields)
         if unknown:
-            raise ValueError(f"unknown run configuration field(s) {unknown}; allowed: {sorted(run_fields)} "
-                             f"and 'insecure_reproducible_noise'")
+            raise ValueError(
+                f"unknown run configuration field(s) {unknown}; allowed: {sorted(run_fields)} "
+                f"and 'insecure_reproducible_noise'"
+            )
         weights = data.get("user_weights")
         if weights is not None:
             if not isinstance(weights, list) or not all(isinstance(row, list) for row in weights):
-                raise ValueError(f"user_weights must be a list of lists [silos][users], got {weights!r:.80}")
+                raise ValueError(
+                    f"user_weights must be a list of lists [silos][users], got {weights!r:.80}"
+                )
             data["user_weights"] = tuple(tuple(row) for row in weights)
         try:
             run = RunConfig(**data)
@@ -159,8 +173,11 @@ class DeployConfig:
 
     def to_json(self) -> dict:
         """The resolved configuration as JSON-ready data (what :meth:`from_json` reads back)."""
-        return {**asdict(self.run), "secure": self.secure_aggregation,
-                "insecure_reproducible_noise": self.insecure_reproducible_noise}
+        return {
+            **asdict(self.run),
+            "secure": self.secure_aggregation,
+            "insecure_reproducible_noise": self.insecure_reproducible_noise,
+        }
 
     @property
     def fingerprint(self) -> str:
@@ -189,15 +206,19 @@ class _MethodRole:
         self.config = _as_config(config)
         run = self.config.run
         if run.secure and run.user_weights is not None:
-            raise ValueError("Protocol 1 computes the enhanced weights n_su / N_u; a run with fixed user_weights "
-                             "cannot be secure")
+            raise ValueError(
+                "Protocol 1 computes the enhanced weights n_su / N_u; a run with fixed user_weights "
+                "cannot be secure"
+            )
         weights = None if run.user_weights is None else np.asarray(run.user_weights)
         self.method = make_method(run.method, run.hyperparameters(), user_weights=weights)
         self._root = np.random.SeedSequence(run.seed)
         self.insecure_reproducible_noise = self.config.insecure_reproducible_noise
         if self.insecure_reproducible_noise:
-            LOGGER.warning("INSECURE: insecure_reproducible_noise draws every silo's noise from the shared seed; "
-                           "the server can remove it (no privacy). For tests only.")
+            LOGGER.warning(
+                "INSECURE: insecure_reproducible_noise draws every silo's noise from the shared seed; "
+                "the server can remove it (no privacy). For tests only."
+            )
         self._secret_root = self._root if self.insecure_reproducible_noise else secret_seed()
         self.fingerprint = self.config.fingerprint
         self.rounds, self.secure, self.masked = run.rounds, bool(run.secure), self.config.masked
@@ -228,10 +249,13 @@ class _MethodRole:
 
         run = self.config.run
         if run.clip is None or run.sigma is None:
-            raise ValueError(f"Protocol 1 needs the run's clip C and sigma, got clip={run.clip}, sigma={run.sigma} "
-                             f"(method {run.method!r})")
-        return ProtocolConfig.for_training(self.n_silos, self.n_users, clip=run.clip, sigma=run.sigma,
-                                           parameters=run.protocol)
+            raise ValueError(
+                f"Protocol 1 needs the run's clip C and sigma, got clip={run.clip}, sigma={run.sigma} "
+                f"(method {run.method!r})"
+            )
+        return ProtocolConfig.for_training(
+            self.n_silos, self.n_users, clip=run.clip, sigma=run.sigma, parameters=run.protocol
+        )
 
 
 class MethodServer(_MethodRole):
@@ -244,7 +268,9 @@ class MethodServer(_MethodRole):
 
     def __init__(self, config: DeployConfig | RunConfig, dataset: Any = None) -> None:
         super().__init__(config, dataset)
-        self._accounted = self._federation.keep(self._mask) if not self._mask.all() else self._federation
+        self._accounted = (
+            self._federation.keep(self._mask) if not self._mask.all() else self._federation
+        )
         self._model = self._federation.model
         self._initial = flat_parameters(self._model).numpy()
 
@@ -257,27 +283,37 @@ class MethodServer(_MethodRole):
         methods without sampling."""
         if not self.method.spec.per_user:
             return np.ones(self.n_users, dtype=bool)
-        return user_level(self.method).sample_users(self.n_users, self.secret_round_seed(round_index))
+        return user_level(self.method).sample_users(
+            self.n_users, self.secret_round_seed(round_index)
+        )
 
-    def combine(self, params: np.ndarray, contributions: list[np.ndarray], round_index: int) -> np.ndarray:
+    def combine(
+        self, params: np.ndarray, contributions: list[np.ndarray], round_index: int
+    ) -> np.ndarray:
         """Plain rounds: the method's server step on ``sum_s`` of the silos' contributions (in silo order)."""
         total = torch.zeros(params.shape, dtype=torch.from_numpy(contributions[0]).dtype)
         for contribution in contributions:
             total += torch.from_numpy(contribution)
         return self._step(params, total)
 
-    def apply_aggregate(self, params: np.ndarray, aggregate: np.ndarray, round_index: int) -> np.ndarray:
+    def apply_aggregate(
+        self, params: np.ndarray, aggregate: np.ndarray, round_index: int
+    ) -> np.ndarray:
         """Secure rounds: the server step on Protocol 1's decoded aggregate (in the model's dtype, as in-process)."""
         return self._step(params, torch.as_tensor(aggregate, dtype=torch.from_numpy(params).dtype))
 
     def _step(self, params: np.ndarray, total: torch.Tensor) -> np.ndarray:
-        new = self.method.server_step(torch.from_numpy(params), total, n_users=self.n_users, n_silos=self.n_silos)
+        new = self.method.server_step(
+            torch.from_numpy(params), total, n_users=self.n_users, n_silos=self.n_silos
+        )
         return new.numpy()
 
     def epsilon(self, releases: int) -> float | None:
         """The user-level epsilon after ``releases`` rounds released (the method's accountant; completed and
         aborted rounds alike, each one composition); None for a method without a guarantee."""
-        epsilon = self.method.epsilon(self._accounted, releases, accountant=self.config.run.accountant)
+        epsilon = self.method.epsilon(
+            self._accounted, releases, accountant=self.config.run.accountant
+        )
         return None if epsilon is None else float(epsilon)
 
     def evaluate(self, params: np.ndarray, round_index: int) -> dict:
@@ -286,24 +322,36 @@ class MethodServer(_MethodRole):
         (``server_view_epsilon``: the same with secure aggregation or uniform weights, else
         :func:`uldp.accounting.epsilon_server_view` with the users' largest weight norm)."""
         load_flat_parameters(self._model, torch.from_numpy(params))
-        metrics = evaluate_model(self._model, self.data.x_test, self.data.y_test, self.config.run.dataset)
+        metrics = evaluate_model(
+            self._model, self.data.x_test, self.data.y_test, self.config.run.dataset
+        )
         epsilon = self.epsilon(round_index)
         view = epsilon
         if epsilon is not None and self.weights_show():
-            view = epsilon_server_view(sigma=float(self.config.run.sigma or 0.0), rounds=round_index,
-                                       delta=self.method.hp.delta, n_silos=self.n_silos,
-                                       weight_norm=self._weight_norm(), q=self.method.hp.q,
-                                       accountant=self.config.run.accountant).epsilon
-        return {**{name: float(value) for name, value in metrics.items()},
-                "epsilon": epsilon,
-                "server_view_epsilon": None if view is None else float(view)}
+            view = epsilon_server_view(
+                sigma=float(self.config.run.sigma or 0.0),
+                rounds=round_index,
+                delta=self.method.hp.delta,
+                n_silos=self.n_silos,
+                weight_norm=self._weight_norm(),
+                q=self.method.hp.q,
+                accountant=self.config.run.accountant,
+            ).epsilon
+        return {
+            **{name: float(value) for name, value in metrics.items()},
+            "epsilon": epsilon,
+            "server_view_epsilon": None if view is None else float(view),
+        }
 
     def weights_show(self) -> bool:
         """Whether the server's view of each silo spends more than the released model: plain rounds of a method
         whose weights are not uniform (enhanced or fixed ``user_weights``)."""
         spec = self.method.spec
-        return (not self.config.secure_aggregation and spec.per_user
-                and (spec.enhanced_weights or self.config.run.user_weights is not None))
+        return (
+            not self.config.secure_aggregation
+            and spec.per_user
+            and (spec.enhanced_weights or self.config.run.user_weights is not None)
+        )
 
     def _weight_norm(self) -> float:
         """``max_u ||w_u||_2`` over the users with records (the weights of every user sampled)."""
@@ -320,10 +368,16 @@ class MethodServer(_MethodRole):
             return None
         noise_std = self.method.noise_std(self.n_silos)
         if not spec.per_user:
-            return [update_norm_bound(clip=hp.clip, weight_sum=1.0, noise_std=noise_std, size=size)] * self.n_silos
+            return [
+                update_norm_bound(clip=hp.clip, weight_sum=1.0, noise_std=noise_std, size=size)
+            ] * self.n_silos
         weights = user_level(self.method).weights(self.counts, np.asarray(sampled, dtype=bool))
-        return [update_norm_bound(clip=hp.clip, weight_sum=float(row.sum()), noise_std=noise_std, size=size)
-                for row in weights]
+        return [
+            update_norm_bound(
+                clip=hp.clip, weight_sum=float(row.sum()), noise_std=noise_std, size=size
+            )
+            for row in weights
+        ]
 
 
 class MethodSilo(_MethodRole):
@@ -342,9 +396,14 @@ class MethodSilo(_MethodRole):
         super().__init__(config, dataset)
         self.silo_id = check_integer("--silo-id", silo_id, minimum=0, maximum=self.n_silos - 1)
         own = self._mask & (self._federation.allocation.silo == silo_id)
-        self._group_size = (self.method.group_size(self._federation.keep(self._mask))
-                            if isinstance(self.method, GroupMethod) else 0)  # public: the shared allocation's
-        self.federation = self._federation.keep(own)  # this silo's records only; the rest is dropped here
+        self._group_size = (
+            self.method.group_size(self._federation.keep(self._mask))
+            if isinstance(self.method, GroupMethod)
+            else 0
+        )  # public: the shared allocation's
+        self.federation = self._federation.keep(
+            own
+        )  # this silo's records only; the rest is dropped here
         del self._federation, self.data
         self.federation.model.train()
         self.n_records = int(own.sum())
@@ -360,11 +419,17 @@ class MethodSilo(_MethodRole):
         """
         spec = self.method.spec
         if not spec.private:
-            raise PolicyRefusal(f"method {spec.name} adds no noise; this silo answers only private methods")
+            raise PolicyRefusal(
+                f"method {spec.name} adds no noise; this silo answers only private methods"
+            )
         if sampled is None:
             policy.check(sigma=self.config.run.sigma, local_epochs=self.config.run.local_epochs)
         elif spec.per_user:
-            policy.check(sampled_users=int(np.count_nonzero(sampled)), n_users=self.n_users, q=self.method.hp.q)
+            policy.check(
+                sampled_users=int(np.count_nonzero(sampled)),
+                n_users=self.n_users,
+                q=self.method.hp.q,
+            )
 
     def release(self, sampled: np.ndarray) -> tuple[float | GroupRelease, float]:
         """What one answer of this silo releases, for its ledger (:class:`uldp.policy.SiloLedger`): the noise
@@ -373,31 +438,51 @@ class MethodSilo(_MethodRole):
         sampling rate (a private method: :meth:`check_policy` refuses the others)."""
         spec, hp = self.method.spec, self.method.hp
         if spec.family == "ULDP-GROUP":
-            schedule = dpsgd_schedule(self.n_records, batch_size=needed(hp.batch_size, "batch_size"),
-                                      epochs=needed(hp.local_epochs, "local_epochs"))
-            return GroupRelease(sigma=float(needed(hp.sigma, "sigma")), sample_rate=schedule.sample_rate,
-                                steps=schedule.steps, k=self._group_size), 1.0
+            schedule = dpsgd_schedule(
+                self.n_records,
+                batch_size=needed(hp.batch_size, "batch_size"),
+                epochs=needed(hp.local_epochs, "local_epochs"),
+            )
+            return GroupRelease(
+                sigma=float(needed(hp.sigma, "sigma")),
+                sample_rate=schedule.sample_rate,
+                steps=schedule.steps,
+                k=self._group_size,
+            ), 1.0
         uniform = not spec.enhanced_weights and self.config.run.user_weights is None
-        multiplier = release_multiplier(float(self.config.run.sigma or 0.0), n_silos=self.n_silos,
-                                        secure=self.config.secure_aggregation,
-                                        uniform_weights=uniform or not spec.per_user)
+        multiplier = release_multiplier(
+            float(self.config.run.sigma or 0.0),
+            n_silos=self.n_silos,
+            secure=self.config.secure_aggregation,
+            uniform_weights=uniform or not spec.per_user,
+        )
         return multiplier, hp.q if spec.per_user else 1.0
 
     def contribution(self, params: np.ndarray, round_index: int, sampled: np.ndarray) -> np.ndarray:
         """The method's ``silo_update``: what this silo sends in a plain round (noise from this silo's secret)."""
-        update = self.method.silo_update(torch.from_numpy(params), self.federation, self.secret_round_seed(round_index),
-                                         self.silo_id, sampled=sampled, counts=self.counts)
+        update = self.method.silo_update(
+            torch.from_numpy(params),
+            self.federation,
+            self.secret_round_seed(round_index),
+            self.silo_id,
+            sampled=sampled,
+            counts=self.counts,
+        )
         return update.numpy()
 
-    def secure_inputs(self, params: np.ndarray, round_index: int, sampled: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def secure_inputs(
+        self, params: np.ndarray, round_index: int, sampled: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Clipped per-user deltas ``[|U|, d]`` and noise ``[d]`` for Protocol 1's masked update (ULDP-SGD/AVG-w).
 
         Raises:
             ValueError: for a method whose weights Protocol 1 does not compute.
         """
         if not (self.method.spec.per_user and self.method.spec.enhanced_weights):
-            raise ValueError(f"Protocol 1 computes the enhanced weights of ULDP-SGD-w / ULDP-AVG-w, "
-                             f"not {self.method.spec.name}")
+            raise ValueError(
+                f"Protocol 1 computes the enhanced weights of ULDP-SGD-w / ULDP-AVG-w, "
+                f"not {self.method.spec.name}"
+            )
         round_seed, tensor = self.secret_round_seed(round_index), torch.from_numpy(params)
         method = user_level(self.method)
         deltas = method.silo_user_deltas(tensor, self.federation, round_seed, sampled, self.silo_id)

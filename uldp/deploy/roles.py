@@ -47,10 +47,14 @@ class ServerRole(Protocol):
     def protocol_config(self) -> Any:
         """The :class:`uldp.secure.ProtocolConfig` of this run (secure runs only)."""
 
-    def combine(self, params: np.ndarray, contributions: list[np.ndarray], round_index: int) -> np.ndarray:
+    def combine(
+        self, params: np.ndarray, contributions: list[np.ndarray], round_index: int
+    ) -> np.ndarray:
         """The next global model from every silo's contribution (ordered by silo id)."""
 
-    def apply_aggregate(self, params: np.ndarray, aggregate: np.ndarray, round_index: int) -> np.ndarray:
+    def apply_aggregate(
+        self, params: np.ndarray, aggregate: np.ndarray, round_index: int
+    ) -> np.ndarray:
         """The next global model from Protocol 1's decoded aggregate sum_s (sum_u w_su delta_su + z_s)."""
 
     def epsilon(self, releases: int) -> float | None:
@@ -91,7 +95,9 @@ class SiloRole(Protocol):
     def contribution(self, params: np.ndarray, round_index: int, sampled: np.ndarray) -> np.ndarray:
         """What this silo sends in a plain round (the method's silo-side update)."""
 
-    def secure_inputs(self, params: np.ndarray, round_index: int, sampled: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def secure_inputs(
+        self, params: np.ndarray, round_index: int, sampled: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(clipped per-user deltas [|U|, d], this silo's noise [d]) for Protocol 1's masked update."""
 
     def check_policy(self, policy: SiloPolicy, sampled: np.ndarray | None = None) -> None:

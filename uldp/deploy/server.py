@@ -80,10 +80,15 @@ if TYPE_CHECKING:
     from uldp.deploy.roles import ServerRole
 
 #: Protocol 1's stages (:mod:`uldp.secure.driver`) as the deployment's wire stages.
-PROTOCOL_STAGES = {STAGE_KEY: wire.STAGE_SECURE_KEYS, STAGE_DIRECTORY: wire.STAGE_SECURE_DIRECTORY,
-                   STAGE_SEED: wire.STAGE_SECURE_SEED, STAGE_SHARES: wire.STAGE_TRAIN,
-                   STAGE_UPDATE: wire.STAGE_SECURE_UPDATE,
-                   masked_sum.STAGE_KEY: wire.STAGE_SUM_KEYS, masked_sum.STAGE_DIRECTORY: wire.STAGE_SUM_DIRECTORY}
+PROTOCOL_STAGES = {
+    STAGE_KEY: wire.STAGE_SECURE_KEYS,
+    STAGE_DIRECTORY: wire.STAGE_SECURE_DIRECTORY,
+    STAGE_SEED: wire.STAGE_SECURE_SEED,
+    STAGE_SHARES: wire.STAGE_TRAIN,
+    STAGE_UPDATE: wire.STAGE_SECURE_UPDATE,
+    masked_sum.STAGE_KEY: wire.STAGE_SUM_KEYS,
+    masked_sum.STAGE_DIRECTORY: wire.STAGE_SUM_DIRECTORY,
+}
 # Flower is imported inside the functions that use it: serve() sets FLWR_TELEMETRY_ENABLED before Flower reads it.
 
 LOGGER = logging.getLogger("uldp.deploy")
@@ -130,7 +135,9 @@ class ServerSettings:
 
     def __post_init__(self) -> None:
         for name in ("join_timeout", "round_timeout", "handshake_timeout", "stall_log_seconds"):
-            check_number(f"--{name.replace('_', '-')}", getattr(self, name), above=0, at_most=MAX_TIMEOUT)
+            check_number(
+                f"--{name.replace('_', '-')}", getattr(self, name), above=0, at_most=MAX_TIMEOUT
+            )
         if self.master_key is not None:
             keys.check_master_key(self.master_key)
         if self.checkpoint is not None:
@@ -189,11 +196,19 @@ class Coordinator:
         self.silos: dict[int, Any] = {}  # silo id -> Flower client proxy
         self.refused: list[str] = []
         self._seen: set[str] = set()
-        self._lock = threading.Lock()  # guards silos and refused (handshakes run in their own threads)
+        self._lock = (
+            threading.Lock()
+        )  # guards silos and refused (handshakes run in their own threads)
         self._protocol: ServerDriver | None = None  # Protocol 1's server driver once set up
-        self._masked: masked_sum.MaskedSumServer | None = None  # the masked sum's server side once set up
-        self._round_payloads: tuple[bytes, ...] = ()  # the model and sampled users of the round being run
-        self._protocol_seconds: list[tuple[float, float, float]] = []  # per exchange: start, wall, slowest silo
+        self._masked: masked_sum.MaskedSumServer | None = (
+            None  # the masked sum's server side once set up
+        )
+        self._round_payloads: tuple[
+            bytes, ...
+        ] = ()  # the model and sampled users of the round being run
+        self._protocol_seconds: list[
+            tuple[float, float, float]
+        ] = []  # per exchange: start, wall, slowest silo
         self.answered: set[int] = set()  # the silos that answered an exchange of the current round
 
     # --- admission -------------------------------------------------------------------------------------------
@@ -212,14 +227,28 @@ class Coordinator:
                 missing = sorted(set(range(self.role.n_silos)) - set(self.silos))
             if time.monotonic() - said >= self.settings.stall_log_seconds:
                 said = time.monotonic()
-                LOGGER.warning("waiting for silo(s) %s to join: %.0f s of --join-timeout %g s", missing,
-                               said - start, self.settings.join_timeout)
-            new = [(cid, proxy) for cid, proxy in self.client_manager.all().items() if cid not in self._seen]
+                LOGGER.warning(
+                    "waiting for silo(s) %s to join: %.0f s of --join-timeout %g s",
+                    missing,
+                    said - start,
+                    self.settings.join_timeout,
+                )
+            new = [
+                (cid, proxy)
+                for cid, proxy in self.client_manager.all().items()
+                if cid not in self._seen
+            ]
             for cid, proxy in new:
                 self._seen.add(cid)
-                timeout = max(0.1, min(self.settings.handshake_timeout, deadline - time.monotonic()))
-                threading.Thread(target=self._handshake, args=(proxy, timeout), daemon=True,
-                                 name=f"uldp-handshake-{cid}").start()
+                timeout = max(
+                    0.1, min(self.settings.handshake_timeout, deadline - time.monotonic())
+                )
+                threading.Thread(
+                    target=self._handshake,
+                    args=(proxy, timeout),
+                    daemon=True,
+                    name=f"uldp-handshake-{cid}",
+                ).start()
             if time.monotonic() > deadline:
                 with self._lock:
                     refused = "; ".join(self.refused) or "none"
@@ -234,13 +263,23 @@ class Coordinator:
         from flwr.common import GetPropertiesIns
 
         nonce = secrets.token_bytes(32)
-        request: dict[str, Scalar] = {"stage": wire.STAGE_HELLO, "nonce": nonce, "wire_version": wire.WIRE_VERSION}
+        request: dict[str, Scalar] = {
+            "stage": wire.STAGE_HELLO,
+            "nonce": nonce,
+            "wire_version": wire.WIRE_VERSION,
+        }
         try:
-            answer = dict(proxy.get_properties(GetPropertiesIns(request), timeout=timeout, group_id=None).properties)
+            answer = dict(
+                proxy.get_properties(
+                    GetPropertiesIns(request), timeout=timeout, group_id=None
+                ).properties
+            )
         except Exception as error:
             with self._lock:
-                self.refused.append(f"a connection did not answer the handshake within {timeout:.0f} s "
-                                    f"({type(error).__name__})")
+                self.refused.append(
+                    f"a connection did not answer the handshake within {timeout:.0f} s "
+                    f"({type(error).__name__})"
+                )
             self._disconnect(proxy)
             return
         try:
@@ -254,10 +293,17 @@ class Coordinator:
                 self.refused.append(reason)
             else:
                 self.silos[answer["silo_id"]] = proxy
-                LOGGER.info("admitted silo %d (%d/%d)", answer["silo_id"], len(self.silos), self.role.n_silos)
+                LOGGER.info(
+                    "admitted silo %d (%d/%d)",
+                    answer["silo_id"],
+                    len(self.silos),
+                    self.role.n_silos,
+                )
         if reason:
             LOGGER.error("refused: %s", reason)
-            self._send_quietly(proxy, wire.Instruction(wire.STAGE_REFUSE, values={"reason": reason}))
+            self._send_quietly(
+                proxy, wire.Instruction(wire.STAGE_REFUSE, values={"reason": reason})
+            )
             self._disconnect(proxy)
 
     def _check_hello(self, answer: dict, nonce: bytes) -> str:
@@ -266,7 +312,11 @@ class Coordinator:
         who = f"silo {silo_id!r:.40}"
         if answer.get("wire_version") != wire.WIRE_VERSION:
             return f"{who} speaks wire version {answer.get('wire_version')!r:.40}, the server {wire.WIRE_VERSION}"
-        if isinstance(silo_id, bool) or not isinstance(silo_id, int) or not 0 <= silo_id < self.role.n_silos:
+        if (
+            isinstance(silo_id, bool)
+            or not isinstance(silo_id, int)
+            or not 0 <= silo_id < self.role.n_silos
+        ):
             return f"{who}: silo id must be an integer in 0..{self.role.n_silos - 1}"
         if answer.get("fingerprint") != self.role.fingerprint:
             return (
@@ -275,7 +325,9 @@ class Coordinator:
             )
         if self.settings.master_key is not None:
             expected = keys.authentication_tag(
-                keys.silo_key(self.settings.master_key, silo_id), nonce=nonce, silo_id=silo_id,
+                keys.silo_key(self.settings.master_key, silo_id),
+                nonce=nonce,
+                silo_id=silo_id,
                 config_fingerprint=self.role.fingerprint,
             )
             tag = answer.get("tag", b"")
@@ -294,7 +346,9 @@ class Coordinator:
         with suppress(Exception):
             proxy.reconnect(ReconnectIns(seconds=None), timeout=10.0, group_id=None)
 
-    def exchange(self, instructions: dict[int, wire.Instruction], *, what: str) -> dict[int, wire.Reply]:
+    def exchange(
+        self, instructions: dict[int, wire.Instruction], *, what: str
+    ) -> dict[int, wire.Reply]:
         """Send one instruction to each silo in parallel and collect every reply.
 
         Raises:
@@ -312,16 +366,27 @@ class Coordinator:
             except Exception as error:
                 waited = time.monotonic() - start
                 detail = f"{type(error).__name__}: {error}".rstrip(": ")
-                cause = (f"no answer within --round-timeout {timeout:g} s" if waited >= 0.99 * timeout
-                         else f"connection lost after {waited:.1f} s")
-                raise RoundAborted(f"{what}: silo {silo_id} dropped out ({cause}; {detail})") from error
+                cause = (
+                    f"no answer within --round-timeout {timeout:g} s"
+                    if waited >= 0.99 * timeout
+                    else f"connection lost after {waited:.1f} s"
+                )
+                raise RoundAborted(
+                    f"{what}: silo {silo_id} dropped out ({cause}; {detail})"
+                ) from error
             if reply.error:  # the silo released nothing
                 raise RoundAborted(f"{what}: silo {silo_id} failed: {reply.error[:500]}")
             with self._lock:
                 self.answered.add(silo_id)
             seconds = reply.values.get("seconds", 0.0)
-            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < math.inf:
-                raise RoundAborted(f"{what}: silo {silo_id} sent seconds={seconds!r:.40}, not a finite number >= 0")
+            if (
+                isinstance(seconds, bool)
+                or not isinstance(seconds, (int, float))
+                or not 0 <= seconds < math.inf
+            ):
+                raise RoundAborted(
+                    f"{what}: silo {silo_id} sent seconds={seconds!r:.40}, not a finite number >= 0"
+                )
             return reply
 
         with ThreadPoolExecutor(max_workers=len(instructions)) as pool:
@@ -344,24 +409,37 @@ class Coordinator:
         while pending:
             _, pending = wait(pending, timeout=self.settings.stall_log_seconds)
             if pending:
-                waiting = sorted(silo_id for silo_id, future in futures.items() if future in pending)
-                LOGGER.warning("%s: still waiting for silo(s) %s after %.0f s (--round-timeout %g s)", what,
-                               waiting, time.monotonic() - start, self.settings.round_timeout)
+                waiting = sorted(
+                    silo_id for silo_id, future in futures.items() if future in pending
+                )
+                LOGGER.warning(
+                    "%s: still waiting for silo(s) %s after %.0f s (--round-timeout %g s)",
+                    what,
+                    waiting,
+                    time.monotonic() - start,
+                    self.settings.round_timeout,
+                )
 
     def broadcast(self, instruction: wire.Instruction, *, what: str) -> dict[int, wire.Reply]:
         """:meth:`exchange` with the same instruction for every silo."""
         return self.exchange(dict.fromkeys(self.silos, instruction), what=what)
 
     # --- Protocol 1 and the rounds ----------------------------------------------------------------------------
-    def _protocol_exchange(self, stage: str, round_index: int,
-                           payloads: dict[int, tuple[bytes, ...]]) -> dict[int, tuple[bytes, ...]]:
+    def _protocol_exchange(
+        self, stage: str, round_index: int, payloads: dict[int, tuple[bytes, ...]]
+    ) -> dict[int, tuple[bytes, ...]]:
         """One Protocol 1 stage as wire instructions (:data:`PROTOCOL_STAGES`); a round's shares stage is its
         ``train`` instruction, with the model and the sampled users before the protocol's payloads."""
         first = self._round_payloads if stage == STAGE_SHARES else ()
         what = f"round {round_index}" if round_index else f"secure setup {stage}"
         start = time.perf_counter()
-        replies = self.exchange({s: wire.Instruction(PROTOCOL_STAGES[stage], round_index, payloads=(*first, *p))
-                                 for s, p in payloads.items()}, what=what)
+        replies = self.exchange(
+            {
+                s: wire.Instruction(PROTOCOL_STAGES[stage], round_index, payloads=(*first, *p))
+                for s, p in payloads.items()
+            },
+            what=what,
+        )
         self._protocol_seconds.append((start, time.perf_counter() - start, _slowest(replies)))
         return {s: reply.payloads for s, reply in replies.items()}
 
@@ -375,7 +453,9 @@ class Coordinator:
         self._protocol = ServerDriver(self.role.protocol_config(), self._protocol_exchange)
         try:
             self._protocol.setup()
-        except ValueError as error:  # ProtocolAbort names the silo; a non-invertible sum blames no silo
+        except (
+            ValueError
+        ) as error:  # ProtocolAbort names the silo; a non-invertible sum blames no silo
             raise RoundAborted(str(error)) from error
 
     def masked_setup(self) -> None:
@@ -400,11 +480,15 @@ class Coordinator:
         bounds = self.role.contribution_bound(sampled, aggregate.size)
         norm = float(np.linalg.norm(aggregate))
         if bounds is not None and not norm <= sum(bounds):
-            raise RoundAborted(f"{what}: the securely aggregated sum has norm {norm:.3g}, past the bound "
-                               f"{sum(bounds):.3g} of the silos' clipped, noised updates: a silo sent more (the "
-                               f"masks hide which); nothing is applied")
+            raise RoundAborted(
+                f"{what}: the securely aggregated sum has norm {norm:.3g}, past the bound "
+                f"{sum(bounds):.3g} of the silos' clipped, noised updates: a silo sent more (the "
+                f"masks hide which); nothing is applied"
+            )
 
-    def _contributions(self, replies: dict[int, wire.Reply], like: np.ndarray, what: str) -> list[np.ndarray]:
+    def _contributions(
+        self, replies: dict[int, wire.Reply], like: np.ndarray, what: str
+    ) -> list[np.ndarray]:
         """Every silo's plain contribution: one array of exactly ``like``'s dtype and shape, finite.
 
         Raises:
@@ -424,11 +508,15 @@ class Coordinator:
                 if not np.isfinite(values).all():
                     raise ValueError(f"{int((~np.isfinite(values)).sum())} NaN or infinite values")
             except ValueError as error:
-                raise RoundAborted(f"{what}: silo {silo_id} sent a bad contribution: {error}") from error
+                raise RoundAborted(
+                    f"{what}: silo {silo_id} sent a bad contribution: {error}"
+                ) from error
             contributions.append(values)
         return contributions
 
-    def run_round(self, params: np.ndarray, round_index: int, timings: dict[str, float]) -> np.ndarray:
+    def run_round(
+        self, params: np.ndarray, round_index: int, timings: dict[str, float]
+    ) -> np.ndarray:
         """One round: the model (and sampled users) out, contributions or Protocol 1 messages in, the update applied.
 
         Raises:
@@ -440,27 +528,39 @@ class Coordinator:
         what = f"round {round_index}"
         start = time.perf_counter()
         if self._protocol is None:
-            replies = self.broadcast(wire.Instruction(wire.STAGE_TRAIN, round_index, payloads=payloads), what=what)
+            replies = self.broadcast(
+                wire.Instruction(wire.STAGE_TRAIN, round_index, payloads=payloads), what=what
+            )
             timings["silos"] = time.perf_counter() - start
             timings["silo_compute"] = _slowest(replies)
             if self._masked is not None:  # only the sum is decoded (uldp.secure.masked_sum)
                 try:
-                    aggregate = self._masked.finish_round(round_index, {s: r.payloads for s, r in replies.items()},
-                                                          params.size)
+                    aggregate = self._masked.finish_round(
+                        round_index, {s: r.payloads for s, r in replies.items()}, params.size
+                    )
                 except ValueError as error:
                     raise RoundAborted(f"{what}: {error}") from error
                 self._check_aggregate(aggregate, sampled, what)
                 start = time.perf_counter()
-                return self._checked(self.role.apply_aggregate(params, aggregate, round_index), params, what,
-                                     timings, start)
+                return self._checked(
+                    self.role.apply_aggregate(params, aggregate, round_index),
+                    params,
+                    what,
+                    timings,
+                    start,
+                )
             contributions = self._contributions(replies, params, what)
             bounds = self.role.contribution_bound(sampled, params.size)
-            for silo_id, (contribution, bound) in enumerate(zip(contributions, bounds or [], strict=False)):
+            for silo_id, (contribution, bound) in enumerate(
+                zip(contributions, bounds or [], strict=False)
+            ):
                 norm = float(np.linalg.norm(contribution.astype(np.float64)))
                 if not norm <= bound:
-                    raise RoundAborted(f"{what}: silo {silo_id} sent a contribution of norm {norm:.3g}, past the "
-                                       f"bound {bound:.3g} its method implies (clip times its weights plus the "
-                                       f"noise's 2^-40 tail); nothing is applied")
+                    raise RoundAborted(
+                        f"{what}: silo {silo_id} sent a contribution of norm {norm:.3g}, past the "
+                        f"bound {bound:.3g} its method implies (clip times its weights plus the "
+                        f"noise's 2^-40 tail); nothing is applied"
+                    )
             start = time.perf_counter()
             new = self.role.combine(params, contributions, round_index)
         else:  # Protocol 1 (steps 2(a)-(c)); users without records (B(N_u) = 0) are never sampled
@@ -482,15 +582,19 @@ class Coordinator:
         return self._checked(new, params, what, timings, start)
 
     @staticmethod
-    def _checked(new: np.ndarray, params: np.ndarray, what: str, timings: dict[str, float], start: float) -> np.ndarray:
+    def _checked(
+        new: np.ndarray, params: np.ndarray, what: str, timings: dict[str, float], start: float
+    ) -> np.ndarray:
         """The new model if it is a finite array like ``params`` (the server step's time added to ``timings``).
 
         Raises:
             RoundAborted: otherwise; it is not applied.
         """
         if new.dtype != params.dtype or new.shape != params.shape or not np.isfinite(new).all():
-            raise RoundAborted(f"{what}: the updated model is not a finite {params.dtype} {params.shape} array; "
-                               f"it is not applied")
+            raise RoundAborted(
+                f"{what}: the updated model is not a finite {params.dtype} {params.shape} array; "
+                f"it is not applied"
+            )
         timings["server"] = timings.get("server", 0.0) + time.perf_counter() - start
         return new
 
@@ -508,18 +612,31 @@ class Coordinator:
         Raises:
             ValueError: the checkpoint belongs to another run or is corrupted or malformed.
         """
-        ledger = ReleaseLedger(self.settings.checkpoint, config_fingerprint=self.role.fingerprint,
-                               initial=self.role.initial_params())
-        result = FederationResult(params=ledger.params, rounds_done=ledger.completed, resumed_from=ledger.resumed_from,
-                                  history=ledger.history,
-                                  insecure_reproducible_noise=self.role.insecure_reproducible_noise)
+        ledger = ReleaseLedger(
+            self.settings.checkpoint,
+            config_fingerprint=self.role.fingerprint,
+            initial=self.role.initial_params(),
+        )
+        result = FederationResult(
+            params=ledger.params,
+            rounds_done=ledger.completed,
+            resumed_from=ledger.resumed_from,
+            history=ledger.history,
+            insecure_reproducible_noise=self.role.insecure_reproducible_noise,
+        )
         if ledger.completed > self.role.rounds:
-            raise ValueError(f"checkpoint {self.settings.checkpoint} has {ledger.completed} rounds done, the run "
-                             f"only {self.role.rounds}")
+            raise ValueError(
+                f"checkpoint {self.settings.checkpoint} has {ledger.completed} rounds done, the run "
+                f"only {self.role.rounds}"
+            )
         if ledger.history:
-            LOGGER.info("resuming from checkpoint %s: %d round(s) completed, %d aborted; the next round is %d",
-                        self.settings.checkpoint, ledger.completed, len(ledger.history) - ledger.completed,
-                        ledger.next_round)
+            LOGGER.info(
+                "resuming from checkpoint %s: %d round(s) completed, %d aborted; the next round is %d",
+                self.settings.checkpoint,
+                ledger.completed,
+                len(ledger.history) - ledger.completed,
+                ledger.next_round,
+            )
         try:
             self.admit()
             if ledger.completed < self.role.rounds and (self.role.secure or self.role.masked):
@@ -527,7 +644,9 @@ class Coordinator:
                 self.secure_setup() if self.role.secure else self.masked_setup()
                 result.setup_seconds = time.perf_counter() - start
             while ledger.completed < self.role.rounds:
-                round_index = ledger.begin(self.role.epsilon(ledger.next_round))  # before anything goes out
+                round_index = ledger.begin(
+                    self.role.epsilon(ledger.next_round)
+                )  # before anything goes out
                 start = time.perf_counter()
                 stages: dict[str, float] = {}
                 self.answered = set()
@@ -543,24 +662,42 @@ class Coordinator:
                 result.params, result.rounds_done = params, ledger.completed + 1
                 ledger.complete(params, {"seconds": seconds, "stages": stages, **metrics})
                 if round_index > self.role.rounds:
-                    LOGGER.warning("round %d done: %d releases for %d completed rounds after aborts; epsilon %s",
-                                   round_index, round_index, ledger.completed, metrics.get("epsilon"))
+                    LOGGER.warning(
+                        "round %d done: %d releases for %d completed rounds after aborts; epsilon %s",
+                        round_index,
+                        round_index,
+                        ledger.completed,
+                        metrics.get("epsilon"),
+                    )
                 LOGGER.info("round %d done in %.2f s", round_index, seconds)
             self.broadcast(
-                wire.Instruction(wire.STAGE_FINISH, len(ledger.history), payloads=(array_to_bytes(ledger.params),)),
+                wire.Instruction(
+                    wire.STAGE_FINISH,
+                    len(ledger.history),
+                    payloads=(array_to_bytes(ledger.params),),
+                ),
                 what="finish",
             )
         except Exception as error:
-            kind = ("admission" if isinstance(error, AdmissionFailed)
-                    else f"round {len(ledger.history)} aborted" if ledger.in_round
-                    else f"after round {len(ledger.history)}")
+            kind = (
+                "admission"
+                if isinstance(error, AdmissionFailed)
+                else f"round {len(ledger.history)} aborted"
+                if ledger.in_round
+                else f"after round {len(ledger.history)}"
+            )
             detail = str(error)
             if not isinstance(error, (RoundAborted, AdmissionFailed, CheckpointFailed)):
                 LOGGER.debug("unexpected failure", exc_info=True)
                 detail = f"{type(error).__name__}: {error}"
             result.error = f"{kind}: {detail}"
-            LOGGER.error("%s; %d round index(es) are accounted, a restart continues at round %d from the last "
-                         "model the checkpoint holds", result.error, len(ledger.history), ledger.next_round)
+            LOGGER.error(
+                "%s; %d round index(es) are accounted, a restart continues at round %d from the last "
+                "model the checkpoint holds",
+                result.error,
+                len(ledger.history),
+                ledger.next_round,
+            )
         finally:
             with self._lock:
                 result.refused = list(self.refused)

@@ -62,10 +62,16 @@ if TYPE_CHECKING:
 
 LOGGER = logging.getLogger("uldp.deploy")
 #: The deployment's wire stages of Protocol 1's set-up (:mod:`uldp.secure.driver` keeps their order and checks).
-SETUP_STAGES = {wire.STAGE_SECURE_KEYS: STAGE_KEY, wire.STAGE_SECURE_DIRECTORY: STAGE_DIRECTORY,
-                wire.STAGE_SECURE_SEED: STAGE_SEED}
+SETUP_STAGES = {
+    wire.STAGE_SECURE_KEYS: STAGE_KEY,
+    wire.STAGE_SECURE_DIRECTORY: STAGE_DIRECTORY,
+    wire.STAGE_SECURE_SEED: STAGE_SEED,
+}
 #: The deployment's wire stages of the masked sum's set-up (:mod:`uldp.secure.masked_sum`).
-MASKED_SUM_STAGES = {wire.STAGE_SUM_KEYS: STAGE_SUM_KEY, wire.STAGE_SUM_DIRECTORY: STAGE_SUM_DIRECTORY}
+MASKED_SUM_STAGES = {
+    wire.STAGE_SUM_KEYS: STAGE_SUM_KEY,
+    wire.STAGE_SUM_DIRECTORY: STAGE_SUM_DIRECTORY,
+}
 #: The longest pause (seconds) between two attempts to reach the server.
 MAX_BACKOFF = 10.0
 
@@ -129,31 +135,45 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
             self.rounds_seen: list[int] = []
             self._protocol: SiloDriver | None = None  # Protocol 1's silo driver
             self._masked: MaskedSumSilo | None = None  # the masked sum's silo side
-            self._pending: tuple[np.ndarray, np.ndarray] | None = None  # the round's model and sampled users
+            self._pending: tuple[np.ndarray, np.ndarray] | None = (
+                None  # the round's model and sampled users
+            )
 
         def get_properties(self, ins: Any) -> Any:
             self.handshakes += 1
             nonce = ins.config.get("nonce", b"")
             answer: dict[str, Any] = {
-                "silo_id": role.silo_id, "fingerprint": role.fingerprint, "wire_version": wire.WIRE_VERSION,
+                "silo_id": role.silo_id,
+                "fingerprint": role.fingerprint,
+                "wire_version": wire.WIRE_VERSION,
             }
             if settings.key is not None:
                 answer["tag"] = keys.authentication_tag(
-                    settings.key, nonce=nonce, silo_id=role.silo_id, config_fingerprint=role.fingerprint
+                    settings.key,
+                    nonce=nonce,
+                    silo_id=role.silo_id,
+                    config_fingerprint=role.fingerprint,
                 )
             return GetPropertiesRes(Status(Code.OK, ""), answer)
 
         def fit(self, ins: Any) -> Any:
             try:
                 instruction = wire.Instruction.from_flower(ins)
-                if settings.exit_at_round is not None and instruction.round_index == settings.exit_at_round:
+                if (
+                    settings.exit_at_round is not None
+                    and instruction.round_index == settings.exit_at_round
+                ):
                     LOGGER.error(
-                        "silo %d: exiting abruptly in round %d (test fault)", role.silo_id, instruction.round_index
+                        "silo %d: exiting abruptly in round %d (test fault)",
+                        role.silo_id,
+                        instruction.round_index,
                     )
                     os._exit(17)
                 start = time.perf_counter()
                 reply = self._handle(instruction)
-                reply = replace(reply, values={**reply.values, "seconds": time.perf_counter() - start})
+                reply = replace(
+                    reply, values={**reply.values, "seconds": time.perf_counter() - start}
+                )
             except Exception as error:
                 LOGGER.exception("silo %d failed", role.silo_id)
                 reply = wire.Reply(error=f"{type(error).__name__}: {error}")
@@ -165,25 +185,42 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
                 self.refused = str(instruction.values.get("reason", "no reason given"))
                 return wire.Reply()
             if stage in SETUP_STAGES:
-                if stage == wire.STAGE_SECURE_KEYS:  # a new session; the rounds it answered stay answered
+                if (
+                    stage == wire.STAGE_SECURE_KEYS
+                ):  # a new session; the rounds it answered stay answered
                     answered = self._protocol.progress.answered_round if self._protocol else 0
-                    verifier = self._protocol.role.verifier if self._protocol else None  # kept across sessions
-                    self._protocol = SiloDriver(role.silo_id, role.counts_row, role.protocol_config(),
-                                                progress=SiloProgress(answered_round=answered), verifier=verifier)
+                    verifier = (
+                        self._protocol.role.verifier if self._protocol else None
+                    )  # kept across sessions
+                    self._protocol = SiloDriver(
+                        role.silo_id,
+                        role.counts_row,
+                        role.protocol_config(),
+                        progress=SiloProgress(answered_round=answered),
+                        verifier=verifier,
+                    )
                 return wire.Reply(payloads=self._secure().answer(SETUP_STAGES[stage], 0, payloads))
             if stage in MASKED_SUM_STAGES:
-                if stage == wire.STAGE_SUM_KEYS:  # a new session; the rounds it answered stay answered
+                if (
+                    stage == wire.STAGE_SUM_KEYS
+                ):  # a new session; the rounds it answered stay answered
                     answered = self._masked.answered_round if self._masked else 0
-                    self._masked = MaskedSumSilo(role.silo_id, role.n_silos, answered_round=answered)
-                return wire.Reply(payloads=self._masked_sum().answer(MASKED_SUM_STAGES[stage], 0, payloads))
+                    self._masked = MaskedSumSilo(
+                        role.silo_id, role.n_silos, answered_round=answered
+                    )
+                return wire.Reply(
+                    payloads=self._masked_sum().answer(MASKED_SUM_STAGES[stage], 0, payloads)
+                )
             if stage == wire.STAGE_TRAIN:
                 self.rounds_seen.append(instruction.round_index)
                 params, sampled = array_from_bytes(payloads[0]), array_from_bytes(payloads[1])
                 role.check_policy(settings.policy, sampled)
                 if len(payloads) == 2:
                     if role.secure:
-                        raise ValueError(f"round {instruction.round_index} without Protocol 1's payloads: this "
-                                         f"silo's run is secure, it never sends its contribution in the clear")
+                        raise ValueError(
+                            f"round {instruction.round_index} without Protocol 1's payloads: this "
+                            f"silo's run is secure, it never sends its contribution in the clear"
+                        )
                     round_index = instruction.round_index
 
                     def contribution() -> np.ndarray:
@@ -191,15 +228,20 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
                         return role.contribution(params, round_index, sampled)
 
                     if role.masked:  # only the masked contribution leaves (uldp.secure.masked_sum)
-                        return wire.Reply(payloads=self._masked_sum().answer(STAGE_SUM_UPDATE, round_index, (),
-                                                                            update=contribution))
+                        return wire.Reply(
+                            payloads=self._masked_sum().answer(
+                                STAGE_SUM_UPDATE, round_index, (), update=contribution
+                            )
+                        )
                     return wire.Reply(payloads=(array_to_bytes(contribution()),))
                 shares = self._secure().answer(STAGE_SHARES, instruction.round_index, payloads[2:])
                 self._pending = (params, sampled)
                 return wire.Reply(payloads=shares)
             if stage == wire.STAGE_SECURE_UPDATE:
                 if self._pending is None:
-                    raise ValueError(f"round {instruction.round_index}: an update stage before the round's model")
+                    raise ValueError(
+                        f"round {instruction.round_index}: an update stage before the round's model"
+                    )
                 params, sampled = self._pending
                 self._pending = None
                 round_index = instruction.round_index
@@ -208,7 +250,11 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
                     self._admit(round_index, sampled)
                     return role.secure_inputs(params, round_index, sampled)
 
-                return wire.Reply(payloads=self._secure().answer(STAGE_UPDATE, round_index, payloads, inputs=inputs))
+                return wire.Reply(
+                    payloads=self._secure().answer(
+                        STAGE_UPDATE, round_index, payloads, inputs=inputs
+                    )
+                )
             if stage == wire.STAGE_FINISH:
                 self.final_params = array_from_bytes(payloads[0])
                 return wire.Reply()
@@ -221,8 +267,10 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
 
         def _masked_sum(self) -> MaskedSumSilo:
             if not role.masked or self._masked is None:
-                raise ValueError("a round before the masked sum's set-up, or a masked sum in a run without it: this "
-                                 "silo never sends its contribution unmasked in a secure run")
+                raise ValueError(
+                    "a round before the masked sum's set-up, or a masked sum in a run without it: this "
+                    "silo never sends its contribution unmasked in a secure run"
+                )
             return self._masked
 
         def _secure(self) -> SiloDriver:
@@ -267,15 +315,25 @@ def run_silo(role: SiloRole, settings: SiloSettings) -> np.ndarray:
             )
             cause = "the server ended the connection"
         except grpc.RpcError as error:  # unreachable, or gone: one line, not gRPC's traceback
-            cause = error.code().name if callable(getattr(error, "code", None)) else type(error).__name__
+            cause = (
+                error.code().name
+                if callable(getattr(error, "code", None))
+                else type(error).__name__
+            )
         if client.refused:
             raise SiloRefused(f"silo {role.silo_id} was refused by the server: {client.refused}")
         if client.final_params is not None:
             return client.final_params
-        if client.handshakes > handshakes:  # it was admitted, then lost the server: wait for it afresh
+        if (
+            client.handshakes > handshakes
+        ):  # it was admitted, then lost the server: wait for it afresh
             since, delay = time.monotonic(), 1.0
         waited = time.monotonic() - since
-        last = f"last round seen: {client.rounds_seen[-1]}" if client.rounds_seen else "no round seen yet"
+        last = (
+            f"last round seen: {client.rounds_seen[-1]}"
+            if client.rounds_seen
+            else "no round seen yet"
+        )
         if waited >= settings.max_wait:
             raise FederationIncomplete(
                 f"silo {role.silo_id}: no server at {settings.server_address} for {waited:.0f} s "
@@ -283,7 +341,15 @@ def run_silo(role: SiloRole, settings: SiloSettings) -> np.ndarray:
                 f"and the server's log"
             )
         pause = min(delay, settings.max_wait - waited)
-        LOGGER.warning("silo %d: no server at %s (%s; %s); retrying in %.1f s, %.0f s waited of --max-wait %g s",
-                       role.silo_id, settings.server_address, cause, last, pause, waited, settings.max_wait)
+        LOGGER.warning(
+            "silo %d: no server at %s (%s; %s); retrying in %.1f s, %.0f s waited of --max-wait %g s",
+            role.silo_id,
+            settings.server_address,
+            cause,
+            last,
+            pause,
+            waited,
+            settings.max_wait,
+        )
         time.sleep(pause)
         delay = min(2 * delay, MAX_BACKOFF)

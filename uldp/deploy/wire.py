@@ -31,11 +31,17 @@ STAGE_REFUSE = "refuse"  # the server refuses a silo and says why
 STAGE_SECURE_KEYS = "secure-keys"  # Protocol 1 step 1(a)
 STAGE_SECURE_DIRECTORY = "secure-directory"  # step 1(b)
 STAGE_SECURE_SEED = "secure-seed"  # steps 1(c)-(e)
-STAGE_TRAIN = "train"  # one round: the model in, the silo's contribution (masked, or Protocol 1 shares) out
+STAGE_TRAIN = (
+    "train"  # one round: the model in, the silo's contribution (masked, or Protocol 1 shares) out
+)
 STAGE_SECURE_UPDATE = "secure-update"  # Protocol 1 step 2(b): relayed shares in, masked update out
 STAGE_FINISH = "finish"  # the federation is over: the final model, for the silo's records
-STAGE_SUM_KEYS = "sum-keys"  # the masked sum of plain updates (uldp.secure.masked_sum), step 1: X25519 keys
-STAGE_SUM_DIRECTORY = "sum-directory"  # step 2: the directory of keys (each train answer is then masked)
+STAGE_SUM_KEYS = (
+    "sum-keys"  # the masked sum of plain updates (uldp.secure.masked_sum), step 1: X25519 keys
+)
+STAGE_SUM_DIRECTORY = (
+    "sum-directory"  # step 2: the directory of keys (each train answer is then masked)
+)
 
 
 @dataclass(frozen=True)

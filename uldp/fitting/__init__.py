@@ -115,9 +115,13 @@ def _root_seed(seed: int | None) -> np.random.SeedSequence:
     if seed is None:
         return np.random.SeedSequence()  # entropy from the OS (secrets.randbits(128))
     seed = check_integer("seed", seed, minimum=0)
-    warnings.warn(f"seed={seed} makes the noise reproducible: the user-level guarantee then holds only while the seed "
-                  "stays secret (whoever knows it and the other users' records can re-run fit with and without a "
-                  "user and compare exactly). Leave seed=None for a model you release.", SeedWarning, stacklevel=3)
+    warnings.warn(
+        f"seed={seed} makes the noise reproducible: the user-level guarantee then holds only while the seed "
+        "stays secret (whoever knows it and the other users' records can re-run fit with and without a "
+        "user and compare exactly). Leave seed=None for a model you release.",
+        SeedWarning,
+        stacklevel=3,
+    )
     return np.random.SeedSequence(seed)
 
 
@@ -149,8 +153,10 @@ class History:
     info: dict = field(default_factory=dict)
 
     def __repr__(self) -> str:
-        return (f"History({len(self.rows)} rounds, epsilon={self.epsilon}, sigma={self.sigma}, delta={self.delta}, "
-                f"{len(self.users)} users, {len(self.silos)} silos, resumed_from={self.resumed_from})")
+        return (
+            f"History({len(self.rows)} rounds, epsilon={self.epsilon}, sigma={self.sigma}, delta={self.delta}, "
+            f"{len(self.users)} users, {len(self.silos)} silos, resumed_from={self.resumed_from})"
+        )
 
     def column(self, name: str) -> list:
         """Per round, the value named ``name`` (``"loss"``, ``"epsilon"``, a metric, ``"seconds"``).
@@ -176,8 +182,10 @@ def _check_sigma(method: str, *, epsilon: float | None, sigma: float | None) -> 
             raise ValueError("DEFAULT adds no noise: give neither epsilon nor sigma")
         return None
     if (epsilon is None) == (sigma is None):
-        raise ValueError(f"{spec.name} needs exactly one of epsilon (a target) or sigma (a noise multiplier); got "
-                         f"epsilon={epsilon!r}, sigma={sigma!r}")
+        raise ValueError(
+            f"{spec.name} needs exactly one of epsilon (a target) or sigma (a noise multiplier); got "
+            f"epsilon={epsilon!r}, sigma={sigma!r}"
+        )
     if epsilon is None:  # exactly one of them is given: sigma
         return check_positive("sigma", sigma)
     check_positive("epsilon", epsilon)
@@ -199,14 +207,34 @@ def _digest(*arrays: Any) -> str:
     return h.hexdigest()
 
 
-def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss: Any,
-        method: str = "ULDP-AVG-w", epsilon: float | None = None, sigma: float | None = None, delta: float = 1e-5,
-        rounds: int = 10, q: float = 1.0, metrics: Mapping[str, Metric] | None = None,
-        test: tuple[Any, Any] | None = None, seed: int | None = None, checkpoint: str | Path | None = None,
-        progress: bool = False, local_lr: float | None = None, global_lr: float | None = None,
-        clip: float | None = None, local_epochs: int | None = None, batch_size: int | None = None,
-        checkpoint_seconds: float = 60.0, all_user_ids: Iterable[Hashable] | None = None, accountant: str = "rdp"
-        ) -> tuple[nn.Module, History]:
+def fit(
+    model: nn.Module,
+    x: Any,
+    y: Any,
+    *,
+    user_ids: Any,
+    silo_ids: Any,
+    loss: Any,
+    method: str = "ULDP-AVG-w",
+    epsilon: float | None = None,
+    sigma: float | None = None,
+    delta: float = 1e-5,
+    rounds: int = 10,
+    q: float = 1.0,
+    metrics: Mapping[str, Metric] | None = None,
+    test: tuple[Any, Any] | None = None,
+    seed: int | None = None,
+    checkpoint: str | Path | None = None,
+    progress: bool = False,
+    local_lr: float | None = None,
+    global_lr: float | None = None,
+    clip: float | None = None,
+    local_epochs: int | None = None,
+    batch_size: int | None = None,
+    checkpoint_seconds: float = 60.0,
+    all_user_ids: Iterable[Hashable] | None = None,
+    accountant: str = "rdp",
+) -> tuple[nn.Module, History]:
     """Train ``model`` on your own records across silos with user-level DP (the paper's Algorithms 1-4).
 
     A user may hold records in several silos; ULDP-AVG(-w) bounds each user's total contribution per round by the
@@ -287,8 +315,10 @@ def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss:
     root = _root_seed(seed)
     check_number("checkpoint_seconds", checkpoint_seconds, at_least=0)
     if checkpoint is not None and not Path(checkpoint).parent.is_dir():
-        raise ValueError(f"checkpoint={str(checkpoint)!r}: its directory {str(Path(checkpoint).parent)!r} does not "
-                         "exist; create it or give another path")
+        raise ValueError(
+            f"checkpoint={str(checkpoint)!r}: its directory {str(Path(checkpoint).parent)!r} does not "
+            "exist; create it or give another path"
+        )
     model = copy.deepcopy(model)
     records = resolve_records(model, loss, x, y)
     loss_fn, x, y = records.loss, records.x, records.y
@@ -304,13 +334,33 @@ def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss:
         raise ValueError(f"metrics {sorted(metrics)} need a test set: pass test=(x_test, y_test)")
     trial_step(model, loss_fn, x, y)
     sigma = _check_sigma(spec.name, epsilon=epsilon, sigma=sigma)
-    hp = resolve_hyperparameters(spec.name, len(silo_labels), sigma=sigma, delta=delta, q=q, local_lr=local_lr,
-                                 global_lr=global_lr, clip=clip, local_epochs=local_epochs, batch_size=batch_size)
+    hp = resolve_hyperparameters(
+        spec.name,
+        len(silo_labels),
+        sigma=sigma,
+        delta=delta,
+        q=q,
+        local_lr=local_lr,
+        global_lr=global_lr,
+        clip=clip,
+        local_epochs=local_epochs,
+        batch_size=batch_size,
+    )
     # the caller gives the allocation: no seed reproduces it (-1)
-    allocation = Allocation(users, silos, len(user_labels), len(silo_labels), scheme="given", seed=-1)
+    allocation = Allocation(
+        users, silos, len(user_labels), len(silo_labels), scheme="given", seed=-1
+    )
     federation = Federation(model=model, loss_fn=loss_fn.trained, x=x, y=y, allocation=allocation)
-    hp, made, federation = prepare_method(spec.name, hp, federation, root, target_epsilon=epsilon, rounds=rounds,
-                                          accountant=accountant, record_level=record_level)
+    hp, made, federation = prepare_method(
+        spec.name,
+        hp,
+        federation,
+        root,
+        target_epsilon=epsilon,
+        rounds=rounds,
+        accountant=accountant,
+        record_level=record_level,
+    )
     params = flat_parameters(model)
     norms = update_norms(made, federation, params, seed_stream(root, CLIP_ADVICE_STREAM))
     advice = clip_advice(hp.clip, norms, what=CLIPPED.get(spec.family, ""))
@@ -326,32 +376,89 @@ def fit(model: nn.Module, x: Any, y: Any, *, user_ids: Any, silo_ids: Any, loss:
         with torch.no_grad():
             out = torch.cat([model(chunk) for chunk in torch.split(x_test, 2048)])
         model.train(was_training)
-        return {"loss": float(loss_fn(out, y_test)), **{name: float(fn(out, y_test)) for name, fn in metrics.items()}}
+        return {
+            "loss": float(loss_fn(out, y_test)),
+            **{name: float(fn(out, y_test)) for name, fn in metrics.items()},
+        }
 
     # one digest per argument, so that a mismatched resume names them; rounds stay out: a checkpoint of a shorter
     # run with the same sigma continues into a longer one
-    fingerprint = fields_fingerprint({
-        "method": spec.name, **{name: getattr(hp, name) for name in ("global_lr", "local_lr", "clip", "local_epochs",
-                                                                      "batch_size", "sigma", "delta", "q")},
-        # the seed with the records: a small integer alone could be found from its digest in the file
-        "seed": (seed, _digest(x, y, users)), "x": _digest(x), "y": _digest(y),
-        "user_ids": (user_labels, _digest(users)),
-        "silo_ids": (silo_labels, _digest(silos)), "model": _digest(params),
-        "test": None if test is None else _digest(x_test, y_test), "metrics": sorted(metrics),
-        "accountant": accountant})
-    params, rows, resumed = train_rounds(made, federation, params, rounds=rounds, root=root, evaluate=evaluate,
-                                         checkpoint=checkpoint, fingerprint=fingerprint,
-                                         checkpoint_seconds=checkpoint_seconds, progress=progress,
-                                         description=method, checkpoint_option="checkpoint=", accountant=accountant)
+    fingerprint = fields_fingerprint(
+        {
+            "method": spec.name,
+            **{
+                name: getattr(hp, name)
+                for name in (
+                    "global_lr",
+                    "local_lr",
+                    "clip",
+                    "local_epochs",
+                    "batch_size",
+                    "sigma",
+                    "delta",
+                    "q",
+                )
+            },
+            # the seed with the records: a small integer alone could be found from its digest in the file
+            "seed": (seed, _digest(x, y, users)),
+            "x": _digest(x),
+            "y": _digest(y),
+            "user_ids": (user_labels, _digest(users)),
+            "silo_ids": (silo_labels, _digest(silos)),
+            "model": _digest(params),
+            "test": None if test is None else _digest(x_test, y_test),
+            "metrics": sorted(metrics),
+            "accountant": accountant,
+        }
+    )
+    params, rows, resumed = train_rounds(
+        made,
+        federation,
+        params,
+        rounds=rounds,
+        root=root,
+        evaluate=evaluate,
+        checkpoint=checkpoint,
+        fingerprint=fingerprint,
+        checkpoint_seconds=checkpoint_seconds,
+        progress=progress,
+        description=method,
+        checkpoint_option="checkpoint=",
+        accountant=accountant,
+    )
     if spec.family == "ULDP-GROUP":  # DP-SGD's own record-level guarantee beside the user-level one
         arguments = {**made.accounting_arguments(federation), "k": 1}
-        rows = [{**row, "record_epsilon": float(epsilon_for_method(
-            spec.name, sigma=needed(hp.sigma, "sigma"), rounds=row["round"], delta=delta, accountant=accountant,
-            **arguments).epsilon)} for row in rows]
+        rows = [
+            {
+                **row,
+                "record_epsilon": float(
+                    epsilon_for_method(
+                        spec.name,
+                        sigma=needed(hp.sigma, "sigma"),
+                        rounds=row["round"],
+                        delta=delta,
+                        accountant=accountant,
+                        **arguments,
+                    ).epsilon
+                ),
+            }
+            for row in rows
+        ]
     load_flat_parameters(model, params)
     model.train()
-    return model, History(rows=rows, sigma=hp.sigma, delta=delta, users=user_labels, silos=silo_labels,
-                          resumed_from=resumed, info={"parameters": int(params.numel()), "records": n,
-                                                      "hyperparameters": hp,
-                                                      "update_norms": {f"{p}%": float(np.percentile(norms, p))
-                                                                       for p in (10, 50, 90)} if norms.size else {}})
+    return model, History(
+        rows=rows,
+        sigma=hp.sigma,
+        delta=delta,
+        users=user_labels,
+        silos=silo_labels,
+        resumed_from=resumed,
+        info={
+            "parameters": int(params.numel()),
+            "records": n,
+            "hyperparameters": hp,
+            "update_norms": {f"{p}%": float(np.percentile(norms, p)) for p in (10, 50, 90)}
+            if norms.size
+            else {},
+        },
+    )

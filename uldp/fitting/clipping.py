@@ -42,14 +42,24 @@ class ClipWarning(UserWarning):
 def _groups(federation: Federation, family: str) -> list[np.ndarray]:
     """The record groups the family clips one at a time: per (silo, user), per record, or per silo."""
     if family == "ULDP-NAIVE":
-        return [federation.silo_records(s) for s in range(federation.n_silos) if federation.silo_records(s).size]
+        return [
+            federation.silo_records(s)
+            for s in range(federation.n_silos)
+            if federation.silo_records(s).size
+        ]
     if family == "ULDP-GROUP":
         return [np.array([i]) for i in range(int(federation.x.shape[0]))]
     return [group for s in range(federation.n_silos) for group in federation.user_groups(s)[1]]
 
 
-def update_norms(method: Any, federation: Federation, params: Tensor, seed: np.random.SeedSequence, *,
-                 sample: int = SAMPLE) -> np.ndarray:
+def update_norms(
+    method: Any,
+    federation: Federation,
+    params: Tensor,
+    seed: np.random.SeedSequence,
+    *,
+    sample: int = SAMPLE,
+) -> np.ndarray:
     """The norms of what ``method`` clips, at ``params``, for up to ``sample`` groups drawn from ``seed``.
 
     Args:
@@ -68,17 +78,37 @@ def update_norms(method: Any, federation: Federation, params: Tensor, seed: np.r
         return np.zeros(0)
     groups = _groups(federation, family)
     rng = np.random.default_rng(seed_stream(seed, 0))
-    chosen = [groups[i] for i in np.sort(rng.choice(len(groups), size=min(sample, len(groups)), replace=False))]
+    chosen = [
+        groups[i]
+        for i in np.sort(rng.choice(len(groups), size=min(sample, len(groups)), replace=False))
+    ]
     with torch.random.fork_rng(devices=[]), global_torch_seed(seed_stream(seed, 1)):
         if family in ("ULDP-AVG", "ULDP-NAIVE"):
             epochs = needed(hp.local_epochs, "local_epochs")
-            keys = record_keys(int(federation.x.shape[0]), epochs, torch_generator(seed_stream(seed, 2)))
-            updates = train_users(federation.model, params, federation.x, federation.y, chosen,
-                                  loss_fn=federation.loss_fn, local_lr=needed(hp.local_lr, "local_lr"), epochs=epochs,
-                                  batch_size=hp.batch_size, keys=keys)
+            keys = record_keys(
+                int(federation.x.shape[0]), epochs, torch_generator(seed_stream(seed, 2))
+            )
+            updates = train_users(
+                federation.model,
+                params,
+                federation.x,
+                federation.y,
+                chosen,
+                loss_fn=federation.loss_fn,
+                local_lr=needed(hp.local_lr, "local_lr"),
+                epochs=epochs,
+                batch_size=hp.batch_size,
+                keys=keys,
+            )
         else:  # ULDP-SGD: a user's gradient; ULDP-GROUP (DP-SGD): a record's
-            updates = user_gradients(federation.model, params, federation.x, federation.y, chosen,
-                                     loss_fn=federation.loss_fn)
+            updates = user_gradients(
+                federation.model,
+                params,
+                federation.x,
+                federation.y,
+                chosen,
+                loss_fn=federation.loss_fn,
+            )
     return updates.norm(dim=1).detach().numpy()
 
 
@@ -96,15 +126,24 @@ def clip_advice(clip: float | None, norms: np.ndarray, *, what: str) -> str | No
     median = float(np.median(norms))
     if median <= 0 or median / FAR <= clip <= median * FAR:
         return None
-    effect = ("the noise (sigma C) is calibrated to a bound most updates are far below" if clip > median
-              else "clipping shrinks most updates, so C rather than the data sets the step")
-    return (f"clip={clip:g} is {max(clip / median, median / clip):.0f} times off the median {what} norm "
-            f"{median:.3g} at the initial model ({effect}). Choose C near the median norm without spending the "
-            "budget: on public or proxy records (uldp.fit on them reports history.info['update_norms']), or by "
-            "tuning whose privacy cost is added to epsilon (Papernot and Steinke 2022); choosing C from this "
-            "message on the private records leaks what the reported epsilon does not count")
+    effect = (
+        "the noise (sigma C) is calibrated to a bound most updates are far below"
+        if clip > median
+        else "clipping shrinks most updates, so C rather than the data sets the step"
+    )
+    return (
+        f"clip={clip:g} is {max(clip / median, median / clip):.0f} times off the median {what} norm "
+        f"{median:.3g} at the initial model ({effect}). Choose C near the median norm without spending the "
+        "budget: on public or proxy records (uldp.fit on them reports history.info['update_norms']), or by "
+        "tuning whose privacy cost is added to epsilon (Papernot and Steinke 2022); choosing C from this "
+        "message on the private records leaks what the reported epsilon does not count"
+    )
 
 
 #: What each family clips, for the message.
-CLIPPED = {"ULDP-AVG": "per-user update", "ULDP-SGD": "per-user gradient", "ULDP-GROUP": "per-record gradient",
-           "ULDP-NAIVE": "per-silo update"}
+CLIPPED = {
+    "ULDP-AVG": "per-user update",
+    "ULDP-SGD": "per-user gradient",
+    "ULDP-GROUP": "per-record gradient",
+    "ULDP-NAIVE": "per-silo update",
+}

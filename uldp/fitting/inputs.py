@@ -62,8 +62,10 @@ class WeightedLoss:
             return self.function(outputs, targets, weight)
         per_record = self.function(outputs, targets)
         if per_record.ndim == 0:
-            raise ValueError("a loss callable (outputs, targets) must return per-record losses [n], got a scalar; "
-                             "use reduction='none'")
+            raise ValueError(
+                "a loss callable (outputs, targets) must return per-record losses [n], got a scalar; "
+                "use reduction='none'"
+            )
         return _weighted_mean(per_record.reshape(per_record.shape[0], -1).mean(dim=-1), weight)
 
     @property
@@ -78,6 +80,7 @@ def _cross_entropy(label_smoothing: float) -> Callable[[Tensor, Tensor], Tensor]
         log_p = torch.log_softmax(outputs, dim=-1)
         picked = -log_p.gather(-1, targets.long().unsqueeze(-1)).squeeze(-1)
         return (1 - label_smoothing) * picked - label_smoothing * log_p.mean(dim=-1)
+
     return per_record
 
 
@@ -88,6 +91,7 @@ def _bce(pos_weight: Tensor | None) -> Callable[[Tensor, Tensor], Tensor]:
             return F.softplus(logits) - targets * logits
         # torch's form: (1 - y) z + (1 + (p - 1) y) softplus(-z)
         return (1 - targets) * logits + (1 + (pos_weight - 1) * targets) * F.softplus(-logits)
+
     return per_record
 
 
@@ -119,48 +123,71 @@ def weighted_loss(loss: Any) -> WeightedLoss:
     """
     if isinstance(loss, WeightedLoss):
         return loss
-    functions = {F.cross_entropy: nn.CrossEntropyLoss, F.binary_cross_entropy_with_logits: nn.BCEWithLogitsLoss,
-                 F.mse_loss: nn.MSELoss}
+    functions = {
+        F.cross_entropy: nn.CrossEntropyLoss,
+        F.binary_cross_entropy_with_logits: nn.BCEWithLogitsLoss,
+        F.mse_loss: nn.MSELoss,
+    }
     if loss in functions:
         loss = functions[loss]()
     if isinstance(loss, nn.modules.loss._Loss):
         if loss.reduction != "mean":
-            raise ValueError(f"loss reduction must be 'mean' (the library averages over each user's records), "
-                             f"got {loss.reduction!r}")
+            raise ValueError(
+                f"loss reduction must be 'mean' (the library averages over each user's records), "
+                f"got {loss.reduction!r}"
+            )
         if isinstance(loss, nn.CrossEntropyLoss):
             if loss.weight is not None or loss.ignore_index != -100:
-                raise ValueError("nn.CrossEntropyLoss with class weights or ignore_index is not supported; "
-                                 "use nn.CrossEntropyLoss() or a per-record callable (outputs, targets) -> [n]")
+                raise ValueError(
+                    "nn.CrossEntropyLoss with class weights or ignore_index is not supported; "
+                    "use nn.CrossEntropyLoss() or a per-record callable (outputs, targets) -> [n]"
+                )
             return WeightedLoss(_cross_entropy(float(loss.label_smoothing)), "cross_entropy")
         if isinstance(loss, nn.BCEWithLogitsLoss):
             if loss.weight is not None:
-                raise ValueError("nn.BCEWithLogitsLoss with weight is not supported (pos_weight is); "
-                                 "use a per-record callable (outputs, targets) -> [n]")
+                raise ValueError(
+                    "nn.BCEWithLogitsLoss with weight is not supported (pos_weight is); "
+                    "use a per-record callable (outputs, targets) -> [n]"
+                )
             return WeightedLoss(_bce(loss.pos_weight), "bce")
         if isinstance(loss, nn.MSELoss):
             return WeightedLoss(_mse, "mse")
-        raise ValueError(f"loss {type(loss).__name__} is not adapted automatically; use nn.CrossEntropyLoss, "
-                         "nn.BCEWithLogitsLoss, nn.MSELoss or a callable (outputs, targets) -> [n] per-record losses")
+        raise ValueError(
+            f"loss {type(loss).__name__} is not adapted automatically; use nn.CrossEntropyLoss, "
+            "nn.BCEWithLogitsLoss, nn.MSELoss or a callable (outputs, targets) -> [n] per-record losses"
+        )
     if not callable(loss):
         raise ValueError(f"loss must be a torch loss or a callable, got {type(loss).__name__}")
-    positional = [p for p in inspect.signature(loss).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    positional = [
+        p
+        for p in inspect.signature(loss).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
     required = [p for p in positional if p.default is inspect.Parameter.empty]
-    if len(required) == 3 or (len(required) == 2 and len(positional) >= 3 and positional[2].name == "weight"):
+    if len(required) == 3 or (
+        len(required) == 2 and len(positional) >= 3 and positional[2].name == "weight"
+    ):
         return WeightedLoss(loss, "custom", weighted=True)
     if len(required) == 2:
         return WeightedLoss(loss, "custom")
-    raise ValueError(f"a loss callable takes (outputs, targets) -> [n] per-record losses or (outputs, targets, "
-                     f"weight) -> weighted mean; {getattr(loss, '__name__', loss)!r} takes {len(required)} arguments")
+    raise ValueError(
+        f"a loss callable takes (outputs, targets) -> [n] per-record losses or (outputs, targets, "
+        f"weight) -> weighted mean; {getattr(loss, '__name__', loss)!r} takes {len(required)} arguments"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- module --
 #: Layers per-user training cannot run, and what to use instead (checked before training, like Opacus'
 #: ``ModuleValidator``). Training vmaps every user's copy of the model over a batch of that user's records alone.
 _REPLACEMENTS: tuple[tuple[type, str], ...] = (
-    (nn.modules.batchnorm._BatchNorm, ("batch normalisation mixes records of a batch and updates running statistics "
-                                       "in place, which per-user training (torch.func.vmap over users) cannot keep "
-                                       "per user; use nn.GroupNorm(num_groups, num_channels) or nn.LayerNorm instead")),
+    (
+        nn.modules.batchnorm._BatchNorm,
+        (
+            "batch normalisation mixes records of a batch and updates running statistics "
+            "in place, which per-user training (torch.func.vmap over users) cannot keep "
+            "per user; use nn.GroupNorm(num_groups, num_channels) or nn.LayerNorm instead"
+        ),
+    ),
 )
 
 
@@ -187,8 +214,10 @@ def check_module(model: nn.Module) -> None:
             if isinstance(module, kind):
                 problems.append(f"layer {name or '<model>'!r} ({type(module).__name__}): {advice}")
         if isinstance(module, nn.modules.instancenorm._InstanceNorm) and module.track_running_stats:
-            problems.append(f"layer {name!r} ({type(module).__name__}): track_running_stats=True updates running "
-                            "statistics in place; set track_running_stats=False or use nn.GroupNorm")
+            problems.append(
+                f"layer {name!r} ({type(module).__name__}): track_running_stats=True updates running "
+                "statistics in place; set track_running_stats=False or use nn.GroupNorm"
+            )
     if problems:
         raise UnsupportedModuleError("the model cannot be trained per user: " + "; ".join(problems))
     if not any(p.requires_grad for p in model.parameters()):
@@ -200,14 +229,24 @@ def trial_step(model: nn.Module, loss_fn: WeightedLoss, x: Tensor, y: Tensor) ->
     take = min(2, x.shape[0])
     try:
         with torch.random.fork_rng(devices=[]):  # leave every draw of training to the run's seed
-            train_users(model, flat_parameters(model), x[:take], y[:take], [np.array([i]) for i in range(take)],
-                        loss_fn=loss_fn, local_lr=1e-3, epochs=1, batch_size=1,
-                        keys=record_keys(take, 1, torch.Generator().manual_seed(0)))
+            train_users(
+                model,
+                flat_parameters(model),
+                x[:take],
+                y[:take],
+                [np.array([i]) for i in range(take)],
+                loss_fn=loss_fn,
+                local_lr=1e-3,
+                epochs=1,
+                batch_size=1,
+                keys=record_keys(take, 1, torch.Generator().manual_seed(0)),
+            )
     except (RuntimeError, TypeError, NotImplementedError, IndexError) as error:
         raise UnsupportedModuleError(
             f"the model or loss fails per-user training (torch.func.vmap over users of torch.func.grad): "
             f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''} -- layers must not update "
-            "buffers in place or call .item(); losses must use pure tensor ops") from error
+            "buffers in place or call .item(); losses must use pure tensor ops"
+        ) from error
 
 
 # ------------------------------------------------------------------------------------------------------ data --
@@ -225,46 +264,61 @@ def _numeric_tensor(name: str, value: Any) -> Tensor:
     if tensor.ndim == 0:
         raise ValueError(f"{name} must have one row per record, got a scalar")
     if tensor.dtype.is_floating_point and not bool(torch.isfinite(tensor).all()):
-        raise ValueError(f"{name} holds NaN or infinite values (first at flat index "
-                         f"{int((~torch.isfinite(tensor)).flatten().nonzero()[0])})")
+        raise ValueError(
+            f"{name} holds NaN or infinite values (first at flat index "
+            f"{int((~torch.isfinite(tensor)).flatten().nonzero()[0])})"
+        )
     return tensor
 
 
 def features_tensor(name: str, value: Any, dtype: torch.dtype) -> Tensor:
     """Records ``x`` as a tensor: floating point in ``dtype``, integer inputs (token ids) kept; NaN refused."""
     tensor = _numeric_tensor(name, value)
-    return tensor.to(dtype) if tensor.dtype.is_floating_point else tensor  # integer inputs (token ids) stay
+    return (
+        tensor.to(dtype) if tensor.dtype.is_floating_point else tensor
+    )  # integer inputs (token ids) stay
 
 
-def targets_tensor(name: str, value: Any, n: int, loss_fn: WeightedLoss, outputs: Tensor,
-                   dtype: torch.dtype) -> Tensor:
+def targets_tensor(
+    name: str, value: Any, n: int, loss_fn: WeightedLoss, outputs: Tensor, dtype: torch.dtype
+) -> Tensor:
     """``y`` checked against the loss: class labels in ``0..C-1``, 0/1 targets, or regression targets."""
     y = _numeric_tensor(name, value)
     if y.shape[0] != n:
         raise ValueError(f"{name} has {y.shape[0]} rows, x has {n}")
     if loss_fn.kind == "cross_entropy":
         if y.dtype.is_floating_point or y.ndim != 1:
-            raise ValueError(f"{name} must be a 1-D tensor of integer class labels for CrossEntropyLoss, got "
-                             f"dtype {y.dtype} and shape {tuple(y.shape)}")
+            raise ValueError(
+                f"{name} must be a 1-D tensor of integer class labels for CrossEntropyLoss, got "
+                f"dtype {y.dtype} and shape {tuple(y.shape)}"
+            )
         n_classes = outputs.shape[-1]
         if int(y.min()) < 0 or int(y.max()) >= n_classes:
-            raise ValueError(f"{name} labels must lie in 0..{n_classes - 1} (the model outputs {n_classes} "
-                             f"logits), got {int(y.min())}..{int(y.max())}")
+            raise ValueError(
+                f"{name} labels must lie in 0..{n_classes - 1} (the model outputs {n_classes} "
+                f"logits), got {int(y.min())}..{int(y.max())}"
+            )
         return y.long()
     if loss_fn.kind == "bce":
         y = y.to(dtype)
         if outputs[0].numel() != 1 or y[0].numel() != 1:
-            raise ValueError(f"BCEWithLogitsLoss needs one logit and one target per record; the model gives "
-                             f"{outputs[0].numel()} and {name} has {y[0].numel()}")
+            raise ValueError(
+                f"BCEWithLogitsLoss needs one logit and one target per record; the model gives "
+                f"{outputs[0].numel()} and {name} has {y[0].numel()}"
+            )
         if bool((y < 0).any() or (y > 1).any()):
-            raise ValueError(f"{name} must hold 0/1 targets (probabilities in [0, 1]) for BCEWithLogitsLoss, got "
-                             f"{float(y.min())}..{float(y.max())}")
+            raise ValueError(
+                f"{name} must hold 0/1 targets (probabilities in [0, 1]) for BCEWithLogitsLoss, got "
+                f"{float(y.min())}..{float(y.max())}"
+            )
         return y.reshape(n)
     if loss_fn.kind == "mse":
         y = y.to(dtype)
         if outputs[0].numel() != y[0].numel():
-            raise ValueError(f"MSELoss needs as many outputs as targets per record: the model gives "
-                             f"{outputs[0].numel()}, {name} has {y[0].numel()}")
+            raise ValueError(
+                f"MSELoss needs as many outputs as targets per record: the model gives "
+                f"{outputs[0].numel()}, {name} has {y[0].numel()}"
+            )
         return y
     return y.to(dtype) if y.dtype.is_floating_point else y
 
@@ -287,10 +341,14 @@ class Records:
     dtype: torch.dtype
     outputs: Tensor
 
-    def held_out(self, x: Any, y: Any, *, names: tuple[str, str] = ("x_test", "y_test")) -> tuple[Tensor, Tensor]:
+    def held_out(
+        self, x: Any, y: Any, *, names: tuple[str, str] = ("x_test", "y_test")
+    ) -> tuple[Tensor, Tensor]:
         """Another set of records (a test set) checked as these were."""
         x_checked = features_tensor(names[0], x, self.dtype)
-        return x_checked, targets_tensor(names[1], y, int(x_checked.shape[0]), self.loss, self.outputs, self.dtype)
+        return x_checked, targets_tensor(
+            names[1], y, int(x_checked.shape[0]), self.loss, self.outputs, self.dtype
+        )
 
 
 def resolve_records(model: nn.Module, loss: Any, x: Any, y: Any) -> Records:
@@ -323,8 +381,15 @@ def resolve_records(model: nn.Module, loss: Any, x: Any, y: Any) -> Records:
     return Records(x_checked, y_checked, loss_fn, dtype, outputs)
 
 
-def resolve_hyperparameters(method: str, n_silos: int, *, sigma: float | None, delta: float, q: float,
-                            **chosen: float | int | None) -> Hyperparameters:
+def resolve_hyperparameters(
+    method: str,
+    n_silos: int,
+    *,
+    sigma: float | None,
+    delta: float,
+    q: float,
+    **chosen: float | int | None,
+) -> Hyperparameters:
     """The hyperparameters of ``method``: those given in ``chosen``, the method's own defaults for the rest
     (:func:`uldp.methods.method_defaults`), ``None`` for what the method does not use.
 
@@ -352,18 +417,28 @@ def resolve_hyperparameters(method: str, n_silos: int, *, sigma: float | None, d
     unknown = sorted(set(chosen) - set(defaults))
     if unknown:
         raise ValueError(f"unknown hyperparameters {unknown}; allowed: {', '.join(defaults)}")
-    values: dict[str, Any] = {name: chosen.get(name) if chosen.get(name) is not None else default
-                              for name, default in defaults.items()}
+    values: dict[str, Any] = {
+        name: chosen.get(name) if chosen.get(name) is not None else default
+        for name, default in defaults.items()
+    }
     # a value the method does not use (not in its class's REQUIRED, e.g. DEFAULT's clip) stays None
     unused = unused_hyperparameters(parse_method(method).family)
     values = {name: None if name in unused else value for name, value in values.items()}
-    return Hyperparameters(global_lr=values["global_lr"], local_lr=values["local_lr"],
-                           local_epochs=values["local_epochs"], batch_size=values["batch_size"], clip=values["clip"],
-                           sigma=sigma, delta=delta, q=q)
+    return Hyperparameters(
+        global_lr=values["global_lr"],
+        local_lr=values["local_lr"],
+        local_epochs=values["local_epochs"],
+        batch_size=values["batch_size"],
+        clip=values["clip"],
+        sigma=sigma,
+        delta=delta,
+        q=q,
+    )
 
 
-def index_ids(name: str, ids: Any, n: int, *, known: Iterable[Hashable] | None = None
-              ) -> tuple[np.ndarray, tuple[Hashable, ...]]:
+def index_ids(
+    name: str, ids: Any, n: int, *, known: Iterable[Hashable] | None = None
+) -> tuple[np.ndarray, tuple[Hashable, ...]]:
     """Map hashable ids to ``0..K-1`` in sorted order of the distinct ids (or of ``known``).
 
     Args:
@@ -391,27 +466,45 @@ def index_ids(name: str, ids: Any, n: int, *, known: Iterable[Hashable] | None =
         raise ValueError(f"{name} has {len(values)} ids, x has {n} records")
     every_name = f"the list of every {name[:-4]} id"
     if isinstance(known, (str, bytes)):
-        raise ValueError(f"{every_name} must be a collection of ids, not one {type(known).__name__} ({known!r})")
+        raise ValueError(
+            f"{every_name} must be a collection of ids, not one {type(known).__name__} ({known!r})"
+        )
     try:
         distinct = set(values)
-        every = distinct if known is None else set(known.tolist() if hasattr(known, "tolist") else known)
+        every = (
+            distinct
+            if known is None
+            else set(known.tolist() if hasattr(known, "tolist") else known)
+        )
     except TypeError as error:
-        raise ValueError(f"{name} must be hashable values (str, int, bytes, tuple): {error}") from error
-    if known is not None and any(v is None or (isinstance(v, float) and math.isnan(v)) for v in every):
+        raise ValueError(
+            f"{name} must be hashable values (str, int, bytes, tuple): {error}"
+        ) from error
+    if known is not None and any(
+        v is None or (isinstance(v, float) and math.isnan(v)) for v in every
+    ):
         raise ValueError(f"{every_name} holds a missing id (None or NaN)")
     unknown = distinct - every
     if unknown:
         shown = sorted(map(repr, unknown))[:5]
-        raise ValueError(f"{name} holds {len(unknown)} id(s) missing from {every_name}, e.g. {', '.join(shown)}")
+        raise ValueError(
+            f"{name} holds {len(unknown)} id(s) missing from {every_name}, e.g. {', '.join(shown)}"
+        )
     distinct = every
     if None in distinct or any(isinstance(v, float) and math.isnan(v) for v in distinct):
-        raise ValueError(f"{name} holds a missing id (None or NaN); every record needs its {name[:-4]}")
+        raise ValueError(
+            f"{name} holds a missing id (None or NaN); every record needs its {name[:-4]}"
+        )
     if any(isinstance(v, (str, bytes)) and not v.strip() for v in distinct):
-        raise ValueError(f"{name} holds an empty or blank id; every record needs its {name[:-4]}'s id")
+        raise ValueError(
+            f"{name} holds an empty or blank id; every record needs its {name[:-4]}'s id"
+        )
     try:
         labels = tuple(sorted(distinct))
     except TypeError as error:
         kinds = sorted({type(v).__name__ for v in distinct})
-        raise ValueError(f"{name} mixes id types that cannot be ordered ({', '.join(kinds)}); use one type") from error
+        raise ValueError(
+            f"{name} mixes id types that cannot be ordered ({', '.join(kinds)}); use one type"
+        ) from error
     position = {label: i for i, label in enumerate(labels)}
     return np.fromiter((position[v] for v in values), dtype=np.int64, count=n), labels

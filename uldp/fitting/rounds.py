@@ -32,7 +32,9 @@ if TYPE_CHECKING:
 #: Top-level random streams of a run, children of its root seed: the subset of the training records, the
 #: allocation and the initial model (:func:`uldp.simulation.run`), the method's preparation and the rounds (both),
 #: and :func:`uldp.fit`'s look at the norms the clipping bound meets (:mod:`uldp.fitting.clipping`).
-ALLOCATION_STREAM, INIT_STREAM, PREPARE_STREAM, ROUNDS_STREAM, SUBSET_STREAM, CLIP_ADVICE_STREAM = range(6)
+ALLOCATION_STREAM, INIT_STREAM, PREPARE_STREAM, ROUNDS_STREAM, SUBSET_STREAM, CLIP_ADVICE_STREAM = (
+    range(6)
+)
 
 
 def round_seed(root: np.random.SeedSequence, t: int) -> np.random.SeedSequence:
@@ -54,9 +56,18 @@ def round_seed(root: np.random.SeedSequence, t: int) -> np.random.SeedSequence:
     return seed_stream(root, ROUNDS_STREAM, check_integer("t", t, minimum=0))
 
 
-def prepare_method(name: str, hp: Hyperparameters, federation: Federation, root: np.random.SeedSequence, *,
-                   user_weights: np.ndarray | None = None, target_epsilon: float | None = None, rounds: int = 1,
-                   accountant: str = "rdp", record_level: bool = False) -> tuple[Hyperparameters, Method, Federation]:
+def prepare_method(
+    name: str,
+    hp: Hyperparameters,
+    federation: Federation,
+    root: np.random.SeedSequence,
+    *,
+    user_weights: np.ndarray | None = None,
+    target_epsilon: float | None = None,
+    rounds: int = 1,
+    accountant: str = "rdp",
+    record_level: bool = False,
+) -> tuple[Hyperparameters, Method, Federation]:
     """The method of the registry, prepared on ``federation`` (ULDP-GROUP-k's flags, from ``PREPARE_STREAM``).
 
     With ``target_epsilon``, ``hp.sigma`` is ignored: sigma becomes the smallest whose user-level epsilon after
@@ -81,42 +92,69 @@ def prepare_method(name: str, hp: Hyperparameters, federation: Federation, root:
         ValueError: Bad hyperparameters for the method, or a target no sigma reaches (saying why, before any
             training).
     """
-    method = make_method(name, hp if target_epsilon is None else replace(hp, sigma=SIGMA), user_weights=user_weights)
+    method = make_method(
+        name, hp if target_epsilon is None else replace(hp, sigma=SIGMA), user_weights=user_weights
+    )
     federation = method.prepare(federation, seed_stream(root, PREPARE_STREAM))
     if target_epsilon is not None:
-        arguments = {**method.accounting_arguments(federation), **({"k": 1} if record_level else {})}
+        arguments = {
+            **method.accounting_arguments(federation),
+            **({"k": 1} if record_level else {}),
+        }
         try:
-            sigma = sigma_for_epsilon(name, epsilon=target_epsilon, rounds=rounds, delta=hp.delta,
-                                      accountant=accountant, **arguments)
+            sigma = sigma_for_epsilon(
+                name,
+                epsilon=target_epsilon,
+                rounds=rounds,
+                delta=hp.delta,
+                accountant=accountant,
+                **arguments,
+            )
         except ValueError as error:
             if "not reachable" not in str(error):
                 raise
-            raise ValueError(unreachable(name, target_epsilon, rounds=rounds, delta=hp.delta, accountant=accountant,
-                                         arguments=arguments)) from error
+            raise ValueError(
+                unreachable(
+                    name,
+                    target_epsilon,
+                    rounds=rounds,
+                    delta=hp.delta,
+                    accountant=accountant,
+                    arguments=arguments,
+                )
+            ) from error
         hp = replace(hp, sigma=sigma)
         method = make_method(name, hp, user_weights=user_weights)
     return hp, method, federation
 
 
-def unreachable(name: str, epsilon: float, *, rounds: int, delta: float, accountant: str, arguments: dict) -> str:
+def unreachable(
+    name: str, epsilon: float, *, rounds: int, delta: float, accountant: str, arguments: dict
+) -> str:
     """Why no noise multiplier reaches ``epsilon``: the epsilon at the largest sigma searched, and for ULDP-GROUP-k
     the group size ``k`` whose group privacy (Theorem 2) sets the floor."""
     sigma = SIGMA_RANGE[1]
-    floor = epsilon_for_method(name, sigma=sigma, rounds=rounds, delta=delta, accountant=accountant,
-                               **arguments).epsilon
-    message = (f"{name} cannot reach epsilon={epsilon:g} at delta={delta:g} in {rounds} rounds: even sigma={sigma:g} "
-               f"gives epsilon={floor:.4g}")
+    floor = epsilon_for_method(
+        name, sigma=sigma, rounds=rounds, delta=delta, accountant=accountant, **arguments
+    ).epsilon
+    message = (
+        f"{name} cannot reach epsilon={epsilon:g} at delta={delta:g} in {rounds} rounds: even sigma={sigma:g} "
+        f"gives epsilon={floor:.4g}"
+    )
     k = arguments.get("k")
     if k is not None and k > 1:
-        message += (f". Its user-level guarantee is group privacy over the k={k} records it keeps per user, which "
-                    "grows with k; keep fewer records per user (ULDP-GROUP-<k> with a smaller k), or use "
-                    "ULDP-AVG-w, whose noise bounds a user's whole contribution whatever their number of records")
+        message += (
+            f". Its user-level guarantee is group privacy over the k={k} records it keeps per user, which "
+            "grows with k; keep fewer records per user (ULDP-GROUP-<k> with a smaller k), or use "
+            "ULDP-AVG-w, whose noise bounds a user's whole contribution whatever their number of records"
+        )
     return message
 
 
 # ------------------------------------------------------------------------------------------------ the rounds --
-def restored_history(rows: Sequence[dict], method: Method, federation: Federation, *,
-                     accountant: str) -> list[dict]:
+def restored_history(
+    rows: Sequence[dict], method: Method, federation: Federation, *, accountant: str
+) -> list[dict]:
     """The rows of a checkpoint, checked field by field, with each round's epsilon recomputed by the accountant.
 
     A checkpoint's digest detects corruption, not a forged file: the epsilon a resumed run reports is recomputed
@@ -139,32 +177,55 @@ def restored_history(rows: Sequence[dict], method: Method, federation: Federatio
     checked: list[dict] = []
     for t, row in enumerate(rows):
         if not isinstance(row, dict) or type(row.get("round")) is not int or row["round"] != t + 1:
-            raise ValueError(f"checkpoint row {t} must be an object with round {t + 1}, got {str(row)[:80]}")
+            raise ValueError(
+                f"checkpoint row {t} must be an object with round {t + 1}, got {str(row)[:80]}"
+            )
         if set(row) != set(rows[0]) or not {"epsilon", "seconds"} <= set(row):
-            raise ValueError(f"checkpoint row {t} must hold epsilon, seconds and the keys of the first row "
-                             f"{sorted(rows[0])[:8]}, got {sorted(row)[:8]}")
+            raise ValueError(
+                f"checkpoint row {t} must hold epsilon, seconds and the keys of the first row "
+                f"{sorted(rows[0])[:8]}, got {sorted(row)[:8]}"
+            )
         for name, value in row.items():
-            if name != "epsilon" and (isinstance(value, bool) or not isinstance(value, (int, float))):
-                raise ValueError(f"checkpoint round {t + 1}: {str(name)[:40]} must be a number, got {value!r:.40}")
+            if name != "epsilon" and (
+                isinstance(value, bool) or not isinstance(value, (int, float))
+            ):
+                raise ValueError(
+                    f"checkpoint round {t + 1}: {str(name)[:40]} must be a number, got {value!r:.40}"
+                )
         check_number("seconds", row["seconds"], at_least=0, finite=True)
         spent = method.epsilon(federation, t + 1, accountant=accountant)
         epsilon = None if spent is None else float(spent)
         stored = row["epsilon"]
-        if (epsilon is None) != (stored is None) or (epsilon is not None and not (
-                type(stored) is float and math.isclose(stored, epsilon, rel_tol=1e-9))):
-            raise ValueError(f"checkpoint round {t + 1} says epsilon {stored!r:.40}; the method and the {accountant} "
-                             f"accountant give {epsilon!r}: the file was altered or belongs to another run")
+        if (epsilon is None) != (stored is None) or (
+            epsilon is not None
+            and not (type(stored) is float and math.isclose(stored, epsilon, rel_tol=1e-9))
+        ):
+            raise ValueError(
+                f"checkpoint round {t + 1} says epsilon {stored!r:.40}; the method and the {accountant} "
+                f"accountant give {epsilon!r}: the file was altered or belongs to another run"
+            )
         checked.append({**row, "epsilon": epsilon})
     return checked
 
 
-def train_rounds(method: Method, federation: Federation, params: Tensor, *, rounds: int, root: np.random.SeedSequence,
-                 evaluate: Callable[[Tensor], dict], aggregate_fn: AggregateFn | None = None,
-                 checkpoint: str | Path | None = None,
-                 fingerprint: str = "", checkpoint_seconds: float = 60.0, progress: bool = False,
-                 description: str = "training", accountant: str = "rdp",
-                 epsilon_budget: float | None = None, checkpoint_option: str = "--checkpoint"
-                 ) -> tuple[Tensor, list[dict], int]:
+def train_rounds(
+    method: Method,
+    federation: Federation,
+    params: Tensor,
+    *,
+    rounds: int,
+    root: np.random.SeedSequence,
+    evaluate: Callable[[Tensor], dict],
+    aggregate_fn: AggregateFn | None = None,
+    checkpoint: str | Path | None = None,
+    fingerprint: str = "",
+    checkpoint_seconds: float = 60.0,
+    progress: bool = False,
+    description: str = "training",
+    accountant: str = "rdp",
+    epsilon_budget: float | None = None,
+    checkpoint_option: str = "--checkpoint",
+) -> tuple[Tensor, list[dict], int]:
     """The round loop of every in-process run: :func:`fit` and :func:`uldp.simulation.run` (one core).
 
     Round ``t`` (0-based) is ``method.round`` with the random stream :func:`round_seed` ``(root, t)``
@@ -201,34 +262,65 @@ def train_rounds(method: Method, federation: Federation, params: Tensor, *, roun
     if checkpoint is not None:
         check_writable(checkpoint, "checkpoint")  # before any training, not after it
     history: list[dict] = []
-    restored = None if checkpoint is None else load_checkpoint(checkpoint, config_fingerprint=fingerprint,
-                                                                   like=params.detach().numpy(),
-                                                                   option=checkpoint_option)
+    restored = (
+        None
+        if checkpoint is None
+        else load_checkpoint(
+            checkpoint,
+            config_fingerprint=fingerprint,
+            like=params.detach().numpy(),
+            option=checkpoint_option,
+        )
+    )
     if restored is not None and restored.rounds_done > rounds:
-        raise ValueError(f"checkpoint {checkpoint} holds {restored.rounds_done} rounds, more than the {rounds} asked "
-                         f"(its model has trained longer and spent more budget); ask for rounds >= "
-                         f"{restored.rounds_done} or use another {checkpoint_option} path")
+        raise ValueError(
+            f"checkpoint {checkpoint} holds {restored.rounds_done} rounds, more than the {rounds} asked "
+            f"(its model has trained longer and spent more budget); ask for rounds >= "
+            f"{restored.rounds_done} or use another {checkpoint_option} path"
+        )
     if restored is not None:
         if restored.rounds_done > rounds:
-            raise ValueError(f"checkpoint {checkpoint} holds {restored.rounds_done} rounds, more than this run's "
-                             f"{rounds}; use another checkpoint path or more rounds")
+            raise ValueError(
+                f"checkpoint {checkpoint} holds {restored.rounds_done} rounds, more than this run's "
+                f"{rounds}; use another checkpoint path or more rounds"
+            )
         params = torch.from_numpy(restored.params)
         history = restored_history(restored.history, method, federation, accountant=accountant)
     resumed = len(history)
     saved = time.perf_counter()
     federation.model.train()
-    for t in tqdm(range(resumed, rounds), desc=description, disable=not progress, unit="round", initial=resumed,
-                  total=rounds):
+    for t in tqdm(
+        range(resumed, rounds),
+        desc=description,
+        disable=not progress,
+        unit="round",
+        initial=resumed,
+        total=rounds,
+    ):
         tick = time.perf_counter()
-        epsilon = method.epsilon(federation, t + 1, accountant=accountant)  # known before the round is run
+        epsilon = method.epsilon(
+            federation, t + 1, accountant=accountant
+        )  # known before the round is run
         if epsilon_budget is not None and epsilon is not None and epsilon > epsilon_budget:
             break
         params = method.round(params, federation, round_seed(root, t), aggregate_fn)
         row = {"round": t + 1, **evaluate(params)}
-        row.update(epsilon=None if epsilon is None else float(epsilon), seconds=round(time.perf_counter() - tick, 4))
+        row.update(
+            epsilon=None if epsilon is None else float(epsilon),
+            seconds=round(time.perf_counter() - tick, 4),
+        )
         history.append(row)
-        if checkpoint is not None and (t + 1 == rounds or time.perf_counter() - saved >= checkpoint_seconds):
-            save_checkpoint(checkpoint, Checkpoint(rounds_done=t + 1, params=params.detach().numpy().copy(),
-                                                   config_fingerprint=fingerprint, history=tuple(history)))
+        if checkpoint is not None and (
+            t + 1 == rounds or time.perf_counter() - saved >= checkpoint_seconds
+        ):
+            save_checkpoint(
+                checkpoint,
+                Checkpoint(
+                    rounds_done=t + 1,
+                    params=params.detach().numpy().copy(),
+                    config_fingerprint=fingerprint,
+                    history=tuple(history),
+                ),
+            )
             saved = time.perf_counter()
     return params, history, resumed

@@ -22,12 +22,23 @@ try:
 except ModuleNotFoundError as error:
     if error.name != "flwr":
         raise
-    raise ModuleNotFoundError("uldp.flower needs Flower (flwr 1.41), an optional dependency of uldp: "
-                              "pip install 'uldp[deploy]' (or 'uldp[all]')", name="flwr") from error
+    raise ModuleNotFoundError(
+        "uldp.flower needs Flower (flwr 1.41), an optional dependency of uldp: "
+        "pip install 'uldp[deploy]' (or 'uldp[all]')",
+        name="flwr",
+    ) from error
 
 from uldp.flower.app import SiloData, UldpStrategy, silo_client_app, user_numbers
 from uldp.flower.local import LocalGrid
 from uldp.flower.pseudonyms import new_silo_key, read_key_file, write_key_file
 
-__all__ = ["LocalGrid", "SiloData", "UldpStrategy", "new_silo_key", "read_key_file", "silo_client_app", "user_numbers",
-           "write_key_file"]
+__all__ = [
+    "LocalGrid",
+    "SiloData",
+    "UldpStrategy",
+    "new_silo_key",
+    "read_key_file",
+    "silo_client_app",
+    "user_numbers",
+    "write_key_file",
+]

@@ -198,38 +198,69 @@ class UldpStrategy(Strategy):
             that are not distinct non-empty strings, a checkpoint path that cannot be written, or a bad timeout.
     """
 
-    def __init__(self, *, method: str = "ULDP-AVG-w", sigma: float, q: float = 1.0, delta: float = 1e-5,
-                 global_lr: float | None = None, local_lr: float | None = None, clip: float | None = None,
-                 local_epochs: int | None = None, batch_size: int | None = None, seed: int | None = None,
-                 secure: bool | None = None, protocol: ProtocolParameters | dict | None = None,
-                 silos: Sequence[str] | None = None, checkpoint: str | Path | None = None,
-                 join_timeout: float = 120.0, max_aborted_rounds: int = 3, model: nn.Module | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        method: str = "ULDP-AVG-w",
+        sigma: float,
+        q: float = 1.0,
+        delta: float = 1e-5,
+        global_lr: float | None = None,
+        local_lr: float | None = None,
+        clip: float | None = None,
+        local_epochs: int | None = None,
+        batch_size: int | None = None,
+        seed: int | None = None,
+        secure: bool | None = None,
+        protocol: ProtocolParameters | dict | None = None,
+        silos: Sequence[str] | None = None,
+        checkpoint: str | Path | None = None,
+        join_timeout: float = 120.0,
+        max_aborted_rounds: int = 3,
+        model: nn.Module | None = None,
+    ) -> None:
         spec = parse_method(method)
         if spec.name not in SUPPORTED:
             raise ValueError(f"UldpStrategy runs {' or '.join(SUPPORTED)}, not {spec.name}")
         self._spec_name = spec.name
         self.model = model
-        self._chosen: dict[str, Any] = {"global_lr": global_lr, "local_lr": local_lr, "clip": clip,
-                                        "local_epochs": local_epochs, "batch_size": batch_size, "sigma": sigma,
-                                        "delta": delta, "q": q}
-        self._resolve(1)  # checks every value now; the method's per-silo defaults are set once |S| is known
+        self._chosen: dict[str, Any] = {
+            "global_lr": global_lr,
+            "local_lr": local_lr,
+            "clip": clip,
+            "local_epochs": local_epochs,
+            "batch_size": batch_size,
+            "sigma": sigma,
+            "delta": delta,
+            "q": q,
+        }
+        self._resolve(
+            1
+        )  # checks every value now; the method's per-silo defaults are set once |S| is known
         self.seed = secrets.randbits(63) if seed is None else check_integer("seed", seed, minimum=0)
         self.insecure_reproducible_noise = False
         if secure is None:
             secure = True
         if not isinstance(secure, bool):
-            raise ValueError(f"secure must be True, False or None (the default: secure), got {secure!r}")
+            raise ValueError(
+                f"secure must be True, False or None (the default: secure), got {secure!r}"
+            )
         self.secure = secure
         self.protocol = ProtocolParameters.from_mapping(protocol or {})
-        self._protocol: Any = None  # Protocol 1's ServerDriver or the MaskedSumServer of a secure run, after set-up
+        self._protocol: Any = (
+            None  # Protocol 1's ServerDriver or the MaskedSumServer of a secure run, after set-up
+        )
         self.setup_seconds = 0.0
         self.nodes: list[int] = []
         self.n_users = 0
         self.epsilons: list[float] = []
         self.server_view_epsilons: list[float] = []
         self.round_seconds: list[float] = []
-        if silos is not None and (isinstance(silos, str) or len(set(silos)) != len(silos)
-                                  or not all(isinstance(name, str) and name for name in silos)):
+        if silos is not None and (
+            isinstance(silos, str)
+            or len(set(silos)) != len(silos)
+            or not all(isinstance(name, str) and name for name in silos)
+        ):
             raise ValueError(f"silos must be distinct non-empty names, got {silos!r}")
         self.silos = None if silos is None else tuple(silos)
         self.checkpoint = None if checkpoint is None else check_writable(checkpoint, "checkpoint")
@@ -267,11 +298,19 @@ class UldpStrategy(Strategy):
 
         def hello(nodes: list[int]) -> dict[int, dict]:
             contents = {node: {"stage": "hello"} for node in nodes}
-            return {node: _config(reply) for node, reply in
-                    self._ask(grid, contents, timeout, answered_only=True).items()}
+            return {
+                node: _config(reply)
+                for node, reply in self._ask(grid, contents, timeout, answered_only=True).items()
+            }
 
-        expected = self.silos if self.silos is not None or not self.silo_names else list(self.silo_names.values())
-        silos = discover_silos(hello, grid.get_node_ids, expected=expected, join_timeout=self.join_timeout)
+        expected = (
+            self.silos
+            if self.silos is not None or not self.silo_names
+            else list(self.silo_names.values())
+        )
+        silos = discover_silos(
+            hello, grid.get_node_ids, expected=expected, join_timeout=self.join_timeout
+        )
         self.silo_names = {node: str(answer["silo"]) for node, answer in silos.items()}
         self.nodes = sorted(silos, key=lambda node: silos[node]["silo"])
         self._resolve(len(self.nodes))
@@ -280,54 +319,101 @@ class UldpStrategy(Strategy):
         names = [silos[n]["silo"] for n in self.nodes]
 
         def ask_silos(contents: dict[int, dict]) -> dict[int, dict]:
-            replies = self._ask(grid, {self.nodes[s]: content for s, content in contents.items()}, timeout)
+            replies = self._ask(
+                grid, {self.nodes[s]: content for s, content in contents.items()}, timeout
+            )
             return {s: _config(replies[self.nodes[s]]) for s in contents}
 
-        shares = psu.server_union(ask_silos, names, [silos[n]["psu"] for n in self.nodes], share_counts=share_counts)
-        shared = {"stage": "federation", "secure": self.secure, "counts": share_counts, "names": names,
-                  "shares": shares, "total_records": int(sum(counts))}
-        replies = self._ask(grid, {node: {**shared, "index": s, "offset": int(offsets[s])}
-                                   for s, node in enumerate(self.nodes)}, timeout)
-        agreed = {(int(_config(r)["n_users"]), _config(r)["users_digest"]) for r in replies.values()}
+        shares = psu.server_union(
+            ask_silos, names, [silos[n]["psu"] for n in self.nodes], share_counts=share_counts
+        )
+        shared = {
+            "stage": "federation",
+            "secure": self.secure,
+            "counts": share_counts,
+            "names": names,
+            "shares": shares,
+            "total_records": int(sum(counts)),
+        }
+        replies = self._ask(
+            grid,
+            {
+                node: {**shared, "index": s, "offset": int(offsets[s])}
+                for s, node in enumerate(self.nodes)
+            },
+            timeout,
+        )
+        agreed = {
+            (int(_config(r)["n_users"]), _config(r)["users_digest"]) for r in replies.values()
+        }
         if len(agreed) != 1:
             raise RuntimeError("the silos disagree on the users (another key, or a tampered relay)")
         self.n_users, self.users_digest = agreed.pop()
-        def ask(contents: dict[int, dict]) -> dict[int, dict]:  # one query.uldp exchange, by silo index
-            replies = self._ask(grid, {self.nodes[s]: content for s, content in contents.items()}, timeout)
+
+        def ask(
+            contents: dict[int, dict],
+        ) -> dict[int, dict]:  # one query.uldp exchange, by silo index
+            replies = self._ask(
+                grid, {self.nodes[s]: content for s, content in contents.items()}, timeout
+            )
             return {s: _config(replies[self.nodes[s]]) for s in contents}
 
         if self.secure and not self._protocol_1:
             self._protocol = masked_sum_server(len(self.nodes), ask)
             self._protocol.setup()
         elif self.secure:
-            config = ProtocolConfig.for_training(len(self.nodes), self.n_users, clip=needed(self.hp.clip, "clip"),
-                                                 sigma=needed(self.hp.sigma, "sigma"),
-                                                 parameters=self.protocol)
+            config = ProtocolConfig.for_training(
+                len(self.nodes),
+                self.n_users,
+                clip=needed(self.hp.clip, "clip"),
+                sigma=needed(self.hp.sigma, "sigma"),
+                parameters=self.protocol,
+            )
             self._protocol = server_driver(config, ask_silos)
             self._protocol.setup()
         self.setup_seconds = time.perf_counter() - start
 
-    def _ask(self, grid: Any, contents: dict[int, dict], timeout: float, *,
-             answered_only: bool = False) -> dict[int, Any]:
+    def _ask(
+        self, grid: Any, contents: dict[int, dict], timeout: float, *, answered_only: bool = False
+    ) -> dict[int, Any]:
         """Every node's reply; with ``answered_only`` those that answered without error (the others are logged)."""
-        messages = [grid.create_message(_records(content), f"query.{SETUP_ACTION}", node, "setup")
-                    for node, content in contents.items()]
-        replies = {reply.metadata.src_node_id: reply for reply in grid.send_and_receive(messages, timeout=timeout)}
+        messages = [
+            grid.create_message(_records(content), f"query.{SETUP_ACTION}", node, "setup")
+            for node, content in contents.items()
+        ]
+        replies = {
+            reply.metadata.src_node_id: reply
+            for reply in grid.send_and_receive(messages, timeout=timeout)
+        }
         if answered_only:
-            for node in sorted(set(contents) - {n for n, r in replies.items() if not r.has_error()}):
-                reason = replies[node].error.reason if node in replies else f"no answer within {timeout:g} s"
+            for node in sorted(
+                set(contents) - {n for n, r in replies.items() if not r.has_error()}
+            ):
+                reason = (
+                    replies[node].error.reason
+                    if node in replies
+                    else f"no answer within {timeout:g} s"
+                )
                 LOGGER.warning("node %d left out of the set-up: %s", node, reason)
             return {node: reply for node, reply in replies.items() if not reply.has_error()}
         for reply in replies.values():
             _check_reply(reply, self.silo_names)
         if set(replies) != set(contents):
-            raise RuntimeError(f"silo nodes {sorted(set(contents) - set(replies))} did not answer in {timeout} s")
+            raise RuntimeError(
+                f"silo nodes {sorted(set(contents) - set(replies))} did not answer in {timeout} s"
+            )
         return replies
 
-    def start(self, grid: Grid, initial_arrays: ArrayRecord | nn.Module | Mapping[str, Any], num_rounds: int = 3,
-              timeout: float = 3600, train_config: ConfigRecord | None = None,
-              evaluate_config: ConfigRecord | None = None,
-              evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None) -> Result:
+    def start(
+        self,
+        grid: Grid,
+        initial_arrays: ArrayRecord | nn.Module | Mapping[str, Any],
+        num_rounds: int = 3,
+        timeout: float = 3600,
+        train_config: ConfigRecord | None = None,
+        evaluate_config: ConfigRecord | None = None,
+        evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
+    ) -> Result:
         """Set up the federation (stages 1-2), resume from the checkpoint and run rounds (stage 3) until
         ``num_rounds`` have completed, each accounted before it is asked (:func:`uldp.flower.recovery.run_rounds`);
         returns Flower's ``Result`` with the final model in ``result.arrays`` and each completed round's epsilon in
@@ -338,8 +424,15 @@ class UldpStrategy(Strategy):
         :meth:`trained_model` loads the result.
         """
         initial = flat_model(initial_arrays, self.model)
-        return run_rounds(self, grid, initial.to_numpy_ndarrays()[0], num_rounds=num_rounds, timeout=timeout,
-                          train_config=train_config, evaluate_fn=evaluate_fn)
+        return run_rounds(
+            self,
+            grid,
+            initial.to_numpy_ndarrays()[0],
+            num_rounds=num_rounds,
+            timeout=timeout,
+            train_config=train_config,
+            evaluate_fn=evaluate_fn,
+        )
 
     def trained_model(self, result: Result) -> nn.Module:
         """A copy of the strategy's ``model`` holding ``result``'s parameters."""
@@ -348,12 +441,22 @@ class UldpStrategy(Strategy):
         return trained_model(result.arrays, self.model)
 
     # --------------------------------------------------------------------------------------------- rounds --
-    def configure_train(self, server_round: int, arrays: Any, config: Any, grid: Any) -> Iterable[Any]:
+    def configure_train(
+        self, server_round: int, arrays: Any, config: Any, grid: Any
+    ) -> Iterable[Any]:
         """Sample users (Algorithm 4 line 4) and send the model, the sampled users and the settings to every silo."""
         sampled = self.method.sample_users(self.n_users, _round_seed(self.seed, server_round))
-        settings = {"round": server_round, "sampled": np.packbits(sampled).tobytes(), "method": self.method.spec.name,
-                    "local_lr": self.hp.local_lr, "local_epochs": self.hp.local_epochs,
-                    "batch_size": self.hp.batch_size, "clip": self.hp.clip, "sigma": self.hp.sigma, "q": self.hp.q}
+        settings = {
+            "round": server_round,
+            "sampled": np.packbits(sampled).tobytes(),
+            "method": self.method.spec.name,
+            "local_lr": self.hp.local_lr,
+            "local_epochs": self.hp.local_epochs,
+            "batch_size": self.hp.batch_size,
+            "clip": self.hp.clip,
+            "sigma": self.hp.sigma,
+            "q": self.hp.q,
+        }
         self._params, self._sampled = arrays.to_numpy_ndarrays()[0], sampled
         self._tick = time.perf_counter()
         if self._protocol_1:
@@ -361,9 +464,17 @@ class UldpStrategy(Strategy):
             extra = [round_settings(payloads[s]) for s in range(len(self.nodes))]
         else:
             extra = [{} for _ in self.nodes]
-        return [grid.create_message(RecordDict({"arrays": ArrayRecord([self._params]),
-                                                **_records({**settings, **extra[s]})}),
-                                    "train", node, str(server_round)) for s, node in enumerate(self.nodes)]
+        return [
+            grid.create_message(
+                RecordDict(
+                    {"arrays": ArrayRecord([self._params]), **_records({**settings, **extra[s]})}
+                ),
+                "train",
+                node,
+                str(server_round),
+            )
+            for s, node in enumerate(self.nodes)
+        ]
 
     def aggregate_train(self, server_round: int, replies: Iterable[Any]) -> tuple[Any, Any]:
         """``x + eta_g / (q |U| |S|) * sum_s update_s`` in silo order (Algorithm 3 line 6); epsilon (Theorem 3)."""
@@ -375,42 +486,65 @@ class UldpStrategy(Strategy):
                 failed.append(f"{self.silo_names.get(node, '?')!r} failed: {reply.error.reason}")
             else:
                 answers[node] = reply.content
-        silent = [f"{self.silo_names[node]!r} did not answer" for node in self.nodes
-                  if node not in answers and not any(reply.metadata.src_node_id == node for reply in replies)]
+        silent = [
+            f"{self.silo_names[node]!r} did not answer"
+            for node in self.nodes
+            if node not in answers
+            and not any(reply.metadata.src_node_id == node for reply in replies)
+        ]
         if failed or silent:
-            raise SiloFault(f"round {server_round}: silo {'; silo '.join(failed + silent)}",
-                            answered=[self.silo_names[node] for node in answers])
+            raise SiloFault(
+                f"round {server_round}: silo {'; silo '.join(failed + silent)}",
+                answered=[self.silo_names[node] for node in answers],
+            )
         if self.secure:  # Protocol 1's step 2(c) or the masked sum: every silo's masked update or nothing is decoded
-            updates = {s: (bytes(answers[node]["uldp"]["update"]),) for s, node in enumerate(self.nodes)}
-            total = torch.from_numpy(self._protocol.finish_round(updates, self._params.size) if self._protocol_1
-                                     else self._protocol.finish_round(server_round, updates, self._params.size))
+            updates = {
+                s: (bytes(answers[node]["uldp"]["update"]),) for s, node in enumerate(self.nodes)
+            }
+            total = torch.from_numpy(
+                self._protocol.finish_round(updates, self._params.size)
+                if self._protocol_1
+                else self._protocol.finish_round(server_round, updates, self._params.size)
+            )
             bound = len(self.nodes) * self._update_bound()
             if not float(total.norm()) <= bound:
-                raise RuntimeError(f"round {server_round}: the securely aggregated sum has norm "
-                                   f"{float(total.norm()):.3g}, past the bound {bound:.3g} of the silos' clipped, "
-                                   f"noised updates: a silo sent more (the masks hide which); nothing is applied")
+                raise RuntimeError(
+                    f"round {server_round}: the securely aggregated sum has norm "
+                    f"{float(total.norm()):.3g}, past the bound {bound:.3g} of the silos' clipped, "
+                    f"noised updates: a silo sent more (the masks hide which); nothing is applied"
+                )
         else:
             total = torch.zeros(self._params.size, dtype=torch.float32)
             for node in self.nodes:
                 update = answers[node]["arrays"].to_numpy_ndarrays()[0]
                 if update.shape != self._params.shape or not np.isfinite(update).all():
-                    raise RuntimeError(f"round {server_round}: silo node {node} sent a bad update {update.shape}")
+                    raise RuntimeError(
+                        f"round {server_round}: silo node {node} sent a bad update {update.shape}"
+                    )
                 norm = float(np.linalg.norm(update.astype(np.float64)))
                 if not norm <= self._update_bound():
-                    raise RuntimeError(f"round {server_round}: silo node {node} sent an update of norm {norm:.3g}, "
-                                       f"past the bound {self._update_bound():.3g} its method implies; nothing is "
-                                       f"applied")
+                    raise RuntimeError(
+                        f"round {server_round}: silo node {node} sent an update of norm {norm:.3g}, "
+                        f"past the bound {self._update_bound():.3g} its method implies; nothing is "
+                        f"applied"
+                    )
                 total += torch.from_numpy(update)
         if any(bool(answers[node]["silo"]["insecure_reproducible_noise"]) for node in self.nodes):
             if not self.insecure_reproducible_noise:
-                log(30, "INSECURE: silos draw their noise from their test seed (uldp-insecure-reproducible-noise)")
+                log(
+                    30,
+                    "INSECURE: silos draw their noise from their test seed (uldp-insecure-reproducible-noise)",
+                )
             self.insecure_reproducible_noise = True
-        params = self.method.server_step(torch.from_numpy(self._params), total, n_users=self.n_users,
-                                         n_silos=len(self.nodes))
+        params = self.method.server_step(
+            torch.from_numpy(self._params), total, n_users=self.n_users, n_silos=len(self.nodes)
+        )
         epsilon = self.method.epsilon(None, server_round)
         view = self.server_view_epsilon(server_round)
         self.round_seconds.append(time.perf_counter() - self._tick)
-        return ArrayRecord([params.numpy()]), MetricRecord({"epsilon": epsilon, "server_view_epsilon": view})
+        return ArrayRecord([params.numpy()]), MetricRecord(
+            {"epsilon": epsilon, "server_view_epsilon": view}
+        )
 
     def server_view_epsilon(self, releases: int) -> float:
         """The user-level epsilon of what the server has seen after ``releases`` releases: the released model's with
@@ -419,18 +553,29 @@ class UldpStrategy(Strategy):
         epsilon = needed(self.method.epsilon(None, releases), "epsilon")
         if not self._shares_counts:
             return epsilon
-        return epsilon_server_view(sigma=needed(self.hp.sigma, "sigma"), rounds=releases, delta=self.hp.delta,
-                                   n_silos=len(self.nodes), q=self.hp.q).epsilon
+        return epsilon_server_view(
+            sigma=needed(self.hp.sigma, "sigma"),
+            rounds=releases,
+            delta=self.hp.delta,
+            n_silos=len(self.nodes),
+            q=self.hp.q,
+        ).epsilon
 
     def _update_bound(self) -> float:
         """The largest norm of one silo's honest update this round (:func:`uldp.policy.update_norm_bound`), its
         weights' sum bounded by the number of sampled users (enhanced weights) or that over |S| (uniform)."""
         sampled = float(self._sampled.sum())
         weight_sum = sampled if self.method.spec.enhanced_weights else sampled / len(self.nodes)
-        return update_norm_bound(clip=needed(self.hp.clip, "clip"), weight_sum=weight_sum,
-                                 noise_std=self.method.noise_std(len(self.nodes)), size=int(self._params.size))
+        return update_norm_bound(
+            clip=needed(self.hp.clip, "clip"),
+            weight_sum=weight_sum,
+            noise_std=self.method.noise_std(len(self.nodes)),
+            size=int(self._params.size),
+        )
 
-    def configure_evaluate(self, server_round: int, arrays: Any, config: Any, grid: Any) -> Iterable[Any]:
+    def configure_evaluate(
+        self, server_round: int, arrays: Any, config: Any, grid: Any
+    ) -> Iterable[Any]:
         """No federated evaluation (a test set at the silos would be a release the budget does not cover)."""
         return []
 
@@ -440,34 +585,63 @@ class UldpStrategy(Strategy):
 
     def summary(self) -> None:
         """Log the method and its settings."""
-        log(20, "%s: sigma=%s q=%s delta=%s%s", self.method.spec.name, self.hp.sigma, self.hp.q, self.hp.delta,
-            f" with Protocol 1 ({self.protocol.key_bits}-bit key)" if self._protocol_1
-            else " with the masked sum (Protocol 1's pairwise masks)" if self.secure
-            else " WITHOUT secure aggregation (see server_view_epsilons)" if self._shares_counts else "")
+        log(
+            20,
+            "%s: sigma=%s q=%s delta=%s%s",
+            self.method.spec.name,
+            self.hp.sigma,
+            self.hp.q,
+            self.hp.delta,
+            f" with Protocol 1 ({self.protocol.key_bits}-bit key)"
+            if self._protocol_1
+            else " with the masked sum (Protocol 1's pairwise masks)"
+            if self.secure
+            else " WITHOUT secure aggregation (see server_view_epsilons)"
+            if self._shares_counts
+            else "",
+        )
 
 
 # ------------------------------------------------------------------------------------------------- the silo --
-def _silo_view(load: Callable[[Any], SiloData], model: Callable[[], Any], loss: Any, context: Any) -> dict:
+def _silo_view(
+    load: Callable[[Any], SiloData], model: Callable[[], Any], loss: Any, context: Any
+) -> dict:
     """Load this silo's records and patient ids (as text), check them as :func:`uldp.fit` does."""
     if SILO_KEY not in context.node_config or KEY_FILE_KEY not in context.node_config:
-        raise ValueError(f"the SuperNode needs --node-config '{SILO_KEY}=\"<name>\" {KEY_FILE_KEY}=\"<path>\"'")
+        raise ValueError(
+            f'the SuperNode needs --node-config \'{SILO_KEY}="<name>" {KEY_FILE_KEY}="<path>"\''
+        )
     data = load(context)
     if not isinstance(data, SiloData):
-        raise ValueError(f"load(context) must return uldp.flower.SiloData, got {type(data).__name__}")
+        raise ValueError(
+            f"load(context) must return uldp.flower.SiloData, got {type(data).__name__}"
+        )
     net = model()
     records = resolve_records(net, loss, data.x, data.y)
     x, y, loss_fn = records.x, records.y, records.loss
-    ids = list(data.patient_ids.tolist() if hasattr(data.patient_ids, "tolist") else data.patient_ids)
+    ids = list(
+        data.patient_ids.tolist() if hasattr(data.patient_ids, "tolist") else data.patient_ids
+    )
     if len(ids) != x.shape[0]:
         raise ValueError(f"patient_ids has {len(ids)} ids, x has {x.shape[0]} records")
-    return {"name": str(context.node_config[SILO_KEY]), "model": net, "loss": loss_fn.trained, "x": x, "y": y,
-            "ids": [str(i) for i in ids], "key": read_key_file(context.node_config[KEY_FILE_KEY])}
+    return {
+        "name": str(context.node_config[SILO_KEY]),
+        "model": net,
+        "loss": loss_fn.trained,
+        "x": x,
+        "y": y,
+        "ids": [str(i) for i in ids],
+        "key": read_key_file(context.node_config[KEY_FILE_KEY]),
+    }
 
 
 def _hello(view: dict, context: Any) -> dict:
     """Stage 1: name, record count and the hello of a new union session (:func:`uldp.flower.psu.hello`)."""
-    return {"silo": view["name"], "records": int(view["x"].shape[0]),
-            "psu": psu.hello(context, view["name"], view["ids"], view["key"])}
+    return {
+        "silo": view["name"],
+        "records": int(view["x"].shape[0]),
+        "psu": psu.hello(context, view["name"], view["ids"], view["key"]),
+    }
 
 
 def _federation(view: dict, settings: dict, context: Any) -> dict:
@@ -480,16 +654,27 @@ def _federation(view: dict, settings: dict, context: Any) -> dict:
         raise ValueError(f"the server placed silo {view['name']!r} at {index} of {names}")
     union = psu.finish(list(settings["shares"]), context, view["ids"], view["key"])
     if union.index != index:
-        raise ValueError(f"the union numbers silo {view['name']!r} {union.index}, the server {index}")
+        raise ValueError(
+            f"the union numbers silo {view['name']!r} {union.index}, the server {index}"
+        )
     counts = union.counts
     if not bool(settings["counts"]):
         counts = np.zeros_like(counts)
         counts[index] = union.counts[index]
-    context.state["uldp"] = ConfigRecord({"index": index, "n_silos": len(names), "offset": int(settings["offset"]),
-                                          "secure": bool(settings["secure"]),
-                                          "total_records": int(settings["total_records"]), "n_users": union.n_users})
+    context.state["uldp"] = ConfigRecord(
+        {
+            "index": index,
+            "n_silos": len(names),
+            "offset": int(settings["offset"]),
+            "secure": bool(settings["secure"]),
+            "total_records": int(settings["total_records"]),
+            "n_users": union.n_users,
+        }
+    )
     # this silo's patients as raw SHA-256 bytes [k, 32] (a numpy "S" array would drop trailing zero bytes)
-    keys = np.frombuffer(b"".join(bytes.fromhex(k) for k in union.own_keys), dtype=np.uint8).reshape(-1, 32)
+    keys = np.frombuffer(
+        b"".join(bytes.fromhex(k) for k in union.own_keys), dtype=np.uint8
+    ).reshape(-1, 32)
     context.state["uldp_arrays"] = ArrayRecord([counts, keys, union.own_indices])
     return {"n_users": union.n_users, "users_digest": union.digest}
 
@@ -513,55 +698,96 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> np.n
     only masked: Protocol 1's masked update (ULDP-AVG-w, :class:`~uldp.secure.messages.MaskedUpdateMessage` bytes)
     or the masked sum's (ULDP-AVG, :class:`~uldp.secure.messages.MaskedSumMessage` bytes)."""
     if "uldp" not in context.state:
-        raise ValueError("a training round before the federation stage (the strategy runs setup first)")
+        raise ValueError(
+            "a training round before the federation stage (the strategy runs setup first)"
+        )
     state = dict(context.state["uldp"])
     counts = context.state["uldp_arrays"].to_numpy_ndarrays()[0]
     codes = user_numbers(context, view["ids"])
     if settings["method"] not in SUPPORTED:
         raise ValueError(f"method {settings['method']!r} is not one of {SUPPORTED}")
-    sampled = np.unpackbits(np.frombuffer(settings["sampled"], dtype=np.uint8))[: int(state["n_users"])].astype(bool)
+    sampled = np.unpackbits(np.frombuffer(settings["sampled"], dtype=np.uint8))[
+        : int(state["n_users"])
+    ].astype(bool)
     policy = SiloPolicy.from_node_config(context.node_config)
-    policy.check(sigma=settings["sigma"], local_epochs=settings["local_epochs"], sampled_users=int(sampled.sum()),
-                 n_users=int(state["n_users"]), q=float(settings["q"]))
+    policy.check(
+        sigma=settings["sigma"],
+        local_epochs=settings["local_epochs"],
+        sampled_users=int(sampled.sum()),
+        n_users=int(state["n_users"]),
+        q=float(settings["q"]),
+    )
     secure = bool(state.get("secure", False))
     protocol_1 = secure and settings["method"] == "ULDP-AVG-w"
     if protocol_1 != ("p1" in settings):
-        raise ValueError("a round without Protocol 1 in a federation set up with it, or the reverse")
-    multiplier = release_multiplier(float(settings["sigma"]), n_silos=int(state["n_silos"]), secure=secure,
-                                    uniform_weights=settings["method"] == "ULDP-AVG")
-    hp = Hyperparameters(global_lr=1.0, local_lr=settings["local_lr"], local_epochs=settings["local_epochs"],
-                         batch_size=settings["batch_size"], clip=settings["clip"], sigma=settings["sigma"],
-                         q=settings["q"])
+        raise ValueError(
+            "a round without Protocol 1 in a federation set up with it, or the reverse"
+        )
+    multiplier = release_multiplier(
+        float(settings["sigma"]),
+        n_silos=int(state["n_silos"]),
+        secure=secure,
+        uniform_weights=settings["method"] == "ULDP-AVG",
+    )
+    hp = Hyperparameters(
+        global_lr=1.0,
+        local_lr=settings["local_lr"],
+        local_epochs=settings["local_epochs"],
+        batch_size=settings["batch_size"],
+        clip=settings["clip"],
+        sigma=settings["sigma"],
+        q=settings["q"],
+    )
     method = user_level(make_method(settings["method"], hp))
     n, index = int(view["x"].shape[0]), int(state["index"])
-    allocation = Allocation(codes, np.full(n, index), int(state["n_users"]), int(state["n_silos"]), "flower", 0)
-    federation = Federation(view["model"], view["loss"], view["x"], view["y"], allocation,
-                            record_ids=state["offset"] + np.arange(n), n_ids=int(state["total_records"]))
+    allocation = Allocation(
+        codes, np.full(n, index), int(state["n_users"]), int(state["n_silos"]), "flower", 0
+    )
+    federation = Federation(
+        view["model"],
+        view["loss"],
+        view["x"],
+        view["y"],
+        allocation,
+        record_ids=state["offset"] + np.arange(n),
+        n_ids=int(state["total_records"]),
+    )
     round_index = int(settings["round"])
     round_seed = _silo_round_seed(context, round_index)
     view["model"].train()
     tensor = torch.from_numpy(params.copy())
 
-    def admit() -> None:  # the round goes into the silo's ledger (on disk) before anything is computed
+    def admit() -> (
+        None
+    ):  # the round goes into the silo's ledger (on disk) before anything is computed
         ledger = _ledger(context, policy)
-        ledger.admit(str(context.run_id), round_index, multiplier=multiplier, q=float(settings["q"]))
+        ledger.admit(
+            str(context.run_id), round_index, multiplier=multiplier, q=float(settings["q"])
+        )
         _keep_ledger(context, ledger)
 
     if protocol_1:  # Protocol 1: clipped per-user deltas and noise go into the masked update
+
         def inputs() -> tuple[np.ndarray, np.ndarray]:
             admit()
             deltas = method.silo_user_deltas(tensor, federation, round_seed, sampled, index)
             noise = method.silo_noise(tensor.numel(), int(state["n_silos"]), round_seed, index)
-            return deltas.detach().numpy().astype(np.float64), noise.detach().numpy().astype(np.float64)
+            return deltas.detach().numpy().astype(np.float64), noise.detach().numpy().astype(
+                np.float64
+            )
 
         return silo_masked_update(settings, context, inputs)
 
     def update() -> np.ndarray:
         admit()
-        plain = method.silo_update(tensor, federation, round_seed, index, sampled=sampled, counts=counts)
+        plain = method.silo_update(
+            tensor, federation, round_seed, index, sampled=sampled, counts=counts
+        )
         return plain.detach().numpy().astype(params.dtype)
 
-    return silo_masked_sum(settings, context, update) if secure else update()  # secure: only masked leaves
+    return (
+        silo_masked_sum(settings, context, update) if secure else update()
+    )  # secure: only masked leaves
 
 
 def _silo_round_seed(context: Any, round_index: int) -> np.random.SeedSequence:
@@ -570,8 +796,12 @@ def _silo_round_seed(context: Any, round_index: int) -> np.random.SeedSequence:
     insecure = context.node_config.get(INSECURE_NOISE_KEY)
     if insecure is None:  # the server never learns what seeds the noise (issues 25 and 30)
         return np.random.SeedSequence(secrets.randbits(128))
-    LOGGER.warning("INSECURE: silo %s draws its noise from its test seed (%s): whoever knows the seed can remove "
-                   "it; for tests only", context.node_config.get(SILO_KEY), INSECURE_NOISE_KEY)
+    LOGGER.warning(
+        "INSECURE: silo %s draws its noise from its test seed (%s): whoever knows the seed can remove "
+        "it; for tests only",
+        context.node_config.get(SILO_KEY),
+        INSECURE_NOISE_KEY,
+    )
     return _round_seed(check_integer(INSECURE_NOISE_KEY, int(insecure), minimum=0), round_index)
 
 
@@ -592,10 +822,16 @@ def _keep_ledger(context: Any, ledger: SiloLedger) -> None:
 def _protocol_inputs(context: Any) -> dict:
     """What this silo's Protocol 1 stages need from the federation stage: its number, |U| and its own n_su."""
     if "uldp" not in context.state or not context.state["uldp"].get("secure", False):
-        raise ValueError("a Protocol 1 stage before a federation stage set up for it (the strategy sends secure=True)")
+        raise ValueError(
+            "a Protocol 1 stage before a federation stage set up for it (the strategy sends secure=True)"
+        )
     state = dict(context.state["uldp"])
     counts = context.state["uldp_arrays"].to_numpy_ndarrays()[0]
-    return {"index": int(state["index"]), "n_users": int(state["n_users"]), "own_counts": counts[int(state["index"])]}
+    return {
+        "index": int(state["index"]),
+        "n_users": int(state["n_users"]),
+        "own_counts": counts[int(state["index"])],
+    }
 
 
 def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], loss: Any) -> Any:
@@ -626,18 +862,31 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
         secrets as :class:`~uldp.secure.messages.SiloState` bytes) lives in the node's context state.
     """
     app = ClientApp()
-    views = SiloViews(lambda context: _silo_view(load, model, loss, context))  # kept while this process lives
+    views = SiloViews(
+        lambda context: _silo_view(load, model, loss, context)
+    )  # kept while this process lives
 
     @app.query(SETUP_ACTION)
     def setup(message: Any, context: Any) -> Any:
         with _naming(context):
             settings = _config(message)
-            if settings["stage"] not in ("hello", "federation", *psu.STAGES):  # Protocol 1's need the state only
-                return Message(_records(silo_setup(settings, context, **_protocol_inputs(context))), reply_to=message)
+            if settings["stage"] not in (
+                "hello",
+                "federation",
+                *psu.STAGES,
+            ):  # Protocol 1's need the state only
+                return Message(
+                    _records(silo_setup(settings, context, **_protocol_inputs(context))),
+                    reply_to=message,
+                )
             view = views.get(context)
-            answer = (_hello(view, context) if settings["stage"] == "hello"
-                      else psu.step(settings, context, view["ids"], view["key"]) if settings["stage"] in psu.STAGES
-                      else _federation(view, settings, context))
+            answer = (
+                _hello(view, context)
+                if settings["stage"] == "hello"
+                else psu.step(settings, context, view["ids"], view["key"])
+                if settings["stage"] in psu.STAGES
+                else _federation(view, settings, context)
+            )
             return Message(_records(answer), reply_to=message)
 
     @app.train()
@@ -648,12 +897,21 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
         try:
             with _naming(context):
                 update = _train(view, _config(message), params, context)
-        except SiloFailure as error:  # a refusal (the policy, the ledger, Protocol 1's order): the operator sees it
+        except (
+            SiloFailure
+        ) as error:  # a refusal (the policy, the ledger, Protocol 1's order): the operator sees it
             LOGGER.warning("%s", error)
             raise
-        silo = ConfigRecord({"insecure_reproducible_noise": INSECURE_NOISE_KEY in context.node_config})
+        silo = ConfigRecord(
+            {"insecure_reproducible_noise": INSECURE_NOISE_KEY in context.node_config}
+        )
         if isinstance(update, bytes):  # Protocol 1's masked update
-            return Message(RecordDict({"uldp": ConfigRecord({"update": update}), "silo": silo}), reply_to=message)
-        return Message(RecordDict({"arrays": ArrayRecord([update]), "silo": silo}), reply_to=message)
+            return Message(
+                RecordDict({"uldp": ConfigRecord({"update": update}), "silo": silo}),
+                reply_to=message,
+            )
+        return Message(
+            RecordDict({"arrays": ArrayRecord([update]), "silo": silo}), reply_to=message
+        )
 
     return app

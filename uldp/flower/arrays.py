@@ -35,40 +35,56 @@ def flat_model(initial: Any, model: nn.Module | None) -> ArrayRecord:
     if isinstance(initial, nn.Module):
         flat = flat_parameters(initial)
         if model is not None and flat.numel() != flat_parameters(model).numel():
-            raise ValueError(f"the initial model has {flat.numel()} parameters, the strategy's model "
-                             f"{flat_parameters(model).numel()}")
+            raise ValueError(
+                f"the initial model has {flat.numel()} parameters, the strategy's model "
+                f"{flat_parameters(model).numel()}"
+            )
         return ArrayRecord([flat.detach().numpy()])
     if isinstance(initial, ArrayRecord):
         if len(initial) == 1 and next(iter(initial.keys())) == "0" and model is not None:
             vector = initial.to_numpy_ndarrays()[0]
             expected = flat_parameters(model).numel()
             if vector.ndim != 1 or vector.size != expected:
-                raise ValueError(f"the initial ArrayRecord holds one array of shape {vector.shape}; the strategy's "
-                                 f"model needs a flat vector of {expected} parameters (or pass the model or its "
-                                 "state_dict)")
+                raise ValueError(
+                    f"the initial ArrayRecord holds one array of shape {vector.shape}; the strategy's "
+                    f"model needs a flat vector of {expected} parameters (or pass the model or its "
+                    "state_dict)"
+                )
             return initial
         if model is None or (len(initial) == 1 and next(iter(initial.keys())) == "0"):
             return initial
         initial = initial.to_torch_state_dict()
     if isinstance(initial, Mapping):
         if model is None:
-            raise ValueError("a state_dict needs the architecture to flatten it: UldpStrategy(model=...) or pass the "
-                             "model itself")
+            raise ValueError(
+                "a state_dict needs the architecture to flatten it: UldpStrategy(model=...) or pass the "
+                "model itself"
+            )
         loaded = copy.deepcopy(model)
-        state = {name: torch.as_tensor(np.asarray(value)) if not isinstance(value, torch.Tensor) else value
-                 for name, value in initial.items()}
+        state = {
+            name: torch.as_tensor(np.asarray(value))
+            if not isinstance(value, torch.Tensor)
+            else value
+            for name, value in initial.items()
+        }
         names = set(loaded.state_dict())
         missing, unexpected = sorted(names - set(state)), sorted(set(state) - names)
         if missing or unexpected:
-            raise ValueError(f"the state_dict does not fit the strategy's model: missing {missing}, "
-                             f"unexpected {unexpected}")
+            raise ValueError(
+                f"the state_dict does not fit the strategy's model: missing {missing}, "
+                f"unexpected {unexpected}"
+            )
         try:
             loaded.load_state_dict(state)
         except RuntimeError as error:
-            raise ValueError(f"the state_dict does not fit the strategy's model: {error}") from error
+            raise ValueError(
+                f"the state_dict does not fit the strategy's model: {error}"
+            ) from error
         return ArrayRecord([flat_parameters(loaded).detach().numpy()])
-    raise ValueError(f"the initial model must be an nn.Module, its state_dict or an ArrayRecord, got "
-                     f"{type(initial).__name__}")
+    raise ValueError(
+        f"the initial model must be an nn.Module, its state_dict or an ArrayRecord, got "
+        f"{type(initial).__name__}"
+    )
 
 
 def trained_model(arrays: ArrayRecord, model: nn.Module) -> nn.Module:

@@ -28,10 +28,18 @@ class LocalGrid(Grid):
     """
 
     def __init__(self, app: Any, node_configs: list[dict]) -> None:
-        TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1  # what a ServerApp process sets
+        TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = (
+            1,
+            1,
+            1,
+        )  # what a ServerApp process sets
         self.app = app
-        self.contexts = {node: Context(run_id=1, node_id=node, node_config=config, state=RecordDict(), run_config={})
-                         for node, config in enumerate(node_configs, start=101)}
+        self.contexts = {
+            node: Context(
+                run_id=1, node_id=node, node_config=config, state=RecordDict(), run_config={}
+            )
+            for node, config in enumerate(node_configs, start=101)
+        }
 
     def set_run(self, run: Run) -> None:
         """Nothing to set: one run."""
@@ -41,10 +49,18 @@ class LocalGrid(Grid):
         """No SuperLink run."""
         return None
 
-    def create_message(self, content: RecordDict, message_type: str, dst_node_id: int, group_id: str,
-                       ttl: float | None = None) -> Message:
+    def create_message(
+        self,
+        content: RecordDict,
+        message_type: str,
+        dst_node_id: int,
+        group_id: str,
+        ttl: float | None = None,
+    ) -> Message:
         """A message to ``dst_node_id``."""
-        return Message(content, dst_node_id=dst_node_id, message_type=message_type, group_id=group_id)
+        return Message(
+            content, dst_node_id=dst_node_id, message_type=message_type, group_id=group_id
+        )
 
     def get_node_ids(self) -> Iterable[int]:
         """The node ids."""
@@ -58,13 +74,21 @@ class LocalGrid(Grid):
         """Not used: :meth:`send_and_receive` delivers at once."""
         raise NotImplementedError("LocalGrid delivers through send_and_receive")
 
-    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
+    def send_and_receive(
+        self, messages: Iterable[Message], *, timeout: float | None = None
+    ) -> Iterable[Message]:
         """Each message's reply from its node's ClientApp (an error reply when the ClientApp raises, as a
         SuperNode answers)."""
         replies = []
         for message in messages:
             try:
                 replies.append(self.app(message, self.contexts[message.metadata.dst_node_id]))
-            except Exception as error:  # a SuperNode answers a failing ClientApp with an error reply
-                replies.append(Message(Error(code=0, reason=f"{type(error).__name__}: {error}"), reply_to=message))
+            except (
+                Exception
+            ) as error:  # a SuperNode answers a failing ClientApp with an error reply
+                replies.append(
+                    Message(
+                        Error(code=0, reason=f"{type(error).__name__}: {error}"), reply_to=message
+                    )
+                )
         return replies

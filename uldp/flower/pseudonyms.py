@@ -34,8 +34,10 @@ def check_key(key: object) -> bytes:
     """Return ``key`` if it is bytes of at least 32 bytes; else raise ``ValueError`` saying what is needed."""
     if not isinstance(key, (bytes, bytearray)) or len(key) < KEY_BYTES:
         size = len(key) if isinstance(key, (bytes, bytearray)) else type(key).__name__
-        raise ValueError(f"a silo key must be at least {KEY_BYTES} random bytes (uldp.flower.new_silo_key()), "
-                         f"got {size}")
+        raise ValueError(
+            f"a silo key must be at least {KEY_BYTES} random bytes (uldp.flower.new_silo_key()), "
+            f"got {size}"
+        )
     return bytes(key)
 
 

@@ -42,7 +42,9 @@ def _keep(context: Any, silo: UnionSilo) -> None:
 def _silo(context: Any, patient_ids: Sequence[Hashable], relay_key: bytes) -> UnionSilo:
     if STATE_KEY not in context.state:
         raise ValueError("a union step before this silo's hello (the strategy sends hello first)")
-    return UnionSilo.restore(bytes(context.state[STATE_KEY]["state"]), patient_ids, relay_key=relay_key)
+    return UnionSilo.restore(
+        bytes(context.state[STATE_KEY]["state"]), patient_ids, relay_key=relay_key
+    )
 
 
 def hello(context: Any, name: str, patient_ids: Sequence[Hashable], relay_key: bytes) -> bytes:
@@ -61,14 +63,18 @@ def step(settings: dict, context: Any, patient_ids: Sequence[Hashable], relay_ke
     """
     silo = _silo(context, patient_ids, relay_key)
     if settings["stage"] == "psu-start":
-        message = silo.start(Roster.from_bytes(bytes(settings["psu"])), share_counts=bool(settings["counts"]))
+        message = silo.start(
+            Roster.from_bytes(bytes(settings["psu"])), share_counts=bool(settings["counts"])
+        )
     else:
         message = silo.relay(RelayMessage.from_bytes(bytes(settings["psu"])))
     _keep(context, silo)
     return {"psu": message.to_bytes()}
 
 
-def finish(shares: Sequence[bytes], context: Any, patient_ids: Sequence[Hashable], relay_key: bytes) -> UnionResult:
+def finish(
+    shares: Sequence[bytes], context: Any, patient_ids: Sequence[Hashable], relay_key: bytes
+) -> UnionResult:
     """The silo's union of the |S| shares (the ``federation`` stage).
 
     Raises:
@@ -80,8 +86,13 @@ def finish(shares: Sequence[bytes], context: Any, patient_ids: Sequence[Hashable
     return result
 
 
-def server_union(ask: Callable[[dict[int, dict]], dict[int, dict]], names: Sequence[str], hellos: Sequence[bytes],
-                 *, share_counts: bool) -> list[bytes]:
+def server_union(
+    ask: Callable[[dict[int, dict]], dict[int, dict]],
+    names: Sequence[str],
+    hellos: Sequence[bytes],
+    *,
+    share_counts: bool,
+) -> list[bytes]:
     """The server's relay: the roster out, |S| routings, the shares back (:func:`uldp.secure.psu.relay_union`).
 
     Args:
@@ -93,10 +104,17 @@ def server_union(ask: Callable[[dict[int, dict]], dict[int, dict]], names: Seque
     Returns:
         The |S| shares' bytes, for the ``federation`` stage.
     """
-    roster = Roster(DEFAULT_GROUP.name, tuple(names), tuple(Hello.from_bytes(bytes(h)) for h in hellos))
+    roster = Roster(
+        DEFAULT_GROUP.name, tuple(names), tuple(Hello.from_bytes(bytes(h)) for h in hellos)
+    )
 
     def exchange(stage: str, requests: dict[int, bytes]) -> dict[int, bytes]:
-        replies = ask({s: {"stage": stage, "psu": request, "counts": share_counts} for s, request in requests.items()})
+        replies = ask(
+            {
+                s: {"stage": stage, "psu": request, "counts": share_counts}
+                for s, request in requests.items()
+            }
+        )
         return {s: bytes(reply["psu"]) for s, reply in replies.items()}
 
     return list(relay_union(exchange, roster))

@@ -62,8 +62,13 @@ class SiloFault(RuntimeError):
         self.answered = sorted(answered)
 
 
-def discover_silos(ask_hello: Callable[[list[int]], dict[int, dict]], node_ids: Callable[[], list[int]], *,
-                   expected: Sequence[str] | None, join_timeout: float) -> dict[int, dict]:
+def discover_silos(
+    ask_hello: Callable[[list[int]], dict[int, dict]],
+    node_ids: Callable[[], list[int]],
+    *,
+    expected: Sequence[str] | None,
+    join_timeout: float,
+) -> dict[int, dict]:
     """Wait until every expected silo answers ``hello``, and map the node ids they have now to their answers.
 
     Args:
@@ -88,32 +93,54 @@ def discover_silos(ask_hello: Callable[[list[int]], dict[int, dict]], node_ids: 
         names = [answer["silo"] for answer in answers.values()]
         if len(set(names)) != len(names):
             raise RuntimeError(f"two SuperNodes claim the same silo name: {sorted(names)}")
-        missing = sorted(set(expected) - set(names)) if expected is not None else ([] if names else ["any silo"])
+        missing = (
+            sorted(set(expected) - set(names))
+            if expected is not None
+            else ([] if names else ["any silo"])
+        )
         waited = time.monotonic() - start
         if not missing:
             strangers = sorted(set(names) - set(expected or names))
             if strangers:
-                LOGGER.warning("SuperNode(s) of silo(s) %s are not in this run's silos %s: left out", strangers,
-                               sorted(expected or ()))
-            return {node: answer for node, answer in answers.items() if answer["silo"] not in strangers}
+                LOGGER.warning(
+                    "SuperNode(s) of silo(s) %s are not in this run's silos %s: left out",
+                    strangers,
+                    sorted(expected or ()),
+                )
+            return {
+                node: answer for node, answer in answers.items() if answer["silo"] not in strangers
+            }
         if waited >= join_timeout:
             if not nodes:
-                raise RuntimeError(f"no SuperNode is connected to the SuperLink (waited {waited:.0f} s, "
-                                   f"join_timeout {join_timeout:g} s); expected silos: {expected or 'any'}")
+                raise RuntimeError(
+                    f"no SuperNode is connected to the SuperLink (waited {waited:.0f} s, "
+                    f"join_timeout {join_timeout:g} s); expected silos: {expected or 'any'}"
+                )
             if not names:
-                raise RuntimeError(f"{len(nodes)} SuperNode(s) connected, none answered the hello stage (waited "
-                                   f"{waited:.0f} s, join_timeout {join_timeout:g} s; their ClientApps failed, see "
-                                   f"the SuperNodes' logs); expected silos: {expected or 'any'}")
-            raise RuntimeError(f"silo(s) {missing} did not join within join_timeout {join_timeout:g} s "
-                               f"(connected: {sorted(names)}); the run refuses to go on short of its silos")
+                raise RuntimeError(
+                    f"{len(nodes)} SuperNode(s) connected, none answered the hello stage (waited "
+                    f"{waited:.0f} s, join_timeout {join_timeout:g} s; their ClientApps failed, see "
+                    f"the SuperNodes' logs); expected silos: {expected or 'any'}"
+                )
+            raise RuntimeError(
+                f"silo(s) {missing} did not join within join_timeout {join_timeout:g} s "
+                f"(connected: {sorted(names)}); the run refuses to go on short of its silos"
+            )
         if time.monotonic() - said >= LOG_EVERY:
             said = time.monotonic()
-            LOGGER.warning("waiting for silo(s) %s to connect: %.0f s of join_timeout %g s (connected: %s)",
-                           missing, waited, join_timeout, sorted(names))
+            LOGGER.warning(
+                "waiting for silo(s) %s to connect: %.0f s of join_timeout %g s (connected: %s)",
+                missing,
+                waited,
+                join_timeout,
+                sorted(names),
+            )
         time.sleep(min(1.0, max(0.0, join_timeout - waited)))
 
 
-def send_and_receive(grid: Any, messages: list, *, timeout: float, names: dict[int, str], what: str) -> list:
+def send_and_receive(
+    grid: Any, messages: list, *, timeout: float, names: dict[int, str], what: str
+) -> list:
     """Flower's ``send_and_receive``, saying every :data:`LOG_EVERY` seconds which silos it still waits for.
 
     A grid that delivers at once (:class:`~uldp.flower.LocalGrid` has no ``push_messages``) is asked directly.
@@ -126,7 +153,10 @@ def send_and_receive(grid: Any, messages: list, *, timeout: float, names: dict[i
         ids = list(grid.push_messages(messages))
     except NotImplementedError:
         return list(grid.send_and_receive(messages, timeout=timeout))
-    node_of = {message_id: message.metadata.dst_node_id for message_id, message in zip(ids, messages, strict=True)}
+    node_of = {
+        message_id: message.metadata.dst_node_id
+        for message_id, message in zip(ids, messages, strict=True)
+    }
     awaited = dict(node_of)
     replies: list = []
     start = said = time.monotonic()
@@ -139,18 +169,31 @@ def send_and_receive(grid: Any, messages: list, *, timeout: float, names: dict[i
             break
         if time.monotonic() - said >= LOG_EVERY:
             said = time.monotonic()
-            LOGGER.warning("%s: still waiting for silo(s) %s after %.0f s (timeout %g s)", what,
-                           sorted(names.get(node, str(node)) for node in awaited.values()), waited, timeout)
+            LOGGER.warning(
+                "%s: still waiting for silo(s) %s after %.0f s (timeout %g s)",
+                what,
+                sorted(names.get(node, str(node)) for node in awaited.values()),
+                waited,
+                timeout,
+            )
         time.sleep(min(POLL, max(0.0, timeout - waited)))
+
     def name(node: int) -> str:
         return names.get(node, f"node {node}")
 
-    failed = [f"{name(node_of[r.metadata.reply_to_message_id])!r} failed: {r.error.reason}" for r in replies
-              if r.has_error()]
+    failed = [
+        f"{name(node_of[r.metadata.reply_to_message_id])!r} failed: {r.error.reason}"
+        for r in replies
+        if r.has_error()
+    ]
     if awaited:
-        failed.append(f"{sorted(name(node) for node in awaited.values())} did not answer within timeout {timeout:g} s")
+        failed.append(
+            f"{sorted(name(node) for node in awaited.values())} did not answer within timeout {timeout:g} s"
+        )
     if failed:
-        answered = [name(node_of[r.metadata.reply_to_message_id]) for r in replies if not r.has_error()]
+        answered = [
+            name(node_of[r.metadata.reply_to_message_id]) for r in replies if not r.has_error()
+        ]
         raise SiloFault(f"{what}: silo {'; silo '.join(failed)}", answered=answered)
     return replies
 
@@ -158,14 +201,28 @@ def send_and_receive(grid: Any, messages: list, *, timeout: float, names: dict[i
 def strategy_fingerprint(strategy: Any) -> str:
     """What a checkpoint must belong to: the method and its hyperparameters, Protocol 1's parameters, the silos'
     names and |U| (each set-up's private set union numbers the users afresh, so its digest is not kept)."""
-    return fingerprint({"method": strategy.method.spec.name, "hyperparameters": asdict(strategy.hp),
-                        "secure": strategy.secure, "protocol": asdict(strategy.protocol),
-                        "silos": sorted(strategy.silo_names.values()), "users": strategy.n_users})
+    return fingerprint(
+        {
+            "method": strategy.method.spec.name,
+            "hyperparameters": asdict(strategy.hp),
+            "secure": strategy.secure,
+            "protocol": asdict(strategy.protocol),
+            "silos": sorted(strategy.silo_names.values()),
+            "users": strategy.n_users,
+        }
+    )
 
 
-def run_rounds(strategy: Any, grid: Any, initial: np.ndarray, *, num_rounds: int, timeout: float,
-               train_config: ConfigRecord | None = None,
-               evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None) -> Result:
+def run_rounds(
+    strategy: Any,
+    grid: Any,
+    initial: np.ndarray,
+    *,
+    num_rounds: int,
+    timeout: float,
+    train_config: ConfigRecord | None = None,
+    evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
+) -> Result:
     """Set up, resume from the strategy's checkpoint and run rounds until ``num_rounds`` have completed.
 
     Args:
@@ -189,39 +246,66 @@ def run_rounds(strategy: Any, grid: Any, initial: np.ndarray, *, num_rounds: int
     """
     strategy.summary()
     strategy.setup(grid, timeout=timeout)
-    ledger = ReleaseLedger(strategy.checkpoint, config_fingerprint=strategy_fingerprint(strategy), initial=initial)
+    ledger = ReleaseLedger(
+        strategy.checkpoint, config_fingerprint=strategy_fingerprint(strategy), initial=initial
+    )
     if ledger.history:
-        LOGGER.info("resuming from %s: %d round(s) completed, %d aborted; the next round is %d", strategy.checkpoint,
-                    ledger.completed, len(ledger.history) - ledger.completed, ledger.next_round)
+        LOGGER.info(
+            "resuming from %s: %d round(s) completed, %d aborted; the next round is %d",
+            strategy.checkpoint,
+            ledger.completed,
+            len(ledger.history) - ledger.completed,
+            ledger.next_round,
+        )
     strategy.epsilons = [record["epsilon"] for record in ledger.history]
-    strategy.server_view_epsilons = [strategy.server_view_epsilon(releases)
-                                     for releases in range(1, len(ledger.history) + 1)]
+    strategy.server_view_epsilons = [
+        strategy.server_view_epsilon(releases) for releases in range(1, len(ledger.history) + 1)
+    ]
     result = Result()
     result.arrays = ArrayRecord([ledger.params])
     aborted = 0
     while ledger.completed < num_rounds:
-        round_index = ledger.begin(strategy.method.epsilon(None, ledger.next_round))  # before anything goes out
+        round_index = ledger.begin(
+            strategy.method.epsilon(None, ledger.next_round)
+        )  # before anything goes out
         strategy.epsilons.append(ledger.history[-1]["epsilon"])
         strategy.server_view_epsilons.append(strategy.server_view_epsilon(round_index))
         start = time.perf_counter()
         try:
-            messages = strategy.configure_train(round_index, result.arrays, train_config or ConfigRecord(), grid)
-            replies = send_and_receive(grid, list(messages), timeout=timeout, names=strategy.silo_names,
-                                       what=f"round {round_index}")
+            messages = strategy.configure_train(
+                round_index, result.arrays, train_config or ConfigRecord(), grid
+            )
+            replies = send_and_receive(
+                grid,
+                list(messages),
+                timeout=timeout,
+                names=strategy.silo_names,
+                what=f"round {round_index}",
+            )
             arrays, metrics = strategy.aggregate_train(round_index, replies)
         except SiloFault as error:
             ledger.abort(str(error), error.answered)
             aborted += 1
-            LOGGER.error("round %d aborted (%s); it counts as a release: epsilon %s", round_index, error,
-                         ledger.history[-1]["epsilon"])
+            LOGGER.error(
+                "round %d aborted (%s); it counts as a release: epsilon %s",
+                round_index,
+                error,
+                ledger.history[-1]["epsilon"],
+            )
             if aborted > strategy.max_aborted_rounds:
-                raise RuntimeError(f"{aborted} rounds aborted (max_aborted_rounds {strategy.max_aborted_rounds}); "
-                                   f"the last: {error}. The checkpoint keeps every release: run again to resume at "
-                                   f"round {ledger.next_round}") from error
-            strategy.setup(grid, timeout=timeout)  # the silos again, by name, under whatever node ids they have now
+                raise RuntimeError(
+                    f"{aborted} rounds aborted (max_aborted_rounds {strategy.max_aborted_rounds}); "
+                    f"the last: {error}. The checkpoint keeps every release: run again to resume at "
+                    f"round {ledger.next_round}"
+                ) from error
+            strategy.setup(
+                grid, timeout=timeout
+            )  # the silos again, by name, under whatever node ids they have now
             if strategy_fingerprint(strategy) != ledger.config_fingerprint:
-                raise RuntimeError("the federation changed while recovering (silos, keys or records); the run stops "
-                                   "rather than mix two federations") from error
+                raise RuntimeError(
+                    "the federation changed while recovering (silos, keys or records); the run stops "
+                    "rather than mix two federations"
+                ) from error
             continue
         ledger.complete(arrays.to_numpy_ndarrays()[0], {"seconds": time.perf_counter() - start})
         result.arrays = arrays

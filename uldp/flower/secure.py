@@ -73,18 +73,35 @@ _PROGRESS = ("setup_done", "shares_round", "answered_round")
 
 def _public(config: ProtocolConfig) -> dict:
     """The session's public parameters as ConfigRecord values (what every silo builds its ProtocolConfig from)."""
-    return {"n_silos": config.n_silos, "n_users": config.n_users, "clip": config.clip, "sigma": config.sigma,
-            **{f"protocol.{name}": value for name, value in asdict(config.parameters).items()}}
+    return {
+        "n_silos": config.n_silos,
+        "n_users": config.n_users,
+        "clip": config.clip,
+        "sigma": config.sigma,
+        **{f"protocol.{name}": value for name, value in asdict(config.parameters).items()},
+    }
 
 
 def _config_from(values: dict) -> ProtocolConfig:
-    parameters = ProtocolParameters(**{name[len("protocol."):]: value for name, value in values.items()
-                                       if name.startswith("protocol.")})
-    return ProtocolConfig(n_silos=int(values["n_silos"]), n_users=int(values["n_users"]), clip=float(values["clip"]),
-                          sigma=float(values["sigma"]), parameters=parameters)
+    parameters = ProtocolParameters(
+        **{
+            name[len("protocol.") :]: value
+            for name, value in values.items()
+            if name.startswith("protocol.")
+        }
+    )
+    return ProtocolConfig(
+        n_silos=int(values["n_silos"]),
+        n_users=int(values["n_users"]),
+        clip=float(values["clip"]),
+        sigma=float(values["sigma"]),
+        parameters=parameters,
+    )
 
 
-def server_driver(config: ProtocolConfig, ask: Callable[[dict[int, dict]], dict[int, dict]]) -> ServerDriver:
+def server_driver(
+    config: ProtocolConfig, ask: Callable[[dict[int, dict]], dict[int, dict]]
+) -> ServerDriver:
     """The server's Protocol 1 driver (:class:`~uldp.secure.driver.ServerDriver`) over ``query.uldp`` exchanges.
 
     Args:
@@ -97,16 +114,26 @@ def server_driver(config: ProtocolConfig, ask: Callable[[dict[int, dict]], dict[
     """
     from uldp.secure.driver import STAGE_KEY, ServerDriver
 
-    def exchange(stage: str, round_index: int, payloads: dict[int, Payloads]) -> dict[int, Payloads]:
+    def exchange(
+        stage: str, round_index: int, payloads: dict[int, Payloads]
+    ) -> dict[int, Payloads]:
         extra = _public(config) if stage == STAGE_KEY else {}
-        answers = ask({s: {"stage": stage, "round": round_index, "payloads": list(p), **extra}
-                       for s, p in payloads.items()})
-        return {s: tuple(bytes(p) for p in answer.get("payloads", [])) for s, answer in answers.items()}
+        answers = ask(
+            {
+                s: {"stage": stage, "round": round_index, "payloads": list(p), **extra}
+                for s, p in payloads.items()
+            }
+        )
+        return {
+            s: tuple(bytes(p) for p in answer.get("payloads", [])) for s, answer in answers.items()
+        }
 
     return ServerDriver(config, exchange)
 
 
-def masked_sum_server(n_silos: int, ask: Callable[[dict[int, dict]], dict[int, dict]]) -> MaskedSumServer:
+def masked_sum_server(
+    n_silos: int, ask: Callable[[dict[int, dict]], dict[int, dict]]
+) -> MaskedSumServer:
     """The server's masked sum (:class:`~uldp.secure.masked_sum.MaskedSumServer`) over ``query.uldp`` exchanges.
 
     Args:
@@ -115,9 +142,18 @@ def masked_sum_server(n_silos: int, ask: Callable[[dict[int, dict]], dict[int, d
     """
     from uldp.secure.masked_sum import MaskedSumServer
 
-    def exchange(stage: str, round_index: int, payloads: dict[int, Payloads]) -> dict[int, Payloads]:
-        answers = ask({s: {"stage": stage, "round": round_index, "payloads": list(p)} for s, p in payloads.items()})
-        return {s: tuple(bytes(p) for p in answer.get("payloads", [])) for s, answer in answers.items()}
+    def exchange(
+        stage: str, round_index: int, payloads: dict[int, Payloads]
+    ) -> dict[int, Payloads]:
+        answers = ask(
+            {
+                s: {"stage": stage, "round": round_index, "payloads": list(p)}
+                for s, p in payloads.items()
+            }
+        )
+        return {
+            s: tuple(bytes(p) for p in answer.get("payloads", [])) for s, answer in answers.items()
+        }
 
     return MaskedSumServer(n_silos, exchange)
 
@@ -126,15 +162,21 @@ def _masked_silo(context: Any) -> MaskedSumSilo:
     from uldp.secure.masked_sum import MaskedSumSilo
 
     if MASKED_SUM_KEY not in context.state:
-        raise ValueError("a masked update before the masked sum's set-up: a secure silo never sends its update "
-                         "unmasked (the strategy sends sum-key first)")
+        raise ValueError(
+            "a masked update before the masked sum's set-up: a secure silo never sends its update "
+            "unmasked (the strategy sends sum-key first)"
+        )
     return MaskedSumSilo.restore(bytes(context.state[MASKED_SUM_KEY]["silo"]))
 
 
 def _masked_answer(silo: MaskedSumSilo, settings: dict, context: Any, **options: Any) -> dict:
     try:
-        payloads = silo.answer(str(settings["stage"]), int(settings["round"]),
-                               tuple(bytes(p) for p in settings.get("payloads", [])), **options)
+        payloads = silo.answer(
+            str(settings["stage"]),
+            int(settings["round"]),
+            tuple(bytes(p) for p in settings.get("payloads", [])),
+            **options,
+        )
     finally:  # a refused or failed stage still keeps what it spent (a round index is answered at most once)
         context.state[MASKED_SUM_KEY] = ConfigRecord({"silo": silo.export_state()})
     return {"payloads": list(payloads)}
@@ -150,7 +192,9 @@ def silo_masked_sum(settings: dict, context: Any, update: Callable[[], np.ndarra
     """
     from uldp.secure.masked_sum import STAGE_UPDATE
 
-    answer = _masked_answer(_masked_silo(context), {**settings, "stage": STAGE_UPDATE}, context, update=update)
+    answer = _masked_answer(
+        _masked_silo(context), {**settings, "stage": STAGE_UPDATE}, context, update=update
+    )
     return bytes(answer["payloads"][0])
 
 
@@ -173,20 +217,27 @@ def _load(context: Any) -> SiloDriver:
 
 
 def _keep(context: Any, driver: SiloDriver, public: dict) -> None:
-    context.state[STATE_KEY] = ConfigRecord({**public, "silo": driver.role.export_state(),
-                                             **asdict(driver.progress)})
+    context.state[STATE_KEY] = ConfigRecord(
+        {**public, "silo": driver.role.export_state(), **asdict(driver.progress)}
+    )
 
 
 def _answer(driver: SiloDriver, settings: dict, context: Any, public: dict, **options: Any) -> dict:
     try:
-        payloads = driver.answer(str(settings["stage"]), int(settings["round"]),
-                                 tuple(bytes(p) for p in settings.get("payloads", settings.get("p1", []))), **options)
+        payloads = driver.answer(
+            str(settings["stage"]),
+            int(settings["round"]),
+            tuple(bytes(p) for p in settings.get("payloads", settings.get("p1", []))),
+            **options,
+        )
     finally:  # a refused or failed stage still keeps what it spent (a round index is answered at most once)
         _keep(context, driver, public)
     return {"payloads": list(payloads)}
 
 
-def silo_setup(settings: dict, context: Any, *, index: int, n_users: int, own_counts: np.ndarray) -> dict:
+def silo_setup(
+    settings: dict, context: Any, *, index: int, n_users: int, own_counts: np.ndarray
+) -> dict:
     """A silo's answer to one Protocol 1 set-up or share stage, or a set-up stage of the masked sum (ULDP-AVG's
     ``sum-key``, ``sum-directory``; :mod:`uldp.secure.masked_sum`), its state kept in ``context``.
 
@@ -209,34 +260,59 @@ def silo_setup(settings: dict, context: Any, *, index: int, n_users: int, own_co
     from uldp.secure.masked_sum import SETUP_STAGES as MASKED_SUM_STAGES, MaskedSumSilo
 
     if settings["stage"] in MASKED_SUM_STAGES:  # the masked sum of plain updates (ULDP-AVG)
-        if settings["stage"] == MASKED_SUM_STAGES[0]:  # a new session; the rounds it answered stay answered
-            answered = _masked_silo(context).answered_round if MASKED_SUM_KEY in context.state else 0
-            silo = MaskedSumSilo(index, int(context.state["uldp"]["n_silos"]), answered_round=answered)
+        if (
+            settings["stage"] == MASKED_SUM_STAGES[0]
+        ):  # a new session; the rounds it answered stay answered
+            answered = (
+                _masked_silo(context).answered_round if MASKED_SUM_KEY in context.state else 0
+            )
+            silo = MaskedSumSilo(
+                index, int(context.state["uldp"]["n_silos"]), answered_round=answered
+            )
         else:
             silo = _masked_silo(context)
         return _masked_answer(silo, settings, context)
     if settings["stage"] != STAGE_KEY:
         driver = _load(context)
-        public = {name: value for name, value in dict(context.state[STATE_KEY]).items()
-                  if name != "silo" and name not in _PROGRESS}
+        public = {
+            name: value
+            for name, value in dict(context.state[STATE_KEY]).items()
+            if name != "silo" and name not in _PROGRESS
+        }
         return _answer(driver, settings, context, public)
-    public = {name: value for name, value in settings.items() if name not in ("stage", "round", "payloads")}
+    public = {
+        name: value
+        for name, value in settings.items()
+        if name not in ("stage", "round", "payloads")
+    }
     config = _config_from(public)
     if (config.n_silos, config.n_users) != (int(context.state["uldp"]["n_silos"]), n_users):
-        raise ValueError(f"Protocol 1's parameters name {config.n_silos} silos and {config.n_users} users, this "
-                         f"federation has {context.state['uldp']['n_silos']} and {n_users}")
+        raise ValueError(
+            f"Protocol 1's parameters name {config.n_silos} silos and {config.n_users} users, this "
+            f"federation has {context.state['uldp']['n_silos']} and {n_users}"
+        )
     allowed = str(context.node_config.get(TEST_KEYS_KEY, "false")).lower() == "true"
     if config.parameters.insecure_test_key and not allowed:
-        raise ValueError(f"the server asks for an insecure test key ({config.parameters.key_bits} bits); this "
-                         f"silo accepts one only with --node-config '{TEST_KEYS_KEY}=true' (tests only)")
-    earlier = _load(context) if STATE_KEY in context.state else None  # its answered rounds and its verifier stay
-    driver = SiloDriver(index, own_counts, config, verifier=earlier.role.verifier if earlier else None,
-                        progress=SiloProgress(answered_round=earlier.progress.answered_round if earlier else 0))
+        raise ValueError(
+            f"the server asks for an insecure test key ({config.parameters.key_bits} bits); this "
+            f"silo accepts one only with --node-config '{TEST_KEYS_KEY}=true' (tests only)"
+        )
+    earlier = (
+        _load(context) if STATE_KEY in context.state else None
+    )  # its answered rounds and its verifier stay
+    driver = SiloDriver(
+        index,
+        own_counts,
+        config,
+        verifier=earlier.role.verifier if earlier else None,
+        progress=SiloProgress(answered_round=earlier.progress.answered_round if earlier else 0),
+    )
     return _answer(driver, settings, context, public)
 
 
-def silo_masked_update(settings: dict, context: Any,
-                       inputs: Callable[[], tuple[np.ndarray, np.ndarray]]) -> bytes:
+def silo_masked_update(
+    settings: dict, context: Any, inputs: Callable[[], tuple[np.ndarray, np.ndarray]]
+) -> bytes:
     """Steps 2(b)-(c) in the silo: the masked update of its clipped per-user deltas ``[|U|, d]`` and noise ``[d]``.
 
     Args:
@@ -251,7 +327,10 @@ def silo_masked_update(settings: dict, context: Any,
     from uldp.secure.driver import STAGE_UPDATE
 
     driver = _load(context)
-    public = {name: value for name, value in dict(context.state[STATE_KEY]).items()
-              if name != "silo" and name not in _PROGRESS}
+    public = {
+        name: value
+        for name, value in dict(context.state[STATE_KEY]).items()
+        if name != "silo" and name not in _PROGRESS
+    }
     answer = _answer(driver, {**settings, "stage": STAGE_UPDATE}, context, public, inputs=inputs)
     return bytes(answer["payloads"][0])

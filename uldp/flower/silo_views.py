@@ -27,7 +27,9 @@ LOGGER = logging.getLogger("uldp.flower")
 
 def view_key(context: Any) -> tuple:
     """What a view belongs to: the run and the node config (the silo's name, files and key file)."""
-    return int(context.run_id), tuple(sorted((str(name), repr(value)) for name, value in context.node_config.items()))
+    return int(context.run_id), tuple(
+        sorted((str(name), repr(value)) for name, value in context.node_config.items())
+    )
 
 
 class SiloViews:
@@ -48,11 +50,16 @@ class SiloViews:
         key = view_key(context)
         held = self._views.get(int(context.node_id))
         if held is None or held[0] != key:
-            self._views.pop(int(context.node_id), None)  # the old run's records go before the new ones are read
+            self._views.pop(
+                int(context.node_id), None
+            )  # the old run's records go before the new ones are read
             view = self._read(context)
             self.reads += 1
-            LOGGER.info("silo %r read its records for run %s (kept for its next messages)", view.get("name"),
-                        context.run_id)
+            LOGGER.info(
+                "silo %r read its records for run %s (kept for its next messages)",
+                view.get("name"),
+                context.run_id,
+            )
             self._views[int(context.node_id)] = (key, view)
             return view
         return held[1]

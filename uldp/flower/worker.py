@@ -74,8 +74,12 @@ class AppCache:
             load = get_load_client_app_fn(default_app_ref="", app_path=None, multi_app=True)
             self._apps = {fab.hash_str: load(run.fab_id, run.fab_version, fab.hash_str)}
             self._folders = [folder]
-            LOGGER.info("uldp flower-worker: imported the ClientApp of %s %s from %s", run.fab_id, run.fab_version,
-                        folder)
+            LOGGER.info(
+                "uldp flower-worker: imported the ClientApp of %s %s from %s",
+                run.fab_id,
+                run.fab_version,
+                folder,
+            )
         return self._apps[fab.hash_str]
 
     def _forget_modules(self) -> None:
@@ -88,8 +92,14 @@ class AppCache:
                 sys.path.remove(str(folder))
 
 
-def run_task(runtime_api_address: str, token: str, apps: AppCache, *, insecure: bool,
-             root_certificates: bytes | None = None) -> bool:
+def run_task(
+    runtime_api_address: str,
+    token: str,
+    apps: AppCache,
+    *,
+    insecure: bool,
+    root_certificates: bytes | None = None,
+) -> bool:
     """Run one ClientApp task, as ``flwr-clientapp`` does, without exiting.
 
     Returns:
@@ -97,10 +107,15 @@ def run_task(runtime_api_address: str, token: str, apps: AppCache, *, insecure: 
         as from ``flwr-clientapp``).
     """
     client = RuntimeHttpClient.from_server_address(
-        server_address=runtime_api_address, insecure=insecure, root_certificates=root_certificates,
-        interceptors=[RuntimeVersionHttpInterceptor(component_name="flwr-clientapp"),
-                      RuntimeTokenHttpInterceptor(token)],
-        retry_invoker=make_simple_http_retry_invoker())
+        server_address=runtime_api_address,
+        insecure=insecure,
+        root_certificates=root_certificates,
+        interceptors=[
+            RuntimeVersionHttpInterceptor(component_name="flwr-clientapp"),
+            RuntimeTokenHttpInterceptor(token),
+        ],
+        retry_invoker=make_simple_http_retry_invoker(),
+    )
     heartbeat = HeartbeatSender(make_task_heartbeat_fn_http(client))
     message = reply = context = None
     status, details = SubStatus.FAILED, "ClientApp task failed"
@@ -111,8 +126,11 @@ def run_task(runtime_api_address: str, token: str, apps: AppCache, *, insecure: 
         reply = apps.app(run, fab)(message=message, context=context)
         status, details = SubStatus.COMPLETED, ""
     except Exception as error:  # the server sees the ClientApp's error, as from flwr-clientapp
-        code = (ErrorCode.LOAD_CLIENT_APP_EXCEPTION if isinstance(error, LoadClientAppError)
-                else ErrorCode.CLIENT_APP_RAISED_EXCEPTION)
+        code = (
+            ErrorCode.LOAD_CLIENT_APP_EXCEPTION
+            if isinstance(error, LoadClientAppError)
+            else ErrorCode.CLIENT_APP_RAISED_EXCEPTION
+        )
         details = f"{type(error)}:<'{error}'>"
         LOGGER.error("the ClientApp raised %s: %s", type(error).__name__, error)
         if message is not None:
@@ -125,13 +143,23 @@ def run_task(runtime_api_address: str, token: str, apps: AppCache, *, insecure: 
         finally:
             heartbeat.stop()
             client.close()
-    what = f"{message.metadata.message_type} ({message.metadata.group_id})" if message is not None else "a task"
+    what = (
+        f"{message.metadata.message_type} ({message.metadata.group_id})"
+        if message is not None
+        else "a task"
+    )
     LOGGER.info("uldp flower-worker: %s %s in %.3f s", what, status, time.perf_counter() - start)
     return status == SubStatus.COMPLETED
 
 
-def serve(runtime_api_address: str, *, insecure: bool, root_certificates: bytes | None = None,
-          poll: float = DEFAULT_POLL, max_tasks: int | None = None) -> int:
+def serve(
+    runtime_api_address: str,
+    *,
+    insecure: bool,
+    root_certificates: bytes | None = None,
+    poll: float = DEFAULT_POLL,
+    max_tasks: int | None = None,
+) -> int:
     """Take the SuperNode's ClientApp tasks and run them in this process until stopped (or ``max_tasks`` ran).
 
     Args:
@@ -149,18 +177,31 @@ def serve(runtime_api_address: str, *, insecure: bool, root_certificates: bytes 
     """
     check_number("poll", poll, above=0)
     client = RuntimeHttpClient.from_server_address(
-        server_address=runtime_api_address, insecure=insecure, root_certificates=root_certificates,
+        server_address=runtime_api_address,
+        insecure=insecure,
+        root_certificates=root_certificates,
         interceptors=[RuntimeVersionHttpInterceptor(component_name="SuperExec")],
-        retry_invoker=make_simple_http_retry_invoker())
+        retry_invoker=make_simple_http_retry_invoker(),
+    )
     apps, done = AppCache(), 0
-    LOGGER.info("uldp flower-worker: taking the ClientApp tasks of the SuperNode at %s", runtime_api_address)
+    LOGGER.info(
+        "uldp flower-worker: taking the ClientApp tasks of the SuperNode at %s", runtime_api_address
+    )
     try:
         while max_tasks is None or done < max_tasks:
-            task = client.AcquireTask(AcquireTaskRequest(supported_task_types=[TaskType.CLIENT_APP]))
+            task = client.AcquireTask(
+                AcquireTaskRequest(supported_task_types=[TaskType.CLIENT_APP])
+            )
             if not (task.HasField("task") and task.token):
                 time.sleep(poll)
                 continue
-            run_task(runtime_api_address, task.token, apps, insecure=insecure, root_certificates=root_certificates)
+            run_task(
+                runtime_api_address,
+                task.token,
+                apps,
+                insecure=insecure,
+                root_certificates=root_certificates,
+            )
             done += 1
     finally:
         client.close()

@@ -20,7 +20,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # the names of _LAZY, for type checkers and editors (the redundant aliases mark re-exports)
+if (
+    TYPE_CHECKING
+):  # the names of _LAZY, for type checkers and editors (the redundant aliases mark re-exports)
     from uldp.method_names import (
         FAMILIES as FAMILIES,
         KNOWN_METHODS as KNOWN_METHODS,
@@ -56,14 +58,45 @@ if TYPE_CHECKING:  # the names of _LAZY, for type checkers and editors (the redu
 #: Where each public name lives; imported on first use, so that importing ``uldp.methods`` (``uldp --help``) does not
 #: import torch.
 _LAZY: dict[str, str] = {
-    **dict.fromkeys(("FAMILIES", "KNOWN_METHODS", "MethodSpec", "parse_method"), "uldp.method_names"),
-    **dict.fromkeys(("AggregateFn", "EveryRecordSiloNoise", "Federation", "FitDefaults", "Hyperparameters", "Method",
-                     "heavy_user_federation"), "uldp.methods.base"),
-    "FedAvgMethod": "uldp.methods.fedavg", "GroupMethod": "uldp.methods.group",
-    **dict.fromkeys(("METHOD_CLASSES", "make_method", "method_defaults", "required_hyperparameters",
-                     "unused_hyperparameters"), "uldp.methods.registry"),
-    **dict.fromkeys(("UserLevelMethod", "user_level", "aggregate", "check_weights", "enhanced_weights",
-                     "uniform_weights", "weighted_sum"), "uldp.methods.uldp_avg"),
+    **dict.fromkeys(
+        ("FAMILIES", "KNOWN_METHODS", "MethodSpec", "parse_method"), "uldp.method_names"
+    ),
+    **dict.fromkeys(
+        (
+            "AggregateFn",
+            "EveryRecordSiloNoise",
+            "Federation",
+            "FitDefaults",
+            "Hyperparameters",
+            "Method",
+            "heavy_user_federation",
+        ),
+        "uldp.methods.base",
+    ),
+    "FedAvgMethod": "uldp.methods.fedavg",
+    "GroupMethod": "uldp.methods.group",
+    **dict.fromkeys(
+        (
+            "METHOD_CLASSES",
+            "make_method",
+            "method_defaults",
+            "required_hyperparameters",
+            "unused_hyperparameters",
+        ),
+        "uldp.methods.registry",
+    ),
+    **dict.fromkeys(
+        (
+            "UserLevelMethod",
+            "user_level",
+            "aggregate",
+            "check_weights",
+            "enhanced_weights",
+            "uniform_weights",
+            "weighted_sum",
+        ),
+        "uldp.methods.uldp_avg",
+    ),
 }
 
 

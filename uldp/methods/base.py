@@ -21,7 +21,9 @@ from torch import Tensor, nn
 
 from uldp.common.checks import check_integer, check_number, check_positive, check_rate
 from uldp.data.base import Allocation
-from uldp.method_names import parse_method as parse_method  # where simulation and fitting import it from
+from uldp.method_names import (
+    parse_method as parse_method,
+)  # where simulation and fitting import it from
 from uldp.models import bce_loss
 
 if TYPE_CHECKING:
@@ -84,7 +86,6 @@ class Hyperparameters:
         check_number("delta", self.delta, above=0, below=1)
         check_rate("q (user-level sampling rate)", self.q)
 
-
     def require(self, method: str, *names: str) -> None:
         """Raise ``ValueError`` if one of ``names`` is ``None``: ``method`` needs it."""
         missing = [name for name in names if getattr(self, name) is None]
@@ -125,8 +126,13 @@ class FitDefaults:
 
     def values(self, n_silos: int) -> dict[str, float | int | None]:
         """The defaults as keyword arguments of :func:`uldp.fit` for ``n_silos`` silos."""
-        return {"global_lr": self.global_lr_for(n_silos), "local_lr": self.local_lr, "clip": self.clip,
-                "local_epochs": self.local_epochs, "batch_size": self.batch_size}
+        return {
+            "global_lr": self.global_lr_for(n_silos),
+            "local_lr": self.local_lr,
+            "clip": self.clip,
+            "local_epochs": self.local_epochs,
+            "batch_size": self.batch_size,
+        }
 
 
 @dataclass(frozen=True)
@@ -181,7 +187,9 @@ class Federation:
         """Indices of the records held by ``silo``."""
         return np.flatnonzero(self.allocation.silo == silo)
 
-    def user_groups(self, silo: int, users: np.ndarray | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
+    def user_groups(
+        self, silo: int, users: np.ndarray | None = None
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
         """The users of ``silo`` with at least one record (optionally only among ``users``) and their records.
 
         Returns:
@@ -200,10 +208,18 @@ class Federation:
     def keep(self, mask: np.ndarray) -> Federation:
         """The federation restricted to the records where ``mask`` is true (users and silos keep their ids)."""
         mask = np.asarray(mask, dtype=bool)
-        allocation = replace(self.allocation, user=self.allocation.user[mask], silo=self.allocation.silo[mask])
+        allocation = replace(
+            self.allocation, user=self.allocation.user[mask], silo=self.allocation.silo[mask]
+        )
         index = torch.from_numpy(np.flatnonzero(mask))
-        return replace(self, x=self.x[index], y=self.y[index], allocation=allocation, record_ids=self.ids[mask],
-                       n_ids=self.id_space)
+        return replace(
+            self,
+            x=self.x[index],
+            y=self.y[index],
+            allocation=allocation,
+            record_ids=self.ids[mask],
+            n_ids=self.id_space,
+        )
 
     def without_user(self, user: int) -> Federation:
         """The neighbouring federation with every record of ``user`` removed (user-level adjacency)."""
@@ -233,7 +249,9 @@ def heavy_user_federation(n_users: int, n_silos: int, seed: int, heavy: int = 30
     x = torch.from_numpy(rng.normal(size=(user.size, 3))).float()
     y = (x[:, 0] + 0.3 * torch.from_numpy(rng.normal(size=user.size)).float() > 0).float()
     torch.manual_seed(seed)
-    return Federation(nn.Linear(3, 1), bce_loss, x, y, Allocation(user, silo, n_users, n_silos, "toy", seed))
+    return Federation(
+        nn.Linear(3, 1), bce_loss, x, y, Allocation(user, silo, n_users, n_silos, "toy", seed)
+    )
 
 
 def seed_stream(seed: np.random.SeedSequence, *path: int) -> np.random.SeedSequence:
@@ -307,22 +325,37 @@ class Method(Protocol):
     def prepare(self, federation: Federation, seed: np.random.SeedSequence) -> Federation:
         """The federation restricted to :meth:`keep_mask`, before the first round."""
 
-    def silo_update(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence, silo: int,
-                    *, sampled: np.ndarray, counts: np.ndarray) -> Tensor:
+    def silo_update(
+        self,
+        params: Tensor,
+        federation: Federation,
+        round_seed: np.random.SeedSequence,
+        silo: int,
+        *,
+        sampled: np.ndarray,
+        counts: np.ndarray,
+    ) -> Tensor:
         """What silo ``silo`` sends the server in one round (reads only that silo's records); ``sampled`` are the
         users sampled this round, ``counts`` the whole federation's ``n[s, u]``."""
 
     def server_step(self, params: Tensor, total: Tensor, *, n_users: int, n_silos: int) -> Tensor:
         """The next global model from the sum ``total`` of the silos' updates."""
 
-    def round(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence,
-              aggregate_fn: AggregateFn | None = None) -> Tensor:
+    def round(
+        self,
+        params: Tensor,
+        federation: Federation,
+        round_seed: np.random.SeedSequence,
+        aggregate_fn: AggregateFn | None = None,
+    ) -> Tensor:
         """One whole round in this process: every silo's update, their aggregation, the server step."""
 
     def accounting_arguments(self, federation: Federation) -> dict:
         """What :func:`uldp.accounting.epsilon_for_method` needs besides sigma, rounds and delta."""
 
-    def epsilon(self, federation: Federation, rounds: int, *, accountant: str = "rdp") -> float | None:
+    def epsilon(
+        self, federation: Federation, rounds: int, *, accountant: str = "rdp"
+    ) -> float | None:
         """The user-level epsilon after ``rounds`` rounds by the accountant ``accountant``; ``None``: no guarantee."""
 
 
@@ -348,7 +381,9 @@ class EveryRecordSiloNoise(abc.ABC):
         """The records :meth:`prepare` keeps: all of them."""
         return np.ones(federation.x.shape[0], dtype=bool)
 
-    def silo_noise(self, size: int, n_silos: int, round_seed: np.random.SeedSequence, silo: int) -> Tensor:
+    def silo_noise(
+        self, size: int, n_silos: int, round_seed: np.random.SeedSequence, silo: int
+    ) -> Tensor:
         """The noise silo ``silo`` adds, ``N(0, noise_std(|S|)^2 I)`` (zeros when the std is 0: DEFAULT)."""
         generator = torch_generator(seed_stream(round_seed, NOISE_STREAM, silo))
         return gaussian_noise(size, std=self.noise_std(n_silos), generator=generator)

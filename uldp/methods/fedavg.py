@@ -47,17 +47,34 @@ def round_keys(federation: Federation, epochs: int, round_seed: np.random.SeedSe
 
     Drawn over the stable record ids, so removing one user's records leaves every other record's key unchanged.
     """
-    keys = record_keys(federation.id_space, epochs, torch_generator(seed_stream(round_seed, KEYS_STREAM)))
+    keys = record_keys(
+        federation.id_space, epochs, torch_generator(seed_stream(round_seed, KEYS_STREAM))
+    )
     return keys[:, torch.from_numpy(federation.ids)]
 
 
-def silo_training(federation: Federation, params: Tensor, groups: list[np.ndarray], hp: Hyperparameters,
-                  keys: Tensor, seed: np.random.SeedSequence) -> Tensor:
+def silo_training(
+    federation: Federation,
+    params: Tensor,
+    groups: list[np.ndarray],
+    hp: Hyperparameters,
+    keys: Tensor,
+    seed: np.random.SeedSequence,
+) -> Tensor:
     """Local SGD of one model per record group (deltas ``[len(groups), d]``); dropout draws come from ``seed``."""
     with global_torch_seed(seed):
-        return train_users(federation.model, params, federation.x, federation.y, groups,
-                           loss_fn=federation.loss_fn, local_lr=needed(hp.local_lr, "local_lr"),
-                           epochs=needed(hp.local_epochs, "local_epochs"), batch_size=hp.batch_size, keys=keys)
+        return train_users(
+            federation.model,
+            params,
+            federation.x,
+            federation.y,
+            groups,
+            loss_fn=federation.loss_fn,
+            local_lr=needed(hp.local_lr, "local_lr"),
+            epochs=needed(hp.local_epochs, "local_epochs"),
+            batch_size=hp.batch_size,
+            keys=keys,
+        )
 
 
 @dataclass(frozen=True)
@@ -70,11 +87,14 @@ class FedAvgMethod(EveryRecordSiloNoise):
     """
 
     REQUIRED: ClassVar[dict[str, tuple[str, ...]]] = {
-        "DEFAULT": ("local_lr", "local_epochs"), "ULDP-NAIVE": ("local_lr", "local_epochs", "clip", "sigma")}
+        "DEFAULT": ("local_lr", "local_epochs"),
+        "ULDP-NAIVE": ("local_lr", "local_epochs", "clip", "sigma"),
+    }
     #: FedAvg's step (eta_g = 1: the mean silo update); ULDP-NAIVE clips a silo's whole delta.
     DEFAULTS: ClassVar[dict[str, FitDefaults]] = {
         "DEFAULT": FitDefaults(global_lr=1.0, local_lr=0.01, clip=None, local_epochs=5),
-        "ULDP-NAIVE": FitDefaults(global_lr=1.0, local_lr=0.01, clip=1.0, local_epochs=5)}
+        "ULDP-NAIVE": FitDefaults(global_lr=1.0, local_lr=0.01, clip=1.0, local_epochs=5),
+    }
     spec: MethodSpec
     hp: Hyperparameters
 
@@ -87,10 +107,18 @@ class FedAvgMethod(EveryRecordSiloNoise):
         """
         if not self.spec.private:
             return 0.0
-        return 2.0 * needed(self.hp.sigma, "sigma") * needed(self.hp.clip, "clip") * math.sqrt(n_silos)
+        return (
+            2.0 * needed(self.hp.sigma, "sigma") * needed(self.hp.clip, "clip") * math.sqrt(n_silos)
+        )
 
-    def silo_delta(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence, silo: int,
-                   keys: Tensor | None = None) -> Tensor:
+    def silo_delta(
+        self,
+        params: Tensor,
+        federation: Federation,
+        round_seed: np.random.SeedSequence,
+        silo: int,
+        keys: Tensor | None = None,
+    ) -> Tensor:
         """Silo ``silo``'s local-minus-global delta after ``Q`` epochs, clipped to ``C`` for ULDP-NAIVE (line 13).
 
         Only the records of ``silo`` are read, so ``federation`` may hold that silo's records alone (a deployed
@@ -101,10 +129,19 @@ class FedAvgMethod(EveryRecordSiloNoise):
             return torch.zeros_like(params)
         if keys is None:
             keys = round_keys(federation, needed(self.hp.local_epochs, "local_epochs"), round_seed)
-        delta = silo_training(federation, params, [records], self.hp, keys, seed_stream(round_seed, TRAIN_STREAM, silo))
+        delta = silo_training(
+            federation,
+            params,
+            [records],
+            self.hp,
+            keys,
+            seed_stream(round_seed, TRAIN_STREAM, silo),
+        )
         return clip_rows(delta, needed(self.hp.clip, "clip"))[0] if self.spec.private else delta[0]
 
-    def silo_deltas(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence) -> list[Tensor]:
+    def silo_deltas(
+        self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence
+    ) -> list[Tensor]:
         """Each silo's :meth:`silo_delta`.
 
         A model with closed-form gradients (:func:`uldp.training.closed_form.for_model`) trains all silos in one
@@ -115,21 +152,48 @@ class FedAvgMethod(EveryRecordSiloNoise):
         epochs = needed(self.hp.local_epochs, "local_epochs")
         keys = round_keys(federation, epochs, round_seed)
         silos = [federation.silo_records(silo) for silo in range(federation.n_silos)]
-        if closed_form.for_model(federation.model, federation.loss_fn) is None or any(r.size == 0 for r in silos):
-            return [self.silo_delta(params, federation, round_seed, silo, keys) for silo in range(federation.n_silos)]
-        deltas = train_users(federation.model, params, federation.x, federation.y, silos, loss_fn=federation.loss_fn,
-                             local_lr=needed(self.hp.local_lr, "local_lr"), epochs=epochs,
-                             batch_size=self.hp.batch_size, keys=keys,
-                             dropout_generators=[torch_generator(seed_stream(round_seed, TRAIN_STREAM, s))
-                                                 for s in range(len(silos))])
-        return list(clip_rows(deltas, needed(self.hp.clip, "clip")) if self.spec.private else deltas)
+        if closed_form.for_model(federation.model, federation.loss_fn) is None or any(
+            r.size == 0 for r in silos
+        ):
+            return [
+                self.silo_delta(params, federation, round_seed, silo, keys)
+                for silo in range(federation.n_silos)
+            ]
+        deltas = train_users(
+            federation.model,
+            params,
+            federation.x,
+            federation.y,
+            silos,
+            loss_fn=federation.loss_fn,
+            local_lr=needed(self.hp.local_lr, "local_lr"),
+            epochs=epochs,
+            batch_size=self.hp.batch_size,
+            keys=keys,
+            dropout_generators=[
+                torch_generator(seed_stream(round_seed, TRAIN_STREAM, s)) for s in range(len(silos))
+            ],
+        )
+        return list(
+            clip_rows(deltas, needed(self.hp.clip, "clip")) if self.spec.private else deltas
+        )
 
-    def clean_update(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence) -> Tensor:
+    def clean_update(
+        self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence
+    ) -> Tensor:
         """The pre-noise aggregate ``sum_s Delta_s`` (user-level sensitivity: see the chapter and tests)."""
         return torch.stack(self.silo_deltas(params, federation, round_seed)).sum(dim=0)
 
-    def silo_update(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence, silo: int,
-                    *, sampled: np.ndarray, counts: np.ndarray) -> Tensor:
+    def silo_update(
+        self,
+        params: Tensor,
+        federation: Federation,
+        round_seed: np.random.SeedSequence,
+        silo: int,
+        *,
+        sampled: np.ndarray,
+        counts: np.ndarray,
+    ) -> Tensor:
         """What silo ``silo`` sends the server: ``Delta_s + z_s`` (Algorithm 1 lines 13-14; ``Delta_s`` for DEFAULT).
 
         Reads only that silo's records (see :meth:`silo_delta`); ``sampled`` and ``counts`` (``n[s, u]``) are
@@ -144,24 +208,40 @@ class FedAvgMethod(EveryRecordSiloNoise):
         """``x_{t+1} = x_t + eta_g / |S| * total`` for ``total = sum_s (Delta_s + z_s)`` (Algorithm 1 line 7)."""
         return params + self.hp.global_lr / n_silos * total
 
-    def round(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence,
-              aggregate_fn: AggregateFn | None = None) -> Tensor:
+    def round(
+        self,
+        params: Tensor,
+        federation: Federation,
+        round_seed: np.random.SeedSequence,
+        aggregate_fn: AggregateFn | None = None,
+    ) -> Tensor:
         """One round: ``x_{t+1} = x_t + eta_g / |S| sum_s (Delta_s + z_s)`` (Algorithm 1 line 7); ``aggregate_fn``
         is unused (no weights to compute)."""
         total = self.clean_update(params, federation, round_seed)
         if self.spec.private:
-            total = total + torch.stack(self.noise(params.numel(), federation.n_silos, round_seed)).sum(dim=0)
-        return self.server_step(params, total, n_users=federation.n_users, n_silos=federation.n_silos)
+            total = total + torch.stack(
+                self.noise(params.numel(), federation.n_silos, round_seed)
+            ).sum(dim=0)
+        return self.server_step(
+            params, total, n_users=federation.n_users, n_silos=federation.n_silos
+        )
 
     def accounting_arguments(self, federation: Federation) -> dict:
         """What :func:`uldp.accounting.epsilon_for_method` needs besides sigma, rounds and delta: nothing."""
         return {}
 
-    def epsilon(self, federation: Federation, rounds: int, *, accountant: str = "rdp") -> float | None:
+    def epsilon(
+        self, federation: Federation, rounds: int, *, accountant: str = "rdp"
+    ) -> float | None:
         """Theorem 1's user-level epsilon after ``rounds`` rounds by the accountant named ``accountant``
         (``"rdp"`` or ``"pld"``, :mod:`uldp.accounting`); ``None`` for DEFAULT: no guarantee."""
         if not self.spec.private:
             check_accountant(accountant)
             return None
-        return epsilon_for_method(self.spec.name, sigma=needed(self.hp.sigma, "sigma"), rounds=rounds,
-                                  delta=self.hp.delta, accountant=accountant).epsilon
+        return epsilon_for_method(
+            self.spec.name,
+            sigma=needed(self.hp.sigma, "sigma"),
+            rounds=rounds,
+            delta=self.hp.delta,
+            accountant=accountant,
+        ).epsilon

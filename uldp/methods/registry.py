@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 #: The class of every family of :data:`uldp.method_names.FAMILIES` (Algorithms 1, 2 and 3-4).
 METHOD_CLASSES: dict[str, type[FedAvgMethod] | type[GroupMethod] | type[UserLevelMethod]] = {
-    family: method_class for method_class in (FedAvgMethod, GroupMethod, UserLevelMethod)
+    family: method_class
+    for method_class in (FedAvgMethod, GroupMethod, UserLevelMethod)
     for family in method_class.REQUIRED
 }
 
@@ -60,7 +61,9 @@ def method_defaults(name: str) -> FitDefaults:
     return METHOD_CLASSES[family].DEFAULTS[family]
 
 
-def make_method(name: str, hp: Hyperparameters, *, user_weights: np.ndarray | None = None) -> Method:
+def make_method(
+    name: str, hp: Hyperparameters, *, user_weights: np.ndarray | None = None
+) -> Method:
     """Build the method registered under ``name``.
 
     Args:
@@ -86,7 +89,9 @@ def make_method(name: str, hp: Hyperparameters, *, user_weights: np.ndarray | No
     if spec.per_user:  # user sampling (Algorithm 4) and weights (Eq. (3)) are ULDP-SGD/AVG's alone
         return UserLevelMethod(spec, hp, user_weights)
     if hp.q != 1:
-        raise ValueError(f"user-level sampling q={hp.q} is only defined for ULDP-SGD/AVG, not {spec.name}")
+        raise ValueError(
+            f"user-level sampling q={hp.q} is only defined for ULDP-SGD/AVG, not {spec.name}"
+        )
     if user_weights is not None:
         raise ValueError(f"user weights are only defined for ULDP-SGD/AVG, not {spec.name}")
     return METHOD_CLASSES[spec.family](spec, hp)

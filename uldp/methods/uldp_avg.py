@@ -62,7 +62,9 @@ def enhanced_weights(counts: np.ndarray, sampled: np.ndarray) -> np.ndarray:
     """
     counts = np.asarray(counts, dtype=float)
     totals = counts.sum(axis=0)
-    weights = np.divide(counts, totals[None, :], out=np.zeros_like(counts), where=totals[None, :] > 0)
+    weights = np.divide(
+        counts, totals[None, :], out=np.zeros_like(counts), where=totals[None, :] > 0
+    )
     return weights * np.asarray(sampled, dtype=bool)[None, :]
 
 
@@ -74,13 +76,19 @@ def check_weights(weights: np.ndarray, counts: np.ndarray) -> None:
     """
     weights = np.asarray(weights, dtype=float)
     if weights.shape != counts.shape:
-        raise ValueError(f"weights must have shape {counts.shape} (silos x users), got {weights.shape}")
+        raise ValueError(
+            f"weights must have shape {counts.shape} (silos x users), got {weights.shape}"
+        )
     if (weights < 0).any():
         raise ValueError(f"weights must be >= 0, got minimum {weights.min()}")
     sums = weights.sum(axis=0)
-    bad = np.flatnonzero((counts.sum(axis=0) > 0) & (np.abs(sums) > 1e-9) & (np.abs(sums - 1) > 1e-9))
+    bad = np.flatnonzero(
+        (counts.sum(axis=0) > 0) & (np.abs(sums) > 1e-9) & (np.abs(sums - 1) > 1e-9)
+    )
     if bad.size:
-        raise ValueError(f"weights of user {bad[0]} sum to {sums[bad[0]]} over silos; they must sum to 1 (or 0)")
+        raise ValueError(
+            f"weights of user {bad[0]} sum to {sums[bad[0]]} over silos; they must sum to 1 (or 0)"
+        )
 
 
 def silo_weighted_sum(deltas: Tensor, weights: np.ndarray, noise: Tensor) -> Tensor:
@@ -99,7 +107,9 @@ def weighted_sum(deltas: list[Tensor], weights: np.ndarray, noise: list[Tensor])
     return total
 
 
-def aggregate(deltas: list[Tensor], counts: np.ndarray, sampled: np.ndarray, noise: list[Tensor]) -> Tensor:
+def aggregate(
+    deltas: list[Tensor], counts: np.ndarray, sampled: np.ndarray, noise: list[Tensor]
+) -> Tensor:
     """The plain server-side aggregation of ULDP-AVG-w / ULDP-SGD-w (the secure aggregation hook).
 
     Returns ``sum_s (sum_u w_su * deltas[s][u] + noise[s])`` with ``w_su = n_su / N_u`` for sampled users and 0
@@ -135,13 +145,20 @@ class UserLevelMethod(EveryRecordSiloNoise):
     """
 
     REQUIRED: ClassVar[dict[str, tuple[str, ...]]] = {
-        "ULDP-SGD": ("clip", "sigma"), "ULDP-AVG": ("local_lr", "local_epochs", "clip", "sigma")}
+        "ULDP-SGD": ("clip", "sigma"),
+        "ULDP-AVG": ("local_lr", "local_epochs", "clip", "sigma"),
+    }
     #: eta_g per silo: eta_g = |S| makes the server step (Algorithm 3 line 6) the mean clipped user update; ULDP-AVG
     #: takes nine of them (a user's few records give few local steps; benchmarks/ehr.py measured 3 |S| 0.027 below
     #: 9 |S| on its federation, and measures the defaults against a grid around them).
     DEFAULTS: ClassVar[dict[str, FitDefaults]] = {
-        "ULDP-SGD": FitDefaults(global_lr=1.0, local_lr=None, clip=1.0, local_epochs=None, per_silo=True),
-        "ULDP-AVG": FitDefaults(global_lr=9.0, local_lr=0.1, clip=1.0, local_epochs=5, per_silo=True)}
+        "ULDP-SGD": FitDefaults(
+            global_lr=1.0, local_lr=None, clip=1.0, local_epochs=None, per_silo=True
+        ),
+        "ULDP-AVG": FitDefaults(
+            global_lr=9.0, local_lr=0.1, clip=1.0, local_epochs=5, per_silo=True
+        ),
+    }
     spec: MethodSpec
     hp: Hyperparameters
     user_weights: np.ndarray | None = None
@@ -154,17 +171,30 @@ class UserLevelMethod(EveryRecordSiloNoise):
         """Poisson sampling of users with rate ``q`` (Algorithm 4 line 4): ``[U]`` booleans (all when q = 1)."""
         if self.hp.q >= 1:
             return np.ones(n_users, dtype=bool)
-        return np.random.default_rng(seed_stream(round_seed, SAMPLING_STREAM)).random(n_users) < self.hp.q
+        return (
+            np.random.default_rng(seed_stream(round_seed, SAMPLING_STREAM)).random(n_users)
+            < self.hp.q
+        )
 
     def weights(self, counts: np.ndarray, sampled: np.ndarray) -> np.ndarray:
         """``W`` of this round: uniform, enhanced or the given ones, zero for users not sampled."""
         if self.user_weights is not None:
             check_weights(self.user_weights, counts)
-            return np.asarray(self.user_weights, dtype=float) * np.asarray(sampled, dtype=bool)[None, :]
-        return (enhanced_weights if self.spec.enhanced_weights else uniform_weights)(counts, sampled)
+            return (
+                np.asarray(self.user_weights, dtype=float)
+                * np.asarray(sampled, dtype=bool)[None, :]
+            )
+        return (enhanced_weights if self.spec.enhanced_weights else uniform_weights)(
+            counts, sampled
+        )
 
-    def user_deltas(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence,
-                    sampled: np.ndarray) -> list[Tensor]:
+    def user_deltas(
+        self,
+        params: Tensor,
+        federation: Federation,
+        round_seed: np.random.SeedSequence,
+        sampled: np.ndarray,
+    ) -> list[Tensor]:
         """Per silo ``[U, d]``: the clipped per-user update of every sampled user with records, zeros elsewhere.
 
         ULDP-AVG: ``clip(x_su - x_t)`` after ``Q`` local epochs (lines 10-16). ULDP-SGD: ``clip(-g_su)`` for the
@@ -173,11 +203,20 @@ class UserLevelMethod(EveryRecordSiloNoise):
         keys = None
         if self.spec.family == "ULDP-AVG":
             keys = round_keys(federation, needed(self.hp.local_epochs, "local_epochs"), round_seed)
-        return [self.silo_user_deltas(params, federation, round_seed, sampled, silo, keys)
-                for silo in range(federation.n_silos)]
+        return [
+            self.silo_user_deltas(params, federation, round_seed, sampled, silo, keys)
+            for silo in range(federation.n_silos)
+        ]
 
-    def silo_user_deltas(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence,
-                         sampled: np.ndarray, silo: int, keys: Tensor | None = None) -> Tensor:
+    def silo_user_deltas(
+        self,
+        params: Tensor,
+        federation: Federation,
+        round_seed: np.random.SeedSequence,
+        sampled: np.ndarray,
+        silo: int,
+        keys: Tensor | None = None,
+    ) -> Tensor:
         """Silo ``silo``'s ``[U, d]`` of :meth:`user_deltas`; reads only that silo's records.
 
         ``federation`` may hold that silo's records alone (a deployed silo); ``keys`` are the round's
@@ -188,18 +227,42 @@ class UserLevelMethod(EveryRecordSiloNoise):
         if users.size:
             if self.spec.family == "ULDP-AVG":
                 if keys is None:
-                    keys = round_keys(federation, needed(self.hp.local_epochs, "local_epochs"), round_seed)
-                update = silo_training(federation, params, groups, self.hp, keys,
-                                       seed_stream(round_seed, TRAIN_STREAM, silo))
+                    keys = round_keys(
+                        federation, needed(self.hp.local_epochs, "local_epochs"), round_seed
+                    )
+                update = silo_training(
+                    federation,
+                    params,
+                    groups,
+                    self.hp,
+                    keys,
+                    seed_stream(round_seed, TRAIN_STREAM, silo),
+                )
             else:
-                with global_torch_seed(seed_stream(round_seed, TRAIN_STREAM, silo)):  # dropout, if the model has it
-                    update = -user_gradients(federation.model, params, federation.x, federation.y, groups,
-                                             loss_fn=federation.loss_fn)
+                with global_torch_seed(
+                    seed_stream(round_seed, TRAIN_STREAM, silo)
+                ):  # dropout, if the model has it
+                    update = -user_gradients(
+                        federation.model,
+                        params,
+                        federation.x,
+                        federation.y,
+                        groups,
+                        loss_fn=federation.loss_fn,
+                    )
             deltas[torch.from_numpy(users)] = clip_rows(update, needed(self.hp.clip, "clip"))
         return deltas
 
-    def silo_update(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence, silo: int,
-                    *, sampled: np.ndarray, counts: np.ndarray) -> Tensor:
+    def silo_update(
+        self,
+        params: Tensor,
+        federation: Federation,
+        round_seed: np.random.SeedSequence,
+        silo: int,
+        *,
+        sampled: np.ndarray,
+        counts: np.ndarray,
+    ) -> Tensor:
         """What silo ``silo`` sends the server in the clear: ``sum_u w_su Delta_su + z_s`` (Algorithm 3 line 18).
 
         Args:
@@ -222,15 +285,22 @@ class UserLevelMethod(EveryRecordSiloNoise):
         scale = self.hp.global_lr / (self.hp.q * n_users * n_silos)
         return params + scale * total.to(params.dtype)
 
-    def clean_update(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence) -> Tensor:
+    def clean_update(
+        self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence
+    ) -> Tensor:
         """The pre-noise aggregate ``sum_s sum_u w_su clip(Delta_su)`` of one round (sensitivity ``C``)."""
         sampled = self.sample_users(federation.n_users, round_seed)
         deltas = self.user_deltas(params, federation, round_seed, sampled)
         zeros = [torch.zeros_like(params) for _ in deltas]
         return weighted_sum(deltas, self.weights(federation.counts, sampled), zeros)
 
-    def round(self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence,
-              aggregate_fn: AggregateFn | None = None) -> Tensor:
+    def round(
+        self,
+        params: Tensor,
+        federation: Federation,
+        round_seed: np.random.SeedSequence,
+        aggregate_fn: AggregateFn | None = None,
+    ) -> Tensor:
         """One round: ``x_{t+1} = x_t + eta_g / (q |U| |S|) * aggregate`` (Algorithm 3 line 6, Algorithm 4 line 10).
 
         Args:
@@ -250,20 +320,29 @@ class UserLevelMethod(EveryRecordSiloNoise):
             total = (aggregate_fn or aggregate)(deltas, federation.counts, sampled, noise)
         else:
             total = weighted_sum(deltas, self.weights(federation.counts, sampled), noise)
-        return self.server_step(params, total, n_users=federation.n_users, n_silos=federation.n_silos)
+        return self.server_step(
+            params, total, n_users=federation.n_users, n_silos=federation.n_silos
+        )
 
     def accounting_arguments(self, federation: Federation | None) -> dict:
         """What :func:`uldp.accounting.epsilon_for_method` needs besides sigma, rounds and delta: the rate ``q`` (no
         fact of the federation, which may be None)."""
         return {"q": self.hp.q}
 
-    def epsilon(self, federation: Federation | None, rounds: int, *, accountant: str = "rdp") -> float:
+    def epsilon(
+        self, federation: Federation | None, rounds: int, *, accountant: str = "rdp"
+    ) -> float:
         """Theorem 3's user-level epsilon (sub-sampled with rate ``q``, Algorithm 4) after ``rounds`` rounds, by the
         accountant named ``accountant`` (``"rdp"`` or ``"pld"``, :mod:`uldp.accounting`); it does not depend on
         the federation, which may be None (a Flower server holds none)."""
-        return epsilon_for_method(self.spec.name, sigma=needed(self.hp.sigma, "sigma"), rounds=rounds,
-                                  delta=self.hp.delta, accountant=accountant,
-                                  **self.accounting_arguments(federation)).epsilon
+        return epsilon_for_method(
+            self.spec.name,
+            sigma=needed(self.hp.sigma, "sigma"),
+            rounds=rounds,
+            delta=self.hp.delta,
+            accountant=accountant,
+            **self.accounting_arguments(federation),
+        ).epsilon
 
 
 def user_level(method: Method) -> UserLevelMethod:

@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from uldp.accounting import epsilon_for_method
-from uldp.paper.experiments import GRIDS, UTILITY_METRIC, ResultSet, accounted_results, expand, load_results
+from uldp.paper.experiments import (
+    GRIDS,
+    UTILITY_METRIC,
+    ResultSet,
+    accounted_results,
+    expand,
+    load_results,
+)
 from uldp.paper.verdicts import FAILS, HOLDS, MISSING, PARTLY, NotMeasured, per_setting
 
 if TYPE_CHECKING:
@@ -29,8 +36,9 @@ def _only(results: ResultSet, method: str) -> ResultSet:
     return results.restricted(run for run in results.runs if run["series"] == method)
 
 
-def pld_equal_epsilon(grid: str, *, target_epsilon: float, method: str = "ULDP-AVG-w",
-                      root: str | None = None) -> pd.DataFrame:
+def pld_equal_epsilon(
+    grid: str, *, target_epsilon: float, method: str = "ULDP-AVG-w", root: str | None = None
+) -> pd.DataFrame:
     """Final utility of ``method`` at the paper's sigma (RDP) and at PLD's sigma for the same epsilon.
 
     Args:
@@ -49,14 +57,19 @@ def pld_equal_epsilon(grid: str, *, target_epsilon: float, method: str = "ULDP-A
     """
     metric = UTILITY_METRIC[expand(grid, "paper", seeds=[0])[0].kwargs["dataset"]]
     rdp = _only(load_results(grid, "paper", root=root), method)
-    pld = _only(load_results(grid, "paper", root=root, accountant="pld", target_epsilon=target_epsilon), method)
+    pld = _only(
+        load_results(grid, "paper", root=root, accountant="pld", target_epsilon=target_epsilon),
+        method,
+    )
     # compare on the same seeds (paired: the same allocation and initial model), whatever the PLD grid has run yet
     paired = {(run["panel"], run["seed"]) for run in pld.runs}
     rdp = rdp.restricted(run for run in rdp.runs if (run["panel"], run["seed"]) in paired)
     if not pld.runs or not rdp.runs:
-        raise NotMeasured(f"no stored {method} runs of {grid} at epsilon {target_epsilon:g} by PLD; run "
-                          f"`uldp grid {grid} --profile paper --methods {method} --accountant pld "
-                          f"--target-epsilon {target_epsilon}`")
+        raise NotMeasured(
+            f"no stored {method} runs of {grid} at epsilon {target_epsilon:g} by PLD; run "
+            f"`uldp grid {grid} --profile paper --methods {method} --accountant pld "
+            f"--target-epsilon {target_epsilon}`"
+        )
     rows = []
     for label, results in (("rdp", rdp), ("pld", pld)):
         utility = per_setting(results, metric).set_index("panel")
@@ -65,9 +78,17 @@ def pld_equal_epsilon(grid: str, *, target_epsilon: float, method: str = "ULDP-A
         for run in results.runs:
             info = run["result"].get("info") or {}
             sigma.setdefault(run["panel"], info.get("calibrated_sigma", run["config"].get("sigma")))
-        rows.append(pd.DataFrame({f"utility_{label}": utility["mean"], f"std_{label}": utility["std"],
-                                  f"seeds_{label}": utility["seeds"], f"epsilon_{label}": epsilon["mean"],
-                                  f"sigma_{label}": pd.Series(sigma)}))
+        rows.append(
+            pd.DataFrame(
+                {
+                    f"utility_{label}": utility["mean"],
+                    f"std_{label}": utility["std"],
+                    f"seeds_{label}": utility["seeds"],
+                    f"epsilon_{label}": epsilon["mean"],
+                    f"sigma_{label}": pd.Series(sigma),
+                }
+            )
+        )
     table = pd.concat(rows, axis=1, join="inner")
     table["gain"] = table["utility_pld"] - table["utility_rdp"]
     table.index.name = "panel"
@@ -89,15 +110,30 @@ def user_level_epsilons() -> pd.DataFrame:
             if params["sigma"] is None or params["method"].startswith("ULDP-GROUP"):
                 continue
             family = "ULDP-NAIVE" if params["method"] == "ULDP-NAIVE" else "ULDP-SGD/AVG"
-            settings.setdefault((family, params["rounds"], params["q"], params["sigma"], params["delta"]),
-                                set()).add(grid)
+            settings.setdefault(
+                (family, params["rounds"], params["q"], params["sigma"], params["delta"]), set()
+            ).add(grid)
     rows = []
     for (family, rounds, q, sigma, delta), grids in sorted(settings.items()):
         method = "ULDP-NAIVE" if family == "ULDP-NAIVE" else "ULDP-AVG-w"
-        by = {accountant: epsilon_for_method(method, sigma=sigma, rounds=rounds, delta=delta, q=q,
-                                             accountant=accountant).epsilon for accountant in ("rdp", "pld")}
-        rows.append({"methods": family, "T": rounds, "q": q, "sigma": sigma, "grids": ", ".join(sorted(grids)),
-                     "epsilon RDP": by["rdp"], "epsilon PLD": by["pld"], "PLD / RDP": by["pld"] / by["rdp"]})
+        by = {
+            accountant: epsilon_for_method(
+                method, sigma=sigma, rounds=rounds, delta=delta, q=q, accountant=accountant
+            ).epsilon
+            for accountant in ("rdp", "pld")
+        }
+        rows.append(
+            {
+                "methods": family,
+                "T": rounds,
+                "q": q,
+                "sigma": sigma,
+                "grids": ", ".join(sorted(grids)),
+                "epsilon RDP": by["rdp"],
+                "epsilon PLD": by["pld"],
+                "PLD / RDP": by["pld"] / by["rdp"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -115,11 +151,22 @@ def group_epsilons(methods: Mapping[str, Sequence[str]]) -> pd.DataFrame:
     """
     rows = []
     for grid, chosen in methods.items():
-        rdp, pld = (accounted_results(grid, methods=chosen, accountant=accountant) for accountant in ("rdp", "pld"))
+        rdp, pld = (
+            accounted_results(grid, methods=chosen, accountant=accountant)
+            for accountant in ("rdp", "pld")
+        )
         for by_rdp, by_pld in zip(rdp.runs, pld.runs, strict=True):
             low, high = by_pld["result"]["epsilon"][0], by_rdp["result"]["epsilon"][0]
-            rows.append({"dataset": grid, "setting": by_rdp["panel"], "method": by_rdp["series"],
-                         "epsilon RDP": high, "epsilon PLD (mixture)": low, "PLD / RDP": low / high})
+            rows.append(
+                {
+                    "dataset": grid,
+                    "setting": by_rdp["panel"],
+                    "method": by_rdp["series"],
+                    "epsilon RDP": high,
+                    "epsilon PLD (mixture)": low,
+                    "PLD / RDP": low / high,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -127,7 +174,9 @@ def _sigma(value: float | None) -> str:
     return "not recorded" if value is None or pd.isna(value) else f"{value:.2f}"
 
 
-def pld_claim(reruns: tuple[tuple[str, float], ...] = PLD_RERUNS, *, root: str | None = None) -> dict:
+def pld_claim(
+    reruns: tuple[tuple[str, float], ...] = PLD_RERUNS, *, root: str | None = None
+) -> dict:
     """The Scorecard row "beyond the paper": at equal epsilon, PLD's smaller sigma raises ULDP-AVG-w's final
     utility. It holds when the mean gain is positive in every setting re-run, partly in at least half.
 
@@ -137,24 +186,35 @@ def pld_claim(reruns: tuple[tuple[str, float], ...] = PLD_RERUNS, *, root: str |
     found, missing = [], []
     for grid, epsilon in reruns:
         try:
-            found.append((grid, epsilon, pld_equal_epsilon(grid, target_epsilon=epsilon, root=root)))
+            found.append(
+                (grid, epsilon, pld_equal_epsilon(grid, target_epsilon=epsilon, root=root))
+            )
         except NotMeasured as reason:
             missing.append(str(reason))
-    row = {"key": "pld-utility", "where": "beyond the paper (Tighter accounting)",
-           "claim": "At equal user-level epsilon, PLD's smaller sigma gives ULDP-AVG-w higher utility than the "
-                    "paper's RDP sigma.",
-           "source": "-"}
+    row = {
+        "key": "pld-utility",
+        "where": "beyond the paper (Tighter accounting)",
+        "claim": "At equal user-level epsilon, PLD's smaller sigma gives ULDP-AVG-w higher utility than the "
+        "paper's RDP sigma.",
+        "source": "-",
+    }
     if not found:
         return {**row, "measured": "not measured: " + "; ".join(missing), "verdict": MISSING}
     seeds = pd.concat([table["seeds_pld"] for _, _, table in found])
-    row["source"] = (f"paper settings, {seeds.min()} to {seeds.max()} seeds of the PLD runs per setting"
-                     if seeds.min() != seeds.max() else f"paper settings, {seeds.min()} seeds")
+    row["source"] = (
+        f"paper settings, {seeds.min()} to {seeds.max()} seeds of the PLD runs per setting"
+        if seeds.min() != seeds.max()
+        else f"paper settings, {seeds.min()} seeds"
+    )
     if any(grid == "creditcard" for grid, _, _ in found):
         row["source"] += " (Creditcard: paper settings on the Creditcard subset)"
     gains = pd.concat([table.assign(grid=grid) for grid, _, table in found])
-    parts = [f"{grid} {panel}: sigma {_sigma(r.sigma_rdp)} -> {_sigma(r.sigma_pld)} at epsilon {epsilon:g}, utility "
-             f"{r.utility_rdp:.3f} ± {r.std_rdp:.3f} -> {r.utility_pld:.3f} ± {r.std_pld:.3f} ({r.gain:+.3f})"
-             for grid, epsilon, table in found for panel, r in table.iterrows()]
+    parts = [
+        f"{grid} {panel}: sigma {_sigma(r.sigma_rdp)} -> {_sigma(r.sigma_pld)} at epsilon {epsilon:g}, utility "
+        f"{r.utility_rdp:.3f} ± {r.std_rdp:.3f} -> {r.utility_pld:.3f} ± {r.std_pld:.3f} ({r.gain:+.3f})"
+        for grid, epsilon, table in found
+        for panel, r in table.iterrows()
+    ]
     positive = int((gains["gain"] > 0).sum())
     verdict = HOLDS if positive == len(gains) else PARTLY if 2 * positive >= len(gains) else FAILS
     measured = f"gain > 0 in {positive} of {len(gains)} settings; " + "; ".join(parts)

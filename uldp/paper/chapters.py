@@ -34,7 +34,14 @@ from uldp.models import build_model
 from uldp.paper import experiments, plots, scorecard
 from uldp.paper.experiments import ChapterResults, ResultSet, duration
 from uldp.paper.experiments.keys import UNIFORM_SCHEMES
-from uldp.paper.verdicts import HOLDS, MISSING, NotMeasured, per_setting, profile_label, readable_number
+from uldp.paper.verdicts import (
+    HOLDS,
+    MISSING,
+    NotMeasured,
+    per_setting,
+    profile_label,
+    readable_number,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -79,12 +86,16 @@ def chance_level(results: ResultSet, metric: str) -> float:
         ValueError: ``metric`` is not one of :data:`CHANCE_METRICS`, or the results mix datasets.
     """
     if metric not in CHANCE_METRICS:
-        raise ValueError(f"metric {metric!r} has no input-free chance level; allowed: {', '.join(CHANCE_METRICS)}")
+        raise ValueError(
+            f"metric {metric!r} has no input-free chance level; allowed: {', '.join(CHANCE_METRICS)}"
+        )
     if metric == "c_index":
         return 0.5
     datasets = {run["params"]["dataset"] for run in results.runs}
     if len(datasets) != 1:
-        raise ValueError(f"results of grid {results.grid!r} mix datasets {sorted(datasets)}; give one dataset")
+        raise ValueError(
+            f"results of grid {results.grid!r} mix datasets {sorted(datasets)}; give one dataset"
+        )
     outputs = list(build_model(datasets.pop()).parameters())[-1].numel()
     return 1.0 / max(2, outputs)
 
@@ -119,11 +130,16 @@ def trivial_runs(results: ResultSet) -> list[str]:
         return []
     finals = per_seed(results, metric)
     datasets = {run["params"]["dataset"] for run in results.runs}
-    if metric == "balanced_accuracy" and len(datasets) > 1:  # one chance level per dataset: conclude per dataset
-        return [sentence for dataset in sorted(datasets)
-                for sentence in trivial_runs(_of_dataset(results, dataset))]
+    if (
+        metric == "balanced_accuracy" and len(datasets) > 1
+    ):  # one chance level per dataset: conclude per dataset
+        return [
+            sentence
+            for dataset in sorted(datasets)
+            for sentence in trivial_runs(_of_dataset(results, dataset))
+        ]
     chance = chance_level(results, metric)
-    below = ("the model ranks the wrong way round" if metric == "c_index" else "worse than guessing")
+    below = "the model ranks the wrong way round" if metric == "c_index" else "worse than guessing"
     low = finals[finals["value"] <= chance + TRIVIAL_MARGIN]
     shared = shared_runs(results)
     sentences, told = [], set()
@@ -133,29 +149,45 @@ def trivial_runs(results: ResultSet) -> list[str]:
         told.add(series)
         seeds = finals[(finals["series"] == series) & (finals["panel"] == panel)]
         lowest = rows["value"].min()
-        level = (f"at the level of a predictor that ignores its input ({chance:.3g})"
-                 if lowest >= chance - TRIVIAL_MARGIN
-                 else f"below the {chance:.3g} of a predictor that ignores its input: {below}")
+        level = (
+            f"at the level of a predictor that ignores its input ({chance:.3g})"
+            if lowest >= chance - TRIVIAL_MARGIN
+            else f"below the {chance:.3g} of a predictor that ignores its input: {below}"
+        )
         where = "every setting (the same runs)" if series in shared else panel
-        when = (f"at every one of its {len(seeds)} seed(s)" if len(rows) == len(seeds) else
-                f"at {len(rows)} of {len(seeds)} seeds (seed {', '.join(map(str, rows['seed']))})")
-        best = "" if len(rows) == len(seeds) else f"; its best seed reaches {seeds['value'].max():.3f}"
-        sentences.append(f"**{series}** ({where}): final {_metric_label(metric)} down to {lowest:.3f} {when}, "
-                         f"{level}{best}.")
+        when = (
+            f"at every one of its {len(seeds)} seed(s)"
+            if len(rows) == len(seeds)
+            else f"at {len(rows)} of {len(seeds)} seeds (seed {', '.join(map(str, rows['seed']))})"
+        )
+        best = (
+            "" if len(rows) == len(seeds) else f"; its best seed reaches {seeds['value'].max():.3f}"
+        )
+        sentences.append(
+            f"**{series}** ({where}): final {_metric_label(metric)} down to {lowest:.3f} {when}, "
+            f"{level}{best}."
+        )
     for panel, rows in low[low["series"] == "DEFAULT"].groupby("panel", sort=False):
         if len(rows) == len(finals[(finals["series"] == "DEFAULT") & (finals["panel"] == panel)]):
-            sentences.append(f"In {panel}, DEFAULT, which adds no noise, ends at the trivial level at every seed: "
-                             "these runs train too little for any method to learn, so no method's noise explains "
-                             "its own trivial result here.")
+            sentences.append(
+                f"In {panel}, DEFAULT, which adds no noise, ends at the trivial level at every seed: "
+                "these runs train too little for any method to learn, so no method's noise explains "
+                "its own trivial result here."
+            )
     for (panel, seed), rows in low.groupby(["panel", "seed"], sort=False):
         if rows["series"].nunique() >= 3:
             blind = [series for series in rows["series"] if series in shared]
-            cause = (f"since {', '.join(blind)} does not read the users, not the allocation but what else the seed "
-                     "fixes (the initial model and the random streams)" if blind
-                     else "its allocation of users, its initial model and its random streams")
-            sentences.append(f"In {panel} at seed {seed}, {rows['series'].nunique()} methods end at or below the "
-                             f"trivial level together ({', '.join(rows['series'])}): what this seed shares between "
-                             f"methods is the likelier cause than any one method's noise; {cause}.")
+            cause = (
+                f"since {', '.join(blind)} does not read the users, not the allocation but what else the seed "
+                "fixes (the initial model and the random streams)"
+                if blind
+                else "its allocation of users, its initial model and its random streams"
+            )
+            sentences.append(
+                f"In {panel} at seed {seed}, {rows['series'].nunique()} methods end at or below the "
+                f"trivial level together ({', '.join(rows['series'])}): what this seed shares between "
+                f"methods is the likelier cause than any one method's noise; {cause}."
+            )
     return sentences
 
 
@@ -182,10 +214,18 @@ def spread_runs(results: ResultSet, metric: str) -> list[str]:
         values = finals[(finals["series"] == row.series) & (finals["panel"] == row.panel)]["value"]
         others = table[(table["series"] == row.series) & (table["panel"] != row.panel)]
         elsewhere = "; ".join(f"{other.panel}: {other.std:.3f}" for other in others.itertuples())
-        sentences.append(f"**{row.series}** ({row.panel}): std {row.std:.3f} over {row.seeds} seeds, from "
-                         f"{values.min():.3f} to {values.max():.3f}"
-                         + (" (the same runs in every setting)" if row.series in shared
-                            else f" (std elsewhere: {elsewhere})" if elsewhere else "") + ".")
+        sentences.append(
+            f"**{row.series}** ({row.panel}): std {row.std:.3f} over {row.seeds} seeds, from "
+            f"{values.min():.3f} to {values.max():.3f}"
+            + (
+                " (the same runs in every setting)"
+                if row.series in shared
+                else f" (std elsewhere: {elsewhere})"
+                if elsewhere
+                else ""
+            )
+            + "."
+        )
     return sentences
 
 
@@ -197,8 +237,11 @@ def shared_runs(results: ResultSet) -> list[str]:
     for run in results.runs:
         panels_of.setdefault((run["series"], run["key"]), set()).add(run["panel"])
     n_panels = len({run["panel"] for run in results.runs})
-    shared = dict.fromkeys(series for (series, _), panels in panels_of.items()
-                           if n_panels > 1 and len(panels) == n_panels)
+    shared = dict.fromkeys(
+        series
+        for (series, _), panels in panels_of.items()
+        if n_panels > 1 and len(panels) == n_panels
+    )
     return list(shared)
 
 
@@ -216,24 +259,33 @@ def scale_sentence(results: ResultSet) -> str:
     seeds = sorted({run["seed"] for run in results.runs})
     label = profile_label(results)
     if results.profile == "paper":
-        readable = ("so the numbers can be read against its figure" if label == "paper" else
-                    "on data other than the paper's (the Creditcard subset, richer in frauds): compare the methods "
-                    "with one another, not the numbers with the paper's figure")
-        return (f"These results ran at the paper's settings (scale: **{label}**), {len(seeds)} seed(s) of the "
-                f"paper's {len(experiments.PAPER_SEEDS)}, {readable}.")
+        readable = (
+            "so the numbers can be read against its figure"
+            if label == "paper"
+            else "on data other than the paper's (the Creditcard subset, richer in frauds): compare the methods "
+            "with one another, not the numbers with the paper's figure"
+        )
+        return (
+            f"These results ran at the paper's settings (scale: **{label}**), {len(seeds)} seed(s) of the "
+            f"paper's {len(experiments.PAPER_SEEDS)}, {readable}."
+        )
     if results.profile == "short":
-        return ("These are **short**-profile results: the paper's federations whole (users, silos, allocations, "
-                "hyperparameters, test set) with fewer rounds and local epochs. They show the start of the paper's "
-                "curves: compare federations with each other, not the accuracies with the paper's.")
+        return (
+            "These are **short**-profile results: the paper's federations whole (users, silos, allocations, "
+            "hyperparameters, test set) with fewer rounds and local epochs. They show the start of the paper's "
+            "curves: compare federations with each other, not the accuracies with the paper's."
+        )
     rounds = sorted({params["rounds"] for params in ran})
     paper_rounds = sorted({spec.kwargs["rounds"] for spec in paper})
     users = sorted({params["n_users"] for params in ran})
     paper_users = sorted({spec.kwargs["n_users"] for spec in paper})
-    return (f"These are **{label}**-profile results: {'/'.join(map(str, rounds))} round(s) instead of the paper's "
-            f"{'/'.join(map(str, paper_rounds))}, users {'/'.join(map(str, users))} instead of "
-            f"{'/'.join(map(str, paper_users))}, {len(seeds)} seed(s) instead of {len(experiments.PAPER_SEEDS)}. "
-            "They show that the chapter runs, not what the paper's figure shows: read shapes, not numbers, and do "
-            "not read the verdicts as the paper's.")
+    return (
+        f"These are **{label}**-profile results: {'/'.join(map(str, rounds))} round(s) instead of the paper's "
+        f"{'/'.join(map(str, paper_rounds))}, users {'/'.join(map(str, users))} instead of "
+        f"{'/'.join(map(str, paper_users))}, {len(seeds)} seed(s) instead of {len(experiments.PAPER_SEEDS)}. "
+        "They show that the chapter runs, not what the paper's figure shows: read shapes, not numbers, and do "
+        "not read the verdicts as the paper's."
+    )
 
 
 @dataclass(frozen=True)
@@ -267,7 +319,9 @@ class ExperimentChapter:
         """
         paper_root, root = roots.get("paper_root"), roots.get("root")
         shown = experiments.chapter_results(grid, profile, paper_root=paper_root, root=root)
-        data = scorecard.stored_results(profile, paper_root=paper_root, root=root, short_root=roots.get("short_root"))
+        data = scorecard.stored_results(
+            profile, paper_root=paper_root, root=root, short_root=roots.get("short_root")
+        )
         return cls(grid, profile, shown, data)
 
     @property
@@ -278,25 +332,42 @@ class ExperimentChapter:
     def result_sets(self) -> list[ResultSet]:
         """The results to show, the paper's scale first: the paper-profile panels when only some are stored, then the
         chapter's own results."""
-        return ([self.shown.paper_panels] if self.shown.paper_panels is not None else []) + [self.results]
+        return ([self.shown.paper_panels] if self.shown.paper_panels is not None else []) + [
+            self.results
+        ]
 
     def introduction(self, *, what_ran: bool = True) -> None:
         """Display where the results come from, their scale and the profile the chapter was built at, then, unless
         ``what_ran`` is false, what ran (:meth:`what_ran`)."""
-        display(Markdown(f"{self.shown.note}\n\nThis page was built at the **{self.profile}** profile; the results "
-                         f"it shows are at the scale **{profile_label(self.results)}**."))
+        display(
+            Markdown(
+                f"{self.shown.note}\n\nThis page was built at the **{self.profile}** profile; the results "
+                f"it shows are at the scale **{profile_label(self.results)}**."
+            )
+        )
         if what_ran:
-            display(Markdown("**What ran**: what every run shares, the settings (one row or panel of the figure "
-                             "each) and the seeds, then the run arguments that differ between lines (a cell "
-                             "\"a / b\" lists the values of different settings)."))
+            display(
+                Markdown(
+                    "**What ran**: what every run shares, the settings (one row or panel of the figure "
+                    "each) and the seeds, then the run arguments that differ between lines (a cell "
+                    '"a / b" lists the values of different settings).'
+                )
+            )
             self.what_ran()
 
     def what_ran(self) -> None:
         """Display the settings of the runs shown (:func:`show_grid_settings` at their profile)."""
         show_grid_settings(self.grid, self.results.profile)
 
-    def show_figures(self, draw: Callable[[ResultSet], Figure], figure: str, metric: str | None = None,
-                     look: str = "", *, per_panel: bool = True) -> None:
+    def show_figures(
+        self,
+        draw: Callable[[ResultSet], Figure],
+        figure: str,
+        metric: str | None = None,
+        look: str = "",
+        *,
+        per_panel: bool = True,
+    ) -> None:
         """Display ``draw`` of each result set (:meth:`result_sets`) as captioned figures (:func:`show_figure`, with
         ``look`` and ``per_panel``), each followed by its final values (:func:`show_final_table` of ``metric``,
         default the dataset's utility metric)."""
@@ -319,13 +390,16 @@ class ExperimentChapter:
         view = next(view for view in SCORECARD_VIEWS if grid in view.grids)
         overall = scorecard.scorecard(self.verdict_data, grid=grid).set_index("key")["verdict"]
         rows = view_scorecard(self.verdict_data, view)
-        rows = rows[rows["key"].isin(overall.index)].assign(overall=lambda frame: frame["key"].map(overall))
+        rows = rows[rows["key"].isin(overall.index)].assign(
+            overall=lambda frame: frame["key"].map(overall)
+        )
         shown = rows[["where", "claim", "measured", "verdict", "overall", "source"]].rename(
-            columns={"verdict": f"verdict on {view.title}", "overall": "verdict over all results"})
+            columns={"verdict": f"verdict on {view.title}", "overall": "verdict over all results"}
+        )
         return shown.style.hide(axis="index")
 
     def conclusions(self, also: Sequence[ResultSet] = ()) -> Markdown:
-        """"What to conclude": the scale of the results, every trivial-level run, large seed spread and shared run,
+        """ "What to conclude": the scale of the results, every trivial-level run, large seed spread and shared run,
         the run time and the verdicts, each computed from the results shown and the Scorecard's rows.
 
         Args:
@@ -333,22 +407,35 @@ class ExperimentChapter:
         """
         parts = []
         shown = [*self.result_sets(), *also]
-        for results in sorted(shown, key=lambda results: -experiments.PROFILES.index(results.profile)):
+        for results in sorted(
+            shown, key=lambda results: -experiments.PROFILES.index(results.profile)
+        ):
             if not results.runs:
                 continue
-            parts.append(f"**{results.grid}, {profile_label(results)}.** " + scale_sentence(results))
+            parts.append(
+                f"**{results.grid}, {profile_label(results)}.** " + scale_sentence(results)
+            )
             parts += _conclude_utility(results)
             total, mean, count = run_time(results)
-            parts.append(f"Run time: {count} distinct run(s), {duration(total)} in all, {duration(mean)} each on "
-                         "average (the machines are in each run's provenance, above).")
+            parts.append(
+                f"Run time: {count} distinct run(s), {duration(total)} in all, {duration(mean)} each on "
+                "average (the machines are in each run's provenance, above)."
+            )
         verdicts = scorecard.scorecard(self.verdict_data, grid=self.grid)["verdict"]
-        counted = ", ".join(f"{count} {verdict}" for verdict, count in verdicts.value_counts().items())
+        counted = ", ".join(
+            f"{count} {verdict}" for verdict, count in verdicts.value_counts().items()
+        )
         if len(verdicts):
             held = int((verdicts == HOLDS).sum())
-            parts.append(f"Claims: of the {len(verdicts)} claim(s) of the paper that read this figure, {counted} "
-                         f"(the Scorecard's verdicts, {held} holding)."
-                         + (" A claim reads *not measured* where the results it needs are not stored."
-                            if (verdicts == MISSING).any() else ""))
+            parts.append(
+                f"Claims: of the {len(verdicts)} claim(s) of the paper that read this figure, {counted} "
+                f"(the Scorecard's verdicts, {held} holding)."
+                + (
+                    " A claim reads *not measured* where the results it needs are not stored."
+                    if (verdicts == MISSING).any()
+                    else ""
+                )
+            )
         return Markdown("\n\n".join(parts))
 
 
@@ -357,20 +444,30 @@ def _conclude_utility(results: ResultSet) -> list[str]:
     parts = []
     trivial = trivial_runs(results)
     if trivial:
-        parts.append("Runs at the level of a trivial predictor (where only some seeds end there, the mean over seeds "
-                     "hides it: those seeds pull the mean down and the std up):\n\n"
-                     + "\n".join(f"- {s}" for s in trivial))
+        parts.append(
+            "Runs at the level of a trivial predictor (where only some seeds end there, the mean over seeds "
+            "hides it: those seeds pull the mean down and the std up):\n\n"
+            + "\n".join(f"- {s}" for s in trivial)
+        )
     metric = scorecard_metric(results)
-    told = {sentence.split(":")[0] for sentence in trivial}  # "**series** (panel)": said once, in the list above
-    spread = [sentence for sentence in spread_runs(results, metric) if sentence.split(":")[0] not in told]
+    told = {
+        sentence.split(":")[0] for sentence in trivial
+    }  # "**series** (panel)": said once, in the list above
+    spread = [
+        sentence for sentence in spread_runs(results, metric) if sentence.split(":")[0] not in told
+    ]
     if spread:
-        parts.append(f"Large spread over seeds (std of the final {_metric_label(metric)} at least "
-                     f"{LARGE_SPREAD}):\n\n" + "\n".join(f"- {s}" for s in spread))
+        parts.append(
+            f"Large spread over seeds (std of the final {_metric_label(metric)} at least "
+            f"{LARGE_SPREAD}):\n\n" + "\n".join(f"- {s}" for s in spread)
+        )
     shared = shared_runs(results)
     if shared:
-        parts.append(f"The same numbers in every setting for {', '.join(shared)}: their result cannot depend on the "
-                     "users (training is per silo on silos fixed by the dataset), so one stored run per seed serves "
-                     "every panel (`uldp.paper.experiments.effective_arguments`).")
+        parts.append(
+            f"The same numbers in every setting for {', '.join(shared)}: their result cannot depend on the "
+            "users (training is per silo on silos fixed by the dataset), so one stored run per seed serves "
+            "every panel (`uldp.paper.experiments.effective_arguments`)."
+        )
     return parts
 
 
@@ -383,9 +480,11 @@ def scorecard_metric(results: ResultSet) -> str:
 
 def own_runs_note(results: ResultSet) -> str:
     """What a chapter's own small runs, shown after the paper-scale ones, are for."""
-    return (f"**This build's own runs, at the {results.profile} profile.** They check that the chapter runs end to "
-            "end on every setting of the figure, including those not stored at the paper's scale; they are far "
-            "smaller than the paper's runs, so read their shapes, not their numbers or verdicts.")
+    return (
+        f"**This build's own runs, at the {results.profile} profile.** They check that the chapter runs end to "
+        "end on every setting of the figure, including those not stored at the paper's scale; they are far "
+        "smaller than the paper's runs, so read their shapes, not their numbers or verdicts."
+    )
 
 
 def captioned(fig: Figure, caption: str) -> Markdown:
@@ -405,7 +504,9 @@ def captioned(fig: Figure, caption: str) -> Markdown:
     plt.close(fig)
     image = base64.b64encode(buffer.getvalue()).decode("ascii")
     name = "fig-" + hashlib.sha256(f"{image}{caption}".encode()).hexdigest()[:12]
-    return Markdown(f"````{{figure}} data:image/png;base64,{image}\n:name: {name}\n\n{caption}\n````")
+    return Markdown(
+        f"````{{figure}} data:image/png;base64,{image}\n:name: {name}\n\n{caption}\n````"
+    )
 
 
 def show_captioned(fig: Figure, caption: str) -> None:
@@ -413,8 +514,14 @@ def show_captioned(fig: Figure, caption: str) -> None:
     display(captioned(fig, caption))
 
 
-def show_figure(results: ResultSet, draw: Callable[[ResultSet], Figure], figure: str, look: str = "",
-                *, per_panel: bool = True) -> None:
+def show_figure(
+    results: ResultSet,
+    draw: Callable[[ResultSet], Figure],
+    figure: str,
+    look: str = "",
+    *,
+    per_panel: bool = True,
+) -> None:
     """Display ``draw`` of ``results`` as numbered figures, one per setting (panel) unless ``per_panel`` is false,
     each captioned with the setting, the scale (the paper's figure only for paper-profile results, "a stand-in"
     otherwise) and ``look``, what to look at.
@@ -431,8 +538,11 @@ def show_figure(results: ResultSet, draw: Callable[[ResultSet], Figure], figure:
         display(Markdown(f"No stored {results.profile}-profile runs to draw for {figure}."))
         return
     label = profile_label(results)
-    what = (f"{figure}, reproduced at the scale **{label}**" if results.profile == "paper"
-            else f"A **{label}**-profile stand-in for {figure}: far smaller runs than the paper's, not its figure")
+    what = (
+        f"{figure}, reproduced at the scale **{label}**"
+        if results.profile == "paper"
+        else f"A **{label}**-profile stand-in for {figure}: far smaller runs than the paper's, not its figure"
+    )
     panels = list(dict.fromkeys(run["panel"] for run in results.runs))
     for group in ([panel] for panel in panels) if per_panel and len(panels) > 1 else [panels]:
         where = f", {group[0]}" if len(group) == 1 and len(panels) > 1 else ""
@@ -443,17 +553,24 @@ def show_final_table(results: ResultSet, metric: str | None = None) -> None:
     """Display the final values (mean ± std over seeds, and epsilon) of ``results``, one row per line and one
     column per setting (:func:`uldp.paper.scorecard.final_table`, transposed so that it fits the page)."""
     if results.runs:
-        display(Markdown(f"Final {_metric_label(metric or scorecard_metric(results))} (mean ± std over seeds) "
-                         f"and user-level ε, scale {profile_label(results)}:"),
-                scorecard.final_table(results, metric).T)
+        display(
+            Markdown(
+                f"Final {_metric_label(metric or scorecard_metric(results))} (mean ± std over seeds) "
+                f"and user-level ε, scale {profile_label(results)}:"
+            ),
+            scorecard.final_table(results, metric).T,
+        )
 
 
 def balanced_accuracy_figure(results: ResultSet) -> Figure:
     """The balanced accuracy of each line per setting (the authors' ROC-AUC of hard labels), titled with the
     dataset and the scale of the results."""
     datasets = sorted({run["params"]["dataset"] for run in results.runs})
-    return plots.metric_grid(results, ["balanced_accuracy"],
-                             title=f"Balanced accuracy: {', '.join(datasets)} ({profile_label(results)})")
+    return plots.metric_grid(
+        results,
+        ["balanced_accuracy"],
+        title=f"Balanced accuracy: {', '.join(datasets)} ({profile_label(results)})",
+    )
 
 
 def final_epsilon_table(results: ResultSet) -> Any:
@@ -461,7 +578,9 @@ def final_epsilon_table(results: ResultSet) -> Any:
     :func:`uldp.paper.experiments.accounted_results`."""
     final = per_setting(results, "epsilon")
     order = list(dict.fromkeys(final["series"]))
-    return final.pivot(index="panel", columns="series", values="mean")[order].style.format(readable_number)
+    return final.pivot(index="panel", columns="series", values="mean")[order].style.format(
+        readable_number
+    )
 
 
 def short_profile_note(results: ResultSet) -> Markdown:
@@ -476,18 +595,22 @@ def short_profile_note(results: ResultSet) -> Markdown:
         return params["rounds"] * (params.get("local_epochs") or 1)
 
     paper_work = {(s.panel, s.series): work(s.kwargs) for s in paper}
-    ratio = sum(paper_work[(run["panel"], run["series"])] / work(run["params"]) for run in results.runs) / len(
-        results.runs)
+    ratio = sum(
+        paper_work[(run["panel"], run["series"])] / work(run["params"]) for run in results.runs
+    ) / len(results.runs)
     rounds = sorted({p["rounds"] for p in short_params})
     epochs = sorted({p.get("local_epochs") for p in short_params if p.get("local_epochs")})
     per_run = [run["provenance"]["wall_seconds"] for run in results.runs]
-    per_round = [sum(run["result"]["seconds"]) / len(run["result"]["seconds"]) for run in results.runs]
+    per_round = [
+        sum(run["result"]["seconds"]) / len(run["result"]["seconds"]) for run in results.runs
+    ]
     return Markdown(
         f"The short profile trains {'/'.join(map(str, rounds))} rounds of {'/'.join(map(str, epochs))} local "
         f"epoch(s): about 1/{ratio:.0f} of the paper's work per run. Its {len(per_run)} runs took "
         f"{duration(min(per_run))} to {duration(max(per_run))} each ({duration(min(per_round))} to "
         f"{duration(max(per_round))} a round); at that pace one paper-profile run would take about "
-        f"{duration(ratio * sum(per_run) / len(per_run))}.")
+        f"{duration(ratio * sum(per_run) / len(per_run))}."
+    )
 
 
 def weighting_gap_table(data: Mapping[str, ResultSet]) -> pd.DataFrame:
@@ -499,7 +622,9 @@ def weighting_gap_table(data: Mapping[str, ResultSet]) -> pd.DataFrame:
         NotMeasured: The weighting results are missing.
     """
     gaps = scorecard.weighting_gaps(data)
-    gaps["distribution"] = gaps["distribution"].where(~gaps["distribution"].isin(UNIFORM_SCHEMES), "uniform")
+    gaps["distribution"] = gaps["distribution"].where(
+        ~gaps["distribution"].isin(UNIFORM_SCHEMES), "uniform"
+    )
     return gaps.pivot_table(index=["dataset", "n_silos"], columns="distribution", values="gap")
 
 
@@ -510,12 +635,18 @@ def show_runtime(chapter: ExperimentChapter) -> None:
     (:func:`uldp.paper.plots.runtime_table`)
     computed from the runs' own timings."""
     for results in chapter.result_sets():
-        show_figure(results, plots.runtime_figure, "Figure 10",
-                    "The left panel is a silo's round; the right, what the protocol adds once and per round.",
-                    per_panel=False)
+        show_figure(
+            results,
+            plots.runtime_figure,
+            "Figure 10",
+            "The left panel is a silo's round; the right, what the protocol adds once and per round.",
+            per_panel=False,
+        )
         if results.runs:
-            display(Markdown(f"Seconds per part of the protocol, scale {profile_label(results)}:"),
-                    plots.runtime_table(results).round(3))
+            display(
+                Markdown(f"Seconds per part of the protocol, scale {profile_label(results)}:"),
+                plots.runtime_table(results).round(3),
+            )
 
 
 def show_stored_runtime() -> None:
@@ -528,14 +659,27 @@ def show_stored_runtime() -> None:
         print("no committed protocol_runtime results in this checkout")
         return
     table = plots.runtime_table(stored)
-    display(table[["parameters", "local training per silo", "encrypted weighting per silo", "aggregation",
-                   "key set-up", "blinded histogram"]].round(3))
-    lines = [f"- {dataset}, {users} users: local training {row['local training per silo']:.2f} s and encrypted "
-             f"weighting {row['encrypted weighting per silo']:.2f} s per silo (the weighting "
-             f"{row['encrypted weighting per silo'] / row['local training per silo']:.1f}x the training); the server "
-             f"{row['aggregation']:.2f} s per round "
-             f"({'more' if row['aggregation'] > row['training per silo'] else 'less'} than a silo's "
-             f"{row['training per silo']:.2f} s)" for (dataset, users), row in table.iterrows()]
+    display(
+        table[
+            [
+                "parameters",
+                "local training per silo",
+                "encrypted weighting per silo",
+                "aggregation",
+                "key set-up",
+                "blinded histogram",
+            ]
+        ].round(3)
+    )
+    lines = [
+        f"- {dataset}, {users} users: local training {row['local training per silo']:.2f} s and encrypted "
+        f"weighting {row['encrypted weighting per silo']:.2f} s per silo (the weighting "
+        f"{row['encrypted weighting per silo'] / row['local training per silo']:.1f}x the training); the server "
+        f"{row['aggregation']:.2f} s per round "
+        f"({'more' if row['aggregation'] > row['training per silo'] else 'less'} than a silo's "
+        f"{row['training per silo']:.2f} s)"
+        for (dataset, users), row in table.iterrows()
+    ]
     display(Markdown("\n".join(lines)))
 
 
@@ -549,9 +693,16 @@ def show_grid_settings(grid_name: str, profile: str) -> None:
         ValueError: Unknown grid or profile.
     """
     table = experiments.grid_table(grid_name, profile)
-    shared = ", ".join(f"`{name}` = {_markdown_value(value)}" for name, value in table.attrs["constant"].items())
-    display(Markdown(f"- every run: {shared}\n- settings (panels): {'; '.join(table.attrs['panels'])}\n"
-                     f"- seeds: {', '.join(map(str, table.attrs['seeds']))}"), table)
+    shared = ", ".join(
+        f"`{name}` = {_markdown_value(value)}" for name, value in table.attrs["constant"].items()
+    )
+    display(
+        Markdown(
+            f"- every run: {shared}\n- settings (panels): {'; '.join(table.attrs['panels'])}\n"
+            f"- seeds: {', '.join(map(str, table.attrs['seeds']))}"
+        ),
+        table,
+    )
 
 
 def benchmark_result(name: str) -> dict[str, Any]:
@@ -563,7 +714,9 @@ def benchmark_result(name: str) -> dict[str, Any]:
     """
     path = experiments.REPO_ROOT / "benchmarks" / "results" / f"{name}.json"
     if not path.is_file():
-        raise FileNotFoundError(f"no committed benchmark result {path}; run `python benchmarks/save.py {name}`")
+        raise FileNotFoundError(
+            f"no committed benchmark result {path}; run `python benchmarks/save.py {name}`"
+        )
     with open(path, encoding="utf-8") as handle:
         return dict(json.load(handle))
 
@@ -575,18 +728,33 @@ def datasets_table() -> pd.DataFrame:
     rows = []
     for name, spec in DATASETS.items():
         model = build_model(name)
-        rows.append({"dataset": name, "description": spec.description, "silos": spec.default_silos,
-                     "silos fixed by the data": spec.fixed_silos,
-                     "model": type(model).__name__, "parameters": sum(p.numel() for p in model.parameters()),
-                     "metric": experiments.UTILITY_METRIC.get(name, "accuracy")})
+        rows.append(
+            {
+                "dataset": name,
+                "description": spec.description,
+                "silos": spec.default_silos,
+                "silos fixed by the data": spec.fixed_silos,
+                "model": type(model).__name__,
+                "parameters": sum(p.numel() for p in model.parameters()),
+                "metric": experiments.UTILITY_METRIC.get(name, "accuracy"),
+            }
+        )
     return pd.DataFrame(rows).set_index("dataset")
 
 
 def figures_table() -> pd.DataFrame:
     """Every grid: the paper's figure it reproduces, what it shows, and how many runs its paper profile has."""
-    return pd.DataFrame([{"grid": name, "figure": grid.figure, "shows": grid.title,
-                          "paper-profile runs": len(experiments.expand(name, "paper"))}
-                         for name, grid in experiments.GRIDS.items()]).set_index("grid")
+    return pd.DataFrame(
+        [
+            {
+                "grid": name,
+                "figure": grid.figure,
+                "shows": grid.title,
+                "paper-profile runs": len(experiments.expand(name, "paper")),
+            }
+            for name, grid in experiments.GRIDS.items()
+        ]
+    ).set_index("grid")
 
 
 #: What a missing value of :func:`compare_runs`'s table means, per column.
@@ -610,8 +778,12 @@ def compare_runs(configs: Mapping[str, RunConfig], *, title: str) -> pd.DataFram
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     for index, (label, result) in enumerate(results.items()):
         # one colour and marker per run in every panel (DEFAULT has no epsilon line: no shift of the colour cycle)
-        style = {"label": label, "color": f"C{index % 10}", "marker": "os^vDPX*"[index % 8],
-                 "markevery": max(1, len(result.round) // 8)}
+        style = {
+            "label": label,
+            "color": f"C{index % 10}",
+            "marker": "os^vDPX*"[index % 8],
+            "markevery": max(1, len(result.round) // 8),
+        }
         axes[0].plot(result.round, result.test_loss, **style)
         axes[1].plot(result.round, result.accuracy, **style)
         if result.epsilon and result.epsilon[0] is not None:
@@ -622,14 +794,33 @@ def compare_runs(configs: Mapping[str, RunConfig], *, title: str) -> pd.DataFram
     axes[0].legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
-    show_captioned(fig, f"{title}. Test loss, accuracy and user-level $\\epsilon$ (log scale) per round of each run; "
-                   "the final values follow.")
-    table = pd.DataFrame([{"run": label, "test loss": result.test_loss[-1], "accuracy": result.accuracy[-1],
-                           "epsilon": result.epsilon[-1], "k": result.info.get("group_size"),
-                           "records used": result.info.get("train_records"), "seconds": sum(result.seconds)}
-                          for label, result in results.items()]).set_index("run")
-    display(table.style.format({column: partial(readable_number, missing=COMPARE_MISSING.get(column, "-"))
-                                for column in table.columns}))
+    show_captioned(
+        fig,
+        f"{title}. Test loss, accuracy and user-level $\\epsilon$ (log scale) per round of each run; "
+        "the final values follow.",
+    )
+    table = pd.DataFrame(
+        [
+            {
+                "run": label,
+                "test loss": result.test_loss[-1],
+                "accuracy": result.accuracy[-1],
+                "epsilon": result.epsilon[-1],
+                "k": result.info.get("group_size"),
+                "records used": result.info.get("train_records"),
+                "seconds": sum(result.seconds),
+            }
+            for label, result in results.items()
+        ]
+    ).set_index("run")
+    display(
+        table.style.format(
+            {
+                column: partial(readable_number, missing=COMPARE_MISSING.get(column, "-"))
+                for column in table.columns
+            }
+        )
+    )
     return table
 
 
@@ -644,19 +835,38 @@ def protocol_scale_table(document: Mapping[str, Any]) -> pd.DataFrame:
     seconds of a round per side, wall and CPU, and the bytes each silo uploads (from the benchmark's document)."""
     rows = []
     default = document["results"]["default"]
-    rows.append({"setting": f"artificial default ({default['parameters']} parameters)", "backend": "phe",
-                 "silo s": default["phe"]["silo_s"], "server s": default["phe"]["server_s"]})
-    settings = [("default", f"artificial default ({default['parameters']} parameters)"),
-                ("mnist", "MNIST CNN (21840 parameters, projected silo)"),
-                ("million", "10^6 parameters (projected)")]
+    rows.append(
+        {
+            "setting": f"artificial default ({default['parameters']} parameters)",
+            "backend": "phe",
+            "silo s": default["phe"]["silo_s"],
+            "server s": default["phe"]["server_s"],
+        }
+    )
+    settings = [
+        ("default", f"artificial default ({default['parameters']} parameters)"),
+        ("mnist", "MNIST CNN (21840 parameters, projected silo)"),
+        ("million", "10^6 parameters (projected)"),
+    ]
     for key, label in settings:
         for backend in ("paillier", "packed-paillier"):
             part = document["results"][key][backend]
-            rows.append({"setting": label, "backend": backend, "silo s": part["silo_s"],
-                         "silo CPU s": part.get("silo_cpu_s"), "server s": part["server_s"],
-                         "server CPU s": part.get("server_cpu_s"),
-                         "update bytes per parameter": part["update_bytes"] / (
-                             document["results"][key]["parameters"] if key != "default" else default["parameters"])})
+            rows.append(
+                {
+                    "setting": label,
+                    "backend": backend,
+                    "silo s": part["silo_s"],
+                    "silo CPU s": part.get("silo_cpu_s"),
+                    "server s": part["server_s"],
+                    "server CPU s": part.get("server_cpu_s"),
+                    "update bytes per parameter": part["update_bytes"]
+                    / (
+                        document["results"][key]["parameters"]
+                        if key != "default"
+                        else default["parameters"]
+                    ),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -665,8 +875,11 @@ def protocol_scale_figure(document: Mapping[str, Any]) -> Figure:
     grid = pd.DataFrame(document["results"]["grid"])
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.6), sharey=True)
     for ax, axis in zip(axes, ("parameters", "users", "silos"), strict=True):
-        for (backend, side), style in zip([(b, s) for b in ("paillier", "packed-paillier")
-                                           for s in ("silo_s", "server_s")], ("o-", "o--", "s-", "s--"), strict=True):
+        for (backend, side), style in zip(
+            [(b, s) for b in ("paillier", "packed-paillier") for s in ("silo_s", "server_s")],
+            ("o-", "o--", "s-", "s--"),
+            strict=True,
+        ):
             rows = grid[(grid.axis == axis) & (grid.backend == backend)]
             ax.plot(rows.value, rows[side], style, label=f"{backend}, {side.split('_')[0]}")
         ax.set_xlabel(f"number of {axis}")
@@ -685,40 +898,52 @@ def protocol_scale_sentences(document: Mapping[str, Any]) -> str:
     packed, plain = mnist["packed-paillier"], mnist["paillier"]
     check = million["packed-paillier"]["check"]
     lines = [
-        (f"Measured by `{source['command']}` at commit `{source['git_commit'][:10]}` on {source['date'][:10]}, on a "
-         f"machine with {source['cpu_count']} CPUs shared with other work (load average "
-         f"{results['load_at_start']:.1f} at the start), with {results['processes']} worker processes per side. The "
-         f"wall seconds move with the load; the CPU seconds (this process and its workers) are the work itself, and "
-         f"on an otherwise idle machine a side's wall time is at most its CPU time plus starting the workers."),
-        (f"- **The paper's artificial default** ({results['default']['parameters']} parameters, "
-         f"{results['default']['users']} users, {results['default']['silos']} silos): the straightforward phe "
-         f"sequence's slowest silo took {results['default']['phe']['silo_s']:.1f} s; the paillier backend's "
-         f"{results['default']['paillier']['silo_s']:.2f} s "
-         f"({results['default']['paillier']['speedup_per_silo_vs_phe']:.0f}x less) and the packed backend's "
-         f"{results['default']['packed-paillier']['silo_s']:.2f} s "
-         f"({results['default']['packed-paillier']['speedup_per_silo_vs_phe']:.0f}x less). On models this small the "
-         f"packed server ({results['default']['packed-paillier']['server_s']:.2f} s) is slower than the per-parameter "
-         f"one ({results['default']['paillier']['server_s']:.2f} s): its rescale costs a decryption and an "
-         f"encryption per user, more than the few decryptions it saves."),
-        (f"- **MNIST CNN round.** The packed backend's server does {packed['server_cpu_s']:.1f} s of CPU work "
-         f"({packed['server_s']:.1f} s wall here) against {plain['server_cpu_s']:.1f} s CPU "
-         f"({plain['server_s']:.1f} s wall) for one ciphertext per parameter, "
-         f"{plain['server_cpu_s'] / packed['server_cpu_s']:.1f}x less; each silo uploads "
-         f"{packed['ciphertext_bytes_per_parameter']:.1f} bytes per parameter ({packed['ratio_to_float32']:.1f}x a "
-         f"float32) instead of {plain['ciphertext_bytes_per_parameter']:.0f}. A silo's round is "
-         f"{packed['silo_cpu_s']:.1f} s CPU against {plain['silo_cpu_s']:.1f} s: packing costs the silo b squarings "
-         f"per parameter."),
-        (f"- **10^6 parameters, projected.** With packing a silo does "
-         f"{million['packed-paillier']['silo_cpu_s'] / 60:.1f} min and the server "
-         f"{million['packed-paillier']['server_cpu_s'] / 60:.1f} min of CPU work per round; "
-         f"without, {million['paillier']['silo_cpu_s'] / 60:.1f} min and "
-         f"{million['paillier']['server_cpu_s'] / 60:.1f} min. The projection's check: a silo round of "
-         f"{check['users']} users and {check['parameters']} parameters took {check['measured_silo_cpu_s']:.1f} s CPU, "
-         f"{check['measured_over_projected']:.2f}x the projected {check['projected_silo_cpu_s']:.1f} s."),
-        (f"- **Exact within P everywhere:** {'yes' if results['exact_within_p'] else 'NO'} (every measured round of "
-         f"both backends decodes within P = {results['precision']:g} of the plain weighted sum; the straightforward "
-         f"phe sequence and the paillier backend decode to equal floats: "
-         f"{results['default']['phe_equals_paillier']})."),
+        (
+            f"Measured by `{source['command']}` at commit `{source['git_commit'][:10]}` on {source['date'][:10]}, on a "
+            f"machine with {source['cpu_count']} CPUs shared with other work (load average "
+            f"{results['load_at_start']:.1f} at the start), with {results['processes']} worker processes per side. The "
+            f"wall seconds move with the load; the CPU seconds (this process and its workers) are the work itself, and "
+            f"on an otherwise idle machine a side's wall time is at most its CPU time plus starting the workers."
+        ),
+        (
+            f"- **The paper's artificial default** ({results['default']['parameters']} parameters, "
+            f"{results['default']['users']} users, {results['default']['silos']} silos): the straightforward phe "
+            f"sequence's slowest silo took {results['default']['phe']['silo_s']:.1f} s; the paillier backend's "
+            f"{results['default']['paillier']['silo_s']:.2f} s "
+            f"({results['default']['paillier']['speedup_per_silo_vs_phe']:.0f}x less) and the packed backend's "
+            f"{results['default']['packed-paillier']['silo_s']:.2f} s "
+            f"({results['default']['packed-paillier']['speedup_per_silo_vs_phe']:.0f}x less). "
+            f"On models this small the packed server "
+            f"({results['default']['packed-paillier']['server_s']:.2f} s) is slower than the per-parameter "
+            f"one ({results['default']['paillier']['server_s']:.2f} s): its rescale costs a decryption and an "
+            f"encryption per user, more than the few decryptions it saves."
+        ),
+        (
+            f"- **MNIST CNN round.** The packed backend's server does {packed['server_cpu_s']:.1f} s of CPU work "
+            f"({packed['server_s']:.1f} s wall here) against {plain['server_cpu_s']:.1f} s CPU "
+            f"({plain['server_s']:.1f} s wall) for one ciphertext per parameter, "
+            f"{plain['server_cpu_s'] / packed['server_cpu_s']:.1f}x less; each silo uploads "
+            f"{packed['ciphertext_bytes_per_parameter']:.1f} bytes per parameter ({packed['ratio_to_float32']:.1f}x a "
+            f"float32) instead of {plain['ciphertext_bytes_per_parameter']:.0f}. A silo's round is "
+            f"{packed['silo_cpu_s']:.1f} s CPU against {plain['silo_cpu_s']:.1f} s: packing costs the silo b squarings "
+            f"per parameter."
+        ),
+        (
+            f"- **10^6 parameters, projected.** With packing a silo does "
+            f"{million['packed-paillier']['silo_cpu_s'] / 60:.1f} min and the server "
+            f"{million['packed-paillier']['server_cpu_s'] / 60:.1f} min of CPU work per round; "
+            f"without, {million['paillier']['silo_cpu_s'] / 60:.1f} min and "
+            f"{million['paillier']['server_cpu_s'] / 60:.1f} min. The projection's check: a silo round of "
+            f"{check['users']} users and {check['parameters']} parameters took "
+            f"{check['measured_silo_cpu_s']:.1f} s CPU, "
+            f"{check['measured_over_projected']:.2f}x the projected {check['projected_silo_cpu_s']:.1f} s."
+        ),
+        (
+            f"- **Exact within P everywhere:** {'yes' if results['exact_within_p'] else 'NO'} (every measured round of "
+            f"both backends decodes within P = {results['precision']:g} of the plain weighted sum; the straightforward "
+            f"phe sequence and the paillier backend decode to equal floats: "
+            f"{results['default']['phe_equals_paillier']})."
+        ),
     ]
     return "\n\n".join(lines)
 
@@ -733,10 +958,16 @@ def show_protocol_scale() -> None:
     table = protocol_scale_table(document)
     numbers = [column for column in table.columns if column not in ("setting", "backend")]
     # the phe backend's rows carry no CPU seconds: the benchmark did not measure them there
-    display(table.style.hide(axis="index").format(partial(readable_number, missing="not measured"), subset=numbers))
-    show_captioned(protocol_scale_figure(document),
-                   "Protocol 1's seconds per round on the paper's artificial grid (parameters, users, silos), per "
-                   "backend and side (log scale): compare the two backends' server lines along each axis.")
+    display(
+        table.style.hide(axis="index").format(
+            partial(readable_number, missing="not measured"), subset=numbers
+        )
+    )
+    show_captioned(
+        protocol_scale_figure(document),
+        "Protocol 1's seconds per round on the paper's artificial grid (parameters, users, silos), per "
+        "backend and side (log scale): compare the two backends' server lines along each axis.",
+    )
     display(Markdown(protocol_scale_sentences(document)))
 
 
@@ -761,7 +992,9 @@ class ScorecardView:
 #: The Scorecard's views: the four privacy-utility datasets, then the other figures of Section 5.
 SCORECARD_VIEWS: tuple[ScorecardView, ...] = (
     ScorecardView("Creditcard", "exp_creditcard", ("creditcard",)),
-    ScorecardView("MNIST", "exp_mnist", ("mnist", scorecard.MNIST_SHORT, scorecard.MNIST_ACCOUNTING)),
+    ScorecardView(
+        "MNIST", "exp_mnist", ("mnist", scorecard.MNIST_SHORT, scorecard.MNIST_ACCOUNTING)
+    ),
     ScorecardView("HeartDisease", "exp_heart_disease", ("heart_disease",)),
     ScorecardView("TcgaBrca", "exp_tcga_brca", ("tcga_brca",)),
     ScorecardView("Enhanced weighting", "exp_weighting", ("weighting",)),
@@ -796,8 +1029,11 @@ def scorecard_markdown(rows: pd.DataFrame, chapters: Mapping[str, str]) -> str:
             :func:`claim_chapters`).
     """
     lines = ["| claim | measured | verdict | results |", "|---|---|---|---|"]
-    lines += [f"| {_cell(row.where)}: {_cell(row.claim)} ({chapters.get(row.key, '')}) | {_cell(row.measured)} | "
-              f"**{row.verdict}** | {_cell(row.source)} |" for row in rows.itertuples()]
+    lines += [
+        f"| {_cell(row.where)}: {_cell(row.claim)} ({chapters.get(row.key, '')}) | {_cell(row.measured)} | "
+        f"**{row.verdict}** | {_cell(row.source)} |"
+        for row in rows.itertuples()
+    ]
     return "\n".join(lines)
 
 
@@ -808,8 +1044,10 @@ def claim_chapters(views: Sequence[ScorecardView] = SCORECARD_VIEWS) -> dict[str
         for view in views:
             if set(claim.grids) & set(view.grids):
                 found.setdefault(claim.key, {})[view.chapter] = view.title
-    return {key: ", ".join(f"{{doc}}`{title} <{chapter}>`" for chapter, title in links.items())
-            for key, links in found.items()}
+    return {
+        key: ", ".join(f"{{doc}}`{title} <{chapter}>`" for chapter, title in links.items())
+        for key, links in found.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -827,15 +1065,22 @@ class Verdicts:
     @classmethod
     def judge(cls, data: Mapping[str, ResultSet]) -> Verdicts:
         """Judge every claim on ``data`` (:func:`uldp.paper.scorecard.stored_results`), then per view."""
-        return cls(scorecard.scorecard(data), {view: view_scorecard(data, view) for view in SCORECARD_VIEWS})
+        return cls(
+            scorecard.scorecard(data),
+            {view: view_scorecard(data, view) for view in SCORECARD_VIEWS},
+        )
 
 
 def scorecard_tabs(verdicts: Verdicts) -> Markdown:
     """The Scorecard as tabs: every claim over all results first, then one tab per :data:`SCORECARD_VIEWS` view,
     each a table of :func:`scorecard_markdown`, the claims linked to their chapters."""
     links = claim_chapters()
-    tabs = [("All results", verdicts.overall)] + [(view.title, rows) for view, rows in verdicts.views.items()]
-    body = "\n".join(f":::{{tab-item}} {title}\n{scorecard_markdown(rows, links)}\n:::" for title, rows in tabs)
+    tabs = [("All results", verdicts.overall)] + [
+        (view.title, rows) for view, rows in verdicts.views.items()
+    ]
+    body = "\n".join(
+        f":::{{tab-item}} {title}\n{scorecard_markdown(rows, links)}\n:::" for title, rows in tabs
+    )
     return Markdown(f"::::{{tab-set}}\n{body}\n::::")
 
 
@@ -861,19 +1106,35 @@ def claim_findings(verdicts: Verdicts, key: str) -> str:
             if row["verdict"] != MISSING:
                 judged.append((view, row))
     found = dict.fromkeys(row["verdict"] for _, row in judged)
-    where = "; ".join(f"**{verdict}** on " + _joined([f"{{doc}}`{view.title} <{view.chapter}>`"
-                                                      for view, row in judged if row["verdict"] == verdict])
-                      for verdict in found)
-    details = "\n".join(f"  - {view.title} ({row['source']}): {row['measured']}" for view, row in judged)
-    return (f"- *{overall['claim']}* Over all results: **{overall['verdict']}**; dataset by dataset: {where}.\n"
-            f"{details}")
+    where = "; ".join(
+        f"**{verdict}** on "
+        + _joined(
+            [
+                f"{{doc}}`{view.title} <{view.chapter}>`"
+                for view, row in judged
+                if row["verdict"] == verdict
+            ]
+        )
+        for verdict in found
+    )
+    details = "\n".join(
+        f"  - {view.title} ({row['source']}): {row['measured']}" for view, row in judged
+    )
+    return (
+        f"- *{overall['claim']}* Over all results: **{overall['verdict']}**; dataset by dataset: {where}.\n"
+        f"{details}"
+    )
 
 
 # ------------------------------------------------------------------------------------------- the opening page
 
 #: How the opening page says a number of claims with each verdict: (one claim, several claims).
-_VERDICT_WORDS = {HOLDS: ("holds", "hold"), scorecard.PARTLY: ("holds partly", "hold partly"),
-                  scorecard.FAILS: ("does not hold", "do not hold"), MISSING: ("is not measured", "are not measured")}
+_VERDICT_WORDS = {
+    HOLDS: ("holds", "hold"),
+    scorecard.PARTLY: ("holds partly", "hold partly"),
+    scorecard.FAILS: ("does not hold", "do not hold"),
+    MISSING: ("is not measured", "are not measured"),
+}
 
 
 def verdict_counts(verdicts: Sequence[str]) -> str:
@@ -903,19 +1164,32 @@ def limits(data: Mapping[str, ResultSet], creditcard: FederatedDataset) -> Markd
     fraud share (``creditcard``, the dataset as :func:`uldp.data.load` gives it).
     """
     parts = []
-    mnist = max((results for name, results in data.items() if name in ("mnist", scorecard.MNIST_SHORT)
-                 and results.runs), key=lambda results: experiments.PROFILES.index(results.profile), default=None)
+    mnist = max(
+        (
+            results
+            for name, results in data.items()
+            if name in ("mnist", scorecard.MNIST_SHORT) and results.runs
+        ),
+        key=lambda results: experiments.PROFILES.index(results.profile),
+        default=None,
+    )
     if mnist is None:
-        parts.append("- **MNIST** has no stored training results: only its $\\epsilon$, from accounting alone.")
+        parts.append(
+            "- **MNIST** has no stored training results: only its $\\epsilon$, from accounting alone."
+        )
     else:
-        parts.append(f"- **MNIST** is the one privacy-utility figure not trained at the paper's scale. "
-                     f"{scale_sentence(mnist)}"
-                     + (f" {short_profile_note(mnist).data}" if mnist.profile == "short" else ""))
+        parts.append(
+            f"- **MNIST** is the one privacy-utility figure not trained at the paper's scale. "
+            f"{scale_sentence(mnist)}"
+            + (f" {short_profile_note(mnist).data}" if mnist.profile == "short" else "")
+        )
     labels = class_labels(creditcard)
-    parts.append(f"- **Creditcard** ran on the data this book has offline ({creditcard.variant}): "
-                 f"{len(labels):,} records, {labels.mean():.0%} of them frauds, far more than in the full file, "
-                 "so its accuracies and balanced accuracies are not the paper's numbers: compare the methods with "
-                 "one another, not with the paper's figure.")
+    parts.append(
+        f"- **Creditcard** ran on the data this book has offline ({creditcard.variant}): "
+        f"{len(labels):,} records, {labels.mean():.0%} of them frauds, far more than in the full file, "
+        "so its accuracies and balanced accuracies are not the paper's numbers: compare the methods with "
+        "one another, not with the paper's figure."
+    )
     return Markdown("\n".join(parts))
 
 
@@ -949,10 +1223,14 @@ def settings_source(path: Path | None) -> Markdown:
     """The settings file verbatim, folded (a dropdown the reader opens), or a message saying where it was looked
     for when ``path`` is ``None`` (no local path is printed)."""
     if path is None:
-        return Markdown(f"The paper's settings file (`{SETTINGS_FILE.name}`) is not in this checkout: it is looked for "
-                        f"as `shared/{SETTINGS_FILE.as_posix()}` beside the checkout and beside the data folder "
-                        "(`ULDP_DATA_DIR`). The tables above come from the library and do not need it.")
+        return Markdown(
+            f"The paper's settings file (`{SETTINGS_FILE.name}`) is not in this checkout: it is looked for "
+            f"as `shared/{SETTINGS_FILE.as_posix()}` beside the checkout and beside the data folder "
+            "(`ULDP_DATA_DIR`). The tables above come from the library and do not need it."
+        )
     text = path.read_text(encoding="utf-8")
     fence = "`" * max(4, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
-    return Markdown(f":::{{dropdown}} The settings file `{SETTINGS_FILE.name}`, verbatim\n"
-                    f"{fence}text\n{text.rstrip()}\n{fence}\n:::")
+    return Markdown(
+        f":::{{dropdown}} The settings file `{SETTINGS_FILE.name}`, verbatim\n"
+        f"{fence}text\n{text.rstrip()}\n{fence}\n:::"
+    )

@@ -34,26 +34,45 @@ class Erratum:
 
 #: The errata; ``paper`` and ``correct`` are MyST markdown (maths between dollars, citations by ``{cite}``).
 ERRATA: tuple[Erratum, ...] = (
-    Erratum("Lemma 6 and Theorem 2 (RDP group privacy)",
-            r"an order $\alpha \ge 2^{k+1}$ gives $(\alpha / 2^k, 3^k \rho)$-RDP for groups of $k$ records",
-            r"for $k = 2^c$ and orders $\alpha \ge 2k$: $(\alpha / 2^c, 3^c \rho)$-RDP "
-            r"({cite:t}`mironov2017renyi`, Proposition 2); only orders $\alpha \ge 2k$ are valid",
-            "uldp.accounting.group", "book/group_privacy"),
-    Erratum("Figure 2 (group privacy of DP-SGD)",
-            r"$\epsilon$ of about 2100 at $k = 32$ and 11400 at $k = 64$",
-            r"those values use RDP orders below $2k$, outside the lemma's domain; a valid computation gives larger "
-            "ones (figure2_erratum)", "uldp.accounting.group", "book/group_privacy"),
-    Erratum("Theorem 1 (ULDP-NAIVE), its proof",
-            r"a user moves a silo's clipped delta by at most $C$, so noise $\sigma C \sqrt{|S|}$ per silo",
-            r"a silo clips its whole delta, so removing a user can move it by up to $2C$: the user-level sensitivity "
-            r"is $2|S|C$, and the library adds $2 \sigma C \sqrt{|S|}$ per silo so that Theorem 1's $\epsilon$ holds "
-            "as stated", "uldp.methods.fedavg", "book/baselines"),
-    Erratum("Algorithm 1 (ULDP-NAIVE)", "the delta is global minus local",
-            "the delta is local minus global (a sign typo in the pseudo-code)", "uldp.methods.fedavg",
-            "book/baselines"),
-    Erratum("Algorithm 4 (user-level sub-sampling)", "the loop zeroes the weights of the sampled users",
-            "the weights of the users *not* sampled are zeroed (the loop variable is a typo)",
-            "uldp.methods.uldp_avg", "book/uldp_avg_sgd"),
+    Erratum(
+        "Lemma 6 and Theorem 2 (RDP group privacy)",
+        r"an order $\alpha \ge 2^{k+1}$ gives $(\alpha / 2^k, 3^k \rho)$-RDP for groups of $k$ records",
+        r"for $k = 2^c$ and orders $\alpha \ge 2k$: $(\alpha / 2^c, 3^c \rho)$-RDP "
+        r"({cite:t}`mironov2017renyi`, Proposition 2); only orders $\alpha \ge 2k$ are valid",
+        "uldp.accounting.group",
+        "book/group_privacy",
+    ),
+    Erratum(
+        "Figure 2 (group privacy of DP-SGD)",
+        r"$\epsilon$ of about 2100 at $k = 32$ and 11400 at $k = 64$",
+        r"those values use RDP orders below $2k$, outside the lemma's domain; a valid computation gives larger "
+        "ones (figure2_erratum)",
+        "uldp.accounting.group",
+        "book/group_privacy",
+    ),
+    Erratum(
+        "Theorem 1 (ULDP-NAIVE), its proof",
+        r"a user moves a silo's clipped delta by at most $C$, so noise $\sigma C \sqrt{|S|}$ per silo",
+        r"a silo clips its whole delta, so removing a user can move it by up to $2C$: the user-level sensitivity "
+        r"is $2|S|C$, and the library adds $2 \sigma C \sqrt{|S|}$ per silo so that Theorem 1's $\epsilon$ holds "
+        "as stated",
+        "uldp.methods.fedavg",
+        "book/baselines",
+    ),
+    Erratum(
+        "Algorithm 1 (ULDP-NAIVE)",
+        "the delta is global minus local",
+        "the delta is local minus global (a sign typo in the pseudo-code)",
+        "uldp.methods.fedavg",
+        "book/baselines",
+    ),
+    Erratum(
+        "Algorithm 4 (user-level sub-sampling)",
+        "the loop zeroes the weights of the sampled users",
+        "the weights of the users *not* sampled are zeroed (the loop variable is a typo)",
+        "uldp.methods.uldp_avg",
+        "book/uldp_avg_sgd",
+    ),
 )
 
 #: Figure 2's setting (group privacy, Section 2.2): DP-SGD with sigma = 5, sampling rate 0.01, 100,000 iterations,
@@ -69,5 +88,12 @@ def figure2_erratum(ks: tuple[int, ...] = (32, 64)) -> list[dict]:
         alpha >= 2k only) and ``paper_grid_valid`` (whether the paper's best order lies in the lemma's domain).
     """
     rows = group_privacy_table(**FIGURE2_SETTING, ks=list(ks))
-    return [{"k": row["k"], "paper": row["epsilon_rdp_paper"], "valid": row["epsilon_rdp"],
-             "paper_grid_valid": row["paper_grid_valid"]} for row in rows]
+    return [
+        {
+            "k": row["k"],
+            "paper": row["epsilon_rdp_paper"],
+            "valid": row["epsilon_rdp"],
+            "paper_grid_valid": row["paper_grid_valid"],
+        }
+        for row in rows
+    ]

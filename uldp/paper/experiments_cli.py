@@ -19,27 +19,52 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "grid",
         help="run a named experiment grid of the paper (resumes: stored runs are skipped)",
         description="Run every run of a named grid that is not stored yet, one JSON file per run. "
-                    "Paper-profile results go to results/<grid>/, short-profile ones to results/short/<grid>/, "
-                    "smoke and default ones to _build/results/<grid>/.",
+        "Paper-profile results go to results/<grid>/, short-profile ones to results/short/<grid>/, "
+        "smoke and default ones to _build/results/<grid>/.",
     )
-    parser.add_argument("name", help="grid name, e.g. heart_disease, weighting, user_sampling; `list` lists them")
-    parser.add_argument("--profile", default="smoke", help="smoke, default, short or paper (default: smoke)")
-    parser.add_argument("--jobs", type=int, default=1, help="runs at once, in separate processes (default 1)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds instead of the profile's")
+    parser.add_argument(
+        "name", help="grid name, e.g. heart_disease, weighting, user_sampling; `list` lists them"
+    )
+    parser.add_argument(
+        "--profile", default="smoke", help="smoke, default, short or paper (default: smoke)"
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="runs at once, in separate processes (default 1)"
+    )
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", default=None, help="seeds instead of the profile's"
+    )
     parser.add_argument("--methods", nargs="+", default=None, help="only the runs of these methods")
-    parser.add_argument("--datasets", nargs="+", default=None, help="only the runs on these datasets")
+    parser.add_argument(
+        "--datasets", nargs="+", default=None, help="only the runs on these datasets"
+    )
     parser.add_argument("--root", default=None, help="results root instead of the profile's")
-    parser.add_argument("--accountant", choices=tuple(ACCOUNTANTS), default="rdp",
-                        help="accountant of the private runs (default rdp, the paper's; pld runs are stored apart)")
-    parser.add_argument("--target-epsilon", type=float, default=None,
-                        help="train every private run to this budget (sigma calibrated by the accountant) instead of "
-                             "the paper's sigma 5; stored apart from the paper's runs")
-    parser.add_argument("--uniform-allocation", choices=("uniform", "uniform-with-replacement"), default=None,
-                        help="scheme of HeartDisease's and TcgaBrca's uniform panels (default the authors', "
-                             "uniform-with-replacement; uniform: balanced users)")
+    parser.add_argument(
+        "--accountant",
+        choices=tuple(ACCOUNTANTS),
+        default="rdp",
+        help="accountant of the private runs (default rdp, the paper's; pld runs are stored apart)",
+    )
+    parser.add_argument(
+        "--target-epsilon",
+        type=float,
+        default=None,
+        help="train every private run to this budget (sigma calibrated by the accountant) instead of "
+        "the paper's sigma 5; stored apart from the paper's runs",
+    )
+    parser.add_argument(
+        "--uniform-allocation",
+        choices=("uniform", "uniform-with-replacement"),
+        default=None,
+        help="scheme of HeartDisease's and TcgaBrca's uniform panels (default the authors', "
+        "uniform-with-replacement; uniform: balanced users)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
-    parser.add_argument("--json", action="store_true",
-                        help="write one JSON document (inputs and report) to stdout, nothing else")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="write one JSON document (inputs and report) to stdout, nothing else",
+    )
     add_progress_option(parser)
     parser.set_defaults(handler=handle)
 
@@ -53,8 +78,10 @@ def handle(args: argparse.Namespace) -> int:
     from uldp.paper import experiments
 
     if args.name == "list":
-        grids = [{"name": grid.name, "figure": grid.figure, "title": grid.title}
-                 for grid in experiments.GRIDS.values()]
+        grids = [
+            {"name": grid.name, "figure": grid.figure, "title": grid.title}
+            for grid in experiments.GRIDS.values()
+        ]
         if args.json:
             print_json({"grids": grids}, args)
         else:
@@ -64,49 +91,99 @@ def handle(args: argparse.Namespace) -> int:
     experiments.get_grid(args.name)
     experiments.check_profile(args.profile)
     if args.dry_run:
-        specs = experiments.expand(args.name, args.profile, seeds=args.seeds, methods=args.methods,
-                                   datasets=args.datasets, accountant=args.accountant,
-                                   target_epsilon=args.target_epsilon, uniform_allocation=args.uniform_allocation)
+        specs = experiments.expand(
+            args.name,
+            args.profile,
+            seeds=args.seeds,
+            methods=args.methods,
+            datasets=args.datasets,
+            accountant=args.accountant,
+            target_epsilon=args.target_epsilon,
+            uniform_allocation=args.uniform_allocation,
+        )
         root = Path(args.root) if args.root else experiments.results_root(args.profile)
         todo = experiments.pending_runs(specs, root)
         expected = experiments.expected_seconds(todo, root)
-        summary = {"grid": args.name, "profile": args.profile, "total": len({s.key for s in specs}),
-                   "pending": len(todo), "root": str(root), "expected_seconds": round(sum(expected.values()), 1),
-                   "without_expected_time": len(todo) - len(expected)}
+        summary = {
+            "grid": args.name,
+            "profile": args.profile,
+            "total": len({s.key for s in specs}),
+            "pending": len(todo),
+            "root": str(root),
+            "expected_seconds": round(sum(expected.values()), 1),
+            "without_expected_time": len(todo) - len(expected),
+        }
         if args.json:
-            print_json({**summary, "pending_runs": [
-                {"key": spec.key, "panel": spec.panel, "series": spec.series, "seed": spec.seed,
-                 "expected_seconds": expected.get(spec.key)} for spec in todo]}, args)
+            print_json(
+                {
+                    **summary,
+                    "pending_runs": [
+                        {
+                            "key": spec.key,
+                            "panel": spec.panel,
+                            "series": spec.series,
+                            "seed": spec.seed,
+                            "expected_seconds": expected.get(spec.key),
+                        }
+                        for spec in todo
+                    ],
+                },
+                args,
+            )
         else:
             for spec in todo:
                 seconds = expected.get(spec.key)
-                print(f"{spec.key}  {spec.panel} | {spec.series} | seed {spec.seed}"
-                      + ("" if seconds is None else f"  (~{seconds / 60:.1f} min at other seeds)"))
-            print(f"{len(todo)} of {summary['total']} runs to do under {root}; by the same runs' times at other "
-                  f"seeds, {summary['expected_seconds'] / 3600:.1f} h of run time for {len(expected)} of them")
+                print(
+                    f"{spec.key}  {spec.panel} | {spec.series} | seed {spec.seed}"
+                    + ("" if seconds is None else f"  (~{seconds / 60:.1f} min at other seeds)")
+                )
+            print(
+                f"{len(todo)} of {summary['total']} runs to do under {root}; by the same runs' times at other "
+                f"seeds, {summary['expected_seconds'] / 3600:.1f} h of run time for {len(expected)} of them"
+            )
         return 0
-    command = shlex.join(["uldp", "grid", args.name, "--profile", args.profile, "--jobs", str(args.jobs)]
-                         + (["--seeds", *map(str, args.seeds)] if args.seeds else [])
-                         + (["--methods", *args.methods] if args.methods else [])
-                         + (["--datasets", *args.datasets] if args.datasets else [])
-                         + (["--root", args.root] if args.root else [])
-                         + (["--accountant", args.accountant] if args.accountant != "rdp" else [])
-                         + (["--target-epsilon", repr(args.target_epsilon)] if args.target_epsilon is not None else [])
-                         + (["--uniform-allocation", args.uniform_allocation] if args.uniform_allocation else []))
+    command = shlex.join(
+        ["uldp", "grid", args.name, "--profile", args.profile, "--jobs", str(args.jobs)]
+        + (["--seeds", *map(str, args.seeds)] if args.seeds else [])
+        + (["--methods", *args.methods] if args.methods else [])
+        + (["--datasets", *args.datasets] if args.datasets else [])
+        + (["--root", args.root] if args.root else [])
+        + (["--accountant", args.accountant] if args.accountant != "rdp" else [])
+        + (
+            ["--target-epsilon", repr(args.target_epsilon)]
+            if args.target_epsilon is not None
+            else []
+        )
+        + (["--uniform-allocation", args.uniform_allocation] if args.uniform_allocation else [])
+    )
     try:
-        report = experiments.run_grid(args.name, args.profile, seeds=args.seeds, methods=args.methods,
-                                      datasets=args.datasets, jobs=args.jobs, root=args.root, command=command,
-                                      progress=show_progress(args), accountant=args.accountant,
-                                      target_epsilon=args.target_epsilon, uniform_allocation=args.uniform_allocation)
+        report = experiments.run_grid(
+            args.name,
+            args.profile,
+            seeds=args.seeds,
+            methods=args.methods,
+            datasets=args.datasets,
+            jobs=args.jobs,
+            root=args.root,
+            command=command,
+            progress=show_progress(args),
+            accountant=args.accountant,
+            target_epsilon=args.target_epsilon,
+            uniform_allocation=args.uniform_allocation,
+        )
     except KeyboardInterrupt as stop:
-        print(f"uldp grid: {stop or 'stopped'}; the finished runs are stored and the same command resumes the grid",
-              file=sys.stderr)
+        print(
+            f"uldp grid: {stop or 'stopped'}; the finished runs are stored and the same command resumes the grid",
+            file=sys.stderr,
+        )
         return 130
     if args.json:
         print_json(asdict(report), args)
     else:
-        print(f"{report.grid} [{report.profile}]: {report.executed} run now, {report.skipped} already stored, "
-              f"{len(report.failed)} failed, {report.wall_seconds:.1f} s; results in {report.root}/{report.grid}")
+        print(
+            f"{report.grid} [{report.profile}]: {report.executed} run now, {report.skipped} already stored, "
+            f"{len(report.failed)} failed, {report.wall_seconds:.1f} s; results in {report.root}/{report.grid}"
+        )
         for key, error in report.failed:
             print(f"  failed {key}: {error}", file=sys.stderr)
     return 1 if report.failed else 0

@@ -28,13 +28,28 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 #: Axis labels of the per-round columns.
-LABELS: dict[str, str] = {"test_loss": "test loss", "accuracy": "test accuracy", "c_index": "C-index",
-                          "balanced_accuracy": "balanced accuracy", "epsilon": r"$\epsilon$ (user-level)"}
+LABELS: dict[str, str] = {
+    "test_loss": "test loss",
+    "accuracy": "test accuracy",
+    "c_index": "C-index",
+    "balanced_accuracy": "balanced accuracy",
+    "epsilon": r"$\epsilon$ (user-level)",
+}
 #: Resolution of the figures: sharp when the page scales them to its width.
 FIGURE_DPI = 150
 #: Paul Tol's colour-blind-safe "muted" palette, then black.
-PALETTE: tuple[str, ...] = ("#332288", "#88CCEE", "#44AA99", "#117733", "#999933", "#DDCC77", "#CC6677", "#882255",
-                            "#AA4499", "#000000")
+PALETTE: tuple[str, ...] = (
+    "#332288",
+    "#88CCEE",
+    "#44AA99",
+    "#117733",
+    "#999933",
+    "#DDCC77",
+    "#CC6677",
+    "#882255",
+    "#AA4499",
+    "#000000",
+)
 #: A fixed style per method, so that every figure of the book draws a method the same way and methods stay apart
 #: without colour (greyscale, colour-blind readers): a marker of its own, and the line style of its family
 #: (solid: ULDP-SGD/AVG, dashed: ULDP-GROUP-k, dash-dot: ULDP-NAIVE, dotted: DEFAULT).
@@ -65,15 +80,26 @@ def _style(series: str, index: int) -> dict[str, Any]:
     if parts[0] in METHOD_STYLES:
         style = dict(METHOD_STYLES[parts[0]])
     elif parts[0].startswith("q="):
-        style = {"color": plt.cm.viridis(0.9 * (1 - float(parts[0][2:]))), "marker": _MARKERS[index % len(_MARKERS)],
-                 "linestyle": "-"}
+        style = {
+            "color": plt.cm.viridis(0.9 * (1 - float(parts[0][2:]))),
+            "marker": _MARKERS[index % len(_MARKERS)],
+            "linestyle": "-",
+        }
     else:
-        style = {"color": PALETTE[index % len(PALETTE)], "marker": _MARKERS[index % len(_MARKERS)], "linestyle": "-"}
-    style["linestyle"] = next((_DASHES[part] for part in parts[1:] if part in _DASHES), style["linestyle"])
+        style = {
+            "color": PALETTE[index % len(PALETTE)],
+            "marker": _MARKERS[index % len(_MARKERS)],
+            "linestyle": "-",
+        }
+    style["linestyle"] = next(
+        (_DASHES[part] for part in parts[1:] if part in _DASHES), style["linestyle"]
+    )
     return style
 
 
-def draw_curves(ax: Any, summary: Any, panel: str, *, log: bool = False, series_order: Sequence[str] = ()) -> None:
+def draw_curves(
+    ax: Any, summary: Any, panel: str, *, log: bool = False, series_order: Sequence[str] = ()
+) -> None:
     """Draw mean curves with a one-std band for every series of one panel of a :func:`summarise` table.
 
     Args:
@@ -87,13 +113,22 @@ def draw_curves(ax: Any, summary: Any, panel: str, *, log: bool = False, series_
     rows = summary[summary["panel"] == panel]
     present = list(dict.fromkeys(rows["series"]))
     place = {series: index for index, series in enumerate(dict.fromkeys([*series_order, *present]))}
-    ordered = [s for s in series_order if s in present] + [s for s in present if s not in series_order]
+    ordered = [s for s in series_order if s in present] + [
+        s for s in present if s not in series_order
+    ]
     for series in ordered:
         curve = rows[rows["series"] == series].sort_values("round")
         mean, std = curve["mean"].to_numpy(float), curve["std"].to_numpy(float)
         style = _style(series, place[series])
-        ax.plot(curve["round"], mean, label=series, lw=1.4, markersize=4, markevery=max(1, len(mean) // 8),
-                **style)
+        ax.plot(
+            curve["round"],
+            mean,
+            label=series,
+            lw=1.4,
+            markersize=4,
+            markevery=max(1, len(mean) // 8),
+            **style,
+        )
         lower = np.maximum(mean - std, mean * 1e-3) if log else mean - std
         ax.fill_between(curve["round"], lower, mean + std, color=style["color"], alpha=0.15, lw=0)
     if log:
@@ -106,8 +141,15 @@ def _series_order(results: ResultSet) -> list[str]:
     return list(dict.fromkeys(run["series"] for run in results.runs))
 
 
-def metric_grid(results: ResultSet, metrics: Sequence[str], *, title: str, log_metrics: Sequence[str] = ("epsilon",),
-                panel_width: float | None = None, panel_height: float = 2.9) -> Figure:
+def metric_grid(
+    results: ResultSet,
+    metrics: Sequence[str],
+    *,
+    title: str,
+    log_metrics: Sequence[str] = ("epsilon",),
+    panel_width: float | None = None,
+    panel_height: float = 2.9,
+) -> Figure:
     """One row per panel (setting), one column per metric, mean and std band over seeds against the round.
 
     Args:
@@ -131,9 +173,13 @@ def metric_grid(results: ResultSet, metrics: Sequence[str], *, title: str, log_m
     panels = list(dict.fromkeys(run["panel"] for run in results.runs))
     order = _series_order(results)
     panel_width = min(4.5, 9.0 / len(metrics)) if panel_width is None else panel_width
-    fig, axes = plt.subplots(len(panels), len(metrics), figsize=(panel_width * len(metrics),
-                                                                 panel_height * len(panels) + 0.8), squeeze=False,
-                             dpi=FIGURE_DPI)
+    fig, axes = plt.subplots(
+        len(panels),
+        len(metrics),
+        figsize=(panel_width * len(metrics), panel_height * len(panels) + 0.8),
+        squeeze=False,
+        dpi=FIGURE_DPI,
+    )
     for row, panel in enumerate(panels):
         for column, metric in enumerate(metrics):
             ax = axes[row, column]
@@ -153,9 +199,18 @@ def _legend(fig: Figure, axes: np.ndarray) -> None:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, handle)
     columns = min(5, max(1, len(handles)))
-    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=columns, fontsize=9, frameon=False)
+    fig.legend(
+        handles.values(),
+        handles.keys(),
+        loc="lower center",
+        ncol=columns,
+        fontsize=9,
+        frameon=False,
+    )
     legend_inches = 0.28 * -(-len(handles) // columns) + 0.2  # rows of the legend, plus a margin
-    fig.tight_layout(rect=(0, legend_inches / fig.get_figheight(), 1, 1 - 0.35 / fig.get_figheight()))
+    fig.tight_layout(
+        rect=(0, legend_inches / fig.get_figheight(), 1, 1 - 0.35 / fig.get_figheight())
+    )
 
 
 def _scale(results: ResultSet) -> str:
@@ -172,8 +227,13 @@ def _dataset(results: ResultSet) -> str:
 def privacy_utility_figure(results: ResultSet) -> Figure:
     """Figures 4-7: utility (left; test loss and accuracy for MNIST) and user-level epsilon (right) per setting."""
     dataset = _dataset(results)
-    metrics = (["test_loss"] if dataset == "mnist" else []) + [UTILITY_METRIC.get(dataset, "accuracy"), "epsilon"]
-    return metric_grid(results, metrics, title=f"Privacy-utility trade-offs: {dataset} ({_scale(results)})")
+    metrics = (["test_loss"] if dataset == "mnist" else []) + [
+        UTILITY_METRIC.get(dataset, "accuracy"),
+        "epsilon",
+    ]
+    return metric_grid(
+        results, metrics, title=f"Privacy-utility trade-offs: {dataset} ({_scale(results)})"
+    )
 
 
 def weighting_figure(results: ResultSet) -> Figure:
@@ -183,8 +243,13 @@ def weighting_figure(results: ResultSet) -> Figure:
         raise ValueError(f"no stored results for grid {results.grid!r}: nothing to plot")
     summary = summarise(results.frame(), "test_loss")
     panels = list(dict.fromkeys(run["panel"] for run in results.runs))
-    fig, axes = plt.subplots(1, len(panels), figsize=(min(3.6, 10.0 / len(panels)) * len(panels), 3.6),
-                             squeeze=False, dpi=FIGURE_DPI)
+    fig, axes = plt.subplots(
+        1,
+        len(panels),
+        figsize=(min(3.6, 10.0 / len(panels)) * len(panels), 3.6),
+        squeeze=False,
+        dpi=FIGURE_DPI,
+    )
     for ax, panel in zip(axes.flat, panels, strict=True):
         draw_curves(ax, summary, panel, series_order=_series_order(results))
         ax.set_title(panel, fontsize=9)
@@ -202,8 +267,11 @@ def user_sampling_figure(results: ResultSet) -> Figure:
     datasets = [run["params"]["dataset"] for run in results.runs]
     # One utility column: accuracy for the classification datasets of this figure (Creditcard, MNIST).
     metric = UTILITY_METRIC.get(datasets[0], "accuracy") if len(set(datasets)) == 1 else "accuracy"
-    return metric_grid(results, [metric, "epsilon"],
-                       title=f"User-level sub-sampling, ULDP-AVG-w ({_scale(results)})")
+    return metric_grid(
+        results,
+        [metric, "epsilon"],
+        title=f"User-level sub-sampling, ULDP-AVG-w ({_scale(results)})",
+    )
 
 
 def runtime_table(results: ResultSet, *, by_run: bool = False) -> Any:
@@ -233,19 +301,25 @@ def runtime_table(results: ResultSet, *, by_run: bool = False) -> Any:
         server = [r["encrypt_weights"] + r["aggregation"] for r in rounds]
         silos = run["result"]["info"]["n_silos"]
         # the first round also ran the set-up (the aggregation hook sets up on its first call)
-        silo_side = [(total - part - (sum(setup.values()) if t == 0 else 0.0)) / silos
-                     for t, (total, part) in enumerate(zip(run["result"]["seconds"], server, strict=True))]
+        silo_side = [
+            (total - part - (sum(setup.values()) if t == 0 else 0.0)) / silos
+            for t, (total, part) in enumerate(zip(run["result"]["seconds"], server, strict=True))
+        ]
         weighting = [r["silo_weighting"] / silos for r in rounds]
-        rows.append({
-            "dataset": run["params"]["dataset"], "users": run["params"]["n_users"], "seed": run["seed"],
-            "parameters": run["result"]["info"].get("parameters", np.nan),
-            "training per silo": float(np.mean(silo_side)),
-            "local training per silo": float(np.mean(silo_side) - np.mean(weighting)),
-            "encrypted weighting per silo": float(np.mean(weighting)),
-            "key set-up": setup["paillier_keygen"] + setup["key_exchange"],
-            "blinded histogram": setup["blinded_histogram"],
-            "aggregation": float(np.mean(server)),
-        })
+        rows.append(
+            {
+                "dataset": run["params"]["dataset"],
+                "users": run["params"]["n_users"],
+                "seed": run["seed"],
+                "parameters": run["result"]["info"].get("parameters", np.nan),
+                "training per silo": float(np.mean(silo_side)),
+                "local training per silo": float(np.mean(silo_side) - np.mean(weighting)),
+                "encrypted weighting per silo": float(np.mean(weighting)),
+                "key set-up": setup["paillier_keygen"] + setup["key_exchange"],
+                "blinded histogram": setup["blinded_histogram"],
+                "aggregation": float(np.mean(server)),
+            }
+        )
     if not rows:
         raise ValueError(f"no run of grid {results.grid!r} has secure-aggregation timings")
     table = pd.DataFrame(rows)
@@ -265,8 +339,15 @@ def runtime_figure(results: ResultSet) -> Figure:
     parts = ["key set-up", "blinded histogram", "aggregation"]
     width = 0.8 / len(parts)
     for index, part in enumerate(parts):
-        right.bar(np.arange(len(labels)) + (index - 1) * width, table[part], width, label=part,
-                  color=PALETTE[2 * index + 1], hatch=("", "//", "..")[index], edgecolor="white")
+        right.bar(
+            np.arange(len(labels)) + (index - 1) * width,
+            table[part],
+            width,
+            label=part,
+            color=PALETTE[2 * index + 1],
+            hatch=("", "//", "..")[index],
+            edgecolor="white",
+        )
     right.set_xticks(np.arange(len(labels)), labels)
     right.set_ylabel("seconds")
     right.set_title("set-up (once) and server aggregation (per round)", fontsize=9)
@@ -283,10 +364,14 @@ def chapter_figures(shown: ChapterResults, draw: Callable[[ResultSet], Figure]) 
     some panels of the figure whole (:func:`uldp.paper.experiments.chapter_results`), ``draw`` of those panels (its
     title
     says "paper profile")."""
-    return [draw(shown.results)] + ([draw(shown.paper_panels)] if shown.paper_panels is not None else [])
+    return [draw(shown.results)] + (
+        [draw(shown.paper_panels)] if shown.paper_panels is not None else []
+    )
 
 
-def group_privacy_figure(table: Any, lines: Sequence[tuple[str, str, str]], *, title: str) -> Figure:
+def group_privacy_figure(
+    table: Any, lines: Sequence[tuple[str, str, str]], *, title: str
+) -> Figure:
     """Epsilon against the group size ``k`` (log-log), one line per route of group privacy (Figure 2's axes).
 
     Args:

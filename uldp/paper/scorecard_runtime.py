@@ -59,34 +59,44 @@ def runtime_parts(data: Mapping[str, ResultSet]) -> pd.DataFrame:
     return table
 
 
-def _per_seed(data: Mapping[str, ResultSet], dataset: str, users: int, part: str) -> dict[int, float]:
+def _per_seed(
+    data: Mapping[str, ResultSet], dataset: str, users: int, part: str
+) -> dict[int, float]:
     """``{seed: seconds}`` of one part in one setting of the ``protocol_runtime`` grid."""
-    runs = runtime_table(stored_grid(data, "protocol_runtime", "no protocol-runtime results"), by_run=True)
+    runs = runtime_table(
+        stored_grid(data, "protocol_runtime", "no protocol-runtime results"), by_run=True
+    )
     rows = runs[(runs["dataset"] == dataset) & (runs["users"] == users)]
     return dict(zip(rows["seed"], rows[part], strict=True))
 
 
 def _runtime_row(row: Any) -> str:
-    return (f"{row.dataset} |U|={row.users}: training {row['local training per silo']:.2f} s + encrypted weighting "
-            f"{row['encrypted weighting per silo']:.2f} s per silo, server {row.aggregation:.2f} s")
+    return (
+        f"{row.dataset} |U|={row.users}: training {row['local training per silo']:.2f} s + encrypted weighting "
+        f"{row['encrypted weighting per silo']:.2f} s per silo, server {row.aggregation:.2f} s"
+    )
 
 
 def runtime_dominant(data: Mapping[str, ResultSet]) -> Finding:
     table = runtime_parts(data)
     alone = with_weighting = 0
     for row in table.itertuples():
+
         def part(name: str, row: Any = row) -> dict[int, float]:
             return _per_seed(data, row.dataset, row.users, name)
 
         training = part("local training per silo")
-        alone += (difference(training, part("encrypted weighting per silo")).clears(0.0)
-                  and difference(training, part("aggregation")).clears(0.0))
+        alone += difference(training, part("encrypted weighting per silo")).clears(
+            0.0
+        ) and difference(training, part("aggregation")).clears(0.0)
         with_weighting += difference(part("training per silo"), part("aggregation")).clears(0.0)
     shown = "; ".join(_runtime_row(row) for _, row in table.iterrows())
-    return Finding(f"{shown}. Local training is the largest part, by more than {SE_MULTIPLE:g} standard errors over "
-                   f"seeds, in {alone} of {len(table)} settings; with the encrypted weighting (the paper's left "
-                   f"panel) it exceeds the server's work so in {with_weighting} of {len(table)}",
-                   fraction_verdict(alone, len(table)))
+    return Finding(
+        f"{shown}. Local training is the largest part, by more than {SE_MULTIPLE:g} standard errors over "
+        f"seeds, in {alone} of {len(table)} settings; with the encrypted weighting (the paper's left "
+        f"panel) it exceeds the server's work so in {with_weighting} of {len(table)}",
+        fraction_verdict(alone, len(table)),
+    )
 
 
 def scan_table(path: str | Path | None = None) -> pd.DataFrame:
@@ -104,13 +114,16 @@ def scan_table(path: str | Path | None = None) -> pd.DataFrame:
         with open(source, encoding="utf-8") as handle:
             document = json.load(handle)
     except FileNotFoundError as missing:
-        raise NotMeasured(f"no artificial protocol scan at {source}; run `python benchmarks/save.py protocol_scan`"
-                          ) from missing
+        raise NotMeasured(
+            f"no artificial protocol scan at {source}; run `python benchmarks/save.py protocol_scan`"
+        ) from missing
     table = pd.DataFrame(document["results"]["rows"])
     table["round"] = table[list(ROUND_PARTS)].sum(axis=1)
-    table.attrs["about"] = (f"protocol_scan (benchmarks/results): the paper's artificial settings, "
-                            f"{document['results']['key_bits']}-bit keys, {document['results']['repeats']} repeats, "
-                            f"commit {document['provenance']['git_commit'][:7]}")
+    table.attrs["about"] = (
+        f"protocol_scan (benchmarks/results): the paper's artificial settings, "
+        f"{document['results']['key_bits']}-bit keys, {document['results']['repeats']} repeats, "
+        f"commit {document['provenance']['git_commit'][:7]}"
+    )
     return table
 
 
@@ -145,8 +158,10 @@ class Growth:
         return self.grows and abs(self.curvature.mean) <= SE_MULTIPLE * self.curvature.se
 
     def text(self) -> str:
-        return (f"{self.part} vs {self.axis}: {self.low:.3f} s to {self.high:.3f} s, slope {self.slope.text(5)} "
-                f"s per unit, quadratic term {self.curvature.text(6)}")
+        return (
+            f"{self.part} vs {self.axis}: {self.low:.3f} s to {self.high:.3f} s, slope {self.slope.text(5)} "
+            f"s per unit, quadratic term {self.curvature.text(6)}"
+        )
 
 
 def _least_squares(x: np.ndarray, y: np.ndarray, degree: int) -> tuple[float, float]:
@@ -167,12 +182,20 @@ def fit_growth(table: pd.DataFrame, axis: str, part: str) -> Growth:
     """
     rows = table[table["axis"] == axis]
     if rows["value"].nunique() < 3 or len(rows) < 4:
-        raise NotMeasured(f"the scan has {rows['value'].nunique()} value(s) of {axis}; a growth fit needs three")
+        raise NotMeasured(
+            f"the scan has {rows['value'].nunique()} value(s) of {axis}; a growth fit needs three"
+        )
     x, y = rows["value"].to_numpy(dtype=float), rows[part].to_numpy(dtype=float)
     slope, curvature = _least_squares(x, y, 1), _least_squares(x, y, 2)
     means = rows.groupby("value")[part].mean()
-    return Growth(axis, part, Difference(*slope, len(rows), False), Difference(*curvature, len(rows), False),
-                  float(means.iloc[0]), float(means.iloc[-1]))
+    return Growth(
+        axis,
+        part,
+        Difference(*slope, len(rows), False),
+        Difference(*curvature, len(rows), False),
+        float(means.iloc[0]),
+        float(means.iloc[-1]),
+    )
 
 
 def dominant_part(table: pd.DataFrame, axis: str) -> str:
@@ -192,11 +215,16 @@ def runtime_parameters(data: Mapping[str, ResultSet]) -> Finding:
 
 
 def _grows(table: pd.DataFrame, axis: str, parts: tuple[str, ...] | None = None) -> Finding:
-    fits = [fit_growth(table, axis, part) for part in (parts or ("round", dominant_part(table, axis)))]
+    fits = [
+        fit_growth(table, axis, part) for part in (parts or ("round", dominant_part(table, axis)))
+    ]
     hits = sum(fit.grows for fit in fits)
-    return Finding("; ".join(fit.text() for fit in fits) + f": slope above zero by more than {SE_MULTIPLE:g} "
-                   f"standard errors in {hits} of {len(fits)}", fraction_verdict(hits, len(fits)),
-                   table.attrs["about"])
+    return Finding(
+        "; ".join(fit.text() for fit in fits) + f": slope above zero by more than {SE_MULTIPLE:g} "
+        f"standard errors in {hits} of {len(fits)}",
+        fraction_verdict(hits, len(fits)),
+        table.attrs["about"],
+    )
 
 
 def runtime_linear(data: Mapping[str, ResultSet]) -> Finding:
@@ -205,9 +233,13 @@ def runtime_linear(data: Mapping[str, ResultSet]) -> Finding:
     table = scan_table()
     fits = [fit_growth(table, axis, dominant_part(table, axis)) for axis in ("parameters", "users")]
     hits = sum(fit.linear for fit in fits)
-    return Finding("; ".join(fit.text() for fit in fits) + f": linear (slope above zero and quadratic term within "
-                   f"{SE_MULTIPLE:g} standard errors of zero) in {hits} of {len(fits)}",
-                   fraction_verdict(hits, len(fits)), table.attrs["about"])
+    return Finding(
+        "; ".join(fit.text() for fit in fits)
+        + f": linear (slope above zero and quadratic term within "
+        f"{SE_MULTIPLE:g} standard errors of zero) in {hits} of {len(fits)}",
+        fraction_verdict(hits, len(fits)),
+        table.attrs["about"],
+    )
 
 
 def runtime_practical(data: Mapping[str, ResultSet]) -> Finding:
@@ -217,9 +249,16 @@ def runtime_practical(data: Mapping[str, ResultSet]) -> Finding:
         silo = _per_seed(data, row.dataset, row.users, "training per silo")
         server = _per_seed(data, row.dataset, row.users, "aggregation")
         seconds = estimate({seed: silo[seed] + server[seed] for seed in silo})
-        hits += seconds.times(-1.0).clears(-PRACTICAL_SECONDS)  # below PRACTICAL_SECONDS by the margin
-    shown = ", ".join(f"{row.dataset} |U|={row.users} {row['round']:.2f} s" for _, row in table.iterrows())
-    return Finding(f"one round (a silo's training and weighting plus the server's work; set-up "
-                   f"{table['key set-up'].max():.2f} s at most, once): {shown}; under {PRACTICAL_SECONDS:g} s by more "
-                   f"than {SE_MULTIPLE:g} standard errors over seeds in "
-                   f"{hits} of {len(table)}", fraction_verdict(hits, len(table)))
+        hits += seconds.times(-1.0).clears(
+            -PRACTICAL_SECONDS
+        )  # below PRACTICAL_SECONDS by the margin
+    shown = ", ".join(
+        f"{row.dataset} |U|={row.users} {row['round']:.2f} s" for _, row in table.iterrows()
+    )
+    return Finding(
+        f"one round (a silo's training and weighting plus the server's work; set-up "
+        f"{table['key set-up'].max():.2f} s at most, once): {shown}; under {PRACTICAL_SECONDS:g} s by more "
+        f"than {SE_MULTIPLE:g} standard errors over seeds in "
+        f"{hits} of {len(table)}",
+        fraction_verdict(hits, len(table)),
+    )

@@ -27,10 +27,20 @@ AUTHORS_UNIFORM_DATASETS: tuple[str, ...] = ("heart_disease", "tcga_brca")
 #: Seeds of the paper profile (the paper averages 5 runs).
 PAPER_SEEDS: tuple[int, ...] = (0, 1, 2, 3, 4)
 #: The ULDP-GROUP-k variants of the privacy-utility figures.
-GROUP_METHODS: tuple[str, ...] = ("ULDP-GROUP-max", "ULDP-GROUP-median", "ULDP-GROUP-2", "ULDP-GROUP-8")
+GROUP_METHODS: tuple[str, ...] = (
+    "ULDP-GROUP-max",
+    "ULDP-GROUP-median",
+    "ULDP-GROUP-2",
+    "ULDP-GROUP-8",
+)
 #: The methods of the privacy-utility figures, in the paper's legend order.
 PRIVACY_UTILITY_METHODS: tuple[str, ...] = (
-    "DEFAULT", "ULDP-NAIVE", *GROUP_METHODS, "ULDP-SGD", "ULDP-AVG", "ULDP-AVG-w"
+    "DEFAULT",
+    "ULDP-NAIVE",
+    *GROUP_METHODS,
+    "ULDP-SGD",
+    "ULDP-AVG",
+    "ULDP-AVG-w",
 )
 #: The datasets of the privacy-utility figures (Figures 4-7), in the paper's order.
 PRIVACY_UTILITY: dict[str, DatasetSettings] = {
@@ -71,21 +81,58 @@ class FigureSetting:
 
 #: Figure 8, enhanced weighting (test loss, ULDP-AVG vs ULDP-AVG-w).
 WEIGHTING: tuple[FigureSetting, ...] = (
-    FigureSetting("creditcard", (1000,), (5, 20, 50), ("uniform", "zipf"), 100, Hyper(10.0, 1.0, 0.01, 30),
-                  ("ULDP-AVG", "ULDP-AVG-w")),
-    FigureSetting("tcga_brca", (200,), (6,), ("uniform", "zipf"), 50, Hyper(10.0, 0.1, 0.001, 50),
-                  ("ULDP-AVG", "ULDP-AVG-w")),
+    FigureSetting(
+        "creditcard",
+        (1000,),
+        (5, 20, 50),
+        ("uniform", "zipf"),
+        100,
+        Hyper(10.0, 1.0, 0.01, 30),
+        ("ULDP-AVG", "ULDP-AVG-w"),
+    ),
+    FigureSetting(
+        "tcga_brca",
+        (200,),
+        (6,),
+        ("uniform", "zipf"),
+        50,
+        Hyper(10.0, 0.1, 0.001, 50),
+        ("ULDP-AVG", "ULDP-AVG-w"),
+    ),
 )
 #: Figure 9, user-level sub-sampling (ULDP-AVG-w with Poisson user sampling rate q).
 USER_SAMPLING: tuple[FigureSetting, ...] = (
-    FigureSetting("creditcard", (1000,), (5,), ("zipf",), 100, Hyper(10.0, 1.0, 0.01, 30), ("ULDP-AVG-w",),
-                  q=(0.1, 0.3, 0.5, 0.7, 1.0)),
-    FigureSetting("mnist", (10000,), (5,), ("zipf",), 200, Hyper(100.0, 0.1, 0.01, 50), ("ULDP-AVG-w",),
-                  q=(0.1, 0.3, 0.5, 1.0)),
+    FigureSetting(
+        "creditcard",
+        (1000,),
+        (5,),
+        ("zipf",),
+        100,
+        Hyper(10.0, 1.0, 0.01, 30),
+        ("ULDP-AVG-w",),
+        q=(0.1, 0.3, 0.5, 0.7, 1.0),
+    ),
+    FigureSetting(
+        "mnist",
+        (10000,),
+        (5,),
+        ("zipf",),
+        200,
+        Hyper(100.0, 0.1, 0.01, 50),
+        ("ULDP-AVG-w",),
+        q=(0.1, 0.3, 0.5, 1.0),
+    ),
 )
 #: Figure 10, the private weighting protocol's runtime on the medical datasets (secure aggregation).
 PROTOCOL_RUNTIME: tuple[FigureSetting, ...] = tuple(
-    FigureSetting(dataset, (10, 100), (DATASET_DEFAULTS[dataset].n_silos,), ("zipf",), 3, Hyper(10.0, 0.1, 0.001, 50),
-                  ("ULDP-AVG-w",))
+    FigureSetting(
+        dataset,
+        (10, 100),
+        (DATASET_DEFAULTS[dataset].n_silos,),
+        ("zipf",),
+        3,
+        Hyper(10.0, 0.1, 0.001, 50),
+        ("ULDP-AVG-w",),
+    )
     for dataset in ("heart_disease", "tcga_brca")
 )

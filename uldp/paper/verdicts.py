@@ -81,8 +81,12 @@ class Difference:
 
     def minus(self, other: Difference, scale: float = 1.0) -> Difference:
         """``self - scale * other`` for differences measured on separate settings (independent errors)."""
-        return Difference(self.mean - scale * other.mean, math.hypot(self.se, scale * other.se),
-                          min(self.seeds, other.seeds), False)
+        return Difference(
+            self.mean - scale * other.mean,
+            math.hypot(self.se, scale * other.se),
+            min(self.seeds, other.seeds),
+            False,
+        )
 
     def times(self, factor: float) -> Difference:
         """``factor`` times the difference (mean and standard error)."""
@@ -116,8 +120,11 @@ def difference(a: Mapping[int, float], b: Mapping[int, float]) -> Difference:
         se = float(gaps.std(ddof=1) / math.sqrt(len(gaps))) if len(gaps) > 1 else math.nan
         return Difference(float(gaps.mean()), se, len(gaps), True)
     va, vb = np.array(list(a.values())), np.array(list(b.values()))
-    se = (math.sqrt(va.var(ddof=1) / len(va) + vb.var(ddof=1) / len(vb)) if min(len(va), len(vb)) > 1
-          else math.nan)
+    se = (
+        math.sqrt(va.var(ddof=1) / len(va) + vb.var(ddof=1) / len(vb))
+        if min(len(va), len(vb)) > 1
+        else math.nan
+    )
     return Difference(float(va.mean() - vb.mean()), se, min(len(va), len(vb)), False)
 
 
@@ -171,20 +178,39 @@ def per_setting(results: ResultSet, metric: str, how: str = "final") -> pd.DataF
     frame = results.frame()
     if metric not in frame:
         raise NotMeasured(f"grid {results.grid!r} has no {metric!r} values")
-    frame = frame.dropna(subset=[metric]).sort_values("round", kind="stable")  # panels and series keep grid order
+    frame = frame.dropna(subset=[metric]).sort_values(
+        "round", kind="stable"
+    )  # panels and series keep grid order
     keys = ["panel", "series"]
-    per_run = frame.groupby([*keys, "seed"], sort=False).agg(
-        value=(metric, "last" if how == "final" else "mean"),
-        **{name: (name, "first") for name in frame.columns if name not in [*keys, "seed", "round", metric]
-           and name in results.runs[0]["params"]},
-    ).reset_index()
+    per_run = (
+        frame.groupby([*keys, "seed"], sort=False)
+        .agg(
+            value=(metric, "last" if how == "final" else "mean"),
+            **{
+                name: (name, "first")
+                for name in frame.columns
+                if name not in [*keys, "seed", "round", metric]
+                and name in results.runs[0]["params"]
+            },
+        )
+        .reset_index()
+    )
     params = [name for name in per_run.columns if name not in [*keys, "seed", "value"]]
-    table = per_run.groupby(keys, sort=False).agg(mean=("value", "mean"), std=("value", "std"),
-                                                  seeds=("value", "count"),
-                                                  **{name: (name, "first") for name in params}).reset_index()
+    table = (
+        per_run.groupby(keys, sort=False)
+        .agg(
+            mean=("value", "mean"),
+            std=("value", "std"),
+            seeds=("value", "count"),
+            **{name: (name, "first") for name in params},
+        )
+        .reset_index()
+    )
     table["std"] = table["std"].fillna(0.0)
-    by_seed = {key: dict(zip(rows["seed"], rows["value"], strict=True))
-               for key, rows in per_run.groupby(keys, sort=False)}
+    by_seed = {
+        key: dict(zip(rows["seed"], rows["value"], strict=True))
+        for key, rows in per_run.groupby(keys, sort=False)
+    }
     table["values"] = [by_seed[(row.panel, row.series)] for row in table.itertuples()]
     return table
 
@@ -225,11 +251,19 @@ def profile_label(results: ResultSet) -> str:
     'paper'
     """
     creditcard = [run for run in results.runs if run["params"].get("dataset") == "creditcard"]
-    if not any(run.get("provenance", {}).get("dataset_variant", CREDITCARD_SUBSET).startswith(CREDITCARD_SUBSET)
-               for run in creditcard):
+    if not any(
+        run.get("provenance", {})
+        .get("dataset_variant", CREDITCARD_SUBSET)
+        .startswith(CREDITCARD_SUBSET)
+        for run in creditcard
+    ):
         return results.profile
     label = f"{results.profile} settings on the Creditcard subset"
-    return label if len(creditcard) == len(results.runs) else f"{results.profile} (Creditcard panels: {label})"
+    return (
+        label
+        if len(creditcard) == len(results.runs)
+        else f"{results.profile} (Creditcard panels: {label})"
+    )
 
 
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")

@@ -32,10 +32,22 @@ if TYPE_CHECKING:
     from uldp.secure.protocol import Server, Silo
     from uldp.secure.session import SecureAggregator, SecureSession
 
-__all__ = ["ProtocolConfig", "ProtocolParameters", "SecureAggregator", "SecureSession", "Server", "Silo"]
+__all__ = [
+    "ProtocolConfig",
+    "ProtocolParameters",
+    "SecureAggregator",
+    "SecureSession",
+    "Server",
+    "Silo",
+]
 
 #: Names imported when first used: they need the ``secure`` extra (phe, gmpy2, cryptography), the parameters do not.
-_LAZY = {"Server": "protocol", "Silo": "protocol", "SecureAggregator": "session", "SecureSession": "session"}
+_LAZY = {
+    "Server": "protocol",
+    "Silo": "protocol",
+    "SecureAggregator": "session",
+    "SecureSession": "session",
+}
 
 
 def __getattr__(name: str) -> Any:

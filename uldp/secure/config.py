@@ -61,7 +61,11 @@ def check_key_bits(key_bits: int, *, insecure_test_key: bool = False) -> int:
     if key_bits < floor:
         raise ValueError(
             f"Paillier keys of {key_bits} bits are insecure; use at least {MIN_KEY_BITS} (default {DEFAULT_KEY_BITS})"
-            + ("" if insecure_test_key else "; smaller keys are only for tests (insecure_test_key=True)")
+            + (
+                ""
+                if insecure_test_key
+                else "; smaller keys are only for tests (insecure_test_key=True)"
+            )
         )
     return key_bits
 
@@ -94,14 +98,19 @@ class ProtocolParameters:
 
     def __post_init__(self) -> None:
         if not isinstance(self.insecure_test_key, bool):
-            raise ValueError(f"insecure_test_key must be true or false, got {self.insecure_test_key!r}")
+            raise ValueError(
+                f"insecure_test_key must be true or false, got {self.insecure_test_key!r}"
+            )
         check_key_bits(self.key_bits, insecure_test_key=self.insecure_test_key)
         check_integer("key_bits", self.key_bits, maximum=MAX_KEY_BITS)
         check_number("precision", self.precision, above=0, below=1)
         # lcm(1..N) >= 2^N (N >= 7): a larger N_max could never pass Theorem 4's no-wrap-around check, and C_LCM's
         # computation grows quadratically with it
-        check_integer("n_max (below key_bits: C_LCM = lcm(1..N_max) must stay below the modulus)", self.n_max,
-                      maximum=self.key_bits - 1)
+        check_integer(
+            "n_max (below key_bits: C_LCM = lcm(1..N_max) must stay below the modulus)",
+            self.n_max,
+            maximum=self.key_bits - 1,
+        )
         check_integer("processes", self.processes)
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {list(BACKENDS)}, got {self.backend!r}")
@@ -117,7 +126,9 @@ class ProtocolParameters:
             return values
         allowed = sorted(f.name for f in fields(cls))
         if not isinstance(values, Mapping) or set(values) - set(allowed):
-            raise ValueError(f"'protocol' must be an object with fields among {allowed}, got {values!r:.200}")
+            raise ValueError(
+                f"'protocol' must be an object with fields among {allowed}, got {values!r:.200}"
+            )
         return cls(**values)
 
 
@@ -153,13 +164,21 @@ class ProtocolConfig:
         if self.noise_bound is not None:
             check_number("noise_bound", self.noise_bound, at_least=0, finite=True)
         if not isinstance(self.parameters, ProtocolParameters):
-            raise ValueError(f"parameters must be a ProtocolParameters, got {type(self.parameters).__name__}")
+            raise ValueError(
+                f"parameters must be a ProtocolParameters, got {type(self.parameters).__name__}"
+            )
         if self.packed:
-            _ = self.packed_layout  # raises ValueError when the slots or the rescale blind do not fit the key
+            _ = (
+                self.packed_layout
+            )  # raises ValueError when the slots or the rescale blind do not fit the key
             return
         if self.lattice:
-            packing.rescale_blind_bits(key_bits=self.parameters.key_bits, n_max=self.parameters.n_max)
-            _ = self.lattice_layout  # raises ValueError when the flooded noise does not fit 128-bit parameters
+            packing.rescale_blind_bits(
+                key_bits=self.parameters.key_bits, n_max=self.parameters.n_max
+            )
+            _ = (
+                self.lattice_layout
+            )  # raises ValueError when the flooded noise does not fit 128-bit parameters
             return
         encoding.check_no_wraparound(
             key_bits=self.parameters.key_bits,
@@ -172,12 +191,24 @@ class ProtocolConfig:
         )
 
     @classmethod
-    def for_training(cls, n_silos: int, n_users: int, *, clip: float, sigma: float,
-                     parameters: ProtocolParameters) -> ProtocolConfig:
+    def for_training(
+        cls,
+        n_silos: int,
+        n_users: int,
+        *,
+        clip: float,
+        sigma: float,
+        parameters: ProtocolParameters,
+    ) -> ProtocolConfig:
         """The session of a training run with clipping bound C and noise multiplier sigma (Algorithm 3): C with
         :data:`CLIP_HEADROOM` bounds the deltas, sigma C / sqrt(|S|) Gaussian noise (a 2^-128 tail) the noise."""
-        return cls(n_silos=n_silos, n_users=n_users, clip=clip * (1 + CLIP_HEADROOM), sigma=sigma,
-                   parameters=parameters)
+        return cls(
+            n_silos=n_silos,
+            n_users=n_users,
+            clip=clip * (1 + CLIP_HEADROOM),
+            sigma=sigma,
+            parameters=parameters,
+        )
 
     @property
     def packed(self) -> bool:
@@ -197,9 +228,16 @@ class ProtocolConfig:
     @property
     def weight_bits(self) -> int:
         """g of the rescaled fixed-point weights (packed and lattice backends)."""
-        f = packing.resolution_bits(self.parameters.precision, n_users=self.n_users, n_silos=self.n_silos)
-        return packing.weight_bits(self.parameters.precision, n_users=self.n_users, n_max=self.parameters.n_max,
-                                   delta_bound=self.clip, resolution=f)
+        f = packing.resolution_bits(
+            self.parameters.precision, n_users=self.n_users, n_silos=self.n_silos
+        )
+        return packing.weight_bits(
+            self.parameters.precision,
+            n_users=self.n_users,
+            n_max=self.parameters.n_max,
+            delta_bound=self.clip,
+            resolution=f,
+        )
 
     @property
     def lattice_layout(self) -> Any:
@@ -211,8 +249,12 @@ class ProtocolConfig:
         from uldp.secure import lattice
 
         return lattice.layout_for(
-            precision=self.parameters.precision, n_users=self.n_users, n_silos=self.n_silos,
-            n_max=self.parameters.n_max, delta_bound=self.clip, noise_bound=self.effective_noise_bound,
+            precision=self.parameters.precision,
+            n_users=self.n_users,
+            n_silos=self.n_silos,
+            n_max=self.parameters.n_max,
+            delta_bound=self.clip,
+            noise_bound=self.effective_noise_bound,
         )
 
     @property
@@ -223,8 +265,12 @@ class ProtocolConfig:
             ValueError: if the slots or the rescale blind do not fit the key.
         """
         return packing.layout_for(
-            key_bits=self.parameters.key_bits, precision=self.parameters.precision, n_users=self.n_users,
-            n_silos=self.n_silos, n_max=self.parameters.n_max, delta_bound=self.clip,
+            key_bits=self.parameters.key_bits,
+            precision=self.parameters.precision,
+            n_users=self.n_users,
+            n_silos=self.n_silos,
+            n_max=self.parameters.n_max,
+            delta_bound=self.clip,
             noise_bound=self.effective_noise_bound,
         )
 
@@ -233,7 +279,9 @@ class ProtocolConfig:
         """Fractional bits f of the encoding: (|U| + |S|) 2^-f / 2 <= P (P / 2 for the packed backend, whose
         fixed-point weights take the other half)."""
         if self.rescales:
-            return packing.resolution_bits(self.parameters.precision, n_users=self.n_users, n_silos=self.n_silos)
+            return packing.resolution_bits(
+                self.parameters.precision, n_users=self.n_users, n_silos=self.n_silos
+            )
         return encoding.resolution_bits_for(self.parameters.precision, self.n_users + self.n_silos)
 
     @property

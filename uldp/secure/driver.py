@@ -95,8 +95,11 @@ class ServerDriver:
         server: The :class:`~uldp.secure.protocol.Server` role (the Paillier key holder).
     """
 
-    def __init__(self, config: ProtocolConfig,
-                 exchange: Callable[[str, int, dict[int, Payloads]], Mapping[int, Payloads]]) -> None:
+    def __init__(
+        self,
+        config: ProtocolConfig,
+        exchange: Callable[[str, int, dict[int, Payloads]], Mapping[int, Payloads]],
+    ) -> None:
         self.config = config
         self._exchange = exchange
         self.server = Server(config)
@@ -109,12 +112,17 @@ class ServerDriver:
         """The silo numbers 0 .. |S| - 1."""
         return range(self.config.n_silos)
 
-    def _ask(self, stage: str, round_index: int, payloads: dict[int, Payloads]) -> dict[int, Payloads]:
+    def _ask(
+        self, stage: str, round_index: int, payloads: dict[int, Payloads]
+    ) -> dict[int, Payloads]:
         answers = self._exchange(stage, round_index, payloads)
         missing = sorted(set(payloads) - set(answers))
         if missing:
-            raise ProtocolAbort(f"{stage}: no answer from silo(s) {missing}; every silo takes part or nothing is "
-                                f"decrypted", silo=missing[0])
+            raise ProtocolAbort(
+                f"{stage}: no answer from silo(s) {missing}; every silo takes part or nothing is "
+                f"decrypted",
+                silo=missing[0],
+            )
         return {s: tuple(answers[s]) for s in self.silos}
 
     def setup(self) -> None:
@@ -124,24 +132,35 @@ class ServerDriver:
             ProtocolAbort: a silo's answer is missing, malformed or fails the protocol's checks (the silo named).
         """
         if self._ready:
-            raise ProtocolAbort("Protocol 1's set-up has run already; start a new session for new keys")
+            raise ProtocolAbort(
+                "Protocol 1's set-up has run already; start a new session for new keys"
+            )
         public: Payloads = (self.server.public_key_message().to_bytes(),)
         if self.config.lattice:
             public += (self.server.lattice_keys_message().to_bytes(),)
         answers = self._ask(STAGE_KEY, 0, dict.fromkeys(self.silos, public))
         for silo, payloads in answers.items():
             if len(payloads) != 2:
-                raise ProtocolAbort(f"{STAGE_KEY}: silo {silo} sent {len(payloads)} payloads instead of its DH key and "
-                                    f"its ring-Pedersen parameters", silo=silo)
-        dh_keys = self._parse({s: p[:1] for s, p in answers.items()}, DhPublicKeyMessage, STAGE_KEY, one=True)
-        requests = self._parse({s: p[1:] for s, p in answers.items()}, RingPedersenMessage, STAGE_KEY, one=True)
+                raise ProtocolAbort(
+                    f"{STAGE_KEY}: silo {silo} sent {len(payloads)} payloads instead of its DH key and "
+                    f"its ring-Pedersen parameters",
+                    silo=silo,
+                )
+        dh_keys = self._parse(
+            {s: p[:1] for s, p in answers.items()}, DhPublicKeyMessage, STAGE_KEY, one=True
+        )
+        requests = self._parse(
+            {s: p[1:] for s, p in answers.items()}, RingPedersenMessage, STAGE_KEY, one=True
+        )
         directory = self.server.relay_dh_keys(dh_keys).to_bytes()
         proofs = {request.silo: self._prove(request) for request in requests}
         answers = self._ask(STAGE_DIRECTORY, 0, {s: (directory, proofs[s]) for s in self.silos})
         inbox = self.server.relay(self._parse(answers, SealedMessage, STAGE_DIRECTORY))
         answers = self._ask(STAGE_SEED, 0, {s: _to_bytes(inbox[s]) for s in self.silos})
         histograms = self._parse(answers, BlindedHistogramMessage, STAGE_SEED, one=True)
-        self.server.receive_histograms(histograms)  # a non-invertible sum of valid histograms: no silo to blame
+        self.server.receive_histograms(
+            histograms
+        )  # a non-invertible sum of valid histograms: no silo to blame
         self._ready = True
 
     def _prove(self, request: RingPedersenMessage) -> bytes:
@@ -149,8 +168,11 @@ class ServerDriver:
         try:
             return self.server.prove_modulus(request).to_bytes()
         except ValueError as error:
-            raise ProtocolAbort(f"{STAGE_KEY}: silo {request.silo} sent ring-Pedersen parameters the server cannot "
-                                f"prove against: {error}", silo=request.silo) from error
+            raise ProtocolAbort(
+                f"{STAGE_KEY}: silo {request.silo} sent ring-Pedersen parameters the server cannot "
+                f"prove against: {error}",
+                silo=request.silo,
+            ) from error
 
     def begin_round(self, round_index: int, sampled: np.ndarray) -> dict[int, Payloads]:
         """Steps 2(a)-(b)'s first half: encrypt the weights, collect and relay the silos' sealed weight powers.
@@ -166,11 +188,17 @@ class ServerDriver:
             ProtocolAbort: before the set-up, a round index not above the last one, or a silo's bad answer.
         """
         if not self._ready:
-            raise ProtocolAbort(f"round {round_index} before Protocol 1's set-up: call setup() first")
+            raise ProtocolAbort(
+                f"round {round_index} before Protocol 1's set-up: call setup() first"
+            )
         if self._round is not None and round_index <= self._round:
-            raise ProtocolAbort(f"round {round_index} after round {self._round}: each round index is used once, "
-                                f"in increasing order")
-        chosen = np.asarray(sampled, dtype=bool) & (np.array(self.server.blinded_totals, dtype=object) != 0)
+            raise ProtocolAbort(
+                f"round {round_index} after round {self._round}: each round index is used once, "
+                f"in increasing order"
+            )
+        chosen = np.asarray(sampled, dtype=bool) & (
+            np.array(self.server.blinded_totals, dtype=object) != 0
+        )
         self._weights = self.server.start_round(round_index, chosen).to_bytes()
         self._round = round_index
         answers = self._ask(STAGE_SHARES, round_index, dict.fromkeys(self.silos, (self._weights,)))
@@ -195,11 +223,16 @@ class ServerDriver:
             raise ProtocolAbort("no round was started: call begin_round first")
         missing = sorted(set(self.silos) - set(answers))
         if missing:
-            raise ProtocolAbort(f"{STAGE_UPDATE}: no masked update from silo(s) {missing}; nothing is decrypted",
-                                silo=missing[0])
+            raise ProtocolAbort(
+                f"{STAGE_UPDATE}: no masked update from silo(s) {missing}; nothing is decrypted",
+                silo=missing[0],
+            )
         kind: type[MaskedUpdateMessage | LatticeUpdateMessage] = (
-            LatticeUpdateMessage if self.config.lattice else MaskedUpdateMessage)
-        updates = self._parse({s: tuple(answers[s]) for s in self.silos}, kind, STAGE_UPDATE, one=True, size=size)
+            LatticeUpdateMessage if self.config.lattice else MaskedUpdateMessage
+        )
+        updates = self._parse(
+            {s: tuple(answers[s]) for s in self.silos}, kind, STAGE_UPDATE, one=True, size=size
+        )
         return self.server.finish_round(updates)
 
     def round(self, round_index: int, sampled: np.ndarray, size: int) -> np.ndarray:
@@ -207,8 +240,15 @@ class ServerDriver:
         payloads = self.begin_round(round_index, sampled)
         return self.finish_round(self._ask(STAGE_UPDATE, round_index, payloads), size)
 
-    def _parse(self, answers: Mapping[int, Payloads], kind: type[M], stage: str, *, one: bool = False,
-               size: int = 0) -> list[M]:
+    def _parse(
+        self,
+        answers: Mapping[int, Payloads],
+        kind: type[M],
+        stage: str,
+        *,
+        one: bool = False,
+        size: int = 0,
+    ) -> list[M]:
         """Every silo's messages of type ``kind``, each checked against the silo that sent it.
 
         Raises:
@@ -226,17 +266,24 @@ class ServerDriver:
                     self._check_sender(message, silo, size)
                     messages.append(message)
             except ValueError as error:
-                raise ProtocolAbort(f"{stage}: silo {silo} sent a bad {kind.__name__}: {error}", silo=silo) from error
+                raise ProtocolAbort(
+                    f"{stage}: silo {silo} sent a bad {kind.__name__}: {error}", silo=silo
+                ) from error
         return messages
 
     def _check_sender(self, message: Message, silo: int, size: int) -> None:
-        claimed = message.sender if isinstance(message, SealedMessage) else getattr(message, "silo", silo)
+        claimed = (
+            message.sender if isinstance(message, SealedMessage) else getattr(message, "silo", silo)
+        )
         if claimed != silo:
             raise ValueError(f"it claims to come from silo {claimed}")
-        if isinstance(message, SealedMessage) and not (0 <= message.recipient < self.config.n_silos
-                                                       and message.recipient != silo):
-            raise ValueError(f"it is addressed to silo {message.recipient} (another silo in "
-                             f"0..{self.config.n_silos - 1})")
+        if isinstance(message, SealedMessage) and not (
+            0 <= message.recipient < self.config.n_silos and message.recipient != silo
+        ):
+            raise ValueError(
+                f"it is addressed to silo {message.recipient} (another silo in "
+                f"0..{self.config.n_silos - 1})"
+            )
         if isinstance(message, BlindedHistogramMessage):
             self.server.check_histogram(message)
         if isinstance(message, MaskedUpdateMessage | LatticeUpdateMessage):
@@ -271,8 +318,16 @@ class SiloDriver:
             against which the server proves its modulus; None draws new ones.
     """
 
-    def __init__(self, silo_id: int, counts: np.ndarray, config: ProtocolConfig, *, role: Silo | None = None,
-                 progress: SiloProgress | None = None, verifier: Verifier | None = None) -> None:
+    def __init__(
+        self,
+        silo_id: int,
+        counts: np.ndarray,
+        config: ProtocolConfig,
+        *,
+        role: Silo | None = None,
+        progress: SiloProgress | None = None,
+        verifier: Verifier | None = None,
+    ) -> None:
         self.silo_id, self.config = silo_id, config
         self.role = role if role is not None else Silo(silo_id, counts, config, verifier=verifier)
         self.progress = progress or SiloProgress()
@@ -283,16 +338,27 @@ class SiloDriver:
         if done < len(SETUP_STAGES):
             return SETUP_STAGES[done]
         later = f"{STAGE_SHARES} of a round after {self.progress.answered_round}"
-        return (f"{STAGE_UPDATE} of round {self.progress.shares_round} or {later}" if self.progress.shares_round
-                else later)
+        return (
+            f"{STAGE_UPDATE} of round {self.progress.shares_round} or {later}"
+            if self.progress.shares_round
+            else later
+        )
 
     def _refuse(self, stage: str, round_index: int) -> ProtocolAbort:
-        return ProtocolAbort(f"silo {self.silo_id} refuses {stage} of round {round_index}: it expects "
-                             f"{self.expected()} (Protocol 1's stages run in order, each round index at most once)",
-                             silo=self.silo_id)
+        return ProtocolAbort(
+            f"silo {self.silo_id} refuses {stage} of round {round_index}: it expects "
+            f"{self.expected()} (Protocol 1's stages run in order, each round index at most once)",
+            silo=self.silo_id,
+        )
 
-    def answer(self, stage: str, round_index: int, payloads: Payloads, *,
-               inputs: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None) -> Payloads:
+    def answer(
+        self,
+        stage: str,
+        round_index: int,
+        payloads: Payloads,
+        *,
+        inputs: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None,
+    ) -> Payloads:
         """This silo's answer to one stage's message.
 
         Args:
@@ -317,13 +383,17 @@ class SiloDriver:
             self.progress = replace(progress, setup_done=progress.setup_done + 1)
             return answer
         if stage not in ROUND_STAGES:
-            raise ProtocolAbort(f"unknown Protocol 1 stage {stage!r}; the stages are {STAGES}", silo=self.silo_id)
+            raise ProtocolAbort(
+                f"unknown Protocol 1 stage {stage!r}; the stages are {STAGES}", silo=self.silo_id
+            )
         if progress.setup_done < len(SETUP_STAGES):
             raise self._refuse(stage, round_index)
         if stage == STAGE_SHARES:
             if round_index <= progress.answered_round:
                 raise self._refuse(stage, round_index)
-            shares = self.role.share_weight_powers(_one(payloads, EncryptedWeightsMessage, round_index))
+            shares = self.role.share_weight_powers(
+                _one(payloads, EncryptedWeightsMessage, round_index)
+            )
             self.progress = replace(progress, shares_round=round_index)
             return _to_bytes(shares)
         if round_index != progress.shares_round or not progress.shares_round:
@@ -331,9 +401,13 @@ class SiloDriver:
         if inputs is None:
             raise ValueError(f"{STAGE_UPDATE} needs the silo's clipped deltas and noise (inputs)")
         if not payloads:
-            raise ValueError(f"{STAGE_UPDATE} carries the round's encrypted weights and the relayed shares")
+            raise ValueError(
+                f"{STAGE_UPDATE} carries the round's encrypted weights and the relayed shares"
+            )
         weights = _one(payloads[:1], EncryptedWeightsMessage, round_index)
-        shared = [parse_message(p) for p in payloads[1:]]  # sealed shares, or the packed backend's weights
+        shared = [
+            parse_message(p) for p in payloads[1:]
+        ]  # sealed shares, or the packed backend's weights
         # Spent before the update is computed: whatever happens next, this round index is never answered again.
         self.progress = replace(progress, shares_round=0, answered_round=round_index)
         deltas, noise = inputs()
@@ -344,19 +418,25 @@ class SiloDriver:
         if stage == STAGE_KEY:
             if self.config.lattice:  # the Paillier key, then the BFV keys
                 if len(payloads) != 2:
-                    raise ValueError(f"{STAGE_KEY} of the lattice backend carries the Paillier and the BFV keys")
+                    raise ValueError(
+                        f"{STAGE_KEY} of the lattice backend carries the Paillier and the BFV keys"
+                    )
                 self.role.receive_lattice_keys(_one(payloads[1:], LatticeKeysMessage))
                 payloads = payloads[:1]
             return _to_bytes(self.role.receive_public_key(_one(payloads, PublicKeyMessage)))
         if stage == STAGE_DIRECTORY:
             if len(payloads) != 2:
-                raise ValueError(f"{STAGE_DIRECTORY} carries the DH directory and the modulus proof, got "
-                                 f"{len(payloads)} payloads")
+                raise ValueError(
+                    f"{STAGE_DIRECTORY} carries the DH directory and the modulus proof, got "
+                    f"{len(payloads)} payloads"
+                )
             try:  # beyond the paper: the modulus is used only once its proof passed
                 self.role.accept_modulus(ModulusProofMessage.from_bytes(payloads[1]))
             except ValueError as error:
-                raise ProtocolAbort(f"silo {self.silo_id} refuses the server's Paillier key: {error}",
-                                    silo=self.silo_id) from error
+                raise ProtocolAbort(
+                    f"silo {self.silo_id} refuses the server's Paillier key: {error}",
+                    silo=self.silo_id,
+                ) from error
             return _to_bytes(self.role.receive_dh_directory(_one(payloads[:1], DhDirectoryMessage)))
         self.role.receive_seed([SealedMessage.from_bytes(p) for p in payloads])
         return (self.role.blinded_histogram().to_bytes(),)
@@ -369,7 +449,9 @@ def _one(payloads: Payloads, kind: type[M], round_index: int | None = None) -> M
     message = kind.from_bytes(payloads[0])
     claimed = getattr(message, "round_index", round_index)
     if round_index is not None and claimed != round_index:
-        raise ValueError(f"{kind.__name__} is for round {claimed}, the message's round is {round_index}")
+        raise ValueError(
+            f"{kind.__name__} is for round {claimed}, the message's round is {round_index}"
+        )
     return message
 
 

@@ -97,7 +97,9 @@ def encode(values: Iterable[float] | np.ndarray, *, resolution_bits: int) -> np.
     """
     array = np.asarray(values, dtype=np.float64)
     if not np.all(np.isfinite(array)):
-        raise ValueError("cannot encode NaN or infinite values; check the model deltas and the noise")
+        raise ValueError(
+            "cannot encode NaN or infinite values; check the model deltas and the noise"
+        )
     scaled = np.rint(np.ldexp(array, resolution_bits))  # ldexp by a power of two is exact
     if scaled.size and np.max(np.abs(scaled)) >= MAX_ENCODED_MAGNITUDE:
         raise ValueError(
@@ -130,7 +132,9 @@ def decode(value: int, *, resolution_bits: int, c_lcm: int, modulus: int) -> flo
         ValueError: if value is outside [0, n).
     """
     if not 0 <= value < modulus:
-        raise ValueError(f"decode expects an element of Z_n in [0, n), got a value of {int(value).bit_length()} bits")
+        raise ValueError(
+            f"decode expects an element of Z_n in [0, n), got a value of {int(value).bit_length()} bits"
+        )
     signed = value - modulus if value > modulus // 2 else value
     return float(Fraction(int(signed), int(c_lcm) << resolution_bits))
 
@@ -169,7 +173,13 @@ def check_counts(counts: np.ndarray, *, n_max: int) -> np.ndarray:
 
 
 def aggregate_magnitude_bound(
-    *, c_lcm: int, resolution_bits: int, delta_bound: float, noise_bound: float, n_users: int, n_silos: int
+    *,
+    c_lcm: int,
+    resolution_bits: int,
+    delta_bound: float,
+    noise_bound: float,
+    n_users: int,
+    n_silos: int,
 ) -> int:
     """Upper bound on |sum_s (sum_u E_su n_su C_LCM / N_u + Z_s C_LCM)| for one coordinate (Theorem 4, cond. 2).
 

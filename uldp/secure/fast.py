@@ -52,7 +52,9 @@ def raise_to(ciphertext: int, exponent: int, n_square: int) -> gmpy2.mpz:
     return gmpy2.powmod(gmpy2.mpz(ciphertext), gmpy2.mpz(exponent), gmpy2.mpz(n_square))
 
 
-def _raise_chunk(ciphertexts: Sequence[int], exponents: Sequence[int], n_square: int) -> list[gmpy2.mpz]:
+def _raise_chunk(
+    ciphertexts: Sequence[int], exponents: Sequence[int], n_square: int
+) -> list[gmpy2.mpz]:
     return [raise_to(c, e, n_square) for c, e in zip(ciphertexts, exponents, strict=True)]
 
 
@@ -65,13 +67,22 @@ def raise_each(
         ValueError: if ``ciphertexts`` and ``exponents`` differ in length.
     """
     if len(ciphertexts) != len(exponents):
-        raise ValueError(f"got {len(ciphertexts)} ciphertexts but {len(exponents)} exponents; they must pair up")
-    chunks = [c.tolist() for c in np.array_split(np.arange(len(ciphertexts)), max(1, processes)) if c.size]
+        raise ValueError(
+            f"got {len(ciphertexts)} ciphertexts but {len(exponents)} exponents; they must pair up"
+        )
+    chunks = [
+        c.tolist() for c in np.array_split(np.arange(len(ciphertexts)), max(1, processes)) if c.size
+    ]
     if len(chunks) <= 1:
         return _raise_chunk(ciphertexts, exponents, n_square)
     pool = _pool(len(chunks))
     futures = [
-        pool.submit(_raise_chunk, [int(ciphertexts[i]) for i in chunk], [int(exponents[i]) for i in chunk], n_square)
+        pool.submit(
+            _raise_chunk,
+            [int(ciphertexts[i]) for i in chunk],
+            [int(exponents[i]) for i in chunk],
+            n_square,
+        )
         for chunk in chunks
     ]
     return [power for future in futures for power in future.result()]
@@ -84,7 +95,9 @@ def _pool(workers: int) -> ProcessPoolExecutor:
     """A pool of ``workers`` forked processes, started on first use and kept for later calls (no fork per call)."""
     pool = _POOLS.get(workers)
     if pool is None or getattr(pool, "_broken", False):
-        pool = _POOLS[workers] = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+        pool = _POOLS[workers] = ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("fork")
+        )
     return pool
 
 
@@ -133,14 +146,20 @@ def _signed_tables(base: gmpy2.mpz, digits: np.ndarray, modulus: gmpy2.mpz) -> t
     return positive, negative
 
 
-def _multiply_in(accumulator: list, digits: np.ndarray, positive: list, negative: list, modulus: gmpy2.mpz) -> None:
+def _multiply_in(
+    accumulator: list, digits: np.ndarray, positive: list, negative: list, modulus: gmpy2.mpz
+) -> None:
     """``accumulator[j] *= base^digits[j]`` from the signed tables, for the non-zero digits."""
     nonzero = np.flatnonzero(digits)
     for j, digit in zip(nonzero.tolist(), digits[nonzero].tolist(), strict=True):
-        accumulator[j] = accumulator[j] * (positive[digit] if digit > 0 else negative[-digit]) % modulus
+        accumulator[j] = (
+            accumulator[j] * (positive[digit] if digit > 0 else negative[-digit]) % modulus
+        )
 
 
-def _comb_partial_gmpy2(bases: Sequence[int], exponents: np.ndarray, n_square: int, window: int) -> list[gmpy2.mpz]:
+def _comb_partial_gmpy2(
+    bases: Sequence[int], exponents: np.ndarray, n_square: int, window: int
+) -> list[gmpy2.mpz]:
     """Fixed-base comb: per base and digit position a table of ``base^(+-k 2^(w i))`` shared by all outputs, so an
     output costs one multiplication per base and non-zero digit and no squaring (best for many outputs)."""
     modulus = gmpy2.mpz(n_square)
@@ -151,7 +170,9 @@ def _comb_partial_gmpy2(bases: Sequence[int], exponents: np.ndarray, n_square: i
         for position, digit_row in enumerate(digits):
             if position:
                 power = gmpy2.powmod(power, 1 << window, modulus)
-            _multiply_in(accumulator, digit_row, *_signed_tables(power, digit_row, modulus), modulus)
+            _multiply_in(
+                accumulator, digit_row, *_signed_tables(power, digit_row, modulus), modulus
+            )
     return accumulator
 
 
@@ -160,7 +181,9 @@ def _limbs(value: int, count: int) -> np.ndarray:
     return np.frombuffer(int(value).to_bytes(8 * count, "little"), dtype="<u8").copy()
 
 
-def _comb_partial_c(bases: Sequence[int], exponents: np.ndarray, n_square: int, window: int) -> list[gmpy2.mpz]:
+def _comb_partial_c(
+    bases: Sequence[int], exponents: np.ndarray, n_square: int, window: int
+) -> list[gmpy2.mpz]:
     """The comb of :func:`_comb_partial_gmpy2` with its loops in C (:mod:`uldp.secure._comb`): the same products.
 
     The accumulators live in one uint64 array [d, L] in Montgomery form (x 2^(64 L) mod n^2, L = limbs of n^2);
@@ -171,7 +194,9 @@ def _comb_partial_c(bases: Sequence[int], exponents: np.ndarray, n_square: int, 
         RuntimeError: if the extension is not built.
     """
     if _comb is None:
-        raise RuntimeError("uldp.secure._comb is not built (pip install -e . builds it); use _comb_partial_gmpy2")
+        raise RuntimeError(
+            "uldp.secure._comb is not built (pip install -e . builds it); use _comb_partial_gmpy2"
+        )
     modulus = _odd_modulus(n_square)
     count = -(-modulus.bit_length() // 64)
     shift = 64 * count  # R = 2^shift
@@ -186,19 +211,30 @@ def _comb_partial_c(bases: Sequence[int], exponents: np.ndarray, n_square: int, 
             base = gmpy2.mpz(base) % modulus
             inverse = gmpy2.invert(base, modulus) if min(d.min() for d in digits) < 0 else _ONE
             _comb.multiply_in_base(
-                accumulators, np.stack(digits).astype(np.int32), _limbs((base << shift) % modulus, count),
-                _limbs((inverse << shift) % modulus, count), modulus_limbs, inverse_limbs, window,
+                accumulators,
+                np.stack(digits).astype(np.int32),
+                _limbs((base << shift) % modulus, count),
+                _limbs((inverse << shift) % modulus, count),
+                modulus_limbs,
+                inverse_limbs,
+                window,
             )
         _comb.from_montgomery(accumulators, modulus_limbs, inverse_limbs)
     raw, width = accumulators.tobytes(), 8 * count
-    return [gmpy2.mpz(int.from_bytes(raw[k:k + width], "little")) for k in range(0, len(raw), width)]
+    return [
+        gmpy2.mpz(int.from_bytes(raw[k : k + width], "little")) for k in range(0, len(raw), width)
+    ]
 
 
 def _odd_modulus(n_square: int) -> gmpy2.mpz:
     """``n_square`` as an mpz after checking that it is odd and >= 3 (a Paillier n^2 is; Montgomery needs it)."""
     modulus = gmpy2.mpz(n_square)
     if modulus < 3 or modulus % 2 == 0:
-        shown = str(modulus) if modulus.bit_length() <= 64 else f"an even number of {modulus.bit_length()} bits"
+        shown = (
+            str(modulus)
+            if modulus.bit_length() <= 64
+            else f"an even number of {modulus.bit_length()} bits"
+        )
         raise ValueError(f"n_square must be an odd modulus >= 3 (a Paillier n^2), got {shown}")
     return modulus
 
@@ -215,22 +251,34 @@ def c_comb_available() -> bool:
     modulus = gmpy2.mpz(3) ** 3875  # odd, 6142 bits: 96 limbs like n^2 for 3072-bit keys
     bases = [2, gmpy2.mpz(5) ** 2640 + 1]  # units modulo 3^k
     exponents = np.array([[5, -7, 0, 2**40 - 3], [-1, 300, 2**35, -(2**39)]], dtype=np.int64)
-    return _comb_partial_c(bases, exponents, modulus, 4) == _comb_partial_gmpy2(bases, exponents, modulus, 4)
+    return _comb_partial_c(bases, exponents, modulus, 4) == _comb_partial_gmpy2(
+        bases, exponents, modulus, 4
+    )
 
 
-def _comb_partial(bases: Sequence[int], exponents: np.ndarray, n_square: int, window: int) -> list[gmpy2.mpz]:
+def _comb_partial(
+    bases: Sequence[int], exponents: np.ndarray, n_square: int, window: int
+) -> list[gmpy2.mpz]:
     """Fixed-base comb (:func:`_comb_partial_gmpy2`), in C when the extension is built and checked."""
     partial = _comb_partial_c if c_comb_available() else _comb_partial_gmpy2
     return partial(bases, exponents, n_square, window)
 
 
-def _straus_partial(bases: Sequence[int], exponents: np.ndarray, n_square: int, window: int) -> list[gmpy2.mpz]:
+def _straus_partial(
+    bases: Sequence[int], exponents: np.ndarray, n_square: int, window: int
+) -> list[gmpy2.mpz]:
     """Interleaved (Straus) multi-exponentiation: one table of ``base^(+-k)`` per base, and per output one chain of
     squarings shared by all bases, most significant digit first (best for few outputs)."""
     modulus = gmpy2.mpz(n_square)
     digits = signed_digits(exponents, window)
-    tables = [_signed_tables(gmpy2.mpz(base), np.stack([d[u] for d in digits]) if digits else np.zeros(0, np.int64),
-                             modulus) for u, base in enumerate(bases)]
+    tables = [
+        _signed_tables(
+            gmpy2.mpz(base),
+            np.stack([d[u] for d in digits]) if digits else np.zeros(0, np.int64),
+            modulus,
+        )
+        for u, base in enumerate(bases)
+    ]
     accumulator = [_ONE] * exponents.shape[1]
     for step, position in enumerate(reversed(digits)):
         if step:
@@ -243,7 +291,9 @@ def _straus_partial(bases: Sequence[int], exponents: np.ndarray, n_square: int, 
 _STRATEGIES = {"comb": _comb_partial, "straus": _straus_partial}
 
 
-def multiplication_count(strategy: str, n_bases: int, n_outputs: int, exponent_bits: int, window: int) -> float:
+def multiplication_count(
+    strategy: str, n_bases: int, n_outputs: int, exponent_bits: int, window: int
+) -> float:
     """Modular multiplications (and squarings) of a strategy: table building, lookups and squaring chains.
 
     Per base and digit position the comb builds a table of about 2^w entries and moves on with w squarings; Straus
@@ -260,7 +310,12 @@ def multiplication_count(strategy: str, n_bases: int, n_outputs: int, exponent_b
 
 
 def choose_plan(
-    n_bases: int, n_outputs: int, exponent_bits: int, *, strategy: str | None = None, window: int | None = None
+    n_bases: int,
+    n_outputs: int,
+    exponent_bits: int,
+    *,
+    strategy: str | None = None,
+    window: int | None = None,
 ) -> tuple[str, int]:
     """The strategy (``"comb"`` or ``"straus"``) and digit width w with the fewest modular multiplications.
 
@@ -276,7 +331,10 @@ def choose_plan(
         for name in ([strategy] if strategy else _STRATEGIES)
         for width in ([window] if window else range(2, 17))
     ]
-    return min(plans, key=lambda plan: multiplication_count(plan[0], n_bases, n_outputs, exponent_bits, plan[1]))
+    return min(
+        plans,
+        key=lambda plan: multiplication_count(plan[0], n_bases, n_outputs, exponent_bits, plan[1]),
+    )
 
 
 def weighted_ciphertext_sum(
@@ -316,7 +374,11 @@ def weighted_ciphertext_sum(
     _odd_modulus(n_square)
     if strategy is not None and strategy not in _STRATEGIES:
         raise ValueError(f"strategy must be one of {sorted(_STRATEGIES)}, got {strategy!r}")
-    groups = [g for g in np.array_split(np.arange(len(bases)), min(processes, max(1, len(bases)))) if g.size]
+    groups = [
+        g
+        for g in np.array_split(np.arange(len(bases)), min(processes, max(1, len(bases))))
+        if g.size
+    ]
     bits = int(np.abs(exponents).max(initial=0)).bit_length()
     strategy, window = choose_plan(
         len(groups[0]) if groups else 1, exponents.shape[1], bits, strategy=strategy, window=window
@@ -325,7 +387,10 @@ def weighted_ciphertext_sum(
     if len(groups) <= 1:
         return partial_sum(list(bases), exponents, n_square, window)
     pool = _pool(len(groups))
-    futures = [pool.submit(partial_sum, [int(bases[u]) for u in g], exponents[g], n_square, window) for g in groups]
+    futures = [
+        pool.submit(partial_sum, [int(bases[u]) for u in g], exponents[g], n_square, window)
+        for g in groups
+    ]
     partials = [future.result() for future in futures]
     modulus = gmpy2.mpz(n_square)
     total = partials[0]
@@ -366,12 +431,16 @@ def pack_ciphertexts(
     check_integer("slots", slots)
     check_integer("slot_bits", slot_bits)
     check_integer("processes", processes)
-    groups = [list(ciphertexts[i:i + slots]) for i in range(0, len(ciphertexts), slots)]
+    groups = [list(ciphertexts[i : i + slots]) for i in range(0, len(ciphertexts), slots)]
     chunks = [c.tolist() for c in np.array_split(np.arange(len(groups)), processes) if c.size]
     if len(chunks) <= 1:
         return _pack_chunk(groups, slot_bits, n_square)
-    futures = [_pool(len(chunks)).submit(_pack_chunk, [[int(c) for c in groups[i]] for i in chunk], slot_bits,
-                                         n_square) for chunk in chunks]
+    futures = [
+        _pool(len(chunks)).submit(
+            _pack_chunk, [[int(c) for c in groups[i]] for i in chunk], slot_bits, n_square
+        )
+        for chunk in chunks
+    ]
     return [packed for future in futures for packed in future.result()]
 
 
@@ -412,7 +481,9 @@ def crt_encrypt(private_key, plaintexts: Sequence[int], *, processes: int = 1) -
     chunks = [c.tolist() for c in np.array_split(np.arange(len(values)), processes) if c.size]
     if len(chunks) <= 1:
         return _encrypt_chunk(key, values)
-    parts = _pool(len(chunks)).map(_encrypt_chunk, [key] * len(chunks), [[values[i] for i in c] for c in chunks])
+    parts = _pool(len(chunks)).map(
+        _encrypt_chunk, [key] * len(chunks), [[values[i] for i in c] for c in chunks]
+    )
     return [c for part in parts for c in part]
 
 
@@ -442,8 +513,22 @@ def crt_decrypt(private_key, ciphertexts: Sequence[int], *, processes: int = 1) 
     Returns:
         The plaintexts in [0, n).
     """
-    key = (int(private_key.p), int(private_key.q), int(private_key.hp), int(private_key.hq), int(private_key.p_inverse))
-    chunks = [c.tolist() for c in np.array_split(np.array(list(ciphertexts), dtype=object), processes) if c.size]
+    key = (
+        int(private_key.p),
+        int(private_key.q),
+        int(private_key.hp),
+        int(private_key.hq),
+        int(private_key.p_inverse),
+    )
+    chunks = [
+        c.tolist()
+        for c in np.array_split(np.array(list(ciphertexts), dtype=object), processes)
+        if c.size
+    ]
     if len(chunks) <= 1:
         return _decrypt_chunk(key, list(ciphertexts))
-    return [m for part in _pool(len(chunks)).map(_decrypt_chunk, [key] * len(chunks), chunks) for m in part]
+    return [
+        m
+        for part in _pool(len(chunks)).map(_decrypt_chunk, [key] * len(chunks), chunks)
+        for m in part
+    ]

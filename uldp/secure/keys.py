@@ -29,7 +29,11 @@ from uldp.secure.modulus_proof import blum_paillier_keypair
 if TYPE_CHECKING:
     from phe import paillier
 
-__all__ = ["DEFAULT_KEY_BITS", "MIN_KEY_BITS", "check_key_bits"]  # re-exported: the key-size rule lives in config
+__all__ = [
+    "DEFAULT_KEY_BITS",
+    "MIN_KEY_BITS",
+    "check_key_bits",
+]  # re-exported: the key-size rule lives in config
 
 AEAD_NONCE_BYTES = 12
 X25519_PUBLIC_BYTES = 32
@@ -57,7 +61,9 @@ def generate_paillier_keypair(
 
 def session_id(modulus: int) -> bytes:
     """A 32-byte identifier of the protocol session: SHA-256 of the Paillier modulus (binds derived keys to it)."""
-    return hashlib.sha256(b"uldp/session/" + int(modulus).to_bytes((modulus.bit_length() + 7) // 8, "big")).digest()
+    return hashlib.sha256(
+        b"uldp/session/" + int(modulus).to_bytes((modulus.bit_length() + 7) // 8, "big")
+    ).digest()
 
 
 @dataclass(frozen=True)
@@ -105,7 +111,9 @@ def derive_pairwise_keys(
 
 def derive_key(secret: bytes, *, label: bytes) -> bytes:
     """HKDF-SHA256 of a shared secret (e.g. the seed R) to a 32-byte key for one purpose ``label``."""
-    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=b"uldp/" + label).derive(secret)
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=b"uldp/" + label).derive(
+        secret
+    )
 
 
 def seal(key: bytes, plaintext: bytes, *, associated_data: bytes) -> tuple[bytes, bytes]:
@@ -125,4 +133,6 @@ def open_sealed(key: bytes, nonce: bytes, ciphertext: bytes, *, associated_data:
     try:
         return ChaCha20Poly1305(key).decrypt(nonce, ciphertext, associated_data)
     except InvalidTag as error:
-        raise ValueError("sealed message failed authentication (tampered, mis-routed or wrong key)") from error
+        raise ValueError(
+            "sealed message failed authentication (tampered, mis-routed or wrong key)"
+        ) from error

@@ -117,7 +117,9 @@ def _seal() -> Any:
     try:
         import tenseal.sealapi as sealapi
     except ImportError as error:  # pragma: no cover - depends on the environment
-        raise ImportError("the lattice backend needs tenseal: pip install 'uldp[lattice]'") from error
+        raise ImportError(
+            "the lattice backend needs tenseal: pip install 'uldp[lattice]'"
+        ) from error
     return sealapi
 
 
@@ -169,12 +171,21 @@ def noise_bits(*, n_users: int, weight_bits: int, plain_bits: int = PLAIN_PRIME_
     fresh public-key Enc(0) (``<= 2 N E + E``): at most ``|U| (N t E + t 2^(g+1)) + t + 3 N E``.
     """
     degree_bits = int(math.log2(RING_DEGREE))
-    per_user = max(degree_bits + math.ceil(math.log2(ERROR_BOUND)), weight_bits + 1) + plain_bits + 1
+    per_user = (
+        max(degree_bits + math.ceil(math.log2(ERROR_BOUND)), weight_bits + 1) + plain_bits + 1
+    )
     return per_user + math.ceil(math.log2(max(n_users, 1))) + 1
 
 
-def layout_for(*, precision: float, n_users: int, n_silos: int, n_max: int, delta_bound: float,
-               noise_bound: float) -> LatticeLayout:
+def layout_for(
+    *,
+    precision: float,
+    n_users: int,
+    n_silos: int,
+    n_max: int,
+    delta_bound: float,
+    noise_bound: float,
+) -> LatticeLayout:
     """The lattice session's sizes, checked for exactness (within P) and correct decryption.
 
     The coefficient modulus is the fewest 60-bit primes (plus SEAL's special prime) whose product q leaves room for
@@ -191,13 +202,24 @@ def layout_for(*, precision: float, n_users: int, n_silos: int, n_max: int, delt
     """
     sealapi = _seal()
     f = packing.resolution_bits(precision, n_users=n_users, n_silos=n_silos)
-    g = packing.weight_bits(precision, n_users=n_users, n_max=n_max, delta_bound=delta_bound, resolution=f)
-    bound = packing.slot_bound(weight=g, resolution=f, delta_bound=delta_bound, noise_bound=noise_bound,
-                               n_users=n_users, n_silos=n_silos, n_max=n_max)
+    g = packing.weight_bits(
+        precision, n_users=n_users, n_max=n_max, delta_bound=delta_bound, resolution=f
+    )
+    bound = packing.slot_bound(
+        weight=g,
+        resolution=f,
+        delta_bound=delta_bound,
+        noise_bound=noise_bound,
+        n_users=n_users,
+        n_silos=n_silos,
+        n_max=n_max,
+    )
     primes = 1
     while (1 << ((PLAIN_PRIME_BITS - 1) * primes)) <= 2 * bound + 1:
         primes += 1
-    moduli = tuple(m.value() for m in sealapi.PlainModulus.Batching(RING_DEGREE, [PLAIN_PRIME_BITS] * primes))
+    moduli = tuple(
+        m.value() for m in sealapi.PlainModulus.Batching(RING_DEGREE, [PLAIN_PRIME_BITS] * primes)
+    )
     circuit = noise_bits(n_users=n_users, weight_bits=g)
     flood = circuit + STATISTICAL_BITS + int(math.log2(RING_DEGREE)) + CIPHERTEXT_BITS
     # |S| (F + noise) < 2^(flood + 1 + log|S|) must stay below Delta / 2 >= 2^(log2 q - PLAIN_PRIME_BITS - 2), and
@@ -205,18 +227,35 @@ def layout_for(*, precision: float, n_users: int, n_silos: int, n_max: int, delt
     needed = flood + 1 + math.ceil(math.log2(n_silos)) + PLAIN_PRIME_BITS + 2
     data_primes = -(-needed // (COEFFICIENT_PRIME_BITS - 1))
     if data_primes + 1 > MAX_COEFFICIENT_PRIMES:
-        raise ValueError(f"the lattice backend needs a {needed}-bit q for {n_users} users and {n_silos} silos "
-                         f"(flood 2^{flood}) but 128-bit security allows {MAX_COEFFICIENT_PRIMES - 1} data primes "
-                         f"of {COEFFICIENT_PRIME_BITS} bits; use fewer users per session or a coarser precision")
-    layout = packing.PackedLayout(weight_bits=g, resolution_bits=f, slot_bits=(2 * bound + 1).bit_length(), slots=1)
-    return LatticeLayout(packed=layout, slot_bound=bound, plain_moduli=moduli,
-                         coefficient_bits=(COEFFICIENT_PRIME_BITS,) * (data_primes + 1), flood_bits=flood,
-                         n_users=n_users, n_silos=n_silos, n_max=n_max, clip=delta_bound, noise_bound=noise_bound)
+        raise ValueError(
+            f"the lattice backend needs a {needed}-bit q for {n_users} users and {n_silos} silos "
+            f"(flood 2^{flood}) but 128-bit security allows {MAX_COEFFICIENT_PRIMES - 1} data primes "
+            f"of {COEFFICIENT_PRIME_BITS} bits; use fewer users per session or a coarser precision"
+        )
+    layout = packing.PackedLayout(
+        weight_bits=g, resolution_bits=f, slot_bits=(2 * bound + 1).bit_length(), slots=1
+    )
+    return LatticeLayout(
+        packed=layout,
+        slot_bound=bound,
+        plain_moduli=moduli,
+        coefficient_bits=(COEFFICIENT_PRIME_BITS,) * (data_primes + 1),
+        flood_bits=flood,
+        n_users=n_users,
+        n_silos=n_silos,
+        n_max=n_max,
+        clip=delta_bound,
+        noise_bound=noise_bound,
+    )
 
 
 def _scratch() -> str:
     """A RAM-backed directory for SEAL's path-based serialisation when there is one."""
-    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+    return (
+        "/dev/shm"
+        if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK)
+        else tempfile.gettempdir()
+    )
 
 
 def to_bytes(sealed_object: Any) -> bytes:
@@ -245,7 +284,9 @@ def public_key_bytes_bound(layout: LatticeLayout) -> int:
     return 2 * RING_DEGREE * len(layout.coefficient_bits) * 8 + SERIALISATION_OVERHEAD
 
 
-def load_public_keys(layout: LatticeLayout, public_keys: Sequence[bytes], *, silo_id: int) -> list[Any]:
+def load_public_keys(
+    layout: LatticeLayout, public_keys: Sequence[bytes], *, silo_id: int
+) -> list[Any]:
     """The server's BFV public keys (step 1(a) of the lattice backend) as SEAL objects, each checked by size and by
     SEAL's own load against the session's context before anything is made of it.
 
@@ -260,18 +301,26 @@ def load_public_keys(layout: LatticeLayout, public_keys: Sequence[bytes], *, sil
     """
     sealapi = _seal()
     if len(public_keys) != len(layout.plain_moduli):
-        raise ValueError(f"silo {silo_id}: {len(public_keys)} public keys for {len(layout.plain_moduli)} primes")
+        raise ValueError(
+            f"silo {silo_id}: {len(public_keys)} public keys for {len(layout.plain_moduli)} primes"
+        )
     bound = public_key_bytes_bound(layout)
     if any(len(key) > bound for key in public_keys):
-        raise ValueError(f"silo {silo_id}: a BFV public key of {max(len(key) for key in public_keys)} bytes, over "
-                         f"the {bound} bytes of one of this lattice session")
+        raise ValueError(
+            f"silo {silo_id}: a BFV public key of {max(len(key) for key in public_keys)} bytes, over "
+            f"the {bound} bytes of one of this lattice session"
+        )
     loaded = []
-    for context, key in zip(_contexts(layout.plain_moduli, layout.coefficient_bits), public_keys, strict=True):
+    for context, key in zip(
+        _contexts(layout.plain_moduli, layout.coefficient_bits), public_keys, strict=True
+    ):
         public = sealapi.PublicKey()
         try:
             _load(public, context.context, key)
         except (RuntimeError, ValueError) as error:
-            raise ValueError(f"silo {silo_id}: not a public key of this lattice session: {error}") from error
+            raise ValueError(
+                f"silo {silo_id}: not a public key of this lattice session: {error}"
+            ) from error
         loaded.append(public)
     return loaded
 
@@ -288,7 +337,9 @@ class _Context:
         # tc128 makes SEAL itself refuse parameters beyond the HE standard's 128-bit bound
         self.context = sealapi.SEALContext(params, True, sealapi.SEC_LEVEL_TYPE.TC128)
         if not self.context.parameters_set():
-            raise ValueError(f"SEAL refuses the lattice parameters: {self.context.parameters_error_message()}")
+            raise ValueError(
+                f"SEAL refuses the lattice parameters: {self.context.parameters_error_message()}"
+            )
         data = self.context.first_context_data()
         self.moduli = [m.value() for m in data.parms().coeff_modulus()]
         self.parms_id = self.context.first_parms_id()
@@ -327,8 +378,11 @@ class _Context:
             _load(ciphertext, self.context, data)
         except (RuntimeError, ValueError) as error:
             raise ValueError(f"not a ciphertext of this lattice session: {error}") from error
-        if (ciphertext.size() != 2 or ciphertext.is_ntt_form() != ntt_form
-                or list(ciphertext.parms_id()) != list(self.parms_id)):
+        if (
+            ciphertext.size() != 2
+            or ciphertext.is_ntt_form() != ntt_form
+            or list(ciphertext.parms_id()) != list(self.parms_id)
+        ):
             raise ValueError("not a fresh two-component ciphertext of this lattice session")
         return ciphertext
 
@@ -346,18 +400,23 @@ def _contexts(plain_moduli: Sequence[int], coefficient_bits: Sequence[int]) -> l
     return _CONTEXTS[key]
 
 
-def _secret_encryptors(plain_moduli: Sequence[int], coefficient_bits: Sequence[int],
-                       secret_keys: Sequence[bytes]) -> list[Any]:
+def _secret_encryptors(
+    plain_moduli: Sequence[int], coefficient_bits: Sequence[int], secret_keys: Sequence[bytes]
+) -> list[Any]:
     """Secret-key encryptors of the server's keys, built once per process and kept under a digest of the keys.
 
     Only the server's own worker processes (forked from it) ever receive the key bytes.
     """
-    digest = hashlib.sha256(repr((tuple(plain_moduli), tuple(coefficient_bits))).encode()
-                            + b"".join(hashlib.sha256(k).digest() for k in secret_keys)).digest()
+    digest = hashlib.sha256(
+        repr((tuple(plain_moduli), tuple(coefficient_bits))).encode()
+        + b"".join(hashlib.sha256(k).digest() for k in secret_keys)
+    ).digest()
     if digest not in _SECRET_ENCRYPTORS:
         sealapi = _seal()
         encryptors = []
-        for context, data in zip(_contexts(plain_moduli, coefficient_bits), secret_keys, strict=True):
+        for context, data in zip(
+            _contexts(plain_moduli, coefficient_bits), secret_keys, strict=True
+        ):
             secret = sealapi.SecretKey()
             _load(secret, context.context, data)
             encryptors.append(sealapi.Encryptor(context.context, secret))
@@ -365,22 +424,34 @@ def _secret_encryptors(plain_moduli: Sequence[int], coefficient_bits: Sequence[i
     return _SECRET_ENCRYPTORS[digest]
 
 
-def _encrypt_constants(plain_moduli: Sequence[int], coefficient_bits: Sequence[int], secret_keys: Sequence[bytes],
-                       values: Sequence[int]) -> list[list[bytes]]:
+def _encrypt_constants(
+    plain_moduli: Sequence[int],
+    coefficient_bits: Sequence[int],
+    secret_keys: Sequence[bytes],
+    values: Sequence[int],
+) -> list[list[bytes]]:
     """Per plaintext prime, a fresh seeded secret-key ``Enc(v mod t_i)`` of every value (one worker's users).
 
     SEAL draws every encryption's randomness from a PRNG it seeds from the OS (``std::random_device``) per
     encryption, so forked workers never share randomness.
     """
-    return [[to_bytes(encryptor.encrypt_symmetric(context.constant(int(v)))) for v in values]
-            for context, encryptor in zip(_contexts(plain_moduli, coefficient_bits),
-                                          _secret_encryptors(plain_moduli, coefficient_bits, secret_keys),
-                                          strict=True)]
+    return [
+        [to_bytes(encryptor.encrypt_symmetric(context.constant(int(v)))) for v in values]
+        for context, encryptor in zip(
+            _contexts(plain_moduli, coefficient_bits),
+            _secret_encryptors(plain_moduli, coefficient_bits, secret_keys),
+            strict=True,
+        )
+    ]
 
 
-def _weighted_products(plain_moduli: Sequence[int], coefficient_bits: Sequence[int],
-                       weights: Sequence[Sequence[bytes]], corrections: Sequence[int],
-                       rows: np.ndarray) -> list[list[bytes | None]]:
+def _weighted_products(
+    plain_moduli: Sequence[int],
+    coefficient_bits: Sequence[int],
+    weights: Sequence[Sequence[bytes]],
+    corrections: Sequence[int],
+    rows: np.ndarray,
+) -> list[list[bytes | None]]:
     """Step 2(b)'s products for a group of users: per plaintext prime and chunk, ``sum_u (V_u - c_u) * X_u``.
 
     Args:
@@ -402,17 +473,21 @@ def _weighted_products(plain_moduli: Sequence[int], coefficient_bits: Sequence[i
     for context, prime in zip(_contexts(plain_moduli, coefficient_bits), weights, strict=True):
         evaluator = context.evaluator
         user_weights = []
-        for weight_bytes, correction in zip(prime, corrections, strict=True):  # W_u = V_u - c_u, in NTT form
+        for weight_bytes, correction in zip(
+            prime, corrections, strict=True
+        ):  # W_u = V_u - c_u, in NTT form
             weight = context.load(weight_bytes)
             evaluator.sub_plain_inplace(weight, context.constant(int(correction)))
             evaluator.transform_to_ntt_inplace(weight)
             user_weights.append(weight)
         sums: list[bytes | None] = []
         for start in range(0, parameters, RING_DEGREE):
-            block = rows[:, start:start + RING_DEGREE]
+            block = rows[:, start : start + RING_DEGREE]
             total, product = None, sealapi.Ciphertext()
             for weight, row in zip(user_weights, block, strict=True):
-                if not row.any():  # a row of zeros adds nothing (and SEAL refuses its product, a transparent one)
+                if (
+                    not row.any()
+                ):  # a row of zeros adds nothing (and SEAL refuses its product, a transparent one)
                     continue
                 plain = context.vector(row)
                 evaluator.transform_to_ntt_inplace(plain, context.parms_id)
@@ -429,7 +504,11 @@ def _weighted_products(plain_moduli: Sequence[int], coefficient_bits: Sequence[i
 
 def _split(count: int, processes: int) -> list[np.ndarray]:
     """Indices 0..count-1 in at most ``processes`` non-empty contiguous groups."""
-    return [group for group in np.array_split(np.arange(count), max(1, min(processes, count))) if group.size]
+    return [
+        group
+        for group in np.array_split(np.arange(count), max(1, min(processes, count)))
+        if group.size
+    ]
 
 
 _SEAL_VERSION = (4, 3)
@@ -445,12 +524,20 @@ def _raw_ciphertext_bytes(polys: np.ndarray, parms_id: Sequence[int]) -> bytes:
     size, primes, degree = polys.shape
     data = polys.astype("<u8").tobytes()
     array = _header(16 + 8 + len(data)) + struct.pack("<Q", polys.size) + data
-    body = (struct.pack("<4Q", *parms_id) + struct.pack("<B", 0) + struct.pack("<3Q", size, degree, primes)
-            + struct.pack("<d", 1.0) + struct.pack("<Q", 1) + array)
+    body = (
+        struct.pack("<4Q", *parms_id)
+        + struct.pack("<B", 0)
+        + struct.pack("<3Q", size, degree, primes)
+        + struct.pack("<d", 1.0)
+        + struct.pack("<Q", 1)
+        + array
+    )
     return _header(16 + len(body)) + body
 
 
-def uniform_residues(stream: masks.KeyStream, moduli: Sequence[int], shape: tuple[int, ...]) -> np.ndarray:
+def uniform_residues(
+    stream: masks.KeyStream, moduli: Sequence[int], shape: tuple[int, ...]
+) -> np.ndarray:
     """Residues uniform on Z_(q_i) for every q_i (rejection sampling on 60-bit candidates), shape (*shape, #q, N).
 
     The moduli are SEAL's primes just below 2^60, so one candidate in 2^60 / q_i is rejected.
@@ -463,7 +550,9 @@ def uniform_residues(stream: masks.KeyStream, moduli: Sequence[int], shape: tupl
         need = view.shape[0] * RING_DEGREE
         values = np.empty(0, dtype=np.uint64)
         while values.size < need:
-            candidates = np.frombuffer(stream.read(8 * (need - values.size + 64)), dtype="<u8") & np.uint64(2**60 - 1)
+            candidates = np.frombuffer(
+                stream.read(8 * (need - values.size + 64)), dtype="<u8"
+            ) & np.uint64(2**60 - 1)
             values = np.concatenate([values, candidates[candidates < np.uint64(q)]])
         view[:, index, :] = values[:need].reshape(-1, RING_DEGREE)
     return out
@@ -474,8 +563,10 @@ def flood_residues(bits: int, moduli: Sequence[int]) -> np.ndarray:
     width = bits + 1
     words = -(-width // 8)
     raw = os.urandom(words * RING_DEGREE)
-    values = [int.from_bytes(raw[i * words:(i + 1) * words], "little") % (1 << width) - (1 << bits)
-              for i in range(RING_DEGREE)]
+    values = [
+        int.from_bytes(raw[i * words : (i + 1) * words], "little") % (1 << width) - (1 << bits)
+        for i in range(RING_DEGREE)
+    ]
     column = np.array(values, dtype=object)
     return np.stack([(column % q).astype(np.uint64) for q in moduli])
 
@@ -503,7 +594,9 @@ class LatticeServer:
             self._decryptors.append(sealapi.Decryptor(context.context, generator.secret_key()))
             self._public.append(to_bytes(public))
             secret.append(to_bytes(generator.secret_key()))
-        self._secret_keys = tuple(secret)  # the bytes its own worker processes build their encryptors from
+        self._secret_keys = tuple(
+            secret
+        )  # the bytes its own worker processes build their encryptors from
 
     def public_keys(self) -> tuple[bytes, ...]:
         """The public keys, one per plaintext prime (silos re-randomise with them); no evaluation keys are needed."""
@@ -522,8 +615,10 @@ class LatticeServer:
             ValueError: on a wrong number of users or a negative y_u.
         """
         if len(rescaled) != self.layout.n_users or any(int(y) < 0 for y in rescaled):
-            raise ValueError(f"rescaled weights must be {self.layout.n_users} non-negative integers, got "
-                             f"{len(rescaled)}")
+            raise ValueError(
+                f"rescaled weights must be {self.layout.n_users} non-negative integers, got "
+                f"{len(rescaled)}"
+            )
         layout, values = self.layout, [int(y) for y in rescaled]
         groups = _split(len(values), self.processes)
         arguments = (layout.plain_moduli, layout.coefficient_bits, self._secret_keys)
@@ -531,9 +626,14 @@ class LatticeServer:
             parts = [_encrypt_constants(*arguments, values)]
         else:  # users split over worker processes, each keeping its encryptors between rounds
             pool = fast._pool(len(groups))
-            futures = [pool.submit(_encrypt_constants, *arguments, [values[u] for u in group]) for group in groups]
+            futures = [
+                pool.submit(_encrypt_constants, *arguments, [values[u] for u in group])
+                for group in groups
+            ]
             parts = [future.result() for future in futures]
-        return tuple(tuple(c for part in parts for c in part[index]) for index in range(len(self._contexts)))
+        return tuple(
+            tuple(c for part in parts for c in part[index]) for index in range(len(self._contexts))
+        )
 
     def check_update(self, update: Sequence[Sequence[bytes]], parameters: int) -> list[list[Any]]:
         """One silo's update parsed: per plaintext prime, ``ceil(d / N)`` ciphertexts of this session.
@@ -543,9 +643,14 @@ class LatticeServer:
         """
         chunks = self.layout.chunks_for(parameters)
         if len(update) != len(self._contexts) or any(len(p) != chunks for p in update):
-            raise ValueError(f"an update must hold {chunks} ciphertexts per plaintext prime "
-                             f"({len(self._contexts)} primes) for {parameters} parameters")
-        return [[context.load(c) for c in prime] for context, prime in zip(self._contexts, update, strict=True)]
+            raise ValueError(
+                f"an update must hold {chunks} ciphertexts per plaintext prime "
+                f"({len(self._contexts)} primes) for {parameters} parameters"
+            )
+        return [
+            [context.load(c) for c in prime]
+            for context, prime in zip(self._contexts, update, strict=True)
+        ]
 
     def finish(self, updates: Sequence[Sequence[Sequence[bytes]]], parameters: int) -> np.ndarray:
         """Step 2(c): add every silo's update (masks cancel), decrypt, CRT-combine and decode.
@@ -563,7 +668,9 @@ class LatticeServer:
         """
         layout = self.layout
         if len(updates) != layout.n_silos:
-            raise ValueError(f"aborted: {len(updates)} updates for {layout.n_silos} silos; nothing is decrypted")
+            raise ValueError(
+                f"aborted: {len(updates)} updates for {layout.n_silos} silos; nothing is decrypted"
+            )
         parsed = []
         for silo, update in enumerate(updates):
             try:
@@ -572,7 +679,9 @@ class LatticeServer:
                 raise ValueError(f"update of silo {silo}: {error}") from error
         sealapi = _seal()
         residues = []
-        for index, (context, decryptor) in enumerate(zip(self._contexts, self._decryptors, strict=True)):
+        for index, (context, decryptor) in enumerate(
+            zip(self._contexts, self._decryptors, strict=True)
+        ):
             per_chunk = []
             for chunk in range(layout.chunks_for(parameters)):
                 total = parsed[0][index][chunk]
@@ -614,20 +723,35 @@ class LatticeSilo:
         ValueError: counts of the wrong shape, or public keys that are not this session's (naming the silo).
     """
 
-    def __init__(self, silo_id: int, counts: np.ndarray, layout: LatticeLayout, *, public_keys: Sequence[bytes],
-                 mask_keys: Mapping[int, bytes], processes: int = 1, answered_round: int = 0) -> None:
+    def __init__(
+        self,
+        silo_id: int,
+        counts: np.ndarray,
+        layout: LatticeLayout,
+        *,
+        public_keys: Sequence[bytes],
+        mask_keys: Mapping[int, bytes],
+        processes: int = 1,
+        answered_round: int = 0,
+    ) -> None:
         sealapi = _seal()
         check_integer("processes", processes)
         check_integer("answered_round", answered_round, minimum=0)
         self.processes = processes
         row = np.asarray(counts, dtype=np.int64)
         if row.shape != (layout.n_users,):
-            raise ValueError(f"silo {silo_id}: counts for {layout.n_users} users, got shape {row.shape}")
+            raise ValueError(
+                f"silo {silo_id}: counts for {layout.n_users} users, got shape {row.shape}"
+            )
         self.silo_id, self.layout, self._counts = silo_id, layout, row
         self._mask_keys = dict(mask_keys)
         self._contexts = _contexts(layout.plain_moduli, layout.coefficient_bits)
-        self._encryptors = [sealapi.Encryptor(context.context, public) for context, public in
-                            zip(self._contexts, load_public_keys(layout, public_keys, silo_id=silo_id), strict=True)]
+        self._encryptors = [
+            sealapi.Encryptor(context.context, public)
+            for context, public in zip(
+                self._contexts, load_public_keys(layout, public_keys, silo_id=silo_id), strict=True
+            )
+        ]
         self._answered = answered_round
 
     @property
@@ -635,8 +759,14 @@ class LatticeSilo:
         """The last round whose update this silo computed (0: none): each round index at most once, increasing."""
         return self._answered
 
-    def masked_update(self, round_index: int, weights: Sequence[Sequence[bytes]], corrections: Sequence[int],
-                      deltas: np.ndarray, noise: np.ndarray) -> tuple[tuple[bytes, ...], ...]:
+    def masked_update(
+        self,
+        round_index: int,
+        weights: Sequence[Sequence[bytes]],
+        corrections: Sequence[int],
+        deltas: np.ndarray,
+        noise: np.ndarray,
+    ) -> tuple[tuple[bytes, ...], ...]:
         """Step 2(b): per plaintext prime and chunk of N parameters, the masked, flooded weighted sum.
 
         Args:
@@ -658,38 +788,71 @@ class LatticeSilo:
                 ciphertexts of the session.
         """
         if round_index <= self._answered:
-            raise ValueError(f"silo {self.silo_id} refuses round {round_index}: it answered round {self._answered} "
-                             f"(each round index at most once, in increasing order)")
+            raise ValueError(
+                f"silo {self.silo_id} refuses round {round_index}: it answered round {self._answered} "
+                f"(each round index at most once, in increasing order)"
+            )
         layout = self.layout
         deltas, noise = np.asarray(deltas, dtype=np.float64), np.asarray(noise, dtype=np.float64)
-        if deltas.ndim != 2 or deltas.shape[0] != layout.n_users or noise.shape != (deltas.shape[1],):
-            raise ValueError(f"silo {self.silo_id}: deltas must be (|U|, d) and noise (d,), got {deltas.shape}, "
-                             f"{noise.shape}")
+        if (
+            deltas.ndim != 2
+            or deltas.shape[0] != layout.n_users
+            or noise.shape != (deltas.shape[1],)
+        ):
+            raise ValueError(
+                f"silo {self.silo_id}: deltas must be (|U|, d) and noise (d,), got {deltas.shape}, "
+                f"{noise.shape}"
+            )
         if len(weights) != len(self._contexts) or any(len(w) != layout.n_users for w in weights):
-            raise ValueError(f"silo {self.silo_id}: weights must hold |U| = {layout.n_users} ciphertexts per "
-                             f"plaintext prime ({len(self._contexts)} primes)")
+            raise ValueError(
+                f"silo {self.silo_id}: weights must hold |U| = {layout.n_users} ciphertexts per "
+                f"plaintext prime ({len(self._contexts)} primes)"
+            )
         if len(corrections) != layout.n_users:
-            raise ValueError(f"silo {self.silo_id}: {len(corrections)} corrections for {layout.n_users} users")
+            raise ValueError(
+                f"silo {self.silo_id}: {len(corrections)} corrections for {layout.n_users} users"
+            )
         f, g = layout.packed.resolution_bits, layout.packed.weight_bits
         active = [u for u in range(layout.n_users) if self._counts[u] > 0]
-        if np.abs(deltas[active]).max(initial=0.0) > layout.clip or np.abs(noise).max(initial=0.0) > layout.noise_bound:
-            raise ValueError(f"silo {self.silo_id}: a delta beyond C={layout.clip} or a noise coordinate beyond "
-                             f"{layout.noise_bound:.3g}, the bounds the slot bound assumed; clip the deltas")
+        if (
+            np.abs(deltas[active]).max(initial=0.0) > layout.clip
+            or np.abs(noise).max(initial=0.0) > layout.noise_bound
+        ):
+            raise ValueError(
+                f"silo {self.silo_id}: a delta beyond C={layout.clip} or a noise coordinate beyond "
+                f"{layout.noise_bound:.3g}, the bounds the slot bound assumed; clip the deltas"
+            )
         self._answered = round_index
         scale = float(1 << f)
         encoded = np.rint(deltas[active] * scale).astype(np.int64) * self._counts[active][:, None]
-        contributing = [i for i in range(len(active)) if encoded[i].any()]  # all-zero rows add nothing: not loaded
+        contributing = [
+            i for i in range(len(active)) if encoded[i].any()
+        ]  # all-zero rows add nothing: not loaded
         users, encoded = [active[i] for i in contributing], encoded[contributing]
         parameters = deltas.shape[1]
         groups = _split(len(users), self.processes)
-        tasks = [(layout.plain_moduli, layout.coefficient_bits, [[prime[users[i]] for i in group] for prime in weights],
-                  [int(corrections[users[i]]) for i in group], encoded[group]) for group in groups]
-        pool = fast._pool(len(tasks)) if len(tasks) > 1 else None  # users split over worker processes
+        tasks = [
+            (
+                layout.plain_moduli,
+                layout.coefficient_bits,
+                [[prime[users[i]] for i in group] for prime in weights],
+                [int(corrections[users[i]]) for i in group],
+                encoded[group],
+            )
+            for group in groups
+        ]
+        pool = (
+            fast._pool(len(tasks)) if len(tasks) > 1 else None
+        )  # users split over worker processes
         futures = [pool.submit(_weighted_products, *task) for task in tasks] if pool else []
         encoded_noise = np.rint(noise * scale).astype(object) * (1 << g)
         peers = sorted(self._mask_keys)
-        streams = {peer: masks.KeyStream(self._mask_keys[peer], round_index=round_index,
-                                         purpose=PURPOSE_LATTICE_UPDATE) for peer in peers}
+        streams = {
+            peer: masks.KeyStream(
+                self._mask_keys[peer], round_index=round_index, purpose=PURPOSE_LATTICE_UPDATE
+            )
+            for peer in peers
+        }
         sealapi = _seal()
         blinded = []  # while the workers multiply: per prime and chunk, Enc(0) + noise + flood + masks
         for context, encryptor in zip(self._contexts, self._encryptors, strict=True):
@@ -699,8 +862,14 @@ class LatticeSilo:
                 span = slice(chunk * RING_DEGREE, min((chunk + 1) * RING_DEGREE, parameters))
                 total = sealapi.Ciphertext()
                 encryptor.encrypt_zero(total)  # re-randomisation: a fresh public-key Enc(0)
-                context.evaluator.add_plain_inplace(total, context.vector(np.array(
-                    [int(v) % context.t for v in encoded_noise[span]], dtype=np.uint64).astype(np.int64)))
+                context.evaluator.add_plain_inplace(
+                    total,
+                    context.vector(
+                        np.array(
+                            [int(v) % context.t for v in encoded_noise[span]], dtype=np.uint64
+                        ).astype(np.int64)
+                    ),
+                )
                 extra = np.zeros((2, len(context.moduli), RING_DEGREE), dtype=np.uint64)
                 extra[0] = flood_residues(layout.flood_bits, context.moduli)
                 for peer in peers:
@@ -710,16 +879,26 @@ class LatticeSilo:
                 context.evaluator.add_inplace(total, context.raw_ciphertext(extra))
                 per_chunk.append(total)
             blinded.append(per_chunk)
-        partials = [future.result() for future in futures] if pool else [_weighted_products(*t) for t in tasks]
+        partials = (
+            [future.result() for future in futures]
+            if pool
+            else [_weighted_products(*t) for t in tasks]
+        )
         out = []
         for index, (context, per_chunk) in enumerate(zip(self._contexts, blinded, strict=True)):
             ciphertexts = []
             for chunk, total in enumerate(per_chunk):
-                sums = [context.load(data, ntt_form=True) for p in partials if (data := p[index][chunk]) is not None]
+                sums = [
+                    context.load(data, ntt_form=True)
+                    for p in partials
+                    if (data := p[index][chunk]) is not None
+                ]
                 for partial in sums[1:]:
                     context.evaluator.add_inplace(sums[0], partial)
                 if sums:
-                    context.evaluator.transform_from_ntt_inplace(sums[0])  # back from NTT form once per chunk
+                    context.evaluator.transform_from_ntt_inplace(
+                        sums[0]
+                    )  # back from NTT form once per chunk
                     context.evaluator.add_inplace(total, sums[0])
                 ciphertexts.append(to_bytes(total))
             out.append(tuple(ciphertexts))

@@ -57,7 +57,12 @@ from uldp.common.checks import check_integer
 from uldp.secure import encoding, keys
 from uldp.secure.driver import ProtocolAbort
 from uldp.secure.masks import PURPOSE_SUM, KeyStream
-from uldp.secure.messages import DhDirectoryMessage, DhPublicKeyMessage, MaskedSumMessage, MaskedSumState
+from uldp.secure.messages import (
+    DhDirectoryMessage,
+    DhPublicKeyMessage,
+    MaskedSumMessage,
+    MaskedSumState,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -136,17 +141,27 @@ class MaskedSumSilo:
                 or a set-up done already.
         """
         if self.ready:
-            raise ValueError(f"silo {self.silo_id}: the masked sum's set-up has run already; start a new session")
+            raise ValueError(
+                f"silo {self.silo_id}: the masked sum's set-up has run already; start a new session"
+            )
         public = directory.public_keys
         if len(public) != self.n_silos or len(set(public)) != self.n_silos:
-            raise ValueError(f"silo {self.silo_id}: the directory must hold {self.n_silos} distinct keys, got "
-                             f"{len(public)} ({len(set(public))} distinct)")
+            raise ValueError(
+                f"silo {self.silo_id}: the directory must hold {self.n_silos} distinct keys, got "
+                f"{len(public)} ({len(set(public))} distinct)"
+            )
         if public[self.silo_id] != keys.dh_public_bytes(self._dh_key):
-            raise ValueError(f"silo {self.silo_id}: the directory does not hold this silo's key in its place")
+            raise ValueError(
+                f"silo {self.silo_id}: the directory does not hold this silo's key in its place"
+            )
         self._session = session = session_of(directory)
-        self._mask_keys = {peer: keys.derive_pairwise_keys(self._dh_key, public[peer], own_id=self.silo_id,
-                                                           peer_id=peer, session=session).masks
-                           for peer in range(self.n_silos) if peer != self.silo_id}
+        self._mask_keys = {
+            peer: keys.derive_pairwise_keys(
+                self._dh_key, public[peer], own_id=self.silo_id, peer_id=peer, session=session
+            ).masks
+            for peer in range(self.n_silos)
+            if peer != self.silo_id
+        }
 
     def net_mask(self, round_index: int, count: int) -> np.ndarray:
         """``sum_{s<s'} r_ss' - sum_{s>s'} r_ss'`` in Z_(2^64): summed over the silos these cancel exactly."""
@@ -164,11 +179,19 @@ class MaskedSumSilo:
             ValueError: naming the round and why.
         """
         if not self.ready:
-            raise ValueError(f"silo {self.silo_id}: a masked update before the masked sum's set-up; a secure silo "
-                             f"never sends its update unmasked")
-        if isinstance(round_index, bool) or not isinstance(round_index, int) or round_index <= self.answered_round:
-            raise ValueError(f"silo {self.silo_id} refuses round {round_index!r}: it answered round "
-                             f"{self.answered_round} (each round index at most once, its masks never reused)")
+            raise ValueError(
+                f"silo {self.silo_id}: a masked update before the masked sum's set-up; a secure silo "
+                f"never sends its update unmasked"
+            )
+        if (
+            isinstance(round_index, bool)
+            or not isinstance(round_index, int)
+            or round_index <= self.answered_round
+        ):
+            raise ValueError(
+                f"silo {self.silo_id} refuses round {round_index!r}: it answered round "
+                f"{self.answered_round} (each round index at most once, its masks never reused)"
+            )
 
     def masked_update(self, round_index: int, update: np.ndarray) -> MaskedSumMessage:
         """Step 3: this silo's update, encoded and masked, for round ``round_index``; the round is spent first.
@@ -180,19 +203,35 @@ class MaskedSumSilo:
         self.check_round(round_index)
         values = np.asarray(update, dtype=np.float64)
         if values.ndim != 1:
-            raise ValueError(f"silo {self.silo_id}: the update must be a vector, got shape {values.shape}")
+            raise ValueError(
+                f"silo {self.silo_id}: the update must be a vector, got shape {values.shape}"
+            )
         encoded = encoding.encode(values, resolution_bits=RESOLUTION_BITS)
         limit = value_limit(self.n_silos)
         if encoded.size and int(np.abs(encoded).max()) >= limit:
-            raise ValueError(f"silo {self.silo_id}: an update coordinate of {float(np.abs(values).max()):.3g} is past "
-                             f"the masked sum's range {limit / 2.0**RESOLUTION_BITS:.3g} for {self.n_silos} silos")
+            raise ValueError(
+                f"silo {self.silo_id}: an update coordinate of {float(np.abs(values).max()):.3g} is past "
+                f"the masked sum's range {limit / 2.0**RESOLUTION_BITS:.3g} for {self.n_silos} silos"
+            )
         self.answered_round = round_index
-        masked = encoded.astype(np.uint64) + self.net_mask(round_index, values.size)  # two's complement in the ring
-        return MaskedSumMessage(round_index=round_index, silo=self.silo_id, parameters=values.size,
-                                values=masked.astype("<u8").tobytes())
+        masked = encoded.astype(np.uint64) + self.net_mask(
+            round_index, values.size
+        )  # two's complement in the ring
+        return MaskedSumMessage(
+            round_index=round_index,
+            silo=self.silo_id,
+            parameters=values.size,
+            values=masked.astype("<u8").tobytes(),
+        )
 
-    def answer(self, stage: str, round_index: int, payloads: Payloads, *,
-               update: Callable[[], np.ndarray] | None = None) -> Payloads:
+    def answer(
+        self,
+        stage: str,
+        round_index: int,
+        payloads: Payloads,
+        *,
+        update: Callable[[], np.ndarray] | None = None,
+    ) -> Payloads:
         """This silo's answer to one stage: every transport's entry point (as Protocol 1's ``SiloDriver.answer``).
 
         Args:
@@ -208,11 +247,15 @@ class MaskedSumSilo:
             return (self.public_key().to_bytes(),)
         if stage == STAGE_DIRECTORY:
             if len(payloads) != 1:
-                raise ValueError(f"{STAGE_DIRECTORY} carries one directory, got {len(payloads)} payloads")
+                raise ValueError(
+                    f"{STAGE_DIRECTORY} carries one directory, got {len(payloads)} payloads"
+                )
             self.receive_directory(DhDirectoryMessage.from_bytes(payloads[0]))
             return ()
         if stage != STAGE_UPDATE:
-            raise ValueError(f"unknown masked-sum stage {stage!r}; the stages are {(*SETUP_STAGES, STAGE_UPDATE)}")
+            raise ValueError(
+                f"unknown masked-sum stage {stage!r}; the stages are {(*SETUP_STAGES, STAGE_UPDATE)}"
+            )
         if update is None:
             raise ValueError(f"{STAGE_UPDATE} needs the silo's update")
         self.check_round(round_index)  # before anything is computed
@@ -221,10 +264,15 @@ class MaskedSumSilo:
     def export_state(self) -> bytes:
         """Its secrets and progress as :class:`MaskedSumState` bytes (kept where the silo keeps state, never sent)."""
         peers = sorted(self._mask_keys)
-        return MaskedSumState(silo=self.silo_id, n_silos=self.n_silos, dh_private=self._dh_key.private_bytes_raw(),
-                              session=self._session, peers=tuple(peers),
-                              mask_keys=tuple(self._mask_keys[p] for p in peers),
-                              answered_round=self.answered_round).to_bytes()
+        return MaskedSumState(
+            silo=self.silo_id,
+            n_silos=self.n_silos,
+            dh_private=self._dh_key.private_bytes_raw(),
+            session=self._session,
+            peers=tuple(peers),
+            mask_keys=tuple(self._mask_keys[p] for p in peers),
+            answered_round=self.answered_round,
+        ).to_bytes()
 
     @classmethod
     def restore(cls, state: bytes) -> MaskedSumSilo:
@@ -234,21 +282,36 @@ class MaskedSumSilo:
             ValueError: no masked-sum state, or keys of the wrong length or for the wrong peers.
         """
         record = MaskedSumState.from_bytes(state)
-        silo = cls(record.silo, record.n_silos, answered_round=record.answered_round,
-                   _dh_key=X25519PrivateKey.from_private_bytes(record.dh_private))
+        silo = cls(
+            record.silo,
+            record.n_silos,
+            answered_round=record.answered_round,
+            _dh_key=X25519PrivateKey.from_private_bytes(record.dh_private),
+        )
         others = tuple(p for p in range(record.n_silos) if p != record.silo)
-        if record.peers and (tuple(record.peers) != others or len(record.mask_keys) != len(others)
-                             or any(len(key) != 32 for key in record.mask_keys)):
-            raise ValueError(f"masked-sum state of silo {record.silo} holds keys for peers {record.peers}, expected "
-                             f"32-byte keys for {others}")
-        if bool(record.session) != (len(record.peers) == len(others)) or len(record.session) not in (0, 32):
-            raise ValueError(f"masked-sum state of silo {record.silo}: a session id without its keys or the reverse")
+        if record.peers and (
+            tuple(record.peers) != others
+            or len(record.mask_keys) != len(others)
+            or any(len(key) != 32 for key in record.mask_keys)
+        ):
+            raise ValueError(
+                f"masked-sum state of silo {record.silo} holds keys for peers {record.peers}, expected "
+                f"32-byte keys for {others}"
+            )
+        if bool(record.session) != (len(record.peers) == len(others)) or len(
+            record.session
+        ) not in (0, 32):
+            raise ValueError(
+                f"masked-sum state of silo {record.silo}: a session id without its keys or the reverse"
+            )
         silo._mask_keys = dict(zip(record.peers, record.mask_keys, strict=True))
         silo._session = record.session
         return silo
 
 
-def decode_sum(messages: Sequence[MaskedSumMessage], *, round_index: int, size: int, n_silos: int) -> np.ndarray:
+def decode_sum(
+    messages: Sequence[MaskedSumMessage], *, round_index: int, size: int, n_silos: int
+) -> np.ndarray:
     """Step 4: every silo's masked update -> ``sum_s x_s`` (float64, within :func:`precision`).
 
     Raises:
@@ -257,17 +320,28 @@ def decode_sum(messages: Sequence[MaskedSumMessage], *, round_index: int, size: 
     by_silo: dict[int, MaskedSumMessage] = {}
     for message in messages:
         if not 0 <= message.silo < n_silos or message.silo in by_silo:
-            raise ProtocolAbort(f"{STAGE_UPDATE}: a masked update from silo {message.silo}, unknown or repeated",
-                                silo=message.silo if 0 <= message.silo < n_silos else None)
-        if message.round_index != round_index or message.parameters != size or len(message.values) != 8 * size:
-            raise ProtocolAbort(f"{STAGE_UPDATE}: silo {message.silo} sent a masked update of round "
-                                f"{message.round_index} with {message.parameters} parameters in {len(message.values)} "
-                                f"bytes, expected round {round_index} and {size} parameters", silo=message.silo)
+            raise ProtocolAbort(
+                f"{STAGE_UPDATE}: a masked update from silo {message.silo}, unknown or repeated",
+                silo=message.silo if 0 <= message.silo < n_silos else None,
+            )
+        if (
+            message.round_index != round_index
+            or message.parameters != size
+            or len(message.values) != 8 * size
+        ):
+            raise ProtocolAbort(
+                f"{STAGE_UPDATE}: silo {message.silo} sent a masked update of round "
+                f"{message.round_index} with {message.parameters} parameters in {len(message.values)} "
+                f"bytes, expected round {round_index} and {size} parameters",
+                silo=message.silo,
+            )
         by_silo[message.silo] = message
     missing = sorted(set(range(n_silos)) - set(by_silo))
     if missing:
-        raise ProtocolAbort(f"{STAGE_UPDATE}: no masked update from silo(s) {missing}; nothing is decoded",
-                            silo=missing[0])
+        raise ProtocolAbort(
+            f"{STAGE_UPDATE}: no masked update from silo(s) {missing}; nothing is decoded",
+            silo=missing[0],
+        )
     total = np.zeros(size, dtype=np.uint64)
     for message in by_silo.values():
         total += np.frombuffer(message.values, dtype="<u8")
@@ -283,8 +357,11 @@ class MaskedSumServer:
             back per silo.
     """
 
-    def __init__(self, n_silos: int,
-                 exchange: Callable[[str, int, dict[int, Payloads]], Mapping[int, Payloads]]) -> None:
+    def __init__(
+        self,
+        n_silos: int,
+        exchange: Callable[[str, int, dict[int, Payloads]], Mapping[int, Payloads]],
+    ) -> None:
         self.n_silos = check_integer("n_silos", n_silos, minimum=1)
         self._exchange = exchange
         self._ready = False
@@ -303,7 +380,9 @@ class MaskedSumServer:
             ProtocolAbort: a missing or malformed key, or one that claims another silo (the silo named).
         """
         if self._ready:
-            raise ProtocolAbort("the masked sum's set-up has run already; start a new session for new keys")
+            raise ProtocolAbort(
+                "the masked sum's set-up has run already; start a new session for new keys"
+            )
         public: list[bytes] = []
         for silo, payloads in self._ask(STAGE_KEY, dict.fromkeys(range(self.n_silos), ())).items():
             try:
@@ -311,22 +390,30 @@ class MaskedSumServer:
                     raise ValueError(f"{len(payloads)} payloads instead of one")
                 message = DhPublicKeyMessage.from_bytes(payloads[0])
                 if message.silo != silo or len(message.public_key) != keys.X25519_PUBLIC_BYTES:
-                    raise ValueError(f"a key of {len(message.public_key)} bytes claiming silo {message.silo}")
+                    raise ValueError(
+                        f"a key of {len(message.public_key)} bytes claiming silo {message.silo}"
+                    )
             except ValueError as error:
-                raise ProtocolAbort(f"{STAGE_KEY}: silo {silo} sent a bad public key: {error}", silo=silo) from error
+                raise ProtocolAbort(
+                    f"{STAGE_KEY}: silo {silo} sent a bad public key: {error}", silo=silo
+                ) from error
             public.append(message.public_key)
         directory = DhDirectoryMessage(public_keys=tuple(public)).to_bytes()
         self._ask(STAGE_DIRECTORY, dict.fromkeys(range(self.n_silos), (directory,)))
         self._ready = True
 
-    def finish_round(self, round_index: int, answers: Mapping[int, Payloads], size: int) -> np.ndarray:
+    def finish_round(
+        self, round_index: int, answers: Mapping[int, Payloads], size: int
+    ) -> np.ndarray:
         """Step 4: every silo's answer (one :class:`MaskedSumMessage` each) -> the decoded sum, float64 [size].
 
         Raises:
             ProtocolAbort: before the set-up, or a missing or malformed answer (the silo named); nothing decoded.
         """
         if not self._ready:
-            raise ProtocolAbort(f"round {round_index} before the masked sum's set-up: call setup() first")
+            raise ProtocolAbort(
+                f"round {round_index} before the masked sum's set-up: call setup() first"
+            )
         messages = []
         for silo in sorted(answers):
             try:
@@ -334,10 +421,13 @@ class MaskedSumServer:
                     raise ValueError(f"{len(answers[silo])} payloads instead of one")
                 message = MaskedSumMessage.from_bytes(answers[silo][0])
             except ValueError as error:
-                raise ProtocolAbort(f"{STAGE_UPDATE}: silo {silo} sent a bad masked update: {error}",
-                                    silo=silo) from error
+                raise ProtocolAbort(
+                    f"{STAGE_UPDATE}: silo {silo} sent a bad masked update: {error}", silo=silo
+                ) from error
             if message.silo != silo:
-                raise ProtocolAbort(f"{STAGE_UPDATE}: silo {silo} sent a masked update claiming silo {message.silo}",
-                                    silo=silo)
+                raise ProtocolAbort(
+                    f"{STAGE_UPDATE}: silo {silo} sent a masked update claiming silo {message.silo}",
+                    silo=silo,
+                )
             messages.append(message)
         return decode_sum(messages, round_index=round_index, size=size, n_silos=self.n_silos)

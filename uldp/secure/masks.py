@@ -68,7 +68,9 @@ def _candidates(stream: KeyStream, modulus: int) -> Iterator[int]:
             yield int.from_bytes(chunk[start : start + width], "big") >> excess
 
 
-def uniform_elements(key: bytes, *, modulus: int, count: int, round_index: int, purpose: int) -> list[int]:
+def uniform_elements(
+    key: bytes, *, modulus: int, count: int, round_index: int, purpose: int
+) -> list[int]:
     """``count`` independent uniform elements of Z_n from the stream (key, round, purpose); rejection sampling.
 
     Args:
@@ -112,7 +114,13 @@ def unit_blinds(key: bytes, *, modulus: int, count: int) -> list[int]:
 
 
 def signed_mask_sum(
-    pair_keys: dict[int, bytes], *, own_id: int, modulus: int, count: int, round_index: int, purpose: int
+    pair_keys: dict[int, bytes],
+    *,
+    own_id: int,
+    modulus: int,
+    count: int,
+    round_index: int,
+    purpose: int,
 ) -> list[int]:
     """Net pairwise mask of one silo: sum_{s<s'} r_{s,s'} - sum_{s>s'} r_{s,s'} (mod n), per element.
 
@@ -132,6 +140,8 @@ def signed_mask_sum(
     total = [0] * count
     for peer_id, key in sorted(pair_keys.items()):
         sign = 1 if own_id < peer_id else -1
-        stream = uniform_elements(key, modulus=modulus, count=count, round_index=round_index, purpose=purpose)
+        stream = uniform_elements(
+            key, modulus=modulus, count=count, round_index=round_index, purpose=purpose
+        )
         total = [(acc + sign * value) % modulus for acc, value in zip(total, stream, strict=True)]
     return total

@@ -34,8 +34,14 @@ BigInt = int
 SignedInt = int
 Ints = tuple[int, ...]
 ByteList = tuple[bytes, ...]
-_KIND_OF = {"U32": "u32", "bytes": "bytes", "BigInt": "int", "Ints": "ints", "ByteList": "bytes_list",
-            "SignedInt": "signed"}
+_KIND_OF = {
+    "U32": "u32",
+    "bytes": "bytes",
+    "BigInt": "int",
+    "Ints": "ints",
+    "ByteList": "bytes_list",
+    "SignedInt": "signed",
+}
 
 #: Every message class by its type tag (filled as the classes are defined).
 MESSAGE_TYPES: dict[int, type[Message]] = {}
@@ -70,7 +76,9 @@ class _Reader:
 
     def done(self) -> None:
         if self._offset != len(self._data):
-            raise ValueError(f"malformed message: {len(self._data) - self._offset} unexpected trailing bytes")
+            raise ValueError(
+                f"malformed message: {len(self._data) - self._offset} unexpected trailing bytes"
+            )
 
 
 def _write(kind: str, value: object) -> bytes:
@@ -112,8 +120,10 @@ def _read(kind: str, reader: _Reader) -> object:
     if kind == "signed":
         sign, magnitude = reader.take(1)[0], _read("int", reader)
         if sign > 1 or (sign and not magnitude):
-            raise ValueError(f"malformed message: a signed field's sign byte must be 0, or 1 for a non-zero "
-                             f"magnitude, got {sign}")
+            raise ValueError(
+                f"malformed message: a signed field's sign byte must be 0, or 1 for a non-zero "
+                f"magnitude, got {sign}"
+            )
         return -magnitude if sign else magnitude  # type: ignore[operator]
     if kind in ("ints", "bytes_list"):
         count = reader.u32()

@@ -109,8 +109,13 @@ def proof_parameters(key_bits: int) -> ProofParameters:
     """
     if key_bits >= MIN_KEY_BITS:
         return CGGMP20
-    return ProofParameters(blum_challenges=16, challenge_bits=key_bits // 16, slack_bits=key_bits // 8,
-                           pedersen_bits=256, min_factor_bits=64)
+    return ProofParameters(
+        blum_challenges=16,
+        challenge_bits=key_bits // 16,
+        slack_bits=key_bits // 8,
+        pedersen_bits=256,
+        min_factor_bits=64,
+    )
 
 
 _DOMAIN = b"uldp/modulus-proof/v1"
@@ -211,7 +216,9 @@ def safe_prime(bits: int) -> int:
         raise ValueError(f"bits must be an integer >= 32, got {bits!r}")
     inverse_two = (_SIEVE_PRIMES + 1) // 2  # 2^-1 mod r
     while True:
-        start = secrets.randbits(bits - 1) | (3 << (bits - 3)) | 1  # h of bits - 1 bits: 2h + 1 has bits bits
+        start = (
+            secrets.randbits(bits - 1) | (3 << (bits - 3)) | 1
+        )  # h of bits - 1 bits: 2h + 1 has bits bits
         residues = np.array([start % int(r) for r in _SIEVE_PRIMES], dtype=np.int64)
         # h_k = start + 2k: h_k = 0 mod r at k = -start / 2, and 2 h_k + 1 = 0 mod r at k = (-1/2 - start) / 2
         first = (-residues * inverse_two) % _SIEVE_PRIMES
@@ -224,14 +231,21 @@ def safe_prime(bits: int) -> int:
             half = start + 2 * k
             if half.bit_length() != bits - 1:
                 break
-            candidate = 2 * half + 1  # one Miller-Rabin round on each first; survivors get the full test
-            if gmpy2.is_prime(half, 1) and gmpy2.is_prime(candidate, 1) and gmpy2.is_prime(half, PRIME_ROUNDS) \
-                    and gmpy2.is_prime(candidate, PRIME_ROUNDS):
+            candidate = (
+                2 * half + 1
+            )  # one Miller-Rabin round on each first; survivors get the full test
+            if (
+                gmpy2.is_prime(half, 1)
+                and gmpy2.is_prime(candidate, 1)
+                and gmpy2.is_prime(half, PRIME_ROUNDS)
+                and gmpy2.is_prime(candidate, PRIME_ROUNDS)
+            ):
                 return candidate
 
 
-def blum_paillier_keypair(key_bits: int, *, insecure_test_key: bool = False
-                          ) -> tuple[paillier.PaillierPublicKey, paillier.PaillierPrivateKey]:
+def blum_paillier_keypair(
+    key_bits: int, *, insecure_test_key: bool = False
+) -> tuple[paillier.PaillierPublicKey, paillier.PaillierPrivateKey]:
     """The server's Paillier key pair (Protocol 1, step 1(a)) with ``n = p q``, ``p = q = 3 mod 4`` and exactly
     ``key_bits`` bits: what :func:`prove_modulus` can prove.
 
@@ -270,13 +284,15 @@ def ring_pedersen(bits: int, *, rounds: int = CGGMP20.blum_challenges) -> Verifi
     masks = [secrets.randbelow(phi) for _ in range(rounds)]
     commitments = tuple(_powmod(t, a, n) for a in masks)
     bits_e = _ring_pedersen_challenges(verifier, commitments)
-    return verifier, RingPedersenProof(commitments=commitments,
-                                       responses=tuple((a + e * secret) % phi for a, e in zip(masks, bits_e,
-                                                                                               strict=True)))
+    return verifier, RingPedersenProof(
+        commitments=commitments,
+        responses=tuple((a + e * secret) % phi for a, e in zip(masks, bits_e, strict=True)),
+    )
 
 
-def verify_ring_pedersen(verifier: RingPedersen, proof: RingPedersenProof, *,
-                         parameters: ProofParameters = CGGMP20) -> None:
+def verify_ring_pedersen(
+    verifier: RingPedersen, proof: RingPedersenProof, *, parameters: ProofParameters = CGGMP20
+) -> None:
     """What the server checks before it proves against a silo's parameters (CGGMP20 Figure 17): ``N^`` odd, of
     ``parameters.pedersen_bits`` bits, ``s`` and ``t`` units, and ``t^z_i = A_i s^e_i`` for every challenge bit (an
     ``s`` outside ``<t>`` passes each with probability at most 1/2; with one, the commitments to ``p`` and ``q``
@@ -286,22 +302,40 @@ def verify_ring_pedersen(verifier: RingPedersen, proof: RingPedersenProof, *,
         ValueError: Naming the first check that fails.
     """
     big_n = verifier.n
-    if isinstance(big_n, bool) or not isinstance(big_n, int) or big_n.bit_length() != parameters.pedersen_bits \
-            or big_n % 2 == 0:
-        raise ValueError(f"ring-Pedersen proof: N^ must be an odd {parameters.pedersen_bits}-bit modulus, got "
-                         f"{str(big_n)[:40]}")
+    if (
+        isinstance(big_n, bool)
+        or not isinstance(big_n, int)
+        or big_n.bit_length() != parameters.pedersen_bits
+        or big_n % 2 == 0
+    ):
+        raise ValueError(
+            f"ring-Pedersen proof: N^ must be an odd {parameters.pedersen_bits}-bit modulus, got "
+            f"{str(big_n)[:40]}"
+        )
     s, t = (_check_unit(name, getattr(verifier, name), big_n) for name in ("s", "t"))
     fields = (proof.commitments, proof.responses)
-    if not all(isinstance(values, tuple) and len(values) == parameters.blum_challenges for values in fields):
-        raise ValueError(f"ring-Pedersen proof: commitments and responses must hold {parameters.blum_challenges} "
-                         f"values each")
+    if not all(
+        isinstance(values, tuple) and len(values) == parameters.blum_challenges for values in fields
+    ):
+        raise ValueError(
+            f"ring-Pedersen proof: commitments and responses must hold {parameters.blum_challenges} "
+            f"values each"
+        )
     commitments = tuple(_check_unit("A", value, big_n) for value in proof.commitments)
-    for i, (a, z, e) in enumerate(zip(commitments, proof.responses,
-                                      _ring_pedersen_challenges(verifier, commitments), strict=True)):
+    for i, (a, z, e) in enumerate(
+        zip(
+            commitments,
+            proof.responses,
+            _ring_pedersen_challenges(verifier, commitments),
+            strict=True,
+        )
+    ):
         if isinstance(z, bool) or not isinstance(z, int) or not 0 <= z < big_n:
             raise ValueError(f"ring-Pedersen proof: response {i} must be an integer in [0, N^)")
         if _powmod(t, z, big_n) != a * _powmod(s, e, big_n) % big_n:
-            raise ValueError(f"ring-Pedersen proof: challenge {i} fails (s is not shown to lie in <t>)")
+            raise ValueError(
+                f"ring-Pedersen proof: challenge {i} fails (s is not shown to lie in <t>)"
+            )
 
 
 def _powmod(base: int, exponent: int, modulus: int) -> int:
@@ -321,8 +355,11 @@ def _unit(n: int) -> int:
 def _encode(*parts: int | bytes) -> bytes:
     out = bytearray()
     for part in parts:
-        raw = part if isinstance(part, bytes) else int(part).to_bytes((abs(part).bit_length() + 8) // 8, "big",
-                                                                      signed=True)
+        raw = (
+            part
+            if isinstance(part, bytes)
+            else int(part).to_bytes((abs(part).bit_length() + 8) // 8, "big", signed=True)
+        )
         out += len(raw).to_bytes(4, "big") + raw
     return bytes(out)
 
@@ -330,15 +367,20 @@ def _encode(*parts: int | bytes) -> bytes:
 def _hash_below(bound: int, label: bytes, transcript: bytes) -> int:
     """An integer in ``[0, bound)`` from SHA-256 of the transcript (128 extra bits: the bias is below 2^-128)."""
     need = bound.bit_length() + 128
-    stream = b"".join(hashlib.sha256(_DOMAIN + label + counter.to_bytes(4, "big") + transcript).digest()
-                      for counter in range((need + 255) // 256))
+    stream = b"".join(
+        hashlib.sha256(_DOMAIN + label + counter.to_bytes(4, "big") + transcript).digest()
+        for counter in range((need + 255) // 256)
+    )
     return int.from_bytes(stream, "big") % bound
 
 
 def _ring_pedersen_challenges(verifier: RingPedersen, commitments: tuple[int, ...]) -> list[int]:
     """The challenge bits ``e_i`` of CGGMP20 Figure 17."""
-    value = _hash_below(2 ** len(commitments), b"ring-pedersen",
-                        _encode(verifier.n, verifier.s, verifier.t, *commitments))
+    value = _hash_below(
+        2 ** len(commitments),
+        b"ring-pedersen",
+        _encode(verifier.n, verifier.s, verifier.t, *commitments),
+    )
     return [(value >> i) & 1 for i in range(len(commitments))]
 
 
@@ -353,20 +395,28 @@ def _blum_challenges(n: int, w: int, context: bytes, count: int) -> list[int]:
         if math.gcd(y, n) == 1:
             challenges.append(y)
         if counter > 4 * count:
-            raise ValueError("modulus proof: the modulus shares a factor with many challenges (it has small factors)")
+            raise ValueError(
+                "modulus proof: the modulus shares a factor with many challenges (it has small factors)"
+            )
     return challenges
 
 
-def _factor_challenge(n: int, verifier: RingPedersen, commitments: tuple[int, ...], context: bytes,
-                      challenge_bits: int) -> int:
+def _factor_challenge(
+    n: int,
+    verifier: RingPedersen,
+    commitments: tuple[int, ...],
+    context: bytes,
+    challenge_bits: int,
+) -> int:
     """The no-small-factor challenge ``e`` in ``[-2^l, 2^l]``."""
     transcript = _encode(n, verifier.n, verifier.s, verifier.t, *commitments, context)
     return _hash_below(2 ** (challenge_bits + 1) + 1, b"factors", transcript) - 2**challenge_bits
 
 
 # ------------------------------------------------------------------------------------------------- proofs --
-def prove_paillier_blum(p: int, q: int, *, context: bytes = b"",
-                        parameters: ProofParameters = CGGMP20) -> PaillierBlumProof:
+def prove_paillier_blum(
+    p: int, q: int, *, context: bytes = b"", parameters: ProofParameters = CGGMP20
+) -> PaillierBlumProof:
     """CGGMP20 Figure 16 with Fiat-Shamir: ``n = p q`` is a Paillier-Blum modulus.
 
     Args:
@@ -378,7 +428,9 @@ def prove_paillier_blum(p: int, q: int, *, context: bytes = b"",
         ValueError: ``p`` or ``q`` not ``3 mod 4``, or equal.
     """
     if p % 4 != 3 or q % 4 != 3 or p == q:
-        raise ValueError("a Paillier-Blum proof needs distinct primes p = q = 3 mod 4 (blum_paillier_keypair)")
+        raise ValueError(
+            "a Paillier-Blum proof needs distinct primes p = q = 3 mod 4 (blum_paillier_keypair)"
+        )
     n, phi = p * q, (p - 1) * (q - 1)
     w = _unit(n)
     while gmpy2.jacobi(w, n) != -1:
@@ -404,34 +456,71 @@ def _signed(bound: int) -> int:
     return secrets.randbelow(2 * bound + 1) - bound
 
 
-def prove_no_small_factor(p: int, q: int, verifier: RingPedersen, *, context: bytes = b"",
-                          parameters: ProofParameters = CGGMP20) -> NoSmallFactorProof:
+def prove_no_small_factor(
+    p: int,
+    q: int,
+    verifier: RingPedersen,
+    *,
+    context: bytes = b"",
+    parameters: ProofParameters = CGGMP20,
+) -> NoSmallFactorProof:
     """CGGMP20 Figure 28 with Fiat-Shamir, its masks' ranges as there: both factors of ``n = p q`` are at most
     ``2^(l + e + 1) sqrt(n)`` (so at least ``sqrt(n) / 2^(l + e + 2)``, :func:`smallest_factor_bits`), against the
     verifier's ring-Pedersen group. The verifier's ``s`` must lie in ``<t>`` (:func:`verify_ring_pedersen`), or the
     commitments may leak ``p`` and ``q``."""
     n, (big_n, s, t) = p * q, (verifier.n, verifier.s, verifier.t)
-    challenge, spread = 2**parameters.challenge_bits, 2 ** (parameters.challenge_bits + parameters.slack_bits)
+    challenge, spread = (
+        2**parameters.challenge_bits,
+        2 ** (parameters.challenge_bits + parameters.slack_bits),
+    )
     alpha, beta = _signed(spread * math.isqrt(n)), _signed(spread * math.isqrt(n))
     mu, nu = _signed(challenge * big_n), _signed(challenge * big_n)
     sigma = _signed(challenge * n * big_n)
     r = _signed(spread * n * big_n)
     x, y = _signed(spread * big_n), _signed(spread * big_n)
 
-    def commit(exponent: int, randomness: int) -> int:  # the ring-Pedersen commitment s^exponent t^randomness
+    def commit(
+        exponent: int, randomness: int
+    ) -> int:  # the ring-Pedersen commitment s^exponent t^randomness
         return _powmod(s, exponent, big_n) * _powmod(t, randomness, big_n) % big_n
 
-    commit_p, commit_q, commit_a, commit_b = commit(p, mu), commit(q, nu), commit(alpha, x), commit(beta, y)
+    commit_p, commit_q, commit_a, commit_b = (
+        commit(p, mu),
+        commit(q, nu),
+        commit(alpha, x),
+        commit(beta, y),
+    )
     commit_t = _powmod(commit_q, alpha, big_n) * _powmod(t, r, big_n) % big_n
-    e = _factor_challenge(n, verifier, (commit_p, commit_q, commit_a, commit_b, commit_t, sigma), context,
-                          parameters.challenge_bits)
-    return NoSmallFactorProof(P=commit_p, Q=commit_q, A=commit_a, B=commit_b, T=commit_t, sigma=sigma,
-                              z1=alpha + e * p, z2=beta + e * q, w1=x + e * mu, w2=y + e * nu,
-                              v=r + e * (sigma - nu * p))
+    e = _factor_challenge(
+        n,
+        verifier,
+        (commit_p, commit_q, commit_a, commit_b, commit_t, sigma),
+        context,
+        parameters.challenge_bits,
+    )
+    return NoSmallFactorProof(
+        P=commit_p,
+        Q=commit_q,
+        A=commit_a,
+        B=commit_b,
+        T=commit_t,
+        sigma=sigma,
+        z1=alpha + e * p,
+        z2=beta + e * q,
+        w1=x + e * mu,
+        w2=y + e * nu,
+        v=r + e * (sigma - nu * p),
+    )
 
 
-def prove_modulus(p: int, q: int, verifier: RingPedersen, *, context: bytes = b"",
-                  parameters: ProofParameters = CGGMP20) -> ModulusProof:
+def prove_modulus(
+    p: int,
+    q: int,
+    verifier: RingPedersen,
+    *,
+    context: bytes = b"",
+    parameters: ProofParameters = CGGMP20,
+) -> ModulusProof:
     """Both proofs for ``n = p q`` (the server, once per silo: the second is against that silo's ``verifier``).
 
     Args:
@@ -440,8 +529,10 @@ def prove_modulus(p: int, q: int, verifier: RingPedersen, *, context: bytes = b"
         context: Bytes both sides bind the proof to (the session; the silo's id and fresh nonce).
         parameters: The proofs' sizes (:func:`proof_parameters` of the key size).
     """
-    return ModulusProof(blum=prove_paillier_blum(p, q, context=context, parameters=parameters),
-                        factors=prove_no_small_factor(p, q, verifier, context=context, parameters=parameters))
+    return ModulusProof(
+        blum=prove_paillier_blum(p, q, context=context, parameters=parameters),
+        factors=prove_no_small_factor(p, q, verifier, context=context, parameters=parameters),
+    )
 
 
 # ------------------------------------------------------------------------------------------- verification --
@@ -456,9 +547,15 @@ def smallest_factor_bits(n: int, parameters: ProofParameters = CGGMP20) -> int:
 
 
 def _check_unit(name: str, value: object, modulus: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < modulus \
-            or math.gcd(value, modulus) != 1:
-        raise ValueError(f"modulus proof: {name} must be a unit modulo its modulus, got {str(value)[:40]}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 0 < value < modulus
+        or math.gcd(value, modulus) != 1
+    ):
+        raise ValueError(
+            f"modulus proof: {name} must be a unit modulo its modulus, got {str(value)[:40]}"
+        )
     return value
 
 
@@ -466,13 +563,16 @@ def _check_signed(name: str, value: object, bound: int) -> int:
     """A response within ``[-bound, bound]``; the bound is the honest prover's range with one bit of slack, and it
     also keeps every exponentiation of the verifier to a size fixed by the moduli, not by the proof."""
     if isinstance(value, bool) or not isinstance(value, int) or abs(value) > bound:
-        raise ValueError(f"modulus proof: {name} must be an integer in [-{bound.bit_length()} bits, +], got "
-                         f"{str(value)[:40]}")
+        raise ValueError(
+            f"modulus proof: {name} must be an integer in [-{bound.bit_length()} bits, +], got "
+            f"{str(value)[:40]}"
+        )
     return value
 
 
-def verify_paillier_blum(n: int, proof: PaillierBlumProof, *, context: bytes = b"",
-                         parameters: ProofParameters = CGGMP20) -> None:
+def verify_paillier_blum(
+    n: int, proof: PaillierBlumProof, *, context: bytes = b"", parameters: ProofParameters = CGGMP20
+) -> None:
     """Check CGGMP20 Figure 16's proof: ``n`` odd and composite, ``z_i^n = y_i`` and ``x_i^4 = (-1)^a_i w^b_i y_i``.
 
     Raises:
@@ -484,7 +584,10 @@ def verify_paillier_blum(n: int, proof: PaillierBlumProof, *, context: bytes = b
     if gmpy2.jacobi(w, n) != -1:
         raise ValueError("modulus proof: w must have Jacobi symbol -1")
     count = parameters.blum_challenges
-    if not all(isinstance(values, tuple) and len(values) == count for values in (proof.x, proof.a, proof.b, proof.z)):
+    if not all(
+        isinstance(values, tuple) and len(values) == count
+        for values in (proof.x, proof.a, proof.b, proof.z)
+    ):
         raise ValueError(f"modulus proof: x, a, b and z must hold {count} values each")
     for i, y in enumerate(_blum_challenges(n, w, context, count)):
         a, b = proof.a[i], proof.b[i]
@@ -493,23 +596,38 @@ def verify_paillier_blum(n: int, proof: PaillierBlumProof, *, context: bytes = b
         if _powmod(_check_unit("z", proof.z[i], n), n, n) != y:
             raise ValueError(f"modulus proof: challenge {i} has no n-th root (gcd(n, phi(n)) != 1)")
         if _powmod(_check_unit("x", proof.x[i], n), 4, n) != (-1) ** a * _powmod(w, b, n) * y % n:
-            raise ValueError(f"modulus proof: challenge {i} has no fourth root (n is not a Paillier-Blum modulus)")
+            raise ValueError(
+                f"modulus proof: challenge {i} has no fourth root (n is not a Paillier-Blum modulus)"
+            )
 
 
-def verify_no_small_factor(n: int, proof: NoSmallFactorProof, verifier: RingPedersen, *, context: bytes = b"",
-                           parameters: ProofParameters = CGGMP20) -> None:
+def verify_no_small_factor(
+    n: int,
+    proof: NoSmallFactorProof,
+    verifier: RingPedersen,
+    *,
+    context: bytes = b"",
+    parameters: ProofParameters = CGGMP20,
+) -> None:
     """Check CGGMP20 Figure 28's proof against the verifier's own ring-Pedersen parameters.
 
     Raises:
         ValueError: Naming the first check that fails.
     """
     big_n, s, t = verifier.n, verifier.s, verifier.t
-    commitments = tuple(_check_unit(name, getattr(proof, name), big_n) for name in ("P", "Q", "A", "B", "T"))
+    commitments = tuple(
+        _check_unit(name, getattr(proof, name), big_n) for name in ("P", "Q", "A", "B", "T")
+    )
     # the honest prover's ranges (CGGMP20 Figure 28), one bit over: z = mask + e * factor exceeds the mask's range a
     # little
-    challenge, spread = 2**parameters.challenge_bits, 2 ** (parameters.challenge_bits + parameters.slack_bits + 1)
+    challenge, spread = (
+        2**parameters.challenge_bits,
+        2 ** (parameters.challenge_bits + parameters.slack_bits + 1),
+    )
     sigma = _check_signed("sigma", proof.sigma, challenge * n * big_n)
-    z1, z2 = (_check_signed(name, getattr(proof, name), spread * math.isqrt(n)) for name in ("z1", "z2"))
+    z1, z2 = (
+        _check_signed(name, getattr(proof, name), spread * math.isqrt(n)) for name in ("z1", "z2")
+    )
     w1, w2 = (_check_signed(name, getattr(proof, name), spread * big_n) for name in ("w1", "w2"))
     v = _check_signed("v", proof.v, spread * n * big_n)
     e = _factor_challenge(n, verifier, (*commitments, sigma), context, parameters.challenge_bits)
@@ -521,11 +639,19 @@ def verify_no_small_factor(n: int, proof: NoSmallFactorProof, verifier: RingPede
         (_powmod(commit_q, z1, big_n) * _powmod(t, v, big_n), commit_t * _powmod(big_r, e, big_n)),
     )
     if not all(left % big_n == right % big_n for left, right in checks):
-        raise ValueError("modulus proof: the factors' commitments do not open to the responses (a small factor?)")
+        raise ValueError(
+            "modulus proof: the factors' commitments do not open to the responses (a small factor?)"
+        )
 
 
-def verify_modulus(n: int, proof: ModulusProof, verifier: RingPedersen, *, context: bytes = b"",
-                   parameters: ProofParameters = CGGMP20) -> None:
+def verify_modulus(
+    n: int,
+    proof: ModulusProof,
+    verifier: RingPedersen,
+    *,
+    context: bytes = b"",
+    parameters: ProofParameters = CGGMP20,
+) -> None:
     """What a silo calls on the server's modulus before Protocol 1 uses it (after step 1(a)): both proofs, and a
     factor bound of at least ``parameters.min_factor_bits`` bits.
 
@@ -542,8 +668,10 @@ def verify_modulus(n: int, proof: ModulusProof, verifier: RingPedersen, *, conte
     """
     floor = parameters.min_factor_bits
     if isinstance(n, bool) or not isinstance(n, int) or smallest_factor_bits(n, parameters) < floor:
-        raise ValueError(f"modulus proof: the modulus must have at least "
-                         f"{2 * (floor + parameters.challenge_bits + parameters.slack_bits + 3) - 1} bits for the "
-                         f"proof to bound its factors by {floor} bits")
+        raise ValueError(
+            f"modulus proof: the modulus must have at least "
+            f"{2 * (floor + parameters.challenge_bits + parameters.slack_bits + 3) - 1} bits for the "
+            f"proof to bound its factors by {floor} bits"
+        )
     verify_paillier_blum(n, proof.blum, context=context, parameters=parameters)
     verify_no_small_factor(n, proof.factors, verifier, context=context, parameters=parameters)

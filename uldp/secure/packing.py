@@ -80,12 +80,16 @@ def resolution_bits(precision: float, *, n_users: int, n_silos: int) -> int:
     return encoding.resolution_bits_for(precision / 2, n_users + n_silos)
 
 
-def weight_bits(precision: float, *, n_users: int, n_max: int, delta_bound: float, resolution: int) -> int:
+def weight_bits(
+    precision: float, *, n_users: int, n_max: int, delta_bound: float, resolution: int
+) -> int:
     """g with ``|U| N_max (C + 2^-(f+1)) 2^-g <= P / 2``: the fixed-point weights take the other half of P.
 
     See :func:`error_bound` for why this bounds the weights' share of the error.
     """
-    per_unit = Fraction(n_users * n_max) * (Fraction(delta_bound) + Fraction(1, 2 ** (resolution + 1)))
+    per_unit = Fraction(n_users * n_max) * (
+        Fraction(delta_bound) + Fraction(1, 2 ** (resolution + 1))
+    )
     budget = Fraction(precision) / 2
     g = 0
     while per_unit / 2**g > budget:
@@ -93,7 +97,9 @@ def weight_bits(precision: float, *, n_users: int, n_max: int, delta_bound: floa
     return g
 
 
-def error_bound(layout: PackedLayout, *, n_users: int, n_silos: int, n_max: int, delta_bound: float) -> Fraction:
+def error_bound(
+    layout: PackedLayout, *, n_users: int, n_silos: int, n_max: int, delta_bound: float
+) -> Fraction:
     """Largest |decoded - plain| of one parameter, with the proof (the packed backend's Theorem 4).
 
     Write ``E_suj = rint(delta_suj 2^f)`` (|E - delta 2^f| <= 1/2, |E| <= C 2^f + 1/2) and ``w_u`` the unblinded
@@ -111,8 +117,16 @@ def error_bound(layout: PackedLayout, *, n_users: int, n_silos: int, n_max: int,
     return rounding + weights
 
 
-def slot_bound(*, weight: int, resolution: int, delta_bound: float, noise_bound: float, n_users: int,
-               n_silos: int, n_max: int) -> int:
+def slot_bound(
+    *,
+    weight: int,
+    resolution: int,
+    delta_bound: float,
+    noise_bound: float,
+    n_users: int,
+    n_silos: int,
+    n_max: int,
+) -> int:
     """An integer B >= |A_j| for every parameter's aggregate ``A_j = sum_s (sum_u n_su w_u E_suj + 2^g Ez_sj)``.
 
     Proof: ``|E_suj| <= C 2^f + 1/2`` and ``|Ez_sj| <= Z 2^f + 1/2`` (Z the noise bound); ``0 <= w_u < 2^g / N_u + 1``
@@ -127,8 +141,16 @@ def slot_bound(*, weight: int, resolution: int, delta_bound: float, noise_bound:
     return math.ceil(users + noise)
 
 
-def layout_for(*, key_bits: int, precision: float, n_users: int, n_silos: int, n_max: int, delta_bound: float,
-               noise_bound: float) -> PackedLayout:
+def layout_for(
+    *,
+    key_bits: int,
+    precision: float,
+    n_users: int,
+    n_silos: int,
+    n_max: int,
+    delta_bound: float,
+    noise_bound: float,
+) -> PackedLayout:
     """The packed session's sizes: f, g, the slot width b = bits(2B + 1) (so ``2B + 1 < 2^b``) and K = (k-1) // b.
 
     Why K slots of b bits fit a k-bit modulus n >= 2^(k-1): ``2B + 1 < 2^b`` gives ``B <= 2^(b-1) - 1``, so every
@@ -142,8 +164,15 @@ def layout_for(*, key_bits: int, precision: float, n_users: int, n_silos: int, n
     """
     f = resolution_bits(precision, n_users=n_users, n_silos=n_silos)
     g = weight_bits(precision, n_users=n_users, n_max=n_max, delta_bound=delta_bound, resolution=f)
-    bound = slot_bound(weight=g, resolution=f, delta_bound=delta_bound, noise_bound=noise_bound, n_users=n_users,
-                       n_silos=n_silos, n_max=n_max)
+    bound = slot_bound(
+        weight=g,
+        resolution=f,
+        delta_bound=delta_bound,
+        noise_bound=noise_bound,
+        n_users=n_users,
+        n_silos=n_silos,
+        n_max=n_max,
+    )
     width = (2 * bound + 1).bit_length()
     slots = (key_bits - 1) // width
     if slots < 1:
@@ -200,7 +229,7 @@ def pack_integers(values: Sequence[int], layout: PackedLayout) -> list[int]:
     out = []
     for start in range(0, len(values), layout.slots):
         packed = 0
-        for value in reversed(values[start:start + layout.slots]):
+        for value in reversed(values[start : start + layout.slots]):
             if not -half <= value < half:
                 raise ValueError(f"value {value} does not fit a signed slot of {width} bits")
             packed = (packed << width) + int(value)
@@ -220,7 +249,9 @@ def unpack_integers(packed: Sequence[int], count: int, layout: PackedLayout) -> 
     """
     check_integer("count", count, minimum=0)
     if layout.ciphertexts_for(count) > len(packed):
-        raise ValueError(f"{count} values need {layout.ciphertexts_for(count)} packed integers, got {len(packed)}")
+        raise ValueError(
+            f"{count} values need {layout.ciphertexts_for(count)} packed integers, got {len(packed)}"
+        )
     width, half, mask = layout.slot_bits, 1 << (layout.slot_bits - 1), (1 << layout.slot_bits) - 1
     out: list[int] = []
     for value in packed:

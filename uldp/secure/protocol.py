@@ -86,23 +86,44 @@ def modulus_proof_context(config: ProtocolConfig, silo_id: int, nonce: bytes) ->
     session's shape and key size, and the silo's fresh nonce, so a proof made for another silo or another session is
     refused."""
     shape = (silo_id, config.n_silos, config.n_users, config.parameters.key_bits)
-    return b"uldp/protocol-1/modulus/" + b"".join(value.to_bytes(4, "big") for value in shape) + nonce
+    return (
+        b"uldp/protocol-1/modulus/" + b"".join(value.to_bytes(4, "big") for value in shape) + nonce
+    )
 
 
 def _verifier_of(request: RingPedersenMessage) -> modulus_proof.Verifier:
-    return (modulus_proof.RingPedersen(n=request.modulus, s=request.s, t=request.t),
-            modulus_proof.RingPedersenProof(commitments=request.commitments, responses=request.responses))
+    return (
+        modulus_proof.RingPedersen(n=request.modulus, s=request.s, t=request.t),
+        modulus_proof.RingPedersenProof(
+            commitments=request.commitments, responses=request.responses
+        ),
+    )
 
 
 def _proof_of(message: ModulusProofMessage) -> modulus_proof.ModulusProof:
     return modulus_proof.ModulusProof(
-        blum=modulus_proof.PaillierBlumProof(w=message.w, x=message.x, a=message.a, b=message.b, z=message.z),
-        factors=modulus_proof.NoSmallFactorProof(P=message.P, Q=message.Q, A=message.A, B=message.B, T=message.T,
-                                                 sigma=message.sigma, z1=message.z1, z2=message.z2, w1=message.w1,
-                                                 w2=message.w2, v=message.v))
+        blum=modulus_proof.PaillierBlumProof(
+            w=message.w, x=message.x, a=message.a, b=message.b, z=message.z
+        ),
+        factors=modulus_proof.NoSmallFactorProof(
+            P=message.P,
+            Q=message.Q,
+            A=message.A,
+            B=message.B,
+            T=message.T,
+            sigma=message.sigma,
+            z1=message.z1,
+            z2=message.z2,
+            w1=message.w1,
+            w2=message.w2,
+            v=message.v,
+        ),
+    )
 
 
-def _one_per_silo(messages: Sequence[M], n_silos: int, *, what: str, silo_of: Callable[[M], int]) -> list[M]:
+def _one_per_silo(
+    messages: Sequence[M], n_silos: int, *, what: str, silo_of: Callable[[M], int]
+) -> list[M]:
     """Messages ordered by silo id; aborts with a clear error when a silo is missing, unknown or duplicated."""
     by_silo: dict[int, M] = {}
     for message in messages:
@@ -138,7 +159,9 @@ class Server:
         if config.lattice:
             from uldp.secure import lattice
 
-            self._lattice = lattice.LatticeServer(config.lattice_layout, processes=config.parameters.processes)
+            self._lattice = lattice.LatticeServer(
+                config.lattice_layout, processes=config.parameters.processes
+            )
 
     def lattice_keys_message(self) -> LatticeKeysMessage:
         """Step 1(a), lattice backend: the BFV public keys for all silos.
@@ -147,8 +170,10 @@ class Server:
             ValueError: not the lattice backend.
         """
         if self._lattice is None:
-            raise ValueError(f"BFV keys belong to the lattice backend, this session is "
-                             f"{self.config.parameters.backend!r}")
+            raise ValueError(
+                f"BFV keys belong to the lattice backend, this session is "
+                f"{self.config.parameters.backend!r}"
+            )
         return LatticeKeysMessage(public_keys=self._lattice.public_keys())
 
     def public_key_message(self) -> PublicKeyMessage:
@@ -165,25 +190,51 @@ class Server:
                 could leak the key's factors.
         """
         if not 0 <= request.silo < self.config.n_silos:
-            raise ValueError(f"ring-Pedersen parameters from unknown silo {request.silo} (silos are "
-                             f"0..{self.config.n_silos - 1})")
+            raise ValueError(
+                f"ring-Pedersen parameters from unknown silo {request.silo} (silos are "
+                f"0..{self.config.n_silos - 1})"
+            )
         if len(request.nonce) != NONCE_BYTES:
-            raise ValueError(f"the modulus proof's nonce has {NONCE_BYTES} bytes, got {len(request.nonce)}")
+            raise ValueError(
+                f"the modulus proof's nonce has {NONCE_BYTES} bytes, got {len(request.nonce)}"
+            )
         parameters = modulus_proof.proof_parameters(self.config.parameters.key_bits)
         verifier, verifier_proof = _verifier_of(request)
         modulus_proof.verify_ring_pedersen(verifier, verifier_proof, parameters=parameters)
         proof = modulus_proof.prove_modulus(
-            int(self._private_key.p), int(self._private_key.q), verifier, parameters=parameters,
-            context=modulus_proof_context(self.config, request.silo, request.nonce))
+            int(self._private_key.p),
+            int(self._private_key.q),
+            verifier,
+            parameters=parameters,
+            context=modulus_proof_context(self.config, request.silo, request.nonce),
+        )
         blum, factors = proof.blum, proof.factors
-        return ModulusProofMessage(silo=request.silo, modulus=self._n, w=blum.w, x=blum.x, a=blum.a, b=blum.b,
-                                   z=blum.z, P=factors.P, Q=factors.Q, A=factors.A, B=factors.B, T=factors.T,
-                                   sigma=factors.sigma, z1=factors.z1, z2=factors.z2, w1=factors.w1, w2=factors.w2,
-                                   v=factors.v)
+        return ModulusProofMessage(
+            silo=request.silo,
+            modulus=self._n,
+            w=blum.w,
+            x=blum.x,
+            a=blum.a,
+            b=blum.b,
+            z=blum.z,
+            P=factors.P,
+            Q=factors.Q,
+            A=factors.A,
+            B=factors.B,
+            T=factors.T,
+            sigma=factors.sigma,
+            z1=factors.z1,
+            z2=factors.z2,
+            w1=factors.w1,
+            w2=factors.w2,
+            v=factors.v,
+        )
 
     def relay_dh_keys(self, messages: Sequence[DhPublicKeyMessage]) -> DhDirectoryMessage:
         """Step 1(b): collect every silo's X25519 public key and broadcast the directory."""
-        ordered = _one_per_silo(messages, self.config.n_silos, what="DH public key", silo_of=lambda m: m.silo)
+        ordered = _one_per_silo(
+            messages, self.config.n_silos, what="DH public key", silo_of=lambda m: m.silo
+        )
         return DhDirectoryMessage(public_keys=tuple(m.public_key for m in ordered))
 
     def relay(self, messages: Sequence[Message]) -> dict[int, list[Message]]:
@@ -198,14 +249,24 @@ class Server:
         requests = [m for m in messages if isinstance(m, RescaleRequestMessage)]
         if requests:
             if len(requests) != len(messages):
-                raise ValueError("a relay carries either sealed messages or the round's rescale requests, not both")
+                raise ValueError(
+                    "a relay carries either sealed messages or the round's rescale requests, not both"
+                )
             answer = self.rescale(requests)
             return {s: [answer] for s in inbox}
         for message in messages:
             if not isinstance(message, SealedMessage):
-                raise ValueError(f"the server relays sealed messages, got a {type(message).__name__}")
-            if message.recipient not in inbox or message.sender not in inbox or message.sender == message.recipient:
-                raise ValueError(f"cannot relay a sealed message from silo {message.sender} to {message.recipient}")
+                raise ValueError(
+                    f"the server relays sealed messages, got a {type(message).__name__}"
+                )
+            if (
+                message.recipient not in inbox
+                or message.sender not in inbox
+                or message.sender == message.recipient
+            ):
+                raise ValueError(
+                    f"cannot relay a sealed message from silo {message.sender} to {message.recipient}"
+                )
             inbox[message.recipient].append(message)
         return inbox
 
@@ -215,16 +276,22 @@ class Server:
         The server sees r_u N_u, uniform on Z_n^* for N_u > 0 (proof of Theorem 5). B(N_u) = 0 means N_u = 0:
         such a user cannot be weighted (start_round refuses to sample them).
         """
-        ordered = _one_per_silo(messages, self.config.n_silos, what="blinded histogram", silo_of=lambda m: m.silo)
+        ordered = _one_per_silo(
+            messages, self.config.n_silos, what="blinded histogram", silo_of=lambda m: m.silo
+        )
         for message in ordered:
             self.check_histogram(message)
-        totals = [sum(column) % self._n for column in zip(*(m.values for m in ordered), strict=True)]
+        totals = [
+            sum(column) % self._n for column in zip(*(m.values for m in ordered), strict=True)
+        ]
         inverses: list[int | None] = []
         for user, total in enumerate(totals):
             if total == 0:
                 inverses.append(None)
             elif math.gcd(total, self._n) != 1:
-                raise ValueError(f"blinded count of user {user} is not invertible mod n; rerun the setup")
+                raise ValueError(
+                    f"blinded count of user {user} is not invertible mod n; rerun the setup"
+                )
             else:
                 inverses.append(int(gmpy2.invert(total, self._n)))
         self._blinded_totals, self._inverse_blinded = totals, inverses
@@ -235,9 +302,13 @@ class Server:
         Raises:
             ValueError: naming the problem.
         """
-        message.check_elements(message.values, bound=self._n, count=self.config.n_users, what="blinded counts")
+        message.check_elements(
+            message.values, bound=self._n, count=self.config.n_users, what="blinded counts"
+        )
 
-    def rescale(self, messages: Sequence[RescaleRequestMessage]) -> RescaledWeightsMessage | LatticeWeightsMessage:
+    def rescale(
+        self, messages: Sequence[RescaleRequestMessage]
+    ) -> RescaledWeightsMessage | LatticeWeightsMessage:
         """Packed backend, step 2 (:mod:`uldp.secure.packing`): decrypt every ``z_u = b_u C_LCM / N_u + rho_u``
         (statistically independent of N_u), and encrypt ``floor(z_u 2^g / C_LCM)`` afresh for every user (in BFV
         with the lattice backend: the same ciphertexts for every silo).
@@ -247,9 +318,13 @@ class Server:
                 count or range of ciphertexts.
         """
         if not self.config.rescales:
-            raise ValueError("rescale requests belong to the packed-paillier backend (and the lattice one), this "
-                             "session is 'paillier'")
-        ordered = _one_per_silo(messages, self.config.n_silos, what="rescale request", silo_of=lambda m: m.silo)
+            raise ValueError(
+                "rescale requests belong to the packed-paillier backend (and the lattice one), this "
+                "session is 'paillier'"
+            )
+        ordered = _one_per_silo(
+            messages, self.config.n_silos, what="rescale request", silo_of=lambda m: m.silo
+        )
         blinded: list[int] = [0] * self.config.n_users
         for message in ordered:
             if message.round_index != self._round:
@@ -263,20 +338,37 @@ class Server:
         g, c_lcm = self.config.weight_bits, self.config.c_lcm
         weights = [packing.rescaled(z, c_lcm=c_lcm, weight=g) for z in blinded]
         if self._lattice is not None:
-            return LatticeWeightsMessage(round_index=self._round or 0, ciphertexts=tuple(
-                c for prime in self._lattice.encrypt_weights(weights) for c in prime))
-        return RescaledWeightsMessage(round_index=self._round or 0,
-                                      ciphertexts=tuple(fast.crt_encrypt(self._private_key, weights,
-                                                                          processes=self.config.parameters.processes)))
+            return LatticeWeightsMessage(
+                round_index=self._round or 0,
+                ciphertexts=tuple(
+                    c for prime in self._lattice.encrypt_weights(weights) for c in prime
+                ),
+            )
+        return RescaledWeightsMessage(
+            round_index=self._round or 0,
+            ciphertexts=tuple(
+                fast.crt_encrypt(
+                    self._private_key, weights, processes=self.config.parameters.processes
+                )
+            ),
+        )
 
-    def _check_ciphertexts(self, message: Message, ciphertexts: tuple[int, ...], count: int) -> None:
+    def _check_ciphertexts(
+        self, message: Message, ciphertexts: tuple[int, ...], count: int
+    ) -> None:
         """``count`` ciphertexts, each in Z*_{n^2} (0, n and any multiple of p or q are no Paillier ciphertext)."""
-        message.check_elements(ciphertexts, bound=self._n * self._n, count=count, what="ciphertexts")
+        message.check_elements(
+            ciphertexts, bound=self._n * self._n, count=count, what="ciphertexts"
+        )
         for index, value in enumerate(ciphertexts):
             if value == 0 or gmpy2.gcd(value, self._n) != 1:
-                raise ValueError(f"{type(message).__name__}: ciphertexts #{index} is not in Z*_(n^2)")
+                raise ValueError(
+                    f"{type(message).__name__}: ciphertexts #{index} is not in Z*_(n^2)"
+                )
 
-    def check_masked_update(self, message: MaskedUpdateMessage | LatticeUpdateMessage, size: int) -> None:
+    def check_masked_update(
+        self, message: MaskedUpdateMessage | LatticeUpdateMessage, size: int
+    ) -> None:
         """Step 2(c)'s checks on one silo's masked update: this round's, for ``size`` model parameters, with one
         ciphertext per parameter (per K parameters with the packed backend), each in Z*_{n^2}.
 
@@ -291,17 +383,23 @@ class Server:
                 f"masked update of silo {message.silo} is for round {message.round_index}, expected {self._round}"
             )
         if message.parameters != size:
-            raise ValueError(f"masked update of silo {message.silo} is for {message.parameters} parameters, "
-                             f"expected {size}")
+            raise ValueError(
+                f"masked update of silo {message.silo} is for {message.parameters} parameters, "
+                f"expected {size}"
+            )
         if self._lattice is not None:
             layout = self._lattice.layout
             count = len(layout.plain_moduli) * layout.chunks_for(size)
             if not isinstance(message, LatticeUpdateMessage) or len(message.ciphertexts) != count:
-                raise ValueError(f"masked update of silo {message.silo} must be a lattice update of {count} "
-                                 f"ciphertexts for {size} parameters")
+                raise ValueError(
+                    f"masked update of silo {message.silo} must be a lattice update of {count} "
+                    f"ciphertexts for {size} parameters"
+                )
             return
         if not isinstance(message, MaskedUpdateMessage):
-            raise ValueError(f"masked update of silo {message.silo} is a {type(message).__name__}, not Paillier's")
+            raise ValueError(
+                f"masked update of silo {message.silo} is a {type(message).__name__}, not Paillier's"
+            )
         count = self.config.packed_layout.ciphertexts_for(size) if self.config.packed else size
         self._check_ciphertexts(message, message.ciphertexts, count)
 
@@ -318,7 +416,9 @@ class Server:
         square = self._n * self._n
         if any(not 0 <= int(c) < square for c in ciphertexts):
             raise ValueError("ciphertexts must lie in [0, n^2) of this server's key")
-        return fast.crt_decrypt(self._private_key, list(ciphertexts), processes=self.config.parameters.processes)
+        return fast.crt_decrypt(
+            self._private_key, list(ciphertexts), processes=self.config.parameters.processes
+        )
 
     @property
     def blinded_totals(self) -> list[int]:
@@ -349,12 +449,18 @@ class Server:
             else:
                 weights.append(inverse)
         if empty:
-            raise ValueError(f"user(s) {empty[:10]} are sampled but have N_u = 0 records; do not sample them")
-        ciphertexts = tuple(fast.crt_encrypt(self._private_key, weights, processes=self.config.parameters.processes))
+            raise ValueError(
+                f"user(s) {empty[:10]} are sampled but have N_u = 0 records; do not sample them"
+            )
+        ciphertexts = tuple(
+            fast.crt_encrypt(self._private_key, weights, processes=self.config.parameters.processes)
+        )
         self._round = round_index
         return EncryptedWeightsMessage(round_index=round_index, ciphertexts=ciphertexts)
 
-    def finish_round(self, messages: Sequence[MaskedUpdateMessage | LatticeUpdateMessage]) -> np.ndarray:
+    def finish_round(
+        self, messages: Sequence[MaskedUpdateMessage | LatticeUpdateMessage]
+    ) -> np.ndarray:
         """Step 2(c): with every silo's masked update, multiply (masks cancel), CRT-decrypt and Decode.
 
         Returns:
@@ -364,7 +470,9 @@ class Server:
             ValueError: if any silo is missing (nothing is decrypted), or a message is from another round or malformed
                 (:meth:`check_masked_update`).
         """
-        ordered = _one_per_silo(messages, self.config.n_silos, what="masked update", silo_of=lambda m: m.silo)
+        ordered = _one_per_silo(
+            messages, self.config.n_silos, what="masked update", silo_of=lambda m: m.silo
+        )
         if self._round is None:
             raise ValueError("no round was started")
         size = ordered[0].parameters
@@ -374,23 +482,35 @@ class Server:
             self._round = None
             primes = len(self._lattice.layout.plain_moduli)
             chunks = len(ordered[0].ciphertexts) // primes
-            return self._lattice.finish([[m.ciphertexts[i * chunks:(i + 1) * chunks] for i in range(primes)]
-                                         for m in ordered], size)
+            return self._lattice.finish(
+                [
+                    [m.ciphertexts[i * chunks : (i + 1) * chunks] for i in range(primes)]
+                    for m in ordered
+                ],
+                size,
+            )
         modulus = gmpy2.mpz(self._n * self._n)
         totals = [gmpy2.mpz(c) for c in ordered[0].ciphertexts]
         for message in ordered[1:]:
             totals = [t * c % modulus for t, c in zip(totals, message.ciphertexts, strict=True)]
-        plaintexts = fast.crt_decrypt(self._private_key, totals, processes=self.config.parameters.processes)
+        plaintexts = fast.crt_decrypt(
+            self._private_key, totals, processes=self.config.parameters.processes
+        )
         self._round = None
         if self.config.packed:
             layout = self.config.packed_layout
             signed = [m - self._n if m > self._n // 2 else m for m in plaintexts]
-            return np.array([packing.decode(a, layout) for a in packing.unpack_integers(signed, size, layout)],
-                            dtype=np.float64)
+            return np.array(
+                [packing.decode(a, layout) for a in packing.unpack_integers(signed, size, layout)],
+                dtype=np.float64,
+            )
         return np.array(
             [
                 encoding.decode(
-                    m, resolution_bits=self.config.resolution_bits, c_lcm=self.config.c_lcm, modulus=self._n
+                    m,
+                    resolution_bits=self.config.resolution_bits,
+                    c_lcm=self.config.c_lcm,
+                    modulus=self._n,
                 )
                 for m in plaintexts
             ]
@@ -413,12 +533,22 @@ class Silo:
             take about a minute at the default key sizes).
     """
 
-    def __init__(self, silo_id: int, counts: np.ndarray, config: ProtocolConfig, *,
-                 verifier: modulus_proof.Verifier | None = None) -> None:
+    def __init__(
+        self,
+        silo_id: int,
+        counts: np.ndarray,
+        config: ProtocolConfig,
+        *,
+        verifier: modulus_proof.Verifier | None = None,
+    ) -> None:
         row = np.asarray(counts)
         if row.shape != (config.n_users,):
-            raise ValueError(f"silo {silo_id}: counts must have shape ({config.n_users},), got {row.shape}")
-        encoding.check_counts(row[None, :], n_max=config.parameters.n_max)  # own part of condition (1)
+            raise ValueError(
+                f"silo {silo_id}: counts must have shape ({config.n_users},), got {row.shape}"
+            )
+        encoding.check_counts(
+            row[None, :], n_max=config.parameters.n_max
+        )  # own part of condition (1)
         if not 0 <= silo_id < config.n_silos:
             raise ValueError(f"silo id {silo_id} outside 0..{config.n_silos - 1}")
         self.silo_id, self.config = silo_id, config
@@ -432,7 +562,9 @@ class Silo:
         self._round: int | None = None
         self._lattice_keys: tuple[bytes, ...] = ()
         self._lattice: Any = None
-        self._lattice_round = 0  # the last round a lattice update was computed for, until self._lattice exists
+        self._lattice_round = (
+            0  # the last round a lattice update was computed for, until self._lattice exists
+        )
         self._verifier = verifier
         self._proof_request: RingPedersenMessage | None = None
 
@@ -445,22 +577,36 @@ class Silo:
     @property
     def _modulus(self) -> int:
         if self._n is None:
-            raise ValueError(f"silo {self.silo_id} has no public key yet: call receive_public_key first")
+            raise ValueError(
+                f"silo {self.silo_id} has no public key yet: call receive_public_key first"
+            )
         return self._n
 
-    def receive_public_key(self, message: PublicKeyMessage) -> tuple[DhPublicKeyMessage, RingPedersenMessage]:
+    def receive_public_key(
+        self, message: PublicKeyMessage
+    ) -> tuple[DhPublicKeyMessage, RingPedersenMessage]:
         """Step 1(a): check the Paillier modulus's size and answer with an X25519 public key and (beyond the paper)
         this silo's ring-Pedersen parameters with a fresh nonce, against which the server proves the modulus well
         formed. The modulus is not kept: the silo takes the one whose proof passes (:meth:`accept_modulus`)."""
         self._checked_modulus(int(message.modulus))
         sizes = modulus_proof.proof_parameters(self.config.parameters.key_bits)
         if self._verifier is None or self._verifier[0].n.bit_length() != sizes.pedersen_bits:
-            self._verifier = modulus_proof.ring_pedersen(sizes.pedersen_bits, rounds=sizes.blum_challenges)
+            self._verifier = modulus_proof.ring_pedersen(
+                sizes.pedersen_bits, rounds=sizes.blum_challenges
+            )
         verifier, proof = self._verifier
-        self._proof_request = RingPedersenMessage(silo=self.silo_id, nonce=os.urandom(NONCE_BYTES), modulus=verifier.n,
-                                                  s=verifier.s, t=verifier.t, commitments=proof.commitments,
-                                                  responses=proof.responses)
-        return DhPublicKeyMessage(silo=self.silo_id, public_key=keys.dh_public_bytes(self._dh_key)), self._proof_request
+        self._proof_request = RingPedersenMessage(
+            silo=self.silo_id,
+            nonce=os.urandom(NONCE_BYTES),
+            modulus=verifier.n,
+            s=verifier.s,
+            t=verifier.t,
+            commitments=proof.commitments,
+            responses=proof.responses,
+        )
+        return DhPublicKeyMessage(
+            silo=self.silo_id, public_key=keys.dh_public_bytes(self._dh_key)
+        ), self._proof_request
 
     def accept_modulus(self, message: ModulusProofMessage) -> None:
         """Beyond the paper, step 1(b), before anything uses the modulus: check the server's proofs that it is well
@@ -475,11 +621,17 @@ class Silo:
         if request is None or self._verifier is None:
             raise ValueError(f"silo {self.silo_id} got a modulus proof before step 1(a)")
         if message.silo != self.silo_id:
-            raise ValueError(f"modulus proof: it is for silo {message.silo}, this is silo {self.silo_id}")
+            raise ValueError(
+                f"modulus proof: it is for silo {message.silo}, this is silo {self.silo_id}"
+            )
         modulus = self._checked_modulus(int(message.modulus))
-        modulus_proof.verify_modulus(modulus, _proof_of(message), self._verifier[0],
-                                     context=modulus_proof_context(self.config, self.silo_id, request.nonce),
-                                     parameters=modulus_proof.proof_parameters(self.config.parameters.key_bits))
+        modulus_proof.verify_modulus(
+            modulus,
+            _proof_of(message),
+            self._verifier[0],
+            context=modulus_proof_context(self.config, self.silo_id, request.nonce),
+            parameters=modulus_proof.proof_parameters(self.config.parameters.key_bits),
+        )
         self._n = modulus
         self._session = keys.session_id(modulus)
 
@@ -498,16 +650,22 @@ class Silo:
         from uldp.secure import lattice
 
         if not self.config.lattice:
-            raise ValueError(f"silo {self.silo_id}: BFV keys belong to the lattice backend, this session is "
-                             f"{self.config.parameters.backend!r}")
+            raise ValueError(
+                f"silo {self.silo_id}: BFV keys belong to the lattice backend, this session is "
+                f"{self.config.parameters.backend!r}"
+            )
         lattice.load_public_keys(self.config.lattice_layout, public_keys, silo_id=self.silo_id)
 
     def receive_dh_directory(self, message: DhDirectoryMessage) -> list[SealedMessage]:
         """Step 1(b)-(c): derive the pairwise keys; silo 0 draws the seed R and seals it for every other silo."""
         if len(message.public_keys) != self.config.n_silos:
-            raise ValueError(f"DH directory lists {len(message.public_keys)} keys, expected {self.config.n_silos}")
+            raise ValueError(
+                f"DH directory lists {len(message.public_keys)} keys, expected {self.config.n_silos}"
+            )
         if message.public_keys[self.silo_id] != keys.dh_public_bytes(self._dh_key):
-            raise ValueError(f"silo {self.silo_id}: the DH directory does not carry this silo's public key")
+            raise ValueError(
+                f"silo {self.silo_id}: the DH directory does not carry this silo's public key"
+            )
         self._pair_keys = {
             peer: keys.derive_pairwise_keys(
                 self._dh_key, public, own_id=self.silo_id, peer_id=peer, session=self._session
@@ -526,9 +684,15 @@ class Silo:
             if messages:
                 raise ValueError("silo 0 draws the seed and expects no seed message")
             return
-        seeds = [m for m in messages if isinstance(m, SealedMessage) and m.purpose == SEALED_SEED and m.sender == 0]
+        seeds = [
+            m
+            for m in messages
+            if isinstance(m, SealedMessage) and m.purpose == SEALED_SEED and m.sender == 0
+        ]
         if len(seeds) != 1:
-            raise ValueError(f"silo {self.silo_id} expected exactly one seed message from silo 0, got {len(seeds)}")
+            raise ValueError(
+                f"silo {self.silo_id} expected exactly one seed message from silo 0, got {len(seeds)}"
+            )
         seed = self._open(seeds[0], round_index=0, purpose=SEALED_SEED)
         if len(seed) != SECRET_BYTES:
             raise ValueError(f"the seed R has {SECRET_BYTES} bytes, got {len(seed)}")
@@ -538,7 +702,9 @@ class Silo:
         self._seed = seed
         # Step 1(d): r_u uniform on Z_n^*, the same in every silo (keyed by R).
         self._blinds = masks.unit_blinds(
-            keys.derive_key(seed, label=b"blinds" + self._session), modulus=self._modulus, count=self.config.n_users
+            keys.derive_key(seed, label=b"blinds" + self._session),
+            modulus=self._modulus,
+            count=self.config.n_users,
         )
 
     def _users_of(self, silo: int) -> range:
@@ -555,14 +721,22 @@ class Silo:
         """
         peers = sorted(self._pair_keys)
         return SiloState(
-            silo=self.silo_id, counts=tuple(self._counts), dh_private=self._dh_key.private_bytes_raw(),
-            modulus=self._n or 0, aead_keys=tuple(self._pair_keys[p].aead for p in peers),
-            mask_keys=tuple(self._pair_keys[p].masks for p in peers), seed=self._seed or b"",
+            silo=self.silo_id,
+            counts=tuple(self._counts),
+            dh_private=self._dh_key.private_bytes_raw(),
+            modulus=self._n or 0,
+            aead_keys=tuple(self._pair_keys[p].aead for p in peers),
+            mask_keys=tuple(self._pair_keys[p].masks for p in peers),
+            seed=self._seed or b"",
             round_index=self._round or 0,
-            own_powers=tuple(int(self._own_powers[u]) for u in self._users_of(self.silo_id)) if self._round else (),
+            own_powers=tuple(int(self._own_powers[u]) for u in self._users_of(self.silo_id))
+            if self._round
+            else (),
             proof_request=self._proof_request.to_bytes() if self._proof_request else b"",
             lattice_keys=self._lattice_keys,
-            lattice_round=self._lattice.answered_round if self._lattice is not None else self._lattice_round,
+            lattice_round=self._lattice.answered_round
+            if self._lattice is not None
+            else self._lattice_round,
         ).to_bytes()
 
     def _checked_modulus(self, modulus: int) -> int:
@@ -591,8 +765,10 @@ class Silo:
         record = SiloState.from_bytes(state)
         n_max = config.parameters.n_max
         if len(record.counts) != config.n_users or any(count > n_max for count in record.counts):
-            raise ValueError(f"silo state counts must be {config.n_users} counts in 0..{n_max} (N_max), got "
-                             f"{len(record.counts)} up to {max(record.counts, default=0)}")
+            raise ValueError(
+                f"silo state counts must be {config.n_users} counts in 0..{n_max} (N_max), got "
+                f"{len(record.counts)} up to {max(record.counts, default=0)}"
+            )
         silo = cls(record.silo, np.array(record.counts, dtype=np.int64), config)
         silo._dh_key = X25519PrivateKey.from_private_bytes(record.dh_private)
         if record.proof_request:
@@ -601,23 +777,34 @@ class Silo:
             silo._n = silo._checked_modulus(record.modulus)
             silo._session = keys.session_id(silo._n)
         peers = [peer for peer in range(config.n_silos) if peer != record.silo]
-        secrets = {"seed": [record.seed] if record.seed else [], "aead key": record.aead_keys,
-                   "mask key": record.mask_keys}
+        secrets = {
+            "seed": [record.seed] if record.seed else [],
+            "aead key": record.aead_keys,
+            "mask key": record.mask_keys,
+        }
         for name, values in secrets.items():
             if any(len(value) != SECRET_BYTES for value in values):
                 raise ValueError(f"silo state holds a {name} that is not {SECRET_BYTES} bytes long")
-        if record.own_powers and not all(0 < power < silo._modulus ** 2 for power in record.own_powers):
+        if record.own_powers and not all(
+            0 < power < silo._modulus**2 for power in record.own_powers
+        ):
             raise ValueError("silo state holds a weight power outside Z_(n^2)")
         if record.aead_keys or record.mask_keys:
             if not len(record.aead_keys) == len(record.mask_keys) == len(peers):
-                raise ValueError(f"silo state has keys for {len(record.aead_keys)} peers, expected {len(peers)}")
-            silo._pair_keys = {peer: keys.PairwiseKeys(aead=a, masks=m)
-                               for peer, a, m in zip(peers, record.aead_keys, record.mask_keys, strict=True)}
+                raise ValueError(
+                    f"silo state has keys for {len(record.aead_keys)} peers, expected {len(peers)}"
+                )
+            silo._pair_keys = {
+                peer: keys.PairwiseKeys(aead=a, masks=m)
+                for peer, a, m in zip(peers, record.aead_keys, record.mask_keys, strict=True)
+            }
         if record.seed:
             silo._set_seed(record.seed)
         if (record.lattice_keys or record.lattice_round) and not config.lattice:
-            raise ValueError(f"silo state holds BFV keys or a lattice round, but this session's backend is "
-                             f"{config.parameters.backend!r}")
+            raise ValueError(
+                f"silo state holds BFV keys or a lattice round, but this session's backend is "
+                f"{config.parameters.backend!r}"
+            )
         if record.lattice_keys:
             silo._check_lattice_keys(record.lattice_keys)
             silo._lattice_keys = tuple(record.lattice_keys)
@@ -625,9 +812,13 @@ class Silo:
         if record.round_index:
             users = silo._users_of(record.silo)
             if len(record.own_powers) != len(users):
-                raise ValueError(f"silo state has {len(record.own_powers)} weight powers, expected {len(users)}")
+                raise ValueError(
+                    f"silo state has {len(record.own_powers)} weight powers, expected {len(users)}"
+                )
             silo._round = record.round_index
-            silo._own_powers = dict(zip(users, (gmpy2.mpz(v) for v in record.own_powers), strict=True))
+            silo._own_powers = dict(
+                zip(users, (gmpy2.mpz(v) for v in record.own_powers), strict=True)
+            )
         return silo
 
     def _restore_proof_request(self, data: bytes) -> None:
@@ -636,29 +827,42 @@ class Silo:
         request = RingPedersenMessage.from_bytes(data)
         sizes = modulus_proof.proof_parameters(self.config.parameters.key_bits)
         big_n = request.modulus
-        if request.silo != self.silo_id or len(request.nonce) != NONCE_BYTES \
-                or big_n.bit_length() != sizes.pedersen_bits or not 0 < request.s < big_n or not 0 < request.t < big_n \
-                or not len(request.commitments) == len(request.responses) == sizes.blum_challenges:
-            raise ValueError(f"silo state holds ring-Pedersen parameters that are not this silo's of "
-                             f"{sizes.pedersen_bits} bits with a {NONCE_BYTES}-byte nonce and "
-                             f"{sizes.blum_challenges} proof rounds")
+        if (
+            request.silo != self.silo_id
+            or len(request.nonce) != NONCE_BYTES
+            or big_n.bit_length() != sizes.pedersen_bits
+            or not 0 < request.s < big_n
+            or not 0 < request.t < big_n
+            or not len(request.commitments) == len(request.responses) == sizes.blum_challenges
+        ):
+            raise ValueError(
+                f"silo state holds ring-Pedersen parameters that are not this silo's of "
+                f"{sizes.pedersen_bits} bits with a {NONCE_BYTES}-byte nonce and "
+                f"{sizes.blum_challenges} proof rounds"
+            )
         self._proof_request, self._verifier = request, _verifier_of(request)
 
     def _seal(self, peer: int, round_index: int, purpose: int, payload: bytes) -> SealedMessage:
         header = SealedMessage(self.silo_id, peer, round_index, purpose, b"", b"")
-        nonce, ciphertext = keys.seal(self._pair_keys[peer].aead, payload, associated_data=header.associated_data())
+        nonce, ciphertext = keys.seal(
+            self._pair_keys[peer].aead, payload, associated_data=header.associated_data()
+        )
         return SealedMessage(self.silo_id, peer, round_index, purpose, nonce, ciphertext)
 
     def _open(self, message: SealedMessage, *, round_index: int, purpose: int) -> bytes:
         if message.recipient != self.silo_id or message.sender not in self._pair_keys:
-            raise ValueError(f"silo {self.silo_id} got a sealed message for {message.recipient} from {message.sender}")
+            raise ValueError(
+                f"silo {self.silo_id} got a sealed message for {message.recipient} from {message.sender}"
+            )
         if message.round_index != round_index or message.purpose != purpose:
             raise ValueError(
                 f"sealed message is for round {message.round_index} purpose {message.purpose}, "
                 f"expected {round_index}/{purpose}"
             )
         return keys.open_sealed(
-            self._pair_keys[message.sender].aead, message.nonce, message.ciphertext,
+            self._pair_keys[message.sender].aead,
+            message.nonce,
+            message.ciphertext,
             associated_data=message.associated_data(),
         )
 
@@ -672,15 +876,24 @@ class Silo:
         """Steps 1(d)-(e): B'(n_su) = r_u n_su + sum_{s<s'} r^u_{s,s'} - sum_{s>s'} r^u_{s,s'} mod n."""
         n = self._modulus
         net_masks = masks.signed_mask_sum(
-            {peer: k.masks for peer, k in self._pair_keys.items()}, own_id=self.silo_id, modulus=n,
-            count=self.config.n_users, round_index=0, purpose=masks.PURPOSE_HISTOGRAM,
+            {peer: k.masks for peer, k in self._pair_keys.items()},
+            own_id=self.silo_id,
+            modulus=n,
+            count=self.config.n_users,
+            round_index=0,
+            purpose=masks.PURPOSE_HISTOGRAM,
         )
-        values = tuple((r * c + m) % n for r, c, m in zip(self._blind_values, self._counts, net_masks, strict=True))
+        values = tuple(
+            (r * c + m) % n
+            for r, c, m in zip(self._blind_values, self._counts, net_masks, strict=True)
+        )
         return BlindedHistogramMessage(silo=self.silo_id, values=values)
 
     def _check_weights(self, message: EncryptedWeightsMessage) -> None:
         n = self._modulus
-        message.check_elements(message.ciphertexts, bound=n * n, count=self.config.n_users, what="encrypted weights")
+        message.check_elements(
+            message.ciphertexts, bound=n * n, count=self.config.n_users, what="encrypted weights"
+        )
 
     def share_weight_powers(self, message: EncryptedWeightsMessage) -> list[Message]:
         """Step 2(b), shared part: Enc(B_inv(N_u))^(r_u C_LCM) for the users u = silo_id mod |S|, sealed to peers
@@ -691,30 +904,50 @@ class Silo:
         n_square = n * n
         mine = self._users_of(self.silo_id)
         powers = fast.raise_each(
-            [message.ciphertexts[u] for u in mine], [self._blind_values[u] * self.config.c_lcm % n for u in mine],
-            n_square, processes=self.config.parameters.processes,
+            [message.ciphertexts[u] for u in mine],
+            [self._blind_values[u] * self.config.c_lcm % n for u in mine],
+            n_square,
+            processes=self.config.parameters.processes,
         )
         self._own_powers = dict(zip(mine, powers, strict=True))
         self._round = message.round_index
-        if self.config.rescales:  # Enc(b_u C_LCM / N_u + rho_u): adding a plaintext t multiplies by 1 + t n
+        if (
+            self.config.rescales
+        ):  # Enc(b_u C_LCM / N_u + rho_u): adding a plaintext t multiplies by 1 + t n
             blinds = self._rescale_blinds(message.round_index)
-            request = tuple(int(p * (1 + n * blinds[u]) % n_square) for u, p in zip(mine, powers, strict=True))
-            return [RescaleRequestMessage(round_index=message.round_index, silo=self.silo_id, ciphertexts=request)]
+            request = tuple(
+                int(p * (1 + n * blinds[u]) % n_square) for u, p in zip(mine, powers, strict=True)
+            )
+            return [
+                RescaleRequestMessage(
+                    round_index=message.round_index, silo=self.silo_id, ciphertexts=request
+                )
+            ]
         payload = pack_ints([self._own_powers[u] for u in mine])
-        return [self._seal(peer, message.round_index, SEALED_WEIGHT_POWERS, payload) for peer in self._pair_keys]
+        return [
+            self._seal(peer, message.round_index, SEALED_WEIGHT_POWERS, payload)
+            for peer in self._pair_keys
+        ]
 
     def _rescale_blinds(self, round_index: int) -> list[int]:
         """The round's rescale blinds rho_u, uniform on [0, 2^h) (:func:`uldp.secure.packing.rescale_blind_bits`),
         the same in every silo (keyed by the seed R, which the server does not know)."""
         if self._seed is None:
             raise ValueError(f"silo {self.silo_id} has no seed R yet: finish steps 1(b)-(c) first")
-        bits = packing.rescale_blind_bits(key_bits=self.config.parameters.key_bits, n_max=self.config.parameters.n_max)
-        return masks.uniform_elements(keys.derive_key(self._seed, label=b"rescale" + self._session),
-                                      modulus=1 << bits, count=self.config.n_users, round_index=round_index,
-                                      purpose=masks.PURPOSE_RESCALE)
+        bits = packing.rescale_blind_bits(
+            key_bits=self.config.parameters.key_bits, n_max=self.config.parameters.n_max
+        )
+        return masks.uniform_elements(
+            keys.derive_key(self._seed, label=b"rescale" + self._session),
+            modulus=1 << bits,
+            count=self.config.n_users,
+            round_index=round_index,
+            purpose=masks.PURPOSE_RESCALE,
+        )
 
-    def _weight_bases(self, message: EncryptedWeightsMessage, shared: Sequence[Message],
-                      active: list[int]) -> list[gmpy2.mpz]:
+    def _weight_bases(
+        self, message: EncryptedWeightsMessage, shared: Sequence[Message], active: list[int]
+    ) -> list[gmpy2.mpz]:
         """Per active user, ``Enc(n_su C_LCM / N_u)`` (Protocol 1, from the shared weight powers) or, with the packed
         backend, ``Enc(n_su w_u)`` (the rescaled weights minus the blinds' share, :mod:`uldp.secure.packing`)."""
         n = self._modulus
@@ -722,36 +955,61 @@ class Silo:
         if self.config.packed:
             answers = [m for m in shared if isinstance(m, RescaledWeightsMessage)]
             if len(answers) != 1 or len(shared) != 1:
-                raise ValueError(f"silo {self.silo_id}: expected the server's rescaled weights alone, got "
-                                 f"{[type(m).__name__ for m in shared]}")
+                raise ValueError(
+                    f"silo {self.silo_id}: expected the server's rescaled weights alone, got "
+                    f"{[type(m).__name__ for m in shared]}"
+                )
             answer = answers[0]
             if answer.round_index != message.round_index:
-                raise ValueError(f"silo {self.silo_id}: rescaled weights of round {answer.round_index}, expected "
-                                 f"{message.round_index}")
-            answer.check_elements(answer.ciphertexts, bound=n_square, count=self.config.n_users,
-                                  what="rescaled weights")
+                raise ValueError(
+                    f"silo {self.silo_id}: rescaled weights of round {answer.round_index}, expected "
+                    f"{message.round_index}"
+                )
+            answer.check_elements(
+                answer.ciphertexts,
+                bound=n_square,
+                count=self.config.n_users,
+                what="rescaled weights",
+            )
             blinds = self._rescale_blinds(message.round_index)
             g, c_lcm = self.config.weight_bits, self.config.c_lcm
-            return [gmpy2.powmod(answer.ciphertexts[u] * (1 + n * (-packing.rescaled(blinds[u], c_lcm=c_lcm,
-                                                                                        weight=g) % n)),
-                                 self._counts[u], n_square) for u in active]
+            return [
+                gmpy2.powmod(
+                    answer.ciphertexts[u]
+                    * (1 + n * (-packing.rescaled(blinds[u], c_lcm=c_lcm, weight=g) % n)),
+                    self._counts[u],
+                    n_square,
+                )
+                for u in active
+            ]
         powers = dict(self._own_powers)
         peers = sorted(self._pair_keys)
-        sealed_shares = [m for m in shared if isinstance(m, SealedMessage) and m.purpose == SEALED_WEIGHT_POWERS]
+        sealed_shares = [
+            m for m in shared if isinstance(m, SealedMessage) and m.purpose == SEALED_WEIGHT_POWERS
+        ]
         by_sender = {m.sender: m for m in sealed_shares}
         missing = [peer for peer in peers if peer not in by_sender]
         if missing or len(by_sender) != len(sealed_shares):
-            raise ValueError(f"silo {self.silo_id}: weight-power shares missing from silo(s) {missing} or duplicated")
+            raise ValueError(
+                f"silo {self.silo_id}: weight-power shares missing from silo(s) {missing} or duplicated"
+            )
         for sealed in (by_sender[peer] for peer in peers):
-            values = unpack_ints(self._open(sealed, round_index=message.round_index, purpose=SEALED_WEIGHT_POWERS))
+            values = unpack_ints(
+                self._open(sealed, round_index=message.round_index, purpose=SEALED_WEIGHT_POWERS)
+            )
             users = self._users_of(sealed.sender)
             if len(values) != len(users):
-                raise ValueError(f"share of silo {sealed.sender} has {len(values)} values, expected {len(users)}")
+                raise ValueError(
+                    f"share of silo {sealed.sender} has {len(values)} values, expected {len(users)}"
+                )
             powers.update(zip(users, (gmpy2.mpz(v) for v in values), strict=True))
-        return [gmpy2.powmod(powers[u], self._counts[u], n_square) for u in active]  # Enc(n_su C_LCM / N_u)
+        return [
+            gmpy2.powmod(powers[u], self._counts[u], n_square) for u in active
+        ]  # Enc(n_su C_LCM / N_u)
 
-    def _round_inputs(self, message: EncryptedWeightsMessage, deltas: np.ndarray,
-                      noise: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    def _round_inputs(
+        self, message: EncryptedWeightsMessage, deltas: np.ndarray, noise: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, list[int]]:
         """Step 2(b)'s checks on the round and the silo's inputs: float64 deltas, noise and the users with records.
 
         Raises:
@@ -759,9 +1017,15 @@ class Silo:
         """
         self._check_weights(message)
         if self._round != message.round_index:
-            raise ValueError(f"silo {self.silo_id}: call share_weight_powers for round {message.round_index} first")
+            raise ValueError(
+                f"silo {self.silo_id}: call share_weight_powers for round {message.round_index} first"
+            )
         deltas, noise = np.asarray(deltas, dtype=np.float64), np.asarray(noise, dtype=np.float64)
-        if deltas.ndim != 2 or deltas.shape[0] != self.config.n_users or noise.shape != (deltas.shape[1],):
+        if (
+            deltas.ndim != 2
+            or deltas.shape[0] != self.config.n_users
+            or noise.shape != (deltas.shape[1],)
+        ):
             raise ValueError(
                 f"silo {self.silo_id}: deltas must be (|U|, d) and noise (d,), got {deltas.shape}, {noise.shape}"
             )
@@ -778,8 +1042,13 @@ class Silo:
             )
         return deltas, noise, active
 
-    def lattice_update(self, message: EncryptedWeightsMessage, shared: Sequence[Message], deltas: np.ndarray,
-                       noise: np.ndarray) -> LatticeUpdateMessage:
+    def lattice_update(
+        self,
+        message: EncryptedWeightsMessage,
+        shared: Sequence[Message],
+        deltas: np.ndarray,
+        noise: np.ndarray,
+    ) -> LatticeUpdateMessage:
         """Lattice backend, steps 2(b)-(c) in the silo (:meth:`masked_update`'s counterpart): the server's BFV
         weights (``shared``), the rescale corrections c_u = floor(rho_u 2^g / C_LCM) from the seed R, and
         :meth:`uldp.secure.lattice.LatticeSilo.masked_update`.
@@ -791,33 +1060,57 @@ class Silo:
         from uldp.secure import lattice
 
         if not self.config.lattice:
-            raise ValueError(f"silo {self.silo_id}: lattice updates belong to the lattice backend, this session is "
-                             f"{self.config.parameters.backend!r}")
+            raise ValueError(
+                f"silo {self.silo_id}: lattice updates belong to the lattice backend, this session is "
+                f"{self.config.parameters.backend!r}"
+            )
         deltas, noise, _ = self._round_inputs(message, deltas, noise)
         round_index = message.round_index
 
         answers = [m for m in shared if isinstance(m, LatticeWeightsMessage)]
         if len(answers) != 1 or len(shared) != 1 or answers[0].round_index != round_index:
-            raise ValueError(f"silo {self.silo_id}: expected the server's BFV weights of round {round_index} alone, "
-                             f"got {[type(m).__name__ for m in shared]}")
+            raise ValueError(
+                f"silo {self.silo_id}: expected the server's BFV weights of round {round_index} alone, "
+                f"got {[type(m).__name__ for m in shared]}"
+            )
         if self._lattice is None:
             if not self._lattice_keys:
-                raise ValueError(f"silo {self.silo_id} has no BFV public keys: step 1(a) of the lattice backend")
+                raise ValueError(
+                    f"silo {self.silo_id} has no BFV public keys: step 1(a) of the lattice backend"
+                )
             self._lattice = lattice.LatticeSilo(
-                self.silo_id, np.array(self._counts, dtype=np.int64), self.config.lattice_layout,
-                public_keys=self._lattice_keys, mask_keys={p: k.masks for p, k in self._pair_keys.items()},
-                processes=self.config.parameters.processes, answered_round=self._lattice_round)
+                self.silo_id,
+                np.array(self._counts, dtype=np.int64),
+                self.config.lattice_layout,
+                public_keys=self._lattice_keys,
+                mask_keys={p: k.masks for p, k in self._pair_keys.items()},
+                processes=self.config.parameters.processes,
+                answered_round=self._lattice_round,
+            )
         ciphertexts = answers[0].ciphertexts
         users, primes = self.config.n_users, len(self._lattice.layout.plain_moduli)
         if len(ciphertexts) != users * primes:
-            raise ValueError(f"silo {self.silo_id}: {len(ciphertexts)} BFV weights, expected |U| x {primes} primes")
+            raise ValueError(
+                f"silo {self.silo_id}: {len(ciphertexts)} BFV weights, expected |U| x {primes} primes"
+            )
         g, c_lcm = self.config.weight_bits, self.config.c_lcm
-        corrections = [packing.rescaled(r, c_lcm=c_lcm, weight=g) for r in self._rescale_blinds(round_index)]
+        corrections = [
+            packing.rescaled(r, c_lcm=c_lcm, weight=g) for r in self._rescale_blinds(round_index)
+        ]
         update = self._lattice.masked_update(
-            round_index, [ciphertexts[i * users:(i + 1) * users] for i in range(primes)], corrections, deltas, noise)
+            round_index,
+            [ciphertexts[i * users : (i + 1) * users] for i in range(primes)],
+            corrections,
+            deltas,
+            noise,
+        )
         self._round = None
-        return LatticeUpdateMessage(round_index=round_index, silo=self.silo_id, parameters=deltas.shape[1],
-                                    ciphertexts=tuple(c for prime in update for c in prime))
+        return LatticeUpdateMessage(
+            round_index=round_index,
+            silo=self.silo_id,
+            parameters=deltas.shape[1],
+            ciphertexts=tuple(c for prime in update for c in prime),
+        )
 
     def masked_update(
         self,
@@ -857,15 +1150,28 @@ class Silo:
         sums = fast.weighted_ciphertext_sum(bases, exponents, n_square, processes=processes)
         encoded_noise = encoding.encode(noise, resolution_bits=bits).tolist()
         scale = self.config.c_lcm
-        if self.config.packed:  # K parameters per ciphertext; the noise enters scaled by 2^g and packed likewise
+        if (
+            self.config.packed
+        ):  # K parameters per ciphertext; the noise enters scaled by 2^g and packed likewise
             layout = self.config.packed_layout
-            sums = fast.pack_ciphertexts(sums, slots=layout.slots, slot_bits=layout.slot_bits, n_square=n_square,
-                                         processes=processes)
-            encoded_noise = packing.pack_integers([z << layout.weight_bits for z in encoded_noise], layout)
+            sums = fast.pack_ciphertexts(
+                sums,
+                slots=layout.slots,
+                slot_bits=layout.slot_bits,
+                n_square=n_square,
+                processes=processes,
+            )
+            encoded_noise = packing.pack_integers(
+                [z << layout.weight_bits for z in encoded_noise], layout
+            )
             scale = 1
         net_masks = masks.signed_mask_sum(
-            {peer: k.masks for peer, k in self._pair_keys.items()}, own_id=self.silo_id, modulus=n,
-            count=len(encoded_noise), round_index=message.round_index, purpose=masks.PURPOSE_UPDATE,
+            {peer: k.masks for peer, k in self._pair_keys.items()},
+            own_id=self.silo_id,
+            modulus=n,
+            count=len(encoded_noise),
+            round_index=message.round_index,
+            purpose=masks.PURPOSE_UPDATE,
         )
         # Adding a plaintext t is multiplying by g^t = 1 + t n (mod n^2) since g = n + 1.
         ciphertexts = tuple(
@@ -873,5 +1179,9 @@ class Silo:
             for s, z, m in zip(sums, encoded_noise, net_masks, strict=True)
         )
         self._round = None
-        return MaskedUpdateMessage(round_index=message.round_index, silo=self.silo_id, parameters=deltas.shape[1],
-                                   ciphertexts=ciphertexts)
+        return MaskedUpdateMessage(
+            round_index=message.round_index,
+            silo=self.silo_id,
+            parameters=deltas.shape[1],
+            ciphertexts=ciphertexts,
+        )

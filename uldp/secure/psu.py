@@ -120,7 +120,9 @@ class PsuGroup:
             ValueError: The id hashes to 1 (probability about 2/p).
         """
         digest = hashlib.shake_256(b"|".join((_LABEL, self.name.encode(), session, user.encode())))
-        value = pow(int.from_bytes(digest.digest(self.element_bytes + 16), "big") % self.p, 2, self.p)
+        value = pow(
+            int.from_bytes(digest.digest(self.element_bytes + 16), "big") % self.p, 2, self.p
+        )
         if value <= 1:
             raise ValueError(f"patient id {user!r} hashes to a trivial group element; rename it")
         return value
@@ -133,33 +135,47 @@ class PsuGroup:
         """
         value = int.from_bytes(data, "big")
         if not 1 < value < self.p - 1 or gmpy2.jacobi(value, self.p) != 1:
-            raise RelayRefused(f"{what} holds a value outside the quadratic residues of group {self.name}")
+            raise RelayRefused(
+                f"{what} holds a value outside the quadratic residues of group {self.name}"
+            )
         return value
 
 
 #: RFC 3526's MODP groups 14 (2048-bit) and 15 (3072-bit): the safe primes
 #: ``2^b - 2^(b-64) - 1 + 2^64 (floor(2^(b-130) pi) + c)`` (``tests/test_psu.py`` recomputes them).
 GROUPS = {
-    "modp2048": PsuGroup("modp2048", int(
-"FFFFFFFFFFFFFFFFC90FDAA22168C234C4C6628B80DC1CD129024E088A67CC74020BBEA63B139B22514A08798E3404DD"
-    "EF9519B3CD3A431B302B0A6DF25F14374FE1356D6D51C245E485B576625E7EC6F44C42E9A637ED6B0BFF5CB6F406B7ED"
-    "EE386BFB5A899FA5AE9F24117C4B1FE649286651ECE45B3DC2007CB8A163BF0598DA48361C55D39A69163FA8FD24CF5F"
-    "83655D23DCA3AD961C62F356208552BB9ED529077096966D670C354E4ABC9804F1746C08CA18217C32905E462E36CE3B"
-    "E39E772C180E86039B2783A2EC07A28FB5C55DF06F4C52C9DE2BCBF6955817183995497CEA956AE515D2261898FA0510"
-    "15728E5A8AACAA68FFFFFFFFFFFFFFFF", 16)),
-    "modp3072": PsuGroup("modp3072", int(
-    "FFFFFFFFFFFFFFFFC90FDAA22168C234C4C6628B80DC1CD129024E088A67CC74020BBEA63B139B22514A08798E3404DD"
-    "EF9519B3CD3A431B302B0A6DF25F14374FE1356D6D51C245E485B576625E7EC6F44C42E9A637ED6B0BFF5CB6F406B7ED"
-    "EE386BFB5A899FA5AE9F24117C4B1FE649286651ECE45B3DC2007CB8A163BF0598DA48361C55D39A69163FA8FD24CF5F"
-    "83655D23DCA3AD961C62F356208552BB9ED529077096966D670C354E4ABC9804F1746C08CA18217C32905E462E36CE3B"
-    "E39E772C180E86039B2783A2EC07A28FB5C55DF06F4C52C9DE2BCBF6955817183995497CEA956AE515D2261898FA0510"
-    "15728E5A8AAAC42DAD33170D04507A33A85521ABDF1CBA64ECFB850458DBEF0A8AEA71575D060C7DB3970F85A6E1E4C7"
-    "ABF5AE8CDB0933D71E8C94E04A25619DCEE3D2261AD2EE6BF12FFA06D98A0864D87602733EC86A64521F2B18177B200C"
-    "BBE117577A615D6C770988C0BAD946E208E24FA074E5AB3143DB5BFCE0FD108E4B82D120A93AD2CAFFFFFFFFFFFFFFFF", 16)),
+    "modp2048": PsuGroup(
+        "modp2048",
+        int(
+            "FFFFFFFFFFFFFFFFC90FDAA22168C234C4C6628B80DC1CD129024E088A67CC74020BBEA63B139B22514A08798E3404DD"
+            "EF9519B3CD3A431B302B0A6DF25F14374FE1356D6D51C245E485B576625E7EC6F44C42E9A637ED6B0BFF5CB6F406B7ED"
+            "EE386BFB5A899FA5AE9F24117C4B1FE649286651ECE45B3DC2007CB8A163BF0598DA48361C55D39A69163FA8FD24CF5F"
+            "83655D23DCA3AD961C62F356208552BB9ED529077096966D670C354E4ABC9804F1746C08CA18217C32905E462E36CE3B"
+            "E39E772C180E86039B2783A2EC07A28FB5C55DF06F4C52C9DE2BCBF6955817183995497CEA956AE515D2261898FA0510"
+            "15728E5A8AACAA68FFFFFFFFFFFFFFFF",
+            16,
+        ),
+    ),
+    "modp3072": PsuGroup(
+        "modp3072",
+        int(
+            "FFFFFFFFFFFFFFFFC90FDAA22168C234C4C6628B80DC1CD129024E088A67CC74020BBEA63B139B22514A08798E3404DD"
+            "EF9519B3CD3A431B302B0A6DF25F14374FE1356D6D51C245E485B576625E7EC6F44C42E9A637ED6B0BFF5CB6F406B7ED"
+            "EE386BFB5A899FA5AE9F24117C4B1FE649286651ECE45B3DC2007CB8A163BF0598DA48361C55D39A69163FA8FD24CF5F"
+            "83655D23DCA3AD961C62F356208552BB9ED529077096966D670C354E4ABC9804F1746C08CA18217C32905E462E36CE3B"
+            "E39E772C180E86039B2783A2EC07A28FB5C55DF06F4C52C9DE2BCBF6955817183995497CEA956AE515D2261898FA0510"
+            "15728E5A8AAAC42DAD33170D04507A33A85521ABDF1CBA64ECFB850458DBEF0A8AEA71575D060C7DB3970F85A6E1E4C7"
+            "ABF5AE8CDB0933D71E8C94E04A25619DCEE3D2261AD2EE6BF12FFA06D98A0864D87602733EC86A64521F2B18177B200C"
+            "BBE117577A615D6C770988C0BAD946E208E24FA074E5AB3143DB5BFCE0FD108E4B82D120A93AD2CAFFFFFFFFFFFFFFFF",
+            16,
+        ),
+    ),
 }
 DEFAULT_GROUP = GROUPS["modp2048"]
 #: INSECURE, tests only: a 256-bit safe prime (accepted only with ``insecure_test_group=True``).
-TEST_GROUP = PsuGroup("insecure-test-256", 0xC6B0FE3ED09553E8C04BCE462529F646A52C8893562FBC08E99B5C86E1CEF52F)
+TEST_GROUP = PsuGroup(
+    "insecure-test-256", 0xC6B0FE3ED09553E8C04BCE462529F646A52C8893562FBC08E99B5C86E1CEF52F
+)
 
 
 def check_group(group: PsuGroup, *, insecure_test_group: bool = False) -> PsuGroup:
@@ -170,8 +186,10 @@ def check_group(group: PsuGroup, *, insecure_test_group: bool = False) -> PsuGro
     """
     allowed = {**GROUPS, **({TEST_GROUP.name: TEST_GROUP} if insecure_test_group else {})}
     if allowed.get(group.name) != group:
-        raise ValueError(f"the union's group must be one of {sorted(allowed)} (at least {MIN_GROUP_BITS} bits "
-                         f"outside tests), got {group.name!r} of {group.p.bit_length()} bits")
+        raise ValueError(
+            f"the union's group must be one of {sorted(allowed)} (at least {MIN_GROUP_BITS} bits "
+            f"outside tests), got {group.name!r} of {group.p.bit_length()} bits"
+        )
     return group
 
 
@@ -216,8 +234,14 @@ class Roster:
 
     def to_bytes(self) -> bytes:
         """Canonical JSON (sorted keys, hellos in hex)."""
-        return json.dumps({"group": self.group, "names": list(self.names),
-                           "hellos": [h.to_bytes().hex() for h in self.hellos]}, sort_keys=True).encode()
+        return json.dumps(
+            {
+                "group": self.group,
+                "names": list(self.names),
+                "hellos": [h.to_bytes().hex() for h in self.hellos],
+            },
+            sort_keys=True,
+        ).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Roster:
@@ -228,15 +252,24 @@ class Roster:
         """
         try:
             raw = json.loads(data)
-            roster = cls(str(raw["group"]), tuple(raw["names"]),
-                         tuple(Hello.from_bytes(bytes.fromhex(h)) for h in raw["hellos"]))
+            roster = cls(
+                str(raw["group"]),
+                tuple(raw["names"]),
+                tuple(Hello.from_bytes(bytes.fromhex(h)) for h in raw["hellos"]),
+            )
         except (ValueError, KeyError, TypeError) as error:
             raise RelayRefused(f"the union's roster is malformed: {error}") from error
         names = roster.names
-        if (not names or len(names) != len(roster.hellos) or not all(isinstance(n, str) and n for n in names)
-                or list(names) != sorted(set(names))):
-            raise RelayRefused(f"the union's roster needs distinct names in sorted order and one hello each; got "
-                               f"{len(names)} names and {len(roster.hellos)} hellos")
+        if (
+            not names
+            or len(names) != len(roster.hellos)
+            or not all(isinstance(n, str) and n for n in names)
+            or list(names) != sorted(set(names))
+        ):
+            raise RelayRefused(
+                f"the union's roster needs distinct names in sorted order and one hello each; got "
+                f"{len(names)} names and {len(roster.hellos)} hellos"
+            )
         return roster
 
     @property
@@ -285,9 +318,17 @@ class RelayMessage:
         least = _HEADER.size + AEAD_NONCE_BYTES + 16
         if not isinstance(data, bytes) or len(data) < least:
             raise RelayRefused(f"a union message has at least {least} bytes, got {_size(data)}")
-        session, step, sender, recipient, owner = _HEADER.unpack(data[:_HEADER.size])
-        body = data[_HEADER.size:]
-        return cls(session, step, sender, recipient, owner, body[:AEAD_NONCE_BYTES], body[AEAD_NONCE_BYTES:])
+        session, step, sender, recipient, owner = _HEADER.unpack(data[: _HEADER.size])
+        body = data[_HEADER.size :]
+        return cls(
+            session,
+            step,
+            sender,
+            recipient,
+            owner,
+            body[:AEAD_NONCE_BYTES],
+            body[AEAD_NONCE_BYTES:],
+        )
 
 
 def id_keys(patient_ids: Iterable[Hashable]) -> np.ndarray:
@@ -295,7 +336,9 @@ def id_keys(patient_ids: Iterable[Hashable]) -> np.ndarray:
     return np.array([hashlib.sha256(str(i).encode()).hexdigest() for i in patient_ids], dtype="U64")
 
 
-def lookup(own_keys: np.ndarray, own_indices: np.ndarray, patient_ids: Iterable[Hashable]) -> np.ndarray:
+def lookup(
+    own_keys: np.ndarray, own_indices: np.ndarray, patient_ids: Iterable[Hashable]
+) -> np.ndarray:
     """The user number of each id (one per record), from a silo's sorted :func:`id_keys` and their numbers.
 
     Raises:
@@ -305,8 +348,10 @@ def lookup(own_keys: np.ndarray, own_indices: np.ndarray, patient_ids: Iterable[
     where = np.searchsorted(own_keys, keys)
     known = where < own_keys.size
     if not known.all() or not np.array_equal(own_keys[where], keys):
-        raise ValueError("patients that were not in this silo's set at the union (its files changed since the "
-                         "federation stage?)")
+        raise ValueError(
+            "patients that were not in this silo's set at the union (its files changed since the "
+            "federation stage?)"
+        )
     return np.asarray(own_indices, dtype=np.int64)[where]
 
 
@@ -354,12 +399,21 @@ class UnionSilo:
         ValueError: An empty name, a short relay key or a group not accepted.
     """
 
-    def __init__(self, name: str, patient_ids: Iterable[Hashable], *, relay_key: bytes,
-                 group: PsuGroup = DEFAULT_GROUP, insecure_test_group: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        patient_ids: Iterable[Hashable],
+        *,
+        relay_key: bytes,
+        group: PsuGroup = DEFAULT_GROUP,
+        insecure_test_group: bool = False,
+    ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"a silo's name must be a non-empty string, got {name!r}")
         if not isinstance(relay_key, bytes) or len(relay_key) < MIN_RELAY_KEY_BYTES:
-            raise ValueError(f"the relay key must have at least {MIN_RELAY_KEY_BYTES} bytes, got {_size(relay_key)}")
+            raise ValueError(
+                f"the relay key must have at least {MIN_RELAY_KEY_BYTES} bytes, got {_size(relay_key)}"
+            )
         self.name, self.group = name, check_group(group, insecure_test_group=insecure_test_group)
         self._seal_key = derive_key(relay_key, label=b"psu-relay")
         self._users, counts = np.unique([str(i) for i in patient_ids], return_counts=True)
@@ -367,7 +421,9 @@ class UnionSilo:
         # per run, fresh, never reused: a new UnionSilo (a new session) draws new ones
         self._exponent = 1 + secrets.randbelow(group.q - 1)
         self._nonce = secrets.token_bytes(NONCE_BYTES)
-        self._next = 0  # the step expected next: 0 start, 1 .. |S| relay messages, |S| + 1 finish, then done
+        self._next = (
+            0  # the step expected next: 0 start, 1 .. |S| relay messages, |S| + 1 finish, then done
+        )
         self._roster: Roster | None = None
         self._index = -1
         self._share_counts = False
@@ -393,12 +449,18 @@ class UnionSilo:
         """
         self._expect(0, "start")
         if roster.group != self.group.name:
-            raise RelayRefused(f"the roster's group is {roster.group!r}; this silo uses {self.group.name!r}")
+            raise RelayRefused(
+                f"the roster's group is {roster.group!r}; this silo uses {self.group.name!r}"
+            )
         if self.name not in roster.names:
-            raise RelayRefused(f"the roster {list(roster.names)} does not name this silo ({self.name!r})")
+            raise RelayRefused(
+                f"the roster {list(roster.names)} does not name this silo ({self.name!r})"
+            )
         index = roster.names.index(self.name)
         if roster.hellos[index] != self.hello:
-            raise RelayRefused(f"the roster's hello for {self.name!r} is not the one this silo sent (another session)")
+            raise RelayRefused(
+                f"the roster's hello for {self.name!r} is not the one this silo sent (another session)"
+            )
         self._roster, self._index, self._share_counts = roster, index, bool(share_counts)
         order = list(range(self._users.size))
         secrets.SystemRandom().shuffle(order)
@@ -420,13 +482,17 @@ class UnionSilo:
         n = len(roster.names) if roster is not None else 0
         step = self._expect_message(message, lambda k: 1 <= k <= n, "relay")
         owner = (self._index - step) % n
-        self._check_header(message, step - 1, sender=(self._index - 1) % n, recipient=self._index, owner=owner)
+        self._check_header(
+            message, step - 1, sender=(self._index - 1) % n, recipient=self._index, owner=owner
+        )
         elements = self._open_list(message, owner)
         if step < n:
             self._next = step + 1
             return self._seal(step, self._successor, owner, self._raise(elements))
         if len(set(elements)) != len(elements):
-            raise RelayRefused("this silo's own list came back with repeated values (altered by a silo)")
+            raise RelayRefused(
+                "this silo's own list came back with repeated values (altered by a silo)"
+            )
         final = np.empty(self._users.size, dtype=object)
         final[self._order] = elements
         self._own_final, self._next = final, step + 1
@@ -446,14 +512,20 @@ class UnionSilo:
         roster = self._roster
         n = len(roster.names) if roster is not None else 0
         if roster is None or self._next != n + 1:
-            raise RelayRefused(f"silo {self.name!r} takes the shares once, after its own list came back "
-                               f"(step {self._next} is due)")
+            raise RelayRefused(
+                f"silo {self.name!r} takes the shares once, after its own list came back "
+                f"(step {self._next} is due)"
+            )
         senders = sorted(m.sender for m in shares)
         if senders != list(range(n)):
-            raise RelayRefused(f"the union needs one share from each of the {n} silos, got senders {senders}")
+            raise RelayRefused(
+                f"the union needs one share from each of the {n} silos, got senders {senders}"
+            )
         sets, rows = [], []
         for message in sorted(shares, key=lambda m: m.sender):
-            self._check_header(message, n, sender=message.sender, recipient=ALL_SILOS, owner=message.sender)
+            self._check_header(
+                message, n, sender=message.sender, recipient=ALL_SILOS, owner=message.sender
+            )
             plain = self._open(message)
             if message.sender == self._index and hashlib.sha256(plain).digest() != self._sent_share:
                 raise RelayRefused("this silo's own share came back changed")
@@ -472,8 +544,14 @@ class UnionSilo:
         keys = id_keys(self._users)
         by_key = np.argsort(keys)
         digest = hashlib.sha256(self._encode(union)).hexdigest()
-        return UnionResult(index=self._index, n_users=len(union), digest=digest, own_keys=keys[by_key],
-                           own_indices=own[by_key], counts=table)
+        return UnionResult(
+            index=self._index,
+            n_users=len(union),
+            digest=digest,
+            own_keys=keys[by_key],
+            own_indices=own[by_key],
+            counts=table,
+        )
 
     # ---------------------------------------------------------------------------------------------- checks --
     @property
@@ -483,56 +561,87 @@ class UnionSilo:
 
     def _expect(self, step: int, what: str) -> None:
         if self._next != step:
-            raise RelayRefused(f"silo {self.name!r} refuses {what} (step {step}): step {self._next} is due "
-                               "(a step is answered once, in order)")
+            raise RelayRefused(
+                f"silo {self.name!r} refuses {what} (step {step}): step {self._next} is due "
+                "(a step is answered once, in order)"
+            )
 
-    def _expect_message(self, message: RelayMessage, valid: Callable[[int], bool], what: str) -> int:
+    def _expect_message(
+        self, message: RelayMessage, valid: Callable[[int], bool], what: str
+    ) -> int:
         if not isinstance(message, RelayMessage):
             raise RelayRefused(f"a union {what} takes a RelayMessage, got {type(message).__name__}")
         step = message.step + 1
         if self._roster is None or not valid(self._next) or step != self._next:
-            raise RelayRefused(f"silo {self.name!r} refuses a {what} message of step {message.step}: step "
-                               f"{self._next} is due (a step is answered once, in order)")
+            raise RelayRefused(
+                f"silo {self.name!r} refuses a {what} message of step {message.step}: step "
+                f"{self._next} is due (a step is answered once, in order)"
+            )
         return step
 
-    def _check_header(self, message: RelayMessage, step: int, *, sender: int, recipient: int, owner: int) -> None:
+    def _check_header(
+        self, message: RelayMessage, step: int, *, sender: int, recipient: int, owner: int
+    ) -> None:
         assert self._roster is not None
         if message.session != self._roster.session:
-            raise RelayRefused(f"a union message of another session (step {message.step}, sender {message.sender})")
+            raise RelayRefused(
+                f"a union message of another session (step {message.step}, sender {message.sender})"
+            )
         got = (message.step, message.sender, message.recipient, message.owner)
         if got != (step, sender, recipient, owner):
-            raise RelayRefused(f"silo {self.name!r} expected (step, sender, recipient, owner) = "
-                               f"{(step, sender, recipient, owner)}, got {got}")
+            raise RelayRefused(
+                f"silo {self.name!r} expected (step, sender, recipient, owner) = "
+                f"{(step, sender, recipient, owner)}, got {got}"
+            )
 
     def _open(self, message: RelayMessage) -> bytes:
         try:
-            return open_sealed(self._seal_key, message.nonce, message.ciphertext, associated_data=message.header())
+            return open_sealed(
+                self._seal_key, message.nonce, message.ciphertext, associated_data=message.header()
+            )
         except ValueError as error:
-            raise RelayRefused(f"the union message of step {message.step} from silo {message.sender} does not open "
-                               "(tampered, another key, or re-addressed)") from error
+            raise RelayRefused(
+                f"the union message of step {message.step} from silo {message.sender} does not open "
+                "(tampered, another key, or re-addressed)"
+            ) from error
 
     def _open_list(self, message: RelayMessage, owner: int) -> list[int]:
         assert self._roster is not None
         plain = self._open(message)
         size, width = self._roster.hellos[owner].size, self.group.element_bytes
         if len(plain) != size * width:
-            raise RelayRefused(f"the list of silo {owner} at step {message.step} has {len(plain)} bytes, not "
-                               f"{size} elements of {width}")
-        return [self.group.element(plain[i * width:(i + 1) * width], what=f"the list of silo {owner}")
-                for i in range(size)]
+            raise RelayRefused(
+                f"the list of silo {owner} at step {message.step} has {len(plain)} bytes, not "
+                f"{size} elements of {width}"
+            )
+        return [
+            self.group.element(plain[i * width : (i + 1) * width], what=f"the list of silo {owner}")
+            for i in range(size)
+        ]
 
     def _decode_share(self, plain: bytes, sender: int) -> tuple[list[int], np.ndarray]:
         assert self._roster is not None
         size, width = self._roster.hellos[sender].size, self.group.element_bytes
         if len(plain) != size * (width + _COUNT.itemsize):
-            raise RelayRefused(f"the share of silo {sender} has {len(plain)} bytes, not {size} elements and counts")
-        values = [self.group.element(plain[i * width:(i + 1) * width], what=f"the share of silo {sender}")
-                  for i in range(size)]
-        counts = np.frombuffer(plain[size * width:], dtype=_COUNT).astype(np.int64)
-        if any(a >= b for a, b in itertools.pairwise(values)) or (counts < 1).any() or (
-                not self._share_counts and (counts != 1).any()):
-            raise RelayRefused(f"the share of silo {sender} is not strictly sorted with counts >= 1 "
-                               f"({'shared counts' if self._share_counts else 'every count 1'})")
+            raise RelayRefused(
+                f"the share of silo {sender} has {len(plain)} bytes, not {size} elements and counts"
+            )
+        values = [
+            self.group.element(
+                plain[i * width : (i + 1) * width], what=f"the share of silo {sender}"
+            )
+            for i in range(size)
+        ]
+        counts = np.frombuffer(plain[size * width :], dtype=_COUNT).astype(np.int64)
+        if (
+            any(a >= b for a, b in itertools.pairwise(values))
+            or (counts < 1).any()
+            or (not self._share_counts and (counts != 1).any())
+        ):
+            raise RelayRefused(
+                f"the share of silo {sender} is not strictly sorted with counts >= 1 "
+                f"({'shared counts' if self._share_counts else 'every count 1'})"
+            )
         return values, counts
 
     # ------------------------------------------------------------------------------------------ the maths --
@@ -554,17 +663,32 @@ class UnionSilo:
     def export_state(self) -> bytes:
         """This silo's secrets and progress as JSON bytes (no pickle), to keep between messages in its own memory
         (a Flower SuperNode's node-local context state); never send them."""
-        return json.dumps({
-            "name": self.name, "group": self.group.name, "exponent": format(self._exponent, "x"),
-            "nonce": self._nonce.hex(), "next": self._next, "index": self._index, "share_counts": self._share_counts,
-            "roster": None if self._roster is None else self._roster.to_bytes().decode(),
-            "order": [int(j) for j in self._order],
-            "own_final": [format(int(v), "x") for v in self._own_final], "sent_share": self._sent_share.hex(),
-            "users": hashlib.sha256("\n".join(self._users).encode()).hexdigest()}).encode()
+        return json.dumps(
+            {
+                "name": self.name,
+                "group": self.group.name,
+                "exponent": format(self._exponent, "x"),
+                "nonce": self._nonce.hex(),
+                "next": self._next,
+                "index": self._index,
+                "share_counts": self._share_counts,
+                "roster": None if self._roster is None else self._roster.to_bytes().decode(),
+                "order": [int(j) for j in self._order],
+                "own_final": [format(int(v), "x") for v in self._own_final],
+                "sent_share": self._sent_share.hex(),
+                "users": hashlib.sha256("\n".join(self._users).encode()).hexdigest(),
+            }
+        ).encode()
 
     @classmethod
-    def restore(cls, state: bytes, patient_ids: Iterable[Hashable], *, relay_key: bytes,
-                insecure_test_group: bool = False) -> UnionSilo:
+    def restore(
+        cls,
+        state: bytes,
+        patient_ids: Iterable[Hashable],
+        *,
+        relay_key: bytes,
+        insecure_test_group: bool = False,
+    ) -> UnionSilo:
         """The silo of :meth:`export_state`, with the same patient ids as then.
 
         Raises:
@@ -573,13 +697,26 @@ class UnionSilo:
         try:
             raw = json.loads(state)
             group = {**GROUPS, TEST_GROUP.name: TEST_GROUP}[raw["group"]]
-            silo = cls(raw["name"], patient_ids, relay_key=relay_key, group=group,
-                       insecure_test_group=insecure_test_group)
+            silo = cls(
+                raw["name"],
+                patient_ids,
+                relay_key=relay_key,
+                group=group,
+                insecure_test_group=insecure_test_group,
+            )
             if raw["users"] != hashlib.sha256("\n".join(silo._users).encode()).hexdigest():
-                raise ValueError("this silo's patients changed since the union began (its files changed?)")
+                raise ValueError(
+                    "this silo's patients changed since the union began (its files changed?)"
+                )
             silo._exponent, silo._nonce = int(raw["exponent"], 16), bytes.fromhex(raw["nonce"])
-            silo._next, silo._index, silo._share_counts = int(raw["next"]), int(raw["index"]), bool(raw["share_counts"])
-            silo._roster = None if raw["roster"] is None else Roster.from_bytes(raw["roster"].encode())
+            silo._next, silo._index, silo._share_counts = (
+                int(raw["next"]),
+                int(raw["index"]),
+                bool(raw["share_counts"]),
+            )
+            silo._roster = (
+                None if raw["roster"] is None else Roster.from_bytes(raw["roster"].encode())
+            )
             silo._order = np.array(raw["order"], dtype=np.int64)
             silo._own_final = np.array([int(v, 16) for v in raw["own_final"]], dtype=object)
             silo._sent_share = bytes.fromhex(raw["sent_share"])
@@ -590,7 +727,9 @@ class UnionSilo:
         return silo
 
 
-def relay_union(ask: Callable[[str, dict[int, bytes]], dict[int, bytes]], roster: Roster) -> tuple[bytes, ...]:
+def relay_union(
+    ask: Callable[[str, dict[int, bytes]], dict[int, bytes]], roster: Roster
+) -> tuple[bytes, ...]:
     """The server's part: send the roster, then route each silo's sealed list to its recipient, |S| times.
 
     Args:
@@ -613,19 +752,33 @@ def relay_union(ask: Callable[[str, dict[int, bytes]], dict[int, bytes]], roster
             try:
                 message = RelayMessage.from_bytes(reply)
             except RelayRefused as error:
-                raise RuntimeError(f"silo {roster.names[sender]!r} answered step {step - 1} with no union message: "
-                                   f"{error}") from error
-            if message.recipient in routed or not 0 <= message.recipient < n or message.step != step - 1:
-                raise RuntimeError(f"silo {roster.names[sender]!r} addressed step {message.step} to silo "
-                                   f"{message.recipient}, which has a message already or does not exist")
+                raise RuntimeError(
+                    f"silo {roster.names[sender]!r} answered step {step - 1} with no union message: "
+                    f"{error}"
+                ) from error
+            if (
+                message.recipient in routed
+                or not 0 <= message.recipient < n
+                or message.step != step - 1
+            ):
+                raise RuntimeError(
+                    f"silo {roster.names[sender]!r} addressed step {message.step} to silo "
+                    f"{message.recipient}, which has a message already or does not exist"
+                )
             routed[message.recipient] = reply
         replies = ask("psu-relay", routed)
     return tuple(replies[s] for s in range(n))
 
 
-def private_set_union(patient_ids: Sequence[Iterable[Hashable]], *, names: Sequence[str] | None = None,
-                      relay_key: bytes | None = None, group: PsuGroup = DEFAULT_GROUP,
-                      insecure_test_group: bool = False, share_counts: bool = False) -> list[UnionResult]:
+def private_set_union(
+    patient_ids: Sequence[Iterable[Hashable]],
+    *,
+    names: Sequence[str] | None = None,
+    relay_key: bytes | None = None,
+    group: PsuGroup = DEFAULT_GROUP,
+    insecure_test_group: bool = False,
+    share_counts: bool = False,
+) -> list[UnionResult]:
     """Every silo's side and the server's relay in this process (tests, benchmarks; a federation runs the same
     steps through its transport, e.g. :mod:`uldp.flower.psu`).
 
@@ -642,16 +795,22 @@ def private_set_union(patient_ids: Sequence[Iterable[Hashable]], *, names: Seque
     """
     names = [f"silo {s}" for s in range(len(patient_ids))] if names is None else list(names)
     key = secrets.token_bytes(MIN_RELAY_KEY_BYTES) if relay_key is None else relay_key
-    silos = [UnionSilo(name, ids, relay_key=key, group=group, insecure_test_group=insecure_test_group)
-             for name, ids in zip(names, patient_ids, strict=True)]
+    silos = [
+        UnionSilo(name, ids, relay_key=key, group=group, insecure_test_group=insecure_test_group)
+        for name, ids in zip(names, patient_ids, strict=True)
+    ]
     ordered = sorted(silos, key=lambda silo: silo.name)
     roster = Roster(group.name, tuple(s.name for s in ordered), tuple(s.hello for s in ordered))
 
     def ask(stage: str, requests: dict[int, bytes]) -> dict[int, bytes]:
         if stage == "psu-start":
-            return {s: ordered[s].start(Roster.from_bytes(r), share_counts=share_counts).to_bytes()
-                    for s, r in requests.items()}
-        return {s: ordered[s].relay(RelayMessage.from_bytes(r)).to_bytes() for s, r in requests.items()}
+            return {
+                s: ordered[s].start(Roster.from_bytes(r), share_counts=share_counts).to_bytes()
+                for s, r in requests.items()
+            }
+        return {
+            s: ordered[s].relay(RelayMessage.from_bytes(r)).to_bytes() for s, r in requests.items()
+        }
 
     shares = [RelayMessage.from_bytes(m) for m in relay_union(ask, roster)]
     return [silo.finish(shares) for silo in silos]

@@ -23,12 +23,20 @@ import numpy as np
 
 from uldp.secure import encoding
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
-from uldp.secure.driver import STAGE_SEED, STAGE_SHARES, STAGE_UPDATE, Payloads, ServerDriver, SiloDriver
+from uldp.secure.driver import (
+    STAGE_SEED,
+    STAGE_SHARES,
+    STAGE_UPDATE,
+    Payloads,
+    ServerDriver,
+    SiloDriver,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from uldp.secure.modulus_proof import Verifier
+
 
 class SecureSession:
     """Runs the server and all silos in-process: setup once, then one :meth:`aggregate` call per round.
@@ -70,8 +78,14 @@ class SecureSession:
         if table.ndim != 2:
             raise ValueError(f"counts must be n[s, u] of shape (|S|, |U|), got shape {table.shape}")
         self.totals = encoding.check_counts(table, n_max=parameters.n_max)
-        self.config = ProtocolConfig(n_silos=table.shape[0], n_users=table.shape[1], clip=clip, sigma=sigma,
-                                     noise_bound=noise_bound, parameters=parameters)
+        self.config = ProtocolConfig(
+            n_silos=table.shape[0],
+            n_users=table.shape[1],
+            clip=clip,
+            sigma=sigma,
+            noise_bound=noise_bound,
+            parameters=parameters,
+        )
         self.timings: dict[str, float] = {}
         self.last_round_timings: dict[str, float] = {}
         self._round = 0
@@ -81,8 +95,13 @@ class SecureSession:
         self.driver = ServerDriver(self.config, self._exchange)
         kept = list(verifiers) if verifiers is not None else [None] * self.config.n_silos
         if len(kept) != self.config.n_silos:
-            raise ValueError(f"verifiers must hold one entry per silo ({self.config.n_silos}), got {len(kept)}")
-        self.silo_drivers = [SiloDriver(s, table[s], self.config, verifier=kept[s]) for s in range(self.config.n_silos)]
+            raise ValueError(
+                f"verifiers must hold one entry per silo ({self.config.n_silos}), got {len(kept)}"
+            )
+        self.silo_drivers = [
+            SiloDriver(s, table[s], self.config, verifier=kept[s])
+            for s in range(self.config.n_silos)
+        ]
         self.server = self.driver.server
         self.silos = [driver.role for driver in self.silo_drivers]
         self.timings["paillier_keygen"] = time.perf_counter() - start
@@ -93,13 +112,17 @@ class SecureSession:
         self.timings["key_exchange"] = seed_start - start
         self.timings["blinded_histogram"] = end - seed_start
 
-    def _exchange(self, stage: str, round_index: int, payloads: dict[int, Payloads]) -> dict[int, Payloads]:
+    def _exchange(
+        self, stage: str, round_index: int, payloads: dict[int, Payloads]
+    ) -> dict[int, Payloads]:
         """Deliver each silo's message (bytes) to its driver and collect the answers (bytes)."""
         start = time.perf_counter()
         answers = {}
         for silo, message in payloads.items():
             inputs = self._silo_inputs(silo) if stage == STAGE_UPDATE else None
-            answers[silo] = self.silo_drivers[silo].answer(stage, round_index, message, inputs=inputs)
+            answers[silo] = self.silo_drivers[silo].answer(
+                stage, round_index, message, inputs=inputs
+            )
         self._marks[stage] = (start, time.perf_counter())
         return answers
 
@@ -130,7 +153,11 @@ class SecureSession:
         """
         deltas, noise = np.asarray(deltas, dtype=np.float64), np.asarray(noise, dtype=np.float64)
         shape = (self.config.n_silos, self.config.n_users)
-        if deltas.ndim != 3 or deltas.shape[:2] != shape or noise.shape != (shape[0], deltas.shape[2]):
+        if (
+            deltas.ndim != 3
+            or deltas.shape[:2] != shape
+            or noise.shape != (shape[0], deltas.shape[2])
+        ):
             raise ValueError(
                 f"deltas must be {(*shape, 'd')} and noise ({shape[0]}, d); got {deltas.shape}, {noise.shape}"
             )
@@ -150,8 +177,11 @@ class SecureSession:
             self._inputs = None
         end = time.perf_counter()
         shares, update = self._marks[STAGE_SHARES], self._marks[STAGE_UPDATE]
-        self.last_round_timings = {"encrypt_weights": shares[0] - start, "silo_weighting": update[1] - shares[0],
-                                   "aggregation": end - update[1]}
+        self.last_round_timings = {
+            "encrypt_weights": shares[0] - start,
+            "silo_weighting": update[1] - shares[0],
+            "aggregation": end - update[1],
+        }
         return result
 
 
@@ -182,15 +212,22 @@ class SecureAggregator:
         sigma: noise multiplier of the per-silo noise N(0, sigma^2 C^2 / |S|) (with ``clip``; None: from the data).
     """
 
-    def __init__(self, parameters: ProtocolParameters, *, clip: float | None = None,
-                 sigma: float | None = None) -> None:
+    def __init__(
+        self,
+        parameters: ProtocolParameters,
+        *,
+        clip: float | None = None,
+        sigma: float | None = None,
+    ) -> None:
         self.parameters = parameters
         self._clip, self._sigma = clip, sigma
         self.session: SecureSession | None = None
         self._counts: np.ndarray | None = None
         self.round_timings: list[dict[str, float]] = []
 
-    def __call__(self, deltas: list[Any], counts: np.ndarray, sampled: np.ndarray, noise: list[Any]) -> Any:
+    def __call__(
+        self, deltas: list[Any], counts: np.ndarray, sampled: np.ndarray, noise: list[Any]
+    ) -> Any:
         """sum_s (sum_u w_su deltas[s][u] + noise[s]), w_su = n_su / N_u for sampled users, via Protocol 1.
 
         Returns:
@@ -220,11 +257,17 @@ class SecureAggregator:
             or (not fixed_bounds and noise_bound > session.config.effective_noise_bound)
         ):
             bounds: dict[str, Any] = (
-                {"clip": self._clip, "sigma": self._sigma or 0.0} if fixed_bounds
+                {"clip": self._clip, "sigma": self._sigma or 0.0}
+                if fixed_bounds
                 else {"clip": max(1.0, 2 * delta_bound), "noise_bound": max(1.0, 2 * noise_bound)}
             )
-            kept = ([silo.verifier for silo in session.silos]  # the silos keep their ring-Pedersen parameters
-                    if session is not None and session.config.n_silos == table.shape[0] else None)
+            kept = (
+                [
+                    silo.verifier for silo in session.silos
+                ]  # the silos keep their ring-Pedersen parameters
+                if session is not None and session.config.n_silos == table.shape[0]
+                else None
+            )
             session = SecureSession(table, self.parameters, verifiers=kept, **bounds)
             self.session, self._counts = session, table.copy()
         result = session.aggregate(delta_array, noise_array, chosen & ~empty)

@@ -48,8 +48,15 @@ class ClosedForm:
     random: bool
     sgd_step: Callable[..., None] | None = None
 
-    def sgd_step_(self, params: dict[str, Tensor], x: Tensor, y: Tensor, weight: Tensor, lr: float,
-                  uniforms: Uniforms | None = None) -> None:
+    def sgd_step_(
+        self,
+        params: dict[str, Tensor],
+        x: Tensor,
+        y: Tensor,
+        weight: Tensor,
+        lr: float,
+        uniforms: Uniforms | None = None,
+    ) -> None:
         """One local SGD step of every copy, in place."""
         if self.sgd_step is not None:
             self.sgd_step(params, x, y, weight, lr, uniforms)
@@ -68,26 +75,38 @@ def for_model(model: nn.Module, loss_fn: Callable) -> ClosedForm | None:
     if linear.supports(model, loss_fn):
         return ClosedForm(
             weighted_gradient=lambda params, x, y, weight, uniforms=None: linear.weighted_gradient(
-                loss_fn, params, x, y, weight),
-            clipped_gradient_sum=lambda params, x, y, member, clip, uniforms=None: linear.clipped_gradient_sum(
-                loss_fn, params, x, y, member, clip=clip),
-            random=False)
+                loss_fn, params, x, y, weight
+            ),
+            clipped_gradient_sum=lambda params, x, y, member, clip, uniforms=None: (
+                linear.clipped_gradient_sum(loss_fn, params, x, y, member, clip=clip)
+            ),
+            random=False,
+        )
     if mlp.supports(model, loss_fn):
         layers = mlp.layers_of(model)
         return ClosedForm(
             weighted_gradient=lambda params, x, y, weight, uniforms=None: mlp.weighted_gradient(
-                model, params, x, y, weight, uniforms=uniforms, layers=layers),
-            clipped_gradient_sum=lambda params, x, y, member, clip, uniforms=None: mlp.clipped_gradient_sum(
-                model, params, x, y, member, clip=clip, uniforms=uniforms, layers=layers),
-            random=model.training and any(layer.kind == "dropout" and layer.p > 0 for layer in layers),
+                model, params, x, y, weight, uniforms=uniforms, layers=layers
+            ),
+            clipped_gradient_sum=lambda params, x, y, member, clip, uniforms=None: (
+                mlp.clipped_gradient_sum(
+                    model, params, x, y, member, clip=clip, uniforms=uniforms, layers=layers
+                )
+            ),
+            random=model.training
+            and any(layer.kind == "dropout" and layer.p > 0 for layer in layers),
             sgd_step=lambda params, x, y, weight, lr, uniforms=None: mlp.sgd_step_(
-                model, params, x, y, weight, lr=lr, uniforms=uniforms, layers=layers))
+                model, params, x, y, weight, lr=lr, uniforms=uniforms, layers=layers
+            ),
+        )
     if cnn.supports(model, loss_fn):
         return ClosedForm(
             weighted_gradient=lambda params, x, y, weight, uniforms=None: cnn.weighted_gradient(
-                model, params, x, y, weight, uniforms=uniforms),
+                model, params, x, y, weight, uniforms=uniforms
+            ),
             clipped_gradient_sum=None,
-            random=model.training and (model.conv2_drop.p > 0 or model.fc_drop.p > 0))
+            random=model.training and (model.conv2_drop.p > 0 or model.fc_drop.p > 0),
+        )
     return None
 
 
@@ -105,7 +124,11 @@ def copy_uniforms(generators: list[torch.Generator], widths: Tensor, *, active: 
     trained in one batched call take exactly the draws they take when trained one by one.
     """
 
-    drawing = [(g, width) for g, (width, on) in enumerate(zip(widths.tolist(), active.tolist(), strict=True)) if on]
+    drawing = [
+        (g, width)
+        for g, (width, on) in enumerate(zip(widths.tolist(), active.tolist(), strict=True))
+        if on
+    ]
 
     def draw(shape: tuple[int, ...]) -> Tensor:
         uniforms = torch.ones(shape)

@@ -39,7 +39,9 @@ def supports(model: nn.Module, loss_fn: Callable) -> TypeGuard[MnistCNN]:
     return isinstance(model, MnistCNN) and loss_fn is cross_entropy_loss
 
 
-def _dropout_mask(uniforms: Uniforms, shape: tuple[int, ...], p: float, dtype: torch.dtype) -> Tensor:
+def _dropout_mask(
+    uniforms: Uniforms, shape: tuple[int, ...], p: float, dtype: torch.dtype
+) -> Tensor:
     """``1[u >= p] / (1 - p)`` for uniforms of ``shape`` (the MLP's convention)."""
     return (uniforms(shape) >= p).to(dtype) * (1.0 / (1.0 - p))
 
@@ -50,8 +52,15 @@ def _grouped(weight: Tensor) -> Tensor:
     return weight.reshape(-1, *weight.shape[2:]).contiguous(memory_format=torch.channels_last)
 
 
-def weighted_gradient(model: MnistCNN, params: dict[str, Tensor], x: Tensor, y: Tensor, weight: Tensor, *,
-                      uniforms: Uniforms | None = None) -> dict[str, Tensor]:
+def weighted_gradient(
+    model: MnistCNN,
+    params: dict[str, Tensor],
+    x: Tensor,
+    y: Tensor,
+    weight: Tensor,
+    *,
+    uniforms: Uniforms | None = None,
+) -> dict[str, Tensor]:
     """Gradient of each copy's weighted mean cross-entropy ``sum_i w_i l_i / max(sum_i w_i, 1)`` (the contract of
     ``vmap(grad(loss))`` over copies; Algorithm 3's per-user local step).
 
@@ -71,7 +80,9 @@ def weighted_gradient(model: MnistCNN, params: dict[str, Tensor], x: Tensor, y: 
     draw = torch.rand if uniforms is None else uniforms
     conv1_weight, conv2_weight = _grouped(params["conv1.weight"]), _grouped(params["conv2.weight"])
     channels2 = params["conv2.weight"].shape[1]
-    images = x.transpose(0, 1).reshape(batch, n_copies * x.shape[2], *x.shape[3:])  # [B, G * in, H, W]
+    images = x.transpose(0, 1).reshape(
+        batch, n_copies * x.shape[2], *x.shape[3:]
+    )  # [B, G * in, H, W]
     images = images.contiguous(memory_format=torch.channels_last)
     # forward
     conv1 = F.conv2d(images, conv1_weight, params["conv1.bias"].reshape(-1), groups=n_copies)
@@ -79,13 +90,19 @@ def weighted_gradient(model: MnistCNN, params: dict[str, Tensor], x: Tensor, y: 
     hidden1 = torch.relu(pooled1)
     conv2 = F.conv2d(hidden1, conv2_weight, params["conv2.bias"].reshape(-1), groups=n_copies)
     if dropout:  # Dropout2d: one draw per record and channel
-        channel_mask = _dropout_mask(draw, (n_copies, batch, channels2), model.conv2_drop.p, x.dtype)
+        channel_mask = _dropout_mask(
+            draw, (n_copies, batch, channels2), model.conv2_drop.p, x.dtype
+        )
         channel_mask = channel_mask.transpose(0, 1).reshape(batch, n_copies * channels2, 1, 1)
         conv2 = conv2 * channel_mask
     pooled2, where2 = _aten.max_pool2d_with_indices(conv2, _POOL, _POOL)
     hidden2 = torch.relu(pooled2)  # [B, G * 20, 4, 4]
-    flat = hidden2.reshape(batch, n_copies, -1).transpose(0, 1)  # [G, B, 320], per record (channel, h, w)
-    hidden3 = torch.relu(torch.baddbmm(params["fc1.bias"].unsqueeze(1), flat, params["fc1.weight"].mT))
+    flat = hidden2.reshape(batch, n_copies, -1).transpose(
+        0, 1
+    )  # [G, B, 320], per record (channel, h, w)
+    hidden3 = torch.relu(
+        torch.baddbmm(params["fc1.bias"].unsqueeze(1), flat, params["fc1.weight"].mT)
+    )
     dropped3 = hidden3
     if dropout:
         unit_mask = _dropout_mask(draw, tuple(hidden3.shape), model.fc_drop.p, x.dtype)
@@ -93,7 +110,9 @@ def weighted_gradient(model: MnistCNN, params: dict[str, Tensor], x: Tensor, y: 
     logits = torch.baddbmm(params["fc2.bias"].unsqueeze(1), dropped3, params["fc2.weight"].mT)
     # backward, each record's loss gradient scaled by its weight w_i / max(sum w, 1)
     coefficient = weight / weight.sum(dim=1, keepdim=True).clamp_min(1.0)
-    delta = (torch.softmax(logits, dim=-1) - F.one_hot(y.long(), logits.shape[-1]).to(x.dtype)) * coefficient[..., None]
+    delta = (
+        torch.softmax(logits, dim=-1) - F.one_hot(y.long(), logits.shape[-1]).to(x.dtype)
+    ) * coefficient[..., None]
     grads = {"fc2.weight": torch.bmm(delta.mT, dropped3), "fc2.bias": delta.sum(dim=1)}
     delta = torch.bmm(delta, params["fc2.weight"])
     if dropout:
@@ -102,17 +121,41 @@ def weighted_gradient(model: MnistCNN, params: dict[str, Tensor], x: Tensor, y: 
     grads["fc1.weight"], grads["fc1.bias"] = torch.bmm(delta.mT, flat), delta.sum(dim=1)
     delta = torch.bmm(delta, params["fc1.weight"]).transpose(0, 1).reshape(hidden2.shape)
     delta = _aten.threshold_backward(delta, hidden2, 0)
-    delta = _aten.max_pool2d_with_indices_backward(delta, conv2, _POOL, _POOL, [0, 0], [1, 1], False, where2)
+    delta = _aten.max_pool2d_with_indices_backward(
+        delta, conv2, _POOL, _POOL, [0, 0], [1, 1], False, where2
+    )
     if dropout:
         delta = delta * channel_mask
     delta, conv2_grad, conv2_bias = _aten.convolution_backward(
-        delta, hidden1, conv2_weight, [conv2_weight.shape[0]], [1, 1], [0, 0], [1, 1], False, [0, 0], n_copies,
-        [True, True, True])
+        delta,
+        hidden1,
+        conv2_weight,
+        [conv2_weight.shape[0]],
+        [1, 1],
+        [0, 0],
+        [1, 1],
+        False,
+        [0, 0],
+        n_copies,
+        [True, True, True],
+    )
     delta = _aten.threshold_backward(delta, hidden1, 0)
-    delta = _aten.max_pool2d_with_indices_backward(delta, conv1, _POOL, _POOL, [0, 0], [1, 1], False, where1)
+    delta = _aten.max_pool2d_with_indices_backward(
+        delta, conv1, _POOL, _POOL, [0, 0], [1, 1], False, where1
+    )
     _, conv1_grad, conv1_bias = _aten.convolution_backward(
-        delta, images, conv1_weight, [conv1_weight.shape[0]], [1, 1], [0, 0], [1, 1], False, [0, 0], n_copies,
-        [False, True, True])
+        delta,
+        images,
+        conv1_weight,
+        [conv1_weight.shape[0]],
+        [1, 1],
+        [0, 0],
+        [1, 1],
+        False,
+        [0, 0],
+        n_copies,
+        [False, True, True],
+    )
     grads["conv2.weight"] = conv2_grad.reshape(params["conv2.weight"].shape)
     grads["conv2.bias"] = conv2_bias.reshape(n_copies, -1)
     grads["conv1.weight"] = conv1_grad.reshape(params["conv1.weight"].shape)

@@ -36,7 +36,12 @@ from torch import Tensor, nn
 from uldp.common.checks import check_integer, check_positive
 from uldp.common.logs import import_quietly
 from uldp.training import closed_form as closed_forms
-from uldp.training.per_user import LossFunction, ParameterLayout, flat_parameters, load_flat_parameters
+from uldp.training.per_user import (
+    LossFunction,
+    ParameterLayout,
+    flat_parameters,
+    load_flat_parameters,
+)
 
 #: The DP-SGD engines (``"auto"``: closed form when the model allows it, otherwise opacus).
 ENGINES = ("auto", "opacus", "closed-form")
@@ -81,8 +86,15 @@ class EpochDraws:
     noise: Tensor
 
 
-def epoch_draws(n_records: int, schedule: DPSGDSchedule, layout: ParameterLayout, std: float, *, epochs: int,
-                generator: torch.Generator) -> EpochDraws:
+def epoch_draws(
+    n_records: int,
+    schedule: DPSGDSchedule,
+    layout: ParameterLayout,
+    std: float,
+    *,
+    epochs: int,
+    generator: torch.Generator,
+) -> EpochDraws:
     """Draw one epoch's Poisson batches, then its noise, from ``generator`` (both engines use this).
 
     Each record joins each step's batch independently with probability ``schedule.sample_rate``: the sampling the
@@ -92,8 +104,13 @@ def epoch_draws(n_records: int, schedule: DPSGDSchedule, layout: ParameterLayout
     chosen = torch.rand((steps, n_records), generator=generator) < schedule.sample_rate
     records = chosen.nonzero()[:, 1]
     batches = torch.split(records, chosen.sum(dim=1).tolist())
-    noise = torch.cat([torch.normal(0.0, std, (steps, *shape), generator=generator).flatten(start_dim=1)
-                       for shape in layout.shapes], dim=1)
+    noise = torch.cat(
+        [
+            torch.normal(0.0, std, (steps, *shape), generator=generator).flatten(start_dim=1)
+            for shape in layout.shapes
+        ],
+        dim=1,
+    )
     return EpochDraws(tuple(batches), noise)
 
 
@@ -139,26 +156,64 @@ def dpsgd_train(
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    _check_arguments(local_lr=local_lr, clip=clip, sigma=sigma, epochs=epochs, batch_size=batch_size)
+    _check_arguments(
+        local_lr=local_lr, clip=clip, sigma=sigma, epochs=epochs, batch_size=batch_size
+    )
     closed_form = closed_forms.for_dpsgd(model, loss_fn) is not None
     if engine == "closed-form" and not closed_form:
         raise ValueError(
-            f"no closed-form DP-SGD for {type(model).__name__} with {getattr(loss_fn, '__name__', loss_fn)}")
-    if closed_form and engine != "opacus":  # one silo of the batched closed-form engine; dropout from the global RNG
-        return dpsgd_train_silos(model, params, [(x, y)], loss_fn=loss_fn, local_lr=local_lr, epochs=epochs,
-                                 batch_size=batch_size, clip=clip, sigma=sigma, generators=[generator],
-                                 dropout_generators=[torch.default_generator])[0]
+            f"no closed-form DP-SGD for {type(model).__name__} with {getattr(loss_fn, '__name__', loss_fn)}"
+        )
+    if (
+        closed_form and engine != "opacus"
+    ):  # one silo of the batched closed-form engine; dropout from the global RNG
+        return dpsgd_train_silos(
+            model,
+            params,
+            [(x, y)],
+            loss_fn=loss_fn,
+            local_lr=local_lr,
+            epochs=epochs,
+            batch_size=batch_size,
+            clip=clip,
+            sigma=sigma,
+            generators=[generator],
+            dropout_generators=[torch.default_generator],
+        )[0]
     schedule = dpsgd_schedule(int(x.shape[0]), batch_size=batch_size, epochs=epochs)
     expected_batch = max(1, round(schedule.sample_rate * x.shape[0]))
-    flat = _opacus_steps(model, params.detach().clone(), x, y, loss_fn=loss_fn, local_lr=local_lr,
-                         schedule=schedule, expected_batch=expected_batch, clip=clip, sigma=sigma, epochs=epochs,
-                         generator=generator)
+    flat = _opacus_steps(
+        model,
+        params.detach().clone(),
+        x,
+        y,
+        loss_fn=loss_fn,
+        local_lr=local_lr,
+        schedule=schedule,
+        expected_batch=expected_batch,
+        clip=clip,
+        sigma=sigma,
+        epochs=epochs,
+        generator=generator,
+    )
     return flat - params.detach()
 
 
-def _opacus_steps(model: nn.Module, flat: Tensor, x: Tensor, y: Tensor, *, loss_fn: LossFunction, local_lr: float,
-                  schedule: DPSGDSchedule, expected_batch: int, clip: float, sigma: float, epochs: int,
-                  generator: torch.Generator) -> Tensor:
+def _opacus_steps(
+    model: nn.Module,
+    flat: Tensor,
+    x: Tensor,
+    y: Tensor,
+    *,
+    loss_fn: LossFunction,
+    local_lr: float,
+    schedule: DPSGDSchedule,
+    expected_batch: int,
+    clip: float,
+    sigma: float,
+    epochs: int,
+    generator: torch.Generator,
+) -> Tensor:
     # slow to import: only when this engine runs; opacus' import configures the root logger, undone here
     opacus, optimizers = import_quietly("opacus"), import_quietly("opacus.optimizers")
 
@@ -168,27 +223,46 @@ def _opacus_steps(model: nn.Module, flat: Tensor, x: Tensor, y: Tensor, *, loss_
     private = opacus.GradSampleModule(local, loss_reduction="mean")
     trainable = [p for p in private.parameters() if p.requires_grad]
     # opacus clips, sums and divides by the expected batch; the noise is the pre-drawn one, added below
-    optimizer = optimizers.DPOptimizer(torch.optim.SGD(trainable, lr=local_lr), noise_multiplier=0.0,
-                                       max_grad_norm=clip, expected_batch_size=expected_batch, loss_reduction="mean")
+    optimizer = optimizers.DPOptimizer(
+        torch.optim.SGD(trainable, lr=local_lr),
+        noise_multiplier=0.0,
+        max_grad_norm=clip,
+        expected_batch_size=expected_batch,
+        loss_reduction="mean",
+    )
     step_size = local_lr / expected_batch
     with warnings.catch_warnings():  # inputs never need gradients
         warnings.filterwarnings("ignore", message="Full backward hook is firing")
         for _ in range(epochs):
-            draws = epoch_draws(x.shape[0], schedule, layout, sigma * clip, epochs=epochs, generator=generator)
+            draws = epoch_draws(
+                x.shape[0], schedule, layout, sigma * clip, epochs=epochs, generator=generator
+            )
             for batch, noise in zip(draws.batches, draws.noise, strict=True):
                 optimizer.zero_grad()
                 loss_fn(private(x[batch]), y[batch], None).backward()
                 optimizer.step()  # an empty batch still takes a pure-noise step, as accounted
                 with torch.no_grad():
-                    for param, piece in zip(trainable, layout.unflatten(noise).values(), strict=True):
+                    for param, piece in zip(
+                        trainable, layout.unflatten(noise).values(), strict=True
+                    ):
                         param.sub_(step_size * piece)
     return flat_parameters(private._module)
 
 
-def dpsgd_train_silos(model: nn.Module, params: Tensor, silos: list[tuple[Tensor, Tensor]], *, loss_fn: LossFunction,
-                      local_lr: float, epochs: int, batch_size: int, clip: float, sigma: float,
-                      generators: list[torch.Generator],
-                      dropout_generators: list[torch.Generator] | None = None) -> Tensor:
+def dpsgd_train_silos(
+    model: nn.Module,
+    params: Tensor,
+    silos: list[tuple[Tensor, Tensor]],
+    *,
+    loss_fn: LossFunction,
+    local_lr: float,
+    epochs: int,
+    batch_size: int,
+    clip: float,
+    sigma: float,
+    generators: list[torch.Generator],
+    dropout_generators: list[torch.Generator] | None = None,
+) -> Tensor:
     """Closed-form DP-SGD of several silos at once from the same global model (ULDP-GROUP-k's simulation).
 
     Equal to :func:`dpsgd_train` per silo with that silo's generator (each silo takes the same draws from its own
@@ -215,40 +289,72 @@ def dpsgd_train_silos(model: nn.Module, params: Tensor, silos: list[tuple[Tensor
         ValueError: A model or loss without closed-form gradients, a silo without records, or not one generator per
             silo.
     """
-    _check_arguments(local_lr=local_lr, clip=clip, sigma=sigma, epochs=epochs, batch_size=batch_size)
+    _check_arguments(
+        local_lr=local_lr, clip=clip, sigma=sigma, epochs=epochs, batch_size=batch_size
+    )
     closed_form = closed_forms.for_dpsgd(model, loss_fn)
     if closed_form is None or closed_form.clipped_gradient_sum is None:
         raise ValueError(
-            f"no closed-form DP-SGD for {type(model).__name__} with {getattr(loss_fn, '__name__', loss_fn)}")
+            f"no closed-form DP-SGD for {type(model).__name__} with {getattr(loss_fn, '__name__', loss_fn)}"
+        )
     clipped_gradient_sum = closed_form.clipped_gradient_sum
-    if (len(generators) != len(silos) or any(x.shape[0] == 0 for x, _ in silos)
-            or (dropout_generators is not None and len(dropout_generators) != len(silos))):
+    if (
+        len(generators) != len(silos)
+        or any(x.shape[0] == 0 for x, _ in silos)
+        or (dropout_generators is not None and len(dropout_generators) != len(silos))
+    ):
         silo_sizes = [int(x.shape[0]) for x, _ in silos]
-        raise ValueError(f"need one generator (and one dropout generator, if given) per silo and records in every "
-                         f"silo; got {len(generators)} generators for silos of sizes {silo_sizes}")
+        raise ValueError(
+            f"need one generator (and one dropout generator, if given) per silo and records in every "
+            f"silo; got {len(generators)} generators for silos of sizes {silo_sizes}"
+        )
     layout = ParameterLayout.of(model)
-    schedules = [dpsgd_schedule(int(x.shape[0]), batch_size=batch_size, epochs=epochs) for x, _ in silos]
-    step_sizes = torch.tensor([local_lr / max(1, round(s.sample_rate * x.shape[0]))
-                               for s, (x, _) in zip(schedules, silos, strict=True)], dtype=params.dtype)[:, None]
-    records, targets = torch.cat([x for x, _ in silos]), torch.cat([y for _, y in silos])  # silo s from offsets[s]
+    schedules = [
+        dpsgd_schedule(int(x.shape[0]), batch_size=batch_size, epochs=epochs) for x, _ in silos
+    ]
+    step_sizes = torch.tensor(
+        [
+            local_lr / max(1, round(s.sample_rate * x.shape[0]))
+            for s, (x, _) in zip(schedules, silos, strict=True)
+        ],
+        dtype=params.dtype,
+    )[:, None]
+    records, targets = (
+        torch.cat([x for x, _ in silos]),
+        torch.cat([y for _, y in silos]),
+    )  # silo s from offsets[s]
     offsets = np.cumsum([0] + [int(x.shape[0]) for x, _ in silos[:-1]]).tolist()
     flat = params.detach().expand(len(silos), -1).clone()
     for _ in range(epochs):
-        draws = [epoch_draws(x.shape[0], schedule, layout, sigma * clip, epochs=epochs, generator=generator)
-                 for (x, _), schedule, generator in zip(silos, schedules, generators, strict=True)]
+        draws = [
+            epoch_draws(
+                x.shape[0], schedule, layout, sigma * clip, epochs=epochs, generator=generator
+            )
+            for (x, _), schedule, generator in zip(silos, schedules, generators, strict=True)
+        ]
         index, member, sizes, noise = _stack_draws(draws, offsets, flat.shape[1], flat.dtype)
         for step in range(index.shape[0]):
             uniforms = None
             if closed_form.random and dropout_generators is not None:
                 batch_sizes = sizes[step, :, 0].long()
-                uniforms = closed_forms.copy_uniforms(dropout_generators, batch_sizes, active=batch_sizes > 0)
-            clipped = clipped_gradient_sum(layout.unflatten(flat), records[index[step]],
-                                                       targets[index[step]], member[step], clip, uniforms)
+                uniforms = closed_forms.copy_uniforms(
+                    dropout_generators, batch_sizes, active=batch_sizes > 0
+                )
+            clipped = clipped_gradient_sum(
+                layout.unflatten(flat),
+                records[index[step]],
+                targets[index[step]],
+                member[step],
+                clip,
+                uniforms,
+            )
             flat = flat - step_sizes * (layout.flatten(clipped, batch_dims=1) + noise[step])
     return flat - params.detach()
 
 
-def _check_arguments(*, local_lr: float, clip: float, sigma: float, epochs: int, batch_size: int) -> None:
+def _check_arguments(
+    *, local_lr: float, clip: float, sigma: float, epochs: int, batch_size: int
+) -> None:
     """Reject a learning rate, clip or sigma that is not a finite number > 0, or epochs / batch size < 1, by name."""
     for name, value in (("local_lr", local_lr), ("clip", clip), ("sigma", sigma)):
         check_positive(name, value)
@@ -256,8 +362,9 @@ def _check_arguments(*, local_lr: float, clip: float, sigma: float, epochs: int,
         check_integer(name, value)
 
 
-def _stack_draws(draws: list[EpochDraws], offsets: list[int], d: int,
-                 dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def _stack_draws(
+    draws: list[EpochDraws], offsets: list[int], d: int, dtype: torch.dtype
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """One epoch's draws of all silos as padded tensors: record indices ``[T, S, b_max]`` (offset into the joint
     table), 0/1 membership, batch sizes ``[T, S, 1]`` and noise ``[T, S, d]``; a silo with fewer steps gets empty
     batches and zero noise after its last one."""

@@ -42,9 +42,13 @@ def _cox_score_gradient(scores: Tensor, targets: Tensor, weight: Tensor) -> Tens
     exp(s_j)`` for ``k`` in ``R_i`` (0 outside): ``dL/ds_k = (sum_i w_i E_i P_ik - w_k E_k) / D``.
     """
     events, times = targets[..., 0], targets[..., 1]
-    at_risk = (times.unsqueeze(-2) >= times.unsqueeze(-1)) & (weight.unsqueeze(-2) > 0)  # [i, j]: T_j >= T_i
+    at_risk = (times.unsqueeze(-2) >= times.unsqueeze(-1)) & (
+        weight.unsqueeze(-2) > 0
+    )  # [i, j]: T_j >= T_i
     outside = torch.finfo(scores.dtype).min / 4
-    share = torch.softmax(torch.where(at_risk, scores.unsqueeze(-2), outside), dim=-1)  # 0 outside R_i
+    share = torch.softmax(
+        torch.where(at_risk, scores.unsqueeze(-2), outside), dim=-1
+    )  # 0 outside R_i
     cases = weight * events
     return ((cases.unsqueeze(-1) * share).sum(dim=-2) - cases) / _normaliser(weight)
 
@@ -61,7 +65,9 @@ def supports(model: nn.Module, loss_fn: Callable) -> bool:
     return isinstance(model, LinearScore) and loss_fn in SCORE_GRADIENTS
 
 
-def score_gradient(loss_fn: Callable, scores: Tensor, targets: Tensor, weight: Tensor | None = None) -> Tensor:
+def score_gradient(
+    loss_fn: Callable, scores: Tensor, targets: Tensor, weight: Tensor | None = None
+) -> Tensor:
     """The gradient ``dL/ds`` of a weighted mean loss with respect to the scores, batched over leading axes.
 
     Args:
@@ -77,8 +83,10 @@ def score_gradient(loss_fn: Callable, scores: Tensor, targets: Tensor, weight: T
         ValueError: A loss without a closed form here.
     """
     if loss_fn not in SCORE_GRADIENTS:
-        raise ValueError(f"no closed-form score gradient for {getattr(loss_fn, '__name__', loss_fn)!r}; "
-                         f"known: {', '.join(f.__name__ for f in SCORE_GRADIENTS)}")
+        raise ValueError(
+            f"no closed-form score gradient for {getattr(loss_fn, '__name__', loss_fn)!r}; "
+            f"known: {', '.join(f.__name__ for f in SCORE_GRADIENTS)}"
+        )
     weight = torch.ones_like(scores) if weight is None else weight.to(scores.dtype)
     return SCORE_GRADIENTS[loss_fn](scores, targets, weight)
 
@@ -89,8 +97,9 @@ def linear_scores(params: dict[str, Tensor], x: Tensor) -> Tensor:
     return torch.einsum("ubf,uf->ub", x, params[WEIGHT][:, 0, :]) + params[BIAS]
 
 
-def weighted_gradient(loss_fn: Callable, params: dict[str, Tensor], x: Tensor, y: Tensor,
-                      weight: Tensor) -> dict[str, Tensor]:
+def weighted_gradient(
+    loss_fn: Callable, params: dict[str, Tensor], x: Tensor, y: Tensor, weight: Tensor
+) -> dict[str, Tensor]:
     """Per-user gradients of the weighted mean loss, in closed form (the contract of ``vmap(grad(loss))``).
 
     Args:
@@ -104,11 +113,21 @@ def weighted_gradient(loss_fn: Callable, params: dict[str, Tensor], x: Tensor, y
         Gradients shaped like ``params``.
     """
     g = score_gradient(loss_fn, linear_scores(params, x), y, weight)  # [U, B]
-    return {WEIGHT: torch.einsum("ub,ubf->uf", g, x).unsqueeze(1), BIAS: g.sum(dim=-1, keepdim=True)}
+    return {
+        WEIGHT: torch.einsum("ub,ubf->uf", g, x).unsqueeze(1),
+        BIAS: g.sum(dim=-1, keepdim=True),
+    }
 
 
-def clipped_gradient_sum(loss_fn: Callable, params: dict[str, Tensor], x: Tensor, y: Tensor, member: Tensor, *,
-                         clip: float) -> dict[str, Tensor]:
+def clipped_gradient_sum(
+    loss_fn: Callable,
+    params: dict[str, Tensor],
+    x: Tensor,
+    y: Tensor,
+    member: Tensor,
+    *,
+    clip: float,
+) -> dict[str, Tensor]:
     """One DP-SGD step's sum of per-record gradients clipped to ``clip``, per copy (before noise).
 
     Record ``i``'s gradient is what opacus computes for a linear layer with ``loss_reduction="mean"``: the batch
@@ -122,7 +141,12 @@ def clipped_gradient_sum(loss_fn: Callable, params: dict[str, Tensor], x: Tensor
     Returns:
         Clipped sums shaped like ``params``.
     """
-    g = score_gradient(loss_fn, linear_scores(params, x), y, member) * member.sum(dim=-1, keepdim=True)
+    g = score_gradient(loss_fn, linear_scores(params, x), y, member) * member.sum(
+        dim=-1, keepdim=True
+    )
     lengths = (x.square().sum(dim=-1) + 1.0).sqrt()
     g = g * torch.clamp(clip / (g.abs() * lengths), max=1.0)  # min(1, C / ||g_i [x_i, 1]||)
-    return {WEIGHT: torch.einsum("ub,ubf->uf", g, x).unsqueeze(1), BIAS: g.sum(dim=-1, keepdim=True)}
+    return {
+        WEIGHT: torch.einsum("ub,ubf->uf", g, x).unsqueeze(1),
+        BIAS: g.sum(dim=-1, keepdim=True),
+    }

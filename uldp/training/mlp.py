@@ -67,16 +67,27 @@ def layers_of(model: nn.Module) -> tuple[Layer, ...]:
             continue
         kind = _KINDS.get(type(module))
         if kind is None or (kind == "groupnorm" and (module.num_groups != 1 or not module.affine)):
-            raise ValueError(f"no hand-written gradient for module {name!r} ({module}); "
-                             f"supported: Linear, ReLU, GroupNorm(1, C) with affine, Dropout")
+            raise ValueError(
+                f"no hand-written gradient for module {name!r} ({module}); "
+                f"supported: Linear, ReLU, GroupNorm(1, C) with affine, Dropout"
+            )
         named = kind in ("linear", "groupnorm")
-        found.append(Layer(kind, name, eps=getattr(module, "eps", 0.0), p=getattr(module, "p", 0.0),
-                           weight=f"{name}.weight" if named else "", bias=f"{name}.bias" if named else ""))
+        found.append(
+            Layer(
+                kind,
+                name,
+                eps=getattr(module, "eps", 0.0),
+                p=getattr(module, "p", 0.0),
+                weight=f"{name}.weight" if named else "",
+                bias=f"{name}.bias" if named else "",
+            )
+        )
     return tuple(found)
 
 
-def _forward(layers: tuple[Layer, ...], params: dict[str, Tensor], x: Tensor, uniforms: Uniforms | None
-             ) -> tuple[Tensor, list]:
+def _forward(
+    layers: tuple[Layer, ...], params: dict[str, Tensor], x: Tensor, uniforms: Uniforms | None
+) -> tuple[Tensor, list]:
     """Logits ``[G, B, classes]`` and what the backward pass needs of each layer.
 
     ``GroupNorm(1, C)`` of a ``[G, B, C]`` tensor is a layer norm over the last axis; ATen's fused kernels do its
@@ -93,10 +104,16 @@ def _forward(layers: tuple[Layer, ...], params: dict[str, Tensor], x: Tensor, un
             a = torch.relu(a)
             cache.append(a)  # the output decides where the gradient passes (threshold_backward)
         elif layer.kind == "groupnorm":
-            xhat, mean, rstd = torch.ops.aten.native_layer_norm(a, [a.shape[-1]], None, None, layer.eps)
+            xhat, mean, rstd = torch.ops.aten.native_layer_norm(
+                a, [a.shape[-1]], None, None, layer.eps
+            )
             cache.append((a, xhat, mean, rstd))
-            a = torch.addcmul(params[layer.bias].unsqueeze(1), xhat, params[layer.weight].unsqueeze(1))
-        elif uniforms is not None and layer.p > 0:  # dropout in train mode: keep where u >= p, scale 1 / (1 - p)
+            a = torch.addcmul(
+                params[layer.bias].unsqueeze(1), xhat, params[layer.weight].unsqueeze(1)
+            )
+        elif (
+            uniforms is not None and layer.p > 0
+        ):  # dropout in train mode: keep where u >= p, scale 1 / (1 - p)
             mask = (uniforms(tuple(a.shape)) >= layer.p).to(a.dtype) * (1.0 / (1.0 - layer.p))
             cache.append(mask)
             a = a * mask
@@ -118,9 +135,16 @@ class RecordTerms:
     factors: dict[str, tuple[str, Tensor, Tensor | None]]
 
 
-def record_terms(model: nn.Module, params: dict[str, Tensor], x: Tensor, y: Tensor, *,
-                 uniforms: Uniforms | None = None, coefficient: Tensor | None = None,
-                 layers: tuple[Layer, ...] | None = None) -> RecordTerms:
+def record_terms(
+    model: nn.Module,
+    params: dict[str, Tensor],
+    x: Tensor,
+    y: Tensor,
+    *,
+    uniforms: Uniforms | None = None,
+    coefficient: Tensor | None = None,
+    layers: tuple[Layer, ...] | None = None,
+) -> RecordTerms:
     """Per-record gradient factors of the cross-entropy of every record under each of ``G`` parameter copies.
 
     Args:
@@ -162,15 +186,27 @@ def record_terms(model: nn.Module, params: dict[str, Tensor], x: Tensor, y: Tens
             factors[layer.weight] = ("product", delta, xhat)
             factors[layer.bias] = ("copy", delta, None)
             delta = torch.ops.aten.native_layer_norm_backward(
-                delta * params[layer.weight].unsqueeze(1), normalised_input, [xhat.shape[-1]], mean, rstd,
-                None, None, [True, False, False])[0]
+                delta * params[layer.weight].unsqueeze(1),
+                normalised_input,
+                [xhat.shape[-1]],
+                mean,
+                rstd,
+                None,
+                None,
+                [True, False, False],
+            )[0]
         elif saved is not None:
             delta = delta * saved
     return RecordTerms(factors)
 
 
-def combine(terms: RecordTerms, coefficient: Tensor | None = None, *, add_to: dict[str, Tensor] | None = None,
-            alpha: float = 1.0) -> dict[str, Tensor]:
+def combine(
+    terms: RecordTerms,
+    coefficient: Tensor | None = None,
+    *,
+    add_to: dict[str, Tensor] | None = None,
+    alpha: float = 1.0,
+) -> dict[str, Tensor]:
     """``sum_i coefficient[:, i] * grad_i`` per parameter tensor (``[G, *shape]``; ``None``: plain sums).
 
     With ``add_to``, ``alpha`` times the sums is added to those tensors in place instead (and they are returned): a
@@ -210,9 +246,16 @@ def record_norms(terms: RecordTerms) -> Tensor:
     return torch.as_tensor(squared).sqrt()
 
 
-def weighted_gradient(model: nn.Module, params: dict[str, Tensor], x: Tensor, y: Tensor, weight: Tensor, *,
-                      uniforms: Uniforms | None = None, layers: tuple[Layer, ...] | None = None
-                      ) -> dict[str, Tensor]:
+def weighted_gradient(
+    model: nn.Module,
+    params: dict[str, Tensor],
+    x: Tensor,
+    y: Tensor,
+    weight: Tensor,
+    *,
+    uniforms: Uniforms | None = None,
+    layers: tuple[Layer, ...] | None = None,
+) -> dict[str, Tensor]:
     """Gradient of each copy's weighted mean cross-entropy ``sum_i w_i l_i / max(sum_i w_i, 1)`` (Algorithm 3's
     per-user step, or a silo's), the contract of ``vmap(grad(loss))`` over copies.
 
@@ -224,24 +267,48 @@ def weighted_gradient(model: nn.Module, params: dict[str, Tensor], x: Tensor, y:
         Gradients shaped like ``params``.
     """
     coefficient = weight / weight.sum(dim=1, keepdim=True).clamp_min(1.0)
-    return combine(record_terms(model, params, x, y, uniforms=uniforms, coefficient=coefficient, layers=layers))
+    return combine(
+        record_terms(model, params, x, y, uniforms=uniforms, coefficient=coefficient, layers=layers)
+    )
 
 
-def sgd_step_(model: nn.Module, params: dict[str, Tensor], x: Tensor, y: Tensor, weight: Tensor, *, lr: float,
-              uniforms: Uniforms | None = None, layers: tuple[Layer, ...] | None = None) -> None:
+def sgd_step_(
+    model: nn.Module,
+    params: dict[str, Tensor],
+    x: Tensor,
+    y: Tensor,
+    weight: Tensor,
+    *,
+    lr: float,
+    uniforms: Uniforms | None = None,
+    layers: tuple[Layer, ...] | None = None,
+) -> None:
     """``params -= lr * weighted_gradient(...)`` in place, for every copy (one local SGD step of Algorithm 3).
 
     The same arithmetic as :func:`weighted_gradient` followed by the update, with each linear weight updated by one
     fused ``baddbmm_``: with one model copy per user the parameter-sized passes dominate a step.
     """
     coefficient = weight / weight.sum(dim=1, keepdim=True).clamp_min(1.0)
-    combine(record_terms(model, params, x, y, uniforms=uniforms, coefficient=coefficient, layers=layers),
-            add_to=params, alpha=-lr)
+    combine(
+        record_terms(
+            model, params, x, y, uniforms=uniforms, coefficient=coefficient, layers=layers
+        ),
+        add_to=params,
+        alpha=-lr,
+    )
 
 
-def clipped_gradient_sum(model: nn.Module, params: dict[str, Tensor], x: Tensor, y: Tensor, member: Tensor, *,
-                         clip: float, uniforms: Uniforms | None = None, layers: tuple[Layer, ...] | None = None
-                         ) -> dict[str, Tensor]:
+def clipped_gradient_sum(
+    model: nn.Module,
+    params: dict[str, Tensor],
+    x: Tensor,
+    y: Tensor,
+    member: Tensor,
+    *,
+    clip: float,
+    uniforms: Uniforms | None = None,
+    layers: tuple[Layer, ...] | None = None,
+) -> dict[str, Tensor]:
     """``sum_i member_i min(1, C / ||g_i||) g_i`` per copy, ``g_i`` record ``i``'s cross-entropy gradient: the
     clipped sum of one DP-SGD step (Abadi et al. 2016, Algorithm 1; opacus' per-sample clipping), before noise.
 

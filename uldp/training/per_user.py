@@ -74,16 +74,22 @@ class ParameterLayout:
 
     def flatten(self, params: Mapping[str, Tensor], batch_dims: int = 0) -> Tensor:
         """Concatenate ``params`` (each with ``batch_dims`` leading axes) into ``[..., d]``."""
-        return torch.cat([params[name].flatten(start_dim=batch_dims) for name in self.names], dim=-1)
+        return torch.cat(
+            [params[name].flatten(start_dim=batch_dims) for name in self.names], dim=-1
+        )
 
     def unflatten(self, flat: Tensor) -> dict[str, Tensor]:
         """Split ``flat`` of shape ``[..., d]`` into named tensors of shape ``[..., *shape]``."""
         if flat.shape[-1] != self.size:
-            raise ValueError(f"flat vector has {flat.shape[-1]} entries, the layout needs {self.size}")
+            raise ValueError(
+                f"flat vector has {flat.shape[-1]} entries, the layout needs {self.size}"
+            )
         pieces = torch.split(flat, [math.prod(shape) for shape in self.shapes], dim=-1)
         lead = tuple(flat.shape[:-1])
-        return {name: piece.reshape(lead + shape)
-                for name, piece, shape in zip(self.names, pieces, self.shapes, strict=True)}
+        return {
+            name: piece.reshape(lead + shape)
+            for name, piece, shape in zip(self.names, pieces, self.shapes, strict=True)
+        }
 
 
 def flat_parameters(model: nn.Module) -> Tensor:
@@ -114,8 +120,15 @@ class UnfoldConv2d(nn.Module):
 
     def __init__(self, conv: nn.Conv2d):
         super().__init__()
-        if conv.groups != 1 or conv.dilation != (1, 1) or conv.padding_mode != "zeros" or isinstance(conv.padding, str):
-            raise ValueError(f"UnfoldConv2d supports groups=1, dilation=1 and numeric zero padding; got {conv}")
+        if (
+            conv.groups != 1
+            or conv.dilation != (1, 1)
+            or conv.padding_mode != "zeros"
+            or isinstance(conv.padding, str)
+        ):
+            raise ValueError(
+                f"UnfoldConv2d supports groups=1, dilation=1 and numeric zero padding; got {conv}"
+            )
         self.weight = conv.weight
         self.bias = conv.bias
         self.kernel_size, self.stride, self.padding = conv.kernel_size, conv.stride, conv.padding
@@ -143,19 +156,27 @@ class _Im2Col(torch.autograd.Function):
 
     @staticmethod
     def forward(x: Tensor, kernel: tuple[int, int], stride: tuple[int, int]) -> Tensor:
-        patches = x.unfold(2, kernel[0], stride[0]).unfold(3, kernel[1], stride[1])  # [n, C, oh, ow, kh, kw]
+        patches = x.unfold(2, kernel[0], stride[0]).unfold(
+            3, kernel[1], stride[1]
+        )  # [n, C, oh, ow, kh, kw]
         n, channels, out_h, out_w = patches.shape[:4]
-        return patches.permute(1, 4, 5, 0, 2, 3).reshape(channels * kernel[0] * kernel[1], n * out_h * out_w)
+        return patches.permute(1, 4, 5, 0, 2, 3).reshape(
+            channels * kernel[0] * kernel[1], n * out_h * out_w
+        )
 
     @staticmethod
-    def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:  # ctx: torch's FunctionCtx, given attributes
+    def setup_context(
+        ctx: Any, inputs: tuple, output: Tensor
+    ) -> None:  # ctx: torch's FunctionCtx, given attributes
         x, kernel, stride = inputs
         ctx.shape, ctx.kernel, ctx.stride = tuple(x.shape), kernel, stride
 
     @staticmethod
     def backward(ctx: Any, grad_columns: Tensor) -> tuple[Tensor, None, None]:
         n, _, height, width = ctx.shape
-        blocks = grad_columns.reshape(grad_columns.shape[0], n, -1).transpose(0, 1)  # [n, C*kh*kw, L]
+        blocks = grad_columns.reshape(grad_columns.shape[0], n, -1).transpose(
+            0, 1
+        )  # [n, C*kh*kw, L]
         return F.fold(blocks, (height, width), ctx.kernel, stride=ctx.stride), None, None
 
 
@@ -194,18 +215,25 @@ def _check_groups(groups: Sequence[np.ndarray], n_records: int) -> list[np.ndarr
         if g.size == 0:
             raise ValueError("every user group must hold at least one record index")
         if g.min() < 0 or g.max() >= n_records:
-            raise ValueError(f"record indices must lie in [0, {n_records}), got {g.min()}..{g.max()}")
+            raise ValueError(
+                f"record indices must lie in [0, {n_records}), got {g.min()}..{g.max()}"
+            )
     return checked
 
 
-def _chunks(groups: list[np.ndarray], floats_per_user: Callable[[int], int], chunk_floats: int) -> list[np.ndarray]:
+def _chunks(
+    groups: list[np.ndarray], floats_per_user: Callable[[int], int], chunk_floats: int
+) -> list[np.ndarray]:
     """Split user positions, sorted by record count, into chunks whose memory estimate stays under the bound."""
     order = np.argsort([g.size for g in groups], kind="stable")
     chunks, start = [], 0
     while start < len(order):
         stop = start + 1
         # counts grow along ``order``, so the last user of a chunk sets its padded length
-        while stop < len(order) and (stop + 1 - start) * floats_per_user(groups[order[stop]].size) <= chunk_floats:
+        while (
+            stop < len(order)
+            and (stop + 1 - start) * floats_per_user(groups[order[stop]].size) <= chunk_floats
+        ):
             stop += 1
         chunks.append(order[start:stop])
         start = stop
@@ -232,7 +260,10 @@ def _per_record_floats(model: nn.Module, x: Tensor) -> int:
 
     handles = [m.register_forward_hook(count) for m in model.modules() if not list(m.children())]
     try:
-        with torch.no_grad(), torch.random.fork_rng(devices=[]):  # leave the dropout draws to training
+        with (
+            torch.no_grad(),
+            torch.random.fork_rng(devices=[]),
+        ):  # leave the dropout draws to training
             model(x[:1])
     finally:
         for handle in handles:
@@ -246,7 +277,9 @@ def _make_user_grad(model: nn.Module, loss_fn: LossFunction, params_batched: boo
     def user_loss(params: dict[str, Tensor], x: Tensor, y: Tensor, weight: Tensor) -> Tensor:
         return loss_fn(functional_call(model, params, (x,)), y, weight)
 
-    return vmap(grad(user_loss), in_dims=(0 if params_batched else None, 0, 0, 0), randomness="different")
+    return vmap(
+        grad(user_loss), in_dims=(0 if params_batched else None, 0, 0, 0), randomness="different"
+    )
 
 
 def train_users(
@@ -301,24 +334,46 @@ def train_users(
     _check_training_arguments(local_lr, epochs, batch_size, keys, x)
     groups = _check_groups(groups, x.shape[0])
     closed_form = closed_forms.for_model(model, loss_fn)
-    if dropout_generators is not None and (closed_form is None or len(dropout_generators) != len(groups)):
-        raise ValueError(f"dropout_generators needs a model with closed-form gradients and one generator per group; "
-                         f"got {len(dropout_generators)} for {len(groups)} groups of a {type(model).__name__}")
+    if dropout_generators is not None and (
+        closed_form is None or len(dropout_generators) != len(groups)
+    ):
+        raise ValueError(
+            f"dropout_generators needs a model with closed-form gradients and one generator per group; "
+            f"got {len(dropout_generators)} for {len(groups)} groups of a {type(model).__name__}"
+        )
     if len(groups) == 1 and closed_form is None:
         # One model copy (silo-level training of DEFAULT / ULDP-NAIVE): nothing to batch over, and plain autograd
         # costs about a fifth of vmap(grad(...)) per step. Same mini-batches, so the same result.
-        return train_users_loop(model, params, x, y, groups, loss_fn=loss_fn, local_lr=local_lr, epochs=epochs,
-                                batch_size=batch_size, keys=keys)
+        return train_users_loop(
+            model,
+            params,
+            x,
+            y,
+            groups,
+            loss_fn=loss_fn,
+            local_lr=local_lr,
+            epochs=epochs,
+            batch_size=batch_size,
+            keys=keys,
+        )
     layout = ParameterLayout.of(model)
     global_params = layout.unflatten(params.detach())
-    sgd_step_: Callable[[dict[str, Tensor], Tensor, Tensor, Tensor, float, closed_forms.Uniforms | None], None]
+    sgd_step_: Callable[
+        [dict[str, Tensor], Tensor, Tensor, Tensor, float, closed_forms.Uniforms | None], None
+    ]
     if closed_form is not None:
         sgd_step_ = closed_form.sgd_step_
     else:
         user_grad = _make_user_grad(model, loss_fn, params_batched=True)
 
-        def autograd_step_(params: dict[str, Tensor], x: Tensor, y: Tensor, weight: Tensor, lr: float,
-                           uniforms: closed_forms.Uniforms | None) -> None:  # uniforms: always None (no closed form)
+        def autograd_step_(
+            params: dict[str, Tensor],
+            x: Tensor,
+            y: Tensor,
+            weight: Tensor,
+            lr: float,
+            uniforms: closed_forms.Uniforms | None,
+        ) -> None:  # uniforms: always None (no closed form)
             closed_forms.descend_(params, user_grad(params, x, y, weight), lr)
 
         sgd_step_ = autograd_step_
@@ -340,27 +395,57 @@ def train_users(
             batch = width(n_max)
             n_batches = -(-n_max // batch)
             positions = torch.arange(n_batches * batch).reshape(n_batches, batch)
-            local = {name: value.expand((n_users, *value.shape)).clone() for name, value in global_params.items()}
+            local = {
+                name: value.expand((n_users, *value.shape)).clone()
+                for name, value in global_params.items()
+            }
             generators = None
             if dropout_generators is not None and closed_form is not None and closed_form.random:
                 generators = [dropout_generators[m] for m in members]
             for epoch in range(epochs):
                 order = torch.where(valid, keys[epoch][index], 2.0).argsort(dim=1, stable=True)
-                order = F.pad(order, (0, n_batches * batch - n_max))  # padding slots point at record 0, masked below
+                order = F.pad(
+                    order, (0, n_batches * batch - n_max)
+                )  # padding slots point at record 0, masked below
                 for step in range(n_batches):
                     slot = order[:, step * batch : (step + 1) * batch]
-                    mask = positions[step][None, :] < counts[:, None]  # real records sort first in every row
-                    uniforms = None if generators is None else closed_forms.copy_uniforms(
-                        generators, torch.clamp(counts, max=batch), active=counts > step * batch)
+                    mask = (
+                        positions[step][None, :] < counts[:, None]
+                    )  # real records sort first in every row
+                    uniforms = (
+                        None
+                        if generators is None
+                        else closed_forms.copy_uniforms(
+                            generators, torch.clamp(counts, max=batch), active=counts > step * batch
+                        )
+                    )
                     # a user whose records ran out has all-zero weights, hence an exactly zero gradient: no step
-                    sgd_step_(local, xs[users, slot], ys[users, slot], mask.to(params.dtype), local_lr, uniforms)
+                    sgd_step_(
+                        local,
+                        xs[users, slot],
+                        ys[users, slot],
+                        mask.to(params.dtype),
+                        local_lr,
+                        uniforms,
+                    )
             rows = torch.from_numpy(members)
             deltas[rows] = layout.flatten(local, batch_dims=1) - params.detach()[None, :]
     return deltas
 
 
-def train_users_loop(model: nn.Module, params: Tensor, x: Tensor, y: Tensor, groups: Sequence[np.ndarray], *,
-                     loss_fn: LossFunction, local_lr: float, epochs: int, batch_size: int, keys: Tensor) -> Tensor:
+def train_users_loop(
+    model: nn.Module,
+    params: Tensor,
+    x: Tensor,
+    y: Tensor,
+    groups: Sequence[np.ndarray],
+    *,
+    loss_fn: LossFunction,
+    local_lr: float,
+    epochs: int,
+    batch_size: int,
+    keys: Tensor,
+) -> Tensor:
     """The plain per-user loop: the oracle for :func:`train_users` (same arguments, same mini-batches).
 
     Each user gets a fresh copy of ``model`` loaded with ``params`` and ``torch.optim.SGD``; one backward pass per
@@ -375,7 +460,9 @@ def train_users_loop(model: nn.Module, params: Tensor, x: Tensor, y: Tensor, gro
     for row, records in enumerate(groups):
         user_model = copy.deepcopy(model)
         load_flat_parameters(user_model, params)
-        optimizer = torch.optim.SGD([p for p in user_model.parameters() if p.requires_grad], lr=local_lr)
+        optimizer = torch.optim.SGD(
+            [p for p in user_model.parameters() if p.requires_grad], lr=local_lr
+        )
         records_t = torch.from_numpy(records)
         for epoch in range(epochs):
             ordered = records_t[keys[epoch][records_t].argsort(stable=True)]
@@ -387,8 +474,16 @@ def train_users_loop(model: nn.Module, params: Tensor, x: Tensor, y: Tensor, gro
     return deltas
 
 
-def user_gradients(model: nn.Module, params: Tensor, x: Tensor, y: Tensor, groups: Sequence[np.ndarray], *,
-                   loss_fn: LossFunction, chunk_floats: int = DEFAULT_CHUNK_FLOATS) -> Tensor:
+def user_gradients(
+    model: nn.Module,
+    params: Tensor,
+    x: Tensor,
+    y: Tensor,
+    groups: Sequence[np.ndarray],
+    *,
+    loss_fn: LossFunction,
+    chunk_floats: int = DEFAULT_CHUNK_FLOATS,
+) -> Tensor:
     """Each user's full-batch gradient of its weighted mean loss at ``params`` (ULDP-SGD, Algorithm 3 line 21).
 
     Args:
@@ -413,9 +508,14 @@ def user_gradients(model: nn.Module, params: Tensor, x: Tensor, y: Tensor, group
         index, counts = _padded(groups, members)
         mask = (torch.arange(index.shape[1])[None, :] < counts[:, None]).to(params.dtype)
         if closed_form is None:
-            grads = _make_user_grad(model, loss_fn, params_batched=False)(global_params, x[index], y[index], mask)
+            grads = _make_user_grad(model, loss_fn, params_batched=False)(
+                global_params, x[index], y[index], mask
+            )
         else:  # every user starts from the global model: one shared copy, broadcast over users
-            shared = {name: value.expand((len(members), *value.shape)) for name, value in global_params.items()}
+            shared = {
+                name: value.expand((len(members), *value.shape))
+                for name, value in global_params.items()
+            }
             grads = closed_form.weighted_gradient(shared, x[index], y[index], mask)
         gradients[torch.from_numpy(members)] = layout.flatten(grads, batch_dims=1)
     return gradients
@@ -441,7 +541,9 @@ def clip_rows(rows: Tensor, clip: float) -> Tensor:
     return rows * torch.clamp(clip / norms.clamp_min(torch.finfo(rows.dtype).tiny), max=1.0)
 
 
-def _check_training_arguments(local_lr: float, epochs: int, batch_size: int, keys: Tensor, x: Tensor) -> None:
+def _check_training_arguments(
+    local_lr: float, epochs: int, batch_size: int, keys: Tensor, x: Tensor
+) -> None:
     check_positive("local_lr", local_lr)
     check_integer("epochs", epochs)
     check_integer("batch_size", batch_size)

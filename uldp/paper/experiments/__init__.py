@@ -32,10 +32,28 @@ profiles' reductions, built from :mod:`uldp.paper.settings`), :mod:`~uldp.paper.
 """
 
 from uldp.common.atomic import write_json_atomic
-from uldp.common.provenance import PROVENANCE_PACKAGES, REPO_ROOT, canonical, config_hash, now, provenance
+from uldp.common.provenance import (
+    PROVENANCE_PACKAGES,
+    REPO_ROOT,
+    canonical,
+    config_hash,
+    now,
+    provenance,
+)
 from uldp.defaults import DELTA, SIGMA, DatasetSettings, Hyper
-from uldp.paper.experiments.backend import SIMULATION, WRAPPER_ARGUMENTS, Backend, loaded_dataset, split_arguments
-from uldp.paper.experiments.chapter import ChapterResults, chapter_results, grid_table, stored_runs_table
+from uldp.paper.experiments.backend import (
+    SIMULATION,
+    WRAPPER_ARGUMENTS,
+    Backend,
+    loaded_dataset,
+    split_arguments,
+)
+from uldp.paper.experiments.chapter import (
+    ChapterResults,
+    chapter_results,
+    grid_table,
+    stored_runs_table,
+)
 from uldp.paper.experiments.grids import (
     GRIDS,
     PROFILES,
@@ -75,12 +93,57 @@ from uldp.paper.settings import (
 )
 
 __all__ = [
-    "ALLOCATION_ARGUMENTS", "DELTA", "GRIDS", "GROUP_METHODS", "PAPER_SEEDS", "PRIVACY_UTILITY",
-    "PRIVACY_UTILITY_METHODS", "PROFILES", "PROVENANCE_PACKAGES", "REPO_ROOT", "RESULT_SOURCES", "SCHEMA_VERSION",
-    "SIGMA", "SIMULATION", "UTILITY_METRIC", "WRAPPER_ARGUMENTS", "Backend", "ChapterResults", "DatasetSettings",
-    "Entry", "Grid", "GridReport", "Hyper", "Reduction", "ResultSet", "ResultSource", "RunSpec", "StoredRun",
-    "accounted_results", "canonical", "chapter_results", "check_profile", "config_hash", "duration",
-    "effective_arguments", "expand", "expected_seconds", "get_grid", "grid_table", "load_results", "loaded_dataset",
-    "now", "pending_runs", "provenance", "read_result", "result_path", "results_root", "run_grid", "split_arguments",
-    "stored_result", "stored_runs_table", "summarise", "write_json_atomic",
+    "ALLOCATION_ARGUMENTS",
+    "DELTA",
+    "GRIDS",
+    "GROUP_METHODS",
+    "PAPER_SEEDS",
+    "PRIVACY_UTILITY",
+    "PRIVACY_UTILITY_METHODS",
+    "PROFILES",
+    "PROVENANCE_PACKAGES",
+    "REPO_ROOT",
+    "RESULT_SOURCES",
+    "SCHEMA_VERSION",
+    "SIGMA",
+    "SIMULATION",
+    "UTILITY_METRIC",
+    "WRAPPER_ARGUMENTS",
+    "Backend",
+    "ChapterResults",
+    "DatasetSettings",
+    "Entry",
+    "Grid",
+    "GridReport",
+    "Hyper",
+    "Reduction",
+    "ResultSet",
+    "ResultSource",
+    "RunSpec",
+    "StoredRun",
+    "accounted_results",
+    "canonical",
+    "chapter_results",
+    "check_profile",
+    "config_hash",
+    "duration",
+    "effective_arguments",
+    "expand",
+    "expected_seconds",
+    "get_grid",
+    "grid_table",
+    "load_results",
+    "loaded_dataset",
+    "now",
+    "pending_runs",
+    "provenance",
+    "read_result",
+    "result_path",
+    "results_root",
+    "run_grid",
+    "split_arguments",
+    "stored_result",
+    "stored_runs_table",
+    "summarise",
+    "write_json_atomic",
 ]

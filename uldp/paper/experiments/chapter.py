@@ -31,8 +31,14 @@ class ChapterResults:
     paper_panels: ResultSet | None = None
 
 
-def chapter_results(grid_name: str, profile: str, *, backend: Backend = SIMULATION,
-                    paper_root: Path | str | None = None, root: Path | str | None = None) -> ChapterResults:
+def chapter_results(
+    grid_name: str,
+    profile: str,
+    *,
+    backend: Backend = SIMULATION,
+    paper_root: Path | str | None = None,
+    root: Path | str | None = None,
+) -> ChapterResults:
     """The results an experiment chapter shows: the committed paper-profile ones when they cover every line of the
     figure (at least one seed each), else run the grid at the chapter's profile (resuming from what is stored), and
     the panels that paper-profile results cover whole beside it.
@@ -54,34 +60,57 @@ def chapter_results(grid_name: str, profile: str, *, backend: Backend = SIMULATI
     paper = load_results(grid_name, "paper", root=paper_root)
     if profile != "paper" and paper.covers_every_line:
         if profile == "smoke":
-            check = run_grid(grid_name, "smoke", root=root, backend=backend, progress=False,
-                             command=f"book chapter, profile smoke ({grid_name})")
+            check = run_grid(
+                grid_name,
+                "smoke",
+                root=root,
+                backend=backend,
+                progress=False,
+                command=f"book chapter, profile smoke ({grid_name})",
+            )
             if check.failed:
                 raise RuntimeError(f"smoke runs of {grid_name!r} failed: {check.failed}")
-        return ChapterResults(paper, "These are the committed paper-profile results. " + paper.describe())
+        return ChapterResults(
+            paper, "These are the committed paper-profile results. " + paper.describe()
+        )
     own_root = paper_root if profile == "paper" else root
-    report = run_grid(grid_name, profile, root=own_root, backend=backend, progress=False,
-                      command=f"book chapter, profile {profile} ({grid_name})")
+    report = run_grid(
+        grid_name,
+        profile,
+        root=own_root,
+        backend=backend,
+        progress=False,
+        command=f"book chapter, profile {profile} ({grid_name})",
+    )
     if report.failed:
         raise RuntimeError(f"runs of {grid_name!r} at profile {profile!r} failed: {report.failed}")
     results = load_results(grid_name, profile, root=own_root)
-    done = (f"({report.executed} runs now, {report.skipped} already stored; {duration(report.wall_seconds)}). ")
+    done = f"({report.executed} runs now, {report.skipped} already stored; {duration(report.wall_seconds)}). "
     if profile == "paper":
-        return ChapterResults(results, f"This chapter ran the paper-profile grid {done}" + results.describe())
+        return ChapterResults(
+            results, f"This chapter ran the paper-profile grid {done}" + results.describe()
+        )
     if paper.runs:
-        why = (f"Paper-profile results are stored only in part ({len(paper.runs)} of "
-               f"{len(paper.runs) + len(paper.missing)} runs, not every line of the figure), so they are not shown; ")
+        why = (
+            f"Paper-profile results are stored only in part ({len(paper.runs)} of "
+            f"{len(paper.runs) + len(paper.missing)} runs, not every line of the figure), so they are not shown; "
+        )
     else:
         why = "No paper-profile results are committed for this grid, so "
-    note = (why + f"this chapter ran the grid at the **{profile}** profile {done}These runs are far smaller than "
-            "the paper's: read shapes, not numbers. " + results.describe())
+    note = (
+        why
+        + f"this chapter ran the grid at the **{profile}** profile {done}These runs are far smaller than "
+        "the paper's: read shapes, not numbers. " + results.describe()
+    )
     covered = paper.covered_panels()
     if not covered:
         return ChapterResults(results, note)
     paper_panels = paper.only_panels(covered)
-    note += (f" The committed paper-profile results do cover every line of {len(covered)} panel(s) "
-             f"({'; '.join(covered)}); they are shown first, then this build's {profile}-profile runs. "
-             + paper_panels.describe())
+    note += (
+        f" The committed paper-profile results do cover every line of {len(covered)} panel(s) "
+        f"({'; '.join(covered)}); they are shown first, then this build's {profile}-profile runs. "
+        + paper_panels.describe()
+    )
     return ChapterResults(results, note, paper_panels)
 
 
@@ -98,7 +127,9 @@ def stored_runs_table(*, jobs: int = 2) -> pd.DataFrame:
             except ValueError:  # a grid without this profile
                 row[f"stored at {profile}"] = "-"
                 continue
-            row[f"stored at {profile}"] = f"{len(stored.runs)} of {len(stored.runs) + len(stored.missing)}"
+            row[f"stored at {profile}"] = (
+                f"{len(stored.runs)} of {len(stored.runs) + len(stored.missing)}"
+            )
         row["re-run (paper scale)"] = f"uldp grid {name} --profile paper --jobs {jobs}"
         rows.append(row)
     return pd.DataFrame(rows).set_index("grid")
@@ -116,13 +147,26 @@ def grid_table(grid_name: str, profile: str) -> Any:
     """
     grid = get_grid(grid_name)
     specs = expand(grid_name, profile)
-    table = pd.DataFrame([{"series": spec.series, **spec.kwargs} for spec in specs]).drop(columns="seed")
-    constant = {name: table[name].tolist()[0] for name in table.columns if table[name].astype(str).nunique() == 1}
+    table = pd.DataFrame([{"series": spec.series, **spec.kwargs} for spec in specs]).drop(
+        columns="seed"
+    )
+    constant = {
+        name: table[name].tolist()[0]
+        for name in table.columns
+        if table[name].astype(str).nunique() == 1
+    }
     shown_elsewhere = [f for f in (*grid.panel_fields, *grid.series_fields) if f not in constant]
     table = table.drop(columns=list(constant) + shown_elsewhere)
     result = table.groupby("series", sort=False).agg(
-        lambda column: " / ".join(dict.fromkeys("-" if pd.isna(v) else f"{v:g}" if isinstance(v, float) else str(v)
-                                                for v in column)))
-    result.attrs.update(constant=constant, panels=list(dict.fromkeys(spec.panel for spec in specs)),
-                        seeds=sorted({spec.seed for spec in specs}))
+        lambda column: " / ".join(
+            dict.fromkeys(
+                "-" if pd.isna(v) else f"{v:g}" if isinstance(v, float) else str(v) for v in column
+            )
+        )
+    )
+    result.attrs.update(
+        constant=constant,
+        panels=list(dict.fromkeys(spec.panel for spec in specs)),
+        seeds=sorted({spec.seed for spec in specs}),
+    )
     return result

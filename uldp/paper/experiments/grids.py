@@ -33,8 +33,13 @@ if TYPE_CHECKING:
 #: with fewer rounds and local epochs, for the grids that have it (:attr:`Grid.reductions`).
 PROFILES: tuple[str, ...] = ("smoke", "default", "short", "paper")
 #: The utility metric of each dataset in the paper's figures (accuracy; the C-index for the survival task).
-UTILITY_METRIC: dict[str, str] = {"creditcard": "accuracy", "mnist": "accuracy", "heart_disease": "accuracy",
-                                  "tcga_brca": "c_index", "synthetic": "accuracy"}
+UTILITY_METRIC: dict[str, str] = {
+    "creditcard": "accuracy",
+    "mnist": "accuracy",
+    "heart_disease": "accuracy",
+    "tcga_brca": "c_index",
+    "synthetic": "accuracy",
+}
 
 
 @dataclass(frozen=True)
@@ -54,23 +59,51 @@ class Entry:
         return dict(self.params)
 
 
-def _common(dataset: str, *, n_users: int, n_silos: int, distribution: str, rounds: int, batch_size: int,
-            method: str, hyper: Hyper, q: float = 1.0) -> Entry:
+def _common(
+    dataset: str,
+    *,
+    n_users: int,
+    n_silos: int,
+    distribution: str,
+    rounds: int,
+    batch_size: int,
+    method: str,
+    hyper: Hyper,
+    q: float = 1.0,
+) -> Entry:
     # The medical datasets are scored as the authors scored them, and their runs say so (issue 19).
     scoring = {"test_scoring": "pooled"} if DATASETS[dataset].fixed_silos else {}
     if distribution == "uniform" and dataset in AUTHORS_UNIFORM_DATASETS:
         distribution = WITH_REPLACEMENT
-    return Entry.of(dataset=dataset, method=method, n_users=n_users, n_silos=n_silos, distribution=distribution,
-                    rounds=rounds, batch_size=batch_size, sigma=None if method == "DEFAULT" else SIGMA, delta=DELTA,
-                    q=q, **scoring, **hyper.params(n_users))
+    return Entry.of(
+        dataset=dataset,
+        method=method,
+        n_users=n_users,
+        n_silos=n_silos,
+        distribution=distribution,
+        rounds=rounds,
+        batch_size=batch_size,
+        sigma=None if method == "DEFAULT" else SIGMA,
+        delta=DELTA,
+        q=q,
+        **scoring,
+        **hyper.params(n_users),
+    )
 
 
 def _privacy_utility_entries(dataset: str) -> list[Entry]:
     settings = PRIVACY_UTILITY[dataset]
     return [
-        _common(dataset, n_users=n_users, n_silos=settings.n_silos, distribution=distribution,
-                rounds=settings.rounds, batch_size=settings.batch_size, method=method,
-                hyper=settings.hyper(parse_method(method).family))
+        _common(
+            dataset,
+            n_users=n_users,
+            n_silos=settings.n_silos,
+            distribution=distribution,
+            rounds=settings.rounds,
+            batch_size=settings.batch_size,
+            method=method,
+            hyper=settings.hyper(parse_method(method).family),
+        )
         for n_users in settings.users
         for distribution in settings.distributions
         for method in PRIVACY_UTILITY_METHODS
@@ -80,10 +113,22 @@ def _privacy_utility_entries(dataset: str) -> list[Entry]:
 def _figure_entries(settings: FigureSetting) -> list[Entry]:
     """The runs of one row of a figure's table: users, silos, distributions, methods and q, in that order."""
     return [
-        _common(settings.dataset, n_users=n_users, n_silos=n_silos, distribution=distribution,
-                rounds=settings.rounds, batch_size=settings.batch_size, method=method, hyper=settings.hyper, q=q)
-        for n_users in settings.users for n_silos in settings.silos for distribution in settings.distributions
-        for method in settings.methods for q in settings.q
+        _common(
+            settings.dataset,
+            n_users=n_users,
+            n_silos=n_silos,
+            distribution=distribution,
+            rounds=settings.rounds,
+            batch_size=settings.batch_size,
+            method=method,
+            hyper=settings.hyper,
+            q=q,
+        )
+        for n_users in settings.users
+        for n_silos in settings.silos
+        for distribution in settings.distributions
+        for method in settings.methods
+        for q in settings.q
     ]
 
 
@@ -96,8 +141,11 @@ def _user_sampling_entries() -> list[Entry]:
 
 
 def _protocol_runtime_entries() -> list[Entry]:
-    return [Entry((*entry.params, ("secure", True)))
-            for settings in PROTOCOL_RUNTIME for entry in _figure_entries(settings)]
+    return [
+        Entry((*entry.params, ("secure", True)))
+        for settings in PROTOCOL_RUNTIME
+        for entry in _figure_entries(settings)
+    ]
 
 
 @dataclass(frozen=True)
@@ -180,15 +228,35 @@ _FIELD_LABELS = {"n_users": "|U|", "n_silos": "|S|", "q": "q"}
 
 def _format_field(name: str, value: Any) -> str:
     if name in _FIELD_LABELS:
-        return f"{_FIELD_LABELS[name]}={value:g}" if isinstance(value, float) else f"{_FIELD_LABELS[name]}={value}"
+        return (
+            f"{_FIELD_LABELS[name]}={value:g}"
+            if isinstance(value, float)
+            else f"{_FIELD_LABELS[name]}={value}"
+        )
     return str(value)
 
 
-def _privacy_utility_grid(dataset: str, title: str, figure: str, smoke: Reduction, default: Reduction,
-                          short: Reduction | None = None) -> Grid:
-    reductions = {"smoke": smoke, "default": default} | ({"short": short} if short is not None else {})
-    return Grid(dataset, title, figure, "privacy_utility", lambda: _privacy_utility_entries(dataset),
-                ("n_users", "distribution"), ("method",), reductions)
+def _privacy_utility_grid(
+    dataset: str,
+    title: str,
+    figure: str,
+    smoke: Reduction,
+    default: Reduction,
+    short: Reduction | None = None,
+) -> Grid:
+    reductions = {"smoke": smoke, "default": default} | (
+        {"short": short} if short is not None else {}
+    )
+    return Grid(
+        dataset,
+        title,
+        figure,
+        "privacy_utility",
+        lambda: _privacy_utility_entries(dataset),
+        ("n_users", "distribution"),
+        ("method",),
+        reductions,
+    )
 
 
 _SMOKE_METHODS = ("DEFAULT", "ULDP-NAIVE", "ULDP-GROUP-2", "ULDP-SGD", "ULDP-AVG", "ULDP-AVG-w")
@@ -201,57 +269,143 @@ GRIDS: dict[str, Grid] = {
     grid.name: grid
     for grid in (
         _privacy_utility_grid(
-            "creditcard", "Privacy-utility trade-offs on Creditcard", "Figure 4",
-            smoke=Reduction(rounds=2, local_epochs=1, users=((100, 20),), methods=_SMOKE_METHODS,
-                            keep=(("n_users", (100,)),), max_train_records=500),
-            default=Reduction(rounds=8, local_epochs=1, keep=(("n_users", (100,)),), max_train_records=1500,
-                              methods=tuple(m for m in PRIVACY_UTILITY_METHODS if m != "ULDP-GROUP-median")),
+            "creditcard",
+            "Privacy-utility trade-offs on Creditcard",
+            "Figure 4",
+            smoke=Reduction(
+                rounds=2,
+                local_epochs=1,
+                users=((100, 20),),
+                methods=_SMOKE_METHODS,
+                keep=(("n_users", (100,)),),
+                max_train_records=500,
+            ),
+            default=Reduction(
+                rounds=8,
+                local_epochs=1,
+                keep=(("n_users", (100,)),),
+                max_train_records=1500,
+                methods=tuple(m for m in PRIVACY_UTILITY_METHODS if m != "ULDP-GROUP-median"),
+            ),
         ),
         _privacy_utility_grid(
-            "mnist", "Privacy-utility trade-offs on MNIST", "Figure 5",
-            smoke=Reduction(rounds=2, local_epochs=1, users=((100, 10),),
-                            methods=tuple(m for m in _SMOKE_METHODS if m != "ULDP-NAIVE"),
-                            keep=(("n_users", (100,)), ("distribution", ("zipf-noniid",))),
-                            max_train_records=300, max_test_records=500),
+            "mnist",
+            "Privacy-utility trade-offs on MNIST",
+            "Figure 5",
+            smoke=Reduction(
+                rounds=2,
+                local_epochs=1,
+                users=((100, 10),),
+                methods=tuple(m for m in _SMOKE_METHODS if m != "ULDP-NAIVE"),
+                keep=(("n_users", (100,)), ("distribution", ("zipf-noniid",))),
+                max_train_records=300,
+                max_test_records=500,
+            ),
             # ULDP-SGD is left out here (its per-user gradients are the slowest path on MNIST); the other
             # datasets' chapters compare it with ULDP-AVG.
-            default=Reduction(rounds=4, local_epochs=1, users=((10000, 200),), max_train_records=1000,
-                              max_test_records=1000, methods=("DEFAULT", "ULDP-GROUP-2", "ULDP-AVG", "ULDP-AVG-w"),
-                              keep=(("distribution", ("zipf", "zipf-noniid")),)),
+            default=Reduction(
+                rounds=4,
+                local_epochs=1,
+                users=((10000, 200),),
+                max_train_records=1000,
+                max_test_records=1000,
+                methods=("DEFAULT", "ULDP-GROUP-2", "ULDP-AVG", "ULDP-AVG-w"),
+                keep=(("distribution", ("zipf", "zipf-noniid")),),
+            ),
             # The paper's federations of the non-iid claim (ULDP-AVG, zipf iid and non-iid, 100 and 10000 users,
             # every record) at T = 20 and Q = 5 instead of 200 and 50: a run alone on 2 CPU cores takes 7 (100 users)
             # to 12 minutes (10000), where the paper's scale takes about 100 times longer.
-            short=Reduction(seeds=(0, 1, 2), rounds=20, local_epochs=5, methods=("ULDP-AVG",),
-                            keep=(("distribution", ("zipf", "zipf-noniid")),)),
+            short=Reduction(
+                seeds=(0, 1, 2),
+                rounds=20,
+                local_epochs=5,
+                methods=("ULDP-AVG",),
+                keep=(("distribution", ("zipf", "zipf-noniid")),),
+            ),
         ),
         _privacy_utility_grid(
-            "heart_disease", "Privacy-utility trade-offs on HeartDisease", "Figure 6",
-            smoke=Reduction(rounds=2, local_epochs=1, methods=_SMOKE_METHODS, keep=(("n_users", (50,)),)),
+            "heart_disease",
+            "Privacy-utility trade-offs on HeartDisease",
+            "Figure 6",
+            smoke=Reduction(
+                rounds=2, local_epochs=1, methods=_SMOKE_METHODS, keep=(("n_users", (50,)),)
+            ),
             default=Reduction(rounds=15, local_epochs=1),
         ),
         _privacy_utility_grid(
-            "tcga_brca", "Privacy-utility trade-offs on TcgaBrca", "Figure 7",
-            smoke=Reduction(rounds=2, local_epochs=1, methods=_SMOKE_METHODS, keep=(("n_users", (50,)),)),
+            "tcga_brca",
+            "Privacy-utility trade-offs on TcgaBrca",
+            "Figure 7",
+            smoke=Reduction(
+                rounds=2, local_epochs=1, methods=_SMOKE_METHODS, keep=(("n_users", (50,)),)
+            ),
             default=Reduction(rounds=15, local_epochs=1),
         ),
-        Grid("weighting", "Enhanced weighting: ULDP-AVG vs ULDP-AVG-w (test loss)", "Figure 8", "weighting",
-             _weighting_entries, ("dataset", "n_silos"), ("method", "distribution"),
-             {"smoke": Reduction(rounds=2, local_epochs=1, users=((1000, 40), (200, 50)),
-                                 keep=(("n_silos", (5, 6)),), max_train_records=500),
-              # 100 users on 2,000 Creditcard records: 20 records per user (the paper: 25).
-              "default": Reduction(rounds=10, local_epochs=1, users=((1000, 100), (200, 100)),
-                                   max_train_records=2000)}),
-        Grid("user_sampling", "User-level sub-sampling with ULDP-AVG-w", "Figure 9", "user_sampling",
-             _user_sampling_entries, ("dataset",), ("q",),
-             {"smoke": Reduction(rounds=2, local_epochs=1, users=((1000, 20), (10000, 20)),
-                                 keep=(("q", (0.1, 1.0)),), max_train_records=300, max_test_records=500),
-              # 20 records per user on Creditcard (the paper: 25) and 10 on MNIST (the paper: 6).
-              "default": Reduction(rounds=10, local_epochs=1, users=((1000, 100), (10000, 200)),
-                                   max_train_records=2000, max_test_records=1000)}),
-        Grid("protocol_runtime", "Private weighting protocol runtime on the medical datasets", "Figure 10",
-             "protocol_runtime", _protocol_runtime_entries, ("dataset",), ("n_users",),
-             {"smoke": Reduction(rounds=1, local_epochs=1, keep=(("n_users", (10,)),)),
-              "default": Reduction(rounds=1, local_epochs=10)}),
+        Grid(
+            "weighting",
+            "Enhanced weighting: ULDP-AVG vs ULDP-AVG-w (test loss)",
+            "Figure 8",
+            "weighting",
+            _weighting_entries,
+            ("dataset", "n_silos"),
+            ("method", "distribution"),
+            {
+                "smoke": Reduction(
+                    rounds=2,
+                    local_epochs=1,
+                    users=((1000, 40), (200, 50)),
+                    keep=(("n_silos", (5, 6)),),
+                    max_train_records=500,
+                ),
+                # 100 users on 2,000 Creditcard records: 20 records per user (the paper: 25).
+                "default": Reduction(
+                    rounds=10,
+                    local_epochs=1,
+                    users=((1000, 100), (200, 100)),
+                    max_train_records=2000,
+                ),
+            },
+        ),
+        Grid(
+            "user_sampling",
+            "User-level sub-sampling with ULDP-AVG-w",
+            "Figure 9",
+            "user_sampling",
+            _user_sampling_entries,
+            ("dataset",),
+            ("q",),
+            {
+                "smoke": Reduction(
+                    rounds=2,
+                    local_epochs=1,
+                    users=((1000, 20), (10000, 20)),
+                    keep=(("q", (0.1, 1.0)),),
+                    max_train_records=300,
+                    max_test_records=500,
+                ),
+                # 20 records per user on Creditcard (the paper: 25) and 10 on MNIST (the paper: 6).
+                "default": Reduction(
+                    rounds=10,
+                    local_epochs=1,
+                    users=((1000, 100), (10000, 200)),
+                    max_train_records=2000,
+                    max_test_records=1000,
+                ),
+            },
+        ),
+        Grid(
+            "protocol_runtime",
+            "Private weighting protocol runtime on the medical datasets",
+            "Figure 10",
+            "protocol_runtime",
+            _protocol_runtime_entries,
+            ("dataset",),
+            ("n_users",),
+            {
+                "smoke": Reduction(rounds=1, local_epochs=1, keep=(("n_users", (10,)),)),
+                "default": Reduction(rounds=1, local_epochs=10),
+            },
+        ),
     )
 }
 

@@ -93,9 +93,17 @@ def effective_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
     return dict(params)
 
 
-def expand(grid_name: str, profile: str, *, seeds: Sequence[int] | None = None,
-           methods: Sequence[str] | None = None, datasets: Sequence[str] | None = None, accountant: str = "rdp",
-           target_epsilon: float | None = None, uniform_allocation: str | None = None) -> list[RunSpec]:
+def expand(
+    grid_name: str,
+    profile: str,
+    *,
+    seeds: Sequence[int] | None = None,
+    methods: Sequence[str] | None = None,
+    datasets: Sequence[str] | None = None,
+    accountant: str = "rdp",
+    target_epsilon: float | None = None,
+    uniform_allocation: str | None = None,
+) -> list[RunSpec]:
     """Every run of a grid at a profile, seeds innermost.
 
     ``accountant`` and ``target_epsilon`` enter a private run's arguments only when they differ from the paper's
@@ -130,24 +138,38 @@ def expand(grid_name: str, profile: str, *, seeds: Sequence[int] | None = None,
     else:
         if profile not in grid.reductions:
             having = [name for name, other in GRIDS.items() if profile in other.reductions]
-            raise ValueError(f"grid {grid_name!r} has no {profile} profile; grids with one: {', '.join(having)}")
+            raise ValueError(
+                f"grid {grid_name!r} has no {profile} profile; grids with one: {', '.join(having)}"
+            )
         reduction = grid.reductions[profile]
-        entries = [shrunk for shrunk in (reduction.apply(entry) for entry in entries) if shrunk is not None]
+        entries = [
+            shrunk for shrunk in (reduction.apply(entry) for entry in entries) if shrunk is not None
+        ]
         profile_seeds = reduction.seeds
     entries = _only(entries, "method", methods, grid_name)
     entries = _only(entries, "dataset", datasets, grid_name)
     entries = [_with_privacy(entry, accountant, target_epsilon) for entry in entries]
     if uniform_allocation is not None:
         entries = [_with_uniform(entry, uniform_allocation) for entry in entries]
-    chosen = tuple(check_integer("seed", seed, minimum=0) for seed in (profile_seeds if seeds is None else seeds))
+    chosen = tuple(
+        check_integer("seed", seed, minimum=0)
+        for seed in (profile_seeds if seeds is None else seeds)
+    )
     if not chosen or len(set(chosen)) != len(chosen):
         raise ValueError(f"seeds must be distinct and at least one, got {list(chosen)!r}")
     specs = []
     for entry in entries:
         params = entry.kwargs
         for seed in chosen:
-            specs.append(RunSpec(grid.name, grid.panel_label(params), grid.series_label(params), seed,
-                                 tuple(sorted({**params, "seed": seed}.items()))))
+            specs.append(
+                RunSpec(
+                    grid.name,
+                    grid.panel_label(params),
+                    grid.series_label(params),
+                    seed,
+                    tuple(sorted({**params, "seed": seed}.items())),
+                )
+            )
     return specs
 
 
@@ -167,14 +189,18 @@ def _with_privacy(entry: Entry, accountant: str, target_epsilon: float | None) -
 def _with_uniform(entry: Entry, scheme: str) -> Entry:
     """``entry`` with ``scheme`` for the authors' uniform draws (``uniform-with-replacement``), unchanged otherwise."""
     if scheme not in UNIFORM_SCHEMES:
-        raise ValueError(f"uniform_allocation must be one of {', '.join(UNIFORM_SCHEMES)}, got {scheme!r}")
+        raise ValueError(
+            f"uniform_allocation must be one of {', '.join(UNIFORM_SCHEMES)}, got {scheme!r}"
+        )
     params = entry.kwargs
     if params.get("distribution") != WITH_REPLACEMENT:
         return entry
     return Entry.of(**{**params, "distribution": scheme})
 
 
-def _only(entries: list[Entry], field: str, wanted: Sequence[str] | None, grid_name: str) -> list[Entry]:
+def _only(
+    entries: list[Entry], field: str, wanted: Sequence[str] | None, grid_name: str
+) -> list[Entry]:
     """The entries whose ``field`` is one of ``wanted`` (all when ``None``).
 
     Raises:
@@ -184,5 +210,7 @@ def _only(entries: list[Entry], field: str, wanted: Sequence[str] | None, grid_n
         return entries
     known = list(dict.fromkeys(entry.kwargs[field] for entry in entries))
     if not wanted or any(value not in known for value in wanted):
-        raise ValueError(f"{field}s {list(wanted)!r} not all in grid {grid_name!r}; its {field}s: {', '.join(known)}")
+        raise ValueError(
+            f"{field}s {list(wanted)!r} not all in grid {grid_name!r}; its {field}s: {', '.join(known)}"
+        )
     return [entry for entry in entries if entry.kwargs[field] in wanted]

@@ -51,7 +51,9 @@ class ResultSet:
 
     def __post_init__(self) -> None:
         if self.source not in RESULT_SOURCES:
-            raise ValueError(f"source must be one of {', '.join(RESULT_SOURCES)}, got {self.source!r}")
+            raise ValueError(
+                f"source must be one of {', '.join(RESULT_SOURCES)}, got {self.source!r}"
+            )
 
     def restricted(self, runs: Iterable[dict]) -> ResultSet:
         """The same result set with only ``runs`` (none missing): a subset of its runs, for one method or dataset."""
@@ -72,7 +74,9 @@ class ResultSet:
         """The panels every line of which has at least one stored run, in grid order."""
         stored = {(run["panel"], run["series"]) for run in self.runs}
         uncovered = {spec.panel for spec in self.missing if (spec.panel, spec.series) not in stored}
-        return tuple(dict.fromkeys(run["panel"] for run in self.runs if run["panel"] not in uncovered))
+        return tuple(
+            dict.fromkeys(run["panel"] for run in self.runs if run["panel"] not in uncovered)
+        )
 
     def only_panels(self, panels: Iterable[str]) -> ResultSet:
         """The same results restricted to ``panels``.
@@ -81,30 +85,51 @@ class ResultSet:
             ValueError: A panel this grid does not have (the message lists the grid's panels).
         """
         keep = set(panels)
-        known = dict.fromkeys([run["panel"] for run in self.runs] + [spec.panel for spec in self.missing])
+        known = dict.fromkeys(
+            [run["panel"] for run in self.runs] + [spec.panel for spec in self.missing]
+        )
         if keep - set(known):
-            raise ValueError(f"panels {sorted(keep - set(known))!r} are not panels of grid {self.grid!r}; "
-                             f"its panels: {'; '.join(known)}")
-        return replace(self, runs=tuple(run for run in self.runs if run["panel"] in keep),
-                       missing=tuple(spec for spec in self.missing if spec.panel in keep))
+            raise ValueError(
+                f"panels {sorted(keep - set(known))!r} are not panels of grid {self.grid!r}; "
+                f"its panels: {'; '.join(known)}"
+            )
+        return replace(
+            self,
+            runs=tuple(run for run in self.runs if run["panel"] in keep),
+            missing=tuple(spec for spec in self.missing if spec.panel in keep),
+        )
 
     def frame(self) -> Any:
         """A long pandas DataFrame, one row per run and round: ``panel, series, seed, round`` and every per-round
         series of the results (``test_loss``, ``epsilon``, ...), plus the run arguments as columns."""
         pieces = []
         for run in self.runs:
-            per_round = {name: values for name, values in run["result"].items()
-                         if isinstance(values, list) and values and not isinstance(values[0], (list, dict))}
+            per_round = {
+                name: values
+                for name, values in run["result"].items()
+                if isinstance(values, list) and values and not isinstance(values[0], (list, dict))
+            }
             length = max((len(values) for values in per_round.values()), default=0)
             piece = {name: values for name, values in per_round.items() if len(values) == length}
             piece.setdefault("round", list(range(1, length + 1)))
-            labels = {"panel": run["panel"], "series": run["series"], "seed": run["seed"], **run["params"]}
+            labels = {
+                "panel": run["panel"],
+                "series": run["series"],
+                "seed": run["seed"],
+                **run["params"],
+            }
             piece.update({name: [value] * length for name, value in labels.items()})
             pieces.append((length, piece))
         names = list(dict.fromkeys(name for _, piece in pieces for name in piece))
         # One DataFrame from whole columns (a missing column is None for that run): no per-run concatenation.
-        return pd.DataFrame({name: [value for length, piece in pieces for value in piece.get(name, [None] * length)]
-                             for name in names})
+        return pd.DataFrame(
+            {
+                name: [
+                    value for length, piece in pieces for value in piece.get(name, [None] * length)
+                ]
+                for name in names
+            }
+        )
 
     def describe(self) -> str:
         """One paragraph saying what these results are: profile, coverage, when, how and by which commit."""
@@ -112,18 +137,38 @@ class ResultSet:
         if not self.runs:
             return f"No stored {self.profile}-profile results for grid {self.grid!r} under {self.root}."
         dates = sorted(run["provenance"]["date"][:16].replace("T", " ") for run in self.runs)
-        when = f"on {dates[0]} UTC" if dates[0] == dates[-1] else f"between {dates[0]} and {dates[-1]} UTC"
-        commits = sorted({(run["provenance"].get("git_commit") or "unknown")[:10]
-                          + ("+local changes" if run["provenance"].get("git_dirty") else "") for run in self.runs})
+        when = (
+            f"on {dates[0]} UTC"
+            if dates[0] == dates[-1]
+            else f"between {dates[0]} and {dates[-1]} UTC"
+        )
+        commits = sorted(
+            {
+                (run["provenance"].get("git_commit") or "unknown")[:10]
+                + ("+local changes" if run["provenance"].get("git_dirty") else "")
+                for run in self.runs
+            }
+        )
         commands = sorted({run["provenance"]["command"] for run in self.runs})
         distinct = {run["key"]: run for run in self.runs}.values()  # a shared run counts once
         seconds = sum(run["provenance"]["wall_seconds"] for run in distinct)
         seeds = sorted({run["seed"] for run in self.runs})
-        machines = sorted({f"{run['provenance'].get('platform', '?')}, {run['provenance'].get('cpu_count', '?')} CPUs"
-                           for run in self.runs})
-        shared = (f" ({len(distinct)} distinct: a run shown in more than one panel counts once)"
-                  if len(distinct) < len(self.runs) else "")
-        what = "epsilons from accounting alone, nothing trained, for " if self.source == "accounting" else ""
+        machines = sorted(
+            {
+                f"{run['provenance'].get('platform', '?')}, {run['provenance'].get('cpu_count', '?')} CPUs"
+                for run in self.runs
+            }
+        )
+        shared = (
+            f" ({len(distinct)} distinct: a run shown in more than one panel counts once)"
+            if len(distinct) < len(self.runs)
+            else ""
+        )
+        what = (
+            "epsilons from accounting alone, nothing trained, for "
+            if self.source == "accounting"
+            else ""
+        )
         return (
             f"{what}{len(self.runs)} of {n_total} runs{shared} of grid {self.grid!r} at the {self.profile} profile "
             f"(seeds {', '.join(map(str, seeds))}), made {when} by `{'`, `'.join(commands)}` at commit "
@@ -137,13 +182,25 @@ def duration(seconds: float) -> str:
     >>> duration(90), duration(600), duration(9000)
     ('90 s', '10 min', '2.5 h')
     """
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else \
-        f"{seconds / 3600:.1f} h"
+    return (
+        f"{seconds:.0f} s"
+        if seconds < 120
+        else f"{seconds / 60:.0f} min"
+        if seconds < 7200
+        else f"{seconds / 3600:.1f} h"
+    )
 
 
-def load_results(grid_name: str, profile: str, *, seeds: Sequence[int] | None = None,
-                 root: Path | str | None = None, accountant: str = "rdp",
-                 target_epsilon: float | None = None, uniform_allocation: str | None = None) -> ResultSet:
+def load_results(
+    grid_name: str,
+    profile: str,
+    *,
+    seeds: Sequence[int] | None = None,
+    root: Path | str | None = None,
+    accountant: str = "rdp",
+    target_epsilon: float | None = None,
+    uniform_allocation: str | None = None,
+) -> ResultSet:
     """Read the stored results of a grid at a profile (nothing runs).
 
     Args:
@@ -162,8 +219,14 @@ def load_results(grid_name: str, profile: str, *, seeds: Sequence[int] | None = 
     """
     root = Path(root) if root is not None else results_root(profile)
     runs, missing, seen = [], [], set()
-    for spec in expand(grid_name, profile, seeds=seeds, accountant=accountant, target_epsilon=target_epsilon,
-                       uniform_allocation=uniform_allocation):
+    for spec in expand(
+        grid_name,
+        profile,
+        seeds=seeds,
+        accountant=accountant,
+        target_epsilon=target_epsilon,
+        uniform_allocation=uniform_allocation,
+    ):
         place = (spec.panel, spec.series, spec.seed)
         if place in seen:
             continue
@@ -172,12 +235,24 @@ def load_results(grid_name: str, profile: str, *, seeds: Sequence[int] | None = 
         if stored is None:
             missing.append(spec)
         else:  # a run shared by several panels (see effective_arguments) is shown in each, labelled as there
-            runs.append({**stored.to_json(), "panel": spec.panel, "series": spec.series, "params": spec.kwargs})
+            runs.append(
+                {
+                    **stored.to_json(),
+                    "panel": spec.panel,
+                    "series": spec.series,
+                    "params": spec.kwargs,
+                }
+            )
     return ResultSet(grid_name, profile, tuple(runs), tuple(missing), str(root))
 
 
-def accounted_results(grid_name: str, *, seeds: Sequence[int] = (0,), methods: Sequence[str] | None = None,
-                      accountant: str = "rdp") -> ResultSet:
+def accounted_results(
+    grid_name: str,
+    *,
+    seeds: Sequence[int] = (0,),
+    methods: Sequence[str] | None = None,
+    accountant: str = "rdp",
+) -> ResultSet:
     """The privacy half of a grid's paper profile, without training: per run, the user-level epsilon after the last
     round from :func:`uldp.simulation.accounted_epsilon` (exactly what the trained run would report).
 
@@ -201,25 +276,44 @@ def accounted_results(grid_name: str, *, seeds: Sequence[int] = (0,), methods: S
     if methods is not None:
         known = {spec.kwargs["method"] for spec in specs}
         if set(methods) - known:
-            raise ValueError(f"methods {sorted(set(methods) - known)!r} are not run by grid {grid_name!r}; "
-                             f"its methods: {', '.join(sorted(known))}")
+            raise ValueError(
+                f"methods {sorted(set(methods) - known)!r} are not run by grid {grid_name!r}; "
+                f"its methods: {', '.join(sorted(known))}"
+            )
         specs = [spec for spec in specs if spec.kwargs["method"] in methods]
-    base = provenance(f"uldp.paper.experiments.accounted_results({grid_name!r}, accountant={accountant!r})")
-    accounted: dict[str, tuple[float | None, dict]] = {}  # a run shared by several panels is accounted once
+    base = provenance(
+        f"uldp.paper.experiments.accounted_results({grid_name!r}, accountant={accountant!r})"
+    )
+    accounted: dict[
+        str, tuple[float | None, dict]
+    ] = {}  # a run shared by several panels is accounted once
     runs = []
     for spec in specs:
         config, extra = split_arguments(spec.kwargs)
         if spec.key not in accounted:
             start = time.perf_counter()
             resolved = RunConfig(**config)
-            epsilon = accounted_epsilon(resolved, accountant=accountant,
-                                        dataset=loaded_dataset(resolved.dataset, extra.get("max_test_records"),
-                                                         resolved.test_scoring))
+            epsilon = accounted_epsilon(
+                resolved,
+                accountant=accountant,
+                dataset=loaded_dataset(
+                    resolved.dataset, extra.get("max_test_records"), resolved.test_scoring
+                ),
+            )
             wall = round(time.perf_counter() - start, 3)
             accounted[spec.key] = epsilon, {**base, "date": now(), "wall_seconds": wall}
         epsilon, made = accounted[spec.key]
-        runs.append({"key": spec.key, "panel": spec.panel, "series": spec.series, "seed": spec.seed,
-                     "params": spec.kwargs, "result": {"epsilon": [epsilon]}, "provenance": made})
+        runs.append(
+            {
+                "key": spec.key,
+                "panel": spec.panel,
+                "series": spec.series,
+                "seed": spec.seed,
+                "params": spec.kwargs,
+                "result": {"epsilon": [epsilon]},
+                "provenance": made,
+            }
+        )
     return ResultSet(grid_name, "paper", tuple(runs), (), None, "accounting")
 
 
@@ -238,7 +332,9 @@ def summarise(frame: Any, value: str) -> Any:
         ValueError: ``value`` is not a column of ``frame``.
     """
     if value not in frame:
-        raise ValueError(f"no column {value!r} in the results; columns: {', '.join(map(str, frame.columns))}")
+        raise ValueError(
+            f"no column {value!r} in the results; columns: {', '.join(map(str, frame.columns))}"
+        )
     present = frame.dropna(subset=[value])
     grouped = present.groupby(["panel", "series", "round"], sort=False)[value]
     summary = grouped.agg(mean="mean", std="std", n="count").reset_index()

@@ -82,8 +82,17 @@ def _execute_one(backend: Backend, spec: RunSpec, path: str, base_provenance: di
     wall = time.perf_counter() - started + info.get("resumed_seconds", 0.0)
     # what the data was (for example the Creditcard subset rather than the full file) belongs to provenance
     variant = {"dataset_variant": info.pop("dataset_variant")} if "dataset_variant" in info else {}
-    stored = StoredRun(spec.key, spec.grid, spec.panel, spec.series, spec.seed, canonical(params), config, result,
-                       {**base_provenance, **variant, "date": now(), "wall_seconds": round(wall, 3)})
+    stored = StoredRun(
+        spec.key,
+        spec.grid,
+        spec.panel,
+        spec.series,
+        spec.seed,
+        canonical(params),
+        config,
+        result,
+        {**base_provenance, **variant, "date": now(), "wall_seconds": round(wall, 3)},
+    )
     write_json_atomic(Path(path), stored.to_json())
     checkpoint.unlink(missing_ok=True)
     return wall
@@ -129,8 +138,9 @@ def _execute_in_worker(backend: Backend, spec: RunSpec, path: str, base_provenan
         os._exit(128 + signal.SIGINT)
 
 
-def _stop_workers(pool: ProcessPoolExecutor, worker_pids: multiprocessing.Queue, *,
-                  grace_seconds: float = 10.0) -> None:
+def _stop_workers(
+    pool: ProcessPoolExecutor, worker_pids: multiprocessing.Queue, *, grace_seconds: float = 10.0
+) -> None:
     """Stop a grid's pool now: cancel the runs not started, send each worker SIGTERM (its run stops where it is,
     its last checkpoint kept, no temporary file left), and SIGKILL one still alive after ``grace_seconds``.
 
@@ -205,8 +215,16 @@ def run_grid(
         KeyboardInterrupt: Ctrl-C or SIGTERM (the message names the signal).
     """
     check_integer("jobs", jobs)
-    specs = expand(grid_name, profile, seeds=seeds, methods=methods, datasets=datasets, accountant=accountant,
-                   target_epsilon=target_epsilon, uniform_allocation=uniform_allocation)
+    specs = expand(
+        grid_name,
+        profile,
+        seeds=seeds,
+        methods=methods,
+        datasets=datasets,
+        accountant=accountant,
+        target_epsilon=target_epsilon,
+        uniform_allocation=uniform_allocation,
+    )
     root = Path(root) if root is not None else results_root(profile)
     started = time.perf_counter()
     # Seed-major order: an interrupted paper grid has whole figures with fewer seeds rather than half a figure.
@@ -216,12 +234,20 @@ def run_grid(
     expected = expected_seconds(todo, root)
     todo.sort(key=lambda spec: (spec.seed, -expected.get(spec.key, math.inf)))
     n_distinct = len({spec.key for spec in specs})
-    base = provenance(command
-                      or f"uldp.paper.experiments.run_grid({grid_name!r}, {profile!r}, seeds={seeds!r}, jobs={jobs})")
+    base = provenance(
+        command
+        or f"uldp.paper.experiments.run_grid({grid_name!r}, {profile!r}, seeds={seeds!r}, jobs={jobs})"
+    )
     failed: list[tuple[str, str]] = []
     raced = 0
-    bar = tqdm(total=len(todo), desc=f"{grid_name} [{profile}]", unit="run", disable=not progress or not todo,
-               file=sys.stderr, dynamic_ncols=True)
+    bar = tqdm(
+        total=len(todo),
+        desc=f"{grid_name} [{profile}]",
+        unit="run",
+        disable=not progress or not todo,
+        file=sys.stderr,
+        dynamic_ncols=True,
+    )
     unfinished = {spec.key for spec in todo}
 
     def show_time_left() -> None:
@@ -229,9 +255,13 @@ def run_grid(
         bar's own estimate, per run, is far off; a run without one counts as the mean of those known)."""
         if expected:
             typical = sum(expected.values()) / len(expected)
-            seconds = sum(expected.get(key, typical) for key in unfinished) / max(1, min(jobs, len(unfinished)))
-            bar.set_postfix_str(f"about {duration(seconds)} left by other seeds' times" if unfinished else "",
-                                refresh=False)
+            seconds = sum(expected.get(key, typical) for key in unfinished) / max(
+                1, min(jobs, len(unfinished))
+            )
+            bar.set_postfix_str(
+                f"about {duration(seconds)} left by other seeds' times" if unfinished else "",
+                refresh=False,
+            )
 
     def advance(spec: RunSpec) -> None:
         unfinished.discard(spec.key)
@@ -243,43 +273,75 @@ def run_grid(
     with bar, _sigterm_interrupts():
         if jobs == 1 or len(todo) <= 1:
             for spec in todo:
-                if stored_result(root, spec) is not None:  # stored meanwhile by another process on this folder
+                if (
+                    stored_result(root, spec) is not None
+                ):  # stored meanwhile by another process on this folder
                     raced += 1
                     advance(spec)
                     continue
                 try:
                     _execute_one(backend, spec, str(result_path(root, spec)), base)
                 except Exception as error:
-                    failed.append((spec.key, f"{spec.panel} / {spec.series} / seed {spec.seed}: {error!r}"))
+                    failed.append(
+                        (spec.key, f"{spec.panel} / {spec.series} / seed {spec.seed}: {error!r}")
+                    )
                 advance(spec)
         else:
             threads = max(1, (os.cpu_count() or 1) // jobs)
             context = multiprocessing.get_context("spawn")
             worker_pids = context.Queue()
-            pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_start_worker,
-                                       initargs=(threads, worker_pids))
+            pool = ProcessPoolExecutor(
+                max_workers=jobs,
+                mp_context=context,
+                initializer=_start_worker,
+                initargs=(threads, worker_pids),
+            )
             try:
                 waiting: dict[Future, RunSpec] = {}
                 queue = list(todo)
                 while queue or waiting:
                     while queue and len(waiting) < jobs:
                         spec = queue.pop(0)
-                        if stored_result(root, spec) is not None:  # stored meanwhile by another process
+                        if (
+                            stored_result(root, spec) is not None
+                        ):  # stored meanwhile by another process
                             raced += 1
                             advance(spec)
                             continue
-                        waiting[pool.submit(_execute_in_worker, backend, spec, str(result_path(root, spec)),
-                                            base)] = spec
+                        waiting[
+                            pool.submit(
+                                _execute_in_worker,
+                                backend,
+                                spec,
+                                str(result_path(root, spec)),
+                                base,
+                            )
+                        ] = spec
                     done, _ = wait(waiting, return_when=FIRST_COMPLETED)
                     for future in done:
                         spec = waiting.pop(future)
                         if future.exception() is not None:
-                            failed.append((spec.key, (f"{spec.panel} / {spec.series} / seed {spec.seed}: "
-                                                      f"{future.exception()!r}")))
+                            failed.append(
+                                (
+                                    spec.key,
+                                    (
+                                        f"{spec.panel} / {spec.series} / seed {spec.seed}: "
+                                        f"{future.exception()!r}"
+                                    ),
+                                )
+                            )
                         advance(spec)
             except BaseException:  # Ctrl-C or SIGTERM: the workers stop too, not only this process
                 _stop_workers(pool, worker_pids)
                 raise
             pool.shutdown()
-    return GridReport(grid_name, profile, str(root), n_distinct, n_distinct - len(todo) + raced,
-                      len(todo) - len(failed) - raced, tuple(failed), time.perf_counter() - started)
+    return GridReport(
+        grid_name,
+        profile,
+        str(root),
+        n_distinct,
+        n_distinct - len(todo) + raced,
+        len(todo) - len(failed) - raced,
+        tuple(failed),
+        time.perf_counter() - started,
+    )

@@ -21,7 +21,18 @@ if TYPE_CHECKING:
 #: Version of the result-file layout; bumped when the layout changes.
 SCHEMA_VERSION = 1
 #: The fields of a result file, in the order every stored file has them (:meth:`StoredRun.to_json`).
-FIELDS = ("schema", "key", "grid", "panel", "series", "seed", "params", "config", "result", "provenance")
+FIELDS = (
+    "schema",
+    "key",
+    "grid",
+    "panel",
+    "series",
+    "seed",
+    "params",
+    "config",
+    "result",
+    "provenance",
+)
 
 
 @dataclass(frozen=True)
@@ -65,19 +76,39 @@ class StoredRun:
                 match the key and the file name (the message says which).
         """
         if payload.get("schema") != SCHEMA_VERSION or "result" not in payload:
-            raise ValueError(f"not a result of schema {SCHEMA_VERSION} (schema {str(payload.get('schema'))[:20]}, "
-                             f"{'with' if 'result' in payload else 'no'} result)")
+            raise ValueError(
+                f"not a result of schema {SCHEMA_VERSION} (schema {str(payload.get('schema'))[:20]}, "
+                f"{'with' if 'result' in payload else 'no'} result)"
+            )
         problem = _result_problem(payload, str(payload.get("key")) if stem is None else stem)
         if problem:
             raise ValueError(problem)
-        return cls(payload["key"], payload["grid"], payload["panel"], payload["series"], payload["seed"],
-                   payload["params"], payload["config"], payload["result"], payload["provenance"])
+        return cls(
+            payload["key"],
+            payload["grid"],
+            payload["panel"],
+            payload["series"],
+            payload["seed"],
+            payload["params"],
+            payload["config"],
+            payload["result"],
+            payload["provenance"],
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The file's JSON object (keys in the order every stored file has them)."""
-        return {"schema": self.schema, "key": self.key, "grid": self.grid, "panel": self.panel,
-                "series": self.series, "seed": self.seed, "params": self.params, "config": self.config,
-                "result": self.result, "provenance": self.provenance}
+        return {
+            "schema": self.schema,
+            "key": self.key,
+            "grid": self.grid,
+            "panel": self.panel,
+            "series": self.series,
+            "seed": self.seed,
+            "params": self.params,
+            "config": self.config,
+            "result": self.result,
+            "provenance": self.provenance,
+        }
 
 
 def results_root(profile: str) -> Path:
@@ -109,7 +140,9 @@ def read_result(path: Path) -> StoredRun | None:
     try:
         return StoredRun.from_json(payload, stem=Path(path).stem)
     except ValueError as error:
-        raise ValueError(f"stored result {path} is malformed: {error}; delete it to run it again") from None
+        raise ValueError(
+            f"stored result {path} is malformed: {error}; delete it to run it again"
+        ) from None
 
 
 def _result_problem(payload: Mapping[str, Any], stem: str) -> str:
@@ -119,7 +152,9 @@ def _result_problem(payload: Mapping[str, Any], stem: str) -> str:
     for name in ("key", "grid", "panel", "series"):
         if not isinstance(payload[name], str) or not payload[name]:
             return f"{name} must be a non-empty string, got {payload[name]!r:.40}"
-    result, provenance, params, seed = (payload.get(name) for name in ("result", "provenance", "params", "seed"))
+    result, provenance, params, seed = (
+        payload.get(name) for name in ("result", "provenance", "params", "seed")
+    )
     if not isinstance(result, dict) or not result:
         return f"result must be a non-empty object, got {str(result)[:60]}"
     problem = _curves_problem(result)
@@ -154,7 +189,9 @@ def _curves_problem(result: Mapping[str, Any]) -> str:
     curves = {name: values for name, values in result.items() if name != "info"}
     for name, values in curves.items():
         if not isinstance(values, list) or not all(
-                value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)) for value in values):
+            value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+            for value in values
+        ):
             return f"result.{str(name)[:40]} must be a list of numbers or nulls, got {str(values)[:60]}"
     lengths = {len(values) for values in curves.values()} - {0}
     if len(lengths) > 1:
@@ -200,13 +237,18 @@ def expected_seconds(specs: Iterable[RunSpec], root: Path | str) -> dict[str, fl
     Returns:
         ``{key: seconds}`` for the runs of ``specs`` that have such a stored sibling; the others are left out.
     """
+
     def without_seed(params: Mapping[str, Any]) -> str:
-        return config_hash({name: value for name, value in effective_arguments(params).items() if name != "seed"})
+        return config_hash(
+            {name: value for name, value in effective_arguments(params).items() if name != "seed"}
+        )
 
     walls: dict[str, list[float]] = {}
     for path in Path(root).glob("*/*.json"):
         stored = read_result(path)
         if stored is not None:
-            walls.setdefault(without_seed(stored.params), []).append(stored.provenance["wall_seconds"])
+            walls.setdefault(without_seed(stored.params), []).append(
+                stored.provenance["wall_seconds"]
+            )
     found = {spec.key: walls.get(without_seed(spec.kwargs)) for spec in specs}
     return {key: sum(seconds) / len(seconds) for key, seconds in found.items() if seconds}

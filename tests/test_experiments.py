@@ -1203,9 +1203,9 @@ def test_every_committed_result_is_a_run_of_its_grid_stored_under_its_key(profil
             for privacy in variants.get(name, [{}])
             for uniform in ("uniform", None)
             for spec in expand(
-                name, profile, seeds=list(range(10)), uniform_allocation=uniform, **privacy
+                name, profile, seeds=list(range(20)), uniform_allocation=uniform, **privacy
             )
-        ]  # any seed up to 9
+        ]  # any seed up to 19 (the medical grids run 20)
         specs[name] = {spec.key: spec for spec in grid_specs}
         for grid_spec in grid_specs:  # a shared run has a place in more than one panel
             places.setdefault(grid_spec.key, set()).add((grid_spec.panel, grid_spec.series))

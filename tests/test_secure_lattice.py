@@ -272,10 +272,9 @@ def test_lattice_backend_through_the_protocol_equals_the_plain_round_and_refuses
     exported = SiloState.from_bytes(
         session.silos[0].export_state()
     )  # what a Flower silo keeps between messages
-    assert (
-        exported.lattice_keys == server.lattice_keys_message().public_keys
-        and exported.lattice_round == 2
-    )
+    (keys_message,) = server.backend_key_messages()
+    assert isinstance(keys_message, LatticeKeysMessage)
+    assert exported.backend_keys == keys_message.public_keys and exported.backend_round == 2
     assert (
         protocol.Silo.restore(exported.to_bytes(), session.config).export_state()
         == exported.to_bytes()
@@ -291,7 +290,7 @@ def _lattice_state() -> tuple[SiloState, ProtocolConfig]:
         n_silos=3, n_users=3, clip=0.5, sigma=1.0, noise_bound=3.0, parameters=parameters
     )
     server, silo = protocol.Server(config), protocol.Silo(1, np.array([1, 2, 0]), config)
-    silo.receive_lattice_keys(server.lattice_keys_message())
+    silo.receive_backend_keys(server.backend_key_messages())
     silo.receive_public_key(server.public_key_message())
     return SiloState.from_bytes(silo.export_state()), config
 
@@ -301,10 +300,10 @@ def test_an_exported_lattice_state_is_refused_field_by_field():
     step 1(a) checks the keys: one per plaintext prime, within the session's key size, loaded by SEAL against the
     session's context; and a state of another backend holds none."""
     state, config = _lattice_state()
-    first, second = state.lattice_keys
-    assert len(state.lattice_keys) == len(config.lattice_layout.plain_moduli) == 2
+    first, second = state.backend_keys
+    assert len(state.backend_keys) == len(config.layout.plain_moduli) == 2
     assert protocol.Silo.restore(state.to_bytes(), config).export_state() == state.to_bytes()
-    bound = lattice.public_key_bytes_bound(config.lattice_layout)
+    bound = lattice.public_key_bytes_bound(config.layout)
     assert len(first) <= bound < len(first) + 2 * lattice.SERIALISATION_OVERHEAD
     refused: dict[str, tuple[bytes, ...]] = {  # the error, the keys
         "1 public keys for 2 primes": (first,),
@@ -319,20 +318,20 @@ def test_an_exported_lattice_state_is_refused_field_by_field():
     }
     for message, public_keys in refused.items():
         with pytest.raises(ValueError, match=message):
-            protocol.Silo.restore(replace(state, lattice_keys=public_keys).to_bytes(), config)
+            protocol.Silo.restore(replace(state, backend_keys=public_keys).to_bytes(), config)
     paillier = replace(config, parameters=replace(config.parameters, backend="paillier"))
     for change in (
-        dict(lattice_round=0),
-        dict(lattice_keys=(), lattice_round=1),
+        dict(backend_round=0),
+        dict(backend_keys=(), backend_round=1),
     ):  # keys, or a round, in Paillier
         with pytest.raises(
             ValueError,
-            match="BFV keys or a lattice round, but this session's backend is 'paillier'",
+            match="backend keys or a backend round, but this session's backend is 'paillier'",
         ):
             protocol.Silo.restore(replace(state, **change).to_bytes(), paillier)
     with pytest.raises(
         ValueError, match="1 public keys for 2 primes"
     ):  # step 1(a) itself checks them too
-        protocol.Silo(1, np.array([1, 2, 0]), config).receive_lattice_keys(
-            LatticeKeysMessage(public_keys=(first,))
+        protocol.Silo(1, np.array([1, 2, 0]), config).receive_backend_keys(
+            [LatticeKeysMessage(public_keys=(first,))]
         )

@@ -14,8 +14,8 @@ through these two classes; they differ only in how bytes travel:
 
 Stages, each one exchange (server -> every silo -> server):
 
-- :data:`STAGE_KEY` (1(a)): the Paillier public key (and the BFV public keys with the lattice backend) -> each silo's
-  X25519 public key and (beyond the paper) its ring-Pedersen parameters with a fresh nonce;
+- :data:`STAGE_KEY` (1(a)): the Paillier public key (and the backend's own keys, the lattice backend's BFV keys) ->
+  each silo's X25519 public key and (beyond the paper) its ring-Pedersen parameters with a fresh nonce;
 - :data:`STAGE_DIRECTORY` (1(b)): the directory of X25519 keys and the proof, for that silo, that the modulus is
   well formed (:mod:`uldp.secure.modulus_proof`) -> silo 0's sealed seed R; a silo checks the proof before it uses
   the modulus and refuses the key with a :class:`ProtocolAbort` that names the failed check;
@@ -38,9 +38,6 @@ from uldp.secure.messages import (
     DhDirectoryMessage,
     DhPublicKeyMessage,
     EncryptedWeightsMessage,
-    LatticeKeysMessage,
-    LatticeUpdateMessage,
-    MaskedUpdateMessage,
     Message,
     ModulusProofMessage,
     PublicKeyMessage,
@@ -135,9 +132,10 @@ class ServerDriver:
             raise ProtocolAbort(
                 "Protocol 1's set-up has run already; start a new session for new keys"
             )
-        public: Payloads = (self.server.public_key_message().to_bytes(),)
-        if self.config.lattice:
-            public += (self.server.lattice_keys_message().to_bytes(),)
+        public: Payloads = (
+            self.server.public_key_message().to_bytes(),
+            *_to_bytes(self.server.backend_key_messages()),
+        )
         answers = self._ask(STAGE_KEY, 0, dict.fromkeys(self.silos, public))
         for silo, payloads in answers.items():
             if len(payloads) != 2:
@@ -155,7 +153,7 @@ class ServerDriver:
         directory = self.server.relay_dh_keys(dh_keys).to_bytes()
         proofs = {request.silo: self._prove(request) for request in requests}
         answers = self._ask(STAGE_DIRECTORY, 0, {s: (directory, proofs[s]) for s in self.silos})
-        inbox = self.server.relay(self._parse(answers, SealedMessage, STAGE_DIRECTORY))
+        inbox = self.server.relay_sealed(self._parse(answers, SealedMessage, STAGE_DIRECTORY))
         answers = self._ask(STAGE_SEED, 0, {s: _to_bytes(inbox[s]) for s in self.silos})
         histograms = self._parse(answers, BlindedHistogramMessage, STAGE_SEED, one=True)
         self.server.receive_histograms(
@@ -202,7 +200,7 @@ class ServerDriver:
         self._weights = self.server.start_round(round_index, chosen).to_bytes()
         self._round = round_index
         answers = self._ask(STAGE_SHARES, round_index, dict.fromkeys(self.silos, (self._weights,)))
-        # sealed shares, or the packed backend's rescale requests (which the relay answers)
+        # the backend's shares: sealed weight powers, or the packed backends' rescale requests
         try:
             inbox = self.server.relay(self._parse(answers, Message, STAGE_SHARES))
         except ValueError as error:
@@ -227,11 +225,12 @@ class ServerDriver:
                 f"{STAGE_UPDATE}: no masked update from silo(s) {missing}; nothing is decrypted",
                 silo=missing[0],
             )
-        kind: type[MaskedUpdateMessage | LatticeUpdateMessage] = (
-            LatticeUpdateMessage if self.config.lattice else MaskedUpdateMessage
-        )
         updates = self._parse(
-            {s: tuple(answers[s]) for s in self.silos}, kind, STAGE_UPDATE, one=True, size=size
+            {s: tuple(answers[s]) for s in self.silos},
+            self.server.backend.update_message,
+            STAGE_UPDATE,
+            one=True,
+            size=size,
         )
         return self.server.finish_round(updates)
 
@@ -286,7 +285,7 @@ class ServerDriver:
             )
         if isinstance(message, BlindedHistogramMessage):
             self.server.check_histogram(message)
-        if isinstance(message, MaskedUpdateMessage | LatticeUpdateMessage):
+        if isinstance(message, self.server.backend.update_message):
             self.server.check_masked_update(message, size)
 
 
@@ -407,23 +406,22 @@ class SiloDriver:
         weights = _one(payloads[:1], EncryptedWeightsMessage, round_index)
         shared = [
             parse_message(p) for p in payloads[1:]
-        ]  # sealed shares, or the packed backend's weights
+        ]  # the backend's: sealed shares, or the packed backends' weights
         # Spent before the update is computed: whatever happens next, this round index is never answered again.
         self.progress = replace(progress, shares_round=0, answered_round=round_index)
         deltas, noise = inputs()
-        update = self.role.lattice_update if self.config.lattice else self.role.masked_update
-        return (update(weights, shared, deltas, noise).to_bytes(),)
+        return (self.role.masked_update(weights, shared, deltas, noise).to_bytes(),)
 
     def _setup(self, stage: str, payloads: Payloads) -> Payloads:
-        if stage == STAGE_KEY:
-            if self.config.lattice:  # the Paillier key, then the BFV keys
-                if len(payloads) != 2:
-                    raise ValueError(
-                        f"{STAGE_KEY} of the lattice backend carries the Paillier and the BFV keys"
-                    )
-                self.role.receive_lattice_keys(_one(payloads[1:], LatticeKeysMessage))
-                payloads = payloads[:1]
-            return _to_bytes(self.role.receive_public_key(_one(payloads, PublicKeyMessage)))
+        if stage == STAGE_KEY:  # the Paillier key, then the backend's own keys
+            extra = self.role.backend.key_messages
+            if len(payloads) != 1 + extra:
+                raise ValueError(
+                    f"{STAGE_KEY} of the {self.config.parameters.backend} backend carries the Paillier key "
+                    f"and {extra} key message(s) of the backend, got {len(payloads)} payloads"
+                )
+            self.role.receive_backend_keys([parse_message(p) for p in payloads[1:]])
+            return _to_bytes(self.role.receive_public_key(_one(payloads[:1], PublicKeyMessage)))
         if stage == STAGE_DIRECTORY:
             if len(payloads) != 2:
                 raise ValueError(

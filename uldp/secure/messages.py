@@ -418,10 +418,11 @@ class SiloState(Message, tag=8):
     before step 1(b), no seed before 1(c), no round (0) outside step 2(b). ``proof_request`` is the
     :class:`RingPedersenMessage` the silo sent at step 1(a) (its own ring-Pedersen parameters and nonce).
     ``aead_keys`` and ``mask_keys`` are per peer, in the order of the peers' ids; ``own_powers`` are the round's
-    shared weight powers of the users ``silo mod |S|``. With the lattice backend (:mod:`uldp.secure.lattice`),
-    ``lattice_keys`` are the server's BFV public keys of step 1(a), one per plaintext prime in SEAL's format (public,
-    about 1.6 MB each; empty before step 1(a) and with the other backends), and ``lattice_round`` the last round
-    whose BFV update the silo computed (0: none; it answers only later ones).
+    shared weight powers of the users ``silo mod |S|``. ``backend_keys`` and ``backend_round`` are the backend's
+    state (:meth:`uldp.secure.backends.Backend.export_state`): with the lattice backend (:mod:`uldp.secure.lattice`)
+    the server's BFV public keys of step 1(a), one per plaintext prime in SEAL's format (public, about 1.6 MB each),
+    and the last round whose BFV update the silo computed (0: none; it answers only later ones); empty and 0 with
+    the Paillier backends. (They were named ``lattice_keys`` and ``lattice_round``; the bytes are the same.)
     """
 
     silo: U32
@@ -434,8 +435,8 @@ class SiloState(Message, tag=8):
     round_index: U32
     own_powers: Ints
     proof_request: bytes
-    lattice_keys: ByteList
-    lattice_round: U32
+    backend_keys: ByteList
+    backend_round: U32
 
 
 @dataclass(frozen=True)

@@ -410,6 +410,43 @@ class ModulusProofMessage(Message, tag=17):
 
 
 @dataclass(frozen=True)
+class WeightCheckMessage(Message, tag=40):
+    """Beyond the paper, between steps 2(a) and 2(b), silo -> server: ``Enc(sum_u c_u n_su w_u + M_s)`` computed from
+    the weight ciphertexts the silo's update will use (:mod:`uldp.secure.weight_check`).
+
+    Attributes:
+        round_index: t.
+        silo: The sending silo's id.
+        contribution: The Paillier ciphertext, in Z*_(n^2).
+    """
+
+    round_index: U32
+    silo: U32
+    contribution: BigInt
+
+
+@dataclass(frozen=True)
+class WeightCheckProofMessage(Message, tag=41):
+    """Beyond the paper, server -> every silo with the round's update stage: every silo's check contribution, the
+    decrypted sum V of their product and the randomness r proving it (``(1 + n)^V r^n``), and the round's sample T
+    against which the silos check V (:mod:`uldp.secure.weight_check`).
+
+    Attributes:
+        round_index: t.
+        sampled: One byte per user, 1 if sampled in round t, else 0.
+        contributions: Per silo, in silo order, its :class:`WeightCheckMessage`'s ciphertext.
+        plaintext: V in Z_n.
+        randomness: r in Z_n^*.
+    """
+
+    round_index: U32
+    sampled: bytes
+    contributions: Ints
+    plaintext: BigInt
+    randomness: BigInt
+
+
+@dataclass(frozen=True)
 class SiloState(Message, tag=8):
     """Not sent: one silo's secrets and progress between two messages, where it keeps them (for example a Flower
     ClientApp's node-local context state; see :meth:`uldp.secure.protocol.Silo.export_state`).

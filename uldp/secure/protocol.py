@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 import gmpy2
 import numpy as np
 
-from uldp.secure import fast, keys, modulus_proof
+from uldp.secure import fast, keys, modulus_proof, weight_check
 from uldp.secure.messages import (
     BlindedHistogramMessage,
     DhDirectoryMessage,
@@ -55,6 +55,8 @@ from uldp.secure.messages import (
     PublicKeyMessage,
     RingPedersenMessage,
     SealedMessage,
+    WeightCheckMessage,
+    WeightCheckProofMessage,
 )
 from uldp.secure.roles import NONCE_BYTES, modulus_proof_context, one_per_silo, verifier_of
 from uldp.secure.silo import Silo
@@ -334,6 +336,42 @@ class Server:
         ciphertexts = tuple(self.encrypt(weights))
         self._round, self.sampled = round_index, chosen.copy()
         return EncryptedWeightsMessage(round_index=round_index, ciphertexts=ciphertexts)
+
+    def prove_weight_check(self, messages: Sequence[WeightCheckMessage]) -> WeightCheckProofMessage:
+        """Beyond the paper, between steps 2(a) and 2(b): multiply every silo's weights-check ciphertext, decrypt the
+        sum and prove the decryption with the product's randomness (:mod:`uldp.secure.weight_check`), for the
+        silos to check against the round's sample.
+
+        Raises:
+            ValueError: no round started, a backend without the check, a silo missing or repeated, another round's
+                contribution, or one outside Z*_(n^2).
+        """
+        if self._round is None or self.sampled is None:
+            raise ValueError("no round was started")
+        if not self.backend.checks_weights:
+            raise ValueError(f"the {self.backend.name} backend has no weights check")
+        ordered = one_per_silo(
+            messages, self.config.n_silos, what="weights check", silo_of=lambda m: m.silo
+        )
+        for message in ordered:
+            if message.round_index != self._round:
+                raise ValueError(
+                    f"weights check of silo {message.silo} is for round {message.round_index}, "
+                    f"expected {self._round}"
+                )
+            self.check_ciphertexts(message, (message.contribution,), 1)
+        contributions = tuple(m.contribution for m in ordered)
+        total = weight_check.product(contributions, self._n)
+        (plaintext,) = self.decrypt([total])
+        return WeightCheckProofMessage(
+            round_index=self._round,
+            sampled=bytes(self.sampled.astype(np.uint8)),
+            contributions=contributions,
+            plaintext=plaintext,
+            randomness=weight_check.prove_decryption(
+                total, plaintext, p=int(self._private_key.p), q=int(self._private_key.q)
+            ),
+        )
 
     def finish_round(self, messages: Sequence[Message]) -> np.ndarray:
         """Step 2(c): with every silo's masked update, combine them (masks cancel), decrypt and decode, as the

@@ -15,7 +15,7 @@ import gmpy2
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from uldp.secure import encoding, fast, keys, masks, modulus_proof
+from uldp.secure import encoding, fast, keys, masks, modulus_proof, weight_check
 from uldp.secure.messages import (
     BlindedHistogramMessage,
     DhDirectoryMessage,
@@ -27,6 +27,8 @@ from uldp.secure.messages import (
     RingPedersenMessage,
     SealedMessage,
     SiloState,
+    WeightCheckMessage,
+    WeightCheckProofMessage,
 )
 from uldp.secure.roles import (
     NONCE_BYTES,
@@ -308,6 +310,19 @@ class Silo:
         self._round = message.round_index
         return self.backend.share(self, message)
 
+    def check_round(self, message: EncryptedWeightsMessage) -> None:
+        """Step 2(b)'s checks of the round's weights: |U| ciphertexts below n^2, of the round whose shares this silo
+        sent.
+
+        Raises:
+            ValueError: naming the problem.
+        """
+        self._check_weights(message)
+        if self._round != message.round_index:
+            raise ValueError(
+                f"silo {self.silo_id}: call share_weight_powers for round {message.round_index} first"
+            )
+
     def round_inputs(
         self, message: EncryptedWeightsMessage, deltas: np.ndarray, noise: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, list[int]]:
@@ -316,11 +331,7 @@ class Silo:
         Raises:
             ValueError: another round's weights, wrong shapes or values beyond the bounds the session assumed.
         """
-        self._check_weights(message)
-        if self._round != message.round_index:
-            raise ValueError(
-                f"silo {self.silo_id}: call share_weight_powers for round {message.round_index} first"
-            )
+        self.check_round(message)
         deltas, noise = np.asarray(deltas, dtype=np.float64), np.asarray(noise, dtype=np.float64)
         if (
             deltas.ndim != 2
@@ -342,6 +353,38 @@ class Silo:
                 f"assumed by the no-wrap-around check"
             )
         return deltas, noise, active
+
+    def weight_check(
+        self, message: EncryptedWeightsMessage, shared: Sequence[Message]
+    ) -> WeightCheckMessage:
+        """Beyond the paper, before step 2(b)'s update: ``Enc(sum_u c_u n_su w_u + M_s)`` from the weight ciphertexts
+        this silo's update will use (``message`` and ``shared`` as for :meth:`masked_update`; the check against a
+        malicious server of :mod:`uldp.secure.weight_check`).
+
+        Raises:
+            ValueError: a backend without the check, another round's weights, or shares that fail their checks.
+        """
+        return WeightCheckMessage(
+            round_index=message.round_index,
+            silo=self.silo_id,
+            contribution=weight_check.silo_contribution(self, message, shared)[0],
+        )
+
+    def verify_weights(
+        self,
+        message: EncryptedWeightsMessage,
+        shared: Sequence[Message],
+        proof: WeightCheckProofMessage,
+    ) -> None:
+        """Beyond the paper, before step 2(b)'s update: accept the server's weights only if the decrypted, proved sum
+        of every silo's check is what the counts imply (:mod:`uldp.secure.weight_check`; adversary: a malicious
+        server that encrypts weights other than ``B_inv(N_u)``).
+
+        Raises:
+            ValueError: naming the failed check: this silo's contribution missing from the server's list, a bad
+                sample, a decryption proof that fails, or a sum off its expected value.
+        """
+        weight_check.verify(self, message, shared, proof)
 
     def masked_update(
         self,

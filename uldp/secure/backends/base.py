@@ -10,6 +10,9 @@ A backend is how one round's weighted sum is encrypted, shared and decoded; the 
 - the masked update, step 2(b)-(c) (:meth:`Backend.masked_update`; its message type :attr:`Backend.update_message`,
   checked by :meth:`Backend.check_update`);
 - the decoding of step 2(c) (:meth:`Backend.finish`);
+- beyond the paper, the silos' check of the server's weights (:mod:`uldp.secure.weight_check`;
+  :attr:`Backend.checks_weights`, :meth:`Backend.weight_bases`, :meth:`Backend.weight_scale`,
+  :meth:`Backend.weight_slack`, :meth:`Backend.broadcast`);
 - the silo's backend state between messages (:meth:`Backend.export_state`, :meth:`Backend.restore_state`), stored
   in :class:`~uldp.secure.messages.SiloState`'s ``backend_keys`` and ``backend_round``;
 - the session's sizes and their checks (:meth:`Backend.check_config`, :meth:`Backend.resolution_bits`,
@@ -60,11 +63,15 @@ class Backend:
         name: The backend's name in :data:`uldp.secure.backends.BACKENDS` (``ProtocolParameters(backend=name)``).
         key_messages: How many messages the backend adds to step 1(a) beside the Paillier key.
         update_message: The message class of a silo's masked update (step 2(c)).
+        checks_weights: Whether the silos check the server's weights before they use them (against a malicious
+            server, :mod:`uldp.secure.weight_check`); a silo whose policy asks for that guarantee refuses a backend
+            without it (:class:`uldp.secure.driver.SiloDriver`'s ``malicious_server``).
     """
 
     name: ClassVar[str] = ""
     key_messages: ClassVar[int] = 0
     update_message: ClassVar[type[Message]] = MaskedUpdateMessage
+    checks_weights: ClassVar[bool] = False
 
     def __init__(self, config: ProtocolConfig) -> None:
         self.config = config
@@ -161,6 +168,29 @@ class Backend:
     ) -> Message:
         """Steps 2(b)-(c) at a silo, its inputs checked (``active``: the users with records)."""
         raise NotImplementedError
+
+    def weight_bases(
+        self,
+        silo: Silo,
+        message: EncryptedWeightsMessage,
+        shared: Sequence[Message],
+        active: list[int],
+    ) -> list[Any]:
+        """Per active user, the Paillier ciphertext ``Enc(n_su w_u)`` the update weights u's delta by (the weights
+        check reads these very ciphertexts)."""
+        raise NotImplementedError
+
+    def weight_scale(self) -> int:
+        """``N_u w_u`` of a sampled user when the server is honest (``C_LCM`` for the paper's weights)."""
+        raise NotImplementedError
+
+    def weight_slack(self) -> int:
+        """How far ``N_u w_u`` may be from :meth:`weight_scale` by rounding (0: exact)."""
+        return 0
+
+    def broadcast(self, message: EncryptedWeightsMessage, shared: Sequence[Message]) -> bytes:
+        """What the server sent every silo alike this round (the weights check's coefficients are keyed by it)."""
+        return message.to_bytes()
 
     def export_state(self) -> tuple[tuple[bytes, ...], int]:
         """The silo's backend state: (public keys of step 1(a), the last round the backend answered)."""

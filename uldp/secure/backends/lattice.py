@@ -35,11 +35,20 @@ def _engine() -> Any:
 
 
 class LatticeBackend(PackedPaillierBackend):
-    """BFV weights and updates after the packed backend's Paillier rescale."""
+    """BFV weights and updates after the packed backend's Paillier rescale.
+
+    It does not check the server's weights (:attr:`checks_weights` is false): the weights the silos use are BFV
+    ciphertexts ``Enc(y_u)`` the server made, and the check of :mod:`uldp.secure.weight_check` needs the key holder
+    to prove a decryption, which Paillier allows (revealing the randomness r) and BFV does not (revealing the
+    decryption noise would leak the secret key; a lattice zero-knowledge proof of a short decryption error is not
+    available in SEAL). So a silo whose policy asks for a guarantee against a malicious server refuses this backend
+    (:class:`uldp.secure.driver.SiloDriver`'s ``malicious_server``), and under a semi-honest server it runs as before.
+    """
 
     name = "lattice"
     key_messages = 1
     update_message = LatticeUpdateMessage
+    checks_weights = False
 
     def __init__(self, config: ProtocolConfig) -> None:
         super().__init__(config)

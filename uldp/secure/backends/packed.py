@@ -211,6 +211,18 @@ class PackedPaillierBackend(PaillierBackend):
             for u in active
         ]
 
+    def weight_scale(self) -> int:
+        """2^g: ``w_u`` is within 1 of ``2^g / N_u`` (:func:`uldp.secure.packing.unblinded_weight`)."""
+        return 1 << self.weight_bits(self.config)
+
+    def weight_slack(self) -> int:
+        """N_max: ``|N_u w_u - 2^g| < N_u <= N_max``."""
+        return self.config.parameters.n_max
+
+    def broadcast(self, message: EncryptedWeightsMessage, shared: Sequence[Message]) -> bytes:
+        """The encrypted weights and the server's rescaled weights (the same for every silo)."""
+        return message.to_bytes() + b"".join(m.to_bytes() for m in shared)
+
     def with_noise(
         self, sums: list[gmpy2.mpz], encoded_noise: list[int], n_square: int
     ) -> tuple[list[gmpy2.mpz], list[int]]:

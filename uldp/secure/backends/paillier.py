@@ -32,6 +32,7 @@ class PaillierBackend(Backend):
     """The paper's backend: sealed weight powers, one ciphertext per parameter, ``C_LCM``-scaled decoding."""
 
     name = "paillier"
+    checks_weights = True
 
     @classmethod
     def check_config(cls, config: ProtocolConfig) -> None:
@@ -112,6 +113,10 @@ class PaillierBackend(Backend):
         n_square = silo.modulus**2
         counts = silo.counts
         return [gmpy2.powmod(powers[u], counts[u], n_square) for u in active]
+
+    def weight_scale(self) -> int:
+        """``N_u * C_LCM / N_u``: exactly C_LCM."""
+        return self.config.c_lcm
 
     def with_noise(
         self, sums: list[gmpy2.mpz], encoded_noise: list[int], n_square: int

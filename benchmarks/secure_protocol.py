@@ -512,7 +512,7 @@ def lattice_rounds(rng, processes):
     lets the workers build their contexts and keys, a once-per-session cost). The MNIST round is also timed with
     one process in the same run (``mnist["serial"]``), for the ratio.
     """
-    from uldp.secure import lattice
+    from uldp.secure import lattice, lattice_silo
 
     def session(counts, workers=processes):
         n_silos, n_users = counts.shape
@@ -527,7 +527,7 @@ def lattice_rounds(rng, processes):
         server = lattice.LatticeServer(layout, processes=workers)
         mask_keys = {(a, b): os.urandom(32) for a in range(n_silos) for b in range(a + 1, n_silos)}
         silos = [
-            lattice.LatticeSilo(
+            lattice_silo.LatticeSilo(
                 s,
                 counts[s],
                 layout,

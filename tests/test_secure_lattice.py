@@ -16,6 +16,7 @@ from uldp.secure import (
     SecureSession,
     encoding,
     lattice,
+    lattice_silo,
     packing,
     protocol,
 )
@@ -44,7 +45,7 @@ def _setup(counts, *, clip=0.5, noise_bound=3.0, precision=P, processes=1):
     keys = {(a, b): secrets.token_bytes(32) for a in range(n_silos) for b in range(a + 1, n_silos)}
     server = lattice.LatticeServer(layout, processes=processes)
     silos = [
-        lattice.LatticeSilo(
+        lattice_silo.LatticeSilo(
             s,
             counts[s],
             layout,
@@ -115,7 +116,7 @@ def test_results_do_not_depend_on_the_process_count():
     deltas[0, :, lattice.RING_DEGREE :] = 0.0  # silo 0's second chunk has no products at all
     layout, server, serial = _setup(counts, processes=2)  # the server encrypts in two workers
     parallel = [
-        lattice.LatticeSilo(
+        lattice_silo.LatticeSilo(
             s,
             counts[s],
             layout,
@@ -204,7 +205,9 @@ def test_misuse_is_refused_by_name():
     with pytest.raises(ValueError, match=r"update of silo 0: .*ciphertexts per plaintext prime"):
         server.finish(updates, 2 * lattice.RING_DEGREE)
     with pytest.raises(ValueError, match="public key"):
-        lattice.LatticeSilo(0, counts[0], silos[0].layout, public_keys=(b"x", b"y"), mask_keys={})
+        lattice_silo.LatticeSilo(
+            0, counts[0], silos[0].layout, public_keys=(b"x", b"y"), mask_keys={}
+        )
 
 
 def test_ciphertexts_of_another_key_decrypt_to_garbage_and_of_other_parameters_are_refused():
@@ -223,7 +226,7 @@ def test_ciphertexts_of_another_key_decrypt_to_garbage_and_of_other_parameters_a
         np.min(np.abs(intruder.finish(updates, deltas.shape[2]) - plain)) > 1.0
     )  # only the key holder decrypts
     # a silo re-randomising under another key spoils the sum (it cannot pass for the key holder's encryption)
-    stranger = lattice.LatticeSilo(
+    stranger = lattice_silo.LatticeSilo(
         0, counts[0], layout, public_keys=intruder.public_keys(), mask_keys=silos[0]._mask_keys
     )
     spoiled = [stranger.masked_update(2, weights, corrections, deltas[0], noise[0])]
@@ -303,8 +306,8 @@ def test_an_exported_lattice_state_is_refused_field_by_field():
     first, second = state.backend_keys
     assert len(state.backend_keys) == len(config.layout.plain_moduli) == 2
     assert protocol.Silo.restore(state.to_bytes(), config).export_state() == state.to_bytes()
-    bound = lattice.public_key_bytes_bound(config.layout)
-    assert len(first) <= bound < len(first) + 2 * lattice.SERIALISATION_OVERHEAD
+    bound = lattice_silo.public_key_bytes_bound(config.layout)
+    assert len(first) <= bound < len(first) + 2 * lattice_silo.SERIALISATION_OVERHEAD
     refused: dict[str, tuple[bytes, ...]] = {  # the error, the keys
         "1 public keys for 2 primes": (first,),
         f"a BFV public key of {bound + 1} bytes, over the {bound} bytes": (

@@ -342,7 +342,7 @@ class LatticeWeightsMessage(Message, tag=12):
 @dataclass(frozen=True)
 class LatticeUpdateMessage(Message, tag=13):
     """Lattice backend, step 2(c), silo -> server: the masked, flooded BFV update (prime-major, ceil(d / N)
-    ciphertexts per plaintext prime; :meth:`uldp.secure.lattice.LatticeSilo.masked_update`).
+    ciphertexts per plaintext prime; :meth:`uldp.secure.lattice_silo.LatticeSilo.masked_update`).
 
     Attributes:
         round_index: t.

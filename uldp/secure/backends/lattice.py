@@ -27,11 +27,17 @@ if TYPE_CHECKING:
 
 
 def _engine() -> Any:
-    from uldp.secure import (
-        lattice,
-    )  # needs tenseal (the lattice extra), which the Paillier backends do not
+    # the engine needs tenseal (the lattice extra), which the Paillier backends do not
+    from uldp.secure import lattice
 
     return lattice
+
+
+def _silo_engine() -> Any:
+    # the silo's side of the engine, which needs tenseal as well
+    from uldp.secure import lattice_silo
+
+    return lattice_silo
 
 
 class LatticeBackend(PackedPaillierBackend):
@@ -135,7 +141,7 @@ class LatticeBackend(PackedPaillierBackend):
     # --- the silo's half -------------------------------------------------------------------------------------------
     def receive_key_messages(self, silo: Silo, messages: Sequence[Message]) -> None:
         """Step 1(a): the server's BFV public keys, each a public key of the session
-        (:func:`uldp.secure.lattice.load_public_keys`).
+        (:func:`uldp.secure.lattice_silo.load_public_keys`).
 
         Raises:
             ValueError: not one :class:`~uldp.secure.messages.LatticeKeysMessage`, or keys that are not the
@@ -149,7 +155,7 @@ class LatticeBackend(PackedPaillierBackend):
         self._set_keys(silo, messages[0].public_keys)
 
     def _set_keys(self, silo: Silo, public_keys: Sequence[bytes]) -> None:
-        _engine().load_public_keys(self.layout(self.config), public_keys, silo_id=silo.silo_id)
+        _silo_engine().load_public_keys(self.layout(self.config), public_keys, silo_id=silo.silo_id)
         self._keys = tuple(public_keys)
 
     def masked_update(
@@ -162,7 +168,7 @@ class LatticeBackend(PackedPaillierBackend):
         active: list[int],
     ) -> Message:
         """Steps 2(b)-(c): the server's BFV weights, the rescale corrections c_u = floor(rho_u 2^g / C_LCM) from the
-        seed R, and :meth:`uldp.secure.lattice.LatticeSilo.masked_update`.
+        seed R, and :meth:`uldp.secure.lattice_silo.LatticeSilo.masked_update`.
 
         Raises:
             ValueError: weights that are not the server's BFV weights of this round, no BFV keys yet, or the
@@ -175,7 +181,7 @@ class LatticeBackend(PackedPaillierBackend):
                 raise ValueError(
                     f"silo {silo.silo_id} has no BFV public keys: step 1(a) of the lattice backend"
                 )
-            self._silo = _engine().LatticeSilo(
+            self._silo = _silo_engine().LatticeSilo(
                 silo.silo_id,
                 np.array(silo.counts, dtype=np.int64),
                 self.layout(self.config),

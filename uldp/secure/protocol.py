@@ -17,6 +17,9 @@ Every round t:
   2(b) ``Silo.share_weight_powers`` + ``Server.relay`` + ``Silo.masked_update`` (encrypted weighted sum of the
        encoded clipped deltas, plus encoded noise, plus pairwise masks);
   2(c) ``Server.finish_round`` (all silos or abort; multiply, CRT-decrypt, Decode).
+Beyond the paper, with the Paillier backends, before any silo's update leaves: ``Silo.weight_check`` +
+``Server.prove_weight_check`` + ``Silo.verify_weights``, the silos' joint check that the weights the server encrypted
+are what the counts imply (against a malicious server; :mod:`uldp.secure.weight_check`).
 
 The round's backend-specific parts (the extra keys of step 1(a), what the round's shares are and how the server
 answers them, the masked update, its checks and its decoding, and the silo's backend state) are the session's backend

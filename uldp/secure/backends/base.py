@@ -24,7 +24,7 @@ is one module with a subclass and one line in :data:`uldp.secure.backends.BACKEN
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from uldp.secure import encoding
 from uldp.secure.messages import MaskedUpdateMessage, Message
@@ -38,19 +38,6 @@ if TYPE_CHECKING:
     from uldp.secure.messages import EncryptedWeightsMessage
     from uldp.secure.protocol import Server
     from uldp.secure.silo import Silo
-
-
-class UpdateMessage(Protocol):
-    """What every backend's update message carries besides its ciphertexts (step 2(c))."""
-
-    @property
-    def round_index(self) -> int: ...
-
-    @property
-    def silo(self) -> int: ...
-
-    @property
-    def parameters(self) -> int: ...
 
 
 class Backend:

@@ -447,9 +447,8 @@ class SiloDriver:
             )
         weights = _one(payloads[:1], EncryptedWeightsMessage, round_index)
         if stage == STAGE_CHECK:
-            self.progress = replace(
-                progress, checked_round=round_index
-            )  # spent: one check per round
+            # spent before the check is computed: one check per round
+            self.progress = replace(progress, checked_round=round_index)
             shared = [parse_message(p) for p in payloads[1:]]
             return (self.role.weight_check(weights, shared).to_bytes(),)
         if inputs is None:

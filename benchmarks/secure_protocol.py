@@ -199,10 +199,9 @@ def backend_round(session, deltas, noise, *, silos=None):
     updates = []
     for silo in session.silos if silos is None else [session.silos[s] for s in silos]:
         received[silo.silo_id] += sum(len(m.to_bytes()) for m in inbox[silo.silo_id])
-        masked_update = silo.lattice_update if session.config.lattice else silo.masked_update
         update = clock.run(
             f"silo {silo.silo_id}",
-            masked_update,
+            silo.masked_update,
             weights,
             inbox[silo.silo_id],
             deltas[silo.silo_id],
@@ -335,12 +334,10 @@ def _slice(args, rng, backend, users, dim, shape):
     assert session.config.resolution_bits == full.resolution_bits
     _, parts = backend_round(session, deltas, noise, silos=[0])
     # the slice's weights may be a bit shorter (fewer users), so its slots more: the full round's count is kept
-    parts["full_ciphertexts"] = full.packed_layout.ciphertexts_for(dim) if full.packed else dim
-    if full.packed:
-        parts["slots"] = {
-            "slice": session.config.packed_layout.slots,
-            "full": full.packed_layout.slots,
-        }
+    packed = full.backend.name == "packed-paillier"  # the only backend of K slots per ciphertext
+    parts["full_ciphertexts"] = full.layout.ciphertexts_for(dim) if packed else dim
+    if packed:
+        parts["slots"] = {"slice": session.config.layout.slots, "full": full.layout.slots}
     return parts
 
 
@@ -451,7 +448,7 @@ def _server_round(args, rng, backend, users, shape):
     clock.run("users", server.relay, shares)
     full = replace(session.config, n_users=shape["users"])
     layout = (
-        full.packed_layout if full.packed else None
+        full.layout if full.backend.name == "packed-paillier" else None
     )  # the full round's slots (more users: longer weights)
     count = layout.ciphertexts_for(shape["parameters"]) if layout else shape["parameters"]
     sample = count if layout else min(count, 48 * args.processes)
@@ -515,7 +512,7 @@ def lattice_rounds(rng, processes):
     lets the workers build their contexts and keys, a once-per-session cost). The MNIST round is also timed with
     one process in the same run (``mnist["serial"]``), for the ratio.
     """
-    from uldp.secure import lattice
+    from uldp.secure import lattice, lattice_silo
 
     def session(counts, workers=processes):
         n_silos, n_users = counts.shape
@@ -530,7 +527,7 @@ def lattice_rounds(rng, processes):
         server = lattice.LatticeServer(layout, processes=workers)
         mask_keys = {(a, b): os.urandom(32) for a in range(n_silos) for b in range(a + 1, n_silos)}
         silos = [
-            lattice.LatticeSilo(
+            lattice_silo.LatticeSilo(
                 s,
                 counts[s],
                 layout,

@@ -436,7 +436,7 @@ packed_keys = ProtocolParameters(
 )
 packed_session = SecureSession(counts, packed_keys, clip=1.0, sigma=1.0)
 packed_result = packed_session.aggregate(deltas, noise, sampled)
-layout = packed_session.config.packed_layout
+layout = packed_session.config.layout
 print(
     f"C_LCM for N_max = 2000 has {encoding.lcm_up_to(2000).bit_length()} bits of a 3072-bit key's plaintext"
 )

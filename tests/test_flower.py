@@ -164,9 +164,8 @@ def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(
     from uldp.secure import ProtocolConfig, protocol
 
     inputs, sampled_rounds, decoded = [], [], []
-    update_name = "lattice_update" if backend == "lattice" else "masked_update"
     masked_update, start_round, finish_round = (
-        getattr(protocol.Silo, update_name),
+        protocol.Silo.masked_update,
         protocol.Server.start_round,
         protocol.Server.finish_round,
     )
@@ -183,7 +182,7 @@ def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(
         decoded.append(finish_round(self, messages))
         return decoded[-1]
 
-    monkeypatch.setattr(protocol.Silo, update_name, record_inputs)
+    monkeypatch.setattr(protocol.Silo, "masked_update", record_inputs)
     monkeypatch.setattr(protocol.Server, "start_round", record_sampled)
     monkeypatch.setattr(protocol.Server, "finish_round", record_decoded)
     net = model()

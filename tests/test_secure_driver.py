@@ -62,6 +62,7 @@ def test_a_round_through_the_driver_is_the_weighted_sum_within_p() -> None:
         "p1-directory",
         "p1-seed",
         "p1-shares",
+        "p1-check",
         "p1-update",
     ]
 

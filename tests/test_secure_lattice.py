@@ -16,6 +16,7 @@ from uldp.secure import (
     SecureSession,
     encoding,
     lattice,
+    lattice_silo,
     packing,
     protocol,
 )
@@ -44,7 +45,7 @@ def _setup(counts, *, clip=0.5, noise_bound=3.0, precision=P, processes=1):
     keys = {(a, b): secrets.token_bytes(32) for a in range(n_silos) for b in range(a + 1, n_silos)}
     server = lattice.LatticeServer(layout, processes=processes)
     silos = [
-        lattice.LatticeSilo(
+        lattice_silo.LatticeSilo(
             s,
             counts[s],
             layout,
@@ -115,7 +116,7 @@ def test_results_do_not_depend_on_the_process_count():
     deltas[0, :, lattice.RING_DEGREE :] = 0.0  # silo 0's second chunk has no products at all
     layout, server, serial = _setup(counts, processes=2)  # the server encrypts in two workers
     parallel = [
-        lattice.LatticeSilo(
+        lattice_silo.LatticeSilo(
             s,
             counts[s],
             layout,
@@ -204,7 +205,9 @@ def test_misuse_is_refused_by_name():
     with pytest.raises(ValueError, match=r"update of silo 0: .*ciphertexts per plaintext prime"):
         server.finish(updates, 2 * lattice.RING_DEGREE)
     with pytest.raises(ValueError, match="public key"):
-        lattice.LatticeSilo(0, counts[0], silos[0].layout, public_keys=(b"x", b"y"), mask_keys={})
+        lattice_silo.LatticeSilo(
+            0, counts[0], silos[0].layout, public_keys=(b"x", b"y"), mask_keys={}
+        )
 
 
 def test_ciphertexts_of_another_key_decrypt_to_garbage_and_of_other_parameters_are_refused():
@@ -223,7 +226,7 @@ def test_ciphertexts_of_another_key_decrypt_to_garbage_and_of_other_parameters_a
         np.min(np.abs(intruder.finish(updates, deltas.shape[2]) - plain)) > 1.0
     )  # only the key holder decrypts
     # a silo re-randomising under another key spoils the sum (it cannot pass for the key holder's encryption)
-    stranger = lattice.LatticeSilo(
+    stranger = lattice_silo.LatticeSilo(
         0, counts[0], layout, public_keys=intruder.public_keys(), mask_keys=silos[0]._mask_keys
     )
     spoiled = [stranger.masked_update(2, weights, corrections, deltas[0], noise[0])]
@@ -272,10 +275,9 @@ def test_lattice_backend_through_the_protocol_equals_the_plain_round_and_refuses
     exported = SiloState.from_bytes(
         session.silos[0].export_state()
     )  # what a Flower silo keeps between messages
-    assert (
-        exported.lattice_keys == server.lattice_keys_message().public_keys
-        and exported.lattice_round == 2
-    )
+    (keys_message,) = server.backend_key_messages()
+    assert isinstance(keys_message, LatticeKeysMessage)
+    assert exported.backend_keys == keys_message.public_keys and exported.backend_round == 2
     assert (
         protocol.Silo.restore(exported.to_bytes(), session.config).export_state()
         == exported.to_bytes()
@@ -291,7 +293,7 @@ def _lattice_state() -> tuple[SiloState, ProtocolConfig]:
         n_silos=3, n_users=3, clip=0.5, sigma=1.0, noise_bound=3.0, parameters=parameters
     )
     server, silo = protocol.Server(config), protocol.Silo(1, np.array([1, 2, 0]), config)
-    silo.receive_lattice_keys(server.lattice_keys_message())
+    silo.receive_backend_keys(server.backend_key_messages())
     silo.receive_public_key(server.public_key_message())
     return SiloState.from_bytes(silo.export_state()), config
 
@@ -301,11 +303,11 @@ def test_an_exported_lattice_state_is_refused_field_by_field():
     step 1(a) checks the keys: one per plaintext prime, within the session's key size, loaded by SEAL against the
     session's context; and a state of another backend holds none."""
     state, config = _lattice_state()
-    first, second = state.lattice_keys
-    assert len(state.lattice_keys) == len(config.lattice_layout.plain_moduli) == 2
+    first, second = state.backend_keys
+    assert len(state.backend_keys) == len(config.layout.plain_moduli) == 2
     assert protocol.Silo.restore(state.to_bytes(), config).export_state() == state.to_bytes()
-    bound = lattice.public_key_bytes_bound(config.lattice_layout)
-    assert len(first) <= bound < len(first) + 2 * lattice.SERIALISATION_OVERHEAD
+    bound = lattice_silo.public_key_bytes_bound(config.layout)
+    assert len(first) <= bound < len(first) + 2 * lattice_silo.SERIALISATION_OVERHEAD
     refused: dict[str, tuple[bytes, ...]] = {  # the error, the keys
         "1 public keys for 2 primes": (first,),
         f"a BFV public key of {bound + 1} bytes, over the {bound} bytes": (
@@ -319,20 +321,20 @@ def test_an_exported_lattice_state_is_refused_field_by_field():
     }
     for message, public_keys in refused.items():
         with pytest.raises(ValueError, match=message):
-            protocol.Silo.restore(replace(state, lattice_keys=public_keys).to_bytes(), config)
+            protocol.Silo.restore(replace(state, backend_keys=public_keys).to_bytes(), config)
     paillier = replace(config, parameters=replace(config.parameters, backend="paillier"))
     for change in (
-        dict(lattice_round=0),
-        dict(lattice_keys=(), lattice_round=1),
+        dict(backend_round=0),
+        dict(backend_keys=(), backend_round=1),
     ):  # keys, or a round, in Paillier
         with pytest.raises(
             ValueError,
-            match="BFV keys or a lattice round, but this session's backend is 'paillier'",
+            match="backend keys or a backend round, but this session's backend is 'paillier'",
         ):
             protocol.Silo.restore(replace(state, **change).to_bytes(), paillier)
     with pytest.raises(
         ValueError, match="1 public keys for 2 primes"
     ):  # step 1(a) itself checks them too
-        protocol.Silo(1, np.array([1, 2, 0]), config).receive_lattice_keys(
-            LatticeKeysMessage(public_keys=(first,))
+        protocol.Silo(1, np.array([1, 2, 0]), config).receive_backend_keys(
+            [LatticeKeysMessage(public_keys=(first,))]
         )

@@ -9,7 +9,7 @@ from dataclasses import replace
 import gmpy2
 import pytest
 
-from uldp.secure import modulus_proof
+from uldp.secure import modulus_proof, primes
 from uldp.secure.modulus_proof import (
     CGGMP20,
     blum_paillier_keypair,
@@ -32,7 +32,7 @@ PROOF = prove_modulus(PRIVATE.p, PRIVATE.q, SILO, context=b"session", parameters
 
 
 def blum_primes(count: int, bits: int) -> list[int]:
-    return [modulus_proof._random_prime(bits, blum=True) for _ in range(count)]
+    return [primes._random_prime(bits, blum=True) for _ in range(count)]
 
 
 def cheating_blum_proof(primes: list[int], context: bytes) -> modulus_proof.PaillierBlumProof:
@@ -171,7 +171,7 @@ def test_bad_inputs_are_named():
 @pytest.mark.parametrize("bits", [32, 33, 96, 512])
 def test_safe_prime_is_a_safe_prime_of_exactly_the_bits_asked_with_its_top_two_bits_set(bits):
     for _ in range(3):
-        p = modulus_proof.safe_prime(bits)
+        p = primes.safe_prime(bits)
         assert p.bit_length() == bits and p >> (bits - 2) == 3
         assert gmpy2.is_prime(p, 50) and gmpy2.is_prime((p - 1) // 2, 50)
 
@@ -180,8 +180,8 @@ def test_safe_prime_sieve_keeps_every_safe_prime_of_its_window(monkeypatch):
     """The sieve drops only halves h where h or 2h + 1 has a factor below 2^16: from a fixed start of 39-bit halves
     (all above the sieve's primes), the safe prime it finds is the first that a slow search finds."""
     for raw in (12345, 987654321, 5):
-        monkeypatch.setattr(modulus_proof.secrets, "randbits", lambda bits, raw=raw: raw)
-        found = modulus_proof.safe_prime(40)
+        monkeypatch.setattr(primes.secrets, "randbits", lambda bits, raw=raw: raw)
+        found = primes.safe_prime(40)
         half = raw | (3 << 37) | 1
         while not (gmpy2.is_prime(half, 50) and gmpy2.is_prime(2 * half + 1, 50)):
             half += 2
@@ -191,4 +191,4 @@ def test_safe_prime_sieve_keeps_every_safe_prime_of_its_window(monkeypatch):
 @pytest.mark.parametrize("bits", [31, 3.0, True])
 def test_safe_prime_refuses_bad_sizes(bits):
     with pytest.raises(ValueError, match="bits must be an integer >= 32"):
-        modulus_proof.safe_prime(bits)
+        primes.safe_prime(bits)

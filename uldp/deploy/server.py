@@ -64,6 +64,7 @@ from uldp.common.persist import CheckpointFailed, ReleaseLedger, array_from_byte
 from uldp.deploy import keys, quiet_flower_deprecation, wire
 from uldp.secure import masked_sum
 from uldp.secure.driver import (
+    STAGE_CHECK,
     STAGE_DIRECTORY,
     STAGE_KEY,
     STAGE_SEED,
@@ -85,6 +86,7 @@ PROTOCOL_STAGES = {
     STAGE_DIRECTORY: wire.STAGE_SECURE_DIRECTORY,
     STAGE_SEED: wire.STAGE_SECURE_SEED,
     STAGE_SHARES: wire.STAGE_TRAIN,
+    STAGE_CHECK: wire.STAGE_SECURE_CHECK,
     STAGE_UPDATE: wire.STAGE_SECURE_UPDATE,
     masked_sum.STAGE_KEY: wire.STAGE_SUM_KEYS,
     masked_sum.STAGE_DIRECTORY: wire.STAGE_SUM_DIRECTORY,

@@ -36,6 +36,7 @@ from uldp.deploy import keys, quiet_flower_deprecation, wire
 from uldp.deploy.server import MAX_TIMEOUT
 from uldp.policy import SiloLedger, SiloPolicy
 from uldp.secure.driver import (
+    STAGE_CHECK,
     STAGE_DIRECTORY,
     STAGE_KEY,
     STAGE_SEED,
@@ -237,6 +238,10 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
                 shares = self._secure().answer(STAGE_SHARES, instruction.round_index, payloads[2:])
                 self._pending = (params, sampled)
                 return wire.Reply(payloads=shares)
+            if stage == wire.STAGE_SECURE_CHECK:
+                return wire.Reply(
+                    payloads=self._secure().answer(STAGE_CHECK, instruction.round_index, payloads)
+                )
             if stage == wire.STAGE_SECURE_UPDATE:
                 if self._pending is None:
                     raise ValueError(

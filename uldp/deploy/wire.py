@@ -34,6 +34,7 @@ STAGE_SECURE_SEED = "secure-seed"  # steps 1(c)-(e)
 STAGE_TRAIN = (
     "train"  # one round: the model in, the silo's contribution (masked, or Protocol 1 shares) out
 )
+STAGE_SECURE_CHECK = "secure-check"  # beyond the paper: the silos' check of the server's weights
 STAGE_SECURE_UPDATE = "secure-update"  # Protocol 1 step 2(b): relayed shares in, masked update out
 STAGE_FINISH = "finish"  # the federation is over: the final model, for the silo's records
 STAGE_SUM_KEYS = (

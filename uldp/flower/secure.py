@@ -68,7 +68,7 @@ TEST_KEYS_KEY = "uldp-insecure-test-keys"
 STATE_KEY = "uldp_protocol_1"
 #: Where a silo keeps its masked-sum state (:class:`~uldp.secure.messages.MaskedSumState` bytes).
 MASKED_SUM_KEY = "uldp_masked_sum"
-_PROGRESS = ("setup_done", "shares_round", "answered_round")
+_PROGRESS = ("setup_done", "shares_round", "answered_round", "checked_round")
 
 
 def _public(config: ProtocolConfig) -> dict:

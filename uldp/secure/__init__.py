@@ -6,7 +6,13 @@
 - :mod:`uldp.secure.keys`: Paillier (phe + gmpy2), X25519 + HKDF pairwise keys, ChaCha20-Poly1305.
 - :mod:`uldp.secure.masks`: keyed ChaCha20 streams -> pairwise additive masks and blinds r_u in Z_n^*.
 - :mod:`uldp.secure.messages`: typed messages with an explicit byte format.
-- :mod:`uldp.secure.protocol`: the ``Server`` and ``Silo`` roles.
+- :mod:`uldp.secure.protocol`: the ``Server`` and ``Silo`` roles (the silo's in :mod:`uldp.secure.silo`, what they
+  share in :mod:`uldp.secure.roles`).
+- :mod:`uldp.secure.backends`: the round's backends behind one interface, by name (``BACKENDS``: ``"paillier"``,
+  ``"packed-paillier"``, ``"lattice"``).
+- :mod:`uldp.secure.weight_check`: beyond the paper, the silos' joint check that the server's encrypted weights are
+  what the counts imply (against a malicious server; the Paillier backends).
+- :mod:`uldp.secure.lattice` and :mod:`uldp.secure.lattice_silo`: the lattice backend's BFV engine.
 - :mod:`uldp.secure.driver`: Protocol 1's one driver, ``ServerDriver`` (over an exchange callable) and
   ``SiloDriver`` (one stage at a time, in order, each round index at most once), which every transport runs.
 - :mod:`uldp.secure.psu`: the silos' private set union of patient ids (commutative Diffie-Hellman blinding),

@@ -25,10 +25,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uldp.common.checks import check_integer, check_number
-from uldp.secure import encoding, packing
+from uldp.secure import encoding
+
+if TYPE_CHECKING:
+    from uldp.secure.backends import Backend
 
 DEFAULT_KEY_BITS = 3072
 MIN_KEY_BITS = 2048
@@ -40,13 +43,13 @@ CLIP_HEADROOM = 1e-5
 #: Largest Paillier modulus a configuration may ask for (key generation grows with the cube of its size).
 MAX_KEY_BITS = 16384
 
-#: How a round's weighted sum is encrypted and aggregated, by name (:attr:`ProtocolParameters.backend`):
-#: ``"paillier"`` is Protocol 1 as the paper writes it (one ciphertext per parameter, weights n_su C_LCM / N_u);
-#: ``"packed-paillier"`` rescales the weights to fixed point and packs many parameters per ciphertext
-#: (:mod:`uldp.secure.packing`); ``"lattice"`` uses the packed backend's per-round rescale (Paillier) and runs the
-#: weighted sum in BFV, one user's weight times 16384 parameters per operation (:mod:`uldp.secure.lattice`, needs the
-#: ``lattice`` extra).
-BACKENDS = ("paillier", "packed-paillier", "lattice")
+
+def _backends() -> dict[str, type[Backend]]:
+    """:data:`uldp.secure.backends.BACKENDS`, imported when first needed: the backends need the ``secure`` extra
+    (gmpy2, cryptography), the parameters alone do not."""
+    from uldp.secure.backends import BACKENDS
+
+    return BACKENDS
 
 
 def check_key_bits(key_bits: int, *, insecure_test_key: bool = False) -> int:
@@ -83,7 +86,12 @@ class ProtocolParameters:
         insecure_test_key: Allow keys under 2048 bits (tests and smoke runs only).
         processes: Worker processes for a silo's exponentiations and the server's decryptions, or with the
             lattice backend a silo's products and the server's encryptions (results do not depend on it).
-        backend: One of :data:`BACKENDS` (``"paillier"``, the paper's; ``"packed-paillier"``; ``"lattice"``).
+        backend: How a round's weighted sum is encrypted and aggregated, a name in
+            :data:`uldp.secure.backends.BACKENDS`: ``"paillier"`` is Protocol 1 as the paper writes it (one ciphertext
+            per parameter, weights n_su C_LCM / N_u); ``"packed-paillier"`` rescales the weights to fixed point and
+            packs many parameters per ciphertext (:mod:`uldp.secure.packing`); ``"lattice"`` uses the packed
+            backend's per-round rescale (Paillier) and runs the weighted sum in BFV, one user's weight times 16384
+            parameters per operation (:mod:`uldp.secure.lattice`, needs the ``lattice`` extra).
 
     Raises:
         ValueError: naming the bad value and what is allowed.
@@ -112,8 +120,9 @@ class ProtocolParameters:
             maximum=self.key_bits - 1,
         )
         check_integer("processes", self.processes)
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {list(BACKENDS)}, got {self.backend!r}")
+        backends = _backends()
+        if self.backend not in backends:
+            raise ValueError(f"backend must be one of {list(backends)}, got {self.backend!r}")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | ProtocolParameters) -> ProtocolParameters:
@@ -167,28 +176,7 @@ class ProtocolConfig:
             raise ValueError(
                 f"parameters must be a ProtocolParameters, got {type(self.parameters).__name__}"
             )
-        if self.packed:
-            _ = (
-                self.packed_layout
-            )  # raises ValueError when the slots or the rescale blind do not fit the key
-            return
-        if self.lattice:
-            packing.rescale_blind_bits(
-                key_bits=self.parameters.key_bits, n_max=self.parameters.n_max
-            )
-            _ = (
-                self.lattice_layout
-            )  # raises ValueError when the flooded noise does not fit 128-bit parameters
-            return
-        encoding.check_no_wraparound(
-            key_bits=self.parameters.key_bits,
-            n_max=self.parameters.n_max,
-            resolution_bits=self.resolution_bits,
-            delta_bound=self.clip,
-            noise_bound=self.effective_noise_bound,
-            n_users=self.n_users,
-            n_silos=self.n_silos,
-        )
+        self.backend.check_config(self)  # before any message is sent
 
     @classmethod
     def for_training(
@@ -211,78 +199,25 @@ class ProtocolConfig:
         )
 
     @property
-    def packed(self) -> bool:
-        """Whether the session uses the packed backend (:mod:`uldp.secure.packing`)."""
-        return self.parameters.backend == "packed-paillier"
+    def backend(self) -> type[Backend]:
+        """The session's backend class (:data:`uldp.secure.backends.BACKENDS`); each role makes its own instance."""
+        return _backends()[self.parameters.backend]
 
     @property
-    def lattice(self) -> bool:
-        """Whether the session uses the lattice backend (:mod:`uldp.secure.lattice`)."""
-        return self.parameters.backend == "lattice"
-
-    @property
-    def rescales(self) -> bool:
-        """Whether the round turns the weights into fixed point first (the packed rescale: packed and lattice)."""
-        return self.packed or self.lattice
-
-    @property
-    def weight_bits(self) -> int:
-        """g of the rescaled fixed-point weights (packed and lattice backends)."""
-        f = packing.resolution_bits(
-            self.parameters.precision, n_users=self.n_users, n_silos=self.n_silos
-        )
-        return packing.weight_bits(
-            self.parameters.precision,
-            n_users=self.n_users,
-            n_max=self.parameters.n_max,
-            delta_bound=self.clip,
-            resolution=f,
-        )
-
-    @property
-    def lattice_layout(self) -> Any:
-        """The lattice backend's sizes (:func:`uldp.secure.lattice.layout_for`, a ``LatticeLayout``).
+    def layout(self) -> Any:
+        """The backend's own sizes (the packed backend's :class:`~uldp.secure.packing.PackedLayout`, the lattice
+        backend's ``LatticeLayout``; None for the paper's).
 
         Raises:
-            ValueError: if the flooded noise does not fit 128-bit parameters; ImportError without tenseal.
+            ValueError: if they do not fit the key (or, for the lattice backend, 128-bit parameters).
         """
-        from uldp.secure import lattice
-
-        return lattice.layout_for(
-            precision=self.parameters.precision,
-            n_users=self.n_users,
-            n_silos=self.n_silos,
-            n_max=self.parameters.n_max,
-            delta_bound=self.clip,
-            noise_bound=self.effective_noise_bound,
-        )
-
-    @property
-    def packed_layout(self) -> packing.PackedLayout:
-        """The packed backend's sizes f, g, b and K (:func:`uldp.secure.packing.layout_for`).
-
-        Raises:
-            ValueError: if the slots or the rescale blind do not fit the key.
-        """
-        return packing.layout_for(
-            key_bits=self.parameters.key_bits,
-            precision=self.parameters.precision,
-            n_users=self.n_users,
-            n_silos=self.n_silos,
-            n_max=self.parameters.n_max,
-            delta_bound=self.clip,
-            noise_bound=self.effective_noise_bound,
-        )
+        return self.backend.layout(self)
 
     @property
     def resolution_bits(self) -> int:
-        """Fractional bits f of the encoding: (|U| + |S|) 2^-f / 2 <= P (P / 2 for the packed backend, whose
-        fixed-point weights take the other half)."""
-        if self.rescales:
-            return packing.resolution_bits(
-                self.parameters.precision, n_users=self.n_users, n_silos=self.n_silos
-            )
-        return encoding.resolution_bits_for(self.parameters.precision, self.n_users + self.n_silos)
+        """Fractional bits f of the encoding: (|U| + |S|) 2^-f / 2 <= P (P / 2 for the packed backends, whose
+        fixed-point weights take the other half), as the backend sets it."""
+        return self.backend.resolution_bits(self)
 
     @property
     def c_lcm(self) -> int:

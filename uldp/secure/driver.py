@@ -14,14 +14,19 @@ through these two classes; they differ only in how bytes travel:
 
 Stages, each one exchange (server -> every silo -> server):
 
-- :data:`STAGE_KEY` (1(a)): the Paillier public key (and the BFV public keys with the lattice backend) -> each silo's
-  X25519 public key and (beyond the paper) its ring-Pedersen parameters with a fresh nonce;
+- :data:`STAGE_KEY` (1(a)): the Paillier public key (and the backend's own keys, the lattice backend's BFV keys) ->
+  each silo's X25519 public key and (beyond the paper) its ring-Pedersen parameters with a fresh nonce;
 - :data:`STAGE_DIRECTORY` (1(b)): the directory of X25519 keys and the proof, for that silo, that the modulus is
   well formed (:mod:`uldp.secure.modulus_proof`) -> silo 0's sealed seed R; a silo checks the proof before it uses
   the modulus and refuses the key with a :class:`ProtocolAbort` that names the failed check;
 - :data:`STAGE_SEED` (1(c)-(e)): the relayed sealed seed -> each silo's blinded histogram;
-- :data:`STAGE_SHARES` (2(a)-(b), shared part): the round's Enc(B_inv(N_u)) -> each silo's sealed weight powers;
-- :data:`STAGE_UPDATE` (2(b)-(c)): the round's Enc(B_inv(N_u)) and relayed shares -> each silo's masked update.
+- :data:`STAGE_SHARES` (2(a)-(b), shared part): the round's Enc(B_inv(N_u)) -> each silo's shares (sealed weight
+  powers, or the packed backends' rescale request);
+- :data:`STAGE_CHECK` (beyond the paper, with a backend that checks the server's weights): the round's weights and
+  the server's answer to the shares -> each silo's weights-check ciphertext (:mod:`uldp.secure.weight_check`);
+- :data:`STAGE_UPDATE` (2(b)-(c)): the round's Enc(B_inv(N_u)), the answer to the shares and (with the check) the
+  server's proved decryption of the check -> each silo's masked update, once the silo has verified the check
+  (a failed check is a :class:`ProtocolAbort` naming it, and no update leaves).
 
 The server then multiplies the masked updates, decrypts and decodes (step 2(c); Theorem 4).
 """
@@ -38,14 +43,13 @@ from uldp.secure.messages import (
     DhDirectoryMessage,
     DhPublicKeyMessage,
     EncryptedWeightsMessage,
-    LatticeKeysMessage,
-    LatticeUpdateMessage,
-    MaskedUpdateMessage,
     Message,
     ModulusProofMessage,
     PublicKeyMessage,
     RingPedersenMessage,
     SealedMessage,
+    WeightCheckMessage,
+    WeightCheckProofMessage,
     parse_message,
 )
 from uldp.secure.protocol import Server, Silo
@@ -60,10 +64,12 @@ STAGE_KEY = "p1-key"
 STAGE_DIRECTORY = "p1-directory"
 STAGE_SEED = "p1-seed"
 STAGE_SHARES = "p1-shares"
+STAGE_CHECK = "p1-check"
 STAGE_UPDATE = "p1-update"
-#: The set-up stages in order (steps 1(a)-(f)), then a round's two stages (steps 2(a)-(c)).
+#: The set-up stages in order (steps 1(a)-(f)), then a round's stages (steps 2(a)-(c); the check only with a backend
+#: that checks the server's weights).
 SETUP_STAGES = (STAGE_KEY, STAGE_DIRECTORY, STAGE_SEED)
-ROUND_STAGES = (STAGE_SHARES, STAGE_UPDATE)
+ROUND_STAGES = (STAGE_SHARES, STAGE_CHECK, STAGE_UPDATE)
 STAGES = SETUP_STAGES + ROUND_STAGES
 
 Payloads = tuple[bytes, ...]
@@ -135,9 +141,10 @@ class ServerDriver:
             raise ProtocolAbort(
                 "Protocol 1's set-up has run already; start a new session for new keys"
             )
-        public: Payloads = (self.server.public_key_message().to_bytes(),)
-        if self.config.lattice:
-            public += (self.server.lattice_keys_message().to_bytes(),)
+        public: Payloads = (
+            self.server.public_key_message().to_bytes(),
+            *_to_bytes(self.server.backend_key_messages()),
+        )
         answers = self._ask(STAGE_KEY, 0, dict.fromkeys(self.silos, public))
         for silo, payloads in answers.items():
             if len(payloads) != 2:
@@ -155,7 +162,7 @@ class ServerDriver:
         directory = self.server.relay_dh_keys(dh_keys).to_bytes()
         proofs = {request.silo: self._prove(request) for request in requests}
         answers = self._ask(STAGE_DIRECTORY, 0, {s: (directory, proofs[s]) for s in self.silos})
-        inbox = self.server.relay(self._parse(answers, SealedMessage, STAGE_DIRECTORY))
+        inbox = self.server.relay_sealed(self._parse(answers, SealedMessage, STAGE_DIRECTORY))
         answers = self._ask(STAGE_SEED, 0, {s: _to_bytes(inbox[s]) for s in self.silos})
         histograms = self._parse(answers, BlindedHistogramMessage, STAGE_SEED, one=True)
         self.server.receive_histograms(
@@ -175,14 +182,17 @@ class ServerDriver:
             ) from error
 
     def begin_round(self, round_index: int, sampled: np.ndarray) -> dict[int, Payloads]:
-        """Steps 2(a)-(b)'s first half: encrypt the weights, collect and relay the silos' sealed weight powers.
+        """Steps 2(a)-(b)'s first half: encrypt the weights, collect the silos' shares and answer them (relay the
+        sealed weight powers, or rescale); with a backend that checks the server's weights, collect the silos' check
+        and prove its decryption (:data:`STAGE_CHECK`, :mod:`uldp.secure.weight_check`).
 
         Args:
             round_index: The round t (1, 2, ...; each at most once per session).
             sampled: bool [|U|], the round's users; users with N_u = 0 (B(N_u) = 0) are left out.
 
         Returns:
-            Per silo, the payloads of its :data:`STAGE_UPDATE` message (the weights and the shares sealed for it).
+            Per silo, the payloads of its :data:`STAGE_UPDATE` message (the weights, the answer to its shares and
+            the weights check's proof).
 
         Raises:
             ProtocolAbort: before the set-up, a round index not above the last one, or a silo's bad answer.
@@ -202,12 +212,21 @@ class ServerDriver:
         self._weights = self.server.start_round(round_index, chosen).to_bytes()
         self._round = round_index
         answers = self._ask(STAGE_SHARES, round_index, dict.fromkeys(self.silos, (self._weights,)))
-        # sealed shares, or the packed backend's rescale requests (which the relay answers)
+        # the backend's shares: sealed weight powers, or the packed backends' rescale requests
         try:
             inbox = self.server.relay(self._parse(answers, Message, STAGE_SHARES))
         except ValueError as error:
             raise ProtocolAbort(f"{STAGE_SHARES}: {error}") from error
-        return {s: (self._weights, *_to_bytes(inbox[s])) for s in self.silos}
+        payloads = {s: (self._weights, *_to_bytes(inbox[s])) for s in self.silos}
+        if not self.server.backend.checks_weights:
+            return payloads
+        answers = self._ask(STAGE_CHECK, round_index, payloads)
+        checks = self._parse(answers, WeightCheckMessage, STAGE_CHECK, one=True)
+        try:
+            proof = self.server.prove_weight_check(checks).to_bytes()
+        except ValueError as error:
+            raise ProtocolAbort(f"{STAGE_CHECK}: {error}") from error
+        return {s: (*payloads[s], proof) for s in self.silos}
 
     def finish_round(self, answers: Mapping[int, Payloads], size: int) -> np.ndarray:
         """Step 2(c): every silo's masked update (one payload each) -> the decoded sum_s (sum_u w_su delta_su + z_s).
@@ -227,11 +246,12 @@ class ServerDriver:
                 f"{STAGE_UPDATE}: no masked update from silo(s) {missing}; nothing is decrypted",
                 silo=missing[0],
             )
-        kind: type[MaskedUpdateMessage | LatticeUpdateMessage] = (
-            LatticeUpdateMessage if self.config.lattice else MaskedUpdateMessage
-        )
         updates = self._parse(
-            {s: tuple(answers[s]) for s in self.silos}, kind, STAGE_UPDATE, one=True, size=size
+            {s: tuple(answers[s]) for s in self.silos},
+            self.server.backend.update_message,
+            STAGE_UPDATE,
+            one=True,
+            size=size,
         )
         return self.server.finish_round(updates)
 
@@ -286,7 +306,7 @@ class ServerDriver:
             )
         if isinstance(message, BlindedHistogramMessage):
             self.server.check_histogram(message)
-        if isinstance(message, MaskedUpdateMessage | LatticeUpdateMessage):
+        if isinstance(message, self.server.backend.update_message):
             self.server.check_masked_update(message, size)
 
 
@@ -298,11 +318,14 @@ class SiloProgress:
         setup_done: How many set-up stages it answered (0-3, in :data:`SETUP_STAGES` order).
         shares_round: The round whose shares it sent and whose update it has not sent (0: none).
         answered_round: The last round whose masked update it sent (0: none); it answers only later rounds.
+        checked_round: The last round whose weights check it answered (0: none): once per round, since two checks
+            of one round under the same pairwise mask would let the key holder subtract the mask.
     """
 
     setup_done: int = 0
     shares_round: int = 0
     answered_round: int = 0
+    checked_round: int = 0
 
 
 class SiloDriver:
@@ -316,6 +339,12 @@ class SiloDriver:
         progress: Where that session stood.
         verifier: For a new role: this silo's ring-Pedersen parameters from an earlier session (``role.verifier``),
             against which the server proves its modulus; None draws new ones.
+        malicious_server: The silo's policy asks for a guarantee against a malicious server: a backend that does not
+            check the server's weights (the lattice backend, :attr:`uldp.secure.backends.Backend.checks_weights`)
+            is refused.
+
+    Raises:
+        ProtocolAbort: ``malicious_server`` with a backend that does not check the server's weights.
     """
 
     def __init__(
@@ -327,8 +356,16 @@ class SiloDriver:
         role: Silo | None = None,
         progress: SiloProgress | None = None,
         verifier: Verifier | None = None,
+        malicious_server: bool = False,
     ) -> None:
         self.silo_id, self.config = silo_id, config
+        if malicious_server and not config.backend.checks_weights:
+            raise ProtocolAbort(
+                f"silo {silo_id} refuses the {config.parameters.backend} backend: its policy asks for a guarantee "
+                f"against a malicious server, and this backend cannot check the weights the server encrypts "
+                f"(use a Paillier backend, whose weights the silos check)",
+                silo=silo_id,
+            )
         self.role = role if role is not None else Silo(silo_id, counts, config, verifier=verifier)
         self.progress = progress or SiloProgress()
 
@@ -338,11 +375,11 @@ class SiloDriver:
         if done < len(SETUP_STAGES):
             return SETUP_STAGES[done]
         later = f"{STAGE_SHARES} of a round after {self.progress.answered_round}"
-        return (
-            f"{STAGE_UPDATE} of round {self.progress.shares_round} or {later}"
-            if self.progress.shares_round
-            else later
-        )
+        if not self.progress.shares_round:
+            return later
+        checked = self.progress.checked_round == self.progress.shares_round
+        stage = STAGE_CHECK if self.role.backend.checks_weights and not checked else STAGE_UPDATE
+        return f"{stage} of round {self.progress.shares_round} or {later}"
 
     def _refuse(self, stage: str, round_index: int) -> ProtocolAbort:
         return ProtocolAbort(
@@ -396,34 +433,54 @@ class SiloDriver:
             )
             self.progress = replace(progress, shares_round=round_index)
             return _to_bytes(shares)
-        if round_index != progress.shares_round or not progress.shares_round:
+        checks = self.role.backend.checks_weights
+        if (
+            round_index != progress.shares_round
+            or not progress.shares_round
+            or (stage == STAGE_CHECK and (not checks or progress.checked_round == round_index))
+            or (stage == STAGE_UPDATE and checks and progress.checked_round != round_index)
+        ):
             raise self._refuse(stage, round_index)
-        if inputs is None:
-            raise ValueError(f"{STAGE_UPDATE} needs the silo's clipped deltas and noise (inputs)")
         if not payloads:
             raise ValueError(
-                f"{STAGE_UPDATE} carries the round's encrypted weights and the relayed shares"
+                f"{stage} carries the round's encrypted weights and the answer to the shares"
             )
         weights = _one(payloads[:1], EncryptedWeightsMessage, round_index)
-        shared = [
-            parse_message(p) for p in payloads[1:]
-        ]  # sealed shares, or the packed backend's weights
+        if stage == STAGE_CHECK:
+            # spent before the check is computed: one check per round
+            self.progress = replace(progress, checked_round=round_index)
+            shared = [parse_message(p) for p in payloads[1:]]
+            return (self.role.weight_check(weights, shared).to_bytes(),)
+        if inputs is None:
+            raise ValueError(f"{STAGE_UPDATE} needs the silo's clipped deltas and noise (inputs)")
         # Spent before the update is computed: whatever happens next, this round index is never answered again.
         self.progress = replace(progress, shares_round=0, answered_round=round_index)
+        if checks:  # beyond the paper: the server's weights are used only once their check passed
+            shared = [parse_message(p) for p in payloads[1:-1]]
+            try:
+                self.role.verify_weights(
+                    weights, shared, _one(payloads[-1:], WeightCheckProofMessage, round_index)
+                )
+            except ValueError as error:
+                raise ProtocolAbort(
+                    f"silo {self.silo_id} refuses the server's weights of round {round_index}: {error}",
+                    silo=self.silo_id,
+                ) from error
+        else:
+            shared = [parse_message(p) for p in payloads[1:]]
         deltas, noise = inputs()
-        update = self.role.lattice_update if self.config.lattice else self.role.masked_update
-        return (update(weights, shared, deltas, noise).to_bytes(),)
+        return (self.role.masked_update(weights, shared, deltas, noise).to_bytes(),)
 
     def _setup(self, stage: str, payloads: Payloads) -> Payloads:
-        if stage == STAGE_KEY:
-            if self.config.lattice:  # the Paillier key, then the BFV keys
-                if len(payloads) != 2:
-                    raise ValueError(
-                        f"{STAGE_KEY} of the lattice backend carries the Paillier and the BFV keys"
-                    )
-                self.role.receive_lattice_keys(_one(payloads[1:], LatticeKeysMessage))
-                payloads = payloads[:1]
-            return _to_bytes(self.role.receive_public_key(_one(payloads, PublicKeyMessage)))
+        if stage == STAGE_KEY:  # the Paillier key, then the backend's own keys
+            extra = self.role.backend.key_messages
+            if len(payloads) != 1 + extra:
+                raise ValueError(
+                    f"{STAGE_KEY} of the {self.config.parameters.backend} backend carries the Paillier key "
+                    f"and {extra} key message(s) of the backend, got {len(payloads)} payloads"
+                )
+            self.role.receive_backend_keys([parse_message(p) for p in payloads[1:]])
+            return _to_bytes(self.role.receive_public_key(_one(payloads[:1], PublicKeyMessage)))
         if stage == STAGE_DIRECTORY:
             if len(payloads) != 2:
                 raise ValueError(

@@ -342,7 +342,7 @@ class LatticeWeightsMessage(Message, tag=12):
 @dataclass(frozen=True)
 class LatticeUpdateMessage(Message, tag=13):
     """Lattice backend, step 2(c), silo -> server: the masked, flooded BFV update (prime-major, ceil(d / N)
-    ciphertexts per plaintext prime; :meth:`uldp.secure.lattice.LatticeSilo.masked_update`).
+    ciphertexts per plaintext prime; :meth:`uldp.secure.lattice_silo.LatticeSilo.masked_update`).
 
     Attributes:
         round_index: t.
@@ -410,6 +410,43 @@ class ModulusProofMessage(Message, tag=17):
 
 
 @dataclass(frozen=True)
+class WeightCheckMessage(Message, tag=40):
+    """Beyond the paper, between steps 2(a) and 2(b), silo -> server: ``Enc(sum_u c_u n_su w_u + M_s)`` computed from
+    the weight ciphertexts the silo's update will use (:mod:`uldp.secure.weight_check`).
+
+    Attributes:
+        round_index: t.
+        silo: The sending silo's id.
+        contribution: The Paillier ciphertext, in Z*_(n^2).
+    """
+
+    round_index: U32
+    silo: U32
+    contribution: BigInt
+
+
+@dataclass(frozen=True)
+class WeightCheckProofMessage(Message, tag=41):
+    """Beyond the paper, server -> every silo with the round's update stage: every silo's check contribution, the
+    decrypted sum V of their product and the randomness r proving it (``(1 + n)^V r^n``), and the round's sample T
+    against which the silos check V (:mod:`uldp.secure.weight_check`).
+
+    Attributes:
+        round_index: t.
+        sampled: One byte per user, 1 if sampled in round t, else 0.
+        contributions: Per silo, in silo order, its :class:`WeightCheckMessage`'s ciphertext.
+        plaintext: V in Z_n.
+        randomness: r in Z_n^*.
+    """
+
+    round_index: U32
+    sampled: bytes
+    contributions: Ints
+    plaintext: BigInt
+    randomness: BigInt
+
+
+@dataclass(frozen=True)
 class SiloState(Message, tag=8):
     """Not sent: one silo's secrets and progress between two messages, where it keeps them (for example a Flower
     ClientApp's node-local context state; see :meth:`uldp.secure.protocol.Silo.export_state`).
@@ -418,10 +455,11 @@ class SiloState(Message, tag=8):
     before step 1(b), no seed before 1(c), no round (0) outside step 2(b). ``proof_request`` is the
     :class:`RingPedersenMessage` the silo sent at step 1(a) (its own ring-Pedersen parameters and nonce).
     ``aead_keys`` and ``mask_keys`` are per peer, in the order of the peers' ids; ``own_powers`` are the round's
-    shared weight powers of the users ``silo mod |S|``. With the lattice backend (:mod:`uldp.secure.lattice`),
-    ``lattice_keys`` are the server's BFV public keys of step 1(a), one per plaintext prime in SEAL's format (public,
-    about 1.6 MB each; empty before step 1(a) and with the other backends), and ``lattice_round`` the last round
-    whose BFV update the silo computed (0: none; it answers only later ones).
+    shared weight powers of the users ``silo mod |S|``. ``backend_keys`` and ``backend_round`` are the backend's
+    state (:meth:`uldp.secure.backends.Backend.export_state`): with the lattice backend (:mod:`uldp.secure.lattice`)
+    the server's BFV public keys of step 1(a), one per plaintext prime in SEAL's format (public, about 1.6 MB each),
+    and the last round whose BFV update the silo computed (0: none; it answers only later ones); empty and 0 with
+    the Paillier backends. (They were named ``lattice_keys`` and ``lattice_round``; the bytes are the same.)
     """
 
     silo: U32
@@ -434,8 +472,8 @@ class SiloState(Message, tag=8):
     round_index: U32
     own_powers: Ints
     proof_request: bytes
-    lattice_keys: ByteList
-    lattice_round: U32
+    backend_keys: ByteList
+    backend_round: U32
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,221 @@
+"""The lattice backend (``"lattice"``; Protocol 1, steps 1(a) and 2(a)-(c)): the packed backend's rescale
+(Paillier), answered in BFV, and the weighted sum in BFV, one user's weight times 16384 parameters per operation.
+
+The engine (keys, encryption, the masked and flooded update, decryption) and its security argument are
+:mod:`uldp.secure.lattice`; this module plugs it into the roles: the BFV public keys travel beside the Paillier key
+in step 1(a) (and stay in the silo's state), the server answers the rescale with seeded BFV ``Enc(y_u)``, and the
+update is a :class:`~uldp.secure.messages.LatticeUpdateMessage` (prime-major ciphertexts). It needs the ``lattice``
+extra (tenseal), imported on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from uldp.secure.backends.packed import PackedPaillierBackend
+from uldp.secure.messages import LatticeKeysMessage, LatticeUpdateMessage, LatticeWeightsMessage
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from uldp.secure.config import ProtocolConfig
+    from uldp.secure.messages import EncryptedWeightsMessage, Message
+    from uldp.secure.protocol import Server
+    from uldp.secure.silo import Silo
+
+
+def _engine() -> Any:
+    # the engine needs tenseal (the lattice extra), which the Paillier backends do not
+    from uldp.secure import lattice
+
+    return lattice
+
+
+def _silo_engine() -> Any:
+    # the silo's side of the engine, which needs tenseal as well
+    from uldp.secure import lattice_silo
+
+    return lattice_silo
+
+
+class LatticeBackend(PackedPaillierBackend):
+    """BFV weights and updates after the packed backend's Paillier rescale.
+
+    It does not check the server's weights (:attr:`checks_weights` is false): the weights the silos use are BFV
+    ciphertexts ``Enc(y_u)`` the server made, and the check of :mod:`uldp.secure.weight_check` needs the key holder
+    to prove a decryption, which Paillier allows (revealing the randomness r) and BFV does not (revealing the
+    decryption noise would leak the secret key; a lattice zero-knowledge proof of a short decryption error is not
+    available in SEAL). So a silo whose policy asks for a guarantee against a malicious server refuses this backend
+    (:class:`uldp.secure.driver.SiloDriver`'s ``malicious_server``), and under a semi-honest server it runs as before.
+    """
+
+    name = "lattice"
+    key_messages = 1
+    update_message = LatticeUpdateMessage
+    checks_weights = False
+
+    def __init__(self, config: ProtocolConfig) -> None:
+        super().__init__(config)
+        self._server: Any = None  # the key holder's engine, made on the server's first use
+        self._silo: Any = None  # a silo's engine, made at its first update
+        self._keys: tuple[bytes, ...] = ()
+        self._answered = (
+            0  # the last round a lattice update was computed for, until the engine exists
+        )
+
+    @classmethod
+    def check_config(cls, config: ProtocolConfig) -> None:
+        """The rescale blind fits the Paillier key and the flooded noise fits 128-bit BFV parameters."""
+        from uldp.secure import packing
+
+        packing.rescale_blind_bits(
+            key_bits=config.parameters.key_bits, n_max=config.parameters.n_max
+        )
+        cls.layout(config)
+
+    @classmethod
+    def layout(cls, config: ProtocolConfig) -> Any:
+        """The lattice sizes (:func:`uldp.secure.lattice.layout_for`, a ``LatticeLayout``).
+
+        Raises:
+            ValueError: if the flooded noise does not fit 128-bit parameters; ImportError without tenseal.
+        """
+        return _engine().layout_for(
+            precision=config.parameters.precision,
+            n_users=config.n_users,
+            n_silos=config.n_silos,
+            n_max=config.parameters.n_max,
+            delta_bound=config.clip,
+            noise_bound=config.effective_noise_bound,
+        )
+
+    # --- the server's half -----------------------------------------------------------------------------------------
+    def _key_holder(self) -> Any:
+        if self._server is None:
+            self._server = _engine().LatticeServer(
+                self.layout(self.config), processes=self.config.parameters.processes
+            )
+        return self._server
+
+    def server_key_messages(self) -> tuple[Message, ...]:
+        """Step 1(a): the BFV public keys, one per plaintext prime."""
+        return (LatticeKeysMessage(public_keys=self._key_holder().public_keys()),)
+
+    def encrypt_weights(self, server: Server, round_index: int, weights: list[int]) -> Message:
+        """The rescale's answer in BFV: seeded ``Enc(y_u)`` per plaintext prime and user (prime-major)."""
+        return LatticeWeightsMessage(
+            round_index=round_index,
+            ciphertexts=tuple(
+                c for prime in self._key_holder().encrypt_weights(weights) for c in prime
+            ),
+        )
+
+    def check_update(self, server: Server, message: Message, size: int) -> None:
+        """A :class:`~uldp.secure.messages.LatticeUpdateMessage` of ``ceil(d / N)`` ciphertexts per prime (SEAL
+        parses them at :meth:`finish`, naming the silo)."""
+        layout = self._key_holder().layout
+        count = len(layout.plain_moduli) * layout.chunks_for(size)
+        if not isinstance(message, LatticeUpdateMessage) or len(message.ciphertexts) != count:
+            raise ValueError(
+                f"masked update of silo {getattr(message, 'silo', '?')} must be a lattice update of "
+                f"{count} ciphertexts for {size} parameters"
+            )
+
+    def finish(self, server: Server, updates: Sequence[Any], size: int) -> np.ndarray:
+        """Step 2(c): add the BFV updates (masks cancel), decrypt, CRT-combine and decode."""
+        engine = self._key_holder()
+        primes = len(engine.layout.plain_moduli)
+        chunks = len(updates[0].ciphertexts) // primes
+        return np.asarray(
+            engine.finish(
+                [
+                    [u.ciphertexts[i * chunks : (i + 1) * chunks] for i in range(primes)]
+                    for u in updates
+                ],
+                size,
+            )
+        )
+
+    # --- the silo's half -------------------------------------------------------------------------------------------
+    def receive_key_messages(self, silo: Silo, messages: Sequence[Message]) -> None:
+        """Step 1(a): the server's BFV public keys, each a public key of the session
+        (:func:`uldp.secure.lattice_silo.load_public_keys`).
+
+        Raises:
+            ValueError: not one :class:`~uldp.secure.messages.LatticeKeysMessage`, or keys that are not the
+                session's (wrong count, size or format).
+        """
+        if len(messages) != 1 or not isinstance(messages[0], LatticeKeysMessage):
+            raise ValueError(
+                f"silo {silo.silo_id}: the lattice backend's step 1(a) carries one LatticeKeysMessage, got "
+                f"{[type(m).__name__ for m in messages]}"
+            )
+        self._set_keys(silo, messages[0].public_keys)
+
+    def _set_keys(self, silo: Silo, public_keys: Sequence[bytes]) -> None:
+        _silo_engine().load_public_keys(self.layout(self.config), public_keys, silo_id=silo.silo_id)
+        self._keys = tuple(public_keys)
+
+    def masked_update(
+        self,
+        silo: Silo,
+        message: EncryptedWeightsMessage,
+        shared: Sequence[Message],
+        deltas: np.ndarray,
+        noise: np.ndarray,
+        active: list[int],
+    ) -> Message:
+        """Steps 2(b)-(c): the server's BFV weights, the rescale corrections c_u = floor(rho_u 2^g / C_LCM) from the
+        seed R, and :meth:`uldp.secure.lattice_silo.LatticeSilo.masked_update`.
+
+        Raises:
+            ValueError: weights that are not the server's BFV weights of this round, no BFV keys yet, or the
+                engine's checks.
+        """
+        round_index = message.round_index
+        answer = self.rescaled_answer(silo, message, shared, LatticeWeightsMessage)
+        if self._silo is None:
+            if not self._keys:
+                raise ValueError(
+                    f"silo {silo.silo_id} has no BFV public keys: step 1(a) of the lattice backend"
+                )
+            self._silo = _silo_engine().LatticeSilo(
+                silo.silo_id,
+                np.array(silo.counts, dtype=np.int64),
+                self.layout(self.config),
+                public_keys=self._keys,
+                mask_keys={p: k.masks for p, k in silo.pair_keys.items()},
+                processes=self.config.parameters.processes,
+                answered_round=self._answered,
+            )
+        ciphertexts = answer.ciphertexts
+        users, primes = self.config.n_users, len(self._silo.layout.plain_moduli)
+        if len(ciphertexts) != users * primes:
+            raise ValueError(
+                f"silo {silo.silo_id}: {len(ciphertexts)} BFV weights, expected |U| x {primes} primes"
+            )
+        update = self._silo.masked_update(
+            round_index,
+            [ciphertexts[i * users : (i + 1) * users] for i in range(primes)],
+            self.corrections(silo, round_index),
+            deltas,
+            noise,
+        )
+        return LatticeUpdateMessage(
+            round_index=round_index,
+            silo=silo.silo_id,
+            parameters=deltas.shape[1],
+            ciphertexts=tuple(c for prime in update for c in prime),
+        )
+
+    def export_state(self) -> tuple[tuple[bytes, ...], int]:
+        """The server's BFV public keys and the last round a lattice update was computed for."""
+        return self._keys, self._silo.answered_round if self._silo is not None else self._answered
+
+    def restore_state(self, silo: Silo, keys: tuple[bytes, ...], answered_round: int) -> None:
+        """The BFV keys checked as step 1(a) checks them, and the last answered round."""
+        if keys:
+            self._set_keys(silo, keys)
+        self._answered = answered_round

@@ -18,7 +18,10 @@ Stages, each one exchange (server -> every silo -> server):
   X25519 public key and (beyond the paper) its ring-Pedersen parameters with a fresh nonce;
 - :data:`STAGE_DIRECTORY` (1(b)): the directory of X25519 keys and the proof, for that silo, that the modulus is
   well formed (:mod:`uldp.secure.modulus_proof`) -> silo 0's sealed seed R; a silo checks the proof before it uses
-  the modulus and refuses the key with a :class:`ProtocolAbort` that names the failed check;
+  the modulus and refuses the key with a :class:`ProtocolAbort` that names the failed check; a silo with a roster
+  (beyond the paper, :mod:`uldp.secure.roster`) signed its X25519 key at 1(a), bound to the session id (the
+  SHA-256 of the modulus), and now checks every relayed key against its roster, refusing a swapped one with a
+  :class:`ProtocolAbort` that names the silo whose key failed;
 - :data:`STAGE_SEED` (1(c)-(e)): the relayed sealed seed -> each silo's blinded histogram;
 - :data:`STAGE_SHARES` (2(a)-(b), shared part): the round's Enc(B_inv(N_u)) -> each silo's sealed weight powers;
 - :data:`STAGE_UPDATE` (2(b)-(c)): the round's Enc(B_inv(N_u)) and relayed shares -> each silo's masked update.
@@ -33,6 +36,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
+from uldp.secure import keys
 from uldp.secure.messages import (
     BlindedHistogramMessage,
     DhDirectoryMessage,
@@ -49,6 +53,7 @@ from uldp.secure.messages import (
     parse_message,
 )
 from uldp.secure.protocol import Server, Silo
+from uldp.secure.roster import Credentials, RosterMismatch
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -316,6 +321,9 @@ class SiloDriver:
         progress: Where that session stood.
         verifier: For a new role: this silo's ring-Pedersen parameters from an earlier session (``role.verifier``),
             against which the server proves its modulus; None draws new ones.
+        credentials: This silo's identity and the roster it holds (:class:`~uldp.secure.roster.Credentials`): its
+            X25519 key is signed at 1(a) and every relayed key checked at 1(b). None: the keys are as the server
+            relays them (a semi-honest server only).
     """
 
     def __init__(
@@ -327,8 +335,12 @@ class SiloDriver:
         role: Silo | None = None,
         progress: SiloProgress | None = None,
         verifier: Verifier | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         self.silo_id, self.config = silo_id, config
+        if credentials is not None:
+            credentials.check_silo(silo_id, config.n_silos)
+        self.credentials = credentials
         self.role = role if role is not None else Silo(silo_id, counts, config, verifier=verifier)
         self.progress = progress or SiloProgress()
 
@@ -423,7 +435,11 @@ class SiloDriver:
                     )
                 self.role.receive_lattice_keys(_one(payloads[1:], LatticeKeysMessage))
                 payloads = payloads[:1]
-            return _to_bytes(self.role.receive_public_key(_one(payloads, PublicKeyMessage)))
+            public = _one(payloads, PublicKeyMessage)
+            dh_key, request = self.role.receive_public_key(public)
+            if self.credentials is not None:
+                dh_key = self.credentials.signed(dh_key, context=_session_context(public.modulus))
+            return _to_bytes((dh_key, request))
         if stage == STAGE_DIRECTORY:
             if len(payloads) != 2:
                 raise ValueError(
@@ -431,15 +447,30 @@ class SiloDriver:
                     f"{len(payloads)} payloads"
                 )
             try:  # beyond the paper: the modulus is used only once its proof passed
-                self.role.accept_modulus(ModulusProofMessage.from_bytes(payloads[1]))
+                proof = ModulusProofMessage.from_bytes(payloads[1])
+                self.role.accept_modulus(proof)
             except ValueError as error:
                 raise ProtocolAbort(
                     f"silo {self.silo_id} refuses the server's Paillier key: {error}",
                     silo=self.silo_id,
                 ) from error
-            return _to_bytes(self.role.receive_dh_directory(_one(payloads[:1], DhDirectoryMessage)))
+            directory = _one(payloads[:1], DhDirectoryMessage)
+            if self.credentials is not None:
+                try:  # beyond the paper: no pairwise key from a key the roster does not vouch for
+                    self.credentials.check(directory, context=_session_context(proof.modulus))
+                except RosterMismatch as error:
+                    raise ProtocolAbort(
+                        f"silo {self.silo_id} refuses the DH directory: {error}", silo=error.silo
+                    ) from error
+            return _to_bytes(self.role.receive_dh_directory(directory))
         self.role.receive_seed([SealedMessage.from_bytes(p) for p in payloads])
         return (self.role.blinded_histogram().to_bytes(),)
+
+
+def _session_context(modulus: int) -> bytes:
+    """What a silo's attestation of its X25519 key binds it to: Protocol 1's step 1(a) of the session of
+    ``modulus`` (:func:`uldp.secure.keys.session_id`)."""
+    return b"uldp/p1/" + STAGE_KEY.encode() + keys.session_id(modulus)
 
 
 def _one(payloads: Payloads, kind: type[M], round_index: int | None = None) -> M:

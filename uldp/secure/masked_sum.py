@@ -12,6 +12,12 @@ Set-up (once per session):
   2. :data:`STAGE_DIRECTORY`: the server relays the directory of public keys; each silo checks its own key is in
      its place and derives with every other silo a pairwise mask key (X25519 + HKDF-SHA256, bound to this session:
      the SHA-256 of the directory; step 1(b), :func:`uldp.secure.keys.derive_pairwise_keys`).
+     Beyond the paper, a silo given an identity and the federation's roster (:mod:`uldp.secure.roster`) signs its
+     key at step 1 and, at step 2, checks every relayed key's signature against the roster before it derives
+     anything: a server that puts keys of its own in the directory (and would otherwise know every pair's masks
+     and read each silo's update) is refused by a :class:`~uldp.secure.roster.RosterMismatch` naming the silo whose
+     key failed. Without a roster the keys are as the server relays them: private against a semi-honest server
+     only.
 Round t (:data:`STAGE_UPDATE`, one message per silo):
   3. silo s encodes its update x_s in fixed point, ``E_s = rint(x_s 2^f)`` (:func:`uldp.secure.encoding.encode`,
      f = :data:`RESOLUTION_BITS`), and sends ``E_s + sum_{s<s'} r_ss' - sum_{s>s'} r_ss'`` in the ring
@@ -30,6 +36,17 @@ round, or of the wrong length names its sender (:class:`uldp.secure.driver.Proto
 its masked values cannot: every message is uniform on the ring whatever the update, so a silo that sends more than
 its method allows shows only in the decoded sum, which the server bounds by the sum of the silos' bounds (as with
 Protocol 1) and then aborts the round without naming a silo.
+
+The bound is on the sum, not on each silo (issue 41 item 6): the server checks ``|sum_s x_s| <= sum_s bound_s``,
+so one silo may send up to |S| times its own bound (about ``(|S| - 1)`` honest silos' room besides its own) and
+move the model that much more than an honest silo could; no silo is named. A range proof per silo (each encoding
+within its bound, proved on the masked values) would close this slack, but none that is cheap on 2^64-ring
+additive masks is known to us: Bulletproofs-style proofs need commitments in a prime-order group, at about a
+millisecond of group work per coordinate and silo, i.e. minutes per round at MNIST size. The slack stays, stated.
+Secure aggregation also spreads the noise: a silo's share is ``sigma C / sqrt(|S|)`` and the guarantee assumes every
+other silo adds its share, so silos that collude and leave theirs out (or subtract what they know of their own)
+leave the total with the honest silos' shares only (``sigma sqrt(h / |S|)`` with h honest silos); the collusion
+threshold of :mod:`uldp.policy` scales each silo's noise for that.
 
 Each silo answers each round index at most once (two masked answers of one round under the same masks would let the
 server subtract them), and its secrets travel between processes only as :class:`MaskedSumState` bytes.
@@ -67,6 +84,8 @@ from uldp.secure.messages import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
+    from uldp.secure.roster import Credentials
+
 STAGE_KEY = "sum-key"
 STAGE_DIRECTORY = "sum-directory"
 STAGE_UPDATE = "sum-update"
@@ -77,6 +96,8 @@ RESOLUTION_BITS = 36
 #: The ring Z_(2^64): numpy's uint64 arithmetic wraps exactly there.
 RING_BITS = 64
 _RING_BYTES = RING_BITS // 8
+#: What a silo's attestation of its DH key binds it to (:func:`uldp.secure.roster.attest`): this protocol and stage.
+ATTESTATION_CONTEXT = b"uldp/masked-sum/" + STAGE_KEY.encode()
 
 Payloads = tuple[bytes, ...]
 
@@ -111,11 +132,18 @@ class MaskedSumSilo:
         silo_id: This silo's number, ``0 .. |S| - 1``.
         n_silos: |S|.
         answered_round: The last round it answered (a new session keeps it: no round index is answered twice).
+        credentials: This silo's identity and the federation's roster it holds
+            (:class:`~uldp.secure.roster.Credentials`): its key is signed and every relayed key checked against the
+            roster (module docstring, step 2). None: keys unauthenticated (a semi-honest server only).
+
+    Raises:
+        ValueError: a roster of another size, or an identity that is not the roster's silo ``silo_id``.
     """
 
     silo_id: int
     n_silos: int
     answered_round: int = 0
+    credentials: Credentials | None = field(default=None, repr=False)
     _dh_key: X25519PrivateKey = field(default_factory=keys.new_dh_private_key, repr=False)
     _mask_keys: dict[int, bytes] = field(default_factory=dict, repr=False)
     _session: bytes = field(default=b"", repr=False)
@@ -123,6 +151,8 @@ class MaskedSumSilo:
     def __post_init__(self) -> None:
         check_integer("n_silos", self.n_silos, minimum=1)
         check_integer("silo_id", self.silo_id, minimum=0, maximum=self.n_silos - 1)
+        if self.credentials is not None:
+            self.credentials.check_silo(self.silo_id, self.n_silos)
 
     @property
     def ready(self) -> bool:
@@ -130,8 +160,13 @@ class MaskedSumSilo:
         return bool(self._session)
 
     def public_key(self) -> DhPublicKeyMessage:
-        """Step 1: this silo's X25519 public key."""
-        return DhPublicKeyMessage(silo=self.silo_id, public_key=keys.dh_public_bytes(self._dh_key))
+        """Step 1: this silo's X25519 public key, signed by its identity when it holds a roster."""
+        message = DhPublicKeyMessage(
+            silo=self.silo_id, public_key=keys.dh_public_bytes(self._dh_key)
+        )
+        if self.credentials is None:
+            return message
+        return self.credentials.signed(message, context=ATTESTATION_CONTEXT)
 
     def receive_directory(self, directory: DhDirectoryMessage) -> None:
         """Step 2: the pairwise mask keys with every other silo.
@@ -139,6 +174,7 @@ class MaskedSumSilo:
         Raises:
             ValueError: a directory of another size, without this silo's own key in its place, with a repeated key,
                 or a set-up done already.
+            RosterMismatch: with a roster, a relayed key its roster identity did not sign (the silo named).
         """
         if self.ready:
             raise ValueError(
@@ -154,6 +190,8 @@ class MaskedSumSilo:
             raise ValueError(
                 f"silo {self.silo_id}: the directory does not hold this silo's key in its place"
             )
+        if self.credentials is not None:
+            self.credentials.check(directory, context=ATTESTATION_CONTEXT)
         self._session = session = session_of(directory)
         self._mask_keys = {
             peer: keys.derive_pairwise_keys(
@@ -275,8 +313,8 @@ class MaskedSumSilo:
         ).to_bytes()
 
     @classmethod
-    def restore(cls, state: bytes) -> MaskedSumSilo:
-        """The silo :meth:`export_state` wrote.
+    def restore(cls, state: bytes, *, credentials: Credentials | None = None) -> MaskedSumSilo:
+        """The silo :meth:`export_state` wrote, with its credentials (kept in the silo's own files).
 
         Raises:
             ValueError: no masked-sum state, or keys of the wrong length or for the wrong peers.
@@ -286,6 +324,7 @@ class MaskedSumSilo:
             record.silo,
             record.n_silos,
             answered_round=record.answered_round,
+            credentials=credentials,
             _dh_key=X25519PrivateKey.from_private_bytes(record.dh_private),
         )
         others = tuple(p for p in range(record.n_silos) if p != record.silo)
@@ -384,6 +423,7 @@ class MaskedSumServer:
                 "the masked sum's set-up has run already; start a new session for new keys"
             )
         public: list[bytes] = []
+        signed: list[bytes] = []
         for silo, payloads in self._ask(STAGE_KEY, dict.fromkeys(range(self.n_silos), ())).items():
             try:
                 if len(payloads) != 1:
@@ -398,7 +438,10 @@ class MaskedSumServer:
                     f"{STAGE_KEY}: silo {silo} sent a bad public key: {error}", silo=silo
                 ) from error
             public.append(message.public_key)
-        directory = DhDirectoryMessage(public_keys=tuple(public)).to_bytes()
+            signed.append(message.attestation)
+        directory = DhDirectoryMessage(
+            public_keys=tuple(public), attestations=tuple(signed) if any(signed) else ()
+        ).to_bytes()
         self._ask(STAGE_DIRECTORY, dict.fromkeys(range(self.n_silos), (directory,)))
         self._ready = True
 

@@ -149,8 +149,8 @@ def write_identity(path: str | os.PathLike, name: str, *, force: bool = False) -
     target = Path(path)
     if target.exists() and not force:
         raise ValueError(
-            f"identity file {target} exists already; pass force to rotate it (every silo then "
-            f"replaces its fingerprint)"
+            f"identity file {target} exists already; rotate it with force=True (uldp roster identity "
+            f"--force), then every silo replaces its fingerprint"
         )
     identity = Identity.generate(name)
     document = {

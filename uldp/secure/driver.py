@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
+from uldp.common.checks import check_rate
 from uldp.secure import keys
 from uldp.secure.messages import (
     BlindedHistogramMessage,
@@ -54,6 +55,7 @@ from uldp.secure.messages import (
 )
 from uldp.secure.protocol import Server, Silo
 from uldp.secure.roster import Credentials, RosterMismatch
+from uldp.secure.sampling import sample_users
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -324,6 +326,10 @@ class SiloDriver:
         credentials: This silo's identity and the roster it holds (:class:`~uldp.secure.roster.Credentials`): its
             X25519 key is signed at 1(a) and every relayed key checked at 1(b). None: the keys are as the server
             relays them (a semi-honest server only).
+        sample_rate: Beyond the paper, q of this silo's policy for a user sample the server cannot see
+            (:mod:`uldp.secure.sampling`, keyed by the seed R): each round the silo zeroes the clipped deltas of the
+            users outside :meth:`sample` before its weighted sum; the server encrypts every user's weight. None:
+            the sample is the server's (it encrypts zero for the users it did not sample).
     """
 
     def __init__(
@@ -336,13 +342,30 @@ class SiloDriver:
         progress: SiloProgress | None = None,
         verifier: Verifier | None = None,
         credentials: Credentials | None = None,
+        sample_rate: float | None = None,
     ) -> None:
         self.silo_id, self.config = silo_id, config
+        self.sample_rate = None if sample_rate is None else check_rate("sample_rate", sample_rate)
         if credentials is not None:
             credentials.check_silo(silo_id, config.n_silos)
         self.credentials = credentials
         self.role = role if role is not None else Silo(silo_id, counts, config, verifier=verifier)
         self.progress = progress or SiloProgress()
+
+    def sample(self, round_index: int) -> np.ndarray:
+        """Round ``round_index``'s user sample (bool [|U|]), the same in every silo, unknown to the server.
+
+        Raises:
+            ValueError: no ``sample_rate``, or before step 1(c).
+        """
+        if self.sample_rate is None:
+            raise ValueError(f"silo {self.silo_id} has no sample_rate: the sample is the server's")
+        return sample_users(
+            self.role.sampling_key(),
+            round_index=round_index,
+            n_users=self.config.n_users,
+            q=self.sample_rate,
+        )
 
     def expected(self) -> str:
         """The stage(s) this silo answers next, in words."""
@@ -423,6 +446,8 @@ class SiloDriver:
         # Spent before the update is computed: whatever happens next, this round index is never answered again.
         self.progress = replace(progress, shares_round=0, answered_round=round_index)
         deltas, noise = inputs()
+        if self.sample_rate is not None:  # unsampled users add zero; the server cannot tell which
+            deltas = np.where(self.sample(round_index)[:, None], deltas, 0.0)
         update = self.role.lattice_update if self.config.lattice else self.role.masked_update
         return (update(weights, shared, deltas, noise).to_bytes(),)
 

@@ -18,6 +18,10 @@ Set-up (once per session):
      and read each silo's update) is refused by a :class:`~uldp.secure.roster.RosterMismatch` naming the silo whose
      key failed. Without a roster the keys are as the server relays them: private against a semi-honest server
      only.
+Beyond the paper, a user sample the server cannot see (:mod:`uldp.secure.sampling`; a silo given ``sample_rate``, a
+server given ``hidden_sample``): at step 2 each silo also answers with a 32-byte contribution sealed for every other
+silo, and :data:`STAGE_SAMPLE` relays them; each silo's seed is the hash of all of them, and
+:meth:`MaskedSumSilo.sample` is round t's sample, the same in every silo, which the silo's update is computed on.
 Round t (:data:`STAGE_UPDATE`, one message per silo):
   3. silo s encodes its update x_s in fixed point, ``E_s = rint(x_s 2^f)`` (:func:`uldp.secure.encoding.encode`,
      f = :data:`RESOLUTION_BITS`), and sends ``E_s + sum_{s<s'} r_ss' - sum_{s>s'} r_ss'`` in the ring
@@ -70,8 +74,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from uldp.common.checks import check_integer
-from uldp.secure import encoding, keys
+from uldp.common.checks import check_integer, check_rate
+from uldp.secure import encoding, keys, sampling
 from uldp.secure.driver import ProtocolAbort
 from uldp.secure.masks import PURPOSE_SUM, KeyStream
 from uldp.secure.messages import (
@@ -79,6 +83,7 @@ from uldp.secure.messages import (
     DhPublicKeyMessage,
     MaskedSumMessage,
     MaskedSumState,
+    SealedMessage,
 )
 
 if TYPE_CHECKING:
@@ -91,6 +96,8 @@ STAGE_DIRECTORY = "sum-directory"
 STAGE_UPDATE = "sum-update"
 #: The set-up stages in order; then one :data:`STAGE_UPDATE` per round.
 SETUP_STAGES = (STAGE_KEY, STAGE_DIRECTORY)
+#: Beyond the paper: the set-up stage that relays the silos' sealed contributions to the sampling seed.
+STAGE_SAMPLE = "sum-sample"
 #: f: the fixed-point resolution 2^-f of the silos' updates (2^-36, about 1.5e-11, far below float32's steps).
 RESOLUTION_BITS = 36
 #: The ring Z_(2^64): numpy's uint64 arithmetic wraps exactly there.
@@ -135,6 +142,9 @@ class MaskedSumSilo:
         credentials: This silo's identity and the federation's roster it holds
             (:class:`~uldp.secure.roster.Credentials`): its key is signed and every relayed key checked against the
             roster (module docstring, step 2). None: keys unauthenticated (a semi-honest server only).
+        sample_rate: Beyond the paper, q of this silo's policy for a user sample the server cannot see
+            (:mod:`uldp.secure.sampling`): the silo takes part in :data:`STAGE_SAMPLE` and answers no round before
+            it. None: no hidden sample.
 
     Raises:
         ValueError: a roster of another size, or an identity that is not the roster's silo ``silo_id``.
@@ -144,15 +154,20 @@ class MaskedSumSilo:
     n_silos: int
     answered_round: int = 0
     credentials: Credentials | None = field(default=None, repr=False)
+    sample_rate: float | None = None
     _dh_key: X25519PrivateKey = field(default_factory=keys.new_dh_private_key, repr=False)
     _mask_keys: dict[int, bytes] = field(default_factory=dict, repr=False)
     _session: bytes = field(default=b"", repr=False)
+    _contribution: bytes = field(default=b"", repr=False)
+    _sampling_seed: bytes = field(default=b"", repr=False)
 
     def __post_init__(self) -> None:
         check_integer("n_silos", self.n_silos, minimum=1)
         check_integer("silo_id", self.silo_id, minimum=0, maximum=self.n_silos - 1)
         if self.credentials is not None:
             self.credentials.check_silo(self.silo_id, self.n_silos)
+        if self.sample_rate is not None:
+            self.sample_rate = check_rate("sample_rate", self.sample_rate)
 
     @property
     def ready(self) -> bool:
@@ -209,6 +224,45 @@ class MaskedSumSilo:
             total = total + masks if self.silo_id < peer else total - masks
         return total
 
+    def sealed_contributions(self) -> list[SealedMessage]:
+        """Beyond the paper, step 2: a fresh contribution to the sampling seed, sealed for every other silo."""
+        self._contribution = sampling.new_contribution()
+        return [
+            sampling.seal_contribution(key, self._contribution, sender=self.silo_id, recipient=peer)
+            for peer, key in sorted(self._mask_keys.items())
+        ]
+
+    def receive_contributions(self, messages: Sequence[SealedMessage]) -> None:
+        """Beyond the paper, :data:`STAGE_SAMPLE`: open every other silo's contribution; the seed is their hash.
+
+        Raises:
+            ValueError: before step 2, a seed set already, or see :func:`uldp.secure.sampling.open_contributions`.
+        """
+        if not self._contribution or self._sampling_seed:
+            raise ValueError(
+                f"silo {self.silo_id}: the sampling contributions come once, after {STAGE_DIRECTORY}"
+            )
+        opened = sampling.open_contributions(
+            messages, own_id=self.silo_id, pair_keys=self._mask_keys
+        )
+        opened[self.silo_id] = self._contribution
+        ordered = [opened[s] for s in range(self.n_silos)]
+        self._sampling_seed = sampling.agreed_seed(ordered, session=self._session)
+
+    def sample(self, round_index: int, n_users: int) -> np.ndarray:
+        """Round ``round_index``'s user sample (bool [n_users]), the same in every silo; the server never sees it.
+
+        Raises:
+            ValueError: no ``sample_rate``, or before :data:`STAGE_SAMPLE`.
+        """
+        if self.sample_rate is None or not self._sampling_seed:
+            raise ValueError(
+                f"silo {self.silo_id}: no hidden sample (a sample_rate and the {STAGE_SAMPLE} stage)"
+            )
+        return sampling.sample_users(
+            self._sampling_seed, round_index=round_index, n_users=n_users, q=self.sample_rate
+        )
+
     def check_round(self, round_index: int) -> None:
         """Refuse a round before the set-up (a secure silo never sends its update unmasked) or one not after the
         last it answered (its masks would repeat).
@@ -216,10 +270,10 @@ class MaskedSumSilo:
         Raises:
             ValueError: naming the round and why.
         """
-        if not self.ready:
+        if not self.ready or (self.sample_rate is not None and not self._sampling_seed):
             raise ValueError(
                 f"silo {self.silo_id}: a masked update before the masked sum's set-up; a secure silo "
-                f"never sends its update unmasked"
+                f"never sends its update unmasked (nor, with a hidden sample, before its seed)"
             )
         if (
             isinstance(round_index, bool)
@@ -273,7 +327,7 @@ class MaskedSumSilo:
         """This silo's answer to one stage: every transport's entry point (as Protocol 1's ``SiloDriver.answer``).
 
         Args:
-            stage: :data:`STAGE_KEY`, :data:`STAGE_DIRECTORY` or :data:`STAGE_UPDATE`.
+            stage: :data:`STAGE_KEY`, :data:`STAGE_DIRECTORY`, :data:`STAGE_SAMPLE` or :data:`STAGE_UPDATE`.
             round_index: The round (0 for the set-up).
             payloads: The server's message (the directory for :data:`STAGE_DIRECTORY`, nothing otherwise).
             update: For :data:`STAGE_UPDATE`: ``() -> update``, called only once the round may be answered.
@@ -289,10 +343,16 @@ class MaskedSumSilo:
                     f"{STAGE_DIRECTORY} carries one directory, got {len(payloads)} payloads"
                 )
             self.receive_directory(DhDirectoryMessage.from_bytes(payloads[0]))
+            if self.sample_rate is None:
+                return ()
+            return tuple(message.to_bytes() for message in self.sealed_contributions())
+        if stage == STAGE_SAMPLE:
+            self.receive_contributions([SealedMessage.from_bytes(p) for p in payloads])
             return ()
         if stage != STAGE_UPDATE:
             raise ValueError(
-                f"unknown masked-sum stage {stage!r}; the stages are {(*SETUP_STAGES, STAGE_UPDATE)}"
+                f"unknown masked-sum stage {stage!r}; the stages are "
+                f"{(*SETUP_STAGES, STAGE_SAMPLE, STAGE_UPDATE)}"
             )
         if update is None:
             raise ValueError(f"{STAGE_UPDATE} needs the silo's update")
@@ -310,11 +370,19 @@ class MaskedSumSilo:
             peers=tuple(peers),
             mask_keys=tuple(self._mask_keys[p] for p in peers),
             answered_round=self.answered_round,
+            contribution=self._contribution,
+            sampling_seed=self._sampling_seed,
         ).to_bytes()
 
     @classmethod
-    def restore(cls, state: bytes, *, credentials: Credentials | None = None) -> MaskedSumSilo:
-        """The silo :meth:`export_state` wrote, with its credentials (kept in the silo's own files).
+    def restore(
+        cls,
+        state: bytes,
+        *,
+        credentials: Credentials | None = None,
+        sample_rate: float | None = None,
+    ) -> MaskedSumSilo:
+        """The silo :meth:`export_state` wrote, with its credentials and sampling rate (the silo's own files).
 
         Raises:
             ValueError: no masked-sum state, or keys of the wrong length or for the wrong peers.
@@ -325,6 +393,7 @@ class MaskedSumSilo:
             record.n_silos,
             answered_round=record.answered_round,
             credentials=credentials,
+            sample_rate=sample_rate,
             _dh_key=X25519PrivateKey.from_private_bytes(record.dh_private),
         )
         others = tuple(p for p in range(record.n_silos) if p != record.silo)
@@ -343,8 +412,17 @@ class MaskedSumSilo:
             raise ValueError(
                 f"masked-sum state of silo {record.silo}: a session id without its keys or the reverse"
             )
+        if any(
+            len(value) not in (0, sampling.SEED_BYTES)
+            for value in (record.contribution, record.sampling_seed)
+        ):
+            raise ValueError(
+                f"masked-sum state of silo {record.silo}: a sampling contribution or seed that is not "
+                f"{sampling.SEED_BYTES} bytes"
+            )
         silo._mask_keys = dict(zip(record.peers, record.mask_keys, strict=True))
         silo._session = record.session
+        silo._contribution, silo._sampling_seed = record.contribution, record.sampling_seed
         return silo
 
 
@@ -394,16 +472,21 @@ class MaskedSumServer:
         n_silos: |S|.
         exchange: ``(stage, round_index, {silo: payloads}) -> {silo: payloads}``, one message out and one answer
             back per silo.
+        hidden_sample: Beyond the paper, relay the silos' sealed contributions to their sampling seed
+            (:data:`STAGE_SAMPLE`, :mod:`uldp.secure.sampling`); the server then never knows the sample.
     """
 
     def __init__(
         self,
         n_silos: int,
         exchange: Callable[[str, int, dict[int, Payloads]], Mapping[int, Payloads]],
+        *,
+        hidden_sample: bool = False,
     ) -> None:
         self.n_silos = check_integer("n_silos", n_silos, minimum=1)
         self._exchange = exchange
         self._ready = False
+        self.hidden_sample = hidden_sample
 
     def _ask(self, stage: str, payloads: dict[int, Payloads]) -> dict[int, Payloads]:
         answers = self._exchange(stage, 0, payloads)
@@ -442,8 +525,30 @@ class MaskedSumServer:
         directory = DhDirectoryMessage(
             public_keys=tuple(public), attestations=tuple(signed) if any(signed) else ()
         ).to_bytes()
-        self._ask(STAGE_DIRECTORY, dict.fromkeys(range(self.n_silos), (directory,)))
+        sealed = self._ask(STAGE_DIRECTORY, dict.fromkeys(range(self.n_silos), (directory,)))
+        if self.hidden_sample:
+            self._ask(STAGE_SAMPLE, self._route(sealed))
         self._ready = True
+
+    def _route(self, answers: Mapping[int, Payloads]) -> dict[int, Payloads]:
+        """Each silo's sealed contributions, to their recipients (one from each other silo, or an abort)."""
+        inbox: dict[int, list[bytes]] = {s: [] for s in range(self.n_silos)}
+        for silo, payloads in answers.items():
+            try:
+                messages = [SealedMessage.from_bytes(p) for p in payloads]
+                recipients = sorted(m.recipient for m in messages)
+                if any(m.sender != silo for m in messages) or recipients != [
+                    s for s in range(self.n_silos) if s != silo
+                ]:
+                    raise ValueError(f"contributions from {silo} to {recipients}")
+            except ValueError as error:
+                raise ProtocolAbort(
+                    f"{STAGE_DIRECTORY}: silo {silo} sent bad sampling contributions: {error}",
+                    silo=silo,
+                ) from error
+            for message, data in zip(messages, payloads, strict=True):
+                inbox[message.recipient].append(data)
+        return {s: tuple(inbox[s]) for s in range(self.n_silos)}
 
     def finish_round(
         self, round_index: int, answers: Mapping[int, Payloads], size: int

@@ -467,7 +467,8 @@ class MaskedSumState(Message, tag=15):
     where it keeps them between messages (a Flower ClientApp's node-local context state).
 
     ``session``, ``peers`` and ``mask_keys`` are empty before the set-up's directory; the keys are in the peers'
-    order.
+    order. ``contribution`` (this silo's, to the sampling seed) and ``sampling_seed`` are empty without a hidden
+    sample (:mod:`uldp.secure.sampling`) and before the stages that set them.
     """
 
     silo: U32
@@ -477,6 +478,8 @@ class MaskedSumState(Message, tag=15):
     peers: Ints
     mask_keys: ByteList
     answered_round: U32
+    contribution: bytes = b""
+    sampling_seed: bytes = b""
 
 
 @dataclass(frozen=True)

@@ -712,6 +712,13 @@ class Silo:
             count=self.config.n_users,
         )
 
+    def sampling_key(self) -> bytes:
+        """Beyond the paper: the key of the silos' user sample (:mod:`uldp.secure.sampling`), derived from the seed R
+        of step 1(c), which the server never sees; the same in every silo."""
+        if self._seed is None:
+            raise ValueError(f"silo {self.silo_id} has no seed R yet (step 1(c))")
+        return keys.derive_key(self._seed, label=b"user-sampling" + self._session)
+
     def _users_of(self, silo: int) -> range:
         """The users whose shared weight power silo ``silo`` computes in step 2(b): u = silo mod |S|."""
         return range(silo, self.config.n_users, self.config.n_silos)

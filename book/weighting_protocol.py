@@ -237,9 +237,20 @@ print(
 # Makriyannis and Peled 2020 (`uldp.secure.modulus_proof`): a Paillier-Blum modulus proof ($n$ is the product of two
 # distinct primes) and a no-small-factor proof, made in a ring-Pedersen group that the silo drew itself and bound
 # to the silo, the session and a fresh nonce of the silo's, so a proof cannot be replayed to another silo or session.
-# What it does not stop: a server with a well-formed key still chooses the sampled users and the weights it encrypts,
-# what it relays and when it aborts; the pairwise masks, not the key, hide one silo's update. The cost at the paper's
-# key size, by `benchmarks/modulus_proof.py` (committed):
+# What it does not stop: a server with a well-formed key still chooses the weights it encrypts, what it relays and
+# when it aborts. The pairwise masks, not the key, hide one silo's update, and only if the X25519 keys they come from
+# are the silos' own: a server that relayed keys of its own would sit in the middle of every pair. So each silo has a
+# long-term identity and holds the federation's roster, made by the silos out of band like SSH's `known_hosts`
+# (`uldp.secure.roster`, `uldp roster`); every silo signs its key, bound to the session, and checks every relayed key
+# against its roster, aborting with the name of the silo whose key fails. With `sample_rate` the silos also draw each
+# round's user sample from a seed the server never sees (`uldp.secure.sampling`: a PRF of the seed below $q$;
+# unsampled users add zero and the server encrypts every user's weight), so the sample stays hidden from the server,
+# as amplification by user sub-sampling needs. Two slacks remain, stated. The server checks the
+# decoded sum against the sum of the silos' bounds, so one silo can move the model up to $|S|$ times an honest silo's
+# bound; no cheap range proof per silo exists for the ring masks. And a silo's noise share $\sigma C / \sqrt{|S|}$
+# assumes the others add theirs: silos that collude and leave their shares out leave the sum with the honest silos'
+# shares only, which a collusion threshold in the silos' policy must scale for. The cost at the paper's key size, by
+# `benchmarks/modulus_proof.py` (committed):
 
 # %%
 from IPython.display import Markdown, display

@@ -79,6 +79,8 @@ COMMANDS = {
     "grid": ["grid", "list"],
 }
 DEPLOY_ROLES = ("deploy server", "deploy silo")
+#: Run on files of their own by tests/test_secure_cli.py.
+ROSTER_COMMANDS = ("roster identity", "roster add", "roster show")
 
 
 def json_commands(parser: argparse.ArgumentParser, prefix: str = "") -> set[str]:
@@ -101,7 +103,7 @@ def run_json(argv: list[str], capsys) -> tuple[dict, str]:
 
 
 def test_every_json_command_is_tested():
-    assert json_commands(build_parser()) == set(COMMANDS) | set(DEPLOY_ROLES)
+    assert json_commands(build_parser()) == set(COMMANDS) | set(DEPLOY_ROLES) | set(ROSTER_COMMANDS)
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

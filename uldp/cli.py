@@ -18,13 +18,16 @@ COMMAND_MODULES: tuple[str, ...] = (
     "uldp.data.cli",
     "uldp.paper.experiments_cli",
     "uldp.deploy.cli",
+    "uldp.secure.cli",
     "uldp.flower_cli",
     "uldp.simulation_cli",
 )
 
 
+#: The dests of nested sub-commands (``uldp deploy server``, ``uldp roster add``): part of the command's name.
+_SUBCOMMANDS = ("deploy_command", "roster_command")
 #: Parsed arguments that are plumbing, not inputs of the computation (left out of the JSON ``inputs``).
-_NOT_INPUTS = frozenset({"handler", "json", "progress", "quiet", "command", "deploy_command"})
+_NOT_INPUTS = frozenset({"handler", "json", "progress", "quiet", "command", *_SUBCOMMANDS})
 
 
 def command_inputs(args: argparse.Namespace) -> dict[str, Any]:
@@ -44,7 +47,8 @@ def print_json(payload: dict[str, Any], args: argparse.Namespace) -> None:
     ``uldp ... --json | python -c 'import json, sys; json.load(sys.stdin)'`` reads it whole. Paths and other
     values JSON has no type for are written as strings.
     """
-    command = " ".join(filter(None, (args.command, getattr(args, "deploy_command", None))))
+    nested = (getattr(args, name, None) for name in _SUBCOMMANDS)
+    command = " ".join(filter(None, (args.command, *nested)))
     document = {"command": command, "inputs": command_inputs(args), **payload}
     print(json.dumps(document, sort_keys=False, default=str))
 

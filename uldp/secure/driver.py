@@ -18,7 +18,10 @@ Stages, each one exchange (server -> every silo -> server):
   each silo's X25519 public key and (beyond the paper) its ring-Pedersen parameters with a fresh nonce;
 - :data:`STAGE_DIRECTORY` (1(b)): the directory of X25519 keys and the proof, for that silo, that the modulus is
   well formed (:mod:`uldp.secure.modulus_proof`) -> silo 0's sealed seed R; a silo checks the proof before it uses
-  the modulus and refuses the key with a :class:`ProtocolAbort` that names the failed check;
+  the modulus and refuses the key with a :class:`ProtocolAbort` that names the failed check; a silo with a roster
+  (beyond the paper, :mod:`uldp.secure.roster`) signed its X25519 key at 1(a), bound to the session id (the
+  SHA-256 of the modulus), and now checks every relayed key against its roster, refusing a swapped one with a
+  :class:`ProtocolAbort` that names the silo whose key failed;
 - :data:`STAGE_SEED` (1(c)-(e)): the relayed sealed seed -> each silo's blinded histogram;
 - :data:`STAGE_SHARES` (2(a)-(b), shared part): the round's Enc(B_inv(N_u)) -> each silo's shares (sealed weight
   powers, or the packed backends' rescale request);
@@ -38,6 +41,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
+from uldp.common.checks import check_rate
+from uldp.secure import keys
 from uldp.secure.messages import (
     BlindedHistogramMessage,
     DhDirectoryMessage,
@@ -53,6 +58,8 @@ from uldp.secure.messages import (
     parse_message,
 )
 from uldp.secure.protocol import Server, Silo
+from uldp.secure.roster import Credentials, RosterMismatch
+from uldp.secure.sampling import sample_users
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -342,6 +349,13 @@ class SiloDriver:
         malicious_server: The silo's policy asks for a guarantee against a malicious server: a backend that does not
             check the server's weights (the lattice backend, :attr:`uldp.secure.backends.Backend.checks_weights`)
             is refused.
+        credentials: This silo's identity and the roster it holds (:class:`~uldp.secure.roster.Credentials`): its
+            X25519 key is signed at 1(a) and every relayed key checked at 1(b). None: the keys are as the server
+            relays them (a semi-honest server only).
+        sample_rate: Beyond the paper, q of this silo's policy for a user sample the server cannot see
+            (:mod:`uldp.secure.sampling`, keyed by the seed R): each round the silo zeroes the clipped deltas of the
+            users outside :meth:`sample` before its weighted sum; the server encrypts every user's weight. None:
+            the sample is the server's (it encrypts zero for the users it did not sample).
 
     Raises:
         ProtocolAbort: ``malicious_server`` with a backend that does not check the server's weights.
@@ -357,6 +371,8 @@ class SiloDriver:
         progress: SiloProgress | None = None,
         verifier: Verifier | None = None,
         malicious_server: bool = False,
+        credentials: Credentials | None = None,
+        sample_rate: float | None = None,
     ) -> None:
         self.silo_id, self.config = silo_id, config
         if malicious_server and not config.backend.checks_weights:
@@ -366,8 +382,27 @@ class SiloDriver:
                 f"(use a Paillier backend, whose weights the silos check)",
                 silo=silo_id,
             )
+        self.sample_rate = None if sample_rate is None else check_rate("sample_rate", sample_rate)
+        if credentials is not None:
+            credentials.check_silo(silo_id, config.n_silos)
+        self.credentials = credentials
         self.role = role if role is not None else Silo(silo_id, counts, config, verifier=verifier)
         self.progress = progress or SiloProgress()
+
+    def sample(self, round_index: int) -> np.ndarray:
+        """Round ``round_index``'s user sample (bool [|U|]), the same in every silo, unknown to the server.
+
+        Raises:
+            ValueError: no ``sample_rate``, or before step 1(c).
+        """
+        if self.sample_rate is None:
+            raise ValueError(f"silo {self.silo_id} has no sample_rate: the sample is the server's")
+        return sample_users(
+            self.role.sampling_key(),
+            round_index=round_index,
+            n_users=self.config.n_users,
+            q=self.sample_rate,
+        )
 
     def expected(self) -> str:
         """The stage(s) this silo answers next, in words."""
@@ -469,6 +504,8 @@ class SiloDriver:
         else:
             shared = [parse_message(p) for p in payloads[1:]]
         deltas, noise = inputs()
+        if self.sample_rate is not None:  # unsampled users add zero; the server cannot tell which
+            deltas = np.where(self.sample(round_index)[:, None], deltas, 0.0)
         return (self.role.masked_update(weights, shared, deltas, noise).to_bytes(),)
 
     def _setup(self, stage: str, payloads: Payloads) -> Payloads:
@@ -480,7 +517,11 @@ class SiloDriver:
                     f"and {extra} key message(s) of the backend, got {len(payloads)} payloads"
                 )
             self.role.receive_backend_keys([parse_message(p) for p in payloads[1:]])
-            return _to_bytes(self.role.receive_public_key(_one(payloads[:1], PublicKeyMessage)))
+            public = _one(payloads[:1], PublicKeyMessage)
+            dh_key, request = self.role.receive_public_key(public)
+            if self.credentials is not None:
+                dh_key = self.credentials.signed(dh_key, context=_session_context(public.modulus))
+            return _to_bytes((dh_key, request))
         if stage == STAGE_DIRECTORY:
             if len(payloads) != 2:
                 raise ValueError(
@@ -488,15 +529,30 @@ class SiloDriver:
                     f"{len(payloads)} payloads"
                 )
             try:  # beyond the paper: the modulus is used only once its proof passed
-                self.role.accept_modulus(ModulusProofMessage.from_bytes(payloads[1]))
+                proof = ModulusProofMessage.from_bytes(payloads[1])
+                self.role.accept_modulus(proof)
             except ValueError as error:
                 raise ProtocolAbort(
                     f"silo {self.silo_id} refuses the server's Paillier key: {error}",
                     silo=self.silo_id,
                 ) from error
-            return _to_bytes(self.role.receive_dh_directory(_one(payloads[:1], DhDirectoryMessage)))
+            directory = _one(payloads[:1], DhDirectoryMessage)
+            if self.credentials is not None:
+                try:  # beyond the paper: no pairwise key from a key the roster does not vouch for
+                    self.credentials.check(directory, context=_session_context(proof.modulus))
+                except RosterMismatch as error:
+                    raise ProtocolAbort(
+                        f"silo {self.silo_id} refuses the DH directory: {error}", silo=error.silo
+                    ) from error
+            return _to_bytes(self.role.receive_dh_directory(directory))
         self.role.receive_seed([SealedMessage.from_bytes(p) for p in payloads])
         return (self.role.blinded_histogram().to_bytes(),)
+
+
+def _session_context(modulus: int) -> bytes:
+    """What a silo's attestation of its X25519 key binds it to: Protocol 1's step 1(a) of the session of
+    ``modulus`` (:func:`uldp.secure.keys.session_id`)."""
+    return b"uldp/p1/" + STAGE_KEY.encode() + keys.session_id(modulus)
 
 
 def _one(payloads: Payloads, kind: type[M], round_index: int | None = None) -> M:

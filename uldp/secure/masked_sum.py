@@ -12,6 +12,16 @@ Set-up (once per session):
   2. :data:`STAGE_DIRECTORY`: the server relays the directory of public keys; each silo checks its own key is in
      its place and derives with every other silo a pairwise mask key (X25519 + HKDF-SHA256, bound to this session:
      the SHA-256 of the directory; step 1(b), :func:`uldp.secure.keys.derive_pairwise_keys`).
+     Beyond the paper, a silo given an identity and the federation's roster (:mod:`uldp.secure.roster`) signs its
+     key at step 1 and, at step 2, checks every relayed key's signature against the roster before it derives
+     anything: a server that puts keys of its own in the directory (and would otherwise know every pair's masks
+     and read each silo's update) is refused by a :class:`~uldp.secure.roster.RosterMismatch` naming the silo whose
+     key failed. Without a roster the keys are as the server relays them: private against a semi-honest server
+     only.
+Beyond the paper, a user sample the server cannot see (:mod:`uldp.secure.sampling`; a silo given ``sample_rate``, a
+server given ``hidden_sample``): at step 2 each silo also answers with a 32-byte contribution sealed for every other
+silo, and :data:`STAGE_SAMPLE` relays them; each silo's seed is the hash of all of them, and
+:meth:`MaskedSumSilo.sample` is round t's sample, the same in every silo, which the silo's update is computed on.
 Round t (:data:`STAGE_UPDATE`, one message per silo):
   3. silo s encodes its update x_s in fixed point, ``E_s = rint(x_s 2^f)`` (:func:`uldp.secure.encoding.encode`,
      f = :data:`RESOLUTION_BITS`), and sends ``E_s + sum_{s<s'} r_ss' - sum_{s>s'} r_ss'`` in the ring
@@ -30,6 +40,17 @@ round, or of the wrong length names its sender (:class:`uldp.secure.driver.Proto
 its masked values cannot: every message is uniform on the ring whatever the update, so a silo that sends more than
 its method allows shows only in the decoded sum, which the server bounds by the sum of the silos' bounds (as with
 Protocol 1) and then aborts the round without naming a silo.
+
+The bound is on the sum, not on each silo (issue 41 item 6): the server checks ``|sum_s x_s| <= sum_s bound_s``,
+so one silo may send up to |S| times its own bound (about ``(|S| - 1)`` honest silos' room besides its own) and
+move the model that much more than an honest silo could; no silo is named. A range proof per silo (each encoding
+within its bound, proved on the masked values) would close this slack, but none that is cheap on 2^64-ring
+additive masks is known to us: Bulletproofs-style proofs need commitments in a prime-order group, at about a
+millisecond of group work per coordinate and silo, i.e. minutes per round at MNIST size. The slack stays, stated.
+Secure aggregation also spreads the noise: a silo's share is ``sigma C / sqrt(|S|)`` and the guarantee assumes every
+other silo adds its share, so silos that collude and leave theirs out (or subtract what they know of their own)
+leave the total with the honest silos' shares only (``sigma sqrt(h / |S|)`` with h honest silos); the collusion
+threshold of :mod:`uldp.policy` scales each silo's noise for that.
 
 Each silo answers each round index at most once (two masked answers of one round under the same masks would let the
 server subtract them), and its secrets travel between processes only as :class:`MaskedSumState` bytes.
@@ -53,8 +74,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from uldp.common.checks import check_integer
-from uldp.secure import encoding, keys
+from uldp.common.checks import check_integer, check_rate
+from uldp.secure import encoding, keys, sampling
 from uldp.secure.driver import ProtocolAbort
 from uldp.secure.masks import PURPOSE_SUM, KeyStream
 from uldp.secure.messages import (
@@ -62,21 +83,28 @@ from uldp.secure.messages import (
     DhPublicKeyMessage,
     MaskedSumMessage,
     MaskedSumState,
+    SealedMessage,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
+
+    from uldp.secure.roster import Credentials
 
 STAGE_KEY = "sum-key"
 STAGE_DIRECTORY = "sum-directory"
 STAGE_UPDATE = "sum-update"
 #: The set-up stages in order; then one :data:`STAGE_UPDATE` per round.
 SETUP_STAGES = (STAGE_KEY, STAGE_DIRECTORY)
+#: Beyond the paper: the set-up stage that relays the silos' sealed contributions to the sampling seed.
+STAGE_SAMPLE = "sum-sample"
 #: f: the fixed-point resolution 2^-f of the silos' updates (2^-36, about 1.5e-11, far below float32's steps).
 RESOLUTION_BITS = 36
 #: The ring Z_(2^64): numpy's uint64 arithmetic wraps exactly there.
 RING_BITS = 64
 _RING_BYTES = RING_BITS // 8
+#: What a silo's attestation of its DH key binds it to (:func:`uldp.secure.roster.attest`): this protocol and stage.
+ATTESTATION_CONTEXT = b"uldp/masked-sum/" + STAGE_KEY.encode()
 
 Payloads = tuple[bytes, ...]
 
@@ -111,18 +139,35 @@ class MaskedSumSilo:
         silo_id: This silo's number, ``0 .. |S| - 1``.
         n_silos: |S|.
         answered_round: The last round it answered (a new session keeps it: no round index is answered twice).
+        credentials: This silo's identity and the federation's roster it holds
+            (:class:`~uldp.secure.roster.Credentials`): its key is signed and every relayed key checked against the
+            roster (module docstring, step 2). None: keys unauthenticated (a semi-honest server only).
+        sample_rate: Beyond the paper, q of this silo's policy for a user sample the server cannot see
+            (:mod:`uldp.secure.sampling`): the silo takes part in :data:`STAGE_SAMPLE` and answers no round before
+            it. None: no hidden sample.
+
+    Raises:
+        ValueError: a roster of another size, or an identity that is not the roster's silo ``silo_id``.
     """
 
     silo_id: int
     n_silos: int
     answered_round: int = 0
+    credentials: Credentials | None = field(default=None, repr=False)
+    sample_rate: float | None = None
     _dh_key: X25519PrivateKey = field(default_factory=keys.new_dh_private_key, repr=False)
     _mask_keys: dict[int, bytes] = field(default_factory=dict, repr=False)
     _session: bytes = field(default=b"", repr=False)
+    _contribution: bytes = field(default=b"", repr=False)
+    _sampling_seed: bytes = field(default=b"", repr=False)
 
     def __post_init__(self) -> None:
         check_integer("n_silos", self.n_silos, minimum=1)
         check_integer("silo_id", self.silo_id, minimum=0, maximum=self.n_silos - 1)
+        if self.credentials is not None:
+            self.credentials.check_silo(self.silo_id, self.n_silos)
+        if self.sample_rate is not None:
+            self.sample_rate = check_rate("sample_rate", self.sample_rate)
 
     @property
     def ready(self) -> bool:
@@ -130,8 +175,13 @@ class MaskedSumSilo:
         return bool(self._session)
 
     def public_key(self) -> DhPublicKeyMessage:
-        """Step 1: this silo's X25519 public key."""
-        return DhPublicKeyMessage(silo=self.silo_id, public_key=keys.dh_public_bytes(self._dh_key))
+        """Step 1: this silo's X25519 public key, signed by its identity when it holds a roster."""
+        message = DhPublicKeyMessage(
+            silo=self.silo_id, public_key=keys.dh_public_bytes(self._dh_key)
+        )
+        if self.credentials is None:
+            return message
+        return self.credentials.signed(message, context=ATTESTATION_CONTEXT)
 
     def receive_directory(self, directory: DhDirectoryMessage) -> None:
         """Step 2: the pairwise mask keys with every other silo.
@@ -139,6 +189,7 @@ class MaskedSumSilo:
         Raises:
             ValueError: a directory of another size, without this silo's own key in its place, with a repeated key,
                 or a set-up done already.
+            RosterMismatch: with a roster, a relayed key its roster identity did not sign (the silo named).
         """
         if self.ready:
             raise ValueError(
@@ -154,6 +205,8 @@ class MaskedSumSilo:
             raise ValueError(
                 f"silo {self.silo_id}: the directory does not hold this silo's key in its place"
             )
+        if self.credentials is not None:
+            self.credentials.check(directory, context=ATTESTATION_CONTEXT)
         self._session = session = session_of(directory)
         self._mask_keys = {
             peer: keys.derive_pairwise_keys(
@@ -171,6 +224,45 @@ class MaskedSumSilo:
             total = total + masks if self.silo_id < peer else total - masks
         return total
 
+    def sealed_contributions(self) -> list[SealedMessage]:
+        """Beyond the paper, step 2: a fresh contribution to the sampling seed, sealed for every other silo."""
+        self._contribution = sampling.new_contribution()
+        return [
+            sampling.seal_contribution(key, self._contribution, sender=self.silo_id, recipient=peer)
+            for peer, key in sorted(self._mask_keys.items())
+        ]
+
+    def receive_contributions(self, messages: Sequence[SealedMessage]) -> None:
+        """Beyond the paper, :data:`STAGE_SAMPLE`: open every other silo's contribution; the seed is their hash.
+
+        Raises:
+            ValueError: before step 2, a seed set already, or see :func:`uldp.secure.sampling.open_contributions`.
+        """
+        if not self._contribution or self._sampling_seed:
+            raise ValueError(
+                f"silo {self.silo_id}: the sampling contributions come once, after {STAGE_DIRECTORY}"
+            )
+        opened = sampling.open_contributions(
+            messages, own_id=self.silo_id, pair_keys=self._mask_keys
+        )
+        opened[self.silo_id] = self._contribution
+        ordered = [opened[s] for s in range(self.n_silos)]
+        self._sampling_seed = sampling.agreed_seed(ordered, session=self._session)
+
+    def sample(self, round_index: int, n_users: int) -> np.ndarray:
+        """Round ``round_index``'s user sample (bool [n_users]), the same in every silo; the server never sees it.
+
+        Raises:
+            ValueError: no ``sample_rate``, or before :data:`STAGE_SAMPLE`.
+        """
+        if self.sample_rate is None or not self._sampling_seed:
+            raise ValueError(
+                f"silo {self.silo_id}: no hidden sample (a sample_rate and the {STAGE_SAMPLE} stage)"
+            )
+        return sampling.sample_users(
+            self._sampling_seed, round_index=round_index, n_users=n_users, q=self.sample_rate
+        )
+
     def check_round(self, round_index: int) -> None:
         """Refuse a round before the set-up (a secure silo never sends its update unmasked) or one not after the
         last it answered (its masks would repeat).
@@ -178,10 +270,10 @@ class MaskedSumSilo:
         Raises:
             ValueError: naming the round and why.
         """
-        if not self.ready:
+        if not self.ready or (self.sample_rate is not None and not self._sampling_seed):
             raise ValueError(
                 f"silo {self.silo_id}: a masked update before the masked sum's set-up; a secure silo "
-                f"never sends its update unmasked"
+                f"never sends its update unmasked (nor, with a hidden sample, before its seed)"
             )
         if (
             isinstance(round_index, bool)
@@ -235,7 +327,7 @@ class MaskedSumSilo:
         """This silo's answer to one stage: every transport's entry point (as Protocol 1's ``SiloDriver.answer``).
 
         Args:
-            stage: :data:`STAGE_KEY`, :data:`STAGE_DIRECTORY` or :data:`STAGE_UPDATE`.
+            stage: :data:`STAGE_KEY`, :data:`STAGE_DIRECTORY`, :data:`STAGE_SAMPLE` or :data:`STAGE_UPDATE`.
             round_index: The round (0 for the set-up).
             payloads: The server's message (the directory for :data:`STAGE_DIRECTORY`, nothing otherwise).
             update: For :data:`STAGE_UPDATE`: ``() -> update``, called only once the round may be answered.
@@ -251,10 +343,16 @@ class MaskedSumSilo:
                     f"{STAGE_DIRECTORY} carries one directory, got {len(payloads)} payloads"
                 )
             self.receive_directory(DhDirectoryMessage.from_bytes(payloads[0]))
+            if self.sample_rate is None:
+                return ()
+            return tuple(message.to_bytes() for message in self.sealed_contributions())
+        if stage == STAGE_SAMPLE:
+            self.receive_contributions([SealedMessage.from_bytes(p) for p in payloads])
             return ()
         if stage != STAGE_UPDATE:
             raise ValueError(
-                f"unknown masked-sum stage {stage!r}; the stages are {(*SETUP_STAGES, STAGE_UPDATE)}"
+                f"unknown masked-sum stage {stage!r}; the stages are "
+                f"{(*SETUP_STAGES, STAGE_SAMPLE, STAGE_UPDATE)}"
             )
         if update is None:
             raise ValueError(f"{STAGE_UPDATE} needs the silo's update")
@@ -272,11 +370,19 @@ class MaskedSumSilo:
             peers=tuple(peers),
             mask_keys=tuple(self._mask_keys[p] for p in peers),
             answered_round=self.answered_round,
+            contribution=self._contribution,
+            sampling_seed=self._sampling_seed,
         ).to_bytes()
 
     @classmethod
-    def restore(cls, state: bytes) -> MaskedSumSilo:
-        """The silo :meth:`export_state` wrote.
+    def restore(
+        cls,
+        state: bytes,
+        *,
+        credentials: Credentials | None = None,
+        sample_rate: float | None = None,
+    ) -> MaskedSumSilo:
+        """The silo :meth:`export_state` wrote, with its credentials and sampling rate (the silo's own files).
 
         Raises:
             ValueError: no masked-sum state, or keys of the wrong length or for the wrong peers.
@@ -286,6 +392,8 @@ class MaskedSumSilo:
             record.silo,
             record.n_silos,
             answered_round=record.answered_round,
+            credentials=credentials,
+            sample_rate=sample_rate,
             _dh_key=X25519PrivateKey.from_private_bytes(record.dh_private),
         )
         others = tuple(p for p in range(record.n_silos) if p != record.silo)
@@ -304,8 +412,17 @@ class MaskedSumSilo:
             raise ValueError(
                 f"masked-sum state of silo {record.silo}: a session id without its keys or the reverse"
             )
+        if any(
+            len(value) not in (0, sampling.SEED_BYTES)
+            for value in (record.contribution, record.sampling_seed)
+        ):
+            raise ValueError(
+                f"masked-sum state of silo {record.silo}: a sampling contribution or seed that is not "
+                f"{sampling.SEED_BYTES} bytes"
+            )
         silo._mask_keys = dict(zip(record.peers, record.mask_keys, strict=True))
         silo._session = record.session
+        silo._contribution, silo._sampling_seed = record.contribution, record.sampling_seed
         return silo
 
 
@@ -355,16 +472,21 @@ class MaskedSumServer:
         n_silos: |S|.
         exchange: ``(stage, round_index, {silo: payloads}) -> {silo: payloads}``, one message out and one answer
             back per silo.
+        hidden_sample: Beyond the paper, relay the silos' sealed contributions to their sampling seed
+            (:data:`STAGE_SAMPLE`, :mod:`uldp.secure.sampling`); the server then never knows the sample.
     """
 
     def __init__(
         self,
         n_silos: int,
         exchange: Callable[[str, int, dict[int, Payloads]], Mapping[int, Payloads]],
+        *,
+        hidden_sample: bool = False,
     ) -> None:
         self.n_silos = check_integer("n_silos", n_silos, minimum=1)
         self._exchange = exchange
         self._ready = False
+        self.hidden_sample = hidden_sample
 
     def _ask(self, stage: str, payloads: dict[int, Payloads]) -> dict[int, Payloads]:
         answers = self._exchange(stage, 0, payloads)
@@ -384,6 +506,7 @@ class MaskedSumServer:
                 "the masked sum's set-up has run already; start a new session for new keys"
             )
         public: list[bytes] = []
+        signed: list[bytes] = []
         for silo, payloads in self._ask(STAGE_KEY, dict.fromkeys(range(self.n_silos), ())).items():
             try:
                 if len(payloads) != 1:
@@ -398,9 +521,34 @@ class MaskedSumServer:
                     f"{STAGE_KEY}: silo {silo} sent a bad public key: {error}", silo=silo
                 ) from error
             public.append(message.public_key)
-        directory = DhDirectoryMessage(public_keys=tuple(public)).to_bytes()
-        self._ask(STAGE_DIRECTORY, dict.fromkeys(range(self.n_silos), (directory,)))
+            signed.append(message.attestation)
+        directory = DhDirectoryMessage(
+            public_keys=tuple(public), attestations=tuple(signed) if any(signed) else ()
+        ).to_bytes()
+        sealed = self._ask(STAGE_DIRECTORY, dict.fromkeys(range(self.n_silos), (directory,)))
+        if self.hidden_sample:
+            self._ask(STAGE_SAMPLE, self._route(sealed))
         self._ready = True
+
+    def _route(self, answers: Mapping[int, Payloads]) -> dict[int, Payloads]:
+        """Each silo's sealed contributions, to their recipients (one from each other silo, or an abort)."""
+        inbox: dict[int, list[bytes]] = {s: [] for s in range(self.n_silos)}
+        for silo, payloads in answers.items():
+            try:
+                messages = [SealedMessage.from_bytes(p) for p in payloads]
+                recipients = sorted(m.recipient for m in messages)
+                if any(m.sender != silo for m in messages) or recipients != [
+                    s for s in range(self.n_silos) if s != silo
+                ]:
+                    raise ValueError(f"contributions from {silo} to {recipients}")
+            except ValueError as error:
+                raise ProtocolAbort(
+                    f"{STAGE_DIRECTORY}: silo {silo} sent bad sampling contributions: {error}",
+                    silo=silo,
+                ) from error
+            for message, data in zip(messages, payloads, strict=True):
+                inbox[message.recipient].append(data)
+        return {s: tuple(inbox[s]) for s in range(self.n_silos)}
 
     def finish_round(
         self, round_index: int, answers: Mapping[int, Payloads], size: int

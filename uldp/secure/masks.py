@@ -32,6 +32,8 @@ PURPOSE_BLINDS = 3
 PURPOSE_RESCALE = 4
 #: The masks of the masked sum of plain updates (:mod:`uldp.secure.masked_sum`), in Z_(2^64).
 PURPOSE_SUM = 5
+#: The silos' user sample (:mod:`uldp.secure.sampling`): one 64-bit draw per user and round.
+PURPOSE_SAMPLE = 6
 
 _BLOCK = 1 << 16
 

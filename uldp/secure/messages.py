@@ -206,17 +206,22 @@ class DhPublicKeyMessage(Message, tag=2):
     Attributes:
         silo: The sending silo's id.
         public_key: Its 32 raw bytes.
+        attestation: Beyond the paper, a :class:`KeyAttestation`'s bytes: the key signed by the silo's roster
+            identity (:func:`uldp.secure.roster.attest`); empty from a silo without a roster.
     """
 
     silo: U32
     public_key: bytes
+    attestation: bytes = b""
 
 
 @dataclass(frozen=True)
 class DhDirectoryMessage(Message, tag=3):
-    """Step 1(b), server -> silos: every silo's X25519 public key, indexed by silo id."""
+    """Step 1(b), server -> silos: every silo's X25519 public key, indexed by silo id, and the silos' attestations
+    in the same order (empty without a roster; a silo with a roster refuses a directory that lacks them)."""
 
     public_keys: ByteList
+    attestations: ByteList = ()
 
 
 @dataclass(frozen=True)
@@ -500,7 +505,8 @@ class MaskedSumState(Message, tag=15):
     where it keeps them between messages (a Flower ClientApp's node-local context state).
 
     ``session``, ``peers`` and ``mask_keys`` are empty before the set-up's directory; the keys are in the peers'
-    order.
+    order. ``contribution`` (this silo's, to the sampling seed) and ``sampling_seed`` are empty without a hidden
+    sample (:mod:`uldp.secure.sampling`) and before the stages that set them.
     """
 
     silo: U32
@@ -510,6 +516,23 @@ class MaskedSumState(Message, tag=15):
     peers: Ints
     mask_keys: ByteList
     answered_round: U32
+    contribution: bytes = b""
+    sampling_seed: bytes = b""
+
+
+@dataclass(frozen=True)
+class KeyAttestation(Message, tag=31):
+    """Beyond the paper: a silo's session DH public key signed by its long-term identity (:mod:`uldp.secure.roster`).
+
+    Attributes:
+        name: The silo's name in the federation roster (UTF-8).
+        identity_key: Its Ed25519 public key (32 bytes); its fingerprint must be the roster's for ``name``.
+        signature: Ed25519 over the roster digest, the session context, the silo's number, name and DH key.
+    """
+
+    name: bytes
+    identity_key: bytes
+    signature: bytes
 
 
 def parse_message(data: bytes) -> Message:

@@ -161,11 +161,16 @@ class Server:
         )
 
     def relay_dh_keys(self, messages: Sequence[DhPublicKeyMessage]) -> DhDirectoryMessage:
-        """Step 1(b): collect every silo's X25519 public key and broadcast the directory."""
+        """Step 1(b): collect every silo's X25519 public key and broadcast the directory (with the silos'
+        attestations, :mod:`uldp.secure.roster`, which only the silos can check)."""
         ordered = one_per_silo(
             messages, self.config.n_silos, what="DH public key", silo_of=lambda m: m.silo
         )
-        return DhDirectoryMessage(public_keys=tuple(m.public_key for m in ordered))
+        signed = tuple(m.attestation for m in ordered)
+        return DhDirectoryMessage(
+            public_keys=tuple(m.public_key for m in ordered),
+            attestations=signed if any(signed) else (),
+        )
 
     def relay_sealed(self, messages: Sequence[Message]) -> dict[int, list[Message]]:
         """Forward sealed silo-to-silo messages (step 1(c) and the paper's round shares) by recipient, unopened.

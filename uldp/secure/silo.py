@@ -254,6 +254,13 @@ class Silo:
             purpose=purpose,
         )
 
+    def sampling_key(self) -> bytes:
+        """Beyond the paper: the key of the silos' user sample (:mod:`uldp.secure.sampling`), derived from the seed R
+        of step 1(c), which the server never sees; the same in every silo."""
+        if self._seed is None:
+            raise ValueError(f"silo {self.silo_id} has no seed R yet (step 1(c))")
+        return keys.derive_key(self._seed, label=b"user-sampling" + self._session)
+
     def net_masks(self, count: int, *, modulus: int, round_index: int, purpose: int) -> list[int]:
         """This silo's net pairwise masks (Protocol 1 step 1(e) and 2(b)): they cancel in the sum over silos."""
         return masks.signed_mask_sum(

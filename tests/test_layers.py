@@ -21,9 +21,10 @@ ROOT = Path(__file__).resolve().parents[1] / "uldp"
 #: Low to high. A module belongs to the entry that is its own name or its longest package prefix; command-line
 #: modules (``uldp.cli``, any ``*.cli`` or ``*_cli``) and the package ``uldp`` itself form the top layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # foundations (validation, files, threads, the byte formats, provenance, logs), method names, the defaults
-    ("uldp.common", "uldp.method_names", "uldp.defaults"),
-    ("uldp.data", "uldp.accounting", "uldp.models", "uldp.policy"),
+    # foundations (validation, files, threads, the byte formats, provenance, logs), method names
+    ("uldp.common", "uldp.method_names"),
+    # the datasets (one registry entry each: loader, model, defaults, files), accounting, models, the silo's policy
+    ("uldp.data", "uldp.defaults", "uldp.accounting", "uldp.models", "uldp.policy"),
     ("uldp.training",),
     ("uldp.methods",),
     ("uldp.secure",),

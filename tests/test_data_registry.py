@@ -1,8 +1,8 @@
 """The dataset registry (uldp.data.registry): a dataset is one entry, and every old per-field table reads from it.
 
 A toy dataset written here (its loader reading a checked file, its model, its default settings) is registered with
-one call and then runs through the simulation's in-process run, which equals :func:`uldp.fit` on its records bit for
-bit, and through the accountant registry.
+one call and then runs through the simulation's in-process run, whose test losses and epsilons equal those of
+:func:`uldp.fit` on its records exactly, and through the accountant registry.
 """
 
 from __future__ import annotations
@@ -143,8 +143,8 @@ def test_every_built_in_dataset_is_one_complete_entry() -> None:
 def test_the_toy_dataset_runs_in_the_simulation_as_one_call_of_fit(
     toy: DatasetSpec, method: str
 ) -> None:
-    """RunConfig fills its unset values from the toy's entry; the run's model, losses and epsilons are those of
-    uldp.fit on its records and allocation."""
+    """RunConfig fills its unset values from the toy's entry; the run's test losses and epsilons, round by round,
+    are exactly (equal floats) those of uldp.fit on its records and allocation."""
     config = RunConfig(dataset="toy", method=method, n_users=12, rounds=2, seed=3)
     assert (config.n_silos, config.batch_size, config.local_epochs) == (3, 8, 2)
     assert config.global_lr == toy.settings.hyper(parse_method(method).family).global_lr

@@ -79,6 +79,7 @@ def test_naive_and_avg_without_sampling_are_the_same_gaussian():
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "sigma, q, steps",
     [
@@ -148,6 +149,7 @@ def integrated_epsilon(*, sigma: float, k: int, q: float, steps: int, delta: flo
     return optimize.brentq(gap, 1e-6, 50.0, xtol=1e-10)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "sigma, k, q, steps", [(1.0, 2, 0.3, 1), (2.0, 3, 0.5, 1), (0.8, 4, 0.1, 1), (1.5, 2, 0.4, 2)]
 )
@@ -249,6 +251,7 @@ def test_method_epsilon_is_the_smaller_of_pld_and_rdp():
 
 
 # few values of sigma and of the rates: the RDP curves (the slow part) are cached between examples
+@pytest.mark.slow
 @settings(max_examples=5, deadline=None)
 @given(
     sigma=st.sampled_from([1.0, 5.0]),
@@ -292,6 +295,7 @@ def test_large_groups_truncate_the_binomial_and_pay_in_delta():
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "method, kwargs",
     [

@@ -84,6 +84,7 @@ def test_run_jobs_stores_with_provenance_and_resumes(
     assert read_stored(path) is None
 
 
+@pytest.mark.slow
 def test_sampling_and_protocol_jobs_store_their_bounds(tmp_path: Path) -> None:
     sampled, secure = (
         job("ULDP-AVG-w", claim="user", epsilon=2.0, runs=400, q=0.3),

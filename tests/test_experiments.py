@@ -455,6 +455,7 @@ def test_config_hash_is_sha256_of_sorted_compact_json(config):
     assert config_hash(dict(reversed(list(config.items())))) == config_hash(config)
 
 
+@pytest.mark.slow
 def test_config_hash_is_stable_across_processes_and_distinguishes_values():
     spec = expand("weighting", "paper")[7]
     code = "from uldp.paper.experiments import expand; print(expand('weighting', 'paper')[7].key)"
@@ -772,6 +773,7 @@ def test_interrupted_grid_resumes_with_only_the_missing_runs(tmp_path, monkeypat
     assert load_results("tcga_brca", "smoke", root=tmp_path).complete
 
 
+@pytest.mark.slow
 def test_parallel_jobs_match_serial_results_and_failures_are_reported(tmp_path, monkeypatch):
     log = tmp_path / "calls.log"
     monkeypatch.setenv("ULDP_FAKE_LOG", str(log))
@@ -845,6 +847,7 @@ def test_sigterm_stops_a_serial_grid_like_ctrl_c_and_the_old_handler_comes_back(
     assert signal.getsignal(signal.SIGTERM) is before
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads process states from /proc")
 def test_sigterm_to_the_grid_alone_stops_its_workers_and_leaves_no_partial_file(tmp_path):
     log = tmp_path / "calls.log"

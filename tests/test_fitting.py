@@ -320,6 +320,7 @@ def test_the_record_level_baseline_runs_in_one_call_and_reports_both_levels():
     assert all(user > rec for user, rec in zip(history.column("epsilon"), record, strict=True))
 
 
+@pytest.mark.slow
 def test_every_private_method_takes_epsilon_and_an_unreachable_target_says_why():
     x, y, users, silos = records()
     arguments: dict[str, Any] = dict(

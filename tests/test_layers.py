@@ -5,7 +5,8 @@ The import graph is read from the source with :mod:`ast`, without importing anyt
 name computed at run time (``importlib.import_module``: the package's lazy exports, the CLI's ``COMMAND_MODULES``,
 the dataset registry) are not edges. The package itself (``uldp/__init__.py``, the public names it exports lazily)
 sits at the top beside the command line: no module of the package imports names from it, only its submodules.
-CONTRIBUTING.md ("Interfaces between modules", Layers) lists the same order.
+CONTRIBUTING.md's layout table ("Interfaces between modules") is generated from :data:`LAYERS` (``python
+tests/test_layers.py`` prints it) and checked against it.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ ROOT = Path(__file__).resolve().parents[1] / "uldp"
 #: Low to high. A module belongs to the entry that is its own name or its longest package prefix; command-line
 #: modules (``uldp.cli``, any ``*.cli`` or ``*_cli``) and the package ``uldp`` itself form the top layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # foundations (validation, files, threads, the byte formats, provenance, logs), method names, the defaults
-    ("uldp.common", "uldp.method_names", "uldp.defaults"),
-    ("uldp.data", "uldp.accounting", "uldp.models", "uldp.policy"),
+    # foundations (validation, files, threads, the byte formats, provenance, logs), method names
+    ("uldp.common", "uldp.method_names"),
+    # the datasets (one registry entry each: loader, model, defaults, files), accounting, models, the silo's policy
+    ("uldp.data", "uldp.defaults", "uldp.accounting", "uldp.models", "uldp.policy"),
     ("uldp.training",),
     ("uldp.methods",),
     ("uldp.secure",),
@@ -93,7 +95,7 @@ def layer_of(module: str) -> int:
     """The index of ``module``'s layer in :data:`LAYERS` (:data:`TOP_LAYER` for the CLI and the package itself).
 
     Raises:
-        ValueError: for a module no layer names (add it to :data:`LAYERS` and to CONTRIBUTING.md).
+        ValueError: for a module no layer names (add it to :data:`LAYERS` and regenerate CONTRIBUTING.md's table).
     """
     last = module.rpartition(".")[2]
     if module in ("uldp", "uldp.cli") or last == "cli" or last.endswith("_cli"):
@@ -138,10 +140,15 @@ def test_no_import_points_up() -> None:
 
 
 def test_the_simulation_and_fitting_import_nothing_from_deploy_flower_or_experiments() -> None:
-    """The issue's own goal, spelled out (the layers imply it)."""
+    """The issue's own goal, spelled out (the layers imply it), for every module of the two layers (``fit`` lives in
+    ``uldp.fitting.api``)."""
     graph = import_graph()
     above = ("uldp.deploy", "uldp.flower", "uldp.paper.experiments")
-    for module in ("uldp.simulation", "uldp.fitting"):
+    for module in (
+        name
+        for name in graph
+        if layer_of(name) in (layer_of("uldp.simulation"), layer_of("uldp.fitting"))
+    ):
         assert not {
             target
             for target in graph[module]
@@ -224,12 +231,53 @@ def test_a_module_of_no_layer_is_refused() -> None:
         layer_of("uldp.unplaced")
 
 
-def test_contributing_lists_the_same_layers() -> None:
-    """CONTRIBUTING.md's "Layers" bullet names the layers of :data:`LAYERS` in the same order."""
+#: The markers around the layout table in CONTRIBUTING.md (``python tests/test_layers.py`` prints the table).
+TABLE_START = (
+    "<!-- layout table: generated from LAYERS by `python tests/test_layers.py`; do not edit -->"
+)
+TABLE_END = "<!-- end of layout table -->"
+
+
+def layout_table() -> str:
+    """CONTRIBUTING.md's layout table: one row per package of :data:`LAYERS`, its layer and who may import it."""
+    top = f"{TOP_LAYER} (top)"
+    rows = [
+        "| Package | Layer | Who may import it |",
+        "| --- | --- | --- |",
+        *(
+            f"| `{package}` | {index} | {_importers(index)} |"
+            for index, entries in enumerate(LAYERS)
+            for package in entries
+        ),
+        (
+            f"| `uldp.cli`, `*.cli`, `*_cli` (command modules), `uldp` (its lazy exports) | {top} | "
+            "the command line and the package's users only |"
+        ),
+    ]
+    return "\n".join(rows)
+
+
+def _importers(index: int) -> str:
+    """Who may import a module of layer ``index``: a module of that layer or a higher one, or a command module."""
+    if index == TOP_LAYER - 1:
+        return f"layer {index} and the command modules"
+    return f"layers {index}-{TOP_LAYER - 1} and the command modules"
+
+
+def test_contributing_shows_the_layout_table_of_layers() -> None:
+    """CONTRIBUTING.md's layout table is :func:`layout_table` (regenerate it with ``python tests/test_layers.py``)."""
     text = (ROOT.parent / "CONTRIBUTING.md").read_text(encoding="utf-8")
-    bullet = text[text.index("- Layers (") :]
-    bullet = " ".join(bullet[: bullet.index("\n- ")].split())
-    bullet = bullet.split("low to high:", 1)[1].split(". A module", 1)[0]
-    written = [re.findall(r"`([a-z_.*]+)`", group) for group in bullet.split(" < ")]
-    expected = [[name.removeprefix("uldp.") for name in layer] for layer in LAYERS]
-    assert written == [*expected, ["uldp.cli", "*.cli", "*_cli"]]
+    assert TABLE_START in text and TABLE_END in text, (
+        "CONTRIBUTING.md lost its layout table's markers"
+    )
+    written = text[text.index(TABLE_START) + len(TABLE_START) : text.index(TABLE_END)].strip()
+    assert written == layout_table()
+
+
+def test_the_layout_table_has_every_package_once_in_layer_order() -> None:
+    packages = re.findall(r"^\| `([a-z_.]+)` \| (\d+) \|", layout_table(), flags=re.MULTILINE)
+    assert packages == [(p, str(i)) for i, entries in enumerate(LAYERS) for p in entries]
+
+
+if __name__ == "__main__":
+    print(layout_table())

@@ -27,6 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from uldp.data.registry import RegistryView
+
 LossFunction = Callable[[Tensor, Tensor, "Tensor | None"], Tensor]
 
 
@@ -239,13 +241,9 @@ class ModelSpec:
     task: str
 
 
-MODELS: dict[str, ModelSpec] = {
-    "creditcard": ModelSpec(CreditcardMLP, cross_entropy_loss, "multiclass"),
-    "mnist": ModelSpec(MnistCNN, cross_entropy_loss, "multiclass"),
-    "heart_disease": ModelSpec(lambda: LinearScore(13), bce_loss, "binary"),
-    "tcga_brca": ModelSpec(lambda: LinearScore(39), cox_loss, "survival"),
-    "synthetic": ModelSpec(lambda: LinearScore(15), bce_loss, "binary"),
-}
+#: Every registered dataset's model, loss and task by dataset name: a live view of the registry
+#: (:attr:`uldp.data.registry.DatasetSpec.model`; each built-in dataset's module says which of the above it uses).
+MODELS: RegistryView[ModelSpec] = RegistryView(lambda spec: spec.model())
 
 
 def _spec(dataset_name: str) -> ModelSpec:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -11,6 +12,7 @@ from sklearn.model_selection import train_test_split
 
 from uldp.data.base import TEST_SCORING_VARIANTS, FederatedDataset, check_test_scoring
 from uldp.data.paths import data_file
+from uldp.models import LinearScore, ModelSpec, bce_loss
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -114,3 +116,8 @@ def load(data_dir: str | Path | None = None, *, test_scoring: str = "pooled") ->
         f"standardised per centre; test: {TEST_SCORING_VARIANTS[test_scoring]}",
         info={"test_silo": centre[~train], "centres": CENTRES, "n_classes": 2},
     )
+
+
+def model() -> ModelSpec:
+    """Its registry entry's model: FLamby's logistic regression on 13 features and BCE."""
+    return ModelSpec(partial(LinearScore, 13), bce_loss, "binary")

@@ -10,6 +10,7 @@ import torch
 
 from uldp.data.base import FederatedDataset
 from uldp.data.paths import data_file
+from uldp.models import MnistCNN, ModelSpec, cross_entropy_loss
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -84,3 +85,8 @@ def load(data_dir: str | Path | None = None) -> FederatedDataset:
         variant="mnist: standard 60K/10K IDX split, normalised (0.1307, 0.3081)",
         info={"n_classes": 10},
     )
+
+
+def model() -> ModelSpec:
+    """Its registry entry's model: the authors' ``CNNMnist`` and cross-entropy."""
+    return ModelSpec(MnistCNN, cross_entropy_loss, "multiclass")

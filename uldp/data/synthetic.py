@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -9,6 +10,7 @@ import torch
 from sklearn.datasets import make_classification
 
 from uldp.data.base import FederatedDataset
+from uldp.models import LinearScore, ModelSpec, bce_loss
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -54,3 +56,8 @@ def load(data_dir: str | Path | None = None) -> FederatedDataset:
         variant=f"synthetic: make_classification(n={N_TRAIN + N_TEST}, features={N_FEATURES}, seed={SEED})",
         info={"n_classes": 2},
     )
+
+
+def model() -> ModelSpec:
+    """Its registry entry's model: a logistic regression on the 15 features and BCE."""
+    return ModelSpec(partial(LinearScore, N_FEATURES), bce_loss, "binary")

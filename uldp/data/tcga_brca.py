@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -10,6 +11,7 @@ import torch
 
 from uldp.data.base import FederatedDataset, check_test_scoring
 from uldp.data.paths import data_file
+from uldp.models import LinearScore, ModelSpec, cox_loss
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -80,3 +82,8 @@ def load(data_dir: str | Path | None = None, *, test_scoring: str = "pooled") ->
         "test set (the per-centre test sets together)",
         info={"test_silo": parts["test"][2], "centres": REGIONS},
     )
+
+
+def model() -> ModelSpec:
+    """Its registry entry's model: FLamby's linear Cox model on 39 features, the Cox partial likelihood."""
+    return ModelSpec(partial(LinearScore, 39), cox_loss, "survival")

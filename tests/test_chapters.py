@@ -11,9 +11,12 @@ from pathlib import Path
 
 import jupytext
 import pytest
+from IPython.display import Markdown
 
-from uldp.paper import chapters, experiments, plots
+from uldp.paper import chapters, experiments, plots, scorecard
+from uldp.paper.chapters import captions as captions_module, experiment, methods
 from uldp.paper.experiments import ResultSet
+from uldp.paper.verdicts import HOLDS
 
 BOOK = Path(__file__).resolve().parent.parent / "book"
 
@@ -164,7 +167,8 @@ def test_a_smoke_figure_is_never_captioned_as_the_papers(monkeypatch: pytest.Mon
     import matplotlib.pyplot as plt
 
     shown: list = []
-    monkeypatch.setattr(chapters, "display", lambda *items: shown.extend(items))
+    for module in (experiment, captions_module):
+        monkeypatch.setattr(module, "display", lambda *items: shown.extend(items))
     run = _run("|U|=50, uniform", "ULDP-AVG", 0, [0.8])
     for profile in ("smoke", "paper"):
         chapters.show_figure(
@@ -172,9 +176,7 @@ def test_a_smoke_figure_is_never_captioned_as_the_papers(monkeypatch: pytest.Mon
             lambda _: plt.figure(),
             "Figure 6",
         )
-    captions = [
-        item.data.split("\n", 3)[3] for item in shown if isinstance(item, chapters.Markdown)
-    ]
+    captions = [item.data.split("\n", 3)[3] for item in shown if isinstance(item, Markdown)]
     assert "stand-in for Figure 6" in captions[0] and "not its figure" in captions[0]
     assert captions[1].startswith("Figure 6, reproduced at the scale **paper**")
 
@@ -204,7 +206,8 @@ def test_figures_are_drawn_one_per_setting(monkeypatch: pytest.MonkeyPatch) -> N
     import matplotlib.pyplot as plt
 
     shown: list = []
-    monkeypatch.setattr(chapters, "display", lambda *items: shown.extend(items))
+    for module in (experiment, captions_module):
+        monkeypatch.setattr(module, "display", lambda *items: shown.extend(items))
     drawn: list = []
 
     def draw(results: ResultSet) -> plt.Figure:
@@ -248,11 +251,11 @@ def test_claims_are_the_scorecards_rows_on_this_dataset_beside_all_results() -> 
     }
     chapter = chapters.ExperimentChapter("creditcard", "smoke", None, data)  # type: ignore[arg-type]
     shown = chapter.claims().data.set_index("claim")
-    expected = chapters.scorecard.scorecard(data, grid="creditcard")
+    expected = scorecard.scorecard(data, grid="creditcard")
     assert shown.index.tolist() == expected["claim"].tolist()
     avg_vs_sgd = expected.set_index("key").loc["avg-vs-sgd", "claim"]
-    assert shown.loc[avg_vs_sgd, "verdict on Creditcard"] == chapters.HOLDS
-    assert shown.loc[avg_vs_sgd, "verdict over all results"] == chapters.scorecard.PARTLY
+    assert shown.loc[avg_vs_sgd, "verdict on Creditcard"] == HOLDS
+    assert shown.loc[avg_vs_sgd, "verdict over all results"] == scorecard.PARTLY
 
 
 def test_compare_runs_tabulates_the_final_values_of_each_run(
@@ -264,7 +267,7 @@ def test_compare_runs_tabulates_the_final_values_of_each_run(
     from uldp.simulation import RunConfig, run
 
     shown: list = []
-    monkeypatch.setattr(chapters, "show_captioned", lambda fig, caption: shown.append(fig))
+    monkeypatch.setattr(methods, "show_captioned", lambda fig, caption: shown.append(fig))
     configs = {
         method: RunConfig(
             dataset="synthetic",
@@ -332,7 +335,7 @@ def test_stored_runtime_shows_the_runtime_table_and_one_line_per_dataset_and_use
     monkeypatch, capsys
 ):
     shown = []
-    monkeypatch.setattr(chapters, "display", lambda *objects: shown.extend(objects))
+    monkeypatch.setattr(methods, "display", lambda *objects: shown.extend(objects))
     chapters.show_stored_runtime()
     stored = experiments.load_results("protocol_runtime", "paper")
     if not stored.runs:
@@ -369,7 +372,8 @@ def test_protocol_scale_reads_the_committed_benchmark_and_computes_its_sentences
     table = chapters.protocol_scale_table(document)
     assert list(table["backend"]) == ["phe"] + ["paillier", "packed-paillier"] * 3
     shown: list = []
-    monkeypatch.setattr(chapters, "display", lambda *objects: shown.extend(objects))
+    for module in (methods, captions_module):
+        monkeypatch.setattr(module, "display", lambda *objects: shown.extend(objects))
     chapters.show_protocol_scale()
     html = next(
         item.to_html() for item in shown if hasattr(item, "to_html")
@@ -420,11 +424,8 @@ def test_a_claim_is_judged_per_dataset_and_said_where_it_holds_and_where_not() -
         for view, rows in verdicts.views.items()
         if "avg-vs-sgd" in set(rows["key"])
     }
-    assert overall == chapters.scorecard.PARTLY
-    assert (
-        by_view["Creditcard"] == chapters.HOLDS
-        and by_view["HeartDisease"] == chapters.scorecard.FAILS
-    )
+    assert overall == scorecard.PARTLY
+    assert by_view["Creditcard"] == HOLDS and by_view["HeartDisease"] == scorecard.FAILS
     text = chapters.claim_findings(verdicts, "avg-vs-sgd")
     assert "**holds** on {doc}`Creditcard <exp_creditcard>`" in text
     assert "**does not hold** on {doc}`HeartDisease <exp_heart_disease>`" in text
@@ -440,7 +441,7 @@ def test_scorecard_tables_escape_pipes_and_link_each_claim_to_its_chapters() -> 
         and "{doc}`Creditcard <exp_creditcard>`" in links["avg-vs-sgd"]
     )
     assert links["weighting"] == "{doc}`Enhanced weighting <exp_weighting>`"
-    rows = chapters.scorecard.scorecard({})  # every claim "not measured"
+    rows = scorecard.scorecard({})  # every claim "not measured"
     table = chapters.scorecard_markdown(rows.assign(measured="|U|=100"), links).splitlines()
     assert len(table) == 2 + len(rows) and all(line.count(" | ") == 3 for line in table[2:])
     assert "\\|U\\|=100" in table[2]
@@ -537,7 +538,7 @@ def test_a_line_at_chance_level_is_not_listed_again_for_its_spread() -> None:
         "**ULDP-NAIVE** (A)",
         "**ULDP-AVG** (A)",
     ]
-    text = "\n".join(chapters._conclude_utility(results))
+    text = "\n".join(experiment._conclude_utility(results))
     assert text.count("**ULDP-NAIVE** (A)") == 1 and text.count("**ULDP-AVG** (A)") == 1
 
 

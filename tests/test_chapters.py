@@ -177,8 +177,42 @@ def test_a_smoke_figure_is_never_captioned_as_the_papers(monkeypatch: pytest.Mon
             "Figure 6",
         )
     captions = [item.data.split("\n", 3)[3] for item in shown if isinstance(item, Markdown)]
-    assert "stand-in for Figure 6" in captions[0] and "not its figure" in captions[0]
-    assert captions[1].startswith("Figure 6, reproduced at the scale **paper**")
+    assert "stand-in for the paper's Figure 6" in captions[0] and "not its figure" in captions[0]
+    assert re.match(
+        r"\*\*Figure \d+\.\*\* The paper's Figure 6, reproduced at the scale \*\*paper\*\*",
+        captions[1],
+    )
+
+
+def test_runs_that_learned_nothing_are_not_drawn_outside_the_paper_profile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A smoke run of HeartDisease ending at balanced accuracy 0.52 (chance 0.5, within a tenth of the way to 1) is
+    said in words, not drawn; at 0.56 it is drawn; a paper-profile run is drawn whatever it reached."""
+    shown: list = []
+    for module in (experiment, captions_module):
+        monkeypatch.setattr(module, "display", lambda *items: shown.extend(items))
+    drawn: list = []
+
+    def draw(results: ResultSet) -> object:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        drawn.append(results.profile)
+        return plt.figure()
+
+    for profile, value in (("smoke", 0.52), ("smoke", 0.56), ("paper", 0.52)):
+        runs = (_run("|U|=50, uniform", "ULDP-AVG", 0, [0.5, value]),)
+        chapters.show_figure(
+            ResultSet("heart_disease", profile, runs, (), "memory"), draw, "Figure 6"
+        )
+    assert drawn == ["smoke", "paper"]
+    assert shown[0].data.startswith(
+        "No figure of this build's **smoke**-profile runs for the paper's Figure 6"
+    )
+    assert "(final balanced accuracy 0.52 to 0.52)" in shown[0].data
 
 
 def test_a_figure_is_a_numbered_myst_figure_with_its_caption_and_a_label_of_its_own() -> None:
@@ -193,10 +227,14 @@ def test_a_figure_is_a_numbered_myst_figure_with_its_caption_and_a_label_of_its_
     head, label, _, caption, end = first.split("\n")
     assert head.startswith("````{figure} data:image/png;base64,") and end == "````"
     assert base64.b64decode(head.split(",", 1)[1]).startswith(b"\x89PNG")
-    assert caption == "Look at the left panel." and label.startswith(":name: fig-")
+    number = int(re.match(r"\*\*Figure (\d+)\.\*\* Look at the left panel\.$", caption).group(1))
+    assert label.startswith(":name: fig-")
     again = chapters.captioned(plt.figure(figsize=(1, 1)), "Look at the left panel.").data
     other = chapters.captioned(plt.figure(figsize=(1, 1)), "Look at the right panel.").data
     assert again.split("\n")[1] == label != other.split("\n")[1]
+    # numbered in the order shown: the page's next figures are the next numbers
+    assert again.split("\n")[3].startswith(f"**Figure {number + 1}.**")
+    assert other.split("\n")[3].startswith(f"**Figure {number + 2}.**")
 
 
 def test_figures_are_drawn_one_per_setting(monkeypatch: pytest.MonkeyPatch) -> None:

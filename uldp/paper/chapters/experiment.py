@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 
 #: A final utility within this distance of a trivial predictor's (:func:`chance_level`) is "trivial".
 TRIVIAL_MARGIN = 0.02
+#: Runs whose every line ends within this share of the way from chance to a perfect score learned nothing
+#: (:func:`untrained`): no figure is drawn of them.
+UNTRAINED_SHARE = 0.1
 #: A spread (standard deviation over seeds) of the final utility at least this large is worth explaining.
 LARGE_SPREAD = 0.05
 #: Per-round metrics whose chance level does not depend on the classes' shares: balanced accuracy, the C-index.
@@ -470,6 +473,22 @@ def own_runs_note(results: ResultSet) -> str:
     )
 
 
+def untrained(results: ResultSet) -> bool:
+    """Whether every line of ``results`` ends, on average over its seeds, within :data:`UNTRAINED_SHARE` of the way
+    from a predictor that ignores its input (:func:`chance_level`) to a perfect one: runs too small to learn, whose
+    figure would show nothing of the method (``False`` when no chance-free metric is stored)."""
+    metric = chance_metric(results)
+    if metric is None:
+        return False
+    finals = per_seed(results, metric)
+    datasets = {run["params"]["dataset"] for run in results.runs}
+    if metric == "balanced_accuracy" and len(datasets) > 1:
+        return all(untrained(_of_dataset(results, dataset)) for dataset in datasets)
+    chance = chance_level(results, metric)
+    means = finals.groupby(["panel", "series"])["value"].mean()
+    return bool((means <= chance + UNTRAINED_SHARE * (1 - chance)).all())
+
+
 def show_figure(
     results: ResultSet,
     draw: Callable[[ResultSet], Figure],
@@ -479,8 +498,9 @@ def show_figure(
     per_panel: bool = True,
 ) -> None:
     """Display ``draw`` of ``results`` as numbered figures, one per setting (panel) unless ``per_panel`` is false,
-    each captioned with the setting, the scale (the paper's figure only for paper-profile results, "a stand-in"
-    otherwise) and ``look``, what to look at.
+    each captioned with the paper's figure it reproduces, the setting, the scale (the paper's figure only for
+    paper-profile results, "a stand-in" otherwise) and ``look``, what to look at. Runs of another profile than the
+    paper's that learned nothing (:func:`untrained`) are not drawn: a sentence says so instead.
 
     Args:
         results: Stored results.
@@ -491,13 +511,28 @@ def show_figure(
             false for a figure whose panels are drawn side by side.
     """
     if not results.runs:
-        display(Markdown(f"No stored {results.profile}-profile runs to draw for {figure}."))
+        display(
+            Markdown(f"No stored {results.profile}-profile runs to draw for the paper's {figure}.")
+        )
         return
     label = profile_label(results)
+    if results.profile != "paper" and untrained(results):
+        metric = chance_metric(results) or "accuracy"
+        finals = per_seed(results, metric)["value"]
+        display(
+            Markdown(
+                f"No figure of this build's **{label}**-profile runs for the paper's {figure}: every line ends "
+                f"at the level of a predictor that ignores its input (final {_metric_label(metric)} "
+                f"{finals.min():.2f} to {finals.max():.2f}), so they show nothing of the methods. These runs "
+                "check that the chapter runs end to end; the paper-scale results, where stored, are above."
+            )
+        )
+        return
     what = (
-        f"{figure}, reproduced at the scale **{label}**"
+        f"The paper's {figure}, reproduced at the scale **{label}**"
         if results.profile == "paper"
-        else f"A **{label}**-profile stand-in for {figure}: far smaller runs than the paper's, not its figure"
+        else f"A **{label}**-profile stand-in for the paper's {figure}: far smaller runs than the paper's, "
+        "not its figure"
     )
     panels = list(dict.fromkeys(run["panel"] for run in results.runs))
     for group in ([panel] for panel in panels) if per_panel and len(panels) > 1 else [panels]:

@@ -8,6 +8,7 @@ import ast
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jupytext
 import pytest
@@ -17,6 +18,9 @@ from uldp.paper import chapters, experiments, plots, scorecard
 from uldp.paper.chapters import captions as captions_module, experiment, methods
 from uldp.paper.experiments import ResultSet
 from uldp.paper.verdicts import HOLDS
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 BOOK = Path(__file__).resolve().parent.parent / "book"
 
@@ -194,7 +198,7 @@ def test_runs_that_learned_nothing_are_not_drawn_outside_the_paper_profile(
         monkeypatch.setattr(module, "display", lambda *items: shown.extend(items))
     drawn: list = []
 
-    def draw(results: ResultSet) -> object:
+    def draw(results: ResultSet) -> Figure:
         import matplotlib
 
         matplotlib.use("Agg")
@@ -227,7 +231,9 @@ def test_a_figure_is_a_numbered_myst_figure_with_its_caption_and_a_label_of_its_
     head, label, _, caption, end = first.split("\n")
     assert head.startswith("````{figure} data:image/png;base64,") and end == "````"
     assert base64.b64decode(head.split(",", 1)[1]).startswith(b"\x89PNG")
-    number = int(re.match(r"\*\*Figure (\d+)\.\*\* Look at the left panel\.$", caption).group(1))
+    found = re.match(r"\*\*Figure (\d+)\.\*\* Look at the left panel\.$", caption)
+    assert found is not None
+    number = int(found.group(1))
     assert label.startswith(":name: fig-")
     again = chapters.captioned(plt.figure(figsize=(1, 1)), "Look at the left panel.").data
     other = chapters.captioned(plt.figure(figsize=(1, 1)), "Look at the right panel.").data

@@ -135,7 +135,9 @@ def test_a_legend_is_judged_at_the_size_the_page_shows_it() -> None:
     narrow = check_pages.page_faults(_figure(4, 7))
     assert len(narrow) == 1 and narrow[0].startswith("a legend of 7.")
     page = _figure(14, 10)
-    source = re.search(r'src="data:image/png;base64,([^"]+)"', page).group(1)
+    found = re.search(r'src="data:image/png;base64,([^"]+)"', page)
+    assert found is not None
+    source = found.group(1)
     with Image.open(io.BytesIO(base64.b64decode(source))) as image:
         shown_pt = 10 * 900 / (0.96 * image.width)
     assert check_pages.page_faults(page) == [

@@ -40,8 +40,11 @@ def figure_metadata(fig: Figure) -> dict[str, Any]:
         >>> figure_metadata(fig)
         {'dpi': 100.0, 'legend_pt': 7.0, 'legends_inside': 1}
     """
-    renderer = fig.canvas.get_renderer()
-    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # Agg and inline canvases have one
+    legends = [
+        *fig.legends,
+        *(legend for ax in fig.axes if (legend := ax.get_legend()) is not None),
+    ]
     sizes = [text.get_fontsize() for legend in legends for text in legend.get_texts()]
     axes_boxes = [ax.get_window_extent(renderer) for ax in fig.axes if ax.get_visible()]
     inside = sum(

@@ -127,27 +127,36 @@ def _figure(width_inches: float, legend_pt: float, *, outside: bool = True) -> s
     )
 
 
-def test_a_legend_is_judged_at_the_size_the_page_shows_it() -> None:
-    """10 pt in a 4-inch figure at 100 dpi is about 10 pt as shown (about 400 px, at 96 px an inch); the same legend
-    in a 14-inch figure, squeezed into the article's 900 px, is 900 / (0.96 w) of it for a PNG w px wide; 7 pt is
-    too small even at full size, and a legend inside the axes is a fault whatever its size."""
-    assert check_pages.page_faults(_figure(4, 10)) == []
-    narrow = check_pages.page_faults(_figure(4, 7))
-    assert len(narrow) == 1 and narrow[0].startswith("a legend of 7.")
-    page = _figure(14, 10)
+def _png_width(page: str) -> int:
     found = re.search(r'src="data:image/png;base64,([^"]+)"', page)
     assert found is not None
-    source = found.group(1)
-    with Image.open(io.BytesIO(base64.b64decode(source))) as image:
-        shown_pt = 10 * 900 / (0.96 * image.width)
-    assert check_pages.page_faults(page) == [
-        (
-            f"a legend of {shown_pt:.1f} pt as shown (10 pt at {shown_pt / 10:.2f} scale), under 9 pt: "
-            "Figure 1. Look."
+    with Image.open(io.BytesIO(base64.b64decode(found.group(1)))) as image:
+        return image.width
+
+
+def test_a_legend_is_judged_at_the_size_the_page_shows_it() -> None:
+    """A PNG w px wide saved at 150 dpi is a figure of w / 150 inches; shown at min(w, 900) px (the article), 96 px
+    an inch, a legend of p points reads p * min(w, 900) / (96 w / 150): a 4-inch figure (about 600 px) at 1.5 times
+    its size, a 14-inch one (about 2000 px) at under 0.7. A legend inside the axes is a fault whatever its size."""
+    for inches, points in ((4, 10), (4, 5), (14, 10), (14, 14)):
+        page = _figure(inches, points)
+        width = _png_width(page)
+        scale = min(width, 900) / (96 * width / 150)
+        expected = (
+            []
+            if points * scale >= 9
+            else [
+                (
+                    f"a legend of {points * scale:.1f} pt as shown ({points} pt at {scale:.2f} scale), "
+                    "under 9 pt: Figure 1. Look."
+                )
+            ]
         )
-    ]
-    # measured by the browser: the wide figure shown at its full 1400 px passes, the narrow one at 200 px fails
-    assert check_pages.page_faults(_figure(14, 10), widths=[1400.0]) == []
+        assert check_pages.page_faults(page) == expected, (inches, points)
+        assert bool(expected) == ((inches, points) in ((4, 5), (14, 10)))
+    # measured by the browser: the wide figure shown at its full width passes, the narrow one at 200 px fails
+    wide = _figure(14, 10)
+    assert check_pages.page_faults(wide, widths=[float(_png_width(wide))]) == []
     assert check_pages.page_faults(_figure(4, 10), widths=[200.0])[0].startswith("a legend of 5.")
     assert check_pages.page_faults(_figure(4, 10, outside=False)) == [
         "1 legend(s) inside an axes: Figure 1. Look."

@@ -24,12 +24,16 @@ if TYPE_CHECKING:
 
 #: The PNG text chunk that carries :func:`figure_metadata` (read by ``tools/check_pages.py``).
 METADATA_KEY = "uldp-figure"
+#: The least resolution a figure is saved at, pixels per inch: sharp, and shown at least at its own size in the
+#: article (96 px an inch) when it is narrower than the article.
+SAVE_DPI = 150.0
 #: The figures of this kernel (one chapter) so far: the next one is ``next(_NUMBERS)``.
 _NUMBERS = itertools.count(1)
 
 
 def figure_metadata(fig: Figure) -> dict[str, Any]:
-    """What a reader's view of ``fig`` depends on: ``dpi`` (pixels per inch of the saved PNG), ``legend_pt`` (the
+    """What a reader's view of ``fig`` depends on: ``dpi`` (pixels per inch of the saved PNG: the figure's own, at
+    least :data:`SAVE_DPI`), ``legend_pt`` (the
     smallest font size, in points, of any legend's text; ``None`` without a legend) and ``legends_inside`` (legends
     whose box overlaps an axes' drawing area, hiding data or crowding it).
 
@@ -38,7 +42,7 @@ def figure_metadata(fig: Figure) -> dict[str, Any]:
         >>> fig, ax = plt.subplots(dpi=100)
         >>> _ = ax.plot([0, 1], label="a"); _ = ax.legend(fontsize=7)
         >>> figure_metadata(fig)
-        {'dpi': 100.0, 'legend_pt': 7.0, 'legends_inside': 1}
+        {'dpi': 150.0, 'legend_pt': 7.0, 'legends_inside': 1}
     """
     renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # Agg and inline canvases have one
     legends = [
@@ -52,7 +56,7 @@ def figure_metadata(fig: Figure) -> dict[str, Any]:
         for legend in legends
     )
     return {
-        "dpi": float(fig.dpi),
+        "dpi": max(float(fig.dpi), SAVE_DPI),
         "legend_pt": float(min(sizes)) if sizes else None,
         "legends_inside": int(inside),
     }

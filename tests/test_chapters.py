@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import jupytext
+import pandas as pd
 import pytest
 from IPython.display import Markdown
 
@@ -340,6 +341,20 @@ def test_compare_runs_tabulates_the_final_values_of_each_run(
     assert [line.get_label() for line in figure.axes[2].lines] == ["ULDP-AVG"]
 
 
+def test_a_private_run_above_default_gets_a_sentence_and_none_below() -> None:
+    table = pd.DataFrame(
+        {"accuracy": [0.70, 0.74, 0.60], "epsilon": [None, 3.2, 9.0]},
+        index=["DEFAULT", "ULDP-NAIVE", "ULDP-GROUP-2"],
+    )
+    said = methods.noise_against_default(table)
+    assert (
+        said.count("Here ") == 1
+        and "ULDP-NAIVE ends above DEFAULT (accuracy 0.740 against 0.700)" in said
+    )
+    assert methods.noise_against_default(table.drop(index="ULDP-NAIVE")) == ""
+    assert methods.noise_against_default(table.drop(index="DEFAULT")) == ""
+
+
 @pytest.mark.parametrize(
     ("dataset", "metric", "level"),
     [
@@ -387,7 +402,9 @@ def test_stored_runtime_shows_the_runtime_table_and_one_line_per_dataset_and_use
         return
     table, lines = shown
     expected = plots.runtime_table(stored)
-    assert list(table.index) == list(expected.index) and "encrypted weighting per silo" in table
+    frame = table.data  # the page's table: no index column, seconds in its headers
+    assert list(zip(frame["dataset"], frame["users"], strict=True)) == list(expected.index)
+    assert "encrypted weighting per silo (s)" in frame and "row_heading" not in table.to_html()
     rows = lines.data.splitlines()
     assert len(rows) == len(expected)
     for row, ((dataset, users), values) in zip(rows, expected.iterrows(), strict=True):

@@ -376,7 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     last, took = read_times(args.profile), {}
     print(
         f"[book] {len(entries)} chapter(s) at profile {args.profile!r}, about "
-        f"{minutes(time_left(entries, last, []))} (the last build's times)",
+        f"{minutes(time_left(entries, last, []))} (each chapter as long as in the last build, "
+        f"{UNTIMED_CHAPTER_S:.0f} s if never timed)",
         flush=True,
     )
     for index, entry in enumerate(entries, start=1):

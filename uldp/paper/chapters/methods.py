@@ -26,6 +26,14 @@ if TYPE_CHECKING:
     from uldp.simulation import RunConfig
 
 
+#: The headers a reader sees for :func:`compare_runs`'s columns.
+COMPARE_HEADERS = {
+    "run": "method",
+    "epsilon": "user-level ε",
+    "k": "group size k",
+    "records used": "training records used",
+    "seconds": "run time (s)",
+}
 #: What a missing value of :func:`compare_runs`'s table means, per column.
 COMPARE_MISSING = {"epsilon": "no guarantee", "k": "no group", "records used": "all"}
 
@@ -44,7 +52,7 @@ def compare_runs(configs: Mapping[str, RunConfig], *, title: str) -> pd.DataFram
         ``k`` and ``records used`` where the method has them, and the run's ``seconds``.
     """
     results = {label: simulation.run(config) for label, config in configs.items()}
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    fig, axes = plt.subplots(1, 3, figsize=(plots.FIGURE_WIDTH, 3.6), dpi=plots.FIGURE_DPI)
     for index, (label, result) in enumerate(results.items()):
         # one colour and marker per run in every panel (DEFAULT has no epsilon line: no shift of the colour cycle)
         style = {
@@ -57,12 +65,11 @@ def compare_runs(configs: Mapping[str, RunConfig], *, title: str) -> pd.DataFram
         axes[1].plot(result.round, result.accuracy, **style)
         if result.epsilon and result.epsilon[0] is not None:
             axes[2].semilogy(result.round, result.epsilon, **style)
-    for ax, label in zip(axes, ("test loss", "test accuracy", "user-level epsilon"), strict=True):
+    for ax, label in zip(axes, ("test loss", "test accuracy", "user-level ε"), strict=True):
         ax.set_xlabel("round")
         ax.set_ylabel(label)
-    axes[0].legend(fontsize=8)
     fig.suptitle(title)
-    fig.tight_layout()
+    plots.figure_legend(fig, axes)
     show_captioned(
         fig,
         f"{title}. Test loss, accuracy and user-level $\\epsilon$ (log scale) per round of each run; "
@@ -83,14 +90,45 @@ def compare_runs(configs: Mapping[str, RunConfig], *, title: str) -> pd.DataFram
         ]
     ).set_index("run")
     display(
-        table.style.format(
+        table.reset_index()
+        .rename(columns=COMPARE_HEADERS)
+        .style.hide(axis="index")
+        .format(
             {
-                column: partial(readable_number, missing=COMPARE_MISSING.get(column, "-"))
+                COMPARE_HEADERS.get(column, column): partial(
+                    readable_number, missing=COMPARE_MISSING.get(column, "—")
+                )
                 for column in table.columns
             }
         )
     )
     return table
+
+
+def noise_against_default(table: pd.DataFrame) -> str:
+    """A sentence for each private run of a :func:`compare_runs` table whose final accuracy is above DEFAULT's (no
+    noise, no clipping), saying what that does and does not mean; empty when none is, or without a DEFAULT row.
+
+    Example:
+        >>> table = pd.DataFrame({"accuracy": [0.70, 0.74], "epsilon": [None, 3.2]}, index=["DEFAULT", "ULDP-NAIVE"])
+        >>> noise_against_default(table).startswith("Here ULDP-NAIVE ends above DEFAULT (accuracy 0.740 against 0.700)")
+        True
+    """
+    if "DEFAULT" not in table.index:
+        return ""
+    default = float(table.loc["DEFAULT", "accuracy"])
+    above = [
+        (label, float(row["accuracy"]))
+        for label, row in table.iterrows()
+        if label != "DEFAULT" and pd.notna(row["epsilon"]) and row["accuracy"] > default
+    ]
+    return " ".join(
+        f"Here {label} ends above DEFAULT (accuracy {accuracy:.3f} against {default:.3f}), although it adds "
+        "noise and clips: one seed of a short run, in which DEFAULT's larger, unclipped steps can overshoot and "
+        "clipping and noise act as a regulariser. It is not evidence that the noise helps; the experiment "
+        "chapters compare the methods over seeds, at the paper's scale."
+        for label, accuracy in above
+    )
 
 
 #: Where ``benchmarks/save.py secure_protocol`` writes Protocol 1's measurements per backend, round and side.
@@ -108,8 +146,8 @@ def protocol_scale_table(document: Mapping[str, Any]) -> pd.DataFrame:
         {
             "setting": f"artificial default ({default['parameters']} parameters)",
             "backend": "phe",
-            "silo s": default["phe"]["silo_s"],
-            "server s": default["phe"]["server_s"],
+            "silo, wall (s)": default["phe"]["silo_s"],
+            "server, wall (s)": default["phe"]["server_s"],
         }
     )
     settings = [
@@ -124,10 +162,10 @@ def protocol_scale_table(document: Mapping[str, Any]) -> pd.DataFrame:
                 {
                     "setting": label,
                     "backend": backend,
-                    "silo s": part["silo_s"],
-                    "silo CPU s": part.get("silo_cpu_s"),
-                    "server s": part["server_s"],
-                    "server CPU s": part.get("server_cpu_s"),
+                    "silo, wall (s)": part["silo_s"],
+                    "silo, CPU (s)": part.get("silo_cpu_s"),
+                    "server, wall (s)": part["server_s"],
+                    "server, CPU (s)": part.get("server_cpu_s"),
                     "update bytes per parameter": part["update_bytes"]
                     / (
                         document["results"][key]["parameters"]
@@ -142,7 +180,7 @@ def protocol_scale_table(document: Mapping[str, Any]) -> pd.DataFrame:
 def protocol_scale_figure(document: Mapping[str, Any]) -> Figure:
     """The paper's artificial grid per backend: the slowest silo's and the server's seconds of one round."""
     grid = pd.DataFrame(document["results"]["grid"])
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.6), sharey=True)
+    fig, axes = plt.subplots(1, 3, figsize=(plots.FIGURE_WIDTH, 3.6), sharey=True)
     for ax, axis in zip(axes, ("parameters", "users", "silos"), strict=True):
         for (backend, side), style in zip(
             [(b, s) for b in ("paillier", "packed-paillier") for s in ("silo_s", "server_s")],
@@ -155,8 +193,7 @@ def protocol_scale_figure(document: Mapping[str, Any]) -> Figure:
         ax.set_yscale("log")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("seconds per round")
-    axes[0].legend(fontsize=8)
-    fig.tight_layout()
+    plots.figure_legend(fig, axes, title=False)
     return fig
 
 
@@ -250,17 +287,22 @@ def show_stored_runtime() -> None:
         print("no committed protocol_runtime results in this checkout")
         return
     table = plots.runtime_table(stored)
+    shown = table[
+        [
+            "parameters",
+            "local training per silo",
+            "encrypted weighting per silo",
+            "aggregation",
+            "key set-up",
+            "blinded histogram",
+        ]
+    ]
     display(
-        table[
-            [
-                "parameters",
-                "local training per silo",
-                "encrypted weighting per silo",
-                "aggregation",
-                "key set-up",
-                "blinded histogram",
-            ]
-        ].round(3)
+        shown.reset_index()
+        .rename(columns={column: f"{column} (s)" for column in shown.columns[1:]})
+        .style.hide(axis="index")
+        .format(precision=3)
+        .format("{:,.0f}", subset=["parameters"])
     )
     lines = [
         f"- {dataset}, {users} users: local training {row['local training per silo']:.2f} s and encrypted "

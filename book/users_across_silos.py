@@ -58,6 +58,32 @@ SCHEMES = ["uniform", "zipf"]
 datasets = {name: load(name) for name in sorted({name for name, _ in CASES + EXTRA_CASES})}
 
 # %% [markdown]
+# ## Users, silos and the server
+#
+# The picture the rest of the book assumes: a user's records sit in several silos; the silos train and add the noise,
+# and a server sums what they send. The private weighting protocol's messages (right) are what ULDP-AVG-w adds so
+# that the weights $n_{su}/N_u$ can be used while no party learns another's counts ({doc}`weighting_protocol`).
+
+# %%
+from uldp.paper.chapters import glossary, protocol_diagram
+
+show_captioned(
+    protocol_diagram(),
+    "Left: four users whose records sit in one to three silos. Right: the messages of "
+    "{ref}`Protocol 1 <paper-protocol-1>` between the silos and the server, set-up once, then two each round; a "
+    "square is a step one side computes alone (silo 0's seed goes to the other silos sealed, through the server).",
+)
+
+# %% [markdown]
+# (glossary)=
+# ## The symbols
+#
+# The symbols of the paper and of every chapter, with where the paper defines them:
+
+# %%
+glossary()
+
+# %% [markdown]
 # ## The datasets
 #
 # Training and test sizes, the silos, and the model each dataset is trained with. HeartDisease and TcgaBrca come

@@ -35,6 +35,15 @@ from uldp.secure.messages import parse_message
 SMOKE = profile == "smoke"
 rng = np.random.default_rng(0)
 
+from uldp.paper.chapters import protocol_diagram
+
+show_captioned(
+    protocol_diagram(),
+    "The federation and {ref}`Protocol 1 <paper-protocol-1>`'s messages in order, with the paper's step numbers: "
+    "the set-up once (keys, the shared seed, the blinded counts), then each round the encrypted inverse weights "
+    "down and the masked, encrypted updates up. The symbols are in the {ref}`glossary <glossary>`.",
+)
+
 # %% [markdown]
 # ## A tiny example, step by step
 #

@@ -614,3 +614,37 @@ def test_weighting_gap_table_puts_the_authors_uniform_draws_in_the_uniform_colum
     table = chapters.weighting_gap_table({"weighting": results})
     assert list(table.columns) == ["uniform", "zipf"]
     assert not table.isna().any().any(), table
+
+
+def test_the_diagram_draws_each_message_of_protocol_1_once_in_order() -> None:
+    """One labelled arrow per message between the silos and the server (a square for a step computed on one
+    side), the steps in the order of the paper's Protocol 1 (set-up 1(a)-(f), then the round's 2(a)-(c))."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    fig = chapters.protocol_diagram()
+    right = fig.axes[1]
+    texts = [text.get_text() for text in right.texts]
+    for step, _, _, what in chapters.PROTOCOL_MESSAGES:
+        assert texts.count(f"{step}  {what}") == 1
+    between = [m for m in chapters.PROTOCOL_MESSAGES if m[1] != m[2]]
+    arrows = [child for child in right.get_children() if type(child).__name__ == "Annotation"]
+    assert len(arrows) == len(between)
+    steps = [step for step, *_ in chapters.PROTOCOL_MESSAGES]
+    assert steps == sorted(steps) and steps[0] == "1(a)" and steps[-1] == "2(c)"
+    assert "each round:" in texts
+
+
+def test_the_glossary_names_every_symbol_of_the_book() -> None:
+    table = chapters.glossary().data
+    for symbol in (
+        "n_{su}",
+        "N_u",
+        "$q$",
+        "\\sigma",
+        "$C$",
+        "\\lvert S\\rvert",
+        "\\lvert U\\rvert",
+    ):
+        assert symbol in table, symbol
+    assert table.splitlines()[0] == "| symbol | what it is | in the paper |"

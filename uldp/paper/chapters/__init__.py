@@ -6,6 +6,7 @@
 - :mod:`~uldp.paper.chapters.views` and :mod:`~uldp.paper.chapters.opening`: the Scorecard's views, the Scorecard
   chapter and the opening page.
 - :mod:`~uldp.paper.chapters.methods`: the method chapters' short comparisons and Protocol 1's measurements.
+- :mod:`~uldp.paper.chapters.diagram`: users, silos, server and Protocol 1's messages; the glossary of symbols.
 - :mod:`~uldp.paper.chapters.reference`: the reference pages' tables and the paper's settings file.
 
 Import the names from the package (``from uldp.paper.chapters import show_captioned``).
@@ -16,6 +17,13 @@ from __future__ import annotations
 from uldp.paper.chapters.captions import (
     captioned,
     show_captioned,
+)
+from uldp.paper.chapters.diagram import (
+    GLOSSARY,
+    PROTOCOL_MESSAGES,
+    USER_SILOS,
+    glossary,
+    protocol_diagram,
 )
 from uldp.paper.chapters.experiment import (
     CHANCE_METRICS,
@@ -84,12 +92,15 @@ __all__ = [
     "CHANCE_METRICS",
     "COMPARE_MISSING",
     "FLOAT32_BYTES",
+    "GLOSSARY",
     "LARGE_SPREAD",
     "MAIN_CLAIMS",
     "PROTOCOL_BENCHMARK",
+    "PROTOCOL_MESSAGES",
     "SCORECARD_VIEWS",
     "SETTINGS_FILE",
     "TRIVIAL_MARGIN",
+    "USER_SILOS",
     "ExperimentChapter",
     "ScorecardView",
     "Verdicts",
@@ -105,10 +116,12 @@ __all__ = [
     "datasets_table",
     "figures_table",
     "final_epsilon_table",
+    "glossary",
     "limits",
     "main_findings",
     "own_runs_note",
     "per_seed",
+    "protocol_diagram",
     "protocol_scale_figure",
     "protocol_scale_sentences",
     "protocol_scale_table",

@@ -648,3 +648,25 @@ def test_the_glossary_names_every_symbol_of_the_book() -> None:
     ):
         assert symbol in table, symbol
     assert table.splitlines()[0] == "| symbol | what it is | in the paper |"
+
+
+def test_the_package_exports_every_public_function_and_class_of_its_modules() -> None:
+    """The book imports from ``uldp.paper.chapters``: a function added to a module but not to the package's names
+    fails a chapter at build time, not here, unless this checks it."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    for info in pkgutil.iter_modules(chapters.__path__):
+        module = importlib.import_module(f"uldp.paper.chapters.{info.name}")
+        own = [
+            name
+            for name, value in vars(module).items()
+            if not name.startswith("_")
+            and (inspect.isfunction(value) or inspect.isclass(value))
+            and value.__module__ == module.__name__
+        ]
+        assert set(own) <= set(chapters.__all__), (
+            info.name,
+            sorted(set(own) - set(chapters.__all__)),
+        )

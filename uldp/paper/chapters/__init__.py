@@ -15,7 +15,10 @@ Import the names from the package (``from uldp.paper.chapters import show_captio
 from __future__ import annotations
 
 from uldp.paper.chapters.captions import (
+    METADATA_KEY,
+    SAVE_DPI,
     captioned,
+    figure_metadata,
     show_captioned,
 )
 from uldp.paper.chapters.diagram import (
@@ -29,6 +32,7 @@ from uldp.paper.chapters.experiment import (
     CHANCE_METRICS,
     LARGE_SPREAD,
     TRIVIAL_MARGIN,
+    UNTRAINED_SHARE,
     ExperimentChapter,
     chance_level,
     chance_metric,
@@ -42,6 +46,7 @@ from uldp.paper.chapters.experiment import (
     show_final_table,
     spread_runs,
     trivial_runs,
+    untrained,
 )
 from uldp.paper.chapters.figure_extras import (
     balanced_accuracy_figure,
@@ -51,10 +56,12 @@ from uldp.paper.chapters.figure_extras import (
     weighting_gap_table,
 )
 from uldp.paper.chapters.methods import (
+    COMPARE_HEADERS,
     COMPARE_MISSING,
     FLOAT32_BYTES,
     PROTOCOL_BENCHMARK,
     compare_runs,
+    noise_against_default,
     protocol_scale_figure,
     protocol_scale_sentences,
     protocol_scale_table,
@@ -90,16 +97,20 @@ from uldp.paper.chapters.views import (
 
 __all__ = [
     "CHANCE_METRICS",
+    "COMPARE_HEADERS",
     "COMPARE_MISSING",
     "FLOAT32_BYTES",
     "GLOSSARY",
     "LARGE_SPREAD",
     "MAIN_CLAIMS",
+    "METADATA_KEY",
     "PROTOCOL_BENCHMARK",
     "PROTOCOL_MESSAGES",
+    "SAVE_DPI",
     "SCORECARD_VIEWS",
     "SETTINGS_FILE",
     "TRIVIAL_MARGIN",
+    "UNTRAINED_SHARE",
     "USER_SILOS",
     "ExperimentChapter",
     "ScorecardView",
@@ -114,11 +125,13 @@ __all__ = [
     "class_labels",
     "compare_runs",
     "datasets_table",
+    "figure_metadata",
     "figures_table",
     "final_epsilon_table",
     "glossary",
     "limits",
     "main_findings",
+    "noise_against_default",
     "own_runs_note",
     "per_seed",
     "protocol_diagram",
@@ -143,6 +156,7 @@ __all__ = [
     "show_stored_runtime",
     "spread_runs",
     "trivial_runs",
+    "untrained",
     "verdict_counts",
     "view_scorecard",
     "weighting_gap_table",

@@ -542,12 +542,21 @@ def show_figure(
 
 def show_final_table(results: ResultSet, metric: str | None = None) -> None:
     """Display the final values (mean ± std over seeds, and epsilon) of ``results``, one row per line and one
-    column per setting (:func:`uldp.paper.scorecard.final_table`, transposed so that it fits the page)."""
-    if results.runs:
-        display(
-            Markdown(
-                f"Final {_metric_label(metric or scorecard_metric(results))} (mean ± std over seeds) "
-                f"and user-level ε, scale {profile_label(results)}:"
-            ),
-            scorecard.final_table(results, metric).T,
-        )
+    column per setting (:func:`uldp.paper.scorecard.final_table`, transposed so that it fits the page), the line's
+    name a column of its own (no index), "—" where a line has no run at a setting, with a note saying so."""
+    if not results.runs:
+        return
+    table = scorecard.final_table(results, metric).T.replace(scorecard.NOT_RUN, "—")
+    absent = bool((table == "—").any().any())
+    display(
+        Markdown(
+            f"Final {_metric_label(metric or scorecard_metric(results))} (mean ± std over seeds) "
+            f"and user-level ε, scale {profile_label(results)}:"
+        ),
+        table.rename_axis("method").reset_index().style.hide(axis="index"),
+        *(
+            [Markdown("— : the grid runs no such line at that setting (as in the paper's figure).")]
+            if absent
+            else []
+        ),
+    )

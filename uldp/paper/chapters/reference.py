@@ -39,7 +39,10 @@ def show_grid_settings(grid_name: str, profile: str) -> None:
             f"- every run: {shared}\n- settings (panels): {'; '.join(table.attrs['panels'])}\n"
             f"- seeds: {', '.join(map(str, table.attrs['seeds']))}"
         ),
-        table,
+        # a Styler shows each cell whole (a DataFrame's HTML cuts text past 50 characters) and no index column
+        table.reset_index()
+        .rename(columns=lambda name: str(name).replace("_", " "))
+        .style.hide(axis="index"),
     )
 
 

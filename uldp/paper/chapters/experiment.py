@@ -516,18 +516,6 @@ def show_figure(
         )
         return
     label = profile_label(results)
-    if results.profile != "paper" and untrained(results):
-        metric = chance_metric(results) or "accuracy"
-        finals = per_seed(results, metric)["value"]
-        display(
-            Markdown(
-                f"No figure of this build's **{label}**-profile runs for the paper's {figure}: every line ends "
-                f"at the level of a predictor that ignores its input (final {_metric_label(metric)} "
-                f"{finals.min():.2f} to {finals.max():.2f}), so they show nothing of the methods. These runs "
-                "check that the chapter runs end to end; the paper-scale results, where stored, are above."
-            )
-        )
-        return
     what = (
         f"The paper's {figure}, reproduced at the scale **{label}**"
         if results.profile == "paper"
@@ -535,9 +523,28 @@ def show_figure(
         "not its figure"
     )
     panels = list(dict.fromkeys(run["panel"] for run in results.runs))
+    skipped = []
     for group in ([panel] for panel in panels) if per_panel and len(panels) > 1 else [panels]:
+        shown = results.only_panels(group)
+        if results.profile != "paper" and untrained(shown):
+            skipped += group
+            continue
         where = f", {group[0]}" if len(group) == 1 and len(panels) > 1 else ""
-        show_captioned(draw(results.only_panels(group)), f"{what}{where}. {look}".strip())
+        show_captioned(draw(shown), f"{what}{where}. {look}".strip())
+    if skipped:
+        untaught = results.only_panels(skipped)
+        metric = chance_metric(untaught) or "accuracy"
+        finals = per_seed(untaught, metric)["value"]
+        display(
+            Markdown(
+                f"No figure of this build's **{label}**-profile runs for the paper's {figure}"
+                + ("" if len(skipped) == len(panels) else f" at {'; '.join(skipped)}")
+                + f": every line there ends at the level of a predictor that ignores its input (final "
+                f"{_metric_label(metric)} {finals.min():.2f} to {finals.max():.2f}), so they show nothing of "
+                "the methods. These runs check that the chapter runs end to end; the paper-scale results, where "
+                "stored, are shown above."
+            )
+        )
 
 
 def show_final_table(results: ResultSet, metric: str | None = None) -> None:

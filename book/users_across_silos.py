@@ -46,6 +46,7 @@ from uldp.data import DATASETS, allocate, load
 from uldp.data.allocation import labels_per_user, summary
 from uldp.models import build_model, count_parameters
 from uldp.paper.chapters import show_captioned
+from uldp.paper.plots import FIGURE_WIDTH, figure_legend
 
 SEED = 0
 # (dataset, number of users): Creditcard with 100 users, the medical datasets with the paper's smaller user count.
@@ -132,7 +133,9 @@ allocations = {
     for scheme in SCHEMES
 }
 
-fig, axes = plt.subplots(len(CASES), len(SCHEMES), figsize=(11, 3.0 * len(CASES)), squeeze=False)
+fig, axes = plt.subplots(
+    len(CASES), len(SCHEMES), figsize=(FIGURE_WIDTH, 2.8 * len(CASES) + 0.8), squeeze=False
+)
 for row, (name, n_users) in enumerate(CASES):
     for column, scheme in enumerate(SCHEMES):
         counts = allocations[(name, n_users, scheme)].counts  # [silo, user]
@@ -152,8 +155,7 @@ for row, (name, n_users) in enumerate(CASES):
         ax.set_title(f"{name}, {n_users} users, {scheme}")
         ax.set_xlabel("user (sorted by records)")
         ax.set_ylabel("records")
-    axes[row, -1].legend(fontsize="small", ncol=2, loc="upper right")
-fig.tight_layout()
+figure_legend(fig, axes, title=False)
 show_captioned(
     fig,
     "Records per user, stacked by silo, users sorted by their records: compare the flat uniform "

@@ -53,6 +53,7 @@ from uldp.paper.chapters.figure_extras import (
     final_epsilon_table,
     short_profile_note,
     show_runtime,
+    show_weighting_gaps,
     weighting_gap_table,
 )
 from uldp.paper.chapters.methods import (
@@ -154,6 +155,7 @@ __all__ = [
     "show_protocol_scale",
     "show_runtime",
     "show_stored_runtime",
+    "show_weighting_gaps",
     "spread_runs",
     "trivial_runs",
     "untrained",

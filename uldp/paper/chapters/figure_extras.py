@@ -37,13 +37,35 @@ def balanced_accuracy_figure(results: ResultSet) -> Figure:
 
 
 def final_epsilon_table(results: ResultSet) -> Any:
-    """The mean final epsilon of each line (columns) per setting (rows), e.g. of
-    :func:`uldp.paper.experiments.accounted_results`."""
+    """The mean final user-level epsilon of each line (columns) per setting (rows, the setting a column of its own,
+    no index), e.g. of :func:`uldp.paper.experiments.accounted_results`."""
     final = per_setting(results, "epsilon")
     order = list(dict.fromkeys(final["series"]))
-    return final.pivot(index="panel", columns="series", values="mean")[order].style.format(
-        readable_number
+    table = final.pivot(index="panel", columns="series", values="mean")[order]
+    return (
+        table.rename_axis(index="setting", columns=None)
+        .reset_index()
+        .style.hide(axis="index")
+        .format(readable_number, subset=order)
     )
+
+
+def show_weighting_gaps(data: Mapping[str, ResultSet]) -> Any:
+    """:func:`weighting_gap_table` as the page shows it: dataset and silo count as columns (no index), the gaps to
+    three decimals, "—" with a note where an allocation was not run for a dataset."""
+    table = weighting_gap_table(data)
+    absent = bool(table.isna().any().any())
+    shown = (
+        table.rename_axis(columns=None)
+        .reset_index()
+        .rename(columns={"n_silos": "silos"})
+        .style.hide(axis="index")
+        .format(precision=3, na_rep="—", subset=list(table.columns))
+    )
+    if absent:
+        display(shown, Markdown("— : this dataset has no run of that allocation in the figure."))
+        return None
+    return shown
 
 
 def short_profile_note(results: ResultSet) -> Markdown:
@@ -108,5 +130,9 @@ def show_runtime(chapter: ExperimentChapter) -> None:
         if results.runs:
             display(
                 Markdown(f"Seconds per part of the protocol, scale {profile_label(results)}:"),
-                plots.runtime_table(results).round(3),
+                plots.runtime_table(results)
+                .reset_index()
+                .style.hide(axis="index")
+                .format(precision=3)
+                .format("{:,.0f}", subset=["parameters"]),
             )

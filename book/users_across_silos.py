@@ -111,7 +111,9 @@ pd.DataFrame(
         }
         for name, data in datasets.items()
     ]
-).set_index("dataset")
+).style.hide(
+    axis="index"
+)  # a Styler shows each cell whole (a DataFrame's HTML cuts text at 50 characters)
 
 # %% [markdown]
 # ## Allocations

@@ -105,14 +105,15 @@ pd.DataFrame(log)
 n = server.public_key.n
 view = pd.DataFrame(
     {
-        "N_u (hidden)": counts.sum(axis=0),
-        "server sees B(N_u) = r_u N_u mod n (first digits)": [
-            str(b)[:24] + "..." for b in server.blinded_totals
+        "user": range(len(server.blinded_totals)),
+        "N_u (hidden from the server)": counts.sum(axis=0),
+        "the server sees B(N_u) = r_u N_u mod n: its first digits": [
+            f"{str(b)[:16]} … ({len(str(b))} digits)" for b in server.blinded_totals
         ],
-        "as a fraction of n": [b / n for b in server.blinded_totals],
+        "B(N_u) as a share of n": [b / n for b in server.blinded_totals],
     }
 )
-view
+view.style.hide(axis="index").format(precision=3, subset=["B(N_u) as a share of n"])
 
 # %% [markdown]
 # One round: the server sends $\mathrm{Enc}(B_{\text{inv}}(N_u))$ for the sampled users and $\mathrm{Enc}(0)$ for the

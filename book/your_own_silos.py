@@ -157,8 +157,8 @@ with warnings.catch_warnings(record=True) as warned:  # shown below as what fit 
 from IPython.display import Markdown, display
 
 if warned:  # what fit said, in a note box rather than as a warning's class and text on stderr
-    said = "\n".join(f"- {warning.message}" for warning in warned)
-    display(Markdown(f":::{{note}}\n`uldp.fit` warned:\n\n{said}\n:::"))
+    said = "\n\n".join(str(warning.message) for warning in warned)
+    display(Markdown(f":::{{note}}\n`uldp.fit` warned:\n\n```text\n{said}\n```\n:::"))
 
 # %% [markdown]
 # `history` holds, per round, the test loss, our accuracy metric and the user-level $\epsilon$ spent so far.
@@ -258,7 +258,7 @@ for name in ("ULDP-AVG-w", "DP-SGD"):
                 "accuracy": lambda out, y: ((out.squeeze(-1) > 0).float() == y).float().mean()
             },
         )
-    fit_said += [f"- {name}: {warning.message}" for warning in said_here]
+    fit_said += [f"{name}: {warning.message}" for warning in said_here]
     comparison[name] = {
         "test accuracy": run.column("accuracy")[-1],
         "user-level epsilon": run.epsilon,
@@ -266,7 +266,8 @@ for name in ("ULDP-AVG-w", "DP-SGD"):
         "sigma": run.sigma,
     }
 if fit_said:  # what fit said of the clipping bound, in words
-    display(Markdown(":::{note}\n`uldp.fit` warned:\n\n" + "\n".join(fit_said) + "\n:::"))
+    said = "\n\n".join(fit_said)
+    display(Markdown(f":::{{note}}\n`uldp.fit` warned:\n\n```text\n{said}\n```\n:::"))
 (
     pd.DataFrame(comparison)
     .T.rename_axis("method")

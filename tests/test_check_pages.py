@@ -92,6 +92,15 @@ def test_each_leak_is_a_fault(page: str, fault: str) -> None:
     assert any(found.startswith(fault) for found in check_pages.page_faults(page, CITATIONS)), fault
 
 
+def test_the_number_a_reader_sees_is_the_chapters_not_sphinxs() -> None:
+    """Sphinx's "Fig. 40" (hidden by the book's stylesheet) before the chapter's own "Figure 2." is fine."""
+    page = _output(
+        '<figure><img src="c.png"><figcaption><p><span class="caption-number">Fig. 40 </span>'
+        "<span><strong>Figure 2.</strong> The paper's Figure 6, reproduced.</span></p></figcaption></figure>"
+    )
+    assert check_pages.page_faults(page) == []
+
+
 def test_a_clean_page_has_no_fault() -> None:
     page = (
         '<article><p>By <a href="bibliography.html#id1">Mironov [2017]</a>, with '

@@ -1,7 +1,7 @@
 """Figures of the book's pages: a figure numbered within its chapter, captioned and embedded in the page.
 
 Each chapter runs in a kernel of its own, so the count of :func:`captioned` restarts at 1 on every page: "Figure 3"
-is the third figure of its chapter (Sphinx's own numbering, across the book, is switched off in ``_config.yml``). The
+is the third figure of its chapter (Sphinx's own number, across the book, is hidden by ``_static/book.css``). The
 PNG carries, in a text chunk named :data:`METADATA_KEY`, what ``tools/check_pages.py`` needs to judge the figure at
 the size a reader sees it: its resolution, the smallest legend font in points and how many legends sit inside an
 axes (:func:`figure_metadata`).

@@ -241,7 +241,7 @@ def figure_legend(fig: Figure, axes: Any, *, title: bool = True) -> None:
         fontsize=LEGEND_PT,
         frameon=False,
     )
-    legend_inches = 0.3 * -(-len(handles) // columns) + 0.2  # rows of the legend, plus a margin
+    legend_inches = 0.25 * -(-len(handles) // columns) + 0.15  # rows of the legend, plus a margin
     top = 1 - 0.35 / fig.get_figheight() if title else 1
     fig.tight_layout(rect=(0, legend_inches / fig.get_figheight(), 1, top))
 

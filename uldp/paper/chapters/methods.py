@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
+from matplotlib.ticker import MaxNLocator
 
 from uldp import simulation
 from uldp.paper import experiments, plots
@@ -68,6 +69,7 @@ def compare_runs(configs: Mapping[str, RunConfig], *, title: str) -> pd.DataFram
     for ax, label in zip(axes, ("test loss", "test accuracy", "user-level ε"), strict=True):
         ax.set_xlabel("round")
         ax.set_ylabel(label)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.suptitle(title)
     plots.figure_legend(fig, axes)
     show_captioned(

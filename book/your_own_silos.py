@@ -547,9 +547,9 @@ print(f"The same model as with the shared test seed: {'yes' if same else 'no'}."
 # uses a 1024-bit test key, which a hospital accepts only when its SuperNode allows it
 # (`uldp-insecure-test-keys=true`); never in a real federation.
 #
-# At the paper's key size each round of Protocol 1 costs seconds per hospital, so this page runs it for fewer rounds
-# than the runs above (the sentence below the code says how many): the check is the same, the model with the
-# protocol against `uldp.fit`'s without it after as many rounds.
+# At the paper's key size each round of {ref}`Protocol 1 <paper-protocol-1>` costs seconds per hospital, so this page
+# runs it for fewer rounds than the runs above (the sentence below the code says how many): the check is the same,
+# the model with the protocol against `uldp.fit`'s without it after as many rounds.
 
 # %%
 from uldp.secure import ProtocolParameters

@@ -1,5 +1,6 @@
 // Click-to-zoom for the book's figures (Jupyter Book loads every script of _static): a figure shrunk to the article's
-// width opens at full size over the page on a click (or Enter), and closes on a click, Escape or Enter. The overlay
+// width opens over the page on a click (or Enter), as large as fits the window whole (never cut off), and closes on a
+// click, Escape or Enter. The overlay
 // exists only while open, outside the article, so the page's own layout (and tools/check_pages.py) never sees it.
 document.addEventListener("DOMContentLoaded", () => {
   const open = (image) => {
@@ -11,8 +12,13 @@ document.addEventListener("DOMContentLoaded", () => {
     const large = document.createElement("img");
     large.src = image.currentSrc || image.src;
     large.alt = image.alt;
-    // at least its own pixels; a small figure grows to fill most of the window, up to twice its size
-    large.style.width = `${Math.max(image.naturalWidth, Math.min(0.95 * window.innerWidth, 2 * image.naturalWidth))}px`;
+    // the largest size that fits the window in both directions, up to twice the figure's own pixels
+    const scale = Math.min(
+      (0.96 * window.innerWidth) / image.naturalWidth,
+      (0.94 * window.innerHeight) / image.naturalHeight,
+      2,
+    );
+    large.style.width = `${Math.round(scale * image.naturalWidth)}px`;
     overlay.appendChild(large);
     const close = () => { overlay.remove(); image.focus(); };
     overlay.addEventListener("click", close);

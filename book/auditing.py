@@ -82,9 +82,11 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from IPython.display import Markdown, display
 
 from uldp.audit import audit_root, profile_results
 from uldp.paper.chapters import show_captioned
+from uldp.paper.plots import FIGURE_WIDTH, figure_legend
 from uldp.paper.verdicts import readable_number
 
 audit_profile = (
@@ -112,14 +114,14 @@ read = sum(payload["key"] in stored_before for payload in payloads)
 print(
     f"{len(audits)} audits at the {audit_profile} profile: {read} read from "
     f"{audit_root(audit_profile).resolve().relative_to(Path.cwd().resolve())}, "
-    f"the rest run now; code commits {sorted(set(audits['commit']))}"
+    f"the rest run now; code commit(s) {', '.join(sorted(set(audits['commit'])))}."
 )
 
 # %% [markdown]
 # ## Lower bounds beside the claims
 #
 # Crafted user canaries, every round observed, many runs, no user sampling. Both bounds hold at 95% confidence.
-# "tight eps" is the tightest valid epsilon of the same runs; the ratios compare each bound with it.
+# "tight ε" is the tightest valid epsilon of the same runs; the ratios compare each bound with it.
 
 # %%
 plain = (audits.canary == "crafted") & (audits.q == 1.0) & (audits.aggregation == "plain")
@@ -130,10 +132,15 @@ crafted["estimate"] = [
 crafted["many / tight"] = crafted["epsilon_lb"] / crafted["tight_epsilon"]
 crafted["gaussian / tight"] = crafted["gaussian_lb"] / crafted["tight_epsilon"]
 columns = {
-    "claimed_epsilon": "claimed eps (RDP)",
-    "tight_epsilon": "tight eps",
-    "epsilon_lb": "many-run bound",
-    "gaussian_lb": "Gaussian bound",
+    "label": "method",
+    "claimed_epsilon": "claimed ε (RDP)",
+    "tight_epsilon": "tight ε",
+    "epsilon_lb": "many-run bound on ε",
+    "gaussian_lb": "Gaussian bound on ε",
+    "sigma": "σ",
+    "runs_per_minute": "runs per minute",
+    "n_in": "runs with the canary",
+    "n_out": "runs without",
 }
 table = crafted[
     [
@@ -149,9 +156,14 @@ table = crafted[
         "runs_per_minute",
     ]
 ].rename(columns=columns)
-# a Gaussian bound exists only where the scores are Gaussian by construction (no user sampling): "n/a" elsewhere
-table.reset_index(drop=True).style.format(
-    readable_number, subset=list(table.select_dtypes("number").columns), na_rep="n/a"
+display(
+    table.reset_index(drop=True)
+    .style.hide(axis="index")
+    .format(readable_number, subset=list(table.select_dtypes("number").columns), na_rep="—"),
+    Markdown(
+        "A cell reads — where its bound does not apply: the Gaussian bound needs scores that are Gaussian by "
+        "construction (no user sampling)."
+    ),
 )
 
 # %%
@@ -159,7 +171,7 @@ labels = ["record-level DP-SGD", "ULDP-NAIVE", "ULDP-AVG", "ULDP-AVG-w"]
 claims = sorted(
     crafted["epsilon"].dropna().unique()
 )  # the targets the methods' sigmas are calibrated to
-fig, ax = plt.subplots(figsize=(7.5, 4.2))
+fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 6.4))
 width = 0.8 / len(labels)
 for i, label in enumerate(labels):
     part = crafted[crafted.label == label].set_index("epsilon").reindex(claims)
@@ -192,7 +204,7 @@ if len(default):
 ax.set_xticks(np.arange(len(claims)), [f"claimed $\\epsilon$ = {c:g}" for c in claims])
 ax.set_ylabel("empirical lower bound on $\\epsilon$ (95%)")
 ax.set_title("Crafted user canary in 3 silos (dashed: the claim; dotted: the tight epsilon)")
-ax.legend(fontsize=6, ncol=2)
+figure_legend(fig, [ax], title=False)
 show_captioned(
     plt.gcf(),
     "Empirical lower bounds on the user-level $\\epsilon$ (95% confidence) against each claim "
@@ -208,7 +220,7 @@ show_captioned(
 
 # %%
 reference = 4.0 if 4.0 in claims else claims[-1]
-fig, ax = plt.subplots(figsize=(6, 4.5))
+fig, ax = plt.subplots(figsize=(6.5, 5.4))
 for label in [*labels, "DEFAULT"]:
     part = crafted[
         (crafted.label == label) & ((crafted.epsilon == reference) | crafted.claim.isna())
@@ -227,7 +239,7 @@ ax.set_yscale("log")
 ax.set_xlabel("false-positive rate")
 ax.set_ylabel("true-positive rate")
 ax.set_title(f"Crafted user canary, claimed $\\epsilon$ = {reference:g} (DEFAULT: no noise)")
-ax.legend(fontsize=8)
+figure_legend(fig, [ax], title=False)
 show_captioned(
     plt.gcf(),
     "True- against false-positive rate of the attack on the crafted canary (log-log): "
@@ -273,8 +285,8 @@ sampled = (
     .rename(columns=columns)
     .reset_index(drop=True)
 )
-sampled.style.format(
-    readable_number, subset=list(sampled.select_dtypes("number").columns), na_rep="n/a"
+sampled.style.hide(axis="index").format(
+    readable_number, subset=list(sampled.select_dtypes("number").columns), na_rep="—"
 )
 
 # %% [markdown]
@@ -348,8 +360,8 @@ shown = (
     .rename(columns=columns)
     .reset_index(drop=True)
 )
-shown.style.format(
-    readable_number, subset=list(shown.select_dtypes("number").columns), na_rep="n/a"
+shown.style.hide(axis="index").format(
+    readable_number, subset=list(shown.select_dtypes("number").columns), na_rep="—"
 )
 
 # %% [markdown]
@@ -358,47 +370,59 @@ shown.style.format(
 # %%
 user_level = audits[audits.method.isin(["ULDP-NAIVE", "ULDP-AVG", "ULDP-AVG-w"])]
 best = user_level[["epsilon_lb", "gaussian_lb"]].max(axis=1)
-print(
-    "user-level methods under their claim in every audit:",
-    bool((best <= user_level["claimed_epsilon"]).all()),
-)
-print(
-    "... and under the tight epsilon of the same runs:",
-    bool((best <= user_level["tight_epsilon"]).all()),
-)
+
+
+def yes(flag: bool) -> str:
+    return "yes" if flag else "**no**"
+
+
+under_claim = bool((best <= user_level["claimed_epsilon"]).all())
+under_tight = bool((best <= user_level["tight_epsilon"]).all())
+said = [
+    (
+        f"User-level methods under their claim in every audit: {yes(under_claim)}; and under the tight ε "
+        f"of the same runs: {yes(under_tight)}."
+    )
+]
 avg = crafted[crafted.label == "ULDP-AVG"].sort_values("epsilon")
-for _, row in avg.iterrows():
-    print(
-        f"ULDP-AVG at claimed eps {row.epsilon:g} (tight {row.tight_epsilon:.3f}): Gaussian bound "
-        f"{row.gaussian_lb:.3f} = {row.gaussian_lb / row.tight_epsilon:.0%} of the tight epsilon, many-run bound "
-        f"{row.epsilon_lb:.3f} = {row.epsilon_lb / row.tight_epsilon:.0%} ({row.runs:,} runs)"
-    )
-for _, row in sampling.sort_values(["q", "epsilon"]).iterrows():
-    print(
-        f"ULDP-AVG-w, q = {row.q:g}, claimed eps {row.epsilon:g}: tight {row.tight_epsilon:.3f} "
-        f"({row.tight_epsilon / row.claimed_epsilon:.0%} of the claim), bound {row.epsilon_lb:.3f} "
-        f"= {row.epsilon_lb / row.tight_epsilon:.0%} of the tight epsilon"
-    )
-for _, row in secure.iterrows():
-    print(
-        f"Protocol 1, {row.canaries} canaries: mu estimated {row.mu_estimate:.3f} against the assumed "
-        f"{row['assumed mu']:.3f}; Gaussian bound {row.gaussian_lb:.3f} under the claim {row.claimed_epsilon:.3f}: "
-        f"{bool(row.gaussian_lb <= row.claimed_epsilon)}"
-    )
-dpsgd = crafted[crafted.label == "record-level DP-SGD"].sort_values("epsilon")
-past = dpsgd[dpsgd["epsilon_lb"] > dpsgd["claimed_epsilon"]]["epsilon"].tolist()
-print(
-    f"record-level DP-SGD leaks the user past its record-level epsilon at claims {past} of "
-    f"{dpsgd['epsilon'].tolist()}; its bound over its claim:",
-    (dpsgd.set_index("epsilon")["epsilon_lb"] / dpsgd.set_index("epsilon")["claimed_epsilon"])
-    .round(2)
-    .to_dict(),
+said += [
+    f"ULDP-AVG at claimed ε {row.epsilon:g} (tight {row.tight_epsilon:.3f}): Gaussian bound "
+    f"{row.gaussian_lb:.3f}, {row.gaussian_lb / row.tight_epsilon:.0%} of the tight ε; many-run bound "
+    f"{row.epsilon_lb:.3f}, {row.epsilon_lb / row.tight_epsilon:.0%} ({row.runs:,} runs)."
+    for _, row in avg.iterrows()
+]
+said += [
+    f"ULDP-AVG-w, q = {row.q:g}, claimed ε {row.epsilon:g}: tight {row.tight_epsilon:.3f} "
+    f"({row.tight_epsilon / row.claimed_epsilon:.0%} of the claim), bound {row.epsilon_lb:.3f}, "
+    f"{row.epsilon_lb / row.tight_epsilon:.0%} of the tight ε."
+    for _, row in sampling.sort_values(["q", "epsilon"]).iterrows()
+]
+said += [
+    f"Protocol 1, {row.canaries} canaries: μ estimated {row.mu_estimate:.3f} against the assumed "
+    f"{row['assumed mu']:.3f}; Gaussian bound {row.gaussian_lb:.3f}, under the claim {row.claimed_epsilon:.3f}: "
+    f"{yes(bool(row.gaussian_lb <= row.claimed_epsilon))}."
+    for _, row in secure.iterrows()
+]
+dpsgd = crafted[crafted.label == "record-level DP-SGD"].set_index("epsilon").sort_index()
+over = dpsgd["epsilon_lb"] / dpsgd["claimed_epsilon"]
+past = [f"{claim:g}" for claim in over.index[over > 1]]
+said.append(
+    "Record-level DP-SGD leaks the user past its record-level ε at "
+    + (f"the claim(s) {', '.join(past)}" if past else "none of the claims")
+    + f" of {', '.join(f'{claim:g}' for claim in over.index)}; its bound over its claim: "
+    + "; ".join(f"{ratio:.2f} at ε = {claim:g}" for claim, ratio in over.items())
+    + "."
 )
-naive = crafted[crafted.label == "ULDP-NAIVE"].set_index("epsilon")["gaussian_lb"]
-print(
-    "ULDP-NAIVE's Gaussian bound over ULDP-AVG's, per claim:",
-    (naive / avg.set_index("epsilon")["gaussian_lb"]).round(2).to_dict(),
+naive = (
+    crafted[crafted.label == "ULDP-NAIVE"].set_index("epsilon")["gaussian_lb"]
+    / avg.set_index("epsilon")["gaussian_lb"]
 )
+said.append(
+    "ULDP-NAIVE's Gaussian bound over ULDP-AVG's: "
+    + "; ".join(f"{ratio:.2f} at claimed ε = {claim:g}" for claim, ratio in naive.items())
+    + "."
+)
+display(Markdown("\n".join(f"- {sentence}" for sentence in said)))
 
 # %% [markdown]
 # ## What to conclude

@@ -37,6 +37,7 @@ profile = "default"
 # %%
 import numpy as np
 import torch
+from IPython.display import Markdown, display
 from torch import nn
 
 from uldp.data.base import Allocation
@@ -125,7 +126,7 @@ print(
 )
 
 # %% [markdown]
-# ## Smoke comparison on HeartDisease
+# ## A short comparison on HeartDisease
 #
 # A short run of DEFAULT, ULDP-NAIVE and ULDP-GROUP-k on HeartDisease (4 FLamby silos) with the paper's
 # hyperparameters, fewer users, rounds and local epochs at this profile. The utility is test accuracy; epsilon is the
@@ -146,6 +147,7 @@ final = chapters.compare_runs(
     },
     title=f"Baselines on HeartDisease, {SCALE['users']} users, {SCALE['rounds']} rounds ({profile} profile)",
 )
+display(Markdown(chapters.noise_against_default(final)))
 
 # %% [markdown]
 # ULDP-GROUP pays twice: records above $k$ per user are dropped (fewer "records used"), and the group conversion

@@ -117,10 +117,11 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from IPython.display import display
+from IPython.display import Markdown, display
 
 from uldp.deploy.method_roles import DeployConfig
 from uldp.paper.chapters import show_captioned
+from uldp.paper.plots import figure_legend
 from uldp.secure import SecureAggregator
 from uldp.simulation import run
 
@@ -133,11 +134,12 @@ SIZES = {
         max_train_records=200,
         protocol={"key_bits": 512, "n_max": 40, "insecure_test_key": True},
     ),
+    # small enough that the page builds in a few minutes: its real processes and 2048-bit keys cost per round
     "default": dict(
-        n_users=50,
-        rounds=4,
-        local_epochs=2,
-        max_train_records=1000,
+        n_users=20,
+        rounds=3,
+        local_epochs=1,
+        max_train_records=400,
         protocol={"key_bits": 2048, "n_max": 100},
     ),
     "paper": dict(
@@ -158,7 +160,41 @@ RUN = {
     **SIZES[profile],
 }
 config = DeployConfig.from_json(RUN)
-config.run
+paper_size = SIZES["paper"]
+display(
+    Markdown(
+        f"At the **{profile}** profile this page deploys a federation of {config.run.n_users} users in "
+        f"{config.run.n_silos} silos for {config.run.rounds} rounds of {config.run.local_epochs} local epoch(s), "
+        + (
+            f"on {config.run.max_train_records:,} training records"
+            if config.run.max_train_records
+            else "on every training record"
+        )
+        + f", with {config.protocol.key_bits}-bit keys"
+        + (
+            ""
+            if profile == "paper"
+            else f": a small federation, so that the page builds in minutes (the paper profile runs "
+            f"{paper_size['n_users']} users for {paper_size['rounds']} rounds on every record with "
+            f"{paper_size['protocol']['key_bits']}-bit keys). Its run:"
+        )
+    ),
+    pd.DataFrame(
+        [
+            ("dataset", config.run.dataset),
+            ("method", config.run.method),
+            ("silos", config.run.n_silos),
+            ("users", config.run.n_users),
+            ("rounds", config.run.rounds),
+            ("local epochs", config.run.local_epochs),
+            ("user sampling rate q", config.run.q),
+            ("Protocol 1 (secure aggregation)", "yes" if config.run.secure else "no"),
+            ("key size (bits)", config.protocol.key_bits),
+            ("seed (allocation and initial model)", config.run.seed),
+        ],
+        columns=["setting", "value"],
+    ).style.hide(axis="index"),
+)
 
 # %% [markdown]
 # ## One federation on this machine
@@ -230,12 +266,21 @@ def deploy(data: dict, workdir: Path) -> tuple[dict, float]:
 
 deployed, deployed_wall = deploy(RUN, Path(tempfile.mkdtemp(prefix="uldp-deploy-")))
 assert deployed["error"] == "", deployed["error"]
-for record in deployed["history"]:
-    stages = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in record["stages"].items())
-    print(
-        f"round {record['round']}: {record['seconds']:.2f} s ({stages}); test loss {record['loss']:.4f}, "
-        f"epsilon {record['epsilon']:.3f}"
-    )
+pd.DataFrame(
+    [
+        {
+            "round": record["round"],
+            "seconds": record["seconds"],
+            **{
+                f"{name.replace('_', ' ')} (s)": seconds
+                for name, seconds in record["stages"].items()
+            },
+            "test loss": record["loss"],
+            "user-level ε": record["epsilon"],
+        }
+        for record in deployed["history"]
+    ]
+).style.hide(axis="index").format(precision=3)
 
 # %% [markdown]
 # ## The same run in one process
@@ -253,11 +298,14 @@ local = run(config.run, aggregate_fn=SecureAggregator(config.protocol))
 deployed_loss = np.array([record["loss"] for record in deployed["history"]])
 display(
     pd.DataFrame(
-        {"deployed": deployed_loss, "in-process": local.test_loss},
-        index=pd.RangeIndex(1, len(deployed_loss) + 1, name="round"),
+        {
+            "round": range(1, len(deployed_loss) + 1),
+            "test loss, deployed": deployed_loss,
+            "test loss, in one process": local.test_loss,
+        }
     )
-    .round(6)
-    .T
+    .style.hide(axis="index")
+    .format(precision=4)
 )
 assert not deployed["insecure_reproducible_noise"]
 assert [record["epsilon"] for record in deployed["history"]] == local.epsilon
@@ -280,6 +328,7 @@ from uldp.fitting import round_seed
 dataset = load(config.run.dataset)
 # the insecure option is shown here on purpose: its warning to deployments (logged by uldp.deploy) is not for the page
 logging.getLogger("uldp.deploy").setLevel(logging.ERROR)
+attack = []
 for insecure in (False, True):
     attacked = DeployConfig.from_json(
         {**RUN, "secure": False, "insecure_reproducible_noise": insecure}
@@ -295,10 +344,17 @@ for insecure in (False, True):
         ]
     )
     noise_std = server.method.noise_std(server.n_silos)
-    print(
-        f"insecure_reproducible_noise={insecure!s:5}: what the server is left with has std {residual.std():.2e} "
-        f"(per-silo noise std {noise_std:.2f}, ratio {residual.std() / noise_std:.3f})"
+    attack.append(
+        {
+            "silos' noise": "from the shared seed (tests only)"
+            if insecure
+            else "their own secrets",
+            "std of what the server is left with": f"{residual.std():.2e}",
+            "per-silo noise std": f"{noise_std:.2f}",
+            "ratio": f"{residual.std() / noise_std:.3f}",
+        }
     )
+pd.DataFrame(attack).style.hide(axis="index")
 
 # %% [markdown]
 # ## What the deployment costs per round
@@ -317,31 +373,33 @@ transport = np.array(
     [record["stages"]["silos"] - record["stages"]["silo_compute"] for record in deployed["history"]]
 )
 local_rounds = np.array(local.seconds)
-for index, (d, t, here) in enumerate(
-    zip(deployed_rounds, transport, local_rounds, strict=True), start=1
-):
-    note = " (in-process: with the protocol setup)" if index == 1 else ""
-    print(
-        f"round {index}: deployed {d:7.3f} s (transport {t * 1000:5.0f} ms)   in-process {here:7.3f} s   "
-        f"difference {d - here:+.3f} s{note}"
+display(
+    pd.DataFrame(
+        {
+            "round": range(1, len(deployed_rounds) + 1),
+            "deployed (s)": deployed_rounds,
+            "of which transport (ms)": (transport * 1000).round(),
+            "in one process (s)": local_rounds,
+            "difference (s)": deployed_rounds - local_rounds,
+        }
     )
-print(
-    f"median transport per round: {np.median(transport) * 1000:.0f} ms "
-    f"({np.median(transport / deployed_rounds):.1%} of a deployed round)"
+    .style.hide(axis="index")
+    .format(precision=3)
 )
 overhead = float(np.median(deployed_rounds[1:] - local_rounds[1:]))
-print(
-    f"median deployed minus in-process round (rounds >= 2): {overhead * 1000:+.0f} ms "
-    f"({overhead / np.median(local_rounds[1:]):+.0%} of an in-process round)"
-)
 startup = deployed_wall - deployed_rounds.sum() - deployed["setup_seconds"]
-print(
-    f"once per federation: protocol setup {deployed['setup_seconds']:.2f} s; process start-up, admission and "
-    f"shutdown {startup:.1f} s"
+display(
+    Markdown(
+        f"Round 1 of the in-process run includes the protocol's set-up. The median transport per round is "
+        f"{np.median(transport) * 1000:.0f} ms ({np.median(transport / deployed_rounds):.1%} of a deployed "
+        f"round); from round 2 on, a deployed round takes {overhead * 1000:+.0f} ms against an in-process "
+        f"one ({overhead / np.median(local_rounds[1:]):+.0%}). Once per federation: the protocol's set-up "
+        f"{deployed['setup_seconds']:.2f} s, and process start-up, admission and shutdown {startup:.1f} s."
+    )
 )
 
 # %%
-fig, ax = plt.subplots(figsize=(6, 3))
+fig, ax = plt.subplots(figsize=(6.5, 3.6))
 x = np.arange(1, len(deployed_rounds) + 1)
 ax.bar(x - 0.2, deployed_rounds, 0.4, label=f"deployed ({config.run.n_silos + 1} processes, gRPC)")
 ax.bar(x + 0.2, local_rounds, 0.4, label="in-process")
@@ -351,7 +409,7 @@ ax.set_title(
     f"ULDP-AVG-w with Protocol 1 on Creditcard: {config.run.n_users} users, "
     f"{config.protocol.key_bits}-bit keys"
 )
-ax.legend()
+figure_legend(fig, [ax], title=False)
 show_captioned(
     fig,
     "Seconds per round of the same federation deployed (one process per silo, gRPC) and in one "

@@ -84,7 +84,23 @@ tail = benchmark_result("tcga_tail")["results"]
 tail_rows = pd.DataFrame(tail["summary"]).T.loc[
     ["uldp (library), uniform", "authors' procedure", "uldp (library), uniform, noiseless"]
 ]
-display(tail_rows[["mean", "std", "min", "below_0.5", "seeds"]].round(3))
+display(
+    tail_rows[["mean", "std", "min", "below_0.5", "seeds"]]
+    .rename(
+        columns={
+            "mean": "mean C-index",
+            "std": "std",
+            "min": "lowest seed",
+            "below_0.5": "seeds below 0.5",
+            "seeds": "seeds",
+        }
+    )
+    .rename_axis("run")
+    .reset_index()
+    .style.hide(axis="index")
+    .format(precision=3)
+    .format("{:.0f}", subset=["seeds below 0.5", "seeds"])
+)
 noisy, authors, quiet = (tail_rows.iloc[i] for i in range(3))
 noise_made_it = noisy["below_0.5"] > 0 and authors["below_0.5"] > 0 and quiet["min"] >= 0.5
 display(

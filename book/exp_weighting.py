@@ -54,7 +54,7 @@ weighting.show_figures(
 # better), per dataset, number of silos and allocation, on the results the Scorecard reads:
 
 # %%
-chapters.weighting_gap_table(weighting.verdict_data)
+chapters.show_weighting_gaps(weighting.verdict_data)
 
 # %% [markdown]
 # ## The paper's claims on the weighting

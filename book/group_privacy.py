@@ -35,17 +35,31 @@ rows = group_privacy_table(
     sigma=SIGMA, q=SAMPLE_RATE, steps=ITERATIONS, delta=DELTA, ks=GROUP_SIZES
 )
 table = pd.DataFrame(rows).set_index("k")
-print(f"record-level epsilon (k = 1): {table.loc[1, 'epsilon_rdp']:.2f}")
-table[
-    ["epsilon_rdp", "epsilon_rdp_paper", "paper_grid_valid", "epsilon_dp", "epsilon_dp_paper"]
-].round(2)
+print(f"Record-level ε (k = 1): {table.loc[1, 'epsilon_rdp']:.2f}.")
+#: What the reader sees as each column's header.
+HEADERS = {
+    "k": "group size k",
+    "epsilon_rdp": "ε, RDP (valid orders)",
+    "epsilon_rdp_paper": "ε, RDP (the paper's orders)",
+    "paper_grid_valid": "the paper's order valid (alpha at least 2k)",
+    "epsilon_dp": "ε, (ε, δ) route",
+    "epsilon_dp_paper": "ε, (ε, δ) route (the authors' code)",
+}
+(
+    table[list(HEADERS)[1:]]
+    .assign(paper_grid_valid=table["paper_grid_valid"].map({True: "yes", False: "no"}))
+    .reset_index()
+    .rename(columns=HEADERS)
+    .style.hide(axis="index")
+    .format(precision=2)
+)
 
 # %% [markdown]
 # The record-level value, $\epsilon = 2.85$, is the paper's. For the larger groups the paper writes "the value
-# reaches 2100 for only $k=32$, and 11400 at $k=64$". The column `epsilon_rdp_paper` reproduces exactly those
-# numbers with the authors' grid of RDP orders; `paper_grid_valid` says whether the order that gave them lies in the
-# lemma's domain $\alpha \ge 2k$. The column `epsilon_dp_paper` is the $(\epsilon, \delta)$ route as the authors'
-# code computes it: RDP orders up to 63 only (opacus' default grid) and $k$ capped at 62.
+# reaches 2100 for only $k=32$, and 11400 at $k=64$". The column "RDP (the paper's orders)" reproduces exactly those
+# numbers with the authors' grid of RDP orders; the next column says whether the order that gave them lies in the
+# lemma's domain $\alpha \ge 2k$. The last column is the $(\epsilon, \delta)$ route as the authors' code computes
+# it: RDP orders up to 63 only (opacus' default grid) and $k$ capped at 62.
 
 # %%
 group_privacy_figure(
@@ -117,7 +131,7 @@ print(
 #   at 63: the group guarantee of order $\alpha$ exists only for $\alpha > k$, so near $k = 63$ almost no order is
 #   left (and the code computes $k = 62$ when asked for 64). Its bisection over the input $\delta$ is not the
 #   cause: `uldp.accounting.paper_group_dp_epsilon`, the exact per-order solve restricted to those orders, gives
-#   the authors' values (`epsilon_dp_paper` above; the test-suite checks it against their bisection, re-written).
+#   the authors' values (the last column above; the test-suite checks it against their bisection, re-written).
 # - Either way, user-level protection through group privacy is hopeless at realistic $k$: hundreds to thousands of
 #   $\epsilon$ for a few dozen records. This is what ULDP-AVG avoids.
 #
@@ -130,10 +144,12 @@ bounds = pd.DataFrame(
 )
 bounds[["k", "epsilon_rdp_lower", "epsilon_rdp", "epsilon_dp"]].rename(
     columns={
-        "epsilon_rdp_lower": "paper-style (power of two below)",
-        "epsilon_rdp": "valid (power of two above)",
+        "k": "group size k",
+        "epsilon_rdp_lower": "ε, RDP, paper-style (power of two below)",
+        "epsilon_rdp": "ε, RDP, valid (power of two above)",
+        "epsilon_dp": "ε, (ε, δ) route",
     }
-).round(2)
+).style.hide(axis="index").format(precision=2)
 
 # %%
 assert math.isclose(round(table.loc[1, "epsilon_rdp"], 2), 2.85)

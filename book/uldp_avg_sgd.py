@@ -136,7 +136,7 @@ for n_users in (50, 1000):
 # measured above; $\sigma$ with the paper's uncorrected noise); ULDP-AVG's shrinks as $\sigma / |U|$: many users
 # make the noise small, which is why it wins in cross-silo FL where $|U| \gg |S|$.
 #
-# ## Smoke comparison on HeartDisease
+# ## A short comparison on HeartDisease
 #
 # ULDP-SGD, ULDP-AVG and ULDP-AVG-w (and ULDP-AVG-w with user sampling $q = 0.5$) against DEFAULT and ULDP-NAIVE,
 # with the paper's hyperparameters and fewer users, rounds and local epochs at this profile.

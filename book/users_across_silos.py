@@ -46,6 +46,7 @@ from uldp.data import DATASETS, allocate, load
 from uldp.data.allocation import labels_per_user, summary
 from uldp.models import build_model, count_parameters
 from uldp.paper.chapters import show_captioned
+from uldp.paper.plots import FIGURE_WIDTH, figure_legend
 
 SEED = 0
 # (dataset, number of users): Creditcard with 100 users, the medical datasets with the paper's smaller user count.
@@ -56,6 +57,32 @@ EXTRA_CASES = (
 SCHEMES = ["uniform", "zipf"]
 
 datasets = {name: load(name) for name in sorted({name for name, _ in CASES + EXTRA_CASES})}
+
+# %% [markdown]
+# ## Users, silos and the server
+#
+# The picture the rest of the book assumes: a user's records sit in several silos; the silos train and add the noise,
+# and a server sums what they send. The private weighting protocol's messages (right) are what ULDP-AVG-w adds so
+# that the weights $n_{su}/N_u$ can be used while no party learns another's counts ({doc}`weighting_protocol`).
+
+# %%
+from uldp.paper.chapters import glossary, protocol_diagram
+
+show_captioned(
+    protocol_diagram(),
+    "Left: four users whose records sit in one to three silos. Right: the messages of "
+    "{ref}`Protocol 1 <paper-protocol-1>` between the silos and the server, set-up once, then two each round; a "
+    "square is a step one side computes alone (silo 0's seed goes to the other silos sealed, through the server).",
+)
+
+# %% [markdown]
+# (glossary)=
+# ## The symbols
+#
+# The symbols of the paper and of every chapter, with where the paper defines them:
+
+# %%
+glossary()
 
 # %% [markdown]
 # ## The datasets
@@ -84,7 +111,9 @@ pd.DataFrame(
         }
         for name, data in datasets.items()
     ]
-).set_index("dataset")
+).style.hide(
+    axis="index"
+)  # a Styler shows each cell whole (a DataFrame's HTML cuts text at 50 characters)
 
 # %% [markdown]
 # ## Allocations
@@ -106,7 +135,9 @@ allocations = {
     for scheme in SCHEMES
 }
 
-fig, axes = plt.subplots(len(CASES), len(SCHEMES), figsize=(11, 3.0 * len(CASES)), squeeze=False)
+fig, axes = plt.subplots(
+    len(CASES), len(SCHEMES), figsize=(FIGURE_WIDTH, 2.8 * len(CASES) + 0.8), squeeze=False
+)
 for row, (name, n_users) in enumerate(CASES):
     for column, scheme in enumerate(SCHEMES):
         counts = allocations[(name, n_users, scheme)].counts  # [silo, user]
@@ -126,8 +157,7 @@ for row, (name, n_users) in enumerate(CASES):
         ax.set_title(f"{name}, {n_users} users, {scheme}")
         ax.set_xlabel("user (sorted by records)")
         ax.set_ylabel("records")
-    axes[row, -1].legend(fontsize="small", ncol=2, loc="upper right")
-fig.tight_layout()
+figure_legend(fig, axes, title=False)
 show_captioned(
     fig,
     "Records per user, stacked by silo, users sorted by their records: compare the flat uniform "

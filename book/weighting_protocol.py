@@ -28,12 +28,22 @@ import pandas as pd
 from scipy import stats
 
 from uldp.paper.chapters import show_captioned
+from uldp.paper.plots import FIGURE_WIDTH, figure_legend
 from uldp.secure import ProtocolConfig, ProtocolParameters, SecureSession, encoding
 from uldp.secure.driver import STAGE_UPDATE, ServerDriver, SiloDriver
 from uldp.secure.messages import parse_message
 
 SMOKE = profile == "smoke"
 rng = np.random.default_rng(0)
+
+from uldp.paper.chapters import protocol_diagram
+
+show_captioned(
+    protocol_diagram(),
+    "The federation and {ref}`Protocol 1 <paper-protocol-1>`'s messages in order, with the paper's step numbers: "
+    "the set-up once (keys, the shared seed, the blinded counts), then each round the encrypted inverse weights "
+    "down and the masked, encrypted updates up. The symbols are in the {ref}`glossary <glossary>`.",
+)
 
 # %% [markdown]
 # ## A tiny example, step by step
@@ -95,14 +105,15 @@ pd.DataFrame(log)
 n = server.public_key.n
 view = pd.DataFrame(
     {
-        "N_u (hidden)": counts.sum(axis=0),
-        "server sees B(N_u) = r_u N_u mod n (first digits)": [
-            str(b)[:24] + "..." for b in server.blinded_totals
+        "user": range(len(server.blinded_totals)),
+        "N_u (hidden from the server)": counts.sum(axis=0),
+        "the server sees B(N_u) = r_u N_u mod n: its first digits": [
+            f"{str(b)[:16]} … ({len(str(b))} digits)" for b in server.blinded_totals
         ],
-        "as a fraction of n": [b / n for b in server.blinded_totals],
+        "B(N_u) as a share of n": [b / n for b in server.blinded_totals],
     }
 )
-view
+view.style.hide(axis="index").format(precision=3, subset=["B(N_u) as a share of n"])
 
 # %% [markdown]
 # One round: the server sends $\mathrm{Enc}(B_{\text{inv}}(N_u))$ for the sampled users and $\mathrm{Enc}(0)$ for the
@@ -146,7 +157,7 @@ alone = session.silos[0].masked_update(weights, shares[0], np.zeros((many_users,
 one_silo = np.array(
     [value / n_big for value in session.server.decrypt(alone.ciphertexts)]
 )  # the key holder only
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.2))
+fig, axes = plt.subplots(1, 2, figsize=(FIGURE_WIDTH, 3.4))
 for ax, values, title in [
     (axes[0], blinded, "B(N_u) / n, all N_u = 1"),
     (axes[1], one_silo, "one silo's masked update / n"),
@@ -373,7 +384,7 @@ parts = [
     "weighting per silo",
     "aggregation",
 ]
-fig, axes = plt.subplots(1, 3, figsize=(14, 3.8), sharey=True)
+fig, axes = plt.subplots(1, 3, figsize=(FIGURE_WIDTH, 5.2), sharey=True)
 for ax, axis in zip(axes, axes_grid, strict=True):
     ours = runtime[runtime.axis == axis]
     for part, color in zip(parts, plt.cm.tab10.colors, strict=False):
@@ -392,14 +403,7 @@ for ax, axis in zip(axes, axes_grid, strict=True):
     ax.set_xlabel(f"number of {axis}")
     ax.grid(alpha=0.3)
 axes[0].set_ylabel("seconds")
-handles, labels = axes[0].get_legend_handles_labels()
-for ax in axes[1:]:
-    for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
-        if label not in labels:
-            handles.append(handle)
-            labels.append(label)
-fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=10, bbox_to_anchor=(0.5, -0.35))
-plt.tight_layout()
+figure_legend(fig, axes, title=False)
 show_captioned(
     plt.gcf(),
     "The protocol's parts against the parameters, users and silos of the artificial scan (log scale), beside "
@@ -640,7 +644,7 @@ labels = [
     f"{'Heart' if d == 'heart_disease' else 'Tcga'} {u}"
     for d, u in zip(medical_runtime.dataset, medical_runtime.users, strict=True)
 ]
-fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.8))
+fig, (left, right) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH, 4.6))
 x = np.arange(len(labels))
 left.bar(x, medical_runtime["local training per silo"], color="tab:gray", label="local training")
 left.bar(
@@ -665,8 +669,7 @@ right.set_yscale("log")
 for ax in (left, right):
     ax.set_xticks(x, labels)
     ax.set_ylabel("seconds")
-    ax.legend(fontsize=8)
-plt.tight_layout()
+figure_legend(fig, [left, right], title=False)
 show_captioned(
     plt.gcf(),
     "One round on the medical datasets with the protocol: a silo's local training and encrypted weighting "

@@ -87,7 +87,7 @@ print(
     f"{len(visits)} visits of {visits.patient_id.nunique()} patients in {len(HOSPITALS)} files; "
     f"{(shared > 1).mean():.0%} of the patients visited more than one hospital"
 )
-visits.head()
+visits.head().style.hide(axis="index").format(precision=2)
 
 # %% [markdown]
 # ## The hospitals' relay key
@@ -154,22 +154,26 @@ with warnings.catch_warnings(record=True) as warned:  # shown below as what fit 
         test=(test[FEATURES].to_numpy(np.float32), test["outcome"]),
         metrics={"accuracy": lambda out, y: ((out.squeeze(-1) > 0).float() == y).float().mean()},
     )
-for warning in warned:
-    print(f"uldp.fit warns ({warning.category.__name__}): {warning.message}")
+from IPython.display import Markdown, display
+
+if warned:  # what fit said, in a note box rather than as a warning's class and text on stderr
+    said = "\n\n".join(str(warning.message) for warning in warned)
+    display(Markdown(f":::{{note}}\n`uldp.fit` warned:\n\n```text\n{said}\n```\n:::"))
 
 # %% [markdown]
 # `history` holds, per round, the test loss, our accuracy metric and the user-level $\epsilon$ spent so far.
 
 # %%
+from uldp.paper.plots import FIGURE_WIDTH, figure_legend
+
 rounds = history.column("round")
-fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
+fig, axes = plt.subplots(1, 3, figsize=(FIGURE_WIDTH, 3.4))
 for axis, name in zip(axes, ("loss", "accuracy", "epsilon"), strict=True):
-    axis.plot(rounds, history.column(name), marker="o")
+    axis.plot(rounds, history.column(name), marker="o", label="ULDP-AVG-w")
     axis.set_xlabel("round")
     axis.set_title(name)
-axes[2].axhline(4.0, color="grey", linestyle="--", label="target")
-axes[2].legend()
-plt.tight_layout()
+axes[2].axhline(4.0, color="grey", linestyle="--", label="target ε")
+figure_legend(fig, axes, title=False)
 show_captioned(
     fig,
     "The federation's test loss, accuracy and user-level $\\epsilon$ per round; the dashed line is "
@@ -230,9 +234,10 @@ from functools import partial
 
 from uldp.paper.verdicts import readable_number
 
-comparison = {}
+comparison, fit_said = {}, []
 for name in ("ULDP-AVG-w", "DP-SGD"):
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(record=True) as said_here:
+        warnings.simplefilter("always")
         warnings.simplefilter(
             "ignore", uldp.SeedWarning
         )  # seeded for a reproducible book, as above
@@ -253,14 +258,25 @@ for name in ("ULDP-AVG-w", "DP-SGD"):
                 "accuracy": lambda out, y: ((out.squeeze(-1) > 0).float() == y).float().mean()
             },
         )
+    fit_said += [f"{name}: {warning.message}" for warning in said_here]
     comparison[name] = {
         "test accuracy": run.column("accuracy")[-1],
         "user-level epsilon": run.epsilon,
         "record-level epsilon": run.rows[-1].get("record_epsilon"),
         "sigma": run.sigma,
     }
-pd.DataFrame(comparison).T.style.format(
-    partial(readable_number, missing="at most the user-level ε")
+if fit_said:  # what fit said of the clipping bound, in words
+    said = "\n\n".join(fit_said)
+    display(Markdown(f":::{{note}}\n`uldp.fit` warned:\n\n```text\n{said}\n```\n:::"))
+(
+    pd.DataFrame(comparison)
+    .T.rename_axis("method")
+    .reset_index()
+    .style.hide(axis="index")
+    .format(
+        partial(readable_number, missing="at most the user-level ε"),
+        subset=["test accuracy", "user-level epsilon", "record-level epsilon", "sigma"],
+    )
 )
 
 # %% [markdown]
@@ -349,6 +365,8 @@ from collections import Counter
 
 from flwr.app import ArrayRecord
 
+from uldp.fitting import ClipWarning
+
 logging.getLogger("flwr").setLevel(
     logging.WARNING
 )  # Flower logs every stage; the results below say enough
@@ -356,8 +374,8 @@ logging.getLogger("flwr").setLevel(
 
 @contextlib.contextmanager
 def warnings_said_once(*names: str):
-    """Keep what the loggers ``names`` warn while the block runs, then print each message once with its count (the
-    hospitals repeat theirs every round), instead of their lines on stderr."""
+    """Keep what the loggers ``names`` warn while the block runs, then say each message once, with its count (the
+    hospitals repeat theirs every round), in a note box in words instead of their lines on stderr."""
     kept: list[str] = []
     handler = logging.Handler(logging.WARNING)
     handler.emit = lambda record: kept.append(record.getMessage())
@@ -370,8 +388,17 @@ def warnings_said_once(*names: str):
     finally:
         for logger, (handlers, propagate) in zip(loggers, saved, strict=True):
             logger.handlers, logger.propagate = handlers, propagate
-        for message, count in Counter(kept).items():
-            print(f"logged {count} time{'s' * (count > 1)}: {message}")
+        said = [
+            f"- {message.replace('INSECURE: ', 'for tests only, ')} ({count} time{'s' * (count > 1)})"
+            for message, count in Counter(kept).items()
+        ]
+        if said:
+            display(
+                Markdown(
+                    ":::{note}\nWhat the hospitals and the server logged while this ran (the test-only "
+                    "noise of the warning above):\n\n" + "\n".join(said) + "\n:::"
+                )
+            )
 
 
 torch_model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 1))
@@ -410,17 +437,21 @@ with warnings_said_once("uldp.flower", "flwr"):
 on_flower = result.arrays.to_numpy_ndarrays()[0]
 
 
-def fit_as_numbered(grid: uldp.flower.LocalGrid) -> tuple[nn.Module, uldp.History]:
-    """uldp.fit on the pooled table, the patients numbered as the union of ``grid``'s run numbered them (each run's
-    union draws fresh secrets, hence fresh numbers; the user sample follows the numbers). For this check only."""
+def fit_as_numbered(
+    grid: uldp.flower.LocalGrid, rounds: int = SIZES["rounds"]
+) -> tuple[nn.Module, uldp.History]:
+    """uldp.fit on the pooled table for ``rounds`` rounds, the patients numbered as the union of ``grid``'s run
+    numbered them (each run's union draws fresh secrets, hence fresh numbers; the user sample follows the numbers).
+    For this check only."""
     numbers = np.empty(len(frame), dtype=np.int64)
     for context in grid.contexts.values():
         rows = (frame["hospital"] == context.node_config["silo"]).to_numpy()
         numbers[rows] = uldp.flower.user_numbers(context, frame.loc[rows, "patient_id"])
     with warnings.catch_warnings():
-        warnings.simplefilter(
-            "ignore", uldp.SeedWarning
-        )  # seeded to match the hospitals' test seed, as above
+        # seeded to match the hospitals' test seed, and the same clipping bound as the first run, whose warnings
+        # the note above said
+        warnings.simplefilter("ignore", uldp.SeedWarning)
+        warnings.simplefilter("ignore", ClipWarning)
         return uldp.fit(
             model,
             frame[FEATURES].to_numpy(np.float32),
@@ -432,7 +463,7 @@ def fit_as_numbered(grid: uldp.flower.LocalGrid) -> tuple[nn.Module, uldp.Histor
             epsilon=4.0,
             delta=1e-5,
             q=0.5,
-            rounds=SIZES["rounds"],
+            rounds=rounds,
             local_epochs=SIZES["local_epochs"],
             batch_size=16,
             seed=0,
@@ -441,13 +472,23 @@ def fit_as_numbered(grid: uldp.flower.LocalGrid) -> tuple[nn.Module, uldp.Histor
 
 pooled, pooled_history = fit_as_numbered(grid)
 difference = np.abs(on_flower - uldp.flat_parameters(pooled).numpy()).max()
-print(f"largest difference between the Flower model and uldp.fit's: {difference}")
-print(f"epsilon after each round, Flower: {np.round(strategy.epsilons, 4).tolist()}")
-print(f"epsilon after each round, fit:    {np.round(pooled_history.column('epsilon'), 4).tolist()}")
-print(
-    f"epsilon of the server's view without secure aggregation: {np.round(strategy.server_view_epsilons, 4).tolist()}"
-)
 assert difference == 0.0 and strategy.epsilons == pooled_history.column("epsilon")
+display(
+    Markdown(
+        f"The largest difference between the Flower model's parameters and `uldp.fit`'s is {difference:g}; the "
+        "user-level ε after each round:"
+    ),
+    pd.DataFrame(
+        {
+            "round": range(1, len(strategy.epsilons) + 1),
+            "ε, Flower": strategy.epsilons,
+            "ε, uldp.fit": pooled_history.column("epsilon"),
+            "ε of the server's view (no secure aggregation)": strategy.server_view_epsilons,
+        }
+    )
+    .style.hide(axis="index")
+    .format(precision=3),
+)
 
 # %% [markdown]
 # The two runs agree bit for bit: the hospitals read their own files and the server never saw a patient id, a
@@ -482,10 +523,8 @@ grid = uldp.flower.LocalGrid(
 noisy = private.start(
     grid, ArrayRecord([uldp.flat_parameters(torch_model).numpy()]), num_rounds=SIZES["rounds"]
 )
-print(
-    "same model as with the shared seed:",
-    np.array_equal(noisy.arrays.to_numpy_ndarrays()[0], on_flower),
-)
+same = np.array_equal(noisy.arrays.to_numpy_ndarrays()[0], on_flower)
+print(f"The same model as with the shared test seed: {'yes' if same else 'no'}.")
 
 # %% [markdown]
 # ## The enhanced weights through Protocol 1
@@ -507,9 +546,16 @@ print(
 # `uldp.secure.ProtocolParameters`: 3072-bit keys and $N_{\max} = 2000$ as in the paper by default. The smoke build
 # uses a 1024-bit test key, which a hospital accepts only when its SuperNode allows it
 # (`uldp-insecure-test-keys=true`); never in a real federation.
+#
+# At the paper's key size each round of {ref}`Protocol 1 <paper-protocol-1>` costs seconds per hospital, so this page
+# runs it for fewer rounds than the runs above (the sentence below the code says how many): the check is the same,
+# the model with the protocol against `uldp.fit`'s without it after as many rounds.
 
 # %%
 from uldp.secure import ProtocolParameters
+
+#: Rounds of the run with Protocol 1: all of them in the smoke build (1024-bit test key), two at the paper's key size
+PROTOCOL_ROUNDS = SIZES["rounds"] if profile == "smoke" else 2
 
 keys = (
     ProtocolParameters(key_bits=1024, n_max=300, insecure_test_key=True)
@@ -540,22 +586,23 @@ secure = uldp.flower.UldpStrategy(
 )
 with warnings_said_once("uldp.flower", "flwr"):
     result = secure.start(
-        grid, ArrayRecord([uldp.flat_parameters(torch_model).numpy()]), num_rounds=SIZES["rounds"]
+        grid, ArrayRecord([uldp.flat_parameters(torch_model).numpy()]), num_rounds=PROTOCOL_ROUNDS
     )
 with_protocol = result.arrays.to_numpy_ndarrays()[0]
-without = uldp.flat_parameters(fit_as_numbered(grid)[0]).numpy()
+without = uldp.flat_parameters(fit_as_numbered(grid, PROTOCOL_ROUNDS)[0]).numpy()
 print(
-    f"largest difference between the model with Protocol 1 and without: "
-    f"{np.abs(with_protocol - without).max():.2e} (float32 rounding: the protocol sums in float64)"
+    f"Protocol 1 ran {PROTOCOL_ROUNDS} of the {SIZES['rounds']} rounds of the runs above, with a "
+    f"{keys.key_bits}-bit key. The largest difference between the model with Protocol 1 and without: "
+    f"{np.abs(with_protocol - without).max():.1e} (float32 rounding: the protocol sums in float64)."
 )
 held = {
     int(c.state["uldp"]["index"]): c.state["uldp_arrays"].to_numpy_ndarrays()[0]
     for c in grid.contexts.values()
 }
-print(
-    "each hospital holds only its own counts n_su:",
-    all(not np.delete(counts, s, axis=0).any() and counts[s].any() for s, counts in held.items()),
+own_only = all(
+    not np.delete(counts, s, axis=0).any() and counts[s].any() for s, counts in held.items()
 )
+print(f"Each hospital holds only its own counts n_su: {'yes' if own_only else 'no'}.")
 assert np.allclose(with_protocol, without, rtol=1e-5, atol=1e-6)
 
 # %% [markdown]

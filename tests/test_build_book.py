@@ -145,3 +145,22 @@ def test_a_partial_book_keeps_the_parts_and_order_of_its_pages():
     }
     with pytest.raises(ValueError, match="unknown: \\['e'\\]"):
         build_book.partial_toc(toc, ["a", "e"])
+
+
+def test_time_left_takes_the_last_builds_times_then_this_builds_mean():
+    assert build_book.time_left(["a", "b"], {"a": 30.0, "b": 50.0}, [1000.0]) == 80.0
+    assert build_book.time_left(["a", "b"], {"a": 30.0}, [10.0, 20.0]) == 45.0
+    assert build_book.time_left(["a"], {}, []) == build_book.UNTIMED_CHAPTER_S
+    assert build_book.time_left([], {"a": 30.0}, [10.0]) == 0.0
+
+
+def test_chapter_times_are_kept_per_profile_across_builds(tmp_path, monkeypatch):
+    monkeypatch.setattr(build_book, "TIMES", tmp_path / "times.json")
+    assert build_book.read_times("smoke") == {}
+    build_book.write_times("smoke", {"a": 1.5})
+    build_book.write_times("default", {"a": 90.0})
+    build_book.write_times("smoke", {"b": 2.0})
+    assert build_book.read_times("smoke") == {"a": 1.5, "b": 2.0}
+    assert build_book.read_times("default") == {"a": 90.0}
+    (tmp_path / "times.json").write_text("not json")
+    assert build_book.read_times("smoke") == {}

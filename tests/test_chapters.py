@@ -8,12 +8,20 @@ import ast
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jupytext
+import pandas as pd
 import pytest
+from IPython.display import Markdown
 
-from uldp.paper import chapters, experiments, plots
+from uldp.paper import chapters, experiments, plots, scorecard
+from uldp.paper.chapters import captions as captions_module, experiment, methods
 from uldp.paper.experiments import ResultSet
+from uldp.paper.verdicts import HOLDS
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 BOOK = Path(__file__).resolve().parent.parent / "book"
 
@@ -164,7 +172,8 @@ def test_a_smoke_figure_is_never_captioned_as_the_papers(monkeypatch: pytest.Mon
     import matplotlib.pyplot as plt
 
     shown: list = []
-    monkeypatch.setattr(chapters, "display", lambda *items: shown.extend(items))
+    for module in (experiment, captions_module):
+        monkeypatch.setattr(module, "display", lambda *items: shown.extend(items))
     run = _run("|U|=50, uniform", "ULDP-AVG", 0, [0.8])
     for profile in ("smoke", "paper"):
         chapters.show_figure(
@@ -172,11 +181,43 @@ def test_a_smoke_figure_is_never_captioned_as_the_papers(monkeypatch: pytest.Mon
             lambda _: plt.figure(),
             "Figure 6",
         )
-    captions = [
-        item.data.split("\n", 3)[3] for item in shown if isinstance(item, chapters.Markdown)
-    ]
-    assert "stand-in for Figure 6" in captions[0] and "not its figure" in captions[0]
-    assert captions[1].startswith("Figure 6, reproduced at the scale **paper**")
+    captions = [item.data.split("\n", 3)[3] for item in shown if isinstance(item, Markdown)]
+    assert "stand-in for the paper's Figure 6" in captions[0] and "not its figure" in captions[0]
+    assert re.match(
+        r"\*\*Figure \d+\.\*\* The paper's Figure 6, reproduced at the scale \*\*paper\*\*",
+        captions[1],
+    )
+
+
+def test_runs_that_learned_nothing_are_not_drawn_outside_the_paper_profile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A smoke run of HeartDisease ending at balanced accuracy 0.52 (chance 0.5, within a tenth of the way to 1) is
+    said in words, not drawn; at 0.56 it is drawn; a paper-profile run is drawn whatever it reached."""
+    shown: list = []
+    for module in (experiment, captions_module):
+        monkeypatch.setattr(module, "display", lambda *items: shown.extend(items))
+    drawn: list = []
+
+    def draw(results: ResultSet) -> Figure:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        drawn.append(results.profile)
+        return plt.figure()
+
+    for profile, value in (("smoke", 0.52), ("smoke", 0.56), ("paper", 0.52)):
+        runs = (_run("|U|=50, uniform", "ULDP-AVG", 0, [0.5, value]),)
+        chapters.show_figure(
+            ResultSet("heart_disease", profile, runs, (), "memory"), draw, "Figure 6"
+        )
+    assert drawn == ["smoke", "paper"]
+    assert shown[0].data.startswith(
+        "No figure of this build's **smoke**-profile runs for the paper's Figure 6"
+    )
+    assert "(final balanced accuracy 0.52 to 0.52)" in shown[0].data
 
 
 def test_a_figure_is_a_numbered_myst_figure_with_its_caption_and_a_label_of_its_own() -> None:
@@ -191,10 +232,16 @@ def test_a_figure_is_a_numbered_myst_figure_with_its_caption_and_a_label_of_its_
     head, label, _, caption, end = first.split("\n")
     assert head.startswith("````{figure} data:image/png;base64,") and end == "````"
     assert base64.b64decode(head.split(",", 1)[1]).startswith(b"\x89PNG")
-    assert caption == "Look at the left panel." and label.startswith(":name: fig-")
+    found = re.match(r"\*\*Figure (\d+)\.\*\* Look at the left panel\.$", caption)
+    assert found is not None
+    number = int(found.group(1))
+    assert label.startswith(":name: fig-")
     again = chapters.captioned(plt.figure(figsize=(1, 1)), "Look at the left panel.").data
     other = chapters.captioned(plt.figure(figsize=(1, 1)), "Look at the right panel.").data
     assert again.split("\n")[1] == label != other.split("\n")[1]
+    # numbered in the order shown: the page's next figures are the next numbers
+    assert again.split("\n")[3].startswith(f"**Figure {number + 1}.**")
+    assert other.split("\n")[3].startswith(f"**Figure {number + 2}.**")
 
 
 def test_figures_are_drawn_one_per_setting(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -204,7 +251,8 @@ def test_figures_are_drawn_one_per_setting(monkeypatch: pytest.MonkeyPatch) -> N
     import matplotlib.pyplot as plt
 
     shown: list = []
-    monkeypatch.setattr(chapters, "display", lambda *items: shown.extend(items))
+    for module in (experiment, captions_module):
+        monkeypatch.setattr(module, "display", lambda *items: shown.extend(items))
     drawn: list = []
 
     def draw(results: ResultSet) -> plt.Figure:
@@ -248,11 +296,11 @@ def test_claims_are_the_scorecards_rows_on_this_dataset_beside_all_results() -> 
     }
     chapter = chapters.ExperimentChapter("creditcard", "smoke", None, data)  # type: ignore[arg-type]
     shown = chapter.claims().data.set_index("claim")
-    expected = chapters.scorecard.scorecard(data, grid="creditcard")
+    expected = scorecard.scorecard(data, grid="creditcard")
     assert shown.index.tolist() == expected["claim"].tolist()
     avg_vs_sgd = expected.set_index("key").loc["avg-vs-sgd", "claim"]
-    assert shown.loc[avg_vs_sgd, "verdict on Creditcard"] == chapters.HOLDS
-    assert shown.loc[avg_vs_sgd, "verdict over all results"] == chapters.scorecard.PARTLY
+    assert shown.loc[avg_vs_sgd, "verdict on Creditcard"] == HOLDS
+    assert shown.loc[avg_vs_sgd, "verdict over all results"] == scorecard.PARTLY
 
 
 def test_compare_runs_tabulates_the_final_values_of_each_run(
@@ -264,7 +312,7 @@ def test_compare_runs_tabulates_the_final_values_of_each_run(
     from uldp.simulation import RunConfig, run
 
     shown: list = []
-    monkeypatch.setattr(chapters, "show_captioned", lambda fig, caption: shown.append(fig))
+    monkeypatch.setattr(methods, "show_captioned", lambda fig, caption: shown.append(fig))
     configs = {
         method: RunConfig(
             dataset="synthetic",
@@ -291,6 +339,20 @@ def test_compare_runs_tabulates_the_final_values_of_each_run(
     ]:  # the epsilon panel has no DEFAULT line: the others keep their colours
         assert all(line.get_color() == colour[line.get_label()] for line in axis.lines)
     assert [line.get_label() for line in figure.axes[2].lines] == ["ULDP-AVG"]
+
+
+def test_a_private_run_above_default_gets_a_sentence_and_none_below() -> None:
+    table = pd.DataFrame(
+        {"accuracy": [0.70, 0.74, 0.60], "epsilon": [None, 3.2, 9.0]},
+        index=["DEFAULT", "ULDP-NAIVE", "ULDP-GROUP-2"],
+    )
+    said = methods.noise_against_default(table)
+    assert (
+        said.count("Here ") == 1
+        and "ULDP-NAIVE ends above DEFAULT (accuracy 0.740 against 0.700)" in said
+    )
+    assert methods.noise_against_default(table.drop(index="ULDP-NAIVE")) == ""
+    assert methods.noise_against_default(table.drop(index="DEFAULT")) == ""
 
 
 @pytest.mark.parametrize(
@@ -332,7 +394,7 @@ def test_stored_runtime_shows_the_runtime_table_and_one_line_per_dataset_and_use
     monkeypatch, capsys
 ):
     shown = []
-    monkeypatch.setattr(chapters, "display", lambda *objects: shown.extend(objects))
+    monkeypatch.setattr(methods, "display", lambda *objects: shown.extend(objects))
     chapters.show_stored_runtime()
     stored = experiments.load_results("protocol_runtime", "paper")
     if not stored.runs:
@@ -340,7 +402,9 @@ def test_stored_runtime_shows_the_runtime_table_and_one_line_per_dataset_and_use
         return
     table, lines = shown
     expected = plots.runtime_table(stored)
-    assert list(table.index) == list(expected.index) and "encrypted weighting per silo" in table
+    frame = table.data  # the page's table: no index column, seconds in its headers
+    assert list(zip(frame["dataset"], frame["users"], strict=True)) == list(expected.index)
+    assert "encrypted weighting per silo (s)" in frame and "row_heading" not in table.to_html()
     rows = lines.data.splitlines()
     assert len(rows) == len(expected)
     for row, ((dataset, users), values) in zip(rows, expected.iterrows(), strict=True):
@@ -369,7 +433,8 @@ def test_protocol_scale_reads_the_committed_benchmark_and_computes_its_sentences
     table = chapters.protocol_scale_table(document)
     assert list(table["backend"]) == ["phe"] + ["paillier", "packed-paillier"] * 3
     shown: list = []
-    monkeypatch.setattr(chapters, "display", lambda *objects: shown.extend(objects))
+    for module in (methods, captions_module):
+        monkeypatch.setattr(module, "display", lambda *objects: shown.extend(objects))
     chapters.show_protocol_scale()
     html = next(
         item.to_html() for item in shown if hasattr(item, "to_html")
@@ -420,11 +485,8 @@ def test_a_claim_is_judged_per_dataset_and_said_where_it_holds_and_where_not() -
         for view, rows in verdicts.views.items()
         if "avg-vs-sgd" in set(rows["key"])
     }
-    assert overall == chapters.scorecard.PARTLY
-    assert (
-        by_view["Creditcard"] == chapters.HOLDS
-        and by_view["HeartDisease"] == chapters.scorecard.FAILS
-    )
+    assert overall == scorecard.PARTLY
+    assert by_view["Creditcard"] == HOLDS and by_view["HeartDisease"] == scorecard.FAILS
     text = chapters.claim_findings(verdicts, "avg-vs-sgd")
     assert "**holds** on {doc}`Creditcard <exp_creditcard>`" in text
     assert "**does not hold** on {doc}`HeartDisease <exp_heart_disease>`" in text
@@ -440,7 +502,7 @@ def test_scorecard_tables_escape_pipes_and_link_each_claim_to_its_chapters() -> 
         and "{doc}`Creditcard <exp_creditcard>`" in links["avg-vs-sgd"]
     )
     assert links["weighting"] == "{doc}`Enhanced weighting <exp_weighting>`"
-    rows = chapters.scorecard.scorecard({})  # every claim "not measured"
+    rows = scorecard.scorecard({})  # every claim "not measured"
     table = chapters.scorecard_markdown(rows.assign(measured="|U|=100"), links).splitlines()
     assert len(table) == 2 + len(rows) and all(line.count(" | ") == 3 for line in table[2:])
     assert "\\|U\\|=100" in table[2]
@@ -537,7 +599,7 @@ def test_a_line_at_chance_level_is_not_listed_again_for_its_spread() -> None:
         "**ULDP-NAIVE** (A)",
         "**ULDP-AVG** (A)",
     ]
-    text = "\n".join(chapters._conclude_utility(results))
+    text = "\n".join(experiment._conclude_utility(results))
     assert text.count("**ULDP-NAIVE** (A)") == 1 and text.count("**ULDP-AVG** (A)") == 1
 
 
@@ -552,3 +614,59 @@ def test_weighting_gap_table_puts_the_authors_uniform_draws_in_the_uniform_colum
     table = chapters.weighting_gap_table({"weighting": results})
     assert list(table.columns) == ["uniform", "zipf"]
     assert not table.isna().any().any(), table
+
+
+def test_the_diagram_draws_each_message_of_protocol_1_once_in_order() -> None:
+    """One labelled arrow per message between the silos and the server (a square for a step computed on one
+    side), the steps in the order of the paper's Protocol 1 (set-up 1(a)-(f), then the round's 2(a)-(c))."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    fig = chapters.protocol_diagram()
+    right = fig.axes[1]
+    texts = [text.get_text() for text in right.texts]
+    for step, _, _, what in chapters.PROTOCOL_MESSAGES:
+        assert texts.count(f"{step}  {what}") == 1
+    between = [m for m in chapters.PROTOCOL_MESSAGES if m[1] != m[2]]
+    arrows = [child for child in right.get_children() if type(child).__name__ == "Annotation"]
+    assert len(arrows) == len(between)
+    steps = [step for step, *_ in chapters.PROTOCOL_MESSAGES]
+    assert steps == sorted(steps) and steps[0] == "1(a)" and steps[-1] == "2(c)"
+    assert "each round:" in texts
+
+
+def test_the_glossary_names_every_symbol_of_the_book() -> None:
+    table = chapters.glossary().data
+    for symbol in (
+        "n_{su}",
+        "N_u",
+        "$q$",
+        "\\sigma",
+        "$C$",
+        "\\lvert S\\rvert",
+        "\\lvert U\\rvert",
+    ):
+        assert symbol in table, symbol
+    assert table.splitlines()[0] == "| symbol | what it is | in the paper |"
+
+
+def test_the_package_exports_every_public_function_and_class_of_its_modules() -> None:
+    """The book imports from ``uldp.paper.chapters``: a function added to a module but not to the package's names
+    fails a chapter at build time, not here, unless this checks it."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    for info in pkgutil.iter_modules(chapters.__path__):
+        module = importlib.import_module(f"uldp.paper.chapters.{info.name}")
+        own = [
+            name
+            for name, value in vars(module).items()
+            if not name.startswith("_")
+            and (inspect.isfunction(value) or inspect.isclass(value))
+            and value.__module__ == module.__name__
+        ]
+        assert set(own) <= set(chapters.__all__), (
+            info.name,
+            sorted(set(own) - set(chapters.__all__)),
+        )

@@ -1,11 +1,15 @@
 """tools/check_pages.py: what a built page must not show a reader (its HTML checks; the browser's are not run here)."""
 
+import base64
 import contextlib
 import importlib.util
+import io
+import re
 import time
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("check_pages", ROOT / "tools" / "check_pages.py")
@@ -17,8 +21,8 @@ CITATIONS = check_pages.bibliography_citations(
     (ROOT / "references.bib").read_text(encoding="utf-8")
 )
 CAPTIONED = (
-    '<figure><img src="data:image/png;base64,AA"><figcaption><span class="caption-number">Fig. 1 </span>'
-    "<p>Look.</p></figcaption></figure>"
+    '<figure><img src="look.png"><figcaption><p><strong>Figure 1.</strong> Look.</p>'
+    "</figcaption></figure>"
 )
 
 
@@ -46,6 +50,35 @@ def _output(html: str) -> str:
         (_output("<table><tr><td>5.7e+11</td></tr></table>"), "a raw value in a table: 5.7e+11"),
         (_output('<img src="a.png">'), "a figure without a numbered caption: a.png"),
         (
+            _output(  # Sphinx's number across the book before the paper's: "Fig. 40 Figure 6"
+                '<figure><img src="b.png"><figcaption><span class="caption-number">Fig. 40 </span>'
+                "<p>Figure 6, reproduced.</p></figcaption></figure>"
+            ),
+            "a figure without a numbered caption: b.png",
+        ),
+        (
+            _output("<table><tr><td>85/15 str...</td></tr></table>"),
+            "a truncated cell: 85/15 str...",
+        ),
+        (_output("<table><tr><td>zipf, 85/15 st…</td></tr></table>"), "a truncated cell"),
+        (
+            _output("<pre>&lt;uldp.deploy.Silo object at 0x7f3a2c&gt;</pre>"),
+            "an object's repr in an output: <uldp.deploy.Silo object at 0x7f3a2c>",
+        ),
+        (
+            _output("<pre>RunConfig(dataset='synthetic', method='ULDP-AVG')</pre>"),
+            "an object's repr in an output: RunConfig(dataset=",
+        ),
+        (_output("<table><tr><td>not run</td></tr></table>"), "'not run' in an output"),
+        (
+            _output("<pre>logged 10 times: INSECURE: silo 0 draws its noise</pre>"),
+            "a warning in an output: INSECURE",
+        ),
+        (
+            _output("<pre>ClipWarning: clip 1.0 is far from the norms</pre>"),
+            "a warning in an output: ClipWarning",
+        ),
+        (
             "<article><p>as Mironov 2017, Proposition 2 shows</p></article>",
             "a plain-text citation: Mironov 2017",
         ),
@@ -59,6 +92,15 @@ def test_each_leak_is_a_fault(page: str, fault: str) -> None:
     assert any(found.startswith(fault) for found in check_pages.page_faults(page, CITATIONS)), fault
 
 
+def test_the_number_a_reader_sees_is_the_chapters_not_sphinxs() -> None:
+    """Sphinx's "Fig. 40" (hidden by the book's stylesheet) before the chapter's own "Figure 2." is fine."""
+    page = _output(
+        '<figure><img src="c.png"><figcaption><p><span class="caption-number">Fig. 40 </span>'
+        "<span><strong>Figure 2.</strong> The paper's Figure 6, reproduced.</span></p></figcaption></figure>"
+    )
+    assert check_pages.page_faults(page) == []
+
+
 def test_a_clean_page_has_no_fault() -> None:
     page = (
         '<article><p>By <a href="bibliography.html#id1">Mironov [2017]</a>, with '
@@ -68,6 +110,71 @@ def test_a_clean_page_has_no_fault() -> None:
         "<pre>q=1.0: epsilon = 10.726</pre></div></article>"
     )
     assert check_pages.page_faults(page, CITATIONS) == []
+
+
+def _figure(width_inches: float, legend_pt: float, *, outside: bool = True) -> str:
+    """A page with one figure as the book embeds it (``uldp.paper.chapters.captions``): a legend of ``legend_pt``
+    points below the axes, or inside them."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from uldp.paper.chapters.captions import captioned
+
+    fig, ax = plt.subplots(figsize=(width_inches, 3), dpi=100)
+    ax.plot([0, 1], [0, 1], label="ULDP-AVG")
+    if outside:
+        fig.legend(loc="lower center", fontsize=legend_pt)
+        fig.subplots_adjust(bottom=0.3)
+    else:
+        ax.legend(loc="upper left", fontsize=legend_pt)
+    source = captioned(fig, "Look.").data.split("\n", 1)[0].removeprefix("````{figure} ")
+    return _output(
+        f'<figure><img src="{source}"><figcaption><p><strong>Figure 1.</strong> Look.</p>'
+        "</figcaption></figure>"
+    )
+
+
+def _png_width(page: str) -> int:
+    found = re.search(r'src="data:image/png;base64,([^"]+)"', page)
+    assert found is not None
+    with Image.open(io.BytesIO(base64.b64decode(found.group(1)))) as image:
+        return image.width
+
+
+def test_a_legend_is_judged_at_the_size_the_page_shows_it() -> None:
+    """A PNG w px wide saved at 150 dpi is a figure of w / 150 inches; shown at min(w, 900) px (the article), 96 px
+    an inch, a legend of p points reads p * min(w, 900) / (96 w / 150): a 4-inch figure (about 600 px) at 1.5 times
+    its size, a 14-inch one (about 2000 px) at under 0.7. A legend inside the axes is a fault whatever its size."""
+    for inches, points in ((4, 10), (4, 5), (14, 10), (14, 14)):
+        page = _figure(inches, points)
+        width = _png_width(page)
+        scale = min(width, 900) / (96 * width / 150)
+        expected = (
+            []
+            if points * scale >= 9
+            else [
+                (
+                    f"a legend of {points * scale:.1f} pt as shown ({points} pt at {scale:.2f} scale), "
+                    "under 9 pt: Figure 1. Look."
+                )
+            ]
+        )
+        assert check_pages.page_faults(page) == expected, (inches, points)
+        assert bool(expected) == ((inches, points) in ((4, 5), (14, 10)))
+    # measured by the browser: the wide figure shown at its full width passes, the narrow one at 200 px fails
+    wide = _figure(14, 10)
+    assert check_pages.page_faults(wide, widths=[float(_png_width(wide))]) == []
+    assert check_pages.page_faults(_figure(4, 10), widths=[200.0])[0].startswith("a legend of 5.")
+    assert check_pages.page_faults(_figure(4, 10, outside=False)) == [
+        "1 legend(s) inside an axes: Figure 1. Look."
+    ]
+
+
+def test_the_browser_measures_the_widths_the_images_are_shown_at() -> None:
+    assert check_pages.image_widths('<body data-image-widths="[640.5, 900]">') == [640.5, 900.0]
+    assert check_pages.image_widths("<body>") == []
 
 
 def _fake_browser(tmp_path: Path, body: str) -> str:

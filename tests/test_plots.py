@@ -221,9 +221,14 @@ def check_lines(results, fig, metrics):
                 assert runs, (
                     f"a line labelled {series!r} in panel {panel!r}, but no such series there"
                 )
-                np.testing.assert_allclose(
-                    line.get_ydata(), np.mean(np.array(runs, dtype=float), axis=0)
+                values = np.array(runs, dtype=float)
+                # on a log axis the curve is the geometric mean over seeds
+                expected = (
+                    np.exp(np.log(values).mean(axis=0))
+                    if axes[row, column].get_yscale() == "log"
+                    else values.mean(axis=0)
                 )
+                np.testing.assert_allclose(line.get_ydata(), expected)
                 # one style per label in every panel: the figure's single legend shows each line's own style
                 assert styles.setdefault(series, _line_style(line)) == _line_style(line), series
             in_panel = [_line_style(line) for line in lines]
@@ -249,6 +254,50 @@ def test_figures_fit_a_page_at_a_sharp_resolution(data):
         plots.weighting_figure(data["weighting"]),
     ):
         assert fig.get_figwidth() <= 10.0 and fig.dpi >= 150
+
+
+def test_epsilon_bands_are_a_factor_either_side_of_the_geometric_mean():
+    """Three seeds' epsilons 1, 10 and 100 (logs 0, 1, 2): the curve is 10, the band 10 ** (1 +- 1) = 1 to 100, where
+    mean +- std of the values themselves (37 +- 54) would reach below zero, clipped to decades of nothing."""
+    runs = tuple(
+        {
+            "key": f"k{seed}",
+            "panel": "p",
+            "series": "ULDP-AVG",
+            "seed": seed,
+            "params": {"dataset": "heart_disease", "method": "ULDP-AVG"},
+            "result": {"accuracy": [0.6, 0.7], "epsilon": [value, value]},
+            "provenance": {"wall_seconds": 1.0},
+        }
+        for seed, value in enumerate((1.0, 10.0, 100.0))
+    )
+    fig = plots.privacy_utility_figure(ResultSet("heart_disease", "paper", runs, (), "memory"))
+    epsilon_axes = fig.axes[1]
+    np.testing.assert_allclose(_line(epsilon_axes, "ULDP-AVG").get_ydata(), [10.0, 10.0])
+    band = np.asarray(epsilon_axes.collections[0].get_paths()[0].vertices)[:, 1]
+    assert band.min() == pytest.approx(1.0) and band.max() == pytest.approx(100.0)
+
+
+def test_legends_are_outside_the_axes_and_read_at_9_pt_where_the_page_shows_them(data):
+    """Every figure of this module, at the size the book's 900 px article shows it (96 px an inch, at most its
+    own width at the resolution the book saves it), has its legends outside every axes at 9 pt or more."""
+    import pandas as pd
+
+    from uldp.paper.chapters.captions import figure_metadata
+
+    table = pd.DataFrame({"a": [1.0, 4.0]}, index=pd.Index([2, 4], name="k"))
+    figures = [
+        plots.privacy_utility_figure(data["mnist"]),
+        plots.weighting_figure(data["weighting"]),
+        plots.user_sampling_figure(data["user_sampling"]),
+        plots.group_privacy_figure(table, [("a", "o-", "route a")], title="t"),
+    ]
+    for fig in figures:
+        fig.canvas.draw()
+        metadata = figure_metadata(fig)
+        width_px = fig.get_figwidth() * max(fig.dpi, 150)
+        shown = metadata["legend_pt"] * min(width_px, 900) / (96 * fig.get_figwidth())
+        assert metadata["legends_inside"] == 0 and shown >= 9, (fig.get_suptitle(), metadata)
 
 
 def test_group_privacy_figure_draws_each_route_under_its_label():

@@ -8,6 +8,10 @@ with the requested profile (any cell error fails the run and names the chapter),
 notebooks are staged with ``_config.yml`` and ``_toc.yml`` into ``_build/book_src``. Jupyter Book then
 renders that tree with execution turned off and warnings as errors, and the HTML lands in ``_build/html``.
 
+It prints each chapter as it finishes, with an estimate of the time left (from the chapters' times in the last
+build at the same profile, kept in ``_build/chapter_seconds.json``; :func:`time_left`), and, at the end, the one path
+of the HTML book; Jupyter Book's own output goes to ``_build/jupyter-book.log`` (shown when it fails).
+
 Every page carries a banner naming the profile it was built at, code cells are folded (``hide-input``) unless a
 chapter tags a cell ``show-input``, and the finished HTML is checked to load no script or stylesheet from outside
 the book (the maths is MathJax served from ``_static``; see ``external_assets``).
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import html.parser
+import json
 import os
 import shutil
 import subprocess
@@ -38,6 +43,53 @@ PROFILE_BANNERS = {
     "are shown as stored.",
     "paper": "Built at the paper profile: the paper's settings.",
 }
+
+
+#: The seconds each chapter took in the last build, per profile: what :func:`time_left` estimates from.
+TIMES = BUILD / "chapter_seconds.json"
+#: The seconds assumed for a chapter never timed at a profile, before any chapter of this build has finished.
+UNTIMED_CHAPTER_S = 60.0
+
+
+def time_left(remaining: list[str], last: dict[str, float], this_build: list[float]) -> float:
+    """Seconds the chapters ``remaining`` will take: each its time in the last build (``last``), or, never timed,
+    the mean of this build's chapters so far (``this_build``; :data:`UNTIMED_CHAPTER_S` before the first).
+
+    Example:
+        >>> time_left(["a", "b", "c"], {"a": 100.0}, [20.0, 40.0])
+        160.0
+    """
+    mean = sum(this_build) / len(this_build) if this_build else UNTIMED_CHAPTER_S
+    return float(sum(last.get(entry, mean) for entry in remaining))
+
+
+def minutes(seconds: float) -> str:
+    """A duration for the progress lines: seconds under a minute, else minutes.
+
+    >>> minutes(42.4), minutes(754)
+    ('42 s', '12.6 min')
+    """
+    return f"{seconds:.0f} s" if seconds < 60 else f"{seconds / 60:.1f} min"
+
+
+def read_times(profile: str) -> dict[str, float]:
+    """The chapters' seconds at ``profile`` in the last build (:data:`TIMES`), or none."""
+    try:
+        return dict(json.loads(TIMES.read_text())[profile])
+    except (FileNotFoundError, KeyError, ValueError, TypeError):
+        return {}
+
+
+def write_times(profile: str, seconds: dict[str, float]) -> None:
+    """Keep ``seconds`` as the chapters' times at ``profile`` (:data:`TIMES`), beside those of other profiles."""
+    try:
+        kept = json.loads(TIMES.read_text())
+    except (FileNotFoundError, ValueError):
+        kept = {}
+    kept = kept if isinstance(kept, dict) else {}
+    kept[profile] = {**kept.get(profile, {}), **seconds}
+    TIMES.parent.mkdir(parents=True, exist_ok=True)
+    TIMES.write_text(json.dumps(kept, indent=1, sort_keys=True))
 
 
 def toc_entries(toc: dict) -> list[str]:
@@ -152,6 +204,8 @@ def execute_chapter(entry: str, profile: str, staged: Path) -> float:
             "--kernel",
             "python3",
             "--no-progress-bar",
+            "--log-level",
+            "WARNING",
         ],
         cwd=ROOT,
     )
@@ -319,9 +373,22 @@ def main(argv: list[str] | None = None) -> int:
     # The kernel must use matplotlib's inline backend (a non-interactive MPLBACKEND would drop every figure).
     os.environ.pop("MPLBACKEND", None)
 
-    for entry in entries:
-        seconds = execute_chapter(entry, args.profile, staged)
-        print(f"[book] executed {entry} at profile {args.profile!r} in {seconds:.1f} s", flush=True)
+    last, took = read_times(args.profile), {}
+    print(
+        f"[book] {len(entries)} chapter(s) at profile {args.profile!r}, about "
+        f"{minutes(time_left(entries, last, []))} (each chapter as long as in the last build, "
+        f"{UNTIMED_CHAPTER_S:.0f} s if never timed)",
+        flush=True,
+    )
+    for index, entry in enumerate(entries, start=1):
+        took[entry] = execute_chapter(entry, args.profile, staged)
+        write_times(args.profile, {entry: took[entry]})
+        left = time_left(entries[index:], last, list(took.values()))
+        print(
+            f"[book] {index}/{len(entries)} {entry}: {minutes(took[entry])}"
+            + (f"; about {minutes(left)} left" if index < len(entries) else "; all executed"),
+            flush=True,
+        )
     if args.only and not args.html:
         return 0
     if args.only:
@@ -336,23 +403,30 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(
         output, ignore_errors=True
     )  # an earlier (partial) build's pages, or its index.html, must not stay
-    subprocess.run(
-        # jupyter-book's own entry point, run by this interpreter (a copied venv's script would name another one)
-        [
-            sys.executable,
-            "-c",
-            "from jupyter_book.cli.main import main; main()",
-            "build",
-            str(staged),
-            "--path-output",
-            str(output),
-            "-W",
-            "-n",
-            "--keep-going",
-        ],
-        cwd=ROOT,
-        check=True,
-    )
+    log = BUILD / "jupyter-book.log"
+    print(f"[book] rendering the HTML (Jupyter Book's output: {log.relative_to(ROOT)})", flush=True)
+    with open(log, "w", encoding="utf-8") as handle:
+        rendered = subprocess.run(
+            # jupyter-book's own entry point, run by this interpreter (a copied venv's script would name another)
+            [
+                sys.executable,
+                "-c",
+                "from jupyter_book.cli.main import main; main()",
+                "build",
+                str(staged),
+                "--path-output",
+                str(output),
+                "-W",
+                "-n",
+                "--keep-going",
+            ],
+            cwd=ROOT,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+        )
+    if rendered.returncode != 0:
+        print(log.read_text(encoding="utf-8")[-6000:], file=sys.stderr)
+        raise SystemExit(f"Jupyter Book failed (exit {rendered.returncode}); its output: {log}")
     html = BUILD / "html"
     shutil.rmtree(html, ignore_errors=True)
     shutil.copytree(output / "_build" / "html", html)

@@ -7,9 +7,13 @@ In a headless browser (Chromium, background networking off, a 1280 px wide windo
 - nothing scrolls sideways: neither the page nor a block inside it (a table, an output, a displayed equation) is
   wider than the space it has (:data:`SCROLL_PROBE` measures it after the page's scripts ran).
 
-In the HTML itself (:func:`page_faults`): every figure has a numbered caption; no output shows raw maths
-(``$...$`` or a ``\\command``), a local absolute path, text written to stderr, a traceback or a raw NaN/None/inf in
-a table; no prose cites an entry of ``references.bib`` as plain text ("Mironov 2017") instead of through ``{cite}``.
+In the HTML itself (:func:`page_faults`): every figure has a caption numbered within its chapter ("Figure 3."); no
+output shows raw maths (``$...$`` or a ``\\command``), a local absolute path, text written to stderr, a traceback,
+a raw NaN/None/inf in a table, a truncated cell ("85/15 str..."), an object's repr (``<... object at 0x...>``,
+``RunConfig(dataset=...)``), a cell or line saying "not run", or a warning (``INSECURE``, ``...Warning``); no
+figure's legend is smaller than :data:`MIN_LEGEND_PT` at the size the page shows it (:func:`figure_faults`, from
+the metadata ``uldp.paper.chapters.captions`` writes into each PNG) or sits inside an axes; no prose cites an entry of
+``references.bib`` as plain text ("Mironov 2017") instead of through ``{cite}``.
 
 Not part of ``make test``: it needs Chromium (``chromium`` or ``chromium-browser`` on the PATH, or ``--browser``).
 
@@ -24,7 +28,9 @@ when a page fails.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
+import io
 import json
 import os
 import re
@@ -39,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bs4 import BeautifulSoup
+from PIL import Image
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -71,12 +78,33 @@ window.addEventListener("load", () => setTimeout(() => {
                  + el.textContent.trim().replace(/\\s+/g, " ").slice(0, 60));
   }
   document.body.setAttribute("data-scrolls", JSON.stringify(found));
+  const widths = [...document.querySelectorAll("article img")].map((img) => img.getBoundingClientRect().width);
+  document.body.setAttribute("data-image-widths", JSON.stringify(widths));
 }, 5000));
 </script>"""
 #: Raw maths left in an output: an inline ``$...$`` or a LaTeX command (``\\sigma``, ``\\textsc``).
 RAW_MATHS = re.compile(r"\$[^$\s][^$]*\$|\\[A-Za-z]{2,}")
 #: A table cell that prints a raw value instead of saying what it means: NaN, None, inf, or 5.7e+11.
 RAW_CELL = re.compile(r"(?i)^-?(?:nan|none|inf|infinity)$|\d[eE][+-]?\d+\b")
+#: A cell cut short by pandas or a formatter: it ends in "..." or "…".
+TRUNCATED_CELL = re.compile(r"(?:\.\.\.|…)$")
+#: An object's repr printed instead of what it means: ``<Foo object at 0x7f...>`` or ``RunConfig(dataset=...)``.
+OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>|\b[A-Z]\w*\((?:[a-z_]\w*)=")
+#: A warning printed into an output instead of said in words: the insecure-noise log, or a warning class's name.
+WARNING_TEXT = re.compile(r"\bINSECURE\b|\b[A-Z]\w*Warning\b")
+#: A result that a page announces but did not compute.
+NOT_RUN = re.compile(r"(?i)\bnot run\b")
+#: A figure's caption, numbered within its chapter by ``uldp.paper.chapters.captions``.
+FIGURE_NUMBER = re.compile(r"^Figure \d+\.")
+#: The smallest legend font, in points at the size the page shows the figure, that a reader reads without zooming.
+MIN_LEGEND_PT = 9.0
+#: CSS pixels per inch: a figure of w inches shown w * 96 px wide is at its own size.
+CSS_PX_PER_INCH = 96.0
+#: The article's width, in CSS pixels, at :data:`WINDOW_WIDTH` (measured in Chromium with ``_static/book.css``):
+#: the width a figure is shown at, at most, when the browser did not measure it.
+ARTICLE_WIDTH = 900.0
+#: The PNG text chunk ``uldp.paper.chapters.captions`` writes (``METADATA_KEY`` there).
+FIGURE_METADATA = "uldp-figure"
 #: A local absolute path (a checkout, a home or temporary folder).
 LOCAL_PATH = re.compile(
     r"(?<![\w.:/])/(?:work|home|tmp|Users|root|mnt|private|var/folders)/[\w.+-]+"
@@ -109,6 +137,50 @@ def sideways_scrolls(dom: str) -> list[str]:
     return ["? the measurement did not run"] if not isinstance(value, str) else json.loads(value)
 
 
+def image_widths(dom: str) -> list[float]:
+    """The widths, in CSS pixels, at which the page showed each image of its article (in document order), as
+    :data:`SCROLL_PROBE` measured them; empty when it did not run.
+
+    Example:
+        >>> image_widths('<body data-image-widths="[640.5, 900]">')
+        [640.5, 900.0]
+    """
+    found = BeautifulSoup(dom, "html.parser").body
+    value = found.get("data-image-widths") if found is not None else None
+    return [float(width) for width in json.loads(value)] if isinstance(value, str) else []
+
+
+def figure_faults(source: str, shown_width: float | None = None) -> list[str]:
+    """What a reader cannot read in an embedded figure (``source``, an image's ``src``), judged from the metadata
+    that ``uldp.paper.chapters.captions`` writes into the PNG (:data:`FIGURE_METADATA`): a legend smaller than
+    :data:`MIN_LEGEND_PT` at the size shown (``shown_width`` CSS pixels; default the PNG's own width, at most
+    :data:`ARTICLE_WIDTH`), or a legend inside an axes. A figure without that metadata is not judged.
+
+    The size shown: a PNG of ``w`` pixels at ``dpi`` is a figure of ``w / dpi`` inches; shown ``shown_width`` CSS
+    pixels wide (96 to the inch) its fonts are scaled by ``shown_width / (96 w / dpi)``.
+    """
+    if not source.startswith("data:image/png;base64,"):
+        return []
+    with Image.open(io.BytesIO(base64.b64decode(source.split(",", 1)[1]))) as image:
+        text, width = image.info.get(FIGURE_METADATA), image.width
+    if not isinstance(text, str):
+        return []
+    metadata = json.loads(text)
+    shown = shown_width if shown_width else min(float(width), ARTICLE_WIDTH)
+    faults = []
+    if metadata.get("legend_pt"):
+        scale = shown / (CSS_PX_PER_INCH * width / metadata["dpi"])
+        shown_pt = metadata["legend_pt"] * scale
+        if shown_pt < MIN_LEGEND_PT - 0.05:
+            faults.append(
+                f"a legend of {shown_pt:.1f} pt as shown ({metadata['legend_pt']:g} pt at "
+                f"{scale:.2f} scale), under {MIN_LEGEND_PT:g} pt"
+            )
+    if metadata.get("legends_inside"):
+        faults.append(f"{metadata['legends_inside']} legend(s) inside an axes")
+    return faults
+
+
 def bibliography_citations(bib: str) -> list[re.Pattern[str]]:
     """One pattern per entry of a BibTeX text matching it cited as plain text: the first author's surname, an
     optional "et al." or "and X", then the year ("Mironov 2017", "Abadi et al. (2016)", "Balle and Wang, 2018").
@@ -138,14 +210,18 @@ def _text(node: object) -> str:
     return re.sub(r"\s+", " ", node.get_text(" ")) if hasattr(node, "get_text") else ""
 
 
-def page_faults(page: str, citations: Sequence[re.Pattern[str]] = ()) -> list[str]:
+def page_faults(
+    page: str, citations: Sequence[re.Pattern[str]] = (), widths: Sequence[float] = ()
+) -> list[str]:
     """What a built page's HTML shows that a reader must not see (an empty list when it is clean).
 
-    - a figure without a numbered caption (an image of the article outside ``<figure>`` with its
-      ``caption-number``);
+    - a figure without a caption numbered in its chapter (an image of the article outside ``<figure>`` whose caption
+      starts "Figure n."), or with a legend a reader cannot read (:func:`figure_faults`, at the ``widths`` the browser
+      measured, :func:`image_widths`, in the article's order of images);
     - in an output: raw maths (:data:`RAW_MATHS`, outside the maths that MathJax renders), text written to stderr,
-      an error's traceback (a chapter that failed, rendered from papermill's notebook), or a table cell with a raw
-      NaN, None, inf or exponent (:data:`RAW_CELL`);
+      an error's traceback (a chapter that failed, rendered from papermill's notebook), a table cell with a raw
+      NaN, None, inf or exponent (:data:`RAW_CELL`) or cut short (:data:`TRUNCATED_CELL`), an object's repr
+      (:data:`OBJECT_REPR`), "not run" (:data:`NOT_RUN`) or a warning (:data:`WARNING_TEXT`);
     - anywhere but the code: a local absolute path (:data:`LOCAL_PATH`), or a plain-text citation of a bibliography
       entry (``citations``, :func:`bibliography_citations`; a ``{cite}`` link is not plain text).
 
@@ -159,7 +235,11 @@ def page_faults(page: str, citations: Sequence[re.Pattern[str]] = ()) -> list[st
         node.decompose()
     faults = []
     for output in article.select(".cell_output"):
-        faults += [f"raw maths in an output: {found}" for found in RAW_MATHS.findall(_text(output))]
+        text = _text(output)
+        faults += [f"raw maths in an output: {found}" for found in RAW_MATHS.findall(text)]
+        faults += [f"an object's repr in an output: {found}" for found in OBJECT_REPR.findall(text)]
+        faults += [f"a warning in an output: {found}" for found in WARNING_TEXT.findall(text)]
+        faults += [f"'not run' in an output: {found}" for found in NOT_RUN.findall(text)]
         faults += [f"stderr in an output: {_text(node)[:80]}" for node in output.select(".stderr")]
         faults += [
             f"an error in an output: {_text(node).strip(' -')[:80]}"
@@ -170,10 +250,24 @@ def page_faults(page: str, citations: Sequence[re.Pattern[str]] = ()) -> list[st
             for cell in output.select("td, th")
             if RAW_CELL.search(_text(cell).strip())
         ]
-    for image in article.find_all("img"):
+        faults += [
+            f"a truncated cell: {_text(cell).strip()}"
+            for cell in output.select("td, th")
+            if TRUNCATED_CELL.search(_text(cell).strip())
+        ]
+    for index, image in enumerate(article.find_all("img")):
+        source = str(image.get("src", ""))
         figure = image.find_parent("figure")
-        if figure is None or figure.select_one(".caption-number") is None:
-            faults.append(f"a figure without a numbered caption: {str(image.get('src', ''))[:60]}")
+        caption = figure.find("figcaption") if figure is not None else None
+        if caption is not None:  # Sphinx's number across the book, which _static/book.css hides
+            for number in caption.select(".caption-number"):
+                number.decompose()
+        if caption is None or not FIGURE_NUMBER.match(_text(caption).strip()):
+            faults.append(f"a figure without a numbered caption: {source[:60]}")
+        faults += [
+            f"{fault}: {_text(caption).strip()[:50] if caption else source[:60]}"
+            for fault in figure_faults(source, widths[index] if index < len(widths) else None)
+        ]
     faults += [f"a local path: {found}" for found in LOCAL_PATH.findall(_text(article))]
     for node in article.select("pre, code, a"):
         node.decompose()
@@ -254,7 +348,7 @@ def check_page(
             f"maths: {counts['maths']} elements, {counts['rendered']} rendered by MathJax, "
             f"{counts['errors']} MathJax errors"
         )
-    return faults + page_faults(text, citations)
+    return faults + page_faults(text, citations, image_widths(dom))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

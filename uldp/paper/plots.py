@@ -1,6 +1,9 @@
 """The paper's experiment figures, drawn from stored results (:class:`uldp.paper.experiments.ResultSet`).
 
-Every curve is the mean over seeds with a band of one standard deviation, against the round, as in the paper.
+Every curve is the mean over seeds with a band of one standard deviation, against the round, as in the paper; on a
+log axis (the epsilon) both are taken of the logarithm, so the curve is the geometric mean and the band a factor
+either side of it, not a mean +- std that a log axis stretches over decades. One legend per figure, below its panels
+(outside every axes), at :data:`LEGEND_PT`; a utility axis is zoomed to where its means lie (:data:`ZOOM_MARGIN`).
 
 - :func:`privacy_utility_figure` (Figures 4-7): one row per setting (users, distribution); utility on the left
   (test loss, then accuracy, for MNIST), the user-level epsilon on the right (log scale).
@@ -37,6 +40,14 @@ LABELS: dict[str, str] = {
 }
 #: Resolution of the figures: sharp when the page scales them to its width.
 FIGURE_DPI = 150
+#: Width of a figure, in inches: shown in the book's ~900 px article at about its own size (96 px an inch), so that
+#: its fonts read at their point sizes.
+FIGURE_WIDTH = 9.0
+#: Font size of the legends, in points: at least 9 pt as shown, at the scale a page shows a figure of
+#: :data:`FIGURE_WIDTH`.
+LEGEND_PT = 10.0
+#: A utility axis shows its means' range and this share of it either side; bands may leave it (a seed far off).
+ZOOM_MARGIN = 0.15
 #: Paul Tol's colour-blind-safe "muted" palette, then black.
 PALETTE: tuple[str, ...] = (
     "#332288",
@@ -104,9 +115,10 @@ def draw_curves(
 
     Args:
         ax: Matplotlib axes.
-        summary: Output of :func:`uldp.paper.experiments.summarise`.
+        summary: Output of :func:`uldp.paper.experiments.summarise`; with ``log``, a summary of the values' base-10
+            logarithms (:func:`log_summary`), drawn as ``10 ** mean`` with the band ``10 ** (mean +- std)``.
         panel: Which panel to draw.
-        log: Logarithmic y axis.
+        log: Logarithmic y axis, the summary taken in log space.
         series_order: Series in legend order (others follow in order of appearance); a series keeps its place,
             hence its style, in every panel drawn with the same order.
     """
@@ -119,6 +131,9 @@ def draw_curves(
     for series in ordered:
         curve = rows[rows["series"] == series].sort_values("round")
         mean, std = curve["mean"].to_numpy(float), curve["std"].to_numpy(float)
+        lower, upper = mean - std, mean + std
+        if log:
+            mean, lower, upper = 10**mean, 10**lower, 10**upper
         style = _style(series, place[series])
         ax.plot(
             curve["round"],
@@ -129,12 +144,23 @@ def draw_curves(
             markevery=max(1, len(mean) // 8),
             **style,
         )
-        lower = np.maximum(mean - std, mean * 1e-3) if log else mean - std
-        ax.fill_between(curve["round"], lower, mean + std, color=style["color"], alpha=0.15, lw=0)
+        ax.fill_between(curve["round"], lower, upper, color=style["color"], alpha=0.15, lw=0)
     if log:
         ax.set_yscale("log")
+    elif len(rows):
+        low, high = float(rows["mean"].min()), float(rows["mean"].max())
+        margin = ZOOM_MARGIN * (high - low) or 0.05 * max(abs(high), 1e-9)
+        ax.set_ylim(low - margin, high + margin)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(True, alpha=0.3)
+
+
+def log_summary(frame: Any, metric: str) -> Any:
+    """:func:`uldp.paper.experiments.summarise` of the base-10 logarithm of ``metric`` (positive values; an infinite
+    epsilon, no guarantee, is left out like a missing one): the mean and std of a value spread over decades."""
+    logged = frame.assign(**{metric: np.log10(frame[metric].astype(float))})
+    logged[metric] = logged[metric].replace([np.inf, -np.inf], np.nan)
+    return summarise(logged, metric)
 
 
 def _series_order(results: ResultSet) -> list[str]:
@@ -157,7 +183,7 @@ def metric_grid(
         metrics: Per-round columns to draw, left to right.
         title: Figure title.
         log_metrics: Columns drawn on a log axis.
-        panel_width: Inches per column (default: 9 inches, a page's width, shared by the columns; at most 4.5).
+        panel_width: Inches per column (default: :data:`FIGURE_WIDTH` shared by the columns; at most 4.5).
         panel_height: Inches per row.
 
     Returns:
@@ -169,10 +195,13 @@ def metric_grid(
     if not results.runs:
         raise ValueError(f"no stored results for grid {results.grid!r}: nothing to plot")
     frame = results.frame()
-    summaries = {metric: summarise(frame, metric) for metric in metrics}
+    summaries = {
+        metric: (log_summary if metric in log_metrics else summarise)(frame, metric)
+        for metric in metrics
+    }
     panels = list(dict.fromkeys(run["panel"] for run in results.runs))
     order = _series_order(results)
-    panel_width = min(4.5, 9.0 / len(metrics)) if panel_width is None else panel_width
+    panel_width = min(4.5, FIGURE_WIDTH / len(metrics)) if panel_width is None else panel_width
     fig, axes = plt.subplots(
         len(panels),
         len(metrics),
@@ -188,29 +217,33 @@ def metric_grid(
             ax.set_ylabel(LABELS.get(metric, metric))
             if row == len(panels) - 1:
                 ax.set_xlabel("round")
-    _legend(fig, axes)
+    figure_legend(fig, axes)
     fig.suptitle(title)
     return fig
 
 
-def _legend(fig: Figure, axes: np.ndarray) -> None:
+def figure_legend(fig: Figure, axes: Any, *, title: bool = True) -> None:
+    """One legend for every line of ``axes`` (each label once), below the panels at :data:`LEGEND_PT`, in as many
+    columns as fit :data:`FIGURE_WIDTH`; the panels are laid out above it (and below a suptitle when ``title``)."""
     handles: dict[str, Any] = {}
-    for ax in axes.flat:
+    for ax in np.asarray(axes).flat:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, handle)
-    columns = min(5, max(1, len(handles)))
+    longest = max((len(label) for label in handles), default=1)
+    # a legend entry is its marker (about 4 characters) and its label, at about 0.6 em a character
+    per_column = (longest + 4) * 0.6 * LEGEND_PT / 72
+    columns = max(1, min(len(handles), int(fig.get_figwidth() // per_column)))
     fig.legend(
         handles.values(),
         handles.keys(),
         loc="lower center",
         ncol=columns,
-        fontsize=9,
+        fontsize=LEGEND_PT,
         frameon=False,
     )
-    legend_inches = 0.28 * -(-len(handles) // columns) + 0.2  # rows of the legend, plus a margin
-    fig.tight_layout(
-        rect=(0, legend_inches / fig.get_figheight(), 1, 1 - 0.35 / fig.get_figheight())
-    )
+    legend_inches = 0.25 * -(-len(handles) // columns) + 0.15  # rows of the legend, plus a margin
+    top = 1 - 0.35 / fig.get_figheight() if title else 1
+    fig.tight_layout(rect=(0, legend_inches / fig.get_figheight(), 1, top))
 
 
 def _scale(results: ResultSet) -> str:
@@ -243,19 +276,25 @@ def weighting_figure(results: ResultSet) -> Figure:
         raise ValueError(f"no stored results for grid {results.grid!r}: nothing to plot")
     summary = summarise(results.frame(), "test_loss")
     panels = list(dict.fromkeys(run["panel"] for run in results.runs))
+    columns = min(3, len(panels))
+    rows = -(-len(panels) // columns)
     fig, axes = plt.subplots(
-        1,
-        len(panels),
-        figsize=(min(3.6, 10.0 / len(panels)) * len(panels), 3.6),
+        rows,
+        columns,
+        figsize=(FIGURE_WIDTH, 2.8 * rows + 1.0),
         squeeze=False,
         dpi=FIGURE_DPI,
     )
-    for ax, panel in zip(axes.flat, panels, strict=True):
+    for ax in axes.flat[len(panels) :]:
+        ax.remove()
+    for ax, panel in zip(axes.flat, panels, strict=False):
         draw_curves(ax, summary, panel, series_order=_series_order(results))
         ax.set_title(panel, fontsize=9)
         ax.set_xlabel("round")
-    axes[0, 0].set_ylabel(LABELS["test_loss"])
-    _legend(fig, axes)
+    for ax in axes[:, 0]:
+        ax.set_ylabel(LABELS["test_loss"])
+    axes = np.array([ax for ax in axes.flat if ax.figure is fig])
+    figure_legend(fig, axes)
     fig.suptitle(f"Enhanced weighting: test loss ({_scale(results)})")
     return fig
 
@@ -332,7 +371,7 @@ def runtime_figure(results: ResultSet) -> Figure:
     ULDP-AVG-w)."""
     table = runtime_table(results)
     labels = [f"{dataset}\n|U|={users}" for dataset, users in table.index]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6), dpi=FIGURE_DPI)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH, 4.0), dpi=FIGURE_DPI)
     left.bar(labels, table["training per silo"], color=PALETTE[0])
     left.set_ylabel("seconds per round")
     left.set_title("local training + encrypted weighting, per silo", fontsize=9)
@@ -351,11 +390,10 @@ def runtime_figure(results: ResultSet) -> Figure:
     right.set_xticks(np.arange(len(labels)), labels)
     right.set_ylabel("seconds")
     right.set_title("set-up (once) and server aggregation (per round)", fontsize=9)
-    right.legend(fontsize=8)
     for ax in (left, right):
         ax.grid(True, axis="y", alpha=0.3)
     fig.suptitle(f"Private weighting protocol runtime ({results.profile} profile)")
-    fig.tight_layout()
+    figure_legend(fig, [right])
     return fig
 
 
@@ -383,7 +421,7 @@ def group_privacy_figure(
     Returns:
         The figure.
     """
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    fig, ax = plt.subplots(figsize=(6.5, 4.4), dpi=FIGURE_DPI)
     for column, fmt, label in lines:
         ax.plot(table.index, table[column], fmt, label=label)
     ax.set_xscale("log", base=2)
@@ -392,5 +430,5 @@ def group_privacy_figure(
     ax.set_ylabel("$\\epsilon$ at $\\delta = 10^{-5}$")
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    figure_legend(fig, [ax], title=False)
     return fig

@@ -122,7 +122,7 @@ def flower_run(
     return result.arrays.to_numpy_ndarrays()[0], strategy, grid
 
 
-@pytest.mark.parametrize("method", ["ULDP-AVG-w", "ULDP-AVG"])
+@pytest.mark.parametrize("method", ["ULDP-AVG-w", "ULDP-AVG", "ULDP-SGD-w"])
 def test_the_flower_federation_ends_at_the_in_process_model(hospital_files, method):
     net = model()
     settings = dict(method=method, sigma=1.0, q=0.8, local_epochs=2, batch_size=8, seed=5, rounds=2)

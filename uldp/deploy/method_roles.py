@@ -68,6 +68,7 @@ from uldp.accounting import epsilon_server_view
 from uldp.common.checks import check_integer
 from uldp.common.persist import fingerprint
 from uldp.fitting import PREPARE_STREAM, round_seed
+from uldp.method_names import MASKED_SUM, PROTOCOL_1, parse_method
 from uldp.methods import EveryRecordSiloNoise, check_weights, make_method, user_level
 from uldp.methods.base import needed, seed_stream
 from uldp.methods.group import GroupMethod
@@ -79,7 +80,7 @@ from uldp.policy import (
     release_multiplier,
     update_norm_bound,
 )
-from uldp.simulation import SECURE_METHODS, RunConfig, build_federation
+from uldp.simulation import RunConfig, build_federation
 from uldp.training.dpsgd import dpsgd_schedule
 from uldp.training.per_user import flat_parameters, load_flat_parameters
 
@@ -115,7 +116,7 @@ class DeployConfig:
     def masked(self) -> bool:
         """Whether the silos' plain contributions are secure-aggregated by the masked sum (every method but the two
         that run Protocol 1, unless ``mask_updates`` is False)."""
-        return self.mask_updates and self.run.method not in SECURE_METHODS
+        return self.mask_updates and parse_method(self.run.method).secure_aggregation == MASKED_SUM
 
     @property
     def secure_aggregation(self) -> bool:
@@ -146,7 +147,10 @@ class DeployConfig:
         )  # secure aggregation by default; "secure": false is the explicit opt-out
         if not isinstance(secure, bool):
             raise ValueError(f"secure must be true or false, got {secure!r}")
-        protocol_1 = isinstance(data.get("method"), str) and data["method"] in SECURE_METHODS
+        protocol_1 = (
+            isinstance(data.get("method"), str)
+            and parse_method(data["method"]).secure_aggregation == PROTOCOL_1
+        )
         if protocol_1:
             data["secure"] = secure
         else:  # the masked sum (RunConfig.secure is Protocol 1's)

@@ -77,6 +77,7 @@ from uldp.flower.secure import (
     silo_setup,
 )
 from uldp.flower.silo_views import SiloViews
+from uldp.method_names import PROTOCOL_1, MethodSpec
 from uldp.methods import Federation, Hyperparameters, make_method, parse_method, user_level
 from uldp.methods.base import needed
 from uldp.policy import SiloLedger, SiloPolicy, release_multiplier, update_norm_bound
@@ -99,7 +100,6 @@ LEDGER_KEY = "uldp-ledger"
 #: that the run equals :func:`uldp.fit` with that seed (whoever knows it can remove the noise). Only the silo's own
 #: configuration sets it; whatever the server sends is ignored.
 INSECURE_NOISE_KEY = "uldp-insecure-reproducible-noise"
-SUPPORTED = ("ULDP-AVG", "ULDP-AVG-w")
 LOGGER = logging.getLogger("uldp.flower")
 _LEDGER_STATE = "uldp_ledger"
 
@@ -135,6 +135,16 @@ def _check_reply(reply: Any, names: dict[int, str]) -> None:
     if reply.has_error():
         node = reply.metadata.src_node_id
         raise SiloFault(f"silo {names.get(node, '?')!r} (node {node}) failed: {reply.error.reason}")
+
+
+def _check_runs(spec: MethodSpec) -> MethodSpec:
+    """The spec of a method these rounds run: one with user-level sampling and per-user clipping (ULDP-SGD/AVG)."""
+    if not spec.per_user:
+        raise ValueError(
+            f"UldpStrategy runs the methods with per-user clipping (ULDP-SGD, ULDP-SGD-w, ULDP-AVG, "
+            f"ULDP-AVG-w), not {spec.name}"
+        )
+    return spec
 
 
 class SiloFailure(RuntimeError):
@@ -220,8 +230,7 @@ class UldpStrategy(Strategy):
         model: nn.Module | None = None,
     ) -> None:
         spec = parse_method(method)
-        if spec.name not in SUPPORTED:
-            raise ValueError(f"UldpStrategy runs {' or '.join(SUPPORTED)}, not {spec.name}")
+        _check_runs(spec)
         self._spec_name = spec.name
         self.model = model
         self._chosen: dict[str, Any] = {
@@ -277,12 +286,12 @@ class UldpStrategy(Strategy):
     @property
     def _protocol_1(self) -> bool:
         """Whether the rounds run Protocol 1 (secure ULDP-AVG-w); secure ULDP-AVG runs the masked sum instead."""
-        return self.secure and self.method.spec.enhanced_weights
+        return self.secure and self.method.spec.secure_aggregation == PROTOCOL_1
 
     @property
     def _shares_counts(self) -> bool:
         """Whether the silos share their exact n_su with each other: only plain ULDP-AVG-w needs them."""
-        return not self.secure and self.method.spec.enhanced_weights
+        return not self.secure and self.method.spec.per_user_weights
 
     # ---------------------------------------------------------------------------------------------- setup --
     def setup(self, grid: Any, *, timeout: float = 600.0) -> None:
@@ -456,6 +465,9 @@ class UldpStrategy(Strategy):
             "clip": self.hp.clip,
             "sigma": self.hp.sigma,
             "q": self.hp.q,
+        }
+        settings = {  # a method's unused hyperparameters are None (ULDP-SGD has no local epochs)
+            name: value for name, value in settings.items() if value is not None
         }
         self._params, self._sampled = arrays.to_numpy_ndarrays()[0], sampled
         self._tick = time.perf_counter()
@@ -704,21 +716,20 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> np.n
     state = dict(context.state["uldp"])
     counts = context.state["uldp_arrays"].to_numpy_ndarrays()[0]
     codes = user_numbers(context, view["ids"])
-    if settings["method"] not in SUPPORTED:
-        raise ValueError(f"method {settings['method']!r} is not one of {SUPPORTED}")
+    spec = _check_runs(parse_method(settings["method"]))
     sampled = np.unpackbits(np.frombuffer(settings["sampled"], dtype=np.uint8))[
         : int(state["n_users"])
     ].astype(bool)
     policy = SiloPolicy.from_node_config(context.node_config)
     policy.check(
         sigma=settings["sigma"],
-        local_epochs=settings["local_epochs"],
+        local_epochs=settings.get("local_epochs"),
         sampled_users=int(sampled.sum()),
         n_users=int(state["n_users"]),
         q=float(settings["q"]),
     )
     secure = bool(state.get("secure", False))
-    protocol_1 = secure and settings["method"] == "ULDP-AVG-w"
+    protocol_1 = secure and spec.secure_aggregation == PROTOCOL_1
     if protocol_1 != ("p1" in settings):
         raise ValueError(
             "a round without Protocol 1 in a federation set up with it, or the reverse"
@@ -727,14 +738,14 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> np.n
         float(settings["sigma"]),
         n_silos=int(state["n_silos"]),
         secure=secure,
-        uniform_weights=settings["method"] == "ULDP-AVG",
+        uniform_weights=not spec.per_user_weights,
     )
     hp = Hyperparameters(
         global_lr=1.0,
-        local_lr=settings["local_lr"],
-        local_epochs=settings["local_epochs"],
-        batch_size=settings["batch_size"],
-        clip=settings["clip"],
+        local_lr=settings.get("local_lr"),
+        local_epochs=settings.get("local_epochs"),
+        batch_size=settings.get("batch_size"),
+        clip=settings.get("clip"),
         sigma=settings["sigma"],
         q=settings["q"],
     )

@@ -18,7 +18,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "uldp.data.cli",
     "uldp.paper.experiments_cli",
     "uldp.deploy.cli",
-    "uldp.flower_cli",
+    "uldp.flower.cli",
     "uldp.simulation_cli",
 )
 

@@ -43,18 +43,14 @@ the plain one (Theorem 4). ULDP-AVG's updates go through Protocol 1's pairwise m
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
-from flwr.clientapp import ClientApp
+from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 from flwr.common.logger import log
 from flwr.serverapp.strategy import Result, Strategy
 from torch import nn
@@ -62,103 +58,31 @@ from torch import nn
 from uldp.accounting import epsilon_server_view
 from uldp.common.atomic import check_writable
 from uldp.common.checks import check_integer, check_number
-from uldp.data.base import Allocation
-from uldp.fitting import resolve_hyperparameters, resolve_records, round_seed
+from uldp.federation import SERVER_AGGREGATIONS, ServerAggregation, aggregation_kind, update_bounds
+from uldp.fitting import resolve_hyperparameters
 from uldp.flower import psu
 from uldp.flower.arrays import flat_model, trained_model
-from uldp.flower.pseudonyms import read_key_file
+from uldp.flower.messages import SETUP_ACTION, check_runs, config_of, records, server_round_seed
 from uldp.flower.recovery import SiloFault, discover_silos, run_rounds
-from uldp.flower.secure import (
-    masked_sum_server,
-    round_settings,
-    server_driver,
-    silo_masked_sum,
-    silo_masked_update,
-    silo_setup,
-)
-from uldp.flower.silo_views import SiloViews
-from uldp.method_names import PROTOCOL_1, MethodSpec
-from uldp.methods import Federation, Hyperparameters, make_method, parse_method, user_level
+from uldp.flower.secure import server_exchange
+from uldp.method_names import PROTOCOL_1
+from uldp.methods import make_method, parse_method, user_level
 from uldp.methods.base import needed
-from uldp.policy import SiloLedger, SiloPolicy, release_multiplier, update_norm_bound
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
-from uldp.secure.psu import lookup
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
     from pathlib import Path
 
     from flwr.serverapp import Grid
 
-#: The message type of the setup stages (a ``ClientApp`` query action).
-SETUP_ACTION = "uldp"
-#: The node_config keys a SuperNode sets: ``--node-config 'silo="Hospital A" uldp-key-file="/secure/key"'``.
-SILO_KEY, KEY_FILE_KEY = "silo", "uldp-key-file"
-#: The node_config key of the silo's ledger file (:class:`uldp.policy.SiloLedger`; without it, the SuperNode's memory).
-LEDGER_KEY = "uldp-ledger"
-#: INSECURE, tests and the book only: the node_config key whose value seeds this silo's noise and record order, so
-#: that the run equals :func:`uldp.fit` with that seed (whoever knows it can remove the noise). Only the silo's own
-#: configuration sets it; whatever the server sends is ignored.
-INSECURE_NOISE_KEY = "uldp-insecure-reproducible-noise"
 LOGGER = logging.getLogger("uldp.flower")
-_LEDGER_STATE = "uldp_ledger"
-
-
-@dataclass(frozen=True)
-class SiloData:
-    """One silo's own records, as its ``load(context)`` returns them.
-
-    Attributes:
-        x: Records ``[n, ...]`` (tensor, array or DataFrame).
-        y: Targets ``[n, ...]``.
-        patient_ids: The raw patient id of each record (blinded inside the silo for the union, never sent).
-    """
-
-    x: Any
-    y: Any
-    patient_ids: Any
-
-
-def _records(values: dict) -> Any:
-    return RecordDict({"uldp": ConfigRecord(values)})
-
-
-def _config(message: Any) -> dict:
-    return dict(message.content["uldp"])
-
-
-def _round_seed(seed: int, server_round: int) -> np.random.SeedSequence:
-    return round_seed(np.random.SeedSequence(seed), server_round - 1)
 
 
 def _check_reply(reply: Any, names: dict[int, str]) -> None:
     if reply.has_error():
         node = reply.metadata.src_node_id
         raise SiloFault(f"silo {names.get(node, '?')!r} (node {node}) failed: {reply.error.reason}")
-
-
-def _check_runs(spec: MethodSpec) -> MethodSpec:
-    """The spec of a method these rounds run: one with user-level sampling and per-user clipping (ULDP-SGD/AVG)."""
-    if not spec.per_user:
-        raise ValueError(
-            f"UldpStrategy runs the methods with per-user clipping (ULDP-SGD, ULDP-SGD-w, ULDP-AVG, "
-            f"ULDP-AVG-w), not {spec.name}"
-        )
-    return spec
-
-
-class SiloFailure(RuntimeError):
-    """A silo's ClientApp failed; the message starts with the silo's own name (its node config's ``silo``)."""
-
-
-@contextmanager
-def _naming(context: Any) -> Iterator[None]:
-    """Re-raise anything a silo's handler raises with the silo's own name, so the server's error names it."""
-    try:
-        yield
-    except Exception as error:
-        name = context.node_config.get(SILO_KEY, "<no silo name in the node config>")
-        raise SiloFailure(f"silo {name!r} failed: {type(error).__name__}: {error}") from error
 
 
 class UldpStrategy(Strategy):
@@ -230,7 +154,7 @@ class UldpStrategy(Strategy):
         model: nn.Module | None = None,
     ) -> None:
         spec = parse_method(method)
-        _check_runs(spec)
+        check_runs(spec)
         self._spec_name = spec.name
         self.model = model
         self._chosen: dict[str, Any] = {
@@ -256,9 +180,7 @@ class UldpStrategy(Strategy):
             )
         self.secure = secure
         self.protocol = ProtocolParameters.from_mapping(protocol or {})
-        self._protocol: Any = (
-            None  # Protocol 1's ServerDriver or the MaskedSumServer of a secure run, after set-up
-        )
+        self._aggregation: ServerAggregation | None = None  # after the set-up
         self.setup_seconds = 0.0
         self.nodes: list[int] = []
         self.n_users = 0
@@ -308,7 +230,7 @@ class UldpStrategy(Strategy):
         def hello(nodes: list[int]) -> dict[int, dict]:
             contents = {node: {"stage": "hello"} for node in nodes}
             return {
-                node: _config(reply)
+                node: config_of(reply)
                 for node, reply in self._ask(grid, contents, timeout, answered_only=True).items()
             }
 
@@ -327,14 +249,14 @@ class UldpStrategy(Strategy):
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
         names = [silos[n]["silo"] for n in self.nodes]
 
-        def ask_silos(contents: dict[int, dict]) -> dict[int, dict]:
+        def ask(contents: dict[int, dict]) -> dict[int, dict]:  # one query.uldp exchange, by silo
             replies = self._ask(
                 grid, {self.nodes[s]: content for s, content in contents.items()}, timeout
             )
-            return {s: _config(replies[self.nodes[s]]) for s in contents}
+            return {s: config_of(replies[self.nodes[s]]) for s in contents}
 
         shares = psu.server_union(
-            ask_silos, names, [silos[n]["psu"] for n in self.nodes], share_counts=share_counts
+            ask, names, [silos[n]["psu"] for n in self.nodes], share_counts=share_counts
         )
         shared = {
             "stage": "federation",
@@ -353,33 +275,28 @@ class UldpStrategy(Strategy):
             timeout,
         )
         agreed = {
-            (int(_config(r)["n_users"]), _config(r)["users_digest"]) for r in replies.values()
+            (int(config_of(r)["n_users"]), config_of(r)["users_digest"]) for r in replies.values()
         }
         if len(agreed) != 1:
             raise RuntimeError("the silos disagree on the users (another key, or a tampered relay)")
         self.n_users, self.users_digest = agreed.pop()
 
-        def ask(
-            contents: dict[int, dict],
-        ) -> dict[int, dict]:  # one query.uldp exchange, by silo index
-            replies = self._ask(
-                grid, {self.nodes[s]: content for s, content in contents.items()}, timeout
-            )
-            return {s: _config(replies[self.nodes[s]]) for s in contents}
-
-        if self.secure and not self._protocol_1:
-            self._protocol = masked_sum_server(len(self.nodes), ask)
-            self._protocol.setup()
-        elif self.secure:
-            config = ProtocolConfig.for_training(
+        aggregation = SERVER_AGGREGATIONS[aggregation_kind(self.method.spec, secure=self.secure)]
+        protocol = (
+            ProtocolConfig.for_training(
                 len(self.nodes),
                 self.n_users,
                 clip=needed(self.hp.clip, "clip"),
                 sigma=needed(self.hp.sigma, "sigma"),
                 parameters=self.protocol,
             )
-            self._protocol = server_driver(config, ask_silos)
-            self._protocol.setup()
+            if aggregation.needs_protocol
+            else None
+        )
+        self._aggregation = aggregation(
+            len(self.nodes), server_exchange(ask, protocol), protocol=protocol, silo_names=names
+        )
+        self._aggregation.setup()
         self.setup_seconds = time.perf_counter() - start
 
     def _ask(
@@ -387,7 +304,7 @@ class UldpStrategy(Strategy):
     ) -> dict[int, Any]:
         """Every node's reply; with ``answered_only`` those that answered without error (the others are logged)."""
         messages = [
-            grid.create_message(_records(content), f"query.{SETUP_ACTION}", node, "setup")
+            grid.create_message(records(content), f"query.{SETUP_ACTION}", node, "setup")
             for node, content in contents.items()
         ]
         replies = {
@@ -454,7 +371,7 @@ class UldpStrategy(Strategy):
         self, server_round: int, arrays: Any, config: Any, grid: Any
     ) -> Iterable[Any]:
         """Sample users (Algorithm 4 line 4) and send the model, the sampled users and the settings to every silo."""
-        sampled = self.method.sample_users(self.n_users, _round_seed(self.seed, server_round))
+        sampled = self.method.sample_users(self.n_users, server_round_seed(self.seed, server_round))
         settings = {
             "round": server_round,
             "sampled": np.packbits(sampled).tobytes(),
@@ -471,15 +388,14 @@ class UldpStrategy(Strategy):
         }
         self._params, self._sampled = arrays.to_numpy_ndarrays()[0], sampled
         self._tick = time.perf_counter()
-        if self._protocol_1:
-            payloads = self._protocol.begin_round(server_round, sampled)
-            extra = [round_settings(payloads[s]) for s in range(len(self.nodes))]
-        else:
-            extra = [{} for _ in self.nodes]
+        payloads = self._checked_aggregation().begin_round(server_round, sampled)
+        extra = [
+            {"payloads": list(payloads[s])} if payloads[s] else {} for s in range(len(self.nodes))
+        ]
         return [
             grid.create_message(
                 RecordDict(
-                    {"arrays": ArrayRecord([self._params]), **_records({**settings, **extra[s]})}
+                    {"arrays": ArrayRecord([self._params]), **records({**settings, **extra[s]})}
                 ),
                 "train",
                 node,
@@ -509,38 +425,18 @@ class UldpStrategy(Strategy):
                 f"round {server_round}: silo {'; silo '.join(failed + silent)}",
                 answered=[self.silo_names[node] for node in answers],
             )
-        if self.secure:  # Protocol 1's step 2(c) or the masked sum: every silo's masked update or nothing is decoded
-            updates = {
-                s: (bytes(answers[node]["uldp"]["update"]),) for s, node in enumerate(self.nodes)
-            }
-            total = torch.from_numpy(
-                self._protocol.finish_round(updates, self._params.size)
-                if self._protocol_1
-                else self._protocol.finish_round(server_round, updates, self._params.size)
+        updates = {
+            s: (bytes(answers[node]["uldp"]["update"]),) for s, node in enumerate(self.nodes)
+        }
+        bounds = update_bounds(
+            self.method, n_silos=len(self.nodes), sampled=self._sampled, size=self._params.size
+        )
+        try:  # Protocol 1's step 2(c), the masked sum's decoding or the plain sum, each checked against the bounds
+            total = self._checked_aggregation().finish_round(
+                server_round, updates, self._params, bounds=bounds
             )
-            bound = len(self.nodes) * self._update_bound()
-            if not float(total.norm()) <= bound:
-                raise RuntimeError(
-                    f"round {server_round}: the securely aggregated sum has norm "
-                    f"{float(total.norm()):.3g}, past the bound {bound:.3g} of the silos' clipped, "
-                    f"noised updates: a silo sent more (the masks hide which); nothing is applied"
-                )
-        else:
-            total = torch.zeros(self._params.size, dtype=torch.float32)
-            for node in self.nodes:
-                update = answers[node]["arrays"].to_numpy_ndarrays()[0]
-                if update.shape != self._params.shape or not np.isfinite(update).all():
-                    raise RuntimeError(
-                        f"round {server_round}: silo node {node} sent a bad update {update.shape}"
-                    )
-                norm = float(np.linalg.norm(update.astype(np.float64)))
-                if not norm <= self._update_bound():
-                    raise RuntimeError(
-                        f"round {server_round}: silo node {node} sent an update of norm {norm:.3g}, "
-                        f"past the bound {self._update_bound():.3g} its method implies; nothing is "
-                        f"applied"
-                    )
-                total += torch.from_numpy(update)
+        except ValueError as error:
+            raise RuntimeError(f"round {server_round}: {error}") from error
         if any(bool(answers[node]["silo"]["insecure_reproducible_noise"]) for node in self.nodes):
             if not self.insecure_reproducible_noise:
                 log(
@@ -549,7 +445,10 @@ class UldpStrategy(Strategy):
                 )
             self.insecure_reproducible_noise = True
         params = self.method.server_step(
-            torch.from_numpy(self._params), total, n_users=self.n_users, n_silos=len(self.nodes)
+            torch.from_numpy(self._params),
+            torch.from_numpy(total),
+            n_users=self.n_users,
+            n_silos=len(self.nodes),
         )
         epsilon = self.method.epsilon(None, server_round)
         view = self.server_view_epsilon(server_round)
@@ -573,17 +472,10 @@ class UldpStrategy(Strategy):
             q=self.hp.q,
         ).epsilon
 
-    def _update_bound(self) -> float:
-        """The largest norm of one silo's honest update this round (:func:`uldp.policy.update_norm_bound`), its
-        weights' sum bounded by the number of sampled users (enhanced weights) or that over |S| (uniform)."""
-        sampled = float(self._sampled.sum())
-        weight_sum = sampled if self.method.spec.enhanced_weights else sampled / len(self.nodes)
-        return update_norm_bound(
-            clip=needed(self.hp.clip, "clip"),
-            weight_sum=weight_sum,
-            noise_std=self.method.noise_std(len(self.nodes)),
-            size=int(self._params.size),
-        )
+    def _checked_aggregation(self) -> ServerAggregation:
+        if self._aggregation is None:
+            raise RuntimeError("a round before the set-up (start() runs setup first)")
+        return self._aggregation
 
     def configure_evaluate(
         self, server_round: int, arrays: Any, config: Any, grid: Any
@@ -612,317 +504,3 @@ class UldpStrategy(Strategy):
             if self._shares_counts
             else "",
         )
-
-
-# ------------------------------------------------------------------------------------------------- the silo --
-def _silo_view(
-    load: Callable[[Any], SiloData], model: Callable[[], Any], loss: Any, context: Any
-) -> dict:
-    """Load this silo's records and patient ids (as text), check them as :func:`uldp.fit` does."""
-    if SILO_KEY not in context.node_config or KEY_FILE_KEY not in context.node_config:
-        raise ValueError(
-            f'the SuperNode needs --node-config \'{SILO_KEY}="<name>" {KEY_FILE_KEY}="<path>"\''
-        )
-    data = load(context)
-    if not isinstance(data, SiloData):
-        raise ValueError(
-            f"load(context) must return uldp.flower.SiloData, got {type(data).__name__}"
-        )
-    net = model()
-    records = resolve_records(net, loss, data.x, data.y)
-    x, y, loss_fn = records.x, records.y, records.loss
-    ids = list(
-        data.patient_ids.tolist() if hasattr(data.patient_ids, "tolist") else data.patient_ids
-    )
-    if len(ids) != x.shape[0]:
-        raise ValueError(f"patient_ids has {len(ids)} ids, x has {x.shape[0]} records")
-    return {
-        "name": str(context.node_config[SILO_KEY]),
-        "model": net,
-        "loss": loss_fn.trained,
-        "x": x,
-        "y": y,
-        "ids": [str(i) for i in ids],
-        "key": read_key_file(context.node_config[KEY_FILE_KEY]),
-    }
-
-
-def _hello(view: dict, context: Any) -> dict:
-    """Stage 1: name, record count and the hello of a new union session (:func:`uldp.flower.psu.hello`)."""
-    return {
-        "silo": view["name"],
-        "records": int(view["x"].shape[0]),
-        "psu": psu.hello(context, view["name"], view["ids"], view["key"]),
-    }
-
-
-def _federation(view: dict, settings: dict, context: Any) -> dict:
-    """The union of every silo's share: keep ``n[s, u]`` (only this silo's row unless counts were shared) and this
-    silo's patients' user numbers in the node-local context state."""
-    SiloPolicy.from_node_config(context.node_config).check(records=settings["total_records"])
-    names = list(settings["names"])
-    index = int(settings["index"])
-    if names[index] != view["name"] or sorted(names) != names:
-        raise ValueError(f"the server placed silo {view['name']!r} at {index} of {names}")
-    union = psu.finish(list(settings["shares"]), context, view["ids"], view["key"])
-    if union.index != index:
-        raise ValueError(
-            f"the union numbers silo {view['name']!r} {union.index}, the server {index}"
-        )
-    counts = union.counts
-    if not bool(settings["counts"]):
-        counts = np.zeros_like(counts)
-        counts[index] = union.counts[index]
-    context.state["uldp"] = ConfigRecord(
-        {
-            "index": index,
-            "n_silos": len(names),
-            "offset": int(settings["offset"]),
-            "secure": bool(settings["secure"]),
-            "total_records": int(settings["total_records"]),
-            "n_users": union.n_users,
-        }
-    )
-    # this silo's patients as raw SHA-256 bytes [k, 32] (a numpy "S" array would drop trailing zero bytes)
-    keys = np.frombuffer(
-        b"".join(bytes.fromhex(k) for k in union.own_keys), dtype=np.uint8
-    ).reshape(-1, 32)
-    context.state["uldp_arrays"] = ArrayRecord([counts, keys, union.own_indices])
-    return {"n_users": union.n_users, "users_digest": union.digest}
-
-
-def user_numbers(context: Any, patient_ids: Any) -> np.ndarray:
-    """The federation's user number of each of this silo's patient ids (one per record), after the federation
-    stage: the user ids under which :func:`uldp.fit` on the pooled records equals the Flower run (tests, the book).
-
-    Raises:
-        ValueError: Before the federation stage, or an id this silo did not hold then.
-    """
-    if "uldp_arrays" not in context.state:
-        raise ValueError("no user numbers before the federation stage")
-    _, keys, indices = context.state["uldp_arrays"].to_numpy_ndarrays()
-    ids = patient_ids.tolist() if hasattr(patient_ids, "tolist") else list(patient_ids)
-    return lookup(np.array([row.tobytes().hex() for row in keys], dtype="U64"), indices, ids)
-
-
-def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> np.ndarray | bytes:
-    """This silo's ``sum_u w_su clip(Delta_su) + z_s`` for the round (Algorithm 3 lines 8-19); in a secure federation
-    only masked: Protocol 1's masked update (ULDP-AVG-w, :class:`~uldp.secure.messages.MaskedUpdateMessage` bytes)
-    or the masked sum's (ULDP-AVG, :class:`~uldp.secure.messages.MaskedSumMessage` bytes)."""
-    if "uldp" not in context.state:
-        raise ValueError(
-            "a training round before the federation stage (the strategy runs setup first)"
-        )
-    state = dict(context.state["uldp"])
-    counts = context.state["uldp_arrays"].to_numpy_ndarrays()[0]
-    codes = user_numbers(context, view["ids"])
-    spec = _check_runs(parse_method(settings["method"]))
-    sampled = np.unpackbits(np.frombuffer(settings["sampled"], dtype=np.uint8))[
-        : int(state["n_users"])
-    ].astype(bool)
-    policy = SiloPolicy.from_node_config(context.node_config)
-    policy.check(
-        sigma=settings["sigma"],
-        local_epochs=settings.get("local_epochs"),
-        sampled_users=int(sampled.sum()),
-        n_users=int(state["n_users"]),
-        q=float(settings["q"]),
-    )
-    secure = bool(state.get("secure", False))
-    protocol_1 = secure and spec.secure_aggregation == PROTOCOL_1
-    if protocol_1 != ("p1" in settings):
-        raise ValueError(
-            "a round without Protocol 1 in a federation set up with it, or the reverse"
-        )
-    multiplier = release_multiplier(
-        float(settings["sigma"]),
-        n_silos=int(state["n_silos"]),
-        secure=secure,
-        uniform_weights=not spec.per_user_weights,
-    )
-    hp = Hyperparameters(
-        global_lr=1.0,
-        local_lr=settings.get("local_lr"),
-        local_epochs=settings.get("local_epochs"),
-        batch_size=settings.get("batch_size"),
-        clip=settings.get("clip"),
-        sigma=settings["sigma"],
-        q=settings["q"],
-    )
-    method = user_level(make_method(settings["method"], hp))
-    n, index = int(view["x"].shape[0]), int(state["index"])
-    allocation = Allocation(
-        codes, np.full(n, index), int(state["n_users"]), int(state["n_silos"]), "flower", 0
-    )
-    federation = Federation(
-        view["model"],
-        view["loss"],
-        view["x"],
-        view["y"],
-        allocation,
-        record_ids=state["offset"] + np.arange(n),
-        n_ids=int(state["total_records"]),
-    )
-    round_index = int(settings["round"])
-    round_seed = _silo_round_seed(context, round_index)
-    view["model"].train()
-    tensor = torch.from_numpy(params.copy())
-
-    def admit() -> (
-        None
-    ):  # the round goes into the silo's ledger (on disk) before anything is computed
-        ledger = _ledger(context, policy)
-        ledger.admit(
-            str(context.run_id), round_index, multiplier=multiplier, q=float(settings["q"])
-        )
-        _keep_ledger(context, ledger)
-
-    if protocol_1:  # Protocol 1: clipped per-user deltas and noise go into the masked update
-
-        def inputs() -> tuple[np.ndarray, np.ndarray]:
-            admit()
-            deltas = method.silo_user_deltas(tensor, federation, round_seed, sampled, index)
-            noise = method.silo_noise(tensor.numel(), int(state["n_silos"]), round_seed, index)
-            return deltas.detach().numpy().astype(np.float64), noise.detach().numpy().astype(
-                np.float64
-            )
-
-        return silo_masked_update(settings, context, inputs)
-
-    def update() -> np.ndarray:
-        admit()
-        plain = method.silo_update(
-            tensor, federation, round_seed, index, sampled=sampled, counts=counts
-        )
-        return plain.detach().numpy().astype(params.dtype)
-
-    return (
-        silo_masked_sum(settings, context, update) if secure else update()
-    )  # secure: only masked leaves
-
-
-def _silo_round_seed(context: Any, round_index: int) -> np.random.SeedSequence:
-    """The seed of this silo's noise and record order in a round: its own CSPRNG, whatever the server sends; with
-    the silo's own INSECURE test option (:data:`INSECURE_NOISE_KEY`) the stream of :func:`uldp.fit`'s round."""
-    insecure = context.node_config.get(INSECURE_NOISE_KEY)
-    if insecure is None:  # the server never learns what seeds the noise (issues 25 and 30)
-        return np.random.SeedSequence(secrets.randbits(128))
-    LOGGER.warning(
-        "INSECURE: silo %s draws its noise from its test seed (%s): whoever knows the seed can remove "
-        "it; for tests only",
-        context.node_config.get(SILO_KEY),
-        INSECURE_NOISE_KEY,
-    )
-    return _round_seed(check_integer(INSECURE_NOISE_KEY, int(insecure), minimum=0), round_index)
-
-
-def _ledger(context: Any, policy: SiloPolicy) -> SiloLedger:
-    """The silo's ledger: the file its node config names (:data:`LEDGER_KEY`), else the SuperNode's memory."""
-    path = context.node_config.get(LEDGER_KEY)
-    ledger = SiloLedger(policy, path)
-    if path is None and _LEDGER_STATE in context.state:
-        ledger.load(json.loads(str(context.state[_LEDGER_STATE]["json"])))
-    return ledger
-
-
-def _keep_ledger(context: Any, ledger: SiloLedger) -> None:
-    if ledger.path is None:
-        context.state[_LEDGER_STATE] = ConfigRecord({"json": json.dumps(ledger.state())})
-
-
-def _protocol_inputs(context: Any) -> dict:
-    """What this silo's Protocol 1 stages need from the federation stage: its number, |U| and its own n_su."""
-    if "uldp" not in context.state or not context.state["uldp"].get("secure", False):
-        raise ValueError(
-            "a Protocol 1 stage before a federation stage set up for it (the strategy sends secure=True)"
-        )
-    state = dict(context.state["uldp"])
-    counts = context.state["uldp_arrays"].to_numpy_ndarrays()[0]
-    return {
-        "index": int(state["index"]),
-        "n_users": int(state["n_users"]),
-        "own_counts": counts[int(state["index"])],
-    }
-
-
-def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], loss: Any) -> Any:
-    """A Flower ``ClientApp`` for one silo of a ULDP-AVG(-w) federation (the partner of :class:`UldpStrategy`).
-
-    The SuperNode of each silo runs with ``--node-config 'silo="<its name>" uldp-key-file="<path>"'`` (the relay
-    key from :func:`uldp.flower.pseudonyms.write_key_file`, the same file content at every silo, never at the
-    server: it seals what the silos send each other through the server, :mod:`uldp.flower.psu`)
-    and optionally its privacy policy (:class:`uldp.policy.SiloPolicy`, ``uldp-policy-<field>=<value>``, e.g.
-    ``uldp-policy-epsilon=4 uldp-policy-min-sigma=1``; the defaults otherwise) and its ledger file
-    (``uldp-ledger=<path>``: the rounds it answered and the noise it released, kept across restarts; without it,
-    in the SuperNode's memory). Nothing the server sends changes the policy, the ledger or the silo's randomness;
-    a request past the policy is refused, logged at the silo and returned to the server as the error. For tests
-    only: ``uldp-insecure-test-keys=true`` (accept Protocol 1 keys under 2048 bits) and
-    ``uldp-insecure-reproducible-noise=<seed>`` (noise from that seed, as :func:`uldp.fit` with it).
-
-    Args:
-        load: ``context -> SiloData``: this silo's own records and raw patient ids, from its own files (read
-            ``context.node_config`` for the path).
-        model: Builds the architecture (its weights come from the server each round).
-        loss: As in :func:`uldp.fit`.
-
-    The records, pseudonyms and model are read once per run and node and kept while the ClientApp's process lives
-    (:class:`uldp.flower.silo_views.SiloViews`; a long-lived process: :mod:`uldp.flower.worker`).
-
-    Returns:
-        The ``ClientApp``; its state (silo number, ``n[s, u]``, the user list, and with Protocol 1 the silo's
-        secrets as :class:`~uldp.secure.messages.SiloState` bytes) lives in the node's context state.
-    """
-    app = ClientApp()
-    views = SiloViews(
-        lambda context: _silo_view(load, model, loss, context)
-    )  # kept while this process lives
-
-    @app.query(SETUP_ACTION)
-    def setup(message: Any, context: Any) -> Any:
-        with _naming(context):
-            settings = _config(message)
-            if settings["stage"] not in (
-                "hello",
-                "federation",
-                *psu.STAGES,
-            ):  # Protocol 1's need the state only
-                return Message(
-                    _records(silo_setup(settings, context, **_protocol_inputs(context))),
-                    reply_to=message,
-                )
-            view = views.get(context)
-            answer = (
-                _hello(view, context)
-                if settings["stage"] == "hello"
-                else psu.step(settings, context, view["ids"], view["key"])
-                if settings["stage"] in psu.STAGES
-                else _federation(view, settings, context)
-            )
-            return Message(_records(answer), reply_to=message)
-
-    @app.train()
-    def train(message: Any, context: Any) -> Any:
-        with _naming(context):
-            view = views.get(context)
-        params = message.content["arrays"].to_numpy_ndarrays()[0]
-        try:
-            with _naming(context):
-                update = _train(view, _config(message), params, context)
-        except (
-            SiloFailure
-        ) as error:  # a refusal (the policy, the ledger, Protocol 1's order): the operator sees it
-            LOGGER.warning("%s", error)
-            raise
-        silo = ConfigRecord(
-            {"insecure_reproducible_noise": INSECURE_NOISE_KEY in context.node_config}
-        )
-        if isinstance(update, bytes):  # Protocol 1's masked update
-            return Message(
-                RecordDict({"uldp": ConfigRecord({"update": update}), "silo": silo}),
-                reply_to=message,
-            )
-        return Message(
-            RecordDict({"arrays": ArrayRecord([update]), "silo": silo}), reply_to=message
-        )
-
-    return app

@@ -15,6 +15,8 @@ import uldp
 import uldp.flower as uf
 from uldp.common.persist import array_from_bytes, array_to_bytes
 from uldp.flower.local import LocalGrid
+from uldp.method_names import parse_method
+from uldp.methods import user_level
 from uldp.methods.base import needed
 from uldp.secure.driver import ProtocolAbort
 
@@ -128,17 +130,24 @@ def flower_run(
     return result.arrays.to_numpy_ndarrays()[0], strategy, grid
 
 
-@pytest.mark.parametrize("method", ["ULDP-AVG-w", "ULDP-AVG", "ULDP-SGD-w"])
+@pytest.mark.parametrize("method", ["ULDP-AVG-w", "ULDP-AVG", "ULDP-SGD-w", "ULDP-NAIVE"])
 def test_the_flower_federation_ends_at_the_in_process_model(hospital_files, method):
     net = model()
-    settings = dict(method=method, sigma=1.0, q=0.8, local_epochs=2, batch_size=8, seed=5, rounds=2)
+    sampling = {"q": 0.8} if parse_method(method).per_user else {}  # ULDP-NAIVE samples no users
+    settings = dict(
+        method=method, sigma=1.0, local_epochs=2, batch_size=8, seed=5, rounds=2, **sampling
+    )
     flower, strategy, grid = flower_run(
         hospital_files, net, INSECURE_SEED_5, secure=False, **settings
     )
     trained, history = in_process(
         hospital_files, net, union_numbers(hospital_files, grid), **settings
     )
-    np.testing.assert_array_equal(flower, uldp.flat_parameters(trained).numpy())
+    fitted = uldp.flat_parameters(trained).numpy()
+    if parse_method(method).per_user:  # the same sums in the same order: bit for bit
+        np.testing.assert_array_equal(flower, fitted)
+    else:  # fit sums ULDP-NAIVE's clean updates, then the noise; each Flower silo adds its own first
+        np.testing.assert_allclose(flower, fitted, rtol=1e-6, atol=1e-6)
     assert strategy.epsilons == history.column("epsilon") and strategy.insecure_reproducible_noise
     noisy, private, _ = flower_run(
         hospital_files, net, secure=False, **settings
@@ -308,7 +317,8 @@ def _rebuilt_noise(strategy: uf.UldpStrategy, size: int, server_round: int) -> l
     from uldp.flower.messages import server_round_seed as _round_seed
 
     stream = _round_seed(strategy.seed, server_round)
-    return [strategy.method.silo_noise(size, 3, stream, s).numpy() for s in range(3)]
+    method = user_level(strategy.method)
+    return [method.silo_noise(size, 3, stream, s).numpy() for s in range(3)]
 
 
 @pytest.mark.parametrize("own_option", [False, True])
@@ -733,3 +743,29 @@ def test_without_flower_the_import_says_what_to_install():
     )
     done = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True)
     assert done.returncode == 1 and "pip install 'uldp[deploy]'" in done.stderr
+
+
+def test_a_target_epsilon_calibrates_sigma_for_the_rounds_run(hospital_files):
+    """epsilon= as in uldp.fit: sigma is the smallest the accountant finds for num_rounds, so the strategy's own
+    epsilon after the last round is the target (to the solver's tolerance) and never above it."""
+    from uldp.accounting import epsilon_uldp
+
+    _, strategy, _ = flower_run(
+        hospital_files,
+        model(),
+        method="ULDP-AVG",
+        epsilon=3.0,
+        q=0.5,
+        local_epochs=1,
+        secure=False,
+        rounds=2,
+    )
+    sigma = needed(strategy.hp.sigma, "sigma")
+    assert strategy.epsilons[-1] <= 3.0 and strategy.epsilons[-1] == pytest.approx(3.0, rel=1e-3)
+    assert epsilon_uldp(sigma=sigma, rounds=2, delta=1e-5, q=0.5).epsilon == pytest.approx(
+        3.0, rel=1e-3
+    )
+    cases: list[dict[str, Any]] = [{"sigma": 1.0, "epsilon": 3.0}, {}]
+    for both_or_neither in cases:
+        with pytest.raises(ValueError, match="give sigma or epsilon"):
+            uf.UldpStrategy(method="ULDP-AVG", **both_or_neither)

@@ -6,6 +6,7 @@
 - :mod:`uldp.federation.aggregation`: :class:`ServerAggregation` (set-up, begin round, finish round with the bound
   check) and :class:`SiloAggregation` (one stage at a time), each plain, masked sum (:mod:`uldp.secure.masked_sum`)
   or Protocol 1 (:mod:`uldp.secure.driver`), chosen by :func:`aggregation_kind`.
+- :mod:`uldp.federation.local`: :class:`InProcessFederation`, every party in this process (the third transport).
 
 The transports: :mod:`uldp.flower` (Flower's Message API, in process on :class:`uldp.flower.LocalGrid` or on a
 SuperLink) and :mod:`uldp.deploy` (``uldp deploy``); each maps a stage to its own messages and nothing else.
@@ -28,6 +29,7 @@ from uldp.federation.aggregation import (
     SiloAggregation,
     aggregation_kind,
 )
+from uldp.federation.local import InProcessFederation
 from uldp.federation.silo import MethodSilo, SiloRound, update_bounds
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "PLAIN_UPDATE",
     "SERVER_AGGREGATIONS",
     "SILO_SESSIONS",
+    "InProcessFederation",
     "MaskedSumAggregation",
     "MaskedSumSide",
     "MethodSilo",

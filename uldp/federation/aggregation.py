@@ -282,6 +282,19 @@ class PlainSilo(SiloAggregation):
 
     kind = PLAIN
 
+    @classmethod
+    def start(
+        cls,
+        previous: SiloAggregation | None,
+        *,
+        silo_id: int,
+        n_silos: int,
+        counts: np.ndarray,
+        protocol: Callable[[], ProtocolConfig],
+    ) -> PlainSilo:
+        """Nothing to set up: the plain side keeps no state."""
+        return cls()
+
     def answer(
         self, stage: str, round_index: int, payloads: Payloads, *, work: RoundWork | None = None
     ) -> Payloads:
@@ -374,8 +387,9 @@ class Protocol1Side(SiloAggregation):
         )
 
 
-#: The silo side of each secure aggregation, by kind: ``SILO_SESSIONS[kind].start(previous, ...)`` begins a session.
-SILO_SESSIONS: dict[str, type[MaskedSumSide | Protocol1Side]] = {
+#: The silo side of each aggregation, by kind: ``SILO_SESSIONS[kind].start(previous, ...)`` begins a session.
+SILO_SESSIONS: dict[str, type[PlainSilo | MaskedSumSide | Protocol1Side]] = {
+    PLAIN: PlainSilo,
     MASKED_SUM: MaskedSumSide,
     PROTOCOL_1: Protocol1Side,
 }

@@ -41,10 +41,12 @@ def server_round_seed(seed: int, server_round: int) -> np.random.SeedSequence:
 
 
 def check_runs(spec: MethodSpec) -> MethodSpec:
-    """The spec of a method these rounds run: one with user-level sampling and per-user clipping (ULDP-SGD/AVG)."""
-    if not spec.per_user:
+    """The spec of a method these rounds run: a private one whose guarantee is the Gaussian mechanism on the silos'
+    noisy updates (ULDP-NAIVE, ULDP-SGD/AVG and their -w variants; Theorems 1 and 3). ULDP-GROUP-k's flags and
+    per-silo DP-SGD rates need the whole allocation, which no Flower party holds; DEFAULT releases without noise,
+    which every silo's policy refuses."""
+    if not spec.private or spec.capabilities.group_privacy:
         raise ValueError(
-            f"UldpStrategy runs the methods with per-user clipping (ULDP-SGD, ULDP-SGD-w, ULDP-AVG, "
-            f"ULDP-AVG-w), not {spec.name}"
+            f"UldpStrategy runs ULDP-NAIVE, ULDP-SGD, ULDP-SGD-w, ULDP-AVG and ULDP-AVG-w, not {spec.name}"
         )
     return spec

@@ -55,9 +55,9 @@ from flwr.common.logger import log
 from flwr.serverapp.strategy import Result, Strategy
 from torch import nn
 
-from uldp.accounting import epsilon_server_view
+from uldp.accounting import epsilon_for_method, epsilon_server_view, sigma_for_epsilon
 from uldp.common.atomic import check_writable
-from uldp.common.checks import check_integer, check_number
+from uldp.common.checks import check_integer, check_number, check_positive
 from uldp.federation import SERVER_AGGREGATIONS, ServerAggregation, aggregation_kind, update_bounds
 from uldp.fitting import resolve_hyperparameters
 from uldp.flower import psu
@@ -90,7 +90,10 @@ class UldpStrategy(Strategy):
 
     Args:
         method: ``"ULDP-AVG-w"`` (enhanced weights, Eq. (3)) or ``"ULDP-AVG"`` (uniform weights).
-        sigma: Noise multiplier (``uldp.accounting.sigma_for_epsilon`` turns a target epsilon into one).
+        sigma: Noise multiplier; or give ``epsilon`` instead.
+        epsilon: Target user-level epsilon (at ``delta``, by the RDP accountant, as :func:`uldp.fit`'s): sigma is
+            the smallest that reaches it after :meth:`start`'s ``num_rounds`` (``uldp.accounting.sigma_for_epsilon``,
+            Theorem 3 with Lemma 4 for q < 1). Exactly one of ``sigma`` and ``epsilon``.
         q: User-level Poisson sampling rate (Algorithm 4).
         delta: Target delta of the reported epsilon.
         global_lr, local_lr, clip, local_epochs, batch_size: As in :func:`uldp.fit` (the same defaults).
@@ -136,7 +139,8 @@ class UldpStrategy(Strategy):
         self,
         *,
         method: str = "ULDP-AVG-w",
-        sigma: float,
+        sigma: float | None = None,
+        epsilon: float | None = None,
         q: float = 1.0,
         delta: float = 1e-5,
         global_lr: float | None = None,
@@ -157,13 +161,19 @@ class UldpStrategy(Strategy):
         check_runs(spec)
         self._spec_name = spec.name
         self.model = model
+        if (sigma is None) == (epsilon is None):
+            raise ValueError(
+                f"give sigma or epsilon (a target epsilon, sigma calibrated to it at start), exactly one; "
+                f"got sigma={sigma!r}, epsilon={epsilon!r}"
+            )
+        self.epsilon = None if epsilon is None else check_positive("epsilon", epsilon)
         self._chosen: dict[str, Any] = {
             "global_lr": global_lr,
             "local_lr": local_lr,
             "clip": clip,
             "local_epochs": local_epochs,
             "batch_size": batch_size,
-            "sigma": sigma,
+            "sigma": sigma if epsilon is None else 1.0,  # checked now, calibrated at start
             "delta": delta,
             "q": q,
         }
@@ -203,7 +213,7 @@ class UldpStrategy(Strategy):
     def _resolve(self, n_silos: int) -> None:
         """The hyperparameters (given, or the method's defaults for ``n_silos`` silos, as :func:`uldp.fit`)."""
         self.hp = resolve_hyperparameters(self._spec_name, n_silos, **self._chosen)
-        self.method = user_level(make_method(self._spec_name, self.hp))
+        self.method = make_method(self._spec_name, self.hp)
 
     @property
     def _protocol_1(self) -> bool:
@@ -349,6 +359,15 @@ class UldpStrategy(Strategy):
         ``ArrayRecord`` of a state dict, or one of the flat vector (:func:`uldp.flower.arrays.flat_model`);
         :meth:`trained_model` loads the result.
         """
+        if self.epsilon is not None:  # the noise that reaches the target after num_rounds releases
+            self._chosen["sigma"] = sigma_for_epsilon(
+                self._spec_name,
+                epsilon=self.epsilon,
+                rounds=check_integer("num_rounds", num_rounds),
+                delta=self._chosen["delta"],
+                q=self.hp.q,
+            )
+            self._resolve(1)
         initial = flat_model(initial_arrays, self.model)
         return run_rounds(
             self,
@@ -371,7 +390,13 @@ class UldpStrategy(Strategy):
         self, server_round: int, arrays: Any, config: Any, grid: Any
     ) -> Iterable[Any]:
         """Sample users (Algorithm 4 line 4) and send the model, the sampled users and the settings to every silo."""
-        sampled = self.method.sample_users(self.n_users, server_round_seed(self.seed, server_round))
+        sampled = (  # every user takes part in a method without user sampling
+            user_level(self.method).sample_users(
+                self.n_users, server_round_seed(self.seed, server_round)
+            )
+            if self.method.spec.per_user
+            else np.ones(self.n_users, dtype=bool)
+        )
         settings = {
             "round": server_round,
             "sampled": np.packbits(sampled).tobytes(),
@@ -450,18 +475,29 @@ class UldpStrategy(Strategy):
             n_users=self.n_users,
             n_silos=len(self.nodes),
         )
-        epsilon = self.method.epsilon(None, server_round)
+        epsilon = self.released_epsilon(server_round)
         view = self.server_view_epsilon(server_round)
         self.round_seconds.append(time.perf_counter() - self._tick)
         return ArrayRecord([params.numpy()]), MetricRecord(
             {"epsilon": epsilon, "server_view_epsilon": view}
         )
 
+    def released_epsilon(self, releases: int) -> float:
+        """The user-level epsilon of the released model after ``releases`` releases (Theorem 1, or Theorem 3 with
+        Lemma 4 for q < 1): a fact of sigma, the releases, delta and q, not of the data the server never holds."""
+        return epsilon_for_method(
+            self.method.spec.name,
+            sigma=needed(self.hp.sigma, "sigma"),
+            rounds=releases,
+            delta=self.hp.delta,
+            q=self.hp.q if self.method.spec.per_user else 1.0,
+        ).epsilon
+
     def server_view_epsilon(self, releases: int) -> float:
         """The user-level epsilon of what the server has seen after ``releases`` releases: the released model's with
         secure aggregation or uniform weights, :func:`uldp.accounting.epsilon_server_view` (each silo's own
         release, Theorem 3 per silo) when plain silos share their counts for ULDP-AVG-w."""
-        epsilon = needed(self.method.epsilon(None, releases), "epsilon")
+        epsilon = self.released_epsilon(releases)
         if not self._shares_counts:
             return epsilon
         return epsilon_server_view(

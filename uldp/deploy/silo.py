@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from uldp.common.checks import check_number
 from uldp.common.persist import array_from_bytes
 from uldp.deploy import keys, quiet_flower_deprecation, wire
-from uldp.deploy.server import MAX_TIMEOUT
+from uldp.deploy.settings import MAX_TIMEOUT
 from uldp.federation import (
     PLAIN,
     SILO_SESSIONS,

@@ -28,10 +28,12 @@ if TYPE_CHECKING:
     from uldp.flower.local import LocalGrid
     from uldp.flower.pseudonyms import new_silo_key, read_key_file, write_key_file
     from uldp.flower.strategy import UldpStrategy
+    from uldp.flower.table import Table
 
 __all__ = [
     "LocalGrid",
     "SiloData",
+    "Table",
     "UldpStrategy",
     "new_silo_key",
     "read_key_file",
@@ -43,6 +45,7 @@ __all__ = [
 _LAZY = {
     "LocalGrid": "local",
     "SiloData": "client",
+    "Table": "table",
     "UldpStrategy": "strategy",
     "new_silo_key": "pseudonyms",
     "read_key_file": "pseudonyms",

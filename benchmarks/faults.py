@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from uldp.flower_cli import json_output  # run with PYTHONPATH set to this checkout
+from uldp.flower.cli import json_output  # run with PYTHONPATH set to this checkout
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -79,14 +79,17 @@ class Federation:
         self.processes: list[subprocess.Popen] = []
         self.count = 0
 
-    def start(self, *args: str) -> tuple[subprocess.Popen, Path, Path]:
-        """``python -m uldp.deploy.cli ARGS`` from the checkout; stdout and stderr go to files."""
+    def start(
+        self, *args: str, command: tuple[str, ...] = ("-m", "uldp.deploy.cli")
+    ) -> tuple[subprocess.Popen, Path, Path]:
+        """``python -m uldp.deploy.cli ARGS`` (or ``python COMMAND ARGS``) from the checkout; stdout and stderr go
+        to files."""
         self.count += 1
         out, err = self.folder / f"{self.count}.out", self.folder / f"{self.count}.err"
         env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "PYTHONPATH": str(self.root)}
         with out.open("w") as stdout, err.open("w") as stderr:
             process = subprocess.Popen(
-                [sys.executable, "-m", "uldp.deploy.cli", *args],
+                [sys.executable, *command, *args],
                 cwd=self.root,
                 env=env,
                 stdout=stdout,
@@ -113,7 +116,11 @@ class Federation:
             *extra,
         )
 
-    def silo(self, silo_id: int, *extra: str) -> tuple[subprocess.Popen, Path, Path]:
+    def silo(
+        self, silo_id: int, *extra: str, crash_at: int | None = None
+    ) -> tuple[subprocess.Popen, Path, Path]:
+        """A silo process; with ``crash_at``, one that exits abruptly on that round (tests/crashing_silo.py)."""
+        crashing = (str(self.root / "tests" / "crashing_silo.py"), str(crash_at))
         return self.start(
             "silo",
             "--config",
@@ -126,6 +133,7 @@ class Federation:
             "10",
             "--quiet",
             *extra,
+            command=("-m", "uldp.deploy.cli") if crash_at is None else crashing,
         )
 
     def close(self) -> None:
@@ -213,9 +221,7 @@ def restart_everyone(processes: Federation) -> dict:
 
 def silo_killed(processes: Federation, delay: float) -> dict:
     server = processes.server()
-    silos = [
-        processes.silo(s, *(["--exit-at-round", "2"] if s == 2 else [])) for s in range(N_SILOS)
-    ]
+    silos = [processes.silo(s, crash_at=2 if s == 2 else None) for s in range(N_SILOS)]
     first = finish(server)[1]
     for silo in silos:
         finish(silo)

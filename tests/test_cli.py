@@ -274,7 +274,7 @@ RUN_OPTION_FIELDS = {
     "secure": "secure",
     "test_scoring": "test_scoring",
     "accountant": "accountant",
-    "target_epsilon": "target_epsilon",
+    "epsilon": "target_epsilon",
 }
 RUN_OTHER_OPTIONS = {"k", "data_dir", "checkpoint", "json", "progress", "threads"}
 

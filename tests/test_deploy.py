@@ -221,10 +221,10 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _uldp(*args: str) -> subprocess.Popen:
+def _uldp(*args: str, command: tuple[str, ...] = ("-m", "uldp.deploy.cli")) -> subprocess.Popen:
     env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "ULDP_DATA_DIR": DATA}
     return subprocess.Popen(
-        [sys.executable, "-m", "uldp.deploy.cli", *args],
+        [sys.executable, *command, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -249,7 +249,11 @@ def _server(port: int, config, *extra: str) -> subprocess.Popen:
     )
 
 
-def _silo(port: int, config, silo_id: int, *extra: str) -> subprocess.Popen:
+def _silo(
+    port: int, config, silo_id: int, *extra: str, crash_at: int | None = None
+) -> subprocess.Popen:
+    """A silo process; with ``crash_at`` one that exits abruptly on that round (tests/crashing_silo.py)."""
+    crashing = (str(Path(__file__).with_name("crashing_silo.py")), str(crash_at))
     return _uldp(
         "silo",
         "--config",
@@ -263,6 +267,7 @@ def _silo(port: int, config, silo_id: int, *extra: str) -> subprocess.Popen:
         "--json",
         "--quiet",
         *extra,
+        command=("-m", "uldp.deploy.cli") if crash_at is None else crashing,
     )
 
 
@@ -315,8 +320,7 @@ def test_a_dying_silo_aborts_the_round_impostors_are_refused_and_a_restart_resum
     port, path, ckpt = _free_port(), _config_file(tmp_path, RUN), tmp_path / "model.ckpt"
     server = _server(port, path, "--checkpoint", str(ckpt))
     silos = [
-        _silo(port, path, s, "--max-wait", "5", *(["--exit-at-round", "2"] if s == 2 else []))
-        for s in range(3)
+        _silo(port, path, s, "--max-wait", "5", crash_at=2 if s == 2 else None) for s in range(3)
     ]
     code, aborted, stderr = _finish(server)
     assert code == 1 and aborted["rounds_done"] == 1 and aborted["last_round"] == 2, stderr[-3000:]

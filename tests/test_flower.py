@@ -13,7 +13,10 @@ from torch import nn
 
 import uldp
 import uldp.flower as uf
+from uldp.common.persist import array_from_bytes, array_to_bytes
 from uldp.flower.local import LocalGrid
+from uldp.method_names import parse_method
+from uldp.methods import user_level
 from uldp.methods.base import needed
 from uldp.secure.driver import ProtocolAbort
 
@@ -101,6 +104,11 @@ def node_configs(files: pathlib.Path, node_config: dict | None = None) -> list[d
     ]
 
 
+def plain_update(reply) -> np.ndarray:
+    """A plain train reply's update (uldp.federation's plain aggregation: the array's bytes)."""
+    return array_from_bytes(bytes(reply.content["uldp"]["update"]))
+
+
 def flower_run(
     files: pathlib.Path,
     net: nn.Module,
@@ -122,17 +130,24 @@ def flower_run(
     return result.arrays.to_numpy_ndarrays()[0], strategy, grid
 
 
-@pytest.mark.parametrize("method", ["ULDP-AVG-w", "ULDP-AVG"])
+@pytest.mark.parametrize("method", ["ULDP-AVG-w", "ULDP-AVG", "ULDP-SGD-w", "ULDP-NAIVE"])
 def test_the_flower_federation_ends_at_the_in_process_model(hospital_files, method):
     net = model()
-    settings = dict(method=method, sigma=1.0, q=0.8, local_epochs=2, batch_size=8, seed=5, rounds=2)
+    sampling = {"q": 0.8} if parse_method(method).per_user else {}  # ULDP-NAIVE samples no users
+    settings = dict(
+        method=method, sigma=1.0, local_epochs=2, batch_size=8, seed=5, rounds=2, **sampling
+    )
     flower, strategy, grid = flower_run(
         hospital_files, net, INSECURE_SEED_5, secure=False, **settings
     )
     trained, history = in_process(
         hospital_files, net, union_numbers(hospital_files, grid), **settings
     )
-    np.testing.assert_array_equal(flower, uldp.flat_parameters(trained).numpy())
+    fitted = uldp.flat_parameters(trained).numpy()
+    if parse_method(method).per_user:  # the same sums in the same order: bit for bit
+        np.testing.assert_array_equal(flower, fitted)
+    else:  # fit sums ULDP-NAIVE's clean updates, then the noise; each Flower silo adds its own first
+        np.testing.assert_allclose(flower, fitted, rtol=1e-6, atol=1e-6)
     assert strategy.epsilons == history.column("epsilon") and strategy.insecure_reproducible_noise
     noisy, private, _ = flower_run(
         hospital_files, net, secure=False, **settings
@@ -292,18 +307,17 @@ class Hostile(uf.UldpStrategy):
 
     def aggregate_train(self, server_round, replies):
         replies = list(replies)
-        self.updates = [
-            r.content["arrays"].to_numpy_ndarrays()[0] for r in replies if not r.has_error()
-        ]
+        self.updates = [plain_update(r) for r in replies if not r.has_error()]
         return super().aggregate_train(server_round, replies)
 
 
 def _rebuilt_noise(strategy: uf.UldpStrategy, size: int, server_round: int) -> list[np.ndarray]:
     """Attack 1: every silo's noise as the server would rebuild it from the seed it sent."""
-    from uldp.flower.app import _round_seed
+    from uldp.flower.messages import server_round_seed as _round_seed
 
     stream = _round_seed(strategy.seed, server_round)
-    return [strategy.method.silo_noise(size, 3, stream, s).numpy() for s in range(3)]
+    method = user_level(strategy.method)
+    return [method.silo_noise(size, 3, stream, s).numpy() for s in range(3)]
 
 
 @pytest.mark.parametrize("own_option", [False, True])
@@ -492,7 +506,7 @@ def test_without_counts_in_the_method_no_silo_learns_anothers_counts(hospital_fi
 
 def test_an_update_past_its_methods_bound_aborts_the_round_naming_the_silo(hospital_files):
     """Attack 6 on Flower: a silo's finite 3e38 update was applied. Now each update is checked against
-    clip * (its weights' sum) + the noise's 2^-40 norm tail, and the round stops naming the node."""
+    clip * (its weights' sum) + the noise's 2^-40 norm tail, and the round stops naming the silo."""
     from flwr.app import ArrayRecord
 
     class Inflating(LocalGrid):
@@ -500,8 +514,8 @@ def test_an_update_past_its_methods_bound_aborts_the_round_naming_the_silo(hospi
             replies = list(super().send_and_receive(messages, timeout=timeout))
             for reply in replies:
                 if reply.metadata.message_type == "train" and reply.metadata.src_node_id == 102:
-                    update = reply.content.array_records["arrays"].to_numpy_ndarrays()[0]
-                    reply.content["arrays"] = ArrayRecord([update * np.float32(1e30)])
+                    inflated = plain_update(reply) * np.float32(1e30)
+                    reply.content.config_records["uldp"]["update"] = array_to_bytes(inflated)
             return replies
 
     grid = Inflating(
@@ -509,7 +523,8 @@ def test_an_update_past_its_methods_bound_aborts_the_round_naming_the_silo(hospi
     )
     strategy = uf.UldpStrategy(method="ULDP-AVG", sigma=5.0, local_epochs=1, secure=False)
     with pytest.raises(
-        RuntimeError, match=r"silo node 102 sent an update of norm .* past the bound"
+        RuntimeError,
+        match=r"round 1: silo '[A-Za-z ]+' sent a contribution of norm .* past the bound",
     ):
         strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
 
@@ -551,6 +566,7 @@ def test_a_default_ulpd_avg_run_is_securely_aggregated(hospital_files):
     silo's update (the same silos' plain updates, with the same test noise, from the explicit secure=False run); the
     model is the plain run's to float32 rounding, and the server's view spends the model's epsilon."""
     from uldp.secure.masked_sum import RESOLUTION_BITS
+    from uldp.secure.messages import MaskedSumMessage
 
     net = model()
     # q = 1: the two runs' private set unions number the users differently, which would change a q < 1 sample
@@ -562,11 +578,14 @@ def test_a_default_ulpd_avg_run_is_securely_aggregated(hospital_files):
     assert strategy.secure and not plain_strategy.secure
     np.testing.assert_allclose(secure, plain, rtol=1e-5, atol=1e-6)
     for round_index in ("1", "2"):
-        assert not any("arrays" in r.content.array_records for r in grid.received[round_index])
+        assert all(  # masked sum messages, never a plain update
+            MaskedSumMessage.from_bytes(bytes(r.content["uldp"]["update"]))
+            for r in grid.received[round_index]
+        )
         assert [m.round_index for m in messages_of(grid, round_index)] == [int(round_index)] * 3
     first = sorted(plain_grid.received["1"], key=lambda r: r.metadata.src_node_id)
     for reply, message in zip(first, messages_of(grid, "1"), strict=True):
-        update = reply.content["arrays"].to_numpy_ndarrays()[0]
+        update = plain_update(reply)
         alone = np.ldexp(
             np.frombuffer(message.values, "<u8").view(np.int64).astype(np.float64), -RESOLUTION_BITS
         )
@@ -631,7 +650,7 @@ def test_protocol_1_never_answers_a_round_twice(hospital_files):
         r.has_error() and "refuses p1-update of round 1" in str(r.error.reason) for r in replies
     )
     with pytest.raises(ProtocolAbort, match="each round index is used once"):
-        strategy._protocol.begin_round(1, np.ones(strategy.n_users, bool))
+        strategy._checked_aggregation().begin_round(1, np.ones(strategy.n_users, bool))
 
 
 #: The initial model is checked before the grid is used: these calls fail before any message.
@@ -719,6 +738,33 @@ def test_without_flower_the_import_says_what_to_install():
         "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
         "sys.meta_path.insert(0, Block())\n"
         "import uldp.flower\n"
+        "uldp.flower.UldpStrategy\n"
     )
     done = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True)
     assert done.returncode == 1 and "pip install 'uldp[deploy]'" in done.stderr
+
+
+def test_a_target_epsilon_calibrates_sigma_for_the_rounds_run(hospital_files):
+    """epsilon= as in uldp.fit: sigma is the smallest the accountant finds for num_rounds, so the strategy's own
+    epsilon after the last round is the target (to the solver's tolerance) and never above it."""
+    from uldp.accounting import epsilon_uldp
+
+    _, strategy, _ = flower_run(
+        hospital_files,
+        model(),
+        method="ULDP-AVG",
+        epsilon=3.0,
+        q=0.5,
+        local_epochs=1,
+        secure=False,
+        rounds=2,
+    )
+    sigma = needed(strategy.hp.sigma, "sigma")
+    assert strategy.epsilons[-1] <= 3.0 and strategy.epsilons[-1] == pytest.approx(3.0, rel=1e-3)
+    assert epsilon_uldp(sigma=sigma, rounds=2, delta=1e-5, q=0.5).epsilon == pytest.approx(
+        3.0, rel=1e-3
+    )
+    cases: list[dict[str, Any]] = [{"sigma": 1.0, "epsilon": 3.0}, {}]
+    for both_or_neither in cases:
+        with pytest.raises(ValueError, match="give sigma or epsilon"):
+            uf.UldpStrategy(method="ULDP-AVG", **both_or_neither)

@@ -1,4 +1,4 @@
-"""uldp.flower_cli with the real Flower on loopback: ``uldp flower-run`` exits 1 when the ServerApp of the run that
+"""uldp.flower.cli with the real Flower on loopback: ``uldp flower-run`` exits 1 when the ServerApp of the run that
 ``flwr run`` submitted to a real SuperLink fails (``flwr run`` itself exits 0 once the run is accepted). The
 SuperLink runs the ServerApp of a two-line app; no SuperNode is needed. (tests/test_faults.py tests the launcher
 with a fake ``flwr``; tests/test_flower_loopback.py submits with it a run that completes, with ``uldp

@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("uldp.training",),
     ("uldp.methods",),
     ("uldp.secure",),
+    ("uldp.federation",),
     ("uldp.fitting",),
     ("uldp.simulation",),
     ("uldp.audit",),
@@ -175,9 +176,9 @@ def test_the_graph_sees_imports_in_functions_type_checking_blocks_and_relative_o
         "import numpy\n"
         "from . import wire\n"
         "if TYPE_CHECKING:\n    from uldp.simulation import RunConfig\n"
-        "def f():\n    import uldp.flower.app\n    from uldp.deploy.server import serve\n"
+        "def f():\n    import uldp.flower.client\n    from uldp.deploy.server import serve\n"
     )
-    known = {"uldp.deploy.wire", "uldp.deploy.server", "uldp.simulation", "uldp.flower.app"}
+    known = {"uldp.deploy.wire", "uldp.deploy.server", "uldp.simulation", "uldp.flower.client"}
     assert imported_modules(source, "uldp.deploy.silo", False, known) == known
 
 
@@ -201,8 +202,8 @@ def test_an_upward_import_is_reported(tmp_path: Path) -> None:
         (package / path).write_text(text)
     assert violations(import_graph(package)) == [
         "uldp.common.checks (layer 0) -> uldp.data (layer 1)",
-        "uldp.methods.base (layer 3) -> uldp.simulation (layer 6)",
-        "uldp.simulation (layer 6) -> uldp.deploy.wire (layer 8)",
+        "uldp.methods.base (layer 3) -> uldp.simulation (layer 7)",
+        "uldp.simulation (layer 7) -> uldp.deploy.wire (layer 9)",
     ]
 
 
@@ -213,12 +214,14 @@ def test_an_upward_import_is_reported(tmp_path: Path) -> None:
         ("uldp.common.persist", 0),
         ("uldp.data.allocation", 1),
         ("uldp.methods.base", 3),
-        ("uldp.paper.experiments.store", 10),
-        ("uldp.deploy.wire", 8),
-        ("uldp.audit.jobs", 7),
-        ("uldp.paper.settings", 9),
+        ("uldp.federation.aggregation", 5),
+        ("uldp.paper.experiments.store", 11),
+        ("uldp.deploy.wire", 9),
+        ("uldp.audit.jobs", 8),
+        ("uldp.paper.settings", 10),
         ("uldp.deploy.cli", TOP_LAYER),
         ("uldp.simulation_cli", TOP_LAYER),
+        ("uldp.flower.cli", TOP_LAYER),
         ("uldp.cli", TOP_LAYER),
     ],
 )

@@ -8,7 +8,15 @@ import sys
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from uldp.method_names import FAMILIES, KNOWN_METHODS, parse_group_size, parse_method
+from uldp.method_names import (
+    FAMILIES,
+    FAMILY_CAPABILITIES,
+    KNOWN_METHODS,
+    MASKED_SUM,
+    PROTOCOL_1,
+    parse_group_size,
+    parse_method,
+)
 
 NAMES = [
     "DEFAULT",
@@ -83,3 +91,30 @@ def test_unknown_names_list_the_known_ones(bad):
 def test_a_bad_group_suffix_says_what_is_allowed():
     with pytest.raises(ValueError, match=r"'ULDP-GROUP-0'.*positive integer"):
         parse_group_size("ULDP-GROUP-0")
+
+
+def test_each_method_names_how_it_is_securely_aggregated():
+    """Protocol 1 exactly for the per-user (enhanced) weights of Eq. (3), which read every silo's n_su; the masked
+    sum for the rest, whose weights need no counts (Section 4 of the paper: Protocol 1 computes n_su / N_u)."""
+    expected = {
+        "DEFAULT": MASKED_SUM,
+        "ULDP-NAIVE": MASKED_SUM,
+        "ULDP-GROUP-3": MASKED_SUM,
+        "ULDP-SGD": MASKED_SUM,
+        "ULDP-SGD-w": PROTOCOL_1,
+        "ULDP-AVG": MASKED_SUM,
+        "ULDP-AVG-w": PROTOCOL_1,
+    }
+    for name, aggregation in expected.items():
+        spec = parse_method(name)
+        assert spec.secure_aggregation == aggregation, name
+        assert spec.per_user_weights == (aggregation == PROTOCOL_1), name
+
+
+def test_capabilities_are_one_table_keyed_by_family():
+    """FAMILIES is the table's keys; only ULDP-GROUP's guarantee goes through group privacy (Theorem 2), and every
+    private family names what it clips (the clip warning's message)."""
+    assert tuple(FAMILY_CAPABILITIES) == FAMILIES
+    assert [f for f, c in FAMILY_CAPABILITIES.items() if c.group_privacy] == ["ULDP-GROUP"]
+    assert all(bool(c.clipped) == c.private for c in FAMILY_CAPABILITIES.values())
+    assert parse_method("ULDP-SGD-w").capabilities.clipped == "per-user gradient"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from test_flower import flower_run, hospital_files, load, model  # noqa: F401  (fixture)
 
-import uldp.flower.app as flower_app
+import uldp.flower.client as flower_app
 from uldp.flower.silo_views import SiloViews
 from uldp.policy import SiloPolicy
 

@@ -90,7 +90,7 @@ def test_the_method_class_alone_decides_which_paper_hyperparameters_a_run_leaves
         ({"user_weights": ((1.5, 0.2), (-0.5, 0.8))}, "summing to 1"),
         (
             {"secure": True, "method": "ULDP-AVG"},
-            "secure aggregation needs ULDP-AVG-w or ULDP-SGD-w",
+            "secure=True runs Protocol 1, which computes the per-user weights of ULDP-SGD-w or ULDP-AVG-w",
         ),
         ({"distribution": "pareto"}, "distribution must be"),
         ({"n_users": 0}, "n_users must be"),

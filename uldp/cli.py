@@ -19,7 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "uldp.paper.experiments_cli",
     "uldp.deploy.cli",
     "uldp.secure.cli",
-    "uldp.flower_cli",
+    "uldp.flower.cli",
     "uldp.simulation_cli",
 )
 

@@ -10,8 +10,58 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: Method families (``ULDP-SGD`` and ``ULDP-AVG`` include their ``-w`` variants).
-FAMILIES: tuple[str, ...] = ("DEFAULT", "ULDP-NAIVE", "ULDP-GROUP", "ULDP-SGD", "ULDP-AVG")
+#: Secure aggregation by Protocol 1 (Section 4): the server decrypts only ``sum_s sum_u w_su Delta_su + z_s`` and
+#: the enhanced weights ``w_su = n_su / N_u`` are computed without any party learning another silo's ``n_su``.
+PROTOCOL_1 = "protocol-1"
+#: Secure aggregation by Protocol 1's pairwise masks alone (:mod:`uldp.secure.masked_sum`): each silo's update
+#: leaves masked and only the sum of the silos' updates is decoded.
+MASKED_SUM = "masked-sum"
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the methods of one family need from a federation (read by the transports, the accountant, ``fit``).
+
+    Attributes:
+        private: Whether the method has a user-level DP guarantee (all but DEFAULT).
+        per_user: Whether it clips per user and silo and samples users (ULDP-SGD/AVG, Algorithms 3-4).
+        reads_users: Whether training reads who owns each record (a user-blind method -- DEFAULT, ULDP-NAIVE --
+            uses every record of a silo alike, so with fixed silos its run does not depend on the allocation).
+        clipped: What it clips, as a message names it (``""``: nothing).
+        group_privacy: Whether its guarantee is record-level DP-SGD in each silo lifted to users by group privacy
+            (ULDP-GROUP, Theorem 2) rather than the Gaussian mechanism on the silos' noisy sum (Theorems 1, 3).
+    """
+
+    private: bool
+    per_user: bool
+    reads_users: bool
+    clipped: str
+    group_privacy: bool = False
+
+
+#: Each family's capabilities; its keys are the families (``ULDP-SGD`` and ``ULDP-AVG`` include their ``-w``
+#: variants). A new family is one entry here (and its names in :func:`parse_method`).
+FAMILY_CAPABILITIES: dict[str, Capabilities] = {
+    "DEFAULT": Capabilities(private=False, per_user=False, reads_users=False, clipped=""),
+    "ULDP-NAIVE": Capabilities(
+        private=True, per_user=False, reads_users=False, clipped="per-silo update"
+    ),
+    "ULDP-GROUP": Capabilities(
+        private=True,
+        per_user=False,
+        reads_users=True,
+        clipped="per-record gradient",
+        group_privacy=True,
+    ),
+    "ULDP-SGD": Capabilities(
+        private=True, per_user=True, reads_users=True, clipped="per-user gradient"
+    ),
+    "ULDP-AVG": Capabilities(
+        private=True, per_user=True, reads_users=True, clipped="per-user update"
+    ),
+}
+#: Method families, in the registry's order.
+FAMILIES: tuple[str, ...] = tuple(FAMILY_CAPABILITIES)
 #: The names of the registry (``k`` stands for a positive integer group size).
 KNOWN_METHODS: tuple[str, ...] = (
     "DEFAULT",
@@ -46,20 +96,37 @@ class MethodSpec:
     group_size: int | str | None = None
 
     @property
+    def capabilities(self) -> Capabilities:
+        """What the method's family needs (:data:`FAMILY_CAPABILITIES`)."""
+        return FAMILY_CAPABILITIES[self.family]
+
+    @property
     def private(self) -> bool:
         """Whether the method has a user-level DP guarantee (all but DEFAULT)."""
-        return self.family != "DEFAULT"
+        return self.capabilities.private
 
     @property
     def reads_users(self) -> bool:
         """Whether training reads who owns each record (all but DEFAULT and ULDP-NAIVE, which use every record of a
         silo alike): with fixed silos, a user-blind method's run does not depend on the users' allocation."""
-        return self.family not in ("DEFAULT", "ULDP-NAIVE")
+        return self.capabilities.reads_users
 
     @property
     def per_user(self) -> bool:
         """Whether the method clips per user and silo (ULDP-SGD/AVG, with user-level sampling, Algorithms 3-4)."""
-        return self.family in ("ULDP-SGD", "ULDP-AVG")
+        return self.capabilities.per_user
+
+    @property
+    def per_user_weights(self) -> bool:
+        """Whether its weights ``w_su = n_su / N_u`` (Eq. (3)) read every silo's counts of a user (ULDP-SGD-w and
+        ULDP-AVG-w): a plain silo's update then depends on the other silos' ``n_su``."""
+        return self.per_user and self.enhanced_weights
+
+    @property
+    def secure_aggregation(self) -> str:
+        """How the method is securely aggregated: :data:`PROTOCOL_1` where its weights are per user (Protocol 1
+        computes them without revealing ``n_su``), :data:`MASKED_SUM` otherwise (uniform weights need no counts)."""
+        return PROTOCOL_1 if self.per_user_weights else MASKED_SUM
 
 
 def parse_group_size(method: str) -> int | str | None:

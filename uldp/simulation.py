@@ -30,6 +30,7 @@ from uldp.data.allocation import MAX_SILOS, MAX_USERS, PAPER_N_LABELS
 from uldp.data.base import FederatedDataset, check_test_scoring
 from uldp.defaults import DATASET_DEFAULTS, DELTA, SIGMA
 from uldp.fitting import ALLOCATION_STREAM, INIT_STREAM, SUBSET_STREAM, prepare_method, train_rounds
+from uldp.method_names import PROTOCOL_1
 from uldp.methods import Federation, make_method
 from uldp.methods.base import Hyperparameters, parse_method, seed_stream
 from uldp.methods.registry import unused_hyperparameters
@@ -40,9 +41,6 @@ from uldp.training.per_user import flat_parameters, load_flat_parameters
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-#: Methods that may use the secure aggregation (Protocol 1 computes enhanced weights).
-SECURE_METHODS = ("ULDP-AVG-w", "ULDP-SGD-w")
 
 
 def paper_hyperparameters(dataset: str, method: str, n_users: int) -> dict[str, Any]:
@@ -149,9 +147,10 @@ class RunConfig:
             raise ValueError(
                 f"distribution must be one of {', '.join(SCHEMES)}, got {self.distribution!r}"
             )
-        if self.secure and spec.name not in SECURE_METHODS:
+        if self.secure and spec.secure_aggregation != PROTOCOL_1:
             raise ValueError(
-                f"secure aggregation needs {' or '.join(SECURE_METHODS)}, not {spec.name}"
+                f"secure=True runs Protocol 1, which computes the per-user weights of ULDP-SGD-w or "
+                f"ULDP-AVG-w, not {spec.name}"
             )
         object.__setattr__(self, "protocol", ProtocolParameters.from_mapping(self.protocol))
         if self.max_train_records is not None:

@@ -8,15 +8,32 @@ Example::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import argparse
+import warnings
+from typing import Any
 
 from uldp.accounting import ACCOUNTANTS
 from uldp.cli import add_progress_option, print_json, show_progress
 from uldp.data import load
 from uldp.data.allocation import PAPER_N_LABELS
 
-if TYPE_CHECKING:
-    import argparse
+
+class DeprecatedAlias(argparse.Action):
+    """An option kept for one release under its old name: it sets the new one's value and warns."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option: Any = None,
+    ) -> None:
+        warnings.warn(
+            f"{option} is deprecated and will be removed in the next release; use --{self.dest}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        setattr(namespace, self.dest, values)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -66,11 +83,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="privacy accountant of the reported epsilon and of the budget (default rdp, the paper's)",
     )
     parser.add_argument(
-        "--target-epsilon",
+        "--epsilon",
         type=float,
         default=None,
-        help="privacy budget: without --sigma, sigma is calibrated to it; with --sigma, the run "
-        "refuses to start or stops before a round that would exceed it",
+        help="target epsilon, the privacy budget: without --sigma, sigma is calibrated to it; with "
+        "--sigma, the run refuses to start or stops before a round that would exceed it",
+    )
+    parser.add_argument(
+        "--target-epsilon",
+        dest="epsilon",
+        type=float,
+        action=DeprecatedAlias,
+        help="deprecated: use --epsilon",
     )
     parser.add_argument(
         "--k", default=None, help="ULDP-GROUP group size: an integer, max or median"
@@ -157,7 +181,7 @@ def handle(args: argparse.Namespace) -> int:
         n_labels=args.n_labels,
         test_scoring=args.test_scoring,
         accountant=args.accountant,
-        target_epsilon=args.target_epsilon,
+        target_epsilon=args.epsilon,
     )
     result = run(
         config,
@@ -178,11 +202,11 @@ def handle(args: argparse.Namespace) -> int:
         )
     if "calibrated_sigma" in result.info:
         print(
-            f"sigma {result.config.sigma:.6g} calibrated to epsilon {args.target_epsilon:g} ({args.accountant})"
+            f"sigma {result.config.sigma:.6g} calibrated to epsilon {args.epsilon:g} ({args.accountant})"
         )
     if "stopped_by_budget" in result.info:
         print(
             f"stopped after round {result.info['stopped_by_budget']['rounds_done']}: the next would exceed epsilon "
-            f"{args.target_epsilon:g}"
+            f"{args.epsilon:g}"
         )
     return 0

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
 from flwr.serverapp import ServerApp
 from torch import nn
 
@@ -32,12 +30,8 @@ def model() -> nn.Module:
     )
 
 
-def load(context: Context) -> uf.SiloData:
-    """This hospital's own records, from the file its SuperNode was given (``--node-config 'data="..."'``)."""
-    frame = pd.read_csv(context.node_config["data"])
-    return uf.SiloData(
-        frame[FEATURES].to_numpy(np.float32), frame[TARGET].to_numpy(np.float32), frame[PATIENT]
-    )
+#: This hospital's own records, from the CSV file its SuperNode was given (``--node-config 'data="..."'``).
+load = uf.Table(id_column=PATIENT, label_column=TARGET, feature_columns=tuple(FEATURES))
 
 
 client = uf.silo_client_app(load, model, nn.BCEWithLogitsLoss())

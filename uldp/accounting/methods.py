@@ -359,7 +359,7 @@ def _accounted(
     if not spec.private:
         return PrivacySpent(epsilon=math.inf, order=math.nan, delta=check_delta(delta))
     if (
-        spec.family != "ULDP-GROUP"
+        not spec.capabilities.group_privacy
     ):  # ULDP-NAIVE (Theorem 1) or ULDP-SGD/AVG (Theorem 3, Lemma 4 for q < 1)
         return chosen.gaussian(
             sigma=sigma,

@@ -228,7 +228,6 @@ def _silo(args: argparse.Namespace) -> int:
         key=_read_key(args.key_file),
         root_certificates=_read_file(args.root_certificates) if args.root_certificates else None,
         max_wait=args.max_wait,
-        exit_at_round=args.exit_at_round,
         policy=_policy(args.policy),
         ledger=args.ledger
         or args.config.with_name(f"{args.config.stem}.silo-{args.silo_id}.ledger.json"),

@@ -59,7 +59,7 @@ from __future__ import annotations
 import logging
 import secrets
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -67,21 +67,18 @@ import torch
 from uldp.accounting import epsilon_server_view
 from uldp.common.checks import check_integer
 from uldp.common.persist import fingerprint
+from uldp.federation import MethodSilo as FederationSilo, SiloRound, aggregation_kind, update_bounds
 from uldp.fitting import PREPARE_STREAM, round_seed
-from uldp.methods import EveryRecordSiloNoise, check_weights, make_method, user_level
-from uldp.methods.base import needed, seed_stream
+from uldp.method_names import MASKED_SUM, PROTOCOL_1, parse_method
+from uldp.methods import check_weights, make_method, user_level
+from uldp.methods.base import seed_stream
 from uldp.methods.group import GroupMethod
 from uldp.models import evaluate as evaluate_model
-from uldp.policy import (
-    GroupRelease,
-    PolicyRefusal,
-    SiloPolicy,
-    release_multiplier,
-    update_norm_bound,
-)
-from uldp.simulation import SECURE_METHODS, RunConfig, build_federation
-from uldp.training.dpsgd import dpsgd_schedule
+from uldp.simulation import RunConfig, build_federation
 from uldp.training.per_user import flat_parameters, load_flat_parameters
+
+if TYPE_CHECKING:
+    from uldp.policy import GroupRelease, SiloPolicy
 
 LOGGER = logging.getLogger("uldp.deploy")
 
@@ -115,7 +112,7 @@ class DeployConfig:
     def masked(self) -> bool:
         """Whether the silos' plain contributions are secure-aggregated by the masked sum (every method but the two
         that run Protocol 1, unless ``mask_updates`` is False)."""
-        return self.mask_updates and self.run.method not in SECURE_METHODS
+        return self.mask_updates and parse_method(self.run.method).secure_aggregation == MASKED_SUM
 
     @property
     def secure_aggregation(self) -> bool:
@@ -146,7 +143,10 @@ class DeployConfig:
         )  # secure aggregation by default; "secure": false is the explicit opt-out
         if not isinstance(secure, bool):
             raise ValueError(f"secure must be true or false, got {secure!r}")
-        protocol_1 = isinstance(data.get("method"), str) and data["method"] in SECURE_METHODS
+        protocol_1 = (
+            isinstance(data.get("method"), str)
+            and parse_method(data["method"]).secure_aggregation == PROTOCOL_1
+        )
         if protocol_1:
             data["secure"] = secure
         else:  # the masked sum (RunConfig.secure is Protocol 1's)
@@ -222,6 +222,8 @@ class _MethodRole:
         self._secret_root = self._root if self.insecure_reproducible_noise else secret_seed()
         self.fingerprint = self.config.fingerprint
         self.rounds, self.secure, self.masked = run.rounds, bool(run.secure), self.config.masked
+        #: The run's aggregation (:func:`uldp.federation.aggregation_kind`): plain, masked sum or Protocol 1.
+        self.aggregation = aggregation_kind(self.method.spec, secure=self.config.secure_aggregation)
         federation, self.data = build_federation(run, dataset)
         self.n_users, self.n_silos = federation.n_users, federation.n_silos
         self._mask = self.method.keep_mask(federation, seed_stream(self._root, PREPARE_STREAM))
@@ -360,28 +362,16 @@ class MethodServer(_MethodRole):
         return float(min(1.0, np.sqrt((weights[:, active] ** 2).sum(axis=0)).max(initial=0.0)))
 
     def contribution_bound(self, sampled: np.ndarray, size: int) -> list[float] | None:
-        """Per silo, the largest l2 norm its contribution may have (issue 30, attack 6): its clipped signal
-        ``C sum_u w_su`` (``C`` for ULDP-NAIVE's clipped delta) plus the noise's norm bound
-        (:func:`uldp.policy.update_norm_bound`). None for a method without such a bound (DEFAULT, ULDP-GROUP)."""
-        spec, hp = self.method.spec, self.method.hp
-        if not spec.private or not isinstance(self.method, EveryRecordSiloNoise) or hp.clip is None:
-            return None
-        noise_std = self.method.noise_std(self.n_silos)
-        if not spec.per_user:
-            return [
-                update_norm_bound(clip=hp.clip, weight_sum=1.0, noise_std=noise_std, size=size)
-            ] * self.n_silos
-        weights = user_level(self.method).weights(self.counts, np.asarray(sampled, dtype=bool))
-        return [
-            update_norm_bound(
-                clip=hp.clip, weight_sum=float(row.sum()), noise_std=noise_std, size=size
-            )
-            for row in weights
-        ]
+        """Per silo, the largest l2 norm its contribution may have (issue 30, attack 6;
+        :func:`uldp.federation.update_bounds` with the public counts). None for a method without such a bound."""
+        return update_bounds(
+            self.method, n_silos=self.n_silos, sampled=sampled, size=size, counts=self.counts
+        )
 
 
 class MethodSilo(_MethodRole):
-    """One silo's side of a method (:class:`uldp.deploy.roles.SiloRole`): only this silo's records are kept.
+    """One silo's side of a method (:class:`uldp.deploy.roles.SiloRole`): only this silo's records are kept, and
+    the round is :class:`uldp.federation.MethodSilo`'s (``silo``).
 
     Args:
         config: A :class:`DeployConfig` or a :class:`uldp.simulation.RunConfig`.
@@ -396,79 +386,46 @@ class MethodSilo(_MethodRole):
         super().__init__(config, dataset)
         self.silo_id = check_integer("--silo-id", silo_id, minimum=0, maximum=self.n_silos - 1)
         own = self._mask & (self._federation.allocation.silo == silo_id)
-        self._group_size = (
+        group_size = (
             self.method.group_size(self._federation.keep(self._mask))
             if isinstance(self.method, GroupMethod)
             else 0
         )  # public: the shared allocation's
-        self.federation = self._federation.keep(
+        federation = self._federation.keep(
             own
         )  # this silo's records only; the rest is dropped here
         del self._federation, self.data
-        self.federation.model.train()
-        self.n_records = int(own.sum())
+        federation.model.train()
+        self.silo = FederationSilo(
+            self.method,
+            federation,
+            silo_id=self.silo_id,
+            n_silos=self.n_silos,
+            counts=self.counts,
+            secure=self.config.secure_aggregation,
+            group_size=group_size,
+            fixed_weights=self.config.run.user_weights is not None,
+        )
+        self.federation, self.n_records = federation, self.silo.n_records
         self.counts_row = self.counts[silo_id]
 
     def check_policy(self, policy: SiloPolicy, sampled: np.ndarray | None = None) -> None:
-        """The run's request against this silo's own policy: its sigma and local epochs (``sampled`` None), or the
-        size of a round's user sample (methods with user sampling).
+        """:meth:`uldp.federation.MethodSilo.check_policy`."""
+        self.silo.check_policy(policy, sampled)
 
-        Raises:
-            PolicyRefusal: naming the value and the policy's bound, or a method without noise (DEFAULT: a silo
-                releases nothing without DP).
-        """
-        spec = self.method.spec
-        if not spec.private:
-            raise PolicyRefusal(
-                f"method {spec.name} adds no noise; this silo answers only private methods"
-            )
-        if sampled is None:
-            policy.check(sigma=self.config.run.sigma, local_epochs=self.config.run.local_epochs)
-        elif spec.per_user:
-            policy.check(
-                sampled_users=int(np.count_nonzero(sampled)),
-                n_users=self.n_users,
-                q=self.method.hp.q,
-            )
+    def release(self) -> tuple[float | GroupRelease, float]:
+        """:meth:`uldp.federation.MethodSilo.release`: what one answer releases."""
+        return self.silo.release()
 
-    def release(self, sampled: np.ndarray) -> tuple[float | GroupRelease, float]:
-        """What one answer of this silo releases, for its ledger (:class:`uldp.policy.SiloLedger`): the noise
-        multiplier the server sees (:func:`uldp.policy.release_multiplier`), or for ULDP-GROUP-k this silo's round
-        of DP-SGD (:class:`uldp.policy.GroupRelease`: its record rate and steps, the run's sigma and k), and the
-        sampling rate (a private method: :meth:`check_policy` refuses the others)."""
-        spec, hp = self.method.spec, self.method.hp
-        if spec.family == "ULDP-GROUP":
-            schedule = dpsgd_schedule(
-                self.n_records,
-                batch_size=needed(hp.batch_size, "batch_size"),
-                epochs=needed(hp.local_epochs, "local_epochs"),
-            )
-            return GroupRelease(
-                sigma=float(needed(hp.sigma, "sigma")),
-                sample_rate=schedule.sample_rate,
-                steps=schedule.steps,
-                k=self._group_size,
-            ), 1.0
-        uniform = not spec.enhanced_weights and self.config.run.user_weights is None
-        multiplier = release_multiplier(
-            float(self.config.run.sigma or 0.0),
-            n_silos=self.n_silos,
-            secure=self.config.secure_aggregation,
-            uniform_weights=uniform or not spec.per_user,
-        )
-        return multiplier, hp.q if spec.per_user else 1.0
+    def work(
+        self, params: np.ndarray, round_index: int, sampled: np.ndarray, before: Any
+    ) -> SiloRound:
+        """The round's computation (:meth:`uldp.federation.MethodSilo.work`) with this silo's secret stream."""
+        return self.silo.work(params, self.secret_round_seed(round_index), sampled, before)
 
     def contribution(self, params: np.ndarray, round_index: int, sampled: np.ndarray) -> np.ndarray:
         """The method's ``silo_update``: what this silo sends in a plain round (noise from this silo's secret)."""
-        update = self.method.silo_update(
-            torch.from_numpy(params),
-            self.federation,
-            self.secret_round_seed(round_index),
-            self.silo_id,
-            sampled=sampled,
-            counts=self.counts,
-        )
-        return update.numpy()
+        return self.work(params, round_index, sampled, lambda: None).update()
 
     def secure_inputs(
         self, params: np.ndarray, round_index: int, sampled: np.ndarray
@@ -478,13 +435,4 @@ class MethodSilo(_MethodRole):
         Raises:
             ValueError: for a method whose weights Protocol 1 does not compute.
         """
-        if not (self.method.spec.per_user and self.method.spec.enhanced_weights):
-            raise ValueError(
-                f"Protocol 1 computes the enhanced weights of ULDP-SGD-w / ULDP-AVG-w, "
-                f"not {self.method.spec.name}"
-            )
-        round_seed, tensor = self.secret_round_seed(round_index), torch.from_numpy(params)
-        method = user_level(self.method)
-        deltas = method.silo_user_deltas(tensor, self.federation, round_seed, sampled, self.silo_id)
-        noise = method.silo_noise(tensor.numel(), self.n_silos, round_seed, self.silo_id)
-        return deltas.numpy(), noise.numpy()
+        return self.work(params, round_index, sampled, lambda: None).secure_inputs()

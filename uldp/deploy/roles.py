@@ -11,8 +11,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy as np
 
+    from uldp.federation import RoundWork
     from uldp.policy import GroupRelease, SiloPolicy
 
 
@@ -23,9 +26,8 @@ class ServerRole(Protocol):
         n_silos: |S|.
         n_users: |U|.
         rounds: T.
-        secure: Whether the aggregation runs Protocol 1 (ULDP-AVG-w and ULDP-SGD-w).
-        masked: Whether the silos' plain contributions are secure-aggregated with Protocol 1's pairwise masks
-            (:mod:`uldp.secure.masked_sum`; the other methods).
+        aggregation: The run's aggregation (:func:`uldp.federation.aggregation_kind`): plain, the masked sum or
+            Protocol 1.
         fingerprint: :func:`uldp.common.persist.fingerprint` of the run configuration.
         insecure_reproducible_noise: Whether the silos' noise comes from the shared seed (INSECURE, tests only).
     """
@@ -33,8 +35,7 @@ class ServerRole(Protocol):
     n_silos: int
     n_users: int
     rounds: int
-    secure: bool
-    masked: bool
+    aggregation: str
     fingerprint: str
     insecure_reproducible_noise: bool
 
@@ -47,15 +48,10 @@ class ServerRole(Protocol):
     def protocol_config(self) -> Any:
         """The :class:`uldp.secure.ProtocolConfig` of this run (secure runs only)."""
 
-    def combine(
-        self, params: np.ndarray, contributions: list[np.ndarray], round_index: int
-    ) -> np.ndarray:
-        """The next global model from every silo's contribution (ordered by silo id)."""
-
     def apply_aggregate(
         self, params: np.ndarray, aggregate: np.ndarray, round_index: int
     ) -> np.ndarray:
-        """The next global model from Protocol 1's decoded aggregate sum_s (sum_u w_su delta_su + z_s)."""
+        """The next global model from the decoded sum of the silos' contributions (:mod:`uldp.federation`)."""
 
     def epsilon(self, releases: int) -> float | None:
         """The user-level epsilon after ``releases`` rounds released (completed or aborted), None without one."""
@@ -74,8 +70,8 @@ class SiloRole(Protocol):
     Attributes:
         silo_id: This silo's id.
         n_silos: |S|.
-        secure: Whether its rounds run Protocol 1 (it then never sends a contribution in the clear).
-        masked: Whether its contributions leave only masked (:mod:`uldp.secure.masked_sum`).
+        aggregation: The run's aggregation (:func:`uldp.federation.aggregation_kind`); secure, its contribution never
+            leaves in the clear.
         fingerprint: Fingerprint of the run configuration.
         n_records: Number of records this silo holds.
         counts_row: int64 [|U|]: n_su, this silo's records per user (Protocol 1's input).
@@ -83,8 +79,7 @@ class SiloRole(Protocol):
 
     silo_id: int
     n_silos: int
-    secure: bool
-    masked: bool
+    aggregation: str
     fingerprint: str
     n_records: int
     counts_row: np.ndarray
@@ -92,17 +87,15 @@ class SiloRole(Protocol):
     def protocol_config(self) -> Any:
         """The :class:`uldp.secure.ProtocolConfig` of this run."""
 
-    def contribution(self, params: np.ndarray, round_index: int, sampled: np.ndarray) -> np.ndarray:
-        """What this silo sends in a plain round (the method's silo-side update)."""
-
-    def secure_inputs(
-        self, params: np.ndarray, round_index: int, sampled: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(clipped per-user deltas [|U|, d], this silo's noise [d]) for Protocol 1's masked update."""
+    def work(
+        self, params: np.ndarray, round_index: int, sampled: np.ndarray, before: Callable[[], None]
+    ) -> RoundWork:
+        """The round's computation (:class:`uldp.federation.RoundWork`), with this silo's secret stream; ``before``
+        runs first (the ledger's admission)."""
 
     def check_policy(self, policy: SiloPolicy, sampled: np.ndarray | None = None) -> None:
         """Refuse (:class:`uldp.policy.PolicyRefusal`) a run, or a round's user sample, past this silo's policy."""
 
-    def release(self, sampled: np.ndarray) -> tuple[float | GroupRelease, float]:
+    def release(self) -> tuple[float | GroupRelease, float]:
         """(noise multiplier the server sees, or ULDP-GROUP's DP-SGD release; sampling rate) of one answer, for the
         silo's ledger."""

@@ -53,15 +53,19 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import suppress
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uldp.common.atomic import check_writable
-from uldp.common.checks import check_number
-from uldp.common.persist import CheckpointFailed, ReleaseLedger, array_from_bytes, array_to_bytes
+from uldp.common.persist import CheckpointFailed, ReleaseLedger, array_to_bytes
 from uldp.deploy import keys, quiet_flower_deprecation, wire
+from uldp.deploy.settings import (
+    AdmissionFailed,
+    FederationResult,
+    RoundAborted,
+    ServerSettings,
+)
+from uldp.federation import PLAIN_UPDATE, SERVER_AGGREGATIONS, ServerAggregation
 from uldp.secure import masked_sum
 from uldp.secure.driver import (
     STAGE_CHECK,
@@ -70,18 +74,16 @@ from uldp.secure.driver import (
     STAGE_SEED,
     STAGE_SHARES,
     STAGE_UPDATE,
-    ServerDriver,
 )
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from flwr.common import Scalar
 
     from uldp.deploy.roles import ServerRole
 
-#: Protocol 1's stages (:mod:`uldp.secure.driver`) as the deployment's wire stages.
-PROTOCOL_STAGES = {
+#: The aggregations' stages (:mod:`uldp.federation`) as the deployment's wire stages: a round's first stage is the
+#: ``train`` instruction (with the model and the sampled users), Protocol 1's update stage its own.
+WIRE_STAGES = {
     STAGE_KEY: wire.STAGE_SECURE_KEYS,
     STAGE_DIRECTORY: wire.STAGE_SECURE_DIRECTORY,
     STAGE_SEED: wire.STAGE_SECURE_SEED,
@@ -90,96 +92,12 @@ PROTOCOL_STAGES = {
     STAGE_UPDATE: wire.STAGE_SECURE_UPDATE,
     masked_sum.STAGE_KEY: wire.STAGE_SUM_KEYS,
     masked_sum.STAGE_DIRECTORY: wire.STAGE_SUM_DIRECTORY,
+    masked_sum.STAGE_UPDATE: wire.STAGE_TRAIN,
+    PLAIN_UPDATE: wire.STAGE_TRAIN,
 }
 # Flower is imported inside the functions that use it: serve() sets FLWR_TELEMETRY_ENABLED before Flower reads it.
 
 LOGGER = logging.getLogger("uldp.deploy")
-#: The longest any timeout may be (seconds): a week.
-MAX_TIMEOUT = 7 * 24 * 3600.0
-
-
-class RoundAborted(RuntimeError):
-    """A round could not complete (a silo died, timed out or failed); the last good model is kept."""
-
-
-class AdmissionFailed(RuntimeError):
-    """Not every silo joined (or some were refused) before the join timeout."""
-
-
-@dataclass(frozen=True)
-class ServerSettings:
-    """How the server process runs (what is not part of the run configuration).
-
-    Attributes:
-        address: ``host:port`` to listen on (``0.0.0.0:8080`` to accept silos from other machines).
-        checkpoint: File of the last good model (resumed from when it exists).
-        join_timeout: Seconds to wait for every silo to join.
-        round_timeout: Seconds a silo may take for one stage before the round is aborted.
-        master_key: Server's master authentication key (silo keys are derived from it), or None for none.
-        certificates: ``(CA certificate, server certificate, server private key)`` PEM bytes for TLS, or None.
-        handshake_timeout: Seconds one connection may take to answer the handshake.
-        stall_log_seconds: While a stage waits for silos, log every this many seconds which silos it still waits
-            for and for how long.
-
-    Raises:
-        ValueError: a timeout that is not a finite number in (0, :data:`MAX_TIMEOUT`], a master key that
-            :func:`uldp.deploy.keys.check_master_key` refuses, or a checkpoint path that cannot be written.
-    """
-
-    address: str = "0.0.0.0:8080"
-    checkpoint: Path | None = None
-    join_timeout: float = 120.0
-    round_timeout: float = 3600.0
-    master_key: bytes | None = None
-    certificates: tuple[bytes, bytes, bytes] | None = None
-    handshake_timeout: float = 30.0
-    stall_log_seconds: float = 30.0
-
-    def __post_init__(self) -> None:
-        for name in ("join_timeout", "round_timeout", "handshake_timeout", "stall_log_seconds"):
-            check_number(
-                f"--{name.replace('_', '-')}", getattr(self, name), above=0, at_most=MAX_TIMEOUT
-            )
-        if self.master_key is not None:
-            keys.check_master_key(self.master_key)
-        if self.checkpoint is not None:
-            check_writable(self.checkpoint, "--checkpoint")
-
-
-@dataclass
-class FederationResult:
-    """What a finished (or aborted) server run reports.
-
-    Attributes:
-        params: The last good global model.
-        rounds_done: Completed rounds, i.e. model updates (including those of a resumed checkpoint).
-        resumed_from: The last round index of the checkpoint the run started from (0 without one).
-        history: One record per round index asked, in order (the epsilon of record t counts t releases).
-            A completed round: round, seconds, per-stage seconds, the role's metrics and epsilon. Stage
-            ``silos`` is the wall time of the round's exchanges with the silos, ``silo_compute`` the part the
-            slowest silo spent computing in each; the difference is transport (serialisation, gRPC, Flower).
-            An aborted round: round, ``aborted`` (why), ``answered`` (the silos whose answers had arrived) and
-            epsilon.
-        setup_seconds: Seconds spent on Protocol 1's setup (0 without the secure protocol).
-        error: Why the run stopped early, or "".
-        refused: One line per refused silo.
-        insecure_reproducible_noise: True when the run used the INSECURE shared-seed noise (tests only; the server
-            could remove every silo's noise, see :mod:`uldp.deploy.method_roles`).
-    """
-
-    params: np.ndarray
-    rounds_done: int
-    resumed_from: int
-    history: list[dict] = field(default_factory=list)
-    setup_seconds: float = 0.0
-    error: str = ""
-    refused: list[str] = field(default_factory=list)
-    insecure_reproducible_noise: bool = False
-
-    @property
-    def last_round(self) -> int:
-        """The last round index asked (every index up to it is a release counted in ``history``)."""
-        return len(self.history)
 
 
 class Coordinator:
@@ -201,16 +119,11 @@ class Coordinator:
         self._lock = (
             threading.Lock()
         )  # guards silos and refused (handshakes run in their own threads)
-        self._protocol: ServerDriver | None = None  # Protocol 1's server driver once set up
-        self._masked: masked_sum.MaskedSumServer | None = (
-            None  # the masked sum's server side once set up
-        )
+        self._aggregation: ServerAggregation | None = None  # once set up
         self._round_payloads: tuple[
             bytes, ...
         ] = ()  # the model and sampled users of the round being run
-        self._protocol_seconds: list[
-            tuple[float, float, float]
-        ] = []  # per exchange: start, wall, slowest silo
+        self._exchange_seconds: list[tuple[float, float]] = []  # per exchange: wall, slowest silo
         self.answered: set[int] = set()  # the silos that answered an exchange of the current round
 
     # --- admission -------------------------------------------------------------------------------------------
@@ -426,161 +339,82 @@ class Coordinator:
         """:meth:`exchange` with the same instruction for every silo."""
         return self.exchange(dict.fromkeys(self.silos, instruction), what=what)
 
-    # --- Protocol 1 and the rounds ----------------------------------------------------------------------------
-    def _protocol_exchange(
+    # --- the aggregation and the rounds -----------------------------------------------------------------------
+    def _stage_exchange(
         self, stage: str, round_index: int, payloads: dict[int, tuple[bytes, ...]]
     ) -> dict[int, tuple[bytes, ...]]:
-        """One Protocol 1 stage as wire instructions (:data:`PROTOCOL_STAGES`); a round's shares stage is its
-        ``train`` instruction, with the model and the sampled users before the protocol's payloads."""
-        first = self._round_payloads if stage == STAGE_SHARES else ()
+        """One stage of the run's aggregation (:mod:`uldp.federation`) as wire instructions (:data:`WIRE_STAGES`);
+        a round's first stage is its ``train`` instruction, with the model and the sampled users first."""
+        stage_name = WIRE_STAGES[stage]
+        first = self._round_payloads if stage_name == wire.STAGE_TRAIN else ()
         what = f"round {round_index}" if round_index else f"secure setup {stage}"
         start = time.perf_counter()
         replies = self.exchange(
             {
-                s: wire.Instruction(PROTOCOL_STAGES[stage], round_index, payloads=(*first, *p))
+                s: wire.Instruction(stage_name, round_index, payloads=(*first, *p))
                 for s, p in payloads.items()
             },
             what=what,
         )
-        self._protocol_seconds.append((start, time.perf_counter() - start, _slowest(replies)))
+        self._exchange_seconds.append((time.perf_counter() - start, _slowest(replies)))
         return {s: reply.payloads for s, reply in replies.items()}
 
-    def secure_setup(self) -> None:
-        """Protocol 1 steps 1(a)-(f) with the admitted silos (:class:`~uldp.secure.driver.ServerDriver`): keys,
-        pairwise keys, seed R, blinded histograms.
+    def aggregation_setup(self) -> ServerAggregation:
+        """The aggregation's set-up with the admitted silos: Protocol 1's steps 1(a)-(f)
+        (:class:`~uldp.secure.driver.ServerDriver`: keys, pairwise keys, seed R, blinded histograms), the masked sum's
+        keys and directory, or nothing for a plain run.
+
+        Returns:
+            The set-up aggregation.
 
         Raises:
             RoundAborted: if a silo fails or sends anything malformed (named in the message).
         """
-        self._protocol = ServerDriver(self.role.protocol_config(), self._protocol_exchange)
+        aggregation = SERVER_AGGREGATIONS[self.role.aggregation]
+        protocol = self.role.protocol_config() if aggregation.needs_protocol else None
+        self._aggregation = aggregation(self.role.n_silos, self._stage_exchange, protocol=protocol)
         try:
-            self._protocol.setup()
+            self._aggregation.setup()
         except (
             ValueError
         ) as error:  # ProtocolAbort names the silo; a non-invertible sum blames no silo
             raise RoundAborted(str(error)) from error
-
-    def masked_setup(self) -> None:
-        """The masked sum's set-up (:class:`~uldp.secure.masked_sum.MaskedSumServer`): the silos' X25519 keys and the
-        directory; each round's contributions then arrive masked.
-
-        Raises:
-            RoundAborted: if a silo fails or sends anything malformed (named in the message).
-        """
-        self._masked = masked_sum.MaskedSumServer(self.role.n_silos, self._protocol_exchange)
-        try:
-            self._masked.setup()
-        except ValueError as error:
-            raise RoundAborted(str(error)) from error
-
-    def _check_aggregate(self, aggregate: np.ndarray, sampled: np.ndarray, what: str) -> None:
-        """The securely aggregated sum against the sum of the silos' bounds (the masks hide which silo sent more).
-
-        Raises:
-            RoundAborted: past the bound; nothing is applied.
-        """
-        bounds = self.role.contribution_bound(sampled, aggregate.size)
-        norm = float(np.linalg.norm(aggregate))
-        if bounds is not None and not norm <= sum(bounds):
-            raise RoundAborted(
-                f"{what}: the securely aggregated sum has norm {norm:.3g}, past the bound "
-                f"{sum(bounds):.3g} of the silos' clipped, noised updates: a silo sent more (the "
-                f"masks hide which); nothing is applied"
-            )
-
-    def _contributions(
-        self, replies: dict[int, wire.Reply], like: np.ndarray, what: str
-    ) -> list[np.ndarray]:
-        """Every silo's plain contribution: one array of exactly ``like``'s dtype and shape, finite.
-
-        Raises:
-            RoundAborted: naming the silo and what it sent.
-        """
-        contributions = []
-        for silo_id in sorted(replies):
-            payloads = replies[silo_id].payloads
-            try:
-                if len(payloads) != 1:
-                    raise ValueError(f"{len(payloads)} payloads instead of one")
-                values = array_from_bytes(payloads[0])
-                if values.dtype != like.dtype or values.shape != like.shape:
-                    raise ValueError(
-                        f"an array of {values.dtype} {values.shape}, the model is {like.dtype} {like.shape}"
-                    )
-                if not np.isfinite(values).all():
-                    raise ValueError(f"{int((~np.isfinite(values)).sum())} NaN or infinite values")
-            except ValueError as error:
-                raise RoundAborted(
-                    f"{what}: silo {silo_id} sent a bad contribution: {error}"
-                ) from error
-            contributions.append(values)
-        return contributions
+        return self._aggregation
 
     def run_round(
         self, params: np.ndarray, round_index: int, timings: dict[str, float]
     ) -> np.ndarray:
-        """One round: the model (and sampled users) out, contributions or Protocol 1 messages in, the update applied.
+        """One round: the model and sampled users out with the aggregation's payloads, the silos' answers in, their
+        decoded sum checked against the silos' bounds and the update applied.
 
         Raises:
             RoundAborted: if any silo fails or sends anything malformed, or the new model is not finite; nothing of
                 the round is applied.
         """
         sampled = self.role.sampled_users(round_index)
-        payloads = (array_to_bytes(params), array_to_bytes(sampled))
         what = f"round {round_index}"
         start = time.perf_counter()
-        if self._protocol is None:
-            replies = self.broadcast(
-                wire.Instruction(wire.STAGE_TRAIN, round_index, payloads=payloads), what=what
+        aggregation = self._aggregation or self.aggregation_setup()
+        self._round_payloads = (array_to_bytes(params), array_to_bytes(sampled))
+        self._exchange_seconds = []
+        try:  # users without records (B(N_u) = 0) are never sampled by Protocol 1
+            outgoing = aggregation.begin_round(round_index, sampled)
+            answers = self._stage_exchange(aggregation.round_stages[-1], round_index, outgoing)
+            aggregate = aggregation.finish_round(
+                round_index,
+                answers,
+                params,
+                bounds=self.role.contribution_bound(sampled, params.size),
             )
-            timings["silos"] = time.perf_counter() - start
-            timings["silo_compute"] = _slowest(replies)
-            if self._masked is not None:  # only the sum is decoded (uldp.secure.masked_sum)
-                try:
-                    aggregate = self._masked.finish_round(
-                        round_index, {s: r.payloads for s, r in replies.items()}, params.size
-                    )
-                except ValueError as error:
-                    raise RoundAborted(f"{what}: {error}") from error
-                self._check_aggregate(aggregate, sampled, what)
-                start = time.perf_counter()
-                return self._checked(
-                    self.role.apply_aggregate(params, aggregate, round_index),
-                    params,
-                    what,
-                    timings,
-                    start,
-                )
-            contributions = self._contributions(replies, params, what)
-            bounds = self.role.contribution_bound(sampled, params.size)
-            for silo_id, (contribution, bound) in enumerate(
-                zip(contributions, bounds or [], strict=False)
-            ):
-                norm = float(np.linalg.norm(contribution.astype(np.float64)))
-                if not norm <= bound:
-                    raise RoundAborted(
-                        f"{what}: silo {silo_id} sent a contribution of norm {norm:.3g}, past the "
-                        f"bound {bound:.3g} its method implies (clip times its weights plus the "
-                        f"noise's 2^-40 tail); nothing is applied"
-                    )
-            start = time.perf_counter()
-            new = self.role.combine(params, contributions, round_index)
-        else:  # Protocol 1 (steps 2(a)-(c)); users without records (B(N_u) = 0) are never sampled
-            self._round_payloads, self._protocol_seconds = payloads, []
-            try:
-                aggregate = self._protocol.round(round_index, sampled, params.size)
-            except ValueError as error:
-                raise RoundAborted(f"{what}: {error}") from error
-            finally:
-                self._round_payloads = ()
-            exchanges = sum(seconds for _, seconds, _ in self._protocol_seconds)
-            timings["encrypt_weights"] = self._protocol_seconds[0][0] - start
-            timings["silos"] = exchanges
-            timings["silo_compute"] = sum(compute for _, _, compute in self._protocol_seconds)
-            timings["server"] = time.perf_counter() - start - exchanges
-            self._check_aggregate(aggregate, sampled, what)
-            start = time.perf_counter()
-            new = self.role.apply_aggregate(params, aggregate, round_index)
+        except ValueError as error:
+            raise RoundAborted(f"{what}: {error}") from error
+        finally:
+            self._round_payloads = ()
+        timings["silos"] = sum(seconds for seconds, _ in self._exchange_seconds)
+        timings["silo_compute"] = sum(compute for _, compute in self._exchange_seconds)
+        timings["server"] = time.perf_counter() - start - timings["silos"]
+        start = time.perf_counter()
+        new = self.role.apply_aggregate(params, aggregate, round_index)
         return self._checked(new, params, what, timings, start)
 
     @staticmethod
@@ -641,9 +475,9 @@ class Coordinator:
             )
         try:
             self.admit()
-            if ledger.completed < self.role.rounds and (self.role.secure or self.role.masked):
+            if ledger.completed < self.role.rounds:
                 start = time.perf_counter()
-                self.secure_setup() if self.role.secure else self.masked_setup()
+                self.aggregation_setup()
                 result.setup_seconds = time.perf_counter() - start
             while ledger.completed < self.role.rounds:
                 round_index = ledger.begin(

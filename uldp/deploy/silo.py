@@ -31,25 +31,22 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from uldp.common.checks import check_number
-from uldp.common.persist import array_from_bytes, array_to_bytes
+from uldp.common.persist import array_from_bytes
 from uldp.deploy import keys, quiet_flower_deprecation, wire
-from uldp.deploy.server import MAX_TIMEOUT
-from uldp.policy import SiloLedger, SiloPolicy
-from uldp.secure.driver import (
-    STAGE_CHECK,
-    STAGE_DIRECTORY,
-    STAGE_KEY,
-    STAGE_SEED,
-    STAGE_SHARES,
-    STAGE_UPDATE,
-    SiloDriver,
-    SiloProgress,
+from uldp.deploy.settings import MAX_TIMEOUT
+from uldp.federation import (
+    PLAIN,
+    SILO_SESSIONS,
+    PlainSilo,
+    RoundWork,
+    SiloAggregation,
 )
+from uldp.method_names import MASKED_SUM, PROTOCOL_1
+from uldp.policy import SiloLedger, SiloPolicy
+from uldp.secure.driver import STAGE_CHECK, STAGE_DIRECTORY, STAGE_KEY, STAGE_SEED
 from uldp.secure.masked_sum import (
     STAGE_DIRECTORY as STAGE_SUM_DIRECTORY,
     STAGE_KEY as STAGE_SUM_KEY,
-    STAGE_UPDATE as STAGE_SUM_UPDATE,
-    MaskedSumSilo,
 )
 
 if TYPE_CHECKING:
@@ -62,17 +59,17 @@ if TYPE_CHECKING:
 # Flower (and grpc) are imported inside the functions that use them: run_silo() sets FLWR_TELEMETRY_ENABLED first.
 
 LOGGER = logging.getLogger("uldp.deploy")
-#: The deployment's wire stages of Protocol 1's set-up (:mod:`uldp.secure.driver` keeps their order and checks).
+#: The deployment's wire stages of the secure aggregations' set-up (:mod:`uldp.federation`; the drivers keep their
+#: order and checks).
 SETUP_STAGES = {
     wire.STAGE_SECURE_KEYS: STAGE_KEY,
     wire.STAGE_SECURE_DIRECTORY: STAGE_DIRECTORY,
     wire.STAGE_SECURE_SEED: STAGE_SEED,
-}
-#: The deployment's wire stages of the masked sum's set-up (:mod:`uldp.secure.masked_sum`).
-MASKED_SUM_STAGES = {
     wire.STAGE_SUM_KEYS: STAGE_SUM_KEY,
     wire.STAGE_SUM_DIRECTORY: STAGE_SUM_DIRECTORY,
 }
+#: The first set-up stage of each secure aggregation: it starts a new session.
+NEW_SESSION = {STAGE_KEY: PROTOCOL_1, STAGE_SUM_KEY: MASKED_SUM}
 #: The longest pause (seconds) between two attempts to reach the server.
 MAX_BACKOFF = 10.0
 
@@ -94,7 +91,6 @@ class SiloSettings:
         key: This silo's authentication key (from ``uldp deploy keys``), or None when the server uses none.
         root_certificates: PEM bytes of the CA that signed the server's certificate (TLS), or None for insecure.
         max_wait: Seconds to keep trying to reach the server, at the start and after losing it.
-        exit_at_round: Test only: end the process abruptly on receiving this round (a crash mid-round).
         policy: This silo's own privacy policy (:class:`uldp.policy.SiloPolicy`; its policy file), never the
             server's.
         ledger: This silo's ledger file (:class:`uldp.policy.SiloLedger`: the rounds it answered and the noise it
@@ -108,7 +104,6 @@ class SiloSettings:
     key: bytes | None = None
     root_certificates: bytes | None = None
     max_wait: float = 120.0
-    exit_at_round: int | None = None
     policy: SiloPolicy = field(default_factory=SiloPolicy)
     ledger: Path | None = None
 
@@ -134,11 +129,11 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
             self.handshakes = 0
             self.final_params: np.ndarray | None = None
             self.rounds_seen: list[int] = []
-            self._protocol: SiloDriver | None = None  # Protocol 1's silo driver
-            self._masked: MaskedSumSilo | None = None  # the masked sum's silo side
-            self._pending: tuple[np.ndarray, np.ndarray] | None = (
-                None  # the round's model and sampled users
+            # the aggregation's silo side (uldp.federation): a secure one once its set-up starts
+            self._aggregation: SiloAggregation | None = (
+                PlainSilo() if role.aggregation == PLAIN else None
             )
+            self._pending: RoundWork | None = None  # Protocol 1's round between its two stages
 
         def get_properties(self, ins: Any) -> Any:
             self.handshakes += 1
@@ -160,16 +155,6 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
         def fit(self, ins: Any) -> Any:
             try:
                 instruction = wire.Instruction.from_flower(ins)
-                if (
-                    settings.exit_at_round is not None
-                    and instruction.round_index == settings.exit_at_round
-                ):
-                    LOGGER.error(
-                        "silo %d: exiting abruptly in round %d (test fault)",
-                        role.silo_id,
-                        instruction.round_index,
-                    )
-                    os._exit(17)
                 start = time.perf_counter()
                 reply = self._handle(instruction)
                 reply = replace(
@@ -186,78 +171,38 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
                 self.refused = str(instruction.values.get("reason", "no reason given"))
                 return wire.Reply()
             if stage in SETUP_STAGES:
-                if (
-                    stage == wire.STAGE_SECURE_KEYS
-                ):  # a new session; the rounds it answered stay answered
-                    answered = self._protocol.progress.answered_round if self._protocol else 0
-                    verifier = (
-                        self._protocol.role.verifier if self._protocol else None
-                    )  # kept across sessions
-                    self._protocol = SiloDriver(
-                        role.silo_id,
-                        role.counts_row,
-                        role.protocol_config(),
-                        progress=SiloProgress(answered_round=answered),
-                        verifier=verifier,
-                    )
-                return wire.Reply(payloads=self._secure().answer(SETUP_STAGES[stage], 0, payloads))
-            if stage in MASKED_SUM_STAGES:
-                if (
-                    stage == wire.STAGE_SUM_KEYS
-                ):  # a new session; the rounds it answered stay answered
-                    answered = self._masked.answered_round if self._masked else 0
-                    self._masked = MaskedSumSilo(
-                        role.silo_id, role.n_silos, answered_round=answered
-                    )
-                return wire.Reply(
-                    payloads=self._masked_sum().answer(MASKED_SUM_STAGES[stage], 0, payloads)
-                )
+                name = SETUP_STAGES[stage]
+                if name in NEW_SESSION:  # a new session; the rounds it answered stay answered
+                    self._aggregation = self._new_session(name)
+                return wire.Reply(payloads=self._side().answer(name, 0, payloads))
             if stage == wire.STAGE_TRAIN:
-                self.rounds_seen.append(instruction.round_index)
+                round_index = instruction.round_index
+                self.rounds_seen.append(round_index)
                 params, sampled = array_from_bytes(payloads[0]), array_from_bytes(payloads[1])
                 role.check_policy(settings.policy, sampled)
-                if len(payloads) == 2:
-                    if role.secure:
-                        raise ValueError(
-                            f"round {instruction.round_index} without Protocol 1's payloads: this "
-                            f"silo's run is secure, it never sends its contribution in the clear"
-                        )
-                    round_index = instruction.round_index
-
-                    def contribution() -> np.ndarray:
-                        self._admit(round_index, sampled)
-                        return role.contribution(params, round_index, sampled)
-
-                    if role.masked:  # only the masked contribution leaves (uldp.secure.masked_sum)
-                        return wire.Reply(
-                            payloads=self._masked_sum().answer(
-                                STAGE_SUM_UPDATE, round_index, (), update=contribution
-                            )
-                        )
-                    return wire.Reply(payloads=(array_to_bytes(contribution()),))
-                shares = self._secure().answer(STAGE_SHARES, instruction.round_index, payloads[2:])
-                self._pending = (params, sampled)
-                return wire.Reply(payloads=shares)
-            if stage == wire.STAGE_SECURE_CHECK:
+                side = self._side()
+                work = role.work(params, round_index, sampled, lambda: self._admit(round_index))
+                # Protocol 1's shares stage first (its update stage follows), else the update itself
+                self._pending = work if len(side.round_stages) > 1 else None
                 return wire.Reply(
-                    payloads=self._secure().answer(STAGE_CHECK, instruction.round_index, payloads)
+                    payloads=side.answer(side.round_stages[0], round_index, payloads[2:], work=work)
+                )
+            if (
+                stage == wire.STAGE_SECURE_CHECK
+            ):  # beyond the paper: the silos check the server's weights
+                return wire.Reply(
+                    payloads=self._side().answer(STAGE_CHECK, instruction.round_index, payloads)
                 )
             if stage == wire.STAGE_SECURE_UPDATE:
                 if self._pending is None:
                     raise ValueError(
                         f"round {instruction.round_index}: an update stage before the round's model"
                     )
-                params, sampled = self._pending
-                self._pending = None
-                round_index = instruction.round_index
-
-                def inputs() -> tuple[np.ndarray, np.ndarray]:
-                    self._admit(round_index, sampled)
-                    return role.secure_inputs(params, round_index, sampled)
-
+                work, self._pending = self._pending, None
+                side = self._side()
                 return wire.Reply(
-                    payloads=self._secure().answer(
-                        STAGE_UPDATE, round_index, payloads, inputs=inputs
+                    payloads=side.answer(
+                        side.round_stages[-1], instruction.round_index, payloads, work=work
                     )
                 )
             if stage == wire.STAGE_FINISH:
@@ -265,23 +210,33 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
                 return wire.Reply()
             raise ValueError(f"unknown stage {stage!r}")
 
-        def _admit(self, round_index: int, sampled: np.ndarray) -> None:
+        def _admit(self, round_index: int) -> None:
             """Into the ledger (on disk) before anything of the round is computed, or a PolicyRefusal."""
-            multiplier, q = role.release(sampled)
+            multiplier, q = role.release()
             ledger.admit(role.fingerprint, round_index, multiplier=multiplier, q=q)
 
-        def _masked_sum(self) -> MaskedSumSilo:
-            if not role.masked or self._masked is None:
+        def _new_session(self, stage: str) -> SiloAggregation:
+            kind = NEW_SESSION[stage]
+            if kind != role.aggregation:
                 raise ValueError(
-                    "a round before the masked sum's set-up, or a masked sum in a run without it: this "
-                    "silo never sends its contribution unmasked in a secure run"
+                    f"a {kind} set-up in a run aggregated by {role.aggregation}: this silo never "
+                    f"sends its contribution otherwise"
                 )
-            return self._masked
+            return SILO_SESSIONS[kind].start(
+                self._aggregation,
+                silo_id=role.silo_id,
+                n_silos=role.n_silos,
+                counts=role.counts_row,
+                protocol=role.protocol_config,
+            )
 
-        def _secure(self) -> SiloDriver:
-            if self._protocol is None:
-                raise ValueError("a Protocol 1 stage arrived before the setup's first step")
-            return self._protocol
+        def _side(self) -> SiloAggregation:
+            if self._aggregation is None:
+                raise ValueError(
+                    "a round or stage before the secure aggregation's set-up: this silo never sends its "
+                    "contribution unmasked in a secure run"
+                )
+            return self._aggregation
 
     return SiloClient()
 

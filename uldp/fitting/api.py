@@ -23,7 +23,7 @@ from uldp.accounting import epsilon_for_method
 from uldp.common.checks import check_integer, check_number, check_positive
 from uldp.common.persist import fields_fingerprint
 from uldp.data.base import Allocation
-from uldp.fitting.clipping import CLIPPED, ClipWarning, clip_advice, update_norms
+from uldp.fitting.clipping import ClipWarning, clip_advice, update_norms
 from uldp.fitting.inputs import (
     Metric,
     index_ids,
@@ -300,7 +300,7 @@ def fit(
     )
     params = flat_parameters(model)
     norms = update_norms(made, federation, params, seed_stream(root, CLIP_ADVICE_STREAM))
-    advice = clip_advice(hp.clip, norms, what=CLIPPED.get(spec.family, ""))
+    advice = clip_advice(hp.clip, norms, what=spec.capabilities.clipped)
     if advice is not None:
         warnings.warn(advice, ClipWarning, stacklevel=2)
 

@@ -138,12 +138,3 @@ def clip_advice(clip: float | None, norms: np.ndarray, *, what: str) -> str | No
         "tuning whose privacy cost is added to epsilon (Papernot and Steinke 2022); choosing C from this "
         "message on the private records leaks what the reported epsilon does not count"
     )
-
-
-#: What each family clips, for the message.
-CLIPPED = {
-    "ULDP-AVG": "per-user update",
-    "ULDP-SGD": "per-user gradient",
-    "ULDP-GROUP": "per-record gradient",
-    "ULDP-NAIVE": "per-silo update",
-}

@@ -1,5 +1,7 @@
 """Flower-native pieces for flwr's Message API: :class:`UldpStrategy` (ServerApp side) and
-:func:`silo_client_app` (ClientApp side) for ULDP-AVG and ULDP-AVG-w with user sampling (Algorithms 3-4).
+:func:`silo_client_app` (ClientApp side; :mod:`uldp.flower.strategy`, :mod:`uldp.flower.client`) for the methods
+with per-user clipping and user sampling (ULDP-SGD, ULDP-AVG and their -w variants, Algorithms 3-4), each round
+driven through :mod:`uldp.federation`.
 
 Each silo loads only its own records and patient ids from its own files; the silos agree on the users by a
 private set union with commutative Diffie-Hellman blinding (:mod:`uldp.flower.psu`, :mod:`uldp.secure.psu`), its
@@ -14,27 +16,24 @@ the silos still learn from the union is |U|, each other silo's number of patient
 the others also hold (:mod:`uldp.secure.psu` says exactly what, and why), never a patient they do not hold.
 ``uldp deploy`` remains for the paper's registered datasets with their seed-derived allocation.
 
-Flower is an optional dependency: ``pip install 'uldp[deploy]'``.
+Flower is an optional dependency: ``pip install 'uldp[deploy]'``. The names below are imported when first used, so
+that ``uldp --help`` (which registers :mod:`uldp.flower.cli`, the package's command line) stays light.
 """
 
-try:
-    import flwr  # noqa: F401 - only to say what to install when it is missing
-except ModuleNotFoundError as error:
-    if error.name != "flwr":
-        raise
-    raise ModuleNotFoundError(
-        "uldp.flower needs Flower (flwr 1.41), an optional dependency of uldp: "
-        "pip install 'uldp[deploy]' (or 'uldp[all]')",
-        name="flwr",
-    ) from error
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from uldp.flower.app import SiloData, UldpStrategy, silo_client_app, user_numbers
-from uldp.flower.local import LocalGrid
-from uldp.flower.pseudonyms import new_silo_key, read_key_file, write_key_file
+if TYPE_CHECKING:
+    from uldp.flower.client import SiloData, silo_client_app, user_numbers
+    from uldp.flower.local import LocalGrid
+    from uldp.flower.pseudonyms import new_silo_key, read_key_file, write_key_file
+    from uldp.flower.strategy import UldpStrategy
+    from uldp.flower.table import Table
 
 __all__ = [
     "LocalGrid",
     "SiloData",
+    "Table",
     "UldpStrategy",
     "new_silo_key",
     "read_key_file",
@@ -42,3 +41,31 @@ __all__ = [
     "user_numbers",
     "write_key_file",
 ]
+
+_LAZY = {
+    "LocalGrid": "local",
+    "SiloData": "client",
+    "Table": "table",
+    "UldpStrategy": "strategy",
+    "new_silo_key": "pseudonyms",
+    "read_key_file": "pseudonyms",
+    "silo_client_app": "client",
+    "user_numbers": "client",
+    "write_key_file": "pseudonyms",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'uldp.flower' has no attribute {name!r}")
+    try:
+        import flwr  # noqa: F401 - only to say what to install when it is missing
+    except ModuleNotFoundError as error:
+        if error.name != "flwr":
+            raise
+        raise ModuleNotFoundError(
+            "uldp.flower needs Flower (flwr 1.41), an optional dependency of uldp: "
+            "pip install 'uldp[deploy]' (or 'uldp[all]')",
+            name="flwr",
+        ) from error
+    return getattr(import_module(f"uldp.flower.{_LAZY[name]}"), name)

@@ -266,7 +266,7 @@ def run_rounds(
     aborted = 0
     while ledger.completed < num_rounds:
         round_index = ledger.begin(
-            strategy.method.epsilon(None, ledger.next_round)
+            strategy.released_epsilon(ledger.next_round)
         )  # before anything goes out
         strategy.epsilons.append(ledger.history[-1]["epsilon"])
         strategy.server_view_epsilons.append(strategy.server_view_epsilon(round_index))

@@ -43,7 +43,8 @@ Keys under 2048 bits (tests, the book's smoke builds) are refused by a silo unle
 ULDP-AVG (uniform weights, no counts) is secure-aggregated with Protocol 1's pairwise masks alone
 (:mod:`uldp.secure.masked_sum`): two more ``query.uldp`` exchanges after the federation stage (``sum-key``,
 ``sum-directory``), and each ``train`` answer is the silo's update encoded and masked; the server decodes only the
-sum (:func:`masked_sum_server`, :func:`silo_masked_sum`).
+sum. Both, and the plain aggregation, are :mod:`uldp.federation`'s: :func:`server_exchange` carries their stages as
+``query.uldp`` exchanges, :func:`silo_setup` and :func:`silo_round` answer them from the silo's context state.
 """
 
 from __future__ import annotations
@@ -54,13 +55,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from flwr.app import ConfigRecord
 
+from uldp.federation import (
+    PLAIN,
+    MaskedSumSide,
+    PlainSilo,
+    Protocol1Side,
+    SiloAggregation,
+)
+from uldp.method_names import MASKED_SUM, PROTOCOL_1
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
-    from uldp.secure.driver import Payloads, ServerDriver, SiloDriver
-    from uldp.secure.masked_sum import MaskedSumServer, MaskedSumSilo
+    from uldp.federation import Payloads, RoundWork
 
 #: node_config key that lets a silo accept keys under 2048 bits (tests and smoke builds only).
 TEST_KEYS_KEY = "uldp-insecure-test-keys"
@@ -69,6 +77,8 @@ STATE_KEY = "uldp_protocol_1"
 #: Where a silo keeps its masked-sum state (:class:`~uldp.secure.messages.MaskedSumState` bytes).
 MASKED_SUM_KEY = "uldp_masked_sum"
 _PROGRESS = ("setup_done", "shares_round", "answered_round", "checked_round")
+#: Protocol 1's first set-up stage: the one whose message carries the session's public parameters.
+_P1_KEY = "p1-key"
 
 
 def _public(config: ProtocolConfig) -> dict:
@@ -99,25 +109,20 @@ def _config_from(values: dict) -> ProtocolConfig:
     )
 
 
-def server_driver(
-    config: ProtocolConfig, ask: Callable[[dict[int, dict]], dict[int, dict]]
-) -> ServerDriver:
-    """The server's Protocol 1 driver (:class:`~uldp.secure.driver.ServerDriver`) over ``query.uldp`` exchanges.
+def server_exchange(
+    ask: Callable[[dict[int, dict]], dict[int, dict]], protocol: ProtocolConfig | None
+) -> Callable[[str, int, dict[int, Payloads]], Mapping[int, Payloads]]:
+    """The exchange of a :class:`uldp.federation.ServerAggregation` over ``query.uldp`` messages.
 
     Args:
-        config: The session's public parameters (:meth:`~uldp.secure.ProtocolConfig.for_training`).
         ask: ``{silo index: settings} -> {silo index: answer}``, one ``query.uldp`` exchange with the silos.
-
-    Returns:
-        The driver; its ``setup()`` runs steps 1(a)-(f), and each round's ``begin_round`` the shares stage (the
-        ``train`` message then carries the update stage's payloads, see :func:`round_settings`).
+        protocol: Protocol 1's session parameters, sent with its first set-up stage (None for the masked sum).
     """
-    from uldp.secure.driver import STAGE_KEY, ServerDriver
 
     def exchange(
         stage: str, round_index: int, payloads: dict[int, Payloads]
     ) -> dict[int, Payloads]:
-        extra = _public(config) if stage == STAGE_KEY else {}
+        extra = _public(protocol) if protocol is not None and stage == _P1_KEY else {}
         answers = ask(
             {
                 s: {"stage": stage, "round": round_index, "payloads": list(p), **extra}
@@ -128,37 +133,22 @@ def server_driver(
             s: tuple(bytes(p) for p in answer.get("payloads", [])) for s, answer in answers.items()
         }
 
-    return ServerDriver(config, exchange)
+    return exchange
 
 
-def masked_sum_server(
-    n_silos: int, ask: Callable[[dict[int, dict]], dict[int, dict]]
-) -> MaskedSumServer:
-    """The server's masked sum (:class:`~uldp.secure.masked_sum.MaskedSumServer`) over ``query.uldp`` exchanges.
-
-    Args:
-        n_silos: |S|.
-        ask: ``{silo index: settings} -> {silo index: answer}``, one ``query.uldp`` exchange with the silos.
-    """
-    from uldp.secure.masked_sum import MaskedSumServer
-
-    def exchange(
-        stage: str, round_index: int, payloads: dict[int, Payloads]
-    ) -> dict[int, Payloads]:
-        answers = ask(
-            {
-                s: {"stage": stage, "round": round_index, "payloads": list(p)}
-                for s, p in payloads.items()
-            }
-        )
-        return {
-            s: tuple(bytes(p) for p in answer.get("payloads", [])) for s, answer in answers.items()
-        }
-
-    return MaskedSumServer(n_silos, exchange)
+def _public_state(context: Any) -> dict:
+    return {
+        name: value
+        for name, value in dict(context.state[STATE_KEY]).items()
+        if name != "silo" and name not in _PROGRESS
+    }
 
 
-def _masked_silo(context: Any) -> MaskedSumSilo:
+def _load_plain(context: Any) -> PlainSilo:
+    return PlainSilo()
+
+
+def _load_masked(context: Any) -> MaskedSumSide:
     from uldp.secure.masked_sum import MaskedSumSilo
 
     if MASKED_SUM_KEY not in context.state:
@@ -166,44 +156,10 @@ def _masked_silo(context: Any) -> MaskedSumSilo:
             "a masked update before the masked sum's set-up: a secure silo never sends its update "
             "unmasked (the strategy sends sum-key first)"
         )
-    return MaskedSumSilo.restore(bytes(context.state[MASKED_SUM_KEY]["silo"]))
+    return MaskedSumSide(MaskedSumSilo.restore(bytes(context.state[MASKED_SUM_KEY]["silo"])))
 
 
-def _masked_answer(silo: MaskedSumSilo, settings: dict, context: Any, **options: Any) -> dict:
-    try:
-        payloads = silo.answer(
-            str(settings["stage"]),
-            int(settings["round"]),
-            tuple(bytes(p) for p in settings.get("payloads", [])),
-            **options,
-        )
-    finally:  # a refused or failed stage still keeps what it spent (a round index is answered at most once)
-        context.state[MASKED_SUM_KEY] = ConfigRecord({"silo": silo.export_state()})
-    return {"payloads": list(payloads)}
-
-
-def silo_masked_sum(settings: dict, context: Any, update: Callable[[], np.ndarray]) -> bytes:
-    """A silo's masked update of round ``settings["round"]`` (the bytes of a
-    :class:`~uldp.secure.messages.MaskedSumMessage`); ``update`` is called only when the round may be answered.
-
-    Raises:
-        ValueError: before the set-up, a round answered already, or see
-            :meth:`uldp.secure.masked_sum.MaskedSumSilo.masked_update`.
-    """
-    from uldp.secure.masked_sum import STAGE_UPDATE
-
-    answer = _masked_answer(
-        _masked_silo(context), {**settings, "stage": STAGE_UPDATE}, context, update=update
-    )
-    return bytes(answer["payloads"][0])
-
-
-def round_settings(payloads: Payloads) -> dict:
-    """What a ``train`` message adds for Protocol 1's update stage (2(b)-(c)): the weights and relayed shares."""
-    return {"p1": list(payloads)}
-
-
-def _load(context: Any) -> SiloDriver:
+def _load_protocol_1(context: Any) -> Protocol1Side:
     from uldp.secure.driver import SiloDriver, SiloProgress
     from uldp.secure.protocol import Silo
 
@@ -213,36 +169,71 @@ def _load(context: Any) -> SiloDriver:
     config = _config_from(state)
     role = Silo.restore(bytes(state["silo"]), config)
     progress = SiloProgress(**{name: int(state[name]) for name in _PROGRESS})
-    return SiloDriver(role.silo_id, np.zeros(config.n_users), config, role=role, progress=progress)
-
-
-def _keep(context: Any, driver: SiloDriver, public: dict) -> None:
-    context.state[STATE_KEY] = ConfigRecord(
-        {**public, "silo": driver.role.export_state(), **asdict(driver.progress)}
+    return Protocol1Side(
+        SiloDriver(role.silo_id, np.zeros(config.n_users), config, role=role, progress=progress)
     )
 
 
-def _answer(driver: SiloDriver, settings: dict, context: Any, public: dict, **options: Any) -> dict:
-    try:
-        payloads = driver.answer(
-            str(settings["stage"]),
-            int(settings["round"]),
-            tuple(bytes(p) for p in settings.get("payloads", settings.get("p1", []))),
-            **options,
+def _keep(context: Any, side: SiloAggregation, public: dict | None = None) -> None:
+    """The silo's state after a stage (a refused or failed stage still keeps what it spent: a round index is
+    answered at most once)."""
+    if isinstance(side, MaskedSumSide):
+        context.state[MASKED_SUM_KEY] = ConfigRecord({"silo": side.silo.export_state()})
+    elif isinstance(side, Protocol1Side):
+        driver = side.driver
+        context.state[STATE_KEY] = ConfigRecord(
+            {
+                **(public if public is not None else _public_state(context)),
+                "silo": driver.role.export_state(),
+                **asdict(driver.progress),
+            }
         )
-    finally:  # a refused or failed stage still keeps what it spent (a round index is answered at most once)
-        _keep(context, driver, public)
-    return {"payloads": list(payloads)}
+
+
+#: How a silo restores each aggregation's side from its context state.
+_LOADERS: dict[str, Callable[[Any], SiloAggregation]] = {
+    PLAIN: _load_plain,
+    MASKED_SUM: _load_masked,
+    PROTOCOL_1: _load_protocol_1,
+}
+
+
+def _answer(
+    side: SiloAggregation,
+    stage: str,
+    settings: dict,
+    context: Any,
+    *,
+    work: RoundWork | None = None,
+    public: dict | None = None,
+) -> Payloads:
+    try:
+        return side.answer(
+            stage,
+            int(settings["round"]),
+            tuple(bytes(p) for p in settings.get("payloads", [])),
+            work=work,
+        )
+    finally:
+        _keep(context, side, public)
+
+
+def silo_round(settings: dict, context: Any, kind: str, work: RoundWork) -> bytes:
+    """This silo's answer to a round's update stage (its update, plain or masked) under aggregation ``kind``;
+    ``work`` runs only when the round may be answered.
+
+    Raises:
+        ValueError: before the set-up, a round answered already, or see the aggregation's checks.
+    """
+    side = _LOADERS[kind](context)
+    return _answer(side, side.round_stages[-1], settings, context, work=work)[0]
 
 
 def silo_setup(
     settings: dict, context: Any, *, index: int, n_users: int, own_counts: np.ndarray
 ) -> dict:
-    """A silo's answer to one Protocol 1 set-up or share stage, or a set-up stage of the masked sum (ULDP-AVG's
-    ``sum-key``, ``sum-directory``; :mod:`uldp.secure.masked_sum`), its state kept in ``context``.
-
-    The stage order, and one answer per round index, are :class:`~uldp.secure.driver.SiloDriver`'s; a new set-up
-    (``p1-key`` again) keeps the last answered round, so no round is answered twice under fresh keys either.
+    """A silo's answer to one set-up stage of the masked sum or Protocol 1, or Protocol 1's shares stage, its state
+    kept in ``context``. The first set-up stage starts a new session; the rounds answered stay answered.
 
     Args:
         settings: The server's message (its ``uldp`` ConfigRecord).
@@ -256,30 +247,26 @@ def silo_setup(
         ValueError: public parameters that do not fit this silo's federation, test keys the node did not allow, a
             stage out of order or a round answered already, or a message that fails the protocol's checks.
     """
-    from uldp.secure.driver import STAGE_KEY, SiloDriver, SiloProgress
-    from uldp.secure.masked_sum import SETUP_STAGES as MASKED_SUM_STAGES, MaskedSumSilo
+    from uldp.secure.masked_sum import SETUP_STAGES as MASKED_SUM_STAGES
 
-    if settings["stage"] in MASKED_SUM_STAGES:  # the masked sum of plain updates (ULDP-AVG)
-        if (
-            settings["stage"] == MASKED_SUM_STAGES[0]
-        ):  # a new session; the rounds it answered stay answered
-            answered = (
-                _masked_silo(context).answered_round if MASKED_SUM_KEY in context.state else 0
+    stage = str(settings["stage"])
+    if stage in MASKED_SUM_STAGES:
+        kind = MASKED_SUM
+        previous = _load_masked(context) if MASKED_SUM_KEY in context.state else None
+        side: SiloAggregation = (
+            MaskedSumSide.start(
+                previous,
+                silo_id=index,
+                n_silos=int(context.state["uldp"]["n_silos"]),
+                counts=own_counts,
+                protocol=lambda: _config_from({}),
             )
-            silo = MaskedSumSilo(
-                index, int(context.state["uldp"]["n_silos"]), answered_round=answered
-            )
-        else:
-            silo = _masked_silo(context)
-        return _masked_answer(silo, settings, context)
-    if settings["stage"] != STAGE_KEY:
-        driver = _load(context)
-        public = {
-            name: value
-            for name, value in dict(context.state[STATE_KEY]).items()
-            if name != "silo" and name not in _PROGRESS
-        }
-        return _answer(driver, settings, context, public)
+            if stage == MASKED_SUM_STAGES[0]
+            else _LOADERS[kind](context)
+        )
+        return {"payloads": list(_answer(side, stage, settings, context))}
+    if stage != _P1_KEY:
+        return {"payloads": list(_answer(_load_protocol_1(context), stage, settings, context))}
     public = {
         name: value
         for name, value in settings.items()
@@ -297,40 +284,12 @@ def silo_setup(
             f"the server asks for an insecure test key ({config.parameters.key_bits} bits); this "
             f"silo accepts one only with --node-config '{TEST_KEYS_KEY}=true' (tests only)"
         )
-    earlier = (
-        _load(context) if STATE_KEY in context.state else None
-    )  # its answered rounds and its verifier stay
-    driver = SiloDriver(
-        index,
-        own_counts,
-        config,
-        verifier=earlier.role.verifier if earlier else None,
-        progress=SiloProgress(answered_round=earlier.progress.answered_round if earlier else 0),
+    earlier = _load_protocol_1(context) if STATE_KEY in context.state else None
+    side = Protocol1Side.start(
+        earlier,
+        silo_id=index,
+        n_silos=config.n_silos,
+        counts=own_counts,
+        protocol=lambda: config,
     )
-    return _answer(driver, settings, context, public)
-
-
-def silo_masked_update(
-    settings: dict, context: Any, inputs: Callable[[], tuple[np.ndarray, np.ndarray]]
-) -> bytes:
-    """Steps 2(b)-(c) in the silo: the masked update of its clipped per-user deltas ``[|U|, d]`` and noise ``[d]``.
-
-    Args:
-        settings: The ``train`` message's settings (``round`` and ``p1``, :func:`round_settings`).
-        context: The ClientApp's context.
-        inputs: ``() -> (deltas, noise)``, called only when the round may be answered.
-
-    Raises:
-        ValueError: a round not announced by its shares stage, answered already, or see
-            :meth:`uldp.secure.protocol.Silo.masked_update`.
-    """
-    from uldp.secure.driver import STAGE_UPDATE
-
-    driver = _load(context)
-    public = {
-        name: value
-        for name, value in dict(context.state[STATE_KEY]).items()
-        if name != "silo" and name not in _PROGRESS
-    }
-    answer = _answer(driver, {**settings, "stage": STAGE_UPDATE}, context, public, inputs=inputs)
-    return bytes(answer["payloads"][0])
+    return {"payloads": list(_answer(side, stage, settings, context, public=public))}

@@ -1,6 +1,6 @@
 """What a silo's ClientApp reads from its own files, kept between messages while its process lives.
 
-Stage 1 of :mod:`uldp.flower.app` loads the silo's records and its patient ids; every later message (the private
+Stage 1 of :mod:`uldp.flower.client` loads the silo's records and its patient ids; every later message (the private
 set union's steps, the federation stage, Protocol 1's stages, each round) needs the same records again. Where the
 ClientApp's process outlives a message (a long-lived :mod:`uldp.flower.worker` behind ``flower-supernode
 --isolation process``, or a :class:`~uldp.flower.LocalGrid` in this process), :class:`SiloViews` keeps them, so a
@@ -36,7 +36,7 @@ class SiloViews:
     """The views of the nodes one ClientApp serves, one per node id (the last run's only).
 
     Args:
-        read: ``context -> view``: reads the silo's files (:func:`uldp.flower.app._silo_view`); what it raises
+        read: ``context -> view``: reads the silo's files (:func:`uldp.flower.client._silo_view`); what it raises
             is raised again on the next message (nothing failed is kept).
     """
 

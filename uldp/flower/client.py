@@ -1,0 +1,358 @@
+"""The silo's side on Flower: :func:`silo_client_app`, the ``ClientApp`` partner of
+:class:`uldp.flower.strategy.UldpStrategy` (the stages are that module's), and :func:`user_numbers`.
+
+Each silo loads its own records and patient ids (``load(context)``, a :class:`SiloData`), answers the private set
+union and the federation stage, and each round computes its update through :class:`uldp.federation.MethodSilo`
+and its aggregation (:mod:`uldp.flower.secure`), after checking the request against its own policy
+(:mod:`uldp.policy`, from its node config) and writing the round into its ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
+from flwr.clientapp import ClientApp
+
+from uldp.common.checks import check_integer
+from uldp.data.base import Allocation
+from uldp.federation import MethodSilo, aggregation_kind
+from uldp.fitting import resolve_records
+from uldp.flower import psu
+from uldp.flower.messages import (
+    INSECURE_NOISE_KEY,
+    KEY_FILE_KEY,
+    LEDGER_KEY,
+    SETUP_ACTION,
+    SILO_KEY,
+    check_runs,
+    config_of,
+    records,
+    server_round_seed,
+)
+from uldp.flower.pseudonyms import read_key_file
+from uldp.flower.secure import silo_round, silo_setup
+from uldp.flower.silo_views import SiloViews
+from uldp.methods import Federation, Hyperparameters, make_method, parse_method
+from uldp.policy import SiloLedger, SiloPolicy
+from uldp.secure.psu import lookup
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+LOGGER = logging.getLogger("uldp.flower")
+_LEDGER_STATE = "uldp_ledger"
+
+
+@dataclass(frozen=True)
+class SiloData:
+    """One silo's own records, as its ``load(context)`` returns them.
+
+    Attributes:
+        x: Records ``[n, ...]`` (tensor, array or DataFrame).
+        y: Targets ``[n, ...]``.
+        patient_ids: The raw patient id of each record (blinded inside the silo for the union, never sent).
+    """
+
+    x: Any
+    y: Any
+    patient_ids: Any
+
+
+class SiloFailure(RuntimeError):
+    """A silo's ClientApp failed; the message starts with the silo's own name (its node config's ``silo``)."""
+
+
+@contextmanager
+def _naming(context: Any) -> Iterator[None]:
+    """Re-raise anything a silo's handler raises with the silo's own name, so the server's error names it."""
+    try:
+        yield
+    except Exception as error:
+        name = context.node_config.get(SILO_KEY, "<no silo name in the node config>")
+        raise SiloFailure(f"silo {name!r} failed: {type(error).__name__}: {error}") from error
+
+
+def _silo_view(
+    load: Callable[[Any], SiloData], model: Callable[[], Any], loss: Any, context: Any
+) -> dict:
+    """Load this silo's records and patient ids (as text), check them as :func:`uldp.fit` does."""
+    if SILO_KEY not in context.node_config or KEY_FILE_KEY not in context.node_config:
+        raise ValueError(
+            f'the SuperNode needs --node-config \'{SILO_KEY}="<name>" {KEY_FILE_KEY}="<path>"\''
+        )
+    data = load(context)
+    if not isinstance(data, SiloData):
+        raise ValueError(
+            f"load(context) must return uldp.flower.SiloData, got {type(data).__name__}"
+        )
+    net = model()
+    resolved = resolve_records(net, loss, data.x, data.y)
+    x, y, loss_fn = resolved.x, resolved.y, resolved.loss
+    ids = list(
+        data.patient_ids.tolist() if hasattr(data.patient_ids, "tolist") else data.patient_ids
+    )
+    if len(ids) != x.shape[0]:
+        raise ValueError(f"patient_ids has {len(ids)} ids, x has {x.shape[0]} records")
+    return {
+        "name": str(context.node_config[SILO_KEY]),
+        "model": net,
+        "loss": loss_fn.trained,
+        "x": x,
+        "y": y,
+        "ids": [str(i) for i in ids],
+        "key": read_key_file(context.node_config[KEY_FILE_KEY]),
+    }
+
+
+def _hello(view: dict, context: Any) -> dict:
+    """Stage 1: name, record count and the hello of a new union session (:func:`uldp.flower.psu.hello`)."""
+    return {
+        "silo": view["name"],
+        "records": int(view["x"].shape[0]),
+        "psu": psu.hello(context, view["name"], view["ids"], view["key"]),
+    }
+
+
+def _federation(view: dict, settings: dict, context: Any) -> dict:
+    """The union of every silo's share: keep ``n[s, u]`` (only this silo's row unless counts were shared) and this
+    silo's patients' user numbers in the node-local context state."""
+    SiloPolicy.from_node_config(context.node_config).check(records=settings["total_records"])
+    names = list(settings["names"])
+    index = int(settings["index"])
+    if names[index] != view["name"] or sorted(names) != names:
+        raise ValueError(f"the server placed silo {view['name']!r} at {index} of {names}")
+    union = psu.finish(list(settings["shares"]), context, view["ids"], view["key"])
+    if union.index != index:
+        raise ValueError(
+            f"the union numbers silo {view['name']!r} {union.index}, the server {index}"
+        )
+    counts = union.counts
+    if not bool(settings["counts"]):
+        counts = np.zeros_like(counts)
+        counts[index] = union.counts[index]
+    context.state["uldp"] = ConfigRecord(
+        {
+            "index": index,
+            "n_silos": len(names),
+            "offset": int(settings["offset"]),
+            "secure": bool(settings["secure"]),
+            "total_records": int(settings["total_records"]),
+            "n_users": union.n_users,
+        }
+    )
+    # this silo's patients as raw SHA-256 bytes [k, 32] (a numpy "S" array would drop trailing zero bytes)
+    keys = np.frombuffer(
+        b"".join(bytes.fromhex(k) for k in union.own_keys), dtype=np.uint8
+    ).reshape(-1, 32)
+    context.state["uldp_arrays"] = ArrayRecord([counts, keys, union.own_indices])
+    return {"n_users": union.n_users, "users_digest": union.digest}
+
+
+def user_numbers(context: Any, patient_ids: Any) -> np.ndarray:
+    """The federation's user number of each of this silo's patient ids (one per record), after the federation
+    stage: the user ids under which :func:`uldp.fit` on the pooled records equals the Flower run (tests, the book).
+
+    Raises:
+        ValueError: Before the federation stage, or an id this silo did not hold then.
+    """
+    if "uldp_arrays" not in context.state:
+        raise ValueError("no user numbers before the federation stage")
+    _, keys, indices = context.state["uldp_arrays"].to_numpy_ndarrays()
+    ids = patient_ids.tolist() if hasattr(patient_ids, "tolist") else list(patient_ids)
+    return lookup(np.array([row.tobytes().hex() for row in keys], dtype="U64"), indices, ids)
+
+
+def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> bytes:
+    """This silo's ``sum_u w_su clip(Delta_su) + z_s`` for the round (Algorithm 3 lines 8-19) as its aggregation's
+    answer (:mod:`uldp.federation`): plain, or in a secure federation only masked, Protocol 1's masked update
+    (ULDP-SGD/AVG-w, :class:`~uldp.secure.messages.MaskedUpdateMessage` bytes) or the masked sum's
+    (:class:`~uldp.secure.messages.MaskedSumMessage` bytes)."""
+    if "uldp" not in context.state:
+        raise ValueError(
+            "a training round before the federation stage (the strategy runs setup first)"
+        )
+    state = dict(context.state["uldp"])
+    counts = context.state["uldp_arrays"].to_numpy_ndarrays()[0]
+    codes = user_numbers(context, view["ids"])
+    spec = check_runs(parse_method(settings["method"]))
+    n_users, n_silos, index = int(state["n_users"]), int(state["n_silos"]), int(state["index"])
+    sampled = np.unpackbits(np.frombuffer(settings["sampled"], dtype=np.uint8))[:n_users].astype(
+        bool
+    )
+    hp = Hyperparameters(
+        global_lr=1.0,
+        local_lr=settings.get("local_lr"),
+        local_epochs=settings.get("local_epochs"),
+        batch_size=settings["batch_size"],
+        clip=settings.get("clip"),
+        sigma=settings["sigma"],
+        q=settings["q"],
+    )
+    n = int(view["x"].shape[0])
+    allocation = Allocation(codes, np.full(n, index), n_users, n_silos, "flower", 0)
+    federation = Federation(
+        view["model"],
+        view["loss"],
+        view["x"],
+        view["y"],
+        allocation,
+        record_ids=state["offset"] + np.arange(n),
+        n_ids=int(state["total_records"]),
+    )
+    secure = bool(state.get("secure", False))
+    silo = MethodSilo(
+        make_method(spec.name, hp),
+        federation,
+        silo_id=index,
+        n_silos=n_silos,
+        counts=counts,
+        secure=secure,
+    )
+    policy = SiloPolicy.from_node_config(context.node_config)
+    silo.check_policy(policy)
+    silo.check_policy(policy, sampled)
+    round_index = int(settings["round"])
+    view["model"].train()
+
+    def admit() -> (
+        None
+    ):  # the round goes into the silo's ledger (on disk) before anything is computed
+        multiplier, q = silo.release()
+        ledger = _ledger(context, policy)
+        ledger.admit(str(context.run_id), round_index, multiplier=multiplier, q=q)
+        _keep_ledger(context, ledger)
+
+    work = silo.work(params, _silo_round_seed(context, round_index), sampled, admit)
+    return silo_round(settings, context, aggregation_kind(spec, secure=secure), work)
+
+
+def _silo_round_seed(context: Any, round_index: int) -> np.random.SeedSequence:
+    """The seed of this silo's noise and record order in a round: its own CSPRNG, whatever the server sends; with
+    the silo's own INSECURE test option (:data:`INSECURE_NOISE_KEY`) the stream of :func:`uldp.fit`'s round."""
+    insecure = context.node_config.get(INSECURE_NOISE_KEY)
+    if insecure is None:  # the server never learns what seeds the noise (issues 25 and 30)
+        return np.random.SeedSequence(secrets.randbits(128))
+    LOGGER.warning(
+        "INSECURE: silo %s draws its noise from its test seed (%s): whoever knows the seed can remove "
+        "it; for tests only",
+        context.node_config.get(SILO_KEY),
+        INSECURE_NOISE_KEY,
+    )
+    return server_round_seed(
+        check_integer(INSECURE_NOISE_KEY, int(insecure), minimum=0), round_index
+    )
+
+
+def _ledger(context: Any, policy: SiloPolicy) -> SiloLedger:
+    """The silo's ledger: the file its node config names (:data:`LEDGER_KEY`), else the SuperNode's memory."""
+    path = context.node_config.get(LEDGER_KEY)
+    ledger = SiloLedger(policy, path)
+    if path is None and _LEDGER_STATE in context.state:
+        ledger.load(json.loads(str(context.state[_LEDGER_STATE]["json"])))
+    return ledger
+
+
+def _keep_ledger(context: Any, ledger: SiloLedger) -> None:
+    if ledger.path is None:
+        context.state[_LEDGER_STATE] = ConfigRecord({"json": json.dumps(ledger.state())})
+
+
+def _protocol_inputs(context: Any) -> dict:
+    """What this silo's Protocol 1 stages need from the federation stage: its number, |U| and its own n_su."""
+    if "uldp" not in context.state or not context.state["uldp"].get("secure", False):
+        raise ValueError(
+            "a Protocol 1 stage before a federation stage set up for it (the strategy sends secure=True)"
+        )
+    state = dict(context.state["uldp"])
+    counts = context.state["uldp_arrays"].to_numpy_ndarrays()[0]
+    return {
+        "index": int(state["index"]),
+        "n_users": int(state["n_users"]),
+        "own_counts": counts[int(state["index"])],
+    }
+
+
+def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], loss: Any) -> Any:
+    """A Flower ``ClientApp`` for one silo of a ULDP-AVG(-w) federation (the partner of :class:`UldpStrategy`).
+
+    The SuperNode of each silo runs with ``--node-config 'silo="<its name>" uldp-key-file="<path>"'`` (the relay
+    key from :func:`uldp.flower.pseudonyms.write_key_file`, the same file content at every silo, never at the
+    server: it seals what the silos send each other through the server, :mod:`uldp.flower.psu`)
+    and optionally its privacy policy (:class:`uldp.policy.SiloPolicy`, ``uldp-policy-<field>=<value>``, e.g.
+    ``uldp-policy-epsilon=4 uldp-policy-min-sigma=1``; the defaults otherwise) and its ledger file
+    (``uldp-ledger=<path>``: the rounds it answered and the noise it released, kept across restarts; without it,
+    in the SuperNode's memory). Nothing the server sends changes the policy, the ledger or the silo's randomness;
+    a request past the policy is refused, logged at the silo and returned to the server as the error. For tests
+    only: ``uldp-insecure-test-keys=true`` (accept Protocol 1 keys under 2048 bits) and
+    ``uldp-insecure-reproducible-noise=<seed>`` (noise from that seed, as :func:`uldp.fit` with it).
+
+    Args:
+        load: ``context -> SiloData``: this silo's own records and raw patient ids, from its own files (read
+            ``context.node_config`` for the path).
+        model: Builds the architecture (its weights come from the server each round).
+        loss: As in :func:`uldp.fit`.
+
+    The records, pseudonyms and model are read once per run and node and kept while the ClientApp's process lives
+    (:class:`uldp.flower.silo_views.SiloViews`; a long-lived process: :mod:`uldp.flower.worker`).
+
+    Returns:
+        The ``ClientApp``; its state (silo number, ``n[s, u]``, the user list, and with Protocol 1 the silo's
+        secrets as :class:`~uldp.secure.messages.SiloState` bytes) lives in the node's context state.
+    """
+    app = ClientApp()
+    views = SiloViews(
+        lambda context: _silo_view(load, model, loss, context)
+    )  # kept while this process lives
+
+    @app.query(SETUP_ACTION)
+    def setup(message: Any, context: Any) -> Any:
+        with _naming(context):
+            settings = config_of(message)
+            if settings["stage"] not in (
+                "hello",
+                "federation",
+                *psu.STAGES,
+            ):  # Protocol 1's need the state only
+                return Message(
+                    records(silo_setup(settings, context, **_protocol_inputs(context))),
+                    reply_to=message,
+                )
+            view = views.get(context)
+            answer = (
+                _hello(view, context)
+                if settings["stage"] == "hello"
+                else psu.step(settings, context, view["ids"], view["key"])
+                if settings["stage"] in psu.STAGES
+                else _federation(view, settings, context)
+            )
+            return Message(records(answer), reply_to=message)
+
+    @app.train()
+    def train(message: Any, context: Any) -> Any:
+        with _naming(context):
+            view = views.get(context)
+        params = message.content["arrays"].to_numpy_ndarrays()[0]
+        try:
+            with _naming(context):
+                update = _train(view, config_of(message), params, context)
+        except (
+            SiloFailure
+        ) as error:  # a refusal (the policy, the ledger, Protocol 1's order): the operator sees it
+            LOGGER.warning("%s", error)
+            raise
+        silo = ConfigRecord(
+            {"insecure_reproducible_noise": INSECURE_NOISE_KEY in context.node_config}
+        )
+        return Message(
+            RecordDict({"uldp": ConfigRecord({"update": update}), "silo": silo}),
+            reply_to=message,
+        )
+
+    return app

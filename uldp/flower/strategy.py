@@ -1,0 +1,542 @@
+"""ULDP-AVG and ULDP-AVG-w on Flower's Message API: a server-side :class:`UldpStrategy` and :func:`silo_client_app`.
+
+Stages (all messages of type ``query.uldp`` except the rounds, ``train``):
+
+1. ``hello`` (server -> every SuperNode): each silo loads *its own* records and patient ids from its own files
+   (``load(context)``), starts a private set union of the ids (:mod:`uldp.flower.psu`, fresh secrets) and answers
+   with its name, its record count and its union hello (a nonce, its number of patients).
+   Then ``psu-start`` and |S| ``psu-relay`` exchanges: the server relays the silos' sealed, blinded lists.
+2. ``federation`` (server -> every silo): silos are numbered in sorted order of their names; silo ``s``'s records
+   get the ids ``offset_s + i`` (offsets: the record counts of the silos before it); the server relays every sealed
+   share of the union. Each silo takes the union (|U| users, numbered in sorted order of their blinded values),
+   keeps ``n[s, u]`` and its own patients' numbers in its context state (node-local) and answers |U| and a digest
+   of the union; the server checks that all silos agree.
+3. Rounds ``t = 1..T`` (``train``): the server samples users (Poisson, rate ``q``, Algorithm 4 line 4) and sends
+   the model and the sampled users; each silo answers ``sum_u w_su clip(Delta_su) + z_s`` (Algorithm 3 lines 8-19)
+   with its noise ``z_s`` and record order drawn from its own CSPRNG-seeded stream; the server sums the answers
+   and steps ``x + eta_g / (q |U| |S|) * sum`` (Algorithm 3 line 6). The epsilon of Theorem 3 (sub-sampled,
+   Lemma 4) after each round is in the strategy's result.
+
+Faults (:mod:`uldp.flower.recovery`): silos are known by their names, not their node ids; the run waits for the
+silos it declares (``silos=``) and refuses to run short of them; every round index is accounted as a release before
+it is asked, and never asked again; after a failed round the strategy takes its silos back by name and goes on at
+the next index; with ``checkpoint=`` a run started again resumes there.
+
+So the run equals :func:`uldp.fit` on the concatenation of the silos' records (silos in sorted name order) with
+the union's user numbers as user ids (:func:`user_numbers`) and the strategy's seed -- exactly when every silo's
+own node config sets ``uldp-insecure-reproducible-noise`` to that seed (tests and the book only: whoever knows the
+seed can subtract the noise; the server never sends a seed, and a silo ignores anything it sends about its
+randomness).
+
+Each silo enforces its own privacy policy (:mod:`uldp.policy`, from its node config): it refuses a request past it
+(sigma, local epochs, records, the user sample), answers each round index once, and keeps the user-level epsilon of
+everything it released, as the server sees it, within its target.
+
+Secure aggregation is the default (``secure=True``; :mod:`uldp.flower.secure`), so the server sees only the sum of
+the silos' updates. ULDP-AVG-w's enhanced weights go through Protocol 1: stage 1 shares carry no counts, stage 2
+keeps only the silo's own ``n_su``, Protocol 1's set-up runs as three more ``query.uldp`` exchanges, and each round
+adds one (``p1-shares``) before ``train``, whose answers are masked updates; the server decodes their sum, within P of
+the plain one (Theorem 4). ULDP-AVG's updates go through Protocol 1's pairwise masks alone
+(:mod:`uldp.secure.masked_sum`: two more set-up exchanges, and each ``train`` answer is masked), decoded within
+``|S| 2^-37`` of the plain sum.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+from flwr.common.logger import log
+from flwr.serverapp.strategy import Result, Strategy
+from torch import nn
+
+from uldp.accounting import epsilon_for_method, epsilon_server_view, sigma_for_epsilon
+from uldp.common.atomic import check_writable
+from uldp.common.checks import check_integer, check_number, check_positive
+from uldp.federation import SERVER_AGGREGATIONS, ServerAggregation, aggregation_kind, update_bounds
+from uldp.fitting import resolve_hyperparameters
+from uldp.flower import psu
+from uldp.flower.arrays import flat_model, trained_model
+from uldp.flower.messages import SETUP_ACTION, check_runs, config_of, records, server_round_seed
+from uldp.flower.recovery import SiloFault, discover_silos, run_rounds
+from uldp.flower.secure import server_exchange
+from uldp.method_names import PROTOCOL_1
+from uldp.methods import make_method, parse_method, user_level
+from uldp.methods.base import needed
+from uldp.secure.config import ProtocolConfig, ProtocolParameters
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from pathlib import Path
+
+    from flwr.serverapp import Grid
+
+LOGGER = logging.getLogger("uldp.flower")
+
+
+def _check_reply(reply: Any, names: dict[int, str]) -> None:
+    if reply.has_error():
+        node = reply.metadata.src_node_id
+        raise SiloFault(f"silo {names.get(node, '?')!r} (node {node}) failed: {reply.error.reason}")
+
+
+class UldpStrategy(Strategy):
+    """The server side of ULDP-AVG / ULDP-AVG-w (Algorithms 3-4) as a Flower ``Strategy``.
+
+    Args:
+        method: ``"ULDP-AVG-w"`` (enhanced weights, Eq. (3)) or ``"ULDP-AVG"`` (uniform weights).
+        sigma: Noise multiplier; or give ``epsilon`` instead.
+        epsilon: Target user-level epsilon (at ``delta``, by the RDP accountant, as :func:`uldp.fit`'s): sigma is
+            the smallest that reaches it after :meth:`start`'s ``num_rounds`` (``uldp.accounting.sigma_for_epsilon``,
+            Theorem 3 with Lemma 4 for q < 1). Exactly one of ``sigma`` and ``epsilon``.
+        q: User-level Poisson sampling rate (Algorithm 4).
+        delta: Target delta of the reported epsilon.
+        global_lr, local_lr, clip, local_epochs, batch_size: As in :func:`uldp.fit` (the same defaults).
+        model: The architecture (optional): with it, :meth:`start` takes the initial model as a ``state_dict`` too
+            and checks its size before any message, and :meth:`trained_model` loads the result into a copy.
+        seed: The seed of the server's user sampling (``None``: from the OS CSPRNG). It never reaches the silos:
+            their noise comes from their own CSPRNG (or, tests only, from their own node config's
+            ``uldp-insecure-reproducible-noise``).
+        secure: Secure aggregation, the default (None or True): Protocol 1 for ULDP-AVG-w, Protocol 1's pairwise
+            masks alone for ULDP-AVG (:mod:`uldp.flower.secure`); the server never holds one silo's update.
+            ``secure=False`` is the explicit option to run without it: each silo's update is then seen with noise
+            ``sigma C / sqrt(|S|)``; under ULDP-AVG-w against a weight up to 1 (and the silos share their exact
+            ``n_su`` with each other), so ``server_view_epsilons`` reports the larger epsilon that view spends, and
+            each silo's policy accounts for it; under ULDP-AVG (uniform weights ``1 / |S|``, no counts) the silos'
+            views together spend what the released model spends.
+        protocol: Protocol 1's :class:`~uldp.secure.ProtocolParameters` (or a mapping of its fields; the paper's
+            3072-bit key and N_max = 2000 by default).
+        silos: The names of the silos the run expects (their SuperNodes' ``silo`` node config); the run waits
+            ``join_timeout`` for them and refuses to run short of them. None takes the silos connected at the
+            start (and, after a fault, the same ones again). See :mod:`uldp.flower.recovery`.
+        checkpoint: File of the strategy's state (model, round index, every release's record), written atomically
+            before and after each round; a run started again with it resumes at the next round index.
+        join_timeout: Seconds to wait for the silos at the start and after a fault.
+        max_aborted_rounds: Aborted rounds (each accounted as a release) after which the run stops instead of
+            taking its silos back and going on.
+
+    Attributes:
+        epsilons: The user-level epsilon of the released model after each release (Theorem 3): one per round index
+            asked, completed or aborted, a resumed run's earlier ones included.
+        server_view_epsilons: The user-level epsilon of what the server sees after each release: ``epsilons`` with
+            secure aggregation or uniform weights, :func:`uldp.accounting.epsilon_server_view` otherwise.
+        insecure_reproducible_noise: Whether any silo reported drawing its noise from its INSECURE test seed.
+        round_seconds: Each round's seconds, from sending the model to the new model (Protocol 1's share
+            exchange included).
+        setup_seconds: The set-up's seconds (stages 1-2 and, with ``secure``, Protocol 1's set-up).
+
+    Raises:
+        ValueError: Another method, bad hyperparameters or protocol parameters, a ``secure`` not a bool, silo names
+            that are not distinct non-empty strings, a checkpoint path that cannot be written, or a bad timeout.
+    """
+
+    def __init__(
+        self,
+        *,
+        method: str = "ULDP-AVG-w",
+        sigma: float | None = None,
+        epsilon: float | None = None,
+        q: float = 1.0,
+        delta: float = 1e-5,
+        global_lr: float | None = None,
+        local_lr: float | None = None,
+        clip: float | None = None,
+        local_epochs: int | None = None,
+        batch_size: int | None = None,
+        seed: int | None = None,
+        secure: bool | None = None,
+        protocol: ProtocolParameters | dict | None = None,
+        silos: Sequence[str] | None = None,
+        checkpoint: str | Path | None = None,
+        join_timeout: float = 120.0,
+        max_aborted_rounds: int = 3,
+        model: nn.Module | None = None,
+    ) -> None:
+        spec = parse_method(method)
+        check_runs(spec)
+        self._spec_name = spec.name
+        self.model = model
+        if (sigma is None) == (epsilon is None):
+            raise ValueError(
+                f"give sigma or epsilon (a target epsilon, sigma calibrated to it at start), exactly one; "
+                f"got sigma={sigma!r}, epsilon={epsilon!r}"
+            )
+        self.epsilon = None if epsilon is None else check_positive("epsilon", epsilon)
+        self._chosen: dict[str, Any] = {
+            "global_lr": global_lr,
+            "local_lr": local_lr,
+            "clip": clip,
+            "local_epochs": local_epochs,
+            "batch_size": batch_size,
+            "sigma": sigma if epsilon is None else 1.0,  # checked now, calibrated at start
+            "delta": delta,
+            "q": q,
+        }
+        self._resolve(
+            1
+        )  # checks every value now; the method's per-silo defaults are set once |S| is known
+        self.seed = secrets.randbits(63) if seed is None else check_integer("seed", seed, minimum=0)
+        self.insecure_reproducible_noise = False
+        if secure is None:
+            secure = True
+        if not isinstance(secure, bool):
+            raise ValueError(
+                f"secure must be True, False or None (the default: secure), got {secure!r}"
+            )
+        self.secure = secure
+        self.protocol = ProtocolParameters.from_mapping(protocol or {})
+        self._aggregation: ServerAggregation | None = None  # after the set-up
+        self.setup_seconds = 0.0
+        self.nodes: list[int] = []
+        self.n_users = 0
+        self.epsilons: list[float] = []
+        self.server_view_epsilons: list[float] = []
+        self.round_seconds: list[float] = []
+        if silos is not None and (
+            isinstance(silos, str)
+            or len(set(silos)) != len(silos)
+            or not all(isinstance(name, str) and name for name in silos)
+        ):
+            raise ValueError(f"silos must be distinct non-empty names, got {silos!r}")
+        self.silos = None if silos is None else tuple(silos)
+        self.checkpoint = None if checkpoint is None else check_writable(checkpoint, "checkpoint")
+        self.join_timeout = check_number("join_timeout", join_timeout, above=0)
+        self.max_aborted_rounds = check_integer("max_aborted_rounds", max_aborted_rounds, minimum=0)
+        self.silo_names: dict[int, str] = {}  # node id -> silo name, as of the last set-up
+        self.users_digest = ""
+
+    def _resolve(self, n_silos: int) -> None:
+        """The hyperparameters (given, or the method's defaults for ``n_silos`` silos, as :func:`uldp.fit`)."""
+        self.hp = resolve_hyperparameters(self._spec_name, n_silos, **self._chosen)
+        self.method = make_method(self._spec_name, self.hp)
+
+    @property
+    def _protocol_1(self) -> bool:
+        """Whether the rounds run Protocol 1 (secure ULDP-AVG-w); secure ULDP-AVG runs the masked sum instead."""
+        return self.secure and self.method.spec.secure_aggregation == PROTOCOL_1
+
+    @property
+    def _shares_counts(self) -> bool:
+        """Whether the silos share their exact n_su with each other: only plain ULDP-AVG-w needs them."""
+        return not self.secure and self.method.spec.per_user_weights
+
+    # ---------------------------------------------------------------------------------------------- setup --
+    def setup(self, grid: Any, *, timeout: float = 600.0) -> None:
+        """Stages 1-2: learn the silos, relay the sealed histograms, agree on |U| (see the module docstring).
+
+        Raises:
+            RuntimeError: A silo failed, two silos share a name, the silos disagree on the users, or the expected
+                silos (``silos``, or after a fault those of the first set-up) did not all answer within
+                ``join_timeout`` (:func:`uldp.flower.recovery.discover_silos`).
+        """
+        start = time.perf_counter()
+        share_counts = self._shares_counts
+
+        def hello(nodes: list[int]) -> dict[int, dict]:
+            contents = {node: {"stage": "hello"} for node in nodes}
+            return {
+                node: config_of(reply)
+                for node, reply in self._ask(grid, contents, timeout, answered_only=True).items()
+            }
+
+        expected = (
+            self.silos
+            if self.silos is not None or not self.silo_names
+            else list(self.silo_names.values())
+        )
+        silos = discover_silos(
+            hello, grid.get_node_ids, expected=expected, join_timeout=self.join_timeout
+        )
+        self.silo_names = {node: str(answer["silo"]) for node, answer in silos.items()}
+        self.nodes = sorted(silos, key=lambda node: silos[node]["silo"])
+        self._resolve(len(self.nodes))
+        counts = [int(silos[node]["records"]) for node in self.nodes]
+        offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
+        names = [silos[n]["silo"] for n in self.nodes]
+
+        def ask(contents: dict[int, dict]) -> dict[int, dict]:  # one query.uldp exchange, by silo
+            replies = self._ask(
+                grid, {self.nodes[s]: content for s, content in contents.items()}, timeout
+            )
+            return {s: config_of(replies[self.nodes[s]]) for s in contents}
+
+        shares = psu.server_union(
+            ask, names, [silos[n]["psu"] for n in self.nodes], share_counts=share_counts
+        )
+        shared = {
+            "stage": "federation",
+            "secure": self.secure,
+            "counts": share_counts,
+            "names": names,
+            "shares": shares,
+            "total_records": int(sum(counts)),
+        }
+        replies = self._ask(
+            grid,
+            {
+                node: {**shared, "index": s, "offset": int(offsets[s])}
+                for s, node in enumerate(self.nodes)
+            },
+            timeout,
+        )
+        agreed = {
+            (int(config_of(r)["n_users"]), config_of(r)["users_digest"]) for r in replies.values()
+        }
+        if len(agreed) != 1:
+            raise RuntimeError("the silos disagree on the users (another key, or a tampered relay)")
+        self.n_users, self.users_digest = agreed.pop()
+
+        aggregation = SERVER_AGGREGATIONS[aggregation_kind(self.method.spec, secure=self.secure)]
+        protocol = (
+            ProtocolConfig.for_training(
+                len(self.nodes),
+                self.n_users,
+                clip=needed(self.hp.clip, "clip"),
+                sigma=needed(self.hp.sigma, "sigma"),
+                parameters=self.protocol,
+            )
+            if aggregation.needs_protocol
+            else None
+        )
+        self._aggregation = aggregation(
+            len(self.nodes), server_exchange(ask, protocol), protocol=protocol, silo_names=names
+        )
+        self._aggregation.setup()
+        self.setup_seconds = time.perf_counter() - start
+
+    def _ask(
+        self, grid: Any, contents: dict[int, dict], timeout: float, *, answered_only: bool = False
+    ) -> dict[int, Any]:
+        """Every node's reply; with ``answered_only`` those that answered without error (the others are logged)."""
+        messages = [
+            grid.create_message(records(content), f"query.{SETUP_ACTION}", node, "setup")
+            for node, content in contents.items()
+        ]
+        replies = {
+            reply.metadata.src_node_id: reply
+            for reply in grid.send_and_receive(messages, timeout=timeout)
+        }
+        if answered_only:
+            for node in sorted(
+                set(contents) - {n for n, r in replies.items() if not r.has_error()}
+            ):
+                reason = (
+                    replies[node].error.reason
+                    if node in replies
+                    else f"no answer within {timeout:g} s"
+                )
+                LOGGER.warning("node %d left out of the set-up: %s", node, reason)
+            return {node: reply for node, reply in replies.items() if not reply.has_error()}
+        for reply in replies.values():
+            _check_reply(reply, self.silo_names)
+        if set(replies) != set(contents):
+            raise RuntimeError(
+                f"silo nodes {sorted(set(contents) - set(replies))} did not answer in {timeout} s"
+            )
+        return replies
+
+    def start(
+        self,
+        grid: Grid,
+        initial_arrays: ArrayRecord | nn.Module | Mapping[str, Any],
+        num_rounds: int = 3,
+        timeout: float = 3600,
+        train_config: ConfigRecord | None = None,
+        evaluate_config: ConfigRecord | None = None,
+        evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
+    ) -> Result:
+        """Set up the federation (stages 1-2), resume from the checkpoint and run rounds (stage 3) until
+        ``num_rounds`` have completed, each accounted before it is asked (:func:`uldp.flower.recovery.run_rounds`);
+        returns Flower's ``Result`` with the final model in ``result.arrays`` and each completed round's epsilon in
+        ``result.train_metrics_clientapp``. ``evaluate_config`` is unused (no federated evaluation).
+
+        ``initial_arrays`` is the model (``nn.Module``), its ``state_dict`` (with the strategy's ``model``), an
+        ``ArrayRecord`` of a state dict, or one of the flat vector (:func:`uldp.flower.arrays.flat_model`);
+        :meth:`trained_model` loads the result.
+        """
+        if self.epsilon is not None:  # the noise that reaches the target after num_rounds releases
+            self._chosen["sigma"] = sigma_for_epsilon(
+                self._spec_name,
+                epsilon=self.epsilon,
+                rounds=check_integer("num_rounds", num_rounds),
+                delta=self._chosen["delta"],
+                q=self.hp.q,
+            )
+            self._resolve(1)
+        initial = flat_model(initial_arrays, self.model)
+        return run_rounds(
+            self,
+            grid,
+            initial.to_numpy_ndarrays()[0],
+            num_rounds=num_rounds,
+            timeout=timeout,
+            train_config=train_config,
+            evaluate_fn=evaluate_fn,
+        )
+
+    def trained_model(self, result: Result) -> nn.Module:
+        """A copy of the strategy's ``model`` holding ``result``'s parameters."""
+        if self.model is None:
+            raise ValueError("trained_model needs the architecture: UldpStrategy(model=...)")
+        return trained_model(result.arrays, self.model)
+
+    # --------------------------------------------------------------------------------------------- rounds --
+    def configure_train(
+        self, server_round: int, arrays: Any, config: Any, grid: Any
+    ) -> Iterable[Any]:
+        """Sample users (Algorithm 4 line 4) and send the model, the sampled users and the settings to every silo."""
+        sampled = (  # every user takes part in a method without user sampling
+            user_level(self.method).sample_users(
+                self.n_users, server_round_seed(self.seed, server_round)
+            )
+            if self.method.spec.per_user
+            else np.ones(self.n_users, dtype=bool)
+        )
+        settings = {
+            "round": server_round,
+            "sampled": np.packbits(sampled).tobytes(),
+            "method": self.method.spec.name,
+            "local_lr": self.hp.local_lr,
+            "local_epochs": self.hp.local_epochs,
+            "batch_size": self.hp.batch_size,
+            "clip": self.hp.clip,
+            "sigma": self.hp.sigma,
+            "q": self.hp.q,
+        }
+        settings = {  # a method's unused hyperparameters are None (ULDP-SGD has no local epochs)
+            name: value for name, value in settings.items() if value is not None
+        }
+        self._params, self._sampled = arrays.to_numpy_ndarrays()[0], sampled
+        self._tick = time.perf_counter()
+        payloads = self._checked_aggregation().begin_round(server_round, sampled)
+        extra = [
+            {"payloads": list(payloads[s])} if payloads[s] else {} for s in range(len(self.nodes))
+        ]
+        return [
+            grid.create_message(
+                RecordDict(
+                    {"arrays": ArrayRecord([self._params]), **records({**settings, **extra[s]})}
+                ),
+                "train",
+                node,
+                str(server_round),
+            )
+            for s, node in enumerate(self.nodes)
+        ]
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Any]) -> tuple[Any, Any]:
+        """``x + eta_g / (q |U| |S|) * sum_s update_s`` in silo order (Algorithm 3 line 6); epsilon (Theorem 3)."""
+        answers, failed = {}, []
+        replies = list(replies)
+        for reply in replies:
+            node = reply.metadata.src_node_id
+            if reply.has_error():
+                failed.append(f"{self.silo_names.get(node, '?')!r} failed: {reply.error.reason}")
+            else:
+                answers[node] = reply.content
+        silent = [
+            f"{self.silo_names[node]!r} did not answer"
+            for node in self.nodes
+            if node not in answers
+            and not any(reply.metadata.src_node_id == node for reply in replies)
+        ]
+        if failed or silent:
+            raise SiloFault(
+                f"round {server_round}: silo {'; silo '.join(failed + silent)}",
+                answered=[self.silo_names[node] for node in answers],
+            )
+        updates = {
+            s: (bytes(answers[node]["uldp"]["update"]),) for s, node in enumerate(self.nodes)
+        }
+        bounds = update_bounds(
+            self.method, n_silos=len(self.nodes), sampled=self._sampled, size=self._params.size
+        )
+        try:  # Protocol 1's step 2(c), the masked sum's decoding or the plain sum, each checked against the bounds
+            total = self._checked_aggregation().finish_round(
+                server_round, updates, self._params, bounds=bounds
+            )
+        except ValueError as error:
+            raise RuntimeError(f"round {server_round}: {error}") from error
+        if any(bool(answers[node]["silo"]["insecure_reproducible_noise"]) for node in self.nodes):
+            if not self.insecure_reproducible_noise:
+                log(
+                    30,
+                    "INSECURE: silos draw their noise from their test seed (uldp-insecure-reproducible-noise)",
+                )
+            self.insecure_reproducible_noise = True
+        params = self.method.server_step(
+            torch.from_numpy(self._params),
+            torch.from_numpy(total),
+            n_users=self.n_users,
+            n_silos=len(self.nodes),
+        )
+        epsilon = self.released_epsilon(server_round)
+        view = self.server_view_epsilon(server_round)
+        self.round_seconds.append(time.perf_counter() - self._tick)
+        return ArrayRecord([params.numpy()]), MetricRecord(
+            {"epsilon": epsilon, "server_view_epsilon": view}
+        )
+
+    def released_epsilon(self, releases: int) -> float:
+        """The user-level epsilon of the released model after ``releases`` releases (Theorem 1, or Theorem 3 with
+        Lemma 4 for q < 1): a fact of sigma, the releases, delta and q, not of the data the server never holds."""
+        return epsilon_for_method(
+            self.method.spec.name,
+            sigma=needed(self.hp.sigma, "sigma"),
+            rounds=releases,
+            delta=self.hp.delta,
+            q=self.hp.q if self.method.spec.per_user else 1.0,
+        ).epsilon
+
+    def server_view_epsilon(self, releases: int) -> float:
+        """The user-level epsilon of what the server has seen after ``releases`` releases: the released model's with
+        secure aggregation or uniform weights, :func:`uldp.accounting.epsilon_server_view` (each silo's own
+        release, Theorem 3 per silo) when plain silos share their counts for ULDP-AVG-w."""
+        epsilon = self.released_epsilon(releases)
+        if not self._shares_counts:
+            return epsilon
+        return epsilon_server_view(
+            sigma=needed(self.hp.sigma, "sigma"),
+            rounds=releases,
+            delta=self.hp.delta,
+            n_silos=len(self.nodes),
+            q=self.hp.q,
+        ).epsilon
+
+    def _checked_aggregation(self) -> ServerAggregation:
+        if self._aggregation is None:
+            raise RuntimeError("a round before the set-up (start() runs setup first)")
+        return self._aggregation
+
+    def configure_evaluate(
+        self, server_round: int, arrays: Any, config: Any, grid: Any
+    ) -> Iterable[Any]:
+        """No federated evaluation (a test set at the silos would be a release the budget does not cover)."""
+        return []
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Any]) -> Any:
+        """Nothing to aggregate."""
+        return None
+
+    def summary(self) -> None:
+        """Log the method and its settings."""
+        log(
+            20,
+            "%s: sigma=%s q=%s delta=%s%s",
+            self.method.spec.name,
+            self.hp.sigma,
+            self.hp.q,
+            self.hp.delta,
+            f" with Protocol 1 ({self.protocol.key_bits}-bit key)"
+            if self._protocol_1
+            else " with the masked sum (Protocol 1's pairwise masks)"
+            if self.secure
+            else " WITHOUT secure aggregation (see server_view_epsilons)"
+            if self._shares_counts
+            else "",
+        )

@@ -12,7 +12,19 @@
 
 # %% [markdown]
 # # MNIST: privacy-utility trade-offs
-#
+
+# %% tags=["parameters"]
+profile = "default"
+
+# %%
+from IPython.display import Markdown, display
+
+from uldp.paper import chapters, experiments, findings, plots, scorecard
+
+mnist = chapters.ExperimentChapter.load("mnist", profile)
+display(Markdown(findings.findings_box("mnist", mnist.verdict_data)))
+
+# %% [markdown]
 # The paper's {ref}`Figure 5 <paper-figure-5>`: test loss (left), accuracy (middle) and user-level $\epsilon$ (right) on
 # MNIST, 5 silos, 100 or 10000 users, uniform, zipf (iid) and zipf non-iid (at most 2 labels per user) allocations,
 # $T = 200$ rounds. Beyond the general picture of Creditcard, the paper reads two things here: with 100 users,
@@ -25,13 +37,12 @@
 #
 # The paper's settings for this figure and every other: {doc}`settings`.
 
-# %% tags=["parameters"]
-profile = "default"
+# %% [markdown]
+# ## Where the results come from
+#
+# Folded below: where the results come from, their scale, and what ran (the settings, seeds and run arguments).
 
-# %%
-from uldp.paper import chapters, experiments, plots, scorecard
-
-mnist = chapters.ExperimentChapter.load("mnist", profile)
+# %% tags=["hide-output"]
 mnist.introduction()
 
 # %% [markdown]
@@ -112,4 +123,11 @@ mnist.claims()
 # from the figure's results and the Scorecard's rows:
 
 # %%
+display(Markdown(findings.conclusions("mnist", mnist.verdict_data)))
+
+# %% [markdown]
+# Run by run (folded): runs that end at a trivial level, lines whose seeds spread widely, runs shared between
+# settings, and the run time.
+
+# %% tags=["hide-output"]
 mnist.conclusions(also=[short])

@@ -12,7 +12,21 @@
 
 # %% [markdown]
 # # TcgaBrca: privacy-utility trade-offs
-#
+
+# %% tags=["parameters"]
+profile = "default"
+
+# %%
+from IPython.display import Markdown, display
+
+from uldp.paper import findings
+from uldp.paper.chapters import ExperimentChapter
+from uldp.paper.plots import privacy_utility_figure
+
+tcga = ExperimentChapter.load("tcga_brca", profile)
+display(Markdown(findings.findings_box("tcga_brca", tcga.verdict_data)))
+
+# %% [markdown]
 # The paper's {ref}`Figure 7 <paper-figure-7>`: C-index (left) and user-level $\epsilon$ (right) on FLamby's
 # Fed-TCGA-BRCA survival data, 6 fixed silos (regions), 50 or 200 users ($n \approx 17$ and $4$) allocated uniformly (the
 # authors' independent draws, `uniform-with-replacement`: {doc}`differences`) or by zipf, a linear Cox model
@@ -22,14 +36,12 @@
 #
 # The paper's settings for this figure and every other: {doc}`settings`.
 
-# %% tags=["parameters"]
-profile = "default"
+# %% [markdown]
+# ## Where the results come from
+#
+# Folded below: where the results come from, their scale, and what ran (the settings, seeds and run arguments).
 
-# %%
-from uldp.paper.chapters import ExperimentChapter
-from uldp.paper.plots import privacy_utility_figure
-
-tcga = ExperimentChapter.load("tcga_brca", profile)
+# %% tags=["hide-output"]
 tcga.introduction()
 
 # %% [markdown]
@@ -64,6 +76,13 @@ tcga.claims()
 # for this dataset (the {doc}`settings`), at a very large $\epsilon$. Computed from the results shown:
 
 # %%
+display(Markdown(findings.conclusions("tcga_brca", tcga.verdict_data)))
+
+# %% [markdown]
+# Run by run (folded): runs that end at a trivial level, lines whose seeds spread widely, runs shared between
+# settings, and the run time.
+
+# %% tags=["hide-output"]
 tcga.conclusions()
 
 # %% [markdown]

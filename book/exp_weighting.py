@@ -12,7 +12,19 @@
 
 # %% [markdown]
 # # Enhanced weighting: ULDP-AVG vs ULDP-AVG-w
-#
+
+# %% tags=["parameters"]
+profile = "default"
+
+# %%
+from IPython.display import Markdown, display
+
+from uldp.paper import chapters, findings, plots
+
+weighting = chapters.ExperimentChapter.load("weighting", profile)
+display(Markdown(findings.findings_box("weighting", weighting.verdict_data)))
+
+# %% [markdown]
 # ULDP-AVG weights every user's clipped update in every silo by $w_{s,u} = 1/|S|$; ULDP-AVG-w uses
 # $w_{s,u} = n_{s,u} / N_u$ (the share of user $u$'s records held by silo $s$), computed privately by the weighting
 # protocol. Both have the same user-level sensitivity, hence the same $\epsilon$. The paper's
@@ -23,13 +35,12 @@
 #
 # The paper's settings for this figure and every other: {doc}`settings`.
 
-# %% tags=["parameters"]
-profile = "default"
+# %% [markdown]
+# ## Where the results come from
+#
+# Folded below: where the results come from, their scale, and what ran (the settings, seeds and run arguments).
 
-# %%
-from uldp.paper import chapters, plots
-
-weighting = chapters.ExperimentChapter.load("weighting", profile)
+# %% tags=["hide-output"]
 weighting.introduction()
 
 # %% [markdown]
@@ -91,6 +102,13 @@ runtime.claims()
 # and then the protocol's runtime:
 
 # %%
+display(Markdown(findings.conclusions("weighting", weighting.verdict_data)))
+
+# %% [markdown]
+# Run by run (folded): runs that end at a trivial level, lines whose seeds spread widely, runs shared between
+# settings, and the run time.
+
+# %% tags=["hide-output"]
 weighting.conclusions()
 
 # %%

@@ -1340,3 +1340,24 @@ def test_stored_runs_table_counts_the_files_of_each_grid_and_profile():
                 name,
                 profile,
             )
+
+
+def test_a_grid_with_more_seeds_for_some_methods_loads_what_each_setting_has(tmp_path):
+    """The medical grids' paper profile lists 20 seeds; the runs stored so far (some methods at 3 seeds, others at
+    1) are read per setting, the rest counted missing, and every line stays covered."""
+    from uldp.paper.verdicts import per_setting
+
+    specs = [
+        spec
+        for spec in expand("heart_disease", "paper")
+        if spec.seed < (3 if spec.kwargs["method"] == "ULDP-AVG" else 1)
+    ]
+    for spec in specs:
+        payload = {**_stored_payload(spec), "result": fake_backend.paper_like(spec.kwargs)}
+        experiments.write_json_atomic(result_path(tmp_path, spec), payload)
+    results = load_results("heart_disease", "paper", root=tmp_path)
+    assert len(results.runs) == len({(s.panel, s.series, s.seed) for s in specs})
+    assert results.covers_every_line and not results.complete
+    table = per_setting(results, "accuracy")
+    assert set(table.loc[table["series"] == "ULDP-AVG", "seeds"]) == {3}
+    assert set(table.loc[table["series"] == "DEFAULT", "seeds"]) == {1}

@@ -37,7 +37,9 @@ from uldp.paper.experiments.keys import UNIFORM_SCHEMES
 from uldp.paper.verdicts import (
     HOLDS,
     MISSING,
+    VERDICT_WORDS,
     NotMeasured,
+    badge,
     per_setting,
     profile_label,
     readable_number,
@@ -1021,7 +1023,7 @@ def _cell(text: str) -> str:
 
 def scorecard_markdown(rows: pd.DataFrame, chapters: Mapping[str, str]) -> str:
     """A Markdown table of Scorecard rows: the claim (its figures linked to the chapters that show them), what was
-    measured, the verdict in bold and the results it rests on.
+    measured, the verdict as a coloured badge and the results it rests on.
 
     Args:
         rows: Rows of :func:`uldp.paper.scorecard.scorecard` or :func:`view_scorecard`.
@@ -1031,7 +1033,7 @@ def scorecard_markdown(rows: pd.DataFrame, chapters: Mapping[str, str]) -> str:
     lines = ["| claim | measured | verdict | results |", "|---|---|---|---|"]
     lines += [
         f"| {_cell(row.where)}: {_cell(row.claim)} ({chapters.get(row.key, '')}) | {_cell(row.measured)} | "
-        f"**{row.verdict}** | {_cell(row.source)} |"
+        f"{badge(row.verdict)} | {_cell(row.source)} |"
         for row in rows.itertuples()
     ]
     return "\n".join(lines)
@@ -1128,23 +1130,15 @@ def claim_findings(verdicts: Verdicts, key: str) -> str:
 
 # ------------------------------------------------------------------------------------------- the opening page
 
-#: How the opening page says a number of claims with each verdict: (one claim, several claims).
-_VERDICT_WORDS = {
-    HOLDS: ("holds", "hold"),
-    scorecard.PARTLY: ("holds partly", "hold partly"),
-    scorecard.FAILS: ("does not hold", "do not hold"),
-    MISSING: ("is not measured", "are not measured"),
-}
-
 
 def verdict_counts(verdicts: Sequence[str]) -> str:
     """The Scorecard's verdicts counted in a sentence.
 
-    >>> verdict_counts(["holds", "holds", "does not hold", "not measured"])
-    "Of the paper's 4 claims, 2 hold, 1 does not hold and 1 is not measured."
+    >>> verdict_counts(["holds", "holds", "contradicted", "not measured"])
+    "Of the paper's 4 claims, 2 hold, 1 is contradicted and 1 is not measured."
     """
     counts = pd.Series(list(verdicts), dtype=object).value_counts()
-    parts = [f"{count} {_VERDICT_WORDS[verdict][count > 1]}" for verdict, count in counts.items()]
+    parts = [f"{count} {VERDICT_WORDS[verdict][count > 1]}" for verdict, count in counts.items()]
     return f"Of the paper's {len(verdicts)} claims, {_joined(parts)}."
 
 

@@ -44,6 +44,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "uldp.paper.scorecard_figures",
         "uldp.paper.forest",
         "uldp.paper.findings",
+        "uldp.paper.overview",
         "uldp.paper.beyond",
         "uldp.paper.errata",
         "uldp.paper.chapters",

@@ -93,11 +93,11 @@ chapter.claims()
 # ## What to conclude
 #
 # Creditcard's surprises are about the metric. A mean accuracy near the share of normal rows, the accuracy of always
-# answering "normal", can mean that at some seeds a method ends at that trivial classifier and at others it learns:
-# the list below names every run whose balanced accuracy is at the trivial level, and every line whose seeds spread
-# widely. ULDP-GROUP-$k$ keeps at most $k$ records per user, so with 100 users (many records each) it trains on a
-# small part of the data; its group conversion raises its $\epsilon$, not its noise. Computed from the results shown
-# and the Scorecard's rows:
+# answering "normal", can mean that at some seeds a method ends at that trivial classifier and at others it learns;
+# the claims are therefore judged on the balanced accuracy, and the folded list after them names every run at the
+# trivial level and every line whose seeds spread widely. ULDP-GROUP-$k$ keeps at most $k$ records per user, so with
+# 100 users (many records each) it trains on a small part of the data; its group conversion raises its $\epsilon$,
+# not its noise. The paper's claims on this figure, judged on its results alone:
 
 # %%
 display(Markdown(findings.conclusions("creditcard", chapter.verdict_data)))

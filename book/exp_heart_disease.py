@@ -61,8 +61,8 @@ heart.show_figures(
 #
 # HeartDisease is small: FLamby's pooled training records over four hospitals and a 14-parameter model. DEFAULT and
 # ULDP-NAIVE do not read the users, so their numbers repeat in every setting (one run per seed serves all four).
-# First the findings computed from the results above, then the paper's claims that read
-# {ref}`Figure 6 <paper-figure-6>`, as the Scorecard judges them on the same stored results.
+# The paper's claims that read {ref}`Figure 6 <paper-figure-6>`, judged on its results alone, then (folded) the runs
+# worth a look, and the Scorecard's rows.
 
 # %%
 display(Markdown(findings.conclusions("heart_disease", heart.verdict_data)))

@@ -119,8 +119,8 @@ mnist.claims()
 # MNIST's privacy-utility figure is the one this book cannot show at the paper's scale. After a fraction of the
 # paper's training, only the comparisons between federations (iid against non-iid, 100 against 10000 users) carry
 # over.
-# The $\epsilon$ table needs no such care: it is what the paper-profile runs would report. The findings computed
-# from the figure's results and the Scorecard's rows:
+# The $\epsilon$ table needs no such care: it is what the paper-profile runs would report. The paper's claims on
+# this figure, judged on its results alone:
 
 # %%
 display(Markdown(findings.conclusions("mnist", mnist.verdict_data)))

@@ -76,7 +76,8 @@ sampling.claims()
 # Sub-sampling trades utility for privacy in one direction only: a smaller $q$ always gives a smaller $\epsilon$
 # (the accountant's bound falls with $q$ whatever the data), while the utility cost depends on the data. A rate whose
 # runs end at the accuracy of always answering "normal" has learnt nothing, however close that accuracy looks to the
-# others: the balanced accuracy above and the list below say which. The computed findings:
+# others: the claims are judged on the balanced accuracy, and the folded list after them says which runs did so. The
+# paper's claims on this figure, judged on its results alone:
 
 # %%
 display(Markdown(findings.conclusions("user_sampling", sampling.verdict_data)))

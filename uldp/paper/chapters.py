@@ -34,6 +34,7 @@ from uldp.models import build_model
 from uldp.paper import experiments, plots, scorecard
 from uldp.paper.experiments import ChapterResults, ResultSet, duration
 from uldp.paper.experiments.keys import UNIFORM_SCHEMES
+from uldp.paper.settings import paper_seeds
 from uldp.paper.verdicts import (
     HOLDS,
     MISSING,
@@ -269,7 +270,7 @@ def scale_sentence(results: ResultSet) -> str:
         )
         return (
             f"These results ran at the paper's settings (scale: **{label}**), {len(seeds)} seed(s) of the "
-            f"paper's {len(experiments.PAPER_SEEDS)}, {readable}."
+            f"{len(paper_seeds(results.grid))} of its paper profile, {readable}."
         )
     if results.profile == "short":
         return (

@@ -343,9 +343,18 @@ def stored_results(
 
 def _source(results: ResultSet) -> str:
     """Which results a verdict rests on: grid, profile (:func:`uldp.paper.verdicts.profile_label`: "paper settings on
-    the
-    Creditcard subset" where that ran), seeds, runs and panels when not all."""
-    text = f"{results.grid}: {profile_label(results)}, {len({run['seed'] for run in results.runs})} seed(s)"
+    the Creditcard subset" where that ran), seeds (per line of a panel where the lines have different numbers), runs
+    and panels when not all."""
+    per_line: dict[tuple[str, str], set[int]] = {}
+    for run in results.runs:
+        per_line.setdefault((run["panel"], run["series"]), set()).add(run["seed"])
+    counts = sorted({len(seeds) for seeds in per_line.values()})
+    seeds = (
+        f"{len({run['seed'] for run in results.runs})} seed(s)"
+        if len(counts) <= 1
+        else f"{counts[0]} to {counts[-1]} seeds per line"
+    )
+    text = f"{results.grid}: {profile_label(results)}, {seeds}"
     if results.source == "accounting":
         text += ", epsilon from accounting alone (nothing trained)"
     if not results.complete:

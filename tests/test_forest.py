@@ -41,7 +41,7 @@ def test_each_setting_is_a_bar_of_its_margin_in_its_verdicts_colour():
         to_hex(VERDICT_COLOURS[v]) for v in (HOLDS, NOT_SHOWN, CONTRADICTED)
     ]
     assert [tick.get_text() for tick in ax.get_yticklabels()] == ["a", "b", "c"]
-    assert ax.get_xscale() == "linear" and ax.get_xlabel() == "m"
+    assert ax.get_xscale() == "linear" and ax.get_xlabel().startswith("m (mean ± ")
     matplotlib.pyplot.close(fig)
 
 

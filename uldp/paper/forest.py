@@ -40,7 +40,7 @@ def forest_plot(finding: Finding, title: str) -> Figure:
         raise ValueError(f"the finding of {title!r} has no differences per setting to draw")
     labels = [label for label, _ in finding.gaps]
     gaps = [gap for _, gap in finding.gaps]
-    fig, ax = plt.subplots(figsize=(7.0, 0.9 + 0.32 * len(gaps)))
+    fig, ax = plt.subplots(figsize=(9.0, 1.6 + 0.32 * len(gaps)))
     for row, gap in enumerate(gaps):
         colour = VERDICT_COLOURS[margin_verdict(gap, finding.threshold)]
         if math.isfinite(gap.se):
@@ -53,20 +53,19 @@ def forest_plot(finding: Finding, title: str) -> Figure:
         ax.set_xscale("log")
     ax.set_yticks(range(len(gaps)), labels, fontsize=9)
     ax.invert_yaxis()
-    ax.set_xlabel(finding.measure or "difference", fontsize=10)
-    ax.set_title(title, fontsize=11, loc="left")
+    ax.set_xlabel(f"{finding.measure or 'difference'} (mean ± {SE_MULTIPLE:g} SE)", fontsize=10)
+    fig.suptitle(title, fontsize=11, x=0.01, ha="left")
     handles = [
         Line2D([], [], color=VERDICT_COLOURS[verdict], marker="o", linewidth=2.5, label=verdict)
         for verdict in (HOLDS, NOT_SHOWN, CONTRADICTED)
     ] + [Line2D([], [], color="black", linestyle="--", label="threshold")]
     ax.legend(
         handles=handles,
-        loc="upper left",
-        bbox_to_anchor=(1.01, 1.0),
+        loc="lower center",
+        bbox_to_anchor=(0.5, 1.02),
+        ncol=len(handles),
         fontsize=LEGEND_POINTS,
         frameon=False,
-        title=f"mean ± {SE_MULTIPLE:g} SE",
-        title_fontsize=LEGEND_POINTS,
     )
     fig.tight_layout()
     return fig

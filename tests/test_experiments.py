@@ -1186,6 +1186,7 @@ def test_every_committed_result_is_a_run_of_its_grid_stored_under_its_key(profil
     settings, or of the same settings trained to the paper's epsilon by PLD (uldp.paper.beyond.PLD_RERUNS). (Checkpoints
     of runs in progress are ignored by git.)"""
     from uldp.paper.beyond import PLD_RERUNS
+    from uldp.paper.settings import paper_seeds
 
     root = experiments.results_root(profile)
     files = sorted(root.glob("*/*.json"))
@@ -1203,9 +1204,13 @@ def test_every_committed_result_is_a_run_of_its_grid_stored_under_its_key(profil
             for privacy in variants.get(name, [{}])
             for uniform in ("uniform", None)
             for spec in expand(
-                name, profile, seeds=list(range(10)), uniform_allocation=uniform, **privacy
+                name,
+                profile,
+                seeds=list(range(max(10, len(paper_seeds(name))))),
+                uniform_allocation=uniform,
+                **privacy,
             )
-        ]  # any seed up to 9
+        ]  # any seed up to 9, or up to the grid's paper-profile seeds where it has more
         specs[name] = {spec.key: spec for spec in grid_specs}
         for grid_spec in grid_specs:  # a shared run has a place in more than one panel
             places.setdefault(grid_spec.key, set()).add((grid_spec.panel, grid_spec.series))

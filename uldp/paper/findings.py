@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from uldp.paper.experiments import expand
 from uldp.paper.scorecard import CLAIMS, judge
 from uldp.paper.scorecard_figures import weighting_gaps
 from uldp.paper.scorecard_utility import (
@@ -124,8 +125,14 @@ def mnist_findings(data: Mapping[str, ResultSet]) -> list[str]:
         table = per_setting(accounted, "epsilon")
         group = table[table["series"] == "ULDP-GROUP-2"].groupby("n_users")["mean"].max()
         avg = table[table["series"] == "ULDP-AVG"]["mean"]
+        paper = next(
+            spec
+            for spec in expand("mnist", "paper", seeds=[0])
+            if spec.kwargs["method"] == "ULDP-AVG"
+        )
         sentences.append(
-            "No paper-scale MNIST training has run here (200 rounds of 50 local epochs); its privacy side needs "
+            f"No paper-scale MNIST training has run here ({paper.kwargs['rounds']} rounds of "
+            f"{paper.kwargs['local_epochs']} local epochs); its privacy side needs "
             f"no training: at the paper's settings ULDP-AVG spends an $\\epsilon$ of {_epsilon_span(avg)}, and "
             + ", ".join(
                 f"ULDP-GROUP-2 at most {eps:,.1f} with {users} users"

@@ -314,8 +314,8 @@ def per_setting(results: ResultSet, metric: str, how: str = "final") -> pd.DataF
             mean=("value", "mean"),
             std=("value", "std"),
             median=("value", "median"),
-            q1=("value", lambda column: column.quantile(0.25)),
-            q3=("value", lambda column: column.quantile(0.75)),
+            q1=("value", lambda column: _quartile(column, 0.25)),
+            q3=("value", lambda column: _quartile(column, 0.75)),
             seeds=("value", "count"),
             **{name: (name, "first") for name in params},
         )
@@ -328,6 +328,13 @@ def per_setting(results: ResultSet, metric: str, how: str = "final") -> pd.DataF
     }
     table["values"] = [by_seed[(row.panel, row.series)] for row in table.itertuples()]
     return table
+
+
+def _quartile(column: pd.Series, q: float) -> float:
+    """The ``q`` quantile of ``column``; an infinite epsilon (a guarantee that does not exist) gives an infinite or
+    undefined quartile without numpy's warning about ``inf - inf``."""
+    with np.errstate(invalid="ignore"):
+        return float(column.quantile(q))
 
 
 def value(table: pd.DataFrame, panel: str, series: str) -> float | None:

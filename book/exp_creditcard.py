@@ -12,7 +12,19 @@
 
 # %% [markdown]
 # # Creditcard: privacy-utility trade-offs
-#
+
+# %% tags=["parameters"]
+profile = "default"
+
+# %%
+from IPython.display import Markdown, display
+
+from uldp.paper import chapters, findings, plots
+
+chapter = chapters.ExperimentChapter.load("creditcard", profile)
+display(Markdown(findings.findings_box("creditcard", chapter.verdict_data)))
+
+# %% [markdown]
 # The paper's {ref}`Figure 4 <paper-figure-4>`: test accuracy (left) and the accumulated user-level $\epsilon$ (right)
 # of every method on the Creditcard fraud data, 5 silos, with 100 or 1000 users and uniform or zipf allocations,
 # $\sigma = 5$, $\delta = 10^{-5}$, $T = 100$ rounds. The paper's reading: ULDP-AVG/SGD reach competitive accuracy at a
@@ -27,13 +39,12 @@
 #
 # The paper's settings for this figure and every other: {doc}`settings`.
 
-# %% tags=["parameters"]
-profile = "default"
+# %% [markdown]
+# ## Where the results come from
+#
+# Folded below: where the results come from, their scale, and what ran (the settings, seeds and run arguments).
 
-# %%
-from uldp.paper import chapters, plots
-
-chapter = chapters.ExperimentChapter.load("creditcard", profile)
+# %% tags=["hide-output"]
 chapter.introduction()
 
 # %% [markdown]
@@ -82,11 +93,18 @@ chapter.claims()
 # ## What to conclude
 #
 # Creditcard's surprises are about the metric. A mean accuracy near the share of normal rows, the accuracy of always
-# answering "normal", can mean that at some seeds a method ends at that trivial classifier and at others it learns:
-# the list below names every run whose balanced accuracy is at the trivial level, and every line whose seeds spread
-# widely. ULDP-GROUP-$k$ keeps at most $k$ records per user, so with 100 users (many records each) it trains on a
-# small part of the data; its group conversion raises its $\epsilon$, not its noise. Computed from the results shown
-# and the Scorecard's rows:
+# answering "normal", can mean that at some seeds a method ends at that trivial classifier and at others it learns;
+# the claims are therefore judged on the balanced accuracy, and the folded list after them names every run at the
+# trivial level and every line whose seeds spread widely. ULDP-GROUP-$k$ keeps at most $k$ records per user, so with
+# 100 users (many records each) it trains on a small part of the data; its group conversion raises its $\epsilon$,
+# not its noise. The paper's claims on this figure, judged on its results alone:
 
 # %%
+display(Markdown(findings.conclusions("creditcard", chapter.verdict_data)))
+
+# %% [markdown]
+# Run by run (folded): runs that end at a trivial level, lines whose seeds spread widely, runs shared between
+# settings, and the run time.
+
+# %% tags=["hide-output"]
 chapter.conclusions()

@@ -12,7 +12,19 @@
 
 # %% [markdown]
 # # HeartDisease: privacy-utility trade-offs
-#
+
+# %% tags=["parameters"]
+profile = "default"
+
+# %%
+from IPython.display import Markdown, display
+
+from uldp.paper import chapters, findings, plots
+
+heart = chapters.ExperimentChapter.load("heart_disease", profile)
+display(Markdown(findings.findings_box("heart_disease", heart.verdict_data)))
+
+# %% [markdown]
 # The paper's {ref}`Figure 6 <paper-figure-6>`: accuracy (left) and user-level $\epsilon$ (right) on FLamby's
 # Fed-Heart-Disease, whose 4 silos (hospitals) are fixed, with 50 or 200 users ($n \approx 10$ and $2.5$ records per
 # user) and the uniform (the authors' independent draws, `uniform-with-replacement`: {doc}`differences`) or zipf (80%
@@ -23,13 +35,12 @@
 #
 # The paper's settings for this figure and every other: {doc}`settings`.
 
-# %% tags=["parameters"]
-profile = "default"
+# %% [markdown]
+# ## Where the results come from
+#
+# Folded below: where the results come from, their scale, and what ran (the settings, seeds and run arguments).
 
-# %%
-from uldp.paper import chapters, plots
-
-heart = chapters.ExperimentChapter.load("heart_disease", profile)
+# %% tags=["hide-output"]
 heart.introduction()
 
 # %% [markdown]
@@ -50,10 +61,17 @@ heart.show_figures(
 #
 # HeartDisease is small: FLamby's pooled training records over four hospitals and a 14-parameter model. DEFAULT and
 # ULDP-NAIVE do not read the users, so their numbers repeat in every setting (one run per seed serves all four).
-# First the findings computed from the results above, then the paper's claims that read
-# {ref}`Figure 6 <paper-figure-6>`, as the Scorecard judges them on the same stored results.
+# The paper's claims that read {ref}`Figure 6 <paper-figure-6>`, judged on its results alone, then (folded) the runs
+# worth a look, and the Scorecard's rows.
 
 # %%
+display(Markdown(findings.conclusions("heart_disease", heart.verdict_data)))
+
+# %% [markdown]
+# Run by run (folded): runs that end at a trivial level, lines whose seeds spread widely, runs shared between
+# settings, and the run time.
+
+# %% tags=["hide-output"]
 heart.conclusions()
 
 # %%

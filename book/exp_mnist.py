@@ -12,7 +12,19 @@
 
 # %% [markdown]
 # # MNIST: privacy-utility trade-offs
-#
+
+# %% tags=["parameters"]
+profile = "default"
+
+# %%
+from IPython.display import Markdown, display
+
+from uldp.paper import chapters, experiments, findings, plots, scorecard
+
+mnist = chapters.ExperimentChapter.load("mnist", profile)
+display(Markdown(findings.findings_box("mnist", mnist.verdict_data)))
+
+# %% [markdown]
 # The paper's {ref}`Figure 5 <paper-figure-5>`: test loss (left), accuracy (middle) and user-level $\epsilon$ (right) on
 # MNIST, 5 silos, 100 or 10000 users, uniform, zipf (iid) and zipf non-iid (at most 2 labels per user) allocations,
 # $T = 200$ rounds. Beyond the general picture of Creditcard, the paper reads two things here: with 100 users,
@@ -25,13 +37,12 @@
 #
 # The paper's settings for this figure and every other: {doc}`settings`.
 
-# %% tags=["parameters"]
-profile = "default"
+# %% [markdown]
+# ## Where the results come from
+#
+# Folded below: where the results come from, their scale, and what ran (the settings, seeds and run arguments).
 
-# %%
-from uldp.paper import chapters, experiments, plots, scorecard
-
-mnist = chapters.ExperimentChapter.load("mnist", profile)
+# %% tags=["hide-output"]
 mnist.introduction()
 
 # %% [markdown]
@@ -108,8 +119,15 @@ mnist.claims()
 # MNIST's privacy-utility figure is the one this book cannot show at the paper's scale. After a fraction of the
 # paper's training, only the comparisons between federations (iid against non-iid, 100 against 10000 users) carry
 # over.
-# The $\epsilon$ table needs no such care: it is what the paper-profile runs would report. The findings computed
-# from the figure's results and the Scorecard's rows:
+# The $\epsilon$ table needs no such care: it is what the paper-profile runs would report. The paper's claims on
+# this figure, judged on its results alone:
 
 # %%
+display(Markdown(findings.conclusions("mnist", mnist.verdict_data)))
+
+# %% [markdown]
+# Run by run (folded): runs that end at a trivial level, lines whose seeds spread widely, runs shared between
+# settings, and the run time.
+
+# %% tags=["hide-output"]
 mnist.conclusions(also=[short])

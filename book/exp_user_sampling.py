@@ -12,7 +12,19 @@
 
 # %% [markdown]
 # # User-level sub-sampling
-#
+
+# %% tags=["parameters"]
+profile = "default"
+
+# %%
+from IPython.display import Markdown, display
+
+from uldp.paper import chapters, findings, plots
+
+sampling = chapters.ExperimentChapter.load("user_sampling", profile)
+display(Markdown(findings.findings_box("user_sampling", sampling.verdict_data)))
+
+# %% [markdown]
 # With Poisson sampling of users at rate $q$ in every round ({ref}`Algorithm 4 <paper-algorithm-4>`; the loop zeroes the
 # weights of the users *not* sampled, see the errata on the {doc}`settings page <settings>`), ULDP-AVG-w's guarantee is that of the sub-sampled
 # Gaussian mechanism: a smaller $q$ gives a smaller $\epsilon$, while each round uses fewer users. The paper's
@@ -22,13 +34,12 @@
 #
 # The paper's settings for this figure and every other: {doc}`settings`.
 
-# %% tags=["parameters"]
-profile = "default"
+# %% [markdown]
+# ## Where the results come from
+#
+# Folded below: where the results come from, their scale, and what ran (the settings, seeds and run arguments).
 
-# %%
-from uldp.paper import chapters, plots
-
-sampling = chapters.ExperimentChapter.load("user_sampling", profile)
+# %% tags=["hide-output"]
 sampling.introduction()
 
 # %% [markdown]
@@ -65,7 +76,15 @@ sampling.claims()
 # Sub-sampling trades utility for privacy in one direction only: a smaller $q$ always gives a smaller $\epsilon$
 # (the accountant's bound falls with $q$ whatever the data), while the utility cost depends on the data. A rate whose
 # runs end at the accuracy of always answering "normal" has learnt nothing, however close that accuracy looks to the
-# others: the balanced accuracy above and the list below say which. The computed findings:
+# others: the claims are judged on the balanced accuracy, and the folded list after them says which runs did so. The
+# paper's claims on this figure, judged on its results alone:
 
 # %%
+display(Markdown(findings.conclusions("user_sampling", sampling.verdict_data)))
+
+# %% [markdown]
+# Run by run (folded): runs that end at a trivial level, lines whose seeds spread widely, runs shared between
+# settings, and the run time.
+
+# %% tags=["hide-output"]
 sampling.conclusions()

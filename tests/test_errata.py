@@ -24,3 +24,12 @@ def test_figure2_reproduces_the_papers_values_and_the_valid_ones_are_larger():
     ] == pytest.approx(11400, rel=0.05)
     for row in rows.values():
         assert row["valid"] > row["paper"] and row["paper_grid_valid"] is False
+
+
+def test_figure2s_valid_routes_are_below_the_valid_rdp_route_and_pld_is_the_tightest():
+    """Lemma 5's (epsilon, delta) conversion and the PLD of the group's mixture are valid bounds; at k = 64 they sit
+    below the paper's invalid value, PLD lowest (the PLD accountant's own tests check it against finer steps)."""
+    for row in figure2_erratum():
+        assert row["pld"] < row["dp"] < row["valid"]
+    row = {row["k"]: row for row in figure2_erratum()}[64]
+    assert row["pld"] < row["dp"] < row["paper"] < row["valid"]

@@ -1189,6 +1189,7 @@ def test_every_committed_result_is_a_run_of_its_grid_stored_under_its_key(profil
     settings, or of the same settings trained to the paper's epsilon by PLD (uldp.paper.beyond.PLD_RERUNS). (Checkpoints
     of runs in progress are ignored by git.)"""
     from uldp.paper.beyond import PLD_RERUNS
+    from uldp.paper.settings import paper_seeds
 
     root = experiments.results_root(profile)
     files = sorted(root.glob("*/*.json"))
@@ -1206,9 +1207,13 @@ def test_every_committed_result_is_a_run_of_its_grid_stored_under_its_key(profil
             for privacy in variants.get(name, [{}])
             for uniform in ("uniform", None)
             for spec in expand(
-                name, profile, seeds=list(range(20)), uniform_allocation=uniform, **privacy
+                name,
+                profile,
+                seeds=list(range(max(10, len(paper_seeds(name))))),
+                uniform_allocation=uniform,
+                **privacy,
             )
-        ]  # any seed up to 19 (the medical grids run 20)
+        ]  # any seed up to 9, or up to the grid's paper-profile seeds where it has more
         specs[name] = {spec.key: spec for spec in grid_specs}
         for grid_spec in grid_specs:  # a shared run has a place in more than one panel
             places.setdefault(grid_spec.key, set()).add((grid_spec.panel, grid_spec.series))
@@ -1343,3 +1348,24 @@ def test_stored_runs_table_counts_the_files_of_each_grid_and_profile():
                 name,
                 profile,
             )
+
+
+def test_a_grid_with_more_seeds_for_some_methods_loads_what_each_setting_has(tmp_path):
+    """The medical grids' paper profile lists 20 seeds; the runs stored so far (some methods at 3 seeds, others at
+    1) are read per setting, the rest counted missing, and every line stays covered."""
+    from uldp.paper.verdicts import per_setting
+
+    specs = [
+        spec
+        for spec in expand("heart_disease", "paper")
+        if spec.seed < (3 if spec.kwargs["method"] == "ULDP-AVG" else 1)
+    ]
+    for spec in specs:
+        payload = {**_stored_payload(spec), "result": fake_backend.paper_like(spec.kwargs)}
+        experiments.write_json_atomic(result_path(tmp_path, spec), payload)
+    results = load_results("heart_disease", "paper", root=tmp_path)
+    assert len(results.runs) == len({(s.panel, s.series, s.seed) for s in specs})
+    assert results.covers_every_line and not results.complete
+    table = per_setting(results, "accuracy")
+    assert set(table.loc[table["series"] == "ULDP-AVG", "seeds"]) == {3}
+    assert set(table.loc[table["series"] == "DEFAULT", "seeds"]) == {1}

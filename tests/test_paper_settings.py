@@ -274,3 +274,15 @@ def test_run_config_defaults_are_the_table():
             )
             assert config.sigma == (None if family == "DEFAULT" else defaults.SIGMA)
             assert config.delta == defaults.DELTA
+
+
+def test_the_medical_grids_run_twenty_seeds_at_the_paper_profile_and_the_others_the_papers_five():
+    from uldp.paper.experiments import expand
+
+    for grid in ("heart_disease", "tcga_brca"):
+        seeds = {spec.seed for spec in expand(grid, "paper")}
+        assert seeds == set(range(20)) == set(paper_settings.paper_seeds(grid))
+    for grid in ("creditcard", "weighting", "protocol_runtime"):
+        assert {spec.seed for spec in expand(grid, "paper")} == set(paper_settings.PAPER_SEEDS)
+    # the smaller profiles keep their reductions' seeds
+    assert {spec.seed for spec in expand("heart_disease", "default")} == {0}

@@ -22,7 +22,16 @@ from uldp.paper.experiments import (
     expand,
     load_results,
 )
-from uldp.paper.verdicts import FAILS, HOLDS, MISSING, PARTLY, NotMeasured, per_setting
+from uldp.paper.verdicts import (
+    MISSING,
+    SE_MULTIPLE,
+    NotMeasured,
+    counted,
+    difference,
+    margin_verdict,
+    per_setting,
+    settings_verdict,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -50,7 +59,8 @@ def pld_equal_epsilon(
     Returns:
         One row per setting (panel) with PLD runs: ``sigma_rdp``, ``sigma_pld``, ``epsilon_rdp``, ``epsilon_pld``
         (final, each by its own accountant), ``utility_rdp``, ``utility_pld`` (mean of the final utility over the
-        seeds both have run) with their ``std_*`` and ``seeds_*``, and ``gain`` (PLD minus RDP).
+        seeds both have run) with their ``std_*`` and ``seeds_*``, ``gain`` (PLD minus RDP) and ``difference`` (the
+        gain paired by seed, a :class:`~uldp.paper.verdicts.Difference`).
 
     Raises:
         NotMeasured: No stored PLD runs of the grid at that epsilon.
@@ -91,6 +101,14 @@ def pld_equal_epsilon(
         )
     table = pd.concat(rows, axis=1, join="inner")
     table["gain"] = table["utility_pld"] - table["utility_rdp"]
+    # paired by seed: a seed's runs share the allocation, the initial model and the noise draws (scaled by sigma)
+    by_seed = {
+        label: per_setting(results, metric).set_index("panel")["values"]
+        for label, results in (("rdp", rdp), ("pld", pld))
+    }
+    table["difference"] = [
+        difference(by_seed["pld"][panel], by_seed["rdp"][panel]) for panel in table.index
+    ]
     table.index.name = "panel"
     return table
 
@@ -178,7 +196,8 @@ def pld_claim(
     reruns: tuple[tuple[str, float], ...] = PLD_RERUNS, *, root: str | None = None
 ) -> dict:
     """The Scorecard row "beyond the paper": at equal epsilon, PLD's smaller sigma raises ULDP-AVG-w's final
-    utility. It holds when the mean gain is positive in every setting re-run, partly in at least half.
+    utility. Per setting re-run, the gain paired by seed is judged by :func:`uldp.paper.verdicts.margin_verdict`; the
+    claim by :func:`uldp.paper.verdicts.settings_verdict`.
 
     Returns:
         ``{"key", "claim", "where", "measured", "verdict", "source"}`` as :func:`uldp.paper.scorecard.scorecard`'s rows.
@@ -211,13 +230,16 @@ def pld_claim(
     gains = pd.concat([table.assign(grid=grid) for grid, _, table in found])
     parts = [
         f"{grid} {panel}: sigma {_sigma(r.sigma_rdp)} -> {_sigma(r.sigma_pld)} at epsilon {epsilon:g}, utility "
-        f"{r.utility_rdp:.3f} ± {r.std_rdp:.3f} -> {r.utility_pld:.3f} ± {r.std_pld:.3f} ({r.gain:+.3f})"
+        f"{r.utility_rdp:.3f} ± {r.std_rdp:.3f} -> {r.utility_pld:.3f} ± {r.std_pld:.3f} "
+        f"({r.difference.interval()})"
         for grid, epsilon, table in found
         for panel, r in table.iterrows()
     ]
-    positive = int((gains["gain"] > 0).sum())
-    verdict = HOLDS if positive == len(gains) else PARTLY if 2 * positive >= len(gains) else FAILS
-    measured = f"gain > 0 in {positive} of {len(gains)} settings; " + "; ".join(parts)
+    verdicts = [margin_verdict(gap, 0.0) for gap in gains["difference"]]
+    measured = (
+        f"gain above zero by more than {SE_MULTIPLE:g} standard errors, paired by seed: {counted(verdicts)}; "
+        + "; ".join(parts)
+    )
     if missing:
         measured += "; not run: " + "; ".join(missing)
-    return {**row, "measured": measured, "verdict": verdict}
+    return {**row, "measured": measured, "verdict": settings_verdict(verdicts)}

@@ -262,7 +262,7 @@ ITEMS: tuple[PaperItem, ...] = (
         "Group privacy conversion (record-level DP to GDP)",
         "An (epsilon, delta)-DP mechanism protects groups of k records at k epsilon and a grown delta.",
         (f"{_GROUP}.group_dp_epsilon",),
-        ("book/group_privacy", "book/settings", "book/tighter_accounting"),
+        ("book/group_privacy", "book/introduction", "book/settings", "book/tighter_accounting"),
     ),
     PaperItem(
         "lemma",

@@ -20,13 +20,17 @@ import pandas as pd
 from uldp.common.provenance import REPO_ROOT
 from uldp.paper.plots import runtime_table
 from uldp.paper.verdicts import (
+    CONTRADICTED,
+    HOLDS,
     SE_MULTIPLE,
     Difference,
     Finding,
     NotMeasured,
+    counted,
     difference,
     estimate,
-    fraction_verdict,
+    margin_verdict,
+    settings_verdict,
     stored_grid,
 )
 
@@ -79,23 +83,26 @@ def _runtime_row(row: Any) -> str:
 
 def runtime_dominant(data: Mapping[str, ResultSet]) -> Finding:
     table = runtime_parts(data)
-    alone = with_weighting = 0
+    verdicts = []
     for row in table.itertuples():
 
         def part(name: str, row: Any = row) -> dict[int, float]:
             return _per_seed(data, row.dataset, row.users, name)
 
         training = part("local training per silo")
-        alone += difference(training, part("encrypted weighting per silo")).clears(
-            0.0
-        ) and difference(training, part("aggregation")).clears(0.0)
-        with_weighting += difference(part("training per silo"), part("aggregation")).clears(0.0)
+        verdicts.append(
+            settings_verdict(
+                [
+                    margin_verdict(difference(training, part(other)), 0.0)
+                    for other in ("encrypted weighting per silo", "aggregation")
+                ]
+            )
+        )
     shown = "; ".join(_runtime_row(row) for _, row in table.iterrows())
     return Finding(
-        f"{shown}. Local training is the largest part, by more than {SE_MULTIPLE:g} standard errors over "
-        f"seeds, in {alone} of {len(table)} settings; with the encrypted weighting (the paper's left "
-        f"panel) it exceeds the server's work so in {with_weighting} of {len(table)}",
-        fraction_verdict(alone, len(table)),
+        f"{shown}. Local training the largest part, by more than {SE_MULTIPLE:g} standard errors over seeds: "
+        f"{counted(verdicts)}",
+        settings_verdict(verdicts),
     )
 
 
@@ -156,6 +163,14 @@ class Growth:
     def linear(self) -> bool:
         """It grows, and the quadratic term is within ``SE_MULTIPLE`` standard errors of zero."""
         return self.grows and abs(self.curvature.mean) <= SE_MULTIPLE * self.curvature.se
+
+    def linear_verdict(self) -> str:
+        """Linear growth: holds when :attr:`linear`, contradicted when the slope is below zero or the quadratic term
+        away from zero by the margin, not shown otherwise."""
+        if self.linear:
+            return HOLDS
+        curved = abs(self.curvature.mean) > SE_MULTIPLE * self.curvature.se
+        return CONTRADICTED if curved else margin_verdict(self.slope, 0.0)
 
     def text(self) -> str:
         return (
@@ -218,11 +233,11 @@ def _grows(table: pd.DataFrame, axis: str, parts: tuple[str, ...] | None = None)
     fits = [
         fit_growth(table, axis, part) for part in (parts or ("round", dominant_part(table, axis)))
     ]
-    hits = sum(fit.grows for fit in fits)
+    verdicts = [margin_verdict(fit.slope, 0.0) for fit in fits]
     return Finding(
         "; ".join(fit.text() for fit in fits) + f": slope above zero by more than {SE_MULTIPLE:g} "
-        f"standard errors in {hits} of {len(fits)}",
-        fraction_verdict(hits, len(fits)),
+        f"standard errors: {counted(verdicts).replace('setting', 'fit')}",
+        settings_verdict(verdicts),
         table.attrs["about"],
     )
 
@@ -232,33 +247,31 @@ def runtime_linear(data: Mapping[str, ResultSet]) -> Finding:
     parameter size (Top) and/or the number of users (Bottom)"; the scan; ``data`` is not read)."""
     table = scan_table()
     fits = [fit_growth(table, axis, dominant_part(table, axis)) for axis in ("parameters", "users")]
-    hits = sum(fit.linear for fit in fits)
+    verdicts = [fit.linear_verdict() for fit in fits]
     return Finding(
         "; ".join(fit.text() for fit in fits)
-        + f": linear (slope above zero and quadratic term within "
-        f"{SE_MULTIPLE:g} standard errors of zero) in {hits} of {len(fits)}",
-        fraction_verdict(hits, len(fits)),
+        + f": linear (slope above zero and quadratic term within {SE_MULTIPLE:g} standard errors of zero): "
+        f"{counted(verdicts).replace('setting', 'fit')}",
+        settings_verdict(verdicts),
         table.attrs["about"],
     )
 
 
 def runtime_practical(data: Mapping[str, ResultSet]) -> Finding:
     table = runtime_parts(data)
-    hits = 0
+    verdicts = []
     for row in table.itertuples():
         silo = _per_seed(data, row.dataset, row.users, "training per silo")
         server = _per_seed(data, row.dataset, row.users, "aggregation")
         seconds = estimate({seed: silo[seed] + server[seed] for seed in silo})
-        hits += seconds.times(-1.0).clears(
-            -PRACTICAL_SECONDS
-        )  # below PRACTICAL_SECONDS by the margin
+        # below PRACTICAL_SECONDS by the margin: -seconds above -PRACTICAL_SECONDS
+        verdicts.append(margin_verdict(seconds.times(-1.0), -PRACTICAL_SECONDS))
     shown = ", ".join(
         f"{row.dataset} |U|={row.users} {row['round']:.2f} s" for _, row in table.iterrows()
     )
     return Finding(
         f"one round (a silo's training and weighting plus the server's work; set-up "
         f"{table['key set-up'].max():.2f} s at most, once): {shown}; under {PRACTICAL_SECONDS:g} s by more "
-        f"than {SE_MULTIPLE:g} standard errors over seeds in "
-        f"{hits} of {len(table)}",
-        fraction_verdict(hits, len(table)),
+        f"than {SE_MULTIPLE:g} standard errors over seeds: {counted(verdicts)}",
+        settings_verdict(verdicts),
     )

@@ -1,14 +1,18 @@
 """Verdicts of the Scorecard (:mod:`uldp.paper.scorecard`): what a claim check returns, the shared rules, and the
 per-setting summary of stored results the checks read.
 
-A claim made over several settings holds when it holds in every one, partly when in at least half, and does not
-hold otherwise; ``not measured`` when the results it needs are missing.
+A verdict says which way the results point. In one setting (:func:`margin_verdict`), a claim **holds** when the
+difference it is about clears the claim's threshold by :data:`SE_MULTIPLE` standard errors over seeds, is
+**contradicted** when the difference lies on the other side of the threshold by that margin, and is **not shown**
+when the threshold lies inside the margin (the seeds' spread can carry the difference either way); **not measured**
+when the results it needs are missing. A claim made over several settings (:func:`settings_verdict`) holds when it
+holds in every one, is contradicted when it is contradicted in any (the paper says it of every setting), and is not
+shown otherwise.
 
-Every comparison accounts for the spread over seeds (:class:`Difference`): a difference holds in a setting only
-when its mean minus :data:`SE_MULTIPLE` standard errors clears the threshold (paired by seed where both sides ran
-the same seeds, as the runs of one seed share their allocation and initial model; Welch's standard error
-otherwise). A single comparison whose mean clears the threshold but not by that margin is ``partly`` (within the
-spread over seeds; :func:`margin_verdict`).
+The differences are paired by seed (:func:`difference`): the runs of one seed share their allocation, their initial
+model and their noise (each silo's noise depends only on the seed, the round and the silo), so a bad noise draw drags
+every method of that seed down together. The per-seed differences cancel it; Welch's standard error, which treats
+the methods as independent samples, would count it twice.
 """
 
 from __future__ import annotations
@@ -20,19 +24,53 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     import pandas as pd
 
     from uldp.paper.experiments import ResultSet
 
-HOLDS, PARTLY, FAILS, MISSING = "holds", "partly", "does not hold", "not measured"
+HOLDS, NOT_SHOWN, CONTRADICTED, MISSING = "holds", "not shown", "contradicted", "not measured"
+#: Every verdict, the paper's way first.
+VERDICTS: tuple[str, ...] = (HOLDS, NOT_SHOWN, CONTRADICTED, MISSING)
+#: How a sentence says a number of claims with each verdict: (one claim, several claims).
+VERDICT_WORDS: dict[str, tuple[str, str]] = {
+    HOLDS: ("holds", "hold"),
+    NOT_SHOWN: ("is not shown", "are not shown"),
+    CONTRADICTED: ("is contradicted", "are contradicted"),
+    MISSING: ("is not measured", "are not measured"),
+}
+#: The colour of each verdict: a sphinx-design badge (``{bdg-success}`holds```) and a colour-blind-safe colour of the
+#: Okabe-Ito palette for the forest plots.
+VERDICT_BADGES: dict[str, str] = {
+    HOLDS: "success",
+    NOT_SHOWN: "warning",
+    CONTRADICTED: "danger",
+    MISSING: "secondary",
+}
+VERDICT_COLOURS: dict[str, str] = {
+    HOLDS: "#009E73",
+    NOT_SHOWN: "#E69F00",
+    CONTRADICTED: "#D55E00",
+    MISSING: "#999999",
+}
 #: A difference counts only when its mean clears the threshold by this many standard errors over seeds (a one-sided
-#: bound of about 97.7 % for normal errors).
+#: bound of about 97.7 % for normal errors; the tests measure the coverage on simulated paired runs).
 SE_MULTIPLE = 2.0
 #: The start of the dataset variant of a Creditcard run on the shipped 5,412-row subset (provenance
 #: ``dataset_variant``); results stored before that field existed all ran on it.
 CREDITCARD_SUBSET = "creditcard-subset"
+
+
+def badge(verdict: str) -> str:
+    """``verdict`` as a coloured MyST badge (sphinx-design).
+
+    >>> badge("holds")
+    '{bdg-success}`holds`'
+    """
+    if verdict not in VERDICT_BADGES:
+        raise ValueError(f"unknown verdict {verdict!r}; verdicts: {', '.join(VERDICTS)}")
+    return f"{{bdg-{VERDICT_BADGES[verdict]}}}`{verdict}`"
 
 
 class NotMeasured(Exception):
@@ -42,11 +80,24 @@ class NotMeasured(Exception):
 @dataclass(frozen=True)
 class Finding:
     """What a claim function found: a sentence with our numbers, the verdict, and where the numbers come from when
-    that is not the claim's grids (``None``: the grids' results)."""
+    that is not the claim's grids (``None``: the grids' results).
+
+    Attributes:
+        measured: The sentence.
+        verdict: One of :data:`VERDICTS`.
+        source: Where the numbers come from, when not the claim's grids.
+        gaps: Per setting, its label and the difference judged (what a forest plot draws; empty where the claim is
+            not a difference per setting).
+        threshold: The threshold the differences of ``gaps`` must clear.
+        measure: What the differences are, in words (the forest plot's axis).
+    """
 
     measured: str
     verdict: str
     source: str | None = None
+    gaps: tuple[tuple[str, Difference], ...] = ()
+    threshold: float = 0.0
+    measure: str = ""
 
 
 @dataclass(frozen=True)
@@ -70,6 +121,11 @@ class Difference:
     def lower(self) -> float:
         """``mean - SE_MULTIPLE * se`` (the mean itself where no spread is known)."""
         return self.mean - SE_MULTIPLE * self.se if math.isfinite(self.se) else self.mean
+
+    @property
+    def upper(self) -> float:
+        """``mean + SE_MULTIPLE * se`` (the mean itself where no spread is known)."""
+        return self.mean + SE_MULTIPLE * self.se if math.isfinite(self.se) else self.mean
 
     def clears(self, threshold: float) -> bool:
         """The difference exceeds ``threshold`` by more than :data:`SE_MULTIPLE` standard errors.
@@ -102,9 +158,27 @@ class Difference:
             return f"{self.mean:+.{digits}f}, one seed"
         return f"{self.mean:+.{digits}f} ± {self.se:.{digits}f} SE"
 
+    def interval(self, digits: int = 3) -> str:
+        """The margin a verdict reads, ``"+0.012 (+0.004 to +0.020), 5 paired seeds"``.
+
+        >>> Difference(0.0123, 0.0042, 5, True).interval()
+        '+0.012 (+0.004 to +0.021), 5 paired seeds'
+        """
+        if not math.isfinite(self.se):
+            return f"{self.mean:+.{digits}f}, one seed"
+        pairs = "paired seeds" if self.paired else "seeds (unpaired)"
+        return (
+            f"{self.mean:+.{digits}f} ({self.lower:+.{digits}f} to {self.upper:+.{digits}f}), "
+            f"{self.seeds} {pairs}"
+        )
+
 
 def difference(a: Mapping[int, float], b: Mapping[int, float]) -> Difference:
-    """``a - b`` from per-seed values (``{seed: value}``): paired when both ran the same seeds, else Welch.
+    """``a - b`` from per-seed values (``{seed: value}``): paired over the seeds both sides ran when there are at
+    least two (a seed's runs share their noise: the module docstring), else Welch's over all values.
+
+    A side with more seeds (the user-level methods of the medical grids run 20, some baselines fewer while the runs
+    are being made) contributes its common seeds only: the pairing is worth more than the extra seeds.
 
     Raises:
         ValueError: A side has no value.
@@ -112,11 +186,14 @@ def difference(a: Mapping[int, float], b: Mapping[int, float]) -> Difference:
     >>> d = difference({0: 0.80, 1: 0.82, 2: 0.84}, {0: 0.70, 1: 0.73, 2: 0.73})
     >>> round(d.mean, 3), round(d.se, 4), d.paired
     (0.1, 0.0058, True)
+    >>> difference({0: 0.80, 1: 0.82, 2: 0.84, 3: 0.9}, {0: 0.70, 1: 0.73, 2: 0.73}).seeds
+    3
     """
     if not a or not b:
         raise ValueError(f"a difference needs values on both sides, got {len(a)} and {len(b)}")
-    if set(a) == set(b):
-        gaps = np.array([a[seed] - b[seed] for seed in a])
+    common = [seed for seed in a if seed in b]
+    if len(common) >= 2 or set(a) == set(b):
+        gaps = np.array([a[seed] - b[seed] for seed in common])
         se = float(gaps.std(ddof=1) / math.sqrt(len(gaps))) if len(gaps) > 1 else math.nan
         return Difference(float(gaps.mean()), se, len(gaps), True)
     va, vb = np.array(list(a.values())), np.array(list(b.values()))
@@ -138,13 +215,48 @@ def estimate(per_seed: Mapping[int, float]) -> Difference:
 
 
 def margin_verdict(diff: Difference, threshold: float) -> str:
-    """One comparison's verdict: holds when it clears ``threshold`` by :data:`SE_MULTIPLE` standard errors, partly
-    when only its mean does (within the spread over seeds), does not hold otherwise.
+    """One comparison's verdict: holds when it clears ``threshold`` by :data:`SE_MULTIPLE` standard errors,
+    contradicted when it lies below ``threshold`` by that margin, not shown when ``threshold`` is inside the margin.
 
-    >>> [margin_verdict(Difference(m, 0.01, 5, True), 0.0) for m in (0.05, 0.01, -0.01)]
-    ['holds', 'partly', 'does not hold']
+    >>> [margin_verdict(Difference(m, 0.01, 5, True), 0.0) for m in (0.05, 0.01, -0.01, -0.05)]
+    ['holds', 'not shown', 'not shown', 'contradicted']
     """
-    return HOLDS if diff.clears(threshold) else PARTLY if diff.mean > threshold else FAILS
+    return (
+        HOLDS if diff.clears(threshold) else CONTRADICTED if diff.upper < threshold else NOT_SHOWN
+    )
+
+
+def settings_verdict(verdicts: Sequence[str]) -> str:
+    """The verdict of a claim made of every setting, from its verdict in each: holds when it holds in all,
+    contradicted when it is contradicted in any, not shown otherwise (:class:`NotMeasured` when there is none).
+
+    >>> settings_verdict(["holds", "holds"]), settings_verdict(["holds", "not shown"])
+    ('holds', 'not shown')
+    >>> settings_verdict(["holds", "contradicted", "not shown"])
+    'contradicted'
+    """
+    if not verdicts:
+        raise NotMeasured("no setting has the methods this claim compares")
+    unknown = set(verdicts) - {HOLDS, NOT_SHOWN, CONTRADICTED}
+    if unknown:
+        raise ValueError(
+            f"unknown setting verdicts {sorted(unknown)!r}; allowed: holds, not shown, contradicted"
+        )
+    if all(verdict == HOLDS for verdict in verdicts):
+        return HOLDS
+    return CONTRADICTED if CONTRADICTED in verdicts else NOT_SHOWN
+
+
+def counted(verdicts: Sequence[str]) -> str:
+    """How many settings gave each verdict, ``"holds in 2, not shown in 1 of 3 settings"``.
+
+    >>> counted(["holds", "not shown", "holds"])
+    'holds in 2, not shown in 1 of 3 settings'
+    """
+    parts = [
+        f"{verdict} in {verdicts.count(verdict)}" for verdict in VERDICTS if verdict in verdicts
+    ]
+    return f"{', '.join(parts)} of {len(verdicts)} setting{'s' if len(verdicts) != 1 else ''}"
 
 
 def stored_grid(data: Mapping[str, ResultSet], grid: str, missing: str) -> ResultSet:
@@ -164,8 +276,8 @@ def per_setting(results: ResultSet, metric: str, how: str = "final") -> pd.DataF
         how: ``"final"`` (value at the last round) or ``"auc"`` (mean over rounds).
 
     Returns:
-        Columns ``panel, series, mean, std, seeds``, ``values`` (``{seed: value}``, for :func:`difference`) and
-        the run arguments (``dataset, method, n_users, ...``).
+        Columns ``panel, series, mean, std, median, q1, q3`` (the quartiles), ``seeds``, ``values``
+        (``{seed: value}``, for :func:`difference`) and the run arguments (``dataset, method, n_users, ...``).
 
     Raises:
         NotMeasured: No stored runs, or the metric is absent.
@@ -201,6 +313,9 @@ def per_setting(results: ResultSet, metric: str, how: str = "final") -> pd.DataF
         .agg(
             mean=("value", "mean"),
             std=("value", "std"),
+            median=("value", "median"),
+            q1=("value", lambda column: _quartile(column, 0.25)),
+            q3=("value", lambda column: _quartile(column, 0.75)),
             seeds=("value", "count"),
             **{name: (name, "first") for name in params},
         )
@@ -215,6 +330,13 @@ def per_setting(results: ResultSet, metric: str, how: str = "final") -> pd.DataF
     return table
 
 
+def _quartile(column: pd.Series, q: float) -> float:
+    """The ``q`` quantile of ``column``; an infinite epsilon (a guarantee that does not exist) gives an infinite or
+    undefined quartile without numpy's warning about ``inf - inf``."""
+    with np.errstate(invalid="ignore"):
+        return float(column.quantile(q))
+
+
 def value(table: pd.DataFrame, panel: str, series: str) -> float | None:
     """The mean of ``series`` in ``panel`` of a :func:`per_setting` table (``None`` when absent)."""
     row = table[(table["panel"] == panel) & (table["series"] == series)]
@@ -225,17 +347,6 @@ def values(table: pd.DataFrame, panel: str, series: str) -> dict[int, float] | N
     """The per-seed values of ``series`` in ``panel`` of a :func:`per_setting` table (``None`` when absent)."""
     row = table[(table["panel"] == panel) & (table["series"] == series)]
     return None if row.empty else dict(row["values"].iloc[0])
-
-
-def fraction_verdict(hits: int, total: int) -> str:
-    """The verdict of a claim that held in ``hits`` of ``total`` settings (:class:`NotMeasured` when none).
-
-    >>> fraction_verdict(3, 3), fraction_verdict(2, 4), fraction_verdict(1, 3)
-    ('holds', 'partly', 'does not hold')
-    """
-    if total == 0:
-        raise NotMeasured("no setting has the methods this claim compares")
-    return HOLDS if hits == total else PARTLY if 2 * hits >= total else FAILS
 
 
 def profile_label(results: ResultSet) -> str:

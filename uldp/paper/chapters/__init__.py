@@ -75,7 +75,6 @@ from uldp.paper.chapters.opening import (
     claim_findings,
     class_labels,
     limits,
-    main_findings,
     scorecard_markdown,
     scorecard_tabs,
     verdict_counts,
@@ -90,7 +89,6 @@ from uldp.paper.chapters.reference import (
     show_grid_settings,
 )
 from uldp.paper.chapters.views import (
-    MAIN_CLAIMS,
     SCORECARD_VIEWS,
     ScorecardView,
     view_scorecard,
@@ -103,7 +101,6 @@ __all__ = [
     "FLOAT32_BYTES",
     "GLOSSARY",
     "LARGE_SPREAD",
-    "MAIN_CLAIMS",
     "METADATA_KEY",
     "PROTOCOL_BENCHMARK",
     "PROTOCOL_MESSAGES",
@@ -131,7 +128,6 @@ __all__ = [
     "final_epsilon_table",
     "glossary",
     "limits",
-    "main_findings",
     "noise_against_default",
     "own_runs_note",
     "per_seed",

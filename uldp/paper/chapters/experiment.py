@@ -23,6 +23,7 @@ from uldp.paper.chapters.captions import show_captioned
 from uldp.paper.chapters.reference import show_grid_settings
 from uldp.paper.chapters.views import SCORECARD_VIEWS, view_scorecard
 from uldp.paper.experiments import ChapterResults, ResultSet, duration
+from uldp.paper.settings import paper_seeds
 from uldp.paper.verdicts import (
     HOLDS,
     MISSING,
@@ -253,7 +254,7 @@ def scale_sentence(results: ResultSet) -> str:
         )
         return (
             f"These results ran at the paper's settings (scale: **{label}**), {len(seeds)} seed(s) of the "
-            f"paper's {len(experiments.PAPER_SEEDS)}, {readable}."
+            f"{len(paper_seeds(results.grid))} of its paper profile, {readable}."
         )
     if results.profile == "short":
         return (

@@ -13,11 +13,8 @@ from IPython.display import Markdown
 from uldp.paper import experiments, scorecard
 from uldp.paper.chapters.experiment import scale_sentence
 from uldp.paper.chapters.figure_extras import short_profile_note
-from uldp.paper.chapters.views import MAIN_CLAIMS, SCORECARD_VIEWS, ScorecardView, view_scorecard
-from uldp.paper.verdicts import (
-    HOLDS,
-    MISSING,
-)
+from uldp.paper.chapters.views import SCORECARD_VIEWS, ScorecardView, view_scorecard
+from uldp.paper.verdicts import MISSING, VERDICT_WORDS, badge
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -33,7 +30,7 @@ def _cell(text: str) -> str:
 
 def scorecard_markdown(rows: pd.DataFrame, chapters: Mapping[str, str]) -> str:
     """A Markdown table of Scorecard rows: the claim (its figures linked to the chapters that show them), what was
-    measured, the verdict in bold and the results it rests on.
+    measured, the verdict as a coloured badge and the results it rests on.
 
     Args:
         rows: Rows of :func:`uldp.paper.scorecard.scorecard` or :func:`view_scorecard`.
@@ -43,7 +40,7 @@ def scorecard_markdown(rows: pd.DataFrame, chapters: Mapping[str, str]) -> str:
     lines = ["| claim | measured | verdict | results |", "|---|---|---|---|"]
     lines += [
         f"| {_cell(row.where)}: {_cell(row.claim)} ({chapters.get(row.key, '')}) | {_cell(row.measured)} | "
-        f"**{row.verdict}** | {_cell(row.source)} |"
+        f"{badge(row.verdict)} | {_cell(row.source)} |"
         for row in rows.itertuples()
     ]
     return "\n".join(lines)
@@ -140,34 +137,16 @@ def claim_findings(verdicts: Verdicts, key: str) -> str:
 
 # ------------------------------------------------------------------------------------------- the opening page
 
-#: How the opening page says a number of claims with each verdict: (one claim, several claims).
-_VERDICT_WORDS = {
-    HOLDS: ("holds", "hold"),
-    scorecard.PARTLY: ("holds partly", "hold partly"),
-    scorecard.FAILS: ("does not hold", "do not hold"),
-    MISSING: ("is not measured", "are not measured"),
-}
-
 
 def verdict_counts(verdicts: Sequence[str]) -> str:
     """The Scorecard's verdicts counted in a sentence.
 
-    >>> verdict_counts(["holds", "holds", "does not hold", "not measured"])
-    "Of the paper's 4 claims, 2 hold, 1 does not hold and 1 is not measured."
+    >>> verdict_counts(["holds", "holds", "contradicted", "not measured"])
+    "Of the paper's 4 claims, 2 hold, 1 is contradicted and 1 is not measured."
     """
     counts = pd.Series(list(verdicts), dtype=object).value_counts()
-    parts = [f"{count} {_VERDICT_WORDS[verdict][count > 1]}" for verdict, count in counts.items()]
+    parts = [f"{count} {VERDICT_WORDS[verdict][count > 1]}" for verdict, count in counts.items()]
     return f"Of the paper's {len(verdicts)} claims, {_joined(parts)}."
-
-
-def main_findings(verdicts: Verdicts) -> Markdown:
-    """The claims that carry the paper (:data:`MAIN_CLAIMS`) in words, each where it holds and where not
-    (:func:`claim_findings`), ULDP-NAIVE's corrected noise said once."""
-    text = "\n".join(claim_findings(verdicts, key) for key in MAIN_CLAIMS)
-    naive = f"; {scorecard.NAIVE_NOISE}"
-    if naive in text:
-        text = text.replace(naive, "") + f"\n\nIn these comparisons {scorecard.NAIVE_NOISE}."
-    return Markdown(text)
 
 
 def limits(data: Mapping[str, ResultSet], creditcard: FederatedDataset) -> Markdown:

@@ -43,8 +43,6 @@ SCORECARD_VIEWS: tuple[ScorecardView, ...] = (
     ScorecardView("User sub-sampling", "exp_user_sampling", ("user_sampling",)),
     ScorecardView("Protocol runtime", "exp_weighting", ("protocol_runtime",)),
 )
-#: The claims that carry the paper, in the order the opening page states them.
-MAIN_CLAIMS = ("tradeoff", "avg-w-faster", "avg-vs-sgd")
 
 
 def view_scorecard(data: Mapping[str, ResultSet], view: ScorecardView) -> pd.DataFrame:

@@ -13,7 +13,7 @@ from uldp.data import DATASETS
 from uldp.data.allocation import WITH_REPLACEMENT
 from uldp.methods import parse_method
 from uldp.paper.experiments.grids import GRIDS, Entry, check_profile, get_grid
-from uldp.paper.settings import PAPER_SEEDS
+from uldp.paper.settings import paper_seeds
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -112,7 +112,8 @@ def expand(
     Args:
         grid_name: A key of :data:`GRIDS`.
         profile: One of :data:`PROFILES`.
-        seeds: Seeds to run instead of the profile's (paper: 0-4; smaller profiles: their reduction's).
+        seeds: Seeds to run instead of the profile's (paper: :func:`uldp.paper.settings.paper_seeds`; smaller
+            profiles: their reduction's).
         methods: Only the runs of these methods (default: all of the grid's).
         datasets: Only the runs on these datasets (default: all of the grid's; the weighting and user-sampling
             figures have a panel per dataset).
@@ -134,7 +135,7 @@ def expand(
     check_profile(profile)
     entries = grid.entries()
     if profile == "paper":
-        profile_seeds = PAPER_SEEDS
+        profile_seeds = paper_seeds(grid_name)
     else:
         if profile not in grid.reductions:
             having = [name for name, other in GRIDS.items() if profile in other.reductions]

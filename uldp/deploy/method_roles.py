@@ -428,7 +428,6 @@ class MethodSilo(_MethodRole):
             policy.check(
                 sampled_users=int(np.count_nonzero(sampled)),
                 n_users=self.n_users,
-                q=self.method.hp.q,
             )
 
     def release(self, sampled: np.ndarray) -> tuple[float | GroupRelease, float]:

@@ -262,8 +262,8 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
 
         def _admit(self, round_index: int, sampled: np.ndarray) -> None:
             """Into the ledger (on disk) before anything of the round is computed, or a PolicyRefusal."""
-            multiplier, q = role.release(sampled)
-            ledger.admit(role.fingerprint, round_index, multiplier=multiplier, q=q)
+            multiplier, _ = role.release(sampled)  # charged at the policy's rate, not the run's
+            ledger.admit(role.fingerprint, round_index, multiplier=multiplier)
 
         def _masked_sum(self) -> MaskedSumSilo:
             if not role.masked or self._masked is None:

@@ -43,7 +43,6 @@ the plain one (Theorem 4). ULDP-AVG's updates go through Protocol 1's pairwise m
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 import time
@@ -79,7 +78,13 @@ from uldp.flower.secure import (
 from uldp.flower.silo_views import SiloViews
 from uldp.methods import Federation, Hyperparameters, make_method, parse_method, user_level
 from uldp.methods.base import needed
-from uldp.policy import SiloLedger, SiloPolicy, release_multiplier, update_norm_bound
+from uldp.policy import (
+    SiloLedger,
+    SiloPolicy,
+    node_ledger_path,
+    release_multiplier,
+    update_norm_bound,
+)
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
 from uldp.secure.psu import lookup
 
@@ -93,7 +98,7 @@ if TYPE_CHECKING:
 SETUP_ACTION = "uldp"
 #: The node_config keys a SuperNode sets: ``--node-config 'silo="Hospital A" uldp-key-file="/secure/key"'``.
 SILO_KEY, KEY_FILE_KEY = "silo", "uldp-key-file"
-#: The node_config key of the silo's ledger file (:class:`uldp.policy.SiloLedger`; without it, the SuperNode's memory).
+#: The node_config key of the silo's ledger file (:class:`uldp.policy.SiloLedger`; without it, beside its key file).
 LEDGER_KEY = "uldp-ledger"
 #: INSECURE, tests and the book only: the node_config key whose value seeds this silo's noise and record order, so
 #: that the run equals :func:`uldp.fit` with that seed (whoever knows it can remove the noise). Only the silo's own
@@ -101,7 +106,6 @@ LEDGER_KEY = "uldp-ledger"
 INSECURE_NOISE_KEY = "uldp-insecure-reproducible-noise"
 SUPPORTED = ("ULDP-AVG", "ULDP-AVG-w")
 LOGGER = logging.getLogger("uldp.flower")
-_LEDGER_STATE = "uldp_ledger"
 
 
 @dataclass(frozen=True)
@@ -715,7 +719,6 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> np.n
         local_epochs=settings["local_epochs"],
         sampled_users=int(sampled.sum()),
         n_users=int(state["n_users"]),
-        q=float(settings["q"]),
     )
     secure = bool(state.get("secure", False))
     protocol_1 = secure and settings["method"] == "ULDP-AVG-w"
@@ -760,11 +763,7 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> np.n
     def admit() -> (
         None
     ):  # the round goes into the silo's ledger (on disk) before anything is computed
-        ledger = _ledger(context, policy)
-        ledger.admit(
-            str(context.run_id), round_index, multiplier=multiplier, q=float(settings["q"])
-        )
-        _keep_ledger(context, ledger)
+        _ledger(context, policy).admit(str(context.run_id), round_index, multiplier=multiplier)
 
     if protocol_1:  # Protocol 1: clipped per-user deltas and noise go into the masked update
 
@@ -806,17 +805,15 @@ def _silo_round_seed(context: Any, round_index: int) -> np.random.SeedSequence:
 
 
 def _ledger(context: Any, policy: SiloPolicy) -> SiloLedger:
-    """The silo's ledger: the file its node config names (:data:`LEDGER_KEY`), else the SuperNode's memory."""
-    path = context.node_config.get(LEDGER_KEY)
-    ledger = SiloLedger(policy, path)
-    if path is None and _LEDGER_STATE in context.state:
-        ledger.load(json.loads(str(context.state[_LEDGER_STATE]["json"])))
-    return ledger
-
-
-def _keep_ledger(context: Any, ledger: SiloLedger) -> None:
-    if ledger.path is None:
-        context.state[_LEDGER_STATE] = ConfigRecord({"json": json.dumps(ledger.state())})
+    """The silo's ledger: the file its node config names (:data:`LEDGER_KEY`), else beside its key file
+    (:func:`uldp.policy.node_ledger_path`); never the SuperNode's memory, which a restart resets."""
+    config = context.node_config
+    return SiloLedger(
+        policy,
+        node_ledger_path(
+            silo=str(config[SILO_KEY]), key_file=config[KEY_FILE_KEY], ledger=config.get(LEDGER_KEY)
+        ),
+    )
 
 
 def _protocol_inputs(context: Any) -> dict:
@@ -843,9 +840,10 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
     and optionally its privacy policy (:class:`uldp.policy.SiloPolicy`, ``uldp-policy-<field>=<value>``, e.g.
     ``uldp-policy-epsilon=4 uldp-policy-min-sigma=1``; the defaults otherwise) and its ledger file
     (``uldp-ledger=<path>``: the rounds it answered and the noise it released, kept across restarts; without it,
-    in the SuperNode's memory). Nothing the server sends changes the policy, the ledger or the silo's randomness;
-    a request past the policy is refused, logged at the silo and returned to the server as the error. For tests
-    only: ``uldp-insecure-test-keys=true`` (accept Protocol 1 keys under 2048 bits) and
+    ``<silo>.uldp-ledger.json`` beside its key file; once it has answered it refuses to answer without it).
+    Nothing the server sends changes the policy, the ledger or the silo's randomness; a request past the policy is
+    refused, logged at the silo and returned to the server as the error. For tests only:
+    ``uldp-insecure-test-keys=true`` (accept Protocol 1 keys under 2048 bits) and
     ``uldp-insecure-reproducible-noise=<seed>`` (noise from that seed, as :func:`uldp.fit` with it).
 
     Args:

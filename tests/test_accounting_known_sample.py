@@ -181,3 +181,24 @@ def test_bad_input_is_refused_by_name():
     with pytest.raises(ValueError, match="k"):
         epsilon_of_participation(sigma=1.0, k=-1, delta=1e-5)
     assert epsilon_known_sample_pld(sigma=1.0, q=0.5, rounds=0, delta=1e-5).epsilon == 0.0
+
+
+def test_uldp_epsilon_names_the_adversary_and_defaults_to_the_libraries(capsys):
+    import inspect
+    import json
+
+    from uldp.cli import main
+
+    command = ["epsilon", "--method", "ULDP-AVG-w", "--sigma", "5", "--rounds", "100", "--q", "0.1"]
+    assert main([*command, "--delta", "1e-5", "--json"]) == 0
+    readers = json.loads(capsys.readouterr().out)
+    default = inspect.signature(epsilon_for_method).parameters["adversary"].default
+    assert readers["against"] == default.value == "model readers"
+    server = [*command, "--delta", "1e-5", "--adversary", "server that sees the sample", "--json"]
+    assert main(server) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["against"] == "server that sees the sample"
+    assert (
+        document["epsilon"]
+        == epsilon_known_sample_rdp(sigma=5.0, q=0.1, rounds=100, delta=1e-5).epsilon
+    )

@@ -58,7 +58,7 @@ from flwr.common.logger import log
 from flwr.serverapp.strategy import Result, Strategy
 from torch import nn
 
-from uldp.accounting import epsilon_server_view
+from uldp.accounting import Adversary, epsilon_for_method, epsilon_server_view
 from uldp.common.atomic import check_writable
 from uldp.common.checks import check_integer, check_number
 from uldp.data.base import Allocation
@@ -190,8 +190,9 @@ class UldpStrategy(Strategy):
     Attributes:
         epsilons: The user-level epsilon of the released model after each release (Theorem 3): one per round index
             asked, completed or aborted, a resumed run's earlier ones included.
-        server_view_epsilons: The user-level epsilon of what the server sees after each release: ``epsilons`` with
-            secure aggregation or uniform weights, :func:`uldp.accounting.epsilon_server_view` otherwise.
+        server_view_epsilons: The user-level epsilon of what the server sees after each release, the sample it
+            draws included (with user sampling, the known-sample epsilon): ``epsilons`` without sampling under secure
+            aggregation or uniform weights, :func:`uldp.accounting.epsilon_server_view` otherwise.
         insecure_reproducible_noise: Whether any silo reported drawing its noise from its INSECURE test seed.
         round_seconds: Each round's seconds, from sending the model to the new model (Protocol 1's share
             exchange included).
@@ -553,10 +554,17 @@ class UldpStrategy(Strategy):
     def server_view_epsilon(self, releases: int) -> float:
         """The user-level epsilon of what the server has seen after ``releases`` releases: the released model's with
         secure aggregation or uniform weights, :func:`uldp.accounting.epsilon_server_view` (each silo's own
-        release, Theorem 3 per silo) when plain silos share their counts for ULDP-AVG-w."""
-        epsilon = needed(self.method.epsilon(None, releases), "epsilon")
+        release, Theorem 3 per silo) when plain silos share their counts for ULDP-AVG-w; with user sampling, against
+        a server that sees the sample it draws (:attr:`uldp.accounting.Adversary.SERVER_SEES_SAMPLE`)."""
         if not self._shares_counts:
-            return epsilon
+            return epsilon_for_method(
+                self.method.spec.name,
+                sigma=needed(self.hp.sigma, "sigma"),
+                rounds=releases,
+                delta=self.hp.delta,
+                q=self.hp.q,
+                adversary=Adversary.SERVER_SEES_SAMPLE,
+            ).epsilon
         return epsilon_server_view(
             sigma=needed(self.hp.sigma, "sigma"),
             rounds=releases,

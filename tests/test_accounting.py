@@ -417,6 +417,9 @@ class ExactGaussian(Accountant):
     def group(self, **arguments):
         raise NotImplementedError
 
+    def known_sample(self, **arguments):
+        raise NotImplementedError
+
 
 def test_a_registered_accountant_is_what_the_guarantees_the_sigma_search_and_every_command_use(
     monkeypatch, capsys

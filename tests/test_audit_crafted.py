@@ -391,3 +391,33 @@ def test_protocol_1_adds_the_noise_the_accountant_assumes_and_a_broken_protocol_
         aggregate_fn=NoiseOverSilosInProtocol(protocol_aggregator(method)),
     )
     assert gaussian_dp_bound(broken[included], broken[~included], delta=DELTA).epsilon > CLAIM
+
+
+def test_the_known_sample_score_at_q_one_is_the_likelihood_score() -> None:
+    """Without sampling every round holds the canary: the server's known-sample score is the likelihood score."""
+    method = make_method("ULDP-AVG-w", replace(HP, sigma=1.0, q=1.0))
+    included = np.random.default_rng(0).random((200, 2)) < 0.5
+    known, _ = crafted_scores(method, SAMPLING, included, seed=3, score="known-sample")
+    likelihood, _ = crafted_scores(method, SAMPLING, included, seed=3, score="likelihood")
+    np.testing.assert_array_equal(known, likelihood)
+
+
+def test_the_servers_known_sample_audit_breaks_the_amplified_claim_not_the_known_sample_epsilon() -> (
+    None
+):
+    """Issue 41 item 1: the server draws the sample, so it scores a canary on the rounds it knows held it. At sigma 2,
+    T = 10, q = 0.1 the paper's amplified claim is 0.94 (RDP; 0.80 by PLD), the known-sample epsilon 3.42: 20,000
+    runs give a 95% lower bound of 1.10 with the server's score, above the claim and below the known-sample epsilon
+    (the likelihood score of a reader who does not know the sample gave 0.18 on these runs)."""
+    from uldp.accounting import Adversary, epsilon_known_sample
+    from uldp.audit.crafted import SCORE_ADVERSARIES
+
+    setting = CraftedSetting(background_users=4, rounds=10)
+    method = make_method("ULDP-AVG-w", replace(HP, sigma=2.0, q=0.1))
+    claim = method.epsilon(audit_federation(setting, 1, 0), setting.rounds)
+    known = epsilon_known_sample(sigma=2.0, q=0.1, rounds=10, delta=DELTA).epsilon
+    included = np.random.default_rng(1).random((20_000, 1)) < 0.5
+    scores, _ = crafted_scores(method, setting, included, seed=1, score="known-sample")
+    bound = many_run_bound(scores[included], scores[~included], delta=DELTA).epsilon
+    assert SCORE_ADVERSARIES["known-sample"] is Adversary.SERVER_SEES_SAMPLE
+    assert claim is not None and claim < bound <= known

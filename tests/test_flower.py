@@ -234,7 +234,22 @@ def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(
     _, plain_strategy, _ = flower_run(
         hospital_files, net, INSECURE_SEED_5, secure=False, **settings
     )
-    assert strategy.epsilons == plain_strategy.epsilons == strategy.server_view_epsilons
+    from uldp.accounting import epsilon_for_method
+
+    assert strategy.epsilons == plain_strategy.epsilons
+    # q = 0.8: the server drew the sample, so its epsilon is the known-sample one (issue 41), above the model's
+    assert strategy.server_view_epsilons == [
+        epsilon_for_method(
+            "ULDP-AVG-w",
+            sigma=1.0,
+            rounds=t,
+            delta=1e-5,
+            q=0.8,
+            adversary="server that sees the sample",
+        ).epsilon
+        for t in (1, 2)
+    ]
+    assert all(v > e for v, e in zip(strategy.server_view_epsilons, strategy.epsilons, strict=True))
     assert all(
         view > epsilon
         for view, epsilon in zip(

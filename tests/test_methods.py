@@ -265,3 +265,25 @@ def test_group_flags_keep_at_most_k_records_per_user():
     assert resolve_group_size("median", counts) == int(np.median(counts[counts > 0]))
     with pytest.raises(ValueError, match="positive integer"):
         resolve_group_size(0, counts)
+
+
+@pytest.mark.parametrize(("n_silos", "colluders"), [(3, 0), (3, 2), (5, 1)])
+def test_against_t_colluders_the_honest_silos_noise_alone_has_the_runs_std(n_silos, colluders):
+    """Issue 41 item 6: each silo's share is scaled by sqrt(|S| / (|S| - t)), so the noise of the |S| - t honest silos
+    (the colluders subtract theirs) has variance (sigma C)^2 per coordinate: measured on their drawn noise, within
+    the sample variance's 6 standard errors (chi-square: sd = var sqrt(2 / n))."""
+    from uldp.policy import PolicyRefusal
+
+    hp = Hyperparameters(1.0, 0.1, 1, 4, 0.5, 3.0)
+    method = UserLevelMethod(parse_method("ULDP-AVG-w"), hp, colluders=colluders)
+    size, seed = 200_000, np.random.SeedSequence(7)
+    honest = torch.stack(
+        [method.silo_noise(size, n_silos, seed, s).double() for s in range(colluders, n_silos)]
+    ).sum(dim=0)
+    expected = (3.0 * 0.5) ** 2  # (sigma C)^2
+    assert float(honest.var()) == pytest.approx(expected, abs=6 * expected * math.sqrt(2 / size))
+    if colluders:  # the paper's shares leave the colluders' victims sigma sqrt((|S| - t) / |S|)
+        plain = UserLevelMethod(parse_method("ULDP-AVG-w"), hp)
+        assert plain.noise_std(n_silos) ** 2 * (n_silos - colluders) < 0.9 * expected
+    with pytest.raises(PolicyRefusal, match=r"colluders < \|S\|"):
+        replace(method, colluders=n_silos).noise_std(n_silos)

@@ -17,6 +17,18 @@ sit in this silo under enhanced weights: multiplier ``sigma / sqrt(|S|)``
 (:func:`uldp.accounting.epsilon_server_view`). With uniform weights (``w_su = 1 / |S|``) the view costs what the
 released model costs.
 
+User sampling (Algorithm 4) is charged at the policy's own rate ``q`` and by who draws the sample, never at a rate
+the server claims: Lemma 4's amplification holds only against an adversary that does not know the sample (the
+paper's paragraph "Private user-level sub-sampling"). With ``sampler="server"`` (the default: Protocol 1's server
+draws the sample and sends it, so it may choose it, a target in every round) every round is charged at ``q = 1``
+(:attr:`~uldp.accounting.Adversary.SERVER_CHOOSES_SAMPLE`); with ``sampler="silos"`` (the silos draw it from
+randomness the server never learns) at the policy's ``q``, amplified
+(:attr:`~uldp.accounting.Adversary.MODEL_READERS`). A server that repeats one sample and model to average the noise
+away is charged every round as such, and refused at the cap.
+
+With a collusion threshold ``t`` (``colluders``) each silo's noise share is scaled so that the noise of the
+``|S| - t`` honest silos alone has the run's std (:func:`collusion_scale`).
+
 ULDP-GROUP-k's rounds are record-level DP-SGD at each silo (Algorithm 2); the silo accounts each as a
 :class:`GroupRelease` at the group-privacy epsilon of its own DP-SGD (Theorem 2 for this silo: its record-level RDP
 curves add over rounds, then RDP group privacy for k, :func:`uldp.accounting.group.group_epsilon_bounds`), what the
@@ -24,7 +36,10 @@ method's accountant reports with this silo's schedule. A ledger that holds both 
 each at half the policy's delta (basic composition).
 
 The ledger is a JSON file written atomically before the answer leaves the silo (a crash after writing costs budget,
-never privacy); without a file it lives in memory and is lost with the process.
+never privacy); without a file it lives in memory and is lost with the process. Beside a ledger file the silo keeps
+a marker that it has answered (:data:`ANSWERED_SUFFIX`): a silo whose marker is there and whose ledger is not
+refuses to answer (a lost ledger would reset its replay protection and its budget). A Flower silo's ledger file is
+:func:`node_ledger_path` unless its node config names one.
 """
 
 from __future__ import annotations
@@ -32,13 +47,19 @@ from __future__ import annotations
 import json
 import logging
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from uldp.accounting import ACCOUNTANTS, PrivacySpent, epsilon_of_releases
+from uldp.accounting import ACCOUNTANTS, Adversary, PrivacySpent, epsilon_of_releases
 from uldp.common.atomic import write_json_atomic
-from uldp.common.checks import check_delta, check_integer, check_number, check_positive
+from uldp.common.checks import (
+    check_delta,
+    check_integer,
+    check_number,
+    check_positive,
+    check_rate,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -47,6 +68,11 @@ LOGGER = logging.getLogger("uldp.policy")
 #: The prefix of a policy's keys in a Flower node config: ``--node-config 'uldp-policy-epsilon=4'``.
 NODE_CONFIG_PREFIX = "uldp-policy-"
 _LEDGER_VERSION = 1
+#: Who may draw the user sample (:attr:`SiloPolicy.sampler`): the server (it sees, and may choose, the sample) or the
+#: silos among themselves, from randomness the server never learns.
+SAMPLERS = ("server", "silos")
+#: The marker beside a ledger file that this silo has answered a round (``<ledger>.answered``).
+ANSWERED_SUFFIX = ".answered"
 
 
 @dataclass(frozen=True)
@@ -109,6 +135,12 @@ class SiloPolicy:
         max_local_epochs: The most local epochs a round may ask for.
         max_records: The most records a request may say the federation holds (it sizes what the silo allocates).
         min_sampled_users: The smallest user sample (users sampled in a round, over the federation) it answers.
+        q: The user sampling rate (Algorithm 4) its rounds are charged at when the silos draw the sample, and the
+            rate a server's sample must look like (never the rate the server claims).
+        sampler: Who draws the user sample, one of :data:`SAMPLERS`: ``"server"`` (the server sees and may choose
+            it: each round charged at ``q = 1``) or ``"silos"`` (hidden from the server: charged at ``q``).
+        colluders: The collusion threshold t: how many of the other silos may collude with the server and remove
+            their noise shares; its noise share is scaled by :func:`collusion_scale` (0: none).
 
     Raises:
         ValueError: A value of the wrong type or out of range, naming it.
@@ -122,6 +154,9 @@ class SiloPolicy:
     max_local_epochs: int = 100
     max_records: int = 100_000_000
     min_sampled_users: int = 2
+    q: float = 1.0
+    sampler: str = "server"
+    colluders: int = 0
 
     def __post_init__(self) -> None:
         if self.accountant not in ACCOUNTANTS:
@@ -131,6 +166,25 @@ class SiloPolicy:
         check_positive("policy min_sigma", self.min_sigma)
         for name in ("max_rounds", "max_local_epochs", "max_records", "min_sampled_users"):
             check_integer(f"policy {name}", getattr(self, name), minimum=1)
+        check_rate("policy q", self.q)
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"policy sampler {self.sampler!r} is not one of {list(SAMPLERS)}")
+        check_integer("policy colluders", self.colluders, minimum=0)
+
+    @property
+    def charged_rate(self) -> float:
+        """The sampling rate each round is charged at: the policy's ``q`` when the silos draw the sample, 1 when the
+        server does (it may put a target in every round: no amplification)."""
+        return self.q if self.sampler == "silos" else 1.0
+
+    @property
+    def adversary(self) -> Adversary | None:
+        """Whom the ledger's epsilon holds against with user sampling (None without: ``q = 1``)."""
+        if self.q == 1.0:
+            return None
+        return (
+            Adversary.MODEL_READERS if self.sampler == "silos" else Adversary.SERVER_CHOOSES_SAMPLE
+        )
 
     @classmethod
     def from_json(cls, data: Any) -> SiloPolicy:
@@ -180,7 +234,6 @@ class SiloPolicy:
         records: int | None = None,
         sampled_users: int | None = None,
         n_users: int | None = None,
-        q: float | None = None,
     ) -> None:
         """Refuse a request past this policy (each argument None when the request does not set it).
 
@@ -189,21 +242,20 @@ class SiloPolicy:
             local_epochs: The local epochs it asks for.
             records: The records it says the federation holds.
             sampled_users: The users it sampled this round (over the federation).
-            n_users: |U|, with ``q``: the sample must be one Poisson sampling at rate ``q`` could draw, since the
-                silo accounts the round at that rate (Lemma 4): more than ``q |U| + sqrt(|U| 40 ln 2 / 2)`` users
-                (Hoeffding: probability below 2^-40) is refused.
-            q: The sampling rate the request claims.
+            n_users: |U|: the sample must be one Poisson sampling at the policy's rate ``q`` could draw (Algorithm
+                4): more than ``q |U| + sqrt(|U| 40 ln 2 / 2)`` users (Hoeffding: probability below 2^-40) is
+                refused, whatever rate the server claims.
 
         Raises:
             PolicyRefusal: naming the bad value and the policy's bound.
         """
-        if sampled_users is not None and n_users is not None and q is not None:
-            most = q * n_users + math.sqrt(n_users * 40 * math.log(2) / 2)
+        if sampled_users is not None and n_users is not None:
+            most = self.q * n_users + math.sqrt(n_users * 40 * math.log(2) / 2)
             if sampled_users > most:
                 raise PolicyRefusal(
                     f"a round that samples {sampled_users} of {n_users} users is no Poisson sample "
-                    f"at q={q:g}, the rate it claims (at most {most:.1f} but with probability "
-                    f"2^-40); the silo accounts its rounds at that rate"
+                    f"at q={self.q:g}, this silo's policy rate (at most {most:.1f} but with "
+                    f"probability 2^-40)"
                 )
         if sigma is not None and (
             isinstance(sigma, bool)
@@ -270,6 +322,37 @@ def release_multiplier(sigma: float, *, n_silos: int, secure: bool, uniform_weig
     return sigma if secure or uniform_weights else sigma / math.sqrt(n_silos)
 
 
+def collusion_scale(*, n_silos: int, colluders: int) -> float:
+    """The factor on each silo's noise share so that sigma holds against ``t`` silos colluding with the server.
+
+    Theorem 3's noise is split into |S| shares, ``sigma C / sqrt(|S|)`` per silo (Algorithm 3 line 18), so the sum
+    has std ``sigma C``; silos that collude with the server know (and subtract) their own shares, leaving
+    ``sigma C sqrt((|S| - t) / |S|)``. Scaling every share by ``sqrt(|S| / (|S| - t))`` gives the ``|S| - t``
+    honest shares together std ``sigma C`` again: the guarantee of sigma holds against ``t`` colluders.
+
+    Args:
+        n_silos: |S|.
+        colluders: t, in ``0 .. |S| - 1``.
+
+    Returns:
+        ``sqrt(|S| / (|S| - t))`` (1 without colluders).
+
+    Raises:
+        PolicyRefusal: ``t >= |S|`` (no honest silo would be left to add noise).
+
+    >>> collusion_scale(n_silos=4, colluders=3)
+    2.0
+    """
+    n_silos = check_integer("n_silos", n_silos, minimum=1)
+    colluders = check_integer("colluders", colluders, minimum=0)
+    if colluders >= n_silos:
+        raise PolicyRefusal(
+            f"a collusion threshold of {colluders} silo(s) needs more than {colluders} silos; this "
+            f"federation has {n_silos} (allowed: colluders < |S|)"
+        )
+    return math.sqrt(n_silos / (n_silos - colluders))
+
+
 #: t of the noise's norm bound ``std (sqrt(d) + t)``: P(||z|| > std (sqrt(d) + t)) <= exp(-t^2 / 2) = 2^-40.
 NOISE_TAIL = math.sqrt(2 * 40 * math.log(2))
 
@@ -303,6 +386,7 @@ class SiloLedger:
 
     Raises:
         ValueError: the file exists but is no ledger (its content checked field by field).
+        PolicyRefusal: the file is missing but its marker (``<path>.answered``) says this silo has answered.
     """
 
     def __init__(self, policy: SiloPolicy, path: str | Path | None = None) -> None:
@@ -311,12 +395,25 @@ class SiloLedger:
         self.runs: dict[str, int] = {}
         self.releases: list[tuple[float, float]] = []
         self.group_releases: list[GroupRelease] = []
+        if self.path is not None and not self.path.exists() and self.marker.exists():
+            raise PolicyRefusal(
+                f"silo ledger {self.path} is missing, yet this silo has answered rounds before "
+                f"({self.marker} says so): without its ledger it would answer rounds again and forget "
+                f"its budget; restore the ledger (or, knowingly, remove the marker)"
+            )
         if self.path is not None and self.path.exists():
             try:
                 data = json.loads(self.path.read_text())
             except (OSError, ValueError) as error:
                 raise ValueError(f"silo ledger {self.path} is unreadable: {error}") from error
             self.load(data)
+
+    @property
+    def marker(self) -> Path:
+        """The file beside the ledger that says this silo has answered (:data:`ANSWERED_SUFFIX`)."""
+        if self.path is None:
+            raise ValueError("a ledger in memory has no marker")
+        return self.path.with_name(self.path.name + ANSWERED_SUFFIX)
 
     def load(self, data: Any) -> None:
         """Take the record ``data`` (what :meth:`state` returned), checking every field.
@@ -374,12 +471,14 @@ class SiloLedger:
 
     def spent(self, extra: tuple[float, float] | GroupRelease | None = None) -> PrivacySpent:
         """The user-level guarantee of every release (and ``extra``, a release not yet made); Gaussian releases and
-        ULDP-GROUP's each at half the delta when the ledger holds both (see the module docstring)."""
+        ULDP-GROUP's each at half the delta when the ledger holds both (see the module docstring). With user
+        sampling it names its adversary (:attr:`SiloPolicy.adversary`)."""
         releases = self.releases + ([extra] if isinstance(extra, tuple) else [])
         groups = self.group_releases + ([extra] if isinstance(extra, GroupRelease) else [])
         delta = self.policy.delta / 2 if releases and groups else self.policy.delta
-        spent = epsilon_of_releases(
-            releases=releases, delta=delta, accountant=self.policy.accountant
+        spent = replace(
+            epsilon_of_releases(releases=releases, delta=delta, accountant=self.policy.accountant),
+            adversary=self.policy.adversary,
         )
         if not groups:
             return spent
@@ -388,9 +487,7 @@ class SiloLedger:
         )
         return PrivacySpent(epsilon=epsilon, order=math.nan, delta=self.policy.delta)
 
-    def admit(
-        self, run: str, round_index: int, *, multiplier: float | GroupRelease, q: float
-    ) -> float:
+    def admit(self, run: str, round_index: int, *, multiplier: float | GroupRelease) -> float:
         """Record that this silo answers round ``round_index`` of run ``run``, or refuse.
 
         Called before the answer is computed; the record is on disk before it returns (a crash afterwards costs
@@ -400,8 +497,8 @@ class SiloLedger:
             run: The run's identifier (deploy: the configuration's fingerprint; Flower: the run id).
             round_index: The round (1, 2, ...).
             multiplier: The answer's noise multiplier as the server sees it (:func:`release_multiplier`), or
-                ULDP-GROUP's round of DP-SGD (:class:`GroupRelease`).
-            q: The user sampling rate the release is accounted at (unused for a :class:`GroupRelease`).
+                ULDP-GROUP's round of DP-SGD (:class:`GroupRelease`). A Gaussian release is charged at the
+                policy's :attr:`SiloPolicy.charged_rate`, never at a rate the server claims.
 
         Returns:
             The user-level epsilon spent once this round is released.
@@ -424,10 +521,7 @@ class SiloLedger:
         release = (
             multiplier
             if isinstance(multiplier, GroupRelease)
-            else (
-                check_positive("multiplier", multiplier),
-                check_number("q", q, above=0, at_most=1),
-            )
+            else (check_positive("multiplier", multiplier), self.policy.charged_rate)
         )
         spent = self.spent(release)
         if spent.epsilon > self.policy.epsilon:
@@ -436,7 +530,8 @@ class SiloLedger:
                 f"ULDP-GROUP-{release.k}'s DP-SGD, sigma {release.sigma:g}, {release.steps} steps at rate "
                 f"{release.sample_rate:.3g}"
                 if isinstance(release, GroupRelease)
-                else f"noise multiplier {release[0]:.3g} as the server sees it, q={q:g}"
+                else f"noise multiplier {release[0]:.3g} as the server sees it, charged at "
+                f"q={release[1]:g} (sampler {self.policy.sampler!r})"
             )
             raise PolicyRefusal(
                 f"round {round_index} would bring this silo's user-level epsilon from {before:.3g} to "
@@ -448,7 +543,10 @@ class SiloLedger:
             self.group_releases.append(release)
         else:
             self.releases.append(release)
-        if self.path is not None:
+        if (
+            self.path is not None
+        ):  # the marker first: a crash between the two leaves a silo that refuses
+            write_json_atomic(self.marker, {"ledger": self.path.name})
             write_json_atomic(self.path, self.state())
         LOGGER.info(
             "answering round %d of run %s: user-level epsilon spent %.4g of %g",
@@ -458,3 +556,32 @@ class SiloLedger:
             self.policy.epsilon,
         )
         return spent.epsilon
+
+
+def node_ledger_path(*, silo: str, key_file: str | Path, ledger: str | Path | None = None) -> Path:
+    """A Flower silo's ledger file: ``ledger`` when its node config names one, else ``<silo>.uldp-ledger.json`` in
+    the directory of its key file, the node's own state (never the SuperNode's memory, which a restart or a new run
+    resets: issue 41 item 5).
+
+    Args:
+        silo: The silo's name (its node config's ``silo``).
+        key_file: Its key file (its node config's ``uldp-key-file``).
+        ledger: The ledger file its node config names, if any.
+
+    Returns:
+        The ledger's path.
+
+    Raises:
+        ValueError: A silo name that cannot name a file.
+
+    >>> node_ledger_path(silo="Royal", key_file="/srv/royal/key").as_posix()
+    '/srv/royal/Royal.uldp-ledger.json'
+    """
+    if ledger is not None:
+        return Path(ledger)
+    if not silo or any(ch in silo for ch in "/\\\0") or silo in {".", ".."}:
+        raise ValueError(
+            f"silo name {silo!r} cannot name a ledger file (no '/', '\\\\', NUL, '.' or '..'); "
+            f"name the ledger in the node config"
+        )
+    return Path(key_file).with_name(f"{silo}.uldp-ledger.json")

@@ -3,10 +3,12 @@
 Pure functions with keyword-only privacy arguments. Two accountants, registered by name (:data:`ACCOUNTANTS`, each an
 :class:`Accountant`): ``"rdp"``, the paper's (opacus' analysis; dp-accounting cross-checks it in the tests), and
 ``"pld"``, the tighter privacy-loss distribution of dp-accounting, with ULDP-GROUP-k accounted as a mixture of
-Gaussians. See :mod:`uldp.accounting.rdp`, :mod:`uldp.accounting.pld`, :mod:`uldp.accounting.group` and
-:mod:`uldp.accounting.methods`.
+Gaussians. With user sampling each epsilon names its :class:`Adversary`: the amplified one holds only against
+whoever does not know the sample (:mod:`uldp.accounting.known_sample`). See :mod:`uldp.accounting.rdp`,
+:mod:`uldp.accounting.pld`, :mod:`uldp.accounting.group` and :mod:`uldp.accounting.methods`.
 """
 
+from uldp.accounting.adversary import Adversary, check_adversary
 from uldp.accounting.group import (
     GroupPrivacySpent,
     group_dp_epsilon,
@@ -16,6 +18,13 @@ from uldp.accounting.group import (
     paper_group_dp_epsilon,
     paper_group_rdp_epsilon,
     power_of_two_bounds,
+)
+from uldp.accounting.known_sample import (
+    epsilon_chosen_sample,
+    epsilon_known_sample,
+    epsilon_known_sample_pld,
+    epsilon_known_sample_rdp,
+    epsilon_of_participation,
 )
 from uldp.accounting.methods import (
     ACCOUNTANTS,
@@ -51,16 +60,23 @@ __all__ = [
     "ACCOUNTANTS",
     "DEFAULT_ORDERS",
     "Accountant",
+    "Adversary",
     "GroupPrivacySpent",
     "PldAccountant",
     "PrivacySpent",
     "RdpAccountant",
     "check_accountant",
+    "check_adversary",
     "dp_epsilons",
+    "epsilon_chosen_sample",
     "epsilon_for_method",
     "epsilon_group",
     "epsilon_group_pld",
+    "epsilon_known_sample",
+    "epsilon_known_sample_pld",
+    "epsilon_known_sample_rdp",
     "epsilon_naive",
+    "epsilon_of_participation",
     "epsilon_of_releases",
     "epsilon_server_view",
     "epsilon_uldp",

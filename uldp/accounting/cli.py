@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from uldp.accounting.adversary import Adversary
 from uldp.accounting.methods import ACCOUNTANTS
 from uldp.cli import print_json
 from uldp.common.checks import check_number
@@ -50,6 +51,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="rdp (the paper's) or pld (privacy-loss distribution; ULDP-GROUP as a mixture)",
     )
     epsilon.add_argument(
+        "--adversary",
+        choices=[adversary.value for adversary in Adversary],
+        default=Adversary.MODEL_READERS.value,
+        help="ULDP-SGD/AVG with --q below 1: whom epsilon holds against (the paper's amplified epsilon holds "
+        "only against readers of the model, who do not know the sample)",
+    )
+    epsilon.add_argument(
         "--json", action="store_true", help="print one JSON document repeating the inputs"
     )
     epsilon.set_defaults(handler=run_epsilon)
@@ -76,7 +84,8 @@ def _finite(value: float) -> float | None:
 
 def run_epsilon(args: argparse.Namespace) -> int:
     """Print the epsilon of one method at ``--sigma`` (or the sigma for ``--target-epsilon`` and its epsilon);
-    with ``--json`` one document with the inputs, ``sigma``, ``epsilon`` and the RDP ``order`` (null for PLD)."""
+    with ``--json`` one document with the inputs, ``sigma``, ``epsilon``, the RDP ``order`` (null for PLD) and
+    ``against``, the adversary it holds against with user sampling (null without)."""
     from uldp.accounting import epsilon_for_method, sigma_for_epsilon
 
     spec = parse_method(args.method)
@@ -87,6 +96,7 @@ def run_epsilon(args: argparse.Namespace) -> int:
         "delta": args.delta,
         "q": args.q if spec.per_user else 1.0,
         "accountant": args.accountant,
+        "adversary": args.adversary,
     }
     if spec.family == "ULDP-GROUP":
         if args.steps_per_round is None:
@@ -100,13 +110,21 @@ def run_epsilon(args: argparse.Namespace) -> int:
     spent = epsilon_for_method(args.method, sigma=sigma, **arguments)
     if args.json:
         print_json(
-            {"sigma": sigma, "epsilon": _finite(spent.epsilon), "order": _finite(spent.order)}, args
+            {
+                "sigma": sigma,
+                "epsilon": _finite(spent.epsilon),
+                "order": _finite(spent.order),
+                "against": None if spent.adversary is None else spent.adversary.value,
+            },
+            args,
         )
         return 0
     order = f" (RDP order {spent.order:g})" if math.isfinite(spent.order) else ""
     chosen = "" if args.target_epsilon is None else f"sigma = {sigma:.6g} for the target; "
+    against = "" if spent.adversary is None else f", against {spent.adversary.value}"
     print(
         f"{args.method}: {chosen}epsilon = {spent.epsilon:.6g} at delta = {args.delta:g} by {args.accountant}{order}"
+        f"{against}"
     )
     return 0
 

@@ -6,7 +6,9 @@
   noise multiplier ``sigma`` per round, ``T`` rounds. See :mod:`uldp.methods.fedavg`.
 - ULDP-SGD / ULDP-AVG, with any weights (Theorem 3): user-level sensitivity ``C`` of the summed update and noise
   ``sigma C / sqrt(|S|)`` per silo (std ``sigma C`` in the sum): noise multiplier ``sigma``, ``T`` rounds, and
-  with user-level Poisson sampling at rate ``q`` (Algorithm 4) the sub-sampled Gaussian (Lemma 4).
+  with user-level Poisson sampling at rate ``q`` (Algorithm 4) the sub-sampled Gaussian (Lemma 4) against whoever
+  does not know the sample; against a server that sees it or chooses it, :mod:`uldp.accounting.known_sample`. Each
+  such epsilon names its :class:`~uldp.accounting.adversary.Adversary` (``adversary=`` here, in the result too).
 - ULDP-GROUP-k (Theorem 2): each silo runs DP-SGD with record-level Poisson rate ``gamma_s`` for ``steps_s``
   steps; the record-level RDP is the maximum over silos, converted to groups of ``k`` records.
 
@@ -24,7 +26,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from uldp.accounting.adversary import Adversary, check_adversary
 from uldp.accounting.group import GroupPrivacySpent, group_dp_epsilon, group_epsilon_bounds
+from uldp.accounting.known_sample import (
+    epsilon_known_sample_pld,
+    epsilon_known_sample_rdp,
+    gaussian_against,
+)
 from uldp.accounting.pld import COARSE_INTERVAL, epsilon_group_pld, epsilon_uldp_pld
 from uldp.accounting.rdp import DEFAULT_ORDERS, PrivacySpent, rdp_subsampled_gaussian, rdp_to_dp
 from uldp.common.checks import check_delta, check_integer, check_number, check_positive, check_rate
@@ -101,6 +109,7 @@ def epsilon_server_view(
     weight_norm: float = 1.0,
     q: float = 1.0,
     accountant: str = "rdp",
+    adversary: Adversary | str = Adversary.SERVER_SEES_SAMPLE,
 ) -> PrivacySpent:
     """User-level (epsilon, delta) of what the server sees WITHOUT secure aggregation: every silo's noisy update.
 
@@ -120,9 +129,12 @@ def epsilon_server_view(
         weight_norm: ``max_u ||w_u||_2`` in ``[1 / sqrt(|S|), 1]`` (1, the worst case, by default).
         q: User-level sampling rate in (0, 1].
         accountant: A name of :data:`~uldp.accounting.ACCOUNTANTS`.
+        adversary: With ``q < 1``, what the server knows of the sample (:class:`Adversary` or its value): by
+            default it sees the sample it draws (Protocol 1), so no amplification by it; ``MODEL_READERS`` only
+            where the silos hide the sample from it.
 
     Returns:
-        The guarantee against the server's view.
+        The guarantee against the server's view, naming its adversary where ``q < 1``.
 
     Raises:
         ValueError: ``weight_norm`` outside ``[1 / sqrt(|S|), 1]``, or bad privacy arguments.
@@ -137,9 +149,14 @@ def epsilon_server_view(
         "weight_norm", weight_norm, at_least=1 / math.sqrt(n_silos) * (1 - 1e-12), at_most=1.0
     )
     effective = check_positive("sigma", sigma) / (math.sqrt(n_silos) * weight_norm)
-    if check_accountant(accountant) == "pld":
-        return epsilon_uldp_pld(sigma=effective, rounds=rounds, delta=delta, q=q)
-    return epsilon_uldp(sigma=effective, rounds=rounds, delta=delta, q=q)
+    return gaussian_against(
+        ACCOUNTANTS[check_accountant(accountant)],
+        check_adversary(adversary),
+        sigma=effective,
+        rounds=rounds,
+        delta=delta,
+        q=q,
+    )
 
 
 def epsilon_of_releases(
@@ -288,6 +305,7 @@ def epsilon_for_method(
     steps_per_round: int | Sequence[int] | None = None,
     accountant: str = "rdp",
     value_discretization_interval: float | None = None,
+    adversary: Adversary | str = Adversary.MODEL_READERS,
 ) -> PrivacySpent:
     """The user-level guarantee of ``method`` after ``rounds`` rounds, by the accountant named ``accountant``.
 
@@ -306,9 +324,13 @@ def epsilon_for_method(
             its own guarantee and the guard's, both valid.
         value_discretization_interval: PLD only: the discretisation step (``None``: chosen by
             :func:`uldp.accounting.pld.pld_epsilon`).
+        adversary: ULDP-SGD/AVG with ``q < 1``: whom the epsilon holds against (:class:`Adversary` or its value):
+            the paper's readers of the model (amplified, the default), a server that sees the sample, or one that
+            chooses it.
 
     Returns:
-        The guarantee (for ULDP-GROUP by RDP, the valid upper bound of :func:`epsilon_group`).
+        The guarantee (for ULDP-GROUP by RDP, the valid upper bound of :func:`epsilon_group`), naming its
+        adversary where user sampling makes it depend on one.
 
     Raises:
         ValueError: An unknown accountant (the message lists the registered ones) or bad arguments.
@@ -325,6 +347,7 @@ def epsilon_for_method(
         "k": k,
         "sample_rates": sample_rates,
         "steps_per_round": steps_per_round,
+        "adversary": check_adversary(adversary),
     }
     spent = _accounted(
         method,
@@ -351,6 +374,7 @@ def _accounted(
     sample_rates: float | Sequence[float] | None,
     steps_per_round: int | Sequence[int] | None,
     accountant: str,
+    adversary: Adversary,
     value_discretization_interval: float | None = None,
 ) -> PrivacySpent:
     """The guarantee of :func:`epsilon_for_method` by one accountant alone (``"pld"`` without the RDP guard)."""
@@ -361,7 +385,9 @@ def _accounted(
     if (
         not spec.capabilities.group_privacy
     ):  # ULDP-NAIVE (Theorem 1) or ULDP-SGD/AVG (Theorem 3, Lemma 4 for q < 1)
-        return chosen.gaussian(
+        return gaussian_against(
+            chosen,
+            adversary,
             sigma=sigma,
             rounds=rounds,
             delta=delta,
@@ -468,6 +494,7 @@ def sigma_for_epsilon(
     steps_per_round: int | Sequence[int] | None = None,
     accountant: str = "rdp",
     tolerance: float = 1e-6,
+    adversary: Adversary | str = Adversary.MODEL_READERS,
 ) -> float:
     """The smallest noise multiplier ``sigma`` for which ``method`` reaches ``epsilon`` after ``rounds`` rounds.
 
@@ -483,6 +510,7 @@ def sigma_for_epsilon(
         q, k, sample_rates, steps_per_round: As in :func:`epsilon_for_method`.
         accountant: A name of :data:`ACCOUNTANTS`.
         tolerance: Relative tolerance on sigma.
+        adversary: As in :func:`epsilon_for_method` (the target holds against it).
 
     Returns:
         ``sigma`` (the guarantee at it is within tolerance of ``epsilon``, never above it by more).
@@ -502,6 +530,7 @@ def sigma_for_epsilon(
         "k": k,
         "sample_rates": sample_rates,
         "steps_per_round": steps_per_round,
+        "adversary": check_adversary(adversary),
     }
 
     def epsilon_at(sigma: float, interval: float | None = None) -> float:
@@ -543,6 +572,19 @@ class Accountant(abc.ABC):
         value_discretization_interval: float | None,
     ) -> PrivacySpent:
         """``rounds`` rounds of the Gaussian with multiplier ``sigma``, Poisson-sub-sampled at rate ``q``."""
+
+    @abc.abstractmethod
+    def known_sample(
+        self,
+        *,
+        sigma: float,
+        rounds: int,
+        delta: float,
+        q: float,
+        value_discretization_interval: float | None,
+    ) -> PrivacySpent:
+        """The same rounds against an adversary that knows which rounds held the user
+        (:mod:`uldp.accounting.known_sample`)."""
 
     @abc.abstractmethod
     def group(
@@ -589,6 +631,18 @@ class RdpAccountant(Accountant):
         """:func:`epsilon_uldp`."""
         return epsilon_uldp(sigma=sigma, rounds=rounds, delta=delta, q=q)
 
+    def known_sample(
+        self,
+        *,
+        sigma: float,
+        rounds: int,
+        delta: float,
+        q: float,
+        value_discretization_interval: float | None,
+    ) -> PrivacySpent:
+        """:func:`uldp.accounting.known_sample.epsilon_known_sample_rdp`."""
+        return epsilon_known_sample_rdp(sigma=sigma, q=q, rounds=rounds, delta=delta)
+
     def group(
         self,
         *,
@@ -626,6 +680,24 @@ class PldAccountant(Accountant):
             rounds=rounds,
             delta=delta,
             q=q,
+            value_discretization_interval=value_discretization_interval,
+        )
+
+    def known_sample(
+        self,
+        *,
+        sigma: float,
+        rounds: int,
+        delta: float,
+        q: float,
+        value_discretization_interval: float | None,
+    ) -> PrivacySpent:
+        """:func:`uldp.accounting.known_sample.epsilon_known_sample_pld`."""
+        return epsilon_known_sample_pld(
+            sigma=sigma,
+            q=q,
+            rounds=rounds,
+            delta=delta,
             value_discretization_interval=value_discretization_interval,
         )
 

@@ -21,6 +21,8 @@ from uldp.common.logs import import_quietly
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
+    from uldp.accounting.adversary import Adversary
+
 #: The order grid over which epsilon is minimised: 1.1 to 10.9 in steps of 0.1 (where small-epsilon optima lie),
 #: every integer from 11 to 63, then 40 geometrically spaced integers from 64 to 4096 (needed by large groups and
 #: by very large noise). A warning is raised when the optimum sits on an edge of the grid that is not a hard
@@ -44,11 +46,14 @@ class PrivacySpent:
         epsilon: The privacy loss ``epsilon`` (``inf`` when there is no guarantee).
         order: The RDP order ``alpha`` at which the conversion was tightest (``nan`` when none).
         delta: The target ``delta``.
+        adversary: Whom it holds against where user sampling makes it depend on that (:class:`Adversary`);
+            None where it does not (no user sampling: every adversary alike).
     """
 
     epsilon: float
     order: float
     delta: float
+    adversary: Adversary | None = None
 
 
 def check_orders(orders: ArrayLike) -> np.ndarray:

@@ -33,6 +33,12 @@ claimed mechanism when user sampling (Algorithm 4) includes the canary in each r
 ``x_t`` the round's aggregate along the canary's coordinate over the sum's noise std ``sigma C`` and ``mu = 1 /
 sigma`` (sensitivity ``C``, Theorem 3), ``sum_t log(1 - q + q exp(mu x_t - mu^2 / 2))``, the Neyman-Pearson test
 of the sub-sampled Gaussian pair of Lemma 4 composed over rounds. At ``q = 1`` the two are the same test.
+
+Both audit the paper's claim against readers of the model, who do not know the sample. The server draws the sample
+(Protocol 1), so it knows which rounds held the canary: its score ``"known-sample"`` is the log-likelihood ratio
+over those rounds alone, ``sum_t b_t (mu x_t - mu^2 / 2)`` with ``b_t`` the canary's draw of the method's own
+:meth:`sample_users` (the Neyman-Pearson test given the sample), to be held against the known-sample epsilon
+(:func:`uldp.accounting.epsilon_known_sample`, :attr:`uldp.accounting.Adversary.SERVER_SEES_SAMPLE`).
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ import torch
 from scipy import optimize
 from torch import nn
 
+from uldp.accounting import Adversary
 from uldp.common.checks import check_integer, check_positive
 from uldp.data.base import Allocation
 from uldp.methods import (
@@ -77,7 +84,13 @@ CLAIMS = ("user", "record")
 #: Float type of the simulated updates (single precision: scores are sums of a few dozen terms).
 DTYPE = torch.float32
 #: Scores of a crafted canary (see the module docstring).
-SCORES = ("sum", "likelihood")
+SCORES = ("sum", "likelihood", "known-sample")
+#: Whom each score's audit holds against (its adversary, with user sampling).
+SCORE_ADVERSARIES = {
+    "sum": Adversary.MODEL_READERS,
+    "likelihood": Adversary.MODEL_READERS,
+    "known-sample": Adversary.SERVER_SEES_SAMPLE,
+}
 
 
 @dataclass(frozen=True)
@@ -397,6 +410,17 @@ def _likelihood_terms(method: Method, federation: Federation) -> tuple[float, fl
     return scale, 1.0 / sigma, float(method.accounting_arguments(federation).get("q", 1.0))
 
 
+def _canaries_sampled(
+    method: Method, federation: Federation, runs: int, m: int, round_seed: np.random.SeedSequence
+) -> np.ndarray:
+    """``[runs, m]``: whether the round's sample held each canary (the last ``m`` users), as the server that drew it
+    knows: the same draw of :meth:`sample_users` that :func:`_user_level_round` makes (all True without sampling)."""
+    if not isinstance(method, UserLevelMethod):
+        return np.ones((runs, m))
+    drawn = method.sample_users(runs * federation.n_users, round_seed)
+    return drawn.reshape(runs, federation.n_users)[:, -m:].astype(float)
+
+
 def crafted_scores(
     method: Method,
     setting: CraftedSetting,
@@ -416,8 +440,9 @@ def crafted_scores(
         seed: The audit's seed (federation, flags, every run's draws).
         chunk_runs: Runs simulated together (bounds memory; each chunk draws from its own stream, so the scores
             depend on it: keep it fixed to reproduce them).
-        score: One of :data:`SCORES`; ``"likelihood"`` uses the rate ``q`` the method's accountant assumes
-            (ULDP-NAIVE, ULDP-SGD/AVG only).
+        score: One of :data:`SCORES`; ``"likelihood"`` uses the rate ``q`` the method's accountant assumes,
+            ``"known-sample"`` the sample itself, as the server that draws it knows it (ULDP-NAIVE, ULDP-SGD/AVG
+            only).
         aggregate_fn: The aggregation of enhanced-weight methods (``aggregate(deltas, counts, sampled, noise)``,
             the methods' hook; e.g. a :class:`uldp.secure.SecureAggregator` to audit through Protocol 1).
 
@@ -441,7 +466,7 @@ def crafted_scores(
     federation = method.prepare(
         audit_federation(setting, m, seed), seed_stream(root, PREPARE_STREAM)
     )
-    likelihood = _likelihood_terms(method, federation) if score == "likelihood" else None
+    likelihood = _likelihood_terms(method, federation) if score != "sum" else None
     dims = m + BACKGROUND_DIMS
     scores = np.zeros((runs, m))
     clip = method.hp.clip or 1.0
@@ -468,8 +493,14 @@ def crafted_scores(
                 scale, mu, q = likelihood
                 observed = total.reshape(-1, dims)[:, :m].double().numpy() / scale
                 ratio = mu * observed - mu**2 / 2  # log N(mu, 1) / N(0, 1) at the observation
+                if score == "known-sample":
+                    ratio = ratio * _canaries_sampled(
+                        method, federation, block.shape[0], m, seed_stream(stream, round_index)
+                    )
                 scores[start : start + block.shape[0]] += (
-                    ratio if q >= 1 else np.logaddexp(math.log1p(-q), math.log(q) + ratio)
+                    ratio
+                    if q >= 1 or score == "known-sample"
+                    else np.logaddexp(math.log1p(-q), math.log(q) + ratio)
                 )
         if likelihood is None:
             scores[start : start + block.shape[0]] = params.reshape(-1, dims)[:, :m].numpy() / clip

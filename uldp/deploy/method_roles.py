@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from uldp.accounting import epsilon_server_view
+from uldp.accounting import Adversary, epsilon_for_method, epsilon_server_view
 from uldp.common.checks import check_integer
 from uldp.common.persist import fingerprint
 from uldp.federation import MethodSilo as FederationSilo, SiloRound, aggregation_kind, update_bounds
@@ -321,23 +321,36 @@ class MethodServer(_MethodRole):
     def evaluate(self, params: np.ndarray, round_index: int) -> dict:
         """Test metrics of the global model, the user-level epsilon after round ``round_index`` (every round index up
         to it is a release, see :mod:`uldp.deploy.server`) and the epsilon of what the server saw
-        (``server_view_epsilon``: the same with secure aggregation or uniform weights, else
-        :func:`uldp.accounting.epsilon_server_view` with the users' largest weight norm)."""
+        (``server_view_epsilon``): against a server that sees the sample it draws (issue 41: no amplification by a
+        sample the adversary knows), and when it sees each silo's weighted update,
+        :func:`uldp.accounting.epsilon_server_view` at the worst-case weight norm 1 (never the data's: the bound must
+        not depend on who is in the federation)."""
         load_flat_parameters(self._model, torch.from_numpy(params))
         metrics = evaluate_model(
             self._model, self.data.x_test, self.data.y_test, self.config.run.dataset
         )
         epsilon = self.epsilon(round_index)
         view = epsilon
+        hp, spec = self.method.hp, self.method.spec
+        q = hp.q if spec.per_user else 1.0
         if epsilon is not None and self.weights_show():
             view = epsilon_server_view(
                 sigma=float(self.config.run.sigma or 0.0),
                 rounds=round_index,
-                delta=self.method.hp.delta,
+                delta=hp.delta,
                 n_silos=self.n_silos,
-                weight_norm=self._weight_norm(),
-                q=self.method.hp.q,
+                q=q,
                 accountant=self.config.run.accountant,
+            ).epsilon
+        elif epsilon is not None and q < 1.0 and not spec.capabilities.group_privacy:
+            view = epsilon_for_method(
+                spec.name,
+                sigma=float(self.config.run.sigma or 0.0),
+                rounds=round_index,
+                delta=hp.delta,
+                q=q,
+                accountant=self.config.run.accountant,
+                adversary=Adversary.SERVER_SEES_SAMPLE,
             ).epsilon
         return {
             **{name: float(value) for name, value in metrics.items()},
@@ -354,12 +367,6 @@ class MethodServer(_MethodRole):
             and spec.per_user
             and (spec.enhanced_weights or self.config.run.user_weights is not None)
         )
-
-    def _weight_norm(self) -> float:
-        """``max_u ||w_u||_2`` over the users with records (the weights of every user sampled)."""
-        weights = user_level(self.method).weights(self.counts, np.ones(self.n_users, dtype=bool))
-        active = self.counts.sum(axis=0) > 0
-        return float(min(1.0, np.sqrt((weights[:, active] ** 2).sum(axis=0)).max(initial=0.0)))
 
     def contribution_bound(self, sampled: np.ndarray, size: int) -> list[float] | None:
         """Per silo, the largest l2 norm its contribution may have (issue 30, attack 6;

@@ -212,8 +212,8 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
 
         def _admit(self, round_index: int) -> None:
             """Into the ledger (on disk) before anything of the round is computed, or a PolicyRefusal."""
-            multiplier, q = role.release()
-            ledger.admit(role.fingerprint, round_index, multiplier=multiplier, q=q)
+            multiplier, _ = role.release()  # charged at the policy's rate, not the run's
+            ledger.admit(role.fingerprint, round_index, multiplier=multiplier)
 
         def _new_session(self, stage: str) -> SiloAggregation:
             kind = NEW_SESSION[stage]

@@ -157,7 +157,6 @@ class MethodSilo:
             policy.check(
                 sampled_users=int(np.count_nonzero(sampled)),
                 n_users=int(self.counts.shape[1]),
-                q=hp.q,
             )
 
     def release(self) -> tuple[float | GroupRelease, float]:

@@ -9,7 +9,6 @@ and its aggregation (:mod:`uldp.flower.secure`), after checking the request agai
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 from contextlib import contextmanager
@@ -40,14 +39,13 @@ from uldp.flower.pseudonyms import read_key_file
 from uldp.flower.secure import silo_round, silo_setup
 from uldp.flower.silo_views import SiloViews
 from uldp.methods import Federation, Hyperparameters, make_method, parse_method
-from uldp.policy import SiloLedger, SiloPolicy
+from uldp.policy import SiloLedger, SiloPolicy, node_ledger_path
 from uldp.secure.psu import lookup
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
 LOGGER = logging.getLogger("uldp.flower")
-_LEDGER_STATE = "uldp_ledger"
 
 
 @dataclass(frozen=True)
@@ -224,10 +222,8 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> byte
     def admit() -> (
         None
     ):  # the round goes into the silo's ledger (on disk) before anything is computed
-        multiplier, q = silo.release()
-        ledger = _ledger(context, policy)
-        ledger.admit(str(context.run_id), round_index, multiplier=multiplier, q=q)
-        _keep_ledger(context, ledger)
+        multiplier, _ = silo.release()  # charged at the policy's rate, not the run's
+        _ledger(context, policy).admit(str(context.run_id), round_index, multiplier=multiplier)
 
     work = silo.work(params, _silo_round_seed(context, round_index), sampled, admit)
     return silo_round(settings, context, aggregation_kind(spec, secure=secure), work)
@@ -251,17 +247,15 @@ def _silo_round_seed(context: Any, round_index: int) -> np.random.SeedSequence:
 
 
 def _ledger(context: Any, policy: SiloPolicy) -> SiloLedger:
-    """The silo's ledger: the file its node config names (:data:`LEDGER_KEY`), else the SuperNode's memory."""
-    path = context.node_config.get(LEDGER_KEY)
-    ledger = SiloLedger(policy, path)
-    if path is None and _LEDGER_STATE in context.state:
-        ledger.load(json.loads(str(context.state[_LEDGER_STATE]["json"])))
-    return ledger
-
-
-def _keep_ledger(context: Any, ledger: SiloLedger) -> None:
-    if ledger.path is None:
-        context.state[_LEDGER_STATE] = ConfigRecord({"json": json.dumps(ledger.state())})
+    """The silo's ledger: the file its node config names (:data:`LEDGER_KEY`), else beside its key file
+    (:func:`uldp.policy.node_ledger_path`); never the SuperNode's memory, which a restart resets."""
+    config = context.node_config
+    return SiloLedger(
+        policy,
+        node_ledger_path(
+            silo=str(config[SILO_KEY]), key_file=config[KEY_FILE_KEY], ledger=config.get(LEDGER_KEY)
+        ),
+    )
 
 
 def _protocol_inputs(context: Any) -> dict:
@@ -288,9 +282,10 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
     and optionally its privacy policy (:class:`uldp.policy.SiloPolicy`, ``uldp-policy-<field>=<value>``, e.g.
     ``uldp-policy-epsilon=4 uldp-policy-min-sigma=1``; the defaults otherwise) and its ledger file
     (``uldp-ledger=<path>``: the rounds it answered and the noise it released, kept across restarts; without it,
-    in the SuperNode's memory). Nothing the server sends changes the policy, the ledger or the silo's randomness;
-    a request past the policy is refused, logged at the silo and returned to the server as the error. For tests
-    only: ``uldp-insecure-test-keys=true`` (accept Protocol 1 keys under 2048 bits) and
+    ``<silo>.uldp-ledger.json`` beside its key file; once it has answered it refuses to answer without it).
+    Nothing the server sends changes the policy, the ledger or the silo's randomness; a request past the policy is
+    refused, logged at the silo and returned to the server as the error. For tests only:
+    ``uldp-insecure-test-keys=true`` (accept Protocol 1 keys under 2048 bits) and
     ``uldp-insecure-reproducible-noise=<seed>`` (noise from that seed, as :func:`uldp.fit` with it).
 
     Args:

@@ -7,6 +7,7 @@ in a notebook or a test before deploying it (``tests/test_flower_loopback.py`` r
 
 from __future__ import annotations
 
+import tempfile
 from typing import TYPE_CHECKING, Any
 
 from flwr.app import Context, Error, Message, RecordDict
@@ -34,9 +35,15 @@ class LocalGrid(Grid):
             1,
         )  # what a ServerApp process sets
         self.app = app
+        # one grid is one run (run id 1): a silo's ledger lives with the grid unless its config names one
+        self._ledgers = tempfile.TemporaryDirectory(prefix="uldp-local-grid-")
         self.contexts = {
             node: Context(
-                run_id=1, node_id=node, node_config=config, state=RecordDict(), run_config={}
+                run_id=1,
+                node_id=node,
+                node_config={"uldp-ledger": f"{self._ledgers.name}/{node}.json", **config},
+                state=RecordDict(),
+                run_config={},
             )
             for node, config in enumerate(node_configs, start=101)
         }

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 SETUP_ACTION = "uldp"
 #: The node_config keys a SuperNode sets: ``--node-config 'silo="Hospital A" uldp-key-file="/secure/key"'``.
 SILO_KEY, KEY_FILE_KEY = "silo", "uldp-key-file"
-#: The node_config key of the silo's ledger file (:class:`uldp.policy.SiloLedger`; without it, the SuperNode's memory).
+#: The node_config key of the silo's ledger file (:class:`uldp.policy.SiloLedger`; without it, beside its key file).
 LEDGER_KEY = "uldp-ledger"
 #: INSECURE, tests and the book only: the node_config key whose value seeds this silo's noise and record order, so
 #: that the run equals :func:`uldp.fit` with that seed (whoever knows it can remove the noise). Only the silo's own

@@ -55,7 +55,7 @@ from flwr.common.logger import log
 from flwr.serverapp.strategy import Result, Strategy
 from torch import nn
 
-from uldp.accounting import epsilon_for_method, epsilon_server_view, sigma_for_epsilon
+from uldp.accounting import Adversary, epsilon_for_method, epsilon_server_view, sigma_for_epsilon
 from uldp.common.atomic import check_writable
 from uldp.common.checks import check_integer, check_number, check_positive
 from uldp.federation import SERVER_AGGREGATIONS, ServerAggregation, aggregation_kind, update_bounds
@@ -123,8 +123,9 @@ class UldpStrategy(Strategy):
     Attributes:
         epsilons: The user-level epsilon of the released model after each release (Theorem 3): one per round index
             asked, completed or aborted, a resumed run's earlier ones included.
-        server_view_epsilons: The user-level epsilon of what the server sees after each release: ``epsilons`` with
-            secure aggregation or uniform weights, :func:`uldp.accounting.epsilon_server_view` otherwise.
+        server_view_epsilons: The user-level epsilon of what the server sees after each release, the sample it
+            draws included (with user sampling, the known-sample epsilon): ``epsilons`` without sampling under secure
+            aggregation or uniform weights, :func:`uldp.accounting.epsilon_server_view` otherwise.
         insecure_reproducible_noise: Whether any silo reported drawing its noise from its INSECURE test seed.
         round_seconds: Each round's seconds, from sending the model to the new model (Protocol 1's share
             exchange included).
@@ -496,10 +497,17 @@ class UldpStrategy(Strategy):
     def server_view_epsilon(self, releases: int) -> float:
         """The user-level epsilon of what the server has seen after ``releases`` releases: the released model's with
         secure aggregation or uniform weights, :func:`uldp.accounting.epsilon_server_view` (each silo's own
-        release, Theorem 3 per silo) when plain silos share their counts for ULDP-AVG-w."""
-        epsilon = self.released_epsilon(releases)
+        release, Theorem 3 per silo) when plain silos share their counts for ULDP-AVG-w; with user sampling, against
+        a server that sees the sample it draws (:attr:`uldp.accounting.Adversary.SERVER_SEES_SAMPLE`)."""
         if not self._shares_counts:
-            return epsilon
+            return epsilon_for_method(
+                self.method.spec.name,
+                sigma=needed(self.hp.sigma, "sigma"),
+                rounds=releases,
+                delta=self.hp.delta,
+                q=self.hp.q if self.method.spec.per_user else 1.0,
+                adversary=Adversary.SERVER_SEES_SAMPLE,
+            ).epsilon
         return epsilon_server_view(
             sigma=needed(self.hp.sigma, "sigma"),
             rounds=releases,

@@ -35,6 +35,7 @@ from uldp.methods.base import (
     seed_stream,
 )
 from uldp.methods.fedavg import round_keys, silo_training
+from uldp.policy import collusion_scale
 from uldp.training.per_user import clip_rows, user_gradients
 
 if TYPE_CHECKING:
@@ -142,6 +143,9 @@ class UserLevelMethod(EveryRecordSiloNoise):
         hp: Hyperparameters.
         user_weights: Optional fixed ``W`` ``[S, U]`` (each user's column sums to 1) replacing the uniform or
             enhanced weights; checked by :func:`check_weights` every round.
+        colluders: The collusion threshold t of the silo's policy (:attr:`uldp.policy.SiloPolicy.colluders`): each
+            silo's noise share is scaled by :func:`uldp.policy.collusion_scale` so that sigma holds against t silos
+            colluding with the server (0: the paper's shares).
     """
 
     REQUIRED: ClassVar[dict[str, tuple[str, ...]]] = {
@@ -162,10 +166,22 @@ class UserLevelMethod(EveryRecordSiloNoise):
     spec: MethodSpec
     hp: Hyperparameters
     user_weights: np.ndarray | None = None
+    colluders: int = 0
 
     def noise_std(self, n_silos: int) -> float:
-        """Per-silo noise std ``sigma C / sqrt(|S|)`` (Algorithm 3 line 18; sum std ``sigma C``, Theorem 3)."""
-        return needed(self.hp.sigma, "sigma") * needed(self.hp.clip, "clip") / math.sqrt(n_silos)
+        """Per-silo noise std ``sigma C / sqrt(|S|)`` (Algorithm 3 line 18; sum std ``sigma C``, Theorem 3), times
+        ``sqrt(|S| / (|S| - t))`` against ``t`` colluding silos (:func:`uldp.policy.collusion_scale`).
+
+        Raises:
+            PolicyRefusal: ``t >= |S|``.
+        """
+        scale = collusion_scale(n_silos=n_silos, colluders=self.colluders)
+        return (
+            needed(self.hp.sigma, "sigma")
+            * needed(self.hp.clip, "clip")
+            / math.sqrt(n_silos)
+            * scale
+        )
 
     def sample_users(self, n_users: int, round_seed: np.random.SeedSequence) -> np.ndarray:
         """Poisson sampling of users with rate ``q`` (Algorithm 4 line 4): ``[U]`` booleans (all when q = 1)."""

@@ -254,7 +254,7 @@ ITEMS: tuple[PaperItem, ...] = (
         "RDP for sub-sampled Gaussian mechanism",
         "Sampling the input with rate q before the Gaussian mechanism lowers its RDP cost.",
         (f"{_RDP}.rdp_subsampled_gaussian",),
-        ("book/bibliography", "book/uldp_avg_sgd"),
+        ("book/bibliography", "book/exp_user_sampling", "book/uldp_avg_sgd"),
     ),
     PaperItem(
         "lemma",
@@ -409,6 +409,7 @@ ITEMS: tuple[PaperItem, ...] = (
         (
             "book/auditing",
             "book/deploying",
+            "book/exp_user_sampling",
             "book/exp_weighting",
             "book/introduction",
             "book/weighting_protocol",

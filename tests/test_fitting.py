@@ -99,6 +99,22 @@ def test_adapted_losses_equal_torch_on_the_weighted_records_and_run_under_vmap(
     torch.testing.assert_close(per_user[0], expected)
 
 
+@pytest.mark.parametrize(
+    "torch_loss, outputs, targets",
+    [
+        (nn.CrossEntropyLoss(), torch.randn(0, 3), torch.zeros(0, dtype=torch.long)),
+        (nn.MSELoss(), torch.randn(0, 2), torch.randn(0, 2)),
+    ],
+)
+def test_an_empty_batch_is_a_loss_of_zero_whose_gradient_is_zero(torch_loss, outputs, targets):
+    """DP-SGD's Poisson sampling draws an empty batch now and then: it takes a pure-noise step, so its loss must
+    backpropagate (a zero gradient), not fail to reshape."""
+    outputs = outputs.requires_grad_()
+    loss = weighted_loss(torch_loss)(outputs, targets, None)
+    loss.backward()
+    assert loss.item() == 0.0 and outputs.grad is not None and outputs.grad.shape == outputs.shape
+
+
 def test_functional_and_callable_losses_match_the_module_losses():
     outputs, targets = torch.randn(5, 3), torch.tensor([0, 1, 2, 1, 0])
     reference = nn.CrossEntropyLoss()(outputs, targets)

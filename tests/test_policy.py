@@ -257,15 +257,15 @@ def test_a_restarted_flower_silo_keeps_its_ledger_by_default(tmp_path) -> None:
     by default: a restarted node (a fresh context) refuses round 1."""
     from types import SimpleNamespace
 
-    from uldp.flower import app as flower_app
+    from uldp.flower import client as flower_client
     from uldp.policy import node_ledger_path
 
     config = {"silo": "Royal", "uldp-key-file": str(tmp_path / "key")}
     policy = SiloPolicy()
-    flower_app._ledger(SimpleNamespace(node_config=config, state={}), policy).admit(
+    flower_client._ledger(SimpleNamespace(node_config=config, state={}), policy).admit(
         "7", 1, multiplier=5.0
     )
-    restarted = flower_app._ledger(SimpleNamespace(node_config=config, state={}), policy)
+    restarted = flower_client._ledger(SimpleNamespace(node_config=config, state={}), policy)
     assert restarted.path == node_ledger_path(silo="Royal", key_file=tmp_path / "key")
     with pytest.raises(PolicyRefusal, match="round 1 is not after round 1"):
         restarted.admit("7", 1, multiplier=5.0)

@@ -55,7 +55,6 @@ import numpy as np
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
-from flwr.common.logger import log
 from flwr.serverapp.strategy import Result, Strategy
 from torch import nn
 
@@ -68,6 +67,14 @@ from uldp.flower import psu
 from uldp.flower.arrays import flat_model, trained_model
 from uldp.flower.pseudonyms import read_key_file
 from uldp.flower.recovery import SiloFault, discover_silos, run_rounds
+from uldp.flower.report import (
+    RoundReport,
+    fail_on_named_failure,
+    say,
+    silo_data_repr,
+    stage,
+    strategy_repr,
+)
 from uldp.flower.secure import (
     masked_sum_server,
     round_settings,
@@ -117,6 +124,8 @@ class SiloData:
     x: Any
     y: Any
     patient_ids: Any
+
+    __repr__ = silo_data_repr  # issue 42: counts, never a patient id
 
 
 def _records(values: dict) -> Any:
@@ -256,6 +265,7 @@ class UldpStrategy(Strategy):
         self.epsilons: list[float] = []
         self.server_view_epsilons: list[float] = []
         self.round_seconds: list[float] = []
+        self.report: RoundReport | None = None  # the last run's rounds (uldp.flower.report)
         if silos is not None and (
             isinstance(silos, str)
             or len(set(silos)) != len(silos)
@@ -268,6 +278,8 @@ class UldpStrategy(Strategy):
         self.max_aborted_rounds = check_integer("max_aborted_rounds", max_aborted_rounds, minimum=0)
         self.silo_names: dict[int, str] = {}  # node id -> silo name, as of the last set-up
         self.users_digest = ""
+
+    __repr__ = strategy_repr  # issue 42: its settings, not object at 0x...
 
     def _resolve(self, n_silos: int) -> None:
         """The hyperparameters (given, or the method's defaults for ``n_silos`` silos, as :func:`uldp.fit`)."""
@@ -324,9 +336,10 @@ class UldpStrategy(Strategy):
             )
             return {s: _config(replies[self.nodes[s]]) for s in contents}
 
-        shares = psu.server_union(
-            ask_silos, names, [silos[n]["psu"] for n in self.nodes], share_counts=share_counts
-        )
+        with stage(f"the private set union of {len(names)} silos' patients"):  # issue 42
+            shares = psu.server_union(
+                ask_silos, names, [silos[n]["psu"] for n in self.nodes], share_counts=share_counts
+            )
         shared = {
             "stage": "federation",
             "secure": self.secure,
@@ -370,7 +383,10 @@ class UldpStrategy(Strategy):
                 parameters=self.protocol,
             )
             self._protocol = server_driver(config, ask_silos)
-            self._protocol.setup()
+            with stage(
+                f"Protocol 1's {self.protocol.key_bits}-bit keys and their proofs"
+            ):  # issue 42
+                self._protocol.setup()
         self.setup_seconds = time.perf_counter() - start
 
     def _ask(
@@ -386,6 +402,9 @@ class UldpStrategy(Strategy):
             for reply in grid.send_and_receive(messages, timeout=timeout)
         }
         if answered_only:
+            fail_on_named_failure(
+                replies.values()
+            )  # issue 42: a silo that joins and then fails stops the run
             for node in sorted(
                 set(contents) - {n for n, r in replies.items() if not r.has_error()}
             ):
@@ -531,7 +550,7 @@ class UldpStrategy(Strategy):
                 total += torch.from_numpy(update)
         if any(bool(answers[node]["silo"]["insecure_reproducible_noise"]) for node in self.nodes):
             if not self.insecure_reproducible_noise:
-                log(
+                say(
                     30,
                     "INSECURE: silos draw their noise from their test seed (uldp-insecure-reproducible-noise)",
                 )
@@ -585,7 +604,7 @@ class UldpStrategy(Strategy):
 
     def summary(self) -> None:
         """Log the method and its settings."""
-        log(
+        say(
             20,
             "%s: sigma=%s q=%s delta=%s%s",
             self.method.spec.name,

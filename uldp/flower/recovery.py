@@ -269,6 +269,7 @@ def run_rounds(
     result = Result()
     result.arrays = ArrayRecord([ledger.params])
     report = strategy.report = RoundReport(num_rounds)
+    report.estimate(strategy, int(initial.size))  # issue 42: the cost known before round 1
     aborted = 0
     while ledger.completed < num_rounds:
         round_index = ledger.begin(

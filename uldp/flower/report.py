@@ -16,6 +16,8 @@ import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from uldp.secure.cost import NONE, estimate, fastest_backend
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping, Sequence
 
@@ -103,6 +105,31 @@ class RoundReport:
 
     def __repr__(self) -> str:
         return f"RoundReport(rounds={self.rounds}, completed={len(self.rows)})"
+
+    def estimate(self, strategy: Any, parameters: int) -> str | None:
+        """Log, before round 1, what a round will cost with the strategy's secure aggregation
+        (:mod:`uldp.secure.cost`), and the fastest backend when another is chosen; returns the line (None for the
+        masked sum, which was not measured)."""
+        backend = (
+            NONE
+            if not strategy.secure
+            else strategy.protocol.backend
+            if strategy.method.spec.enhanced_weights
+            else None
+        )
+        if backend is None:
+            return None
+        users = int(strategy.n_users)
+        line = estimate(backend, parameters=parameters, users=users).line()
+        if backend != NONE:
+            fastest = fastest_backend(parameters=parameters, users=users)
+            if fastest != backend:
+                line += (
+                    f"; {estimate(fastest, parameters=parameters, users=users).line()}: "
+                    f"protocol={{'backend': {fastest!r}}}"
+                )
+        say(logging.INFO, "%s", line)
+        return line
 
     def round(
         self,

@@ -70,3 +70,12 @@ def test_a_hospital_that_fails_stops_the_run_with_its_name_and_exit_status_1(tmp
     )
     assert not (tmp_path / "work" / "model.pt").exists()
     assert "round 1/1" not in capsys.readouterr().out  # the streamed ServerApp log: no round ran
+
+
+def test_the_example_has_a_readme_the_main_readme_links_naming_every_run_config_key():
+    readme = (EXAMPLE / "README.md").read_text()
+    assert "(examples/hospitals/README.md)" in (EXAMPLE.parents[1] / "README.md").read_text()
+    config = tomllib.loads((EXAMPLE / "pyproject.toml").read_text())["tool"]["flwr"]["app"][
+        "config"
+    ]
+    assert all(f"`{key}`" in readme for key in config), sorted(config)

@@ -18,6 +18,7 @@ from torch import nn
 
 import uldp.flower as uf
 from uldp.flower.arrays import trained_model
+from uldp.secure.cost import fastest_backend
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -52,12 +53,17 @@ def make_strategy(config: dict) -> uf.UldpStrategy:
     """ULDP-AVG-w at noise ``sigma`` and user sampling rate ``q``, with Protocol 1 unless ``secure`` is false, over
     the hospitals named in ``silos`` (comma-separated; the run refuses to start short of them, and stops naming a
     hospital whose ClientApp fails)."""
+    allowed = tuple(name.strip() for name in str(config["backends"]).split(","))
+    parameters = sum(p.numel() for p in model().parameters())
     return uf.UldpStrategy(
         method="ULDP-AVG-w",
         sigma=float(config["sigma"]),
         q=float(config["q"]),
         secure=bool(config["secure"]),
         silos=[name.strip() for name in str(config["silos"]).split(",")],
+        # the fastest backend the run's policy allows, from the measured cost of a round (uldp.secure.cost); every
+        # round scales alike with the patients, so the model's size decides
+        protocol={"backend": fastest_backend(parameters=parameters, users=1, allowed=allowed)},
         model=model(),
     )
 

@@ -131,3 +131,27 @@ def test_reprs_show_counts_and_settings_never_a_patient_id():
         "UldpStrategy(method='ULDP-AVG-w', sigma=5.0, q=0.5, delta=1e-05"
     )
     assert "Protocol 1 (3072-bit key)" in repr(strategy) and "at 0x" not in repr(strategy)
+
+
+@pytest.mark.parametrize(
+    ("details", "said"),
+    [
+        (
+            "failed to connect to all addresses; last error: UNAVAILABLE: Connection refused",
+            "UNAVAILABLE",
+        ),
+        (
+            "Ssl handshake failed: SSL_ERROR_SSL: CERTIFICATE_VERIFY_FAILED",
+            "TLS failed: Ssl handshake",
+        ),
+    ],
+)
+def test_a_tls_failure_is_reported_as_such_not_as_a_missing_server(details, said):
+    class Failed:
+        def code(self):
+            return type("Code", (), {"name": "UNAVAILABLE"})()
+
+        def details(self):
+            return details
+
+    assert report.connection_failure(Failed()).startswith(said)

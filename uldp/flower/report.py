@@ -224,3 +224,25 @@ def strategy_repr(strategy: Any) -> str:
         f"{type(strategy).__name__}(method={strategy.method.spec.name!r}, sigma={hp.sigma}, q={hp.q}, "
         f"delta={hp.delta}, clip={hp.clip}, secure_aggregation={aggregation!r}, silos={silos!r})"
     )
+
+
+_TLS = re.compile(r"ssl|tls|handshake|certificate", re.IGNORECASE)
+
+
+def connection_failure(error: Any) -> str:
+    """Why a gRPC connection failed, in words an IT team acts on: a TLS failure as such (with gRPC's details and
+    what to check), else gRPC's status code (``UNAVAILABLE``: nothing listens there).
+
+    >>> class Refused:
+    ...     def code(self): return type("Code", (), {"name": "UNAVAILABLE"})()
+    ...     def details(self): return "failed to connect: Ssl handshake failed: CERTIFICATE_VERIFY_FAILED"
+    >>> connection_failure(Refused()).split(":")[0]
+    'TLS failed'
+    """
+    details = str(error.details()) if callable(getattr(error, "details", None)) else ""
+    if _TLS.search(details):
+        return (
+            f"TLS failed: {details.strip()} (check --root-certificates against the server's CA, and that the "
+            "server's certificate names this address)"
+        )
+    return error.code().name if callable(getattr(error, "code", None)) else type(error).__name__

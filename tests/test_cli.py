@@ -333,3 +333,29 @@ def test_epsilon_defaults_are_the_accountants():
         optional_defaults(subparser("epsilon"))["q"]
         == inspect.signature(epsilon_uldp).parameters["q"].default
     )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["epsilon", "--method", "ULDP-AVG-w", "--sigma", "5", "--rounds", "0", "--delta", "1e-5"],
+        [
+            "group-epsilon",
+            "--sigma",
+            "5",
+            "--q",
+            "0.1",
+            "--steps",
+            "0",
+            "--delta",
+            "1e-5",
+            "--k",
+            "1",
+        ],
+    ],
+)
+def test_zero_rounds_or_steps_are_refused_in_one_line(command, capsys):
+    from uldp.cli import main
+
+    assert main(command) == 2  # it printed epsilon 0 and exited 0
+    assert "must be an integer >= 1, got 0" in capsys.readouterr().err

@@ -13,6 +13,9 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pandas as pd
+import pytest
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "hospitals"
 
 
@@ -43,3 +46,36 @@ def test_the_launcher_starts_and_explains_itself():
         check=True,
     )
     assert "SuperLink" in done.stdout and "--rounds" in done.stdout
+
+
+def test_a_hospital_that_fails_stops_the_run_with_its_name_and_exit_status_1(tmp_path, capsys):
+    """The launcher on real processes (a SuperLink, four SuperNodes and their workers on loopback; run it under
+    ``flock /tmp/uldp-ports.lock``): one hospital's CSV lacks the outcome column. The run stops before any round
+    with that hospital's name and cause, ``uldp flower-run`` exits 1 and no model is written (it used to train on
+    the other three and exit 0)."""
+    spec = importlib.util.spec_from_file_location("launch", EXAMPLE / "launch.py")
+    assert spec is not None and spec.loader is not None
+    launch = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(launch)
+    data = tmp_path / "data"
+    data.mkdir()
+    launch.demo_data(data, patients=60, records=200)
+    broken = data / "Hospital B.csv"
+    pd.read_csv(broken).drop(columns="outcome").to_csv(broken, index=False)
+    with pytest.raises(SystemExit) as stopped:
+        launch.run(data, tmp_path / "work", rounds=1, sigma=5.0, q=1.0, secure=False)
+    said = str(stopped.value.code)
+    assert "finished:failed" in said and "silo 'Hospital B' failed: KeyError: 'outcome'" in said, (
+        said
+    )
+    assert not (tmp_path / "work" / "model.pt").exists()
+    assert "round 1/1" not in capsys.readouterr().out  # the streamed ServerApp log: no round ran
+
+
+def test_the_example_has_a_readme_the_main_readme_links_naming_every_run_config_key():
+    readme = (EXAMPLE / "README.md").read_text()
+    assert "(examples/hospitals/README.md)" in (EXAMPLE.parents[1] / "README.md").read_text()
+    config = tomllib.loads((EXAMPLE / "pyproject.toml").read_text())["tool"]["flwr"]["app"][
+        "config"
+    ]
+    assert all(f"`{key}`" in readme for key in config), sorted(config)

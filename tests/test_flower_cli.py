@@ -96,3 +96,11 @@ def test_flower_run_exits_1_when_a_real_superlinks_run_fails(tmp_path, monkeypat
             superlink.pid, signal.SIGKILL
         )  # its session: the ServerApp processes it started too
         superlink.wait()
+
+
+def test_without_flwr_flower_run_says_in_one_line_which_extra_installs_it(tmp_path, capsys):
+    from uldp.cli import main
+
+    assert main(["flower-run", str(tmp_path), "--flwr", str(tmp_path / "flwr")]) == 1
+    said = capsys.readouterr().err.strip().splitlines()
+    assert len(said) == 1 and "pip install 'uldp[deploy]'" in said[0], said

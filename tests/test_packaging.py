@@ -86,8 +86,40 @@ def test_test_and_tool_dependencies_are_not_runtime_and_the_extras_exist():
     assert not runtime & NOT_RUNTIME
     assert {"flwr", "phe", "gmpy2"}.isdisjoint(runtime)
     extras = PYPROJECT["optional-dependencies"]
-    assert set(extras) == {"secure", "lattice", "deploy", "book", "test", "lab", "all"}
-    assert extras["all"] == ["uldp[secure,lattice,deploy,book,lab]"]
+    assert set(extras) == {
+        *("secure", "lattice", "deploy", "book", "test", "lab", "all"),
+        *("silo", "server", "survival", "paper"),
+    }
+    assert closure("all") == {
+        name for extra in set(extras) - {"test"} for name in closure(extra)
+    }  # everything a user installs, not the test tools
+
+
+def closure(extra: str) -> set[str]:
+    """The distributions an extra installs beyond the runtime ones, its nested uldp[...] extras followed."""
+    names: set[str] = set()
+    for requirement in map(Requirement, PYPROJECT["optional-dependencies"][extra]):
+        if requirement.name == "uldp":
+            names |= {name for nested in requirement.extras for name in closure(nested)}
+        else:
+            names.add(requirement.name.lower())
+    return names
+
+
+@pytest.mark.parametrize("role", ["silo", "server"])
+def test_a_silo_or_server_install_has_the_federation_and_no_jupyter_book_or_plotting(role):
+    runtime = {Requirement(text).name.lower() for text in PYPROJECT["dependencies"]}
+    installed = runtime | closure(role)
+    assert {"flwr", "phe", "gmpy2", "cryptography", "tenseal"} <= installed
+    assert not installed & (NOT_RUNTIME | {"matplotlib", "lifelines", "jupyterlab"}), installed
+
+
+def test_every_optional_module_is_installed_by_the_extra_its_message_names():
+    from uldp.common.extras import EXTRA_OF_MODULE
+
+    distribution = {"jupyter_book": "jupyter-book", "grpc": "flwr"}  # grpc comes with flwr
+    for module, extra in EXTRA_OF_MODULE.items():
+        assert distribution.get(module, module) in closure(extra), (module, extra)
 
 
 def test_license_file_matches_the_metadata_and_the_package_is_typed():

@@ -13,6 +13,8 @@ import json
 import sys
 from typing import Any
 
+from uldp.common.extras import missing_extra
+
 COMMAND_MODULES: tuple[str, ...] = (
     "uldp.accounting.cli",
     "uldp.data.cli",
@@ -85,6 +87,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
+    except (
+        ModuleNotFoundError
+    ) as error:  # an optional package: the extra that installs it, in one line
+        if (message := missing_extra(error)) is None:
+            raise
+        print(f"uldp {args.command}: error: {message}", file=sys.stderr)
+        return 2
     except (
         ValueError,
         FileNotFoundError,

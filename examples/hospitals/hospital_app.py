@@ -10,13 +10,20 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+import numpy as np
+import pandas as pd
+from flwr.app import MetricRecord
 from flwr.serverapp import ServerApp
 from torch import nn
 
 import uldp.flower as uf
+from uldp.flower.arrays import trained_model
+from uldp.secure.cost import fastest_backend
 
 if TYPE_CHECKING:
-    from flwr.app import Context
+    from collections.abc import Callable
+
+    from flwr.app import ArrayRecord, Context
     from flwr.serverapp import Grid
 
 FEATURES = [f"f{i}" for i in range(30)]
@@ -39,14 +46,43 @@ server = ServerApp()
 
 
 def make_strategy(config: dict) -> uf.UldpStrategy:
-    """ULDP-AVG-w at noise ``sigma`` and user sampling rate ``q``, with Protocol 1 unless ``secure`` is false."""
+    """ULDP-AVG-w at noise ``sigma`` and user sampling rate ``q``, with Protocol 1 unless ``secure`` is false, over
+    the hospitals named in ``silos`` (comma-separated; the run refuses to start short of them, and stops naming a
+    hospital whose ClientApp fails)."""
+    allowed = tuple(name.strip() for name in str(config["backends"]).split(","))
+    parameters = sum(p.numel() for p in model().parameters())
     return uf.UldpStrategy(
         method="ULDP-AVG-w",
         sigma=float(config["sigma"]),
         q=float(config["q"]),
         secure=bool(config["secure"]),
+        silos=[name.strip() for name in str(config["silos"]).split(",")],
+        # the fastest backend the run's policy allows, from the measured cost of a round (uldp.secure.cost); every
+        # round scales alike with the patients, so the model's size decides
+        protocol={"backend": fastest_backend(parameters=parameters, users=1, allowed=allowed)},
         model=model(),
     )
+
+
+def held_out(path: str) -> Callable[[int, ArrayRecord], MetricRecord] | None:
+    """The server's evaluation on a held-out CSV (same columns, patients in no hospital's file): loss and AUC
+    after every round, in the round's line. None without a file (``test = ""``)."""
+    if not path:
+        return None
+    import torch
+    from sklearn.metrics import roc_auc_score
+
+    frame = pd.read_csv(path)
+    x = torch.from_numpy(frame[FEATURES].to_numpy(np.float32))
+    y = torch.from_numpy(frame[TARGET].to_numpy(np.float32))
+
+    def evaluate(round_index: int, arrays: ArrayRecord) -> MetricRecord:
+        with torch.no_grad():
+            scores = trained_model(arrays, model())(x).squeeze(1)
+        loss = float(nn.functional.binary_cross_entropy_with_logits(scores, y))
+        return MetricRecord({"loss": loss, "auc": float(roc_auc_score(y.numpy(), scores.numpy()))})
+
+    return evaluate
 
 
 @server.main()
@@ -56,7 +92,12 @@ def main(grid: Grid, context: Context) -> None:
 
     config = context.run_config
     strategy = make_strategy(config)
-    result = strategy.start(grid, model().state_dict(), num_rounds=int(config["rounds"]))
+    result = strategy.start(
+        grid,
+        model().state_dict(),
+        num_rounds=int(config["rounds"]),
+        evaluate_fn=held_out(str(config["test"])),
+    )
     torch.save(strategy.trained_model(result).state_dict(), str(config["out"]))
     with open(f"{config['out']}.json", "w") as file:
         json.dump(
@@ -64,6 +105,7 @@ def main(grid: Grid, context: Context) -> None:
                 "epsilon": strategy.epsilons,
                 "round_seconds": strategy.round_seconds,
                 "setup_seconds": strategy.setup_seconds,
+                "rounds": strategy.report.rows if strategy.report else [],
             },
             file,
         )

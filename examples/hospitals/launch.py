@@ -43,19 +43,32 @@ HERE = Path(__file__).resolve().parent
 FEATURES = [f"f{i}" for i in range(30)]
 
 
-def demo_data(folder: Path, hospitals: int = 4, patients: int = 300, records: int = 2000) -> Path:
-    """Synthetic hospital files (patients with records in several hospitals) and the hospitals' key."""
-    rng = np.random.default_rng()
+def patients_table(
+    rng: np.random.Generator, patients: int, records: int, first: int = 0
+) -> pd.DataFrame:
+    """Synthetic records of ``patients`` patients (MRNs from ``first``), several records each."""
     owner = rng.integers(0, patients, records)
     x = rng.normal(size=(patients, len(FEATURES)))[owner] + rng.normal(
         size=(records, len(FEATURES))
     )
     frame = pd.DataFrame(x.astype(np.float32), columns=FEATURES)
     frame["outcome"] = (x[:, 0] + x[:, 1] > 0).astype(int)
-    frame["patient_id"] = [f"MRN-{p:05d}" for p in owner]
+    frame["patient_id"] = [f"MRN-{first + p:05d}" for p in owner]
+    return frame
+
+
+def demo_data(folder: Path, hospitals: int = 4, patients: int = 300, records: int = 2000) -> Path:
+    """Synthetic hospital files (patients with records in several hospitals), the hospitals' key, and a held-out
+    set of other patients in ``held-out/test.csv`` (for the server's evaluation)."""
+    rng = np.random.default_rng()
+    frame = patients_table(rng, patients, records)
     frame["hospital"] = rng.choice([f"Hospital {chr(65 + h)}" for h in range(hospitals)], records)
     for hospital, part in frame.groupby("hospital"):
         part.drop(columns="hospital").to_csv(folder / f"{hospital}.csv", index=False)
+    (folder / "held-out").mkdir()
+    patients_table(rng, patients // 4, records // 4, first=patients).to_csv(
+        folder / "held-out" / "test.csv", index=False
+    )
     uf.write_key_file(folder / "key")
     return folder
 
@@ -165,25 +178,35 @@ class Processes:
             )
 
     def submit(self, run_config: Path, *, poll: float = 2.0) -> subprocess.CompletedProcess:
-        """``uldp flower-run``: submit the app and wait for its run; its exit status is the run's."""
-        return subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "uldp.cli",
-                "flower-run",
-                str(HERE),
-                "local",
-                "--run-config",
-                str(run_config),
-                "--poll",
-                str(poll),
-            ],
+        """``uldp flower-run --stream``: submit the app and wait for its run (its exit status is the run's),
+        printing the ServerApp's log (set-up stages, one line per round, the summary) as it comes."""
+        command = [
+            sys.executable,
+            "-m",
+            "uldp.cli",
+            "flower-run",
+            str(HERE),
+            "local",
+            "--run-config",
+            str(run_config),
+            "--poll",
+            str(poll),
+            "--stream",
+        ]
+        said = []
+        with subprocess.Popen(
+            command,
             env=self.env,
             cwd=self.work,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             text=True,
-        )
+        ) as process:
+            assert process.stdout is not None
+            for line in process.stdout:
+                print(line, end="", flush=True)
+                said.append(line)
+        return subprocess.CompletedProcess(command, process.returncode, "", "".join(said))
 
     def stop(self, process: subprocess.Popen) -> None:
         """Kill a process and everything it started (its session)."""
@@ -217,16 +240,23 @@ def run(
     sigma: float,
     q: float,
     secure: bool,
+    test: Path | None = None,
     node_config: str = "",
     isolation: str = "process",
 ) -> dict:
-    """Run the app on a fresh federation; the ServerApp's report (epsilons, seconds) and the run's wall seconds."""
+    """Run the app on a fresh federation, every ``<hospital>.csv`` of ``data`` a hospital that must take part;
+    the ServerApp's report (epsilons, seconds, each round's row) and the run's wall seconds.
+
+    Raises:
+        SystemExit: the run failed; the message has ``uldp flower-run``'s words (the failing hospital and why).
+    """
     work.mkdir(parents=True, exist_ok=True)
     out = work / "model.pt"
     overrides = work / "run-config.toml"
+    silos = ", ".join(file.stem for file in sorted(data.glob("*.csv")))
     overrides.write_text(
         f"rounds = {rounds}\nsigma = {sigma}\nq = {q}\nsecure = {str(secure).lower()}\n"
-        f"out = '{out}'\n"
+        f"silos = '{silos}'\ntest = '{test or ''}'\nout = '{out}'\n"
     )
     start = time.perf_counter()
     with federation(work, data, node_config, isolation=isolation) as processes:
@@ -257,15 +287,23 @@ def main() -> None:
         help="Protocol 1 for the enhanced weights (default); --no-secure: plain ULDP-AVG-w",
     )
     parser.add_argument(
+        "--test",
+        type=Path,
+        help="held-out CSV for the server's loss and AUC (default: the synthetic one)",
+    )
+    parser.add_argument(
         "--work", type=Path, help="folder for logs and the model (default: a temporary one)"
     )
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="hospitals-"))
     data = args.data or demo_data(Path(tempfile.mkdtemp(prefix="hospital-data-")))
-    report = run(data, work, rounds=args.rounds, sigma=args.sigma, q=args.q, secure=args.secure)
+    test = args.test or (data / "held-out" / "test.csv" if args.data is None else None)
+    report = run(
+        data, work, rounds=args.rounds, sigma=args.sigma, q=args.q, secure=args.secure, test=test
+    )
     print(
-        f"model: {report['model']}; epsilon per round {report['epsilon']}; seconds per round "
-        f"{report['round_seconds']}; {report['wall_seconds']:.0f} s in all"
+        f"model: {report['model']}; set-up {report['setup_seconds']:.0f} s, "
+        f"{report['wall_seconds']:.0f} s in all (logs in {work})"
     )
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from uldp.accounting.adversary import Adversary
 from uldp.accounting.methods import ACCOUNTANTS
 from uldp.cli import print_json
-from uldp.common.checks import check_number
+from uldp.common.checks import check_integer, check_number
 from uldp.method_names import parse_method
 
 if TYPE_CHECKING:
@@ -89,6 +89,7 @@ def run_epsilon(args: argparse.Namespace) -> int:
     from uldp.accounting import epsilon_for_method, sigma_for_epsilon
 
     spec = parse_method(args.method)
+    check_integer("--rounds", args.rounds)
     if args.sigma is not None:
         _check_sigma(args.sigma)
     arguments = {
@@ -134,6 +135,7 @@ def run_group_epsilon(args: argparse.Namespace) -> int:
     from uldp.accounting.group import group_privacy_table
 
     _check_sigma(args.sigma)
+    check_integer("--steps", args.steps)
     table = group_privacy_table(
         sigma=args.sigma, q=args.q, steps=args.steps, delta=args.delta, ks=args.k
     )

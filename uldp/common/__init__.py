@@ -6,4 +6,5 @@
 - :mod:`uldp.common.provenance`: what produced a result (command, commit, packages, machine).
 - :mod:`uldp.common.threads`: torch's thread count, set for a block and restored.
 - :mod:`uldp.common.logs`: imports that leave the root logger as it was.
+- :mod:`uldp.common.extras`: which ``pip install 'uldp[...]'`` extra installs an optional package.
 """

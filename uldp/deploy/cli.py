@@ -143,6 +143,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def _setup_logging(args: argparse.Namespace) -> None:
     level = logging.WARNING if args.quiet else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(message)s")
+    for noisy in (
+        "alembic",
+        "uvicorn",
+        "httpx",
+    ):  # issue 42: Flower's database migrations and HTTP chatter
+        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def _read_key(path: Path | None) -> bytes | None:

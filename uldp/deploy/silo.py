@@ -260,6 +260,10 @@ def run_silo(role: SiloRole, settings: SiloSettings) -> np.ndarray:
     import grpc
     from flwr.client import start_client
 
+    from uldp.flower.report import (
+        connection_failure,
+    )  # with Flower, which it needs: imported on use as above
+
     quiet_flower_deprecation()
     client = _make_client(role, settings)
     since, delay, cause = time.monotonic(), 1.0, ""
@@ -275,11 +279,7 @@ def run_silo(role: SiloRole, settings: SiloSettings) -> np.ndarray:
             )
             cause = "the server ended the connection"
         except grpc.RpcError as error:  # unreachable, or gone: one line, not gRPC's traceback
-            cause = (
-                error.code().name
-                if callable(getattr(error, "code", None))
-                else type(error).__name__
-            )
+            cause = connection_failure(error)  # issue 42: a TLS failure named as such
         if client.refused:
             raise SiloRefused(f"silo {role.silo_id} was refused by the server: {client.refused}")
         if client.final_params is not None:
@@ -296,14 +296,15 @@ def run_silo(role: SiloRole, settings: SiloSettings) -> np.ndarray:
         )
         if waited >= settings.max_wait:
             raise FederationIncomplete(
-                f"silo {role.silo_id}: no server at {settings.server_address} for {waited:.0f} s "
+                f"silo {role.silo_id}: {_no_connection(cause)} {settings.server_address} for {waited:.0f} s "
                 f"(--max-wait {settings.max_wait:g} s; {cause}; {last}); check the address, that the server runs, "
                 f"and the server's log"
             )
         pause = min(delay, settings.max_wait - waited)
         LOGGER.warning(
-            "silo %d: no server at %s (%s; %s); retrying in %.1f s, %.0f s waited of --max-wait %g s",
+            "silo %d: %s %s (%s; %s); retrying in %.1f s, %.0f s waited of --max-wait %g s",
             role.silo_id,
+            _no_connection(cause),
             settings.server_address,
             cause,
             last,
@@ -313,3 +314,8 @@ def run_silo(role: SiloRole, settings: SiloSettings) -> np.ndarray:
         )
         time.sleep(pause)
         delay = min(2 * delay, MAX_BACKOFF)
+
+
+def _no_connection(cause: str) -> str:
+    """The words before the server's address: a TLS failure is not a missing server."""
+    return "no TLS connection to" if cause.startswith("TLS failed") else "no server at"

@@ -32,6 +32,7 @@ from __future__ import annotations
 from uldp.fitting.api import RECORD_LEVEL, History, SeedWarning, fit
 from uldp.fitting.clipping import ClipWarning
 from uldp.fitting.inputs import (
+    FederationWarning,
     LossFunction,
     Metric,
     Records,
@@ -64,6 +65,7 @@ __all__ = [
     "ROUNDS_STREAM",
     "SUBSET_STREAM",
     "ClipWarning",
+    "FederationWarning",
     "History",
     "LossFunction",
     "Metric",

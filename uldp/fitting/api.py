@@ -25,7 +25,9 @@ from uldp.common.persist import fields_fingerprint
 from uldp.data.base import Allocation
 from uldp.fitting.clipping import ClipWarning, clip_advice, update_norms
 from uldp.fitting.inputs import (
+    FederationWarning,
     Metric,
+    federation_warnings,
     index_ids,
     resolve_hyperparameters,
     resolve_records,
@@ -299,6 +301,22 @@ def fit(
         record_level=record_level,
     )
     params = flat_parameters(model)
+    for finding in federation_warnings(  # issue 42: before any training (uldp.fitting.inputs)
+        dict(
+            zip(
+                map(str, silo_labels),
+                np.bincount(silos, minlength=len(silo_labels)).tolist(),
+                strict=True,
+            )
+        ),
+        len(user_labels),
+        delta=delta,
+        sigma=hp.sigma,
+        q=hp.q,
+        parameters=int(params.numel()),
+        rounds=rounds,
+    ):
+        warnings.warn(finding, FederationWarning, stacklevel=2)
     norms = update_norms(made, federation, params, seed_stream(root, CLIP_ADVICE_STREAM))
     advice = clip_advice(hp.clip, norms, what=spec.capabilities.clipped)
     if advice is not None:

@@ -66,7 +66,9 @@ class WeightedLoss:
                 "a loss callable (outputs, targets) must return per-record losses [n], got a scalar; "
                 "use reduction='none'"
             )
-        if per_record.ndim > 1:  # one loss per record: average what a record has beyond its first axis
+        if (
+            per_record.ndim > 1
+        ):  # one loss per record: average what a record has beyond its first axis
             per_record = per_record.flatten(start_dim=1).mean(dim=-1)
         # an empty batch (DP-SGD's Poisson sampling draws one now and then) is a loss of 0
         return _weighted_mean(per_record, weight)
@@ -253,16 +255,43 @@ def trial_step(model: nn.Module, loss_fn: WeightedLoss, x: Tensor, y: Tensor) ->
 
 
 # ------------------------------------------------------------------------------------------------------ data --
-def _numeric_tensor(name: str, value: Any) -> Tensor:
-    """``value`` (tensor, array, DataFrame, list) as a tensor; refuses non-numeric dtypes by name."""
+def _pandas_array(name: str, value: Any) -> np.ndarray | None:
+    """A pandas DataFrame or Series as an array (None for anything else): every non-numeric column named in the
+    error; bool and nullable columns (pandas' ``boolean``, ``Int64``) as float64, their missing values as NaN."""
+    if type(value).__module__.split(".")[0] != "pandas":
+        return None
+    import pandas as pd  # a core dependency; imported here so that tensors and arrays never need it
+
+    frame = value if isinstance(value, pd.DataFrame) else pd.DataFrame(value)
+    types = {str(column): kind for column, kind in frame.dtypes.items()}
+    bad = [
+        f"{column!r} ({kind})"
+        for column, kind in types.items()
+        if not (pd.api.types.is_numeric_dtype(kind) or pd.api.types.is_bool_dtype(kind))
+    ]
+    if bad:
+        raise ValueError(
+            f"{name} has non-numeric column(s) {', '.join(bad)}: encode them as numbers first "
+            "(one-hot or category codes)"
+        )
+    plain = all(isinstance(kind, np.dtype) and kind.kind in "iuf" for kind in types.values())
+    return np.asarray(value.to_numpy() if plain else value.astype("float64").to_numpy())
+
+
+def _numeric_tensor(name: str, value: Any, *, bools: torch.dtype = torch.int64) -> Tensor:
+    """``value`` (tensor, array, DataFrame, list) as a tensor; refuses non-numeric dtypes by name; bools (numpy,
+    pandas or torch) become ``bools`` (0/1)."""
     if isinstance(value, Tensor):
         tensor = value.detach().cpu()
     else:
-        array = np.asarray(value)
+        array = _pandas_array(name, value)
+        array = np.asarray(value) if array is None else array
         if array.dtype.kind not in "biuf":
             raise ValueError(f"{name} must be numeric (float or integer), got dtype {array.dtype}")
         tensor = torch.from_numpy(np.ascontiguousarray(array))
-    if tensor.dtype.is_complex or tensor.dtype == torch.bool:
+    if tensor.dtype == torch.bool:
+        tensor = tensor.to(bools)
+    if tensor.dtype.is_complex:
         raise ValueError(f"{name} must be float or integer, got {tensor.dtype}")
     if tensor.ndim == 0:
         raise ValueError(f"{name} must have one row per record, got a scalar")
@@ -276,7 +305,7 @@ def _numeric_tensor(name: str, value: Any) -> Tensor:
 
 def features_tensor(name: str, value: Any, dtype: torch.dtype) -> Tensor:
     """Records ``x`` as a tensor: floating point in ``dtype``, integer inputs (token ids) kept; NaN refused."""
-    tensor = _numeric_tensor(name, value)
+    tensor = _numeric_tensor(name, value, bools=dtype)
     return (
         tensor.to(dtype) if tensor.dtype.is_floating_point else tensor
     )  # integer inputs (token ids) stay
@@ -347,8 +376,14 @@ class Records:
     def held_out(
         self, x: Any, y: Any, *, names: tuple[str, str] = ("x_test", "y_test")
     ) -> tuple[Tensor, Tensor]:
-        """Another set of records (a test set) checked as these were."""
+        """Another set of records (a test set) checked as these were, before any training: its records must have
+        the training records' shape."""
         x_checked = features_tensor(names[0], x, self.dtype)
+        if tuple(x_checked.shape[1:]) != tuple(self.x.shape[1:]):
+            raise ValueError(
+                f"{names[0]} has records of shape {tuple(x_checked.shape[1:])}, the training records "
+                f"{tuple(self.x.shape[1:])}"
+            )
         return x_checked, targets_tensor(
             names[1], y, int(x_checked.shape[0]), self.loss, self.outputs, self.dtype
         )
@@ -377,9 +412,20 @@ def resolve_records(model: nn.Module, loss: Any, x: Any, y: Any) -> Records:
     if x_checked.shape[0] == 0:
         raise ValueError("x has no records (0 rows); training needs at least one record")
     was_training = model.training
-    with torch.no_grad(), torch.random.fork_rng(devices=[]):
-        outputs = model.eval()(x_checked[:2])
-    model.train(was_training)
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            outputs = model.eval()(x_checked[:2])
+    except (
+        RuntimeError,
+        TypeError,
+        IndexError,
+    ) as error:  # a first layer of another width, as a torch error
+        raise ValueError(
+            f"the model cannot take x's records of shape {tuple(x_checked.shape[1:])} "
+            f"({x_checked.dtype}): {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        ) from error
+    finally:
+        model.train(was_training)
     y_checked = targets_tensor("y", y, int(x_checked.shape[0]), loss_fn, outputs, dtype)
     return Records(x_checked, y_checked, loss_fn, dtype, outputs)
 
@@ -511,3 +557,73 @@ def index_ids(
         ) from error
     position = {label: i for i, label in enumerate(labels)}
     return np.fromiter((position[v] for v in values), dtype=np.int64, count=n), labels
+
+
+# ------------------------------------------------------------------------------------------------ federation --
+class FederationWarning(UserWarning):
+    """A federation that trains, but not as its engineer likely meant (:func:`warn_federation`)."""
+
+
+def federation_warnings(
+    silo_records: dict[str, int],
+    n_users: int,
+    *,
+    delta: float,
+    sigma: float | None,
+    q: float | None,
+    parameters: int,
+    rounds: int,
+) -> list[str]:
+    """What is legal but likely a mistake, before any training: a silo too small to train (one record), a single
+    silo (no federation: the guarantee is then per user within it), delta above ``1 / |U|`` (a mechanism that
+    releases one user's records outright meets such a delta; the paper takes delta well below ``1 / |U|``,
+    settings.md), and noise that drowns the signal of the whole run.
+
+    The last is a signal-to-noise bound of Algorithm 3: a round's clipped sum has norm at most ``q |U| C``
+    (each sampled user's weights sum to at most 1), about ``q |U| C / sqrt(d)`` per coordinate of ``d``, against
+    each coordinate's noise ``sigma C``; over ``T`` rounds the signal adds up ``T`` times and the noise
+    ``sqrt(T)`` times, so ``sqrt(T) q |U| / (sigma sqrt(d)) < 1`` means the noise exceeds even the largest signal
+    the run could carry: an epsilon too small to learn anything at these settings.
+
+    Args:
+        silo_records: Records per silo, by the silo's name (a count, never a patient id).
+        n_users: |U|.
+        delta: The run's delta.
+        sigma: The noise multiplier (None for a method without noise).
+        q: The user sampling rate (None: every user).
+        parameters: d, the model's trained parameters.
+        rounds: T.
+
+    Returns:
+        One line per finding (empty when none).
+    """
+    found = [
+        f"silo {name!r} has {count} record(s): too few to train a local model on"
+        for name, count in silo_records.items()
+        if count < 2
+    ]
+    if len(silo_records) == 1:
+        (name,) = silo_records
+        found.append(
+            f"one silo ({name!r}) holds every record: there is no federation, and the guarantee is per user "
+            "within that silo"
+        )
+    if n_users > 0 and delta > 1 / n_users:
+        found.append(
+            f"delta {delta:g} is above 1/|U| = {1 / n_users:.3g} ({n_users} users): a guarantee that lets one "
+            f"user's records out whole meets it; take delta well below 1/|U|"
+        )
+    if sigma is not None and sigma > 0:
+        ratio = (
+            math.sqrt(rounds)
+            * (1.0 if q is None else q)
+            * n_users
+            / (sigma * math.sqrt(parameters))
+        )
+        if ratio < 1:
+            found.append(
+                f"sigma {sigma:.4g} drowns the run's signal: sqrt(T) q |U| / (sigma sqrt(d)) = {ratio:.2g} < 1 "
+                f"(T = {rounds} rounds, {n_users} users, d = {parameters} parameters), so the model cannot "
+                "learn at this epsilon; raise epsilon, the rounds, the users or q, or use a smaller model"
+            )
+    return found

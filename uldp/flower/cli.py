@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from uldp.common.checks import check_number
 
@@ -51,6 +51,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="seconds to wait for the run to finish (default a week)",
     )
     parser.add_argument("--flwr", default="flwr", help="the flwr command (default: flwr on PATH)")
+    parser.add_argument(
+        "--stream",
+        action="store_true",
+        help="show the ServerApp's log on stderr while the run lasts (flwr log --stream): its set-up "
+        "stages, one line per round and the summary",
+    )
     parser.set_defaults(handler=_flower_run)
     worker = subparsers.add_parser(
         "flower-worker",
@@ -189,14 +195,35 @@ def wait_for_run(
 
 
 def _flower_run(args: argparse.Namespace) -> int:
+    follower = None
     try:
         run_id = submit(args.app, args.superlink, run_config=args.run_config, flwr=args.flwr)
+        if args.stream:  # the ServerApp's lines, as they come, on our stderr
+            follower = subprocess.Popen(
+                [args.flwr, "log", str(run_id), *([args.superlink] if args.superlink else [])],
+                stdout=sys.stderr if _has_fileno(sys.stderr) else None,
+                stderr=subprocess.DEVNULL,
+            )
         status, details = wait_for_run(
             run_id, args.superlink, flwr=args.flwr, poll=args.poll, timeout=args.timeout
         )
+    except FileNotFoundError as error:
+        print(
+            f"uldp flower-run: the command {error.filename!r} was not found: it comes with Flower, "
+            f"pip install 'uldp[deploy]' (or pass --flwr PATH)",
+            file=sys.stderr,
+        )
+        return 1
     except (FlowerCommandFailed, subprocess.TimeoutExpired, OSError) as error:
         print(f"uldp flower-run: {error}", file=sys.stderr)
         return 1
+    finally:
+        if follower is not None:
+            time.sleep(
+                min(args.poll, 3.0)
+            )  # the log's last lines (the summary) reach the SuperLink late
+            follower.terminate()
+            follower.wait()
     if status == COMPLETED:
         return 0
     where = f" {args.superlink}" if args.superlink else ""
@@ -206,6 +233,15 @@ def _flower_run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 1
+
+
+def _has_fileno(stream: Any) -> bool:
+    """Whether ``stream`` is a real file a child process can write to (not pytest's capture)."""
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    return True
 
 
 def _flower_worker(args: argparse.Namespace) -> int:

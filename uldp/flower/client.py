@@ -36,6 +36,7 @@ from uldp.flower.messages import (
     server_round_seed,
 )
 from uldp.flower.pseudonyms import read_key_file
+from uldp.flower.report import silo_data_repr
 from uldp.flower.secure import silo_round, silo_setup
 from uldp.flower.silo_views import SiloViews
 from uldp.methods import Federation, Hyperparameters, make_method, parse_method
@@ -61,6 +62,8 @@ class SiloData:
     x: Any
     y: Any
     patient_ids: Any
+
+    __repr__ = silo_data_repr  # issue 42: counts, never a patient id
 
 
 class SiloFailure(RuntimeError):

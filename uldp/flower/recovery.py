@@ -36,7 +36,9 @@ from typing import TYPE_CHECKING, Any
 from flwr.app import ArrayRecord, ConfigRecord, MetricRecord
 from flwr.serverapp.strategy import Result
 
+from uldp.common.checks import check_integer
 from uldp.common.persist import ReleaseLedger, fingerprint
+from uldp.flower.report import RoundReport
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -244,6 +246,9 @@ def run_rounds(
             resume).
         ValueError: the checkpoint belongs to another run or is corrupted.
     """
+    check_integer(
+        "num_rounds", num_rounds
+    )  # issue 42: refused before the set-up, not a run of no round
     strategy.summary()
     strategy.setup(grid, timeout=timeout)
     ledger = ReleaseLedger(
@@ -263,6 +268,8 @@ def run_rounds(
     ]
     result = Result()
     result.arrays = ArrayRecord([ledger.params])
+    report = strategy.report = RoundReport(num_rounds)
+    report.estimate(strategy, int(initial.size))  # issue 42: the cost known before round 1
     aborted = 0
     while ledger.completed < num_rounds:
         round_index = ledger.begin(
@@ -307,9 +314,19 @@ def run_rounds(
                     "rather than mix two federations"
                 ) from error
             continue
-        ledger.complete(arrays.to_numpy_ndarrays()[0], {"seconds": time.perf_counter() - start})
+        seconds = time.perf_counter() - start
+        ledger.complete(arrays.to_numpy_ndarrays()[0], {"seconds": seconds})
         result.arrays = arrays
         result.train_metrics_clientapp[round_index] = metrics
+        evaluation = None
         if evaluate_fn is not None and (evaluation := evaluate_fn(round_index, arrays)) is not None:
             result.evaluate_metrics_serverapp[round_index] = evaluation
+        report.round(  # issue 42: one line per round (uldp.flower.report)
+            round_index,
+            epsilon=ledger.history[-1]["epsilon"],
+            seconds=seconds,
+            silos=list(strategy.silo_names.values()),
+            evaluation=evaluation,
+        )
+    report.summary()
     return result

@@ -51,7 +51,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
-from flwr.common.logger import log
 from flwr.serverapp.strategy import Result, Strategy
 from torch import nn
 
@@ -64,6 +63,13 @@ from uldp.flower import psu
 from uldp.flower.arrays import flat_model, trained_model
 from uldp.flower.messages import SETUP_ACTION, check_runs, config_of, records, server_round_seed
 from uldp.flower.recovery import SiloFault, discover_silos, run_rounds
+from uldp.flower.report import (
+    RoundReport,
+    fail_on_named_failure,
+    say,
+    stage,
+    strategy_repr,
+)
 from uldp.flower.secure import server_exchange
 from uldp.method_names import PROTOCOL_1
 from uldp.methods import make_method, parse_method, user_level
@@ -198,6 +204,7 @@ class UldpStrategy(Strategy):
         self.epsilons: list[float] = []
         self.server_view_epsilons: list[float] = []
         self.round_seconds: list[float] = []
+        self.report: RoundReport | None = None  # the last run's rounds (uldp.flower.report)
         if silos is not None and (
             isinstance(silos, str)
             or len(set(silos)) != len(silos)
@@ -210,6 +217,8 @@ class UldpStrategy(Strategy):
         self.max_aborted_rounds = check_integer("max_aborted_rounds", max_aborted_rounds, minimum=0)
         self.silo_names: dict[int, str] = {}  # node id -> silo name, as of the last set-up
         self.users_digest = ""
+
+    __repr__ = strategy_repr  # issue 42: its settings, not object at 0x...
 
     def _resolve(self, n_silos: int) -> None:
         """The hyperparameters (given, or the method's defaults for ``n_silos`` silos, as :func:`uldp.fit`)."""
@@ -266,9 +275,10 @@ class UldpStrategy(Strategy):
             )
             return {s: config_of(replies[self.nodes[s]]) for s in contents}
 
-        shares = psu.server_union(
-            ask, names, [silos[n]["psu"] for n in self.nodes], share_counts=share_counts
-        )
+        with stage(f"the private set union of {len(names)} silos' patients"):  # issue 42
+            shares = psu.server_union(
+                ask, names, [silos[n]["psu"] for n in self.nodes], share_counts=share_counts
+            )
         shared = {
             "stage": "federation",
             "secure": self.secure,
@@ -307,7 +317,8 @@ class UldpStrategy(Strategy):
         self._aggregation = aggregation(
             len(self.nodes), server_exchange(ask, protocol), protocol=protocol, silo_names=names
         )
-        self._aggregation.setup()
+        with stage(f"the {aggregation.kind} aggregation's set-up (keys, proofs)"):  # issue 42
+            self._aggregation.setup()
         self.setup_seconds = time.perf_counter() - start
 
     def _ask(
@@ -323,6 +334,9 @@ class UldpStrategy(Strategy):
             for reply in grid.send_and_receive(messages, timeout=timeout)
         }
         if answered_only:
+            fail_on_named_failure(
+                replies.values()
+            )  # issue 42: a silo that joins and fails stops the run
             for node in sorted(
                 set(contents) - {n for n, r in replies.items() if not r.has_error()}
             ):
@@ -465,7 +479,7 @@ class UldpStrategy(Strategy):
             raise RuntimeError(f"round {server_round}: {error}") from error
         if any(bool(answers[node]["silo"]["insecure_reproducible_noise"]) for node in self.nodes):
             if not self.insecure_reproducible_noise:
-                log(
+                say(
                     30,
                     "INSECURE: silos draw their noise from their test seed (uldp-insecure-reproducible-noise)",
                 )
@@ -533,7 +547,7 @@ class UldpStrategy(Strategy):
 
     def summary(self) -> None:
         """Log the method and its settings."""
-        log(
+        say(
             20,
             "%s: sigma=%s q=%s delta=%s%s",
             self.method.spec.name,

@@ -66,9 +66,7 @@ class WeightedLoss:
                 "a loss callable (outputs, targets) must return per-record losses [n], got a scalar; "
                 "use reduction='none'"
             )
-        if (
-            per_record.ndim > 1
-        ):  # one loss per record: average what a record has beyond its first axis
+        if per_record.ndim > 1:  # one loss per record: the mean over what lies past its first axis
             per_record = per_record.flatten(start_dim=1).mean(dim=-1)
         # an empty batch (DP-SGD's Poisson sampling draws one now and then) is a loss of 0
         return _weighted_mean(per_record, weight)

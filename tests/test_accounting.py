@@ -361,9 +361,10 @@ def test_cli_epsilon_json(capsys):
         epsilon_uldp(sigma=5, rounds=100, q=0.1, delta=1e-5).epsilon
     )
     assert (
-        set(payload) == {"command", "inputs", "sigma", "epsilon", "order"}
+        set(payload) == {"command", "inputs", "sigma", "epsilon", "order", "against"}
         and payload["inputs"]["q"] == 0.1
     )
+    assert payload["against"] == "model readers"  # the amplified epsilon, whom it holds against
     assert payload["inputs"]["accountant"] == "rdp" and payload["sigma"] == 5.0
 
 

@@ -65,9 +65,11 @@ def test_a_hospital_that_fails_stops_the_run_with_its_name_and_exit_status_1(tmp
     with pytest.raises(SystemExit) as stopped:
         launch.run(data, tmp_path / "work", rounds=1, sigma=5.0, q=1.0, secure=False)
     said = str(stopped.value.code)
-    assert "finished:failed" in said and "silo 'Hospital B' failed: KeyError: 'outcome'" in said, (
-        said
-    )
+    assert (
+        "finished:failed" in said
+        and "silo 'Hospital B' failed: ValueError:" in said
+        and "no column(s) ['outcome']" in said
+    ), said
     assert not (tmp_path / "work" / "model.pt").exists()
     assert "round 1/1" not in capsys.readouterr().out  # the streamed ServerApp log: no round ran
 

@@ -51,7 +51,7 @@ def tripwire(monkeypatch):
     def trained(*args, **kwargs):
         raise Trained
 
-    monkeypatch.setattr(uldp.fitting, "train_rounds", trained)
+    monkeypatch.setattr(uldp.fitting.api, "train_rounds", trained)
 
 
 def one_record_hospital() -> pd.DataFrame:

@@ -155,3 +155,24 @@ def test_a_tls_failure_is_reported_as_such_not_as_a_missing_server(details, said
             return details
 
     assert report.connection_failure(Failed()).startswith(said)
+
+
+def test_a_line_still_shows_after_a_logging_config_disabled_the_existing_loggers():
+    """alembic's fileConfig (Flower's state database, in process) disables every existing logger; the round lines
+    of uldp.flower must still reach the application's handler (the full suite met this)."""
+    import logging.config
+
+    from uldp.flower import report
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    logger = logging.getLogger("uldp.flower")
+    logging.config.dictConfig({"version": 1, "disable_existing_loggers": True})
+    logging.getLogger().addHandler(handler)
+    old_level, logger.level = logger.level, logging.INFO
+    try:
+        report.say(logging.INFO, "round %d still said", 3)
+    finally:
+        logging.getLogger().removeHandler(handler)
+        logger.setLevel(old_level)
+    assert stream.getvalue().splitlines() == ["round 3 still said"]

@@ -48,6 +48,9 @@ def silo_failure(reason: str) -> str | None:
 def say(level: int, message: str, *args: Any) -> None:
     """Log one line once: through ``uldp.flower`` when a handler would show it (the application configured
     logging), else through Flower's logger (its console handler, which a ServerApp's log shows)."""
+    # Flower's state database runs alembic's fileConfig in process, which disables every logger that exists by
+    # then (disable_existing_loggers): the round lines must not fall silent with it.
+    LOGGER.disabled = False
     if LOGGER.hasHandlers():
         LOGGER.log(level, message, *args)
     else:

@@ -27,8 +27,8 @@ profiles' reductions, built from :mod:`uldp.paper.settings`), :mod:`~uldp.paper.
 
 >>> [spec.series for spec in expand("heart_disease", "paper") if spec.seed == 0][:3]
 ['DEFAULT', 'ULDP-NAIVE', 'ULDP-GROUP-max']
->>> len(expand("heart_disease", "paper"))  # 4 settings x 9 methods x 5 seeds
-180
+>>> len(expand("heart_disease", "paper"))  # 4 settings x 9 methods x 20 seeds
+720
 """
 
 from uldp.common.atomic import write_json_atomic

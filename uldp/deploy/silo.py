@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from uldp.deploy.roles import SiloRole
+    from uldp.secure.roster import Credentials
 
 # Flower (and grpc) are imported inside the functions that use them: run_silo() sets FLWR_TELEMETRY_ENABLED first.
 
@@ -95,6 +96,10 @@ class SiloSettings:
             server's.
         ledger: This silo's ledger file (:class:`uldp.policy.SiloLedger`: the rounds it answered and the noise it
             released, across restarts), or None to keep it in memory.
+        credentials: This silo's identity and its copy of the federation's roster
+            (:class:`uldp.secure.roster.Credentials`; ``--identity`` and ``--roster``): every secure session signs its
+            DH key and refuses a relayed key the roster does not vouch for, naming the silo. None: unauthenticated
+            keys (a semi-honest server), refused when the policy asks for ``malicious_server``.
 
     Raises:
         ValueError: ``max_wait`` not a finite number of seconds in (0, a week], or a key shorter than 16 bytes.
@@ -106,6 +111,7 @@ class SiloSettings:
     max_wait: float = 120.0
     policy: SiloPolicy = field(default_factory=SiloPolicy)
     ledger: Path | None = None
+    credentials: Credentials | None = None
 
     def __post_init__(self) -> None:
         check_number("--max-wait", self.max_wait, above=0, at_most=MAX_TIMEOUT)
@@ -228,6 +234,8 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
                 n_silos=role.n_silos,
                 counts=role.counts_row,
                 protocol=role.protocol_config,
+                credentials=settings.credentials,
+                malicious_server=settings.policy.malicious_server,
             )
 
         def _side(self) -> SiloAggregation:

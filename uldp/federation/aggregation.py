@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from uldp.secure.config import ProtocolConfig
     from uldp.secure.driver import ServerDriver, SiloDriver
     from uldp.secure.masked_sum import MaskedSumServer, MaskedSumSilo
+    from uldp.secure.roster import Credentials
 
 #: Aggregation in the clear: the server sees each silo's update (the explicit opt-out of secure aggregation).
 PLAIN = "plain"
@@ -252,6 +253,27 @@ SERVER_AGGREGATIONS: dict[str, type[ServerAggregation]] = {
 
 
 # ------------------------------------------------------------------------------------------------- the silo --
+def trusted_keys(
+    credentials: Credentials | None, *, silo_id: int, malicious_server: bool
+) -> Credentials | None:
+    """The credentials a secure session of silo ``silo_id`` authenticates its DH keys with (issue 41 item 3).
+
+    Without them the keys are as the server relays them, which holds against the paper's semi-honest server only;
+    a silo whose policy asks for a malicious server's guarantee (:attr:`uldp.policy.SiloPolicy.malicious_server`)
+    therefore starts no session without them.
+
+    Raises:
+        ValueError: ``malicious_server`` without credentials, saying how to make them.
+    """
+    if malicious_server and credentials is None:
+        raise ValueError(
+            f"silo {silo_id} starts no secure session without its identity and roster: its policy asks for a "
+            f"guarantee against a malicious server (malicious_server), which could swap the unauthenticated "
+            f"DH keys it relays (make them with `uldp roster identity` and `uldp roster add`)"
+        )
+    return credentials
+
+
 class SiloAggregation(abc.ABC):
     """One silo's side of one aggregation: answers one stage at a time (the order and the one answer per round index
     are the secure drivers' own).
@@ -291,8 +313,10 @@ class PlainSilo(SiloAggregation):
         n_silos: int,
         counts: np.ndarray,
         protocol: Callable[[], ProtocolConfig],
+        credentials: Credentials | None = None,
+        malicious_server: bool = False,
     ) -> PlainSilo:
-        """Nothing to set up: the plain side keeps no state."""
+        """Nothing to set up: the plain side keeps no state (and no keys to authenticate)."""
         return cls()
 
     def answer(
@@ -326,12 +350,24 @@ class MaskedSumSide(SiloAggregation):
         n_silos: int,
         counts: np.ndarray,
         protocol: Callable[[], ProtocolConfig],
+        credentials: Credentials | None = None,
+        malicious_server: bool = False,
     ) -> MaskedSumSide:
-        """A new session (fresh keys); the rounds the previous one answered stay answered."""
+        """A new session (fresh keys, signed and checked with ``credentials``, :func:`trusted_keys`); the rounds the
+        previous one answered stay answered."""
         from uldp.secure.masked_sum import MaskedSumSilo
 
         answered = previous.silo.answered_round if isinstance(previous, MaskedSumSide) else 0
-        return cls(MaskedSumSilo(silo_id, n_silos, answered_round=answered))
+        return cls(
+            MaskedSumSilo(
+                silo_id,
+                n_silos,
+                answered_round=answered,
+                credentials=trusted_keys(
+                    credentials, silo_id=silo_id, malicious_server=malicious_server
+                ),
+            )
+        )
 
     def answer(
         self, stage: str, round_index: int, payloads: Payloads, *, work: RoundWork | None = None
@@ -361,9 +397,13 @@ class Protocol1Side(SiloAggregation):
         n_silos: int,
         counts: np.ndarray,
         protocol: Callable[[], ProtocolConfig],
+        credentials: Credentials | None = None,
+        malicious_server: bool = False,
     ) -> Protocol1Side:
         """A new session (``p1-key`` again): its last answered round and its ring-Pedersen verifier stay, so no
-        round is answered twice under fresh keys and the server proves its modulus against the same parameters."""
+        round is answered twice under fresh keys and the server proves its modulus against the same parameters.
+        With ``credentials`` its key is signed at 1(a) and every relayed key checked at 1(b) (:func:`trusted_keys`);
+        ``malicious_server`` also refuses a backend that cannot check the server's weights."""
         from uldp.secure.driver import SiloDriver, SiloProgress
 
         earlier = previous.driver if isinstance(previous, Protocol1Side) else None
@@ -375,6 +415,10 @@ class Protocol1Side(SiloAggregation):
                 verifier=earlier.role.verifier if earlier else None,
                 progress=SiloProgress(
                     answered_round=earlier.progress.answered_round if earlier else 0
+                ),
+                malicious_server=malicious_server,
+                credentials=trusted_keys(
+                    credentials, silo_id=silo_id, malicious_server=malicious_server
                 ),
             )
         )

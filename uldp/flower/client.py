@@ -283,6 +283,10 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
     ``uldp-policy-epsilon=4 uldp-policy-min-sigma=1``; the defaults otherwise) and its ledger file
     (``uldp-ledger=<path>``: the rounds it answered and the noise it released, kept across restarts; without it,
     ``<silo>.uldp-ledger.json`` beside its key file; once it has answered it refuses to answer without it).
+    To authenticate the DH keys the server relays (beyond the paper, issue 41 item 3), it also names its identity and
+    its copy of the federation's roster (``uldp-identity=<path> uldp-roster=<path>``, from ``uldp roster identity``
+    and ``uldp roster add``; :mod:`uldp.flower.secure`): a swapped key then stops the run naming the silo. A policy
+    with ``uldp-policy-malicious-server=true`` requires them and refuses the lattice backend.
     Nothing the server sends changes the policy, the ledger or the silo's randomness; a request past the policy is
     refused, logged at the silo and returned to the server as the error. For tests only:
     ``uldp-insecure-test-keys=true`` (accept Protocol 1 keys under 2048 bits) and

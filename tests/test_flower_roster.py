@@ -175,3 +175,122 @@ def test_a_malicious_server_policy_refuses_the_lattice_backend(hospital_files):
 def test_a_bad_trust_setting_is_refused_by_name(hospital_files, config, refusal):
     with pytest.raises(RuntimeError, match=refusal):
         run(hospital_files, config, **MASKED_SUM_RUN)
+
+
+class SentSpy(LocalGrid):
+    """LocalGrid that keeps every message the server sends."""
+
+    sent: list
+
+    def send_and_receive(self, messages, *, timeout=None):
+        messages = list(messages)
+        self.sent.extend(messages)
+        return super().send_and_receive(messages, timeout=timeout)
+
+
+def test_with_the_silos_sampler_each_silo_trains_on_the_sample_the_server_never_sees(
+    hospital_files, monkeypatch
+):
+    """Issue 41 item 1 on Flower: with ``uldp-policy-sampler=silos`` (q from the silo's policy) and the strategy's
+    ``hidden_sample``, every silo trains on the sample the silos drew from their session's seed (the same at every
+    silo, about q |U| users), the server's train messages name every user as sampled, and the decoded aggregate is
+    the plain sum of the silos' updates over that sample; the server's view is then charged as amplified."""
+    from flwr.app import ArrayRecord
+
+    from uldp.federation.aggregation import MaskedSumAggregation
+    from uldp.flower.messages import config_of
+    from uldp.flower.secure import silo_sample
+    from uldp.method_names import MASKED_SUM
+    from uldp.methods.uldp_avg import UserLevelMethod
+
+    honest = UserLevelMethod.silo_update
+    used: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def spy_update(self, params, federation, round_seed, silo_id, *, sampled, counts):
+        update = honest(
+            self, params, federation, round_seed, silo_id, sampled=sampled, counts=counts
+        )
+        used[silo_id] = (sampled.copy(), update.detach().numpy().astype(np.float64))
+        return update
+
+    decoded: list[np.ndarray] = []
+    finish = MaskedSumAggregation.finish_round
+
+    def spy_finish(self, *args, **kwargs):
+        decoded.append(finish(self, *args, **kwargs))
+        return decoded[-1]
+
+    monkeypatch.setattr(UserLevelMethod, "silo_update", spy_update)
+    monkeypatch.setattr(MaskedSumAggregation, "finish_round", spy_finish)
+    q = 0.5
+    configs = node_configs(
+        hospital_files, {**LAX, "uldp-policy-sampler": "silos", "uldp-policy-q": q}
+    )
+    grid = SentSpy(uf.silo_client_app(load, model, nn.CrossEntropyLoss()), configs)
+    grid.sent = []
+    strategy = uf.UldpStrategy(
+        method="ULDP-AVG", sigma=1.0, q=q, local_epochs=1, batch_size=8, hidden_sample=True
+    )
+    strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
+
+    n_users = strategy.n_users
+    samples = [silo_sample({"round": 1}, c, MASKED_SUM, n_users) for c in grid.contexts.values()]
+    assert all(np.array_equal(s, samples[0]) for s in samples)  # one sample, agreed by the silos
+    sample = samples[0]
+    assert 0 < sample.sum() < n_users
+    assert sorted(used) == [0, 1, 2]
+    assert all(np.array_equal(sampled, sample) for sampled, _ in used.values())
+    trains = [config_of(m) for m in grid.sent if m.metadata.message_type == "train"]
+    assert len(trains) == 3
+    every_user = np.packbits(np.ones(n_users, dtype=bool)).tobytes()
+    assert all(t["sampled"] == every_user for t in trains)  # the server never names the sample
+    plain_sum = sum(update for _, update in used.values())
+    np.testing.assert_allclose(decoded[0], plain_sum, rtol=1e-6, atol=1e-6)
+    # the server's view is amplified by the sample it never saw: the released model's epsilon
+    assert strategy.server_view_epsilons == strategy.epsilons
+
+
+def test_the_silos_sampler_without_a_hidden_sample_is_refused(hospital_files):
+    """A silo whose policy draws the sample itself never trains on the server's: a strategy that does not set up the
+    silos' sample gets no round."""
+    with pytest.raises(RuntimeError, match=r"no hidden sample"):
+        run(
+            hospital_files, {"uldp-policy-sampler": "silos", "uldp-policy-q": 0.5}, **MASKED_SUM_RUN
+        )
+
+
+def test_protocol_1_with_the_silos_sampler_trains_on_their_sample(hospital_files, monkeypatch):
+    """The same on Protocol 1 (ULDP-AVG-w): each silo's per-user deltas are of the sample keyed by the session's seed
+    R (the same at every silo), while the server encrypts every user's weight and names every user as sampled."""
+    from flwr.app import ArrayRecord
+
+    from uldp.flower.messages import config_of
+    from uldp.flower.secure import silo_sample
+    from uldp.method_names import PROTOCOL_1
+    from uldp.methods.uldp_avg import UserLevelMethod
+
+    honest = UserLevelMethod.silo_user_deltas
+    used: dict[int, np.ndarray] = {}
+
+    def spy(self, params, federation, round_seed, sampled, silo_id):
+        used[silo_id] = np.asarray(sampled).copy()
+        return honest(self, params, federation, round_seed, sampled, silo_id)
+
+    monkeypatch.setattr(UserLevelMethod, "silo_user_deltas", spy)
+    q = 0.5
+    silos = {**LAX, **ALLOW_TEST_KEYS, "uldp-policy-sampler": "silos", "uldp-policy-q": q}
+    grid = SentSpy(
+        uf.silo_client_app(load, model, nn.CrossEntropyLoss()), node_configs(hospital_files, silos)
+    )
+    grid.sent = []
+    strategy = uf.UldpStrategy(**{**PROTOCOL_1_RUN, "q": q}, hidden_sample=True)
+    strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
+    samples = [
+        silo_sample({"round": 1}, c, PROTOCOL_1, strategy.n_users) for c in grid.contexts.values()
+    ]
+    assert all(np.array_equal(s, samples[0]) for s in samples)
+    assert 0 < samples[0].sum() < strategy.n_users
+    assert sorted(used) == [0, 1, 2] and all(np.array_equal(s, samples[0]) for s in used.values())
+    every_user = np.packbits(np.ones(strategy.n_users, dtype=bool)).tobytes()
+    trains = [config_of(m) for m in grid.sent if m.metadata.message_type == "train"]
+    assert len(trains) == 3 and all(t["sampled"] == every_user for t in trains)

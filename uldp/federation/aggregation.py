@@ -74,6 +74,9 @@ class ServerAggregation(abc.ABC):
         exchange: ``(stage, round_index, {silo: payloads}) -> {silo: payloads}`` over the transport.
         protocol: Protocol 1's session parameters (:meth:`uldp.secure.ProtocolConfig.for_training`); Protocol 1 only.
         silo_names: How messages name silo ``s`` (default ``silo s``).
+        hidden_sample: Beyond the paper, the silos draw the user sample (:mod:`uldp.secure.sampling`): the masked
+            sum relays their ``sum-sample`` stage; Protocol 1's server encrypts every user's weight (it is sent every
+            user as sampled).
 
     Attributes:
         kind: :data:`PLAIN`, :data:`~uldp.method_names.MASKED_SUM` or :data:`~uldp.method_names.PROTOCOL_1`.
@@ -93,8 +96,10 @@ class ServerAggregation(abc.ABC):
         *,
         protocol: ProtocolConfig | None = None,
         silo_names: Sequence[str] | None = None,
+        hidden_sample: bool = False,
     ) -> None:
         self.n_silos, self._exchange, self._protocol = n_silos, exchange, protocol
+        self.hidden_sample = hidden_sample
         self._names = None if silo_names is None else list(silo_names)
         self.round_stages = self._round_stages()
 
@@ -190,7 +195,9 @@ class MaskedSumAggregation(ServerAggregation):
     def setup(self) -> None:
         from uldp.secure.masked_sum import MaskedSumServer
 
-        self._server: MaskedSumServer = MaskedSumServer(self.n_silos, self._exchange)
+        self._server: MaskedSumServer = MaskedSumServer(
+            self.n_silos, self._exchange, hidden_sample=self.hidden_sample
+        )
         self._server.setup()
 
     def finish_round(
@@ -298,6 +305,18 @@ class SiloAggregation(abc.ABC):
             ValueError: a stage out of order, a round answered already, or a message that fails the checks.
         """
 
+    def sample(self, round_index: int, n_users: int) -> np.ndarray:
+        """Beyond the paper, round ``round_index``'s user sample the silos drew (bool [|U|]; a session started with
+        ``sample_rate``), unknown to the server (:mod:`uldp.secure.sampling`).
+
+        Raises:
+            ValueError: an aggregation without pairwise keys, or a session without the silos' sample.
+        """
+        raise ValueError(
+            f"the {self.kind} aggregation has no sample the silos draw: they agree on one under the pairwise keys "
+            f"of secure aggregation (the policy's sampler='silos' needs it)"
+        )
+
 
 class PlainSilo(SiloAggregation):
     """The update in the clear (the explicit opt-out of secure aggregation)."""
@@ -315,6 +334,7 @@ class PlainSilo(SiloAggregation):
         protocol: Callable[[], ProtocolConfig],
         credentials: Credentials | None = None,
         malicious_server: bool = False,
+        sample_rate: float | None = None,
     ) -> PlainSilo:
         """Nothing to set up: the plain side keeps no state (and no keys to authenticate)."""
         return cls()
@@ -352,6 +372,7 @@ class MaskedSumSide(SiloAggregation):
         protocol: Callable[[], ProtocolConfig],
         credentials: Credentials | None = None,
         malicious_server: bool = False,
+        sample_rate: float | None = None,
     ) -> MaskedSumSide:
         """A new session (fresh keys, signed and checked with ``credentials``, :func:`trusted_keys`); the rounds the
         previous one answered stay answered."""
@@ -363,6 +384,7 @@ class MaskedSumSide(SiloAggregation):
                 silo_id,
                 n_silos,
                 answered_round=answered,
+                sample_rate=sample_rate,
                 credentials=trusted_keys(
                     credentials, silo_id=silo_id, malicious_server=malicious_server
                 ),
@@ -375,6 +397,9 @@ class MaskedSumSide(SiloAggregation):
         return self.silo.answer(
             stage, round_index, payloads, update=None if work is None else work.update
         )
+
+    def sample(self, round_index: int, n_users: int) -> np.ndarray:
+        return self.silo.sample(round_index, n_users)
 
 
 class Protocol1Side(SiloAggregation):
@@ -399,6 +424,7 @@ class Protocol1Side(SiloAggregation):
         protocol: Callable[[], ProtocolConfig],
         credentials: Credentials | None = None,
         malicious_server: bool = False,
+        sample_rate: float | None = None,
     ) -> Protocol1Side:
         """A new session (``p1-key`` again): its last answered round and its ring-Pedersen verifier stay, so no
         round is answered twice under fresh keys and the server proves its modulus against the same parameters.
@@ -417,6 +443,7 @@ class Protocol1Side(SiloAggregation):
                     answered_round=earlier.progress.answered_round if earlier else 0
                 ),
                 malicious_server=malicious_server,
+                sample_rate=sample_rate,
                 credentials=trusted_keys(
                     credentials, silo_id=silo_id, malicious_server=malicious_server
                 ),
@@ -429,6 +456,9 @@ class Protocol1Side(SiloAggregation):
         return self.driver.answer(
             stage, round_index, payloads, inputs=None if work is None else work.secure_inputs
         )
+
+    def sample(self, round_index: int, n_users: int) -> np.ndarray:
+        return self.driver.sample(round_index)
 
 
 #: The silo side of each aggregation, by kind: ``SILO_SESSIONS[kind].start(previous, ...)`` begins a session.

@@ -164,11 +164,25 @@ def silo_credentials(node_config: Mapping[str, Any]) -> Credentials | None:
 
 
 def _trust(context: Any) -> dict[str, Any]:
-    """The ``credentials`` and ``malicious_server`` a silo side is started or restored with (its own node config)."""
+    """The ``credentials``, ``malicious_server`` and ``sample_rate`` a silo side is started or restored with (its
+    own node config; a sample rate only when its policy's sampler is the silos)."""
+    policy = SiloPolicy.from_node_config(context.node_config)
     return {
         "credentials": silo_credentials(context.node_config),
-        "malicious_server": SiloPolicy.from_node_config(context.node_config).malicious_server,
+        "malicious_server": policy.malicious_server,
+        "sample_rate": policy.q if policy.sampler == "silos" else None,
     }
+
+
+def silo_sample(settings: dict, context: Any, kind: str, n_users: int) -> np.ndarray:
+    """Beyond the paper, the round's user sample the silos drew (policy ``sampler="silos"``, q from the policy;
+    :mod:`uldp.secure.sampling`), from the seed of this silo's secure session, never the server's.
+
+    Raises:
+        ValueError: before the set-up, or an aggregation without the silos' sample (plain, or a session the server
+            set up without the sampling stage).
+    """
+    return _LOADERS[kind](context).sample(int(settings["round"]), n_users)
 
 
 def _public_state(context: Any) -> dict:
@@ -191,10 +205,12 @@ def _load_masked(context: Any) -> MaskedSumSide:
             "a masked update before the masked sum's set-up: a secure silo never sends its update "
             "unmasked (the strategy sends sum-key first)"
         )
+    trust = _trust(context)
     return MaskedSumSide(
         MaskedSumSilo.restore(
             bytes(context.state[MASKED_SUM_KEY]["silo"]),
-            credentials=silo_credentials(context.node_config),
+            credentials=trust["credentials"],
+            sample_rate=trust["sample_rate"],
         )
     )
 
@@ -294,10 +310,11 @@ def silo_setup(
         ValueError: public parameters that do not fit this silo's federation, test keys the node did not allow, a
             stage out of order or a round answered already, or a message that fails the protocol's checks.
     """
-    from uldp.secure.masked_sum import SETUP_STAGES as MASKED_SUM_STAGES
+    from uldp.secure.masked_sum import SETUP_STAGES, STAGE_SAMPLE
 
+    masked_sum_stages = (*SETUP_STAGES, STAGE_SAMPLE)
     stage = str(settings["stage"])
-    if stage in MASKED_SUM_STAGES:
+    if stage in masked_sum_stages:
         kind = MASKED_SUM
         previous = _load_masked(context) if MASKED_SUM_KEY in context.state else None
         side: SiloAggregation = (
@@ -309,7 +326,7 @@ def silo_setup(
                 protocol=lambda: _config_from({}),
                 **_trust(context),
             )
-            if stage == MASKED_SUM_STAGES[0]
+            if stage == masked_sum_stages[0]
             else _LOADERS[kind](context)
         )
         return {"payloads": list(_answer(side, stage, settings, context))}

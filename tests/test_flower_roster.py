@@ -197,11 +197,13 @@ def test_with_the_silos_sampler_each_silo_trains_on_the_sample_the_server_never_
     the plain sum of the silos' updates over that sample; the server's view is then charged as amplified."""
     from flwr.app import ArrayRecord
 
+    from uldp.accounting import epsilon_for_method
     from uldp.federation.aggregation import MaskedSumAggregation
     from uldp.flower.messages import config_of
     from uldp.flower.secure import silo_sample
     from uldp.method_names import MASKED_SUM
     from uldp.methods.uldp_avg import UserLevelMethod
+    from uldp.policy import SiloLedger, SiloPolicy
 
     honest = UserLevelMethod.silo_update
     used: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -248,6 +250,14 @@ def test_with_the_silos_sampler_each_silo_trains_on_the_sample_the_server_never_
     np.testing.assert_allclose(decoded[0], plain_sum, rtol=1e-6, atol=1e-6)
     # the server's view is amplified by the sample it never saw: the released model's epsilon
     assert strategy.server_view_epsilons == strategy.epsilons
+    # and so is each silo's ledger (Theorem 3 with Lemma 4 at the policy's q; 4.73 at q = 1 where the server samples)
+    amplified = epsilon_for_method("ULDP-AVG", sigma=1.0, rounds=1, delta=1e-5, q=q).epsilon
+    known = epsilon_for_method("ULDP-AVG", sigma=1.0, rounds=1, delta=1e-5, q=1.0).epsilon
+    for context in grid.contexts.values():
+        config = context.node_config
+        ledger = SiloLedger(SiloPolicy.from_node_config(config), str(config["uldp-ledger"]))
+        spent = ledger.spent().epsilon
+        assert spent == pytest.approx(amplified, rel=1e-9) and spent < known - 0.5
 
 
 def test_the_silos_sampler_without_a_hidden_sample_is_refused(hospital_files):

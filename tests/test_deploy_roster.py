@@ -105,3 +105,15 @@ def test_the_silo_command_takes_its_identity_and_roster_together(tmp_path) -> No
     assert _read_credentials(argparse.Namespace(identity=None, roster=None)) is None
     with pytest.raises(ValueError, match=r"--identity and --roster: a roster file .* without"):
         _read_credentials(argparse.Namespace(identity=None, roster=tmp_path / "roster.json"))
+
+
+def test_a_deployed_silo_refuses_a_policy_that_samples_itself() -> None:
+    """A deployment's sample is drawn by the server and sent with each round; a silo whose policy says the silos
+    sample would be charged amplified for a sample the server knows, so it refuses to start (uldp.flower has it)."""
+    from uldp.deploy.silo import SiloSettings
+
+    with pytest.raises(
+        ValueError, match=r"sampler 'silos', but a deployment's user sample is the server's"
+    ):
+        SiloSettings(policy=SiloPolicy(q=0.5, sampler="silos"))
+    assert SiloSettings(policy=SiloPolicy(q=0.5)).policy.charged_rate == 1.0

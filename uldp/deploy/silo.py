@@ -93,7 +93,7 @@ class SiloSettings:
         root_certificates: PEM bytes of the CA that signed the server's certificate (TLS), or None for insecure.
         max_wait: Seconds to keep trying to reach the server, at the start and after losing it.
         policy: This silo's own privacy policy (:class:`uldp.policy.SiloPolicy`; its policy file), never the
-            server's.
+            server's; its sampler is the server (a deployment sends the sample; ``"silos"`` is refused).
         ledger: This silo's ledger file (:class:`uldp.policy.SiloLedger`: the rounds it answered and the noise it
             released, across restarts), or None to keep it in memory.
         credentials: This silo's identity and its copy of the federation's roster
@@ -115,6 +115,14 @@ class SiloSettings:
 
     def __post_init__(self) -> None:
         check_number("--max-wait", self.max_wait, above=0, at_most=MAX_TIMEOUT)
+        if (
+            self.policy.sampler == "silos"
+        ):  # it would be charged amplified for a sample the server sees
+            raise ValueError(
+                "this silo's policy says sampler 'silos', but a deployment's user sample is the server's "
+                "(uldp.deploy sends it with each round; the silos' own sample runs on uldp.flower, "
+                "UldpStrategy(hidden_sample=True)): use sampler 'server'"
+            )
         if self.key is not None:
             keys.check_master_key(self.key, "the silo key")
 

@@ -1,6 +1,7 @@
 """uldp deploy with the silos' roster (issue 41 item 3): a deployed silo given its identity and roster
 (SiloSettings.credentials, ``uldp deploy silo --identity --roster``) refuses a DH key the server swapped, naming the
-silo; a silo whose policy asks for a malicious server's guarantee starts no secure session without them."""
+silo; a silo whose policy asks for a malicious server's guarantee starts no secure session without them; and a user
+sample the silos draw themselves (item 1, ``hidden_sample``)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import dataclasses
 import os
 from typing import Any
 
+import numpy as np
 import pytest
 from deploy_harness import MASTER, N_SILOS, Manager, Proxy, make_config, silo_clients
 
+from uldp.common.persist import array_from_bytes
 from uldp.deploy import wire
 from uldp.deploy.method_roles import MethodServer
 from uldp.deploy.server import Coordinator, ServerSettings
@@ -107,13 +110,63 @@ def test_the_silo_command_takes_its_identity_and_roster_together(tmp_path) -> No
         _read_credentials(argparse.Namespace(identity=None, roster=tmp_path / "roster.json"))
 
 
-def test_a_deployed_silo_refuses_a_policy_that_samples_itself() -> None:
-    """A deployment's sample is drawn by the server and sent with each round; a silo whose policy says the silos
-    sample would be charged amplified for a sample the server knows, so it refuses to start (uldp.flower has it)."""
-    from uldp.deploy.silo import SiloSettings
+class SampleSpy(Proxy):
+    """The server's link to one silo, keeping the sampled users of every train instruction it sends."""
 
-    with pytest.raises(
-        ValueError, match=r"sampler 'silos', but a deployment's user sample is the server's"
-    ):
-        SiloSettings(policy=SiloPolicy(q=0.5, sampler="silos"))
-    assert SiloSettings(policy=SiloPolicy(q=0.5)).policy.charged_rate == 1.0
+    def __init__(self, client: Any) -> None:
+        super().__init__(client)
+        self.sent: list[np.ndarray] = []
+
+    def fit(self, ins: Any, timeout: float, group_id: Any) -> Any:
+        instruction = wire.Instruction.from_flower(ins)
+        if instruction.stage == wire.STAGE_TRAIN:
+            self.sent.append(array_from_bytes(instruction.payloads[1]))
+        return super().fit(ins, timeout, group_id)
+
+
+def test_a_deployed_silo_trains_on_the_silos_hidden_sample(synthetic, monkeypatch) -> None:
+    """Issue 41 item 1 in deploy: with ``hidden_sample`` in the run's configuration and sampler "silos" in every
+    silo's policy (q = 0.5), each silo trains on the sample the silos agreed on in the masked sum's sum-sample stage
+    (the same at every silo, neither empty nor every user), the server's train instructions name every user, and
+    the server's view is the released model's epsilon; a silo whose policy and the configuration disagree on who
+    samples refuses to start."""
+    from uldp.deploy.method_roles import DeployConfig, MethodSilo
+    from uldp.policy import PolicyRefusal
+    from uldp.simulation import RunConfig
+
+    run = RunConfig(
+        dataset="synthetic",
+        method="ULDP-AVG",
+        n_users=8,
+        rounds=2,
+        seed=3,
+        max_train_records=120,
+        local_epochs=1,
+        q=0.5,
+    )
+    config = DeployConfig(run, hidden_sample=True)
+    assert DeployConfig.from_json(config.to_json()) == config
+    used: dict[tuple[int, int], np.ndarray] = {}
+    honest = MethodSilo.work
+
+    def spy(self, params, round_index, sampled, before):
+        used[self.silo_id, round_index] = sampled.copy()
+        return honest(self, params, round_index, sampled, before)
+
+    monkeypatch.setattr(MethodSilo, "work", spy)
+    policy = SiloPolicy(q=0.5, sampler="silos")
+    proxies = [SampleSpy(c) for c in silo_clients(synthetic, config, lambda s: {"policy": policy})]
+    settings = ServerSettings(master_key=MASTER, join_timeout=60, round_timeout=60)
+    result = Coordinator(MethodServer(config, synthetic), settings, Manager(proxies)).run()
+    assert result.error == "" and result.rounds_done == 2, result.error
+    n_users = MethodServer(config, synthetic).n_users
+    for round_index in (1, 2):
+        samples = [used[s, round_index] for s in range(N_SILOS)]
+        assert all(np.array_equal(s, samples[0]) for s in samples)
+        assert 0 < samples[0].sum() < n_users
+    assert all(sent.all() and sent.size == n_users for p in proxies for sent in p.sent)
+    assert all(r["server_view_epsilon"] == r["epsilon"] for r in result.history)
+    with pytest.raises(PolicyRefusal, match=r"the run's configuration does not set hidden_sample"):
+        silo_clients(synthetic, DeployConfig(run), lambda s: {"policy": policy})
+    with pytest.raises(PolicyRefusal, match=r"sampler 'server', the run's configuration sets"):
+        silo_clients(synthetic, config)

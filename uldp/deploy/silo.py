@@ -42,11 +42,12 @@ from uldp.federation import (
     SiloAggregation,
 )
 from uldp.method_names import MASKED_SUM, PROTOCOL_1
-from uldp.policy import SiloLedger, SiloPolicy
+from uldp.policy import PolicyRefusal, SiloLedger, SiloPolicy
 from uldp.secure.driver import STAGE_CHECK, STAGE_DIRECTORY, STAGE_KEY, STAGE_SEED
 from uldp.secure.masked_sum import (
     STAGE_DIRECTORY as STAGE_SUM_DIRECTORY,
     STAGE_KEY as STAGE_SUM_KEY,
+    STAGE_SAMPLE as STAGE_SUM_SAMPLE,
 )
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ SETUP_STAGES = {
     wire.STAGE_SECURE_SEED: STAGE_SEED,
     wire.STAGE_SUM_KEYS: STAGE_SUM_KEY,
     wire.STAGE_SUM_DIRECTORY: STAGE_SUM_DIRECTORY,
+    wire.STAGE_SUM_SAMPLE: STAGE_SUM_SAMPLE,
 }
 #: The first set-up stage of each secure aggregation: it starts a new session.
 NEW_SESSION = {STAGE_KEY: PROTOCOL_1, STAGE_SUM_KEY: MASKED_SUM}
@@ -93,7 +95,8 @@ class SiloSettings:
         root_certificates: PEM bytes of the CA that signed the server's certificate (TLS), or None for insecure.
         max_wait: Seconds to keep trying to reach the server, at the start and after losing it.
         policy: This silo's own privacy policy (:class:`uldp.policy.SiloPolicy`; its policy file), never the
-            server's; its sampler is the server (a deployment sends the sample; ``"silos"`` is refused).
+            server's. With sampler ``"silos"`` it trains on the sample of its secure session at its q, and refuses
+            a run whose configuration does not set ``hidden_sample``.
         ledger: This silo's ledger file (:class:`uldp.policy.SiloLedger`: the rounds it answered and the noise it
             released, across restarts), or None to keep it in memory.
         credentials: This silo's identity and its copy of the federation's roster
@@ -115,14 +118,6 @@ class SiloSettings:
 
     def __post_init__(self) -> None:
         check_number("--max-wait", self.max_wait, above=0, at_most=MAX_TIMEOUT)
-        if (
-            self.policy.sampler == "silos"
-        ):  # it would be charged amplified for a sample the server sees
-            raise ValueError(
-                "this silo's policy says sampler 'silos', but a deployment's user sample is the server's "
-                "(uldp.deploy sends it with each round; the silos' own sample runs on uldp.flower, "
-                "UldpStrategy(hidden_sample=True)): use sampler 'server'"
-            )
         if self.key is not None:
             keys.check_master_key(self.key, "the silo key")
 
@@ -132,6 +127,13 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
     from flwr.client import Client
     from flwr.common import Code, GetPropertiesRes, Status
 
+    own_sample = settings.policy.sampler == "silos"
+    if own_sample != role.hidden_sample:  # never charged amplified for a sample the server draws
+        raise PolicyRefusal(
+            f"this silo's policy says sampler {settings.policy.sampler!r}, the run's configuration "
+            f"{'sets' if role.hidden_sample else 'does not set'} hidden_sample: a silo trains on the "
+            f"sample its policy says is drawn"
+        )
     ledger = SiloLedger(settings.policy, settings.ledger)
     role.check_policy(settings.policy)
 
@@ -193,8 +195,10 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
                 round_index = instruction.round_index
                 self.rounds_seen.append(round_index)
                 params, sampled = array_from_bytes(payloads[0]), array_from_bytes(payloads[1])
-                role.check_policy(settings.policy, sampled)
                 side = self._side()
+                if own_sample:  # the silos' own sample, never the server's
+                    sampled = side.sample(round_index, role.n_users)
+                role.check_policy(settings.policy, sampled)
                 work = role.work(params, round_index, sampled, lambda: self._admit(round_index))
                 # Protocol 1's shares stage first (its update stage follows), else the update itself
                 self._pending = work if len(side.round_stages) > 1 else None
@@ -244,6 +248,7 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
                 protocol=role.protocol_config,
                 credentials=settings.credentials,
                 malicious_server=settings.policy.malicious_server,
+                sample_rate=settings.policy.q if own_sample else None,
             )
 
         def _side(self) -> SiloAggregation:

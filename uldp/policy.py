@@ -141,6 +141,11 @@ class SiloPolicy:
             it: each round charged at ``q = 1``) or ``"silos"`` (hidden from the server: charged at ``q``).
         colluders: The collusion threshold t: how many of the other silos may collude with the server and remove
             their noise shares; its noise share is scaled by :func:`collusion_scale` (0: none).
+        malicious_server: Whether it asks for a guarantee against a server that deviates (issue 41 items 3-4): a
+            secure session starts only with its identity and roster (:class:`uldp.secure.roster.Credentials`, so
+            a swapped DH key is refused naming the silo) and never on a backend that cannot check the weights the
+            server encrypts (the lattice backend). False (the default) is the paper's semi-honest server: a
+            federation without a roster still runs, as every run before rosters did.
 
     Raises:
         ValueError: A value of the wrong type or out of range, naming it.
@@ -157,6 +162,7 @@ class SiloPolicy:
     q: float = 1.0
     sampler: str = "server"
     colluders: int = 0
+    malicious_server: bool = False
 
     def __post_init__(self) -> None:
         if self.accountant not in ACCOUNTANTS:
@@ -170,6 +176,10 @@ class SiloPolicy:
         if self.sampler not in SAMPLERS:
             raise ValueError(f"policy sampler {self.sampler!r} is not one of {list(SAMPLERS)}")
         check_integer("policy colluders", self.colluders, minimum=0)
+        if not isinstance(self.malicious_server, bool):
+            raise ValueError(
+                f"policy malicious_server must be true or false, got {self.malicious_server!r}"
+            )
 
     @property
     def charged_rate(self) -> float:
@@ -293,6 +303,11 @@ def _parse(kind: object, value: Any, key: str) -> Any:
     """A node config value (text or a scalar) as the field's type."""
     if kind == "str":
         return str(value)
+    if kind == "bool":
+        text = str(value).lower()
+        if text not in ("true", "false"):
+            raise ValueError(f"{key} must be true or false, got {value!r}")
+        return text == "true"
     try:
         number = float(value)
     except (TypeError, ValueError) as error:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from uldp.data.base import FederatedDataset
     from uldp.deploy.method_roles import DeployConfig
     from uldp.policy import SiloPolicy
+    from uldp.secure.roster import Credentials
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -110,6 +111,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="this silo's ledger of answered rounds and released noise, kept across restarts "
         "(default: <config>.silo-<id>.ledger.json beside the configuration)",
+    )
+    silo.add_argument(
+        "--identity",
+        type=Path,
+        default=None,
+        help="this silo's identity (`uldp roster identity`); with --roster its secure sessions refuse a DH key "
+        "the roster does not vouch for",
+    )
+    silo.add_argument(
+        "--roster",
+        type=Path,
+        default=None,
+        help="this silo's copy of the federation's roster (`uldp roster add`), silos in silo-id order",
     )
     silo.add_argument(
         "--exit-at-round", type=int, default=None, help=argparse.SUPPRESS
@@ -237,6 +251,7 @@ def _silo(args: argparse.Namespace) -> int:
         policy=_policy(args.policy),
         ledger=args.ledger
         or args.config.with_name(f"{args.config.stem}.silo-{args.silo_id}.ledger.json"),
+        credentials=_read_credentials(args),
     )
     config, dataset = _config_and_dataset(args)
     role = MethodSilo(config, args.silo_id, dataset)
@@ -269,6 +284,16 @@ def _policy(path: Path | None) -> SiloPolicy:
         return SiloPolicy.from_json(json.loads(path.read_text()))
     except (OSError, json.JSONDecodeError, TypeError, ValueError) as error:
         raise ValueError(f"cannot read the silo policy {path}: {error}") from error
+
+
+def _read_credentials(args: argparse.Namespace) -> Credentials | None:
+    """The silo's --identity and --roster (both or neither), or None."""
+    from uldp.secure.roster import read_credentials
+
+    try:
+        return read_credentials(args.identity, args.roster)
+    except ValueError as error:
+        raise ValueError(f"--identity and --roster: {error}") from error
 
 
 def _keys(args: argparse.Namespace) -> int:

@@ -97,16 +97,24 @@ class DeployConfig:
             each silo's contribution leaves masked with Protocol 1's pairwise masks (:mod:`uldp.secure.masked_sum`),
             the default; False (JSON ``"secure": false``) is the explicit opt-out. Those two methods take
             ``run.secure`` (Protocol 1) instead.
+        hidden_sample: Beyond the paper (issue 41 item 1), the silos draw each round's user sample from a seed of
+            their secure session (policies with sampler ``"silos"``, :mod:`uldp.secure.sampling`); the server sends
+            every user as sampled and never learns the sample. Needs secure aggregation.
     """
 
     run: RunConfig
     insecure_reproducible_noise: bool = False
     mask_updates: bool = True
+    hidden_sample: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("insecure_reproducible_noise", "mask_updates"):
+        for name in ("insecure_reproducible_noise", "mask_updates", "hidden_sample"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if self.hidden_sample and not self.secure_aggregation:
+            raise ValueError(
+                "hidden_sample needs secure aggregation: the silos agree on the sample under its pairwise keys"
+            )
 
     @property
     def masked(self) -> bool:
@@ -138,6 +146,7 @@ class DeployConfig:
             )
         data = dict(data)
         insecure = data.pop("insecure_reproducible_noise", False)
+        hidden = data.pop("hidden_sample", False)
         secure = data.get(
             "secure", True
         )  # secure aggregation by default; "secure": false is the explicit opt-out
@@ -156,7 +165,7 @@ class DeployConfig:
         if unknown:
             raise ValueError(
                 f"unknown run configuration field(s) {unknown}; allowed: {sorted(run_fields)} "
-                f"and 'insecure_reproducible_noise'"
+                f"and 'insecure_reproducible_noise', 'hidden_sample'"
             )
         weights = data.get("user_weights")
         if weights is not None:
@@ -169,7 +178,9 @@ class DeployConfig:
             run = RunConfig(**data)
         except TypeError as error:  # a missing required field, or a value of the wrong kind
             raise ValueError(f"bad run configuration: {error}") from error
-        return cls(run, insecure) if protocol_1 else cls(run, insecure, mask_updates=secure)
+        if protocol_1:
+            return cls(run, insecure, hidden_sample=hidden)
+        return cls(run, insecure, mask_updates=secure, hidden_sample=hidden)
 
     def to_json(self) -> dict:
         """The resolved configuration as JSON-ready data (what :meth:`from_json` reads back)."""
@@ -177,6 +188,7 @@ class DeployConfig:
             **asdict(self.run),
             "secure": self.secure_aggregation,
             "insecure_reproducible_noise": self.insecure_reproducible_noise,
+            **({"hidden_sample": True} if self.hidden_sample else {}),  # earlier fingerprints stay
         }
 
     @property
@@ -214,6 +226,7 @@ class _MethodRole:
         self.method = make_method(run.method, run.hyperparameters(), user_weights=weights)
         self._root = np.random.SeedSequence(run.seed)
         self.insecure_reproducible_noise = self.config.insecure_reproducible_noise
+        self.hidden_sample = self.config.hidden_sample
         if self.insecure_reproducible_noise:
             LOGGER.warning(
                 "INSECURE: insecure_reproducible_noise draws every silo's noise from the shared seed; "
@@ -282,8 +295,8 @@ class MethodServer(_MethodRole):
 
     def sampled_users(self, round_index: int) -> np.ndarray:
         """Poisson sampling of users at rate q (Algorithm 4 line 4) from the server's secret stream; all users for
-        methods without sampling."""
-        if not self.method.spec.per_user:
+        methods without sampling or when the silos draw it (``hidden_sample``)."""
+        if not self.method.spec.per_user or self.hidden_sample:
             return np.ones(self.n_users, dtype=bool)
         return user_level(self.method).sample_users(
             self.n_users, self.secret_round_seed(round_index)
@@ -342,7 +355,12 @@ class MethodServer(_MethodRole):
                 q=q,
                 accountant=self.config.run.accountant,
             ).epsilon
-        elif epsilon is not None and q < 1.0 and not spec.capabilities.group_privacy:
+        elif (
+            epsilon is not None
+            and q < 1.0
+            and not spec.capabilities.group_privacy
+            and not self.hidden_sample  # a sample the server never saw: the model's epsilon
+        ):
             view = epsilon_for_method(
                 spec.name,
                 sigma=float(self.config.run.sigma or 0.0),

@@ -30,6 +30,7 @@ class ServerRole(Protocol):
             Protocol 1.
         fingerprint: :func:`uldp.common.persist.fingerprint` of the run configuration.
         insecure_reproducible_noise: Whether the silos' noise comes from the shared seed (INSECURE, tests only).
+        hidden_sample: Whether the silos draw the user sample (:attr:`uldp.deploy.method_roles.DeployConfig`).
     """
 
     n_silos: int
@@ -38,6 +39,7 @@ class ServerRole(Protocol):
     aggregation: str
     fingerprint: str
     insecure_reproducible_noise: bool
+    hidden_sample: bool
 
     def initial_params(self) -> np.ndarray:
         """The flat initial global model."""
@@ -75,6 +77,8 @@ class SiloRole(Protocol):
         fingerprint: Fingerprint of the run configuration.
         n_records: Number of records this silo holds.
         counts_row: int64 [|U|]: n_su, this silo's records per user (Protocol 1's input).
+        n_users: |U|.
+        hidden_sample: Whether the silos draw the user sample (the server sends every user as sampled).
     """
 
     silo_id: int
@@ -83,6 +87,8 @@ class SiloRole(Protocol):
     fingerprint: str
     n_records: int
     counts_row: np.ndarray
+    n_users: int
+    hidden_sample: bool
 
     def protocol_config(self) -> Any:
         """The :class:`uldp.secure.ProtocolConfig` of this run."""

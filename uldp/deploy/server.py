@@ -92,6 +92,7 @@ WIRE_STAGES = {
     STAGE_UPDATE: wire.STAGE_SECURE_UPDATE,
     masked_sum.STAGE_KEY: wire.STAGE_SUM_KEYS,
     masked_sum.STAGE_DIRECTORY: wire.STAGE_SUM_DIRECTORY,
+    masked_sum.STAGE_SAMPLE: wire.STAGE_SUM_SAMPLE,
     masked_sum.STAGE_UPDATE: wire.STAGE_TRAIN,
     PLAIN_UPDATE: wire.STAGE_TRAIN,
 }
@@ -372,7 +373,12 @@ class Coordinator:
         """
         aggregation = SERVER_AGGREGATIONS[self.role.aggregation]
         protocol = self.role.protocol_config() if aggregation.needs_protocol else None
-        self._aggregation = aggregation(self.role.n_silos, self._stage_exchange, protocol=protocol)
+        self._aggregation = aggregation(
+            self.role.n_silos,
+            self._stage_exchange,
+            protocol=protocol,
+            hidden_sample=self.role.hidden_sample,
+        )
         try:
             self._aggregation.setup()
         except (

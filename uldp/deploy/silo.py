@@ -42,11 +42,12 @@ from uldp.federation import (
     SiloAggregation,
 )
 from uldp.method_names import MASKED_SUM, PROTOCOL_1
-from uldp.policy import SiloLedger, SiloPolicy
+from uldp.policy import PolicyRefusal, SiloLedger, SiloPolicy
 from uldp.secure.driver import STAGE_CHECK, STAGE_DIRECTORY, STAGE_KEY, STAGE_SEED
 from uldp.secure.masked_sum import (
     STAGE_DIRECTORY as STAGE_SUM_DIRECTORY,
     STAGE_KEY as STAGE_SUM_KEY,
+    STAGE_SAMPLE as STAGE_SUM_SAMPLE,
 )
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from uldp.deploy.roles import SiloRole
+    from uldp.secure.roster import Credentials
 
 # Flower (and grpc) are imported inside the functions that use them: run_silo() sets FLWR_TELEMETRY_ENABLED first.
 
@@ -67,6 +69,7 @@ SETUP_STAGES = {
     wire.STAGE_SECURE_SEED: STAGE_SEED,
     wire.STAGE_SUM_KEYS: STAGE_SUM_KEY,
     wire.STAGE_SUM_DIRECTORY: STAGE_SUM_DIRECTORY,
+    wire.STAGE_SUM_SAMPLE: STAGE_SUM_SAMPLE,
 }
 #: The first set-up stage of each secure aggregation: it starts a new session.
 NEW_SESSION = {STAGE_KEY: PROTOCOL_1, STAGE_SUM_KEY: MASKED_SUM}
@@ -92,9 +95,14 @@ class SiloSettings:
         root_certificates: PEM bytes of the CA that signed the server's certificate (TLS), or None for insecure.
         max_wait: Seconds to keep trying to reach the server, at the start and after losing it.
         policy: This silo's own privacy policy (:class:`uldp.policy.SiloPolicy`; its policy file), never the
-            server's.
+            server's. With sampler ``"silos"`` it trains on the sample of its secure session at its q, and refuses
+            a run whose configuration does not set ``hidden_sample``.
         ledger: This silo's ledger file (:class:`uldp.policy.SiloLedger`: the rounds it answered and the noise it
             released, across restarts), or None to keep it in memory.
+        credentials: This silo's identity and its copy of the federation's roster
+            (:class:`uldp.secure.roster.Credentials`; ``--identity`` and ``--roster``): every secure session signs its
+            DH key and refuses a relayed key the roster does not vouch for, naming the silo. None: unauthenticated
+            keys (a semi-honest server), refused when the policy asks for ``malicious_server``.
 
     Raises:
         ValueError: ``max_wait`` not a finite number of seconds in (0, a week], or a key shorter than 16 bytes.
@@ -106,6 +114,7 @@ class SiloSettings:
     max_wait: float = 120.0
     policy: SiloPolicy = field(default_factory=SiloPolicy)
     ledger: Path | None = None
+    credentials: Credentials | None = None
 
     def __post_init__(self) -> None:
         check_number("--max-wait", self.max_wait, above=0, at_most=MAX_TIMEOUT)
@@ -118,6 +127,13 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
     from flwr.client import Client
     from flwr.common import Code, GetPropertiesRes, Status
 
+    own_sample = settings.policy.sampler == "silos"
+    if own_sample != role.hidden_sample:  # never charged amplified for a sample the server draws
+        raise PolicyRefusal(
+            f"this silo's policy says sampler {settings.policy.sampler!r}, the run's configuration "
+            f"{'sets' if role.hidden_sample else 'does not set'} hidden_sample: a silo trains on the "
+            f"sample its policy says is drawn"
+        )
     ledger = SiloLedger(settings.policy, settings.ledger)
     role.check_policy(settings.policy)
 
@@ -179,8 +195,10 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
                 round_index = instruction.round_index
                 self.rounds_seen.append(round_index)
                 params, sampled = array_from_bytes(payloads[0]), array_from_bytes(payloads[1])
-                role.check_policy(settings.policy, sampled)
                 side = self._side()
+                if own_sample:  # the silos' own sample, never the server's
+                    sampled = side.sample(round_index, role.n_users)
+                role.check_policy(settings.policy, sampled)
                 work = role.work(params, round_index, sampled, lambda: self._admit(round_index))
                 # Protocol 1's shares stage first (its update stage follows), else the update itself
                 self._pending = work if len(side.round_stages) > 1 else None
@@ -228,6 +246,9 @@ def _make_client(role: SiloRole, settings: SiloSettings) -> Any:
                 n_silos=role.n_silos,
                 counts=role.counts_row,
                 protocol=role.protocol_config,
+                credentials=settings.credentials,
+                malicious_server=settings.policy.malicious_server,
+                sample_rate=settings.policy.q if own_sample else None,
             )
 
         def _side(self) -> SiloAggregation:

@@ -43,6 +43,7 @@ STAGE_SUM_KEYS = (
 STAGE_SUM_DIRECTORY = (
     "sum-directory"  # step 2: the directory of keys (each train answer is then masked)
 )
+STAGE_SUM_SAMPLE = "sum-sample"  # beyond the paper: the silos' sealed shares of their sampling seed
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from uldp.secure.config import ProtocolConfig
     from uldp.secure.driver import ServerDriver, SiloDriver
     from uldp.secure.masked_sum import MaskedSumServer, MaskedSumSilo
+    from uldp.secure.roster import Credentials
 
 #: Aggregation in the clear: the server sees each silo's update (the explicit opt-out of secure aggregation).
 PLAIN = "plain"
@@ -73,6 +74,9 @@ class ServerAggregation(abc.ABC):
         exchange: ``(stage, round_index, {silo: payloads}) -> {silo: payloads}`` over the transport.
         protocol: Protocol 1's session parameters (:meth:`uldp.secure.ProtocolConfig.for_training`); Protocol 1 only.
         silo_names: How messages name silo ``s`` (default ``silo s``).
+        hidden_sample: Beyond the paper, the silos draw the user sample (:mod:`uldp.secure.sampling`): the masked
+            sum relays their ``sum-sample`` stage; Protocol 1's server encrypts every user's weight (it is sent every
+            user as sampled).
 
     Attributes:
         kind: :data:`PLAIN`, :data:`~uldp.method_names.MASKED_SUM` or :data:`~uldp.method_names.PROTOCOL_1`.
@@ -92,8 +96,10 @@ class ServerAggregation(abc.ABC):
         *,
         protocol: ProtocolConfig | None = None,
         silo_names: Sequence[str] | None = None,
+        hidden_sample: bool = False,
     ) -> None:
         self.n_silos, self._exchange, self._protocol = n_silos, exchange, protocol
+        self.hidden_sample = hidden_sample
         self._names = None if silo_names is None else list(silo_names)
         self.round_stages = self._round_stages()
 
@@ -189,7 +195,9 @@ class MaskedSumAggregation(ServerAggregation):
     def setup(self) -> None:
         from uldp.secure.masked_sum import MaskedSumServer
 
-        self._server: MaskedSumServer = MaskedSumServer(self.n_silos, self._exchange)
+        self._server: MaskedSumServer = MaskedSumServer(
+            self.n_silos, self._exchange, hidden_sample=self.hidden_sample
+        )
         self._server.setup()
 
     def finish_round(
@@ -252,6 +260,27 @@ SERVER_AGGREGATIONS: dict[str, type[ServerAggregation]] = {
 
 
 # ------------------------------------------------------------------------------------------------- the silo --
+def trusted_keys(
+    credentials: Credentials | None, *, silo_id: int, malicious_server: bool
+) -> Credentials | None:
+    """The credentials a secure session of silo ``silo_id`` authenticates its DH keys with (issue 41 item 3).
+
+    Without them the keys are as the server relays them, which holds against the paper's semi-honest server only;
+    a silo whose policy asks for a malicious server's guarantee (:attr:`uldp.policy.SiloPolicy.malicious_server`)
+    therefore starts no session without them.
+
+    Raises:
+        ValueError: ``malicious_server`` without credentials, saying how to make them.
+    """
+    if malicious_server and credentials is None:
+        raise ValueError(
+            f"silo {silo_id} starts no secure session without its identity and roster: its policy asks for a "
+            f"guarantee against a malicious server (malicious_server), which could swap the unauthenticated "
+            f"DH keys it relays (make them with `uldp roster identity` and `uldp roster add`)"
+        )
+    return credentials
+
+
 class SiloAggregation(abc.ABC):
     """One silo's side of one aggregation: answers one stage at a time (the order and the one answer per round index
     are the secure drivers' own).
@@ -276,6 +305,18 @@ class SiloAggregation(abc.ABC):
             ValueError: a stage out of order, a round answered already, or a message that fails the checks.
         """
 
+    def sample(self, round_index: int, n_users: int) -> np.ndarray:
+        """Beyond the paper, round ``round_index``'s user sample the silos drew (bool [|U|]; a session started with
+        ``sample_rate``), unknown to the server (:mod:`uldp.secure.sampling`).
+
+        Raises:
+            ValueError: an aggregation without pairwise keys, or a session without the silos' sample.
+        """
+        raise ValueError(
+            f"the {self.kind} aggregation has no sample the silos draw: they agree on one under the pairwise keys "
+            f"of secure aggregation (the policy's sampler='silos' needs it)"
+        )
+
 
 class PlainSilo(SiloAggregation):
     """The update in the clear (the explicit opt-out of secure aggregation)."""
@@ -291,8 +332,11 @@ class PlainSilo(SiloAggregation):
         n_silos: int,
         counts: np.ndarray,
         protocol: Callable[[], ProtocolConfig],
+        credentials: Credentials | None = None,
+        malicious_server: bool = False,
+        sample_rate: float | None = None,
     ) -> PlainSilo:
-        """Nothing to set up: the plain side keeps no state."""
+        """Nothing to set up: the plain side keeps no state (and no keys to authenticate)."""
         return cls()
 
     def answer(
@@ -326,12 +370,26 @@ class MaskedSumSide(SiloAggregation):
         n_silos: int,
         counts: np.ndarray,
         protocol: Callable[[], ProtocolConfig],
+        credentials: Credentials | None = None,
+        malicious_server: bool = False,
+        sample_rate: float | None = None,
     ) -> MaskedSumSide:
-        """A new session (fresh keys); the rounds the previous one answered stay answered."""
+        """A new session (fresh keys, signed and checked with ``credentials``, :func:`trusted_keys`); the rounds the
+        previous one answered stay answered."""
         from uldp.secure.masked_sum import MaskedSumSilo
 
         answered = previous.silo.answered_round if isinstance(previous, MaskedSumSide) else 0
-        return cls(MaskedSumSilo(silo_id, n_silos, answered_round=answered))
+        return cls(
+            MaskedSumSilo(
+                silo_id,
+                n_silos,
+                answered_round=answered,
+                sample_rate=sample_rate,
+                credentials=trusted_keys(
+                    credentials, silo_id=silo_id, malicious_server=malicious_server
+                ),
+            )
+        )
 
     def answer(
         self, stage: str, round_index: int, payloads: Payloads, *, work: RoundWork | None = None
@@ -339,6 +397,9 @@ class MaskedSumSide(SiloAggregation):
         return self.silo.answer(
             stage, round_index, payloads, update=None if work is None else work.update
         )
+
+    def sample(self, round_index: int, n_users: int) -> np.ndarray:
+        return self.silo.sample(round_index, n_users)
 
 
 class Protocol1Side(SiloAggregation):
@@ -361,9 +422,14 @@ class Protocol1Side(SiloAggregation):
         n_silos: int,
         counts: np.ndarray,
         protocol: Callable[[], ProtocolConfig],
+        credentials: Credentials | None = None,
+        malicious_server: bool = False,
+        sample_rate: float | None = None,
     ) -> Protocol1Side:
         """A new session (``p1-key`` again): its last answered round and its ring-Pedersen verifier stay, so no
-        round is answered twice under fresh keys and the server proves its modulus against the same parameters."""
+        round is answered twice under fresh keys and the server proves its modulus against the same parameters.
+        With ``credentials`` its key is signed at 1(a) and every relayed key checked at 1(b) (:func:`trusted_keys`);
+        ``malicious_server`` also refuses a backend that cannot check the server's weights."""
         from uldp.secure.driver import SiloDriver, SiloProgress
 
         earlier = previous.driver if isinstance(previous, Protocol1Side) else None
@@ -376,6 +442,11 @@ class Protocol1Side(SiloAggregation):
                 progress=SiloProgress(
                     answered_round=earlier.progress.answered_round if earlier else 0
                 ),
+                malicious_server=malicious_server,
+                sample_rate=sample_rate,
+                credentials=trusted_keys(
+                    credentials, silo_id=silo_id, malicious_server=malicious_server
+                ),
             )
         )
 
@@ -385,6 +456,9 @@ class Protocol1Side(SiloAggregation):
         return self.driver.answer(
             stage, round_index, payloads, inputs=None if work is None else work.secure_inputs
         )
+
+    def sample(self, round_index: int, n_users: int) -> np.ndarray:
+        return self.driver.sample(round_index)
 
 
 #: The silo side of each aggregation, by kind: ``SILO_SESSIONS[kind].start(previous, ...)`` begins a session.

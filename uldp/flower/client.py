@@ -37,7 +37,7 @@ from uldp.flower.messages import (
 )
 from uldp.flower.pseudonyms import read_key_file
 from uldp.flower.report import silo_data_repr
-from uldp.flower.secure import silo_round, silo_setup
+from uldp.flower.secure import silo_round, silo_sample, silo_setup
 from uldp.flower.silo_views import SiloViews
 from uldp.methods import Federation, Hyperparameters, make_method, parse_method
 from uldp.policy import SiloLedger, SiloPolicy, node_ledger_path
@@ -184,9 +184,16 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> byte
     codes = user_numbers(context, view["ids"])
     spec = check_runs(parse_method(settings["method"]))
     n_users, n_silos, index = int(state["n_users"]), int(state["n_silos"]), int(state["index"])
-    sampled = np.unpackbits(np.frombuffer(settings["sampled"], dtype=np.uint8))[:n_users].astype(
-        bool
-    )
+    policy, secure = SiloPolicy.from_node_config(context.node_config), bool(state["secure"])
+    kind = aggregation_kind(spec, secure=secure)
+    if (
+        policy.sampler == "silos" and spec.per_user
+    ):  # the silos' own sample and q, never the server's
+        sampled = silo_sample(settings, context, kind, n_users)
+    else:
+        sampled = np.unpackbits(np.frombuffer(settings["sampled"], dtype=np.uint8))[
+            :n_users
+        ].astype(bool)
     hp = Hyperparameters(
         global_lr=1.0,
         local_lr=settings.get("local_lr"),
@@ -194,7 +201,7 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> byte
         batch_size=settings["batch_size"],
         clip=settings.get("clip"),
         sigma=settings["sigma"],
-        q=settings["q"],
+        q=policy.q if policy.sampler == "silos" else settings["q"],
     )
     n = int(view["x"].shape[0])
     allocation = Allocation(codes, np.full(n, index), n_users, n_silos, "flower", 0)
@@ -207,7 +214,6 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> byte
         record_ids=state["offset"] + np.arange(n),
         n_ids=int(state["total_records"]),
     )
-    secure = bool(state.get("secure", False))
     silo = MethodSilo(
         make_method(spec.name, hp),
         federation,
@@ -216,7 +222,6 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> byte
         counts=counts,
         secure=secure,
     )
-    policy = SiloPolicy.from_node_config(context.node_config)
     silo.check_policy(policy)
     silo.check_policy(policy, sampled)
     round_index = int(settings["round"])
@@ -229,7 +234,7 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> byte
         _ledger(context, policy).admit(str(context.run_id), round_index, multiplier=multiplier)
 
     work = silo.work(params, _silo_round_seed(context, round_index), sampled, admit)
-    return silo_round(settings, context, aggregation_kind(spec, secure=secure), work)
+    return silo_round(settings, context, kind, work)
 
 
 def _silo_round_seed(context: Any, round_index: int) -> np.random.SeedSequence:
@@ -286,6 +291,12 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
     ``uldp-policy-epsilon=4 uldp-policy-min-sigma=1``; the defaults otherwise) and its ledger file
     (``uldp-ledger=<path>``: the rounds it answered and the noise it released, kept across restarts; without it,
     ``<silo>.uldp-ledger.json`` beside its key file; once it has answered it refuses to answer without it).
+    To authenticate the DH keys the server relays (beyond the paper, issue 41 item 3), it also names its identity and
+    its copy of the federation's roster (``uldp-identity=<path> uldp-roster=<path>``, from ``uldp roster identity``
+    and ``uldp roster add``; :mod:`uldp.flower.secure`): a swapped key then stops the run naming the silo. A policy
+    with ``uldp-policy-malicious-server=true`` requires them and refuses the lattice backend. With
+    ``uldp-policy-sampler=silos`` (and ``uldp-policy-q``) a silo trains on the user sample the silos draw from their
+    secure session's seed, at its policy's q, never the server's (the strategy's ``hidden_sample``).
     Nothing the server sends changes the policy, the ledger or the silo's randomness; a request past the policy is
     refused, logged at the silo and returned to the server as the error. For tests only:
     ``uldp-insecure-test-keys=true`` (accept Protocol 1 keys under 2048 bits) and

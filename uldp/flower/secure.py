@@ -37,6 +37,15 @@ hold (n_su > 0), not how many records, and cannot test a guessed id against anot
 sees only sealed lists and their sizes. In ``uldp deploy`` U and the allocation come from the shared seed, public to
 every party.
 
+Beyond the paper (issue 41 item 3), a silo authenticates the DH keys the server relays: its SuperNode names its
+identity and its copy of the federation's roster (:mod:`uldp.secure.roster`, made with ``uldp roster identity`` and
+``uldp roster add``) with ``--node-config 'uldp-identity="<path>" uldp-roster="<path>"'``; the roster lists the
+silos in the federation's order (sorted by their node config's ``silo``; a silo whose identity is not the roster's
+entry at its number starts no session). Every
+masked-sum and Protocol 1 session then signs its key and checks every relayed key, refusing a swapped one naming the
+silo. Without them the keys are unauthenticated (the paper's semi-honest server); a silo whose policy says
+``uldp-policy-malicious-server=true`` starts no secure session without them and refuses the lattice backend.
+
 Keys under 2048 bits (tests, the book's smoke builds) are refused by a silo unless its SuperNode is started with
 ``--node-config 'uldp-insecure-test-keys=true'``.
 
@@ -63,15 +72,19 @@ from uldp.federation import (
     SiloAggregation,
 )
 from uldp.method_names import MASKED_SUM, PROTOCOL_1
+from uldp.policy import SiloPolicy
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from uldp.federation import Payloads, RoundWork
+    from uldp.secure.roster import Credentials
 
 #: node_config key that lets a silo accept keys under 2048 bits (tests and smoke builds only).
 TEST_KEYS_KEY = "uldp-insecure-test-keys"
+#: node_config keys naming the silo's identity file and its copy of the federation's roster (:mod:`uldp.secure.roster`).
+IDENTITY_KEY, ROSTER_KEY = "uldp-identity", "uldp-roster"
 #: Where a silo keeps its Protocol 1 state in ``context.state``.
 STATE_KEY = "uldp_protocol_1"
 #: Where a silo keeps its masked-sum state (:class:`~uldp.secure.messages.MaskedSumState` bytes).
@@ -136,6 +149,42 @@ def server_exchange(
     return exchange
 
 
+def silo_credentials(node_config: Mapping[str, Any]) -> Credentials | None:
+    """The silo's identity and roster its node config names (:data:`IDENTITY_KEY`, :data:`ROSTER_KEY`), or None.
+
+    Raises:
+        ValueError: one key without the other, or see :func:`uldp.secure.roster.read_credentials`.
+    """
+    from uldp.secure.roster import read_credentials
+
+    try:
+        return read_credentials(node_config.get(IDENTITY_KEY), node_config.get(ROSTER_KEY))
+    except ValueError as error:
+        raise ValueError(f"{IDENTITY_KEY} and {ROSTER_KEY}: {error}") from error
+
+
+def _trust(context: Any) -> dict[str, Any]:
+    """The ``credentials``, ``malicious_server`` and ``sample_rate`` a silo side is started or restored with (its
+    own node config; a sample rate only when its policy's sampler is the silos)."""
+    policy = SiloPolicy.from_node_config(context.node_config)
+    return {
+        "credentials": silo_credentials(context.node_config),
+        "malicious_server": policy.malicious_server,
+        "sample_rate": policy.q if policy.sampler == "silos" else None,
+    }
+
+
+def silo_sample(settings: dict, context: Any, kind: str, n_users: int) -> np.ndarray:
+    """Beyond the paper, the round's user sample the silos drew (policy ``sampler="silos"``, q from the policy;
+    :mod:`uldp.secure.sampling`), from the seed of this silo's secure session, never the server's.
+
+    Raises:
+        ValueError: before the set-up, or an aggregation without the silos' sample (plain, or a session the server
+            set up without the sampling stage).
+    """
+    return _LOADERS[kind](context).sample(int(settings["round"]), n_users)
+
+
 def _public_state(context: Any) -> dict:
     return {
         name: value
@@ -156,7 +205,14 @@ def _load_masked(context: Any) -> MaskedSumSide:
             "a masked update before the masked sum's set-up: a secure silo never sends its update "
             "unmasked (the strategy sends sum-key first)"
         )
-    return MaskedSumSide(MaskedSumSilo.restore(bytes(context.state[MASKED_SUM_KEY]["silo"])))
+    trust = _trust(context)
+    return MaskedSumSide(
+        MaskedSumSilo.restore(
+            bytes(context.state[MASKED_SUM_KEY]["silo"]),
+            credentials=trust["credentials"],
+            sample_rate=trust["sample_rate"],
+        )
+    )
 
 
 def _load_protocol_1(context: Any) -> Protocol1Side:
@@ -170,7 +226,14 @@ def _load_protocol_1(context: Any) -> Protocol1Side:
     role = Silo.restore(bytes(state["silo"]), config)
     progress = SiloProgress(**{name: int(state[name]) for name in _PROGRESS})
     return Protocol1Side(
-        SiloDriver(role.silo_id, np.zeros(config.n_users), config, role=role, progress=progress)
+        SiloDriver(
+            role.silo_id,
+            np.zeros(config.n_users),
+            config,
+            role=role,
+            progress=progress,
+            **_trust(context),
+        )
     )
 
 
@@ -247,10 +310,11 @@ def silo_setup(
         ValueError: public parameters that do not fit this silo's federation, test keys the node did not allow, a
             stage out of order or a round answered already, or a message that fails the protocol's checks.
     """
-    from uldp.secure.masked_sum import SETUP_STAGES as MASKED_SUM_STAGES
+    from uldp.secure.masked_sum import SETUP_STAGES, STAGE_SAMPLE
 
+    masked_sum_stages = (*SETUP_STAGES, STAGE_SAMPLE)
     stage = str(settings["stage"])
-    if stage in MASKED_SUM_STAGES:
+    if stage in masked_sum_stages:
         kind = MASKED_SUM
         previous = _load_masked(context) if MASKED_SUM_KEY in context.state else None
         side: SiloAggregation = (
@@ -260,8 +324,9 @@ def silo_setup(
                 n_silos=int(context.state["uldp"]["n_silos"]),
                 counts=own_counts,
                 protocol=lambda: _config_from({}),
+                **_trust(context),
             )
-            if stage == MASKED_SUM_STAGES[0]
+            if stage == masked_sum_stages[0]
             else _LOADERS[kind](context)
         )
         return {"payloads": list(_answer(side, stage, settings, context))}
@@ -291,5 +356,6 @@ def silo_setup(
         n_silos=config.n_silos,
         counts=own_counts,
         protocol=lambda: config,
+        **_trust(context),
     )
     return {"payloads": list(_answer(side, stage, settings, context, public=public))}

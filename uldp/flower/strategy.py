@@ -122,6 +122,10 @@ class UldpStrategy(Strategy):
             start (and, after a fault, the same ones again). See :mod:`uldp.flower.recovery`.
         checkpoint: File of the strategy's state (model, round index, every release's record), written atomically
             before and after each round; a run started again with it resumes at the next round index.
+        hidden_sample: Beyond the paper (issue 41 item 1), the silos draw each round's user sample themselves
+            (their policy's ``uldp-policy-sampler=silos``, q from their policy; :mod:`uldp.secure.sampling`): the
+            server sends every user as sampled, relays the masked sum's ``sum-sample`` stage and never learns the
+            sample, so its view is amplified by sampling. Needs ``secure``.
         join_timeout: Seconds to wait for the silos at the start and after a fault.
         max_aborted_rounds: Aborted rounds (each accounted as a release) after which the run stops instead of
             taking its silos back and going on.
@@ -163,6 +167,7 @@ class UldpStrategy(Strategy):
         join_timeout: float = 120.0,
         max_aborted_rounds: int = 3,
         model: nn.Module | None = None,
+        hidden_sample: bool = False,
     ) -> None:
         spec = parse_method(method)
         check_runs(spec)
@@ -196,6 +201,12 @@ class UldpStrategy(Strategy):
                 f"secure must be True, False or None (the default: secure), got {secure!r}"
             )
         self.secure = secure
+        if hidden_sample not in (True, False) or (hidden_sample and not secure):
+            raise ValueError(
+                f"hidden_sample must be True or False, and True only with secure aggregation (the silos agree on "
+                f"the sample under their pairwise keys), got {hidden_sample!r} with secure={secure}"
+            )
+        self.hidden_sample = hidden_sample
         self.protocol = ProtocolParameters.from_mapping(protocol or {})
         self._aggregation: ServerAggregation | None = None  # after the set-up
         self.setup_seconds = 0.0
@@ -315,7 +326,11 @@ class UldpStrategy(Strategy):
             else None
         )
         self._aggregation = aggregation(
-            len(self.nodes), server_exchange(ask, protocol), protocol=protocol, silo_names=names
+            len(self.nodes),
+            server_exchange(ask, protocol),
+            protocol=protocol,
+            silo_names=names,
+            hidden_sample=self.hidden_sample,
         )
         with stage(f"the {aggregation.kind} aggregation's set-up (keys, proofs)"):  # issue 42
             self._aggregation.setup()
@@ -409,8 +424,8 @@ class UldpStrategy(Strategy):
             user_level(self.method).sample_users(
                 self.n_users, server_round_seed(self.seed, server_round)
             )
-            if self.method.spec.per_user
-            else np.ones(self.n_users, dtype=bool)
+            if self.method.spec.per_user and not self.hidden_sample
+            else np.ones(self.n_users, dtype=bool)  # with hidden_sample, the silos' own
         )
         settings = {
             "round": server_round,
@@ -512,7 +527,8 @@ class UldpStrategy(Strategy):
         """The user-level epsilon of what the server has seen after ``releases`` releases: the released model's with
         secure aggregation or uniform weights, :func:`uldp.accounting.epsilon_server_view` (each silo's own
         release, Theorem 3 per silo) when plain silos share their counts for ULDP-AVG-w; with user sampling, against
-        a server that sees the sample it draws (:attr:`uldp.accounting.Adversary.SERVER_SEES_SAMPLE`)."""
+        a server that sees the sample it draws (:attr:`uldp.accounting.Adversary.SERVER_SEES_SAMPLE`) unless the
+        silos draw it (``hidden_sample``)."""
         if not self._shares_counts:
             return epsilon_for_method(
                 self.method.spec.name,
@@ -520,7 +536,9 @@ class UldpStrategy(Strategy):
                 rounds=releases,
                 delta=self.hp.delta,
                 q=self.hp.q if self.method.spec.per_user else 1.0,
-                adversary=Adversary.SERVER_SEES_SAMPLE,
+                adversary=Adversary.MODEL_READERS
+                if self.hidden_sample
+                else Adversary.SERVER_SEES_SAMPLE,
             ).epsilon
         return epsilon_server_view(
             sigma=needed(self.hp.sigma, "sigma"),

@@ -457,3 +457,21 @@ class Credentials:
             RosterMismatch: see :func:`check_directory`.
         """
         check_directory(self.roster, directory.public_keys, directory.attestations, context=context)
+
+
+def read_credentials(
+    identity: str | os.PathLike | None, roster: str | os.PathLike | None
+) -> Credentials | None:
+    """A silo's :class:`Credentials` from its identity file and roster file (both or neither: None).
+
+    Raises:
+        ValueError: one file without the other, or see :func:`read_identity` and :func:`read_roster`.
+    """
+    if identity is None and roster is None:
+        return None
+    if identity is None or roster is None:
+        raise ValueError(
+            f"a roster file ({roster}) without an identity file ({identity}), or the reverse: a silo "
+            f"authenticates keys with both"
+        )
+    return Credentials(read_identity(identity), read_roster(roster))

@@ -1,0 +1,306 @@
+"""uldp.flower with issue 41's silo defences: the silos' roster authenticates the DH keys the server relays (item 3),
+and a silo whose policy asks for a malicious server's guarantee needs its roster and refuses the lattice backend."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+from test_flower import (  # noqa: F401  (hospital_files: a fixture)
+    ALLOW_TEST_KEYS,
+    HOSPITALS,
+    INSECURE_SEED_5,
+    LAX,
+    TEST_KEYS,
+    hospital_files,
+    load,
+    model,
+    node_configs,
+)
+from torch import nn
+
+import uldp
+import uldp.flower as uf
+from uldp.flower.local import LocalGrid
+from uldp.flower.secure import IDENTITY_KEY, ROSTER_KEY
+from uldp.secure.keys import new_dh_private_key
+from uldp.secure.messages import DhDirectoryMessage
+from uldp.secure.roster import Roster, write_identity, write_roster
+
+if TYPE_CHECKING:
+    import pathlib
+
+#: The roster's name of each hospital (a roster name has no spaces); the roster lists them in the federation's
+#: order, the hospitals' sorted names.
+ROSTER_NAMES = {h: h.replace(" ", "-") for h in HOSPITALS}
+#: The directory stage of each secure aggregation, and the slot whose key the server swaps there.
+DIRECTORY_STAGES = ("sum-directory", "p1-directory")
+SWAPPED = 1
+
+
+def rosters(files: pathlib.Path) -> dict[str, dict[str, str]]:
+    """Per hospital, the node config naming its identity and its copy of the roster (the same entries)."""
+    identities = {
+        h: write_identity(files / f"{h}.identity.json", ROSTER_NAMES[h]) for h in sorted(HOSPITALS)
+    }
+    roster = Roster.of(identities[h] for h in sorted(HOSPITALS))
+    configs = {}
+    for h in HOSPITALS:
+        write_roster(files / f"{h}.roster.json", roster)
+        configs[h] = {
+            IDENTITY_KEY: str(files / f"{h}.identity.json"),
+            ROSTER_KEY: str(files / f"{h}.roster.json"),
+        }
+    return configs
+
+
+class SwappingKey(uf.UldpStrategy):
+    """A server in the middle of silo :data:`SWAPPED` and every other silo: it relays silo SWAPPED its own directory
+    and the others one with a DH key of the server's in slot SWAPPED (issue 41 attack 3)."""
+
+    def _ask(self, grid, contents, timeout, **options):
+        for node, content in contents.items():
+            if content.get("stage") in DIRECTORY_STAGES and node != self.nodes[SWAPPED]:
+                payloads = [bytes(p) for p in content["payloads"]]
+                directory = DhDirectoryMessage.from_bytes(payloads[0])
+                keys = list(directory.public_keys)
+                keys[SWAPPED] = new_dh_private_key().public_key().public_bytes_raw()
+                payloads[0] = DhDirectoryMessage(tuple(keys), directory.attestations).to_bytes()
+                content["payloads"] = payloads
+        return super()._ask(grid, contents, timeout, **options)
+
+
+def run(
+    files: pathlib.Path,
+    node_config: dict[str, Any],
+    per_silo: dict[str, dict[str, str]] | None = None,
+    *,
+    strategy_class: type[uf.UldpStrategy] = uf.UldpStrategy,
+    rounds: int = 1,
+    initial: np.ndarray | None = None,
+    **arguments: Any,
+) -> np.ndarray:
+    """A Flower run on LocalGrid from ``initial`` (default: a new model's parameters); every silo's node config is
+    ``node_config`` and its own ``per_silo`` entry."""
+    from flwr.app import ArrayRecord
+
+    configs = [
+        {**c, **(per_silo or {}).get(c["silo"], {})}
+        for c in node_configs(files, {**LAX, **node_config})
+    ]
+    grid = LocalGrid(uf.silo_client_app(load, model, nn.CrossEntropyLoss()), configs)
+    if initial is None:
+        initial = uldp.flat_parameters(model()).numpy()
+    result = strategy_class(**arguments).start(grid, ArrayRecord([initial]), num_rounds=rounds)
+    return result.arrays.to_numpy_ndarrays()[0]
+
+
+#: The hospital in slot SWAPPED of the roster, as its attestation names it.
+SWAPPED_NAME = ROSTER_NAMES[sorted(HOSPITALS)[SWAPPED]]
+MASKED_SUM_RUN: dict[str, Any] = dict(
+    method="ULDP-AVG", sigma=1.0, q=1.0, local_epochs=1, batch_size=8
+)
+PROTOCOL_1_RUN: dict[str, Any] = dict(
+    method="ULDP-AVG-w", sigma=5.0, local_epochs=1, protocol=TEST_KEYS
+)
+
+
+@pytest.mark.parametrize("settings", [MASKED_SUM_RUN, PROTOCOL_1_RUN], ids=["masked-sum", "p1"])
+def test_a_swapped_relayed_key_is_refused_naming_the_silo(hospital_files, settings):
+    """Attack 3 end to end: the server relays every silo but silo 1 a directory with its own key in silo 1's slot
+    (uldp.secure's tests show that it then unmasks silo 1's update). With rosters every silo checks the directory
+    before it derives a pairwise key, and the run stops naming the silo whose key was swapped."""
+    allow = ALLOW_TEST_KEYS if "protocol" in settings else {}
+    with pytest.raises(
+        RuntimeError,
+        match=rf"silo {SWAPPED} \({SWAPPED_NAME}\): its relayed DH key is not signed by its roster identity",
+    ):
+        run(
+            hospital_files,
+            allow,
+            rosters(hospital_files),
+            strategy_class=SwappingKey,
+            **settings,
+        )
+
+
+def test_an_honest_run_with_rosters_equals_the_run_without(hospital_files):
+    """The roster only authenticates: the masked sum's model with rosters is the model without them (same test
+    noise, q = 1), and the honest relay passes every silo's check."""
+    initial = uldp.flat_parameters(model()).numpy()
+    settings = {**MASKED_SUM_RUN, "rounds": 2, "initial": initial}
+    plain = run(hospital_files, INSECURE_SEED_5, **settings)
+    with_rosters = run(hospital_files, INSECURE_SEED_5, rosters(hospital_files), **settings)
+    np.testing.assert_allclose(with_rosters, plain, rtol=1e-5, atol=1e-6)
+    assert np.abs(plain - initial).max() > 1e-2  # the runs trained
+
+
+def test_a_malicious_server_policy_needs_a_roster(hospital_files):
+    """A silo that asks for a malicious server's guarantee (``uldp-policy-malicious-server=true``) starts no secure
+    session with unauthenticated keys; with its roster it runs."""
+    strict = {"uldp-policy-malicious-server": "true"}
+    with pytest.raises(
+        RuntimeError, match=r"starts no secure session without its identity and roster"
+    ):
+        run(hospital_files, strict, **MASKED_SUM_RUN)
+    assert np.isfinite(run(hospital_files, strict, rosters(hospital_files), **MASKED_SUM_RUN)).all()
+
+
+def test_a_malicious_server_policy_refuses_the_lattice_backend(hospital_files):
+    """Issue 41 item 4 on Flower: the lattice backend cannot check the weights the server encrypts, so a silo whose
+    policy asks for a malicious server's guarantee refuses it at Protocol 1's first stage (the Paillier backend,
+    whose weights the silos check, is what it accepts: the swapped-key test above runs it to its directory)."""
+    with pytest.raises(
+        RuntimeError, match=r"refuses the lattice backend: its policy asks for a guarantee"
+    ):
+        run(
+            hospital_files,
+            {**ALLOW_TEST_KEYS, "uldp-policy-malicious-server": "true"},
+            rosters(hospital_files),
+            method="ULDP-AVG-w",
+            sigma=5.0,
+            local_epochs=1,
+            protocol={**TEST_KEYS, "backend": "lattice"},
+        )
+
+
+@pytest.mark.parametrize(
+    ("config", "refusal"),
+    [
+        ({"uldp-policy-malicious-server": "yes"}, r"must be true or false, got 'yes'"),
+        ({IDENTITY_KEY: "/nowhere/identity.json"}, r"uldp-identity and uldp-roster: a roster file"),
+    ],
+)
+def test_a_bad_trust_setting_is_refused_by_name(hospital_files, config, refusal):
+    with pytest.raises(RuntimeError, match=refusal):
+        run(hospital_files, config, **MASKED_SUM_RUN)
+
+
+class SentSpy(LocalGrid):
+    """LocalGrid that keeps every message the server sends."""
+
+    sent: list
+
+    def send_and_receive(self, messages, *, timeout=None):
+        messages = list(messages)
+        self.sent.extend(messages)
+        return super().send_and_receive(messages, timeout=timeout)
+
+
+def test_with_the_silos_sampler_each_silo_trains_on_the_sample_the_server_never_sees(
+    hospital_files, monkeypatch
+):
+    """Issue 41 item 1 on Flower: with ``uldp-policy-sampler=silos`` (q from the silo's policy) and the strategy's
+    ``hidden_sample``, every silo trains on the sample the silos drew from their session's seed (the same at every
+    silo, about q |U| users), the server's train messages name every user as sampled, and the decoded aggregate is
+    the plain sum of the silos' updates over that sample; the server's view is then charged as amplified."""
+    from flwr.app import ArrayRecord
+
+    from uldp.accounting import epsilon_for_method
+    from uldp.federation.aggregation import MaskedSumAggregation
+    from uldp.flower.messages import config_of
+    from uldp.flower.secure import silo_sample
+    from uldp.method_names import MASKED_SUM
+    from uldp.methods.uldp_avg import UserLevelMethod
+    from uldp.policy import SiloLedger, SiloPolicy
+
+    honest = UserLevelMethod.silo_update
+    used: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def spy_update(self, params, federation, round_seed, silo_id, *, sampled, counts):
+        update = honest(
+            self, params, federation, round_seed, silo_id, sampled=sampled, counts=counts
+        )
+        used[silo_id] = (sampled.copy(), update.detach().numpy().astype(np.float64))
+        return update
+
+    decoded: list[np.ndarray] = []
+    finish = MaskedSumAggregation.finish_round
+
+    def spy_finish(self, *args, **kwargs):
+        decoded.append(finish(self, *args, **kwargs))
+        return decoded[-1]
+
+    monkeypatch.setattr(UserLevelMethod, "silo_update", spy_update)
+    monkeypatch.setattr(MaskedSumAggregation, "finish_round", spy_finish)
+    q = 0.5
+    configs = node_configs(
+        hospital_files, {**LAX, "uldp-policy-sampler": "silos", "uldp-policy-q": q}
+    )
+    grid = SentSpy(uf.silo_client_app(load, model, nn.CrossEntropyLoss()), configs)
+    grid.sent = []
+    strategy = uf.UldpStrategy(
+        method="ULDP-AVG", sigma=1.0, q=q, local_epochs=1, batch_size=8, hidden_sample=True
+    )
+    strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
+
+    n_users = strategy.n_users
+    samples = [silo_sample({"round": 1}, c, MASKED_SUM, n_users) for c in grid.contexts.values()]
+    assert all(np.array_equal(s, samples[0]) for s in samples)  # one sample, agreed by the silos
+    sample = samples[0]
+    assert 0 < sample.sum() < n_users
+    assert sorted(used) == [0, 1, 2]
+    assert all(np.array_equal(sampled, sample) for sampled, _ in used.values())
+    trains = [config_of(m) for m in grid.sent if m.metadata.message_type == "train"]
+    assert len(trains) == 3
+    every_user = np.packbits(np.ones(n_users, dtype=bool)).tobytes()
+    assert all(t["sampled"] == every_user for t in trains)  # the server never names the sample
+    plain_sum = sum(update for _, update in used.values())
+    np.testing.assert_allclose(decoded[0], plain_sum, rtol=1e-6, atol=1e-6)
+    # the server's view is amplified by the sample it never saw: the released model's epsilon
+    assert strategy.server_view_epsilons == strategy.epsilons
+    # and so is each silo's ledger (Theorem 3 with Lemma 4 at the policy's q; 4.73 at q = 1 where the server samples)
+    amplified = epsilon_for_method("ULDP-AVG", sigma=1.0, rounds=1, delta=1e-5, q=q).epsilon
+    known = epsilon_for_method("ULDP-AVG", sigma=1.0, rounds=1, delta=1e-5, q=1.0).epsilon
+    for context in grid.contexts.values():
+        config = context.node_config
+        ledger = SiloLedger(SiloPolicy.from_node_config(config), str(config["uldp-ledger"]))
+        spent = ledger.spent().epsilon
+        assert spent == pytest.approx(amplified, rel=1e-9) and spent < known - 0.5
+
+
+def test_the_silos_sampler_without_a_hidden_sample_is_refused(hospital_files):
+    """A silo whose policy draws the sample itself never trains on the server's: a strategy that does not set up the
+    silos' sample gets no round."""
+    with pytest.raises(RuntimeError, match=r"no hidden sample"):
+        run(
+            hospital_files, {"uldp-policy-sampler": "silos", "uldp-policy-q": 0.5}, **MASKED_SUM_RUN
+        )
+
+
+def test_protocol_1_with_the_silos_sampler_trains_on_their_sample(hospital_files, monkeypatch):
+    """The same on Protocol 1 (ULDP-AVG-w): each silo's per-user deltas are of the sample keyed by the session's seed
+    R (the same at every silo), while the server encrypts every user's weight and names every user as sampled."""
+    from flwr.app import ArrayRecord
+
+    from uldp.flower.messages import config_of
+    from uldp.flower.secure import silo_sample
+    from uldp.method_names import PROTOCOL_1
+    from uldp.methods.uldp_avg import UserLevelMethod
+
+    honest = UserLevelMethod.silo_user_deltas
+    used: dict[int, np.ndarray] = {}
+
+    def spy(self, params, federation, round_seed, sampled, silo_id):
+        used[silo_id] = np.asarray(sampled).copy()
+        return honest(self, params, federation, round_seed, sampled, silo_id)
+
+    monkeypatch.setattr(UserLevelMethod, "silo_user_deltas", spy)
+    q = 0.5
+    silos = {**LAX, **ALLOW_TEST_KEYS, "uldp-policy-sampler": "silos", "uldp-policy-q": q}
+    grid = SentSpy(
+        uf.silo_client_app(load, model, nn.CrossEntropyLoss()), node_configs(hospital_files, silos)
+    )
+    grid.sent = []
+    strategy = uf.UldpStrategy(**{**PROTOCOL_1_RUN, "q": q}, hidden_sample=True)
+    strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
+    samples = [
+        silo_sample({"round": 1}, c, PROTOCOL_1, strategy.n_users) for c in grid.contexts.values()
+    ]
+    assert all(np.array_equal(s, samples[0]) for s in samples)
+    assert 0 < samples[0].sum() < strategy.n_users
+    assert sorted(used) == [0, 1, 2] and all(np.array_equal(s, samples[0]) for s in used.values())
+    every_user = np.packbits(np.ones(strategy.n_users, dtype=bool)).tobytes()
+    trains = [config_of(m) for m in grid.sent if m.metadata.message_type == "train"]
+    assert len(trains) == 3 and all(t["sampled"] == every_user for t in trains)

@@ -69,7 +69,10 @@ def test_every_round_reports_its_epsilon_silos_and_held_out_metrics(hospital_fil
     logging.getLogger().addHandler(
         handler
     )  # the application configured logging: each line once, through it
-    old_level, logger.level = logger.level, logging.INFO
+    old_level = logger.level
+    logger.setLevel(
+        logging.INFO
+    )  # setLevel, not .level =: it clears the loggers' isEnabledFor cache
     try:
         result = strategy.start(
             grid,
@@ -158,21 +161,22 @@ def test_a_tls_failure_is_reported_as_such_not_as_a_missing_server(details, said
 
 
 def test_a_line_still_shows_after_a_logging_config_disabled_the_existing_loggers():
-    """alembic's fileConfig (Flower's state database, in process) disables every existing logger; the round lines
-    of uldp.flower must still reach the application's handler (the full suite met this)."""
-    import logging.config
-
+    """alembic's fileConfig (Flower's state database, in process) disables every existing logger
+    (``disable_existing_loggers``: it sets ``disabled`` on each); the round lines of uldp.flower must still reach the
+    application's handler."""
     from uldp.flower import report
 
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     logger = logging.getLogger("uldp.flower")
-    logging.config.dictConfig({"version": 1, "disable_existing_loggers": True})
     logging.getLogger().addHandler(handler)
-    old_level, logger.level = logger.level, logging.INFO
+    old_level, was_disabled = logger.level, logger.disabled
+    logger.setLevel(logging.INFO)
+    logger.disabled = True  # what fileConfig does to a logger that exists (and nothing else here)
     try:
         report.say(logging.INFO, "round %d still said", 3)
     finally:
         logging.getLogger().removeHandler(handler)
         logger.setLevel(old_level)
+        logger.disabled = was_disabled
     assert stream.getvalue().splitlines() == ["round 3 still said"]

@@ -3,7 +3,7 @@
 What a user's ``pip install uldp`` meets, checked by ``make test`` (the Makefile's ``wheel`` target): the wheel's
 metadata (compatible ranges) must resolve against the pins of ``constraints.txt`` (torch 2.13.0 on the CPU wheel),
 the installed package (not this checkout: the check runs outside it) must import without the optional extras, and
-``uldp.fit`` must train, while ``import uldp.flower`` without the ``deploy`` extra says what to install.
+``uldp.fit`` must train, while ``uldp.flower``'s names without the ``deploy`` extra say what to install.
 
 Usage: python tools/check_wheel.py [--keep DIR] [--extras deploy,secure]
 """
@@ -29,13 +29,15 @@ model, history = uldp.fit(nn.Linear(2, 2), x, [0, 1, 1, 0], user_ids=["a", "b", 
                           loss=nn.CrossEntropyLoss(), epsilon=8.0, rounds=1)
 print("uldp", uldp.__version__, "torch", torch.__version__, "epsilon", round(history.epsilon, 3))
 if "flwr" not in sys.argv[1:]:
+    import uldp.flower  # its names load lazily: the package imports, a name of it needs flwr
+
     try:
-        import uldp.flower
+        uldp.flower.UldpStrategy
     except ModuleNotFoundError as error:
         assert "uldp[deploy]" in str(error), error
         print("without flwr:", error)
     else:
-        raise AssertionError("uldp.flower imported without the deploy extra")
+        raise AssertionError("uldp.flower.UldpStrategy loaded without the deploy extra")
 """
 
 

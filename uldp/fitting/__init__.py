@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from uldp.fitting.api import RECORD_LEVEL, History, SeedWarning, fit
 from uldp.fitting.clipping import ClipWarning
+from uldp.fitting.federation_checks import FederationWarning
 from uldp.fitting.inputs import (
-    FederationWarning,
     LossFunction,
     Metric,
     Records,

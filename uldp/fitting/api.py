@@ -24,10 +24,9 @@ from uldp.common.checks import check_integer, check_number, check_positive
 from uldp.common.persist import fields_fingerprint
 from uldp.data.base import Allocation
 from uldp.fitting.clipping import ClipWarning, clip_advice, update_norms
+from uldp.fitting.federation_checks import FederationWarning, federation_warnings
 from uldp.fitting.inputs import (
-    FederationWarning,
     Metric,
-    federation_warnings,
     index_ids,
     resolve_hyperparameters,
     resolve_records,
@@ -301,7 +300,9 @@ def fit(
         record_level=record_level,
     )
     params = flat_parameters(model)
-    for finding in federation_warnings(  # issue 42: before any training (uldp.fitting.inputs)
+    for (
+        finding
+    ) in federation_warnings(  # issue 42: before any training (uldp.fitting.federation_checks)
         dict(
             zip(
                 map(str, silo_labels),

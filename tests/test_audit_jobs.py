@@ -1,4 +1,4 @@
-"""Tests of uldp.audit.jobs: validation, storage with provenance, resume, and the chapter's job sets."""
+"""Tests of uldp.audit.jobs and uldp.audit.profiles: validation, storage with provenance, resume, the job sets."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 
 from uldp.accounting import gaussian_epsilon
 from uldp.audit import jobs
-from uldp.audit.jobs import job, profile_jobs, read_stored, run_jobs
+from uldp.audit.jobs import job, read_stored, run_jobs
+from uldp.audit.profiles import audit_root, profile_jobs
 from uldp.common.provenance import config_hash
 
 if TYPE_CHECKING:
@@ -133,7 +134,7 @@ def _committed(estimator: str) -> dict:
     spec = next(
         spec for spec in profile_jobs("default") if spec["estimator"] == estimator and spec["claim"]
     )
-    return json.loads((jobs.audit_root("default") / f"{config_hash(spec)}.json").read_text())
+    return json.loads((audit_root("default") / f"{config_hash(spec)}.json").read_text())
 
 
 @pytest.mark.parametrize(

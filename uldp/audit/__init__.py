@@ -13,6 +13,7 @@ every round's aggregate, Section 3.2). A lower bound above the claim means a bug
   weights, noise calibration and server step, many runs batched in one tensor.
 - :mod:`uldp.audit.natural`: natural canaries (real-looking records), real training, final-model loss.
 - :mod:`uldp.audit.jobs`: audit jobs, seeded and stored one JSON file each with provenance, resumable.
+- :mod:`uldp.audit.profiles`: the chapter's job sets by profile and where their results live.
 """
 
 from uldp.audit.crafted import CraftedSetting, calibrate_sigma, claimed_epsilon, crafted_scores
@@ -28,8 +29,9 @@ from uldp.audit.estimators import (
     one_run_p_value,
     roc_curve,
 )
-from uldp.audit.jobs import audit_root, job, profile_jobs, profile_results, run_job, run_jobs
+from uldp.audit.jobs import job, run_job, run_jobs
 from uldp.audit.natural import NaturalSetting, natural_scores
+from uldp.audit.profiles import audit_root, profile_jobs, profile_results
 
 __all__ = [
     "CraftedSetting",

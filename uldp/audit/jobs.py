@@ -51,7 +51,7 @@ from uldp.audit.estimators import gaussian_dp_bound, many_run_bound, one_run_bou
 from uldp.audit.natural import NaturalSetting, natural_federation, natural_scores, standardised
 from uldp.common.atomic import read_complete_json, write_json_atomic
 from uldp.common.checks import check_delta, check_integer, check_number, check_rate
-from uldp.common.provenance import REPO_ROOT, config_hash, provenance
+from uldp.common.provenance import config_hash, provenance
 from uldp.methods import GroupMethod, Hyperparameters, UserLevelMethod, aggregate, make_method
 from uldp.methods.base import seed_stream
 from uldp.secure import ProtocolParameters
@@ -70,22 +70,12 @@ AGGREGATIONS = ("plain", "protocol1")
 AUDIT_PROTOCOL = ProtocolParameters(key_bits=512, insecure_test_key=True, n_max=64)
 #: Canary levels: a user with 2 records in each of the 3 silos, the same in 2 of the 3 silos, or a single record.
 LEVELS = ("user", "user-2", "record")
-#: Profiles of the audit jobs (the chapter's parameter).
-PROFILES = ("smoke", "default")
 #: Hyperparameters of crafted audits (``sigma`` is calibrated per job to the claimed epsilon).
 CRAFTED_HP = Hyperparameters(
     global_lr=1.0, local_lr=0.1, local_epochs=1, batch_size=16, clip=1.0, sigma=1.0
 )
 #: False-positive rates at which stored ROC curves keep their true-positive rate (log-spaced, for log axes).
 ROC_FPR = tuple(float(f) for f in np.geomspace(1e-6, 1.0, 61))
-#: (method, claim) audited by the chapter: record-level DP-SGD (ULDP-GROUP with every record kept, its
-#: record-level epsilon) and the three user-level methods; DEFAULT has no claim.
-AUDITED: tuple[tuple[str, str], ...] = (
-    ("ULDP-GROUP-max", "record"),
-    ("ULDP-NAIVE", "user"),
-    ("ULDP-AVG", "user"),
-    ("ULDP-AVG-w", "user"),
-)
 
 
 def job(
@@ -361,14 +351,6 @@ def _finite(value: float | None) -> float | str | None:
     return "inf" if value > 0 else "-inf"
 
 
-def audit_root(profile: str) -> Path:
-    """Where a profile's audit results live: ``results/audit/default`` (committed) or ``_build/results/audit/smoke``."""
-    if profile not in PROFILES:
-        raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
-    base = REPO_ROOT / "results" if profile == "default" else REPO_ROOT / "_build" / "results"
-    return base / "audit" / profile
-
-
 def read_stored(path: Path) -> dict | None:
     """The stored audit at ``path``, or ``None`` when there is none or it is incomplete (no ``result``).
 
@@ -567,77 +549,3 @@ def run_jobs(
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-
-
-#: User-sampling rates of the sampling audits of ULDP-AVG-w (``q = 1`` is its audit without sampling).
-SAMPLING_RATES = (0.1, 0.3)
-
-
-def profile_jobs(profile: str) -> list[dict[str, Any]]:
-    """The jobs the chapter shows at ``profile``.
-
-    ``default``: crafted user canaries, many-run estimator, for each audited method at claimed epsilon 1, 2, 4, 8
-    (ULDP-AVG with 100,000 runs, the others 50,000) and DEFAULT; ULDP-AVG-w with user sampling at each of
-    :data:`SAMPLING_RATES` at 4; ULDP-AVG-w through Protocol 1 at 4 (one run, 600 canaries); the one-run estimator
-    (2000 canaries, one run) for each at epsilon 4; single-record canaries for record-level DP-SGD and ULDP-AVG at 4;
-    ULDP-AVG and ULDP-AVG-w with the canary in 2 of the 3 silos at 4; natural canaries (10 runs of 8) for each at 4
-    and DEFAULT. ``smoke``: the same shape at epsilon 4 only, far fewer runs.
-    """
-    if profile not in PROFILES:
-        raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
-    smoke = profile == "smoke"
-    epsilons = (4.0,) if smoke else (1.0, 2.0, 4.0, 8.0)
-    many = 3000 if smoke else 50_000
-    jobs = []
-    claim: str | None  # a claim, or None for DEFAULT (the last jobs)
-    for method, claim in AUDITED:
-        for epsilon in epsilons:
-            runs = many if smoke or method != "ULDP-AVG" else 100_000
-            jobs.append(job(method, claim=claim, epsilon=epsilon, runs=runs))
-    jobs.append(job("DEFAULT", claim=None, epsilon=None, runs=many))
-    for q in SAMPLING_RATES:
-        jobs.append(job("ULDP-AVG-w", claim="user", epsilon=4.0, runs=many, q=q))
-    jobs.append(
-        job(
-            "ULDP-AVG-w",
-            claim="user",
-            epsilon=4.0,
-            estimator="one",
-            runs=1,
-            canaries=40 if smoke else 600,
-            aggregation="protocol1",
-        )
-    )
-    for method, claim in AUDITED:
-        jobs.append(
-            job(
-                method,
-                claim=claim,
-                epsilon=4.0,
-                estimator="one",
-                runs=1,
-                canaries=300 if smoke else 2000,
-            )
-        )
-    for method, claim in (("ULDP-GROUP-max", "record"), ("ULDP-AVG", "user")):
-        jobs.append(job(method, claim=claim, epsilon=4.0, level="record", runs=many))
-    for method in ("ULDP-AVG", "ULDP-AVG-w"):
-        jobs.append(job(method, claim="user", epsilon=4.0, level="user-2", runs=many))
-    for method, claim in (*AUDITED, ("DEFAULT", None)):
-        jobs.append(
-            job(
-                method,
-                claim=claim,
-                epsilon=None if claim is None else 4.0,
-                canary="natural",
-                estimator="one",
-                runs=1 if smoke else 10,
-                canaries=8,
-            )
-        )
-    return jobs
-
-
-def profile_results(profile: str, *, command: str, progress: bool = False) -> list[dict]:
-    """The chapter's audits at ``profile``: stored ones read, missing ones run and stored (see :func:`run_jobs`)."""
-    return run_jobs(profile_jobs(profile), audit_root(profile), command=command, progress=progress)

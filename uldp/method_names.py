@@ -8,6 +8,7 @@ family and :mod:`uldp.accounting` chooses the theorem of its guarantee from the 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 #: Secure aggregation by Protocol 1 (Section 4): the server decrypts only ``sum_s sum_u w_su Delta_su + z_s`` and
@@ -27,7 +28,8 @@ class Capabilities:
         per_user: Whether it clips per user and silo and samples users (ULDP-SGD/AVG, Algorithms 3-4).
         reads_users: Whether training reads who owns each record (a user-blind method -- DEFAULT, ULDP-NAIVE --
             uses every record of a silo alike, so with fixed silos its run does not depend on the allocation).
-        clipped: What it clips, as a message names it (``""``: nothing).
+        clipped: What it clips, as a message names it: ``"<per-silo|per-record|per-user> <update|gradient>"``
+            (``""``: nothing); ``uldp.fit``'s clipping advice measures the norms of exactly that.
         group_privacy: Whether its guarantee is record-level DP-SGD in each silo lifted to users by group privacy
             (ULDP-GROUP, Theorem 2) rather than the Gaussian mechanism on the silos' noisy sum (Theorems 1, 3).
     """
@@ -40,7 +42,8 @@ class Capabilities:
 
 
 #: Each family's capabilities; its keys are the families (``ULDP-SGD`` and ``ULDP-AVG`` include their ``-w``
-#: variants). A new family is one entry here (and its names in :func:`parse_method`).
+#: variants). A built-in family is one entry here (and its names in :func:`parse_method`); a family of your own is
+#: added by :func:`register_family` (through :func:`uldp.methods.register_method`).
 FAMILY_CAPABILITIES: dict[str, Capabilities] = {
     "DEFAULT": Capabilities(private=False, per_user=False, reads_users=False, clipped=""),
     "ULDP-NAIVE": Capabilities(
@@ -60,7 +63,8 @@ FAMILY_CAPABILITIES: dict[str, Capabilities] = {
         private=True, per_user=True, reads_users=True, clipped="per-user update"
     ),
 }
-#: Method families, in the registry's order.
+#: The built-in method families, in the registry's order (:func:`register_family` adds families of your own to
+#: :data:`FAMILY_CAPABILITIES`, not here).
 FAMILIES: tuple[str, ...] = tuple(FAMILY_CAPABILITIES)
 #: The names of the registry (``k`` stands for a positive integer group size).
 KNOWN_METHODS: tuple[str, ...] = (
@@ -152,12 +156,64 @@ def parse_group_size(method: str) -> int | str | None:
     )
 
 
+#: A registered family's name: upper-case letters, digits and single hyphens, like the built-in names.
+_FAMILY_NAME = re.compile(r"[A-Z][A-Z0-9]*(-[A-Z0-9]+)*")
+
+
+def register_family(family: str, capabilities: Capabilities) -> MethodSpec:
+    """Register a method family of your own: its registry name is the family's name, its needs ``capabilities``.
+
+    The accountant (:func:`uldp.accounting.epsilon_for_method`), the transports and ``uldp.fit`` read only the
+    capabilities, so a family registered here is accounted and aggregated like the built-in family with the same
+    ones. :func:`uldp.methods.register_method` calls this with the family of a method class; call it alone only where
+    no torch is wanted (an accountant or a command line that must parse the name).
+
+    Args:
+        family: The new name: upper-case letters, digits and hyphens, neither a built-in name nor a
+            ``ULDP-GROUP-`` name nor one registered before.
+        capabilities: What its methods need from a federation.
+
+    Returns:
+        The family's :class:`MethodSpec` (what :func:`parse_method` returns for it from now on).
+
+    Raises:
+        ValueError: A name of the wrong form or already taken; capabilities that are not :class:`Capabilities`.
+    """
+    if not isinstance(family, str) or not _FAMILY_NAME.fullmatch(family):
+        raise ValueError(
+            f"a method family's name must be upper-case letters, digits and hyphens (like ULDP-AVG), "
+            f"got {family!r}"
+        )
+    if family in FAMILY_CAPABILITIES or family.startswith(GROUP_PREFIX) or family in KNOWN_METHODS:
+        raise ValueError(
+            f"method family {family!r} is taken; known methods: {', '.join(known_methods())}"
+        )
+    if not isinstance(capabilities, Capabilities):
+        raise ValueError(
+            f"capabilities must be a uldp.method_names.Capabilities, got {type(capabilities).__name__}"
+        )
+    FAMILY_CAPABILITIES[family] = capabilities
+    return MethodSpec(family, family)
+
+
+def known_methods() -> tuple[str, ...]:
+    """The registry's names: the built-in :data:`KNOWN_METHODS`, then the families registered by
+    :func:`register_family`.
+
+    Example:
+        >>> known_methods()[:3]
+        ('DEFAULT', 'ULDP-NAIVE', 'ULDP-GROUP-k')
+    """
+    return KNOWN_METHODS + tuple(f for f in FAMILY_CAPABILITIES if f not in FAMILIES)
+
+
 def parse_method(name: str) -> MethodSpec:
     """Parse a registry name.
 
     Args:
         name: ``"DEFAULT"``, ``"ULDP-NAIVE"``, ``"ULDP-GROUP-<k>"`` (``k`` a positive int, ``max`` or ``median``),
-            ``"ULDP-SGD"``, ``"ULDP-SGD-w"``, ``"ULDP-AVG"`` or ``"ULDP-AVG-w"``.
+            ``"ULDP-SGD"``, ``"ULDP-SGD-w"``, ``"ULDP-AVG"``, ``"ULDP-AVG-w"`` or a family registered by
+            :func:`register_family`.
 
     Returns:
         The :class:`MethodSpec`.
@@ -169,7 +225,7 @@ def parse_method(name: str) -> MethodSpec:
         >>> parse_method("ULDP-GROUP-8").group_size, parse_method("ULDP-AVG-w").enhanced_weights
         (8, True)
     """
-    if name in ("DEFAULT", "ULDP-NAIVE"):
+    if name in ("DEFAULT", "ULDP-NAIVE") or (name in FAMILY_CAPABILITIES and name not in FAMILIES):
         return MethodSpec(name, name)
     if name in ("ULDP-SGD", "ULDP-AVG", "ULDP-SGD-w", "ULDP-AVG-w"):
         return MethodSpec(name, name.removesuffix("-w"), enhanced_weights=name.endswith("-w"))
@@ -182,5 +238,5 @@ def parse_method(name: str) -> MethodSpec:
     if group_size is not None:
         return MethodSpec(name, "ULDP-GROUP", group_size=group_size)
     raise ValueError(
-        f"unknown method {name!r}; known methods: {', '.join(KNOWN_METHODS)} (k a positive integer)"
+        f"unknown method {name!r}; known methods: {', '.join(known_methods())} (k a positive integer)"
     )

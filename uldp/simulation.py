@@ -184,7 +184,7 @@ class RunConfig:
         )  # sigma stays None until prepared
         defaults = {
             **paper,
-            "sigma": None if spec.family == "DEFAULT" or calibrate else SIGMA,
+            "sigma": None if not spec.private or calibrate else SIGMA,
             "batch_size": DATASET_DEFAULTS[self.dataset].batch_size,
         }
         for name, value in defaults.items():

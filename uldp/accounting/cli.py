@@ -99,7 +99,7 @@ def run_epsilon(args: argparse.Namespace) -> int:
         "accountant": args.accountant,
         "adversary": args.adversary,
     }
-    if spec.family == "ULDP-GROUP":
+    if spec.capabilities.group_privacy:
         if args.steps_per_round is None:
             raise ValueError(
                 f"{args.method} needs --steps-per-round (DP-SGD steps per silo per round)"

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from uldp.method_names import FAMILIES
+from uldp.method_names import FAMILY_CAPABILITIES
 
 if TYPE_CHECKING:
     from uldp.data.base import FederatedDataset
@@ -95,10 +95,10 @@ class DatasetSettings:
         return self.families[family]
 
     def __post_init__(self) -> None:
-        unknown = sorted(set(self.families) - set(FAMILIES))
+        unknown = sorted(set(self.families) - set(FAMILY_CAPABILITIES))
         if unknown:
             raise ValueError(
-                f"{self.dataset}: unknown method families {unknown}; known families: {', '.join(FAMILIES)}"
+                f"{self.dataset}: unknown method families {unknown}; known families: {', '.join(FAMILY_CAPABILITIES)}"
             )
 
 

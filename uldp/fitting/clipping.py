@@ -39,15 +39,16 @@ class ClipWarning(UserWarning):
     """The clipping bound is far from the norms of what it clips (see :mod:`uldp.fitting.clipping`)."""
 
 
-def _groups(federation: Federation, family: str) -> list[np.ndarray]:
-    """The record groups the family clips one at a time: per (silo, user), per record, or per silo."""
-    if family == "ULDP-NAIVE":
+def _groups(federation: Federation, unit: str) -> list[np.ndarray]:
+    """The record groups clipped one at a time (``unit`` of :attr:`uldp.method_names.Capabilities.clipped`): per
+    silo, per record, or per (silo, user)."""
+    if unit == "per-silo":
         return [
             federation.silo_records(s)
             for s in range(federation.n_silos)
             if federation.silo_records(s).size
         ]
-    if family == "ULDP-GROUP":
+    if unit == "per-record":
         return [np.array([i]) for i in range(int(federation.x.shape[0]))]
     return [group for s in range(federation.n_silos) for group in federation.user_groups(s)[1]]
 
@@ -63,7 +64,7 @@ def update_norms(
     """The norms of what ``method`` clips, at ``params``, for up to ``sample`` groups drawn from ``seed``.
 
     Args:
-        method: A method of the registry (its ``spec.family`` and ``hp``).
+        method: A method of the registry (its ``spec.capabilities.clipped`` and ``hp``).
         federation: The records.
         params: The model, flat.
         seed: Where the sample, the record order and dropout come from (a stream of its own: training's draws do
@@ -73,17 +74,18 @@ def update_norms(
     Returns:
         The norms (empty for DEFAULT, which clips nothing).
     """
-    family, hp = method.spec.family, method.hp
-    if family == "DEFAULT":
+    hp, clipped = method.hp, method.spec.capabilities.clipped
+    if not clipped:
         return np.zeros(0)
-    groups = _groups(federation, family)
+    unit, what = clipped.split(" ", 1)
+    groups = _groups(federation, unit)
     rng = np.random.default_rng(seed_stream(seed, 0))
     chosen = [
         groups[i]
         for i in np.sort(rng.choice(len(groups), size=min(sample, len(groups)), replace=False))
     ]
     with torch.random.fork_rng(devices=[]), global_torch_seed(seed_stream(seed, 1)):
-        if family in ("ULDP-AVG", "ULDP-NAIVE"):
+        if what == "update":
             epochs = needed(hp.local_epochs, "local_epochs")
             keys = record_keys(
                 int(federation.x.shape[0]), epochs, torch_generator(seed_stream(seed, 2))
@@ -100,7 +102,7 @@ def update_norms(
                 batch_size=hp.batch_size,
                 keys=keys,
             )
-        else:  # ULDP-SGD: a user's gradient; ULDP-GROUP (DP-SGD): a record's
+        else:  # a gradient: a user's (ULDP-SGD) or a record's (ULDP-GROUP, DP-SGD)
             updates = user_gradients(
                 federation.model,
                 params,

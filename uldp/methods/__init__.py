@@ -11,6 +11,7 @@ round_seed, aggregate_fn)``, ``group_size(federation)`` and ``epsilon(federation
   :mod:`uldp.methods.group`.
 - ``"ULDP-SGD"``, ``"ULDP-SGD-w"``, ``"ULDP-AVG"``, ``"ULDP-AVG-w"``: Algorithms 3-4 / Theorem 3 with user-level
   sampling rate ``q``, :mod:`uldp.methods.uldp_avg`.
+- A method of your own: a class and one call, ``register_method(cls, capabilities=Capabilities(...))``.
 
 :func:`aggregate` is the plain server-side aggregation of the enhanced-weight methods (the secure aggregation hook).
 """
@@ -26,8 +27,11 @@ if (
     from uldp.method_names import (
         FAMILIES as FAMILIES,
         KNOWN_METHODS as KNOWN_METHODS,
+        Capabilities as Capabilities,
         MethodSpec as MethodSpec,
+        known_methods as known_methods,
         parse_method as parse_method,
+        register_family as register_family,
     )
     from uldp.methods.base import (
         AggregateFn as AggregateFn,
@@ -42,6 +46,7 @@ if (
     from uldp.methods.registry import (
         METHOD_CLASSES as METHOD_CLASSES,
         make_method as make_method,
+        register_method as register_method,
         required_hyperparameters as required_hyperparameters,
         unused_hyperparameters as unused_hyperparameters,
     )
@@ -59,7 +64,16 @@ if (
 #: import torch.
 _LAZY: dict[str, str] = {
     **dict.fromkeys(
-        ("FAMILIES", "KNOWN_METHODS", "MethodSpec", "parse_method"), "uldp.method_names"
+        (
+            "Capabilities",
+            "FAMILIES",
+            "KNOWN_METHODS",
+            "MethodSpec",
+            "known_methods",
+            "parse_method",
+            "register_family",
+        ),
+        "uldp.method_names",
     ),
     **dict.fromkeys(
         (
@@ -80,6 +94,7 @@ _LAZY: dict[str, str] = {
             "METHOD_CLASSES",
             "make_method",
             "method_defaults",
+            "register_method",
             "required_hyperparameters",
             "unused_hyperparameters",
         ),

@@ -5,7 +5,8 @@ Pure functions with keyword-only privacy arguments. Two accountants, registered 
 ``"pld"``, the tighter privacy-loss distribution of dp-accounting, with ULDP-GROUP-k accounted as a mixture of
 Gaussians. With user sampling each epsilon names its :class:`Adversary`: the amplified one holds only against
 whoever does not know the sample (:mod:`uldp.accounting.known_sample`). See :mod:`uldp.accounting.rdp`,
-:mod:`uldp.accounting.pld`, :mod:`uldp.accounting.group` and :mod:`uldp.accounting.methods`.
+:mod:`uldp.accounting.pld`, :mod:`uldp.accounting.group`, :mod:`uldp.accounting.theorems` (one function per
+theorem), :mod:`uldp.accounting.accountants` (the registry) and :mod:`uldp.accounting.methods` (each method's).
 """
 
 from uldp.accounting.adversary import Adversary, check_adversary

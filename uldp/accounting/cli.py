@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from uldp.accounting.accountants import ACCOUNTANTS
 from uldp.accounting.adversary import Adversary
-from uldp.accounting.methods import ACCOUNTANTS
 from uldp.cli import print_json
 from uldp.common.checks import check_integer, check_number
 from uldp.method_names import parse_method

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from numpy.typing import ArrayLike
 
-    from uldp.accounting.methods import Accountant
+    from uldp.accounting.accountants import Accountant
 
 
 def participation(

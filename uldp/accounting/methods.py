@@ -19,85 +19,51 @@ command-line options read the registry.
 
 from __future__ import annotations
 
-import abc
 import math
-import warnings
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uldp.accounting.adversary import Adversary, check_adversary
-from uldp.accounting.group import GroupPrivacySpent, group_dp_epsilon, group_epsilon_bounds
-from uldp.accounting.known_sample import (
-    epsilon_known_sample_pld,
-    epsilon_known_sample_rdp,
-    gaussian_against,
+from uldp.accounting.accountants import (
+    ACCOUNTANTS,
+    SIGMA_RANGE,
+    SIGMA_START,
+    Accountant,
+    PldAccountant,
+    RdpAccountant,
+    check_accountant,
+    sigma_for_budget,
 )
-from uldp.accounting.pld import COARSE_INTERVAL, epsilon_group_pld, epsilon_uldp_pld
+from uldp.accounting.adversary import Adversary, check_adversary
+from uldp.accounting.known_sample import gaussian_against
 from uldp.accounting.rdp import DEFAULT_ORDERS, PrivacySpent, rdp_subsampled_gaussian, rdp_to_dp
+from uldp.accounting.theorems import epsilon_group, epsilon_naive, epsilon_uldp, max_silo_rdp
 from uldp.common.checks import check_delta, check_integer, check_number, check_positive, check_rate
 from uldp.method_names import parse_method
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
-    from numpy.typing import ArrayLike
-
-#: The noise multipliers :func:`sigma_for_budget` searches, and where it starts (the paper's sigma).
-SIGMA_RANGE: tuple[float, float] = (1e-3, 1e4)
-SIGMA_START = 5.0
-
-
-def epsilon_naive(
-    *, sigma: float, rounds: int, delta: float, orders: ArrayLike = DEFAULT_ORDERS
-) -> PrivacySpent:
-    """User-level (epsilon, delta) of ULDP-NAIVE after ``rounds`` rounds (paper Theorem 1).
-
-    Args:
-        sigma: Noise multiplier.
-        rounds: Number of rounds ``T`` (>= 0).
-        delta: Target delta in (0, 1).
-        orders: RDP orders to minimise over.
-
-    Returns:
-        The guarantee (``epsilon = 0`` after zero rounds).
-
-    ``T`` rounds of the Gaussian mechanism with noise multiplier ``sigma`` are one with ``sigma / sqrt(T)`` (their
-    RDP curves ``T alpha / (2 sigma^2)`` are equal):
-
-    >>> math.isclose(epsilon_naive(sigma=5.0, rounds=100, delta=1e-5).epsilon,
-    ...              epsilon_naive(sigma=0.5, rounds=1, delta=1e-5).epsilon, rel_tol=1e-12)
-    True
-    """
-    return epsilon_uldp(sigma=sigma, rounds=rounds, delta=delta, q=1.0, orders=orders)
-
-
-def epsilon_uldp(
-    *, sigma: float, rounds: int, delta: float, q: float = 1.0, orders: ArrayLike = DEFAULT_ORDERS
-) -> PrivacySpent:
-    """User-level (epsilon, delta) of ULDP-SGD / ULDP-AVG (any weights) after ``rounds`` rounds.
-
-    Theorem 3 for ``q = 1`` (closed form ``T alpha / (2 sigma^2)`` in RDP), and the sub-sampled Gaussian of
-    Lemma 4 with user-level Poisson sampling rate ``q`` (Algorithm 4).
-
-    Args:
-        sigma: Noise multiplier.
-        rounds: Number of rounds ``T`` (>= 0).
-        delta: Target delta in (0, 1).
-        q: User-level sampling rate in (0, 1].
-        orders: RDP orders to minimise over.
-
-    Returns:
-        The guarantee (``epsilon = 0`` after zero rounds).
-    """
-    sigma = check_positive("sigma", sigma)
-    rounds = check_integer("rounds", rounds, minimum=0)
-    delta = check_delta(delta)
-    q = check_rate("q", q)
-    if rounds == 0:
-        return PrivacySpent(epsilon=0.0, order=math.nan, delta=delta)
-    rdp = rdp_subsampled_gaussian(sigma=sigma, q=q, steps=rounds, orders=orders)
-    return rdp_to_dp(orders=orders, rdp=rdp, delta=delta)
+#: What this module has always offered; the accountants live in :mod:`uldp.accounting.accountants` and the
+#: theorems' guarantees in :mod:`uldp.accounting.theorems`, both importable from here as before.
+__all__ = [
+    "ACCOUNTANTS",
+    "SIGMA_RANGE",
+    "SIGMA_START",
+    "Accountant",
+    "PldAccountant",
+    "RdpAccountant",
+    "check_accountant",
+    "epsilon_for_method",
+    "epsilon_group",
+    "epsilon_naive",
+    "epsilon_of_releases",
+    "epsilon_server_view",
+    "epsilon_uldp",
+    "max_silo_rdp",
+    "sigma_for_budget",
+    "sigma_for_epsilon",
+]
 
 
 def epsilon_server_view(
@@ -209,88 +175,6 @@ def epsilon_of_releases(
         for (sigma, q), count in groups.items()
     )
     return rdp_to_dp(orders=DEFAULT_ORDERS, rdp=rdp, delta=delta)
-
-
-def max_silo_rdp(
-    *,
-    sigma: float,
-    sample_rates: float | Sequence[float],
-    steps: int | Sequence[int],
-    orders: np.ndarray,
-) -> np.ndarray:
-    """Record-level RDP of per-silo DP-SGD, maximised over silos at each order (Theorem 2's ``max_s rho_s``)."""
-    rates = np.atleast_1d(np.asarray(sample_rates, dtype=float))
-    counts = np.atleast_1d(np.asarray(steps))
-    if rates.size == 1 and counts.size > 1:
-        rates = np.full(counts.size, rates[0])
-    if counts.size == 1 and rates.size > 1:
-        counts = np.full(rates.size, counts[0])
-    if rates.size != counts.size:
-        raise ValueError(
-            f"sample_rates and steps must be per silo with equal lengths, got {rates.size} and {counts.size}"
-        )
-    curves = [
-        rdp_subsampled_gaussian(sigma=sigma, q=float(rate), steps=int(count), orders=orders)
-        for rate, count in zip(rates, counts, strict=True)
-    ]
-    return np.max(curves, axis=0)
-
-
-def epsilon_group(
-    *,
-    sigma: float,
-    sample_rates: float | Sequence[float],
-    steps: int | Sequence[int],
-    k: int,
-    delta: float,
-    conversion: str = "rdp",
-) -> GroupPrivacySpent:
-    """User-level (epsilon, delta) of ULDP-GROUP-k (paper Theorem 2, with the errata of settings.md).
-
-    Each silo ``s`` runs DP-SGD with record-level Poisson rate ``sample_rates[s]`` for ``steps[s]`` steps in
-    total; the record-level RDP is ``max_s rho_s`` and a user owns at most ``k`` records, so group privacy for
-    ``k`` gives the user-level guarantee.
-
-    Args:
-        sigma: DP-SGD noise multiplier.
-        sample_rates: Record-level sampling rate per silo (or one for all).
-        steps: DP-SGD steps per silo so far (or one for all).
-        k: Records kept per user (group size).
-        delta: Target delta in (0, 1).
-        conversion: ``"rdp"`` (RDP group privacy, what the paper uses; for ``k`` not a power of two the valid
-            value of the next power of two, with the paper's lower value in ``epsilon_lower``) or ``"dp"``
-            (Lemma 5, valid for every integer ``k``).
-
-    Returns:
-        The guarantee with both power-of-two values.
-
-    Raises:
-        ValueError: On invalid arguments or an unknown conversion.
-    """
-    sigma = check_positive("sigma", sigma)
-    delta = check_delta(delta)
-    for rate in np.atleast_1d(sample_rates):
-        check_rate("sample_rates", float(rate))
-    for count in np.atleast_1d(steps):
-        check_integer("steps", int(count) if float(count).is_integer() else count, minimum=0)
-
-    def curve(alphas: np.ndarray) -> np.ndarray:
-        return max_silo_rdp(sigma=sigma, sample_rates=sample_rates, steps=steps, orders=alphas)
-
-    if conversion == "rdp":
-        return group_epsilon_bounds(curve, k=k, delta=delta)
-    if conversion == "dp":
-        spent = group_dp_epsilon(curve, k=k, delta=delta)
-        return GroupPrivacySpent(
-            k=k,
-            epsilon=spent.epsilon,
-            order=spent.order,
-            delta=delta,
-            k_upper=k,
-            k_lower=k,
-            epsilon_lower=spent.epsilon,
-        )
-    raise ValueError(f"conversion must be 'rdp' or 'dp', got {conversion!r}")
 
 
 def epsilon_for_method(
@@ -423,65 +307,6 @@ def _tighter(pld: PrivacySpent, rdp: PrivacySpent) -> PrivacySpent:
     return rdp if rdp.epsilon < pld.epsilon else pld
 
 
-def sigma_for_budget(
-    epsilon_at: Callable[[float], float],
-    *,
-    epsilon: float,
-    start: float = SIGMA_START,
-    factor: float = 2.0,
-    tolerance: float = 1e-6,
-) -> float:
-    """The smallest noise multiplier whose epsilon ``epsilon_at(sigma)`` is at most the target ``epsilon``.
-
-    Epsilon decreases monotonically in sigma: the bracket grows from ``start`` by ``factor`` (within
-    [1e-3, 1e4]) until it holds the target, then a bracketing root finder (Brent) solves on ``log sigma``.
-
-    Args:
-        epsilon_at: The guarantee's epsilon as a function of sigma (any accountant, any mechanism).
-        epsilon: Target epsilon > 0.
-        start: A first guess of sigma (a good one saves evaluations).
-        factor: How much the bracket grows at each step (> 1; small when ``start`` is close).
-        tolerance: Relative tolerance on sigma.
-
-    Returns:
-        ``sigma`` (the guarantee at it is within tolerance of ``epsilon``, never above it by more).
-
-    Raises:
-        ValueError: A target outside what sigma in [1e-3, 1e4] reaches.
-
-    >>> round(sigma_for_budget(lambda sigma: 10.0 / sigma, epsilon=2.0), 4)
-    5.0
-    """
-    epsilon = check_positive("epsilon", epsilon)
-    low_limit, high_limit = math.log(SIGMA_RANGE[0]), math.log(SIGMA_RANGE[1])
-    step = math.log(check_number("factor", factor, above=1))
-
-    def gap(log_sigma: float) -> float:
-        with (
-            warnings.catch_warnings()
-        ):  # grid-edge warnings at the bracket's extreme sigmas are irrelevant here
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return math.log(epsilon_at(math.exp(log_sigma))) - math.log(epsilon)
-
-    low = high = min(max(math.log(check_positive("start", start)), low_limit), high_limit)
-    while gap(high) > 0:
-        if high >= high_limit:
-            raise ValueError(
-                f"epsilon={epsilon!r} is not reachable with sigma in {list(SIGMA_RANGE)}"
-            )
-        low, high = high, min(high + step, high_limit)
-    while low == high or gap(low) <= 0:
-        if low <= low_limit:
-            raise ValueError(
-                f"epsilon={epsilon!r} is not reachable with sigma in {list(SIGMA_RANGE)}"
-            )
-        high, low = low, max(low - step, low_limit)
-    from scipy import optimize  # here, not at the top: ``uldp --help`` stays free of scipy
-
-    root = optimize.brentq(gap, low, high, xtol=tolerance / 10)
-    return math.exp(root) * (1 + tolerance)  # round up: never promise less privacy than asked
-
-
 def sigma_for_epsilon(
     method: str,
     *,
@@ -545,221 +370,3 @@ def sigma_for_epsilon(
     return ACCOUNTANTS[check_accountant(accountant)].solve_sigma(
         epsilon_at, epsilon=epsilon, tolerance=tolerance
     )
-
-
-class Accountant(abc.ABC):
-    """A privacy accountant of the two mechanisms behind every method's guarantee, registered by :attr:`name` in
-    :data:`ACCOUNTANTS` (Opacus' ``IAccountant`` and its registry play this part there).
-
-    :meth:`gaussian` accounts ULDP-NAIVE (Theorem 1) and ULDP-SGD/AVG (Theorem 3; Lemma 4 with user sampling),
-    :meth:`group` ULDP-GROUP-k (Theorem 2), and :meth:`solve_sigma` inverts either for :func:`sigma_for_epsilon`.
-    """
-
-    #: The registry name (``--accountant`` on the command line).
-    name: ClassVar[str]
-    #: Another accountant whose guarantee :func:`epsilon_for_method` reports where it is the smaller (both valid):
-    #: the last guard that a tighter accountant never reports more than the paper's.
-    guard: ClassVar[str | None] = None
-
-    @abc.abstractmethod
-    def gaussian(
-        self,
-        *,
-        sigma: float,
-        rounds: int,
-        delta: float,
-        q: float,
-        value_discretization_interval: float | None,
-    ) -> PrivacySpent:
-        """``rounds`` rounds of the Gaussian with multiplier ``sigma``, Poisson-sub-sampled at rate ``q``."""
-
-    @abc.abstractmethod
-    def known_sample(
-        self,
-        *,
-        sigma: float,
-        rounds: int,
-        delta: float,
-        q: float,
-        value_discretization_interval: float | None,
-    ) -> PrivacySpent:
-        """The same rounds against an adversary that knows which rounds held the user
-        (:mod:`uldp.accounting.known_sample`)."""
-
-    @abc.abstractmethod
-    def group(
-        self,
-        *,
-        sigma: float,
-        sample_rates: float | Sequence[float],
-        steps: list[int],
-        k: int,
-        delta: float,
-        value_discretization_interval: float | None,
-    ) -> PrivacySpent:
-        """Per-silo DP-SGD (``steps[s]`` steps at record rate ``sample_rates[s]``) for a group of ``k`` records."""
-
-    def solve_sigma(
-        self,
-        epsilon_at: Callable[[float, float | None], float],
-        *,
-        epsilon: float,
-        tolerance: float,
-    ) -> float:
-        """The smallest sigma with ``epsilon_at(sigma, None) <= epsilon`` (:func:`sigma_for_budget`); the second
-        argument of ``epsilon_at`` is the PLD discretisation step (``None``: the accountant's own)."""
-        return sigma_for_budget(
-            lambda sigma: epsilon_at(sigma, None), epsilon=epsilon, tolerance=tolerance
-        )
-
-
-class RdpAccountant(Accountant):
-    """The paper's: RDP of the (sub-sampled) Gaussian (Lemmas 2 and 4), group privacy by RDP (Lemma 6, valid
-    orders); ``value_discretization_interval`` does not apply and is ignored."""
-
-    name = "rdp"
-
-    def gaussian(
-        self,
-        *,
-        sigma: float,
-        rounds: int,
-        delta: float,
-        q: float,
-        value_discretization_interval: float | None,
-    ) -> PrivacySpent:
-        """:func:`epsilon_uldp`."""
-        return epsilon_uldp(sigma=sigma, rounds=rounds, delta=delta, q=q)
-
-    def known_sample(
-        self,
-        *,
-        sigma: float,
-        rounds: int,
-        delta: float,
-        q: float,
-        value_discretization_interval: float | None,
-    ) -> PrivacySpent:
-        """:func:`uldp.accounting.known_sample.epsilon_known_sample_rdp`."""
-        return epsilon_known_sample_rdp(sigma=sigma, q=q, rounds=rounds, delta=delta)
-
-    def group(
-        self,
-        *,
-        sigma: float,
-        sample_rates: float | Sequence[float],
-        steps: list[int],
-        k: int,
-        delta: float,
-        value_discretization_interval: float | None,
-    ) -> PrivacySpent:
-        """The valid upper bound of :func:`epsilon_group`."""
-        spent = epsilon_group(sigma=sigma, sample_rates=sample_rates, steps=steps, k=k, delta=delta)
-        return PrivacySpent(epsilon=spent.epsilon, order=spent.order, delta=spent.delta)
-
-
-class PldAccountant(Accountant):
-    """The privacy-loss distribution of dp-accounting (:mod:`uldp.accounting.pld`; ULDP-GROUP-k as a mixture of
-    Gaussians)."""
-
-    name = "pld"
-    guard = "rdp"
-
-    def gaussian(
-        self,
-        *,
-        sigma: float,
-        rounds: int,
-        delta: float,
-        q: float,
-        value_discretization_interval: float | None,
-    ) -> PrivacySpent:
-        """:func:`uldp.accounting.pld.epsilon_uldp_pld`."""
-        return epsilon_uldp_pld(
-            sigma=sigma,
-            rounds=rounds,
-            delta=delta,
-            q=q,
-            value_discretization_interval=value_discretization_interval,
-        )
-
-    def known_sample(
-        self,
-        *,
-        sigma: float,
-        rounds: int,
-        delta: float,
-        q: float,
-        value_discretization_interval: float | None,
-    ) -> PrivacySpent:
-        """:func:`uldp.accounting.known_sample.epsilon_known_sample_pld`."""
-        return epsilon_known_sample_pld(
-            sigma=sigma,
-            q=q,
-            rounds=rounds,
-            delta=delta,
-            value_discretization_interval=value_discretization_interval,
-        )
-
-    def group(
-        self,
-        *,
-        sigma: float,
-        sample_rates: float | Sequence[float],
-        steps: list[int],
-        k: int,
-        delta: float,
-        value_discretization_interval: float | None,
-    ) -> PrivacySpent:
-        """:func:`uldp.accounting.pld.epsilon_group_pld`."""
-        return epsilon_group_pld(
-            sigma=sigma,
-            sample_rates=sample_rates,
-            steps=steps,
-            k=k,
-            delta=delta,
-            value_discretization_interval=value_discretization_interval,
-        )
-
-    def solve_sigma(
-        self,
-        epsilon_at: Callable[[float, float | None], float],
-        *,
-        epsilon: float,
-        tolerance: float,
-    ) -> float:
-        """Solved first at the coarse PLD step (fast; pessimistic, so its sigma is at least the fine one), then at
-        the default step from there."""
-        start = SIGMA_START
-        for interval, factor in ((COARSE_INTERVAL, 2.0), (None, 1.02)):
-
-            def at_interval(sigma: float, interval: float | None = interval) -> float:
-                return epsilon_at(sigma, interval)
-
-            start = sigma_for_budget(
-                at_interval, epsilon=epsilon, start=start, factor=factor, tolerance=tolerance
-            )
-        return start
-
-
-#: The accountants by name: ``"rdp"`` (the paper's and the default) and ``"pld"``. A new accountant is a subclass
-#: of :class:`Accountant` and one entry here.
-ACCOUNTANTS: dict[str, Accountant] = {
-    accountant.name: accountant for accountant in (RdpAccountant(), PldAccountant())
-}
-
-
-def check_accountant(accountant: str) -> str:
-    """Return ``accountant`` if it names one of :data:`ACCOUNTANTS`.
-
-    Raises:
-        ValueError: Unknown name (the message lists the registered ones).
-
-    >>> check_accountant("pld")
-    'pld'
-    """
-    if not isinstance(accountant, str) or accountant not in ACCOUNTANTS:
-        raise ValueError(
-            f"unknown accountant {accountant!r}; known accountants: {', '.join(ACCOUNTANTS)}"
-        )
-    return accountant

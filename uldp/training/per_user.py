@@ -414,8 +414,12 @@ def train_users(
     # oneDNN's grouped convolution in contiguous layout (what vmap over users makes of a conv) lost precision in
     # float32 (3.7e-5 against the float64 result on MNIST deltas of size 1e-2, the native kernel 1e-6) and was no
     # faster at 1000 users; the closed-form CNN calls oneDNN in channels-last layout itself (uldp.training.cnn).
+    # Under bfloat16 autocast the native kernels have no fast path (the engine measured 10 times slower than a plain
+    # vmap with oneDNN on the CPU, benchmarks/gpu.py), and float32's precision is not kept anyway.
     with (
-        _without_onednn() if closed_form is None else contextlib.nullcontext(),
+        _without_onednn()
+        if closed_form is None and precision != "bf16"
+        else contextlib.nullcontext(),
         autocast(device, precision),
     ):
         for members in _chunks(groups, floats_per_user, chunk_floats):

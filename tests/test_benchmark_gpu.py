@@ -36,7 +36,9 @@ def test_the_engine_section_reports_rates_and_their_ratios():
         "library_cpu_float32",
     }
     assert all(rate > 0 for rate in rates.values())
-    assert rates["library_cpu_float32"] == rates["library_float32"]  # on the CPU the two are one measurement
+    assert (
+        rates["library_cpu_float32"] == rates["library_float32"]
+    )  # on the CPU the two are one measurement
     assert section["ratios"]["bf16_over_float32"] == pytest.approx(
         rates["library_bf16"] / rates["library_float32"], rel=0.01, abs=0.001
     )

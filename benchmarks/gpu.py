@@ -11,7 +11,8 @@ round per method family, and one short paper-scale run, as one JSON document on 
 2. ``paper_round``: one round of each method family on MNIST at the paper's settings (``uldp.simulation.run``, |U|
    = 10,000 uniform, Q = 50, the paper's learning rates), with ``--quick`` at |U| = 100 on 600 records and Q = 2.
    ULDP-GROUP's DP-SGD (opacus for the CNN) is timed at one local epoch and scaled to Q (its steps per epoch are
-   fixed), marked ``projected``.
+   fixed), marked ``projected``. A round's seconds include its evaluation on the 10,000 test images (most of a
+   ``--quick`` round on a CPU, little of a paper round).
 3. ``paper_scale_run``: ULDP-AVG-w at the paper's MNIST scale for ``--rounds`` rounds (float32 and bfloat16), its
    accuracy and the seconds per round, projected to the paper's T = 200.
 

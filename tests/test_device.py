@@ -244,3 +244,33 @@ def test_a_grid_on_the_cpu_device_stores_its_runs_under_the_keys_they_always_had
     assert "device" not in log.read_text()
     with pytest.raises(ValueError, match="'meta'"):
         run_grid("heart_disease", "smoke", root=tmp_path, backend=fake_backend.FAKE, device="meta")
+
+
+# ------------------------------------------------------------------------------------------------ Flower --
+@pytest.mark.parametrize("device", ["meta", "cuda:7" if CUDA else "cuda"])
+def test_a_flower_silo_refuses_a_device_it_cannot_train_on_by_name(tmp_path, device):
+    """The silo's own node config names its device (``uldp-device``); one it cannot use fails when it loads its
+    records, before any stage is answered."""
+    from types import SimpleNamespace
+
+    from uldp.flower.client import DEVICE_KEY, SiloData, _silo_view
+    from uldp.flower.pseudonyms import write_key_file
+
+    write_key_file(tmp_path / "key")
+    x, y, _, _ = _records()
+    records = SiloData(x.numpy(), y.numpy(), [f"p{i}" for i in range(len(x))])
+    config = {"silo": "North", "uldp-key-file": str(tmp_path / "key")}
+    view = _silo_view(
+        lambda context: records,
+        lambda: nn.Linear(5, 2),
+        nn.CrossEntropyLoss(),
+        SimpleNamespace(node_config={**config, DEVICE_KEY: "cpu"}),
+    )
+    assert view["x"].device.type == "cpu" and next(view["model"].parameters()).device.type == "cpu"
+    with pytest.raises(ValueError, match=repr(device)):
+        _silo_view(
+            lambda context: records,
+            lambda: nn.Linear(5, 2),
+            nn.CrossEntropyLoss(),
+            SimpleNamespace(node_config={**config, DEVICE_KEY: device}),
+        )

@@ -274,3 +274,13 @@ def test_a_flower_silo_refuses_a_device_it_cannot_train_on_by_name(tmp_path, dev
             nn.CrossEntropyLoss(),
             SimpleNamespace(node_config={**config, DEVICE_KEY: device}),
         )
+
+
+# --------------------------------------------------------------------------------------------- command line --
+def test_uldp_run_refuses_an_unusable_device_in_one_line(capsys):
+    from uldp import cli
+
+    arguments = ["run", "--dataset", "heart_disease", "--method", "ULDP-AVG", "--users", "4"]
+    status = cli.main([*arguments, "--rounds", "1", "--seed", "0", "--device", "meta"])
+    error = capsys.readouterr().err.strip()
+    assert status == 2 and "'meta'" in error and len(error.splitlines()) == 1

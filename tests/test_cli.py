@@ -275,6 +275,8 @@ RUN_OPTION_FIELDS = {
     "test_scoring": "test_scoring",
     "accountant": "accountant",
     "epsilon": "target_epsilon",
+    "device": "device",
+    "precision": "precision",
 }
 RUN_OTHER_OPTIONS = {"k", "data_dir", "checkpoint", "json", "progress", "threads"}
 

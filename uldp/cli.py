@@ -64,6 +64,15 @@ def add_progress_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_device_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--device`` (``RunConfig.device``; checked when the run is configured) to a sub-command that trains."""
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help="where to train: cpu (default), cuda or cuda:<index>; the noise is drawn as on the CPU",
+    )
+
+
 def show_progress(args: argparse.Namespace) -> bool:
     """Whether to draw a progress bar: on request (``--progress``), or when stderr is a terminal."""
     return bool(getattr(args, "progress", False)) or sys.stderr.isatty()

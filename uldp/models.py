@@ -309,16 +309,18 @@ def evaluate(
 
     Returns:
         ``{"loss", "accuracy", "balanced_accuracy"}`` for classification, ``{"loss", "c_index"}`` for survival
-        (the Cox loss over the whole set, the risk sets spanning all records).
+        (the Cox loss over the whole set, the risk sets spanning all records). The forward passes run on the
+        model's device, the loss and metrics on the CPU.
 
     Raises:
         ValueError: Unknown dataset.
     """
     spec = _spec(dataset_name)
     was_training = model.training
+    device = next(model.parameters()).device
     model.eval()
     try:
-        outputs = torch.cat([model(chunk) for chunk in torch.split(x, batch_size)])
+        outputs = torch.cat([model(chunk.to(device)).cpu() for chunk in torch.split(x, batch_size)])
     finally:
         model.train(was_training)
     metrics = {"loss": float(spec.loss(outputs, y, None))}

@@ -37,6 +37,7 @@ from uldp.methods.registry import unused_hyperparameters
 from uldp.models import build_model, evaluate, loss_function
 from uldp.secure import SecureAggregator
 from uldp.secure.config import ProtocolParameters
+from uldp.training.device import check_precision_for, device_settings, resolve_device
 from uldp.training.per_user import flat_parameters, load_flat_parameters
 
 if TYPE_CHECKING:
@@ -96,6 +97,11 @@ class RunConfig:
             ``accountant``). With ``sigma`` unset, sigma is the smallest that meets it (calibrated when the run
             is prepared: ULDP-GROUP-k's silo sizes are known only then); with ``sigma`` set, the run refuses to
             start when its first round exceeds the budget and stops before the first round that would.
+        device: Where to train (:func:`uldp.training.device.resolve_device`): ``"cpu"`` (the default),
+            ``"cuda"`` or ``"cuda:<index>"``, kept as ``str(torch.device)``. Not a run argument of the grids (a
+            stored run's key does not depend on it); the resolved configuration and the provenance name it.
+        precision: ``"float32"`` (the default), ``"tf32"`` or ``"bf16"`` (:mod:`uldp.training.device`; bf16 not
+            for ULDP-GROUP-k).
 
     Raises:
         ValueError: On any bad value (the message names it and what is allowed).
@@ -124,10 +130,14 @@ class RunConfig:
     test_scoring: str = "pooled"
     accountant: str = "rdp"
     target_epsilon: float | None = None
+    device: str = "cpu"
+    precision: str = "float32"
 
     def __post_init__(self) -> None:
         spec = parse_method(self.method)
         check_accountant(self.accountant)
+        object.__setattr__(self, "device", str(resolve_device(self.device)))
+        check_precision_for(spec.family, self.precision)
         if self.target_epsilon is not None:
             check_positive("target_epsilon", self.target_epsilon)
             if not spec.private:
@@ -318,6 +328,7 @@ def build_federation(
         x=data.x_train,
         y=data.y_train,
         allocation=allocation,
+        precision=config.precision,
     )
     return federation, data
 
@@ -399,7 +410,12 @@ def _record_round(result: RunResult, row: dict) -> None:
 
 #: RunConfig fields added after checkpoints were first written, with their defaults: they enter a checkpoint's
 #: fingerprint only when set otherwise, so the checkpoints of earlier runs still resume.
-LATER_FIELDS = {"accountant": "rdp", "target_epsilon": None}
+LATER_FIELDS = {
+    "accountant": "rdp",
+    "target_epsilon": None,
+    "device": "cpu",
+    "precision": "float32",
+}
 
 
 def _checkpoint_fingerprint(config: RunConfig, data: Any) -> str:
@@ -474,7 +490,7 @@ def run(
             "in this process); run without checkpoint"
         )
     check_number("checkpoint_seconds", checkpoint_seconds, at_least=0)
-    with torch_threads(threads):
+    with torch_threads(threads), device_settings(torch.device(config.device), config.precision):
         return _run(config, progress, dataset, aggregate_fn, checkpoint, checkpoint_seconds)
 
 
@@ -502,6 +518,7 @@ def _run(
         )
     if aggregate_fn is None and config.secure:
         aggregate_fn = secure_aggregator(config)
+    federation = federation.to(torch.device(config.device))  # the model and the records, once
     params = flat_parameters(federation.model)
     evaluation_model = federation.model
     result = RunResult(
@@ -518,9 +535,11 @@ def _run(
     if calibrating:
         result.info["calibrated_sigma"] = config.sigma
 
+    x_test = data.x_test.to(federation.device)  # once: evaluate's forward passes run there
+
     def test_metrics(flat: torch.Tensor) -> dict:
         load_flat_parameters(evaluation_model, flat)
-        metrics = evaluate(evaluation_model, data.x_test, data.y_test, config.dataset)
+        metrics = evaluate(evaluation_model, x_test, data.y_test, config.dataset)
         return {
             "test_loss": float(metrics["loss"]),
             **{

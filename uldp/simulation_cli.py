@@ -13,7 +13,7 @@ import warnings
 from typing import Any
 
 from uldp.accounting import ACCOUNTANTS
-from uldp.cli import add_progress_option, print_json, show_progress
+from uldp.cli import add_device_option, add_progress_option, print_json, show_progress
 from uldp.data import load
 from uldp.data.allocation import PAPER_N_LABELS
 
@@ -131,6 +131,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="torch threads while training (default: $ULDP_THREADS, else 1; see uldp.common.threads)",
     )
+    add_device_option(parser)
+    parser.add_argument(
+        "--precision",
+        default="float32",
+        help="float32 (default), tf32 (CUDA's TF32 matmuls) or bf16 (bfloat16 autocast; not ULDP-GROUP)",
+    )
     add_progress_option(parser)
     parser.set_defaults(handler=handle)
 
@@ -182,6 +188,8 @@ def handle(args: argparse.Namespace) -> int:
         test_scoring=args.test_scoring,
         accountant=args.accountant,
         target_epsilon=args.epsilon,
+        device=args.device,
+        precision=args.precision,
     )
     result = run(
         config,

@@ -82,14 +82,14 @@ class SiloRound:
         self.before()
         silo = self.silo
         update = silo.method.silo_update(
-            torch.from_numpy(self.params.copy()),
+            torch.from_numpy(self.params.copy()).to(silo.federation.device),
             silo.federation,
             self.round_seed,
             silo.silo_id,
             sampled=self.sampled,
             counts=silo.counts,
         )
-        return update.detach().numpy().astype(self.params.dtype)
+        return update.detach().cpu().numpy().astype(self.params.dtype)
 
     def secure_inputs(self) -> tuple[np.ndarray, np.ndarray]:
         silo = self.silo
@@ -99,12 +99,16 @@ class SiloRound:
                 f"{silo.method.spec.name}"
             )
         self.before()
-        method, tensor = user_level(silo.method), torch.from_numpy(self.params.copy())
+        method = user_level(silo.method)
+        tensor = torch.from_numpy(self.params.copy()).to(silo.federation.device)
         deltas = method.silo_user_deltas(
             tensor, silo.federation, self.round_seed, self.sampled, silo.silo_id
         )
         noise = method.silo_noise(tensor.numel(), silo.n_silos, self.round_seed, silo.silo_id)
-        return deltas.detach().numpy().astype(np.float64), noise.detach().numpy().astype(np.float64)
+        return (
+            deltas.detach().cpu().numpy().astype(np.float64),
+            noise.detach().cpu().numpy().astype(np.float64),
+        )
 
 
 class MethodSilo:

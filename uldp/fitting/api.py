@@ -38,6 +38,7 @@ from uldp.fitting.rounds import (
     train_rounds,
 )
 from uldp.methods.base import Federation, needed, parse_method, seed_stream
+from uldp.training.device import check_precision_for, device_settings, resolve_device
 from uldp.training.per_user import flat_parameters, load_flat_parameters
 
 if TYPE_CHECKING:
@@ -139,7 +140,7 @@ def _digest(*arrays: Any) -> str:
     """SHA-256 of the bytes of tensors and arrays (what a checkpoint's data must match)."""
     h = hashlib.sha256()
     for array in arrays:
-        data = array.detach().numpy() if isinstance(array, Tensor) else np.asarray(array)
+        data = array.detach().cpu().numpy() if isinstance(array, Tensor) else np.asarray(array)
         h.update(str((data.dtype, data.shape)).encode())
         h.update(np.ascontiguousarray(data).tobytes())
     return h.hexdigest()
@@ -172,6 +173,8 @@ def fit(
     checkpoint_seconds: float = 60.0,
     all_user_ids: Iterable[Hashable] | None = None,
     accountant: str = "rdp",
+    device: str | torch.device = "cpu",
+    precision: str = "float32",
 ) -> tuple[nn.Module, History]:
     """Train ``model`` on your own records across silos with user-level DP (the paper's Algorithms 1-4).
 
@@ -227,14 +230,24 @@ def fit(
         checkpoint_seconds: Save the checkpoint at most this often (and after the last round).
         accountant: ``"rdp"`` (the paper's) or ``"pld"`` (for ULDP-GROUP-k the mixture-of-Gaussians accountant
             of a k-record group, tighter than RDP's group conversion: :mod:`uldp.accounting.pld`).
+        device: Where to train: ``"cpu"`` (the default), ``"cuda"`` or ``"cuda:<index>"``
+            (:func:`uldp.training.device.resolve_device`). The model and the records are moved there once; every
+            method trains there. The noise, the user sample and the record order are drawn on the CPU from the
+            run's generators exactly as on a CPU run and moved once per round (the guarantee rests on the same
+            secret root seed, see :func:`uldp.methods.base.gaussian_noise`); only dropout masks come from the
+            device's generator. A GPU run equals the CPU run within float tolerance for a model without dropout
+            (``tests/test_gpu.py``). A checkpoint resumes on the device it was written on.
+        precision: ``"float32"`` (the default; on CUDA with TF32 off), ``"tf32"`` (CUDA's TF32 matmuls and
+            convolutions) or ``"bf16"`` (bfloat16 autocast for the local training's forward and backward passes;
+            not for ULDP-GROUP-k and DP-SGD, whose per-record clipping runs in float32).
 
     Returns:
-        ``(trained copy of model, History)``.
+        ``(trained copy of model, History)``; the copy lives on ``device``.
 
     Raises:
         ValueError: Bad ids, shapes, dtypes or labels, an unknown method, bad hyperparameters, both or neither of
-            epsilon and sigma; :class:`UnsupportedModuleError` (a ValueError) for a layer per-user training cannot
-            run, naming it and its replacement.
+            epsilon and sigma, an unknown or unavailable device or precision; :class:`UnsupportedModuleError` (a
+            ValueError) for a layer per-user training cannot run, naming it and its replacement.
 
     Example:
         >>> net = nn.Linear(2, 2)
@@ -249,6 +262,8 @@ def fit(
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     record_level = method == RECORD_LEVEL
     spec = parse_method("ULDP-GROUP-max" if record_level else method)
+    target = resolve_device(device)
+    check_precision_for(spec.family, precision)
     rounds = check_integer("rounds", rounds)
     root = _root_seed(seed)
     check_number("checkpoint_seconds", checkpoint_seconds, at_least=0)
@@ -257,7 +272,7 @@ def fit(
             f"checkpoint={str(checkpoint)!r}: its directory {str(Path(checkpoint).parent)!r} does not "
             "exist; create it or give another path"
         )
-    model = copy.deepcopy(model)
+    model = copy.deepcopy(model).cpu()  # checked on the CPU, then trained on the target device
     records = resolve_records(model, loss, x, y)
     loss_fn, x, y = records.loss, records.x, records.y
     n = int(x.shape[0])
@@ -288,7 +303,9 @@ def fit(
     allocation = Allocation(
         users, silos, len(user_labels), len(silo_labels), scheme="given", seed=-1
     )
-    federation = Federation(model=model, loss_fn=loss_fn.trained, x=x, y=y, allocation=allocation)
+    federation = Federation(
+        model=model, loss_fn=loss_fn.trained, x=x, y=y, allocation=allocation, precision=precision
+    )
     hp, made, federation = prepare_method(
         spec.name,
         hp,
@@ -299,6 +316,7 @@ def fit(
         accountant=accountant,
         record_level=record_level,
     )
+    federation = federation.to(target)  # the model and the records, once
     params = flat_parameters(model)
     for (
         finding
@@ -318,7 +336,8 @@ def fit(
         rounds=rounds,
     ):
         warnings.warn(finding, FederationWarning, stacklevel=2)
-    norms = update_norms(made, federation, params, seed_stream(root, CLIP_ADVICE_STREAM))
+    with device_settings(target, precision):
+        norms = update_norms(made, federation, params, seed_stream(root, CLIP_ADVICE_STREAM))
     advice = clip_advice(hp.clip, norms, what=spec.capabilities.clipped)
     if advice is not None:
         warnings.warn(advice, ClipWarning, stacklevel=2)
@@ -329,8 +348,8 @@ def fit(
         load_flat_parameters(model, flat)
         was_training = model.training
         model.eval()
-        with torch.no_grad():
-            out = torch.cat([model(chunk) for chunk in torch.split(x_test, 2048)])
+        with torch.no_grad():  # forward on the device, the loss and metrics on the CPU (as given)
+            out = torch.cat([model(chunk.to(target)).cpu() for chunk in torch.split(x_test, 2048)])
         model.train(was_training)
         return {
             "loss": float(loss_fn(out, y_test)),
@@ -365,23 +384,28 @@ def fit(
             "test": None if test is None else _digest(x_test, y_test),
             "metrics": sorted(metrics),
             "accountant": accountant,
+            # later fields, in the digest only when set otherwise (earlier checkpoints still resume): a checkpoint
+            # resumes on the device and in the precision it was written in (their floats differ from the CPU's)
+            **({"device": str(target)} if target.type != "cpu" else {}),
+            **({"precision": precision} if precision != "float32" else {}),
         }
     )
-    params, rows, resumed = train_rounds(
-        made,
-        federation,
-        params,
-        rounds=rounds,
-        root=root,
-        evaluate=evaluate,
-        checkpoint=checkpoint,
-        fingerprint=fingerprint,
-        checkpoint_seconds=checkpoint_seconds,
-        progress=progress,
-        description=method,
-        checkpoint_option="checkpoint=",
-        accountant=accountant,
-    )
+    with device_settings(target, precision):
+        params, rows, resumed = train_rounds(
+            made,
+            federation,
+            params,
+            rounds=rounds,
+            root=root,
+            evaluate=evaluate,
+            checkpoint=checkpoint,
+            fingerprint=fingerprint,
+            checkpoint_seconds=checkpoint_seconds,
+            progress=progress,
+            description=method,
+            checkpoint_option="checkpoint=",
+            accountant=accountant,
+        )
     if spec.capabilities.group_privacy:  # DP-SGD's own record-level guarantee beside the user-level one
         arguments = {**made.accounting_arguments(federation), "k": 1}
         rows = [

@@ -89,7 +89,7 @@ def update_norms(
             epochs = needed(hp.local_epochs, "local_epochs")
             keys = record_keys(
                 int(federation.x.shape[0]), epochs, torch_generator(seed_stream(seed, 2))
-            )
+            ).to(federation.device)
             updates = train_users(
                 federation.model,
                 params,
@@ -111,7 +111,7 @@ def update_norms(
                 chosen,
                 loss_fn=federation.loss_fn,
             )
-    return updates.norm(dim=1).detach().numpy()
+    return updates.norm(dim=1).detach().cpu().numpy()
 
 
 def clip_advice(clip: float | None, norms: np.ndarray, *, what: str) -> str | None:

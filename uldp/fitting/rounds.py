@@ -268,7 +268,7 @@ def train_rounds(
         else load_checkpoint(
             checkpoint,
             config_fingerprint=fingerprint,
-            like=params.detach().numpy(),
+            like=params.detach().cpu().numpy(),
             option=checkpoint_option,
         )
     )
@@ -284,7 +284,7 @@ def train_rounds(
                 f"checkpoint {checkpoint} holds {restored.rounds_done} rounds, more than this run's "
                 f"{rounds}; use another checkpoint path or more rounds"
             )
-        params = torch.from_numpy(restored.params)
+        params = torch.from_numpy(restored.params).to(params.device)
         history = restored_history(restored.history, method, federation, accountant=accountant)
     resumed = len(history)
     saved = time.perf_counter()
@@ -317,7 +317,7 @@ def train_rounds(
                 checkpoint,
                 Checkpoint(
                     rounds_done=t + 1,
-                    params=params.detach().numpy().copy(),
+                    params=params.detach().cpu().numpy().copy(),
                     config_fingerprint=fingerprint,
                     history=tuple(history),
                 ),

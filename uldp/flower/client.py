@@ -42,11 +42,15 @@ from uldp.flower.silo_views import SiloViews
 from uldp.methods import Federation, Hyperparameters, make_method, parse_method
 from uldp.policy import SiloLedger, SiloPolicy, node_ledger_path
 from uldp.secure.psu import lookup
+from uldp.training.device import device_settings, resolve_device
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
 LOGGER = logging.getLogger("uldp.flower")
+#: The node config key of the device a silo trains on (``cpu``, the default, ``cuda`` or ``cuda:<index>``): the
+#: silo's own choice, like its policy; its records and model are moved there once, when loaded.
+DEVICE_KEY = "uldp-device"
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,9 @@ def _silo_view(
         )
     net = model()
     resolved = resolve_records(net, loss, data.x, data.y)
-    x, y, loss_fn = resolved.x, resolved.y, resolved.loss
+    device = resolve_device(context.node_config.get(DEVICE_KEY, "cpu"))
+    x, y, loss_fn = resolved.x.to(device), resolved.y.to(device), resolved.loss
+    net.to(device)
     ids = list(
         data.patient_ids.tolist() if hasattr(data.patient_ids, "tolist") else data.patient_ids
     )
@@ -234,7 +240,8 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> byte
         _ledger(context, policy).admit(str(context.run_id), round_index, multiplier=multiplier)
 
     work = silo.work(params, _silo_round_seed(context, round_index), sampled, admit)
-    return silo_round(settings, context, kind, work)
+    with device_settings(federation.device):
+        return silo_round(settings, context, kind, work)
 
 
 def _silo_round_seed(context: Any, round_index: int) -> np.random.SeedSequence:
@@ -298,7 +305,8 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
     ``uldp-policy-sampler=silos`` (and ``uldp-policy-q``) a silo trains on the user sample the silos draw from their
     secure session's seed, at its policy's q, never the server's (the strategy's ``hidden_sample``).
     Nothing the server sends changes the policy, the ledger or the silo's randomness; a request past the policy is
-    refused, logged at the silo and returned to the server as the error. For tests only:
+    refused, logged at the silo and returned to the server as the error. ``uldp-device=cuda`` trains this silo on
+    its GPU (:data:`DEVICE_KEY`; the noise is drawn as on the CPU). For tests only:
     ``uldp-insecure-test-keys=true`` (accept Protocol 1 keys under 2048 bits) and
     ``uldp-insecure-reproducible-noise=<seed>`` (noise from that seed, as :func:`uldp.fit` with it).
 

@@ -148,6 +148,8 @@ class Federation:
         record_ids: Stable id of every record (``None``: ``0..n-1``, see :attr:`ids`); removing records keeps the
             others' ids, so their random draws (record order) stay the same in a neighbouring federation.
         n_ids: Size of the id space (``None``: ``n``, see :attr:`id_space`).
+        precision: The local training's precision (:data:`uldp.training.device.PRECISIONS`); the device is that of
+            ``x`` (the model and ``y`` live there too, :meth:`to`).
     """
 
     model: nn.Module
@@ -157,6 +159,20 @@ class Federation:
     allocation: Allocation
     record_ids: np.ndarray | None = None
     n_ids: int | None = None
+    precision: str = "float32"
+
+    @property
+    def device(self) -> torch.device:
+        """Where the federation trains: the device of its records."""
+        return self.x.device
+
+    def to(self, device: torch.device) -> Federation:
+        """The federation with its records on ``device`` (copied once) and its model moved there (in place, as
+        ``nn.Module.to``); itself when the records are there already."""
+        self.model.to(device)
+        if self.x.device == device and self.y.device == device:
+            return self
+        return replace(self, x=self.x.to(device), y=self.y.to(device))
 
     @property
     def ids(self) -> np.ndarray:
@@ -211,7 +227,7 @@ class Federation:
         allocation = replace(
             self.allocation, user=self.allocation.user[mask], silo=self.allocation.silo[mask]
         )
-        index = torch.from_numpy(np.flatnonzero(mask))
+        index = torch.from_numpy(np.flatnonzero(mask)).to(self.x.device)
         return replace(
             self,
             x=self.x[index],
@@ -264,21 +280,43 @@ def global_torch_seed(seed: np.random.SeedSequence) -> Iterator[None]:
     """Run a block with torch's global generator (dropout draws) seeded from ``seed``; its state is restored after.
 
     Training code that draws from the global generator (dropout in train mode) is thus reproducible from the run's
-    seed and independent of what ran before it (another silo, another process).
+    seed and independent of what ran before it (another silo, another process). ``torch.manual_seed`` seeds the CUDA
+    devices' generators too; where CUDA is in use their states are restored as well.
     """
-    with torch.random.fork_rng(devices=[]):
+    cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=cuda):
         torch.manual_seed(int(seed.generate_state(1, dtype=np.uint64)[0] >> 1))
         yield
 
 
-def torch_generator(seed: np.random.SeedSequence) -> torch.Generator:
-    """A torch CPU generator seeded from ``seed``."""
-    return torch.Generator().manual_seed(int(seed.generate_state(1, dtype=np.uint64)[0] >> 1))
+def torch_generator(
+    seed: np.random.SeedSequence, device: torch.device | str = "cpu"
+) -> torch.Generator:
+    """A torch generator on ``device`` (the CPU by default) seeded from ``seed``.
+
+    The same seed gives the same stream on every CPU, and another stream (Philox) on a CUDA device: the run's
+    draws that must not depend on the device (noise, sampling, record order) use CPU generators; a CUDA generator
+    serves only per-step dropout masks.
+    """
+    return torch.Generator(device=device).manual_seed(
+        int(seed.generate_state(1, dtype=np.uint64)[0] >> 1)
+    )
 
 
-def gaussian_noise(size: int, *, std: float, generator: torch.Generator) -> Tensor:
-    """``N(0, std^2 I_size)`` (simulation noise, from the run's seeded generator)."""
-    return torch.randn(size, generator=generator) * std
+def gaussian_noise(
+    size: int, *, std: float, generator: torch.Generator, device: torch.device | None = None
+) -> Tensor:
+    """``N(0, std^2 I_size)`` from ``generator``, a CPU generator, moved to ``device`` (``None``: stays on the CPU).
+
+    How the noise is drawn on a GPU: exactly as on the CPU, then copied. The generator is seeded from the round's
+    stream of the run's root seed, which :func:`uldp.fit` takes from the OS CSPRNG (``numpy.random.SeedSequence()``,
+    128 bits of OS entropy) unless given a seed, and a Flower or deployed silo from its own ``secrets``; nothing
+    the device does enters it. So the guarantee rests on the same secret on every device (whoever does not know the
+    root cannot predict the noise), a run's noise is the same numbers on a CPU and a GPU, and it is one
+    ``[size]`` copy per silo and round (no per-step transfer). A CUDA generator seeded from the same root would keep
+    the secrecy but draw other numbers (Philox), so a GPU run could not be checked against the CPU one.
+    """
+    return (torch.randn(size, generator=generator) * std).to(device)
 
 
 #: A server-side aggregation with the signature of the secure aggregation hook (see :func:`uldp.methods.aggregate`).
@@ -382,12 +420,24 @@ class EveryRecordSiloNoise(abc.ABC):
         return np.ones(federation.x.shape[0], dtype=bool)
 
     def silo_noise(
-        self, size: int, n_silos: int, round_seed: np.random.SeedSequence, silo: int
+        self,
+        size: int,
+        n_silos: int,
+        round_seed: np.random.SeedSequence,
+        silo: int,
+        device: torch.device | None = None,
     ) -> Tensor:
-        """The noise silo ``silo`` adds, ``N(0, noise_std(|S|)^2 I)`` (zeros when the std is 0: DEFAULT)."""
+        """The noise silo ``silo`` adds, ``N(0, noise_std(|S|)^2 I)`` (zeros when the std is 0: DEFAULT), on
+        ``device`` (drawn on the CPU: :func:`gaussian_noise`)."""
         generator = torch_generator(seed_stream(round_seed, NOISE_STREAM, silo))
-        return gaussian_noise(size, std=self.noise_std(n_silos), generator=generator)
+        return gaussian_noise(size, std=self.noise_std(n_silos), generator=generator, device=device)
 
-    def noise(self, size: int, n_silos: int, round_seed: np.random.SeedSequence) -> list[Tensor]:
+    def noise(
+        self,
+        size: int,
+        n_silos: int,
+        round_seed: np.random.SeedSequence,
+        device: torch.device | None = None,
+    ) -> list[Tensor]:
         """The noise each silo adds (:meth:`silo_noise` of every silo)."""
-        return [self.silo_noise(size, n_silos, round_seed, s) for s in range(n_silos)]
+        return [self.silo_noise(size, n_silos, round_seed, s, device) for s in range(n_silos)]

@@ -45,12 +45,13 @@ if TYPE_CHECKING:
 def round_keys(federation: Federation, epochs: int, round_seed: np.random.SeedSequence) -> Tensor:
     """Per-record random keys of a round (record order within each training set), indexed by record.
 
-    Drawn over the stable record ids, so removing one user's records leaves every other record's key unchanged.
+    Drawn over the stable record ids, so removing one user's records leaves every other record's key unchanged; drawn
+    on the CPU (the same keys on every device) and moved to the federation's device once per round.
     """
     keys = record_keys(
         federation.id_space, epochs, torch_generator(seed_stream(round_seed, KEYS_STREAM))
     )
-    return keys[:, torch.from_numpy(federation.ids)]
+    return keys[:, torch.from_numpy(federation.ids)].to(federation.device)
 
 
 def silo_training(
@@ -74,6 +75,7 @@ def silo_training(
             epochs=needed(hp.local_epochs, "local_epochs"),
             batch_size=hp.batch_size,
             keys=keys,
+            precision=federation.precision,
         )
 
 
@@ -152,9 +154,9 @@ class FedAvgMethod(EveryRecordSiloNoise):
         epochs = needed(self.hp.local_epochs, "local_epochs")
         keys = round_keys(federation, epochs, round_seed)
         silos = [federation.silo_records(silo) for silo in range(federation.n_silos)]
-        if closed_form.for_model(federation.model, federation.loss_fn) is None or any(
-            r.size == 0 for r in silos
-        ):
+        if closed_form.for_model(
+            federation.model, federation.loss_fn, federation.precision
+        ) is None or any(r.size == 0 for r in silos):
             return [
                 self.silo_delta(params, federation, round_seed, silo, keys)
                 for silo in range(federation.n_silos)
@@ -171,7 +173,8 @@ class FedAvgMethod(EveryRecordSiloNoise):
             batch_size=self.hp.batch_size,
             keys=keys,
             dropout_generators=[
-                torch_generator(seed_stream(round_seed, TRAIN_STREAM, s)) for s in range(len(silos))
+                torch_generator(seed_stream(round_seed, TRAIN_STREAM, s), federation.device)
+                for s in range(len(silos))
             ],
         )
         return list(
@@ -202,7 +205,7 @@ class FedAvgMethod(EveryRecordSiloNoise):
         delta = self.silo_delta(params, federation, round_seed, silo)
         if not self.spec.private:
             return delta
-        return delta + self.silo_noise(params.numel(), len(counts), round_seed, silo)
+        return delta + self.silo_noise(params.numel(), len(counts), round_seed, silo, params.device)
 
     def server_step(self, params: Tensor, total: Tensor, *, n_users: int, n_silos: int) -> Tensor:
         """``x_{t+1} = x_t + eta_g / |S| * total`` for ``total = sum_s (Delta_s + z_s)`` (Algorithm 1 line 7)."""
@@ -220,7 +223,7 @@ class FedAvgMethod(EveryRecordSiloNoise):
         total = self.clean_update(params, federation, round_seed)
         if self.spec.private:
             total = total + torch.stack(
-                self.noise(params.numel(), federation.n_silos, round_seed)
+                self.noise(params.numel(), federation.n_silos, round_seed, params.device)
             ).sum(dim=0)
         return self.server_step(
             params, total, n_users=federation.n_users, n_silos=federation.n_silos

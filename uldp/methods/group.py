@@ -117,7 +117,7 @@ class GroupMethod:
         self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence, silo: int
     ) -> Tensor:
         """Silo ``silo``'s DP-SGD delta (noise included: DP-SGD adds it per step); reads only that silo's records."""
-        records = torch.from_numpy(federation.silo_records(silo))
+        records = torch.from_numpy(federation.silo_records(silo)).to(federation.device)
         if records.numel() == 0:
             return torch.zeros_like(params)
         with global_torch_seed(seed_stream(round_seed, TRAIN_STREAM, silo, DROPOUT_STREAM)):
@@ -158,7 +158,8 @@ class GroupMethod:
         deltas, in the longest silo's number of steps).
         """
         silos = [
-            torch.from_numpy(federation.silo_records(silo)) for silo in range(federation.n_silos)
+            torch.from_numpy(federation.silo_records(silo)).to(federation.device)
+            for silo in range(federation.n_silos)
         ]
         if closed_form.for_dpsgd(federation.model, federation.loss_fn) is None or any(
             r.numel() == 0 for r in silos
@@ -182,7 +183,9 @@ class GroupMethod:
                 for silo in range(len(silos))
             ],
             dropout_generators=[
-                torch_generator(seed_stream(round_seed, TRAIN_STREAM, silo, DROPOUT_STREAM))
+                torch_generator(
+                    seed_stream(round_seed, TRAIN_STREAM, silo, DROPOUT_STREAM), federation.device
+                )
                 for silo in range(len(silos))
             ],
         )

@@ -97,7 +97,7 @@ def silo_weighted_sum(deltas: Tensor, weights: np.ndarray, noise: Tensor) -> Ten
 
     ``deltas`` is ``[U, d]``, ``weights`` ``[U]``.
     """
-    return torch.as_tensor(weights, dtype=deltas.dtype) @ deltas + noise
+    return torch.as_tensor(weights, dtype=deltas.dtype, device=deltas.device) @ deltas + noise
 
 
 def weighted_sum(deltas: list[Tensor], weights: np.ndarray, noise: list[Tensor]) -> Tensor:
@@ -238,7 +238,9 @@ class UserLevelMethod(EveryRecordSiloNoise):
         ``federation`` may hold that silo's records alone (a deployed silo); ``keys`` are the round's
         :func:`~uldp.methods.fedavg.round_keys` (drawn here when ``None``, ULDP-AVG only).
         """
-        deltas = torch.zeros((federation.n_users, params.numel()), dtype=params.dtype)
+        deltas = torch.zeros(
+            (federation.n_users, params.numel()), dtype=params.dtype, device=params.device
+        )
         users, groups = federation.user_groups(silo, users=np.flatnonzero(sampled))
         if users.size:
             if self.spec.family == "ULDP-AVG":
@@ -265,8 +267,11 @@ class UserLevelMethod(EveryRecordSiloNoise):
                         federation.y,
                         groups,
                         loss_fn=federation.loss_fn,
+                        precision=federation.precision,
                     )
-            deltas[torch.from_numpy(users)] = clip_rows(update, needed(self.hp.clip, "clip"))
+            deltas[torch.from_numpy(users).to(params.device)] = clip_rows(
+                update, needed(self.hp.clip, "clip")
+            )
         return deltas
 
     def silo_update(
@@ -293,13 +298,14 @@ class UserLevelMethod(EveryRecordSiloNoise):
             ``[d]``; the server sums these over silos (:meth:`server_step`).
         """
         deltas = self.silo_user_deltas(params, federation, round_seed, sampled, silo)
-        noise = self.silo_noise(params.numel(), len(counts), round_seed, silo)
+        noise = self.silo_noise(params.numel(), len(counts), round_seed, silo, params.device)
         return silo_weighted_sum(deltas, self.weights(counts, sampled)[silo], noise)
 
     def server_step(self, params: Tensor, total: Tensor, *, n_users: int, n_silos: int) -> Tensor:
-        """``x_{t+1} = x_t + eta_g / (q |U| |S|) * total`` (Algorithm 3 line 6, Algorithm 4 line 10)."""
+        """``x_{t+1} = x_t + eta_g / (q |U| |S|) * total`` (Algorithm 3 line 6, Algorithm 4 line 10); ``total`` may
+        come back from the secure aggregation on the CPU."""
         scale = self.hp.global_lr / (self.hp.q * n_users * n_silos)
-        return params + scale * total.to(params.dtype)
+        return params + scale * total.to(params.device, params.dtype)
 
     def clean_update(
         self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence
@@ -331,7 +337,7 @@ class UserLevelMethod(EveryRecordSiloNoise):
         """
         sampled = self.sample_users(federation.n_users, round_seed)
         deltas = self.user_deltas(params, federation, round_seed, sampled)
-        noise = self.noise(params.numel(), federation.n_silos, round_seed)
+        noise = self.noise(params.numel(), federation.n_silos, round_seed, params.device)
         if self.spec.enhanced_weights and self.user_weights is None:
             total = (aggregate_fn or aggregate)(deltas, federation.counts, sampled, noise)
         else:

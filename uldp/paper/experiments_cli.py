@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from uldp.accounting import ACCOUNTANTS
-from uldp.cli import add_progress_option
+from uldp.cli import add_device_option, add_progress_option
 
 if TYPE_CHECKING:
     import argparse
@@ -59,6 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="scheme of HeartDisease's and TcgaBrca's uniform panels (default the authors', "
         "uniform-with-replacement; uniform: balanced users)",
     )
+    add_device_option(parser)
     parser.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
     parser.add_argument(
         "--json",
@@ -155,6 +156,7 @@ def handle(args: argparse.Namespace) -> int:
             else []
         )
         + (["--uniform-allocation", args.uniform_allocation] if args.uniform_allocation else [])
+        + (["--device", args.device] if args.device != "cpu" else [])
     )
     try:
         report = experiments.run_grid(
@@ -170,6 +172,7 @@ def handle(args: argparse.Namespace) -> int:
             accountant=args.accountant,
             target_epsilon=args.target_epsilon,
             uniform_allocation=args.uniform_allocation,
+            device=args.device,
         )
     except KeyboardInterrupt as stop:
         print(

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from uldp.training import cnn, linear, mlp
+from uldp.training.device import check_precision
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -70,8 +71,14 @@ def descend_(params: dict[str, Tensor], grads: dict[str, Tensor], lr: float) -> 
         params[name].sub_(lr * grad)
 
 
-def for_model(model: nn.Module, loss_fn: Callable) -> ClosedForm | None:
-    """The closed-form gradients of ``model`` with ``loss_fn``, or ``None`` when there are none (use autograd)."""
+def for_model(model: nn.Module, loss_fn: Callable, precision: str = "float32") -> ClosedForm | None:
+    """The closed-form gradients of ``model`` with ``loss_fn``, or ``None`` when there are none (use autograd).
+
+    They are written for float32 and float64 (on any device): under ``precision="bf16"`` (autocast,
+    :mod:`uldp.training.device`) there are none, and autograd takes the mixed-precision pass.
+    """
+    if check_precision(precision) == "bf16":
+        return None
     if linear.supports(model, loss_fn):
         return ClosedForm(
             weighted_gradient=lambda params, x, y, weight, uniforms=None: linear.weighted_gradient(
@@ -121,7 +128,8 @@ def copy_uniforms(generators: list[torch.Generator], widths: Tensor, *, active: 
 
     Copy ``g`` draws ``[widths[g], *features]`` (its own batch width) and only where ``active[g]``; the other slots
     of the ``[G, B, *features]`` result are 1 (kept; they are padding, masked by zero weights). So silos (or users)
-    trained in one batched call take exactly the draws they take when trained one by one.
+    trained in one batched call take exactly the draws they take when trained one by one. The draws are made on the
+    generators' device (one device for all), so nothing is copied between devices per step.
     """
 
     drawing = [
@@ -131,7 +139,7 @@ def copy_uniforms(generators: list[torch.Generator], widths: Tensor, *, active: 
     ]
 
     def draw(shape: tuple[int, ...]) -> Tensor:
-        uniforms = torch.ones(shape)
+        uniforms = torch.ones(shape, device=generators[0].device)
         for g, width in drawing:
             torch.rand((width, *shape[2:]), generator=generators[g], out=uniforms[g, :width])
         return uniforms

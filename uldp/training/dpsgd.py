@@ -36,6 +36,7 @@ from torch import Tensor, nn
 from uldp.common.checks import check_integer, check_positive
 from uldp.common.logs import import_quietly
 from uldp.training import closed_form as closed_forms
+from uldp.training.device import default_generator
 from uldp.training.per_user import (
     LossFunction,
     ParameterLayout,
@@ -94,15 +95,18 @@ def epoch_draws(
     *,
     epochs: int,
     generator: torch.Generator,
+    device: torch.device | None = None,
 ) -> EpochDraws:
     """Draw one epoch's Poisson batches, then its noise, from ``generator`` (both engines use this).
 
     Each record joins each step's batch independently with probability ``schedule.sample_rate``: the sampling the
     sub-sampled Gaussian accountant assumes (Lemma 4 per step). Noise is drawn per parameter tensor in layout order.
+    ``generator`` is the silo's CPU generator on every device (the same draws wherever the model trains); the
+    epoch's batches and noise are then moved to ``device`` at once (``None``: they stay on the CPU).
     """
     steps = schedule.steps // epochs
     chosen = torch.rand((steps, n_records), generator=generator) < schedule.sample_rate
-    records = chosen.nonzero()[:, 1]
+    records = chosen.nonzero()[:, 1].to(device)
     batches = torch.split(records, chosen.sum(dim=1).tolist())
     noise = torch.cat(
         [
@@ -110,7 +114,7 @@ def epoch_draws(
             for shape in layout.shapes
         ],
         dim=1,
-    )
+    ).to(device)
     return EpochDraws(tuple(batches), noise)
 
 
@@ -145,7 +149,7 @@ def dpsgd_train(
         batch_size: Expected batch size (``sample_rate * n``).
         clip: Per-record clipping bound ``C`` > 0.
         sigma: Noise multiplier > 0.
-        generator: Drives the Poisson sampling and the noise.
+        generator: Drives the Poisson sampling and the noise (a CPU generator: :func:`epoch_draws`).
         engine: One of :data:`ENGINES`.
 
     Returns:
@@ -178,7 +182,7 @@ def dpsgd_train(
             clip=clip,
             sigma=sigma,
             generators=[generator],
-            dropout_generators=[torch.default_generator],
+            dropout_generators=[default_generator(params.device)],
         )[0]
     schedule = dpsgd_schedule(int(x.shape[0]), batch_size=batch_size, epochs=epochs)
     expected_batch = max(1, round(schedule.sample_rate * x.shape[0]))
@@ -235,7 +239,13 @@ def _opacus_steps(
         warnings.filterwarnings("ignore", message="Full backward hook is firing")
         for _ in range(epochs):
             draws = epoch_draws(
-                x.shape[0], schedule, layout, sigma * clip, epochs=epochs, generator=generator
+                x.shape[0],
+                schedule,
+                layout,
+                sigma * clip,
+                epochs=epochs,
+                generator=generator,
+                device=flat.device,
             )
             for batch, noise in zip(draws.batches, draws.noise, strict=True):
                 optimizer.zero_grad()
@@ -277,8 +287,9 @@ def dpsgd_train_silos(
         silos: Per silo, its (filtered, non-empty) records and targets.
         loss_fn: The model's loss.
         local_lr, epochs, batch_size, clip, sigma: As in :func:`dpsgd_train`.
-        generators: One per silo (batches and noise).
-        dropout_generators: One per silo for dropout masks (a model in train mode with dropout); silo ``s`` draws
+        generators: One per silo (batches and noise; CPU generators, :func:`epoch_draws`).
+        dropout_generators: One per silo, on the records' device, for dropout masks (a model in train mode with
+            dropout); silo ``s`` draws
             ``[batch, features]`` per dropout layer and non-empty step, as it would alone with torch's global
             generator. ``None``: torch's global generator.
 
@@ -318,6 +329,7 @@ def dpsgd_train_silos(
             for s, (x, _) in zip(schedules, silos, strict=True)
         ],
         dtype=params.dtype,
+        device=params.device,
     )[:, None]
     records, targets = (
         torch.cat([x for x, _ in silos]),
@@ -332,7 +344,10 @@ def dpsgd_train_silos(
             )
             for (x, _), schedule, generator in zip(silos, schedules, generators, strict=True)
         ]
-        index, member, sizes, noise = _stack_draws(draws, offsets, flat.shape[1], flat.dtype)
+        index, member, sizes, noise = (
+            drawn.to(flat.device)
+            for drawn in _stack_draws(draws, offsets, flat.shape[1], flat.dtype)
+        )  # built on the CPU, moved once per epoch
         for step in range(index.shape[0]):
             uniforms = None
             if closed_form.random and dropout_generators is not None:

@@ -163,7 +163,7 @@ def record_terms(
     """
     layers = layers_of(model) if layers is None else layers
     if model.training and uniforms is None:
-        uniforms = torch.rand
+        uniforms = lambda shape: torch.rand(shape, device=x.device)  # noqa: E731 - torch.rand on x's device
     logits, cache = _forward(layers, params, x, uniforms if model.training else None)
     # d(cross-entropy)/d(logits) = softmax - one_hot(y): subtract 1 at each label in place (one_hot costs more)
     delta = torch.softmax(logits, dim=-1)

@@ -38,6 +38,7 @@ from torch.func import functional_call, grad, vmap
 
 from uldp.common.checks import check_integer, check_positive
 from uldp.training import closed_form as closed_forms
+from uldp.training.device import autocast
 
 #: A loss ``(outputs, targets, weight) -> weighted mean loss`` (see :func:`uldp.models.loss_function`).
 LossFunction = Callable[[Tensor, Tensor, Tensor | None], Tensor]
@@ -47,6 +48,19 @@ LossFunction = Callable[[Tensor, Tensor, Tensor | None], Tensor]
 #: (benchmarks/per_user_training.py), the MNIST CNN at 1000 users ran 2.4 s at 2**23 against 3.3 s at 2**26 and
 #: 3.0 s at 2**25 (the working set stays in cache), the Creditcard MLP the same at either.
 DEFAULT_CHUNK_FLOATS = 2**23
+#: On a GPU a chunk may hold this share of the device's free memory: there the cost is one kernel launch per layer
+#: and chunk, whatever its size, and 2**23 floats (about 16 MNIST users) left it launch-bound (issue 43: 38-54k
+#: record-steps per second on an H100, against 411k for one vmap over 10,000 users).
+GPU_CHUNK_SHARE = 0.25
+
+
+def chunk_floats_for(device: torch.device) -> int:
+    """The default bound on a chunk's floats on ``device``: :data:`DEFAULT_CHUNK_FLOATS` on the CPU, and
+    :data:`GPU_CHUNK_SHARE` of the free memory of a CUDA device (the estimate of :func:`_chunks` is rough)."""
+    if device.type != "cuda":
+        return DEFAULT_CHUNK_FLOATS
+    free, _ = torch.cuda.mem_get_info(device)
+    return max(DEFAULT_CHUNK_FLOATS, int(free * GPU_CHUNK_SHARE) // 4)
 
 
 @dataclass(frozen=True)
@@ -240,13 +254,21 @@ def _chunks(
     return chunks
 
 
-def _padded(groups: list[np.ndarray], members: np.ndarray) -> tuple[Tensor, Tensor]:
-    """Record indices ``[Uc, n_max]`` (padding repeats index 0) and counts ``[Uc]`` of the chunk's users."""
+def _padded(
+    groups: list[np.ndarray], members: np.ndarray, device: torch.device
+) -> tuple[Tensor, Tensor]:
+    """Record indices ``[Uc, n_max]`` (padding repeats index 0) and counts ``[Uc]`` of the chunk's users, on
+    ``device`` (built on the CPU, moved once per chunk)."""
     counts = torch.tensor([groups[m].size for m in members], dtype=torch.int64)
     index = torch.zeros((len(members), int(counts.max())), dtype=torch.int64)
     for row, member in enumerate(members):
         index[row, : groups[member].size] = torch.from_numpy(groups[member])
-    return index, counts
+    return index.to(device), counts.to(device)
+
+
+def _forked_rng(device: torch.device) -> contextlib.AbstractContextManager:
+    """Torch's global generator of the CPU and of ``device`` restored after the block."""
+    return torch.random.fork_rng(devices=[device] if device.type == "cuda" else [])
 
 
 def _per_record_floats(model: nn.Module, x: Tensor) -> int:
@@ -260,10 +282,7 @@ def _per_record_floats(model: nn.Module, x: Tensor) -> int:
 
     handles = [m.register_forward_hook(count) for m in model.modules() if not list(m.children())]
     try:
-        with (
-            torch.no_grad(),
-            torch.random.fork_rng(devices=[]),
-        ):  # leave the dropout draws to training
+        with torch.no_grad(), _forked_rng(x.device):  # leave the dropout draws to training
             model(x[:1])
     finally:
         for handle in handles:
@@ -294,8 +313,9 @@ def train_users(
     epochs: int,
     batch_size: int,
     keys: Tensor,
-    chunk_floats: int = DEFAULT_CHUNK_FLOATS,
+    chunk_floats: int | None = None,
     dropout_generators: Sequence[torch.Generator] | None = None,
+    precision: str = "float32",
 ) -> Tensor:
     """Train one model copy per user on that user's records and return each user's model delta (fast path).
 
@@ -319,10 +339,16 @@ def train_users(
         epochs: Number of local epochs ``Q`` >= 1.
         batch_size: Local mini-batch size >= 1.
         keys: ``[epochs, n]`` random keys from :func:`record_keys` that fix the order of records.
-        chunk_floats: Bound on the floats one chunk of users may use.
-        dropout_generators: One generator per group for the dropout draws of a closed-form model (group ``g`` then
-            draws exactly what it would draw trained alone with torch's global generator in that state, so silos
-            trained together equal silos trained one by one); ``None``: torch's global generator.
+        chunk_floats: Bound on the floats one chunk of users may use (``None``: :func:`chunk_floats_for` the device).
+        dropout_generators: One generator per group (on the records' device) for the dropout draws of a closed-form
+            model (group ``g`` then draws exactly what it would draw trained alone with torch's global generator in
+            that state, so silos trained together equal silos trained one by one); ``None``: torch's global
+            generator.
+        precision: ``"float32"``, ``"tf32"`` (the same here; :func:`uldp.training.device.device_settings` decides
+            TF32) or ``"bf16"``: the forward and backward passes under bfloat16 autocast, through ``vmap(grad(...))``
+            (the closed forms are float32 only).
+
+    Every tensor is computed on the device of ``params``, ``x``, ``y`` and ``keys`` (one device for all).
 
     Returns:
         ``[len(groups), d]`` deltas, row ``u`` for ``groups[u]``.
@@ -333,7 +359,7 @@ def train_users(
     """
     _check_training_arguments(local_lr, epochs, batch_size, keys, x)
     groups = _check_groups(groups, x.shape[0])
-    closed_form = closed_forms.for_model(model, loss_fn)
+    closed_form = closed_forms.for_model(model, loss_fn, precision)
     if dropout_generators is not None and (
         closed_form is None or len(dropout_generators) != len(groups)
     ):
@@ -344,19 +370,21 @@ def train_users(
     if len(groups) == 1 and closed_form is None:
         # One model copy (silo-level training of DEFAULT / ULDP-NAIVE): nothing to batch over, and plain autograd
         # costs about a fifth of vmap(grad(...)) per step. Same mini-batches, so the same result.
-        return train_users_loop(
-            model,
-            params,
-            x,
-            y,
-            groups,
-            loss_fn=loss_fn,
-            local_lr=local_lr,
-            epochs=epochs,
-            batch_size=batch_size,
-            keys=keys,
-        )
+        with autocast(params.device, precision):
+            return train_users_loop(
+                model,
+                params,
+                x,
+                y,
+                groups,
+                loss_fn=loss_fn,
+                local_lr=local_lr,
+                epochs=epochs,
+                batch_size=batch_size,
+                keys=keys,
+            )
     layout = ParameterLayout.of(model)
+    device = params.device
     global_params = layout.unflatten(params.detach())
     sgd_step_: Callable[
         [dict[str, Tensor], Tensor, Tensor, Tensor, float, closed_forms.Uniforms | None], None
@@ -381,20 +409,28 @@ def train_users(
     per_record = _per_record_floats(model, x)
     width = lambda n: min(batch_size, n)  # noqa: E731 - the batch width a chunk with n_max records needs
     floats_per_user = lambda n: 3 * layout.size + n * x[0].numel() + width(n) * per_record  # noqa: E731
-    deltas = torch.zeros((len(groups), layout.size), dtype=params.dtype)
+    deltas = torch.zeros((len(groups), layout.size), dtype=params.dtype, device=device)
+    chunk_floats = chunk_floats_for(device) if chunk_floats is None else chunk_floats
     # oneDNN's grouped convolution in contiguous layout (what vmap over users makes of a conv) lost precision in
     # float32 (3.7e-5 against the float64 result on MNIST deltas of size 1e-2, the native kernel 1e-6) and was no
     # faster at 1000 users; the closed-form CNN calls oneDNN in channels-last layout itself (uldp.training.cnn).
-    with _without_onednn() if closed_form is None else contextlib.nullcontext():
+    # Under bfloat16 autocast the native kernels have no fast path (the engine measured 10 times slower than a plain
+    # vmap with oneDNN on the CPU, benchmarks/gpu.py), and float32's precision is not kept anyway.
+    with (
+        _without_onednn()
+        if closed_form is None and precision != "bf16"
+        else contextlib.nullcontext(),
+        autocast(device, precision),
+    ):
         for members in _chunks(groups, floats_per_user, chunk_floats):
-            index, counts = _padded(groups, members)
+            index, counts = _padded(groups, members, device)
             n_users, n_max = index.shape
             xs, ys = x[index], y[index]
-            valid = torch.arange(n_max)[None, :] < counts[:, None]
-            users = torch.arange(n_users)[:, None]
+            valid = torch.arange(n_max, device=device)[None, :] < counts[:, None]
+            users = torch.arange(n_users, device=device)[:, None]
             batch = width(n_max)
             n_batches = -(-n_max // batch)
-            positions = torch.arange(n_batches * batch).reshape(n_batches, batch)
+            positions = torch.arange(n_batches * batch, device=device).reshape(n_batches, batch)
             local = {
                 name: value.expand((n_users, *value.shape)).clone()
                 for name, value in global_params.items()
@@ -428,7 +464,7 @@ def train_users(
                         local_lr,
                         uniforms,
                     )
-            rows = torch.from_numpy(members)
+            rows = torch.from_numpy(members).to(device)
             deltas[rows] = layout.flatten(local, batch_dims=1) - params.detach()[None, :]
     return deltas
 
@@ -456,14 +492,14 @@ def train_users_loop(
     """
     _check_training_arguments(local_lr, epochs, batch_size, keys, x)
     groups = _check_groups(groups, x.shape[0])
-    deltas = torch.zeros((len(groups), params.numel()), dtype=params.dtype)
+    deltas = torch.zeros((len(groups), params.numel()), dtype=params.dtype, device=params.device)
     for row, records in enumerate(groups):
         user_model = copy.deepcopy(model)
         load_flat_parameters(user_model, params)
         optimizer = torch.optim.SGD(
             [p for p in user_model.parameters() if p.requires_grad], lr=local_lr
         )
-        records_t = torch.from_numpy(records)
+        records_t = torch.from_numpy(records).to(params.device)
         for epoch in range(epochs):
             ordered = records_t[keys[epoch][records_t].argsort(stable=True)]
             for batch in ordered.split(batch_size):
@@ -482,7 +518,8 @@ def user_gradients(
     groups: Sequence[np.ndarray],
     *,
     loss_fn: LossFunction,
-    chunk_floats: int = DEFAULT_CHUNK_FLOATS,
+    chunk_floats: int | None = None,
+    precision: str = "float32",
 ) -> Tensor:
     """Each user's full-batch gradient of its weighted mean loss at ``params`` (ULDP-SGD, Algorithm 3 line 21).
 
@@ -493,31 +530,37 @@ def user_gradients(
         y: Their targets.
         groups: Per user, the indices of its records (each non-empty).
         loss_fn: Weighted mean loss.
-        chunk_floats: Memory bound per chunk of users.
+        chunk_floats: Memory bound per chunk of users (``None``: :func:`chunk_floats_for` the device).
+        precision: As in :func:`train_users`.
 
     Returns:
-        ``[len(groups), d]`` gradients.
+        ``[len(groups), d]`` gradients, on the device of ``params`` and ``x``.
     """
     groups = _check_groups(groups, x.shape[0])
     layout = ParameterLayout.of(model)
     global_params = layout.unflatten(params.detach())
-    closed_form = closed_forms.for_model(model, loss_fn)
+    closed_form = closed_forms.for_model(model, loss_fn, precision)
     per_record = _per_record_floats(model, x) + x[0].numel()
-    gradients = torch.zeros((len(groups), layout.size), dtype=params.dtype)
+    device = params.device
+    gradients = torch.zeros((len(groups), layout.size), dtype=params.dtype, device=device)
+    chunk_floats = chunk_floats_for(device) if chunk_floats is None else chunk_floats
     for members in _chunks(groups, lambda n: layout.size + n * per_record, chunk_floats):
-        index, counts = _padded(groups, members)
-        mask = (torch.arange(index.shape[1])[None, :] < counts[:, None]).to(params.dtype)
+        index, counts = _padded(groups, members, device)
+        mask = (torch.arange(index.shape[1], device=device)[None, :] < counts[:, None]).to(
+            params.dtype
+        )
         if closed_form is None:
-            grads = _make_user_grad(model, loss_fn, params_batched=False)(
-                global_params, x[index], y[index], mask
-            )
+            with autocast(device, precision):
+                grads = _make_user_grad(model, loss_fn, params_batched=False)(
+                    global_params, x[index], y[index], mask
+                )
         else:  # every user starts from the global model: one shared copy, broadcast over users
             shared = {
                 name: value.expand((len(members), *value.shape))
                 for name, value in global_params.items()
             }
             grads = closed_form.weighted_gradient(shared, x[index], y[index], mask)
-        gradients[torch.from_numpy(members)] = layout.flatten(grads, batch_dims=1)
+        gradients[torch.from_numpy(members).to(device)] = layout.flatten(grads, batch_dims=1)
     return gradients
 
 

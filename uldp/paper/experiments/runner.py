@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import torch
 from tqdm import tqdm
 
 from uldp.common.atomic import write_json_atomic
@@ -33,6 +34,7 @@ from uldp.paper.experiments.store import (
     results_root,
     stored_result,
 )
+from uldp.training.device import device_name, resolve_device
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -66,22 +68,29 @@ class GridReport:
     wall_seconds: float
 
 
-def _execute_one(backend: Backend, spec: RunSpec, path: str, base_provenance: dict) -> float:
+def _execute_one(
+    backend: Backend, spec: RunSpec, path: str, base_provenance: dict, device: str = "cpu"
+) -> float:
     """Run one spec and store its file; return its wall time (runs in a worker process with ``--jobs``).
 
     The run saves its progress to ``<key>.ckpt`` beside its result (at most every minute), so a grid interrupted in
     the middle of a long run resumes that run from its last saved round; the file goes once the result is stored.
-    The stored wall time includes the rounds run before an interruption (``info["resumed_seconds"]``).
+    The stored wall time includes the rounds run before an interruption (``info["resumed_seconds"]``). A ``device``
+    other than the CPU is passed to the run (``RunConfig.device``) but stays out of its arguments and key: the
+    resolved configuration and the provenance (``device_name``) name it.
     """
     params = spec.kwargs
-    config = backend.resolve(params)
+    arguments = params if device == "cpu" else {**params, "device": device}
+    config = backend.resolve(arguments)
     checkpoint = Path(path).with_suffix(".ckpt")
     started = time.perf_counter()
-    result = backend.execute(params, str(checkpoint))
+    result = backend.execute(arguments, str(checkpoint))
     info = result.get("info") or {}
     wall = time.perf_counter() - started + info.get("resumed_seconds", 0.0)
     # what the data was (for example the Creditcard subset rather than the full file) belongs to provenance
     variant = {"dataset_variant": info.pop("dataset_variant")} if "dataset_variant" in info else {}
+    if device != "cpu":
+        variant["device_name"] = device_name(torch.device(config.get("device", device)))
     stored = StoredRun(
         spec.key,
         spec.grid,
@@ -129,11 +138,13 @@ def _start_worker(threads: int, worker_pids: multiprocessing.Queue) -> None:
     worker_pids.put(os.getpid())
 
 
-def _execute_in_worker(backend: Backend, spec: RunSpec, path: str, base_provenance: dict) -> float:
+def _execute_in_worker(
+    backend: Backend, spec: RunSpec, path: str, base_provenance: dict, device: str = "cpu"
+) -> float:
     """:func:`_execute_one` in a worker process; an interrupt ends the process once the run's cleanup has run (the
     pool would otherwise hand the worker its next run; the parent is stopping the grid)."""
     try:
-        return _execute_one(backend, spec, path, base_provenance)
+        return _execute_one(backend, spec, path, base_provenance, device)
     except KeyboardInterrupt:
         os._exit(128 + signal.SIGINT)
 
@@ -182,6 +193,7 @@ def run_grid(
     accountant: str = "rdp",
     target_epsilon: float | None = None,
     uniform_allocation: str | None = None,
+    device: str = "cpu",
 ) -> GridReport:
     """Run every run of a grid that is not stored yet, storing each as it finishes.
 
@@ -206,6 +218,8 @@ def run_grid(
         command: Recorded in the provenance (default: this call).
         accountant, target_epsilon, uniform_allocation: As in :func:`expand` (the paper's runs when left at their
             defaults).
+        device: Where each run trains (``RunConfig.device``): not part of a run's key, so a run stored from a GPU
+            is the same run as from the CPU (equal within float tolerance, dropout draws apart).
 
     Returns:
         A :class:`GridReport`.
@@ -215,6 +229,7 @@ def run_grid(
         KeyboardInterrupt: Ctrl-C or SIGTERM (the message names the signal).
     """
     check_integer("jobs", jobs)
+    device = str(resolve_device(device))
     specs = expand(
         grid_name,
         profile,
@@ -280,7 +295,7 @@ def run_grid(
                     advance(spec)
                     continue
                 try:
-                    _execute_one(backend, spec, str(result_path(root, spec)), base)
+                    _execute_one(backend, spec, str(result_path(root, spec)), base, device)
                 except Exception as error:
                     failed.append(
                         (spec.key, f"{spec.panel} / {spec.series} / seed {spec.seed}: {error!r}")
@@ -315,6 +330,7 @@ def run_grid(
                                 spec,
                                 str(result_path(root, spec)),
                                 base,
+                                device,
                             )
                         ] = spec
                     done, _ = wait(waiting, return_when=FIRST_COMPLETED)

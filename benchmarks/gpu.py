@@ -1,0 +1,304 @@
+"""Training on a device (issue 43): the per-user engine against a plain vmap reference and the CPU, an MNIST paper
+round per method family, and one short paper-scale run, as one JSON document on stdout.
+
+1. ``engine``: per-user local training of the MNIST CNN (train mode, dropout on), ``--users`` users of
+   ``--records`` records each (the paper's 10,000 users hold about 6 MNIST records each), ``--epochs`` local epochs
+   of one mini-batch each, in record-steps per second (records times epochs per wall second): the library's
+   ``train_users`` in float32 (the closed-form grouped convolutions) and in bfloat16 autocast (``vmap(grad(...))``),
+   a plain ``vmap(grad(functional_call(...)))`` over every user at once written here (the reference of issue 43),
+   in float32 and bfloat16, and the library on the CPU (``--cpu-users`` users, all its threads). Each is timed, on
+   CUDA after one warm-up call (CUDA's start-up and cuDNN's autotuning), best of ``--repeats``.
+2. ``paper_round``: one round of each method family on MNIST at the paper's settings (``uldp.simulation.run``, |U|
+   = 10,000 uniform, Q = 50, the paper's learning rates), with ``--quick`` at |U| = 100 on 600 records and Q = 2.
+   ULDP-GROUP's DP-SGD (opacus for the CNN) is timed at one local epoch and scaled to Q (its steps per epoch are
+   fixed), marked ``projected``. A round's seconds include its evaluation on the 10,000 test images (most of a
+   ``--quick`` round on a CPU, little of a paper round).
+3. ``paper_scale_run``: ULDP-AVG-w at the paper's MNIST scale for ``--rounds`` rounds (float32 and bfloat16), its
+   accuracy and the seconds per round, projected to the paper's T = 200.
+
+Sized for one call of at most 8 minutes on an H100 (``--device cuda``); ``--device cpu --quick`` runs here in about
+two minutes. Times are wall seconds of a possibly shared machine: compare ratios within one document.
+
+Usage: ``python benchmarks/gpu.py [--device cuda] [--quick] [--json]`` (the document is always JSON; ``--json`` is
+accepted for ``benchmarks/save.py``). The committed CPU run: ``python benchmarks/save.py gpu --device cpu --quick``,
+stored as ``benchmarks/results/gpu_cpu_quick.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch.func import functional_call, grad, vmap
+
+from uldp.data import load
+from uldp.method_names import parse_method
+from uldp.models import build_model, cross_entropy_loss
+from uldp.simulation import RunConfig, run
+from uldp.training.device import autocast, device_name, device_settings, resolve_device
+from uldp.training.per_user import flat_parameters, record_keys, train_users
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+LR = 0.01
+#: Issue 43's goals for the MNIST CNN on one H100, record-steps per second.
+GOALS = {"float32": 400_000, "bf16": 1_400_000}
+#: One method of each family, as the paper's MNIST figures run them.
+FAMILY_METHODS = {
+    "DEFAULT": "DEFAULT",
+    "ULDP-NAIVE": "ULDP-NAIVE",
+    "ULDP-GROUP": "ULDP-GROUP-median",
+    "ULDP-SGD": "ULDP-SGD",
+    "ULDP-AVG": "ULDP-AVG",
+    "ULDP-AVG-w": "ULDP-AVG-w",
+}
+PAPER_ROUNDS = 200
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (a CUDA kernel returns before it has run)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def best_seconds(fn: Callable[[], object], device: torch.device, repeats: int) -> float:
+    """Best wall time of ``repeats`` calls, after one warm-up call on CUDA (its start-up, cuDNN's autotuning)."""
+    if device.type == "cuda":
+        fn()
+        synchronize(device)
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        synchronize(device)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def problem(users: int, records: int, epochs: int, device: torch.device) -> dict[str, Any]:
+    """Random MNIST-shaped records of ``users`` users, ``records`` each, on ``device`` (speed does not depend on
+    the pixels)."""
+    generator = torch.Generator().manual_seed(0)
+    n = users * records
+    x = torch.rand((n, 1, 28, 28), generator=generator)
+    y = torch.randint(0, 10, (n,), generator=generator)
+    groups = list(np.arange(n).reshape(users, records))
+    keys = record_keys(n, epochs, generator)
+    return {"x": x.to(device), "y": y.to(device), "groups": groups, "keys": keys.to(device)}
+
+
+def library_rate(
+    users: int, records: int, epochs: int, device: torch.device, precision: str, repeats: int
+) -> float:
+    """Record-steps per second of ``train_users`` (the library's engine) on ``device`` in ``precision``."""
+    model = build_model("mnist", seed=0).to(device).train()
+    params = flat_parameters(model)
+    data = problem(users, records, epochs, device)
+
+    def step() -> object:
+        return train_users(
+            model,
+            params,
+            data["x"],
+            data["y"],
+            data["groups"],
+            loss_fn=cross_entropy_loss,
+            local_lr=LR,
+            epochs=epochs,
+            batch_size=64,
+            keys=data["keys"],
+            precision=precision,
+        )
+
+    with device_settings(device, precision):
+        seconds = best_seconds(step, device, repeats)
+    return users * records * epochs / seconds
+
+
+def reference_rate(
+    users: int, records: int, epochs: int, device: torch.device, precision: str, repeats: int
+) -> float:
+    """Record-steps per second of a plain ``vmap(grad(...))`` over every user at once: each user's records are one
+    mini-batch, ``epochs`` SGD steps (issue 43's reference)."""
+    model = build_model("mnist", seed=0).to(device).train()
+    data = problem(users, records, epochs, device)
+    x = data["x"].reshape(users, records, 1, 28, 28)
+    y = data["y"].reshape(users, records)
+    weight = torch.ones((users, records), device=device)
+
+    def loss(params: dict, xs: torch.Tensor, ys: torch.Tensor, ws: torch.Tensor) -> torch.Tensor:
+        return cross_entropy_loss(functional_call(model, params, (xs,)), ys, ws)
+
+    user_grad = vmap(grad(loss), randomness="different")
+
+    def step() -> object:
+        params = {
+            name: p.detach().expand(users, *p.shape).clone() for name, p in model.named_parameters()
+        }
+        with autocast(device, precision):
+            for _ in range(epochs):
+                for name, g in user_grad(params, x, y, weight).items():
+                    params[name].sub_(LR * g)
+        return params
+
+    with device_settings(device, precision):
+        seconds = best_seconds(step, device, repeats)
+    return users * records * epochs / seconds
+
+
+def engine(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+    """Section 1: the engine's record-steps per second beside the reference and the CPU."""
+    sizes = (args.users, args.records, args.epochs)
+    rates = {
+        "library_float32": library_rate(*sizes, device, "float32", args.repeats),
+        "library_bf16": library_rate(*sizes, device, "bf16", args.repeats),
+        "vmap_reference_float32": reference_rate(*sizes, device, "float32", args.repeats),
+        "vmap_reference_bf16": reference_rate(*sizes, device, "bf16", args.repeats),
+    }
+    cpu = torch.device("cpu")
+    rates["library_cpu_float32"] = (
+        rates["library_float32"]
+        if device == cpu
+        else library_rate(args.cpu_users, args.records, args.epochs, cpu, "float32", args.repeats)
+    )
+    rounded = {name: float(f"{rate:.4g}") for name, rate in rates.items()}
+    return {
+        "problem": {
+            "users": args.users,
+            "records_per_user": args.records,
+            "epochs": args.epochs,
+            "cpu_users": args.cpu_users if device != cpu else args.users,
+            "cpu_threads": torch.get_num_threads(),
+        },
+        "record_steps_per_second": rounded,
+        "ratios": {
+            "library_over_reference_float32": round(
+                rates["library_float32"] / rates["vmap_reference_float32"], 3
+            ),
+            "library_over_reference_bf16": round(
+                rates["library_bf16"] / rates["vmap_reference_bf16"], 3
+            ),
+            "library_over_cpu_float32": round(
+                rates["library_float32"] / rates["library_cpu_float32"], 3
+            ),
+            "bf16_over_float32": round(rates["library_bf16"] / rates["library_float32"], 3),
+        },
+        "goals_h100": GOALS,
+    }
+
+
+def round_config(
+    method: str, args: argparse.Namespace, device: torch.device, **options: Any
+) -> RunConfig:
+    """The MNIST run of ``method`` at the paper's settings (reduced with ``--quick``) on ``device``."""
+    reduced: dict[str, Any] = (
+        {"n_users": 100, "max_train_records": 600, "local_epochs": 2}
+        if args.quick
+        else {"n_users": 10_000}
+    )
+    if parse_method(method).family == "ULDP-SGD":
+        reduced.pop("local_epochs", None)
+    return RunConfig(
+        dataset="mnist",
+        method=method,
+        rounds=options.pop("rounds", 1),
+        seed=0,
+        device=str(device),
+        **{**reduced, **options},
+    )
+
+
+def paper_round(args: argparse.Namespace, device: torch.device, data: Any) -> dict[str, Any]:
+    """Section 2: one round per method family; ULDP-GROUP timed at one epoch and scaled to Q."""
+    rounds = {}
+    for family, method in FAMILY_METHODS.items():
+        config = round_config(method, args, device)
+        epochs = config.local_epochs
+        projected = family == "ULDP-GROUP" and epochs is not None and epochs > 1
+        if projected:
+            config = round_config(method, args, device, local_epochs=1)
+        result = run(config, dataset=data)
+        seconds = result.seconds[0] * (epochs if projected and epochs is not None else 1)
+        rounds[family] = {
+            "method": method,
+            "users": config.n_users,
+            "records": result.info["train_records"],
+            "local_epochs": epochs,
+            "seconds": round(seconds, 3),
+            "projected_from_one_epoch": projected,
+        }
+    return rounds
+
+
+def paper_scale_run(args: argparse.Namespace, device: torch.device, data: Any) -> dict[str, Any]:
+    """Section 3: ULDP-AVG-w for ``--rounds`` rounds in float32 and bfloat16."""
+    runs = {}
+    for precision in ("float32", "bf16"):
+        config = round_config(
+            "ULDP-AVG-w", args, device, rounds=args.rounds, distribution="zipf", precision=precision
+        )
+        result = run(config, dataset=data)
+        per_round = float(np.mean(result.seconds))
+        runs[precision] = {
+            "users": config.n_users,
+            "rounds": config.rounds,
+            "local_epochs": config.local_epochs,
+            "seconds_per_round": round(per_round, 3),
+            "accuracy": [round(value, 4) for value in result.accuracy],
+            "projected_hours_for_200_rounds": round(per_round * PAPER_ROUNDS / 3600, 3),
+        }
+    return runs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--quick", action="store_true", help="reduced sizes (the CPU's check)")
+    parser.add_argument("--users", type=int, default=None, help="engine: users (10,000; quick 200)")
+    parser.add_argument("--records", type=int, default=6, help="engine: records per user")
+    parser.add_argument(
+        "--epochs", type=int, default=None, help="engine: local epochs (5; quick 2)"
+    )
+    parser.add_argument("--cpu-users", type=int, default=500, help="engine: users of the CPU's run")
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="paper-scale run: rounds (3; quick 2)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=None, help="timed calls, best taken (3; quick 1)"
+    )
+    parser.add_argument("--json", action="store_true", help="accepted: the output is always JSON")
+    args = parser.parse_args()
+    defaults = {"users": 200, "epochs": 2, "rounds": 2, "repeats": 1} if args.quick else {}
+    defaults = {"users": 10_000, "epochs": 5, "rounds": 3, "repeats": 3, **defaults}
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    device = resolve_device(args.device)
+    started = time.perf_counter()
+    data = load("mnist")
+    document = {
+        "device": {
+            "name": device_name(device),
+            "torch_device": str(device),
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "cpu_count": os.cpu_count(),
+        },
+        "quick": args.quick,
+        "engine": engine(args, device),
+        "paper_round": paper_round(args, device, data),
+        "paper_scale_run": paper_scale_run(args, device, data),
+    }
+    document["wall_seconds"] = round(time.perf_counter() - started, 1)
+    print(json.dumps(document, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""benchmarks/gpu.py on the CPU at toy sizes: its engine section measures what it says (every rate positive, the
+ratios the rates' quotients), its runs are the paper's MNIST settings reduced under --quick, and the committed CPU
+quick run is one document of the script's sections naming its device."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("gpu_benchmark", BENCHMARKS / "gpu.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_engine_section_reports_rates_and_their_ratios():
+    gpu = _script()
+    args = argparse.Namespace(users=2, records=2, epochs=1, cpu_users=2, repeats=1)
+    section = gpu.engine(args, torch.device("cpu"))
+    rates = section["record_steps_per_second"]
+    assert set(rates) == {
+        "library_float32",
+        "library_bf16",
+        "vmap_reference_float32",
+        "vmap_reference_bf16",
+        "library_cpu_float32",
+    }
+    assert all(rate > 0 for rate in rates.values())
+    assert (
+        rates["library_cpu_float32"] == rates["library_float32"]
+    )  # on the CPU the two are one measurement
+    assert section["ratios"]["bf16_over_float32"] == pytest.approx(
+        rates["library_bf16"] / rates["library_float32"], rel=0.01, abs=0.001
+    )
+
+
+def test_the_runs_are_the_papers_mnist_settings_reduced_under_quick():
+    gpu = _script()
+    cpu = torch.device("cpu")
+    paper = gpu.round_config("ULDP-AVG-w", argparse.Namespace(quick=False), cpu)
+    assert (paper.n_users, paper.local_epochs, paper.batch_size, paper.max_train_records) == (
+        10_000,
+        50,
+        64,
+        None,
+    )
+    quick = gpu.round_config("ULDP-SGD", argparse.Namespace(quick=True), cpu, rounds=2)
+    assert (quick.n_users, quick.max_train_records, quick.rounds, quick.local_epochs) == (
+        100,
+        600,
+        2,
+        None,
+    )
+
+
+def test_the_committed_cpu_quick_run_is_one_document_of_every_section():
+    path = BENCHMARKS / "results" / "gpu_cpu_quick.json"
+    if not path.exists():
+        pytest.skip("not committed yet")
+    document = json.loads(path.read_text())
+    results = document["results"]
+    assert results["quick"] is True and results["device"]["torch_device"] == "cpu"
+    assert set(results["paper_round"]) == set(_script().FAMILY_METHODS)
+    assert set(results["paper_scale_run"]) == {"float32", "bf16"}
+    assert "python benchmarks/gpu.py --device cpu --quick" in document["provenance"]["command"]

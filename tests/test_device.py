@@ -1,0 +1,286 @@
+"""The device and precision plumbing, on the CPU (tests/test_gpu.py compares a GPU with the CPU where one exists):
+device strings checked by name, ``fit(device="cpu")`` equal to ``fit()`` bit for bit, bfloat16 autocast close to
+float32, and the new run fields leaving the committed results' keys and configurations as they were."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import uldp
+from uldp.paper.experiments.backend import _simulation_resolve
+from uldp.paper.experiments.store import read_result, results_root
+from uldp.simulation import LATER_FIELDS, RunConfig
+from uldp.training.device import (
+    PRECISIONS,
+    autocast,
+    check_precision,
+    check_precision_for,
+    device_settings,
+    resolve_device,
+)
+
+CUDA = torch.cuda.is_available()
+
+
+# ------------------------------------------------------------------------------------------ device strings --
+@pytest.mark.parametrize("given", ["cpu", " CPU ", torch.device("cpu")])
+def test_the_cpu_resolves_however_it_is_named(given):
+    assert resolve_device(given) == torch.device("cpu")
+
+
+@pytest.mark.parametrize("given", ["meta", "mps", "gpu", "cuda:x", "cuda:-1", "", "cpu:0 "])
+def test_other_devices_are_refused_naming_the_value_and_what_is_allowed(given):
+    with pytest.raises(ValueError) as error:
+        resolve_device(given)
+    assert repr(given) in str(error.value) and "'cpu', " not in str(error.value)
+    assert "cpu, cuda, cuda:<index>" in str(error.value)
+
+
+@pytest.mark.parametrize("given", [0, None, True, 1.5])
+def test_a_device_that_is_no_string_is_refused_by_type(given):
+    with pytest.raises(
+        ValueError, match=f"device must be a string or torch.device .* {type(given).__name__}"
+    ):
+        resolve_device(given)
+
+
+def test_a_meta_tensor_device_is_refused_as_a_device():
+    with pytest.raises(ValueError, match="'meta'"):
+        resolve_device(torch.empty(0, device="meta").device)
+
+
+@pytest.mark.skipif(CUDA, reason="this machine has CUDA")
+@pytest.mark.parametrize("given", ["cuda", "cuda:0", "CUDA:1"])
+def test_cuda_without_cuda_says_so(given):
+    with pytest.raises(
+        ValueError, match=r"needs CUDA, which this machine does not have .*use device='cpu'"
+    ):
+        resolve_device(given)
+
+
+@pytest.mark.skipif(not CUDA, reason="needs CUDA")
+def test_a_cuda_index_past_the_last_device_is_refused():
+    with pytest.raises(ValueError, match="CUDA device"):
+        resolve_device(f"cuda:{torch.cuda.device_count()}")
+
+
+@pytest.mark.parametrize("bad", ["fp16", "bfloat16", "", None, 32])
+def test_unknown_precisions_are_refused_by_name(bad):
+    with pytest.raises(
+        ValueError, match=f"precision must be one of {', '.join(PRECISIONS)}, got {bad!r}"
+    ):
+        check_precision(bad)
+
+
+def test_bfloat16_is_refused_for_dpsgd_only():
+    assert [check_precision_for(family, "bf16") for family in ("DEFAULT", "ULDP-AVG")] == [
+        "bf16"
+    ] * 2
+    with pytest.raises(ValueError, match="ULDP-GROUP-k and DP-SGD run in float32"):
+        check_precision_for("ULDP-GROUP", "bf16")
+    assert check_precision_for("ULDP-GROUP", "tf32") == "tf32"
+
+
+def test_device_settings_leave_the_cpu_alone_and_autocast_only_bfloat16():
+    before = (torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32)
+    with device_settings(torch.device("cpu"), "float32"):
+        assert (torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32) == before
+    with autocast(torch.device("cpu"), "float32"):
+        assert not torch.is_autocast_enabled("cpu")
+    with autocast(torch.device("cpu"), "bf16"):
+        assert torch.is_autocast_enabled("cpu")
+        assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.bfloat16
+
+
+# ------------------------------------------------------------------------------------------------ fit --
+def _records():
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(90, 5, generator=generator)
+    y = (x[:, 0] + 0.5 * x[:, 1] > 0).long()
+    return x, y, np.arange(90) % 13, np.arange(90) % 3
+
+
+def _fit(method: str, **options):
+    """``(initial parameters, trained parameters, history)`` of a small run with dropout."""
+    x, y, users, silos = _records()
+    torch.manual_seed(2)
+    net = nn.Sequential(nn.Linear(5, 6), nn.ReLU(), nn.Dropout(0.1), nn.Linear(6, 2))
+    initial = torch.cat([p.detach().flatten() for p in net.parameters()])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the seed's and the clipping bound's warnings
+        model, history = uldp.fit(
+            net,
+            x,
+            y,
+            user_ids=users,
+            silo_ids=silos,
+            loss=nn.CrossEntropyLoss(),
+            method=method,
+            rounds=2,
+            seed=4,
+            local_epochs=2,
+            test=(x, y),
+            sigma=None if method == "DEFAULT" else 1.0,
+            **options,
+        )
+    return initial, torch.cat([p.detach().flatten() for p in model.parameters()]), history
+
+
+@pytest.mark.parametrize(
+    "method", ["DEFAULT", "ULDP-NAIVE", "ULDP-SGD", "ULDP-AVG-w", "ULDP-GROUP-2"]
+)
+def test_fit_on_the_cpu_device_is_fit_bit_for_bit(method):
+    _, plain, plain_history = _fit(method)
+    _, on_cpu, cpu_history = _fit(method, device="cpu", precision="float32")
+    assert torch.equal(plain, on_cpu)
+    assert plain_history.column("loss") == cpu_history.column("loss")
+    assert on_cpu.device.type == "cpu"
+
+
+@pytest.mark.parametrize("device", ["meta", "mps", "cuda:7" if CUDA else "cuda"])
+def test_fit_refuses_a_device_it_cannot_train_on_before_training(device):
+    with pytest.raises(ValueError, match=repr(device)):
+        _fit("ULDP-AVG-w", device=device)
+
+
+def test_fit_refuses_bfloat16_dpsgd():
+    with pytest.raises(ValueError, match="precision='bf16'"):
+        _fit("DP-SGD", precision="bf16")
+
+
+@pytest.mark.parametrize("method", ["ULDP-AVG-w", "ULDP-SGD", "DEFAULT"])
+def test_bfloat16_autocast_trains_close_to_float32(method):
+    """bfloat16 keeps 8 bits of mantissa: two rounds' update is within 10% of float32's, and not equal to it (the
+    autocast took effect). The noise (sigma 1) is the same draws in both, so only the arithmetic differs."""
+    initial, full, _ = _fit(method)
+    _, half, _ = _fit(method, precision="bf16")
+    assert not torch.equal(full, half)
+    assert float((full - half).norm() / (full - initial).norm()) < 0.1
+
+
+# ------------------------------------------------------------------------------- the run configuration --
+def test_run_config_checks_its_device_and_precision():
+    config = RunConfig(dataset="heart_disease", method="ULDP-AVG", n_users=4, rounds=1)
+    assert (config.device, config.precision) == ("cpu", "float32")
+    assert (
+        RunConfig(
+            dataset="heart_disease", method="ULDP-AVG", n_users=4, rounds=1, device="CPU"
+        ).device
+        == "cpu"
+    )
+    with pytest.raises(ValueError, match="'meta'"):
+        RunConfig(dataset="heart_disease", method="ULDP-AVG", n_users=4, rounds=1, device="meta")
+    with pytest.raises(ValueError, match="precision"):
+        RunConfig(dataset="heart_disease", method="ULDP-AVG", n_users=4, rounds=1, precision="half")
+    with pytest.raises(ValueError, match="ULDP-GROUP-k and DP-SGD run in float32"):
+        RunConfig(
+            dataset="heart_disease", method="ULDP-GROUP-2", n_users=4, rounds=1, precision="bf16"
+        )
+
+
+def test_device_and_precision_enter_a_checkpoint_only_when_not_the_default():
+    """Checkpoints written before the fields existed still resume (the fingerprint leaves a field at its default
+    out, tests/test_simulation.py), and a checkpoint of another device or precision does not."""
+    from dataclasses import fields
+
+    defaults = {field.name: field.default for field in fields(RunConfig)}
+    assert {name: defaults[name] for name in ("device", "precision")} == {
+        name: LATER_FIELDS[name] for name in ("device", "precision")
+    }
+
+
+def test_the_committed_results_keep_their_bytes_keys_and_configurations():
+    """Every committed result (results/, results/short/) reads back and writes out byte for byte, its file name is
+    the key of its run arguments (which hold no device), and resolving those arguments today gives its stored
+    configuration on every field both have, plus the two new fields at their defaults."""
+    files = sorted(
+        path for profile in ("paper", "short") for path in results_root(profile).glob("*/*.json")
+    )
+    if not files:
+        pytest.skip("no committed results")
+    for path in files:
+        stored = read_result(path)  # checks the key against the file name and the run arguments
+        assert stored is not None, path
+        assert json.dumps(stored.to_json(), indent=1).encode() == path.read_bytes(), path
+        assert not {"device", "precision"} & (set(stored.params) | set(stored.config)), path
+        fresh = _simulation_resolve(stored.params)
+        assert (fresh.pop("device"), fresh.pop("precision")) == ("cpu", "float32")
+        shared = set(fresh) & set(stored.config)
+        assert {k: fresh[k] for k in shared} == {k: stored.config[k] for k in shared}, path
+
+
+def test_a_grid_on_the_cpu_device_stores_its_runs_under_the_keys_they_always_had(
+    tmp_path, monkeypatch
+):
+    """``run_grid(device="cpu")`` hands the backend the run arguments unchanged (no device among them) and stores
+    each run under :func:`~uldp.paper.experiments.expand`'s key; a device it cannot use stops it before any run."""
+    import fake_backend
+
+    from uldp.paper.experiments import expand, run_grid
+
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv("ULDP_FAKE_LOG", str(log))
+    specs = expand("heart_disease", "smoke", seeds=[0], methods=["ULDP-AVG-w"])
+    report = run_grid(
+        "heart_disease",
+        "smoke",
+        seeds=[0],
+        methods=["ULDP-AVG-w"],
+        root=tmp_path,
+        backend=fake_backend.FAKE,
+        progress=False,
+        device="cpu",
+    )
+    assert report.executed == len({spec.key for spec in specs}) and not report.failed
+    assert sorted(path.stem for path in (tmp_path / "heart_disease").glob("*.json")) == sorted(
+        {spec.key for spec in specs}
+    )
+    assert "device" not in log.read_text()
+    with pytest.raises(ValueError, match="'meta'"):
+        run_grid("heart_disease", "smoke", root=tmp_path, backend=fake_backend.FAKE, device="meta")
+
+
+# ------------------------------------------------------------------------------------------------ Flower --
+@pytest.mark.parametrize("device", ["meta", "cuda:7" if CUDA else "cuda"])
+def test_a_flower_silo_refuses_a_device_it_cannot_train_on_by_name(tmp_path, device):
+    """The silo's own node config names its device (``uldp-device``); one it cannot use fails when it loads its
+    records, before any stage is answered."""
+    from types import SimpleNamespace
+
+    from uldp.flower.client import DEVICE_KEY, SiloData, _silo_view
+    from uldp.flower.pseudonyms import write_key_file
+
+    write_key_file(tmp_path / "key")
+    x, y, _, _ = _records()
+    records = SiloData(x.numpy(), y.numpy(), [f"p{i}" for i in range(len(x))])
+    config = {"silo": "North", "uldp-key-file": str(tmp_path / "key")}
+    view = _silo_view(
+        lambda context: records,
+        lambda: nn.Linear(5, 2),
+        nn.CrossEntropyLoss(),
+        SimpleNamespace(node_config={**config, DEVICE_KEY: "cpu"}),
+    )
+    assert view["x"].device.type == "cpu" and next(view["model"].parameters()).device.type == "cpu"
+    with pytest.raises(ValueError, match=repr(device)):
+        _silo_view(
+            lambda context: records,
+            lambda: nn.Linear(5, 2),
+            nn.CrossEntropyLoss(),
+            SimpleNamespace(node_config={**config, DEVICE_KEY: device}),
+        )
+
+
+# --------------------------------------------------------------------------------------------- command line --
+def test_uldp_run_refuses_an_unusable_device_in_one_line(capsys):
+    from uldp import cli
+
+    arguments = ["run", "--dataset", "heart_disease", "--method", "ULDP-AVG", "--users", "4"]
+    status = cli.main([*arguments, "--rounds", "1", "--seed", "0", "--device", "meta"])
+    error = capsys.readouterr().err.strip()
+    assert status == 2 and "'meta'" in error and len(error.splitlines()) == 1

@@ -276,7 +276,7 @@ RUN_OPTION_FIELDS = {
     "accountant": "accountant",
     "epsilon": "target_epsilon",
 }
-RUN_OTHER_OPTIONS = {"k", "data_dir", "checkpoint", "json", "progress", "threads"}
+RUN_OTHER_OPTIONS = {"k", "data_dir", "checkpoint", "json", "progress", "threads", "backend"}
 
 
 def test_run_defaults_are_runconfigs():
@@ -294,6 +294,7 @@ def test_run_defaults_are_runconfigs():
             f"--{option} defaults to {defaults[option]!r}, "
             f"RunConfig.{name} to {config_defaults[name]!r}"
         )
+    assert defaults["backend"] == RunConfig("synthetic", "ULDP-AVG-w", 10, 1).protocol.backend
 
 
 def test_allocate_defaults_are_the_library_and_run_defaults(capsys):

@@ -37,6 +37,7 @@ from uldp.methods.registry import unused_hyperparameters
 from uldp.models import build_model, evaluate, loss_function
 from uldp.secure import SecureAggregator
 from uldp.secure.config import ProtocolParameters
+from uldp.secure.cost import AUTO as AUTO_BACKEND
 from uldp.training.per_user import flat_parameters, load_flat_parameters
 
 if TYPE_CHECKING:
@@ -85,7 +86,9 @@ class RunConfig:
         user_weights: Optional fixed ULDP-SGD/AVG weights ``[S][U]``, each user's column summing to 1.
         secure: Aggregate with the private weighting protocol (ULDP-AVG-w / ULDP-SGD-w only).
         protocol: Protocol 1's :class:`~uldp.secure.config.ProtocolParameters` for ``secure`` runs (the paper's
-            3072-bit key and N_max = 2000 by default; a mapping of its fields is accepted, as JSON gives it).
+            3072-bit key and N_max = 2000 by default, and the backend ``"auto"`` unless named:
+            :meth:`~uldp.secure.config.ProtocolParameters.for_user`; a mapping of its fields is accepted, as JSON
+            gives it).
         max_train_records: Use a stratified random subset of at most this many training records (smaller runs).
         n_labels: Labels per user for ``zipf-noniid`` (2, as in the paper).
         test_scoring: How the test set is prepared (:data:`uldp.data.TEST_SCORINGS`): ``"pooled"``, the authors'
@@ -118,7 +121,7 @@ class RunConfig:
     batch_size: int | None = None
     user_weights: tuple[tuple[float, ...], ...] | None = None
     secure: bool = False
-    protocol: ProtocolParameters = field(default_factory=ProtocolParameters)
+    protocol: ProtocolParameters = field(default_factory=lambda: ProtocolParameters.for_user(None))
     max_train_records: int | None = None
     n_labels: int = PAPER_N_LABELS
     test_scoring: str = "pooled"
@@ -152,7 +155,7 @@ class RunConfig:
                 f"secure=True runs Protocol 1, which computes the per-user weights of ULDP-SGD-w or "
                 f"ULDP-AVG-w, not {spec.name}"
             )
-        object.__setattr__(self, "protocol", ProtocolParameters.from_mapping(self.protocol))
+        object.__setattr__(self, "protocol", ProtocolParameters.for_user(self.protocol))
         if self.max_train_records is not None:
             check_integer("max_train_records", self.max_train_records)
         check_test_scoring(self.test_scoring)
@@ -417,8 +420,13 @@ def _checkpoint_fingerprint(config: RunConfig, data: Any) -> str:
         protocol.pop("key_bits"),
         protocol.pop("n_max"),
     )
+    # nor does the backend "auto", the default since: a checkpoint is for a plain run, where no backend plays a part
     resolved.update(
-        {f"protocol.{name}": value for name, value in protocol.items() if value != defaults[name]}
+        {
+            f"protocol.{name}": value
+            for name, value in protocol.items()
+            if value != defaults[name] and (name, value) != ("backend", AUTO_BACKEND)
+        }
     )
     return fingerprint(
         {

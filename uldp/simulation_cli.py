@@ -16,6 +16,7 @@ from uldp.accounting import ACCOUNTANTS
 from uldp.cli import add_progress_option, print_json, show_progress
 from uldp.data import load
 from uldp.data.allocation import PAPER_N_LABELS
+from uldp.secure.cost import AUTO, BACKENDS
 
 
 class DeprecatedAlias(argparse.Action):
@@ -104,6 +105,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="aggregate with the private weighting protocol (ULDP-AVG-w / ULDP-SGD-w only; slow)",
     )
+    parser.add_argument(
+        "--backend",
+        default=AUTO,
+        choices=(AUTO, *BACKENDS),
+        help="with --secure, Protocol 1's backend (default auto: the fastest that the silos can check, "
+        "chosen and logged with its estimate; see uldp.secure.cost)",
+    )
     parser.add_argument("--seed", type=int, required=True, help="the one seed of every random draw")
     parser.add_argument(
         "--test-scoring",
@@ -158,6 +166,7 @@ def method_name(method: str, k: str | None) -> str:
 
 def handle(args: argparse.Namespace) -> int:
     """Run the configured training, print a per-round table (and the JSON result with ``--json``)."""
+    from uldp.secure.config import ProtocolParameters
     from uldp.simulation import (
         RunConfig,
         run,
@@ -178,6 +187,7 @@ def handle(args: argparse.Namespace) -> int:
         sigma=args.sigma,
         q=args.q,
         secure=args.secure,
+        protocol=ProtocolParameters.for_user({"backend": args.backend}),
         n_labels=args.n_labels,
         test_scoring=args.test_scoring,
         accountant=args.accountant,

@@ -37,13 +37,23 @@ class Backend:
 WRAPPER_ARGUMENTS = ("max_test_records",)
 
 
+#: The backend of a grid's runs that name none: the paper's Protocol 1, whose runtime the secure runs reproduce and
+#: which every stored run used while it was the library's default (the library's is now "auto"); it is not a run
+#: argument, so the runs keep their keys.
+PAPER_BACKEND = "paillier"
+
+
 def split_arguments(params: Mapping[str, Any]) -> tuple[dict, dict]:
-    """The ``RunConfig`` keyword arguments of a run and its :data:`WRAPPER_ARGUMENTS` (``max_test_records`` checked).
+    """The ``RunConfig`` keyword arguments of a run (Protocol 1's backend :data:`PAPER_BACKEND` unless named) and
+    its :data:`WRAPPER_ARGUMENTS` (``max_test_records`` checked).
 
     Raises:
         ValueError: A bad ``max_test_records``.
     """
     config = {k: v for k, v in params.items() if k not in WRAPPER_ARGUMENTS}
+    protocol = config.get("protocol", {})
+    if isinstance(protocol, Mapping) and "backend" not in protocol:
+        config["protocol"] = {**protocol, "backend": PAPER_BACKEND}
     extra = {k: params[k] for k in WRAPPER_ARGUMENTS if k in params}
     limit = extra.get("max_test_records")
     if limit is not None:

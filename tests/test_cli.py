@@ -274,7 +274,7 @@ RUN_OPTION_FIELDS = {
     "secure": "secure",
     "test_scoring": "test_scoring",
     "accountant": "accountant",
-    "epsilon": "target_epsilon",
+    "epsilon": "epsilon",
 }
 RUN_OTHER_OPTIONS = {"k", "data_dir", "checkpoint", "json", "progress", "threads", "backend"}
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from uldp.paper.experiments.backend import SIMULATION, split_arguments
+from uldp.paper.experiments.executor import SIMULATION, split_arguments
 from uldp.paper.experiments.store import read_result
 from uldp.secure.config import ProtocolParameters
 from uldp.simulation import RunConfig, _checkpoint_fingerprint

@@ -14,7 +14,9 @@ Unset hyperparameters take the paper's values for the dataset and method
 
 from __future__ import annotations
 
+import functools
 import time
+import warnings
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +43,7 @@ from uldp.secure.cost import AUTO as AUTO_BACKEND
 from uldp.training.per_user import flat_parameters, load_flat_parameters
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 
@@ -84,7 +87,8 @@ class RunConfig:
         delta: Target delta.
         batch_size: Local batch size.
         user_weights: Optional fixed ULDP-SGD/AVG weights ``[S][U]``, each user's column summing to 1.
-        secure: Aggregate with the private weighting protocol (ULDP-AVG-w / ULDP-SGD-w only).
+        secure: Secure aggregation (CONTRIBUTING's glossary): in one process only Protocol 1, the private
+            weighting protocol, so ULDP-AVG-w / ULDP-SGD-w only.
         protocol: Protocol 1's :class:`~uldp.secure.config.ProtocolParameters` for ``secure`` runs (the paper's
             3072-bit key and N_max = 2000 by default, and the backend ``"auto"`` unless named:
             :meth:`~uldp.secure.config.ProtocolParameters.for_user`; a mapping of its fields is accepted, as JSON
@@ -95,10 +99,12 @@ class RunConfig:
             scoring (FLamby's pooled test set for the medical datasets), or ``"per-centre"`` (medical datasets only).
         accountant: The privacy accountant of the reported epsilon and of the budget: ``"rdp"`` (the paper's) or
             ``"pld"`` (tighter; :mod:`uldp.accounting.pld`).
-        target_epsilon: A privacy budget (user-level epsilon at ``delta`` after ``rounds`` rounds, by
-            ``accountant``). With ``sigma`` unset, sigma is the smallest that meets it (calibrated when the run
+        epsilon: A target epsilon, the privacy budget (user-level epsilon at ``delta`` after ``rounds`` rounds,
+            by ``accountant``). With ``sigma`` unset, sigma is the smallest that meets it (calibrated when the run
             is prepared: ULDP-GROUP-k's silo sizes are known only then); with ``sigma`` set, the run refuses to
-            start when its first round exceeds the budget and stops before the first round that would.
+            start when its first round exceeds the budget and stops before the first round that would. Its old
+            name ``target_epsilon`` is accepted for one release, with a ``DeprecationWarning``; stored runs keep
+            it as their argument's name (:data:`STORED_NAMES`).
 
     Raises:
         ValueError: On any bad value (the message names it and what is allowed).
@@ -126,16 +132,16 @@ class RunConfig:
     n_labels: int = PAPER_N_LABELS
     test_scoring: str = "pooled"
     accountant: str = "rdp"
-    target_epsilon: float | None = None
+    epsilon: float | None = None
 
     def __post_init__(self) -> None:
         spec = parse_method(self.method)
         check_accountant(self.accountant)
-        if self.target_epsilon is not None:
-            check_positive("target_epsilon", self.target_epsilon)
+        if self.epsilon is not None:
+            check_positive("epsilon", self.epsilon)
             if not spec.private:
                 raise ValueError(
-                    f"target_epsilon needs a private method; {spec.name} has no privacy guarantee"
+                    f"epsilon needs a private method; {spec.name} has no privacy guarantee"
                 )
         if self.dataset not in DATASET_DEFAULTS:
             raise ValueError(
@@ -183,7 +189,7 @@ class RunConfig:
         paper = paper_hyperparameters(self.dataset, spec.name, self.n_users)
         unused = unused_hyperparameters(spec.family)
         calibrate = (
-            self.target_epsilon is not None and self.sigma is None
+            self.epsilon is not None and self.sigma is None
         )  # sigma stays None until prepared
         defaults = {
             **paper,
@@ -223,6 +229,46 @@ class RunConfig:
             user_weights=None if self.user_weights is None else np.asarray(self.user_weights),
         )
         return hp
+
+    @property
+    def target_epsilon(self) -> float | None:
+        """Deprecated (one release): :attr:`epsilon`."""
+        warnings.warn(
+            "RunConfig.target_epsilon is deprecated and will be removed in the next release; use .epsilon",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.epsilon
+
+
+def _accepting_target_epsilon(init: Callable[..., None]) -> Callable[..., None]:
+    """``RunConfig.__init__`` that also takes ``target_epsilon=``, the old name of ``epsilon=``, and warns."""
+
+    @functools.wraps(init)
+    def __init__(
+        self: RunConfig, *args: Any, target_epsilon: float | None = None, **kwargs: Any
+    ) -> None:
+        if target_epsilon is not None:
+            warnings.warn(
+                "RunConfig(target_epsilon=...) is deprecated and will be removed in the next release; use epsilon=",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            if kwargs.get("epsilon") is not None:
+                raise ValueError(
+                    f"give epsilon or its old name target_epsilon, not both; got epsilon={kwargs['epsilon']!r}, "
+                    f"target_epsilon={target_epsilon!r}"
+                )
+            kwargs["epsilon"] = target_epsilon
+        init(self, *args, **kwargs)
+
+    return __init__
+
+
+RunConfig.__init__ = _accepting_target_epsilon(RunConfig.__init__)  # type: ignore[method-assign]
+#: Run arguments as stored runs name them (``results/**/*.json``'s ``params``, and checkpoints' fingerprints) ->
+#: ``RunConfig``'s names: their keys are hashes of the stored names, which therefore stay.
+STORED_NAMES = {"target_epsilon": "epsilon"}
 
 
 @dataclass(frozen=True)
@@ -340,17 +386,17 @@ def secure_aggregator(config: RunConfig) -> SecureAggregator:
 def _prepared(
     config: RunConfig, dataset: FederatedDataset | None = None
 ) -> tuple[RunConfig, Any, Federation, FederatedDataset]:
-    """The run's configuration (sigma calibrated to ``target_epsilon`` where it was unset), its method, its prepared
+    """The run's configuration (sigma calibrated to ``epsilon`` where it was unset), its method, its prepared
     federation (ULDP-GROUP-k's records kept) and the dataset (:func:`uldp.fitting.prepare_method`)."""
     federation, data = build_federation(config, dataset)
-    calibrate = config.sigma is None and config.target_epsilon is not None
+    calibrate = config.sigma is None and config.epsilon is not None
     hp, method, federation = prepare_method(
         config.method,
         (replace(config, sigma=SIGMA) if calibrate else config).hyperparameters(),
         federation,
         np.random.SeedSequence(config.seed),
         user_weights=None if config.user_weights is None else np.asarray(config.user_weights),
-        target_epsilon=config.target_epsilon if calibrate else None,
+        target_epsilon=config.epsilon if calibrate else None,
         rounds=config.rounds,
         accountant=config.accountant,
     )
@@ -402,14 +448,15 @@ def _record_round(result: RunResult, row: dict) -> None:
 
 #: RunConfig fields added after checkpoints were first written, with their defaults: they enter a checkpoint's
 #: fingerprint only when set otherwise, so the checkpoints of earlier runs still resume.
-LATER_FIELDS = {"accountant": "rdp", "target_epsilon": None}
+LATER_FIELDS = {"accountant": "rdp", "epsilon": None}
 
 
 def _checkpoint_fingerprint(config: RunConfig, data: Any) -> str:
     """What a checkpoint must match to be resumed: the resolved configuration and the train and test set sizes
     (a grid may evaluate on a subset of the test set)."""
+    stored = {new: old for old, new in STORED_NAMES.items()}
     resolved = {
-        name: value
+        stored.get(name, name): value
         for name, value in asdict(config).items()
         if name not in LATER_FIELDS or value != LATER_FIELDS[name]
     }
@@ -467,14 +514,14 @@ def run(
             :mod:`uldp.common.threads`); the previous number is restored afterwards. Results do not depend on it.
 
     Returns:
-        The :class:`RunResult` (its ``config`` with the calibrated sigma when ``target_epsilon`` chose it); secure
+        The :class:`RunResult` (its ``config`` with the calibrated sigma when ``epsilon`` chose it); secure
         runs add the protocol's per-part seconds to ``info["secure_timings"]``; a run whose next round would exceed
-        ``config.target_epsilon`` stops before it and says so in ``info["stopped_by_budget"]``.
+        ``config.epsilon`` stops before it and says so in ``info["stopped_by_budget"]``.
 
     Raises:
         ValueError: A checkpoint with a secure or custom aggregation, a negative ``checkpoint_seconds``, a
             checkpoint path that cannot be written, a checkpoint file that is corrupted, malformed or belongs to
-            another configuration, or a ``target_epsilon`` that the first round already exceeds.
+            another configuration, or an ``epsilon`` that the first round already exceeds.
     """
     if checkpoint is not None and (config.secure or aggregate_fn is not None):
         raise ValueError(
@@ -497,15 +544,15 @@ def _run(
     """:func:`run` once its arguments are checked and its threads set."""
     start = time.perf_counter()
     root = np.random.SeedSequence(config.seed)
-    calibrating = config.sigma is None and config.target_epsilon is not None
+    calibrating = config.sigma is None and config.epsilon is not None
     config, method, federation, data = _prepared(config, dataset)
-    budget_check = config.target_epsilon is not None
+    budget_check = config.epsilon is not None
     if (
         budget_check
-        and method.epsilon(federation, 1, accountant=config.accountant) > config.target_epsilon
+        and method.epsilon(federation, 1, accountant=config.accountant) > config.epsilon
     ):
         raise ValueError(
-            f"target_epsilon={config.target_epsilon!r} is exceeded by the first round at "
+            f"epsilon={config.epsilon!r} is exceeded by the first round at "
             f"sigma={config.sigma!r} ({config.accountant}); raise sigma or leave it unset to calibrate"
         )
     if aggregate_fn is None and config.secure:
@@ -552,7 +599,7 @@ def _run(
         progress=progress,
         description=f"{config.method} on {config.dataset}",
         accountant=config.accountant,
-        epsilon_budget=config.target_epsilon,
+        epsilon_budget=config.epsilon,
     )
     if len(history) < config.rounds:  # the budget stopped it before the next round
         next_epsilon = method.epsilon(federation, len(history) + 1, accountant=config.accountant)

@@ -8,33 +8,16 @@ Example::
 
 from __future__ import annotations
 
-import argparse
-import warnings
-from typing import Any
+from typing import TYPE_CHECKING
 
 from uldp.accounting import ACCOUNTANTS
-from uldp.cli import add_progress_option, print_json, show_progress
+from uldp.cli import DeprecatedAlias, add_progress_option, print_json, show_progress
 from uldp.data import load
 from uldp.data.allocation import PAPER_N_LABELS
 from uldp.secure.cost import AUTO, BACKENDS
 
-
-class DeprecatedAlias(argparse.Action):
-    """An option kept for one release under its old name: it sets the new one's value and warns."""
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option: Any = None,
-    ) -> None:
-        warnings.warn(
-            f"{option} is deprecated and will be removed in the next release; use --{self.dest}",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        setattr(namespace, self.dest, values)
+if TYPE_CHECKING:
+    import argparse
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -103,7 +86,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--secure",
         action="store_true",
-        help="aggregate with the private weighting protocol (ULDP-AVG-w / ULDP-SGD-w only; slow)",
+        help="secure aggregation: in process Protocol 1, the private weighting protocol (ULDP-AVG-w / "
+        "ULDP-SGD-w only; slow)",
     )
     parser.add_argument(
         "--backend",
@@ -191,7 +175,7 @@ def handle(args: argparse.Namespace) -> int:
         n_labels=args.n_labels,
         test_scoring=args.test_scoring,
         accountant=args.accountant,
-        target_epsilon=args.epsilon,
+        epsilon=args.epsilon,
     )
     result = run(
         config,

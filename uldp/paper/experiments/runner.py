@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from tqdm import tqdm
 from uldp.common.atomic import write_json_atomic
 from uldp.common.checks import check_integer
 from uldp.common.provenance import canonical, now, provenance
-from uldp.paper.experiments.backend import SIMULATION
+from uldp.paper.experiments.executor import SIMULATION
 from uldp.paper.experiments.keys import expand
 from uldp.paper.experiments.results import duration
 from uldp.paper.experiments.store import (
@@ -37,7 +38,7 @@ from uldp.paper.experiments.store import (
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-    from uldp.paper.experiments.backend import Backend
+    from uldp.paper.experiments.executor import Executor
     from uldp.paper.experiments.keys import RunSpec
 
 
@@ -66,7 +67,7 @@ class GridReport:
     wall_seconds: float
 
 
-def _execute_one(backend: Backend, spec: RunSpec, path: str, base_provenance: dict) -> float:
+def _execute_one(executor: Executor, spec: RunSpec, path: str, base_provenance: dict) -> float:
     """Run one spec and store its file; return its wall time (runs in a worker process with ``--jobs``).
 
     The run saves its progress to ``<key>.ckpt`` beside its result (at most every minute), so a grid interrupted in
@@ -74,10 +75,10 @@ def _execute_one(backend: Backend, spec: RunSpec, path: str, base_provenance: di
     The stored wall time includes the rounds run before an interruption (``info["resumed_seconds"]``).
     """
     params = spec.kwargs
-    config = backend.resolve(params)
+    config = executor.resolve(params)
     checkpoint = Path(path).with_suffix(".ckpt")
     started = time.perf_counter()
-    result = backend.execute(params, str(checkpoint))
+    result = executor.execute(params, str(checkpoint))
     info = result.get("info") or {}
     wall = time.perf_counter() - started + info.get("resumed_seconds", 0.0)
     # what the data was (for example the Creditcard subset rather than the full file) belongs to provenance
@@ -120,7 +121,7 @@ def _sigterm_interrupts() -> Iterator[None]:
 
 def _start_worker(threads: int, worker_pids: multiprocessing.Queue) -> None:
     """Worker initializer: share the CPU cores between the worker processes (torch reads the variables when the
-    backend first imports it), let SIGTERM stop the worker cleanly (see :func:`_stop_workers`), and report this
+    executor first imports it), let SIGTERM stop the worker cleanly (see :func:`_stop_workers`), and report this
     process's id on ``worker_pids`` (the grid stops its workers by it)."""
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
     if "torch" in sys.modules:
@@ -129,11 +130,13 @@ def _start_worker(threads: int, worker_pids: multiprocessing.Queue) -> None:
     worker_pids.put(os.getpid())
 
 
-def _execute_in_worker(backend: Backend, spec: RunSpec, path: str, base_provenance: dict) -> float:
+def _execute_in_worker(
+    executor: Executor, spec: RunSpec, path: str, base_provenance: dict
+) -> float:
     """:func:`_execute_one` in a worker process; an interrupt ends the process once the run's cleanup has run (the
     pool would otherwise hand the worker its next run; the parent is stopping the grid)."""
     try:
-        return _execute_one(backend, spec, path, base_provenance)
+        return _execute_one(executor, spec, path, base_provenance)
     except KeyboardInterrupt:
         os._exit(128 + signal.SIGINT)
 
@@ -176,7 +179,8 @@ def run_grid(
     datasets: Sequence[str] | None = None,
     jobs: int = 1,
     root: Path | str | None = None,
-    backend: Backend = SIMULATION,
+    executor: Executor = SIMULATION,
+    backend: Executor | None = None,
     progress: bool = True,
     command: str | None = None,
     accountant: str = "rdp",
@@ -201,7 +205,8 @@ def run_grid(
         datasets: Only the runs on these datasets.
         jobs: Runs at once (``> 1``: worker processes started with ``spawn``, CPU threads shared between them).
         root: Results root (default :func:`results_root` of the profile).
-        backend: What executes a run (default the simulation).
+        executor: What executes a run (default the simulation).
+        backend: Deprecated (one release): ``executor``.
         progress: Show a tqdm bar with the remaining-time estimate (on stderr).
         command: Recorded in the provenance (default: this call).
         accountant, target_epsilon, uniform_allocation: As in :func:`expand` (the paper's runs when left at their
@@ -215,6 +220,13 @@ def run_grid(
         KeyboardInterrupt: Ctrl-C or SIGTERM (the message names the signal).
     """
     check_integer("jobs", jobs)
+    if backend is not None:
+        warnings.warn(
+            "run_grid(backend=...) is deprecated and will be removed in the next release; use executor=",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        executor = backend
     specs = expand(
         grid_name,
         profile,
@@ -280,7 +292,7 @@ def run_grid(
                     advance(spec)
                     continue
                 try:
-                    _execute_one(backend, spec, str(result_path(root, spec)), base)
+                    _execute_one(executor, spec, str(result_path(root, spec)), base)
                 except Exception as error:
                     failed.append(
                         (spec.key, f"{spec.panel} / {spec.series} / seed {spec.seed}: {error!r}")
@@ -311,7 +323,7 @@ def run_grid(
                         waiting[
                             pool.submit(
                                 _execute_in_worker,
-                                backend,
+                                executor,
                                 spec,
                                 str(result_path(root, spec)),
                                 base,

@@ -171,8 +171,8 @@ Markdown(
 #
 # ## The noise each accountant needs
 #
-# Choosing $\sigma$ for a budget (`sigma_for_epsilon(..., accountant=...)`, `uldp epsilon --target-epsilon`,
-# `RunConfig(target_epsilon=...)`): the smallest $\sigma$ that reaches $\epsilon$ at $\delta = 10^{-5}$, for
+# Choosing $\sigma$ for a budget (`sigma_for_epsilon(..., accountant=...)`, `uldp epsilon --epsilon`,
+# `RunConfig(epsilon=...)`): the smallest $\sigma$ that reaches $\epsilon$ at $\delta = 10^{-5}$, for
 # ULDP-AVG on HeartDisease ($T = 50$, no sampling) and for a second example, ULDP-AVG-w with $T = 30$ rounds and
 # user sampling at $q = 0.5$.
 
@@ -227,7 +227,7 @@ Markdown(
 # Whether that noise reduction buys measurable utility is a question for training runs at equal epsilon: the paper's
 # ULDP-AVG-w runs (σ = 5, epsilon by RDP) beside runs of the same settings trained to the same epsilon with PLD's
 # smaller σ, everything else the paper's (`uldp grid NAME --profile paper --methods ULDP-AVG-w --accountant pld
-# --target-epsilon EPS`). They are read as stored, whatever this page's profile.
+# --epsilon EPS`). They are read as stored, whatever this page's profile.
 
 # %%
 from uldp.paper.beyond import PLD_RERUNS, pld_claim, pld_equal_epsilon

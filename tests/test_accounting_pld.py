@@ -384,7 +384,7 @@ def test_cli_epsilon_target_json_repeats_inputs_and_inverts(capsys):
                 "epsilon",
                 "--method",
                 "ULDP-AVG-w",
-                "--target-epsilon",
+                "--epsilon",
                 "2",
                 "--rounds",
                 "30",
@@ -402,14 +402,14 @@ def test_cli_epsilon_target_json_repeats_inputs_and_inverts(capsys):
     payload = json.loads(capsys.readouterr().out)  # exactly one JSON document
     assert {
         key: payload["inputs"][key]
-        for key in ("method", "rounds", "delta", "q", "accountant", "target_epsilon")
+        for key in ("method", "rounds", "delta", "q", "accountant", "epsilon")
     } == {
         "method": "ULDP-AVG-w",
         "rounds": 30,
         "delta": 1e-5,
         "q": 0.5,
         "accountant": "pld",
-        "target_epsilon": 2.0,
+        "epsilon": 2.0,
     }
     assert payload["order"] is None and 1.998 <= payload["epsilon"] <= 2.0
     assert (
@@ -435,7 +435,7 @@ def test_cli_epsilon_needs_sigma_or_target(capsys):
                 "1e-5",
                 "--sigma",
                 "1",
-                "--target-epsilon",
+                "--epsilon",
                 "2",
             ]
         )

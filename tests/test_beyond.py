@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-import fake_backend
+import fake_executor
 import pytest
 
 from uldp.accounting import epsilon_naive, epsilon_uldp
@@ -25,7 +25,7 @@ def _store(root, **privacy):
         seeds=[0, 1],
         methods=["ULDP-AVG-w"],
         root=root,
-        backend=fake_backend.FAKE,
+        executor=fake_executor.FAKE,
         progress=False,
         **privacy,
     )
@@ -33,7 +33,7 @@ def _store(root, **privacy):
 
 def test_without_pld_runs_the_claim_is_not_measured_and_says_how_to_run_them(tmp_path):
     _store(tmp_path)
-    with pytest.raises(NotMeasured, match=r"--accountant pld --target-epsilon 7\.0"):
+    with pytest.raises(NotMeasured, match=r"--accountant pld --epsilon 7\.0"):
         pld_equal_epsilon("heart_disease", target_epsilon=TARGET, root=str(tmp_path))
     assert pld_claim((("heart_disease", TARGET),), root=str(tmp_path))["verdict"] == MISSING
 
@@ -88,7 +88,7 @@ def test_the_paper_runs_are_compared_on_the_seeds_the_pld_runs_have(tmp_path):
         seeds=[0],
         methods=["ULDP-AVG-w"],
         root=tmp_path,
-        backend=fake_backend.FAKE,
+        executor=fake_executor.FAKE,
         progress=False,
         accountant="pld",
         target_epsilon=TARGET,

@@ -274,11 +274,11 @@ RUN_OPTION_FIELDS = {
     "secure": "secure",
     "test_scoring": "test_scoring",
     "accountant": "accountant",
-    "epsilon": "target_epsilon",
+    "epsilon": "epsilon",
     "device": "device",
     "precision": "precision",
 }
-RUN_OTHER_OPTIONS = {"k", "data_dir", "checkpoint", "json", "progress", "threads"}
+RUN_OTHER_OPTIONS = {"k", "data_dir", "checkpoint", "json", "progress", "threads", "backend"}
 
 
 def test_run_defaults_are_runconfigs():
@@ -296,6 +296,7 @@ def test_run_defaults_are_runconfigs():
             f"--{option} defaults to {defaults[option]!r}, "
             f"RunConfig.{name} to {config_defaults[name]!r}"
         )
+    assert defaults["backend"] == RunConfig("synthetic", "ULDP-AVG-w", 10, 1).protocol.backend
 
 
 def test_allocate_defaults_are_the_library_and_run_defaults(capsys):

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 import uldp
-from uldp.paper.experiments.backend import _simulation_resolve
+from uldp.paper.experiments.executor import _simulation_resolve
 from uldp.paper.experiments.store import read_result, results_root
 from uldp.simulation import LATER_FIELDS, RunConfig
 from uldp.training.device import (
@@ -218,9 +218,9 @@ def test_the_committed_results_keep_their_bytes_keys_and_configurations():
 def test_a_grid_on_the_cpu_device_stores_its_runs_under_the_keys_they_always_had(
     tmp_path, monkeypatch
 ):
-    """``run_grid(device="cpu")`` hands the backend the run arguments unchanged (no device among them) and stores
+    """``run_grid(device="cpu")`` hands the executor the run arguments unchanged (no device among them) and stores
     each run under :func:`~uldp.paper.experiments.expand`'s key; a device it cannot use stops it before any run."""
-    import fake_backend
+    import fake_executor
 
     from uldp.paper.experiments import expand, run_grid
 
@@ -233,7 +233,7 @@ def test_a_grid_on_the_cpu_device_stores_its_runs_under_the_keys_they_always_had
         seeds=[0],
         methods=["ULDP-AVG-w"],
         root=tmp_path,
-        backend=fake_backend.FAKE,
+        executor=fake_executor.FAKE,
         progress=False,
         device="cpu",
     )
@@ -243,7 +243,9 @@ def test_a_grid_on_the_cpu_device_stores_its_runs_under_the_keys_they_always_had
     )
     assert "device" not in log.read_text()
     with pytest.raises(ValueError, match="'meta'"):
-        run_grid("heart_disease", "smoke", root=tmp_path, backend=fake_backend.FAKE, device="meta")
+        run_grid(
+            "heart_disease", "smoke", root=tmp_path, executor=fake_executor.FAKE, device="meta"
+        )
 
 
 # ------------------------------------------------------------------------------------------------ Flower --

@@ -1,4 +1,4 @@
-"""Experiment grids, result storage and resumption (uldp.paper.experiments), with a fast fake backend.
+"""Experiment grids, result storage and resumption (uldp.paper.experiments), with a fast fake executor.
 
 The paper-profile grids are checked against the tables of settings.md, parsed here independently of the module.
 """
@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any
 
-import fake_backend
+import fake_executor
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
@@ -376,7 +376,7 @@ def test_unknown_names_give_clear_errors():
     numpy_seed = [spec.key for spec in expand("heart_disease", "smoke", seeds=numpy_seeds)]
     assert numpy_seed == [spec.key for spec in expand("heart_disease", "smoke", seeds=[3])]
     with pytest.raises(ValueError, match="jobs must be an integer >= 1, got 0"):
-        run_grid("mnist", "smoke", jobs=0, backend=fake_backend.FAKE)
+        run_grid("mnist", "smoke", jobs=0, executor=fake_executor.FAKE)
 
 
 def test_cli_reports_bad_names_and_dry_runs(tmp_path, capsys):
@@ -611,7 +611,7 @@ def test_a_grid_run_resumes_from_its_checkpoint_beside_the_result_and_removes_it
         seeds=[0],
         methods=["ULDP-AVG-w"],
         root=tmp_path,
-        backend=fake_backend.RESUMED,
+        executor=fake_executor.RESUMED,
         progress=False,
     )
     stored = json.loads(result_path(tmp_path, spec).read_text())
@@ -629,7 +629,7 @@ def test_within_a_seed_the_runs_longest_at_other_seeds_go_first_and_unknown_ones
         seeds=[0],
         methods=methods,
         root=tmp_path,
-        backend=fake_backend.FAKE,
+        executor=fake_executor.FAKE,
         progress=False,
     )
     walls = {"ULDP-SGD": 30.0, "ULDP-AVG": 10.0, "ULDP-AVG-w": 20.0}
@@ -673,7 +673,7 @@ def test_within_a_seed_the_runs_longest_at_other_seeds_go_first_and_unknown_ones
         seeds=[1],
         methods=methods,
         root=tmp_path,
-        backend=fake_backend.FAKE,
+        executor=fake_executor.FAKE,
         progress=True,
     )
     # the bar shows the time left by the other seeds' times: 4 panels x (30 + 10 + 20) s, about 4 min at first
@@ -704,7 +704,7 @@ def test_run_grid_stores_one_file_per_run_with_provenance_and_skips_them_later(
         "heart_disease",
         "smoke",
         root=tmp_path,
-        backend=fake_backend.FAKE,
+        executor=fake_executor.FAKE,
         progress=False,
         command="pytest",
     )
@@ -718,8 +718,10 @@ def test_run_grid_stores_one_file_per_run_with_provenance_and_skips_them_later(
     assert sorted(p.stem for p in files) == sorted(specs)
     stored = json.loads(files[0].read_text())
     spec = specs[files[0].stem]
-    assert stored["params"] == spec.kwargs and stored["config"] == fake_backend.resolve(spec.kwargs)
-    executed = json.loads(json.dumps(fake_backend.execute(spec.kwargs)))
+    assert stored["params"] == spec.kwargs and stored["config"] == fake_executor.resolve(
+        spec.kwargs
+    )
+    executed = json.loads(json.dumps(fake_executor.execute(spec.kwargs)))
     assert stored["result"] == {**executed, "info": {}}  # the dataset variant moves to provenance
     prov = stored["provenance"]
     assert prov["dataset_variant"] == "fake heart_disease"
@@ -729,7 +731,7 @@ def test_run_grid_stores_one_file_per_run_with_provenance_and_skips_them_later(
     assert prov["packages"]["numpy"] and "git_commit" in prov
     n_calls = len(log.read_text().splitlines())
     again = run_grid(
-        "heart_disease", "smoke", root=tmp_path, backend=fake_backend.FAKE, progress=False
+        "heart_disease", "smoke", root=tmp_path, executor=fake_executor.FAKE, progress=False
     )
     assert (again.executed, again.skipped) == (0, len(specs))
     shown = load_results("heart_disease", "smoke", root=tmp_path)
@@ -749,10 +751,10 @@ def test_run_grid_stores_one_file_per_run_with_provenance_and_skips_them_later(
 def test_interrupted_grid_resumes_with_only_the_missing_runs(tmp_path, monkeypatch):
     log = tmp_path / "calls.log"
     monkeypatch.setenv("ULDP_FAKE_LOG", str(log))
-    monkeypatch.setattr(fake_backend, "INTERRUPT_AFTER", [5])
+    monkeypatch.setattr(fake_executor, "INTERRUPT_AFTER", [5])
     with pytest.raises(KeyboardInterrupt):
         run_grid(
-            "tcga_brca", "smoke", root=tmp_path, backend=fake_backend.INTERRUPTING, progress=False
+            "tcga_brca", "smoke", root=tmp_path, executor=fake_executor.INTERRUPTING, progress=False
         )
     assert len(list((tmp_path / "tcga_brca").glob("*.json"))) == 5
     assert not list((tmp_path / "tcga_brca").glob(".*"))
@@ -765,7 +767,7 @@ def test_interrupted_grid_resumes_with_only_the_missing_runs(tmp_path, monkeypat
     assert len(partial.runs) + len(partial.missing) == len(expand("tcga_brca", "smoke"))
     log.write_text("")
     report = run_grid(
-        "tcga_brca", "smoke", root=tmp_path, backend=fake_backend.FAKE, progress=False
+        "tcga_brca", "smoke", root=tmp_path, executor=fake_executor.FAKE, progress=False
     )
     assert (report.skipped, report.executed) == (5, len(missing))
     done = {line.split(" ", 1)[1] for line in log.read_text().splitlines()}
@@ -792,13 +794,13 @@ def test_parallel_jobs_match_serial_results_and_failures_are_reported(tmp_path, 
     )
     monkeypatch.setitem(GRIDS, "failing", failing)
     serial = run_grid(
-        "failing", "smoke", root=tmp_path / "serial", backend=fake_backend.FAKE, progress=False
+        "failing", "smoke", root=tmp_path / "serial", executor=fake_executor.FAKE, progress=False
     )
     parallel = run_grid(
         "failing",
         "smoke",
         root=tmp_path / "parallel",
-        backend=fake_backend.FAKE,
+        executor=fake_executor.FAKE,
         jobs=2,
         progress=False,
     )
@@ -832,7 +834,7 @@ def test_sigterm_stops_a_serial_grid_like_ctrl_c_and_the_old_handler_comes_back(
         calls.append(params)
         if len(calls) == 2:
             os.kill(os.getpid(), signal.SIGTERM)  # as `kill PID` during the second run
-        return fake_backend.execute(params)
+        return fake_executor.execute(params)
 
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(KeyboardInterrupt, match="stopped by SIGTERM"):
@@ -840,7 +842,7 @@ def test_sigterm_stops_a_serial_grid_like_ctrl_c_and_the_old_handler_comes_back(
             "tcga_brca",
             "smoke",
             root=tmp_path,
-            backend=experiments.Backend(fake_backend.resolve, terminated),
+            executor=experiments.Executor(fake_executor.resolve, terminated),
             progress=False,
         )
     assert len(calls) == 2 and len(list((tmp_path / "tcga_brca").glob("*.json"))) == 1
@@ -851,10 +853,10 @@ def test_sigterm_stops_a_serial_grid_like_ctrl_c_and_the_old_handler_comes_back(
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads process states from /proc")
 def test_sigterm_to_the_grid_alone_stops_its_workers_and_leaves_no_partial_file(tmp_path):
     log = tmp_path / "calls.log"
-    tests = os.path.dirname(os.path.abspath(fake_backend.__file__))
+    tests = os.path.dirname(os.path.abspath(fake_executor.__file__))
     script = (
-        "import sys, fake_backend, uldp.paper.experiments as e; from uldp import cli; "
-        "e.run_grid.__kwdefaults__['backend'] = fake_backend.SLOW; "
+        "import sys, fake_executor, uldp.paper.experiments as e; from uldp import cli; "
+        "e.run_grid.__kwdefaults__['executor'] = fake_executor.SLOW; "
         f"sys.exit(cli.main(['grid', 'tcga_brca', '--profile', 'smoke', '--root', {str(tmp_path)!r}, "
         "'--jobs', '2']))"
     )
@@ -918,7 +920,7 @@ def test_loaded_results_frame_and_description(tmp_path):
         "user_sampling",
         "smoke",
         root=tmp_path,
-        backend=fake_backend.FAKE,
+        executor=fake_executor.FAKE,
         progress=False,
         command="pytest",
     )
@@ -945,25 +947,25 @@ def test_chapter_results_show_paper_results_only_when_they_cover_every_line(tmp_
     first = experiments.chapter_results(
         "user_sampling",
         "default",
-        backend=fake_backend.FAKE,
+        executor=fake_executor.FAKE,
         paper_root=paper_root,
         root=build_root,
     )
     assert first.results.profile == "default" and first.results.complete
     assert "No paper-profile results are committed" in first.note and "**default**" in first.note
-    monkeypatch.setattr(fake_backend, "INTERRUPT_AFTER", [2])
+    monkeypatch.setattr(fake_executor, "INTERRUPT_AFTER", [2])
     with pytest.raises(KeyboardInterrupt):
         run_grid(
             "user_sampling",
             "paper",
             root=paper_root,
-            backend=fake_backend.INTERRUPTING,
+            executor=fake_executor.INTERRUPTING,
             progress=False,
         )
     partial = experiments.chapter_results(
         "user_sampling",
         "default",
-        backend=fake_backend.FAKE,
+        executor=fake_executor.FAKE,
         paper_root=paper_root,
         root=build_root,
     )
@@ -995,7 +997,7 @@ def test_chapter_results_show_paper_results_only_when_they_cover_every_line(tmp_
     one_panel = experiments.chapter_results(
         "user_sampling",
         "default",
-        backend=fake_backend.FAKE,
+        executor=fake_executor.FAKE,
         paper_root=paper_root,
         root=build_root,
     )
@@ -1008,12 +1010,16 @@ def test_chapter_results_show_paper_results_only_when_they_cover_every_line(tmp_
         "paper",
         seeds=[0],
         root=paper_root,
-        backend=fake_backend.FAKE,
+        executor=fake_executor.FAKE,
         progress=False,
         command="uldp grid user_sampling --profile paper",
     )
     shown = experiments.chapter_results(
-        "user_sampling", "smoke", backend=fake_backend.FAKE, paper_root=paper_root, root=build_root
+        "user_sampling",
+        "smoke",
+        executor=fake_executor.FAKE,
+        paper_root=paper_root,
+        root=build_root,
     )
     assert shown.results.profile == "paper" and "committed paper-profile" in shown.note
     assert "uldp grid user_sampling --profile paper" in shown.note and not shown.results.complete
@@ -1021,7 +1027,11 @@ def test_chapter_results_show_paper_results_only_when_they_cover_every_line(tmp_
         "user_sampling", "smoke", root=build_root
     ).complete  # smoke still exercised the runs
     full = experiments.chapter_results(
-        "user_sampling", "paper", backend=fake_backend.FAKE, paper_root=paper_root, root=build_root
+        "user_sampling",
+        "paper",
+        executor=fake_executor.FAKE,
+        paper_root=paper_root,
+        root=build_root,
     )
     assert full.results.complete and "ran the paper-profile grid" in full.note
     assert len(list((paper_root / "user_sampling").glob("*.json"))) == 45
@@ -1120,7 +1130,7 @@ def test_a_run_stored_by_one_grid_is_not_run_again_by_another(tmp_path, monkeypa
         seeds=[0],
         methods=["ULDP-AVG-w"],
         root=tmp_path,
-        backend=fake_backend.FAKE,
+        executor=fake_executor.FAKE,
         progress=False,
     )
     shared = [s for s in weighting if s.kwargs["method"] == "ULDP-AVG-w"]
@@ -1141,13 +1151,15 @@ def test_two_processes_on_one_grid_do_not_redo_each_others_runs(tmp_path, monkey
 
     def pending_then_other_process_stores(listed, root):
         todo = original(listed, root)
-        runner._execute_one(fake_backend.FAKE, later, str(experiments.result_path(root, later)), {})
+        runner._execute_one(
+            fake_executor.FAKE, later, str(experiments.result_path(root, later)), {}
+        )
         return todo
 
     monkeypatch.setattr(runner, "pending_runs", pending_then_other_process_stores)
     log.write_text("")
     report = run_grid(
-        "tcga_brca", "smoke", root=tmp_path, backend=fake_backend.FAKE, progress=False
+        "tcga_brca", "smoke", root=tmp_path, executor=fake_executor.FAKE, progress=False
     )
     executed = log.read_text().splitlines()
     assert len(executed) == len(specs)  # every run once: the other process's one, and not again
@@ -1290,7 +1302,7 @@ def test_cli_grid_dry_run_passes_accountant_and_budget(tmp_path, capsys):
                 "--dry-run",
                 "--accountant",
                 "pld",
-                "--target-epsilon",
+                "--epsilon",
                 "2",
                 "--json",
             ]
@@ -1301,7 +1313,7 @@ def test_cli_grid_dry_run_passes_accountant_and_budget(tmp_path, capsys):
     specs = expand("heart_disease", "smoke", accountant="pld", target_epsilon=2.0)
     assert payload["pending"] == len({spec.key for spec in specs})
     assert {run["key"] for run in payload["pending_runs"]} == {spec.key for spec in specs}
-    assert payload["inputs"]["accountant"] == "pld" and payload["inputs"]["target_epsilon"] == 2.0
+    assert payload["inputs"]["accountant"] == "pld" and payload["inputs"]["epsilon"] == 2.0
 
 
 @needs_data
@@ -1361,7 +1373,7 @@ def test_a_grid_with_more_seeds_for_some_methods_loads_what_each_setting_has(tmp
         if spec.seed < (3 if spec.kwargs["method"] == "ULDP-AVG" else 1)
     ]
     for spec in specs:
-        payload = {**_stored_payload(spec), "result": fake_backend.paper_like(spec.kwargs)}
+        payload = {**_stored_payload(spec), "result": fake_executor.paper_like(spec.kwargs)}
         experiments.write_json_atomic(result_path(tmp_path, spec), payload)
     results = load_results("heart_disease", "paper", root=tmp_path)
     assert len(results.runs) == len({(s.panel, s.series, s.seed) for s in specs})

@@ -3,7 +3,7 @@ carry each claim's verdict."""
 
 from __future__ import annotations
 
-import fake_backend
+import fake_executor
 import numpy as np
 import pytest
 
@@ -19,7 +19,7 @@ def _world(grid: str, seeds=(0, 1)) -> dict[str, ResultSet]:
             "series": spec.series,
             "seed": spec.seed,
             "params": spec.kwargs,
-            "result": fake_backend.paper_like(spec.kwargs),
+            "result": fake_executor.paper_like(spec.kwargs),
             "provenance": {},
         }
         for spec in expand(grid, "paper", seeds=list(seeds))
@@ -68,7 +68,9 @@ def test_conclusions_give_each_claim_its_badge_and_missing_results_say_so():
             tuple(
                 {
                     **run,
-                    "result": fake_backend.paper_like(run["params"], swap=("ULDP-AVG", "ULDP-SGD")),
+                    "result": fake_executor.paper_like(
+                        run["params"], swap=("ULDP-AVG", "ULDP-SGD")
+                    ),
                 }
                 for run in data["heart_disease"].runs
             ),

@@ -2,10 +2,12 @@
 ``flwr run`` submitted to a real SuperLink fails (``flwr run`` itself exits 0 once the run is accepted). The
 SuperLink runs the ServerApp of a two-line app; no SuperNode is needed. (tests/test_faults.py tests the launcher
 with a fake ``flwr``; tests/test_flower_loopback.py submits with it a run that completes, with ``uldp
-flower-worker`` behind real SuperNodes.)"""
+flower-worker`` behind real SuperNodes.) Where flwr finds "the SuperLink unavailable", ``uldp flower-run`` says
+why: nothing listening, or TLS (against a loopback TLS server in a thread, with a throwaway CA)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -14,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from flower_bundle import pyproject
 
 APP = """
@@ -104,3 +107,57 @@ def test_without_flwr_flower_run_says_in_one_line_which_extra_installs_it(tmp_pa
     assert main(["flower-run", str(tmp_path), "--flwr", str(tmp_path / "flwr")]) == 1
     said = capsys.readouterr().err.strip().splitlines()
     assert len(said) == 1 and "pip install 'uldp[deploy]'" in said[0], said
+
+
+@pytest.mark.parametrize(
+    "configured", ["no certificate", "wrong CA", "right CA", "nothing listening"]
+)
+def test_flwr_s_unavailable_superlink_is_diagnosed(configured, tmp_path, monkeypatch):
+    """``uldp flower-run``'s diagnosis of flwr's "Connection to the SuperLink is unavailable", against a TLS server
+    with the throwaway certificate on loopback (a thread; the port is the OS's choice)."""
+    import ssl
+    import threading
+
+    pytest.importorskip("cryptography")
+    from tls_certificates import write_certificates
+
+    from uldp.flower.cli import connection_problem
+
+    ca, certificate, key = write_certificates(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    other_ca = write_certificates(other)[0]
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(certificate, key)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    if configured == "nothing listening":
+        listener.close()
+    else:
+        listener.listen()
+
+        def serve() -> None:
+            connection, _ = listener.accept()
+            with connection, contextlib.suppress(OSError):
+                context.wrap_socket(connection, server_side=True).close()
+
+        threading.Thread(target=serve, daemon=True).start()
+    root = {"no certificate": "", "wrong CA": f'root-certificates = "{other_ca}"\n'}.get(
+        configured, f'root-certificates = "{ca}"\n'
+    )
+    (tmp_path / "config.toml").write_text(
+        f'[superlink]\ndefault = "server"\n[superlink.server]\naddress = "127.0.0.1:{port}"\n{root}'
+    )
+    monkeypatch.setenv("FLWR_HOME", str(tmp_path))
+    problem = connection_problem(None, timeout=10)
+    try:
+        if configured == "right CA":
+            assert problem is None
+        elif configured == "nothing listening":
+            assert problem is not None and problem.startswith(f"no server at 127.0.0.1:{port}")
+        else:
+            assert problem is not None and problem.startswith(f"TLS failed at 127.0.0.1:{port}")
+            assert ("no root-certificates" in problem) == (configured == "no certificate"), problem
+    finally:
+        listener.close()

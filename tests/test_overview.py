@@ -3,7 +3,7 @@ what is not measured."""
 
 from __future__ import annotations
 
-import fake_backend
+import fake_executor
 
 from uldp.paper import overview
 from uldp.paper.experiments import ResultSet, expand
@@ -18,7 +18,7 @@ def _world(grid: str, swap=None) -> dict[str, ResultSet]:
             "series": spec.series,
             "seed": spec.seed,
             "params": spec.kwargs,
-            "result": fake_backend.paper_like(spec.kwargs, swap=swap),
+            "result": fake_executor.paper_like(spec.kwargs, swap=swap),
             "provenance": {},
         }
         for spec in expand(grid, "paper", seeds=[0, 1])

@@ -7,7 +7,7 @@ import dataclasses
 import functools
 import json
 
-import fake_backend
+import fake_executor
 import numpy as np
 import pytest
 
@@ -65,8 +65,8 @@ def linear_scan(tmp_path, monkeypatch):
 def world(
     profile: str = "paper", seeds=(0, 1), grids=None, swap: tuple[str, str] | None = None
 ) -> dict[str, ResultSet]:
-    """In-memory results of every grid, curves from :func:`fake_backend.paper_like`."""
-    execute = functools.partial(fake_backend.paper_like, swap=swap)
+    """In-memory results of every grid, curves from :func:`fake_executor.paper_like`."""
+    execute = functools.partial(fake_executor.paper_like, swap=swap)
     data = {}
     for name in grids or GRIDS:
         runs = tuple(
@@ -242,10 +242,10 @@ def test_stored_results_use_paper_panels_covered_whole(tmp_path):
         seeds=[0],
         methods=["ULDP-AVG", "ULDP-AVG-w"],
         root=paper,
-        backend=fake_backend.FAKE,
+        executor=fake_executor.FAKE,
         progress=False,
     )
-    run_grid("weighting", "smoke", root=build, backend=fake_backend.FAKE, progress=False)
+    run_grid("weighting", "smoke", root=build, executor=fake_executor.FAKE, progress=False)
     data = sc.stored_results("smoke", paper_root=paper, root=build)
     weighting = data["weighting"]
     assert weighting.profile == "paper" and {run["panel"] for run in weighting.runs} == {
@@ -344,7 +344,7 @@ def test_stored_results_read_the_committed_short_profile(tmp_path):
     from uldp.paper.experiments import run_grid
 
     short = tmp_path / "short"
-    run_grid("mnist", "short", seeds=[0], root=short, backend=fake_backend.FAKE, progress=False)
+    run_grid("mnist", "short", seeds=[0], root=short, executor=fake_executor.FAKE, progress=False)
     data = sc.stored_results(
         "smoke", paper_root=tmp_path / "paper", root=tmp_path / "build", short_root=short
     )

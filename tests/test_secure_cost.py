@@ -5,7 +5,9 @@ among those the run allows and this machine has."""
 from __future__ import annotations
 
 import json
+import logging
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -71,3 +73,42 @@ def test_the_measured_backends_are_the_registered_ones() -> None:
     from uldp.secure.backends import BACKENDS as REGISTERED
 
     assert set(cost.BACKENDS) == set(REGISTERED)
+    assert {name: REGISTERED[name].checks_weights for name in REGISTERED} == cost.CHECKS_WEIGHTS
+
+
+def test_auto_is_the_fastest_backend_the_policy_allows_and_the_key_fits(monkeypatch, caplog):
+    monkeypatch.setattr(
+        cost, "installed", lambda backend: True
+    )  # the lattice counts even without TenSEAL
+    # the measured lattice is the fastest, but under a malicious server its weights go unchecked: packed Paillier
+    assert cost.fastest_backend(parameters=20001, users=40) == "lattice"
+    with caplog.at_level(logging.INFO, logger="uldp.secure.cost"):
+        assert cost.choose_backend(users=40, parameters=20001) == "packed-paillier"
+    assert "'auto': packed-paillier" in caplog.text and "about 112 s per round" in caplog.text
+    assert cost.choose_backend(users=40, parameters=20001, malicious_server=False) == "lattice"
+    # the packed rescale needs room in the key: the paper's backend then
+    assert cost.choose_backend(users=40, fits=lambda name: name == "paillier") == "paillier"
+
+
+def test_auto_is_the_default_and_a_session_names_the_backend_it_runs():
+    from uldp.secure.config import ProtocolConfig, ProtocolParameters
+    from uldp.simulation import RunConfig
+
+    user = ProtocolParameters.for_user(None)
+    assert ProtocolParameters().backend == "paillier"  # the protocol object's own: the paper's
+    assert user.backend == cost.AUTO == RunConfig("synthetic", "ULDP-AVG-w", 10, 1).protocol.backend
+    assert ProtocolParameters.for_user({"key_bits": 4096}) == replace(user, key_bits=4096)
+    assert ProtocolParameters.for_user({"backend": "lattice"}).backend == "lattice"
+    session = ProtocolConfig(n_silos=3, n_users=40, clip=1.0, sigma=1.0, parameters=user)
+    assert session.parameters.backend == "packed-paillier"
+    training = ProtocolConfig.for_training(3, 40, clip=1.0, sigma=1.0, parameters=user)
+    assert training.parameters.backend == "packed-paillier"
+    # n_max 650: C_LCM has 937 bits, the packed rescale blind needs 130 more than a 1024-bit key holds
+    small = replace(user, key_bits=1024, insecure_test_key=True, n_max=650)
+    with pytest.raises(ValueError, match="packed backend's rescale blind"):
+        ProtocolConfig(3, 40, 1.0, parameters=replace(small, backend="packed-paillier"))
+    assert ProtocolConfig(3, 40, 1.0, parameters=small).parameters.backend == "paillier"
+    named = replace(small, backend="paillier", n_max=100)
+    assert ProtocolConfig(3, 40, 1.0, parameters=named).parameters.backend == "paillier"
+    with pytest.raises(ValueError, match=r"backend must be one of \['auto', 'paillier'"):
+        ProtocolParameters(backend="rsa")

@@ -355,8 +355,8 @@ def test_cli_prints_json_last(capsys, tmp_path):
     "changes, message",
     [
         ({"accountant": "prv"}, "unknown accountant 'prv'; known accountants: rdp, pld"),
-        ({"target_epsilon": 0.0}, "target_epsilon must be"),
-        ({"target_epsilon": 2.0, "method": "DEFAULT"}, "target_epsilon needs a private method"),
+        ({"epsilon": 0.0}, "epsilon must be"),
+        ({"epsilon": 2.0, "method": "DEFAULT"}, "epsilon needs a private method"),
     ],
 )
 def test_invalid_privacy_settings_raise_clear_errors(changes, message):
@@ -459,7 +459,7 @@ def test_target_epsilon_calibrates_sigma_and_the_run_spends_the_budget(method, a
         seed=1,
         local_epochs=1,
         accountant=accountant,
-        target_epsilon=4.0,
+        epsilon=4.0,
     )
     assert config.sigma is None
     result = run(config)
@@ -488,11 +488,11 @@ def test_a_run_with_sigma_stops_before_the_budget_and_refuses_when_round_one_exc
         "sigma": 5.0,
     }
     full = _floats([accounted_epsilon(RunConfig(**base), rounds=t) for t in (1, 2, 3)])
-    stopped = run(RunConfig(**base, target_epsilon=(full[1] + full[2]) / 2))
+    stopped = run(RunConfig(**base, epsilon=(full[1] + full[2]) / 2))
     assert stopped.round == [1, 2] and stopped.epsilon == full[:2]
     assert stopped.info["stopped_by_budget"] == {"rounds_done": 2, "epsilon_next_round": full[2]}
     with pytest.raises(ValueError, match="exceeded by the first round"):
-        run(RunConfig(**base, target_epsilon=full[0] / 2))
+        run(RunConfig(**base, epsilon=full[0] / 2))
 
 
 @needs_data
@@ -517,7 +517,7 @@ def test_cli_run_to_a_budget(capsys):
                 "0",
                 "--accountant",
                 "pld",
-                "--target-epsilon",
+                "--epsilon",
                 "3",
                 "--json",
             ]
@@ -525,6 +525,6 @@ def test_cli_run_to_a_budget(capsys):
         == 0
     )
     payload = json.loads(capsys.readouterr().out)  # one document, nothing else on stdout
-    assert payload["config"]["accountant"] == "pld" and payload["config"]["target_epsilon"] == 3.0
+    assert payload["config"]["accountant"] == "pld" and payload["config"]["epsilon"] == 3.0
     assert payload["info"]["calibrated_sigma"] == payload["config"]["sigma"]
     assert payload["rounds"][-1]["epsilon"] <= 3.0

@@ -11,6 +11,7 @@ import argparse
 import importlib
 import json
 import sys
+import warnings
 from typing import Any
 
 from uldp.common.extras import missing_extra
@@ -24,6 +25,24 @@ COMMAND_MODULES: tuple[str, ...] = (
     "uldp.flower.cli",
     "uldp.simulation_cli",
 )
+
+
+class DeprecatedAlias(argparse.Action):
+    """An option kept for one release under its old name: it sets the new one's value and warns."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option: Any = None,
+    ) -> None:
+        warnings.warn(
+            f"{option} is deprecated and will be removed in the next release; use --{self.dest}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        setattr(namespace, self.dest, values)
 
 
 #: The dests of nested sub-commands (``uldp deploy server``, ``uldp roster add``): part of the command's name.

@@ -14,7 +14,9 @@ Unset hyperparameters take the paper's values for the dataset and method
 
 from __future__ import annotations
 
+import functools
 import time
+import warnings
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -37,10 +39,12 @@ from uldp.methods.registry import unused_hyperparameters
 from uldp.models import build_model, evaluate, loss_function
 from uldp.secure import SecureAggregator
 from uldp.secure.config import ProtocolParameters
+from uldp.secure.cost import AUTO as AUTO_BACKEND
 from uldp.training.device import check_precision_for, device_settings, resolve_device
 from uldp.training.per_user import flat_parameters, load_flat_parameters
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 
@@ -84,19 +88,24 @@ class RunConfig:
         delta: Target delta.
         batch_size: Local batch size.
         user_weights: Optional fixed ULDP-SGD/AVG weights ``[S][U]``, each user's column summing to 1.
-        secure: Aggregate with the private weighting protocol (ULDP-AVG-w / ULDP-SGD-w only).
+        secure: Secure aggregation (CONTRIBUTING's glossary): in one process only Protocol 1, the private
+            weighting protocol, so ULDP-AVG-w / ULDP-SGD-w only.
         protocol: Protocol 1's :class:`~uldp.secure.config.ProtocolParameters` for ``secure`` runs (the paper's
-            3072-bit key and N_max = 2000 by default; a mapping of its fields is accepted, as JSON gives it).
+            3072-bit key and N_max = 2000 by default, and the backend ``"auto"`` unless named:
+            :meth:`~uldp.secure.config.ProtocolParameters.for_user`; a mapping of its fields is accepted, as JSON
+            gives it).
         max_train_records: Use a stratified random subset of at most this many training records (smaller runs).
         n_labels: Labels per user for ``zipf-noniid`` (2, as in the paper).
         test_scoring: How the test set is prepared (:data:`uldp.data.TEST_SCORINGS`): ``"pooled"``, the authors'
             scoring (FLamby's pooled test set for the medical datasets), or ``"per-centre"`` (medical datasets only).
         accountant: The privacy accountant of the reported epsilon and of the budget: ``"rdp"`` (the paper's) or
             ``"pld"`` (tighter; :mod:`uldp.accounting.pld`).
-        target_epsilon: A privacy budget (user-level epsilon at ``delta`` after ``rounds`` rounds, by
-            ``accountant``). With ``sigma`` unset, sigma is the smallest that meets it (calibrated when the run
+        epsilon: A target epsilon, the privacy budget (user-level epsilon at ``delta`` after ``rounds`` rounds,
+            by ``accountant``). With ``sigma`` unset, sigma is the smallest that meets it (calibrated when the run
             is prepared: ULDP-GROUP-k's silo sizes are known only then); with ``sigma`` set, the run refuses to
-            start when its first round exceeds the budget and stops before the first round that would.
+            start when its first round exceeds the budget and stops before the first round that would. Its old
+            name ``target_epsilon`` is accepted for one release, with a ``DeprecationWarning``; stored runs keep
+            it as their argument's name (:data:`STORED_NAMES`).
         device: Where to train (:func:`uldp.training.device.resolve_device`): ``"cpu"`` (the default),
             ``"cuda"`` or ``"cuda:<index>"``, kept as ``str(torch.device)``. Not a run argument of the grids (a
             stored run's key does not depend on it); the resolved configuration and the provenance name it.
@@ -124,12 +133,12 @@ class RunConfig:
     batch_size: int | None = None
     user_weights: tuple[tuple[float, ...], ...] | None = None
     secure: bool = False
-    protocol: ProtocolParameters = field(default_factory=ProtocolParameters)
+    protocol: ProtocolParameters = field(default_factory=lambda: ProtocolParameters.for_user(None))
     max_train_records: int | None = None
     n_labels: int = PAPER_N_LABELS
     test_scoring: str = "pooled"
     accountant: str = "rdp"
-    target_epsilon: float | None = None
+    epsilon: float | None = None
     device: str = "cpu"
     precision: str = "float32"
 
@@ -138,11 +147,11 @@ class RunConfig:
         check_accountant(self.accountant)
         object.__setattr__(self, "device", str(resolve_device(self.device)))
         check_precision_for(spec.family, self.precision)
-        if self.target_epsilon is not None:
-            check_positive("target_epsilon", self.target_epsilon)
+        if self.epsilon is not None:
+            check_positive("epsilon", self.epsilon)
             if not spec.private:
                 raise ValueError(
-                    f"target_epsilon needs a private method; {spec.name} has no privacy guarantee"
+                    f"epsilon needs a private method; {spec.name} has no privacy guarantee"
                 )
         if self.dataset not in DATASET_DEFAULTS:
             raise ValueError(
@@ -162,7 +171,7 @@ class RunConfig:
                 f"secure=True runs Protocol 1, which computes the per-user weights of ULDP-SGD-w or "
                 f"ULDP-AVG-w, not {spec.name}"
             )
-        object.__setattr__(self, "protocol", ProtocolParameters.from_mapping(self.protocol))
+        object.__setattr__(self, "protocol", ProtocolParameters.for_user(self.protocol))
         if self.max_train_records is not None:
             check_integer("max_train_records", self.max_train_records)
         check_test_scoring(self.test_scoring)
@@ -190,7 +199,7 @@ class RunConfig:
         paper = paper_hyperparameters(self.dataset, spec.name, self.n_users)
         unused = unused_hyperparameters(spec.family)
         calibrate = (
-            self.target_epsilon is not None and self.sigma is None
+            self.epsilon is not None and self.sigma is None
         )  # sigma stays None until prepared
         defaults = {
             **paper,
@@ -230,6 +239,46 @@ class RunConfig:
             user_weights=None if self.user_weights is None else np.asarray(self.user_weights),
         )
         return hp
+
+    @property
+    def target_epsilon(self) -> float | None:
+        """Deprecated (one release): :attr:`epsilon`."""
+        warnings.warn(
+            "RunConfig.target_epsilon is deprecated and will be removed in the next release; use .epsilon",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.epsilon
+
+
+def _accepting_target_epsilon(init: Callable[..., None]) -> Callable[..., None]:
+    """``RunConfig.__init__`` that also takes ``target_epsilon=``, the old name of ``epsilon=``, and warns."""
+
+    @functools.wraps(init)
+    def __init__(
+        self: RunConfig, *args: Any, target_epsilon: float | None = None, **kwargs: Any
+    ) -> None:
+        if target_epsilon is not None:
+            warnings.warn(
+                "RunConfig(target_epsilon=...) is deprecated and will be removed in the next release; use epsilon=",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            if kwargs.get("epsilon") is not None:
+                raise ValueError(
+                    f"give epsilon or its old name target_epsilon, not both; got epsilon={kwargs['epsilon']!r}, "
+                    f"target_epsilon={target_epsilon!r}"
+                )
+            kwargs["epsilon"] = target_epsilon
+        init(self, *args, **kwargs)
+
+    return __init__
+
+
+RunConfig.__init__ = _accepting_target_epsilon(RunConfig.__init__)  # type: ignore[method-assign]
+#: Run arguments as stored runs name them (``results/**/*.json``'s ``params``, and checkpoints' fingerprints) ->
+#: ``RunConfig``'s names: their keys are hashes of the stored names, which therefore stay.
+STORED_NAMES = {"target_epsilon": "epsilon"}
 
 
 @dataclass(frozen=True)
@@ -348,17 +397,17 @@ def secure_aggregator(config: RunConfig) -> SecureAggregator:
 def _prepared(
     config: RunConfig, dataset: FederatedDataset | None = None
 ) -> tuple[RunConfig, Any, Federation, FederatedDataset]:
-    """The run's configuration (sigma calibrated to ``target_epsilon`` where it was unset), its method, its prepared
+    """The run's configuration (sigma calibrated to ``epsilon`` where it was unset), its method, its prepared
     federation (ULDP-GROUP-k's records kept) and the dataset (:func:`uldp.fitting.prepare_method`)."""
     federation, data = build_federation(config, dataset)
-    calibrate = config.sigma is None and config.target_epsilon is not None
+    calibrate = config.sigma is None and config.epsilon is not None
     hp, method, federation = prepare_method(
         config.method,
         (replace(config, sigma=SIGMA) if calibrate else config).hyperparameters(),
         federation,
         np.random.SeedSequence(config.seed),
         user_weights=None if config.user_weights is None else np.asarray(config.user_weights),
-        target_epsilon=config.target_epsilon if calibrate else None,
+        target_epsilon=config.epsilon if calibrate else None,
         rounds=config.rounds,
         accountant=config.accountant,
     )
@@ -412,7 +461,7 @@ def _record_round(result: RunResult, row: dict) -> None:
 #: fingerprint only when set otherwise, so the checkpoints of earlier runs still resume.
 LATER_FIELDS = {
     "accountant": "rdp",
-    "target_epsilon": None,
+    "epsilon": None,
     "device": "cpu",
     "precision": "float32",
 }
@@ -421,8 +470,9 @@ LATER_FIELDS = {
 def _checkpoint_fingerprint(config: RunConfig, data: Any) -> str:
     """What a checkpoint must match to be resumed: the resolved configuration and the train and test set sizes
     (a grid may evaluate on a subset of the test set)."""
+    stored = {new: old for old, new in STORED_NAMES.items()}
     resolved = {
-        name: value
+        stored.get(name, name): value
         for name, value in asdict(config).items()
         if name not in LATER_FIELDS or value != LATER_FIELDS[name]
     }
@@ -433,8 +483,13 @@ def _checkpoint_fingerprint(config: RunConfig, data: Any) -> str:
         protocol.pop("key_bits"),
         protocol.pop("n_max"),
     )
+    # nor does the backend "auto", the default since: a checkpoint is for a plain run, where no backend plays a part
     resolved.update(
-        {f"protocol.{name}": value for name, value in protocol.items() if value != defaults[name]}
+        {
+            f"protocol.{name}": value
+            for name, value in protocol.items()
+            if value != defaults[name] and (name, value) != ("backend", AUTO_BACKEND)
+        }
     )
     return fingerprint(
         {
@@ -475,14 +530,14 @@ def run(
             :mod:`uldp.common.threads`); the previous number is restored afterwards. Results do not depend on it.
 
     Returns:
-        The :class:`RunResult` (its ``config`` with the calibrated sigma when ``target_epsilon`` chose it); secure
+        The :class:`RunResult` (its ``config`` with the calibrated sigma when ``epsilon`` chose it); secure
         runs add the protocol's per-part seconds to ``info["secure_timings"]``; a run whose next round would exceed
-        ``config.target_epsilon`` stops before it and says so in ``info["stopped_by_budget"]``.
+        ``config.epsilon`` stops before it and says so in ``info["stopped_by_budget"]``.
 
     Raises:
         ValueError: A checkpoint with a secure or custom aggregation, a negative ``checkpoint_seconds``, a
             checkpoint path that cannot be written, a checkpoint file that is corrupted, malformed or belongs to
-            another configuration, or a ``target_epsilon`` that the first round already exceeds.
+            another configuration, or an ``epsilon`` that the first round already exceeds.
     """
     if checkpoint is not None and (config.secure or aggregate_fn is not None):
         raise ValueError(
@@ -505,15 +560,15 @@ def _run(
     """:func:`run` once its arguments are checked and its threads set."""
     start = time.perf_counter()
     root = np.random.SeedSequence(config.seed)
-    calibrating = config.sigma is None and config.target_epsilon is not None
+    calibrating = config.sigma is None and config.epsilon is not None
     config, method, federation, data = _prepared(config, dataset)
-    budget_check = config.target_epsilon is not None
+    budget_check = config.epsilon is not None
     if (
         budget_check
-        and method.epsilon(federation, 1, accountant=config.accountant) > config.target_epsilon
+        and method.epsilon(federation, 1, accountant=config.accountant) > config.epsilon
     ):
         raise ValueError(
-            f"target_epsilon={config.target_epsilon!r} is exceeded by the first round at "
+            f"epsilon={config.epsilon!r} is exceeded by the first round at "
             f"sigma={config.sigma!r} ({config.accountant}); raise sigma or leave it unset to calibrate"
         )
     if aggregate_fn is None and config.secure:
@@ -563,7 +618,7 @@ def _run(
         progress=progress,
         description=f"{config.method} on {config.dataset}",
         accountant=config.accountant,
-        epsilon_budget=config.target_epsilon,
+        epsilon_budget=config.epsilon,
     )
     if len(history) < config.rounds:  # the budget stopped it before the next round
         next_epsilon = method.epsilon(federation, len(history) + 1, accountant=config.accountant)

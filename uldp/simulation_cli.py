@@ -8,32 +8,22 @@ Example::
 
 from __future__ import annotations
 
-import argparse
-import warnings
-from typing import Any
+from typing import TYPE_CHECKING
 
 from uldp.accounting import ACCOUNTANTS
-from uldp.cli import add_device_option, add_progress_option, print_json, show_progress
+from uldp.cli import (
+    DeprecatedAlias,
+    add_device_option,
+    add_progress_option,
+    print_json,
+    show_progress,
+)
 from uldp.data import load
 from uldp.data.allocation import PAPER_N_LABELS
+from uldp.secure.cost import AUTO, BACKENDS
 
-
-class DeprecatedAlias(argparse.Action):
-    """An option kept for one release under its old name: it sets the new one's value and warns."""
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option: Any = None,
-    ) -> None:
-        warnings.warn(
-            f"{option} is deprecated and will be removed in the next release; use --{self.dest}",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        setattr(namespace, self.dest, values)
+if TYPE_CHECKING:
+    import argparse
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -102,7 +92,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--secure",
         action="store_true",
-        help="aggregate with the private weighting protocol (ULDP-AVG-w / ULDP-SGD-w only; slow)",
+        help="secure aggregation: in process Protocol 1, the private weighting protocol (ULDP-AVG-w / "
+        "ULDP-SGD-w only; slow)",
+    )
+    parser.add_argument(
+        "--backend",
+        default=AUTO,
+        choices=(AUTO, *BACKENDS),
+        help="with --secure, Protocol 1's backend (default auto: the fastest that the silos can check, "
+        "chosen and logged with its estimate; see uldp.secure.cost)",
     )
     parser.add_argument("--seed", type=int, required=True, help="the one seed of every random draw")
     parser.add_argument(
@@ -164,6 +162,7 @@ def method_name(method: str, k: str | None) -> str:
 
 def handle(args: argparse.Namespace) -> int:
     """Run the configured training, print a per-round table (and the JSON result with ``--json``)."""
+    from uldp.secure.config import ProtocolParameters
     from uldp.simulation import (
         RunConfig,
         run,
@@ -184,10 +183,11 @@ def handle(args: argparse.Namespace) -> int:
         sigma=args.sigma,
         q=args.q,
         secure=args.secure,
+        protocol=ProtocolParameters.for_user({"backend": args.backend}),
         n_labels=args.n_labels,
         test_scoring=args.test_scoring,
         accountant=args.accountant,
-        target_epsilon=args.epsilon,
+        epsilon=args.epsilon,
         device=args.device,
         precision=args.precision,
     )

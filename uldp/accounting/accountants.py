@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 #: The noise multipliers :func:`sigma_for_budget` searches, and where it starts (the paper's sigma).
 SIGMA_RANGE: tuple[float, float] = (1e-3, 1e4)
 SIGMA_START = 5.0
+#: The epsilon :func:`sigma_for_budget` compares in place of one at or below 0 (its gap is on a log scale).
+_EPSILON_FLOOR = 1e-300
 
 
 def sigma_for_budget(
@@ -38,7 +40,9 @@ def sigma_for_budget(
     """The smallest noise multiplier whose epsilon ``epsilon_at(sigma)`` is at most the target ``epsilon``.
 
     Epsilon decreases monotonically in sigma: the bracket grows from ``start`` by ``factor`` (within
-    [1e-3, 1e4]) until it holds the target, then a bracketing root finder (Brent) solves on ``log sigma``.
+    [1e-3, 1e4]) until it holds the target, then a bracketing root finder (Brent) solves on ``log sigma``. An
+    ``epsilon_at`` at or below 0 (Lemma 2's conversion at a large delta, down to ``log(1 - delta)``) meets every
+    target.
 
     Args:
         epsilon_at: The guarantee's epsilon as a function of sigma (any accountant, any mechanism).
@@ -65,7 +69,10 @@ def sigma_for_budget(
             warnings.catch_warnings()
         ):  # grid-edge warnings at the bracket's extreme sigmas are irrelevant here
             warnings.simplefilter("ignore", RuntimeWarning)
-            return math.log(epsilon_at(math.exp(log_sigma))) - math.log(epsilon)
+            reached = epsilon_at(math.exp(log_sigma))
+        # At a large delta, Lemma 2's conversion falls to log(1 - delta) < 0 as sigma grows and the PLD's to 0: such
+        # a sigma meets every target, so it counts as far below it (a finite floor keeps Brent's steps finite).
+        return math.log(max(reached, _EPSILON_FLOOR)) - math.log(epsilon)
 
     low = high = min(max(math.log(check_positive("start", start)), low_limit), high_limit)
     while gap(high) > 0:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from uldp.accounting.accountants import ACCOUNTANTS
 from uldp.accounting.adversary import Adversary
-from uldp.cli import print_json
+from uldp.cli import DeprecatedAlias, print_json
 from uldp.common.checks import check_integer, check_number
 from uldp.method_names import parse_method
 
@@ -31,7 +31,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     noise = epsilon.add_mutually_exclusive_group(required=True)
     noise.add_argument("--sigma", type=float, help="noise multiplier")
     noise.add_argument(
-        "--target-epsilon", type=float, help="print the smallest sigma reaching this epsilon"
+        "--epsilon", type=float, help="target epsilon: print the smallest sigma reaching it"
+    )
+    noise.add_argument(
+        "--target-epsilon",
+        dest="epsilon",
+        type=float,
+        action=DeprecatedAlias,
+        help="deprecated: use --epsilon",
     )
     epsilon.add_argument("--rounds", type=int, required=True, help="number of rounds T")
     epsilon.add_argument("--delta", type=float, required=True)
@@ -83,7 +90,7 @@ def _finite(value: float) -> float | None:
 
 
 def run_epsilon(args: argparse.Namespace) -> int:
-    """Print the epsilon of one method at ``--sigma`` (or the sigma for ``--target-epsilon`` and its epsilon);
+    """Print the epsilon of one method at ``--sigma`` (or the sigma for ``--epsilon`` and its epsilon);
     with ``--json`` one document with the inputs, ``sigma``, ``epsilon``, the RDP ``order`` (null for PLD) and
     ``against``, the adversary it holds against with user sampling (null without)."""
     from uldp.accounting import epsilon_for_method, sigma_for_epsilon
@@ -106,8 +113,8 @@ def run_epsilon(args: argparse.Namespace) -> int:
             )
         arguments.update(sample_rates=args.q, steps_per_round=args.steps_per_round)
     sigma = args.sigma
-    if args.target_epsilon is not None:
-        sigma = sigma_for_epsilon(args.method, epsilon=args.target_epsilon, **arguments)
+    if args.epsilon is not None:
+        sigma = sigma_for_epsilon(args.method, epsilon=args.epsilon, **arguments)
     spent = epsilon_for_method(args.method, sigma=sigma, **arguments)
     if args.json:
         print_json(
@@ -121,7 +128,7 @@ def run_epsilon(args: argparse.Namespace) -> int:
         )
         return 0
     order = f" (RDP order {spent.order:g})" if math.isfinite(spent.order) else ""
-    chosen = "" if args.target_epsilon is None else f"sigma = {sigma:.6g} for the target; "
+    chosen = "" if args.epsilon is None else f"sigma = {sigma:.6g} for the target; "
     against = "" if spent.adversary is None else f", against {spent.adversary.value}"
     print(
         f"{args.method}: {chosen}epsilon = {spent.epsilon:.6g} at delta = {args.delta:g} by {args.accountant}{order}"

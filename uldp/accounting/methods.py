@@ -341,9 +341,11 @@ def sigma_for_epsilon(
         ``sigma`` (the guarantee at it is within tolerance of ``epsilon``, never above it by more).
 
     Raises:
-        ValueError: On bad arguments, ``DEFAULT``, or a target outside what sigma in [1e-3, 1e4] reaches.
+        ValueError: On bad arguments (``delta`` outside (0, 1), named with that range, before any search),
+            ``DEFAULT``, or a target outside what sigma in [1e-3, 1e4] reaches.
     """
     epsilon = check_positive("epsilon", epsilon)
+    delta = check_delta(delta)
     if not parse_method(method).private:
         raise ValueError("DEFAULT has no privacy guarantee; there is no sigma for it")
     if check_integer("rounds", rounds, minimum=0) == 0:

@@ -406,7 +406,9 @@ def fit(
             checkpoint_option="checkpoint=",
             accountant=accountant,
         )
-    if spec.capabilities.group_privacy:  # DP-SGD's own record-level guarantee beside the user-level one
+    if (
+        spec.capabilities.group_privacy
+    ):  # DP-SGD's own record-level guarantee beside the user-level one
         arguments = {**made.accounting_arguments(federation), "k": 1}
         rows = [
             {

@@ -216,6 +216,10 @@ def _flower_run(args: argparse.Namespace) -> int:
         return 1
     except (FlowerCommandFailed, subprocess.TimeoutExpired, OSError) as error:
         print(f"uldp flower-run: {error}", file=sys.stderr)
+        if UNAVAILABLE in str(error) and (problem := connection_problem(args.superlink)):
+            print(
+                f"uldp flower-run: {problem}", file=sys.stderr
+            )  # issue 42: what flwr does not say
         return 1
     finally:
         if follower is not None:
@@ -233,6 +237,62 @@ def _flower_run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 1
+
+
+#: What ``flwr`` (1.41) says for any failed connection to the SuperLink, a TLS failure included.
+UNAVAILABLE = "Connection to the SuperLink is unavailable"
+
+
+def connection_problem(superlink: str | None, *, timeout: float = 5.0) -> str | None:
+    """What lies behind ``flwr``'s "the SuperLink is unavailable", from the named (or default) SuperLink connection
+    of flwr's ``config.toml`` (in ``$FLWR_HOME``, else ``~/.flwr``): nothing listening at its address, or a TLS
+    handshake that fails (no ``root-certificates``, or not the CA of the server's certificate), said as such.
+
+    Returns:
+        One line for the operator, or None where neither (the connection is not configured, is ``insecure``, or its
+        TLS handshake succeeds).
+    """
+    import os
+    import socket
+    import ssl
+    import tomllib
+
+    home = Path(os.environ.get("FLWR_HOME") or Path.home() / ".flwr")
+    try:
+        links = tomllib.loads((home / "config.toml").read_text()).get("superlink", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    name = superlink or links.get("default")
+    connection = links.get(name) if isinstance(name, str) else None
+    if not isinstance(connection, dict):
+        return None
+    address = connection.get("address")
+    if not isinstance(address, str) or ":" not in address:
+        return None
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    certificate = connection.get("root-certificates")
+    where = f"the connection {name!r} of {home / 'config.toml'}"
+    try:
+        context = ssl.create_default_context(cafile=certificate)
+    except (OSError, ssl.SSLError) as error:
+        return f"TLS cannot start: {where} names root-certificates {certificate!r}, which cannot be read ({error})"
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout) as raw:
+            if connection.get("insecure") is True:
+                return None
+            with context.wrap_socket(raw, server_hostname=host):
+                return None
+    except ssl.SSLError as error:
+        fix = (
+            f"its root-certificates ({certificate}) must be the CA that signed the server's certificate, and "
+            f"that certificate must name {host}"
+            if certificate
+            else "it has no root-certificates: set them to the server's CA certificate (ca.crt)"
+        )
+        return f"TLS failed at {address}: {error.reason or error}; in {where}, {fix}"
+    except (OSError, ValueError) as error:
+        return f"no server at {address} ({getattr(error, 'strerror', None) or error})"
 
 
 def _has_fileno(stream: Any) -> bool:

@@ -16,7 +16,7 @@ import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from uldp.secure.cost import NONE, estimate, fastest_backend
+from uldp.secure.cost import AUTO, NONE, choose_backend, estimate, fastest_backend
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -123,6 +123,10 @@ class RoundReport:
         if backend is None:
             return None
         users = int(strategy.n_users)
+        if (
+            backend == AUTO
+        ):  # the set-up's choice (the silos' policies unseen: the strictest), at this model size
+            backend = choose_backend(users=users, parameters=parameters)
         line = estimate(backend, parameters=parameters, users=users).line()
         if backend != NONE:
             fastest = fastest_backend(parameters=parameters, users=users)

@@ -207,7 +207,7 @@ class UldpStrategy(Strategy):
                 f"the sample under their pairwise keys), got {hidden_sample!r} with secure={secure}"
             )
         self.hidden_sample = hidden_sample
-        self.protocol = ProtocolParameters.from_mapping(protocol or {})
+        self.protocol = ProtocolParameters.for_user(protocol)  # backend "auto" unless named
         self._aggregation: ServerAggregation | None = None  # after the set-up
         self.setup_seconds = 0.0
         self.nodes: list[int] = []

@@ -3,7 +3,7 @@
 Every epsilon of the paper comes from RDP. At the same user-level epsilon, the privacy-loss-distribution accountant
 allows a smaller noise multiplier. :func:`pld_equal_epsilon` compares the paper's runs (``sigma = 5``, epsilon by
 RDP) with runs of the same grid trained to the same epsilon by PLD (``uldp grid NAME --profile paper --methods
-ULDP-AVG-w --accountant pld --target-epsilon EPS``: sigma calibrated by PLD, everything else the paper's), and
+ULDP-AVG-w --accountant pld --epsilon EPS``: sigma calibrated by PLD, everything else the paper's), and
 :func:`pld_claim` states the finding as a Scorecard row.
 """
 
@@ -78,7 +78,7 @@ def pld_equal_epsilon(
         raise NotMeasured(
             f"no stored {method} runs of {grid} at epsilon {target_epsilon:g} by PLD; run "
             f"`uldp grid {grid} --profile paper --methods {method} --accountant pld "
-            f"--target-epsilon {target_epsilon}`"
+            f"--epsilon {target_epsilon}`"
         )
     rows = []
     for label, results in (("rdp", rdp), ("pld", pld)):

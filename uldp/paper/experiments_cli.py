@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from uldp.accounting import ACCOUNTANTS
-from uldp.cli import add_device_option, add_progress_option
+from uldp.cli import DeprecatedAlias, add_device_option, add_progress_option
 
 if TYPE_CHECKING:
     import argparse
@@ -46,11 +46,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="accountant of the private runs (default rdp, the paper's; pld runs are stored apart)",
     )
     parser.add_argument(
-        "--target-epsilon",
+        "--epsilon",
         type=float,
         default=None,
         help="train every private run to this budget (sigma calibrated by the accountant) instead of "
         "the paper's sigma 5; stored apart from the paper's runs",
+    )
+    parser.add_argument(
+        "--target-epsilon",
+        dest="epsilon",
+        type=float,
+        action=DeprecatedAlias,
+        help="deprecated: use --epsilon",
     )
     parser.add_argument(
         "--uniform-allocation",
@@ -99,7 +106,7 @@ def handle(args: argparse.Namespace) -> int:
             methods=args.methods,
             datasets=args.datasets,
             accountant=args.accountant,
-            target_epsilon=args.target_epsilon,
+            target_epsilon=args.epsilon,
             uniform_allocation=args.uniform_allocation,
         )
         root = Path(args.root) if args.root else experiments.results_root(args.profile)
@@ -150,11 +157,7 @@ def handle(args: argparse.Namespace) -> int:
         + (["--datasets", *args.datasets] if args.datasets else [])
         + (["--root", args.root] if args.root else [])
         + (["--accountant", args.accountant] if args.accountant != "rdp" else [])
-        + (
-            ["--target-epsilon", repr(args.target_epsilon)]
-            if args.target_epsilon is not None
-            else []
-        )
+        + (["--epsilon", repr(args.epsilon)] if args.epsilon is not None else [])
         + (["--uniform-allocation", args.uniform_allocation] if args.uniform_allocation else [])
         + (["--device", args.device] if args.device != "cpu" else [])
     )
@@ -170,7 +173,7 @@ def handle(args: argparse.Namespace) -> int:
             command=command,
             progress=show_progress(args),
             accountant=args.accountant,
-            target_epsilon=args.target_epsilon,
+            target_epsilon=args.epsilon,
             uniform_allocation=args.uniform_allocation,
             device=args.device,
         )

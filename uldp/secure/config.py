@@ -24,13 +24,16 @@ ValueError: Paillier keys of 1024 bits are insecure; use at least 2048 (default 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from uldp.common.checks import check_integer, check_number
 from uldp.secure import encoding
+from uldp.secure.cost import AUTO, choose_backend
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from uldp.secure.backends import Backend
 
 DEFAULT_KEY_BITS = 3072
@@ -86,10 +89,13 @@ class ProtocolParameters:
         insecure_test_key: Allow keys under 2048 bits (tests and smoke runs only).
         processes: Worker processes for a silo's exponentiations and the server's decryptions, or with the
             lattice backend a silo's products and the server's encryptions (results do not depend on it).
-        backend: How a round's weighted sum is encrypted and aggregated, a name in
-            :data:`uldp.secure.backends.BACKENDS`: ``"paillier"`` is Protocol 1 as the paper writes it (one ciphertext
-            per parameter, weights n_su C_LCM / N_u); ``"packed-paillier"`` rescales the weights to fixed point and
-            packs many parameters per ciphertext (:mod:`uldp.secure.packing`); ``"lattice"`` uses the packed
+        backend: How a round's weighted sum is encrypted and aggregated: ``"auto"`` (the default of every entry
+            point a user calls: :meth:`for_user`), the fastest backend that meets the run's security policy, chosen
+            and logged with its estimate when the session is set up (:meth:`resolved`,
+            :func:`uldp.secure.cost.choose_backend`), or a name in :data:`uldp.secure.backends.BACKENDS`:
+            ``"paillier"`` (this object's own default, the protocol's) is Protocol 1 as the paper writes it (one
+            ciphertext per parameter, weights n_su C_LCM / N_u); ``"packed-paillier"`` rescales the weights to fixed
+            point and packs many parameters per ciphertext (:mod:`uldp.secure.packing`); ``"lattice"`` uses the packed
             backend's per-round rescale (Paillier) and runs the weighted sum in BFV, one user's weight times 16384
             parameters per operation (:mod:`uldp.secure.lattice`, needs the ``lattice`` extra).
 
@@ -121,8 +127,32 @@ class ProtocolParameters:
         )
         check_integer("processes", self.processes)
         backends = _backends()
-        if self.backend not in backends:
-            raise ValueError(f"backend must be one of {list(backends)}, got {self.backend!r}")
+        if self.backend != AUTO and self.backend not in backends:
+            raise ValueError(f"backend must be one of {[AUTO, *backends]}, got {self.backend!r}")
+
+    @classmethod
+    def for_user(cls, values: Mapping[str, Any] | ProtocolParameters | None) -> ProtocolParameters:
+        """The parameters a user gave (:meth:`from_mapping`; ``None``: none), with the backend ``"auto"`` unless
+        they name one: the default of ``RunConfig``, ``UldpStrategy``, ``uldp deploy`` and ``uldp run``."""
+        if isinstance(values, ProtocolParameters):
+            return values
+        if isinstance(values, Mapping) and "backend" not in values:
+            values = {**values, "backend": AUTO}
+        return cls.from_mapping({"backend": AUTO} if values is None else values)
+
+    def resolved(
+        self,
+        *,
+        users: int,
+        parameters: int | None = None,
+        fits: Callable[[str], bool] | None = None,
+    ) -> ProtocolParameters:
+        """These parameters with a named backend: ``"auto"`` replaced by
+        :func:`uldp.secure.cost.choose_backend`'s choice for ``users`` and ``parameters`` (logged with its
+        estimate), any other backend kept."""
+        if self.backend != AUTO:
+            return self
+        return replace(self, backend=choose_backend(users=users, parameters=parameters, fits=fits))
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | ProtocolParameters) -> ProtocolParameters:
@@ -176,7 +206,19 @@ class ProtocolConfig:
             raise ValueError(
                 f"parameters must be a ProtocolParameters, got {type(self.parameters).__name__}"
             )
+        # "auto": the strictest policy, as the server cannot see the silos' and every party must choose alike
+        object.__setattr__(
+            self, "parameters", self.parameters.resolved(users=self.n_users, fits=self._fits)
+        )
         self.backend.check_config(self)  # before any message is sent
+
+    def _fits(self, backend: str) -> bool:
+        """Whether this session's checks pass with ``backend`` (the packed rescale needs room in the key)."""
+        try:
+            replace(self, parameters=replace(self.parameters, backend=backend))
+        except ValueError:
+            return False
+        return True
 
     @classmethod
     def for_training(

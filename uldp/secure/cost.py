@@ -14,7 +14,14 @@ magnitude, and the ratios between backends as the point.
 from __future__ import annotations
 
 import importlib.util
+import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+_log = logging.getLogger(__name__)
 
 #: Users of the measured federation (the estimate scales a round by ``users / MEASURED_USERS``).
 MEASURED_USERS = 40
@@ -52,6 +59,13 @@ NONE = "none"
 #: The backends measured: the names of :data:`uldp.secure.backends.BACKENDS` (``tests/test_secure_cost.py`` checks
 #: they are the same), kept here so that an estimate needs no ``secure`` extra.
 BACKENDS: tuple[str, ...] = tuple(name for name in MEASURED if name != NONE)
+#: The backend name that asks for the choice to be made here (:func:`choose_backend`): the default of
+#: :class:`uldp.secure.ProtocolParameters`.
+AUTO = "auto"
+#: Whether the silos check the server's per-user weights under each backend (``Backend.checks_weights``, mirrored
+#: here without the ``secure`` extra; ``tests/test_secure_cost.py`` checks they agree): a silo whose policy asks for
+#: ``malicious_server`` refuses a backend that does not (Protocol 1 step 1(b) has no proof of the lattice's weights).
+CHECKS_WEIGHTS: dict[str, bool] = {"lattice": False, "packed-paillier": True, "paillier": True}
 
 
 @dataclass(frozen=True)
@@ -143,3 +157,50 @@ def fastest_backend(*, parameters: int, users: int, allowed: tuple[str, ...] = B
         if (cost := estimate(backend, parameters=parameters, users=users)).round_seconds is not None
     ]
     return min(timed)[1] if timed else ("paillier" if "paillier" in candidates else candidates[0])
+
+
+def choose_backend(
+    *,
+    users: int,
+    parameters: int | None = None,
+    malicious_server: bool = True,
+    fits: Callable[[str], bool] | None = None,
+) -> str:
+    """The backend ``"auto"`` stands for: the fastest installed one that meets the run's security policy and fits
+    the run's key (``fits``; the last candidate is taken unasked, and its own check says why it does not fit),
+    logged with its estimate.
+
+    Under ``malicious_server`` (the default: the server cannot see the silos' policies, and every party of a
+    deployment must choose alike, so ``"auto"`` meets the strictest) only backends whose weights the silos check
+    (:data:`CHECKS_WEIGHTS`): the lattice is refused there, and packed Paillier, faster than the paper's at every
+    measured size, is chosen; the paper's where the packed rescale does not fit the key. Without ``parameters``
+    the backends are compared at the largest size measured for all of them.
+
+    Raises:
+        ValueError: no allowed backend is installed.
+
+    >>> choose_backend(users=40, parameters=2000)
+    'packed-paillier'
+    >>> choose_backend(users=40, parameters=2000, fits=lambda name: name == "paillier")
+    'paillier'
+    """
+    allowed = [name for name in BACKENDS if CHECKS_WEIGHTS[name] or not malicious_server]
+    size = (
+        parameters
+        if parameters is not None
+        else min(max(size for size, _ in MEASURED[name]) for name in allowed)
+    )
+    while len(allowed) > 1 and fits is not None:
+        chosen = fastest_backend(parameters=size, users=users, allowed=tuple(allowed))
+        if fits(chosen):
+            break
+        allowed.remove(chosen)
+    # the last one left is taken without asking: if it does not fit either, the run's own check says why
+    chosen = fastest_backend(parameters=size, users=users, allowed=tuple(allowed))
+    _log.info(
+        "secure aggregation backend 'auto': %s, the fastest that %s; %s",
+        chosen,
+        "the silos check the weights of" if malicious_server else "fits",
+        estimate(chosen, parameters=size, users=users).line(),
+    )
+    return chosen

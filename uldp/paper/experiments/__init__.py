@@ -21,7 +21,7 @@ default ones to ``_build/results/`` (git-ignored).
 The package's modules, each one job: :mod:`~uldp.paper.experiments.grids` (the catalogue :data:`GRIDS` and the
 profiles' reductions, built from :mod:`uldp.paper.settings`), :mod:`~uldp.paper.experiments.keys` (run keys,
 :func:`expand`), :mod:`~uldp.paper.experiments.store` (:class:`StoredRun` files), :mod:`~uldp.common.provenance`,
-:mod:`~uldp.paper.experiments.backend` (what executes a run), :mod:`~uldp.paper.experiments.runner` (:func:`run_grid`),
+:mod:`~uldp.paper.experiments.executor` (what executes a run), :mod:`~uldp.paper.experiments.runner` (:func:`run_grid`),
 :mod:`~uldp.paper.experiments.results` (:class:`ResultSet`, stored or computed by accounting) and
 :mod:`~uldp.paper.experiments.chapter` (what the chapters show).
 
@@ -41,18 +41,18 @@ from uldp.common.provenance import (
     provenance,
 )
 from uldp.defaults import DELTA, SIGMA, DatasetSettings, Hyper
-from uldp.paper.experiments.backend import (
-    SIMULATION,
-    WRAPPER_ARGUMENTS,
-    Backend,
-    loaded_dataset,
-    split_arguments,
-)
 from uldp.paper.experiments.chapter import (
     ChapterResults,
     chapter_results,
     grid_table,
     stored_runs_table,
+)
+from uldp.paper.experiments.executor import (
+    SIMULATION,
+    WRAPPER_ARGUMENTS,
+    Executor,
+    loaded_dataset,
+    split_arguments,
 )
 from uldp.paper.experiments.grids import (
     GRIDS,
@@ -109,10 +109,10 @@ __all__ = [
     "SIMULATION",
     "UTILITY_METRIC",
     "WRAPPER_ARGUMENTS",
-    "Backend",
     "ChapterResults",
     "DatasetSettings",
     "Entry",
+    "Executor",
     "Grid",
     "GridReport",
     "Hyper",
@@ -147,3 +147,17 @@ __all__ = [
     "summarise",
     "write_json_atomic",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``Backend``, the old name of :class:`Executor`, for one release (with a ``DeprecationWarning``)."""
+    if name == "Backend":
+        import warnings
+
+        warnings.warn(
+            "uldp.paper.experiments.Backend is deprecated and will be removed in the next release; use Executor",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return Executor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from uldp.paper.experiments.backend import SIMULATION
+from uldp.paper.experiments.executor import SIMULATION
 from uldp.paper.experiments.grids import GRIDS, check_profile, get_grid
 from uldp.paper.experiments.keys import expand
 from uldp.paper.experiments.results import duration, load_results
@@ -17,7 +17,7 @@ from uldp.paper.experiments.runner import run_grid
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from uldp.paper.experiments.backend import Backend
+    from uldp.paper.experiments.executor import Executor
     from uldp.paper.experiments.results import ResultSet
 
 
@@ -35,7 +35,7 @@ def chapter_results(
     grid_name: str,
     profile: str,
     *,
-    backend: Backend = SIMULATION,
+    executor: Executor = SIMULATION,
     paper_root: Path | str | None = None,
     root: Path | str | None = None,
 ) -> ChapterResults:
@@ -49,7 +49,7 @@ def chapter_results(
     Args:
         grid_name: A key of :data:`GRIDS`.
         profile: The chapter's profile (papermill parameter).
-        backend: What executes runs.
+        executor: What executes runs.
         paper_root: Where committed paper results live (default ``results/``).
         root: Where smoke/default results go (default ``_build/results/``).
 
@@ -64,7 +64,7 @@ def chapter_results(
                 grid_name,
                 "smoke",
                 root=root,
-                backend=backend,
+                executor=executor,
                 progress=False,
                 command=f"book chapter, profile smoke ({grid_name})",
             )
@@ -78,7 +78,7 @@ def chapter_results(
         grid_name,
         profile,
         root=own_root,
-        backend=backend,
+        executor=executor,
         progress=False,
         command=f"book chapter, profile {profile} ({grid_name})",
     )

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import pandas as pd
 
 from uldp.common.provenance import now, provenance
-from uldp.paper.experiments.backend import loaded_dataset, split_arguments
+from uldp.paper.experiments.executor import loaded_dataset, split_arguments
 from uldp.paper.experiments.keys import expand
 from uldp.paper.experiments.store import results_root, stored_result
 from uldp.simulation import RunConfig, accounted_epsilon

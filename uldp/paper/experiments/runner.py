@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from tqdm import tqdm
 from uldp.common.atomic import write_json_atomic
 from uldp.common.checks import check_integer
 from uldp.common.provenance import canonical, now, provenance
-from uldp.paper.experiments.backend import SIMULATION
+from uldp.paper.experiments.executor import SIMULATION
 from uldp.paper.experiments.keys import expand
 from uldp.paper.experiments.results import duration
 from uldp.paper.experiments.store import (
@@ -39,7 +40,7 @@ from uldp.training.device import device_name, resolve_device
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-    from uldp.paper.experiments.backend import Backend
+    from uldp.paper.experiments.executor import Executor
     from uldp.paper.experiments.keys import RunSpec
 
 
@@ -69,7 +70,7 @@ class GridReport:
 
 
 def _execute_one(
-    backend: Backend, spec: RunSpec, path: str, base_provenance: dict, device: str = "cpu"
+    executor: Executor, spec: RunSpec, path: str, base_provenance: dict, device: str = "cpu"
 ) -> float:
     """Run one spec and store its file; return its wall time (runs in a worker process with ``--jobs``).
 
@@ -81,10 +82,10 @@ def _execute_one(
     """
     params = spec.kwargs
     arguments = params if device == "cpu" else {**params, "device": device}
-    config = backend.resolve(arguments)
+    config = executor.resolve(arguments)
     checkpoint = Path(path).with_suffix(".ckpt")
     started = time.perf_counter()
-    result = backend.execute(arguments, str(checkpoint))
+    result = executor.execute(arguments, str(checkpoint))
     info = result.get("info") or {}
     wall = time.perf_counter() - started + info.get("resumed_seconds", 0.0)
     # what the data was (for example the Creditcard subset rather than the full file) belongs to provenance
@@ -129,7 +130,7 @@ def _sigterm_interrupts() -> Iterator[None]:
 
 def _start_worker(threads: int, worker_pids: multiprocessing.Queue) -> None:
     """Worker initializer: share the CPU cores between the worker processes (torch reads the variables when the
-    backend first imports it), let SIGTERM stop the worker cleanly (see :func:`_stop_workers`), and report this
+    executor first imports it), let SIGTERM stop the worker cleanly (see :func:`_stop_workers`), and report this
     process's id on ``worker_pids`` (the grid stops its workers by it)."""
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
     if "torch" in sys.modules:
@@ -139,12 +140,12 @@ def _start_worker(threads: int, worker_pids: multiprocessing.Queue) -> None:
 
 
 def _execute_in_worker(
-    backend: Backend, spec: RunSpec, path: str, base_provenance: dict, device: str = "cpu"
+    executor: Executor, spec: RunSpec, path: str, base_provenance: dict, device: str = "cpu"
 ) -> float:
     """:func:`_execute_one` in a worker process; an interrupt ends the process once the run's cleanup has run (the
     pool would otherwise hand the worker its next run; the parent is stopping the grid)."""
     try:
-        return _execute_one(backend, spec, path, base_provenance, device)
+        return _execute_one(executor, spec, path, base_provenance, device)
     except KeyboardInterrupt:
         os._exit(128 + signal.SIGINT)
 
@@ -187,7 +188,8 @@ def run_grid(
     datasets: Sequence[str] | None = None,
     jobs: int = 1,
     root: Path | str | None = None,
-    backend: Backend = SIMULATION,
+    executor: Executor = SIMULATION,
+    backend: Executor | None = None,
     progress: bool = True,
     command: str | None = None,
     accountant: str = "rdp",
@@ -213,7 +215,8 @@ def run_grid(
         datasets: Only the runs on these datasets.
         jobs: Runs at once (``> 1``: worker processes started with ``spawn``, CPU threads shared between them).
         root: Results root (default :func:`results_root` of the profile).
-        backend: What executes a run (default the simulation).
+        executor: What executes a run (default the simulation).
+        backend: Deprecated (one release): ``executor``.
         progress: Show a tqdm bar with the remaining-time estimate (on stderr).
         command: Recorded in the provenance (default: this call).
         accountant, target_epsilon, uniform_allocation: As in :func:`expand` (the paper's runs when left at their
@@ -230,6 +233,13 @@ def run_grid(
     """
     check_integer("jobs", jobs)
     device = str(resolve_device(device))
+    if backend is not None:
+        warnings.warn(
+            "run_grid(backend=...) is deprecated and will be removed in the next release; use executor=",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        executor = backend
     specs = expand(
         grid_name,
         profile,
@@ -295,7 +305,7 @@ def run_grid(
                     advance(spec)
                     continue
                 try:
-                    _execute_one(backend, spec, str(result_path(root, spec)), base, device)
+                    _execute_one(executor, spec, str(result_path(root, spec)), base, device)
                 except Exception as error:
                     failed.append(
                         (spec.key, f"{spec.panel} / {spec.series} / seed {spec.seed}: {error!r}")
@@ -326,7 +336,7 @@ def run_grid(
                         waiting[
                             pool.submit(
                                 _execute_in_worker,
-                                backend,
+                                executor,
                                 spec,
                                 str(result_path(root, spec)),
                                 base,

@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from uldp.common.atomic import write_bytes_atomic
-from uldp.paper.experiments import Backend
+from uldp.paper.experiments import Executor
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -88,10 +88,10 @@ def slow(params: Mapping[str, Any], checkpoint: str | None = None) -> dict:
     return execute(params)
 
 
-FAKE = Backend(resolve=resolve, execute=execute)
-INTERRUPTING = Backend(resolve=resolve, execute=interrupting)
-RESUMED = Backend(resolve=resolve, execute=resumed)
-SLOW = Backend(resolve=resolve, execute=slow)
+FAKE = Executor(resolve=resolve, execute=execute)
+INTERRUPTING = Executor(resolve=resolve, execute=interrupting)
+RESUMED = Executor(resolve=resolve, execute=resumed)
+SLOW = Executor(resolve=resolve, execute=slow)
 
 
 def paper_like(params: Mapping[str, Any], *, swap: tuple[str, str] | None = None) -> dict:

@@ -1,5 +1,6 @@
-"""What executes a run of a grid: a :class:`Backend` (the in-process simulation, :data:`SIMULATION`, or a test's
-stand-in), and the datasets it loads, cached per process."""
+"""What executes a run of a grid: an :class:`Executor` (the in-process simulation, :data:`SIMULATION`, or a test's
+stand-in; called ``Backend`` before, a name now kept for Protocol 1's encryptions), and the datasets it loads, cached
+per process."""
 
 from __future__ import annotations
 
@@ -14,14 +15,14 @@ import numpy as np
 from uldp.common.checks import check_integer
 from uldp.common.provenance import canonical
 from uldp.data import load
-from uldp.simulation import RunConfig, run
+from uldp.simulation import STORED_NAMES, RunConfig, run
 
 if TYPE_CHECKING:
     from uldp.data import FederatedDataset
 
 
 @dataclass(frozen=True)
-class Backend:
+class Executor:
     """What runs a run: ``resolve`` validates the arguments into the full configuration (a JSON-ready dict) and
     ``execute(params, checkpoint)`` runs that configuration and returns the per-round results (a JSON-ready dict),
     resuming from and saving its progress to the file ``checkpoint`` where it can (the grid deletes the file once
@@ -37,13 +38,24 @@ class Backend:
 WRAPPER_ARGUMENTS = ("max_test_records",)
 
 
+#: The backend of a grid's runs that name none: the paper's Protocol 1, whose runtime the secure runs reproduce and
+#: which every stored run used while it was the library's default (the library's is now "auto"); it is not a run
+#: argument, so the runs keep their keys.
+PAPER_BACKEND = "paillier"
+
+
 def split_arguments(params: Mapping[str, Any]) -> tuple[dict, dict]:
-    """The ``RunConfig`` keyword arguments of a run and its :data:`WRAPPER_ARGUMENTS` (``max_test_records`` checked).
+    """The ``RunConfig`` keyword arguments of a run (stored names mapped by :data:`uldp.simulation.STORED_NAMES`;
+    Protocol 1's backend :data:`PAPER_BACKEND` unless named) and its :data:`WRAPPER_ARGUMENTS` (``max_test_records``
+    checked).
 
     Raises:
         ValueError: A bad ``max_test_records``.
     """
-    config = {k: v for k, v in params.items() if k not in WRAPPER_ARGUMENTS}
+    config = {STORED_NAMES.get(k, k): v for k, v in params.items() if k not in WRAPPER_ARGUMENTS}
+    protocol = config.get("protocol", {})
+    if isinstance(protocol, Mapping) and "backend" not in protocol:
+        config["protocol"] = {**protocol, "backend": PAPER_BACKEND}
     extra = {k: params[k] for k in WRAPPER_ARGUMENTS if k in params}
     limit = extra.get("max_test_records")
     if limit is not None:
@@ -91,4 +103,4 @@ def _finite_floats(value: Any) -> Any:
 
 
 #: The in-process simulation of :mod:`uldp.simulation`.
-SIMULATION = Backend(resolve=_simulation_resolve, execute=_simulation_execute)
+SIMULATION = Executor(resolve=_simulation_resolve, execute=_simulation_execute)

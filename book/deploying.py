@@ -349,7 +349,7 @@ for insecure in (False, True):
             "silos' noise": "from the shared seed (tests only)"
             if insecure
             else "their own secrets",
-            "std of what the server is left with": f"{residual.std():.2e}",
+            "std of what the server is left with": f"{residual.std():.4f}",
             "per-silo noise std": f"{noise_std:.2f}",
             "ratio": f"{residual.std() / noise_std:.3f}",
         }

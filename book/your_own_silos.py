@@ -440,9 +440,10 @@ on_flower = result.arrays.to_numpy_ndarrays()[0]
 def fit_as_numbered(
     grid: uldp.flower.LocalGrid, rounds: int = SIZES["rounds"]
 ) -> tuple[nn.Module, uldp.History]:
-    """uldp.fit on the pooled table for ``rounds`` rounds, the patients numbered as the union of ``grid``'s run
-    numbered them (each run's union draws fresh secrets, hence fresh numbers; the user sample follows the numbers).
-    For this check only."""
+    """uldp.fit on the pooled table for ``rounds`` rounds at the Flower runs' noise (``history.sigma``, whatever
+    ``rounds``: a target epsilon would calibrate another sigma for fewer rounds), the patients numbered as the union
+    of ``grid``'s run numbered them (each run's union draws fresh secrets, hence fresh numbers; the user sample
+    follows the numbers). For this check only."""
     numbers = np.empty(len(frame), dtype=np.int64)
     for context in grid.contexts.values():
         rows = (frame["hospital"] == context.node_config["silo"]).to_numpy()
@@ -460,7 +461,7 @@ def fit_as_numbered(
             silo_ids=frame["hospital"],
             loss=nn.BCEWithLogitsLoss(),
             method="ULDP-AVG-w",
-            epsilon=4.0,
+            sigma=history.sigma,
             delta=1e-5,
             q=0.5,
             rounds=rounds,

@@ -74,3 +74,5 @@ def test_the_seeds_note_counts_the_seeds_stored_per_method_and_flags_the_tailed_
     assert "TcgaBrca: 2 for DEFAULT" in note and "; 1 to 2 for ULDP-GROUP-2." in note
     assert "The final utility of TcgaBrca has a low tail" in note and "HeartDisease has" not in note
     assert overview.seeds_note({}) == "Seeds: none stored."
+    stand_in = ResultSet("tcga_brca", "smoke", tcga.runs, (), "memory")
+    assert overview.seeds_note({"tcga_brca": stand_in}) == "Seeds: none stored."

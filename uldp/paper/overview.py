@@ -80,9 +80,10 @@ def _listed(names: list[str]) -> str:
 
 
 def seeds_note(data: Mapping[str, ResultSet]) -> str:
-    """How many seeds the verdicts read, per privacy-utility dataset and method (as many as are stored: a grid that
-    gains seeds changes this sentence and the verdicts with it), and, for a metric with a tail over seeds
-    (:data:`~uldp.paper.experiments.TAILED_METRICS`), that its chapter gives medians and interquartile ranges.
+    """How many seeds the verdicts read, per privacy-utility dataset and method at the paper's settings (as many as
+    are stored: a grid that gains seeds changes this sentence and the verdicts with it), and, for a metric with a tail
+    over seeds (:data:`~uldp.paper.experiments.TAILED_METRICS`), that its chapter gives medians and interquartile
+    ranges.
 
     Example:
         >>> seeds_note({})
@@ -91,8 +92,8 @@ def seeds_note(data: Mapping[str, ResultSet]) -> str:
     parts, tailed = [], []
     for grid in PRIVACY_UTILITY_GRIDS:
         results = data.get(grid)
-        if results is None or not results.runs:
-            continue
+        if results is None or not results.runs or results.profile != "paper":
+            continue  # a build's own stand-in runs (MNIST's) are not what the verdicts at paper scale read
         counts: dict[tuple[int, int], list[str]] = {}
         for series in dict.fromkeys(run["series"] for run in results.runs):
             per_panel = Counter(run["panel"] for run in results.runs if run["series"] == series)

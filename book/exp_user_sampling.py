@@ -104,14 +104,13 @@ against = pd.DataFrame(
     ]
 )
 datasets = sorted(set(against["dataset"]))
-fig, axes = plt.subplots(1, len(datasets), figsize=(5 * len(datasets), 3.6), squeeze=False)
+fig, axes = plt.subplots(1, len(datasets), figsize=(plots.FIGURE_WIDTH, 4.0), squeeze=False)
 for ax, dataset in zip(axes[0], datasets, strict=True):
     rows = against[against["dataset"] == dataset]
     for name, style in zip(adversaries, ("-o", "--s", ":^"), strict=True):
         ax.plot(rows["q"], rows[name], style, label=name)
     ax.set(title=dataset, xlabel="sampling rate $q$", ylabel="user-level $\\epsilon$ after the run")
-axes[0][0].legend(fontsize="small")
-fig.tight_layout()
+plots.figure_legend(fig, axes, title=False)
 show_captioned(
     fig,
     "Figure 9's epsilon against each adversary: the paper's amplified epsilon (solid) holds against readers of the "

@@ -36,7 +36,7 @@ display(
 # points, GROUP-$k$'s $\epsilon$ as a multiple of ULDP-AVG's, test loss), each difference paired by seed.
 
 # %%
-display(Markdown(overview.claims_table(data)))
+display(Markdown(overview.claims_table(data)), Markdown(overview.seeds_note(data)))
 
 # %% [markdown]
 # ## What to use in practice

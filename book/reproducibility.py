@@ -18,6 +18,7 @@ import pandas as pd
 
 from uldp.paper import experiments
 
+pd.set_option("display.max_colwidth", None)  # the grids' titles and commands whole
 built = experiments.provenance(f"tools/build_book.py --profile {profile}")
 commit = built["git_commit"] or "unknown (not a git checkout)"
 print(

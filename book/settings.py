@@ -28,6 +28,7 @@ profile = "default"
 # %%
 import inspect
 
+import pandas as pd
 from IPython.display import Markdown
 
 from uldp import data
@@ -35,6 +36,7 @@ from uldp.defaults import DELTA, SIGMA
 from uldp.paper import chapters
 from uldp.paper.settings import PAPER_SEEDS
 
+pd.set_option("display.max_colwidth", None)  # the tables' titles and descriptions whole
 allocation = inspect.signature(data.allocate).parameters
 Markdown(f"""## Shared by all runs
 

@@ -440,9 +440,10 @@ on_flower = result.arrays.to_numpy_ndarrays()[0]
 def fit_as_numbered(
     grid: uldp.flower.LocalGrid, rounds: int = SIZES["rounds"]
 ) -> tuple[nn.Module, uldp.History]:
-    """uldp.fit on the pooled table for ``rounds`` rounds, the patients numbered as the union of ``grid``'s run
-    numbered them (each run's union draws fresh secrets, hence fresh numbers; the user sample follows the numbers).
-    For this check only."""
+    """uldp.fit on the pooled table for ``rounds`` rounds at the Flower runs' noise (``history.sigma``, whatever
+    ``rounds``: a target epsilon would calibrate another sigma for fewer rounds), the patients numbered as the union
+    of ``grid``'s run numbered them (each run's union draws fresh secrets, hence fresh numbers; the user sample
+    follows the numbers). For this check only."""
     numbers = np.empty(len(frame), dtype=np.int64)
     for context in grid.contexts.values():
         rows = (frame["hospital"] == context.node_config["silo"]).to_numpy()
@@ -460,7 +461,7 @@ def fit_as_numbered(
             silo_ids=frame["hospital"],
             loss=nn.BCEWithLogitsLoss(),
             method="ULDP-AVG-w",
-            epsilon=4.0,
+            sigma=history.sigma,
             delta=1e-5,
             q=0.5,
             rounds=rounds,
@@ -554,8 +555,9 @@ print(f"The same model as with the shared test seed: {'yes' if same else 'no'}."
 # %%
 from uldp.secure import ProtocolParameters
 
-#: Rounds of the run with Protocol 1: all of them in the smoke build (1024-bit test key), two at the paper's key size
-PROTOCOL_ROUNDS = SIZES["rounds"] if profile == "smoke" else 2
+#: Rounds of the run with Protocol 1: all of them in the smoke build (1024-bit test key), one at the paper's key size
+#: (a round took about 90 s after a 60 s set-up on a loaded 2-core machine)
+PROTOCOL_ROUNDS = SIZES["rounds"] if profile == "smoke" else 1
 
 keys = (
     ProtocolParameters(key_bits=1024, n_max=300, insecure_test_key=True)

@@ -578,7 +578,8 @@ def test_the_settings_file_is_found_beside_the_data_folder_and_shown_verbatim(
     shown = chapters.settings_source(tmp_path / "paper" / "settings.md").data
     assert (
         shown.startswith(":::{dropdown}")
-        and "````text\n# Settings\n| a | b |\n```\ncode\n```\n````" in shown
+        and "````{code-block} text\n:class: quoted-file\n\n# Settings\n| a | b |\n```\ncode\n```\n````"
+        in shown
     )
     missing = chapters.settings_source(None).data
     assert (

@@ -4,6 +4,7 @@ import base64
 import contextlib
 import importlib.util
 import io
+import json
 import re
 import time
 from pathlib import Path
@@ -112,6 +113,16 @@ def test_a_clean_page_has_no_fault() -> None:
     assert check_pages.page_faults(page, CITATIONS) == []
 
 
+def test_a_file_quoted_as_it_is_speaks_in_its_own_words() -> None:
+    """The settings file, shown verbatim (class quoted-file), may say "not run"; the same words elsewhere may not."""
+    quoted = '<div class="quoted-file highlight-text"><pre>NAIVE was not run; Zipf(alpha=0.5)</pre></div>'
+    assert check_pages.page_faults(_output(quoted)) == []
+    assert check_pages.page_faults(_output(quoted.replace("quoted-file ", ""))) == [
+        "an object's repr in an output: Zipf(alpha=",
+        "'not run' in an output: not run",
+    ]
+
+
 def _figure(width_inches: float, legend_pt: float, *, outside: bool = True) -> str:
     """A page with one figure as the book embeds it (``uldp.paper.chapters.captions``): a legend of ``legend_pt``
     points below the axes, or inside them."""
@@ -177,6 +188,38 @@ def test_the_browser_measures_the_widths_the_images_are_shown_at() -> None:
     assert check_pages.image_widths("<body>") == []
 
 
+def _phone_dom(scrolls: list[str], window: int = 390, wide=(), beside=()) -> str:
+    """A DOM as the scroll probe leaves it at a phone's width."""
+    layout = {"window": window, "column": 358.0, "wide": list(wide), "beside": list(beside)}
+    return f"<body data-scrolls='{json.dumps(scrolls)}' data-layout='{json.dumps(layout)}'></body>"
+
+
+def test_on_a_phone_a_table_may_scroll_in_its_box_but_not_the_page_or_a_figure() -> None:
+    assert check_pages.phone_faults(_phone_dom(["div.cell_output.docutils: grid 8 columns"])) == []
+    assert check_pages.phone_faults(_phone_dom(["page"])) == ["scrolls sideways at 390 px: page"]
+    assert check_pages.phone_faults(
+        _phone_dom(["in a figure: figure.align-default: Figure 1."])
+    ) == ["scrolls sideways at 390 px: in a figure: figure.align-default: Figure 1."]
+
+
+def test_on_a_phone_figures_fit_the_column_and_stack() -> None:
+    assert check_pages.phone_faults(_phone_dom([], wide=[0], beside=[2, 3])) == [
+        "image 1 is wider than the article column (358 px) at 390 px",
+        "image 3 sits beside another image at 390 px instead of stacking",
+        "image 4 sits beside another image at 390 px instead of stacking",
+    ]
+
+
+def test_a_window_of_another_width_than_asked_is_not_measured() -> None:
+    """Some headless browsers refuse windows under 500 px: the phone check must not pass on a wider one."""
+    assert check_pages.phone_faults(_phone_dom([], window=500)) == [
+        "the browser's window was 500 px wide, not 390 px: not measured"
+    ]
+    assert check_pages.phone_faults("<body data-scrolls='[]'></body>") == [
+        "? the layout measurement did not run"
+    ]
+
+
 def _fake_browser(tmp_path: Path, body: str) -> str:
     """An executable standing in for Chromium: a shell script run with the browser's flags and the page's address."""
     script = tmp_path / "fake-browser"
@@ -221,16 +264,19 @@ def test_a_page_the_browser_does_not_finish_in_time_fails_and_says_so(
     (tmp_path / "index.html").write_text(
         '<meta http-equiv="Refresh" content="0; url=book/fine.html" />'
     )
-    # the slow page prints half a DOM and stops; the other is complete, with the scroll probe's measurement
+    # the slow page prints half a DOM and stops; the other is complete, with the scroll probe's measurements at the
+    # width it was asked for
+    layout = "{&quot;window&quot;: %s, &quot;column&quot;: 300, &quot;wide&quot;: [], &quot;beside&quot;: []}"
+    page_at = "<html><body data-scrolls='[]' data-layout='%s'></body></html>"
     browser = _fake_browser(
         tmp_path,
         'case "$*" in *slow*) echo "<html><body>"; sleep 300;; '
-        "*) echo '<html><body data-scrolls=\"[]\"></body></html>';; esac",
+        f'*.phone-*) echo "{page_at % (layout % 390)}";; *) echo "{page_at % (layout % 1280)}";; esac',
     )
     assert check_pages.main(["--html", str(tmp_path), "--browser", browser, "--timeout", "2"]) == 1
     report = capsys.readouterr().out
     assert "skip   index.html: no article" in report
     assert "ok     book/fine.html" in report
-    assert "FAILED book/slow.html" in report and "no complete page within 2 s" in report
+    assert "FAILED book/slow.html" in report and "no complete page at 1280 px within 2 s" in report
     assert "2 pages checked, 1 failed: book/slow.html" in report
-    assert not list(tmp_path.rglob(".probe-*"))
+    assert not list(tmp_path.rglob(".probe-*")) and not list(tmp_path.rglob(".phone-*"))

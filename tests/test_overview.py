@@ -55,3 +55,24 @@ def test_practice_says_what_it_cannot_measure():
     text = overview.practice({})
     assert "**Method**: not measured (no privacy-utility results are stored)." in text
     assert "**User sampling**: not measured (no user-sampling results)." in text
+
+
+def test_the_seeds_note_counts_the_seeds_stored_per_method_and_flags_the_tailed_metric():
+    """Counted from the runs themselves: a grid that gains seeds for some methods (the GROUP-k re-runs) shows it,
+    and a setting short of a seed shows as a range."""
+    heart = _world("heart_disease")["heart_disease"]
+    tcga = _world("tcga_brca")["tcga_brca"]
+    # drop seed 1 of ULDP-GROUP-2 in one TcgaBrca setting: 1 to 2 seeds for it
+    first = tcga.runs[0]["panel"]
+    dropped = tcga.restricted(
+        run
+        for run in tcga.runs
+        if not (run["series"] == "ULDP-GROUP-2" and run["panel"] == first and run["seed"] == 1)
+    )
+    note = overview.seeds_note({"heart_disease": heart, "tcga_brca": dropped})
+    assert "HeartDisease: 2 for DEFAULT, ULDP-NAIVE, ULDP-GROUP-max," in note
+    assert "TcgaBrca: 2 for DEFAULT" in note and "; 1 to 2 for ULDP-GROUP-2." in note
+    assert "The final utility of TcgaBrca has a low tail" in note and "HeartDisease has" not in note
+    assert overview.seeds_note({}) == "Seeds: none stored."
+    stand_in = ResultSet("tcga_brca", "smoke", tcga.runs, (), "memory")
+    assert overview.seeds_note({"tcga_brca": stand_in}) == "Seeds: none stored."

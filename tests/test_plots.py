@@ -64,6 +64,35 @@ def test_mnist_shows_test_loss_then_accuracy_then_epsilon_and_tcga_the_c_index(d
     assert fig.axes[0].get_ylabel() == "C-index"
 
 
+def test_a_tailed_metric_is_drawn_as_medians_and_quartiles_one_panel_per_method(data):
+    """TcgaBrca's C-index: per setting a panel per method, its line the median over seeds (computed here with
+    numpy) and its band the quartiles, DEFAULT's median in every other panel, then the epsilon of every method."""
+    results = data["tcga_brca"]
+    panel = results.covered_panels()[0]
+    one = results.only_panels([panel])
+    fig = plots.privacy_utility_figure(one)
+    series = list(dict.fromkeys(run["series"] for run in one.runs))
+    methods, epsilon = fig.axes[: len(series)], fig.axes[len(series)]
+    seeds = {s: sum(run["series"] == s for run in one.runs) for s in series}
+    assert [ax.get_title() for ax in methods] == [f"{s} ({seeds[s]} seeds)" for s in series]
+    assert epsilon.get_title() == panel and epsilon.get_yscale() == "log"
+    curves = np.array([run["result"]["c_index"] for run in one.runs if run["series"] == "ULDP-AVG"])
+    avg = methods[series.index("ULDP-AVG")]
+    np.testing.assert_allclose(_line(avg, "ULDP-AVG").get_ydata(), np.median(curves, axis=0))
+    band = np.asarray(avg.collections[0].get_paths()[0].vertices)[:, 1]
+    assert band.max() == pytest.approx(np.quantile(curves, 0.75, axis=0).max())
+    assert band.min() == pytest.approx(np.quantile(curves, 0.25, axis=0).min())
+    default = np.array([run["result"]["c_index"] for run in one.runs if run["series"] == "DEFAULT"])
+    np.testing.assert_allclose(
+        _line(avg, "DEFAULT's median").get_ydata(), np.median(default, axis=0)
+    )
+    assert "DEFAULT's median" not in [line.get_label() for line in methods[0].get_lines()]
+    assert {ax.get_ylim() for ax in methods} == {methods[0].get_ylim()}  # one y axis to compare on
+    low, high = methods[0].get_ylim()
+    assert low <= 0.5 <= high  # the chance level is in view
+    assert fig.legends and not fig.axes[0].get_legend()
+
+
 def test_weighting_figure_has_a_panel_per_dataset_and_silo_count_with_zipf_dashed(data):
     results = data["weighting"]
     fig = plots.weighting_figure(results)

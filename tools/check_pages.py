@@ -1,11 +1,16 @@
 """Check every page of the built book: what it renders in a headless browser, and what its text must not contain.
 
-In a headless browser (Chromium, background networking off, a 1280 px wide window), for each page of
-``_build/html`` (after ``make book`` or ``tools/build_book.py``):
+In a headless browser (Chromium, background networking off), for each page of ``_build/html`` (after ``make book``
+or ``tools/build_book.py``), in a 1280 px wide window:
 
 - every maths element that Sphinx wrote (``class="math ..."``) became a MathJax container, with no MathJax error;
 - nothing scrolls sideways: neither the page nor a block inside it (a table, an output, a displayed equation) is
-  wider than the space it has (:data:`SCROLL_PROBE` measures it after the page's scripts ran).
+  wider than the space it has (:data:`SCROLL_PROBE` measures it after the page's scripts ran);
+
+and in a frame as wide as a phone's window, 390 px (:data:`PHONE_WIDTH`, :data:`PHONE_FRAME`; :func:`phone_faults`):
+the page does not scroll sideways, no figure scrolls sideways in its own box, every image fits the article's column
+and the figures stack, none beside another. A table or an output may scroll in its own box there: a reader swipes a
+table of eight columns.
 
 In the HTML itself (:func:`page_faults`): every figure has a caption numbered within its chapter ("Figure 3."); no
 output shows raw maths (``$...$`` or a ``\\command``), a local absolute path, text written to stderr, a traceback,
@@ -52,6 +57,10 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parent.parent
 WINDOW_WIDTH = 1280
+#: The width of a phone's window, CSS pixels (an iPhone 12 to 15 held upright).
+PHONE_WIDTH = 390
+#: The height of the windows, CSS pixels.
+WINDOW_HEIGHT = 900
 BROWSER_FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -59,12 +68,16 @@ BROWSER_FLAGS = (
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    "--allow-file-access-from-files",  # the phone's frame reads its page's measurements (PHONE_FRAME)
     "--virtual-time-budget=20000",
-    f"--window-size={WINDOW_WIDTH},900",
+    f"--window-size={WINDOW_WIDTH},{WINDOW_HEIGHT}",
     "--dump-dom",
 )
-#: Run in the page after its own scripts (MathJax included): writes into ``body[data-scrolls]`` every element that
-#: scrolls sideways (the page itself as ``page``), so that ``--dump-dom`` carries the measurement out.
+#: Run in the page after its own scripts (MathJax included), so that ``--dump-dom`` carries the measurements out, in
+#: attributes of ``body``: ``data-scrolls``, every element that scrolls sideways (the page itself as ``page``; one
+#: inside a figure prefixed ``in a figure:``); ``data-image-widths``, the width each image of the article is shown
+#: at; ``data-layout``, the window's width and the images that leave the article's column or sit beside another
+#: (:func:`layout_faults`). In a frame (:data:`PHONE_FRAME`) it writes them into the frame's parent instead.
 SCROLL_PROBE = """<script>
 window.addEventListener("load", () => setTimeout(() => {
   const found = [];
@@ -74,14 +87,27 @@ window.addEventListener("load", () => setTimeout(() => {
     if (el.closest(".cell_input") || (el.closest("div[class*='highlight-']") && !el.closest(".cell_output"))) continue;
     const style = getComputedStyle(el);
     if (["auto", "scroll"].includes(style.overflowX) && el.scrollWidth > el.clientWidth + 1)
-      found.push(el.tagName.toLowerCase() + "." + [...el.classList].join(".") + ": "
-                 + el.textContent.trim().replace(/\\s+/g, " ").slice(0, 60));
+      found.push((el.closest("figure") ? "in a figure: " : "") + el.tagName.toLowerCase() + "."
+                 + [...el.classList].join(".") + ": " + el.textContent.trim().replace(/\\s+/g, " ").slice(0, 60));
   }
-  document.body.setAttribute("data-scrolls", JSON.stringify(found));
-  const widths = [...document.querySelectorAll("article img")].map((img) => img.getBoundingClientRect().width);
-  document.body.setAttribute("data-image-widths", JSON.stringify(widths));
+  const out = window.parent !== window ? window.parent.document.body : document.body;
+  out.setAttribute("data-scrolls", JSON.stringify(found));
+  const images = [...document.querySelectorAll("article img")].map((img) => img.getBoundingClientRect());
+  out.setAttribute("data-image-widths", JSON.stringify(images.map((box) => box.width)));
+  const column = document.querySelector("article").getBoundingClientRect();
+  const wide = images.flatMap((box, i) => (box.left < column.left - 1 || box.right > column.right + 1 ? [i] : []));
+  const beside = images.flatMap((box, i) => images.some((other, j) => j !== i && box.width && other.width
+    && box.top < other.bottom - 1 && other.top < box.bottom - 1) ? [i] : []);
+  out.setAttribute("data-layout", JSON.stringify(
+    {window: window.innerWidth, column: column.width, wide: wide, beside: beside}));
 }, 5000));
 </script>"""
+#: A page that shows ``{page}`` in a frame of a phone's width: headless Chromium keeps its window at least 500 px
+#: wide, and a frame's own width is what the page's CSS (its media queries) and :data:`SCROLL_PROBE` see.
+PHONE_FRAME = (
+    '<html><body style="margin: 0"><iframe src="{page}" '
+    f'style="border: 0; width: {PHONE_WIDTH}px; height: {WINDOW_HEIGHT}px"></iframe></body></html>'
+)
 #: Raw maths left in an output: an inline ``$...$`` or a LaTeX command (``\\sigma``, ``\\textsc``).
 RAW_MATHS = re.compile(r"\$[^$\s][^$]*\$|\\[A-Za-z]{2,}")
 #: A table cell that prints a raw value instead of saying what it means: NaN, None, inf, or 5.7e+11.
@@ -148,6 +174,54 @@ def image_widths(dom: str) -> list[float]:
     found = BeautifulSoup(dom, "html.parser").body
     value = found.get("data-image-widths") if found is not None else None
     return [float(width) for width in json.loads(value)] if isinstance(value, str) else []
+
+
+def layout_faults(dom: str, width: int) -> list[str]:
+    """What :data:`SCROLL_PROBE` found wrong in a page shown ``width`` CSS pixels wide (:data:`PHONE_WIDTH`): a
+    window of another width than asked for, and the images (numbered from 1 in the article's order) that leave the
+    article's column or sit beside another image instead of below it.
+
+    Example:
+        >>> dom = '<body data-layout=\\'{"window": 390, "column": 358, "wide": [1], "beside": []}\\'>'
+        >>> layout_faults(dom, 390)
+        ['image 2 is wider than the article column (358 px) at 390 px']
+    """
+    found = BeautifulSoup(dom, "html.parser").body
+    value = found.get("data-layout") if found is not None else None
+    if not isinstance(value, str):
+        return ["? the layout measurement did not run"]
+    layout = json.loads(value)
+    if abs(layout["window"] - width) > 1:
+        return [
+            f"the browser's window was {layout['window']} px wide, not {width} px: not measured"
+        ]
+    return [
+        f"image {index + 1} is wider than the article column ({layout['column']:.0f} px) at {width} px"
+        for index in layout["wide"]
+    ] + [
+        f"image {index + 1} sits beside another image at {width} px instead of stacking"
+        for index in layout["beside"]
+    ]
+
+
+def phone_faults(dom: str) -> list[str]:
+    """Every fault of a page's DOM measured at :data:`PHONE_WIDTH`: the page scrolling sideways, a figure scrolling
+    in its own box, and :func:`layout_faults` (a table or an output may scroll in its own box on a phone).
+
+    Example:
+        >>> dom = ('<body data-scrolls=\\'["div.cell_output: 8 columns", "in a figure: figure: x"]\\' '
+        ...        'data-layout=\\'{"window": 390, "column": 358, "wide": [], "beside": []}\\'>')
+        >>> phone_faults(dom)
+        ['scrolls sideways at 390 px: in a figure: figure: x']
+    """
+    scrolls = [
+        found
+        for found in sideways_scrolls(dom)
+        if found == "page" or found.startswith(("in a figure:", "figure.", "?"))
+    ]
+    return [f"scrolls sideways at {PHONE_WIDTH} px: {found}" for found in scrolls] + layout_faults(
+        dom, PHONE_WIDTH
+    )
 
 
 def figure_faults(source: str, shown_width: float | None = None) -> list[str]:
@@ -231,7 +305,8 @@ def page_faults(
     """
     soup = BeautifulSoup(page, "html.parser")
     article = soup.find("article") or soup
-    for node in article.select(".math, .cell_input, mjx-container"):
+    # a file quoted as it is (uldp.paper.chapters.reference.QUOTED) speaks in its author's words, not the book's
+    for node in article.select(".math, .cell_input, mjx-container, .quoted-file"):
         node.decompose()
     faults = []
     for output in article.select(".cell_output"):
@@ -321,26 +396,43 @@ def browser_dom(command: Sequence[str], timeout: float) -> tuple[str, bool]:
 def check_page(
     page: Path, browser: str, citations: Sequence[re.Pattern[str]], timeout: float
 ) -> list[str]:
-    """Every fault of one built page: what the browser measured (maths, sideways scrolling) and :func:`page_faults`."""
+    """Every fault of one built page: what the browser measured at :data:`WINDOW_WIDTH` (maths, sideways
+    scrolling) and at :data:`PHONE_WIDTH` (:func:`phone_faults`), and :func:`page_faults` (legends judged at the
+    widths of :data:`WINDOW_WIDTH`: on a phone a figure scales to the column, and a tap opens it whole)."""
     text = page.read_text(encoding="utf-8")
     probe = page.with_name(
         f".probe-{page.name}"
     )  # beside the page, so that its relative addresses resolve
     probe.write_text(text.replace("</body>", SCROLL_PROBE + "</body>"), encoding="utf-8")
+    frame = page.with_name(f".phone-{page.name}")
+    frame.write_text(PHONE_FRAME.format(page=probe.name), encoding="utf-8")
+    doms = {}
     try:
-        with tempfile.TemporaryDirectory(
-            prefix="check-pages-"
-        ) as profile:  # no state shared with other browsers
-            dom, complete = browser_dom(
-                [browser, *BROWSER_FLAGS, f"--user-data-dir={profile}", probe.resolve().as_uri()],
-                timeout,
-            )
+        for width, shown in ((WINDOW_WIDTH, probe), (PHONE_WIDTH, frame)):
+            with tempfile.TemporaryDirectory(
+                prefix="check-pages-"
+            ) as profile:  # no state shared with other browsers
+                doms[width] = browser_dom(
+                    [
+                        browser,
+                        *BROWSER_FLAGS,
+                        f"--user-data-dir={profile}",
+                        shown.resolve().as_uri(),
+                    ],
+                    timeout,
+                )
     finally:
         probe.unlink()
-    if not complete:
-        return [
-            f"the browser gave no complete page within {timeout:.0f} s ({len(dom)} characters): not measured"
-        ]
+        frame.unlink()
+    unfinished = [
+        f"the browser gave no complete page at {width} px within {timeout:.0f} s ({len(dom)} characters): "
+        "not measured"
+        for width, (dom, complete) in doms.items()
+        if not complete
+    ]
+    if unfinished:
+        return unfinished
+    dom = doms[WINDOW_WIDTH][0]
     counts = rendered_maths(dom)
     faults = [f"scrolls sideways at {WINDOW_WIDTH} px: {found}" for found in sideways_scrolls(dom)]
     if counts["rendered"] != counts["maths"] or counts["errors"]:
@@ -348,6 +440,7 @@ def check_page(
             f"maths: {counts['maths']} elements, {counts['rendered']} rendered by MathJax, "
             f"{counts['errors']} MathJax errors"
         )
+    faults += phone_faults(doms[PHONE_WIDTH][0])
     return faults + page_faults(text, citations, image_widths(dom))
 
 
@@ -385,7 +478,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for page in args.html.rglob("*.html")
             if "_static" not in page.parts
             and page.name not in ("genindex.html", "search.html")
-            and not page.name.startswith(".probe-")
+            and not page.name.startswith((".probe-", ".phone-"))
         )
     if not pages:
         raise SystemExit(f"no pages under {args.html}: build the book first")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from uldp.paper.experiments import expand
+from uldp.paper.experiments import TAILED_METRICS, expand
 from uldp.paper.scorecard import CLAIMS, judge
 from uldp.paper.scorecard_figures import weighting_gaps
 from uldp.paper.scorecard_utility import (
@@ -38,9 +38,6 @@ if TYPE_CHECKING:
 
     from uldp.paper.experiments import ResultSet
 
-#: A metric with a tail over seeds: the findings give its median and lowest seed beside the mean.
-TAILED = ("c_index",)
-
 
 def _span(values: pd.Series) -> str:
     """``"0.812"`` or ``"0.781 to 0.812"``."""
@@ -52,6 +49,17 @@ def _epsilon_span(values: pd.Series) -> str:
     low, high = float(values.min()), float(values.max())
     shown = [f"{v:,.0f}" if v >= 100 else f"{v:.2g}" if v < 1 else f"{v:.1f}" for v in (low, high)]
     return shown[0] if shown[0] == shown[1] else f"{shown[0]} to {shown[1]}"
+
+
+def _quartiles(values: np.ndarray) -> str:
+    """``"median 0.706, interquartile range 0.690 to 0.720"`` of some runs' values."""
+    q1, median, q3 = np.quantile(values, [0.25, 0.5, 0.75])
+    return f"median {median:.3f}, interquartile range {q1:.3f} to {q3:.3f}"
+
+
+def _runs(table: pd.DataFrame) -> np.ndarray:
+    """Every run's value in a :func:`~uldp.paper.verdicts.per_setting` table (settings times seeds)."""
+    return np.concatenate([list(values.values()) for values in table["values"]])
 
 
 def _seeds(table: pd.DataFrame) -> str:
@@ -81,34 +89,39 @@ def privacy_utility_findings(grid: str, data: Mapping[str, ResultSet]) -> list[s
     epsilon = per_setting(results, "epsilon")
     by = dict(tuple(utility.groupby("series", sort=False)))
     eps = dict(tuple(epsilon.groupby("series", sort=False)))
+    tailed = metric in TAILED_METRICS
+    # a metric with a tail is summed up by its medians (the means of five or six seeds move with one bad draw)
+    centre = "median" if tailed else "mean"
     sentences = []
     if "ULDP-AVG-w" in by and "DEFAULT" in by:
         sentences.append(
             f"{_scale(results)} ({len(by['ULDP-AVG-w'])} settings, {_seeds(by['ULDP-AVG-w'])} each for ULDP-AVG-w, "
             f"{_seeds(by['DEFAULT'])} for DEFAULT), ULDP-AVG-w ends at a final {name} of "
-            f"{_span(by['ULDP-AVG-w']['mean'])} with a user-level $\\epsilon$ of "
-            f"{_epsilon_span(eps['ULDP-AVG-w']['mean'])}, against "
-            f"{_span(by['DEFAULT']['mean'])} for DEFAULT without privacy."
+            f"{_span(by['ULDP-AVG-w'][centre])}{' (medians over seeds)' if tailed else ''} with a user-level "
+            f"$\\epsilon$ of {_epsilon_span(eps['ULDP-AVG-w']['mean'])}, against "
+            f"{_span(by['DEFAULT'][centre])} for DEFAULT without privacy."
         )
     groups = epsilon[epsilon["series"].str.startswith("ULDP-GROUP")]
     if not groups.empty and "ULDP-AVG" in eps:
         smallest = groups.groupby("panel", sort=False)["mean"].min()
         sentences.append(
-            f"ULDP-GROUP-$k$ needs an $\\epsilon$ of {_epsilon_span(smallest)} at its best $k$ per setting, where "
-            f"ULDP-AVG and ULDP-AVG-w spend {_epsilon_span(eps['ULDP-AVG']['mean'])}."
+            f"ULDP-GROUP-$k$ ({_seeds(groups)} per setting) needs an $\\epsilon$ of {_epsilon_span(smallest)} at "
+            f"its best $k$ per setting, where ULDP-AVG and ULDP-AVG-w spend "
+            f"{_epsilon_span(eps['ULDP-AVG']['mean'])}."
         )
     if "ULDP-NAIVE" in by:
-        naive = np.concatenate([list(v.values()) for v in by["ULDP-NAIVE"]["values"]])
+        naive = _runs(by["ULDP-NAIVE"])
         sentences.append(
             f"ULDP-NAIVE, at an $\\epsilon$ of {_epsilon_span(eps['ULDP-NAIVE']['mean'])}, ends at a mean final "
-            f"{name} of {naive.mean():.3f} with a standard deviation of {naive.std(ddof=1):.3f} over its runs "
-            f"(from {naive.min():.3f} to {naive.max():.3f})."
+            f"{name} of {naive.mean():.3f} with a standard deviation of {naive.std(ddof=1):.3f} over its "
+            f"{len(naive)} runs ({_seeds(by['ULDP-NAIVE'])} per setting; from {naive.min():.3f} to "
+            f"{naive.max():.3f}" + (f"; {_quartiles(naive)}" if tailed else "") + ")."
         )
-    if metric in TAILED and "ULDP-AVG" in by:
-        avg = np.concatenate([list(v.values()) for v in by["ULDP-AVG"]["values"]])
+    if tailed and "ULDP-AVG" in by:
+        avg = _runs(by["ULDP-AVG"])
         sentences.append(
             f"The {name} has a tail: over ULDP-AVG's {len(avg)} runs (settings times seeds) its mean is "
-            f"{avg.mean():.3f}, its median {np.median(avg):.3f} and its lowest run {avg.min():.3f}; each seed's "
+            f"{avg.mean():.3f}, its {_quartiles(avg)} and its lowest run {avg.min():.3f}; each seed's "
             "noise is shared by every method, so a bad draw pulls them down together and the comparisons are "
             "paired by seed."
         )

@@ -5,11 +5,13 @@ the accountant, and user sampling, each with what it costs in epsilon or seconds
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from uldp.paper.beyond import pld_claim, user_level_epsilons
+from uldp.paper.experiments import TAILED_METRICS, UTILITY_METRIC
 from uldp.paper.scorecard import CLAIMS, judge
 from uldp.paper.scorecard_runtime import runtime_parts
 from uldp.paper.scorecard_utility import (
@@ -17,6 +19,7 @@ from uldp.paper.scorecard_utility import (
     MNIST_ACCOUNTING,
     MNIST_SHORT,
     NOTICEABLE,
+    PRIVACY_UTILITY_GRIDS,
     judged_metric,
     privacy_utility_panels,
 )
@@ -69,6 +72,53 @@ def claims_table(data: Mapping[str, ResultSet]) -> str:
         ]
         lines.append(f"| {claim.text} | {claim.where} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _listed(names: list[str]) -> str:
+    """``"a"``, ``"a and b"``, ``"a, b and c"``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def seeds_note(data: Mapping[str, ResultSet]) -> str:
+    """How many seeds the verdicts read, per privacy-utility dataset and method at the paper's settings (as many as
+    are stored: a grid that gains seeds changes this sentence and the verdicts with it), and, for a metric with a tail
+    over seeds (:data:`~uldp.paper.experiments.TAILED_METRICS`), that its chapter gives medians and interquartile
+    ranges.
+
+    Example:
+        >>> seeds_note({})
+        'Seeds: none stored.'
+    """
+    parts, tailed = [], []
+    for grid in PRIVACY_UTILITY_GRIDS:
+        results = data.get(grid)
+        if results is None or not results.runs or results.profile != "paper":
+            continue  # a build's own stand-in runs (MNIST's) are not what the verdicts at paper scale read
+        counts: dict[tuple[int, int], list[str]] = {}
+        for series in dict.fromkeys(run["series"] for run in results.runs):
+            per_panel = Counter(run["panel"] for run in results.runs if run["series"] == series)
+            span = (min(per_panel.values()), max(per_panel.values()))
+            counts.setdefault(span, []).append(series)
+        name = next((name for name, keys in COLUMNS if keys == (grid,)), grid)
+        parts.append(
+            f"{name}: "
+            + "; ".join(
+                f"{low if low == high else f'{low} to {high}'} for {_listed(series)}"
+                for (low, high), series in sorted(counts.items(), reverse=True)
+            )
+        )
+        if UTILITY_METRIC.get(results.runs[0]["params"]["dataset"]) in TAILED_METRICS:
+            tailed.append(name)
+    if not parts:
+        return "Seeds: none stored."
+    note = "Seeds per setting, as stored: " + ". ".join(parts) + "."
+    if tailed:
+        note += (
+            f" The final utility of {_listed(tailed)} has a low tail over seeds: its chapter gives medians and "
+            "interquartile ranges beside the means, and every verdict pairs the methods' runs by seed, whose noise "
+            "they share."
+        )
+    return note
 
 
 def _method(data: Mapping[str, ResultSet]) -> str:

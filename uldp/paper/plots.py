@@ -6,7 +6,10 @@ either side of it, not a mean +- std that a log axis stretches over decades. One
 (outside every axes), at :data:`LEGEND_PT`; a utility axis is zoomed to where its means lie (:data:`ZOOM_MARGIN`).
 
 - :func:`privacy_utility_figure` (Figures 4-7): one row per setting (users, distribution); utility on the left
-  (test loss, then accuracy, for MNIST), the user-level epsilon on the right (log scale).
+  (test loss, then accuracy, for MNIST), the user-level epsilon on the right (log scale). A utility with a tail over
+  seeds (TcgaBrca's C-index, :data:`~uldp.paper.experiments.TAILED_METRICS`) is drawn instead as small multiples
+  (:func:`small_multiples_figure`): a panel per method, its median with an interquartile band, beside the
+  non-private baseline's median, and the epsilon of every method below.
 - :func:`weighting_figure` (Figure 8): test loss of ULDP-AVG and ULDP-AVG-w, one panel per dataset and silo count,
   solid lines for uniform and dashed for zipf.
 - :func:`user_sampling_figure` (Figure 9): utility and epsilon of ULDP-AVG-w for each user sampling rate q.
@@ -22,7 +25,13 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from uldp.paper.experiments import UTILITY_METRIC, ChapterResults, ResultSet, summarise
+from uldp.paper.experiments import (
+    TAILED_METRICS,
+    UTILITY_METRIC,
+    ChapterResults,
+    ResultSet,
+    summarise,
+)
 from uldp.paper.verdicts import profile_label
 
 if TYPE_CHECKING:
@@ -48,6 +57,15 @@ FIGURE_WIDTH = 9.0
 LEGEND_PT = 10.0
 #: A utility axis shows its means' range and this share of it either side; bands may leave it (a seed far off).
 ZOOM_MARGIN = 0.15
+#: Small multiples (:func:`small_multiples_figure`): panels per row, and the height of a method's panel and of the
+#: epsilon panel below them, in inches.
+SMALL_MULTIPLE_COLUMNS = 3
+SMALL_PANEL_HEIGHT = 1.6
+EPSILON_PANEL_HEIGHT = 2.4
+#: The utility of a score that ignores its input, drawn as a reference where a metric has one (a C-index of one half).
+CHANCE_LEVEL: dict[str, float] = {"c_index": 0.5}
+#: The series every small multiple draws as a reference: the non-private baseline.
+REFERENCE_SERIES = "DEFAULT"
 #: Paul Tol's colour-blind-safe "muted" palette, then black.
 PALETTE: tuple[str, ...] = (
     "#332288",
@@ -163,6 +181,132 @@ def log_summary(frame: Any, metric: str) -> Any:
     return summarise(logged, metric)
 
 
+def quantile_summary(frame: Any, metric: str) -> Any:
+    """Median and quartiles of one per-round column over seeds, per panel, series and round.
+
+    Args:
+        frame: A :meth:`uldp.paper.experiments.ResultSet.frame`.
+        metric: The column.
+
+    Returns:
+        A DataFrame with columns ``panel, series, round, median, q1, q3, n`` (rounds where the value is missing are
+        dropped).
+
+    Raises:
+        ValueError: ``metric`` is not a column of ``frame``.
+    """
+    if metric not in frame:
+        raise ValueError(
+            f"no column {metric!r} in the results; columns: {', '.join(map(str, frame.columns))}"
+        )
+    grouped = frame.dropna(subset=[metric]).groupby(["panel", "series", "round"], sort=False)[
+        metric
+    ]
+    return grouped.agg(
+        median="median",
+        q1=lambda values: values.quantile(0.25),
+        q3=lambda values: values.quantile(0.75),
+        n="count",
+    ).reset_index()
+
+
+def small_multiples_figure(results: ResultSet, metric: str, *, title: str) -> Figure:
+    """A utility with a tail over seeds as small multiples: per setting, one panel per method
+    (:data:`SMALL_MULTIPLE_COLUMNS` to a row, the method and its seeds in the title) with the method's median over
+    seeds and its interquartile band, :data:`REFERENCE_SERIES`'s median dotted in grey and the level of a score that
+    ignores its input (:data:`CHANCE_LEVEL`) dashed, all on one y axis zoomed to where the runs end (the medians of
+    the second half of the rounds, and the chance level; a band may leave it); below them, the
+    user-level epsilon of every method (log scale, :func:`draw_curves`), titled with the setting.
+
+    A mean +- std band of a metric with a low tail reaches far below where most seeds are, and nine such bands on one
+    axes hide each other: medians and quartiles, a panel each, show where the runs end and how they spread.
+
+    Args:
+        results: Stored results of one grid.
+        metric: The utility column (e.g. ``"c_index"``).
+        title: Figure title.
+
+    Returns:
+        The figure (one legend for all panels, below them).
+
+    Raises:
+        ValueError: No runs, or a metric missing from the results.
+    """
+    if not results.runs:
+        raise ValueError(f"no stored results for grid {results.grid!r}: nothing to plot")
+    frame = results.frame()
+    quartiles = quantile_summary(frame, metric)
+    epsilon = log_summary(frame, "epsilon")
+    panels = list(dict.fromkeys(run["panel"] for run in results.runs))
+    order = _series_order(results)
+    method_rows = -(-len(order) // SMALL_MULTIPLE_COLUMNS)
+    heights = ([SMALL_PANEL_HEIGHT] * method_rows + [EPSILON_PANEL_HEIGHT]) * len(panels)
+    fig = plt.figure(figsize=(FIGURE_WIDTH, sum(heights) + 1.6), dpi=FIGURE_DPI)
+    grid = fig.add_gridspec(len(heights), SMALL_MULTIPLE_COLUMNS, height_ratios=heights)
+    chance = CHANCE_LEVEL.get(metric)
+    # zoomed to where the runs end: the medians of the second half of training, and the chance level
+    late = quartiles[quartiles["round"] > quartiles["round"].max() / 2]["median"]
+    low = min(float(late.min()), chance if chance is not None else np.inf)
+    high = max(float(late.max()), chance if chance is not None else -np.inf)
+    margin = ZOOM_MARGIN * (high - low) or 0.05 * max(abs(high), 1e-9)
+    for block, panel in enumerate(panels):
+        top = block * (method_rows + 1)
+        rows = quartiles[quartiles["panel"] == panel]
+        reference = rows[rows["series"] == REFERENCE_SERIES].sort_values("round")
+        for index, series in enumerate(order):
+            ax = fig.add_subplot(
+                grid[top + index // SMALL_MULTIPLE_COLUMNS, index % SMALL_MULTIPLE_COLUMNS]
+            )
+            curve = rows[rows["series"] == series].sort_values("round")
+            if len(reference) and series != REFERENCE_SERIES:
+                ax.plot(
+                    reference["round"],
+                    reference["median"],
+                    color="0.45",
+                    linestyle=":",
+                    lw=1.2,
+                    label=f"{REFERENCE_SERIES}'s median",
+                )
+            if chance is not None:
+                ax.axhline(
+                    chance,
+                    color="0.6",
+                    linestyle="--",
+                    lw=0.9,
+                    label=f"chance ({chance:g})",
+                )
+            style = _style(series, index)
+            ax.plot(
+                curve["round"],
+                curve["median"],
+                label=series,
+                lw=1.6,
+                markersize=4,
+                markevery=max(1, len(curve) // 6),
+                **style,
+            )
+            ax.fill_between(
+                curve["round"], curve["q1"], curve["q3"], color=style["color"], alpha=0.25, lw=0
+            )
+            seeds = int(curve["n"].max()) if len(curve) else 0
+            ax.set_title(f"{series} ({seeds} seed{'s' if seeds != 1 else ''})", fontsize=9)
+            ax.set_ylim(low - margin, high + margin)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
+            ax.grid(True, alpha=0.3)
+            if index % SMALL_MULTIPLE_COLUMNS:
+                ax.tick_params(labelleft=False)
+            else:
+                ax.set_ylabel(LABELS.get(metric, metric), fontsize=9)
+        ax = fig.add_subplot(grid[top + method_rows, :])
+        draw_curves(ax, epsilon, panel, log=True, series_order=order)
+        ax.set_title(panel, fontsize=9)
+        ax.set_ylabel(LABELS["epsilon"])
+        ax.set_xlabel("round")
+    figure_legend(fig, fig.axes)
+    fig.suptitle(title)
+    return fig
+
+
 def _series_order(results: ResultSet) -> list[str]:
     return list(dict.fromkeys(run["series"] for run in results.runs))
 
@@ -258,15 +402,15 @@ def _dataset(results: ResultSet) -> str:
 
 
 def privacy_utility_figure(results: ResultSet) -> Figure:
-    """Figures 4-7: utility (left; test loss and accuracy for MNIST) and user-level epsilon (right) per setting."""
+    """Figures 4-7: utility (left; test loss and accuracy for MNIST) and user-level epsilon (right) per setting; a
+    utility of :data:`~uldp.paper.experiments.TAILED_METRICS` as :func:`small_multiples_figure`."""
     dataset = _dataset(results)
-    metrics = (["test_loss"] if dataset == "mnist" else []) + [
-        UTILITY_METRIC.get(dataset, "accuracy"),
-        "epsilon",
-    ]
-    return metric_grid(
-        results, metrics, title=f"Privacy-utility trade-offs: {dataset} ({_scale(results)})"
-    )
+    utility = UTILITY_METRIC.get(dataset, "accuracy")
+    title = f"Privacy-utility trade-offs: {dataset} ({_scale(results)})"
+    if utility in TAILED_METRICS:
+        return small_multiples_figure(results, utility, title=title)
+    metrics = (["test_loss"] if dataset == "mnist" else []) + [utility, "epsilon"]
+    return metric_grid(results, metrics, title=title)
 
 
 def weighting_figure(results: ResultSet) -> Figure:

@@ -22,6 +22,7 @@ import pandas as pd
 from uldp.paper.experiments import (
     GRIDS,
     PROFILES,
+    TAILED_METRICS,
     UTILITY_METRIC,
     ResultSet,
     accounted_results,
@@ -431,11 +432,6 @@ def scorecard(data: Mapping[str, ResultSet], *, grid: str | None = None) -> pd.D
 
 #: What :func:`final_table` shows where a series has no stored run at a panel (a reduced profile leaves it out).
 NOT_RUN = "not run"
-
-
-#: Metrics with a tail over seeds (TcgaBrca's C-index collapses on some noise draws): :func:`final_table` shows their
-#: median and interquartile range beside the mean.
-TAILED_METRICS = ("c_index",)
 
 
 def final_table(results: ResultSet, metric: str | None = None) -> pd.DataFrame:

@@ -64,8 +64,8 @@ SMALL_EPSILON = 10.0
 MARGIN = f"by more than {SE_MULTIPLE:g} standard errors over seeds, paired by seed"
 #: What the Scorecard says wherever it judges ULDP-NAIVE: the noise it ran with.
 NAIVE_NOISE = (
-    "ULDP-NAIVE ran with the corrected, doubled noise ($2 \\sigma C \\sqrt{|S|}$ per silo, for the true "
-    "sensitivity $2|S|C$; the paper's Algorithm 1 adds half)"
+    "ULDP-NAIVE ran with the corrected, doubled noise (2σC√|S| per silo, for the true sensitivity 2|S|C; "
+    "the paper's Algorithm 1 adds half)"
 )
 #: The metric each dataset's claims are judged on where it differs from the figures' (a constant predictor reaches
 #: 0.909 accuracy on Creditcard's test set but 0.5 balanced accuracy).

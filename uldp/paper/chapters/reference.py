@@ -103,6 +103,8 @@ def figures_table() -> pd.DataFrame:
 #: Where the paper's settings file is looked for: ``paper/settings.md`` in the ``shared`` folder beside the checkout,
 #: then beside the data folder (``$ULDP_DATA_DIR/../paper``).
 SETTINGS_FILE = Path("paper") / "settings.md"
+#: The HTML class of a block that quotes a file as it is (``tools/check_pages.py`` reads it as the file's words).
+QUOTED = "quoted-file"
 
 
 def settings_file(data_dir: str | Path | None = None, checkout: Path | None = None) -> Path | None:
@@ -121,7 +123,8 @@ def settings_file(data_dir: str | Path | None = None, checkout: Path | None = No
 
 def settings_source(path: Path | None) -> Markdown:
     """The settings file verbatim, folded (a dropdown the reader opens), or a message saying where it was looked
-    for when ``path`` is ``None`` (no local path is printed)."""
+    for when ``path`` is ``None`` (no local path is printed). The file's block carries the class :data:`QUOTED`:
+    its words are the collector's, which ``tools/check_pages.py`` does not judge as the book's outputs."""
     if path is None:
         return Markdown(
             f"The paper's settings file (`{SETTINGS_FILE.name}`) is not in this checkout: it is looked for "
@@ -132,5 +135,5 @@ def settings_source(path: Path | None) -> Markdown:
     fence = "`" * max(4, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
     return Markdown(
         f":::{{dropdown}} The settings file `{SETTINGS_FILE.name}`, verbatim\n"
-        f"{fence}text\n{text.rstrip()}\n{fence}\n:::"
+        f"{fence}{{code-block}} text\n:class: {QUOTED}\n\n{text.rstrip()}\n{fence}\n:::"
     )

@@ -57,6 +57,7 @@ from uldp.paper.experiments.executor import (
 from uldp.paper.experiments.grids import (
     GRIDS,
     PROFILES,
+    TAILED_METRICS,
     UTILITY_METRIC,
     Entry,
     Grid,
@@ -107,6 +108,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SIGMA",
     "SIMULATION",
+    "TAILED_METRICS",
     "UTILITY_METRIC",
     "WRAPPER_ARGUMENTS",
     "ChapterResults",

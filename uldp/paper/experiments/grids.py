@@ -40,6 +40,10 @@ UTILITY_METRIC: dict[str, str] = {
     "tcga_brca": "c_index",
     "synthetic": "accuracy",
 }
+#: Metrics with a tail over seeds (TcgaBrca's C-index collapses on some noise draws, in the authors' code as in
+#: ``uldp``): the chapters give their median and interquartile range beside the mean, and draw medians with
+#: interquartile bands (``uldp.paper.plots.small_multiples_figure``).
+TAILED_METRICS: tuple[str, ...] = ("c_index",)
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,10 @@ from uldp.secure.lattice import (
     RING_DEGREE,
     LatticeLayout,
     _contexts,
-    _load,
     _seal,
     _split,
-    to_bytes,
 )
+from uldp.secure.lattice_wire import _load, to_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

@@ -159,16 +159,17 @@ def test_weights_are_sent_once_per_sample_and_again_to_a_silo_without_them():
     for sampled in (everyone, everyone, some, some, everyone):
         result = session.aggregate(deltas, noise, sampled)
         assert np.max(np.abs(result - plain_round(counts, deltas, noise, sampled))) <= P
-    full, light = max(received), min(received)
-    assert full > 100 * light  # the BFV weights dominate; a round that reuses them carries none
-    per_round = [received[i : i + 3] for i in range(0, len(received), 3)]
-    assert [r == [full] * 3 for r in per_round] == [True, False, True, False, True]
-    assert per_round[1] == per_round[3] == [light] * 3
+    light = min(received)  # the Paillier messages alone (their length varies by a few bytes)
+    assert (
+        max(received) > 100 * light
+    )  # the BFV weights dominate; a round that reuses them carries none
+    heavy = [[size > 10 * light for size in received[i : i + 3]] for i in range(0, 15, 3)]
+    assert heavy == [[True] * 3, [False] * 3, [True] * 3, [False] * 3, [True] * 3]
     _lattice(session.silos[1].backend)._held = None  # restored from its state: it holds no weights
     del received[:]
     result = session.aggregate(deltas, noise, everyone)
     assert np.max(np.abs(result - plain_round(counts, deltas, noise, everyone))) <= P
-    assert received[1] == full and received[0] == received[2] == light
+    assert [size > 10 * light for size in received] == [False, True, False]
 
 
 def _lattice(backend: Backend) -> LatticeBackend:

@@ -11,9 +11,10 @@ warm-up round (its pool started, contexts built, on as many chunks as it has wor
 worker keyword there is ``processes``) for ``--before-workers``, and prints the ratios: the goal is CPU time per round
 growing by at most 1.5x from 1 to the most workers, and no slowdown against REV on 2 cores.
 
-On a 16-core machine (one call, under 8 minutes at 10^6 parameters):
+On a 16-core machine (one call; at 10^6 parameters about 60 s of CPU per round here, so one round per count after
+and before, 1 + 1/2 + ... + 1/16 of it and two rounds of f44df92, stays under 8 minutes):
 
-    python benchmarks/lattice_workers.py --parameters 1000000 --workers 1,2,4,8,16 --before f44df92 --json
+    python benchmarks/lattice_workers.py --parameters 1000000 --workers 1,2,4,8,16 --repeat 1 --before f44df92 --json
 
 Usage: python benchmarks/lattice_workers.py [--parameters D] [--users U] [--workers 1,2] [--repeat R] [--profile]
        [--before REV] [--before-workers 1,2] [--json] [--write PATH]

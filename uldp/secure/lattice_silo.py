@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import shutil
 import tempfile
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -108,9 +109,10 @@ _PUBLIC_ENCRYPTORS: dict[bytes, list[Any]] = {}
 @dataclass(frozen=True)
 class _RoundTask:
     """What a worker needs for its share of one silo's round (all public parameters, or the silo's own secrets:
-    only this silo's own forked workers receive them). ``inputs`` is a directory in RAM holding ``rows.npy`` (the
-    encoded rows of the contributing users, (users, d) int64) and ``weights.pkl`` (per plaintext prime, their
-    ``Enc(y_u)`` bytes); or None when the rows and weights are passed in process (:attr:`rows`, :attr:`weights`)."""
+    only this silo's own forked workers receive them). ``inputs`` is a directory (in RAM where it fits) holding
+    ``rows.npy`` (the encoded rows of the contributing users, (users, d) int64) and ``weights-i.pkl`` (their
+    ``Enc(y_u)`` bytes for plaintext prime i), which workers read without the parent pickling them to each; or None
+    when the rows and weights are passed in process (:attr:`rows`, :attr:`weights`)."""
 
     layout: LatticeLayout
     public_keys: tuple[bytes, ...]
@@ -136,13 +138,12 @@ def _round_items(task: _RoundTask, items: Sequence[tuple[int, int]]) -> list[byt
     """
     sealapi = _seal()
     layout = task.layout
-    if task.inputs is None:
-        rows, weights = task.rows, task.weights
-    else:
-        rows = np.load(os.path.join(task.inputs, "rows.npy"), mmap_mode="r")
-        with open(os.path.join(task.inputs, "weights.pkl"), "rb") as handle:
-            weights = pickle.load(handle)
-    assert rows is not None and weights is not None
+    rows = (
+        task.rows
+        if task.inputs is None
+        else np.load(os.path.join(task.inputs, "rows.npy"), mmap_mode="r")
+    )
+    assert rows is not None
     contexts = _contexts(layout.plain_moduli, layout.coefficient_bits)
     encryptors = _public_encryptors(layout, task.public_keys, task.silo_id)
     parameters, g = rows.shape[1], layout.packed.weight_bits
@@ -153,7 +154,13 @@ def _round_items(task: _RoundTask, items: Sequence[tuple[int, int]]) -> list[byt
         context, evaluator = contexts[index], contexts[index].evaluator
         if index not in prepared:  # W_u = V_u - c_u in NTT form, once per prime and worker
             prepared[index] = []
-            for weight_bytes, correction in zip(weights[index], task.corrections, strict=True):
+            if task.inputs is None:
+                assert task.weights is not None
+                weights = task.weights[index]
+            else:  # only the primes this worker's items need
+                with open(os.path.join(task.inputs, f"weights-{index}.pkl"), "rb") as handle:
+                    weights = pickle.load(handle)
+            for weight_bytes, correction in zip(weights, task.corrections, strict=True):
                 weight = context.load(weight_bytes)
                 evaluator.sub_plain_inplace(weight, context.constant(int(correction)))
                 evaluator.transform_to_ntt_inplace(weight)
@@ -369,11 +376,18 @@ class LatticeSilo:
         groups = [[items[j] for j in group] for group in _split(len(items), self.workers)]
         if len(groups) <= 1:
             parts = [_round_items(replace(task, rows=rows, weights=chosen), items)]
-        else:  # (prime, chunk) items split over worker processes, which read the inputs from RAM
-            with tempfile.TemporaryDirectory(dir=_scratch()) as inputs:
+        else:  # (prime, chunk) items split over worker processes, which read the inputs from a file
+            size = rows.nbytes + sum(len(c) for prime in chosen for c in prime)
+            room = _scratch()
+            if (
+                shutil.disk_usage(room).free < 2 * size
+            ):  # a small /dev/shm (containers): the disk instead
+                room = tempfile.gettempdir()
+            with tempfile.TemporaryDirectory(dir=room) as inputs:
                 np.save(os.path.join(inputs, "rows.npy"), rows)
-                with open(os.path.join(inputs, "weights.pkl"), "wb") as handle:
-                    pickle.dump(chosen, handle, protocol=pickle.HIGHEST_PROTOCOL)
+                for index, prime in enumerate(chosen):
+                    with open(os.path.join(inputs, f"weights-{index}.pkl"), "wb") as handle:
+                        pickle.dump(prime, handle, protocol=pickle.HIGHEST_PROTOCOL)
                 pool = fast._pool(len(groups))
                 shared = replace(task, inputs=inputs)
                 futures = [pool.submit(_round_items, shared, group) for group in groups]

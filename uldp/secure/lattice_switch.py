@@ -27,7 +27,9 @@ steps, times ``1 + ||s||_1``). The switch to ``2^b`` and the lift back add at mo
 and ``N (|S| Q2 / 2^(b1+1) + 1)`` to ``c1 s``'s contribution. With ``2^(b0-2) > t |S|`` each of the two is below
 ``Q2 / (8t)``; the layout asks ``|S| (F + noise) <= q / (8t)``; so the total stays below ``Q2 / (2t) - t - 1`` and
 BFV decryption at Q2 returns every ``A_j mod t`` exactly (:func:`check_budget` checks the inequality in integers for
-every layout). What remains of the budget is stated by :func:`budget_bits`.
+every layout). What remains of the budget is :func:`budget_bits`: at MNIST size (|U| = 100, |S| = 5, P = 1e-10, two
+48-bit plaintext primes, q of four 60-bit primes) the worst-case noise fits 2.5 times (1.34 bits) below the bound, and
+before the switch the flooded noise sat about 2^7 times below it: the switch spends the budget the flood left unused.
 
 **Security.** Modulus switching is a public, deterministic operation on a ciphertext: anyone can apply it, and it uses
 neither key. Whatever the server sees after it is a function of what it would have seen before (the masked, flooded

@@ -12,7 +12,12 @@ per ciphertext) is the session's own (:attr:`uldp.secure.config.ProtocolConfig.l
 weights and update are made by its engine (:mod:`uldp.secure.lattice`, :mod:`uldp.secure.lattice_silo`) at the
 MNIST shape: SEAL's serialisation sizes, measured.
 
-Usage: python benchmarks/protocol_traffic.py [--json] [--write PATH]
+The lattice backend is measured in two rounds: one whose sample is that of the BFV weights the silo holds
+(``lattice (held)``: the server sends the weights once per sample, so every round with q = 1 or with the silos'
+hidden sample after the first) and one with a new sample (``lattice (new_sample)``: a server-drawn sample at q < 1).
+``--before REV`` runs this script's own version at REV on the library at REV in the same run, for before/after.
+
+Usage: python benchmarks/protocol_traffic.py [--json] [--write PATH] [--before REV]
 """
 
 from __future__ import annotations
@@ -21,7 +26,10 @@ import argparse
 import json
 import os
 import secrets
+import subprocess
 import sys
+import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +40,7 @@ from uldp.secure import ProtocolConfig, ProtocolParameters, keys
 from uldp.secure.driver import STAGE_CHECK, STAGE_SHARES, STAGE_UPDATE
 from uldp.secure.messages import (
     EncryptedWeightsMessage,
+    LatticeHeldMessage,
     LatticeUpdateMessage,
     LatticeWeightsMessage,
     MaskedUpdateMessage,
@@ -108,8 +117,10 @@ def paillier_family(config: ProtocolConfig) -> dict[str, dict[str, int]]:
     return stages
 
 
-def lattice(config: ProtocolConfig) -> dict[str, dict[str, int]]:
-    """Silo 0's bytes per stage with the lattice backend, its BFV messages made by the engine."""
+def lattice(config: ProtocolConfig) -> dict[str, dict[str, dict[str, int]]]:
+    """Silo 0's bytes per stage with the lattice backend, its BFV messages made by the engine: in a round whose sample
+    is the one of the weights the silo holds (the server sends them once per sample: every round with q = 1 or the
+    silos' hidden sample) and in a round with a new sample (the server's own at q < 1)."""
     from uldp.secure import lattice as engine, lattice_silo
 
     users, silos, d = config.n_users, config.n_silos, MNIST["parameters"]
@@ -132,23 +143,23 @@ def lattice(config: ProtocolConfig) -> dict[str, dict[str, int]]:
     update = silo.masked_update(1, weights_bfv, [0] * users, deltas, np.zeros(d))
     mine = len(range(0, users, silos))
     weights = EncryptedWeightsMessage(1, ciphertexts(users))
-    answer = LatticeWeightsMessage(1, tuple(c for prime in weights_bfv for c in prime))
-    sent = LatticeUpdateMessage(1, 0, d, tuple(c for prime in update for c in prime))
+    fresh = LatticeWeightsMessage(2, 2, tuple(c for prime in weights_bfv for c in prime))
+    sent = LatticeUpdateMessage(2, 0, d, tuple(c for prime in update for c in prime))
+    shares = [RescaleRequestMessage(2, 0, ciphertexts(mine)), LatticeHeldMessage(2, 0, 1)]
     return {
-        STAGE_SHARES: {
-            "sent": size([RescaleRequestMessage(1, 0, ciphertexts(mine))]),
-            "received": size([weights]),
-        },
-        STAGE_UPDATE: {"sent": size([sent]), "received": size([weights, answer])},
+        case: {
+            STAGE_SHARES: {"sent": size(shares), "received": size([weights])},
+            STAGE_UPDATE: {"sent": size([sent]), "received": size([weights, answer])},
+        }
+        for case, answer in (
+            ("held", replace(fresh, weights_round=1, ciphertexts=())),
+            ("new_sample", fresh),
+        )
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    parser.add_argument("--write", type=Path, help="also write the document to this path")
-    args = parser.parse_args()
-    started = now()
+def measure() -> dict:
+    """Silo 0's bytes per round, per backend (the lattice in its two cases), against the model's float32 bytes."""
     model = MNIST["parameters"] * FLOAT32_BYTES
     results: dict = {
         **MNIST,
@@ -161,25 +172,90 @@ def main() -> int:
         config = ProtocolConfig.for_training(
             MNIST["silos"], MNIST["users"], clip=CLIP, sigma=SIGMA, parameters=parameters
         )
-        stages = lattice(config) if backend == "lattice" else paillier_family(config)
-        sent = sum(s["sent"] for s in stages.values())
-        received = sum(s["received"] for s in stages.values())
-        results[backend] = {
-            "stages": stages,
-            "sent_bytes": sent,
-            "received_bytes": received,
-            "sent_ratio_to_float32": sent / model,
-            "received_ratio_to_float32": received / model,
-            "meets_goal": sent <= GOAL_SENT_RATIO * model and received <= GOAL_RECEIVED_BYTES,
-        }
-        say(
-            f"{backend}: silo sends {sent / 1e6:.3f} MB ({sent / model:.1f} x float32), receives "
-            f"{received / 1e6:.3f} MB ({received / model:.1f} x); goal met: {results[backend]['meets_goal']}"
+        cases = (
+            {f"lattice ({case})": stages for case, stages in lattice(config).items()}
+            if backend == "lattice"
+            else {backend: paillier_family(config)}
         )
-    document = {
-        "provenance": {**provenance("python benchmarks/protocol_traffic.py"), "date": started},
-        "results": results,
+        for name, stages in cases.items():
+            sent = sum(s["sent"] for s in stages.values())
+            received = sum(s["received"] for s in stages.values())
+            results[name] = {
+                "stages": stages,
+                "sent_bytes": sent,
+                "received_bytes": received,
+                "sent_ratio_to_float32": sent / model,
+                "received_ratio_to_float32": received / model,
+                "meets_goal": sent <= GOAL_SENT_RATIO * model and received <= GOAL_RECEIVED_BYTES,
+            }
+    return results
+
+
+def before(revision: str) -> dict:
+    """The same measurement by this script's version at ``revision`` on the library at ``revision`` (``git
+    archive`` into a temporary directory, run there with that tree first on the path)."""
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory() as tree:
+        archive = subprocess.run(
+            ["git", "-C", str(root), "archive", revision, "uldp", "benchmarks/protocol_traffic.py"],
+            check=True,
+            capture_output=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
+        run = subprocess.run(
+            [sys.executable, "benchmarks/protocol_traffic.py", "--json"],
+            cwd=tree,
+            env={**os.environ, "PYTHONPATH": tree},
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+    commit = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", revision], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    return {"git_commit": commit, "results": json.loads(run.stdout)["results"]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    parser.add_argument("--write", type=Path, help="also write the document to this path")
+    parser.add_argument(
+        "--before",
+        metavar="REV",
+        help="also measure the library at this git revision, in the same run",
+    )
+    args = parser.parse_args()
+    started = now()
+    document: dict = {
+        "provenance": {
+            **provenance(
+                "python benchmarks/protocol_traffic.py"
+                + (f" --before {args.before}" if args.before else "")
+            ),
+            "date": started,
+        },
+        "results": measure(),
     }
+    if args.before:
+        say(f"before: the same measurement at {args.before} ...")
+        document["before"] = before(args.before)
+    for name, after in document["results"].items():
+        if not isinstance(after, dict) or "sent_bytes" not in after:
+            continue
+        line = (
+            f"{name}: silo sends {after['sent_bytes'] / 1e6:.3f} MB "
+            f"({after['sent_ratio_to_float32']:.1f} x float32), receives "
+            f"{after['received_bytes'] / 1e6:.3f} MB; goal met: {after['meets_goal']}"
+        )
+        old = document.get("before", {}).get("results", {}).get(name.split(" (")[0])
+        if old:
+            line += (
+                f" (before: sends {old['sent_bytes'] / 1e6:.3f} MB, receives "
+                f"{old['received_bytes'] / 1e6:.3f} MB; sent x{after['sent_bytes'] / old['sent_bytes']:.3f}, "
+                f"received x{after['received_bytes'] / old['received_bytes']:.4f})"
+            )
+        say(line)
     if args.write:
         write_json_atomic(args.write, document)
     if args.json:

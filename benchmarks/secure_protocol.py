@@ -532,7 +532,7 @@ def lattice_rounds(rng, processes):
                 counts[s],
                 layout,
                 public_keys=server.public_keys(),
-                processes=workers,
+                workers=workers,
                 mask_keys={p: mask_keys[min(s, p), max(s, p)] for p in range(n_silos) if p != s},
             )
             for s in range(n_silos)

@@ -506,9 +506,11 @@ chapters.show_protocol_scale()
 # plaintext-ciphertext product multiplies one user's weight by 16384 parameters. The parties and what they learn are
 # those of {ref}`Protocol 1 <paper-protocol-1>`. Every round the packed backend's rescale (Paillier) gives the server $y_u$ and the silos
 # $c_u$ with $w_u = y_u - c_u$ (zero for users not sampled). The server sends every silo the same seeded
-# $\mathrm{Enc}(y_u)$. A silo subtracts $c_u$, adds $\sum_u \mathrm{Enc}(w_u) \cdot n_{s,u} E_{s,u}$ and its encoded
-# noise, re-randomises with a public-key $\mathrm{Enc}(0)$, floods the noise (smudging, $2^{-40}$) and adds pairwise
-# masks uniform on $R_q^2$, which cancel exactly in the sum. The server decrypts only that sum. A slot wider than
+# $\mathrm{Enc}(y_u)$, afresh only when the sample changed. A silo subtracts $c_u$, adds
+# $\sum_u \mathrm{Enc}(w_u) \cdot n_{s,u} E_{s,u}$ and its encoded noise, re-randomises with a public-key
+# $\mathrm{Enc}(0)$, floods the noise (smudging, $2^{-40}$), switches the ciphertext down to a power of two (keeping
+# only the coefficients that carry parameters) and adds pairwise masks, which cancel exactly in the sum
+# (`benchmarks/protocol_traffic.py` measures the bytes per round). The server decrypts only that sum. A slot wider than
 # SEAL's 60-bit plaintext modulus (the default $P = 10^{-10}$ needs about 100 bits) is split over two plaintext
 # primes (CRT). The module docstring states the security argument: IND-CPA, masking, and circuit privacy by flooding,
 # which is the remedy for the decryption-noise leakage of Li and Micciancio. It also says why BFV and not CKKS. The

@@ -29,6 +29,10 @@ from uldp.secure.messages import (
 
 P = 1e-10
 N_MAX = 300
+#: A wrong key or uncancelled masks decrypt to values uniform on the aggregates' range [-B, B] / 2^(g+f) (about +-25
+#: here: the plaintext moduli's product is just above 2B + 1): none lands within 1000 P of the right value but with
+#: probability about 1e-10 per coordinate.
+GARBAGE = 1000 * P
 
 
 def _setup(counts, *, clip=0.5, noise_bound=3.0, precision=P, processes=1):
@@ -50,7 +54,7 @@ def _setup(counts, *, clip=0.5, noise_bound=3.0, precision=P, processes=1):
             counts[s],
             layout,
             public_keys=server.public_keys(),
-            processes=processes,
+            workers=processes,
             mask_keys={p: keys[min(s, p), max(s, p)] for p in range(n_silos) if p != s},
         )
         for s in range(n_silos)
@@ -121,13 +125,13 @@ def test_results_do_not_depend_on_the_process_count():
             counts[s],
             layout,
             public_keys=server.public_keys(),
-            processes=2,
+            workers=3,  # four (prime, chunk) ciphertexts over three workers
             mask_keys=silo._mask_keys,
         )
         for s, silo in enumerate(serial)
     ]
     for silo in serial:
-        silo.processes = 1
+        silo.workers = 1
     plain = plain_round(counts, deltas, noise, sampled)
     for round_index in (1, 2):  # the workers keep their contexts between rounds
         rescaled, corrections = _rescale(counts, sampled, layout)
@@ -146,6 +150,17 @@ def test_results_do_not_depend_on_the_process_count():
         assert np.max(np.abs(sums[1] - plain)) <= P
     with pytest.raises(ValueError, match="processes"):
         lattice.LatticeServer(layout, processes=0)
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="workers"):
+            lattice_silo.LatticeSilo(
+                0,
+                counts[0],
+                layout,
+                public_keys=server.public_keys(),
+                mask_keys={},
+                workers=bad,  # type: ignore[arg-type]
+            )
+    assert serial[0].workers == 1 and lattice_silo.default_workers() >= 1
 
 
 def test_security_parameters_are_within_the_he_standard():
@@ -172,7 +187,10 @@ def test_one_silos_update_alone_decrypts_to_noise_and_replays_are_refused():
     alone = server.finish(
         [updates[0]] * 3, deltas.shape[2]
     )  # the masks do not cancel: garbage, not silo 0's sum
-    assert np.min(np.abs(alone - 3 * plain_round(counts[:1], deltas[:1], noise[:1], sampled))) > 1.0
+    assert (
+        np.min(np.abs(alone - 3 * plain_round(counts[:1], deltas[:1], noise[:1], sampled)))
+        > GARBAGE
+    )
     with pytest.raises(ValueError, match="refuses round 1"):
         silos[0].masked_update(1, weights, corrections, deltas[0], noise[0])
 
@@ -223,7 +241,7 @@ def test_ciphertexts_of_another_key_decrypt_to_garbage_and_of_other_parameters_a
     plain = plain_round(counts, deltas, noise, sampled)
     assert np.max(np.abs(server.finish(updates, deltas.shape[2]) - plain)) <= P
     assert (
-        np.min(np.abs(intruder.finish(updates, deltas.shape[2]) - plain)) > 1.0
+        np.min(np.abs(intruder.finish(updates, deltas.shape[2]) - plain)) > GARBAGE
     )  # only the key holder decrypts
     # a silo re-randomising under another key spoils the sum (it cannot pass for the key holder's encryption)
     stranger = lattice_silo.LatticeSilo(
@@ -235,7 +253,7 @@ def test_ciphertexts_of_another_key_decrypt_to_garbage_and_of_other_parameters_a
         for s, silo in enumerate(silos)
         if s
     ]
-    assert np.min(np.abs(server.finish(spoiled, deltas.shape[2]) - plain)) > 1.0
+    assert np.min(np.abs(server.finish(spoiled, deltas.shape[2]) - plain)) > GARBAGE
     other = lattice.layout_for(
         precision=1e-3, n_users=4, n_silos=3, n_max=N_MAX, delta_bound=0.5, noise_bound=3.0
     )

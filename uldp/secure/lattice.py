@@ -14,19 +14,22 @@ Parties and what they learn (as Protocol 1, Theorem 5, with the packed backend's
   silo knows ``c_u = floor(rho_u 2^g / C_LCM)`` and ``w_u = y_u - c_u`` (:func:`uldp.secure.packing.unblinded_weight`).
 - the server then encrypts, per user and plaintext prime t_i, ``V_u = Enc(y_u mod t_i)`` (a constant polynomial,
   secret-key BFV encryption, **seeded**: the uniform half of the ciphertext is sent as SEAL's 64-byte PRNG seed)
-  and sends the *same* |U| ciphertexts to every silo (:meth:`LatticeServer.encrypt_weights`). Broadcasting them is
+  and sends the *same* |U| ciphertexts to every silo (:meth:`LatticeServer.encrypt_weights`; only when the sample
+  changed: :meth:`uldp.secure.backends.lattice.LatticeBackend.encrypt_weights`). Broadcasting them is
   safe: they are IND-CPA encryptions under the server's key of values the server may know, so any set of silos
   learns nothing from them (not even which users were sampled), and the server learns nothing from having sent
   them: what it later sees is only the masked, flooded sum (points 2 and 3 below).
 - step 2(b), silo s: ``W_u = V_u - c_u`` (a plaintext subtraction: ``Enc(w_u)``), then per chunk of N parameters
-  ``sum_u W_u * (n_su E_su)`` (a plaintext-ciphertext product: one user's weight times N parameters), plus the
+  ``sum_u W_u * (n_su E_su)`` (a plaintext-ciphertext product with the chunk coefficient-encoded: one user's weight
+  times N parameters, coefficient j holding parameter j), plus the
   encoded noise ``2^g Ez_s``; then it **re-randomises** (adds a fresh public-key ``Enc(0)``), **floods** (adds a
-  uniform integer polynomial in ``[-F, F]`` to the first component) and **masks** (adds, for every peer, a pairwise
-  mask ciphertext uniform on ``R_q^2``, with opposite signs in the two silos, from the pairwise mask keys of
-  step 1(b)).
-- step 2(c): the server adds the |S| updates (masks cancel exactly in ``R_q``), decrypts the sum, reads every slot
-  modulo every t_i and recovers ``A_j`` by the Chinese remainder theorem (``prod t_i > 2B + 1``, B the packed
-  backend's :func:`~uldp.secure.packing.slot_bound`).
+  uniform integer polynomial in ``[-F, F]`` to the first component), **switches** the ciphertext down to a power of
+  two, keeping only c0's used coefficients, and **masks** it (adds, for every peer, a pairwise mask uniform on the
+  switched ciphertext's group, with opposite signs in the two silos, from the pairwise mask keys of step 1(b)):
+  :mod:`uldp.secure.lattice_switch`, with the proof that the switch keeps the sum exact and costs no security.
+- step 2(c): the server adds the |S| updates (masks cancel exactly), lifts and decrypts the sum, reads every used
+  coefficient modulo every t_i and recovers ``A_j`` by the Chinese remainder theorem (``prod t_i > 2B + 1``, B the
+  packed backend's :func:`~uldp.secure.packing.slot_bound`).
 
 Security argument (semi-honest, as Theorem 5):
 
@@ -37,9 +40,9 @@ Security argument (semi-honest, as Theorem 5):
    :data:`HE_STANDARD_MAX_BITS`, which SEAL enforces as ``sec_level_type.tc128``). A silo's view of step 2(a) is
    ciphertexts under the server's key: indistinguishable from encryptions of 0 (the seed of a seeded ciphertext is
    the public randomness a of an RLWE sample, as in SEAL's own serialisation).
-2. *One silo's update hides its inputs from the key holder.* The pairwise masks are uniform on ``R_q^2`` and cancel in
-   the sum (the argument of Theorem 5 with ``Z_n`` replaced by ``R_q^2``): any |S| - 1 silos' updates are uniform and
-   independent, the last is fixed by the sum. So the server's view is the *sum* ciphertext (c0, c1) alone.
+2. *One silo's update hides its inputs from the key holder.* The pairwise masks are uniform on the switched
+   update's group and cancel in the sum (Theorem 5's argument with ``Z_n`` replaced by that group): any |S| - 1
+   silos' updates are uniform and independent, the last is fixed by the sum: the server's view is the *sum* alone.
 3. *Circuit privacy of the sum (decryption leaks only the sum).* The sum's c1 is ``sum_u P_u c1(V_u)`` plus the
    silos' ``p1 r_s + e_s`` of their fresh ``Enc(0)``: pseudorandom under Ring-LWE with the silos' secrets r_s (the
    server's key s is independent of them), whatever the plaintexts P_u. With s, the server computes
@@ -51,13 +54,15 @@ Security argument (semi-honest, as Theorem 5):
    Li and Micciancio (EUROCRYPT 2021) show for CKKS; BFV decryption rounds the noise away, but the key holder can
    still compute it, hence the same flood. One honest silo's flood suffices.
 4. Correctness: every noise term is bounded (:func:`noise_bits`: SEAL's errors are clipped at 6 sigma, ternary
-   secrets) and ``|S| (F + noise) < Delta / 2 = q / (2 t)`` is checked when the layout is made; the masks
-   cancel exactly; hence the decrypted ``A_j mod t_i`` are exact and the result is within P (packed Theorem 4).
+   secrets), ``|S| (F + noise) <= q / (8 t)`` and the switch's budget
+   (:func:`uldp.secure.lattice_switch.check_budget`) are checked when the layout is made; the masks cancel exactly;
+   hence the decrypted ``A_j mod t_i`` are exact and the result is within P (packed Theorem 4).
 
 Why BFV and not CKKS: CKKS is approximate, so its result would be within P only with high probability and its
 masks, added to real slots, would hide by smudging only; BFV is exact in ``Z_t``, the masks live in ``R_q`` where
 they cancel exactly, and the paper's precision P carries over with the packed backend's proofs. The price is that
-SEAL's plaintext modulus has at most 60 bits, so a slot of b > 59 bits is split over several plaintext primes (CRT).
+SEAL's plaintext modulus has at most 60 bits, so a slot of b > 59 bits is split over several plaintext primes (CRT),
+each as small as the slot allows (:func:`plain_moduli_for`).
 
 Assumption that differs from Paillier: Ring-LWE (a lattice problem, believed post-quantum) instead of decisional
 composite residuosity; the statistical flooding bound instead of perfect re-randomisation. The per-round rescale
@@ -66,30 +71,32 @@ still uses Paillier (as the packed backend).
 The silo's side (the check of the public keys, :class:`~uldp.secure.lattice_silo.LatticeSilo`) is
 :mod:`uldp.secure.lattice_silo`.
 
-Wire format: SEAL's own serialisation (TenSEAL's bindings save and load through a path only, so through a file in
-``/dev/shm``, which is memory): the weights seeded (half the bytes), the updates uncompressed (the masks make them
-uniform, so compression would not shrink them).
+Wire format: the weights in SEAL's own serialisation, seeded (half the bytes; :mod:`uldp.secure.lattice_wire`); the
+updates switched and bit-packed (:mod:`uldp.secure.lattice_switch`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-import os
-import struct
-import tempfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from uldp.common.checks import check_integer
-from uldp.secure import fast, packing
+from uldp.secure import fast, lattice_switch, packing
+from uldp.secure.lattice_wire import (
+    _load,
+    _raw_ciphertext_bytes,
+    _raw_plaintext_bytes,
+    to_bytes,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-#: Ring dimension N (BFV batching gives N slots).
+#: Ring dimension N (N coefficients, one parameter each).
 RING_DEGREE = 16384
 #: Bits of every RNS prime of q (SEAL's last prime is the key-switching prime, unused here but counted by the
 #: HE standard).
@@ -98,7 +105,7 @@ COEFFICIENT_PRIME_BITS = 60
 MAX_COEFFICIENT_PRIMES = 7
 #: HE standard (2018), Table 1: largest log2 q for 128-bit classical security, ternary secret, sigma 3.2.
 HE_STANDARD_MAX_BITS = {4096: 109, 8192: 218, 16384: 438, 32768: 881}
-#: Bits of each plaintext (batching) prime t_i (below the 60-bit coefficient primes: SEAL needs them coprime).
+#: Most bits of a plaintext prime t_i (below the 60-bit coefficient primes: SEAL needs them coprime).
 PLAIN_PRIME_BITS = 59
 #: lambda of the smudging lemma: the decrypted noise is within 2^-lambda of one independent of the inputs.
 STATISTICAL_BITS = 40
@@ -133,9 +140,10 @@ class LatticeLayout:
     Attributes:
         packed: f, g and the slot bound's width of the packed backend (the same fixed-point encoding).
         slot_bound: B, every aggregate lies in [-B, B].
-        plain_moduli: the batching primes t_i (prod t_i > 2B + 1).
+        plain_moduli: the plaintext primes t_i (prod t_i > 2B + 1, :func:`plain_moduli_for`).
         coefficient_bits: the bit sizes of q's RNS primes (the last is SEAL's special prime).
         flood_bits: log2 F of each silo's flood.
+        switch_bits: (b0, b1), the bits a silo's update is switched to (:mod:`uldp.secure.lattice_switch`).
         n_users, n_silos, n_max: the federation's shape and N_max.
         clip, noise_bound: C and the noise bound the slot bound assumes.
     """
@@ -145,6 +153,7 @@ class LatticeLayout:
     plain_moduli: tuple[int, ...]
     coefficient_bits: tuple[int, ...]
     flood_bits: int
+    switch_bits: tuple[int, int]
     n_users: int
     n_silos: int
     n_max: int
@@ -167,9 +176,9 @@ def noise_bits(*, n_users: int, weight_bits: int, plain_bits: int = PLAIN_PRIME_
     BFV's invariant: ``c0 + c1 s = Delta m + v (mod q)``, ``Delta = floor(q / t)``, ``Delta t = q - r_t(q)``.
     ``V_u`` is a fresh secret-key encryption: ``||v|| <= E`` (:data:`ERROR_BOUND`). Subtracting the plaintext c_u
     adds ``-Delta c_u`` exactly, so ``W_u = V_u - c_u`` has ``||v|| <= E`` and plaintext ``m_u = w_u`` with
-    ``0 <= w_u < 2^g + 1`` (the reduction mod t is exact as w_u < t). The product with a plaintext X (coefficients
-    in [0, t)) is ``Delta w_u X + v X``: ``w_u X = (w_u X mod t) + t k`` with ``||k|| <= w_u`` (a constant times
-    each coefficient), and ``Delta t k = -r_t(q) k (mod q)``, so the new noise is ``v X - r_t(q) k`` with norm
+    ``w_u mod t``, ``0 <= w_u < 2^g + 1``. The product with a plaintext X (coefficients in [0, t)) is
+    ``Delta w_u X + v X``: ``(w_u mod t) X = (w_u X mod t) + t k`` with ``||k|| <= w_u`` (a constant times each
+    coefficient), and ``Delta t k = -r_t(q) k (mod q)``, so the new noise is ``v X - r_t(q) k`` with norm
     ``<= N t E + t (2^g + 1)``. Summed over |U| users, plus the encoded noise's ``add_plain`` (``<= t``) and the
     fresh public-key Enc(0) (``<= 2 N E + E``): at most ``|U| (N t E + t 2^(g+1)) + t + 3 N E``.
     """
@@ -178,6 +187,27 @@ def noise_bits(*, n_users: int, weight_bits: int, plain_bits: int = PLAIN_PRIME_
         max(degree_bits + math.ceil(math.log2(ERROR_BOUND)), weight_bits + 1) + plain_bits + 1
     )
     return per_user + math.ceil(math.log2(max(n_users, 1))) + 1
+
+
+def plain_moduli_for(bound: int, count: int) -> tuple[int, ...]:
+    """The plaintext moduli: ``count`` consecutive primes from ``ceil((2B + 2)^(1/count))``, so their product exceeds
+    2B + 1 (the CRT recovers every aggregate in [-B, B]) with the fewest bits each (fewer bits per switched coefficient,
+    :func:`uldp.secure.lattice_switch.switch_bits`). The message is coefficient-encoded, so they need not be batching
+    primes; they are primes of at most :data:`PLAIN_PRIME_BITS` bits, hence coprime to q's 60-bit primes.
+
+    >>> plain_moduli_for(10**6, 2)
+    (1423, 1427)
+    """
+    import gmpy2
+
+    root, exact = gmpy2.iroot(gmpy2.mpz(2 * bound + 2), count)
+    moduli, candidate = [], int(root) - (1 if exact else 0)
+    for _ in range(count):
+        candidate = int(gmpy2.next_prime(candidate))
+        moduli.append(candidate)
+    if moduli[-1] >= 1 << PLAIN_PRIME_BITS:
+        raise ValueError(f"plaintext moduli of {moduli[-1].bit_length()} bits: use more of them")
+    return tuple(moduli)
 
 
 def layout_for(
@@ -220,21 +250,28 @@ def layout_for(
     primes = 1
     while (1 << ((PLAIN_PRIME_BITS - 1) * primes)) <= 2 * bound + 1:
         primes += 1
-    moduli = tuple(
-        m.value() for m in sealapi.PlainModulus.Batching(RING_DEGREE, [PLAIN_PRIME_BITS] * primes)
-    )
-    circuit = noise_bits(n_users=n_users, weight_bits=g)
+    moduli = plain_moduli_for(bound, primes)
+    plain_bits = max(moduli).bit_length()
+    circuit = noise_bits(n_users=n_users, weight_bits=g, plain_bits=plain_bits)
     flood = circuit + STATISTICAL_BITS + int(math.log2(RING_DEGREE)) + CIPHERTEXT_BITS
-    # |S| (F + noise) < 2^(flood + 1 + log|S|) must stay below Delta / 2 >= 2^(log2 q - PLAIN_PRIME_BITS - 2), and
-    # SEAL's 60-bit primes are above 2^59: log2 q >= 59 (#data primes)
-    needed = flood + 1 + math.ceil(math.log2(n_silos)) + PLAIN_PRIME_BITS + 2
-    data_primes = -(-needed // (COEFFICIENT_PRIME_BITS - 1))
+    # |S| (F + noise) < 2^(flood + 1 + log|S|) must stay below q / (8t) (a quarter of Delta / 2: the switch to a
+    # power of two takes the rest, :mod:`uldp.secure.lattice_switch`), and SEAL's 60-bit primes are above 2^59
+    needed = flood + 1 + math.ceil(math.log2(n_silos)) + plain_bits + 3
+    data_primes = max(-(-needed // (COEFFICIENT_PRIME_BITS - 1)), lattice_switch.LEVEL_PRIMES)
     if data_primes + 1 > MAX_COEFFICIENT_PRIMES:
         raise ValueError(
             f"the lattice backend needs a {needed}-bit q for {n_users} users and {n_silos} silos "
             f"(flood 2^{flood}) but 128-bit security allows {MAX_COEFFICIENT_PRIMES - 1} data primes "
             f"of {COEFFICIENT_PRIME_BITS} bits; use fewer users per session or a coarser precision"
         )
+    coefficient_bits = (COEFFICIENT_PRIME_BITS,) * (data_primes + 1)
+    primes_q = [m.value() for m in sealapi.CoeffModulus.Create(RING_DEGREE, list(coefficient_bits))]
+    lattice_switch.check_budget(
+        coefficient_primes=primes_q[:-1],
+        plain_moduli=moduli,
+        n_silos=n_silos,
+        flood_bits=flood,
+    )
     layout = packing.PackedLayout(
         weight_bits=g, resolution_bits=f, slot_bits=(2 * bound + 1).bit_length(), slots=1
     )
@@ -242,38 +279,15 @@ def layout_for(
         packed=layout,
         slot_bound=bound,
         plain_moduli=moduli,
-        coefficient_bits=(COEFFICIENT_PRIME_BITS,) * (data_primes + 1),
+        coefficient_bits=coefficient_bits,
         flood_bits=flood,
+        switch_bits=lattice_switch.switch_bits(moduli, n_silos),
         n_users=n_users,
         n_silos=n_silos,
         n_max=n_max,
         clip=delta_bound,
         noise_bound=noise_bound,
     )
-
-
-def _scratch() -> str:
-    """A RAM-backed directory for SEAL's path-based serialisation when there is one."""
-    return (
-        "/dev/shm"
-        if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK)
-        else tempfile.gettempdir()
-    )
-
-
-def to_bytes(sealed_object: Any) -> bytes:
-    """SEAL's serialisation of a ciphertext, a seeded ciphertext or a key (its ``save(path)``) as bytes."""
-    with tempfile.NamedTemporaryFile(dir=_scratch()) as handle:
-        sealed_object.save(handle.name)
-        return handle.read()
-
-
-def _load(sealed_object: Any, context: Any, data: bytes) -> None:
-    """SEAL's ``load(context, path)`` of ``data`` into ``sealed_object`` (SEAL checks sizes and residues)."""
-    with tempfile.NamedTemporaryFile(dir=_scratch()) as handle:
-        handle.write(data)
-        handle.flush()
-        sealed_object.load(context, handle.name)
 
 
 class _Context:
@@ -296,30 +310,38 @@ class _Context:
         self.parms_id = self.context.first_parms_id()
         self.t = plain_modulus
         self.evaluator = sealapi.Evaluator(self.context)
-        self.encoder = sealapi.BatchEncoder(self.context)
+        level = data
+        while len(level.parms().coeff_modulus()) > lattice_switch.LEVEL_PRIMES:
+            level = level.next_context_data()
+        self.level_parms_id = level.parms_id()
+        self.level_moduli = [m.value() for m in level.parms().coeff_modulus()]
 
     def constant(self, value: int) -> Any:
-        """The constant plaintext polynomial ``value mod t`` (in every slot; no encoding needed)."""
+        """The constant plaintext polynomial ``value mod t`` (no encoding needed)."""
         return _seal().Plaintext(format(int(value) % self.t, "X"))
 
     def vector(self, values: np.ndarray) -> Any:
-        """The plaintext whose slots hold ``values mod t`` (int64, at most N of them; zeros after)."""
+        """The coefficient-encoded plaintext ``sum_j (values_j mod t) x^j`` (at most N values; zeros after).
+
+        Times a constant ciphertext ``Enc(w)`` it is ``Enc(sum_j w values_j x^j)``: coefficient j holds parameter j
+        alone, so the server needs only the used coefficients of c0 (:mod:`uldp.secure.lattice_switch`)."""
+        row = np.zeros(RING_DEGREE, dtype=np.uint64)
+        row[: len(values)] = np.mod(np.asarray(values, dtype=np.int64), self.t)
         plain = _seal().Plaintext()
-        row = np.zeros(RING_DEGREE, dtype=np.int64)
-        row[: len(values)] = np.mod(values, self.t)
-        self.encoder.encode(row.tolist(), plain)
+        _load(plain, self.context, _raw_plaintext_bytes(row))
         return plain
 
     def raw_ciphertext(self, polys: np.ndarray) -> Any:
         """The ciphertext whose components are ``polys`` [2, #primes, N] (residues), in coefficient form."""
         return self.load(_raw_ciphertext_bytes(polys, self.parms_id))
 
-    def load(self, data: bytes, *, ntt_form: bool = False) -> Any:
+    def load(self, data: bytes, *, ntt_form: bool = False, level: bool = False) -> Any:
         """A ciphertext of this context from its SEAL bytes (seeded or not).
 
         Args:
             data: SEAL's bytes.
-            ntt_form: whether the ciphertext must be in NTT form (a worker's partial sum) or not (every message).
+            ntt_form: whether the ciphertext must be in NTT form or not (every message).
+            level: whether it is at the switched level Q2 (a lifted sum) or at the first level (the weights).
 
         Raises:
             ValueError: bytes that are no valid two-component ciphertext of this context in the expected form.
@@ -332,7 +354,7 @@ class _Context:
         if (
             ciphertext.size() != 2
             or ciphertext.is_ntt_form() != ntt_form
-            or list(ciphertext.parms_id()) != list(self.parms_id)
+            or list(ciphertext.parms_id()) != list(self.level_parms_id if level else self.parms_id)
         ):
             raise ValueError("not a fresh two-component ciphertext of this lattice session")
         return ciphertext
@@ -405,30 +427,6 @@ def _split(count: int, processes: int) -> list[np.ndarray]:
     ]
 
 
-_SEAL_VERSION = (4, 3)
-
-
-def _header(total: int) -> bytes:
-    """SEAL's 16-byte serialisation header (magic 0xA15E, no compression)."""
-    return struct.pack("<HBBBBHQ", 0xA15E, 16, *_SEAL_VERSION, 0, 0, total)
-
-
-def _raw_ciphertext_bytes(polys: np.ndarray, parms_id: Sequence[int]) -> bytes:
-    """SEAL's uncompressed bytes of a coefficient-form ciphertext with the residues ``polys`` [size, #primes, N]."""
-    size, primes, degree = polys.shape
-    data = polys.astype("<u8").tobytes()
-    array = _header(16 + 8 + len(data)) + struct.pack("<Q", polys.size) + data
-    body = (
-        struct.pack("<4Q", *parms_id)
-        + struct.pack("<B", 0)
-        + struct.pack("<3Q", size, degree, primes)
-        + struct.pack("<d", 1.0)
-        + struct.pack("<Q", 1)
-        + array
-    )
-    return _header(16 + len(body)) + body
-
-
 class LatticeServer:
     """The key holder: BFV secret keys (one per plaintext prime), step 2(a)'s weights and step 2(c)'s decryption.
 
@@ -493,28 +491,47 @@ class LatticeServer:
             tuple(c for part in parts for c in part[index]) for index in range(len(self._contexts))
         )
 
-    def check_update(self, update: Sequence[Sequence[bytes]], parameters: int) -> list[list[Any]]:
-        """One silo's update parsed: per plaintext prime, ``ceil(d / N)`` ciphertexts of this session.
+    def check_update(
+        self, update: Sequence[Sequence[bytes]], parameters: int
+    ) -> list[list[tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]]]:
+        """One silo's update parsed: per plaintext prime, ``ceil(d / N)`` switched ciphertexts of exactly
+        :func:`uldp.secure.lattice_switch.wire_bytes` bytes, unpacked to (c0, c1) values below 2^b0 and 2^b1.
 
         Raises:
-            ValueError: a wrong count of ciphertexts or bytes that are no ciphertext of the session.
+            ValueError: a wrong count of ciphertexts or a ciphertext of the wrong length.
         """
-        chunks = self.layout.chunks_for(parameters)
+        chunks, bits = self.layout.chunks_for(parameters), self.layout.switch_bits
         if len(update) != len(self._contexts) or any(len(p) != chunks for p in update):
             raise ValueError(
                 f"an update must hold {chunks} ciphertexts per plaintext prime "
                 f"({len(self._contexts)} primes) for {parameters} parameters"
             )
-        return [
-            [context.load(c) for c in prime]
-            for context, prime in zip(self._contexts, update, strict=True)
-        ]
+        parsed = []
+        for prime in update:
+            per_chunk = []
+            for chunk, data in enumerate(prime):
+                used = _used(parameters, chunk)
+                split = -(-used * bits[0] // 8)
+                if len(data) != lattice_switch.wire_bytes(used, bits):
+                    raise ValueError(
+                        f"not a ciphertext of this lattice session: {len(data)} bytes for chunk {chunk}, "
+                        f"expected {lattice_switch.wire_bytes(used, bits)}"
+                    )
+                per_chunk.append(
+                    (
+                        lattice_switch.unpack(data[:split], used, bits[0]),
+                        lattice_switch.unpack(data[split:], RING_DEGREE, bits[1]),
+                    )
+                )
+            parsed.append(per_chunk)
+        return parsed
 
     def finish(self, updates: Sequence[Sequence[Sequence[bytes]]], parameters: int) -> np.ndarray:
-        """Step 2(c): add every silo's update (masks cancel), decrypt, CRT-combine and decode.
+        """Step 2(c): add every silo's switched update in Z_(2^b) (masks cancel), lift the sum to Q2, decrypt it at
+        that level, CRT-combine and decode (:mod:`uldp.secure.lattice_switch` for why this is exact).
 
         Args:
-            updates: per silo, per plaintext prime, ``ceil(d / N)`` ciphertexts.
+            updates: per silo, per plaintext prime, ``ceil(d / N)`` switched ciphertexts.
             parameters: d.
 
         Returns:
@@ -530,26 +547,46 @@ class LatticeServer:
                 f"aborted: {len(updates)} updates for {layout.n_silos} silos; nothing is decrypted"
             )
         parsed = []
-        for silo, update in enumerate(updates):
+        for silo, sent in enumerate(updates):
             try:
-                parsed.append(self.check_update(update, parameters))
+                parsed.append(self.check_update(sent, parameters))
             except ValueError as error:
                 raise ValueError(f"update of silo {silo}: {error}") from error
         sealapi = _seal()
+        b0, b1 = layout.switch_bits
         residues = []
         for index, (context, decryptor) in enumerate(
             zip(self._contexts, self._decryptors, strict=True)
         ):
             per_chunk = []
             for chunk in range(layout.chunks_for(parameters)):
-                total = parsed[0][index][chunk]
+                c0, c1 = parsed[0][index][chunk]
                 for update in parsed[1:]:
-                    context.evaluator.add_inplace(total, update[index][chunk])
+                    c0 = lattice_switch.add(c0, update[index][chunk][0], b0)
+                    c1 = lattice_switch.add(c1, update[index][chunk][1], b1)
+                polys = np.zeros((2, len(context.level_moduli), RING_DEGREE), dtype=np.uint64)
+                used = _used(parameters, chunk)
+                polys[0][:, :used] = lattice_switch.lift(c0, b0, context.level_moduli)
+                polys[1] = lattice_switch.lift(c1, b1, context.level_moduli)
+                total = context.load(
+                    _raw_ciphertext_bytes(polys, context.level_parms_id), level=True
+                )
                 plain = sealapi.Plaintext()
                 decryptor.decrypt(total, plain)
-                per_chunk.append(np.array(context.encoder.decode_uint64(plain), dtype=np.uint64))
+                read = plain.data
+                count = min(used, plain.coeff_count())
+                per_chunk.append(
+                    np.array(
+                        [read(j) for j in range(count)] + [0] * (used - count), dtype=np.uint64
+                    )
+                )
             residues.append(np.concatenate(per_chunk)[:parameters])
         return decode_crt(residues, layout)
+
+
+def _used(parameters: int, chunk: int) -> int:
+    """Parameters (used coefficients) of chunk ``chunk``."""
+    return min(RING_DEGREE, parameters - chunk * RING_DEGREE)
 
 
 def decode_crt(residues: Sequence[np.ndarray], layout: LatticeLayout) -> np.ndarray:

@@ -5,23 +5,27 @@ worker kernel. The module docstring of :mod:`uldp.secure.lattice` gives the prot
 
 from __future__ import annotations
 
+import hashlib
 import os
+import pickle
+import shutil
+import tempfile
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from uldp.common.checks import check_integer
-from uldp.secure import fast, masks
+from uldp.secure import fast, lattice_switch
 from uldp.secure.lattice import (
     PURPOSE_LATTICE_UPDATE,
     RING_DEGREE,
     LatticeLayout,
     _contexts,
-    _load,
     _seal,
     _split,
-    to_bytes,
 )
+from uldp.secure.lattice_wire import _load, _scratch, ciphertext_residues, to_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -78,83 +82,139 @@ def load_public_keys(
     return loaded
 
 
-def _weighted_products(
-    plain_moduli: Sequence[int],
-    coefficient_bits: Sequence[int],
-    weights: Sequence[Sequence[bytes]],
-    corrections: Sequence[int],
-    rows: np.ndarray,
-) -> list[list[bytes | None]]:
-    """Step 2(b)'s products for a group of users: per plaintext prime and chunk, ``sum_u (V_u - c_u) * X_u``.
+def _public_encryptors(
+    layout: LatticeLayout, public_keys: Sequence[bytes], silo_id: int
+) -> list[Any]:
+    """Public-key encryptors of the server's keys (for the fresh ``Enc(0)``), built once per process and kept
+    under a digest of the parameters and keys (worker processes reuse them in the session's later rounds)."""
+    digest = hashlib.sha256(
+        repr((layout.plain_moduli, layout.coefficient_bits)).encode() + b"".join(public_keys)
+    ).digest()
+    if digest not in _PUBLIC_ENCRYPTORS:
+        sealapi = _seal()
+        _PUBLIC_ENCRYPTORS[digest] = [
+            sealapi.Encryptor(context.context, public)
+            for context, public in zip(
+                _contexts(layout.plain_moduli, layout.coefficient_bits),
+                load_public_keys(layout, public_keys, silo_id=silo_id),
+                strict=True,
+            )
+        ]
+    return _PUBLIC_ENCRYPTORS[digest]
 
-    Args:
-        plain_moduli, coefficient_bits: the session's parameters (contexts are rebuilt once per process).
-        weights: per plaintext prime, the group's ``Enc(y_u)`` bytes.
-        corrections: the group's c_u.
-        rows: the group's ``n_su E_su``, (users, d) int64.
 
-    Returns:
-        Per prime and chunk, the NTT-form ciphertext bytes of the sum (None where every row of the chunk is 0).
-        Addition in R_q is exact, so the sum over groups does not depend on how users are split.
+_PUBLIC_ENCRYPTORS: dict[bytes, list[Any]] = {}
+
+
+@dataclass(frozen=True)
+class _RoundTask:
+    """What a worker needs for its share of one silo's round (all public parameters, or the silo's own secrets:
+    only this silo's own forked workers receive them). ``inputs`` is a directory (in RAM where it fits) holding
+    ``rows.npy`` (the encoded rows of the contributing users, (users, d) int64) and ``weights-i.pkl`` (their
+    ``Enc(y_u)`` bytes for plaintext prime i), which workers read without the parent pickling them to each; or None
+    when the rows and weights are passed in process (:attr:`rows`, :attr:`weights`)."""
+
+    layout: LatticeLayout
+    public_keys: tuple[bytes, ...]
+    mask_keys: tuple[tuple[int, bytes], ...]
+    silo_id: int
+    round_index: int
+    corrections: tuple[int, ...]
+    noise: np.ndarray  # rint(noise 2^f), int64 [d]
+    inputs: str | None
+    rows: np.ndarray | None = None
+    weights: tuple[tuple[bytes, ...], ...] | None = None
+
+
+def _round_items(task: _RoundTask, items: Sequence[tuple[int, int]]) -> list[bytes]:
+    """Step 2(b)-(c) for the (plaintext prime, chunk) ``items`` of one silo's round: per item the switched, masked
+    ciphertext of ``sum_u (V_u - c_u) X_u + Enc(0) + 2^g Ez + flood`` (:mod:`uldp.secure.lattice_switch`).
+
+    A worker computes whole ciphertexts (every user's product of its chunks), so nothing is summed across workers and
+    the parent only concatenates: the bytes do not depend on how the items are split, up to the fresh randomness.
 
     Raises:
         ValueError: weights that are no ciphertexts of the session.
     """
     sealapi = _seal()
-    parameters = rows.shape[1]
+    layout = task.layout
+    rows = (
+        task.rows
+        if task.inputs is None
+        else np.load(os.path.join(task.inputs, "rows.npy"), mmap_mode="r")
+    )
+    assert rows is not None
+    contexts = _contexts(layout.plain_moduli, layout.coefficient_bits)
+    encryptors = _public_encryptors(layout, task.public_keys, task.silo_id)
+    parameters, g = rows.shape[1], layout.packed.weight_bits
+    b0, b1 = layout.switch_bits
+    prepared: dict[int, list[Any]] = {}
     out = []
-    for context, prime in zip(_contexts(plain_moduli, coefficient_bits), weights, strict=True):
-        evaluator = context.evaluator
-        user_weights = []
-        for weight_bytes, correction in zip(
-            prime, corrections, strict=True
-        ):  # W_u = V_u - c_u, in NTT form
-            weight = context.load(weight_bytes)
-            evaluator.sub_plain_inplace(weight, context.constant(int(correction)))
-            evaluator.transform_to_ntt_inplace(weight)
-            user_weights.append(weight)
-        sums: list[bytes | None] = []
-        for start in range(0, parameters, RING_DEGREE):
-            block = rows[:, start : start + RING_DEGREE]
-            total, product = None, sealapi.Ciphertext()
-            for weight, row in zip(user_weights, block, strict=True):
-                if (
-                    not row.any()
-                ):  # a row of zeros adds nothing (and SEAL refuses its product, a transparent one)
-                    continue
-                plain = context.vector(row)
-                evaluator.transform_to_ntt_inplace(plain, context.parms_id)
-                if total is None:
-                    total = sealapi.Ciphertext()
-                    evaluator.multiply_plain(weight, plain, total)
+    for index, chunk in items:
+        context, evaluator = contexts[index], contexts[index].evaluator
+        if index not in prepared:  # W_u = V_u - c_u in NTT form, once per prime and worker
+            prepared[index] = []
+            if task.inputs is None:
+                assert task.weights is not None
+                weights = task.weights[index]
+            else:  # only the primes this worker's items need
+                with open(os.path.join(task.inputs, f"weights-{index}.pkl"), "rb") as handle:
+                    weights = pickle.load(handle)
+            for weight_bytes, correction in zip(weights, task.corrections, strict=True):
+                weight = context.load(weight_bytes)
+                evaluator.sub_plain_inplace(weight, context.constant(int(correction)))
+                evaluator.transform_to_ntt_inplace(weight)
+                prepared[index].append(weight)
+        span = slice(chunk * RING_DEGREE, min((chunk + 1) * RING_DEGREE, parameters))
+        used = span.stop - span.start
+        total, product = None, sealapi.Ciphertext()
+        for weight, row in zip(prepared[index], rows[:, span], strict=True):
+            if (
+                not row.any()
+            ):  # a row of zeros adds nothing (and SEAL refuses its product, a transparent one)
+                continue
+            plain = context.vector(row)
+            evaluator.transform_to_ntt_inplace(plain, context.parms_id)
+            if total is None:
+                total = sealapi.Ciphertext()
+                evaluator.multiply_plain(weight, plain, total)
+            else:
+                evaluator.multiply_plain(weight, plain, product)
+                evaluator.add_inplace(total, product)
+        fresh = sealapi.Ciphertext()
+        encryptors[index].encrypt_zero(fresh)  # re-randomisation: a fresh public-key Enc(0)
+        if total is None:
+            total = fresh
+        else:
+            evaluator.transform_from_ntt_inplace(total)
+            evaluator.add_inplace(total, fresh)
+        noise = (task.noise[span].astype(object) * (1 << g)) % context.t
+        evaluator.add_plain_inplace(total, context.vector(noise.astype(np.int64)))
+        flood = np.zeros((2, len(context.moduli), RING_DEGREE), dtype=np.uint64)
+        flood[0] = flood_residues(layout.flood_bits, context.moduli)
+        evaluator.add_inplace(total, context.raw_ciphertext(flood))
+        evaluator.mod_switch_to_inplace(total, context.level_parms_id)
+        residues = ciphertext_residues(total, to_bytes(total))
+        c0 = lattice_switch.switch(residues[0][:, :used], context.level_moduli, b0)
+        c1 = lattice_switch.switch(residues[1], context.level_moduli, b1)
+        for peer, key in task.mask_keys:
+            sign = 1 if task.silo_id < peer else -1
+            for component, bits, count in ((0, b0, used), (1, b1, RING_DEGREE)):
+                mask = lattice_switch.mask_words(
+                    key,
+                    round_index=task.round_index,
+                    purpose=PURPOSE_LATTICE_UPDATE,
+                    prime=index,
+                    chunk=chunk,
+                    component=component,
+                    count=count,
+                    bits=bits,
+                )
+                if component == 0:
+                    c0 = lattice_switch.add(c0, mask, bits, sign=sign)
                 else:
-                    evaluator.multiply_plain(weight, plain, product)
-                    evaluator.add_inplace(total, product)
-            sums.append(None if total is None else to_bytes(total))
-        out.append(sums)
-    return out
-
-
-def uniform_residues(
-    stream: masks.KeyStream, moduli: Sequence[int], shape: tuple[int, ...]
-) -> np.ndarray:
-    """Residues uniform on Z_(q_i) for every q_i (rejection sampling on 60-bit candidates), shape (*shape, #q, N).
-
-    The moduli are SEAL's primes just below 2^60, so one candidate in 2^60 / q_i is rejected.
-    """
-    out = np.empty((*shape, len(moduli), RING_DEGREE), dtype=np.uint64)
-    view = out.reshape(-1, len(moduli), RING_DEGREE)
-    for index, q in enumerate(moduli):
-        if q >= 1 << 60:
-            raise ValueError(f"coefficient prime {q} has more than 60 bits")
-        need = view.shape[0] * RING_DEGREE
-        values = np.empty(0, dtype=np.uint64)
-        while values.size < need:
-            candidates = np.frombuffer(
-                stream.read(8 * (need - values.size + 64)), dtype="<u8"
-            ) & np.uint64(2**60 - 1)
-            values = np.concatenate([values, candidates[candidates < np.uint64(q)]])
-        view[:, index, :] = values[:need].reshape(-1, RING_DEGREE)
+                    c1 = lattice_switch.add(c1, mask, bits, sign=sign)
+        out.append(lattice_switch.pack(c0, b0) + lattice_switch.pack(c1, b1))
     return out
 
 
@@ -171,6 +231,15 @@ def flood_residues(bits: int, moduli: Sequence[int]) -> np.ndarray:
     return np.stack([(column % q).astype(np.uint64) for q in moduli])
 
 
+def default_workers() -> int:
+    """The default worker count of a silo's round: every core this process may use (``os.sched_getaffinity`` where
+    there is one, else ``os.cpu_count``)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # pragma: no cover - macOS and Windows
+        return os.cpu_count() or 1
+
+
 class LatticeSilo:
     """Silo s of the lattice round: its counts, the server's public keys, its pairwise mask keys.
 
@@ -180,13 +249,17 @@ class LatticeSilo:
         layout: the session's :class:`LatticeLayout`.
         public_keys: the server's, one per plaintext prime.
         mask_keys: per peer silo, the 32-byte pairwise mask key of step 1(b).
-        processes: worker processes for step 2(b)'s products (:class:`~uldp.secure.config.ProtocolParameters`'
-            ``processes``); they rebuild the session's contexts once from its public parameters and keep them.
+        workers: worker processes for step 2(b)-(c) (default :func:`default_workers`); the round's ciphertexts (one
+            per plaintext prime and chunk of N parameters) are split between them, each computed whole by one worker
+            (its users' products, re-randomisation, flood, switch and masks), so the work per round does not grow
+            with the workers beyond each worker's loading of the weights. Workers rebuild the session's contexts once
+            from its public parameters and keep them. 1 runs in this process.
         answered_round: the last round this silo answered (0: none), for a silo restored between messages
             (:attr:`answered_round`); it answers only later rounds.
 
     Raises:
-        ValueError: counts of the wrong shape, or public keys that are not this session's (naming the silo).
+        ValueError: counts of the wrong shape, a worker count below 1, or public keys that are not this session's
+            (naming the silo).
     """
 
     def __init__(
@@ -197,13 +270,11 @@ class LatticeSilo:
         *,
         public_keys: Sequence[bytes],
         mask_keys: Mapping[int, bytes],
-        processes: int = 1,
+        workers: int | None = None,
         answered_round: int = 0,
     ) -> None:
-        sealapi = _seal()
-        check_integer("processes", processes)
+        self.workers = default_workers() if workers is None else check_integer("workers", workers)
         check_integer("answered_round", answered_round, minimum=0)
-        self.processes = processes
         row = np.asarray(counts, dtype=np.int64)
         if row.shape != (layout.n_users,):
             raise ValueError(
@@ -211,13 +282,8 @@ class LatticeSilo:
             )
         self.silo_id, self.layout, self._counts = silo_id, layout, row
         self._mask_keys = dict(mask_keys)
-        self._contexts = _contexts(layout.plain_moduli, layout.coefficient_bits)
-        self._encryptors = [
-            sealapi.Encryptor(context.context, public)
-            for context, public in zip(
-                self._contexts, load_public_keys(layout, public_keys, silo_id=silo_id), strict=True
-            )
-        ]
+        self._public_keys = tuple(public_keys)
+        load_public_keys(layout, self._public_keys, silo_id=silo_id)
         self._answered = answered_round
 
     @property
@@ -233,20 +299,20 @@ class LatticeSilo:
         deltas: np.ndarray,
         noise: np.ndarray,
     ) -> tuple[tuple[bytes, ...], ...]:
-        """Step 2(b): per plaintext prime and chunk of N parameters, the masked, flooded weighted sum.
+        """Step 2(b)-(c): per plaintext prime and chunk of N parameters, the masked, flooded, switched weighted sum
+        (:mod:`uldp.secure.lattice_switch`'s wire format).
 
         Args:
             round_index: t (each at most once, increasing).
             weights: the server's ``Enc(y_u)``, per plaintext prime |U| ciphertexts
                 (:meth:`LatticeServer.encrypt_weights`).
-            corrections: c_u = floor(rho_u 2^g / C_LCM) of this round's rescale blinds (the same in every silo).
+            corrections: c_u = floor(rho_u 2^g / C_LCM) of the rescale blinds the weights answered (the same in
+                every silo).
             deltas: clipped deltas of this silo's users, (|U|, d) (rows of users without records are ignored).
             noise: this silo's noise, (d,).
 
-        The products run in :attr:`processes` worker processes, the users split between them (each worker sums its
-        users' products in NTT form, exactly in R_q, so the update decrypts to the same sum for any process count),
-        while this process draws the re-randomisation, flood and masks. Users whose encoded rows are all zero add
-        nothing, so their weights are not even loaded.
+        The ciphertexts are computed by :attr:`workers` processes (:func:`_round_items`); users whose encoded rows
+        are all zero add nothing, so their weights are not even loaded.
 
         Raises:
             ValueError: a round index not above the last answered one (a second update of a round would let the
@@ -269,16 +335,17 @@ class LatticeSilo:
                 f"silo {self.silo_id}: deltas must be (|U|, d) and noise (d,), got {deltas.shape}, "
                 f"{noise.shape}"
             )
-        if len(weights) != len(self._contexts) or any(len(w) != layout.n_users for w in weights):
+        primes = len(layout.plain_moduli)
+        if len(weights) != primes or any(len(w) != layout.n_users for w in weights):
             raise ValueError(
                 f"silo {self.silo_id}: weights must hold |U| = {layout.n_users} ciphertexts per "
-                f"plaintext prime ({len(self._contexts)} primes)"
+                f"plaintext prime ({primes} primes)"
             )
         if len(corrections) != layout.n_users:
             raise ValueError(
                 f"silo {self.silo_id}: {len(corrections)} corrections for {layout.n_users} users"
             )
-        f, g = layout.packed.resolution_bits, layout.packed.weight_bits
+        f = layout.packed.resolution_bits
         active = [u for u in range(layout.n_users) if self._counts[u] > 0]
         if (
             np.abs(deltas[active]).max(initial=0.0) > layout.clip
@@ -291,81 +358,40 @@ class LatticeSilo:
         self._answered = round_index
         scale = float(1 << f)
         encoded = np.rint(deltas[active] * scale).astype(np.int64) * self._counts[active][:, None]
-        contributing = [
-            i for i in range(len(active)) if encoded[i].any()
-        ]  # all-zero rows add nothing: not loaded
-        users, encoded = [active[i] for i in contributing], encoded[contributing]
-        parameters = deltas.shape[1]
-        groups = _split(len(users), self.processes)
-        tasks = [
-            (
-                layout.plain_moduli,
-                layout.coefficient_bits,
-                [[prime[users[i]] for i in group] for prime in weights],
-                [int(corrections[users[i]]) for i in group],
-                encoded[group],
-            )
-            for group in groups
-        ]
-        pool = (
-            fast._pool(len(tasks)) if len(tasks) > 1 else None
-        )  # users split over worker processes
-        futures = [pool.submit(_weighted_products, *task) for task in tasks] if pool else []
-        encoded_noise = np.rint(noise * scale).astype(object) * (1 << g)
-        peers = sorted(self._mask_keys)
-        streams = {
-            peer: masks.KeyStream(
-                self._mask_keys[peer], round_index=round_index, purpose=PURPOSE_LATTICE_UPDATE
-            )
-            for peer in peers
-        }
-        sealapi = _seal()
-        blinded = []  # while the workers multiply: per prime and chunk, Enc(0) + noise + flood + masks
-        for context, encryptor in zip(self._contexts, self._encryptors, strict=True):
-            moduli = np.array(context.moduli, dtype=np.uint64)[None, :, None]
-            per_chunk = []
-            for chunk in range(layout.chunks_for(parameters)):
-                span = slice(chunk * RING_DEGREE, min((chunk + 1) * RING_DEGREE, parameters))
-                total = sealapi.Ciphertext()
-                encryptor.encrypt_zero(total)  # re-randomisation: a fresh public-key Enc(0)
-                context.evaluator.add_plain_inplace(
-                    total,
-                    context.vector(
-                        np.array(
-                            [int(v) % context.t for v in encoded_noise[span]], dtype=np.uint64
-                        ).astype(np.int64)
-                    ),
-                )
-                extra = np.zeros((2, len(context.moduli), RING_DEGREE), dtype=np.uint64)
-                extra[0] = flood_residues(layout.flood_bits, context.moduli)
-                for peer in peers:
-                    mask = uniform_residues(streams[peer], context.moduli, (2,))
-                    signed = mask if self.silo_id < peer else (moduli - mask) % moduli
-                    extra = (extra + signed) % moduli
-                context.evaluator.add_inplace(total, context.raw_ciphertext(extra))
-                per_chunk.append(total)
-            blinded.append(per_chunk)
-        partials = (
-            [future.result() for future in futures]
-            if pool
-            else [_weighted_products(*t) for t in tasks]
+        contributing = [i for i in range(len(active)) if encoded[i].any()]
+        users = [active[i] for i in contributing]
+        task = _RoundTask(
+            layout=layout,
+            public_keys=self._public_keys,
+            mask_keys=tuple(sorted(self._mask_keys.items())),
+            silo_id=self.silo_id,
+            round_index=round_index,
+            corrections=tuple(int(corrections[u]) for u in users),
+            noise=np.rint(noise * scale).astype(np.int64),
+            inputs=None,
         )
-        out = []
-        for index, (context, per_chunk) in enumerate(zip(self._contexts, blinded, strict=True)):
-            ciphertexts = []
-            for chunk, total in enumerate(per_chunk):
-                sums = [
-                    context.load(data, ntt_form=True)
-                    for p in partials
-                    if (data := p[index][chunk]) is not None
-                ]
-                for partial in sums[1:]:
-                    context.evaluator.add_inplace(sums[0], partial)
-                if sums:
-                    context.evaluator.transform_from_ntt_inplace(
-                        sums[0]
-                    )  # back from NTT form once per chunk
-                    context.evaluator.add_inplace(total, sums[0])
-                ciphertexts.append(to_bytes(total))
-            out.append(tuple(ciphertexts))
-        return tuple(out)
+        chosen = tuple(tuple(prime[u] for u in users) for prime in weights)
+        rows = np.ascontiguousarray(encoded[contributing])
+        items = [(i, c) for i in range(primes) for c in range(layout.chunks_for(deltas.shape[1]))]
+        groups = [[items[j] for j in group] for group in _split(len(items), self.workers)]
+        if len(groups) <= 1:
+            parts = [_round_items(replace(task, rows=rows, weights=chosen), items)]
+        else:  # (prime, chunk) items split over worker processes, which read the inputs from a file
+            size = rows.nbytes + sum(len(c) for prime in chosen for c in prime)
+            room = _scratch()
+            if (
+                shutil.disk_usage(room).free < 2 * size
+            ):  # a small /dev/shm (containers): the disk instead
+                room = tempfile.gettempdir()
+            with tempfile.TemporaryDirectory(dir=room) as inputs:
+                np.save(os.path.join(inputs, "rows.npy"), rows)
+                for index, prime in enumerate(chosen):
+                    with open(os.path.join(inputs, f"weights-{index}.pkl"), "wb") as handle:
+                        pickle.dump(prime, handle, protocol=pickle.HIGHEST_PROTOCOL)
+                pool = fast._pool(len(groups))
+                shared = replace(task, inputs=inputs)
+                futures = [pool.submit(_round_items, shared, group) for group in groups]
+                parts = [future.result() for future in futures]
+        flat = [c for part in parts for c in part]
+        chunks = layout.chunks_for(deltas.shape[1])
+        return tuple(tuple(flat[i * chunks : (i + 1) * chunks]) for i in range(primes))

@@ -332,16 +332,36 @@ class LatticeKeysMessage(Message, tag=11):
 
 @dataclass(frozen=True)
 class LatticeWeightsMessage(Message, tag=12):
-    """Lattice backend, step 2(b), server -> every silo: the rescale's answer, seeded BFV ``Enc(y_u)`` per plaintext
-    prime and user (prime-major; :meth:`uldp.secure.lattice.LatticeServer.encrypt_weights`).
+    """Lattice backend, step 2(b), server -> each silo: the rescale's answer, seeded BFV ``Enc(y_u)`` per plaintext
+    prime and user (prime-major; :meth:`uldp.secure.lattice.LatticeServer.encrypt_weights`), made at round
+    ``weights_round`` (t, or an earlier round whose sample was the same: :class:`uldp.secure.backends.lattice.
+    LatticeBackend`); empty when the silo said it holds them (:class:`LatticeHeldMessage`).
 
     Attributes:
         round_index: t.
-        ciphertexts: SEAL's bytes, |U| per plaintext prime.
+        weights_round: the round whose rescale the weights answered (its blinds give the corrections c_u).
+        ciphertexts: SEAL's bytes, |U| per plaintext prime, or none.
     """
 
     round_index: U32
+    weights_round: U32
     ciphertexts: ByteList
+
+
+@dataclass(frozen=True)
+class LatticeHeldMessage(Message, tag=18):
+    """Lattice backend, step 2(b), silo -> server, beside its rescale request: the round of the BFV weights it holds
+    (0: none), so that the server sends them only to silos without them.
+
+    Attributes:
+        round_index: t.
+        silo: The sending silo's id.
+        weights_round: the ``weights_round`` of the last :class:`LatticeWeightsMessage` with ciphertexts it kept.
+    """
+
+    round_index: U32
+    silo: U32
+    weights_round: U32
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,19 @@ extra (tenseal), imported on first use.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from uldp.secure.backends.packed import PackedPaillierBackend
-from uldp.secure.messages import LatticeKeysMessage, LatticeUpdateMessage, LatticeWeightsMessage
+from uldp.secure.messages import (
+    LatticeHeldMessage,
+    LatticeKeysMessage,
+    LatticeUpdateMessage,
+    LatticeWeightsMessage,
+)
+from uldp.secure.roles import one_per_silo
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -64,6 +71,12 @@ class LatticeBackend(PackedPaillierBackend):
         self._answered = (
             0  # the last round a lattice update was computed for, until the engine exists
         )
+        self._made: tuple[bytes, int, tuple[bytes, ...]] | None = (
+            None  # server: sample, round, BFV weights
+        )
+        self._held: tuple[int, tuple[bytes, ...]] | None = (
+            None  # silo: the weights' round and ciphertexts
+        )
 
     @classmethod
     def check_config(cls, config: ProtocolConfig) -> None:
@@ -103,13 +116,50 @@ class LatticeBackend(PackedPaillierBackend):
         """Step 1(a): the BFV public keys, one per plaintext prime."""
         return (LatticeKeysMessage(public_keys=self._key_holder().public_keys()),)
 
+    def answer_shares(
+        self, server: Server, messages: Sequence[Message]
+    ) -> dict[int, list[Message]]:
+        """Step 2(b): the rescale, answered in BFV (:meth:`encrypt_weights`); a silo that holds the answer's weights
+        (its :class:`~uldp.secure.messages.LatticeHeldMessage`) gets them without the ciphertexts.
+
+        Raises:
+            ValueError: shares that are no rescale request and held message per silo, or of another round.
+        """
+        held = [m for m in messages if isinstance(m, LatticeHeldMessage)]
+        ordered = one_per_silo(
+            held, self.config.n_silos, what="held-weights message", silo_of=lambda m: m.silo
+        )
+        if any(m.round_index != server.round_index for m in ordered):
+            raise ValueError(f"a held-weights message is not of round {server.round_index}")
+        answer = self.rescale(
+            server, [m for m in messages if not isinstance(m, LatticeHeldMessage)]
+        )
+        assert isinstance(answer, LatticeWeightsMessage)
+        light = replace(answer, ciphertexts=())
+        return {
+            m.silo: [light if m.weights_round == answer.weights_round else answer] for m in ordered
+        }
+
     def encrypt_weights(self, server: Server, round_index: int, weights: list[int]) -> Message:
-        """The rescale's answer in BFV: seeded ``Enc(y_u)`` per plaintext prime and user (prime-major)."""
+        """The rescale's answer in BFV: seeded ``Enc(y_u)`` per plaintext prime and user (prime-major), made afresh
+        only when the round's sample differs from the one of the last weights made.
+
+        The weights ``w_u = y_u - c_u`` depend on the round only through the sample b_u (N_u is the session's), so
+        when the sample repeats (every round with q = 1, or with the silos' hidden sample, where the server's sample
+        is every user: :mod:`uldp.secure.sampling`) the weights of that earlier round r serve again, with the
+        corrections of r's blinds; this round's rescale is then not used. The silos need no re-randomisation of the
+        reused ciphertexts: they are the server's encryptions, which it could decrypt anyway, and what a silo sends is
+        re-randomised, flooded and masked afresh every round, so the server learns nothing from the reuse. What the
+        silos learn from it is only that the server's sample equals round r's, which under the hidden sample and at
+        q = 1 is known beforehand (every user, every round); under a server-drawn sample at q < 1 two samples of |U|
+        users coincide with probability at most ``max(q, 1 - q)^|U|``.
+        """
+        chosen = np.asarray(server.sampled, dtype=bool).tobytes()
+        if self._made is None or self._made[0] != chosen:
+            made = self._key_holder().encrypt_weights(weights)
+            self._made = (chosen, round_index, tuple(c for prime in made for c in prime))
         return LatticeWeightsMessage(
-            round_index=round_index,
-            ciphertexts=tuple(
-                c for prime in self._key_holder().encrypt_weights(weights) for c in prime
-            ),
+            round_index=round_index, weights_round=self._made[1], ciphertexts=self._made[2]
         )
 
     def check_update(self, server: Server, message: Message, size: int) -> None:
@@ -187,19 +237,32 @@ class LatticeBackend(PackedPaillierBackend):
                 self.layout(self.config),
                 public_keys=self._keys,
                 mask_keys={p: k.masks for p, k in silo.pair_keys.items()},
-                processes=self.config.parameters.processes,
+                workers=self.config.parameters.processes,
                 answered_round=self._answered,
             )
-        ciphertexts = answer.ciphertexts
         users, primes = self.config.n_users, len(self._silo.layout.plain_moduli)
-        if len(ciphertexts) != users * primes:
+        if answer.ciphertexts:
+            if len(answer.ciphertexts) != users * primes:
+                raise ValueError(
+                    f"silo {silo.silo_id}: {len(answer.ciphertexts)} BFV weights, expected |U| x "
+                    f"{primes} primes"
+                )
+            if not 0 < answer.weights_round <= round_index:
+                raise ValueError(
+                    f"silo {silo.silo_id}: BFV weights of round {answer.weights_round} in round "
+                    f"{round_index}"
+                )
+            self._held = (answer.weights_round, answer.ciphertexts)
+        elif self._held is None or self._held[0] != answer.weights_round:
             raise ValueError(
-                f"silo {silo.silo_id}: {len(ciphertexts)} BFV weights, expected |U| x {primes} primes"
+                f"silo {silo.silo_id}: the server reuses the BFV weights of round "
+                f"{answer.weights_round}, which this silo does not hold"
             )
+        weights_round, ciphertexts = self._held
         update = self._silo.masked_update(
             round_index,
             [ciphertexts[i * users : (i + 1) * users] for i in range(primes)],
-            self.corrections(silo, round_index),
+            self.corrections(silo, weights_round),
             deltas,
             noise,
         )
@@ -209,6 +272,17 @@ class LatticeBackend(PackedPaillierBackend):
             parameters=deltas.shape[1],
             ciphertexts=tuple(c for prime in update for c in prime),
         )
+
+    def share(self, silo: Silo, message: EncryptedWeightsMessage) -> list[Message]:
+        """Step 2(b): the packed backend's rescale request, and the round of the BFV weights this silo holds."""
+        return [
+            *super().share(silo, message),
+            LatticeHeldMessage(
+                round_index=message.round_index,
+                silo=silo.silo_id,
+                weights_round=self._held[0] if self._held else 0,
+            ),
+        ]
 
     def export_state(self) -> tuple[tuple[bytes, ...], int]:
         """The server's BFV public keys and the last round a lattice update was computed for."""

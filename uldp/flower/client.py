@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import secrets
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -39,8 +39,8 @@ from uldp.flower.pseudonyms import read_key_file
 from uldp.flower.report import silo_data_repr
 from uldp.flower.secure import silo_round, silo_sample, silo_setup
 from uldp.flower.silo_views import SiloViews
-from uldp.methods import Federation, Hyperparameters, make_method, parse_method
-from uldp.policy import SiloLedger, SiloPolicy, node_ledger_path
+from uldp.methods import Federation, Hyperparameters, make_method, parse_method, user_level
+from uldp.policy import SiloLedger, SiloPolicy, collusion_scale, node_ledger_path
 from uldp.secure.psu import lookup
 
 if TYPE_CHECKING:
@@ -118,14 +118,18 @@ def _hello(view: dict, context: Any) -> dict:
         "silo": view["name"],
         "records": int(view["x"].shape[0]),
         "psu": psu.hello(context, view["name"], view["ids"], view["key"]),
+        # its policy's collusion threshold: the server's bounds allow for its scaled noise share (issue 41 item 6)
+        "colluders": SiloPolicy.from_node_config(context.node_config).colluders,
     }
 
 
 def _federation(view: dict, settings: dict, context: Any) -> dict:
     """The union of every silo's share: keep ``n[s, u]`` (only this silo's row unless counts were shared) and this
     silo's patients' user numbers in the node-local context state."""
-    SiloPolicy.from_node_config(context.node_config).check(records=settings["total_records"])
+    policy = SiloPolicy.from_node_config(context.node_config)
+    policy.check(records=settings["total_records"])
     names = list(settings["names"])
+    collusion_scale(n_silos=len(names), colluders=policy.colluders)  # refused now, not in round 1
     index = int(settings["index"])
     if names[index] != view["name"] or sorted(names) != names:
         raise ValueError(f"the server placed silo {view['name']!r} at {index} of {names}")
@@ -214,8 +218,13 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> byte
         record_ids=state["offset"] + np.arange(n),
         n_ids=int(state["total_records"]),
     )
+    method = make_method(spec.name, hp)
+    if (
+        spec.per_user
+    ):  # its noise share scaled for its own policy's t colluders, whatever the server asks
+        method = replace(user_level(method), colluders=policy.colluders)
     silo = MethodSilo(
-        make_method(spec.name, hp),
+        method,
         federation,
         silo_id=index,
         n_silos=n_silos,

@@ -46,6 +46,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -74,6 +75,7 @@ from uldp.flower.secure import server_exchange
 from uldp.method_names import PROTOCOL_1
 from uldp.methods import make_method, parse_method, user_level
 from uldp.methods.base import needed
+from uldp.policy import collusion_thresholds
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
 
 if TYPE_CHECKING:
@@ -137,6 +139,9 @@ class UldpStrategy(Strategy):
             draws included (with user sampling, the known-sample epsilon): ``epsilons`` without sampling under secure
             aggregation or uniform weights, :func:`uldp.accounting.epsilon_server_view` otherwise.
         insecure_reproducible_noise: Whether any silo reported drawing its noise from its INSECURE test seed.
+        colluders: How many silos may collude with the server and every epsilon still hold: the smallest collusion
+            threshold of the silos' policies (``uldp-policy-colluders``; each scales its noise share for its own);
+            each round's metrics say it too.
         round_seconds: Each round's seconds, from sending the model to the new model (Protocol 1's share
             exchange included).
         setup_seconds: The set-up's seconds (stages 1-2 and, with ``secure``, Protocol 1's set-up).
@@ -194,6 +199,7 @@ class UldpStrategy(Strategy):
         )  # checks every value now; the method's per-silo defaults are set once |S| is known
         self.seed = secrets.randbits(63) if seed is None else check_integer("seed", seed, minimum=0)
         self.insecure_reproducible_noise = False
+        self.colluders = 0  # the silos' smallest collusion threshold, as of the set-up
         if secure is None:
             secure = True
         if not isinstance(secure, bool):
@@ -276,6 +282,13 @@ class UldpStrategy(Strategy):
         self.silo_names = {node: str(answer["silo"]) for node, answer in silos.items()}
         self.nodes = sorted(silos, key=lambda node: silos[node]["silo"])
         self._resolve(len(self.nodes))
+        # each silo's own collusion threshold (issue 41 item 6): the epsilons hold against the smallest, the bounds
+        # allow the largest scaled noise share
+        self.colluders, most = collusion_thresholds(
+            {str(silos[node]["silo"]): silos[node].get("colluders", 0) for node in self.nodes}
+        )
+        if self.method.spec.per_user:
+            self.method = replace(user_level(self.method), colluders=most)
         counts = [int(silos[node]["records"]) for node in self.nodes]
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
         names = [silos[n]["silo"] for n in self.nodes]
@@ -509,7 +522,7 @@ class UldpStrategy(Strategy):
         view = self.server_view_epsilon(server_round)
         self.round_seconds.append(time.perf_counter() - self._tick)
         return ArrayRecord([params.numpy()]), MetricRecord(
-            {"epsilon": epsilon, "server_view_epsilon": view}
+            {"epsilon": epsilon, "server_view_epsilon": view, "colluders": self.colluders}
         )
 
     def released_epsilon(self, releases: int) -> float:

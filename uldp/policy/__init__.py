@@ -56,6 +56,7 @@ from uldp.policy.rules import (
     PolicyRefusal,
     SiloPolicy,
     collusion_scale,
+    collusion_thresholds,
     release_multiplier,
     update_norm_bound,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "SiloLedger",
     "SiloPolicy",
     "collusion_scale",
+    "collusion_thresholds",
     "epsilon_of_group_releases",
     "node_ledger_path",
     "release_multiplier",

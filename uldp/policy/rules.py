@@ -106,6 +106,28 @@ class SiloPolicy:
             Adversary.MODEL_READERS if self.sampler == "silos" else Adversary.SERVER_CHOOSES_SAMPLE
         )
 
+    @property
+    def against(self) -> str:
+        """Whom every epsilon this silo reports holds against, in words (its ledger's log lines, its start-up log).
+
+        >>> SiloPolicy(malicious_server=True, colluders=1, q=0.1, sampler="silos").against
+        'a malicious server colluding with up to 1 silo(s), the user sample hidden from it (charged at q=0.1)'
+        """
+        server = "a malicious server" if self.malicious_server else "a semi-honest server"
+        colluders = (
+            f" colluding with up to {self.colluders} silo(s)"
+            if self.colluders
+            else " with no silo colluding"
+        )
+        sample = (
+            ""
+            if self.q == 1.0
+            else f", the user sample hidden from it (charged at q={self.q:g})"
+            if self.sampler == "silos"
+            else ", a user sample it may choose (charged at q=1)"
+        )
+        return server + colluders + sample
+
     @classmethod
     def from_json(cls, data: Any) -> SiloPolicy:
         """A policy from a JSON object of its fields (a deployed silo's policy file); missing fields keep defaults.
@@ -276,6 +298,38 @@ def collusion_scale(*, n_silos: int, colluders: int) -> float:
             f"federation has {n_silos} (allowed: colluders < |S|)"
         )
     return math.sqrt(n_silos / (n_silos - colluders))
+
+
+def collusion_thresholds(thresholds: Mapping[str, Any]) -> tuple[int, int]:
+    """The federation's collusion thresholds from every silo's own policy (:attr:`SiloPolicy.colluders`, by silo).
+
+    Each silo scales its share for its own ``t_s`` (:func:`collusion_scale`), so against any ``t <= min_s t_s``
+    colluders the honest shares keep variance ``sum_{s honest} scale_s^2 sigma^2 C^2 / |S| >= sigma^2 C^2``: every
+    epsilon of the released model holds against the smallest threshold. The server's norm bounds allow for the
+    largest scaled share.
+
+    Args:
+        thresholds: Per silo name, the threshold its policy states (``|S| = len(thresholds)``).
+
+    Returns:
+        The smallest and the largest threshold.
+
+    Raises:
+        ValueError: a threshold that is not an integer in ``0 .. |S| - 1``, naming the silo.
+
+    >>> collusion_thresholds({"Royal": 1, "General": 2, "St Mary": 1})
+    (1, 2)
+    """
+    if not thresholds:
+        raise ValueError("collusion thresholds of no silo")
+    for name, colluders in thresholds.items():
+        check_integer(f"silo {name!r}'s colluders", colluders, minimum=0)
+        if colluders >= len(thresholds):
+            raise ValueError(
+                f"silo {name!r}'s policy asks for a collusion threshold of {colluders} silo(s); this "
+                f"federation has {len(thresholds)} (allowed: colluders < |S|)"
+            )
+    return min(thresholds.values()), max(thresholds.values())
 
 
 #: t of the noise's norm bound ``std (sqrt(d) + t)``: P(||z|| > std (sqrt(d) + t)) <= exp(-t^2 / 2) = 2^-40.

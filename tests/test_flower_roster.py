@@ -147,16 +147,20 @@ def test_a_malicious_server_policy_needs_a_roster(hospital_files):
     assert np.isfinite(run(hospital_files, strict, rosters(hospital_files), **MASKED_SUM_RUN)).all()
 
 
-def test_a_malicious_server_policy_refuses_the_lattice_backend(hospital_files):
+@pytest.mark.parametrize(
+    "asked", [{"uldp-policy-malicious-server": "true"}, {}], ids=["said", "default"]
+)
+def test_a_malicious_server_policy_refuses_the_lattice_backend(hospital_files, asked):
     """Issue 41 item 4 on Flower: the lattice backend cannot check the weights the server encrypts, so a silo whose
     policy asks for a malicious server's guarantee refuses it at Protocol 1's first stage (the Paillier backend,
-    whose weights the silos check, is what it accepts: the swapped-key test above runs it to its directory)."""
+    whose weights the silos check, is what it accepts: the swapped-key test above runs it to its directory). A
+    silo that names its roster asks for it by default."""
     with pytest.raises(
         RuntimeError, match=r"refuses the lattice backend: its policy asks for a guarantee"
     ):
         run(
             hospital_files,
-            {**ALLOW_TEST_KEYS, "uldp-policy-malicious-server": "true"},
+            {**ALLOW_TEST_KEYS, **asked},
             rosters(hospital_files),
             method="ULDP-AVG-w",
             sigma=5.0,
@@ -407,3 +411,51 @@ def test_a_collusion_threshold_of_every_silo_is_refused_naming_the_silo(hospital
         match=r"silo 'General'.*collusion threshold of 3 silo\(s\); this federation has 3",
     ):
         run(hospital_files, {}, {"General": {"uldp-policy-colluders": "3"}}, **MASKED_SUM_RUN)
+
+
+def test_every_epsilon_and_the_start_up_log_name_the_adversary(hospital_files, caplog):
+    """Issue 41 item 4: on Flower a silo that names its identity and roster holds against a malicious server by
+    default, one without them against a semi-honest server only, and says so (a warning) when the run starts; the
+    strategy's epsilons hold against the weakest silo's adversary."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="uldp")
+    for per_silo, server in ((None, "semi-honest"), (rosters(hospital_files), "malicious")):
+        caplog.clear()
+        configs = [
+            {**c, **(per_silo or {}).get(c["silo"], {})} for c in node_configs(hospital_files, LAX)
+        ]
+        grid = LocalGrid(uf.silo_client_app(load, model, nn.CrossEntropyLoss()), configs)
+        strategy = uf.UldpStrategy(**MASKED_SUM_RUN)
+        strategy.setup(grid)
+        assert strategy.against == f"a {server} server with no silo colluding"
+        said = [r for r in caplog.records if "every epsilon it reports holds against" in r.message]
+        assert len(said) == 3 and all(f"against a {server} server" in r.message for r in said)
+        assert all(
+            r.levelno == (logging.WARNING if server == "semi-honest" else logging.INFO)
+            for r in said
+        )
+        assert any(
+            f"every epsilon of this run holds against a {server}" in r.message
+            for r in caplog.records
+        )
+
+
+def test_a_run_that_needs_t_colluders_stops_naming_the_silos_whose_policy_says_fewer(
+    hospital_files,
+):
+    """``UldpStrategy(min_colluders=t)`` (``uldp flower-run --colluders t``): the set-up stops before any round,
+    naming the silos whose ``uldp-policy-colluders`` is below t; with every silo at t it runs."""
+    per_silo = {"Royal": {"uldp-policy-colluders": "1"}, "St Mary": {"uldp-policy-colluders": "1"}}
+    configs = [{**c, **per_silo.get(c["silo"], {})} for c in node_configs(hospital_files, LAX)]
+    grid = LocalGrid(uf.silo_client_app(load, model, nn.CrossEntropyLoss()), configs)
+    with pytest.raises(
+        RuntimeError, match=r"silo\(s\) General hold against fewer than the run's min_colluders 1"
+    ):
+        uf.UldpStrategy(**MASKED_SUM_RUN, min_colluders=1).setup(grid)
+    per_silo["General"] = {"uldp-policy-colluders": "1"}
+    configs = [{**c, **per_silo.get(c["silo"], {})} for c in node_configs(hospital_files, LAX)]
+    grid = LocalGrid(uf.silo_client_app(load, model, nn.CrossEntropyLoss()), configs)
+    strategy = uf.UldpStrategy(**MASKED_SUM_RUN, min_colluders=1)
+    strategy.setup(grid)
+    assert strategy.colluders == 1 and strategy.against.endswith("colluding with up to 1 silo(s)")

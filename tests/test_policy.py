@@ -319,3 +319,15 @@ def test_every_epsilon_of_the_ledger_names_its_colluders_and_adversary() -> None
     assert ledger.spent().colluders == 2
     assert SiloPolicy().against == "a semi-honest server with no silo colluding"
     assert "a user sample it may choose (charged at q=1)" in SiloPolicy(q=0.5).against
+
+
+def test_on_flower_a_silo_with_a_roster_asks_for_a_malicious_servers_guarantee_unless_it_says_not() -> (
+    None
+):
+    assert SiloPolicy.from_node_config({}, has_roster=True).malicious_server
+    assert not SiloPolicy.from_node_config({}).malicious_server
+    explicit = {"uldp-policy-malicious-server": "false"}
+    assert not SiloPolicy.from_node_config(explicit, has_roster=True).malicious_server
+    assert (
+        SiloPolicy.from_json({}) == SiloPolicy()
+    )  # a deployed silo's file and fit keep the semi-honest default

@@ -37,7 +37,14 @@ from uldp.flower.messages import (
 )
 from uldp.flower.pseudonyms import read_key_file
 from uldp.flower.report import silo_data_repr
-from uldp.flower.secure import silo_round, silo_sample, silo_setup
+from uldp.flower.secure import (
+    IDENTITY_KEY,
+    ROSTER_KEY,
+    node_policy,
+    silo_round,
+    silo_sample,
+    silo_setup,
+)
 from uldp.flower.silo_views import SiloViews
 from uldp.methods import Federation, Hyperparameters, make_method, parse_method, user_level
 from uldp.policy import SiloLedger, SiloPolicy, collusion_scale, node_ledger_path
@@ -113,20 +120,33 @@ def _silo_view(
 
 
 def _hello(view: dict, context: Any) -> dict:
-    """Stage 1: name, record count and the hello of a new union session (:func:`uldp.flower.psu.hello`)."""
+    """Stage 1: name, record count and the hello of a new union session (:func:`uldp.flower.psu.hello`); the silo
+    logs whom its epsilons hold against (its policy's adversary, :attr:`uldp.policy.SiloPolicy.against`)."""
+    policy = node_policy(context.node_config)
+    LOGGER.log(
+        logging.INFO if policy.malicious_server else logging.WARNING,
+        "silo %s: every epsilon it reports holds against %s%s",
+        view["name"],
+        policy.against,
+        ""
+        if policy.malicious_server
+        else f" (without its identity and roster, {IDENTITY_KEY}/{ROSTER_KEY}, the server may swap the "
+        f"keys it relays)",
+    )
     return {
         "silo": view["name"],
         "records": int(view["x"].shape[0]),
         "psu": psu.hello(context, view["name"], view["ids"], view["key"]),
         # its policy's collusion threshold: the server's bounds allow for its scaled noise share (issue 41 item 6)
-        "colluders": SiloPolicy.from_node_config(context.node_config).colluders,
+        "colluders": policy.colluders,
+        "malicious_server": policy.malicious_server,
     }
 
 
 def _federation(view: dict, settings: dict, context: Any) -> dict:
     """The union of every silo's share: keep ``n[s, u]`` (only this silo's row unless counts were shared) and this
     silo's patients' user numbers in the node-local context state."""
-    policy = SiloPolicy.from_node_config(context.node_config)
+    policy = node_policy(context.node_config)
     policy.check(records=settings["total_records"])
     names = list(settings["names"])
     collusion_scale(n_silos=len(names), colluders=policy.colluders)  # refused now, not in round 1
@@ -188,7 +208,7 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> byte
     codes = user_numbers(context, view["ids"])
     spec = check_runs(parse_method(settings["method"]))
     n_users, n_silos, index = int(state["n_users"]), int(state["n_silos"]), int(state["index"])
-    policy, secure = SiloPolicy.from_node_config(context.node_config), bool(state["secure"])
+    policy, secure = node_policy(context.node_config), bool(state["secure"])
     kind = aggregation_kind(spec, secure=secure)
     if (
         policy.sampler == "silos" and spec.per_user

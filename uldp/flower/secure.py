@@ -163,10 +163,19 @@ def silo_credentials(node_config: Mapping[str, Any]) -> Credentials | None:
         raise ValueError(f"{IDENTITY_KEY} and {ROSTER_KEY}: {error}") from error
 
 
+def node_policy(node_config: Mapping[str, Any]) -> SiloPolicy:
+    """The silo's policy from its node config (:meth:`uldp.policy.SiloPolicy.from_node_config`): a silo that names
+    its identity and roster asks for a malicious server's guarantee unless ``uldp-policy-malicious-server=false``
+    says otherwise (issue 41: a hospital that set up a roster relies on it)."""
+    return SiloPolicy.from_node_config(
+        node_config, has_roster=IDENTITY_KEY in node_config and ROSTER_KEY in node_config
+    )
+
+
 def _trust(context: Any) -> dict[str, Any]:
     """The ``credentials``, ``malicious_server`` and ``sample_rate`` a silo side is started or restored with (its
     own node config; a sample rate only when its policy's sampler is the silos)."""
-    policy = SiloPolicy.from_node_config(context.node_config)
+    policy = node_policy(context.node_config)
     return {
         "credentials": silo_credentials(context.node_config),
         "malicious_server": policy.malicious_server,

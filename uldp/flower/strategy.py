@@ -75,7 +75,7 @@ from uldp.flower.secure import server_exchange
 from uldp.method_names import PROTOCOL_1
 from uldp.methods import make_method, parse_method, user_level
 from uldp.methods.base import needed
-from uldp.policy import collusion_thresholds
+from uldp.policy import adversary_words, collusion_thresholds
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
 
 if TYPE_CHECKING:
@@ -128,6 +128,8 @@ class UldpStrategy(Strategy):
             (their policy's ``uldp-policy-sampler=silos``, q from their policy; :mod:`uldp.secure.sampling`): the
             server sends every user as sampled, relays the masked sum's ``sum-sample`` stage and never learns the
             sample, so its view is amplified by sampling. Needs ``secure``.
+        min_colluders: The collusion threshold the run needs: the set-up stops, naming them, if silos' policies
+            (``uldp-policy-colluders``) hold against fewer colluding silos (their epsilons would not hold).
         join_timeout: Seconds to wait for the silos at the start and after a fault.
         max_aborted_rounds: Aborted rounds (each accounted as a release) after which the run stops instead of
             taking its silos back and going on.
@@ -142,6 +144,9 @@ class UldpStrategy(Strategy):
         colluders: How many silos may collude with the server and every epsilon still hold: the smallest collusion
             threshold of the silos' policies (``uldp-policy-colluders``; each scales its noise share for its own);
             each round's metrics say it too.
+        against: Whom every epsilon holds against, in words (logged at the set-up): a malicious server only when
+            every silo's policy asks for that guarantee (on Flower, a silo that names its roster), colluding with
+            up to ``colluders`` silos.
         round_seconds: Each round's seconds, from sending the model to the new model (Protocol 1's share
             exchange included).
         setup_seconds: The set-up's seconds (stages 1-2 and, with ``secure``, Protocol 1's set-up).
@@ -173,6 +178,7 @@ class UldpStrategy(Strategy):
         max_aborted_rounds: int = 3,
         model: nn.Module | None = None,
         hidden_sample: bool = False,
+        min_colluders: int = 0,
     ) -> None:
         spec = parse_method(method)
         check_runs(spec)
@@ -200,6 +206,8 @@ class UldpStrategy(Strategy):
         self.seed = secrets.randbits(63) if seed is None else check_integer("seed", seed, minimum=0)
         self.insecure_reproducible_noise = False
         self.colluders = 0  # the silos' smallest collusion threshold, as of the set-up
+        self.min_colluders = check_integer("min_colluders", min_colluders, minimum=0)
+        self.against = adversary_words(malicious_server=False, colluders=0)
         if secure is None:
             secure = True
         if not isinstance(secure, bool):
@@ -287,8 +295,25 @@ class UldpStrategy(Strategy):
         self.colluders, most = collusion_thresholds(
             {str(silos[node]["silo"]): silos[node].get("colluders", 0) for node in self.nodes}
         )
+        if self.colluders < self.min_colluders:
+            short = [
+                str(silos[node]["silo"])
+                for node in self.nodes
+                if silos[node].get("colluders", 0) < self.min_colluders
+            ]
+            raise RuntimeError(
+                f"silo(s) {', '.join(short)} hold against fewer than the run's min_colluders "
+                f"{self.min_colluders} colluding silos (their uldp-policy-colluders)"
+            )
         if self.method.spec.per_user:
             self.method = replace(user_level(self.method), colluders=most)
+        self.against = adversary_words(
+            malicious_server=all(bool(silos[node].get("malicious_server")) for node in self.nodes),
+            colluders=self.colluders,
+        )
+        say(
+            20, "every epsilon of this run holds against %s (the silos' own policies)", self.against
+        )
         counts = [int(silos[node]["records"]) for node in self.nodes]
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
         names = [silos[n]["silo"] for n in self.nodes]

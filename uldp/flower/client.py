@@ -322,8 +322,11 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
     ``<silo>.uldp-ledger.json`` beside its key file; once it has answered it refuses to answer without it).
     To authenticate the DH keys the server relays (beyond the paper, issue 41 item 3), it also names its identity and
     its copy of the federation's roster (``uldp-identity=<path> uldp-roster=<path>``, from ``uldp roster identity``
-    and ``uldp roster add``; :mod:`uldp.flower.secure`): a swapped key then stops the run naming the silo. A policy
-    with ``uldp-policy-malicious-server=true`` requires them and refuses the lattice backend. With
+    and ``uldp roster add``; :mod:`uldp.flower.secure`): a swapped key then stops the run naming the silo. A silo
+    that names them asks for a malicious server's guarantee by default (``uldp-policy-malicious-server=false`` says
+    otherwise): it then requires them and refuses the lattice backend; without them it holds against a semi-honest
+    server and warns so when the run starts. ``uldp-policy-colluders=t`` scales its noise share so that its epsilon
+    holds against t silos colluding with the server. With
     ``uldp-policy-sampler=silos`` (and ``uldp-policy-q``) a silo trains on the user sample the silos draw from their
     secure session's seed, at its policy's q, never the server's (the strategy's ``hidden_sample``).
     Nothing the server sends changes the policy, the ledger or the silo's randomness; a request past the policy is

@@ -43,8 +43,10 @@ identity and its copy of the federation's roster (:mod:`uldp.secure.roster`, mad
 silos in the federation's order (sorted by their node config's ``silo``; a silo whose identity is not the roster's
 entry at its number starts no session). Every
 masked-sum and Protocol 1 session then signs its key and checks every relayed key, refusing a swapped one naming the
-silo. Without them the keys are unauthenticated (the paper's semi-honest server); a silo whose policy says
-``uldp-policy-malicious-server=true`` starts no secure session without them and refuses the lattice backend.
+silo. Without them the keys are unauthenticated (the paper's semi-honest server); a silo whose policy asks for a
+malicious server's guarantee (:func:`node_policy`: by default when it names its identity and roster,
+``uldp-policy-malicious-server=true`` otherwise) starts no secure session without them and refuses the lattice
+backend.
 
 Keys under 2048 bits (tests, the book's smoke builds) are refused by a silo unless its SuperNode is started with
 ``--node-config 'uldp-insecure-test-keys=true'``.

@@ -36,7 +36,7 @@ from uldp.flower.messages import (
     server_round_seed,
 )
 from uldp.flower.pseudonyms import read_key_file
-from uldp.flower.report import silo_data_repr
+from uldp.flower.report import say, silo_data_repr
 from uldp.flower.secure import (
     IDENTITY_KEY,
     ROSTER_KEY,
@@ -123,8 +123,8 @@ def _hello(view: dict, context: Any) -> dict:
     """Stage 1: name, record count and the hello of a new union session (:func:`uldp.flower.psu.hello`); the silo
     logs whom its epsilons hold against (its policy's adversary, :attr:`uldp.policy.SiloPolicy.against`)."""
     policy = node_policy(context.node_config)
-    LOGGER.log(
-        logging.INFO if policy.malicious_server else logging.WARNING,
+    say(  # the SuperNode's log (a ClientApp's warning would reach stderr where no handler is set)
+        logging.INFO,
         "silo %s: every epsilon it reports holds against %s%s",
         view["name"],
         policy.against,
@@ -325,7 +325,7 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
     and ``uldp roster add``; :mod:`uldp.flower.secure`): a swapped key then stops the run naming the silo. A silo
     that names them asks for a malicious server's guarantee by default (``uldp-policy-malicious-server=false`` says
     otherwise): it then requires them and refuses the lattice backend; without them it holds against a semi-honest
-    server and warns so when the run starts. ``uldp-policy-colluders=t`` scales its noise share so that its epsilon
+    server and says so when the run starts. ``uldp-policy-colluders=t`` scales its noise share so that its epsilon
     holds against t silos colluding with the server. With
     ``uldp-policy-sampler=silos`` (and ``uldp-policy-q``) a silo trains on the user sample the silos draw from their
     secure session's seed, at its policy's q, never the server's (the strategy's ``hidden_sample``).

@@ -60,7 +60,7 @@ sum. Both, and the plain aggregation, are :mod:`uldp.federation`'s: :func:`serve
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -73,8 +73,9 @@ from uldp.federation import (
     Protocol1Side,
     SiloAggregation,
 )
+from uldp.flower.report import say
 from uldp.method_names import MASKED_SUM, PROTOCOL_1
-from uldp.policy import SiloPolicy
+from uldp.policy import SiloPolicy, adversary_words, collusion_thresholds
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
 
 if TYPE_CHECKING:
@@ -172,6 +173,48 @@ def node_policy(node_config: Mapping[str, Any]) -> SiloPolicy:
     return SiloPolicy.from_node_config(
         node_config, has_roster=IDENTITY_KEY in node_config and ROSTER_KEY in node_config
     )
+
+
+@dataclass(frozen=True)
+class FederationTrust:
+    """Whom a run's epsilons hold against, from its silos' hellos (their own policies).
+
+    Attributes:
+        colluders: The smallest collusion threshold of the silos (each scales its noise share for its own, so every
+            epsilon holds against that many colluding silos: :func:`uldp.policy.collusion_thresholds`).
+        most: The largest, which the server's norm bounds allow for.
+        against: Whom every epsilon holds against, in words: a malicious server only when every silo asks for that
+            guarantee (:func:`node_policy`), colluding with up to ``colluders`` silos.
+    """
+
+    colluders: int
+    most: int
+    against: str
+
+
+def federation_trust(
+    hellos: Mapping[str, Mapping[str, Any]], min_colluders: int
+) -> FederationTrust:
+    """The run's :class:`FederationTrust` from each silo's hello (by name: its ``colluders`` and
+    ``malicious_server``), logged once (issue 41).
+
+    Raises:
+        RuntimeError: silos whose threshold is below the run's ``min_colluders``, named.
+        ValueError: a threshold out of range (:func:`uldp.policy.collusion_thresholds`), naming the silo.
+    """
+    colluders, most = collusion_thresholds(
+        {name: hello.get("colluders", 0) for name, hello in hellos.items()}
+    )
+    short = [name for name, hello in hellos.items() if hello.get("colluders", 0) < min_colluders]
+    if short:
+        raise RuntimeError(
+            f"silo(s) {', '.join(short)} hold against fewer than the run's min_colluders "
+            f"{min_colluders} colluding silos (their uldp-policy-colluders)"
+        )
+    malicious = all(bool(hello.get("malicious_server")) for hello in hellos.values())
+    against = adversary_words(malicious_server=malicious, colluders=colluders)
+    say(20, "every epsilon of this run holds against %s (the silos' own policies)", against)
+    return FederationTrust(colluders, most, against)
 
 
 def _trust(context: Any) -> dict[str, Any]:

@@ -71,11 +71,10 @@ from uldp.flower.report import (
     stage,
     strategy_repr,
 )
-from uldp.flower.secure import server_exchange
+from uldp.flower.secure import federation_trust, server_exchange
 from uldp.method_names import PROTOCOL_1
 from uldp.methods import make_method, parse_method, user_level
 from uldp.methods.base import needed
-from uldp.policy import adversary_words, collusion_thresholds
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
 
 if TYPE_CHECKING:
@@ -141,12 +140,8 @@ class UldpStrategy(Strategy):
             draws included (with user sampling, the known-sample epsilon): ``epsilons`` without sampling under secure
             aggregation or uniform weights, :func:`uldp.accounting.epsilon_server_view` otherwise.
         insecure_reproducible_noise: Whether any silo reported drawing its noise from its INSECURE test seed.
-        colluders: How many silos may collude with the server and every epsilon still hold: the smallest collusion
-            threshold of the silos' policies (``uldp-policy-colluders``; each scales its noise share for its own);
-            each round's metrics say it too.
-        against: Whom every epsilon holds against, in words (logged at the set-up): a malicious server only when
-            every silo's policy asks for that guarantee (on Flower, a silo that names its roster), colluding with
-            up to ``colluders`` silos.
+        colluders: How many colluding silos every epsilon holds against (also in each round's metrics).
+        against: Whom, in words (both as of the set-up: :func:`uldp.flower.secure.federation_trust`).
         round_seconds: Each round's seconds, from sending the model to the new model (Protocol 1's share
             exchange included).
         setup_seconds: The set-up's seconds (stages 1-2 and, with ``secure``, Protocol 1's set-up).
@@ -205,9 +200,8 @@ class UldpStrategy(Strategy):
         )  # checks every value now; the method's per-silo defaults are set once |S| is known
         self.seed = secrets.randbits(63) if seed is None else check_integer("seed", seed, minimum=0)
         self.insecure_reproducible_noise = False
-        self.colluders = 0  # the silos' smallest collusion threshold, as of the set-up
         self.min_colluders = check_integer("min_colluders", min_colluders, minimum=0)
-        self.against = adversary_words(malicious_server=False, colluders=0)
+        self.colluders, self.against = 0, "no silo yet"  # as of the set-up
         if secure is None:
             secure = True
         if not isinstance(secure, bool):
@@ -290,30 +284,12 @@ class UldpStrategy(Strategy):
         self.silo_names = {node: str(answer["silo"]) for node, answer in silos.items()}
         self.nodes = sorted(silos, key=lambda node: silos[node]["silo"])
         self._resolve(len(self.nodes))
-        # each silo's own collusion threshold (issue 41 item 6): the epsilons hold against the smallest, the bounds
-        # allow the largest scaled noise share
-        self.colluders, most = collusion_thresholds(
-            {str(silos[node]["silo"]): silos[node].get("colluders", 0) for node in self.nodes}
+        trust = federation_trust(
+            {str(silos[node]["silo"]): silos[node] for node in self.nodes}, self.min_colluders
         )
-        if self.colluders < self.min_colluders:
-            short = [
-                str(silos[node]["silo"])
-                for node in self.nodes
-                if silos[node].get("colluders", 0) < self.min_colluders
-            ]
-            raise RuntimeError(
-                f"silo(s) {', '.join(short)} hold against fewer than the run's min_colluders "
-                f"{self.min_colluders} colluding silos (their uldp-policy-colluders)"
-            )
-        if self.method.spec.per_user:
-            self.method = replace(user_level(self.method), colluders=most)
-        self.against = adversary_words(
-            malicious_server=all(bool(silos[node].get("malicious_server")) for node in self.nodes),
-            colluders=self.colluders,
-        )
-        say(
-            20, "every epsilon of this run holds against %s (the silos' own policies)", self.against
-        )
+        self.colluders, self.against = trust.colluders, trust.against
+        if self.method.spec.per_user:  # the server's bounds allow the largest scaled noise share
+            self.method = replace(user_level(self.method), colluders=trust.most)
         counts = [int(silos[node]["records"]) for node in self.nodes]
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
         names = [silos[n]["silo"] for n in self.nodes]

@@ -260,7 +260,8 @@ print(
 # decoded sum against the sum of the silos' bounds, so one silo can move the model up to $|S|$ times an honest silo's
 # bound; no cheap range proof per silo exists for the ring masks. And a silo's noise share $\sigma C / \sqrt{|S|}$
 # assumes the others add theirs: silos that collude and leave their shares out leave the sum with the honest silos'
-# shares only, which a collusion threshold in the silos' policy must scale for. The cost at the paper's key size, by
+# shares only; a collusion threshold $t$ in the silos' policy (`uldp-policy-colluders`) scales each share by
+# $\sqrt{|S| / (|S| - t)}$ so that the honest shares alone keep $\sigma$. The cost at the paper's key size, by
 # `benchmarks/modulus_proof.py` (committed):
 
 # %%
@@ -280,6 +281,42 @@ display(
         f"{proof_cost['provenance']['command']} at {proof_cost['provenance']['git_commit'][:7]})."
     )
 )
+
+# %% [markdown]
+# **Adversary by adversary.** What each adversary learns of a secure ULDP-AVG-w run, and the user-level $\epsilon$
+# that still holds against it (`uldp.secure.adversaries`, from the library's accountants), with the user sample drawn
+# by the server or hidden among the silos, and with or without the silos' roster. A server that sees the sample gets
+# the known-sample $\epsilon$; one that may choose it (a malicious server draws it), the $\epsilon$ at $q = 1$; one
+# without the silos' roster swaps the keys it relays and unmasks every silo's update, each with only its noise share.
+# A colluding silo knows the silos' sample, so hiding it does not help against it, and $t$ colluders remove their
+# noise shares unless the policy's threshold is at least $t$. On Flower a silo that names its identity and roster
+# asks for a malicious server's guarantee by default (`uldp-policy-malicious-server`); every silo logs which
+# adversary its $\epsilon$ holds against when the run starts, and the strategy's `against` says it for the run.
+# What a malicious server with a roster can still do: stop the run, or drop a silo (the round aborts).
+
+# %%
+from uldp.secure.adversaries import adversary_rows
+
+threat = {"sigma": 5.0, "rounds": 100, "delta": 1e-5, "q": 0.1, "n_silos": 4, "colluders": 2}
+adversaries = pd.DataFrame(
+    {
+        "adversary": row.adversary,
+        "user sample drawn by": row.sample,
+        "silos' roster": "—" if row.roster is None else "yes" if row.roster else "no",
+        "policy's collusion threshold t": row.colluders,
+        "what it learns": row.learns,
+        "user-level ε": row.epsilon,
+    }
+    for row in adversary_rows(**threat)
+)
+display(
+    Markdown(
+        f"At σ = {threat['sigma']:g}, {threat['rounds']} rounds, δ = {threat['delta']:g}, q = {threat['q']:g} "
+        f"and |S| = {threat['n_silos']} (the README's example). — in the roster column: it does not matter "
+        f"(the server follows the protocol)."
+    )
+)
+adversaries.style.hide(axis="index").format(precision=2, subset=["user-level ε"])
 
 # %% [markdown]
 # ## Correctness (Theorem 4)

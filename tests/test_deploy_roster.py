@@ -170,3 +170,17 @@ def test_a_deployed_silo_trains_on_the_silos_hidden_sample(synthetic, monkeypatc
         silo_clients(synthetic, DeployConfig(run), lambda s: {"policy": policy})
     with pytest.raises(PolicyRefusal, match=r"sampler 'server', the run's configuration sets"):
         silo_clients(synthetic, config)
+
+
+def test_a_deployed_silo_refuses_a_collusion_threshold_it_does_not_scale_for(synthetic) -> None:
+    """Deploy does not scale the noise shares for ``colluders`` (Flower does), so a deployed silo whose policy asks
+    for t colluders refuses rather than report epsilons that claim them; t = 0 passes."""
+    from uldp.deploy.method_roles import DeployConfig, MethodSilo
+    from uldp.policy import PolicyRefusal
+    from uldp.simulation import RunConfig
+
+    run = RunConfig(dataset="synthetic", method="ULDP-AVG", n_users=8, rounds=2, seed=3)
+    silo = MethodSilo(DeployConfig(run), 0, synthetic)
+    with pytest.raises(PolicyRefusal, match=r"colluders=1, and this transport does not scale"):
+        silo.check_policy(SiloPolicy(colluders=1))
+    silo.check_policy(SiloPolicy(min_sigma=0.1))

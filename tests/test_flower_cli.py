@@ -161,3 +161,30 @@ def test_flwr_s_unavailable_superlink_is_diagnosed(configured, tmp_path, monkeyp
             assert ("no root-certificates" in problem) == (configured == "no certificate"), problem
     finally:
         listener.close()
+
+
+def test_hidden_sample_and_colluders_reach_flwr_run_as_the_apps_run_config(tmp_path):
+    """``--hidden-sample`` and ``--colluders T`` are run config entries of ``flwr run`` (the example app passes them
+    to UldpStrategy as hidden_sample and min_colluders), after the user's own; a fake flwr records its arguments."""
+    import json
+
+    from uldp.cli import main
+
+    calls = tmp_path / "calls.jsonl"
+    fake = tmp_path / "flwr"
+    fake.write_text(
+        f"#!{sys.executable}\n"
+        "import json, sys\n"
+        f"open({str(calls)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        "print(json.dumps({'success': True, 'run-id': 7} if sys.argv[1] == 'run' else "
+        "{'runs': [{'run-id': 7, 'status': 'finished:completed'}]}))\n"
+    )
+    fake.chmod(0o755)
+    argv = ["flower-run", str(tmp_path), "--flwr", str(fake), "--poll", "0.01"]
+    assert main([*argv, "--run-config", "rounds=1", "--hidden-sample", "--colluders", "2"]) == 0
+    assert main(argv) == 0
+    runs = [c for c in map(json.loads, calls.read_text().splitlines()) if c[0] == "run"]
+    overrides = [[c[i + 1] for i, a in enumerate(c) if a == "--run-config"] for c in runs]
+    assert overrides == [["rounds=1", "hidden-sample=true", "colluders=2"], []]
+    with pytest.raises(SystemExit):
+        main([*argv, "--colluders", "two"])

@@ -147,16 +147,20 @@ def test_a_malicious_server_policy_needs_a_roster(hospital_files):
     assert np.isfinite(run(hospital_files, strict, rosters(hospital_files), **MASKED_SUM_RUN)).all()
 
 
-def test_a_malicious_server_policy_refuses_the_lattice_backend(hospital_files):
+@pytest.mark.parametrize(
+    "asked", [{"uldp-policy-malicious-server": "true"}, {}], ids=["said", "default"]
+)
+def test_a_malicious_server_policy_refuses_the_lattice_backend(hospital_files, asked):
     """Issue 41 item 4 on Flower: the lattice backend cannot check the weights the server encrypts, so a silo whose
     policy asks for a malicious server's guarantee refuses it at Protocol 1's first stage (the Paillier backend,
-    whose weights the silos check, is what it accepts: the swapped-key test above runs it to its directory)."""
+    whose weights the silos check, is what it accepts: the swapped-key test above runs it to its directory). A
+    silo that names its roster asks for it by default."""
     with pytest.raises(
         RuntimeError, match=r"refuses the lattice backend: its policy asks for a guarantee"
     ):
         run(
             hospital_files,
-            {**ALLOW_TEST_KEYS, "uldp-policy-malicious-server": "true"},
+            {**ALLOW_TEST_KEYS, **asked},
             rosters(hospital_files),
             method="ULDP-AVG-w",
             sigma=5.0,
@@ -271,9 +275,12 @@ def test_the_silos_sampler_without_a_hidden_sample_is_refused(hospital_files):
 
 def test_protocol_1_with_the_silos_sampler_trains_on_their_sample(hospital_files, monkeypatch):
     """The same on Protocol 1 (ULDP-AVG-w): each silo's per-user deltas are of the sample keyed by the session's seed
-    R (the same at every silo), while the server encrypts every user's weight and names every user as sampled."""
+    R (the same at every silo), while the server encrypts every user's weight and names every user as sampled; the
+    decoded aggregate is the plain weighted sum over that sample within P, and no server message carries it."""
     from flwr.app import ArrayRecord
 
+    from uldp.federation import SiloRound
+    from uldp.federation.aggregation import Protocol1Aggregation
     from uldp.flower.messages import config_of
     from uldp.flower.secure import silo_sample
     from uldp.method_names import PROTOCOL_1
@@ -286,7 +293,23 @@ def test_protocol_1_with_the_silos_sampler_trains_on_their_sample(hospital_files
         used[silo_id] = np.asarray(sampled).copy()
         return honest(self, params, federation, round_seed, sampled, silo_id)
 
+    inputs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    secure_inputs = SiloRound.secure_inputs
+
+    def spy_inputs(self):
+        inputs[self.silo.silo_id] = secure_inputs(self)
+        return inputs[self.silo.silo_id]
+
+    decoded: list[np.ndarray] = []
+    finish = Protocol1Aggregation.finish_round
+
+    def spy_finish(self, *args, **kwargs):
+        decoded.append(finish(self, *args, **kwargs))
+        return decoded[-1]
+
     monkeypatch.setattr(UserLevelMethod, "silo_user_deltas", spy)
+    monkeypatch.setattr(SiloRound, "secure_inputs", spy_inputs)
+    monkeypatch.setattr(Protocol1Aggregation, "finish_round", spy_finish)
     q = 0.5
     silos = {**LAX, **ALLOW_TEST_KEYS, "uldp-policy-sampler": "silos", "uldp-policy-q": q}
     grid = SentSpy(
@@ -304,3 +327,132 @@ def test_protocol_1_with_the_silos_sampler_trains_on_their_sample(hospital_files
     every_user = np.packbits(np.ones(strategy.n_users, dtype=bool)).tobytes()
     trains = [config_of(m) for m in grid.sent if m.metadata.message_type == "train"]
     assert len(trains) == 3 and all(t["sampled"] == every_user for t in trains)
+    # the aggregate is the plain weighted sum over the silos' sample, sum_s (sum_u w_su Delta_su + z_s) with the
+    # enhanced weights n_su / N_u of the sampled users (Theorem 4: within P of it), not over every user
+    counts = np.zeros((3, strategy.n_users))
+    for context in grid.contexts.values():
+        index = int(context.state.config_records["uldp"]["index"])  # type: ignore[arg-type]  # an int there
+        counts[index] = context.state.array_records["uldp_arrays"].to_numpy_ndarrays()[0][index]
+    weights = np.where(samples[0], counts / counts.sum(axis=0), 0.0)
+    exact = sum(weights[s] @ inputs[s][0] + inputs[s][1] for s in range(3))
+    # (then rounded to the model's float32: one float32 rounding of each coordinate on top of P)
+    precision = strategy.protocol.precision + np.finfo(np.float32).eps * np.abs(exact)
+    assert len(decoded) == 1 and np.all(np.abs(decoded[0] - exact) <= precision)
+    unsampled = ~samples[0]  # users outside the sample add nothing: no delta at any silo
+    assert all(
+        not inputs[s][0][unsampled].any() and inputs[s][0][~unsampled].any() for s in range(3)
+    )
+    # and no message of the server carries the sample: not as packed bits, a boolean or 0/1 list, nor its users
+    sample = samples[0]
+    forms = [np.packbits(sample).tobytes(), sample.tolist(), sample.astype(int).tolist()]
+    forms.append(np.flatnonzero(sample).tolist())
+    for message in grid.sent:
+        for record in message.content.config_records.values():
+            for value in record.values():
+                assert not any(value == form for form in forms), message.metadata.message_type
+
+
+@pytest.mark.parametrize("colluders", [1, 2])
+def test_against_t_colluders_the_honest_silos_noise_shares_keep_the_runs_std(
+    hospital_files, monkeypatch, colluders
+):
+    """Issue 41 item 6 on Flower: with ``uldp-policy-colluders=t`` each silo scales its noise share by
+    sqrt(|S| / (|S| - t)), so the shares of the |S| - t honest silos alone sum to std sigma C (Theorem 3's noise),
+    what every reported epsilon assumes; the run says against how many colluders it holds (the strategy, each
+    round's metrics, each silo's ledger), and the server's bounds let the scaled shares through.
+
+    Each Flower silo's own noise draw (the method it built from its node config), 200,000 coordinates per honest
+    silo: the honest sum's sample variance over (sigma C)^2, times n, is chi-square with n degrees of freedom; it
+    must lie in the two-sided 1e-6 interval (the paper's shares would give (|S| - t) / |S|, far outside it)."""
+    from flwr.app import ArrayRecord
+    from scipy import stats
+
+    from uldp.methods.base import EveryRecordSiloNoise
+    from uldp.policy import SiloLedger, SiloPolicy
+
+    drew: dict[int, Any] = {}
+    honest = EveryRecordSiloNoise.silo_noise
+
+    def spy(self, size, n_silos, round_seed, silo):
+        drew[silo] = self
+        return honest(self, size, n_silos, round_seed, silo)
+
+    monkeypatch.setattr(EveryRecordSiloNoise, "silo_noise", spy)
+    sigma, n_silos, size = 2.0, len(HOSPITALS), 200_000
+    configs = node_configs(hospital_files, {**LAX, "uldp-policy-colluders": str(colluders)})
+    grid = LocalGrid(uf.silo_client_app(load, model, nn.CrossEntropyLoss()), configs)
+    strategy = uf.UldpStrategy(**{**MASKED_SUM_RUN, "sigma": sigma, "clip": 1.0})
+    result = strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), 1)
+    assert sorted(drew) == [0, 1, 2] and all(m.colluders == colluders for m in drew.values())
+    total = sum(
+        drew[s].silo_noise(size, n_silos, np.random.SeedSequence(s), s).double().numpy()
+        for s in range(
+            colluders, n_silos
+        )  # which silos collude does not matter: every share is scaled
+    )
+    n = size
+    ratio = n * float(np.mean(total**2)) / sigma**2
+    low, high = stats.chi2.ppf([0.5e-6, 1 - 0.5e-6], n)
+    assert low <= ratio <= high
+    paper = n * (n_silos - colluders) / n_silos
+    assert not low <= paper <= high
+    assert strategy.colluders == colluders
+    assert result.train_metrics_clientapp[1]["colluders"] == colluders
+    for context in grid.contexts.values():
+        config = context.node_config
+        ledger = SiloLedger(SiloPolicy.from_node_config(config), str(config["uldp-ledger"]))
+        assert ledger.spent().colluders == colluders
+
+
+def test_a_collusion_threshold_of_every_silo_is_refused_naming_the_silo(hospital_files):
+    """t = |S| leaves no honest silo to add noise: refused at the set-up, naming the silo, before any round."""
+    with pytest.raises(
+        ValueError,
+        match=r"silo 'General'.*collusion threshold of 3 silo\(s\); this federation has 3",
+    ):
+        run(hospital_files, {}, {"General": {"uldp-policy-colluders": "3"}}, **MASKED_SUM_RUN)
+
+
+def test_every_epsilon_and_the_start_up_log_name_the_adversary(hospital_files, caplog):
+    """Issue 41 item 4: on Flower a silo that names its identity and roster holds against a malicious server by
+    default, one without them against a semi-honest server only, and says so when the run starts; the
+    strategy's epsilons hold against the weakest silo's adversary."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="uldp")
+    for per_silo, server in ((None, "semi-honest"), (rosters(hospital_files), "malicious")):
+        caplog.clear()
+        configs = [
+            {**c, **(per_silo or {}).get(c["silo"], {})} for c in node_configs(hospital_files, LAX)
+        ]
+        grid = LocalGrid(uf.silo_client_app(load, model, nn.CrossEntropyLoss()), configs)
+        strategy = uf.UldpStrategy(**MASKED_SUM_RUN)
+        strategy.setup(grid)
+        assert strategy.against == f"a {server} server with no silo colluding"
+        said = [r for r in caplog.records if "every epsilon it reports holds against" in r.message]
+        assert len(said) == 3 and all(f"against a {server} server" in r.message for r in said)
+        assert all(("may swap the keys" in r.message) == (server == "semi-honest") for r in said)
+        assert any(
+            f"every epsilon of this run holds against a {server}" in r.message
+            for r in caplog.records
+        )
+
+
+def test_a_run_that_needs_t_colluders_stops_naming_the_silos_whose_policy_says_fewer(
+    hospital_files,
+):
+    """``UldpStrategy(min_colluders=t)`` (``uldp flower-run --colluders t``): the set-up stops before any round,
+    naming the silos whose ``uldp-policy-colluders`` is below t; with every silo at t it runs."""
+    per_silo = {"Royal": {"uldp-policy-colluders": "1"}, "St Mary": {"uldp-policy-colluders": "1"}}
+    configs = [{**c, **per_silo.get(c["silo"], {})} for c in node_configs(hospital_files, LAX)]
+    grid = LocalGrid(uf.silo_client_app(load, model, nn.CrossEntropyLoss()), configs)
+    with pytest.raises(
+        RuntimeError, match=r"silo\(s\) General hold against fewer than the run's min_colluders 1"
+    ):
+        uf.UldpStrategy(**MASKED_SUM_RUN, min_colluders=1).setup(grid)
+    per_silo["General"] = {"uldp-policy-colluders": "1"}
+    configs = [{**c, **per_silo.get(c["silo"], {})} for c in node_configs(hospital_files, LAX)]
+    grid = LocalGrid(uf.silo_client_app(load, model, nn.CrossEntropyLoss()), configs)
+    strategy = uf.UldpStrategy(**MASKED_SUM_RUN, min_colluders=1)
+    strategy.setup(grid)
+    assert strategy.colluders == 1 and strategy.against.endswith("colluding with up to 1 silo(s)")

@@ -284,3 +284,50 @@ def test_the_collusion_threshold_scales_each_share_so_the_honest_silos_alone_kee
             assert honest_variance == pytest.approx(1.0)  # (sigma C)^2 in units of sigma C
     with pytest.raises(PolicyRefusal, match=re.escape("colluders < |S|")):
         collusion_scale(n_silos=3, colluders=3)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=2, max_size=5))
+def test_with_mixed_thresholds_the_smallest_holds_against_any_coalition_of_that_size(
+    thresholds,
+) -> None:
+    """Silos that scale their shares for their own t_s: every coalition of min t_s silos (enumerated) leaves the
+    honest shares a variance of at least (sigma C)^2; the bounds' largest is max t_s."""
+    import itertools
+
+    from uldp.policy import collusion_scale, collusion_thresholds
+
+    n_silos = len(thresholds)
+    names = {f"s{i}": t for i, t in enumerate(thresholds)}
+    if max(thresholds) >= n_silos:
+        with pytest.raises(
+            ValueError, match=r"collusion threshold of \d+ silo\(s\); this federation has"
+        ):
+            collusion_thresholds(names)
+        return
+    low, high = collusion_thresholds(names)
+    assert (low, high) == (min(thresholds), max(thresholds))
+    shares = [collusion_scale(n_silos=n_silos, colluders=t) ** 2 / n_silos for t in thresholds]
+    for coalition in itertools.combinations(range(n_silos), low):
+        honest = sum(v for s, v in enumerate(shares) if s not in coalition)
+        assert honest >= 1 - 1e-12
+
+
+def test_every_epsilon_of_the_ledger_names_its_colluders_and_adversary() -> None:
+    ledger = SiloLedger(SiloPolicy(colluders=2, malicious_server=True))
+    ledger.admit("run", 1, multiplier=5.0)
+    assert ledger.spent().colluders == 2
+    assert SiloPolicy().against == "a semi-honest server with no silo colluding"
+    assert "a user sample it may choose (charged at q=1)" in SiloPolicy(q=0.5).against
+
+
+def test_on_flower_a_silo_with_a_roster_asks_for_a_malicious_servers_guarantee_unless_it_says_not() -> (
+    None
+):
+    assert SiloPolicy.from_node_config({}, has_roster=True).malicious_server
+    assert not SiloPolicy.from_node_config({}).malicious_server
+    explicit = {"uldp-policy-malicious-server": "false"}
+    assert not SiloPolicy.from_node_config(explicit, has_roster=True).malicious_server
+    assert (
+        SiloPolicy.from_json({}) == SiloPolicy()
+    )  # a deployed silo's file and fit keep the semi-honest default

@@ -61,6 +61,9 @@ def make_strategy(config: dict) -> uf.UldpStrategy:
         # round scales alike with the patients, so the model's size decides
         protocol={"backend": fastest_backend(parameters=parameters, users=1, allowed=allowed)},
         model=model(),
+        # uldp flower-run --hidden-sample / --colluders T: the silos' own sample, and the threshold the run needs
+        hidden_sample=bool(config.get("hidden-sample", False)),
+        min_colluders=int(config.get("colluders", 0)),
     )
 
 

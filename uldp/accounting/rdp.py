@@ -48,12 +48,15 @@ class PrivacySpent:
         delta: The target ``delta``.
         adversary: Whom it holds against where user sampling makes it depend on that (:class:`Adversary`);
             None where it does not (no user sampling: every adversary alike).
+        colluders: How many silos may collude with that adversary (removing their own noise shares) and the
+            guarantee still hold (a silo policy's collusion threshold; 0: the paper's, every silo honest).
     """
 
     epsilon: float
     order: float
     delta: float
     adversary: Adversary | None = None
+    colluders: int = 0
 
 
 def check_orders(orders: ArrayLike) -> np.ndarray:

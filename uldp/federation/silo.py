@@ -155,6 +155,15 @@ class MethodSilo:
             raise PolicyRefusal(
                 f"method {spec.name} adds no noise; this silo answers only private methods"
             )
+        if (
+            policy.colluders
+            and spec.per_user
+            and user_level(self.method).colluders < policy.colluders
+        ):
+            raise PolicyRefusal(  # its epsilons would claim a threshold its noise share was not scaled for
+                f"this silo's policy asks for colluders={policy.colluders}, and this transport does not scale "
+                f"its noise share for them (uldp.flower does: uldp-policy-colluders)"
+            )
         if sampled is None:
             policy.check(sigma=hp.sigma, local_epochs=hp.local_epochs)
         elif spec.per_user:

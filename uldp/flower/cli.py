@@ -20,13 +20,30 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from uldp.common.checks import check_number
+from uldp.common.checks import check_integer, check_number
 
 if TYPE_CHECKING:
     import argparse
 
 #: The status of a run that completed (``flwr ls``).
 COMPLETED = "finished:completed"
+#: The run config keys of ``--hidden-sample`` and ``--colluders`` (an app passes them to its UldpStrategy).
+HIDDEN_SAMPLE_KEY, COLLUDERS_KEY = "hidden-sample", "colluders"
+
+
+def trust_run_config(*, hidden_sample: bool, colluders: int) -> list[str]:
+    """The ``flwr run --run-config`` entries of ``--hidden-sample`` and ``--colluders`` (none when unset).
+
+    Raises:
+        ValueError: a negative ``colluders``.
+
+    >>> trust_run_config(hidden_sample=True, colluders=1)
+    ['hidden-sample=true', 'colluders=1']
+    """
+    colluders = check_integer("--colluders", colluders, minimum=0)
+    return [f"{HIDDEN_SAMPLE_KEY}=true"] * hidden_sample + [f"{COLLUDERS_KEY}={colluders}"] * (
+        colluders > 0
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,6 +57,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--run-config", action="append", default=[], help="passed to flwr run (repeatable)"
+    )
+    parser.add_argument(
+        "--hidden-sample",
+        action="store_true",
+        help=f"run config {HIDDEN_SAMPLE_KEY}=true: the silos draw each round's user sample among themselves, "
+        f"hidden from the server (UldpStrategy(hidden_sample=True); every silo's node config needs "
+        f"uldp-policy-sampler=silos and its uldp-policy-q), so the server's epsilon is amplified by sampling; the "
+        f"app passes it on as examples/hospitals does",
+    )
+    parser.add_argument(
+        "--colluders",
+        type=int,
+        default=0,
+        metavar="T",
+        help=f"run config {COLLUDERS_KEY}=T: the run needs every epsilon to hold against T silos colluding with "
+        f"the server (UldpStrategy(min_colluders=T)); the set-up stops, naming them, at silos whose policies "
+        f"(uldp-policy-colluders, which scales their noise shares) say fewer (default 0)",
     )
     parser.add_argument(
         "--poll", type=float, default=5.0, help="seconds between two status queries (default 5)"
@@ -197,7 +231,10 @@ def wait_for_run(
 def _flower_run(args: argparse.Namespace) -> int:
     follower = None
     try:
-        run_id = submit(args.app, args.superlink, run_config=args.run_config, flwr=args.flwr)
+        trust = trust_run_config(hidden_sample=args.hidden_sample, colluders=args.colluders)
+        run_id = submit(
+            args.app, args.superlink, run_config=[*args.run_config, *trust], flwr=args.flwr
+        )
         if args.stream:  # the ServerApp's lines, as they come, on our stderr
             follower = subprocess.Popen(
                 [args.flwr, "log", str(run_id), *([args.superlink] if args.superlink else [])],

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import secrets
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,11 +36,18 @@ from uldp.flower.messages import (
     server_round_seed,
 )
 from uldp.flower.pseudonyms import read_key_file
-from uldp.flower.report import silo_data_repr
-from uldp.flower.secure import silo_round, silo_sample, silo_setup
+from uldp.flower.report import say, silo_data_repr
+from uldp.flower.secure import (
+    IDENTITY_KEY,
+    ROSTER_KEY,
+    node_policy,
+    silo_round,
+    silo_sample,
+    silo_setup,
+)
 from uldp.flower.silo_views import SiloViews
-from uldp.methods import Federation, Hyperparameters, make_method, parse_method
-from uldp.policy import SiloLedger, SiloPolicy, node_ledger_path
+from uldp.methods import Federation, Hyperparameters, make_method, parse_method, user_level
+from uldp.policy import SiloLedger, SiloPolicy, collusion_scale, node_ledger_path
 from uldp.secure.psu import lookup
 from uldp.training.device import device_settings, resolve_device
 
@@ -119,19 +126,36 @@ def _silo_view(
 
 
 def _hello(view: dict, context: Any) -> dict:
-    """Stage 1: name, record count and the hello of a new union session (:func:`uldp.flower.psu.hello`)."""
+    """Stage 1: name, record count and the hello of a new union session (:func:`uldp.flower.psu.hello`); the silo
+    logs whom its epsilons hold against (its policy's adversary, :attr:`uldp.policy.SiloPolicy.against`)."""
+    policy = node_policy(context.node_config)
+    say(  # the SuperNode's log (a ClientApp's warning would reach stderr where no handler is set)
+        logging.INFO,
+        "silo %s: every epsilon it reports holds against %s%s",
+        view["name"],
+        policy.against,
+        ""
+        if policy.malicious_server
+        else f" (without its identity and roster, {IDENTITY_KEY}/{ROSTER_KEY}, the server may swap the "
+        f"keys it relays)",
+    )
     return {
         "silo": view["name"],
         "records": int(view["x"].shape[0]),
         "psu": psu.hello(context, view["name"], view["ids"], view["key"]),
+        # its policy's collusion threshold: the server's bounds allow for its scaled noise share (issue 41 item 6)
+        "colluders": policy.colluders,
+        "malicious_server": policy.malicious_server,
     }
 
 
 def _federation(view: dict, settings: dict, context: Any) -> dict:
     """The union of every silo's share: keep ``n[s, u]`` (only this silo's row unless counts were shared) and this
     silo's patients' user numbers in the node-local context state."""
-    SiloPolicy.from_node_config(context.node_config).check(records=settings["total_records"])
+    policy = node_policy(context.node_config)
+    policy.check(records=settings["total_records"])
     names = list(settings["names"])
+    collusion_scale(n_silos=len(names), colluders=policy.colluders)  # refused now, not in round 1
     index = int(settings["index"])
     if names[index] != view["name"] or sorted(names) != names:
         raise ValueError(f"the server placed silo {view['name']!r} at {index} of {names}")
@@ -190,7 +214,7 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> byte
     codes = user_numbers(context, view["ids"])
     spec = check_runs(parse_method(settings["method"]))
     n_users, n_silos, index = int(state["n_users"]), int(state["n_silos"]), int(state["index"])
-    policy, secure = SiloPolicy.from_node_config(context.node_config), bool(state["secure"])
+    policy, secure = node_policy(context.node_config), bool(state["secure"])
     kind = aggregation_kind(spec, secure=secure)
     if (
         policy.sampler == "silos" and spec.per_user
@@ -220,8 +244,13 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> byte
         record_ids=state["offset"] + np.arange(n),
         n_ids=int(state["total_records"]),
     )
+    method = make_method(spec.name, hp)
+    if (
+        spec.per_user
+    ):  # its noise share scaled for its own policy's t colluders, whatever the server asks
+        method = replace(user_level(method), colluders=policy.colluders)
     silo = MethodSilo(
-        make_method(spec.name, hp),
+        method,
         federation,
         silo_id=index,
         n_silos=n_silos,
@@ -300,8 +329,11 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
     ``<silo>.uldp-ledger.json`` beside its key file; once it has answered it refuses to answer without it).
     To authenticate the DH keys the server relays (beyond the paper, issue 41 item 3), it also names its identity and
     its copy of the federation's roster (``uldp-identity=<path> uldp-roster=<path>``, from ``uldp roster identity``
-    and ``uldp roster add``; :mod:`uldp.flower.secure`): a swapped key then stops the run naming the silo. A policy
-    with ``uldp-policy-malicious-server=true`` requires them and refuses the lattice backend. With
+    and ``uldp roster add``; :mod:`uldp.flower.secure`): a swapped key then stops the run naming the silo. A silo
+    that names them asks for a malicious server's guarantee by default (``uldp-policy-malicious-server=false`` says
+    otherwise): it then requires them and refuses the lattice backend; without them it holds against a semi-honest
+    server and says so when the run starts. ``uldp-policy-colluders=t`` scales its noise share so that its epsilon
+    holds against t silos colluding with the server. With
     ``uldp-policy-sampler=silos`` (and ``uldp-policy-q``) a silo trains on the user sample the silos draw from their
     secure session's seed, at its policy's q, never the server's (the strategy's ``hidden_sample``).
     Nothing the server sends changes the policy, the ledger or the silo's randomness; a request past the policy is

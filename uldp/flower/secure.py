@@ -43,8 +43,10 @@ identity and its copy of the federation's roster (:mod:`uldp.secure.roster`, mad
 silos in the federation's order (sorted by their node config's ``silo``; a silo whose identity is not the roster's
 entry at its number starts no session). Every
 masked-sum and Protocol 1 session then signs its key and checks every relayed key, refusing a swapped one naming the
-silo. Without them the keys are unauthenticated (the paper's semi-honest server); a silo whose policy says
-``uldp-policy-malicious-server=true`` starts no secure session without them and refuses the lattice backend.
+silo. Without them the keys are unauthenticated (the paper's semi-honest server); a silo whose policy asks for a
+malicious server's guarantee (:func:`node_policy`: by default when it names its identity and roster,
+``uldp-policy-malicious-server=true`` otherwise) starts no secure session without them and refuses the lattice
+backend.
 
 Keys under 2048 bits (tests, the book's smoke builds) are refused by a silo unless its SuperNode is started with
 ``--node-config 'uldp-insecure-test-keys=true'``.
@@ -58,7 +60,7 @@ sum. Both, and the plain aggregation, are :mod:`uldp.federation`'s: :func:`serve
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -71,8 +73,9 @@ from uldp.federation import (
     Protocol1Side,
     SiloAggregation,
 )
+from uldp.flower.report import say
 from uldp.method_names import MASKED_SUM, PROTOCOL_1
-from uldp.policy import SiloPolicy
+from uldp.policy import SiloPolicy, adversary_words, collusion_thresholds
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
 
 if TYPE_CHECKING:
@@ -163,10 +166,61 @@ def silo_credentials(node_config: Mapping[str, Any]) -> Credentials | None:
         raise ValueError(f"{IDENTITY_KEY} and {ROSTER_KEY}: {error}") from error
 
 
+def node_policy(node_config: Mapping[str, Any]) -> SiloPolicy:
+    """The silo's policy from its node config (:meth:`uldp.policy.SiloPolicy.from_node_config`): a silo that names
+    its identity and roster asks for a malicious server's guarantee unless ``uldp-policy-malicious-server=false``
+    says otherwise (issue 41: a hospital that set up a roster relies on it)."""
+    return SiloPolicy.from_node_config(
+        node_config, has_roster=IDENTITY_KEY in node_config and ROSTER_KEY in node_config
+    )
+
+
+@dataclass(frozen=True)
+class FederationTrust:
+    """Whom a run's epsilons hold against, from its silos' hellos (their own policies).
+
+    Attributes:
+        colluders: The smallest collusion threshold of the silos (each scales its noise share for its own, so every
+            epsilon holds against that many colluding silos: :func:`uldp.policy.collusion_thresholds`).
+        most: The largest, which the server's norm bounds allow for.
+        against: Whom every epsilon holds against, in words: a malicious server only when every silo asks for that
+            guarantee (:func:`node_policy`), colluding with up to ``colluders`` silos.
+    """
+
+    colluders: int
+    most: int
+    against: str
+
+
+def federation_trust(
+    hellos: Mapping[str, Mapping[str, Any]], min_colluders: int
+) -> FederationTrust:
+    """The run's :class:`FederationTrust` from each silo's hello (by name: its ``colluders`` and
+    ``malicious_server``), logged once (issue 41).
+
+    Raises:
+        RuntimeError: silos whose threshold is below the run's ``min_colluders``, named.
+        ValueError: a threshold out of range (:func:`uldp.policy.collusion_thresholds`), naming the silo.
+    """
+    colluders, most = collusion_thresholds(
+        {name: hello.get("colluders", 0) for name, hello in hellos.items()}
+    )
+    short = [name for name, hello in hellos.items() if hello.get("colluders", 0) < min_colluders]
+    if short:
+        raise RuntimeError(
+            f"silo(s) {', '.join(short)} hold against fewer than the run's min_colluders "
+            f"{min_colluders} colluding silos (their uldp-policy-colluders)"
+        )
+    malicious = all(bool(hello.get("malicious_server")) for hello in hellos.values())
+    against = adversary_words(malicious_server=malicious, colluders=colluders)
+    say(20, "every epsilon of this run holds against %s (the silos' own policies)", against)
+    return FederationTrust(colluders, most, against)
+
+
 def _trust(context: Any) -> dict[str, Any]:
     """The ``credentials``, ``malicious_server`` and ``sample_rate`` a silo side is started or restored with (its
     own node config; a sample rate only when its policy's sampler is the silos)."""
-    policy = SiloPolicy.from_node_config(context.node_config)
+    policy = node_policy(context.node_config)
     return {
         "credentials": silo_credentials(context.node_config),
         "malicious_server": policy.malicious_server,

@@ -46,6 +46,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -70,7 +71,7 @@ from uldp.flower.report import (
     stage,
     strategy_repr,
 )
-from uldp.flower.secure import server_exchange
+from uldp.flower.secure import federation_trust, server_exchange
 from uldp.method_names import PROTOCOL_1
 from uldp.methods import make_method, parse_method, user_level
 from uldp.methods.base import needed
@@ -126,6 +127,8 @@ class UldpStrategy(Strategy):
             (their policy's ``uldp-policy-sampler=silos``, q from their policy; :mod:`uldp.secure.sampling`): the
             server sends every user as sampled, relays the masked sum's ``sum-sample`` stage and never learns the
             sample, so its view is amplified by sampling. Needs ``secure``.
+        min_colluders: The collusion threshold the run needs: the set-up stops, naming them, if silos' policies
+            (``uldp-policy-colluders``) hold against fewer colluding silos (their epsilons would not hold).
         join_timeout: Seconds to wait for the silos at the start and after a fault.
         max_aborted_rounds: Aborted rounds (each accounted as a release) after which the run stops instead of
             taking its silos back and going on.
@@ -137,6 +140,8 @@ class UldpStrategy(Strategy):
             draws included (with user sampling, the known-sample epsilon): ``epsilons`` without sampling under secure
             aggregation or uniform weights, :func:`uldp.accounting.epsilon_server_view` otherwise.
         insecure_reproducible_noise: Whether any silo reported drawing its noise from its INSECURE test seed.
+        colluders: How many colluding silos every epsilon holds against (also in each round's metrics).
+        against: Whom, in words (both as of the set-up: :func:`uldp.flower.secure.federation_trust`).
         round_seconds: Each round's seconds, from sending the model to the new model (Protocol 1's share
             exchange included).
         setup_seconds: The set-up's seconds (stages 1-2 and, with ``secure``, Protocol 1's set-up).
@@ -168,6 +173,7 @@ class UldpStrategy(Strategy):
         max_aborted_rounds: int = 3,
         model: nn.Module | None = None,
         hidden_sample: bool = False,
+        min_colluders: int = 0,
     ) -> None:
         spec = parse_method(method)
         check_runs(spec)
@@ -194,6 +200,8 @@ class UldpStrategy(Strategy):
         )  # checks every value now; the method's per-silo defaults are set once |S| is known
         self.seed = secrets.randbits(63) if seed is None else check_integer("seed", seed, minimum=0)
         self.insecure_reproducible_noise = False
+        self.min_colluders = check_integer("min_colluders", min_colluders, minimum=0)
+        self.colluders, self.against = 0, "no silo yet"  # as of the set-up
         if secure is None:
             secure = True
         if not isinstance(secure, bool):
@@ -276,6 +284,12 @@ class UldpStrategy(Strategy):
         self.silo_names = {node: str(answer["silo"]) for node, answer in silos.items()}
         self.nodes = sorted(silos, key=lambda node: silos[node]["silo"])
         self._resolve(len(self.nodes))
+        trust = federation_trust(
+            {str(silos[node]["silo"]): silos[node] for node in self.nodes}, self.min_colluders
+        )
+        self.colluders, self.against = trust.colluders, trust.against
+        if self.method.spec.per_user:  # the server's bounds allow the largest scaled noise share
+            self.method = replace(user_level(self.method), colluders=trust.most)
         counts = [int(silos[node]["records"]) for node in self.nodes]
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
         names = [silos[n]["silo"] for n in self.nodes]
@@ -509,7 +523,7 @@ class UldpStrategy(Strategy):
         view = self.server_view_epsilon(server_round)
         self.round_seconds.append(time.perf_counter() - self._tick)
         return ArrayRecord([params.numpy()]), MetricRecord(
-            {"epsilon": epsilon, "server_view_epsilon": view}
+            {"epsilon": epsilon, "server_view_epsilon": view, "colluders": self.colluders}
         )
 
     def released_epsilon(self, releases: int) -> float:

@@ -27,7 +27,9 @@ randomness the server never learns) at the policy's ``q``, amplified
 away is charged every round as such, and refused at the cap.
 
 With a collusion threshold ``t`` (``colluders``) each silo's noise share is scaled so that the noise of the
-``|S| - t`` honest silos alone has the run's std (:func:`collusion_scale`).
+``|S| - t`` honest silos alone has the run's std (:func:`collusion_scale`; a federation's epsilons hold against the
+smallest threshold of its silos, :func:`collusion_thresholds`). Every epsilon a silo reports says whom it holds
+against (:attr:`SiloPolicy.against`): which server (``malicious_server``) and how many colluding silos.
 
 ULDP-GROUP-k's rounds are record-level DP-SGD at each silo (Algorithm 2); the silo accounts each as a
 :class:`GroupRelease` at the group-privacy epsilon of its own DP-SGD (Theorem 2 for this silo: its record-level RDP
@@ -55,7 +57,9 @@ from uldp.policy.rules import (
     SAMPLERS,
     PolicyRefusal,
     SiloPolicy,
+    adversary_words,
     collusion_scale,
+    collusion_thresholds,
     release_multiplier,
     update_norm_bound,
 )
@@ -69,7 +73,9 @@ __all__ = [
     "PolicyRefusal",
     "SiloLedger",
     "SiloPolicy",
+    "adversary_words",
     "collusion_scale",
+    "collusion_thresholds",
     "epsilon_of_group_releases",
     "node_ledger_path",
     "release_multiplier",

@@ -167,13 +167,19 @@ class SiloLedger:
         spent = replace(
             epsilon_of_releases(releases=releases, delta=delta, accountant=self.policy.accountant),
             adversary=self.policy.adversary,
+            colluders=self.policy.colluders,
         )
         if not groups:
             return spent
         epsilon = epsilon_of_group_releases(groups, delta=delta) + (
             spent.epsilon if releases else 0.0
         )
-        return PrivacySpent(epsilon=epsilon, order=math.nan, delta=self.policy.delta)
+        return PrivacySpent(
+            epsilon=epsilon,
+            order=math.nan,
+            delta=self.policy.delta,
+            colluders=self.policy.colluders,
+        )
 
     def admit(self, run: str, round_index: int, *, multiplier: float | GroupRelease) -> float:
         """Record that this silo answers round ``round_index`` of run ``run``, or refuse.
@@ -237,11 +243,12 @@ class SiloLedger:
             write_json_atomic(self.marker, {"ledger": self.path.name})
             write_json_atomic(self.path, self.state())
         LOGGER.info(
-            "answering round %d of run %s: user-level epsilon spent %.4g of %g",
+            "answering round %d of run %s: user-level epsilon spent %.4g of %g, against %s",
             round_index,
             run[:12],
             spent.epsilon,
             self.policy.epsilon,
+            self.policy.against,
         )
         return spent.epsilon
 

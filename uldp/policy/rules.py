@@ -54,8 +54,9 @@ class SiloPolicy:
         malicious_server: Whether it asks for a guarantee against a server that deviates (issue 41 items 3-4): a
             secure session starts only with its identity and roster (:class:`uldp.secure.roster.Credentials`, so
             a swapped DH key is refused naming the silo) and never on a backend that cannot check the weights the
-            server encrypts (the lattice backend). False (the default) is the paper's semi-honest server: a
-            federation without a roster still runs, as every run before rosters did.
+            server encrypts (the lattice backend). False is the paper's semi-honest server. The default is false in
+            a deployed silo's policy file and for :func:`uldp.fit`; on Flower it is true when the silo's node config
+            names its identity and roster (:meth:`from_node_config`).
 
     Raises:
         ValueError: A value of the wrong type or out of range, naming it.
@@ -106,6 +107,25 @@ class SiloPolicy:
             Adversary.MODEL_READERS if self.sampler == "silos" else Adversary.SERVER_CHOOSES_SAMPLE
         )
 
+    @property
+    def against(self) -> str:
+        """Whom every epsilon this silo reports holds against, in words (its ledger's log lines, its start-up log).
+
+        >>> SiloPolicy(malicious_server=True, colluders=1, q=0.1, sampler="silos").against
+        'a malicious server colluding with up to 1 silo(s), the user sample hidden from it (charged at q=0.1)'
+        """
+        sample = (
+            ""
+            if self.q == 1.0
+            else f", the user sample hidden from it (charged at q={self.q:g})"
+            if self.sampler == "silos"
+            else ", a user sample it may choose (charged at q=1)"
+        )
+        return (
+            adversary_words(malicious_server=self.malicious_server, colluders=self.colluders)
+            + sample
+        )
+
     @classmethod
     def from_json(cls, data: Any) -> SiloPolicy:
         """A policy from a JSON object of its fields (a deployed silo's policy file); missing fields keep defaults.
@@ -123,13 +143,20 @@ class SiloPolicy:
         return cls(**data)
 
     @classmethod
-    def from_node_config(cls, node_config: Mapping[str, Any]) -> SiloPolicy:
+    def from_node_config(
+        cls, node_config: Mapping[str, Any], *, has_roster: bool = False
+    ) -> SiloPolicy:
         """A policy from a Flower node config's ``uldp-policy-<field>`` keys (``-`` for ``_``; text is parsed).
+
+        On Flower, ``malicious_server`` follows the silo's trust material unless its key says otherwise: true when
+        the node config names its identity and roster (``has_roster``: the roster is then used, the weights checked
+        and the lattice backend refused), false without them (the paper's semi-honest server, which every epsilon
+        and the silo's start-up log then name).
 
         Raises:
             ValueError: a bad value, naming its key.
         """
-        values: dict[str, Any] = {}
+        values: dict[str, Any] = {"malicious_server": has_roster}
         for key, value in node_config.items():
             if not str(key).startswith(NODE_CONFIG_PREFIX):
                 continue
@@ -276,6 +303,51 @@ def collusion_scale(*, n_silos: int, colluders: int) -> float:
             f"federation has {n_silos} (allowed: colluders < |S|)"
         )
     return math.sqrt(n_silos / (n_silos - colluders))
+
+
+def adversary_words(*, malicious_server: bool, colluders: int) -> str:
+    """The adversary of an epsilon in words: which server (issue 41 items 3-4), and how many silos may collude
+    with it (:func:`collusion_scale`).
+
+    >>> adversary_words(malicious_server=False, colluders=0)
+    'a semi-honest server with no silo colluding'
+    """
+    server = "a malicious server" if malicious_server else "a semi-honest server"
+    return server + (
+        f" colluding with up to {colluders} silo(s)" if colluders else " with no silo colluding"
+    )
+
+
+def collusion_thresholds(thresholds: Mapping[str, Any]) -> tuple[int, int]:
+    """The federation's collusion thresholds from every silo's own policy (:attr:`SiloPolicy.colluders`, by silo).
+
+    Each silo scales its share for its own ``t_s`` (:func:`collusion_scale`), so against any ``t <= min_s t_s``
+    colluders the honest shares keep variance ``sum_{s honest} scale_s^2 sigma^2 C^2 / |S| >= sigma^2 C^2``: every
+    epsilon of the released model holds against the smallest threshold. The server's norm bounds allow for the
+    largest scaled share.
+
+    Args:
+        thresholds: Per silo name, the threshold its policy states (``|S| = len(thresholds)``).
+
+    Returns:
+        The smallest and the largest threshold.
+
+    Raises:
+        ValueError: a threshold that is not an integer in ``0 .. |S| - 1``, naming the silo.
+
+    >>> collusion_thresholds({"Royal": 1, "General": 2, "St Mary": 1})
+    (1, 2)
+    """
+    if not thresholds:
+        raise ValueError("collusion thresholds of no silo")
+    for name, colluders in thresholds.items():
+        check_integer(f"silo {name!r}'s colluders", colluders, minimum=0)
+        if colluders >= len(thresholds):
+            raise ValueError(
+                f"silo {name!r}'s policy asks for a collusion threshold of {colluders} silo(s); this "
+                f"federation has {len(thresholds)} (allowed: colluders < |S|)"
+            )
+    return min(thresholds.values()), max(thresholds.values())
 
 
 #: t of the noise's norm bound ``std (sqrt(d) + t)``: P(||z|| > std (sqrt(d) + t)) <= exp(-t^2 / 2) = 2^-40.

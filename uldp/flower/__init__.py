@@ -1,7 +1,7 @@
 """Flower-native pieces for flwr's Message API: :class:`UldpStrategy` (ServerApp side) and
-:func:`silo_client_app` (ClientApp side; :mod:`uldp.flower.strategy`, :mod:`uldp.flower.client`) for the methods
-with per-user clipping and user sampling (ULDP-SGD, ULDP-AVG and their -w variants, Algorithms 3-4), each round
-driven through :mod:`uldp.federation`.
+:func:`silo_client_app` (ClientApp side; :mod:`uldp.flower.strategy`, :mod:`uldp.flower.client`) for every method
+of :mod:`uldp.methods` (ULDP-GROUP-k's flags by :mod:`uldp.flower.group`; DEFAULT only where each silo's own node
+config allows a release without noise), each round driven through :mod:`uldp.federation`.
 
 Each silo loads only its own records and patient ids from its own files; the silos agree on the users by a
 private set union with commutative Diffie-Hellman blinding (:mod:`uldp.flower.psu`, :mod:`uldp.secure.psu`), its

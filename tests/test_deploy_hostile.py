@@ -620,7 +620,7 @@ def test_bad_command_line_numbers_and_paths_are_one_line_errors(
 
 
 def test_a_silo_without_a_server_or_data_reports_one_line(tmp_path, capsys, monkeypatch) -> None:
-    from uldp.deploy.cli import main
+    from uldp.deploy.legacy_cli import main
 
     config = tmp_path / "run.json"
     config.write_text(

@@ -8,7 +8,7 @@
 - :mod:`uldp.deploy.method_roles`: those sides for every method of :mod:`uldp.methods`, from a run configuration.
 - :mod:`uldp.deploy.server`: admission, Protocol 1 setup, rounds, aborts and checkpoints (Flower gRPC server).
 - :mod:`uldp.deploy.silo`: the silo's Flower client.
-- :mod:`uldp.deploy.cli`: ``uldp deploy server|silo|keys``.
+- :mod:`uldp.deploy.legacy_cli`: ``uldp deploy server|silo|keys``.
 """
 
 from __future__ import annotations

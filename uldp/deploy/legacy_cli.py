@@ -1,4 +1,7 @@
-"""``uldp deploy``: run a federation as separate processes (``server``, one ``silo`` per silo) and make keys.
+"""The earlier ``uldp deploy`` (``python -m uldp.deploy.legacy_cli``): a federation as separate processes on Flower's
+deprecated start_server/start_client (``server``, one ``silo`` per silo) and its keys. ``uldp deploy`` now runs on
+Flower's SuperLink (:mod:`uldp.deploy.cli`); this runtime stays until the book's deployment chapter, the fault tests
+and their benchmark move to it, then goes.
 
 Every party gets the same run configuration file (JSON: the fields of :class:`uldp.simulation.RunConfig`, plus
 optionally ``"protocol"``, see :class:`uldp.deploy.method_roles.DeployConfig`); the server refuses a silo whose
@@ -311,7 +314,7 @@ def _read_file(path: Path) -> bytes:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m uldp.deploy.cli server|silo|keys ...``: ``uldp deploy`` without loading the other sub-commands.
+    """``python -m uldp.deploy.legacy_cli server|silo|keys ...``: the earlier ``uldp deploy``, alone.
 
     Each process of a federation starts faster this way (``uldp.cli.main`` imports every registered module).
     Errors behave as in :func:`uldp.cli.main`: a ValueError becomes one line on stderr and exit status 2.

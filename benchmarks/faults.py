@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from uldp.flower.cli import json_output  # run with PYTHONPATH set to this checkout
+from uldp.flower.launch import json_output  # run with PYTHONPATH set to this checkout
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

@@ -751,6 +751,30 @@ def test_a_repeated_union_step_is_refused_by_name(hospital_files):
         )
 
 
+def test_group_flags_relayed_out_of_order_are_refused_by_name(hospital_files):
+    """ULDP-GROUP-k's user lists are sealed for their sender's place: a server that relays silo 1's list as silo 0's
+    (to learn whose flags change) stops the set-up, every silo naming the list that does not open."""
+
+    class Swapping(uf.UldpStrategy):
+        def _ask(self, grid, contents, timeout, **options):
+            for content in contents.values():
+                if content.get("stage") == "group-flags":
+                    users = list(content["users"])
+                    content["users"] = [users[1], users[0], *users[2:]]
+            return super()._ask(grid, contents, timeout, **options)
+
+    with pytest.raises(RuntimeError, match=r"silo 0's user list does not open"):
+        flower_run(
+            hospital_files,
+            model(),
+            GROUP_LAX,
+            strategy_class=Swapping,
+            method="ULDP-GROUP-2",
+            sigma=1.0,
+            rounds=1,
+        )
+
+
 NO_GRID: Any = None
 
 

@@ -19,7 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "uldp.accounting.cli",
     "uldp.data.cli",
     "uldp.paper.experiments_cli",
-    "uldp.deploy.legacy_cli",
+    "uldp.deploy.cli",
     "uldp.secure.cli",
     "uldp.flower.cli",
     "uldp.simulation_cli",

@@ -1,5 +1,6 @@
 """``uldp deploy``: a federation on Flower's SuperLink and SuperNodes, run from a settings file.
 
+- :mod:`uldp.deploy.config`: :class:`~uldp.deploy.config.DeployConfig`, a built-in dataset's settings file.
 - :mod:`uldp.deploy.app`: the uldp ServerApp and ClientApp (:class:`uldp.flower.UldpStrategy` and the silo ClientApp)
   driven by the settings file: a built-in dataset's run configuration, or a hospital's own table.
 - :mod:`uldp.deploy.superlink`: the processes: a SuperLink running that app (server), a SuperNode with its ClientApp
@@ -9,9 +10,8 @@
 
 The earlier runtime, on Flower's deprecated start_server/start_client, stays until the book's deployment chapter and
 the fault tests move to the above, then goes: :mod:`uldp.deploy.legacy_cli` (``python -m uldp.deploy.legacy_cli``),
-:mod:`uldp.deploy.server`, :mod:`uldp.deploy.silo`, :mod:`uldp.deploy.method_roles` (whose :class:`DeployConfig` the
-settings file still parses), :mod:`uldp.deploy.roles`, :mod:`uldp.deploy.wire`, :mod:`uldp.deploy.keys` and
-:mod:`uldp.deploy.settings`.
+:mod:`uldp.deploy.server`, :mod:`uldp.deploy.silo`, :mod:`uldp.deploy.method_roles`, :mod:`uldp.deploy.roles`,
+:mod:`uldp.deploy.wire`, :mod:`uldp.deploy.keys` and :mod:`uldp.deploy.settings`.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from torch import nn
 
 from uldp.common.atomic import write_bytes_atomic
 from uldp.common.checks import check_integer
-from uldp.deploy.method_roles import DeployConfig
+from uldp.deploy.config import DeployConfig
 from uldp.flower.arrays import trained_model
 from uldp.flower.client import SiloData, silo_view, views_client_app
 from uldp.flower.strategy import UldpStrategy

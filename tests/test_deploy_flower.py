@@ -419,3 +419,65 @@ def test_deploy_server_and_silos_run_real_processes_with_tls_and_supernode_authe
     numbers = [np.array([ids.index(str(i)) for i in part.patient_ids]) for part in parts]
     expected, _ = fitted(settings, parts, numbers, nn.BCEWithLogitsLoss())
     np.testing.assert_array_equal(np.load(document["model"]), expected)
+
+
+def test_deploy_keys_writes_what_flower_loads_and_never_overwrites(tmp_path):
+    """The relay key (mode 0600) and per silo an OpenSSH ECDSA pair on a NIST curve, the format flwr 1.41's SuperNode
+    (load_ssh_private_key) and ``flwr supernode register`` (load_ssh_public_key) read; a second call without
+    ``force`` refuses, naming --force."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import (
+        load_ssh_private_key,
+        load_ssh_public_key,
+    )
+
+    from uldp.deploy.credentials import write_keys
+
+    paths = write_keys(tmp_path, n_silos=2)
+    assert [p.name for p in paths] == [
+        "relay.key",
+        "supernode-0",
+        "supernode-0.pub",
+        "supernode-1",
+        "supernode-1.pub",
+    ]
+    assert uf.read_key_file(paths[0]) and paths[0].stat().st_mode & 0o077 == 0
+    private = load_ssh_private_key(paths[1].read_bytes(), None)
+    public = load_ssh_public_key(paths[2].read_bytes())
+    assert isinstance(private, ec.EllipticCurvePrivateKey) and private.curve.name == "secp384r1"
+    assert private.public_key() == public and paths[1].stat().st_mode & 0o077 == 0
+    relay = paths[0].read_bytes()
+    with pytest.raises(ValueError, match="--force"):
+        write_keys(tmp_path, n_silos=2)
+    assert paths[0].read_bytes() == relay
+    assert write_keys(tmp_path, n_silos=2, force=True) and paths[0].read_bytes() != relay
+
+
+TLS_FILES = ("--ssl-ca-certfile", "a", "--ssl-certfile", "b", "--ssl-keyfile", "c")
+
+
+@pytest.mark.parametrize(
+    ("argv", "detail"),
+    [
+        (["server", "--address", "no-port"], "host:port"),
+        (["server", "--join-timeout", "-1"], "join-timeout"),
+        (["server", "--supernode-key", "a.pub"], "needs TLS"),
+        (["server", "--supernode-key", "a.pub", *TLS_FILES], "is not a file"),
+        (["server", "--ssl-certfile", "server.crt"], "all three"),
+        (["silo", "--relay-key", "key", "--silo-id", "0"], "--data FILE"),
+        (["silo", "--relay-key", "absent", "--data", "a.csv"], "absent"),
+        (["keys", "--silos", "0", "--out", "keys"], "--silos"),
+    ],
+)
+def test_bad_command_lines_are_one_line_errors_before_any_process(argv, detail, tmp_path, capsys):
+    """Refused before a SuperLink or SuperNode starts: one line on stderr, exit status 2."""
+    from uldp.deploy.cli import main
+
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({"table": TABLE, "method": "ULDP-AVG", "rounds": 1}))
+    uf.write_key_file(tmp_path / "key")
+    with contextlib.chdir(tmp_path):
+        command = argv if argv[0] == "keys" else [*argv, "--config", str(config)]
+        assert main(command) == 2
+    error = capsys.readouterr().err
+    assert detail in error and error.count("\n") == 1, error

@@ -329,7 +329,10 @@ def silo_node_config(
             raise ValueError("a built-in dataset's run: give --silo-id (and no --data)")
         node[DATASET_SILO_KEY] = silo_id
         name = name or f"silo-{silo_id}"
-    read_key_file(relay_key)  # its checks now, not at the first message
+    try:
+        read_key_file(relay_key)  # its checks now, not at the first message
+    except OSError as error:
+        raise ValueError(f"cannot read the relay key --relay-key {relay_key}: {error}") from error
     node[SILO_KEY] = name
     node[KEY_FILE_KEY] = str(relay_key.resolve())
     node[LEDGER_KEY] = str(

@@ -580,28 +580,46 @@ def test_without_counts_in_the_method_no_silo_learns_anothers_counts(hospital_fi
             assert shared or not np.delete(held, s, axis=0).any()
 
 
-def test_an_update_past_its_methods_bound_aborts_the_round_naming_the_silo(hospital_files):
+#: A silo's plain update rewritten by a hostile silo (or a corrupted link), and the refusal naming it: the cases of
+#: the earlier runtime's tests/test_deploy_hostile.py, on the federation round every transport now drives.
+MALFORMED = {
+    "inflated": (lambda u: array_to_bytes(u * np.float32(1e30)), r"of norm .* past the bound"),
+    "NaN": (lambda u: array_to_bytes(u * np.nan), "NaN or infinite"),
+    "inf": (lambda u: array_to_bytes(u + np.inf), "NaN or infinite"),
+    "shape (1,)": (lambda u: array_to_bytes(u[:1]), "the model is float32"),
+    "2-d": (lambda u: array_to_bytes(u[None, :]), "the model is float32"),
+    "float64": (lambda u: array_to_bytes(u.astype(np.float64)), "float64"),
+    "garbage": (lambda u: b"\x00" * 40, "malformed array"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_an_update_past_its_methods_bound_or_malformed_aborts_the_round_naming_the_silo(
+    hospital_files, case
+):
     """Attack 6 on Flower: a silo's finite 3e38 update was applied. Now each update is checked against
-    clip * (its weights' sum) + the noise's 2^-40 norm tail, and the round stops naming the silo."""
+    clip * (its weights' sum) + the noise's 2^-40 norm tail, and the round stops naming the silo; so does an update
+    that is not finite, of another shape or dtype, or not an array at all."""
     from flwr.app import ArrayRecord
 
-    class Inflating(LocalGrid):
+    rewrite, detail = MALFORMED[case]
+
+    class Rewriting(LocalGrid):
         def send_and_receive(self, messages, *, timeout=None):
             replies = list(super().send_and_receive(messages, timeout=timeout))
             for reply in replies:
                 if reply.metadata.message_type == "train" and reply.metadata.src_node_id == 102:
-                    inflated = plain_update(reply) * np.float32(1e30)
-                    reply.content.config_records["uldp"]["update"] = array_to_bytes(inflated)
+                    update = reply.content.config_records["uldp"]
+                    update["update"] = rewrite(plain_update(reply))
             return replies
 
-    grid = Inflating(
+    grid = Rewriting(
         uf.silo_client_app(load, model, nn.CrossEntropyLoss()), node_configs(hospital_files, LAX)
     )
-    strategy = uf.UldpStrategy(method="ULDP-AVG", sigma=5.0, local_epochs=1, secure=False)
-    with pytest.raises(
-        RuntimeError,
-        match=r"round 1: silo '[A-Za-z ]+' sent a contribution of norm .* past the bound",
-    ):
+    strategy = uf.UldpStrategy(
+        method="ULDP-AVG", sigma=5.0, local_epochs=1, secure=False, max_aborted_rounds=0
+    )
+    with pytest.raises(RuntimeError, match=rf"round 1: silo 'St Mary' sent a .*{detail}"):
         strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
 
 

@@ -1,0 +1,157 @@
+"""A silo's malformed Protocol 1 message on Flower: the earlier runtime's cases (tests/test_deploy_hostile.py) on the
+federation round every transport now drives. A message claiming another silo, addressed to no silo, or with values
+out of range (a ciphertext outside Z*_{n^2}) stops the set-up or the round with the sender named, before anything
+is decrypted."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from test_flower import ALLOW_TEST_KEYS, TEST_KEYS, hospital_files, load, model, node_configs  # noqa: F401
+from torch import nn
+
+import uldp
+import uldp.flower as uf
+from uldp.flower.local import LocalGrid
+from uldp.secure import messages
+from uldp.secure.driver import ProtocolAbort
+
+#: Silo number -> LocalGrid node of the sorted names (General, Royal, St Mary): nodes 103, 101, 102. The victim is
+#: silo 1, or silo 0 for the seed R, which only silo 0 seals (step 1(c)).
+NODES = {0: 103, 1: 101, 2: 102}
+
+
+def _replace(**values):
+    return lambda m, n: dataclasses.replace(m, **values)
+
+
+#: case: (the stage whose answer the silo rewrites, the message type it rewrites, how, the refusal's words)
+SECURE = {
+    "DH key claiming silo 0": (
+        "p1-key",
+        "DhPublicKeyMessage",
+        _replace(silo=0),
+        "claims to come from silo 0",
+    ),
+    "seed sealed to silo 7": (
+        "p1-directory",
+        "SealedMessage",
+        _replace(recipient=7),
+        "addressed to silo 7",
+    ),
+    "histogram value n": (
+        "p1-seed",
+        "BlindedHistogramMessage",
+        lambda m, n: dataclasses.replace(m, values=(n, *m.values[1:])),
+        "out of range",
+    ),
+    "histogram too short": (
+        "p1-seed",
+        "BlindedHistogramMessage",
+        lambda m, n: dataclasses.replace(m, values=m.values[1:]),
+        "expected",
+    ),
+    "histogram of silo 2": (
+        "p1-seed",
+        "BlindedHistogramMessage",
+        _replace(silo=2),
+        "claims to come from silo 2",
+    ),
+    "share from silo 0": (
+        "p1-shares",
+        "SealedMessage",
+        _replace(sender=0),
+        "claims to come from silo 0",
+    ),
+    "ciphertext 0": (
+        "p1-update",
+        "MaskedUpdateMessage",
+        lambda m, n: dataclasses.replace(m, ciphertexts=(0, *m.ciphertexts[1:])),
+        "not in Z*_(n^2)",
+    ),
+    "ciphertext n": (
+        "p1-update",
+        "MaskedUpdateMessage",
+        lambda m, n: dataclasses.replace(m, ciphertexts=(n, *m.ciphertexts[1:])),
+        "not in Z*_(n^2)",
+    ),
+    "ciphertext n^2": (
+        "p1-update",
+        "MaskedUpdateMessage",
+        lambda m, n: dataclasses.replace(m, ciphertexts=(n * n, *m.ciphertexts[1:])),
+        "out of range",
+    ),
+    "update too short": (
+        "p1-update",
+        "MaskedUpdateMessage",
+        lambda m, n: dataclasses.replace(m, ciphertexts=m.ciphertexts[1:]),
+        "expected",
+    ),
+    "update of silo 0": (
+        "p1-update",
+        "MaskedUpdateMessage",
+        _replace(silo=0),
+        "claims to come from silo 0",
+    ),
+}
+
+
+class Tampering(LocalGrid):
+    """LocalGrid whose victim silo rewrites its answer to one Protocol 1 stage (the modulus n read off the way)."""
+
+    stage: str
+    kind: type
+    change: object
+    victim: int
+    modulus = 0
+
+    def send_and_receive(self, messages_out, *, timeout=None):
+        messages_out = list(messages_out)
+        asked = {}
+        for message in messages_out:
+            content = dict(message.content["uldp"])
+            stage = (
+                "p1-update" if message.metadata.message_type == "train" else content.get("stage")
+            )
+            asked[message.metadata.dst_node_id] = stage
+            if stage == "p1-key" and content.get("payloads"):
+                self.modulus = messages.parse_message(bytes(content["payloads"][0])).modulus
+        replies = list(super().send_and_receive(messages_out, timeout=timeout))
+        for reply in replies:
+            node = reply.metadata.src_node_id
+            if node != NODES[self.victim] or asked.get(node) != self.stage or reply.has_error():
+                continue
+            record = reply.content["uldp"]
+            key = "update" if self.stage == "p1-update" else "payloads"
+            parsed = [bytes(record[key])] if key == "update" else [bytes(p) for p in record[key]]
+            changed = [self._rewrite(messages.parse_message(p)) for p in parsed]
+            record[key] = changed[0] if key == "update" else changed
+        return replies
+
+    def _rewrite(self, message):
+        if isinstance(message, self.kind):
+            message = self.change(message, self.modulus)
+        return message.to_bytes()
+
+
+@pytest.mark.parametrize("case", sorted(SECURE))
+def test_a_malformed_protocol_message_stops_the_run_naming_the_silo_that_sent_it(
+    hospital_files,  # noqa: F811
+    case,
+):
+    from flwr.app import ArrayRecord
+
+    stage, kind, change, detail = SECURE[case]
+    grid = Tampering(
+        uf.silo_client_app(load, model, nn.CrossEntropyLoss()),
+        node_configs(hospital_files, ALLOW_TEST_KEYS),
+    )
+    grid.stage, grid.kind, grid.change = stage, getattr(messages, kind), change
+    grid.victim = 0 if case == "seed sealed to silo 7" else 1
+    strategy = uf.UldpStrategy(sigma=5.0, local_epochs=1, protocol=TEST_KEYS, max_aborted_rounds=0)
+    with pytest.raises((RuntimeError, ProtocolAbort)) as raised:
+        strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
+    said = str(raised.value)
+    assert f"silo {grid.victim} sent a bad" in said and detail in said, said
+    assert grid.modulus > 1  # the server's key went out before the victim's answer

@@ -6,6 +6,8 @@ is decrypted."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from test_flower import ALLOW_TEST_KEYS, TEST_KEYS, hospital_files, load, model, node_configs  # noqa: F401
@@ -102,7 +104,7 @@ class Tampering(LocalGrid):
 
     stage: str
     kind: type
-    change: object
+    change: Callable[[Any, int], Any]
     victim: int
     modulus = 0
 
@@ -116,13 +118,14 @@ class Tampering(LocalGrid):
             )
             asked[message.metadata.dst_node_id] = stage
             if stage == "p1-key" and content.get("payloads"):
-                self.modulus = messages.parse_message(bytes(content["payloads"][0])).modulus
+                key: Any = messages.parse_message(bytes(content["payloads"][0]))
+                self.modulus = key.modulus
         replies = list(super().send_and_receive(messages_out, timeout=timeout))
         for reply in replies:
             node = reply.metadata.src_node_id
             if node != NODES[self.victim] or asked.get(node) != self.stage or reply.has_error():
                 continue
-            record = reply.content["uldp"]
+            record: Any = reply.content["uldp"]
             key = "update" if self.stage == "p1-update" else "payloads"
             parsed = [bytes(record[key])] if key == "update" else [bytes(p) for p in record[key]]
             changed = [self._rewrite(messages.parse_message(p)) for p in parsed]

@@ -6,8 +6,7 @@ is decrypted."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from test_flower import ALLOW_TEST_KEYS, TEST_KEYS, hospital_files, load, model, node_configs  # noqa: F401
@@ -18,6 +17,9 @@ import uldp.flower as uf
 from uldp.flower.local import LocalGrid
 from uldp.secure import messages
 from uldp.secure.driver import ProtocolAbort
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 #: Silo number -> LocalGrid node of the sorted names (General, Royal, St Mary): nodes 103, 101, 102. The victim is
 #: silo 1, or silo 0 for the seed R, which only silo 0 seals (step 1(c)).

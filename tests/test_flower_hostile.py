@@ -9,7 +9,16 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from test_flower import ALLOW_TEST_KEYS, TEST_KEYS, hospital_files, load, model, node_configs  # noqa: F401
+from test_flower import (  # noqa: F401  (hospital_files: a fixture)
+    ALLOW_TEST_KEYS,
+    HOSPITALS,
+    LAX,
+    TEST_KEYS,
+    hospital_files,
+    load,
+    model,
+    node_configs,
+)
 from torch import nn
 
 import uldp
@@ -160,3 +169,25 @@ def test_a_malformed_protocol_message_stops_the_run_naming_the_silo_that_sent_it
     said = str(raised.value)
     assert f"silo {grid.victim} sent a bad" in said and detail in said, said
     assert grid.modulus > 1  # the server's key went out before the victim's answer
+
+
+@pytest.mark.parametrize("stranger", ["Mallory", "Royal"])
+def test_a_stranger_is_left_out_and_a_second_silo_of_one_name_is_refused(hospital_files, stranger):  # noqa: F811
+    """The earlier runtime's bad silo ids, on Flower, where a silo is known by its name: a SuperNode of a silo the
+    run does not name is left out and the named silos train; a second SuperNode claiming a named silo's name stops
+    the set-up (the SuperLink's SuperNode authentication keeps strangers out before this; test_deploy_flower)."""
+    from flwr.app import ArrayRecord
+
+    configs = node_configs(hospital_files, LAX)
+    configs.append({**configs[0], "silo": stranger})  # Royal's file, under another name or its own
+    grid = LocalGrid(uf.silo_client_app(load, model, nn.CrossEntropyLoss()), configs)
+    strategy = uf.UldpStrategy(
+        method="ULDP-AVG", sigma=5.0, local_epochs=1, secure=False, silos=HOSPITALS
+    )
+    initial = ArrayRecord([uldp.flat_parameters(model()).numpy()])
+    if stranger == "Royal":
+        with pytest.raises(RuntimeError, match="two SuperNodes claim the same silo name"):
+            strategy.start(grid, initial, num_rounds=1)
+        return
+    strategy.start(grid, initial, num_rounds=1)
+    assert sorted(strategy.silo_names.values()) == sorted(HOSPITALS) and len(strategy.epsilons) == 1

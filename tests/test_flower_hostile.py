@@ -191,3 +191,20 @@ def test_a_stranger_is_left_out_and_a_second_silo_of_one_name_is_refused(hospita
         return
     strategy.start(grid, initial, num_rounds=1)
     assert sorted(strategy.silo_names.values()) == sorted(HOSPITALS) and len(strategy.epsilons) == 1
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"join_timeout": 0}, "join_timeout"),
+        ({"join_timeout": float("nan")}, "join_timeout"),
+        ({"max_aborted_rounds": -1}, "max_aborted_rounds"),
+        ({"silos": ["A", "A"]}, "distinct"),
+        ({"checkpoint": "."}, "is a directory"),
+    ],
+)
+def test_the_servers_settings_are_checked_before_any_message(arguments, message):
+    """The earlier runtime's server settings checks, on the strategy: a bad timeout, silo list or a checkpoint path
+    that cannot be written is refused when the strategy is made."""
+    with pytest.raises(ValueError, match=message):
+        uf.UldpStrategy(method="ULDP-AVG", sigma=5.0, **arguments)

@@ -203,6 +203,17 @@ def test_a_built_in_dataset_run_gives_each_silo_its_allocated_records(tmp_path):
             {"dataset": "synthetic", "method": "ULDP-AVG", "n_users": 4, "rounds": 1, "colour": 1},
             "colour",
         ),
+        (
+            {
+                "dataset": "synthetic",
+                "method": "ULDP-AVG",
+                "n_users": 2,
+                "n_silos": 2,
+                "rounds": 1,
+                "user_weights": [[0.5, 0.5], [0.5, 0.5]],
+            },
+            "fixed user_weights",
+        ),
     ],
 )
 def test_bad_settings_are_refused_by_name(data, message):

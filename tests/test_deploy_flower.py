@@ -474,6 +474,7 @@ TLS_FILES = ("--ssl-ca-certfile", "a", "--ssl-certfile", "b", "--ssl-keyfile", "
         (["server", "--join-timeout", "-1"], "join-timeout"),
         (["server", "--supernode-key", "a.pub"], "needs TLS"),
         (["server", "--supernode-key", "a.pub", *TLS_FILES], "is not a file"),
+        (["server", "--checkpoint", "."], "is a directory"),
         (["server", "--ssl-certfile", "server.crt"], "all three"),
         (["silo", "--relay-key", "key", "--silo-id", "0"], "--data FILE"),
         (["silo", "--relay-key", "absent", "--data", "a.csv"], "absent"),

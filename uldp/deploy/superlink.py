@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from uldp.common.atomic import check_writable
 from uldp.common.checks import check_number
 
 if TYPE_CHECKING:
@@ -173,7 +174,8 @@ def run_server(
         seconds, each round's row, the silos), or ``error`` when the run did not complete.
 
     Raises:
-        ValueError: a bad address or timeout, or a SuperNode key that is not a file.
+        ValueError: a bad address or timeout, a SuperNode key that is not a file, or a checkpoint path that
+            cannot be written.
     """
     from uldp.deploy.app import CHECKPOINT_KEY, JOIN_TIMEOUT_KEY, OUT_KEY, SETTINGS_KEY, SILOS_KEY
     from uldp.flower.launch import run_app
@@ -187,6 +189,8 @@ def run_server(
     for key in supernode_keys:
         if not key.is_file():
             raise ValueError(f"--supernode-key {key} is not a file")
+    if checkpoint is not None:  # before any process starts, not in the ServerApp
+        check_writable(checkpoint, "--checkpoint")
     work = Path(tempfile.mkdtemp(prefix="uldp-deploy-")) if work is None else work.resolve()
     out = work / "result.json"
     out.unlink(missing_ok=True)

@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from uldp.flower.cli import json_output  # run with PYTHONPATH set to this checkout
+from uldp.flower.launch import json_output  # run with PYTHONPATH set to this checkout
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -80,10 +80,10 @@ class Federation:
         self.count = 0
 
     def start(
-        self, *args: str, command: tuple[str, ...] = ("-m", "uldp.deploy.cli")
+        self, *args: str, command: tuple[str, ...] = ("-m", "uldp.deploy.legacy_cli")
     ) -> tuple[subprocess.Popen, Path, Path]:
-        """``python -m uldp.deploy.cli ARGS`` (or ``python COMMAND ARGS``) from the checkout; stdout and stderr go
-        to files."""
+        """``python -m uldp.deploy.legacy_cli ARGS`` (or ``python COMMAND ARGS``) from the checkout; stdout and
+        stderr go to files."""
         self.count += 1
         out, err = self.folder / f"{self.count}.out", self.folder / f"{self.count}.err"
         env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "PYTHONPATH": str(self.root)}
@@ -133,7 +133,7 @@ class Federation:
             "10",
             "--quiet",
             *extra,
-            command=("-m", "uldp.deploy.cli") if crash_at is None else crashing,
+            command=("-m", "uldp.deploy.legacy_cli") if crash_at is None else crashing,
         )
 
     def close(self) -> None:
@@ -233,7 +233,7 @@ def silo_killed(processes: Federation, delay: float) -> dict:
 
 def silo_stalled(processes: Federation, delay: float) -> dict:
     says_stalls = (
-        "--stall-log-seconds" in (processes.root / "uldp" / "deploy" / "cli.py").read_text()
+        "--stall-log-seconds" in (processes.root / "uldp" / "deploy" / "legacy_cli.py").read_text()
     )
     server = processes.server(
         "--round-timeout", "12", *(["--stall-log-seconds", "4"] if says_stalls else [])

@@ -86,19 +86,21 @@
 #  "q": 0.5, "secure": true, "protocol": {"key_bits": 3072, "n_max": 2000}}
 # ```
 #
-# `uldp deploy keys` draws a master key for the server and derives one key per silo; the server checks each
-# silo's HMAC of a fresh nonce.
+# `python -m uldp.deploy.legacy_cli keys` draws a master key for the server and derives one key per silo; the server
+# checks each silo's HMAC of a fresh nonce.
 #
 # ```text
-# uldp deploy keys --silos 3 --out keys/
-# uldp deploy server --config run.json --address 0.0.0.0:8080 --checkpoint model.ckpt --master-key-file keys/master.key
-# uldp deploy silo --silo-id 0 --config run.json --server server.example.org:8080 --key-file keys/silo-0.key
+# python -m uldp.deploy.legacy_cli keys --silos 3 --out keys/
+# python -m uldp.deploy.legacy_cli server --config run.json --address 0.0.0.0:8080 --checkpoint model.ckpt \
+#     --master-key-file keys/master.key
+# python -m uldp.deploy.legacy_cli silo --silo-id 0 --config run.json --server server.example.org:8080 \
+#     --key-file keys/silo-0.key
 # ```
 #
 # With TLS, the server adds `--ssl-ca-certfile ca.crt --ssl-certfile server.crt --ssl-keyfile server.key` and each
-# silo `--root-certificates ca.crt` (README, "Running on several machines"). `python -m uldp.deploy.cli` is the same
-# command without loading the other sub-commands, which starts each process a little faster. A short run on the
-# `synthetic` dataset makes a dress rehearsal of machines, certificates and keys.
+# silo `--root-certificates ca.crt`. This page runs that earlier runtime as `python -m uldp.deploy.legacy_cli`;
+# `uldp deploy` itself now runs on Flower's SuperLink and SuperNodes (README, "Running on several machines"). A short
+# run on the `synthetic` dataset makes a dress rehearsal of machines, certificates and keys.
 
 # %% tags=["parameters"]
 profile = "default"
@@ -213,11 +215,12 @@ def free_port() -> int:
 
 
 def deploy(data: dict, workdir: Path) -> tuple[dict, float]:
-    """Run a server and one process per silo with ``python -m uldp.deploy.cli``: (server's JSON, wall seconds)."""
+    """Run a server and one process per silo with ``python -m uldp.deploy.legacy_cli``: (server's JSON, wall
+    seconds)."""
     path = workdir / "run.json"
     path.write_text(json.dumps(data))
     port, common = free_port(), ["--config", str(path), "--json", "--quiet"]
-    command = [sys.executable, "-m", "uldp.deploy.cli"]
+    command = [sys.executable, "-m", "uldp.deploy.legacy_cli"]
     start = time.perf_counter()
     server = subprocess.Popen(
         [

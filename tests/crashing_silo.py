@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from uldp.deploy import cli, silo, wire
+from uldp.deploy import legacy_cli as cli, silo, wire
 
 CRASH_STATUS = 17
 

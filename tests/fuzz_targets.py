@@ -194,7 +194,7 @@ KEY_FILES = st.one_of(
 
 
 def check_key_file(data: bytes) -> None:
-    from uldp.deploy.cli import _read_key
+    from uldp.deploy.legacy_cli import _read_key
 
     path = _SCRATCH / "silo.key"
     path.write_bytes(data)

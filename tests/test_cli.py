@@ -195,7 +195,7 @@ def test_deploy_roles_write_one_document_each(tmp_path):
     )
     port = _free_port()
     env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}
-    command = [sys.executable, "-m", "uldp.deploy.cli"]
+    command = [sys.executable, "-m", "uldp.deploy.legacy_cli"]
     common = ["--config", str(config), "--json"]
     server = subprocess.Popen(
         [*command, "server", "--address", f"127.0.0.1:{port}", "--join-timeout", "120", *common],

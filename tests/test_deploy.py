@@ -83,7 +83,7 @@ def test_deploy_config_reads_a_run_config_and_refuses_unknown_fields() -> None:
 
 
 def test_cli_reports_a_bad_config_in_one_line(tmp_path, capsys) -> None:
-    from uldp.deploy.cli import main
+    from uldp.deploy.legacy_cli import main
 
     path = tmp_path / "run.json"
     path.write_text(
@@ -96,7 +96,7 @@ def test_cli_reports_a_bad_config_in_one_line(tmp_path, capsys) -> None:
 def test_registering_the_deploy_command_imports_nothing_heavy() -> None:
     """``uldp deploy --help`` must not pay for torch, Flower or the methods (they load inside the handlers)."""
     code = (
-        "import argparse, sys; import uldp.deploy.cli as cli; cli.register(argparse.ArgumentParser()"
+        "import argparse, sys; import uldp.deploy.legacy_cli as cli; cli.register(argparse.ArgumentParser()"
         ".add_subparsers()); print(sorted(m for m in ('torch', 'flwr', 'numpy', 'uldp.simulation', "
         "'uldp.secure') if m in sys.modules))"
     )
@@ -221,7 +221,9 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _uldp(*args: str, command: tuple[str, ...] = ("-m", "uldp.deploy.cli")) -> subprocess.Popen:
+def _uldp(
+    *args: str, command: tuple[str, ...] = ("-m", "uldp.deploy.legacy_cli")
+) -> subprocess.Popen:
     env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "ULDP_DATA_DIR": DATA}
     return subprocess.Popen(
         [sys.executable, *command, *args],
@@ -267,7 +269,7 @@ def _silo(
         "--json",
         "--quiet",
         *extra,
-        command=("-m", "uldp.deploy.cli") if crash_at is None else crashing,
+        command=("-m", "uldp.deploy.legacy_cli") if crash_at is None else crashing,
     )
 
 

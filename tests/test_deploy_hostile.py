@@ -600,9 +600,14 @@ def test_user_weights_and_protocol_are_checked_before_admission(synthetic) -> No
 def test_bad_command_line_numbers_and_paths_are_one_line_errors(
     argv, detail, tmp_path, capsys
 ) -> None:
-    """Refused before any work (no training, no allocation of terabytes), as one line and exit status 2."""
-    from uldp.cli import main
+    """Refused before any work (no training, no allocation of terabytes), as one line and exit status 2 (``deploy``:
+    the earlier runtime's command line, ``python -m uldp.deploy.legacy_cli``)."""
+    from uldp.cli import main as uldp_main
     from uldp.deploy.keys import write_keys
+    from uldp.deploy.legacy_cli import main as legacy_main
+
+    def main(arguments: list[str]) -> int:
+        return legacy_main(arguments[1:]) if arguments[0] == "deploy" else uldp_main(arguments)
 
     config, short_key = tmp_path / "run.json", tmp_path / "short.key"
     config.write_text('{"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 8, "rounds": 1}')
@@ -620,7 +625,7 @@ def test_bad_command_line_numbers_and_paths_are_one_line_errors(
 
 
 def test_a_silo_without_a_server_or_data_reports_one_line(tmp_path, capsys, monkeypatch) -> None:
-    from uldp.deploy.cli import main
+    from uldp.deploy.legacy_cli import main
 
     config = tmp_path / "run.json"
     config.write_text(

@@ -96,7 +96,7 @@ def test_the_silo_command_takes_its_identity_and_roster_together(tmp_path) -> No
     """``uldp deploy silo --identity --roster``: the files a silo's operator made, both or neither."""
     import argparse
 
-    from uldp.deploy.cli import _read_credentials
+    from uldp.deploy.legacy_cli import _read_credentials
     from uldp.secure.roster import write_identity, write_roster
 
     identity = write_identity(tmp_path / "identity.json", "north")

@@ -255,14 +255,14 @@ def test_a_flower_silo_refuses_a_device_it_cannot_train_on_by_name(tmp_path, dev
     records, before any stage is answered."""
     from types import SimpleNamespace
 
-    from uldp.flower.client import DEVICE_KEY, SiloData, _silo_view
+    from uldp.flower.client import DEVICE_KEY, SiloData, silo_view
     from uldp.flower.pseudonyms import write_key_file
 
     write_key_file(tmp_path / "key")
     x, y, _, _ = _records()
     records = SiloData(x.numpy(), y.numpy(), [f"p{i}" for i in range(len(x))])
     config = {"silo": "North", "uldp-key-file": str(tmp_path / "key")}
-    view = _silo_view(
+    view = silo_view(
         lambda context: records,
         lambda: nn.Linear(5, 2),
         nn.CrossEntropyLoss(),
@@ -270,7 +270,7 @@ def test_a_flower_silo_refuses_a_device_it_cannot_train_on_by_name(tmp_path, dev
     )
     assert view["x"].device.type == "cpu" and next(view["model"].parameters()).device.type == "cpu"
     with pytest.raises(ValueError, match=repr(device)):
-        _silo_view(
+        silo_view(
             lambda context: records,
             lambda: nn.Linear(5, 2),
             nn.CrossEntropyLoss(),

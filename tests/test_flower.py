@@ -104,6 +104,20 @@ def node_configs(files: pathlib.Path, node_config: dict | None = None) -> list[d
     ]
 
 
+TEST_KEYS = {"key_bits": 1024, "n_max": 300, "insecure_test_key": True}
+ALLOW_TEST_KEYS = {"uldp-insecure-test-keys": "true"}
+#: The silos' own INSECURE test option: noise from seed 5, as uldp.fit(seed=5) (the strategy's seed samples users).
+INSECURE_SEED_5 = {"uldp-insecure-reproducible-noise": 5}
+#: A silo's own consent to answer a method without noise (DEFAULT).
+NO_DP = {"uldp-allow-no-dp": "true"}
+#: A policy for ULDP-GROUP-median at sigma 1 (k = 7 here: epsilon ~ 2,000 a round).
+GROUP_LAX = {"uldp-policy-epsilon": 1e5}
+
+
+def net_params(net: nn.Module) -> np.ndarray:
+    return uldp.flat_parameters(net).numpy()
+
+
 def plain_update(reply) -> np.ndarray:
     """A plain train reply's update (uldp.federation's plain aggregation: the array's bytes)."""
     return array_from_bytes(bytes(reply.content["uldp"]["update"]))
@@ -130,35 +144,82 @@ def flower_run(
     return result.arrays.to_numpy_ndarrays()[0], strategy, grid
 
 
-@pytest.mark.parametrize("method", ["ULDP-AVG-w", "ULDP-AVG", "ULDP-SGD-w", "ULDP-NAIVE"])
+@pytest.mark.parametrize(
+    "method",
+    [
+        "ULDP-AVG-w",
+        "ULDP-AVG",
+        "ULDP-SGD-w",
+        "ULDP-NAIVE",
+        "ULDP-GROUP-2",
+        "ULDP-GROUP-median",
+        "DEFAULT",
+    ],
+)
 def test_the_flower_federation_ends_at_the_in_process_model(hospital_files, method):
     net = model()
-    sampling = {"q": 0.8} if parse_method(method).per_user else {}  # ULDP-NAIVE samples no users
+    spec = parse_method(method)
+    sampling = {"q": 0.8} if spec.per_user else {}  # the others sample no users
+    noise = {"sigma": 1.0} if spec.private else {}  # DEFAULT adds none
     settings = dict(
-        method=method, sigma=1.0, local_epochs=2, batch_size=8, seed=5, rounds=2, **sampling
+        method=method, local_epochs=2, batch_size=8, seed=5, rounds=2, **sampling, **noise
     )
+    own = NO_DP if not spec.private else GROUP_LAX if spec.capabilities.group_privacy else {}
     flower, strategy, grid = flower_run(
-        hospital_files, net, INSECURE_SEED_5, secure=False, **settings
+        hospital_files, net, {**INSECURE_SEED_5, **own}, secure=False, **settings
     )
     trained, history = in_process(
         hospital_files, net, union_numbers(hospital_files, grid), **settings
     )
     fitted = uldp.flat_parameters(trained).numpy()
-    if parse_method(method).per_user:  # the same sums in the same order: bit for bit
+    if spec.per_user or not spec.private:  # the same sums in the same order: bit for bit
         np.testing.assert_array_equal(flower, fitted)
-    else:  # fit sums ULDP-NAIVE's clean updates, then the noise; each Flower silo adds its own first
-        np.testing.assert_allclose(flower, fitted, rtol=1e-6, atol=1e-6)
-    assert strategy.epsilons == history.column("epsilon") and strategy.insecure_reproducible_noise
+    else:  # fit sums ULDP-NAIVE's clean updates, then the noise, and runs ULDP-GROUP's silos' DP-SGD batched;
+        np.testing.assert_allclose(flower, fitted, rtol=1e-6, atol=1e-6)  # each Flower silo alone
+    expected = history.column("epsilon") if spec.private else [float("inf")] * 2
+    assert strategy.epsilons == expected and strategy.insecure_reproducible_noise
     noisy, private, _ = flower_run(
-        hospital_files, net, secure=False, **settings
-    )  # the silos' own CSPRNG
+        hospital_files, net, own, secure=False, **settings
+    )  # the silos' own CSPRNG (noise and record order)
     assert not np.array_equal(noisy, flower) and not private.insecure_reproducible_noise
 
 
-TEST_KEYS = {"key_bits": 1024, "n_max": 300, "insecure_test_key": True}
-ALLOW_TEST_KEYS = {"uldp-insecure-test-keys": "true"}
-#: The silos' own INSECURE test option: noise from seed 5, as uldp.fit(seed=5) (the strategy's seed samples users).
-INSECURE_SEED_5 = {"uldp-insecure-reproducible-noise": 5}
+@pytest.mark.parametrize("method", ["ULDP-GROUP-2", "DEFAULT"])
+def test_the_masked_sum_runs_the_methods_without_per_user_weights(hospital_files, method):
+    """Secure aggregation of ULDP-GROUP-k and DEFAULT (the masked sum): the plain run's model, the decoded sum within
+    |S| 2^-37 of the plain one before the float32 step (one float32 rounding apart here)."""
+    net, spec = model(), parse_method(method)
+    settings = dict(method=method, local_epochs=1, batch_size=8, seed=5, rounds=1)
+    settings.update({"sigma": 1.0} if spec.private else {})
+    own = {**INSECURE_SEED_5, **(GROUP_LAX if spec.private else NO_DP)}
+    plain, _, _ = flower_run(hospital_files, net, own, secure=False, **settings)
+    masked, strategy, _ = flower_run(hospital_files, net, own, secure=True, **settings)
+    np.testing.assert_allclose(masked, plain, rtol=0, atol=1e-7)
+    assert strategy.secure and not np.array_equal(masked, net_params(net))
+
+
+def test_a_silo_answers_default_only_with_its_own_consent(hospital_files):
+    """DEFAULT releases without noise: every silo refuses it by name unless its own node config allows it."""
+    with pytest.raises(RuntimeError, match="DEFAULT adds no noise"):
+        flower_run(hospital_files, model(), method="DEFAULT", secure=False, rounds=1)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "refusal"),
+    [
+        ({"method": "DEFAULT", "sigma": 1.0}, "DEFAULT adds no noise"),
+        ({"method": "ULDP-NAIVE", "sigma": 1.0, "q": 0.5}, "ULDP-NAIVE samples no users"),
+        (
+            {"method": "ULDP-GROUP-2", "sigma": 1.0, "hidden_sample": True},
+            "a method that samples users",
+        ),
+        ({"method": "ULDP-AVG", "sigma": 1.0, "protocol": TEST_KEYS}, "ULDP-AVG has not"),
+        ({"method": "ULDP-GROUP-2", "epsilon": 3.0}, "ULDP-GROUP-2: give sigma"),
+    ],
+)
+def test_the_strategy_refuses_settings_the_method_gives_no_meaning(arguments, refusal):
+    with pytest.raises(ValueError, match=refusal):
+        uf.UldpStrategy(**arguments)
 
 
 def exact_counts(files: pathlib.Path, grid: LocalGrid) -> np.ndarray:
@@ -519,28 +580,46 @@ def test_without_counts_in_the_method_no_silo_learns_anothers_counts(hospital_fi
             assert shared or not np.delete(held, s, axis=0).any()
 
 
-def test_an_update_past_its_methods_bound_aborts_the_round_naming_the_silo(hospital_files):
+#: A silo's plain update rewritten by a hostile silo (or a corrupted link), and the refusal naming it: the cases of
+#: the earlier runtime's tests/test_deploy_hostile.py, on the federation round every transport now drives.
+MALFORMED = {
+    "inflated": (lambda u: array_to_bytes(u * np.float32(1e30)), r"of norm .* past the bound"),
+    "NaN": (lambda u: array_to_bytes(u * np.nan), "NaN or infinite"),
+    "inf": (lambda u: array_to_bytes(u + np.inf), "NaN or infinite"),
+    "shape (1,)": (lambda u: array_to_bytes(u[:1]), "the model is float32"),
+    "2-d": (lambda u: array_to_bytes(u[None, :]), "the model is float32"),
+    "float64": (lambda u: array_to_bytes(u.astype(np.float64)), "float64"),
+    "garbage": (lambda u: b"\x00" * 40, "malformed array"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_an_update_past_its_methods_bound_or_malformed_aborts_the_round_naming_the_silo(
+    hospital_files, case
+):
     """Attack 6 on Flower: a silo's finite 3e38 update was applied. Now each update is checked against
-    clip * (its weights' sum) + the noise's 2^-40 norm tail, and the round stops naming the silo."""
+    clip * (its weights' sum) + the noise's 2^-40 norm tail, and the round stops naming the silo; so does an update
+    that is not finite, of another shape or dtype, or not an array at all."""
     from flwr.app import ArrayRecord
 
-    class Inflating(LocalGrid):
+    rewrite, detail = MALFORMED[case]
+
+    class Rewriting(LocalGrid):
         def send_and_receive(self, messages, *, timeout=None):
             replies = list(super().send_and_receive(messages, timeout=timeout))
             for reply in replies:
                 if reply.metadata.message_type == "train" and reply.metadata.src_node_id == 102:
-                    inflated = plain_update(reply) * np.float32(1e30)
-                    reply.content.config_records["uldp"]["update"] = array_to_bytes(inflated)
+                    update = reply.content.config_records["uldp"]
+                    update["update"] = rewrite(plain_update(reply))
             return replies
 
-    grid = Inflating(
+    grid = Rewriting(
         uf.silo_client_app(load, model, nn.CrossEntropyLoss()), node_configs(hospital_files, LAX)
     )
-    strategy = uf.UldpStrategy(method="ULDP-AVG", sigma=5.0, local_epochs=1, secure=False)
-    with pytest.raises(
-        RuntimeError,
-        match=r"round 1: silo '[A-Za-z ]+' sent a contribution of norm .* past the bound",
-    ):
+    strategy = uf.UldpStrategy(
+        method="ULDP-AVG", sigma=5.0, local_epochs=1, secure=False, max_aborted_rounds=0
+    )
+    with pytest.raises(RuntimeError, match=rf"round 1: silo 'St Mary' sent a .*{detail}"):
         strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
 
 
@@ -686,6 +765,30 @@ def test_a_repeated_union_step_is_refused_by_name(hospital_files):
             strategy_class=Repeating,
             method="ULDP-AVG",
             sigma=5.0,
+            rounds=1,
+        )
+
+
+def test_group_flags_relayed_out_of_order_are_refused_by_name(hospital_files):
+    """ULDP-GROUP-k's user lists are sealed for their sender's place: a server that relays silo 1's list as silo 0's
+    (to learn whose flags change) stops the set-up, every silo naming the list that does not open."""
+
+    class Swapping(uf.UldpStrategy):
+        def _ask(self, grid, contents, timeout, **options):
+            for content in contents.values():
+                if content.get("stage") == "group-flags":
+                    users = list(content["users"])
+                    content["users"] = [users[1], users[0], *users[2:]]
+            return super()._ask(grid, contents, timeout, **options)
+
+    with pytest.raises(RuntimeError, match=r"silo 0's user list does not open"):
+        flower_run(
+            hospital_files,
+            model(),
+            GROUP_LAX,
+            strategy_class=Swapping,
+            method="ULDP-GROUP-2",
+            sigma=1.0,
             rounds=1,
         )
 

@@ -121,7 +121,7 @@ def test_flwr_s_unavailable_superlink_is_diagnosed(configured, tmp_path, monkeyp
     pytest.importorskip("cryptography")
     from tls_certificates import write_certificates
 
-    from uldp.flower.cli import connection_problem
+    from uldp.flower.launch import connection_problem
 
     ca, certificate, key = write_certificates(tmp_path)
     other = tmp_path / "other"

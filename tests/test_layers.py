@@ -224,7 +224,7 @@ def test_an_upward_import_is_reported(tmp_path: Path) -> None:
         ("uldp.deploy.wire", 9),
         ("uldp.audit.jobs", 8),
         ("uldp.paper.settings", 10),
-        ("uldp.deploy.cli", TOP_LAYER),
+        ("uldp.deploy.legacy_cli", TOP_LAYER),
         ("uldp.simulation_cli", TOP_LAYER),
         ("uldp.flower.cli", TOP_LAYER),
         ("uldp.cli", TOP_LAYER),

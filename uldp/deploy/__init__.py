@@ -1,14 +1,17 @@
-"""A real federation across processes and machines on Flower: one server process and one process per silo.
+"""``uldp deploy``: a federation on Flower's SuperLink and SuperNodes, run from a settings file.
 
-- :mod:`uldp.deploy.wire`: what travels (explicit byte formats inside Flower messages, no pickle), handshake keys.
-- :mod:`uldp.common.persist` (below deploy and the simulation): the array encoding, the configuration fingerprint
-  and the checkpoint, the last good model written atomically after every round.
-- :mod:`uldp.deploy.keys`: the server master key, per-silo keys and the handshake HMAC.
-- :mod:`uldp.deploy.roles`: the interfaces of a method's server side and silo side.
-- :mod:`uldp.deploy.method_roles`: those sides for every method of :mod:`uldp.methods`, from a run configuration.
-- :mod:`uldp.deploy.server`: admission, Protocol 1 setup, rounds, aborts and checkpoints (Flower gRPC server).
-- :mod:`uldp.deploy.silo`: the silo's Flower client.
+- :mod:`uldp.deploy.config`: :class:`~uldp.deploy.config.DeployConfig`, a built-in dataset's settings file.
+- :mod:`uldp.deploy.app`: the uldp ServerApp and ClientApp (:class:`uldp.flower.UldpStrategy` and the silo ClientApp)
+  driven by the settings file: a built-in dataset's run configuration, or a hospital's own table.
+- :mod:`uldp.deploy.superlink`: the processes: a SuperLink running that app (server), a SuperNode with its ClientApp
+  in the same process (silo), and the silo's node config from its settings.
+- :mod:`uldp.deploy.credentials`: the silos' relay key and the SuperNodes' authentication keys.
 - :mod:`uldp.deploy.cli`: ``uldp deploy server|silo|keys``.
+
+The earlier runtime, on Flower's deprecated start_server/start_client, stays until the book's deployment chapter and
+the fault tests move to the above, then goes: :mod:`uldp.deploy.legacy_cli` (``python -m uldp.deploy.legacy_cli``),
+:mod:`uldp.deploy.server`, :mod:`uldp.deploy.silo`, :mod:`uldp.deploy.method_roles`, :mod:`uldp.deploy.roles`,
+:mod:`uldp.deploy.wire`, :mod:`uldp.deploy.keys` and :mod:`uldp.deploy.settings`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import logging
 
 
 def quiet_flower_deprecation() -> None:
-    """Drop Flower's deprecation banner for start_server/start_client (the chapter explains the choice).
+    """Drop Flower's deprecation banner for start_server/start_client (the earlier runtime's; the chapter explains).
 
     Flower's logger keeps its own handler; it stops propagating to the root logger so lines are not doubled, and
     follows the root logger's level (``--quiet``), which Flower resets when it is imported.

@@ -1,7 +1,7 @@
 """Flower-native pieces for flwr's Message API: :class:`UldpStrategy` (ServerApp side) and
-:func:`silo_client_app` (ClientApp side; :mod:`uldp.flower.strategy`, :mod:`uldp.flower.client`) for the methods
-with per-user clipping and user sampling (ULDP-SGD, ULDP-AVG and their -w variants, Algorithms 3-4), each round
-driven through :mod:`uldp.federation`.
+:func:`silo_client_app` (ClientApp side; :mod:`uldp.flower.strategy`, :mod:`uldp.flower.client`) for every method
+of :mod:`uldp.methods` (ULDP-GROUP-k's flags by :mod:`uldp.flower.group`; DEFAULT only where each silo's own node
+config allows a release without noise), each round driven through :mod:`uldp.federation`.
 
 Each silo loads only its own records and patient ids from its own files; the silos agree on the users by a
 private set union with commutative Diffie-Hellman blinding (:mod:`uldp.flower.psu`, :mod:`uldp.secure.psu`), its
@@ -14,7 +14,7 @@ another silo's ``n_su`` or any ``N_u``; each silo keeps its protocol secrets bet
 context state as bytes (no pickle), and the aggregate is within the protocol's precision P of the plain one. What
 the silos still learn from the union is |U|, each other silo's number of patients and which of their own patients
 the others also hold (:mod:`uldp.secure.psu` says exactly what, and why), never a patient they do not hold.
-``uldp deploy`` remains for the paper's registered datasets with their seed-derived allocation.
+``uldp deploy`` runs this same strategy and ClientApp (:mod:`uldp.deploy.app`) from a settings file.
 
 Flower is an optional dependency: ``pip install 'uldp[deploy]'``. The names below are imported when first used, so
 that ``uldp --help`` (which registers :mod:`uldp.flower.cli`, the package's command line) stays light.

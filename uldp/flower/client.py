@@ -23,14 +23,14 @@ from uldp.common.checks import check_integer
 from uldp.data.base import Allocation
 from uldp.federation import MethodSilo, aggregation_kind
 from uldp.fitting import resolve_records
-from uldp.flower import psu
+from uldp.flower import group, psu
 from uldp.flower.messages import (
+    ALLOW_NO_DP_KEY,
     INSECURE_NOISE_KEY,
     KEY_FILE_KEY,
     LEDGER_KEY,
     SETUP_ACTION,
     SILO_KEY,
-    check_runs,
     config_of,
     records,
     server_round_seed,
@@ -91,10 +91,11 @@ def _naming(context: Any) -> Iterator[None]:
         raise SiloFailure(f"silo {name!r} failed: {type(error).__name__}: {error}") from error
 
 
-def _silo_view(
+def silo_view(
     load: Callable[[Any], SiloData], model: Callable[[], Any], loss: Any, context: Any
 ) -> dict:
-    """Load this silo's records and patient ids (as text), check them as :func:`uldp.fit` does."""
+    """Load this silo's records and patient ids (as text), check them as :func:`uldp.fit` does: what
+    :func:`views_client_app` reads once per run and node."""
     if SILO_KEY not in context.node_config or KEY_FILE_KEY not in context.node_config:
         raise ValueError(
             f'the SuperNode needs --node-config \'{SILO_KEY}="<name>" {KEY_FILE_KEY}="<path>"\''
@@ -176,6 +177,7 @@ def _federation(view: dict, settings: dict, context: Any) -> dict:
             "secure": bool(settings["secure"]),
             "total_records": int(settings["total_records"]),
             "n_users": union.n_users,
+            "users_digest": union.digest,
         }
     )
     # this silo's patients as raw SHA-256 bytes [k, 32] (a numpy "S" array would drop trailing zero bytes)
@@ -212,9 +214,14 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> byte
     state = dict(context.state["uldp"])
     counts = context.state["uldp_arrays"].to_numpy_ndarrays()[0]
     codes = user_numbers(context, view["ids"])
-    spec = check_runs(parse_method(settings["method"]))
+    spec = parse_method(settings["method"])
     n_users, n_silos, index = int(state["n_users"]), int(state["n_silos"]), int(state["index"])
     policy, secure = node_policy(context.node_config), bool(state["secure"])
+    keep, group_size = (
+        group.own_flags(context)
+        if spec.capabilities.group_privacy
+        else (np.ones(codes.size, dtype=bool), 0)
+    )
     kind = aggregation_kind(spec, secure=secure)
     if (
         policy.sampler == "silos" and spec.per_user
@@ -230,7 +237,7 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> byte
         local_epochs=settings.get("local_epochs"),
         batch_size=settings["batch_size"],
         clip=settings.get("clip"),
-        sigma=settings["sigma"],
+        sigma=settings.get("sigma"),
         q=policy.q if policy.sampler == "silos" else settings["q"],
     )
     n = int(view["x"].shape[0])
@@ -243,7 +250,7 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> byte
         allocation,
         record_ids=state["offset"] + np.arange(n),
         n_ids=int(state["total_records"]),
-    )
+    ).keep(keep)  # ULDP-GROUP-k's flags B (uldp.flower.group); every record otherwise
     method = make_method(spec.name, hp)
     if (
         spec.per_user
@@ -256,15 +263,22 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> byte
         n_silos=n_silos,
         counts=counts,
         secure=secure,
+        group_size=group_size,
     )
-    silo.check_policy(policy)
-    silo.check_policy(policy, sampled)
+    private = spec.private or not _allows_no_dp(context)
+    if (
+        private
+    ):  # a method without noise only where this silo's own config says so (ALLOW_NO_DP_KEY)
+        silo.check_policy(policy)
+        silo.check_policy(policy, sampled)
     round_index = int(settings["round"])
     view["model"].train()
 
     def admit() -> (
         None
     ):  # the round goes into the silo's ledger (on disk) before anything is computed
+        if not private:  # no DP release to charge: a silo that allows DEFAULT has no budget for it
+            return
         multiplier, _ = silo.release()  # charged at the policy's rate, not the run's
         _ledger(context, policy).admit(str(context.run_id), round_index, multiplier=multiplier)
 
@@ -273,10 +287,24 @@ def _train(view: dict, settings: dict, params: np.ndarray, context: Any) -> byte
         return silo_round(settings, context, kind, work)
 
 
+def _allows_no_dp(context: Any) -> bool:
+    """Whether this silo's own node config lets it answer a method without noise (DEFAULT): ``ALLOW_NO_DP_KEY``."""
+    value = str(context.node_config.get(ALLOW_NO_DP_KEY, "false")).lower()
+    if value not in ("true", "false"):
+        raise ValueError(f"{ALLOW_NO_DP_KEY} must be true or false, got {value!r}")
+    return value == "true"
+
+
+def _insecure_seed(context: Any) -> int | None:
+    """The silo's own INSECURE test seed (:data:`INSECURE_NOISE_KEY`), or None."""
+    insecure = context.node_config.get(INSECURE_NOISE_KEY)
+    return None if insecure is None else check_integer(INSECURE_NOISE_KEY, int(insecure), minimum=0)
+
+
 def _silo_round_seed(context: Any, round_index: int) -> np.random.SeedSequence:
     """The seed of this silo's noise and record order in a round: its own CSPRNG, whatever the server sends; with
     the silo's own INSECURE test option (:data:`INSECURE_NOISE_KEY`) the stream of :func:`uldp.fit`'s round."""
-    insecure = context.node_config.get(INSECURE_NOISE_KEY)
+    insecure = _insecure_seed(context)
     if insecure is None:  # the server never learns what seeds the noise (issues 25 and 30)
         return np.random.SeedSequence(secrets.randbits(128))
     LOGGER.warning(
@@ -285,9 +313,7 @@ def _silo_round_seed(context: Any, round_index: int) -> np.random.SeedSequence:
         context.node_config.get(SILO_KEY),
         INSECURE_NOISE_KEY,
     )
-    return server_round_seed(
-        check_integer(INSECURE_NOISE_KEY, int(insecure), minimum=0), round_index
-    )
+    return server_round_seed(insecure, round_index)
 
 
 def _ledger(context: Any, policy: SiloPolicy) -> SiloLedger:
@@ -299,6 +325,32 @@ def _ledger(context: Any, policy: SiloPolicy) -> SiloLedger:
         node_ledger_path(
             silo=str(config[SILO_KEY]), key_file=config[KEY_FILE_KEY], ledger=config.get(LEDGER_KEY)
         ),
+    )
+
+
+def _group_stage(view: dict, settings: dict, context: Any) -> dict:
+    """ULDP-GROUP-k's ``group-users`` or ``group-flags`` stage (:mod:`uldp.flower.group`)."""
+    if "uldp" not in context.state:
+        raise ValueError(f"a {settings['stage']} stage before the federation stage")
+    codes = user_numbers(context, view["ids"])
+    if settings["stage"] == "group-users":
+        state = context.state["uldp"]
+        return group.users_message(
+            codes,
+            silo=int(state["index"]),
+            digest=str(state["users_digest"]),
+            relay_key=view["key"],
+        )
+    spec = parse_method(str(settings["method"]))
+    if spec.group_size is None:
+        raise ValueError(f"group-flags for {spec.name}, which has no group size k")
+    return group.flags(
+        settings,
+        context,
+        codes,
+        group_size=spec.group_size,
+        relay_key=view["key"],
+        insecure_seed=_insecure_seed(context),
     )
 
 
@@ -318,7 +370,7 @@ def _protocol_inputs(context: Any) -> dict:
 
 
 def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], loss: Any) -> Any:
-    """A Flower ``ClientApp`` for one silo of a ULDP-AVG(-w) federation (the partner of :class:`UldpStrategy`).
+    """A Flower ``ClientApp`` for one silo of a federation of any method (the partner of :class:`UldpStrategy`).
 
     The SuperNode of each silo runs with ``--node-config 'silo="<its name>" uldp-key-file="<path>"'`` (the relay
     key from :func:`uldp.flower.pseudonyms.write_key_file`, the same file content at every silo, never at the
@@ -336,6 +388,8 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
     holds against t silos colluding with the server. With
     ``uldp-policy-sampler=silos`` (and ``uldp-policy-q``) a silo trains on the user sample the silos draw from their
     secure session's seed, at its policy's q, never the server's (the strategy's ``hidden_sample``).
+    A silo answers DEFAULT (no noise) only with ``uldp-allow-no-dp=true`` in its own node config (its ledger then
+    charges nothing: there is no DP release to charge); otherwise it refuses it by name.
     Nothing the server sends changes the policy, the ledger or the silo's randomness; a request past the policy is
     refused, logged at the silo and returned to the server as the error. ``uldp-device=cuda`` trains this silo on
     its GPU (:data:`DEVICE_KEY`; the noise is drawn as on the CPU). For tests only:
@@ -355,10 +409,14 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
         The ``ClientApp``; its state (silo number, ``n[s, u]``, the user list, and with Protocol 1 the silo's
         secrets as :class:`~uldp.secure.messages.SiloState` bytes) lives in the node's context state.
     """
+    return views_client_app(lambda context: silo_view(load, model, loss, context))
+
+
+def views_client_app(view: Callable[[Any], dict]) -> Any:
+    """The ``ClientApp`` of :func:`silo_client_app` over ``view(context)`` (a :func:`silo_view`): for an app whose
+    records, architecture and loss come from the run's config (:mod:`uldp.deploy.app`)."""
     app = ClientApp()
-    views = SiloViews(
-        lambda context: _silo_view(load, model, loss, context)
-    )  # kept while this process lives
+    views = SiloViews(view)  # kept while this process lives
 
     @app.query(SETUP_ACTION)
     def setup(message: Any, context: Any) -> Any:
@@ -368,6 +426,7 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
                 "hello",
                 "federation",
                 *psu.STAGES,
+                *group.STAGES,
             ):  # Protocol 1's need the state only
                 return Message(
                     records(silo_setup(settings, context, **_protocol_inputs(context))),
@@ -379,6 +438,8 @@ def silo_client_app(load: Callable[[Any], SiloData], model: Callable[[], Any], l
                 if settings["stage"] == "hello"
                 else psu.step(settings, context, view["ids"], view["key"])
                 if settings["stage"] in psu.STAGES
+                else _group_stage(view, settings, context)
+                if settings["stage"] in group.STAGES
                 else _federation(view, settings, context)
             )
             return Message(records(answer), reply_to=message)

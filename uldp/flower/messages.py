@@ -1,17 +1,14 @@
 """What the strategy and the silos' ClientApp share on Flower: the message layout, the node config keys, the round
-seed and the methods these rounds run (:mod:`uldp.flower.strategy`, :mod:`uldp.flower.client`)."""
+seed (:mod:`uldp.flower.strategy`, :mod:`uldp.flower.client`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from flwr.app import ConfigRecord, RecordDict
 
 from uldp.fitting import round_seed
-
-if TYPE_CHECKING:
-    from uldp.method_names import MethodSpec
 
 #: The message type of the setup stages (a ``ClientApp`` query action).
 SETUP_ACTION = "uldp"
@@ -23,6 +20,9 @@ LEDGER_KEY = "uldp-ledger"
 #: that the run equals :func:`uldp.fit` with that seed (whoever knows it can remove the noise). Only the silo's own
 #: configuration sets it; whatever the server sends is ignored.
 INSECURE_NOISE_KEY = "uldp-insecure-reproducible-noise"
+#: The node_config key by which a silo agrees to answer a method without noise (DEFAULT: no DP, nothing for its
+#: ledger to charge): ``uldp-allow-no-dp=true``. Without it every silo refuses DEFAULT by name.
+ALLOW_NO_DP_KEY = "uldp-allow-no-dp"
 
 
 def records(values: dict) -> Any:
@@ -38,15 +38,3 @@ def config_of(message: Any) -> dict:
 def server_round_seed(seed: int, server_round: int) -> np.random.SeedSequence:
     """The stream of :func:`uldp.fit`'s round ``server_round - 1`` under ``seed`` (the server's 1-based rounds)."""
     return round_seed(np.random.SeedSequence(seed), server_round - 1)
-
-
-def check_runs(spec: MethodSpec) -> MethodSpec:
-    """The spec of a method these rounds run: a private one whose guarantee is the Gaussian mechanism on the silos'
-    noisy updates (ULDP-NAIVE, ULDP-SGD/AVG and their -w variants; Theorems 1 and 3). ULDP-GROUP-k's flags and
-    per-silo DP-SGD rates need the whole allocation, which no Flower party holds; DEFAULT releases without noise,
-    which every silo's policy refuses."""
-    if not spec.private or spec.capabilities.group_privacy:
-        raise ValueError(
-            f"UldpStrategy runs ULDP-NAIVE, ULDP-SGD, ULDP-SGD-w, ULDP-AVG and ULDP-AVG-w, not {spec.name}"
-        )
-    return spec

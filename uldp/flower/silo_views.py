@@ -36,7 +36,7 @@ class SiloViews:
     """The views of the nodes one ClientApp serves, one per node id (the last run's only).
 
     Args:
-        read: ``context -> view``: reads the silo's files (:func:`uldp.flower.client._silo_view`); what it raises
+        read: ``context -> view``: reads the silo's files (:func:`uldp.flower.client.silo_view`); what it raises
             is raised again on the next message (nothing failed is kept).
     """
 

@@ -1,4 +1,5 @@
-"""ULDP-AVG and ULDP-AVG-w on Flower's Message API: a server-side :class:`UldpStrategy` and :func:`silo_client_app`.
+"""Every method of :mod:`uldp.methods` on Flower's Message API: a server-side :class:`UldpStrategy` and
+:func:`silo_client_app`.
 
 Stages (all messages of type ``query.uldp`` except the rounds, ``train``):
 
@@ -44,6 +45,7 @@ the plain one (Theorem 4). ULDP-AVG's updates go through Protocol 1's pairwise m
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 import time
 from dataclasses import replace
@@ -62,7 +64,8 @@ from uldp.federation import SERVER_AGGREGATIONS, ServerAggregation, aggregation_
 from uldp.fitting import resolve_hyperparameters
 from uldp.flower import psu
 from uldp.flower.arrays import flat_model, trained_model
-from uldp.flower.messages import SETUP_ACTION, check_runs, config_of, records, server_round_seed
+from uldp.flower.group import server_flags
+from uldp.flower.messages import SETUP_ACTION, config_of, records, server_round_seed
 from uldp.flower.recovery import SiloFault, discover_silos, run_rounds
 from uldp.flower.report import (
     RoundReport,
@@ -76,6 +79,7 @@ from uldp.method_names import PROTOCOL_1
 from uldp.methods import make_method, parse_method, user_level
 from uldp.methods.base import needed
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
+from uldp.training.dpsgd import dpsgd_schedule
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -83,7 +87,54 @@ if TYPE_CHECKING:
 
     from flwr.serverapp import Grid
 
+    from uldp.method_names import MethodSpec
+
 LOGGER = logging.getLogger("uldp.flower")
+
+
+def _check_combination(
+    spec: MethodSpec, *, sigma: Any, epsilon: Any, q: Any, protocol: Any
+) -> None:
+    """Refuse settings the method's capabilities (:data:`uldp.method_names.FAMILY_CAPABILITIES`) give no meaning:
+    noise for a method without DP, a user sampling rate for one that samples no users, Protocol 1's parameters for
+    one without per-user weights (its secure aggregation is the masked sum)."""
+    if not spec.private:
+        if sigma is not None or epsilon is not None:
+            raise ValueError(
+                f"{spec.name} adds no noise: give neither sigma nor epsilon, got sigma={sigma!r}, "
+                f"epsilon={epsilon!r}"
+            )
+    elif (sigma is None) == (epsilon is None):
+        raise ValueError(
+            f"give sigma or epsilon (a target epsilon, sigma calibrated to it at start), exactly one; "
+            f"got sigma={sigma!r}, epsilon={epsilon!r}"
+        )
+    if epsilon is not None and spec.capabilities.group_privacy:
+        raise ValueError(
+            f"{spec.name}: give sigma (Theorem 2's epsilon needs k and the silos' kept records, known only after "
+            f"the set-up), got epsilon={epsilon!r}"
+        )
+    if not spec.per_user and q != 1.0:
+        raise ValueError(
+            f"{spec.name} samples no users (only ULDP-SGD/AVG do, Algorithm 4): q must be 1, got {q!r}"
+        )
+    if protocol is not None and spec.secure_aggregation != PROTOCOL_1:
+        raise ValueError(
+            f"Protocol 1 computes per-user weights, which {spec.name} has not (its secure aggregation is the "
+            f"masked sum, which takes no protocol parameters); got protocol={protocol!r}"
+        )
+
+
+def _group_accounting(hp: Any, k: int, kept: Sequence[int]) -> dict[str, Any]:
+    """Theorem 2's accountant arguments from the silos' ``k`` and kept records (as
+    :meth:`uldp.methods.group.GroupMethod.accounting_arguments` on the pooled records)."""
+    epochs = needed(hp.local_epochs, "local_epochs")
+    schedules = [dpsgd_schedule(n, batch_size=hp.batch_size, epochs=epochs) for n in kept if n > 0]
+    return {
+        "k": k,
+        "sample_rates": [s.sample_rate for s in schedules],
+        "steps_per_round": [s.steps for s in schedules],
+    }
 
 
 def _check_reply(reply: Any, names: dict[int, str]) -> None:
@@ -93,15 +144,18 @@ def _check_reply(reply: Any, names: dict[int, str]) -> None:
 
 
 class UldpStrategy(Strategy):
-    """The server side of ULDP-AVG / ULDP-AVG-w (Algorithms 3-4) as a Flower ``Strategy``.
+    """The server side of any method (Algorithms 1-4) as a Flower ``Strategy``.
 
     Args:
-        method: ``"ULDP-AVG-w"`` (enhanced weights, Eq. (3)) or ``"ULDP-AVG"`` (uniform weights).
-        sigma: Noise multiplier; or give ``epsilon`` instead.
+        method: A registry name (:data:`uldp.method_names.KNOWN_METHODS`): ``"ULDP-AVG-w"`` (enhanced weights,
+            Eq. (3)), ``"ULDP-AVG"``, ``"ULDP-SGD(-w)"``, ``"ULDP-NAIVE"``, ``"ULDP-GROUP-<k>"`` (its flags B by two
+            more set-up stages, :mod:`uldp.flower.group`) or ``"DEFAULT"`` (no noise: every silo refuses it unless
+            its own node config sets ``uldp-allow-no-dp=true``).
+        sigma: Noise multiplier; or give ``epsilon`` instead (neither for DEFAULT; sigma for ULDP-GROUP-k).
         epsilon: Target user-level epsilon (at ``delta``, by the RDP accountant, as :func:`uldp.fit`'s): sigma is
             the smallest that reaches it after :meth:`start`'s ``num_rounds`` (``uldp.accounting.sigma_for_epsilon``,
             Theorem 3 with Lemma 4 for q < 1). Exactly one of ``sigma`` and ``epsilon``.
-        q: User-level Poisson sampling rate (Algorithm 4).
+        q: User-level Poisson sampling rate (Algorithm 4; 1 for the methods that sample no users).
         delta: Target delta of the reported epsilon.
         global_lr, local_lr, clip, local_epochs, batch_size: As in :func:`uldp.fit` (the same defaults).
         model: The architecture (optional): with it, :meth:`start` takes the initial model as a ``state_dict`` too
@@ -117,7 +171,8 @@ class UldpStrategy(Strategy):
             each silo's policy accounts for it; under ULDP-AVG (uniform weights ``1 / |S|``, no counts) the silos'
             views together spend what the released model spends.
         protocol: Protocol 1's :class:`~uldp.secure.ProtocolParameters` (or a mapping of its fields; the paper's
-            3072-bit key and N_max = 2000 by default).
+            3072-bit key and N_max = 2000 by default); only for a method with per-user weights (ULDP-SGD-w,
+            ULDP-AVG-w), whose secure aggregation is Protocol 1.
         silos: The names of the silos the run expects (their SuperNodes' ``silo`` node config); the run waits
             ``join_timeout`` for them and refuses to run short of them. None takes the silos connected at the
             start (and, after a fault, the same ones again). See :mod:`uldp.flower.recovery`.
@@ -147,8 +202,10 @@ class UldpStrategy(Strategy):
         setup_seconds: The set-up's seconds (stages 1-2 and, with ``secure``, Protocol 1's set-up).
 
     Raises:
-        ValueError: Another method, bad hyperparameters or protocol parameters, a ``secure`` not a bool, silo names
-            that are not distinct non-empty strings, a checkpoint path that cannot be written, or a bad timeout.
+        ValueError: An unknown method, a setting the method's capabilities give no meaning (noise for DEFAULT, q
+            below 1 or ``hidden_sample`` for a method that samples no users, ``protocol`` for one without per-user
+            weights), bad hyperparameters or protocol parameters, a ``secure`` not a bool, silo names that are not
+            distinct non-empty strings, a checkpoint path that cannot be written, or a bad timeout.
     """
 
     def __init__(
@@ -176,14 +233,9 @@ class UldpStrategy(Strategy):
         min_colluders: int = 0,
     ) -> None:
         spec = parse_method(method)
-        check_runs(spec)
         self._spec_name = spec.name
         self.model = model
-        if (sigma is None) == (epsilon is None):
-            raise ValueError(
-                f"give sigma or epsilon (a target epsilon, sigma calibrated to it at start), exactly one; "
-                f"got sigma={sigma!r}, epsilon={epsilon!r}"
-            )
+        _check_combination(spec, sigma=sigma, epsilon=epsilon, q=q, protocol=protocol)
         self.epsilon = None if epsilon is None else check_positive("epsilon", epsilon)
         self._chosen: dict[str, Any] = {
             "global_lr": global_lr,
@@ -191,7 +243,7 @@ class UldpStrategy(Strategy):
             "clip": clip,
             "local_epochs": local_epochs,
             "batch_size": batch_size,
-            "sigma": sigma if epsilon is None else 1.0,  # checked now, calibrated at start
+            "sigma": sigma if epsilon is None or not spec.private else 1.0,  # calibrated at start
             "delta": delta,
             "q": q,
         }
@@ -209,10 +261,11 @@ class UldpStrategy(Strategy):
                 f"secure must be True, False or None (the default: secure), got {secure!r}"
             )
         self.secure = secure
-        if hidden_sample not in (True, False) or (hidden_sample and not secure):
+        if hidden_sample not in (True, False) or (hidden_sample and not (secure and spec.per_user)):
             raise ValueError(
                 f"hidden_sample must be True or False, and True only with secure aggregation (the silos agree on "
-                f"the sample under their pairwise keys), got {hidden_sample!r} with secure={secure}"
+                f"the sample under their pairwise keys) and a method that samples users (ULDP-SGD/AVG), got "
+                f"{hidden_sample!r} with secure={secure} and {spec.name}"
             )
         self.hidden_sample = hidden_sample
         self.protocol = ProtocolParameters.for_user(protocol)  # backend "auto" unless named
@@ -236,6 +289,7 @@ class UldpStrategy(Strategy):
         self.max_aborted_rounds = check_integer("max_aborted_rounds", max_aborted_rounds, minimum=0)
         self.silo_names: dict[int, str] = {}  # node id -> silo name, as of the last set-up
         self.users_digest = ""
+        self._group: dict[str, Any] = {}  # ULDP-GROUP-k's accountant arguments, after the set-up
 
     __repr__ = strategy_repr  # issue 42: its settings, not object at 0x...
 
@@ -326,6 +380,10 @@ class UldpStrategy(Strategy):
         if len(agreed) != 1:
             raise RuntimeError("the silos disagree on the users (another key, or a tampered relay)")
         self.n_users, self.users_digest = agreed.pop()
+        if self.method.spec.capabilities.group_privacy:  # Algorithm 2 line 8 (uldp.flower.group)
+            with stage("ULDP-GROUP's flags B"):
+                k, kept = server_flags(ask, len(self.nodes), self.method.spec.name)
+            self._group = _group_accounting(self.hp, k, kept)
 
         aggregation = SERVER_AGGREGATIONS[aggregation_kind(self.method.spec, secure=self.secure)]
         protocol = (
@@ -527,14 +585,18 @@ class UldpStrategy(Strategy):
         )
 
     def released_epsilon(self, releases: int) -> float:
-        """The user-level epsilon of the released model after ``releases`` releases (Theorem 1, or Theorem 3 with
-        Lemma 4 for q < 1): a fact of sigma, the releases, delta and q, not of the data the server never holds."""
+        """The user-level epsilon of the released model after ``releases`` releases (Theorem 1, Theorem 2 with the
+        silos' ``k`` and kept records, or Theorem 3 with Lemma 4 for q < 1; infinite without noise): a fact of
+        sigma, the releases, delta and q, not of the data the server never holds."""
+        if not self.method.spec.private:
+            return math.inf
         return epsilon_for_method(
             self.method.spec.name,
             sigma=needed(self.hp.sigma, "sigma"),
             rounds=releases,
             delta=self.hp.delta,
             q=self.hp.q if self.method.spec.per_user else 1.0,
+            **self._group,
         ).epsilon
 
     def server_view_epsilon(self, releases: int) -> float:
@@ -542,7 +604,10 @@ class UldpStrategy(Strategy):
         secure aggregation or uniform weights, :func:`uldp.accounting.epsilon_server_view` (each silo's own
         release, Theorem 3 per silo) when plain silos share their counts for ULDP-AVG-w; with user sampling, against
         a server that sees the sample it draws (:attr:`uldp.accounting.Adversary.SERVER_SEES_SAMPLE`) unless the
-        silos draw it (``hidden_sample``)."""
+        silos draw it (``hidden_sample``). Without user sampling (DEFAULT, ULDP-NAIVE, ULDP-GROUP-k: each silo's
+        update is its own Gaussian or DP-SGD release), the released model's."""
+        if not self.method.spec.per_user:
+            return self.released_epsilon(releases)
         if not self._shares_counts:
             return epsilon_for_method(
                 self.method.spec.name,

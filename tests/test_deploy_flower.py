@@ -1,0 +1,495 @@
+"""``uldp deploy`` on Flower: the settings file drives the uldp ServerApp and ClientApp (uldp.deploy.app), in process
+on LocalGrid and as real processes (a SuperLink and SuperNodes started by ``uldp deploy server`` / ``silo``); a
+built-in dataset or a hospital's own table; the runs equal uldp.fit under the private set union's user numbers."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+from flwr.app import Context, RecordDict
+from test_flower import FEATURES, HOSPITALS, hospital_files  # noqa: F401  (fixture)
+from torch import nn
+
+import uldp
+import uldp.flower as uf
+from uldp.deploy import app
+from uldp.deploy.app import AppSettings
+from uldp.deploy.superlink import silo_node_config
+from uldp.flower.local import LocalGrid
+
+if TYPE_CHECKING:
+    import pathlib
+
+TABLE = {
+    "id_column": "patient",
+    "label_column": "label",
+    "feature_columns": FEATURES,
+    "hidden": [4],
+}
+#: The arguments uldp.fit shares with the strategy (the rest is the transport's).
+FIT_KEYS = (
+    "method",
+    "sigma",
+    "q",
+    "delta",
+    "global_lr",
+    "local_lr",
+    "clip",
+    "local_epochs",
+    "batch_size",
+    "seed",
+)
+
+
+def run_in_process(
+    settings: dict, tmp_path: pathlib.Path, nodes: list[dict]
+) -> tuple[dict, np.ndarray, LocalGrid]:
+    """The deploy app's ServerApp and ClientApps on LocalGrid, every node config built by ``uldp deploy silo``'s
+    builder; the ServerApp's report, its final model and the grid (each silo's context)."""
+    out = tmp_path / "result.json"
+    run_config: dict[str, bool | float | int | str] = {
+        app.SETTINGS_KEY: json.dumps(settings),
+        app.OUT_KEY: str(out),
+    }
+    grid = LocalGrid(app.client, nodes)
+    for context in grid.contexts.values():
+        context.run_config = run_config
+    app.main(
+        grid,
+        Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=run_config),
+    )
+    return json.loads(out.read_text()), np.load(out.with_suffix(".npy")), grid
+
+
+def fitted(
+    settings: AppSettings, parts: list[uf.SiloData], numbers: list[np.ndarray], loss
+) -> tuple:
+    """uldp.fit on the silos' records in sorted name order, the union's numbers as user ids."""
+    net, _ = settings.initial()
+    silos = [s for s, part in enumerate(parts) for _ in range(len(part.patient_ids))]
+    model, history = uldp.fit(
+        net,
+        np.concatenate([np.asarray(part.x) for part in parts]),
+        np.concatenate([np.asarray(part.y) for part in parts]),
+        user_ids=np.concatenate(numbers),
+        silo_ids=silos,
+        loss=loss,
+        rounds=settings.rounds,
+        **{key: settings.strategy[key] for key in FIT_KEYS if key in settings.strategy},
+    )
+    return uldp.flat_parameters(model).numpy(), history
+
+
+def test_a_table_run_from_the_settings_file_equals_fit(hospital_files, tmp_path):  # noqa: F811
+    """A hospital table run: each silo reads its own CSV, the node configs come from ``uldp deploy silo``'s builder;
+    the model is fit's bit for bit (ULDP-AVG-w, q 0.8, the silos' INSECURE test seed), the epsilons fit's."""
+    data = {
+        "table": TABLE,
+        "method": "ULDP-AVG-w",
+        "rounds": 2,
+        "seed": 5,
+        "sigma": 1.0,
+        "q": 0.8,
+        "local_epochs": 2,
+        "batch_size": 8,
+        "secure": False,
+        "insecure_reproducible_noise": True,
+    }
+    settings = AppSettings.from_json(data)
+    config = tmp_path / "run.json"
+    nodes = [
+        {
+            **silo_node_config(
+                settings,
+                config=config,
+                silo_id=None,
+                name=None,
+                data=hospital_files / f"{h}.csv",
+                relay_key=hospital_files / "key",
+            ),
+            "uldp-policy-epsilon": 100.0,
+        }
+        for h in HOSPITALS
+    ]
+    assert {node["silo"] for node in nodes} == set(HOSPITALS)
+    assert all(node["uldp-insecure-reproducible-noise"] == 5 for node in nodes)
+    report, params, grid = run_in_process(data, tmp_path, nodes)
+    contexts = {context.node_config["silo"]: context for context in grid.contexts.values()}
+    parts = [settings.load(contexts[h]) for h in sorted(HOSPITALS)]
+    numbers = [
+        uf.user_numbers(contexts[h], part.patient_ids)
+        for h, part in zip(sorted(HOSPITALS), parts, strict=True)
+    ]
+    expected, history = fitted(settings, parts, numbers, nn.BCEWithLogitsLoss())
+    np.testing.assert_array_equal(params, expected)
+    assert report["epsilon"] == history.column("epsilon") and report["rounds_done"] == 2
+    assert report["silos"] == sorted(HOSPITALS) and report["insecure_reproducible_noise"]
+
+
+def test_a_built_in_dataset_run_gives_each_silo_its_allocated_records(tmp_path):
+    """A built-in dataset (the deploy settings file as before): silo s reads the records the seed's allocation gives
+    it; the run equals fit on them (bit for bit) and the server evaluates each round on the test set."""
+    from uldp.models import loss_function
+
+    data = {
+        "dataset": "synthetic",
+        "method": "ULDP-AVG",
+        "n_users": 8,
+        "n_silos": 3,
+        "rounds": 2,
+        "seed": 3,
+        "max_train_records": 120,
+        "local_epochs": 1,
+        "q": 0.7,
+        "secure": False,
+        "insecure_reproducible_noise": True,
+    }
+    settings = AppSettings.from_json(data)
+    uf.write_key_file(tmp_path / "key")
+    nodes = [
+        silo_node_config(
+            settings,
+            config=tmp_path / "run.json",
+            silo_id=s,
+            name=None,
+            data=None,
+            relay_key=tmp_path / "key",
+        )
+        for s in range(3)
+    ]
+    report, params, grid = run_in_process(data, tmp_path, nodes)
+    contexts = sorted(grid.contexts.values(), key=lambda context: context.node_config["silo"])
+    parts = [settings.load(context) for context in contexts]
+    assert sum(len(part.patient_ids) for part in parts) == 120
+    numbers = [
+        uf.user_numbers(c, part.patient_ids) for c, part in zip(contexts, parts, strict=True)
+    ]
+    expected, history = fitted(settings, parts, numbers, loss_function("synthetic"))
+    np.testing.assert_array_equal(params, expected)
+    assert report["epsilon"] == history.column("epsilon")
+    assert all({"loss", "accuracy"} <= set(row) for row in report["rounds"])
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ([1], "a JSON object"),
+        (
+            {"table": TABLE, "method": "ULDP-AVG", "rounds": 1, "colour": 1},
+            r"unknown field\(s\) \['colour'\]",
+        ),
+        ({"table": {**TABLE, "classes": 1}, "method": "ULDP-AVG", "rounds": 1}, "table classes"),
+        ({"table": TABLE, "rounds": 1}, "needs 'method' and 'rounds'"),
+        (
+            {
+                "dataset": "synthetic",
+                "method": "ULDP-AVG",
+                "n_users": 4,
+                "rounds": 1,
+                "accountant": "pld",
+            },
+            "another accountant",
+        ),
+        (
+            {"dataset": "synthetic", "method": "ULDP-AVG", "n_users": 4, "rounds": 1, "colour": 1},
+            "colour",
+        ),
+        (
+            {
+                "dataset": "synthetic",
+                "method": "ULDP-AVG",
+                "n_users": 2,
+                "n_silos": 2,
+                "rounds": 1,
+                "user_weights": [[0.5, 0.5], [0.5, 0.5]],
+            },
+            "fixed user_weights",
+        ),
+    ],
+)
+def test_bad_settings_are_refused_by_name(data, message):
+    with pytest.raises(ValueError, match=message):
+        AppSettings.from_json(data)
+
+
+def test_the_silo_node_config_needs_its_data_and_both_of_identity_and_roster(tmp_path):
+    uf.write_key_file(tmp_path / "key")
+    table = AppSettings.from_json({"table": TABLE, "method": "ULDP-AVG", "rounds": 1})
+    options = {"config": tmp_path / "run.json", "name": None, "relay_key": tmp_path / "key"}
+    with pytest.raises(ValueError, match="--data FILE"):
+        silo_node_config(table, silo_id=0, data=None, **options)
+    with pytest.raises(ValueError, match="go together"):
+        silo_node_config(
+            table, silo_id=None, data=tmp_path / "a.csv", identity=tmp_path / "i", **options
+        )
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"epsilon": 3.0, "min_sigma": 2.0}))
+    node = silo_node_config(table, silo_id=None, data=tmp_path / "a.csv", policy=policy, **options)
+    assert node["uldp-policy-epsilon"] == 3.0 and node["uldp-policy-min-sigma"] == 2.0
+    assert node["silo"] == "a" and node["uldp-ledger"].endswith("run.a.ledger.json")
+    assert "uldp-allow-no-dp" not in node and "uldp-insecure-reproducible-noise" not in node
+
+
+def test_an_option_of_the_retired_runtime_names_its_replacement(tmp_path):
+    from uldp.deploy.cli import main
+
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({"table": TABLE, "method": "ULDP-AVG", "rounds": 1}))
+    assert main(["server", "--config", str(config), "--master-key-file", "k"]) == 2
+
+
+def certificates(folder: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path, pathlib.Path]:
+    """A CA and a server certificate it signed for 127.0.0.1 and localhost (README step 2, here with cryptography):
+    ``(ca.crt, server.crt, server.key)``."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    def name(common: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key, server_key = (
+        ec.generate_private_key(ec.SECP256R1()),
+        ec.generate_private_key(ec.SECP256R1()),
+    )
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(name("uldp test CA"))
+        .issuer_name(name("uldp test CA"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    server = (
+        x509.CertificateBuilder()
+        .subject_name(name("localhost"))
+        .issuer_name(ca.subject)
+        .public_key(server_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    paths = folder / "ca.crt", folder / "server.crt", folder / "server.key"
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(
+        server_key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return paths
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_deploy_server_and_silos_run_real_processes_with_tls_and_supernode_authentication(
+    hospital_files,  # noqa: F811
+    tmp_path,
+):
+    """The documented steps on loopback: ``uldp deploy keys``; a CA and the server's certificate; ``uldp deploy
+    server`` starts a SuperLink with TLS that admits only the registered SuperNodes and runs the ServerApp; three
+    ``uldp deploy silo`` start their SuperNodes (TLS, their own keys), each reading its own table. DEFAULT (each
+    silo's ``--allow-no-dp``; user-blind, so the union's numbering, fresh each run, cannot change it) ends at fit's
+    model bit for bit; the server exits 0 with one JSON document."""
+    keys = tmp_path / "keys"
+    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}
+    made = subprocess.run(
+        [sys.executable, "-m", "uldp.deploy.cli", "keys", "--silos", "3", "--out", str(keys)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    assert len(made.stdout.split()) == 7  # the relay key and 3 key pairs
+    data = {
+        "table": TABLE,
+        "method": "DEFAULT",
+        "rounds": 1,
+        "seed": 5,
+        "local_epochs": 1,
+        "batch_size": 8,
+        "secure": False,
+        "insecure_reproducible_noise": True,
+    }
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps(data))
+    port = _free_port()
+    work = tmp_path / "work"
+    ca, cert, key = certificates(tmp_path)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uldp.deploy.cli",
+            "server",
+            "--config",
+            str(config),
+            "--address",
+            f"127.0.0.1:{port}",
+            "--work",
+            str(work),
+            "--silos",
+            ",".join(HOSPITALS),
+            "--json",
+            "--ssl-ca-certfile",
+            str(ca),
+            "--ssl-certfile",
+            str(cert),
+            "--ssl-keyfile",
+            str(key),
+            *(
+                arg
+                for s in range(3)
+                for arg in ("--supernode-key", str(keys / f"supernode-{s}.pub"))
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    silos: list[subprocess.Popen] = []
+    try:
+        for s, hospital in enumerate(sorted(HOSPITALS)):
+            with open(tmp_path / f"silo-{s}.log", "w") as log:
+                silos.append(
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            "-m",
+                            "uldp.deploy.cli",
+                            "silo",
+                            "--config",
+                            str(config),
+                            "--server",
+                            f"127.0.0.1:{port}",
+                            "--data",
+                            str(hospital_files / f"{hospital}.csv"),
+                            "--relay-key",
+                            str(keys / "relay.key"),
+                            "--auth-key",
+                            str(keys / f"supernode-{s}"),
+                            "--root-certificates",
+                            str(ca),
+                            "--allow-no-dp",
+                        ],
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                        start_new_session=True,
+                    )
+                )
+        stdout, stderr = server.communicate(timeout=540)
+    finally:
+        for process in [server, *silos]:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    logs = stderr[-3000:] + "".join(
+        (tmp_path / f"silo-{s}.log").read_text()[-1500:] for s in range(3)
+    )
+    assert server.returncode == 0, logs
+    (document,) = [json.loads(line) for line in stdout.splitlines() if line.strip()]
+    assert document["command"] == "deploy server" and document["rounds_done"] == 1, logs
+    assert document["silos"] == sorted(HOSPITALS) and document["epsilon"] == [None]
+    settings = AppSettings.from_json(data)
+    assert settings.table is not None
+    parts = [settings.table.table().read(hospital_files / f"{h}.csv") for h in sorted(HOSPITALS)]
+    ids = sorted({str(i) for part in parts for i in part.patient_ids})  # DEFAULT reads no user
+    numbers = [np.array([ids.index(str(i)) for i in part.patient_ids]) for part in parts]
+    expected, _ = fitted(settings, parts, numbers, nn.BCEWithLogitsLoss())
+    np.testing.assert_array_equal(np.load(document["model"]), expected)
+
+
+def test_deploy_keys_writes_what_flower_loads_and_never_overwrites(tmp_path):
+    """The relay key (mode 0600) and per silo an OpenSSH ECDSA pair on a NIST curve, the format flwr 1.41's SuperNode
+    (load_ssh_private_key) and ``flwr supernode register`` (load_ssh_public_key) read; a second call without
+    ``force`` refuses, naming --force."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import (
+        load_ssh_private_key,
+        load_ssh_public_key,
+    )
+
+    from uldp.deploy.credentials import write_keys
+
+    paths = write_keys(tmp_path, n_silos=2)
+    assert [p.name for p in paths] == [
+        "relay.key",
+        "supernode-0",
+        "supernode-0.pub",
+        "supernode-1",
+        "supernode-1.pub",
+    ]
+    assert uf.read_key_file(paths[0]) and paths[0].stat().st_mode & 0o077 == 0
+    private = load_ssh_private_key(paths[1].read_bytes(), None)
+    public = load_ssh_public_key(paths[2].read_bytes())
+    assert isinstance(private, ec.EllipticCurvePrivateKey) and private.curve.name == "secp384r1"
+    assert private.public_key() == public and paths[1].stat().st_mode & 0o077 == 0
+    relay = paths[0].read_bytes()
+    with pytest.raises(ValueError, match="--force"):
+        write_keys(tmp_path, n_silos=2)
+    assert paths[0].read_bytes() == relay
+    assert write_keys(tmp_path, n_silos=2, force=True) and paths[0].read_bytes() != relay
+
+
+TLS_FILES = ("--ssl-ca-certfile", "a", "--ssl-certfile", "b", "--ssl-keyfile", "c")
+
+
+@pytest.mark.parametrize(
+    ("argv", "detail"),
+    [
+        (["server", "--address", "no-port"], "host:port"),
+        (["server", "--join-timeout", "-1"], "join-timeout"),
+        (["server", "--supernode-key", "a.pub"], "needs TLS"),
+        (["server", "--supernode-key", "a.pub", *TLS_FILES], "is not a file"),
+        (["server", "--checkpoint", "."], "is a directory"),
+        (["server", "--ssl-certfile", "server.crt"], "all three"),
+        (["silo", "--relay-key", "key", "--silo-id", "0"], "--data FILE"),
+        (["silo", "--relay-key", "absent", "--data", "a.csv"], "absent"),
+        (["keys", "--silos", "0", "--out", "keys"], "--silos"),
+    ],
+)
+def test_bad_command_lines_are_one_line_errors_before_any_process(argv, detail, tmp_path, capsys):
+    """Refused before a SuperLink or SuperNode starts: one line on stderr, exit status 2."""
+    from uldp.deploy.cli import main
+
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({"table": TABLE, "method": "ULDP-AVG", "rounds": 1}))
+    uf.write_key_file(tmp_path / "key")
+    with contextlib.chdir(tmp_path):
+        command = argv if argv[0] == "keys" else [*argv, "--config", str(config)]
+        assert main(command) == 2
+    error = capsys.readouterr().err
+    assert detail in error and error.count("\n") == 1, error

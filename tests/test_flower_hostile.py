@@ -1,0 +1,210 @@
+"""A silo's malformed Protocol 1 message on Flower: the earlier runtime's cases (tests/test_deploy_hostile.py) on the
+federation round every transport now drives. A message claiming another silo, addressed to no silo, or with values
+out of range (a ciphertext outside Z*_{n^2}) stops the set-up or the round with the sender named, before anything
+is decrypted."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from test_flower import (  # noqa: F401  (hospital_files: a fixture)
+    ALLOW_TEST_KEYS,
+    HOSPITALS,
+    LAX,
+    TEST_KEYS,
+    hospital_files,
+    load,
+    model,
+    node_configs,
+)
+from torch import nn
+
+import uldp
+import uldp.flower as uf
+from uldp.flower.local import LocalGrid
+from uldp.secure import messages
+from uldp.secure.driver import ProtocolAbort
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+#: Silo number -> LocalGrid node of the sorted names (General, Royal, St Mary): nodes 103, 101, 102. The victim is
+#: silo 1, or silo 0 for the seed R, which only silo 0 seals (step 1(c)).
+NODES = {0: 103, 1: 101, 2: 102}
+
+
+def _replace(**values):
+    return lambda m, n: dataclasses.replace(m, **values)
+
+
+#: case: (the stage whose answer the silo rewrites, the message type it rewrites, how, the refusal's words)
+SECURE = {
+    "DH key claiming silo 0": (
+        "p1-key",
+        "DhPublicKeyMessage",
+        _replace(silo=0),
+        "claims to come from silo 0",
+    ),
+    "seed sealed to silo 7": (
+        "p1-directory",
+        "SealedMessage",
+        _replace(recipient=7),
+        "addressed to silo 7",
+    ),
+    "histogram value n": (
+        "p1-seed",
+        "BlindedHistogramMessage",
+        lambda m, n: dataclasses.replace(m, values=(n, *m.values[1:])),
+        "out of range",
+    ),
+    "histogram too short": (
+        "p1-seed",
+        "BlindedHistogramMessage",
+        lambda m, n: dataclasses.replace(m, values=m.values[1:]),
+        "expected",
+    ),
+    "histogram of silo 2": (
+        "p1-seed",
+        "BlindedHistogramMessage",
+        _replace(silo=2),
+        "claims to come from silo 2",
+    ),
+    "share from silo 0": (
+        "p1-shares",
+        "SealedMessage",
+        _replace(sender=0),
+        "claims to come from silo 0",
+    ),
+    "ciphertext 0": (
+        "p1-update",
+        "MaskedUpdateMessage",
+        lambda m, n: dataclasses.replace(m, ciphertexts=(0, *m.ciphertexts[1:])),
+        "not in Z*_(n^2)",
+    ),
+    "ciphertext n": (
+        "p1-update",
+        "MaskedUpdateMessage",
+        lambda m, n: dataclasses.replace(m, ciphertexts=(n, *m.ciphertexts[1:])),
+        "not in Z*_(n^2)",
+    ),
+    "ciphertext n^2": (
+        "p1-update",
+        "MaskedUpdateMessage",
+        lambda m, n: dataclasses.replace(m, ciphertexts=(n * n, *m.ciphertexts[1:])),
+        "out of range",
+    ),
+    "update too short": (
+        "p1-update",
+        "MaskedUpdateMessage",
+        lambda m, n: dataclasses.replace(m, ciphertexts=m.ciphertexts[1:]),
+        "expected",
+    ),
+    "update of silo 0": (
+        "p1-update",
+        "MaskedUpdateMessage",
+        _replace(silo=0),
+        "claims to come from silo 0",
+    ),
+}
+
+
+class Tampering(LocalGrid):
+    """LocalGrid whose victim silo rewrites its answer to one Protocol 1 stage (the modulus n read off the way)."""
+
+    stage: str
+    kind: type
+    change: Callable[[Any, int], Any]
+    victim: int
+    modulus = 0
+
+    def send_and_receive(self, messages_out, *, timeout=None):
+        messages_out = list(messages_out)
+        asked = {}
+        for message in messages_out:
+            content = dict(message.content["uldp"])
+            stage = (
+                "p1-update" if message.metadata.message_type == "train" else content.get("stage")
+            )
+            asked[message.metadata.dst_node_id] = stage
+            if stage == "p1-key" and content.get("payloads"):
+                key: Any = messages.parse_message(bytes(content["payloads"][0]))
+                self.modulus = key.modulus
+        replies = list(super().send_and_receive(messages_out, timeout=timeout))
+        for reply in replies:
+            node = reply.metadata.src_node_id
+            if node != NODES[self.victim] or asked.get(node) != self.stage or reply.has_error():
+                continue
+            record: Any = reply.content["uldp"]
+            key = "update" if self.stage == "p1-update" else "payloads"
+            parsed = [bytes(record[key])] if key == "update" else [bytes(p) for p in record[key]]
+            changed = [self._rewrite(messages.parse_message(p)) for p in parsed]
+            record[key] = changed[0] if key == "update" else changed
+        return replies
+
+    def _rewrite(self, message):
+        if isinstance(message, self.kind):
+            message = self.change(message, self.modulus)
+        return message.to_bytes()
+
+
+@pytest.mark.parametrize("case", sorted(SECURE))
+def test_a_malformed_protocol_message_stops_the_run_naming_the_silo_that_sent_it(
+    hospital_files,  # noqa: F811
+    case,
+):
+    from flwr.app import ArrayRecord
+
+    stage, kind, change, detail = SECURE[case]
+    grid = Tampering(
+        uf.silo_client_app(load, model, nn.CrossEntropyLoss()),
+        node_configs(hospital_files, ALLOW_TEST_KEYS),
+    )
+    grid.stage, grid.kind, grid.change = stage, getattr(messages, kind), change
+    grid.victim = 0 if case == "seed sealed to silo 7" else 1
+    strategy = uf.UldpStrategy(sigma=5.0, local_epochs=1, protocol=TEST_KEYS, max_aborted_rounds=0)
+    with pytest.raises((RuntimeError, ProtocolAbort)) as raised:
+        strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
+    said = str(raised.value)
+    assert f"silo {grid.victim} sent a bad" in said and detail in said, said
+    assert grid.modulus > 1  # the server's key went out before the victim's answer
+
+
+@pytest.mark.parametrize("stranger", ["Mallory", "Royal"])
+def test_a_stranger_is_left_out_and_a_second_silo_of_one_name_is_refused(hospital_files, stranger):  # noqa: F811
+    """The earlier runtime's bad silo ids, on Flower, where a silo is known by its name: a SuperNode of a silo the
+    run does not name is left out and the named silos train; a second SuperNode claiming a named silo's name stops
+    the set-up (the SuperLink's SuperNode authentication keeps strangers out before this; test_deploy_flower)."""
+    from flwr.app import ArrayRecord
+
+    configs = node_configs(hospital_files, LAX)
+    configs.append({**configs[0], "silo": stranger})  # Royal's file, under another name or its own
+    grid = LocalGrid(uf.silo_client_app(load, model, nn.CrossEntropyLoss()), configs)
+    strategy = uf.UldpStrategy(
+        method="ULDP-AVG", sigma=5.0, local_epochs=1, secure=False, silos=HOSPITALS
+    )
+    initial = ArrayRecord([uldp.flat_parameters(model()).numpy()])
+    if stranger == "Royal":
+        with pytest.raises(RuntimeError, match="two SuperNodes claim the same silo name"):
+            strategy.start(grid, initial, num_rounds=1)
+        return
+    strategy.start(grid, initial, num_rounds=1)
+    assert sorted(strategy.silo_names.values()) == sorted(HOSPITALS) and len(strategy.epsilons) == 1
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"join_timeout": 0}, "join_timeout"),
+        ({"join_timeout": float("nan")}, "join_timeout"),
+        ({"max_aborted_rounds": -1}, "max_aborted_rounds"),
+        ({"silos": ["A", "A"]}, "distinct"),
+        ({"checkpoint": "."}, "is a directory"),
+    ],
+)
+def test_the_servers_settings_are_checked_before_any_message(arguments, message):
+    """The earlier runtime's server settings checks, on the strategy: a bad timeout, silo list or a checkpoint path
+    that cannot be written is refused when the strategy is made."""
+    with pytest.raises(ValueError, match=message):
+        uf.UldpStrategy(method="ULDP-AVG", sigma=5.0, **arguments)

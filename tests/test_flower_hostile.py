@@ -163,7 +163,14 @@ def test_a_malformed_protocol_message_stops_the_run_naming_the_silo_that_sent_it
     )
     grid.stage, grid.kind, grid.change = stage, getattr(messages, kind), change
     grid.victim = 0 if case == "seed sealed to silo 7" else 1
-    strategy = uf.UldpStrategy(sigma=5.0, local_epochs=1, protocol=TEST_KEYS, max_aborted_rounds=0)
+    strategy = (
+        uf.UldpStrategy(  # the cases rewrite the paper's Paillier messages (per-user ciphertexts)
+            sigma=5.0,
+            local_epochs=1,
+            protocol={**TEST_KEYS, "backend": "paillier"},
+            max_aborted_rounds=0,
+        )
+    )
     with pytest.raises((RuntimeError, ProtocolAbort)) as raised:
         strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
     said = str(raised.value)

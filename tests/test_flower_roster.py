@@ -373,9 +373,9 @@ def test_against_t_colluders_the_honest_silos_noise_shares_keep_the_runs_std(
     drew: dict[int, Any] = {}
     honest = EveryRecordSiloNoise.silo_noise
 
-    def spy(self, size, n_silos, round_seed, silo):
+    def spy(self, size, n_silos, round_seed, silo, device=None):
         drew[silo] = self
-        return honest(self, size, n_silos, round_seed, silo)
+        return honest(self, size, n_silos, round_seed, silo, device)
 
     monkeypatch.setattr(EveryRecordSiloNoise, "silo_noise", spy)
     sigma, n_silos, size = 2.0, len(HOSPITALS), 200_000

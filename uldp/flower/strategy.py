@@ -45,7 +45,6 @@ the plain one (Theorem 4). ULDP-AVG's updates go through Protocol 1's pairwise m
 from __future__ import annotations
 
 import logging
-import math
 import secrets
 import time
 from dataclasses import replace
@@ -57,7 +56,7 @@ from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 from flwr.serverapp.strategy import Result, Strategy
 from torch import nn
 
-from uldp.accounting import Adversary, epsilon_for_method, epsilon_server_view, sigma_for_epsilon
+from uldp.accounting import sigma_for_epsilon
 from uldp.common.atomic import check_writable
 from uldp.common.checks import check_integer, check_number, check_positive
 from uldp.federation import SERVER_AGGREGATIONS, ServerAggregation, aggregation_kind, update_bounds
@@ -65,6 +64,12 @@ from uldp.fitting import resolve_hyperparameters
 from uldp.flower import psu
 from uldp.flower.arrays import flat_model, trained_model
 from uldp.flower.group import server_flags
+from uldp.flower.guarantees import (
+    check_combination,
+    group_accounting,
+    released_epsilon,
+    server_view_epsilon,
+)
 from uldp.flower.messages import SETUP_ACTION, config_of, records, server_round_seed
 from uldp.flower.recovery import SiloFault, discover_silos, run_rounds
 from uldp.flower.report import (
@@ -79,7 +84,6 @@ from uldp.method_names import PROTOCOL_1
 from uldp.methods import make_method, parse_method, user_level
 from uldp.methods.base import needed
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
-from uldp.training.dpsgd import dpsgd_schedule
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -87,54 +91,8 @@ if TYPE_CHECKING:
 
     from flwr.serverapp import Grid
 
-    from uldp.method_names import MethodSpec
 
 LOGGER = logging.getLogger("uldp.flower")
-
-
-def _check_combination(
-    spec: MethodSpec, *, sigma: Any, epsilon: Any, q: Any, protocol: Any
-) -> None:
-    """Refuse settings the method's capabilities (:data:`uldp.method_names.FAMILY_CAPABILITIES`) give no meaning:
-    noise for a method without DP, a user sampling rate for one that samples no users, Protocol 1's parameters for
-    one without per-user weights (its secure aggregation is the masked sum)."""
-    if not spec.private:
-        if sigma is not None or epsilon is not None:
-            raise ValueError(
-                f"{spec.name} adds no noise: give neither sigma nor epsilon, got sigma={sigma!r}, "
-                f"epsilon={epsilon!r}"
-            )
-    elif (sigma is None) == (epsilon is None):
-        raise ValueError(
-            f"give sigma or epsilon (a target epsilon, sigma calibrated to it at start), exactly one; "
-            f"got sigma={sigma!r}, epsilon={epsilon!r}"
-        )
-    if epsilon is not None and spec.capabilities.group_privacy:
-        raise ValueError(
-            f"{spec.name}: give sigma (Theorem 2's epsilon needs k and the silos' kept records, known only after "
-            f"the set-up), got epsilon={epsilon!r}"
-        )
-    if not spec.per_user and q != 1.0:
-        raise ValueError(
-            f"{spec.name} samples no users (only ULDP-SGD/AVG do, Algorithm 4): q must be 1, got {q!r}"
-        )
-    if protocol is not None and spec.secure_aggregation != PROTOCOL_1:
-        raise ValueError(
-            f"Protocol 1 computes per-user weights, which {spec.name} has not (its secure aggregation is the "
-            f"masked sum, which takes no protocol parameters); got protocol={protocol!r}"
-        )
-
-
-def _group_accounting(hp: Any, k: int, kept: Sequence[int]) -> dict[str, Any]:
-    """Theorem 2's accountant arguments from the silos' ``k`` and kept records (as
-    :meth:`uldp.methods.group.GroupMethod.accounting_arguments` on the pooled records)."""
-    epochs = needed(hp.local_epochs, "local_epochs")
-    schedules = [dpsgd_schedule(n, batch_size=hp.batch_size, epochs=epochs) for n in kept if n > 0]
-    return {
-        "k": k,
-        "sample_rates": [s.sample_rate for s in schedules],
-        "steps_per_round": [s.steps for s in schedules],
-    }
 
 
 def _check_reply(reply: Any, names: dict[int, str]) -> None:
@@ -235,7 +193,7 @@ class UldpStrategy(Strategy):
         spec = parse_method(method)
         self._spec_name = spec.name
         self.model = model
-        _check_combination(spec, sigma=sigma, epsilon=epsilon, q=q, protocol=protocol)
+        check_combination(spec, sigma=sigma, epsilon=epsilon, q=q, protocol=protocol)
         self.epsilon = None if epsilon is None else check_positive("epsilon", epsilon)
         self._chosen: dict[str, Any] = {
             "global_lr": global_lr,
@@ -383,7 +341,7 @@ class UldpStrategy(Strategy):
         if self.method.spec.capabilities.group_privacy:  # Algorithm 2 line 8 (uldp.flower.group)
             with stage("ULDP-GROUP's flags B"):
                 k, kept = server_flags(ask, len(self.nodes), self.method.spec.name)
-            self._group = _group_accounting(self.hp, k, kept)
+            self._group = group_accounting(self.hp, k, kept)
 
         aggregation = SERVER_AGGREGATIONS[aggregation_kind(self.method.spec, secure=self.secure)]
         protocol = (
@@ -585,47 +543,22 @@ class UldpStrategy(Strategy):
         )
 
     def released_epsilon(self, releases: int) -> float:
-        """The user-level epsilon of the released model after ``releases`` releases (Theorem 1, Theorem 2 with the
-        silos' ``k`` and kept records, or Theorem 3 with Lemma 4 for q < 1; infinite without noise): a fact of
-        sigma, the releases, delta and q, not of the data the server never holds."""
-        if not self.method.spec.private:
-            return math.inf
-        return epsilon_for_method(
-            self.method.spec.name,
-            sigma=needed(self.hp.sigma, "sigma"),
-            rounds=releases,
-            delta=self.hp.delta,
-            q=self.hp.q if self.method.spec.per_user else 1.0,
-            **self._group,
-        ).epsilon
+        """The user-level epsilon of the released model after ``releases`` releases
+        (:func:`uldp.flower.guarantees.released_epsilon`)."""
+        return released_epsilon(self.method.spec, self.hp, releases, group=self._group)
 
     def server_view_epsilon(self, releases: int) -> float:
-        """The user-level epsilon of what the server has seen after ``releases`` releases: the released model's with
-        secure aggregation or uniform weights, :func:`uldp.accounting.epsilon_server_view` (each silo's own
-        release, Theorem 3 per silo) when plain silos share their counts for ULDP-AVG-w; with user sampling, against
-        a server that sees the sample it draws (:attr:`uldp.accounting.Adversary.SERVER_SEES_SAMPLE`) unless the
-        silos draw it (``hidden_sample``). Without user sampling (DEFAULT, ULDP-NAIVE, ULDP-GROUP-k: each silo's
-        update is its own Gaussian or DP-SGD release), the released model's."""
-        if not self.method.spec.per_user:
-            return self.released_epsilon(releases)
-        if not self._shares_counts:
-            return epsilon_for_method(
-                self.method.spec.name,
-                sigma=needed(self.hp.sigma, "sigma"),
-                rounds=releases,
-                delta=self.hp.delta,
-                q=self.hp.q if self.method.spec.per_user else 1.0,
-                adversary=Adversary.MODEL_READERS
-                if self.hidden_sample
-                else Adversary.SERVER_SEES_SAMPLE,
-            ).epsilon
-        return epsilon_server_view(
-            sigma=needed(self.hp.sigma, "sigma"),
-            rounds=releases,
-            delta=self.hp.delta,
+        """The user-level epsilon of what the server has seen after ``releases`` releases
+        (:func:`uldp.flower.guarantees.server_view_epsilon`)."""
+        return server_view_epsilon(
+            self.method.spec,
+            self.hp,
+            releases,
+            group=self._group,
+            shares_counts=self._shares_counts,
+            hidden_sample=self.hidden_sample,
             n_silos=len(self.nodes),
-            q=self.hp.q,
-        ).epsilon
+        )
 
     def _checked_aggregation(self) -> ServerAggregation:
         if self._aggregation is None:

@@ -216,7 +216,7 @@ def _flower_run(args: argparse.Namespace) -> int:
         return 1
     except (FlowerCommandFailed, subprocess.TimeoutExpired, OSError) as error:
         print(f"uldp flower-run: {error}", file=sys.stderr)
-        if UNAVAILABLE in str(error) and (problem := connection_problem(args.superlink)):
+        if UNAVAILABLE in str(error).lower() and (problem := connection_problem(args.superlink)):
             print(
                 f"uldp flower-run: {problem}", file=sys.stderr
             )  # issue 42: what flwr does not say
@@ -239,8 +239,9 @@ def _flower_run(args: argparse.Namespace) -> int:
     return 1
 
 
-#: What ``flwr`` (1.41) says for any failed connection to the SuperLink, a TLS failure included.
-UNAVAILABLE = "Connection to the SuperLink is unavailable"
+#: What ``flwr`` (1.41) says, in a box that may wrap it, for any failed connection to the SuperLink ("Connection to
+#: the SuperLink is unavailable"), a TLS failure included.
+UNAVAILABLE = "unavailable"
 
 
 def connection_problem(superlink: str | None, *, timeout: float = 5.0) -> str | None:

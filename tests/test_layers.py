@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("uldp.secure",),
     ("uldp.federation",),
     ("uldp.fitting",),
-    ("uldp.simulation",),
+    ("uldp.simulation", "uldp.simulation_config"),
     ("uldp.audit",),
     ("uldp.deploy", "uldp.flower"),
     # the paper's reproduction, above the whole library: its settings and numbered items, then the experiments and

@@ -3,6 +3,7 @@ still loads, keeps its key and resolves to the backend it ran with; checkpoints 
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 
 from uldp.paper.experiments.executor import SIMULATION, split_arguments
 from uldp.paper.experiments.store import read_result
-from uldp.secure.config import ProtocolParameters
+from uldp.secure.config import ProtocolConfig, ProtocolParameters
 from uldp.simulation import RunConfig, _checkpoint_fingerprint
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -53,16 +54,23 @@ def test_a_grid_run_keeps_the_checkpoint_fingerprint_it_had_when_paillier_was_th
 
 
 @pytest.mark.parametrize("backend", ["auto", "lattice"])
-def test_the_cli_passes_its_backend_to_the_run(backend, monkeypatch):
+def test_the_cli_passes_its_backend_to_the_run_and_says_what_auto_chose(
+    backend, monkeypatch, capsys
+):
     from uldp import simulation, simulation_cli
 
     seen = {}
 
     def fake_run(config, **_):
         seen["protocol"] = config.protocol
+        # what the run's session does with "auto": the choice reaches the operator on stderr
+        ProtocolConfig(3, 40, 1.0, parameters=config.protocol)
         raise SystemExit(0)
 
     monkeypatch.setattr(simulation, "run", fake_run)
+    monkeypatch.setattr(
+        logging.getLogger("uldp.secure.cost"), "handlers", []
+    )  # made afresh, on this stderr
     monkeypatch.setattr(simulation_cli, "load", lambda *a, **k: None)
     from uldp.cli import main
 
@@ -71,3 +79,5 @@ def test_the_cli_passes_its_backend_to_the_run(backend, monkeypatch):
     with pytest.raises(SystemExit):
         main(argv)
     assert seen["protocol"].backend == backend
+    said = "secure aggregation backend 'auto': packed-paillier" in capsys.readouterr().err
+    assert said == (backend == "auto")

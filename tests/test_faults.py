@@ -605,19 +605,30 @@ def test_flower_run_exits_with_the_status_of_the_run(
     assert "run 7 is running after" in error
 
 
-def test_flower_run_says_why_flwr_failed(tmp_path, capsys) -> None:
+def test_flower_run_says_why_flwr_failed(tmp_path, capsys, monkeypatch) -> None:
+    """flwr's own message, and what lies behind its "unavailable": here nothing listens at the configured address
+    (tests/test_flower_cli.py has the TLS failures)."""
+    import socket
+
     from uldp.cli import main
 
+    with socket.socket() as probe:  # a port the OS just gave and took back: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (tmp_path / "config.toml").write_text(
+        f'[superlink]\ndefault = "server"\n[superlink.server]\naddress = "127.0.0.1:{port}"\n'
+    )
+    monkeypatch.setenv("FLWR_HOME", str(tmp_path))
     fake = tmp_path / "flwr"
     fake.write_text(
-        f"#!{sys.executable}\nimport sys\nprint('SuperLink unavailable at 127.0.0.1:9093', "
+        f"#!{sys.executable}\nimport sys\nprint('Connection to the SuperLink is unavailable.', "
         f"file=sys.stderr)\nsys.exit(1)\n"
     )
     fake.chmod(0o755)
     assert main(["flower-run", str(tmp_path), "--flwr", str(fake)]) == 1
-    assert (
-        "exited with status 1: SuperLink unavailable at 127.0.0.1:9093" in capsys.readouterr().err
-    )
+    error = capsys.readouterr().err
+    assert "exited with status 1: Connection to the SuperLink is unavailable." in error
+    assert f"uldp flower-run: no server at 127.0.0.1:{port}" in error, error
 
 
 def test_supernodes_whose_clientapps_fail_are_said_to_be_connected(hospital_files) -> None:

@@ -63,24 +63,24 @@ def write_certificates(folder: Path) -> tuple[Path, Path, Path]:
 
 
 def write_supernode_keys(folder: Path, name: str) -> tuple[Path, Path]:
-    """Step 3: a hospital's EC key pair, as ``openssl ecparam -genkey -name secp384r1`` and ``openssl ec -pubout``
-    write them."""
+    """Step 3: a hospital's EC key pair in OpenSSH's formats, as ``ssh-keygen -t ecdsa -b 384 -N "" -f NAME``
+    writes them (``NAME`` and ``NAME.pub``; flwr reads no other format)."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
     key = ec.generate_private_key(ec.SECP384R1())
-    private, public = folder / f"{name}.key", folder / f"{name}.pub"
+    private, public = folder / name, folder / f"{name}.pub"
     private.write_bytes(
         key.private_bytes(
             serialization.Encoding.PEM,
-            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.PrivateFormat.OpenSSH,
             serialization.NoEncryption(),
         )
     )
     private.chmod(0o600)
     public.write_bytes(
         key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
         )
     )
     return private, public

@@ -8,6 +8,8 @@ Example::
 
 from __future__ import annotations
 
+import logging
+import sys
 from typing import TYPE_CHECKING
 
 from uldp.accounting import ACCOUNTANTS
@@ -168,6 +170,11 @@ def handle(args: argparse.Namespace) -> int:
         run,
     )  # torch: imported on use, so `uldp --help` stays light
 
+    if args.secure:  # the backend "auto" chose, with its estimate, on stderr (stdout stays the table or the JSON)
+        chooser = logging.getLogger("uldp.secure.cost")
+        chooser.setLevel(logging.INFO)
+        if not chooser.handlers:  # once per process, so each line is said once
+            chooser.addHandler(logging.StreamHandler(sys.stderr))
     config = RunConfig(
         dataset=args.dataset,
         method=method_name(args.method, args.k),

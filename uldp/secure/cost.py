@@ -198,9 +198,10 @@ def choose_backend(
     # the last one left is taken without asking: if it does not fit either, the run's own check says why
     chosen = fastest_backend(parameters=size, users=users, allowed=tuple(allowed))
     _log.info(
-        "secure aggregation backend 'auto': %s, the fastest that %s; %s",
+        "secure aggregation backend 'auto': %s, the fastest that %s%s; %s",
         chosen,
         "the silos check the weights of" if malicious_server else "fits",
+        "" if parameters is not None else " (compared at the largest size measured for all)",
         estimate(chosen, parameters=size, users=users).line(),
     )
     return chosen

@@ -411,11 +411,16 @@ def test_deploy_server_and_silos_run_real_processes_with_tls_and_supernode_authe
                     )
                 )
         stdout, stderr = server.communicate(timeout=540)
-    finally:
+    finally:  # SIGTERM first: each command then stops the SuperLink or SuperNode it started, in its own session
         for process in [server, *silos]:
             with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in [server, *silos]:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+                process.wait()
     logs = stderr[-3000:] + "".join(
         (tmp_path / f"silo-{s}.log").read_text()[-1500:] for s in range(3)
     )

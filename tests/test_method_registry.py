@@ -1,26 +1,35 @@
 """A method of your own in one call: uldp.methods.register_method (and uldp.method_names.register_family).
 
 The toy, :class:`HalfBall`, is ULDP-NAIVE whose ``clip`` is the clipping ball's diameter: it clips each silo's
-delta to ``C/2`` and adds ``N(0, (sigma C)^2 |S|)`` per silo. The oracle is the built-in ULDP-NAIVE at ``C/2``, which
-does the same arithmetic through its own name (Theorem 1 as corrected: noise ``2 sigma (C/2) sqrt(|S|)``), so
-``uldp.fit`` of the toy equals ``uldp.fit`` of ULDP-NAIVE at ``C/2`` bit for bit, and the toy's epsilon is Theorem 1's
-closed form (``epsilon_naive``) under every accountant of the registry.
+delta to ``C/2`` and adds ``N(0, (sigma C)^2 |S|)`` per silo; its hyperparameters stay as given, so
+``make_method(name, method.hp)`` rebuilds it (a transport sends them to the silos). The oracle is the built-in
+ULDP-NAIVE at ``C/2``, which does the same arithmetic through its own name (Theorem 1 as corrected: noise
+``2 sigma (C/2) sqrt(|S|)``), so ``uldp.fit`` and a Flower run of the toy equal those of ULDP-NAIVE at ``C/2`` bit
+for bit, and the toy's epsilon is Theorem 1's closed form (``epsilon_naive``) under every accountant.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
 import torch
+from test_flower import (  # noqa: F401  (hospital_files: a fixture)
+    INSECURE_SEED_5,
+    flower_run,
+    hospital_files,
+    model as flower_model,
+)
 from torch import nn
 
 import uldp
 from uldp.accounting import ACCOUNTANTS, epsilon_for_method, epsilon_naive
 from uldp.method_names import FAMILY_CAPABILITIES, parse_method, register_family
 from uldp.methods import FitDefaults, make_method, register_method
+from uldp.methods.base import needed
 from uldp.methods.fedavg import FedAvgMethod
 from uldp.methods.registry import METHOD_CLASSES
 
@@ -39,9 +48,16 @@ class HalfBall(FedAvgMethod):
         TOY: FitDefaults(global_lr=1.0, local_lr=0.01, clip=2.0, local_epochs=5)
     }
 
-    def __post_init__(self) -> None:
-        if self.hp.clip is not None:  # the inherited clipping and noise then read the radius
-            object.__setattr__(self, "hp", replace(self.hp, clip=self.hp.clip / 2))
+    @property
+    def clip_bound(
+        self,
+    ) -> float:  # the radius; its hp stay as given (the transports send them to the silos)
+        return needed(self.hp.clip, "clip") / 2
+
+    def noise_std(
+        self, n_silos: int
+    ) -> float:  # sigma times the sum's sensitivity |S| C (twice the radius, C)
+        return needed(self.hp.sigma, "sigma") * needed(self.hp.clip, "clip") * math.sqrt(n_silos)
 
 
 @pytest.fixture
@@ -163,5 +179,34 @@ def test_make_method_builds_the_registered_class_with_its_defaults(registered):
     method, naive = make_method(TOY, hp), make_method("ULDP-NAIVE", replace(hp, clip=0.5))
     assert isinstance(method, HalfBall)
     assert isinstance(naive, FedAvgMethod)
-    assert method.noise_std(3) == naive.noise_std(3)
+    assert method.noise_std(3) == naive.noise_std(3) and method.clip_bound == naive.clip_bound
+    assert make_method(TOY, method.hp).hp == hp  # what a transport sends rebuilds the same method
     assert uldp.methods.method_defaults(TOY).clip == 2.0
+
+
+def test_flower_runs_the_toy_as_the_builtin_method_it_equals(registered, hospital_files):  # noqa: F811
+    """The same toy through Flower's strategy and ClientApps (in process, LocalGrid): the model and every round's
+    epsilon of ULDP-NAIVE at ``C/2``, bit for bit, with the silos' own insecure test seed."""
+    settings: dict[str, Any] = {
+        "local_epochs": 1,
+        "batch_size": 8,
+        "seed": 5,
+        "rounds": 2,
+        "sigma": 1.0,
+    }
+    net = flower_model()  # one initial model for both runs
+    toy, toy_strategy, _ = flower_run(
+        hospital_files, net, INSECURE_SEED_5, secure=False, method=TOY, clip=1.0, **settings
+    )
+    naive, naive_strategy, _ = flower_run(
+        hospital_files,
+        net,
+        INSECURE_SEED_5,
+        secure=False,
+        method="ULDP-NAIVE",
+        clip=0.5,
+        **settings,
+    )
+    np.testing.assert_array_equal(toy, naive)
+    assert toy_strategy.epsilons == naive_strategy.epsilons
+    assert not np.array_equal(toy, uldp.flat_parameters(net).numpy())

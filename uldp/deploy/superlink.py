@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,6 +132,14 @@ def wait_listening(
         time.sleep(0.2)
 
 
+def _exit_on_sigterm() -> None:
+    """Make SIGTERM exit through ``finally`` (``SystemExit``), so that :func:`_process` stops the SuperLink,
+    SuperNode and worker sessions it started: Python's default would end this process alone and leave them running.
+    Only in the main thread (where a signal handler may be set); a caller in another thread keeps its own."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 @contextlib.contextmanager
 def _process(
     command: Sequence[str], *, log: Path, env: dict[str, str], append: bool = False
@@ -182,6 +191,7 @@ def run_server(
 
     host, port = _split(address)
     check_number("--join-timeout", join_timeout, above=0)
+    _exit_on_sigterm()
     if supernode_keys and certificates is None:
         raise ValueError(
             "--supernode-key needs TLS (--ssl-*): Flower authenticates SuperNodes over TLS only"
@@ -385,6 +395,7 @@ def run_silo(
     """
     _split(server)
     check_number("--max-wait", max_wait, above=0)
+    _exit_on_sigterm()
     if auth_key is not None and root_certificates is None:
         raise ValueError(
             "--auth-key needs TLS (--root-certificates): Flower authenticates SuperNodes over TLS only"

@@ -100,6 +100,11 @@ class FedAvgMethod(EveryRecordSiloNoise):
     spec: MethodSpec
     hp: Hyperparameters
 
+    @property
+    def clip_bound(self) -> float:
+        """The norm each silo's delta is clipped to: ``C`` (Algorithm 1 line 13)."""
+        return needed(self.hp.clip, "clip")
+
     def noise_std(self, n_silos: int) -> float:
         """Per-silo noise std ``2 sigma C sqrt(|S|)``: sum std ``sigma`` times the sensitivity ``2|S|C`` (Theorem 1,
         corrected).
@@ -139,7 +144,7 @@ class FedAvgMethod(EveryRecordSiloNoise):
             keys,
             seed_stream(round_seed, TRAIN_STREAM, silo),
         )
-        return clip_rows(delta, needed(self.hp.clip, "clip"))[0] if self.spec.private else delta[0]
+        return clip_rows(delta, self.clip_bound)[0] if self.spec.private else delta[0]
 
     def silo_deltas(
         self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence
@@ -177,9 +182,7 @@ class FedAvgMethod(EveryRecordSiloNoise):
                 for s in range(len(silos))
             ],
         )
-        return list(
-            clip_rows(deltas, needed(self.hp.clip, "clip")) if self.spec.private else deltas
-        )
+        return list(clip_rows(deltas, self.clip_bound) if self.spec.private else deltas)
 
     def clean_update(
         self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence

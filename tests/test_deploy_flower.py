@@ -235,6 +235,8 @@ def test_the_silo_node_config_needs_its_data_and_both_of_identity_and_roster(tmp
     policy.write_text(json.dumps({"epsilon": 3.0, "min_sigma": 2.0}))
     node = silo_node_config(table, silo_id=None, data=tmp_path / "a.csv", policy=policy, **options)
     assert node["uldp-policy-epsilon"] == 3.0 and node["uldp-policy-min-sigma"] == 2.0
+    # a field the file does not name keeps the node's default (with a roster: malicious_server)
+    assert "uldp-policy-malicious-server" not in node and "uldp-policy-colluders" not in node
     assert node["silo"] == "a" and node["uldp-ledger"].endswith("run.a.ledger.json")
     assert "uldp-allow-no-dp" not in node and "uldp-insecure-reproducible-noise" not in node
 

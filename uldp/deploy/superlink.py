@@ -354,11 +354,18 @@ def silo_node_config(
     )
     if policy is not None:
         try:
-            own = SiloPolicy.from_json(json.loads(policy.read_text()))
+            written = json.loads(policy.read_text())
+            own = SiloPolicy.from_json(written)
         except (OSError, json.JSONDecodeError, TypeError, ValueError) as error:
             raise ValueError(f"cannot read the silo policy {policy}: {error}") from error
-        for field, value in own.to_json().items():
-            node[NODE_CONFIG_PREFIX + field.replace("_", "-")] = value
+        for (
+            field,
+            value,
+        ) in own.to_json().items():  # the fields it names: the others keep the node's defaults
+            if (
+                field in written
+            ):  # (a roster makes malicious_server the default: a file silent on it keeps that)
+                node[NODE_CONFIG_PREFIX + field.replace("_", "-")] = value
     if (identity is None) != (roster is None):
         raise ValueError("--identity and --roster go together (or neither)")
     if identity is not None and roster is not None:

@@ -12,7 +12,7 @@ method is a baseline), but the server still learns no user of any record:
   derive from the relay key and the union's digest (:func:`flags_seed`; the INSECURE test seed's ``PREPARE_STREAM``
   as :func:`uldp.fit` with it), keeps its own in its node-local state and answers ``k``, its number of kept records
   and a digest of all flags. The server checks that the silos agree, and takes ``k`` and the kept records per silo
-  for the accountant (Theorem 2: each silo's DP-SGD rate and steps), which is all it learns.
+  for the accountant (ULDP-GROUP's Theorem 2: each silo's DP-SGD rate and steps), which is all it learns.
 
 So each silo learns the other silos' users per record (more than the counts ``n_su`` that plain ULDP-AVG-w shares).
 """

@@ -66,9 +66,10 @@ def group_accounting(hp: Any, k: int, kept: Sequence[int]) -> dict[str, Any]:
 def released_epsilon(
     spec: MethodSpec, hp: Hyperparameters, releases: int, *, group: dict[str, Any]
 ) -> float:
-    """The user-level epsilon of the released model after ``releases`` releases (Theorem 1, Theorem 2 with the
-    silos' ``k`` and kept records in ``group``, or Theorem 3 with Lemma 4 for q < 1; infinite without noise): a
-    fact of sigma, the releases, delta and q, not of the data the server never holds."""
+    """The user-level epsilon of the released model after ``releases`` releases: Theorem 1 (ULDP-NAIVE), Theorem 2
+    (ULDP-GROUP, with the silos' ``k`` and kept records in ``group``) or Theorem 3 (ULDP-SGD/AVG, with Lemma 4 for
+    q < 1); infinite without noise. A fact of sigma, the releases, delta and q, not of the data the server never
+    holds."""
     if not spec.private:
         return math.inf
     return epsilon_for_method(

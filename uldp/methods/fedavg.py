@@ -102,7 +102,7 @@ class FedAvgMethod(EveryRecordSiloNoise):
 
     @property
     def clip_bound(self) -> float:
-        """The norm each silo's delta is clipped to: ``C`` (Algorithm 1 line 13)."""
+        """The norm each silo's delta is clipped to: ``C`` (ULDP-NAIVE, Algorithm 1 line 13)."""
         return needed(self.hp.clip, "clip")
 
     def noise_std(self, n_silos: int) -> float:

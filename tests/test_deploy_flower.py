@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from flwr.app import Context, RecordDict
 from test_flower import FEATURES, HOSPITALS, hospital_files  # noqa: F401  (fixture)
+from tls_certificates import write_certificates
 from torch import nn
 
 import uldp
@@ -249,65 +250,6 @@ def test_an_option_of_the_retired_runtime_names_its_replacement(tmp_path):
     assert main(["server", "--config", str(config), "--master-key-file", "k"]) == 2
 
 
-def certificates(folder: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path, pathlib.Path]:
-    """A CA and a server certificate it signed for 127.0.0.1 and localhost (README step 2, here with cryptography):
-    ``(ca.crt, server.crt, server.key)``."""
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    def name(common: str) -> x509.Name:
-        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
-
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key, server_key = (
-        ec.generate_private_key(ec.SECP256R1()),
-        ec.generate_private_key(ec.SECP256R1()),
-    )
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(name("uldp test CA"))
-        .issuer_name(name("uldp test CA"))
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    server = (
-        x509.CertificateBuilder()
-        .subject_name(name("localhost"))
-        .issuer_name(ca.subject)
-        .public_key(server_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    paths = folder / "ca.crt", folder / "server.crt", folder / "server.key"
-    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    paths[1].write_bytes(server.public_bytes(serialization.Encoding.PEM))
-    paths[2].write_bytes(
-        server_key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return paths
-
-
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -347,7 +289,7 @@ def test_deploy_server_and_silos_run_real_processes_with_tls_and_supernode_authe
     config.write_text(json.dumps(data))
     port = _free_port()
     work = tmp_path / "work"
-    ca, cert, key = certificates(tmp_path)
+    ca, cert, key = write_certificates(tmp_path)
     server = subprocess.Popen(
         [
             sys.executable,

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 from uldp.cli import print_json
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from uldp.deploy.app import AppSettings
 
 #: The options of the earlier runtime (Flower's deprecated start_server/start_client) and what replaced them.
@@ -257,8 +259,17 @@ def main(argv: list[str] | None = None) -> int:
 
     Errors behave as in :func:`uldp.cli.main`: a ValueError becomes one line on stderr and exit status 2.
     """
+    return run_alone(register, argv)
+
+
+def run_alone(
+    register_commands: Callable[[argparse._SubParsersAction], None], argv: list[str] | None
+) -> int:
+    """``uldp deploy ...`` as ``register_commands`` defines it, parsed and run without the other sub-commands (each
+    process of a federation starts faster this way); a ValueError becomes one line on stderr and exit status 2, as
+    in :func:`uldp.cli.main`."""
     parser = argparse.ArgumentParser(prog="uldp")
-    register(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    register_commands(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
     args = parser.parse_args(["deploy", *(sys.argv[1:] if argv is None else argv)])
     try:
         return int(args.handler(args) or 0)

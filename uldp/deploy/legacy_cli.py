@@ -319,14 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     Each process of a federation starts faster this way (``uldp.cli.main`` imports every registered module).
     Errors behave as in :func:`uldp.cli.main`: a ValueError becomes one line on stderr and exit status 2.
     """
-    parser = argparse.ArgumentParser(prog="uldp")
-    register(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
-    args = parser.parse_args(["deploy", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return int(args.handler(args) or 0)
-    except ValueError as error:
-        print(f"uldp {args.command}: error: {error}", file=sys.stderr)
-        return 2
+    from uldp.deploy.cli import run_alone
+
+    return run_alone(register, argv)
 
 
 if __name__ == "__main__":

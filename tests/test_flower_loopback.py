@@ -77,10 +77,8 @@ def shim(folder: Path, name: str, module: str, function: str) -> None:
     path.chmod(0o755)
 
 
-def test_superlink_and_supernodes_on_loopback_end_at_the_in_process_model(hospital_files, tmp_path):  # noqa: F811
-    bin_dir, app_dir, home = tmp_path / "bin", tmp_path / "app", tmp_path / "flwr-home"
-    for folder in (bin_dir, app_dir, home):
-        folder.mkdir()
+def install_flower_and_app(bin_dir: Path, app_dir: Path) -> None:
+    """Flower's commands as shims in ``bin_dir`` (this interpreter's flwr), and the hospital app in ``app_dir``."""
     for name, module, function in (
         ("flwr", "flwr.cli.app", "app"),
         ("flower-superlink", "flwr.superlink.cli", "flower_superlink"),
@@ -92,6 +90,13 @@ def test_superlink_and_supernodes_on_loopback_end_at_the_in_process_model(hospit
         shim(bin_dir, name, module, function)
     (app_dir / "hospital_app.py").write_text(APP)
     (app_dir / "pyproject.toml").write_text(PYPROJECT)
+
+
+def test_superlink_and_supernodes_on_loopback_end_at_the_in_process_model(hospital_files, tmp_path):  # noqa: F811
+    bin_dir, app_dir, home = tmp_path / "bin", tmp_path / "app", tmp_path / "flwr-home"
+    for folder in (bin_dir, app_dir, home):
+        folder.mkdir()
+    install_flower_and_app(bin_dir, app_dir)
     link = free_port()
     (home / "config.toml").write_text(
         f'[superlink]\ndefault = "local"\n[superlink.local]\n'

@@ -17,7 +17,7 @@ import time
 
 import pytest
 from test_flower import HOSPITALS, hospital_files  # noqa: F401  (fixture)
-from test_flower_loopback import APP, PYPROJECT, free_port, model, shim
+from test_flower_loopback import free_port, install_flower_and_app, model
 from tls_certificates import write_certificates, write_supernode_keys
 
 import uldp
@@ -35,17 +35,7 @@ def test_the_documented_tls_and_supernode_authentication_steps_run_on_loopback(
     bin_dir, app_dir, home, keys = (tmp_path / d for d in ("bin", "app", "flwr-home", "keys"))
     for folder in (bin_dir, app_dir, home, keys):
         folder.mkdir()
-    for name, module, function in (
-        ("flwr", "flwr.cli.app", "app"),
-        ("flower-superlink", "flwr.superlink.cli", "flower_superlink"),
-        ("flower-supernode", "flwr.supernode.cli", "flower_supernode"),
-        ("flower-superexec", "flwr.supercore.cli", "flower_superexec"),
-        ("flwr-serverapp", "flwr.superlink.cli", "flwr_serverapp"),
-        ("flwr-clientapp", "flwr.supernode.cli", "flwr_clientapp"),
-    ):
-        shim(bin_dir, name, module, function)
-    (app_dir / "hospital_app.py").write_text(APP)
-    (app_dir / "pyproject.toml").write_text(PYPROJECT)
+    install_flower_and_app(bin_dir, app_dir)
     ca, server_certificate, server_key = write_certificates(tmp_path)
     link = free_port()
     # the server's `flwr` connection names the CA (step 2); "nocert" is the same SuperLink without it

@@ -183,7 +183,7 @@ def _prepared(
         federation,
         np.random.SeedSequence(config.seed),
         user_weights=None if config.user_weights is None else np.asarray(config.user_weights),
-        target_epsilon=config.epsilon if calibrate else None,
+        epsilon=config.epsilon if calibrate else None,
         rounds=config.rounds,
         accountant=config.accountant,
     )

@@ -106,7 +106,7 @@ def handle(args: argparse.Namespace) -> int:
             methods=args.methods,
             datasets=args.datasets,
             accountant=args.accountant,
-            target_epsilon=args.epsilon,
+            epsilon=args.epsilon,
             uniform_allocation=args.uniform_allocation,
         )
         root = Path(args.root) if args.root else experiments.results_root(args.profile)
@@ -173,7 +173,7 @@ def handle(args: argparse.Namespace) -> int:
             command=command,
             progress=show_progress(args),
             accountant=args.accountant,
-            target_epsilon=args.epsilon,
+            epsilon=args.epsilon,
             uniform_allocation=args.uniform_allocation,
             device=args.device,
         )

@@ -22,7 +22,7 @@ import torch
 from tqdm import tqdm
 
 from uldp.common.atomic import write_json_atomic
-from uldp.common.checks import check_integer
+from uldp.common.checks import check_integer, renamed_keyword
 from uldp.common.provenance import canonical, now, provenance
 from uldp.paper.experiments.executor import SIMULATION
 from uldp.paper.experiments.keys import expand
@@ -179,6 +179,7 @@ def _stop_workers(
             worker.join()
 
 
+@renamed_keyword("target_epsilon", "epsilon")
 def run_grid(
     grid_name: str,
     profile: str,
@@ -193,7 +194,7 @@ def run_grid(
     progress: bool = True,
     command: str | None = None,
     accountant: str = "rdp",
-    target_epsilon: float | None = None,
+    epsilon: float | None = None,
     uniform_allocation: str | None = None,
     device: str = "cpu",
 ) -> GridReport:
@@ -219,8 +220,8 @@ def run_grid(
         backend: Deprecated (one release): ``executor``.
         progress: Show a tqdm bar with the remaining-time estimate (on stderr).
         command: Recorded in the provenance (default: this call).
-        accountant, target_epsilon, uniform_allocation: As in :func:`expand` (the paper's runs when left at their
-            defaults).
+        accountant, epsilon, uniform_allocation: As in :func:`expand` (the paper's runs when left at their
+            defaults; epsilon's old name ``target_epsilon`` is accepted for one release, with a ``DeprecationWarning``).
         device: Where each run trains (``RunConfig.device``): not part of a run's key, so a run stored from a GPU
             is the same run as from the CPU (equal within float tolerance, dropout draws apart).
 
@@ -247,7 +248,7 @@ def run_grid(
         methods=methods,
         datasets=datasets,
         accountant=accountant,
-        target_epsilon=target_epsilon,
+        epsilon=epsilon,
         uniform_allocation=uniform_allocation,
     )
     root = Path(root) if root is not None else results_root(profile)

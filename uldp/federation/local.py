@@ -120,17 +120,19 @@ def _to_numpy(values: Any) -> np.ndarray:
 @dataclass
 class _GivenWork:
     """A silo's round as the simulation computed it (a :class:`~uldp.federation.aggregation.RoundWork`): its clipped
-    per-user deltas ``[|U|, d]``, its noise ``[d]`` and its row of the round's enhanced weights."""
+    per-user deltas ``[|U|, d]`` and its noise ``[d]`` (tensors, and as float64 arrays) and its row of the round's
+    enhanced weights."""
 
-    deltas: Any
-    noise: Any
+    deltas: torch.Tensor
+    noise: torch.Tensor
+    inputs: tuple[np.ndarray, np.ndarray]
     weights: np.ndarray
 
     def update(self) -> np.ndarray:
         return silo_weighted_sum(self.deltas, self.weights, self.noise).detach().cpu().numpy()
 
     def secure_inputs(self) -> tuple[np.ndarray, np.ndarray]:
-        return _to_numpy(self.deltas), _to_numpy(self.noise)
+        return self.inputs
 
 
 class InProcessAggregator:
@@ -335,19 +337,20 @@ class InProcessAggregator:
         table = np.asarray(counts).astype(np.int64)
         empty = table.sum(axis=0) == 0
         chosen = np.asarray(sampled, dtype=bool) & ~empty
-        if any(bool(np.any(_to_numpy(d)[empty] != 0)) for d in deltas):
+        inputs = [(_to_numpy(d), _to_numpy(z)) for d, z in zip(deltas, noise, strict=True)]
+        if any(bool(np.any(d[empty] != 0)) for d, _ in inputs):
             raise ValueError("users with N_u = 0 records must have zero deltas in every silo")
-        delta_bound = max(float(np.abs(_to_numpy(d)).max(initial=0.0)) for d in deltas)
-        noise_bound = max(float(np.abs(_to_numpy(z)).max(initial=0.0)) for z in noise)
+        delta_bound = max(float(np.abs(d).max(initial=0.0)) for d, _ in inputs)
+        noise_bound = max(float(np.abs(z).max(initial=0.0)) for _, z in inputs)
         if self._needs_session(table, delta_bound, noise_bound):
             self._start_session(table, delta_bound, noise_bound)
         dtype = deltas[0].dtype if isinstance(deltas[0], torch.Tensor) else torch.float64
         weights = enhanced_weights(table, chosen)
         work = [
-            _GivenWork(torch.as_tensor(d), torch.as_tensor(z), weights[s])
+            _GivenWork(torch.as_tensor(d), torch.as_tensor(z), inputs[s], weights[s])
             for s, (d, z) in enumerate(zip(deltas, noise, strict=True))
         ]
-        like = np.zeros(_to_numpy(noise[0]).shape, dtype=torch.zeros(0, dtype=dtype).numpy().dtype)
+        like = np.zeros(inputs[0][1].shape, dtype=torch.zeros(0, dtype=dtype).numpy().dtype)
         return torch.as_tensor(self.aggregate_arrays(work, table, chosen, like), dtype=dtype)
 
 

@@ -236,7 +236,7 @@ from uldp.paper.verdicts import NotMeasured
 compared = []
 for grid, target in PLD_RERUNS:
     try:
-        table = pld_equal_epsilon(grid, target_epsilon=target)
+        table = pld_equal_epsilon(grid, epsilon=target)
     except NotMeasured as reason:
         display(Markdown(f"**{grid}**: not measured ({reason})."))
         continue

@@ -34,26 +34,24 @@ def _store(root, **privacy):
 def test_without_pld_runs_the_claim_is_not_measured_and_says_how_to_run_them(tmp_path):
     _store(tmp_path)
     with pytest.raises(NotMeasured, match=r"--accountant pld --epsilon 7\.0"):
-        pld_equal_epsilon("heart_disease", target_epsilon=TARGET, root=str(tmp_path))
+        pld_equal_epsilon("heart_disease", epsilon=TARGET, root=str(tmp_path))
     assert pld_claim((("heart_disease", TARGET),), root=str(tmp_path))["verdict"] == MISSING
 
 
 def test_gain_is_the_pld_runs_final_utility_minus_the_paper_runs(tmp_path):
     _store(tmp_path)
-    _store(tmp_path, accountant="pld", target_epsilon=TARGET)
-    table = pld_equal_epsilon("heart_disease", target_epsilon=TARGET, root=str(tmp_path))
+    _store(tmp_path, accountant="pld", epsilon=TARGET)
+    table = pld_equal_epsilon("heart_disease", epsilon=TARGET, root=str(tmp_path))
     assert len(table) == 4 and (table["gain"] == 0).all()  # the fake curves do not depend on sigma
     assert pld_claim((("heart_disease", TARGET),), root=str(tmp_path))["verdict"] == NOT_SHOWN
     # raise every PLD run's final accuracy by 0.01: a gain of exactly that in every setting
-    for spec in expand(
-        "heart_disease", "paper", seeds=[0, 1], accountant="pld", target_epsilon=TARGET
-    ):
+    for spec in expand("heart_disease", "paper", seeds=[0, 1], accountant="pld", epsilon=TARGET):
         path = result_path(tmp_path, spec)
         if spec.kwargs["method"] == "ULDP-AVG-w" and path.exists():
             stored = json.loads(path.read_text())
             stored["result"]["accuracy"][-1] += 0.01
             path.write_text(json.dumps(stored))
-    raised = pld_equal_epsilon("heart_disease", target_epsilon=TARGET, root=str(tmp_path))
+    raised = pld_equal_epsilon("heart_disease", epsilon=TARGET, root=str(tmp_path))
     assert raised["gain"].to_numpy() == pytest.approx([0.01] * 4)
     claim = pld_claim((("heart_disease", TARGET),), root=str(tmp_path))
     assert claim["verdict"] == HOLDS and "holds in 4 of 4 settings" in claim["measured"]
@@ -67,7 +65,7 @@ def test_committed_pld_runs_used_the_sigma_pld_needs_for_the_papers_epsilon():
     from uldp.accounting import epsilon_for_method, sigma_for_epsilon
 
     try:
-        table = pld_equal_epsilon("heart_disease", target_epsilon=7.0773)
+        table = pld_equal_epsilon("heart_disease", epsilon=7.0773)
     except NotMeasured:
         pytest.skip("no committed PLD runs")
     expected = sigma_for_epsilon(
@@ -91,7 +89,7 @@ def test_the_paper_runs_are_compared_on_the_seeds_the_pld_runs_have(tmp_path):
         executor=fake_executor.FAKE,
         progress=False,
         accountant="pld",
-        target_epsilon=TARGET,
+        epsilon=TARGET,
     )
     for spec in expand(
         "heart_disease", "paper", seeds=[1]
@@ -101,7 +99,7 @@ def test_the_paper_runs_are_compared_on_the_seeds_the_pld_runs_have(tmp_path):
             stored = json.loads(path.read_text())
             stored["result"]["accuracy"][-1] = 0.0
             path.write_text(json.dumps(stored))
-    table = pld_equal_epsilon("heart_disease", target_epsilon=TARGET, root=str(tmp_path))
+    table = pld_equal_epsilon("heart_disease", epsilon=TARGET, root=str(tmp_path))
     assert (table["gain"] == 0).all() and (table["seeds_rdp"] == 1).all()
 
 

@@ -248,6 +248,54 @@ def test_a_grid_on_the_cpu_device_stores_its_runs_under_the_keys_they_always_had
         )
 
 
+def test_uldp_grid_gives_every_run_its_precision_and_refuses_a_bad_one_by_name(
+    tmp_path, monkeypatch, capsys
+):
+    """``uldp grid --precision`` (issue 43): the value reaches every run's configuration (``RunConfig.precision``
+    among the executor's arguments) and its provenance, and the runs keep their keys; a bad value stops the grid
+    before any run, naming it and the allowed ones (``check_precision``, where ``uldp run`` checks it too)."""
+    import inspect
+
+    import fake_executor
+
+    from uldp import cli
+    from uldp.paper.experiments import expand, run_grid
+
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv("ULDP_FAKE_LOG", str(log))
+    monkeypatch.setitem(inspect.unwrap(run_grid).__kwdefaults__, "executor", fake_executor.FAKE)
+    grid = [
+        "grid",
+        "heart_disease",
+        "--profile",
+        "smoke",
+        "--seeds",
+        "0",
+        "--methods",
+        "ULDP-AVG-w",
+    ]
+    assert cli.main([*grid, "--root", str(tmp_path / "bf16"), "--precision", "bf16"]) == 0
+    keys = {
+        spec.key for spec in expand("heart_disease", "smoke", seeds=[0], methods=["ULDP-AVG-w"])
+    }
+    calls = log.read_text().splitlines()
+    assert len(calls) == len(keys) and all("('precision', 'bf16')" in call for call in calls)
+    stored = [read_result(path) for path in (tmp_path / "bf16" / "heart_disease").glob("*.json")]
+    assert {run.key for run in stored if run is not None} == keys  # not part of a run's key
+    for run in stored:
+        assert run is not None and "precision" not in run.params
+        assert run.config["precision"] == run.provenance["precision"] == "bf16"
+        assert (
+            RunConfig(**{**run.params, "precision": "bf16"}).precision == "bf16"
+        )  # what the simulation runs
+    log.unlink()
+    capsys.readouterr()
+    assert cli.main([*grid, "--root", str(tmp_path / "bad"), "--precision", "fp8"]) == 2
+    error = capsys.readouterr().err
+    assert "precision must be one of float32, tf32, bf16, got 'fp8'" in error
+    assert not log.exists() and not (tmp_path / "bad").exists()
+
+
 # ------------------------------------------------------------------------------------------------ Flower --
 @pytest.mark.parametrize("device", ["meta", "cuda:7" if CUDA else "cuda"])
 def test_a_flower_silo_refuses_a_device_it_cannot_train_on_by_name(tmp_path, device):

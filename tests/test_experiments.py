@@ -855,8 +855,8 @@ def test_sigterm_to_the_grid_alone_stops_its_workers_and_leaves_no_partial_file(
     log = tmp_path / "calls.log"
     tests = os.path.dirname(os.path.abspath(fake_executor.__file__))
     script = (
-        "import sys, fake_executor, uldp.paper.experiments as e; from uldp import cli; "
-        "e.run_grid.__kwdefaults__['executor'] = fake_executor.SLOW; "
+        "import inspect, sys, fake_executor, uldp.paper.experiments as e; from uldp import cli; "
+        "inspect.unwrap(e.run_grid).__kwdefaults__['executor'] = fake_executor.SLOW; "
         f"sys.exit(cli.main(['grid', 'tcga_brca', '--profile', 'smoke', '--root', {str(tmp_path)!r}, "
         "'--jobs', '2']))"
     )
@@ -1210,7 +1210,7 @@ def test_every_committed_result_is_a_run_of_its_grid_stored_under_its_key(profil
     specs: dict[str, dict[str, RunSpec]] = {}
     places: dict[str, set[tuple[str, str]]] = {}
     variants: dict[str, list[dict[str, Any]]] = {
-        grid: [{}, {"accountant": "pld", "target_epsilon": epsilon}] for grid, epsilon in PLD_RERUNS
+        grid: [{}, {"accountant": "pld", "epsilon": epsilon}] for grid, epsilon in PLD_RERUNS
     }
     for name in {path.parent.name for path in files}:
         # the medical uniform panels' balanced runs: the paper profile's until issue 32, kept to compare allocations
@@ -1249,16 +1249,14 @@ def test_every_committed_result_is_a_run_of_its_grid_stored_under_its_key(profil
 
 def test_accountant_and_budget_change_only_the_private_runs_and_leave_the_paper_keys_alone():
     paper = expand("heart_disease", "paper", seeds=[0])
-    assert (
-        expand("heart_disease", "paper", seeds=[0], accountant="rdp", target_epsilon=None) == paper
-    )
+    assert expand("heart_disease", "paper", seeds=[0], accountant="rdp", epsilon=None) == paper
     assert all(
         "accountant" not in spec.kwargs and "target_epsilon" not in spec.kwargs for spec in paper
     )
     for changes in (
         {"accountant": "pld"},
-        {"target_epsilon": 2.0},
-        {"accountant": "pld", "target_epsilon": 2.0},
+        {"epsilon": 2.0},
+        {"accountant": "pld", "epsilon": 2.0},
     ):
         other = expand("heart_disease", "paper", seeds=[0], **changes)
         assert [(s.panel, s.series, s.seed) for s in other] == [
@@ -1269,23 +1267,23 @@ def test_accountant_and_budget_change_only_the_private_runs_and_leave_the_paper_
                 assert after == before
                 continue
             assert after.key != before.key
-            expected = {**before.kwargs, **changes}
-            if "target_epsilon" in changes:
+            # the budget under the name stored runs give it, target_epsilon (their keys hash it)
+            stored = {"epsilon": "target_epsilon"}
+            expected = {**before.kwargs, **{stored.get(k, k): v for k, v in changes.items()}}
+            if "epsilon" in changes:
                 expected["sigma"] = None
             assert after.kwargs == expected
     with pytest.raises(ValueError, match="unknown accountant 'prv'"):
         expand("heart_disease", "paper", accountant="prv")
-    with pytest.raises(ValueError, match="target_epsilon must be"):
-        expand("heart_disease", "paper", target_epsilon=-1.0)
+    with pytest.raises(ValueError, match="epsilon must be"):
+        expand("heart_disease", "paper", epsilon=-1.0)
 
 
 def test_load_results_reads_the_runs_of_an_accountant_and_budget(tmp_path):
-    loaded = load_results(
-        "heart_disease", "smoke", root=tmp_path, accountant="pld", target_epsilon=2.0
-    )
+    loaded = load_results("heart_disease", "smoke", root=tmp_path, accountant="pld", epsilon=2.0)
     assert not loaded.runs
     assert [spec.key for spec in loaded.missing] == [
-        spec.key for spec in expand("heart_disease", "smoke", accountant="pld", target_epsilon=2.0)
+        spec.key for spec in expand("heart_disease", "smoke", accountant="pld", epsilon=2.0)
     ]
 
 
@@ -1310,7 +1308,7 @@ def test_cli_grid_dry_run_passes_accountant_and_budget(tmp_path, capsys):
         == 0
     )
     payload = json.loads(capsys.readouterr().out)
-    specs = expand("heart_disease", "smoke", accountant="pld", target_epsilon=2.0)
+    specs = expand("heart_disease", "smoke", accountant="pld", epsilon=2.0)
     assert payload["pending"] == len({spec.key for spec in specs})
     assert {run["key"] for run in payload["pending_runs"]} == {spec.key for spec in specs}
     assert payload["inputs"]["accountant"] == "pld" and payload["inputs"]["epsilon"] == 2.0

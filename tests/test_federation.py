@@ -17,13 +17,14 @@ from torch import nn
 from uldp.data.base import Allocation
 from uldp.federation import (
     PLAIN,
+    InProcessAggregator,
     InProcessFederation,
     MethodSilo,
     aggregation_kind,
     update_bounds,
 )
 from uldp.method_names import MASKED_SUM, PROTOCOL_1, parse_method
-from uldp.methods import Federation, Hyperparameters, make_method
+from uldp.methods import Federation, Hyperparameters, aggregate, make_method
 from uldp.methods.base import EveryRecordSiloNoise
 from uldp.secure.masked_sum import precision
 
@@ -204,3 +205,62 @@ def test_protocol_1_in_process_is_within_p_of_the_plain_weighted_sum():
     total = local.aggregate(params, 1, everyone, seeds(1))
     expected = direct_sum(method, federation, params, 1, everyone)
     assert np.abs(total - expected).max() <= 1e-5
+
+
+@pytest.mark.parametrize("kind", [PLAIN, MASKED_SUM, PROTOCOL_1])
+def test_the_simulations_hook_drives_the_round_of_each_kind(kind):
+    """The methods' aggregation hook over the federation round (what uldp.simulation runs): plain, bit for bit the
+    plain aggregate (the same float32 sums in silo order); the masked sum within |S| 2^-37 of it plus float32
+    rounding; Protocol 1 within P = 1e-10 of the float64 weighted sum (Theorem 4). Users without records are left
+    out of the sample, and each round's sum is checked against the method's bounds."""
+    from uldp.secure.config import ProtocolParameters
+
+    rng = np.random.default_rng(3)
+    counts = rng.integers(0, 5, size=(N_SILOS, N_USERS))
+    counts[:, -1] = 0  # a user without records: zero deltas, weight 0
+    deltas = [
+        torch.tensor(rng.uniform(-0.3, 0.3, (N_USERS, SIZE)), dtype=torch.float32)
+        for _ in range(N_SILOS)
+    ]
+    for s in range(N_SILOS):
+        deltas[s][counts[s] == 0] = 0
+    noise = [torch.tensor(rng.normal(0, 0.5, SIZE), dtype=torch.float32) for _ in range(N_SILOS)]
+    hp = Hyperparameters(
+        global_lr=1.0, local_lr=0.1, local_epochs=1, batch_size=4, clip=1.0, sigma=1.0
+    )
+    method = make_method("ULDP-AVG-w", hp)
+    hook = InProcessAggregator(
+        kind,
+        parameters=ProtocolParameters(key_bits=512, insecure_test_key=True, n_max=100),
+        clip=1.0,
+        sigma=1.0,
+        method=method,
+    )
+    for round_index in (1, 2):
+        sampled = rng.random(N_USERS) < 0.8
+        total = hook(deltas, counts, sampled, noise)
+        plain = aggregate(deltas, counts, sampled, noise)
+        weights = np.where(sampled, counts / np.maximum(counts.sum(axis=0), 1), 0.0)
+        exact = sum(
+            weights[s] @ deltas[s].double().numpy() + noise[s].double().numpy()
+            for s in range(N_SILOS)
+        )
+        assert total.dtype == torch.float32 and len(hook.round_timings) == round_index
+        if kind == PLAIN:
+            assert torch.equal(total, plain)
+        elif kind == MASKED_SUM:
+            assert np.abs(total.numpy() - plain.numpy()).max() <= precision(N_SILOS) + 1e-6
+        else:  # within P before the float32 step, then one float32 rounding
+            error = np.abs(total.double().numpy() - exact).max()
+            assert error <= 1e-10 + 2.0**-24 * np.abs(exact).max()
+    # within Protocol 1's per-coordinate bound, past the l2 norms the method implies: refused, nothing applied
+    inflated = [torch.full((SIZE,), 7.0) for _ in range(N_SILOS)]
+    with pytest.raises(ValueError, match="past the bound"):
+        hook(deltas, counts, np.ones(N_USERS, dtype=bool), inflated)
+
+
+def test_the_hook_refuses_an_unknown_aggregation_and_protocol_1_without_its_parameters():
+    with pytest.raises(ValueError, match="unknown aggregation 'tls'; known: plain"):
+        InProcessAggregator("tls")
+    with pytest.raises(ValueError, match="needs Protocol 1's parameters"):
+        InProcessAggregator(PROTOCOL_1)

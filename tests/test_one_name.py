@@ -109,3 +109,57 @@ def test_the_grid_runner_takes_an_executor_and_its_old_name_warns(tmp_path):
     assert sorted(p.name for p in (tmp_path / "old").rglob("*.json")) == sorted(
         p.name for p in (tmp_path / "new").rglob("*.json")
     )
+
+
+def test_the_public_functions_take_epsilon_and_their_old_keyword_warns(tmp_path):
+    """expand, load_results, run_grid, pld_equal_epsilon and prepare_method take ``epsilon=``; ``target_epsilon=``
+    warns for one release and means the same, and both at once are refused naming them."""
+    import fake_executor
+
+    from uldp.fitting import prepare_method
+    from uldp.paper.beyond import pld_equal_epsilon
+    from uldp.paper.experiments import expand, load_results, run_grid
+    from uldp.paper.verdicts import NotMeasured
+
+    budget: dict[str, Any] = {"accountant": "pld"}
+    new = expand("heart_disease", "smoke", epsilon=2.0, **budget)
+    private = [spec for spec in new if spec.kwargs["method"] != "DEFAULT"]
+    assert private and all(
+        spec.kwargs["target_epsilon"] == 2.0 for spec in private
+    )  # its stored name
+    with pytest.warns(DeprecationWarning, match=r"expand\(target_epsilon=\.\.\.\) is deprecated"):
+        assert expand("heart_disease", "smoke", target_epsilon=2.0, **budget) == new  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="not both"), pytest.warns(DeprecationWarning):
+        expand("heart_disease", "smoke", epsilon=2.0, target_epsilon=3.0)  # type: ignore[call-arg]
+    with pytest.warns(DeprecationWarning, match="use epsilon="):
+        old = load_results("heart_disease", "smoke", root=tmp_path, target_epsilon=2.0, **budget)  # type: ignore[call-arg]
+    assert (
+        old.missing
+        == load_results("heart_disease", "smoke", root=tmp_path, epsilon=2.0, **budget).missing
+    )
+    with pytest.warns(DeprecationWarning, match="use epsilon="):
+        ran = run_grid(  # type: ignore[call-arg]
+            "heart_disease",
+            "smoke",
+            root=tmp_path,
+            executor=fake_executor.FAKE,
+            progress=False,
+            target_epsilon=2.0,
+            **budget,
+        )
+    assert ran.executed == len({spec.key for spec in new})
+    with (
+        pytest.warns(DeprecationWarning, match="use epsilon="),
+        pytest.raises(NotMeasured, match="epsilon 2"),
+    ):
+        pld_equal_epsilon("heart_disease", target_epsilon=2.0, root=str(tmp_path))  # type: ignore[call-arg]
+    from uldp.simulation import build_federation
+
+    config = RunConfig(**BASE, sigma=1.0)
+    federation = build_federation(config)[0]
+    hp = config.hyperparameters()
+    root = np.random.SeedSequence(0)
+    calibrated = prepare_method(config.method, hp, federation, root, epsilon=2.0, rounds=3)[0]
+    with pytest.warns(DeprecationWarning, match=r"prepare_method\(target_epsilon"):
+        again = prepare_method(config.method, hp, federation, root, target_epsilon=2.0, rounds=3)[0]  # type: ignore[call-arg]
+    assert again.sigma == calibrated.sigma != hp.sigma

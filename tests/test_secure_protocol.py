@@ -245,12 +245,10 @@ def test_hook_with_run_bounds_keeps_its_setup_and_refuses_larger_deltas():
     noise = [torch.zeros(2), torch.zeros(2)]
     small = [torch.full((2, 2), 0.25), torch.tensor([[0.5, -0.5], [0.0, 0.0]])]
     first = aggregate(small, counts, np.array([True, True]), noise)
-    session = aggregate.session
+    session = aggregate.config
     assert session is not None
     second = aggregate(small, counts, np.array([True, True]), noise)
-    assert (
-        aggregate.session is session and session.config.clip == 0.5
-    )  # C and sigma are the public bounds
+    assert aggregate.config is session and session.clip == 0.5  # C and sigma are the public bounds
     assert torch.equal(first, second) and len(aggregate.round_timings) == 2
     with pytest.raises(ValueError, match="clip bound"):
         aggregate([torch.full((2, 2), 0.75), small[1]], counts, np.array([True, True]), noise)

@@ -16,8 +16,11 @@ import numpy as np
 import pytest
 
 import uldp.simulation
+from uldp.federation import PLAIN, InProcessAggregator
+from uldp.method_names import MASKED_SUM
 from uldp.methods import uldp_avg
-from uldp.secure import ProtocolParameters, SecureSession
+from uldp.secure import ProtocolParameters
+from uldp.secure.driver import ServerDriver
 from uldp.simulation import RunConfig, run
 
 DATA = os.environ.get("ULDP_DATA_DIR") or str(
@@ -72,23 +75,24 @@ def _recorded_plain_run(monkeypatch, config):
 
 
 def _recorded_secure_run(monkeypatch, config):
-    """The secure run through ``run``'s own secure path, recording each protocol round's inputs and output."""
+    """The secure run through ``run``'s own secure path (the federation round in process), recording each round's
+    inputs as the silos hand them to Protocol 1, the users sampled and the server's decoded float64 sum."""
     calls = []
-    aggregate = SecureSession.aggregate
+    aggregate_arrays, finish_round = InProcessAggregator.aggregate_arrays, ServerDriver.finish_round
 
-    def recording(self, deltas, noise, sampled):
-        total = aggregate(self, deltas, noise, sampled)
+    def recording(self, work, table, sampled, like):
+        deltas, noise = zip(*(silo.secure_inputs() for silo in work), strict=True)
         calls.append(
-            {
-                "deltas": np.array(deltas),
-                "noise": np.array(noise),
-                "sampled": np.array(sampled),
-                "total": total,
-            }
+            {"deltas": np.stack(deltas), "noise": np.stack(noise), "sampled": np.array(sampled)}
         )
-        return total
+        return aggregate_arrays(self, work, table, sampled, like)
 
-    monkeypatch.setattr(SecureSession, "aggregate", recording)
+    def decoded(self, answers, size):
+        calls[-1]["total"] = finish_round(self, answers, size)
+        return calls[-1]["total"]
+
+    monkeypatch.setattr(InProcessAggregator, "aggregate_arrays", recording)
+    monkeypatch.setattr(ServerDriver, "finish_round", decoded)
     return run(config), calls
 
 
@@ -128,6 +132,25 @@ def test_secure_run_equals_plain_run(monkeypatch, q, backend):
     )
 
 
+@pytest.mark.parametrize("kind", [PLAIN, MASKED_SUM])
+def test_the_simulation_through_the_federation_round_of_each_kind_is_the_plain_run(kind):
+    """The simulation's rounds driven through the one federation round (uldp.federation, every party in this process)
+    with the plain aggregation end bit for bit at the plain run (the same float32 sums in silo order); with the
+    masked sum within its resolution (|S| 2^-37 on the sum) and float32 rounding of it. Protocol 1's run is
+    test_secure_run_equals_plain_run's."""
+    config = _config(q=0.5)
+    plain = run(config)
+    method = uldp.simulation._prepared(config)[1]
+    hook = InProcessAggregator(kind, method=method)
+    routed = run(config, aggregate_fn=hook)
+    assert len(hook.round_timings) == config.rounds  # every round went through the federation round
+    if kind == PLAIN:
+        assert routed.test_loss == plain.test_loss and routed.accuracy == plain.accuracy
+    else:
+        np.testing.assert_allclose(routed.test_loss, plain.test_loss, rtol=1e-5)
+    assert routed.epsilon == plain.epsilon
+
+
 def test_small_keys_need_the_test_flag():
     with pytest.raises(ValueError, match="at least 2048"):
         _config(secure=True, protocol={"key_bits": 1024, "n_max": 300})
@@ -143,9 +166,9 @@ def test_cli_secure_flag_runs_the_protocol(monkeypatch, capsys):
     original = uldp.simulation.secure_aggregator
     used = []
 
-    def small_keys(config):
+    def small_keys(config, method=None):
         used.append(config)
-        return original(RunConfig(**{**config.__dict__, **TEST_KEYS}))
+        return original(RunConfig(**{**config.__dict__, **TEST_KEYS}), method)
 
     monkeypatch.setattr(uldp.simulation, "secure_aggregator", small_keys)
     assert (

@@ -92,6 +92,16 @@ def add_device_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_precision_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--precision`` (``RunConfig.precision``; checked by :func:`uldp.training.device.check_precision` when the
+    run is configured) to a sub-command that trains."""
+    parser.add_argument(
+        "--precision",
+        default="float32",
+        help="float32 (default), tf32 (CUDA's TF32 matmuls) or bf16 (bfloat16 autocast; not ULDP-GROUP)",
+    )
+
+
 def show_progress(args: argparse.Namespace) -> bool:
     """Whether to draw a progress bar: on request (``--progress``), or when stderr is a terminal."""
     return bool(getattr(args, "progress", False)) or sys.stderr.isatty()

@@ -7,15 +7,14 @@ Unset hyperparameters take the paper's values for the dataset and method (the pa
 
 from __future__ import annotations
 
-import functools
 import warnings
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from uldp.accounting import check_accountant
-from uldp.common.checks import check_integer, check_positive
+from uldp.common.checks import check_integer, check_positive, renamed_keyword
 from uldp.data import DATASETS, SCHEMES
 from uldp.data.allocation import MAX_SILOS, MAX_USERS, PAPER_N_LABELS
 from uldp.data.base import check_test_scoring
@@ -26,9 +25,6 @@ from uldp.methods.base import Hyperparameters, parse_method
 from uldp.methods.registry import unused_hyperparameters
 from uldp.secure.config import ProtocolParameters
 from uldp.training.device import check_precision_for, resolve_device
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
 
 
 def paper_hyperparameters(dataset: str, method: str, n_users: int) -> dict[str, Any]:
@@ -234,31 +230,8 @@ class RunConfig:
         return self.epsilon
 
 
-def _accepting_target_epsilon(init: Callable[..., None]) -> Callable[..., None]:
-    """``RunConfig.__init__`` that also takes ``target_epsilon=``, the old name of ``epsilon=``, and warns."""
-
-    @functools.wraps(init)
-    def __init__(
-        self: RunConfig, *args: Any, target_epsilon: float | None = None, **kwargs: Any
-    ) -> None:
-        if target_epsilon is not None:
-            warnings.warn(
-                "RunConfig(target_epsilon=...) is deprecated and will be removed in the next release; use epsilon=",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            if kwargs.get("epsilon") is not None:
-                raise ValueError(
-                    f"give epsilon or its old name target_epsilon, not both; got epsilon={kwargs['epsilon']!r}, "
-                    f"target_epsilon={target_epsilon!r}"
-                )
-            kwargs["epsilon"] = target_epsilon
-        init(self, *args, **kwargs)
-
-    return __init__
-
-
-RunConfig.__init__ = _accepting_target_epsilon(RunConfig.__init__)  # type: ignore[method-assign]
+# the old keyword, for one release
+RunConfig.__init__ = renamed_keyword("target_epsilon", "epsilon")(RunConfig.__init__)  # type: ignore[method-assign]
 #: Run arguments as stored runs name them (``results/**/*.json``'s ``params``, and checkpoints' fingerprints) ->
 #: ``RunConfig``'s names: their keys are hashes of the stored names, which therefore stay.
 STORED_NAMES = {"target_epsilon": "epsilon"}

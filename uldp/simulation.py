@@ -26,16 +26,16 @@ from uldp.common.persist import fingerprint
 from uldp.common.threads import torch_threads
 from uldp.data import allocate, load
 from uldp.defaults import SIGMA
+from uldp.federation import InProcessAggregator, aggregation_kind
 from uldp.fitting import ALLOCATION_STREAM, INIT_STREAM, SUBSET_STREAM, prepare_method, train_rounds
 from uldp.methods import Federation
-from uldp.methods.base import seed_stream
+from uldp.methods.base import parse_method, seed_stream
 from uldp.models import build_model, evaluate, loss_function
 from uldp.run_config import (  # re-exported: the run's configuration lives in its own module
     STORED_NAMES as STORED_NAMES,
     RunConfig as RunConfig,
     paper_hyperparameters as paper_hyperparameters,
 )
-from uldp.secure import SecureAggregator
 from uldp.secure.config import ProtocolParameters
 from uldp.secure.cost import AUTO as AUTO_BACKEND
 from uldp.training.device import device_settings
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from uldp.data.base import FederatedDataset
+    from uldp.methods import Method
 
 
 @dataclass(frozen=True)
@@ -148,16 +149,25 @@ def build_federation(
     return federation, data
 
 
-def secure_aggregator(config: RunConfig) -> SecureAggregator:
-    """The Protocol 1 aggregation hook of a secure run: ``config.protocol``, and C and sigma as public bounds.
+def secure_aggregator(config: RunConfig, method: Method | None = None) -> InProcessAggregator:
+    """The secure aggregation hook of a run: the one federation round (:mod:`uldp.federation`) in this process, of the
+    method's aggregation (Protocol 1 for the -w methods, which :class:`RunConfig` allows), with ``config.protocol``
+    and C and sigma as public bounds.
 
     Args:
         config: A run with ``secure=True``.
+        method: The run's prepared method, whose norm bounds each round's sum is checked against (None: not checked).
 
     Returns:
-        A :class:`uldp.secure.SecureAggregator`.
+        An :class:`uldp.federation.InProcessAggregator`.
     """
-    return SecureAggregator(config.protocol, clip=config.clip, sigma=config.sigma)
+    return InProcessAggregator(
+        aggregation_kind(parse_method(config.method), secure=config.secure),
+        parameters=config.protocol,
+        clip=config.clip,
+        sigma=config.sigma,
+        method=method,
+    )
 
 
 def _prepared(
@@ -173,7 +183,7 @@ def _prepared(
         federation,
         np.random.SeedSequence(config.seed),
         user_weights=None if config.user_weights is None else np.asarray(config.user_weights),
-        target_epsilon=config.epsilon if calibrate else None,
+        epsilon=config.epsilon if calibrate else None,
         rounds=config.rounds,
         accountant=config.accountant,
     )
@@ -282,7 +292,7 @@ def run(
         config: The run.
         progress: Show a tqdm progress bar on stderr.
         dataset: An already loaded :class:`~uldp.data.base.FederatedDataset` (default: ``load(config.dataset)``).
-        aggregate_fn: Override of the enhanced-weight aggregation (default: plain, or the secure protocol of
+        aggregate_fn: Override of the enhanced-weight aggregation (default: plain, or the one federation round of
             :func:`secure_aggregator` when ``config.secure``).
         checkpoint: A file to resume from and save progress to: the global model and the per-round results after
             the last completed round (:mod:`uldp.common.persist`'s atomic format, tied to this configuration and
@@ -338,7 +348,7 @@ def _run(
             f"sigma={config.sigma!r} ({config.accountant}); raise sigma or leave it unset to calibrate"
         )
     if aggregate_fn is None and config.secure:
-        aggregate_fn = secure_aggregator(config)
+        aggregate_fn = secure_aggregator(config, method)
     federation = federation.to(torch.device(config.device))  # the model and the records, once
     params = flat_parameters(federation.model)
     evaluation_model = federation.model
@@ -397,10 +407,9 @@ def _run(
     if resumed:
         result.info["resumed_from_round"] = resumed
         result.info["resumed_seconds"] = round(sum(result.seconds[:resumed]), 3)
-    session = getattr(aggregate_fn, "session", None)
-    if session is not None:
+    if isinstance(aggregate_fn, InProcessAggregator) and aggregate_fn.round_timings:
         result.info["secure_timings"] = {
-            "setup": dict(session.timings),
+            "setup": dict(aggregate_fn.timings),
             "rounds": list(aggregate_fn.round_timings),
         }
     return result

@@ -16,6 +16,7 @@ from uldp.accounting import ACCOUNTANTS
 from uldp.cli import (
     DeprecatedAlias,
     add_device_option,
+    add_precision_option,
     add_progress_option,
     print_json,
     show_progress,
@@ -132,11 +133,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="torch threads while training (default: $ULDP_THREADS, else 1; see uldp.common.threads)",
     )
     add_device_option(parser)
-    parser.add_argument(
-        "--precision",
-        default="float32",
-        help="float32 (default), tf32 (CUDA's TF32 matmuls) or bf16 (bfloat16 autocast; not ULDP-GROUP)",
-    )
+    add_precision_option(parser)
     add_progress_option(parser)
     parser.set_defaults(handler=handle)
 

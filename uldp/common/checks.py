@@ -16,11 +16,25 @@ ValueError: seed must be an integer >= 0, got True
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
-from typing import cast
+import warnings
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-__all__ = ["check_delta", "check_integer", "check_number", "check_positive", "check_rate"]
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = [
+    "check_delta",
+    "check_integer",
+    "check_number",
+    "check_positive",
+    "check_rate",
+    "renamed_keyword",
+]
+
+_F = TypeVar("_F", bound="Callable[..., Any]")
 
 
 def check_integer(name: str, value: object, *, minimum: int = 1, maximum: int | None = None) -> int:
@@ -135,3 +149,43 @@ def check_delta(delta: object) -> float:
         ValueError: Otherwise, naming the value.
     """
     return check_number("delta", delta, above=0, below=1)
+
+
+def renamed_keyword(old: str, new: str) -> Callable[[_F], _F]:
+    """A decorator: the function also takes ``old=``, its keyword's name before it became ``new=``, for one release,
+    with a ``DeprecationWarning`` (an ``old`` of None is as if not given).
+
+    >>> @renamed_keyword("target_epsilon", "epsilon")
+    ... def budget(*, epsilon=None):
+    ...     return epsilon
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True):
+    ...     budget(target_epsilon=2.0)
+    2.0
+
+    Raises (from the decorated function):
+        ValueError: both names given, naming both values.
+    """
+
+    def decorate(function: _F) -> _F:
+        label = function.__qualname__.removesuffix(".__init__")
+
+        @functools.wraps(function)
+        def accepting(*args: Any, **kwargs: Any) -> Any:
+            value = kwargs.pop(old, None)
+            if value is not None:
+                warnings.warn(
+                    f"{label}({old}=...) is deprecated and will be removed in the next release; use {new}=",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                if kwargs.get(new) is not None:
+                    raise ValueError(
+                        f"give {new} or its old name {old}, not both; got {new}={kwargs[new]!r}, {old}={value!r}"
+                    )
+                kwargs[new] = value
+            return function(*args, **kwargs)
+
+        return cast("_F", accepting)
+
+    return decorate

@@ -6,10 +6,13 @@
 - :mod:`uldp.federation.aggregation`: :class:`ServerAggregation` (set-up, begin round, finish round with the bound
   check) and :class:`SiloAggregation` (one stage at a time), each plain, masked sum (:mod:`uldp.secure.masked_sum`)
   or Protocol 1 (:mod:`uldp.secure.driver`), chosen by :func:`aggregation_kind`.
-- :mod:`uldp.federation.local`: :class:`InProcessFederation`, every party in this process (the third transport).
+- :mod:`uldp.federation.local`: :class:`InProcessFederation`, every party in this process (the third transport),
+  and :class:`InProcessAggregator`, the methods' aggregation hook over it that the simulation drives
+  (:class:`SecureAggregator`: its Protocol 1 form, ``uldp.secure.SecureAggregator``).
 
 The transports: :mod:`uldp.flower` (Flower's Message API, in process on :class:`uldp.flower.LocalGrid` or on a
-SuperLink) and :mod:`uldp.deploy` (``uldp deploy``); each maps a stage to its own messages and nothing else.
+SuperLink), :mod:`uldp.deploy` (``uldp deploy``) and the simulation (:mod:`uldp.simulation`, through
+:class:`InProcessAggregator`); each maps a stage to its own messages and nothing else.
 """
 
 from uldp.federation.aggregation import (
@@ -29,7 +32,7 @@ from uldp.federation.aggregation import (
     SiloAggregation,
     aggregation_kind,
 )
-from uldp.federation.local import InProcessFederation
+from uldp.federation.local import InProcessAggregator, InProcessFederation, SecureAggregator
 from uldp.federation.silo import MethodSilo, SiloRound, update_bounds
 
 __all__ = [
@@ -37,6 +40,7 @@ __all__ = [
     "PLAIN_UPDATE",
     "SERVER_AGGREGATIONS",
     "SILO_SESSIONS",
+    "InProcessAggregator",
     "InProcessFederation",
     "MaskedSumAggregation",
     "MaskedSumSide",
@@ -47,6 +51,7 @@ __all__ = [
     "Protocol1Aggregation",
     "Protocol1Side",
     "RoundWork",
+    "SecureAggregator",
     "ServerAggregation",
     "SiloAggregation",
     "SiloRound",

@@ -311,7 +311,7 @@ def fit(
         hp,
         federation,
         root,
-        target_epsilon=epsilon,
+        epsilon=epsilon,
         rounds=rounds,
         accountant=accountant,
         record_level=record_level,

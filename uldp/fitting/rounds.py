@@ -14,7 +14,7 @@ from tqdm import tqdm
 from uldp.accounting import epsilon_for_method, sigma_for_epsilon
 from uldp.accounting.methods import SIGMA_RANGE
 from uldp.common.atomic import check_writable
-from uldp.common.checks import check_integer, check_number
+from uldp.common.checks import check_integer, check_number, renamed_keyword
 from uldp.common.persist import Checkpoint, load_checkpoint, save_checkpoint
 from uldp.defaults import SIGMA
 from uldp.methods import make_method
@@ -56,6 +56,7 @@ def round_seed(root: np.random.SeedSequence, t: int) -> np.random.SeedSequence:
     return seed_stream(root, ROUNDS_STREAM, check_integer("t", t, minimum=0))
 
 
+@renamed_keyword("target_epsilon", "epsilon")
 def prepare_method(
     name: str,
     hp: Hyperparameters,
@@ -63,24 +64,25 @@ def prepare_method(
     root: np.random.SeedSequence,
     *,
     user_weights: np.ndarray | None = None,
-    target_epsilon: float | None = None,
+    epsilon: float | None = None,
     rounds: int = 1,
     accountant: str = "rdp",
     record_level: bool = False,
 ) -> tuple[Hyperparameters, Method, Federation]:
     """The method of the registry, prepared on ``federation`` (ULDP-GROUP-k's flags, from ``PREPARE_STREAM``).
 
-    With ``target_epsilon``, ``hp.sigma`` is ignored: sigma becomes the smallest whose user-level epsilon after
-    ``rounds`` rounds (by ``accountant``) is at most ``target_epsilon`` (:func:`uldp.accounting.sigma_for_epsilon`
+    With ``epsilon``, ``hp.sigma`` is ignored: sigma becomes the smallest whose user-level epsilon after
+    ``rounds`` rounds (by ``accountant``) is at most ``epsilon`` (:func:`uldp.accounting.sigma_for_epsilon`
     on the prepared federation: ULDP-GROUP-k's silo sizes are known only then; preparing reads no sigma).
 
     Args:
         name: A registry name (:func:`uldp.methods.make_method`).
-        hp: The hyperparameters (``sigma`` may be ``None`` with ``target_epsilon``).
+        hp: The hyperparameters (``sigma`` may be ``None`` with ``epsilon``).
         federation: The records, allocation and model.
         root: The run's root seed.
         user_weights: Fixed ULDP-SGD/AVG weights ``[S][U]``, or ``None``.
-        target_epsilon: A target epsilon to calibrate sigma to, or ``None``: ``hp.sigma`` as it is.
+        epsilon: A target epsilon to calibrate sigma to, or ``None``: ``hp.sigma`` as it is (its old name
+            ``target_epsilon`` is accepted for one release, with a ``DeprecationWarning``).
         rounds: The rounds ``T`` of the target.
         accountant: ``"rdp"`` or ``"pld"`` (for ULDP-GROUP-k the mixture-of-Gaussians group accountant).
         record_level: ULDP-GROUP only: the target is record-level (DP-SGD's own guarantee, ``k = 1``).
@@ -93,10 +95,10 @@ def prepare_method(
             training).
     """
     method = make_method(
-        name, hp if target_epsilon is None else replace(hp, sigma=SIGMA), user_weights=user_weights
+        name, hp if epsilon is None else replace(hp, sigma=SIGMA), user_weights=user_weights
     )
     federation = method.prepare(federation, seed_stream(root, PREPARE_STREAM))
-    if target_epsilon is not None:
+    if epsilon is not None:
         arguments = {
             **method.accounting_arguments(federation),
             **({"k": 1} if record_level else {}),
@@ -104,7 +106,7 @@ def prepare_method(
         try:
             sigma = sigma_for_epsilon(
                 name,
-                epsilon=target_epsilon,
+                epsilon=epsilon,
                 rounds=rounds,
                 delta=hp.delta,
                 accountant=accountant,
@@ -116,7 +118,7 @@ def prepare_method(
             raise ValueError(
                 unreachable(
                     name,
-                    target_epsilon,
+                    epsilon,
                     rounds=rounds,
                     delta=hp.delta,
                     accountant=accountant,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from uldp.accounting import epsilon_for_method
+from uldp.common.checks import renamed_keyword
 from uldp.paper.experiments import (
     GRIDS,
     UTILITY_METRIC,
@@ -45,14 +46,16 @@ def _only(results: ResultSet, method: str) -> ResultSet:
     return results.restricted(run for run in results.runs if run["series"] == method)
 
 
+@renamed_keyword("target_epsilon", "epsilon")
 def pld_equal_epsilon(
-    grid: str, *, target_epsilon: float, method: str = "ULDP-AVG-w", root: str | None = None
+    grid: str, *, epsilon: float, method: str = "ULDP-AVG-w", root: str | None = None
 ) -> pd.DataFrame:
     """Final utility of ``method`` at the paper's sigma (RDP) and at PLD's sigma for the same epsilon.
 
     Args:
         grid: A privacy-utility grid (``"heart_disease"``, ``"creditcard"``, ...).
-        target_epsilon: The epsilon the PLD runs were trained to (the RDP epsilon of the paper's runs).
+        epsilon: The epsilon the PLD runs were trained to (the RDP epsilon of the paper's runs; its old name
+            ``target_epsilon`` is accepted for one release, with a ``DeprecationWarning``).
         method: The method compared.
         root: Results root (default: the paper profile's).
 
@@ -68,7 +71,7 @@ def pld_equal_epsilon(
     metric = UTILITY_METRIC[expand(grid, "paper", seeds=[0])[0].kwargs["dataset"]]
     rdp = _only(load_results(grid, "paper", root=root), method)
     pld = _only(
-        load_results(grid, "paper", root=root, accountant="pld", target_epsilon=target_epsilon),
+        load_results(grid, "paper", root=root, accountant="pld", epsilon=epsilon),
         method,
     )
     # compare on the same seeds (paired: the same allocation and initial model), whatever the PLD grid has run yet
@@ -76,14 +79,14 @@ def pld_equal_epsilon(
     rdp = rdp.restricted(run for run in rdp.runs if (run["panel"], run["seed"]) in paired)
     if not pld.runs or not rdp.runs:
         raise NotMeasured(
-            f"no stored {method} runs of {grid} at epsilon {target_epsilon:g} by PLD; run "
+            f"no stored {method} runs of {grid} at epsilon {epsilon:g} by PLD; run "
             f"`uldp grid {grid} --profile paper --methods {method} --accountant pld "
-            f"--epsilon {target_epsilon}`"
+            f"--epsilon {epsilon}`"
         )
     rows = []
     for label, results in (("rdp", rdp), ("pld", pld)):
         utility = per_setting(results, metric).set_index("panel")
-        epsilon = per_setting(results, "epsilon").set_index("panel")
+        epsilons = per_setting(results, "epsilon").set_index("panel")
         sigma: dict[str, float | None] = {}
         for run in results.runs:
             info = run["result"].get("info") or {}
@@ -94,7 +97,7 @@ def pld_equal_epsilon(
                     f"utility_{label}": utility["mean"],
                     f"std_{label}": utility["std"],
                     f"seeds_{label}": utility["seeds"],
-                    f"epsilon_{label}": epsilon["mean"],
+                    f"epsilon_{label}": epsilons["mean"],
                     f"sigma_{label}": pd.Series(sigma),
                 }
             )
@@ -205,9 +208,7 @@ def pld_claim(
     found, missing = [], []
     for grid, epsilon in reruns:
         try:
-            found.append(
-                (grid, epsilon, pld_equal_epsilon(grid, target_epsilon=epsilon, root=root))
-            )
+            found.append((grid, epsilon, pld_equal_epsilon(grid, epsilon=epsilon, root=root)))
         except NotMeasured as reason:
             missing.append(str(reason))
     row = {

@@ -7,7 +7,12 @@ import sys
 from typing import TYPE_CHECKING
 
 from uldp.accounting import ACCOUNTANTS
-from uldp.cli import DeprecatedAlias, add_device_option, add_progress_option
+from uldp.cli import (
+    DeprecatedAlias,
+    add_device_option,
+    add_precision_option,
+    add_progress_option,
+)
 
 if TYPE_CHECKING:
     import argparse
@@ -67,6 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "uniform-with-replacement; uniform: balanced users)",
     )
     add_device_option(parser)
+    add_precision_option(parser)
     parser.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
     parser.add_argument(
         "--json",
@@ -106,7 +112,7 @@ def handle(args: argparse.Namespace) -> int:
             methods=args.methods,
             datasets=args.datasets,
             accountant=args.accountant,
-            target_epsilon=args.epsilon,
+            epsilon=args.epsilon,
             uniform_allocation=args.uniform_allocation,
         )
         root = Path(args.root) if args.root else experiments.results_root(args.profile)
@@ -160,6 +166,7 @@ def handle(args: argparse.Namespace) -> int:
         + (["--epsilon", repr(args.epsilon)] if args.epsilon is not None else [])
         + (["--uniform-allocation", args.uniform_allocation] if args.uniform_allocation else [])
         + (["--device", args.device] if args.device != "cpu" else [])
+        + (["--precision", args.precision] if args.precision != "float32" else [])
     )
     try:
         report = experiments.run_grid(
@@ -173,9 +180,10 @@ def handle(args: argparse.Namespace) -> int:
             command=command,
             progress=show_progress(args),
             accountant=args.accountant,
-            target_epsilon=args.epsilon,
+            epsilon=args.epsilon,
             uniform_allocation=args.uniform_allocation,
             device=args.device,
+            precision=args.precision,
         )
     except KeyboardInterrupt as stop:
         print(

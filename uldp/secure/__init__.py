@@ -17,14 +17,15 @@
   ``SiloDriver`` (one stage at a time, in order, each round index at most once), which every transport runs.
 - :mod:`uldp.secure.psu`: the silos' private set union of patient ids (commutative Diffie-Hellman blinding),
   which numbers the users U that the protocol assumes agreed on.
-- :mod:`uldp.secure.session`: :class:`SecureSession` (all roles in one process) and :class:`SecureAggregator`.
+- :mod:`uldp.secure.session`: :class:`SecureSession` (all roles in one process).
 - :mod:`uldp.secure.fast`: the fast encrypted weighted sum, packing of ciphertexts, CRT encryption and decryption.
 - :mod:`uldp.secure.packing`: the packed backend (``ProtocolParameters(backend="packed-paillier")``): fixed-point
   weights rescaled with the server's help, K parameters per plaintext, and the bounds that keep it exact within P.
 
 :class:`SecureAggregator` is the protocol-backed version of the methods' aggregation hook (same signature and, to
-within P, the same result as the plain one); ``uldp.simulation.run`` uses it for ``secure=True`` runs with the run's
-C, sigma and ``RunConfig.protocol``.
+within P, the same result as the plain one). It drives the one federation round (:mod:`uldp.federation`, as
+``uldp.simulation.run`` does for ``secure=True`` runs) and lives there: this package re-exports it for the public API,
+looked up when first used.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from uldp.secure.config import ProtocolConfig, ProtocolParameters
 
 if TYPE_CHECKING:
     from uldp.secure.protocol import Server, Silo
-    from uldp.secure.session import SecureAggregator, SecureSession
+    from uldp.secure.session import SecureSession
 
 __all__ = [
     "ProtocolConfig",
@@ -47,16 +48,17 @@ __all__ = [
     "Silo",
 ]
 
-#: Names imported when first used: they need the ``secure`` extra (phe, gmpy2, cryptography), the parameters do not.
+#: Names imported when first used, by module: they need the ``secure`` extra (phe, gmpy2, cryptography), the
+#: parameters do not.
 _LAZY = {
-    "Server": "protocol",
-    "Silo": "protocol",
-    "SecureAggregator": "session",
-    "SecureSession": "session",
+    "Server": "uldp.secure.protocol",
+    "Silo": "uldp.secure.protocol",
+    "SecureAggregator": "uldp.federation.local",
+    "SecureSession": "uldp.secure.session",
 }
 
 
 def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         raise AttributeError(f"module 'uldp.secure' has no attribute {name!r}")
-    return getattr(import_module(f"uldp.secure.{_LAZY[name]}"), name)
+    return getattr(import_module(_LAZY[name]), name)

@@ -1,5 +1,6 @@
 """Protocol 1 run in one process: :class:`SecureSession` (the server and every silo as objects, each message through
-its bytes) and :class:`SecureAggregator`, the methods' aggregation hook backed by it.
+its bytes). The methods' aggregation hook backed by Protocol 1, ``uldp.secure.SecureAggregator``, drives the one
+federation round instead (:class:`uldp.federation.SecureAggregator`).
 
 >>> import numpy as np
 >>> from uldp.secure.config import ProtocolParameters
@@ -17,7 +18,7 @@ True
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -183,94 +184,3 @@ class SecureSession:
             "aggregation": end - update[1],
         }
         return result
-
-
-def _to_numpy(values: Any) -> np.ndarray:
-    if hasattr(values, "detach"):
-        values = values.detach().cpu().numpy()
-    return np.asarray(values, dtype=np.float64)
-
-
-class SecureAggregator:
-    """The aggregation hook ``aggregate(deltas, counts, sampled, noise) -> Tensor[d]`` backed by Protocol 1.
-
-    One per run: it holds that run's keys and state. The setup (keys, blinded histogram) runs once per distinct
-    ``counts`` table and is reused by later rounds, as in the paper. Users with N_u = 0 have no records, hence no
-    delta (their rows must be zero) and weight 0: they are left out of the sampled set. With ``clip`` and ``sigma``
-    (a training run's C and noise multiplier) the no-wrap-around check of Theorem 4 uses them, as the protocol's
-    public bounds; without them the magnitude bounds come from the data (with headroom) and larger values later
-    trigger a new setup.
-
-    Attributes:
-        session: the current :class:`SecureSession` (None before the first call); its ``timings`` hold the setup
-            times and ``last_round_timings`` those of the latest round.
-        round_timings: per call, the protocol's per-part seconds of that round.
-
-    Args:
-        parameters: Protocol 1's :class:`~uldp.secure.config.ProtocolParameters`.
-        clip: C, the bound on every delta coordinate (None: from the data).
-        sigma: noise multiplier of the per-silo noise N(0, sigma^2 C^2 / |S|) (with ``clip``; None: from the data).
-    """
-
-    def __init__(
-        self,
-        parameters: ProtocolParameters,
-        *,
-        clip: float | None = None,
-        sigma: float | None = None,
-    ) -> None:
-        self.parameters = parameters
-        self._clip, self._sigma = clip, sigma
-        self.session: SecureSession | None = None
-        self._counts: np.ndarray | None = None
-        self.round_timings: list[dict[str, float]] = []
-
-    def __call__(
-        self, deltas: list[Any], counts: np.ndarray, sampled: np.ndarray, noise: list[Any]
-    ) -> Any:
-        """sum_s (sum_u w_su deltas[s][u] + noise[s]), w_su = n_su / N_u for sampled users, via Protocol 1.
-
-        Returns:
-            A tensor of the dtype of ``deltas[0]`` (float64 inside, within P of the plain sum; Theorem 4).
-
-        Raises:
-            ValueError: a user without records has a non-zero delta, or see :meth:`SecureSession.aggregate`.
-        """
-        import torch
-
-        delta_array = np.stack([_to_numpy(d) for d in deltas])
-        noise_array = np.stack([_to_numpy(z) for z in noise])
-        table = np.asarray(counts).astype(np.int64)
-        chosen = np.asarray(sampled, dtype=bool)
-        empty = table.sum(axis=0) == 0
-        if np.any(delta_array[:, empty] != 0):
-            raise ValueError("users with N_u = 0 records must have zero deltas in every silo")
-        delta_bound = float(np.abs(delta_array).max(initial=0.0))
-        noise_bound = float(np.abs(noise_array).max(initial=0.0))
-        fixed_bounds = self._clip is not None
-        session = self.session
-        if (
-            session is None
-            or self._counts is None
-            or not np.array_equal(self._counts, table)
-            or (not fixed_bounds and delta_bound > session.config.clip)
-            or (not fixed_bounds and noise_bound > session.config.effective_noise_bound)
-        ):
-            bounds: dict[str, Any] = (
-                {"clip": self._clip, "sigma": self._sigma or 0.0}
-                if fixed_bounds
-                else {"clip": max(1.0, 2 * delta_bound), "noise_bound": max(1.0, 2 * noise_bound)}
-            )
-            kept = (
-                [
-                    silo.verifier for silo in session.silos
-                ]  # the silos keep their ring-Pedersen parameters
-                if session is not None and session.config.n_silos == table.shape[0]
-                else None
-            )
-            session = SecureSession(table, self.parameters, verifiers=kept, **bounds)
-            self.session, self._counts = session, table.copy()
-        result = session.aggregate(delta_array, noise_array, chosen & ~empty)
-        self.round_timings.append(dict(session.last_round_timings))
-        dtype = deltas[0].dtype if isinstance(deltas[0], torch.Tensor) else torch.float64
-        return torch.as_tensor(result, dtype=dtype)

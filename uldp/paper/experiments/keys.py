@@ -7,13 +7,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from uldp.accounting import check_accountant
-from uldp.common.checks import check_integer, check_positive
+from uldp.common.checks import check_integer, check_positive, renamed_keyword
 from uldp.common.provenance import config_hash
 from uldp.data import DATASETS
 from uldp.data.allocation import WITH_REPLACEMENT
 from uldp.methods import parse_method
 from uldp.paper.experiments.grids import GRIDS, Entry, check_profile, get_grid
 from uldp.paper.settings import paper_seeds
+from uldp.run_config import STORED_NAMES
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -48,6 +49,8 @@ class RunSpec:
         return config_hash(effective_arguments(self.kwargs))
 
 
+#: How stored runs name the budget ``RunConfig(epsilon=)`` (their keys hash it).
+STORED_EPSILON = next(stored for stored, name in STORED_NAMES.items() if name == "epsilon")
 #: The two readings of the paper's uniform allocation: balanced users, and the authors' independent draws.
 UNIFORM_SCHEMES: tuple[str, ...] = ("uniform", WITH_REPLACEMENT)
 #: Run arguments that only say how records are allocated to users (and, without fixed silos, to silos).
@@ -93,6 +96,7 @@ def effective_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
     return dict(params)
 
 
+@renamed_keyword("target_epsilon", "epsilon")
 def expand(
     grid_name: str,
     profile: str,
@@ -101,13 +105,14 @@ def expand(
     methods: Sequence[str] | None = None,
     datasets: Sequence[str] | None = None,
     accountant: str = "rdp",
-    target_epsilon: float | None = None,
+    epsilon: float | None = None,
     uniform_allocation: str | None = None,
 ) -> list[RunSpec]:
     """Every run of a grid at a profile, seeds innermost.
 
-    ``accountant`` and ``target_epsilon`` enter a private run's arguments only when they differ from the paper's
-    (RDP, sigma 5), so the paper's runs keep their keys and a run trained to a budget gets its own.
+    ``accountant`` and ``epsilon`` enter a private run's arguments only when they differ from the paper's (RDP,
+    sigma 5), so the paper's runs keep their keys and a run trained to a budget gets its own; the budget enters under
+    its stored name ``target_epsilon`` (:data:`uldp.run_config.STORED_NAMES`), so those runs keep theirs too.
 
     Args:
         grid_name: A key of :data:`GRIDS`.
@@ -118,8 +123,9 @@ def expand(
         datasets: Only the runs on these datasets (default: all of the grid's; the weighting and user-sampling
             figures have a panel per dataset).
         accountant: The accountant of the private runs (``"rdp"``, the paper's, or ``"pld"``).
-        target_epsilon: Train every private run to this budget (sigma calibrated by ``accountant``; see
-            :class:`uldp.simulation.RunConfig`) instead of the paper's sigma. DEFAULT runs are unchanged.
+        epsilon: Train every private run to this budget (sigma calibrated by ``accountant``; see
+            :class:`uldp.simulation.RunConfig`) instead of the paper's sigma. DEFAULT runs are unchanged. Its old
+            name ``target_epsilon`` is accepted for one release, with a ``DeprecationWarning``.
         uniform_allocation: The scheme of the panels the paper calls uniform on the datasets of
             :data:`~uldp.paper.settings.AUTHORS_UNIFORM_DATASETS` (default theirs, ``uniform-with-replacement``;
             ``"uniform"`` gives the balanced runs, the paper profile's before issue 32, to compare the two).
@@ -149,7 +155,7 @@ def expand(
         profile_seeds = reduction.seeds
     entries = _only(entries, "method", methods, grid_name)
     entries = _only(entries, "dataset", datasets, grid_name)
-    entries = [_with_privacy(entry, accountant, target_epsilon) for entry in entries]
+    entries = [_with_privacy(entry, accountant, epsilon) for entry in entries]
     if uniform_allocation is not None:
         entries = [_with_uniform(entry, uniform_allocation) for entry in entries]
     chosen = tuple(
@@ -174,7 +180,7 @@ def expand(
     return specs
 
 
-def _with_privacy(entry: Entry, accountant: str, target_epsilon: float | None) -> Entry:
+def _with_privacy(entry: Entry, accountant: str, epsilon: float | None) -> Entry:
     """``entry`` with a non-default accountant or a budget (sigma then calibrated) when its method is private."""
     check_accountant(accountant)
     params = entry.kwargs
@@ -182,8 +188,8 @@ def _with_privacy(entry: Entry, accountant: str, target_epsilon: float | None) -
         return entry
     if accountant != "rdp":
         params["accountant"] = accountant
-    if target_epsilon is not None:
-        params.update(target_epsilon=check_positive("target_epsilon", target_epsilon), sigma=None)
+    if epsilon is not None:  # under the name stored runs give it, which their keys hash
+        params.update({STORED_EPSILON: check_positive("epsilon", epsilon), "sigma": None})
     return Entry.of(**params)
 
 

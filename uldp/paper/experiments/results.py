@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import pandas as pd
 
+from uldp.common.checks import renamed_keyword
 from uldp.common.provenance import now, provenance
 from uldp.paper.experiments.executor import loaded_dataset, split_arguments
 from uldp.paper.experiments.keys import expand
@@ -191,6 +192,7 @@ def duration(seconds: float) -> str:
     )
 
 
+@renamed_keyword("target_epsilon", "epsilon")
 def load_results(
     grid_name: str,
     profile: str,
@@ -198,7 +200,7 @@ def load_results(
     seeds: Sequence[int] | None = None,
     root: Path | str | None = None,
     accountant: str = "rdp",
-    target_epsilon: float | None = None,
+    epsilon: float | None = None,
     uniform_allocation: str | None = None,
 ) -> ResultSet:
     """Read the stored results of a grid at a profile (nothing runs).
@@ -208,8 +210,9 @@ def load_results(
         profile: One of :data:`PROFILES`.
         seeds: Seeds instead of the profile's.
         root: Results root (default :func:`results_root` of the profile).
-        accountant, target_epsilon, uniform_allocation: The runs made with these (see :func:`expand`; default:
-            the paper's runs).
+        accountant, epsilon, uniform_allocation: The runs made with these (see :func:`expand`; default: the
+            paper's runs; epsilon's old name ``target_epsilon`` is accepted for one release, with a
+            ``DeprecationWarning``).
 
     Returns:
         The stored runs and the missing ones.
@@ -224,7 +227,7 @@ def load_results(
         profile,
         seeds=seeds,
         accountant=accountant,
-        target_epsilon=target_epsilon,
+        epsilon=epsilon,
         uniform_allocation=uniform_allocation,
     ):
         place = (spec.panel, spec.series, spec.seed)

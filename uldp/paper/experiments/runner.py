@@ -22,7 +22,7 @@ import torch
 from tqdm import tqdm
 
 from uldp.common.atomic import write_json_atomic
-from uldp.common.checks import check_integer
+from uldp.common.checks import check_integer, renamed_keyword
 from uldp.common.provenance import canonical, now, provenance
 from uldp.paper.experiments.executor import SIMULATION
 from uldp.paper.experiments.keys import expand
@@ -35,7 +35,7 @@ from uldp.paper.experiments.store import (
     results_root,
     stored_result,
 )
-from uldp.training.device import device_name, resolve_device
+from uldp.training.device import check_precision, device_name, resolve_device
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -70,7 +70,12 @@ class GridReport:
 
 
 def _execute_one(
-    executor: Executor, spec: RunSpec, path: str, base_provenance: dict, device: str = "cpu"
+    executor: Executor,
+    spec: RunSpec,
+    path: str,
+    base_provenance: dict,
+    device: str = "cpu",
+    precision: str = "float32",
 ) -> float:
     """Run one spec and store its file; return its wall time (runs in a worker process with ``--jobs``).
 
@@ -78,10 +83,16 @@ def _execute_one(
     the middle of a long run resumes that run from its last saved round; the file goes once the result is stored.
     The stored wall time includes the rounds run before an interruption (``info["resumed_seconds"]``). A ``device``
     other than the CPU is passed to the run (``RunConfig.device``) but stays out of its arguments and key: the
-    resolved configuration and the provenance (``device_name``) name it.
+    resolved configuration and the provenance (``device_name``) name it. So does a ``precision`` other than float32
+    (``RunConfig.precision``; the provenance's ``precision``).
     """
     params = spec.kwargs
-    arguments = params if device == "cpu" else {**params, "device": device}
+    placement = {
+        name: value
+        for name, value, default in (("device", device, "cpu"), ("precision", precision, "float32"))
+        if value != default
+    }
+    arguments = {**params, **placement}
     config = executor.resolve(arguments)
     checkpoint = Path(path).with_suffix(".ckpt")
     started = time.perf_counter()
@@ -92,6 +103,8 @@ def _execute_one(
     variant = {"dataset_variant": info.pop("dataset_variant")} if "dataset_variant" in info else {}
     if device != "cpu":
         variant["device_name"] = device_name(torch.device(config.get("device", device)))
+    if precision != "float32":
+        variant["precision"] = precision
     stored = StoredRun(
         spec.key,
         spec.grid,
@@ -140,12 +153,17 @@ def _start_worker(threads: int, worker_pids: multiprocessing.Queue) -> None:
 
 
 def _execute_in_worker(
-    executor: Executor, spec: RunSpec, path: str, base_provenance: dict, device: str = "cpu"
+    executor: Executor,
+    spec: RunSpec,
+    path: str,
+    base_provenance: dict,
+    device: str = "cpu",
+    precision: str = "float32",
 ) -> float:
     """:func:`_execute_one` in a worker process; an interrupt ends the process once the run's cleanup has run (the
     pool would otherwise hand the worker its next run; the parent is stopping the grid)."""
     try:
-        return _execute_one(executor, spec, path, base_provenance, device)
+        return _execute_one(executor, spec, path, base_provenance, device, precision)
     except KeyboardInterrupt:
         os._exit(128 + signal.SIGINT)
 
@@ -179,6 +197,7 @@ def _stop_workers(
             worker.join()
 
 
+@renamed_keyword("target_epsilon", "epsilon")
 def run_grid(
     grid_name: str,
     profile: str,
@@ -193,9 +212,10 @@ def run_grid(
     progress: bool = True,
     command: str | None = None,
     accountant: str = "rdp",
-    target_epsilon: float | None = None,
+    epsilon: float | None = None,
     uniform_allocation: str | None = None,
     device: str = "cpu",
+    precision: str = "float32",
 ) -> GridReport:
     """Run every run of a grid that is not stored yet, storing each as it finishes.
 
@@ -219,20 +239,24 @@ def run_grid(
         backend: Deprecated (one release): ``executor``.
         progress: Show a tqdm bar with the remaining-time estimate (on stderr).
         command: Recorded in the provenance (default: this call).
-        accountant, target_epsilon, uniform_allocation: As in :func:`expand` (the paper's runs when left at their
-            defaults).
+        accountant, epsilon, uniform_allocation: As in :func:`expand` (the paper's runs when left at their
+            defaults; epsilon's old name ``target_epsilon`` is accepted for one release, with a ``DeprecationWarning``).
         device: Where each run trains (``RunConfig.device``): not part of a run's key, so a run stored from a GPU
             is the same run as from the CPU (equal within float tolerance, dropout draws apart).
+        precision: Each run's ``RunConfig.precision`` (``"float32"``, ``"tf32"`` or ``"bf16"``,
+            :func:`uldp.training.device.check_precision`): like ``device``, not part of a run's key; the resolved
+            configuration and the provenance name it.
 
     Returns:
         A :class:`GridReport`.
 
     Raises:
-        ValueError: Unknown grid or profile, bad seeds or ``jobs < 1``.
+        ValueError: Unknown grid or profile, bad seeds, ``jobs < 1``, or a device or precision it cannot use
+            (before any run).
         KeyboardInterrupt: Ctrl-C or SIGTERM (the message names the signal).
     """
     check_integer("jobs", jobs)
-    device = str(resolve_device(device))
+    device, precision = str(resolve_device(device)), check_precision(precision)
     if backend is not None:
         warnings.warn(
             "run_grid(backend=...) is deprecated and will be removed in the next release; use executor=",
@@ -247,7 +271,7 @@ def run_grid(
         methods=methods,
         datasets=datasets,
         accountant=accountant,
-        target_epsilon=target_epsilon,
+        epsilon=epsilon,
         uniform_allocation=uniform_allocation,
     )
     root = Path(root) if root is not None else results_root(profile)
@@ -305,7 +329,9 @@ def run_grid(
                     advance(spec)
                     continue
                 try:
-                    _execute_one(executor, spec, str(result_path(root, spec)), base, device)
+                    _execute_one(
+                        executor, spec, str(result_path(root, spec)), base, device, precision
+                    )
                 except Exception as error:
                     failed.append(
                         (spec.key, f"{spec.panel} / {spec.series} / seed {spec.seed}: {error!r}")
@@ -341,6 +367,7 @@ def run_grid(
                                 str(result_path(root, spec)),
                                 base,
                                 device,
+                                precision,
                             )
                         ] = spec
                     done, _ = wait(waiting, return_when=FIRST_COMPLETED)

@@ -294,6 +294,11 @@ def test_uldp_grid_gives_every_run_its_precision_and_refuses_a_bad_one_by_name(
     error = capsys.readouterr().err
     assert "precision must be one of float32, tf32, bf16, got 'fp8'" in error
     assert not log.exists() and not (tmp_path / "bad").exists()
+    # bf16 is not ULDP-GROUP-k's precision: the whole grid is refused before its first run, not run by run.
+    group = [*grid[:-1], "ULDP-AVG-w", "ULDP-GROUP-2", "--root", str(tmp_path / "group")]
+    assert cli.main([*group, "--precision", "bf16"]) == 2
+    assert "precision='bf16' applies to local training" in capsys.readouterr().err
+    assert not log.exists() and not (tmp_path / "group").exists()
 
 
 # ------------------------------------------------------------------------------------------------ Flower --

@@ -24,6 +24,7 @@ from tqdm import tqdm
 from uldp.common.atomic import write_json_atomic
 from uldp.common.checks import check_integer, renamed_keyword
 from uldp.common.provenance import canonical, now, provenance
+from uldp.method_names import parse_method
 from uldp.paper.experiments.executor import SIMULATION
 from uldp.paper.experiments.keys import expand
 from uldp.paper.experiments.results import duration
@@ -35,7 +36,7 @@ from uldp.paper.experiments.store import (
     results_root,
     stored_result,
 )
-from uldp.training.device import check_precision, device_name, resolve_device
+from uldp.training.device import check_precision, check_precision_for, device_name, resolve_device
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -274,6 +275,10 @@ def run_grid(
         epsilon=epsilon,
         uniform_allocation=uniform_allocation,
     )
+    for method in sorted({spec.kwargs["method"] for spec in specs}):
+        check_precision_for(
+            parse_method(method).family, precision
+        )  # before any run, not one by one
     root = Path(root) if root is not None else results_root(profile)
     started = time.perf_counter()
     # Seed-major order: an interrupted paper grid has whole figures with fewer seeds rather than half a figure.

@@ -82,7 +82,7 @@ def test_bfloat16_is_refused_for_dpsgd_only():
     assert [check_precision_for(family, "bf16") for family in ("DEFAULT", "ULDP-AVG")] == [
         "bf16"
     ] * 2
-    with pytest.raises(ValueError, match="ULDP-GROUP-k and DP-SGD run in float32"):
+    with pytest.raises(ValueError, match="per-record DP-SGD, which runs in float32"):
         check_precision_for("ULDP-GROUP", "bf16")
     assert check_precision_for("ULDP-GROUP", "tf32") == "tf32"
 
@@ -178,7 +178,7 @@ def test_run_config_checks_its_device_and_precision():
         RunConfig(dataset="heart_disease", method="ULDP-AVG", n_users=4, rounds=1, device="meta")
     with pytest.raises(ValueError, match="precision"):
         RunConfig(dataset="heart_disease", method="ULDP-AVG", n_users=4, rounds=1, precision="half")
-    with pytest.raises(ValueError, match="ULDP-GROUP-k and DP-SGD run in float32"):
+    with pytest.raises(ValueError, match="per-record DP-SGD, which runs in float32"):
         RunConfig(
             dataset="heart_disease", method="ULDP-GROUP-2", n_users=4, rounds=1, precision="bf16"
         )
@@ -297,7 +297,7 @@ def test_uldp_grid_gives_every_run_its_precision_and_refuses_a_bad_one_by_name(
     # bf16 is not ULDP-GROUP-k's precision: the whole grid is refused before its first run, not run by run.
     group = [*grid[:-1], "ULDP-AVG-w", "ULDP-GROUP-2", "--root", str(tmp_path / "group")]
     assert cli.main([*group, "--precision", "bf16"]) == 2
-    assert "precision='bf16' applies to local training" in capsys.readouterr().err
+    assert "precision='bf16' applies to local training, not ULDP-GROUP" in capsys.readouterr().err
     assert not log.exists() and not (tmp_path / "group").exists()
 
 

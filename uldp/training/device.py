@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from uldp.method_names import FAMILY_CAPABILITIES
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -99,20 +101,24 @@ def check_precision(precision: str) -> str:
 
 
 def check_precision_for(family: str, precision: str) -> str:
-    """``precision`` if the method family ``family`` can train in it: bfloat16 is for local training only, not
-    ULDP-GROUP-k's DP-SGD (its per-record clipping and closed forms are float32).
+    """``precision`` if the method family ``family`` can train in it: bfloat16 is for local training only, not a
+    family that clips per-record gradients (ULDP-GROUP-k's DP-SGD: its clipping and closed forms are float32), as
+    its :class:`uldp.method_names.Capabilities` say.
 
     Raises:
-        ValueError: An unknown precision, or ``"bf16"`` for ULDP-GROUP.
+        ValueError: An unknown precision, or ``"bf16"`` for a per-record-gradient family.
 
     Example:
         >>> check_precision_for("ULDP-AVG", "bf16")
         'bf16'
     """
-    if check_precision(precision) == "bf16" and family == "ULDP-GROUP":
+    if (
+        check_precision(precision) == "bf16"
+        and FAMILY_CAPABILITIES[family].clipped == "per-record gradient"
+    ):
         raise ValueError(
-            "precision='bf16' applies to local training (DEFAULT, ULDP-NAIVE, ULDP-SGD, ULDP-AVG); "
-            "ULDP-GROUP-k and DP-SGD run in float32: use precision='float32' or 'tf32'"
+            f"precision='bf16' applies to local training, not {family}'s per-record DP-SGD, which runs in "
+            "float32: use precision='float32' or 'tf32'"
         )
     return precision
 

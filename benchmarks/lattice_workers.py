@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from secure_protocol import cpu_seconds
@@ -69,25 +70,30 @@ def silo_rounds(
     rng = np.random.default_rng(0)
     weights = server.encrypt_weights([int(c) for c in rng.integers(0, 2**40, size=users)])
     deltas = rng.uniform(-CLIP, CLIP, size=(users, parameters))
-    keyword = (  # this revision's name for the silo's worker count
-        "workers"
-        if "workers" in inspect.signature(lattice_silo.LatticeSilo).parameters
-        else "processes"
-    )
+    accepted = inspect.signature(lattice_silo.LatticeSilo).parameters
+    keyword = "workers" if "workers" in accepted else "processes"  # this revision's name for it
+    keys: dict[str, Any] = {"public_keys": server.public_keys()}
+    if (
+        "galois_keys" in accepted
+    ):  # the packed weights (issue 43, second round) are expanded with them
+        keys["galois_keys"] = server.galois_keys()
+
+    def silo_with(count: int) -> Any:
+        return lattice_silo.LatticeSilo(
+            0,
+            np.ones(users, dtype=np.int64),
+            layout,
+            mask_keys={p: os.urandom(32) for p in range(1, silos)},
+            **{**keys, keyword: count},
+        )
+
     primes = len(layout.plain_moduli)
     out: dict = {
         "plain_moduli": len(layout.plain_moduli),
         "coefficient_primes": len(layout.coefficient_bits),
     }
     for count in workers:
-        silo = lattice_silo.LatticeSilo(
-            0,
-            np.ones(users, dtype=np.int64),
-            layout,
-            public_keys=server.public_keys(),
-            mask_keys={p: os.urandom(32) for p in range(1, silos)},
-            **{keyword: count},
-        )
+        silo = silo_with(count)
         warm = min(parameters, -(-count // primes) * lattice.RING_DEGREE)
         silo.masked_update(1, weights, [0] * users, deltas[:, :warm], np.zeros(warm))
         best = None
@@ -101,14 +107,7 @@ def silo_rounds(
         say(f"{keyword}={count}: {best[0]:.2f} s wall, {best[1]:.2f} s CPU per round")
         fast.shutdown_pools()
     if profile:
-        silo = lattice_silo.LatticeSilo(
-            0,
-            np.ones(users, dtype=np.int64),
-            layout,
-            public_keys=server.public_keys(),
-            mask_keys={p: os.urandom(32) for p in range(1, silos)},
-            **{keyword: 1},
-        )
+        silo = silo_with(1)
         profiler = cProfile.Profile()
         profiler.runcall(silo.masked_update, 1, weights, [0] * users, deltas, np.zeros(parameters))
         stream = io.StringIO()

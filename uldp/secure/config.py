@@ -88,7 +88,7 @@ class ProtocolParameters:
             ``key_bits`` (C_LCM = lcm(1..N_max) must stay below the modulus).
         insecure_test_key: Allow keys under 2048 bits (tests and smoke runs only).
         processes: Worker processes for a silo's exponentiations and the server's decryptions, or with the
-            lattice backend a silo's products and the server's encryptions (results do not depend on it).
+            lattice backend a silo's expansions and products (results do not depend on it).
         backend: How a round's weighted sum is encrypted and aggregated: ``"auto"`` (the default of every entry
             point a user calls: :meth:`for_user`), the fastest backend that meets the run's security policy, chosen
             and logged with its estimate when the session is set up (:meth:`resolved`,

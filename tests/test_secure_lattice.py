@@ -14,6 +14,7 @@ from uldp.secure import (
     ProtocolConfig,
     ProtocolParameters,
     SecureSession,
+    config,
     encoding,
     lattice,
     lattice_silo,
@@ -161,7 +162,19 @@ def test_results_do_not_depend_on_the_process_count():
                 mask_keys={},
                 workers=bad,  # type: ignore[arg-type]
             )
-    assert serial[0].workers == 1 and lattice_silo.default_workers() >= 1
+    assert (
+        serial[0].workers == 1
+        and lattice_silo.LatticeSilo(
+            0,
+            counts[0],
+            layout,
+            public_keys=server.public_keys(),
+            galois_keys=server.galois_keys(),
+            mask_keys={},
+        ).workers
+        == config.auto_workers()
+        >= 1
+    )
 
 
 def test_security_parameters_are_within_the_he_standard():

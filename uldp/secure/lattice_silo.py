@@ -17,6 +17,7 @@ import numpy as np
 
 from uldp.common.checks import check_integer
 from uldp.secure import fast, lattice_expand, lattice_switch
+from uldp.secure.config import auto_workers
 from uldp.secure.lattice import (
     PURPOSE_LATTICE_UPDATE,
     RING_DEGREE,
@@ -292,15 +293,6 @@ def flood_residues(bits: int, moduli: Sequence[int]) -> np.ndarray:
     return np.stack([(column % q).astype(np.uint64) for q in moduli])
 
 
-def default_workers() -> int:
-    """The default worker count of a silo's round: every core this process may use (``os.sched_getaffinity`` where
-    there is one, else ``os.cpu_count``)."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # pragma: no cover - macOS and Windows
-        return os.cpu_count() or 1
-
-
 class LatticeSilo:
     """Silo s of the lattice round: its counts, the server's public keys, its pairwise mask keys.
 
@@ -312,11 +304,11 @@ class LatticeSilo:
         galois_keys: the server's Galois keys, one set per plaintext prime
             (:meth:`uldp.secure.lattice.LatticeServer.galois_keys`; checked by size here, by SEAL at their first use).
         mask_keys: per peer silo, the 32-byte pairwise mask key of step 1(b).
-        workers: worker processes for step 2(b)-(c) (default :func:`default_workers`); the round's ciphertexts (one
-            per plaintext prime and chunk of N parameters) are split between them, each computed whole by one worker
-            (its users' products, re-randomisation, flood, switch and masks), so the work per round does not grow
-            with the workers beyond each worker's loading of the weights. Workers rebuild the session's contexts once
-            from its public parameters and keep them. 1 runs in this process.
+        workers: worker processes for step 2(b)-(c) (default :func:`uldp.secure.config.auto_workers`); the round's
+            ciphertexts (one per plaintext prime and chunk of N parameters) are split between them, each computed
+            whole by one worker (its users' products, re-randomisation, flood, switch and masks), so the work per
+            round does not grow with the workers beyond each worker's expansion of its primes' weights. Workers
+            rebuild the session's contexts once from its public parameters and keep them. 1 runs in this process.
         answered_round: the last round this silo answered (0: none), for a silo restored between messages
             (:attr:`answered_round`); it answers only later rounds.
 
@@ -337,7 +329,7 @@ class LatticeSilo:
         workers: int | None = None,
         answered_round: int = 0,
     ) -> None:
-        self.workers = default_workers() if workers is None else check_integer("workers", workers)
+        self.workers = auto_workers() if workers is None else check_integer("workers", workers)
         check_integer("answered_round", answered_round, minimum=0)
         row = np.asarray(counts, dtype=np.int64)
         if row.shape != (layout.n_users,):

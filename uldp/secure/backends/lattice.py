@@ -247,7 +247,7 @@ class LatticeBackend(PackedPaillierBackend):
                 public_keys=self._keys,
                 galois_keys=self._galois,
                 mask_keys={p: k.masks for p, k in silo.pair_keys.items()},
-                workers=self.config.parameters.processes,
+                workers=self.config.parameters.workers,
                 answered_round=self._answered,
             )
         groups = lattice_expand.groups(self.config.n_users)

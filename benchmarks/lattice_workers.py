@@ -2,10 +2,13 @@
 Protocol 1 with the lattice backend, per worker count, and the same for the library at an earlier revision (today's
 path before the split by ciphertext), side by side.
 
-One silo of |S| silos with |U| users at d parameters: the server encrypts the weights once, each worker count gets a
+One silo of |S| silos with |U| users at d parameters: the server encrypts the weights, each worker count gets a
 warm-up round (its pool started, contexts built, on as many chunks as it has workers), then ``--repeat`` timed rounds
-(the fastest kept). CPU seconds count this process and its live pool workers (read from ``/proc``, as
-``benchmarks/secure_protocol.py`` does). ``--profile`` prints where one single-worker round spends its time.
+with the same weights (``held``: the same sample; a silo that keeps its expanded weights expands nothing) and
+``--repeat`` with new weights each round (``new_sample``, key ``<count>_new_sample``; the server's encryption is made
+before the clock starts), the fastest of each kept. CPU seconds count this process and its live pool workers (read
+from ``/proc``, as ``benchmarks/secure_protocol.py`` does). ``--profile`` prints where one single-worker round spends
+its time.
 
 ``--before REV`` runs this script on the library at REV (``git archive`` into a temporary directory; the silo's
 worker keyword there is ``processes``) for ``--before-workers``, and prints the ratios: the goal is CPU time per round
@@ -96,15 +99,28 @@ def silo_rounds(
         silo = silo_with(count)
         warm = min(parameters, -(-count // primes) * lattice.RING_DEGREE)
         silo.masked_update(1, weights, [0] * users, deltas[:, :warm], np.zeros(warm))
-        best = None
-        for round_index in range(2, 2 + repeat):
-            wall, cpu = time.perf_counter(), cpu_seconds()
-            silo.masked_update(round_index, weights, [0] * users, deltas, np.zeros(parameters))
-            timing = (time.perf_counter() - wall, cpu_seconds() - cpu)
-            best = timing if best is None or timing[0] < best[0] else best
-        assert best is not None
-        out[str(count)] = {"wall_s": best[0], "cpu_s": best[1]}
-        say(f"{keyword}={count}: {best[0]:.2f} s wall, {best[1]:.2f} s CPU per round")
+        round_index = 1
+        for case in (
+            "held",
+            "new_sample",
+        ):  # the weights of the warm-up round, or new ones every round
+            best = None
+            for _ in range(repeat):
+                round_index += 1
+                if case == "new_sample":  # made before the clock starts: the server's work
+                    weights = server.encrypt_weights(
+                        [int(c) for c in rng.integers(0, 2**40, size=users)]
+                    )
+                wall, cpu = time.perf_counter(), cpu_seconds()
+                silo.masked_update(round_index, weights, [0] * users, deltas, np.zeros(parameters))
+                timing = (time.perf_counter() - wall, cpu_seconds() - cpu)
+                best = timing if best is None or timing[0] < best[0] else best
+            assert best is not None
+            out[str(count) + ("" if case == "held" else "_new_sample")] = {
+                "wall_s": best[0],
+                "cpu_s": best[1],
+            }
+            say(f"{keyword}={count}, {case}: {best[0]:.2f} s wall, {best[1]:.2f} s CPU per round")
         fast.shutdown_pools()
     if profile:
         silo = silo_with(1)
@@ -207,7 +223,8 @@ def main() -> int:
         say(f"before: the library at {args.before} ...")
         old = before(args.before, [*shape, "--workers", args.before_workers])
         document["before"] = old
-        for count in args.before_workers.split(","):
+        counts = args.before_workers.split(",")
+        for count in [*counts, *(c + "_new_sample" for c in counts)]:
             if count in results and count in old:
                 ratios[f"wall_before_over_after_{count}"] = (
                     old[count]["wall_s"] / results[count]["wall_s"]

@@ -132,3 +132,41 @@ def test_worst_case_with_a_hundred_users_decrypts_exactly():
     ]
     result = server.finish(updates, dim)
     assert np.max(np.abs(result - plain_round(counts, deltas, noise, sampled))) <= P
+
+
+def test_the_expansion_is_made_once_per_sample_and_reused_while_the_weights_are_held(monkeypatch):
+    """A silo process keeps the last expanded weights per prime: rounds that reuse the server's weights (the same
+    sample, the same corrections) expand nothing and stay exact; new weights are expanded again."""
+    from uldp.secure import lattice_silo
+
+    rng = np.random.default_rng(11)
+    counts = rng.integers(1, 40, (3, 6))  # every user in every silo: the silos expand the same W_u
+    deltas, noise = rng.uniform(-0.5, 0.5, (3, 6, 4)), rng.uniform(-3, 3, (3, 4))
+    sampled = np.array([True, True, False, True, True, True])
+    layout, server, silos = _setup(counts)
+    calls: list[int] = []
+    expand = lattice_silo._expand_weights
+
+    def counted(task, index, weights):
+        calls.append(index)
+        return expand(task, index, weights)
+
+    monkeypatch.setattr(lattice_silo, "_expand_weights", counted)
+    monkeypatch.setattr(lattice_silo, "_EXPANDED", {})
+    rescaled, corrections = _rescale(counts, sampled, layout)
+    weights = server.encrypt_weights(rescaled)
+    expected = plain_round(counts, deltas, noise, sampled)
+    for round_index, new in ((1, False), (2, False), (3, True)):
+        if new:  # a new sample: new weights and corrections
+            rescaled, corrections = _rescale(counts, sampled, layout)
+            weights = server.encrypt_weights(rescaled)
+        del calls[:]
+        updates = [
+            s.masked_update(round_index, weights, corrections, deltas[i], noise[i])
+            for i, s in enumerate(silos)
+        ]
+        assert np.max(np.abs(server.finish(updates, 4) - expected)) <= P
+        assert sorted(calls) == ([] if round_index == 2 else list(range(len(layout.plain_moduli))))
+    del calls[:]  # the same weights with other corrections are other W_u: expanded again
+    silos[0].masked_update(4, weights, [c + 1 for c in corrections], deltas[0], noise[0])
+    assert sorted(calls) == list(range(len(layout.plain_moduli)))

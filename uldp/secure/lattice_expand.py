@@ -16,6 +16,15 @@ others. After L levels, ciphertext u holds ``2^L (y_u - c_u) 2^-L = w_u`` at coe
 (in Z_t). From there the round is unchanged (:mod:`uldp.secure.lattice_silo`: products, re-randomisation, flood,
 switch, masks), so the updates sent and the server's decryption do not change.
 
+Why expand rather than multiply the packed weights directly. With ``w(X) = sum_u w_u X^u`` and a plaintext holding
+``B = floor(N / |U|)`` parameters per product (``Delta_(u,j)`` at ``X^(j|U| + |U| - 1 - u)``), the product's
+coefficient ``X^(j|U| + |U| - 1)`` is ``sum_u w_u Delta_(u,j)`` with no other term, so one received ciphertext
+suffices without any key; but each product then carries only B parameters, and every parameter's output
+coefficient needs its own ``|U|`` plaintext coefficients, so no sum of products packs more than N / |U| of them in one
+ciphertext. A silo would send ``ceil(d |U| / N)`` ciphertexts per prime, each with its whole c1 (at MNIST size 134
+per prime, about 37 MB, against 0.84 MB today). Without automorphisms, dense outputs need |U| weight ciphertexts per
+output ciphertext (what the server sent before); the Galois keys move that cost to a one-time set-up.
+
 The automorphisms need the server's Galois keys for the L elements ``N / 2^l + 1`` (:func:`galois_elements`), sent
 once, seeded, in step 1(a) beside the public keys (:meth:`uldp.secure.lattice.LatticeServer.galois_keys`).
 

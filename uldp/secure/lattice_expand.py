@@ -131,11 +131,14 @@ def expand(
     galois_keys: Any,
     *,
     level_count: int,
-    count: int,
+    wanted: Sequence[int],
     monomial: Any,
 ) -> list[Any]:
-    """The oblivious expansion (see the module): ciphertext u of the result encrypts ``2^L m_u`` as a constant, for
-    ``u < count`` (at most 2^L), given ``m(X) = sum_u m_u X^u``.
+    """The oblivious expansion (see the module), pruned to the ``wanted`` users: result i encrypts ``2^L m_u`` as a
+    constant for ``u = wanted[i]`` (each below 2^L), given ``m(X) = sum_u m_u X^u``.
+
+    After level l a ciphertext is kept per residue ``u mod 2^(l+1)`` of a wanted user (it holds exactly those
+    users' coefficients), so a silo whose users are few pays fewer automorphisms than 2^L - 1.
 
     Args:
         sealapi: SEAL's bindings.
@@ -143,27 +146,28 @@ def expand(
         ciphertext: the packed ciphertext (coefficient form).
         galois_keys: the server's Galois keys for :func:`galois_elements` of L.
         level_count: L.
-        count: how many users' ciphertexts to return.
+        wanted: the users (coefficients) whose ciphertexts to return.
         monomial: ``monomial(e)``, the plaintext ``X^e`` (coefficient 1) of the context.
     """
-    current = [ciphertext]
+    current = {0: ciphertext}
     for level in range(level_count):
         element, step = _DEGREE // (1 << level) + 1, 1 << level
+        needed = {u % (2 * step) for u in wanted}
         shift = monomial(_DEGREE - step)
-        kept, moved = [], []
-        for index, source in enumerate(current):
+        following = {}
+        for residue, source in current.items():
             image = sealapi.Ciphertext()
             evaluator.apply_galois(source, element, galois_keys, image)
-            if index < count:
+            if residue in needed:  # c + tau(c): the coefficients at even multiples of 2^l, doubled
                 total = sealapi.Ciphertext()
                 evaluator.add(source, image, total)
-                kept.append(total)
+                following[residue] = total
             if (
-                index + step < count
-            ):  # (tau(c) - c) X^(N - 2^l) = (c - tau(c)) X^(-2^l): the odd coefficients
+                residue + step in needed
+            ):  # (tau(c) - c) X^(N - 2^l) = (c - tau(c)) X^(-2^l): the odd ones
                 difference = sealapi.Ciphertext()
                 evaluator.sub(image, source, difference)
                 evaluator.multiply_plain_inplace(difference, shift)
-                moved.append(difference)
-        current = kept + moved
-    return current[:count]
+                following[residue + step] = difference
+        current = following
+    return [current[u] for u in wanted]

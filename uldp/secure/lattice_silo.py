@@ -302,12 +302,12 @@ def _expand_weights(task: _RoundTask, index: int, weights: Sequence[bytes]) -> l
             packed,
             galois,
             level_count=level_count,
-            count=wanted[-1] + 1,
+            wanted=wanted,
             monomial=context.monomial,
         )
-        for u in wanted:
-            context.evaluator.transform_to_ntt_inplace(expanded[u])
-            out.append(expanded[u])
+        for weight in expanded:
+            context.evaluator.transform_to_ntt_inplace(weight)
+            out.append(weight)
     return out
 
 

@@ -2,10 +2,13 @@
 Protocol 1 with the lattice backend, per worker count, and the same for the library at an earlier revision (today's
 path before the split by ciphertext), side by side.
 
-One silo of |S| silos with |U| users at d parameters: the server encrypts the weights once, each worker count gets a
+One silo of |S| silos with |U| users at d parameters: the server encrypts the weights, each worker count gets a
 warm-up round (its pool started, contexts built, on as many chunks as it has workers), then ``--repeat`` timed rounds
-(the fastest kept). CPU seconds count this process and its live pool workers (read from ``/proc``, as
-``benchmarks/secure_protocol.py`` does). ``--profile`` prints where one single-worker round spends its time.
+with the same weights (``held``: the same sample; a silo that keeps its expanded weights expands nothing) and
+``--repeat`` with new weights each round (``new_sample``, key ``<count>_new_sample``; the server's encryption is made
+before the clock starts), the fastest of each kept. CPU seconds count this process and its live pool workers (read
+from ``/proc``, as ``benchmarks/secure_protocol.py`` does). ``--profile`` prints where one single-worker round spends
+its time.
 
 ``--before REV`` runs this script on the library at REV (``git archive`` into a temporary directory; the silo's
 worker keyword there is ``processes``) for ``--before-workers``, and prints the ratios: the goal is CPU time per round
@@ -35,6 +38,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from secure_protocol import cpu_seconds
@@ -69,46 +73,57 @@ def silo_rounds(
     rng = np.random.default_rng(0)
     weights = server.encrypt_weights([int(c) for c in rng.integers(0, 2**40, size=users)])
     deltas = rng.uniform(-CLIP, CLIP, size=(users, parameters))
-    keyword = (  # this revision's name for the silo's worker count
-        "workers"
-        if "workers" in inspect.signature(lattice_silo.LatticeSilo).parameters
-        else "processes"
-    )
+    accepted = inspect.signature(lattice_silo.LatticeSilo).parameters
+    keyword = "workers" if "workers" in accepted else "processes"  # this revision's name for it
+    keys: dict[str, Any] = {"public_keys": server.public_keys()}
+    if (
+        "galois_keys" in accepted
+    ):  # the packed weights (issue 43, second round) are expanded with them
+        keys["galois_keys"] = server.galois_keys()
+
+    def silo_with(count: int) -> Any:
+        return lattice_silo.LatticeSilo(
+            0,
+            np.ones(users, dtype=np.int64),
+            layout,
+            mask_keys={p: os.urandom(32) for p in range(1, silos)},
+            **{**keys, keyword: count},
+        )
+
     primes = len(layout.plain_moduli)
     out: dict = {
         "plain_moduli": len(layout.plain_moduli),
         "coefficient_primes": len(layout.coefficient_bits),
     }
     for count in workers:
-        silo = lattice_silo.LatticeSilo(
-            0,
-            np.ones(users, dtype=np.int64),
-            layout,
-            public_keys=server.public_keys(),
-            mask_keys={p: os.urandom(32) for p in range(1, silos)},
-            **{keyword: count},
-        )
+        silo = silo_with(count)
         warm = min(parameters, -(-count // primes) * lattice.RING_DEGREE)
         silo.masked_update(1, weights, [0] * users, deltas[:, :warm], np.zeros(warm))
-        best = None
-        for round_index in range(2, 2 + repeat):
-            wall, cpu = time.perf_counter(), cpu_seconds()
-            silo.masked_update(round_index, weights, [0] * users, deltas, np.zeros(parameters))
-            timing = (time.perf_counter() - wall, cpu_seconds() - cpu)
-            best = timing if best is None or timing[0] < best[0] else best
-        assert best is not None
-        out[str(count)] = {"wall_s": best[0], "cpu_s": best[1]}
-        say(f"{keyword}={count}: {best[0]:.2f} s wall, {best[1]:.2f} s CPU per round")
+        round_index = 1
+        for case in (
+            "held",
+            "new_sample",
+        ):  # the weights of the warm-up round, or new ones every round
+            best = None
+            for _ in range(repeat):
+                round_index += 1
+                if case == "new_sample":  # made before the clock starts: the server's work
+                    weights = server.encrypt_weights(
+                        [int(c) for c in rng.integers(0, 2**40, size=users)]
+                    )
+                wall, cpu = time.perf_counter(), cpu_seconds()
+                silo.masked_update(round_index, weights, [0] * users, deltas, np.zeros(parameters))
+                timing = (time.perf_counter() - wall, cpu_seconds() - cpu)
+                best = timing if best is None or timing[0] < best[0] else best
+            assert best is not None
+            out[str(count) + ("" if case == "held" else "_new_sample")] = {
+                "wall_s": best[0],
+                "cpu_s": best[1],
+            }
+            say(f"{keyword}={count}, {case}: {best[0]:.2f} s wall, {best[1]:.2f} s CPU per round")
         fast.shutdown_pools()
     if profile:
-        silo = lattice_silo.LatticeSilo(
-            0,
-            np.ones(users, dtype=np.int64),
-            layout,
-            public_keys=server.public_keys(),
-            mask_keys={p: os.urandom(32) for p in range(1, silos)},
-            **{keyword: 1},
-        )
+        silo = silo_with(1)
         profiler = cProfile.Profile()
         profiler.runcall(silo.masked_update, 1, weights, [0] * users, deltas, np.zeros(parameters))
         stream = io.StringIO()
@@ -208,7 +223,8 @@ def main() -> int:
         say(f"before: the library at {args.before} ...")
         old = before(args.before, [*shape, "--workers", args.before_workers])
         document["before"] = old
-        for count in args.before_workers.split(","):
+        counts = args.before_workers.split(",")
+        for count in [*counts, *(c + "_new_sample" for c in counts)]:
             if count in results and count in old:
                 ratios[f"wall_before_over_after_{count}"] = (
                     old[count]["wall_s"] / results[count]["wall_s"]

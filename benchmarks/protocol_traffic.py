@@ -15,6 +15,8 @@ MNIST shape: SEAL's serialisation sizes, measured.
 The lattice backend is measured in two rounds: one whose sample is that of the BFV weights the silo holds
 (``lattice (held)``: the server sends the weights once per sample, so every round with q = 1 or with the silos'
 hidden sample after the first) and one with a new sample (``lattice (new_sample)``: a server-drawn sample at q < 1).
+Its step 1(a) keys (BFV public keys and the Galois keys that expand the packed weights, :mod:`uldp.secure.
+lattice_expand`), received once per session, are given apart (``setup_received_bytes``), not in the round's bytes.
 ``--before REV`` runs this script's own version at REV on the library at REV in the same run, for before/after.
 
 Usage: python benchmarks/protocol_traffic.py [--json] [--write PATH] [--before REV]
@@ -41,6 +43,7 @@ from uldp.secure.driver import STAGE_CHECK, STAGE_SHARES, STAGE_UPDATE
 from uldp.secure.messages import (
     EncryptedWeightsMessage,
     LatticeHeldMessage,
+    LatticeKeysMessage,
     LatticeUpdateMessage,
     LatticeWeightsMessage,
     MaskedUpdateMessage,
@@ -136,6 +139,7 @@ def lattice(config: ProtocolConfig) -> dict[str, dict[str, dict[str, int]]]:
         counts,
         layout,
         public_keys=server.public_keys(),
+        galois_keys=server.galois_keys(),
         mask_keys={p: os.urandom(32) for p in range(1, silos)},
     )
     weights_bfv = server.encrypt_weights([int(c) for c in rng.integers(0, 2**40, size=users)])
@@ -146,10 +150,12 @@ def lattice(config: ProtocolConfig) -> dict[str, dict[str, dict[str, int]]]:
     fresh = LatticeWeightsMessage(2, 2, tuple(c for prime in weights_bfv for c in prime))
     sent = LatticeUpdateMessage(2, 0, d, tuple(c for prime in update for c in prime))
     shares = [RescaleRequestMessage(2, 0, ciphertexts(mine)), LatticeHeldMessage(2, 0, 1)]
+    setup = LatticeKeysMessage(public_keys=server.public_keys(), galois_keys=server.galois_keys())
     return {
         case: {
             STAGE_SHARES: {"sent": size(shares), "received": size([weights])},
             STAGE_UPDATE: {"sent": size([sent]), "received": size([weights, answer])},
+            "setup": {"sent": 0, "received": size([setup])},
         }
         for case, answer in (
             ("held", replace(fresh, weights_round=1, ciphertexts=())),
@@ -178,9 +184,11 @@ def measure() -> dict:
             else {backend: paillier_family(config)}
         )
         for name, stages in cases.items():
+            setup = stages.pop("setup", None)
             sent = sum(s["sent"] for s in stages.values())
             received = sum(s["received"] for s in stages.values())
             results[name] = {
+                **({"setup_received_bytes": setup["received"]} if setup else {}),
                 "stages": stages,
                 "sent_bytes": sent,
                 "received_bytes": received,
@@ -248,7 +256,8 @@ def main() -> int:
             f"({after['sent_ratio_to_float32']:.1f} x float32), receives "
             f"{after['received_bytes'] / 1e6:.3f} MB; goal met: {after['meets_goal']}"
         )
-        old = document.get("before", {}).get("results", {}).get(name.split(" (")[0])
+        previous = document.get("before", {}).get("results", {})
+        old = previous.get(name) or previous.get(name.split(" (")[0])
         if old:
             line += (
                 f" (before: sends {old['sent_bytes'] / 1e6:.3f} MB, receives "

@@ -524,7 +524,7 @@ def lattice_rounds(rng, processes):
             delta_bound=CLIP,
             noise_bound=encoding.noise_tail_bound(sigma=SIGMA, clip=CLIP, n_silos=n_silos),
         )
-        server = lattice.LatticeServer(layout, processes=workers)
+        server = lattice.LatticeServer(layout)
         mask_keys = {(a, b): os.urandom(32) for a in range(n_silos) for b in range(a + 1, n_silos)}
         silos = [
             lattice_silo.LatticeSilo(
@@ -532,6 +532,7 @@ def lattice_rounds(rng, processes):
                 counts[s],
                 layout,
                 public_keys=server.public_keys(),
+                galois_keys=server.galois_keys(),
                 workers=workers,
                 mask_keys={p: mask_keys[min(s, p), max(s, p)] for p in range(n_silos) if p != s},
             )

@@ -542,8 +542,10 @@ chapters.show_protocol_scale()
 # modulus the fewest 60-bit primes the noise allows, at most the 438 bits of the HE standard's 128-bit table. One
 # plaintext-ciphertext product multiplies one user's weight by 16384 parameters. The parties and what they learn are
 # those of {ref}`Protocol 1 <paper-protocol-1>`. Every round the packed backend's rescale (Paillier) gives the server $y_u$ and the silos
-# $c_u$ with $w_u = y_u - c_u$ (zero for users not sampled). The server sends every silo the same seeded
-# $\mathrm{Enc}(y_u)$, afresh only when the sample changed. A silo subtracts $c_u$, adds
+# $c_u$ with $w_u = y_u - c_u$ (zero for users not sampled). The server sends every silo the same seeded ciphertext
+# of all the $y_u$, packed as the coefficients of one polynomial per plaintext prime, afresh only when the sample
+# changed. A silo subtracts the $c_u$ and expands it into one $\mathrm{Enc}(w_u)$ per user with the server's Galois
+# keys, sent once at set-up (`uldp.secure.lattice_expand`). It adds
 # $\sum_u \mathrm{Enc}(w_u) \cdot n_{s,u} E_{s,u}$ and its encoded noise, re-randomises with a public-key
 # $\mathrm{Enc}(0)$, floods the noise (smudging, $2^{-40}$), switches the ciphertext down to a power of two (keeping
 # only the coefficients that carry parameters) and adds pairwise masks, which cancel exactly in the sum

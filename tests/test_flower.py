@@ -334,6 +334,49 @@ def test_protocol_1_in_flower_is_within_p_of_the_plain_weighted_aggregation(
         assert state.startswith(b"ULDP") and protocol.Silo.restore(state, config).silo_id == s
 
 
+def test_a_flower_lattice_silo_keeps_its_weights_and_a_repeated_sample_carries_none(
+    hospital_files, monkeypatch
+):
+    """Each Flower silo is rebuilt from its context state at every message; with the lattice backend that state holds
+    the packed BFV weights it received, so in the second round of the same sample (q = 1) the server sends no weights
+    to any silo, and the model is still the plain federation's (to float32 rounding)."""
+    from uldp.secure.backends.lattice import LatticeBackend
+    from uldp.secure.messages import LatticeWeightsMessage
+
+    received: list[tuple[int, int, int]] = []  # (round, silo, weight ciphertexts received)
+    masked_update = LatticeBackend.masked_update
+
+    def record(self, silo, message, shared, deltas, noise, active):
+        (answer,) = [m for m in shared if isinstance(m, LatticeWeightsMessage)]
+        received.append((message.round_index, silo.silo_id, len(answer.ciphertexts)))
+        return masked_update(self, silo, message, shared, deltas, noise, active)
+
+    monkeypatch.setattr(LatticeBackend, "masked_update", record)
+    net = model()
+    settings: dict[str, Any] = {
+        "method": "ULDP-AVG-w",
+        "sigma": 1.0,
+        "q": 1.0,
+        "local_epochs": 1,
+        "batch_size": 8,
+        "seed": 5,
+        "rounds": 2,
+    }
+    secure, _, grid = flower_run(
+        hospital_files,
+        net,
+        {**ALLOW_TEST_KEYS, **INSECURE_SEED_5},
+        secure=True,
+        protocol={**TEST_KEYS, "backend": "lattice"},
+        **settings,
+    )
+    by_round = {r: sorted((s, n) for t, s, n in received if t == r) for r in (1, 2)}
+    assert [n for _, n in by_round[1]] == [2, 2, 2]  # one packed ciphertext per plaintext prime
+    assert [n for _, n in by_round[2]] == [0, 0, 0]  # held from round 1, through the saved state
+    trained, _ = in_process(hospital_files, net, union_numbers(hospital_files, grid), **settings)
+    np.testing.assert_allclose(secure, uldp.flat_parameters(trained).numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_protocol_1_test_keys_need_the_silos_consent(hospital_files):
     net = model()
     with pytest.raises(RuntimeError, match="insecure test key"):

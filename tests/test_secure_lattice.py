@@ -14,6 +14,7 @@ from uldp.secure import (
     ProtocolConfig,
     ProtocolParameters,
     SecureSession,
+    config,
     encoding,
     lattice,
     lattice_silo,
@@ -47,13 +48,14 @@ def _setup(counts, *, clip=0.5, noise_bound=3.0, precision=P, processes=1):
         noise_bound=noise_bound,
     )
     keys = {(a, b): secrets.token_bytes(32) for a in range(n_silos) for b in range(a + 1, n_silos)}
-    server = lattice.LatticeServer(layout, processes=processes)
+    server = lattice.LatticeServer(layout)
     silos = [
         lattice_silo.LatticeSilo(
             s,
             counts[s],
             layout,
             public_keys=server.public_keys(),
+            galois_keys=server.galois_keys(),
             workers=processes,
             mask_keys={p: keys[min(s, p), max(s, p)] for p in range(n_silos) if p != s},
         )
@@ -118,13 +120,14 @@ def test_results_do_not_depend_on_the_process_count():
     counts[2, 4] = 7
     deltas[2, 4] = 0.0  # records but a zero delta: its weight is skipped, the sum stays exact
     deltas[0, :, lattice.RING_DEGREE :] = 0.0  # silo 0's second chunk has no products at all
-    layout, server, serial = _setup(counts, processes=2)  # the server encrypts in two workers
+    layout, server, serial = _setup(counts)
     parallel = [
         lattice_silo.LatticeSilo(
             s,
             counts[s],
             layout,
             public_keys=server.public_keys(),
+            galois_keys=server.galois_keys(),
             workers=3,  # four (prime, chunk) ciphertexts over three workers
             mask_keys=silo._mask_keys,
         )
@@ -148,8 +151,6 @@ def test_results_do_not_depend_on_the_process_count():
         ]
         assert np.array_equal(sums[0], sums[1])
         assert np.max(np.abs(sums[1] - plain)) <= P
-    with pytest.raises(ValueError, match="processes"):
-        lattice.LatticeServer(layout, processes=0)
     for bad in (0, 1.5, True):
         with pytest.raises(ValueError, match="workers"):
             lattice_silo.LatticeSilo(
@@ -157,10 +158,23 @@ def test_results_do_not_depend_on_the_process_count():
                 counts[0],
                 layout,
                 public_keys=server.public_keys(),
+                galois_keys=server.galois_keys(),
                 mask_keys={},
                 workers=bad,  # type: ignore[arg-type]
             )
-    assert serial[0].workers == 1 and lattice_silo.default_workers() >= 1
+    assert (
+        serial[0].workers == 1
+        and lattice_silo.LatticeSilo(
+            0,
+            counts[0],
+            layout,
+            public_keys=server.public_keys(),
+            galois_keys=server.galois_keys(),
+            mask_keys={},
+        ).workers
+        == config.auto_workers()
+        >= 1
+    )
 
 
 def test_security_parameters_are_within_the_he_standard():
@@ -200,7 +214,7 @@ def test_misuse_is_refused_by_name():
     _, server, silos = _setup(counts)
     rescaled, corrections = _rescale(counts, sampled, server.layout)
     weights = server.encrypt_weights(rescaled)
-    with pytest.raises(ValueError, match="\\|U\\| = 4 ciphertexts"):
+    with pytest.raises(ValueError, match="ceil\\(\\|U\\| / N\\) = 1 packed ciphertexts"):
         silos[0].masked_update(1, [w[:-1] for w in weights], corrections, deltas[0], noise[0])
     with pytest.raises(ValueError, match="3 corrections"):
         silos[0].masked_update(1, weights, corrections[:-1], deltas[0], noise[0])
@@ -224,8 +238,35 @@ def test_misuse_is_refused_by_name():
         server.finish(updates, 2 * lattice.RING_DEGREE)
     with pytest.raises(ValueError, match="public key"):
         lattice_silo.LatticeSilo(
-            0, counts[0], silos[0].layout, public_keys=(b"x", b"y"), mask_keys={}
+            0,
+            counts[0],
+            silos[0].layout,
+            public_keys=(b"x", b"y"),
+            galois_keys=server.galois_keys(),
+            mask_keys={},
         )
+    galois = server.galois_keys()
+    bound = len(galois[0]) * 10
+    for keys in ((galois[0],), (galois[0], b""), (galois[0], b"x" * bound)):
+        with pytest.raises(ValueError, match="silo 0: Galois keys must be 2 sets"):
+            lattice_silo.LatticeSilo(
+                0,
+                counts[0],
+                silos[0].layout,
+                public_keys=server.public_keys(),
+                galois_keys=keys,
+                mask_keys={},
+            )
+    spoiled = lattice_silo.LatticeSilo(
+        0,
+        counts[0],
+        silos[0].layout,
+        public_keys=server.public_keys(),
+        galois_keys=(b"x", b"y"),
+        mask_keys={},
+    )
+    with pytest.raises(ValueError, match="not Galois keys of this lattice session"):
+        spoiled.masked_update(6, weights, corrections, deltas[0], noise[0])
 
 
 def test_ciphertexts_of_another_key_decrypt_to_garbage_and_of_other_parameters_are_refused():
@@ -245,7 +286,12 @@ def test_ciphertexts_of_another_key_decrypt_to_garbage_and_of_other_parameters_a
     )  # only the key holder decrypts
     # a silo re-randomising under another key spoils the sum (it cannot pass for the key holder's encryption)
     stranger = lattice_silo.LatticeSilo(
-        0, counts[0], layout, public_keys=intruder.public_keys(), mask_keys=silos[0]._mask_keys
+        0,
+        counts[0],
+        layout,
+        public_keys=intruder.public_keys(),
+        galois_keys=server.galois_keys(),
+        mask_keys=silos[0]._mask_keys,
     )
     spoiled = [stranger.masked_update(2, weights, corrections, deltas[0], noise[0])]
     spoiled += [
@@ -295,7 +341,14 @@ def test_lattice_backend_through_the_protocol_equals_the_plain_round_and_refuses
     )  # what a Flower silo keeps between messages
     (keys_message,) = server.backend_key_messages()
     assert isinstance(keys_message, LatticeKeysMessage)
-    assert exported.backend_keys == keys_message.public_keys and exported.backend_round == 2
+    keys = keys_message.public_keys + keys_message.galois_keys
+    held = exported.backend_keys[
+        len(keys) :
+    ]  # the packed weights it holds: their round, then 1 per prime
+    assert exported.backend_keys[: len(keys)] == keys and exported.backend_round == 2
+    assert int.from_bytes(held[0], "big") in (1, 2) and len(held) == 1 + len(
+        keys_message.public_keys
+    )
     assert (
         protocol.Silo.restore(exported.to_bytes(), session.config).export_state()
         == exported.to_bytes()
@@ -321,8 +374,10 @@ def test_an_exported_lattice_state_is_refused_field_by_field():
     step 1(a) checks the keys: one per plaintext prime, within the session's key size, loaded by SEAL against the
     session's context; and a state of another backend holds none."""
     state, config = _lattice_state()
-    first, second = state.backend_keys
-    assert len(state.backend_keys) == len(config.layout.plain_moduli) == 2
+    first, second, *galois = state.backend_keys
+    assert (
+        len(galois) == len(config.layout.plain_moduli) == 2
+    )  # the Galois keys after the public keys
     assert protocol.Silo.restore(state.to_bytes(), config).export_state() == state.to_bytes()
     bound = lattice_silo.public_key_bytes_bound(config.layout)
     assert len(first) <= bound < len(first) + 2 * lattice_silo.SERIALISATION_OVERHEAD
@@ -340,6 +395,16 @@ def test_an_exported_lattice_state_is_refused_field_by_field():
     for message, public_keys in refused.items():
         with pytest.raises(ValueError, match=message):
             protocol.Silo.restore(replace(state, backend_keys=public_keys).to_bytes(), config)
+    held = (
+        *state.backend_keys,
+        (1).to_bytes(4, "big"),
+        b"weights",
+    )  # one ciphertext for two primes
+    with pytest.raises(ValueError, match="silo 1: a lattice state holds 1 weights, expected 2"):
+        protocol.Silo.restore(replace(state, backend_keys=held).to_bytes(), config)
+    held = (*held, b"more")  # the count right: kept (SEAL checks the bytes when the silo uses them)
+    restored = protocol.Silo.restore(replace(state, backend_keys=held).to_bytes(), config)
+    assert SiloState.from_bytes(restored.export_state()).backend_keys == held
     paillier = replace(config, parameters=replace(config.parameters, backend="paillier"))
     for change in (
         dict(backend_round=0),
@@ -354,5 +419,5 @@ def test_an_exported_lattice_state_is_refused_field_by_field():
         ValueError, match="1 public keys for 2 primes"
     ):  # step 1(a) itself checks them too
         protocol.Silo(1, np.array([1, 2, 0]), config).receive_backend_keys(
-            [LatticeKeysMessage(public_keys=(first,))]
+            [LatticeKeysMessage(public_keys=(first,), galois_keys=tuple(galois))]
         )

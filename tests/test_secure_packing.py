@@ -267,10 +267,11 @@ def test_rounds_do_not_depend_on_the_process_count():
             SecureSession(
                 counts, replace(PACKED, backend=backend, processes=k), clip=0.5, noise_bound=1.0
             ).aggregate(deltas, noise, sampled)
-            for k in (1, 2)
+            for k in (1, 2, "auto")
         ]
         for result in results:
             assert np.max(np.abs(result - plain)) <= PACKED.precision
         if backend == "paillier":
             np.testing.assert_array_equal(results[0], results[1])
+            np.testing.assert_array_equal(results[0], results[2])
     fast.shutdown_pools()

@@ -1,6 +1,7 @@
 """Tests of Protocol 1 end to end (uldp.secure.protocol and the aggregation hook): Theorem 4, aborts, views."""
 
 import math
+import os
 from dataclasses import replace
 
 import numpy as np
@@ -266,6 +267,7 @@ def test_hook_with_run_bounds_keeps_its_setup_and_refuses_larger_deltas():
         ({"n_max": 3072}, "n_max"),
         ({"n_max": 2.5}, "n_max"),
         ({"processes": 0}, "processes"),
+        ({"processes": "all"}, "processes \\(a count or 'auto'\\)"),
     ],
 )
 def test_protocol_parameters_refuse_bad_values_by_name(change, detail):
@@ -274,6 +276,19 @@ def test_protocol_parameters_refuse_bad_values_by_name(change, detail):
     with pytest.raises(ValueError, match="fields among"):
         ProtocolParameters.from_mapping({"bits": 512})
     assert ProtocolParameters.from_mapping({"key_bits": 4096}) == ProtocolParameters(key_bits=4096)
+
+
+def test_the_default_worker_count_is_every_core_up_to_sixteen(monkeypatch):
+    """``processes="auto"`` (the default) resolves where the work runs, to the cores this process may use, bounded."""
+    from uldp.secure import config
+
+    assert ProtocolParameters().processes == "auto"
+    assert ProtocolParameters().workers == min(len(os.sched_getaffinity(0)), 16)
+    assert ProtocolParameters(processes=3).workers == 3
+    monkeypatch.setattr(config, "available_cores", lambda: 64)
+    assert ProtocolParameters().workers == 16 == config.MAX_AUTO_PROCESSES
+    monkeypatch.setattr(config, "available_cores", lambda: 1)
+    assert ProtocolParameters().workers == 1
 
 
 def test_a_silo_restored_from_its_state_bytes_between_every_message_computes_the_same_round():

@@ -259,12 +259,15 @@ def _checkpoint_fingerprint(config: RunConfig, data: Any) -> str:
         protocol.pop("key_bits"),
         protocol.pop("n_max"),
     )
-    # nor does the backend "auto", the default since: a checkpoint is for a plain run, where no backend plays a part
+    # nor does the backend "auto", the default since: a checkpoint is for a plain run, where no backend plays a part;
+    # nor the worker count, on which no result depends (its default became "auto", a grid's runs keep 1)
     resolved.update(
         {
             f"protocol.{name}": value
             for name, value in protocol.items()
-            if value != defaults[name] and (name, value) != ("backend", AUTO_BACKEND)
+            if value != defaults[name]
+            and (name, value) != ("backend", AUTO_BACKEND)
+            and name != "processes"
         }
     )
     return fingerprint(

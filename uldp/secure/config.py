@@ -23,6 +23,7 @@ ValueError: Paillier keys of 1024 bits are insecure; use at least 2048 (default 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
@@ -45,6 +46,23 @@ CLIP_HEADROOM = 1e-5
 
 #: Largest Paillier modulus a configuration may ask for (key generation grows with the cube of its size).
 MAX_KEY_BITS = 16384
+
+#: ``processes="auto"``: every core this process may use (:func:`available_cores`), at most this many (beyond 16 a
+#: silo's lattice round measured no faster: issue 43).
+AUTO_PROCESSES, MAX_AUTO_PROCESSES = "auto", 16
+
+
+def available_cores() -> int:
+    """The cores this process may use: ``os.sched_getaffinity`` where there is one, else ``os.cpu_count``."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # pragma: no cover - macOS and Windows
+        return os.cpu_count() or 1
+
+
+def auto_workers() -> int:
+    """The worker processes of ``processes="auto"``: :func:`available_cores`, at most :data:`MAX_AUTO_PROCESSES`."""
+    return min(available_cores(), MAX_AUTO_PROCESSES)
 
 
 def _backends() -> dict[str, type[Backend]]:
@@ -88,7 +106,9 @@ class ProtocolParameters:
             ``key_bits`` (C_LCM = lcm(1..N_max) must stay below the modulus).
         insecure_test_key: Allow keys under 2048 bits (tests and smoke runs only).
         processes: Worker processes for a silo's exponentiations and the server's decryptions, or with the
-            lattice backend a silo's products and the server's encryptions (results do not depend on it).
+            lattice backend a silo's expansions and products (results do not depend on it): a count, or
+            ``"auto"`` (the default) for every core this process may use, at most :data:`MAX_AUTO_PROCESSES`
+            (:attr:`workers`, resolved where the work runs: each silo and the server count their own cores).
         backend: How a round's weighted sum is encrypted and aggregated: ``"auto"`` (the default of every entry
             point a user calls: :meth:`for_user`), the fastest backend that meets the run's security policy, chosen
             and logged with its estimate when the session is set up (:meth:`resolved`,
@@ -107,8 +127,16 @@ class ProtocolParameters:
     precision: float = 1e-10
     n_max: int = 2000
     insecure_test_key: bool = False
-    processes: int = 1
+    processes: int | str = AUTO_PROCESSES
     backend: str = "paillier"
+
+    @property
+    def workers(self) -> int:
+        """The worker processes to use on this machine: :attr:`processes`, or :func:`auto_workers` for ``"auto"``."""
+        if self.processes == AUTO_PROCESSES:
+            return auto_workers()
+        assert isinstance(self.processes, int)
+        return self.processes
 
     def __post_init__(self) -> None:
         if not isinstance(self.insecure_test_key, bool):
@@ -125,7 +153,8 @@ class ProtocolParameters:
             self.n_max,
             maximum=self.key_bits - 1,
         )
-        check_integer("processes", self.processes)
+        if self.processes != AUTO_PROCESSES:
+            check_integer(f"processes (a count or {AUTO_PROCESSES!r})", self.processes)
         backends = _backends()
         if self.backend != AUTO and self.backend not in backends:
             raise ValueError(f"backend must be one of {[AUTO, *backends]}, got {self.backend!r}")

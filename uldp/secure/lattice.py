@@ -12,14 +12,17 @@ Parties and what they learn (as Protocol 1, Theorem 5, with the packed backend's
   ``Enc_Paillier(b_u C_LCM / N_u + rho_u)``; the server decrypts ``z_u`` (within 2^-128 of a value independent of
   N_u and b_u, :func:`uldp.secure.packing.rescale_blind_bits`) and computes ``y_u = floor(z_u 2^g / C_LCM)``; every
   silo knows ``c_u = floor(rho_u 2^g / C_LCM)`` and ``w_u = y_u - c_u`` (:func:`uldp.secure.packing.unblinded_weight`).
-- the server then encrypts, per user and plaintext prime t_i, ``V_u = Enc(y_u mod t_i)`` (a constant polynomial,
-  secret-key BFV encryption, **seeded**: the uniform half of the ciphertext is sent as SEAL's 64-byte PRNG seed)
-  and sends the *same* |U| ciphertexts to every silo (:meth:`LatticeServer.encrypt_weights`; only when the sample
+- the server then encrypts, per plaintext prime t_i, every user's ``y_u mod t_i`` as one coefficient of one polynomial
+  (secret-key BFV encryption, **seeded**: the uniform half of the ciphertext is sent as SEAL's 64-byte PRNG seed;
+  ``ceil(|U| / N)`` ciphertexts, :mod:`uldp.secure.lattice_expand`) and sends the *same* ones to every silo
+  (:meth:`LatticeServer.encrypt_weights`; only when the sample
   changed: :meth:`uldp.secure.backends.lattice.LatticeBackend.encrypt_weights`). Broadcasting them is
   safe: they are IND-CPA encryptions under the server's key of values the server may know, so any set of silos
   learns nothing from them (not even which users were sampled), and the server learns nothing from having sent
   them: what it later sees is only the masked, flooded sum (points 2 and 3 below).
-- step 2(b), silo s: ``W_u = V_u - c_u`` (a plaintext subtraction: ``Enc(w_u)``), then per chunk of N parameters
+- step 2(b), silo s: subtracts its corrections c_u (a plaintext) and expands the result with the server's Galois keys
+  into ``W_u = Enc(w_u)``, one constant ciphertext per user (:mod:`uldp.secure.lattice_expand`, with why the
+  argument below still holds), then per chunk of N parameters
   ``sum_u W_u * (n_su E_su)`` (a plaintext-ciphertext product with the chunk coefficient-encoded: one user's weight
   times N parameters, coefficient j holding parameter j), plus the
   encoded noise ``2^g Ez_s``; then it **re-randomises** (adds a fresh public-key ``Enc(0)``), **floods** (adds a
@@ -39,11 +42,13 @@ Security argument (semi-honest, as Theorem 5):
    sigma 3.2 (Albrecht et al., Homomorphic Encryption Standard, 2018, Table 1: 438 bits at N = 16384;
    :data:`HE_STANDARD_MAX_BITS`, which SEAL enforces as ``sec_level_type.tc128``). A silo's view of step 2(a) is
    ciphertexts under the server's key: indistinguishable from encryptions of 0 (the seed of a seeded ciphertext is
-   the public randomness a of an RLWE sample, as in SEAL's own serialisation).
+   the public randomness a of an RLWE sample, as in SEAL's own serialisation). The Galois keys it also receives are
+   Ring-LWE samples under the same key (with the circular-security assumption of every BFV scheme with rotations;
+   :mod:`uldp.secure.lattice_expand`).
 2. *One silo's update hides its inputs from the key holder.* The pairwise masks are uniform on the switched
    update's group and cancel in the sum (Theorem 5's argument with ``Z_n`` replaced by that group): any |S| - 1
    silos' updates are uniform and independent, the last is fixed by the sum: the server's view is the *sum* alone.
-3. *Circuit privacy of the sum (decryption leaks only the sum).* The sum's c1 is ``sum_u P_u c1(V_u)`` plus the
+3. *Circuit privacy of the sum (decryption leaks only the sum).* The sum's c1 is ``sum_u P_u c1(W_u)`` plus the
    silos' ``p1 r_s + e_s`` of their fresh ``Enc(0)``: pseudorandom under Ring-LWE with the silos' secrets r_s (the
    server's key s is independent of them), whatever the plaintexts P_u. With s, the server computes
    ``c0 + c1 s = Delta A + e_circuit + sum_s (F_s + e_fresh,s)``: e_circuit depends on the silos' inputs, but each
@@ -77,15 +82,13 @@ updates switched and bit-packed (:mod:`uldp.secure.lattice_switch`).
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uldp.common.checks import check_integer
-from uldp.secure import fast, lattice_switch, packing
+from uldp.secure import lattice_expand, lattice_switch, packing
 from uldp.secure.lattice_wire import (
     _load,
     _raw_ciphertext_bytes,
@@ -174,18 +177,19 @@ def noise_bits(*, n_users: int, weight_bits: int, plain_bits: int = PLAIN_PRIME_
     """A bound (log2) on one silo's circuit noise before the flood, with the proof.
 
     BFV's invariant: ``c0 + c1 s = Delta m + v (mod q)``, ``Delta = floor(q / t)``, ``Delta t = q - r_t(q)``.
-    ``V_u`` is a fresh secret-key encryption: ``||v|| <= E`` (:data:`ERROR_BOUND`). Subtracting the plaintext c_u
-    adds ``-Delta c_u`` exactly, so ``W_u = V_u - c_u`` has ``||v|| <= E`` and plaintext ``m_u = w_u`` with
+    ``W_u``, the expanded weight (:mod:`uldp.secure.lattice_expand`), has ``||v|| <= V``
+    (:func:`uldp.secure.lattice_expand.expansion_noise`, with k the most data primes) and plaintext ``m_u = w_u`` with
     ``w_u mod t``, ``0 <= w_u < 2^g + 1``. The product with a plaintext X (coefficients in [0, t)) is
     ``Delta w_u X + v X``: ``(w_u mod t) X = (w_u X mod t) + t k`` with ``||k|| <= w_u`` (a constant times each
     coefficient), and ``Delta t k = -r_t(q) k (mod q)``, so the new noise is ``v X - r_t(q) k`` with norm
-    ``<= N t E + t (2^g + 1)``. Summed over |U| users, plus the encoded noise's ``add_plain`` (``<= t``) and the
-    fresh public-key Enc(0) (``<= 2 N E + E``): at most ``|U| (N t E + t 2^(g+1)) + t + 3 N E``.
+    ``<= N t V + t (2^g + 1)``. Summed over |U| users, plus the encoded noise's ``add_plain`` (``<= t``) and the
+    fresh public-key Enc(0) (``<= 2 N E + E``): at most ``|U| (N t V + t 2^(g+1)) + t + 3 N E``.
     """
     degree_bits = int(math.log2(RING_DEGREE))
-    per_user = (
-        max(degree_bits + math.ceil(math.log2(ERROR_BOUND)), weight_bits + 1) + plain_bits + 1
+    weight_noise = lattice_expand.noise_bits_of(
+        lattice_expand.levels(n_users), error_bound=ERROR_BOUND, data_primes=MAX_COEFFICIENT_PRIMES
     )
+    per_user = max(degree_bits + weight_noise, weight_bits + 1) + plain_bits + 1
     return per_user + math.ceil(math.log2(max(n_users, 1))) + 1
 
 
@@ -331,6 +335,12 @@ class _Context:
         _load(plain, self.context, _raw_plaintext_bytes(row))
         return plain
 
+    def monomial(self, exponent: int) -> Any:
+        """The plaintext ``X^exponent`` (SEAL multiplies by a monomial as a shift, without noise growth)."""
+        row = np.zeros(RING_DEGREE, dtype=np.int64)
+        row[exponent] = 1
+        return self.vector(row)
+
     def raw_ciphertext(self, polys: np.ndarray) -> Any:
         """The ciphertext whose components are ``polys`` [2, #primes, N] (residues), in coefficient form."""
         return self.load(_raw_ciphertext_bytes(polys, self.parms_id))
@@ -361,7 +371,6 @@ class _Context:
 
 
 _CONTEXTS: dict[tuple[tuple[int, ...], tuple[int, ...]], list[_Context]] = {}
-_SECRET_ENCRYPTORS: dict[bytes, list[Any]] = {}
 
 
 def _contexts(plain_moduli: Sequence[int], coefficient_bits: Sequence[int]) -> list[_Context]:
@@ -371,51 +380,6 @@ def _contexts(plain_moduli: Sequence[int], coefficient_bits: Sequence[int]) -> l
     if key not in _CONTEXTS:
         _CONTEXTS[key] = [_Context(t, coefficient_bits) for t in plain_moduli]
     return _CONTEXTS[key]
-
-
-def _secret_encryptors(
-    plain_moduli: Sequence[int], coefficient_bits: Sequence[int], secret_keys: Sequence[bytes]
-) -> list[Any]:
-    """Secret-key encryptors of the server's keys, built once per process and kept under a digest of the keys.
-
-    Only the server's own worker processes (forked from it) ever receive the key bytes.
-    """
-    digest = hashlib.sha256(
-        repr((tuple(plain_moduli), tuple(coefficient_bits))).encode()
-        + b"".join(hashlib.sha256(k).digest() for k in secret_keys)
-    ).digest()
-    if digest not in _SECRET_ENCRYPTORS:
-        sealapi = _seal()
-        encryptors = []
-        for context, data in zip(
-            _contexts(plain_moduli, coefficient_bits), secret_keys, strict=True
-        ):
-            secret = sealapi.SecretKey()
-            _load(secret, context.context, data)
-            encryptors.append(sealapi.Encryptor(context.context, secret))
-        _SECRET_ENCRYPTORS[digest] = encryptors
-    return _SECRET_ENCRYPTORS[digest]
-
-
-def _encrypt_constants(
-    plain_moduli: Sequence[int],
-    coefficient_bits: Sequence[int],
-    secret_keys: Sequence[bytes],
-    values: Sequence[int],
-) -> list[list[bytes]]:
-    """Per plaintext prime, a fresh seeded secret-key ``Enc(v mod t_i)`` of every value (one worker's users).
-
-    SEAL draws every encryption's randomness from a PRNG it seeds from the OS (``std::random_device``) per
-    encryption, so forked workers never share randomness.
-    """
-    return [
-        [to_bytes(encryptor.encrypt_symmetric(context.constant(int(v)))) for v in values]
-        for context, encryptor in zip(
-            _contexts(plain_moduli, coefficient_bits),
-            _secret_encryptors(plain_moduli, coefficient_bits, secret_keys),
-            strict=True,
-        )
-    ]
 
 
 def _split(count: int, processes: int) -> list[np.ndarray]:
@@ -432,36 +396,41 @@ class LatticeServer:
 
     Args:
         layout: the session's :class:`LatticeLayout`.
-        processes: worker processes for step 2(a)'s encryptions (users split between them); each builds its
-            encryptors once from the secret key bytes (sent only to the server's own forked workers) and keeps them
-            under the keys' digest for the session's later rounds.
     """
 
-    def __init__(self, layout: LatticeLayout, *, processes: int = 1) -> None:
+    def __init__(self, layout: LatticeLayout) -> None:
         sealapi = _seal()
-        check_integer("processes", processes)
-        self.layout, self.processes = layout, processes
+        self.layout = layout
         self._contexts = _contexts(layout.plain_moduli, layout.coefficient_bits)
-        self._decryptors, self._public, secret = [], [], []
+        elements = lattice_expand.galois_elements(lattice_expand.levels(layout.n_users))
+        self._decryptors, self._encryptors, self._public, self._galois = [], [], [], []
         for context in self._contexts:
             generator = sealapi.KeyGenerator(context.context)
             public = sealapi.PublicKey()
             generator.create_public_key(public)
             self._decryptors.append(sealapi.Decryptor(context.context, generator.secret_key()))
+            self._encryptors.append(sealapi.Encryptor(context.context, generator.secret_key()))
             self._public.append(to_bytes(public))
-            secret.append(to_bytes(generator.secret_key()))
-        self._secret_keys = tuple(
-            secret
-        )  # the bytes its own worker processes build their encryptors from
+            # seeded (half the bytes); none for a single user, whose weight needs no expansion
+            self._galois.append(
+                to_bytes(generator.create_galois_keys(elements)) if elements else b""
+            )
 
     def public_keys(self) -> tuple[bytes, ...]:
-        """The public keys, one per plaintext prime (silos re-randomise with them); no evaluation keys are needed."""
+        """The public keys, one per plaintext prime (silos re-randomise with them)."""
         return tuple(self._public)
 
-    def encrypt_weights(self, rescaled: Sequence[int]) -> tuple[tuple[bytes, ...], ...]:
-        """Step 2(a)-(b), the rescale's answer: per plaintext prime, a fresh seeded ``Enc(y_u)`` for every user u.
+    def galois_keys(self) -> tuple[bytes, ...]:
+        """The Galois keys the silos expand the packed weights with (:mod:`uldp.secure.lattice_expand`), one set per
+        plaintext prime in SEAL's seeded format (empty bytes for a single user)."""
+        return tuple(self._galois)
 
-        The same ciphertexts go to every silo (see the module docstring: broadcasting them is safe).
+    def encrypt_weights(self, rescaled: Sequence[int]) -> tuple[tuple[bytes, ...], ...]:
+        """Step 2(a)-(b), the rescale's answer: per plaintext prime, ``ceil(|U| / N)`` fresh seeded encryptions of
+        every user's ``y_u`` packed as coefficients (:func:`uldp.secure.lattice_expand.packed_rows`).
+
+        The same ciphertexts go to every silo (see the module docstring: broadcasting them is safe). SEAL draws each
+        encryption's randomness from a PRNG it seeds from the OS (``std::random_device``).
 
         Args:
             rescaled: y_u = floor(z_u 2^g / C_LCM) of this round's rescale (:func:`uldp.secure.packing.rescaled`),
@@ -475,20 +444,13 @@ class LatticeServer:
                 f"rescaled weights must be {self.layout.n_users} non-negative integers, got "
                 f"{len(rescaled)}"
             )
-        layout, values = self.layout, [int(y) for y in rescaled]
-        groups = _split(len(values), self.processes)
-        arguments = (layout.plain_moduli, layout.coefficient_bits, self._secret_keys)
-        if len(groups) <= 1:
-            parts = [_encrypt_constants(*arguments, values)]
-        else:  # users split over worker processes, each keeping its encryptors between rounds
-            pool = fast._pool(len(groups))
-            futures = [
-                pool.submit(_encrypt_constants, *arguments, [values[u] for u in group])
-                for group in groups
-            ]
-            parts = [future.result() for future in futures]
+        values = [int(y) for y in rescaled]
         return tuple(
-            tuple(c for part in parts for c in part[index]) for index in range(len(self._contexts))
+            tuple(
+                to_bytes(encryptor.encrypt_symmetric(context.vector(row.astype(np.int64))))
+                for row in lattice_expand.packed_rows(values, context.t)
+            )
+            for context, encryptor in zip(self._contexts, self._encryptors, strict=True)
         )
 
     def check_update(

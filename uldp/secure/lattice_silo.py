@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from uldp.common.checks import check_integer
-from uldp.secure import fast, lattice_switch
+from uldp.secure import fast, lattice_expand, lattice_switch
+from uldp.secure.config import auto_workers
 from uldp.secure.lattice import (
     PURPOSE_LATTICE_UPDATE,
     RING_DEGREE,
@@ -82,6 +83,29 @@ def load_public_keys(
     return loaded
 
 
+def check_galois_keys(
+    layout: LatticeLayout, galois_keys: Sequence[bytes], *, silo_id: int
+) -> tuple[bytes, ...]:
+    """The server's Galois keys (step 1(a)), checked by count and size: one set per plaintext prime, each at most
+    L key-switching keys of (#data primes) ciphertexts over every prime of q (:func:`public_key_bytes_bound` each),
+    and none when a single user needs no expansion. SEAL checks their content when a silo first loads them.
+
+    Raises:
+        ValueError: a wrong count, or a set over the bound or missing (naming the silo).
+    """
+    level_count = lattice_expand.levels(layout.n_users)
+    bound = level_count * (len(layout.coefficient_bits) - 1) * public_key_bytes_bound(layout)
+    if len(galois_keys) != len(layout.plain_moduli) or any(
+        len(key) > bound or bool(key) != bool(level_count) for key in galois_keys
+    ):
+        raise ValueError(
+            f"silo {silo_id}: Galois keys must be {len(layout.plain_moduli)} sets (one per plaintext prime) "
+            f"of at most {bound} bytes{'' if level_count else ', empty for a single user'}; got sizes "
+            f"{[len(key) for key in galois_keys]}"
+        )
+    return tuple(galois_keys)
+
+
 def _public_encryptors(
     layout: LatticeLayout, public_keys: Sequence[bytes], silo_id: int
 ) -> list[Any]:
@@ -110,12 +134,15 @@ _PUBLIC_ENCRYPTORS: dict[bytes, list[Any]] = {}
 class _RoundTask:
     """What a worker needs for its share of one silo's round (all public parameters, or the silo's own secrets:
     only this silo's own forked workers receive them). ``inputs`` is a directory (in RAM where it fits) holding
-    ``rows.npy`` (the encoded rows of the contributing users, (users, d) int64) and ``weights-i.pkl`` (their
-    ``Enc(y_u)`` bytes for plaintext prime i), which workers read without the parent pickling them to each; or None
-    when the rows and weights are passed in process (:attr:`rows`, :attr:`weights`)."""
+    ``rows.npy`` (the encoded rows of the contributing users, (users, d) int64) and ``weights-i.pkl`` (the packed
+    weights' bytes for plaintext prime i), which workers read without the parent pickling them to each; or None
+    when the rows and weights are passed in process (:attr:`rows`, :attr:`weights`). ``users`` are the contributing
+    users (the rows' order), ``corrections`` every user's c_u."""
 
     layout: LatticeLayout
     public_keys: tuple[bytes, ...]
+    galois_keys: tuple[bytes, ...]
+    users: tuple[int, ...]
     mask_keys: tuple[tuple[int, bytes], ...]
     silo_id: int
     round_index: int
@@ -128,7 +155,7 @@ class _RoundTask:
 
 def _round_items(task: _RoundTask, items: Sequence[tuple[int, int]]) -> list[bytes]:
     """Step 2(b)-(c) for the (plaintext prime, chunk) ``items`` of one silo's round: per item the switched, masked
-    ciphertext of ``sum_u (V_u - c_u) X_u + Enc(0) + 2^g Ez + flood`` (:mod:`uldp.secure.lattice_switch`).
+    ciphertext of ``sum_u W_u X_u + Enc(0) + 2^g Ez + flood`` (:mod:`uldp.secure.lattice_switch`).
 
     A worker computes whole ciphertexts (every user's product of its chunks), so nothing is summed across workers and
     the parent only concatenates: the bytes do not depend on how the items are split, up to the fresh randomness.
@@ -152,19 +179,14 @@ def _round_items(task: _RoundTask, items: Sequence[tuple[int, int]]) -> list[byt
     out = []
     for index, chunk in items:
         context, evaluator = contexts[index], contexts[index].evaluator
-        if index not in prepared:  # W_u = V_u - c_u in NTT form, once per prime and worker
-            prepared[index] = []
+        if index not in prepared:  # W_u = Enc(y_u - c_u) in NTT form, once per prime and worker
             if task.inputs is None:
                 assert task.weights is not None
                 weights = task.weights[index]
             else:  # only the primes this worker's items need
                 with open(os.path.join(task.inputs, f"weights-{index}.pkl"), "rb") as handle:
                     weights = pickle.load(handle)
-            for weight_bytes, correction in zip(weights, task.corrections, strict=True):
-                weight = context.load(weight_bytes)
-                evaluator.sub_plain_inplace(weight, context.constant(int(correction)))
-                evaluator.transform_to_ntt_inplace(weight)
-                prepared[index].append(weight)
+            prepared[index] = _expanded_weights(task, index, weights)
         span = slice(chunk * RING_DEGREE, min((chunk + 1) * RING_DEGREE, parameters))
         used = span.stop - span.start
         total, product = None, sealapi.Ciphertext()
@@ -218,6 +240,77 @@ def _round_items(task: _RoundTask, items: Sequence[tuple[int, int]]) -> list[byt
     return out
 
 
+#: Per plaintext prime, the last expanded weights this process made and the digest of what they were made from:
+#: a round whose weights the silo holds from an earlier round (the same sample) reuses them.
+_EXPANDED: dict[int, tuple[bytes, list[Any]]] = {}
+#: The most bytes of expanded weights a process keeps between rounds (two ciphertexts' polynomials over q each).
+EXPANDED_CACHE_BYTES = 1 << 31
+
+
+def _expanded_weights(task: _RoundTask, index: int, weights: Sequence[bytes]) -> list[Any]:
+    """The contributing users' ``W_u = Enc(y_u - c_u)`` for plaintext prime ``index``, in NTT form
+    (:func:`_expand_weights`), kept in this process for the next round when they fit :data:`EXPANDED_CACHE_BYTES`:
+    when the sample repeats the silo holds the same weights and corrections (those of the weights' round), so the
+    expansion is done once per sample, as the server's encryption is. They are the silo's own values (its
+    corrections are secret), kept in its own process as its workers' inputs are.
+    """
+    layout = task.layout
+    digest = hashlib.sha256(
+        repr((layout, task.users, task.corrections)).encode()
+        + hashlib.sha256(task.galois_keys[index]).digest()
+        + b"".join(hashlib.sha256(w).digest() for w in weights)
+    ).digest()
+    kept = _EXPANDED.get(index)
+    if kept is not None and kept[0] == digest:
+        return kept[1]
+    _EXPANDED.pop(index, None)
+    expanded = _expand_weights(task, index, weights)
+    size = len(expanded) * 2 * RING_DEGREE * len(layout.coefficient_bits) * 8
+    if size <= EXPANDED_CACHE_BYTES:
+        _EXPANDED[index] = (digest, expanded)
+    return expanded
+
+
+def _expand_weights(task: _RoundTask, index: int, weights: Sequence[bytes]) -> list[Any]:
+    """The contributing users' ``W_u = Enc(y_u - c_u)`` for plaintext prime ``index``, in NTT form: each packed
+    ciphertext less the packed corrections, expanded (:mod:`uldp.secure.lattice_expand`).
+
+    Raises:
+        ValueError: weights or Galois keys that are not the session's.
+    """
+    sealapi, layout = _seal(), task.layout
+    context = _contexts(layout.plain_moduli, layout.coefficient_bits)[index]
+    level_count = lattice_expand.levels(layout.n_users)
+    galois = sealapi.GaloisKeys()
+    if level_count:
+        try:
+            _load(galois, context.context, task.galois_keys[index])
+        except (RuntimeError, ValueError) as error:
+            raise ValueError(f"not Galois keys of this lattice session: {error}") from error
+    corrections = lattice_expand.packed_rows(task.corrections, context.t)
+    out: list[Any] = []
+    for group, (data, correction) in enumerate(zip(weights, corrections, strict=True)):
+        first = group * RING_DEGREE
+        wanted = [u - first for u in task.users if first <= u < first + RING_DEGREE]
+        if not wanted:
+            continue
+        packed = context.load(data)
+        context.evaluator.sub_plain_inplace(packed, context.vector(correction.astype(np.int64)))
+        expanded = lattice_expand.expand(
+            sealapi,
+            context.evaluator,
+            packed,
+            galois,
+            level_count=level_count,
+            wanted=wanted,
+            monomial=context.monomial,
+        )
+        for weight in expanded:
+            context.evaluator.transform_to_ntt_inplace(weight)
+            out.append(weight)
+    return out
+
+
 def flood_residues(bits: int, moduli: Sequence[int]) -> np.ndarray:
     """A polynomial with coefficients uniform on [-2^bits, 2^bits) from the OS CSPRNG, as residues [#q, N]."""
     width = bits + 1
@@ -231,15 +324,6 @@ def flood_residues(bits: int, moduli: Sequence[int]) -> np.ndarray:
     return np.stack([(column % q).astype(np.uint64) for q in moduli])
 
 
-def default_workers() -> int:
-    """The default worker count of a silo's round: every core this process may use (``os.sched_getaffinity`` where
-    there is one, else ``os.cpu_count``)."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # pragma: no cover - macOS and Windows
-        return os.cpu_count() or 1
-
-
 class LatticeSilo:
     """Silo s of the lattice round: its counts, the server's public keys, its pairwise mask keys.
 
@@ -248,12 +332,14 @@ class LatticeSilo:
         counts: n_su, [|U|].
         layout: the session's :class:`LatticeLayout`.
         public_keys: the server's, one per plaintext prime.
+        galois_keys: the server's Galois keys, one set per plaintext prime
+            (:meth:`uldp.secure.lattice.LatticeServer.galois_keys`; checked by size here, by SEAL at their first use).
         mask_keys: per peer silo, the 32-byte pairwise mask key of step 1(b).
-        workers: worker processes for step 2(b)-(c) (default :func:`default_workers`); the round's ciphertexts (one
-            per plaintext prime and chunk of N parameters) are split between them, each computed whole by one worker
-            (its users' products, re-randomisation, flood, switch and masks), so the work per round does not grow
-            with the workers beyond each worker's loading of the weights. Workers rebuild the session's contexts once
-            from its public parameters and keep them. 1 runs in this process.
+        workers: worker processes for step 2(b)-(c) (default :func:`uldp.secure.config.auto_workers`); the round's
+            ciphertexts (one per plaintext prime and chunk of N parameters) are split between them, each computed
+            whole by one worker (its users' products, re-randomisation, flood, switch and masks), so the work per
+            round does not grow with the workers beyond each worker's expansion of its primes' weights. Workers
+            rebuild the session's contexts once from its public parameters and keep them. 1 runs in this process.
         answered_round: the last round this silo answered (0: none), for a silo restored between messages
             (:attr:`answered_round`); it answers only later rounds.
 
@@ -269,11 +355,12 @@ class LatticeSilo:
         layout: LatticeLayout,
         *,
         public_keys: Sequence[bytes],
+        galois_keys: Sequence[bytes],
         mask_keys: Mapping[int, bytes],
         workers: int | None = None,
         answered_round: int = 0,
     ) -> None:
-        self.workers = default_workers() if workers is None else check_integer("workers", workers)
+        self.workers = auto_workers() if workers is None else check_integer("workers", workers)
         check_integer("answered_round", answered_round, minimum=0)
         row = np.asarray(counts, dtype=np.int64)
         if row.shape != (layout.n_users,):
@@ -284,6 +371,7 @@ class LatticeSilo:
         self._mask_keys = dict(mask_keys)
         self._public_keys = tuple(public_keys)
         load_public_keys(layout, self._public_keys, silo_id=silo_id)
+        self._galois_keys = check_galois_keys(layout, galois_keys, silo_id=silo_id)
         self._answered = answered_round
 
     @property
@@ -304,15 +392,15 @@ class LatticeSilo:
 
         Args:
             round_index: t (each at most once, increasing).
-            weights: the server's ``Enc(y_u)``, per plaintext prime |U| ciphertexts
-                (:meth:`LatticeServer.encrypt_weights`).
+            weights: the server's packed weights, per plaintext prime ``ceil(|U| / N)`` ciphertexts
+                (:meth:`LatticeServer.encrypt_weights`), expanded here (:mod:`uldp.secure.lattice_expand`).
             corrections: c_u = floor(rho_u 2^g / C_LCM) of the rescale blinds the weights answered (the same in
                 every silo).
             deltas: clipped deltas of this silo's users, (|U|, d) (rows of users without records are ignored).
             noise: this silo's noise, (d,).
 
         The ciphertexts are computed by :attr:`workers` processes (:func:`_round_items`); users whose encoded rows
-        are all zero add nothing, so their weights are not even loaded.
+        are all zero add nothing, so their weights are not even expanded.
 
         Raises:
             ValueError: a round index not above the last answered one (a second update of a round would let the
@@ -336,10 +424,11 @@ class LatticeSilo:
                 f"{noise.shape}"
             )
         primes = len(layout.plain_moduli)
-        if len(weights) != primes or any(len(w) != layout.n_users for w in weights):
+        packed = lattice_expand.groups(layout.n_users)
+        if len(weights) != primes or any(len(w) != packed for w in weights):
             raise ValueError(
-                f"silo {self.silo_id}: weights must hold |U| = {layout.n_users} ciphertexts per "
-                f"plaintext prime ({primes} primes)"
+                f"silo {self.silo_id}: weights must hold ceil(|U| / N) = {packed} packed ciphertexts "
+                f"per plaintext prime ({primes} primes)"
             )
         if len(corrections) != layout.n_users:
             raise ValueError(
@@ -363,14 +452,16 @@ class LatticeSilo:
         task = _RoundTask(
             layout=layout,
             public_keys=self._public_keys,
+            galois_keys=self._galois_keys,
+            users=tuple(users),
             mask_keys=tuple(sorted(self._mask_keys.items())),
             silo_id=self.silo_id,
             round_index=round_index,
-            corrections=tuple(int(corrections[u]) for u in users),
+            corrections=tuple(int(c) for c in corrections),
             noise=np.rint(noise * scale).astype(np.int64),
             inputs=None,
         )
-        chosen = tuple(tuple(prime[u] for u in users) for prime in weights)
+        chosen = tuple(tuple(prime) for prime in weights)
         rows = np.ascontiguousarray(encoded[contributing])
         items = [(i, c) for i in range(primes) for c in range(layout.chunks_for(deltas.shape[1]))]
         groups = [[items[j] for j in group] for group in _split(len(items), self.workers)]

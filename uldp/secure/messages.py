@@ -320,27 +320,31 @@ class RescaledWeightsMessage(Message, tag=10):
 
 @dataclass(frozen=True)
 class LatticeKeysMessage(Message, tag=11):
-    """Lattice backend, step 1(a), server -> silos: the BFV public keys, one per plaintext prime, in SEAL's format
-    (:mod:`uldp.secure.lattice`; the silos re-randomise their updates with them).
+    """Lattice backend, step 1(a), server -> silos: the BFV public keys and Galois keys, one of each per plaintext
+    prime, in SEAL's format (:mod:`uldp.secure.lattice`; the silos re-randomise their updates with the public keys
+    and expand the packed weights with the Galois keys, :mod:`uldp.secure.lattice_expand`).
 
     Attributes:
         public_keys: SEAL's bytes of each public key.
+        galois_keys: SEAL's seeded bytes of each set of Galois keys (empty bytes for a single user).
     """
 
     public_keys: ByteList
+    galois_keys: ByteList
 
 
 @dataclass(frozen=True)
 class LatticeWeightsMessage(Message, tag=12):
-    """Lattice backend, step 2(b), server -> each silo: the rescale's answer, seeded BFV ``Enc(y_u)`` per plaintext
-    prime and user (prime-major; :meth:`uldp.secure.lattice.LatticeServer.encrypt_weights`), made at round
+    """Lattice backend, step 2(b), server -> each silo: the rescale's answer, every user's ``y_u`` packed in seeded
+    BFV ciphertexts, ``ceil(|U| / N)`` per plaintext prime (prime-major;
+    :meth:`uldp.secure.lattice.LatticeServer.encrypt_weights`), made at round
     ``weights_round`` (t, or an earlier round whose sample was the same: :class:`uldp.secure.backends.lattice.
     LatticeBackend`); empty when the silo said it holds them (:class:`LatticeHeldMessage`).
 
     Attributes:
         round_index: t.
         weights_round: the round whose rescale the weights answered (its blinds give the corrections c_u).
-        ciphertexts: SEAL's bytes, |U| per plaintext prime, or none.
+        ciphertexts: SEAL's bytes, ``ceil(|U| / N)`` per plaintext prime, or none.
     """
 
     round_index: U32
@@ -482,8 +486,8 @@ class SiloState(Message, tag=8):
     ``aead_keys`` and ``mask_keys`` are per peer, in the order of the peers' ids; ``own_powers`` are the round's
     shared weight powers of the users ``silo mod |S|``. ``backend_keys`` and ``backend_round`` are the backend's
     state (:meth:`uldp.secure.backends.Backend.export_state`): with the lattice backend (:mod:`uldp.secure.lattice`)
-    the server's BFV public keys of step 1(a), one per plaintext prime in SEAL's format (public, about 1.6 MB each),
-    and the last round whose BFV update the silo computed (0: none; it answers only later ones); empty and 0 with
+    the server's BFV public and Galois keys of step 1(a) and the packed weights it holds, if any (public; see
+    ``LatticeBackend.export_state``), and the last round whose BFV update the silo computed (0: none); empty and 0 with
     the Paillier backends. (They were named ``lattice_keys`` and ``lattice_round``; the bytes are the same.)
     """
 

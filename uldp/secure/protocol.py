@@ -292,13 +292,13 @@ class Server:
         if any(not 0 <= int(c) < square for c in ciphertexts):
             raise ValueError("ciphertexts must lie in [0, n^2) of this server's key")
         return fast.crt_decrypt(
-            self._private_key, list(ciphertexts), processes=self.config.parameters.processes
+            self._private_key, list(ciphertexts), processes=self.config.parameters.workers
         )
 
     def encrypt(self, values: Sequence[int]) -> list[int]:
         """Fresh Paillier encryptions of ``values`` (CRT, with the secret key's factors)."""
         return fast.crt_encrypt(
-            self._private_key, list(values), processes=self.config.parameters.processes
+            self._private_key, list(values), processes=self.config.parameters.workers
         )
 
     def decrypt_product(self, ciphertexts: Sequence[Sequence[int]]) -> list[int]:

@@ -311,7 +311,7 @@ class Silo:
             [message.ciphertexts[u] for u in mine],
             [self._blind_values[u] * self.config.c_lcm % n for u in mine],
             n * n,
-            processes=self.config.parameters.processes,
+            processes=self.config.parameters.workers,
         )
         self.own_powers = dict(zip(mine, powers, strict=True))
         self._round = message.round_index

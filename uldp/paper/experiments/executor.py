@@ -42,20 +42,23 @@ WRAPPER_ARGUMENTS = ("max_test_records",)
 #: which every stored run used while it was the library's default (the library's is now "auto"); it is not a run
 #: argument, so the runs keep their keys.
 PAPER_BACKEND = "paillier"
+#: Protocol 1's worker processes in a grid's runs that name none: one, as every stored run ran (a grid shares the
+#: cores between its runs, ``jobs``; the library's default is now "auto", every core); results do not depend on it.
+GRID_PROCESSES = 1
 
 
 def split_arguments(params: Mapping[str, Any]) -> tuple[dict, dict]:
     """The ``RunConfig`` keyword arguments of a run (stored names mapped by :data:`uldp.simulation.STORED_NAMES`;
-    Protocol 1's backend :data:`PAPER_BACKEND` unless named) and its :data:`WRAPPER_ARGUMENTS` (``max_test_records``
-    checked).
+    Protocol 1's backend :data:`PAPER_BACKEND` and :data:`GRID_PROCESSES` unless named) and its
+    :data:`WRAPPER_ARGUMENTS` (``max_test_records`` checked).
 
     Raises:
         ValueError: A bad ``max_test_records``.
     """
     config = {STORED_NAMES.get(k, k): v for k, v in params.items() if k not in WRAPPER_ARGUMENTS}
     protocol = config.get("protocol", {})
-    if isinstance(protocol, Mapping) and "backend" not in protocol:
-        config["protocol"] = {**protocol, "backend": PAPER_BACKEND}
+    if isinstance(protocol, Mapping):
+        config["protocol"] = {"backend": PAPER_BACKEND, "processes": GRID_PROCESSES, **protocol}
     extra = {k: params[k] for k in WRAPPER_ARGUMENTS if k in params}
     limit = extra.get("max_test_records")
     if limit is not None:

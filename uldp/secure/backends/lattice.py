@@ -3,7 +3,8 @@
 
 The engine (keys, encryption, the masked and flooded update, decryption) and its security argument are
 :mod:`uldp.secure.lattice`; this module plugs it into the roles: the BFV public keys travel beside the Paillier key
-in step 1(a) (and stay in the silo's state), the server answers the rescale with seeded BFV ``Enc(y_u)``, and the
+in step 1(a) with the Galois keys (and stay in the silo's state), the server answers the rescale with every user's
+``y_u`` packed in one seeded BFV ciphertext per plaintext prime (:mod:`uldp.secure.lattice_expand`), and the
 update is a :class:`~uldp.secure.messages.LatticeUpdateMessage` (prime-major ciphertexts). It needs the ``lattice``
 extra (tenseal), imported on first use.
 """
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from uldp.secure import lattice_expand
 from uldp.secure.backends.packed import PackedPaillierBackend
 from uldp.secure.messages import (
     LatticeHeldMessage,
@@ -51,7 +53,7 @@ class LatticeBackend(PackedPaillierBackend):
     """BFV weights and updates after the packed backend's Paillier rescale.
 
     It does not check the server's weights (:attr:`checks_weights` is false): the weights the silos use are BFV
-    ciphertexts ``Enc(y_u)`` the server made, and the check of :mod:`uldp.secure.weight_check` needs the key holder
+    ciphertexts of ``y_u`` the server made, and the check of :mod:`uldp.secure.weight_check` needs the key holder
     to prove a decryption, which Paillier allows (revealing the randomness r) and BFV does not (revealing the
     decryption noise would leak the secret key; a lattice zero-knowledge proof of a short decryption error is not
     available in SEAL). So a silo whose policy asks for a guarantee against a malicious server refuses this backend
@@ -68,6 +70,7 @@ class LatticeBackend(PackedPaillierBackend):
         self._server: Any = None  # the key holder's engine, made on the server's first use
         self._silo: Any = None  # a silo's engine, made at its first update
         self._keys: tuple[bytes, ...] = ()
+        self._galois: tuple[bytes, ...] = ()
         self._answered = (
             0  # the last round a lattice update was computed for, until the engine exists
         )
@@ -107,14 +110,15 @@ class LatticeBackend(PackedPaillierBackend):
     # --- the server's half -----------------------------------------------------------------------------------------
     def _key_holder(self) -> Any:
         if self._server is None:
-            self._server = _engine().LatticeServer(
-                self.layout(self.config), processes=self.config.parameters.processes
-            )
+            self._server = _engine().LatticeServer(self.layout(self.config))
         return self._server
 
     def server_key_messages(self) -> tuple[Message, ...]:
-        """Step 1(a): the BFV public keys, one per plaintext prime."""
-        return (LatticeKeysMessage(public_keys=self._key_holder().public_keys()),)
+        """Step 1(a): the BFV public keys and Galois keys, one of each per plaintext prime."""
+        holder = self._key_holder()
+        return (
+            LatticeKeysMessage(public_keys=holder.public_keys(), galois_keys=holder.galois_keys()),
+        )
 
     def answer_shares(
         self, server: Server, messages: Sequence[Message]
@@ -141,7 +145,7 @@ class LatticeBackend(PackedPaillierBackend):
         }
 
     def encrypt_weights(self, server: Server, round_index: int, weights: list[int]) -> Message:
-        """The rescale's answer in BFV: seeded ``Enc(y_u)`` per plaintext prime and user (prime-major), made afresh
+        """The rescale's answer in BFV: the packed ``y_u``, seeded, per plaintext prime (prime-major), made afresh
         only when the round's sample differs from the one of the last weights made.
 
         The weights ``w_u = y_u - c_u`` depend on the round only through the sample b_u (N_u is the session's), so
@@ -191,7 +195,8 @@ class LatticeBackend(PackedPaillierBackend):
     # --- the silo's half -------------------------------------------------------------------------------------------
     def receive_key_messages(self, silo: Silo, messages: Sequence[Message]) -> None:
         """Step 1(a): the server's BFV public keys, each a public key of the session
-        (:func:`uldp.secure.lattice_silo.load_public_keys`).
+        (:func:`uldp.secure.lattice_silo.load_public_keys`), and its Galois keys
+        (:func:`uldp.secure.lattice_silo.check_galois_keys`).
 
         Raises:
             ValueError: not one :class:`~uldp.secure.messages.LatticeKeysMessage`, or keys that are not the
@@ -202,10 +207,14 @@ class LatticeBackend(PackedPaillierBackend):
                 f"silo {silo.silo_id}: the lattice backend's step 1(a) carries one LatticeKeysMessage, got "
                 f"{[type(m).__name__ for m in messages]}"
             )
-        self._set_keys(silo, messages[0].public_keys)
+        self._set_keys(silo, messages[0].public_keys, messages[0].galois_keys)
 
-    def _set_keys(self, silo: Silo, public_keys: Sequence[bytes]) -> None:
-        _silo_engine().load_public_keys(self.layout(self.config), public_keys, silo_id=silo.silo_id)
+    def _set_keys(
+        self, silo: Silo, public_keys: Sequence[bytes], galois_keys: Sequence[bytes]
+    ) -> None:
+        layout, engine = self.layout(self.config), _silo_engine()
+        engine.load_public_keys(layout, public_keys, silo_id=silo.silo_id)
+        self._galois = engine.check_galois_keys(layout, galois_keys, silo_id=silo.silo_id)
         self._keys = tuple(public_keys)
 
     def masked_update(
@@ -236,16 +245,18 @@ class LatticeBackend(PackedPaillierBackend):
                 np.array(silo.counts, dtype=np.int64),
                 self.layout(self.config),
                 public_keys=self._keys,
+                galois_keys=self._galois,
                 mask_keys={p: k.masks for p, k in silo.pair_keys.items()},
-                workers=self.config.parameters.processes,
+                workers=self.config.parameters.workers,
                 answered_round=self._answered,
             )
-        users, primes = self.config.n_users, len(self._silo.layout.plain_moduli)
+        groups = lattice_expand.groups(self.config.n_users)
+        primes = len(self._silo.layout.plain_moduli)
         if answer.ciphertexts:
-            if len(answer.ciphertexts) != users * primes:
+            if len(answer.ciphertexts) != groups * primes:
                 raise ValueError(
-                    f"silo {silo.silo_id}: {len(answer.ciphertexts)} BFV weights, expected |U| x "
-                    f"{primes} primes"
+                    f"silo {silo.silo_id}: {len(answer.ciphertexts)} BFV weights, expected "
+                    f"ceil(|U| / N) = {groups} x {primes} primes"
                 )
             if not 0 < answer.weights_round <= round_index:
                 raise ValueError(
@@ -261,7 +272,7 @@ class LatticeBackend(PackedPaillierBackend):
         weights_round, ciphertexts = self._held
         update = self._silo.masked_update(
             round_index,
-            [ciphertexts[i * users : (i + 1) * users] for i in range(primes)],
+            [ciphertexts[i * groups : (i + 1) * groups] for i in range(primes)],
             self.corrections(silo, weights_round),
             deltas,
             noise,
@@ -285,11 +296,30 @@ class LatticeBackend(PackedPaillierBackend):
         ]
 
     def export_state(self) -> tuple[tuple[bytes, ...], int]:
-        """The server's BFV public keys and the last round a lattice update was computed for."""
-        return self._keys, self._silo.answered_round if self._silo is not None else self._answered
+        """The server's BFV public keys and Galois keys, then the packed weights this silo holds (their round as 4
+        bytes, then the ciphertexts; nothing when it holds none), and the last round a lattice update was computed
+        for. All of it is public or the server's own; keeping the weights lets a silo rebuilt from this state (a
+        Flower ClientApp, every message) say it holds them, so the server sends them only when the sample changes."""
+        held = (self._held[0].to_bytes(4, "big"), *self._held[1]) if self._held else ()
+        answered = self._silo.answered_round if self._silo is not None else self._answered
+        return (*self._keys, *self._galois, *held), answered
 
     def restore_state(self, silo: Silo, keys: tuple[bytes, ...], answered_round: int) -> None:
-        """The BFV keys checked as step 1(a) checks them, and the last answered round."""
+        """The keys checked as step 1(a) checks them, the held weights by count (SEAL checks them at their use), and
+        the last answered round.
+
+        Raises:
+            ValueError: a state of another layout (naming the silo).
+        """
+        primes = len(self.layout(self.config).plain_moduli)
         if keys:
-            self._set_keys(silo, keys)
+            self._set_keys(silo, keys[:primes], keys[primes : 2 * primes])
+        held = keys[2 * primes :]
+        if held:
+            count = lattice_expand.groups(self.config.n_users) * primes
+            if len(held) != 1 + count or len(held[0]) != 4:
+                raise ValueError(
+                    f"silo {silo.silo_id}: a lattice state holds {len(held) - 1} weights, expected {count}"
+                )
+            self._held = (int.from_bytes(held[0], "big"), held[1:])
         self._answered = answered_round

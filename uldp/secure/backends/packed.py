@@ -233,7 +233,7 @@ class PackedPaillierBackend(PaillierBackend):
             slots=layout.slots,
             slot_bits=layout.slot_bits,
             n_square=n_square,
-            processes=self.config.parameters.processes,
+            processes=self.config.parameters.workers,
         )
         return packed, packing.pack_integers(
             [z << layout.weight_bits for z in encoded_noise], layout

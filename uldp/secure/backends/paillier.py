@@ -145,7 +145,7 @@ class PaillierBackend(Backend):
             else np.zeros((0, deltas.shape[1]), np.int64)
         )
         sums = fast.weighted_ciphertext_sum(
-            bases, exponents, n_square, processes=self.config.parameters.processes
+            bases, exponents, n_square, processes=self.config.parameters.workers
         )
         ciphertexts, plaintexts = self.with_noise(
             sums, encoding.encode(noise, resolution_bits=bits).tolist(), n_square

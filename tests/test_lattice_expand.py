@@ -1,0 +1,172 @@
+"""Tests of the packed weights and their expansion at the silo (uldp.secure.lattice_expand), against SEAL's decryption:
+every expanded ciphertext holds its own user's weight alone, within the noise bound, and the round stays exact at the
+worst case with many users."""
+
+import functools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+pytest.importorskip("tenseal")
+
+from test_secure_lattice import N_MAX, P, _rescale, _setup
+from test_secure_protocol import plain_round  # the same plain ULDP-AVG-w oracle
+
+from uldp.secure import lattice, lattice_expand
+
+
+@functools.cache
+def _server(n_users: int) -> lattice.LatticeServer:
+    """A key holder of a 3-silo session with ``n_users`` users (keys are slow to make: one per size)."""
+    return lattice.LatticeServer(
+        lattice.layout_for(
+            precision=P, n_users=n_users, n_silos=3, n_max=N_MAX, delta_bound=0.5, noise_bound=3.0
+        )
+    )
+
+
+def _expanded(server: lattice.LatticeServer, values, corrections, wanted):
+    """Per plaintext prime, the silo's expansion of the server's packed ``values`` less ``corrections``."""
+    sealapi, layout = lattice._seal(), server.layout
+    out = []
+    for index, (context, data) in enumerate(
+        zip(server._contexts, server.encrypt_weights(values), strict=True)
+    ):
+        galois = sealapi.GaloisKeys()
+        if server.galois_keys()[index]:
+            lattice._load(galois, context.context, server.galois_keys()[index])
+        (packed,) = [context.load(c) for c in data]
+        (correction,) = lattice_expand.packed_rows(corrections, context.t)
+        context.evaluator.sub_plain_inplace(packed, context.vector(correction.astype(np.int64)))
+        out.append(
+            lattice_expand.expand(
+                sealapi,
+                context.evaluator,
+                packed,
+                galois,
+                level_count=lattice_expand.levels(layout.n_users),
+                wanted=wanted,
+                monomial=context.monomial,
+            )
+        )
+    return out
+
+
+@pytest.mark.parametrize("n_users", [1, 2, 5, 100])
+@settings(max_examples=3, deadline=None)
+@given(data=st.data())
+def test_each_expanded_ciphertext_holds_its_own_users_weight_alone(n_users, data):
+    """Decrypted by the key holder, expanded ciphertext u is the constant ``y_u - c_u mod t``: a weight placed at any
+    other coefficient, a wrong scale 2^-L or a wrong automorphism would show here. Its noise stays within
+    :func:`uldp.secure.lattice_expand.expansion_noise` (SEAL's own noise budget is the oracle)."""
+    server = _server(n_users)
+    values = data.draw(st.lists(st.integers(0, 2**60), min_size=n_users, max_size=n_users))
+    corrections = data.draw(st.lists(st.integers(0, 2**40), min_size=n_users, max_size=n_users))
+    wanted = sorted(  # the silo expands only toward its contributing users
+        data.draw(st.sets(st.integers(0, n_users - 1), min_size=1, max_size=n_users))
+    )
+    sealapi, layout = lattice._seal(), server.layout
+    level_count = lattice_expand.levels(n_users)
+    assert (1 << level_count) >= n_users > (1 << level_count) // 2 or n_users == 1
+    bound = lattice_expand.expansion_noise(
+        level_count, error_bound=lattice.ERROR_BOUND, data_primes=len(layout.coefficient_bits) - 1
+    )
+    for context, decryptor, expanded in zip(
+        server._contexts,
+        server._decryptors,
+        _expanded(server, values, corrections, wanted),
+        strict=True,
+    ):
+        assert len(expanded) == len(wanted)
+        q = math.prod(context.moduli)
+        for user, ciphertext in zip(wanted, expanded, strict=True):
+            plain = sealapi.Plaintext()
+            decryptor.decrypt(ciphertext, plain)
+            coefficients = [plain.data(j) for j in range(plain.coeff_count())]
+            assert coefficients[0] == (values[user] - corrections[user]) % context.t
+            assert not any(coefficients[1:])
+            # SEAL's budget is log2(q / (2 t ||v||)), rounded down: the noise is within the bound
+            budget = decryptor.invariant_noise_budget(ciphertext)
+            assert budget >= math.floor(math.log2(q / (2 * context.t * bound))) - 1
+
+
+def test_weights_are_one_ciphertext_per_prime_and_groups_of_n_users():
+    server = _server(100)
+    weights = server.encrypt_weights(list(range(100)))
+    assert [len(prime) for prime in weights] == [1] * len(server.layout.plain_moduli)
+    assert lattice_expand.groups(100) == 1
+    assert lattice_expand.groups(lattice.RING_DEGREE + 1) == 2
+    assert lattice_expand.levels(lattice.RING_DEGREE + 1) == 14 == lattice_expand.levels(2**14)
+    assert lattice_expand.levels(100) == 7 and lattice_expand.levels(1) == 0
+    assert lattice_expand.galois_elements(2) == [
+        lattice.RING_DEGREE + 1,
+        lattice.RING_DEGREE // 2 + 1,
+    ]
+    rows = lattice_expand.packed_rows(list(range(lattice.RING_DEGREE + 3)), 65537)
+    inverse = pow(2**14, -1, 65537)
+    assert len(rows) == 2 and rows[1][:3].tolist() == [
+        (lattice.RING_DEGREE + u) * inverse % 65537 for u in range(3)
+    ]
+    assert not rows[1][3:].any()
+
+
+def test_worst_case_with_a_hundred_users_decrypts_exactly():
+    """Every delta at +-C, every noise coordinate at the bound, a user with N_max records, 100 users: seven levels of
+    expansion, the largest weight noise a 100-user session has; the sum is still within P of the plain round."""
+    n_silos, n_users, dim, clip = 3, 100, 3, 0.5
+    counts = np.full((n_silos, n_users), N_MAX // (2 * n_silos))
+    counts[:, 0], counts[1, 0] = 0, N_MAX
+    signs = np.where(np.arange(dim) % 2 == 0, 1.0, -1.0)
+    deltas = np.broadcast_to(clip * signs, (n_silos, n_users, dim)).copy()
+    deltas[counts == 0] = 0.0
+    noise = np.broadcast_to(3.0 * signs, (n_silos, dim)).copy()
+    sampled = np.arange(n_users) % 3 != 1
+    sampled[0] = True
+    layout, server, silos = _setup(counts, clip=clip, noise_bound=3.0)
+    rescaled, corrections = _rescale(counts, sampled, layout)
+    weights = server.encrypt_weights(rescaled)
+    updates = [
+        s.masked_update(1, weights, corrections, deltas[i], noise[i]) for i, s in enumerate(silos)
+    ]
+    result = server.finish(updates, dim)
+    assert np.max(np.abs(result - plain_round(counts, deltas, noise, sampled))) <= P
+
+
+def test_the_expansion_is_made_once_per_sample_and_reused_while_the_weights_are_held(monkeypatch):
+    """A silo process keeps the last expanded weights per prime: rounds that reuse the server's weights (the same
+    sample, the same corrections) expand nothing and stay exact; new weights are expanded again."""
+    from uldp.secure import lattice_silo
+
+    rng = np.random.default_rng(11)
+    counts = rng.integers(1, 40, (3, 6))  # every user in every silo: the silos expand the same W_u
+    deltas, noise = rng.uniform(-0.5, 0.5, (3, 6, 4)), rng.uniform(-3, 3, (3, 4))
+    sampled = np.array([True, True, False, True, True, True])
+    layout, server, silos = _setup(counts)
+    calls: list[int] = []
+    expand = lattice_silo._expand_weights
+
+    def counted(task, index, weights):
+        calls.append(index)
+        return expand(task, index, weights)
+
+    monkeypatch.setattr(lattice_silo, "_expand_weights", counted)
+    monkeypatch.setattr(lattice_silo, "_EXPANDED", {})
+    rescaled, corrections = _rescale(counts, sampled, layout)
+    weights = server.encrypt_weights(rescaled)
+    expected = plain_round(counts, deltas, noise, sampled)
+    for round_index, new in ((1, False), (2, False), (3, True)):
+        if new:  # a new sample: new weights and corrections
+            rescaled, corrections = _rescale(counts, sampled, layout)
+            weights = server.encrypt_weights(rescaled)
+        del calls[:]
+        updates = [
+            s.masked_update(round_index, weights, corrections, deltas[i], noise[i])
+            for i, s in enumerate(silos)
+        ]
+        assert np.max(np.abs(server.finish(updates, 4) - expected)) <= P
+        assert sorted(calls) == ([] if round_index == 2 else list(range(len(layout.plain_moduli))))
+    del calls[:]  # the same weights with other corrections are other W_u: expanded again
+    silos[0].masked_update(4, weights, [c + 1 for c in corrections], deltas[0], noise[0])
+    assert sorted(calls) == list(range(len(layout.plain_moduli)))

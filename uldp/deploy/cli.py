@@ -50,6 +50,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _common(server)
     server.add_argument(
+        "--json", action="store_true", help="print the result (one JSON document) on stdout"
+    )
+    server.add_argument(
         "--address",
         default="0.0.0.0:9092",
         help="the SuperLink's one port, host:port (default 0.0.0.0:9092): silos, the ServerApp and the "
@@ -171,7 +174,6 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", type=Path, required=True, help="the run's settings (JSON), the same for all"
     )
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--quiet", action="store_true", help="say only warnings and errors")
 
 

@@ -190,7 +190,7 @@ def run_server(
     from uldp.flower.launch import run_app
 
     host, port = _split(address)
-    check_number("--join-timeout", join_timeout, above=0)
+    check_number("--join-timeout", join_timeout, above=0, finite=True)
     _exit_on_sigterm()
     if supernode_keys and certificates is None:
         raise ValueError(
@@ -401,7 +401,7 @@ def run_silo(
         ValueError: a bad address or ``max_wait``, or an authentication key without TLS.
     """
     _split(server)
-    check_number("--max-wait", max_wait, above=0)
+    check_number("--max-wait", max_wait, above=0, finite=True)
     _exit_on_sigterm()
     if auth_key is not None and root_certificates is None:
         raise ValueError(

@@ -502,3 +502,14 @@ def test_a_silo_gives_up_after_max_wait_printing_its_supernodes_log(monkeypatch,
     said = capsys.readouterr().err
     assert "the SuperNode stopped (exit status 1); its log" in said, said
     assert said.rstrip().endswith("Failed to initialize the connection to the SuperLink."), said
+
+
+def test_flower_commands_run_without_forced_colours(monkeypatch):
+    """A Jupyter kernel sets FORCE_COLOR: flwr then colours its ``--format json`` output, which no longer parses (the
+    deploying chapter's server failed so). The Flower commands of ``uldp deploy`` run without it."""
+    from uldp.deploy.superlink import _environment
+
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setenv("CLICOLOR_FORCE", "1")
+    env = _environment()
+    assert "FORCE_COLOR" not in env and "CLICOLOR_FORCE" not in env and env["NO_COLOR"] == "1"

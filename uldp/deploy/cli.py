@@ -24,8 +24,6 @@ from typing import TYPE_CHECKING
 from uldp.cli import print_json
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from uldp.deploy.app import AppSettings
 
 #: The options of the earlier runtime (Flower's deprecated start_server/start_client) and what replaced them.
@@ -259,19 +257,11 @@ def _keys(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """``python -m uldp.deploy.cli server|silo|keys ...``: ``uldp deploy`` without the other sub-commands.
 
-    Errors behave as in :func:`uldp.cli.main`: a ValueError becomes one line on stderr and exit status 2.
+    Parsed and run without the other sub-commands (each process of a federation starts faster this way). Errors
+    behave as in :func:`uldp.cli.main`: a ValueError becomes one line on stderr and exit status 2.
     """
-    return run_alone(register, argv)
-
-
-def run_alone(
-    register_commands: Callable[[argparse._SubParsersAction], None], argv: list[str] | None
-) -> int:
-    """``uldp deploy ...`` as ``register_commands`` defines it, parsed and run without the other sub-commands (each
-    process of a federation starts faster this way); a ValueError becomes one line on stderr and exit status 2, as
-    in :func:`uldp.cli.main`."""
     parser = argparse.ArgumentParser(prog="uldp")
-    register_commands(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    register(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
     args = parser.parse_args(["deploy", *(sys.argv[1:] if argv is None else argv)])
     try:
         return int(args.handler(args) or 0)

@@ -140,7 +140,7 @@ SIZES = {
         protocol={"key_bits": 512, "n_max": 40, "insecure_test_key": True},
     ),
     # as small, on more records and with 1024-bit test keys: Flower's message rounds, not the keys, set the page's
-    # time (about two minutes on a loaded 2-core machine); the paper profile has the paper's keys
+    # time (2.6 min on a loaded 2-core machine, 2.1 at smoke); the paper profile has the paper's keys
     "default": dict(
         n_users=20,
         rounds=2,

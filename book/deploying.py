@@ -14,101 +14,102 @@
 # # Deploying across silos
 #
 # In the rest of the book the federation runs in one process. In practice each silo is a different institution:
-# its records never leave its machine, and the server is a third party. `uldp.deploy` runs the same methods
-# (DEFAULT, ULDP-NAIVE, ULDP-GROUP-k, ULDP-SGD/AVG with enhanced weights and user sampling) as **one server process
-# and one process per silo**, on [Flower](https://flower.ai) (`flwr` 1.41, no Ray, telemetry off with
-# `FLWR_TELEMETRY_ENABLED=0`).
+# its records never leave its machine, and the server is a third party. `uldp deploy` runs the same methods
+# (DEFAULT, ULDP-NAIVE, ULDP-GROUP-k, ULDP-SGD/AVG with enhanced weights and user sampling) as **one server and one
+# process per silo**, on [Flower](https://flower.ai)'s runtime (`flwr` 1.41, no Ray, telemetry off with
+# `FLWR_TELEMETRY_ENABLED=0`): the server runs a SuperLink and the uldp ServerApp, each silo a SuperNode and the uldp
+# ClientApp. They are the strategy and ClientApp of `uldp.flower` (`UldpStrategy`), which a hospital with its own
+# model and loading code runs as its own Flower app; `uldp deploy` drives them from one settings file.
 #
-# **Who computes what.** Every party reads the same run configuration and derives from its seed what every party may
+# **Who computes what.** Every party reads the same settings file and derives from its seed what every party may
 # know: the allocation, ULDP-GROUP-k's flags and the initial model. A silo loads the dataset, derives the allocation
-# (and ULDP-GROUP-k's flags) and keeps only its own records: it trains on those alone and sends the method's silo update
-# ($\Delta_s + z_s$ for ULDP-NAIVE, a DP-SGD delta for ULDP-GROUP-k, $\sum_u w_{su}\Delta_{su} + z_s$ for ULDP-SGD/AVG).
-# The server holds the global model, samples the users ({ref}`Algorithm 4 <paper-algorithm-4>`), sums the updates,
-# applies the server step, evaluates the model and runs the accountant. Aggregation is secure by default for every
-# method (`"secure": false` opts out, and the run then reports the $\epsilon$ of the server's view): under ULDP-AVG-w
-# and ULDP-SGD-w the silo's clipped per-user deltas and noise only ever leave it inside
-# {ref}`Protocol 1 <paper-protocol-1>`'s masked update; under the other methods its update leaves it under
-# {ref}`Protocol 1 <paper-protocol-1>`'s pairwise masks alone (`uldp.secure.masked_sum`). Either way the server learns the noisy sum over the silos alone,
-# never one silo's update, and cannot remove its noise (below).
+# and keeps only its own records (or, for a hospital, reads its own table): it trains on those alone and sends the
+# method's silo update ($\Delta_s + z_s$ for ULDP-NAIVE, a DP-SGD delta for ULDP-GROUP-k,
+# $\sum_u w_{su}\Delta_{su} + z_s$ for ULDP-SGD/AVG). The server holds the global model, samples the users
+# ({ref}`Algorithm 4 <paper-algorithm-4>`), sums the updates, applies the server step, evaluates the model and runs
+# the accountant. Aggregation is secure by default for every method (`"secure": false` opts out, and the run then
+# reports the $\epsilon$ of the server's view): under ULDP-AVG-w and ULDP-SGD-w the silo's clipped per-user deltas
+# and noise only ever leave it inside {ref}`Protocol 1 <paper-protocol-1>`'s masked update; under the other methods
+# its update leaves it under {ref}`Protocol 1 <paper-protocol-1>`'s pairwise masks alone (`uldp.secure.masked_sum`).
+# Either way the server learns the noisy sum over the silos alone, never one silo's update, and cannot remove its
+# noise.
 #
 # **Who knows which random draw.** The server is the adversary of the paper's trust model (semi-honest,
-# {ref}`Section 3.1 <paper-section-3-1>`), and it holds the configuration file, seed included. A draw whose secrecy the
-# privacy argument needs must therefore never come from that seed: if a silo's noise $z_s$ did, the server could rebuild
-# it with its own objects and subtract it, leaving the noise-free update (an earlier version did exactly that, see
-# below). Every random draw of a deployed round:
+# {ref}`Section 3.1 <paper-section-3-1>`), and it holds the settings file, seed included. A draw whose secrecy the
+# privacy argument needs must therefore never come from that seed: if a silo's noise $z_s$ did, the server could
+# rebuild it with its own objects and subtract it, leaving the noise-free update (an earlier version did exactly
+# that; `tests/test_flower.py` runs that attack against every silo). Every random draw of a deployed round:
 #
 # | draw | drawn by | from | who may know it |
 # |---|---|---|---|
 # | allocation, initial model, ULDP-GROUP-k flags $\mathbf{B}$ | every party | the shared `seed` | everyone (public) |
 # | users sampled in round $t$ ({ref}`Algorithm 4 <paper-algorithm-4>`) | server | the server's own secret (OS CSPRNG) | the server; the silos receive it |
-# | noise $z_s$ (ULDP-NAIVE, ULDP-SGD/AVG), DP-SGD sampling and noise (ULDP-GROUP-k), batch order, dropout | silo $s$ | silo $s$'s own 128-bit secret (`secrets`) | silo $s$ only |
+# | noise $z_s$ (ULDP-NAIVE, ULDP-SGD/AVG), DP-SGD sampling and noise (ULDP-GROUP-k), batch order, dropout | silo $s$ | silo $s$'s own secret (OS CSPRNG) | silo $s$ only |
 # | Paillier key pair ({ref}`Protocol 1 <paper-protocol-1>` step 1(a)) | server | OS CSPRNG | public key: everyone |
 # | X25519 key pair of silo $s$ (step 1(b)) | silo $s$ | OS CSPRNG | public key: everyone |
 # | seed $R$ (step 1(c)), hence blinds and masks | silo 0 | `os.urandom` | the silos, never the server |
-# | AEAD nonces, Paillier randomizers, handshake nonce | their sender | OS CSPRNG | public |
+# | AEAD nonces, Paillier randomizers | their sender | OS CSPRNG | public |
 #
-# A silo's secret seeds the method's per-round streams (the Gaussian noise is a torch generator keyed by 63 bits of that
-# stream). The silos learn which users were sampled, because they train only those; the paper's trust model lets only
-# the server know it ({ref}`Section 3.1 <paper-section-3-1>`), and hiding it would cost every silo training all users
-# each round. The configuration field `"insecure_reproducible_noise": true` brings back the shared-seed draws so that a
-# deployed run equals the in-process one draw for draw: **it voids the privacy guarantee** (the server can strip every
-# silo's noise), every party logs a warning, and the server's result records it. It exists for the tests only. The
-# in-process simulation (`uldp.simulation.run`) is always seeded: it models the computation, not the trust boundary.
+# The silos learn which users were sampled, because they train only those; the paper's trust model lets only the
+# server know it ({ref}`Section 3.1 <paper-section-3-1>`). Beyond the paper, the silos can draw the sample themselves
+# and hide it from the server (`"hidden_sample": true`, README). The settings field `"insecure_reproducible_noise":
+# true` brings back the shared-seed draws so that a deployed run equals the in-process one draw for draw: **it voids
+# the privacy guarantee** (the server can strip every silo's noise). It exists for the tests only. The in-process
+# simulation (`uldp.simulation.run`) is always seeded: it models the computation, not the trust boundary.
 #
-# **Which Flower API.** Flower 1.41 offers two ways to run real clients. Its *Deployment Engine* (`flower-superlink`,
-# `flower-supernode`, `flwr run`) starts a fresh `ClientApp` process for every message and has each SuperNode poll for
-# work every 3 s. {ref}`Protocol 1 <paper-protocol-1>` needs five exchanges to set up and two per round, and each silo
-# keeps secrets (its X25519 key, pairwise keys, blinds) from one stage to the next; a process per message would have to
-# store them outside the process and would add seconds per stage. Flower's gRPC server and client
-# (`flwr.server.start_server`, `flwr.client.start_client`, bidirectional streaming) keep one long-lived connection and
-# one process per silo, answer in milliseconds, support TLS, and report a silo whose connection drops. They are marked
-# deprecated since Flower 1.13 but are present and tested in the pinned 1.41.0; `uldp.deploy` uses them and keeps its
-# own protocol (stages, byte formats, checkpoints) independent of that choice.
+# **Which Flower runtime.** Flower 1.41's *Deployment Engine*: one SuperLink (`flower-superlink`) on one port, one
+# SuperNode per silo (`flower-supernode`), the run submitted with `flwr run`. {ref}`Protocol 1 <paper-protocol-1>`
+# needs several exchanges to set up and two per round, and each silo keeps secrets (its X25519 key, pairwise keys,
+# blinds) from one stage to the next: they live in the SuperNode's node-local state, as bytes in explicit formats,
+# and never reach the SuperLink. Each SuperNode runs with `--isolation process` and one long-lived ClientApp process
+# (`uldp flower-worker`), so a silo reads its records once per run, not once per message.
 #
-# **What travels.** Every stage is one Flower `FitIns` to each silo, answered by one `FitRes`. The stage name and small
-# values ride in Flower's typed maps; model vectors, sampled users and {ref}`Protocol 1 <paper-protocol-1>`'s messages
-# ride as bytes in explicit formats (`uldp.common.persist`: dtype, shape, data and a SHA-256 digest; `uldp.secure.messages`
-# for the protocol). Nothing is pickled.
+# **What travels.** Every stage is one Flower message to each silo, answered by one message. Model vectors, sampled
+# users and {ref}`Protocol 1 <paper-protocol-1>`'s messages ride as bytes in explicit formats
+# (`uldp.common.persist`: dtype, shape, data and a SHA-256 digest; `uldp.secure.messages` for the protocol).
+# Nothing is pickled.
 #
-# **Faults.** A silo that drops out (crash, network, timeout) or reports an error aborts the round: nothing of it
-# is applied, the server exits with a clear error, and the checkpoint (written atomically after every completed
-# round) still holds the last good model. Restarting the same command resumes from it. A silo with another
-# configuration, a wrong id or a wrong key is refused at the handshake, told why, and the server keeps waiting for
-# the right one.
+# **Faults.** The strategy accounts each round before it asks it, and a round that a silo failed counts as a release:
+# it is never asked again. The checkpoint (`--checkpoint`, written atomically before and after every round) holds the
+# model and every release; a resubmitted run resumes from it at the next round index, and a silo that comes back
+# under a new node id is taken back by its name. A silo the run does not name is left out, and a SuperNode whose key
+# the server did not register is refused by the SuperLink.
 #
 # ## The commands
 #
-# Every party gets the same configuration file: the fields of `uldp.simulation.RunConfig` (unset ones take the
-# paper's values), plus optionally {ref}`Protocol 1 <paper-protocol-1>`'s public parameters. For example `run.json`:
+# Every party gets the same settings file: the fields of `uldp.simulation.RunConfig` (unset ones take the paper's
+# values), plus optionally {ref}`Protocol 1 <paper-protocol-1>`'s public parameters, or a hospital table's columns
+# (README, "`uldp deploy`"). For example `run.json`:
 #
 # ```json
 # {"dataset": "creditcard", "method": "ULDP-AVG-w", "n_users": 100, "n_silos": 3, "rounds": 10, "seed": 0,
 #  "q": 0.5, "secure": true, "protocol": {"key_bits": 3072, "n_max": 2000}}
 # ```
 #
-# `python -m uldp.deploy.legacy_cli keys` draws a master key for the server and derives one key per silo; the server
-# checks each silo's HMAC of a fresh nonce.
+# `uldp deploy keys` writes the silos' relay key (the silos seal what they send each other through the server under
+# it; never given to the server) and one SuperNode key pair per silo, whose public halves the server registers:
 #
 # ```text
-# python -m uldp.deploy.legacy_cli keys --silos 3 --out keys/
-# python -m uldp.deploy.legacy_cli server --config run.json --address 0.0.0.0:8080 --checkpoint model.ckpt \
-#     --master-key-file keys/master.key
-# python -m uldp.deploy.legacy_cli silo --silo-id 0 --config run.json --server server.example.org:8080 \
-#     --key-file keys/silo-0.key
+# uldp deploy keys --silos 3 --out keys/
+# uldp deploy server --config run.json --address 0.0.0.0:9092 --silos silo-0,silo-1,silo-2 --checkpoint strategy.ckpt \
+#     --ssl-ca-certfile ca.crt --ssl-certfile server.crt --ssl-keyfile server.key \
+#     --supernode-key keys/supernode-0.pub --supernode-key keys/supernode-1.pub --supernode-key keys/supernode-2.pub
+# uldp deploy silo --config run.json --server server.example.org:9092 --silo-id 0 --relay-key keys/relay.key \
+#     --auth-key keys/supernode-0 --root-certificates ca.crt
 # ```
 #
-# With TLS, the server adds `--ssl-ca-certfile ca.crt --ssl-certfile server.crt --ssl-keyfile server.key` and each
-# silo `--root-certificates ca.crt`. This page runs that earlier runtime as `python -m uldp.deploy.legacy_cli`;
-# `uldp deploy` itself now runs on Flower's SuperLink and SuperNodes (README, "Running on several machines"). A short
-# run on the `synthetic` dataset makes a dress rehearsal of machines, certificates and keys.
+# This page runs the same commands on one machine, over loopback without TLS (TLS and SuperNode authentication add a
+# handshake per connection, not per round; `tests/test_deploy_flower.py` runs them with both). A short run on the
+# `synthetic` dataset makes a dress rehearsal of machines, certificates and keys.
 
 # %% tags=["parameters"]
 profile = "default"
 
 # %%
+import contextlib
 import json
-import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -121,7 +122,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from uldp.deploy.method_roles import DeployConfig
+from uldp.deploy.config import DeployConfig
 from uldp.paper.chapters import show_captioned
 from uldp.paper.plots import figure_legend
 from uldp.secure import SecureAggregator
@@ -129,21 +130,23 @@ from uldp.simulation import run
 
 os.environ["FLWR_TELEMETRY_ENABLED"] = "0"
 SIZES = {
+    # two rounds, the least that shows round 2 on: a round on Flower costs at least the SuperNodes' polling (every
+    # 3 s, twice a round under Protocol 1), and the set-up waits for the silos' SuperNodes to start
     "smoke": dict(
         n_users=20,
-        rounds=3,
+        rounds=2,
         local_epochs=1,
         max_train_records=200,
         protocol={"key_bits": 512, "n_max": 40, "insecure_test_key": True},
     ),
-    # small enough that the page builds in a few minutes: its real processes and 2048-bit keys cost per round (each
-    # round took about 70 s in one process on a loaded 2-core machine, so two rounds, the least that shows round 2 on)
+    # as small, on more records and with 1024-bit test keys: Flower's message rounds, not the keys, set the page's
+    # time (2.6 min on a loaded 2-core machine, 2.1 at smoke); the paper profile has the paper's keys
     "default": dict(
         n_users=20,
         rounds=2,
         local_epochs=1,
         max_train_records=400,
-        protocol={"key_bits": 2048, "n_max": 100},
+        protocol={"key_bits": 1024, "n_max": 100, "insecure_test_key": True},
     ),
     "paper": dict(
         n_users=100,
@@ -175,6 +178,11 @@ display(
         )
         + f", with {config.protocol.key_bits}-bit keys"
         + (
+            " (test keys, too short for a real federation)"
+            if config.protocol.insecure_test_key
+            else ""
+        )
+        + (
             ""
             if profile == "paper"
             else f": a small federation, so that the page builds in minutes (the paper profile runs "
@@ -202,9 +210,9 @@ display(
 # %% [markdown]
 # ## One federation on this machine
 #
-# A server and three silo processes on localhost (insecure transport; TLS adds a handshake per connection, not per
-# round), each started with the command above. The server prints its per-round history as JSON: seconds per stage,
-# test metrics and the user-level $\varepsilon$ spent so far.
+# A server and three silos on localhost, each started with the command above (`--quiet`: their logs stay out of the
+# page). The server's `--json` result holds each round's line: its seconds, the test metrics and the user-level
+# $\varepsilon$ spent so far.
 
 
 # %%
@@ -214,75 +222,84 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def stop(process: subprocess.Popen) -> None:
+    """SIGTERM to the command's own session: it stops the SuperNode and worker it started, then exits."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
 def deploy(data: dict, workdir: Path) -> tuple[dict, float]:
-    """Run a server and one process per silo with ``python -m uldp.deploy.legacy_cli``: (server's JSON, wall
-    seconds)."""
-    path = workdir / "run.json"
+    """``uldp deploy keys``, then ``uldp deploy server`` and one ``uldp deploy silo`` per silo as processes on
+    loopback: (the server's JSON result, wall seconds)."""
+    path, keys = workdir / "run.json", workdir / "keys"
     path.write_text(json.dumps(data))
-    port, common = free_port(), ["--config", str(path), "--json", "--quiet"]
-    command = [sys.executable, "-m", "uldp.deploy.legacy_cli"]
+    command = [sys.executable, "-m", "uldp.deploy.cli"]
+    subprocess.run(
+        [*command, "keys", "--silos", str(config.run.n_silos), "--out", str(keys)],
+        check=True,
+        capture_output=True,
+    )
+    port, names = free_port(), [f"silo-{s}" for s in range(config.run.n_silos)]
     start = time.perf_counter()
     server = subprocess.Popen(
         [
-            *command,
-            "server",
-            "--address",
-            f"127.0.0.1:{port}",
-            "--join-timeout",
-            "300",
-            "--checkpoint",
-            str(workdir / "model.ckpt"),
-            *common,
+            *(*command, "server", "--config", str(path), "--address", f"127.0.0.1:{port}"),
+            *(
+                "--silos",
+                ",".join(names),
+                "--work",
+                str(workdir / "server"),
+                "--join-timeout",
+                "300",
+            ),
+            *("--checkpoint", str(workdir / "strategy.ckpt"), "--json", "--quiet"),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,
     )
-    # the processes' logs (a slow machine's "still waiting for silo(s)") stay out of the page; a silo that fails is
-    # named in the server's error, and a server that writes no result shows its log
     silos = [
         subprocess.Popen(
             [
-                *command,
-                "silo",
-                "--silo-id",
-                str(s),
-                "--server",
-                f"127.0.0.1:{port}",
-                "--max-wait",
-                "300",
-                *common,
+                *(*command, "silo", "--config", str(path), "--server", f"127.0.0.1:{port}"),
+                *("--silo-id", str(s), "--relay-key", str(keys / "relay.key"), "--max-wait", "300"),
+                "--quiet",
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         for s in range(config.run.n_silos)
     ]
-    output, log = server.communicate(timeout=3600)
-    for silo in silos:
-        silo.wait(timeout=120)
-    if not output.strip():
+    try:
+        output, log = server.communicate(timeout=3600)
+    finally:
+        for process in [server, *silos]:
+            stop(process)
+    if server.returncode != 0:
         raise RuntimeError(
-            f"the server wrote no result (exit status {server.returncode}); its log:\n{log}"
+            f"the server exited with status {server.returncode}; its log:\n{log[-3000:]}"
         )
-    return json.loads(output.strip().splitlines()[-1]), time.perf_counter() - start
+    return json.loads(output), time.perf_counter() - start
 
 
 deployed, deployed_wall = deploy(RUN, Path(tempfile.mkdtemp(prefix="uldp-deploy-")))
-assert deployed["error"] == "", deployed["error"]
+assert deployed["rounds_done"] == config.run.rounds, deployed
 pd.DataFrame(
     [
         {
-            "round": record["round"],
-            "seconds": record["seconds"],
-            **{
-                f"{name.replace('_', ' ')} (s)": seconds
-                for name, seconds in record["stages"].items()
-            },
-            "test loss": record["loss"],
-            "user-level ε": record["epsilon"],
+            "round": row["round"],
+            "seconds": row["seconds"],
+            "test loss": row["loss"],
+            "user-level ε": row["epsilon"],
         }
-        for record in deployed["history"]
+        for row in deployed["rounds"]
     ]
 ).style.hide(axis="index").format(precision=3)
 
@@ -294,12 +311,12 @@ pd.DataFrame(
 # silos as objects in one process, every message still through its byte form). Both start from the same model and the
 # same allocation; the deployed silos' noise comes from their own secrets, so the test losses agree in distribution, not
 # draw for draw, and the accountant's $\varepsilon$ is the same. (With `insecure_reproducible_noise` the two runs agree
-# to float precision, {ref}`Protocol 1 <paper-protocol-1>`'s aggregate being within $P = 10^{-10}$ of the plain sum,
-# {ref}`Theorem 4 <paper-theorem-4>`; `tests/test_deploy.py` checks it with real processes.)
+# to float precision; `tests/test_deploy_flower.py` checks the Flower runs against `uldp.fit`, bit for bit or within
+# {ref}`Protocol 1 <paper-protocol-1>`'s precision $P$, {ref}`Theorem 4 <paper-theorem-4>`.)
 
 # %%
 local = run(config.run, aggregate_fn=SecureAggregator(config.protocol))
-deployed_loss = np.array([record["loss"] for record in deployed["history"]])
+deployed_loss = np.array([row["loss"] for row in deployed["rounds"]])
 display(
     pd.DataFrame(
         {
@@ -312,77 +329,25 @@ display(
     .format(precision=4)
 )
 assert not deployed["insecure_reproducible_noise"]
-assert [record["epsilon"] for record in deployed["history"]] == local.epsilon
-
-# %% [markdown]
-# ## The server cannot remove the noise
-#
-# The attack of a curious server, run against the deployment's own roles (`MethodServer`, `MethodSilo`) for one
-# round: the server rebuilds each silo's noise from the shared configuration with its own objects and subtracts it
-# from what the silo sent. With the silos' own secrets, what remains is two independent noises (standard deviation
-# $\sqrt 2\,\sigma_z$); with the insecure option it is the clean update, far smaller than the noise.
-# `tests/test_deploy_security.py` runs the same attack for every method that adds noise at the silos and on
-# {ref}`Protocol 1 <paper-protocol-1>`'s decoded aggregate.
-
-# %%
-from uldp.data import load
-from uldp.deploy.method_roles import MethodServer, MethodSilo
-from uldp.fitting import round_seed
-
-dataset = load(config.run.dataset)
-# the insecure option is shown here on purpose: its warning to deployments (logged by uldp.deploy) is not for the page
-logging.getLogger("uldp.deploy").setLevel(logging.ERROR)
-attack = []
-for insecure in (False, True):
-    attacked = DeployConfig.from_json(
-        {**RUN, "secure": False, "insecure_reproducible_noise": insecure}
-    )
-    server = MethodServer(attacked, dataset)
-    params, sampled = server.initial_params(), server.sampled_users(1)
-    shared = round_seed(np.random.SeedSequence(attacked.run.seed), 0)  # round 1
-    residual = np.concatenate(
-        [
-            MethodSilo(attacked, s, dataset).contribution(params, 1, sampled)
-            - server.method.silo_noise(params.size, server.n_silos, shared, s).numpy()
-            for s in range(server.n_silos)
-        ]
-    )
-    noise_std = server.method.noise_std(server.n_silos)
-    attack.append(
-        {
-            "silos' noise": "from the shared seed (tests only)"
-            if insecure
-            else "their own secrets",
-            "std of what the server is left with": f"{residual.std():.4f}",
-            "per-silo noise std": f"{noise_std:.2f}",
-            "ratio": f"{residual.std() / noise_std:.3f}",
-        }
-    )
-pd.DataFrame(attack).style.hide(axis="index")
+np.testing.assert_allclose(deployed["epsilon"], local.epsilon, rtol=1e-9)
 
 # %% [markdown]
 # ## What the deployment costs per round
 #
-# Two measures. First, each silo reports how long it computed for each exchange; the rest of the exchange's wall time at
-# the server is **transport**: serialising the model and {ref}`Protocol 1 <paper-protocol-1>`'s messages, gRPC, Flower
-# and waking the processes. Second, the deployed round against the in-process one. The in-process run pays
-# {ref}`Protocol 1 <paper-protocol-1>`'s setup (Paillier keys, pairwise keys, blinded histogram) inside its first round,
-# while the deployed server reports it separately; both include evaluation and accounting. The deployed silos work side
-# by side, the in-process ones one after another, so from round 2 on the difference is the transport minus what running
-# in parallel saves.
+# The deployed round against the in-process one. The in-process run pays {ref}`Protocol 1 <paper-protocol-1>`'s
+# set-up (Paillier keys, pairwise keys, blinded histogram) inside its first round, while the deployed server reports
+# it separately; both include evaluation and accounting. The deployed silos work side by side, the in-process ones one
+# after another, so from round 2 on the difference is what Flower's messages cost (serialising, gRPC, the SuperLink's
+# queue, each SuperNode polling for work) minus what running in parallel saves.
 
 # %%
-deployed_rounds = np.array([record["seconds"] for record in deployed["history"]])
-transport = np.array(
-    [record["stages"]["silos"] - record["stages"]["silo_compute"] for record in deployed["history"]]
-)
+deployed_rounds = np.array([row["seconds"] for row in deployed["rounds"]])
 local_rounds = np.array(local.seconds)
 display(
     pd.DataFrame(
         {
             "round": range(1, len(deployed_rounds) + 1),
             "deployed (s)": deployed_rounds,
-            "of which transport (ms)": (transport * 1000).round(),
             "in one process (s)": local_rounds,
             "difference (s)": deployed_rounds - local_rounds,
         }
@@ -394,18 +359,20 @@ overhead = float(np.median(deployed_rounds[1:] - local_rounds[1:]))
 startup = deployed_wall - deployed_rounds.sum() - deployed["setup_seconds"]
 display(
     Markdown(
-        f"Round 1 of the in-process run includes the protocol's set-up. The median transport per round is "
-        f"{np.median(transport) * 1000:.0f} ms ({np.median(transport / deployed_rounds):.1%} of a deployed "
-        f"round); from round 2 on, a deployed round takes {overhead * 1000:+.0f} ms against an in-process "
-        f"one ({overhead / np.median(local_rounds[1:]):+.0%}). Once per federation: the protocol's set-up "
-        f"{deployed['setup_seconds']:.2f} s, and process start-up, admission and shutdown {startup:.1f} s."
+        f"Round 1 of the in-process run includes the protocol's set-up. From round 2 on, a deployed round takes "
+        f"{overhead:+.2f} s against an in-process one ({overhead / np.median(local_rounds[1:]):+.0%}). Once per "
+        f"federation: the set-up {deployed['setup_seconds']:.2f} s (the private set union, Protocol 1's keys, "
+        f"proofs and seed), and starting the SuperLink and SuperNodes, the silos' joining and shutdown "
+        f"{startup:.1f} s."
     )
 )
 
 # %%
 fig, ax = plt.subplots(figsize=(6.5, 3.6))
 x = np.arange(1, len(deployed_rounds) + 1)
-ax.bar(x - 0.2, deployed_rounds, 0.4, label=f"deployed ({config.run.n_silos + 1} processes, gRPC)")
+ax.bar(
+    x - 0.2, deployed_rounds, 0.4, label=f"deployed ({config.run.n_silos + 1} processes, Flower)"
+)
 ax.bar(x + 0.2, local_rounds, 0.4, label="in-process")
 ax.set_xticks(x, [f"round {i}" for i in x])
 ax.set_ylabel("seconds")
@@ -416,17 +383,16 @@ ax.set_title(
 figure_legend(fig, [ax], title=False)
 show_captioned(
     fig,
-    "Seconds per round of the same federation deployed (one process per silo, gRPC) and in one "
+    "Seconds per round of the same federation deployed (a SuperLink and a SuperNode per silo, Flower) and in one "
     f"process, with {config.protocol.key_bits}-bit keys at the {profile} profile (the paper's keys are "
     "3072-bit): round 1 of the in-process run includes the protocol's set-up.",
 )
 
 # %% [markdown]
-# The transport adds little to a round: the model and {ref}`Protocol 1 <paper-protocol-1>`'s messages travel as bytes
-# over one long-lived stream per silo, and the round's cost is the local training and the Paillier arithmetic (chapter
-# on the weighting protocol). On a real network, add the time to move a round's messages: with
-# {ref}`Protocol 1 <paper-protocol-1>` about $2d$ ciphertexts of $2 \times$ the key size per silo (the masked update and
-# the model), a few megabytes for this model at 3072-bit keys. Parallel silos can make a deployed round faster than the
-# in-process one, whose silos run one after another; on a machine with fewer cores than processes they share the CPU
-# instead. Start-up (Python imports, loading the data, connecting) is paid once per federation, as is the protocol's
-# setup.
+# Flower adds little to a round: the model and {ref}`Protocol 1 <paper-protocol-1>`'s messages travel as bytes, and
+# the round's cost is the local training and the Paillier arithmetic (chapter on the weighting protocol). On a real
+# network, add the time to move a round's messages: with {ref}`Protocol 1 <paper-protocol-1>` about $2d$ ciphertexts
+# of $2 \times$ the key size per silo (the masked update and the model), a few megabytes for this model at 3072-bit
+# keys. Parallel silos can make a deployed round faster than the in-process one, whose silos run one after another;
+# on a machine with fewer cores than processes they share the CPU instead. Start-up (Python imports, the SuperLink and
+# SuperNodes, loading the data, joining) is paid once per federation, as is the protocol's set-up.

@@ -16,20 +16,18 @@ import json
 import struct
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from hypothesis import strategies as st
 
 from uldp.common import persist
-from uldp.deploy.method_roles import DeployConfig
+from uldp.deploy.config import DeployConfig
 from uldp.paper import experiments
 from uldp.secure import messages
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-
-    from uldp.deploy.roles import ServerRole
 
 DIGEST = 32
 JSON = st.recursive(
@@ -194,15 +192,16 @@ KEY_FILES = st.one_of(
 
 
 def check_key_file(data: bytes) -> None:
-    from uldp.deploy.legacy_cli import _read_key
+    """The silos' relay key file (``uldp deploy keys``, read by every SuperNode's ClientApp)."""
+    from uldp.flower.pseudonyms import read_key_file
 
-    path = _SCRATCH / "silo.key"
+    path = _SCRATCH / "relay.key"
     path.write_bytes(data)
     try:
-        key = _read_key(path)
+        key = read_key_file(path)
     except ValueError:
         return
-    assert isinstance(key, bytes) and len(key) >= 16
+    assert isinstance(key, bytes) and len(key) >= 32
 
 
 # --- deployment configurations ------------------------------------------------------------------------------------
@@ -222,6 +221,7 @@ _FIELDS = sorted(
         "max_train_records",
         "distribution",
         "bogus",
+        "table",
     }
 )
 _PROTOCOL = st.dictionaries(
@@ -229,21 +229,49 @@ _PROTOCOL = st.dictionaries(
     JSON | st.integers(0, 5000),
     max_size=4,
 )
+#: A hospital table's run (``"table"``: its columns and model), the other kind of settings file.
+_TABLE_BASE = {
+    "table": {"id_column": "id", "label_column": "y", "feature_columns": ["a", "b"], "hidden": [4]},
+    "method": "ULDP-AVG",
+    "rounds": 1,
+}
+_TABLE = st.dictionaries(
+    st.sampled_from(["id_column", "label_column", "feature_columns", "classes", "hidden", "bogus"]),
+    JSON | st.lists(st.text(max_size=4), max_size=3) | st.lists(st.integers(-2, 9), max_size=3),
+    max_size=5,
+)
 CONFIGS = (
     st.builds(
         lambda changes: {**_BASE, **changes},
         st.dictionaries(st.sampled_from(_FIELDS), JSON | _PROTOCOL, max_size=4),
+    )
+    | st.builds(
+        lambda changes: {**_TABLE_BASE, **changes},
+        st.dictionaries(
+            st.sampled_from(
+                ["table", "method", "rounds", "sigma", "epsilon", "seed", "q", "bogus"]
+            ),
+            JSON | _TABLE,
+            max_size=3,
+        ),
     )
     | JSON
 )
 
 
 def check_config(data: Any) -> None:
+    """``uldp deploy``'s settings file: a built-in dataset's run configuration (which writes back to itself) or a
+    table run."""
+    from uldp.deploy.app import AppSettings
+
     try:
-        config = DeployConfig.from_json(data)
+        settings = AppSettings.from_json(data)
     except ValueError:
         return
-    assert DeployConfig.from_json(json.loads(json.dumps(config.to_json()))) == config
+    assert (settings.deploy is None) == (settings.table is not None)
+    if settings.deploy is not None:
+        config = settings.deploy
+        assert DeployConfig.from_json(json.loads(json.dumps(config.to_json()))) == config
 
 
 # --- stored results -----------------------------------------------------------------------------------------------
@@ -281,29 +309,6 @@ def check_result(payload: Any) -> None:
     assert stored is None or stored.key == _SPEC.key
 
 
-# --- the server's handshake ---------------------------------------------------------------------------------------
-class _Role:
-    n_silos, fingerprint = 3, "f" * 64
-
-
-HELLOS = st.dictionaries(
-    st.sampled_from(["silo_id", "fingerprint", "wire_version", "tag", "nonce"]),
-    JSON | st.binary(max_size=40) | st.integers(-5, 5),
-    max_size=5,
-)
-
-
-def check_hello(answer: dict) -> None:
-    from uldp.deploy.server import Coordinator, ServerSettings
-
-    role = cast(
-        "ServerRole", _Role()
-    )  # a stand-in with what the handshake check reads, not a full ServerRole
-    coordinator = Coordinator(role, ServerSettings(master_key=bytes(32)), client_manager=None)
-    reason = coordinator._check_hello(answer, b"n" * 32)
-    assert isinstance(reason, str) and (reason or isinstance(answer.get("tag"), bytes))
-
-
 #: Every fuzz target: name -> (strategy, check).
 TARGETS: dict[str, tuple[st.SearchStrategy, Callable[[Any], None]]] = {
     "wire array": (ARRAYS, check_array),
@@ -312,5 +317,4 @@ TARGETS: dict[str, tuple[st.SearchStrategy, Callable[[Any], None]]] = {
     "key file": (KEY_FILES, check_key_file),
     "deployment configuration": (CONFIGS, check_config),
     "stored result": (RESULTS, check_result),
-    "handshake": (HELLOS, check_hello),
 }

@@ -1,15 +1,13 @@
 """uldp.cli: every sub-command with ``--json`` writes exactly one JSON document (inputs and outputs) to stdout.
 
 Each command runs on tiny inputs and its whole stdout is parsed with ``json.loads`` (not its last line): a progress
-line, a table or a log line on stdout fails the test. The deploy roles run as their own processes, as deployed.
+line, a table or a log line on stdout fails the test. ``deploy server`` runs as its own process, with its SuperLink
+(tests/test_deploy_flower.py).
 """
 
 import argparse
 import json
 import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +19,7 @@ needs_data = pytest.mark.skipif(
     not (Path(DATA) / "heart_disease").exists(), reason="HeartDisease data not found"
 )
 
-#: Every in-process ``--json`` command on tiny inputs (the deploy roles are run by their own test below).
+#: Every in-process ``--json`` command on tiny inputs (``deploy server`` is run by tests/test_deploy_flower.py).
 COMMANDS = {
     "epsilon": [
         "epsilon",
@@ -78,7 +76,9 @@ COMMANDS = {
     ],
     "grid": ["grid", "list"],
 }
-DEPLOY_ROLES = ("deploy server", "deploy silo")
+#: Run as a real process (a SuperLink) by tests/test_deploy_flower.py, its whole stdout one document; ``deploy
+#: silo`` runs until stopped and prints none.
+DEPLOY_ROLES = ("deploy server",)
 #: Run on files of their own by tests/test_secure_cli.py.
 ROSTER_COMMANDS = ("roster identity", "roster add", "roster show")
 
@@ -170,74 +170,6 @@ def test_the_human_table_goes_to_stdout_without_json(capsys):
     assert main(COMMANDS["run"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[:2] for line in lines] == [["round", "1"], ["round", "2"]]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def test_deploy_roles_write_one_document_each(tmp_path):
-    config = tmp_path / "run.json"
-    config.write_text(
-        json.dumps(
-            {
-                "dataset": "synthetic",
-                "method": "ULDP-NAIVE",
-                "n_users": 6,
-                "n_silos": 2,
-                "rounds": 1,
-                "local_epochs": 1,
-                "seed": 0,
-            }
-        )
-    )
-    port = _free_port()
-    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}
-    command = [sys.executable, "-m", "uldp.deploy.legacy_cli"]
-    common = ["--config", str(config), "--json"]
-    server = subprocess.Popen(
-        [*command, "server", "--address", f"127.0.0.1:{port}", "--join-timeout", "120", *common],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    silos = [
-        subprocess.Popen(
-            [
-                *command,
-                "silo",
-                "--silo-id",
-                str(silo),
-                "--server",
-                f"127.0.0.1:{port}",
-                "--max-wait",
-                "120",
-                *common,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        for silo in range(2)
-    ]
-    outputs = {}
-    for name, process in [
-        ("deploy server", server),
-        *((f"deploy silo {i}", p) for i, p in enumerate(silos)),
-    ]:
-        stdout, stderr = process.communicate(timeout=300)
-        assert process.returncode == 0, stderr[-2000:]
-        outputs[name] = json.loads(stdout)  # whole: the logs (not --quiet) went to stderr
-    assert (
-        outputs["deploy server"]["command"] == "deploy server"
-        and outputs["deploy server"]["rounds_done"] == 1
-    )
-    assert outputs["deploy server"]["inputs"]["config"] == str(config)
-    assert [outputs[f"deploy silo {i}"]["silo_id"] for i in range(2)] == [0, 1]
 
 
 # --------------------------------------------------------------------------------- one set of defaults

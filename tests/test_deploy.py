@@ -1,69 +1,22 @@
-"""Tests of uldp.deploy: byte formats, checkpoints, keys, the methods' roles, and real federations of separate
-processes on localhost checked against the in-process simulation."""
+"""``uldp deploy``'s inputs, hostile or broken: the settings file (:class:`uldp.deploy.config.DeployConfig`), the
+checkpoint and array files the strategy resumes from and the silos exchange (:mod:`uldp.common.persist`), and the
+command lines (every number bounded, every failure one line). The runs themselves: tests/test_deploy_flower.py;
+hostile parties on Flower: tests/test_flower_hostile.py."""
 
 from __future__ import annotations
 
 import json
-import os
-import socket
-import stat
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from uldp.common import persist
-from uldp.deploy import keys, wire
-from uldp.deploy.method_roles import DeployConfig, MethodServer, MethodSilo
-
-os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
-DATA = os.environ.get("ULDP_DATA_DIR") or str(
-    Path(__file__).resolve().parents[2] / "shared" / "data"
-)
-needs_creditcard = pytest.mark.skipif(
-    not os.path.isdir(os.path.join(DATA, "creditcard")), reason="Creditcard files not available"
-)
+from uldp.deploy.config import DeployConfig
 
 
-# --- byte formats ---------------------------------------------------------------------------------------------
-def test_instruction_survives_flowers_own_protobuf_serialisation() -> None:
-    """What the server builds, after Flower's wire encoding and decoding, is what the silo parses (bytes exact)."""
-    from flwr.common import serde
-    from flwr.proto.transport_pb2 import ServerMessage
-
-    payloads = (bytes(range(256)), b"", persist.array_to_bytes(np.linspace(0, 1, 7)))
-    sent = wire.Instruction(wire.STAGE_TRAIN, 3, {"nonce": b"\x00\xff", "reason": "x"}, payloads)
-    proto = ServerMessage(fit_ins=serde.fit_ins_to_proto(sent.to_flower()))
-    received = ServerMessage.FromString(proto.SerializeToString())
-    parsed = wire.Instruction.from_flower(serde.fit_ins_from_proto(received.fit_ins))
-    assert parsed == sent
-
-
-def test_reply_carries_errors() -> None:
-    reply = wire.Reply.from_flower(wire.Reply(error="boom").to_flower())
-    assert reply.error == "boom" and reply.payloads == ()
-
-
-# --- keys ------------------------------------------------------------------------------------------------------
-def test_keys_files_are_private_and_match_an_independent_hmac(tmp_path) -> None:
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.hmac import HMAC
-
-    paths = keys.write_keys(tmp_path, n_silos=3)
-    assert [p.name for p in paths] == ["master.key", "silo-0.key", "silo-1.key", "silo-2.key"]
-    master = bytes.fromhex(paths[0].read_text())
-    for silo_id, path in enumerate(paths[1:]):
-        assert stat.S_IMODE(path.stat().st_mode) == 0o600
-        mac = HMAC(master, hashes.SHA256())
-        mac.update(b"uldp-silo-key" + silo_id.to_bytes(8, "little"))
-        assert bytes.fromhex(path.read_text()) == mac.finalize()
-    with pytest.raises(ValueError, match="16 bytes"):
-        keys.silo_key(b"short", 0)
-
-
-# --- configuration and CLI ---------------------------------------------------------------------------------------
+# --- the settings file ---------------------------------------------------------------------------------------------
 def test_deploy_config_reads_a_run_config_and_refuses_unknown_fields() -> None:
     config = DeployConfig.from_json(
         {"dataset": "synthetic", "method": "ULDP-GROUP-4", "n_users": 5, "rounds": 2}
@@ -82,21 +35,64 @@ def test_deploy_config_reads_a_run_config_and_refuses_unknown_fields() -> None:
         DeployConfig.from_json({"dataset": "synthetic", "method": "DEFAULT", "rounds": 1})
 
 
+@pytest.mark.parametrize(
+    "change, detail",
+    [
+        (
+            {"protocol": {"insecure_test_key": "no", "key_bits": 512}},
+            "insecure_test_key must be true or false",
+        ),
+        ({"protocol": {"key_bits": 512}}, "insecure"),
+        ({"protocol": {"key_bits": 4096, "precision": 0.0}}, "precision"),
+        ({"protocol": {"n_max": True}}, "n_max"),
+        ({"protocol": {"n_max": 0}}, "n_max"),
+        ({"protocol": []}, "'protocol' must be an object"),
+        (
+            {"insecure_reproducible_noise": "yes"},
+            "insecure_reproducible_noise must be true or false",
+        ),
+        ({"user_weights": "abc"}, "user_weights must be a list of lists"),
+        ({"user_weights": [[1, 2], 3]}, "user_weights must be a list of lists"),
+        ({"n_users": "8"}, "n_users"),
+        ({"rounds": None}, "rounds"),
+    ],
+)
+def test_a_deployment_configuration_is_checked_completely(change, detail) -> None:
+    base = {"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 8, "rounds": 1}
+    with pytest.raises(ValueError, match=detail):
+        DeployConfig.from_json({**base, **change})
+
+
+def test_a_huge_n_max_is_refused_at_once() -> None:
+    """Protocol 1's N_max is checked when the settings are read: a huge one would take hours to check."""
+    with pytest.raises(ValueError, match="n_max"):
+        DeployConfig.from_json(
+            {
+                "dataset": "synthetic",
+                "method": "ULDP-AVG",
+                "n_users": 8,
+                "rounds": 1,
+                "protocol": {"n_max": 10**6},
+            }
+        )
+
+
 def test_cli_reports_a_bad_config_in_one_line(tmp_path, capsys) -> None:
-    from uldp.deploy.legacy_cli import main
+    from uldp.deploy.cli import main
 
     path = tmp_path / "run.json"
     path.write_text(
         json.dumps({"dataset": "synthetic", "method": "FEDPROX", "n_users": 3, "rounds": 1})
     )
-    assert main(["silo", "--config", str(path), "--silo-id", "0"]) == 2
-    assert "unknown method 'FEDPROX'" in capsys.readouterr().err
+    assert main(["server", "--config", str(path)]) == 2
+    error = capsys.readouterr().err
+    assert "unknown method 'FEDPROX'" in error and error.count("\n") == 1, error
 
 
 def test_registering_the_deploy_command_imports_nothing_heavy() -> None:
     """``uldp deploy --help`` must not pay for torch, Flower or the methods (they load inside the handlers)."""
     code = (
-        "import argparse, sys; import uldp.deploy.legacy_cli as cli; cli.register(argparse.ArgumentParser()"
+        "import argparse, sys; import uldp.deploy.cli as cli; cli.register(argparse.ArgumentParser()"
         ".add_subparsers()); print(sorted(m for m in ('torch', 'flwr', 'numpy', 'uldp.simulation', "
         "'uldp.secure') if m in sys.modules))"
     )
@@ -106,263 +102,239 @@ def test_registering_the_deploy_command_imports_nothing_heavy() -> None:
     assert output.strip() == "[]"
 
 
-# --- the methods' roles, in one process ----------------------------------------------------------------------------
-def _simulated(config, dataset, monkeypatch, **options):
-    """``uldp.simulation.run`` and the final global model it evaluated (spied on: RunResult holds metrics only)."""
-    from uldp import simulation
-    from uldp.simulation import run
+# --- hostile files: the strategy's checkpoint (uldp.common.persist.ReleaseLedger) and arrays ----------------------
+def _forged_checkpoint(path, header: bytes, params: np.ndarray | None = None) -> None:
+    """A checkpoint file with a valid digest around any header (what an attacker with write access could make);
+    ``params`` defaults to three float32 zeros."""
+    import hashlib
+    import struct
 
-    seen = {}
-    load = simulation.load_flat_parameters
+    if params is None:
+        params = np.zeros(3, np.float32)
 
-    def spy(model, flat):
-        seen["params"] = flat.detach().clone().numpy()
-        load(model, flat)
-
-    monkeypatch.setattr(simulation, "load_flat_parameters", spy)
-    result = run(config, dataset=dataset, **options)
-    monkeypatch.setattr(simulation, "load_flat_parameters", load)
-    return seen["params"], result
+    body = persist.MAGIC + struct.pack("<I", len(header)) + header + persist.array_to_bytes(params)
+    path.write_bytes(body + hashlib.sha256(body).digest())
 
 
-@pytest.fixture(scope="module")
-def creditcard():
-    from uldp.data import load
-
-    return load("creditcard", DATA)
-
-
-@needs_creditcard
 @pytest.mark.parametrize(
-    "method",
+    "header, detail",
     [
-        "DEFAULT",
-        "ULDP-NAIVE",
-        "ULDP-GROUP-2",
-        "ULDP-GROUP-median",
-        "ULDP-SGD",
-        "ULDP-SGD-w",
-        "ULDP-AVG",
-        "ULDP-AVG-w",
+        (b'{"rounds_done": -5, "config_fingerprint": "f", "history": []}', "rounds_done"),
+        (b'{"rounds_done": true, "config_fingerprint": "f", "history": []}', "rounds_done"),
+        (b'{"rounds_done": 1, "config_fingerprint": "f", "history": "abc"}', "history"),
+        (b'{"rounds_done": 2, "config_fingerprint": "f", "history": [{}]}', "history"),
+        (b'{"rounds_done": 0, "config_fingerprint": 7, "history": []}', "config_fingerprint"),
+        (b'{"rounds_done": 0, "history": []}', "must hold"),
+        (b"[1, 2]", "must hold"),
+        (b'{"rounds_done": 0', "malformed"),
+        (b"\xff\xfe", "malformed"),
+        (b"[" * 100_000, "malformed"),
     ],
 )
-def test_server_and_silo_roles_compute_the_simulation(method, creditcard, monkeypatch) -> None:
-    """Server role + one role per silo (each holding only its own records) give run()'s model, metrics, epsilon."""
-    from uldp.simulation import RunConfig
+def test_a_malformed_checkpoint_header_is_a_value_error(header, detail, tmp_path) -> None:
+    path = tmp_path / "model.ckpt"
+    _forged_checkpoint(path, header)
+    with pytest.raises(ValueError, match=detail):
+        persist.load_checkpoint(path, config_fingerprint="f")
 
-    run = RunConfig(
-        dataset="creditcard",
-        method=method,
-        n_users=6,
-        n_silos=3,
-        rounds=2,
-        seed=3,
-        local_epochs=1,
-        max_train_records=150,
-        q=0.6 if method.startswith(("ULDP-SGD", "ULDP-AVG")) else 1.0,
+
+def test_a_checkpoint_of_another_model_or_not_finite_is_refused(tmp_path) -> None:
+    path, header = (
+        tmp_path / "model.ckpt",
+        b'{"rounds_done": 0, "config_fingerprint": "f", "history": []}',
     )
-    expected, result = _simulated(run, creditcard, monkeypatch)
-    config = DeployConfig(
-        run, insecure_reproducible_noise=True
-    )  # the simulation's draws (tests only)
-    server = MethodServer(config, creditcard)
-    silos = [MethodSilo(config, silo_id, creditcard) for silo_id in range(3)]
-    for silo in silos:
-        assert set(silo.federation.allocation.silo.tolist()) == {silo.silo_id}
-        assert silo.federation.x.shape[0] == silo.n_records == silo.counts_row.sum()
-    assert (
-        sum(silo.n_records for silo in silos) == result.info["train_records"]
-    )  # after GROUP's flags
-    params, history = server.initial_params(), []
-    for round_index in (1, 2):
-        sampled = server.sampled_users(round_index)
-        contributions = [silo.contribution(params, round_index, sampled) for silo in silos]
-        params = server.combine(params, contributions, round_index)
-        history.append(server.evaluate(params, round_index))
-    np.testing.assert_allclose(params, expected, rtol=0, atol=1e-6)
-    assert [h["loss"] for h in history] == pytest.approx(result.test_loss, abs=1e-5)
-    assert [h["epsilon"] for h in history] == result.epsilon
-
-
-# --- real processes on localhost: a server and 3 silos, ULDP-AVG-w with Protocol 1 --------------------------------
-# Creditcard (an MLP of 5,012 parameters), 20 users over 3 silos, 200 training records, one local epoch, user sampling
-# q = 0.7, Protocol 1 with 512-bit test keys (N_max = 40 bounds every user's records here), and the INSECURE shared-seed
-# noise, so that the deployed model can be compared with the in-process one draw for draw.
-RUN = {
-    "dataset": "creditcard",
-    "method": "ULDP-AVG-w",
-    "n_users": 20,
-    "n_silos": 3,
-    "rounds": 2,
-    "seed": 5,
-    "q": 0.7,
-    "local_epochs": 1,
-    "max_train_records": 200,
-    "secure": True,
-    "protocol": {"key_bits": 512, "insecure_test_key": True, "n_max": 40},
-    "insecure_reproducible_noise": True,
-}
-
-
-@pytest.fixture(scope="module")
-def secure_reference(creditcard):
-    """The in-process run of RUN (plain aggregation: Protocol 1 matches it to within P per round)."""
-    from uldp.methods import aggregate
-
-    config = DeployConfig.from_json(RUN)
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        params, result = _simulated(config.run, creditcard, monkeypatch, aggregate_fn=aggregate)
-    return config, params, result
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _uldp(
-    *args: str, command: tuple[str, ...] = ("-m", "uldp.deploy.legacy_cli")
-) -> subprocess.Popen:
-    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "ULDP_DATA_DIR": DATA}
-    return subprocess.Popen(
-        [sys.executable, *command, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-
-
-def _server(port: int, config, *extra: str) -> subprocess.Popen:
-    return _uldp(
-        "server",
-        "--config",
-        str(config),
-        "--address",
-        f"127.0.0.1:{port}",
-        "--join-timeout",
-        "180",
-        "--round-timeout",
-        "120",
-        "--json",
-        "--quiet",
-        *extra,
-    )
-
-
-def _silo(
-    port: int, config, silo_id: int, *extra: str, crash_at: int | None = None
-) -> subprocess.Popen:
-    """A silo process; with ``crash_at`` one that exits abruptly on that round (tests/crashing_silo.py)."""
-    crashing = (str(Path(__file__).with_name("crashing_silo.py")), str(crash_at))
-    return _uldp(
-        "silo",
-        "--config",
-        str(config),
-        "--server",
-        f"127.0.0.1:{port}",
-        "--silo-id",
-        str(silo_id),
-        "--max-wait",
-        "120",
-        "--json",
-        "--quiet",
-        *extra,
-        command=("-m", "uldp.deploy.legacy_cli") if crash_at is None else crashing,
-    )
-
-
-def _finish(process: subprocess.Popen, timeout: float = 300.0) -> tuple[int, dict, str]:
-    stdout, stderr = process.communicate(timeout=timeout)
-    lines = [line for line in stdout.splitlines() if line.startswith("{")]
-    return process.returncode, json.loads(lines[-1]) if lines else {}, stderr
-
-
-def _config_file(tmp_path, data: dict, name: str = "run.json"):
-    path = tmp_path / name
-    path.write_text(json.dumps(data))
-    return path
-
-
-@needs_creditcard
-def test_three_silo_processes_with_protocol_1_compute_the_in_process_run(
-    tmp_path, secure_reference
-) -> None:
-    """The required check: a server and 3 silo processes run 2 secure rounds of ULDP-AVG-w over Flower; the final
-    model is the in-process simulation's (Protocol 1 is within P = 1e-10 of the plain sum, float32 model)."""
-    config, expected, result = secure_reference
-    port, path, ckpt = _free_port(), _config_file(tmp_path, RUN), tmp_path / "model.ckpt"
-    server = _server(port, path, "--checkpoint", str(ckpt))
-    silos = [_silo(port, path, silo_id) for silo_id in range(3)]
-    code, finished, stderr = _finish(server)
-    assert code == 0 and finished["rounds_done"] == 2 and finished["error"] == "", stderr[-3000:]
-    assert finished["insecure_reproducible_noise"] and "INSECURE" in stderr
-    for silo_id, silo in enumerate(silos):
-        code, answer, stderr = _finish(silo)
-        assert code == 0 and answer["silo_id"] == silo_id, stderr[-2000:]
-    final = persist.load_checkpoint(ckpt, config_fingerprint=config.fingerprint)
-    assert final is not None
-    assert final.params.dtype == np.float32 and final.rounds_done == 2
-    np.testing.assert_allclose(final.params, expected, rtol=0, atol=1e-6)
-    assert not np.array_equal(final.params, MethodServer(config).initial_params())  # it trained
-    assert [r["loss"] for r in finished["history"]] == pytest.approx(result.test_loss, abs=1e-5)
-    assert [r["epsilon"] for r in finished["history"]] == result.epsilon
-
-
-@needs_creditcard
-def test_a_dying_silo_aborts_the_round_impostors_are_refused_and_a_restart_resumes(
-    tmp_path, secure_reference
-) -> None:
-    """Silo 2 crashes in round 2: the server aborts it, keeps round 1's model and counts round 2 as a release. The
-    silos still up wait for a server (--max-wait) and give up; the restarted server (now with keys) refuses a silo
-    with another silo's key and one with another configuration, admits the right silos and continues at round 3
-    (round 2 is never asked again): its epsilon history counts 3 releases."""
-    config, _, result = secure_reference
-    port, path, ckpt = _free_port(), _config_file(tmp_path, RUN), tmp_path / "model.ckpt"
-    server = _server(port, path, "--checkpoint", str(ckpt))
-    silos = [
-        _silo(port, path, s, "--max-wait", "5", crash_at=2 if s == 2 else None) for s in range(3)
+    like = np.zeros(3, np.float32)
+    cases: list[tuple[np.ndarray, str]] = [
+        (np.zeros(3, np.float64), "float64"),
+        (np.zeros(4, np.float32), r"\(4,\)"),
+        (np.array([0, np.nan, 0], np.float32), "NaN"),
     ]
-    code, aborted, stderr = _finish(server)
-    assert code == 1 and aborted["rounds_done"] == 1 and aborted["last_round"] == 2, stderr[-3000:]
-    assert "round 2 aborted" in aborted["error"] and "silo 2 dropped out" in aborted["error"]
-    assert _finish(silos[2])[0] == 17  # the simulated crash
-    for silo in silos[:2]:
-        code, _, stderr = _finish(silo)
-        assert code == 1 and "(--max-wait 5 s" in stderr and "last round seen: 2" in stderr, stderr[
-            -2000:
-        ]
-    checkpoint = persist.load_checkpoint(ckpt, config_fingerprint=config.fingerprint)
-    assert (
-        checkpoint is not None
-        and checkpoint.rounds_done == 2
-        and "aborted" in checkpoint.history[1]
-    )
-    round_1 = checkpoint.params
+    for params, detail in cases:
+        _forged_checkpoint(path, header, params)
+        with pytest.raises(ValueError, match=detail):
+            persist.load_checkpoint(path, config_fingerprint="f", like=like)
+    _forged_checkpoint(path, header, like)
+    checkpoint = persist.load_checkpoint(path, config_fingerprint="f", like=like)
+    assert checkpoint is not None and checkpoint.rounds_done == 0
 
-    paths = keys.write_keys(tmp_path / "keys", n_silos=3)
-    other = _config_file(tmp_path, {**RUN, "seed": 6}, "other.json")
-    server = _server(port, path, "--checkpoint", str(ckpt), "--master-key-file", str(paths[0]))
-    good = _silo(port, path, 0, "--key-file", str(paths[1]))
-    wrong_key = _silo(port, path, 1, "--key-file", str(paths[3]))  # silo 2's key, claimed by silo 1
-    wrong_config = _silo(port, other, 2, "--key-file", str(paths[3]))
-    code, _, stderr = _finish(wrong_key)
-    assert code == 2 and "refused" in stderr and "failed authentication" in stderr
-    code, _, stderr = _finish(wrong_config)
-    assert code == 2 and "runs another configuration" in stderr
-    late = [_silo(port, path, s, "--key-file", str(paths[s + 1])) for s in (1, 2)]
-    code, resumed, stderr = _finish(server)
-    assert code == 0 and resumed["resumed_from"] == 2 and resumed["rounds_done"] == 2, stderr[
-        -3000:
-    ]
-    assert resumed["last_round"] == 3 and [r["round"] for r in resumed["history"]] == [1, 2, 3]
-    epsilons = [r["epsilon"] for r in resumed["history"]]
-    assert (
-        epsilons[:2] == result.epsilon and epsilons[2] > epsilons[1]
-    )  # 3 releases for 2 model updates
-    assert len(resumed["refused"]) == 2
-    assert all(_finish(silo)[0] == 0 for silo in [good, *late])
-    final = persist.load_checkpoint(ckpt, config_fingerprint=config.fingerprint)
-    assert final is not None and final.rounds_done == 3
-    assert np.isfinite(final.params).all() and not np.array_equal(final.params, round_1)
+
+def test_leftover_temporary_files_are_cleaned_on_the_next_start(tmp_path) -> None:
+    """A writer killed between creating and renaming its temporary file leaves it; the next load deletes those of
+    this checkpoint only."""
+    path = tmp_path / "model.ckpt"
+    leftovers = [tmp_path / f".model.ckpt.{i:016x}.tmp" for i in range(3)]
+    for leftover in leftovers:
+        leftover.write_bytes(b"x" * 100)
+    other = tmp_path / ".other.ckpt.0000000000000000.tmp"
+    other.write_bytes(b"x")
+    assert persist.load_checkpoint(path, config_fingerprint="f") is None
+    assert not any(leftover.exists() for leftover in leftovers) and other.exists()
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 33, 200, 255])
+def test_an_array_claiming_more_dimensions_than_it_has_bytes_is_a_value_error(ndim) -> None:
+    import hashlib
+
+    body = persist.ARRAY_MAGIC + bytes([1, ndim]) + b"\x01" * 8
+    with pytest.raises(ValueError, match="malformed array"):
+        persist.array_from_bytes(body + hashlib.sha256(body).digest())
+
+
+# --- command lines: every number bounded, every failure one line ----------------------------------------------------
+@pytest.mark.parametrize(
+    "argv, detail",
+    [
+        (
+            [
+                "epsilon",
+                "--method",
+                "ULDP-AVG-w",
+                "--sigma",
+                "1e308",
+                "--rounds",
+                "10",
+                "--delta",
+                "1e-5",
+            ],
+            "--sigma",
+        ),
+        (
+            [
+                "epsilon",
+                "--method",
+                "ULDP-AVG-w",
+                "--sigma",
+                "1e-300",
+                "--rounds",
+                "10",
+                "--delta",
+                "1e-5",
+                "--q",
+                "0.1",
+            ],
+            "--sigma",
+        ),
+        (
+            [
+                "group-epsilon",
+                "--sigma",
+                "1e308",
+                "--q",
+                "0.1",
+                "--steps",
+                "10",
+                "--delta",
+                "1e-5",
+                "--k",
+                "2",
+            ],
+            "--sigma",
+        ),
+        (
+            [
+                "run",
+                "--dataset",
+                "synthetic",
+                "--method",
+                "ULDP-AVG-w",
+                "--users",
+                "1000000000000",
+                "--rounds",
+                "1",
+                "--seed",
+                "0",
+            ],
+            "n_users must be an integer in 1..1000000",
+        ),
+        (
+            [
+                "run",
+                "--dataset",
+                "synthetic",
+                "--method",
+                "ULDP-AVG-w",
+                "--users",
+                "5",
+                "--silos",
+                "1000000",
+                "--rounds",
+                "1",
+                "--seed",
+                "0",
+            ],
+            "n_silos must be an integer in 1..1000",
+        ),
+        (
+            [
+                "allocate",
+                "--dataset",
+                "synthetic",
+                "--users",
+                "10000000000",
+                "--dist",
+                "uniform",
+                "--seed",
+                "0",
+            ],
+            "n_users must be an integer in 1..1000000",
+        ),
+        (
+            [
+                "run",
+                "--dataset",
+                "synthetic",
+                "--method",
+                "ULDP-AVG-w",
+                "--users",
+                "5",
+                "--rounds",
+                "1",
+                "--seed",
+                "0",
+                "--checkpoint",
+                "{tmp}",
+            ],
+            "is a directory",
+        ),
+        (["deploy", "server", "--config", "{config}", "--join-timeout", "nan"], "--join-timeout"),
+        (["deploy", "server", "--config", "{config}", "--join-timeout", "inf"], "--join-timeout"),
+        (["deploy", "server", "--config", "{config}", "--checkpoint", "{tmp}"], "is a directory"),
+        (
+            ["deploy", "server", "--config", "{config}", "--master-key-file", "{short_key}"],
+            "belonged to the earlier runtime",
+        ),
+        (
+            [
+                *("deploy", "silo", "--config", "{config}", "--silo-id", "0"),
+                *("--relay-key", "{keys}/relay.key", "--max-wait", "inf"),
+            ],
+            "--max-wait",
+        ),
+        (["deploy", "keys", "--silos", "2", "--out", "{keys}"], "--force"),
+    ],
+)
+def test_bad_command_line_numbers_and_paths_are_one_line_errors(
+    argv, detail, tmp_path, capsys
+) -> None:
+    """Refused before any work (no training, no allocation of terabytes, no SuperLink), as one line and exit status
+    2."""
+    from uldp.cli import main as uldp_main
+    from uldp.deploy.cli import main as deploy_main
+    from uldp.deploy.credentials import write_keys
+
+    def main(arguments: list[str]) -> int:
+        return deploy_main(arguments[1:]) if arguments[0] == "deploy" else uldp_main(arguments)
+
+    config, short_key = tmp_path / "run.json", tmp_path / "short.key"
+    config.write_text('{"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 8, "rounds": 1}')
+    short_key.write_text("00112233\n")
+    write_keys(tmp_path / "keys", n_silos=2)
+    places = {
+        "tmp": str(tmp_path),
+        "config": str(config),
+        "short_key": str(short_key),
+        "keys": str(tmp_path / "keys"),
+    }
+    assert main([arg.format(**places) for arg in argv]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and ": error: " in error[0] and detail in error[0], error

@@ -623,8 +623,8 @@ def test_without_counts_in_the_method_no_silo_learns_anothers_counts(hospital_fi
             assert shared or not np.delete(held, s, axis=0).any()
 
 
-#: A silo's plain update rewritten by a hostile silo (or a corrupted link), and the refusal naming it: the cases of
-#: the earlier runtime's tests/test_deploy_hostile.py, on the federation round every transport now drives.
+#: A silo's plain update rewritten by a hostile silo (or a corrupted link), and the refusal naming it: the earlier
+#: runtime's cases, on the federation round every transport now drives.
 MALFORMED = {
     "inflated": (lambda u: array_to_bytes(u * np.float32(1e30)), r"of norm .* past the bound"),
     "NaN": (lambda u: array_to_bytes(u * np.nan), "NaN or infinite"),

@@ -1,13 +1,20 @@
-"""A silo's malformed Protocol 1 message on Flower: the earlier runtime's cases (tests/test_deploy_hostile.py) on the
-federation round every transport now drives. A message claiming another silo, addressed to no silo, or with values
-out of range (a ciphertext outside Z*_{n^2}) stops the set-up or the round with the sender named, before anything
-is decrypted."""
+"""Hostile parties on Flower, the earlier runtime's cases on the federation round every transport now drives.
+
+- A silo's malformed Protocol 1 message: a message claiming another silo, addressed to no silo, or with values out
+  of range (a ciphertext outside Z*_{n^2}) stops the set-up or the round with the sender named, before anything is
+  decrypted.
+- A silo's homomorphically inflated masked update is refused by the server's bound on the decoded sum.
+- A server's Paillier key is used by a silo only with its proof.
+- Strangers and a second silo of one name; the server's settings.
+
+A silo's malformed or inflated plain update: tests/test_flower.py."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pytest
 from test_flower import (  # noqa: F401  (hospital_files: a fixture)
     ALLOW_TEST_KEYS,
@@ -215,3 +222,106 @@ def test_the_servers_settings_are_checked_before_any_message(arguments, message)
     that cannot be written is refused when the strategy is made."""
     with pytest.raises(ValueError, match=message):
         uf.UldpStrategy(method="ULDP-AVG", sigma=5.0, **arguments)
+
+
+#: The plaintext a hostile silo adds to its first coordinate under encryption: 1.4e4, far past the bound (~12) of
+#: the silos' clipped, noised updates (the earlier runtime's attack 6).
+INFLATION = 1.4e4
+
+
+def test_a_homomorphically_inflated_protocol_1_update_is_refused(hospital_files):  # noqa: F811
+    """A silo multiplies the first ciphertext of its masked update by Enc(1.4e4) = (1 + n)^m mod n^2: the masks
+    still cancel, so the server would decode the honest sum plus 1.4e4 and apply it. The server checks the decoded
+    sum against the silos' norm bound and stops the round (the masks hide which silo sent more, so the refusal
+    cannot name it); nothing is applied."""
+    from flwr.app import ArrayRecord
+
+    from uldp.secure import encoding
+    from uldp.secure.config import ProtocolConfig
+
+    strategy = uf.UldpStrategy(
+        sigma=5.0,
+        local_epochs=1,
+        protocol={**TEST_KEYS, "backend": "paillier"},
+        max_aborted_rounds=0,
+    )
+
+    def inflate(update: Any, n: int) -> Any:
+        clip, sigma = strategy.hp.clip, strategy.hp.sigma
+        assert clip is not None and sigma is not None
+        config = ProtocolConfig.for_training(  # the session's parameters, as the strategy made them
+            len(strategy.nodes),
+            strategy.n_users,
+            clip=clip,
+            sigma=sigma,
+            parameters=strategy.protocol,
+        )
+        value = encoding.encode(np.array([INFLATION]), resolution_bits=config.resolution_bits)[0]
+        extra = int(value) * config.c_lcm % n
+        first = (
+            update.ciphertexts[0] * (1 + n * extra) % (n * n)
+        )  # Enc(m) Enc(extra) = Enc(m + extra)
+        return dataclasses.replace(update, ciphertexts=(first, *update.ciphertexts[1:]))
+
+    grid = Tampering(
+        uf.silo_client_app(load, model, nn.CrossEntropyLoss()),
+        node_configs(hospital_files, ALLOW_TEST_KEYS),
+    )
+    grid.stage, grid.kind, grid.change, grid.victim = (
+        "p1-update",
+        messages.MaskedUpdateMessage,
+        inflate,
+        1,
+    )
+    with pytest.raises(RuntimeError) as raised:
+        strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
+    said = str(raised.value)
+    assert "the securely aggregated sum has norm" in said and "past the bound" in said, said
+    assert (
+        strategy.epsilons == [] or len(strategy.epsilons) <= 1
+    )  # the round was accounted before it was asked
+
+
+class ForgedKey(uf.UldpStrategy):
+    """A server that sends the silos a smooth modulus of the right length (whose discrete logarithms it can take)
+    instead of its key, with the proof of its real key relabelled for it (:func:`hostile_keys.swapped_modulus`)."""
+
+    def _ask(self, grid, contents, timeout, **options):
+        from hostile_keys import smooth_modulus, swapped_modulus
+
+        smooth = smooth_modulus(self.protocol.key_bits, self.protocol.n_max)
+        for content in contents.values():
+            payloads = [bytes(p) for p in content.get("payloads", [])]
+            if content.get("stage") == "p1-key":
+                payloads[0] = messages.PublicKeyMessage(smooth).to_bytes()
+            elif content.get("stage") == "p1-directory":
+                proof = messages.ModulusProofMessage.from_bytes(payloads[1])
+                payloads[1] = swapped_modulus(proof, smooth).to_bytes()
+            else:
+                continue
+            content["payloads"] = payloads
+        return super()._ask(grid, contents, timeout, **options)
+
+
+def test_a_silo_takes_the_servers_key_only_with_its_proof(hospital_files):  # noqa: F811
+    """Beyond the paper (issue 30 item 9): a silo uses the server's Paillier modulus only once the server's proof
+    that it is a product of two large primes passes. A smooth modulus of the right length, sent with the proof of the
+    server's real key, stops the set-up at step 1(b), each silo naming itself; the honest key runs (every other test
+    of Protocol 1 on Flower)."""
+    from flwr.app import ArrayRecord
+
+    grid = LocalGrid(
+        uf.silo_client_app(load, model, nn.CrossEntropyLoss()),
+        node_configs(hospital_files, ALLOW_TEST_KEYS),
+    )
+    strategy = ForgedKey(
+        sigma=5.0,
+        local_epochs=1,
+        protocol={**TEST_KEYS, "backend": "paillier"},
+        max_aborted_rounds=0,
+    )
+    with pytest.raises(
+        RuntimeError, match=r"refuses the server's Paillier key: modulus proof"
+    ) as raised:
+        strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
+    assert "silo 0 refuses" in str(raised.value), raised.value

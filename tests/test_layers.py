@@ -59,7 +59,7 @@ TOP_LAYER = len(LAYERS)
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
-    """``uldp/deploy/wire.py`` -> ``uldp.deploy.wire``; a package's ``__init__.py`` is the package."""
+    """``uldp/deploy/superlink.py`` -> ``uldp.deploy.superlink``; a package's ``__init__.py`` is the package."""
     parts = list(path.relative_to(root.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
@@ -179,12 +179,12 @@ def test_the_graph_sees_imports_in_functions_type_checking_blocks_and_relative_o
     source = (
         "from typing import TYPE_CHECKING\n"
         "import numpy\n"
-        "from . import wire\n"
+        "from . import superlink\n"
         "if TYPE_CHECKING:\n    from uldp.simulation import RunConfig\n"
-        "def f():\n    import uldp.flower.client\n    from uldp.deploy.server import serve\n"
+        "def f():\n    import uldp.flower.client\n    from uldp.deploy.app import serve\n"
     )
-    known = {"uldp.deploy.wire", "uldp.deploy.server", "uldp.simulation", "uldp.flower.client"}
-    assert imported_modules(source, "uldp.deploy.silo", False, known) == known
+    known = {"uldp.deploy.superlink", "uldp.deploy.app", "uldp.simulation", "uldp.flower.client"}
+    assert imported_modules(source, "uldp.deploy.credentials", False, known) == known
 
 
 def test_an_upward_import_is_reported(tmp_path: Path) -> None:
@@ -195,9 +195,9 @@ def test_an_upward_import_is_reported(tmp_path: Path) -> None:
     (package / "common").mkdir()
     for path, text in {
         "__init__.py": "",
-        "simulation.py": "from uldp.deploy import wire\n",
+        "simulation.py": "from uldp.deploy import superlink\n",
         "deploy/__init__.py": "",
-        "deploy/wire.py": "from uldp.simulation import run\n",
+        "deploy/superlink.py": "from uldp.simulation import run\n",
         "methods/__init__.py": "",
         "methods/base.py": "def f():\n    from .. import simulation\n",
         "common/__init__.py": "",
@@ -208,7 +208,7 @@ def test_an_upward_import_is_reported(tmp_path: Path) -> None:
     assert violations(import_graph(package)) == [
         "uldp.common.checks (layer 0) -> uldp.data (layer 1)",
         "uldp.methods.base (layer 3) -> uldp.simulation (layer 7)",
-        "uldp.simulation (layer 7) -> uldp.deploy.wire (layer 9)",
+        "uldp.simulation (layer 7) -> uldp.deploy.superlink (layer 9)",
     ]
 
 
@@ -221,10 +221,10 @@ def test_an_upward_import_is_reported(tmp_path: Path) -> None:
         ("uldp.methods.base", 3),
         ("uldp.federation.aggregation", 5),
         ("uldp.paper.experiments.store", 11),
-        ("uldp.deploy.wire", 9),
+        ("uldp.deploy.superlink", 9),
         ("uldp.audit.jobs", 8),
         ("uldp.paper.settings", 10),
-        ("uldp.deploy.legacy_cli", TOP_LAYER),
+        ("uldp.deploy.cli", TOP_LAYER),
         ("uldp.simulation_cli", TOP_LAYER),
         ("uldp.flower.cli", TOP_LAYER),
         ("uldp.cli", TOP_LAYER),

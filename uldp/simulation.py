@@ -7,7 +7,7 @@ GROUP flags, user sampling, record order, dropout, noise) derives from ``config.
 ``numpy.random.SeedSequence``: the simulation is seeded on purpose (it models the computation, not the trust
 boundary: it measures the methods on public benchmark data, releases no model of private records, and every figure
 must re-run exactly); a deployment draws every silo's noise from that silo's own secret instead
-(:mod:`uldp.deploy.method_roles`), and :func:`uldp.fit` from OS entropy unless given a seed.
+(:mod:`uldp.flower.client`, which ``uldp deploy`` runs), and :func:`uldp.fit` from OS entropy unless given a seed.
 Unset hyperparameters take the paper's values for the dataset and method
 (the paper's settings.md, collected in :data:`uldp.defaults.DATASET_DEFAULTS`).
 """

@@ -1,14 +1,15 @@
 """Bytes that outlive a process: the array encoding, configuration fingerprints and the resumable checkpoint.
 
-It sits below both :mod:`uldp.simulation` (and :mod:`uldp.fitting`) and :mod:`uldp.deploy`, which write the same
-checkpoints and fingerprints, and the deployment sends its arrays in the same encoding (:mod:`uldp.deploy.wire`
-frames the messages around them).
+It sits below both :mod:`uldp.simulation` (and :mod:`uldp.fitting`) and :mod:`uldp.flower` (which :mod:`uldp.deploy`
+runs), which write the same checkpoints and fingerprints, and the federation sends its arrays in the same encoding
+(:mod:`uldp.federation` and :mod:`uldp.flower.messages` carry them in Flower's messages).
 
 Array encoding (:func:`array_to_bytes`): ``b"ULDA"`` | u8 dtype code (1 float32, 2 float64, 3 int64, 4 bool) | u8
 number of dimensions | u64 per dimension | the little-endian data | SHA-256 of everything before it. The digest is
 unkeyed on purpose: it detects corruption and truncation, not forgery. Whoever can change bytes on a link could
 recompute any digest whose key both ends hold, and every party of a federation would hold it; authenticity is TLS's
-and the handshake's job (:mod:`uldp.deploy.keys`). Readers check lengths and the digest and never unpickle.
+and SuperNode authentication's (:mod:`uldp.deploy.credentials`). Readers check lengths and the digest and never
+unpickle.
 
 Checkpoint file: ``b"ULDPCKPT"`` | u32 length of a JSON header | the header (``rounds_done``,
 ``config_fingerprint``, ``history``) | the model as :func:`array_to_bytes` | SHA-256 of everything before it. A
@@ -173,9 +174,9 @@ class Checkpoint:
     """The global model after ``rounds_done`` completed rounds of one configuration.
 
     Attributes:
-        rounds_done: Rounds accounted (the next round to run is ``rounds_done + 1``). In a deployment
-            (:mod:`uldp.deploy.server`) every round index asked, completed or aborted: ``history`` says which, and
-            ``params`` is the model after the last completed one.
+        rounds_done: Rounds accounted (the next round to run is ``rounds_done + 1``). In a federation
+            (:class:`ReleaseLedger`, :mod:`uldp.flower.recovery`) every round index asked, completed or aborted:
+            ``history`` says which, and ``params`` is the model after the last completed one.
         params: The flat global model.
         config_fingerprint: :func:`fingerprint` of the run configuration it belongs to.
         history: Per-round records (JSON-serialisable dicts), for reporting.
@@ -321,8 +322,8 @@ class CheckpointFailed(RuntimeError):
 class ReleaseLedger:
     """Every round index a federation asked, each accounted *before* it is asked, with the last good model.
 
-    The accounting of retried rounds (the deployed server, :mod:`uldp.deploy.server`, and the Flower strategy,
-    :mod:`uldp.flower.recovery`): each round asked is one release of the method's Gaussian mechanism (Theorems 1-3;
+    The accounting of retried rounds (the Flower strategy, :mod:`uldp.flower.recovery`, which ``uldp deploy``
+    runs): each round asked is one release of the method's Gaussian mechanism (Theorems 1-3;
     Lemma 4 for the sub-sampled Gaussian), and a round asked again after a fault, with fresh noise and a fresh user
     sample, is one more adaptive
     composition, never a free repeat. So a round index is never reused: :meth:`begin` records round t as in flight

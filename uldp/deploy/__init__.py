@@ -8,29 +8,6 @@
 - :mod:`uldp.deploy.credentials`: the silos' relay key and the SuperNodes' authentication keys.
 - :mod:`uldp.deploy.cli`: ``uldp deploy server|silo|keys``.
 
-The earlier runtime, on Flower's deprecated start_server/start_client, stays until the book's deployment chapter and
-the fault tests move to the above, then goes: :mod:`uldp.deploy.legacy_cli` (``python -m uldp.deploy.legacy_cli``),
-:mod:`uldp.deploy.server`, :mod:`uldp.deploy.silo`, :mod:`uldp.deploy.method_roles`, :mod:`uldp.deploy.roles`,
-:mod:`uldp.deploy.wire`, :mod:`uldp.deploy.keys` and :mod:`uldp.deploy.settings`.
+There is one Flower runtime: the earlier one, on Flower's deprecated start_server/start_client, is gone (its options
+are refused naming their replacement, :data:`uldp.deploy.cli.RETIRED`).
 """
-
-from __future__ import annotations
-
-import logging
-
-
-def quiet_flower_deprecation() -> None:
-    """Drop Flower's deprecation banner for start_server/start_client (the earlier runtime's; the chapter explains).
-
-    Flower's logger keeps its own handler; it stops propagating to the root logger so lines are not doubled, and
-    follows the root logger's level (``--quiet``), which Flower resets when it is imported.
-    """
-
-    class _NoDeprecation(logging.Filter):
-        def filter(self, record: logging.LogRecord) -> bool:
-            return "DEPRECATED FEATURE" not in record.getMessage()
-
-    flower = logging.getLogger("flwr")
-    flower.addFilter(_NoDeprecation())
-    flower.propagate = False
-    flower.setLevel(max(logging.getLogger().getEffectiveLevel(), logging.INFO))

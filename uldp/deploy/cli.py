@@ -24,8 +24,6 @@ from typing import TYPE_CHECKING
 from uldp.cli import print_json
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from uldp.deploy.app import AppSettings
 
 #: The options of the earlier runtime (Flower's deprecated start_server/start_client) and what replaced them.
@@ -49,6 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "server", help="start a SuperLink, run the uldp ServerApp on it, exit with its status"
     )
     _common(server)
+    server.add_argument(
+        "--json", action="store_true", help="print the result (one JSON document) on stdout"
+    )
     server.add_argument(
         "--address",
         default="0.0.0.0:9092",
@@ -171,7 +172,6 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", type=Path, required=True, help="the run's settings (JSON), the same for all"
     )
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--quiet", action="store_true", help="say only warnings and errors")
 
 
@@ -257,19 +257,11 @@ def _keys(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """``python -m uldp.deploy.cli server|silo|keys ...``: ``uldp deploy`` without the other sub-commands.
 
-    Errors behave as in :func:`uldp.cli.main`: a ValueError becomes one line on stderr and exit status 2.
+    Parsed and run without the other sub-commands (each process of a federation starts faster this way). Errors
+    behave as in :func:`uldp.cli.main`: a ValueError becomes one line on stderr and exit status 2.
     """
-    return run_alone(register, argv)
-
-
-def run_alone(
-    register_commands: Callable[[argparse._SubParsersAction], None], argv: list[str] | None
-) -> int:
-    """``uldp deploy ...`` as ``register_commands`` defines it, parsed and run without the other sub-commands (each
-    process of a federation starts faster this way); a ValueError becomes one line on stderr and exit status 2, as
-    in :func:`uldp.cli.main`."""
     parser = argparse.ArgumentParser(prog="uldp")
-    register_commands(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    register(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
     args = parser.parse_args(["deploy", *(sys.argv[1:] if argv is None else argv)])
     try:
         return int(args.handler(args) or 0)

@@ -57,11 +57,18 @@ def _split(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
+#: Variables that make ``flwr`` colour its ``--format json`` output (set in a Jupyter kernel, say), so that it no
+#: longer parses: left out of the environment of every Flower command.
+COLOUR_FORCING = ("FORCE_COLOR", "CLICOLOR_FORCE")
+
+
 def _environment(home: Path | None = None) -> dict[str, str]:
-    """This interpreter's Flower commands first on PATH, telemetry off, and flwr's home (its connections)."""
+    """This interpreter's Flower commands first on PATH, telemetry off, no forced colours, and flwr's home (its
+    connections)."""
     env = {
-        **os.environ,
+        **{key: value for key, value in os.environ.items() if key not in COLOUR_FORCING},
         "FLWR_TELEMETRY_ENABLED": "0",
+        "NO_COLOR": "1",
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
     if home is not None:
@@ -190,7 +197,7 @@ def run_server(
     from uldp.flower.launch import run_app
 
     host, port = _split(address)
-    check_number("--join-timeout", join_timeout, above=0)
+    check_number("--join-timeout", join_timeout, above=0, finite=True)
     _exit_on_sigterm()
     if supernode_keys and certificates is None:
         raise ValueError(
@@ -248,11 +255,19 @@ def run_server(
         *(["--enable-supernode-auth"] if supernode_keys else []),
     ]
     log = work / "superlink.log"
-    saved = os.environ.get("FLWR_HOME"), os.environ.get("PATH")
+    changed = (
+        "FLWR_HOME",
+        "PATH",
+        "NO_COLOR",
+        *COLOUR_FORCING,
+    )  # run_app's flwr commands inherit them
+    saved = [os.environ.get(name) for name in changed]
     try:
         with _process(command, log=log, env=env) as superlink:
             wait_listening(local, port, seconds=120, process=superlink, log=log)
-            os.environ.update({"FLWR_HOME": env["FLWR_HOME"], "PATH": env["PATH"]})
+            for name in COLOUR_FORCING:
+                os.environ.pop(name, None)
+            os.environ.update({name: env[name] for name in ("FLWR_HOME", "PATH", "NO_COLOR")})
             for key in supernode_keys:
                 _register(key, env)
             code = run_app(
@@ -265,7 +280,7 @@ def run_server(
                 who="uldp deploy server",
             )
     finally:
-        for name, value in zip(("FLWR_HOME", "PATH"), saved, strict=True):
+        for name, value in zip(changed, saved, strict=True):
             if value is None:
                 os.environ.pop(name, None)
             else:
@@ -401,7 +416,7 @@ def run_silo(
         ValueError: a bad address or ``max_wait``, or an authentication key without TLS.
     """
     _split(server)
-    check_number("--max-wait", max_wait, above=0)
+    check_number("--max-wait", max_wait, above=0, finite=True)
     _exit_on_sigterm()
     if auth_key is not None and root_certificates is None:
         raise ValueError(

@@ -123,9 +123,9 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from uldp.deploy.config import DeployConfig
+from uldp.federation import SecureAggregator
 from uldp.paper.chapters import show_captioned
 from uldp.paper.plots import figure_legend
-from uldp.secure import SecureAggregator
 from uldp.simulation import run
 
 os.environ["FLWR_TELEMETRY_ENABLED"] = "0"
@@ -307,7 +307,7 @@ pd.DataFrame(
 # ## The same run in one process
 #
 # `uldp.simulation.run` with the same configuration, its enhanced-weight aggregation done by
-# {ref}`Protocol 1 <paper-protocol-1>` with the same key size (`uldp.secure.SecureAggregator`: the server and the
+# {ref}`Protocol 1 <paper-protocol-1>` with the same key size (`uldp.federation.SecureAggregator`: the server and the
 # silos as objects in one process, every message still through its byte form). Both start from the same model and the
 # same allocation; the deployed silos' noise comes from their own secrets, so the test losses agree in distribution, not
 # draw for draw, and the accountant's $\varepsilon$ is the same. (With `insecure_reproducible_noise` the two runs agree

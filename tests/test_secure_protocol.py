@@ -10,10 +10,10 @@ import torch
 from hypothesis import given, settings, strategies as st
 from scipy import stats
 
+from uldp.federation import SecureAggregator
 from uldp.secure import (
     ProtocolConfig,
     ProtocolParameters,
-    SecureAggregator,
     SecureSession,
     fast,
     keys,
@@ -389,3 +389,14 @@ def test_only_the_key_holder_decrypts_and_only_ciphertexts_of_its_key():
     ]  # Enc(m) with r = 1 is 1 + m n
     with pytest.raises(ValueError, match=r"\[0, n\^2\)"):
         session.server.decrypt([n * n])
+
+
+def test_the_old_home_of_secure_aggregator_warns_and_gives_the_federation_class():
+    """``uldp.secure.SecureAggregator`` moved up to :mod:`uldp.federation` (it drives the federation round); the old
+    name resolves to the same class for one release, with a ``DeprecationWarning``, and is no longer exported."""
+    import uldp.secure
+
+    with pytest.warns(DeprecationWarning, match="use uldp.federation.SecureAggregator"):
+        old = uldp.secure.SecureAggregator
+    assert old is SecureAggregator
+    assert "SecureAggregator" not in uldp.secure.__all__

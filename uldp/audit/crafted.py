@@ -16,7 +16,7 @@ model), and everything after it is the library's own code, so that a bug there c
   :meth:`server_step` applies the sum; users not sampled by the method's own :meth:`sample_users` (rate ``hp.q``,
   Algorithm 4, drawn for every run at once) contribute nothing. Enhanced weights go through an aggregation hook
   (``aggregate_fn``, :func:`uldp.methods.aggregate` by default), so the same audit runs through Protocol 1's
-  :class:`uldp.secure.SecureAggregator` (the server's decrypted aggregate).
+  :class:`uldp.federation.SecureAggregator` (the server's decrypted aggregate).
 - ULDP-NAIVE and DEFAULT (Algorithm 1): a silo's delta is the sum of its users' updates, clipped as a whole when
   the method is private, plus the method's noise.
 - ULDP-GROUP-k (Algorithm 2): the method's own flags (:meth:`prepare`) keep at most ``k`` records per user; each
@@ -444,7 +444,7 @@ def crafted_scores(
             ``"known-sample"`` the sample itself, as the server that draws it knows it (ULDP-NAIVE, ULDP-SGD/AVG
             only).
         aggregate_fn: The aggregation of enhanced-weight methods (``aggregate(deltas, counts, sampled, noise)``,
-            the methods' hook; e.g. a :class:`uldp.secure.SecureAggregator` to audit through Protocol 1).
+            the methods' hook; e.g. a :class:`uldp.federation.SecureAggregator` to audit through Protocol 1).
 
     Returns:
         ``([runs, m] scores, the prepared federation)``; with ``"sum"``, score ``[i, j]`` is the sum over rounds of

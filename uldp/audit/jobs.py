@@ -168,11 +168,11 @@ def job(
 
 
 def protocol_aggregator(method: Method) -> AggregateFn:
-    """Protocol 1 (:class:`uldp.secure.SecureAggregator`, test-size keys :data:`AUDIT_PROTOCOL`) with the method's
+    """Protocol 1 (:class:`uldp.federation.SecureAggregator`, test-size keys :data:`AUDIT_PROTOCOL`) with the method's
     public bounds C and sigma: the aggregation an audit through the protocol uses (the server's decrypted sum)."""
-    from uldp.secure import (
+    from uldp.federation import (
         SecureAggregator,
-    )  # the ``secure`` extra (phe, gmpy2), needed on this path only
+    )  # the ``secure`` extra (phe, gmpy2), on this path only
 
     return SecureAggregator(AUDIT_PROTOCOL, clip=method.hp.clip, sigma=method.hp.sigma)
 

@@ -8,7 +8,7 @@
   or Protocol 1 (:mod:`uldp.secure.driver`), chosen by :func:`aggregation_kind`.
 - :mod:`uldp.federation.local`: :class:`InProcessFederation`, every party in this process (the third transport),
   and :class:`InProcessAggregator`, the methods' aggregation hook over it that the simulation drives
-  (:class:`SecureAggregator`: its Protocol 1 form, ``uldp.secure.SecureAggregator``).
+  (:class:`SecureAggregator`: its Protocol 1 form, formerly ``uldp.secure.SecureAggregator``).
 
 The transports: :mod:`uldp.flower` (Flower's Message API, in process on :class:`uldp.flower.LocalGrid` or on a
 SuperLink), :mod:`uldp.deploy` (``uldp deploy``) and the simulation (:mod:`uldp.simulation`, through

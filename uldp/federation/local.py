@@ -357,7 +357,8 @@ class InProcessAggregator:
 class SecureAggregator(InProcessAggregator):
     """Protocol 1 as the methods' aggregation hook: an :class:`InProcessAggregator` of kind
     :data:`~uldp.method_names.PROTOCOL_1`, a thin wrapper kept because it is public API
-    (``uldp.secure.SecureAggregator``, used by the deploying chapter and the audits); it adds nothing to the round.
+    (formerly ``uldp.secure.SecureAggregator``; used by the deploying chapter and the audits); it adds nothing to
+    the round.
 
     Args:
         parameters: Protocol 1's :class:`~uldp.secure.config.ProtocolParameters`.

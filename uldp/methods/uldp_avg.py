@@ -114,7 +114,7 @@ def aggregate(
     """The plain server-side aggregation of ULDP-AVG-w / ULDP-SGD-w (the secure aggregation hook).
 
     Returns ``sum_s (sum_u w_su * deltas[s][u] + noise[s])`` with ``w_su = n_su / N_u`` for sampled users and 0
-    otherwise (Eq. (3) and Algorithm 4). A ``uldp.secure.SecureAggregator`` has the same signature and result (to
+    otherwise (Eq. (3) and Algorithm 4). A ``uldp.federation.SecureAggregator`` has the same signature and result (to
     within the precision P) and computes it by the private weighting protocol (Protocol 1).
 
     Args:
@@ -330,7 +330,7 @@ class UserLevelMethod(EveryRecordSiloNoise):
             federation: The records.
             round_seed: The round's random stream.
             aggregate_fn: Enhanced-weight methods only: the aggregation (default :func:`aggregate`, or
-                a ``uldp.secure.SecureAggregator``).
+                a ``uldp.federation.SecureAggregator``).
 
         Returns:
             The new global model.

@@ -352,7 +352,7 @@ ITEMS: tuple[PaperItem, ...] = (
         "Silos learn blinded user histograms and aggregate enhanced-weighted updates under Paillier and masks.",
         (
             "uldp.secure.SecureSession",
-            "uldp.secure.SecureAggregator",
+            "uldp.federation.SecureAggregator",
             "uldp.flower.UldpStrategy",
             "uldp.deploy",
         ),

@@ -22,14 +22,15 @@
 - :mod:`uldp.secure.packing`: the packed backend (``ProtocolParameters(backend="packed-paillier")``): fixed-point
   weights rescaled with the server's help, K parameters per plaintext, and the bounds that keep it exact within P.
 
-:class:`SecureAggregator` is the protocol-backed version of the methods' aggregation hook (same signature and, to
-within P, the same result as the plain one). It drives the one federation round (:mod:`uldp.federation`, as
-``uldp.simulation.run`` does for ``secure=True`` runs) and lives there: this package re-exports it for the public API,
-looked up when first used.
+:class:`uldp.federation.SecureAggregator` is the protocol-backed version of the methods' aggregation hook (same
+signature and, to within P, the same result as the plain one). It drives the one federation round, so it lives in
+:mod:`uldp.federation`, a layer above this package; ``uldp.secure.SecureAggregator``, its old home, still resolves
+to it for one release, with a ``DeprecationWarning``.
 """
 
 from __future__ import annotations
 
+import warnings
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 __all__ = [
     "ProtocolConfig",
     "ProtocolParameters",
-    "SecureAggregator",
     "SecureSession",
     "Server",
     "Silo",
@@ -53,12 +53,19 @@ __all__ = [
 _LAZY = {
     "Server": "uldp.secure.protocol",
     "Silo": "uldp.secure.protocol",
-    "SecureAggregator": "uldp.federation.local",
     "SecureSession": "uldp.secure.session",
 }
 
 
 def __getattr__(name: str) -> Any:
+    if name == "SecureAggregator":  # moved up to uldp.federation (it drives the federation round)
+        warnings.warn(
+            "uldp.secure.SecureAggregator is deprecated and will be removed in the next release; "
+            "use uldp.federation.SecureAggregator",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return import_module("uldp.federation").SecureAggregator
     if name not in _LAZY:
         raise AttributeError(f"module 'uldp.secure' has no attribute {name!r}")
     return getattr(import_module(_LAZY[name]), name)

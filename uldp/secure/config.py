@@ -2,7 +2,7 @@
 
 :class:`ProtocolParameters` holds what a run chooses about the protocol itself (key size, the precision P of
 Theorem 4, N_max, worker processes, the test-only small-key flag). It is the same object in every place that runs
-the protocol: :class:`uldp.secure.SecureSession`, :class:`uldp.secure.SecureAggregator`,
+the protocol: :class:`uldp.secure.SecureSession`, :class:`uldp.federation.SecureAggregator`,
 ``uldp.simulation.RunConfig.protocol`` (hence ``uldp run --secure`` and the experiment grids), the ``"protocol"``
 object of a ``uldp deploy`` configuration and :class:`uldp.flower.UldpStrategy`.
 

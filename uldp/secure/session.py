@@ -1,5 +1,5 @@
 """Protocol 1 run in one process: :class:`SecureSession` (the server and every silo as objects, each message through
-its bytes). The methods' aggregation hook backed by Protocol 1, ``uldp.secure.SecureAggregator``, drives the one
+its bytes). The methods' aggregation hook backed by Protocol 1 drives the one
 federation round instead (:class:`uldp.federation.SecureAggregator`).
 
 >>> import numpy as np

@@ -507,9 +507,9 @@ def test_a_silo_gives_up_after_max_wait_printing_its_supernodes_log(monkeypatch,
 def test_flower_commands_run_without_forced_colours(monkeypatch):
     """A Jupyter kernel sets FORCE_COLOR: flwr then colours its ``--format json`` output, which no longer parses (the
     deploying chapter's server failed so). The Flower commands of ``uldp deploy`` run without it."""
-    from uldp.deploy.superlink import _environment
+    from uldp.flower.launch import flower_environment
 
     monkeypatch.setenv("FORCE_COLOR", "1")
     monkeypatch.setenv("CLICOLOR_FORCE", "1")
-    env = _environment()
+    env = flower_environment()
     assert "FORCE_COLOR" not in env and "CLICOLOR_FORCE" not in env and env["NO_COLOR"] == "1"

@@ -188,3 +188,21 @@ def test_hidden_sample_and_colluders_reach_flwr_run_as_the_apps_run_config(tmp_p
     assert overrides == [["rounds=1", "hidden-sample=true", "colluders=2"], []]
     with pytest.raises(SystemExit):
         main([*argv, "--colluders", "two"])
+
+
+def test_flower_run_parses_flwr_s_json_where_the_environment_forces_colours(tmp_path, monkeypatch):
+    """A Jupyter kernel sets ``FORCE_COLOR``; a flwr that then colours its ``--format json`` output (as flwr does)
+    must still be understood: ``uldp flower-run`` runs its Flower commands without forced colours."""
+    from uldp.cli import main
+
+    fake = tmp_path / "flwr"
+    fake.write_text(
+        f"#!{sys.executable}\n"
+        "import json, os, sys\n"
+        "answer = json.dumps({'success': True, 'run-id': 7} if sys.argv[1] == 'run' else "
+        "{'runs': [{'run-id': 7, 'status': 'finished:completed'}]})\n"
+        "print('\\x1b[1m' + answer + '\\x1b[0m' if os.environ.get('FORCE_COLOR') else answer)\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert main(["flower-run", str(tmp_path), "--flwr", str(fake), "--poll", "0.01"]) == 0

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from uldp.common.atomic import check_writable
 from uldp.common.checks import check_number
+from uldp.flower.launch import COLOUR_FORCING, flower_environment
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -55,25 +56,6 @@ def _split(address: str) -> tuple[str, int]:
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"an address is host:port, got {address!r}")
     return host, int(port)
-
-
-#: Variables that make ``flwr`` colour its ``--format json`` output (set in a Jupyter kernel, say), so that it no
-#: longer parses: left out of the environment of every Flower command.
-COLOUR_FORCING = ("FORCE_COLOR", "CLICOLOR_FORCE")
-
-
-def _environment(home: Path | None = None) -> dict[str, str]:
-    """This interpreter's Flower commands first on PATH, telemetry off, no forced colours, and flwr's home (its
-    connections)."""
-    env = {
-        **{key: value for key, value in os.environ.items() if key not in COLOUR_FORCING},
-        "FLWR_TELEMETRY_ENABLED": "0",
-        "NO_COLOR": "1",
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
-    if home is not None:
-        env["FLWR_HOME"] = str(home)
-    return env
 
 
 def _toml(value: Any) -> str:
@@ -243,7 +225,7 @@ def run_server(
         f'[superlink]\ndefault = "{CONNECTION}"\n[superlink.{CONNECTION}]\n'
         f'address = "{local}:{port}"\n{connection}\n'
     )
-    env = _environment(home)
+    env = flower_environment(home)
     command = [
         "flower-superlink",
         *tls,
@@ -483,7 +465,7 @@ def run_silo(
 
 def _supernode(command: list[str], port: int, log: Path, worker_log: Path) -> int:
     """One SuperNode and its worker process, until the SuperNode stops; its exit status."""
-    env = _environment()
+    env = flower_environment()
     with _process(command, log=log, env=env) as supernode:
         try:
             wait_listening("127.0.0.1", port, seconds=120, process=supernode, log=log)

@@ -11,6 +11,7 @@ command).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -25,6 +26,26 @@ COMPLETED = "finished:completed"
 
 class FlowerCommandFailed(RuntimeError):
     """A ``flwr`` command exited with an error or printed no JSON; the message has its output's end."""
+
+
+#: Variables that make ``flwr`` colour its ``--format json`` output (set in a Jupyter kernel, say), so that it no
+#: longer parses: left out of the environment of every Flower command.
+COLOUR_FORCING = ("FORCE_COLOR", "CLICOLOR_FORCE")
+
+
+def flower_environment(home: Path | None = None) -> dict[str, str]:
+    """The environment of every Flower command: this interpreter's Flower commands first on PATH, telemetry off, no
+    forced colours (a Jupyter kernel sets ``FORCE_COLOR``, and ``flwr``'s coloured JSON no longer parses) and, if
+    given, flwr's home (its connections)."""
+    env = {
+        **{key: value for key, value in os.environ.items() if key not in COLOUR_FORCING},
+        "FLWR_TELEMETRY_ENABLED": "0",
+        "NO_COLOR": "1",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    if home is not None:
+        env["FLWR_HOME"] = str(home)
+    return env
 
 
 def json_output(text: str) -> dict | None:
@@ -47,7 +68,9 @@ def _flwr_json(command: list[str]) -> dict:
     Raises:
         FlowerCommandFailed: a non-zero exit, or no JSON document on stdout.
     """
-    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
+    done = subprocess.run(
+        command, capture_output=True, text=True, check=False, timeout=600, env=flower_environment()
+    )
     document = json_output(done.stdout)
     if done.returncode != 0 or document is None:
         output = (done.stderr.strip() or done.stdout.strip())[-1000:]
@@ -152,6 +175,7 @@ def run_app(
                 [flwr, "log", str(run_id), *([superlink] if superlink else [])],
                 stdout=sys.stderr if _has_fileno(sys.stderr) else None,
                 stderr=subprocess.DEVNULL,
+                env=flower_environment(),
             )
         status, details = wait_for_run(run_id, superlink, flwr=flwr, poll=poll, timeout=timeout)
     except FileNotFoundError as error:
@@ -207,7 +231,6 @@ def connection_problem(superlink: str | None, *, timeout: float = 5.0) -> str | 
         One line for the operator, or None where neither (the connection is not configured, is ``insecure``, or its
         TLS handshake succeeds).
     """
-    import os
     import socket
     import ssl
     import tomllib

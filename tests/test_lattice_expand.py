@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 pytest.importorskip("tenseal")
 
-from test_secure_lattice import N_MAX, P, _rescale, _setup
+from test_secure_lattice import N_MAX, P, _rescale, _setup, worst_case_round
 from test_secure_protocol import plain_round  # the same plain ULDP-AVG-w oracle
 
 from uldp.secure import lattice, lattice_expand
@@ -115,23 +115,13 @@ def test_weights_are_one_ciphertext_per_prime_and_groups_of_n_users():
 def test_worst_case_with_a_hundred_users_decrypts_exactly():
     """Every delta at +-C, every noise coordinate at the bound, a user with N_max records, 100 users: seven levels of
     expansion, the largest weight noise a 100-user session has; the sum is still within P of the plain round."""
-    n_silos, n_users, dim, clip = 3, 100, 3, 0.5
-    counts = np.full((n_silos, n_users), N_MAX // (2 * n_silos))
-    counts[:, 0], counts[1, 0] = 0, N_MAX
-    signs = np.where(np.arange(dim) % 2 == 0, 1.0, -1.0)
-    deltas = np.broadcast_to(clip * signs, (n_silos, n_users, dim)).copy()
-    deltas[counts == 0] = 0.0
-    noise = np.broadcast_to(3.0 * signs, (n_silos, dim)).copy()
+    n_silos, n_users = 3, 100
     sampled = np.arange(n_users) % 3 != 1
     sampled[0] = True
-    layout, server, silos = _setup(counts, clip=clip, noise_bound=3.0)
-    rescaled, corrections = _rescale(counts, sampled, layout)
-    weights = server.encrypt_weights(rescaled)
-    updates = [
-        s.masked_update(1, weights, corrections, deltas[i], noise[i]) for i, s in enumerate(silos)
-    ]
-    result = server.finish(updates, dim)
-    assert np.max(np.abs(result - plain_round(counts, deltas, noise, sampled))) <= P
+    _, _, result, plain = worst_case_round(
+        n_silos, n_users, 3, sampled, per_silo=N_MAX // (2 * n_silos)
+    )
+    assert np.max(np.abs(result - plain)) <= P
 
 
 def test_the_expansion_is_made_once_per_sample_and_reused_while_the_weights_are_held(monkeypatch):

@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 pytest.importorskip("tenseal")
 
-from test_secure_lattice import N_MAX, P, _rescale, _setup
+from test_secure_lattice import N_MAX, P, worst_case_round
 from test_secure_protocol import plain_round
 
 from uldp.secure import (
@@ -99,22 +99,11 @@ def test_the_budget_is_checked_and_refuses_too_few_primes():
 def test_worst_case_norms_at_the_bound_decrypt_exactly():
     """Every delta at +-C, every noise coordinate at the bound, a user with N_max records in one silo: the largest
     slots and the largest circuit noise the layout allows, over two chunks."""
-    n_silos, n_users, dim, clip = 3, 4, lattice.RING_DEGREE + 2, 0.5
-    counts = np.full((n_silos, n_users), N_MAX // n_silos)
-    counts[:, 0], counts[1, 0] = 0, N_MAX
-    signs = np.where(np.arange(dim) % 2 == 0, 1.0, -1.0)
-    deltas = np.broadcast_to(clip * signs, (n_silos, n_users, dim)).copy()
-    deltas[counts == 0] = 0.0
-    noise = np.broadcast_to(3.0 * signs, (n_silos, dim)).copy()
-    sampled = np.ones(n_users, dtype=bool)
-    layout, server, silos = _setup(counts, clip=clip, noise_bound=3.0)
-    rescaled, corrections = _rescale(counts, sampled, layout)
-    weights = server.encrypt_weights(rescaled)
-    updates = [
-        s.masked_update(1, weights, corrections, deltas[i], noise[i]) for i, s in enumerate(silos)
-    ]
-    result = server.finish(updates, dim)
-    assert np.max(np.abs(result - plain_round(counts, deltas, noise, sampled))) <= P
+    n_silos, dim = 3, lattice.RING_DEGREE + 2
+    layout, updates, result, plain = worst_case_round(
+        n_silos, 4, dim, np.ones(4, dtype=bool), per_silo=N_MAX // n_silos
+    )
+    assert np.max(np.abs(result - plain)) <= P
     expected = [
         lattice_switch.wire_bytes(
             min(lattice.RING_DEGREE, dim - c * lattice.RING_DEGREE), layout.switch_bits

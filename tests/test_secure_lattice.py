@@ -76,6 +76,25 @@ def _rescale(counts, sampled, layout):
     return rescaled, [packing.rescaled(r, c_lcm=c_lcm, weight=g) for r in blinds]
 
 
+def worst_case_round(n_silos, n_users, dim, sampled, *, per_silo, clip=0.5, noise_bound=3.0):
+    """A round at the layout's worst case: every delta at +-C, every noise coordinate at the bound, a user with
+    N_max records in one silo (and none elsewhere), every other user with ``per_silo`` records in each silo. Returns
+    the layout, the silos' updates, the decrypted sum and the plain round it must be within P of."""
+    counts = np.full((n_silos, n_users), per_silo)
+    counts[:, 0], counts[1, 0] = 0, N_MAX
+    signs = np.where(np.arange(dim) % 2 == 0, 1.0, -1.0)
+    deltas = np.broadcast_to(clip * signs, (n_silos, n_users, dim)).copy()
+    deltas[counts == 0] = 0.0
+    noise = np.broadcast_to(noise_bound * signs, (n_silos, dim)).copy()
+    layout, server, silos = _setup(counts, clip=clip, noise_bound=noise_bound)
+    rescaled, corrections = _rescale(counts, sampled, layout)
+    weights = server.encrypt_weights(rescaled)
+    updates = [
+        s.masked_update(1, weights, corrections, deltas[i], noise[i]) for i, s in enumerate(silos)
+    ]
+    return layout, updates, server.finish(updates, dim), plain_round(counts, deltas, noise, sampled)
+
+
 def _round(server, silos, counts, deltas, noise, sampled, round_index=1):
     rescaled, corrections = _rescale(counts, sampled, server.layout)
     weights = server.encrypt_weights(rescaled)

@@ -67,9 +67,9 @@ def test_each_panel_is_an_image_of_its_own_after_a_key_of_title_and_legend() -> 
     of the others'; the key holds none. A panel's own width fits a phone's column, so a phone shows its fonts at
     their sizes (at least 9 pt)."""
     images = split_panels(_three_panels())
-    assert [image.key for image in images] == [True, False, False, False]
-    key, *panels = images
-    assert all(_holds(_pixels(key.png), face) == 0 for face in FACES)
+    assert [image.key for image in images] == ["wide", "phone", "", "", ""]
+    wide, key, *panels = images
+    assert all(_holds(_pixels(image.png), face) == 0 for image in (wide, key) for face in FACES)
     for index, panel in enumerate(panels):
         pixels = _pixels(panel.png)
         counts = [_holds(pixels, face) for face in FACES]
@@ -78,8 +78,13 @@ def test_each_panel_is_an_image_of_its_own_after_a_key_of_title_and_legend() -> 
         assert panel.inches * 96 <= PHONE_COLUMN
         metadata = _metadata(panel.png)
         assert metadata["panels"] == 1 and metadata["text_pt"] >= 9
-    assert key.inches <= PANEL_WIDTH + 0.2
-    assert _metadata(key.png)["legend_pt"] >= 9 and _metadata(key.png)["legends_inside"] == 0
+    # the phone's key fits the column at its own size; the wide page's, as wide as the figure, has fewer rows
+    assert key.inches <= PANEL_WIDTH + 0.2 < wide.inches <= plots.FIGURE_WIDTH + 0.2
+    assert _pixels(wide.png).shape[0] < _pixels(key.png).shape[0]
+    for image in (wide, key):
+        assert (
+            _metadata(image.png)["legend_pt"] >= 9 and _metadata(image.png)["legends_inside"] == 0
+        )
 
 
 def test_a_panel_shown_alone_shows_the_scale_a_shared_axis_hid() -> None:
@@ -110,13 +115,20 @@ def test_a_figure_of_panels_is_one_numbered_figure_whose_panels_wrap() -> None:
     assert len(re.findall(r"\*\*Figure \d+\.\*\* Look at the right panel\.", text)) == 1
     images = re.findall(r"data:image/png;base64,(\S+)", text)
     widths = [int(width) for width in re.findall(r":width: (\d+)px", text)]
-    assert len(images) == len(widths) == 4
+    assert len(images) == len(widths) == 5
     for encoded, width in zip(images, widths, strict=True):
         png = base64.b64decode(encoded)
         with Image.open(io.BytesIO(png)) as image:
             assert width == round(image.width / _metadata(png)["dpi"] * 96)
+    assert re.findall(r":class: (.+) no-scaled-link", text) == [
+        "panel-key panel-key-wide",
+        "panel-key panel-key-phone",
+        "panel",
+        "panel",
+        "panel",
+    ]
     # three panels side by side fit the 900 px article of a wide window
-    assert sum(widths[1:]) <= 900
+    assert sum(widths[2:]) <= 900
     css = (ROOT / "_static" / "book.css").read_text(encoding="utf-8")
     wide, phone = css.split("@media (max-width: 600px)")
     assert re.search(r"figure\.panel-grid \{[^}]*display: grid;", wide)
@@ -126,3 +138,6 @@ def test_a_figure_of_panels_is_one_numbered_figure_whose_panels_wrap() -> None:
         in wide
     )
     assert re.search(r"figure\.panel-grid \{[^}]*display: flex;[^}]*flex-direction: column;", phone)
+    # one key at each width: the wide page's hidden on a phone, the phone's hidden elsewhere
+    assert "figure.panel-grid img.panel-key-phone { display: none; }" in wide
+    assert "figure.panel-grid img.panel-key-wide { display: none; }" in phone

@@ -301,7 +301,7 @@ def small_multiples_figure(results: ResultSet, metric: str, *, title: str) -> Fi
             grid[top + cell // SMALL_MULTIPLE_COLUMNS, cell % SMALL_MULTIPLE_COLUMNS]
         )
         draw_curves(ax, epsilon, panel, log=True, series_order=order)
-        ax.set_title(f"{panel}: every method's ε", fontsize=9)
+        ax.set_title(f"{panel}\nevery method's ε", fontsize=9)
         ax.set_ylabel(LABELS["epsilon"])
         ax.set_xlabel("round")
     figure_legend(fig, fig.axes)

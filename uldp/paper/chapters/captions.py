@@ -79,10 +79,16 @@ def _whole(fig: Figure) -> bytes:
 
 
 def _image_options(image: PanelImage, alt: str) -> str:
-    """The MyST options of one image of a split figure: its class (``panel-key`` or ``panel``, and
-    ``no-scaled-link``: a click opens the zoom, ``_static/zoom.js``, not the image's address), its own width and a
-    text for readers who cannot see it."""
-    role = "panel-key" if image.key else "panel"
+    """The MyST options of one image of a split figure: its classes (``panel``, or ``panel-key`` and, for a key of
+    one width, ``panel-key-wide`` or ``panel-key-phone``; and ``no-scaled-link``: a click opens the zoom,
+    ``_static/zoom.js``, not the image's address), its own width and a text for readers who cannot see it."""
+    role = (
+        "panel"
+        if not image.key
+        else "panel-key"
+        if image.key == "both"
+        else f"panel-key panel-key-{image.key}"
+    )
     return (
         f":class: {role} no-scaled-link\n:width: {round(image.inches * CSS_PX_PER_INCH)}px\n"
         f":alt: {alt}\n"
@@ -121,12 +127,12 @@ def captioned(fig: Figure, caption: str) -> Markdown:
         columns = grid_columns(fig)
         split = split_panels(fig)
         images = [base64.b64encode(image.png).decode("ascii") for image in split]
-        panels = sum(not image.key for image in split)
+        keys = sum(bool(image.key) for image in split)
         alts = [
             f"Figure {number}, its title and legend"
             if image.key
-            else f"Figure {number}, panel {index} of {panels}"
-            for index, image in enumerate(split, start=0 if split[0].key else 1)
+            else f"Figure {number}, panel {index - keys + 1} of {len(split) - keys}"
+            for index, image in enumerate(split)
         ]
         options = f":figclass: panel-grid panel-columns-{columns}\n" + _image_options(
             split[0], alts[0]

@@ -39,6 +39,9 @@ PANEL_WIDTH = 3.3
 #: The key's font sizes, points: the figure's title and its legend (``uldp.paper.plots.LEGEND_PT``).
 KEY_TITLE_PT = 11.0
 KEY_LEGEND_PT = 10.0
+#: How much wider than :data:`PANEL_WIDTH` a figure is, inches, before it may get a key of its own width for a wide
+#: page beside the narrow one of a phone (when that key is shorter: its legend in fewer rows).
+WIDE_KEY_MARGIN = 0.5
 #: The space cut around a panel, inches.
 PANEL_PAD = 0.06
 
@@ -51,12 +54,14 @@ class PanelImage:
         png: The PNG, :data:`METADATA_KEY` in its text chunk.
         inches: Its width in inches (the page shows it ``96 * inches`` CSS px wide, less where the column is
             narrower).
-        key: Whether it is the figure's key (title and shared legend) rather than a panel.
+        key: Where it is the figure's key (title and shared legend) rather than a panel (``""``): ``"both"``, the
+            key at every width; ``"wide"``, the key of a wide page, as wide as the figure; ``"phone"``, the key of a
+            phone, at most :data:`PANEL_WIDTH` inches (``_static/book.css`` shows one of the two).
     """
 
     png: bytes
     inches: float
-    key: bool = False
+    key: str = ""
 
 
 def _texts(artists: Sequence[Any]) -> list[Text]:
@@ -152,10 +157,12 @@ def _show_own_scale(panel: Sequence[Axes]) -> None:
         ax.tick_params(axis="x", labelbottom=True)
 
 
-def key_image(title: str, legend: Any | None, width: float) -> PanelImage | None:
-    """The figure's key: its ``title`` above its shared ``legend``'s entries, both redrawn to fit ``width`` inches
-    (the title wrapped at :data:`KEY_TITLE_PT`, the legend in the most columns that fit at :data:`KEY_LEGEND_PT`,
-    measured); ``None`` when there is neither."""
+def key_image(
+    title: str, legend: Any | None, width: float, where: str = "both"
+) -> PanelImage | None:
+    """The figure's key (for ``where``, :attr:`PanelImage.key`): its ``title`` above its shared ``legend``'s
+    entries, both redrawn to fit ``width`` inches (the title wrapped at :data:`KEY_TITLE_PT`, the legend in the most
+    columns that fit at :data:`KEY_LEGEND_PT`, measured); ``None`` when there is neither."""
     handles = list(legend.legend_handles) if legend is not None else []
     labels = [text.get_text() for text in legend.get_texts()] if legend is not None else []
     if not title and not handles:
@@ -196,7 +203,7 @@ def key_image(title: str, legend: Any | None, width: float) -> PanelImage | None
     metadata = panel_metadata(key, axes=[], legends=legends, panels=0, drawn=[key])
     png = _png(key, "tight", metadata)
     plt.close(key)
-    return PanelImage(png, _inches(png, metadata), key=True)
+    return PanelImage(png, _inches(png, metadata), key=where)
 
 
 def _png(fig: Figure, box: Any, metadata: dict[str, Any]) -> bytes:
@@ -210,6 +217,10 @@ def _png(fig: Figure, box: Any, metadata: dict[str, Any]) -> bytes:
         metadata={METADATA_KEY: json.dumps(metadata)},
     )
     return buffer.getvalue()
+
+
+def _height(png: bytes) -> int:
+    return int.from_bytes(png[20:24], "big")  # the IHDR chunk's height, after its width
 
 
 def _inches(png: bytes, metadata: dict[str, Any]) -> float:
@@ -242,8 +253,9 @@ def _narrow(fig: Figure, panels: Sequence[Sequence[Axes]]) -> None:
 
 
 def split_panels(fig: Figure) -> list[PanelImage]:
-    """``fig`` as separate images: its key (title and shared legend, :func:`key_image`) first, when it has either,
-    then one image per panel (:func:`panels_of`), in order; closes ``fig``.
+    """``fig`` as separate images: its key (title and shared legend, :func:`key_image`) first, when it has either
+    (two where a key as wide as the figure is shorter than one as wide as a panel: the first for a wide page, the
+    second for a phone), then one image per panel (:func:`panels_of`), in order; closes ``fig``.
 
     A figure of plots laid out on a grid is first narrowed until its widest panel is at most :data:`PANEL_WIDTH`
     inches (:func:`_narrow`); a drawing (an axes with its axis off, its texts placed in data coordinates, which a
@@ -272,9 +284,16 @@ def split_panels(fig: Figure) -> list[PanelImage]:
         _narrow(fig, panels)
     fig.canvas.draw()
     images = []
-    key = key_image(title, legend, min(PANEL_WIDTH, fig.get_figwidth()))
-    if key is not None:
-        images.append(key)
+    width = fig.get_figwidth()
+    narrow = key_image(title, legend, min(PANEL_WIDTH, width))
+    wide = (
+        key_image(title, legend, width, "wide") if width > PANEL_WIDTH + WIDE_KEY_MARGIN else None
+    )
+    if narrow is not None and wide is not None and _height(wide.png) < _height(narrow.png):
+        # fewer rows across a wide page: that key there, the narrow one on a phone
+        images += [wide, PanelImage(narrow.png, narrow.inches, key="phone")]
+    elif narrow is not None:
+        images.append(narrow)
     for panel in panels:
         box = _box(fig, panel)
         legends = [found for ax in panel if (found := ax.get_legend()) is not None]

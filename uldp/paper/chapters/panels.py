@@ -32,9 +32,9 @@ METADATA_KEY = "uldp-figure"
 #: The least resolution an image is saved at, pixels per inch: sharp, and shown at least at its own size in the
 #: article (96 px an inch) when it is narrower than the article.
 SAVE_DPI = 150.0
-#: The widest a panel is drawn, in inches: at 96 CSS px an inch, 317 px, inside the column a phone gives a figure of
-#: an output (327 px in a 390 px window, measured in Chromium), so that a phone shows a panel at its own size and its
-#: fonts at their point sizes.
+#: The widest image of a panel or key, in inches (:data:`PANEL_PAD` either side included): at 96 CSS px an inch,
+#: 317 px, inside the column a phone gives a figure of an output (327 px in a 390 px window, measured in Chromium),
+#: so that a phone shows a panel at its own size and its fonts at their point sizes.
 PANEL_WIDTH = 3.3
 #: The key's font sizes, points: the figure's title and its legend (``uldp.paper.plots.LEGEND_PT``).
 KEY_TITLE_PT = 11.0
@@ -42,7 +42,7 @@ KEY_LEGEND_PT = 10.0
 #: How much wider than :data:`PANEL_WIDTH` a figure is, inches, before it may get a key of its own width for a wide
 #: page beside the narrow one of a phone (when that key is shorter: its legend in fewer rows).
 WIDE_KEY_MARGIN = 0.5
-#: The space cut around a panel, inches.
+#: The space left around a panel or a key, inches.
 PANEL_PAD = 0.06
 
 
@@ -161,8 +161,9 @@ def key_image(
     title: str, legend: Any | None, width: float, where: str = "both"
 ) -> PanelImage | None:
     """The figure's key (for ``where``, :attr:`PanelImage.key`): its ``title`` above its shared ``legend``'s
-    entries, both redrawn to fit ``width`` inches (the title wrapped at :data:`KEY_TITLE_PT`, the legend in the most
-    columns that fit at :data:`KEY_LEGEND_PT`, measured); ``None`` when there is neither."""
+    entries, both redrawn for an image of at most ``width`` inches, :data:`PANEL_PAD` either side (the title
+    wrapped at :data:`KEY_TITLE_PT`, the legend in the most columns that fit at :data:`KEY_LEGEND_PT`, measured);
+    ``None`` when there is neither."""
     handles = list(legend.legend_handles) if legend is not None else []
     labels = [text.get_text() for text in legend.get_texts()] if legend is not None else []
     if not title and not handles:
@@ -172,7 +173,7 @@ def key_image(
     )  # room for any wrapping; the PNG is cut to what is drawn
     key = plt.figure(figsize=(width, height), dpi=SAVE_DPI)
     renderer = key.canvas.get_renderer()  # type: ignore[attr-defined]  # Agg and inline canvases have one
-    limit = width * key.dpi
+    limit = (width - 2 * PANEL_PAD) * key.dpi
     below = 0.1  # inches from the top to the legend's top
     if title:
         heading = key.text(0.5, 1 - 0.1 / height, "", ha="center", va="top", fontsize=KEY_TITLE_PT)
@@ -238,18 +239,19 @@ def _box(fig: Figure, panel: Sequence[Axes]) -> Bbox:
 
 
 def _narrow(fig: Figure, panels: Sequence[Sequence[Axes]]) -> None:
-    """Lay ``fig`` out again (``tight_layout``, unless it lays itself out) as narrow as needed for its widest panel
-    to be at most :data:`PANEL_WIDTH` inches, its height kept: at most three tries, each scaling the width by what
-    the widest panel is over."""
+    """Lay ``fig`` out again (``tight_layout``, unless it lays itself out) as narrow as needed for its widest panel,
+    padded, to be at most :data:`PANEL_WIDTH` inches, its height kept: at most three tries, each scaling the width
+    by what the widest panel is over."""
+    limit = PANEL_WIDTH - 2 * PANEL_PAD
     for _ in range(3):
         if not isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine):
             fig.tight_layout()
         fig.canvas.draw()
         widest = max(_box(fig, panel).width for panel in panels)
-        if widest <= PANEL_WIDTH:
+        if widest <= limit:
             return
         width, height = fig.get_size_inches()
-        fig.set_size_inches(width * PANEL_WIDTH / widest, height)
+        fig.set_size_inches(width * limit / widest, height)
 
 
 def split_panels(fig: Figure) -> list[PanelImage]:
@@ -295,7 +297,7 @@ def split_panels(fig: Figure) -> list[PanelImage]:
     elif narrow is not None:
         images.append(narrow)
     for panel in panels:
-        box = _box(fig, panel)
+        box = _box(fig, panel).padded(PANEL_PAD)  # pad_inches pads only a "tight" box
         legends = [found for ax in panel if (found := ax.get_legend()) is not None]
         metadata = panel_metadata(fig, axes=panel, legends=legends, panels=1)
         png = _png(fig, box, metadata)

@@ -144,3 +144,18 @@ def test_a_figure_of_panels_is_one_numbered_figure_whose_panels_wrap() -> None:
     # one key at each width: the wide page's hidden on a phone, the phone's hidden elsewhere
     assert "figure.panel-grid img.panel-key-phone { display: none; }" in wide
     assert "figure.panel-grid img.panel-key-wide { display: none; }" in phone
+
+
+def test_a_key_of_long_labels_fits_a_phone_at_a_readable_size() -> None:
+    """A legend whose one column is wider than a phone's key at 10 pt is drawn smaller, to fit, but not under 9 pt;
+    labels that fit keep 10 pt."""
+    fig, ax = plt.subplots()
+    for label in ("ULDP-AVG-w, uniform-with-replacement", "ULDP-AVG, uniform-with-replacement"):
+        ax.plot([0, 1], label=label)
+    long = key_image("", fig.legend(), PANEL_WIDTH)
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], label="ULDP-AVG-w")
+    short = key_image("", fig.legend(), PANEL_WIDTH)
+    assert long is not None and short is not None
+    assert long.inches <= PANEL_WIDTH and 9 <= _metadata(long.png)["legend_pt"] < 10
+    assert _metadata(short.png)["legend_pt"] == 10

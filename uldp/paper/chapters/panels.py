@@ -39,6 +39,9 @@ PANEL_WIDTH = 3.3
 #: The key's font sizes, points: the figure's title and its legend (``uldp.paper.plots.LEGEND_PT``).
 KEY_TITLE_PT = 11.0
 KEY_LEGEND_PT = 10.0
+#: The smallest the key's legend is drawn, points, when one column of it at :data:`KEY_LEGEND_PT` is wider than the
+#: key: the least a page may show (``tools/check_pages.py``'s ``MIN_LEGEND_PT``).
+KEY_LEAST_PT = 9.0
 #: How much wider than :data:`PANEL_WIDTH` a figure is, inches, before it may get a key of its own width for a wide
 #: page beside the narrow one of a phone (when that key is shorter: its legend in fewer rows).
 WIDE_KEY_MARGIN = 0.5
@@ -162,8 +165,8 @@ def key_image(
 ) -> PanelImage | None:
     """The figure's key (for ``where``, :attr:`PanelImage.key`): its ``title`` above its shared ``legend``'s
     entries, both redrawn for an image of at most ``width`` inches, :data:`PANEL_PAD` either side (the title
-    wrapped at :data:`KEY_TITLE_PT`, the legend in the most columns that fit at :data:`KEY_LEGEND_PT`, measured);
-    ``None`` when there is neither."""
+    wrapped at :data:`KEY_TITLE_PT`, the legend in the most columns that fit at :data:`KEY_LEGEND_PT`, measured, or
+    in one column at a smaller size down to :data:`KEY_LEAST_PT`); ``None`` when there is neither."""
     handles = list(legend.legend_handles) if legend is not None else []
     labels = [text.get_text() for text in legend.get_texts()] if legend is not None else []
     if not title and not handles:
@@ -184,7 +187,13 @@ def key_image(
                 break
         below += heading.get_window_extent(renderer).height / key.dpi + 0.08
     legends: list[Any] = []
-    for columns in range(len(handles), 0, -1):
+    # the most columns that fit; in one column too wide (a long label), a smaller font, down to KEY_LEAST_PT
+    sizes = [(columns, KEY_LEGEND_PT) for columns in range(len(handles), 0, -1)]
+    sizes += [
+        (1, KEY_LEGEND_PT - step / 2)
+        for step in range(1, int(2 * (KEY_LEGEND_PT - KEY_LEAST_PT)) + 1)
+    ]
+    for columns, size in sizes:
         for drawn in legends:
             drawn.remove()
         legends = [
@@ -193,7 +202,7 @@ def key_image(
                 labels,
                 loc="upper center",
                 ncol=columns,
-                fontsize=KEY_LEGEND_PT,
+                fontsize=size,
                 frameon=False,
                 bbox_to_anchor=(0.5, 1 - below / height),
             )

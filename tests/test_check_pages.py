@@ -280,3 +280,69 @@ def test_a_page_the_browser_does_not_finish_in_time_fails_and_says_so(
     assert "FAILED book/slow.html" in report and "no complete page at 1280 px within 2 s" in report
     assert "2 pages checked, 1 failed: book/slow.html" in report
     assert not list(tmp_path.rglob(".probe-*")) and not list(tmp_path.rglob(".phone-*"))
+
+
+def _panels_page(text: str) -> tuple[str, list[float]]:
+    """A page with the figure of ``text`` (a MyST figure of ``uldp.paper.chapters.captions``) as Sphinx writes it:
+    the first image before the caption, the others after it, in the figure's classes; and each image's own width,
+    CSS px."""
+    images = re.findall(r"data:image/png;base64,(\S+)", text)
+    classes = re.search(r":figclass: ([^\n]+)", text)
+    tags = [f'<img src="data:image/png;base64,{encoded}">' for encoded in images]
+    widths = []
+    for encoded in images:
+        png = base64.b64decode(encoded)
+        with Image.open(io.BytesIO(png)) as image:
+            widths.append(96 * image.width / json.loads(image.info["uldp-figure"])["dpi"])
+    page = _output(
+        f'<figure class="{classes.group(1) if classes else ""}">{tags[0]}<figcaption><p><strong>Figure 1.'
+        f'</strong> Look.</p><div class="legend">{"".join(tags[1:])}</div></figcaption></figure>'
+    )
+    return page, widths
+
+
+def test_on_a_phone_a_figure_of_panels_is_judged_by_the_size_of_its_text() -> None:
+    """A figure of three panels across 9 inches, embedded whole, reads at about 327 / 864 of its size in a phone's
+    column (327 px): its 10 pt ticks at about 4 pt fail. Split into keys and three panels (the book's way), each
+    shown at its own width passes; a panel squeezed to 150 px fails again. A figure of one panel is not judged on a
+    phone (a tap opens it whole)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from uldp.paper import plots
+    from uldp.paper.chapters.captions import METADATA_KEY, captioned, figure_metadata
+
+    def three_panels() -> plt.Figure:
+        fig, axes = plt.subplots(1, 3, figsize=(plots.FIGURE_WIDTH, 3.4))
+        for index, ax in enumerate(axes):
+            ax.plot([0, 1], [0, index], label=f"ULDP-GROUP-median, line {index}")
+        plots.figure_legend(fig, axes)
+        return fig
+
+    fig, buffer = three_panels(), io.BytesIO()
+    fig.canvas.draw()
+    metadata = figure_metadata(fig)
+    fig.savefig(buffer, format="png", dpi=150, metadata={METADATA_KEY: json.dumps(metadata)})
+    plt.close(fig)
+    whole = base64.b64encode(buffer.getvalue()).decode("ascii")
+    page, (width,) = _panels_page(f"data:image/png;base64,{whole}")
+    faults = check_pages.page_faults(page, phone_widths=[327.0])
+    scale = 327.0 / width
+    shown = "an image of 3 panels shown 327 px wide at 390 px"
+    assert faults == [
+        f"{shown}: text of {10 * scale:.1f} pt (10 pt at {scale:.2f} scale), under 8 pt: Figure 1. Look.",
+        f"{shown}: a legend of {10 * scale:.1f} pt, under 9 pt: Figure 1. Look.",
+    ]
+    page, widths = _panels_page(captioned(three_panels(), "Look.").data)
+    # a phone hides the wide page's key (the first image): the browser measures it 0 px wide
+    assert len(widths) == 5 and max(widths[1:]) <= 327 < widths[0]
+    assert check_pages.page_faults(page, phone_widths=[0.0, *widths[1:]]) == []
+    squeezed = check_pages.page_faults(page, phone_widths=[0.0, *widths[1:-1], 150.0])
+    assert len(squeezed) == 1 and squeezed[0].startswith(
+        "a panel of a split figure shown 150 px wide at 390 px: text of"
+    )
+    one, _ = plt.subplots(figsize=(9, 3))
+    single, _ = _panels_page(captioned(one, "Look.").data)
+    assert check_pages.page_faults(single, phone_widths=[100.0]) == []

@@ -75,7 +75,7 @@ def test_a_tailed_metric_is_drawn_as_medians_and_quartiles_one_panel_per_method(
     methods, epsilon = fig.axes[: len(series)], fig.axes[len(series)]
     seeds = {s: sum(run["series"] == s for run in one.runs) for s in series}
     assert [ax.get_title() for ax in methods] == [f"{s} ({seeds[s]} seeds)" for s in series]
-    assert epsilon.get_title() == panel and epsilon.get_yscale() == "log"
+    assert epsilon.get_title() == f"{panel}\nevery method's ε" and epsilon.get_yscale() == "log"
     curves = np.array([run["result"]["c_index"] for run in one.runs if run["series"] == "ULDP-AVG"])
     avg = methods[series.index("ULDP-AVG")]
     np.testing.assert_allclose(_line(avg, "ULDP-AVG").get_ydata(), np.median(curves, axis=0))

@@ -9,8 +9,10 @@ or ``tools/build_book.py``), in a 1280 px wide window:
 
 and in a frame as wide as a phone's window, 390 px (:data:`PHONE_WIDTH`, :data:`PHONE_FRAME`; :func:`phone_faults`):
 the page does not scroll sideways, no figure scrolls sideways in its own box, every image fits the article's column
-and the figures stack, none beside another. A table or an output may scroll in its own box there: a reader swipes a
-table of eight columns.
+and the figures stack, none beside another; an image of several panels, or a panel of a split figure
+(``figure.panel-grid``), is read there at the width the phone shows it: its text at least :data:`PHONE_MIN_TEXT_PT`
+and its legend at least :data:`MIN_LEGEND_PT` (:func:`phone_figure_faults`). A table or an output may scroll in its
+own box there: a reader swipes a table of eight columns.
 
 In the HTML itself (:func:`page_faults`): every figure has a caption numbered within its chapter ("Figure 3."); no
 output shows raw maths (``$...$`` or a ``\\command``), a local absolute path, text written to stderr, a traceback,
@@ -124,6 +126,11 @@ NOT_RUN = re.compile(r"(?i)\bnot run\b")
 FIGURE_NUMBER = re.compile(r"^Figure \d+\.")
 #: The smallest legend font, in points at the size the page shows the figure, that a reader reads without zooming.
 MIN_LEGEND_PT = 9.0
+#: The smallest text, in points at the size a phone shows it, of an image of several panels or a panel of a split
+#: figure (tick labels, titles, labels): a panel of ``uldp.paper.chapters.panels.PANEL_WIDTH`` inches fits a
+#: phone's column at its own size, so its fonts of 9 to 10 pt read as drawn; a whole figure of three panels, 9
+#: inches wide, reads at about 4 pt there.
+PHONE_MIN_TEXT_PT = 8.0
 #: CSS pixels per inch: a figure of w inches shown w * 96 px wide is at its own size.
 CSS_PX_PER_INCH = 96.0
 #: The article's width, in CSS pixels, at :data:`WINDOW_WIDTH` (measured in Chromium with ``_static/book.css``):
@@ -224,6 +231,51 @@ def phone_faults(dom: str) -> list[str]:
     )
 
 
+def _metadata(source: str) -> tuple[dict | None, int]:
+    """The metadata ``uldp.paper.chapters.captions`` writes into an embedded PNG (:data:`FIGURE_METADATA`) and the
+    PNG's width in pixels; ``(None, 0)`` for another image."""
+    if not source.startswith("data:image/png;base64,"):
+        return None, 0
+    with Image.open(io.BytesIO(base64.b64decode(source.split(",", 1)[1]))) as image:
+        text, width = image.info.get(FIGURE_METADATA), image.width
+    return (json.loads(text) if isinstance(text, str) else None), width
+
+
+def phone_figure_faults(source: str, shown_width: float, *, in_grid: bool) -> list[str]:
+    """What a phone's reader cannot read in an embedded image (``source``) shown ``shown_width`` CSS pixels wide at
+    :data:`PHONE_WIDTH`, when it holds several panels (its metadata's ``panels``) or is a panel of a split figure
+    (``in_grid``): text (its smallest, ``text_pt``) under :data:`PHONE_MIN_TEXT_PT`, or a legend under
+    :data:`MIN_LEGEND_PT`, at the size shown. Other images are not judged here: a figure of one panel scales to the
+    column, and a tap opens it whole.
+
+    Example:
+        >>> phone_figure_faults("a.png", 358.0, in_grid=True)
+        []
+    """
+    metadata, width = _metadata(source)
+    if metadata is None or not shown_width or (metadata.get("panels", 0) < 2 and not in_grid):
+        return []
+    scale = shown_width / (CSS_PX_PER_INCH * width / metadata["dpi"])
+    what = (
+        f"an image of {metadata['panels']} panels"
+        if metadata.get("panels", 0) > 1
+        else "a panel of a split figure"
+    )
+    faults = []
+    if metadata.get("text_pt") and metadata["text_pt"] * scale < PHONE_MIN_TEXT_PT - 0.05:
+        faults.append(
+            f"{what} shown {shown_width:.0f} px wide at {PHONE_WIDTH} px: text of "
+            f"{metadata['text_pt'] * scale:.1f} pt ({metadata['text_pt']:g} pt at {scale:.2f} scale), "
+            f"under {PHONE_MIN_TEXT_PT:g} pt"
+        )
+    if metadata.get("legend_pt") and metadata["legend_pt"] * scale < MIN_LEGEND_PT - 0.05:
+        faults.append(
+            f"{what} shown {shown_width:.0f} px wide at {PHONE_WIDTH} px: a legend of "
+            f"{metadata['legend_pt'] * scale:.1f} pt, under {MIN_LEGEND_PT:g} pt"
+        )
+    return faults
+
+
 def figure_faults(source: str, shown_width: float | None = None) -> list[str]:
     """What a reader cannot read in an embedded figure (``source``, an image's ``src``), judged from the metadata
     that ``uldp.paper.chapters.captions`` writes into the PNG (:data:`FIGURE_METADATA`): a legend smaller than
@@ -233,13 +285,9 @@ def figure_faults(source: str, shown_width: float | None = None) -> list[str]:
     The size shown: a PNG of ``w`` pixels at ``dpi`` is a figure of ``w / dpi`` inches; shown ``shown_width`` CSS
     pixels wide (96 to the inch) its fonts are scaled by ``shown_width / (96 w / dpi)``.
     """
-    if not source.startswith("data:image/png;base64,"):
+    metadata, width = _metadata(source)
+    if metadata is None:
         return []
-    with Image.open(io.BytesIO(base64.b64decode(source.split(",", 1)[1]))) as image:
-        text, width = image.info.get(FIGURE_METADATA), image.width
-    if not isinstance(text, str):
-        return []
-    metadata = json.loads(text)
     shown = shown_width if shown_width else min(float(width), ARTICLE_WIDTH)
     faults = []
     if metadata.get("legend_pt"):
@@ -285,13 +333,17 @@ def _text(node: object) -> str:
 
 
 def page_faults(
-    page: str, citations: Sequence[re.Pattern[str]] = (), widths: Sequence[float] = ()
+    page: str,
+    citations: Sequence[re.Pattern[str]] = (),
+    widths: Sequence[float] = (),
+    phone_widths: Sequence[float] = (),
 ) -> list[str]:
     """What a built page's HTML shows that a reader must not see (an empty list when it is clean).
 
     - a figure without a caption numbered in its chapter (an image of the article outside ``<figure>`` whose caption
       starts "Figure n."), or with a legend a reader cannot read (:func:`figure_faults`, at the ``widths`` the browser
-      measured, :func:`image_widths`, in the article's order of images);
+      measured, :func:`image_widths`, in the article's order of images), or, at the ``phone_widths`` measured at
+      :data:`PHONE_WIDTH`, text a phone's reader cannot read (:func:`phone_figure_faults`);
     - in an output: raw maths (:data:`RAW_MATHS`, outside the maths that MathJax renders), text written to stderr,
       an error's traceback (a chapter that failed, rendered from papermill's notebook), a table cell with a raw
       NaN, None, inf or exponent (:data:`RAW_CELL`) or cut short (:data:`TRUNCATED_CELL`), an object's repr
@@ -343,6 +395,12 @@ def page_faults(
             f"{fault}: {_text(caption).strip()[:50] if caption else source[:60]}"
             for fault in figure_faults(source, widths[index] if index < len(widths) else None)
         ]
+        if index < len(phone_widths):
+            in_grid = figure is not None and "panel-grid" in (figure.get("class") or [])
+            faults += [
+                f"{fault}: {_text(caption).strip()[:50] if caption else source[:60]}"
+                for fault in phone_figure_faults(source, phone_widths[index], in_grid=in_grid)
+            ]
     faults += [f"a local path: {found}" for found in LOCAL_PATH.findall(_text(article))]
     for node in article.select("pre, code, a"):
         node.decompose()
@@ -398,7 +456,8 @@ def check_page(
 ) -> list[str]:
     """Every fault of one built page: what the browser measured at :data:`WINDOW_WIDTH` (maths, sideways
     scrolling) and at :data:`PHONE_WIDTH` (:func:`phone_faults`), and :func:`page_faults` (legends judged at the
-    widths of :data:`WINDOW_WIDTH`: on a phone a figure scales to the column, and a tap opens it whole)."""
+    widths of :data:`WINDOW_WIDTH`; on a phone, the text of images of several panels and of split figures' panels,
+    at the widths there: a figure of one panel scales to the column, and a tap opens it whole)."""
     text = page.read_text(encoding="utf-8")
     probe = page.with_name(
         f".probe-{page.name}"
@@ -441,7 +500,9 @@ def check_page(
             f"{counts['errors']} MathJax errors"
         )
     faults += phone_faults(doms[PHONE_WIDTH][0])
-    return faults + page_faults(text, citations, image_widths(dom))
+    return faults + page_faults(
+        text, citations, image_widths(dom), image_widths(doms[PHONE_WIDTH][0])
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -215,8 +215,9 @@ def small_multiples_figure(results: ResultSet, metric: str, *, title: str) -> Fi
     (:data:`SMALL_MULTIPLE_COLUMNS` to a row, the method and its seeds in the title) with the method's median over
     seeds and its interquartile band, :data:`REFERENCE_SERIES`'s median dotted in grey and the level of a score that
     ignores its input (:data:`CHANCE_LEVEL`) dashed, all on one y axis zoomed to where the runs end (the medians of
-    the second half of the rounds, and the chance level; a band may leave it); below them, the
-    user-level epsilon of every method (log scale, :func:`draw_curves`), titled with the setting.
+    the second half of the rounds, and the chance level; a band may leave it); after them, in the next cell, the
+    user-level epsilon of every method (log scale, :func:`draw_curves`), titled with the setting. Every panel is one
+    cell of the grid, so that a page can show each as an image of its own (:mod:`uldp.paper.chapters.panels`).
 
     A mean +- std band of a metric with a low tail reaches far below where most seeds are, and nine such bands on one
     axes hide each other: medians and quartiles, a panel each, show where the runs end and how they spread.
@@ -239,8 +240,9 @@ def small_multiples_figure(results: ResultSet, metric: str, *, title: str) -> Fi
     epsilon = log_summary(frame, "epsilon")
     panels = list(dict.fromkeys(run["panel"] for run in results.runs))
     order = _series_order(results)
-    method_rows = -(-len(order) // SMALL_MULTIPLE_COLUMNS)
-    heights = ([SMALL_PANEL_HEIGHT] * method_rows + [EPSILON_PANEL_HEIGHT]) * len(panels)
+    # a setting's method panels, then its epsilon panel, in the cells of one grid: every panel one cell wide
+    grid_rows = -(-(len(order) + 1) // SMALL_MULTIPLE_COLUMNS)
+    heights = ([SMALL_PANEL_HEIGHT] * (grid_rows - 1) + [EPSILON_PANEL_HEIGHT]) * len(panels)
     fig = plt.figure(figsize=(FIGURE_WIDTH, sum(heights) + 1.6), dpi=FIGURE_DPI)
     grid = fig.add_gridspec(len(heights), SMALL_MULTIPLE_COLUMNS, height_ratios=heights)
     chance = CHANCE_LEVEL.get(metric)
@@ -250,7 +252,7 @@ def small_multiples_figure(results: ResultSet, metric: str, *, title: str) -> Fi
     high = max(float(late.max()), chance if chance is not None else -np.inf)
     margin = ZOOM_MARGIN * (high - low) or 0.05 * max(abs(high), 1e-9)
     for block, panel in enumerate(panels):
-        top = block * (method_rows + 1)
+        top = block * grid_rows
         rows = quartiles[quartiles["panel"] == panel]
         reference = rows[rows["series"] == REFERENCE_SERIES].sort_values("round")
         for index, series in enumerate(order):
@@ -293,13 +295,13 @@ def small_multiples_figure(results: ResultSet, metric: str, *, title: str) -> Fi
             ax.set_ylim(low - margin, high + margin)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
             ax.grid(True, alpha=0.3)
-            if index % SMALL_MULTIPLE_COLUMNS:
-                ax.tick_params(labelleft=False)
-            else:
-                ax.set_ylabel(LABELS.get(metric, metric), fontsize=9)
-        ax = fig.add_subplot(grid[top + method_rows, :])
+            ax.set_ylabel(LABELS.get(metric, metric), fontsize=9)
+        cell = len(order)
+        ax = fig.add_subplot(
+            grid[top + cell // SMALL_MULTIPLE_COLUMNS, cell % SMALL_MULTIPLE_COLUMNS]
+        )
         draw_curves(ax, epsilon, panel, log=True, series_order=order)
-        ax.set_title(panel, fontsize=9)
+        ax.set_title(f"{panel}\nevery method's ε", fontsize=9)
         ax.set_ylabel(LABELS["epsilon"])
         ax.set_xlabel("round")
     figure_legend(fig, fig.axes)

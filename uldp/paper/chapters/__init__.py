@@ -3,6 +3,7 @@
 - :mod:`~uldp.paper.chapters.experiment`: the experiment chapters (``book/exp_*.py``), :class:`ExperimentChapter`.
 - :mod:`~uldp.paper.chapters.figure_extras`: what single experiment chapters add beside their main figure.
 - :mod:`~uldp.paper.chapters.captions`: a numbered, captioned figure (every chapter).
+- :mod:`~uldp.paper.chapters.panels`: a figure of several panels as separate images, laid out by the page's width.
 - :mod:`~uldp.paper.chapters.views` and :mod:`~uldp.paper.chapters.opening`: the Scorecard's views, the Scorecard
   chapter and the opening page.
 - :mod:`~uldp.paper.chapters.methods`: the method chapters' short comparisons and Protocol 1's measurements.
@@ -79,6 +80,16 @@ from uldp.paper.chapters.opening import (
     scorecard_tabs,
     verdict_counts,
 )
+from uldp.paper.chapters.panels import (
+    MOST_COLUMNS,
+    PANEL_WIDTH,
+    PanelImage,
+    grid_columns,
+    key_image,
+    panel_metadata,
+    panels_of,
+    split_panels,
+)
 from uldp.paper.chapters.reference import (
     SETTINGS_FILE,
     benchmark_result,
@@ -102,6 +113,8 @@ __all__ = [
     "GLOSSARY",
     "LARGE_SPREAD",
     "METADATA_KEY",
+    "MOST_COLUMNS",
+    "PANEL_WIDTH",
     "PROTOCOL_BENCHMARK",
     "PROTOCOL_MESSAGES",
     "SAVE_DPI",
@@ -111,6 +124,7 @@ __all__ = [
     "UNTRAINED_SHARE",
     "USER_SILOS",
     "ExperimentChapter",
+    "PanelImage",
     "ScorecardView",
     "Verdicts",
     "balanced_accuracy_figure",
@@ -127,9 +141,13 @@ __all__ = [
     "figures_table",
     "final_epsilon_table",
     "glossary",
+    "grid_columns",
+    "key_image",
     "limits",
     "noise_against_default",
     "own_runs_note",
+    "panel_metadata",
+    "panels_of",
     "per_seed",
     "protocol_diagram",
     "protocol_scale_figure",
@@ -152,6 +170,7 @@ __all__ = [
     "show_runtime",
     "show_stored_runtime",
     "show_weighting_gaps",
+    "split_panels",
     "spread_runs",
     "trivial_runs",
     "untrained",

@@ -76,14 +76,16 @@ def protocol_diagram() -> Figure:
     the server in their order (right: set-up once, then each round), from :data:`PROTOCOL_MESSAGES`.
 
     Returns:
-        A figure of :data:`uldp.paper.plots.FIGURE_WIDTH` inches with no axes drawn.
+        A figure of two panels with no axes drawn, each at most
+        :data:`~uldp.paper.chapters.panels.PANEL_WIDTH` inches wide with its texts, so that a phone shows each
+        at its own size (the book shows them as separate images, :mod:`uldp.paper.chapters.panels`).
     """
     fig, (left, right) = plt.subplots(
         1,
         2,
-        figsize=(plots.FIGURE_WIDTH, 5.6),
+        figsize=(6.4, 5.6),
         dpi=plots.FIGURE_DPI,
-        gridspec_kw={"width_ratios": [1, 1.9]},
+        gridspec_kw={"width_ratios": [1, 1.25]},
     )
     for ax in (left, right):
         ax.set_xlim(0, 1)
@@ -96,9 +98,9 @@ def protocol_diagram() -> Figure:
         left.plot(0.1, user_y[index], "o", color=colour, markersize=11)
         left.text(0.1, user_y[index] - 0.065, user, ha="center", fontsize=9)
         for silo in silos:
-            left.plot([0.13, 0.6], [user_y[index], silo_y[silo]], color=colour, lw=1.4, alpha=0.8)
+            left.plot([0.13, 0.49], [user_y[index], silo_y[silo]], color=colour, lw=1.4, alpha=0.8)
     for silo, y in enumerate(silo_y):
-        _box(left, 0.78, y, 0.36, 0.13, f"silo {silo}\n$n_{{su}}$ records of $u$")
+        _box(left, 0.72, y, 0.46, 0.13, f"silo {silo}\n$n_{{su}}$ records of $u$")
     left.set_title("users' records in several silos", fontsize=10)
 
     lifelines = {"silos": 0.18, "server": 0.82}
@@ -117,13 +119,13 @@ def protocol_diagram() -> Figure:
         if (
             start == end
         ):  # a step computed on one side, or sent from silo to silo through the server
-            right.plot(start, y + 0.02, "s", color="#333333", markersize=7)
+            right.plot(start, y, "s", color="#333333", markersize=7)  # where an arrow would be
         else:
             right.annotate(
                 "", xy=(end, y), xytext=(start, y), arrowprops={"arrowstyle": "-|>", "lw": 1.4}
             )
         right.text(0.5, y + 0.012, f"{label}  {what}", ha="center", va="bottom", fontsize=9)
-    right.set_title("Protocol 1's messages, in order (the paper's step numbers)", fontsize=10)
+    right.set_title("Protocol 1's messages, in order", fontsize=10)
     fig.tight_layout()
     return fig
 

@@ -58,7 +58,7 @@ chapter.introduction()
 chapter.show_figures(
     plots.privacy_utility_figure,
     "Figure 4",
-    look="Accuracy (left) and the user-level $\\epsilon$ (right, log scale) against the round: "
+    look="Accuracy (first panel) and the user-level $\\epsilon$ (second, log scale) against the round: "
     "compare ULDP-AVG, ULDP-AVG-w and ULDP-SGD with the baselines, and the $\\epsilon$ each "
     "reaches.",
 )

@@ -52,7 +52,7 @@ heart.introduction()
 heart.show_figures(
     plots.privacy_utility_figure,
     "Figure 6",
-    look="Accuracy (left) and the user-level $\\epsilon$ (right, log scale) against the round: "
+    look="Accuracy (first panel) and the user-level $\\epsilon$ (second, log scale) against the round: "
     "compare the methods' accuracy at the end with the $\\epsilon$ each reaches.",
 )
 

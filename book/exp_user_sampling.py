@@ -52,8 +52,8 @@ sampling.introduction()
 sampling.show_figures(
     plots.user_sampling_figure,
     "Figure 9",
-    look="User-level sub-sampling at each rate $q$: accuracy (left) and the user-level $\\epsilon$ "
-    "(right, log scale); a smaller $q$ lowers $\\epsilon$, compare what it costs in accuracy.",
+    look="User-level sub-sampling at each rate $q$: accuracy (first panel) and the user-level $\\epsilon$ "
+    "(second, log scale); a smaller $q$ lowers $\\epsilon$, compare what it costs in accuracy.",
 )
 
 # %% [markdown]

@@ -58,7 +58,7 @@ chapters.show_figure(
     main.only_panels(main.covered_panels()[:1]) if main.covered_panels() else main,
     plots.privacy_utility_figure,
     "Figure 6",
-    "Accuracy (left) and the user-level $\\epsilon$ (right, log scale) against the round: compare "
+    "Accuracy (first panel) and the user-level $\\epsilon$ (second, log scale) against the round: compare "
     "ULDP-AVG-w and ULDP-SGD with the baselines at the end of training, and how far right each "
     "method's $\\epsilon$ climbs.",
 )

@@ -62,7 +62,7 @@ datasets = {name: load(name) for name in sorted({name for name, _ in CASES + EXT
 # ## Users, silos and the server
 #
 # The picture the rest of the book assumes: a user's records sit in several silos; the silos train and add the noise,
-# and a server sums what they send. The private weighting protocol's messages (right) are what ULDP-AVG-w adds so
+# and a server sums what they send. The private weighting protocol's messages (the second panel) are what ULDP-AVG-w adds so
 # that the weights $n_{su}/N_u$ can be used while no party learns another's counts ({doc}`weighting_protocol`).
 
 # %%

@@ -168,8 +168,8 @@ for ax, values, title in [
 plt.tight_layout()
 show_captioned(
     plt.gcf(),
-    "What the server sees, as a share of the Paillier modulus $n$: the blinded counts (left) and one silo's "
-    "masked update (right) against the uniform law; a KS p-value that is not small finds nothing.",
+    "What the server sees, as a share of the Paillier modulus $n$: the blinded counts (first panel) and one silo's "
+    "masked update (second) against the uniform law; a KS p-value that is not small finds nothing.",
 )
 
 # %% [markdown]
@@ -714,7 +714,7 @@ figure_legend(fig, [left, right], title=False)
 show_captioned(
     plt.gcf(),
     "One round on the medical datasets with the protocol: a silo's local training and encrypted weighting "
-    "(left), and the set-up (once) and the server's work per round (right, log scale).",
+    "(first panel), and the set-up (once) and the server's work per round (second, log scale).",
 )
 
 # %% [markdown]

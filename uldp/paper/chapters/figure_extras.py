@@ -124,7 +124,7 @@ def show_runtime(chapter: ExperimentChapter) -> None:
             results,
             plots.runtime_figure,
             "Figure 10",
-            "The left panel is a silo's round; the right, what the protocol adds once and per round.",
+            "The first panel is a silo's round; the second, what the protocol adds once and per round.",
             per_panel=False,
         )
         if results.runs:

@@ -16,7 +16,7 @@
 # In the rest of the book the federation runs in one process. In practice each silo is a different institution:
 # its records never leave its machine, and the server is a third party. `uldp deploy` runs the same methods
 # (DEFAULT, ULDP-NAIVE, ULDP-GROUP-k, ULDP-SGD/AVG with enhanced weights and user sampling) as **one server and one
-# process per silo**, on [Flower](https://flower.ai)'s runtime (`flwr` 1.41, no Ray, telemetry off with
+# process per silo**, on [Flower](https://flower.ai)'s runtime (Flower 1.41, no Ray, telemetry off with
 # `FLWR_TELEMETRY_ENABLED=0`): the server runs a SuperLink and the uldp ServerApp, each silo a SuperNode and the uldp
 # ClientApp. They are the strategy and ClientApp of `uldp.flower` (`UldpStrategy`), which a hospital with its own
 # model and loading code runs as its own Flower app; `uldp deploy` drives them from one settings file.

@@ -36,7 +36,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from uldp.flower.launch import json_output  # run with PYTHONPATH set to this checkout
+from uldp.flower.launch import (  # run with PYTHONPATH set to this checkout
+    app_pyproject,
+    json_output,
+    worker_command,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -104,29 +108,9 @@ def main(grid, context):
     with open(context.run_config["out"], "w") as file:
         json.dump({"epsilons": strategy.epsilons, "completed": sorted(result.train_metrics_clientapp)}, file)
 """
-FLOWER_PROJECT = """
-[build-system]
-requires = ["hatchling"]
-build-backend = "hatchling.build"
-
-[project]
-name = "hospitalapp"
-version = "1.0.0"
-description = "uldp fault benchmark"
-license = "MIT"
-dependencies = []
-
-[tool.flwr.app]
-publisher = "uldp"
-
-[tool.flwr.app.components]
-serverapp = "hospital_app:server"
-clientapp = "hospital_app:client"
-
-[tool.flwr.app.config]
-settings = ""
-out = ""
-"""
+FLOWER_PROJECT = app_pyproject(
+    "hospitalapp", "hospital_app", "uldp fault benchmark", 'settings = ""\nout = ""'
+)
 HOSPITALS = ("General", "Royal", "St Mary")
 FLOWER_COMMANDS = (
     ("flwr", "flwr.cli.app", "app"),
@@ -251,16 +235,7 @@ class FlowerRuntime:
             *(["--isolation", "process"] if worker else []),
         )
         if worker:
-            self.start(
-                f"worker-{hospital}.log",
-                sys.executable,
-                "-m",
-                "uldp.cli",
-                "flower-worker",
-                "--runtime-api-address",
-                f"127.0.0.1:{port}",
-                "--insecure",
-            )
+            self.start(f"worker-{hospital}.log", *worker_command(port))
         return node
 
     def run_config(self) -> Path:

@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
-from flower_bundle import pyproject
+
+from uldp.flower.launch import app_pyproject
 
 APP = """
 from flwr.serverapp import ServerApp
@@ -33,7 +34,7 @@ def main(grid, context):
         raise RuntimeError("this ServerApp fails on purpose")
 """
 
-PYPROJECT = pyproject("exitapp", "exit_app", "uldp flower-run test", "fail = false")
+PYPROJECT = app_pyproject("exitapp", "exit_app", "uldp flower-run test", "fail = false")
 
 
 def test_flower_run_exits_1_when_a_real_superlinks_run_fails(tmp_path, monkeypatch, capsys):

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from flower_bundle import pyproject
 from test_flower import FEATURES, HOSPITALS, hospital_files, in_process, model  # noqa: F401  (fixture)
 
 import uldp
+from uldp.flower.launch import app_pyproject, worker_command
 
 APP = """
 import json
@@ -52,7 +52,7 @@ def main(grid, context):
         json.dump({"epsilon": strategy.epsilons, "round_seconds": strategy.round_seconds}, file)
 """
 
-PYPROJECT = pyproject(
+PYPROJECT = app_pyproject(
     "hospitalapp",
     "hospital_app",
     "uldp loopback test",
@@ -162,13 +162,7 @@ def test_superlink_and_supernodes_on_loopback_end_at_the_in_process_model(hospit
                 log=f"supernode{number}.log",
             )
             start(
-                sys.executable,
-                "-m",
-                "uldp.cli",
-                "flower-worker",
-                "--runtime-api-address",
-                f"127.0.0.1:{port}",
-                "--insecure",
+                *worker_command(port),
                 log=f"worker{number}.log",
             )
         out = tmp_path / "out.npy"

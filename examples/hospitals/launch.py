@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 import uldp.flower as uf
+from uldp.flower.launch import worker_command
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -167,13 +168,7 @@ class Processes:
         )
         if isolation == "process":
             self.start(
-                sys.executable,
-                "-m",
-                "uldp.cli",
-                "flower-worker",
-                "--runtime-api-address",
-                f"127.0.0.1:{port}",
-                "--insecure",
+                *worker_command(port),
                 log=f"worker-{file.stem}.log",
             )
 

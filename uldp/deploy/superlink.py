@@ -29,7 +29,12 @@ from typing import TYPE_CHECKING, Any
 
 from uldp.common.atomic import check_writable
 from uldp.common.checks import check_number
-from uldp.flower.launch import COLOUR_FORCING, flower_environment
+from uldp.flower.launch import (
+    COLOUR_FORCING,
+    app_pyproject,
+    flower_environment,
+    worker_command,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -72,30 +77,9 @@ def write_bundle(folder: Path, run_config: dict[str, Any]) -> Path:
     )
     config = "\n".join(f"{key} = {_toml(value)}" for key, value in run_config.items())
     (folder / "pyproject.toml").write_text(
-        f"""[build-system]
-requires = ["hatchling"]
-build-backend = "hatchling.build"
-
-[project]
-name = "uldpdeploy"
-version = "1.0.0"
-description = "uldp deploy: the uldp ServerApp and ClientApp"
-license = "MIT"
-dependencies = []
-
-[tool.hatch.build.targets.wheel]
-packages = ["."]
-
-[tool.flwr.app]
-publisher = "uldp"
-
-[tool.flwr.app.components]
-serverapp = "{APP_MODULE}:server"
-clientapp = "{APP_MODULE}:client"
-
-[tool.flwr.app.config]
-{config}
-"""
+        app_pyproject(
+            "uldpdeploy", APP_MODULE, "uldp deploy: the uldp ServerApp and ClientApp", config
+        )
     )
     return folder
 
@@ -471,16 +455,7 @@ def _supernode(command: list[str], port: int, log: Path, worker_log: Path) -> in
             wait_listening("127.0.0.1", port, seconds=120, process=supernode, log=log)
         except RuntimeError:
             return int(supernode.poll() or 1)
-        worker = [
-            sys.executable,
-            "-m",
-            "uldp.cli",
-            "flower-worker",
-            "--runtime-api-address",
-            f"127.0.0.1:{port}",
-            "--insecure",  # loopback, this machine
-        ]
-        with _process(worker, log=worker_log, env=env, append=True):
+        with _process(worker_command(port), log=worker_log, env=env, append=True):
             while supernode.poll() is None:
                 time.sleep(0.5)
         return int(supernode.returncode)

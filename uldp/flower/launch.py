@@ -24,6 +24,56 @@ from uldp.common.checks import check_number
 COMPLETED = "finished:completed"
 
 
+def app_pyproject(name: str, module: str, description: str, config: str) -> str:
+    """The ``pyproject.toml`` of a Flower app bundle that ``flwr run`` submits: project ``name``, ServerApp
+    ``module:server`` and ClientApp ``module:client``, and ``config`` as the body of its ``[tool.flwr.app.config]``
+    table (TOML lines). One shape for ``uldp deploy``'s bundle, the tests' and the benchmarks' apps.
+
+    Example:
+        >>> import tomllib
+        >>> tomllib.loads(app_pyproject("app", "my_app", "demo", 'rounds = 2'))["tool"]["flwr"]["app"]["config"]
+        {'rounds': 2}
+    """
+    return f"""[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "{name}"
+version = "1.0.0"
+description = "{description}"
+license = "MIT"
+dependencies = []
+
+[tool.hatch.build.targets.wheel]
+packages = ["."]
+
+[tool.flwr.app]
+publisher = "uldp"
+
+[tool.flwr.app.components]
+serverapp = "{module}:server"
+clientapp = "{module}:client"
+
+[tool.flwr.app.config]
+{config}
+"""
+
+
+def worker_command(port: int) -> list[str]:
+    """The command of a SuperNode's ClientApp process (``uldp flower-worker``, this interpreter) that connects to
+    the SuperNode's ClientAppIo API on loopback port ``port`` (``--insecure``: this machine only)."""
+    return [
+        sys.executable,
+        "-m",
+        "uldp.cli",
+        "flower-worker",
+        "--runtime-api-address",
+        f"127.0.0.1:{port}",
+        "--insecure",
+    ]
+
+
 class FlowerCommandFailed(RuntimeError):
     """A ``flwr`` command exited with an error or printed no JSON; the message has its output's end."""
 

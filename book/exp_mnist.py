@@ -71,9 +71,39 @@ chapters.show_final_table(short)
 mnist.claims(scorecard.MNIST_SHORT)
 
 # %% [markdown]
+# ## MNIST trained at the paper's scale: Figure 9's sub-sampling endpoints
+#
+# {ref}`Figure 9 <paper-figure-9>` trains ULDP-AVG-w on MNIST's paper federation (10000 users, zipf) for the paper's
+# $T = 200$ rounds of $Q = 50$ local epochs, at several user sampling rates $q$; at $q = 0.1$ a round trains a tenth
+# of the users, the cheapest MNIST training at the paper's scale. The runs of it stored so far are drawn here with the
+# machine and precision they trained on (the {doc}`exp_user_sampling` chapter puts them beside Creditcard's rates):
+
+# %%
+mnist_endpoints = mnist.verdict_data.get(scorecard.in_part("user_sampling"))
+if mnist_endpoints is not None and any(
+    run["params"]["dataset"] == "mnist" for run in mnist_endpoints.runs
+):
+    mnist_endpoints = mnist_endpoints.only_panels(["mnist"])
+    display(Markdown(chapters.partial_runs_note(mnist_endpoints)))
+    chapters.show_figure(
+        mnist_endpoints,
+        plots.user_sampling_figure,
+        "Figure 9",
+        "Accuracy (first panel) and the user-level $\\epsilon$ (second, log scale) against the round, "
+        "at the paper's scale.",
+    )
+    chapters.show_final_table(mnist_endpoints)
+else:
+    display(
+        Markdown(
+            "No paper-scale MNIST run of Figure 9 (user sub-sampling) is stored in this checkout."
+        )
+    )
+
+# %% [markdown]
 # ## Privacy at the paper's scale, without training
 #
-# The estimate above, from the short runs' own timings, says why the paper-scale training is not committed. Its
+# Figure 5's paper-scale training is not committed: the estimate above, from the short runs' own timings, says why. Its
 # privacy half needs no training: a method's accountant reads only the shape of the federation (silos, records per
 # silo after ULDP-GROUP-$k$'s filtering, the group size, $q$, $\sigma$, $\delta$), so
 # `uldp.paper.experiments.accounted_results` gives, exactly, the $\epsilon$ after $T = 200$ rounds that every

@@ -973,6 +973,8 @@ def test_chapter_results_show_paper_results_only_when_they_cover_every_line(tmp_
         partial.results.profile == "default" and "stored only in part (2 of 45 runs" in partial.note
     )
     assert partial.paper_panels is None  # 2 runs cover no panel whole
+    assert partial.paper_partial is not None and len(partial.paper_partial.runs) == 2
+    assert "shown apart, as far as they go" in partial.note
     creditcard = [
         s
         for s in expand("user_sampling", "paper", seeds=[0])
@@ -1005,6 +1007,7 @@ def test_chapter_results_show_paper_results_only_when_they_cover_every_line(tmp_
     assert one_panel.paper_panels.covered_panels() == (creditcard[0].panel,)
     assert {run["panel"] for run in one_panel.paper_panels.runs} == {creditcard[0].panel}
     assert "cover every line of 1 panel(s)" in one_panel.note
+    assert one_panel.paper_partial is None  # the other panel has no paper-profile run
     run_grid(
         "user_sampling",
         "paper",

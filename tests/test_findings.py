@@ -106,3 +106,48 @@ def test_conclusions_give_each_claim_its_badge_and_missing_results_say_so():
     )
     with pytest.raises(ValueError, match="no findings for grid 'protocol_runtime'"):
         findings.findings_box("protocol_runtime", data)
+
+
+def test_paper_scale_runs_stored_in_part_are_reported_with_their_device_and_the_lines_not_run():
+    """MNIST's Figure 9 endpoint stored before the other rates: the user-sampling and MNIST boxes give its final
+    accuracy and epsilon (read here from the run itself), its device, and the rates not yet run; no verdict reads
+    it, and without it the MNIST box says no paper-scale MNIST training ran."""
+    from uldp.paper.scorecard import in_part
+
+    data = _world("user_sampling", seeds=(0,))
+    runs = data["user_sampling"].runs
+    mnist = [spec for spec in expand("user_sampling", "paper", seeds=[0]) if spec.panel == "mnist"]
+    endpoint = next(run for run in runs if run["panel"] == "mnist")
+    stored = dict(
+        endpoint,
+        key="k",
+        config={"device": "cpu", "precision": "float32"},
+        provenance={"wall_seconds": 7200.0},
+    )
+    data = {
+        "user_sampling": data["user_sampling"].restricted(
+            run for run in runs if run["panel"] != "mnist"
+        ),
+        in_part("user_sampling"): ResultSet(
+            "user_sampling", "paper", (stored,), tuple(mnist[1:]), "memory"
+        ),
+        **_world("mnist", seeds=(0,)),
+    }
+    accuracy, epsilon = endpoint["result"]["accuracy"][-1], endpoint["result"]["epsilon"][-1]
+    sentence = (
+        f"At the paper's scale, Figure 9 is stored on mnist in part, ULDP-AVG-w at {endpoint['series']} "
+        f"(1 seed, {endpoint['params']['rounds']} rounds, trained on cpu in float32, 2.0 h): a final accuracy of "
+        f"{accuracy:.3f} at a user-level $\\epsilon$ of {epsilon:.2f}; not yet run: "
+        + ", ".join(spec.series for spec in mnist[1:])
+        + "."
+    )
+    assert sentence in findings.findings_box("user_sampling", data)
+    without = findings.findings_box("user_sampling", {"user_sampling": data["user_sampling"]})
+    assert findings.findings_box("user_sampling", data).replace(sentence + " ", "") == without
+    data["mnist-accounting"] = data.pop("mnist")
+    assert "Figure 5's paper-scale MNIST training has not run here" in findings.findings_box(
+        "mnist", data
+    )
+    assert sentence in findings.findings_box("mnist", data)
+    del data[in_part("user_sampling")]
+    assert "No paper-scale MNIST training has run here" in findings.findings_box("mnist", data)

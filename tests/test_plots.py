@@ -176,17 +176,55 @@ def test_a_figure_of_one_covered_panel(data, grid, draw):
         data[grid].only_panels([panel, "no such panel"])
 
 
-def test_chapter_figures_add_the_covered_paper_panels_only_when_there_are_some(data):
-    from uldp.paper.experiments import ChapterResults
+def test_a_chapter_shows_the_whole_paper_panels_then_those_in_part_then_its_own_runs(
+    data, monkeypatch
+):
+    """ExperimentChapter.result_sets: the order a chapter draws its figures in; a panel stored in part is drawn with
+    only its stored lines, its caption naming the lines not stored, after a note that says it is in part and names
+    the device its runs trained on."""
+    from uldp.paper.chapters import experiment as chapter_module
+    from uldp.paper.experiments import ChapterResults, expand
 
-    results = data["weighting"]
-    alone = plots.chapter_figures(ChapterResults(results, "note"), plots.weighting_figure)
-    panel = results.covered_panels()[0]
-    both = plots.chapter_figures(
-        ChapterResults(results, "note", results.only_panels([panel])), plots.weighting_figure
+    results = data["user_sampling"]
+    whole, part = dict.fromkeys(run["panel"] for run in results.runs)
+    specs = [
+        spec for spec in expand("user_sampling", "smoke", seeds=[0, 1, 2]) if spec.panel == part
+    ]
+    first_line = specs[0].series
+    stored = [
+        dict(
+            run,
+            key=f"key-{run['seed']}",
+            config={"device": "cpu", "precision": "float32"},
+            provenance={"date": "2026-11-28T08:00", "command": "uldp grid", "wall_seconds": 1.0},
+        )
+        for run in results.runs
+        if run["panel"] == part and run["series"] == first_line
+    ]
+    partial = ResultSet(
+        "user_sampling",
+        "paper",
+        tuple(stored),
+        tuple(spec for spec in specs if spec.series != first_line),
+        "memory",
     )
-    assert len(alone) == 1 and len(both) == 2
-    assert {ax.get_title() for ax in both[1].axes if ax.get_title()} == {panel}
+    assert partial.partial_panels() == (part,) and partial.covered_panels() == ()
+    assert results.partial_panels() == () and results.only_panels([whole]).partial_panels() == ()
+    shown = ChapterResults(results, "note", results.only_panels([whole]), partial)
+    chapter = chapter_module.ExperimentChapter("user_sampling", "smoke", shown, {})
+    assert chapter.result_sets() == [shown.paper_panels, partial, results]
+    alone = chapter_module.ExperimentChapter(
+        "user_sampling", "smoke", ChapterResults(results, "n"), {}
+    )
+    assert alone.result_sets() == [results]
+    captions: list[str] = []
+    monkeypatch.setattr(chapter_module, "show_captioned", lambda fig, text: captions.append(text))
+    chapter_module.show_figure(partial, plots.user_sampling_figure, "Figure 9")
+    absent = list(dict.fromkeys(spec.series for spec in specs if spec.series != first_line))
+    assert len(captions) == 1 and f"not yet: {', '.join(absent)}" in captions[0]
+    note = chapter_module.partial_runs_note(partial)
+    assert f"in part: {part}.** {len(stored)} of {len(specs)} runs" in note
+    assert "trained on cpu in float32" in note
 
 
 # --- every line is its series, in a style of its own ------------------------------------------------------------

@@ -252,6 +252,12 @@ def test_stored_results_use_paper_panels_covered_whole(tmp_path):
         "tcga_brca, |S|=6"
     }
     assert data["heart_disease"].profile == "smoke"  # nothing at paper scale there
+    # TcgaBrca's own figure has two of its lines at paper scale: kept apart, under in_part, for no verdict to read
+    assert data["tcga_brca"].profile == "smoke"
+    in_part = data[sc.in_part("tcga_brca")]
+    assert in_part.profile == "paper" and in_part.runs and not in_part.covered_panels()
+    assert {run["series"] for run in in_part.runs} == {"ULDP-AVG", "ULDP-AVG-w"}
+    assert sc.in_part("weighting") not in data and sc.in_part("heart_disease") not in data
     table = sc.scorecard(data, grid="weighting")
     assert table["source"].str.contains("only panel\\(s\\) tcga_brca, \\|S\\|=6").all()
     silos = table.set_index("key").loc["weighting-silos"]

@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from uldp.paper.experiments import TAILED_METRICS, expand
+from uldp.paper.experiments import GRIDS, TAILED_METRICS, expand, trained_on
 from uldp.paper.scorecard import CLAIMS, judge
 from uldp.paper.scorecard_figures import weighting_gaps
 from uldp.paper.scorecard_utility import (
     METRIC_NAMES,
     MNIST_ACCOUNTING,
     MNIST_SHORT,
+    in_part,
     judged_metric,
 )
 from uldp.paper.verdicts import (
@@ -72,6 +73,44 @@ def _scale(results: ResultSet) -> str:
     if results.profile == "paper":
         return "At the paper's settings"
     return f"At this build's reduced {results.profile} profile (not the paper's scale: read shapes, not numbers)"
+
+
+def in_part_findings(data: Mapping[str, ResultSet], dataset: str) -> list[str]:
+    """One sentence per grid whose paper-profile runs on ``dataset`` are stored only in part (:func:`in_part`): each
+    stored line's final utility and epsilon, its seeds, rounds, device and run time, and the lines not yet run."""
+    sentences = []
+    for grid, figure in ((name, grid.figure) for name, grid in GRIDS.items()):
+        stored = data.get(in_part(grid))
+        runs = [run for run in stored.runs if run["params"]["dataset"] == dataset] if stored else []
+        if not runs:
+            continue
+        only = stored.restricted(runs)  # type: ignore[union-attr]
+        metric = judged_metric(dataset)
+        utility, epsilon = per_setting(only, metric), per_setting(only, "epsilon")
+        lines = []
+        for (_, row), eps in zip(utility.iterrows(), epsilon["mean"], strict=True):
+            of_line = [run for run in runs if run["series"] == row["series"]]
+            hours = sum(run["provenance"]["wall_seconds"] for run in of_line) / 3600
+            seeds = int(row["seeds"])
+            lines.append(
+                f"{row['series']} ({seeds} seed{'s' if seeds > 1 else ''}, {of_line[0]['params']['rounds']} rounds"
+                f"{trained_on(of_line[0].get('config', {}))}, {hours:.1f} h): a final {METRIC_NAMES[metric]} of "
+                f"{row['mean']:.3f} at a user-level $\\epsilon$ of {eps:.2f}"
+            )
+        drawn = {run["series"] for run in runs}
+        absent = list(
+            dict.fromkeys(
+                spec.series
+                for spec in stored.missing  # type: ignore[union-attr]
+                if spec.kwargs["dataset"] == dataset and spec.series not in drawn
+            )
+        )
+        sentences.append(
+            f"At the paper's scale, {figure} is stored on {dataset} in part, {runs[0]['params']['method']} at "
+            + "; ".join(lines)
+            + (f"; not yet run: {', '.join(absent)}." if absent else ".")
+        )
+    return sentences
 
 
 def privacy_utility_findings(grid: str, data: Mapping[str, ResultSet]) -> list[str]:
@@ -130,8 +169,9 @@ def privacy_utility_findings(grid: str, data: Mapping[str, ResultSet]) -> list[s
 
 
 def mnist_findings(data: Mapping[str, ResultSet]) -> list[str]:
-    """The findings of the MNIST chapter: the paper-scale epsilons from accounting, the committed short profile's
-    non-iid effect, and the verdicts; MNIST's paper-scale training has not run here, which it says."""
+    """The findings of the MNIST chapter: the paper-scale epsilons from accounting, the paper-scale MNIST runs of
+    other figures stored in part (Figure 9's sub-sampling endpoints), the committed short profile's non-iid effect,
+    and the verdicts; Figure 5's paper-scale MNIST training has not run here, which it says."""
     sentences = []
     accounted = data.get(MNIST_ACCOUNTING)
     if accounted is not None and accounted.runs:
@@ -143,8 +183,13 @@ def mnist_findings(data: Mapping[str, ResultSet]) -> list[str]:
             for spec in expand("mnist", "paper", seeds=[0])
             if spec.kwargs["method"] == "ULDP-AVG"
         )
+        trained = (
+            "Figure 5's paper-scale MNIST training has not run here"
+            if in_part_findings(data, "mnist")
+            else "No paper-scale MNIST training has run here"
+        )
         sentences.append(
-            f"No paper-scale MNIST training has run here ({paper.kwargs['rounds']} rounds of "
+            f"{trained} ({paper.kwargs['rounds']} rounds of "
             f"{paper.kwargs['local_epochs']} local epochs); its privacy side needs "
             f"no training: at the paper's settings ULDP-AVG spends an $\\epsilon$ of {_epsilon_span(avg)}, and "
             + ", ".join(
@@ -153,6 +198,7 @@ def mnist_findings(data: Mapping[str, ResultSet]) -> list[str]:
             )
             + "."
         )
+    sentences += in_part_findings(data, "mnist")
     short = data.get(MNIST_SHORT)
     if short is not None and short.runs:
         table = per_setting(short, "accuracy")
@@ -212,6 +258,12 @@ def user_sampling_findings(data: Mapping[str, ResultSet]) -> list[str]:
                 "accuracy of one half is what always predicting the majority class scores)"
             )
         sentences.append(text + ".")
+    stored = {run["params"]["dataset"] for run in results.runs}
+    for dataset in dict.fromkeys(
+        run["params"]["dataset"] for run in data.get(in_part("user_sampling"), results).runs
+    ):
+        if dataset not in stored or results.profile != "paper":
+            sentences += in_part_findings(data, dataset)
     sentences.append(verdict_sentence("user_sampling", data))
     return sentences
 

@@ -28,14 +28,13 @@ from matplotlib.ticker import MaxNLocator
 from uldp.paper.experiments import (
     TAILED_METRICS,
     UTILITY_METRIC,
-    ChapterResults,
     ResultSet,
     summarise,
 )
 from uldp.paper.verdicts import profile_label
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
     from matplotlib.figure import Figure
 
@@ -541,16 +540,6 @@ def runtime_figure(results: ResultSet) -> Figure:
     fig.suptitle(f"Private weighting protocol runtime ({results.profile} profile)")
     figure_legend(fig, [right])
     return fig
-
-
-def chapter_figures(shown: ChapterResults, draw: Callable[[ResultSet], Figure]) -> list[Figure]:
-    """The figures an experiment chapter shows: ``draw`` of its results, then, when paper-profile results cover only
-    some panels of the figure whole (:func:`uldp.paper.experiments.chapter_results`), ``draw`` of those panels (its
-    title
-    says "paper profile")."""
-    return [draw(shown.results)] + (
-        [draw(shown.paper_panels)] if shown.paper_panels is not None else []
-    )
 
 
 def group_privacy_figure(

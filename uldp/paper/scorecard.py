@@ -60,6 +60,7 @@ from uldp.paper.scorecard_utility import (
     group_beats_avg_small_n,
     group_epsilon,
     group_utility,
+    in_part,
     naive_low,
     noniid,
     noniid_silo_methods,
@@ -103,6 +104,7 @@ __all__ = [
     "Claim",
     "at_largest_profile",
     "final_table",
+    "in_part",
     "judge",
     "per_setting",
     "scorecard",
@@ -319,10 +321,11 @@ def stored_results(
 ) -> dict[str, ResultSet]:
     """Per grid, the committed paper-profile results when they cover every line of the figure; else those of the
     panels they cover whole, when there are such panels (a verdict at paper scale on fewer settings); else the
-    ``profile``'s stored results. Under :data:`MNIST_ACCOUNTING`, the MNIST epsilons of the paper profile from
-    accounting alone (a few seconds: the records are allocated, nothing is trained; left out, so the claim reads
-    "not measured", where the MNIST files are missing). Under :data:`MNIST_SHORT`, MNIST's committed short-profile
-    results (read from ``short_root``, default ``results/short/``).
+    ``profile``'s stored results; beside them, under :func:`in_part` of the grid, the paper-profile runs of the
+    panels stored only in part, which no verdict reads. Under :data:`MNIST_ACCOUNTING`, the MNIST epsilons of the
+    paper profile from accounting alone (a few seconds: the records are allocated, nothing is trained; left out,
+    so the claim reads "not measured", where the MNIST files are missing). Under :data:`MNIST_SHORT`, MNIST's
+    committed short-profile results (read from ``short_root``, default ``results/short/``).
 
     Nothing trains: the experiment chapters (or ``uldp grid``) produce the results.
     """
@@ -335,10 +338,13 @@ def stored_results(
         paper = load_results(name, "paper", root=paper_root)
         if paper.covers_every_line or profile == "paper":
             data[name] = paper
-        elif paper.covered_panels():
+            continue
+        if paper.covered_panels():
             data[name] = paper.only_panels(paper.covered_panels())
         else:
             data[name] = load_results(name, profile, root=root)
+        if paper.partial_panels():
+            data[in_part(name)] = paper.only_panels(paper.partial_panels())
     return data
 
 

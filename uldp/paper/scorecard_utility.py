@@ -51,6 +51,18 @@ MNIST_ACCOUNTING_METHODS = ("ULDP-GROUP-2", "ULDP-AVG")
 #: The key of MNIST's committed short-profile results (the paper's federation, fewer rounds and local epochs): the
 #: claim comparing MNIST federations is judged on them when no paper-profile MNIST results are stored.
 MNIST_SHORT = "mnist-short"
+
+
+def in_part(grid: str) -> str:
+    """The key of ``grid``'s paper-profile runs in panels stored only in part (MNIST's Figure 9 sub-sampling
+    endpoints before the rates between them): shown and described, never judged.
+
+    >>> in_part("user_sampling")
+    'user_sampling-in-part'
+    """
+    return f"{grid}-in-part"
+
+
 #: "much larger privacy budgets": GROUP-k's epsilon at least this many times ULDP-AVG's.
 MUCH_LARGER = 10.0
 #: A utility difference we call noticeable (accuracy or C-index points); also "much lower" and "much faster" (mean

@@ -317,11 +317,10 @@ class ExperimentChapter:
         return self.shown.results
 
     def result_sets(self) -> list[ResultSet]:
-        """The results to show, the paper's scale first: the paper-profile panels when only some are stored, then the
-        chapter's own results."""
-        return ([self.shown.paper_panels] if self.shown.paper_panels is not None else []) + [
-            self.results
-        ]
+        """The results to show, the paper's scale first: the paper-profile panels when only some are stored whole,
+        then the paper-profile runs of panels stored in part, then the chapter's own results."""
+        paper = (self.shown.paper_panels, self.shown.paper_partial)
+        return [results for results in paper if results is not None] + [self.results]
 
     def introduction(self, *, what_ran: bool = True) -> None:
         """Display where the results come from, their scale and the profile the chapter was built at, then, unless
@@ -359,7 +358,9 @@ class ExperimentChapter:
         ``look`` and ``per_panel``), each followed by its final values (:func:`show_final_table` of ``metric``,
         default the dataset's utility metric)."""
         for index, results in enumerate(self.result_sets()):
-            if index and results.profile != "paper":
+            if results is self.shown.paper_partial:
+                display(Markdown(partial_runs_note(results)))
+            elif index and results.profile != "paper":
                 display(Markdown(own_runs_note(results)))
             show_figure(results, draw, figure, look, per_panel=per_panel)
             show_final_table(results, metric)
@@ -474,6 +475,17 @@ def own_runs_note(results: ResultSet) -> str:
     )
 
 
+def partial_runs_note(results: ResultSet) -> str:
+    """What paper-profile runs of panels stored only in part are: the paper's scale, not yet its whole figure."""
+    stored = len({run["key"] for run in results.runs})
+    return (
+        f"**Stored at the paper's scale, in part: {'; '.join(results.partial_panels())}.** {stored} of "
+        f"{stored + len(results.missing)} runs of these settings are stored, so only their lines are drawn; the "
+        "comparisons between lines that the paper's figure makes wait for the rest. "
+        + results.describe()
+    )
+
+
 def untrained(results: ResultSet) -> bool:
     """Whether every line of ``results`` ends, on average over its seeds, within :data:`UNTRAINED_SHARE` of the way
     from a predictor that ignores its input (:func:`chance_level`) to a perfect one: runs too small to learn, whose
@@ -531,6 +543,10 @@ def show_figure(
             skipped += group
             continue
         where = f", {group[0]}" if len(group) == 1 and len(panels) > 1 else ""
+        drawn = {run["series"] for run in shown.runs}
+        absent = list(dict.fromkeys(s.series for s in shown.missing if s.series not in drawn))
+        if absent:
+            where += f" (only the lines stored; not yet: {', '.join(absent)})"
         show_captioned(draw(shown), f"{what}{where}. {look}".strip())
     if skipped:
         untaught = results.only_panels(skipped)

@@ -74,6 +74,7 @@ from uldp.paper.experiments.results import (
     duration,
     load_results,
     summarise,
+    trained_on,
 )
 from uldp.paper.experiments.runner import GridReport, run_grid
 from uldp.paper.experiments.store import (
@@ -147,6 +148,7 @@ __all__ = [
     "stored_result",
     "stored_runs_table",
     "summarise",
+    "trained_on",
     "write_json_atomic",
 ]
 

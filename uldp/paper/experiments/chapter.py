@@ -23,12 +23,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ChapterResults:
-    """What a chapter shows: the results, a sentence saying where they come from, and the panels of the figure
-    that paper-profile results cover when they do not cover all of it (``None`` otherwise)."""
+    """What a chapter shows: the results, a sentence saying where they come from, the panels of the figure that
+    paper-profile results cover when they do not cover all of it (``None`` otherwise), and the paper-profile runs of
+    the panels they cover only in part (``None`` when there are none: MNIST's Figure 9 sub-sampling endpoints, stored
+    before the rates between them)."""
 
     results: ResultSet
     note: str
     paper_panels: ResultSet | None = None
+    paper_partial: ResultSet | None = None
 
 
 def chapter_results(
@@ -102,16 +105,21 @@ def chapter_results(
         + f"this chapter ran the grid at the **{profile}** profile {done}These runs are far smaller than "
         "the paper's: read shapes, not numbers. " + results.describe()
     )
-    covered = paper.covered_panels()
-    if not covered:
-        return ChapterResults(results, note)
-    paper_panels = paper.only_panels(covered)
-    note += (
-        f" The committed paper-profile results do cover every line of {len(covered)} panel(s) "
-        f"({'; '.join(covered)}); they are shown first, then this build's {profile}-profile runs. "
-        + paper_panels.describe()
-    )
-    return ChapterResults(results, note, paper_panels)
+    covered, partial = paper.covered_panels(), paper.partial_panels()
+    paper_panels = paper.only_panels(covered) if covered else None
+    paper_partial = paper.only_panels(partial) if partial else None
+    if paper_panels is not None:
+        note += (
+            f" The committed paper-profile results do cover every line of {len(covered)} panel(s) "
+            f"({'; '.join(covered)}); they are shown first, then this build's {profile}-profile runs. "
+            + paper_panels.describe()
+        )
+    if paper_partial is not None:
+        note += (
+            f" Some lines of {len(partial)} more panel(s) ({'; '.join(partial)}) are stored at the paper's scale "
+            "and shown apart, as far as they go: " + paper_partial.describe()
+        )
+    return ChapterResults(results, note, paper_panels, paper_partial)
 
 
 def stored_runs_table(*, jobs: int = 2) -> pd.DataFrame:

@@ -18,7 +18,7 @@ from uldp.paper.experiments.store import results_root, stored_result
 from uldp.simulation import RunConfig, accounted_epsilon
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
     from uldp.paper.experiments.keys import RunSpec
 
@@ -77,6 +77,14 @@ class ResultSet:
         uncovered = {spec.panel for spec in self.missing if (spec.panel, spec.series) not in stored}
         return tuple(
             dict.fromkeys(run["panel"] for run in self.runs if run["panel"] not in uncovered)
+        )
+
+    def partial_panels(self) -> tuple[str, ...]:
+        """The panels with some stored runs but a line with none (a figure's endpoints stored before its middle), in
+        grid order."""
+        covered = set(self.covered_panels())
+        return tuple(
+            dict.fromkeys(run["panel"] for run in self.runs if run["panel"] not in covered)
         )
 
     def only_panels(self, panels: Iterable[str]) -> ResultSet:
@@ -157,6 +165,7 @@ class ResultSet:
         machines = sorted(
             {
                 f"{run['provenance'].get('platform', '?')}, {run['provenance'].get('cpu_count', '?')} CPUs"
+                + trained_on(run.get("config", {}))
                 for run in self.runs
             }
         )
@@ -175,6 +184,18 @@ class ResultSet:
             f"(seeds {', '.join(map(str, seeds))}), made {when} by `{'`, `'.join(commands)}` at commit "
             f"{', '.join(commits)} on {'; '.join(machines)}; {duration(seconds)} of run time in all."
         )
+
+
+def trained_on(config: Mapping[str, Any]) -> str:
+    """ ", trained on DEVICE in PRECISION" for a run whose resolved configuration names them (runs stored since
+    training had a device), else nothing.
+
+    >>> trained_on({"device": "cuda:0", "precision": "bf16"}), trained_on({})
+    (', trained on cuda:0 in bf16', '')
+    """
+    if "device" not in config:
+        return ""
+    return f", trained on {config['device']} in {config.get('precision', 'float32')}"
 
 
 def duration(seconds: float) -> str:

@@ -180,9 +180,10 @@ def _masked_config(method: str, **changes) -> RunConfig:
     )
 
 
-def _recorded(monkeypatch, config, *, shift=None):
-    """``run(config)`` and per round: the total handed to the server step and, under the masked sum, what each silo
-    encoded and the server's decoded float64 sum; ``shift(silo, net_mask) -> net_mask`` alters the masks."""
+def _recorded(monkeypatch, config, *, shift=None, **arguments):
+    """``run(config, **arguments)`` and per round: the total handed to the server step and, under the masked sum,
+    what each silo encoded and the server's decoded float64 sum; ``shift(silo, net_mask) -> net_mask`` alters the
+    masks."""
     totals: list[np.ndarray] = []
     updates: list[list[np.ndarray]] = []
     decoded: list[np.ndarray] = []
@@ -218,7 +219,7 @@ def _recorded(monkeypatch, config, *, shift=None):
                 "net_mask",
                 lambda self, index, count: shift(self.silo_id, net_mask(self, index, count)),
             )
-        result = run(config)
+        result = run(config, **arguments)
     return result, {"total": totals, "updates": updates, "decoded": decoded}
 
 
@@ -282,6 +283,15 @@ def test_the_masked_sum_of_the_simulation_fails_when_its_masks_do_not_cancel(mon
     else:
         with pytest.raises(ValueError, match="past the bound"):
             _recorded(monkeypatch, config, shift=uncancelled)
+
+
+def test_a_plain_enhanced_weight_hook_leaves_a_secure_run_of_another_method_masked(monkeypatch):
+    """``aggregate_fn`` overrides the -w methods' aggregation only: ULDP-NAIVE's secure rounds still go through the
+    masked sum (and report its timings), never in the clear."""
+    config = _masked_config("ULDP-NAIVE", secure=True)
+    result, rounds = _recorded(monkeypatch, config, aggregate_fn=uldp_avg.aggregate)
+    assert len(rounds["decoded"]) == config.rounds
+    assert len(result.info["secure_timings"]["rounds"]) == config.rounds
 
 
 def test_small_keys_need_the_test_flag():

@@ -300,7 +300,8 @@ def run(
         aggregate_fn: Override of the enhanced-weight aggregation (default: plain, or the one federation round of
             :func:`secure_aggregator` when ``config.secure``). An
             :class:`~uldp.federation.InProcessAggregator` also sums the other methods' silo updates
-            (:meth:`~uldp.federation.InProcessAggregator.sum_updates`); a plain function serves the -w methods only.
+            (:meth:`~uldp.federation.InProcessAggregator.sum_updates`); a plain function serves the -w methods
+            only (with ``config.secure`` the others still run the secure aggregation).
         checkpoint: A file to resume from and save progress to: the global model and the per-round results after
             the last completed round (:mod:`uldp.common.persist`'s atomic format, tied to this configuration and
             data by a fingerprint). Every random draw of round ``t`` derives from ``config.seed`` and ``t`` alone,
@@ -356,9 +357,12 @@ def _run(
             f"epsilon={config.epsilon!r} is exceeded by the first round at "
             f"sigma={config.sigma!r} ({config.accountant}); raise sigma or leave it unset to calibrate"
         )
-    if aggregate_fn is None and config.secure:
-        aggregate_fn = secure_aggregator(config, method)
-    sum_fn = aggregate_fn.sum_updates if isinstance(aggregate_fn, InProcessAggregator) else None
+    # the hook of the methods without per-user weights: an InProcessAggregator given, else the run's secure one
+    # (a plain function given for the -w methods never leaves a secure run's other rounds in the clear)
+    hook = aggregate_fn if isinstance(aggregate_fn, InProcessAggregator) else None
+    if hook is None and config.secure:
+        hook = secure_aggregator(config, method)
+    aggregate_fn = hook if aggregate_fn is None else aggregate_fn
     federation = federation.to(torch.device(config.device))  # the model and the records, once
     params = flat_parameters(federation.model)
     evaluation_model = federation.model
@@ -398,7 +402,7 @@ def _run(
         root=root,
         evaluate=test_metrics,
         aggregate_fn=aggregate_fn,
-        sum_fn=sum_fn,
+        sum_fn=None if hook is None else hook.sum_updates,
         checkpoint=checkpoint,
         fingerprint=_checkpoint_fingerprint(config, data),
         checkpoint_seconds=checkpoint_seconds,
@@ -418,9 +422,9 @@ def _run(
     if resumed:
         result.info["resumed_from_round"] = resumed
         result.info["resumed_seconds"] = round(sum(result.seconds[:resumed]), 3)
-    if isinstance(aggregate_fn, InProcessAggregator) and aggregate_fn.round_timings:
+    if hook is not None and hook.round_timings:
         result.info["secure_timings"] = {
-            "setup": dict(aggregate_fn.timings),
-            "rounds": list(aggregate_fn.round_timings),
+            "setup": dict(hook.timings),
+            "rounds": list(hook.round_timings),
         }
     return result

@@ -264,3 +264,20 @@ def test_the_hook_refuses_an_unknown_aggregation_and_protocol_1_without_its_para
         InProcessAggregator("tls")
     with pytest.raises(ValueError, match="needs Protocol 1's parameters"):
         InProcessAggregator(PROTOCOL_1)
+
+
+def test_the_hook_sums_finished_updates_only_outside_protocol_1():
+    """``sum_updates`` (the methods without per-user weights): plain, bit for bit the float32 sum in silo order;
+    Protocol 1 refuses it before any set-up, since it weights per-user deltas itself."""
+    from uldp.secure.config import ProtocolParameters
+
+    updates = [torch.tensor([0.5, -1.25], dtype=torch.float32) * (s + 1) for s in range(N_SILOS)]
+    counts, everyone = np.ones((N_SILOS, N_USERS), dtype=np.int64), np.ones(N_USERS, dtype=bool)
+    total = InProcessAggregator(PLAIN).sum_updates(updates, counts, everyone)
+    assert total.dtype == torch.float32 and torch.equal(total, updates[0] + updates[1] + updates[2])
+    protocol = InProcessAggregator(
+        PROTOCOL_1, parameters=ProtocolParameters(key_bits=512, insecure_test_key=True, n_max=100)
+    )
+    with pytest.raises(ValueError, match="the protocol-1 aggregation weights per-user deltas"):
+        protocol.sum_updates(updates, counts, everyone)
+    assert protocol.config is None  # refused before any session

@@ -89,8 +89,8 @@ def test_the_method_class_alone_decides_which_paper_hyperparameters_a_run_leaves
         ({"user_weights": ((0.5, 0.2), (0.4, 0.8))}, "summing to 1"),
         ({"user_weights": ((1.5, 0.2), (-0.5, 0.8))}, "summing to 1"),
         (
-            {"secure": True, "method": "ULDP-AVG"},
-            "secure=True runs Protocol 1, which computes the per-user weights of ULDP-SGD-w or ULDP-AVG-w",
+            {"secure": True, "method": "ULDP-AVG-w", "user_weights": ((1.0, 1.0),)},
+            "secure=True runs Protocol 1 for ULDP-AVG-w, which computes the weights n_su / N_u, not fixed",
         ),
         ({"distribution": "pareto"}, "distribution must be"),
         ({"n_users": 0}, "n_users must be"),

@@ -67,8 +67,11 @@ class RunConfig:
         delta: Target delta.
         batch_size: Local batch size.
         user_weights: Optional fixed ULDP-SGD/AVG weights ``[S][U]``, each user's column summing to 1.
-        secure: Secure aggregation (CONTRIBUTING's glossary): in one process only Protocol 1, the private
-            weighting protocol, so ULDP-AVG-w / ULDP-SGD-w only.
+        secure: Secure aggregation (CONTRIBUTING's glossary), the method's own as Flower and ``uldp deploy`` run
+            it, here with every party in this process (:func:`uldp.simulation.secure_aggregator`): Protocol 1, the
+            private weighting protocol, for ULDP-AVG-w / ULDP-SGD-w; the masked sum (Protocol 1's pairwise masks
+            alone) for every other method, DEFAULT included (what Flower runs when every silo allows a method
+            without noise). Not with fixed ``user_weights`` for the -w methods (Protocol 1 computes n_su / N_u).
         protocol: Protocol 1's :class:`~uldp.secure.config.ProtocolParameters` for ``secure`` runs (the paper's
             3072-bit key and N_max = 2000 by default, and the backend ``"auto"`` unless named:
             :meth:`~uldp.secure.config.ProtocolParameters.for_user`; a mapping of its fields is accepted, as JSON
@@ -145,10 +148,10 @@ class RunConfig:
             raise ValueError(
                 f"distribution must be one of {', '.join(SCHEMES)}, got {self.distribution!r}"
             )
-        if self.secure and spec.secure_aggregation != PROTOCOL_1:
+        if self.secure and self.user_weights is not None and spec.secure_aggregation == PROTOCOL_1:
             raise ValueError(
-                f"secure=True runs Protocol 1, which computes the per-user weights of ULDP-SGD-w or "
-                f"ULDP-AVG-w, not {spec.name}"
+                f"secure=True runs Protocol 1 for {spec.name}, which computes the weights n_su / N_u, not fixed "
+                f"user_weights; give fixed weights to {spec.family} (its masked sum) instead"
             )
         object.__setattr__(self, "protocol", ProtocolParameters.for_user(self.protocol))
         if self.max_train_records is not None:

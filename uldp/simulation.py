@@ -151,8 +151,10 @@ def build_federation(
 
 def secure_aggregator(config: RunConfig, method: Method | None = None) -> InProcessAggregator:
     """The secure aggregation hook of a run: the one federation round (:mod:`uldp.federation`) in this process, of the
-    method's aggregation (Protocol 1 for the -w methods, which :class:`RunConfig` allows), with ``config.protocol``
-    and C and sigma as public bounds.
+    method's aggregation, as Flower and ``uldp deploy`` run it (:func:`uldp.federation.aggregation_kind`): Protocol 1
+    for ULDP-AVG-w / ULDP-SGD-w, with ``config.protocol`` and C and sigma as public bounds; the masked sum (Protocol
+    1's pairwise masks alone, :mod:`uldp.secure.masked_sum`) for every other method, through
+    :meth:`~uldp.federation.InProcessAggregator.sum_updates`.
 
     Args:
         config: A run with ``secure=True``.
@@ -296,7 +298,10 @@ def run(
         progress: Show a tqdm progress bar on stderr.
         dataset: An already loaded :class:`~uldp.data.base.FederatedDataset` (default: ``load(config.dataset)``).
         aggregate_fn: Override of the enhanced-weight aggregation (default: plain, or the one federation round of
-            :func:`secure_aggregator` when ``config.secure``).
+            :func:`secure_aggregator` when ``config.secure``). An
+            :class:`~uldp.federation.InProcessAggregator` also sums the other methods' silo updates
+            (:meth:`~uldp.federation.InProcessAggregator.sum_updates`); a plain function serves the -w methods
+            only (with ``config.secure`` the others still run the secure aggregation).
         checkpoint: A file to resume from and save progress to: the global model and the per-round results after
             the last completed round (:mod:`uldp.common.persist`'s atomic format, tied to this configuration and
             data by a fingerprint). Every random draw of round ``t`` derives from ``config.seed`` and ``t`` alone,
@@ -310,7 +315,9 @@ def run(
 
     Returns:
         The :class:`RunResult` (its ``config`` with the calibrated sigma when ``epsilon`` chose it); secure
-        runs add the protocol's per-part seconds to ``info["secure_timings"]``; a run whose next round would exceed
+        runs (``config.secure``: every method's rounds through the secure aggregation Flower runs for it, Protocol 1
+        or the masked sum, equal to the plain run within its resolution) add the aggregation's per-part seconds to
+        ``info["secure_timings"]``; a run whose next round would exceed
         ``config.epsilon`` stops before it and says so in ``info["stopped_by_budget"]``.
 
     Raises:
@@ -350,8 +357,12 @@ def _run(
             f"epsilon={config.epsilon!r} is exceeded by the first round at "
             f"sigma={config.sigma!r} ({config.accountant}); raise sigma or leave it unset to calibrate"
         )
-    if aggregate_fn is None and config.secure:
-        aggregate_fn = secure_aggregator(config, method)
+    # the hook of the methods without per-user weights: an InProcessAggregator given, else the run's secure one
+    # (a plain function given for the -w methods never leaves a secure run's other rounds in the clear)
+    hook = aggregate_fn if isinstance(aggregate_fn, InProcessAggregator) else None
+    if hook is None and config.secure:
+        hook = secure_aggregator(config, method)
+    aggregate_fn = hook if aggregate_fn is None else aggregate_fn
     federation = federation.to(torch.device(config.device))  # the model and the records, once
     params = flat_parameters(federation.model)
     evaluation_model = federation.model
@@ -391,6 +402,7 @@ def _run(
         root=root,
         evaluate=test_metrics,
         aggregate_fn=aggregate_fn,
+        sum_fn=None if hook is None else hook.sum_updates,
         checkpoint=checkpoint,
         fingerprint=_checkpoint_fingerprint(config, data),
         checkpoint_seconds=checkpoint_seconds,
@@ -410,9 +422,9 @@ def _run(
     if resumed:
         result.info["resumed_from_round"] = resumed
         result.info["resumed_seconds"] = round(sum(result.seconds[:resumed]), 3)
-    if isinstance(aggregate_fn, InProcessAggregator) and aggregate_fn.round_timings:
+    if hook is not None and hook.round_timings:
         result.info["secure_timings"] = {
-            "setup": dict(aggregate_fn.timings),
-            "rounds": list(aggregate_fn.round_timings),
+            "setup": dict(hook.timings),
+            "rounds": list(hook.round_timings),
         }
     return result

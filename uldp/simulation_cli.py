@@ -95,14 +95,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--secure",
         action="store_true",
-        help="secure aggregation: in process Protocol 1, the private weighting protocol (ULDP-AVG-w / "
-        "ULDP-SGD-w only; slow)",
+        help="secure aggregation in process, the method's own as on Flower: Protocol 1, the private weighting "
+        "protocol, for ULDP-AVG-w / ULDP-SGD-w (slow); the masked sum for every other method",
     )
     parser.add_argument(
         "--backend",
         default=AUTO,
         choices=(AUTO, *BACKENDS),
-        help="with --secure, Protocol 1's backend (default auto: the fastest that the silos can check, "
+        help="with --secure and a -w method, Protocol 1's backend (default auto: the fastest that the silos can check, "
         "chosen and logged with its estimate; see uldp.secure.cost)",
     )
     parser.add_argument("--seed", type=int, required=True, help="the one seed of every random draw")

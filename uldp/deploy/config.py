@@ -100,7 +100,7 @@ class DeployConfig:
         )
         if protocol_1:
             data["secure"] = secure
-        else:  # the masked sum (RunConfig.secure is Protocol 1's)
+        else:  # the masked sum: kept as mask_updates, outside the run (its fingerprint as it always was)
             data.pop("secure", None)
         run_fields = {f.name for f in fields(RunConfig)}
         unknown = sorted(set(data) - run_fields)

@@ -7,7 +7,9 @@ network).
   :meth:`~InProcessFederation.aggregate` runs one round's stages (Protocol 1's shares and update, or the single
   update stage) and returns the decoded sum, checked against the bounds as every transport checks it.
 - :class:`InProcessAggregator` is the methods' aggregation hook over the same round, for the simulation
-  (:func:`uldp.simulation.run` with ``secure=True``), whose silos' deltas and noise are computed all at once;
+  (:func:`uldp.simulation.run` with ``secure=True``), whose silos' deltas and noise are computed all at once: called
+  with per-user deltas for ULDP-AVG-w / ULDP-SGD-w (Protocol 1), :meth:`~InProcessAggregator.sum_updates` with the
+  silos' finished updates for every other method (the masked sum), as Flower's silos send them;
   :class:`SecureAggregator` is its Protocol 1 form under its public name.
 """
 
@@ -135,6 +137,22 @@ class _GivenWork:
         return self.inputs
 
 
+@dataclass
+class _GivenUpdate:
+    """A silo's finished update as the simulation computed it (a :class:`~uldp.federation.aggregation.RoundWork` of
+    the methods without per-user weights): what the plain and masked-sum aggregations send."""
+
+    values: np.ndarray
+
+    def update(self) -> np.ndarray:
+        return self.values
+
+    def secure_inputs(self) -> tuple[np.ndarray, np.ndarray]:
+        raise ValueError(
+            "Protocol 1 weights per-user deltas; a silo's finished update goes through the plain or masked sum"
+        )
+
+
 class InProcessAggregator:
     """The methods' aggregation hook ``aggregate(deltas, counts, sampled, noise) -> Tensor[d]``
     (:data:`uldp.methods.base.AggregateFn`, what ULDP-AVG-w / ULDP-SGD-w's round calls) driven through the one
@@ -144,7 +162,8 @@ class InProcessAggregator:
     It returns ``sum_s (sum_u w_su deltas[s][u] + noise[s])`` with ``w_su = n_su / N_u`` for sampled users
     (Eq. (3), Algorithm 4): bit for bit :func:`uldp.methods.aggregate`'s for :data:`~uldp.federation.PLAIN`
     (the same float sums in silo order), within P of it for Protocol 1 (Theorem 4) and within the masked sum's
-    resolution for :data:`~uldp.method_names.MASKED_SUM`.
+    resolution for :data:`~uldp.method_names.MASKED_SUM`. :meth:`sum_updates` is the same round for the methods
+    whose weights need no counts (:data:`uldp.methods.base.SumFn`): the silos' finished updates in, their sum out.
 
     One per run: it holds that run's keys and state. The set-up runs once per distinct ``counts`` table and is reused
     by later rounds, as in the paper; a new session keeps each silo's last answered round and its ring-Pedersen
@@ -167,7 +186,8 @@ class InProcessAggregator:
             another aggregation).
         timings: Seconds of the current session's set-up, named after Protocol 1's parts as stored runs and the
             protocol chapter read them: ``paillier_keygen`` (until the first message: the server's keys),
-            ``key_exchange`` (until the last set-up stage) and ``blinded_histogram`` (that stage).
+            ``key_exchange`` (until the last set-up stage) and ``blinded_histogram`` (that stage; for the masked
+            sum, which has no keys of the server's and no histogram, these are its key and directory stages).
         round_timings: Per call, the round's parts: ``encrypt_weights`` (until the silos are first asked),
             ``silo_weighting`` (the silos' stages) and ``aggregation`` (the server's decoding).
 
@@ -352,6 +372,44 @@ class InProcessAggregator:
         ]
         like = np.zeros(inputs[0][1].shape, dtype=torch.zeros(0, dtype=dtype).numpy().dtype)
         return torch.as_tensor(self.aggregate_arrays(work, table, chosen, like), dtype=dtype)
+
+    def sum_updates(
+        self, updates: list[Any], counts: np.ndarray, sampled: np.ndarray
+    ) -> torch.Tensor:
+        """``sum_s updates[s]`` through the aggregation: the hook of the methods whose weights need no counts
+        (:data:`uldp.methods.base.SumFn`), each silo's finished update sent as Flower's silo sends it (masked, for
+        :data:`~uldp.method_names.MASKED_SUM`), the sum decoded and checked against the method's bounds.
+
+        Args:
+            updates: Per silo, its update ``[d]`` (tensors or arrays).
+            counts: ``n[s, u]`` (the bounds' weights; one session per distinct table).
+            sampled: bool [|U|], the round's users.
+
+        Returns:
+            A tensor of the dtype of ``updates[0]`` (float64 for arrays), on its device (the CPU for arrays).
+
+        Raises:
+            ValueError: Protocol 1 (it weights per-user deltas: :meth:`__call__`), a sum past the method's bounds,
+                an update past the masked sum's range, or any refusal of the aggregation's stages.
+        """
+        if self._server_class.needs_protocol:
+            raise ValueError(
+                f"the {self.kind} aggregation weights per-user deltas (call the aggregator with them); the "
+                f"silos' finished updates go through the plain or masked-sum aggregation"
+            )
+        table = np.asarray(counts).astype(np.int64)
+        if self._needs_session(table, 0.0, 0.0):
+            self._start_session(table, 0.0, 0.0)
+        values = [
+            u.detach().cpu().numpy() if isinstance(u, torch.Tensor) else np.asarray(u, np.float64)
+            for u in updates
+        ]
+        like = np.zeros_like(values[0])
+        total = self.aggregate_arrays(
+            [_GivenUpdate(v) for v in values], table, np.asarray(sampled, dtype=bool), like
+        )
+        device = updates[0].device if isinstance(updates[0], torch.Tensor) else None
+        return torch.from_numpy(total).to(device)
 
 
 class SecureAggregator(InProcessAggregator):

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     import numpy as np
     from torch import Tensor
 
-    from uldp.methods.base import AggregateFn, Federation, Hyperparameters, Method
+    from uldp.methods.base import AggregateFn, Federation, Hyperparameters, Method, SumFn
 
 #: Top-level random streams of a run, children of its root seed: the subset of the training records, the
 #: allocation and the initial model (:func:`uldp.simulation.run`), the method's preparation and the rounds (both),
@@ -219,6 +219,7 @@ def train_rounds(
     root: np.random.SeedSequence,
     evaluate: Callable[[Tensor], dict],
     aggregate_fn: AggregateFn | None = None,
+    sum_fn: SumFn | None = None,
     checkpoint: str | Path | None = None,
     fingerprint: str = "",
     checkpoint_seconds: float = 60.0,
@@ -243,6 +244,8 @@ def train_rounds(
         root: The run's root seed.
         evaluate: ``params -> {name: float}`` after each round (its names go first in each row).
         aggregate_fn: The enhanced-weight aggregation hook (``None``: plain).
+        sum_fn: The other methods' hook, the sum of the silos' updates (``None``: plain; not passed to the method's
+            round then, so a registered method without it runs as before).
         checkpoint: File to resume from and save to, or ``None``.
         fingerprint: What a checkpoint must match (the run's configuration and data).
         checkpoint_seconds: Save at most this often, and always after the last round.
@@ -305,7 +308,11 @@ def train_rounds(
         )  # known before the round is run
         if epsilon_budget is not None and epsilon is not None and epsilon > epsilon_budget:
             break
-        params = method.round(params, federation, round_seed(root, t), aggregate_fn)
+        seed = round_seed(root, t)
+        if sum_fn is None:
+            params = method.round(params, federation, seed, aggregate_fn)
+        else:
+            params = method.round(params, federation, seed, aggregate_fn, sum_fn=sum_fn)
         row = {"round": t + 1, **evaluate(params)}
         row.update(
             epsilon=None if epsilon is None else float(epsilon),

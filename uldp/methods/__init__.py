@@ -2,8 +2,8 @@
 
 ``make_method(name, hp)`` (:mod:`uldp.methods.registry`) returns a :class:`~uldp.methods.base.Method`: an object
 with ``prepare(federation, seed)``, ``silo_update(...)``, ``server_step(...)``, ``round(params, federation,
-round_seed, aggregate_fn)``, ``group_size(federation)`` and ``epsilon(federation, rounds)``. Names are parsed by
-:mod:`uldp.method_names`:
+round_seed, aggregate_fn, *, sum_fn)``, ``group_size(federation)`` and ``epsilon(federation, rounds)``. Names are
+parsed by :mod:`uldp.method_names`:
 
 - ``"DEFAULT"``: FedAvg with global and local learning rates (no privacy), :mod:`uldp.methods.fedavg`.
 - ``"ULDP-NAIVE"``: Algorithm 1 / Theorem 1, :mod:`uldp.methods.fedavg`.
@@ -13,7 +13,9 @@ round_seed, aggregate_fn)``, ``group_size(federation)`` and ``epsilon(federation
   sampling rate ``q``, :mod:`uldp.methods.uldp_avg`.
 - A method of your own: a class and one call, ``register_method(cls, capabilities=Capabilities(...))``.
 
-:func:`aggregate` is the plain server-side aggregation of the enhanced-weight methods (the secure aggregation hook).
+:func:`aggregate` is the plain server-side aggregation of the enhanced-weight methods (the secure aggregation hook,
+:data:`~uldp.methods.base.AggregateFn`); the other methods' rounds take the sum of the silos' updates as a hook too
+(:data:`~uldp.methods.base.SumFn`, the masked sum's).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ if (
         Federation as Federation,
         Hyperparameters as Hyperparameters,
         Method as Method,
+        SumFn as SumFn,
         heavy_user_federation as heavy_user_federation,
     )
     from uldp.methods.fedavg import FedAvgMethod as FedAvgMethod
@@ -83,6 +86,7 @@ _LAZY: dict[str, str] = {
             "FitDefaults",
             "Hyperparameters",
             "Method",
+            "SumFn",
             "heavy_user_federation",
         ),
         "uldp.methods.base",

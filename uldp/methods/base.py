@@ -321,6 +321,12 @@ def gaussian_noise(
 
 #: A server-side aggregation with the signature of the secure aggregation hook (see :func:`uldp.methods.aggregate`).
 AggregateFn = Callable[[list[Tensor], np.ndarray, np.ndarray, list[Tensor]], Tensor]
+#: The secure aggregation hook of the methods whose weights need no counts (DEFAULT, ULDP-NAIVE, ULDP-GROUP-k,
+#: ULDP-SGD / ULDP-AVG with uniform or fixed weights): ``(updates, counts, sampled) -> sum_s updates[s]``, each
+#: silo's finished update (what it sends the server) in, their sum out; ``counts`` (``n[s, u]``) and ``sampled``
+#: (the round's users) give the server's norm bounds. The masked sum's is
+#: :meth:`uldp.federation.InProcessAggregator.sum_updates`.
+SumFn = Callable[[list[Tensor], np.ndarray, np.ndarray], Tensor]
 
 
 #: Sub-stream ids inside a round's SeedSequence.
@@ -385,8 +391,14 @@ class Method(Protocol):
         federation: Federation,
         round_seed: np.random.SeedSequence,
         aggregate_fn: AggregateFn | None = None,
+        *,
+        sum_fn: SumFn | None = None,
     ) -> Tensor:
-        """One whole round in this process: every silo's update, their aggregation, the server step."""
+        """One whole round in this process: every silo's update, their aggregation, the server step.
+
+        ``aggregate_fn`` sums the per-user deltas under enhanced weights (ULDP-AVG-w / ULDP-SGD-w: Protocol 1's
+        hook); ``sum_fn`` sums the silos' finished updates of every other method (the masked sum's hook); each
+        ``None`` sums in the clear."""
 
     def accounting_arguments(self, federation: Federation) -> dict:
         """What :func:`uldp.accounting.epsilon_for_method` needs besides sigma, rounds and delta."""

@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -36,10 +37,8 @@ from uldp.training import closed_form
 from uldp.training.per_user import clip_rows, record_keys, train_users
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from uldp.method_names import MethodSpec
-    from uldp.methods.base import AggregateFn, Federation, Hyperparameters
+    from uldp.methods.base import AggregateFn, Federation, Hyperparameters, SumFn
 
 
 def round_keys(federation: Federation, epochs: int, round_seed: np.random.SeedSequence) -> Tensor:
@@ -220,9 +219,25 @@ class FedAvgMethod(EveryRecordSiloNoise):
         federation: Federation,
         round_seed: np.random.SeedSequence,
         aggregate_fn: AggregateFn | None = None,
+        *,
+        sum_fn: SumFn | None = None,
     ) -> Tensor:
         """One round: ``x_{t+1} = x_t + eta_g / |S| sum_s (Delta_s + z_s)`` (Algorithm 1 line 7); ``aggregate_fn``
-        is unused (no weights to compute)."""
+        is unused (no weights to compute). ``sum_fn`` (the masked sum's hook) sums the silos' updates
+        ``Delta_s + z_s`` (:meth:`silo_update`'s, computed all at once); without it the sum is in the clear: the
+        clean deltas' sum plus the noises' sum."""
+        if sum_fn is not None:
+            deltas = self.silo_deltas(params, federation, round_seed)
+            if self.spec.private:
+                noise = self.noise(params.numel(), federation.n_silos, round_seed, params.device)
+                deltas = [delta + z for delta, z in zip(deltas, noise, strict=True)]
+            everyone = np.ones(federation.n_users, dtype=bool)
+            return self.server_step(
+                params,
+                sum_fn(deltas, federation.counts, everyone),
+                n_users=federation.n_users,
+                n_silos=federation.n_silos,
+            )
         total = self.clean_update(params, federation, round_seed)
         if self.spec.private:
             total = total + torch.stack(

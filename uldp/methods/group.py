@@ -31,7 +31,7 @@ from uldp.training.dpsgd import dpsgd_schedule, dpsgd_train, dpsgd_train_silos
 
 if TYPE_CHECKING:
     from uldp.method_names import MethodSpec
-    from uldp.methods.base import AggregateFn, Federation, Hyperparameters
+    from uldp.methods.base import AggregateFn, Federation, Hyperparameters, SumFn
 
 #: Child of a silo's training stream for the global generator (dropout); the stream itself drives DP-SGD's
 #: sampling and noise.
@@ -201,10 +201,17 @@ class GroupMethod:
         federation: Federation,
         round_seed: np.random.SeedSequence,
         aggregate_fn: AggregateFn | None = None,
+        *,
+        sum_fn: SumFn | None = None,
     ) -> Tensor:
         """One round: ``x_{t+1} = x_t + eta_g / |S| sum_s Delta_s`` (Algorithm 2 line 6); ``aggregate_fn`` is unused
-        (no weights to compute)."""
-        total = torch.stack(self.silo_deltas(params, federation, round_seed)).sum(dim=0)
+        (no weights to compute); ``sum_fn`` (the masked sum's hook) sums the silos' DP-SGD deltas, else they are
+        summed in the clear."""
+        deltas = self.silo_deltas(params, federation, round_seed)
+        if sum_fn is None:
+            total = torch.stack(deltas).sum(dim=0)
+        else:
+            total = sum_fn(deltas, federation.counts, np.ones(federation.n_users, dtype=bool))
         return self.server_step(
             params, total, n_users=federation.n_users, n_silos=federation.n_silos
         )

@@ -40,7 +40,7 @@ from uldp.training.per_user import clip_rows, user_gradients
 
 if TYPE_CHECKING:
     from uldp.method_names import MethodSpec
-    from uldp.methods.base import AggregateFn, Federation, Hyperparameters, Method
+    from uldp.methods.base import AggregateFn, Federation, Hyperparameters, Method, SumFn
 
 
 def uniform_weights(counts: np.ndarray, sampled: np.ndarray) -> np.ndarray:
@@ -322,6 +322,8 @@ class UserLevelMethod(EveryRecordSiloNoise):
         federation: Federation,
         round_seed: np.random.SeedSequence,
         aggregate_fn: AggregateFn | None = None,
+        *,
+        sum_fn: SumFn | None = None,
     ) -> Tensor:
         """One round: ``x_{t+1} = x_t + eta_g / (q |U| |S|) * aggregate`` (Algorithm 3 line 6, Algorithm 4 line 10).
 
@@ -331,6 +333,8 @@ class UserLevelMethod(EveryRecordSiloNoise):
             round_seed: The round's random stream.
             aggregate_fn: Enhanced-weight methods only: the aggregation (default :func:`aggregate`, or
                 a ``uldp.federation.SecureAggregator``).
+            sum_fn: Uniform or fixed weights only: the sum of the silos' updates ``sum_u w_su Delta_su + z_s``
+                (:meth:`silo_update`'s; the masked sum's hook); default: :func:`weighted_sum`, in the clear.
 
         Returns:
             The new global model.
@@ -340,8 +344,15 @@ class UserLevelMethod(EveryRecordSiloNoise):
         noise = self.noise(params.numel(), federation.n_silos, round_seed, params.device)
         if self.spec.enhanced_weights and self.user_weights is None:
             total = (aggregate_fn or aggregate)(deltas, federation.counts, sampled, noise)
-        else:
+        elif sum_fn is None:
             total = weighted_sum(deltas, self.weights(federation.counts, sampled), noise)
+        else:
+            weights = self.weights(federation.counts, sampled)
+            updates = [
+                silo_weighted_sum(delta, weights[silo], z)
+                for silo, (delta, z) in enumerate(zip(deltas, noise, strict=True))
+            ]
+            total = sum_fn(updates, federation.counts, sampled)
         return self.server_step(
             params, total, n_users=federation.n_users, n_silos=federation.n_silos
         )

@@ -188,34 +188,54 @@ def test_the_browser_measures_the_widths_the_images_are_shown_at() -> None:
     assert check_pages.image_widths("<body>") == []
 
 
-def _phone_dom(scrolls: list[str], window: int = 390, wide=(), beside=()) -> str:
-    """A DOM as the scroll probe leaves it at a phone's width."""
+def _narrow_dom(scrolls: list[str], window: int = 390, wide=(), beside=()) -> str:
+    """A DOM as the scroll probe leaves it in a frame ``window`` px wide (a phone's by default)."""
     layout = {"window": window, "column": 358.0, "wide": list(wide), "beside": list(beside)}
     return f"<body data-scrolls='{json.dumps(scrolls)}' data-layout='{json.dumps(layout)}'></body>"
 
 
-def test_on_a_phone_a_table_may_scroll_in_its_box_but_not_the_page_or_a_figure() -> None:
-    assert check_pages.phone_faults(_phone_dom(["div.cell_output.docutils: grid 8 columns"])) == []
-    assert check_pages.phone_faults(_phone_dom(["page"])) == ["scrolls sideways at 390 px: page"]
-    assert check_pages.phone_faults(
-        _phone_dom(["in a figure: figure.align-default: Figure 1."])
-    ) == ["scrolls sideways at 390 px: in a figure: figure.align-default: Figure 1."]
+@pytest.mark.parametrize("window", [390, 768])
+def test_on_a_phone_or_tablet_a_table_may_scroll_in_its_box_but_not_the_page_or_a_figure(
+    window: int,
+) -> None:
+    def faults(scrolls: list[str]) -> list[str]:
+        return check_pages.narrow_faults(_narrow_dom(scrolls, window), window)
+
+    assert faults(["div.cell_output.docutils: grid 8 columns"]) == []
+    assert faults(["page"]) == [f"scrolls sideways at {window} px: page"]
+    assert faults(["in a figure: figure.align-default: Figure 1."]) == [
+        f"scrolls sideways at {window} px: in a figure: figure.align-default: Figure 1."
+    ]
 
 
 def test_on_a_phone_figures_fit_the_column_and_stack() -> None:
-    assert check_pages.phone_faults(_phone_dom([], wide=[0], beside=[2, 3])) == [
+    assert check_pages.narrow_faults(_narrow_dom([], wide=[0], beside=[2, 3]), 390) == [
         "image 1 is wider than the article column (358 px) at 390 px",
         "image 3 sits beside another image at 390 px instead of stacking",
         "image 4 sits beside another image at 390 px instead of stacking",
     ]
 
 
+def test_on_a_tablet_figures_fit_the_column_and_panels_may_sit_side_by_side() -> None:
+    """From 601 px the book lays a split figure's panels out side by side (``_static/book.css``): an image beside
+    another is no fault there, one wider than the column still is."""
+    assert check_pages.TABLET_WIDTH > check_pages.STACKED_UP_TO
+    dom = _narrow_dom([], window=768, wide=[0], beside=[2, 3])
+    assert check_pages.narrow_faults(dom, 768) == [
+        "image 1 is wider than the article column (358 px) at 768 px"
+    ]
+    assert check_pages.narrow_faults(_narrow_dom([], window=768, beside=[2, 3]), 768) == []
+
+
 def test_a_window_of_another_width_than_asked_is_not_measured() -> None:
     """Some headless browsers refuse windows under 500 px: the phone check must not pass on a wider one."""
-    assert check_pages.phone_faults(_phone_dom([], window=500)) == [
+    assert check_pages.narrow_faults(_narrow_dom([], window=500), 390) == [
         "the browser's window was 500 px wide, not 390 px: not measured"
     ]
-    assert check_pages.phone_faults("<body data-scrolls='[]'></body>") == [
+    assert check_pages.narrow_faults(_narrow_dom([], window=1280), 768) == [
+        "the browser's window was 1280 px wide, not 768 px: not measured"
+    ]
+    assert check_pages.narrow_faults("<body data-scrolls='[]'></body>", 390) == [
         "? the layout measurement did not run"
     ]
 
@@ -271,7 +291,8 @@ def test_a_page_the_browser_does_not_finish_in_time_fails_and_says_so(
     browser = _fake_browser(
         tmp_path,
         'case "$*" in *slow*) echo "<html><body>"; sleep 300;; '
-        f'*.phone-*) echo "{page_at % (layout % 390)}";; *) echo "{page_at % (layout % 1280)}";; esac',
+        f'*.frame-390-*) echo "{page_at % (layout % 390)}";; '
+        f'*.frame-768-*) echo "{page_at % (layout % 768)}";; *) echo "{page_at % (layout % 1280)}";; esac',
     )
     assert check_pages.main(["--html", str(tmp_path), "--browser", browser, "--timeout", "2"]) == 1
     report = capsys.readouterr().out
@@ -279,7 +300,42 @@ def test_a_page_the_browser_does_not_finish_in_time_fails_and_says_so(
     assert "ok     book/fine.html" in report
     assert "FAILED book/slow.html" in report and "no complete page at 1280 px within 2 s" in report
     assert "2 pages checked, 1 failed: book/slow.html" in report
-    assert not list(tmp_path.rglob(".probe-*")) and not list(tmp_path.rglob(".phone-*"))
+    assert not list(tmp_path.rglob(".probe-*")) and not list(tmp_path.rglob(".frame-*"))
+
+
+def test_every_page_is_measured_at_a_tablets_width_too(tmp_path: Path, capsys) -> None:
+    """A page clean at 1280 and 390 px that scrolls sideways in a tablet's frame fails, named at that width; the
+    tablet's width can be another of the band where panels sit side by side, and none outside it."""
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "page.html").write_text(
+        "<html><body><article><p>Clean.</p></article></body></html>"
+    )
+    layout = "{&quot;window&quot;: %s, &quot;column&quot;: 300, &quot;wide&quot;: [], &quot;beside&quot;: []}"
+    clean = "<html><body data-scrolls='[]' data-layout='%s'></body></html>"
+    scrolls = "<html><body data-scrolls='[&quot;page&quot;]' data-layout='%s'></body></html>"
+
+    def check(tablet: int) -> str:
+        browser = _fake_browser(
+            tmp_path,
+            f'case "$*" in *.frame-390-*) echo "{clean % (layout % 390)}";; '
+            f'*.frame-{tablet}-*) echo "{scrolls % (layout % tablet)}";; '
+            f'*) echo "{clean % (layout % 1280)}";; esac',
+        )
+        arguments = ["--html", str(tmp_path), "--browser", browser, "--timeout", "20"]
+        code = check_pages.main(
+            arguments + ([] if tablet == 768 else ["--tablet-width", str(tablet)])
+        )
+        assert code == 1
+        return capsys.readouterr().out
+
+    assert f"scrolls sideways at {check_pages.TABLET_WIDTH} px: page" in check(768)
+    assert "scrolls sideways at 601 px: page" in check(601)
+    for outside in (600, 1280):
+        with pytest.raises(SystemExit):
+            check_pages.main(["--html", str(tmp_path), "--tablet-width", str(outside)])
+        assert f"--tablet-width {outside}: a tablet's window is from 601 to 1279 px" in (
+            capsys.readouterr().err
+        )
 
 
 def _panels_page(text: str) -> tuple[str, list[float]]:
@@ -301,7 +357,7 @@ def _panels_page(text: str) -> tuple[str, list[float]]:
     return page, widths
 
 
-def test_on_a_phone_a_figure_of_panels_is_judged_by_the_size_of_its_text() -> None:
+def test_on_a_phone_or_tablet_a_figure_of_panels_is_judged_by_the_size_of_its_text() -> None:
     """A figure of three panels across 9 inches, embedded whole, reads at about 327 / 864 of its size in a phone's
     column (327 px): its 10 pt ticks at about 4 pt fail. Split into keys and three panels (the book's way), each
     shown at its own width passes; a panel squeezed to 150 px fails again. A figure of one panel is not judged on a
@@ -328,7 +384,7 @@ def test_on_a_phone_a_figure_of_panels_is_judged_by_the_size_of_its_text() -> No
     plt.close(fig)
     whole = base64.b64encode(buffer.getvalue()).decode("ascii")
     page, (width,) = _panels_page(f"data:image/png;base64,{whole}")
-    faults = check_pages.page_faults(page, phone_widths=[327.0])
+    faults = check_pages.page_faults(page, narrow_widths={390: [327.0]})
     scale = 327.0 / width
     shown = "an image of 3 panels shown 327 px wide at 390 px"
     assert faults == [
@@ -338,11 +394,22 @@ def test_on_a_phone_a_figure_of_panels_is_judged_by_the_size_of_its_text() -> No
     page, widths = _panels_page(captioned(three_panels(), "Look.").data)
     # a phone hides the wide page's key (the first image): the browser measures it 0 px wide
     assert len(widths) == 5 and max(widths[1:]) <= 327 < widths[0]
-    assert check_pages.page_faults(page, phone_widths=[0.0, *widths[1:]]) == []
-    squeezed = check_pages.page_faults(page, phone_widths=[0.0, *widths[1:-1], 150.0])
+    assert check_pages.page_faults(page, narrow_widths={390: [0.0, *widths[1:]]}) == []
+    squeezed = check_pages.page_faults(page, narrow_widths={390: [0.0, *widths[1:-1], 150.0]})
     assert len(squeezed) == 1 and squeezed[0].startswith(
         "a panel of a split figure shown 150 px wide at 390 px: text of"
     )
+    # three columns in a 601 px window's 554 px (measured in Chromium with the stylesheet of three fixed columns)
+    # shrink each panel to 169 px: its 10 pt text under 8 pt, each panel a fault; in fewer columns, each at its own
+    # width, none. A key squeezed to 150 px has text under 8 pt and a legend under 9 pt.
+    tablet = check_pages.page_faults(page, narrow_widths={601: [0.0, 150.0, *[169.0] * 3]})
+    assert len(tablet) == 5 and all(" px wide at 601 px: " in fault for fault in tablet)
+    assert sum("a legend of" in fault for fault in tablet) == 1
+    assert check_pages.page_faults(page, narrow_widths={768: [0.0, *widths[1:]]}) == []
+    both = check_pages.page_faults(
+        page, narrow_widths={390: [0.0, *widths[1:]], 768: [0.0, *widths[1:-1], 150.0]}
+    )
+    assert len(both) == 1 and "shown 150 px wide at 768 px: text of" in both[0]
     one, _ = plt.subplots(figsize=(9, 3))
     single, _ = _panels_page(captioned(one, "Look.").data)
-    assert check_pages.page_faults(single, phone_widths=[100.0]) == []
+    assert check_pages.page_faults(single, narrow_widths={390: [100.0], 768: [100.0]}) == []

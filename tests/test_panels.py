@@ -21,6 +21,7 @@ from uldp.paper import plots
 from uldp.paper.chapters import captioned
 from uldp.paper.chapters.panels import (
     METADATA_KEY,
+    PANEL_PAD,
     PANEL_WIDTH,
     key_image,
     panels_of,
@@ -135,15 +136,58 @@ def test_a_figure_of_panels_is_one_numbered_figure_whose_panels_wrap() -> None:
     css = (ROOT / "_static" / "book.css").read_text(encoding="utf-8")
     wide, phone = css.split("@media (max-width: 600px)")
     assert re.search(r"figure\.panel-grid \{[^}]*display: grid;", wide)
-    # three columns, the next panels wrapping onto the rows below, each column shrinking where the page is narrower
+    # at most as many columns as drawn, the next panels wrapping onto the rows below; fewer where a column would be
+    # narrower than --panel-least
+    assert "figure.panel-columns-3 { --panel-columns: 3; }" in wide
     assert (
-        "figure.panel-columns-3 { grid-template-columns: repeat(3, minmax(0, max-content)); }"
-        in wide
-    )
+        "grid-template-columns: repeat(auto-fit, minmax(max(min(100%, var(--panel-least)),\n"
+        "    (100% - (var(--panel-columns) - 1) * var(--panel-gap)) / var(--panel-columns)), max-content));"
+    ) in wide
     assert re.search(r"figure\.panel-grid \{[^}]*display: flex;[^}]*flex-direction: column;", phone)
-    # one key at each width: the wide page's hidden on a phone, the phone's hidden elsewhere
+    # one key at each width: the wide page's from 1200 px, where the article holds a key as wide as the figure
+    # (FIGURE_WIDTH, 9 inches) at its own size, the phone's below
     assert "figure.panel-grid img.panel-key-phone { display: none; }" in wide
-    assert "figure.panel-grid img.panel-key-wide { display: none; }" in phone
+    narrow_window = wide.split("@media (max-width: 1199.98px) {", 1)[1].split("\n}\n", 1)[0]
+    assert "figure.panel-grid img.panel-key-wide { display: none; }" in narrow_window
+    assert "figure.panel-grid img.panel-key-phone { display: block; }" in narrow_window
+    # 948 px: the figure's box in a 1280 px window, measured in Chromium
+    assert 96 * (plots.FIGURE_WIDTH + 2 * PANEL_PAD) <= 948
+
+
+def test_a_column_of_the_panel_grid_shows_a_panels_text_at_a_readable_size() -> None:
+    """The grid never shrinks a column under --panel-least (book.css): there a panel as wide as it may be
+    (PANEL_WIDTH) shows the smallest text the book draws in a panel (9 pt, its titles) at 8 pt or more (the least
+    tools/check_pages.py allows on a phone or a tablet); and three columns of that width still fit a 1200 px
+    window's figure (884 px, measured in Chromium), so a wide window keeps a figure's three columns."""
+    css = (ROOT / "_static" / "book.css").read_text(encoding="utf-8")
+    found = re.search(r"--panel-least: (\d+)px;", css)
+    gap = re.search(r"--panel-gap: (\d+)em;", css)
+    assert found is not None and gap is not None
+    least = int(found.group(1))
+    assert 9 * least / (96 * PANEL_WIDTH) >= 8.0
+    assert 3 * least + 2 * 16 * int(gap.group(1)) <= 884
+
+
+def test_a_title_wider_than_its_panel_is_wrapped_so_the_panel_fits() -> None:
+    """Figure 10's right panel is titled "set-up (once) and server aggregation (per round)" at 9 pt: 3.1 inches on
+    one line, which no narrower figure narrows; its panel must still fit PANEL_WIDTH (it was 3.34 inches)."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(plots.FIGURE_WIDTH, 4.0))
+    labels = [
+        "HeartDisease\n|U|=10",
+        "HeartDisease\n|U|=100",
+        "TcgaBrca\n|U|=10",
+        "TcgaBrca\n|U|=100",
+    ]
+    for ax in (left, right):
+        ax.bar(labels, [1, 2, 3, 4], label="part")
+    title = "set-up (once) and server aggregation (per round)"
+    right.set_title(title, fontsize=9)
+    left.set_title("per silo", fontsize=9)
+    plots.figure_legend(fig, [right])
+    *_, first, second = split_panels(fig)
+    assert max(first.inches, second.inches) <= PANEL_WIDTH
+    assert right.get_title().replace("\n", " ") == title and "\n" in right.get_title()
+    assert left.get_title() == "per silo"  # a title that fits stays on one line
 
 
 def test_a_key_of_long_labels_fits_a_phone_at_a_readable_size() -> None:

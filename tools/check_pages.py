@@ -7,12 +7,13 @@ or ``tools/build_book.py``), in a 1280 px wide window:
 - nothing scrolls sideways: neither the page nor a block inside it (a table, an output, a displayed equation) is
   wider than the space it has (:data:`SCROLL_PROBE` measures it after the page's scripts ran);
 
-and in a frame as wide as a phone's window, 390 px (:data:`PHONE_WIDTH`, :data:`PHONE_FRAME`; :func:`phone_faults`):
-the page does not scroll sideways, no figure scrolls sideways in its own box, every image fits the article's column
-and the figures stack, none beside another; an image of several panels, or a panel of a split figure
-(``figure.panel-grid``), is read there at the width the phone shows it: its text at least :data:`PHONE_MIN_TEXT_PT`
-and its legend at least :data:`MIN_LEGEND_PT` (:func:`phone_figure_faults`). A table or an output may scroll in its
-own box there: a reader swipes a table of eight columns.
+and in a frame as wide as a phone's window, 390 px (:data:`PHONE_WIDTH`), and in one as wide as a tablet's,
+768 px (:data:`TABLET_WIDTH`; :data:`FRAME`, :func:`narrow_faults`): the page does not scroll sideways, no figure
+scrolls sideways in its own box, every image fits the article's column, and on the phone the figures stack, none
+beside another; an image of several panels, or a panel or key of a split figure (``figure.panel-grid``), is read
+there at the width the window shows it: its text at least :data:`PHONE_MIN_TEXT_PT` and its legend at least
+:data:`MIN_LEGEND_PT` (:func:`narrow_figure_faults`). A table or an output may scroll in its own box there: a
+reader swipes a table of eight columns.
 
 In the HTML itself (:func:`page_faults`): every figure has a caption numbered within its chapter ("Figure 3."); no
 output shows raw maths (``$...$`` or a ``\\command``), a local absolute path, text written to stderr, a traceback,
@@ -28,8 +29,8 @@ Each page gets its own browser, profile and time limit (``--timeout``); a page t
 fails and says so. Every page is reported (``ok``, ``FAILED`` with its faults, or ``skip`` for a page that only
 redirects), then the count checked and failed.
 
-Usage: ``python tools/check_pages.py [PAGE ...] [--html _build/html] [--browser PATH] [--timeout S]``; exit status 1
-when a page fails.
+Usage: ``python tools/check_pages.py [PAGE ...] [--html _build/html] [--browser PATH] [--timeout S]
+[--tablet-width PX]``; exit status 1 when a page fails.
 """
 
 from __future__ import annotations
@@ -55,12 +56,20 @@ from bs4 import BeautifulSoup
 from PIL import Image
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 WINDOW_WIDTH = 1280
 #: The width of a phone's window, CSS pixels (an iPhone 12 to 15 held upright).
 PHONE_WIDTH = 390
+#: The widest window, CSS pixels, in which ``_static/book.css`` stacks a figure's panels one under another (its
+#: ``max-width: 600px``); in a wider one they sit side by side, in a grid of the figure's columns at most.
+STACKED_UP_TO = 600
+#: The width of a tablet's window, CSS pixels (an iPad held upright; sphinx-book-theme's ``768px`` breakpoint). Up
+#: to 960 px (pydata-sphinx-theme's ``lg``: the left sidebar comes back) the article has the window less its margins,
+#: and a split figure's panels (317 px at most) share it in a grid: 721 px here, against 948 px at
+#: :data:`WINDOW_WIDTH` (measured in Chromium). ``--tablet-width`` checks another width.
+TABLET_WIDTH = 768
 #: The height of the windows, CSS pixels.
 WINDOW_HEIGHT = 900
 BROWSER_FLAGS = (
@@ -70,7 +79,7 @@ BROWSER_FLAGS = (
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
-    "--allow-file-access-from-files",  # the phone's frame reads its page's measurements (PHONE_FRAME)
+    "--allow-file-access-from-files",  # a narrow frame reads its page's measurements (FRAME)
     "--virtual-time-budget=20000",
     f"--window-size={WINDOW_WIDTH},{WINDOW_HEIGHT}",
     "--dump-dom",
@@ -78,8 +87,8 @@ BROWSER_FLAGS = (
 #: Run in the page after its own scripts (MathJax included), so that ``--dump-dom`` carries the measurements out, in
 #: attributes of ``body``: ``data-scrolls``, every element that scrolls sideways (the page itself as ``page``; one
 #: inside a figure prefixed ``in a figure:``); ``data-image-widths``, the width each image of the article is shown
-#: at; ``data-layout``, the window's width and the images that leave the article's column or sit beside another
-#: (:func:`layout_faults`). In a frame (:data:`PHONE_FRAME`) it writes them into the frame's parent instead.
+#: at; ``data-layout``, the window's width and the images shown that leave the article's column or sit beside another
+#: (:func:`layout_faults`). In a frame (:data:`FRAME`) it writes them into the frame's parent instead.
 SCROLL_PROBE = """<script>
 window.addEventListener("load", () => setTimeout(() => {
   const found = [];
@@ -97,18 +106,21 @@ window.addEventListener("load", () => setTimeout(() => {
   const images = [...document.querySelectorAll("article img")].map((img) => img.getBoundingClientRect());
   out.setAttribute("data-image-widths", JSON.stringify(images.map((box) => box.width)));
   const column = document.querySelector("article").getBoundingClientRect();
-  const wide = images.flatMap((box, i) => (box.left < column.left - 1 || box.right > column.right + 1 ? [i] : []));
+  // an image not shown (a split figure's key for another width) has an empty box at the window's corner
+  const wide = images.flatMap((box, i) => box.width
+    && (box.left < column.left - 1 || box.right > column.right + 1) ? [i] : []);
   const beside = images.flatMap((box, i) => images.some((other, j) => j !== i && box.width && other.width
     && box.top < other.bottom - 1 && other.top < box.bottom - 1) ? [i] : []);
   out.setAttribute("data-layout", JSON.stringify(
     {window: window.innerWidth, column: column.width, wide: wide, beside: beside}));
 }, 5000));
 </script>"""
-#: A page that shows ``{page}`` in a frame of a phone's width: headless Chromium keeps its window at least 500 px
-#: wide, and a frame's own width is what the page's CSS (its media queries) and :data:`SCROLL_PROBE` see.
-PHONE_FRAME = (
+#: A page that shows ``{page}`` in a frame ``{width}`` CSS pixels wide (a phone's, a tablet's): headless Chromium
+#: keeps its window at least 500 px wide, and a frame's own width is what the page's CSS (its media queries) and
+#: :data:`SCROLL_PROBE` see.
+FRAME = (
     '<html><body style="margin: 0"><iframe src="{page}" '
-    f'style="border: 0; width: {PHONE_WIDTH}px; height: {WINDOW_HEIGHT}px"></iframe></body></html>'
+    f'style="border: 0; width: {{width}}px; height: {WINDOW_HEIGHT}px"></iframe></body></html>'
 )
 #: Raw maths left in an output: an inline ``$...$`` or a LaTeX command (``\\sigma``, ``\\textsc``).
 RAW_MATHS = re.compile(r"\$[^$\s][^$]*\$|\\[A-Za-z]{2,}")
@@ -126,8 +138,8 @@ NOT_RUN = re.compile(r"(?i)\bnot run\b")
 FIGURE_NUMBER = re.compile(r"^Figure \d+\.")
 #: The smallest legend font, in points at the size the page shows the figure, that a reader reads without zooming.
 MIN_LEGEND_PT = 9.0
-#: The smallest text, in points at the size a phone shows it, of an image of several panels or a panel of a split
-#: figure (tick labels, titles, labels): a panel of ``uldp.paper.chapters.panels.PANEL_WIDTH`` inches fits a
+#: The smallest text, in points at the size a phone or a tablet shows it, of an image of several panels or a panel
+#: of a split figure (tick labels, titles, labels): a panel of ``uldp.paper.chapters.panels.PANEL_WIDTH`` inches fits a
 #: phone's column at its own size, so its fonts of 9 to 10 pt read as drawn; a whole figure of three panels, 9
 #: inches wide, reads at about 4 pt there.
 PHONE_MIN_TEXT_PT = 8.0
@@ -184,14 +196,17 @@ def image_widths(dom: str) -> list[float]:
 
 
 def layout_faults(dom: str, width: int) -> list[str]:
-    """What :data:`SCROLL_PROBE` found wrong in a page shown ``width`` CSS pixels wide (:data:`PHONE_WIDTH`): a
-    window of another width than asked for, and the images (numbered from 1 in the article's order) that leave the
-    article's column or sit beside another image instead of below it.
+    """What :data:`SCROLL_PROBE` found wrong in a page shown ``width`` CSS pixels wide (:data:`PHONE_WIDTH`,
+    :data:`TABLET_WIDTH`): a window of another width than asked for, and the images (numbered from 1 in the
+    article's order) that leave the article's column or, up to :data:`STACKED_UP_TO`, sit beside another image
+    instead of below it (wider, a split figure's panels sit side by side).
 
     Example:
         >>> dom = '<body data-layout=\\'{"window": 390, "column": 358, "wide": [1], "beside": []}\\'>'
         >>> layout_faults(dom, 390)
         ['image 2 is wider than the article column (358 px) at 390 px']
+        >>> layout_faults(dom.replace("390", "768"), 768)  # beside another is no fault there; too wide still is
+        ['image 2 is wider than the article column (358 px) at 768 px']
     """
     found = BeautifulSoup(dom, "html.parser").body
     value = found.get("data-layout") if found is not None else None
@@ -207,18 +222,19 @@ def layout_faults(dom: str, width: int) -> list[str]:
         for index in layout["wide"]
     ] + [
         f"image {index + 1} sits beside another image at {width} px instead of stacking"
-        for index in layout["beside"]
+        for index in (layout["beside"] if width <= STACKED_UP_TO else [])
     ]
 
 
-def phone_faults(dom: str) -> list[str]:
-    """Every fault of a page's DOM measured at :data:`PHONE_WIDTH`: the page scrolling sideways, a figure scrolling
-    in its own box, and :func:`layout_faults` (a table or an output may scroll in its own box on a phone).
+def narrow_faults(dom: str, width: int) -> list[str]:
+    """Every fault of a page's DOM measured in a frame ``width`` CSS pixels wide (:data:`PHONE_WIDTH`,
+    :data:`TABLET_WIDTH`): the page scrolling sideways, a figure scrolling in its own box, and :func:`layout_faults`
+    (a table or an output may scroll in its own box: a reader swipes it on a touch screen).
 
     Example:
         >>> dom = ('<body data-scrolls=\\'["div.cell_output: 8 columns", "in a figure: figure: x"]\\' '
         ...        'data-layout=\\'{"window": 390, "column": 358, "wide": [], "beside": []}\\'>')
-        >>> phone_faults(dom)
+        >>> narrow_faults(dom, 390)
         ['scrolls sideways at 390 px: in a figure: figure: x']
     """
     scrolls = [
@@ -226,8 +242,8 @@ def phone_faults(dom: str) -> list[str]:
         for found in sideways_scrolls(dom)
         if found == "page" or found.startswith(("in a figure:", "figure.", "?"))
     ]
-    return [f"scrolls sideways at {PHONE_WIDTH} px: {found}" for found in scrolls] + layout_faults(
-        dom, PHONE_WIDTH
+    return [f"scrolls sideways at {width} px: {found}" for found in scrolls] + layout_faults(
+        dom, width
     )
 
 
@@ -241,15 +257,17 @@ def _metadata(source: str) -> tuple[dict | None, int]:
     return (json.loads(text) if isinstance(text, str) else None), width
 
 
-def phone_figure_faults(source: str, shown_width: float, *, in_grid: bool) -> list[str]:
-    """What a phone's reader cannot read in an embedded image (``source``) shown ``shown_width`` CSS pixels wide at
-    :data:`PHONE_WIDTH`, when it holds several panels (its metadata's ``panels``) or is a panel of a split figure
-    (``in_grid``): text (its smallest, ``text_pt``) under :data:`PHONE_MIN_TEXT_PT`, or a legend under
-    :data:`MIN_LEGEND_PT`, at the size shown. Other images are not judged here: a figure of one panel scales to the
-    column, and a tap opens it whole.
+def narrow_figure_faults(
+    source: str, shown_width: float, *, in_grid: bool, window: int = PHONE_WIDTH
+) -> list[str]:
+    """What a reader cannot read in an embedded image (``source``) shown ``shown_width`` CSS pixels wide in a
+    ``window`` CSS pixels wide (:data:`PHONE_WIDTH`, :data:`TABLET_WIDTH`), when it holds several panels (its
+    metadata's ``panels``) or is a panel or the key of a split figure (``in_grid``): text (its smallest,
+    ``text_pt``) under :data:`PHONE_MIN_TEXT_PT`, or a legend under :data:`MIN_LEGEND_PT`, at the size shown. Other
+    images are not judged here: a figure of one panel scales to the column, and a tap opens it whole.
 
     Example:
-        >>> phone_figure_faults("a.png", 358.0, in_grid=True)
+        >>> narrow_figure_faults("a.png", 358.0, in_grid=True)
         []
     """
     metadata, width = _metadata(source)
@@ -264,13 +282,13 @@ def phone_figure_faults(source: str, shown_width: float, *, in_grid: bool) -> li
     faults = []
     if metadata.get("text_pt") and metadata["text_pt"] * scale < PHONE_MIN_TEXT_PT - 0.05:
         faults.append(
-            f"{what} shown {shown_width:.0f} px wide at {PHONE_WIDTH} px: text of "
+            f"{what} shown {shown_width:.0f} px wide at {window} px: text of "
             f"{metadata['text_pt'] * scale:.1f} pt ({metadata['text_pt']:g} pt at {scale:.2f} scale), "
             f"under {PHONE_MIN_TEXT_PT:g} pt"
         )
     if metadata.get("legend_pt") and metadata["legend_pt"] * scale < MIN_LEGEND_PT - 0.05:
         faults.append(
-            f"{what} shown {shown_width:.0f} px wide at {PHONE_WIDTH} px: a legend of "
+            f"{what} shown {shown_width:.0f} px wide at {window} px: a legend of "
             f"{metadata['legend_pt'] * scale:.1f} pt, under {MIN_LEGEND_PT:g} pt"
         )
     return faults
@@ -336,14 +354,15 @@ def page_faults(
     page: str,
     citations: Sequence[re.Pattern[str]] = (),
     widths: Sequence[float] = (),
-    phone_widths: Sequence[float] = (),
+    narrow_widths: Mapping[int, Sequence[float]] | None = None,
 ) -> list[str]:
     """What a built page's HTML shows that a reader must not see (an empty list when it is clean).
 
     - a figure without a caption numbered in its chapter (an image of the article outside ``<figure>`` whose caption
       starts "Figure n."), or with a legend a reader cannot read (:func:`figure_faults`, at the ``widths`` the browser
-      measured, :func:`image_widths`, in the article's order of images), or, at the ``phone_widths`` measured at
-      :data:`PHONE_WIDTH`, text a phone's reader cannot read (:func:`phone_figure_faults`);
+      measured, :func:`image_widths`, in the article's order of images), or, at the widths measured in a narrow
+      window (``narrow_widths``, by the window's width: :data:`PHONE_WIDTH`, :data:`TABLET_WIDTH`), text its reader
+      cannot read (:func:`narrow_figure_faults`);
     - in an output: raw maths (:data:`RAW_MATHS`, outside the maths that MathJax renders), text written to stderr,
       an error's traceback (a chapter that failed, rendered from papermill's notebook), a table cell with a raw
       NaN, None, inf or exponent (:data:`RAW_CELL`) or cut short (:data:`TRUNCATED_CELL`), an object's repr
@@ -395,12 +414,13 @@ def page_faults(
             f"{fault}: {_text(caption).strip()[:50] if caption else source[:60]}"
             for fault in figure_faults(source, widths[index] if index < len(widths) else None)
         ]
-        if index < len(phone_widths):
-            in_grid = figure is not None and "panel-grid" in (figure.get("class") or [])
-            faults += [
-                f"{fault}: {_text(caption).strip()[:50] if caption else source[:60]}"
-                for fault in phone_figure_faults(source, phone_widths[index], in_grid=in_grid)
-            ]
+        in_grid = figure is not None and "panel-grid" in (figure.get("class") or [])
+        faults += [
+            f"{fault}: {_text(caption).strip()[:50] if caption else source[:60]}"
+            for window, shown in (narrow_widths or {}).items()
+            if index < len(shown)
+            for fault in narrow_figure_faults(source, shown[index], in_grid=in_grid, window=window)
+        ]
     faults += [f"a local path: {found}" for found in LOCAL_PATH.findall(_text(article))]
     for node in article.select("pre, code, a"):
         node.decompose()
@@ -437,9 +457,8 @@ def browser_dom(command: Sequence[str], timeout: float) -> tuple[str, bool]:
                 if not selector.select(left):
                     continue
                 chunk = os.read(process.stdout.fileno(), 1 << 16)
-                if (
-                    not chunk
-                ):  # the browser closed its output: it exited (or crashed) before the deadline
+                # no chunk: the browser closed its output, it exited (or crashed) before the deadline
+                if not chunk:
                     break
                 received += chunk
     finally:
@@ -452,37 +471,33 @@ def browser_dom(command: Sequence[str], timeout: float) -> tuple[str, bool]:
 
 
 def check_page(
-    page: Path, browser: str, citations: Sequence[re.Pattern[str]], timeout: float
+    page: Path,
+    browser: str,
+    citations: Sequence[re.Pattern[str]],
+    timeout: float,
+    narrow: Sequence[int] = (PHONE_WIDTH, TABLET_WIDTH),
 ) -> list[str]:
     """Every fault of one built page: what the browser measured at :data:`WINDOW_WIDTH` (maths, sideways
-    scrolling) and at :data:`PHONE_WIDTH` (:func:`phone_faults`), and :func:`page_faults` (legends judged at the
-    widths of :data:`WINDOW_WIDTH`; on a phone, the text of images of several panels and of split figures' panels,
-    at the widths there: a figure of one panel scales to the column, and a tap opens it whole)."""
+    scrolling) and in a frame of each width of ``narrow`` (:func:`narrow_faults`), and :func:`page_faults` (legends
+    judged at the widths of :data:`WINDOW_WIDTH`; in the narrow frames, the text of images of several panels and
+    of split figures' panels and keys, at the widths there: a figure of one panel scales to the column, and a tap
+    opens it whole)."""
     text = page.read_text(encoding="utf-8")
-    probe = page.with_name(
-        f".probe-{page.name}"
-    )  # beside the page, so that its relative addresses resolve
+    probe = page.with_name(f".probe-{page.name}")  # beside the page: its relative addresses resolve
     probe.write_text(text.replace("</body>", SCROLL_PROBE + "</body>"), encoding="utf-8")
-    frame = page.with_name(f".phone-{page.name}")
-    frame.write_text(PHONE_FRAME.format(page=probe.name), encoding="utf-8")
+    frames = {width: page.with_name(f".frame-{width}-{page.name}") for width in narrow}
+    for width, frame in frames.items():
+        frame.write_text(FRAME.format(page=probe.name, width=width), encoding="utf-8")
     doms = {}
     try:
-        for width, shown in ((WINDOW_WIDTH, probe), (PHONE_WIDTH, frame)):
-            with tempfile.TemporaryDirectory(
-                prefix="check-pages-"
-            ) as profile:  # no state shared with other browsers
-                doms[width] = browser_dom(
-                    [
-                        browser,
-                        *BROWSER_FLAGS,
-                        f"--user-data-dir={profile}",
-                        shown.resolve().as_uri(),
-                    ],
-                    timeout,
-                )
+        for width, shown in ((WINDOW_WIDTH, probe), *frames.items()):
+            # a profile of its own: no state shared with other browsers
+            with tempfile.TemporaryDirectory(prefix="check-pages-") as profile:
+                flags = [*BROWSER_FLAGS, f"--user-data-dir={profile}"]
+                doms[width] = browser_dom([browser, *flags, shown.resolve().as_uri()], timeout)
     finally:
-        probe.unlink()
-        frame.unlink()
+        for written in (probe, *frames.values()):
+            written.unlink()
     unfinished = [
         f"the browser gave no complete page at {width} px within {timeout:.0f} s ({len(dom)} characters): "
         "not measured"
@@ -499,9 +514,13 @@ def check_page(
             f"maths: {counts['maths']} elements, {counts['rendered']} rendered by MathJax, "
             f"{counts['errors']} MathJax errors"
         )
-    faults += phone_faults(doms[PHONE_WIDTH][0])
+    for width in narrow:
+        faults += narrow_faults(doms[width][0], width)
     return faults + page_faults(
-        text, citations, image_widths(dom), image_widths(doms[PHONE_WIDTH][0])
+        text,
+        citations,
+        image_widths(dom),
+        {width: image_widths(doms[width][0]) for width in narrow},
     )
 
 
@@ -523,7 +542,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=120.0,
         help="seconds the browser has for one page (default 120)",
     )
+    parser.add_argument(
+        "--tablet-width", type=int, default=TABLET_WIDTH, help="CSS px (default %(default)s)"
+    )
     args = parser.parse_args(argv)
+    narrow = (PHONE_WIDTH, args.tablet_width)
+    if not STACKED_UP_TO < args.tablet_width < WINDOW_WIDTH:
+        allowed = f"from {STACKED_UP_TO + 1} to {WINDOW_WIDTH - 1} px"
+        parser.error(f"--tablet-width {args.tablet_width}: a tablet's window is {allowed} wide")
     if not args.browser:
         raise SystemExit(
             "no Chromium found: install it (e.g. apt-get install chromium) or pass --browser"
@@ -539,7 +565,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for page in args.html.rglob("*.html")
             if "_static" not in page.parts
             and page.name not in ("genindex.html", "search.html")
-            and not page.name.startswith((".probe-", ".phone-"))
+            and not page.name.startswith((".probe-", ".frame-"))
         )
     if not pages:
         raise SystemExit(f"no pages under {args.html}: build the book first")
@@ -551,7 +577,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"skip   {name}: no article (a page that only redirects)")
             continue
         start = time.monotonic()
-        faults = check_page(page, args.browser, citations, args.timeout)
+        faults = check_page(page, args.browser, citations, args.timeout, narrow)
         checked += 1
         print(
             f"{'FAILED' if faults else 'ok    '} {name}: {len(faults)} faults "

@@ -1,6 +1,6 @@
 """A figure of several panels as separate images, so that a page lays them out for its width: side by side in a wide
-article, one under another on a phone (``_static/book.css``, ``figure.panel-grid``), each at a size whose text
-reads without zooming.
+article, in fewer columns on a tablet, one under another on a phone (``_static/book.css``, ``figure.panel-grid``),
+each at a size whose text reads without zooming.
 
 :func:`split_panels` cuts a drawn figure into its panels (an axes with its twins, its labels and title), after
 laying the figure out again at most :data:`PANEL_WIDTH` inches a column, and draws the figure's title and shared
@@ -59,7 +59,8 @@ class PanelImage:
             narrower).
         key: Where it is the figure's key (title and shared legend) rather than a panel (``""``): ``"both"``, the
             key at every width; ``"wide"``, the key of a wide page, as wide as the figure; ``"phone"``, the key of a
-            phone, at most :data:`PANEL_WIDTH` inches (``_static/book.css`` shows one of the two).
+            phone, a tablet or a narrow window, at most :data:`PANEL_WIDTH` inches (``_static/book.css`` shows one of
+            the two: the wide page's from 1200 px).
     """
 
     png: bytes
@@ -247,20 +248,44 @@ def _box(fig: Figure, panel: Sequence[Axes]) -> Bbox:
     return Bbox.union(boxes).transformed(fig.dpi_scale_trans.inverted())
 
 
+def _wrap_titles(fig: Figure, panel: Sequence[Axes]) -> bool:
+    """Wrap the title (``set_title``'s, centred: the book draws no other) of each axes of ``panel`` wider than the
+    axes onto lines as wide at most (a narrower figure narrows an axes, not its title, which would keep the panel
+    wider than :data:`PANEL_WIDTH`); whether one was wrapped."""
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # Agg and inline canvases have one
+    wrapped = False
+    for ax in panel:
+        room, text = ax.get_window_extent(renderer).width, ax.title.get_text()
+        for characters in range(len(text) - 1, 11, -1):
+            if not ax.title.get_visible() or ax.title.get_window_extent(renderer).width <= room:
+                break
+            ax.title.set_text("\n".join(textwrap.wrap(text, characters)))
+            wrapped = True
+    return wrapped
+
+
 def _narrow(fig: Figure, panels: Sequence[Sequence[Axes]]) -> None:
     """Lay ``fig`` out again (``tight_layout``, unless it lays itself out) as narrow as needed for its widest panel,
-    padded, to be at most :data:`PANEL_WIDTH` inches, its height kept: at most three tries, each scaling the width
-    by what the widest panel is over."""
+    padded, to be at most :data:`PANEL_WIDTH` inches, its height kept: at most four tries, each wrapping the titles
+    of the panels still too wide (:func:`_wrap_titles`) or, when none was wrapped, scaling the width by what the
+    widest panel is over."""
     limit = PANEL_WIDTH - 2 * PANEL_PAD
-    for _ in range(3):
+    for _ in range(4):
         if not isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine):
             fig.tight_layout()
         fig.canvas.draw()
-        widest = max(_box(fig, panel).width for panel in panels)
-        if widest <= limit:
+        widths = [_box(fig, panel).width for panel in panels]
+        if max(widths) <= limit:
             return
+        wrapped = [
+            _wrap_titles(fig, panel)
+            for panel, width in zip(panels, widths, strict=True)
+            if width > limit
+        ]
+        if any(wrapped):
+            continue
         width, height = fig.get_size_inches()
-        fig.set_size_inches(width * limit / widest, height)
+        fig.set_size_inches(width * limit / max(widths), height)
 
 
 def split_panels(fig: Figure) -> list[PanelImage]:

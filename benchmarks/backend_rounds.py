@@ -48,9 +48,10 @@ def hidden_units(parameters: int) -> int:
     return max(1, round((parameters - 2) / (len(FEATURES) + 3)))
 
 
-def merged(path: Path, document: dict[str, Any], backends: list[str], command: str) -> dict:
+def merged(path: Path, document: dict[str, Any], backends: list[str], run: dict[str, Any]) -> dict:
     """The results file at ``path`` with the rows of ``backends`` replaced by ``document``'s (in the file's order
-    of backends, new ones last) and this run's provenance under ``"merged"``, written atomically.
+    of backends, new ones last) and this run's provenance ``run`` (taken as it started, with the load average before
+    and after) under ``"merged"``, written atomically.
 
     Raises:
         ValueError: the file's federation (silos, users, records, key bits) is not this run's.
@@ -65,13 +66,6 @@ def merged(path: Path, document: dict[str, Any], backends: list[str], command: s
     order = list(dict.fromkeys([row["backend"] for row in results["rows"]] + backends))
     rows = [row for row in results["rows"] if row["backend"] not in backends] + document["rows"]
     results["rows"] = sorted(rows, key=lambda row: order.index(row["backend"]))
-    before, after = ([round(v, 2) for v in load] for load in document["load"])
-    run = {
-        **provenance(command),
-        "date": document["date"],
-        "load_average_1_5_15_before": before,
-        "load_average_1_5_15_after": after,
-    }
     results.setdefault("merged", {}).update(dict.fromkeys(backends, run))
     write_json_atomic(path, stored)
     return stored
@@ -98,7 +92,12 @@ def main() -> None:
         help="a results file whose rows of --backends this run replaces (the others kept)",
     )
     args = parser.parse_args()
-    started, load_before = now(), os.getloadavg()
+    # the code that runs is the code at the start (the tree may change while a long run goes on)
+    run = {
+        **provenance(" ".join(["python benchmarks/backend_rounds.py", *sys.argv[1:]])),
+        "date": now(),
+    }
+    load_before = os.getloadavg()
     logging.getLogger("flwr").setLevel(logging.WARNING)
     from flwr.app import ArrayRecord
 
@@ -179,13 +178,11 @@ def main() -> None:
         "rows": rows,
     }
     if args.merge:
-        command = " ".join(["python benchmarks/backend_rounds.py", *sys.argv[1:]])
-        document = merged(
-            args.merge,
-            {**document, "date": started, "load": (load_before, os.getloadavg())},
-            args.backends,
-            command,
-        )
+        loads = {
+            f"load_average_1_5_15_{when}": [round(v, 2) for v in load]
+            for when, load in (("before", load_before), ("after", os.getloadavg()))
+        }
+        document = merged(args.merge, document, args.backends, {**run, **loads})
     if args.json:
         print(json.dumps(document))
 

@@ -238,9 +238,11 @@ def run(
     test: Path | None = None,
     node_config: str = "",
     isolation: str = "process",
+    backends: str | None = None,
 ) -> dict:
     """Run the app on a fresh federation, every ``<hospital>.csv`` of ``data`` a hospital that must take part;
-    the ServerApp's report (epsilons, seconds, each round's row) and the run's wall seconds.
+    the ServerApp's report (epsilons, seconds, each round's row) and the run's wall seconds. ``backends``: the
+    secure-aggregation backends the run allows (comma-separated; None: the app's ``pyproject.toml``).
 
     Raises:
         SystemExit: the run failed; the message has ``uldp flower-run``'s words (the failing hospital and why).
@@ -252,6 +254,7 @@ def run(
     overrides.write_text(
         f"rounds = {rounds}\nsigma = {sigma}\nq = {q}\nsecure = {str(secure).lower()}\n"
         f"silos = '{silos}'\ntest = '{test or ''}'\nout = '{out}'\n"
+        + (f"backends = '{backends}'\n" if backends is not None else "")
     )
     start = time.perf_counter()
     with federation(work, data, node_config, isolation=isolation) as processes:

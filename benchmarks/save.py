@@ -37,17 +37,15 @@ def main() -> None:
     if not script.is_file() or name == "save":
         raise SystemExit(f"unknown benchmark {name!r}; known: {', '.join(known)}")
     command = ["python", f"benchmarks/{name}.py", *options, "--json"]
-    started = now()
+    # the code that runs is the tree's as it starts (it may change while a long benchmark goes on)
+    started = {**provenance(" ".join(command)), "date": now()}
     done = subprocess.run(
         [sys.executable, str(script), *options, "--json"],
         check=True,
         stdout=subprocess.PIPE,
         text=True,
     )
-    document = {
-        "provenance": {**provenance(" ".join(command)), "date": started},
-        "results": json.loads(done.stdout),
-    }
+    document = {"provenance": started, "results": json.loads(done.stdout)}
     write_json_atomic(HERE / "results" / f"{result}.json", document)
     print(f"wrote benchmarks/results/{result}.json", file=sys.stderr)
 

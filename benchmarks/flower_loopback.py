@@ -28,12 +28,13 @@ the SuperLink's log says which transport carried the deployed run. With ``--back
 carries the packed BFV weights of a new sample and every later round holds the same sample (no weights sent).
 
 Usage: PYTHONPATH=. python benchmarks/flower_loopback.py [--rounds 5] [--baseline-rounds 2] [--backend none]
-       [--hospitals 4] [--keep DIR] [--json]
+       [--hospitals 4] [--patients 300] [--keep DIR] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import json
 import os
@@ -228,17 +229,20 @@ def deployed(
     import launch  # type: ignore[import-not-found]
     import torch
 
-    report = launch.run(
-        data,
-        work,
-        rounds=rounds,
-        isolation=isolation,
-        sigma=config["sigma"],
-        q=config["q"],
-        secure=config["secure"],
-        backends=config["backends"],
-        node_config=f"{INSECURE_NOISE_KEY}={NOISE_SEED}",
-    )
+    with contextlib.redirect_stdout(
+        sys.stderr
+    ):  # the launcher streams the ServerApp's log; stdout is the JSON's
+        report = launch.run(
+            data,
+            work,
+            rounds=rounds,
+            isolation=isolation,
+            sigma=config["sigma"],
+            q=config["q"],
+            secure=config["secure"],
+            backends=config["backends"],
+            node_config=f"{INSECURE_NOISE_KEY}={NOISE_SEED}",
+        )
     result: dict[str, Any] = {
         "round_seconds": [round(s, 3) for s in report["round_seconds"]],
         "median_round_seconds": round(statistics.median(report["round_seconds"]), 3),
@@ -292,6 +296,9 @@ def main() -> None:
     )
     parser.add_argument("--hospitals", type=int, default=4, help="hospitals (default 4)")
     parser.add_argument(
+        "--patients", type=int, default=300, help="patients across the hospitals (default 300)"
+    )
+    parser.add_argument(
         "--q", type=float, default=1.0, help="user sampling rate (default 1: every patient)"
     )
     parser.add_argument(
@@ -306,7 +313,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="uldp-flower-loopback-", dir=args.keep))
     started = time.perf_counter()
     (root / "data").mkdir()
-    data = launch.demo_data(root / "data", hospitals=args.hospitals)
+    data = launch.demo_data(root / "data", hospitals=args.hospitals, patients=args.patients)
     files = sorted(data.glob("*.csv"))
     config = run_config(args.backend, args.q, [file.stem for file in files])
     load_before = os.getloadavg()
@@ -325,6 +332,7 @@ def main() -> None:
     document = {
         "federation": {
             "hospitals": len(files),
+            "patients": args.patients,
             "records": sum(len(f.read_text().splitlines()) - 1 for f in files),
             "features": len(launch.FEATURES),
             "model": "MLP 30-32-32-1 (examples/hospitals)",

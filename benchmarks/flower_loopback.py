@@ -17,9 +17,10 @@ Flower's source: the SuperNode asks its SuperLink for a message every that many 
 round waits up to that long before any silo sees it. Also counted: how often each worker read its hospital's
 records (once per run when the silo's data stay alive between messages) and how many ClientApp tasks it ran.
 
-Every silo draws its noise from its own node config's test seed (``uldp-insecure-reproducible-noise``, both paths),
-so the deployed model is compared with the in-process one: at q = 1 every patient trains and they differ only by
-float32 summation order and the protocol's resolution P (Theorem 4). The in-process run also weighs every message
+Both paths start from one saved model (the app's ``initial``) and every silo draws its noise from its own node
+config's test seed (``uldp-insecure-reproducible-noise``), so the deployed model is compared with the in-process
+one: at q = 1 every patient trains and they differ only by float32 summation order and the protocol's resolution P
+(Theorem 4). The in-process run also weighs every message
 as Flower 1.41 moves it: a message is a tree of objects (``flwr.supercore.inflatable``), each sent in a request of
 its own (an ArrayRecord's arrays cut into chunks of ``FLWR_PRIVATE_MAX_ARRAY_CHUNK_SIZE``, a ConfigRecord whole), so
 the largest object is the largest request; the bytes each silo receives and sends in the set-up and in each round
@@ -61,14 +62,16 @@ NOISE_SEED = 5
 RTOL, ATOL = 1e-5, 1e-6
 
 
-def run_config(backend: str, q: float, silos: list[str]) -> dict[str, Any]:
-    """The example's run configuration (``hospital_app.make_strategy``'s keys) for ``backend`` (``"none"``: plain)."""
+def run_config(backend: str, q: float, silos: list[str], initial: Path) -> dict[str, Any]:
+    """The example's run configuration for ``backend`` (``"none"``: plain), both paths starting from the model
+    saved at ``initial`` (each process would draw its own)."""
     return {
         "sigma": SIGMA,
         "q": q,
         "secure": backend != NONE,
         "backends": ", ".join(BACKENDS) if backend == NONE else backend,
         "silos": ", ".join(silos),
+        "initial": initial,
     }
 
 
@@ -206,13 +209,14 @@ def flat(state: dict) -> np.ndarray:
 
 
 def in_process(data: Path, rounds: int, config: dict[str, Any]) -> dict[str, Any]:
-    """The example's ClientApp and strategy on a weighing LocalGrid: each round's seconds, the set-up's, the
-    model, and the traffic."""
+    """The example's ClientApp and strategy on a weighing LocalGrid, from the initial model both paths start from
+    (``config["initial"]``): each round's seconds, the set-up's, the model, and the traffic."""
     import hospital_app  # type: ignore[import-not-found]
+    import torch
 
     grid = WeighingGrid(hospital_app.client, node_configs(data))
     strategy = hospital_app.make_strategy(config)
-    result = strategy.start(grid, hospital_app.model().state_dict(), num_rounds=rounds)
+    result = strategy.start(grid, torch.load(config["initial"]), num_rounds=rounds)
     return {
         "round_seconds": [round(seconds, 3) for seconds in strategy.round_seconds],
         "setup_seconds": round(strategy.setup_seconds, 3),
@@ -241,6 +245,7 @@ def deployed(
             q=config["q"],
             secure=config["secure"],
             backends=config["backends"],
+            initial=config["initial"],
             node_config=f"{INSECURE_NOISE_KEY}={NOISE_SEED}",
         )
     result: dict[str, Any] = {
@@ -315,7 +320,11 @@ def main() -> None:
     (root / "data").mkdir()
     data = launch.demo_data(root / "data", hospitals=args.hospitals, patients=args.patients)
     files = sorted(data.glob("*.csv"))
-    config = run_config(args.backend, args.q, [file.stem for file in files])
+    import hospital_app
+    import torch
+
+    torch.save(hospital_app.model().state_dict(), root / "initial.pt")
+    config = run_config(args.backend, args.q, [file.stem for file in files], root / "initial.pt")
     load_before = os.getloadavg()
     inside = in_process(data, args.rounds, config)
     inside_median = statistics.median(inside["round_seconds"])

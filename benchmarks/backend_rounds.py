@@ -9,7 +9,12 @@ depend on the model, so it is measured once, at the smallest size. Sizes are run
 last round took more than ``--budget`` seconds is not run at the next size (the cost of a round grows with the
 parameters: its line says ``skipped``, and :mod:`uldp.secure.cost` projects it from the sizes measured).
 
+``--merge PATH`` (a results file of ``benchmarks/save.py backend_rounds``) re-measures only ``--backends``: their
+rows in that file are replaced by this run's, every other backend's rows are kept, and the run's provenance is
+stored per backend under ``"merged"`` (the file's own provenance stays that of its other rows).
+
 Usage: python benchmarks/backend_rounds.py [--sizes 2000 20000 200000] [--budget 240] [--backends ...] [--json]
+       [--merge PATH]
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import argparse
 import importlib.util
 import json
 import logging
+import os
 import sys
 import tempfile
 import time
@@ -29,6 +35,8 @@ from torch import nn
 
 import uldp
 import uldp.flower as uf
+from uldp.common.atomic import write_json_atomic
+from uldp.common.provenance import now, provenance
 from uldp.secure.backends import BACKENDS
 
 #: The plain round (no protocol) beside the backends.
@@ -38,6 +46,29 @@ NONE = "none"
 def hidden_units(parameters: int) -> int:
     """The hidden width of the MLP ``features -> h -> 2`` with about ``parameters`` parameters (7h + 2 here)."""
     return max(1, round((parameters - 2) / (len(FEATURES) + 3)))
+
+
+def merged(path: Path, document: dict[str, Any], backends: list[str], run: dict[str, Any]) -> dict:
+    """The results file at ``path`` with the rows of ``backends`` replaced by ``document``'s (in the file's order
+    of backends, new ones last) and this run's provenance ``run`` (taken as it started, with the load average before
+    and after) under ``"merged"``, written atomically.
+
+    Raises:
+        ValueError: the file's federation (silos, users, records, key bits) is not this run's.
+    """
+    stored = json.loads(path.read_text())
+    results = stored["results"]
+    for key in ("silos", "users", "records", "key_bits"):
+        if results[key] != document[key]:
+            raise ValueError(
+                f"{path} measured {key} = {results[key]}, this run {document[key]}: merge only the same federation"
+            )
+    order = list(dict.fromkeys([row["backend"] for row in results["rows"]] + backends))
+    rows = [row for row in results["rows"] if row["backend"] not in backends] + document["rows"]
+    results["rows"] = sorted(rows, key=lambda row: order.index(row["backend"]))
+    results.setdefault("merged", {}).update(dict.fromkeys(backends, run))
+    write_json_atomic(path, stored)
+    return stored
 
 
 def main() -> None:
@@ -55,7 +86,18 @@ def main() -> None:
     parser.add_argument(
         "--json", action="store_true", help="one JSON document on stdout instead of text"
     )
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        help="a results file whose rows of --backends this run replaces (the others kept)",
+    )
     args = parser.parse_args()
+    # the code that runs is the code at the start (the tree may change while a long run goes on)
+    run = {
+        **provenance(" ".join(["python benchmarks/backend_rounds.py", *sys.argv[1:]])),
+        "date": now(),
+    }
+    load_before = os.getloadavg()
     logging.getLogger("flwr").setLevel(logging.WARNING)
     from flwr.app import ArrayRecord
 
@@ -135,6 +177,12 @@ def main() -> None:
         "budget_seconds": args.budget,
         "rows": rows,
     }
+    if args.merge:
+        loads = {
+            f"load_average_1_5_15_{when}": [round(v, 2) for v in load]
+            for when, load in (("before", load_before), ("after", os.getloadavg()))
+        }
+        document = merged(args.merge, document, args.backends, {**run, **loads})
     if args.json:
         print(json.dumps(document))
 

@@ -17,7 +17,8 @@
 5. ``--lattice-only``: the lattice (BFV) round of :mod:`uldp.secure.lattice` on the MNIST CNN round (silo 0 in full,
    the server's weights and its sum and decryption of |S| updates of that size), exactness on a small federation
    against the plain sum, and 10^6 parameters projected from one- and two-chunk slices (100 users: fixed plus
-   per-chunk cost) and checked on a four-chunk slice, and the paper's artificial grid through the whole protocol
+   per-chunk cost; every timed round, MNIST's and each slice's, a new sample's, whose weights the silo expands)
+   and checked on a four-chunk slice, and the paper's artificial grid through the whole protocol
    (the Paillier rescale included); merged into an existing results file under ``"lattice"``
    (``--merge PATH``), the other entries kept.
 
@@ -481,9 +482,10 @@ def lattice_projection(slices, *, server_weights_s, server_weights_cpu_s, chunks
     """A lattice round of ``chunks`` chunks from slices of 1 and 2 chunks (``slices[k]``), checked on 4 chunks.
 
     Each side's CPU seconds are fitted as ``fixed + chunks * per_chunk`` on the 1- and 2-chunk slices (the silo's
-    fixed part: loading and correcting the |U| weight ciphertexts; the server's finish is linear), the 4-chunk
-    slice checks the fit (measured / projected), and the wall seconds are the projected CPU seconds times the
-    4-chunk slice's wall / CPU ratio (the machine may be shared). The server's weights do not depend on d.
+    fixed part: expanding the packed weights of a new sample into |U| ciphertexts, so every slice is a new sample's
+    round; the server's finish is linear), the 4-chunk slice checks the fit (measured / projected), and the wall
+    seconds are the projected CPU seconds times the 4-chunk slice's wall / CPU ratio (the machine may be shared).
+    The server's weights do not depend on d.
     """
     out: dict[str, Any] = {"chunks": chunks, "check": {"chunks": 4}}
     for side in ("silo", "server_finish"):
@@ -644,6 +646,10 @@ def lattice_rounds(rng, processes):
     weights, weights_s, weights_cpu = timed(server.encrypt_weights, corrections)
     slices = {}
     for round_index, chunks in enumerate((1, 2, 4), start=2):
+        # each slice a new sample's round, as the MNIST one: new weights, which the silo expands (it keeps the
+        # expansion of a sample for its next round, which would leave the expansion out of the later slices)
+        if round_index > 2:
+            weights = server.encrypt_weights(corrections)
         dim = chunks * lattice.RING_DEGREE
         update, silo_s, silo_cpu = timed(
             silos[0].masked_update,

@@ -570,7 +570,7 @@ else:
             "server s": lattice_results[key]["server_s"],
             "server CPU s": lattice_results[key]["server_cpu_s"],
             "update MB per silo": lattice_results[key]["update_bytes"] / 1e6,
-            "weights MB per silo": lattice_results[key]["silo_received_bytes"] / 1e6,
+            "weights MB per silo (new sample)": lattice_results[key]["silo_received_bytes"] / 1e6,
         }
         for key in ("mnist", "million")
         if key in lattice_results
@@ -589,12 +589,76 @@ else:
 
 # %% [markdown]
 # Limits of the lattice path: it assumes Ring-LWE rather than Paillier's composite residuosity, and its masks hide
-# by a statistical flooding bound rather than perfectly. Its per-round rescale still uses Paillier. Each silo
-# receives $|U|$ seeded ciphertexts per plaintext prime every round (the "weights MB" column): far more bytes than the
-# Paillier weights, the price of one product per user and chunk. Wall seconds depend on the machine's load (printed
-# above); the CPU seconds compare across runs. The Flower path selects it as well
-# (`UldpStrategy(protocol={"backend": "lattice"})`): a silo's exported state carries the server's BFV public keys, and
-# Flower sends each silo's weights as one message under its 2 GiB limit.
+# by a statistical flooding bound rather than perfectly. Its per-round rescale still uses Paillier. The table's rounds
+# are new samples' rounds: the silo expands the packed weights, and its CPU seconds include that. Wall seconds
+# depend on the machine's load (printed above); the CPU seconds compare across runs. What the packing costs and saves,
+# from the committed measurements (`benchmarks/protocol_traffic.py` at the MNIST size, before and after the packing;
+# `benchmarks/lattice_workers.py`, one silo's round with a held and with a new sample; and
+# `benchmarks/flower_loopback.py --backend lattice`, the hospitals example with
+# `UldpStrategy(protocol={"backend": "lattice"})` on a SuperLink and three SuperNodes as separate processes, against
+# the same federation in process):
+
+# %%
+traffic = benchmark_result("protocol_traffic")
+traffic_results = traffic["results"]
+lattice_new, lattice_held = (
+    traffic_results[f"lattice ({kind})"] for kind in ("new_sample", "held")
+)
+lattice_before = traffic["before"]["results"]["lattice (new_sample)"]
+workers_round = benchmark_result("lattice_workers")
+held_cpu, new_cpu = (workers_round["results"][key]["cpu_s"] for key in ("1", "1_new_sample"))
+loopback = benchmark_result("flower_loopback_lattice")["results"]
+deployed, inside = loopback["deployed_process_isolation"], loopback["in_process"]
+largest, limits = inside["traffic"]["largest_object"], loopback["flower_limits"]
+per_silo = inside["traffic"]["per_silo"]
+round_kilobytes = ", ".join(
+    f"{bytes_['received_bytes'] / 1e3:.0f}"
+    for phase, bytes_ in per_silo.items()
+    if phase != "set-up"
+)
+deployed_seconds, inside_seconds = (
+    ", ".join(f"{seconds:.1f}" for seconds in run["round_seconds"]) for run in (deployed, inside)
+)
+grpc_limit = limits["grpc_max_message_length_bytes"]
+federation, equal = loopback["federation"], loopback["deployed_equals_in_process"]
+print(
+    f"- Once per session each silo receives the server's BFV public keys and the Galois keys that expand the "
+    f"packed weights: {lattice_new['setup_received_bytes'] / 1e6:.1f} MB at the MNIST size "
+    f"({traffic_results['parameters']:,} parameters, {traffic_results['users']} users, "
+    f"{traffic_results['silos']} silos), {lattice_new['setup_received_bytes'] / lattice_new['received_bytes']:.0f} "
+    f"times what it then receives in a round with a new sample.\n"
+    f"- In a round a silo receives {lattice_new['received_bytes'] / 1e6:.2f} MB when the sample is new (one "
+    f"packed ciphertext per plaintext prime; {lattice_before['received_bytes'] / 1e6:.0f} MB before the packing, "
+    f"at {traffic['before']['git_commit'][:7]}) and {lattice_held['received_bytes'] / 1e6:.2f} MB when it holds "
+    f"the sample's weights; packed Paillier's silo receives "
+    f"{traffic_results['packed-paillier']['received_bytes'] / 1e6:.2f} MB in every round.\n"
+    f"- A new sample costs the silo CPU: the expansion's key switches make its round at "
+    f"{workers_round['shape']['parameters']:,} parameters and {workers_round['shape']['users']} users take "
+    f"{new_cpu:.2f} s of CPU against {held_cpu:.2f} s with a sample it holds (one worker; "
+    f"{new_cpu / held_cpu:.1f} times; the held round reuses the expansion its worker process kept). At q = 1 and "
+    f"with the silos' hidden sample only the first round's weights are new; a server-drawn sample at q < 1 is new "
+    f"every round.\n"
+    f"- Over real processes ({federation['hospitals']} SuperNodes and a SuperLink on loopback, Flower "
+    f"{limits['flwr']}, whose SuperLink served the silos over its Fleet {deployed['fleet_transport']}; "
+    f"{federation['patients']} patients, {federation['parameters']:,} parameters, {federation['rounds']} rounds "
+    f"at q = {federation['q']:g}): the set-up took {deployed['setup_seconds']:.0f} s deployed and "
+    f"{inside['setup_seconds']:.0f} s in process, and each silo received "
+    f"{per_silo['set-up']['received_bytes'] / 1e6:.1f} MB in it (more than at the MNIST size: the example clips "
+    f"at ten times the MNIST setting's C, which widens the coefficient modulus and so the keys). The largest single object "
+    f"Flower moved, one request, was {largest['largest_object_bytes'] / 1e6:.1f} MB (the {largest['stage']!r} "
+    f"stage, a ConfigRecord: Flower cuts only arrays into chunks of "
+    f"{limits['array_chunk_bytes'] / 2**20:.0f} MiB), {largest['largest_object_bytes'] / grpc_limit:.1%} of "
+    f"Flower's gRPC message limit ({grpc_limit:,} bytes); its HTTP routes set none.\n"
+    f"- Its rounds took {deployed_seconds} s deployed and {inside_seconds} s in process; each silo received "
+    f"{round_kilobytes} kB in them (round 1 carries the packed weights of the first sample; at q = 1 every later "
+    f"round has the same sample, and the silo keeps its weights). The deployed model differs from the "
+    f"in-process one by at most {equal['max_abs_difference']:.1e} per parameter, "
+    f"{'within' if equal['equal_within_tolerance'] else 'beyond'} the tolerance of float32 summation order "
+    f"(rtol {equal['rtol']:g}, atol {equal['atol']:g}; the protocol's resolution P is far below it).\n"
+    f"- Load average on {loopback['machine']['cpu_count']} shared cores while it ran: "
+    f"{loopback['machine']['load_average_1_5_15_before'][0]:.1f} before, "
+    f"{loopback['machine']['load_average_1_5_15_after'][0]:.1f} after."
+)
 
 # %% [markdown]
 # ## Runtime on the medical benchmarks

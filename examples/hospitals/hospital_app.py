@@ -95,9 +95,11 @@ def main(grid: Grid, context: Context) -> None:
 
     config = context.run_config
     strategy = make_strategy(config)
+    # a saved state_dict to start from (two runs compared from one start), else a fresh model
+    initial = torch.load(str(config["initial"])) if config["initial"] else model().state_dict()
     result = strategy.start(
         grid,
-        model().state_dict(),
+        initial,
         num_rounds=int(config["rounds"]),
         evaluate_fn=held_out(str(config["test"])),
     )

@@ -238,9 +238,13 @@ def run(
     test: Path | None = None,
     node_config: str = "",
     isolation: str = "process",
+    backends: str | None = None,
+    initial: Path | None = None,
 ) -> dict:
     """Run the app on a fresh federation, every ``<hospital>.csv`` of ``data`` a hospital that must take part;
-    the ServerApp's report (epsilons, seconds, each round's row) and the run's wall seconds.
+    the ServerApp's report (epsilons, seconds, each round's row) and the run's wall seconds. ``backends``: the
+    secure-aggregation backends the run allows (comma-separated; None: the app's ``pyproject.toml``); ``initial``: a
+    saved ``state_dict`` to start from (None: a fresh model).
 
     Raises:
         SystemExit: the run failed; the message has ``uldp flower-run``'s words (the failing hospital and why).
@@ -251,7 +255,8 @@ def run(
     silos = ", ".join(file.stem for file in sorted(data.glob("*.csv")))
     overrides.write_text(
         f"rounds = {rounds}\nsigma = {sigma}\nq = {q}\nsecure = {str(secure).lower()}\n"
-        f"silos = '{silos}'\ntest = '{test or ''}'\nout = '{out}'\n"
+        f"silos = '{silos}'\ntest = '{test or ''}'\nout = '{out}'\ninitial = '{initial or ''}'\n"
+        + (f"backends = '{backends}'\n" if backends is not None else "")
     )
     start = time.perf_counter()
     with federation(work, data, node_config, isolation=isolation) as processes:

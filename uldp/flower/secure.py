@@ -24,12 +24,14 @@ Paillier key lives in the ServerApp process (the strategy object) for the run.
 
 Every backend of :class:`~uldp.secure.ProtocolParameters` runs here, ``protocol={"backend": "lattice"}``
 (:mod:`uldp.secure.lattice`) included: its messages are the driver's, and the silo's state then also holds the server's
-BFV public keys (one per plaintext prime, 1.57 MB each at six 60-bit primes) and its last answered lattice round. Its
-``train`` message is large: each silo receives |U| seeded BFV ciphertexts per plaintext prime (131 MB at 100 users
-and two primes, ``benchmarks/results/secure_protocol.json``) and answers ceil(d / 16384) per prime (5.2 MB for the
-MNIST CNN, 163 MB for 10^6 parameters). Flower 1.41 sends a ConfigRecord as one object of at most
-``flwr.common.GRPC_MAX_MESSAGE_LENGTH`` (2 GiB - 1) bytes (only ArrayRecords are chunked), so a round fits up to about
-1,600 users at two primes.
+BFV public keys and Galois keys and the packed weights of the last sample. The keys come once per session, in one
+ConfigRecord (39.3 MB at the MNIST setting, ``benchmarks/results/protocol_traffic.json``; 58.2 MB for the hospitals
+example over real processes, ``benchmarks/results/flower_loopback_lattice.json``); a ``train`` message carries the
+packed weights, one seeded ciphertext per plaintext prime, only when the sample changed (1.2 MB at 100 users), and a
+silo answers ceil(d / 16384) switched ciphertexts per prime (0.82 MB for the MNIST CNN, 30 MB for 10^6 parameters,
+``benchmarks/results/secure_protocol.json``). Flower 1.41 moves each object of a message in a request of its own over
+HTTP, a ConfigRecord whole and arrays in 5 MiB chunks; its routes set no size limit, and its gRPC one
+(``flwr.common.GRPC_MAX_MESSAGE_LENGTH``, 2 GiB - 1) binds only its gRPC servers.
 
 What the silos still share: to agree on the user set U they run a private set union (:mod:`uldp.flower.psu`,
 :mod:`uldp.secure.psu`) whose shares carry no counts here. So a silo learns which of its own patients the others also

@@ -8,10 +8,7 @@ ciphertext of the model (step 2(b): ``prod_u Enc(w_su)^{Delta_su}``, Protocol 1)
 so a round's seconds grow with ``users x parameters``: the estimate interpolates the measured sizes linearly in
 parameters (extrapolates from the two largest beyond them) and scales by ``users / 40``. A backend measured at one
 size only is scaled in proportion. The numbers come from one shared 2-core machine: read them as orders of
-magnitude, and the ratios between backends as the point. The lattice's rows were measured again after its weights were
-packed and expanded (``"merged"`` in the file: its date, commit and load average, 7.3 to 9.2 on the 2 cores, one held
-by another long run); the other backends' earlier, at a load the file does not record, so their wall seconds compare
-only roughly with the lattice's (each row's ``cpu_seconds``, this process's alone, is less sensitive to the load).
+magnitude, and the ratios between backends as the point.
 """
 
 from __future__ import annotations
@@ -36,9 +33,9 @@ MEASURED: dict[str, tuple[tuple[int, float], ...]] = {
         (199999, 7.987523796999994),
     ),
     "lattice": (
-        (1997, 42.7478836329974),
-        (20001, 48.35954152899649),
-        (199999, 53.50903908300097),
+        (1997, 6.39906007799982),
+        (20001, 7.272677466000459),
+        (199999, 35.305224325999916),
     ),
     "packed-paillier": (
         (1997, 21.40526711700022),
@@ -53,7 +50,7 @@ MEASURED: dict[str, tuple[tuple[int, float], ...]] = {
 #: the first of a process paying one-time warm-ups).
 SETUP: dict[str, float] = {
     "none": 2.5836139510001885,
-    "lattice": 39.61847849899641,
+    "lattice": 9.702554053000313,
     "packed-paillier": 17.324861608999527,
     "paillier": 8.406836361999922,
 }

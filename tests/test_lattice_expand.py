@@ -4,6 +4,7 @@ worst case with many users."""
 
 import functools
 import math
+from collections import OrderedDict
 
 import numpy as np
 import pytest
@@ -142,7 +143,7 @@ def test_the_expansion_is_made_once_per_sample_and_reused_while_the_weights_are_
         return expand(task, index, weights)
 
     monkeypatch.setattr(lattice_silo, "_expand_weights", counted)
-    monkeypatch.setattr(lattice_silo, "_EXPANDED", {})
+    monkeypatch.setattr(lattice_silo, "_EXPANDED", OrderedDict())
     rescaled, corrections = _rescale(counts, sampled, layout)
     weights = server.encrypt_weights(rescaled)
     expected = plain_round(counts, deltas, noise, sampled)
@@ -160,3 +161,48 @@ def test_the_expansion_is_made_once_per_sample_and_reused_while_the_weights_are_
     del calls[:]  # the same weights with other corrections are other W_u: expanded again
     silos[0].masked_update(4, weights, [c + 1 for c in corrections], deltas[0], noise[0])
     assert sorted(calls) == list(range(len(layout.plain_moduli)))
+
+
+def test_silos_of_one_process_keep_their_own_expansions_within_the_byte_bound(monkeypatch):
+    """An in-process federation: silos with different users expand different W_u; each keeps its own for the next
+    round (a cache by prime alone let each silo overwrite the one before: every round expanded again), and the
+    least recently used go first when the bound is reached."""
+    from uldp.secure import lattice_silo
+
+    rng = np.random.default_rng(12)
+    counts = rng.integers(1, 40, (3, 6))
+    counts[0, :2] = counts[1, 2:4] = counts[2, 4:] = 0  # three different sets of users
+    deltas, noise = rng.uniform(-0.5, 0.5, (3, 6, 4)), rng.uniform(-3, 3, (3, 4))
+    sampled = np.ones(6, dtype=bool)
+    layout, server, silos = _setup(counts)
+    calls: list[int] = []
+    expand = lattice_silo._expand_weights
+
+    def counted(task, index, weights):
+        calls.append(index)
+        return expand(task, index, weights)
+
+    monkeypatch.setattr(lattice_silo, "_expand_weights", counted)
+    monkeypatch.setattr(lattice_silo, "_EXPANDED", OrderedDict())
+    rescaled, corrections = _rescale(counts, sampled, layout)
+    weights = server.encrypt_weights(rescaled)
+    expected = plain_round(counts, deltas, noise, sampled)
+    primes = len(layout.plain_moduli)
+
+    def one_round(round_index: int) -> None:
+        del calls[:]
+        updates = [
+            s.masked_update(round_index, weights, corrections, deltas[i], noise[i])
+            for i, s in enumerate(silos)
+        ]
+        assert np.max(np.abs(server.finish(updates, 4) - expected)) <= P
+
+    one_round(1)
+    assert len(calls) == 3 * primes and len(lattice_silo._EXPANDED) == 3 * primes
+    one_round(2)
+    assert calls == []
+    one_entry = next(iter(lattice_silo._EXPANDED.values()))[0]
+    monkeypatch.setattr(lattice_silo, "EXPANDED_CACHE_BYTES", one_entry)
+    lattice_silo._EXPANDED.clear()
+    one_round(3)  # room for one expansion: each silo's replaces the last
+    assert len(calls) == 3 * primes and len(lattice_silo._EXPANDED) == 1

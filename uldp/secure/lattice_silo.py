@@ -10,6 +10,7 @@ import os
 import pickle
 import shutil
 import tempfile
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -240,34 +241,38 @@ def _round_items(task: _RoundTask, items: Sequence[tuple[int, int]]) -> list[byt
     return out
 
 
-#: Per plaintext prime, the last expanded weights this process made and the digest of what they were made from:
-#: a round whose weights the silo holds from an earlier round (the same sample) reuses them.
-_EXPANDED: dict[int, tuple[bytes, list[Any]]] = {}
+#: The expanded weights this process made, by the digest of what they were made from (the silo's users and
+#: corrections, the prime's Galois keys and the server's weights), least recently used first: a round whose weights
+#: the silo holds from an earlier round (the same sample) reuses them, whichever other silos of this process (an
+#: in-process federation) ran between.
+_EXPANDED: OrderedDict[bytes, tuple[int, list[Any]]] = OrderedDict()
 #: The most bytes of expanded weights a process keeps between rounds (two ciphertexts' polynomials over q each).
 EXPANDED_CACHE_BYTES = 1 << 31
 
 
 def _expanded_weights(task: _RoundTask, index: int, weights: Sequence[bytes]) -> list[Any]:
     """The contributing users' ``W_u = Enc(y_u - c_u)`` for plaintext prime ``index``, in NTT form
-    (:func:`_expand_weights`), kept in this process for the next round when they fit :data:`EXPANDED_CACHE_BYTES`:
-    when the sample repeats the silo holds the same weights and corrections (those of the weights' round), so the
-    expansion is done once per sample, as the server's encryption is. They are the silo's own values (its
-    corrections are secret), kept in its own process as its workers' inputs are.
+    (:func:`_expand_weights`), kept in this process for the next rounds within :data:`EXPANDED_CACHE_BYTES` (the
+    least recently used dropped first): when the sample repeats the silo holds the same weights and corrections
+    (those of the weights' round), so the expansion is done once per sample, as the server's encryption is. They are
+    the silo's own values (its corrections are secret), kept in its own process as its workers' inputs are.
     """
     layout = task.layout
     digest = hashlib.sha256(
-        repr((layout, task.users, task.corrections)).encode()
+        repr((index, layout, task.users, task.corrections)).encode()
         + hashlib.sha256(task.galois_keys[index]).digest()
         + b"".join(hashlib.sha256(w).digest() for w in weights)
     ).digest()
-    kept = _EXPANDED.get(index)
-    if kept is not None and kept[0] == digest:
-        return kept[1]
-    _EXPANDED.pop(index, None)
+    if digest in _EXPANDED:
+        _EXPANDED.move_to_end(digest)
+        return _EXPANDED[digest][1]
     expanded = _expand_weights(task, index, weights)
     size = len(expanded) * 2 * RING_DEGREE * len(layout.coefficient_bits) * 8
     if size <= EXPANDED_CACHE_BYTES:
-        _EXPANDED[index] = (digest, expanded)
+        held = sum(kept for kept, _ in _EXPANDED.values())
+        while _EXPANDED and held + size > EXPANDED_CACHE_BYTES:
+            held -= _EXPANDED.popitem(last=False)[1][0]
+        _EXPANDED[digest] = (size, expanded)
     return expanded
 
 

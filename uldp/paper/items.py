@@ -478,7 +478,7 @@ ITEMS: tuple[PaperItem, ...] = (
         "User-level sub-sampling achieves a more competitive privacy-utility trade-off",
         "Sampling fewer users per round at the same budget, across sampling rates.",
         ("uldp.paper.plots.user_sampling_figure",),
-        ("book/exp_user_sampling", "book/reproducibility", "book/settings"),
+        ("book/exp_mnist", "book/exp_user_sampling", "book/reproducibility", "book/settings"),
     ),
     PaperItem(
         "figure",

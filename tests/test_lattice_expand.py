@@ -125,16 +125,10 @@ def test_worst_case_with_a_hundred_users_decrypts_exactly():
     assert np.max(np.abs(result - plain)) <= P
 
 
-def test_the_expansion_is_made_once_per_sample_and_reused_while_the_weights_are_held(monkeypatch):
-    """A silo process keeps the last expanded weights per prime: rounds that reuse the server's weights (the same
-    sample, the same corrections) expand nothing and stay exact; new weights are expanded again."""
+def counted_expansions(monkeypatch) -> list[int]:
+    """An empty cache of expanded weights, and the list of the primes a silo of this process expands from now on."""
     from uldp.secure import lattice_silo
 
-    rng = np.random.default_rng(11)
-    counts = rng.integers(1, 40, (3, 6))  # every user in every silo: the silos expand the same W_u
-    deltas, noise = rng.uniform(-0.5, 0.5, (3, 6, 4)), rng.uniform(-3, 3, (3, 4))
-    sampled = np.array([True, True, False, True, True, True])
-    layout, server, silos = _setup(counts)
     calls: list[int] = []
     expand = lattice_silo._expand_weights
 
@@ -144,6 +138,18 @@ def test_the_expansion_is_made_once_per_sample_and_reused_while_the_weights_are_
 
     monkeypatch.setattr(lattice_silo, "_expand_weights", counted)
     monkeypatch.setattr(lattice_silo, "_EXPANDED", OrderedDict())
+    return calls
+
+
+def test_the_expansion_is_made_once_per_sample_and_reused_while_the_weights_are_held(monkeypatch):
+    """A silo process keeps the weights it expanded: rounds that reuse the server's weights (the same
+    sample, the same corrections) expand nothing and stay exact; new weights are expanded again."""
+    rng = np.random.default_rng(11)
+    counts = rng.integers(1, 40, (3, 6))  # every user in every silo: the silos expand the same W_u
+    deltas, noise = rng.uniform(-0.5, 0.5, (3, 6, 4)), rng.uniform(-3, 3, (3, 4))
+    sampled = np.array([True, True, False, True, True, True])
+    layout, server, silos = _setup(counts)
+    calls = counted_expansions(monkeypatch)
     rescaled, corrections = _rescale(counts, sampled, layout)
     weights = server.encrypt_weights(rescaled)
     expected = plain_round(counts, deltas, noise, sampled)
@@ -175,15 +181,7 @@ def test_silos_of_one_process_keep_their_own_expansions_within_the_byte_bound(mo
     deltas, noise = rng.uniform(-0.5, 0.5, (3, 6, 4)), rng.uniform(-3, 3, (3, 4))
     sampled = np.ones(6, dtype=bool)
     layout, server, silos = _setup(counts)
-    calls: list[int] = []
-    expand = lattice_silo._expand_weights
-
-    def counted(task, index, weights):
-        calls.append(index)
-        return expand(task, index, weights)
-
-    monkeypatch.setattr(lattice_silo, "_expand_weights", counted)
-    monkeypatch.setattr(lattice_silo, "_EXPANDED", OrderedDict())
+    calls = counted_expansions(monkeypatch)
     rescaled, corrections = _rescale(counts, sampled, layout)
     weights = server.encrypt_weights(rescaled)
     expected = plain_round(counts, deltas, noise, sampled)

@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 import uldp.flower as uf
+from uldp.common.checks import check_integer, check_rate
 from uldp.flower.messages import INSECURE_NOISE_KEY, config_of
 from uldp.secure.cost import BACKENDS, NONE
 
@@ -311,6 +312,12 @@ def main() -> None:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     args = parser.parse_args()
+    try:  # the library's own checks, before any process starts or any file is written
+        check_integer("--hospitals", args.hospitals, minimum=2)
+        check_integer("--patients", args.patients, minimum=args.hospitals)
+        check_rate("--q", args.q)
+    except ValueError as error:
+        parser.error(str(error))
     sys.path.insert(0, str(EXAMPLE))
     import launch
 

@@ -9,6 +9,7 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
+import pytest
 from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -100,3 +101,22 @@ def test_the_transport_and_limits_are_read_from_flower_itself():
         ("http_client_timeout_source", "timeout: float ="),
     ):
         assert name in (site / limits[key].split(" ")[0]).read_text(), key
+
+
+@pytest.mark.parametrize(
+    "argument, message",
+    [
+        (["--q", "2"], "--q must be a number in (0, 1], got 2.0"),
+        (["--hospitals", "1"], "--hospitals must be an integer >= 2, got 1"),
+        (["--patients", "3", "--hospitals", "4"], "--patients must be an integer >= 4, got 3"),
+    ],
+)
+def test_a_bad_federation_is_refused_by_name_before_any_process_or_file(
+    argument, message, monkeypatch, capsys, tmp_path
+):
+    loopback = _script()
+    monkeypatch.setattr("sys.argv", ["flower_loopback.py", "--keep", str(tmp_path), *argument])
+    with pytest.raises(SystemExit) as stopped:
+        loopback.main()
+    assert stopped.value.code == 2 and message in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())  # no run folder made

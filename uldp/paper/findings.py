@@ -81,10 +81,12 @@ def in_part_findings(data: Mapping[str, ResultSet], dataset: str) -> list[str]:
     sentences = []
     for grid, figure in ((name, grid.figure) for name, grid in GRIDS.items()):
         stored = data.get(in_part(grid))
-        runs = [run for run in stored.runs if run["params"]["dataset"] == dataset] if stored else []
+        if stored is None:
+            continue
+        runs = [run for run in stored.runs if run["params"]["dataset"] == dataset]
         if not runs:
             continue
-        only = stored.restricted(runs)  # type: ignore[union-attr]
+        only = stored.restricted(runs)
         metric = judged_metric(dataset)
         utility, epsilon = per_setting(only, metric), per_setting(only, "epsilon")
         lines = []
@@ -101,7 +103,7 @@ def in_part_findings(data: Mapping[str, ResultSet], dataset: str) -> list[str]:
         absent = list(
             dict.fromkeys(
                 spec.series
-                for spec in stored.missing  # type: ignore[union-attr]
+                for spec in stored.missing
                 if spec.kwargs["dataset"] == dataset and spec.series not in drawn
             )
         )

@@ -12,7 +12,7 @@ export ULDP_DATA_DIR := $(abspath ../shared/data)
 endif
 endif
 
-.PHONY: setup lab-setup lab lint test pytest chapters wheel book clean
+.PHONY: setup lab-setup lab lint test pytest chapters wheel chapters-then-wheel book clean
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml setup.py uldp/secure/_comb.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -61,7 +61,13 @@ chapters: setup
 wheel: setup
 	$(PY) tools/check_wheel.py
 
-test: pytest chapters wheel
+# pytest and the chapters each keep about one core busy, so they run side by side as two jobs (lint then pytest; the
+# chapters then the wheel check, which takes no slot pytest could use); their outputs interleave.
+test: setup
+	$(MAKE) --no-print-directory -j2 pytest chapters-then-wheel
+
+chapters-then-wheel: chapters
+	$(MAKE) --no-print-directory wheel
 
 # Execute every chapter at the default profile and build the HTML book into _build/html; set up JupyterLab too.
 book: setup lab-setup

@@ -143,16 +143,15 @@ def cpu_seconds():
     pools (read from ``/proc``: the lattice rounds time a session's later round, its workers already warm)."""
     times = os.times()
     live = 0
-    for pool in fast._POOLS.values():
-        for pid in list(getattr(pool, "_processes", None) or {}):
-            try:
-                with open(f"/proc/{pid}/stat") as handle:
-                    fields = handle.read().rsplit(")", 1)[1].split()
-            except (
-                OSError
-            ):  # exited between the listing and the read: its time is in children_* once reaped
-                continue
-            live += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    for pid in fast.worker_pids():
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except (
+            OSError
+        ):  # exited between the listing and the read: its time is in children_* once reaped
+            continue
+        live += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
     return (
         times.user
         + times.system

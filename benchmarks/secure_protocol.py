@@ -138,21 +138,32 @@ def naive_round(session, weights, deltas, noise):
     return result, {"silo_s": max(per_silo), "server_s": time.perf_counter() - start}
 
 
+def _worker_pids() -> list[int]:
+    """The live kept workers' process ids; ``lattice_workers.py --before`` runs this file on older libraries, whose
+    ``fast._POOLS`` held one shared pool per count (before bdaa4fd) and had no ``worker_pids``."""
+    if hasattr(fast, "worker_pids"):
+        return fast.worker_pids()
+    return [
+        pid
+        for pool in fast._POOLS.values()
+        for pid in list(getattr(pool, "_processes", None) or {})
+    ]
+
+
 def cpu_seconds():
     """CPU seconds of this process, its finished children and the live workers of :mod:`uldp.secure.fast`'s kept
     pools (read from ``/proc``: the lattice rounds time a session's later round, its workers already warm)."""
     times = os.times()
     live = 0
-    for pool in fast._POOLS.values():
-        for pid in list(getattr(pool, "_processes", None) or {}):
-            try:
-                with open(f"/proc/{pid}/stat") as handle:
-                    fields = handle.read().rsplit(")", 1)[1].split()
-            except (
-                OSError
-            ):  # exited between the listing and the read: its time is in children_* once reaped
-                continue
-            live += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    for pid in _worker_pids():
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except (
+            OSError
+        ):  # exited between the listing and the read: its time is in children_* once reaped
+            continue
+        live += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
     return (
         times.user
         + times.system

@@ -4,6 +4,7 @@ worst case with many users."""
 
 import functools
 import math
+import os
 from collections import OrderedDict
 
 import numpy as np
@@ -204,3 +205,50 @@ def test_silos_of_one_process_keep_their_own_expansions_within_the_byte_bound(mo
     lattice_silo._EXPANDED.clear()
     one_round(3)  # room for one expansion: each silo's replaces the last
     assert len(calls) == 3 * primes and len(lattice_silo._EXPANDED) == 1
+
+
+def test_a_silo_with_worker_processes_expands_each_sample_once(monkeypatch, tmp_path):
+    """With 2 workers, each keeps the expansions of its own share of the primes: a round with the same sample
+    expands nothing in either (a shared pool, handing a share to whichever worker is free, expanded again)."""
+    from uldp.secure import fast, lattice_silo
+
+    log = tmp_path / "expansions"
+    expand = lattice_silo._expand_weights
+
+    def logged(task, index, weights):  # runs in the workers: they append to one file
+        with open(log, "a") as handle:
+            handle.write(f"{os.getpid()} {index}\n")
+        return expand(task, index, weights)
+
+    rng = np.random.default_rng(13)
+    counts = rng.integers(1, 40, (3, 6))
+    counts[0, :2] = counts[1, 2:4] = counts[2, 4:] = (
+        0  # three sets of users: three expansions per prime
+    )
+    deltas, noise = rng.uniform(-0.5, 0.5, (3, 6, 4)), rng.uniform(-3, 3, (3, 4))
+    sampled = np.ones(6, dtype=bool)
+    layout, server, silos = _setup(counts, processes=2)
+    rescaled, corrections = _rescale(counts, sampled, layout)
+    weights = server.encrypt_weights(rescaled)
+    expected = plain_round(counts, deltas, noise, sampled)
+    monkeypatch.setattr(lattice_silo, "_expand_weights", logged)
+    monkeypatch.setattr(lattice_silo, "_EXPANDED", OrderedDict())
+    fast.shutdown_pools()  # the workers fork from here on, with the logging expansion
+    try:
+        for round_index in range(1, 5):
+            log.write_text("")
+            updates = [
+                s.masked_update(round_index, weights, corrections, deltas[i], noise[i])
+                for i, s in enumerate(silos)
+            ]
+            assert np.max(np.abs(server.finish(updates, 4) - expected)) <= P
+            made = log.read_text().split("\n")[:-1]
+            if round_index == 1:  # each silo's primes, shared by the two workers
+                assert len({line.split()[0] for line in made}) == 2
+                assert sorted(int(line.split()[1]) for line in made) == sorted(
+                    list(range(len(layout.plain_moduli))) * 3
+                )
+            else:
+                assert made == []
+    finally:
+        fast.shutdown_pools()

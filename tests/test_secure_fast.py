@@ -1,6 +1,7 @@
 """Tests of uldp.secure.fast against plaintext integers (independent oracle) and phe's own decryption."""
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -51,6 +52,20 @@ def test_process_pool_and_crt_decryption_agree_with_phe():
         )
     ours = fast.crt_decrypt(PRIVATE, pooled, processes=2)
     assert ours == [PRIVATE.raw_decrypt(int(c)) for c in pooled]
+
+
+def test_kept_workers_take_the_same_share_of_every_call():
+    """Call j of ``run_each`` always runs in the same kept process, so what a worker keeps (the lattice silo's
+    expanded weights) serves the same share of the next call; a shared pool hands tasks to whichever is free."""
+    fast.shutdown_pools()
+    try:
+        first = fast.run_each(os.getpid, [()] * 3)
+        assert len(set(first)) == 3 and os.getpid() not in first
+        assert all(fast.run_each(os.getpid, [()] * 3) == first for _ in range(20))
+        assert sorted(fast.worker_pids()) == sorted(first)
+    finally:
+        fast.shutdown_pools()
+    assert fast.worker_pids() == []
 
 
 def test_raise_to_is_homomorphic_scalar_multiplication():

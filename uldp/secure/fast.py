@@ -27,7 +27,7 @@ import math
 import multiprocessing
 import secrets
 from concurrent.futures import ProcessPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import gmpy2
 import numpy as np
@@ -35,7 +35,7 @@ import numpy as np
 from uldp.common.checks import check_integer
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from types import ModuleType
 
 _comb: ModuleType | None
@@ -45,6 +45,7 @@ except ImportError:  # the C extension is not built (see setup.py): the gmpy2 co
     _comb = None
 
 _ONE = gmpy2.mpz(1)
+T = TypeVar("T")
 
 
 def raise_to(ciphertext: int, exponent: int, n_square: int) -> gmpy2.mpz:
@@ -75,36 +76,60 @@ def raise_each(
     ]
     if len(chunks) <= 1:
         return _raise_chunk(ciphertexts, exponents, n_square)
-    pool = _pool(len(chunks))
-    futures = [
-        pool.submit(
-            _raise_chunk,
-            [int(ciphertexts[i]) for i in chunk],
-            [int(exponents[i]) for i in chunk],
-            n_square,
+    parts = run_each(
+        _raise_chunk,
+        [
+            ([int(ciphertexts[i]) for i in chunk], [int(exponents[i]) for i in chunk], n_square)
+            for chunk in chunks
+        ],
+    )
+    return [power for part in parts for power in part]
+
+
+#: Worker processes kept between calls, by count; each is its own single-process executor, so that a call's j-th task
+#: always runs in worker j and what a worker keeps from one call to the next (the lattice silo's expanded weights,
+#: :mod:`uldp.secure.lattice_silo`) serves the same share of the next call.
+_POOLS: dict[int, tuple[ProcessPoolExecutor, ...]] = {}
+
+
+def _workers(count: int) -> tuple[ProcessPoolExecutor, ...]:
+    """``count`` forked worker processes, started on first use and kept for later calls (no fork per call)."""
+    workers = _POOLS.get(count)
+    if workers is None or any(getattr(worker, "_broken", False) for worker in workers):
+        for worker in workers or ():
+            worker.shutdown(wait=False)
+        context = multiprocessing.get_context("fork")
+        workers = _POOLS[count] = tuple(
+            ProcessPoolExecutor(1, mp_context=context) for _ in range(count)
         )
-        for chunk in chunks
+    return workers
+
+
+def run_each(function: Callable[..., T], arguments: Sequence[tuple[Any, ...]]) -> list[T]:
+    """``[function(*a) for a in arguments]``, the j-th call in kept worker process j (:func:`_workers`), in order.
+
+    The same number of calls in the same order lands on the same processes every time.
+    """
+    workers = _workers(len(arguments))
+    futures = [worker.submit(function, *a) for worker, a in zip(workers, arguments, strict=True)]
+    return [future.result() for future in futures]
+
+
+def worker_pids() -> list[int]:
+    """The process ids of the live kept workers (for benchmarks that count their CPU time)."""
+    return [
+        pid
+        for workers in _POOLS.values()
+        for worker in workers
+        for pid in list(getattr(worker, "_processes", None) or {})
     ]
-    return [power for future in futures for power in future.result()]
-
-
-_POOLS: dict[int, ProcessPoolExecutor] = {}
-
-
-def _pool(workers: int) -> ProcessPoolExecutor:
-    """A pool of ``workers`` forked processes, started on first use and kept for later calls (no fork per call)."""
-    pool = _POOLS.get(workers)
-    if pool is None or getattr(pool, "_broken", False):
-        pool = _POOLS[workers] = ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("fork")
-        )
-    return pool
 
 
 def shutdown_pools() -> None:
     """Stop the worker processes kept by earlier calls (the next call with ``processes > 1`` starts new ones)."""
     while _POOLS:
-        _POOLS.popitem()[1].shutdown()
+        for worker in _POOLS.popitem()[1]:
+            worker.shutdown()
 
 
 def signed_digits(exponents: np.ndarray, window: int) -> list[np.ndarray]:
@@ -386,12 +411,9 @@ def weighted_ciphertext_sum(
     partial_sum = _STRATEGIES[strategy]
     if len(groups) <= 1:
         return partial_sum(list(bases), exponents, n_square, window)
-    pool = _pool(len(groups))
-    futures = [
-        pool.submit(partial_sum, [int(bases[u]) for u in g], exponents[g], n_square, window)
-        for g in groups
-    ]
-    partials = [future.result() for future in futures]
+    partials = run_each(
+        partial_sum, [([int(bases[u]) for u in g], exponents[g], n_square, window) for g in groups]
+    )
     modulus = gmpy2.mpz(n_square)
     total = partials[0]
     for partial in partials[1:]:
@@ -435,13 +457,11 @@ def pack_ciphertexts(
     chunks = [c.tolist() for c in np.array_split(np.arange(len(groups)), processes) if c.size]
     if len(chunks) <= 1:
         return _pack_chunk(groups, slot_bits, n_square)
-    futures = [
-        _pool(len(chunks)).submit(
-            _pack_chunk, [[int(c) for c in groups[i]] for i in chunk], slot_bits, n_square
-        )
-        for chunk in chunks
-    ]
-    return [packed for future in futures for packed in future.result()]
+    parts = run_each(
+        _pack_chunk,
+        [([[int(c) for c in groups[i]] for i in chunk], slot_bits, n_square) for chunk in chunks],
+    )
+    return [packed for part in parts for packed in part]
 
 
 def _encrypt_chunk(key: tuple[int, int], plaintexts: Sequence[int]) -> list[int]:
@@ -481,9 +501,7 @@ def crt_encrypt(private_key, plaintexts: Sequence[int], *, processes: int = 1) -
     chunks = [c.tolist() for c in np.array_split(np.arange(len(values)), processes) if c.size]
     if len(chunks) <= 1:
         return _encrypt_chunk(key, values)
-    parts = _pool(len(chunks)).map(
-        _encrypt_chunk, [key] * len(chunks), [[values[i] for i in c] for c in chunks]
-    )
+    parts = run_each(_encrypt_chunk, [(key, [values[i] for i in c]) for c in chunks])
     return [c for part in parts for c in part]
 
 
@@ -528,7 +546,5 @@ def crt_decrypt(private_key, ciphertexts: Sequence[int], *, processes: int = 1) 
     if len(chunks) <= 1:
         return _decrypt_chunk(key, list(ciphertexts))
     return [
-        m
-        for part in _pool(len(chunks)).map(_decrypt_chunk, [key] * len(chunks), chunks)
-        for m in part
+        m for part in run_each(_decrypt_chunk, [(key, chunk) for chunk in chunks]) for m in part
     ]

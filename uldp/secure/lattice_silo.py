@@ -244,7 +244,8 @@ def _round_items(task: _RoundTask, items: Sequence[tuple[int, int]]) -> list[byt
 #: The expanded weights this process made, by the digest of what they were made from (the silo's users and
 #: corrections, the prime's Galois keys and the server's weights), least recently used first: a round whose weights
 #: the silo holds from an earlier round (the same sample) reuses them, whichever other silos of this process (an
-#: in-process federation) ran between.
+#: in-process federation) ran between. A silo's worker j gets the same (prime, chunk) items every round
+#: (:func:`uldp.secure.fast.run_each`), so each worker's own store serves its share likewise.
 _EXPANDED: OrderedDict[bytes, tuple[int, list[Any]]] = OrderedDict()
 #: The most bytes of expanded weights a process keeps between rounds (two ciphertexts' polynomials over q each).
 EXPANDED_CACHE_BYTES = 1 << 31
@@ -484,10 +485,8 @@ class LatticeSilo:
                 for index, prime in enumerate(chosen):
                     with open(os.path.join(inputs, f"weights-{index}.pkl"), "wb") as handle:
                         pickle.dump(prime, handle, protocol=pickle.HIGHEST_PROTOCOL)
-                pool = fast._pool(len(groups))
                 shared = replace(task, inputs=inputs)
-                futures = [pool.submit(_round_items, shared, group) for group in groups]
-                parts = [future.result() for future in futures]
+                parts = fast.run_each(_round_items, [(shared, group) for group in groups])
         flat = [c for part in parts for c in part]
         chunks = layout.chunks_for(deltas.shape[1])
         return tuple(tuple(flat[i * chunks : (i + 1) * chunks]) for i in range(primes))

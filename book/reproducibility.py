@@ -72,6 +72,6 @@ experiments.stored_runs_table()
 # ```
 #
 # `--dry-run` lists what a grid would run, with the time it took at the other seeds, and `--methods` /
-# `--datasets` / `--seeds` run part of it. One run alone: `uldp run --dataset heart_disease --method ULDP-AVG-w
+# `--datasets` / `--where PARAMETER=VALUE` / `--seeds` run part of it. One run alone: `uldp run --dataset heart_disease --method ULDP-AVG-w
 # --users 50 --rounds 50 --seed 0 --json` (one JSON document on standard output, its inputs with its outputs).
 # The whole book: `make book`; the tests and every chapter at the smoke profile: `make test`.

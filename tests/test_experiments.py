@@ -351,6 +351,33 @@ def test_dataset_filter_keeps_exactly_those_runs():
         expand("weighting", "paper", datasets=[])
 
 
+def test_where_keeps_exactly_the_runs_whose_parameters_take_those_values():
+    everything = expand("mnist", "short")
+    one_panel = expand("mnist", "short", where={"n_users": ["100"], "distribution": ["zipf"]})
+    assert {spec.key for spec in one_panel} == {
+        spec.key
+        for spec in everything
+        if spec.kwargs["n_users"] == 100 and spec.kwargs["distribution"] == "zipf"
+    }
+    assert len(one_panel) == 3 and {spec.panel for spec in one_panel} == {"|U|=100, zipf"}
+    either = expand("user_sampling", "paper", datasets=["creditcard"], where={"q": ["0.1", "1.0"]})
+    assert sorted({spec.kwargs["q"] for spec in either}) == [0.1, 1.0]
+    with pytest.raises(ValueError, match=r"no parameter 'n_user' to select by; .*n_users"):
+        expand("mnist", "short", where={"n_user": ["100"]})
+    with pytest.raises(
+        ValueError, match=r"values of n_users \['101'\] not all in grid 'mnist'.*100, 10000"
+    ):
+        expand("mnist", "short", where={"n_users": ["101"]})
+
+
+def test_cli_where_selects_one_panel_and_refuses_a_pair_without_a_value(tmp_path, capsys):
+    common = ["grid", "mnist", "--profile", "short", "--root", str(tmp_path), "--dry-run", "--json"]
+    assert cli.main([*common, "--where", "n_users=100", "distribution=zipf"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["total"] == 3
+    assert cli.main([*common, "--where", "n_users"]) == 2
+    assert "--where takes PARAMETER=VALUE pairs" in capsys.readouterr().err
+
+
 def test_unknown_names_give_clear_errors():
     with pytest.raises(ValueError, match=r"unknown grid 'nope'.*creditcard.*weighting"):
         expand("nope", "paper")

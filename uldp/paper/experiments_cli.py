@@ -16,6 +16,7 @@ from uldp.cli import (
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Sequence
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,6 +43,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--methods", nargs="+", default=None, help="only the runs of these methods")
     parser.add_argument(
         "--datasets", nargs="+", default=None, help="only the runs on these datasets"
+    )
+    parser.add_argument(
+        "--where",
+        nargs="+",
+        default=None,
+        metavar="PARAMETER=VALUE",
+        help="only the runs whose parameters take these values, e.g. n_users=100 distribution=zipf (one "
+        "panel); a parameter named twice takes either value",
     )
     parser.add_argument("--root", default=None, help="results root instead of the profile's")
     parser.add_argument(
@@ -83,6 +92,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=handle)
 
 
+def parse_where(pairs: Sequence[str] | None) -> dict[str, list[str]] | None:
+    """``--where``'s ``PARAMETER=VALUE`` pairs as :func:`uldp.paper.experiments.expand`'s ``where`` (``None``: none).
+
+    >>> parse_where(["n_users=100", "distribution=zipf", "n_users=10000"])
+    {'n_users': ['100', '10000'], 'distribution': ['zipf']}
+
+    Raises:
+        ValueError: a pair without ``=`` or with an empty parameter or value.
+    """
+    if pairs is None:
+        return None
+    where: dict[str, list[str]] = {}
+    for pair in pairs:
+        field, _, value = pair.partition("=")
+        if not field or not value:
+            raise ValueError(f"--where takes PARAMETER=VALUE pairs, e.g. n_users=100; got {pair!r}")
+        where.setdefault(field, []).append(value)
+    return where
+
+
 def handle(args: argparse.Namespace) -> int:
     """Run ``uldp grid``; return 0 when every run is stored, 1 when some failed."""
     from dataclasses import asdict
@@ -104,6 +133,7 @@ def handle(args: argparse.Namespace) -> int:
         return 0
     experiments.get_grid(args.name)
     experiments.check_profile(args.profile)
+    where = parse_where(args.where)
     if args.dry_run:
         specs = experiments.expand(
             args.name,
@@ -111,6 +141,7 @@ def handle(args: argparse.Namespace) -> int:
             seeds=args.seeds,
             methods=args.methods,
             datasets=args.datasets,
+            where=where,
             accountant=args.accountant,
             epsilon=args.epsilon,
             uniform_allocation=args.uniform_allocation,
@@ -161,6 +192,7 @@ def handle(args: argparse.Namespace) -> int:
         + (["--seeds", *map(str, args.seeds)] if args.seeds else [])
         + (["--methods", *args.methods] if args.methods else [])
         + (["--datasets", *args.datasets] if args.datasets else [])
+        + (["--where", *args.where] if args.where else [])
         + (["--root", args.root] if args.root else [])
         + (["--accountant", args.accountant] if args.accountant != "rdp" else [])
         + (["--epsilon", repr(args.epsilon)] if args.epsilon is not None else [])
@@ -175,6 +207,7 @@ def handle(args: argparse.Namespace) -> int:
             seeds=args.seeds,
             methods=args.methods,
             datasets=args.datasets,
+            where=where,
             jobs=args.jobs,
             root=args.root,
             command=command,

@@ -104,6 +104,7 @@ def expand(
     seeds: Sequence[int] | None = None,
     methods: Sequence[str] | None = None,
     datasets: Sequence[str] | None = None,
+    where: Mapping[str, Sequence[str]] | None = None,
     accountant: str = "rdp",
     epsilon: float | None = None,
     uniform_allocation: str | None = None,
@@ -122,6 +123,8 @@ def expand(
         methods: Only the runs of these methods (default: all of the grid's).
         datasets: Only the runs on these datasets (default: all of the grid's; the weighting and user-sampling
             figures have a panel per dataset).
+        where: Only the runs whose parameter ``field`` is one of ``where[field]``, values written as ``str`` writes
+            them (``{"n_users": ["100"], "distribution": ["zipf"]}``: one panel of the MNIST grid).
         accountant: The accountant of the private runs (``"rdp"``, the paper's, or ``"pld"``).
         epsilon: Train every private run to this budget (sigma calibrated by ``accountant``; see
             :class:`uldp.simulation.RunConfig`) instead of the paper's sigma. DEFAULT runs are unchanged. Its old
@@ -134,8 +137,8 @@ def expand(
         The runs, in the order of the paper's grid (settings, then methods, then seeds).
 
     Raises:
-        ValueError: Unknown grid or profile, a negative or repeated seed, a method or dataset the grid does not
-            run, or a ``uniform_allocation`` other than the two uniform schemes.
+        ValueError: Unknown grid or profile, a negative or repeated seed, a method, dataset or ``where`` parameter
+            or value the grid does not run, or a ``uniform_allocation`` other than the two uniform schemes.
     """
     grid = get_grid(grid_name)
     check_profile(profile)
@@ -155,6 +158,14 @@ def expand(
         profile_seeds = reduction.seeds
     entries = _only(entries, "method", methods, grid_name)
     entries = _only(entries, "dataset", datasets, grid_name)
+    for field, values in (where or {}).items():
+        fields = sorted({name for entry in entries for name in entry.kwargs})
+        if field not in fields:
+            raise ValueError(
+                f"grid {grid_name!r} has no parameter {field!r} to select by; its parameters: "
+                f"{', '.join(fields)}"
+            )
+        entries = _only(entries, field, values, grid_name, label=f"values of {field}")
     entries = [_with_privacy(entry, accountant, epsilon) for entry in entries]
     if uniform_allocation is not None:
         entries = [_with_uniform(entry, uniform_allocation) for entry in entries]
@@ -206,18 +217,26 @@ def _with_uniform(entry: Entry, scheme: str) -> Entry:
 
 
 def _only(
-    entries: list[Entry], field: str, wanted: Sequence[str] | None, grid_name: str
+    entries: list[Entry],
+    field: str,
+    wanted: Sequence[str] | None,
+    grid_name: str,
+    *,
+    label: str | None = None,
 ) -> list[Entry]:
-    """The entries whose ``field`` is one of ``wanted`` (all when ``None``).
+    """The entries whose ``field``, written as ``str`` writes it, is one of ``wanted`` (all when ``None``).
 
     Raises:
-        ValueError: ``wanted`` is empty or names a value no entry of the grid has (the error lists those it has).
+        ValueError: ``wanted`` is empty or names a value no entry of the grid has (the error lists those it has,
+            as ``label``, default the field's plural).
     """
     if wanted is None:
         return entries
-    known = list(dict.fromkeys(entry.kwargs[field] for entry in entries))
-    if not wanted or any(value not in known for value in wanted):
+    label = label or f"{field}s"
+    known = list(dict.fromkeys(str(entry.kwargs.get(field)) for entry in entries))
+    if not wanted or any(str(value) not in known for value in wanted):
         raise ValueError(
-            f"{field}s {list(wanted)!r} not all in grid {grid_name!r}; its {field}s: {', '.join(known)}"
+            f"{label} {list(wanted)!r} not all in grid {grid_name!r}; its {label}: {', '.join(known)}"
         )
-    return [entry for entry in entries if entry.kwargs[field] in wanted]
+    chosen = {str(value) for value in wanted}
+    return [entry for entry in entries if str(entry.kwargs.get(field)) in chosen]

@@ -39,7 +39,7 @@ from uldp.paper.experiments.store import (
 from uldp.training.device import check_precision, check_precision_for, device_name, resolve_device
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
 
     from uldp.paper.experiments.executor import Executor
     from uldp.paper.experiments.keys import RunSpec
@@ -206,6 +206,7 @@ def run_grid(
     seeds: Sequence[int] | None = None,
     methods: Sequence[str] | None = None,
     datasets: Sequence[str] | None = None,
+    where: Mapping[str, Sequence[str]] | None = None,
     jobs: int = 1,
     root: Path | str | None = None,
     executor: Executor = SIMULATION,
@@ -234,6 +235,7 @@ def run_grid(
         seeds: Seeds instead of the profile's.
         methods: Only the runs of these methods.
         datasets: Only the runs on these datasets.
+        where: Only the runs whose parameters take these values (:func:`expand`).
         jobs: Runs at once (``> 1``: worker processes started with ``spawn``, CPU threads shared between them).
         root: Results root (default :func:`results_root` of the profile).
         executor: What executes a run (default the simulation).
@@ -271,6 +273,7 @@ def run_grid(
         seeds=seeds,
         methods=methods,
         datasets=datasets,
+        where=where,
         accountant=accountant,
         epsilon=epsilon,
         uniform_allocation=uniform_allocation,

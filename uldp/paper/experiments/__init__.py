@@ -22,7 +22,8 @@ The package's modules, each one job: :mod:`~uldp.paper.experiments.grids` (the c
 profiles' reductions, built from :mod:`uldp.paper.settings`), :mod:`~uldp.paper.experiments.keys` (run keys,
 :func:`expand`), :mod:`~uldp.paper.experiments.store` (:class:`StoredRun` files), :mod:`~uldp.common.provenance`,
 :mod:`~uldp.paper.experiments.executor` (what executes a run), :mod:`~uldp.paper.experiments.runner` (:func:`run_grid`),
-:mod:`~uldp.paper.experiments.results` (:class:`ResultSet`, stored or computed by accounting) and
+:mod:`~uldp.paper.experiments.results` (:class:`ResultSet`, stored or computed by accounting),
+:mod:`~uldp.paper.experiments.precision` (runs at another precision against float32's) and
 :mod:`~uldp.paper.experiments.chapter` (what the chapters show).
 
 >>> [spec.series for spec in expand("heart_disease", "paper") if spec.seed == 0][:3]
@@ -66,6 +67,7 @@ from uldp.paper.experiments.grids import (
     get_grid,
 )
 from uldp.paper.experiments.keys import ALLOCATION_ARGUMENTS, RunSpec, effective_arguments, expand
+from uldp.paper.experiments.precision import PrecisionComparison, compare_precisions
 from uldp.paper.experiments.results import (
     RESULT_SOURCES,
     ResultSet,
@@ -119,6 +121,7 @@ __all__ = [
     "Grid",
     "GridReport",
     "Hyper",
+    "PrecisionComparison",
     "Reduction",
     "ResultSet",
     "ResultSource",
@@ -128,6 +131,7 @@ __all__ = [
     "canonical",
     "chapter_results",
     "check_profile",
+    "compare_precisions",
     "config_hash",
     "duration",
     "effective_arguments",

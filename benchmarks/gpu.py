@@ -6,8 +6,8 @@ round per method family, and one short paper-scale run, as one JSON document on 
    of one mini-batch each, in record-steps per second (records times epochs per wall second): the library's
    ``train_users`` in float32 (the closed-form grouped convolutions) and in bfloat16 autocast (``vmap(grad(...))``),
    a plain ``vmap(grad(functional_call(...)))`` over every user at once written here (the reference of issue 43),
-   in float32 and bfloat16, and the library on the CPU (``--cpu-users`` users, all its threads). Each is timed, on
-   CUDA after one warm-up call (CUDA's start-up and cuDNN's autotuning), best of ``--repeats``.
+   in float32 and bfloat16, and the library on the CPU (``--cpu-users`` users, all its threads). Each is timed
+   after one warm-up call (CUDA's start-up and cuDNN's autotuning; any device's lazy set-up), best of ``--repeats``.
 2. ``paper_round``: one round of each method family on MNIST at the paper's settings (``uldp.simulation.run``, |U|
    = 10,000 uniform, Q = 50, the paper's learning rates), with ``--quick`` at |U| = 100 on 600 records and Q = 2.
    ULDP-GROUP's DP-SGD (opacus for the CNN) is timed at one local epoch and scaled to Q (its steps per epoch are
@@ -69,10 +69,10 @@ def synchronize(device: torch.device) -> None:
 
 
 def best_seconds(fn: Callable[[], object], device: torch.device, repeats: int) -> float:
-    """Best wall time of ``repeats`` calls, after one warm-up call on CUDA (its start-up, cuDNN's autotuning)."""
-    if device.type == "cuda":
-        fn()
-        synchronize(device)
+    """Best wall time of ``repeats`` calls, after one warm-up call (on CUDA its start-up and cuDNN's autotuning; on
+    any device the first call's lazy set-up, which a ``--quick`` CPU run with one repeat used to time)."""
+    fn()
+    synchronize(device)
     best = math.inf
     for _ in range(repeats):
         start = time.perf_counter()

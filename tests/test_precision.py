@@ -95,3 +95,19 @@ def test_a_run_of_the_wrong_precision_under_a_root_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"trained in float32, not bf16"):
         _compare(tmp_path)
     assert _compare(tmp_path, precision="float32")  # named as what they are, they pair
+
+
+def test_an_unknown_precision_or_metric_is_refused_by_name(tmp_path):
+    _stored(tmp_path, 0.0)
+    with pytest.raises(ValueError, match=r"bf17"):
+        _compare(tmp_path, precision="bf17")
+    with pytest.raises(ValueError, match=r"no 'c_index' curve to compare; its curves: .*accuracy"):
+        compare_precisions(
+            "mnist",
+            "short",
+            candidate_root=tmp_path / "other",
+            reference_root=tmp_path / "f32",
+            precision="bf16",
+            where=PANEL,
+            metric="c_index",
+        )

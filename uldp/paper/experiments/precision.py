@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from uldp.paper.experiments.keys import expand
 from uldp.paper.experiments.store import results_root, stored_result
+from uldp.training.device import check_precision
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -115,8 +116,10 @@ def compare_precisions(
         One comparison per panel and series with at least one seed stored at both precisions, in the grid's order.
 
     Raises:
-        ValueError: A stored run whose configuration names another precision than the one its root stands for.
+        ValueError: An unknown precision, a stored run whose configuration names another precision than the one its
+            root stands for, or a ``metric`` a paired run did not record.
     """
+    check_precision(precision)
     reference_root = Path(reference_root) if reference_root else results_root(profile)
     paired: dict[tuple[str, str], list[tuple[int, float, float]]] = {}
     for spec in expand(grid_name, profile, where=where):
@@ -132,6 +135,13 @@ def compare_precisions(
                 raise ValueError(
                     f"run {spec.key} under {root} was trained in {_precision(run)}, not {wanted}"
                 )
+        if not (reference.result.get(metric) and candidate.result.get(metric)):
+            recorded = sorted(
+                name for name, values in reference.result.items() if isinstance(values, list)
+            )
+            raise ValueError(
+                f"run {spec.key} has no {metric!r} curve to compare; its curves: {', '.join(recorded)}"
+            )
         paired.setdefault((spec.panel, spec.series), []).append(
             (spec.seed, reference.result[metric][-1], candidate.result[metric][-1])
         )

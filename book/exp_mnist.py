@@ -74,8 +74,9 @@ mnist.claims(scorecard.MNIST_SHORT)
 # ## Training in bfloat16
 #
 # `precision="bf16"` (`fit`, `RunConfig`, `uldp grid --precision bf16`) runs the local training's forward and
-# backward passes under bfloat16 autocast, the format in which a GPU's per-user engine is fastest; the parameters,
-# the updates, the clipping and the noise stay in float32, so the guarantee is the same. Its cost in accuracy is
+# backward passes under bfloat16 autocast (16-bit floats with float32's exponent range, for hardware with fast
+# bfloat16 arithmetic); the parameters, the updates, the clipping and the noise stay in float32, so the guarantee is
+# the same. Its cost in accuracy is
 # measured on one panel of the short profile: the same runs (same keys and seeds, so the same data, user allocation,
 # record order and noise) trained again in bfloat16, by `uldp grid mnist --profile short --where
 # n_users=100 distribution=zipf --precision bf16 --root results/short/bf16`, against their float32 runs above. The

@@ -88,6 +88,7 @@ def test_only_seeds_stored_at_both_precisions_are_paired(tmp_path):
     (comparison,) = _compare(tmp_path)
     assert comparison.seeds == (1,) and comparison.differences == (0.0,)
     assert comparison.within  # one seed: the range is a point, and an equal value lies on it
+    assert "standard deviation" not in comparison.describe()  # none of one value
 
 
 def test_a_run_of_the_wrong_precision_under_a_root_is_refused(tmp_path):

@@ -79,11 +79,15 @@ class PrecisionComparison:
             f"seed {seed}: {r:.3f} → {c:.3f}"
             for seed, r, c in zip(self.seeds, self.reference, self.candidate, strict=True)
         )
-        spread = statistics.stdev(self.reference) if len(self.seeds) > 1 else float("nan")
+        spread = (
+            f" (standard deviation {statistics.stdev(self.reference):.3f})"
+            if len(self.seeds) > 1
+            else ""
+        )
         return (
             f"{self.series}, {self.panel}, final {self.metric} float32 → {self.precision} ({pairs}). Means "
             f"{statistics.fmean(self.reference):.3f} and {statistics.fmean(self.candidate):.3f}; the float32 "
-            f"seeds range from {low:.3f} to {high:.3f} (standard deviation {spread:.3f}). The {self.precision} "
+            f"seeds range from {low:.3f} to {high:.3f}{spread}. The {self.precision} "
             f"mean is {'within' if self.within else 'outside'} that range, {abs(self.margin):.3f} "
             f"{'inside' if self.within else 'beyond'} its nearer end; the largest change of one seed is "
             f"{max(self.differences, key=abs):+.3f}."

@@ -234,6 +234,109 @@ def test_a_run_interrupted_and_resumed_from_its_checkpoint_ends_exactly_as_an_un
         run(RunConfig(**{**config.__dict__, "seed": 3}), checkpoint=path)
 
 
+@pytest.mark.skipif(
+    not os.path.isdir(os.path.join(DATA, "creditcard")), reason="Creditcard files not available"
+)
+@pytest.mark.parametrize("stop_in", ["evaluate", "round"])
+def test_an_interrupt_saves_the_rounds_completed_since_the_last_save(
+    stop_in, tmp_path, monkeypatch
+):
+    # checkpoint_seconds far beyond the run: only the last round or an interrupt saves; stopped in round 3 (in its
+    # training or its evaluation, when the model has already moved on), the file holds rounds 1-2 and their model
+    config = RunConfig(
+        dataset="creditcard",
+        method="ULDP-AVG",
+        n_users=20,
+        rounds=4,
+        seed=2,
+        local_epochs=1,
+        max_train_records=400,
+    )
+    straight = run(config)
+    path = tmp_path / "run.ckpt"
+    import uldp.simulation
+    from uldp.methods.uldp_avg import UserLevelMethod
+
+    calls = []
+    if stop_in == "evaluate":
+        real = uldp.simulation.evaluate
+
+        def stopping(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == 3:
+                raise KeyboardInterrupt
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(uldp.simulation, "evaluate", stopping)
+    else:
+        real = UserLevelMethod.round
+
+        def stopping(self, *args, **kwargs):
+            calls.append(1)
+            if len(calls) == 3:
+                raise KeyboardInterrupt
+            return real(self, *args, **kwargs)
+
+        monkeypatch.setattr(UserLevelMethod, "round", stopping)
+    with pytest.raises(KeyboardInterrupt):
+        run(config, checkpoint=path, checkpoint_seconds=3600)
+    monkeypatch.undo()
+    resumed = run(config, checkpoint=path)
+    assert resumed.info["resumed_from_round"] == 2
+    for series in ("round", "test_loss", "accuracy", "epsilon"):
+        assert getattr(resumed, series) == getattr(straight, series), series
+
+
+@needs_data
+def test_uldp_run_stopped_by_sigterm_saves_its_rounds_and_the_same_command_resumes(
+    tmp_path, monkeypatch, capsys
+):
+    import signal
+
+    import uldp.simulation
+    from uldp.cli import main
+
+    path = tmp_path / "cli.ckpt"
+    arguments = [
+        "run",
+        "--dataset",
+        "heart_disease",
+        "--method",
+        "ULDP-AVG-w",
+        "--users",
+        "8",
+        "--rounds",
+        "4",
+        "--local-epochs",
+        "1",
+        "--seed",
+        "0",
+        "--json",
+    ]
+    assert main(arguments) == 0
+    straight = json.loads(capsys.readouterr().out)["rounds"]
+    real, calls = uldp.simulation.evaluate, []
+
+    def terminated_in_round_3(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGTERM)  # as `timeout` or `kill PID` would
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(uldp.simulation, "evaluate", terminated_in_round_3)
+    assert main([*arguments, "--checkpoint", str(path)]) == 130
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"stopped by SIGTERM; its completed rounds are saved in {path}" in captured.err
+    monkeypatch.undo()
+    assert main([*arguments, "--checkpoint", str(path)]) == 0
+    resumed = json.loads(capsys.readouterr().out)
+    assert resumed["info"]["resumed_from_round"] == 2
+    assert [{k: v for k, v in row.items() if k != "seconds"} for row in resumed["rounds"]] == [
+        {k: v for k, v in row.items() if k != "seconds"} for row in straight
+    ]
+
+
 @needs_data
 def test_checkpoint_arguments_are_checked(tmp_path):
     path = tmp_path / "run.ckpt"

@@ -309,7 +309,8 @@ def run(
             ``info["resumed_from_round"]`` and the rounds' earlier seconds in ``info["resumed_seconds"]``. The
             file stays after the last round (the caller deletes it once the result is stored). Not for a secure or
             custom aggregation, whose state lives in the process.
-        checkpoint_seconds: Save at most this often (seconds >= 0), and always after the last round.
+        checkpoint_seconds: Save at most this often (seconds >= 0), and always after the last round and on an
+            interrupt (Ctrl-C; SIGTERM under ``uldp grid`` and ``uldp run``), keeping every completed round.
         threads: Torch intra-op threads while the run trains (default ``$ULDP_THREADS``, else 1; see
             :mod:`uldp.common.threads`); the previous number is restored afterwards. Results do not depend on it.
 

@@ -21,6 +21,7 @@ from uldp.cli import (
     print_json,
     show_progress,
 )
+from uldp.common.interrupts import sigterm_interrupts
 from uldp.data import load
 from uldp.data.allocation import PAPER_N_LABELS
 from uldp.secure.cost import AUTO, BACKENDS
@@ -117,8 +118,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--checkpoint",
         default=None,
-        help="file to resume from and to save progress to (at most every minute and after the last "
-        "round); a resumed run ends exactly as an uninterrupted one; not with --secure",
+        help="file to resume from and to save progress to (at most every minute, after the last round, and "
+        "when Ctrl-C or SIGTERM stops the run); a resumed run ends exactly as an uninterrupted one; not with "
+        "--secure",
     )
     parser.add_argument(
         "--json",
@@ -195,13 +197,24 @@ def handle(args: argparse.Namespace) -> int:
         device=args.device,
         precision=args.precision,
     )
-    result = run(
-        config,
-        progress=show_progress(args),
-        dataset=load(config.dataset, args.data_dir, test_scoring=config.test_scoring),
-        checkpoint=args.checkpoint,
-        threads=args.threads,
-    )
+    dataset = load(config.dataset, args.data_dir, test_scoring=config.test_scoring)
+    try:
+        with sigterm_interrupts():
+            result = run(
+                config,
+                progress=show_progress(args),
+                dataset=dataset,
+                checkpoint=args.checkpoint,
+                threads=args.threads,
+            )
+    except KeyboardInterrupt as stop:
+        saved = (
+            f"; its completed rounds are saved in {args.checkpoint} and the same command resumes the run"
+            if args.checkpoint
+            else ""
+        )
+        print(f"uldp run: {stop or 'stopped'}{saved}", file=sys.stderr)
+        return 130
     if args.json:
         print_json(result.to_json(), args)
         return 0

@@ -248,7 +248,9 @@ def train_rounds(
             round then, so a registered method without it runs as before).
         checkpoint: File to resume from and save to, or ``None``.
         fingerprint: What a checkpoint must match (the run's configuration and data).
-        checkpoint_seconds: Save at most this often, and always after the last round.
+        checkpoint_seconds: Save at most this often, and always after the last round and on an interrupt
+            (``KeyboardInterrupt``: Ctrl-C, or SIGTERM where the caller turns it into one), which keeps every
+            round completed before it.
         progress: Show a tqdm bar on stderr.
         description: The bar's label.
         accountant: The accountant of each round's epsilon (``"rdp"`` or ``"pld"``).
@@ -284,52 +286,63 @@ def train_rounds(
             f"{restored.rounds_done} or use another {checkpoint_option} path"
         )
     if restored is not None:
-        if restored.rounds_done > rounds:
-            raise ValueError(
-                f"checkpoint {checkpoint} holds {restored.rounds_done} rounds, more than this run's "
-                f"{rounds}; use another checkpoint path or more rounds"
-            )
         params = torch.from_numpy(restored.params).to(params.device)
         history = restored_history(restored.history, method, federation, accountant=accountant)
     resumed = len(history)
-    saved = time.perf_counter()
-    federation.model.train()
-    for t in tqdm(
-        range(resumed, rounds),
-        desc=description,
-        disable=not progress,
-        unit="round",
-        initial=resumed,
-        total=rounds,
-    ):
-        tick = time.perf_counter()
-        epsilon = method.epsilon(
-            federation, t + 1, accountant=accountant
-        )  # known before the round is run
-        if epsilon_budget is not None and epsilon is not None and epsilon > epsilon_budget:
-            break
-        seed = round_seed(root, t)
-        if sum_fn is None:
-            params = method.round(params, federation, seed, aggregate_fn)
-        else:
-            params = method.round(params, federation, seed, aggregate_fn, sum_fn=sum_fn)
-        row = {"round": t + 1, **evaluate(params)}
-        row.update(
-            epsilon=None if epsilon is None else float(epsilon),
-            seconds=round(time.perf_counter() - tick, 4),
+    saved_rounds, saved = resumed, time.perf_counter()
+
+    def save(path: str | Path, model: Tensor) -> None:
+        """Save ``model``, the model after the last row of ``history``, to ``path``."""
+        nonlocal saved_rounds, saved
+        save_checkpoint(
+            path,
+            Checkpoint(
+                rounds_done=len(history),
+                params=model.detach().cpu().numpy().copy(),
+                config_fingerprint=fingerprint,
+                history=tuple(history),
+            ),
         )
-        history.append(row)
-        if checkpoint is not None and (
-            t + 1 == rounds or time.perf_counter() - saved >= checkpoint_seconds
+        saved_rounds, saved = len(history), time.perf_counter()
+
+    # the model after the last row of history: within a round, ``params`` runs ahead of it
+    completed = params
+    federation.model.train()
+    try:
+        for t in tqdm(
+            range(resumed, rounds),
+            desc=description,
+            disable=not progress,
+            unit="round",
+            initial=resumed,
+            total=rounds,
         ):
-            save_checkpoint(
-                checkpoint,
-                Checkpoint(
-                    rounds_done=t + 1,
-                    params=params.detach().cpu().numpy().copy(),
-                    config_fingerprint=fingerprint,
-                    history=tuple(history),
-                ),
+            tick = time.perf_counter()
+            epsilon = method.epsilon(
+                federation, t + 1, accountant=accountant
+            )  # known before the round is run
+            if epsilon_budget is not None and epsilon is not None and epsilon > epsilon_budget:
+                break
+            seed = round_seed(root, t)
+            if sum_fn is None:
+                params = method.round(params, federation, seed, aggregate_fn)
+            else:
+                params = method.round(params, federation, seed, aggregate_fn, sum_fn=sum_fn)
+            row = {"round": t + 1, **evaluate(params)}
+            row.update(
+                epsilon=None if epsilon is None else float(epsilon),
+                seconds=round(time.perf_counter() - tick, 4),
             )
-            saved = time.perf_counter()
+            history.append(row)
+            completed = params
+            if checkpoint is not None and (
+                t + 1 == rounds or time.perf_counter() - saved >= checkpoint_seconds
+            ):
+                save(checkpoint, completed)
+    except KeyboardInterrupt:
+        # Ctrl-C, or SIGTERM as uldp grid and uldp run turn it into one: the rounds completed since the last save
+        # are kept, so a run stopped by a time limit resumes where it stopped, not up to checkpoint_seconds earlier
+        if checkpoint is not None and len(history) > saved_rounds:
+            save(checkpoint, completed)
+        raise
     return params, history, resumed

@@ -9,11 +9,9 @@ import os
 import queue
 import signal
 import sys
-import threading
 import time
 import warnings
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +21,7 @@ from tqdm import tqdm
 
 from uldp.common.atomic import write_json_atomic
 from uldp.common.checks import check_integer, renamed_keyword
+from uldp.common.interrupts import raise_interrupt, sigterm_interrupts
 from uldp.common.provenance import canonical, now, provenance
 from uldp.method_names import parse_method
 from uldp.paper.experiments.executor import SIMULATION
@@ -39,7 +38,7 @@ from uldp.paper.experiments.store import (
 from uldp.training.device import check_precision, check_precision_for, device_name, resolve_device
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Mapping, Sequence
 
     from uldp.paper.experiments.executor import Executor
     from uldp.paper.experiments.keys import RunSpec
@@ -80,8 +79,9 @@ def _execute_one(
 ) -> float:
     """Run one spec and store its file; return its wall time (runs in a worker process with ``--jobs``).
 
-    The run saves its progress to ``<key>.ckpt`` beside its result (at most every minute), so a grid interrupted in
-    the middle of a long run resumes that run from its last saved round; the file goes once the result is stored.
+    The run saves its progress to ``<key>.ckpt`` beside its result (at most every minute, and when Ctrl-C or SIGTERM
+    stops it), so a grid interrupted in the middle of a long run resumes that run after its last completed round; the
+    file goes once the result is stored.
     The stored wall time includes the rounds run before an interruption (``info["resumed_seconds"]``). A ``device``
     other than the CPU is passed to the run (``RunConfig.device``) but stays out of its arguments and key: the
     resolved configuration and the provenance (``device_name``) name it. So does a ``precision`` other than float32
@@ -122,26 +122,6 @@ def _execute_one(
     return wall
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    """Signal handler: turn a termination request into ``KeyboardInterrupt``, so ``finally`` blocks run (an atomic
-    write in progress removes its temporary file) before the process goes."""
-    raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
-
-
-@contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """While the block runs, SIGTERM (``kill``, a scheduler's stop) stops the grid the way Ctrl-C does (only the
-    main thread may set handlers; elsewhere nothing changes)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _start_worker(threads: int, worker_pids: multiprocessing.Queue) -> None:
     """Worker initializer: share the CPU cores between the worker processes (torch reads the variables when the
     executor first imports it), let SIGTERM stop the worker cleanly (see :func:`_stop_workers`), and report this
@@ -149,7 +129,7 @@ def _start_worker(threads: int, worker_pids: multiprocessing.Queue) -> None:
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(threads)
-    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGTERM, raise_interrupt)
     worker_pids.put(os.getpid())
 
 
@@ -173,7 +153,7 @@ def _stop_workers(
     pool: ProcessPoolExecutor, worker_pids: multiprocessing.Queue, *, grace_seconds: float = 10.0
 ) -> None:
     """Stop a grid's pool now: cancel the runs not started, send each worker SIGTERM (its run stops where it is,
-    its last checkpoint kept, no temporary file left), and SIGKILL one still alive after ``grace_seconds``.
+    its completed rounds saved, no temporary file left), and SIGKILL one still alive after ``grace_seconds``.
 
     The workers are this process's children whose ids they reported on ``worker_pids`` (:func:`_start_worker`), found
     by :func:`multiprocessing.active_children`; a worker that has not reported yet has no run to stop, and the
@@ -226,8 +206,8 @@ def run_grid(
     so processes started together do the same runs twice, harmlessly: use ``jobs`` to split one grid). A run that
     raises an ``Exception`` is reported in :attr:`GridReport.failed` and the others go on. Ctrl-C
     (``KeyboardInterrupt``) or SIGTERM stops the grid and, with ``jobs > 1``, its worker processes (each run in
-    progress stops at its last checkpoint; the finished runs stay stored; no temporary file is left). Only SIGKILL of
-    this process leaves workers behind: each ends with its current run.
+    progress saves its completed rounds to its checkpoint; the finished runs stay stored; no temporary file is
+    left). Only SIGKILL of this process leaves workers behind: each ends with its current run.
 
     Args:
         grid_name: A key of :data:`GRIDS`.
@@ -326,7 +306,7 @@ def run_grid(
 
     show_time_left()
     bar.refresh()
-    with bar, _sigterm_interrupts():
+    with bar, sigterm_interrupts():
         if jobs == 1 or len(todo) <= 1:
             for spec in todo:
                 if (

@@ -1,0 +1,148 @@
+"""tools/gpu_session.py on the CPU: the kit's pins, the device call, the deadline that stops a stage (SIGTERM, then
+SIGKILL), a whole session of tests and a grid writing its files to --out, and collect placing what came back."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+TOOLS = Path(__file__).resolve().parents[1] / "tools"
+DATA = Path(__import__("os").environ.get("ULDP_DATA_DIR", "data"))
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("gpu_session", TOOLS / "gpu_session.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_package_the_kit_carries_has_a_pin_and_the_pins_are_read_exactly(tmp_path):
+    tool = _tool()
+    pins = tool.constraint_pins()
+    assert all(name in pins for name in tool.DEVICE_PACKAGES)
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("Opt_Einsum==3.4.0  # a comment\ntorch>=2\n# phe==9\ncffi == 2.1.1\n")
+    assert tool.constraint_pins(constraints) == {"opt-einsum": "3.4.0", "cffi": "2.1.1"}
+
+
+def test_the_device_call_carries_the_kit_and_the_checkpoints_of_runs_begun_earlier(
+    tmp_path, monkeypatch
+):
+    tool = _tool()
+    monkeypatch.setattr(tool, "ROOT", tmp_path)
+    results = tmp_path / "results"
+    (results / "user_sampling").mkdir(parents=True)
+    (results / "user_sampling" / "abc.ckpt").write_bytes(b"")
+    (results / "user_sampling" / "abc.json.tmp").write_bytes(b"")
+    call = tool.device_call(tmp_path / ".device", results, stages="grid", minutes=6)
+    assert call["carry"] == [".device", "results/user_sampling/abc.ckpt"]
+    assert (
+        call["command"].startswith("python3 -m pip install")
+        and " .device/wheels/*.whl " in call["command"]
+    )
+    assert call["command"].endswith("session --out $OUT --stages grid --minutes 6")
+    assert call["timeout_s"] == 6 * 60 + 90 and len(call["command"]) <= 2000
+    for index in range(7):
+        (results / "user_sampling" / f"{index}.ckpt").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"8 checkpoints .* at most 7"):
+        tool.device_call(tmp_path / ".device", results)
+
+
+def test_a_stage_past_its_deadline_gets_sigterm_and_one_that_ignores_it_is_killed(
+    tmp_path, monkeypatch
+):
+    tool = _tool()
+    saved = tmp_path / "saved"
+    polite = (
+        "import signal, sys, time\n"
+        "def stop(*_):\n"
+        f"    open({str(saved)!r}, 'w').write('saved'); sys.exit(130)\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        "print('started', flush=True); time.sleep(60)\n"
+    )
+    log = tmp_path / "log"
+    outcome = tool.run_until([sys.executable, "-c", polite], time.monotonic() + 2, {}, log, log)
+    assert outcome["status"] == 130 and outcome["stopped_by_time"] and saved.read_text() == "saved"
+    assert outcome["seconds"] < 30 and "started" in log.read_text()
+    monkeypatch.setattr(tool, "GRACE_SECONDS", 1.0)
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    outcome = tool.run_until([sys.executable, "-c", stubborn], time.monotonic() + 1, {}, log, log)
+    assert outcome["status"] == -9 and outcome["stopped_by_time"] and outcome["seconds"] < 30
+    quick = tool.run_until([sys.executable, "-c", "pass"], time.monotonic() + 30, {}, log, log)
+    assert quick["status"] == 0 and not quick["stopped_by_time"]
+
+
+@pytest.mark.skipif(not (DATA / "tcga_brca").is_dir(), reason="TcgaBrca files not available")
+def test_a_session_runs_its_stages_and_writes_their_files_to_out(tmp_path, capsys):
+    tool = _tool()
+    out, root = tmp_path / "out", tmp_path / "results"
+    arguments = [
+        "session",
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--stages",
+        "tests,grid",
+        "--minutes",
+        "5",
+    ]
+    arguments += ["--tests", str(Path(__file__).parent / "test_interrupts.py"), "--root", str(root)]
+    arguments += ["--profile", "smoke", "--grid", "tcga_brca --seeds 0 --methods ULDP-AVG-w"]
+    assert tool.main(arguments) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report == json.loads((out / "session.json").read_text())
+    assert report["stages"]["tests"]["status"] == 0 and report["stages"]["tests"][
+        "summary"
+    ].startswith("2 passed")
+    grid = report["stages"]["grid"]
+    assert [run["status"] for run in grid["runs"]] == [0]
+    stored = sorted(path.name for path in (root / "tcga_brca").glob("*.json"))
+    assert len(stored) == 2 and grid["copied"] == [f"tcga_brca/{name}" for name in stored]
+    assert sorted(path.name for path in (out / "tcga_brca").iterdir()) == stored
+    # a second session finds the runs stored: nothing to copy
+    assert tool.main(arguments) == 0
+    assert json.loads(capsys.readouterr().out)["stages"]["grid"]["copied"] == []
+    # a result trained on the CPU names no GPU: collect refuses to file it as one
+    assert tool.main(["collect", str(out), "--root", str(tmp_path / "placed")]) == 2
+    assert "names no device_name" in capsys.readouterr().err
+
+
+def test_collect_files_results_and_checkpoints_and_a_result_ends_its_checkpoint(tmp_path, capsys):
+    tool = _tool()
+    back, root = tmp_path / "back", tmp_path / "results"
+    (back / "mnist").mkdir(parents=True)
+    (back / "session.json").write_text("{}")
+    (back / "mnist" / "done.json").write_text(
+        json.dumps({"provenance": {"device_name": "NVIDIA H200"}})
+    )
+    (back / "mnist" / "going.ckpt").write_bytes(b"rounds")
+    (root / "mnist").mkdir(parents=True)
+    (root / "mnist" / "done.ckpt").write_bytes(b"old")
+    assert tool.main(["collect", str(back), "--root", str(root)]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert sorted(path.name for path in (root / "mnist").iterdir()) == ["done.json", "going.ckpt"]
+    assert len(document["placed"]) == 2 and document["next_call"]["carry"][1:] == [
+        str(root / "mnist" / "going.ckpt")
+    ]
+    assert tool.main(["collect", str(tmp_path)]) == 2
+    assert "holds no session.json" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [(["--stages", "tests,gird"], "['gird']"), (["--minutes", "0"], "got 0.0")],
+)
+def test_a_bad_session_is_refused_by_name_before_anything_runs(
+    arguments, message, tmp_path, capsys
+):
+    tool = _tool()
+    assert tool.main(["session", "--out", str(tmp_path / "out"), *arguments]) == 2
+    assert message in capsys.readouterr().err and not (tmp_path / "out").exists()

@@ -134,8 +134,8 @@ else:
 # own timings, says why. Its privacy half needs no training: a method's accountant reads only the shape of the
 # federation (silos, records per silo after ULDP-GROUP-$k$'s filtering, the group size, $q$, $\sigma$, $\delta$), so
 # `uldp.paper.experiments.accounted_results` gives, exactly, the $\epsilon$ after $T = 200$ rounds that every
-# paper-profile run would report (checked against trained runs in `tests/test_experiments.py`), for the allocation
-# of seed 0. This is the right-hand column of {ref}`Figure 5 <paper-figure-5>` at its end point.
+# paper-profile run would report (checked against trained runs in `tests/test_experiments_results.py`), for the
+# allocation of seed 0. This is the right-hand column of {ref}`Figure 5 <paper-figure-5>` at its end point.
 
 # %%
 chapters.final_epsilon_table(experiments.accounted_results("mnist"))

@@ -69,7 +69,7 @@ def effective_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
       users' one, which takes the same draws whatever the number of users, so the run is the same for every ``|U|``;
       under ``uniform-with-replacement`` the silos are drawn first, with the same effect.
 
-    Both are checked bit for bit in ``tests/test_experiments.py``; those arguments are dropped, and one stored run
+    Both are checked bit for bit in ``tests/test_experiments_keys.py``; those arguments are dropped, and one stored run
     serves every panel it appears in. Likewise ``test_scoring`` is dropped on a dataset whose scorings give the
     same test set (:attr:`~uldp.data.DatasetSpec.scoring_changes_test_set` false: TcgaBrca, also checked bit for
     bit), so its runs made before the scoring was a run argument keep their keys.

@@ -44,10 +44,21 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 #: What ``prepare`` fills and the device call carries (``.gitignore`` lists it).
 KIT = ROOT / ".device"
-#: Packages uldp's training imports that the device's image lacks (KINDS.md of the device tool lists what it has:
-#: torch, numpy, scipy, pandas, scikit-learn, tqdm, pytest, hypothesis, ...): opacus (the accountant), and Protocol
-#: 1's modules that the methods import (phe, gmpy2, cryptography with cffi and pycparser).
-DEVICE_PACKAGES = ("opacus", "phe", "gmpy2", "cryptography", "cffi", "pycparser")
+#: Packages the device's image lacks (KINDS.md of the device tool lists what it has: torch, numpy, scipy, pandas,
+#: scikit-learn, tqdm, pytest, hypothesis, grpcio, protobuf, typer, rich, httpx, ...), found by running the session's
+#: tests in an environment of that list alone: opacus (the accountant), Protocol 1's modules that the methods import
+#: (phe, gmpy2, cryptography with cffi and pycparser) and Flower for the silos' path (flwr, pycryptodome, iterators).
+DEVICE_PACKAGES = (
+    "opacus",
+    "phe",
+    "gmpy2",
+    "cryptography",
+    "cffi",
+    "pycparser",
+    "flwr",
+    "pycryptodome",
+    "iterators",
+)
 #: The device image's Python.
 DEVICE_PYTHON = "3.12"
 #: Platform tags of the device's wheels (pip matches each exactly).
@@ -56,9 +67,11 @@ PLATFORMS = (
     "manylinux2014_x86_64",
     "manylinux1_x86_64",
 )
-#: The tests the ``tests`` stage runs: the GPU's own, then the device plumbing and the per-user engine's.
+#: The tests the ``tests`` stage runs: the GPU's own (``fit`` and the engine, then Flower's silos), then the device
+#: plumbing and the per-user engine's.
 DEVICE_TESTS = (
     "tests/test_gpu.py",
+    "tests/test_gpu_flower.py",
     "tests/test_device.py",
     "tests/test_cnn.py",
     "tests/test_per_user.py",
@@ -135,7 +148,8 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
             f"constraints.txt pins none of {missing}; the kit installs pinned versions only"
         )
     wheels = KIT / "wheels"
-    wheels.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(wheels, ignore_errors=True)  # an earlier kit's wheels (another version or Python) would clash
+    wheels.mkdir(parents=True)
     wanted = [f"{name}=={pins[name]}" for name in DEVICE_PACKAGES]
     platforms = [option for platform in PLATFORMS for option in ("--platform", platform)]
     pip = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:"]
@@ -145,11 +159,6 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
         check=True,
         stdout=sys.stderr,
     )
-    keep = {re.sub(r"[-_.]+", "-", name).lower() + "-" + pins[name] for name in DEVICE_PACKAGES}
-    for wheel in wheels.glob("*.whl"):  # other versions left by an earlier kit would both install
-        name, version = wheel.name.split("-")[:2]
-        if f"{re.sub(r'[-_.]+', '-', name).lower()}-{version}" not in keep:
-            wheel.unlink()
     source = Path(args.data_dir or os.environ.get("ULDP_DATA_DIR", ROOT / "data"))
     for dataset in args.datasets:
         if not (source / dataset).is_dir():

@@ -17,7 +17,8 @@ round per method family, and one short paper-scale run, as one JSON document on 
    accuracy and the seconds per round, projected to the paper's T = 200.
 
 Sized for one call of at most 8 minutes on an H100 (``--device cuda``); ``--device cpu --quick`` runs here in about
-two minutes. Times are wall seconds of a possibly shared machine: compare ratios within one document.
+two minutes. Stopped by SIGTERM (a time limit), it still prints the sections it completed, and ``stopped`` says
+where. Times are wall seconds of a possibly shared machine: compare ratios within one document.
 
 Usage: ``python benchmarks/gpu.py [--device cuda] [--quick] [--json]`` (the document is always JSON; ``--json`` is
 accepted for ``benchmarks/save.py``). The committed CPU run: ``python benchmarks/save.py gpu --device cpu --quick``,
@@ -37,6 +38,7 @@ import numpy as np
 import torch
 from torch.func import functional_call, grad, vmap
 
+from uldp.common.interrupts import sigterm_interrupts
 from uldp.data import load
 from uldp.method_names import parse_method
 from uldp.models import build_model, cross_entropy_loss
@@ -283,7 +285,7 @@ def main() -> None:
     device = resolve_device(args.device)
     started = time.perf_counter()
     data = load("mnist")
-    document = {
+    document: dict[str, Any] = {
         "device": {
             "name": device_name(device),
             "torch_device": str(device),
@@ -292,10 +294,21 @@ def main() -> None:
             "cpu_count": os.cpu_count(),
         },
         "quick": args.quick,
-        "engine": engine(args, device),
-        "paper_round": paper_round(args, device, data),
-        "paper_scale_run": paper_scale_run(args, device, data),
     }
+    sections: dict[str, Callable[[], dict[str, Any]]] = {
+        "engine": lambda: engine(args, device),
+        "paper_round": lambda: paper_round(args, device, data),
+        "paper_scale_run": lambda: paper_scale_run(args, device, data),
+    }
+    # a time limit's SIGTERM (tools/gpu_session.py, timeout) still gets the completed sections printed
+    try:
+        with sigterm_interrupts():
+            for name, section in sections.items():
+                document[name] = section()
+    except KeyboardInterrupt as stop:
+        document["stopped"] = (
+            f"{stop or 'stopped'} in section {name}; the sections before it are complete"
+        )
     document["wall_seconds"] = round(time.perf_counter() - started, 1)
     print(json.dumps(document, indent=1))
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
+import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -73,3 +76,22 @@ def test_the_committed_cpu_quick_run_is_one_document_of_every_section():
     assert set(results["paper_round"]) == set(_script().FAMILY_METHODS)
     assert set(results["paper_scale_run"]) == {"float32", "bf16"}
     assert "python benchmarks/gpu.py --device cpu --quick" in document["provenance"]["command"]
+
+
+def test_a_benchmark_stopped_by_sigterm_prints_the_sections_it_completed(monkeypatch, capsys):
+    gpu = _script()
+    monkeypatch.setattr(gpu, "load", lambda name: None)
+    monkeypatch.setattr(gpu, "engine", lambda args, device: {"record_steps_per_second": 1})
+
+    def terminated(args, device, data):
+        os.kill(os.getpid(), signal.SIGTERM)  # as a time limit's SIGTERM during the second section
+
+    monkeypatch.setattr(gpu, "paper_round", terminated)
+    monkeypatch.setattr(sys, "argv", ["gpu.py", "--device", "cpu", "--quick"])
+    before = signal.getsignal(signal.SIGTERM)
+    gpu.main()
+    document = json.loads(capsys.readouterr().out)
+    assert document["engine"] == {"record_steps_per_second": 1}
+    assert "paper_round" not in document and "paper_scale_run" not in document
+    assert document["stopped"].startswith("stopped by SIGTERM in section paper_round")
+    assert signal.getsignal(signal.SIGTERM) is before

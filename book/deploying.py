@@ -38,7 +38,7 @@
 # {ref}`Section 3.1 <paper-section-3-1>`), and it holds the settings file, seed included. A draw whose secrecy the
 # privacy argument needs must therefore never come from that seed: if a silo's noise $z_s$ did, the server could
 # rebuild it with its own objects and subtract it, leaving the noise-free update (an earlier version did exactly
-# that; `tests/test_flower.py` runs that attack against every silo). Every random draw of a deployed round:
+# that; `tests/test_flower_client.py` runs that attack against every silo). Every random draw of a deployed round:
 #
 # | draw | drawn by | from | who may know it |
 # |---|---|---|---|

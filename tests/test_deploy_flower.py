@@ -16,8 +16,8 @@ import time
 
 import numpy as np
 import pytest
+from flower_hospitals import FEATURES, HOSPITALS, hospital_files  # noqa: F401  (fixture)
 from flwr.app import Context, RecordDict
-from test_flower import FEATURES, HOSPITALS, hospital_files  # noqa: F401  (fixture)
 from tls_certificates import write_certificates
 from torch import nn
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_flower import HOSPITALS, hospital_files, load as flower_load, model as flower_model  # noqa: F401  (a fixture)
+from flower_hospitals import HOSPITALS, hospital_files, load as flower_load, model as flower_model  # noqa: F401  (a fixture)
 from torch import nn
 
 import uldp

@@ -6,8 +6,8 @@
 - A silo's homomorphically inflated masked update is refused by the server's bound on the decoded sum.
 - A server's Paillier key is used by a silo only with its proof.
 - Strangers and a second silo of one name; the server's settings.
-
-A silo's malformed or inflated plain update: tests/test_flower.py."""
+- A silo's malformed or inflated plain update stops the round naming the silo; an inflated update under the masked
+  sum stops it on the decoded sum's bound."""
 
 from __future__ import annotations
 
@@ -16,20 +16,23 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
-from test_flower import (  # noqa: F401  (hospital_files: a fixture)
+from flower_hospitals import (  # noqa: F401  (hospital_files: a fixture)
     ALLOW_TEST_KEYS,
     HOSPITALS,
     LAX,
     TEST_KEYS,
+    flower_run,
     hospital_files,
     load,
     model,
     node_configs,
+    plain_update,
 )
 from torch import nn
 
 import uldp
 import uldp.flower as uf
+from uldp.common.persist import array_to_bytes
 from uldp.flower.local import LocalGrid
 from uldp.secure import messages
 from uldp.secure.driver import ProtocolAbort
@@ -325,3 +328,67 @@ def test_a_silo_takes_the_servers_key_only_with_its_proof(hospital_files):  # no
     ) as raised:
         strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
     assert "silo 0 refuses" in str(raised.value), raised.value
+
+
+#: A silo's plain update rewritten by a hostile silo (or a corrupted link), and the refusal naming it: the earlier
+#: runtime's cases, on the federation round every transport now drives.
+MALFORMED = {
+    "inflated": (lambda u: array_to_bytes(u * np.float32(1e30)), r"of norm .* past the bound"),
+    "NaN": (lambda u: array_to_bytes(u * np.nan), "NaN or infinite"),
+    "inf": (lambda u: array_to_bytes(u + np.inf), "NaN or infinite"),
+    "shape (1,)": (lambda u: array_to_bytes(u[:1]), "the model is float32"),
+    "2-d": (lambda u: array_to_bytes(u[None, :]), "the model is float32"),
+    "float64": (lambda u: array_to_bytes(u.astype(np.float64)), "float64"),
+    "garbage": (lambda u: b"\x00" * 40, "malformed array"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_an_update_past_its_methods_bound_or_malformed_aborts_the_round_naming_the_silo(
+    hospital_files,  # noqa: F811
+    case,
+):
+    """Attack 6 on Flower: a silo's finite 3e38 update was applied. Now each update is checked against
+    clip * (its weights' sum) + the noise's 2^-40 norm tail, and the round stops naming the silo; so does an update
+    that is not finite, of another shape or dtype, or not an array at all."""
+    from flwr.app import ArrayRecord
+
+    rewrite, detail = MALFORMED[case]
+
+    class Rewriting(LocalGrid):
+        def send_and_receive(self, messages, *, timeout=None):
+            replies = list(super().send_and_receive(messages, timeout=timeout))
+            for reply in replies:
+                if reply.metadata.message_type == "train" and reply.metadata.src_node_id == 102:
+                    update = reply.content.config_records["uldp"]
+                    update["update"] = rewrite(plain_update(reply))
+            return replies
+
+    grid = Rewriting(
+        uf.silo_client_app(load, model, nn.CrossEntropyLoss()), node_configs(hospital_files, LAX)
+    )
+    strategy = uf.UldpStrategy(
+        method="ULDP-AVG", sigma=5.0, local_epochs=1, secure=False, max_aborted_rounds=0
+    )
+    with pytest.raises(RuntimeError, match=rf"round 1: silo 'St Mary' sent a .*{detail}"):
+        strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
+
+
+def test_an_inflated_update_under_the_masked_sum_aborts_the_round(hospital_files, monkeypatch):  # noqa: F811
+    """Item 5 with attack 6: the masks hide which silo sent more, so the decoded sum is checked against the sum of
+    the silos' bounds and the round stops (no silo named) before anything is applied."""
+    from uldp.methods.uldp_avg import UserLevelMethod
+
+    honest = UserLevelMethod.silo_update
+    inflated = {"done": False}
+
+    def inflate(self, *args, **kwargs):
+        update = honest(self, *args, **kwargs)
+        if inflated["done"]:
+            return update
+        inflated["done"] = True  # one silo of the round
+        return update * 1e4
+
+    monkeypatch.setattr(UserLevelMethod, "silo_update", inflate)
+    with pytest.raises(RuntimeError, match=r"securely aggregated sum has norm .* past the bound"):
+        flower_run(hospital_files, model(), method="ULDP-AVG", sigma=5.0, local_epochs=1, rounds=1)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from test_flower import FEATURES, HOSPITALS, hospital_files, in_process, model  # noqa: F401  (fixture)
+from flower_hospitals import FEATURES, HOSPITALS, hospital_files, in_process, model  # noqa: F401  (fixture)
 
 import uldp
 from uldp.flower.launch import app_pyproject, worker_command

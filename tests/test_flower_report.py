@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from flower_hospitals import HOSPITALS, LAX, hospital_files, load, model, node_configs  # noqa: F401  (fixture)
 from flwr.app import MetricRecord
-from test_flower import HOSPITALS, LAX, hospital_files, load, model, node_configs  # noqa: F401  (fixture)
 from torch import nn
 
 import uldp

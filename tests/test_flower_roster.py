@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
-from test_flower import (  # noqa: F401  (hospital_files: a fixture)
+from flower_hospitals import (  # noqa: F401  (hospital_files: a fixture)
     ALLOW_TEST_KEYS,
     HOSPITALS,
     INSECURE_SEED_5,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_flower import (  # noqa: F401  (hospital_files: a fixture)
+from flower_hospitals import (  # noqa: F401  (hospital_files: a fixture)
     GROUP_LAX,
     INSECURE_SEED_5,
     NO_DP,

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 import torch
-from test_flower import (  # noqa: F401  (hospital_files: a fixture)
+from flower_hospitals import (  # noqa: F401  (hospital_files: a fixture)
     INSECURE_SEED_5,
     flower_run,
     hospital_files,

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from test_flower import flower_run, hospital_files, load, model  # noqa: F401  (fixture)
+from flower_hospitals import flower_run, hospital_files, load, model  # noqa: F401  (fixture)
 
 import uldp.flower.client as flower_app
 from uldp.flower.silo_views import SiloViews
@@ -60,7 +60,7 @@ def test_a_flower_run_reads_each_silos_records_once_and_keeps_its_state_in_the_c
         calls.append(ctx.node_config["silo"])
         return load(ctx)
 
-    monkeypatch.setattr("test_flower.load", counting_load)
+    monkeypatch.setattr("flower_hospitals.load", counting_load)
     net = model()
     params, strategy, grid = flower_run(
         hospital_files,

@@ -148,7 +148,8 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
             f"constraints.txt pins none of {missing}; the kit installs pinned versions only"
         )
     wheels = KIT / "wheels"
-    shutil.rmtree(wheels, ignore_errors=True)  # an earlier kit's wheels (another version or Python) would clash
+    # an earlier kit's wheels (another version, another Python) would clash with these
+    shutil.rmtree(wheels, ignore_errors=True)
     wheels.mkdir(parents=True)
     wanted = [f"{name}=={pins[name]}" for name in DEVICE_PACKAGES]
     platforms = [option for platform in PLATFORMS for option in ("--platform", platform)]

@@ -157,6 +157,20 @@ def test_bool_labels_are_0_1_targets(labels):
     assert records.y.tolist() == [1.0, 0.0, 1.0]
 
 
+def test_read_only_records_are_taken_without_a_warning_and_left_as_they_were():
+    x = np.arange(12, dtype=np.float32).reshape(6, 2)
+    y = np.array([0, 1, 1, 0, 1, 0])
+    for array in (x, y):
+        array.setflags(
+            write=False
+        )  # as pandas' copy-on-write or a memory-mapped file hands them over
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch warns when it shares read-only memory
+        resolved = uldp.fitting.resolve_records(nn.Linear(2, 2), nn.CrossEntropyLoss(), x, y)
+    resolved.x.add_(1.0)
+    assert resolved.y.tolist() == y.tolist() and x[0].tolist() == [0.0, 1.0]
+
+
 @pytest.mark.parametrize(
     "torch_loss, outputs, targets",
     [

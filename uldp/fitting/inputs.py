@@ -286,7 +286,10 @@ def _numeric_tensor(name: str, value: Any, *, bools: torch.dtype = torch.int64) 
         array = np.asarray(value) if array is None else array
         if array.dtype.kind not in "biuf":
             raise ValueError(f"{name} must be numeric (float or integer), got dtype {array.dtype}")
-        tensor = torch.from_numpy(np.ascontiguousarray(array))
+        array = np.ascontiguousarray(array)
+        # a read-only array (pandas' copy-on-write, np.load's memory maps, broadcast views) is copied: torch can only
+        # share writable memory, and warns otherwise
+        tensor = torch.from_numpy(array if array.flags.writeable else array.copy())
     if tensor.dtype == torch.bool:
         tensor = tensor.to(bools)
     if tensor.dtype.is_complex:

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import yaml
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("build_book", ROOT / "tools" / "build_book.py")
-assert _spec is not None and _spec.loader is not None
-build_book = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(build_book)
+build_book = load_script("tools/build_book.py")
 
 
 def toc_chapters() -> list[str]:

@@ -3,28 +3,15 @@ rows in the file's order and their provenance, records the new run's own, and re
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
-
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+from script_loader import load_script
 
 
 def _script():
-    sys.path.insert(0, str(BENCHMARKS))  # the script imports its sibling flower_protocol
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "backend_rounds", BENCHMARKS / "backend_rounds.py"
-        )
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return module
+    # the script imports its sibling flower_protocol
+    return load_script("benchmarks/backend_rounds.py", siblings=True)
 
 
 FEDERATION = {"silos": 3, "users": 40, "records": 300, "key_bits": 3072}

@@ -5,24 +5,16 @@ flwr file that sets it."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
 from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
-
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+from script_loader import load_script
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location(
-        "flower_loopback", BENCHMARKS / "flower_loopback.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/flower_loopback.py")
 
 
 def test_a_config_record_is_one_object_and_an_array_goes_in_chunks():

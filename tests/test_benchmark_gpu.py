@@ -5,7 +5,6 @@ quick run is one document of the script's sections naming its device."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import signal
@@ -14,16 +13,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from script_loader import load_script
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("gpu_benchmark", BENCHMARKS / "gpu.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/gpu.py")
 
 
 def test_the_engine_section_reports_rates_and_their_ratios():

@@ -2,7 +2,6 @@
 
 import base64
 import contextlib
-import importlib.util
 import io
 import json
 import re
@@ -11,12 +10,10 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("check_pages", ROOT / "tools" / "check_pages.py")
-assert _spec is not None and _spec.loader is not None
-check_pages = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(check_pages)
+check_pages = load_script("tools/check_pages.py")
 
 CITATIONS = check_pages.bibliography_citations(
     (ROOT / "references.bib").read_text(encoding="utf-8")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from script_loader import load_script
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "hospitals"
 
@@ -24,10 +25,7 @@ def test_the_pyproject_names_the_apps_and_declares_every_run_config_key():
     from flwr.serverapp import ServerApp
 
     project = tomllib.loads((EXAMPLE / "pyproject.toml").read_text())
-    spec = importlib.util.spec_from_file_location("hospital_app", EXAMPLE / "hospital_app.py")
-    assert spec is not None and spec.loader is not None
-    app = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(app)
+    app = load_script("examples/hospitals/hospital_app.py")
     components = project["tool"]["flwr"]["app"]["components"]
     assert isinstance(getattr(app, components["serverapp"].split(":")[1]), ServerApp)
     assert isinstance(getattr(app, components["clientapp"].split(":")[1]), ClientApp)

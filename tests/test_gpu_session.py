@@ -3,24 +3,20 @@ SIGKILL), a whole session of tests and a grid writing its files to --out, and co
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from script_loader import load_script
 
-TOOLS = Path(__file__).resolve().parents[1] / "tools"
-DATA = Path(__import__("os").environ.get("ULDP_DATA_DIR", "data"))
+DATA = Path(os.environ.get("ULDP_DATA_DIR", "data"))
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("gpu_session", TOOLS / "gpu_session.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("tools/gpu_session.py")
 
 
 def test_every_package_the_kit_carries_has_a_pin_and_the_pins_are_read_exactly(tmp_path):

@@ -287,6 +287,19 @@ def test_an_interrupt_saves_the_rounds_completed_since_the_last_save(
         assert getattr(resumed, series) == getattr(straight, series), series
 
 
+def heart_disease_run(*, rounds: int) -> list[str]:
+    """``uldp run``'s arguments of a small ULDP-AVG-w run on HeartDisease with a JSON report."""
+    options = {
+        "dataset": "heart_disease",
+        "method": "ULDP-AVG-w",
+        "users": 8,
+        "local-epochs": 1,
+        "seed": 0,
+    }
+    options["rounds"] = rounds
+    return ["run", *(f"--{name}={value}" for name, value in options.items()), "--json"]
+
+
 @needs_data
 def test_uldp_run_stopped_by_sigterm_saves_its_rounds_and_the_same_command_resumes(
     tmp_path, monkeypatch, capsys
@@ -297,22 +310,7 @@ def test_uldp_run_stopped_by_sigterm_saves_its_rounds_and_the_same_command_resum
     from uldp.cli import main
 
     path = tmp_path / "cli.ckpt"
-    arguments = [
-        "run",
-        "--dataset",
-        "heart_disease",
-        "--method",
-        "ULDP-AVG-w",
-        "--users",
-        "8",
-        "--rounds",
-        "4",
-        "--local-epochs",
-        "1",
-        "--seed",
-        "0",
-        "--json",
-    ]
+    arguments = heart_disease_run(rounds=4)
     assert main(arguments) == 0
     straight = json.loads(capsys.readouterr().out)["rounds"]
     real, calls = uldp.simulation.evaluate, []
@@ -410,24 +408,7 @@ def test_cli_prints_json_last(capsys, tmp_path):
     ] * 2
     # --checkpoint: a second call with the finished file trains nothing and prints the same rounds
     path = tmp_path / "cli.ckpt"
-    arguments = [
-        "run",
-        "--dataset",
-        "heart_disease",
-        "--method",
-        "ULDP-AVG-w",
-        "--users",
-        "8",
-        "--rounds",
-        "2",
-        "--local-epochs",
-        "1",
-        "--seed",
-        "0",
-        "--json",
-        "--checkpoint",
-        str(path),
-    ]
+    arguments = [*heart_disease_run(rounds=2), "--checkpoint", str(path)]
     assert main(arguments) == 0 and path.exists()
     first = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert main(arguments) == 0

@@ -38,29 +38,11 @@ from torch.func import functional_call, grad, vmap
 
 from uldp.common.checks import check_integer, check_positive
 from uldp.training import closed_form as closed_forms
+from uldp.training.chunks import chunk_floats_for, padded_indices, per_record_floats, user_chunks
 from uldp.training.device import autocast
 
 #: A loss ``(outputs, targets, weight) -> weighted mean loss`` (see :func:`uldp.models.loss_function`).
 LossFunction = Callable[[Tensor, Tensor, Tensor | None], Tensor]
-
-#: Default bound on the floats one chunk of users may hold at once (parameters, gradients, activations): 2**23
-#: floats = 32 MiB. Chunking changes nothing in the result, only peak memory and speed; measured on a 2-core CPU
-#: (benchmarks/per_user_training.py), the MNIST CNN at 1000 users ran 2.4 s at 2**23 against 3.3 s at 2**26 and
-#: 3.0 s at 2**25 (the working set stays in cache), the Creditcard MLP the same at either.
-DEFAULT_CHUNK_FLOATS = 2**23
-#: On a GPU a chunk may hold this share of the device's free memory: there the cost is one kernel launch per layer
-#: and chunk, whatever its size, and 2**23 floats (about 16 MNIST users) left it launch-bound (issue 43: 38-54k
-#: record-steps per second on an H100, against 411k for one vmap over 10,000 users).
-GPU_CHUNK_SHARE = 0.25
-
-
-def chunk_floats_for(device: torch.device) -> int:
-    """The default bound on a chunk's floats on ``device``: :data:`DEFAULT_CHUNK_FLOATS` on the CPU, and
-    :data:`GPU_CHUNK_SHARE` of the free memory of a CUDA device (the estimate of :func:`_chunks` is rough)."""
-    if device.type != "cuda":
-        return DEFAULT_CHUNK_FLOATS
-    free, _ = torch.cuda.mem_get_info(device)
-    return max(DEFAULT_CHUNK_FLOATS, int(free * GPU_CHUNK_SHARE) // 4)
 
 
 @dataclass(frozen=True)
@@ -235,61 +217,6 @@ def _check_groups(groups: Sequence[np.ndarray], n_records: int) -> list[np.ndarr
     return checked
 
 
-def _chunks(
-    groups: list[np.ndarray], floats_per_user: Callable[[int], int], chunk_floats: int
-) -> list[np.ndarray]:
-    """Split user positions, sorted by record count, into chunks whose memory estimate stays under the bound."""
-    order = np.argsort([g.size for g in groups], kind="stable")
-    chunks, start = [], 0
-    while start < len(order):
-        stop = start + 1
-        # counts grow along ``order``, so the last user of a chunk sets its padded length
-        while (
-            stop < len(order)
-            and (stop + 1 - start) * floats_per_user(groups[order[stop]].size) <= chunk_floats
-        ):
-            stop += 1
-        chunks.append(order[start:stop])
-        start = stop
-    return chunks
-
-
-def _padded(
-    groups: list[np.ndarray], members: np.ndarray, device: torch.device
-) -> tuple[Tensor, Tensor]:
-    """Record indices ``[Uc, n_max]`` (padding repeats index 0) and counts ``[Uc]`` of the chunk's users, on
-    ``device`` (built on the CPU, moved once per chunk)."""
-    counts = torch.tensor([groups[m].size for m in members], dtype=torch.int64)
-    index = torch.zeros((len(members), int(counts.max())), dtype=torch.int64)
-    for row, member in enumerate(members):
-        index[row, : groups[member].size] = torch.from_numpy(groups[member])
-    return index.to(device), counts.to(device)
-
-
-def _forked_rng(device: torch.device) -> contextlib.AbstractContextManager:
-    """Torch's global generator of the CPU and of ``device`` restored after the block."""
-    return torch.random.fork_rng(devices=[device] if device.type == "cuda" else [])
-
-
-def _per_record_floats(model: nn.Module, x: Tensor) -> int:
-    """A rough count of the floats one record costs in a forward/backward pass (input plus activations)."""
-    activations = 0
-
-    def count(_module: nn.Module, _inputs: object, output: object) -> None:
-        nonlocal activations
-        if isinstance(output, Tensor):
-            activations += output[0].numel()
-
-    handles = [m.register_forward_hook(count) for m in model.modules() if not list(m.children())]
-    try:
-        with torch.no_grad(), _forked_rng(x.device):  # leave the dropout draws to training
-            model(x[:1])
-    finally:
-        for handle in handles:
-            handle.remove()
-    return x[0].numel() + 3 * activations
-
-
 def _make_user_grad(model: nn.Module, loss_fn: LossFunction, params_batched: bool) -> Callable:
     """``vmap`` over users of the gradient of one user's weighted mean loss."""
 
@@ -406,7 +333,7 @@ def train_users(
 
         sgd_step_ = autograd_step_
 
-    per_record = _per_record_floats(model, x)
+    per_record = per_record_floats(model, x)
     width = lambda n: min(batch_size, n)  # noqa: E731 - the batch width a chunk with n_max records needs
     floats_per_user = lambda n: 3 * layout.size + n * x[0].numel() + width(n) * per_record  # noqa: E731
     deltas = torch.zeros((len(groups), layout.size), dtype=params.dtype, device=device)
@@ -422,8 +349,10 @@ def train_users(
         else contextlib.nullcontext(),
         autocast(device, precision),
     ):
-        for members in _chunks(groups, floats_per_user, chunk_floats):
-            index, counts = _padded(groups, members, device)
+        for members in user_chunks(
+            groups, floats_per_user, chunk_floats, lambda n: -(-n // width(n)) * width(n)
+        ):
+            index, counts = padded_indices(groups, members, device)
             n_users, n_max = index.shape
             xs, ys = x[index], y[index]
             valid = torch.arange(n_max, device=device)[None, :] < counts[:, None]
@@ -540,12 +469,14 @@ def user_gradients(
     layout = ParameterLayout.of(model)
     global_params = layout.unflatten(params.detach())
     closed_form = closed_forms.for_model(model, loss_fn, precision)
-    per_record = _per_record_floats(model, x) + x[0].numel()
+    per_record = per_record_floats(model, x) + x[0].numel()
     device = params.device
     gradients = torch.zeros((len(groups), layout.size), dtype=params.dtype, device=device)
     chunk_floats = chunk_floats_for(device) if chunk_floats is None else chunk_floats
-    for members in _chunks(groups, lambda n: layout.size + n * per_record, chunk_floats):
-        index, counts = _padded(groups, members, device)
+    for members in user_chunks(
+        groups, lambda n: layout.size + n * per_record, chunk_floats, padded_length=lambda n: n
+    ):
+        index, counts = padded_indices(groups, members, device)
         mask = (torch.arange(index.shape[1], device=device)[None, :] < counts[:, None]).to(
             params.dtype
         )

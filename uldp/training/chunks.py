@@ -1,0 +1,109 @@
+"""How a silo's users are trained together: chunks of users sorted by record count (:func:`user_chunks`), padded
+to a common length (:func:`padded_indices`), under a memory bound (:func:`chunk_floats_for`, from the rough cost of a
+record, :func:`per_record_floats`) and a fill rule (:data:`MIN_FILL`). The per-user engines of
+:mod:`uldp.training.per_user` train chunk by chunk; how users are chunked changes nothing in their result, only
+speed and peak memory (``tests/test_per_user.py``, ``tests/test_chunks.py``, ``benchmarks/chunk_size.py``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch import Tensor
+
+if TYPE_CHECKING:
+    import contextlib
+    from collections.abc import Callable
+
+    from torch import nn
+
+#: Default bound on the floats one chunk of users may hold at once (parameters, gradients, activations): 2**23
+#: floats = 32 MiB. Chunking changes nothing in the result, only peak memory and speed; measured on a 2-core CPU
+#: (benchmarks/per_user_training.py), the MNIST CNN at 1000 users ran 2.4 s at 2**23 against 3.3 s at 2**26 and
+#: 3.0 s at 2**25 (the working set stays in cache), the Creditcard MLP the same at either.
+DEFAULT_CHUNK_FLOATS = 2**23
+#: On a GPU a chunk may hold this share of the device's free memory: there the cost is one kernel launch per layer
+#: and chunk, whatever its size, and 2**23 floats (about 16 MNIST users) left it launch-bound (issue 43: 38-54k
+#: record-steps per second on an H100, against 411k for one vmap over 10,000 users).
+GPU_CHUNK_SHARE = 0.25
+
+
+#: A chunk takes its next user (the largest so far) only while the chunk's records fill at least this share of the
+#: slots it computes, every user padded to the largest's length. On a Zipf silo the memory bound alone put users of
+#: 1 and 300 records in one chunk; with the rule they train 1.1-1.4 times faster, uniform silos as before
+#: (benchmarks/chunk_size.py).
+MIN_FILL = 0.5
+
+
+def chunk_floats_for(device: torch.device) -> int:
+    """The default bound on a chunk's floats on ``device``: :data:`DEFAULT_CHUNK_FLOATS` on the CPU, and
+    :data:`GPU_CHUNK_SHARE` of the free memory of a CUDA device (the estimate of :func:`user_chunks` is rough)."""
+    if device.type != "cuda":
+        return DEFAULT_CHUNK_FLOATS
+    free, _ = torch.cuda.mem_get_info(device)
+    return max(DEFAULT_CHUNK_FLOATS, int(free * GPU_CHUNK_SHARE) // 4)
+
+
+def user_chunks(
+    groups: list[np.ndarray],
+    floats_per_user: Callable[[int], int],
+    chunk_floats: int,
+    padded_length: Callable[[int], int],
+) -> list[np.ndarray]:
+    """Split user positions, sorted by record count, into chunks whose memory estimate stays under the bound and whose
+    records fill at least :data:`MIN_FILL` of the slots the chunk computes (each user padded to
+    ``padded_length(n)`` of the chunk's largest count ``n``); a chunk of one user always forms."""
+    order = np.argsort([g.size for g in groups], kind="stable")
+    sizes = [groups[position].size for position in order]
+    chunks, start = [], 0
+    while start < len(order):
+        stop, records = start + 1, sizes[start]
+        # counts grow along ``order``, so the user taken next sets the chunk's padded length
+        while stop < len(order):
+            users, count = stop + 1 - start, sizes[stop]
+            too_big = users * floats_per_user(count) > chunk_floats
+            too_sparse = records + count < MIN_FILL * users * padded_length(count)
+            if too_big or too_sparse:
+                break
+            records += count
+            stop += 1
+        chunks.append(order[start:stop])
+        start = stop
+    return chunks
+
+
+def padded_indices(
+    groups: list[np.ndarray], members: np.ndarray, device: torch.device
+) -> tuple[Tensor, Tensor]:
+    """Record indices ``[Uc, n_max]`` (padding repeats index 0) and counts ``[Uc]`` of the chunk's users, on
+    ``device`` (built on the CPU, moved once per chunk)."""
+    counts = torch.tensor([groups[m].size for m in members], dtype=torch.int64)
+    index = torch.zeros((len(members), int(counts.max())), dtype=torch.int64)
+    for row, member in enumerate(members):
+        index[row, : groups[member].size] = torch.from_numpy(groups[member])
+    return index.to(device), counts.to(device)
+
+
+def _forked_rng(device: torch.device) -> contextlib.AbstractContextManager:
+    """Torch's global generator of the CPU and of ``device`` restored after the block."""
+    return torch.random.fork_rng(devices=[device] if device.type == "cuda" else [])
+
+
+def per_record_floats(model: nn.Module, x: Tensor) -> int:
+    """A rough count of the floats one record costs in a forward/backward pass (input plus activations)."""
+    activations = 0
+
+    def count(_module: nn.Module, _inputs: object, output: object) -> None:
+        nonlocal activations
+        if isinstance(output, Tensor):
+            activations += output[0].numel()
+
+    handles = [m.register_forward_hook(count) for m in model.modules() if not list(m.children())]
+    try:
+        with torch.no_grad(), _forked_rng(x.device):  # leave the dropout draws to training
+            model(x[:1])
+    finally:
+        for handle in handles:
+            handle.remove()
+    return x[0].numel() + 3 * activations

@@ -187,6 +187,33 @@ def test_a_run_records_its_dataset_variant_and_scores_as_its_test_scoring_says()
         )
 
 
+def small_creditcard_run(method: str, **changes) -> RunConfig:
+    """Four rounds of ``method`` on 400 Creditcard records of 20 users (an MLP with dropout)."""
+    return RunConfig(
+        dataset="creditcard",
+        method=method,
+        n_users=20,
+        rounds=4,
+        seed=2,
+        local_epochs=1,
+        max_train_records=400,
+        **changes,
+    )
+
+
+def interrupt_third_call(monkeypatch, owner: object, name: str) -> None:
+    """Make the third call of ``owner.name`` (a function or a method) raise KeyboardInterrupt, as Ctrl-C would."""
+    real, calls = getattr(owner, name), []
+
+    def stopping(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, stopping)
+
+
 @pytest.mark.skipif(
     not os.path.isdir(os.path.join(DATA, "creditcard")), reason="Creditcard files not available"
 )
@@ -197,32 +224,15 @@ def test_a_run_interrupted_and_resumed_from_its_checkpoint_ends_exactly_as_an_un
     method, changes, tmp_path, monkeypatch
 ):
     # The Creditcard MLP has dropout: per-silo generators (DEFAULT, DP-SGD) and torch's global one (ULDP-AVG-w)
-    config = RunConfig(
-        dataset="creditcard",
-        method=method,
-        n_users=20,
-        rounds=4,
-        seed=2,
-        local_epochs=1,
-        max_train_records=400,
-        **changes,
-    )
+    config = small_creditcard_run(method, **changes)
     straight = run(config)
     path = tmp_path / "run.ckpt"
     import uldp.simulation
 
-    real_evaluate, calls = uldp.simulation.evaluate, []
-
-    def evaluate_until_round_3(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return real_evaluate(*args, **kwargs)
-
-    monkeypatch.setattr(uldp.simulation, "evaluate", evaluate_until_round_3)
+    interrupt_third_call(monkeypatch, uldp.simulation, "evaluate")
     with pytest.raises(KeyboardInterrupt):
         run(config, checkpoint=path, checkpoint_seconds=0)
-    monkeypatch.setattr(uldp.simulation, "evaluate", real_evaluate)
+    monkeypatch.undo()
     resumed = run(config, checkpoint=path)
     assert resumed.info["resumed_from_round"] == 2 and resumed.info["resumed_seconds"] > 0
     for series in ("round", "test_loss", "accuracy", "balanced_accuracy", "epsilon"):
@@ -243,41 +253,16 @@ def test_an_interrupt_saves_the_rounds_completed_since_the_last_save(
 ):
     # checkpoint_seconds far beyond the run: only the last round or an interrupt saves; stopped in round 3 (in its
     # training or its evaluation, when the model has already moved on), the file holds rounds 1-2 and their model
-    config = RunConfig(
-        dataset="creditcard",
-        method="ULDP-AVG",
-        n_users=20,
-        rounds=4,
-        seed=2,
-        local_epochs=1,
-        max_train_records=400,
-    )
+    config = small_creditcard_run("ULDP-AVG")
     straight = run(config)
     path = tmp_path / "run.ckpt"
     import uldp.simulation
     from uldp.methods.uldp_avg import UserLevelMethod
 
-    calls = []
-    if stop_in == "evaluate":
-        real = uldp.simulation.evaluate
-
-        def stopping(*args, **kwargs):
-            calls.append(1)
-            if len(calls) == 3:
-                raise KeyboardInterrupt
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(uldp.simulation, "evaluate", stopping)
-    else:
-        real = UserLevelMethod.round
-
-        def stopping(self, *args, **kwargs):
-            calls.append(1)
-            if len(calls) == 3:
-                raise KeyboardInterrupt
-            return real(self, *args, **kwargs)
-
-        monkeypatch.setattr(UserLevelMethod, "round", stopping)
+    owner, name = (
+        (uldp.simulation, "evaluate") if stop_in == "evaluate" else (UserLevelMethod, "round")
+    )
+    interrupt_third_call(monkeypatch, owner, name)
     with pytest.raises(KeyboardInterrupt):
         run(config, checkpoint=path, checkpoint_seconds=3600)
     monkeypatch.undo()

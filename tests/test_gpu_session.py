@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from script_loader import load_script
+from script_loader import ROOT, load_script
 
 DATA = Path(os.environ.get("ULDP_DATA_DIR", "data"))
 
@@ -113,23 +113,50 @@ def test_a_session_runs_its_stages_and_writes_their_files_to_out(tmp_path, capsy
 
 def test_collect_files_results_and_checkpoints_and_a_result_ends_its_checkpoint(tmp_path, capsys):
     tool = _tool()
+    # a committed paper-scale run, as a GPU session would bring it back (its provenance naming the device)
+    committed = sorted((ROOT / "results" / "user_sampling").glob("*.json"))[0]
+    stored = json.loads(committed.read_text())
+    stored["provenance"]["device_name"] = "NVIDIA H200"
     back, root = tmp_path / "back", tmp_path / "results"
-    (back / "mnist").mkdir(parents=True)
+    (back / "user_sampling").mkdir(parents=True)
     (back / "session.json").write_text("{}")
-    (back / "mnist" / "done.json").write_text(
-        json.dumps({"provenance": {"device_name": "NVIDIA H200"}})
-    )
-    (back / "mnist" / "going.ckpt").write_bytes(b"rounds")
-    (root / "mnist").mkdir(parents=True)
-    (root / "mnist" / "done.ckpt").write_bytes(b"old")
+    (back / "user_sampling" / committed.name).write_text(json.dumps(stored))
+    (back / "user_sampling" / "going.ckpt").write_bytes(b"rounds")
+    (root / "user_sampling").mkdir(parents=True)
+    (root / "user_sampling" / committed.with_suffix(".ckpt").name).write_bytes(b"old")
     assert tool.main(["collect", str(back), "--root", str(root)]) == 0
     document = json.loads(capsys.readouterr().out)
-    assert sorted(path.name for path in (root / "mnist").iterdir()) == ["done.json", "going.ckpt"]
-    assert len(document["placed"]) == 2 and document["next_call"]["carry"][1:] == [
-        str(root / "mnist" / "going.ckpt")
-    ]
+    placed = sorted(path.name for path in (root / "user_sampling").iterdir())
+    assert placed == sorted([committed.name, "going.ckpt"]) and len(document["placed"]) == 2
+    assert document["next_call"]["carry"][1:] == [str(root / "user_sampling" / "going.ckpt")]
     assert tool.main(["collect", str(tmp_path)]) == 2
     assert "holds no session.json" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "change, refusal",
+    [
+        (lambda run: run["provenance"].pop("device_name"), "names no device_name"),
+        (lambda run: run["params"].update(q=0.5), "is not a stored run"),  # no longer its key's run
+        (lambda run: run["result"]["round"].reverse(), "is not a stored run"),
+        (lambda run: run.update(grid="mnist"), "is a run of grid 'mnist', not of its folder's"),
+    ],
+)
+def test_collect_refuses_a_bad_result_and_places_nothing(change, refusal, tmp_path, capsys):
+    tool = _tool()
+    committed = sorted((ROOT / "results" / "user_sampling").glob("*.json"))[0]
+    stored = json.loads(committed.read_text())
+    stored["provenance"]["device_name"] = "NVIDIA H200"
+    change(stored)
+    back, root = tmp_path / "back", tmp_path / "results"
+    (back / "user_sampling").mkdir(parents=True)
+    (back / "session.json").write_text("{}")
+    (back / "user_sampling" / "going.ckpt").write_bytes(
+        b"rounds"
+    )  # placed only if every result is good
+    (back / "user_sampling" / committed.name).write_text(json.dumps(stored))
+    assert tool.main(["collect", str(back), "--root", str(root)]) == 2
+    assert refusal in capsys.readouterr().err and not root.exists()
 
 
 @pytest.mark.parametrize(

@@ -284,26 +284,37 @@ def grid_stage(
 
 
 def collect(args: argparse.Namespace) -> dict[str, Any]:
-    """Put a session's ``<grid>/`` results and checkpoints under ``results/``; a result ends its checkpoint.
+    """Put a session's ``<grid>/`` results and checkpoints under ``results/``; a result ends its checkpoint. Every
+    result is read as a stored run (:class:`uldp.paper.experiments.StoredRun`: its fields, key and file name) before
+    any file is placed, so a bad one places nothing.
 
     Raises:
-        ValueError: A folder with no ``session.json`` (not a session's output), or a result that does not say
-            which device trained it.
+        ValueError: A folder with no ``session.json`` (not a session's output), a result that is not a stored run of
+            the grid its folder names, or one that does not say which device trained it.
     """
+    from uldp.paper.experiments import StoredRun
+
     folder = Path(args.folder)
     if not (folder / "session.json").is_file():
         raise ValueError(
             f"{folder} holds no session.json: give the folder a device session's files came back to"
         )
+    results, checkpoints = sorted(folder.glob("*/*.json")), sorted(folder.glob("*/*.ckpt"))
+    for path in results:
+        try:
+            run = StoredRun.from_json(json.loads(path.read_text(encoding="utf-8")), stem=path.stem)
+        except ValueError as error:
+            raise ValueError(f"{path} is not a stored run: {error}") from None
+        if run.grid != path.parent.name:
+            raise ValueError(f"{path} is a run of grid {run.grid!r}, not of its folder's")
+        if "device_name" not in run.provenance:
+            raise ValueError(
+                f"{path} names no device_name in its provenance: not a result of a GPU session"
+            )
     placed = []
-    for path in sorted(folder.glob("*/*.json")) + sorted(folder.glob("*/*.ckpt")):
+    for path in results + checkpoints:
         target = Path(args.root) / path.parent.name / path.name
         if path.suffix == ".json":
-            provenance = json.loads(path.read_text(encoding="utf-8")).get("provenance", {})
-            if "device_name" not in provenance:
-                raise ValueError(
-                    f"{path} names no device_name in its provenance: not a result of a GPU session"
-                )
             target.with_suffix(".ckpt").unlink(missing_ok=True)
         elif target.with_suffix(".json").exists():
             continue  # the run finished: its checkpoint is done with

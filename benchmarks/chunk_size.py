@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from uldp.common.checks import check_integer
 from uldp.models import build_model, loss_function
 from uldp.training import chunks
 from uldp.training.chunks import DEFAULT_CHUNK_FLOATS
@@ -82,6 +83,12 @@ def main() -> None:
     )
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
     args = parser.parse_args()
+    try:
+        check_integer("repeats", args.repeats)
+        for threads in args.threads:
+            check_integer("threads", threads)
+    except ValueError as error:
+        parser.error(str(error))
     generator = torch.Generator().manual_seed(0)
     rows = []
     for name in ("mnist", "creditcard"):

@@ -161,11 +161,19 @@ def test_collect_refuses_a_bad_result_and_places_nothing(change, refusal, tmp_pa
 
 @pytest.mark.parametrize(
     "arguments, message",
-    [(["--stages", "tests,gird"], "['gird']"), (["--minutes", "0"], "got 0.0")],
+    [
+        (["--stages", "tests,gird"], "--stages takes tests, benchmark, grid, got gird"),
+        (["--minutes", "0"], "minutes must be a number > 0, got 0.0"),
+        (["--device", "meta"], "'meta'"),
+        (["--precision", "fp8"], "precision must be one of float32, tf32, bf16, got 'fp8'"),
+        (["--profile", "huge"], "'huge'"),
+    ],
 )
 def test_a_bad_session_is_refused_by_name_before_anything_runs(
     arguments, message, tmp_path, capsys
 ):
     tool = _tool()
-    assert tool.main(["session", "--out", str(tmp_path / "out"), *arguments]) == 2
+    assert (
+        tool.main(["session", "--out", str(tmp_path / "out"), "--device", "cpu", *arguments]) == 2
+    )
     assert message in capsys.readouterr().err and not (tmp_path / "out").exists()

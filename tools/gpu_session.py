@@ -218,6 +218,26 @@ def _uldp(*arguments: str) -> list[str]:
     ]
 
 
+def check_session(args: argparse.Namespace) -> None:
+    """Refuse a session's bad options before any stage runs, with the library's own checks where it has them.
+
+    Raises:
+        ValueError: An unknown stage, a ``--minutes`` not above 0, a device this machine cannot use, or an unknown
+            precision or profile (the message names the value and what is allowed).
+    """
+    from uldp.common.checks import check_number
+    from uldp.paper.experiments import check_profile
+    from uldp.training.device import check_precision, resolve_device
+
+    unknown = sorted(set(args.stages.split(",")) - set(STAGES) - {""})
+    if unknown:
+        raise ValueError(f"--stages takes {', '.join(STAGES)}, got {', '.join(unknown)}")
+    check_number("minutes", args.minutes, above=0)
+    resolve_device(args.device)
+    check_precision(args.precision)
+    check_profile(args.profile)
+
+
 def session(args: argparse.Namespace) -> dict[str, Any]:
     """Run the stages inside ``--minutes``; write ``session.json`` and the stages' files to ``--out``."""
     out = Path(args.out)
@@ -375,12 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "prepare":
             document = prepare(args)
         elif args.command == "session":
-            unknown = sorted(set(args.stages.split(",")) - set(STAGES) - {""})
-            if unknown or args.minutes <= 0:
-                raise ValueError(
-                    f"--stages takes {', '.join(STAGES)} (got {unknown}) and --minutes a positive number "
-                    f"(got {args.minutes})"
-                )
+            check_session(args)
             args.grid = args.grid or list(DEFAULT_GRIDS)
             document = session(args)
         else:

@@ -29,5 +29,5 @@ def _stored_payload(spec) -> dict:
         "params": spec.kwargs,
         "config": {},
         "result": {"test_loss": [1.0]},
-        "provenance": {"date": "2026-01-01T00:00", "wall_seconds": 1.5},
+        "provenance": {"date": "2026-01-01T00:00", "command": "c", "wall_seconds": 1.5},
     }

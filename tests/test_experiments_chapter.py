@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fake_executor
 import pytest
+from experiments_helpers import _stored_payload
 
 from uldp.paper import experiments
 from uldp.paper.experiments import GRIDS, expand, load_results, run_grid
@@ -54,18 +55,7 @@ def test_chapter_results_show_paper_results_only_when_they_cover_every_line(tmp_
     for spec in creditcard:
         experiments.write_json_atomic(
             experiments.result_path(paper_root, spec),
-            {
-                "schema": experiments.SCHEMA_VERSION,
-                "key": spec.key,
-                "grid": spec.grid,
-                "panel": spec.panel,
-                "series": spec.series,
-                "seed": spec.seed,
-                "params": spec.kwargs,
-                "config": {},
-                "result": {"test_loss": [1.0]},
-                "provenance": {"date": "2026-01-01T00:00", "command": "c", "wall_seconds": 1},
-            },
+            _stored_payload(spec),
         )
     one_panel = experiments.chapter_results(
         "user_sampling",

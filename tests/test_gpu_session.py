@@ -177,3 +177,42 @@ def test_a_bad_session_is_refused_by_name_before_anything_runs(
         tool.main(["session", "--out", str(tmp_path / "out"), "--device", "cpu", *arguments]) == 2
     )
     assert message in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (
+            ["--python-version", "3.12.3"],
+            "--python-version takes a version like 3.12, got '3.12.3'",
+        ),
+        (["--datasets", "mnist", "imagenet"], "no dataset ['imagenet'] under"),
+    ],
+)
+def test_prepare_refuses_bad_options_before_it_downloads_or_changes_anything(
+    arguments, message, tmp_path, monkeypatch, capsys
+):
+    tool = _tool()
+    monkeypatch.setattr(tool, "KIT", tmp_path / ".device")
+    monkeypatch.setattr(tool.subprocess, "run", lambda *a, **k: pytest.fail("downloaded"))
+    (tmp_path / "data" / "mnist").mkdir(parents=True)
+    assert tool.main(["prepare", "--data-dir", str(tmp_path / "data"), *arguments]) == 2
+    assert message in capsys.readouterr().err and not (tmp_path / ".device").exists()
+
+
+def test_a_failed_download_keeps_the_earlier_kit(tmp_path, monkeypatch, capsys):
+    tool = _tool()
+    kit = tmp_path / ".device"
+    monkeypatch.setattr(tool, "KIT", kit)
+    (kit / "wheels").mkdir(parents=True)
+    (kit / "wheels" / "opacus-1.6.0-py3-none-any.whl").write_bytes(b"the earlier kit")
+    (tmp_path / "data" / "mnist").mkdir(parents=True)
+
+    def offline(command, **kwargs):
+        raise tool.subprocess.CalledProcessError(1, command)
+
+    monkeypatch.setattr(tool.subprocess, "run", offline)
+    assert tool.main(["prepare", "--data-dir", str(tmp_path / "data")]) == 2
+    assert "pip could not download opacus==" in capsys.readouterr().err
+    assert sorted(path.name for path in kit.iterdir()) == ["wheels"]
+    assert (kit / "wheels" / "opacus-1.6.0-py3-none-any.whl").read_bytes() == b"the earlier kit"

@@ -147,25 +147,36 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError(
             f"constraints.txt pins none of {missing}; the kit installs pinned versions only"
         )
-    wheels = KIT / "wheels"
-    # an earlier kit's wheels (another version, another Python) would clash with these
-    shutil.rmtree(wheels, ignore_errors=True)
-    wheels.mkdir(parents=True)
+    if not re.fullmatch(r"3\.\d+", args.python_version):
+        raise ValueError(f"--python-version takes a version like 3.12, got {args.python_version!r}")
+    source = Path(args.data_dir or os.environ.get("ULDP_DATA_DIR", ROOT / "data"))
+    absent = [dataset for dataset in args.datasets if not (source / dataset).is_dir()]
+    if absent:  # before anything is downloaded or changed
+        raise ValueError(
+            f"no dataset {absent} under {source}; pass --data-dir or set ULDP_DATA_DIR"
+        )
     wanted = [f"{name}=={pins[name]}" for name in DEVICE_PACKAGES]
     platforms = [option for platform in PLATFORMS for option in ("--platform", platform)]
     pip = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:"]
     target = ["--python-version", args.python_version, "--implementation", "cp", *platforms]
-    subprocess.run(
-        [*pip, *target, "--dest", str(wheels), *wanted],
-        check=True,
-        stdout=sys.stderr,
-    )
-    source = Path(args.data_dir or os.environ.get("ULDP_DATA_DIR", ROOT / "data"))
+    # into a fresh folder, which replaces the kit's wheels only once every one is there: an earlier kit's wheels
+    # (another version, another Python) would clash with these, and a failed download keeps the earlier kit
+    wheels, fresh = KIT / "wheels", KIT / "wheels.new"
+    shutil.rmtree(fresh, ignore_errors=True)
+    fresh.mkdir(parents=True)
+    try:
+        subprocess.run(
+            [*pip, *target, "--dest", str(fresh), *wanted], check=True, stdout=sys.stderr
+        )
+    except subprocess.CalledProcessError as error:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise ValueError(
+            f"pip could not download {', '.join(wanted)} for Python {args.python_version} (exit "
+            f"{error.returncode}, its message above); the kit is left as it was"
+        ) from None
+    shutil.rmtree(wheels, ignore_errors=True)
+    fresh.rename(wheels)
     for dataset in args.datasets:
-        if not (source / dataset).is_dir():
-            raise ValueError(
-                f"no dataset {dataset!r} under {source}; pass --data-dir or set ULDP_DATA_DIR"
-            )
         shutil.copytree(source / dataset, KIT / "data" / dataset, dirs_exist_ok=True)
     return {
         "kit": str(KIT),

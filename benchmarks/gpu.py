@@ -20,9 +20,9 @@ Sized for one call of at most 8 minutes on an H100 (``--device cuda``); ``--devi
 two minutes. Stopped by SIGTERM (a time limit), it still prints the sections it completed, and ``stopped`` says
 where. Times are wall seconds of a possibly shared machine: compare ratios within one document.
 
-Usage: ``python benchmarks/gpu.py [--device cuda] [--quick] [--json]`` (the document is always JSON; ``--json`` is
-accepted for ``benchmarks/save.py``). The committed CPU run: ``python benchmarks/save.py gpu --device cpu --quick``,
-stored as ``benchmarks/results/gpu_cpu_quick.json``.
+Usage: ``python benchmarks/gpu.py [--device cuda] [--quick] [--sections engine,paper_round] [--json]`` (the
+document is always JSON; ``--json`` is accepted for ``benchmarks/save.py``). The committed CPU run:
+``python benchmarks/save.py gpu --device cpu --quick``, stored as ``benchmarks/results/gpu_cpu_quick.json``.
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ FAMILY_METHODS = {
     "ULDP-AVG-w": "ULDP-AVG-w",
 }
 PAPER_ROUNDS = 200
+SECTIONS = ("engine", "paper_round", "paper_scale_run")
 
 
 def synchronize(device: torch.device) -> None:
@@ -275,8 +276,17 @@ def main() -> None:
     parser.add_argument(
         "--repeats", type=int, default=None, help="timed calls, best taken (3; quick 1)"
     )
+    parser.add_argument(
+        "--sections",
+        default=",".join(SECTIONS),
+        help=f"comma-separated, of {', '.join(SECTIONS)} (default all)",
+    )
     parser.add_argument("--json", action="store_true", help="accepted: the output is always JSON")
     args = parser.parse_args()
+    chosen = [name.strip() for name in args.sections.split(",") if name.strip()]
+    unknown = sorted(set(chosen) - set(SECTIONS))
+    if unknown or not chosen:
+        parser.error(f"--sections takes {', '.join(SECTIONS)}, got {args.sections!r}")
     defaults = {"users": 200, "epochs": 2, "rounds": 2, "repeats": 1} if args.quick else {}
     defaults = {"users": 10_000, "epochs": 5, "rounds": 3, "repeats": 3, **defaults}
     for name, value in defaults.items():
@@ -300,6 +310,7 @@ def main() -> None:
         "paper_round": lambda: paper_round(args, device, data),
         "paper_scale_run": lambda: paper_scale_run(args, device, data),
     }
+    sections = {name: section for name, section in sections.items() if name in chosen}
     # a time limit's SIGTERM (tools/gpu_session.py, timeout) still gets the completed sections printed
     try:
         with sigterm_interrupts():

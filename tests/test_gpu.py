@@ -64,10 +64,10 @@ def test_fit_on_a_gpu_equals_fit_on_the_cpu(method):
     np.testing.assert_allclose(gpu_loss, cpu_loss, rtol=1e-4)
 
 
-@pytest.mark.parametrize("precision", ["float32", "bf16"])
-def test_the_mnist_engine_on_a_gpu_equals_the_cpu(precision):
-    """Per-user local training of the MNIST CNN (eval mode: no dropout), 40 users of 1-9 records: the closed form in
-    float32, vmap under autocast in bfloat16 (compared with the CPU's bfloat16 more loosely)."""
+def _engine_deltas(device: str, precision: str) -> torch.Tensor:
+    """Per-user local training of the MNIST CNN (eval mode: no dropout) by ``train_users`` on ``device``: 40 users of
+    1-9 records, 2 epochs of batches of 4, the closed form in float32 and ``vmap(grad(...))`` under bfloat16
+    autocast; the deltas ``[40, d]`` on the CPU."""
     model = build_model("mnist", seed=0).eval()
     generator = torch.Generator().manual_seed(3)
     x = torch.rand(200, 1, 28, 28, generator=generator)
@@ -75,23 +75,44 @@ def test_the_mnist_engine_on_a_gpu_equals_the_cpu(precision):
     sizes = 1 + np.arange(40) % 9
     groups = np.split(np.arange(int(sizes.sum())), np.cumsum(sizes)[:-1])
     keys = record_keys(200, 2, generator)
-    params = flat_parameters(model)
+    target = torch.device(device)
+    return train_users(
+        model.to(target),
+        flat_parameters(model).to(target),
+        x.to(target),
+        y.to(target),
+        groups,
+        loss_fn=cross_entropy_loss,
+        local_lr=0.05,
+        epochs=2,
+        batch_size=4,
+        keys=keys.to(target),
+        precision=precision,
+    ).cpu()
 
-    def train(device: torch.device) -> torch.Tensor:
-        return train_users(
-            model.to(device),
-            params.to(device),
-            x.to(device),
-            y.to(device),
-            groups,
-            loss_fn=cross_entropy_loss,
-            local_lr=0.05,
-            epochs=2,
-            batch_size=4,
-            keys=keys.to(device),
-            precision=precision,
-        ).cpu()
 
-    cpu, gpu = train(torch.device("cpu")), train(torch.device("cuda"))
-    rtol, atol = (RTOL, ATOL) if precision == "float32" else (0.1, 2e-3)
-    torch.testing.assert_close(gpu, cpu, rtol=rtol, atol=atol)
+def test_the_mnist_engine_on_a_gpu_equals_the_cpu():
+    """Float32 (the closed form): equal within float tolerance. ``train_users`` itself turns TF32 off: under torch's
+    default (cuDNN may use TF32) the first H200 run differed by up to 6.5e-3 on 2.7% of the entries."""
+    torch.testing.assert_close(
+        _engine_deltas("cuda", "float32"), _engine_deltas("cpu", "float32"), rtol=RTOL, atol=ATOL
+    )
+
+
+def test_the_mnist_engine_in_bf16_on_a_gpu_is_as_accurate_as_on_the_cpu():
+    """Bfloat16 autocast rounds differently on the two devices (other kernels, other ops kept in float32), so the
+    entries are not compared: each device's bf16 deltas are compared with the float32 deltas, per user, in relative
+    norm: the GPU's error, its mean over users and its largest, stays within twice the CPU's (here, on the CPU, a
+    mean of 4% and a largest of 14%, after at most 6 SGD steps in bfloat16's 8 bits)."""
+    exact = _engine_deltas("cpu", "float32")
+
+    def relative_error(deltas: torch.Tensor) -> torch.Tensor:
+        return (deltas - exact).norm(dim=1) / exact.norm(dim=1)
+
+    cpu = relative_error(_engine_deltas("cpu", "bf16"))
+    gpu = relative_error(_engine_deltas("cuda", "bf16"))
+    for statistic in (torch.mean, torch.max):
+        assert statistic(gpu) <= 2 * statistic(cpu), (
+            f"bf16 relative error, {statistic.__name__} over users: {statistic(gpu):.4f} on the GPU, "
+            f"{statistic(cpu):.4f} on the CPU"
+        )

@@ -39,7 +39,7 @@ from torch.func import functional_call, grad, vmap
 from uldp.common.checks import check_integer, check_positive
 from uldp.training import closed_form as closed_forms
 from uldp.training.chunks import chunk_floats_for, padded_indices, per_record_floats, user_chunks
-from uldp.training.device import autocast
+from uldp.training.device import autocast, device_settings
 
 #: A loss ``(outputs, targets, weight) -> weighted mean loss`` (see :func:`uldp.models.loss_function`).
 LossFunction = Callable[[Tensor, Tensor, Tensor | None], Tensor]
@@ -271,9 +271,10 @@ def train_users(
             model (group ``g`` then draws exactly what it would draw trained alone with torch's global generator in
             that state, so silos trained together equal silos trained one by one); ``None``: torch's global
             generator.
-        precision: ``"float32"``, ``"tf32"`` (the same here; :func:`uldp.training.device.device_settings` decides
-            TF32) or ``"bf16"``: the forward and backward passes under bfloat16 autocast, through ``vmap(grad(...))``
-            (the closed forms are float32 only).
+        precision: ``"float32"``, ``"tf32"`` or ``"bf16"``: the forward and backward passes under bfloat16
+            autocast, through ``vmap(grad(...))`` (the closed forms are float32 only). On CUDA the call applies
+            :func:`uldp.training.device.device_settings` for it (TF32 only for ``"tf32"``: torch's own default lets
+            cuDNN use TF32, which a first H200 run measured at 6.5e-3 from the CPU's MNIST deltas).
 
     Every tensor is computed on the device of ``params``, ``x``, ``y`` and ``keys`` (one device for all).
 
@@ -297,7 +298,7 @@ def train_users(
     if len(groups) == 1 and closed_form is None:
         # One model copy (silo-level training of DEFAULT / ULDP-NAIVE): nothing to batch over, and plain autograd
         # costs about a fifth of vmap(grad(...)) per step. Same mini-batches, so the same result.
-        with autocast(params.device, precision):
+        with device_settings(params.device, precision), autocast(params.device, precision):
             return train_users_loop(
                 model,
                 params,
@@ -347,6 +348,7 @@ def train_users(
         _without_onednn()
         if closed_form is None and precision != "bf16"
         else contextlib.nullcontext(),
+        device_settings(device, precision),
         autocast(device, precision),
     ):
         for members in user_chunks(

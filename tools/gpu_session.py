@@ -47,9 +47,12 @@ KIT = ROOT / ".device"
 #: Packages the device's image lacks (KINDS.md of the device tool lists what it has: torch, numpy, scipy, pandas,
 #: scikit-learn, tqdm, pytest, hypothesis, grpcio, protobuf, typer, rich, httpx, ...), found by running the session's
 #: tests in an environment of that list alone: opacus (the accountant), Protocol 1's modules that the methods import
-#: (phe, gmpy2, cryptography with cffi and pycparser) and Flower for the silos' path (flwr, pycryptodome, iterators).
+#: (phe, gmpy2, cryptography with cffi and pycparser), Flower for the silos' path (flwr, pycryptodome, iterators),
+#: and tenseal for the lattice backend (``benchmarks/lattice_workers.py`` on the device's 16 cores; the second H200
+#: call found it missing).
 DEVICE_PACKAGES = (
     "opacus",
+    "tenseal",
     "phe",
     "gmpy2",
     "cryptography",

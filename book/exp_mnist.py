@@ -59,6 +59,15 @@ mnist.introduction()
 short = mnist.verdict_data[scorecard.MNIST_SHORT]
 chapters.short_profile_note(short)
 
+# %% [markdown]
+# A GPU changes that estimate. What one lent for a few minutes measured (`benchmarks/gpu.py`, committed with its
+# commit and date as `benchmarks/results/gpu_h200*.json`):
+
+# %%
+chapters.gpu_round_note(
+    chapters.benchmark_result("gpu_h200"), chapters.benchmark_result("gpu_h200_paper_scale")
+)
+
 # %%
 chapters.show_figure(
     short,

@@ -91,3 +91,22 @@ def test_a_benchmark_stopped_by_sigterm_prints_the_sections_it_completed(monkeyp
     assert "paper_round" not in document and "paper_scale_run" not in document
     assert document["stopped"].startswith("stopped by SIGTERM in section paper_round")
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_sections_runs_only_the_sections_named_and_refuses_an_unknown_one(monkeypatch, capsys):
+    gpu = _script()
+    monkeypatch.setattr(gpu, "load", lambda name: None)
+    ran = []
+    for name in gpu.SECTIONS:
+        monkeypatch.setattr(gpu, name, lambda *args, name=name: ran.append(name) or {"ran": name})
+    monkeypatch.setattr(sys, "argv", ["gpu.py", "--device", "cpu", "--sections", "paper_scale_run"])
+    gpu.main()
+    document = json.loads(capsys.readouterr().out)
+    assert ran == ["paper_scale_run"] and document["paper_scale_run"] == {"ran": "paper_scale_run"}
+    assert "engine" not in document and "paper_round" not in document
+    monkeypatch.setattr(sys, "argv", ["gpu.py", "--device", "cpu", "--sections", "engine,speed"])
+    with pytest.raises(SystemExit) as refused:
+        gpu.main()
+    assert refused.value.code == 2 and "--sections takes engine, paper_round, paper_scale_run" in (
+        capsys.readouterr().err
+    )

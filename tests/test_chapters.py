@@ -672,3 +672,37 @@ def test_the_package_exports_every_public_function_and_class_of_its_modules() ->
             info.name,
             sorted(set(own) - set(chapters.__all__)),
         )
+
+
+def test_gpu_round_note_states_the_committed_gpu_measurements() -> None:
+    benchmark = {
+        "provenance": {"git_commit": "0123456789abcdef", "date": "2026-11-28T15:52:31+00:00"},
+        "results": {
+            "device": {"name": "NVIDIA H200"},
+            "engine": {
+                "problem": {"cpu_threads": 16},
+                "record_steps_per_second": {
+                    "library_float32": 371000.0,
+                    "library_bf16": 742000.0,
+                    "library_cpu_float32": 34830.0,
+                },
+            },
+            "paper_round": {"ULDP-AVG-w": {"seconds": 12.4}, "DEFAULT": {"seconds": 21.5}},
+        },
+    }
+    scale = {
+        "results": {
+            "paper_scale_run": {
+                "float32": {"rounds": 3, "seconds_per_round": 18.0},
+                "bf16": {"rounds": 3, "seconds_per_round": 21.2},
+            }
+        }
+    }
+    text = chapters.gpu_round_note(benchmark, scale).data
+    assert "NVIDIA H200" in text and "`0123456789`" in text and "2026-11-28" in text
+    assert "371,000 record-steps per second in float32 and 742,000 in bfloat16" in text
+    assert "34,830 on that machine's 16 CPU threads" in text
+    assert "12 s for ULDP-AVG-w and 22 s for DEFAULT" in text
+    assert "about 60 min there" in text  # 200 rounds of 18 s
+    assert "200 rounds" not in chapters.gpu_round_note(benchmark, None).data
+    assert "No GPU measurement" in chapters.gpu_round_note(None, None).data

@@ -53,6 +53,7 @@ from uldp.paper.chapters.experiment import (
 from uldp.paper.chapters.figure_extras import (
     balanced_accuracy_figure,
     final_epsilon_table,
+    gpu_round_note,
     short_profile_note,
     show_runtime,
     show_weighting_gaps,
@@ -142,6 +143,7 @@ __all__ = [
     "figures_table",
     "final_epsilon_table",
     "glossary",
+    "gpu_round_note",
     "grid_columns",
     "key_image",
     "limits",

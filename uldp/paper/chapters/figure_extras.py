@@ -98,6 +98,40 @@ def short_profile_note(results: ResultSet) -> Markdown:
     )
 
 
+def gpu_round_note(
+    benchmark: Mapping[str, Any] | None, paper_scale: Mapping[str, Any] | None
+) -> Markdown:
+    """What a GPU measured of MNIST at the paper's scale, from the committed documents of ``benchmarks/gpu.py``
+    (:func:`uldp.paper.chapters.benchmark_result`): ``benchmark`` with its ``engine`` and ``paper_round`` sections,
+    ``paper_scale`` with its ``paper_scale_run`` (several rounds of ULDP-AVG-w on the zipf federation, per
+    precision); either may be ``None`` (not committed)."""
+    if benchmark is None:
+        return Markdown("No GPU measurement of MNIST's training is committed in this checkout.")
+    results, source = benchmark["results"], benchmark["provenance"]
+    rates = results["engine"]["record_steps_per_second"]
+    rounds = results["paper_round"]
+    text = (
+        f"On a lent {results['device']['name']} (`benchmarks/gpu.py` at commit "
+        f"`{source['git_commit'][:10]}`, {source['date'][:10]}), the per-user engine trained "
+        f"{rates['library_float32']:,.0f} record-steps per second in float32 and {rates['library_bf16']:,.0f} in "
+        f"bfloat16, against {rates['library_cpu_float32']:,.0f} on that machine's "
+        f"{results['engine']['problem']['cpu_threads']} CPU threads; one round at the paper's settings (10000 users, "
+        f"uniform, $Q = 50$) took {duration(rounds['ULDP-AVG-w']['seconds'])} for ULDP-AVG-w and "
+        f"{duration(rounds['DEFAULT']['seconds'])} for DEFAULT"
+    )
+    if paper_scale is not None:
+        runs = paper_scale["results"]["paper_scale_run"]
+        float32 = runs["float32"]
+        text += (
+            f"; on the zipf federation of Figure 9, {float32['rounds']} rounds of ULDP-AVG-w averaged "
+            f"{duration(float32['seconds_per_round'])} a round in float32 and "
+            f"{duration(runs['bf16']['seconds_per_round'])} in bfloat16, so $T = 200$ rounds take about "
+            f"{duration(200 * float32['seconds_per_round'])} there (the average holds the first round's start-up: "
+            f"cuDNN's autotuning of every new shape)"
+        )
+    return Markdown(text + ".")
+
+
 def weighting_gap_table(data: Mapping[str, ResultSet]) -> pd.DataFrame:
     """Final test loss of ULDP-AVG minus that of ULDP-AVG-w (:func:`uldp.paper.scorecard.weighting_gaps`), one row per
     dataset and silo count, one column per allocation of the figure (the authors' uniform draws of the medical

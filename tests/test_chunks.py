@@ -8,6 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings, strategies as st
 
 from uldp.training import chunks
@@ -77,3 +78,23 @@ def test_equal_counts_are_never_split_by_the_fill_rule(fill, monkeypatch):
     monkeypatch.setattr(chunks, "MIN_FILL", fill)
     split = user_chunks(_groups([6] * 40), lambda n: n, 10**6, _batched(64))
     assert len(split) == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.integers(0, 999), min_size=1, max_size=7, unique=True), min_size=1, max_size=12
+    ),
+    st.randoms(use_true_random=False),
+)
+def test_padded_indices_hold_each_users_records_in_order_then_index_zero(groups, random):
+    """Row ``r`` is member ``r``'s record indices in their order, padded with 0 to the longest; counts are sizes."""
+    arrays = [np.array(group, dtype=np.int64) for group in groups]
+    members = np.array(random.sample(range(len(arrays)), random.randint(1, len(arrays))))
+    index, counts = chunks.padded_indices(arrays, members, torch.device("cpu"))
+    assert counts.tolist() == [arrays[m].size for m in members]
+    assert index.shape == (len(members), max(arrays[m].size for m in members))
+    for row, member in enumerate(members):
+        size = arrays[member].size
+        assert index[row, :size].tolist() == groups[member]
+        assert not index[row, size:].any()

@@ -189,3 +189,28 @@ def test_layout_round_trip_and_errors():
             batch_size=1,
             keys=torch.zeros(1, 2),
         )
+
+
+@pytest.mark.parametrize(
+    ("groups", "message"),
+    [
+        ([np.arange(3), np.array([], dtype=np.int64)], "every user group must hold at least one"),
+        ([np.arange(3), np.array([4, 12])], r"must lie in \[0, 12\), got 4\.\.12"),
+        ([np.array([-1, 2]), np.arange(3)], r"must lie in \[0, 12\), got -1\.\.2"),
+    ],
+)
+def test_bad_groups_are_refused_naming_the_first_bad_range(groups, message):
+    model = nn.Linear(3, 2)
+    with pytest.raises(ValueError, match=message):
+        train_users(
+            model,
+            flat_parameters(model),
+            torch.randn(12, 3),
+            torch.arange(12) % 2,
+            groups,
+            loss_fn=cross_entropy,
+            local_lr=0.1,
+            epochs=1,
+            batch_size=2,
+            keys=torch.rand(1, 12),
+        )

@@ -79,11 +79,13 @@ def padded_indices(
 ) -> tuple[Tensor, Tensor]:
     """Record indices ``[Uc, n_max]`` (padding repeats index 0) and counts ``[Uc]`` of the chunk's users, on
     ``device`` (built on the CPU, moved once per chunk)."""
-    counts = torch.tensor([groups[m].size for m in members], dtype=torch.int64)
-    index = torch.zeros((len(members), int(counts.max())), dtype=torch.int64)
-    for row, member in enumerate(members):
-        index[row, : groups[member].size] = torch.from_numpy(groups[member])
-    return index.to(device), counts.to(device)
+    rows = [groups[m] for m in members]
+    counts = np.fromiter((row.size for row in rows), dtype=np.int64, count=len(rows))
+    index = np.zeros((len(rows), int(counts.max())), dtype=np.int64)
+    # the mask's row-major order is each user's records in turn: one assignment instead of a Python loop over
+    # users, which was most of a call's set-up at 10,000 users (where an H200 trains 5 epochs in under half a second)
+    index[np.arange(index.shape[1])[None, :] < counts[:, None]] = np.concatenate(rows)
+    return torch.from_numpy(index).to(device), torch.from_numpy(counts).to(device)
 
 
 def _forked_rng(device: torch.device) -> contextlib.AbstractContextManager:

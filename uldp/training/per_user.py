@@ -207,13 +207,16 @@ def record_keys(n_records: int, epochs: int, generator: torch.Generator) -> Tens
 
 def _check_groups(groups: Sequence[np.ndarray], n_records: int) -> list[np.ndarray]:
     checked = [np.asarray(g, dtype=np.int64) for g in groups]
-    for g in checked:
-        if g.size == 0:
-            raise ValueError("every user group must hold at least one record index")
-        if g.min() < 0 or g.max() >= n_records:
-            raise ValueError(
-                f"record indices must lie in [0, {n_records}), got {g.min()}..{g.max()}"
-            )
+    if any(g.size == 0 for g in checked):
+        raise ValueError("every user group must hold at least one record index")
+    flat = np.concatenate(checked) if checked else np.zeros(0, dtype=np.int64)
+    if flat.size and (
+        flat.min() < 0 or flat.max() >= n_records
+    ):  # all groups at once, then name the first bad one
+        bad = next(g for g in checked if g.min() < 0 or g.max() >= n_records)
+        raise ValueError(
+            f"record indices must lie in [0, {n_records}), got {bad.min()}..{bad.max()}"
+        )
     return checked
 
 

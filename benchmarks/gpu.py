@@ -62,7 +62,12 @@ FAMILY_METHODS = {
     "ULDP-AVG-w": "ULDP-AVG-w",
 }
 PAPER_ROUNDS = 200
-SECTIONS = ("engine", "paper_round", "paper_scale_run")
+SECTIONS = ("engine", "paper_round", "paper_scale_run", "zipf_silo")
+#: The chunks' fill rules the ``zipf_silo`` section compares (:data:`uldp.training.chunks.MIN_FILL`, the library's
+#: first): on a CPU padding costs compute, on a GPU each chunk costs its steps' kernel launches.
+FILLS = (0.5, 0.25, 0.1, 0.0)
+#: The ``zipf_silo`` section's users under ``--quick`` (the silo's largest).
+QUICK_SILO_USERS = 300
 
 
 def synchronize(device: torch.device) -> None:
@@ -260,6 +265,88 @@ def paper_scale_run(args: argparse.Namespace, device: torch.device, data: Any) -
     return runs
 
 
+def zipf_silo(args: argparse.Namespace, device: torch.device, data: Any) -> dict[str, Any]:
+    """Section 4: one silo of the paper's zipf MNIST federation (|U| = 10,000, 5 silos, seed 0; the silo with the
+    largest user, 1 to 208 records a user) trained by ``train_users`` for ``--epochs`` local epochs (batch 64) under
+    each fill rule of :data:`FILLS`, in float32 and bfloat16: record-steps per second and the chunks it made. With
+    ``--quick``, the silo's :data:`QUICK_SILO_USERS` largest users. A paper round's zipf silos cost more than their
+    records say: each chunk runs as many sequential steps as its largest user needs."""
+    from uldp.data.allocation import allocate
+    from uldp.training import chunks, per_user
+
+    allocation = allocate(data, n_users=10_000, n_silos=5, scheme="zipf", seed=0)
+    silo = int(np.argmax(allocation.counts.max(axis=1)))
+    held = np.flatnonzero(allocation.silo == silo)
+    users, first = np.unique(allocation.user[held], return_inverse=True)
+    groups = [np.flatnonzero(first == position) for position in range(users.size)]
+    if args.quick:
+        groups = sorted(groups, key=len)[-QUICK_SILO_USERS:]
+    records = np.concatenate(groups)
+    remap = np.empty(held.size, dtype=np.int64)
+    remap[records] = np.arange(records.size)
+    groups = [remap[group] for group in groups]
+    x = data.x_train[held[records]].to(device)
+    y = data.y_train[held[records]].to(device)
+    keys = record_keys(records.size, args.epochs, torch.Generator().manual_seed(0)).to(device)
+    model = build_model("mnist", seed=0).to(device).train()
+    params = flat_parameters(model)
+    padded, made = per_user.padded_indices, []
+
+    def counted(
+        *arguments: Any,
+    ) -> Any:  # each chunk pads its users' indices once: the chunks a rule makes
+        made.append(1)
+        return padded(*arguments)
+
+    def timed(precision: str) -> float:
+        def step() -> object:
+            return train_users(
+                model,
+                params,
+                x,
+                y,
+                groups,
+                loss_fn=cross_entropy_loss,
+                local_lr=LR,
+                epochs=args.epochs,
+                batch_size=64,
+                keys=keys,
+                precision=precision,
+            )
+
+        with device_settings(device, precision):
+            return best_seconds(step, device, args.repeats)
+
+    library, rows = chunks.MIN_FILL, []
+    per_user.padded_indices = counted
+    try:
+        for precision in ("float32", "bf16"):
+            for fill in FILLS:
+                chunks.MIN_FILL = fill
+                made.clear()
+                rate = records.size * args.epochs / timed(precision)
+                rows.append(
+                    {
+                        "precision": precision,
+                        "min_fill": fill,
+                        "chunks": len(made) // (args.repeats + 1),
+                        "record_steps_per_second": float(f"{rate:.4g}"),
+                    }
+                )
+    finally:
+        chunks.MIN_FILL, per_user.padded_indices = library, padded
+    return {
+        "silo": {
+            "users": len(groups),
+            "records": int(records.size),
+            "largest": max(map(len, groups)),
+        },
+        "epochs": args.epochs,
+        "library_min_fill": library,
+        "rows": rows,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -309,6 +396,7 @@ def main() -> None:
         "engine": lambda: engine(args, device),
         "paper_round": lambda: paper_round(args, device, data),
         "paper_scale_run": lambda: paper_scale_run(args, device, data),
+        "zipf_silo": lambda: zipf_silo(args, device, data),
     }
     sections = {name: section for name, section in sections.items() if name in chosen}
     # a time limit's SIGTERM (tools/gpu_session.py, timeout) still gets the completed sections printed

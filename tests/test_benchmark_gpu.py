@@ -110,3 +110,25 @@ def test_sections_runs_only_the_sections_named_and_refuses_an_unknown_one(monkey
     assert refused.value.code == 2 and "--sections takes engine, paper_round, paper_scale_run" in (
         capsys.readouterr().err
     )
+
+
+def test_the_zipf_silo_section_times_every_fill_rule_and_restores_the_librarys(monkeypatch):
+    if not (Path(os.environ.get("ULDP_DATA_DIR", "data")) / "mnist").is_dir():
+        pytest.skip("needs MNIST (ULDP_DATA_DIR)")
+    from uldp.data import load
+    from uldp.training import chunks, per_user
+
+    gpu = _script()
+    monkeypatch.setattr(gpu, "QUICK_SILO_USERS", 12)
+    padded, library = per_user.padded_indices, chunks.MIN_FILL
+    args = argparse.Namespace(quick=True, epochs=1, repeats=1)
+    section = gpu.zipf_silo(args, torch.device("cpu"), load("mnist"))
+    assert section["silo"]["users"] == 12 and section["silo"]["largest"] == 208
+    rows = section["rows"]
+    assert [(row["precision"], row["min_fill"]) for row in rows] == [
+        (precision, fill) for precision in ("float32", "bf16") for fill in gpu.FILLS
+    ]
+    assert all(row["record_steps_per_second"] > 0 for row in rows)
+    made = [row["chunks"] for row in rows[: len(gpu.FILLS)]]
+    assert made == sorted(made, reverse=True) and made[0] > made[-1]  # a looser rule, fewer chunks
+    assert per_user.padded_indices is padded and library == chunks.MIN_FILL

@@ -45,6 +45,19 @@ def test_the_device_call_carries_the_kit_and_the_checkpoints_of_runs_begun_earli
     )
     assert call["command"].endswith("session --out $OUT --stages grid --minutes 6")
     assert call["timeout_s"] == 6 * 60 + 90 and len(call["command"]) <= 2000
+    measured = tool.device_call(tmp_path / ".device", results, stages="benchmark", minutes=2,
+                                benchmark_args="--sections engine,zipf_silo")  # fmt: skip
+    assert measured["command"].endswith(
+        "--minutes 2 --benchmark-args '--sections engine,zipf_silo'"
+    )
+    with pytest.raises(
+        ValueError, match=r"at most 600 s, so a session of at most 8.5 minutes; got 9"
+    ):
+        tool.device_call(tmp_path / ".device", results, minutes=9)
+    assert all(
+        tool.device_call(tmp_path / ".device", results, minutes=m)["timeout_s"] <= 600
+        for _, m, _ in tool.CALLS
+    )
     for index in range(7):
         (results / "user_sampling" / f"{index}.ckpt").write_bytes(b"")
     with pytest.raises(ValueError, match=r"8 checkpoints .* at most 7"):

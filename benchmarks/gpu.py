@@ -293,10 +293,12 @@ def zipf_silo(args: argparse.Namespace, device: torch.device, data: Any) -> dict
     padded, made = per_user.padded_indices, []
 
     def counted(
-        *arguments: Any,
-    ) -> Any:  # each chunk pads its users' indices once: the chunks a rule makes
+        groups: list[np.ndarray], members: np.ndarray, device: torch.device
+    ) -> tuple[
+        torch.Tensor, torch.Tensor
+    ]:  # each chunk pads its users' indices once: the chunks a rule makes
         made.append(1)
-        return padded(*arguments)
+        return padded(groups, members, device)
 
     def timed(precision: str) -> float:
         def step() -> object:

@@ -97,8 +97,16 @@ def test_sections_runs_only_the_sections_named_and_refuses_an_unknown_one(monkey
     gpu = _script()
     monkeypatch.setattr(gpu, "load", lambda name: None)
     ran = []
+
+    def section(name: str):
+        def run(*args):
+            ran.append(name)
+            return {"ran": name}
+
+        return run
+
     for name in gpu.SECTIONS:
-        monkeypatch.setattr(gpu, name, lambda *args, name=name: ran.append(name) or {"ran": name})
+        monkeypatch.setattr(gpu, name, section(name))
     monkeypatch.setattr(sys, "argv", ["gpu.py", "--device", "cpu", "--sections", "paper_scale_run"])
     gpu.main()
     document = json.loads(capsys.readouterr().out)

@@ -215,10 +215,10 @@ def test_a_silo_with_worker_processes_expands_each_sample_once(monkeypatch, tmp_
     log = tmp_path / "expansions"
     expand = lattice_silo._expand_weights
 
-    def logged(task, index, weights):  # runs in the workers: they append to one file
+    def logged(task, index, weights, *users):  # runs in the workers: they append to one file
         with open(log, "a") as handle:
             handle.write(f"{os.getpid()} {index}\n")
-        return expand(task, index, weights)
+        return expand(task, index, weights, *users)
 
     rng = np.random.default_rng(13)
     counts = rng.integers(1, 40, (3, 6))
@@ -250,5 +250,53 @@ def test_a_silo_with_worker_processes_expands_each_sample_once(monkeypatch, tmp_
                 )
             else:
                 assert made == []
+    finally:
+        fast.shutdown_pools()
+
+
+def test_four_workers_expand_a_new_sample_once_between_them_and_a_held_one_not_at_all(
+    monkeypatch, tmp_path
+):
+    """With 4 workers and 2 primes, a new sample's weights are expanded in 2 residue classes per prime, once in all
+    (each class's users once, by one worker), and every worker reads them; the same sample again expands nothing;
+    a new one is expanded again. The sums stay exact within P."""
+    from uldp.secure import fast, lattice_silo
+
+    log = tmp_path / "expansions"
+    expand = lattice_silo._expand_weights
+
+    def logged(task, index, weights, users=None):  # runs in the workers: they append to one file
+        with open(log, "a") as handle:
+            handle.write(f"{index} {','.join(map(str, task.users if users is None else users))}\n")
+        return expand(task, index, weights, *([] if users is None else [users]))
+
+    rng = np.random.default_rng(17)
+    counts = rng.integers(1, 40, (2, 6))
+    counts[0, 5] = 0  # silo 0's users: 0-4, silo 1's: 0-5
+    dim = lattice.RING_DEGREE + 3  # two chunks per prime: four items, one per worker
+    deltas, noise = rng.uniform(-0.5, 0.5, (2, 6, dim)), rng.uniform(-3, 3, (2, dim))
+    sampled = np.ones(6, dtype=bool)
+    layout, server, silos = _setup(counts, processes=4)
+    assert len(layout.plain_moduli) == 2
+    expected = plain_round(counts, deltas, noise, sampled)
+    classes = ["0,2,4", "1,3", "0,2,4", "1,3,5"]  # per silo, users u mod 2 == 0 and == 1
+    monkeypatch.setattr(lattice_silo, "_expand_weights", logged)
+    monkeypatch.setattr(lattice_silo, "_EXPANDED", OrderedDict())
+    fast.shutdown_pools()  # the workers fork from here on, with the logging expansion
+    try:
+        weights = corrections = None
+        for round_index, new_sample in ((1, True), (2, False), (3, True)):
+            if new_sample:
+                rescaled, corrections = _rescale(counts, sampled, layout)
+                weights = server.encrypt_weights(rescaled)
+            log.write_text("")
+            updates = [
+                s.masked_update(round_index, weights, corrections, deltas[i], noise[i])
+                for i, s in enumerate(silos)
+            ]
+            assert np.max(np.abs(server.finish(updates, dim) - expected)) <= P
+            made = sorted(log.read_text().split("\n")[:-1])
+            shares = sorted(f"{prime} {users}" for prime in (0, 1) for users in classes)
+            assert made == (shares if new_sample else [])
     finally:
         fast.shutdown_pools()

@@ -341,9 +341,12 @@ class _Context:
         row[exponent] = 1
         return self.vector(row)
 
-    def raw_ciphertext(self, polys: np.ndarray) -> Any:
-        """The ciphertext whose components are ``polys`` [2, #primes, N] (residues), in coefficient form."""
-        return self.load(_raw_ciphertext_bytes(polys, self.parms_id))
+    def raw_ciphertext(self, polys: np.ndarray, *, ntt_form: bool = False) -> Any:
+        """The ciphertext whose components are ``polys`` [2, #primes, N] (residues), in coefficient form or
+        (``ntt_form``) in NTT form."""
+        return self.load(
+            _raw_ciphertext_bytes(polys, self.parms_id, ntt_form=ntt_form), ntt_form=ntt_form
+        )
 
     def load(self, data: bytes, *, ntt_form: bool = False, level: bool = False) -> Any:
         """A ciphertext of this context from its SEAL bytes (seeded or not).

@@ -267,7 +267,9 @@ def _expanded_weights(task: _RoundTask, index: int, weights: Sequence[bytes]) ->
     if digest in _EXPANDED:
         _EXPANDED.move_to_end(digest)
         return _EXPANDED[digest][1]
-    expanded = _expand_weights(task, index, weights)
+    expanded = _shared_expansion(task, index)
+    if expanded is None:
+        expanded = _expand_weights(task, index, weights)
     size = len(expanded) * 2 * RING_DEGREE * len(layout.coefficient_bits) * 8
     if size <= EXPANDED_CACHE_BYTES:
         held = sum(kept for kept, _ in _EXPANDED.values())
@@ -277,13 +279,66 @@ def _expanded_weights(task: _RoundTask, index: int, weights: Sequence[bytes]) ->
     return expanded
 
 
-def _expand_weights(task: _RoundTask, index: int, weights: Sequence[bytes]) -> list[Any]:
-    """The contributing users' ``W_u = Enc(y_u - c_u)`` for plaintext prime ``index``, in NTT form: each packed
-    ciphertext less the packed corrections, expanded (:mod:`uldp.secure.lattice_expand`).
+def _residue_class(users: Sequence[int], parts: int, residue: int) -> list[int]:
+    """The users ``u`` with ``u mod parts == residue``, in their order: one worker's share of the expansion. With
+    ``parts`` a power of two a share's expansion tree branches only below level log2(parts), so the shares together
+    cost about one whole expansion (contiguous blocks of users would each repeat the tree's top)."""
+    return [u for u in users if u % parts == residue]
+
+
+def _expand_share(task: _RoundTask, index: int, parts: int, residue: int) -> None:
+    """Step 2(b)'s expansion, split between a silo's workers: the weights of one residue class of the contributing
+    users (:func:`_residue_class`) for plaintext prime ``index``, expanded and written as their residues
+    ``[users, 2, #q, N]`` to ``expanded-<index>-<parts>-<residue>.npy`` in the round's inputs directory, which every
+    worker whose items use the prime reads (:func:`_shared_expansion`) instead of expanding all users itself. The
+    values are the silo's own (``y_u - c_u``; its corrections are secret) and stay in its private directory, beside
+    its rows."""
+    assert task.inputs is not None
+    with open(os.path.join(task.inputs, f"weights-{index}.pkl"), "rb") as handle:
+        weights = pickle.load(handle)
+    users = _residue_class(task.users, parts, residue)
+    expanded = _expand_weights(task, index, weights, users)
+    residues = (
+        np.stack([ciphertext_residues(c, to_bytes(c)) for c in expanded])
+        if expanded
+        else np.zeros((0, 2, 1, RING_DEGREE), dtype=np.uint64)
+    )
+    path = os.path.join(task.inputs, f"expanded-{index}-{parts}-{residue}.npy")
+    np.save(path + ".part.npy", residues)
+    os.replace(path + ".part.npy", path)  # a reader sees a whole file or none
+
+
+def _shared_expansion(task: _RoundTask, index: int) -> list[Any] | None:
+    """The contributing users' expanded weights for prime ``index`` from the round's shares
+    (:func:`_expand_share`), in the order of ``task.users``; ``None`` when this round has none (one worker, or a
+    sample the silo holds, whose workers keep their own)."""
+    if task.inputs is None:
+        return None
+    shares = sorted(
+        name for name in os.listdir(task.inputs) if name.startswith(f"expanded-{index}-")
+    )
+    if not shares:
+        return None
+    context = _contexts(task.layout.plain_moduli, task.layout.coefficient_bits)[index]
+    parts = int(shares[0].split("-")[2])
+    classes = {
+        residue: iter(np.load(os.path.join(task.inputs, f"expanded-{index}-{parts}-{residue}.npy")))
+        for residue in range(parts)
+    }
+    return [context.raw_ciphertext(next(classes[u % parts]), ntt_form=True) for u in task.users]
+
+
+def _expand_weights(
+    task: _RoundTask, index: int, weights: Sequence[bytes], users: Sequence[int] | None = None
+) -> list[Any]:
+    """The ``users``' (default: the contributing users') ``W_u = Enc(y_u - c_u)`` for plaintext prime ``index``, in NTT
+    form, in the order of ``task.users``: each packed ciphertext less the packed corrections, expanded
+    (:mod:`uldp.secure.lattice_expand`).
 
     Raises:
         ValueError: weights or Galois keys that are not the session's.
     """
+    users = task.users if users is None else users
     sealapi, layout = _seal(), task.layout
     context = _contexts(layout.plain_moduli, layout.coefficient_bits)[index]
     level_count = lattice_expand.levels(layout.n_users)
@@ -297,7 +352,7 @@ def _expand_weights(task: _RoundTask, index: int, weights: Sequence[bytes]) -> l
     out: list[Any] = []
     for group, (data, correction) in enumerate(zip(weights, corrections, strict=True)):
         first = group * RING_DEGREE
-        wanted = [u - first for u in task.users if first <= u < first + RING_DEGREE]
+        wanted = [u - first for u in users if first <= u < first + RING_DEGREE]
         if not wanted:
             continue
         packed = context.load(data)
@@ -343,9 +398,12 @@ class LatticeSilo:
         mask_keys: per peer silo, the 32-byte pairwise mask key of step 1(b).
         workers: worker processes for step 2(b)-(c) (default :func:`uldp.secure.config.auto_workers`); the round's
             ciphertexts (one per plaintext prime and chunk of N parameters) are split between them, each computed
-            whole by one worker (its users' products, re-randomisation, flood, switch and masks), so the work per
-            round does not grow with the workers beyond each worker's expansion of its primes' weights. Workers
-            rebuild the session's contexts once from its public parameters and keep them. 1 runs in this process.
+            whole by one worker (its users' products, re-randomisation, flood, switch and masks). A new sample's
+            weights are expanded once, split between the workers by residue class of the users
+            (:func:`_expand_share`), and read by every worker that needs them: before, each worker expanded all
+            users' weights of its primes, so a new sample's CPU time grew with the workers (4.0 times from 1 to 16
+            on 16 cores, ``benchmarks/results/lattice_workers_h200.json``). Workers rebuild the session's contexts
+            once from its public parameters and keep them. 1 runs in this process.
         answered_round: the last round this silo answered (0: none), for a silo restored between messages
             (:attr:`answered_round`); it answers only later rounds.
 
@@ -379,6 +437,9 @@ class LatticeSilo:
         load_public_keys(layout, self._public_keys, silo_id=silo_id)
         self._galois_keys = check_galois_keys(layout, galois_keys, silo_id=silo_id)
         self._answered = answered_round
+        #: What the workers last expanded (a digest of the users, corrections and weights): a round with the same
+        #: sample skips the shared expansion, each worker keeping what it read (:func:`_expanded_weights`).
+        self._expansion = b""
 
     @property
     def answered_round(self) -> int:
@@ -480,12 +541,30 @@ class LatticeSilo:
                 shutil.disk_usage(room).free < 2 * size
             ):  # a small /dev/shm (containers): the disk instead
                 room = tempfile.gettempdir()
+            expansion = hashlib.sha256(
+                repr((task.users, task.corrections)).encode()
+                + b"".join(hashlib.sha256(c).digest() for prime in chosen for c in prime)
+            ).digest()
             with tempfile.TemporaryDirectory(dir=room) as inputs:
                 np.save(os.path.join(inputs, "rows.npy"), rows)
                 for index, prime in enumerate(chosen):
                     with open(os.path.join(inputs, f"weights-{index}.pkl"), "wb") as handle:
                         pickle.dump(prime, handle, protocol=pickle.HIGHEST_PROTOCOL)
                 shared = replace(task, inputs=inputs)
+                if (
+                    expansion != self._expansion
+                ):  # a new sample: expand once, split between the workers
+                    shares = 1 << max(0, (len(groups) // primes).bit_length() - 1)
+                    calls = [
+                        (shared, index, shares, residue)
+                        for index in range(primes)
+                        for residue in range(shares)
+                    ]
+                    for start in range(
+                        0, len(calls), len(groups)
+                    ):  # at most one call per worker at a time
+                        fast.run_each(_expand_share, calls[start : start + len(groups)])
+                    self._expansion = expansion
                 parts = fast.run_each(_round_items, [(shared, group) for group in groups])
         flat = [c for part in parts for c in part]
         chunks = layout.chunks_for(deltas.shape[1])

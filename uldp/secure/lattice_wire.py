@@ -50,14 +50,17 @@ def _header(total: int) -> bytes:
     return struct.pack("<HBBBBHQ", 0xA15E, 16, *_SEAL_VERSION, 0, 0, total)
 
 
-def _raw_ciphertext_bytes(polys: np.ndarray, parms_id: Sequence[int]) -> bytes:
-    """SEAL's uncompressed bytes of a coefficient-form ciphertext with the residues ``polys`` [size, #primes, N]."""
+def _raw_ciphertext_bytes(
+    polys: np.ndarray, parms_id: Sequence[int], *, ntt_form: bool = False
+) -> bytes:
+    """SEAL's uncompressed bytes of a ciphertext with the residues ``polys`` [size, #primes, N], in coefficient form
+    or (``ntt_form``) in NTT form."""
     size, primes, degree = polys.shape
     data = polys.astype("<u8").tobytes()
     array = _header(16 + 8 + len(data)) + struct.pack("<Q", polys.size) + data
     body = (
         struct.pack("<4Q", *parms_id)
-        + struct.pack("<B", 0)
+        + struct.pack("<B", int(ntt_form))
         + struct.pack("<3Q", size, degree, primes)
         + struct.pack("<d", 1.0)
         + struct.pack("<Q", 1)

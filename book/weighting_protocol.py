@@ -607,6 +607,11 @@ lattice_new, lattice_held = (
 lattice_before = traffic["before"]["results"]["lattice (new_sample)"]
 workers_round = benchmark_result("lattice_workers")
 held_cpu, new_cpu = (workers_round["results"][key]["cpu_s"] for key in ("1", "1_new_sample"))
+many_workers = benchmark_result("lattice_workers_h200")["results"]
+many, cores = many_workers["results"], many_workers["shape"]["cpu_count"]
+most = max(int(key) for key in many if key.isdigit())
+shared = benchmark_result("lattice_workers_shared")["results"]
+shared_count = max(int(key) for key in shared["before"] if key.isdigit())
 loopback = benchmark_result("flower_loopback_lattice")["results"]
 deployed, inside = loopback["deployed_process_isolation"], loopback["in_process"]
 largest, limits = inside["traffic"]["largest_object"], loopback["flower_limits"]
@@ -638,6 +643,20 @@ print(
     f"{new_cpu / held_cpu:.1f} times; the held round reuses the expansion its worker process kept). At q = 1 and "
     f"with the silos' hidden sample only the first round's weights are new; a server-drawn sample at q < 1 is new "
     f"every round.\n"
+    f"- Spread over worker processes, on a lent machine's {cores} cores (`lattice_workers_h200`, "
+    f"{many_workers['shape']['parameters']:,} parameters): {most} workers made a held round "
+    f"{many['1']['wall_s'] / many[str(most)]['wall_s']:.1f} times faster than one, at "
+    f"{many[str(most)]['cpu_s'] / many['1']['cpu_s']:.2f} times its CPU seconds, and a new sample's round "
+    f"{many['1_new_sample']['wall_s'] / many[f'{most}_new_sample']['wall_s']:.1f} times faster, at "
+    f"{many[f'{most}_new_sample']['cpu_s'] / many['1_new_sample']['cpu_s']:.1f} times its CPU: at that commit "
+    f"(`{benchmark_result('lattice_workers_h200')['provenance']['git_commit'][:7]}`) every worker expanded all the "
+    f"new weights of its primes. The silo now expands them once, split between its workers by residue class of "
+    f"the users, and every worker reads them: on this project's {shared['shape']['cpu_count']}-core machine at "
+    f"{shared_count} workers (`lattice_workers_shared`, {shared['shape']['parameters']:,} parameters), a new "
+    f"sample's round took {shared['results'][f'{shared_count}_new_sample']['cpu_s']:.1f} s of CPU against "
+    f"{shared['before'][f'{shared_count}_new_sample']['cpu_s']:.1f} s before "
+    f"(`{shared['before']['git_commit'][:7]}`), and {shared['results'][f'{shared_count}_new_sample']['wall_s']:.1f} s "
+    f"of wall against {shared['before'][f'{shared_count}_new_sample']['wall_s']:.1f} s.\n"
     f"- Over real processes ({federation['hospitals']} SuperNodes and a SuperLink on loopback, Flower "
     f"{limits['flwr']}, whose SuperLink served the silos over its Fleet {deployed['fleet_transport']}; "
     f"{federation['patients']} patients, {federation['parameters']:,} parameters, {federation['rounds']} rounds "

@@ -99,9 +99,11 @@ def test_a_session_runs_its_stages_and_writes_their_files_to_out(tmp_path, capsy
         "--device",
         "cpu",
         "--stages",
-        "tests,grid",
+        "tests,lattice,grid",
         "--minutes",
         "5",
+        "--lattice-args",
+        "--parameters 64 --users 3 --silos 2 --workers 1",
     ]
     arguments += ["--tests", str(Path(__file__).parent / "test_interrupts.py"), "--root", str(root)]
     arguments += ["--profile", "smoke", "--grid", "tcga_brca --seeds 0 --methods ULDP-AVG-w"]
@@ -111,6 +113,14 @@ def test_a_session_runs_its_stages_and_writes_their_files_to_out(tmp_path, capsy
     assert report["stages"]["tests"]["status"] == 0 and report["stages"]["tests"][
         "summary"
     ].startswith("2 passed")
+    assert report["stages"]["lattice"]["status"] == 0
+    lattice_round = json.loads((out / "lattice_workers.json").read_text())
+    assert lattice_round["shape"] == {
+        "parameters": 64,
+        "users": 3,
+        "silos": 2,
+        "cpu_count": os.cpu_count(),
+    }
     grid = report["stages"]["grid"]
     assert [run["status"] for run in grid["runs"]] == [0]
     stored = sorted(path.name for path in (root / "tcga_brca").glob("*.json"))
@@ -175,7 +185,7 @@ def test_collect_refuses_a_bad_result_and_places_nothing(change, refusal, tmp_pa
 @pytest.mark.parametrize(
     "arguments, message",
     [
-        (["--stages", "tests,gird"], "--stages takes tests, benchmark, grid, got gird"),
+        (["--stages", "tests,gird"], "--stages takes tests, benchmark, lattice, grid, got gird"),
         (["--minutes", "0"], "minutes must be a number > 0, got 0.0"),
         (["--device", "meta"], "'meta'"),
         (["--precision", "fp8"], "precision must be one of float32, tf32, bf16, got 'fp8'"),

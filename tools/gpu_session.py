@@ -9,18 +9,20 @@ split in three:
   ``.device/`` (git-ignored), and prints the device call: its command and the paths to carry (``.device`` and the
   checkpoints of runs begun in an earlier call).
 - ``session`` (there, or here on the CPU to check it): the stages ``tests`` (``tests/test_gpu.py`` and the device
-  tests), ``benchmark`` (``benchmarks/gpu.py``) and ``grid`` (paper-scale runs, :data:`DEFAULT_GRIDS`, by
-  ``uldp grid``), in that order, inside ``--minutes``. The grid stage sends SIGTERM when its time is up: each run in
-  progress saves its completed rounds, and the next call resumes it. Everything goes to ``--out`` (the device's
-  ``$OUT``, at most 8 files): ``session.json`` (each stage's status and seconds), ``tests.log``, ``gpu.json``, and
+  tests), ``benchmark`` (``benchmarks/gpu.py``), ``lattice`` (``benchmarks/lattice_workers.py`` on the machine's
+  cores) and ``grid`` (paper-scale runs, :data:`DEFAULT_GRIDS`, by ``uldp grid``), in the order given, inside
+  ``--minutes``. The grid stage sends SIGTERM when its time is up: each run in progress saves its completed rounds,
+  and the next call resumes it. Everything goes to ``--out`` (the device's ``$OUT``, at most 8 files):
+  ``session.json`` (each stage's status and seconds), ``tests.log``, ``gpu.json``, ``lattice_workers.json``, and
   ``<grid>/`` with each result and checkpoint the grid stage made.
 - ``collect FOLDER`` (here, on the files that came back): puts the results and checkpoints under ``results/``, where
   the chapters read them and the next ``prepare`` finds the checkpoints to carry.
 
 Usage:
     python tools/gpu_session.py prepare [--datasets mnist]
-    python tools/gpu_session.py session --out DIR [--device cuda] [--minutes 8] [--stages tests,benchmark,grid]
-        [--precision float32] [--grid "user_sampling --datasets mnist --seeds 0 --where q=1"] ...
+    python tools/gpu_session.py session --out DIR [--device cuda] [--minutes 8]
+        [--stages tests,benchmark,lattice,grid] [--precision float32] [--lattice-args "--workers 1,16"]
+        [--grid "user_sampling --datasets mnist --seeds 0 --where q=1"] ...
     python tools/gpu_session.py collect FOLDER
 
 Each prints one JSON document on stdout; progress and the stages' logs go to stderr and ``--out``.
@@ -90,13 +92,16 @@ DEFAULT_GRIDS = (
 MARGIN_SECONDS = 20.0
 #: Seconds a grid is given to save and stop after SIGTERM before it is killed.
 GRACE_SECONDS = 30.0
-STAGES = ("tests", "benchmark", "grid")
+STAGES = ("tests", "benchmark", "lattice", "grid")
+#: The ``lattice`` stage's options of ``benchmarks/lattice_workers.py``: the silo round on the machine's 16 cores, one
+#: worker against 16 (about a minute on the first H200 session's machine, 2026-11-28).
+LATTICE_ARGS = "--parameters 262144 --workers 1,16 --repeat 1"
 #: A lent machine's 15 minutes as two calls, ``(stages, minutes, benchmark options)``: the checks, then the runs on the
 #: still warm machine; ``prepare`` prints both. Sized from the first H200 session (2026-11-28): a fresh machine
 #: started in about 30 s, the tests stage took 27-32 s, the engine section about 40 s; the paper rounds and the short
 #: paper-scale run are committed (``benchmarks/results/gpu_h200*.json``), so the benchmark stage measures the engine
-#: and the zipf silo's fill rules, and the grid gets the rest.
-CALLS = (("tests,benchmark", 4.0, "--sections engine,zipf_silo"), ("grid", 8.0, ""))
+#: and the zipf silo's fill rules, the lattice stage the shared expansion on 16 cores, and the grid gets the rest.
+CALLS = (("tests,benchmark,lattice", 5.0, "--sections engine,zipf_silo"), ("grid", 7.5, ""))
 #: The ``run`` tool's longest command, in seconds.
 CALL_LIMIT_SECONDS = 600
 
@@ -298,6 +303,13 @@ def session(args: argparse.Namespace) -> dict[str, Any]:
             report["stages"][stage] = run_until(
                 command, end - MARGIN_SECONDS, env, out / "gpu.json", log
             )
+        elif stage == "lattice":
+            command = [sys.executable, str(ROOT / "benchmarks" / "lattice_workers.py")]
+            command += [*shlex.split(args.lattice_args), "--json"]
+            (out / "lattice_workers.json").unlink(missing_ok=True)
+            report["stages"][stage] = run_until(
+                command, end - MARGIN_SECONDS, env, out / "lattice_workers.json", log
+            )
         else:
             report["stages"][stage] = grid_stage(args, end - MARGIN_SECONDS, out, log, env)
     (out / "session.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
@@ -407,6 +419,11 @@ def main(argv: list[str] | None = None) -> int:
         "--benchmark-args",
         default="",
         help="options of benchmarks/gpu.py, e.g. '--repeats 1' or '--quick'",
+    )
+    there.add_argument(
+        "--lattice-args",
+        default=LATTICE_ARGS,
+        help=f"options of benchmarks/lattice_workers.py (default {LATTICE_ARGS!r})",
     )
     there.add_argument(
         "--grid", action="append", default=None, help="'NAME uldp-grid-options' (repeatable)"

@@ -123,7 +123,8 @@ def gpu_round_note(
         runs = paper_scale["results"]["paper_scale_run"]
         float32 = runs["float32"]
         text += (
-            f"; on the zipf federation of Figure 9, {float32['rounds']} rounds of ULDP-AVG-w averaged "
+            f"; on the zipf federation of Figure 9's user sub-sampling runs, {float32['rounds']} rounds of "
+            f"ULDP-AVG-w at q = 1 averaged "
             f"{duration(float32['seconds_per_round'])} a round in float32 and "
             f"{duration(runs['bf16']['seconds_per_round'])} in bfloat16, so $T = 200$ rounds take about "
             f"{duration(200 * float32['seconds_per_round'])} there (the average holds the first round's start-up: "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import re
 import shutil
 import tempfile
 from collections import OrderedDict
@@ -314,13 +315,15 @@ def _shared_expansion(task: _RoundTask, index: int) -> list[Any] | None:
     sample the silo holds, whose workers keep their own)."""
     if task.inputs is None:
         return None
-    shares = sorted(
-        name for name in os.listdir(task.inputs) if name.startswith(f"expanded-{index}-")
-    )
+    shares = [
+        name.split("-")
+        for name in os.listdir(task.inputs)
+        if re.fullmatch(rf"expanded-{index}-\d+-\d+\.npy", name)
+    ]
     if not shares:
         return None
     context = _contexts(task.layout.plain_moduli, task.layout.coefficient_bits)[index]
-    parts = int(shares[0].split("-")[2])
+    parts = int(shares[0][2])
     classes = {
         residue: iter(np.load(os.path.join(task.inputs, f"expanded-{index}-{parts}-{residue}.npy")))
         for residue in range(parts)
@@ -536,7 +539,10 @@ class LatticeSilo:
         if len(groups) <= 1:
             parts = [_round_items(replace(task, rows=rows, weights=chosen), items)]
         else:  # (prime, chunk) items split over worker processes, which read the inputs from a file
-            size = rows.nbytes + sum(len(c) for prime in chosen for c in prime)
+            expanded_bytes = (
+                len(users) * primes * 2 * len(layout.coefficient_bits) * RING_DEGREE * 8
+            )
+            size = rows.nbytes + sum(len(c) for prime in chosen for c in prime) + expanded_bytes
             room = _scratch()
             if (
                 shutil.disk_usage(room).free < 2 * size
@@ -552,18 +558,15 @@ class LatticeSilo:
                     with open(os.path.join(inputs, f"weights-{index}.pkl"), "wb") as handle:
                         pickle.dump(prime, handle, protocol=pickle.HIGHEST_PROTOCOL)
                 shared = replace(task, inputs=inputs)
-                if (
-                    expansion != self._expansion
-                ):  # a new sample: expand once, split between the workers
+                # a new sample: expanded once, split between the workers, at most one call per worker at a time
+                if expansion != self._expansion:
                     shares = 1 << max(0, (len(groups) // primes).bit_length() - 1)
                     calls = [
                         (shared, index, shares, residue)
                         for index in range(primes)
                         for residue in range(shares)
                     ]
-                    for start in range(
-                        0, len(calls), len(groups)
-                    ):  # at most one call per worker at a time
+                    for start in range(0, len(calls), len(groups)):
                         fast.run_each(_expand_share, calls[start : start + len(groups)])
                     self._expansion = expansion
                 parts = fast.run_each(_round_items, [(shared, group) for group in groups])

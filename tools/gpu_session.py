@@ -96,6 +96,7 @@ STAGES = ("tests", "benchmark", "lattice", "grid")
 #: The ``lattice`` stage's options of ``benchmarks/lattice_workers.py``: the silo round on the machine's 16 cores, one
 #: worker against 16 (about a minute on the first H200 session's machine, 2026-11-28).
 LATTICE_ARGS = "--parameters 262144 --workers 1,16 --repeat 1"
+LATTICE_BENCHMARK = ROOT / "benchmarks" / "lattice_workers.py"
 #: A lent machine's 15 minutes as two calls, ``(stages, minutes, benchmark options)``: the checks, then the runs on the
 #: still warm machine; ``prepare`` prints both. Sized from the first H200 session (2026-11-28): a fresh machine
 #: started in about 30 s, the tests stage took 27-32 s, the engine section about 40 s; the paper rounds and the short
@@ -304,7 +305,7 @@ def session(args: argparse.Namespace) -> dict[str, Any]:
                 command, end - MARGIN_SECONDS, env, out / "gpu.json", log
             )
         elif stage == "lattice":
-            command = [sys.executable, str(ROOT / "benchmarks" / "lattice_workers.py")]
+            command = [sys.executable, str(LATTICE_BENCHMARK)]
             command += [*shlex.split(args.lattice_args), "--json"]
             (out / "lattice_workers.json").unlink(missing_ok=True)
             report["stages"][stage] = run_until(

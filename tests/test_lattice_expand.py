@@ -258,8 +258,8 @@ def test_four_workers_expand_a_new_sample_once_between_them_and_a_held_one_not_a
     monkeypatch, tmp_path
 ):
     """With 4 workers and 2 primes, a new sample's weights are expanded in 2 residue classes per prime, once in all
-    (each class's users once, by one worker), and every worker reads them; the same sample again expands nothing;
-    a new one is expanded again. The sums stay exact within P."""
+    (each class's users once, by one worker), and every worker reads them; the same sample again expands nothing,
+    also in silos restored from their state; a new one is expanded again. The sums stay exact within P."""
     from uldp.secure import fast, lattice_silo
 
     log = tmp_path / "expansions"
@@ -285,10 +285,26 @@ def test_four_workers_expand_a_new_sample_once_between_them_and_a_held_one_not_a
     fast.shutdown_pools()  # the workers fork from here on, with the logging expansion
     try:
         weights = corrections = None
-        for round_index, new_sample in ((1, True), (2, False), (3, True)):
+        for round_index, new_sample in ((1, True), (2, False), (3, False), (4, True)):
             if new_sample:
                 rescaled, corrections = _rescale(counts, sampled, layout)
                 weights = server.encrypt_weights(rescaled)
+            if (
+                round_index == 3
+            ):  # silos restored between messages (a Flower silo each round) hold it too
+                silos = [
+                    lattice_silo.LatticeSilo(
+                        s.silo_id,
+                        counts[s.silo_id],
+                        layout,
+                        public_keys=server.public_keys(),
+                        galois_keys=server.galois_keys(),
+                        workers=4,
+                        mask_keys=s._mask_keys,
+                        answered_round=2,
+                    )
+                    for s in silos
+                ]
             log.write_text("")
             updates = [
                 s.masked_update(round_index, weights, corrections, deltas[i], noise[i])

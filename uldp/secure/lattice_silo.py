@@ -248,6 +248,13 @@ def _round_items(task: _RoundTask, items: Sequence[tuple[int, int]]) -> list[byt
 #: in-process federation) ran between. A silo's worker j gets the same (prime, chunk) items every round
 #: (:func:`uldp.secure.fast.run_each`), so each worker's own store serves its share likewise.
 _EXPANDED: OrderedDict[bytes, tuple[int, list[Any]]] = OrderedDict()
+#: The shared expansions this process's kept workers read (:func:`_shared_key`), most recent last: a round whose
+#: key is here skips the expansion, each worker keeping what it read. Per process, like the workers, so a silo
+#: restored between messages (a Flower silo each round) holds its sample too.
+_SHARED: OrderedDict[bytes, None] = OrderedDict()
+#: The most shared expansions remembered (the workers' own bound, :data:`EXPANDED_CACHE_BYTES`, decides what they
+#: keep; a key they dropped only makes a worker expand for itself, with the same result).
+SHARED_KEYS = 64
 #: The most bytes of expanded weights a process keeps between rounds (two ciphertexts' polynomials over q each).
 EXPANDED_CACHE_BYTES = 1 << 31
 
@@ -280,6 +287,15 @@ def _expanded_weights(task: _RoundTask, index: int, weights: Sequence[bytes]) ->
     return expanded
 
 
+def _shared_key(task: _RoundTask, weights: Sequence[Sequence[bytes]]) -> bytes:
+    """What a shared expansion is of: the silo, its contributing users and corrections, the weights, and the kept
+    workers that read it (a restarted pool holds nothing, so its key differs)."""
+    return hashlib.sha256(
+        repr((task.silo_id, task.users, task.corrections, sorted(fast.worker_pids()))).encode()
+        + b"".join(hashlib.sha256(c).digest() for prime in weights for c in prime)
+    ).digest()
+
+
 def _residue_class(users: Sequence[int], parts: int, residue: int) -> list[int]:
     """The users ``u`` with ``u mod parts == residue``, in their order: one worker's share of the expansion. With
     ``parts`` a power of two a share's expansion tree branches only below level log2(parts), so the shares together
@@ -287,13 +303,15 @@ def _residue_class(users: Sequence[int], parts: int, residue: int) -> list[int]:
     return [u for u in users if u % parts == residue]
 
 
-def _expand_share(task: _RoundTask, index: int, parts: int, residue: int) -> None:
+def _expand_share(task: _RoundTask, index: int, parts: int, residue: int | None) -> None:
     """Step 2(b)'s expansion, split between a silo's workers: the weights of one residue class of the contributing
     users (:func:`_residue_class`) for plaintext prime ``index``, expanded and written as their residues
     ``[users, 2, #q, N]`` to ``expanded-<index>-<parts>-<residue>.npy`` in the round's inputs directory, which every
     worker whose items use the prime reads (:func:`_shared_expansion`) instead of expanding all users itself. The
     values are the silo's own (``y_u - c_u``; its corrections are secret) and stay in its private directory, beside
-    its rows."""
+    its rows. ``residue=None`` does nothing: it pads a batch to the pool's size."""
+    if residue is None:
+        return
     assert task.inputs is not None
     with open(os.path.join(task.inputs, f"weights-{index}.pkl"), "rb") as handle:
         weights = pickle.load(handle)
@@ -441,9 +459,6 @@ class LatticeSilo:
         load_public_keys(layout, self._public_keys, silo_id=silo_id)
         self._galois_keys = check_galois_keys(layout, galois_keys, silo_id=silo_id)
         self._answered = answered_round
-        #: What the workers last expanded (a digest of the users, corrections and weights): a round with the same
-        #: sample skips the shared expansion, each worker keeping what it read (:func:`_expanded_weights`).
-        self._expansion = b""
 
     @property
     def answered_round(self) -> int:
@@ -548,27 +563,27 @@ class LatticeSilo:
                 shutil.disk_usage(room).free < 2 * size
             ):  # a small /dev/shm (containers): the disk instead
                 room = tempfile.gettempdir()
-            expansion = hashlib.sha256(
-                repr((task.users, task.corrections)).encode()
-                + b"".join(hashlib.sha256(c).digest() for prime in chosen for c in prime)
-            ).digest()
             with tempfile.TemporaryDirectory(dir=room) as inputs:
                 np.save(os.path.join(inputs, "rows.npy"), rows)
                 for index, prime in enumerate(chosen):
                     with open(os.path.join(inputs, f"weights-{index}.pkl"), "wb") as handle:
                         pickle.dump(prime, handle, protocol=pickle.HIGHEST_PROTOCOL)
                 shared = replace(task, inputs=inputs)
-                # a new sample: expanded once, split between the workers, at most one call per worker at a time
-                if expansion != self._expansion:
+                # a new sample: expanded once, split between the workers, one call per worker at a time (a
+                # batch padded to the pool's size, so that both phases use the same kept processes)
+                if _shared_key(task, chosen) not in _SHARED:
                     shares = 1 << max(0, (len(groups) // primes).bit_length() - 1)
-                    calls = [
+                    calls: list[tuple[_RoundTask, int, int, int | None]] = [
                         (shared, index, shares, residue)
                         for index in range(primes)
                         for residue in range(shares)
                     ]
+                    calls += [(shared, 0, shares, None)] * (-len(calls) % len(groups))
                     for start in range(0, len(calls), len(groups)):
                         fast.run_each(_expand_share, calls[start : start + len(groups)])
-                    self._expansion = expansion
+                    _SHARED[_shared_key(task, chosen)] = None
+                    while len(_SHARED) > SHARED_KEYS:
+                        _SHARED.popitem(last=False)
                 parts = fast.run_each(_round_items, [(shared, group) for group in groups])
         flat = [c for part in parts for c in part]
         chunks = layout.chunks_for(deltas.shape[1])

@@ -272,23 +272,21 @@ def zipf_silo(args: argparse.Namespace, device: torch.device, data: Any) -> dict
     ``--quick``, the silo's :data:`QUICK_SILO_USERS` largest users. A paper round's zipf silos cost more than their
     records say: each chunk runs as many sequential steps as its largest user needs."""
     from uldp.data.allocation import allocate
+    from uldp.methods.base import Federation
     from uldp.training import chunks, per_user
 
     allocation = allocate(data, n_users=10_000, n_silos=5, scheme="zipf", seed=0)
-    silo = int(np.argmax(allocation.counts.max(axis=1)))
-    held = np.flatnonzero(allocation.silo == silo)
-    users, first = np.unique(allocation.user[held], return_inverse=True)
-    groups = [np.flatnonzero(first == position) for position in range(users.size)]
+    model = build_model("mnist", seed=0).to(device).train()
+    federation = Federation(model, cross_entropy_loss, data.x_train, data.y_train, allocation)
+    _, groups = federation.user_groups(int(np.argmax(allocation.counts.max(axis=1))))
     if args.quick:
         groups = sorted(groups, key=len)[-QUICK_SILO_USERS:]
-    records = np.concatenate(groups)
-    remap = np.empty(held.size, dtype=np.int64)
-    remap[records] = np.arange(records.size)
-    groups = [remap[group] for group in groups]
-    x = data.x_train[held[records]].to(device)
-    y = data.y_train[held[records]].to(device)
+    records = np.concatenate(
+        groups
+    )  # the silo's records, user by user: group u is a run of positions
+    x, y = data.x_train[records].to(device), data.y_train[records].to(device)
+    groups = np.split(np.arange(records.size), np.cumsum([group.size for group in groups])[:-1])
     keys = record_keys(records.size, args.epochs, torch.Generator().manual_seed(0)).to(device)
-    model = build_model("mnist", seed=0).to(device).train()
     params = flat_parameters(model)
     padded, made = per_user.padded_indices, []
 

@@ -31,3 +31,8 @@ def mlp() -> nn.Module:
 
 
 SMALL: dict[str, Any] = dict(rounds=2, local_epochs=2, batch_size=8, sigma=1.0)
+
+
+def fit_arguments(users: list[str], silos: list[str], **options: Any) -> dict[str, Any]:
+    """The keyword arguments of a ``fit`` call on :func:`records`' ids with cross-entropy, plus ``options``."""
+    return dict(user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), **options)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from fitting_helpers import SMALL, mlp, records
+from fitting_helpers import SMALL, fit_arguments, mlp, records
 from torch import nn
 
 import uldp
@@ -74,10 +74,9 @@ def test_without_a_seed_the_noise_comes_from_os_entropy_and_the_membership_test_
     target and compares with the released model. With fit's seeded noise one of the two matched exactly; with OS
     entropy neither does, and the residual is of the noise's size."""
     x, y, users, silos = records()
-    arguments: dict[str, Any] = dict(
-        user_ids=users,
-        silo_ids=silos,
-        loss=nn.CrossEntropyLoss(),
+    arguments = fit_arguments(
+        users,
+        silos,
         rounds=1,
         local_epochs=1,
         batch_size=8,
@@ -286,10 +285,9 @@ def test_the_method_class_alone_decides_which_hyperparameters_fit_leaves_unset(m
     from uldp.methods.uldp_avg import UserLevelMethod
 
     x, y, users, silos = records()
-    arguments: dict[str, Any] = dict(
-        user_ids=users,
-        silo_ids=silos,
-        loss=nn.CrossEntropyLoss(),
+    arguments = fit_arguments(
+        users,
+        silos,
         method="ULDP-SGD",
         sigma=1.0,
         rounds=1,

@@ -5,11 +5,9 @@ quantiles are reported in history.info["update_norms"]."""
 from __future__ import annotations
 
 import warnings
-from typing import Any
 
 import pytest
-from fitting_helpers import mlp, records
-from torch import nn
+from fitting_helpers import fit_arguments, mlp, records
 
 import uldp.fitting
 from uldp.fitting import fit
@@ -17,10 +15,9 @@ from uldp.fitting import fit
 
 def test_a_clip_far_from_the_update_norms_warns_and_says_how_to_choose_it_for_free():
     x, y, users, silos = records()
-    arguments: dict[str, Any] = dict(
-        user_ids=users,
-        silo_ids=silos,
-        loss=nn.CrossEntropyLoss(),
+    arguments = fit_arguments(
+        users,
+        silos,
         rounds=1,
         sigma=1.0,
         local_epochs=1,

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 import torch
-from fitting_helpers import mlp, records
+from fitting_helpers import fit_arguments, mlp, records
 from torch import nn
 
 import uldp
@@ -25,9 +25,7 @@ if TYPE_CHECKING:
 @pytest.mark.slow
 def test_every_private_method_takes_epsilon_and_an_unreachable_target_says_why():
     x, y, users, silos = records()
-    arguments: dict[str, Any] = dict(
-        user_ids=users, silo_ids=silos, loss=nn.CrossEntropyLoss(), rounds=1, batch_size=8
-    )
+    arguments = fit_arguments(users, silos, rounds=1, batch_size=8)
     _, history = fit(mlp(), x, y, method="ULDP-GROUP-2", epsilon=6.0, **arguments)
     assert history.epsilon is not None and history.epsilon == pytest.approx(6.0, rel=1e-3)
     assert history.epsilon <= 6.0 + 1e-9
@@ -62,10 +60,9 @@ def test_a_target_epsilon_is_met_after_the_last_round():
 
 def test_a_run_resumed_from_its_checkpoint_continues_exactly(tmp_path, capsys):
     x, y, users, silos = records()
-    arguments: dict[str, Any] = dict(
-        user_ids=users,
-        silo_ids=silos,
-        loss=nn.CrossEntropyLoss(),
+    arguments = fit_arguments(
+        users,
+        silos,
         sigma=1.0,
         local_epochs=1,
         batch_size=8,
@@ -141,10 +138,9 @@ def test_a_resealed_checkpoint_is_refused_unless_its_rows_are_what_the_run_write
     tmp_path, change, message
 ):
     x, y, users, silos = records()
-    arguments: dict[str, Any] = dict(
-        user_ids=users,
-        silo_ids=silos,
-        loss=nn.CrossEntropyLoss(),
+    arguments = fit_arguments(
+        users,
+        silos,
         sigma=1.0,
         local_epochs=1,
         batch_size=8,

@@ -139,17 +139,31 @@ def test_a_server_sent_seed_is_ignored_and_only_the_silos_own_option_reproduces(
         assert not strategy.insecure_reproducible_noise
 
 
+class Replay(uf.UldpStrategy):
+    """A strategy that keeps the train messages it sent, for a hostile server to send them again (Attack 2)."""
+
+    def configure_train(self, server_round, arrays, config, grid):
+        self.sent = list(super().configure_train(server_round, arrays, config, grid))
+        return self.sent
+
+
+def _replayed(grid: LocalGrid, strategy: Replay) -> list[Any]:
+    """The silos' replies to copies of every train message ``strategy`` sent."""
+    from flwr.app import Message as FlowerMessage
+
+    copies = [
+        FlowerMessage(
+            m.content, dst_node_id=m.metadata.dst_node_id, message_type="train", group_id="1"
+        )
+        for m in strategy.sent
+    ]
+    return list(grid.send_and_receive(copies))
+
+
 def test_a_replayed_round_is_refused_even_after_a_restart(hospital_files, tmp_path):  # noqa: F811
     """Attack 2: round 1 sent again (100 times at 09fdb4c, averaging the noise's std from 0.289 to 0.030) is refused
     by every silo, naming the round (its masked sum's state, then after a restart of the silo, a fresh context with a
     fresh masked-sum session, its ledger file)."""
-    from flwr.app import Message as FlowerMessage
-
-    class Replay(uf.UldpStrategy):
-        def configure_train(self, server_round, arrays, config, grid):
-            self.sent = list(super().configure_train(server_round, arrays, config, grid))
-            return self.sent
-
     app = uf.silo_client_app(load, model, nn.CrossEntropyLoss())
     configs = [
         {**c, "uldp-ledger": str(tmp_path / f"ledger-{c['silo']}.json")}
@@ -161,28 +175,16 @@ def test_a_replayed_round_is_refused_even_after_a_restart(hospital_files, tmp_pa
 
     strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
     for _ in range(3):
-        copies = [
-            FlowerMessage(
-                m.content, dst_node_id=m.metadata.dst_node_id, message_type="train", group_id="1"
-            )
-            for m in strategy.sent
-        ]
-        replies = list(grid.send_and_receive(copies))
+        replies = _replayed(grid, strategy)
         assert all(
             r.has_error() and "refuses round 1: it answered round 1" in str(r.error.reason)
             for r in replies
         )
     restarted = LocalGrid(app, configs)  # new contexts: only the ledger files remember
     strategy.setup(restarted)
-    copies = [
-        FlowerMessage(
-            m.content, dst_node_id=m.metadata.dst_node_id, message_type="train", group_id="1"
-        )
-        for m in strategy.sent
-    ]
     assert all(
         "round 1 is not after round 1" in str(r.error.reason)
-        for r in restarted.send_and_receive(copies)
+        for r in _replayed(restarted, strategy)
     )
     assert {p.name for p in tmp_path.glob("ledger-*.json")} == {
         f"ledger-{h}.json" for h in HOSPITALS
@@ -286,12 +288,7 @@ def test_protocol_1_never_answers_a_round_twice(hospital_files):  # noqa: F811
     Dec(A / B) was the silo's clean weighted update (to 1e-19). Now every silo's driver refuses the replayed update
     stage (the train message with the round's weights and shares): no second masked update exists to divide by; and
     the server's driver never starts round 1 again."""
-    from flwr.app import ArrayRecord, Message as FlowerMessage
-
-    class Replay(uf.UldpStrategy):
-        def configure_train(self, server_round, arrays, config, grid):
-            self.sent = list(super().configure_train(server_round, arrays, config, grid))
-            return self.sent
+    from flwr.app import ArrayRecord
 
     grid = LocalGrid(
         uf.silo_client_app(load, model, nn.CrossEntropyLoss()),
@@ -299,13 +296,7 @@ def test_protocol_1_never_answers_a_round_twice(hospital_files):  # noqa: F811
     )
     strategy = Replay(sigma=5.0, local_epochs=1, protocol=TEST_KEYS)
     strategy.start(grid, ArrayRecord([uldp.flat_parameters(model()).numpy()]), num_rounds=1)
-    copies = [
-        FlowerMessage(
-            m.content, dst_node_id=m.metadata.dst_node_id, message_type="train", group_id="1"
-        )
-        for m in strategy.sent
-    ]
-    replies = list(grid.send_and_receive(copies))
+    replies = _replayed(grid, strategy)
     assert all(
         r.has_error() and "refuses p1-update of round 1" in str(r.error.reason) for r in replies
     )

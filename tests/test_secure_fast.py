@@ -63,6 +63,11 @@ def test_kept_workers_take_the_same_share_of_every_call():
         assert len(set(first)) == 3 and os.getpid() not in first
         assert all(fast.run_each(os.getpid, [()] * 3) == first for _ in range(20))
         assert sorted(fast.worker_pids()) == sorted(first)
+        # calls of other sizes share the processes: fewer tasks take the first workers, more start the missing ones
+        assert fast.run_each(os.getpid, [()] * 2) == first[:2]
+        more = fast.run_each(os.getpid, [()] * 4)
+        assert more[:3] == first and more[3] not in first
+        assert sorted(fast.worker_pids()) == sorted(more)
     finally:
         fast.shutdown_pools()
     assert fast.worker_pids() == []

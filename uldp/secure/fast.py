@@ -86,23 +86,23 @@ def raise_each(
     return [power for part in parts for power in part]
 
 
-#: Worker processes kept between calls, by count; each is its own single-process executor, so that a call's j-th task
-#: always runs in worker j and what a worker keeps from one call to the next (the lattice silo's expanded weights,
-#: :mod:`uldp.secure.lattice_silo`) serves the same share of the next call.
-_POOLS: dict[int, tuple[ProcessPoolExecutor, ...]] = {}
+#: Worker processes kept between calls; each is its own single-process executor, so that a call's j-th task always
+#: runs in worker j and what a worker keeps from one call to the next (the lattice silo's expanded weights,
+#: :mod:`uldp.secure.lattice_silo`) serves the same share of the next call. A call of fewer tasks uses the first
+#: workers, one of more starts the missing ones: calls of different sizes share one set of processes.
+_POOL: list[ProcessPoolExecutor] = []
 
 
 def _workers(count: int) -> tuple[ProcessPoolExecutor, ...]:
-    """``count`` forked worker processes, started on first use and kept for later calls (no fork per call)."""
-    workers = _POOLS.get(count)
-    if workers is None or any(getattr(worker, "_broken", False) for worker in workers):
-        for worker in workers or ():
+    """The first ``count`` kept worker processes, started on first use (a broken one replaced; no fork per call)."""
+    context = multiprocessing.get_context("fork")
+    for index, worker in enumerate(_POOL[:count]):
+        if getattr(worker, "_broken", False):
             worker.shutdown(wait=False)
-        context = multiprocessing.get_context("fork")
-        workers = _POOLS[count] = tuple(
-            ProcessPoolExecutor(1, mp_context=context) for _ in range(count)
-        )
-    return workers
+            _POOL[index] = ProcessPoolExecutor(1, mp_context=context)
+    while len(_POOL) < count:
+        _POOL.append(ProcessPoolExecutor(1, mp_context=context))
+    return tuple(_POOL[:count])
 
 
 def run_each(function: Callable[..., T], arguments: Sequence[tuple[Any, ...]]) -> list[T]:
@@ -117,19 +117,13 @@ def run_each(function: Callable[..., T], arguments: Sequence[tuple[Any, ...]]) -
 
 def worker_pids() -> list[int]:
     """The process ids of the live kept workers (for benchmarks that count their CPU time)."""
-    return [
-        pid
-        for workers in _POOLS.values()
-        for worker in workers
-        for pid in list(getattr(worker, "_processes", None) or {})
-    ]
+    return [pid for worker in _POOL for pid in list(getattr(worker, "_processes", None) or {})]
 
 
 def shutdown_pools() -> None:
     """Stop the worker processes kept by earlier calls (the next call with ``processes > 1`` starts new ones)."""
-    while _POOLS:
-        for worker in _POOLS.popitem()[1]:
-            worker.shutdown()
+    while _POOL:
+        _POOL.pop().shutdown()
 
 
 def signed_digits(exponents: np.ndarray, window: int) -> list[np.ndarray]:

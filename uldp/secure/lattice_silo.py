@@ -303,15 +303,13 @@ def _residue_class(users: Sequence[int], parts: int, residue: int) -> list[int]:
     return [u for u in users if u % parts == residue]
 
 
-def _expand_share(task: _RoundTask, index: int, parts: int, residue: int | None) -> None:
+def _expand_share(task: _RoundTask, index: int, parts: int, residue: int) -> None:
     """Step 2(b)'s expansion, split between a silo's workers: the weights of one residue class of the contributing
     users (:func:`_residue_class`) for plaintext prime ``index``, expanded and written as their residues
     ``[users, 2, #q, N]`` to ``expanded-<index>-<parts>-<residue>.npy`` in the round's inputs directory, which every
     worker whose items use the prime reads (:func:`_shared_expansion`) instead of expanding all users itself. The
     values are the silo's own (``y_u - c_u``; its corrections are secret) and stay in its private directory, beside
-    its rows. ``residue=None`` does nothing: it pads a batch to the pool's size."""
-    if residue is None:
-        return
+    its rows."""
     assert task.inputs is not None
     with open(os.path.join(task.inputs, f"weights-{index}.pkl"), "rb") as handle:
         weights = pickle.load(handle)
@@ -569,16 +567,14 @@ class LatticeSilo:
                     with open(os.path.join(inputs, f"weights-{index}.pkl"), "wb") as handle:
                         pickle.dump(prime, handle, protocol=pickle.HIGHEST_PROTOCOL)
                 shared = replace(task, inputs=inputs)
-                # a new sample: expanded once, split between the workers, one call per worker at a time (a
-                # batch padded to the pool's size, so that both phases use the same kept processes)
+                # a new sample: expanded once, split between the workers, one call per worker at a time
                 if _shared_key(task, chosen) not in _SHARED:
                     shares = 1 << max(0, (len(groups) // primes).bit_length() - 1)
-                    calls: list[tuple[_RoundTask, int, int, int | None]] = [
+                    calls = [
                         (shared, index, shares, residue)
                         for index in range(primes)
                         for residue in range(shares)
                     ]
-                    calls += [(shared, 0, shares, None)] * (-len(calls) % len(groups))
                     for start in range(0, len(calls), len(groups)):
                         fast.run_each(_expand_share, calls[start : start + len(groups)])
                     _SHARED[_shared_key(task, chosen)] = None

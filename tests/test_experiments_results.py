@@ -59,6 +59,37 @@ def test_loaded_results_frame_and_description(tmp_path):
     )
 
 
+def _two_runs() -> experiments.ResultSet:
+    runs = tuple(
+        {
+            "panel": "P",
+            "series": series,
+            "seed": 0,
+            "params": {"method": series},
+            "result": {"accuracy": [0.5, value], "info": {"kept": [1]}},
+        }
+        for series, value in (("A", 0.7), ("B", 0.8))
+    )
+    return experiments.ResultSet("g", "paper", runs, (), None)
+
+
+def test_the_frame_is_built_once_and_again_when_a_run_changes_in_place():
+    """The frame is cached by content (``content_key``): a copy comes out each time, and a run changed in place
+    (as the scorecard's tests change a world) gives the new values, the table of ``per_setting`` too."""
+    from uldp.paper.verdicts import per_setting
+
+    results = _two_runs()
+    first = results.frame()
+    first.loc[:, "accuracy"] = 0.0  # the caller's copy
+    assert results.frame()["accuracy"].tolist() == [0.5, 0.7, 0.5, 0.8]
+    assert per_setting(results, "accuracy")["mean"].tolist() == [0.7, 0.8]
+    results.runs[1]["result"]["accuracy"][1] = 0.9  # in place, the list kept
+    assert results.frame()["accuracy"].tolist() == [0.5, 0.7, 0.5, 0.9]
+    assert per_setting(results, "accuracy")["mean"].tolist() == [0.7, 0.9]
+    results.runs[0]["params"]["method"] = "C"
+    assert results.frame()["method"].tolist() == ["C", "C", "B", "B"]
+
+
 @needs_data
 def test_accounted_results_equal_the_trained_paper_runs_epsilon(monkeypatch):
     """Accounting alone gives the final epsilon of the committed, trained HeartDisease paper runs (to 12 digits: they

@@ -24,6 +24,7 @@ EXTRA_OF_MODULE = {
     "grpc": "deploy",
     "lifelines": "survival",
     "matplotlib": "paper",
+    "PIL": "paper",
     "jupytext": "book",
     "papermill": "book",
     "jupyter_book": "book",

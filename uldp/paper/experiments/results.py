@@ -110,13 +110,41 @@ class ResultSet:
 
     def frame(self) -> Any:
         """A long pandas DataFrame, one row per run and round: ``panel, series, seed, round`` and every per-round
-        series of the results (``test_loss``, ``epsilon``, ...), plus the run arguments as columns."""
+        series of the results (``test_loss``, ``epsilon``, ...), plus the run arguments as columns.
+
+        Built once per result set and content (:meth:`content_key`) and copied out: a chapter's claims, verdicts and
+        figures ask the same set for it about a hundred times, and building it was a fifth of a chapter's run
+        (cProfile of ``exp_tcga_brca``); a run changed in place is seen, and the frame built again."""
+        key = self.content_key()
+        cached = self.__dict__.get("_frame")
+        if cached is None or cached[0] != key:
+            cached = (key, self._build_frame())
+            object.__setattr__(self, "_frame", cached)  # a cache, not a field: the set stays frozen
+        return cached[1].copy()
+
+    def content_key(self) -> tuple:
+        """Everything :meth:`frame` reads from the runs, as one hashable value: equal keys, equal frames (the key
+        of caches of what is computed from the frame, e.g. :func:`uldp.paper.verdicts.per_setting`)."""
+        return tuple(
+            (
+                run["panel"],
+                run["series"],
+                run["seed"],
+                repr(run["params"]),
+                tuple(
+                    (name, tuple(values))
+                    for name, values in run["result"].items()
+                    if _per_round(values)
+                ),
+            )
+            for run in self.runs
+        )
+
+    def _build_frame(self) -> Any:
         pieces = []
         for run in self.runs:
             per_round = {
-                name: values
-                for name, values in run["result"].items()
-                if isinstance(values, list) and values and not isinstance(values[0], (list, dict))
+                name: values for name, values in run["result"].items() if _per_round(values)
             }
             length = max((len(values) for values in per_round.values()), default=0)
             piece = {name: values for name, values in per_round.items() if len(values) == length}
@@ -184,6 +212,11 @@ class ResultSet:
             f"(seeds {', '.join(map(str, seeds))}), made {when} by `{'`, `'.join(commands)}` at commit "
             f"{', '.join(commits)} on {'; '.join(machines)}; {duration(seconds)} of run time in all."
         )
+
+
+def _per_round(values: object) -> bool:
+    """Whether a result's entry is a per-round series of scalars (a column of :meth:`ResultSet.frame`)."""
+    return isinstance(values, list) and bool(values) and not isinstance(values[0], (list, dict))
 
 
 def trained_on(config: Mapping[str, Any]) -> str:

@@ -76,7 +76,13 @@ def main() -> None:
         venv.create(work / "venv", with_pip=True)
         python = work / "venv" / "bin" / "python"
         target = f"{wheel}[{args.extras}]" if args.extras else str(wheel)
-        run(python, "-m", "pip", "install", "--quiet", target, "-c", ROOT / "constraints.txt")
+        # no bytecode: the venv runs one script, and pip compiles torch's files on one core for longer than that
+        # script compiles what it imports
+        run(
+            python,
+            *("-m", "pip", "install", "--quiet", "--no-compile", target),
+            *("-c", ROOT / "constraints.txt"),
+        )
         run(python, "-c", SMOKE, *(["flwr"] if "deploy" in args.extras else []), cwd=work)
     print("the wheel installs with the pins and trains", flush=True)
 

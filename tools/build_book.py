@@ -26,12 +26,16 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import jupytext
 import nbformat
+import papermill
 import yaml
+from jupyter_client.manager import KernelManager
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "_build"
@@ -171,6 +175,20 @@ def partial_toc(toc: dict, only: list[str]) -> dict:
     return partial
 
 
+class IpcKernelManager(KernelManager):
+    """A chapter's kernel talking over Unix sockets beside its connection file, not TCP ports: a kernel manager
+    chooses five free ports and the kernel binds them later, and in between a test of ``make test`` running beside
+    the chapters took one (a CI run hung, its kernel's heartbeat "Address already in use", papermill waiting)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.sockets = tempfile.TemporaryDirectory(
+            prefix="uldp-kernel-"
+        )  # removed with the manager
+        kwargs.setdefault("transport", "ipc")
+        kwargs.setdefault("ip", os.path.join(self.sockets.name, "kernel"))
+        super().__init__(**kwargs)
+
+
 def execute_chapter(entry: str, profile: str, staged: Path) -> float:
     """Convert ``entry``.py to a notebook and execute it with papermill; return the seconds taken."""
     source = ROOT / f"{entry}.py"
@@ -189,30 +207,21 @@ def execute_chapter(entry: str, profile: str, staged: Path) -> float:
     executed = staged / f"{entry}.ipynb"
     executed.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "papermill",
-            str(raw),
-            str(executed),
-            "-p",
-            "profile",
-            profile,
-            "--cwd",
-            str(ROOT),
-            "--kernel",
-            "python3",
-            "--no-progress-bar",
-            "--log-level",
-            "WARNING",
-        ],
-        cwd=ROOT,
-    )
-    if result.returncode != 0:
+    try:
+        papermill.execute_notebook(
+            raw,
+            executed,
+            parameters={"profile": profile},
+            cwd=str(ROOT),
+            kernel_name="python3",
+            progress_bar=False,
+            kernel_manager_class=IpcKernelManager,
+        )
+    except papermill.PapermillExecutionError as error:
+        print(error, file=sys.stderr)
         raise SystemExit(
             f"chapter {entry} failed at profile {profile!r} (see the cell error above)"
-        )
+        ) from None
     tag_cells_for_the_book(executed)
     return time.perf_counter() - start
 

@@ -117,7 +117,8 @@ def test_a_silo_or_server_install_has_the_federation_and_no_jupyter_book_or_plot
 def test_every_optional_module_is_installed_by_the_extra_its_message_names():
     from uldp.common.extras import EXTRA_OF_MODULE
 
-    distribution = {"jupyter_book": "jupyter-book", "grpc": "flwr", "PIL": "pillow"}  # grpc comes with flwr
+    # distributions by module name, where they differ (grpc comes with flwr)
+    distribution = {"jupyter_book": "jupyter-book", "grpc": "flwr", "PIL": "pillow"}
     for module, extra in EXTRA_OF_MODULE.items():
         assert distribution.get(module, module) in closure(extra), (module, extra)
 

@@ -466,7 +466,7 @@ def _stand_in_supernode(monkeypatch, codes: list[int]) -> list[float]:
 
     clock, attempts = [0.0], []
 
-    def supernode(command, port, log, worker_log):
+    def supernode(command, port, log, folder):
         attempts.append(clock[0])
         log.write_text("Failed to initialize the connection to the SuperLink.\n")
         return codes[min(len(attempts), len(codes)) - 1]
@@ -502,6 +502,31 @@ def test_a_silo_gives_up_after_max_wait_printing_its_supernodes_log(monkeypatch,
     said = capsys.readouterr().err
     assert "the SuperNode stopped (exit status 1); its log" in said, said
     assert said.rstrip().endswith("Failed to initialize the connection to the SuperLink."), said
+
+
+def test_silos_of_one_machine_keep_flwrs_home_apart(monkeypatch, tmp_path):
+    """Each silo's SuperNode and its worker run with flwr's home in the silo's own folder, where flwr unpacks the
+    app bundle: three silos sharing one home unpacked it together, and one imported it half written (a CI run)."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from uldp.deploy import superlink
+
+    homes: list[tuple[str, str]] = []
+
+    @contextlib.contextmanager
+    def process(command, *, log, env, append=False):
+        homes.append((command[0], env["FLWR_HOME"]))
+        yield SimpleNamespace(poll=lambda: 0, returncode=0)
+
+    monkeypatch.setattr(superlink, "_process", process)
+    monkeypatch.setattr(superlink, "wait_listening", lambda *args, **kwargs: None)
+    for silo in ("a", "b"):
+        folder = tmp_path / silo
+        folder.mkdir()
+        assert superlink._supernode(["flower-supernode"], 1, folder / "supernode.log", folder) == 0
+    assert [home for _, home in homes] == [str(tmp_path / silo / "flwr-home") for silo in "aabb"]
+    assert [command for command, _ in homes][::2] == ["flower-supernode"] * 2
 
 
 def test_flower_commands_run_without_forced_colours(monkeypatch):

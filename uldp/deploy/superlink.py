@@ -426,7 +426,7 @@ def run_silo(
             file=sys.stderr,
             flush=True,
         )
-        code = _supernode(command, port, log, folder / "worker.log")
+        code = _supernode(command, port, log, folder)
         if code == 0 or time.monotonic() >= deadline:
             break
         print(
@@ -447,15 +447,18 @@ def run_silo(
     return code
 
 
-def _supernode(command: list[str], port: int, log: Path, worker_log: Path) -> int:
-    """One SuperNode and its worker process, until the SuperNode stops; its exit status."""
-    env = flower_environment()
+def _supernode(command: list[str], port: int, log: Path, folder: Path) -> int:
+    """One SuperNode and its worker process, until the SuperNode stops; its exit status. Both keep flwr's home (where
+    the app bundle is unpacked) in the silo's own ``folder``: silos of one machine sharing the default home unpacked
+    the bundle there together, and one imported it half written (a CI run: "Unable to load attribute client from
+    module uldp_deploy_app", the silo left out)."""
+    env = flower_environment(folder / "flwr-home")
     with _process(command, log=log, env=env) as supernode:
         try:
             wait_listening("127.0.0.1", port, seconds=120, process=supernode, log=log)
         except RuntimeError:
             return int(supernode.poll() or 1)
-        with _process(worker_command(port), log=worker_log, env=env, append=True):
+        with _process(worker_command(port), log=folder / "worker.log", env=env, append=True):
             while supernode.poll() is None:
                 time.sleep(0.5)
         return int(supernode.returncode)

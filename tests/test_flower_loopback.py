@@ -115,12 +115,12 @@ def test_superlink_and_supernodes_on_loopback_end_at_the_in_process_model(hospit
     settings = dict(method="ULDP-AVG-w", sigma=1.0, q=1.0, local_epochs=2, batch_size=8, seed=5)
     processes = []
 
-    def start(*command: str, log: str) -> None:
+    def start(*command: str, log: str, flwr_home: Path = home) -> None:
         with open(tmp_path / log, "w") as output:  # the child keeps its own copy of the descriptor
             processes.append(
                 subprocess.Popen(
                     command,
-                    env=env,
+                    env={**env, "FLWR_HOME": str(flwr_home)},
                     cwd=tmp_path,
                     start_new_session=True,
                     stdout=output,
@@ -160,10 +160,13 @@ def test_superlink_and_supernodes_on_loopback_end_at_the_in_process_model(hospit
                 "--node-config",
                 config,
                 log=f"supernode{number}.log",
+                flwr_home=tmp_path
+                / f"home-{hospital}",  # its own, as uldp deploy silo keeps one (a shared one raced)
             )
             start(
                 *worker_command(port),
                 log=f"worker{number}.log",
+                flwr_home=tmp_path / f"home-{hospital}",
             )
         out = tmp_path / "out.npy"
         overrides = tmp_path / "run-config.toml"

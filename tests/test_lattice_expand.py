@@ -316,3 +316,38 @@ def test_four_workers_expand_a_new_sample_once_between_them_and_a_held_one_not_a
             assert made == (shares if new_sample else [])
     finally:
         fast.shutdown_pools()
+
+
+def test_a_worker_expands_with_the_galois_keys_the_silo_accepted_and_no_others(tmp_path):
+    """Workers read a prime's Galois keys from the round's inputs (``galois-<i>.bin``) instead of each task carrying
+    them, and only while their SHA-256 is the one the silo took on accepting them: a changed file is refused, naming
+    the silo; in process the task's own keys are checked the same way."""
+    import hashlib
+    from dataclasses import replace
+
+    from uldp.secure import lattice_silo
+
+    keys = b"the server's Galois keys"
+    task = lattice_silo._RoundTask(
+        layout=None,  # type: ignore[arg-type]  # not read here
+        public_keys=(),
+        galois_digests=(hashlib.sha256(keys).digest(),),
+        users=(),
+        mask_keys=(),
+        silo_id=3,
+        round_index=1,
+        corrections=(),
+        noise=np.zeros(1, dtype=np.int64),
+        inputs=str(tmp_path),
+    )
+    (tmp_path / "galois-0.bin").write_bytes(keys)
+    assert lattice_silo._galois_bytes(task, 0) == keys
+    (tmp_path / "galois-0.bin").write_bytes(keys + b"!")
+    with pytest.raises(
+        ValueError, match="silo 3: Galois keys for prime 0 that are not the accepted ones"
+    ):
+        lattice_silo._galois_bytes(task, 0)
+    alone = replace(task, inputs=None, galois_keys=(keys,))
+    assert lattice_silo._galois_bytes(alone, 0) == keys
+    with pytest.raises(ValueError, match="not the accepted ones"):
+        lattice_silo._galois_bytes(replace(alone, galois_keys=(b"other",)), 0)

@@ -13,6 +13,7 @@ import shutil
 import tempfile
 from collections import OrderedDict
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -136,14 +137,15 @@ _PUBLIC_ENCRYPTORS: dict[bytes, list[Any]] = {}
 class _RoundTask:
     """What a worker needs for its share of one silo's round (all public parameters, or the silo's own secrets:
     only this silo's own forked workers receive them). ``inputs`` is a directory (in RAM where it fits) holding
-    ``rows.npy`` (the encoded rows of the contributing users, (users, d) int64) and ``weights-i.pkl`` (the packed
-    weights' bytes for plaintext prime i), which workers read without the parent pickling them to each; or None
-    when the rows and weights are passed in process (:attr:`rows`, :attr:`weights`). ``users`` are the contributing
-    users (the rows' order), ``corrections`` every user's c_u."""
+    ``rows.npy`` (the encoded rows of the contributing users, (users, d) int64), ``weights-i.pkl`` (the packed
+    weights' bytes for plaintext prime i) and ``galois-i.bin`` (its Galois keys), which workers read without the
+    parent pickling them to each; or None when they are passed in process (:attr:`rows`, :attr:`weights`,
+    :attr:`galois_keys`). ``users`` are the contributing users (the rows' order), ``corrections`` every user's c_u,
+    ``galois_digests`` the SHA-256 of each prime's Galois keys (the key of the expanded weights)."""
 
     layout: LatticeLayout
     public_keys: tuple[bytes, ...]
-    galois_keys: tuple[bytes, ...]
+    galois_digests: tuple[bytes, ...]
     users: tuple[int, ...]
     mask_keys: tuple[tuple[int, bytes], ...]
     silo_id: int
@@ -153,6 +155,7 @@ class _RoundTask:
     inputs: str | None
     rows: np.ndarray | None = None
     weights: tuple[tuple[bytes, ...], ...] | None = None
+    galois_keys: tuple[bytes, ...] | None = None
 
 
 def _round_items(task: _RoundTask, items: Sequence[tuple[int, int]]) -> list[bytes]:
@@ -269,7 +272,7 @@ def _expanded_weights(task: _RoundTask, index: int, weights: Sequence[bytes]) ->
     layout = task.layout
     digest = hashlib.sha256(
         repr((index, layout, task.users, task.corrections)).encode()
-        + hashlib.sha256(task.galois_keys[index]).digest()
+        + task.galois_digests[index]
         + b"".join(hashlib.sha256(w).digest() for w in weights)
     ).digest()
     if digest in _EXPANDED:
@@ -364,7 +367,7 @@ def _expand_weights(
     galois = sealapi.GaloisKeys()
     if level_count:
         try:
-            _load(galois, context.context, task.galois_keys[index])
+            _load(galois, context.context, _galois_bytes(task, index))
         except (RuntimeError, ValueError) as error:
             raise ValueError(f"not Galois keys of this lattice session: {error}") from error
     corrections = lattice_expand.packed_rows(task.corrections, context.t)
@@ -389,6 +392,23 @@ def _expand_weights(
             context.evaluator.transform_to_ntt_inplace(weight)
             out.append(weight)
     return out
+
+
+def _galois_bytes(task: _RoundTask, index: int) -> bytes:
+    """Prime ``index``'s Galois keys: the task's in process, else ``galois-<index>.bin`` of the round's inputs (a
+    worker reads them only to expand; every worker's task carried them before, 0.1 s per worker and round at 100
+    users), checked against the digest the silo took when it accepted them.
+
+    Raises:
+        ValueError: keys that are not the accepted ones.
+    """
+    path = os.path.join(task.inputs or "", f"galois-{index}.bin")
+    data = task.galois_keys[index] if task.galois_keys is not None else Path(path).read_bytes()
+    if hashlib.sha256(data).digest() != task.galois_digests[index]:
+        raise ValueError(
+            f"silo {task.silo_id}: Galois keys for prime {index} that are not the accepted ones"
+        )
+    return data
 
 
 def flood_residues(bits: int, moduli: Sequence[int]) -> np.ndarray:
@@ -456,6 +476,7 @@ class LatticeSilo:
         self._public_keys = tuple(public_keys)
         load_public_keys(layout, self._public_keys, silo_id=silo_id)
         self._galois_keys = check_galois_keys(layout, galois_keys, silo_id=silo_id)
+        self._galois_digests = tuple(hashlib.sha256(key).digest() for key in self._galois_keys)
         self._answered = answered_round
 
     @property
@@ -536,7 +557,7 @@ class LatticeSilo:
         task = _RoundTask(
             layout=layout,
             public_keys=self._public_keys,
-            galois_keys=self._galois_keys,
+            galois_digests=self._galois_digests,
             users=tuple(users),
             mask_keys=tuple(sorted(self._mask_keys.items())),
             silo_id=self.silo_id,
@@ -550,7 +571,8 @@ class LatticeSilo:
         items = [(i, c) for i in range(primes) for c in range(layout.chunks_for(deltas.shape[1]))]
         groups = [[items[j] for j in group] for group in _split(len(items), self.workers)]
         if len(groups) <= 1:
-            parts = [_round_items(replace(task, rows=rows, weights=chosen), items)]
+            alone = replace(task, rows=rows, weights=chosen, galois_keys=self._galois_keys)
+            parts = [_round_items(alone, items)]
         else:  # (prime, chunk) items split over worker processes, which read the inputs from a file
             expanded_bytes = (
                 len(users) * primes * 2 * len(layout.coefficient_bits) * RING_DEGREE * 8
@@ -566,6 +588,7 @@ class LatticeSilo:
                 for index, prime in enumerate(chosen):
                     with open(os.path.join(inputs, f"weights-{index}.pkl"), "wb") as handle:
                         pickle.dump(prime, handle, protocol=pickle.HIGHEST_PROTOCOL)
+                    Path(inputs, f"galois-{index}.bin").write_bytes(self._galois_keys[index])
                 shared = replace(task, inputs=inputs)
                 # a new sample: expanded once, split between the workers, one call per worker at a time
                 if _shared_key(task, chosen) not in _SHARED:

@@ -612,6 +612,9 @@ many, cores = many_workers["results"], many_workers["shape"]["cpu_count"]
 most = max(int(key) for key in many if key.isdigit())
 shared = benchmark_result("lattice_workers_shared")["results"]
 shared_count = max(int(key) for key in shared["before"] if key.isdigit())
+task_keys = benchmark_result("lattice_workers_task_keys")["results"]
+keys_count = max(int(key) for key in task_keys["before"] if key.isdigit())
+keys_after, keys_before = task_keys["results"], task_keys["before"]
 loopback = benchmark_result("flower_loopback_lattice")["results"]
 deployed, inside = loopback["deployed_process_isolation"], loopback["in_process"]
 largest, limits = inside["traffic"]["largest_object"], loopback["flower_limits"]
@@ -656,7 +659,13 @@ print(
     f"sample's round took {shared['results'][f'{shared_count}_new_sample']['cpu_s']:.1f} s of CPU against "
     f"{shared['before'][f'{shared_count}_new_sample']['cpu_s']:.1f} s before "
     f"(`{shared['before']['git_commit'][:7]}`), and {shared['results'][f'{shared_count}_new_sample']['wall_s']:.1f} s "
-    f"of wall against {shared['before'][f'{shared_count}_new_sample']['wall_s']:.1f} s.\n"
+    f"of wall against {shared['before'][f'{shared_count}_new_sample']['wall_s']:.1f} s. Every worker's task also "
+    f"carried the server's Galois keys each round, pickled, sent and hashed by each; the silo now writes them beside "
+    f"the rows, and a worker reads them only to expand: at {keys_count} workers on "
+    f"{task_keys['shape']['cpu_count']} cores (`lattice_workers_task_keys`) a "
+    f"held round took {keys_after[str(keys_count)]['cpu_s']:.2f} s of CPU against "
+    f"{keys_before[str(keys_count)]['cpu_s']:.2f} s before (`{keys_before['git_commit'][:7]}`), "
+    f"{keys_after[str(keys_count)]['cpu_s'] / keys_after['1']['cpu_s']:.2f} times one worker's.\n"
     f"- Over real processes ({federation['hospitals']} SuperNodes and a SuperLink on loopback, Flower "
     f"{limits['flwr']}, whose SuperLink served the silos over its Fleet {deployed['fleet_transport']}; "
     f"{federation['patients']} patients, {federation['parameters']:,} parameters, {federation['rounds']} rounds "

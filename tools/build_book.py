@@ -176,14 +176,13 @@ def partial_toc(toc: dict, only: list[str]) -> dict:
 
 
 class IpcKernelManager(KernelManager):
-    """A chapter's kernel talking over Unix sockets beside its connection file, not TCP ports: a kernel manager
-    chooses five free ports and the kernel binds them later, and in between a test of ``make test`` running beside
-    the chapters took one (a CI run hung, its kernel's heartbeat "Address already in use", papermill waiting)."""
+    """A chapter's kernel talking over Unix sockets in a private temporary directory (removed with the manager), not
+    TCP ports: a kernel manager chooses five free ports and the kernel binds them later, and in between a test of
+    ``make test`` running beside the chapters took one (a CI run hung, its kernel's heartbeat "Address already in
+    use", papermill waiting)."""
 
     def __init__(self, **kwargs: Any) -> None:
-        self.sockets = tempfile.TemporaryDirectory(
-            prefix="uldp-kernel-"
-        )  # removed with the manager
+        self.sockets = tempfile.TemporaryDirectory(prefix="uldp-kernel-")
         kwargs.setdefault("transport", "ipc")
         kwargs.setdefault("ip", os.path.join(self.sockets.name, "kernel"))
         super().__init__(**kwargs)

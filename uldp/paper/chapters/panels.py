@@ -336,9 +336,8 @@ def split_panels(fig: Figure) -> list[PanelImage]:
     for panel in panels:
         legends = [found for ax in panel if (found := ax.get_legend()) is not None]
         metadata = panel_metadata(fig, axes=panel, legends=legends, panels=1)
-        png = _cropped(
-            whole, _box(fig, panel).padded(PANEL_PAD), dpi, metadata
-        )  # padded as "tight" pads
+        box = _box(fig, panel).padded(PANEL_PAD)  # savefig's pad_inches pads only a "tight" box
+        png = _cropped(whole, box, dpi, metadata)
         images.append(PanelImage(png, _inches(png, metadata)))
     plt.close(fig)
     return images

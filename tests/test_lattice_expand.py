@@ -16,7 +16,7 @@ pytest.importorskip("tenseal")
 from test_secure_lattice import N_MAX, P, _rescale, _setup, worst_case_round
 from test_secure_protocol import plain_round  # the same plain ULDP-AVG-w oracle
 
-from uldp.secure import lattice, lattice_expand
+from uldp.secure import lattice, lattice_expand, lattice_weights
 
 
 @functools.cache
@@ -128,17 +128,16 @@ def test_worst_case_with_a_hundred_users_decrypts_exactly():
 
 def counted_expansions(monkeypatch) -> list[int]:
     """An empty cache of expanded weights, and the list of the primes a silo of this process expands from now on."""
-    from uldp.secure import lattice_silo
 
     calls: list[int] = []
-    expand = lattice_silo._expand_weights
+    expand = lattice_weights._expand_weights
 
     def counted(task, index, weights):
         calls.append(index)
         return expand(task, index, weights)
 
-    monkeypatch.setattr(lattice_silo, "_expand_weights", counted)
-    monkeypatch.setattr(lattice_silo, "_EXPANDED", OrderedDict())
+    monkeypatch.setattr(lattice_weights, "_expand_weights", counted)
+    monkeypatch.setattr(lattice_weights, "_EXPANDED", OrderedDict())
     return calls
 
 
@@ -174,7 +173,6 @@ def test_silos_of_one_process_keep_their_own_expansions_within_the_byte_bound(mo
     """An in-process federation: silos with different users expand different W_u; each keeps its own for the next
     round (a cache by prime alone let each silo overwrite the one before: every round expanded again), and the
     least recently used go first when the bound is reached."""
-    from uldp.secure import lattice_silo
 
     rng = np.random.default_rng(12)
     counts = rng.integers(1, 40, (3, 6))
@@ -197,23 +195,23 @@ def test_silos_of_one_process_keep_their_own_expansions_within_the_byte_bound(mo
         assert np.max(np.abs(server.finish(updates, 4) - expected)) <= P
 
     one_round(1)
-    assert len(calls) == 3 * primes and len(lattice_silo._EXPANDED) == 3 * primes
+    assert len(calls) == 3 * primes and len(lattice_weights._EXPANDED) == 3 * primes
     one_round(2)
     assert calls == []
-    one_entry = next(iter(lattice_silo._EXPANDED.values()))[0]
-    monkeypatch.setattr(lattice_silo, "EXPANDED_CACHE_BYTES", one_entry)
-    lattice_silo._EXPANDED.clear()
+    one_entry = next(iter(lattice_weights._EXPANDED.values()))[0]
+    monkeypatch.setattr(lattice_weights, "EXPANDED_CACHE_BYTES", one_entry)
+    lattice_weights._EXPANDED.clear()
     one_round(3)  # room for one expansion: each silo's replaces the last
-    assert len(calls) == 3 * primes and len(lattice_silo._EXPANDED) == 1
+    assert len(calls) == 3 * primes and len(lattice_weights._EXPANDED) == 1
 
 
 def test_a_silo_with_worker_processes_expands_each_sample_once(monkeypatch, tmp_path):
     """With 2 workers, each keeps the expansions of its own share of the primes: a round with the same sample
     expands nothing in either (a shared pool, handing a share to whichever worker is free, expanded again)."""
-    from uldp.secure import fast, lattice_silo
+    from uldp.secure import fast
 
     log = tmp_path / "expansions"
-    expand = lattice_silo._expand_weights
+    expand = lattice_weights._expand_weights
 
     def logged(task, index, weights, *users):  # runs in the workers: they append to one file
         with open(log, "a") as handle:
@@ -231,8 +229,8 @@ def test_a_silo_with_worker_processes_expands_each_sample_once(monkeypatch, tmp_
     rescaled, corrections = _rescale(counts, sampled, layout)
     weights = server.encrypt_weights(rescaled)
     expected = plain_round(counts, deltas, noise, sampled)
-    monkeypatch.setattr(lattice_silo, "_expand_weights", logged)
-    monkeypatch.setattr(lattice_silo, "_EXPANDED", OrderedDict())
+    monkeypatch.setattr(lattice_weights, "_expand_weights", logged)
+    monkeypatch.setattr(lattice_weights, "_EXPANDED", OrderedDict())
     fast.shutdown_pools()  # the workers fork from here on, with the logging expansion
     try:
         for round_index in range(1, 5):
@@ -263,7 +261,7 @@ def test_four_workers_expand_a_new_sample_once_between_them_and_a_held_one_not_a
     from uldp.secure import fast, lattice_silo
 
     log = tmp_path / "expansions"
-    expand = lattice_silo._expand_weights
+    expand = lattice_weights._expand_weights
 
     def logged(task, index, weights, users=None):  # runs in the workers: they append to one file
         with open(log, "a") as handle:
@@ -280,8 +278,8 @@ def test_four_workers_expand_a_new_sample_once_between_them_and_a_held_one_not_a
     assert len(layout.plain_moduli) == 2
     expected = plain_round(counts, deltas, noise, sampled)
     classes = ["0,2,4", "1,3", "0,2,4", "1,3,5"]  # per silo, users u mod 2 == 0 and == 1
-    monkeypatch.setattr(lattice_silo, "_expand_weights", logged)
-    monkeypatch.setattr(lattice_silo, "_EXPANDED", OrderedDict())
+    monkeypatch.setattr(lattice_weights, "_expand_weights", logged)
+    monkeypatch.setattr(lattice_weights, "_EXPANDED", OrderedDict())
     fast.shutdown_pools()  # the workers fork from here on, with the logging expansion
     try:
         weights = corrections = None
@@ -341,13 +339,13 @@ def test_a_worker_expands_with_the_galois_keys_the_silo_accepted_and_no_others(t
         inputs=str(tmp_path),
     )
     (tmp_path / "galois-0.bin").write_bytes(keys)
-    assert lattice_silo._galois_bytes(task, 0) == keys
+    assert lattice_weights._galois_bytes(task, 0) == keys
     (tmp_path / "galois-0.bin").write_bytes(keys + b"!")
     with pytest.raises(
         ValueError, match="silo 3: Galois keys for prime 0 that are not the accepted ones"
     ):
-        lattice_silo._galois_bytes(task, 0)
+        lattice_weights._galois_bytes(task, 0)
     alone = replace(task, inputs=None, galois_keys=(keys,))
-    assert lattice_silo._galois_bytes(alone, 0) == keys
+    assert lattice_weights._galois_bytes(alone, 0) == keys
     with pytest.raises(ValueError, match="not the accepted ones"):
-        lattice_silo._galois_bytes(replace(alone, galois_keys=(b"other",)), 0)
+        lattice_weights._galois_bytes(replace(alone, galois_keys=(b"other",)), 0)

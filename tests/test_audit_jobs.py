@@ -165,6 +165,14 @@ def _committed(estimator: str) -> dict:
         ("many", lambda p: {**p, "result": {**p["result"], "n_in": -1}}, "result.n_in must be"),
         (
             "many",
+            lambda p: {
+                **p,
+                "result": {**p["result"], "roc_fpr": [*p["result"]["roc_fpr"][:-1], 0.999]},
+            },
+            "result.roc_fpr must be the 61 stored rates",
+        ),
+        (
+            "many",
             lambda p: {**p, "result": {key: v for key, v in p["result"].items() if key != "fpr"}},
             "result must be",
         ),
@@ -200,3 +208,17 @@ def test_a_tampered_stored_audit_is_a_value_error_naming_the_file(
         ValueError, match=f"stored audit {re.escape(str(path))} is malformed: {message}"
     ):
         read_stored(path)
+
+
+def test_a_stored_audit_from_a_cpu_whose_rates_differ_in_the_last_bit_is_read(tmp_path) -> None:
+    """numpy's geomspace rounds ROC_FPR's last bit differently on different CPUs: a file written on one is read
+    on another, and rates further off are still refused."""
+    honest = _committed("many")
+    rates = honest["result"]["roc_fpr"]
+    moved = [math.nextafter(rate, math.inf if k % 2 else 0.0) for k, rate in enumerate(rates)]
+    assert moved != rates
+    path = tmp_path / f"{honest['key']}.json"
+    path.write_text(json.dumps({**honest, "result": {**honest["result"], "roc_fpr": moved}}))
+    assert read_stored(path)["result"]["roc_fpr"] == moved
+    assert not jobs._same_rates([rate * (1 + 1e-9) for rate in rates], jobs.ROC_FPR)
+    assert not jobs._same_rates(rates[:-1], jobs.ROC_FPR)

@@ -219,6 +219,7 @@ def test_a_stored_audit_from_a_cpu_whose_rates_differ_in_the_last_bit_is_read(tm
     assert moved != rates
     path = tmp_path / f"{honest['key']}.json"
     path.write_text(json.dumps({**honest, "result": {**honest["result"], "roc_fpr": moved}}))
-    assert read_stored(path)["result"]["roc_fpr"] == moved
+    read = read_stored(path)
+    assert read is not None and read["result"]["roc_fpr"] == moved
     assert not jobs._same_rates([rate * (1 + 1e-9) for rate in rates], jobs.ROC_FPR)
     assert not jobs._same_rates(rates[:-1], jobs.ROC_FPR)

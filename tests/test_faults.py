@@ -344,6 +344,47 @@ def test_flower_run_exits_with_the_status_of_the_run(
     assert "run 7 is running after" in error
 
 
+FOLLOWED_FLWR = """#!{python}
+\"\"\"A stand-in for flwr: run 7's log streams for 1.5 s and ends with it; `ls` counts its calls in {calls}.\"\"\"
+import json, sys, time
+from pathlib import Path
+
+calls, done = Path({calls!r}), Path({calls!r} + ".done")
+if sys.argv[1] == "run":
+    print(json.dumps({{"success": True, "run-id": "7"}}))
+elif sys.argv[1] == "log":
+    time.sleep(1.5)
+    done.touch()
+elif sys.argv[1] == "ls":
+    calls.write_text(calls.read_text() + "ls\\n" if calls.exists() else "ls\\n")
+    status = "finished:completed" if done.exists() else "running"
+    print(json.dumps({{"success": True, "runs": [{{"run-id": "7", "status": status}}]}}))
+"""
+
+
+def test_flower_run_asks_for_the_status_when_the_runs_log_ends(tmp_path, capsys) -> None:
+    """While the run's log streams, the launcher waits for its end instead of starting a `flwr ls` process (about 1 s
+    of CPU each) every --poll seconds: here 2 queries in a 1.5 s run at --poll 0.05, where polling made about 30."""
+    from uldp.cli import main
+
+    calls = tmp_path / "calls"
+    fake = tmp_path / "flwr"
+    fake.write_text(FOLLOWED_FLWR.format(python=sys.executable, calls=str(calls)))
+    fake.chmod(0o755)
+    assert (
+        main(
+            [
+                "flower-run",
+                str(tmp_path),
+                *("--poll", "0.05", "--timeout", "10", "--flwr", str(fake)),
+            ]
+        )
+        == 0
+    )
+    assert calls.read_text().split() == ["ls", "ls"]  # running, then finished as the log ended
+    assert "run 7 is finished:completed after" in capsys.readouterr().err
+
+
 def test_flower_run_says_why_flwr_failed(tmp_path, capsys, monkeypatch) -> None:
     """flwr's own message, and what lies behind its "unavailable": here nothing listens at the configured address
     (tests/test_flower_cli.py has the TLS failures)."""

@@ -5,7 +5,8 @@ flower-worker``: a long-lived ClientApp process for a SuperNode started with ``-
 ``flwr run`` returns as soon as the SuperLink accepted the run, and exits 0 even when the ServerApp then fails
 (a silo missing, a round aborted more often than the strategy allows, a checkpoint that cannot be written). This
 launcher submits the app (``flwr run APP [SUPERLINK] --format json``), then asks the SuperLink for the run's status
-(``flwr ls [SUPERLINK] --run-id ID --format json``) every ``--poll`` seconds, says each change of status on stderr,
+(``flwr ls [SUPERLINK] --run-id ID --format json``) when the run's log (``flwr log``) ends, or every ``--poll``
+seconds once there is no log to follow (:func:`uldp.flower.launch.run_app`), says each change of status on stderr,
 and exits 0 only when the run finished as completed; 1 when it failed or was stopped (with Flower's details and
 the command that shows the ServerApp's log), when it does not finish within ``--timeout``, or when ``flwr`` itself
 fails. It imports nothing of Flower (it runs the ``flwr`` command), so ``uldp --help`` stays light.
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from uldp.common.checks import check_integer
-from uldp.flower.launch import run_app
+from uldp.flower.launch import FOLLOWED_POLL, run_app
 
 if TYPE_CHECKING:
     import argparse
@@ -73,7 +74,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         f"(uldp-policy-colluders, which scales their noise shares) say fewer (default 0)",
     )
     parser.add_argument(
-        "--poll", type=float, default=5.0, help="seconds between two status queries (default 5)"
+        "--poll",
+        type=float,
+        default=5.0,
+        help=f"seconds between two status queries once the run's log stopped streaming (while it streams, the "
+        f"status is asked when it ends, at least every {FOLLOWED_POLL:g} s; default 5)",
     )
     parser.add_argument(
         "--timeout",

@@ -2,14 +2,16 @@
 server`` (:mod:`uldp.deploy.superlink`) do.
 
 ``flwr run`` returns as soon as the SuperLink accepted the run, and exits 0 even when the ServerApp then fails.
-:func:`run_app` submits the app (``flwr run APP [SUPERLINK] --format json``), then asks the SuperLink for the run's
-status (``flwr ls [SUPERLINK] --run-id ID --format json``) every ``poll`` seconds, says each change of status on
-stderr, and returns 0 only when the run finished as completed. It imports nothing of Flower (it runs the ``flwr``
-command).
+:func:`run_app` submits the app (``flwr run APP [SUPERLINK] --format json``), follows the ServerApp's log (``flwr
+log ID [SUPERLINK]``, which ends with the run), asks the SuperLink for the run's status (``flwr ls [SUPERLINK]
+--run-id ID --format json``) when that log ends, at least every :data:`FOLLOWED_POLL` seconds while it streams and
+every ``poll`` seconds once it stopped, says each change of status on stderr, and returns 0 only when the run
+finished as completed. It imports nothing of Flower (it runs the ``flwr`` command).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -22,6 +24,10 @@ from uldp.common.checks import check_number
 
 #: The status of a run that completed (``flwr ls``).
 COMPLETED = "finished:completed"
+#: Seconds between two status queries while the run's log still streams: its end says when to ask. Each ``flwr ls``
+#: is a new Python process that imports Flower, about 1 s of CPU; asked every second, the query was a third of a core
+#: on the server for the whole run (``uldp deploy server``'s loopback test made 15 of them in a 50 s run).
+FOLLOWED_POLL = 30.0
 
 
 def app_pyproject(name: str, module: str, description: str, config: str) -> str:
@@ -154,8 +160,18 @@ def wait_for_run(
     flwr: str = "flwr",
     poll: float = 5.0,
     timeout: float = 7 * 24 * 3600.0,
+    log: subprocess.Popen | None = None,
 ) -> tuple[str, str]:
     """Ask for the run's status until it is finished; say each change on stderr.
+
+    Args:
+        run_id: The run ``flwr run`` started.
+        superlink: flwr's connection name (``None``: its default).
+        flwr: The ``flwr`` command.
+        poll: Seconds between two queries once ``log`` ended (or without it).
+        timeout: Seconds after which to give up.
+        log: The ``flwr log`` process that follows the run: while it runs, the next query waits for its end, at most
+            :data:`FOLLOWED_POLL` seconds.
 
     Returns:
         ``(status, details)`` as ``flwr ls`` gives them (``finished:completed``, ``finished:failed``, ...), or
@@ -201,7 +217,11 @@ def wait_for_run(
             return status, details
         if waited >= timeout:
             return "timeout", f"still {status} after --timeout {timeout:g} s"
-        time.sleep(min(poll, timeout - waited))
+        if log is not None and log.poll() is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                log.wait(timeout=min(max(poll, FOLLOWED_POLL), timeout - waited))
+        else:
+            time.sleep(min(poll, timeout - waited))
 
 
 def run_app(
@@ -220,14 +240,17 @@ def run_app(
     follower = None
     try:
         run_id = submit(app, superlink, run_config=run_config, flwr=flwr)
-        if stream:  # the ServerApp's lines, as they come, on our stderr
-            follower = subprocess.Popen(
-                [flwr, "log", str(run_id), *([superlink] if superlink else [])],
-                stdout=sys.stderr if _has_fileno(sys.stderr) else None,
-                stderr=subprocess.DEVNULL,
-                env=flower_environment(),
-            )
-        status, details = wait_for_run(run_id, superlink, flwr=flwr, poll=poll, timeout=timeout)
+        # the ServerApp's log, which ends with the run: its lines on our stderr with ``stream``, and its end the
+        # moment to ask for the run's status either way
+        follower = subprocess.Popen(
+            [flwr, "log", str(run_id), *([superlink] if superlink else [])],
+            stdout=sys.stderr if stream and _has_fileno(sys.stderr) else subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=flower_environment(),
+        )
+        status, details = wait_for_run(
+            run_id, superlink, flwr=flwr, poll=poll, timeout=timeout, log=follower
+        )
     except FileNotFoundError as error:
         print(
             f"{who}: the command {error.filename!r} was not found: it comes with Flower, "
@@ -241,10 +264,10 @@ def run_app(
             print(f"{who}: {problem}", file=sys.stderr)  # issue 42: what flwr does not say
         return 1
     finally:
-        if follower is not None:
-            time.sleep(
-                min(poll, 3.0)
-            )  # the log's last lines (the summary) reach the SuperLink late
+        if follower is not None and follower.poll() is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                # the log's last lines (the summary) reach the SuperLink late
+                follower.wait(timeout=min(poll, 3.0) if stream else 0)
             follower.terminate()
             follower.wait()
     if status == COMPLETED:

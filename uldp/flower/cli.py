@@ -117,7 +117,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--poll",
         type=float,
         default=0.05,
-        help="seconds between two requests for a task when none is waiting (default 0.05)",
+        help="seconds before asking again for a task after one ran (default 0.05); each request that finds none "
+        "doubles the wait, up to --max-poll",
+    )
+    worker.add_argument(
+        "--max-poll",
+        type=float,
+        default=0.5,
+        help="the longest wait between two requests for a task (default 0.5)",
     )
     worker.set_defaults(handler=_flower_worker)
 
@@ -148,5 +155,6 @@ def _flower_worker(args: argparse.Namespace) -> int:
         insecure=args.insecure,
         root_certificates=certificates,
         poll=args.poll,
+        max_poll=args.max_poll,
     )
     return 0

@@ -5,7 +5,8 @@ Flower 1.41 runs every message's ClientApp in a fresh ``flwr-clientapp`` process
 Runtime API for a task every second and starts one process per task, which imports the app (torch with it), runs
 it once and exits, so a silo's records are read again for every message. With ``--isolation process`` the SuperNode
 starts no executor, and any process that speaks its Runtime API may take its tasks. :func:`serve` is such a
-process: it asks for a ClientApp task every ``poll`` seconds and runs it in itself with Flower's own Runtime API
+process: it asks for a ClientApp task (every ``poll`` seconds after a task, less often the longer none comes,
+up to ``max_poll``) and runs it in itself with Flower's own Runtime API
 calls, as ``flwr-clientapp`` does (pull the message, the node's context and the app bundle; run the ClientApp;
 push the reply, then the context and the task's status), but it does not exit: the app's module and what its
 ClientApp keeps (:class:`uldp.flower.silo_views.SiloViews`: the silo's records, pseudonyms and model) stay for the
@@ -50,8 +51,13 @@ if TYPE_CHECKING:
     from flwr.clientapp import ClientApp
 
 LOGGER = logging.getLogger("uldp.flower")
-#: Seconds between two requests for a task when none was waiting (Flower's own executor waits 1 s).
+#: Seconds between two requests for a task right after one ran: the next message of a round follows soon.
 DEFAULT_POLL = 0.05
+#: The wait doubles with each request that finds no task, up to this (Flower's own executor waits 1 s). A worker that
+#: asked 20 times a second spent about 5% of a core while its silo idled (three workers on 2 cores, in the loopback
+#: test); the SuperNode itself asks its SuperLink for messages only every 3 s when idle, so the longer wait costs a
+#: message little.
+DEFAULT_MAX_POLL = 0.5
 
 
 class AppCache:
@@ -158,6 +164,7 @@ def serve(
     insecure: bool,
     root_certificates: bytes | None = None,
     poll: float = DEFAULT_POLL,
+    max_poll: float = DEFAULT_MAX_POLL,
     max_tasks: int | None = None,
 ) -> int:
     """Take the SuperNode's ClientApp tasks and run them in this process until stopped (or ``max_tasks`` ran).
@@ -166,16 +173,18 @@ def serve(
         runtime_api_address: The SuperNode's Runtime API (``flower-supernode --port``; ``127.0.0.1:9094``).
         insecure: Talk to it without TLS (loopback on one machine).
         root_certificates: PEM bytes of the CA of the SuperNode's ``--ssl-certfile`` otherwise.
-        poll: Seconds between two requests for a task when none was waiting.
+        poll: Seconds before the first request after a task (and the first of all) finds none waiting.
+        max_poll: The longest wait: each request that finds no task doubles it, up to this.
         max_tasks: Stop after this many tasks (tests); None: run until killed.
 
     Returns:
         The number of tasks run.
 
     Raises:
-        ValueError: a non-positive ``poll``.
+        ValueError: a non-positive ``poll``, or ``max_poll`` below it.
     """
     check_number("poll", poll, above=0)
+    check_number("max_poll", max_poll, at_least=poll)
     client = RuntimeHttpClient.from_server_address(
         server_address=runtime_api_address,
         insecure=insecure,
@@ -183,7 +192,7 @@ def serve(
         interceptors=[RuntimeVersionHttpInterceptor(component_name="SuperExec")],
         retry_invoker=make_simple_http_retry_invoker(),
     )
-    apps, done = AppCache(), 0
+    apps, done, wait = AppCache(), 0, poll
     LOGGER.info(
         "uldp flower-worker: taking the ClientApp tasks of the SuperNode at %s", runtime_api_address
     )
@@ -193,7 +202,8 @@ def serve(
                 AcquireTaskRequest(supported_task_types=[TaskType.CLIENT_APP])
             )
             if not (task.HasField("task") and task.token):
-                time.sleep(poll)
+                time.sleep(wait)
+                wait = min(2 * wait, max_poll)
                 continue
             run_task(
                 runtime_api_address,
@@ -202,7 +212,7 @@ def serve(
                 insecure=insecure,
                 root_certificates=root_certificates,
             )
-            done += 1
+            done, wait = done + 1, poll
     finally:
         client.close()
     return done

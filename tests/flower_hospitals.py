@@ -17,6 +17,7 @@ import uldp
 import uldp.flower as uf
 from uldp.common.persist import array_from_bytes
 from uldp.flower.local import LocalGrid
+from uldp.secure.psu import TEST_GROUP
 
 if TYPE_CHECKING:
     import pathlib
@@ -129,11 +130,15 @@ def flower_run(
     strategy_class: type[uf.UldpStrategy] | None = None,
     **arguments,
 ) -> tuple[np.ndarray, uf.UldpStrategy, LocalGrid]:
-    """A Flower run on LocalGrid; ``node_config`` is every silo's own (policy, test options)."""
+    """A Flower run on LocalGrid; ``node_config`` is every silo's own (policy, test options). The private set union
+    runs in the insecure test group, with every silo's consent, unless ``psu_group`` names another (it is what
+    the Flower tests cost most: 3 s a run in the 2048-bit group)."""
     from flwr.app import ArrayRecord
 
     app = uf.silo_client_app(load, model, nn.CrossEntropyLoss())
-    grid = LocalGrid(app, node_configs(files, {**LAX, **(node_config or {})}))
+    arguments.setdefault("psu_group", TEST_GROUP.name)
+    consent = ALLOW_TEST_KEYS if arguments["psu_group"] == TEST_GROUP.name else {}
+    grid = LocalGrid(app, node_configs(files, {**LAX, **consent, **(node_config or {})}))
     rounds = arguments.pop("rounds")
     strategy = (strategy_class or uf.UldpStrategy)(**arguments)
     result = strategy.start(

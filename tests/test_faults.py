@@ -35,6 +35,7 @@ from uldp.common import persist
 from uldp.common.persist import IN_FLIGHT
 from uldp.flower.local import LocalGrid
 from uldp.flower.recovery import strategy_fingerprint
+from uldp.secure.psu import TEST_GROUP
 
 # --- the Flower strategy (uldp.flower.recovery), on LocalGrid ------------------------------------------------------
 FLOWER: dict[str, Any] = {
@@ -46,6 +47,7 @@ FLOWER: dict[str, Any] = {
     "seed": 5,
     # Protocol 1's small test keys: the faults, not the key sizes, are under test (3072-bit keys were 25 s a run)
     "protocol": TEST_KEYS,
+    "psu_group": TEST_GROUP.name,
 }
 
 

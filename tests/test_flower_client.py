@@ -25,6 +25,7 @@ from flower_hospitals import (  # noqa: F401  (hospital_files: a fixture)
     model,
     node_configs,
     plain_update,
+    union_numbers,
 )
 from torch import nn
 
@@ -34,6 +35,7 @@ from uldp.flower.local import LocalGrid
 from uldp.methods import user_level
 from uldp.methods.base import needed
 from uldp.secure.driver import ProtocolAbort
+from uldp.secure.psu import TEST_GROUP
 
 
 def test_a_silo_answers_default_only_with_its_own_consent(hospital_files):  # noqa: F811
@@ -45,13 +47,53 @@ def test_a_silo_answers_default_only_with_its_own_consent(hospital_files):  # no
 def test_protocol_1_test_keys_need_the_silos_consent(hospital_files):  # noqa: F811
     net = model()
     with pytest.raises(RuntimeError, match="insecure test key"):
-        flower_run(
-            hospital_files, net, protocol=TEST_KEYS, sigma=1.0, local_epochs=1, rounds=1
-        )  # secure: default
+        flower_run(  # secure: default; the union's group needs no consent
+            hospital_files,
+            net,
+            protocol=TEST_KEYS,
+            sigma=1.0,
+            local_epochs=1,
+            rounds=1,
+            psu_group="modp2048",
+        )
     with pytest.raises(ValueError, match="secure must be True, False or None"):
         uf.UldpStrategy(method="ULDP-AVG", sigma=1.0, secure="yes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="at least 2048"):
         uf.UldpStrategy(sigma=1.0, secure=True, protocol={"key_bits": 1024})
+
+
+def test_the_unions_test_group_needs_the_silos_consent_and_the_group_is_the_servers_choice(
+    hospital_files,  # noqa: F811
+):
+    """The server names the private set union's group in its hello: a silo refuses the insecure test group unless
+    its node config consents to test keys, and each silo's union runs in the group named (3072 bits, or the test
+    group): the same users either way (their numbers differ)."""
+    with pytest.raises(RuntimeError, match="insecure test group 'insecure-test-256'"):
+        flower_run(
+            hospital_files,
+            model(),
+            {"uldp-insecure-test-keys": "false"},
+            method="ULDP-AVG",
+            sigma=1.0,
+            secure=False,
+            rounds=1,
+        )
+    with pytest.raises(
+        ValueError, match=r"union group must be one of \['insecure-test-256', 'modp2048'"
+    ):
+        uf.UldpStrategy(sigma=1.0, psu_group="modp1024")
+    plain: dict[str, Any] = {"method": "ULDP-AVG", "sigma": 1.0, "secure": False, "rounds": 1}
+    partitions = []
+    for group in ("modp3072", TEST_GROUP.name):
+        _, _, grid = flower_run(hospital_files, model(), psu_group=group, **plain)
+        states = [
+            bytes(context.state["uldp_psu"]["state"])  # type: ignore[arg-type]
+            for context in grid.contexts.values()
+        ]
+        assert all(f'"group": "{group}"'.encode() in state for state in states), group
+        numbers = np.concatenate(union_numbers(hospital_files, grid))
+        partitions.append(numbers[:, None] == numbers[None, :])  # which records are one user's
+    np.testing.assert_array_equal(*partitions)  # the same users, whatever their numbers
 
 
 def test_silos_refuse_less_noise_than_their_floor(hospital_files):  # noqa: F811

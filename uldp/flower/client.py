@@ -40,6 +40,7 @@ from uldp.flower.report import say, silo_data_repr
 from uldp.flower.secure import (
     IDENTITY_KEY,
     ROSTER_KEY,
+    consents_to_test_keys,
     node_policy,
     silo_round,
     silo_sample,
@@ -126,10 +127,15 @@ def silo_view(
     }
 
 
-def _hello(view: dict, context: Any) -> dict:
-    """Stage 1: name, record count and the hello of a new union session (:func:`uldp.flower.psu.hello`); the silo
-    logs whom its epsilons hold against (its policy's adversary, :attr:`uldp.policy.SiloPolicy.against`)."""
+def _hello(view: dict, settings: dict, context: Any) -> dict:
+    """Stage 1: name, record count and the hello of a new union session (:func:`uldp.flower.psu.hello`) in the group
+    the server names (the insecure test group only where the silo consents to test keys); the silo logs whom its
+    epsilons hold against (its policy's adversary, :attr:`uldp.policy.SiloPolicy.against`)."""
     policy = node_policy(context.node_config)
+    group = psu.union_group(
+        settings.get("psu_group", psu.DEFAULT_GROUP.name),
+        insecure_test_group=consents_to_test_keys(context.node_config),
+    )
     say(  # the SuperNode's log (a ClientApp's warning would reach stderr where no handler is set)
         logging.INFO,
         "silo %s: every epsilon it reports holds against %s%s",
@@ -143,7 +149,7 @@ def _hello(view: dict, context: Any) -> dict:
     return {
         "silo": view["name"],
         "records": int(view["x"].shape[0]),
-        "psu": psu.hello(context, view["name"], view["ids"], view["key"]),
+        "psu": psu.hello(context, view["name"], view["ids"], view["key"], group=group),
         # its policy's collusion threshold: the server's bounds allow for its scaled noise share (issue 41 item 6)
         "colluders": policy.colluders,
         "malicious_server": policy.malicious_server,
@@ -434,7 +440,7 @@ def views_client_app(view: Callable[[Any], dict]) -> Any:
                 )
             view = views.get(context)
             answer = (
-                _hello(view, context)
+                _hello(view, settings, context)
                 if settings["stage"] == "hello"
                 else psu.step(settings, context, view["ids"], view["key"])
                 if settings["stage"] in psu.STAGES

@@ -22,12 +22,22 @@ from typing import TYPE_CHECKING, Any
 
 from flwr.app import ConfigRecord
 
-from uldp.secure.psu import DEFAULT_GROUP, Hello, RelayMessage, Roster, UnionSilo, relay_union
+from uldp.flower.secure import consents_to_test_keys
+from uldp.secure.psu import (
+    DEFAULT_GROUP,
+    GROUPS,
+    TEST_GROUP,
+    Hello,
+    RelayMessage,
+    Roster,
+    UnionSilo,
+    relay_union,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Sequence
 
-    from uldp.secure.psu import UnionResult
+    from uldp.secure.psu import PsuGroup, UnionResult
 
 #: Where a silo keeps its union state in ``context.state``.
 STATE_KEY = "uldp_psu"
@@ -43,13 +53,49 @@ def _silo(context: Any, patient_ids: Sequence[Hashable], relay_key: bytes) -> Un
     if STATE_KEY not in context.state:
         raise ValueError("a union step before this silo's hello (the strategy sends hello first)")
     return UnionSilo.restore(
-        bytes(context.state[STATE_KEY]["state"]), patient_ids, relay_key=relay_key
+        bytes(context.state[STATE_KEY]["state"]),
+        patient_ids,
+        relay_key=relay_key,
+        insecure_test_group=consents_to_test_keys(context.node_config),
     )
 
 
-def hello(context: Any, name: str, patient_ids: Sequence[Hashable], relay_key: bytes) -> bytes:
-    """The silo's ``hello``: a new union session (fresh secrets, any earlier session forgotten); its hello's bytes."""
-    silo = UnionSilo(name, patient_ids, relay_key=relay_key)
+#: The groups a server may name for the union: :data:`~uldp.secure.psu.GROUPS`, and the insecure test group, which
+#: a silo accepts only where its node config consents to test keys.
+NAMED_GROUPS = {**GROUPS, TEST_GROUP.name: TEST_GROUP}
+
+
+def union_group(name: object, *, insecure_test_group: bool) -> PsuGroup:
+    """The group the server names for the union, if this silo accepts it.
+
+    Raises:
+        ValueError: A name outside :data:`NAMED_GROUPS`, or the test group without ``insecure_test_group``.
+    """
+    if not isinstance(name, str) or name not in NAMED_GROUPS:
+        raise ValueError(
+            f"the union group must be one of {sorted(NAMED_GROUPS)}, got {str(name)[:40]!r}"
+        )
+    if NAMED_GROUPS[name] is TEST_GROUP and not insecure_test_group:
+        raise ValueError(
+            f"the server asks for the insecure test group {name!r} for the private set union; this silo "
+            f"accepts it only where it consents to test keys (tests only)"
+        )
+    return NAMED_GROUPS[name]
+
+
+def hello(
+    context: Any,
+    name: str,
+    patient_ids: Sequence[Hashable],
+    relay_key: bytes,
+    *,
+    group: PsuGroup = DEFAULT_GROUP,
+) -> bytes:
+    """The silo's ``hello``: a new union session in ``group`` (fresh secrets, any earlier session forgotten); its
+    hello's bytes."""
+    silo = UnionSilo(
+        name, patient_ids, relay_key=relay_key, group=group, insecure_test_group=group is TEST_GROUP
+    )
     _keep(context, silo)
     return silo.hello.to_bytes()
 
@@ -92,6 +138,7 @@ def server_union(
     hellos: Sequence[bytes],
     *,
     share_counts: bool,
+    group: str = DEFAULT_GROUP.name,
 ) -> list[bytes]:
     """The server's relay: the roster out, |S| routings, the shares back (:func:`uldp.secure.psu.relay_union`).
 
@@ -100,13 +147,12 @@ def server_union(
         names: The silos' names in sorted order.
         hellos: Their hellos' bytes, in that order.
         share_counts: Whether the silos put their ``n_su`` in their shares (plain ULDP-AVG-w only).
+        group: The name of the group the silos' hellos were made in (the roster names it; each silo checks it).
 
     Returns:
         The |S| shares' bytes, for the ``federation`` stage.
     """
-    roster = Roster(
-        DEFAULT_GROUP.name, tuple(names), tuple(Hello.from_bytes(bytes(h)) for h in hellos)
-    )
+    roster = Roster(group, tuple(names), tuple(Hello.from_bytes(bytes(h)) for h in hellos))
 
     def exchange(stage: str, requests: dict[int, bytes]) -> dict[int, bytes]:
         replies = ask(

@@ -50,8 +50,9 @@ malicious server's guarantee (:func:`node_policy`: by default when it names its 
 ``uldp-policy-malicious-server=true`` otherwise) starts no secure session without them and refuses the lattice
 backend.
 
-Keys under 2048 bits (tests, the book's smoke builds) are refused by a silo unless its SuperNode is started with
-``--node-config 'uldp-insecure-test-keys=true'``.
+Keys under 2048 bits (tests, the book's smoke builds), and the private set union's 256-bit test group
+(:data:`uldp.flower.psu.NAMED_GROUPS`, the strategy's ``psu_group``), are refused by a silo unless its SuperNode is
+started with ``--node-config 'uldp-insecure-test-keys=true'``.
 
 ULDP-AVG (uniform weights, no counts) is secure-aggregated with Protocol 1's pairwise masks alone
 (:mod:`uldp.secure.masked_sum`): two more ``query.uldp`` exchanges after the federation stage (``sum-key``,
@@ -97,6 +98,12 @@ MASKED_SUM_KEY = "uldp_masked_sum"
 _PROGRESS = ("setup_done", "shares_round", "answered_round", "checked_round")
 #: Protocol 1's first set-up stage: the one whose message carries the session's public parameters.
 _P1_KEY = "p1-key"
+
+
+def consents_to_test_keys(node_config: Any) -> bool:
+    """Whether the silo's node config sets ``uldp-insecure-test-keys=true``: it accepts Protocol 1 keys under 2048 bits
+    and the private set union's insecure test group (tests only)."""
+    return str(node_config.get(TEST_KEYS_KEY, "false")).lower() == "true"
 
 
 def _public(config: ProtocolConfig) -> dict:
@@ -399,8 +406,7 @@ def silo_setup(
             f"Protocol 1's parameters name {config.n_silos} silos and {config.n_users} users, this "
             f"federation has {context.state['uldp']['n_silos']} and {n_users}"
         )
-    allowed = str(context.node_config.get(TEST_KEYS_KEY, "false")).lower() == "true"
-    if config.parameters.insecure_test_key and not allowed:
+    if config.parameters.insecure_test_key and not consents_to_test_keys(context.node_config):
         raise ValueError(
             f"the server asks for an insecure test key ({config.parameters.key_bits} bits); this "
             f"silo accepts one only with --node-config '{TEST_KEYS_KEY}=true' (tests only)"

@@ -143,6 +143,8 @@ class UldpStrategy(Strategy):
         min_colluders: The collusion threshold the run needs: the set-up stops, naming them, if silos' policies
             (``uldp-policy-colluders``) hold against fewer colluding silos (their epsilons would not hold).
         join_timeout: Seconds to wait for the silos at the start and after a fault.
+        psu_group: The private set union's group (:data:`uldp.flower.psu.NAMED_GROUPS`): ``"modp2048"`` (112-bit),
+            ``"modp3072"`` (128-bit, as a 3072-bit key); each silo refuses the test group without its consent.
         max_aborted_rounds: Aborted rounds (each accounted as a release) after which the run stops instead of
             taking its silos back and going on.
 
@@ -189,6 +191,7 @@ class UldpStrategy(Strategy):
         model: nn.Module | None = None,
         hidden_sample: bool = False,
         min_colluders: int = 0,
+        psu_group: str = psu.DEFAULT_GROUP.name,
     ) -> None:
         spec = parse_method(method)
         self._spec_name = spec.name
@@ -211,6 +214,7 @@ class UldpStrategy(Strategy):
         self.seed = secrets.randbits(63) if seed is None else check_integer("seed", seed, minimum=0)
         self.insecure_reproducible_noise = False
         self.min_colluders = check_integer("min_colluders", min_colluders, minimum=0)
+        self.psu_group = psu.union_group(psu_group, insecure_test_group=True).name
         self.colluders, self.against = 0, "no silo yet"  # as of the set-up
         if secure is None:
             secure = True
@@ -279,7 +283,7 @@ class UldpStrategy(Strategy):
         share_counts = self._shares_counts
 
         def hello(nodes: list[int]) -> dict[int, dict]:
-            contents = {node: {"stage": "hello"} for node in nodes}
+            contents = {node: {"stage": "hello", "psu_group": self.psu_group} for node in nodes}
             return {
                 node: config_of(reply)
                 for node, reply in self._ask(grid, contents, timeout, answered_only=True).items()
@@ -313,8 +317,9 @@ class UldpStrategy(Strategy):
             return {s: config_of(replies[self.nodes[s]]) for s in contents}
 
         with stage(f"the private set union of {len(names)} silos' patients"):  # issue 42
+            hellos = [silos[n]["psu"] for n in self.nodes]
             shares = psu.server_union(
-                ask, names, [silos[n]["psu"] for n in self.nodes], share_counts=share_counts
+                ask, names, hellos, share_counts=share_counts, group=self.psu_group
             )
         shared = {
             "stage": "federation",

@@ -68,7 +68,10 @@ def test_the_unions_test_group_needs_the_silos_consent_and_the_group_is_the_serv
     """The server names the private set union's group in its hello: a silo refuses the insecure test group unless
     its node config consents to test keys, and each silo's union runs in the group named (3072 bits, or the test
     group): the same users either way (their numbers differ)."""
-    with pytest.raises(RuntimeError, match="insecure test group 'insecure-test-256'"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"insecure test group 'insecure-test-256'.*'uldp-insecure-test-keys=true'",
+    ):
         flower_run(
             hospital_files,
             model(),

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from flwr.app import ConfigRecord
 
-from uldp.flower.secure import consents_to_test_keys
+from uldp.flower.secure import TEST_KEYS_KEY, consents_to_test_keys
 from uldp.secure.psu import (
     DEFAULT_GROUP,
     GROUPS,
@@ -66,7 +66,9 @@ NAMED_GROUPS = {**GROUPS, TEST_GROUP.name: TEST_GROUP}
 
 
 def union_group(name: object, *, insecure_test_group: bool) -> PsuGroup:
-    """The group the server names for the union, if this silo accepts it.
+    """The group the server names for the union in its ``hello`` (the union's stage 0, :mod:`uldp.secure.psu`), if
+    this silo accepts it: one of :data:`~uldp.secure.psu.GROUPS` (at least 2048 bits), or the test group with the
+    silo's own consent. A server cannot weaken the union below 2048 bits without every silo's consent.
 
     Raises:
         ValueError: A name outside :data:`NAMED_GROUPS`, or the test group without ``insecure_test_group``.
@@ -78,7 +80,7 @@ def union_group(name: object, *, insecure_test_group: bool) -> PsuGroup:
     if NAMED_GROUPS[name] is TEST_GROUP and not insecure_test_group:
         raise ValueError(
             f"the server asks for the insecure test group {name!r} for the private set union; this silo "
-            f"accepts it only where it consents to test keys (tests only)"
+            f"accepts it only with --node-config '{TEST_KEYS_KEY}=true' (tests only)"
         )
     return NAMED_GROUPS[name]
 

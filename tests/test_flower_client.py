@@ -90,7 +90,7 @@ def test_the_unions_test_group_needs_the_silos_consent_and_the_group_is_the_serv
     for group in ("modp3072", TEST_GROUP.name):
         _, _, grid = flower_run(hospital_files, model(), psu_group=group, **plain)
         states = [
-            bytes(context.state["uldp_psu"]["state"])  # type: ignore[arg-type]
+            bytes(context.state["uldp_psu"]["state"])  # type: ignore[arg-type]  # a ConfigRecord value: bytes here
             for context in grid.contexts.values()
         ]
         assert all(f'"group": "{group}"'.encode() in state for state in states), group

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from uldp.common.checks import check_integer
-from uldp.flower.launch import FOLLOWED_POLL, run_app
+from uldp.flower.launch import DEFAULT_MAX_POLL, DEFAULT_POLL, FOLLOWED_POLL, run_app
 
 if TYPE_CHECKING:
     import argparse
@@ -116,15 +116,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     worker.add_argument(
         "--poll",
         type=float,
-        default=0.05,
-        help="seconds before asking again for a task after one ran (default 0.05); each request that finds none "
-        "doubles the wait, up to --max-poll",
+        default=DEFAULT_POLL,
+        help=f"seconds before asking again for a task after one ran (default {DEFAULT_POLL:g}); each request that "
+        f"finds none doubles the wait, up to --max-poll",
     )
     worker.add_argument(
         "--max-poll",
         type=float,
-        default=0.5,
-        help="the longest wait between two requests for a task (default 0.5)",
+        default=DEFAULT_MAX_POLL,
+        help=f"the longest wait between two requests for a task (default {DEFAULT_MAX_POLL:g})",
     )
     worker.set_defaults(handler=_flower_worker)
 

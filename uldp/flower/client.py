@@ -40,7 +40,6 @@ from uldp.flower.report import say, silo_data_repr
 from uldp.flower.secure import (
     IDENTITY_KEY,
     ROSTER_KEY,
-    consents_to_test_keys,
     node_policy,
     silo_round,
     silo_sample,
@@ -132,10 +131,6 @@ def _hello(view: dict, settings: dict, context: Any) -> dict:
     the server names (the insecure test group only where the silo consents to test keys); the silo logs whom its
     epsilons hold against (its policy's adversary, :attr:`uldp.policy.SiloPolicy.against`)."""
     policy = node_policy(context.node_config)
-    group = psu.union_group(
-        settings.get("psu_group", psu.DEFAULT_GROUP.name),
-        insecure_test_group=consents_to_test_keys(context.node_config),
-    )
     say(  # the SuperNode's log (a ClientApp's warning would reach stderr where no handler is set)
         logging.INFO,
         "silo %s: every epsilon it reports holds against %s%s",
@@ -149,7 +144,13 @@ def _hello(view: dict, settings: dict, context: Any) -> dict:
     return {
         "silo": view["name"],
         "records": int(view["x"].shape[0]),
-        "psu": psu.hello(context, view["name"], view["ids"], view["key"], group=group),
+        "psu": psu.hello(
+            context,
+            view["name"],
+            view["ids"],
+            view["key"],
+            group=settings.get("psu_group", psu.DEFAULT_GROUP.name),
+        ),
         # its policy's collusion threshold: the server's bounds allow for its scaled noise share (issue 41 item 6)
         "colluders": policy.colluders,
         "malicious_server": policy.malicious_server,

@@ -91,12 +91,18 @@ def hello(
     patient_ids: Sequence[Hashable],
     relay_key: bytes,
     *,
-    group: PsuGroup = DEFAULT_GROUP,
+    group: object = DEFAULT_GROUP.name,
 ) -> bytes:
-    """The silo's ``hello``: a new union session in ``group`` (fresh secrets, any earlier session forgotten); its
-    hello's bytes."""
+    """The silo's ``hello``: a new union session in the group the server named (:func:`union_group`, the test group
+    only with this silo's consent; fresh secrets, any earlier session forgotten); its hello's bytes.
+
+    Raises:
+        ValueError: A group this silo does not accept.
+    """
+    consent = consents_to_test_keys(context.node_config)
+    chosen = union_group(group, insecure_test_group=consent)
     silo = UnionSilo(
-        name, patient_ids, relay_key=relay_key, group=group, insecure_test_group=group is TEST_GROUP
+        name, patient_ids, relay_key=relay_key, group=chosen, insecure_test_group=consent
     )
     _keep(context, silo)
     return silo.hello.to_bytes()

@@ -46,18 +46,12 @@ from flwr.supercore.runtime import RuntimeHttpClient
 from flwr.supernode.runtime.run_clientapp import pull_task_input, push_message, push_task_output
 
 from uldp.common.checks import check_number
+from uldp.flower.launch import DEFAULT_MAX_POLL, DEFAULT_POLL
 
 if TYPE_CHECKING:
     from flwr.clientapp import ClientApp
 
 LOGGER = logging.getLogger("uldp.flower")
-#: Seconds between two requests for a task right after one ran: the next message of a round follows soon.
-DEFAULT_POLL = 0.05
-#: The wait doubles with each request that finds no task, up to this (Flower's own executor waits 1 s). A worker that
-#: asked 20 times a second spent about 5% of a core while its silo idled (three workers on 2 cores, in the loopback
-#: test); the SuperNode itself asks its SuperLink for messages only every 3 s when idle, so the longer wait costs a
-#: message little.
-DEFAULT_MAX_POLL = 0.5
 
 
 class AppCache:

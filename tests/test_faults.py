@@ -14,6 +14,7 @@ import json
 import logging
 import shutil
 import sys
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -261,6 +262,51 @@ def test_a_stalled_supernode_is_named_while_it_stalls_and_its_round_counts(
     assert "round 1: silo ['General'] did not answer within timeout 1.5 s" in caplog.text
     assert strategy.epsilons == pytest.approx(_flower_epsilons(3), rel=1e-12)
     assert sorted(result.train_metrics_clientapp) == [2, 3]
+
+
+class LaggingGrid:
+    """A SuperLink's grid whose replies come at the ``lag``-th pull after the push (silos at work meanwhile)."""
+
+    def __init__(self, lag: int) -> None:
+        self.lag, self.pulls, self.pushed = lag, 0, dict[str, int]()
+
+    def create_message(self, content, message_type, dst_node_id, group_id):
+        return SimpleNamespace(content=content, metadata=SimpleNamespace(dst_node_id=dst_node_id))
+
+    def push_messages(self, messages):
+        self.pushed = {f"m{m.metadata.dst_node_id}": m.metadata.dst_node_id for m in messages}
+        return list(self.pushed)
+
+    def pull_messages(self, message_ids):
+        self.pulls += 1
+        if self.pulls < self.lag:
+            return []
+        return [
+            SimpleNamespace(
+                metadata=SimpleNamespace(src_node_id=self.pushed[i], reply_to_message_id=i),
+                has_error=lambda: False,
+            )
+            for i in message_ids
+        ]
+
+
+@pytest.mark.parametrize(
+    "lag, waits",
+    [(1, []), (4, [0.02, 0.04, 0.08]), (9, [0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.0, 1.0])],
+)
+def test_a_set_up_exchange_pulls_its_replies_sooner_the_sooner_they_come(
+    lag, waits, monkeypatch
+) -> None:
+    """The set-up's exchanges pull from the SuperLink after 0.02 s, doubling the wait while nothing came, up to
+    1 s (Flower's own send_and_receive waited 3 s between pulls, about ten times in a set-up)."""
+    from uldp.flower import recovery
+
+    slept: list[float] = []
+    monkeypatch.setattr(recovery.time, "sleep", slept.append)
+    grid = LaggingGrid(lag)
+    replies = recovery.ask_silos(grid, {7: {"stage": "hello"}, 9: {}}, timeout=60, names={})
+    assert sorted(replies) == [7, 9] and grid.pulls == lag
+    assert slept == pytest.approx(waits)
 
 
 @pytest.mark.parametrize(

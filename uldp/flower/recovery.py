@@ -38,7 +38,8 @@ from flwr.serverapp.strategy import Result
 
 from uldp.common.checks import check_integer
 from uldp.common.persist import ReleaseLedger, fingerprint
-from uldp.flower.report import RoundReport
+from uldp.flower.messages import SETUP_ACTION, records
+from uldp.flower.report import RoundReport, fail_on_named_failure
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -48,8 +49,8 @@ if TYPE_CHECKING:
 LOGGER = logging.getLogger("uldp.flower")
 #: While waiting for silos (to connect, or to answer), say every this many seconds who is still missing.
 LOG_EVERY = 10.0
-#: Seconds between two queries for replies.
-POLL = 1.0
+#: Seconds before the first query for replies, and the most between two (each empty query doubles the wait).
+FIRST_POLL, POLL = 0.02, 1.0
 
 
 class SiloFault(RuntimeError):
@@ -140,21 +141,18 @@ def discover_silos(
         time.sleep(min(1.0, max(0.0, join_timeout - waited)))
 
 
-def send_and_receive(
+def _collect_replies(
     grid: Any, messages: list, *, timeout: float, names: dict[int, str], what: str
-) -> list:
-    """Flower's ``send_and_receive``, saying every :data:`LOG_EVERY` seconds which silos it still waits for.
+) -> tuple[list, dict[str, int], dict[str, int]]:
+    """Push ``messages`` and pull their replies until all came or ``timeout`` passed, saying every
+    :data:`LOG_EVERY` seconds which silos it still waits for. The first pull waits :data:`FIRST_POLL` seconds and
+    each empty one doubles the wait, up to :data:`POLL`: Flower's own ``send_and_receive`` waits 3 s between pulls,
+    which a set-up of about ten exchanges paid about ten times over.
 
-    A grid that delivers at once (:class:`~uldp.flower.LocalGrid` has no ``push_messages``) is asked directly.
-
-    Raises:
-        SiloFault: some silos answered with an error (a SuperNode that missed its heartbeats is answered for by the
-            SuperLink, under no node id of its own) or did not answer within ``timeout``; each named.
+    Returns:
+        The replies, each message id's node, and the message ids without a reply (their nodes).
     """
-    try:
-        ids = list(grid.push_messages(messages))
-    except NotImplementedError:
-        return list(grid.send_and_receive(messages, timeout=timeout))
+    ids = list(grid.push_messages(messages))
     node_of = {
         message_id: message.metadata.dst_node_id
         for message_id, message in zip(ids, messages, strict=True)
@@ -162,8 +160,10 @@ def send_and_receive(
     awaited = dict(node_of)
     replies: list = []
     start = said = time.monotonic()
+    wait = FIRST_POLL
     while awaited:
-        for reply in grid.pull_messages(list(awaited)):
+        pulled = list(grid.pull_messages(list(awaited)))
+        for reply in pulled:
             awaited.pop(reply.metadata.reply_to_message_id, None)
             replies.append(reply)
         waited = time.monotonic() - start
@@ -178,7 +178,30 @@ def send_and_receive(
                 waited,
                 timeout,
             )
-        time.sleep(min(POLL, max(0.0, timeout - waited)))
+        wait = FIRST_POLL if pulled else wait  # some replies came: the others may be near
+        time.sleep(min(wait, max(0.0, timeout - waited)))
+        wait = min(2 * wait, POLL)
+    return replies, node_of, awaited
+
+
+def send_and_receive(
+    grid: Any, messages: list, *, timeout: float, names: dict[int, str], what: str
+) -> list:
+    """Flower's ``send_and_receive``, saying every :data:`LOG_EVERY` seconds which silos it still waits for, and
+    pulling sooner (:func:`_collect_replies`).
+
+    A grid that delivers at once (:class:`~uldp.flower.LocalGrid` has no ``push_messages``) is asked directly.
+
+    Raises:
+        SiloFault: some silos answered with an error (a SuperNode that missed its heartbeats is answered for by the
+            SuperLink, under no node id of its own) or did not answer within ``timeout``; each named.
+    """
+    try:
+        replies, node_of, awaited = _collect_replies(
+            grid, messages, timeout=timeout, names=names, what=what
+        )
+    except NotImplementedError:
+        return list(grid.send_and_receive(messages, timeout=timeout))
 
     def name(node: int) -> str:
         return names.get(node, f"node {node}")
@@ -197,6 +220,54 @@ def send_and_receive(
             name(node_of[r.metadata.reply_to_message_id]) for r in replies if not r.has_error()
         ]
         raise SiloFault(f"{what}: silo {'; silo '.join(failed)}", answered=answered)
+    return replies
+
+
+def ask_silos(
+    grid: Any,
+    contents: dict[int, dict],
+    *,
+    timeout: float,
+    names: dict[int, str],
+    answered_only: bool = False,
+) -> dict[int, Any]:
+    """One set-up exchange (a ``query.uldp`` message to each node, :func:`uldp.flower.messages.records`): every
+    node's reply; with ``answered_only`` (the ``hello``) those that answered without error, the others logged.
+
+    Raises:
+        RuntimeError: with ``answered_only``, a silo's own failure (:func:`uldp.flower.report.fail_on_named_failure`:
+            a silo that joins and fails stops the run, issue 42).
+        SiloFault: otherwise, a silo that failed (named).
+        RuntimeError: otherwise, nodes that did not answer within ``timeout``.
+    """
+    messages = [
+        grid.create_message(records(content), f"query.{SETUP_ACTION}", node, "setup")
+        for node, content in contents.items()
+    ]
+    try:
+        pulled, _, _ = _collect_replies(
+            grid, messages, timeout=timeout, names=names, what="the set-up"
+        )
+    except NotImplementedError:
+        pulled = list(grid.send_and_receive(messages, timeout=timeout))
+    replies = {reply.metadata.src_node_id: reply for reply in pulled}
+    if answered_only:
+        fail_on_named_failure(replies.values())
+        for node in sorted(set(contents) - {n for n, r in replies.items() if not r.has_error()}):
+            reason = (
+                replies[node].error.reason if node in replies else f"no answer within {timeout:g} s"
+            )
+            LOGGER.warning("node %d left out of the set-up: %s", node, reason)
+        return {node: reply for node, reply in replies.items() if not reply.has_error()}
+    for node, reply in replies.items():
+        if reply.has_error():
+            raise SiloFault(
+                f"silo {names.get(node, '?')!r} (node {node}) failed: {reply.error.reason}"
+            )
+    if set(replies) != set(contents):
+        raise RuntimeError(
+            f"silo nodes {sorted(set(contents) - set(replies))} did not answer in {timeout} s"
+        )
     return replies
 
 

@@ -44,7 +44,6 @@ the plain one (Theorem 4). ULDP-AVG's updates go through Protocol 1's pairwise m
 
 from __future__ import annotations
 
-import logging
 import secrets
 import time
 from dataclasses import replace
@@ -70,11 +69,10 @@ from uldp.flower.guarantees import (
     released_epsilon,
     server_view_epsilon,
 )
-from uldp.flower.messages import SETUP_ACTION, config_of, records, server_round_seed
-from uldp.flower.recovery import SiloFault, discover_silos, run_rounds
+from uldp.flower.messages import config_of, records, server_round_seed
+from uldp.flower.recovery import SiloFault, ask_silos, discover_silos, run_rounds
 from uldp.flower.report import (
     RoundReport,
-    fail_on_named_failure,
     say,
     stage,
     strategy_repr,
@@ -90,15 +88,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from flwr.serverapp import Grid
-
-
-LOGGER = logging.getLogger("uldp.flower")
-
-
-def _check_reply(reply: Any, names: dict[int, str]) -> None:
-    if reply.has_error():
-        node = reply.metadata.src_node_id
-        raise SiloFault(f"silo {names.get(node, '?')!r} (node {node}) failed: {reply.error.reason}")
 
 
 class UldpStrategy(Strategy):
@@ -374,36 +363,11 @@ class UldpStrategy(Strategy):
     def _ask(
         self, grid: Any, contents: dict[int, dict], timeout: float, *, answered_only: bool = False
     ) -> dict[int, Any]:
-        """Every node's reply; with ``answered_only`` those that answered without error (the others are logged)."""
-        messages = [
-            grid.create_message(records(content), f"query.{SETUP_ACTION}", node, "setup")
-            for node, content in contents.items()
-        ]
-        replies = {
-            reply.metadata.src_node_id: reply
-            for reply in grid.send_and_receive(messages, timeout=timeout)
-        }
-        if answered_only:
-            fail_on_named_failure(
-                replies.values()
-            )  # issue 42: a silo that joins and fails stops the run
-            for node in sorted(
-                set(contents) - {n for n, r in replies.items() if not r.has_error()}
-            ):
-                reason = (
-                    replies[node].error.reason
-                    if node in replies
-                    else f"no answer within {timeout:g} s"
-                )
-                LOGGER.warning("node %d left out of the set-up: %s", node, reason)
-            return {node: reply for node, reply in replies.items() if not reply.has_error()}
-        for reply in replies.values():
-            _check_reply(reply, self.silo_names)
-        if set(replies) != set(contents):
-            raise RuntimeError(
-                f"silo nodes {sorted(set(contents) - set(replies))} did not answer in {timeout} s"
-            )
-        return replies
+        """One set-up exchange (:func:`uldp.flower.recovery.ask_silos`; tests override it to play a server that
+        deviates)."""
+        return ask_silos(
+            grid, contents, timeout=timeout, names=self.silo_names, answered_only=answered_only
+        )
 
     def start(
         self,

@@ -96,8 +96,9 @@ visits.head().style.hide(axis="index").format(precision=2)
 # each hospital blinds its patient ids with a secret exponent of its own, the blinded lists go round the hospitals
 # through the server, and the sorted union numbers the patients; no hospital can test a guessed id against another's
 # patients. The exponents live in the group the server names (`UldpStrategy(psu_group=...)`: RFC 3526's 2048-bit group
-# by default, `"modp3072"` for about 128-bit security); a hospital refuses the 256-bit test group unless its node
-# config consents to test keys (`uldp-insecure-test-keys=true`). What the hospitals send each other through the server is sealed under a key `K` that they share and the
+# by default, `"modp3072"` for about 128-bit security); a hospital refuses a group below its policy's
+# `uldp-policy-min-union-bits`, and the 256-bit test group unless its node config consents to test keys
+# (`uldp-insecure-test-keys=true`). What the hospitals send each other through the server is sealed under a key `K` that they share and the
 # server never gets (it only seals; no id goes through it). `uldp.flower.write_key_file` draws `K` from the operating
 # system's CSPRNG into a file readable by its owner only; each hospital gets a copy out of band.
 

@@ -27,6 +27,12 @@ def test_deploy_config_reads_a_run_config_and_refuses_unknown_fields() -> None:
     explicit = DeployConfig.from_json({**config.to_json(), "clip": config.run.clip})
     assert explicit.fingerprint == config.fingerprint
     assert DeployConfig.from_json({**config.to_json(), "seed": 1}).fingerprint != config.fingerprint
+    # the union's group: the default is left out (earlier fingerprints stay), another is a run of its own
+    assert DeployConfig.from_json({**config.to_json(), "psu_group": "modp2048"}) == config
+    stronger = DeployConfig.from_json({**config.to_json(), "psu_group": "modp3072"})
+    assert stronger.psu_group == "modp3072" and stronger.to_json()["psu_group"] == "modp3072"
+    assert DeployConfig.from_json(stronger.to_json()) == stronger
+    assert stronger.fingerprint != config.fingerprint
     with pytest.raises(ValueError, match=r"unknown run configuration field\(s\) \['rehearsal'\]"):
         DeployConfig.from_json({"rehearsal": {}})
     with pytest.raises(ValueError, match="'protocol' must be an object with fields among"):
@@ -50,6 +56,10 @@ def test_deploy_config_reads_a_run_config_and_refuses_unknown_fields() -> None:
         (
             {"insecure_reproducible_noise": "yes"},
             "insecure_reproducible_noise must be true or false",
+        ),
+        (
+            {"psu_group": "modp1024"},
+            r"union group must be one of \['insecure-test-256', 'modp2048'",
         ),
         ({"user_weights": "abc"}, "user_weights must be a list of lists"),
         ({"user_weights": [[1, 2], 3]}, "user_weights must be a list of lists"),

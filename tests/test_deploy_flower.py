@@ -27,6 +27,7 @@ from uldp.deploy import app
 from uldp.deploy.app import AppSettings
 from uldp.deploy.superlink import silo_node_config
 from uldp.flower.local import LocalGrid
+from uldp.secure.psu import TEST_GROUP
 
 TABLE = {
     "id_column": "patient",
@@ -90,9 +91,11 @@ def fitted(
 
 def test_a_table_run_from_the_settings_file_equals_fit(hospital_files, tmp_path):  # noqa: F811
     """A hospital table run: each silo reads its own CSV, the node configs come from ``uldp deploy silo``'s builder;
-    the model is fit's bit for bit (ULDP-AVG-w, q 0.8, the silos' INSECURE test seed), the epsilons fit's."""
+    the model is fit's bit for bit (ULDP-AVG-w, q 0.8, the silos' INSECURE test seed), the epsilons fit's. The
+    settings name the union's test group, so each silo's own copy of them consents to it."""
     data = {
         "table": TABLE,
+        "psu_group": TEST_GROUP.name,
         "method": "ULDP-AVG-w",
         "rounds": 2,
         "seed": 5,
@@ -121,8 +124,13 @@ def test_a_table_run_from_the_settings_file_equals_fit(hospital_files, tmp_path)
     ]
     assert {node["silo"] for node in nodes} == set(HOSPITALS)
     assert all(node["uldp-insecure-reproducible-noise"] == 5 for node in nodes)
+    assert all(node["uldp-insecure-test-keys"] is True for node in nodes)
     report, params, grid = run_in_process(data, tmp_path, nodes)
     contexts = {context.node_config["silo"]: context for context in grid.contexts.values()}
+    assert all(
+        b'"group": "insecure-test-256"' in bytes(c.state["uldp_psu"]["state"])  # type: ignore[arg-type]  # bytes here
+        for c in contexts.values()
+    )
     parts = [settings.load(contexts[h]) for h in sorted(HOSPITALS)]
     numbers = [
         uf.user_numbers(contexts[h], part.patient_ids)

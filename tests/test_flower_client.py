@@ -62,12 +62,12 @@ def test_protocol_1_test_keys_need_the_silos_consent(hospital_files):  # noqa: F
         uf.UldpStrategy(sigma=1.0, secure=True, protocol={"key_bits": 1024})
 
 
-def test_the_unions_test_group_needs_the_silos_consent_and_the_group_is_the_servers_choice(
+def test_the_unions_group_is_the_servers_choice_within_each_silos_policy_and_consent(
     hospital_files,  # noqa: F811
 ):
     """The server names the private set union's group in its hello: a silo refuses the insecure test group unless
-    its node config consents to test keys, and each silo's union runs in the group named (3072 bits, or the test
-    group): the same users either way (their numbers differ)."""
+    its node config consents to test keys, and a group below its policy's ``min_union_bits``; each silo's union
+    runs in the group named (3072 bits, or the test group): the same users either way (their numbers differ)."""
     with pytest.raises(
         RuntimeError,
         match=r"insecure test group 'insecure-test-256'.*'uldp-insecure-test-keys=true'",
@@ -86,9 +86,20 @@ def test_the_unions_test_group_needs_the_silos_consent_and_the_group_is_the_serv
     ):
         uf.UldpStrategy(sigma=1.0, psu_group="modp1024")
     plain: dict[str, Any] = {"method": "ULDP-AVG", "sigma": 1.0, "secure": False, "rounds": 1}
+    strict = {
+        "uldp-policy-min-union-bits": 3072
+    }  # the silos' own floor: the server's default is below it
+    with pytest.raises(
+        RuntimeError,
+        match=r"names a 2048-bit group for the private set union, below this silo's min_union_bits 3072",
+    ):
+        flower_run(hospital_files, model(), strict, psu_group="modp2048", **plain)
     partitions = []
-    for group in ("modp3072", TEST_GROUP.name):
-        _, _, grid = flower_run(hospital_files, model(), psu_group=group, **plain)
+    for group in (
+        "modp3072",
+        TEST_GROUP.name,
+    ):  # the test group: by the silos' consent, whatever their floor
+        _, _, grid = flower_run(hospital_files, model(), strict, psu_group=group, **plain)
         states = [
             bytes(context.state["uldp_psu"]["state"])  # type: ignore[arg-type]  # a ConfigRecord value: bytes here
             for context in grid.contexts.values()

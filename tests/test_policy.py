@@ -35,6 +35,11 @@ def test_the_policy_comes_from_the_silos_own_node_config_or_file() -> None:
         SiloPolicy(accountant="gdp")
     with pytest.raises(ValueError, match="policy max_rounds"):
         SiloPolicy(max_rounds=0)
+    for bits in (1024, 4096):  # below 2048, or above the largest group: no server could meet it
+        with pytest.raises(
+            ValueError, match=rf"min_union_bits must be an integer in 2048\.\.3072, got {bits}"
+        ):
+            SiloPolicy.from_node_config({"uldp-policy-min-union-bits": str(bits)})
 
 
 @pytest.mark.parametrize(
@@ -47,12 +52,16 @@ def test_the_policy_comes_from_the_silos_own_node_config_or_file() -> None:
         ({"local_epochs": 0}, "local_epochs=0 is outside"),
         ({"records": 10**12}, "total_records=1000000000000 is outside this silo's 1..100000000"),
         ({"sampled_users": 1}, r"samples 1 user\(s\) is below this silo's min_sampled_users 2"),
+        (
+            {"union_bits": 1536},
+            "a 1536-bit group for the private set union, below this silo's min_union_bits 2048",
+        ),
     ],
 )
 def test_requests_past_the_default_policy_are_refused_by_name(request_, refusal) -> None:
     with pytest.raises(PolicyRefusal, match=refusal):
         SiloPolicy().check(**request_)
-    SiloPolicy().check(sigma=0.5, local_epochs=100, records=10**8, sampled_users=2)
+    SiloPolicy().check(sigma=0.5, local_epochs=100, records=10**8, sampled_users=2, union_bits=2048)
     SiloPolicy().check(sampled_users=100, n_users=100)  # the default policy's q = 1
 
 

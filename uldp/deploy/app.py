@@ -5,15 +5,15 @@ hand-written Flower app; what they run comes from the deploy settings file (JSON
 run config's :data:`SETTINGS_KEY` (the text of the file) by ``uldp deploy server``:
 
 - a built-in dataset: the fields of :class:`uldp.simulation.RunConfig` (``dataset``, ``method``, ``n_users``,
-  ``n_silos``, ``rounds``, ``seed``, hyperparameters, ``secure``, ``protocol``, ``hidden_sample``, and for tests only
-  ``insecure_reproducible_noise``), as ``uldp deploy`` has always read them (:class:`DeployConfig`). Silo ``s``'s
-  records are those the seed's allocation gives it (its SuperNode's node config :data:`DATASET_SILO_KEY`), its
+  ``n_silos``, ``rounds``, ``seed``, hyperparameters, ``secure``, ``protocol``, ``hidden_sample``, ``psu_group``, and
+  for tests only ``insecure_reproducible_noise``), as ``uldp deploy`` has always read them (:class:`DeployConfig`). Silo
+  ``s``'s records are those the seed's allocation gives it (its SuperNode's node config :data:`DATASET_SILO_KEY`), its
   patients the allocation's users; the server evaluates each round's model on the dataset's test set.
-- a hospital's own table: ``"table": {"id_column": ..., "label_column": ..., "feature_columns": [...],
-  "classes": 2, "hidden": [32]}`` with ``method``, ``rounds``, ``seed`` and optionally the hyperparameters,
-  ``epsilon`` (or ``sigma``), ``q``, ``delta``, ``secure``, ``protocol``, ``hidden_sample``: each silo reads its own
-  CSV file (its node config's ``data``, :class:`uldp.flower.Table`), and the model is a multi-layer perceptron of
-  the given hidden widths (``classes`` 2: one logit and binary cross-entropy; more: cross-entropy).
+- a hospital's own table: ``"table": {"id_column": ..., "label_column": ..., "feature_columns": [...], "classes": 2,
+  "hidden": [32]}`` with ``method``, ``rounds``, ``seed`` and optionally the hyperparameters, ``epsilon`` (or
+  ``sigma``), ``q``, ``delta``, ``secure``, ``protocol``, ``hidden_sample``, ``psu_group``: each silo reads its own CSV
+  file (its node config's ``data``, :class:`uldp.flower.Table`), and the model is a multi-layer perceptron of the given
+  hidden widths (``classes`` 2: one logit and binary cross-entropy; more: cross-entropy).
 
 The silos agree on their patients by the private set union (:mod:`uldp.flower.psu`), so the user numbers of a
 built-in dataset are the union's, not the simulation's: the run equals :func:`uldp.fit` on the silos' records in
@@ -81,6 +81,7 @@ TABLE_RUN_FIELDS = (
     "secure",
     "protocol",
     "hidden_sample",
+    "psu_group",
     "insecure_reproducible_noise",
 )
 
@@ -283,6 +284,7 @@ def _strategy_of(run: RunConfig, config: DeployConfig) -> dict:
         "seed": run.seed,
         "secure": config.secure_aggregation,
         "hidden_sample": config.hidden_sample,
+        "psu_group": config.psu_group,
         **({"protocol": run.protocol} if spec.secure_aggregation == PROTOCOL_1 else {}),
     }
 

@@ -6,8 +6,8 @@ Protocol 1's :class:`~uldp.secure.config.ProtocolParameters` (``"secure"``: secu
 every method: Protocol 1 for ULDP-AVG-w and ULDP-SGD-w, Protocol 1's pairwise masks alone for the others,
 :mod:`uldp.secure.masked_sum`; ``"secure": false`` is the explicit opt-out, and the history then reports
 ``server_view_epsilon``, larger than ``epsilon`` where the weights are not uniform), plus optionally
-``"insecure_reproducible_noise"``; e.g. ``{"dataset": "creditcard", "method": "ULDP-AVG-w",
-"n_users": 100, "rounds": 5, "seed": 0, "secure": true}``.
+``"hidden_sample"``, ``"psu_group"`` and ``"insecure_reproducible_noise"``; e.g. ``{"dataset": "creditcard",
+"method": "ULDP-AVG-w", "n_users": 100, "rounds": 5, "seed": 0, "secure": true}``.
 
 >>> config = DeployConfig.from_json({"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 4, "rounds": 1,
 ...                                  "protocol": {"key_bits": 512, "n_max": 100, "insecure_test_key": True}})
@@ -22,6 +22,7 @@ from typing import Any
 
 from uldp.common.persist import fingerprint
 from uldp.method_names import MASKED_SUM, PROTOCOL_1, parse_method
+from uldp.secure.psu_messages import DEFAULT_GROUP, group_named
 from uldp.simulation import RunConfig
 
 
@@ -42,17 +43,23 @@ class DeployConfig:
         hidden_sample: Beyond the paper (issue 41 item 1), the silos draw each round's user sample from a seed of
             their secure session (policies with sampler ``"silos"``, :mod:`uldp.secure.sampling`); the server sends
             every user as sampled and never learns the sample. Needs secure aggregation.
+        psu_group: The group of the silos' private set union (:data:`uldp.secure.psu.NAMED_GROUPS`):
+            ``"modp2048"`` (the default, about 112-bit security) or ``"modp3072"`` (about 128-bit, as a 3072-bit
+            Paillier key). Each silo refuses a group below its policy's ``min_union_bits``, and the test group
+            without its consent to test keys.
     """
 
     run: RunConfig
     insecure_reproducible_noise: bool = False
     mask_updates: bool = True
     hidden_sample: bool = False
+    psu_group: str = DEFAULT_GROUP.name
 
     def __post_init__(self) -> None:
         for name in ("insecure_reproducible_noise", "mask_updates", "hidden_sample"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        group_named(self.psu_group)
         if self.hidden_sample and not self.secure_aggregation:
             raise ValueError(
                 "hidden_sample needs secure aggregation: the silos agree on the sample under its pairwise keys"
@@ -89,6 +96,7 @@ class DeployConfig:
         data = dict(data)
         insecure = data.pop("insecure_reproducible_noise", False)
         hidden = data.pop("hidden_sample", False)
+        group = data.pop("psu_group", DEFAULT_GROUP.name)
         secure = data.get(
             "secure", True
         )  # secure aggregation by default; "secure": false is the explicit opt-out
@@ -107,7 +115,7 @@ class DeployConfig:
         if unknown:
             raise ValueError(
                 f"unknown run configuration field(s) {unknown}; allowed: {sorted(run_fields)} "
-                f"and 'insecure_reproducible_noise', 'hidden_sample'"
+                f"and 'insecure_reproducible_noise', 'hidden_sample', 'psu_group'"
             )
         weights = data.get("user_weights")
         if weights is not None:
@@ -121,8 +129,8 @@ class DeployConfig:
         except TypeError as error:  # a missing required field, or a value of the wrong kind
             raise ValueError(f"bad run configuration: {error}") from error
         if protocol_1:
-            return cls(run, insecure, hidden_sample=hidden)
-        return cls(run, insecure, mask_updates=secure, hidden_sample=hidden)
+            return cls(run, insecure, hidden_sample=hidden, psu_group=group)
+        return cls(run, insecure, mask_updates=secure, hidden_sample=hidden, psu_group=group)
 
     def to_json(self) -> dict:
         """The resolved configuration as JSON-ready data (what :meth:`from_json` reads back)."""
@@ -130,7 +138,9 @@ class DeployConfig:
             **asdict(self.run),
             "secure": self.secure_aggregation,
             "insecure_reproducible_noise": self.insecure_reproducible_noise,
-            **({"hidden_sample": True} if self.hidden_sample else {}),  # earlier fingerprints stay
+            # options at their defaults are left out: earlier fingerprints stay
+            **({"hidden_sample": True} if self.hidden_sample else {}),
+            **({"psu_group": self.psu_group} if self.psu_group != DEFAULT_GROUP.name else {}),
         }
 
     @property

@@ -312,6 +312,7 @@ def silo_node_config(
     from uldp.flower.pseudonyms import read_key_file
     from uldp.flower.secure import IDENTITY_KEY, ROSTER_KEY, TEST_KEYS_KEY
     from uldp.policy import NODE_CONFIG_PREFIX, SiloPolicy
+    from uldp.secure.psu_messages import TEST_GROUP
 
     node: dict[str, Any] = {}
     if settings.table is not None:
@@ -358,8 +359,9 @@ def silo_node_config(
     ):  # the silo's own copy of the settings says so (tests only)
         node[INSECURE_NOISE_KEY] = int(settings.strategy["seed"])
     protocol = settings.strategy.get("protocol")
-    if protocol is not None and protocol.insecure_test_key:
-        node[TEST_KEYS_KEY] = True
+    test_group = settings.strategy.get("psu_group") == TEST_GROUP.name
+    if (protocol is not None and protocol.insecure_test_key) or test_group:
+        node[TEST_KEYS_KEY] = True  # the silo's own copy of the settings asks for test keys (tests only)
     return node
 
 

@@ -22,21 +22,22 @@ from typing import TYPE_CHECKING, Any
 
 from flwr.app import ConfigRecord
 
-from uldp.flower.secure import TEST_KEYS_KEY, consents_to_test_keys
+from uldp.flower.secure import TEST_KEYS_KEY, consents_to_test_keys, node_policy
 from uldp.secure.psu import (
     DEFAULT_GROUP,
-    GROUPS,
     TEST_GROUP,
     Hello,
     RelayMessage,
     Roster,
     UnionSilo,
+    group_named,
     relay_union,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Sequence
 
+    from uldp.policy import SiloPolicy
     from uldp.secure.psu import PsuGroup, UnionResult
 
 #: Where a silo keeps its union state in ``context.state``.
@@ -60,29 +61,28 @@ def _silo(context: Any, patient_ids: Sequence[Hashable], relay_key: bytes) -> Un
     )
 
 
-#: The groups a server may name for the union: :data:`~uldp.secure.psu.GROUPS`, and the insecure test group, which
-#: a silo accepts only where its node config consents to test keys.
-NAMED_GROUPS = {**GROUPS, TEST_GROUP.name: TEST_GROUP}
-
-
-def union_group(name: object, *, insecure_test_group: bool) -> PsuGroup:
+def union_group(
+    name: object, *, insecure_test_group: bool, policy: SiloPolicy | None = None
+) -> PsuGroup:
     """The group the server names for the union in its ``hello`` (the union's stage 0, :mod:`uldp.secure.psu`), if
-    this silo accepts it: one of :data:`~uldp.secure.psu.GROUPS` (at least 2048 bits), or the test group with the
-    silo's own consent. A server cannot weaken the union below 2048 bits without every silo's consent.
+    this silo accepts it: one of :data:`~uldp.secure.psu.GROUPS` of at least the silo's ``min_union_bits``
+    (:class:`uldp.policy.SiloPolicy`, 2048 by default), or the test group with the silo's own consent. A server
+    cannot weaken the union below 2048 bits without every silo's consent, nor below a silo's policy.
 
     Raises:
-        ValueError: A name outside :data:`NAMED_GROUPS`, or the test group without ``insecure_test_group``.
+        ValueError: A name outside :data:`~uldp.secure.psu.NAMED_GROUPS`, or the test group without
+            ``insecure_test_group``.
+        PolicyRefusal: A group smaller than the policy's ``min_union_bits``.
     """
-    if not isinstance(name, str) or name not in NAMED_GROUPS:
-        raise ValueError(
-            f"the union group must be one of {sorted(NAMED_GROUPS)}, got {str(name)[:40]!r}"
-        )
-    if NAMED_GROUPS[name] is TEST_GROUP and not insecure_test_group:
+    group = group_named(name)
+    if group is TEST_GROUP and not insecure_test_group:
         raise ValueError(
             f"the server asks for the insecure test group {name!r} for the private set union; this silo "
             f"accepts it only with --node-config '{TEST_KEYS_KEY}=true' (tests only)"
         )
-    return NAMED_GROUPS[name]
+    if group is not TEST_GROUP and policy is not None:
+        policy.check(union_bits=group.p.bit_length())
+    return group
 
 
 def hello(
@@ -93,14 +93,17 @@ def hello(
     *,
     group: object = DEFAULT_GROUP.name,
 ) -> bytes:
-    """The silo's ``hello``: a new union session in the group the server named (:func:`union_group`, the test group
-    only with this silo's consent; fresh secrets, any earlier session forgotten); its hello's bytes.
+    """The silo's ``hello``: a new union session in the group the server named (:func:`union_group`: at least its
+    policy's ``min_union_bits``, the test group only with this silo's consent; fresh secrets, any earlier session
+    forgotten); its hello's bytes.
 
     Raises:
-        ValueError: A group this silo does not accept.
+        ValueError: A group this silo does not accept (:class:`~uldp.policy.PolicyRefusal` below its policy).
     """
     consent = consents_to_test_keys(context.node_config)
-    chosen = union_group(group, insecure_test_group=consent)
+    chosen = union_group(
+        group, insecure_test_group=consent, policy=node_policy(context.node_config)
+    )
     silo = UnionSilo(
         name, patient_ids, relay_key=relay_key, group=chosen, insecure_test_group=consent
     )

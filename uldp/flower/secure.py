@@ -51,7 +51,7 @@ malicious server's guarantee (:func:`node_policy`: by default when it names its 
 backend.
 
 Keys under 2048 bits (tests, the book's smoke builds), and the private set union's 256-bit test group
-(:data:`uldp.flower.psu.NAMED_GROUPS`, the strategy's ``psu_group``), are refused by a silo unless its SuperNode is
+(:data:`uldp.secure.psu.NAMED_GROUPS`, the strategy's ``psu_group``), are refused by a silo unless its SuperNode is
 started with ``--node-config 'uldp-insecure-test-keys=true'``.
 
 ULDP-AVG (uniform weights, no counts) is secure-aggregated with Protocol 1's pairwise masks alone

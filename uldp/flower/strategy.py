@@ -132,7 +132,7 @@ class UldpStrategy(Strategy):
         min_colluders: The collusion threshold the run needs: the set-up stops, naming them, if silos' policies
             (``uldp-policy-colluders``) hold against fewer colluding silos (their epsilons would not hold).
         join_timeout: Seconds to wait for the silos at the start and after a fault.
-        psu_group: The private set union's group (:data:`uldp.flower.psu.NAMED_GROUPS`): ``"modp2048"`` (112-bit),
+        psu_group: The private set union's group (:data:`uldp.secure.psu.NAMED_GROUPS`): ``"modp2048"`` (112-bit),
             ``"modp3072"`` (128-bit, as a 3072-bit key); each silo refuses the test group without its consent.
         max_aborted_rounds: Aborted rounds (each accounted as a release) after which the run stops instead of
             taking its silos back and going on.

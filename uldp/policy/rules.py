@@ -17,6 +17,7 @@ from uldp.common.checks import (
     check_positive,
     check_rate,
 )
+from uldp.secure.psu_messages import GROUPS
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -26,6 +27,8 @@ NODE_CONFIG_PREFIX = "uldp-policy-"
 #: Who may draw the user sample (:attr:`SiloPolicy.sampler`): the server (it sees, and may choose, the sample) or the
 #: silos among themselves, from randomness the server never learns.
 SAMPLERS = ("server", "silos")
+#: The sizes, in bits, of the groups a server may name for the private set union (:data:`uldp.secure.psu.GROUPS`).
+UNION_BITS = tuple(sorted(group.p.bit_length() for group in GROUPS.values()))
 
 
 class PolicyRefusal(ValueError):
@@ -51,6 +54,11 @@ class SiloPolicy:
             it: each round charged at ``q = 1``) or ``"silos"`` (hidden from the server: charged at ``q``).
         colluders: The collusion threshold t: how many of the other silos may collude with the server and remove
             their noise shares; its noise share is scaled by :func:`collusion_scale` (0: none).
+        min_union_bits: The smallest group, in bits, it runs the private set union in (the server names the group in
+            its ``hello``, the union's stage 0, :mod:`uldp.flower.psu`): 2048 (RFC 3526's group 14, about 112-bit
+            security, the default) or 3072 (group 15, about 128-bit, as the paper's 3072-bit Paillier key), any
+            value up to the largest group of :data:`uldp.secure.psu.GROUPS`. The insecure test group is never
+            accepted by this bound, only by the silo's consent to test keys (tests only).
         malicious_server: Whether it asks for a guarantee against a server that deviates (issue 41 items 3-4): a
             secure session starts only with its identity and roster (:class:`uldp.secure.roster.Credentials`, so
             a swapped DH key is refused naming the silo) and never on a backend that cannot check the weights the
@@ -73,6 +81,7 @@ class SiloPolicy:
     q: float = 1.0
     sampler: str = "server"
     colluders: int = 0
+    min_union_bits: int = 2048
     malicious_server: bool = False
 
     def __post_init__(self) -> None:
@@ -87,6 +96,9 @@ class SiloPolicy:
         if self.sampler not in SAMPLERS:
             raise ValueError(f"policy sampler {self.sampler!r} is not one of {list(SAMPLERS)}")
         check_integer("policy colluders", self.colluders, minimum=0)
+        check_integer(
+            "policy min_union_bits", self.min_union_bits, minimum=2048, maximum=max(UNION_BITS)
+        )
         if not isinstance(self.malicious_server, bool):
             raise ValueError(
                 f"policy malicious_server must be true or false, got {self.malicious_server!r}"
@@ -181,6 +193,7 @@ class SiloPolicy:
         records: int | None = None,
         sampled_users: int | None = None,
         n_users: int | None = None,
+        union_bits: int | None = None,
     ) -> None:
         """Refuse a request past this policy (each argument None when the request does not set it).
 
@@ -192,6 +205,7 @@ class SiloPolicy:
             n_users: |U|: the sample must be one Poisson sampling at the policy's rate ``q`` could draw (Algorithm
                 4): more than ``q |U| + sqrt(|U| 40 ln 2 / 2)`` users (Hoeffding: probability below 2^-40) is
                 refused, whatever rate the server claims.
+            union_bits: The bits of the group the server names for the private set union (its ``hello``).
 
         Raises:
             PolicyRefusal: naming the bad value and the policy's bound.
@@ -204,6 +218,11 @@ class SiloPolicy:
                     f"at q={self.q:g}, this silo's policy rate (at most {most:.1f} but with "
                     f"probability 2^-40)"
                 )
+        if union_bits is not None and union_bits < self.min_union_bits:
+            raise PolicyRefusal(
+                f"the server names a {union_bits}-bit group for the private set union, below this silo's "
+                f"min_union_bits {self.min_union_bits}"
+            )
         if sigma is not None and (
             isinstance(sigma, bool)
             or not isinstance(sigma, (int, float))

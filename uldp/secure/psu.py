@@ -76,19 +76,21 @@ from uldp.secure.keys import derive_key, open_sealed, seal
 from uldp.secure.psu_messages import (
     ALL_SILOS,
     DEFAULT_GROUP,
-    GROUPS,
+    GROUPS as GROUPS,
     MIN_GROUP_BITS as MIN_GROUP_BITS,
     MIN_RELAY_KEY_BYTES,
+    NAMED_GROUPS as NAMED_GROUPS,
     NONCE_BYTES,
-    TEST_GROUP,
+    TEST_GROUP as TEST_GROUP,
     Hello,
     PsuGroup,
     RelayMessage,
     RelayRefused,
     Roster,
     check_group,
+    group_named,
     size_of,
-)  # MIN_GROUP_BITS only re-exported: callers read the messages' names from psu as before
+)  # the names "as" themselves only re-exported: callers read them from psu as before
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -463,7 +465,7 @@ class UnionSilo:
         """
         try:
             raw = json.loads(state)
-            group = {**GROUPS, TEST_GROUP.name: TEST_GROUP}[raw["group"]]
+            group = group_named(raw["group"])
             silo = cls(
                 raw["name"],
                 patient_ids,

@@ -120,6 +120,24 @@ TEST_GROUP = PsuGroup(
 )
 
 
+#: Every group by its name: those a server may name for the union (:data:`GROUPS`) and the insecure test group, which a
+#: silo accepts only with its consent.
+NAMED_GROUPS = {**GROUPS, TEST_GROUP.name: TEST_GROUP}
+
+
+def group_named(name: object) -> PsuGroup:
+    """The group of :data:`NAMED_GROUPS` called ``name`` (a server's or a settings file's choice, or a stored state's).
+
+    Raises:
+        ValueError: Another name, naming the allowed ones.
+    """
+    if not isinstance(name, str) or name not in NAMED_GROUPS:
+        raise ValueError(
+            f"the union group must be one of {sorted(NAMED_GROUPS)}, got {str(name)[:40]!r}"
+        )
+    return NAMED_GROUPS[name]
+
+
 def check_group(group: PsuGroup, *, insecure_test_group: bool = False) -> PsuGroup:
     """Return ``group`` if it is one of :data:`GROUPS` (or :data:`TEST_GROUP` with ``insecure_test_group``).
 

@@ -360,8 +360,9 @@ def silo_node_config(
         node[INSECURE_NOISE_KEY] = int(settings.strategy["seed"])
     protocol = settings.strategy.get("protocol")
     test_group = settings.strategy.get("psu_group") == TEST_GROUP.name
+    # the silo's own copy of the settings asks for test keys or the union's test group (tests only)
     if (protocol is not None and protocol.insecure_test_key) or test_group:
-        node[TEST_KEYS_KEY] = True  # the silo's own copy of the settings asks for test keys (tests only)
+        node[TEST_KEYS_KEY] = True
     return node
 
 

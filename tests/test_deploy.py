@@ -33,6 +33,9 @@ def test_deploy_config_reads_a_run_config_and_refuses_unknown_fields() -> None:
     assert stronger.psu_group == "modp3072" and stronger.to_json()["psu_group"] == "modp3072"
     assert DeployConfig.from_json(stronger.to_json()) == stronger
     assert stronger.fingerprint != config.fingerprint
+    assert DeployConfig.from_json({**config.to_json(), "min_colluders": 0}) == config
+    wary = DeployConfig.from_json({**config.to_json(), "min_colluders": 1})
+    assert wary.min_colluders == 1 and wary.fingerprint != config.fingerprint
     with pytest.raises(ValueError, match=r"unknown run configuration field\(s\) \['rehearsal'\]"):
         DeployConfig.from_json({"rehearsal": {}})
     with pytest.raises(ValueError, match="'protocol' must be an object with fields among"):
@@ -61,6 +64,7 @@ def test_deploy_config_reads_a_run_config_and_refuses_unknown_fields() -> None:
             {"psu_group": "modp1024"},
             r"union group must be one of \['insecure-test-256', 'modp2048'",
         ),
+        ({"min_colluders": -1}, "min_colluders must be an integer"),
         ({"user_weights": "abc"}, "user_weights must be a list of lists"),
         ({"user_weights": [[1, 2], 3]}, "user_weights must be a list of lists"),
         ({"n_users": "8"}, "n_users"),

@@ -142,6 +142,55 @@ def test_a_table_run_from_the_settings_file_equals_fit(hospital_files, tmp_path)
     assert report["silos"] == sorted(HOSPITALS) and report["insecure_reproducible_noise"]
 
 
+def test_a_deployed_silos_collusion_threshold_comes_from_its_policy_file_and_a_run_can_require_one(
+    hospital_files,  # noqa: F811
+    tmp_path,
+):
+    """Each silo's ``policy.json`` says how many silos colluding with the server its epsilon holds against
+    (``"colluders"``, which scales its noise share: the model moves with it, under the same test seed); the
+    server's report says whom the run's epsilons hold against; a ``run.json`` that needs more (``"min_colluders"``)
+    stops at the set-up, naming the silos short of it."""
+    data = {
+        "table": TABLE,
+        "psu_group": TEST_GROUP.name,
+        "method": "ULDP-AVG",
+        "rounds": 1,
+        "seed": 5,
+        "sigma": 1.0,
+        "local_epochs": 1,
+        "batch_size": 8,
+        "secure": False,
+        "insecure_reproducible_noise": True,
+    }
+    settings = AppSettings.from_json(data)
+
+    def silos(colluders: int) -> list[dict]:
+        policy = tmp_path / f"policy-{colluders}.json"
+        policy.write_text(json.dumps({"colluders": colluders, "epsilon": 100.0}))
+        return [
+            silo_node_config(
+                settings,
+                config=tmp_path / f"run-{colluders}.json",
+                silo_id=None,
+                name=None,
+                data=hospital_files / f"{h}.csv",
+                relay_key=hospital_files / "key",
+                policy=policy,
+            )
+            for h in HOSPITALS
+        ]
+
+    plain, plain_params, _ = run_in_process(data, tmp_path, silos(0))
+    wary, wary_params, _ = run_in_process(data, tmp_path, silos(1))
+    assert plain["colluders"] == 0 and wary["colluders"] == 1
+    assert "colluding with up to 1 silo(s)" in wary["against"], wary["against"]
+    assert not np.allclose(plain_params, wary_params)  # the silos' noise shares were scaled
+    with pytest.raises(
+        RuntimeError, match=r"silo\(s\) .+ hold against fewer than the run's min_colluders 2"
+    ):
+        run_in_process({**data, "min_colluders": 2}, tmp_path, silos(1))
+
+
 def test_a_built_in_dataset_run_gives_each_silo_its_allocated_records(tmp_path):
     """A built-in dataset (the deploy settings file as before): silo s reads the records the seed's allocation gives
     it; the run equals fit on them (bit for bit) and the server evaluates each round on the test set."""
@@ -184,6 +233,11 @@ def test_a_built_in_dataset_run_gives_each_silo_its_allocated_records(tmp_path):
     np.testing.assert_array_equal(params, expected)
     assert report["epsilon"] == history.column("epsilon")
     assert all({"loss", "accuracy"} <= set(row) for row in report["rounds"])
+    options = {
+        "psu_group": "modp3072",
+        "min_colluders": 1,
+    }  # reach the strategy as a table run's do
+    assert options.items() <= AppSettings.from_json({**data, **options}).strategy.items()
 
 
 @pytest.mark.parametrize(

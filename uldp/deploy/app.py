@@ -5,15 +5,16 @@ hand-written Flower app; what they run comes from the deploy settings file (JSON
 run config's :data:`SETTINGS_KEY` (the text of the file) by ``uldp deploy server``:
 
 - a built-in dataset: the fields of :class:`uldp.simulation.RunConfig` (``dataset``, ``method``, ``n_users``,
-  ``n_silos``, ``rounds``, ``seed``, hyperparameters, ``secure``, ``protocol``, ``hidden_sample``, ``psu_group``, and
-  for tests only ``insecure_reproducible_noise``), as ``uldp deploy`` has always read them (:class:`DeployConfig`). Silo
-  ``s``'s records are those the seed's allocation gives it (its SuperNode's node config :data:`DATASET_SILO_KEY`), its
-  patients the allocation's users; the server evaluates each round's model on the dataset's test set.
+  ``n_silos``, ``rounds``, ``seed``, hyperparameters, ``secure``, ``protocol``, ``hidden_sample``, ``psu_group``,
+  ``min_colluders``, and for tests only ``insecure_reproducible_noise``), as ``uldp deploy`` has always read them
+  (:class:`DeployConfig`). Silo ``s``'s records are those the seed's allocation gives it (its SuperNode's node config
+  :data:`DATASET_SILO_KEY`), its patients the allocation's users; the server evaluates each round's model on the
+  dataset's test set.
 - a hospital's own table: ``"table": {"id_column": ..., "label_column": ..., "feature_columns": [...], "classes": 2,
   "hidden": [32]}`` with ``method``, ``rounds``, ``seed`` and optionally the hyperparameters, ``epsilon`` (or
-  ``sigma``), ``q``, ``delta``, ``secure``, ``protocol``, ``hidden_sample``, ``psu_group``: each silo reads its own CSV
-  file (its node config's ``data``, :class:`uldp.flower.Table`), and the model is a multi-layer perceptron of the given
-  hidden widths (``classes`` 2: one logit and binary cross-entropy; more: cross-entropy).
+  ``sigma``), ``q``, ``delta``, ``secure``, ``protocol``, ``hidden_sample``, ``psu_group``, ``min_colluders``: each silo
+  reads its own CSV file (its node config's ``data``, :class:`uldp.flower.Table`), and the model is a multi-layer
+  perceptron of the given hidden widths (``classes`` 2: one logit and binary cross-entropy; more: cross-entropy).
 
 The silos agree on their patients by the private set union (:mod:`uldp.flower.psu`), so the user numbers of a
 built-in dataset are the union's, not the simulation's: the run equals :func:`uldp.fit` on the silos' records in
@@ -82,6 +83,7 @@ TABLE_RUN_FIELDS = (
     "protocol",
     "hidden_sample",
     "psu_group",
+    "min_colluders",
     "insecure_reproducible_noise",
 )
 
@@ -285,6 +287,7 @@ def _strategy_of(run: RunConfig, config: DeployConfig) -> dict:
         "secure": config.secure_aggregation,
         "hidden_sample": config.hidden_sample,
         "psu_group": config.psu_group,
+        "min_colluders": config.min_colluders,
         **({"protocol": run.protocol} if spec.secure_aggregation == PROTOCOL_1 else {}),
     }
 
@@ -341,6 +344,8 @@ def main(grid: Grid, context: Context) -> None:
         "rounds": [{**row, "epsilon": _finite([row["epsilon"]])[0]} for row in rows],
         "silos": sorted(strategy.silo_names.values()),
         "insecure_reproducible_noise": strategy.insecure_reproducible_noise,
+        "colluders": strategy.colluders,  # every epsilon holds against ...
+        "against": strategy.against,  # ... in words (the silos' own policies)
         "model": str(out.with_suffix(".npy")),
     }
     write_bytes_atomic(out, json.dumps(report).encode())

@@ -1,13 +1,13 @@
 """What every party of a ``uldp deploy`` run agrees on: :class:`DeployConfig`, a built-in dataset's settings file.
 
-Configuration file (JSON): the fields of :class:`~uldp.simulation.RunConfig`, among them
-``"protocol": {"key_bits": ..., "precision": ..., "n_max": ..., "insecure_test_key": ..., "processes": ...}``,
-Protocol 1's :class:`~uldp.secure.config.ProtocolParameters` (``"secure"``: secure aggregation, true by default for
-every method: Protocol 1 for ULDP-AVG-w and ULDP-SGD-w, Protocol 1's pairwise masks alone for the others,
+Configuration file (JSON): the fields of :class:`~uldp.simulation.RunConfig`, among them ``"protocol": {"key_bits": ...,
+"precision": ..., "n_max": ..., "insecure_test_key": ..., "processes": ...}``, Protocol 1's
+:class:`~uldp.secure.config.ProtocolParameters` (``"secure"``: secure aggregation, true by default for every method:
+Protocol 1 for ULDP-AVG-w and ULDP-SGD-w, Protocol 1's pairwise masks alone for the others,
 :mod:`uldp.secure.masked_sum`; ``"secure": false`` is the explicit opt-out, and the history then reports
 ``server_view_epsilon``, larger than ``epsilon`` where the weights are not uniform), plus optionally
-``"hidden_sample"``, ``"psu_group"`` and ``"insecure_reproducible_noise"``; e.g. ``{"dataset": "creditcard",
-"method": "ULDP-AVG-w", "n_users": 100, "rounds": 5, "seed": 0, "secure": true}``.
+``"hidden_sample"``, ``"psu_group"``, ``"min_colluders"`` and ``"insecure_reproducible_noise"``; e.g. ``{"dataset":
+"creditcard", "method": "ULDP-AVG-w", "n_users": 100, "rounds": 5, "seed": 0, "secure": true}``.
 
 >>> config = DeployConfig.from_json({"dataset": "synthetic", "method": "ULDP-AVG-w", "n_users": 4, "rounds": 1,
 ...                                  "protocol": {"key_bits": 512, "n_max": 100, "insecure_test_key": True}})
@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from uldp.common.checks import check_integer
 from uldp.common.persist import fingerprint
 from uldp.method_names import MASKED_SUM, PROTOCOL_1, parse_method
 from uldp.secure.psu_messages import DEFAULT_GROUP, group_named
@@ -47,6 +48,9 @@ class DeployConfig:
             ``"modp2048"`` (the default, about 112-bit security) or ``"modp3072"`` (about 128-bit, as a 3072-bit
             Paillier key). Each silo refuses a group below its policy's ``min_union_bits``, and the test group
             without its consent to test keys.
+        min_colluders: The collusion threshold the run needs (:class:`uldp.flower.UldpStrategy`'s): the set-up
+            stops, naming them, at silos whose policies (``"colluders"`` in their ``policy.json``, which scales
+            their noise shares) hold against fewer silos colluding with the server.
     """
 
     run: RunConfig
@@ -54,12 +58,14 @@ class DeployConfig:
     mask_updates: bool = True
     hidden_sample: bool = False
     psu_group: str = DEFAULT_GROUP.name
+    min_colluders: int = 0
 
     def __post_init__(self) -> None:
         for name in ("insecure_reproducible_noise", "mask_updates", "hidden_sample"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         group_named(self.psu_group)
+        check_integer("min_colluders", self.min_colluders, minimum=0)
         if self.hidden_sample and not self.secure_aggregation:
             raise ValueError(
                 "hidden_sample needs secure aggregation: the silos agree on the sample under its pairwise keys"
@@ -95,8 +101,11 @@ class DeployConfig:
             )
         data = dict(data)
         insecure = data.pop("insecure_reproducible_noise", False)
-        hidden = data.pop("hidden_sample", False)
-        group = data.pop("psu_group", DEFAULT_GROUP.name)
+        options = {
+            "hidden_sample": data.pop("hidden_sample", False),
+            "psu_group": data.pop("psu_group", DEFAULT_GROUP.name),
+            "min_colluders": data.pop("min_colluders", 0),
+        }
         secure = data.get(
             "secure", True
         )  # secure aggregation by default; "secure": false is the explicit opt-out
@@ -115,7 +124,7 @@ class DeployConfig:
         if unknown:
             raise ValueError(
                 f"unknown run configuration field(s) {unknown}; allowed: {sorted(run_fields)} "
-                f"and 'insecure_reproducible_noise', 'hidden_sample', 'psu_group'"
+                f"and 'insecure_reproducible_noise', 'hidden_sample', 'psu_group', 'min_colluders'"
             )
         weights = data.get("user_weights")
         if weights is not None:
@@ -129,8 +138,8 @@ class DeployConfig:
         except TypeError as error:  # a missing required field, or a value of the wrong kind
             raise ValueError(f"bad run configuration: {error}") from error
         if protocol_1:
-            return cls(run, insecure, hidden_sample=hidden, psu_group=group)
-        return cls(run, insecure, mask_updates=secure, hidden_sample=hidden, psu_group=group)
+            return cls(run, insecure, **options)
+        return cls(run, insecure, mask_updates=secure, **options)
 
     def to_json(self) -> dict:
         """The resolved configuration as JSON-ready data (what :meth:`from_json` reads back)."""
@@ -141,6 +150,7 @@ class DeployConfig:
             # options at their defaults are left out: earlier fingerprints stay
             **({"hidden_sample": True} if self.hidden_sample else {}),
             **({"psu_group": self.psu_group} if self.psu_group != DEFAULT_GROUP.name else {}),
+            **({"min_colluders": self.min_colluders} if self.min_colluders else {}),
         }
 
     @property

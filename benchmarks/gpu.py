@@ -15,6 +15,9 @@ round per method family, and one short paper-scale run, as one JSON document on 
    ``--quick`` round on a CPU, little of a paper round).
 3. ``paper_scale_run``: ULDP-AVG-w at the paper's MNIST scale for ``--rounds`` rounds (float32 and bfloat16), its
    accuracy and the seconds per round, projected to the paper's T = 200.
+4. ``zipf_silo``: the zipf federation's largest silo under each chunk fill rule (:func:`zipf_silo`).
+5. ``profile``: one profiled call of the engine and of the reference in each precision, their CPU ops' and CUDA
+   kernels' self times side by side and where the engine spends more (:func:`profile`).
 
 Sized for one call of at most 8 minutes on an H100 (``--device cuda``); ``--device cpu --quick`` runs here in about
 two minutes. Stopped by SIGTERM (a time limit), it still prints the sections it completed, and ``stopped`` says
@@ -62,7 +65,9 @@ FAMILY_METHODS = {
     "ULDP-AVG-w": "ULDP-AVG-w",
 }
 PAPER_ROUNDS = 200
-SECTIONS = ("engine", "paper_round", "paper_scale_run", "zipf_silo")
+SECTIONS = ("engine", "paper_round", "paper_scale_run", "zipf_silo", "profile")
+#: The ``profile`` section's rows per table, and the characters kept of a name (CUDA kernels' run long).
+PROFILE_ROWS, PROFILE_NAME_CHARS = 15, 120
 #: The chunks' fill rules the ``zipf_silo`` section compares (:data:`uldp.training.chunks.MIN_FILL`, the library's
 #: first): on a CPU padding costs compute, on a GPU each chunk costs its steps' kernel launches.
 FILLS = (0.5, 0.25, 0.1, 0.0)
@@ -102,10 +107,10 @@ def problem(users: int, records: int, epochs: int, device: torch.device) -> dict
     return {"x": x.to(device), "y": y.to(device), "groups": groups, "keys": keys.to(device)}
 
 
-def library_rate(
-    users: int, records: int, epochs: int, device: torch.device, precision: str, repeats: int
-) -> float:
-    """Record-steps per second of ``train_users`` (the library's engine) on ``device`` in ``precision``."""
+def library_step(
+    users: int, records: int, epochs: int, device: torch.device, precision: str
+) -> Callable[[], object]:
+    """One call of ``train_users`` (the library's engine) on ``users`` users of ``records`` records."""
     model = build_model("mnist", seed=0).to(device).train()
     params = flat_parameters(model)
     data = problem(users, records, epochs, device)
@@ -125,16 +130,14 @@ def library_rate(
             precision=precision,
         )
 
-    with device_settings(device, precision):
-        seconds = best_seconds(step, device, repeats)
-    return users * records * epochs / seconds
+    return step
 
 
-def reference_rate(
-    users: int, records: int, epochs: int, device: torch.device, precision: str, repeats: int
-) -> float:
-    """Record-steps per second of a plain ``vmap(grad(...))`` over every user at once: each user's records are one
-    mini-batch, ``epochs`` SGD steps (issue 43's reference)."""
+def reference_step(
+    users: int, records: int, epochs: int, device: torch.device, precision: str
+) -> Callable[[], object]:
+    """One call of a plain ``vmap(grad(...))`` over every user at once: each user's records are one mini-batch,
+    ``epochs`` SGD steps (issue 43's reference)."""
     model = build_model("mnist", seed=0).to(device).train()
     data = problem(users, records, epochs, device)
     x = data["x"].reshape(users, records, 1, 28, 28)
@@ -156,6 +159,24 @@ def reference_rate(
                     params[name].sub_(LR * g)
         return params
 
+    return step
+
+
+#: The two ways of training every user that the engine and profile sections compare.
+STEPS = {"library": library_step, "vmap_reference": reference_step}
+
+
+def record_step_rate(
+    way: str,
+    users: int,
+    records: int,
+    epochs: int,
+    device: torch.device,
+    precision: str,
+    repeats: int,
+) -> float:
+    """Record-steps per second of :data:`STEPS`' ``way`` on ``device`` in ``precision``."""
+    step = STEPS[way](users, records, epochs, device, precision)
     with device_settings(device, precision):
         seconds = best_seconds(step, device, repeats)
     return users * records * epochs / seconds
@@ -165,16 +186,17 @@ def engine(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
     """Section 1: the engine's record-steps per second beside the reference and the CPU."""
     sizes = (args.users, args.records, args.epochs)
     rates = {
-        "library_float32": library_rate(*sizes, device, "float32", args.repeats),
-        "library_bf16": library_rate(*sizes, device, "bf16", args.repeats),
-        "vmap_reference_float32": reference_rate(*sizes, device, "float32", args.repeats),
-        "vmap_reference_bf16": reference_rate(*sizes, device, "bf16", args.repeats),
+        f"{way}_{precision}": record_step_rate(way, *sizes, device, precision, args.repeats)
+        for way in STEPS
+        for precision in ("float32", "bf16")
     }
     cpu = torch.device("cpu")
     rates["library_cpu_float32"] = (
         rates["library_float32"]
         if device == cpu
-        else library_rate(args.cpu_users, args.records, args.epochs, cpu, "float32", args.repeats)
+        else record_step_rate(
+            "library", args.cpu_users, args.records, args.epochs, cpu, "float32", args.repeats
+        )
     )
     rounded = {name: float(f"{rate:.4g}") for name, rate in rates.items()}
     return {
@@ -347,6 +369,86 @@ def zipf_silo(args: argparse.Namespace, device: torch.device, data: Any) -> dict
     }
 
 
+def profiled(step: Callable[[], object], device: torch.device, precision: str) -> dict[str, Any]:
+    """One call of ``step``, after a warm-up, under torch's profiler: its wall seconds (with the profiler's overhead
+    per op) and, by name, the calls and self milliseconds of every op on the CPU (where a workload of small kernels
+    spends its launches) and, on CUDA, of every kernel on the device."""
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with device_settings(device, precision):
+        step()
+        synchronize(device)
+        with torch_profile(activities=activities) as trace:
+            start = time.perf_counter()  # the profiler's own start and stop left out
+            step()
+            synchronize(device)
+            wall = time.perf_counter() - start
+    events = trace.key_averages()
+
+    def by_name(attribute: str) -> dict[str, tuple[int, float]]:
+        return {
+            event.key[:PROFILE_NAME_CHARS]: (event.count, getattr(event, attribute) / 1e3)
+            for event in events
+            if getattr(event, attribute) > 0
+        }
+
+    tables = {"cpu_ops": by_name("self_cpu_time_total")}
+    if device.type == "cuda":
+        tables["kernels"] = by_name("self_device_time_total")
+    return {"wall_seconds": wall, **tables}
+
+
+def _most(rows: dict[str, tuple[int, float]]) -> dict[str, Any]:
+    """A profile table's totals and its :data:`PROFILE_ROWS` largest rows, ``[name, calls, self ms]``."""
+    ranked = sorted(rows.items(), key=lambda row: -row[1][1])[:PROFILE_ROWS]
+    return {
+        "total_ms": round(sum(ms for _, ms in rows.values()), 3),
+        "calls": sum(calls for calls, _ in rows.values()),
+        "top": [[name, calls, round(ms, 3)] for name, (calls, ms) in ranked],
+    }
+
+
+def profile(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+    """Section 5: where the engine's time goes beside the reference's, in each precision (issue 43: the engine's
+    bfloat16 rate was 53% of its goal where float32's was 93%, and counting aten ops on the CPU did not explain the
+    gap). One profiled call of each at the engine section's sizes: the self time of the CPU's ops and, on CUDA, of
+    the device's kernels, each table's largest rows, and the rows by which the engine spends most over the
+    reference (``gap``: ``[name, extra ms, extra calls]``; a name only one of them runs counts in full)."""
+    sizes = (args.users, args.records, args.epochs)
+    section: dict[str, Any] = {
+        "problem": {"users": args.users, "records_per_user": args.records, "epochs": args.epochs}
+    }
+    for precision in ("float32", "bf16"):
+        runs = {
+            way: profiled(make(*sizes, device, precision), device, precision)
+            for way, make in STEPS.items()
+        }
+        result: dict[str, Any] = {
+            way: {
+                "wall_seconds": round(run["wall_seconds"], 4),
+                **{table: _most(run[table]) for table in run if table != "wall_seconds"},
+            }
+            for way, run in runs.items()
+        }
+        gap = {}
+        for table in (name for name in runs["library"] if name != "wall_seconds"):
+            engine_rows, reference_rows = runs["library"][table], runs["vmap_reference"][table]
+            extra = {
+                name: (
+                    engine_rows.get(name, (0, 0.0))[1] - reference_rows.get(name, (0, 0.0))[1],
+                    engine_rows.get(name, (0, 0.0))[0] - reference_rows.get(name, (0, 0.0))[0],
+                )
+                for name in set(engine_rows) | set(reference_rows)
+            }
+            ranked = sorted(extra.items(), key=lambda row: -row[1][0])[:PROFILE_ROWS]
+            gap[table] = [[name, round(ms, 3), calls] for name, (ms, calls) in ranked]
+        section[precision] = {**result, "gap": gap}
+    return section
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -397,6 +499,7 @@ def main() -> None:
         "paper_round": lambda: paper_round(args, device, data),
         "paper_scale_run": lambda: paper_scale_run(args, device, data),
         "zipf_silo": lambda: zipf_silo(args, device, data),
+        "profile": lambda: profile(args, device),
     }
     sections = {name: section for name, section in sections.items() if name in chosen}
     # a time limit's SIGTERM (tools/gpu_session.py, timeout) still gets the completed sections printed

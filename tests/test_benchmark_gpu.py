@@ -43,6 +43,33 @@ def test_the_engine_section_reports_rates_and_their_ratios():
     )
 
 
+def test_the_profile_section_ranks_each_ways_ops_and_the_engines_extra_time():
+    gpu = _script()
+    args = argparse.Namespace(users=3, records=2, epochs=1)
+    section = gpu.profile(args, torch.device("cpu"))
+    assert section["problem"] == {"users": 3, "records_per_user": 2, "epochs": 1}
+    runs = {}
+    for precision in ("float32", "bf16"):
+        result = section[precision]
+        assert set(result) == {"library", "vmap_reference", "gap"}
+        for way in ("library", "vmap_reference"):
+            run = result[way]
+            assert set(run) == {"wall_seconds", "cpu_ops"}  # no kernels table without CUDA
+            top = run["cpu_ops"]["top"]
+            assert 0 < len(top) <= gpu.PROFILE_ROWS and run["wall_seconds"] > 0
+            assert [row[2] for row in top] == sorted((row[2] for row in top), reverse=True)
+            assert run["cpu_ops"]["total_ms"] >= sum(row[2] for row in top) - 1e-6
+            assert any("conv" in row[0] for row in top), top  # the CNN's convolutions cost most
+            runs[precision, way] = {name: (calls, ms) for name, calls, ms in top}
+        gap = result["gap"]["cpu_ops"]
+        assert [row[1] for row in gap] == sorted((row[1] for row in gap), reverse=True)
+        engine, reference = runs[precision, "library"], runs[precision, "vmap_reference"]
+        for name, extra_ms, extra_calls in gap:  # the engine's time less the reference's, by name
+            if name in engine and name in reference:
+                assert extra_ms == pytest.approx(engine[name][1] - reference[name][1], abs=2e-3)
+                assert extra_calls == engine[name][0] - reference[name][0]
+
+
 def test_the_runs_are_the_papers_mnist_settings_reduced_under_quick():
     gpu = _script()
     cpu = torch.device("cpu")

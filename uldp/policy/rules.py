@@ -17,7 +17,6 @@ from uldp.common.checks import (
     check_positive,
     check_rate,
 )
-from uldp.secure.psu_messages import GROUPS
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -27,8 +26,9 @@ NODE_CONFIG_PREFIX = "uldp-policy-"
 #: Who may draw the user sample (:attr:`SiloPolicy.sampler`): the server (it sees, and may choose, the sample) or the
 #: silos among themselves, from randomness the server never learns.
 SAMPLERS = ("server", "silos")
-#: The sizes, in bits, of the groups a server may name for the private set union (:data:`uldp.secure.psu.GROUPS`).
-UNION_BITS = tuple(sorted(group.p.bit_length() for group in GROUPS.values()))
+#: The smallest group, in bits, a silo's policy may accept for the private set union: that of RFC 3526's group 14,
+#: the smallest of :data:`uldp.secure.psu.GROUPS` (this layer imports no secure module: ``tests/test_layers.py``).
+MIN_UNION_BITS = 2048
 
 
 class PolicyRefusal(ValueError):
@@ -56,9 +56,9 @@ class SiloPolicy:
             their noise shares; its noise share is scaled by :func:`collusion_scale` (0: none).
         min_union_bits: The smallest group, in bits, it runs the private set union in (the server names the group in
             its ``hello``, the union's stage 0, :mod:`uldp.flower.psu`): 2048 (RFC 3526's group 14, about 112-bit
-            security, the default) or 3072 (group 15, about 128-bit, as the paper's 3072-bit Paillier key), any
-            value up to the largest group of :data:`uldp.secure.psu.GROUPS`. The insecure test group is never
-            accepted by this bound, only by the silo's consent to test keys (tests only).
+            security, the default) or 3072 (group 15, about 128-bit, as the paper's 3072-bit Paillier key); a floor
+            above every group of :data:`uldp.secure.psu.GROUPS` refuses every union. The insecure test group is
+            never accepted by this bound, only by the silo's consent to test keys (tests only).
         malicious_server: Whether it asks for a guarantee against a server that deviates (issue 41 items 3-4): a
             secure session starts only with its identity and roster (:class:`uldp.secure.roster.Credentials`, so
             a swapped DH key is refused naming the silo) and never on a backend that cannot check the weights the
@@ -96,9 +96,7 @@ class SiloPolicy:
         if self.sampler not in SAMPLERS:
             raise ValueError(f"policy sampler {self.sampler!r} is not one of {list(SAMPLERS)}")
         check_integer("policy colluders", self.colluders, minimum=0)
-        check_integer(
-            "policy min_union_bits", self.min_union_bits, minimum=2048, maximum=max(UNION_BITS)
-        )
+        check_integer("policy min_union_bits", self.min_union_bits, minimum=MIN_UNION_BITS)
         if not isinstance(self.malicious_server, bool):
             raise ValueError(
                 f"policy malicious_server must be true or false, got {self.malicious_server!r}"

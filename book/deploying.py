@@ -138,6 +138,7 @@ SIZES = {
         local_epochs=1,
         max_train_records=200,
         protocol={"key_bits": 512, "n_max": 40, "insecure_test_key": True},
+        psu_group="insecure-test-256",  # the union's test group, as short as the test keys
     ),
     # as small, on more records and with 1024-bit test keys: Flower's message rounds, not the keys, set the page's
     # time (2.6 min on a loaded 2-core machine, 2.1 at smoke); the paper profile has the paper's keys
@@ -147,6 +148,7 @@ SIZES = {
         local_epochs=1,
         max_train_records=400,
         protocol={"key_bits": 1024, "n_max": 100, "insecure_test_key": True},
+        psu_group="insecure-test-256",
     ),
     "paper": dict(
         n_users=100,
@@ -176,9 +178,9 @@ display(
             if config.run.max_train_records
             else "on every training record"
         )
-        + f", with {config.protocol.key_bits}-bit keys"
+        + f", with {config.protocol.key_bits}-bit keys and the private set union in the {config.psu_group} group"
         + (
-            " (test keys, too short for a real federation)"
+            " (test keys and group, too short for a real federation)"
             if config.protocol.insecure_test_key
             else ""
         )
@@ -187,7 +189,7 @@ display(
             if profile == "paper"
             else f": a small federation, so that the page builds in minutes (the paper profile runs "
             f"{paper_size['n_users']} users for {paper_size['rounds']} rounds on every record with "
-            f"{paper_size['protocol']['key_bits']}-bit keys). Its run:"
+            f"{paper_size['protocol']['key_bits']}-bit keys and the union's default group). Its run:"
         )
     ),
     pd.DataFrame(
@@ -201,6 +203,7 @@ display(
             ("user sampling rate q", config.run.q),
             ("Protocol 1 (secure aggregation)", "yes" if config.run.secure else "no"),
             ("key size (bits)", config.protocol.key_bits),
+            ("private set union's group", config.psu_group),
             ("seed (allocation and initial model)", config.run.seed),
         ],
         columns=["setting", "value"],

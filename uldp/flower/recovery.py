@@ -141,10 +141,19 @@ def discover_silos(
         time.sleep(min(1.0, max(0.0, join_timeout - waited)))
 
 
+def _pushed(grid: Any, messages: list) -> list[str] | None:
+    """The ids of ``messages`` pushed to the SuperLink, or None where the grid delivers at once and is asked
+    directly (:class:`~uldp.flower.LocalGrid` has no ``push_messages``)."""
+    try:
+        return list(grid.push_messages(messages))
+    except NotImplementedError:
+        return None
+
+
 def _collect_replies(
-    grid: Any, messages: list, *, timeout: float, names: dict[int, str], what: str
+    grid: Any, messages: list, ids: list[str], *, timeout: float, names: dict[int, str], what: str
 ) -> tuple[list, dict[str, int], dict[str, int]]:
-    """Push ``messages`` and pull their replies until all came or ``timeout`` passed, saying every
+    """Pull the replies to ``messages`` (pushed as ``ids``) until all came or ``timeout`` passed, saying every
     :data:`LOG_EVERY` seconds which silos it still waits for. The first pull waits :data:`FIRST_POLL` seconds and
     each empty one doubles the wait, up to :data:`POLL`: Flower's own ``send_and_receive`` waits 3 s between pulls,
     which a set-up of about ten exchanges paid about ten times over.
@@ -152,7 +161,6 @@ def _collect_replies(
     Returns:
         The replies, each message id's node, and the message ids without a reply (their nodes).
     """
-    ids = list(grid.push_messages(messages))
     node_of = {
         message_id: message.metadata.dst_node_id
         for message_id, message in zip(ids, messages, strict=True)
@@ -196,12 +204,12 @@ def send_and_receive(
         SiloFault: some silos answered with an error (a SuperNode that missed its heartbeats is answered for by the
             SuperLink, under no node id of its own) or did not answer within ``timeout``; each named.
     """
-    try:
-        replies, node_of, awaited = _collect_replies(
-            grid, messages, timeout=timeout, names=names, what=what
-        )
-    except NotImplementedError:
+    ids = _pushed(grid, messages)
+    if ids is None:
         return list(grid.send_and_receive(messages, timeout=timeout))
+    replies, node_of, awaited = _collect_replies(
+        grid, messages, ids, timeout=timeout, names=names, what=what
+    )
 
     def name(node: int) -> str:
         return names.get(node, f"node {node}")
@@ -244,12 +252,14 @@ def ask_silos(
         grid.create_message(records(content), f"query.{SETUP_ACTION}", node, "setup")
         for node, content in contents.items()
     ]
-    try:
-        pulled, _, _ = _collect_replies(
-            grid, messages, timeout=timeout, names=names, what="the set-up"
-        )
-    except NotImplementedError:
-        pulled = list(grid.send_and_receive(messages, timeout=timeout))
+    ids = _pushed(grid, messages)
+    pulled = (
+        list(grid.send_and_receive(messages, timeout=timeout))
+        if ids is None
+        else _collect_replies(grid, messages, ids, timeout=timeout, names=names, what="the set-up")[
+            0
+        ]
+    )
     replies = {reply.metadata.src_node_id: reply for reply in pulled}
     if answered_only:
         fail_on_named_failure(replies.values())

@@ -11,6 +11,8 @@ from hypothesis import given, settings, strategies as st
 
 from uldp.accounting import epsilon_server_view, epsilon_uldp
 from uldp.policy import PolicyRefusal, SiloLedger, SiloPolicy, release_multiplier
+from uldp.policy.rules import MIN_UNION_BITS
+from uldp.secure.psu import GROUPS, MIN_GROUP_BITS
 
 
 def test_the_policy_comes_from_the_silos_own_node_config_or_file() -> None:
@@ -37,6 +39,8 @@ def test_the_policy_comes_from_the_silos_own_node_config_or_file() -> None:
         SiloPolicy(max_rounds=0)
     with pytest.raises(ValueError, match=r"min_union_bits must be an integer >= 2048, got 1024"):
         SiloPolicy.from_node_config({"uldp-policy-min-union-bits": "1024"})
+    # the policy layer keeps its own copy of the union's smallest group (it imports no secure module)
+    assert MIN_UNION_BITS == MIN_GROUP_BITS == min(g.p.bit_length() for g in GROUPS.values())
 
 
 @pytest.mark.parametrize(

@@ -81,7 +81,7 @@ class SiloPolicy:
     q: float = 1.0
     sampler: str = "server"
     colluders: int = 0
-    min_union_bits: int = 2048
+    min_union_bits: int = MIN_UNION_BITS
     malicious_server: bool = False
 
     def __post_init__(self) -> None:

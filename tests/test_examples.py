@@ -36,6 +36,21 @@ def test_the_pyproject_names_the_apps_and_declares_every_run_config_key():
     assert "uldp[deploy]" in project["project"]["dependencies"]
 
 
+def test_the_apps_strategy_takes_what_uldp_flower_run_sets_in_its_run_config():
+    """``uldp flower-run --hidden-sample --colluders T --psu-group NAME`` set run config keys the example declares
+    and passes to its UldpStrategy."""
+    from uldp.flower.cli import COLLUDERS_KEY, HIDDEN_SAMPLE_KEY, PSU_GROUP_KEY
+
+    config = tomllib.loads((EXAMPLE / "pyproject.toml").read_text())["tool"]["flwr"]["app"][
+        "config"
+    ]
+    assert {HIDDEN_SAMPLE_KEY, COLLUDERS_KEY, PSU_GROUP_KEY} <= set(config)
+    app = load_script("examples/hospitals/hospital_app.py")
+    assert app.make_strategy(config).psu_group == "modp2048"
+    chosen = app.make_strategy({**config, PSU_GROUP_KEY: "modp3072", COLLUDERS_KEY: 1})
+    assert chosen.psu_group == "modp3072" and chosen.min_colluders == 1
+
+
 def test_the_launcher_starts_and_explains_itself():
     done = subprocess.run(
         [sys.executable, str(EXAMPLE / "launch.py"), "--help"],

@@ -184,11 +184,20 @@ def test_hidden_sample_and_colluders_reach_flwr_run_as_the_apps_run_config(tmp_p
     argv = ["flower-run", str(tmp_path), "--flwr", str(fake), "--poll", "0.01"]
     assert main([*argv, "--run-config", "rounds=1", "--hidden-sample", "--colluders", "2"]) == 0
     assert main(argv) == 0
+    assert main([*argv, "--psu-group", "modp3072"]) == 0
     runs = [c for c in map(json.loads, calls.read_text().splitlines()) if c[0] == "run"]
     overrides = [[c[i + 1] for i, a in enumerate(c) if a == "--run-config"] for c in runs]
-    assert overrides == [["rounds=1", "hidden-sample=true", "colluders=2"], []]
+    assert overrides == [
+        ["rounds=1", "hidden-sample=true", "colluders=2"],
+        [],
+        ['psu-group="modp3072"'],
+    ]
     with pytest.raises(SystemExit):
         main([*argv, "--colluders", "two"])
+    assert (
+        main([*argv, "--psu-group", 'x" bad']) == 2
+    )  # one TOML string, or refused before flwr runs
+    assert len([c for c in map(json.loads, calls.read_text().splitlines()) if c[0] == "run"]) == 3
 
 
 def test_flower_run_parses_flwr_s_json_where_the_environment_forces_colours(tmp_path, monkeypatch):

@@ -61,9 +61,11 @@ def make_strategy(config: dict) -> uf.UldpStrategy:
         # round scales alike with the patients, so the model's size decides
         protocol={"backend": fastest_backend(parameters=parameters, users=1, allowed=allowed)},
         model=model(),
-        # uldp flower-run --hidden-sample / --colluders T: the silos' own sample, and the threshold the run needs
+        # uldp flower-run --hidden-sample / --colluders T / --psu-group NAME: the silos' own sample, the threshold
+        # the run needs, and the private set union's group
         hidden_sample=bool(config.get("hidden-sample", False)),
         min_colluders=int(config.get("colluders", 0)),
+        psu_group=str(config.get("psu-group", "modp2048")),
     )
 
 

@@ -14,6 +14,7 @@ fails. It imports nothing of Flower (it runs the ``flwr`` command), so ``uldp --
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,22 +26,33 @@ if TYPE_CHECKING:
     import argparse
 
 
-#: The run config keys of ``--hidden-sample`` and ``--colluders`` (an app passes them to its UldpStrategy).
-HIDDEN_SAMPLE_KEY, COLLUDERS_KEY = "hidden-sample", "colluders"
+#: The run config keys of ``--hidden-sample``, ``--colluders`` and ``--psu-group`` (an app passes them to its
+#: UldpStrategy as ``hidden_sample``, ``min_colluders`` and ``psu_group``).
+HIDDEN_SAMPLE_KEY, COLLUDERS_KEY, PSU_GROUP_KEY = "hidden-sample", "colluders", "psu-group"
 
 
-def trust_run_config(*, hidden_sample: bool, colluders: int) -> list[str]:
-    """The ``flwr run --run-config`` entries of ``--hidden-sample`` and ``--colluders`` (none when unset).
+def trust_run_config(
+    *, hidden_sample: bool, colluders: int, psu_group: str | None = None
+) -> list[str]:
+    """The ``flwr run --run-config`` entries of ``--hidden-sample``, ``--colluders`` and ``--psu-group`` (none when
+    unset). The group's name is checked by the app's strategy (:data:`uldp.secure.psu.NAMED_GROUPS`; this command
+    imports no secure module), here only its form, so that it stays one TOML string.
 
     Raises:
-        ValueError: a negative ``colluders``.
+        ValueError: a negative ``colluders``, or a group name of other characters than letters, digits and ``-``.
 
-    >>> trust_run_config(hidden_sample=True, colluders=1)
-    ['hidden-sample=true', 'colluders=1']
+    >>> trust_run_config(hidden_sample=True, colluders=1, psu_group="modp3072")
+    ['hidden-sample=true', 'colluders=1', 'psu-group="modp3072"']
     """
     colluders = check_integer("--colluders", colluders, minimum=0)
-    return [f"{HIDDEN_SAMPLE_KEY}=true"] * hidden_sample + [f"{COLLUDERS_KEY}={colluders}"] * (
-        colluders > 0
+    if psu_group is not None and not re.fullmatch(r"[A-Za-z0-9-]{1,40}", psu_group):
+        raise ValueError(
+            f"--psu-group takes a group's name (letters, digits and -, e.g. modp3072), got {psu_group!r}"
+        )
+    return (
+        [f"{HIDDEN_SAMPLE_KEY}=true"] * hidden_sample
+        + [f"{COLLUDERS_KEY}={colluders}"] * (colluders > 0)
+        + [f'{PSU_GROUP_KEY}="{psu_group}"'] * (psu_group is not None)
     )
 
 
@@ -72,6 +84,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"run config {COLLUDERS_KEY}=T: the run needs every epsilon to hold against T silos colluding with "
         f"the server (UldpStrategy(min_colluders=T)); the set-up stops, naming them, at silos whose policies "
         f"(uldp-policy-colluders, which scales their noise shares) say fewer (default 0)",
+    )
+    parser.add_argument(
+        "--psu-group",
+        default=None,
+        metavar="NAME",
+        help=f"run config {PSU_GROUP_KEY}=NAME: the group of the silos' private set union "
+        f"(UldpStrategy(psu_group=NAME)): modp2048 (the strategy's default, about 112-bit) or modp3072 (about "
+        f"128-bit, as a 3072-bit Paillier key); each silo refuses a group below its uldp-policy-min-union-bits",
     )
     parser.add_argument(
         "--poll",
@@ -130,7 +150,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _flower_run(args: argparse.Namespace) -> int:
-    trust = trust_run_config(hidden_sample=args.hidden_sample, colluders=args.colluders)
+    trust = trust_run_config(
+        hidden_sample=args.hidden_sample, colluders=args.colluders, psu_group=args.psu_group
+    )
     return run_app(
         args.app,
         args.superlink,

@@ -8,6 +8,7 @@ and ``where``, and the errors for unknown names.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import fake_executor
@@ -262,6 +263,28 @@ def test_smaller_profiles_only_shrink_the_paper_grid(name, profile):
             {"ULDP-SGD"} if profile == "smoke" else set()
         ) <= methods
         assert any(m.startswith("ULDP-GROUP") for m in methods)
+
+
+def test_only_the_smoke_runtime_check_uses_test_keys_so_the_stored_runs_keep_theirs():
+    """The smoke profile checks Protocol 1's path with test keys (its chapter shows the committed paper runs); the
+    paper and default runs name no protocol, so their keys, and the stored results under them, stay."""
+    smoke = expand("protocol_runtime", "smoke")
+    assert smoke and all(
+        spec.kwargs["secure"]
+        and spec.kwargs["protocol"] == {"key_bits": 1024, "n_max": 500, "insecure_test_key": True}
+        for spec in smoke
+    )
+    for profile in ("paper", "default"):
+        assert not any("protocol" in spec.kwargs for spec in expand("protocol_runtime", profile))
+    assert not any(  # a reduction's protocol reaches secure runs only
+        "protocol" in spec.kwargs
+        for name in GRIDS
+        for spec in expand(name, "smoke")
+        if name != "protocol_runtime"
+    )
+    results = Path(__file__).resolve().parents[1] / "results" / "protocol_runtime"
+    stored = {path.stem for path in results.glob("*.json")}
+    assert {spec.key for spec in expand("protocol_runtime", "paper")} & stored
 
 
 def test_uniform_allocation_swaps_only_the_authors_draws_and_rejects_other_schemes():

@@ -314,11 +314,11 @@ pd.DataFrame(
 # silos as objects in one process, every message still through its byte form). Both start from the same model and the
 # same allocation; the deployed silos' noise comes from their own secrets, so the test losses agree in distribution, not
 # draw for draw, and the accountant's $\varepsilon$ is the same. (With `insecure_reproducible_noise` the two runs agree
-# to float precision; `tests/test_deploy_flower.py` checks the Flower runs against `uldp.fit`, bit for bit or within
-# {ref}`Protocol 1 <paper-protocol-1>`'s precision $P$, {ref}`Theorem 4 <paper-theorem-4>`.) `RunConfig(secure=True)`
-# runs the same secure aggregation in one process for every method, as the deployment does: that protocol for the -w
-# methods, the pairwise masks of {ref}`Protocol 1 <paper-protocol-1>` alone for the others
-# (`tests/test_secure_run.py`).
+# to float precision; `tests/test_deploy_app.py` and `tests/test_deploy_flower.py` check the Flower runs against
+# `uldp.fit`, bit for bit or within {ref}`Protocol 1 <paper-protocol-1>`'s precision $P$,
+# {ref}`Theorem 4 <paper-theorem-4>`.) `RunConfig(secure=True)` runs the same secure aggregation in one process for
+# every method, as the deployment does: that protocol for the -w methods, the pairwise masks of
+# {ref}`Protocol 1 <paper-protocol-1>` alone for the others (`tests/test_secure_run.py`).
 
 # %%
 local = run(config.run, aggregate_fn=SecureAggregator(config.protocol))

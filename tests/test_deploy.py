@@ -1,7 +1,7 @@
 """``uldp deploy``'s inputs, hostile or broken: the settings file (:class:`uldp.deploy.config.DeployConfig`), the
 checkpoint and array files the strategy resumes from and the silos exchange (:mod:`uldp.common.persist`), and the
-command lines (every number bounded, every failure one line). The runs themselves: tests/test_deploy_flower.py;
-hostile parties on Flower: tests/test_flower_hostile.py."""
+command lines (every number bounded, every failure one line). The runs themselves: tests/test_deploy_app.py (in
+process) and tests/test_deploy_flower.py (real processes); hostile parties on Flower: tests/test_flower_hostile.py."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ run config's :data:`SETTINGS_KEY` (the text of the file) by ``uldp deploy server
 
 The silos agree on their patients by the private set union (:mod:`uldp.flower.psu`), so the user numbers of a
 built-in dataset are the union's, not the simulation's: the run equals :func:`uldp.fit` on the silos' records in
-sorted name order under those numbers (``tests/test_deploy.py``).
+sorted name order under those numbers (``tests/test_deploy_app.py``).
 """
 
 from __future__ import annotations

@@ -19,9 +19,11 @@ round per method family, and one short paper-scale run, as one JSON document on 
 5. ``profile``: one profiled call of the engine and of the reference in each precision, their CPU ops' and CUDA
    kernels' self times side by side and where the engine spends more (:func:`profile`).
 
-Sized for one call of at most 8 minutes on an H100 (``--device cuda``); ``--device cpu --quick`` runs here in about
-two minutes. Stopped by SIGTERM (a time limit), it still prints the sections it completed, and ``stopped`` says
-where. Times are wall seconds of a possibly shared machine: compare ratios within one document.
+Sized for one call of at most 8 minutes on an H100 (``--device cuda``); ``--device cpu --quick`` runs here in about two
+minutes. Stopped by SIGTERM (a time limit), it still prints the sections it completed, and ``stopped`` says where; a
+section that fails (say, a profiler the device's image lacks) is reported as ``{"error": ...}`` with its traceback on
+stderr, and the next sections run. Times are wall seconds of a possibly shared machine: compare ratios within one
+document.
 
 Usage: ``python benchmarks/gpu.py [--device cuda] [--quick] [--sections engine,paper_round] [--json]`` (the
 document is always JSON; ``--json`` is accepted for ``benchmarks/save.py``). The committed CPU run:
@@ -35,6 +37,7 @@ import json
 import math
 import os
 import time
+import traceback
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -506,7 +509,11 @@ def main() -> None:
     try:
         with sigterm_interrupts():
             for name, section in sections.items():
-                document[name] = section()
+                try:
+                    document[name] = section()
+                except Exception as error:  # one lease: a failed section keeps the others
+                    traceback.print_exc()
+                    document[name] = {"error": f"{type(error).__name__}: {error}"}
     except KeyboardInterrupt as stop:
         document["stopped"] = (
             f"{stop or 'stopped'} in section {name}; the sections before it are complete"

@@ -120,6 +120,27 @@ def test_a_benchmark_stopped_by_sigterm_prints_the_sections_it_completed(monkeyp
     assert signal.getsignal(signal.SIGTERM) is before
 
 
+def test_a_failed_section_is_reported_and_the_next_sections_still_run(monkeypatch, capsys):
+    """One lease is one call: a section that raises (a profiler the device lacks) must not lose the others."""
+    gpu = _script()
+    monkeypatch.setattr(gpu, "load", lambda name: None)
+
+    def broken(*args):
+        raise RuntimeError("CUPTI unavailable")
+
+    monkeypatch.setattr(gpu, "profile", broken)
+    monkeypatch.setattr(gpu, "zipf_silo", lambda *args: {"ran": "zipf_silo"})
+    monkeypatch.setattr(
+        sys, "argv", ["gpu.py", "--device", "cpu", "--sections", "profile,zipf_silo"]
+    )
+    gpu.main()
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    assert document["profile"] == {"error": "RuntimeError: CUPTI unavailable"}
+    assert document["zipf_silo"] == {"ran": "zipf_silo"} and "stopped" not in document
+    assert "CUPTI unavailable" in captured.err  # the traceback, for whoever reads the lease's log
+
+
 def test_sections_runs_only_the_sections_named_and_refuses_an_unknown_one(monkeypatch, capsys):
     gpu = _script()
     monkeypatch.setattr(gpu, "load", lambda name: None)

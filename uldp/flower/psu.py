@@ -61,9 +61,7 @@ def _silo(context: Any, patient_ids: Sequence[Hashable], relay_key: bytes) -> Un
     )
 
 
-def union_group(
-    name: object, *, insecure_test_group: bool, policy: SiloPolicy | None = None
-) -> PsuGroup:
+def union_group(name: object, *, insecure_test_group: bool, policy: SiloPolicy) -> PsuGroup:
     """The group the server names for the union in its ``hello`` (the union's stage 0, :mod:`uldp.secure.psu`), if
     this silo accepts it: one of :data:`~uldp.secure.psu.GROUPS` of at least the silo's ``min_union_bits``
     (:class:`uldp.policy.SiloPolicy`, 2048 by default), or the test group with the silo's own consent. A server
@@ -80,7 +78,7 @@ def union_group(
             f"the server asks for the insecure test group {name!r} for the private set union; this silo "
             f"accepts it only with --node-config '{TEST_KEYS_KEY}=true' (tests only)"
         )
-    if group is not TEST_GROUP and policy is not None:
+    if group is not TEST_GROUP:
         policy.check(union_bits=group.p.bit_length())
     return group
 

@@ -82,6 +82,7 @@ from uldp.method_names import PROTOCOL_1
 from uldp.methods import make_method, parse_method, user_level
 from uldp.methods.base import needed
 from uldp.secure.config import ProtocolConfig, ProtocolParameters
+from uldp.secure.psu import group_named
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -203,7 +204,9 @@ class UldpStrategy(Strategy):
         self.seed = secrets.randbits(63) if seed is None else check_integer("seed", seed, minimum=0)
         self.insecure_reproducible_noise = False
         self.min_colluders = check_integer("min_colluders", min_colluders, minimum=0)
-        self.psu_group = psu.union_group(psu_group, insecure_test_group=True).name
+        self.psu_group = group_named(
+            psu_group
+        ).name  # each silo checks it against its own consent and policy
         self.colluders, self.against = 0, "no silo yet"  # as of the set-up
         if secure is None:
             secure = True

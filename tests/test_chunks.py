@@ -42,6 +42,22 @@ def _fits(sizes: list[int], per_record: int, bound: int, padded) -> bool:
 def test_chunks_partition_the_users_in_count_order_each_fitting_and_none_could_take_the_next(
     counts, per_record, bound, batch
 ):
+    _check_chunks(counts, per_record, bound, batch)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    counts=st.lists(st.integers(1, 8), min_size=65, max_size=700),
+    per_record=st.integers(1, 4),
+    bound=st.integers(2_000, 40_000),
+    batch=st.integers(1, 8),
+)
+def test_chunks_of_hundreds_of_users_follow_the_same_rules(counts, per_record, bound, batch):
+    """Chunks past the first windows that user_chunks looks through (64, 128, 256 users)."""
+    _check_chunks(counts, per_record, bound, batch)
+
+
+def _check_chunks(counts: list[int], per_record: int, bound: int, batch: int) -> None:
     groups, padded = _groups(counts), _batched(batch)
     split = user_chunks(groups, lambda n: n * per_record, bound, padded)
     order = np.argsort(counts, kind="stable")

@@ -55,23 +55,47 @@ def user_chunks(
     """Split user positions, sorted by record count, into chunks whose memory estimate stays under the bound and whose
     records fill at least :data:`MIN_FILL` of the slots the chunk computes (each user padded to
     ``padded_length(n)`` of the chunk's largest count ``n``); a chunk of one user always forms."""
-    order = np.argsort([g.size for g in groups], kind="stable")
-    sizes = [groups[position].size for position in order]
+    counts = np.fromiter((g.size for g in groups), dtype=np.int64, count=len(groups))
+    order = np.argsort(counts, kind="stable")
+    sizes = counts[order]
+    # the rules' terms per user, from one call per distinct count: a Python step per user was most of a call's
+    # set-up at 10,000 users (43 ms on a 2-core CPU; an H200 trains their 5 epochs in a quarter of a second)
+    distinct, position_of = np.unique(sizes, return_inverse=True)
+    floats = np.array([floats_per_user(int(n)) for n in distinct], dtype=np.int64)[position_of]
+    padded = np.array([padded_length(int(n)) for n in distinct], dtype=np.int64)[position_of]
+    records_before = np.concatenate(([0], np.cumsum(sizes)))
     chunks, start = [], 0
     while start < len(order):
-        stop, records = start + 1, sizes[start]
-        # counts grow along ``order``, so the user taken next sets the chunk's padded length
-        while stop < len(order):
-            users, count = stop + 1 - start, sizes[stop]
-            too_big = users * floats_per_user(count) > chunk_floats
-            too_sparse = records + count < MIN_FILL * users * padded_length(count)
-            if too_big or too_sparse:
-                break
-            records += count
-            stop += 1
+        stop = _chunk_stop(start, floats, padded, records_before, chunk_floats)
         chunks.append(order[start:stop])
         start = stop
     return chunks
+
+
+def _chunk_stop(
+    start: int,
+    floats: np.ndarray,
+    padded: np.ndarray,
+    records_before: np.ndarray,
+    chunk_floats: int,
+) -> int:
+    """One past the last user of the chunk that starts at ``start``: the first later user (counts grow along the
+    order, so each next user sets the chunk's padded length) that would break the memory bound or the fill rule,
+    looked for in windows that double, so a chunk costs time in proportion to its size."""
+    window = 64
+    while True:
+        candidates = np.arange(start + 1, min(start + 1 + window, len(floats)))
+        users = candidates + 1 - start
+        too_big = users * floats[candidates] > chunk_floats
+        too_sparse = records_before[candidates + 1] - records_before[start] < (
+            MIN_FILL * users * padded[candidates]
+        )
+        broken = np.flatnonzero(too_big | too_sparse)
+        if broken.size:
+            return int(candidates[broken[0]])
+        if candidates.size < window:  # the window reached the last user
+            return len(floats)
+        window *= 2
 
 
 def padded_indices(

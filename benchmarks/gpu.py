@@ -71,9 +71,12 @@ PAPER_ROUNDS = 200
 SECTIONS = ("engine", "paper_round", "paper_scale_run", "zipf_silo", "profile")
 #: The ``profile`` section's rows per table, and the characters kept of a name (CUDA kernels' run long).
 PROFILE_ROWS, PROFILE_NAME_CHARS = 15, 120
-#: The chunks' fill rules the ``zipf_silo`` section compares (:data:`uldp.training.chunks.MIN_FILL`, the library's
-#: first): on a CPU padding costs compute, on a GPU each chunk costs its steps' kernel launches.
-FILLS = (0.5, 0.25, 0.1, 0.0)
+#: The chunks' fill rules the ``zipf_silo`` section compares, strictest first (:data:`uldp.training.chunks.MIN_FILL`,
+#: the library's, among them): padding costs compute, and each chunk's sequential steps cost their kernel launches;
+#: the rows' steps and slots against their times give the device's price of each.
+FILLS = (0.9, 0.75, 0.5, 0.25, 0.1, 0.0)
+#: The local batch size of the paper's MNIST runs.
+BATCH = 64
 #: The ``zipf_silo`` section's users under ``--quick`` (the silo's largest).
 QUICK_SILO_USERS = 300
 
@@ -128,7 +131,7 @@ def library_step(
             loss_fn=cross_entropy_loss,
             local_lr=LR,
             epochs=epochs,
-            batch_size=64,
+            batch_size=BATCH,
             keys=data["keys"],
             precision=precision,
         )
@@ -293,7 +296,8 @@ def paper_scale_run(args: argparse.Namespace, device: torch.device, data: Any) -
 def zipf_silo(args: argparse.Namespace, device: torch.device, data: Any) -> dict[str, Any]:
     """Section 4: one silo of the paper's zipf MNIST federation (|U| = 10,000, 5 silos, seed 0; the silo with the
     largest user, 1 to 208 records a user) trained by ``train_users`` for ``--epochs`` local epochs (batch 64) under
-    each fill rule of :data:`FILLS`, in float32 and bfloat16: record-steps per second and the chunks it made. With
+    each fill rule of :data:`FILLS`, in float32 and bfloat16: record-steps per second, the chunks it made, their
+    sequential steps per epoch (each chunk's largest user's batches) and the slots those steps compute. With
     ``--quick``, the silo's :data:`QUICK_SILO_USERS` largest users. A paper round's zipf silos cost more than their
     records say: each chunk runs as many sequential steps as its largest user needs."""
     from uldp.data.allocation import allocate
@@ -319,9 +323,13 @@ def zipf_silo(args: argparse.Namespace, device: torch.device, data: Any) -> dict
         groups: list[np.ndarray], members: np.ndarray, device: torch.device
     ) -> tuple[
         torch.Tensor, torch.Tensor
-    ]:  # each chunk pads its users' indices once: the chunks a rule makes
-        made.append(1)
-        return padded(groups, members, device)
+    ]:  # each chunk pads its users' indices once: the chunks a rule makes, their steps and slots
+        index, counts = padded(groups, members, device)
+        users, largest = index.shape
+        width = min(BATCH, largest)
+        steps = -(-largest // width)
+        made.append((steps, users * steps * width))
+        return index, counts
 
     def timed(precision: str) -> float:
         def step() -> object:
@@ -334,7 +342,7 @@ def zipf_silo(args: argparse.Namespace, device: torch.device, data: Any) -> dict
                 loss_fn=cross_entropy_loss,
                 local_lr=LR,
                 epochs=args.epochs,
-                batch_size=64,
+                batch_size=BATCH,
                 keys=keys,
                 precision=precision,
             )
@@ -350,11 +358,14 @@ def zipf_silo(args: argparse.Namespace, device: torch.device, data: Any) -> dict
                 chunks.MIN_FILL = fill
                 made.clear()
                 rate = records.size * args.epochs / timed(precision)
+                call = made[: len(made) // (args.repeats + 1)]  # every call chunks alike
                 rows.append(
                     {
                         "precision": precision,
                         "min_fill": fill,
-                        "chunks": len(made) // (args.repeats + 1),
+                        "chunks": len(call),
+                        "steps_per_epoch": sum(steps for steps, _ in call),
+                        "fill": round(records.size / sum(slots for _, slots in call), 3),
                         "record_steps_per_second": float(f"{rate:.4g}"),
                     }
                 )

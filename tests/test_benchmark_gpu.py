@@ -176,6 +176,7 @@ def test_the_zipf_silo_section_times_every_fill_rule_and_restores_the_librarys(m
 
     gpu = _script()
     monkeypatch.setattr(gpu, "QUICK_SILO_USERS", 12)
+    monkeypatch.setattr(gpu, "FILLS", gpu.FILLS[::2])  # strict to loose, in half the time
     padded, library = per_user.padded_indices, chunks.MIN_FILL
     args = argparse.Namespace(quick=True, epochs=1, repeats=1)
     section = gpu.zipf_silo(args, torch.device("cpu"), load("mnist"))
@@ -187,4 +188,10 @@ def test_the_zipf_silo_section_times_every_fill_rule_and_restores_the_librarys(m
     assert all(row["record_steps_per_second"] > 0 for row in rows)
     made = [row["chunks"] for row in rows[: len(gpu.FILLS)]]
     assert made == sorted(made, reverse=True) and made[0] > made[-1]  # a looser rule, fewer chunks
+    for row in (
+        rows
+    ):  # a chunk's steps are its largest user's batches; its slots hold at least its records
+        assert row["chunks"] <= row["steps_per_epoch"] <= row["chunks"] * -(-208 // gpu.BATCH)
+        assert 0 < row["fill"] <= 1
+    assert rows[-1]["fill"] < rows[0]["fill"]  # the loosest rule pads more of its slots
     assert per_user.padded_indices is padded and library == chunks.MIN_FILL

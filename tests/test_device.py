@@ -14,6 +14,9 @@ import torch
 from torch import nn
 
 import uldp
+from uldp.fitting import SeedWarning
+from uldp.fitting.clipping import ClipWarning
+from uldp.fitting.federation_checks import FederationWarning
 from uldp.models import cross_entropy_loss
 from uldp.paper.experiments.executor import _simulation_resolve
 from uldp.paper.experiments.store import read_result, results_root
@@ -21,11 +24,13 @@ from uldp.simulation import LATER_FIELDS, RunConfig
 from uldp.training import per_user
 from uldp.training.device import (
     PRECISIONS,
+    PrecisionWarning,
     autocast,
     check_precision,
     check_precision_for,
     device_settings,
     resolve_device,
+    warn_if_slower,
 )
 
 CUDA = torch.cuda.is_available()
@@ -151,7 +156,8 @@ def _fit(method: str, **options):
     net = nn.Sequential(nn.Linear(5, 6), nn.ReLU(), nn.Dropout(0.1), nn.Linear(6, 2))
     initial = torch.cat([p.detach().flatten() for p in net.parameters()])
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the seed's and the clipping bound's warnings
+        for category in (SeedWarning, ClipWarning, FederationWarning):  # a small run's, on purpose
+            warnings.simplefilter("ignore", category)
         model, history = uldp.fit(
             net,
             x,
@@ -200,6 +206,26 @@ def test_bfloat16_autocast_trains_close_to_float32(method):
     _, half, _ = _fit(method, precision="bf16")
     assert not torch.equal(full, half)
     assert float((full - half).norm() / (full - initial).norm()) < 0.1
+
+
+def test_bfloat16_on_the_cpu_warns_that_it_is_slower_at_both_entry_points(monkeypatch):
+    """fit and simulation.run warn before training (bf16 is for CUDA); float32 and tf32 do not."""
+    from uldp import simulation
+
+    cpu = torch.device("cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrecisionWarning)
+        warn_if_slower(cpu, "float32")
+        warn_if_slower(cpu, "tf32")
+    with pytest.warns(PrecisionWarning, match="precision='bf16' on the CPU is slower than float32"):
+        _fit("ULDP-AVG-w", precision="bf16")
+    trained = object()  # the run itself is not this test's
+    monkeypatch.setattr(simulation, "_run", lambda *args: trained)
+    config = RunConfig(
+        dataset="heart_disease", method="ULDP-AVG", n_users=4, rounds=1, precision="bf16"
+    )
+    with pytest.warns(PrecisionWarning, match="use precision='float32' here"):
+        assert simulation.run(config) is trained
 
 
 # ------------------------------------------------------------------------------- the run configuration --

@@ -38,7 +38,7 @@ from uldp.run_config import (  # re-exported: the run's configuration lives in i
 )
 from uldp.secure.config import ProtocolParameters
 from uldp.secure.cost import AUTO as AUTO_BACKEND
-from uldp.training.device import device_settings
+from uldp.training.device import device_settings, warn_if_slower
 from uldp.training.per_user import flat_parameters, load_flat_parameters
 
 if TYPE_CHECKING:
@@ -332,6 +332,7 @@ def run(
             "in this process); run without checkpoint"
         )
     check_number("checkpoint_seconds", checkpoint_seconds, at_least=0)
+    warn_if_slower(torch.device(config.device), config.precision)
     with torch_threads(threads), device_settings(torch.device(config.device), config.precision):
         return _run(config, progress, dataset, aggregate_fn, checkpoint, checkpoint_seconds)
 

@@ -38,7 +38,12 @@ from uldp.fitting.rounds import (
     train_rounds,
 )
 from uldp.methods.base import Federation, needed, parse_method, seed_stream
-from uldp.training.device import check_precision_for, device_settings, resolve_device
+from uldp.training.device import (
+    check_precision_for,
+    device_settings,
+    resolve_device,
+    warn_if_slower,
+)
 from uldp.training.per_user import flat_parameters, load_flat_parameters
 
 if TYPE_CHECKING:
@@ -239,7 +244,8 @@ def fit(
             (``tests/test_gpu.py``). A checkpoint resumes on the device it was written on.
         precision: ``"float32"`` (the default; on CUDA with TF32 off), ``"tf32"`` (CUDA's TF32 matmuls and
             convolutions) or ``"bf16"`` (bfloat16 autocast for the local training's forward and backward passes;
-            not for ULDP-GROUP-k and DP-SGD, whose per-record clipping runs in float32).
+            not for ULDP-GROUP-k and DP-SGD, whose per-record clipping runs in float32; on the CPU it warns,
+            :class:`uldp.training.device.PrecisionWarning`: slower than float32 there).
 
     Returns:
         ``(trained copy of model, History)``; the copy lives on ``device``.
@@ -264,6 +270,7 @@ def fit(
     spec = parse_method("ULDP-GROUP-max" if record_level else method)
     target = resolve_device(device)
     check_precision_for(spec.family, precision)
+    warn_if_slower(target, precision)
     rounds = check_integer("rounds", rounds)
     root = _root_seed(seed)
     check_number("checkpoint_seconds", checkpoint_seconds, at_least=0)

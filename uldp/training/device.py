@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import platform
 import re
+import warnings
 from typing import TYPE_CHECKING
 
 import torch
@@ -146,6 +147,25 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
     if check_precision(precision) != "bf16":
         return contextlib.nullcontext()
     return torch.autocast(device.type, dtype=torch.bfloat16)
+
+
+class PrecisionWarning(UserWarning):
+    """A precision that trains slower than float32 on its device: bfloat16 on the CPU."""
+
+
+def warn_if_slower(device: torch.device, precision: str) -> None:
+    """Warn (:class:`PrecisionWarning`) when ``precision`` is ``"bf16"`` on the CPU: autocast there leaves the
+    float32 closed forms for ``vmap(grad(...))``, and torch's CPU kernels have no fast bfloat16 path for the
+    per-user convolutions (``benchmarks/gpu.py --device cpu --quick`` times both precisions: the MNIST CNN's
+    engine ran several times slower in bfloat16). bfloat16 is meant for CUDA devices."""
+    if check_precision(precision) == "bf16" and device.type == "cpu":
+        warnings.warn(
+            "precision='bf16' on the CPU is slower than float32 (bfloat16 autocast trains through vmap(grad(...)) "
+            "instead of the float32 closed forms, and the CPU has no fast bfloat16 convolutions); bf16 is meant "
+            "for CUDA devices: use precision='float32' here",
+            PrecisionWarning,
+            stacklevel=3,
+        )
 
 
 def default_generator(device: torch.device) -> torch.Generator:

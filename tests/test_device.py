@@ -217,7 +217,9 @@ def test_bfloat16_on_the_cpu_warns_that_it_is_slower_at_both_entry_points(monkey
         warnings.simplefilter("error", PrecisionWarning)
         warn_if_slower(cpu, "float32")
         warn_if_slower(cpu, "tf32")
-    with pytest.warns(PrecisionWarning, match="precision='bf16' on the CPU is slower than float32"):
+    with pytest.warns(
+        PrecisionWarning, match="precision='bf16' on the CPU is usually slower than float32"
+    ):
         _fit("ULDP-AVG-w", precision="bf16")
     trained = object()  # the run itself is not this test's
     monkeypatch.setattr(simulation, "_run", lambda *args: trained)

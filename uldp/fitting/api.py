@@ -245,7 +245,7 @@ def fit(
         precision: ``"float32"`` (the default; on CUDA with TF32 off), ``"tf32"`` (CUDA's TF32 matmuls and
             convolutions) or ``"bf16"`` (bfloat16 autocast for the local training's forward and backward passes;
             not for ULDP-GROUP-k and DP-SGD, whose per-record clipping runs in float32; on the CPU it warns,
-            :class:`uldp.training.device.PrecisionWarning`: slower than float32 there).
+            :class:`uldp.training.device.PrecisionWarning`: usually slower than float32 there).
 
     Returns:
         ``(trained copy of model, History)``; the copy lives on ``device``.

@@ -150,19 +150,19 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
 
 
 class PrecisionWarning(UserWarning):
-    """A precision that trains slower than float32 on its device: bfloat16 on the CPU."""
+    """A precision that usually trains slower than float32 on its device: bfloat16 on the CPU."""
 
 
 def warn_if_slower(device: torch.device, precision: str) -> None:
     """Warn (:class:`PrecisionWarning`) when ``precision`` is ``"bf16"`` on the CPU: autocast there leaves the
-    float32 closed forms for ``vmap(grad(...))``, and torch's CPU kernels have no fast bfloat16 path for the
-    per-user convolutions (``benchmarks/gpu.py --device cpu --quick`` times both precisions: the MNIST CNN's
-    engine ran several times slower in bfloat16). bfloat16 is meant for CUDA devices."""
+    float32 closed forms for ``vmap(grad(...))``, whose per-user convolutions fall back to torch's slow CPU kernels
+    in bfloat16 (``benchmarks/gpu.py --device cpu --quick`` times both precisions: the MNIST CNN's engine ran
+    several times slower in bfloat16 on a 2-core CPU). bfloat16 is meant for CUDA devices."""
     if check_precision(precision) == "bf16" and device.type == "cpu":
         warnings.warn(
-            "precision='bf16' on the CPU is slower than float32 (bfloat16 autocast trains through vmap(grad(...)) "
-            "instead of the float32 closed forms, and the CPU has no fast bfloat16 convolutions); bf16 is meant "
-            "for CUDA devices: use precision='float32' here",
+            "precision='bf16' on the CPU is usually slower than float32: bfloat16 autocast trains through "
+            "vmap(grad(...)) instead of the float32 closed forms, and the per-user convolutions have no fast "
+            "bfloat16 CPU kernel; bf16 is meant for CUDA devices: use precision='float32' here",
             PrecisionWarning,
             stacklevel=3,
         )

@@ -54,7 +54,8 @@ def user_chunks(
 ) -> list[np.ndarray]:
     """Split user positions, sorted by record count, into chunks whose memory estimate stays under the bound and whose
     records fill at least :data:`MIN_FILL` of the slots the chunk computes (each user padded to
-    ``padded_length(n)`` of the chunk's largest count ``n``); a chunk of one user always forms."""
+    ``padded_length(n)`` of the chunk's largest count ``n``); a chunk of one user always forms. Each rule is called
+    once per distinct record count."""
     counts = np.fromiter((g.size for g in groups), dtype=np.int64, count=len(groups))
     order = np.argsort(counts, kind="stable")
     sizes = counts[order]

@@ -1,6 +1,6 @@
 """Where and in what precision training runs: the device string every entry point takes (``fit(device=)``,
-``RunConfig.device``, a Flower silo's ``uldp-device``, ``--device``), checked in one place, and the settings a CUDA
-device needs.
+``RunConfig.device``, a Flower silo's ``uldp-device``, ``--device``), checked in one place, the settings a CUDA
+device needs, and the warning that bfloat16 on the CPU is usually slower than float32 (:func:`warn_if_slower`).
 
 Every training path (the per-user engine, the closed forms, ``vmap``, DP-SGD) computes on the device of the records
 and parameters it is given; :func:`uldp.fit` and :func:`uldp.simulation.run` move the model and the records there

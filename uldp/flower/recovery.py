@@ -253,13 +253,12 @@ def ask_silos(
         for node, content in contents.items()
     ]
     ids = _pushed(grid, messages)
-    pulled = (
-        list(grid.send_and_receive(messages, timeout=timeout))
-        if ids is None
-        else _collect_replies(grid, messages, ids, timeout=timeout, names=names, what="the set-up")[
-            0
-        ]
-    )
+    if ids is None:
+        pulled = list(grid.send_and_receive(messages, timeout=timeout))
+    else:
+        pulled, _, _ = _collect_replies(
+            grid, messages, ids, timeout=timeout, names=names, what="the set-up"
+        )
     replies = {reply.metadata.src_node_id: reply for reply in pulled}
     if answered_only:
         fail_on_named_failure(replies.values())

@@ -28,8 +28,8 @@ from uldp.training.per_user import (
     record_keys,
     train_users,
     train_users_loop,
-    vmap_friendly,
 )
+from uldp.training.unfold import vmap_friendly
 
 EPOCHS, BATCH, LR = 2, 64, 0.01
 INPUT_SHAPE = {"creditcard": (30,), "mnist": (1, 28, 28)}

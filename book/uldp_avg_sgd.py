@@ -43,20 +43,23 @@ SCALE = {
 # %% [markdown]
 # ## The silo side and the server side in the library
 #
-# `user_deltas` is {ref}`Algorithm 3 <paper-algorithm-3>`'s silo loop (all users of a silo at once, see
-# `uldp.training.per_user`); `round` is the server step; the weighted sum of enhanced-weight methods goes through
-# `aggregate`, the hook that `uldp.secure` replaces with the private weighting protocol.
+# `each_user_delta` is {ref}`Algorithm 3 <paper-algorithm-3>`'s silo loop (all users of a silo at once, see
+# `uldp.training.per_user`), handing over the clipped deltas one chunk of users at a time; `silo_weighted_delta`
+# adds each chunk to the silo's weighted sum (line 18), so a silo holds one chunk of deltas, not one per user;
+# `round` is the server step. The weighted sum of enhanced-weight methods can go instead through an `aggregate`
+# hook that receives every silo's per-user deltas: the one `uldp.secure` passes computes it by the private
+# weighting protocol.
 #
-# The code: `UserLevelMethod.user_deltas`, `UserLevelMethod.round`, `enhanced_weights` and `aggregate` in
-# `uldp/methods/uldp_avg.py`.
+# The code: `UserLevelMethod.each_user_delta`, `UserLevelMethod.silo_weighted_delta`, `UserLevelMethod.round`,
+# `enhanced_weights` and `aggregate` in `uldp/methods/uldp_avg.py`.
 
 # %% [markdown]
 # The per-user training itself: one step of every user, on padded per-user mini-batches with a mask, is `vmap` over
 # `grad` of `functional_call`, or, for the models with hand-written gradients (`uldp.training.closed_form`: the
 # linear medical models, the Creditcard MLP and the MNIST CNN), one batched closed-form step updated in place.
 #
-# The code: `uldp.training.per_user.train_users` in `uldp/training/per_user.py`, with its plain-loop oracle
-# `train_users_loop` beside it.
+# The code: `uldp.training.per_user.train_user_chunks` (and `train_users`, which keeps every chunk) in
+# `uldp/training/per_user.py`, with its plain-loop oracle `train_users_loop` beside it.
 
 # %% [markdown]
 # ## Sensitivity, checked numerically

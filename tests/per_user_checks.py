@@ -40,7 +40,7 @@ def assert_fast_path_equals_loop(
         key_seed: Seed of the record order keys both engines share.
         atol: Absolute tolerance.
         moved: If given, the loop's largest delta must exceed it (the users did move).
-        fast_model: The fast path's model (e.g. :func:`~uldp.training.per_user.vmap_friendly` of ``model``).
+        fast_model: The fast path's model (e.g. :func:`~uldp.training.unfold.vmap_friendly` of ``model``).
         fast_options: More arguments of the fast path (``chunk_floats``).
     """
     params = flat_parameters(model)

@@ -242,10 +242,10 @@ def test_simulated_round_is_the_methods_own_clean_update(
     silo_of_call = iter(range(setting.n_silos))
 
     def crafted_training(
-        fed, params, groups, hp, keys, seed
-    ):  # the updates of the users of this silo's groups
+        fed, params, groups, hp, keys, seed, consume
+    ):  # the updates of the users of this silo's groups, in one chunk
         users = [int(fed.allocation.user[group[0]]) for group in groups]
-        return updates[next(silo_of_call)][users].to(params.dtype)
+        consume(np.arange(len(groups)), updates[next(silo_of_call)][users].to(params.dtype))
 
     monkeypatch.setattr(uldp_avg, "silo_training", crafted_training)
     federation = federation.keep(

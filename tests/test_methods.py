@@ -29,6 +29,7 @@ from uldp.methods import (
     make_method,
     parse_method,
     required_hyperparameters,
+    uldp_avg,
     uniform_weights,
     weighted_sum,
 )
@@ -237,6 +238,44 @@ def test_weights_sum_to_one_and_aggregate_matches_loop():
     torch.testing.assert_close(aggregate(deltas, counts, sampled, noise), expected)
     torch.testing.assert_close(
         weighted_sum(deltas, enhanced_weights(counts, sampled), noise), expected
+    )
+
+
+@pytest.mark.parametrize("name", ["ULDP-AVG", "ULDP-AVG-w", "ULDP-SGD-w"])
+def test_clear_rounds_sum_each_silo_one_chunk_of_users_at_a_time(name, monkeypatch):
+    """A clear round and a silo's clear update never build a silo's ``[U, d]`` deltas: they sum one chunk of users at a
+    time (here one user per chunk), and equal the weighted sum of the whole deltas."""
+    fed = heavy_user_federation(n_users=12, n_silos=3, seed=4, heavy=20)
+    method = make_method(name, HP)
+    assert isinstance(method, UserLevelMethod)
+    params, seed = params_of(fed), np.random.SeedSequence(5)
+    sampled = method.sample_users(fed.n_users, seed)
+    weights = method.weights(fed.counts, sampled)
+    noise = method.noise(params.numel(), fed.n_silos, seed)
+    deltas = method.user_deltas(params, fed, seed, sampled)
+    expected = method.server_step(
+        params, weighted_sum(deltas, weights, noise), n_users=fed.n_users, n_silos=fed.n_silos
+    )
+
+    def whole(*args, **kwargs):
+        raise AssertionError("a clear round built a silo's [U, d] deltas")
+
+    monkeypatch.setattr(UserLevelMethod, "silo_user_deltas", whole)
+    monkeypatch.setattr("uldp.training.per_user.chunk_floats_for", lambda device: 1)
+    chunk_sizes: list[int] = []
+    clip_rows = uldp_avg.clip_rows
+
+    def counted(rows, clip):
+        chunk_sizes.append(rows.shape[0])
+        return clip_rows(rows, clip)
+
+    monkeypatch.setattr(uldp_avg, "clip_rows", counted)
+    torch.testing.assert_close(method.round(params, fed, seed), expected)
+    assert chunk_sizes and set(chunk_sizes) == {1}
+    assert len(chunk_sizes) == int(((fed.counts > 0) & sampled[None, :]).sum())
+    torch.testing.assert_close(
+        method.silo_update(params, fed, seed, 1, sampled=sampled, counts=fed.counts),
+        torch.from_numpy(weights[1]).float() @ deltas[1] + noise[1],
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
@@ -12,13 +14,15 @@ from torch import nn
 
 from uldp.training.per_user import (
     ParameterLayout,
-    UnfoldConv2d,
     clip_rows,
     flat_parameters,
+    record_keys,
+    train_user_chunks,
     train_users,
+    user_gradient_chunks,
     user_gradients,
-    vmap_friendly,
 )
+from uldp.training.unfold import vmap_friendly
 
 
 def cross_entropy(outputs, targets, weight):
@@ -125,6 +129,46 @@ def test_user_gradients_equal_autograd_per_user():
         torch.testing.assert_close(grads[row], expected, atol=1e-6, rtol=1e-5)
 
 
+def _chunks_of(call, **kwargs) -> list[tuple[np.ndarray, torch.Tensor]]:
+    chunks: list[tuple[np.ndarray, torch.Tensor]] = []
+    call(consume=lambda rows, values: chunks.append((rows.copy(), values.clone())), **kwargs)
+    return chunks
+
+
+@pytest.mark.parametrize("engine", ["train", "gradients"])
+def test_chunks_hand_every_user_once_within_the_bound_and_equal_the_whole_result(engine):
+    """The streamed engines (what a silo's weighted sum consumes) give each user's row once, in chunks that fit the
+    memory bound, with the values of the whole ``[len(groups), d]`` result."""
+    torch.manual_seed(0)
+    model = mlp().eval()
+    x, y, groups = problem(300, 40, (5,), seed=6)
+    d = flat_parameters(model).numel()
+    common: dict[str, Any] = dict(
+        model=model, params=flat_parameters(model), x=x, y=y, groups=groups, loss_fn=cross_entropy
+    )
+    bound = 40 * d  # a few users per chunk
+    if engine == "train":
+        training: dict[str, Any] = dict(
+            local_lr=0.2, epochs=2, batch_size=3, keys=record_keys(300, 2, torch.Generator())
+        )
+        chunks = _chunks_of(train_user_chunks, **common, **training, chunk_floats=bound)
+        whole = train_users(**common, **training, chunk_floats=bound)
+        # the engine's count per user, besides its records: local model, gradient and step
+        per_user = 3 * d
+    else:
+        chunks = _chunks_of(user_gradient_chunks, **common, chunk_floats=bound)
+        whole = user_gradients(**common, chunk_floats=bound)
+        per_user = d
+    rows = np.concatenate([r for r, _ in chunks])
+    assert len(chunks) > 2 and sorted(rows.tolist()) == list(range(len(groups)))
+    assert all(len(r) == 1 or len(r) * per_user <= bound for r, _ in chunks)
+    streamed = torch.zeros_like(whole)
+    for r, values in chunks:
+        assert values.shape == (len(r), d)
+        streamed[torch.from_numpy(r)] = values
+    assert torch.equal(streamed, whole)
+
+
 def test_dropout_draws_differ_between_users():
     model = mlp().train()
     x = torch.randn(4, 5).repeat(2, 1)
@@ -143,17 +187,6 @@ def test_dropout_draws_differ_between_users():
         keys=torch.zeros(1, 8),
     )
     assert not torch.allclose(deltas[0], deltas[1])
-
-
-@pytest.mark.parametrize("padding, stride", [(0, 1), (2, 1), (1, 2)])
-def test_unfold_conv_equals_conv2d(padding, stride):
-    conv = nn.Conv2d(3, 4, (5, 3), stride=stride, padding=padding)
-    x = torch.randn(2, 3, 11, 9, requires_grad=True)
-    unfolded = UnfoldConv2d(conv)
-    torch.testing.assert_close(unfolded(x), conv(x), atol=1e-5, rtol=1e-5)
-    (expected,) = torch.autograd.grad(conv(x).sin().sum(), x)
-    (actual,) = torch.autograd.grad(unfolded(x).sin().sum(), x)
-    torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
 
 
 @settings(max_examples=25, deadline=None)

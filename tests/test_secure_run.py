@@ -56,9 +56,17 @@ def _config(**changes):
 
 
 def _recorded_plain_run(monkeypatch, config):
-    """The plain run, recording what its aggregation received and returned."""
+    """The plain run with its weighted sum through the aggregation hook (``uldp_avg.aggregate``, given every silo's
+    per-user deltas), recording what the hook received and returned. (Without a hook the round sums each silo a chunk
+    of users at a time; ``tests/test_methods.py`` checks that it equals this sum.)"""
     calls = []
     plain = uldp_avg.aggregate
+    round_ = uldp_avg.UserLevelMethod.round
+
+    def through_the_hook(self, params, federation, round_seed, aggregate_fn=None, *, sum_fn=None):
+        return round_(
+            self, params, federation, round_seed, aggregate_fn or recording, sum_fn=sum_fn
+        )
 
     def recording(deltas, counts, sampled, noise):
         total = plain(deltas, counts, sampled, noise)
@@ -72,9 +80,9 @@ def _recorded_plain_run(monkeypatch, config):
         )
         return total
 
-    monkeypatch.setattr(uldp_avg, "aggregate", recording)
+    monkeypatch.setattr(uldp_avg.UserLevelMethod, "round", through_the_hook)
     result = run(config)
-    monkeypatch.setattr(uldp_avg, "aggregate", plain)
+    monkeypatch.setattr(uldp_avg.UserLevelMethod, "round", round_)
     return result, calls
 
 

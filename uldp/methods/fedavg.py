@@ -34,7 +34,14 @@ from uldp.methods.base import (
     torch_generator,
 )
 from uldp.training import closed_form
-from uldp.training.per_user import clip_rows, record_keys, train_users
+from uldp.training.per_user import (
+    ChunkConsumer,
+    clip_rows,
+    record_keys,
+    row_writer,
+    train_user_chunks,
+    train_users,
+)
 
 if TYPE_CHECKING:
     from uldp.method_names import MethodSpec
@@ -60,15 +67,18 @@ def silo_training(
     hp: Hyperparameters,
     keys: Tensor,
     seed: np.random.SeedSequence,
-) -> Tensor:
-    """Local SGD of one model per record group (deltas ``[len(groups), d]``); dropout draws come from ``seed``."""
+    consume: ChunkConsumer,
+) -> None:
+    """Local SGD of one model per record group, each chunk of groups' deltas handed to ``consume`` (as
+    :func:`~uldp.training.per_user.train_user_chunks`); dropout draws come from ``seed``."""
     with global_torch_seed(seed):
-        return train_users(
+        train_user_chunks(
             federation.model,
             params,
             federation.x,
             federation.y,
             groups,
+            consume=consume,
             loss_fn=federation.loss_fn,
             local_lr=needed(hp.local_lr, "local_lr"),
             epochs=needed(hp.local_epochs, "local_epochs"),
@@ -135,13 +145,15 @@ class FedAvgMethod(EveryRecordSiloNoise):
             return torch.zeros_like(params)
         if keys is None:
             keys = round_keys(federation, needed(self.hp.local_epochs, "local_epochs"), round_seed)
-        delta = silo_training(
+        delta = torch.zeros((1, params.numel()), dtype=params.dtype, device=params.device)
+        silo_training(
             federation,
             params,
             [records],
             self.hp,
             keys,
             seed_stream(round_seed, TRAIN_STREAM, silo),
+            row_writer(delta),
         )
         return clip_rows(delta, self.clip_bound)[0] if self.spec.private else delta[0]
 

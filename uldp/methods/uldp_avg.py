@@ -36,7 +36,7 @@ from uldp.methods.base import (
 )
 from uldp.methods.fedavg import round_keys, silo_training
 from uldp.policy import collusion_scale
-from uldp.training.per_user import clip_rows, user_gradients
+from uldp.training.per_user import ChunkConsumer, clip_rows, row_writer, user_gradient_chunks
 
 if TYPE_CHECKING:
     from uldp.method_names import MethodSpec
@@ -102,9 +102,19 @@ def silo_weighted_sum(deltas: Tensor, weights: np.ndarray, noise: Tensor) -> Ten
 
 def weighted_sum(deltas: list[Tensor], weights: np.ndarray, noise: list[Tensor]) -> Tensor:
     """``sum_s (sum_u w_su * deltas[s][u] + noise[s])`` (Algorithm 3 lines 18 and 6, in the clear)."""
-    total = torch.zeros_like(noise[0])
-    for silo, (delta, z) in enumerate(zip(deltas, noise, strict=True)):
-        total += silo_weighted_sum(delta, weights[silo], z)
+    return summed(
+        [
+            silo_weighted_sum(delta, weights[silo], z)
+            for silo, (delta, z) in enumerate(zip(deltas, noise, strict=True))
+        ]
+    )
+
+
+def summed(updates: list[Tensor]) -> Tensor:
+    """``sum_s updates[s]``, added in silo order (the server's sum of Algorithm 3 line 6, in the clear)."""
+    total = torch.zeros_like(updates[0])
+    for update in updates:
+        total += update
     return total
 
 
@@ -233,46 +243,90 @@ class UserLevelMethod(EveryRecordSiloNoise):
         silo: int,
         keys: Tensor | None = None,
     ) -> Tensor:
-        """Silo ``silo``'s ``[U, d]`` of :meth:`user_deltas`; reads only that silo's records.
-
-        ``federation`` may hold that silo's records alone (a deployed silo); ``keys`` are the round's
-        :func:`~uldp.methods.fedavg.round_keys` (drawn here when ``None``, ULDP-AVG only).
-        """
+        """Silo ``silo``'s ``[U, d]`` of :meth:`user_deltas` (:meth:`each_user_delta`'s rows, zeros elsewhere)."""
         deltas = torch.zeros(
             (federation.n_users, params.numel()), dtype=params.dtype, device=params.device
         )
-        users, groups = federation.user_groups(silo, users=np.flatnonzero(sampled))
-        if users.size:
-            if self.spec.family == "ULDP-AVG":
-                if keys is None:
-                    keys = round_keys(
-                        federation, needed(self.hp.local_epochs, "local_epochs"), round_seed
-                    )
-                update = silo_training(
-                    federation,
-                    params,
-                    groups,
-                    self.hp,
-                    keys,
-                    seed_stream(round_seed, TRAIN_STREAM, silo),
-                )
-            else:
-                with global_torch_seed(
-                    seed_stream(round_seed, TRAIN_STREAM, silo)
-                ):  # dropout, if the model has it
-                    update = -user_gradients(
-                        federation.model,
-                        params,
-                        federation.x,
-                        federation.y,
-                        groups,
-                        loss_fn=federation.loss_fn,
-                        precision=federation.precision,
-                    )
-            deltas[torch.from_numpy(users).to(params.device)] = clip_rows(
-                update, needed(self.hp.clip, "clip")
-            )
+        self.each_user_delta(
+            params, federation, round_seed, sampled, silo, row_writer(deltas), keys
+        )
         return deltas
+
+    def each_user_delta(
+        self,
+        params: Tensor,
+        federation: Federation,
+        round_seed: np.random.SeedSequence,
+        sampled: np.ndarray,
+        silo: int,
+        consume: ChunkConsumer,
+        keys: Tensor | None = None,
+    ) -> None:
+        """Silo ``silo``'s clipped per-user updates, handed to ``consume(users, rows)`` one chunk of users at a time.
+
+        ``rows[i]`` is user ``users[i]``'s update clipped to norm ``C``: ``clip(x_su - x_t)`` after ``Q`` local epochs
+        (ULDP-AVG, Algorithm 3 lines 10-16) or ``clip(-g_su)`` (ULDP-SGD, lines 21-23), for every sampled user with
+        records in the silo, each once. Reads only that silo's records, so ``federation`` may hold them alone (a
+        deployed silo); ``keys`` are the round's :func:`~uldp.methods.fedavg.round_keys` (drawn here when ``None``,
+        ULDP-AVG only). Memory holds one chunk of deltas (:func:`uldp.training.per_user.train_user_chunks`).
+        """
+        users, groups = federation.user_groups(silo, users=np.flatnonzero(sampled))
+        if not users.size:
+            return
+        clip = needed(self.hp.clip, "clip")
+        seed = seed_stream(round_seed, TRAIN_STREAM, silo)
+        if self.spec.family == "ULDP-AVG":
+            if keys is None:
+                keys = round_keys(
+                    federation, needed(self.hp.local_epochs, "local_epochs"), round_seed
+                )
+            silo_training(
+                federation,
+                params,
+                groups,
+                self.hp,
+                keys,
+                seed,
+                lambda rows, deltas: consume(users[rows], clip_rows(deltas, clip)),
+            )
+            return
+        with global_torch_seed(seed):  # dropout, if the model has it
+            user_gradient_chunks(
+                federation.model,
+                params,
+                federation.x,
+                federation.y,
+                groups,
+                consume=lambda rows, gradients: consume(users[rows], clip_rows(-gradients, clip)),
+                loss_fn=federation.loss_fn,
+                precision=federation.precision,
+            )
+
+    def silo_weighted_delta(
+        self,
+        params: Tensor,
+        federation: Federation,
+        round_seed: np.random.SeedSequence,
+        sampled: np.ndarray,
+        silo: int,
+        weights: np.ndarray,
+        keys: Tensor | None = None,
+    ) -> Tensor:
+        """Silo ``silo``'s ``sum_u w_su Delta_su`` (Algorithm 3 line 18 before the noise), ``weights`` its ``[U]`` row.
+
+        Summed one chunk of users at a time (:meth:`each_user_delta`), so the silo holds ``[d]`` and one chunk of
+        deltas, never ``[U, d]``: every clear path of a round (in process, a Flower silo, a deployed silo) sums this
+        way, in the same order, so they agree exactly.
+        """
+        total = torch.zeros_like(params)
+
+        def add(users: np.ndarray, deltas: Tensor) -> None:
+            total.add_(
+                torch.as_tensor(weights[users], dtype=deltas.dtype, device=deltas.device) @ deltas
+            )
+
+        self.each_user_delta(params, federation, round_seed, sampled, silo, add, keys)
+        return total
 
     def silo_update(
         self,
@@ -297,9 +351,11 @@ class UserLevelMethod(EveryRecordSiloNoise):
         Returns:
             ``[d]``; the server sums these over silos (:meth:`server_step`).
         """
-        deltas = self.silo_user_deltas(params, federation, round_seed, sampled, silo)
+        weights = self.weights(counts, sampled)[silo]
         noise = self.silo_noise(params.numel(), len(counts), round_seed, silo, params.device)
-        return silo_weighted_sum(deltas, self.weights(counts, sampled)[silo], noise)
+        return (
+            self.silo_weighted_delta(params, federation, round_seed, sampled, silo, weights) + noise
+        )
 
     def server_step(self, params: Tensor, total: Tensor, *, n_users: int, n_silos: int) -> Tensor:
         """``x_{t+1} = x_t + eta_g / (q |U| |S|) * total`` (Algorithm 3 line 6, Algorithm 4 line 10); ``total`` may
@@ -307,14 +363,29 @@ class UserLevelMethod(EveryRecordSiloNoise):
         scale = self.hp.global_lr / (self.hp.q * n_users * n_silos)
         return params + scale * total.to(params.device, params.dtype)
 
+    def silo_weighted_deltas(
+        self,
+        params: Tensor,
+        federation: Federation,
+        round_seed: np.random.SeedSequence,
+        sampled: np.ndarray,
+    ) -> list[Tensor]:
+        """Every silo's :meth:`silo_weighted_delta` under this round's weights (:meth:`weights`)."""
+        weights = self.weights(federation.counts, sampled)
+        keys = None
+        if self.spec.family == "ULDP-AVG":
+            keys = round_keys(federation, needed(self.hp.local_epochs, "local_epochs"), round_seed)
+        return [
+            self.silo_weighted_delta(params, federation, round_seed, sampled, s, weights[s], keys)
+            for s in range(federation.n_silos)
+        ]
+
     def clean_update(
         self, params: Tensor, federation: Federation, round_seed: np.random.SeedSequence
     ) -> Tensor:
         """The pre-noise aggregate ``sum_s sum_u w_su clip(Delta_su)`` of one round (sensitivity ``C``)."""
         sampled = self.sample_users(federation.n_users, round_seed)
-        deltas = self.user_deltas(params, federation, round_seed, sampled)
-        zeros = [torch.zeros_like(params) for _ in deltas]
-        return weighted_sum(deltas, self.weights(federation.counts, sampled), zeros)
+        return summed(self.silo_weighted_deltas(params, federation, round_seed, sampled))
 
     def round(
         self,
@@ -327,32 +398,43 @@ class UserLevelMethod(EveryRecordSiloNoise):
     ) -> Tensor:
         """One round: ``x_{t+1} = x_t + eta_g / (q |U| |S|) * aggregate`` (Algorithm 3 line 6, Algorithm 4 line 10).
 
+        Without ``aggregate_fn`` each silo's weighted sum is computed a chunk of users at a time
+        (:meth:`silo_weighted_delta`), as a silo of the Flower or deployed paths computes it, so a round holds
+        ``[d]`` per silo; an ``aggregate_fn`` receives every silo's ``[U, d]`` per-user deltas.
+
         Args:
             params: Global model ``[d]``.
             federation: The records.
             round_seed: The round's random stream.
-            aggregate_fn: Enhanced-weight methods only: the aggregation (default :func:`aggregate`, or
-                a ``uldp.federation.SecureAggregator``).
+            aggregate_fn: Enhanced-weight methods only: the aggregation of the per-user deltas (a
+                ``uldp.federation.SecureAggregator``; default: the enhanced weights' sum, in the clear, as
+                :func:`aggregate` computes it).
             sum_fn: Uniform or fixed weights only: the sum of the silos' updates ``sum_u w_su Delta_su + z_s``
-                (:meth:`silo_update`'s; the masked sum's hook); default: :func:`weighted_sum`, in the clear.
+                (:meth:`silo_update`'s; the masked sum's hook); default: their sum, in the clear.
 
         Returns:
             The new global model.
         """
         sampled = self.sample_users(federation.n_users, round_seed)
-        deltas = self.user_deltas(params, federation, round_seed, sampled)
         noise = self.noise(params.numel(), federation.n_silos, round_seed, params.device)
-        if self.spec.enhanced_weights and self.user_weights is None:
-            total = (aggregate_fn or aggregate)(deltas, federation.counts, sampled, noise)
-        elif sum_fn is None:
-            total = weighted_sum(deltas, self.weights(federation.counts, sampled), noise)
+        enhanced = self.spec.enhanced_weights and self.user_weights is None
+        if enhanced and aggregate_fn is not None:
+            deltas = self.user_deltas(params, federation, round_seed, sampled)
+            total = aggregate_fn(deltas, federation.counts, sampled, noise)
         else:
-            weights = self.weights(federation.counts, sampled)
             updates = [
-                silo_weighted_sum(delta, weights[silo], z)
-                for silo, (delta, z) in enumerate(zip(deltas, noise, strict=True))
+                delta + z
+                for delta, z in zip(
+                    self.silo_weighted_deltas(params, federation, round_seed, sampled),
+                    noise,
+                    strict=True,
+                )
             ]
-            total = sum_fn(updates, federation.counts, sampled)
+            total = (
+                summed(updates)
+                if enhanced or sum_fn is None
+                else sum_fn(updates, federation.counts, sampled)
+            )
         return self.server_step(
             params, total, n_users=federation.n_users, n_silos=federation.n_silos
         )

@@ -16,9 +16,9 @@ itself is deterministic (no dropout).
 
 Convolutions: ``vmap`` over ``conv2d`` with per-user weights becomes a grouped convolution in native contiguous
 kernels, which is slow on a CPU. The MNIST CNN's closed form (:mod:`uldp.training.cnn`) runs the same grouped
-convolutions in oneDNN's channels-last kernels instead; for other CNNs, :func:`vmap_friendly` swaps every
-``nn.Conv2d`` for :class:`UnfoldConv2d` (the same parameters, computed as im2col ``unfold`` followed by a matmul),
-which ``vmap`` turns into one batched matmul. ``benchmarks/per_user_training.py`` measures all three.
+convolutions in oneDNN's channels-last kernels instead; for other CNNs, :mod:`uldp.training.unfold` computes each
+convolution as im2col and one matmul, which ``vmap`` turns into one batched matmul.
+``benchmarks/per_user_training.py`` measures all three.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import copy
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -103,79 +102,6 @@ def load_flat_parameters(model: nn.Module, flat: Tensor) -> None:
                 param.copy_(params[name])
 
 
-class UnfoldConv2d(nn.Module):
-    """``nn.Conv2d`` computed as im2col and one matmul, with the same ``weight`` and ``bias`` parameters.
-
-    The patches come from strided views (``Tensor.unfold``) gathered by one copy, and the convolution is one
-    ``[out, C*kh*kw] @ [C*kh*kw, n*oh*ow]`` matmul; under ``vmap`` over users that is a single batched matmul,
-    where a plain ``conv2d`` with per-user weights becomes a grouped convolution.
-
-    Raises:
-        ValueError: For grouped or dilated convolutions, or non-zero padding modes (not needed by the paper's CNN).
-    """
-
-    def __init__(self, conv: nn.Conv2d):
-        super().__init__()
-        if (
-            conv.groups != 1
-            or conv.dilation != (1, 1)
-            or conv.padding_mode != "zeros"
-            or isinstance(conv.padding, str)
-        ):
-            raise ValueError(
-                f"UnfoldConv2d supports groups=1, dilation=1 and numeric zero padding; got {conv}"
-            )
-        self.weight = conv.weight
-        self.bias = conv.bias
-        self.kernel_size, self.stride, self.padding = conv.kernel_size, conv.stride, conv.padding
-
-    def forward(self, x: Tensor) -> Tensor:
-        if any(self.padding):
-            x = F.pad(x, (self.padding[1], self.padding[1], self.padding[0], self.padding[0]))
-        n, _, height, width = x.shape
-        out_h = (height - self.kernel_size[0]) // self.stride[0] + 1
-        out_w = (width - self.kernel_size[1]) // self.stride[1] + 1
-        columns = _Im2Col.apply(x, self.kernel_size, self.stride)  # [C*kh*kw, n*oh*ow]
-        out = (self.weight.flatten(1) @ columns).reshape(-1, n, out_h, out_w).transpose(0, 1)
-        if self.bias is not None:
-            out = out + self.bias[:, None, None]
-        return out
-
-
-class _Im2Col(torch.autograd.Function):
-    """Patches ``[C*kh*kw, n*oh*ow]`` of ``x [n, C, H, W]`` from strided views; backward is ``F.fold``.
-
-    ``Tensor.unfold`` alone would do, but its backward has no ``vmap`` batching rule (a slow per-user loop).
-    """
-
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(x: Tensor, kernel: tuple[int, int], stride: tuple[int, int]) -> Tensor:
-        patches = x.unfold(2, kernel[0], stride[0]).unfold(
-            3, kernel[1], stride[1]
-        )  # [n, C, oh, ow, kh, kw]
-        n, channels, out_h, out_w = patches.shape[:4]
-        return patches.permute(1, 4, 5, 0, 2, 3).reshape(
-            channels * kernel[0] * kernel[1], n * out_h * out_w
-        )
-
-    @staticmethod
-    def setup_context(
-        ctx: Any, inputs: tuple, output: Tensor
-    ) -> None:  # ctx: torch's FunctionCtx, given attributes
-        x, kernel, stride = inputs
-        ctx.shape, ctx.kernel, ctx.stride = tuple(x.shape), kernel, stride
-
-    @staticmethod
-    def backward(ctx: Any, grad_columns: Tensor) -> tuple[Tensor, None, None]:
-        n, _, height, width = ctx.shape
-        blocks = grad_columns.reshape(grad_columns.shape[0], n, -1).transpose(
-            0, 1
-        )  # [n, C*kh*kw, L]
-        return F.fold(blocks, (height, width), ctx.kernel, stride=ctx.stride), None, None
-
-
 @contextlib.contextmanager
 def _without_onednn() -> Iterator[None]:
     """Use PyTorch's native CPU kernels instead of oneDNN's inside the block (restored afterwards)."""
@@ -185,19 +111,6 @@ def _without_onednn() -> Iterator[None]:
         yield
     finally:
         torch.backends.mkldnn.enabled = previous
-
-
-def vmap_friendly(model: nn.Module) -> nn.Module:
-    """Return a deep copy of ``model`` with every ``nn.Conv2d`` replaced by :class:`UnfoldConv2d`.
-
-    Parameter names and values are unchanged, so flat vectors and ``functional_call`` work on both.
-    """
-    clone = copy.deepcopy(model)
-    for child in list(clone.modules()):
-        for child_name, grandchild in list(child.named_children()):
-            if isinstance(grandchild, nn.Conv2d):
-                setattr(child, child_name, UnfoldConv2d(grandchild))
-    return clone
 
 
 def record_keys(n_records: int, epochs: int, generator: torch.Generator) -> Tensor:
@@ -231,6 +144,10 @@ def _make_user_grad(model: nn.Module, loss_fn: LossFunction, params_batched: boo
     )
 
 
+#: Receives one chunk of users' results: ``(rows, values)``, ``values[i]`` the result of ``groups[rows[i]]``.
+ChunkConsumer = Callable[[np.ndarray, Tensor], None]
+
+
 def train_users(
     model: nn.Module,
     params: Tensor,
@@ -247,7 +164,58 @@ def train_users(
     dropout_generators: Sequence[torch.Generator] | None = None,
     precision: str = "float32",
 ) -> Tensor:
-    """Train one model copy per user on that user's records and return each user's model delta (fast path).
+    """:func:`train_user_chunks` keeping every chunk: ``[len(groups), d]`` deltas, row ``u`` for ``groups[u]``.
+
+    Args and Raises: as :func:`train_user_chunks`, which a caller that needs less than every user's delta at once
+    (a weighted sum) calls instead, holding one chunk of deltas at a time.
+    """
+    deltas = torch.zeros((len(groups), params.numel()), dtype=params.dtype, device=params.device)
+    train_user_chunks(
+        model,
+        params,
+        x,
+        y,
+        groups,
+        consume=row_writer(deltas),
+        loss_fn=loss_fn,
+        local_lr=local_lr,
+        epochs=epochs,
+        batch_size=batch_size,
+        keys=keys,
+        chunk_floats=chunk_floats,
+        dropout_generators=dropout_generators,
+        precision=precision,
+    )
+    return deltas
+
+
+def row_writer(target: Tensor) -> ChunkConsumer:
+    """A :data:`ChunkConsumer` that writes each chunk's values into its rows of ``target``."""
+
+    def write(rows: np.ndarray, values: Tensor) -> None:
+        target[torch.from_numpy(rows).to(target.device)] = values
+
+    return write
+
+
+def train_user_chunks(
+    model: nn.Module,
+    params: Tensor,
+    x: Tensor,
+    y: Tensor,
+    groups: Sequence[np.ndarray],
+    *,
+    consume: ChunkConsumer,
+    loss_fn: LossFunction,
+    local_lr: float,
+    epochs: int,
+    batch_size: int,
+    keys: Tensor,
+    chunk_floats: int | None = None,
+    dropout_generators: Sequence[torch.Generator] | None = None,
+    precision: str = "float32",
+) -> None:
+    """Train one model copy per user on that user's records and hand each chunk of users' deltas to ``consume``.
 
     Implements lines 10-15 of Algorithm 3 (ULDP-AVG) for all users of one silo at once: starting from the global
     model ``params``, user ``u`` runs ``epochs`` epochs of SGD with learning rate ``local_lr`` over its records
@@ -257,13 +225,17 @@ def train_users(
 
     Args:
         model: The architecture (its current parameters are ignored; its mode, train or eval, is used).
-            (:func:`vmap_friendly` ``(model)`` computes convolutions as im2col matmuls; plain vmap measured faster.)
+            (:func:`~uldp.training.unfold.vmap_friendly` ``(model)`` computes convolutions as im2col matmuls; plain
+            vmap measured faster.)
             A model with hand-written gradients (:func:`uldp.training.closed_form.for_model`: the linear medical
             models, the Creditcard MLP) takes them instead of autograd.
         params: Global model, flat ``[d]`` (see :class:`ParameterLayout`).
         x: The silo's records ``[n, ...]``.
         y: Their targets ``[n, ...]``.
         groups: Per user, the indices into ``x`` of that user's records (each non-empty).
+        consume: Called once per chunk of users, in no promised order, with ``(rows, deltas)``: ``deltas[i]`` is the
+            delta of ``groups[rows[i]]``. Every user is in exactly one chunk, so memory holds one chunk's deltas
+            (the chunks fit ``chunk_floats``), not ``[len(groups), d]``. Called outside any autocast.
         loss_fn: Weighted mean loss ``(outputs, targets, weight)`` written with pure tensor ops.
         local_lr: Local learning rate ``eta_l`` > 0.
         epochs: Number of local epochs ``Q`` >= 1.
@@ -280,9 +252,6 @@ def train_users(
             cuDNN use TF32, which a first H200 run measured at 6.5e-3 from the CPU's MNIST deltas).
 
     Every tensor is computed on the device of ``params``, ``x``, ``y`` and ``keys`` (one device for all).
-
-    Returns:
-        ``[len(groups), d]`` deltas, row ``u`` for ``groups[u]``.
 
     Raises:
         ValueError: On an empty group, an out-of-range index, a bad learning rate, epoch count or batch size, or
@@ -302,7 +271,7 @@ def train_users(
         # One model copy (silo-level training of DEFAULT / ULDP-NAIVE): nothing to batch over, and plain autograd
         # costs about a fifth of vmap(grad(...)) per step. Same mini-batches, so the same result.
         with device_settings(params.device, precision), autocast(params.device, precision):
-            return train_users_loop(
+            delta = train_users_loop(
                 model,
                 params,
                 x,
@@ -314,6 +283,8 @@ def train_users(
                 batch_size=batch_size,
                 keys=keys,
             )
+        consume(np.zeros(1, dtype=np.int64), delta)
+        return
     layout = ParameterLayout.of(model)
     device = params.device
     global_params = layout.unflatten(params.detach())
@@ -340,22 +311,21 @@ def train_users(
     per_record = per_record_floats(model, x)
     width = lambda n: min(batch_size, n)  # noqa: E731 - the batch width a chunk with n_max records needs
     floats_per_user = lambda n: 3 * layout.size + n * x[0].numel() + width(n) * per_record  # noqa: E731
-    deltas = torch.zeros((len(groups), layout.size), dtype=params.dtype, device=device)
     chunk_floats = chunk_floats_for(device) if chunk_floats is None else chunk_floats
     # oneDNN's grouped convolution in contiguous layout (what vmap over users makes of a conv) lost precision in
     # float32 (3.7e-5 against the float64 result on MNIST deltas of size 1e-2, the native kernel 1e-6) and was no
     # faster at 1000 users; the closed-form CNN calls oneDNN in channels-last layout itself (uldp.training.cnn).
     # Under bfloat16 autocast the native kernels have no fast path (the engine measured 10 times slower than a plain
     # vmap with oneDNN on the CPU, benchmarks/gpu.py), and float32's precision is not kept anyway.
-    with (
-        _without_onednn()
-        if closed_form is None and precision != "bf16"
-        else contextlib.nullcontext(),
-        device_settings(device, precision),
-        autocast(device, precision),
+    for members in user_chunks(
+        groups, floats_per_user, chunk_floats, lambda n: -(-n // width(n)) * width(n)
     ):
-        for members in user_chunks(
-            groups, floats_per_user, chunk_floats, lambda n: -(-n // width(n)) * width(n)
+        with (
+            _without_onednn()
+            if closed_form is None and precision != "bf16"
+            else contextlib.nullcontext(),
+            device_settings(device, precision),
+            autocast(device, precision),
         ):
             index, counts = padded_indices(groups, members, device)
             n_users, n_max = index.shape
@@ -398,9 +368,7 @@ def train_users(
                         local_lr,
                         uniforms,
                     )
-            rows = torch.from_numpy(members).to(device)
-            deltas[rows] = layout.flatten(local, batch_dims=1) - params.detach()[None, :]
-    return deltas
+        consume(members, layout.flatten(local, batch_dims=1) - params.detach()[None, :])
 
 
 def train_users_loop(
@@ -455,7 +423,39 @@ def user_gradients(
     chunk_floats: int | None = None,
     precision: str = "float32",
 ) -> Tensor:
-    """Each user's full-batch gradient of its weighted mean loss at ``params`` (ULDP-SGD, Algorithm 3 line 21).
+    """:func:`user_gradient_chunks` keeping every chunk: ``[len(groups), d]`` gradients, on the device of ``params``.
+
+    Args and Raises: as :func:`user_gradient_chunks`.
+    """
+    gradients = torch.zeros((len(groups), params.numel()), dtype=params.dtype, device=params.device)
+    user_gradient_chunks(
+        model,
+        params,
+        x,
+        y,
+        groups,
+        consume=row_writer(gradients),
+        loss_fn=loss_fn,
+        chunk_floats=chunk_floats,
+        precision=precision,
+    )
+    return gradients
+
+
+def user_gradient_chunks(
+    model: nn.Module,
+    params: Tensor,
+    x: Tensor,
+    y: Tensor,
+    groups: Sequence[np.ndarray],
+    *,
+    consume: ChunkConsumer,
+    loss_fn: LossFunction,
+    chunk_floats: int | None = None,
+    precision: str = "float32",
+) -> None:
+    """Each user's full-batch gradient of its weighted mean loss at ``params`` (ULDP-SGD, Algorithm 3 line 21), handed
+    to ``consume`` one chunk of users at a time.
 
     Args:
         model: The architecture (mode used; parameters ignored).
@@ -463,12 +463,10 @@ def user_gradients(
         x: The silo's records.
         y: Their targets.
         groups: Per user, the indices of its records (each non-empty).
+        consume: As in :func:`train_user_chunks`, with gradients for deltas.
         loss_fn: Weighted mean loss.
         chunk_floats: Memory bound per chunk of users (``None``: :func:`chunk_floats_for` the device).
-        precision: As in :func:`train_users`.
-
-    Returns:
-        ``[len(groups), d]`` gradients, on the device of ``params`` and ``x``.
+        precision: As in :func:`train_user_chunks`.
     """
     groups = _check_groups(groups, x.shape[0])
     layout = ParameterLayout.of(model)
@@ -476,7 +474,6 @@ def user_gradients(
     closed_form = closed_forms.for_model(model, loss_fn, precision)
     per_record = per_record_floats(model, x) + x[0].numel()
     device = params.device
-    gradients = torch.zeros((len(groups), layout.size), dtype=params.dtype, device=device)
     chunk_floats = chunk_floats_for(device) if chunk_floats is None else chunk_floats
     for members in user_chunks(
         groups, lambda n: layout.size + n * per_record, chunk_floats, padded_length=lambda n: n
@@ -496,8 +493,7 @@ def user_gradients(
                 for name, value in global_params.items()
             }
             grads = closed_form.weighted_gradient(shared, x[index], y[index], mask)
-        gradients[torch.from_numpy(members).to(device)] = layout.flatten(grads, batch_dims=1)
-    return gradients
+        consume(members, layout.flatten(grads, batch_dims=1))
 
 
 def clip_rows(rows: Tensor, clip: float) -> Tensor:

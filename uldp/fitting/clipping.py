@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from uldp.methods.base import global_torch_seed, needed, seed_stream, torch_generator
-from uldp.training.per_user import record_keys, train_users, user_gradients
+from uldp.training.per_user import record_keys, train_user_chunks, user_gradient_chunks
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -84,18 +84,26 @@ def update_norms(
         groups[i]
         for i in np.sort(rng.choice(len(groups), size=min(sample, len(groups)), replace=False))
     ]
+    norms = np.zeros(len(chosen))
+
+    def keep_norms(
+        rows: np.ndarray, updates: Tensor
+    ) -> None:  # one chunk's rows, never [sample, d]
+        norms[rows] = updates.norm(dim=1).detach().cpu().numpy()
+
     with torch.random.fork_rng(devices=[]), global_torch_seed(seed_stream(seed, 1)):
         if what == "update":
             epochs = needed(hp.local_epochs, "local_epochs")
             keys = record_keys(
                 int(federation.x.shape[0]), epochs, torch_generator(seed_stream(seed, 2))
             ).to(federation.device)
-            updates = train_users(
+            train_user_chunks(
                 federation.model,
                 params,
                 federation.x,
                 federation.y,
                 chosen,
+                consume=keep_norms,
                 loss_fn=federation.loss_fn,
                 local_lr=needed(hp.local_lr, "local_lr"),
                 epochs=epochs,
@@ -103,15 +111,16 @@ def update_norms(
                 keys=keys,
             )
         else:  # a gradient: a user's (ULDP-SGD) or a record's (ULDP-GROUP, DP-SGD)
-            updates = user_gradients(
+            user_gradient_chunks(
                 federation.model,
                 params,
                 federation.x,
                 federation.y,
                 chosen,
+                consume=keep_norms,
                 loss_fn=federation.loss_fn,
             )
-    return updates.norm(dim=1).detach().cpu().numpy()
+    return norms
 
 
 def clip_advice(clip: float | None, norms: np.ndarray, *, what: str) -> str | None:

@@ -147,11 +147,12 @@ def test_secure_run_equals_plain_run(monkeypatch, q, backend):
 @pytest.mark.parametrize("kind", [PLAIN, MASKED_SUM])
 def test_the_simulation_through_the_federation_round_of_each_kind_is_the_plain_run(kind):
     """The simulation's rounds driven through the one federation round (uldp.federation, every party in this process)
-    with the plain aggregation end bit for bit at the plain run (the same float32 sums in silo order); with the
-    masked sum within its resolution (|S| 2^-37 on the sum) and float32 rounding of it. Protocol 1's run is
-    test_secure_run_equals_plain_run's."""
+    with the plain aggregation end bit for bit at the plain run through the plain hook (``uldp_avg.aggregate``: the
+    same per-user deltas, the same float32 sums in silo order); with the masked sum within its resolution (|S| 2^-37
+    on the sum) and float32 rounding of it. Protocol 1's run is test_secure_run_equals_plain_run's. (Without a hook
+    the round sums a chunk of users at a time, equal to the hook's sum within float rounding: tests/test_methods.py.)"""
     config = _config(q=0.5)
-    plain = run(config)
+    plain = run(config, aggregate_fn=uldp_avg.aggregate)
     method = uldp.simulation._prepared(config)[1]
     hook = InProcessAggregator(kind, method=method)
     routed = run(config, aggregate_fn=hook)

@@ -62,6 +62,37 @@ SCALE = {
 # `uldp/training/per_user.py`, with its plain-loop oracle `train_users_loop` beside it.
 
 # %% [markdown]
+# A silo's memory then grows with the model and one chunk of users, not with its users times the model: the engine
+# trains a chunk of users under a memory bound and hands over their clipped deltas, which the silo adds to its
+# weighted sum before the next chunk (`UserLevelMethod.silo_weighted_delta`, the same sum in process, on Flower and
+# deployed). `benchmarks/silo_memory.py` computes one silo's update both ways, each in its own process: every user's
+# delta held at once (the `[|U|, d]` matrix that {ref}`Protocol 1 <paper-protocol-1>` still receives) and chunk by
+# chunk. Its committed results:
+
+# %%
+import pandas as pd
+
+from uldp.paper.chapters import benchmark_result
+
+memory_rows = []
+for name in ("silo_memory_mnist_size", "silo_memory"):
+    memory = benchmark_result(name)
+    result = memory["results"]
+    for row in result["rows"]:
+        memory_rows.append(
+            {
+                "users": result["users"],
+                "parameters": result["parameters"],
+                "[U, d] float32, MiB": result["whole_deltas_mib"],
+                "way": row["way"],
+                "peak MiB above set-up": row["peak_mib_over_setup"],
+                "seconds": row["seconds"],
+                "commit": memory["provenance"]["git_commit"][:7],
+            }
+        )
+print(pd.DataFrame(memory_rows).to_string(index=False))
+
+# %% [markdown]
 # ## Sensitivity, checked numerically
 #
 # On random allocations with one heavy user (300 records spread over all silos), remove each of a few users and measure

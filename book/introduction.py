@@ -111,6 +111,9 @@ display(
 #   $\epsilon$ buys in utility is judged like a claim of the paper (the last table of the {doc}`scorecard`).
 # - {doc}`auditing`: the user-level guarantee audited with canary users, as a lower bound on $\epsilon$ against the
 #   accountant's upper bound.
+# - {doc}`protocol_in_practice`: how the silos agree on their users privately, what each party learns, what a server
+#   that deviates can still do and the $\epsilon$ that holds against each adversary; {ref}`Protocol 1 <paper-protocol-1>`
+#   at deep-model scale.
 # - {doc}`deploying`: one process per silo on Flower, with the private weighting protocol between real parties.
 # - {doc}`your_own_silos`: `uldp.fit` on a federation of one's own records, users and silos.
 # - {doc}`differences`: every deliberate difference from the paper and the authors' code, measured.
@@ -159,7 +162,8 @@ chapters.limits(data, load("creditcard"))
 # {doc}`exp_creditcard`, {doc}`exp_mnist`, {doc}`exp_heart_disease`, {doc}`exp_tcga_brca`, {doc}`exp_weighting` and
 # {doc}`exp_user_sampling`, then the {doc}`scorecard` of every claim.
 #
-# **Beyond the paper**: {doc}`tighter_accounting`, {doc}`auditing`, {doc}`deploying`, {doc}`your_own_silos`.
+# **Beyond the paper**: {doc}`tighter_accounting`, {doc}`auditing`, {doc}`protocol_in_practice`, {doc}`deploying`,
+# {doc}`your_own_silos`.
 #
 # **Reference**: {doc}`settings`, {doc}`differences`, {doc}`reproducibility`, {doc}`paper_items`, {doc}`bibliography`.
 #

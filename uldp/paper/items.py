@@ -66,7 +66,7 @@ ITEMS: tuple[PaperItem, ...] = (
         "Trust model and Assumptions",
         "Silos and server are honest but curious; the silos share users' identities privately.",
         ("uldp.deploy",),
-        ("book/deploying", "book/weighting_protocol"),
+        ("book/deploying", "book/protocol_in_practice"),
     ),
     PaperItem(
         "section",
@@ -122,7 +122,7 @@ ITEMS: tuple[PaperItem, ...] = (
         "Results",
         "The experimental claims that the Scorecard chapter checks one by one.",
         ("uldp.paper.scorecard.CLAIMS",),
-        ("book/introduction", "book/scorecard", "book/weighting_protocol"),
+        ("book/introduction", "book/protocol_in_practice", "book/scorecard"),
     ),
     PaperItem(
         "section",
@@ -362,6 +362,8 @@ ITEMS: tuple[PaperItem, ...] = (
             "book/exp_user_sampling",
             "book/exp_weighting",
             "book/introduction",
+            "book/protocol_in_practice",
+            "book/uldp_avg_sgd",
             "book/weighting_protocol",
             "book/your_own_silos",
         ),

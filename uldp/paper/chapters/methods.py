@@ -1,5 +1,6 @@
 """What the method chapters run and show (``book/baselines.py``, ``book/uldp_avg_sgd.py``,
-``book/weighting_protocol.py``): a short comparison of runs, Protocol 1's measured scale and its stored runtime."""
+``book/weighting_protocol.py``, ``book/protocol_in_practice.py``): a short comparison of runs, Protocol 1's measured
+scale and its stored runtime."""
 
 from __future__ import annotations
 

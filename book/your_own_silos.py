@@ -92,7 +92,7 @@ visits.head().style.hide(axis="index").format(precision=2)
 # %% [markdown]
 # ## The hospitals' relay key
 #
-# On Flower, the hospitals match their patients by a **private set union** (`uldp.secure.psu`, {doc}`weighting_protocol`):
+# On Flower, the hospitals match their patients by a **private set union** (`uldp.secure.psu`, {doc}`protocol_in_practice`):
 # each hospital blinds its patient ids with a secret exponent of its own, the blinded lists go round the hospitals
 # through the server, and the sorted union numbers the patients; no hospital can test a guessed id against another's
 # patients. The exponents live in the group the server names (`UldpStrategy(psu_group=...)`: RFC 3526's 2048-bit group

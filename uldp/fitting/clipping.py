@@ -86,9 +86,8 @@ def update_norms(
     ]
     norms = np.zeros(len(chosen))
 
-    def keep_norms(
-        rows: np.ndarray, updates: Tensor
-    ) -> None:  # one chunk's rows, never [sample, d]
+    # Each chunk's norms as the engine hands it over, so that the sample's [sample, d] updates are never held at once.
+    def keep_norms(rows: np.ndarray, updates: Tensor) -> None:
         norms[rows] = updates.norm(dim=1).detach().cpu().numpy()
 
     with torch.random.fork_rng(devices=[]), global_torch_seed(seed_stream(seed, 1)):

@@ -5,8 +5,9 @@
 # follow it ({ref}`Section 3.1 <paper-section-3-1>`), on a user set $U$ that the silos are assumed to share, at the
 # model sizes of the paper's runtime figures. This chapter goes beyond the paper on each count: how the silos of a
 # real federation agree on $U$, what each party then learns, what a server that deviates from the protocol can
-# still do and which $\epsilon$ holds against it; and the protocol at deep-model scale, which the paper leaves open
-# ({ref}`Section 5.2 <paper-section-5-2>`), with a packed Paillier backend and a lattice (Ring-LWE) one.
+# still do and which $\epsilon$ holds against it; and the protocol at deep-model scale, which the paper leaves open at
+# the end of its runtime results ({ref}`Section 5.2 <paper-section-5-2>`), with a packed Paillier backend and a lattice
+# (Ring-LWE) one.
 
 # %% tags=["parameters"]
 profile = "default"

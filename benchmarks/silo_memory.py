@@ -97,8 +97,11 @@ def main() -> None:
     parser.add_argument("--way", choices=WAYS, help="run one way in this process (internal)")
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
     args = parser.parse_args()
-    for name in ("users", "records", "parameters"):
-        check_integer(f"--{name}", getattr(args, name))
+    try:
+        for name in ("users", "records", "parameters"):
+            check_integer(f"--{name}", getattr(args, name))
+    except ValueError as error:
+        parser.error(str(error))
     if args.way:
         print(json.dumps(one_way(args.way, args.users, args.records, args.parameters)))
         return
